@@ -1,0 +1,306 @@
+"""The `roofline` command. Human tables by default, --json / --csv for tools, -o for figures.
+
+Bad input prints one line naming the value (``roofline: error: ...``) and exits with code 2.
+Heavy packages (matplotlib) are imported only by the commands that draw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from roofline.errors import RooflineError
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, no usage dump
+        raise RooflineError(message)
+
+
+# -- argument types: each names the flag in its message ------------------------------------------
+
+def _number(flag, *, minimum=0.0, strictly=True, maximum=None, integer=False, parser=None):
+    def convert(text):
+        from roofline.errors import check_number
+        from roofline.units import parse_number
+
+        try:
+            value = (parser or parse_number)(text, flag)
+            check_number("value", value, minimum=minimum, strictly=strictly, maximum=maximum, integer=integer)
+        except RooflineError as exc:  # argparse prefixes "argument --flag: "
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("value ").removeprefix(f"{flag}: ")) from None
+        return int(value) if integer else value
+
+    convert.__name__ = flag
+    return convert
+
+
+def _time(flag):
+    from roofline.units import parse_time_s
+
+    return _number(flag, strictly=False, maximum=1.0, parser=parse_time_s)
+
+
+_COUNT = dict(integer=True, maximum=1e12)
+
+
+def _add_cost_flags(p, launch_default_note="the machine's preset"):
+    p.add_argument("--compute-efficiency", type=_number("--compute-efficiency", maximum=1.0), default=0.70,
+                   help="achievable fraction of peak FLOP/s, e_c (default 0.70, seed 003)")
+    p.add_argument("--memory-efficiency", type=_number("--memory-efficiency", maximum=1.0), default=0.85,
+                   help="achievable fraction of peak bandwidth, e_m (default 0.85, seed 003)")
+    p.add_argument("--launch-overhead", type=_time("--launch-overhead"), default=None,
+                   help=f"seconds per kernel launch, e.g. 3us (default: {launch_default_note})")
+    p.add_argument("--overlap", type=_number("--overlap", strictly=False, maximum=1.0), default=1.0,
+                   help="overlap of compute and memory time: 1 = max() (seed), 0 = sum")
+    p.add_argument("--cuda-graph", action="store_true", help="one launch for the whole workload")
+
+
+def _cost_model(args, machine):
+    from roofline.cost import CostModel
+
+    launch = machine.launch_overhead_s if args.launch_overhead is None else args.launch_overhead
+    return CostModel(args.compute_efficiency, args.memory_efficiency, launch, args.overlap, args.cuda_graph)
+
+
+def _add_layer_flags(p):
+    p.add_argument("--machine", default="h100-sxm", help="preset (see `roofline machines`) or a machine TOML file")
+    p.add_argument("--model", default="llama3-8b", help="preset (see `roofline models`) or a config.json path")
+    p.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
+    p.add_argument("--tokens", type=_number("--tokens", **_COUNT), default=8192, help="prefill tokens per sequence, T")
+    p.add_argument("--batch", type=_number("--batch", **_COUNT), default=1, help="sequences, B")
+    p.add_argument("--context", type=_number("--context", **_COUNT), default=None,
+                   help="decode: tokens already in the KV cache, S (default: --tokens)")
+    p.add_argument("--attention", choices=("naive", "flash"), default="naive")
+    p.add_argument("--dtype", default="bf16", help="weights, activations and peak: bf16, fp16, fp8, int8, fp32")
+    _add_cost_flags(p)
+
+
+def _layer(args):
+    from roofline.blocks import layer_report
+    from roofline.machines import get_machine
+
+    machine = get_machine(args.machine)
+    return layer_report(args.model, machine, args.phase, args.tokens, args.batch, args.context, args.attention,
+                        args.dtype, _cost_model(args, machine))
+
+
+def cmd_layer(args):
+    report = _layer(args)
+    pred = report.prediction
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return
+    if args.csv:
+        sys.stdout.write(pred.to_csv())
+        return
+    from roofline.transformer import get_model
+    from roofline.units import format_time
+
+    cfg = get_model(args.model)
+    where = f"T={report.tokens:,}" if report.phase == "prefill" else f"context S={report.context:,}"
+    m = pred.model
+    print(f"{cfg.name}: one block, {report.phase} {where}, batch {report.batch}, {report.attention} attention, "
+          f"{report.dtype}, on {pred.machine}")
+    print(f"e_c {m.compute_efficiency:.2f}, e_m {m.memory_efficiency:.2f}, launch {m.launch_overhead_s * 1e6:g} us"
+          f"{' (CUDA graph)' if m.cuda_graph else ''}, overlap {m.overlap:g}\n")
+    print(pred.to_table())
+
+
+def cmd_machines(args):
+    from roofline.machines import list_machines
+
+    ms = list_machines()
+    if args.json:
+        print(json.dumps([_machine_dict(m) for m in ms], indent=2))
+        return
+    from roofline.tables import grid
+
+    rows = []
+    for m in ms:
+        rows.append([m.key, m.name, m.default_dtype, f"{m.peak_flops / 1e12:,.1f}", f"{m.bandwidth / 1e12:.3g}",
+                     f"{m.ridge_point:,.0f}", f"{m.memory_bytes / 1e9:,.0f}" if m.memory_bytes else "-",
+                     f"{m.launch_overhead_s * 1e6:g}" if m.launch_overhead_s else "-"])
+    print(grid(["key", "name", "dtype", "dense TFLOP/s", "TB/s", "ridge FLOP/B", "GB", "launch us"], rows,
+               [False, False, False, True, True, True, True, True]))
+    print("\nDense peaks (no 2:4 sparsity) at the default dtype; every figure's source: `roofline machines --json`.")
+
+
+def _machine_dict(m):
+    return {
+        "key": m.key, "name": m.name, "vendor": m.vendor, "default_dtype": m.default_dtype,
+        "peak_flops": m.peak_flops, "bandwidth": m.bandwidth, "ridge_point": m.ridge_point,
+        "peaks_flops_per_s": dict(m.peaks), "memory_bytes": m.memory_bytes, "l2_bytes": m.l2_bytes,
+        "sm_count": m.sm_count, "links_bytes_per_s": dict(m.links), "launch_overhead_s": m.launch_overhead_s,
+        "sources": dict(m.sources),
+    }
+
+
+def cmd_models(args):
+    from roofline.transformer import count_params, list_models
+
+    models = list_models()
+    if args.json:
+        out = []
+        for c in models:
+            d = {k: getattr(c, k) for k in c.__dataclass_fields__}
+            d["params"] = count_params(c)
+            out.append(d)
+        print(json.dumps(out, indent=2))
+        return
+    from roofline.tables import grid
+
+    rows = []
+    for c in models:
+        total = count_params(c)["total"]
+        moe = f" ({c.experts_per_token}/{c.n_experts} experts)" if c.is_moe else ""
+        rows.append([c.key, c.name + moe, f"{total:,}", c.n_layers, c.d_model, f"{c.n_heads}/{c.n_kv_heads}",
+                     c.head_dim, c.d_ff, f"{c.vocab:,}"])
+    print(grid(["key", "name", "params", "L", "d_model", "heads/kv", "d_head", "d_ff", "vocab"], rows,
+               [False, False] + [True] * 7))
+
+
+def cmd_kernel(args):
+    from roofline.cost import time_lower_bound
+    from roofline.kernels import get_kernel_constructor
+    from roofline.machines import get_machine
+
+    machine = get_machine(args.machine)
+    ctor = get_kernel_constructor(args.name)
+    params = {}
+    for key, value in (args.param or []):
+        params[key] = value
+    try:
+        kernel = ctor(**params)
+    except TypeError as exc:
+        from roofline.kernels import kernel_parameters
+
+        names = ", ".join(p.name for p in kernel_parameters(args.name))
+        raise RooflineError(f"kernel {args.name}: {exc}; its parameters are {names}") from None
+    model = _cost_model(args, machine)
+    op = model.predict_op(kernel, machine)
+    bound = float(time_lower_bound(kernel, machine))
+    if args.json:
+        print(json.dumps({"machine": machine.key or machine.name, "kernel": args.name, **op.to_dict(),
+                          "roofline_s": bound, "ridge_point": machine.ridge(kernel.dtype),
+                          "attainable_flops_per_s": machine.attainable(kernel.intensity, kernel.dtype)}, indent=2))
+        return
+    from roofline.units import format_si
+
+    side = "left of" if kernel.intensity < machine.ridge(kernel.dtype) else "right of"
+    print(f"{kernel.name} on {machine.name} ({kernel.dtype})")
+    print(f"  FLOPs      {format_si(kernel.flops, 'FLOP')}")
+    print(f"  bytes      {format_si(kernel.bytes, 'B')}")
+    print(f"  intensity  {kernel.intensity:,.1f} FLOP/B, {side} the ridge at {machine.ridge(kernel.dtype):,.0f}: "
+          f"{'memory' if side == 'left of' else 'compute'}-bound")
+    print(f"  attainable {format_si(machine.attainable(kernel.intensity, kernel.dtype), 'FLOP/s')}")
+    print(f"  roofline   {bound * 1e6:,.2f} us (speed of light)")
+    print(f"  predicted  {op.time_s * 1e6:,.2f} us at e_c {model.compute_efficiency:g}, e_m {model.memory_efficiency:g},"
+          f" launch {model.launch_overhead_s * 1e6:g} us")
+
+
+def _kernel_param(text):
+    if "=" not in text:
+        raise RooflineError(f"kernel parameter {text!r} must be NAME=VALUE, e.g. M=8192")
+    key, value = text.split("=", 1)
+    key = key.strip()
+    if value.strip().lower() in ("true", "false"):
+        return key, value.strip().lower() == "true"
+    if key in ("name",):
+        return key, value
+    if key in ("bytes_per_elem", "bytes_per_param") and not value.replace(".", "", 1).isdigit():
+        return key, value.strip()
+    from roofline.errors import check_number
+    from roofline.units import parse_number
+
+    number = parse_number(value, key)
+    check_number(key, number, minimum=0, strictly=False)
+    return key, int(number) if float(number).is_integer() else number
+
+
+def cmd_plot(args):
+    from roofline.machines import get_machine
+
+    out = args.output
+    if not out.lower().endswith((".png", ".svg")):
+        raise RooflineError(f"-o/--output must end in .png or .svg, got {out!r}")
+    if args.what == "roofline":
+        from roofline.plots import plot_roofline, seed_kernels
+
+        machines = [get_machine(m) for m in args.machine.split(",")]
+        if args.kernels == "seed":
+            kernels = seed_kernels()
+        else:
+            from roofline.blocks import block_kernels
+
+            kernels = block_kernels(args.model, args.phase, args.tokens, args.batch, args.context, args.attention, args.dtype)
+        plot_roofline(machines, kernels, out)
+    else:
+        from roofline.plots import plot_layer
+
+        plot_layer(_layer(args), out)
+    print(f"wrote {out}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="roofline", description="How fast can it run, and what limits it: the roofline model for ML.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("layer", help="one transformer block op by op (seed 003's workshop by default)")
+    _add_layer_flags(p)
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    p.set_defaults(func=cmd_layer)
+
+    p = sub.add_parser("machines", help="list machine presets")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_machines)
+
+    p = sub.add_parser("models", help="list model presets")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_models)
+
+    from_kernels = "matmul, batched_matmul, decode_step, elementwise, layernorm, rmsnorm, softmax, embedding, " \
+                   "attention_scores, attention_pv, naive_attention, flash_attention"
+    p = sub.add_parser("kernel", help="one kernel on a machine: intensity, bound, time",
+                       description=f"Kernels: {from_kernels}. Example: roofline kernel matmul M=1 N=4096 K=4096")
+    p.add_argument("name", help="kernel constructor name")
+    p.add_argument("param", nargs="*", type=_kernel_param, help="NAME=VALUE, e.g. M=8192 N=4096 K=4096 bytes_per_elem=fp8")
+    p.add_argument("--machine", default="h100-sxm")
+    _add_cost_flags(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_kernel, compute_efficiency=1.0, memory_efficiency=1.0, launch_overhead=0.0)
+
+    p = sub.add_parser("plot", help="draw a figure: roofline or layer")
+    p.add_argument("what", choices=("roofline", "layer"))
+    p.add_argument("-o", "--output", required=True, help="FILE.png or FILE.svg")
+    p.add_argument("--kernels", choices=("seed", "layer"), default="seed",
+                   help="roofline: the seed's seven kernels, or the layer's ops")
+    _add_layer_flags(p)
+    p.set_defaults(func=cmd_plot)
+    return parser
+
+
+def main(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        args.func(args)
+    except RooflineError as exc:
+        print(f"roofline: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # `roofline layer | head`
+        return 0
+    except KeyboardInterrupt:
+        print("roofline: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""The cost model: the roofline bound and the working estimate of seed 003,
+
+    t = max(F / (e_c peak), B / (e_m BW)) + t_launch,
+
+per op, and summed over a workload with the seed's readouts (FLOPs-only and bytes-only
+estimates, memory-bound share, launch share). The pure functions take numpy arrays, so a sweep
+over sizes is one call.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from roofline.errors import check_fraction, check_number
+from roofline.kernels import Kernel
+from roofline.machines import Machine, get_machine
+
+
+def time_lower_bound(kernel: Kernel, machine: Machine) -> float:
+    """The roofline ("speed of light") time in seconds: max(F / peak, B / BW), with the peak of
+    the kernel's dtype. No efficiency, no launch overhead."""
+    machine = get_machine(machine)
+    return np.maximum(kernel.flops / machine.peak(kernel.dtype), kernel.bytes / machine.bandwidth)
+
+
+def op_times(flops, bytes_, peak_flops_per_s, bytes_per_s, compute_efficiency=1.0, memory_efficiency=1.0, launch_s=0.0, overlap=1.0):
+    """(compute_s, memory_s, time_s) for arrays of ops.
+
+    compute_s = F / (e_c peak); memory_s = B / (e_m BW);
+    time_s = max(c, m) + (1 - overlap) min(c, m) + launch: overlap 1 is the seed's perfect overlap
+    (the max), overlap 0 is none (the sum)."""
+    compute_s = np.asarray(flops, dtype=float) / (compute_efficiency * peak_flops_per_s)
+    memory_s = np.asarray(bytes_, dtype=float) / (memory_efficiency * bytes_per_s)
+    body = np.maximum(compute_s, memory_s) + (1.0 - overlap) * np.minimum(compute_s, memory_s)
+    return compute_s, memory_s, body + launch_s
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Achievable fractions of peak (``compute_efficiency`` e_c, ``memory_efficiency`` e_m), a fixed
+    ``launch_overhead_s`` per kernel, and ``overlap`` of compute and memory time (1 = perfect, the
+    seed's max; 0 = none, their sum). With ``cuda_graph`` a whole workload pays one launch,
+    shared among its ops. CostModel() is the pure roofline."""
+
+    compute_efficiency: float = 1.0
+    memory_efficiency: float = 1.0
+    launch_overhead_s: float = 0.0
+    overlap: float = 1.0
+    cuda_graph: bool = False
+
+    def __post_init__(self):
+        check_fraction("compute_efficiency", self.compute_efficiency)
+        check_fraction("memory_efficiency", self.memory_efficiency)
+        check_number("launch_overhead_s", self.launch_overhead_s, strictly=False, maximum=1.0)
+        check_number("overlap", self.overlap, strictly=False, maximum=1.0)
+
+    def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None) -> "OpPrediction":
+        compute_s, memory_s, time_s = op_times(
+            kernel.flops,
+            kernel.bytes,
+            machine.peak(kernel.dtype),
+            machine.bandwidth,
+            self.compute_efficiency,
+            self.memory_efficiency,
+            self.launch_overhead_s if launch_s is None else launch_s,
+            self.overlap,
+        )
+        launch = self.launch_overhead_s if launch_s is None else launch_s
+        return OpPrediction(
+            name=kernel.name,
+            category=kernel.category,
+            dtype=kernel.dtype,
+            flops=kernel.flops,
+            bytes=kernel.bytes,
+            intensity=kernel.intensity,
+            compute_s=_scalar(compute_s),
+            memory_s=_scalar(memory_s),
+            launch_s=launch,
+            time_s=_scalar(time_s),
+            bound=_bound(memory_s, compute_s),
+        )
+
+    def predict(self, kernels: Sequence[Kernel], machine) -> "WorkloadPrediction":
+        """Predict every kernel on ``machine`` and summarise."""
+        machine = get_machine(machine)
+        kernels = list(kernels)
+        per_op_launch = self.launch_overhead_s / max(len(kernels), 1) if self.cuda_graph else None
+        ops = tuple(self.predict_op(k, machine, per_op_launch) for k in kernels)
+        return WorkloadPrediction.from_ops(machine.name, self, ops)
+
+
+def seed_cost_model(**changes) -> CostModel:
+    """Seed 003's workshop: e_c = 0.70, e_m = 0.85, t_launch = 3 us, perfect overlap."""
+    params = dict(compute_efficiency=0.70, memory_efficiency=0.85, launch_overhead_s=3e-6, overlap=1.0)
+    params.update(changes)
+    return CostModel(**params)
+
+
+def predict(kernels: Iterable[Kernel], machine, model: CostModel | None = None) -> "WorkloadPrediction":
+    """Predict a list of kernels on a machine (default: the pure roofline)."""
+    return (model or CostModel()).predict(list(kernels), machine)
+
+
+def speed_of_light(kernel: Kernel, machine, measured_s):
+    """Fraction of the roofline reached by a measured time: time_lower_bound / measured. Above 1
+    is impossible: a units, FLOP-convention or sparse-peak mistake."""
+    check_number("measured_s", measured_s)
+    return time_lower_bound(kernel, get_machine(machine)) / measured_s
+
+
+def _scalar(x):
+    return float(x) if np.ndim(x) == 0 else x
+
+
+def _count(x):
+    return int(x) if np.ndim(x) == 0 else x
+
+
+def _bound(memory_s, compute_s):
+    if np.ndim(memory_s) == 0:
+        return "memory" if memory_s > compute_s else "compute"
+    return np.where(np.asarray(memory_s) > np.asarray(compute_s), "memory", "compute")
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------------
+
+OP_FIELDS = ("name", "flops", "bytes", "intensity", "compute_s", "memory_s", "launch_s", "time_s", "bound")
+
+
+@dataclass(frozen=True)
+class OpPrediction:
+    """One op's prediction: FLOPs, bytes, intensity (FLOP/byte), compute, memory, launch and total
+    time in seconds, and which limit binds ("memory" or "compute")."""
+
+    name: str
+    category: str
+    dtype: str
+    flops: float
+    bytes: float
+    intensity: float
+    compute_s: float
+    memory_s: float
+    launch_s: float
+    time_s: float
+    bound: str
+
+    def to_dict(self) -> dict:
+        return {k: _jsonable(getattr(self, k)) for k in OP_FIELDS}
+
+
+SUMMARY_FIELDS = (
+    "total_s",
+    "flops_only_s",
+    "bytes_only_s",
+    "launch_s",
+    "memory_bound_ops",
+    "memory_bound_share",
+    "launch_share",
+)
+
+
+@dataclass(frozen=True)
+class WorkloadPrediction:
+    """A workload's ops in order with the seed's readouts.
+
+    flops_only_s = sum F / (e_c peak); bytes_only_s = sum B / (e_m BW); memory_bound_share is the
+    share of the total time spent in memory-bound ops (their launches included); launch_share is
+    the share spent in launch overhead."""
+
+    machine: str
+    model: CostModel
+    ops: tuple[OpPrediction, ...]
+    total_s: float = 0.0
+    flops_only_s: float = 0.0
+    bytes_only_s: float = 0.0
+    launch_s: float = 0.0
+    memory_bound_ops: int = 0
+    memory_bound_share: float = 0.0
+    launch_share: float = 0.0
+
+    @classmethod
+    def from_ops(cls, machine: str, model: CostModel, ops: tuple[OpPrediction, ...]) -> "WorkloadPrediction":
+        total = sum(op.time_s for op in ops)
+        mem = [np.asarray(op.bound) == "memory" for op in ops]
+        mem_time = sum(np.where(m, op.time_s, 0.0) for m, op in zip(mem, ops))
+        launch = sum(op.launch_s for op in ops)
+        return cls(
+            machine=machine,
+            model=model,
+            ops=ops,
+            total_s=_scalar(total),
+            flops_only_s=_scalar(sum(op.compute_s for op in ops)),
+            bytes_only_s=_scalar(sum(op.memory_s for op in ops)),
+            launch_s=_scalar(launch),
+            memory_bound_ops=_count(sum(m.astype(int) for m in mem)) if ops else 0,
+            memory_bound_share=_scalar(mem_time / total),
+            launch_share=_scalar(launch / total),
+        )
+
+    def summary(self) -> dict:
+        return {k: _jsonable(getattr(self, k)) for k in SUMMARY_FIELDS}
+
+    def to_dict(self) -> dict:
+        return {
+            "machine": self.machine,
+            "compute_efficiency": self.model.compute_efficiency,
+            "memory_efficiency": self.model.memory_efficiency,
+            "launch_overhead_s": self.model.launch_overhead_s,
+            "overlap": self.model.overlap,
+            "cuda_graph": self.model.cuda_graph,
+            **self.summary(),
+            "ops": [op.to_dict() for op in self.ops],
+        }
+
+    def to_json(self, **extra) -> str:
+        return json.dumps({**extra, **self.to_dict()}, indent=2)
+
+    def to_table(self) -> str:
+        """The per-op table and the seed's readouts, as text (SI prefixes, microseconds)."""
+        from roofline.tables import workload_table
+
+        return workload_table(self)
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(OP_FIELDS)
+        for op in self.ops:
+            d = op.to_dict()
+            writer.writerow([d[k] for k in OP_FIELDS])
+        return buf.getvalue()
+
+
+def _jsonable(x):
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.generic):
+        return x.item()
+    return x

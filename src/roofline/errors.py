@@ -1,0 +1,95 @@
+"""The one error type users see, and the validators that raise it.
+
+Every message names the bad value and the parameter it came from, so that the CLI can print it
+on one line (exit code 2) and the web API can return it as a 422 naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+from difflib import get_close_matches
+from typing import Iterable
+
+import numpy as np
+
+
+class RooflineError(ValueError):
+    """Bad input. ``field`` names the parameter (CLI flag or API field) when known."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+
+
+def _describe(value) -> str:
+    if isinstance(value, np.ndarray):
+        return f"array {np.array2string(value, threshold=6)}"
+    return repr(value)
+
+
+def check_number(
+    name: str,
+    value,
+    *,
+    minimum: float | None = 0.0,
+    strictly: bool = True,
+    maximum: float | None = None,
+    integer: bool = False,
+):
+    """Return ``value`` if it is a finite number (or array of them) within the bounds.
+
+    ``minimum`` with ``strictly`` means value > minimum; otherwise value >= minimum. ``maximum`` is
+    inclusive. Raises RooflineError naming ``name`` and the value otherwise.
+    """
+    if isinstance(value, bool) or value is None:
+        raise RooflineError(f"{name} must be a number, got {value!r}", field=name)
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise RooflineError(f"{name} must be a number, got {value!r}", field=name) from None
+    if arr.size == 0:
+        raise RooflineError(f"{name} must not be empty", field=name)
+    if not np.all(np.isfinite(arr)):
+        raise RooflineError(f"{name} must be a finite number, got {_describe(value)}", field=name)
+    if minimum is not None:
+        bad = arr <= minimum if strictly else arr < minimum
+        if np.any(bad):
+            relation = "greater than" if strictly else "at least"
+            raise RooflineError(f"{name} must be {relation} {minimum:g}, got {_describe(value)}", field=name)
+    if maximum is not None and np.any(arr > maximum):
+        raise RooflineError(f"{name} must be at most {maximum:g}, got {_describe(value)}", field=name)
+    if integer and np.any(arr != np.round(arr)):
+        raise RooflineError(f"{name} must be a whole number, got {_describe(value)}", field=name)
+    return value
+
+
+def check_fraction(name: str, value):
+    """An efficiency or overlap fraction: 0 < value <= 1."""
+    return check_number(name, value, minimum=0.0, strictly=True, maximum=1.0)
+
+
+def check_choice(name: str, value: str, choices: Iterable[str]) -> str:
+    choices = list(choices)
+    if value not in choices:
+        raise RooflineError(f"{name} must be one of {', '.join(choices)}; got {value!r}", field=name)
+    return value
+
+
+def unknown_name(kind: str, name: str, known: Iterable[str], field: str | None = None) -> RooflineError:
+    """An error for an unknown preset name that lists the close matches (or all names)."""
+    known = sorted(known)
+    close = get_close_matches(str(name).lower(), known, n=4, cutoff=0.5)
+    if close:
+        hint = f"did you mean {', '.join(close)}?"
+    else:
+        hint = f"known: {', '.join(known)}"
+    return RooflineError(f"unknown {kind} {name!r}; {hint}", field=field or kind)
+
+
+MAX_COUNT = 1e12  # dimensions and token counts beyond this are typos, not workloads
+MAX_FLOPS = 1e30
+MAX_BYTES = 1e21
+
+
+def is_finite_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

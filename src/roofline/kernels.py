@@ -1,0 +1,278 @@
+"""Kernels: a name, FLOPs, bytes moved to and from main memory, and one constructor per op.
+
+Every constructor encodes one honest byte count (seed 000 section 3.1): the FLOPs and the bytes
+are closed forms in the shape, written in its docstring. Sizes may be numpy arrays, so a sweep
+over tokens is one call. ``bytes_per_elem`` takes bytes (2.0) or a dtype name ("bf16", "fp8",
+"int4"); the kernel remembers the dtype so the cost model uses the matching peak.
+
+Letters: B batch, T query tokens, S keys (context), H query heads, K kv heads, d head dim.
+``causal`` halves the T x S work and traffic of the scores (only the lower triangle is computed).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from roofline.errors import MAX_COUNT, MAX_BYTES, MAX_FLOPS, RooflineError, check_number, unknown_name
+from roofline.units import DTYPE_BYTES
+
+_BYTES_TO_DTYPE = {4.0: "fp32", 2.0: "bf16", 1.0: "fp8", 0.5: "int4", 8.0: "fp64"}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel: ``flops`` (FLOPs) and ``bytes`` (bytes to and from main memory).
+
+    ``category`` groups ops (matmul, attention, norm, elementwise, ...); ``dtype`` picks the
+    machine peak the cost model divides by.
+    """
+
+    name: str
+    flops: float
+    bytes: float
+    category: str = "other"
+    dtype: str = "bf16"
+
+    def __post_init__(self):
+        check_number(f"{self.name}: flops", self.flops, minimum=0, strictly=False, maximum=MAX_FLOPS)
+        check_number(f"{self.name}: bytes", self.bytes, minimum=0, maximum=MAX_BYTES)
+
+    @property
+    def intensity(self):
+        """Arithmetic intensity in FLOP per byte."""
+        return self.flops / self.bytes
+
+    def __add__(self, other: "Kernel") -> "Kernel":
+        """Two kernels fused: FLOPs and bytes add (an upper bound on a fusion's traffic)."""
+        return Kernel(f"{self.name} + {other.name}", self.flops + other.flops, self.bytes + other.bytes, self.category, self.dtype)
+
+    def scaled(self, n) -> "Kernel":
+        """``n`` independent copies (e.g. the same op in n layers)."""
+        check_number("scale", n)
+        return Kernel(self.name, self.flops * n, self.bytes * n, self.category, self.dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry (one decorator, refuses duplicates; the CLI builds `roofline kernel NAME` from it)
+# ---------------------------------------------------------------------------------------------
+
+KERNELS: dict[str, Callable[..., Kernel]] = {}
+
+
+def register(name: str):
+    def deco(fn):
+        if name in KERNELS:
+            raise RuntimeError(f"kernel {name!r} registered twice")
+        KERNELS[name] = fn
+        return fn
+
+    return deco
+
+
+def get_kernel_constructor(name: str) -> Callable[..., Kernel]:
+    key = name.strip().lower().replace("-", "_")
+    if key not in KERNELS:
+        raise unknown_name("kernel", name, KERNELS)
+    return KERNELS[key]
+
+
+def kernel_parameters(name: str) -> list[inspect.Parameter]:
+    """The constructor's parameters, for building CLI flags and API fields."""
+    return list(inspect.signature(get_kernel_constructor(name)).parameters.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _elem(bytes_per_elem) -> tuple[float, str]:
+    """(bytes per element, dtype name) from 2.0 or 'bf16'."""
+    if isinstance(bytes_per_elem, str):
+        key = bytes_per_elem.strip().lower()
+        if key not in DTYPE_BYTES:
+            raise unknown_name("dtype", bytes_per_elem, DTYPE_BYTES)
+        return DTYPE_BYTES[key], key
+    check_number("bytes_per_elem", bytes_per_elem, maximum=16)
+    w = float(bytes_per_elem)
+    return w, _BYTES_TO_DTYPE.get(w, "bf16")
+
+
+def _dims(**dims):
+    for name, value in dims.items():
+        check_number(name, value, minimum=0, maximum=MAX_COUNT)
+
+
+def _causal(causal) -> float:
+    if not isinstance(causal, (bool, np.bool_)):
+        raise RooflineError(f"causal must be true or false, got {causal!r}", field="causal")
+    return 0.5 if causal else 1.0
+
+
+def _heads(heads, kv_heads):
+    kv = heads if kv_heads is None else kv_heads
+    _dims(heads=heads, kv_heads=kv)
+    if np.any(np.asarray(heads) % np.asarray(kv)):
+        raise RooflineError(f"heads ({heads}) must be a multiple of kv_heads ({kv})", field="kv_heads")
+    return kv
+
+
+# ---------------------------------------------------------------------------------------------
+# matmuls
+# ---------------------------------------------------------------------------------------------
+
+
+@register("matmul")
+def matmul_kernel(M, N, K, bytes_per_elem=2.0, name=None) -> Kernel:
+    """(M, K) @ (K, N). flops = 2MNK; bytes = w (MK + KN + MN): A and B read once, C written once.
+    Ignores bias and epilogue. Seed 000 section 2.2."""
+    _dims(M=M, N=N, K=K)
+    w, dtype = _elem(bytes_per_elem)
+    flops = 2.0 * M * N * K
+    moved = w * (M * K + K * N + M * N)
+    return Kernel(name or f"matmul {M}x{K}x{N}", flops, moved, "matmul", dtype)
+
+
+@register("batched_matmul")
+def batched_matmul_kernel(batch, M, N, K, bytes_per_elem=2.0, name=None) -> Kernel:
+    """``batch`` independent (M, K) @ (K, N). flops = 2 b MNK; bytes = w b (MK + KN + MN)."""
+    _dims(batch=batch, M=M, N=N, K=K)
+    w, dtype = _elem(bytes_per_elem)
+    return Kernel(
+        name or f"bmm {batch}x{M}x{K}x{N}", 2.0 * batch * M * N * K, w * batch * (M * K + K * N + M * N), "matmul", dtype
+    )
+
+
+@register("decode_step")
+def decode_step_kernel(n_params, batch, bytes_per_param=2.0) -> Kernel:
+    """One LLM decode step as a single kernel: flops = 2 P B; bytes = w P (every weight read once;
+    activations and KV cache ignored). Intensity 2B/w = B in bf16. Seed 000 section 2.2."""
+    _dims(n_params=n_params, batch=batch)
+    w, dtype = _elem(bytes_per_param)
+    return Kernel(f"decode B={batch}", 2.0 * n_params * batch, w * n_params, "decode", dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# elementwise, norms, softmax, gather
+# ---------------------------------------------------------------------------------------------
+
+
+@register("elementwise")
+def elementwise_kernel(n, n_inputs=1, n_outputs=1, flops_per_elem=1.0, bytes_per_elem=2.0, name=None) -> Kernel:
+    """An elementwise op on n elements with n_inputs read and n_outputs written.
+    flops = f n; bytes = w n (n_inputs + n_outputs). y = x + 1 on 1e9 bf16 elements: I = 0.25."""
+    _dims(n=n, n_inputs=n_inputs, n_outputs=n_outputs)
+    check_number("flops_per_elem", flops_per_elem, minimum=0, strictly=False, maximum=1e6)
+    w, dtype = _elem(bytes_per_elem)
+    return Kernel(name or f"elementwise n={n}", flops_per_elem * n, w * n * (n_inputs + n_outputs), "elementwise", dtype)
+
+
+@register("layernorm")
+def layernorm_kernel(n_tokens, d, bytes_per_elem=2.0) -> Kernel:
+    """LayerNorm over (n_tokens, d): ~8 FLOPs per element (mean, variance, normalise, scale and
+    shift); bytes = 2 w n: read x, write y. Ignores the d-sized weights. I = 8n / 4n = 2 in bf16."""
+    _dims(n_tokens=n_tokens, d=d)
+    w, dtype = _elem(bytes_per_elem)
+    n = n_tokens * d
+    return Kernel(f"layernorm {n_tokens}x{d}", 8.0 * n, 2.0 * w * n, "norm", dtype)
+
+
+@register("rmsnorm")
+def rmsnorm_kernel(n_tokens, d, bytes_per_elem=2.0, name=None) -> Kernel:
+    """RMSNorm over (n_tokens, d): ~4 FLOPs per element (square, sum, scale by the reciprocal
+    root, multiply by the weight); bytes = 2 w n: read x, write y (seed 003). Ignores the weights."""
+    _dims(n_tokens=n_tokens, d=d)
+    w, dtype = _elem(bytes_per_elem)
+    n = n_tokens * d
+    return Kernel(name or f"rmsnorm {n_tokens}x{d}", 4.0 * n, 2.0 * w * n, "norm", dtype)
+
+
+@register("softmax")
+def softmax_kernel(rows, cols, bytes_per_elem=2.0, causal=False, name=None) -> Kernel:
+    """Row softmax over (rows, cols), materialised in memory: ~5 FLOPs per element (max,
+    subtract, exp, sum, divide); bytes = 2 w n: read the scores, write the probabilities. With
+    ``causal`` only the lower triangle, n = rows cols / 2."""
+    _dims(rows=rows, cols=cols)
+    w, dtype = _elem(bytes_per_elem)
+    n = rows * cols * _causal(causal)
+    return Kernel(name or f"softmax {rows}x{cols}", 5.0 * n, 2.0 * w * n, "softmax", dtype)
+
+
+@register("embedding")
+def embedding_kernel(n_tokens, d, bytes_per_elem=2.0, name=None) -> Kernel:
+    """Embedding gather: flops = 0 (a lookup, not a matmul); bytes = 2 w T d: T rows of the table
+    read, the (T, d) output written. Ignores the token ids."""
+    _dims(n_tokens=n_tokens, d=d)
+    w, dtype = _elem(bytes_per_elem)
+    return Kernel(name or f"embedding {n_tokens}x{d}", 0.0, 2.0 * w * n_tokens * d, "gather", dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# attention
+# ---------------------------------------------------------------------------------------------
+
+
+def _score_elems(T, S, heads, batch, causal):
+    """Score elements n_s = B H T S (halved when causal)."""
+    return batch * heads * T * S * _causal(causal)
+
+
+@register("attention_scores")
+def attention_scores_kernel(T, d, heads=1, kv_heads=None, batch=1, causal=False, context=None, bytes_per_elem=2.0, name=None) -> Kernel:
+    """Scores Q K^T materialised: n_s = B H T S score elements (S = context, default T; halved
+    when causal). flops = 2 n_s d; bytes = w (B H T d + B K S d + n_s): read Q and K, write the
+    scores. Seed 003: QK^T moves w (H T d + K T d + S)."""
+    S = T if context is None else context
+    _dims(T=T, d=d, batch=batch, context=S)
+    kv = _heads(heads, kv_heads)
+    w, dtype = _elem(bytes_per_elem)
+    n_s = _score_elems(T, S, heads, batch, causal)
+    moved = w * (batch * heads * T * d + batch * kv * S * d + n_s)
+    return Kernel(name or f"QK^T T={T}", 2.0 * n_s * d, moved, "attention", dtype)
+
+
+@register("attention_pv")
+def attention_pv_kernel(T, d, heads=1, kv_heads=None, batch=1, causal=False, context=None, bytes_per_elem=2.0, name=None) -> Kernel:
+    """P V with P materialised: flops = 2 n_s d; bytes = w (n_s + B K S d + B H T d): read P and
+    V, write the output. Seed 003."""
+    S = T if context is None else context
+    _dims(T=T, d=d, batch=batch, context=S)
+    kv = _heads(heads, kv_heads)
+    w, dtype = _elem(bytes_per_elem)
+    n_s = _score_elems(T, S, heads, batch, causal)
+    moved = w * (n_s + batch * kv * S * d + batch * heads * T * d)
+    return Kernel(name or f"PV T={T}", 2.0 * n_s * d, moved, "attention", dtype)
+
+
+@register("naive_attention")
+def naive_attention_kernel(T, d, bytes_per_elem=2.0, heads=1, kv_heads=None, batch=1, causal=False, context=None) -> Kernel:
+    """Unfused attention, the (T, S) matrix written and re-read: QK^T, softmax, PV.
+    flops = 4 n_s d + 5 n_s; bytes = w (2 B H T d + 2 B K S d + 4 n_s): Q, K, V in; scores out
+    and in; probabilities out and in; O out. Single head, S = T: w (4 T d + 4 T^2), seed 000."""
+    S = T if context is None else context
+    _dims(T=T, d=d, batch=batch, context=S)
+    kv = _heads(heads, kv_heads)
+    w, dtype = _elem(bytes_per_elem)
+    n_s = _score_elems(T, S, heads, batch, causal)
+    flops = 4.0 * n_s * d + 5.0 * n_s
+    moved = w * (2 * batch * heads * T * d + 2 * batch * kv * S * d + 4 * n_s)
+    return Kernel(f"naive attention T={T}", flops, moved, "attention", dtype)
+
+
+@register("flash_attention")
+def flash_attention_kernel(T, d, bytes_per_elem=2.0, heads=1, kv_heads=None, batch=1, causal=False, context=None) -> Kernel:
+    """FlashAttention: the same FLOPs as naive, but the scores never leave SRAM, so only Q, K, V
+    and O touch memory: bytes = w (2 B H T d + 2 B K S d). Single head: w 4 T d, seed 000.
+    Ignores the log-sum-exp statistics (B H T floats)."""
+    S = T if context is None else context
+    _dims(T=T, d=d, batch=batch, context=S)
+    kv = _heads(heads, kv_heads)
+    w, dtype = _elem(bytes_per_elem)
+    n_s = _score_elems(T, S, heads, batch, causal)
+    flops = 4.0 * n_s * d + 5.0 * n_s
+    moved = w * (2 * batch * heads * T * d + 2 * batch * kv * S * d)
+    return Kernel(f"flash attention T={T}", flops, moved, "attention", dtype)

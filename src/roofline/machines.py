@@ -1,0 +1,275 @@
+"""Machines: peak FLOP/s per dtype, memory bandwidth, caches and links; the presets in data/.
+
+A Machine's public numbers keep the seed's names and units: ``peak_flops`` is dense FLOP/s at the
+machine's default dtype (bf16 for most accelerators), ``bandwidth`` is main-memory (HBM/DRAM)
+bytes/s. Everything else uses SI units with the unit in the name.
+
+Presets live in ``data/machines.toml``; every number there is ``{value, source, note}`` and is
+validated on load. A user machine file has the same format (see README).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from roofline.errors import RooflineError, check_number, unknown_name
+from roofline.units import DTYPE_BYTES
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class MemoryLevel:
+    """One level of the memory hierarchy: capacity in bytes and bandwidth in bytes/s."""
+
+    name: str
+    size_bytes: float
+    bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class Machine:
+    """An accelerator for the roofline model.
+
+    ``Machine("name", peak_flops, bandwidth)`` is the seed's form: peak dense FLOP/s and main-memory
+    bytes/s. Presets add per-dtype peaks, memory capacity, on-chip caches, SM count, links (bytes/s
+    per direction) and a default launch overhead in seconds.
+    """
+
+    name: str
+    peak_flops: float
+    bandwidth: float
+    key: str = ""
+    vendor: str = ""
+    default_dtype: str = "bf16"
+    peaks: tuple[tuple[str, float], ...] = ()
+    memory_bytes: float | None = None
+    l2_bytes: float | None = None
+    sm_count: int | None = None
+    links: tuple[tuple[str, float], ...] = ()
+    launch_overhead_s: float = 0.0
+    levels: tuple[MemoryLevel, ...] = ()
+    sources: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self):
+        check_number(f"{self.name or 'machine'} peak_flops", self.peak_flops)
+        check_number(f"{self.name or 'machine'} bandwidth", self.bandwidth)
+        check_number(f"{self.name or 'machine'} launch_overhead_s", self.launch_overhead_s, strictly=False)
+
+    # -- the seed's roofline -------------------------------------------------------------------
+    @property
+    def ridge_point(self) -> float:
+        """FLOP per byte where the roofs meet, at the default dtype: peak_flops / bandwidth."""
+        return self.peak_flops / self.bandwidth
+
+    def attainable(self, intensity, dtype: str | None = None):
+        """min(peak, I x bandwidth) in FLOP/s; ``intensity`` may be a numpy array."""
+        out = np.minimum(self.peak(dtype), np.asarray(intensity, dtype=float) * self.bandwidth)
+        return float(out) if np.ndim(out) == 0 else out
+
+    # -- per dtype -------------------------------------------------------------------------------
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return tuple(d for d, _ in self.peaks) or (self.default_dtype,)
+
+    def peak(self, dtype: str | None = None) -> float:
+        """Dense peak FLOP/s for ``dtype`` (default: the machine's default dtype)."""
+        if dtype is None or dtype == self.default_dtype or not self.peaks:
+            return self.peak_flops
+        for d, flops in self.peaks:
+            if d == dtype:
+                return flops
+        if dtype not in DTYPE_BYTES:
+            raise unknown_name("dtype", dtype, DTYPE_BYTES)
+        raise RooflineError(
+            f"{self.name} has no {dtype} peak; it has {', '.join(self.dtypes)} (choose one with --dtype)",
+            field="dtype",
+        )
+
+    def ridge(self, dtype: str | None = None) -> float:
+        """Ridge point in FLOP/byte for ``dtype``."""
+        return self.peak(dtype) / self.bandwidth
+
+    def link(self, name: str) -> float:
+        """Bytes/s per direction of the named link (nvlink, pcie, infiniband, ici, ...)."""
+        for n, bw in self.links:
+            if n == name:
+                return bw
+        raise RooflineError(
+            f"{self.name} has no {name!r} link; it has {', '.join(n for n, _ in self.links) or 'none'}",
+            field="link",
+        )
+
+    # -- what-if machines (seed exercise 5) ------------------------------------------------------
+    def scaled(self, compute: float = 1.0, bandwidth: float = 1.0, name: str | None = None) -> "Machine":
+        """The same machine with every peak multiplied by ``compute`` and main-memory bandwidth by
+        ``bandwidth``."""
+        check_number("compute scale", compute)
+        check_number("bandwidth scale", bandwidth)
+        parts = [f"{compute:g}x compute" if compute != 1 else "", f"{bandwidth:g}x bandwidth" if bandwidth != 1 else ""]
+        label = name or f"{self.name} ({', '.join(p for p in parts if p) or 'as is'})"
+        return dataclasses.replace(
+            self,
+            name=label,
+            key="",
+            peak_flops=self.peak_flops * compute,
+            bandwidth=self.bandwidth * bandwidth,
+            peaks=tuple((d, f * compute) for d, f in self.peaks),
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading presets and user machine files
+# ---------------------------------------------------------------------------------------------
+
+_NUMBER_KEYS = {
+    "memory_bytes",
+    "memory_bytes_per_s",
+    "l2_bytes",
+    "sm_count",
+    "launch_overhead_s",
+}
+_TEXT_KEYS = {"name", "vendor", "default_dtype", "notes"}
+_TABLE_KEYS = {"peak_flops_per_s", "links", "cache_levels"}
+
+
+def _value(where: str, entry, sources: dict[str, str]) -> float:
+    """Read a ``{value, source, note}`` entry, checking the value and that the source is cited."""
+    if not isinstance(entry, dict) or "value" not in entry or "source" not in entry:
+        raise RooflineError(f"{where}: expected {{ value = ..., source = ... }}, got {entry!r}", field="machine")
+    extra = set(entry) - {"value", "source", "note"}
+    if extra:
+        raise RooflineError(f"{where}: unknown keys {sorted(extra)}", field="machine")
+    value = entry["value"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise RooflineError(f"{where}: value must be a positive finite number, got {value!r}", field="machine")
+    for key in str(entry["source"]).replace(";", ",").split(","):
+        key = key.strip()
+        if not key or (key not in sources and not key.startswith(("http", "derived", "seed", "measured"))):
+            raise RooflineError(f"{where}: source {key!r} is not in the file's [sources] table", field="machine")
+    return float(value)
+
+
+def machine_from_dict(key: str, spec: dict, sources: dict[str, str]) -> Machine:
+    """Build a Machine from one ``[machines.KEY]`` table of a machine file."""
+    where = f"machines.{key}"
+    if not isinstance(spec, dict):
+        raise RooflineError(f"{where}: expected a table, got {spec!r}", field="machine")
+    unknown = set(spec) - _NUMBER_KEYS - _TEXT_KEYS - _TABLE_KEYS
+    if unknown:
+        raise RooflineError(f"{where}: unknown keys {sorted(unknown)}", field="machine")
+    for needed in ("name", "peak_flops_per_s", "memory_bytes_per_s"):
+        if needed not in spec:
+            raise RooflineError(f"{where}: missing {needed!r}", field="machine")
+    peaks_spec = spec["peak_flops_per_s"]
+    if not isinstance(peaks_spec, dict) or not peaks_spec:
+        raise RooflineError(f"{where}.peak_flops_per_s: expected a table of dtype = {{value, source}}", field="machine")
+    peaks = []
+    for dtype, entry in peaks_spec.items():
+        if dtype not in DTYPE_BYTES:
+            raise unknown_name("dtype", dtype, DTYPE_BYTES, field="machine")
+        peaks.append((dtype, _value(f"{where}.peak_flops_per_s.{dtype}", entry, sources)))
+    default_dtype = spec.get("default_dtype", "bf16")
+    peak_map = dict(peaks)
+    if default_dtype not in peak_map:
+        raise RooflineError(f"{where}: default_dtype {default_dtype!r} has no peak_flops_per_s entry", field="machine")
+    nums = {k: _value(f"{where}.{k}", spec[k], sources) for k in _NUMBER_KEYS if k in spec}
+    links = tuple((n, _value(f"{where}.links.{n}", e, sources)) for n, e in spec.get("links", {}).items())
+    levels = []
+    for i, lvl in enumerate(spec.get("cache_levels", [])):
+        if not isinstance(lvl, dict) or "name" not in lvl:
+            raise RooflineError(f"{where}.cache_levels[{i}]: expected {{name, size_bytes, bytes_per_s}}", field="machine")
+        levels.append(
+            MemoryLevel(
+                str(lvl["name"]),
+                _value(f"{where}.cache_levels[{i}].size_bytes", lvl.get("size_bytes"), sources),
+                _value(f"{where}.cache_levels[{i}].bytes_per_s", lvl.get("bytes_per_s"), sources),
+            )
+        )
+    cited = [(f"peak {d}", spec["peak_flops_per_s"][d]["source"]) for d, _ in peaks]
+    cited += [(k, spec[k]["source"]) for k in sorted(nums)]
+    return Machine(
+        name=str(spec["name"]),
+        peak_flops=peak_map[default_dtype],
+        bandwidth=_value(f"{where}.memory_bytes_per_s", spec["memory_bytes_per_s"], sources),
+        key=key,
+        vendor=str(spec.get("vendor", "")),
+        default_dtype=default_dtype,
+        peaks=tuple(peaks),
+        memory_bytes=nums.get("memory_bytes"),
+        l2_bytes=nums.get("l2_bytes"),
+        sm_count=int(nums["sm_count"]) if "sm_count" in nums else None,
+        links=links,
+        launch_overhead_s=nums.get("launch_overhead_s", 0.0),
+        levels=tuple(levels),
+        sources=tuple(cited),
+    )
+
+
+def parse_machine_file(text: str, origin: str) -> dict[str, Machine]:
+    """Parse a machine file's TOML text into {key: Machine}."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RooflineError(f"{origin}: not valid TOML ({exc})", field="machine") from None
+    machines = doc.get("machines")
+    if not isinstance(machines, dict) or not machines:
+        raise RooflineError(f"{origin}: no [machines.NAME] table found", field="machine")
+    sources = doc.get("sources", {})
+    if not isinstance(sources, dict):
+        raise RooflineError(f"{origin}: [sources] must be a table of KEY = \"citation\"", field="machine")
+    return {key: machine_from_dict(key, spec, sources) for key, spec in machines.items()}
+
+
+@functools.lru_cache(maxsize=1)
+def _presets() -> dict[str, Machine]:
+    text = resources.files("roofline").joinpath("data/machines.toml").read_text(encoding="utf-8")
+    return parse_machine_file(text, "data/machines.toml")
+
+
+def list_machines() -> list[Machine]:
+    """Every preset machine, in the data file's order."""
+    return list(_presets().values())
+
+
+def load_machine_file(path: str | Path) -> dict[str, Machine]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RooflineError(f"cannot read machine file {str(p)!r}: {exc.strerror}", field="machine") from None
+    return parse_machine_file(text, str(p))
+
+
+def get_machine(name) -> Machine:
+    """A preset by key ('h100-sxm'), a Machine as is, or the machine in a TOML file's path."""
+    if isinstance(name, Machine):
+        return name
+    presets = _presets()
+    key = str(name).strip().lower().replace("_", "-").replace(" ", "-")
+    if key in presets:
+        return presets[key]
+    if str(name).endswith(".toml") or Path(str(name)).is_file():
+        found = load_machine_file(name)
+        if len(found) != 1:
+            raise RooflineError(
+                f"machine file {name!r} holds {len(found)} machines ({', '.join(found)}); use FILE with one machine",
+                field="machine",
+            )
+        return next(iter(found.values()))
+    raise unknown_name("machine", name, presets)
+
+
+H100_SXM = get_machine("h100-sxm")
+A100_80GB = get_machine("a100-80gb")

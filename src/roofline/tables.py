@@ -1,0 +1,57 @@
+"""Plain-text tables for the CLI, rendered from result objects (never from hand-built dicts)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from roofline.units import US, format_time
+
+
+def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> str:
+    """Columns padded to their widest cell; ``right`` marks right-aligned columns."""
+    right = list(right) if right is not None else [i > 0 for i in range(len(headers))]
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h)) for i, h in enumerate(headers)]
+
+    def line(cells):
+        return "  ".join(str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def _us(seconds: float) -> str:
+    v = seconds / US
+    return f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
+
+
+def _mag(x: float) -> str:
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:,.2f}{unit}"
+    return f"{x:,.0f}"
+
+
+def workload_table(pred) -> str:
+    """A WorkloadPrediction as the per-op table plus the seed's readouts."""
+    headers = ["op", "FLOPs", "bytes", "FLOP/B", "compute us", "memory us", "launch us", "time us", "share", "bound"]
+    rows = []
+    for op in pred.ops:
+        rows.append([
+            op.name, _mag(op.flops), _mag(op.bytes), f"{op.intensity:,.1f}", _us(op.compute_s), _us(op.memory_s),
+            _us(op.launch_s), _us(op.time_s), f"{op.time_s / pred.total_s:.1%}", op.bound,
+        ])
+    rows.append(["total", _mag(sum(o.flops for o in pred.ops)), _mag(sum(o.bytes for o in pred.ops)), "",
+                 _us(pred.flops_only_s), _us(pred.bytes_only_s), _us(pred.launch_s), _us(pred.total_s), "100%", ""])
+    n = len(pred.ops)
+    lines = [
+        grid(headers, rows, [False] + [True] * 8 + [False]),
+        "",
+        f"total {_us(pred.total_s)} us ({format_time(pred.total_s)})",
+        f"FLOPs-only {_us(pred.flops_only_s)} us: total is {pred.total_s / pred.flops_only_s:.2f}x"
+        if pred.flops_only_s > 0 else "FLOPs-only 0 us",
+        f"bytes-only {_us(pred.bytes_only_s)} us: total is {pred.total_s / pred.bytes_only_s:.2f}x",
+        f"memory-bound: {pred.memory_bound_ops} of {n} ops, {pred.memory_bound_share:.0%} of the time",
+        f"launch overhead: {pred.launch_share:.1%} of the time",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,408 @@
+"""Model presets (src/roofline/data/models.toml) against the parameter counts their publishers give.
+
+The published counts below are the independent truth: each literal was typed in from the cited
+publication, never printed by the code under test. "HF safetensors total" means the Hugging Face
+Hub's count of the tensors stored in the checkpoint (model API field ``safetensors.total``;
+``model.safetensors.index.json`` gives the same as ``total_size`` = 2 bytes x count in bf16).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+
+import pytest
+
+from roofline.errors import RooflineError
+from roofline.transformer import (
+    TransformerConfig,
+    active_params,
+    count_params,
+    get_model,
+    hf_config_to_model,
+    kv_cache_bytes_per_token,
+    list_models,
+    load_hf_config,
+    matmul_params,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+# key: (exact published total, where it is published)
+PUBLISHED_TOTAL = {
+    # HF safetensors total of meta-llama/Meta-Llama-3-8B and meta-llama/Llama-3.1-8B (index.json
+    # total_size 16,060,522,496 bytes = 2 x 8,030,261,248); KerasHub preset llama3_8b_en "params".
+    "llama3-8b": 8_030_261_248,
+    # HF safetensors total of meta-llama/Llama-3.1-70B (same shapes as Meta-Llama-3-70B; the Hub
+    # page shows 70.6B for both).
+    "llama3-70b": 70_553_706_496,
+    # HF safetensors total of meta-llama/Llama-3.1-405B.
+    "llama3-405b": 405_853_388_800,
+    # KerasHub preset llama2_7b_en "params" (= transformers num_parameters() of
+    # meta-llama/Llama-2-7b-hf). The Hub's safetensors total is 6,738,417,664: see
+    # test_llama2_hub_totals_include_rotary_buffers.
+    "llama2-7b": 6_738_415_616,
+    # transformers num_parameters() of meta-llama/Llama-2-13b-hf (Hub safetensors total
+    # 13,015,866,880 less the rotary buffers, see below).
+    "llama2-13b": 13_015_864_320,
+    # transformers num_parameters() of meta-llama/Llama-2-70b-hf (Hub safetensors total
+    # 68,976,653,312 less the rotary buffers, see below).
+    "llama2-70b": 68_976_648_192,
+    # HF safetensors total of mistralai/Mistral-7B-v0.1; KerasHub preset mistral_7b_en "params".
+    "mistral-7b": 7_241_732_096,
+    # HF safetensors total of mistralai/Mixtral-8x7B-v0.1; KerasHub preset mixtral_8_7b_en
+    # "params"; Mistral AI's "Mixtral of experts" post (2023-12-11) rounds it to "46.7B".
+    "mixtral-8x7b": 46_702_792_704,
+    # HF safetensors total of Qwen/Qwen2.5-7B (and -Instruct); the model card rounds it to 7.61B.
+    "qwen2.5-7b": 7_615_616_512,
+    # KerasHub presets gpt2_base_en / medium / large / extra_large "params" (= transformers
+    # GPT2LMHeadModel num_parameters() of openai-community/gpt2*, lm_head tied). Radford et al.
+    # 2019, Table 2, printed 117M / 345M / 762M / 1542M; the openai/gpt-2 README says those
+    # counts were wrong and names the checkpoints 124M / 355M / 774M / 1558M. The Hub's
+    # safetensors totals (137M for gpt2) are larger because those checkpoints also store each
+    # layer's 1024 x 1024 causal-mask buffer (attn.bias), which is not a parameter.
+    "gpt2": 124_439_808,
+    "gpt2-medium": 354_823_168,
+    "gpt2-large": 774_030_080,
+    "gpt2-xl": 1_557_611_200,
+}
+
+# GPT-3 has no public checkpoint. Brown et al. 2020, Table 2.1, gives "175.0B" for GPT-3 175B
+# (96 layers, d_model 12288, 96 heads, d_head 128, context 2048). The exact count implied by that
+# table with the GPT-2 layout the paper says it follows (section 2.1: learned positions,
+# LayerNorm, biases, d_ff = 4 d_model, 50257-token vocabulary, tied embeddings) is about
+# 174.6B, so the paper's figure is a rounded label; compare to 0.5%.
+GPT3_PUBLISHED = 175e9
+GPT3_TOLERANCE = 0.005
+
+ALL_PRESETS = sorted(PUBLISHED_TOTAL) + ["gpt3-175b"]
+
+
+def _preset_tables() -> dict:
+    """The data file itself, parsed independently of the loader."""
+    from importlib import resources
+
+    text = resources.files("roofline").joinpath("data/models.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)["models"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The data file
+# ---------------------------------------------------------------------------------------------
+
+
+def test_every_preset_is_checked_against_a_published_count():
+    assert sorted(m.key for m in list_models()) == sorted(ALL_PRESETS)
+    assert sorted(_preset_tables()) == sorted(ALL_PRESETS)
+
+
+@pytest.mark.parametrize("key", ALL_PRESETS)
+def test_preset_has_name_and_source(key):
+    table = _preset_tables()[key]
+    assert isinstance(table.get("name"), str) and table["name"].strip()
+    assert isinstance(table.get("source"), str) and table["source"].strip()
+    assert get_model(key).name == table["name"]
+    assert get_model(key).key == key
+
+
+@pytest.mark.parametrize("key", ALL_PRESETS)
+def test_preset_states_only_what_differs_from_the_defaults(key):
+    defaults = {f.name: f.default for f in dataclasses.fields(TransformerConfig) if f.default is not dataclasses.MISSING}
+    table = _preset_tables()[key]
+    restated = [k for k, v in table.items() if k in defaults and defaults[k] is not None and v == defaults[k]]
+    assert restated == []
+
+
+def test_get_model_normalises_the_key():
+    assert get_model("LLAMA3-8B") is get_model("llama3-8b")
+    assert get_model("gpt2_medium") is get_model("gpt2-medium")
+    assert get_model("Qwen2.5-7B") is get_model("qwen2.5-7b")
+
+
+def test_unknown_preset_is_a_roofline_error():
+    with pytest.raises(RooflineError, match="llama3-8b"):
+        get_model("llama3-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameter counts against the published ones
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", sorted(PUBLISHED_TOTAL))
+def test_total_params_equal_the_published_count(key):
+    assert count_params(get_model(key))["total"] == PUBLISHED_TOTAL[key]
+
+
+def test_gpt3_total_matches_the_paper_to_its_precision():
+    total = count_params(get_model("gpt3-175b"))["total"]
+    assert abs(total - GPT3_PUBLISHED) <= GPT3_TOLERANCE * GPT3_PUBLISHED
+
+
+@pytest.mark.parametrize(
+    "key, hub_total",
+    [
+        ("llama2-7b", 6_738_417_664),  # HF safetensors total, meta-llama/Llama-2-7b-hf
+        ("llama2-13b", 13_015_866_880),  # HF safetensors total, meta-llama/Llama-2-13b-hf
+        ("llama2-70b", 68_976_653_312),  # HF safetensors total, meta-llama/Llama-2-70b-hf
+    ],
+)
+def test_llama2_hub_totals_include_rotary_buffers(key, hub_total):
+    """The Llama 2 *-hf checkpoints also store each layer's rotary ``inv_freq`` buffer (head_dim/2
+    = 64 numbers per layer), which is not a parameter: the Hub total less L x 64 is the count."""
+    cfg = get_model(key)
+    assert count_params(cfg)["total"] == hub_total - cfg.n_layers * cfg.head_dim // 2
+
+
+def test_qwen25_7b_non_embedding_count_matches_the_model_card():
+    # Qwen/Qwen2.5-7B model card: "Number of Paramaters (Non-Embedding): 6.53B" (two decimals),
+    # which also says the 152064 x 3584 input and output embeddings are separate (untied).
+    p = count_params(get_model("qwen2.5-7b"))
+    non_embedding = p["total"] - p["embedding"] - p["lm_head"]
+    assert abs(non_embedding - 6.53e9) <= 0.005e9
+    assert p["lm_head"] == p["embedding"] > 0
+
+
+def test_gpt2_lm_head_is_tied():
+    p = count_params(get_model("gpt2"))
+    assert p["lm_head"] == 0
+    assert p["position"] == 1024 * 768
+
+
+def test_mixtral_active_params_match_the_published_figure():
+    # Mistral AI, "Mixtral of experts" (2023-12-11): "Mixtral has 46.7B total parameters but only
+    # uses 12.9B parameters per token." The figure has 3 significant digits; compare to 1%.
+    active = active_params(get_model("mixtral-8x7b"))
+    assert abs(active - 12.9e9) <= 0.01 * 12.9e9
+
+
+def test_dense_active_params_equal_total():
+    for key in ("llama3-8b", "qwen2.5-7b", "gpt2"):
+        cfg = get_model(key)
+        assert active_params(cfg) == count_params(cfg)["total"]
+
+
+def test_llama3_8b_matmul_params():
+    # Published total 8,030,261,248
+    #   - input embedding 128,256 x 4,096 = 525,336,576 (a gather, not a matmul)
+    #   - norms (2 per layer x 32 layers + the final one) x 4,096 = 65 x 4,096 = 266,240
+    #   = 7,504,658,432 (the untied LM head stays: it is a matmul against the vocabulary).
+    assert matmul_params(get_model("llama3-8b")) == 7_504_658_432
+
+
+def test_llama3_8b_kv_cache_bytes_per_token():
+    # K and V (2) x 32 layers x 8 kv heads x 128 head dim x 2 bytes (bf16) = 131,072 bytes.
+    assert kv_cache_bytes_per_token(get_model("llama3-8b"), "bf16") == 131_072
+    # fp8 halves it.
+    assert kv_cache_bytes_per_token(get_model("llama3-8b"), "fp8") == 65_536
+
+
+# ---------------------------------------------------------------------------------------------
+# Hugging Face config.json files
+# ---------------------------------------------------------------------------------------------
+
+# meta-llama/Meta-Llama-3-8B config.json
+LLAMA3_8B_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 128000,
+    "eos_token_id": 128001,
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "initializer_range": 0.02,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 8192,
+    "model_type": "llama",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": None,
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.40.0.dev0",
+    "use_cache": True,
+    "vocab_size": 128256,
+}
+
+# openai-community/gpt2 config.json (no tie_word_embeddings key, no n_inner: HF's defaults are
+# tied embeddings and a 4 x n_embd MLP)
+GPT2_CONFIG = {
+    "activation_function": "gelu_new",
+    "architectures": ["GPT2LMHeadModel"],
+    "attn_pdrop": 0.1,
+    "bos_token_id": 50256,
+    "embd_pdrop": 0.1,
+    "eos_token_id": 50256,
+    "initializer_range": 0.02,
+    "layer_norm_epsilon": 1e-05,
+    "model_type": "gpt2",
+    "n_ctx": 1024,
+    "n_embd": 768,
+    "n_head": 12,
+    "n_layer": 12,
+    "n_positions": 1024,
+    "resid_pdrop": 0.1,
+    "summary_activation": None,
+    "summary_first_dropout": 0.1,
+    "summary_proj_to_labels": True,
+    "summary_type": "cls_index",
+    "summary_use_proj": True,
+    "task_specific_params": {"text-generation": {"do_sample": True, "max_length": 50}},
+    "vocab_size": 50257,
+}
+
+# mistralai/Mixtral-8x7B-v0.1 config.json
+MIXTRAL_CONFIG = {
+    "architectures": ["MixtralForCausalLM"],
+    "attention_dropout": 0.0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "initializer_range": 0.02,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 32768,
+    "model_type": "mixtral",
+    "num_attention_heads": 32,
+    "num_experts_per_tok": 2,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "num_local_experts": 8,
+    "output_router_logits": False,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 1000000.0,
+    "router_aux_loss_coef": 0.02,
+    "sliding_window": None,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.36.0.dev0",
+    "use_cache": True,
+    "vocab_size": 32000,
+}
+
+# Qwen/Qwen2.5-7B config.json (q, k, v biases come from model_type qwen2, not from a key)
+QWEN25_7B_CONFIG = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "attention_dropout": 0.0,
+    "bos_token_id": 151643,
+    "eos_token_id": 151643,
+    "hidden_act": "silu",
+    "hidden_size": 3584,
+    "initializer_range": 0.02,
+    "intermediate_size": 18944,
+    "max_position_embeddings": 131072,
+    "max_window_layers": 28,
+    "model_type": "qwen2",
+    "num_attention_heads": 28,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 4,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0,
+    "sliding_window": 131072,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.43.1",
+    "use_cache": True,
+    "use_sliding_window": False,
+    "vocab_size": 152064,
+}
+
+HF_CASES = [
+    ("llama3-8b", "Meta-Llama-3-8B", LLAMA3_8B_CONFIG),
+    ("gpt2", "gpt2", GPT2_CONFIG),
+    ("mixtral-8x7b", "Mixtral-8x7B-v0.1", MIXTRAL_CONFIG),
+    ("qwen2.5-7b", "Qwen2.5-7B", QWEN25_7B_CONFIG),
+]
+
+
+def _write(tmp_path, folder: str, content: str):
+    d = tmp_path / folder
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / "config.json"
+    path.write_text(content, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("key, folder, raw", HF_CASES, ids=[c[0] for c in HF_CASES])
+def test_hf_config_file_gives_the_preset_and_published_total(tmp_path, key, folder, raw):
+    path = _write(tmp_path, folder, json.dumps(raw, indent=2))
+    cfg = load_hf_config(path)
+    preset = get_model(key)
+    assert count_params(cfg)["total"] == count_params(preset)["total"] == PUBLISHED_TOTAL[key]
+    assert count_params(cfg) == count_params(preset)
+    assert active_params(cfg) == active_params(preset)
+    assert kv_cache_bytes_per_token(cfg) == kv_cache_bytes_per_token(preset)
+
+
+def test_hf_config_dict_maps_llama3_fields():
+    cfg = hf_config_to_model(LLAMA3_8B_CONFIG, name="llama")
+    preset = get_model("llama3-8b")
+    fields = ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab", "gated_mlp",
+              "tied_embeddings", "norm", "attention_bias", "attention_out_bias", "mlp_bias",
+              "max_position_embeddings", "n_experts", "experts_per_token")
+    assert {f: getattr(cfg, f) for f in fields} == {f: getattr(preset, f) for f in fields}
+
+
+def test_get_model_accepts_a_config_json_path(tmp_path):
+    path = _write(tmp_path, "gpt2", json.dumps(GPT2_CONFIG))
+    assert count_params(get_model(str(path)))["total"] == PUBLISHED_TOTAL["gpt2"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Malformed config.json files
+# ---------------------------------------------------------------------------------------------
+
+
+_DROP = object()
+
+
+def _broken(**changes):
+    raw = dict(LLAMA3_8B_CONFIG)
+    for k, v in changes.items():
+        if v is _DROP:
+            raw.pop(k)
+        else:
+            raw[k] = v
+    return json.dumps(raw)
+
+MALFORMED = {
+    "not-json": "{hidden_size: 4096,",
+    "empty-file": "",
+    "json-array": json.dumps([LLAMA3_8B_CONFIG]),
+    "json-string": json.dumps("llama"),
+    "missing-hidden-size": _broken(hidden_size=_DROP),
+    "missing-vocab-size": _broken(vocab_size=_DROP),
+    "heads-do-not-divide-d-model": _broken(num_attention_heads=30, num_key_value_heads=10),
+    "kv-heads-do-not-divide-heads": _broken(num_key_value_heads=5),
+    "negative-layers": _broken(num_hidden_layers=-1),
+    "fractional-hidden-size": _broken(hidden_size=4096.5),
+    "hidden-size-as-text": _broken(hidden_size="4096 units"),
+    "experts-per-token-above-experts": json.dumps(dict(MIXTRAL_CONFIG, num_experts_per_tok=9)),
+}
+
+
+@pytest.mark.parametrize("content", list(MALFORMED.values()), ids=list(MALFORMED))
+def test_malformed_config_is_a_roofline_error(tmp_path, content):
+    path = _write(tmp_path, "broken", content)
+    with pytest.raises(RooflineError):
+        load_hf_config(path)
+
+
+def test_missing_hidden_size_is_named(tmp_path):
+    path = _write(tmp_path, "broken", MALFORMED["missing-hidden-size"])
+    with pytest.raises(RooflineError, match="hidden_size"):
+        load_hf_config(path)
+
+
+def test_missing_config_file_is_a_roofline_error(tmp_path):
+    with pytest.raises(RooflineError):
+        load_hf_config(tmp_path / "absent" / "config.json")
