@@ -55,6 +55,7 @@ def _mlp(cfg: TransformerConfig, M, w) -> list[Kernel]:
     """The feed-forward half's matmuls and activation for M = B T token rows."""
     D, F = cfg.d_model, cfg.expert_d_ff
     if cfg.is_moe:
+        wb = dtype_bytes(w)
         k, E = cfg.experts_per_token, cfg.n_experts
         touched = expected_experts_touched(E, k, M) + cfg.n_shared_experts
         rows = M * (k + cfg.n_shared_experts)  # token-expert pairs
@@ -62,12 +63,12 @@ def _mlp(cfg: TransformerConfig, M, w) -> list[Kernel]:
         ops = [matmul_kernel(M, E, D, w, name="router")]
         up = n_mats - 1
         ops.append(Kernel("expert gate+up proj" if cfg.gated_mlp else "expert up proj",
-                          2.0 * rows * D * F * up, w * (rows * D + touched * up * D * F + rows * up * F), "matmul", _dt(w)))
+                          2.0 * rows * D * F * up, wb * (rows * D + touched * up * D * F + rows * up * F), "matmul", w))
         if cfg.gated_mlp:
             ops.append(elementwise_kernel(rows * F, n_inputs=2, n_outputs=1, flops_per_elem=5.0, bytes_per_elem=w, name="silu*mul"))
         else:
             ops.append(elementwise_kernel(rows * F, flops_per_elem=8.0, bytes_per_elem=w, name="gelu"))
-        ops.append(Kernel("expert down proj", 2.0 * rows * F * D, w * (rows * F + touched * F * D + rows * D), "matmul", _dt(w)))
+        ops.append(Kernel("expert down proj", 2.0 * rows * F * D, wb * (rows * F + touched * F * D + rows * D), "matmul", w))
         return ops
     if cfg.gated_mlp:
         return [
@@ -80,10 +81,6 @@ def _mlp(cfg: TransformerConfig, M, w) -> list[Kernel]:
         elementwise_kernel(M * F, flops_per_elem=8.0, bytes_per_elem=w, name="gelu"),
         matmul_kernel(M, D, F, w, name="down proj"),
     ]
-
-
-def _dt(w):
-    return w if isinstance(w, str) else {4.0: "fp32", 2.0: "bf16", 1.0: "fp8", 0.5: "int4"}.get(float(w), "bf16")
 
 
 def block_kernels(

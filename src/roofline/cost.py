@@ -26,7 +26,7 @@ def time_lower_bound(kernel: Kernel, machine: Machine) -> float:
     """The roofline ("speed of light") time in seconds: max(F / peak, B / BW), with the peak of
     the kernel's dtype. No efficiency, no launch overhead."""
     machine = get_machine(machine)
-    return np.maximum(kernel.flops / machine.peak(kernel.dtype), kernel.bytes / machine.bandwidth)
+    return _scalar(np.maximum(kernel.flops / machine.peak(kernel.dtype), kernel.bytes / machine.bandwidth))
 
 
 def op_times(flops, bytes_, peak_flops_per_s, bytes_per_s, compute_efficiency=1.0, memory_efficiency=1.0, launch_s=0.0, overlap=1.0):
