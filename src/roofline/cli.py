@@ -122,7 +122,7 @@ def cmd_machines(args):
 
     rows = []
     for m in ms:
-        rows.append([m.key, m.name, m.default_dtype, f"{m.peak_flops / 1e12:,.1f}", f"{m.bandwidth / 1e12:.3g}",
+        rows.append([m.key, m.name, m.default_dtype, f"{m.peak_flops / 1e12:,.1f}", f"{m.bandwidth / 1e12:.2f}",
                      f"{m.ridge_point:,.0f}", f"{m.memory_bytes / 1e9:,.0f}" if m.memory_bytes else "-",
                      f"{m.launch_overhead_s * 1e6:g}" if m.launch_overhead_s else "-"])
     print(grid(["key", "name", "dtype", "dense TFLOP/s", "TB/s", "ridge FLOP/B", "GB", "launch us"], rows,
@@ -189,13 +189,13 @@ def cmd_kernel(args):
                           "roofline_s": bound, "ridge_point": machine.ridge(kernel.dtype),
                           "attainable_flops_per_s": machine.attainable(kernel.intensity, kernel.dtype)}, indent=2))
         return
-    from roofline.units import format_si
+    from roofline.units import format_intensity, format_si
 
     side = "left of" if kernel.intensity < machine.ridge(kernel.dtype) else "right of"
     print(f"{kernel.name} on {machine.name} ({kernel.dtype})")
     print(f"  FLOPs      {format_si(kernel.flops, 'FLOP')}")
     print(f"  bytes      {format_si(kernel.bytes, 'B')}")
-    print(f"  intensity  {kernel.intensity:,.1f} FLOP/B, {side} the ridge at {machine.ridge(kernel.dtype):,.0f}: "
+    print(f"  intensity  {format_intensity(kernel.intensity)} FLOP/B, {side} the ridge at {machine.ridge(kernel.dtype):,.0f}: "
           f"{'memory' if side == 'left of' else 'compute'}-bound")
     print(f"  attainable {format_si(machine.attainable(kernel.intensity, kernel.dtype), 'FLOP/s')}")
     print(f"  roofline   {bound * 1e6:,.2f} us (speed of light)")
@@ -204,6 +204,16 @@ def cmd_kernel(args):
 
 
 def _kernel_param(text):
+    try:
+        return _parse_kernel_param(text)
+    except RooflineError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+_kernel_param.__name__ = "NAME=VALUE"
+
+
+def _parse_kernel_param(text):
     if "=" not in text:
         raise RooflineError(f"kernel parameter {text!r} must be NAME=VALUE, e.g. M=8192")
     key, value = text.split("=", 1)

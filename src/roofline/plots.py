@@ -33,6 +33,7 @@ def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.fonttype"] = "none"  # keep text as text in SVG: selectable, searchable
     import matplotlib.pyplot as plt
 
     return plt

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from roofline.units import US, format_time
+from roofline.units import US, format_intensity, format_time
 
 
 def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> str:
@@ -38,7 +38,7 @@ def workload_table(pred) -> str:
     rows = []
     for op in pred.ops:
         rows.append([
-            op.name, _mag(op.flops), _mag(op.bytes), f"{op.intensity:,.1f}", _us(op.compute_s), _us(op.memory_s),
+            op.name, _mag(op.flops), _mag(op.bytes), format_intensity(op.intensity), _us(op.compute_s), _us(op.memory_s),
             _us(op.launch_s), _us(op.time_s), f"{op.time_s / pred.total_s:.1%}", op.bound,
         ])
     rows.append(["total", _mag(sum(o.flops for o in pred.ops)), _mag(sum(o.bytes for o in pred.ops)), "",

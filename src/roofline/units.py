@@ -109,3 +109,9 @@ def format_bytes(n: float) -> str:
         if abs(v) >= scale:
             return f"{v / scale:.2f} {prefix}"
     return f"{v:.0f} B"
+
+
+def format_intensity(flop_per_byte: float) -> str:
+    """FLOP/byte: 0.25 -> '0.25', 62.66 -> '62.7', 1638.4 -> '1,638.4'."""
+    v = float(flop_per_byte)
+    return f"{v:.2g}" if abs(v) < 10 else f"{v:,.1f}"

@@ -1,0 +1,275 @@
+"""The workshop's web app (SPEC C9): a JSON API over ``layer_report`` and the page that draws it.
+
+GET /api/machines, /api/models, /api/options    what the controls offer, and the seed defaults
+GET /api/layer                                  LayerReport.to_dict() + readouts, sentence, chart
+GET /api/layer.csv, /api/layer.json             the op table as a download
+GET /, /static/...                              the page; Plotly.js from the installed package
+
+Every invalid parameter gets a 422 whose body names ``field`` (FastAPI's validation and the
+library's RooflineError alike). The app keeps no state between requests: the machine table is
+built once in ``create_app`` and only read.
+"""
+
+# No ``from __future__ import annotations``: FastAPI reads the endpoint annotations, which name
+# Literal types built inside create_app.
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal, Optional
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from roofline.blocks import ATTENTIONS, PHASES, layer_report
+from roofline.cost import CostModel
+from roofline.errors import RooflineError, unknown_name
+from roofline.machines import Machine, list_machines, load_machine_file
+from roofline.transformer import TransformerConfig, list_models
+from roofline.units import DTYPE_BYTES, US, format_si
+from roofline.web.payload import json_safe, layer_payload
+
+STATIC_DIR = Path(__file__).parent / "static"
+MAX_TOKENS = 131072  # the slider's range, 2^17
+MAX_BATCH = 65536
+MAX_LAUNCH_US = 1e6  # the library's limit: one second per launch
+
+# Seed 003's workshop: Llama 3 8B on an H100, one 8,192-token sequence, attention unfused,
+# e_c = 0.70, e_m = 0.85, 3 µs per launch, perfect overlap.
+SEED_DEFAULTS = MappingProxyType(
+    {
+        "machine": "h100-sxm",
+        "model": "llama3-8b",
+        "phase": "prefill",
+        "tokens": 8192,
+        "batch": 1,
+        "attention": "naive",
+        "compute_efficiency": 0.70,
+        "memory_efficiency": 0.85,
+        "launch_overhead_us": 3.0,
+        "overlap": 1.0,
+    }
+)
+
+# Library field names that the API spells differently.
+_API_FIELD = {"launch_overhead_s": "launch_overhead_us"}
+
+
+def token_stops(maximum: int = MAX_TOKENS) -> list[int]:
+    """The log-scale slider's positions: 1, 2, 3, 4, 6, 8, 12, ... (2^k and 3 2^(k-1)) up to
+    ``maximum``. The typed entry takes any whole number in between."""
+    stops, k = [1], 1
+    while 2**k <= maximum:
+        stops += [v for v in (3 * 2 ** (k - 2) if k >= 2 else 0, 2**k) if v > stops[-1]]
+        k += 1
+    return stops
+
+
+def _machine_table(machine_files: list[str] | None) -> tuple[MappingProxyType, MappingProxyType]:
+    """{key: Machine} for the presets and every machine in ``machine_files``, and {key: origin}."""
+    machines: dict[str, Machine] = {m.key: m for m in list_machines()}
+    origin = {key: "preset" for key in machines}
+    for path in machine_files or []:
+        for key, m in load_machine_file(path).items():
+            if key in machines:
+                raise RooflineError(
+                    f"machine file {str(path)!r} defines {key!r}, which is already "
+                    f"{'a preset' if origin[key] == 'preset' else 'in ' + origin[key]}; rename it",
+                    field="machine",
+                )
+            machines[key] = m
+            origin[key] = str(path)
+    return MappingProxyType(machines), MappingProxyType(origin)
+
+
+def _machine_dict(m: Machine, origin: str) -> dict:
+    return {
+        "key": m.key,
+        "name": m.name,
+        "vendor": m.vendor,
+        "origin": origin,
+        "default_dtype": m.default_dtype,
+        "dtypes": list(m.dtypes),
+        "peak_flops_per_s": m.peak_flops,
+        "bytes_per_s": m.bandwidth,
+        "ridge_flop_per_byte": m.ridge_point,
+        "launch_overhead_s": m.launch_overhead_s,
+        "label": f"{m.name} — {format_si(m.peak_flops, 'FLOP/s')}, {format_si(m.bandwidth, 'B/s')}",
+    }
+
+
+def _model_dict(c: TransformerConfig) -> dict:
+    return {
+        "key": c.key,
+        "name": c.name,
+        "d_model": c.d_model,
+        "n_layers": c.n_layers,
+        "n_heads": c.n_heads,
+        "n_kv_heads": c.n_kv_heads,
+        "head_dim": c.head_dim,
+        "d_ff": c.d_ff,
+        "vocab": c.vocab,
+        "n_experts": c.n_experts,
+        "experts_per_token": c.experts_per_token,
+        "label": c.name,
+    }
+
+
+@dataclass(frozen=True)
+class LayerQuery:
+    """One /api/layer request's parameters, validated."""
+
+    machine: str
+    model: str
+    phase: str
+    tokens: int
+    batch: int
+    context: Optional[int]
+    attention: str
+    dtype: Optional[str]
+    compute_efficiency: float
+    memory_efficiency: float
+    launch_overhead_us: float
+    overlap: float
+
+
+def _error_response(errors: list[dict]) -> JSONResponse:
+    fields = [e["loc"][-1] for e in errors if e.get("loc")]
+    return JSONResponse(status_code=422, content={"field": fields[0] if fields else None, "fields": fields, "detail": errors})
+
+
+def create_app(machine_files: list[str] | None = None) -> FastAPI:
+    """The workshop app. ``machine_files`` are TOML machine files whose machines join the presets."""
+    machines, origins = _machine_table(machine_files)
+    models = MappingProxyType({c.key: c for c in list_models()})
+    MachineKey = Literal[tuple(machines)]  # the OpenAPI schema lists the choices
+    ModelKey = Literal[tuple(models)]
+    Phase = Literal[PHASES]
+    Attention = Literal[ATTENTIONS]
+    Dtype = Literal[tuple(DTYPE_BYTES)]
+
+    app = FastAPI(
+        title="roofline workshop",
+        version="1",
+        description="Seed 003's workshop: the predicted time of each op of one transformer layer.",
+    )
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError):
+        errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in exc.errors()]
+        return _error_response(errors)
+
+    @app.exception_handler(RooflineError)
+    async def _roofline_error(request: Request, exc: RooflineError):
+        field = _API_FIELD.get(exc.field or "", exc.field) or "query"
+        return _error_response([{"loc": ["query", field], "msg": str(exc), "type": "roofline_error"}])
+
+    def layer_query(
+        machine: MachineKey = Query(SEED_DEFAULTS["machine"], description="machine preset or file machine key"),
+        model: ModelKey = Query(SEED_DEFAULTS["model"], description="model preset"),
+        phase: Phase = Query(SEED_DEFAULTS["phase"], description="prefill (T tokens) or decode (one token at context S)"),
+        tokens: int = Query(SEED_DEFAULTS["tokens"], ge=1, le=MAX_TOKENS, description="prefill: tokens per sequence T; decode: the context S unless context is given"),
+        batch: int = Query(SEED_DEFAULTS["batch"], ge=1, le=MAX_BATCH, description="sequences B"),
+        context: Optional[int] = Query(None, ge=1, le=MAX_TOKENS, description="decode: tokens already in the KV cache, S (default: tokens)"),
+        attention: Attention = Query(SEED_DEFAULTS["attention"], description="naive (QK^T, softmax, PV unfused) or flash"),
+        dtype: Optional[Dtype] = Query(None, description="default: the machine's default dtype"),
+        compute_efficiency: float = Query(SEED_DEFAULTS["compute_efficiency"], gt=0, le=1, allow_inf_nan=False, description="e_c, achievable fraction of peak FLOP/s"),
+        memory_efficiency: float = Query(SEED_DEFAULTS["memory_efficiency"], gt=0, le=1, allow_inf_nan=False, description="e_m, achievable fraction of peak bandwidth"),
+        launch_overhead_us: float = Query(SEED_DEFAULTS["launch_overhead_us"], ge=0, le=MAX_LAUNCH_US, allow_inf_nan=False, description="microseconds per kernel launch"),
+        overlap: float = Query(SEED_DEFAULTS["overlap"], ge=0, le=1, allow_inf_nan=False, description="1: max(compute, memory) (the seed); 0: their sum"),
+    ) -> LayerQuery:
+        return LayerQuery(machine, model, phase, tokens, batch, context, attention, dtype,
+                          compute_efficiency, memory_efficiency, launch_overhead_us, overlap)
+
+    def compute(q: LayerQuery):
+        machine = machines.get(q.machine)
+        if machine is None:  # unreachable through the schema; kept for direct callers
+            raise unknown_name("machine", q.machine, machines)
+        cost_model = CostModel(q.compute_efficiency, q.memory_efficiency, q.launch_overhead_us * US, q.overlap)
+        report = layer_report(
+            model=models[q.model], machine=machine, phase=q.phase, tokens=q.tokens, batch=q.batch,
+            context=q.context, attention=q.attention, dtype=q.dtype or machine.default_dtype, cost_model=cost_model,
+        )
+        return report, machine, cost_model
+
+    def filename(q: LayerQuery, ext: str) -> str:
+        size = f"{q.tokens}" if q.phase == "prefill" else f"ctx{q.context or q.tokens}"
+        return f"layer-{q.model}-{q.machine}-{q.phase}-{size}-b{q.batch}-{q.attention}.{ext}"
+
+    @app.get("/api/machines", summary="Machines the page offers: every preset and each machine file's")
+    def api_machines() -> list[dict]:
+        return [_machine_dict(m, origins[k]) for k, m in machines.items()]
+
+    @app.get("/api/models", summary="Model presets")
+    def api_models() -> list[dict]:
+        return [_model_dict(c) for c in models.values()]
+
+    @app.get("/api/options", summary="Seed defaults, limits and the token slider's stops")
+    def api_options() -> dict:
+        return {
+            "defaults": dict(SEED_DEFAULTS),
+            "phases": list(PHASES),
+            "attentions": list(ATTENTIONS),
+            "dtypes": list(DTYPE_BYTES),
+            "token_stops": token_stops(),
+            "limits": {"tokens": [1, MAX_TOKENS], "batch": [1, MAX_BATCH], "launch_overhead_us": [0, MAX_LAUNCH_US]},
+        }
+
+    @app.get("/api/layer", summary="One layer op by op: LayerReport.to_dict() plus readouts, sentence, chart and roofline")
+    def api_layer(q: LayerQuery = Depends(layer_query)) -> dict:
+        report, machine, cost_model = compute(q)
+        return layer_payload(report, machine, cost_model, q.launch_overhead_us)
+
+    @app.get("/api/layer.csv", response_class=PlainTextResponse, summary="The op table as CSV (times in seconds)",
+             responses={200: {"content": {"text/csv": {}}}})
+    def api_layer_csv(q: LayerQuery = Depends(layer_query)) -> Response:
+        report, _, _ = compute(q)
+        return Response(report.prediction.to_csv(), media_type="text/csv; charset=utf-8",
+                        headers={"Content-Disposition": f'attachment; filename="{filename(q, "csv")}"'})
+
+    @app.get("/api/layer.json", summary="LayerReport.to_dict() as a download")
+    def api_layer_json(q: LayerQuery = Depends(layer_query)) -> JSONResponse:
+        report, _, _ = compute(q)
+        return JSONResponse(json_safe(report.to_dict()),
+                            headers={"Content-Disposition": f'attachment; filename="{filename(q, "json")}"'})
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
+
+    plotly_js = _plotly_js()
+
+    @app.get("/static/plotly.min.js", include_in_schema=False)
+    def plotly() -> Response:
+        if plotly_js is None:
+            return PlainTextResponse("plotly.min.js not found: pip install 'roofline[web]'", status_code=404)
+        return FileResponse(plotly_js, media_type="text/javascript")
+
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    return app
+
+
+def _plotly_js() -> Optional[Path]:
+    """plotly.min.js as shipped inside the installed ``plotly`` package (no CDN)."""
+    try:
+        root = resources.files("plotly")
+    except ModuleNotFoundError:
+        return None
+    for rel in ("package_data/plotly.min.js", "offline/plotly.min.js"):
+        candidate = Path(str(root.joinpath(rel)))
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def serve(host: str = "127.0.0.1", port: int = 8000, machine_files: list[str] | None = None) -> None:
+    """Start the workshop with uvicorn and print its URL."""
+    import uvicorn
+
+    app = create_app(machine_files)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"roofline workshop: http://{shown}:{port}/  (Ctrl-C to stop)", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

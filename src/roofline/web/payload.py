@@ -1,0 +1,234 @@
+"""What the workshop page shows, built from a LayerReport: readouts, the seed's sentence, the bar
+chart's series and the roofline's curves. Pure functions (report in, plain dict out) and no web
+stack, so the page's JavaScript only places numbers and text it is given.
+
+Every number here comes from the library: times are the report's seconds, converted to
+microseconds at this edge; roofs are ``Machine.attainable`` and the cost model's ``op_times``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from roofline.blocks import LayerReport
+from roofline.cost import CostModel, op_times
+from roofline.machines import Machine
+from roofline.units import US, format_si
+
+ROOF_POINTS = 96  # points on each roof curve; the ridge is added exactly
+
+
+# -- text at the edge -----------------------------------------------------------------------------
+
+def format_us(seconds: float) -> str:
+    """A layer-sized time as the seed writes it: '8,756 µs', '205 µs', '3.4 µs'; '1.23 s' above a
+    second."""
+    micro = seconds / US
+    if micro < 10:
+        return f"{micro:.1f} µs"
+    if micro < 1e6:
+        return f"{micro:,.0f} µs"
+    return f"{seconds:,.2f} s"
+
+
+def format_us_fine(seconds: float) -> str:
+    """An op-sized time with three significant digits below 100 µs: '0.194 µs', '47.1 µs'."""
+    micro = seconds / US
+    return f"{micro:,.0f} µs" if micro >= 100 else f"{micro:.3g} µs"
+
+
+def format_share(fraction: float) -> str:
+    """0.409 -> '41%'; 0.0041 -> '0.4%'."""
+    pct = 100.0 * fraction
+    if pct == 0:
+        return "0%"
+    return f"{pct:.1f}%" if pct < 1 else f"{pct:.0f}%"
+
+
+def _ratio(numerator: float, denominator: float) -> float | None:
+    return numerator / denominator if denominator > 0 else None
+
+
+def json_safe(x):
+    """Floats that JSON can carry: NaN and infinities become None (never a 500)."""
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    if isinstance(x, (float, np.floating)):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+# -- readouts and the seed's sentence ---------------------------------------------------------------
+
+def readouts(report: LayerReport) -> dict:
+    """The seed's readouts as numbers (µs, ratios, shares) and as the text the page shows."""
+    p = report.prediction
+    n_ops = len(p.ops)
+    flops_ratio = _ratio(p.total_s, p.flops_only_s)
+    bytes_ratio = _ratio(p.total_s, p.bytes_only_s)
+    numbers = {
+        "total_us": p.total_s / US,
+        "flops_only_us": p.flops_only_s / US,
+        "bytes_only_us": p.bytes_only_s / US,
+        "launch_us": p.launch_s / US,
+        "total_over_flops_only": flops_ratio,
+        "total_over_bytes_only": bytes_ratio,
+        "memory_bound_ops": p.memory_bound_ops,
+        "n_ops": n_ops,
+        "memory_bound_share": p.memory_bound_share,
+        "launch_share": p.launch_share,
+    }
+    text = {
+        "total": format_us(p.total_s),
+        "flops_only": format_us(p.flops_only_s),
+        "flops_ratio": "—" if flops_ratio is None else f"{flops_ratio:.2f}×",
+        "bytes_only": format_us(p.bytes_only_s),
+        "bytes_ratio": "—" if bytes_ratio is None else f"{bytes_ratio:.2f}×",
+        "memory_bound": f"{p.memory_bound_ops} of {n_ops} ops",
+        "memory_share": f"{format_share(p.memory_bound_share)} of the time",
+        "launch": format_us(p.launch_s),
+        "launch_share": format_share(p.launch_share),
+    }
+    return {**numbers, "text": text}
+
+
+def _workload_phrase(report: LayerReport) -> str:
+    B, S, T = report.batch, report.context, report.tokens
+    if report.phase == "prefill":
+        return f"one {T:,}-token sequence" if B == 1 else f"a batch of {B:,} {T:,}-token sequences"
+    who = "one sequence" if B == 1 else f"a batch of {B:,} sequences"
+    return f"one decode step of {who} at {S:,} tokens of context"
+
+
+def _reason(n_memory: int, n_ops: int, memory_share: float) -> str:
+    if n_memory == 0:
+        return "with every operation compute-bound"
+    if n_memory == n_ops:
+        return f"because all {n_ops} operations are memory-bound"
+    if n_memory == 1:
+        return f"because 1 of the operations is memory-bound and takes {format_share(memory_share)} of the time"
+    return f"because {n_memory} of the operations are memory-bound and take {format_share(memory_share)} of the time"
+
+
+def sentence(report: LayerReport) -> str:
+    """Seed 003's sentence for any configuration, e.g. 'For one 8,192-token sequence, the model
+    predicts 8,756 µs for the layer — 1.47 times a FLOPs-only estimate of 5,965 µs, because 8 of
+    the operations are memory-bound and take 41% of the time.' A launch share of 5% or more is
+    named too."""
+    p = report.prediction
+    ratio = _ratio(p.total_s, p.flops_only_s)
+    times = "" if ratio is None else f" — {ratio:.2f} times a FLOPs-only estimate of {format_us(p.flops_only_s)}"
+    text = (
+        f"For {_workload_phrase(report)}, the model predicts {format_us(p.total_s)} for the layer{times}, "
+        f"{_reason(p.memory_bound_ops, len(p.ops), p.memory_bound_share)}"
+    )
+    if p.launch_share >= 0.05:
+        text += f"; {format_share(p.launch_share)} of the time is launch overhead alone"
+    return text + "."
+
+
+# -- the bar chart ------------------------------------------------------------------------------
+
+def _unique(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        seen[n] = seen.get(n, 0) + 1
+        out.append(n if seen[n] == 1 else f"{n} ({seen[n]})")
+    return out
+
+
+def chart(report: LayerReport) -> dict:
+    """Per-op series for the horizontal bar chart, in execution order: labels, time in µs, bound
+    and hover text (FLOPs, bytes, intensity, compute, memory and launch time, bound)."""
+    p = report.prediction
+    labels = _unique([op.name for op in p.ops])
+    hover = []
+    for label, op in zip(labels, p.ops):
+        share = format_share(op.time_s / p.total_s) if p.total_s > 0 else "—"
+        hover.append(
+            f"<b>{label}</b> — {format_us_fine(op.time_s)} ({share} of the layer)<br>"
+            f"FLOPs: {format_si(op.flops, 'FLOP')}<br>"
+            f"bytes: {format_si(op.bytes, 'B')}<br>"
+            f"intensity: {op.intensity:.3g} FLOP/byte<br>"
+            f"compute: {format_us_fine(op.compute_s)} · memory: {format_us_fine(op.memory_s)} · "
+            f"launch: {format_us_fine(op.launch_s)}<br>"
+            f"{op.bound}-bound"
+        )
+    return {
+        "labels": labels,
+        "time_us": [op.time_s / US for op in p.ops],
+        "bound": [op.bound for op in p.ops],
+        "hover": hover,
+    }
+
+
+# -- the roofline ---------------------------------------------------------------------------------
+
+def _intensity_grid(intensities: list[float], ridge: float) -> np.ndarray:
+    """Log-spaced FLOP/byte from a decade below the smallest of ops and ridge to a decade above the
+    largest, with the ridge itself included."""
+    known = [i for i in intensities if i > 0 and math.isfinite(i)] + [ridge]
+    lo = 10.0 ** math.floor(math.log10(min(known)) - 1)
+    hi = 10.0 ** math.ceil(math.log10(max(known)) + 1)
+    grid = np.logspace(math.log10(lo), math.log10(hi), ROOF_POINTS)
+    return np.unique(np.append(grid, ridge))
+
+
+def roofline(report: LayerReport, machine: Machine, cost_model: CostModel) -> dict:
+    """The machine's roof (``attainable``) and the cost model's achievable roof (a 1-byte op of
+    each intensity through ``op_times``, no launch) on one grid, the ridge, and the ops placed at
+    their intensity and predicted FLOP/s (FLOPs / predicted time)."""
+    p = report.prediction
+    peak_flops_per_s = machine.peak(report.dtype)
+    ridge = machine.ridge(report.dtype)
+    grid = _intensity_grid([op.intensity for op in p.ops], ridge)
+    _, _, one_byte_s = op_times(
+        grid, 1.0, peak_flops_per_s, machine.bandwidth, cost_model.compute_efficiency,
+        cost_model.memory_efficiency, 0.0, cost_model.overlap,
+    )
+    labels = _unique([op.name for op in p.ops])
+    op_flops_per_s = [op.flops / op.time_s if op.time_s > 0 else None for op in p.ops]
+    hover = [
+        f"<b>{label}</b><br>intensity: {op.intensity:.3g} FLOP/byte<br>"
+        f"predicted: {format_si(rate, 'FLOP/s') if rate else '—'}<br>"
+        f"roof: {format_si(machine.attainable(op.intensity, report.dtype), 'FLOP/s')}<br>{op.bound}-bound"
+        for label, op, rate in zip(labels, p.ops, op_flops_per_s)
+    ]
+    return {
+        "machine": machine.key or machine.name,
+        "machine_name": machine.name,
+        "dtype": report.dtype,
+        "peak_flops_per_s": peak_flops_per_s,
+        "bytes_per_s": machine.bandwidth,
+        "ridge_flop_per_byte": ridge,
+        "intensity": grid.tolist(),
+        "roof_flops_per_s": np.asarray(machine.attainable(grid, report.dtype)).tolist(),
+        "achievable_flops_per_s": (grid / one_byte_s).tolist(),
+        "ops": {
+            "labels": labels,
+            "intensity": [op.intensity for op in p.ops],
+            "flops_per_s": op_flops_per_s,
+            "bound": [op.bound for op in p.ops],
+            "hover": hover,
+        },
+    }
+
+
+def layer_payload(report: LayerReport, machine: Machine, cost_model: CostModel, launch_overhead_us: float) -> dict:
+    """The /api/layer body: the library's ``LayerReport.to_dict()`` plus what the page draws."""
+    body = {
+        **report.to_dict(),
+        "launch_overhead_us": launch_overhead_us,
+        "readouts": readouts(report),
+        "sentence": sentence(report),
+        "chart": chart(report),
+        "roofline": roofline(report, machine, cost_model),
+    }
+    return json_safe(body)

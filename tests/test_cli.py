@@ -1,0 +1,154 @@
+"""The command line: tables, the --json contract, plots, and bad input (one line, exit 2)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from roofline.cli import main
+
+LAYER_KEYS = {"machine", "model", "phase", "tokens", "batch", "context", "compute_efficiency", "memory_efficiency",
+              "launch_overhead_s", "total_s", "flops_only_s", "bytes_only_s", "launch_s", "memory_bound_ops",
+              "memory_bound_share", "launch_share", "ops"}
+OP_KEYS = {"name", "flops", "bytes", "intensity", "compute_s", "memory_s", "launch_s", "time_s", "bound"}
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_layer_table_default_is_the_seed_workshop(capsys):
+    code, out, _ = run(capsys, "layer", "--model", "llama3-8b", "--machine", "h100-sxm", "--tokens", "8192")
+    assert code == 0
+    assert "8,756" in out and "5,965" in out and "1.47x" in out
+    assert "8 of 12 ops" in out and "41%" in out
+    assert out.count("memory") >= 8
+
+
+@pytest.mark.parametrize("tokens,total_us", [(128, 205), (8192, 8756), (32768, 71117)])
+def test_layer_json_contract(capsys, tokens, total_us):
+    code, out, _ = run(capsys, "layer", "--json", "--tokens", str(tokens))
+    assert code == 0
+    d = json.loads(out)
+    assert LAYER_KEYS <= set(d)
+    assert d["machine"] == "h100-sxm" and d["model"] == "llama3-8b" and d["phase"] == "prefill"
+    assert round(d["total_s"] * 1e6) == total_us
+    assert d["launch_overhead_s"] == 3e-6 and d["compute_efficiency"] == 0.7 and d["memory_efficiency"] == 0.85
+    assert len(d["ops"]) == 12 and all(OP_KEYS <= set(op) for op in d["ops"])
+    assert {op["bound"] for op in d["ops"]} <= {"memory", "compute"}
+    assert sum(op["time_s"] for op in d["ops"]) == pytest.approx(d["total_s"])
+
+
+def test_layer_flags(capsys):
+    code, out, _ = run(capsys, "layer", "--json", "--phase", "decode", "--context", "4096", "--batch", "8",
+                       "--attention", "flash", "--launch-overhead", "5us", "--compute-efficiency", "0.5",
+                       "--memory-efficiency", "0.9", "--machine", "h200")
+    assert code == 0
+    d = json.loads(out)
+    assert d["phase"] == "decode" and d["context"] == 4096 and d["batch"] == 8 and d["tokens"] == 1
+    assert d["launch_overhead_s"] == pytest.approx(5e-6) and d["machine"] == "h200"
+    assert len(d["ops"]) == 10  # flash: one attention op
+
+
+def test_launch_overhead_in_seconds_too(capsys):
+    _, a, _ = run(capsys, "layer", "--json", "--launch-overhead", "3e-6")
+    _, b, _ = run(capsys, "layer", "--json", "--launch-overhead", "3us")
+    assert json.loads(a)["total_s"] == json.loads(b)["total_s"]
+
+
+def test_layer_csv(capsys):
+    code, out, _ = run(capsys, "layer", "--csv", "--tokens", "128")
+    lines = out.strip().splitlines()
+    assert code == 0 and lines[0].startswith("name,flops,bytes,intensity") and len(lines) == 13
+
+
+def test_machines_and_models_list_the_names(capsys):
+    code, out, _ = run(capsys, "machines")
+    assert code == 0 and all(k in out for k in ("h100-sxm", "a100-80gb", "h200", "mi300x", "tpu-v5p"))
+    code, out, _ = run(capsys, "models")
+    assert code == 0 and "llama3-8b" in out and "8,030,261,248" in out
+    code, out, _ = run(capsys, "machines", "--json")
+    h100 = next(m for m in json.loads(out) if m["key"] == "h100-sxm")
+    assert h100["peak_flops"] == 989e12 and h100["sources"]
+
+
+def test_kernel_command(capsys):
+    # seed exercise 1: M = 1 -> ~10 us, memory-bound
+    code, out, _ = run(capsys, "kernel", "matmul", "M=1", "N=4096", "K=4096", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["bound"] == "memory" and round(d["roofline_s"] * 1e6, 1) == 10.0
+    code, out, _ = run(capsys, "kernel", "flash_attention", "T=4096", "d=128")
+    assert code == 0 and "compute-bound" in out
+
+
+def test_plot_commands(tmp_path, capsys):
+    for what, name in (("roofline", "r.png"), ("layer", "l.svg")):
+        path = tmp_path / name
+        assert main(["plot", what, "-o", str(path)]) == 0
+        assert path.stat().st_size > 5000
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["layer", "--tokens", "-5"], "--tokens"),
+        (["layer", "--tokens", "0"], "--tokens"),
+        (["layer", "--tokens", "nan"], "nan"),
+        (["layer", "--tokens", "1e30"], "--tokens"),
+        (["layer", "--batch", "2.5"], "--batch"),
+        (["layer", "--compute-efficiency", "1.5"], "--compute-efficiency"),
+        (["layer", "--memory-efficiency", "0"], "--memory-efficiency"),
+        (["layer", "--launch-overhead", "-3us"], "--launch-overhead"),
+        (["layer", "--launch-overhead", "3 parsecs"], "parsecs"),
+        (["layer", "--machine", "h100"], "h100-sxm"),
+        (["layer", "--model", "llama3-7b"], "llama3-8b"),
+        (["layer", "--model", "/nonexistent/config.json"], "config.json"),
+        (["layer", "--machine", "v100"], "fp16"),  # no bf16 on a V100: says which dtypes it has
+        (["layer", "--phase", "train"], "train"),
+        (["kernel", "matmul", "M=-1", "N=2", "K=2"], "M"),
+        (["kernel", "matmull", "M=1"], "matmul"),
+        (["plot", "layer", "-o", "x.gif"], "x.gif"),
+    ],
+)
+def test_bad_input_one_line_exit_2(capsys, argv, needle):
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("roofline: error:") and needle in lines[0]
+
+
+def test_malformed_config_file(tmp_path, capsys):
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    code, _, err = run(capsys, "layer", "--model", str(bad))
+    assert code == 2 and "not valid JSON" in err
+    broken = tmp_path / "m.toml"
+    broken.write_text("[machines.x]\nname = 'x'\n")
+    code, _, err = run(capsys, "layer", "--machine", str(broken))
+    assert code == 2 and "peak_flops_per_s" in err
+
+
+def test_user_machine_file(tmp_path, capsys):
+    f = tmp_path / "mine.toml"
+    f.write_text(
+        '[sources]\nME = "my datasheet"\n[machines.mine]\nname = "Mine"\n'
+        'memory_bytes_per_s = { value = 1e12, source = "ME" }\n'
+        'peak_flops_per_s.bf16 = { value = 100e12, source = "ME" }\n'
+    )
+    code, out, _ = run(capsys, "layer", "--json", "--machine", str(f), "--tokens", "128")
+    assert code == 0 and json.loads(out)["machine_name"] == "Mine"
+
+
+def test_subprocess_no_traceback_and_no_heavy_imports():
+    bad = subprocess.run([sys.executable, "-m", "roofline", "layer", "--tokens", "-1"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    probe = (
+        "import sys; from roofline.cli import main; main(['layer', '--json']);"
+        "print('HEAVY', sorted(m for m in ('matplotlib', 'torch', 'fastapi', 'uvicorn', 'plotly') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "HEAVY []"

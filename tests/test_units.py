@@ -1,0 +1,32 @@
+import pytest
+
+from roofline.errors import RooflineError
+from roofline.units import GIB, format_bytes, format_time, parse_number, parse_time_s
+
+
+@pytest.mark.parametrize("text,seconds", [("3us", 3e-6), ("3 µs", 3e-6), ("0.5ms", 5e-4), ("2e-6", 2e-6), ("1s", 1.0), ("40ns", 4e-8)])
+def test_parse_time(text, seconds):
+    assert parse_time_s(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text,value", [("989T", 989e12), ("3.35e12", 3.35e12), ("80G", 80e9), ("64 Gi", 64 * GIB), ("8k", 8000)])
+def test_parse_number(text, value):
+    assert parse_number(text) == pytest.approx(value)
+
+
+def test_parse_number_with_unit():
+    assert parse_number("3.35 TB/s", unit="B/s") == pytest.approx(3.35e12)
+
+
+@pytest.mark.parametrize("text", ["", "abc", "3 parsecs", "1..2", "nan"])
+def test_parse_rejects(text):
+    with pytest.raises(RooflineError):
+        parse_number(text, "x")
+    with pytest.raises(RooflineError):
+        parse_time_s(text, "x")
+
+
+def test_format():
+    assert format_time(8.756e-3) == "8.76 ms"
+    assert format_time(20.6 * 86400) == "20.6 days"
+    assert format_bytes(2**30) == "1.00 GiB"
