@@ -152,3 +152,14 @@ def test_subprocess_no_traceback_and_no_heavy_imports():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "HEAVY []"
+
+
+def test_readme_example_output_is_current(capsys):
+    from pathlib import Path
+
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    text = readme.read_text()
+    start = text.index("```\nLlama 3 8B: one block") + 4
+    block = text[start:text.index("```", start)]
+    code, out, _ = run(capsys, "layer", "--model", "llama3-8b", "--machine", "h100-sxm", "--tokens", "8192")
+    assert code == 0 and out == block
