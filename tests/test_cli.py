@@ -163,3 +163,14 @@ def test_readme_example_output_is_current(capsys):
     block = text[start:text.index("```", start)]
     code, out, _ = run(capsys, "layer", "--model", "llama3-8b", "--machine", "h100-sxm", "--tokens", "8192")
     assert code == 0 and out == block
+
+
+def test_what_if_machine_flags_exercise_5(capsys):
+    # 2x the H100's compute, same bandwidth: ridge 2 * 989 / 3.35 = 590.4
+    code, out, _ = run(capsys, "kernel", "naive_attention", "T=4096", "d=128", "--compute-scale", "2", "--json")
+    d = json.loads(out)
+    assert code == 0 and round(d["ridge_point"], 1) == 590.4 and d["bound"] == "memory"
+    code, out, _ = run(capsys, "kernel", "matmul", "M=8192", "N=4096", "K=4096", "--compute-scale", "2", "--json")
+    d = json.loads(out)
+    assert d["bound"] == "compute" and d["roofline_s"] == pytest.approx(2 * 8192 * 4096 * 4096 / (2 * 989e12))
+    assert main(["layer", "--bandwidth-scale", "-1"]) == 2

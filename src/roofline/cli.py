@@ -8,85 +8,32 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
+from roofline.cliargs import (
+    COUNT,
+    Parser,
+    add_cost_flags,
+    add_layer_flags,
+    add_machine_flags,
+    cost_model_from_args,
+    machine_from_args,
+    number_arg,
+)
 from roofline.errors import RooflineError
+
+# Commands that live in their own modules: each has register(subparsers).
+EXTRA_COMMANDS: tuple[str, ...] = ()
 
 EXIT_BAD_INPUT = 2
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2, no usage dump
-        raise RooflineError(message)
-
-
-# -- argument types: each names the flag in its message ------------------------------------------
-
-def _number(flag, *, minimum=0.0, strictly=True, maximum=None, integer=False, parser=None):
-    def convert(text):
-        from roofline.errors import check_number
-        from roofline.units import parse_number
-
-        try:
-            value = (parser or parse_number)(text, flag)
-            check_number("value", value, minimum=minimum, strictly=strictly, maximum=maximum, integer=integer)
-        except RooflineError as exc:  # argparse prefixes "argument --flag: "
-            raise argparse.ArgumentTypeError(str(exc).removeprefix("value ").removeprefix(f"{flag}: ")) from None
-        return int(value) if integer else value
-
-    convert.__name__ = flag
-    return convert
-
-
-def _time(flag):
-    from roofline.units import parse_time_s
-
-    return _number(flag, strictly=False, maximum=1.0, parser=parse_time_s)
-
-
-_COUNT = dict(integer=True, maximum=1e12)
-
-
-def _add_cost_flags(p, launch_default_note="the machine's preset"):
-    p.add_argument("--compute-efficiency", type=_number("--compute-efficiency", maximum=1.0), default=0.70,
-                   help="achievable fraction of peak FLOP/s, e_c (default 0.70, seed 003)")
-    p.add_argument("--memory-efficiency", type=_number("--memory-efficiency", maximum=1.0), default=0.85,
-                   help="achievable fraction of peak bandwidth, e_m (default 0.85, seed 003)")
-    p.add_argument("--launch-overhead", type=_time("--launch-overhead"), default=None,
-                   help=f"seconds per kernel launch, e.g. 3us (default: {launch_default_note})")
-    p.add_argument("--overlap", type=_number("--overlap", strictly=False, maximum=1.0), default=1.0,
-                   help="overlap of compute and memory time: 1 = max() (seed), 0 = sum")
-    p.add_argument("--cuda-graph", action="store_true", help="one launch for the whole workload")
-
-
-def _cost_model(args, machine):
-    from roofline.cost import CostModel
-
-    launch = machine.launch_overhead_s if args.launch_overhead is None else args.launch_overhead
-    return CostModel(args.compute_efficiency, args.memory_efficiency, launch, args.overlap, args.cuda_graph)
-
-
-def _add_layer_flags(p):
-    p.add_argument("--machine", default="h100-sxm", help="preset (see `roofline machines`) or a machine TOML file")
-    p.add_argument("--model", default="llama3-8b", help="preset (see `roofline models`) or a config.json path")
-    p.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
-    p.add_argument("--tokens", type=_number("--tokens", **_COUNT), default=8192, help="prefill tokens per sequence, T")
-    p.add_argument("--batch", type=_number("--batch", **_COUNT), default=1, help="sequences, B")
-    p.add_argument("--context", type=_number("--context", **_COUNT), default=None,
-                   help="decode: tokens already in the KV cache, S (default: --tokens)")
-    p.add_argument("--attention", choices=("naive", "flash"), default="naive")
-    p.add_argument("--dtype", default="bf16", help="weights, activations and peak: bf16, fp16, fp8, int8, fp32")
-    _add_cost_flags(p)
-
-
 def _layer(args):
     from roofline.blocks import layer_report
-    from roofline.machines import get_machine
 
-    machine = get_machine(args.machine)
+    machine = machine_from_args(args)
     return layer_report(args.model, machine, args.phase, args.tokens, args.batch, args.context, args.attention,
-                        args.dtype, _cost_model(args, machine))
+                        args.dtype, cost_model_from_args(args, machine))
 
 
 def cmd_layer(args):
@@ -167,9 +114,8 @@ def cmd_models(args):
 def cmd_kernel(args):
     from roofline.cost import time_lower_bound
     from roofline.kernels import get_kernel_constructor
-    from roofline.machines import get_machine
 
-    machine = get_machine(args.machine)
+    machine = machine_from_args(args)
     ctor = get_kernel_constructor(args.name)
     params = {}
     for key, value in (args.param or []):
@@ -181,7 +127,7 @@ def cmd_kernel(args):
 
         names = ", ".join(p.name for p in kernel_parameters(args.name))
         raise RooflineError(f"kernel {args.name}: {exc}; its parameters are {names}") from None
-    model = _cost_model(args, machine)
+    model = cost_model_from_args(args, machine)
     op = model.predict_op(kernel, machine)
     bound = float(time_lower_bound(kernel, machine))
     if args.json:
@@ -241,7 +187,7 @@ def cmd_plot(args):
     if args.what == "roofline":
         from roofline.plots import plot_roofline, seed_kernels
 
-        machines = [get_machine(m) for m in args.machine.split(",")]
+        machines = [machine_from_args(args, m) for m in args.machine.split(",")]
         if args.kernels == "seed":
             kernels = seed_kernels()
         else:
@@ -257,12 +203,12 @@ def cmd_plot(args):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="roofline", description="How fast can it run, and what limits it: the roofline model for ML.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    parser = Parser(prog="roofline", description="How fast can it run, and what limits it: the roofline model for ML.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
 
     p = sub.add_parser("layer", help="one transformer block op by op (seed 003's workshop by default)")
-    _add_layer_flags(p)
+    add_layer_flags(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
@@ -282,8 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description=f"Kernels: {from_kernels}. Example: roofline kernel matmul M=1 N=4096 K=4096")
     p.add_argument("name", help="kernel constructor name")
     p.add_argument("param", nargs="*", type=_kernel_param, help="NAME=VALUE, e.g. M=8192 N=4096 K=4096 bytes_per_elem=fp8")
-    p.add_argument("--machine", default="h100-sxm")
-    _add_cost_flags(p)
+    add_machine_flags(p)
+    add_cost_flags(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_kernel, compute_efficiency=1.0, memory_efficiency=1.0, launch_overhead=0.0)
 
@@ -292,8 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="FILE.png or FILE.svg")
     p.add_argument("--kernels", choices=("seed", "layer"), default="seed",
                    help="roofline: the seed's seven kernels, or the layer's ops")
-    _add_layer_flags(p)
+    add_layer_flags(p)
     p.set_defaults(func=cmd_plot)
+
+    import importlib
+
+    for module in EXTRA_COMMANDS:
+        importlib.import_module(module).register(sub)
     return parser
 
 

@@ -221,7 +221,7 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
     @app.get("/api/layer", summary="One layer op by op: LayerReport.to_dict() plus readouts, sentence, chart and roofline")
     def api_layer(q: LayerQuery = Depends(layer_query)) -> dict:
         report, machine, cost_model = compute(q)
-        return layer_payload(report, machine, cost_model, q.launch_overhead_us)
+        return layer_payload(report, machine, cost_model, q.launch_overhead_us, models[q.model].name)
 
     @app.get("/api/layer.csv", response_class=PlainTextResponse, summary="The op table as CSV (times in seconds)",
              responses={200: {"content": {"text/csv": {}}}})

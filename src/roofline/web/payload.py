@@ -164,6 +164,7 @@ def chart(report: LayerReport) -> dict:
     return {
         "labels": labels,
         "time_us": [op.time_s / US for op in p.ops],
+        "time_text": [format_us_fine(op.time_s) for op in p.ops],
         "bound": [op.bound for op in p.ops],
         "hover": hover,
     }
@@ -208,6 +209,8 @@ def roofline(report: LayerReport, machine: Machine, cost_model: CostModel) -> di
         "peak_flops_per_s": peak_flops_per_s,
         "bytes_per_s": machine.bandwidth,
         "ridge_flop_per_byte": ridge,
+        "ridge_text": f"ridge {ridge:,.0f} FLOP/byte",
+        "peak_text": f"peak {format_si(peak_flops_per_s, 'FLOP/s')} ({report.dtype})",
         "intensity": grid.tolist(),
         "roof_flops_per_s": np.asarray(machine.attainable(grid, report.dtype)).tolist(),
         "achievable_flops_per_s": (grid / one_byte_s).tolist(),
@@ -221,11 +224,25 @@ def roofline(report: LayerReport, machine: Machine, cost_model: CostModel) -> di
     }
 
 
-def layer_payload(report: LayerReport, machine: Machine, cost_model: CostModel, launch_overhead_us: float) -> dict:
+def caption(report: LayerReport, machine: Machine, model_name: str) -> str:
+    """What the page is showing, in one line under the charts."""
+    p = report.prediction
+    return (
+        f"One {model_name} layer's forward pass in {report.dtype} on the {machine.name} "
+        f"(peak {format_si(machine.peak(report.dtype), 'FLOP/s')}, {format_si(machine.bandwidth, 'B/s')}), "
+        f"e_c = {p.model.compute_efficiency:g}, e_m = {p.model.memory_efficiency:g}, "
+        f"{format_us_fine(p.model.launch_overhead_s)} per launch, overlap {p.model.overlap:g}. "
+        "FLOPs-only: ΣF ÷ (e_c · peak); bytes-only: ΣB ÷ (e_m · bandwidth)."
+    )
+
+
+def layer_payload(report: LayerReport, machine: Machine, cost_model: CostModel, launch_overhead_us: float,
+                  model_name: str = "") -> dict:
     """The /api/layer body: the library's ``LayerReport.to_dict()`` plus what the page draws."""
     body = {
         **report.to_dict(),
         "launch_overhead_us": launch_overhead_us,
+        "caption": caption(report, machine, model_name or report.model),
         "readouts": readouts(report),
         "sentence": sentence(report),
         "chart": chart(report),

@@ -1,0 +1,98 @@
+"""Argument types and shared flags for the `roofline` command and its extension commands.
+
+Every type names its flag in the error (argparse prints ``argument --flag: ...``); bad values are
+one line and exit code 2 (see cli.main).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from roofline.errors import RooflineError
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, no usage dump
+        raise RooflineError(message)
+
+
+# -- argument types: each names the flag in its message ------------------------------------------
+
+def number_arg(flag, *, minimum=0.0, strictly=True, maximum=None, integer=False, parser=None):
+    def convert(text):
+        from roofline.errors import check_number
+        from roofline.units import parse_number
+
+        try:
+            value = (parser or parse_number)(text, flag)
+            check_number("value", value, minimum=minimum, strictly=strictly, maximum=maximum, integer=integer)
+        except RooflineError as exc:  # argparse prefixes "argument --flag: "
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("value ").removeprefix(f"{flag}: ")) from None
+        return int(value) if integer else value
+
+    convert.__name__ = flag
+    return convert
+
+
+def time_arg(flag):
+    from roofline.units import parse_time_s
+
+    return number_arg(flag, strictly=False, maximum=1.0, parser=parse_time_s)
+
+
+COUNT = dict(integer=True, maximum=1e12)
+
+
+def add_cost_flags(p, launch_default_note="the machine's preset"):
+    p.add_argument("--compute-efficiency", type=number_arg("--compute-efficiency", maximum=1.0), default=0.70,
+                   help="achievable fraction of peak FLOP/s, e_c (default 0.70, seed 003)")
+    p.add_argument("--memory-efficiency", type=number_arg("--memory-efficiency", maximum=1.0), default=0.85,
+                   help="achievable fraction of peak bandwidth, e_m (default 0.85, seed 003)")
+    p.add_argument("--launch-overhead", type=time_arg("--launch-overhead"), default=None,
+                   help=f"seconds per kernel launch, e.g. 3us (default: {launch_default_note})")
+    p.add_argument("--overlap", type=number_arg("--overlap", strictly=False, maximum=1.0), default=1.0,
+                   help="overlap of compute and memory time: 1 = max() (seed), 0 = sum")
+    p.add_argument("--cuda-graph", action="store_true", help="one launch for the whole workload")
+
+
+def cost_model_from_args(args, machine):
+    from roofline.cost import CostModel
+
+    launch = machine.launch_overhead_s if args.launch_overhead is None else args.launch_overhead
+    return CostModel(args.compute_efficiency, args.memory_efficiency, launch, args.overlap, args.cuda_graph)
+
+
+def add_layer_flags(p):
+    add_machine_flags(p)
+    p.add_argument("--model", default="llama3-8b", help="preset (see `roofline models`) or a config.json path")
+    p.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
+    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=8192, help="prefill tokens per sequence, T")
+    p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="sequences, B")
+    p.add_argument("--context", type=number_arg("--context", **COUNT), default=None,
+                   help="decode: tokens already in the KV cache, S (default: --tokens)")
+    p.add_argument("--attention", choices=("naive", "flash"), default="naive")
+    p.add_argument("--dtype", default="bf16", help="weights, activations and peak: bf16, fp16, fp8, int8, fp32")
+    add_cost_flags(p)
+
+
+
+
+def add_machine_flags(p, default="h100-sxm"):
+    p.add_argument("--machine", default=default, help="preset (see `roofline machines`) or a machine TOML file")
+    p.add_argument("--compute-scale", type=number_arg("--compute-scale", maximum=1e3), default=1.0,
+                   help="what-if: multiply every peak by this (seed exercise 5: 2)")
+    p.add_argument("--bandwidth-scale", type=number_arg("--bandwidth-scale", maximum=1e3), default=1.0,
+                   help="what-if: multiply memory bandwidth by this")
+
+
+def machine_from_args(args, name=None):
+    """The machine named by --machine (or ``name``), scaled by --compute-scale / --bandwidth-scale."""
+    from roofline.machines import get_machine
+
+    m = get_machine(name or args.machine)
+    cs, bs = getattr(args, "compute_scale", 1.0), getattr(args, "bandwidth_scale", 1.0)
+    if cs != 1.0 or bs != 1.0:
+        import dataclasses
+
+        key = m.key
+        m = dataclasses.replace(m.scaled(compute=cs, bandwidth=bs), key=f"{key} x{cs:g} compute x{bs:g} bandwidth" if key else "")
+    return m
