@@ -23,7 +23,7 @@ from roofline.cliargs import (
 from roofline.errors import RooflineError
 
 # Commands that live in their own modules: each has register(subparsers).
-EXTRA_COMMANDS: tuple[str, ...] = ()
+EXTRA_COMMANDS: tuple[str, ...] = ("roofline.commands.serve", "roofline.commands.plan", "roofline.commands.measure", "roofline.commands.trace")
 
 EXIT_BAD_INPUT = 2
 
@@ -244,7 +244,13 @@ def build_parser() -> argparse.ArgumentParser:
     import importlib
 
     for module in EXTRA_COMMANDS:
-        importlib.import_module(module).register(sub)
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name == module:  # not built yet
+                continue
+            raise
+        mod.register(sub)
     return parser
 
 

@@ -1,0 +1,1 @@
+"""Extension commands of the `roofline` CLI: each module has register(subparsers)."""
