@@ -109,6 +109,12 @@ def block_kernels(
         T, causal = 1, False
     B, D, H, K, d = batch, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
     M = B * T  # token rows through the matmuls
+    rows = np.asarray(M, dtype=float)
+    if np.any(rows * max(D, cfg.d_ff) > MAX_COUNT):
+        raise RooflineError(f"batch x tokens = {np.max(rows):.3g} token rows is too large for a {cfg.name} block", field="batch")
+    if np.any(rows * H * np.asarray(S, dtype=float) > 1e18):
+        raise RooflineError(f"batch x heads x tokens x context = {np.max(rows * H * np.asarray(S, dtype=float)):.3g} "
+                            "attention scores is too large", field="context" if phase == "decode" else "tokens")
     att = dict(heads=H, kv_heads=K, batch=B, causal=causal, context=S, bytes_per_elem=w)
     if attention == "naive":
         attn_ops = [
