@@ -106,7 +106,7 @@ def test_plot_commands(tmp_path, capsys):
         (["layer", "--machine", "h100"], "h100-sxm"),
         (["layer", "--model", "llama3-7b"], "llama3-8b"),
         (["layer", "--model", "/nonexistent/config.json"], "config.json"),
-        (["layer", "--machine", "v100"], "fp16"),  # no bf16 on a V100: says which dtypes it has
+        (["layer", "--machine", "v100", "--dtype", "bf16"], "fp16"),  # no bf16 on a V100: says which it has
         (["layer", "--phase", "train"], "train"),
         (["kernel", "matmul", "M=-1", "N=2", "K=2"], "M"),
         (["kernel", "matmull", "M=1"], "matmul"),
@@ -174,3 +174,9 @@ def test_what_if_machine_flags_exercise_5(capsys):
     d = json.loads(out)
     assert d["bound"] == "compute" and d["roofline_s"] == pytest.approx(2 * 8192 * 4096 * 4096 / (2 * 989e12))
     assert main(["layer", "--bandwidth-scale", "-1"]) == 2
+
+
+def test_machine_default_dtype(capsys):
+    # a V100 has fp16 tensor cores and no bf16: the layer runs in fp16 unless told otherwise
+    code, out, _ = run(capsys, "layer", "--json", "--machine", "v100")
+    assert code == 0 and json.loads(out)["dtype"] == "fp16"

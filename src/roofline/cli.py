@@ -33,7 +33,7 @@ def _layer(args):
 
     machine = machine_from_args(args)
     return layer_report(args.model, machine, args.phase, args.tokens, args.batch, args.context, args.attention,
-                        args.dtype, cost_model_from_args(args, machine))
+                        args.dtype or machine.default_dtype, cost_model_from_args(args, machine))
 
 
 def cmd_layer(args):
@@ -193,7 +193,8 @@ def cmd_plot(args):
         else:
             from roofline.blocks import block_kernels
 
-            kernels = block_kernels(args.model, args.phase, args.tokens, args.batch, args.context, args.attention, args.dtype)
+            kernels = block_kernels(args.model, args.phase, args.tokens, args.batch, args.context, args.attention,
+                                    args.dtype or machines[0].default_dtype)
         plot_roofline(machines, kernels, out)
     else:
         from roofline.plots import plot_layer

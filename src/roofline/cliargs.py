@@ -70,7 +70,8 @@ def add_layer_flags(p):
     p.add_argument("--context", type=number_arg("--context", **COUNT), default=None,
                    help="decode: tokens already in the KV cache, S (default: --tokens)")
     p.add_argument("--attention", choices=("naive", "flash"), default="naive")
-    p.add_argument("--dtype", default="bf16", help="weights, activations and peak: bf16, fp16, fp8, int8, fp32")
+    p.add_argument("--dtype", default=None,
+                   help="weights, activations and peak: bf16, fp16, fp8, int8, fp32 (default: the machine's, bf16 on most)")
     add_cost_flags(p)
 
 
