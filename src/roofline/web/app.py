@@ -13,12 +13,14 @@ built once in ``create_app`` and only read.
 # No ``from __future__ import annotations``: FastAPI reads the endpoint annotations, which name
 # Literal types built inside create_app.
 
+import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Literal, Optional
 
+import numpy as np
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
@@ -97,7 +99,9 @@ def _machine_dict(m: Machine, origin: str) -> dict:
         "bytes_per_s": m.bandwidth,
         "ridge_flop_per_byte": m.ridge_point,
         "launch_overhead_s": m.launch_overhead_s,
-        "label": f"{m.name} — {format_si(m.peak_flops, 'FLOP/s')}, {format_si(m.bandwidth, 'B/s')}",
+        "label": m.name,
+        "detail": f"{format_si(m.peak_flops, 'FLOP/s')} {m.default_dtype} · {format_si(m.bandwidth, 'B/s')} · "
+                  f"ridge {m.ridge_point:,.0f} FLOP/byte",
     }
 
 
@@ -134,6 +138,16 @@ class LayerQuery:
     memory_efficiency: float
     launch_overhead_us: float
     overlap: float
+
+
+def _check_finite(report) -> None:
+    """A positive but vanishing efficiency (5e-324 passes "greater than 0") overflows the times to
+    infinity: reject it as the field that caused it rather than answer with nulls."""
+    p = report.prediction
+    if math.isfinite(p.total_s) and math.isfinite(p.flops_only_s) and math.isfinite(p.bytes_only_s):
+        return
+    field = "compute_efficiency" if not math.isfinite(p.flops_only_s) else "memory_efficiency"
+    raise RooflineError(f"{field} {getattr(p.model, field)!r} is too small: the predicted time overflows", field=field)
 
 
 def _error_response(errors: list[dict]) -> JSONResponse:
@@ -189,10 +203,18 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
         if machine is None:  # unreachable through the schema; kept for direct callers
             raise unknown_name("machine", q.machine, machines)
         cost_model = CostModel(q.compute_efficiency, q.memory_efficiency, q.launch_overhead_us * US, q.overlap)
-        report = layer_report(
-            model=models[q.model], machine=machine, phase=q.phase, tokens=q.tokens, batch=q.batch,
-            context=q.context, attention=q.attention, dtype=q.dtype or machine.default_dtype, cost_model=cost_model,
-        )
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):  # checked below, named as a field
+                report = layer_report(
+                    model=models[q.model], machine=machine, phase=q.phase, tokens=q.tokens, batch=q.batch,
+                    context=q.context, attention=q.attention, dtype=q.dtype or machine.default_dtype,
+                    cost_model=cost_model,
+                )
+        except RooflineError as exc:
+            if exc.field == "context" and q.context is None:  # decode's context came from tokens
+                exc.field = "tokens"
+            raise
+        _check_finite(report)
         return report, machine, cost_model
 
     def filename(q: LayerQuery, ext: str) -> str:
@@ -246,7 +268,7 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
     def plotly() -> Response:
         if plotly_js is None:
             return PlainTextResponse("plotly.min.js not found: pip install 'roofline[web]'", status_code=404)
-        return FileResponse(plotly_js, media_type="text/javascript")
+        return FileResponse(plotly_js, media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"})
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

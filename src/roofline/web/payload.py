@@ -15,7 +15,7 @@ import numpy as np
 from roofline.blocks import LayerReport
 from roofline.cost import CostModel, op_times
 from roofline.machines import Machine
-from roofline.units import US, format_si
+from roofline.units import TERA, US, format_si
 
 ROOF_POINTS = 96  # points on each roof curve; the ridge is added exactly
 
@@ -184,8 +184,8 @@ def _intensity_grid(intensities: list[float], ridge: float) -> np.ndarray:
 
 def roofline(report: LayerReport, machine: Machine, cost_model: CostModel) -> dict:
     """The machine's roof (``attainable``) and the cost model's achievable roof (a 1-byte op of
-    each intensity through ``op_times``, no launch) on one grid, the ridge, and the ops placed at
-    their intensity and predicted FLOP/s (FLOPs / predicted time)."""
+    each intensity through ``op_times``, no launch) on one grid, in TFLOP/s for the chart; the
+    ridge; and the ops placed at their intensity and predicted rate (FLOPs / predicted time)."""
     p = report.prediction
     peak_flops_per_s = machine.peak(report.dtype)
     ridge = machine.ridge(report.dtype)
@@ -207,17 +207,19 @@ def roofline(report: LayerReport, machine: Machine, cost_model: CostModel) -> di
         "machine_name": machine.name,
         "dtype": report.dtype,
         "peak_flops_per_s": peak_flops_per_s,
+        "peak_tflops_per_s": peak_flops_per_s / TERA,
         "bytes_per_s": machine.bandwidth,
         "ridge_flop_per_byte": ridge,
+        "ridge_log10": math.log10(ridge),  # where Plotly puts an annotation on a log axis
         "ridge_text": f"ridge {ridge:,.0f} FLOP/byte",
         "peak_text": f"peak {format_si(peak_flops_per_s, 'FLOP/s')} ({report.dtype})",
         "intensity": grid.tolist(),
-        "roof_flops_per_s": np.asarray(machine.attainable(grid, report.dtype)).tolist(),
-        "achievable_flops_per_s": (grid / one_byte_s).tolist(),
+        "roof_tflops_per_s": (np.asarray(machine.attainable(grid, report.dtype)) / TERA).tolist(),
+        "achievable_tflops_per_s": (grid / one_byte_s / TERA).tolist(),
         "ops": {
             "labels": labels,
             "intensity": [op.intensity for op in p.ops],
-            "flops_per_s": op_flops_per_s,
+            "tflops_per_s": [None if r is None else r / TERA for r in op_flops_per_s],
             "bound": [op.bound for op in p.ops],
             "hover": hover,
         },

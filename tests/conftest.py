@@ -1,0 +1,25 @@
+"""Suite-wide settings. With ROOFLINE_NO_SKIP=1 (set by test.sh, hence CI) a skipped test fails the
+run, so a missing browser, extra or torch cannot pass silently; only the GPU tier may skip on a
+machine without CUDA."""
+
+import os
+
+GPU_WORDS = ("cuda", "gpu")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("ROOFLINE_NO_SKIP") != "1":
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    bad = []
+    for report in reporter.stats.get("skipped", []):
+        reason = str(report.longrepr).lower()
+        if not any(w in reason for w in GPU_WORDS):
+            bad.append(f"{report.nodeid}: {report.longrepr[-1] if isinstance(report.longrepr, tuple) else reason}")
+    if bad:
+        reporter.write_line("ROOFLINE_NO_SKIP=1: these skipped, and every test must run here:", red=True)
+        for line in bad:
+            reporter.write_line(f"  {line}", red=True)
+        session.exitstatus = 1

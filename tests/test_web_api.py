@@ -1,0 +1,409 @@
+"""The workshop's JSON API (SPEC C9) through FastAPI's TestClient: every endpoint, seed 003's
+figures, and bad input (missing, negative, NaN, infinite, huge, unknown names) as a 422 that names
+the field."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the web extra is not installed: pip install 'roofline[web]'")
+pytest.importorskip("httpx", reason="FastAPI's TestClient needs httpx")
+
+with warnings.catch_warnings():  # newer Starlette suggests httpx2; httpx works
+    warnings.simplefilter("ignore")
+    from fastapi.testclient import TestClient
+
+import roofline.web
+from roofline.blocks import layer_report
+from roofline.cost import seed_cost_model
+from roofline.errors import RooflineError
+from roofline.machines import get_machine, list_machines
+from roofline.transformer import list_models
+from roofline.web.app import MAX_TOKENS, SEED_DEFAULTS, create_app, token_stops
+
+LAYER_ENDPOINTS = ("/api/layer", "/api/layer.csv", "/api/layer.json")
+
+MACHINE_FILE = """
+[sources]
+MINE = "my own measurement"
+
+[machines.my-gpu]
+name = "My GPU"
+memory_bytes_per_s = { value = 1e12, source = "MINE" }
+launch_overhead_s = { value = 5e-6, source = "MINE" }
+
+[machines.my-gpu.peak_flops_per_s]
+bf16 = { value = 100e12, source = "MINE" }
+"""
+
+
+@pytest.fixture(scope="module")
+def client():
+    return TestClient(create_app())
+
+
+def _us(seconds):
+    return round(seconds * 1e6)
+
+
+# -- /api/machines, /api/models, /api/options ----------------------------------------------------
+
+def test_machines_lists_every_preset_with_its_roofline_numbers(client):
+    r = client.get("/api/machines")
+    assert r.status_code == 200
+    body = r.json()
+    assert [m["key"] for m in body] == [m.key for m in list_machines()]
+    h100 = next(m for m in body if m["key"] == "h100-sxm")
+    assert h100["origin"] == "preset"
+    assert h100["peak_flops_per_s"] == 989e12 and h100["bytes_per_s"] == 3.35e12
+    assert h100["ridge_flop_per_byte"] == pytest.approx(295.2, abs=0.1)  # 989e12 / 3.35e12
+    assert "295 FLOP/byte" in h100["detail"]
+
+
+def test_models_lists_every_preset(client):
+    r = client.get("/api/models")
+    assert r.status_code == 200
+    body = r.json()
+    assert [m["key"] for m in body] == [c.key for c in list_models()]
+    llama = next(m for m in body if m["key"] == "llama3-8b")
+    assert (llama["d_model"], llama["n_layers"], llama["n_heads"], llama["n_kv_heads"]) == (4096, 32, 32, 8)
+
+
+def test_options_give_the_seed_defaults_and_log_scale_stops(client):
+    body = client.get("/api/options").json()
+    assert body["defaults"] == {
+        "machine": "h100-sxm", "model": "llama3-8b", "phase": "prefill", "tokens": 8192, "batch": 1,
+        "attention": "naive", "compute_efficiency": 0.70, "memory_efficiency": 0.85,
+        "launch_overhead_us": 3.0, "overlap": 1.0,
+    }
+    stops = body["token_stops"]
+    assert stops == token_stops()
+    assert stops[0] == 1 and stops[-1] == MAX_TOKENS == 2**17
+    assert all(a < b for a, b in zip(stops, stops[1:]))
+    assert {128, 8192, 32768} <= set(stops)
+    assert stops[:8] == [1, 2, 3, 4, 6, 8, 12, 16]  # 2^k and 3 2^(k-1)
+
+
+# -- /api/layer: the library's contract and seed 003's figures ------------------------------------
+
+def test_layer_defaults_are_the_library_report_plus_the_page_data(client):
+    body = client.get("/api/layer").json()
+    expected = layer_report(cost_model=seed_cost_model()).to_dict()
+    for key, value in expected.items():
+        assert body[key] == (pytest.approx(value) if isinstance(value, float) else value), key
+    assert body["launch_overhead_us"] == 3.0
+    assert {"readouts", "sentence", "chart", "roofline", "caption"} <= set(body)
+
+
+@pytest.mark.parametrize(
+    "tokens, total_us, flops_only_us, ratio, memory_ops, memory_share, launch_share",
+    [
+        (128, 205, 81, "2.53×", "12 of 12 ops", "100% of the time", "18%"),
+        (8192, 8756, 5965, "1.47×", "8 of 12 ops", "41% of the time", "0.4%"),
+        (32768, 71117, 33482, "2.12×", "8 of 12 ops", "71% of the time", "0.1%"),
+    ],
+)
+def test_seed_003_figures(client, tokens, total_us, flops_only_us, ratio, memory_ops, memory_share, launch_share):
+    body = client.get("/api/layer", params={"tokens": tokens}).json()
+    assert _us(body["total_s"]) == total_us
+    assert round(body["readouts"]["total_us"]) == total_us
+    text = body["readouts"]["text"]
+    assert text["total"] == f"{total_us:,} µs"
+    assert text["flops_only"] == f"{flops_only_us:,} µs"
+    assert (text["flops_ratio"], text["memory_bound"], text["memory_share"], text["launch_share"]) == (
+        ratio, memory_ops, memory_share, launch_share)
+
+
+def test_seed_sentence_at_8192_tokens(client):
+    body = client.get("/api/layer", params={"tokens": 8192}).json()
+    assert body["sentence"] == (
+        "For one 8,192-token sequence, the model predicts 8,756 µs for the layer — 1.47 times a "
+        "FLOPs-only estimate of 5,965 µs, because 8 of the operations are memory-bound and take 41% of the time."
+    )
+
+
+def test_seed_sentence_at_128_tokens_names_the_launch_share(client):
+    sentence = client.get("/api/layer", params={"tokens": 128}).json()["sentence"]
+    assert sentence.startswith("For one 128-token sequence, the model predicts 205 µs for the layer — 2.53 times")
+    assert "all 12 operations are memory-bound" in sentence
+    assert sentence.endswith("18% of the time is launch overhead alone.")
+
+
+def test_sentence_adapts_to_batch_and_decode(client):
+    batch = client.get("/api/layer", params={"tokens": 512, "batch": 4}).json()["sentence"]
+    assert batch.startswith("For a batch of 4 512-token sequences, the model predicts")
+    decode = client.get("/api/layer", params={"phase": "decode", "tokens": 8192, "batch": 64}).json()
+    assert decode["tokens"] == 1 and decode["context"] == 8192 and decode["batch"] == 64
+    assert decode["sentence"].startswith("For one decode step of a batch of 64 sequences at 8,192 tokens of context,")
+    ctx = client.get("/api/layer", params={"phase": "decode", "context": 1024}).json()
+    assert ctx["context"] == 1024
+    assert ctx["sentence"].startswith("For one decode step of one sequence at 1,024 tokens of context,")
+
+
+def test_flash_attention_is_one_op_and_faster_at_32k(client):
+    naive = client.get("/api/layer", params={"tokens": 32768}).json()
+    flash = client.get("/api/layer", params={"tokens": 32768, "attention": "flash"}).json()
+    assert len(naive["ops"]) == 12 and len(flash["ops"]) == 10  # QK^T, softmax, PV -> one kernel
+    assert "flash attention" in flash["chart"]["labels"]
+    assert flash["total_s"] < naive["total_s"] / 2
+
+
+def test_launch_overhead_is_microseconds_at_the_edge(client):
+    body = client.get("/api/layer", params={"launch_overhead_us": 10}).json()
+    assert body["launch_overhead_s"] == pytest.approx(10e-6)
+    assert body["launch_s"] == pytest.approx(12 * 10e-6)  # 12 ops, one launch each
+    assert body["readouts"]["launch_us"] == pytest.approx(120)
+
+
+def test_efficiencies_and_overlap_reach_the_cost_model(client):
+    base = client.get("/api/layer", params={"tokens": 8192}).json()
+    slow = client.get("/api/layer", params={"tokens": 8192, "compute_efficiency": 0.35}).json()
+    # FLOPs-only = sum F / (e_c peak): halving e_c doubles it
+    assert slow["flops_only_s"] == pytest.approx(2 * base["flops_only_s"])
+    none = client.get("/api/layer", params={"tokens": 8192, "overlap": 0}).json()
+    # overlap 0: each op pays compute + memory + launch, so the total is the two estimates + launches
+    assert none["total_s"] == pytest.approx(base["flops_only_s"] + base["bytes_only_s"] + base["launch_s"])
+
+
+def test_chart_series_follow_the_ops(client):
+    body = client.get("/api/layer").json()
+    chart, ops = body["chart"], body["ops"]
+    assert chart["labels"] == [op["name"] for op in ops]
+    assert chart["time_us"] == pytest.approx([op["time_s"] * 1e6 for op in ops])
+    assert chart["bound"] == [op["bound"] for op in ops]
+    softmax = chart["hover"][chart["labels"].index("softmax")]
+    for word in ("FLOPs", "bytes", "intensity", "compute", "memory", "launch", "memory-bound"):
+        assert word in softmax
+
+
+def test_roofline_curve_is_the_machines_roof(client):
+    roof = client.get("/api/layer").json()["roofline"]
+    h100 = get_machine("h100-sxm")
+    assert roof["ridge_flop_per_byte"] == pytest.approx(h100.ridge_point)
+    assert roof["ridge_flop_per_byte"] in roof["intensity"]
+    assert roof["peak_tflops_per_s"] == pytest.approx(989)
+    expected = [h100.attainable(i) / 1e12 for i in roof["intensity"]]
+    assert roof["roof_tflops_per_s"] == pytest.approx(expected)
+    # the achievable roof is the cost model's: e_m BW below the ridge region, e_c peak on top
+    assert roof["achievable_tflops_per_s"][-1] == pytest.approx(0.70 * 989)
+    assert roof["achievable_tflops_per_s"][0] == pytest.approx(0.85 * 3.35 * roof["intensity"][0])
+    assert min(roof["intensity"]) < min(op["intensity"] for op in client.get("/api/layer").json()["ops"])
+    ops = roof["ops"]
+    assert len(ops["intensity"]) == 12
+    for rate, roof_rate in zip(ops["tflops_per_s"], [h100.attainable(i) / 1e12 for i in ops["intensity"]]):
+        assert 0 < rate <= roof_rate  # no op beats the roofline
+
+
+def test_roofline_follows_the_machine(client):
+    a100 = client.get("/api/layer", params={"machine": "a100-80gb"}).json()
+    assert a100["machine"] == "a100-80gb" and a100["machine_name"] == "A100 80GB SXM"
+    assert a100["roofline"]["ridge_flop_per_byte"] == pytest.approx(get_machine("a100-80gb").ridge_point)
+
+
+# -- downloads ------------------------------------------------------------------------------------
+
+def test_csv_is_the_library_op_table(client):
+    r = client.get("/api/layer.csv", params={"tokens": 128})
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/csv")
+    assert 'attachment; filename="layer-llama3-8b-h100-sxm-prefill-128-b1-naive.csv"' == r.headers["content-disposition"]
+    assert r.text == layer_report(tokens=128, cost_model=seed_cost_model()).prediction.to_csv()
+    lines = r.text.strip().splitlines()
+    assert lines[0] == "name,flops,bytes,intensity,compute_s,memory_s,launch_s,time_s,bound"
+    assert len(lines) == 13
+
+
+def test_json_download_is_the_library_report(client):
+    r = client.get("/api/layer.json", params={"phase": "decode", "tokens": 4096})
+    assert r.status_code == 200
+    assert "attachment" in r.headers["content-disposition"] and "ctx4096" in r.headers["content-disposition"]
+    expected = layer_report(phase="decode", tokens=4096, cost_model=seed_cost_model()).to_dict()
+    assert r.json() == json.loads(json.dumps(expected))
+
+
+# -- the page and its assets ------------------------------------------------------------------------
+
+def test_index_page_has_the_controls_and_no_cdn(client):
+    r = client.get("/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    for element_id in ("machine", "model", "phase", "tokens", "tokens-number", "batch", "attention",
+                       "compute-efficiency", "memory-efficiency", "launch-overhead", "overlap",
+                       "total", "sentence", "chart", "roofline", "download-csv", "download-json"):
+        assert f'id="{element_id}"' in r.text, element_id
+    assert "http://" not in r.text and "https://" not in r.text  # works offline
+
+
+def test_static_assets_are_served(client):
+    js = client.get("/static/app.js")
+    assert js.status_code == 200 and "/api/layer" in js.text
+    assert client.get("/static/style.css").status_code == 200
+    plotly = client.get("/static/plotly.min.js")
+    assert plotly.status_code == 200
+    assert len(plotly.content) > 1_000_000 and b"plotly" in plotly.content[:2000].lower()
+
+
+def test_javascript_computes_no_model_numbers(client):
+    js = client.get("/static/app.js").text
+    code = "\n".join(line.split("//")[0] for line in js.splitlines())
+    for formula in ("Math.", "1e6", "1e-6", "1e12", " / ", " * "):
+        assert formula not in code, formula
+
+
+def test_openapi_schema_documents_the_layer_parameters(client):
+    schema = client.get("/openapi.json").json()
+    params = {p["name"]: p for p in schema["paths"]["/api/layer"]["get"]["parameters"]}
+    assert set(SEED_DEFAULTS) <= set(params)
+    assert "h100-sxm" in json.dumps(params["machine"]["schema"])
+    assert params["tokens"]["schema"]["maximum"] == MAX_TOKENS
+    assert "422" in schema["paths"]["/api/layer"]["get"]["responses"]
+
+
+# -- bad input: a 422 that names the field ---------------------------------------------------------
+
+BAD = [
+    # missing (empty) values
+    ("tokens", ""), ("batch", ""), ("compute_efficiency", ""), ("machine", ""),
+    # negative and zero
+    ("tokens", "-5"), ("tokens", "0"), ("batch", "-1"), ("context", "-1"), ("compute_efficiency", "-0.1"),
+    ("compute_efficiency", "0"), ("memory_efficiency", "-1"), ("launch_overhead_us", "-1"), ("overlap", "-0.5"),
+    # NaN and infinities
+    ("compute_efficiency", "nan"), ("memory_efficiency", "NaN"), ("launch_overhead_us", "nan"),
+    ("overlap", "nan"), ("tokens", "nan"), ("launch_overhead_us", "inf"), ("launch_overhead_us", "-inf"),
+    ("compute_efficiency", "Infinity"),
+    # huge and out of range
+    ("tokens", "131073"), ("tokens", "1e30"), ("tokens", str(10**40)), ("batch", "1000000000"),
+    ("context", "200000"), ("compute_efficiency", "1.5"), ("overlap", "2"), ("launch_overhead_us", "1e308"),
+    ("launch_overhead_us", "1e400"), ("memory_efficiency", "1e400"),
+    # positive but so small that the predicted time overflows
+    ("compute_efficiency", "5e-324"), ("memory_efficiency", "5e-324"),
+    # not numbers, fractions where whole numbers are needed
+    ("tokens", "8k"), ("tokens", "8192.5"), ("batch", "two"), ("overlap", "full"),
+    # unknown names
+    ("machine", "h100-sxmm"), ("machine", "../../etc/passwd.toml"), ("model", "llama9"),
+    ("phase", "train"), ("attention", "paged"), ("dtype", "fp7"),
+]
+
+
+@pytest.mark.parametrize("endpoint", LAYER_ENDPOINTS)
+@pytest.mark.parametrize("field, value", BAD)
+def test_bad_input_is_a_422_naming_the_field(client, endpoint, field, value):
+    r = client.get(endpoint, params={field: value})
+    assert r.status_code == 422, r.text
+    body = r.json()
+    assert body["field"] == field
+    assert body["detail"][0]["loc"] == ["query", field]
+    assert body["detail"][0]["msg"]
+
+
+def test_absent_parameters_take_the_seed_defaults(client):
+    assert client.get("/api/layer").json()["total_s"] == client.get("/api/layer", params=SEED_DEFAULTS).json()["total_s"]
+
+
+def test_library_errors_are_422_naming_their_field(client):
+    # V100 has no bf16 peak: the library's RooflineError names dtype
+    r = client.get("/api/layer", params={"machine": "v100", "dtype": "bf16"})
+    assert r.status_code == 422
+    assert r.json()["field"] == "dtype"
+    assert "no bf16 peak" in r.json()["detail"][0]["msg"]
+    # without a dtype the machine's own default is used
+    assert client.get("/api/layer", params={"machine": "v100"}).json()["dtype"] == "fp16"
+
+
+def test_absurd_sizes_are_422_naming_the_field(client):
+    # 65,536 sequences of 131,072 tokens: 8.6e9 token rows, refused by the library as batch
+    r = client.get("/api/layer", params={"tokens": MAX_TOKENS, "batch": 65536})
+    assert r.status_code == 422 and r.json()["field"] == "batch"
+
+
+def test_every_preset_machine_and_model_answers(client):
+    for m in list_machines():
+        assert client.get("/api/layer", params={"machine": m.key, "tokens": 64}).status_code == 200, m.key
+    for c in list_models():
+        assert client.get("/api/layer", params={"model": c.key, "tokens": 64}).status_code == 200, c.key
+
+
+# -- machine files, state, packaging -----------------------------------------------------------------
+
+def test_machine_files_join_the_presets(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text(MACHINE_FILE)
+    client = TestClient(create_app([str(path)]))
+    machines = client.get("/api/machines").json()
+    mine = machines[-1]
+    assert (mine["key"], mine["name"], mine["origin"]) == ("my-gpu", "My GPU", str(path))
+    body = client.get("/api/layer", params={"machine": "my-gpu"}).json()
+    assert body["machine_name"] == "My GPU"
+    assert body["roofline"]["ridge_flop_per_byte"] == pytest.approx(100)  # 100e12 / 1e12
+
+
+def test_machine_file_errors_name_the_machine_field(tmp_path):
+    clash = tmp_path / "clash.toml"
+    clash.write_text(MACHINE_FILE.replace("my-gpu", "h100-sxm"))
+    with pytest.raises(RooflineError, match="already a preset") as err:
+        create_app([str(clash)])
+    assert err.value.field == "machine"
+    with pytest.raises(RooflineError, match="cannot read machine file"):
+        create_app([str(tmp_path / "absent.toml")])
+
+
+def test_requests_share_no_state(client):
+    """Concurrent requests with different parameters get what they would get alone."""
+    params = [{"tokens": t, "machine": m, "attention": a}
+              for t in (128, 8192) for m in ("h100-sxm", "a100-80gb") for a in ("naive", "flash")]
+    alone = [client.get("/api/layer", params=p).json()["total_s"] for p in params]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        together = list(pool.map(lambda p: client.get("/api/layer", params=p).json()["total_s"], params * 4))
+    assert together == alone * 4
+
+
+def test_serve_prints_the_url_and_runs_uvicorn(monkeypatch, capsys):
+    import uvicorn
+
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw, app=app))
+    roofline.web.serve(host="127.0.0.1", port=8123)
+    assert "http://127.0.0.1:8123/" in capsys.readouterr().out
+    assert seen["host"] == "127.0.0.1" and seen["port"] == 8123
+    assert seen["app"].title == "roofline workshop"
+
+
+def test_missing_web_extra_is_a_roofline_error(monkeypatch):
+    monkeypatch.delattr(roofline.web, "app", raising=False)
+    monkeypatch.delitem(sys.modules, "roofline.web.app", raising=False)
+    monkeypatch.setitem(sys.modules, "fastapi", None)  # import fastapi now fails
+    with pytest.raises(RooflineError, match=r"pip install 'roofline\[web\]'"):
+        roofline.web.create_app()
+
+
+def test_core_does_not_import_the_web_stack():
+    code = textwrap.dedent("""
+        import sys, roofline, roofline.cli, roofline.blocks, roofline.cost, roofline.web
+        roofline.cli.build_parser()  # registers `serve` without importing the web stack
+        bad = [m for m in ("fastapi", "uvicorn", "plotly", "starlette") if m in sys.modules]
+        assert not bad, bad
+    """)
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_cli_serve_starts_the_workshop(monkeypatch, capsys, tmp_path):
+    import uvicorn
+
+    from roofline.cli import main
+
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw, app=app))
+    path = tmp_path / "mine.toml"
+    path.write_text(MACHINE_FILE)
+    assert main(["serve", "--port", "8125", "--machine", str(path)]) == 0
+    assert "http://127.0.0.1:8125/" in capsys.readouterr().out
+    assert TestClient(seen["app"]).get("/api/layer", params={"machine": "my-gpu"}).status_code == 200
+    assert main(["serve", "--port", "70000"]) == 2
+    assert main(["serve", "--machine", str(tmp_path / "absent.toml")]) == 2
+    assert "cannot read machine file" in capsys.readouterr().err

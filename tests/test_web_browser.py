@@ -1,0 +1,255 @@
+"""The workshop page in a real browser: Playwright driving the system's Chromium (Debian's
+``chromium`` package; nothing downloads a browser). The server runs in-process on a free loopback
+port. The page's numbers are read as a person reads them, from the readouts it shows.
+
+Set ROOFLINE_SCREENSHOT=path.png to keep the screenshot of the seed defaults."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the web extra is not installed: pip install 'roofline[web]'")
+pytest.importorskip("uvicorn", reason="the web extra is not installed: pip install 'roofline[web]'")
+pytest.importorskip("playwright", reason="Playwright is not installed: pip install playwright pytest-playwright")
+pytest.importorskip("pytest_playwright", reason="pytest-playwright is not installed: pip install pytest-playwright")
+
+from roofline.web.app import create_app  # noqa: E402
+from roofline.web.harness import CHROMIUM_ARGS, background_server, chromium_path  # noqa: E402
+
+CHROMIUM = chromium_path()
+if CHROMIUM is None:
+    pytest.skip("no system Chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
+
+SEED_TOTALS = {128: "205 µs", 8192: "8,756 µs", 32768: "71,117 µs"}
+SEED_SENTENCE = (
+    "For one 8,192-token sequence, the model predicts 8,756 µs for the layer — 1.47 times a "
+    "FLOPs-only estimate of 5,965 µs, because 8 of the operations are memory-bound and take 41% of the time."
+)
+VIEWPORT = {"width": 1400, "height": 800}
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """pytest-playwright launches Debian's Chromium by its path, never a downloaded build."""
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": list(CHROMIUM_ARGS), "headless": True}
+
+
+@pytest.fixture(scope="module")
+def base_url_web():
+    with background_server(create_app()) as url:
+        yield url
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+def render_count(page) -> int:
+    return int(page.evaluate("Number(document.body.dataset.renderCount || 0)"))
+
+
+def wait_render(page, after: int, query_part: str = "", timeout_ms: int = 15000) -> None:
+    """Wait for a render newer than ``after`` whose query contains ``query_part``."""
+    page.wait_for_function(
+        "([n, q]) => Number(document.body.dataset.renderCount || 0) > n && (document.body.dataset.query || '').includes(q)",
+        arg=[after, query_part],
+        timeout=timeout_ms,
+    )
+
+
+def open_page(page, url: str):
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.set_viewport_size(VIEWPORT)
+    page.goto(url)
+    wait_render(page, 0)
+    return errors
+
+
+def type_value(page, selector: str, value, query_part: str) -> None:
+    before = render_count(page)
+    page.fill(selector, str(value))
+    page.press(selector, "Enter")
+    wait_render(page, before, query_part)
+
+
+def choose(page, selector: str, value: str, query_part: str) -> None:
+    before = render_count(page)
+    page.select_option(selector, value)
+    wait_render(page, before, query_part)
+
+
+def bars(page) -> dict:
+    """The bar chart's data as Plotly holds it: {label: time_us}."""
+    traces = page.evaluate("document.getElementById('chart').data.map(t => [t.y, t.x, t.marker.color])")
+    return {label: (x, color) for ys, xs, color in traces for label, x in zip(ys, xs)}
+
+
+def text(page, selector: str) -> str:
+    return page.inner_text(selector).strip()
+
+
+# -- tests -------------------------------------------------------------------------------------------
+
+def test_first_load_shows_the_seed_defaults(page, base_url_web, tmp_path):
+    errors = open_page(page, base_url_web + "/")
+    assert page.input_value("#machine") == "h100-sxm"
+    assert page.input_value("#model") == "llama3-8b"
+    assert page.input_value("#phase") == "prefill"
+    assert page.input_value("#attention") == "naive"
+    assert page.input_value("#tokens-number") == "8192"
+    assert page.input_value("#batch") == "1"
+    assert page.input_value("#compute-efficiency-number") == "0.7"
+    assert page.input_value("#memory-efficiency-number") == "0.85"
+    assert page.input_value("#launch-overhead-number") == "3"
+    assert page.input_value("#overlap-number") == "1"
+    assert text(page, "#total") == "8,756 µs"
+    assert text(page, "#flops-only") == "5,965 µs" and text(page, "#flops-ratio") == "1.47×"
+    assert text(page, "#bytes-only") == "4,113 µs" and text(page, "#bytes-ratio") == "2.13×"
+    assert text(page, "#memory-bound") == "8 of 12 ops" and text(page, "#memory-share") == "41% of the time"
+    assert text(page, "#launch-share") == "0.4%"
+    assert text(page, "#sentence") == SEED_SENTENCE
+    assert "tokens=8192" in page.url and "machine=h100-sxm" in page.url
+    # red memory-bound, blue compute-bound; hover carries the op's numbers
+    chart = bars(page)
+    assert len(chart) == 12
+    assert chart["softmax"][1] == "#d62728" and chart["gate+up proj"][1] == "#1f77b4"
+    hover = page.evaluate("document.getElementById('chart').data[0].hovertext[0]")
+    for word in ("FLOPs", "bytes", "intensity", "compute", "memory", "launch", "-bound"):
+        assert word in hover
+    # the roofline: the roof, the achievable roof, the ridge and the ops
+    names = page.evaluate("document.getElementById('roofline').data.map(t => t.name)")
+    assert names[:3] == ["H100 SXM roof", "achievable (e_c, e_m)", "ridge"]
+    assert page.evaluate("document.getElementById('roofline').layout.xaxis.type") == "log"
+    assert page.evaluate("document.getElementById('roofline').layout.yaxis.type") == "log"
+    shot = Path(os.environ.get("ROOFLINE_SCREENSHOT") or tmp_path / "workshop.png")
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000
+    assert errors == []
+
+
+def test_typed_tokens_give_the_seed_totals(page, base_url_web):
+    open_page(page, base_url_web + "/")
+    for tokens in (128, 8192, 32768):
+        type_value(page, "#tokens-number", tokens, f"tokens={tokens}")
+        assert text(page, "#total") == SEED_TOTALS[tokens], tokens
+    assert "take 71% of the time" in text(page, "#sentence")
+
+
+def test_log_slider_moves_through_the_stops(page, base_url_web):
+    open_page(page, base_url_web + "/?tokens=8192")
+    slider_8192 = int(page.input_value("#tokens"))
+    before = render_count(page)
+    page.focus("#tokens")
+    page.keyboard.press("ArrowLeft")  # one stop down the log scale: 6144
+    wait_render(page, before, "tokens=6144")
+    assert page.input_value("#tokens-number") == "6144"
+    before = render_count(page)
+    page.fill("#tokens", "13")  # the slider's 14th stop: 128
+    wait_render(page, before, "tokens=128")
+    assert page.input_value("#tokens-number") == "128"
+    assert text(page, "#total") == SEED_TOTALS[128]
+    type_value(page, "#tokens-number", 8192, "tokens=8192")
+    assert int(page.input_value("#tokens")) == slider_8192
+
+
+def test_machine_and_attention_change_the_chart_and_readouts(page, base_url_web):
+    open_page(page, base_url_web + "/")
+    seed_bars, seed_total = bars(page), text(page, "#total")
+    seed_ridge = page.evaluate("document.getElementById('roofline').layout.annotations[0].text")
+
+    choose(page, "#machine", "a100-80gb", "machine=a100-80gb")
+    a100_bars = bars(page)
+    assert text(page, "#total") != seed_total
+    assert set(a100_bars) == set(seed_bars) and a100_bars != seed_bars
+    assert a100_bars["gate+up proj"][0] > seed_bars["gate+up proj"][0]  # a slower machine
+    assert page.evaluate("document.getElementById('roofline').layout.annotations[0].text") != seed_ridge
+    assert "A100" in page.evaluate("document.getElementById('roofline').data[0].name")
+    assert "A100" in text(page, "#machine-detail") or "TFLOP/s" in text(page, "#machine-detail")
+
+    a100_total = text(page, "#total")
+    choose(page, "#attention", "flash", "attention=flash")
+    flash_bars = bars(page)
+    assert "flash attention" in flash_bars and "softmax" not in flash_bars
+    assert len(flash_bars) == 10
+    assert text(page, "#total") != a100_total
+    assert text(page, "#memory-bound") != "8 of 12 ops"
+
+
+def test_efficiency_launch_and_overlap_controls_reach_the_api(page, base_url_web):
+    open_page(page, base_url_web + "/?tokens=128")
+    assert text(page, "#launch-share") == "18%"
+    type_value(page, "#launch-overhead-number", 0, "launch_overhead_us=0")
+    assert text(page, "#launch-share") == "0%"
+    type_value(page, "#memory-efficiency-number", 0.5, "memory_efficiency=0.5")
+    type_value(page, "#overlap-number", 0, "overlap=0")
+    type_value(page, "#batch", 8, "batch=8")
+    assert text(page, "#sentence").startswith("For a batch of 8 128-token sequences")
+    choose(page, "#phase", "decode", "phase=decode")
+    assert "Context" in text(page, "#tokens-label")
+    assert text(page, "#sentence").startswith("For one decode step of a batch of 8 sequences at 128 tokens of context")
+
+
+def test_url_state_round_trips(page, base_url_web):
+    open_page(page, base_url_web + "/")
+    choose(page, "#machine", "h200", "machine=h200")
+    choose(page, "#attention", "flash", "attention=flash")
+    type_value(page, "#tokens-number", 32768, "tokens=32768")
+    type_value(page, "#compute-efficiency-number", 0.6, "compute_efficiency=0.6")
+    url, total, sentence = page.url, text(page, "#total"), text(page, "#sentence")
+
+    other = page.context.new_page()
+    open_page(other, url)
+    assert other.input_value("#machine") == "h200"
+    assert other.input_value("#attention") == "flash"
+    assert other.input_value("#tokens-number") == "32768"
+    assert other.input_value("#compute-efficiency-number") == "0.6"
+    assert text(other, "#total") == total and text(other, "#sentence") == sentence
+    assert other.url == url
+    other.close()
+
+    hand = page.context.new_page()
+    open_page(hand, base_url_web + "/?tokens=128&machine=a100-80gb")
+    assert hand.input_value("#machine") == "a100-80gb" and hand.input_value("#tokens-number") == "128"
+    assert hand.input_value("#compute-efficiency-number") == "0.7"  # the rest from the seed
+    hand.close()
+
+
+def test_reset_returns_to_the_seed(page, base_url_web):
+    open_page(page, base_url_web + "/?tokens=128&machine=b200&attention=flash")
+    before = render_count(page)
+    page.click("#reset")
+    wait_render(page, before, "machine=h100-sxm")
+    assert text(page, "#total") == "8,756 µs"
+
+
+def test_bad_typed_value_shows_the_apis_message(page, base_url_web):
+    open_page(page, base_url_web + "/")
+    page.fill("#tokens-number", "0")
+    page.press("#tokens-number", "Enter")
+    page.wait_for_selector("#error:not([hidden])")
+    assert re.search(r"tokens: .*greater than or equal to 1", text(page, "#error"))
+    assert page.get_attribute("#tokens-number", "aria-invalid") == "true"
+    assert text(page, "#total") == "8,756 µs"  # the last good figures stay
+    type_value(page, "#tokens-number", 128, "tokens=128")
+    assert page.is_hidden("#error")
+    assert page.get_attribute("#tokens-number", "aria-invalid") is None
+
+
+def test_download_buttons_fetch_the_op_table(page, base_url_web):
+    open_page(page, base_url_web + "/?tokens=128")
+    csv_href = page.get_attribute("#download-csv", "href")
+    json_href = page.get_attribute("#download-json", "href")
+    assert csv_href.startswith("/api/layer.csv?") and "tokens=128" in csv_href
+    assert json_href.startswith("/api/layer.json?") and "tokens=128" in json_href
+    with page.expect_download() as download:
+        page.click("#download-csv")
+    assert download.value.suggested_filename == "layer-llama3-8b-h100-sxm-prefill-128-b1-naive.csv"
+    csv_text = Path(download.value.path()).read_text()
+    assert csv_text.startswith("name,flops,bytes,intensity")
+    assert len(csv_text.strip().splitlines()) == 13
+    body = page.request.get(base_url_web + json_href).json()
+    assert round(body["total_s"] * 1e6) == 205
