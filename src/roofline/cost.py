@@ -12,21 +12,29 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from roofline.errors import check_fraction, check_number
+from roofline.errors import check_number
 from roofline.kernels import Kernel
 from roofline.machines import Machine, get_machine
 
 
 def time_lower_bound(kernel: Kernel, machine: Machine) -> float:
     """The roofline ("speed of light") time in seconds: max(F / peak, B / BW), with the peak of
-    the kernel's dtype. No efficiency, no launch overhead."""
+    the kernel's dtype. BW is main memory, or the named link's for a collective. No efficiency, no
+    launch overhead."""
     machine = get_machine(machine)
-    return _scalar(np.maximum(kernel.flops / machine.peak(kernel.dtype), kernel.bytes / machine.bandwidth))
+    return _scalar(np.maximum(kernel.flops / machine.peak(kernel.dtype), kernel.bytes / bytes_per_s(kernel, machine)))
+
+
+def bytes_per_s(kernel: Kernel, machine: Machine) -> float:
+    """The bandwidth a kernel's bytes move at: main memory, or ``machine.link(kernel.link)`` for a
+    collective (bytes/s per direction)."""
+    link = getattr(kernel, "link", None)
+    return machine.bandwidth if link is None else machine.link(link)
 
 
 def op_times(flops, bytes_, peak_flops_per_s, bytes_per_s, compute_efficiency=1.0, memory_efficiency=1.0, launch_s=0.0, overlap=1.0):
@@ -43,7 +51,8 @@ def op_times(flops, bytes_, peak_flops_per_s, bytes_per_s, compute_efficiency=1.
 
 @dataclass(frozen=True)
 class CostModel:
-    """Achievable fractions of peak (``compute_efficiency`` e_c, ``memory_efficiency`` e_m), a fixed
+    """Achievable fractions of peak (``compute_efficiency`` e_c, ``memory_efficiency`` e_m; e_m also
+    scales a collective's link bandwidth), a fixed
     ``launch_overhead_s`` per kernel, and ``overlap`` of compute and memory time (1 = perfect, the
     seed's max; 0 = none, their sum). With ``cuda_graph`` a whole workload pays one launch,
     shared among its ops. CostModel() is the pure roofline."""
@@ -55,8 +64,9 @@ class CostModel:
     cuda_graph: bool = False
 
     def __post_init__(self):
-        check_fraction("compute_efficiency", self.compute_efficiency)
-        check_fraction("memory_efficiency", self.memory_efficiency)
+        # below 0.1% of peak is a typo (a percentage given as a fraction twice), not a kernel
+        check_number("compute_efficiency", self.compute_efficiency, minimum=1e-3, strictly=False, maximum=1.0)
+        check_number("memory_efficiency", self.memory_efficiency, minimum=1e-3, strictly=False, maximum=1.0)
         check_number("launch_overhead_s", self.launch_overhead_s, strictly=False, maximum=1.0)
         check_number("overlap", self.overlap, strictly=False, maximum=1.0)
 
@@ -65,7 +75,7 @@ class CostModel:
             kernel.flops,
             kernel.bytes,
             machine.peak(kernel.dtype),
-            machine.bandwidth,
+            bytes_per_s(kernel, machine),
             self.compute_efficiency,
             self.memory_efficiency,
             self.launch_overhead_s if launch_s is None else launch_s,
@@ -83,7 +93,7 @@ class CostModel:
             memory_s=_scalar(memory_s),
             launch_s=launch,
             time_s=_scalar(time_s),
-            bound=_bound(memory_s, compute_s),
+            bound=_bound(memory_s, compute_s, getattr(kernel, "link", None)),
         )
 
     def predict(self, kernels: Sequence[Kernel], machine) -> "WorkloadPrediction":
@@ -122,10 +132,13 @@ def _count(x):
     return int(x) if np.ndim(x) == 0 else x
 
 
-def _bound(memory_s, compute_s):
+def _bound(memory_s, compute_s, link=None):
+    """"memory" (or "link" for a collective: its bytes cross a link, not main memory) when moving
+    the bytes takes longer than the arithmetic, else "compute"."""
+    moving = "memory" if link is None else "link"
     if np.ndim(memory_s) == 0:
-        return "memory" if memory_s > compute_s else "compute"
-    return np.where(np.asarray(memory_s) > np.asarray(compute_s), "memory", "compute")
+        return moving if memory_s > compute_s else "compute"
+    return np.where(np.asarray(memory_s) > np.asarray(compute_s), moving, "compute")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,7 +151,8 @@ OP_FIELDS = ("name", "flops", "bytes", "intensity", "compute_s", "memory_s", "la
 @dataclass(frozen=True)
 class OpPrediction:
     """One op's prediction: FLOPs, bytes, intensity (FLOP/byte), compute, memory, launch and total
-    time in seconds, and which limit binds ("memory" or "compute")."""
+    time in seconds, and which limit binds ("memory", "compute", or "link" for a collective, whose
+    memory_s is the time its bytes take over the link)."""
 
     name: str
     category: str

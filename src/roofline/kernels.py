@@ -28,7 +28,8 @@ class Kernel:
     """One kernel: ``flops`` (FLOPs) and ``bytes`` (bytes to and from main memory).
 
     ``category`` groups ops (matmul, attention, norm, elementwise, ...); ``dtype`` picks the
-    machine peak the cost model divides by.
+    machine peak the cost model divides by. ``link`` names the interconnect a collective's bytes
+    cross (nvlink, infiniband, pcie, ...; see Machine.links); None is main memory.
     """
 
     name: str
@@ -36,6 +37,7 @@ class Kernel:
     bytes: float
     category: str = "other"
     dtype: str = "bf16"
+    link: str | None = None
 
     def __post_init__(self):
         check_number(f"{self.name}: flops", self.flops, minimum=0, strictly=False, maximum=MAX_FLOPS)
@@ -48,12 +50,13 @@ class Kernel:
 
     def __add__(self, other: "Kernel") -> "Kernel":
         """Two kernels fused: FLOPs and bytes add (an upper bound on a fusion's traffic)."""
-        return Kernel(f"{self.name} + {other.name}", self.flops + other.flops, self.bytes + other.bytes, self.category, self.dtype)
+        return Kernel(f"{self.name} + {other.name}", self.flops + other.flops, self.bytes + other.bytes, self.category, self.dtype,
+                      self.link)
 
     def scaled(self, n) -> "Kernel":
         """``n`` independent copies (e.g. the same op in n layers)."""
         check_number("scale", n)
-        return Kernel(self.name, self.flops * n, self.bytes * n, self.category, self.dtype)
+        return Kernel(self.name, self.flops * n, self.bytes * n, self.category, self.dtype, self.link)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -276,3 +279,47 @@ def flash_attention_kernel(T, d, bytes_per_elem=2.0, heads=1, kv_heads=None, bat
     flops = 4.0 * n_s * d + 5.0 * n_s
     moved = w * (2 * batch * heads * T * d + 2 * batch * kv * S * d)
     return Kernel(f"flash attention T={T}", flops, moved, "attention", dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# collectives (multi-GPU): bytes are what each GPU sends over ``link`` (per direction)
+# ---------------------------------------------------------------------------------------------
+# Ring algorithms, as NCCL's performance notes count them (nccl-tests doc/PERFORMANCE.md: bus
+# bandwidth = algorithm bandwidth x 2(n-1)/n for all-reduce, x (n-1)/n for all-gather and
+# reduce-scatter). Each GPU sends and receives the same amount at once, so the time is the bytes
+# sent over the link's per-direction bandwidth. Latency terms (alpha) and in-network reduction
+# (NVLink SHARP) are ignored.
+
+
+def _collective(n, gpus, link, bytes_per_elem):
+    _dims(n=n)
+    check_number("gpus", gpus, minimum=1, maximum=1e6, integer=True)
+    if not isinstance(link, str) or not link.strip():
+        raise RooflineError(f"link must name an interconnect (nvlink, infiniband, pcie, ...), got {link!r}", field="link")
+    w, dtype = _elem(bytes_per_elem)
+    return (np.asarray(gpus, dtype=float) - 1.0) / gpus, w, dtype, link.strip().lower()
+
+
+@register("all_reduce")
+def all_reduce_kernel(n, gpus, link="nvlink", bytes_per_elem=2.0, name=None) -> Kernel:
+    """Ring all-reduce of n elements across ``gpus`` GPUs over ``link``: a reduce-scatter then an
+    all-gather. bytes = 2 (g-1)/g w n sent per GPU; flops = (g-1)/g n (the additions of the
+    reduce-scatter half). 8 GPUs, 1e9 bf16 elements: 2 x 7/8 x 2e9 = 3.5e9 bytes. Needs g >= 2."""
+    share, w, dtype, link = _collective(n, gpus, link, bytes_per_elem)
+    return Kernel(name or f"all-reduce {n} x{gpus}", share * n, 2.0 * share * w * n, "collective", dtype, link)
+
+
+@register("all_gather")
+def all_gather_kernel(n, gpus, link="nvlink", bytes_per_elem=2.0, name=None) -> Kernel:
+    """Ring all-gather of a tensor of n elements in total (n / g per GPU) over ``link``:
+    bytes = (g-1)/g w n sent per GPU; flops = 0. Needs g >= 2."""
+    share, w, dtype, link = _collective(n, gpus, link, bytes_per_elem)
+    return Kernel(name or f"all-gather {n} x{gpus}", 0.0, share * w * n, "collective", dtype, link)
+
+
+@register("reduce_scatter")
+def reduce_scatter_kernel(n, gpus, link="nvlink", bytes_per_elem=2.0, name=None) -> Kernel:
+    """Ring reduce-scatter of n elements (each GPU ends with n / g reduced) over ``link``:
+    bytes = (g-1)/g w n sent per GPU; flops = (g-1)/g n additions. Needs g >= 2."""
+    share, w, dtype, link = _collective(n, gpus, link, bytes_per_elem)
+    return Kernel(name or f"reduce-scatter {n} x{gpus}", share * n, share * w * n, "collective", dtype, link)

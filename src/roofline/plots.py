@@ -142,3 +142,378 @@ def plot_layer(report, path: str, title: str | None = None) -> None:
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
+
+
+def plot_check(report, path: str, title: str | None = None) -> None:
+    """Predicted and measured points of `roofline check` on one roofline chart: the profile's roof
+    (its peak at the report's dtype, main-memory slope and every measured cache level as extra
+    ceilings); per op, the measured FLOP/s (filled, red if memory-bound, blue if compute-bound),
+    the calibrated prediction (hollow, its interval as an error bar) and a line between them."""
+    plt = _pyplot()
+    machine = report.profile_machine
+    if machine is None:
+        raise ValueError("the report carries no machine to draw the roofline of")
+    ops = [op for op in report.ops if op.flops > 0]
+    peak = machine.peak(report.dtype)
+    scale, unit = (1e12, "TFLOP/s") if peak >= 1e13 else (1e9, "GFLOP/s")
+    intensities = [op.intensity for op in ops]
+    fastest = max([machine.bandwidth, *(lvl.bytes_per_s for lvl in machine.levels)])
+    lo = min([0.05, *(i / 3 for i in intensities)])
+    hi = max([peak / machine.bandwidth * 10, *(i * 3 for i in intensities)])
+    x = np.logspace(np.log10(lo), np.log10(hi), 600)
+    fig, ax = plt.subplots(figsize=(9.5, 6))
+    ax.loglog(x, np.minimum(peak, x * machine.bandwidth) / scale, color="black", lw=2.2,
+              label=f"{machine.name}: {peak / scale:,.3g} {unit} {report.dtype}, {machine.bandwidth / 1e9:,.1f} GB/s main memory")
+    for level in sorted(machine.levels, key=lambda l: l.size_bytes):
+        ax.loglog(x, np.minimum(peak, x * level.bytes_per_s) / scale, color="0.55", lw=1, ls="-.")
+        ax.annotate(f"{level.name} ({level.size_bytes / 2**20:,.3g} MiB) {level.bytes_per_s / 1e9:,.0f} GB/s",
+                    (lo * 1.3, lo * 1.3 * level.bytes_per_s / scale), fontsize=7, color="0.4", va="bottom")
+    placed: list[tuple[float, float]] = []
+    for op in sorted(ops, key=lambda o: o.intensity):
+        side = MEMORY_RED if op.bound == "memory" else COMPUTE_BLUE
+        measured = op.flops / op.measured_s / scale
+        predicted = op.flops / op.calibrated_s / scale
+        err = [[predicted - op.flops / op.calibrated_high_s / scale], [op.flops / op.calibrated_low_s / scale - predicted]]
+        ax.plot([op.intensity, op.intensity], [measured, predicted], color=side, lw=0.8, alpha=0.6)
+        ax.errorbar(op.intensity, predicted, yerr=err, fmt="o", mfc="white", mec=side, ecolor=side, ms=7, capsize=2,
+                    zorder=3)
+        ax.plot(op.intensity, measured, "o", color=side, ms=7, mec="white", mew=0.8, zorder=4)
+        ax.plot(op.intensity, op.flops / op.seed_s / scale, "x", color="0.35", ms=5, zorder=3)
+        # labels of neighbours (in log space) are pushed down until they no longer overlap
+        lx, ly = np.log10(op.intensity), np.log10(measured)
+        while any(abs(lx - px) < 0.35 and abs(ly - py) < 0.075 for px, py in placed):
+            ly -= 0.075
+        placed.append((lx, ly))
+        ax.annotate(f"{op.name} {op.roof_fraction:.0%}", (op.intensity, 10**ly), textcoords="offset points",
+                    xytext=(7, 0), fontsize=7.5, va="center")
+    ax.plot([], [], "o", color="0.3", label="measured (red memory-bound, blue compute-bound); % of roof")
+    ax.plot([], [], "o", mfc="white", mec="0.3", label="calibrated prediction with its interval")
+    ax.plot([], [], "x", color="0.35", label="seed defaults (e_c 0.70, e_m 0.85, launch); the roof is the plain roofline")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte, as the kernels count them)")
+    ax.set_ylabel(f"achieved {unit}")
+    ax.set_title(title or f"roofline check: {report.model} ({report.config}), T={report.tokens}, {report.dtype}\n"
+                          f"on {report.device_name}, {report.threads} thread(s)", fontsize=9.5)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(bottom=min([lo * machine.bandwidth / scale, *(op.flops / op.measured_s / scale / 3 for op in ops)]),
+                top=max(peak, lo * fastest) / scale * 4)
+    ax.legend(loc="upper left", fontsize=7.5, framealpha=0.9)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning figures: decode versus batch, sweeps, memory per GPU (SPEC C6, C7)
+# ---------------------------------------------------------------------------------------------
+
+SERIES_COLORS = ("black", "C2", "C4", "C1", "C5", "C6", "C8", "C9")  # machines; red and blue mean the bound
+LINK_GREEN = "#2ca02c"
+# memory parts: no red or blue, which mean the bound elsewhere
+PART_COLORS = {"weights": "#4d4d4d", "gradients": "#9467bd", "optimizer": "#8c564b", "activations": "#e6a23c",
+               "kv_cache": "#17becf"}
+
+
+def _bound_colors(bounds):
+    return [MEMORY_RED if b == "memory" else LINK_GREEN if b == "link" else COMPUTE_BLUE for b in np.atleast_1d(bounds)]
+
+
+def _bound_legend(ax, bounds, loc="lower right"):
+    from matplotlib.lines import Line2D
+
+    seen = sorted(set(np.atleast_1d(bounds)), key=["memory", "compute", "link"].index)
+    colors = {"memory": MEMORY_RED, "compute": COMPUTE_BLUE, "link": LINK_GREEN}
+    handles = [Line2D([], [], marker="o", ls="", color=colors[b], label=f"{b}-bound") for b in seen]
+    return handles
+
+
+def _category_times(pred):
+    """Seconds per step by op group (arrays over the sizes): matmuls, attention, collectives,
+    everything else, and the launch overhead apart."""
+    groups = {"matmuls (weights)": 0.0, "attention (KV cache)": 0.0, "collectives (link)": 0.0,
+              "norms, activations, embedding": 0.0, "launch overhead": 0.0}
+    for op in pred.ops:
+        body = np.asarray(op.time_s) - np.asarray(op.launch_s)
+        key = {"matmul": "matmuls (weights)", "attention": "attention (KV cache)", "softmax": "attention (KV cache)",
+               "collective": "collectives (link)"}.get(op.category, "norms, activations, embedding")
+        groups[key] = groups[key] + body
+        groups["launch overhead"] = groups["launch overhead"] + np.asarray(op.launch_s)
+    return {k: v for k, v in groups.items() if np.any(np.asarray(v) > 0)}
+
+
+def plot_decode(plan, path: str, title: str | None = None) -> None:
+    """Decode versus batch: tokens/s (left) and the step's time by op group (right), with the batch
+    where the matmuls turn compute-bound and the region where weights + KV cache no longer fit."""
+    plt = _pyplot()
+    from roofline.plan_tables import _model_name
+
+    curve = plan.curve
+    s = plan.step
+    b = np.asarray(curve.batch)
+    tps = np.asarray(curve.tokens_per_s)
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5.2))
+    ax.plot(b, tps, color="black", lw=1.6, zorder=2)
+    ax.scatter(plan.batches, np.asarray(s.tokens_per_s), c=_bound_colors(s.bound), s=36, zorder=3, edgecolor="white", lw=0.6)
+    for bi, t in zip(plan.batches, np.asarray(s.tokens_per_s)):
+        ax.annotate(f"{t:,.0f}", (bi, t), xytext=(0, 7), textcoords="offset points", ha="center", fontsize=7.5)
+    groups = _category_times(curve.prediction)
+    colors = {"matmuls (weights)": COMPUTE_BLUE, "attention (KV cache)": MEMORY_RED, "collectives (link)": LINK_GREEN,
+              "norms, activations, embedding": "#f0a35e", "launch overhead": LAUNCH_GREY}
+    ax2.plot(b, np.asarray(curve.time_s) * 1e3, color="black", lw=2.2, label="whole step")
+    for name, v in groups.items():
+        ax2.plot(b, np.broadcast_to(v, b.shape) * 1e3, color=colors[name], lw=1.5, label=name)
+    ax2.set_yscale("log")
+    ax2.set_ylim(np.asarray(curve.time_s).min() * 1e3 / 100, np.asarray(curve.time_s).max() * 1e3 * 2)
+    for a in (ax, ax2):
+        a.set_xscale("log", base=2)
+        a.set_xlim(1, b.max())
+        a.grid(True, which="both", alpha=0.25)
+        a.set_xlabel("batch (sequences decoding together)")
+        cb, mb = plan.compute_bound_batch, plan.max_batch_in_memory
+        if cb and cb <= b.max():
+            a.axvline(cb, color=COMPUTE_BLUE, ls="--", lw=1.1)
+        if mb is not None and mb < b.max():
+            a.axvspan(max(mb, 1), b.max(), color="0.85", alpha=0.6, lw=0, zorder=0)
+    ymax = tps.max() * 1.25
+    ax.set_ylim(0, ymax)
+    cb, mb = plan.compute_bound_batch, plan.max_batch_in_memory
+    if cb and cb <= b.max():
+        ax.annotate(f"matmuls compute-bound\nfrom batch {cb:,}", (cb, ymax * 0.05), xytext=(4, 0), textcoords="offset points",
+                    fontsize=8, color=COMPUTE_BLUE)
+    if mb is not None and mb < b.max():
+        cap = plan.memory.capacity_bytes / 1e9
+        ax.annotate(f"weights + KV cache\nexceed {cap:,.0f} GB\nbeyond batch {mb:,}", (max(mb, 1), ymax * 0.45), xytext=(4, 0),
+                    textcoords="offset points", fontsize=8, color="0.3", va="top")
+    ax.set_ylabel("decode throughput (tokens/s, all sequences)")
+    handles = _bound_legend(ax, s.bound)
+    ax.legend(handles=handles, title="the step is", loc="upper left", fontsize=8, title_fontsize=8)
+    ax2.set_ylabel("time of one decode step, and of its parts (ms)")
+    ax2.legend(loc="upper left", fontsize=8)
+    head = title or (f"{_model_name(s.model)} decode on {s.machine_spec.name}: context {int(s.context):,}, "
+                     f"{s.precision.label()}" + (f", tensor parallel {s.tensor_parallel}" if s.tensor_parallel > 1 else ""))
+    cm = s.cost_model
+    sub = (f"e_c {cm.compute_efficiency:g}, e_m {cm.memory_efficiency:g}, launch {cm.launch_overhead_s * 1e6:g} us"
+           f"{' (CUDA graph)' if cm.cuda_graph else ' per kernel'}; red: memory-bound step, blue: compute-bound; "
+           f"grey: does not fit")
+    fig.suptitle(f"{head}\n{sub}", fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_sweep(result, path: str, title: str | None = None) -> None:
+    """A sweep's figure. tokens: time to first token and memory-bound share versus prompt tokens;
+    batch: decode throughput and step time versus batch; context: step time and the KV-cache to
+    weight bytes ratio versus context; machines: one bar per machine. Machines side by side, each
+    point red (memory-bound) or blue (compute-bound)."""
+    plt = _pyplot()
+    from roofline.plan_tables import _model_name
+
+    if result.over == "machines":
+        _plot_machines(plt, result, path, title)
+        return
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5))
+    time_label = "time to first token (ms)" if result.phase == "prefill" else "decode step (ms)"
+    right = {"tokens": ("memory_bound_share", "share of time in memory-bound ops"),
+             "batch": ("tokens_per_s", "throughput (tokens/s)"),
+             "context": (None, "KV-cache bytes / weight bytes read per step")}[result.over]
+    for i, srs in enumerate(result.series):
+        color = SERIES_COLORS[i % len(SERIES_COLORS)]
+        x = srs.values
+        y_left = srs.time_s * 1e3
+        if result.over == "batch":
+            y_left, y_right = srs.tokens_per_s, srs.time_s * 1e3
+        elif result.over == "context":
+            y_right = srs.kv_bytes / srs.weight_bytes
+        else:
+            y_right = srs.memory_bound_share * 100
+        ax.plot(x, y_left, color=color, lw=1.5, label=srs.machine_name)
+        ax.scatter(x, y_left, c=_bound_colors(srs.bound), s=22, zorder=3, edgecolor="white", lw=0.5)
+        if result.over == "context":  # a property of the model, the same on every machine: drawn once
+            if i == 0:
+                ax2.plot(x, y_right, color="black", lw=1.5, marker="o", ms=3, label="every machine")
+            continue
+        ax2.plot(x, y_right, color=color, lw=1.5, marker="o", ms=3, label=srs.machine_name)
+    if result.over == "batch":
+        ax.set_ylabel("decode throughput (tokens/s)")
+        ax2.set_ylabel("decode step (ms)")
+    else:
+        ax.set_ylabel(time_label)
+        ax2.set_ylabel(right[1] + (" (%)" if result.over == "tokens" else ""))
+    if result.over == "context":
+        ax2.axhline(1.0, color="0.4", ls="--", lw=1)
+        ax2.annotate("KV-cache reads = weight reads", (result.series[0].values[0], 1.0), xytext=(2, 4), textcoords="offset points",
+                     fontsize=8, color="0.3")
+        ax2.set_yscale("log")
+    if result.over == "tokens":
+        ax2.set_ylim(-3, 103)
+    xlabel = {"tokens": "prompt tokens per sequence (prefill)", "batch": "batch (sequences)",
+              "context": "context (tokens in the KV cache)"}[result.over]
+    for a in (ax, ax2):
+        a.set_xscale("log", base=2)
+        a.grid(True, which="both", alpha=0.25)
+        a.set_xlabel(xlabel)
+    if result.over == "tokens":
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
+    bounds = np.concatenate([s.bound for s in result.series])
+    leg = ax.legend(loc="upper left", fontsize=8)
+    ax.add_artist(leg)
+    ax.legend(handles=_bound_legend(ax, bounds), loc="lower right", fontsize=8)
+    ax2.legend(loc="lower right" if result.over != "tokens" else "upper right", fontsize=8)
+    fixed = ", ".join(f"{k} {v:,}" for k, v in result.fixed)
+    head = title or f"{_model_name(result.model)} {result.phase} sweep over {result.over} ({fixed}, {result.precision.label()})"
+    fig.suptitle(head + "\nred: memory-bound, blue: compute-bound", fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+
+
+def _plot_machines(plt, result, path, title):
+    from roofline.plan_tables import _model_name
+
+    names = [s.machine_name for s in result.series]
+    t = np.array([float(s.time_s[0]) * 1e3 for s in result.series])
+    bounds = [str(s.bound[0]) for s in result.series]
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(names) + 1.8))
+    y = np.arange(len(names))[::-1]
+    ax.barh(y, t, color=_bound_colors(bounds), height=0.65)
+    for yi, ti, s in zip(y, t, result.series):
+        ax.annotate(f"{ti:,.2f} ms, {float(s.tokens_per_s[0]):,.0f} tokens/s", (ti, yi), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize=8)
+    ax.set_yticks(y, names, fontsize=9)
+    ax.set_xlim(0, t.max() * 1.35)
+    ax.set_xlabel("time to first token (ms)" if result.phase == "prefill" else "decode step (ms)")
+    ax.grid(True, axis="x", alpha=0.25)
+    ax.legend(handles=_bound_legend(ax, bounds), loc="upper right", fontsize=8)
+    fixed = ", ".join(f"{k} {v:,}" for k, v in result.fixed)
+    ax.set_title(title or f"{_model_name(result.model)} {result.phase} ({fixed}, {result.precision.label()}) on each machine",
+                 fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+
+
+def _memory_bars(ax, plans):
+    """Stacked horizontal bars of memory per GPU, one per (label, MemoryPlan), and the capacity."""
+    labels = [label for label, _ in plans]
+    y = np.arange(len(plans))[::-1]
+    seen = set()
+    for yi, (_, plan) in zip(y, plans):
+        left = 0.0
+        for part in plan.parts:
+            gb = part.bytes / 1e9
+            if gb <= 0:
+                continue
+            label = part.name.replace("_", " ") if part.name not in seen else None
+            seen.add(part.name)
+            ax.barh(yi, gb, left=left, color=PART_COLORS.get(part.name, "0.6"), height=0.62, label=label)
+            left += gb
+        verdict = "" if plan.fits is None else ("fits" if plan.fits else "does not fit")
+        ax.annotate(f"{left:,.1f} GB {verdict}", (left, yi), xytext=(4, 0), textcoords="offset points", va="center",
+                    fontsize=8, color="black" if plan.fits is not False else MEMORY_RED)
+    cap = plans[0][1].capacity_bytes
+    top = max(p.total_bytes for _, p in plans) / 1e9
+    if cap:
+        ax.axvline(cap / 1e9, color="black", ls="--", lw=1.2)
+        ax.annotate(f"{plans[0][1].machine_name or plans[0][1].machine}: {cap / 1e9:,.0f} GB", (cap / 1e9, y.max() + 0.45),
+                    xytext=(3, 0), textcoords="offset points", fontsize=8)
+        top = max(top, cap / 1e9)
+    ax.set_xlim(0, top * 1.3)
+    ax.set_ylim(-0.6, len(plans) - 0.1)
+    ax.set_yticks(y, labels, fontsize=9)
+    ax.set_xlabel("memory per GPU (GB)")
+    ax.grid(True, axis="x", alpha=0.25)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13 - 0.6 / (len(plans) + 2)), ncol=5, fontsize=8, frameon=False)
+
+
+def plot_memory(plans, path: str, title: str | None = None) -> None:
+    """Memory per GPU as stacked horizontal bars, one per (label, MemoryPlan), against the GPU's
+    capacity (a dashed line); totals over capacity are marked in red."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 0.55 * len(plans) + 2.0))
+    _memory_bars(ax, plans)
+    ax.set_title(title or "Memory per GPU", fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_train(plan, memory_options, path: str, title: str | None = None) -> None:
+    """A training plan: memory per GPU under each option (left) and one optimizer step's compute
+    against its collectives (right: blue compute at the plan's utilisation, green link-bound)."""
+    plt = _pyplot()
+    from roofline.plan_tables import _model_name
+
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(14, 0.5 * len(memory_options) + 2.6), gridspec_kw={"width_ratios": [1.35, 1]})
+    _memory_bars(ax, memory_options)
+    ax.set_title("memory per GPU (weights, gradients, Adam state, activations)", fontsize=9.5)
+    names = ["compute (fwd + bwd)"] + ([op.name for op in plan.step.ops] if plan.step else [])
+    secs = [plan.step_compute_s] + ([float(op.time_s) for op in plan.step.ops] if plan.step else [])
+    colors = [COMPUTE_BLUE] + ([LINK_GREEN if op.bound == "link" else MEMORY_RED for op in plan.step.ops] if plan.step else [])
+    y = np.arange(len(names))[::-1]
+    ax2.barh(y, secs, color=colors, height=0.6)
+    for yi, sec in zip(y, secs):
+        ax2.annotate(f"{sec:,.3f} s ({sec / plan.step_compute_s:.0%})", (sec, yi), xytext=(4, 0), textcoords="offset points",
+                     va="center", fontsize=8)
+    ax2.set_yticks(y, names, fontsize=9)
+    ax2.set_xlim(0, max(secs) * 1.45)
+    ax2.set_xlabel("seconds per optimizer step, per GPU")
+    ax2.grid(True, axis="x", alpha=0.25)
+    ax2.set_title(f"one step of {plan.layout.global_batch_tokens:,.0f} tokens: compute at {plan.mfu:.0%} MFU vs collectives",
+                  fontsize=9.5)
+    from roofline.plan_tables import count_text
+
+    head = title or (f"{_model_name(plan.model)}: {count_text(plan.tokens)} tokens on {plan.gpus:,} x {plan.memory.machine_name}, "
+                     f"{plan.days:,.1f} days at {plan.mfu:.0%} MFU ({plan.hfu:.0%} HFU), {plan.gpu_hours:,.0f} GPU-hours"
+                     + (f", ${plan.cost:,.0f}" if plan.cost is not None else ""))
+    fig.suptitle(f"{head}\n{plan.layout.label()}", fontsize=10)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_profile(report, machine, path: str, title: str | None = None, label: int = 8) -> None:
+    """Measured ops of a profile (roofline.trace.profile.ProfileReport) on ``machine``'s roofline:
+    each op at (intensity, achieved FLOP/s = FLOPs / measured time), a grey stem up to the roof
+    it could reach; the ``label`` ops that lose the most time are named."""
+    plt = _pyplot()
+    machine = get_machine(machine)
+    ops = [op for op in report.ops if op.flops > 0 and op.bytes > 0 and op.measured_s > 0]
+    xs = np.array([op.intensity for op in ops]) if ops else np.array([1.0])
+    lo, hi = min(0.01, xs.min() / 3), max(1e4, machine.ridge_point * 10, xs.max() * 3)
+    x = np.logspace(np.log10(lo), np.log10(hi), 400)
+    fig, ax = plt.subplots(figsize=(9, 5.6))
+    from roofline.units import format_si
+
+    ax.loglog(x, machine.attainable(x) / 1e12, color="black", lw=2,
+              label=f"{machine.name}: {format_si(machine.peak_flops, 'FLOP/s')}, {format_si(machine.bandwidth, 'B/s')}")
+    ax.axvline(machine.ridge_point, color="black", ls="--", lw=0.8, alpha=0.5)
+    floor = None
+    for op in ops:
+        achieved = op.flops * op.calls / op.measured_s / 1e12
+        roof = machine.attainable(op.intensity) / 1e12
+        color = MEMORY_RED if op.bound == "memory" else COMPUTE_BLUE
+        ax.plot([op.intensity, op.intensity], [achieved, roof], color="0.75", lw=0.8, zorder=1)
+        ax.plot(op.intensity, achieved, "o", color=color, ms=6, mec="white", mew=0.6, zorder=3)
+        floor = achieved if floor is None else min(floor, achieved)
+    for op in sorted(ops, key=lambda o: -o.lost_s)[:label]:
+        achieved = op.flops * op.calls / op.measured_s / 1e12
+        ax.annotate(f"{op.name.removeprefix('aten::')[:28]} {op.shapes[:24]} ({op.speed_of_light:.1%})", (op.intensity, achieved),
+                    textcoords="offset points", xytext=(6, -3), fontsize=7, va="top")
+    ax.plot([], [], "o", color=MEMORY_RED, label="memory-bound op (measured)")
+    ax.plot([], [], "o", color=COMPUTE_BLUE, label="compute-bound op (measured)")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte)")
+    ax.set_ylabel("TFLOP/s (achieved: points; attainable: the roof)")
+    src = "device kernels" if report.device else "CPU wall time"
+    ax.set_title(title or f"Profile {report.path.split('/')[-1]} on {machine.name}: measured ({src}) against the roofline",
+                 fontsize=9.5)
+    ax.set_xlim(lo, hi)
+    if floor is not None:
+        ax.set_ylim(bottom=floor / 5, top=machine.peak_flops / 1e12 * 4)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(loc="upper left", fontsize=7.5, framealpha=0.9)
+    fig.tight_layout()
+    _save(fig, path)
+    plt.close(fig)

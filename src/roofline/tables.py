@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from typing import Sequence
 
 from roofline.units import US, format_intensity, format_time
@@ -55,3 +57,13 @@ def workload_table(pred) -> str:
         f"launch overhead: {pred.launch_share:.1%} of the time",
     ]
     return "\n".join(lines)
+
+
+def rows_to_csv(rows: Sequence[dict]) -> str:
+    """A list of same-keyed row dicts (a result's ``rows()``) as CSV text with a header."""
+    buf = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return buf.getvalue()

@@ -1,0 +1,269 @@
+"""Capacity planning (SPEC C6): what fits in a GPU's memory for inference (weights + KV cache,
+the largest batch and context) and decode versus batch (latency, throughput, the batch where
+decode turns compute-bound, the largest batch that fits), on top of plan.predict_model.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.cost import CostModel, _jsonable
+from roofline.errors import MAX_COUNT, RooflineError, check_fraction, check_number
+from roofline.machines import get_machine
+from roofline.plan import (
+    DEFAULT_BATCHES,
+    SEARCH_MAX_BATCH,
+    ModelPrediction,
+    Precision,
+    decode_step,
+    default_cost_model,
+    inference_weight_bytes,
+    kv_bytes_per_token,
+    kv_overtakes_weights_context,
+    shard,
+    time_to_first_token,
+)
+from roofline.transformer import count_params, get_model, kv_cache_bytes_per_token
+from roofline.units import DTYPE_BYTES
+
+
+@dataclass(frozen=True)
+class MemoryPart:
+    name: str
+    bytes: float
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Memory one GPU needs, part by part, against its capacity (``capacity_bytes`` None when the
+    machine gives none). ``advice`` says what would make it fit when it does not."""
+
+    mode: str
+    model: str
+    machine: str
+    parts: tuple[MemoryPart, ...]
+    capacity_bytes: float | None
+    settings: tuple[tuple[str, object], ...] = ()
+    limits: tuple[tuple[str, object], ...] = ()
+    advice: str = ""
+    notes: tuple[str, ...] = ()
+    machine_name: str = ""
+
+    @property
+    def total_bytes(self) -> float:
+        return float(sum(p.bytes for p in self.parts))
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.capacity_bytes is None else bool(self.total_bytes <= self.capacity_bytes)
+
+    @property
+    def verdict(self) -> str:
+        from roofline.units import format_si
+
+        total = format_si(self.total_bytes, "B")
+        name = self.machine_name or self.machine
+        if self.capacity_bytes is None:
+            return f"needs {total} per GPU ({name} gives no memory capacity)"
+        cap = format_si(self.capacity_bytes, "B")
+        if self.fits:
+            return f"fits: {total} of the {name}'s {cap} ({self.total_bytes / self.capacity_bytes:.0%})"
+        return f"does NOT fit: needs {total} per GPU, the {name} has {cap}. {self.advice}".rstrip()
+
+    def to_dict(self) -> dict:
+        d = {"mode": self.mode, "model": self.model, "machine": self.machine}
+        d.update({k: _jsonable(v) for k, v in self.settings})
+        d.update({f"{p.name}_bytes": float(p.bytes) for p in self.parts})
+        d.update(total_bytes=self.total_bytes, capacity_bytes=self.capacity_bytes, fits=self.fits, verdict=self.verdict)
+        d.update({k: _jsonable(v) for k, v in self.limits})
+        d["notes"] = list(self.notes)
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_table(self) -> str:
+        from roofline.plan_tables import memory_table
+
+        return memory_table(self)
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["part", "bytes"])
+        for p in self.parts:
+            w.writerow([p.name, p.bytes])
+        w.writerow(["total", self.total_bytes])
+        return buf.getvalue()
+
+
+def _max_count(free_bytes: float, per_unit_bytes: float) -> int:
+    return max(0, int(math.floor(free_bytes / per_unit_bytes))) if per_unit_bytes > 0 else 0
+
+
+def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=8192, precision: Precision | None = None,
+                     tensor_parallel: int = 1, memory_fraction: float = 1.0) -> MemoryPlan:
+    """Weights + KV cache of ``batch`` sequences of ``context`` tokens on one GPU, with the largest
+    batch (at this context) and the largest context (at this batch) that fit in
+    ``memory_fraction`` of the machine's memory. Activations of a decode step (B D-sized rows) and
+    the runtime's workspace are not counted: keep memory_fraction below 1 for them."""
+    cfg = get_model(model)
+    m = get_machine(machine)
+    precision = precision or Precision()
+    check_number("batch", batch, maximum=MAX_COUNT, integer=True)
+    check_number("context", context, maximum=MAX_COUNT, integer=True)
+    check_fraction("memory_fraction", memory_fraction)
+    weights = inference_weight_bytes(cfg, precision, tensor_parallel)
+    per_token = kv_bytes_per_token(cfg, precision, tensor_parallel)
+    parts = (MemoryPart("weights", weights), MemoryPart("kv_cache", float(batch * context * per_token)))
+    capacity = m.memory_bytes * memory_fraction if m.memory_bytes else None
+    limits, advice = (), ""
+    if capacity is not None:
+        free = capacity - weights
+        limits = (("max_batch_at_context", _max_count(free, context * per_token)),
+                  ("max_context_at_batch", _max_count(free, batch * per_token)))
+        advice = _fit_advice(cfg, m, capacity, weights, batch * context, precision, tensor_parallel)
+    settings = (("batch", int(batch)), ("context", int(context)), ("precision", precision.to_dict()),
+                ("tensor_parallel", int(tensor_parallel)), ("kv_bytes_per_token", per_token))
+    return MemoryPlan("inference", cfg.key or cfg.name, m.key or m.name, parts, capacity, settings, limits, advice,
+                      machine_name=m.name)
+
+
+def _fit_advice(cfg, m, capacity, weights, kv_tokens, precision, tensor_parallel) -> str:
+    from roofline.units import format_si
+
+    head = ""
+    if weights > capacity:
+        head = (f"{cfg.name}'s {precision.weights} weights alone are {format_si(weights, 'B')}, more than "
+                f"{format_si(capacity, 'B')}. ")
+    def need(t, weights_dtype):
+        sh = shard(cfg, t)
+        return count_params(sh)["total"] * DTYPE_BYTES[weights_dtype] + kv_tokens * kv_cache_bytes_per_token(sh, precision.kv_cache)
+
+    advice = head + "It does not fit even on 64 tensor-parallel GPUs."
+    for t in (2, 4, 8, 16, 32, 64):
+        try:
+            n = need(tensor_parallel * t, precision.weights)
+        except RooflineError:
+            continue
+        if n <= capacity:
+            advice = head + f"It fits on {tensor_parallel * t} GPUs with tensor parallelism (--tp {tensor_parallel * t}: {format_si(n, 'B')} each)"
+            break
+    for q in ("fp8", "int4"):
+        if DTYPE_BYTES[q] < DTYPE_BYTES[precision.weights] and need(tensor_parallel, q) <= capacity:
+            return advice.rstrip(".") + f", or on {tensor_parallel} with {q} weights ({format_si(need(tensor_parallel, q), 'B')})."
+    return advice.rstrip(".") + "."
+
+
+# ---------------------------------------------------------------------------------------------
+# Decode versus batch
+# ---------------------------------------------------------------------------------------------
+
+
+def _first_batch(mask_fn, batches) -> int | None:
+    hit = np.flatnonzero(mask_fn)
+    return int(batches[hit[0]]) if hit.size else None
+
+
+@dataclass(frozen=True)
+class DecodePlan:
+    """Decode at ``context`` for each batch in ``batches``, with the batch where the weight
+    matmuls turn compute-bound, the batch where the step as a whole does (None: not up to 65,536),
+    and the largest batch whose weights + KV cache fit (None without a capacity). ``prefill`` is the
+    time to first token of a prompt of ``context`` tokens at batch 1."""
+
+    step: ModelPrediction
+    memory: MemoryPlan
+    compute_bound_batch: int | None
+    step_compute_bound_batch: int | None
+    max_batch_in_memory: int | None
+    kv_per_sequence_bytes: float
+    kv_crossover_context: int
+    prefill: ModelPrediction | None = None
+    curve: ModelPrediction | None = None  # every batch from 1 to the largest asked, for plots
+
+    @property
+    def batches(self):
+        return np.asarray(self.step.batch)
+
+    def rows(self) -> list[dict]:
+        s = self.step
+        n = self.batches.size
+        arr = {k: np.broadcast_to(np.asarray(v), (n,)) for k, v in dict(
+            step_s=s.time_s, tokens_per_s=s.tokens_per_s, intensity=s.intensity, bound=s.bound, gemm_bound=s.gemm_bound,
+            weights_intensity=s.weights_intensity, weight_bytes=s.weight_bytes, kv_bytes=s.kv_bytes,
+            memory_bound_share=s.memory_bound_share, link_share=s.link_share).items()}
+        weights = self.memory.parts[0].bytes
+        out = []
+        for i, b in enumerate(self.batches):
+            row = {"batch": int(b)}
+            row.update({k: _jsonable(v[i]) for k, v in arr.items()})
+            row["memory_bytes"] = weights + int(b) * self.kv_per_sequence_bytes
+            row["fits"] = None if self.max_batch_in_memory is None else bool(b <= self.max_batch_in_memory)
+            out.append(row)
+        return out
+
+    def to_dict(self) -> dict:
+        s = self.step
+        return {
+            "model": s.model, "machine": s.machine, "context": int(s.context), "attention": s.attention,
+            "precision": s.precision.to_dict(), "tensor_parallel": s.tensor_parallel,
+            "compute_efficiency": s.cost_model.compute_efficiency, "memory_efficiency": s.cost_model.memory_efficiency,
+            "launch_overhead_s": s.cost_model.launch_overhead_s, "cuda_graph": s.cost_model.cuda_graph,
+            "compute_bound_batch": self.compute_bound_batch, "step_compute_bound_batch": self.step_compute_bound_batch,
+            "max_batch_in_memory": self.max_batch_in_memory, "weights_bytes": self.memory.parts[0].bytes,
+            "kv_bytes_per_sequence": self.kv_per_sequence_bytes, "capacity_bytes": self.memory.capacity_bytes,
+            "kv_overtakes_weights_at_context_batch_1": self.kv_crossover_context,
+            "time_to_first_token_s": None if self.prefill is None else float(self.prefill.time_s),
+            "rows": self.rows(),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_csv(self) -> str:
+        from roofline.tables import rows_to_csv
+
+        return rows_to_csv(self.rows())
+
+    def to_table(self) -> str:
+        from roofline.plan_tables import decode_table
+
+        return decode_table(self)
+
+
+def decode_plan(model="llama3-8b", machine="h100-sxm", batches=DEFAULT_BATCHES, context=4096, attention="flash",
+                precision: Precision | None = None, tensor_parallel=1, link="nvlink", cost_model: CostModel | None = None,
+                memory_fraction: float = 1.0) -> DecodePlan:
+    """Decode latency and throughput versus batch at one context (one vectorised call), with the
+    compute-bound batches, the largest batch that fits, and the time to first token of a prompt
+    of ``context`` tokens at batch 1."""
+    cfg = get_model(model)
+    m = get_machine(machine)
+    precision = precision or Precision()
+    cost_model = cost_model or default_cost_model(m)
+    check_number("batch", batches, maximum=MAX_COUNT, integer=True)
+    batches = np.unique(np.asarray(batches, dtype=float).astype(np.int64))
+    common = dict(attention=attention, precision=precision, tensor_parallel=tensor_parallel, link=link, cost_model=cost_model)
+    step = decode_step(cfg, m, batches, context, **common)
+    search = np.arange(1, SEARCH_MAX_BATCH + 1)
+    wide = decode_step(cfg, m, search, context, **common)
+    mem = inference_memory(cfg, m, 1, context, precision, tensor_parallel, memory_fraction)
+    limits = dict(mem.limits)
+    return DecodePlan(
+        step=step,
+        memory=mem,
+        compute_bound_batch=_first_batch(np.asarray(wide.totals.gemm_compute_s) >= np.asarray(wide.totals.gemm_memory_s), search),
+        step_compute_bound_batch=_first_batch(np.asarray(wide.bound) == "compute", search),
+        max_batch_in_memory=limits.get("max_batch_at_context"),
+        kv_per_sequence_bytes=context * kv_bytes_per_token(cfg, precision, tensor_parallel),
+        kv_crossover_context=int(kv_overtakes_weights_context(cfg, 1, precision, tensor_parallel)),
+        prefill=time_to_first_token(cfg, m, context, 1, **common),
+        curve=decode_step(cfg, m, np.arange(1, int(batches.max()) + 1), context, **common),
+    )

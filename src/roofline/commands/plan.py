@@ -1,0 +1,292 @@
+"""`roofline decode`, `train`, `memory` and `sweep`: inference and training plans (SPEC C6, C7).
+
+Human tables by default, --json (and --csv where rows make sense) for tools, -o FILE.png|.svg for
+figures. Bad input is one line naming the flag, exit code 2 (cli.main).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from roofline.cliargs import COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg
+from roofline.errors import RooflineError
+
+QUANT = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+SWEEP_MACHINES = "h100-sxm,h200,b200,a100-80gb,mi300x,l40s"
+
+
+def count_list(flag):
+    """'1,2,4,1024' -> [1, 2, 4, 1024], each a whole number > 0 (named in the error)."""
+    one = number_arg(flag, **COUNT)
+
+    def convert(text):
+        items = [t for t in str(text).replace(" ", "").split(",") if t]
+        if not items:
+            raise argparse.ArgumentTypeError("expected a comma-separated list like 1,2,4")
+        return [one(t) for t in items]
+
+    convert.__name__ = flag
+    return convert
+
+
+def _output(path):
+    if path and not path.lower().endswith((".png", ".svg")):
+        raise RooflineError(f"-o/--output must end in .png or .svg, got {path!r}", field="output")
+    return path
+
+
+def _add_model(p):
+    p.add_argument("--model", default="llama3-8b", help="preset (see `roofline models`) or a config.json path")
+
+
+def _add_precision(p):
+    p.add_argument("--dtype", choices=QUANT, default="bf16", help="weights, activations and KV cache (default bf16)")
+    p.add_argument("--weights", choices=QUANT, default=None, help="weight storage dtype (default --dtype)")
+    p.add_argument("--activations", choices=QUANT, default=None, help="activation dtype (default --dtype)")
+    p.add_argument("--kv-cache", choices=QUANT, default=None, help="KV-cache dtype (default --dtype)")
+
+
+def _precision(args):
+    from roofline.plan import Precision
+
+    return Precision(args.weights or args.dtype, args.activations or args.dtype, args.kv_cache or args.dtype)
+
+
+def _add_tp(p):
+    p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1,
+                   help="tensor-parallel GPUs per model copy (2 all-reduces per block)")
+    p.add_argument("--link", default="nvlink", help="link of the tensor-parallel all-reduces (default nvlink)")
+
+
+def _add_format(p, csv=True):
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    if csv:
+        fmt.add_argument("--csv", action="store_true")
+    p.add_argument("-o", "--output", default=None, help="also draw the figure to FILE.png or FILE.svg")
+
+
+def _emit(args, result, draw=None):
+    out = _output(args.output)
+    if args.json:
+        print(result.to_json())
+    elif getattr(args, "csv", False):
+        sys.stdout.write(result.to_csv())
+    else:
+        print(result.to_table())
+    if out and draw:
+        draw(out)
+        print(f"wrote {out}", file=sys.stderr if (args.json or getattr(args, "csv", False)) else sys.stdout)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def cmd_decode(args):
+    from roofline.capacity import decode_plan
+    from roofline.plan import DEFAULT_BATCHES, decode_step
+
+    _output(args.output)
+    m = machine_from_args(args)
+    cm = cost_model_from_args(args, m)
+    plan = decode_plan(args.model, m, args.batch or DEFAULT_BATCHES, args.context, args.attention, _precision(args), args.tp,
+                       args.link, cm, args.memory_fraction)
+    if args.breakdown and not (args.json or args.csv):
+        step = decode_step(args.model, m, args.breakdown, args.context, attention=args.attention, precision=_precision(args),
+                           tensor_parallel=args.tp, link=args.link, cost_model=cm)
+        print(f"one decode step at batch {args.breakdown:,}, op by op (each op times its count over the layers):\n")
+        print(step.to_table() + "\n")
+
+    def draw(path):
+        from roofline.plots import plot_decode
+
+        plot_decode(plan, path)
+
+    _emit(args, plan, draw)
+
+
+def cmd_train(args):
+    from roofline.training import train_plan
+
+    _output(args.output)
+    m = machine_from_args(args)
+    plan = train_plan(args.model, args.tokens, args.gpus, m, args.mfu, args.hfu, args.seq_len, args.recompute, args.flops,
+                      args.peak_dtype, args.price, args.tp, args.pp, args.zero, args.micro_batch, args.global_batch,
+                      not args.no_sequence_parallel, args.attention, args.tp_link, args.dp_link, args.gpus_per_node)
+
+    def draw(path):
+        from roofline.plots import plot_train
+
+        plot_train(plan, _zero_options(args, m), path)
+
+    _emit(args, plan, draw)
+
+
+def _zero_options(args, m):
+    """Memory per GPU under each ZeRO stage, without and with full recompute, for the figure."""
+    from roofline.training import make_layout, train_memory
+
+    out = []
+    for rc in dict.fromkeys((args.recompute, "full")):
+        for zero in range(4):
+            lay = make_layout(args.gpus, args.tp, args.pp, zero, args.micro_batch, args.seq_len, args.global_batch,
+                              not args.no_sequence_parallel)
+            label = f"ZeRO {zero}, {'no' if rc == 'none' else rc} recompute"
+            label += "  (this plan)" if (zero, rc) == (args.zero, args.recompute) else ""
+            out.append((label, train_memory(args.model, m, lay, args.seq_len, rc, args.attention)))
+    return out
+
+
+def cmd_memory(args):
+    _output(args.output)
+    m = machine_from_args(args)
+    if args.mode == "train":
+        from roofline.training import make_layout, train_memory
+
+        lay = make_layout(args.gpus, args.tp, args.pp, args.zero, args.micro_batch, args.seq_len, None, True)
+        plan = train_memory(args.model, m, lay, args.seq_len, args.recompute, args.attention)
+        options = lambda: _zero_options(_train_like(args), m)  # noqa: E731
+    else:
+        from roofline.capacity import inference_memory
+
+        plan = inference_memory(args.model, m, args.batch, args.context, _precision(args), args.tp, args.memory_fraction)
+        options = lambda: _batch_options(args, m, plan)  # noqa: E731
+
+    def draw(path):
+        from roofline.plots import plot_memory
+
+        from roofline.plan_tables import _model_name
+
+        if args.mode == "train":
+            g = dict(plan.settings)
+            what = (f"training (data {g['data_parallel']} x tensor {g['tensor_parallel']} x pipeline {g['pipeline_parallel']}, "
+                    f"sequence {args.seq_len:,})")
+        else:
+            what = f"inference at context {args.context:,}"
+        plot_memory(options(), path, f"{_model_name(plan.model)} {what}: memory per GPU on {m.name}")
+
+    _emit(args, plan, draw)
+
+
+def _train_like(args):
+    ns = argparse.Namespace(**vars(args))
+    ns.global_batch, ns.no_sequence_parallel = None, False
+    return ns
+
+
+def _batch_options(args, m, plan):
+    from roofline.capacity import inference_memory
+
+    limit = dict(plan.limits).get("max_batch_at_context") or 1
+    batches = sorted({args.batch, *(2**i for i in range(0, 11) if 2**i <= max(2 * limit, 8))})
+    return [(f"batch {b:,}", inference_memory(args.model, m, b, args.context, _precision(args), args.tp, args.memory_fraction))
+            for b in batches]
+
+
+def cmd_sweep(args):
+    from roofline.sweep import sweep
+
+    _output(args.output)
+    names = args.machine.split(",") if args.machine else (SWEEP_MACHINES.split(",") if args.over == "machines" else ["h100-sxm"])
+    machines = [machine_from_args(args, n.strip()) for n in names if n.strip()]
+    result = sweep(args.model, machines, args.over, args.values, args.phase, args.tokens, args.batch, args.context,
+                   args.attention, _precision(args), args.tp, args.link, lambda mach: cost_model_from_args(args, mach))
+
+    def draw(path):
+        from roofline.plots import plot_sweep
+
+        plot_sweep(result, path)
+
+    _emit(args, result, draw)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def register(sub):
+    p = sub.add_parser("decode", help="decode latency and throughput versus batch; compute-bound batch; what fits")
+    _add_model(p)
+    add_machine_flags(p)
+    p.add_argument("--context", type=number_arg("--context", **COUNT), default=4096, help="tokens in each sequence's KV cache, S")
+    p.add_argument("--batch", type=count_list("--batch"), default=None, help="batches to tabulate (default 1,2,4,...,1024)")
+    p.add_argument("--attention", choices=("flash", "naive"), default="flash")
+    _add_precision(p)
+    _add_tp(p)
+    p.add_argument("--memory-fraction", type=number_arg("--memory-fraction", maximum=1.0), default=1.0,
+                   help="share of GPU memory for weights + KV cache (default 1; servers keep ~0.9)")
+    p.add_argument("--breakdown", type=number_arg("--breakdown", **COUNT), default=None, metavar="BATCH",
+                   help="also print the whole step op by op at this batch")
+    add_cost_flags(p)
+    _add_format(p)
+    p.set_defaults(func=cmd_decode)
+
+    p = sub.add_parser("train", help="training FLOPs, days, GPU-hours, cost, MFU/HFU, memory per GPU, collectives")
+    _add_model(p)
+    add_machine_flags(p)
+    p.add_argument("--tokens", type=number_arg("--tokens", maximum=1e18), required=True, help="training tokens, e.g. 15e12")
+    p.add_argument("--gpus", type=number_arg("--gpus", integer=True, maximum=1e7), required=True)
+    util = p.add_mutually_exclusive_group()
+    util.add_argument("--mfu", type=number_arg("--mfu", maximum=1.0), default=None, help="model FLOPs utilisation (default 0.40)")
+    util.add_argument("--hfu", type=number_arg("--hfu", maximum=1.0), default=None,
+                      help="hardware FLOPs utilisation, recomputation included (instead of --mfu)")
+    p.add_argument("--flops", choices=("6nd", "full"), default="6nd",
+                   help="6nd: 6N per token (seed); full: 6N_matmul + 12Lhs (attention, PaLM/Megatron)")
+    p.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    p.add_argument("--seq-len", type=number_arg("--seq-len", integer=True, maximum=1e8), default=8192)
+    p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1, help="tensor parallel")
+    p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=4096), default=1, help="pipeline parallel")
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage over the data-parallel ranks")
+    p.add_argument("--micro-batch", type=number_arg("--micro-batch", **COUNT), default=1, help="sequences per micro-batch")
+    p.add_argument("--global-batch", type=number_arg("--global-batch", maximum=1e15), default=None,
+                   help="tokens per optimizer step (default: one micro-batch per data-parallel rank)")
+    p.add_argument("--price", type=number_arg("--price", maximum=1e6), default=None, help="$ per GPU-hour")
+    p.add_argument("--peak-dtype", choices=QUANT, default="bf16", help="dtype whose dense peak the utilisation is of")
+    p.add_argument("--attention", choices=("flash", "naive"), default="flash", help="naive stores the s x s scores")
+    p.add_argument("--no-sequence-parallel", action="store_true", help="tensor parallel without sequence parallelism")
+    p.add_argument("--tp-link", default="nvlink")
+    p.add_argument("--dp-link", default=None, help="gradient all-reduce link (default: nvlink within a node, else infiniband)")
+    p.add_argument("--gpus-per-node", type=number_arg("--gpus-per-node", integer=True, maximum=1e4), default=8)
+    _add_format(p, csv=False)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("memory", help="memory per GPU: weights + KV cache (inference) or training states + activations")
+    _add_model(p)
+    add_machine_flags(p)
+    p.add_argument("--mode", choices=("inference", "train"), default="inference")
+    p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="inference: sequences")
+    p.add_argument("--context", type=number_arg("--context", **COUNT), default=8192, help="inference: tokens per sequence")
+    _add_precision(p)
+    p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1, help="tensor parallel")
+    p.add_argument("--memory-fraction", type=number_arg("--memory-fraction", maximum=1.0), default=1.0)
+    p.add_argument("--gpus", type=number_arg("--gpus", integer=True, maximum=1e7), default=None, help="train: GPUs (default tp x pp)")
+    p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=4096), default=1, help="train: pipeline parallel")
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="train: ZeRO stage")
+    p.add_argument("--micro-batch", type=number_arg("--micro-batch", **COUNT), default=1, help="train: sequences")
+    p.add_argument("--seq-len", type=number_arg("--seq-len", integer=True, maximum=1e8), default=8192, help="train")
+    p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="train")
+    p.add_argument("--attention", choices=("flash", "naive"), default="flash", help="train: naive stores the scores")
+    _add_format(p)
+    p.set_defaults(func=_memory_entry)
+
+    p = sub.add_parser("sweep", help="sweep tokens, batch, context or machines (vectorised); table, CSV, JSON, plot")
+    _add_model(p)
+    add_machine_flags(p, default=None)
+    p.add_argument("--over", choices=("tokens", "batch", "context", "machines"), required=True)
+    p.add_argument("--values", type=count_list("--values"), default=None, help="sizes, e.g. 128,1024,8192 (default: powers of 2)")
+    p.add_argument("--phase", choices=("prefill", "decode"), default=None, help="default: prefill for tokens, else decode")
+    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=4096, help="prompt tokens when not swept")
+    p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="batch when not swept")
+    p.add_argument("--context", type=number_arg("--context", **COUNT), default=4096, help="decode context when not swept")
+    p.add_argument("--attention", choices=("flash", "naive"), default="flash")
+    _add_precision(p)
+    _add_tp(p)
+    add_cost_flags(p)
+    _add_format(p)
+    p.set_defaults(func=cmd_sweep)
+
+
+def _memory_entry(args):
+    if args.gpus is None:
+        args.gpus = args.tp * args.pp
+    cmd_memory(args)

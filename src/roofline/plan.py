@@ -1,0 +1,426 @@
+"""Whole-model inference planning (SPEC C6): time to first token, decode step latency and
+throughput versus batch and context, quantisation, MoE, tensor parallelism, memory fit.
+
+A model is L blocks (``blocks.block_kernels``) + the embedding gather + the final norm + the LM
+head and, with tensor parallelism t > 1, two all-reduces per block over a link (Megatron-LM: one
+after attention's output projection, one after the MLP's down projection; Shoeybi et al. 2019,
+arXiv:1909.08053, section 3). Each kind of op is predicted once and multiplied by its count
+(max(L c, L m) = L max(c, m)), so a sweep over batch, tokens or context is one numpy call.
+
+Traffic split. An op's bytes are weights (a matmul's K x N operand; the embedding rows gathered),
+KV cache (keys and values that decode attention reads) and activations (everything else).
+blocks.py prices all three at one width; ``_requantised`` re-prices the weight and KV parts at
+their own: bytes' = bytes + (w_w - w_a) weight_elems + (w_kv - w_a) kv_elems. Matmuls run at the
+peak of the wider of the weight and activation dtypes (the narrower operand is up-converted, as
+in weight-only int4 kernels); every other op at the activation dtype.
+
+Letters: B batch, T prompt tokens, S context (keys cached), D d_model, h = H d_head, K kv heads,
+F d_ff, V vocab, L layers, E experts, t tensor-parallel degree. Memory fit and decode versus batch
+build on this in capacity.py, training in training.py, sweeps in sweep.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.blocks import block_kernels, expected_experts_touched
+from roofline.cost import CostModel, WorkloadPrediction, _jsonable, bytes_per_s, op_times
+from roofline.errors import RooflineError, check_choice, check_number
+from roofline.kernels import Kernel, all_reduce_kernel, embedding_kernel, layernorm_kernel, matmul_kernel, rmsnorm_kernel
+from roofline.machines import Machine, get_machine
+from roofline.transformer import TransformerConfig, count_params, get_model, kv_cache_bytes_per_token
+from roofline.units import DTYPE_BYTES
+
+QUANT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+DEFAULT_BATCHES = tuple(2**i for i in range(11))  # 1 .. 1,024
+SEARCH_MAX_BATCH = 65536  # compute-bound batches are searched up to here
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Storage widths of the weights, the activations and the KV cache (bf16 2, fp8 1, int8 1,
+    int4 0.5 bytes), each on its own."""
+
+    weights: str = "bf16"
+    activations: str = "bf16"
+    kv_cache: str = "bf16"
+
+    def __post_init__(self):
+        for part in ("weights", "activations", "kv_cache"):
+            check_choice(f"{part} dtype", getattr(self, part), QUANT_DTYPES)
+
+    @classmethod
+    def uniform(cls, dtype: str) -> "Precision":
+        return cls(dtype, dtype, dtype)
+
+    @property
+    def compute(self) -> str:
+        """The matmul dtype: the wider of weights and activations (activations on a tie)."""
+        w, a = DTYPE_BYTES[self.weights], DTYPE_BYTES[self.activations]
+        return self.weights if w > a else self.activations
+
+    def label(self) -> str:
+        if self.weights == self.activations == self.kv_cache:
+            return self.weights
+        return f"weights {self.weights}, activations {self.activations}, KV {self.kv_cache}"
+
+    def to_dict(self) -> dict:
+        return {"weights": self.weights, "activations": self.activations, "kv_cache": self.kv_cache, "compute": self.compute}
+
+
+def shard(model, tensor_parallel: int = 1) -> TransformerConfig:
+    """One GPU's slice under Megatron-LM tensor parallelism t: query heads, d_ff (of each expert)
+    and the vocabulary split t ways; kv heads split too, or replicated once t exceeds them. Norms
+    and the router are replicated. count_params of the slice is the weights one GPU holds."""
+    cfg = get_model(model)
+    check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True)
+    t = int(tensor_parallel)
+    if t == 1:
+        return cfg
+    H, K = cfg.n_heads, cfg.n_kv_heads
+    if H % t:
+        raise RooflineError(f"tensor_parallel {t} must divide {cfg.name}'s {H} attention heads", field="tensor_parallel")
+    if K % t and t % K:
+        raise RooflineError(f"tensor_parallel {t} must divide {cfg.name}'s {K} kv heads or be a multiple of them",
+                            field="tensor_parallel")
+    for f in ("d_ff", "expert_d_ff"):
+        if getattr(cfg, f) % t:
+            raise RooflineError(f"tensor_parallel {t} must divide {cfg.name}'s {f} {getattr(cfg, f)}", field="tensor_parallel")
+    return dataclasses.replace(
+        cfg, name=f"{cfg.name} (1/{t} tensor-parallel)", key="", n_heads=H // t, n_kv_heads=max(1, K // t),
+        head_dim=cfg.head_dim, d_ff=cfg.d_ff // t, expert_d_ff=cfg.expert_d_ff // t, vocab=-(-cfg.vocab // t),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole model as counted ops
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CountedOp:
+    """A kernel run ``count`` times per forward pass, with its weight and KV-cache bytes (per run)."""
+
+    kernel: Kernel
+    count: int
+    weight_bytes: object = 0.0
+    kv_bytes: object = 0.0
+
+
+# Elements of weights and KV cache each block op of blocks.py reads, as (weight, kv) closed forms.
+# Ops not listed move activations only. An unknown matmul or attention op is an error, never a 0.
+_ACTIVATION_ONLY = {"attn norm", "ffn norm", "softmax", "residual add", "residual add 2", "silu*mul", "gelu"}
+
+
+def _split_elems(cfg: TransformerConfig, name: str, phase: str, B, T, S):
+    """(weight elements, KV-cache elements) one run of block op ``name`` reads."""
+    D, h, kv, F = cfg.d_model, cfg.attn_dim, cfg.kv_dim, cfg.expert_d_ff
+    kv_read = B * S * kv if phase == "decode" else 0.0  # keys (or values) of S cached tokens
+    if name in _ACTIVATION_ONLY:
+        return 0.0, 0.0
+    if name in ("QK^T", "PV"):
+        return 0.0, kv_read
+    if name == "flash attention":
+        return 0.0, 2.0 * kv_read
+    if name.startswith("expert"):
+        touched = expected_experts_touched(cfg.n_experts, cfg.experts_per_token, B * T) + cfg.n_shared_experts
+        per_expert = {"expert gate+up proj": 2 * D * F, "expert up proj": D * F, "expert down proj": F * D}[name]
+        return touched * per_expert, 0.0
+    dense = {"QKV proj": D * (h + 2 * kv), "out proj": h * D, "gate+up proj": 2 * D * F, "up proj": D * F,
+             "down proj": F * D, "router": D * cfg.n_experts}
+    if name not in dense:
+        raise RooflineError(f"no weight/KV traffic rule for block op {name!r}", field="model")
+    return float(dense[name]), 0.0
+
+
+def _requantised(k: Kernel, weight_elems, kv_elems, precision: Precision) -> tuple[Kernel, object, object]:
+    """The kernel with its weight and KV parts at their own widths, and those parts in bytes."""
+    wa, ww, wkv = (DTYPE_BYTES[d] for d in (precision.activations, precision.weights, precision.kv_cache))
+    moved = k.bytes + (ww - wa) * weight_elems + (wkv - wa) * kv_elems
+    dtype = precision.compute if k.category == "matmul" else precision.activations
+    return Kernel(k.name, k.flops, moved, k.category, dtype, k.link), ww * weight_elems, wkv * kv_elems
+
+
+def model_ops(model, phase="decode", tokens=1, batch=1, context=None, attention="flash", precision=None,
+              tensor_parallel=1, link="nvlink") -> list[CountedOp]:
+    """One forward pass of the whole model on one GPU, in order: embedding gather, the L block ops
+    (each counted L times), the tensor-parallel all-reduces (2 L), the final norm and the LM head.
+    Prefill: T = ``tokens`` per sequence; the final norm and LM head run on the last token only
+    (B rows: time to first token needs one set of logits). Decode: one token per sequence against
+    S = ``context`` cached keys. Sizes may be numpy arrays (they broadcast)."""
+    cfg = get_model(model)
+    precision = precision or Precision()
+    sh = shard(cfg, tensor_parallel)
+    t = int(tensor_parallel)
+    wa = precision.activations
+    block = block_kernels(sh, phase, tokens, batch, context, attention, wa)
+    T = tokens if phase == "prefill" else 1
+    S = tokens if (phase == "prefill" or context is None) else context
+    M = batch * T
+    D, L = cfg.d_model, cfg.n_layers
+
+    def counted(k, count, weight_elems=0.0, kv_elems=0.0):
+        kernel, wbytes, kvbytes = _requantised(k, weight_elems, kv_elems, precision)
+        return CountedOp(kernel, count, wbytes, kvbytes)
+
+    ops = [counted(embedding_kernel(M, D, wa, name="embedding"), 1, M * D)]
+    ops += [counted(k, L, *_split_elems(sh, k.name, phase, batch, T, S)) for k in block]
+    if t > 1:
+        ops.append(counted(all_reduce_kernel(M * D, t, link, wa, name=f"TP all-reduce ({link})"), 2 * L))
+    if cfg.norm == "layernorm":
+        norm = layernorm_kernel(batch, D, wa)
+        norm = Kernel("final norm", norm.flops, norm.bytes, norm.category, norm.dtype)
+    else:
+        norm = rmsnorm_kernel(batch, D, wa, name="final norm")
+    ops.append(counted(norm, 1))
+    ops.append(counted(matmul_kernel(batch, sh.vocab, D, wa, name="LM head"), 1, D * sh.vocab))
+    return ops
+
+
+def predict_counted(ops: list[CountedOp], machine, cost_model: CostModel) -> WorkloadPrediction:
+    """Predict each op once and scale by its count. Each run pays one launch; with a CUDA graph
+    the whole pass pays one, shared by all runs."""
+    machine = get_machine(machine)
+    runs = sum(op.count for op in ops)
+    per_run = cost_model.launch_overhead_s / runs if cost_model.cuda_graph else None
+    preds = []
+    for op in ops:
+        p = cost_model.predict_op(op.kernel, machine, per_run)
+        n = op.count
+        if n != 1:
+            p = dataclasses.replace(p, name=f"{p.name} x{n}", flops=p.flops * n, bytes=p.bytes * n, compute_s=p.compute_s * n,
+                                    memory_s=p.memory_s * n, launch_s=p.launch_s * n, time_s=p.time_s * n)
+        preds.append(p)
+    return WorkloadPrediction.from_ops(machine.name, cost_model, tuple(preds))
+
+
+def default_cost_model(machine: Machine) -> CostModel:
+    """Seed 003's fractions (e_c 0.70, e_m 0.85) with the machine's preset launch overhead."""
+    return CostModel(0.70, 0.85, machine.launch_overhead_s)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Sums over a pass's ops (arrays when a size was): seconds by the limit that binds each op,
+    FLOPs and bytes, the matmuls' share, and the weight and KV-cache bytes read."""
+
+    time_s: object = 0.0
+    memory_time_s: object = 0.0
+    compute_time_s: object = 0.0
+    link_time_s: object = 0.0
+    launch_s: object = 0.0
+    flops: object = 0.0
+    bytes: object = 0.0
+    weight_bytes: object = 0.0
+    kv_bytes: object = 0.0
+    gemm_flops: object = 0.0
+    gemm_weight_bytes: object = 0.0
+    gemm_compute_s: object = 0.0
+    gemm_memory_s: object = 0.0
+
+
+def totals(ops: list[CountedOp], machine, cost_model: CostModel) -> Totals:
+    """The same arithmetic as predict_counted (cost.op_times per op, times its count), summed
+    without building per-op results: the fast path for sweeps. An op is memory- (or link-) bound
+    when moving its bytes takes longer than its arithmetic, as in CostModel.predict_op."""
+    machine = get_machine(machine)
+    cm = cost_model
+    runs = sum(op.count for op in ops)
+    launch = cm.launch_overhead_s / runs if cm.cuda_graph else cm.launch_overhead_s
+    acc = dict.fromkeys(Totals.__dataclass_fields__, 0.0)
+    for op in ops:
+        k, n = op.kernel, op.count
+        c, m, t = op_times(k.flops, k.bytes, machine.peak(k.dtype), bytes_per_s(k, machine), cm.compute_efficiency,
+                           cm.memory_efficiency, launch, cm.overlap)
+        moving = m > c
+        t = t * n
+        acc["time_s"] += t
+        acc["link_time_s" if k.link else "memory_time_s"] += t * moving
+        acc["compute_time_s"] += t * ~moving
+        acc["launch_s"] += launch * n
+        acc["flops"] += k.flops * n
+        acc["bytes"] += k.bytes * n
+        acc["weight_bytes"] += op.weight_bytes * n
+        acc["kv_bytes"] += op.kv_bytes * n
+        if k.category == "matmul":
+            acc["gemm_flops"] += k.flops * n
+            acc["gemm_weight_bytes"] += op.weight_bytes * n
+            acc["gemm_compute_s"] += c * n
+            acc["gemm_memory_s"] += m * n
+    return Totals(**acc)
+
+
+def _text(x):
+    return str(x) if np.ndim(x) == 0 else x
+
+
+@dataclass(frozen=True)
+class ModelPrediction:
+    """One forward pass of a whole model on one GPU (prefill of ``tokens`` or one decode step at
+    ``context``), batch ``batch``. Quantities may be arrays when a size was.
+
+    ``totals`` holds the sums; ``prediction`` (built on first use) the per-op breakdown, each op
+    times its count. ``weight_bytes`` and ``kv_bytes`` are the weights (embedding rows included)
+    and KV cache read; ``bound`` is the limit that holds most of the time."""
+
+    model: str
+    machine: str
+    phase: str
+    tokens: object
+    batch: object
+    context: object
+    attention: str
+    precision: Precision
+    tensor_parallel: int
+    ops: tuple[CountedOp, ...]
+    machine_spec: Machine
+    cost_model: CostModel
+    totals: Totals
+
+    @functools.cached_property
+    def prediction(self) -> WorkloadPrediction:
+        return predict_counted(list(self.ops), self.machine_spec, self.cost_model)
+
+    @property
+    def time_s(self):
+        """Seconds for the pass: the decode step, or the time to first token in prefill."""
+        return self.totals.time_s
+
+    @property
+    def tokens_per_s(self):
+        """Tokens out per second: B per decode step; B T prompt tokens per prefill."""
+        made = self.batch if self.phase == "decode" else self.batch * self.tokens
+        return made / self.time_s
+
+    @property
+    def flops(self):
+        return self.totals.flops
+
+    @property
+    def bytes(self):
+        return self.totals.bytes
+
+    @property
+    def weight_bytes(self):
+        return self.totals.weight_bytes
+
+    @property
+    def kv_bytes(self):
+        return self.totals.kv_bytes
+
+    @property
+    def intensity(self):
+        """FLOPs per byte of the whole pass (weights, KV cache and activations)."""
+        return self.flops / self.bytes
+
+    @property
+    def weights_intensity(self):
+        """Matmul FLOPs per matmul weight byte: the seed's decode view, = B in bf16 for a dense model
+        (2 B FLOPs per weight over 2 bytes per weight)."""
+        return self.totals.gemm_flops / self.totals.gemm_weight_bytes
+
+    @property
+    def memory_bound_share(self):
+        return self.totals.memory_time_s / self.time_s
+
+    @property
+    def link_share(self):
+        return self.totals.link_time_s / self.time_s
+
+    @property
+    def bound(self):
+        """"memory", "compute" or "link": whichever holds the larger share of the time."""
+        t = self.totals
+        shares = np.stack(np.broadcast_arrays(t.memory_time_s, t.compute_time_s, t.link_time_s))
+        return _text(np.array(["memory", "compute", "link"])[np.argmax(shares, axis=0)])
+
+    @property
+    def gemm_bound(self):
+        """"compute" once the matmuls' arithmetic takes at least as long as their weight reads."""
+        t = self.totals
+        return _text(np.where(np.asarray(t.gemm_compute_s) >= np.asarray(t.gemm_memory_s), "compute", "memory"))
+
+    def summary(self) -> dict:
+        return {
+            "model": self.model, "machine": self.machine, "phase": self.phase, "tokens": self.tokens, "batch": self.batch,
+            "context": self.context, "attention": self.attention, "precision": self.precision.to_dict(),
+            "tensor_parallel": self.tensor_parallel, "time_s": self.time_s, "tokens_per_s": self.tokens_per_s,
+            "flops": self.flops, "bytes": self.bytes, "intensity": self.intensity, "weights_intensity": self.weights_intensity,
+            "weight_bytes": self.weight_bytes, "kv_bytes": self.kv_bytes, "bound": self.bound, "gemm_bound": self.gemm_bound,
+            "memory_bound_share": self.memory_bound_share, "link_share": self.link_share,
+        }
+
+    def to_dict(self) -> dict:
+        pred = self.prediction.to_dict()
+        pred.pop("machine")
+        return {k: _jsonable(v) for k, v in {**pred, **self.summary()}.items()}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_csv(self) -> str:
+        return self.prediction.to_csv()
+
+    def to_table(self) -> str:
+        return self.prediction.to_table()
+
+
+def predict_model(model="llama3-8b", machine="h100-sxm", phase="decode", tokens=1, batch=1, context=None,
+                  attention="flash", precision=None, tensor_parallel=1, link="nvlink",
+                  cost_model: CostModel | None = None) -> ModelPrediction:
+    """Predict one forward pass of the whole model (see model_ops). Default cost model: seed 003's
+    fractions with the machine's launch overhead."""
+    cfg = get_model(model)
+    m = get_machine(machine)
+    precision = precision or Precision()
+    cost_model = cost_model or default_cost_model(m)
+    ops = model_ops(cfg, phase, tokens, batch, context, attention, precision, tensor_parallel, link)
+    S = tokens if (phase == "prefill" or context is None) else context
+    return ModelPrediction(
+        model=cfg.key or cfg.name, machine=m.key or m.name, phase=phase, tokens=tokens if phase == "prefill" else 1,
+        batch=batch, context=S, attention=attention, precision=precision, tensor_parallel=int(tensor_parallel),
+        ops=tuple(ops), machine_spec=m, cost_model=cost_model, totals=totals(ops, m, cost_model),
+    )
+
+
+def time_to_first_token(model, machine, tokens, batch=1, **kwargs) -> ModelPrediction:
+    """Prefill of ``tokens`` prompt tokens for ``batch`` sequences: the time to first token."""
+    return predict_model(model, machine, "prefill", tokens, batch, **kwargs)
+
+
+def decode_step(model, machine, batch=1, context=4096, **kwargs) -> ModelPrediction:
+    """One decode step: one new token for each of ``batch`` sequences with ``context`` cached."""
+    return predict_model(model, machine, "decode", 1, batch, context, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory for inference, and where the KV cache overtakes the weights
+# ---------------------------------------------------------------------------------------------
+
+
+def inference_weight_bytes(model, precision: Precision | None = None, tensor_parallel: int = 1) -> float:
+    """Weights one GPU holds: every parameter (all experts) of its tensor-parallel slice."""
+    precision = precision or Precision()
+    return count_params(shard(model, tensor_parallel))["total"] * DTYPE_BYTES[precision.weights]
+
+
+def kv_bytes_per_token(model, precision: Precision | None = None, tensor_parallel: int = 1) -> float:
+    """KV cache per token on one GPU: 2 L K d_head w over its kv heads."""
+    precision = precision or Precision()
+    return kv_cache_bytes_per_token(shard(model, tensor_parallel), precision.kv_cache)
+
+
+def kv_overtakes_weights_context(model, batch=1, precision: Precision | None = None, tensor_parallel: int = 1):
+    """The smallest context S at which a decode step reads at least as much KV cache (B S 2 L K
+    d_head w_kv) as weights: S* = ceil(weight bytes read / (B KV bytes per token)). Weight bytes read are the
+    matmul weights (the experts a batch of B touches, for MoE), not the embedding table."""
+    precision = precision or Precision()
+    step = model_ops(model, "decode", 1, batch, 1, "flash", precision, tensor_parallel)
+    read = sum(op.weight_bytes * op.count for op in step if op.kernel.category == "matmul")  # the LM head included
+    s_star = np.ceil(read / (np.asarray(batch, dtype=float) * kv_bytes_per_token(model, precision, tensor_parallel)))
+    return int(s_star) if np.ndim(s_star) == 0 else s_star.astype(np.int64)

@@ -1,0 +1,215 @@
+"""Plain-text tables for the planning results (decode, train, sweep), rendered from the result
+objects. Units are converted here, at the edge: ms, GB (decimal, as machine memory is labelled),
+TFLOP/s, days.
+"""
+
+from __future__ import annotations
+
+from roofline.tables import grid
+from roofline.units import format_si
+
+
+def count_text(n) -> str:
+    """15e12 -> '15T', 3e11 -> '300B', 4194304 -> '4.19M' (decimal, as token counts are quoted)."""
+    v = float(n)
+    for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g}{suffix}"
+    return f"{v:,.0f}"
+
+
+def _ms(seconds) -> str:
+    v = float(seconds) * 1e3
+    return f"{v:,.2f}" if v < 100 else f"{v:,.0f}"
+
+
+def _pct(x) -> str:
+    return f"{float(x):.0%}"
+
+
+def _cost_line(cm) -> str:
+    launch = f"launch {cm.launch_overhead_s * 1e6:g} us" + (" once per step (CUDA graph)" if cm.cuda_graph else " per kernel")
+    return f"e_c {cm.compute_efficiency:.2f}, e_m {cm.memory_efficiency:.2f}, {launch}, overlap {cm.overlap:g}"
+
+
+def decode_table(plan) -> str:
+    """The decode-versus-batch table with its header and the planner's readouts."""
+    s = plan.step
+    mem = plan.memory
+    cap = mem.capacity_bytes
+    S = int(s.context)
+    tp = f", tensor parallel {s.tensor_parallel} over {_tp_link(s)}" if s.tensor_parallel > 1 else ""
+    head = [
+        f"{_model_name(s.model)} decode on {s.machine_spec.name}: context {S:,}, {s.attention} attention, "
+        f"{s.precision.label()}{tp}",
+        _cost_line(s.cost_model),
+        f"weights {format_si(mem.parts[0].bytes, 'B')} per GPU (a step reads all but the embedding table); "
+        f"KV cache {format_si(plan.kv_per_sequence_bytes, 'B')} per sequence; memory {format_si(cap, 'B') if cap else 'unknown'}",
+    ]
+    if plan.prefill is not None:
+        head.append(f"time to first token for a {S:,}-token prompt at batch 1: {_ms(plan.prefill.time_s)} ms")
+    show_link = any(r["link_share"] > 0 for r in plan.rows())
+    headers = ["batch", "step ms", "tokens/s", "FLOP/B", "weights read GB", "KV read GB", "matmuls", "step", "mem-bound"]
+    headers += ["link-bound"] if show_link else []
+    headers += ["fits"]
+    rows = []
+    for r in plan.rows():
+        row = [f"{r['batch']:,}", _ms(r["step_s"]), f"{r['tokens_per_s']:,.0f}", f"{r['intensity']:,.1f}",
+               f"{r['weight_bytes'] / 1e9:,.2f}", f"{r['kv_bytes'] / 1e9:,.2f}", r["gemm_bound"], r["bound"],
+               _pct(r["memory_bound_share"])]
+        row += [_pct(r["link_share"])] if show_link else []
+        row += ["-" if r["fits"] is None else ("yes" if r["fits"] else "no")]
+        rows.append(row)
+    right = [True, True, True, True, True, True, False, False, True] + ([True] if show_link else []) + [False]
+    ridge = s.machine_spec.ridge(s.precision.compute)
+    cm = s.cost_model
+    lines = head + ["", grid(headers, rows, right), ""]
+    cb = plan.compute_bound_batch
+    lines.append(
+        f"matmuls turn compute-bound at batch {cb:,}" if cb else "matmuls stay memory-bound up to batch 65,536"
+    )
+    from roofline.units import DTYPE_BYTES
+
+    per_batch = 2.0 / DTYPE_BYTES[s.precision.weights]  # 2 FLOPs per weight per sequence over w bytes
+    view = "batch" if per_batch == 1 else f"{per_batch:g} x batch"
+    lines[-1] += (f" (weights-only intensity = {view} with {s.precision.weights} weights; {s.precision.compute} ridge "
+                  f"{ridge:,.0f} FLOP/B, {ridge * cm.compute_efficiency / cm.memory_efficiency:,.0f} at e_c/e_m)")
+    scb = plan.step_compute_bound_batch
+    if scb:
+        lines.append(f"the whole step turns compute-bound at batch {scb:,}")
+    else:
+        lines.append(f"the step as a whole stays memory-bound at every batch up to 65,536: each sequence's KV-cache "
+                     f"reads ({format_si(plan.kv_per_sequence_bytes, 'B')}) take longer than its FLOPs")
+    if plan.max_batch_in_memory is None:
+        lines.append("largest batch in memory: unknown (the machine gives no capacity)")
+    elif plan.max_batch_in_memory == 0:
+        lines.append(f"largest batch in memory: 0. {mem.verdict}")
+    else:
+        lines.append(f"largest batch whose weights + KV cache fit in {format_si(cap, 'B')} at context {S:,}: "
+                     f"{plan.max_batch_in_memory:,}")
+    cross = plan.kv_crossover_context
+    lines.append(f"KV-cache reads overtake weight reads at context {cross:,} at batch 1 "
+                 f"(at batch B: {cross:,} / B for a dense model)")
+    return "\n".join(lines)
+
+
+def _model_name(key: str) -> str:
+    from roofline.errors import RooflineError
+    from roofline.transformer import get_model
+
+    try:
+        return get_model(key).name
+    except RooflineError:  # a config.json's name, not a preset key
+        return key
+
+
+def _tp_link(s) -> str:
+    for op in s.ops:
+        if op.kernel.link:
+            return op.kernel.link
+    return "?"
+
+
+def train_table(plan) -> str:
+    lay = plan.layout
+    if plan.convention == "6nd":
+        conv = f"6ND, N = {plan.params / 1e9:.3g}B parameters per token (seed 000)"
+        other = f"6N + 12Lhs at s = {plan.seq_len:,} (matmul N, attention in full)"
+    else:
+        conv = f"6N + 12Lhs at s = {plan.seq_len:,}, N = {plan.params / 1e9:.3g}B matmul parameters"
+        other = "6ND"
+    diff = plan.other_convention_flops / plan.training_flops - 1
+    lines = [
+        f"{_model_name(plan.model)} training on {plan.gpus:,} x {plan.memory.machine_name or plan.machine} ({plan.peak_flops_per_s / 1e12:,.0f} TFLOP/s dense "
+        f"{plan.dtype} each)",
+        f"{count_text(plan.tokens)} tokens, sequence {plan.seq_len:,}, {'no' if plan.recompute == 'none' else plan.recompute} "
+        f"recompute; {lay.label()}",
+        "",
+    ]
+    rows = [
+        ["model FLOPs", f"{plan.training_flops:.3g}", conv],
+        ["  other convention", f"{plan.other_convention_flops:.3g}", f"{other}: {diff:+.0%}"],
+        ["hardware FLOPs", f"{plan.hardware_flops:.3g}", "executed, recomputation included"],
+        ["MFU", _pct1(plan.mfu), "model FLOPs / (GPUs x peak x time)"],
+        ["HFU", _pct1(plan.hfu), "hardware FLOPs / (GPUs x peak x time)"],
+        ["time", f"{plan.days:,.1f} days", f"{plan.seconds:,.0f} s"],
+        ["GPU-hours", f"{plan.gpu_hours:,.0f}", ""],
+    ]
+    if plan.cost is not None:
+        rows.append(["cost", f"${plan.cost:,.0f}", f"at ${plan.price_per_gpu_hour:,.2f} per GPU-hour"])
+    lines.append(grid(["", "value", "how"], rows, [False, True, False]))
+    lines += ["", plan.memory.to_table(), ""]
+    lines.append(f"one optimizer step: {lay.global_batch_tokens:,.0f} tokens, {plan.steps:,.0f} steps; compute "
+                 f"{plan.step_compute_s:,.3f} s per step at this utilisation")
+    if plan.step is not None:
+        rows = []
+        for op in plan.step.ops:
+            rows.append([op.name, format_si(op.bytes, "B"), f"{op.time_s:,.3f}", _pct(op.time_s / plan.step_compute_s), op.bound])
+        lines.append(grid(["collective per GPU per step", "bytes sent", "seconds", "of compute", "bound"], rows,
+                          [False, True, True, True, False]))
+        share = plan.step_communication_s / plan.step_compute_s
+        verdict = ("the links would take longer than the compute: link-bound even with perfect overlap"
+                   if share > 1 else "it must overlap with the backward pass to stay hidden" if share > 0.3
+                   else "small enough to hide behind the backward pass")
+        lines.append(f"communication {plan.step_communication_s:,.3f} s per step = {share:.0%} of compute: {verdict} "
+                     "(links at full per-direction bandwidth; ring algorithms)")
+    else:
+        lines.append("no collectives costed" if plan.notes else "no collectives (one GPU)")
+    lines += [f"note: {n}" for n in plan.notes]
+    return "\n".join(lines)
+
+
+def _pct1(x) -> str:
+    return f"{float(x):.1%}"
+
+
+def sweep_table(result) -> str:
+    over = result.over
+    fixed = ", ".join(f"{k} {v:,}" for k, v in result.fixed)
+    lines = [f"{_model_name(result.model)} {result.phase} sweep over {over} ({fixed}; {result.attention} attention, "
+             f"{result.precision.label()})", ""]
+    key = {"tokens": "tokens", "batch": "batch", "context": "context"}.get(over)
+    time_label = "TTFT ms" if result.phase == "prefill" else "step ms"
+    headers = (["machine"] if over == "machines" or len(result.series) > 1 else []) + ([key] if key else [])
+    headers += [time_label, "tokens/s", "FLOP/B", "mem-bound", "bound"]
+    rows = []
+    for r in result.rows():
+        row = ([r["machine"]] if over == "machines" or len(result.series) > 1 else []) + ([f"{r[key]:,}"] if key else [])
+        row += [_ms(r["time_s"]), f"{r['tokens_per_s']:,.0f}", f"{r['intensity']:,.1f}", _pct(r["memory_bound_share"]), r["bound"]]
+        rows.append(row)
+    n_lead = len(headers) - 5
+    right = [h != "machine" for h in headers[:n_lead]] + [True, True, True, True, False]
+    lines.append(grid(headers, rows, right))
+    return "\n".join(lines)
+
+
+def _recompute_text(recompute) -> str:
+    return "no recompute" if recompute in (None, "none") else f"{recompute} recompute"
+
+
+def memory_table(plan) -> str:
+    """A MemoryPlan: what it assumes, its parts against the capacity, the verdict and the limits."""
+    given = dict(plan.settings)
+    if plan.mode == "inference":
+        prec = given.get("precision", {})
+        what = (f"batch {given.get('batch', 0):,} x context {given.get('context', 0):,}, weights {prec.get('weights')}, "
+                f"KV cache {prec.get('kv_cache')}")
+        tp = given.get("tensor_parallel", 1)
+        what += f", tensor parallel {tp}" if tp > 1 else ""
+    else:
+        what = (f"data {given.get('data_parallel')} x tensor {given.get('tensor_parallel')} x pipeline "
+                f"{given.get('pipeline_parallel')}, ZeRO {given.get('zero')}, micro-batch {given.get('micro_batch')} x "
+                f"sequence {given.get('seq_len', 0):,}, {_recompute_text(given.get('recompute'))}, "
+                f"{given.get('attention')} attention")
+    head = f"memory per GPU, {_model_name(plan.model)} {plan.mode}: {what}"
+    rows = [[p.name.replace("_", " "), format_si(p.bytes, "B"), _pct(p.bytes / plan.total_bytes)] for p in plan.parts]
+    rows.append(["total", format_si(plan.total_bytes, "B"), "100%"])
+    if plan.capacity_bytes is not None:
+        rows.append([f"{plan.machine_name or plan.machine} memory", format_si(plan.capacity_bytes, "B"),
+                     f"{plan.total_bytes / plan.capacity_bytes:.0%} used"])
+    lines = [head, "", grid(["part", "bytes", "share"], rows), "", plan.verdict]
+    labels = {"max_batch_at_context": f"largest batch at context {given.get('context', 0):,}",
+              "max_context_at_batch": f"longest context at batch {given.get('batch', 0):,} (tokens)"}
+    lines += [f"{labels.get(k, k.replace('_', ' '))}: {v:,}" for k, v in plan.limits]
+    lines += [f"note: {n}" for n in plan.notes]
+    return "\n".join(lines)

@@ -1,0 +1,143 @@
+"""Sweeps (SPEC C6, C7): one model over prompt tokens, batch, context or machines. Each machine's
+series is one vectorised call of plan.predict_model over a numpy array of sizes (no Python loop
+per size); the result renders to a table, CSV and JSON, and plots.plot_sweep draws it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from roofline.cost import CostModel, _jsonable
+from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_number
+from roofline.machines import Machine, get_machine
+from roofline.plan import Precision, default_cost_model, predict_model
+from roofline.transformer import get_model
+
+AXES = ("tokens", "batch", "context", "machines")
+DEFAULT_VALUES = {
+    "tokens": tuple(2**i for i in range(7, 16)),  # 128 .. 32,768 prompt tokens
+    "batch": tuple(2**i for i in range(11)),  # 1 .. 1,024 sequences
+    "context": tuple(2**i for i in range(7, 18)),  # 128 .. 131,072 cached tokens
+}
+SERIES_FIELDS = ("time_s", "tokens_per_s", "memory_bound_share", "link_share", "intensity", "bound", "weight_bytes", "kv_bytes")
+
+
+@dataclass(frozen=True)
+class SweepSeries:
+    """One machine's predictions at each value of the swept size (arrays of equal length)."""
+
+    machine: str
+    machine_name: str
+    values: np.ndarray
+    time_s: np.ndarray
+    tokens_per_s: np.ndarray
+    memory_bound_share: np.ndarray
+    link_share: np.ndarray
+    intensity: np.ndarray
+    bound: np.ndarray
+    weight_bytes: np.ndarray
+    kv_bytes: np.ndarray
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A sweep: ``over`` one of tokens, batch, context, machines; the sizes held fixed; a series per
+    machine. ``rows()`` flattens it to one row per (machine, value) for CSV and JSON."""
+
+    model: str
+    over: str
+    phase: str
+    fixed: tuple[tuple[str, object], ...]
+    attention: str
+    precision: Precision
+    tensor_parallel: int
+    series: tuple[SweepSeries, ...]
+
+    @property
+    def predictions(self) -> int:
+        return sum(len(s.values) for s in self.series)
+
+    def rows(self) -> list[dict]:
+        out = []
+        for s in self.series:
+            for i, v in enumerate(s.values):
+                row = {"machine": s.machine} if self.over == "machines" else {"machine": s.machine, self.over: _jsonable(v)}
+                row.update({f: _jsonable(getattr(s, f)[i]) for f in SERIES_FIELDS})
+                out.append(row)
+        return out
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "over": self.over, "phase": self.phase, **{k: _jsonable(v) for k, v in self.fixed},
+                "attention": self.attention, "precision": self.precision.to_dict(), "tensor_parallel": self.tensor_parallel,
+                "rows": self.rows()}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_csv(self) -> str:
+        from roofline.tables import rows_to_csv
+
+        return rows_to_csv(self.rows())
+
+    def to_table(self) -> str:
+        from roofline.plan_tables import sweep_table
+
+        return sweep_table(self)
+
+
+def sweep(model="llama3-8b", machines=("h100-sxm",), over="batch", values=None, phase=None, tokens=4096, batch=1,
+          context=4096, attention="flash", precision: Precision | None = None, tensor_parallel=1, link="nvlink",
+          cost_model: CostModel | Callable[[Machine], CostModel] | None = None) -> SweepResult:
+    """Sweep ``over`` tokens (prefill: time to first token), batch or context (decode by default)
+    at the fixed other sizes, on each machine; or over ``machines`` at fixed sizes. ``cost_model``
+    is one CostModel for all machines or a function of the machine (default: seed 003's fractions
+    with each machine's launch overhead)."""
+    check_choice("over", over, AXES)
+    cfg = get_model(model)
+    precision = precision or Precision()
+    machines = [get_machine(m) for m in ([machines] if isinstance(machines, (str, Machine)) else machines)]
+    if not machines:
+        raise RooflineError("sweep needs at least one machine", field="machine")
+    phase = phase or ("prefill" if over == "tokens" else "decode")
+    check_choice("phase", phase, ("prefill", "decode"))
+    if over == "tokens" and phase == "decode":
+        raise RooflineError("a sweep over prompt tokens is a prefill sweep (decode makes one token per step); "
+                            "sweep decode over context", field="phase")
+    if over == "context" and phase == "prefill":
+        raise RooflineError("prefill attends over its own tokens: sweep prefill over tokens", field="phase")
+    if over == "machines":
+        values = None
+    sizes = {"tokens": tokens, "batch": batch, "context": context}
+    if over != "machines":
+        values = np.asarray(DEFAULT_VALUES[over] if values is None else values, dtype=float)
+        check_number(over, values, maximum=MAX_COUNT, integer=True)
+        sizes[over] = values.astype(np.int64)
+    for name, v in sizes.items():
+        if name != over:
+            check_number(name, v, maximum=MAX_COUNT, integer=True)
+    series = tuple(_series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, cost_model) for m in machines)
+    fixed = tuple((k, v) for k, v in sizes.items() if k != over and not (phase == "decode" and k == "tokens")
+                  and not (phase == "prefill" and k == "context"))
+    return SweepResult(cfg.key or cfg.name, over, phase, fixed, attention, precision, int(tensor_parallel), series)
+
+
+CHUNK = 32768  # sizes per vectorised call: arrays this long stay in cache (1e6 at once is ~3x slower)
+
+
+def _series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, cost_model) -> SweepSeries:
+    cm = cost_model(m) if callable(cost_model) else (cost_model or default_cost_model(m))
+    axis = next((k for k, v in sizes.items() if np.ndim(v)), None)
+    swept = np.asarray(sizes[axis]) if axis else np.asarray([sizes["tokens" if phase == "prefill" else "batch"]])
+    parts = []
+    for lo in range(0, swept.size, CHUNK):
+        chunk = dict(sizes, **({axis: swept[lo:lo + CHUNK]} if axis else {}))
+        p = predict_model(cfg, m, phase, chunk["tokens"], chunk["batch"], chunk["context"], attention, precision,
+                          tensor_parallel, link, cm)
+        n = min(CHUNK, swept.size - lo)
+        parts.append({f: np.broadcast_to(np.asarray(getattr(p, f)), (n,)) for f in SERIES_FIELDS})
+    cols = {f: np.concatenate([part[f] for part in parts]) for f in SERIES_FIELDS}
+    return SweepSeries(machine=m.key or m.name, machine_name=m.name, values=swept, **cols)

@@ -1,0 +1,390 @@
+"""Whole-model planning: published figures, the seed's worked numbers, relations and properties.
+
+Every expected number is a published figure or arithmetic written in the comment next to it."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofline import H100_SXM, CostModel, seed_cost_model
+from roofline.blocks import block_kernels
+from roofline.capacity import decode_plan, inference_memory
+from roofline.cost import time_lower_bound
+from roofline.errors import RooflineError
+from roofline.kernels import (
+    Kernel,
+    all_gather_kernel,
+    all_reduce_kernel,
+    decode_step_kernel,
+    embedding_kernel,
+    matmul_kernel,
+    reduce_scatter_kernel,
+    rmsnorm_kernel,
+)
+from roofline.plan import (
+    Precision,
+    decode_step,
+    kv_bytes_per_token,
+    kv_overtakes_weights_context,
+    predict_counted,
+    predict_model,
+    shard,
+    time_to_first_token,
+)
+from roofline.sweep import sweep
+from roofline.training import activation_bytes_per_layer, model_state_bytes, train_flops_per_token, train_plan
+from roofline.transformer import active_params, count_params, get_model, matmul_params
+
+PURE = CostModel()  # the roofline: e_c = e_m = 1, no launch
+
+# Llama 3 8B (config.json): L 32, D 4096, H 32, K 8, d_head 128, F 14336, V 128256.
+LLAMA_EMBED = 128256 * 4096  # 525,336,576
+LLAMA_MATMUL = 8_030_261_248 - LLAMA_EMBED - 65 * 4096  # total - embedding - 65 RMSNorm weights = 7,504,658,432
+
+
+# ---------------------------------------------------------------------------------------------
+# Published figures and the seed's worked numbers
+# ---------------------------------------------------------------------------------------------
+
+
+def test_gpt3_training_flops_is_3_14e23():
+    # Brown et al. 2020, Table D.1: GPT-3 175B, 300B tokens, 3.14e23 training FLOPs (6 N D)
+    plan = train_plan("gpt3-175b", tokens=300e9, gpus=1024, seq_len=2048)
+    assert plan.training_flops == pytest.approx(3.14e23, rel=0.005)
+
+
+def test_llama3_8b_kv_cache_is_128_kib_per_token_and_1_gib_per_8k_sequence():
+    # 2 (K and V) x 32 layers x 8 kv heads x 128 d_head x 2 bytes = 131,072 B = 128 KiB
+    assert kv_bytes_per_token("llama3-8b") == 128 * 1024
+    mem = inference_memory("llama3-8b", "h100-sxm", batch=1, context=8192)
+    assert dict((p.name, p.bytes) for p in mem.parts)["kv_cache"] == 2**30  # 8,192 x 128 KiB = 1 GiB
+    assert kv_bytes_per_token("llama3-8b", Precision(kv_cache="fp8")) == 64 * 1024  # fp8 halves it
+
+
+def test_seed_exercise_4_training_time():
+    # 6 x 8.03e9 x 15e12 = 7.23e23 FLOPs; / (1024 x 989e12 x 0.40) = 1.784e6 s = 20.6 days
+    plan = train_plan("llama3-8b", 15e12, 1024, "h100-sxm", mfu=0.40)
+    assert plan.training_flops == pytest.approx(6 * 8_030_261_248 * 15e12)
+    assert round(plan.days, 1) == 20.6
+    assert plan.gpu_hours == pytest.approx(plan.seconds * 1024 / 3600)
+    # full recompute executes 8 N per token (4/3 of 6 N): at 40% MFU the HFU is 53%
+    assert round(train_plan("llama3-8b", 15e12, 1024, mfu=0.40, recompute="full").hfu, 2) == 0.53
+    # ...or, with the hardware saturated at 40% HFU, 20.6 x 4/3 = 27.5 days and MFU 30%
+    held = train_plan("llama3-8b", 15e12, 1024, hfu=0.40, recompute="full")
+    assert round(held.days, 1) == 27.5 and held.mfu == pytest.approx(0.30)
+
+
+def test_full_convention_is_6n_matmul_plus_12_lhs():
+    # 6 x 7,504,658,432 + 12 x 32 x 4096 x 8192 = 45,027,950,592 + 12,884,901,888 per token
+    model, hw = train_flops_per_token("llama3-8b", 8192, "full", "full")
+    assert model == 6 * LLAMA_MATMUL + 12 * 32 * 4096 * 8192
+    assert hw == 8 * LLAMA_MATMUL + 16 * 32 * 4096 * 8192
+
+
+def test_decode_intensity_equals_the_batch():
+    # seed 000: a decode step does 2 FLOPs per weight per sequence and reads each 2-byte weight once
+    for b in (1, 8, 64, 1024):
+        assert decode_step_kernel(7e9, b).intensity == b
+        assert decode_step("llama3-8b", H100_SXM, b, 4096).weights_intensity == pytest.approx(b, rel=1e-12)
+    # vectorised: the same in one call
+    np.testing.assert_allclose(decode_step("llama3-8b", H100_SXM, np.array([1, 3, 300]), 128).weights_intensity, [1, 3, 300])
+
+
+def test_mixtral_total_and_active_parameters():
+    # Mistral AI, "Mixtral of experts" (2024): 46.7B parameters in all, 12.9B active per token
+    cfg = get_model("mixtral-8x7b")
+    assert count_params(cfg)["total"] / 1e9 == pytest.approx(46.7, abs=0.05)
+    assert active_params(cfg) / 1e9 == pytest.approx(12.9, abs=0.05)
+
+
+def test_moe_flops_use_active_params_and_decode_reads_the_touched_experts():
+    cfg = get_model("mixtral-8x7b")
+    one = decode_step(cfg, H100_SXM, 1, 1, cost_model=PURE)
+    # one token touches 8 (1 - (6/8)^1) = 2 experts: exactly the active matmul weights, 2 bytes each
+    assert one.totals.gemm_weight_bytes == pytest.approx(2 * matmul_params(cfg))
+    assert one.totals.gemm_flops == pytest.approx(2 * matmul_params(cfg))  # 2 FLOPs per active weight
+    # 1,024 tokens touch all 8 (1 - 0.75^1024 = 1): every weight but the embedding table and norms
+    many = decode_step(cfg, H100_SXM, 1024, 1, cost_model=PURE)
+    p = count_params(cfg)
+    assert many.totals.gemm_weight_bytes == pytest.approx(2 * (p["total"] - p["embedding"] - p["norms"]), rel=1e-9)
+    # memory holds all of them: 46.7B x 2 bytes
+    assert inference_memory(cfg, "h200").parts[0].bytes == 2 * p["total"]
+
+
+def test_70b_bf16_weights_do_not_fit_one_80_gb_gpu():
+    # 70,553,706,496 parameters x 2 bytes = 141.1 GB > 80 GB
+    mem = inference_memory("llama3-70b", "h100-sxm", batch=1, context=8192)
+    assert mem.fits is False
+    assert mem.parts[0].bytes == 2 * 70_553_706_496
+    assert "does NOT fit" in mem.verdict and "weights alone are 141 GB" in mem.verdict and "80 GB" in mem.verdict
+    assert "--tp 2" in mem.verdict  # 70.6 GB of weights + 1.3 GB of KV cache per GPU on 2
+    assert dict(mem.limits)["max_batch_at_context"] == 0
+    assert inference_memory("llama3-70b", "h100-sxm", precision=Precision(weights="fp8")).fits  # 70.6 + 2.7 GB
+
+
+# ---------------------------------------------------------------------------------------------
+# Collectives and the link in the cost model
+# ---------------------------------------------------------------------------------------------
+
+
+def test_ring_collective_bytes():
+    # 1e9 bf16 elements on 8 GPUs: all-reduce 2 x 7/8 x 2e9 = 3.5e9 bytes sent per GPU
+    k = all_reduce_kernel(1e9, 8, "nvlink")
+    assert k.bytes == pytest.approx(3.5e9) and k.flops == pytest.approx(0.875e9) and k.link == "nvlink"
+    assert all_gather_kernel(1e9, 8).bytes == pytest.approx(1.75e9)  # 7/8 x 2e9
+    rs = reduce_scatter_kernel(1e9, 8, "infiniband", "fp32")
+    assert rs.bytes == pytest.approx(3.5e9) and rs.flops == pytest.approx(0.875e9)  # 7/8 x 4e9; 7/8 x 1e9 adds
+
+
+@given(st.integers(min_value=2, max_value=4096), st.integers(min_value=1, max_value=10**9))
+@settings(max_examples=100, deadline=None)
+def test_ring_all_reduce_moves_2_n_minus_1_over_n(gpus, n):
+    assert all_reduce_kernel(n, gpus, bytes_per_elem=1.0).bytes == pytest.approx(2 * (gpus - 1) / gpus * n, rel=1e-12)
+    assert all_gather_kernel(n, gpus, bytes_per_elem=1.0).bytes == pytest.approx((gpus - 1) / gpus * n, rel=1e-12)
+
+
+def test_collective_is_timed_over_its_link_and_bound_by_it():
+    k = all_reduce_kernel(1e9, 8, "nvlink")
+    op = PURE.predict_op(k, H100_SXM)
+    assert op.memory_s == pytest.approx(3.5e9 / 450e9)  # H100 NVLink: 450 GB/s per direction
+    assert op.bound == "link" and time_lower_bound(k, H100_SXM) == pytest.approx(3.5e9 / 450e9)
+    ib = PURE.predict_op(all_reduce_kernel(1e9, 8, "infiniband"), H100_SXM)
+    assert ib.memory_s == pytest.approx(3.5e9 / 50e9)  # one NDR port: 50 GB/s
+    with pytest.raises(RooflineError, match="no 'ici' link"):
+        PURE.predict_op(all_reduce_kernel(1e9, 8, "ici"), H100_SXM)
+    with pytest.raises(RooflineError, match="gpus"):
+        all_reduce_kernel(1e9, 1)
+
+
+def test_tensor_parallel_decode_has_two_all_reduces_per_block():
+    step = decode_step("llama3-70b", H100_SXM, 8, 4096, tensor_parallel=8)
+    (ar,) = [op for op in step.prediction.ops if op.name.startswith("TP all-reduce")]
+    assert ar.name.endswith("x160")  # 2 x 80 layers
+    # each moves 2 x 7/8 x (8 x 8192 elements x 2 bytes) = 229,376 bytes per GPU
+    assert ar.bytes == pytest.approx(160 * 2 * 7 / 8 * 8 * 8192 * 2)
+    assert ar.bound == "link" and step.link_share > 0
+    # the slice: 64/8 query heads, 8/8 kv heads, 28672/8 d_ff, 128256/8 vocab
+    sh = shard("llama3-70b", 8)
+    assert (sh.n_heads, sh.n_kv_heads, sh.d_ff, sh.vocab) == (8, 1, 3584, 16032)
+    with pytest.raises(RooflineError, match="tensor_parallel 3"):
+        shard("llama3-8b", 3)
+
+
+def test_gradient_all_reduce_over_infiniband_in_a_training_step():
+    plan = train_plan("llama3-8b", 15e12, 1024, mfu=0.4)
+    (ar,) = plan.step.ops
+    # bf16 gradients of 8,030,261,248 params, ring over 1,024 ranks: 2 x 1023/1024 x 2 x 8.03e9 bytes at 50 GB/s
+    assert ar.bytes == pytest.approx(2 * 1023 / 1024 * 2 * 8_030_261_248)
+    assert ar.time_s == pytest.approx(ar.bytes / 50e9) and ar.bound == "link"
+    one_node = train_plan("llama3-8b", 1e9, 8, mfu=0.4)
+    assert "nvlink" in one_node.step.ops[0].name  # 8 GPUs: one node, NVLink
+
+
+# ---------------------------------------------------------------------------------------------
+# Whole model: relations
+# ---------------------------------------------------------------------------------------------
+
+
+def test_prefill_is_l_blocks_plus_embedding_final_norm_and_lm_head():
+    cm = seed_cost_model()
+    whole = time_to_first_token("llama3-8b", H100_SXM, 8192, attention="naive", cost_model=cm)
+    block = cm.predict(block_kernels("llama3-8b", "prefill", 8192), H100_SXM).total_s  # seed 003: 8,756 us
+    extras = [embedding_kernel(8192, 4096), rmsnorm_kernel(1, 4096), matmul_kernel(1, 128256, 4096)]
+    assert whole.time_s == pytest.approx(32 * block + sum(cm.predict_op(k, H100_SXM).time_s for k in extras), rel=1e-12)
+
+
+def test_decode_bytes_are_weights_plus_kv_cache_plus_activations():
+    step = decode_step("llama3-8b", H100_SXM, 4, 1000, cost_model=PURE)
+    assert step.kv_bytes == 4 * 1000 * 131072  # B S x 128 KiB
+    assert step.weight_bytes == 2 * LLAMA_MATMUL + 2 * 4 * 4096  # matmul weights + 4 embedding rows
+    activations = step.bytes - step.weight_bytes - step.kv_bytes
+    assert 0 < activations < 0.01 * step.bytes  # ~1.3 MB of B-row activations per layer: 0.3%
+
+
+def test_kv_cache_overtakes_weights():
+    # 2 x 7,504,658,432 = 15,009,316,864 bytes of matmul weights = 131,072 x 114,512 exactly
+    assert kv_overtakes_weights_context("llama3-8b", 1) == 114_512
+    assert kv_overtakes_weights_context("llama3-8b", 8) == 14_314  # 114,512 / 8
+    assert kv_overtakes_weights_context("llama3-8b", 3) == 38_171  # 114,512 / 3 = 38,170.7
+    at, before = (decode_step("llama3-8b", H100_SXM, 1, s, cost_model=PURE) for s in (114_512, 114_511))
+    assert at.kv_bytes >= at.totals.gemm_weight_bytes and before.kv_bytes < before.totals.gemm_weight_bytes
+
+
+def test_quantisation_reprices_each_part_and_uses_the_matching_peak():
+    base = decode_step("llama3-8b", H100_SXM, 16, 4096, cost_model=PURE)
+    w4 = decode_step("llama3-8b", H100_SXM, 16, 4096, cost_model=PURE, precision=Precision(weights="int4"))
+    assert w4.weight_bytes == pytest.approx(base.weight_bytes / 4)  # 0.5 of 2 bytes
+    assert w4.kv_bytes == base.kv_bytes
+    assert Precision(weights="int4").compute == "bf16"  # weight-only int4 computes in bf16
+    kv8 = decode_step("llama3-8b", H100_SXM, 16, 4096, cost_model=PURE, precision=Precision(kv_cache="fp8"))
+    assert kv8.kv_bytes == base.kv_bytes / 2 and kv8.weight_bytes == base.weight_bytes
+    # all fp8: matmuls at the fp8 peak, 1,979 dense TFLOP/s against 989 for bf16
+    big = dict(cost_model=PURE, context=128)
+    b16 = time_to_first_token("llama3-8b", H100_SXM, 8192, **big)
+    f8 = time_to_first_token("llama3-8b", H100_SXM, 8192, precision=Precision.uniform("fp8"), **big)
+    gemm = lambda p: p.totals.gemm_compute_s  # noqa: E731
+    assert gemm(f8) == pytest.approx(gemm(b16) * 989 / 1979)
+    with pytest.raises(RooflineError, match="weights dtype"):
+        Precision(weights="int3")
+
+
+def test_largest_batch_in_memory():
+    # (80e9 - 16,060,522,496 bytes of weights) / (4,096 x 131,072 bytes per sequence) = 119.09
+    plan = decode_plan("llama3-8b", "h100-sxm", context=4096)
+    assert plan.max_batch_in_memory == 119
+    rows = plan.rows()
+    assert [r["batch"] for r in rows] == [2**i for i in range(11)]
+    assert all(r["fits"] == (r["batch"] <= 119) for r in rows)
+
+
+def test_compute_bound_batch_is_where_the_matmuls_cross_the_ridge():
+    plan = decode_plan("llama3-8b", "h100-sxm", context=4096)
+    b = plan.compute_bound_batch
+    # weights-only intensity = B must pass the ridge scaled by e_c / e_m: 295 x 0.70 / 0.85 = 243
+    assert 243 <= b <= 300
+    cm = seed_cost_model(launch_overhead_s=3e-6)
+    at, below = (decode_step("llama3-8b", H100_SXM, x, 4096, cost_model=cm).totals for x in (b, b - 1))
+    assert at.gemm_compute_s >= at.gemm_memory_s and below.gemm_compute_s < below.gemm_memory_s
+    # at 4,096 tokens of context the KV-cache reads keep the whole step memory-bound at any batch
+    assert plan.step_compute_bound_batch is None
+    # with almost no context the whole step does turn compute-bound
+    assert decode_plan("llama3-8b", "h100-sxm", context=1).step_compute_bound_batch is not None
+
+
+def test_vectorised_sweep_equals_one_call_per_size():
+    res = sweep("llama3-8b", ["h100-sxm", "mi300x"], "batch", [1, 16, 256])
+    for s in res.series:
+        for b, t in zip(s.values, s.time_s):
+            assert t == pytest.approx(decode_step("llama3-8b", s.machine, int(b), 4096).time_s, rel=1e-12)
+    tok = sweep("llama3-8b", "h100-sxm", "tokens", [128, 8192])
+    assert tok.series[0].time_s[1] == pytest.approx(time_to_first_token("llama3-8b", H100_SXM, 8192).time_s)
+    assert len(res.rows()) == 6 and res.to_csv().splitlines()[0].startswith("machine,batch,time_s")
+
+
+def test_totals_match_the_op_by_op_prediction():
+    step = decode_step("mixtral-8x7b", H100_SXM, 64, 2048, tensor_parallel=2)
+    pred = predict_counted(list(step.ops), H100_SXM, step.cost_model)
+    assert step.time_s == pytest.approx(pred.total_s, rel=1e-12)
+    assert step.memory_bound_share == pytest.approx(pred.memory_bound_share, rel=1e-12)
+    assert step.flops == pytest.approx(sum(op.flops for op in pred.ops), rel=1e-12)
+
+
+def test_cuda_graph_pays_one_launch_for_the_whole_step():
+    eager = decode_step("llama3-8b", H100_SXM, 1, 128, cost_model=CostModel(0.7, 0.85, 3e-6))
+    graph = decode_step("llama3-8b", H100_SXM, 1, 128, cost_model=CostModel(0.7, 0.85, 3e-6, cuda_graph=True))
+    assert eager.totals.launch_s == pytest.approx(3e-6 * (1 + 32 * 10 + 2))  # embedding, 10 ops x 32 layers, norm, head
+    assert graph.totals.launch_s == pytest.approx(3e-6)
+
+
+def test_sweep_bad_input():
+    with pytest.raises(RooflineError, match="prefill"):
+        sweep("llama3-8b", "h100-sxm", "tokens", phase="decode")
+    with pytest.raises(RooflineError, match="over"):
+        sweep("llama3-8b", "h100-sxm", "heads")
+    with pytest.raises(RooflineError, match="batch"):
+        sweep("llama3-8b", "h100-sxm", "batch", [0, 4])
+
+
+# ---------------------------------------------------------------------------------------------
+# Training memory
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("zero,total_gb", [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])
+def test_zero_stages_against_the_paper(zero, total_gb):
+    # Rajbhandari et al. 2020, Figure 1: 7.5B parameters, 64 GPUs, K = 12: 120, 31.4, 16.6, 1.9 GB
+    assert sum(model_state_bytes(7.5e9, 64, zero).values()) / 1e9 == pytest.approx(total_gb, abs=0.05)
+
+
+def test_korthikanti_activation_formula_tiny():
+    s, b, h, a = 2, 1, 4, 2  # sbh = 8; 5as/h = 5 x 2 x 2 / 4 = 5
+    assert activation_bytes_per_layer(s, b, h, a) == 8 * (34 + 5)  # 312
+    assert activation_bytes_per_layer(s, b, h, a, tensor_parallel=2) == 8 * (17 + 2.5)  # SP: 34/t + 5as/(ht)
+    assert activation_bytes_per_layer(s, b, h, a, 2, sequence_parallel=False) == 8 * (10 + 12 + 2.5)
+    assert activation_bytes_per_layer(s, b, h, a, recompute="selective") == 8 * 34
+    assert activation_bytes_per_layer(s, b, h, a, attention="flash") == 8 * 34  # scores never stored
+    assert activation_bytes_per_layer(s, b, h, a, recompute="full") == 2 * 8  # the layer input only
+
+
+def test_train_memory_parts_and_advice():
+    plan = train_plan("llama3-8b", 15e12, 1024, mfu=0.4)
+    parts = dict((p.name, p.bytes) for p in plan.memory.parts)
+    assert parts["weights"] == parts["gradients"] == 2 * 8_030_261_248
+    assert parts["optimizer"] == 12 * 8_030_261_248
+    assert parts["activations"] == 32 * 8192 * 4096 * 34  # L s h 34, flash attention
+    assert plan.memory.fits is False and "ZeRO 1" in plan.memory.verdict
+    assert train_plan("llama3-8b", 15e12, 1024, mfu=0.4, zero=1).memory.fits
+
+
+def test_train_plan_renders_json_csv_and_table():
+    import json
+
+    plan = train_plan("llama3-8b", 15e12, 1024, mfu=0.4, price_per_gpu_hour=2.0)
+    assert json.loads(plan.to_json())["cost"] == pytest.approx(plan.gpu_hours * 2.0)
+    assert "days," in plan.to_csv() and "20.6 days" in plan.to_table()
+
+
+def test_train_bad_input():
+    with pytest.raises(RooflineError, match="multiple of tensor_parallel"):
+        train_plan("llama3-8b", 1e12, 100, tensor_parallel=8)
+    with pytest.raises(RooflineError, match="HFU of 1.20"):
+        train_plan("llama3-8b", 1e12, 8, mfu=0.9, recompute="full")  # 0.9 x 8/6 = 1.2
+    with pytest.raises(RooflineError, match="mfu or hfu"):
+        train_plan("llama3-8b", 1e12, 8, mfu=0.4, hfu=0.4)
+
+
+# ---------------------------------------------------------------------------------------------
+# Properties
+# ---------------------------------------------------------------------------------------------
+
+
+@given(st.integers(min_value=1, max_value=2048), st.integers(min_value=1, max_value=2048), st.integers(min_value=1, max_value=65536))
+@settings(max_examples=60, deadline=None)
+def test_throughput_rises_with_batch_until_compute_bound(b1, b2, context):
+    lo, hi = sorted((b1, b2))
+    step = decode_step("llama3-8b", H100_SXM, np.array([lo, hi]), context, cost_model=CostModel(0.7, 0.85, 0.0))
+    t_lo, t_hi = step.tokens_per_s
+    assert t_hi >= t_lo * (1 - 1e-12)  # never falls
+    gemm_lo = step.gemm_bound[0] if np.ndim(step.gemm_bound) else step.gemm_bound
+    if hi > lo and gemm_lo == "memory":  # while the weight reads bind, batching is close to free
+        assert t_hi > t_lo
+
+
+def test_throughput_is_flat_once_every_op_is_compute_bound():
+    # no context and no launch: past the ridge every matmul is compute-bound and the rest scale with B
+    step = decode_step("llama3-8b", H100_SXM, np.array([4096, 8192, 16384]), 1, cost_model=PURE)
+    assert set(step.gemm_bound) == {"compute"}
+    np.testing.assert_allclose(step.tokens_per_s, step.tokens_per_s[0], rtol=1e-3)
+
+
+@given(st.integers(min_value=1, max_value=256), st.integers(min_value=1, max_value=40000))
+@settings(max_examples=60, deadline=None)
+def test_memory_grows_linearly_with_context(batch, context):
+    f = lambda s: inference_memory("llama3-8b", "h100-sxm", batch, s).total_bytes  # noqa: E731
+    assert f(3 * context) - f(2 * context) == f(2 * context) - f(context) == batch * context * 131072
+
+
+def test_every_block_op_has_a_traffic_rule():
+    for model in ("llama3-8b", "gpt2", "mixtral-8x7b"):
+        for phase in ("prefill", "decode"):
+            for attention in ("naive", "flash"):
+                predict_model(model, H100_SXM, phase, 16, 2, 64, attention)
+
+
+def test_kernel_link_survives_add_and_scale():
+    k = all_reduce_kernel(1000, 4, "infiniband")
+    assert k.scaled(3).link == "infiniband" and (k + k).link == "infiniband"
+    assert Kernel("plain", 1.0, 1.0).link is None
+
+
+def test_shared_experts_are_always_read():
+    from roofline.transformer import TransformerConfig
+
+    # tiny MoE: D 8, 2 layers, 2 heads, E 4 routed (k = 1) + 1 shared expert of d_ff 16, vocab 10
+    cfg = TransformerConfig("tiny-moe", d_model=8, n_layers=2, n_heads=2, vocab=10, d_ff=16, n_experts=4,
+                            experts_per_token=1, n_shared_experts=1)
+    step = decode_step(cfg, H100_SXM, 1, 4, cost_model=PURE)
+    # per layer: QKV 8 x 24 + out 8 x 8 + router 8 x 4 + (1 routed + 1 shared) x 3 x 8 x 16; LM head 8 x 10
+    per_layer = 8 * 24 + 8 * 8 + 8 * 4 + 2 * 3 * 8 * 16
+    assert step.totals.gemm_weight_bytes == pytest.approx(2 * (2 * per_layer + 8 * 10))

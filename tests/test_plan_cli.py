@@ -1,0 +1,184 @@
+"""`roofline decode`, `train`, `memory`, `sweep`: the --json contract, the seed's figures through
+the command line, tables, figures, and bad input (one line naming the value, exit 2)."""
+
+import contextlib
+import io
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofline.cli import main
+
+TRAIN_KEYS = {"training_flops", "seconds", "days", "gpu_hours", "mfu", "gpus"}
+ROW_KEYS = {"batch", "step_s", "tokens_per_s", "intensity", "bound"}
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_train_json_contract_and_seed_exercise_4(capsys):
+    code, out, _ = run(capsys, "train", "--model", "llama3-8b", "--tokens", "15e12", "--gpus", "1024", "--mfu", "0.4", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert TRAIN_KEYS <= set(d)
+    # 6 x 8.03e9 x 15e12 = 7.2e23 FLOPs; / (1024 x 989e12 x 0.4) = 20.6 days (seed 000, exercise 4)
+    assert round(d["training_flops"] / 1e23, 1) == 7.2 and round(d["days"], 1) == 20.6
+    assert d["gpus"] == 1024 and d["mfu"] == pytest.approx(0.4)
+    assert d["gpu_hours"] == pytest.approx(d["seconds"] * 1024 / 3600)
+    assert d["communication"][0]["bound"] == "link"
+
+
+def test_train_recompute_at_40_percent_hfu_is_27_5_days(capsys):
+    code, out, _ = run(capsys, "train", "--tokens", "15e12", "--gpus", "1024", "--recompute", "full", "--hfu", "0.4", "--json")
+    d = json.loads(out)
+    assert code == 0 and round(d["days"], 1) == 27.5 and d["mfu"] == pytest.approx(0.3)  # 20.6 x 8/6; 0.4 x 6/8
+
+
+def test_train_table_and_cost(capsys):
+    code, out, _ = run(capsys, "train", "--model", "llama3-8b", "--tokens", "15e12", "--gpus", "1024", "--mfu", "0.4",
+                       "--price", "2")
+    assert code == 0
+    assert "20.6 days" in out and "7.23e+23" in out and "GPU-hours" in out and "MFU" in out and "HFU" in out
+    assert "$1,014,947" in out  # 1,784,087 s x 1,024 / 3,600 = 507,474 GPU-hours x $2
+    assert "gradient all-reduce (infiniband)" in out and "link" in out
+
+
+def test_decode_json_contract(capsys):
+    code, out, _ = run(capsys, "decode", "--model", "llama3-8b", "--machine", "h100-sxm", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert {"rows", "compute_bound_batch", "max_batch_in_memory"} <= set(d)
+    assert [r["batch"] for r in d["rows"]] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    assert all(ROW_KEYS <= set(r) for r in d["rows"])
+    assert all(r["bound"] in ("memory", "compute", "link") for r in d["rows"])
+    # (80e9 - 16.06e9) / (4,096 x 128 KiB) = 119.1 sequences at the default context 4,096
+    assert d["max_batch_in_memory"] == 119 and d["context"] == 4096
+    assert 243 <= d["compute_bound_batch"] <= 300  # ridge 295 x e_c 0.70 / e_m 0.85 = 243, plus activations
+    steps = [r["tokens_per_s"] for r in d["rows"]]
+    assert steps == sorted(steps)
+    # batch 1: 15.0 GB of matmul weights at 0.85 x 3.35 TB/s = 5.27 ms, plus KV and launches
+    assert 5.27e-3 < d["rows"][0]["step_s"] < 8e-3
+
+
+def test_decode_table_plot_and_breakdown(capsys, tmp_path):
+    png = tmp_path / "decode.png"
+    code, out, _ = run(capsys, "decode", "--model", "llama3-8b", "--machine", "h100-sxm", "-o", str(png))
+    assert code == 0
+    assert "matmuls turn compute-bound at batch" in out and "largest batch whose weights + KV cache fit" in out
+    assert "time to first token" in out and "KV-cache reads overtake weight reads at context 114,512" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, out, _ = run(capsys, "decode", "--model", "llama3-70b", "--tp", "8", "--batch", "1,64", "--breakdown", "1")
+    assert code == 0 and "TP all-reduce (nvlink) x160" in out and "link-bound" in out
+
+
+def test_decode_quantised_and_csv(capsys):
+    code, out, _ = run(capsys, "decode", "--weights", "int4", "--kv-cache", "fp8", "--batch", "1,8", "--csv")
+    assert code == 0
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("batch,step_s,tokens_per_s,intensity,bound") and len(lines) == 3
+
+
+def test_memory_json_has_parts_and_total(capsys):
+    code, out, _ = run(capsys, "memory", "--model", "llama3-8b", "--context", "8192", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["kv_cache_bytes"] == 2**30  # 8,192 tokens x 128 KiB
+    assert d["total_bytes"] == d["weights_bytes"] + d["kv_cache_bytes"] and d["fits"] is True
+    code, out, _ = run(capsys, "memory", "--mode", "train", "--gpus", "8", "--zero", "3", "--json")
+    d = json.loads(out)
+    parts = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes")
+    assert all(p in d for p in parts) and d["total_bytes"] == pytest.approx(sum(d[p] for p in parts))
+    assert d["optimizer_bytes"] == pytest.approx(12 * 8_030_261_248 / 8)  # ZeRO 3 over 8 ranks
+
+
+def test_70b_does_not_fit_one_h100(capsys, tmp_path):
+    code, out, _ = run(capsys, "memory", "--model", "llama3-70b", "--machine", "h100-sxm", "-o", str(tmp_path / "m.svg"))
+    assert code == 0
+    assert "does NOT fit" in out and "bf16 weights alone are 141 GB, more than 80 GB" in out and "--tp 2" in out
+    assert (tmp_path / "m.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_train_plot(capsys, tmp_path):
+    png = tmp_path / "train.png"
+    code, _, _ = run(capsys, "train", "--tokens", "15e12", "--gpus", "1024", "-o", str(png))
+    assert code == 0 and png.stat().st_size > 30_000
+
+
+@pytest.mark.parametrize("over", ["tokens", "batch", "context", "machines"])
+def test_sweep_json_and_plot(capsys, tmp_path, over):
+    png = tmp_path / f"{over}.png"
+    code, out, err = run(capsys, "sweep", "--over", over, "--machine", "h100-sxm,mi300x", "--json", "-o", str(png))
+    assert code == 0
+    d = json.loads(out)
+    assert d["over"] == over and len(d["rows"]) >= 2
+    assert {r["machine"] for r in d["rows"]} == {"h100-sxm", "mi300x"}
+    assert png.read_bytes()[:4] == b"\x89PNG" and "wrote" in err
+
+
+def test_sweep_table_over_tokens_shows_the_memory_bound_share(capsys):
+    code, out, _ = run(capsys, "sweep", "--over", "tokens", "--values", "128,8192")
+    assert code == 0 and "TTFT ms" in out and "mem-bound" in out and "8,192" in out
+
+
+@pytest.mark.parametrize(
+    "argv,named",
+    [
+        (["decode", "--batch", "0,4"], "--batch"),
+        (["decode", "--context", "-5"], "--context"),
+        (["decode", "--model", "llama3-8b", "--tp", "3"], "tensor_parallel 3"),
+        (["decode", "--weights", "int3"], "--weights"),
+        (["decode", "-o", "plot.txt"], "-o/--output"),
+        (["train", "--tokens", "1e12", "--gpus", "8", "--mfu", "1.5"], "--mfu"),
+        (["train", "--gpus", "8"], "--tokens"),
+        (["train", "--tokens", "1e12", "--gpus", "100", "--tp", "8"], "gpus 100"),
+        (["train", "--tokens", "1e12", "--gpus", "8", "--mfu", "0.9", "--recompute", "full"], "HFU"),
+        (["memory", "--model", "llama9"], "llama9"),
+        (["sweep", "--over", "tokens", "--phase", "decode"], "prefill"),
+        (["sweep", "--over", "batch", "--values", "1,x"], "--values"),
+        (["sweep", "--over", "batch", "--machine", "h100-sxm,nope"], "nope"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(capsys, argv, named):
+    code, out, err = run(capsys, *argv)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("roofline: error:") and named in lines[0]
+
+
+@pytest.mark.parametrize("command", [
+    "roofline decode --model llama3-8b --machine h100-sxm",
+    "roofline train --model llama3-8b --tokens 15e12 --gpus 1024 --mfu 0.4",
+    "roofline memory --model llama3-70b --machine h100-sxm",
+])
+def test_readme_outputs_are_what_the_commands_print(capsys, command):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = text.index(f"$ {command}\n") + len(f"$ {command}\n")
+    block = text[start:text.index("```", start)]
+    code, out, _ = run(capsys, *command.split()[1:])
+    assert code == 0 and out == block
+
+
+PLAN_FLAGS = [("decode", "--context"), ("decode", "--batch"), ("decode", "--tp"), ("decode", "--memory-fraction"),
+              ("train", "--gpus"), ("train", "--mfu"), ("train", "--seq-len"), ("train", "--price"),
+              ("memory", "--context"), ("sweep", "--values")]
+
+
+@given(st.sampled_from(PLAN_FLAGS), st.one_of(st.text(max_size=10), st.floats(allow_nan=True).map(repr),
+                                               st.integers(min_value=-10**15, max_value=10**15).map(str)))
+@settings(max_examples=120, deadline=None)
+def test_plan_flags_never_crash(command_flag, value):
+    command, flag = command_flag
+    argv = [command, "--json", flag, value]
+    argv += {"train": ["--tokens", "1e9"] + (["--gpus", "8"] if flag != "--gpus" else []), "sweep": ["--over", "batch"]}.get(command, [])
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(argv)
+    assert code in (0, 2)
+    if code == 2:
+        lines = err.getvalue().strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("roofline: error:")
