@@ -153,6 +153,9 @@ class LayerReport:
 
     def to_dict(self) -> dict:
         pred = self.prediction.to_dict()
+        cost_model = pred.pop("model", "roofline cost model")
+        pred.setdefault("compute_efficiency", None)  # a calibrated model has measured rates instead
+        pred.setdefault("memory_efficiency", None)
         head = {
             "machine": self.machine_key,
             "machine_name": pred.pop("machine"),
@@ -164,7 +167,7 @@ class LayerReport:
             "attention": self.attention,
             "dtype": self.dtype,
         }
-        return {**head, **pred}
+        return {**head, "cost_model": cost_model, **pred}
 
 
 def layer_report(

@@ -43,9 +43,9 @@ COUNT = dict(integer=True, maximum=1e12)
 
 
 def add_cost_flags(p, launch_default_note="the machine's preset"):
-    p.add_argument("--compute-efficiency", type=number_arg("--compute-efficiency", maximum=1.0), default=0.70,
+    p.add_argument("--compute-efficiency", type=number_arg("--compute-efficiency", maximum=1.0), default=None,
                    help="achievable fraction of peak FLOP/s, e_c (default 0.70, seed 003)")
-    p.add_argument("--memory-efficiency", type=number_arg("--memory-efficiency", maximum=1.0), default=0.85,
+    p.add_argument("--memory-efficiency", type=number_arg("--memory-efficiency", maximum=1.0), default=None,
                    help="achievable fraction of peak bandwidth, e_m (default 0.85, seed 003)")
     p.add_argument("--launch-overhead", type=time_arg("--launch-overhead"), default=None,
                    help=f"seconds per kernel launch, e.g. 3us (default: {launch_default_note})")
@@ -58,7 +58,23 @@ def cost_model_from_args(args, machine):
     from roofline.cost import CostModel
 
     launch = machine.launch_overhead_s if args.launch_overhead is None else args.launch_overhead
-    return CostModel(args.compute_efficiency, args.memory_efficiency, launch, args.overlap, args.cuda_graph)
+    e_c = 0.70 if args.compute_efficiency is None else args.compute_efficiency
+    e_m = 0.85 if args.memory_efficiency is None else args.memory_efficiency
+    return CostModel(e_c, e_m, launch, args.overlap, args.cuda_graph)
+
+
+def calibrated_or_cost_model(args, machine):
+    """A measured profile passed as --machine (from `roofline calibrate`) predicts with its
+    calibrated model, unless efficiencies or a launch overhead are given on the command line;
+    anything else uses the plain cost model from the flags."""
+    explicit = any(getattr(args, f, None) is not None for f in ("compute_efficiency", "memory_efficiency", "launch_overhead"))
+    if not explicit and str(args.machine).endswith(".toml"):
+        from roofline.calibrated import calibrated_model_for
+
+        model = calibrated_model_for(args.machine)
+        if model is not None:
+            return model
+    return cost_model_from_args(args, machine)
 
 
 def add_layer_flags(p):
@@ -97,3 +113,32 @@ def machine_from_args(args, name=None):
         key = m.key
         m = dataclasses.replace(m.scaled(compute=cs, bandwidth=bs), key=f"{key} x{cs:g} compute x{bs:g} bandwidth" if key else "")
     return m
+
+
+def kernel_param(text):
+    try:
+        return parse_kernel_param(text)
+    except RooflineError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+kernel_param.__name__ = "NAME=VALUE"
+
+
+def parse_kernel_param(text):
+    if "=" not in text:
+        raise RooflineError(f"kernel parameter {text!r} must be NAME=VALUE, e.g. M=8192")
+    key, value = text.split("=", 1)
+    key = key.strip()
+    if value.strip().lower() in ("true", "false"):
+        return key, value.strip().lower() == "true"
+    if key in ("name", "link"):
+        return key, value.strip()
+    if key in ("bytes_per_elem", "bytes_per_param") and not value.replace(".", "", 1).isdigit():
+        return key, value.strip()
+    from roofline.errors import check_number
+    from roofline.units import parse_number
+
+    number = parse_number(value, key)
+    check_number(key, number, minimum=0, strictly=False)
+    return key, int(number) if float(number).is_integer() else number

@@ -1,0 +1,135 @@
+"""`roofline calibrate` and `roofline check`: measure the local device through PyTorch.
+
+Nothing heavy at import: torch is imported when a command runs, and its absence is one line
+naming the extra to install (exit code 2).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from roofline.cliargs import COUNT, number_arg
+from roofline.errors import RooflineError
+
+INSTALL = "pip install 'roofline[torch]'"
+
+
+def require_torch():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise RooflineError(f"PyTorch is needed to measure this device; install it with {INSTALL}") from None
+
+
+def default_profile_path(device: str) -> str:
+    return f"roofline-{device}.toml"
+
+
+def _budget(flag):
+    from roofline.units import parse_time_s
+
+    return number_arg(flag, maximum=24 * 3600, parser=parse_time_s)
+
+
+def _common(p):
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to measure (default cpu)")
+    p.add_argument("--dtype", default=None, help="fp32 (CPU default), bf16 (CUDA default), fp16")
+    p.add_argument("--threads", type=number_arg("--threads", **COUNT), default=None,
+                   help="CPU threads for torch (default: torch's; check: the profile's)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def cmd_calibrate(args):
+    require_torch()
+    from roofline.measure.calibration import calibrate
+    from roofline.measure.progress import ProgressBar
+    from roofline.machine_profile import level_bandwidths, main_memory, peaks, write_profile
+
+    out = args.output or default_profile_path(args.device)
+    if not Path(out).suffix == ".toml":
+        raise RooflineError(f"-o/--output must end in .toml, got {out!r}")
+    bar = None if args.quiet else ProgressBar("calibrate")
+    try:
+        cal = calibrate(args.device, args.dtype, args.budget, bar, threads=args.threads)
+    finally:
+        if bar:
+            bar.close()
+    write_profile(cal, out)
+    dram, _ = main_memory(cal)
+    print(f"wrote {out}: {cal.device_name}, {cal.threads} thread(s), torch {cal.torch_version}")
+    for dtype, flops in peaks(cal).items():
+        print(f"  matmul {dtype:<5} best {flops / 1e9:,.1f} GFLOP/s")
+    for name, size, bw in level_bandwidths(cal):
+        print(f"  {name:<5} {size / 2**20:,.3g} MiB  {bw / 1e9:,.1f} GB/s")
+    print(f"  main memory      {dram / 1e9:,.1f} GB/s")
+    print(f"  launch overhead  {cal.launch_s * 1e6:,.2f} us")
+    print(f"  {len(cal.probes)} probe ops for the calibrated model")
+    print(f"use it: roofline check --profile {out}; roofline layer --machine {out}")
+
+
+def cmd_check(args):
+    require_torch()
+    from roofline.measure.check import run_check
+    from roofline.measure.progress import ProgressBar
+
+    profile = args.profile
+    if profile is None and Path(default_profile_path(args.device)).is_file():
+        profile = default_profile_path(args.device)
+    bar = None if (args.quiet or args.json or args.csv) else ProgressBar("check")
+    try:
+        report = run_check(args.device, args.model, args.d_model, args.tokens, args.batch, args.phase, args.context,
+                           args.attention, args.dtype, profile, args.budget, args.cold, args.threads, bar)
+    finally:
+        if bar:
+            bar.close()
+    if args.output:
+        if not args.output.lower().endswith((".png", ".svg")):
+            raise RooflineError(f"-o/--output must end in .png or .svg, got {args.output!r}")
+        from roofline.plots import plot_check
+
+        plot_check(report, args.output)
+    if args.json:
+        print(report.to_json())
+    elif args.csv:
+        sys.stdout.write(report.to_csv())
+    else:
+        print(report.to_table())
+        if args.output:
+            print(f"\nwrote {args.output}")
+
+
+def register(sub):
+    p = sub.add_parser("calibrate", help="measure this device (PyTorch) into a machine profile",
+                       description="Micro-benchmarks (launch, bandwidth per cache level, matmul FLOP/s by size, "
+                                   "the ops of a scaled-down block) written atomically as a machine TOML file: "
+                                   "use it as --machine FILE anywhere and as --profile FILE in `roofline check`.")
+    _common(p)
+    p.add_argument("--budget", type=_budget("--budget"), default=60.0, help="seconds to spend, about (default 60)")
+    p.add_argument("-o", "--output", default=None, help="profile path (default roofline-DEVICE.toml)")
+    p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser("check", help="time one block's ops on this device against the predictions",
+                       description="Runs one transformer block as real PyTorch ops (scaled to the device) and "
+                                   "prints, per op, the roofline, seed-default and calibrated predictions beside the "
+                                   "measured time, each error, % of roofline, and the ops far from their bound.")
+    _common(p)
+    p.add_argument("--profile", "--machine", dest="profile", default=None,
+                   help="a profile from `roofline calibrate` (default roofline-DEVICE.toml if present, else a quick "
+                        "calibration)")
+    p.add_argument("--model", default="llama3-8b", help="preset or config.json (dense models)")
+    p.add_argument("--d-model", type=number_arg("--d-model", **COUNT), default=None,
+                   help="scale the model to this d_model (CPU default 1024; CUDA default: the model's own)")
+    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None, help="T (CPU default 512, CUDA 4096)")
+    p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1)
+    p.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
+    p.add_argument("--context", type=number_arg("--context", **COUNT), default=None, help="decode: S (default --tokens)")
+    p.add_argument("--attention", choices=("naive", "flash"), default="naive")
+    p.add_argument("--budget", type=_budget("--budget"), default=None, help="seconds of timing (CPU default 20)")
+    p.add_argument("--cold", action="store_true", help="flush caches before every run (main-memory bandwidth)")
+    p.add_argument("-o", "--output", default=None, help="also draw predicted and measured on a roofline: FILE.png|.svg")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    p.set_defaults(func=cmd_check)

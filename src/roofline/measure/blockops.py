@@ -1,0 +1,150 @@
+"""One transformer block as real PyTorch ops, mirroring roofline.blocks.block_kernels op by op.
+
+``block_ops`` returns, for every kernel block_kernels lists (same names, same order), a callable
+that runs that op on preallocated tensors of the right shapes (``out=`` where PyTorch has it, so
+that a run times the op and not the allocator), with the op's shape in words. The kernel stays the
+count the predictions use; what the eager op really does may differ and is said in ``note``:
+
+- QK^T, softmax and P V are dense: they compute all T x S scores where the causal count is half;
+- GQA attention runs as one batched matmul per kv head (queries of a group stacked as rows), so
+  K and V are never copied;
+- SiLU-and-multiply is two eager kernels (silu, then multiply), RMSNorm what F.rms_norm does.
+
+Values do not change the timings; they are small random numbers from a fixed seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from roofline.blocks import block_kernels
+from roofline.errors import RooflineError
+from roofline.kernels import Kernel
+from roofline.measure.device import torch_dtype
+from roofline.transformer import TransformerConfig, get_model
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """A kernel (the count) and the PyTorch callable that runs it."""
+
+    kernel: Kernel
+    fn: Callable[[], object]
+    shape: str
+    dims: tuple[int, ...] = ()
+    causal_counted: bool = False
+
+
+def scale_config(cfg, d_model: int | None = None) -> TransformerConfig:
+    """The model with d_model scaled (heads, kv heads and d_ff in proportion, head dim kept),
+    one layer: a block that fits a small device but keeps the preset's shape ratios."""
+    cfg = get_model(cfg)
+    if d_model is None or d_model == cfg.d_model:
+        return dataclasses.replace(cfg, n_layers=1)
+    d = cfg.head_dim if cfg.head_dim <= d_model else d_model
+    heads = max(1, round(d_model * cfg.attn_dim / cfg.d_model / d))
+    group = max(1, cfg.n_heads // cfg.n_kv_heads)
+    kv = max(1, heads // group)
+    while heads % kv:
+        kv -= 1
+    d_ff = max(64, round(cfg.d_ff * d_model / cfg.d_model / 64) * 64)
+    return dataclasses.replace(cfg, name=f"{cfg.name} at d_model {d_model}", key=f"{cfg.key or cfg.name}@{d_model}",
+                               d_model=d_model, n_layers=1, n_heads=heads, n_kv_heads=kv, head_dim=d, d_ff=d_ff,
+                               expert_d_ff=d_ff)
+
+
+def block_ops(cfg, phase: str = "prefill", tokens: int = 512, batch: int = 1, context: int | None = None,
+              attention: str = "naive", dtype: str = "fp32", device: str = "cpu", only=None, seed: int = 0) -> list[OpSpec]:
+    """The ops of block_kernels(cfg, ...) as PyTorch callables on ``device``. ``only``: a set of
+    op names to build (the others are skipped, nothing is allocated for them)."""
+    cfg = get_model(cfg)
+    if cfg.is_moe:
+        raise RooflineError(f"{cfg.name} is a mixture of experts: check times dense blocks only", field="model")
+    kernels = block_kernels(cfg, phase, tokens, batch, context, attention, dtype)
+    td = torch_dtype(dtype)
+    gen = torch.Generator(device=device).manual_seed(seed)
+
+    def rnd(*shape):  # drawn on the device: a GPU block's tensors are too big to draw on the host
+        return torch.randn(*shape, generator=gen, device=device, dtype=td).mul_(0.05)
+
+    def empty(*shape):
+        return torch.empty(*shape, device=device, dtype=td)
+
+    prefill = phase == "prefill"
+    B, D, H, K, d, Fd = batch, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff
+    T = tokens if prefill else 1
+    S = tokens if (prefill or context is None) else context
+    G, M = H // K, B * T
+
+    def norm():
+        x, w = rnd(M, D), 1.0 + rnd(D)
+        if cfg.norm == "layernorm":
+            b = rnd(D)
+            return lambda: F.layer_norm(x, (D,), w, b), f"layer_norm ({M}, {D})", ()
+        return lambda: F.rms_norm(x, (D,), w, 1e-5), f"rms_norm ({M}, {D})", ()
+
+    def linear(n_out, n_in):
+        def build():
+            x, w, y = rnd(M, n_in), rnd(n_in, n_out), empty(M, n_out)
+            return lambda: torch.matmul(x, w, out=y), f"({M}, {n_in}) @ ({n_in}, {n_out})", (M, n_out, n_in)
+        return build
+
+    def scores():
+        q, kt, s = rnd(B, K, G * T, d), rnd(B, K, d, S), empty(B, K, G * T, S)
+        return lambda: torch.matmul(q, kt, out=s), f"{B * K} x ({G * T}, {d}) @ ({d}, {S})", (G * T, S, d)
+
+    def softmax():
+        s, p = rnd(B, K, G * T, S), empty(B, K, G * T, S)
+        return lambda: torch.softmax(s, -1, out=p), f"softmax ({B * H * T}, {S})", ()
+
+    def pv():
+        p, v, o = rnd(B, K, G * T, S), rnd(B, K, S, d), empty(B, K, G * T, d)
+        return lambda: torch.matmul(p, v, out=o), f"{B * K} x ({G * T}, {S}) @ ({S}, {d})", (G * T, d, S)
+
+    def flash():
+        q, k, v = rnd(B, H, T, d), rnd(B, K, S, d), rnd(B, K, S, d)
+        return (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=prefill, enable_gqa=K != H),
+                f"sdpa q ({B}, {H}, {T}, {d}), kv ({B}, {K}, {S}, {d})", ())
+
+    def add():
+        a, b, c = rnd(M, D), rnd(M, D), empty(M, D)
+        return lambda: torch.add(a, b, out=c), f"({M}, {D}) + ({M}, {D})", ()
+
+    def silu_mul():
+        gu, tmp, h = rnd(M, 2 * Fd), empty(M, Fd), empty(M, Fd)
+        g, u = gu[:, :Fd], gu[:, Fd:]
+
+        def run():
+            torch.ops.aten.silu.out(g, out=tmp)
+            return torch.mul(tmp, u, out=h)
+
+        return run, f"silu(g) * u, ({M}, {Fd}) halves of ({M}, {2 * Fd})", ()
+
+    def gelu():
+        h, y = rnd(M, Fd), empty(M, Fd)
+        return lambda: torch.ops.aten.gelu.out(h, out=y), f"gelu ({M}, {Fd})", ()
+
+    builders = {
+        "attn norm": norm, "ffn norm": norm,
+        "QKV proj": linear(cfg.attn_dim + 2 * cfg.kv_dim, D),
+        "QK^T": scores, "softmax": softmax, "PV": pv, "flash attention": flash,
+        "out proj": linear(D, cfg.attn_dim),
+        "residual add": add, "residual add 2": add,
+        "gate+up proj": linear(2 * Fd, D), "silu*mul": silu_mul,
+        "up proj": linear(Fd, D), "gelu": gelu, "down proj": linear(D, Fd),
+    }
+    out = []
+    for k in kernels:
+        if only is not None and k.name not in only:
+            continue
+        if k.name not in builders:
+            raise RooflineError(f"no PyTorch op for block op {k.name!r}", field="model")
+        fn, shape, dims = builders[k.name]()
+        causal = prefill and k.name in ("QK^T", "softmax", "PV")
+        out.append(OpSpec(k, fn, shape, dims, causal))
+    return out

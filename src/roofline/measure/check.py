@@ -1,0 +1,85 @@
+"""`roofline check`: one block's ops as real PyTorch ops, timed, against three predictions."""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+import torch
+
+from roofline.calibrated import CalibratedModel
+from roofline.check import CheckReport, OpRun, build_report
+from roofline.errors import RooflineError, check_number
+from roofline.measure.blockops import block_ops, scale_config
+from roofline.measure.device import default_dtype, device_info, make_flush, require_device, synchronizer
+from roofline.measure.timing import bench_round_robin
+from roofline.machine_profile import load_profile, parse_profile, render_profile
+
+DEFAULTS = {"cpu": {"d_model": 1024, "tokens": 512, "budget_s": 20.0},
+            "cuda": {"d_model": None, "tokens": 4096, "budget_s": 30.0}}
+QUICK_CALIBRATION_S = {"cpu": 20.0, "cuda": 30.0}
+
+
+def run_check(device: str = "cpu", model: str = "llama3-8b", d_model: int | None = None, tokens: int | None = None,
+              batch: int = 1, phase: str = "prefill", context: int | None = None, attention: str = "naive",
+              dtype: str | None = None, profile=None, budget_s: float | None = None, cold: bool = False,
+              threads: int | None = None, progress=None) -> CheckReport:
+    """Time one block of ``model`` (scaled to ``d_model``) on ``device`` and predict each op from
+    ``profile`` (a path from `roofline calibrate`; None: a quick calibration, kept in memory)."""
+    require_device(device)
+    dflt = DEFAULTS[device]
+    d_model = dflt["d_model"] if d_model is None else d_model
+    tokens = dflt["tokens"] if tokens is None else tokens
+    budget_s = dflt["budget_s"] if budget_s is None else budget_s
+    check_number("budget", budget_s)
+    notes = []
+    if profile is None:
+        from roofline.measure.calibration import calibrate
+
+        cal = calibrate(device, dtype or default_dtype(device), QUICK_CALIBRATION_S[device], progress, threads=threads)
+        machine, cal = parse_profile(render_profile(cal), "quick calibration")
+        profile_label = f"none given: a {QUICK_CALIBRATION_S[device]:.0f} s calibration in memory (run `roofline calibrate` for a better one)"
+    else:
+        machine, cal = load_profile(profile)
+        profile_label = f"{profile} (measured {cal.date})"
+        if cal.device != device:
+            raise RooflineError(f"profile {profile} was measured on {cal.device}, not {device}", field="profile")
+    dtype = dtype or cal.default_dtype
+    if threads is None and device == "cpu" and torch.get_num_threads() != cal.threads:
+        torch.set_num_threads(cal.threads)
+        notes.append(f"running with the profile's {cal.threads} thread(s)")
+    elif threads is not None:
+        torch.set_num_threads(int(threads))
+        if threads != cal.threads:
+            notes.append(f"{threads} thread(s), but the profile was measured with {cal.threads}: predictions may be off")
+    info = device_info(device)
+    cfg = scale_config(model, d_model)
+    specs = block_ops(cfg, phase, tokens, batch, context, attention, dtype, device)
+    sync = synchronizer(device)
+    flush = make_flush(device, info.caches) if cold else None
+    if progress is not None:
+        progress(0.0, f"timing {len(specs)} ops")
+    times = bench_round_robin([s.fn for s in specs], sync=sync, flush=flush, budget_s=budget_s, max_repeats=100,
+                              progress=(lambda f, label: progress(f, f"timing ops, {label}")) if progress else None)
+    runs = [OpRun(s.kernel, t.measured(), s.shape, s.dims, s.causal_counted) for s, t in zip(specs, times)]
+    if cold:
+        notes.append("cold caches: flushed before every run; the calibrated model reads main memory")
+    if any(s.causal_counted for s in specs):
+        notes.append("QK^T, softmax and PV are counted causal (half the scores) but eager PyTorch computes them all")
+    return build_report(
+        runs, machine, CalibratedModel(cal, cold),
+        device=device, device_name=info.name, profile=profile_label, model=get_key(model), config=_describe(cfg),
+        phase=phase, tokens=tokens, batch=batch, attention=attention, dtype=dtype, threads=info.threads,
+        date=_dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip(), notes=tuple(notes),
+    )
+
+
+def get_key(model) -> str:
+    from roofline.transformer import get_model
+
+    cfg = get_model(model)
+    return cfg.key or cfg.name
+
+
+def _describe(cfg) -> str:
+    return (f"d_model {cfg.d_model}, {cfg.n_heads} heads / {cfg.n_kv_heads} kv, head dim {cfg.head_dim}, "
+            f"d_ff {cfg.d_ff}")

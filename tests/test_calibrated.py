@@ -1,0 +1,185 @@
+"""The calibrated cost model and the profile file, on a synthetic calibration whose numbers are
+chosen so that every prediction can be worked out by hand (no torch, no timing)."""
+
+import math
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from roofline.calibrated import CalibratedModel, hierarchical_lower_bound
+from roofline.cost import CostModel
+from roofline.errors import RooflineError
+from roofline.kernels import Kernel, elementwise_kernel
+from roofline.machines import get_machine
+from roofline.machine_profile import (
+    Calibration, Curve, Probe, level_bandwidths, load_profile, main_memory, parse_profile, peaks, render_profile,
+    timing_spread, write_profile,
+)
+
+LAUNCH = 1e-7
+KIB, MIB = 2**10, 2**20
+
+
+def _curve(kind, dtype, sizes, flops, bytes_, bodies):
+    secs = tuple(b + LAUNCH for b in bodies)
+    return Curve(kind, dtype, tuple(map(float, sizes)), tuple(map(float, flops)), tuple(map(float, bytes_)), secs,
+                 tuple(0.9 * s for s in secs), tuple(1.2 * s for s in secs))
+
+
+def synthetic(probes=()):
+    # matmul fp32: 1e6 FLOPs at 1e9 FLOP/s, 1e8 FLOPs at 1e10 FLOP/s (bodies 1 ms and 10 ms)
+    mm = _curve("matmul", "fp32", (79, 368), (1e6, 1e8), (7.5e4, 1.6e6), (1e6 / 1e9, 1e8 / 1e10))
+    # copy: 32 KiB at 100 GB/s, 512 KiB at 50 GB/s, 8 MiB at 10 GB/s; add: slower everywhere
+    ws = (32 * KIB, 512 * KIB, 8 * MIB)
+    copy = _curve("copy", "fp32", ws, (0, 0, 0), ws, (ws[0] / 100e9, ws[1] / 50e9, ws[2] / 10e9))
+    add = _curve("add", "fp32", ws, (1, 1, 1), ws, (ws[0] / 50e9, ws[1] / 25e9, ws[2] / 5e9))
+    return Calibration(
+        key="local-cpu", device="cpu", device_name="Test CPU", date="2026-01-01 00:00 UTC", torch_version="x",
+        threads=1, budget_s=1.0, default_dtype="fp32", launch_s=LAUNCH, launch_low_s=LAUNCH, launch_high_s=LAUNCH,
+        caches=(("l1d", 64 * KIB), ("l2", 1 * MIB)), matmul=(mm,), bandwidth=(copy, add), probes=tuple(probes),
+        vendor="Test", memory_bytes=8e9,
+    )
+
+
+def test_derived_numbers_are_the_best_measured():
+    cal = synthetic()
+    assert peaks(cal) == {"fp32": pytest.approx(1e10)}
+    # main memory: working sets >= 2 x the 1 MiB last cache -> only 8 MiB, copy's 10 GB/s
+    assert main_memory(cal)[0] == pytest.approx(10e9)
+    # l1d holds 32 KiB (100 GB/s); l2 holds 512 KiB (50 GB/s)
+    assert [(n, s, pytest.approx(b)) for n, s, b in level_bandwidths(cal)] == [("l1d", 64 * KIB, 100e9), ("l2", MIB, 50e9)]
+    # every low is 0.9 x its median and every high 1.2 x
+    assert timing_spread(cal) == pytest.approx((0.9, 1.2))
+
+
+def test_profile_round_trips_and_loads_as_a_machine(tmp_path):
+    cal = synthetic([Probe("silu*mul", "elementwise", "fp32", 1e3, 4e5, 3e-5, 2.8e-5, 3.5e-5, "x")])
+    path = write_profile(cal, tmp_path / "p.toml")
+    machine, back = load_profile(path)
+    assert back == cal
+    m = get_machine(str(path))
+    assert m == machine and m.peak("fp32") == pytest.approx(1e10) and m.bandwidth == pytest.approx(10e9)
+    assert m.launch_overhead_s == LAUNCH and [l.name for l in m.levels] == ["l1d", "l2"]
+    assert all(src.startswith("measured") for name, src in m.sources if name.startswith(("peak", "memory_bytes_per_s")))
+
+
+def test_interrupted_write_leaves_the_old_profile_and_no_temp_file(tmp_path, monkeypatch):
+    import roofline.machine_profile as profile
+
+    target = tmp_path / "p.toml"
+    target.write_text("old")
+
+    def boom(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(profile.os, "fsync", boom)
+    with pytest.raises(KeyboardInterrupt):
+        write_profile(synthetic(), target)
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
+    target.unlink()
+    with pytest.raises(KeyboardInterrupt):
+        write_profile(synthetic(), target)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_plain_machine_file_is_not_a_profile():
+    text = '[machines.m]\nname = "M"\nmemory_bytes_per_s = { value = 1e12, source = "seed" }\n' \
+           'peak_flops_per_s.bf16 = { value = 1e14, source = "seed" }\n'
+    with pytest.raises(RooflineError, match="roofline calibrate"):
+        parse_profile(text, "m.toml")
+
+
+def test_rates_interpolate_in_log_log_by_size():
+    model = CalibratedModel(synthetic())
+    # halfway in log FLOPs between 1e6 and 1e8 -> halfway in log rate: sqrt(1e9 * 1e10)
+    assert model.achieved_flops_per_s(1e7, "fp32") == pytest.approx(math.sqrt(1e19))
+    # clamped beyond the sweep
+    assert model.achieved_flops_per_s(1e12, "fp32") == pytest.approx(1e10)
+    # 512 KiB is measured: the better of copy (50 GB/s) and add (25 GB/s)
+    assert model.bandwidth_bytes_per_s(512 * KIB) == pytest.approx(50e9)
+    # 2 MiB: a quarter of the way in log size from 512 KiB to 8 MiB -> 50e9 * (10/50)^(1/2)
+    assert model.bandwidth_bytes_per_s(2 * MIB) == pytest.approx(50e9 * (10 / 50) ** 0.5)
+    assert CalibratedModel(synthetic(), cold=True).bandwidth_bytes_per_s(32 * KIB) == pytest.approx(10e9)
+
+
+def test_prediction_without_probes_is_launch_plus_body_with_the_timing_spread():
+    cal = synthetic()
+    machine = parse_profile(render_profile(cal), "t")[0]
+    k = elementwise_kernel(512 * KIB // 12, n_inputs=2, n_outputs=1, bytes_per_elem=4.0)  # 3 x 4 bytes per element
+    body = k.bytes / model_bw(cal, k.bytes)
+    op = CalibratedModel(cal).predict([k], machine).ops[0]
+    assert op.time_s == pytest.approx(LAUNCH + body)
+    assert (op.low_s, op.high_s) == (pytest.approx(LAUNCH + 0.9 * body), pytest.approx(LAUNCH + 1.2 * body))
+    assert op.residual_source == "none" and op.bound == "memory"
+    # a what-if machine with twice the bandwidth halves the memory time
+    op2 = CalibratedModel(cal).predict([k], machine.scaled(bandwidth=2)).ops[0]
+    assert op2.time_s == pytest.approx(LAUNCH + body / 2)
+
+
+def model_bw(cal, ws):
+    return CalibratedModel(cal).bandwidth_bytes_per_s(ws)
+
+
+def test_per_op_residuals_are_measured_over_modelled():
+    cal0 = synthetic()
+    m0 = CalibratedModel(cal0)
+    probes = []
+    for n in (10_000, 40_000):  # silu*mul measured at exactly twice its modelled body
+        k = elementwise_kernel(n, n_inputs=2, n_outputs=1, bytes_per_elem=4.0, name="silu*mul")
+        body = float(m0.base_body_s(k)[2])
+        t = LAUNCH + 2 * body
+        probes.append(Probe("silu*mul", "elementwise", "fp32", k.flops, k.bytes, t, t, t))
+    model = CalibratedModel(synthetic(probes))
+    machine = parse_profile(render_profile(model.calibration), "t")[0]
+    held_out = elementwise_kernel(20_000, n_inputs=2, n_outputs=1, bytes_per_elem=4.0, name="silu*mul")
+    body = float(model.base_body_s(held_out, machine)[2])
+    op = model.predict([held_out], machine).ops[0]
+    assert op.residual == pytest.approx(2.0) and op.residual_source == "op"
+    assert op.time_s == pytest.approx(LAUNCH + 2 * body)
+    # another elementwise op falls back to its category's residual (the same 2); a matmul to none
+    other = model.predict([elementwise_kernel(20_000, bytes_per_elem=4.0, name="gelu")], machine).ops[0]
+    assert other.residual == pytest.approx(2.0) and other.residual_source == "category"
+    assert model.predict([Kernel("mm", 1e7, 1e5, "matmul", "fp32")], machine).ops[0].residual == 1.0
+
+
+def test_workload_totals_carry_the_interval():
+    cal = synthetic()
+    machine = parse_profile(render_profile(cal), "t")[0]
+    ks = [elementwise_kernel(n, bytes_per_elem=4.0) for n in (1000, 100_000)]
+    pred = CalibratedModel(cal).predict(ks, machine)
+    assert pred.total_s == pytest.approx(sum(o.time_s for o in pred.ops))
+    assert pred.total_low_s == pytest.approx(sum(o.low_s for o in pred.ops))
+    assert pred.total_high_s == pytest.approx(sum(o.high_s for o in pred.ops))
+    d = pred.to_dict()
+    assert d["ops"][0]["low_s"] == pred.ops[0].low_s and "total_high_s" in d
+
+
+def test_hierarchical_bound_uses_the_level_that_holds_the_working_set():
+    machine = parse_profile(render_profile(synthetic()), "t")[0]
+    small = Kernel("s", 0.0, 32 * KIB, "elementwise", "fp32")
+    mid = Kernel("m", 0.0, 512 * KIB, "elementwise", "fp32")
+    big = Kernel("b", 0.0, 4 * MIB, "elementwise", "fp32")
+    assert hierarchical_lower_bound(small, machine) == (pytest.approx(32 * KIB / 100e9), "l1d")
+    assert hierarchical_lower_bound(mid, machine) == (pytest.approx(512 * KIB / 50e9), "l2")
+    assert hierarchical_lower_bound(big, machine) == (pytest.approx(4 * MIB / 10e9), "main memory")
+
+
+def test_without_a_profile_nothing_changes():
+    # a preset keeps the plain cost model: the seed's figure is untouched (seed 003: 8,756 us)
+    from roofline.blocks import layer_report
+
+    assert layer_report(tokens=8192).prediction.total_s * 1e6 == pytest.approx(8756, abs=1)
+    from roofline.calibrated import calibrated_model_for
+
+    assert calibrated_model_for("h100-sxm") is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(flops=st.floats(0, 1e12), nbytes=st.floats(1, 1e10), cat=st.sampled_from(["matmul", "elementwise", "norm"]))
+def test_interval_contains_the_prediction(flops, nbytes, cat):
+    cal = synthetic([Probe("x", "elementwise", "fp32", 1e3, 1e5, 5e-6, 4e-6, 7e-6),
+                     Probe("x", "elementwise", "fp32", 1e4, 1e6, 9e-5, 8e-5, 1e-4)])
+    machine = parse_profile(render_profile(cal), "t")[0]
+    op = CalibratedModel(cal).predict([Kernel("k", flops, nbytes, cat, "fp32")], machine).ops[0]
+    assert LAUNCH <= op.low_s <= op.time_s <= op.high_s
+    assert op.time_s >= CostModel().predict_op(Kernel("k", flops, nbytes, cat, "fp32"), machine).time_s * 0.25

@@ -1,0 +1,156 @@
+"""roofline.measure on the CPU, end to end at tiny sizes and budgets (seconds each). Measured
+figures are compared with each other within one run, never asserted as constants."""
+
+import json
+import sys
+
+import pytest
+
+from roofline.cli import main
+
+torch = pytest.importorskip("torch")
+
+from roofline.calibrated import CalibratedModel  # noqa: E402
+from roofline.machines import get_machine  # noqa: E402
+from roofline.measure import CalibrationPlan, bench, calibrate  # noqa: E402
+from roofline.machine_profile import load_profile, write_profile  # noqa: E402
+
+TINY = CalibrationPlan(
+    matmul_dtypes=("fp32",),
+    matmul_sizes=(32, 64, 128, 256),
+    working_sets=tuple(32 * 2**10 * 2**i for i in range(6)),  # 32 KiB .. 1 MiB
+    probe_sizes=((128, 64), (256, 32), (256, 128)),  # llama3-8b at d_model 128/256: 1-2 heads of 128
+    probe_dtype="fp32",
+)
+CHECK = ["--d-model", "192", "--tokens", "96", "--budget", "0.5", "--threads", "1"]  # held out: no probe at 192
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory):
+    path = tmp_path_factory.mktemp("profile") / "cpu.toml"
+    cal = calibrate("cpu", "fp32", 2.0, None, plan=TINY, threads=1)
+    write_profile(cal, path)
+    return path
+
+
+def test_bench_statistics_with_a_scripted_clock():
+    # each call advances a fake clock by the next duration; one sample per call (min_sample_s tiny)
+    durations = iter([5.0, 9.0] + [1.0, 2.0, 3.0, 4.0, 100.0])  # first call, warm-up, then 5 samples
+    now = [0.0]
+
+    def clock():
+        return now[0]
+
+    def fn():
+        now[0] += next(durations)
+
+    t = bench(fn, clock=clock, warmup=1, min_repeats=5, max_repeats=5, budget_s=0.0, min_sample_s=1e-9)
+    # samples 1, 2, 3, 4, 100: median 3; numpy's 10th percentile 1 + 0.4 * 1 = 1.4, 90th 4 + 0.6 * 96 = 61.6
+    assert (t.median_s, t.samples, t.inner) == (3.0, 5, 1)
+    assert t.low_s == pytest.approx(1.4) and t.high_s == pytest.approx(61.6)
+
+
+def test_bench_runs_at_least_min_repeats_and_flushes_each_sample():
+    flushes = []
+    t = bench(lambda: None, flush=lambda: flushes.append(1), warmup=1, min_repeats=3, max_repeats=10, budget_s=0.0)
+    assert t.samples == 3 and t.inner == 1 and len(flushes) == 1 + 3  # warm-up sample + 3 samples
+
+
+def test_calibrate_writes_a_profile_every_command_reads(profile, capsys):
+    machine, cal = load_profile(profile)
+    assert get_machine(str(profile)) == machine
+    assert machine.key == "local-cpu" and machine.default_dtype == "fp32"
+    assert all(src.startswith("measured") for name, src in machine.sources if name != "memory_bytes" and name != "l2_bytes")
+    assert machine.launch_overhead_s == cal.launch_s > 0
+    assert [c.kind for c in cal.bandwidth] == ["copy", "add"] and cal.matmul[0].size[0] == 32
+    assert {p.name for p in cal.probes} >= {"QKV proj", "softmax", "silu*mul", "flash attention"}
+    # the best matmul is the peak; no measured point beats it
+    mm = cal.matmul[0]
+    assert machine.peak("fp32") == pytest.approx(max(f / max(s - cal.launch_s, s / 4) for f, s in zip(mm.flops, mm.seconds)))
+    # the profile works as --machine for the existing commands
+    assert main(["layer", "--machine", str(profile), "--dtype", "fp32", "--tokens", "64", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["machine"] == "local-cpu"
+
+
+def test_check_end_to_end_contract_and_calibrated_beats_the_roofline(profile, capsys, tmp_path):
+    png = tmp_path / "check.png"
+    assert main(["check", "--profile", str(profile), *CHECK, "--json", "-o", str(png)]) == 0
+    d = json.loads(capsys.readouterr().out)
+    fields = ("measured_s", "roofline_s", "seed_s", "calibrated_s", "calibrated_low_s", "calibrated_high_s")
+    assert d["device"] == "cpu" and [op["name"] for op in d["ops"]][:3] == ["attn norm", "QKV proj", "QK^T"]
+    for f in fields:
+        assert d["block"][f] == pytest.approx(sum(op[f] for op in d["ops"]))
+        assert all(op[f] > 0 for op in d["ops"])
+    assert all(op["calibrated_low_s"] <= op["calibrated_s"] <= op["calibrated_high_s"] for op in d["ops"])
+    # held-out sizes, one run: the calibrated model's errors are smaller than the plain roofline's
+    err = {p: sorted(abs(op[f"{p}_s"] / op["measured_s"] - 1) for op in d["ops"]) for p in ("roofline", "calibrated")}
+    assert err["calibrated"][len(err["calibrated"]) // 2] < err["roofline"][len(err["roofline"]) // 2]
+    assert png.stat().st_size > 10_000
+
+
+def test_check_table_flags_and_totals(profile, capsys):
+    assert main(["check", "--profile", str(profile), *CHECK, "--attention", "flash"]) == 0
+    out = capsys.readouterr().out
+    assert "flash attention" in out and "block" in out and "median |error|" in out
+
+
+def test_calibrate_cli_with_a_tiny_plan(tmp_path, monkeypatch, capsys):
+    import roofline.measure.calibration as cal_mod
+
+    monkeypatch.setattr(cal_mod, "default_plan", lambda *a, **k: TINY)
+    out = tmp_path / "p.toml"
+    assert main(["calibrate", "--budget", "1", "--threads", "1", "--quiet", "-o", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out and load_profile(out)[1].threads == 1
+
+
+def test_interrupted_calibrate_leaves_no_profile(tmp_path, monkeypatch, capsys):
+    import roofline.measure.calibration as cal_mod
+
+    monkeypatch.setattr(cal_mod, "default_plan", lambda *a, **k: TINY)
+    real_bench, calls = cal_mod.bench, []
+
+    def interrupted(*a, **k):  # Ctrl-C during the matmul sweep
+        calls.append(1)
+        if len(calls) > 4:
+            raise KeyboardInterrupt
+        return real_bench(*a, **k)
+
+    monkeypatch.setattr(cal_mod, "bench", interrupted)
+    out = tmp_path / "p.toml"
+    assert main(["calibrate", "--budget", "1", "--quiet", "-o", str(out)]) == 130
+    assert list(tmp_path.iterdir()) == []
+    # and through the progress callback (the bar), from the library
+    with pytest.raises(KeyboardInterrupt):
+        calibrate("cpu", "fp32", 1.0, lambda f, label: (_ for _ in ()).throw(KeyboardInterrupt), plan=TINY)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writer_interrupted_mid_write_leaves_no_profile(tmp_path, monkeypatch, profile):
+    import roofline.machine_profile as prof
+
+    _, cal = load_profile(profile)
+    monkeypatch.setattr(prof.os, "replace", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        write_profile(cal, tmp_path / "p.toml")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_calibrated_model_reads_the_profile(profile):
+    model = CalibratedModel.from_profile(profile)
+    assert model.launch_overhead_s > 0 and model.residuals
+
+
+def test_bad_input_is_one_line_exit_2(capsys, profile):
+    if not torch.cuda.is_available():
+        assert main(["check", "--device", "cuda", "--profile", str(profile)]) == 2
+        assert "cuda" in capsys.readouterr().err
+    assert main(["check", "--profile", str(profile), "--model", "mixtral-8x7b", *CHECK]) == 2
+    assert "mixture of experts" in capsys.readouterr().err
+    assert main(["calibrate", "--budget", "-1"]) == 2
+
+
+def test_missing_torch_names_the_extra(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    assert main(["calibrate"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "pip install 'roofline[torch]'" in err
