@@ -43,6 +43,7 @@ from roofline.transformer import (
     training_time_s,
 )
 from roofline.blocks import block_kernels
+import roofline.trace  # noqa: E402  callable package: roofline.trace(module, *inputs); torch loads on use
 
 
 def plot_roofline(*args, **kwargs):

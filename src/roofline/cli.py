@@ -11,14 +11,14 @@ import json
 import sys
 
 from roofline.cliargs import (
-    COUNT,
     Parser,
     add_cost_flags,
     add_layer_flags,
     add_machine_flags,
+    calibrated_or_cost_model,
+    kernel_param,
     cost_model_from_args,
     machine_from_args,
-    number_arg,
 )
 from roofline.errors import RooflineError
 
@@ -33,7 +33,7 @@ def _layer(args):
 
     machine = machine_from_args(args)
     return layer_report(args.model, machine, args.phase, args.tokens, args.batch, args.context, args.attention,
-                        args.dtype or machine.default_dtype, cost_model_from_args(args, machine))
+                        args.dtype or machine.default_dtype, calibrated_or_cost_model(args, machine))
 
 
 def cmd_layer(args):
@@ -46,15 +46,18 @@ def cmd_layer(args):
         sys.stdout.write(pred.to_csv())
         return
     from roofline.transformer import get_model
-    from roofline.units import format_time
 
     cfg = get_model(args.model)
     where = f"T={report.tokens:,}" if report.phase == "prefill" else f"context S={report.context:,}"
     m = pred.model
     print(f"{cfg.name}: one block, {report.phase} {where}, batch {report.batch}, {report.attention} attention, "
           f"{report.dtype}, on {pred.machine}")
-    print(f"e_c {m.compute_efficiency:.2f}, e_m {m.memory_efficiency:.2f}, launch {m.launch_overhead_s * 1e6:g} us"
-          f"{' (CUDA graph)' if m.cuda_graph else ''}, overlap {m.overlap:g}\n")
+    if hasattr(m, "compute_efficiency"):
+        print(f"e_c {m.compute_efficiency:.2f}, e_m {m.memory_efficiency:.2f}, launch {m.launch_overhead_s * 1e6:g} us"
+              f"{' (CUDA graph)' if m.cuda_graph else ''}, overlap {m.overlap:g}\n")
+    else:
+        print(f"calibrated model of the profile measured {m.calibration.date}: achieved rates by op size and "
+              f"working set, launch {m.launch_overhead_s * 1e6:.1f} us\n")
     print(pred.to_table())
 
 
@@ -137,10 +140,15 @@ def cmd_kernel(args):
         return
     from roofline.units import format_intensity, format_si
 
-    side = "left of" if kernel.intensity < machine.ridge(kernel.dtype) else "right of"
     print(f"{kernel.name} on {machine.name} ({kernel.dtype})")
     print(f"  FLOPs      {format_si(kernel.flops, 'FLOP')}")
     print(f"  bytes      {format_si(kernel.bytes, 'B')}")
+    if getattr(kernel, "link", None):
+        print(f"  link       {kernel.link} at {format_si(machine.link(kernel.link), 'B/s')} per direction: link-bound")
+        print(f"  roofline   {bound * 1e6:,.2f} us (speed of light)")
+        print(f"  predicted  {op.time_s * 1e6:,.2f} us at e_m {model.memory_efficiency:g}, launch {model.launch_overhead_s * 1e6:g} us")
+        return
+    side = "left of" if kernel.intensity < machine.ridge(kernel.dtype) else "right of"
     print(f"  intensity  {format_intensity(kernel.intensity)} FLOP/B, {side} the ridge at {machine.ridge(kernel.dtype):,.0f}: "
           f"{'memory' if side == 'left of' else 'compute'}-bound")
     print(f"  attainable {format_si(machine.attainable(kernel.intensity, kernel.dtype), 'FLOP/s')}")
@@ -149,38 +157,7 @@ def cmd_kernel(args):
           f" launch {model.launch_overhead_s * 1e6:g} us")
 
 
-def _kernel_param(text):
-    try:
-        return _parse_kernel_param(text)
-    except RooflineError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-_kernel_param.__name__ = "NAME=VALUE"
-
-
-def _parse_kernel_param(text):
-    if "=" not in text:
-        raise RooflineError(f"kernel parameter {text!r} must be NAME=VALUE, e.g. M=8192")
-    key, value = text.split("=", 1)
-    key = key.strip()
-    if value.strip().lower() in ("true", "false"):
-        return key, value.strip().lower() == "true"
-    if key in ("name",):
-        return key, value
-    if key in ("bytes_per_elem", "bytes_per_param") and not value.replace(".", "", 1).isdigit():
-        return key, value.strip()
-    from roofline.errors import check_number
-    from roofline.units import parse_number
-
-    number = parse_number(value, key)
-    check_number(key, number, minimum=0, strictly=False)
-    return key, int(number) if float(number).is_integer() else number
-
-
 def cmd_plot(args):
-    from roofline.machines import get_machine
-
     out = args.output
     if not out.lower().endswith((".png", ".svg")):
         raise RooflineError(f"-o/--output must end in .png or .svg, got {out!r}")
@@ -228,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("kernel", help="one kernel on a machine: intensity, bound, time",
                        description=f"Kernels: {from_kernels}. Example: roofline kernel matmul M=1 N=4096 K=4096")
     p.add_argument("name", help="kernel constructor name")
-    p.add_argument("param", nargs="*", type=_kernel_param, help="NAME=VALUE, e.g. M=8192 N=4096 K=4096 bytes_per_elem=fp8")
+    p.add_argument("param", nargs="*", type=kernel_param, help="NAME=VALUE, e.g. M=8192 N=4096 K=4096 bytes_per_elem=fp8")
     add_machine_flags(p)
     add_cost_flags(p)
     p.add_argument("--json", action="store_true")

@@ -1,0 +1,311 @@
+"""`roofline trace`, `roofline profile`, `roofline gemm` and `roofline diagnose` (SPEC C11, C12).
+
+Nothing heavy at import: torch is imported when trace or profile runs, and its absence is one line
+naming the extra to install (exit code 2).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from roofline.cliargs import COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg
+from roofline.errors import RooflineError
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+# ---------------------------------------------------------------------------------------------
+# trace
+# ---------------------------------------------------------------------------------------------
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(p) for p in str(text).replace("x", ",").split(",") if p.strip())
+    except ValueError:
+        dims = ()
+    if not dims or min(dims) <= 0 or max(dims) > 1e9:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"must be positive sizes like 1,128, got {text!r}")
+    return dims
+
+
+_shape.__name__ = "--input-shape"
+
+
+def load_factory(spec: str):
+    """'package.module:factory' -> the factory (the current directory is importable, as with
+    `python -m`)."""
+    import importlib
+    import os
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise RooflineError(f"model must be PACKAGE.MODULE:FACTORY, e.g. roofline.trace.models:llama2_7b; got {spec!r}",
+                            field="model")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise RooflineError(f"cannot import {module_name!r} for {spec!r}: {_first_line(exc)}", field="model") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise RooflineError(f"{module_name!r} has no callable {attr!r}", field="model")
+    return factory
+
+
+def build_model(spec: str):
+    """Call the factory on the meta device (no weights allocated) and put the model in eval mode."""
+    from roofline.trace import require_torch
+
+    torch = require_torch("roofline trace")
+    factory = load_factory(spec)
+    try:
+        with torch.device("meta"):
+            model = factory()
+    except Exception as exc:  # noqa: BLE001 - the user's code: report it in one line
+        raise RooflineError(f"{spec}() failed on the meta device: {_first_line(exc)}", field="model") from None
+    if not isinstance(model, torch.nn.Module):
+        raise RooflineError(f"{spec}() returned {type(model).__name__}, not a torch.nn.Module", field="model")
+    return model.eval()
+
+
+def cmd_trace(args):
+    from roofline.trace import require_torch
+
+    torch = require_torch("roofline trace")
+    from roofline.trace.record import DTYPE_BY_NAME, trace
+
+    for flag, name in (("--dtype", args.dtype), ("--input-dtype", args.input_dtype)):
+        if name not in DTYPE_BY_NAME:
+            raise RooflineError(f"argument {flag}: unknown dtype {name!r}; known: {', '.join(DTYPE_BY_NAME)}")
+    machine = machine_from_args(args)
+    model = build_model(args.model)
+    inputs = []
+    for shape in args.input_shape or [(1, 128)]:
+        dt = DTYPE_BY_NAME[args.input_dtype]
+        inputs.append(torch.zeros(shape, dtype=dt, device="meta"))
+    try:
+        result = trace(model, *inputs, dtype=DTYPE_BY_NAME[args.dtype], fused=not args.unfused)
+    except RooflineError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise RooflineError(f"running {args.model} on the meta device failed: {_first_line(exc)} "
+                            "(data-dependent code, such as .item() or a shape read from values, cannot run on meta)",
+                            field="model") from None
+    cost_model = cost_model_from_args(args, machine)
+    pred = result.predict(machine, cost_model)
+    if args.json:
+        print(result.to_json(machine=machine.key or machine.name, predicted_s=pred.total_s,
+                             roofline_s=result.predict(machine).total_s))
+        return
+    if args.csv:
+        sys.stdout.write(result.to_csv())
+        return
+    from roofline.units import format_bytes, format_si, format_time
+
+    ins = ", ".join("x".join(map(str, s)) for s in result.inputs)
+    free = sum(1 for op in result.ops if op.bytes == 0)
+    print(f"{result.model} ({args.model}): inputs {ins} {args.input_dtype}, weights {args.dtype}, "
+          f"{'fused' if result.fused else 'unfused (meta dispatcher)'} attention and RMSNorm")
+    print(f"{len(result.ops):,} ops ({free:,} free views), {format_si(result.total_flops, 'FLOP')}, "
+          f"{format_si(result.total_bytes, 'B')} moved ({format_bytes(result.total_bytes)}), "
+          f"intensity {result.intensity:,.1f} FLOP/B\n")
+    print(result.to_table(machine, by=args.by, model=cost_model))
+    roof = result.predict(machine).total_s
+    m = cost_model
+    print(f"\non {machine.name}: roofline {format_time(roof)}; predicted {format_time(pred.total_s)} at e_c "
+          f"{m.compute_efficiency:g}, e_m {m.memory_efficiency:g}, launch {m.launch_overhead_s * 1e6:g} us x "
+          f"{len(pred.ops):,} kernels; {pred.memory_bound_ops:,} memory-bound ops take {pred.memory_bound_share:.0%}")
+    if result.unsupported:
+        calls = dict(result.unsupported_calls)
+        print("unsupported (no rule; not counted): " + ", ".join(f"{n} x{calls[n]}" for n in result.unsupported))
+    else:
+        print("unsupported: none (every op had a rule)")
+
+
+# ---------------------------------------------------------------------------------------------
+# profile
+# ---------------------------------------------------------------------------------------------
+
+
+def cmd_profile(args):
+    from roofline.trace.profile import profile_report
+
+    machine = machine_from_args(args)
+    if args.output and not args.output.lower().endswith((".png", ".svg")):
+        raise RooflineError(f"-o/--output must end in .png or .svg, got {args.output!r}")
+    report = profile_report(args.trace, machine)
+    if args.json:
+        print(report.to_json())
+    elif args.csv:
+        sys.stdout.write(report.to_csv())
+    else:
+        print(report.to_table(limit=args.limit or None))
+    if args.output:
+        from roofline.plots import plot_profile
+
+        plot_profile(report, machine, args.output)
+        print(f"wrote {args.output}", file=sys.stderr if (args.json or args.csv) else sys.stdout)
+
+
+# ---------------------------------------------------------------------------------------------
+# gemm
+# ---------------------------------------------------------------------------------------------
+
+
+def _count(flag):
+    convert = number_arg(flag, **COUNT)
+
+    def parse(text):
+        return convert(str(text).replace(",", "").replace("_", ""))
+
+    parse.__name__ = flag
+    return parse
+
+
+def cmd_gemm(args):
+    from roofline.shapes import gemm_advice, parse_tile
+
+    machine = machine_from_args(args)
+    advice = gemm_advice(args.M, args.N, args.K, machine, args.dtype, parse_tile(args.tile))
+    print(advice.to_json() if args.json else advice.to_text())
+
+
+# ---------------------------------------------------------------------------------------------
+# diagnose
+# ---------------------------------------------------------------------------------------------
+
+
+def _diagnose_kernel(args):
+    from roofline.kernels import Kernel, get_kernel_constructor, kernel_parameters
+
+    if args.name:
+        if args.flops is not None or args.bytes is not None or args.dtype is not None:
+            raise RooflineError("give a kernel (NAME K=V ..., with bytes_per_elem=bf16 for its dtype) or "
+                                "--flops/--bytes/--dtype, not both")
+        ctor = get_kernel_constructor(args.name)
+        params = dict(args.param or [])
+        try:
+            kernel = ctor(**params)
+        except TypeError as exc:
+            names = ", ".join(p.name for p in kernel_parameters(args.name))
+            raise RooflineError(f"kernel {args.name}: {exc}; its parameters are {names}") from None
+        shape = None
+        if ctor.__name__ == "matmul_kernel" and all(k in params for k in "MNK"):
+            shape = (params["M"], params["N"], params["K"])
+        return kernel, shape
+    if args.flops is None or args.bytes is None:
+        raise RooflineError("give a kernel (e.g. matmul M=8192 N=4096 K=4096) or both --flops and --bytes")
+    return Kernel(args.label or "kernel", args.flops, args.bytes, args.category, args.dtype or "bf16"), None
+
+
+def _profiled_op(args, machine):
+    """The kernel, per-call measured time and GEMM shape of row ``--rank`` of a profile."""
+    from roofline.kernels import Kernel
+    from roofline.trace.profile import profile_report
+    from roofline.trace.result import peak_dtype
+
+    if args.name or args.flops is not None or args.bytes is not None:
+        raise RooflineError("give --profile TRACE.json --rank N, or a kernel, not both")
+    report = profile_report(args.profile, machine)
+    if not 1 <= args.rank <= len(report.ops):
+        raise RooflineError(f"argument --rank: the profile has {len(report.ops)} costed ops; got {args.rank}")
+    op = report.ops[args.rank - 1]
+    kernel = Kernel(f"{op.name} {op.shapes}", op.flops, op.bytes, op.category, peak_dtype(op.dtype, machine))
+    shape = None
+    mats = [tuple(int(n) for n in s.split("x")) for s in op.shapes.split(", ") if s.count("x") == 1]
+    if op.name in ("aten::mm", "aten::addmm") and len(mats) == 2:
+        (M, K), (_, N) = mats
+        shape = (M, N, K)
+    return kernel, op.measured_s / op.calls, shape
+
+
+def cmd_diagnose(args):
+    from roofline.diagnose import diagnose
+
+    machine = machine_from_args(args)
+    if args.profile:
+        kernel, measured, shape = _profiled_op(args, machine)
+    else:
+        if args.measured is None:
+            raise RooflineError("argument --measured is required (or --profile TRACE.json --rank N)")
+        kernel, shape = _diagnose_kernel(args)
+        measured = args.measured
+    d = diagnose(kernel, machine, measured, shape=shape)
+    print(d.to_json() if args.json else d.to_text())
+
+
+# ---------------------------------------------------------------------------------------------
+# registration
+# ---------------------------------------------------------------------------------------------
+
+
+def register(sub):
+    from roofline.cliargs import kernel_param
+    from roofline.units import parse_number, parse_time_s
+
+    p = sub.add_parser("trace", help="trace a PyTorch model on the meta device: FLOPs and bytes per aten op",
+                       description="Example: roofline trace roofline.trace.models:llama2_7b --input-shape 1,128")
+    p.add_argument("model", help="PACKAGE.MODULE:FACTORY, a zero-argument function returning an nn.Module")
+    p.add_argument("--input-shape", type=_shape, action="append", metavar="1,128",
+                   help="shape of one input tensor (repeat for several inputs; default 1,128)")
+    p.add_argument("--input-dtype", default="int64", help="dtype of the inputs (default int64: token ids)")
+    p.add_argument("--dtype", default="bf16", help="dtype of the weights and floating activations (default bf16)")
+    p.add_argument("--unfused", action="store_true",
+                   help="record what the meta dispatcher does for attention and RMSNorm instead of the fused GPU kernels")
+    p.add_argument("--by", choices=("op", "module"), default="op", help="table rows: per op name or per module path")
+    add_machine_flags(p)
+    add_cost_flags(p)
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="every op with its FLOPs and bytes")
+    fmt.add_argument("--csv", action="store_true")
+    p.set_defaults(func=cmd_trace)
+
+    p = sub.add_parser("profile", help="a torch.profiler trace against the roofline: bound, measured, time lost per op",
+                       description="Reads a Chrome trace from torch.profiler with record_shapes=True.")
+    p.add_argument("trace", help="TRACE.json written by prof.export_chrome_trace()")
+    add_machine_flags(p)
+    p.add_argument("--limit", type=number_arg("--limit", strictly=False, **COUNT), default=20,
+                   help="rows in the table (0: all)")
+    p.add_argument("-o", "--output", default=None, help="also draw the measured ops on the roofline: FILE.png or .svg")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")
+    p.set_defaults(func=cmd_profile)
+
+    p = sub.add_parser("gemm", help="a GEMM's tiles, waves and tensor-core alignment, and what padding buys",
+                       description="Example: roofline gemm 8192 50257 768 (GPT-2's LM head: pad the vocabulary to 50,304)")
+    p.add_argument("M", type=_count("M"))
+    p.add_argument("N", type=_count("N"))
+    p.add_argument("K", type=_count("K"))
+    add_machine_flags(p)
+    p.add_argument("--dtype", default=None, help="default: the machine's (bf16 on most GPUs)")
+    p.add_argument("--tile", default="128x128", help="output tile of the GEMM kernel (default 128x128)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_gemm)
+
+    p = sub.add_parser("diagnose", help="a kernel and its measured time: bound, gap, and which fixes can help",
+                       description="Examples: roofline diagnose matmul M=8192 N=4096 K=4096 --measured 400us; "
+                                   "roofline diagnose --flops 1e9 --bytes 4e9 --measured 1.5ms; "
+                                   "roofline diagnose --profile trace.json --rank 1")
+    p.add_argument("name", nargs="?", default=None, help="kernel constructor (as in `roofline kernel`)")
+    p.add_argument("param", nargs="*", type=kernel_param, help="NAME=VALUE, e.g. M=8192 N=4096 K=4096")
+    p.add_argument("--measured", type=number_arg("--measured", maximum=1e6, parser=parse_time_s), default=None,
+                   help="measured time: 12us, 1.5ms, 2e-3")
+    p.add_argument("--profile", default=None, help="instead of a kernel: an op of this torch.profiler trace ...")
+    p.add_argument("--rank", type=number_arg("--rank", **COUNT), default=1,
+                   help="... the op ranked N by time lost in `roofline profile` (default 1), per call")
+    p.add_argument("--flops", type=number_arg("--flops", strictly=False, parser=parse_number), default=None)
+    p.add_argument("--bytes", type=number_arg("--bytes", parser=parse_number), default=None)
+    p.add_argument("--dtype", default=None, help="with --flops/--bytes: the peak to use (default bf16)")
+    p.add_argument("--category", default="other", help="with --flops/--bytes: matmul, attention, elementwise, ...")
+    p.add_argument("--label", default=None, help="with --flops/--bytes: a name for the kernel")
+    add_machine_flags(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_diagnose)

@@ -1,0 +1,194 @@
+"""Small Llama-style and GPT-2-style nn.Modules built from a roofline TransformerConfig: something
+real to trace without a transformers dependency or a download. Build them under
+``with torch.device("meta"):`` and a 7B model costs no memory.
+
+LlamaLike follows the layout of efficient implementations (gpt-fast, vLLM): one fused QKV
+projection and one fused gate+up projection, RMSNorm, rotary embeddings (rotate-half form, as
+Hugging Face), scaled_dot_product_attention with grouped-query heads, SwiGLU. GPT2Like follows
+nanoGPT: one c_attn projection with biases, LayerNorm, learned positions, tanh GELU, tied LM head.
+
+Factories (zero-argument, for ``roofline trace roofline.trace.models:FACTORY``): llama2_7b,
+llama3_8b, gpt2, tiny_llama, tiny_gpt2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from roofline.transformer import TransformerConfig, get_model
+
+
+def _cfg(cfg) -> TransformerConfig:
+    return get_model(cfg) if isinstance(cfg, str) else cfg
+
+
+# ---------------------------------------------------------------------------------------------
+# Llama
+# ---------------------------------------------------------------------------------------------
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((-b, a), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.wqkv = nn.Linear(cfg.d_model, cfg.attn_dim + 2 * cfg.kv_dim, bias=cfg.attention_bias)
+        self.wo = nn.Linear(cfg.attn_dim, cfg.d_model, bias=cfg.attention_out_bias)
+
+    def forward(self, x, cos, sin):
+        B, T, _ = x.shape
+        c = self.cfg
+        q, k, v = self.wqkv(x).split([c.attn_dim, c.kv_dim, c.kv_dim], dim=-1)
+        q = q.view(B, T, c.n_heads, c.head_dim).transpose(1, 2)  # (B, H, T, d)
+        k = k.view(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)  # (B, K, T, d)
+        v = v.view(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=c.n_kv_heads != c.n_heads)
+        return self.wo(y.transpose(1, 2).reshape(B, T, c.attn_dim))
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.w13 = nn.Linear(cfg.d_model, 2 * cfg.d_ff, bias=cfg.mlp_bias)  # gate and up, fused
+        self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.mlp_bias)
+
+    def forward(self, x):
+        gate, up = self.w13(x).chunk(2, dim=-1)
+        return self.w2(F.silu(gate) * up)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.attn_norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
+        self.attn = LlamaAttention(cfg)
+        self.ffn_norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
+        self.mlp = LlamaMLP(cfg)
+
+    def forward(self, x, cos, sin):
+        x = x + self.attn(self.attn_norm(x), cos, sin)
+        return x + self.mlp(self.ffn_norm(x))
+
+
+def rope_tables(T: int, head_dim: int, theta: float = 10000.0, device=None, dtype=None):
+    """cos and sin of the rotary angles, (T, head_dim), in the rotate-half layout."""
+    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
+    angles = torch.outer(torch.arange(T, device=device, dtype=torch.float32), inv)
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+class LlamaLike(nn.Module):
+    """A decoder-only Llama: token ids (B, T) -> logits (B, T, V)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        cfg = _cfg(cfg)
+        if cfg.is_moe or not cfg.gated_mlp or cfg.norm != "rmsnorm":
+            raise ValueError(f"{cfg.name}: LlamaLike builds dense SwiGLU RMSNorm models only")
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab, cfg.d_model)
+        self.layers = nn.ModuleList(LlamaBlock(cfg) for _ in range(cfg.n_layers))
+        self.norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
+        if cfg.tied_embeddings:
+            self.lm_head.weight = self.embed.weight
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        cos, sin = rope_tables(ids.shape[1], self.cfg.head_dim, device=x.device, dtype=x.dtype)
+        for layer in self.layers:
+            x = layer(x, cos, sin)
+        return self.lm_head(self.norm(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# GPT-2
+# ---------------------------------------------------------------------------------------------
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        D = cfg.d_model
+        self.ln_1 = nn.LayerNorm(D)
+        self.c_attn = nn.Linear(D, 3 * D, bias=cfg.attention_bias)
+        self.c_proj = nn.Linear(D, D, bias=cfg.attention_out_bias)
+        self.ln_2 = nn.LayerNorm(D)
+        self.c_fc = nn.Linear(D, cfg.d_ff, bias=cfg.mlp_bias)
+        self.mlp_proj = nn.Linear(cfg.d_ff, D, bias=cfg.mlp_bias)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        H = self.cfg.n_heads
+        q, k, v = self.c_attn(self.ln_1(x)).split(D, dim=-1)
+        q, k, v = (t.view(B, T, H, D // H).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.c_proj(y.transpose(1, 2).reshape(B, T, D))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT2Like(nn.Module):
+    """nanoGPT's GPT-2: token ids (B, T) -> logits (B, T, V), LM head tied to the embedding."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        cfg = _cfg(cfg)
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab, cfg.d_model)
+        self.wpe = nn.Embedding(cfg.max_position_embeddings or 1024, cfg.d_model)
+        self.h = nn.ModuleList(GPT2Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+    def forward(self, ids):
+        pos = torch.arange(ids.shape[1], device=ids.device)
+        x = self.wte(ids) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# factories
+# ---------------------------------------------------------------------------------------------
+
+
+def llama2_7b() -> LlamaLike:
+    """Llama 2 7B (the llama2-7b preset): 6,738,415,616 parameters."""
+    return LlamaLike("llama2-7b")
+
+
+def llama3_8b() -> LlamaLike:
+    """Llama 3 8B (the llama3-8b preset, grouped-query attention)."""
+    return LlamaLike("llama3-8b")
+
+
+def gpt2() -> GPT2Like:
+    """GPT-2 small (the gpt2 preset), 124M."""
+    return GPT2Like("gpt2")
+
+
+def tiny_llama() -> LlamaLike:
+    """Two layers, d_model 64, 4 heads over 2 kv heads, vocab 256: small enough to run for real."""
+    return LlamaLike(TransformerConfig("tiny llama", d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=128,
+                                       vocab=256))
+
+
+def tiny_gpt2() -> GPT2Like:
+    """Two layers, d_model 64, 4 heads, vocab 256, 64 positions."""
+    base = get_model("gpt2")
+    return GPT2Like(dataclasses.replace(base, name="tiny gpt2", key="", d_model=64, n_layers=2, n_heads=4, n_kv_heads=None, d_ff=256,
+                                        head_dim=None, vocab=256, max_position_embeddings=64, expert_d_ff=None))

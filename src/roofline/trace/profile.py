@@ -1,0 +1,444 @@
+"""Read a torch.profiler Chrome trace (recorded with ``record_shapes=True``) and put every op's
+measured time against its roofline bound on a machine.
+
+Which ops are costed: the trace nests ops (``aten::linear`` calls ``aten::t`` and
+``aten::addmm``, which calls ``aten::copy_``). Walking down from the top, the first op that has a
+rule (rules.py) is costed as a whole, with everything it called; ops without a rule are
+composites whose children are walked; free ops (views) cost nothing unless something under them
+does. An op with no rule and nothing under it is unsupported, and listed.
+
+FLOPs and bytes come from the same rules as ``roofline.trace``: the op is rebuilt on the meta
+device from the recorded shapes, strides, dtypes and scalar arguments, run there for its output
+shapes, and costed. An op whose call cannot be rebuilt (an argument the profiler does not record)
+is listed as unsupported with that reason.
+
+Measured time: the device kernels the op launched (matched by the profiler's "External id" or
+correlation id) when the trace has any, else the op's own wall time on the CPU.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+
+from roofline.cost import time_lower_bound
+from roofline.diagnose import advice, measurement_problem
+from roofline.errors import RooflineError
+from roofline.kernels import Kernel
+from roofline.machines import get_machine
+from roofline.trace.result import peak_dtype
+from roofline.trace.rules import get_rule
+
+US = 1e-6
+DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "runtime", "hip_runtime")
+
+# Profiler type strings -> roofline dtype names
+PROFILER_DTYPES = {
+    "float": "fp32", "double": "fp64", "c10::BFloat16": "bf16", "c10::Half": "fp16", "long int": "int64",
+    "int": "int32", "short int": "int16", "signed char": "int8", "unsigned char": "uint8", "bool": "bool",
+    "c10::complex<float>": "complex64", "c10::complex<double>": "complex128", "c10::Float8_e4m3fn": "fp8",
+    "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8", "c10::Float8_e5m2fnuz": "fp8",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# reading the trace (no torch)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Node:
+    """One cpu_op event with its children (mutable while the tree is built)."""
+
+    name: str
+    ts: float  # microseconds, as the trace has them
+    dur: float
+    args: dict
+    children: list = field(default_factory=list)
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+    def subtree(self):
+        yield self
+        for c in self.children:
+            yield from c.subtree()
+
+
+def load_trace(path) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise RooflineError(f"trace file not found: {path}", field="trace") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RooflineError(f"{path} is not a Chrome trace JSON file ({exc})", field="trace") from None
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc if isinstance(doc, list) else None
+    if not isinstance(events, list):
+        raise RooflineError(f"{path} has no traceEvents: not a torch.profiler Chrome trace", field="trace")
+    return {"traceEvents": events}
+
+
+def _cat(e: dict) -> str:
+    return str(e.get("cat", "")).lower()
+
+
+def op_tree(events: list[dict]) -> list[Node]:
+    """The cpu_op events nested by time, per thread; returns the roots."""
+    by_thread: dict = {}
+    for e in events:
+        if _cat(e) == "cpu_op" and e.get("ph", "X") == "X" and "dur" in e:
+            by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(
+                Node(str(e.get("name", "")), float(e["ts"]), float(e["dur"]), e.get("args") or {}))
+    roots: list[Node] = []
+    for nodes in by_thread.values():
+        nodes.sort(key=lambda n: (n.ts, -n.dur))
+        stack: list[Node] = []
+        for n in nodes:
+            while stack and n.ts >= stack[-1].end - 1e-3:
+                stack.pop()
+            (stack[-1].children if stack else roots).append(n)
+            stack.append(n)
+    return roots
+
+
+def device_seconds(events: list[dict]) -> dict:
+    """Device time (s) per External id of the CPU op that launched it; empty for a CPU-only trace."""
+    ext_of_corr = {}
+    for e in events:
+        if _cat(e) in RUNTIME_CATEGORIES:
+            a = e.get("args") or {}
+            if "correlation" in a and "External id" in a:
+                ext_of_corr[a["correlation"]] = a["External id"]
+    out: dict = {}
+    for e in events:
+        if _cat(e) in DEVICE_CATEGORIES and "dur" in e:
+            a = e.get("args") or {}
+            ext = a.get("External id", ext_of_corr.get(a.get("correlation")))
+            if ext is not None:
+                out[ext] = out.get(ext, 0.0) + float(e["dur"]) * US
+    return out
+
+
+def select_ops(roots: list[Node]):
+    """(costed, free, unsupported) nodes, by the walk in the module docstring."""
+    costed, free, unsupported = [], [], []
+
+    def walk(n: Node):
+        rule = get_rule(n.name)
+        if rule is not None and not rule.free:
+            costed.append(n)
+            return
+        if n.children:
+            for c in n.children:
+                walk(c)
+            return
+        (free if rule is not None else unsupported).append(n)
+
+    for r in roots:
+        walk(r)
+    return costed, free, unsupported
+
+
+# ---------------------------------------------------------------------------------------------
+# rebuilding a call on the meta device (torch)
+# ---------------------------------------------------------------------------------------------
+
+_MISSING = object()
+
+
+def _scalar(text):
+    if text in ("", None):
+        return _MISSING
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _recorded_values(args: dict, torch):
+    """Positional values from Input Dims / Input type / Concrete Inputs / Input Strides."""
+    from roofline.trace.record import DTYPE_BY_NAME
+
+    dims, types = args.get("Input Dims") or [], args.get("Input type") or []
+    concrete = args.get("Concrete Inputs") or [""] * len(dims)
+    strides = args.get("Input Strides") or [None] * len(dims)
+    first = next((PROFILER_DTYPES[t] for t in types if t in PROFILER_DTYPES), "fp32")
+    out = []
+    for i, (d, t) in enumerate(zip(dims, types)):
+        st = strides[i] if i < len(strides) else None
+        if t in PROFILER_DTYPES:
+            dt = DTYPE_BY_NAME.get(PROFILER_DTYPES[t], torch.float32)
+            out.append(torch.empty_strided(d, st, dtype=dt, device="meta") if st and len(st) == len(d)
+                       else torch.empty(d, dtype=dt, device="meta"))
+        elif t == "TensorList":
+            dt = DTYPE_BY_NAME.get(first, torch.float32)  # the list's dtype is not recorded: the call's
+            out.append([torch.empty(s, dtype=dt, device="meta") for s in d])
+        else:
+            out.append(_scalar(concrete[i] if i < len(concrete) else ""))
+    return out
+
+
+_SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32", 7: "float64",
+                 9: "complex64", 10: "complex128", 11: "bool", 15: "bfloat16", 23: "float8_e5m2", 24: "float8_e4m3fn"}
+
+
+def _convert(value, arg, torch):
+    kind = str(arg.type)
+    if value is _MISSING:
+        value = arg.default_value if arg.has_default_value() else None
+    if "device" in arg.name:
+        return torch.device("meta") if value is not None or "Device" in kind else value
+    if isinstance(value, int) and not isinstance(value, bool):
+        if "ScalarType" in kind:
+            return getattr(torch, _SCALAR_TYPES.get(value, "float32"))
+        if "Layout" in kind:
+            return torch.strided
+        if "MemoryFormat" in kind:
+            return (torch.contiguous_format, torch.preserve_format, torch.channels_last, torch.channels_last_3d)[min(value, 3)]
+    return value
+
+
+def rebuild(name: str, args: dict):
+    """(Call, dtype) of a recorded op replayed on meta, or a reason string when it cannot be."""
+    import torch
+
+    from roofline.trace.record import compute_dtype, make_call
+
+    ns, _, op = name.partition("::")
+    packet = getattr(getattr(torch.ops, ns, None), op, None) if op else None
+    if packet is None:
+        return "not a torch operator"
+    if "Input Dims" not in args:
+        return "no shapes recorded (record_shapes=True)"
+    values = _recorded_values(args, torch)
+    for overload in packet.overloads():
+        fn = getattr(packet, overload)
+        schema = fn._schema
+        if len(schema.arguments) != len(values):
+            continue
+        pos, kw = [], {}
+        for v, a in zip(values, schema.arguments):
+            v = _convert(v, a, torch)
+            (kw.__setitem__(a.name, v) if a.kwarg_only else pos.append(v))
+        try:
+            out = fn(*pos, **kw)
+        except Exception:  # noqa: BLE001 - wrong overload or an argument the profiler did not record
+            continue
+        call = make_call(fn, pos, kw, out)
+        return call, compute_dtype(call)
+    return "could not rebuild the call from the recorded shapes and arguments"
+
+
+# ---------------------------------------------------------------------------------------------
+# the report
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProfiledOp:
+    """Calls of one op at one set of input shapes. ``flops`` and ``bytes`` are per call; times
+    (s) are summed over the calls; ``speed_of_light`` = roofline_s / measured_s."""
+
+    name: str
+    shapes: str
+    dtype: str
+    category: str
+    calls: int
+    flops: float
+    bytes: float
+    bound: str
+    roofline_s: float
+    measured_s: float
+    source: str  # "device" (kernel time) or "cpu" (the op's wall time)
+    problem: str | None = None
+    gpu: bool = True  # the machine has SMs and tensor cores (for the advice)
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else 0.0
+
+    @property
+    def speed_of_light(self) -> float:
+        return self.roofline_s / self.measured_s if self.measured_s > 0 else float("inf")
+
+    @property
+    def lost_s(self) -> float:
+        return self.measured_s - self.roofline_s
+
+    @property
+    def advice(self) -> str:
+        return advice(self.bound, self.category, self.speed_of_light, self.gpu)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "shapes": self.shapes, "dtype": self.dtype, "category": self.category,
+                "calls": self.calls, "flops": self.flops, "bytes": self.bytes, "intensity": self.intensity,
+                "bound": self.bound, "roofline_s": self.roofline_s, "measured_s": self.measured_s,
+                "speed_of_light": self.speed_of_light, "lost_s": self.lost_s, "source": self.source,
+                "advice": self.advice, "problem": self.problem}
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    name: str
+    calls: int
+    measured_s: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class ProfileReport:
+    """Every costed op of a trace against its bound on ``machine``, ranked by time lost."""
+
+    path: str
+    machine: str
+    device: bool
+    ops: tuple[ProfiledOp, ...]
+    unsupported: tuple[Unsupported, ...]
+    free_calls: int
+    free_s: float
+
+    @property
+    def measured_s(self) -> float:
+        return sum(op.measured_s for op in self.ops)
+
+    @property
+    def roofline_s(self) -> float:
+        return sum(op.roofline_s for op in self.ops)
+
+    @property
+    def problems(self) -> tuple[ProfiledOp, ...]:
+        return tuple(op for op in self.ops if op.problem)
+
+    def to_dict(self) -> dict:
+        return {"trace": self.path, "machine": self.machine, "measured_from": "device" if self.device else "cpu",
+                "measured_s": self.measured_s, "roofline_s": self.roofline_s, "free_calls": self.free_calls,
+                "free_s": self.free_s, "ops": [op.to_dict() for op in self.ops],
+                "unsupported": [{"name": u.name, "calls": u.calls, "measured_s": u.measured_s, "reason": u.reason}
+                                for u in self.unsupported]}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        keys = list(self.ops[0].to_dict()) if self.ops else ["name"]
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(keys)
+        for op in self.ops:
+            d = op.to_dict()
+            w.writerow([d[k] for k in keys])
+        return buf.getvalue()
+
+    def to_table(self, limit: int | None = 20) -> str:
+        return profile_table(self, limit)
+
+
+def _shapes_text(args: dict) -> str:
+    """Tensor input shapes: '2x16x64, 64'; a tensor list in brackets; a 0-d tensor as ()."""
+    parts = []
+    for d, t in zip(args.get("Input Dims") or [], args.get("Input type") or []):
+        if t == "TensorList":
+            parts.append("[" + ", ".join("x".join(map(str, x)) for x in d) + "]")
+        elif t in PROFILER_DTYPES:
+            parts.append("x".join(map(str, d)) or "()")
+    return ", ".join(parts)
+
+
+def profile_report(path, machine) -> ProfileReport:
+    """Read the Chrome trace at ``path`` and cost each op on ``machine`` (see module docstring)."""
+    from roofline.trace import require_torch
+
+    machine = get_machine(machine)
+    events = load_trace(path)["traceEvents"]
+    require_torch("roofline profile")  # to rebuild the calls on the meta device
+    from roofline.trace.record import apply_rule
+
+    roots = op_tree(events)
+    dev = device_seconds(events)
+    costed, free, missing = select_ops(roots)
+    cache: dict = {}
+    rows: dict = {}
+    unsupported: dict = {}
+    for n in costed:
+        key = (n.name, json.dumps([n.args.get(k) for k in ("Input Dims", "Input type", "Concrete Inputs", "Input Strides")]))
+        if key not in cache:
+            cache[key] = rebuild(n.name, n.args)
+        got = cache[key]
+        if isinstance(got, str):
+            u = unsupported.setdefault((n.name, got), [0, 0.0])
+            u[0] += 1
+            u[1] += n.dur * US
+            continue
+        call, dtype = got
+        rule = get_rule(n.name)
+        cost = apply_rule(rule, call)
+        if cost is None:
+            u = unsupported.setdefault((n.name, "its rule does not cover these arguments"), [0, 0.0])
+            u[0] += 1
+            u[1] += n.dur * US
+            continue
+        device_s = sum(dev.get(m.args.get("External id"), 0.0) for m in n.subtree()) if dev else 0.0
+        measured, source = (device_s, "device") if device_s > 0 else (n.dur * US, "cpu")
+        shapes = _shapes_text(n.args)
+        r = rows.setdefault((n.name, shapes, dtype, cost.flops, cost.bytes), dict(category=rule.category, calls=0, flops=cost.flops, bytes=cost.bytes,
+                                                           roofline_s=0.0, measured_s=0.0, source=source))
+        r["calls"] += 1
+        r["measured_s"] += measured
+        if cost.bytes > 0:
+            r["roofline_s"] += time_lower_bound(Kernel(n.name, cost.flops, cost.bytes, rule.category,
+                                                       peak_dtype(dtype, machine)), machine)
+        if source == "device":
+            r["source"] = "device"
+    for n in missing:
+        u = unsupported.setdefault((n.name, "no rule for this op"), [0, 0.0])
+        u[0] += 1
+        u[1] += n.dur * US
+    ops = []
+    for (name, shapes, dtype, _, _), r in rows.items():
+        ridge = machine.ridge(peak_dtype(dtype, machine))
+        bound = "memory" if r["bytes"] and r["flops"] / r["bytes"] < ridge else "compute"
+        ops.append(ProfiledOp(name, shapes, dtype, r["category"], r["calls"], r["flops"], r["bytes"], bound,
+                              r["roofline_s"], r["measured_s"], r["source"],
+                              measurement_problem(r["roofline_s"], r["measured_s"], r["bytes"], machine),
+                              machine.sm_count is not None))
+    ops.sort(key=lambda o: -o.lost_s)
+    return ProfileReport(str(path), machine.key or machine.name, bool(dev), tuple(ops),
+                         tuple(Unsupported(k[0], v[0], v[1], k[1]) for k, v in sorted(unsupported.items(), key=lambda kv: -kv[1][1])),
+                         len(free), sum(n.dur for n in free) * US)
+
+
+def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
+    from roofline.tables import _us, grid
+    from roofline.units import format_intensity
+
+    rows = []
+    shown = rep.ops if limit is None else rep.ops[:limit]
+    for op in shown:
+        sol = op.speed_of_light
+        rows.append([op.name, op.shapes[:34] + ("..." if len(op.shapes) > 34 else ""), op.calls,
+                     format_intensity(op.intensity), op.bound, _us(op.roofline_s), _us(op.measured_s),
+                     f"{sol:.1%}" if sol < 10 else f"{sol:,.0f}x", _us(op.lost_s), "IMPOSSIBLE" if op.problem else op.advice])
+    src = "device kernels" if rep.device else "CPU wall time of each op (no device kernels in the trace)"
+    lines = [f"{rep.path} on {rep.machine}: measured = {src}",
+             grid(["op", "input shapes", "calls", "FLOP/B", "bound", "roofline us", "measured us", "% SoL", "lost us",
+                   "what to do"], rows, [False, False, True, True, False, True, True, True, True, False])]
+    if limit is not None and len(rep.ops) > limit:
+        rest = rep.ops[limit:]
+        lines.append(f"... {len(rest)} more rows, {_us(sum(o.lost_s for o in rest))} us lost (--limit 0 shows all)")
+    lines.append(f"\ncosted ops: measured {_us(rep.measured_s)} us against a roofline of {_us(rep.roofline_s)} us "
+                 f"({rep.roofline_s / rep.measured_s:.1%} of speed of light)" if rep.measured_s else "\nno costed ops")
+    lines.append(f"free ops (views, metadata): {rep.free_calls} calls, {_us(rep.free_s)} us")
+    for op in rep.problems:
+        lines.append(f"!! {op.name} {op.shapes}: {op.problem}")
+    if rep.unsupported:
+        lines.append("unsupported (no FLOPs or bytes counted): " + "; ".join(
+            f"{u.name} x{u.calls} ({_us(u.measured_s)} us, {u.reason})" for u in rep.unsupported))
+    return "\n".join(lines)

@@ -1,0 +1,182 @@
+"""What a trace produces: every recorded op with its FLOPs and bytes, the ops that had no rule, and
+the conversion to roofline Kernels for the cost model. No torch here."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from dataclasses import dataclass
+
+from roofline.kernels import Kernel
+from roofline.units import DTYPE_BYTES
+
+
+@dataclass(frozen=True)
+class TracedOp:
+    """One aten op call: ``flops`` (FLOPs) and ``bytes`` (bytes to and from main memory) from its
+    rule; ``module`` is the nn.Module path that called it ("layers.0.attn.wqkv"); ``shapes`` the
+    shapes of its tensor inputs."""
+
+    name: str
+    flops: float
+    bytes: float
+    category: str
+    dtype: str
+    module: str = ""
+    shapes: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def intensity(self) -> float:
+        """FLOP per byte (0 for a free op)."""
+        return self.flops / self.bytes if self.bytes else 0.0
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "flops": self.flops, "bytes": self.bytes, "category": self.category,
+                "dtype": self.dtype, "module": self.module, "shapes": [list(s) for s in self.shapes]}
+
+
+def peak_dtype(dtype: str, machine=None) -> str:
+    """The dtype whose peak a kernel of ``dtype`` runs at: itself when the machine has that peak,
+    else the machine's default (integer index math, bool masks)."""
+    if machine is not None:
+        return dtype if dtype in machine.dtypes else machine.default_dtype
+    return dtype if dtype in DTYPE_BYTES else "fp32"
+
+
+def _collapse(module: str) -> str:
+    """'layers.17.attn.wqkv' -> 'layers.*.attn.wqkv': identical layers fold into one row."""
+    return re.sub(r"(?<=\.)\d+(?=\.|$)|^\d+(?=\.|$)", "*", module)
+
+
+@dataclass(frozen=True)
+class OpGroup:
+    """Ops that share a key (op name, or module path and op name): calls and summed cost."""
+
+    key: str
+    calls: int
+    flops: float
+    bytes: float
+    category: str
+
+
+@dataclass(frozen=True)
+class TraceResult:
+    """A traced forward pass. ``ops`` holds every op that has a rule, free ones (views) at zero,
+    in execution order; ``unsupported`` names the ops that had none (their calls are counted in
+    ``unsupported_calls``), so a total is a lower bound whenever ``unsupported`` is not empty."""
+
+    model: str
+    inputs: tuple[tuple[int, ...], ...]
+    ops: tuple[TracedOp, ...]
+    unsupported: tuple[str, ...] = ()
+    unsupported_calls: tuple[tuple[str, int], ...] = ()
+    fused: bool = True
+
+    @property
+    def total_flops(self) -> float:
+        return float(sum(op.flops for op in self.ops))
+
+    @property
+    def total_bytes(self) -> float:
+        return float(sum(op.bytes for op in self.ops))
+
+    @property
+    def intensity(self) -> float:
+        return self.total_flops / self.total_bytes if self.total_bytes else 0.0
+
+    def groups(self, by: str = "op") -> tuple[OpGroup, ...]:
+        """Sum ops by name (``by="op"``) or by module path with layer numbers folded and the op
+        name (``by="module"``), in order of first appearance."""
+        out: dict[str, list] = {}
+        for op in self.ops:
+            key = op.name if by == "op" else f"{_collapse(op.module) or '(top)'}  {op.name}"
+            g = out.setdefault(key, [0, 0.0, 0.0, op.category])
+            g[0] += 1
+            g[1] += op.flops
+            g[2] += op.bytes
+        return tuple(OpGroup(k, n, f, b, c) for k, (n, f, b, c) in out.items())
+
+    def to_kernels(self, machine=None) -> list[Kernel]:
+        """One Kernel per op that moves data (free ops are no kernel), named 'module: op'; with a
+        machine, dtypes it has no peak for (integer index math) run at its default dtype's."""
+        if machine is not None:
+            from roofline.machines import get_machine
+
+            machine = get_machine(machine)
+        return [Kernel(f"{op.module}: {op.name}" if op.module else op.name, op.flops, op.bytes, op.category,
+                       peak_dtype(op.dtype, machine)) for op in self.ops if op.bytes > 0]
+
+    def predict(self, machine, model=None):
+        """The cost model's prediction of this forward pass on ``machine`` (default: the pure
+        roofline, CostModel())."""
+        from roofline.cost import CostModel
+        from roofline.machines import get_machine
+
+        machine = get_machine(machine)
+        return (model or CostModel()).predict(self.to_kernels(machine), machine)
+
+    # -- rendering ---------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {"model": self.model, "inputs": [list(s) for s in self.inputs], "fused": self.fused,
+                "total_flops": self.total_flops, "total_bytes": self.total_bytes,
+                "unsupported": list(self.unsupported), "unsupported_calls": dict(self.unsupported_calls),
+                "ops": [op.to_dict() for op in self.ops]}
+
+    def to_json(self, **extra) -> str:
+        return json.dumps({**extra, **self.to_dict()}, indent=2)
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["name", "module", "category", "dtype", "flops", "bytes", "shapes"])
+        for op in self.ops:
+            w.writerow([op.name, op.module, op.category, op.dtype, op.flops, op.bytes,
+                        ";".join("x".join(map(str, s)) for s in op.shapes)])
+        return buf.getvalue()
+
+    def to_table(self, machine=None, by: str = "op", model=None) -> str:
+        """Groups with calls, FLOPs, bytes, intensity and, on ``machine``, the predicted time."""
+        from roofline.tables import _mag, _us, grid
+        from roofline.units import format_intensity
+
+        groups = self.groups(by)
+        times = _group_times(self, machine, by, model) if machine is not None else {}
+        total_s = sum(t for t, _ in times.values())
+        headers = ["op" if by == "op" else "module  op", "calls", "FLOPs", "bytes", "FLOP/B"]
+        if machine is not None:
+            headers += ["time us", "share", "bound"]
+        rows = []
+        for g in sorted(groups, key=lambda g: -times.get(g.key, (0.0, ""))[0] if times else 0):
+            row = [g.key, g.calls, _mag(g.flops), _mag(g.bytes), format_intensity(g.flops / g.bytes) if g.bytes else "-"]
+            if machine is not None:
+                t, bound = times.get(g.key, (0.0, ""))
+                row += [_us(t), f"{t / total_s:.1%}" if total_s else "-", bound]
+            rows.append(row)
+        total_row = ["total", sum(g.calls for g in groups), _mag(self.total_flops), _mag(self.total_bytes),
+                     format_intensity(self.intensity)]
+        if machine is not None:
+            total_row += [_us(total_s), "100%", ""]
+        rows.append(total_row)
+        right = [False] + [True] * (len(headers) - 2) + [machine is None]
+        return grid(headers, rows, right)
+
+
+def _group_times(result: TraceResult, machine, by: str, model) -> dict:
+    """{group key: (predicted seconds, 'memory'/'compute'/'mixed')} on ``machine``."""
+    from roofline.cost import CostModel
+    from roofline.machines import get_machine
+
+    machine = get_machine(machine)
+    model = model or CostModel()
+    out: dict[str, tuple[float, str]] = {}
+    for op in result.ops:
+        if op.bytes <= 0:
+            continue
+        key = op.name if by == "op" else f"{_collapse(op.module) or '(top)'}  {op.name}"
+        k = Kernel(op.name, op.flops, op.bytes, op.category, peak_dtype(op.dtype, machine))
+        p = model.predict_op(k, machine)
+        t, bound = out.get(key, (0.0, p.bound))
+        out[key] = (t + p.time_s, bound if bound == p.bound else "mixed")
+    return out

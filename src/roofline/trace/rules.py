@@ -1,0 +1,385 @@
+"""FLOPs and bytes of one aten op from its shapes: one small pure function per op, registered by
+a decorator that refuses duplicates. No torch here: a rule sees shapes, dtypes and plain values,
+so the same rule costs an op recorded on the meta device (trace) and one read back from a
+profiler trace (profile).
+
+Conventions (seed 000 section 2.3; the style of torch/utils/flop_counter.py):
+
+- 1 FMA = 2 FLOPs; matmul = 2MNK; bias adds and epilogues are not counted (as FlopCounterMode and
+  kernels.matmul_kernel).
+- Attention counts QK^T and PV in full, 2 B H T S (d_qk + d_v), even when causal: FlopCounterMode's
+  and the PaLM / Megatron convention. The softmax inside a fused attention kernel is not counted.
+- Elementwise ops: 1 FLOP per output element (silu 4, gelu 8, as kernels/blocks count them).
+  Reductions: 1 per input element. Softmax 5, LayerNorm 8, RMSNorm 4 per element (kernels.py).
+- bytes = every distinct input element read once + every output element written once, at the
+  tensors' own dtypes. An expanded (stride-0) dimension is read once: the copies come from cache.
+  Views, metadata and allocations cost nothing and are registered at zero, explicitly.
+
+An op with no rule is never costed as zero: the recorder lists it as unsupported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+# Bytes per element of the dtypes a trace can carry (roofline dtype names; see units.DTYPE_BYTES).
+ITEMSIZE = {
+    "fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5,
+    "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1,
+    "complex128": 16, "complex64": 8, "complex32": 4,
+}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor as a rule sees it: shape, dtype name, strides (elements; empty = contiguous)."""
+
+    shape: tuple[int, ...]
+    dtype: str = "fp32"
+    strides: tuple[int, ...] = ()
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> float:
+        return ITEMSIZE.get(self.dtype, 4)
+
+    @property
+    def distinct(self) -> int:
+        """Elements in memory: stride-0 (expanded) dimensions count once."""
+        if not self.strides or len(self.strides) != len(self.shape):
+            return self.numel
+        return math.prod(n for n, s in zip(self.shape, self.strides) if s != 0)
+
+    @property
+    def read_bytes(self) -> float:
+        return self.distinct * self.itemsize
+
+    @property
+    def write_bytes(self) -> float:
+        return self.numel * self.itemsize
+
+
+@dataclass(frozen=True)
+class Call:
+    """One op call: ``op`` is the schema name ("aten::mm"); ``args`` the positional arguments with
+    tensors as TensorSpec (lists kept as lists); ``inputs`` every tensor argument, flattened;
+    ``outputs`` every tensor returned."""
+
+    op: str
+    args: tuple = ()
+    inputs: tuple[TensorSpec, ...] = ()
+    outputs: tuple[TensorSpec, ...] = ()
+
+    def tensor(self, i: int) -> TensorSpec:
+        a = self.args[i]
+        if not isinstance(a, TensorSpec):
+            raise TypeError(f"{self.op}: argument {i} is not a tensor")
+        return a
+
+
+@dataclass(frozen=True)
+class Cost:
+    """FLOPs and bytes (to and from main memory) of one call."""
+
+    flops: float = 0.0
+    bytes: float = 0.0
+
+
+@dataclass(frozen=True)
+class Rule:
+    fn: Callable[[Call], "Cost | None"]
+    category: str
+
+    @property
+    def free(self) -> bool:
+        return self.category == "view"
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(*names: str, category: str):
+    """Register ``fn`` as the rule for every op in ``names``; a name registered twice is an error."""
+
+    def deco(fn):
+        for name in names:
+            if name in RULES:
+                raise RuntimeError(f"op {name!r} has two rules")
+            RULES[name] = Rule(fn, category)
+        return fn
+
+    return deco
+
+
+def get_rule(op: str) -> Rule | None:
+    return RULES.get(op)
+
+
+def io_bytes(call: Call) -> float:
+    """Inputs read once, outputs written once."""
+    return sum(t.read_bytes for t in call.inputs) + sum(t.write_bytes for t in call.outputs)
+
+
+def written(call: Call) -> float:
+    return sum(t.write_bytes for t in call.outputs)
+
+
+def _out_numel(call: Call) -> int:
+    return call.outputs[0].numel if call.outputs else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# matmul family
+# ---------------------------------------------------------------------------------------------
+
+
+@rule("aten::mm", "aten::_scaled_mm", category="matmul")
+def mm(call: Call) -> Cost:
+    """(M, K) @ (K, N): flops = 2MNK."""
+    (M, K), (_, N) = call.tensor(0).shape, call.tensor(1).shape
+    return Cost(2.0 * M * N * K, io_bytes(call))
+
+
+@rule("aten::addmm", category="matmul")
+def addmm(call: Call) -> Cost:
+    """bias + (M, K) @ (K, N): flops = 2MNK (the bias add is not counted)."""
+    (M, K), (_, N) = call.tensor(1).shape, call.tensor(2).shape
+    return Cost(2.0 * M * N * K, io_bytes(call))
+
+
+@rule("aten::bmm", category="matmul")
+def bmm(call: Call) -> Cost:
+    """(b, M, K) @ (b, K, N): flops = 2 b MNK."""
+    (b, M, K), (_, _, N) = call.tensor(0).shape, call.tensor(1).shape
+    return Cost(2.0 * b * M * N * K, io_bytes(call))
+
+
+@rule("aten::baddbmm", category="matmul")
+def baddbmm(call: Call) -> Cost:
+    """self + (b, M, K) @ (b, K, N): flops = 2 b MNK."""
+    (b, M, K), (_, _, N) = call.tensor(1).shape, call.tensor(2).shape
+    return Cost(2.0 * b * M * N * K, io_bytes(call))
+
+
+@rule("aten::mv", category="matmul")
+def mv(call: Call) -> Cost:
+    """(M, N) @ (N,): flops = 2MN."""
+    M, N = call.tensor(0).shape
+    return Cost(2.0 * M * N, io_bytes(call))
+
+
+@rule("aten::addmv", category="matmul")
+def addmv(call: Call) -> Cost:
+    """self + (M, N) @ (N,): flops = 2MN."""
+    M, N = call.tensor(1).shape
+    return Cost(2.0 * M * N, io_bytes(call))
+
+
+@rule("aten::dot", "aten::vdot", category="matmul")
+def dot(call: Call) -> Cost:
+    """(n,) . (n,): flops = 2n."""
+    return Cost(2.0 * call.tensor(0).numel, io_bytes(call))
+
+
+@rule("aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::_slow_conv2d_forward",
+      "aten::convolution_overrideable", "aten::mkldnn_convolution", category="conv")
+def convolution(call: Call) -> Cost:
+    """x (N, C_in, *spatial) * w (C_out, C_in/groups, *kernel): flops = 2 N C_out (C_in/groups)
+    prod(kernel) prod(out spatial); a transposed convolution iterates over the input's spatial
+    points instead (FlopCounterMode's conv_flop_count). Bias not counted."""
+    x, w = call.tensor(0), call.tensor(1)
+    has_flag = call.op in ("aten::convolution", "aten::_convolution", "aten::convolution_overrideable")
+    transposed = has_flag and len(call.args) > 6 and call.args[6] is True
+    spatial = (x.shape if transposed else call.outputs[0].shape)[2:]
+    c_out, c_in, *kernel = w.shape
+    return Cost(2.0 * x.shape[0] * c_out * c_in * math.prod(kernel) * math.prod(spatial), io_bytes(call))
+
+
+# ---------------------------------------------------------------------------------------------
+# attention
+# ---------------------------------------------------------------------------------------------
+
+
+def _attention_flops(q: tuple, k: tuple, v: tuple) -> float:
+    """q (B, H, T, d), k (B, K, S, d), v (B, K, S, d_v): QK^T is 2 B H T S d and PV 2 B H T S d_v
+    (grouped-query heads broadcast, as FlopCounterMode's sdpa_flop_count)."""
+    B, H, T, d = q
+    S, d_v = k[2], v[3]
+    return 2.0 * B * H * T * S * d + 2.0 * B * H * T * S * d_v
+
+
+@rule("aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
+      "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_flash_attention_for_cpu",
+      "aten::_scaled_dot_product_fused_attention_overrideable", category="attention")
+def fused_attention(call: Call) -> Cost:
+    """Fused attention (flash / memory-efficient / cuDNN), (B, H, T, d) layout: flops = 2 B H T S
+    (d + d_v), full even when causal; bytes = Q, K, V (and a mask) read, O and the log-sum-exp
+    written: the T x S scores never reach memory."""
+    q, k, v = (call.tensor(i).shape for i in range(3))
+    return Cost(_attention_flops(q, k, v), io_bytes(call))
+
+
+@rule("aten::_flash_attention_forward", "aten::_efficient_attention_forward", category="attention")
+def attention_forward(call: Call) -> Cost | None:
+    """The flash-attn / xformers kernels, (B, T, H, d) layout; dense batches only (a ragged batch
+    with cumulative sequence lengths is reported as unsupported)."""
+    if len(call.args) > 4 and (isinstance(call.args[3], TensorSpec) or isinstance(call.args[4], TensorSpec)):
+        return None
+    (B, T, H, d), (_, S, K, _), (_, _, _, d_v) = (call.tensor(i).shape for i in range(3))
+    return Cost(_attention_flops((B, H, T, d), (B, K, S, d), (B, K, S, d_v)), io_bytes(call))
+
+
+# ---------------------------------------------------------------------------------------------
+# norms and softmax
+# ---------------------------------------------------------------------------------------------
+
+
+@rule("aten::_softmax", "aten::_log_softmax", "aten::_safe_softmax", category="softmax")
+def softmax(call: Call) -> Cost:
+    """~5 FLOPs per element (max, subtract, exp, sum, divide), kernels.softmax_kernel."""
+    return Cost(5.0 * call.tensor(0).numel, io_bytes(call))
+
+
+@rule("aten::native_layer_norm", "aten::native_group_norm", "aten::native_batch_norm",
+      "aten::_native_batch_norm_legit", category="norm")
+def layer_norm(call: Call) -> Cost:
+    """~8 FLOPs per element (mean, variance, normalise, scale and shift), kernels.layernorm_kernel."""
+    return Cost(8.0 * call.tensor(0).numel, io_bytes(call))
+
+
+@rule("aten::_native_batch_norm_legit_no_training", category="norm")
+def batch_norm_inference(call: Call) -> Cost:
+    """Inference batch norm with stored statistics: ~4 FLOPs per element (subtract, scale, multiply,
+    add)."""
+    return Cost(4.0 * call.tensor(0).numel, io_bytes(call))
+
+
+@rule("aten::_fused_rms_norm", category="norm")
+def rms_norm(call: Call) -> Cost:
+    """~4 FLOPs per element (square, sum, scale by the reciprocal root, weight), kernels.rmsnorm_kernel."""
+    return Cost(4.0 * call.tensor(0).numel, io_bytes(call))
+
+
+# ---------------------------------------------------------------------------------------------
+# elementwise
+# ---------------------------------------------------------------------------------------------
+
+_POINTWISE = """add sub rsub mul div neg abs reciprocal sqrt rsqrt pow exp exp2 expm1 log log1p log2 log10
+sin cos tan tanh sigmoid erf erfc relu relu6 hardtanh leaky_relu elu threshold clamp clamp_min
+clamp_max maximum minimum fmax fmin where masked_fill eq ne lt le gt ge logical_and logical_or
+logical_not logical_xor bitwise_and bitwise_or bitwise_not bitwise_xor sign sgn floor ceil round trunc
+frac fmod remainder lerp addcmul addcdiv copysign atan2 hypot square nan_to_num softplus hardsigmoid
+hardswish mish""".split()
+
+
+@rule(*(f"aten::{n}{s}" for n in _POINTWISE for s in ("", "_")), category="elementwise")
+def pointwise(call: Call) -> Cost:
+    """1 FLOP per output element."""
+    return Cost(float(_out_numel(call)), io_bytes(call))
+
+
+@rule("aten::silu", "aten::silu_", category="elementwise")
+def silu(call: Call) -> Cost:
+    """x sigmoid(x): ~4 FLOPs per element (negate, exp, add, divide)."""
+    return Cost(4.0 * _out_numel(call), io_bytes(call))
+
+
+@rule("aten::gelu", "aten::gelu_", category="elementwise")
+def gelu(call: Call) -> Cost:
+    """~8 FLOPs per element, as blocks.py's gelu."""
+    return Cost(8.0 * _out_numel(call), io_bytes(call))
+
+
+@rule("aten::native_dropout", category="elementwise")
+def dropout(call: Call) -> Cost:
+    """Random mask and scale: ~2 FLOPs per element; the mask is written too."""
+    return Cost(2.0 * call.tensor(0).numel, io_bytes(call))
+
+
+# ---------------------------------------------------------------------------------------------
+# reductions
+# ---------------------------------------------------------------------------------------------
+
+
+@rule(*(f"aten::{n}" for n in "sum mean amax amin max min argmax argmin prod any all cumsum cumprod "
+                                "logsumexp nansum aminmax".split()), category="reduction")
+def reduction(call: Call) -> Cost:
+    """1 FLOP per input element."""
+    return Cost(float(call.tensor(0).numel), io_bytes(call))
+
+
+@rule("aten::var", "aten::std", "aten::var_mean", "aten::std_mean", "aten::linalg_vector_norm", "aten::norm",
+      category="reduction")
+def moments(call: Call) -> Cost:
+    """Two passes' worth of arithmetic: ~3 FLOPs per input element."""
+    return Cost(3.0 * call.tensor(0).numel, io_bytes(call))
+
+
+# ---------------------------------------------------------------------------------------------
+# data movement: no arithmetic, only bytes
+# ---------------------------------------------------------------------------------------------
+
+
+@rule(*(f"aten::{n}" for n in "clone _to_copy lift_fresh_copy cat stack index_select gather index _unsafe_index index_put "
+                                "scatter scatter_add slice_scatter select_scatter "
+                                "repeat repeat_interleave tril triu tril_ triu_ flip roll constant_pad_nd "
+                                "reflection_pad1d reflection_pad2d replication_pad1d replication_pad2d narrow_copy "
+                                "masked_scatter _pdist_forward".split()), category="copy")
+def copy(call: Call) -> Cost:
+    """No FLOPs; inputs read, outputs written."""
+    return Cost(0.0, io_bytes(call))
+
+
+@rule("aten::copy_", category="copy")
+def copy_(call: Call) -> Cost:
+    """dst.copy_(src): src read, dst written (dst's old contents are not read)."""
+    return Cost(0.0, call.tensor(1).read_bytes + written(call))
+
+
+@rule("aten::index_put_", "aten::index_copy_", "aten::scatter_", "aten::scatter_add_", category="copy")
+def scatter_(call: Call) -> Cost:
+    """In-place scatter into ``self`` (a KV-cache update): the indices and the new values are read
+    and as many elements written; the rest of ``self`` is not touched."""
+    values = call.inputs[-1]
+    indices = sum(t.read_bytes for t in call.inputs[1:-1])
+    return Cost(0.0, indices + 2 * values.read_bytes)
+
+
+@rule("aten::embedding", category="gather")
+def embedding(call: Call) -> Cost:
+    """Gather rows of the (V, D) table: no FLOPs; the ids and the gathered rows are read, the
+    (..., D) output written; the rest of the table is never touched (kernels.embedding_kernel)."""
+    ids = call.tensor(1)
+    return Cost(0.0, ids.read_bytes + 2 * written(call))
+
+
+@rule(*(f"aten::{n}" for n in "fill_ zero_ zeros ones full zeros_like ones_like full_like arange scalar_tensor "
+                                "rand randn randint rand_like randn_like normal_ uniform_ bernoulli_ linspace "
+                                "new_zeros new_ones new_full".split()), category="fill")
+def fill(call: Call) -> Cost:
+    """No FLOPs; the output is written, nothing read."""
+    return Cost(0.0, written(call))
+
+
+# ---------------------------------------------------------------------------------------------
+# free: views, metadata, allocations (and composites that cost nothing when they dispatch nothing)
+# ---------------------------------------------------------------------------------------------
+
+_FREE = """view _unsafe_view _reshape_alias reshape as_strided t transpose permute expand expand_as unsqueeze squeeze
+select slice split split_with_sizes unbind chunk narrow detach alias lift_fresh view_as view_as_real
+view_as_complex unfold diagonal real imag _conj conj resolve_conj resolve_neg _neg_view flatten unflatten
+movedim swapaxes numpy_T mT empty empty_like empty_strided new_empty new_empty_strided resize_ set_
+_local_scalar_dense item is_nonzero sym_size sym_stride sym_numel sym_storage_offset size stride numel
+dim is_contiguous is_same_size result_type to contiguous dropout type_as detach_ _assert_async
+_assert_tensor_metadata record_stream""".split()
+
+
+@rule(*(f"aten::{n}" for n in _FREE), category="view")
+def free(call: Call) -> Cost:
+    """Views, metadata and allocations move no data: zero FLOPs, zero bytes."""
+    return Cost(0.0, 0.0)

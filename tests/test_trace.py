@@ -1,0 +1,346 @@
+"""roofline.trace: the per-op rules (tiny shapes, arithmetic in the comment), the meta-device trace
+against torch.utils.flop_counter.FlopCounterMode and against the analytic block, and the CLI.
+
+Tests that need torch take the ``torch`` fixture, which skips them when it is not installed."""
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from roofline.blocks import block_kernels
+from roofline.cli import main
+from roofline.kernels import elementwise_kernel, flash_attention_kernel
+from roofline.trace.rules import RULES, Call, TensorSpec, get_rule, rule
+from roofline.transformer import get_model
+
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch")
+
+
+def cost(op, *args, outputs=()):
+    tensors = tuple(a for a in args if isinstance(a, TensorSpec))
+    return RULES[op].fn(Call(op, args, tensors, tuple(outputs)))
+
+
+# ---------------------------------------------------------------------------------------------
+# rules (no torch)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_registry_refuses_a_second_rule():
+    with pytest.raises(RuntimeError, match="two rules"):
+        rule("aten::mm", category="matmul")(lambda call: None)
+
+
+def test_mm_tiny():
+    c = cost("aten::mm", TensorSpec((2, 4)), TensorSpec((4, 3)), outputs=[TensorSpec((2, 3))])
+    assert c.flops == 48  # 2*2*3*4
+    assert c.bytes == 4 * (8 + 12 + 6)  # fp32: A 2x4, B 4x3 read, C 2x3 written = 104
+
+
+def test_addmm_and_bmm_tiny():
+    c = cost("aten::addmm", TensorSpec((3,), "bf16"), TensorSpec((2, 4), "bf16"), TensorSpec((4, 3), "bf16"),
+             outputs=[TensorSpec((2, 3), "bf16")])
+    assert c.flops == 48  # the bias add is not counted, as FlopCounterMode
+    assert c.bytes == 2 * (3 + 8 + 12 + 6)  # bias read too
+    c = cost("aten::bmm", TensorSpec((5, 2, 4)), TensorSpec((5, 4, 3)), outputs=[TensorSpec((5, 2, 3))])
+    assert c.flops == 5 * 48  # 2*5*2*3*4 = 240
+
+
+def test_attention_counts_both_matmuls_in_full():
+    # q (B=1, H=4, T=8, d=16), k and v (1, K=2, S=8, 16): 2*1*4*8*8*16 (QK^T) + the same for PV = 16,384
+    q, kv = TensorSpec((1, 4, 8, 16), "bf16"), TensorSpec((1, 2, 8, 16), "bf16")
+    out, lse = TensorSpec((1, 4, 8, 16), "bf16"), TensorSpec((1, 4, 8), "fp32")
+    c = cost("aten::_scaled_dot_product_flash_attention", q, kv, kv, 0.0, True, outputs=[out, lse])
+    assert c.flops == 16_384
+    assert c.bytes == 2 * (512 + 256 + 256 + 512) + 4 * 32  # Q, K, V read, O written (bf16); lse (fp32)
+
+
+def test_conv_matches_flop_counter_formula():
+    # x (1, 3, 8, 8), w (4, 3, 3, 3), out (1, 4, 8, 8): 2 * 1 * 4 * 3 * 9 * 64 = 13,824
+    c = cost("aten::convolution", TensorSpec((1, 3, 8, 8)), TensorSpec((4, 3, 3, 3)), None, [1, 1], [1, 1], [1, 1],
+             False, [0, 0], 1, outputs=[TensorSpec((1, 4, 8, 8))])
+    assert c.flops == 13_824
+
+
+def test_elementwise_norm_softmax_per_element():
+    x, w = TensorSpec((4, 8), "bf16"), TensorSpec((8,), "bf16")
+    assert cost("aten::add", x, x, outputs=[x]).flops == 32  # 1 per element
+    assert cost("aten::add", x, x, outputs=[x]).bytes == 2 * 96  # two read, one written
+    assert cost("aten::silu", x, outputs=[x]).flops == 4 * 32
+    assert cost("aten::_softmax", x, -1, False, outputs=[x]).flops == 5 * 32  # kernels.softmax_kernel
+    assert cost("aten::_fused_rms_norm", x, [8], w, None, outputs=[x, TensorSpec((4, 1))]).flops == 4 * 32
+    assert cost("aten::native_layer_norm", x, [8], w, w, 1e-5, outputs=[x]).flops == 8 * 32
+
+
+def test_expanded_input_is_read_once():
+    # a (4, 8) tensor expanded from (1, 8): stride 0 in the first dimension, 8 distinct elements
+    t = TensorSpec((4, 8), "fp32", (0, 1))
+    assert t.numel == 32 and t.distinct == 8 and t.read_bytes == 32
+
+
+def test_embedding_reads_only_the_rows_it_gathers():
+    table, ids, out = TensorSpec((50_000, 64), "bf16"), TensorSpec((2, 8), "int64"), TensorSpec((2, 8, 64), "bf16")
+    c = cost("aten::embedding", table, ids, outputs=[out])
+    assert c.flops == 0
+    assert c.bytes == 8 * 16 + 2 * 2 * 16 * 64  # ids; 16 rows of 64 read and written (not the 50,000-row table)
+
+
+def test_views_are_registered_at_zero():
+    for name in ("aten::view", "aten::transpose", "aten::expand", "aten::t", "aten::empty", "aten::split"):
+        assert get_rule(name).free
+        assert cost(name, TensorSpec((4, 8)), outputs=[TensorSpec((8, 4))]).bytes == 0
+    assert get_rule("aten::no_such_op") is None  # no rule: the recorder lists it, never costs it as zero
+
+
+# ---------------------------------------------------------------------------------------------
+# trace on the meta device against FlopCounterMode
+# ---------------------------------------------------------------------------------------------
+
+
+def _meta_model(torch, factory):
+    with torch.device("meta"):
+        return factory()
+
+
+def _flop_counter_and_trace(torch, model, *inputs, fused=True):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from roofline.trace import trace
+
+    with FlopCounterMode(display=False) as counter:  # the same run: both modes see every op
+        result = trace(model, *inputs, dtype="bf16", fused=fused)
+    theirs = {str(k).replace("aten.", "aten::"): v for k, v in counter.get_flop_counts()["Global"].items()}
+    ours = defaultdict(float)
+    for op in result.ops:
+        ours[op.name] += op.flops
+    return result, theirs, ours
+
+
+@pytest.mark.parametrize("factory", ["gpt2", "llama3_8b", "tiny_llama"])
+@pytest.mark.parametrize("fused", [True, False])
+def test_flops_equal_flop_counter_mode(torch, factory, fused):
+    from roofline.trace import models
+
+    model = _meta_model(torch, getattr(models, factory))
+    ids = torch.zeros(2, 64, dtype=torch.long)
+    result, theirs, ours = _flop_counter_and_trace(torch, model, ids, fused=fused)
+    assert theirs, "FlopCounterMode counted nothing"
+    for op, flops in theirs.items():
+        assert ours[op] == flops, op
+    assert result.unsupported == ()
+    covered = sum(theirs.values())
+    assert result.total_flops > covered  # plus the elementwise ops FlopCounterMode does not count
+
+
+def test_conv_net_flops_equal_flop_counter_mode(torch):
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3, stride=2),
+                              torch.nn.ConvTranspose2d(4, 4, 2, stride=2))
+    _, theirs, ours = _flop_counter_and_trace(torch, net, torch.zeros(2, 3, 16, 16))
+    assert theirs and all(ours[op] == f for op, f in theirs.items())
+
+
+def test_llama2_7b_traces_with_published_parameters_and_closed_form_flops(torch):
+    import tracemalloc
+
+    from roofline.trace import models, trace
+
+    model = _meta_model(torch, models.llama2_7b)
+    assert sum(p.numel() for p in model.parameters()) == 6_738_415_616  # Llama 2 7B, published
+    tracemalloc.start()
+    result = trace(model, torch.zeros(1, 128, dtype=torch.long), dtype="bf16")
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 200e6  # meta tensors hold no data: far under 1 GB of Python allocations
+    mm = sum(op.flops for op in result.ops if op.name == "aten::mm")
+    # every weight but the embedding (32,000 x 4,096) and the 65 norm vectors (4,096 each) is a matmul:
+    # 2 x 128 tokens x (6,738,415,616 - 131,072,000 - 266,240) = 1,691,411,808,256
+    assert mm == 2 * 128 * 6_607_077_376
+    attn = sum(op.flops for op in result.ops if op.category == "attention")
+    assert attn == 4 * 32 * 4096 * 128 * 128  # 4 L h T^2, in full (the PaLM / FlopCounterMode convention)
+    # bytes: bf16 weights read once (2 x 6,607,077,376) plus each matmul's input and output rows,
+    # 2 T (K + N) per matmul: per layer (4096 + 12288) + (4096 + 4096) + (4096 + 22016) + (11008 + 4096)
+    # = 65,792 -> 2 x 128 x 65,792 x 32 layers = 538,968,064; LM head 2 x 128 x (4096 + 32000) = 9,240,576
+    mm_bytes = sum(op.bytes for op in result.ops if op.name == "aten::mm")
+    assert mm_bytes == 13_214_154_752 + 538_968_064 + 9_240_576
+    assert result.unsupported == ()
+
+
+def test_the_package_is_callable(torch):
+    import roofline.trace
+    from roofline.trace import models
+
+    result = roofline.trace(models.tiny_gpt2(), torch.zeros(1, 4, dtype=torch.long))
+    assert result.total_flops == roofline.trace.trace(models.tiny_gpt2(), torch.zeros(1, 4, dtype=torch.long)).total_flops
+    assert roofline.trace.models is models
+
+
+def test_unsupported_ops_are_listed_not_dropped(torch):
+    from roofline.trace import trace
+
+    class TopK(torch.nn.Module):
+        def forward(self, x):
+            return torch.topk(x * 2, 3).values
+
+    result = trace(TopK(), torch.zeros(4, 16))
+    assert "aten::topk" in result.unsupported
+    assert dict(result.unsupported_calls)["aten::topk"] == 1
+    assert [op.name for op in result.ops] == ["aten::mul"]  # the costed op; topk is not among them at zero
+
+
+def test_trace_leaves_the_module_alone(torch):
+    from roofline.trace import models, trace
+
+    torch.manual_seed(0)
+    model = models.tiny_llama()  # real weights on the CPU
+    before = model.lm_head.weight.clone()
+    result = trace(model, torch.zeros(1, 8, dtype=torch.long), dtype="bf16")
+    assert model.lm_head.weight.device.type == "cpu" and model.lm_head.weight.dtype == torch.float32
+    assert torch.equal(model.lm_head.weight, before)
+    assert {op.dtype for op in result.ops if op.name == "aten::mm"} == {"bf16"}
+    assert {op.module for op in result.ops if op.name == "aten::mm"} >= {"layers.0.attn.wqkv", "lm_head"}
+
+
+def test_result_predicts_on_any_machine_and_renders(torch):
+    from roofline.cost import CostModel
+    from roofline.machines import get_machine
+    from roofline.trace import models, trace
+
+    result = trace(_meta_model(torch, models.tiny_gpt2), torch.zeros(2, 16, dtype=torch.long), dtype="bf16")
+    for key in ("h100-sxm", "tpu-v5e", "a100-80gb"):
+        m = get_machine(key)
+        pred = result.predict(m)
+        assert pred.total_s == pytest.approx(CostModel().predict(result.to_kernels(m), m).total_s)
+        assert len(pred.ops) == sum(1 for op in result.ops if op.bytes > 0)  # free views launch nothing
+        assert len(result.to_kernels(key)) == len(pred.ops)
+    d = json.loads(result.to_json())
+    assert {"total_flops", "total_bytes", "ops", "unsupported"} <= set(d)
+    assert d["total_flops"] == result.total_flops and {"name", "flops", "bytes"} <= set(d["ops"][0])
+    assert result.to_csv().count("\n") == len(result.ops) + 1
+    assert "aten::addmm" in result.to_table("h100-sxm")
+
+
+# ---------------------------------------------------------------------------------------------
+# a traced Llama block against the analytic block (blocks.block_kernels)
+# ---------------------------------------------------------------------------------------------
+
+
+def _traced_block(torch, cfg, T):
+    from roofline.trace import trace
+    from roofline.trace.models import LlamaBlock, rope_tables
+
+    with torch.device("meta"):
+        block = LlamaBlock(cfg)
+        cos, sin = rope_tables(T, cfg.head_dim, device="meta")
+    return trace(block, torch.empty(1, T, cfg.d_model, device="meta"), cos, sin, dtype="bf16")
+
+
+def _reference(cfg, T):
+    """blocks.block_kernels (flash attention), made comparable to an eager PyTorch block:
+
+    - attention counted non-causal: SDPA's FLOPs convention (and FlopCounterMode's) is the full
+      T x S square; the analytic block halves it for causal masking;
+    - SiLU-and-multiply unfused: eager PyTorch runs silu and mul as two kernels (read F, write F;
+      read 2F, write F) where the analytic block has one (read 2F, write F)."""
+    ops = {k.name: k for k in block_kernels(cfg, "prefill", T, 1, attention="flash", dtype="bf16")}
+    ops["flash attention"] = flash_attention_kernel(T, cfg.head_dim, "bf16", heads=cfg.n_heads, kv_heads=cfg.n_kv_heads)
+    n = T * cfg.d_ff
+    del ops["silu*mul"]
+    ops["silu"] = elementwise_kernel(n, 1, 1, 4.0, "bf16")
+    ops["mul"] = elementwise_kernel(n, 2, 1, 1.0, "bf16")
+    return ops
+
+
+# traced module path (and op) for each analytic op
+PAIRS = {
+    "attn norm": ("attn_norm", None), "QKV proj": ("attn.wqkv", None), "flash attention": ("attn", "attention"),
+    "out proj": ("attn.wo", None), "ffn norm": ("ffn_norm", None), "gate+up proj": ("mlp.w13", None),
+    "silu": ("mlp", "aten::silu"), "mul": ("mlp", "aten::mul"), "down proj": ("mlp.w2", None),
+}
+
+
+@pytest.mark.parametrize("key", ["llama2-7b", "llama3-8b"])
+@pytest.mark.parametrize("T", [128, 2048])
+def test_traced_llama_block_matches_the_analytic_block(torch, key, T):
+    cfg = get_model(key)
+    traced = _traced_block(torch, cfg, T)
+    ref = _reference(cfg, T)
+    ops = [op for op in traced.ops if op.bytes > 0]
+
+    def pick(module, which):
+        return [op for op in ops if op.module == module and which in (None, op.name, op.category)]
+
+    matched = []
+    for name, (module, which) in PAIRS.items():
+        got = pick(module, which)
+        matched += got
+        flops, moved = sum(o.flops for o in got), sum(o.bytes for o in got)
+        assert flops == pytest.approx(ref[name].flops, rel=0.02), name
+        assert moved == pytest.approx(ref[name].bytes, rel=0.02), name
+        if ref[name].category == "matmul":
+            assert (flops, moved) == (ref[name].flops, ref[name].bytes), name  # matmuls: exactly
+    residual = [op for op in ops if op.module == "" and op.name == "aten::add"]
+    assert sum(o.bytes for o in residual) == ref["residual add"].bytes + ref["residual add 2"].bytes
+    matched += residual
+
+    # What is left is RoPE, which the analytic block does not model. Rotate-half on q (B H T d = n_q
+    # elements) moves, in bf16 (w = 2): q*cos (2 n_q + T d), neg of half (n_q), cat (2 n_q),
+    # rot*sin (2 n_q + T d), add (3 n_q) = 10 n_q + 2 T d elements; the same for k (n_k).
+    rope = [op for op in ops if op not in matched]
+    assert {op.module for op in rope} == {"attn"}
+    n_q, n_k, Td = T * cfg.attn_dim, T * cfg.kv_dim, T * cfg.head_dim
+    assert sum(o.bytes for o in rope) == 2 * (10 * (n_q + n_k) + 4 * Td)
+
+    # Block totals: FLOPs within 2% (the analytic flash kernel adds 5 FLOPs per score for the
+    # softmax, which the trace does not count); bytes within 2% once RoPE is set aside.
+    ref_flops, ref_bytes = sum(k.flops for k in ref.values()), sum(k.bytes for k in ref.values())
+    assert traced.total_flops == pytest.approx(ref_flops, rel=0.02)
+    assert traced.total_bytes - sum(o.bytes for o in rope) == pytest.approx(ref_bytes, rel=0.02)
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------------------------
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_trace_table_and_json(torch, capsys):
+    code, out, _ = run(capsys, "trace", "roofline.trace.models:tiny_llama", "--input-shape", "2,16")
+    assert code == 0
+    assert "aten::mm" in out and "_scaled_dot_product_flash_attention" in out and "unsupported: none" in out
+    code, out, _ = run(capsys, "trace", "roofline.trace.models:tiny_gpt2", "--input-shape", "1,8", "--json",
+                       "--machine", "a100-80gb")
+    d = json.loads(out)
+    assert code == 0 and d["machine"] == "a100-80gb" and d["inputs"] == [[1, 8]]
+    assert d["total_flops"] == sum(op["flops"] for op in d["ops"]) and d["unsupported"] == []
+    code, out, _ = run(capsys, "trace", "roofline.trace.models:tiny_llama", "--by", "module", "--csv")
+    assert code == 0 and out.startswith("name,module,")
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["roofline.trace.models"], "PACKAGE.MODULE:FACTORY"),
+    (["no_such_package:f"], "cannot import"),
+    (["roofline.trace.models:nothing"], "no callable"),
+    (["roofline.trace.models:rotate_half"], "failed on the meta device"),
+    (["roofline.trace.models:gpt2", "--input-shape", "1,-4"], "--input-shape"),
+    (["roofline.trace.models:gpt2", "--dtype", "fp9"], "--dtype"),
+])
+def test_cli_trace_bad_input_is_one_line(torch, capsys, argv, needle):
+    code, out, err = run(capsys, "trace", *argv)
+    assert code == 2 and needle in err and err.count("\n") == 1
+
+
+def test_cli_trace_without_torch_names_the_extra(capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    code, _, err = run(capsys, "trace", "roofline.trace.models:gpt2")
+    assert code == 2 and "pip install 'roofline[torch]'" in err
