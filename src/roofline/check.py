@@ -26,6 +26,7 @@ import numpy as np
 
 from roofline.calibrated import CalibratedModel, hierarchical_lower_bound
 from roofline.cost import CostModel
+from roofline.diagnose import measurement_problem
 from roofline.kernels import Kernel
 from roofline.machines import Machine
 
@@ -208,12 +209,10 @@ def diagnose(kernel: Kernel, machine: Machine, measured_s: float, bound_s: float
        roof the op sits under (its intensity against the ridge) and its category."""
     roof_fraction = bound_s / measured_s
     plain = max(kernel.flops / machine.peak(kernel.dtype), kernel.bytes / machine.bandwidth)
-    if measured_s < BELOW_ROOF * bound_s:
-        return "below roof", (
-            f"measured {measured_s * 1e6:,.1f} us is {1 / roof_fraction:.0%} of the {bound_s * 1e6:,.1f} us bound: "
-            "impossible. Check units, the FLOP convention (2 FLOPs per FMA; a causal count of half the scores) "
-            "and for a sparse peak; with a measured profile the calibration's best may be low (machine busy "
-            "while it ran: calibrate again)")
+    if measured_s < BELOW_ROOF * bound_s:  # the one impossibility check, shared with profile/diagnose
+        return "below roof", (measurement_problem(bound_s, measured_s, kernel.bytes, machine)
+                              + " With a measured profile the calibration's best may be low (the machine was "
+                              "busy while it ran: calibrate again).")
     if measured_s < plain:
         return "in cache", (f"faster than the main-memory roof ({plain * 1e6:,.1f} us), as it may be: the "
                             f"{kernel.bytes / 2**20:,.3g} MiB working set fits in {level} (hierarchical roofline)")
