@@ -1,10 +1,12 @@
 """The workshop's JSON API (SPEC C9) through FastAPI's TestClient: every endpoint, seed 003's
-figures, and bad input (missing, negative, NaN, infinite, huge, unknown names) as a 422 that names
-the field."""
+figures, the whole-model and decode-versus-batch views against the planning library and against
+independent truths, and bad input (missing, negative, NaN, infinite, huge, unknown names) as a 422
+that names the field."""
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import textwrap
@@ -22,13 +24,20 @@ with warnings.catch_warnings():  # newer Starlette suggests httpx2; httpx works
 
 import roofline.web
 from roofline.blocks import layer_report
+from roofline.capacity import decode_plan, inference_memory
 from roofline.cost import seed_cost_model
 from roofline.errors import RooflineError
 from roofline.machines import get_machine, list_machines
+from roofline.plan import DEFAULT_BATCHES, Precision, decode_step, kv_overtakes_weights_context, predict_model, time_to_first_token
 from roofline.transformer import list_models
 from roofline.web.app import MAX_TOKENS, SEED_DEFAULTS, create_app, token_stops
 
 LAYER_ENDPOINTS = ("/api/layer", "/api/layer.csv", "/api/layer.json")
+PLAN_ENDPOINTS = ("/api/model", "/api/decode")
+# Llama 3 8B (Meta's model card: 8.03B parameters): D 4096, L 32, K 8 kv heads of 128, V 128,256
+LLAMA3_8B_PARAMS = 8_030_261_248
+LLAMA3_8B_EMBEDDING_PARAMS = 128_256 * 4096  # = 525,336,576, the input table (the LM head is untied)
+LLAMA3_8B_NORM_PARAMS = (2 * 32 + 1) * 4096  # two RMSNorms per block and the final one = 266,240
 
 MACHINE_FILE = """
 [sources]
@@ -89,6 +98,7 @@ def test_options_give_the_seed_defaults_and_log_scale_stops(client):
     assert all(a < b for a, b in zip(stops, stops[1:]))
     assert {128, 8192, 32768} <= set(stops)
     assert stops[:8] == [1, 2, 3, 4, 6, 8, 12, 16]  # 2^k and 3 2^(k-1)
+    assert [v["key"] for v in body["views"]] == ["layer", "model", "decode"]
 
 
 # -- /api/layer: the library's contract and seed 003's figures ------------------------------------
@@ -207,6 +217,238 @@ def test_roofline_follows_the_machine(client):
     assert a100["roofline"]["ridge_flop_per_byte"] == pytest.approx(get_machine("a100-80gb").ridge_point)
 
 
+# -- /api/model: the whole model ------------------------------------------------------------------
+
+def _close(actual, expected, path="body"):
+    """Equal as JSON, floats to 1e-9 relative (JSON round trips and sums may reorder them)."""
+    if isinstance(expected, dict):
+        for key, value in expected.items():
+            _close(actual[key], value, f"{path}.{key}")
+    elif isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected), path
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            _close(a, e, f"{path}[{i}]")
+    elif isinstance(expected, float) and not isinstance(expected, bool):
+        assert actual == pytest.approx(expected, rel=1e-9, abs=1e-300), path
+    else:
+        assert actual == expected, path
+
+
+def _library(**params):
+    """The planner's arguments for the API's defaults plus ``params`` (the page's cost model)."""
+    q = {**SEED_DEFAULTS, **params}
+    cost_model = seed_cost_model(compute_efficiency=q["compute_efficiency"], memory_efficiency=q["memory_efficiency"],
+                                 launch_overhead_s=q["launch_overhead_us"] * 1e-6, overlap=q["overlap"])
+    return q, {"attention": q["attention"], "precision": Precision(), "cost_model": cost_model}
+
+
+def test_model_prefill_is_the_librarys_time_to_first_token(client):
+    body = client.get("/api/model", params={"tokens": 8192}).json()
+    _, common = _library()
+    expected = predict_model("llama3-8b", "h100-sxm", "prefill", 8192, 1, **common)
+    _close(body, json.loads(json.dumps(expected.to_dict())))
+    ttft = time_to_first_token("llama3-8b", "h100-sxm", 8192, 1, **common).time_s
+    assert body["time_to_first_token_s"] == pytest.approx(ttft) and body["step_s"] is None
+    assert body["readouts"]["latency_s"] == pytest.approx(ttft)
+    assert body["readouts"]["text"]["latency_name"] == "Time to first token"
+    assert body["readouts"]["text"]["latency"] == f"{ttft * 1e3:,.0f} ms"
+    # prefill throughput: B T prompt tokens per time to first token
+    assert body["tokens_per_s"] == pytest.approx(8192 / ttft)
+    assert body["sentence"].startswith("Prefill of one 8,192-token sequence through Llama 3 8B (32 blocks,")
+
+
+def test_model_parts_are_the_blocks_times_L_embedding_final_norm_and_lm_head(client):
+    body = client.get("/api/model", params={"tokens": 2048, "batch": 2}).json()
+    parts = body["parts"]
+    assert [p["name"] for p in parts] == ["embedding", "32 blocks", "final norm", "LM head"]
+    assert sum(p["time_s"] for p in parts) == pytest.approx(body["time_s"])  # the parts add up to the pass
+    for p in parts:
+        assert p["memory_time_s"] + p["compute_time_s"] + p["link_time_s"] == pytest.approx(p["time_s"])
+    # the blocks are one layer's ops, each run L = 32 times: 32 x /api/layer's total, launches included
+    layer = client.get("/api/layer", params={"tokens": 2048, "batch": 2}).json()
+    assert parts[1]["time_s"] == pytest.approx(32 * layer["total_s"])
+    assert parts[1]["flops"] == pytest.approx(32 * sum(op["flops"] for op in layer["ops"]))
+    # the LM head of prefill runs on the last token only: 2 B D V FLOPs = 2*2*4096*128256
+    assert parts[3]["flops"] == pytest.approx(2 * 2 * 4096 * 128256)
+    chart = body["parts_chart"]
+    assert chart["labels"] == [p["name"] for p in parts]
+    assert chart["total_ms"] == pytest.approx([p["time_s"] * 1e3 for p in parts])
+    assert chart["colors"] == {"memory": "#d62728", "compute": "#1f77b4"}
+
+
+def test_model_decode_is_the_librarys_decode_step(client):
+    body = client.get("/api/model", params={"phase": "decode", "tokens": 4096, "batch": 16}).json()
+    _, common = _library()
+    step = decode_step("llama3-8b", "h100-sxm", 16, 4096, **common)
+    _close(body, json.loads(json.dumps(step.to_dict())))
+    assert body["step_s"] == pytest.approx(step.time_s) and body["time_to_first_token_s"] is None
+    assert body["tokens_per_s"] == pytest.approx(16 / step.time_s)  # B new tokens per step
+    assert (body["batch"], body["context"], body["tokens"]) == (16, 4096, 1)
+    assert body["readouts"]["text"]["latency_name"] == "Decode step"
+    assert body["sentence"].startswith("One decode step of a batch of 16 sequences at 4,096 tokens of context")
+    # an explicit context wins over tokens, as in /api/layer
+    assert client.get("/api/model", params={"phase": "decode", "tokens": 4096, "context": 512}).json()["context"] == 512
+
+
+def test_decode_reads_every_weight_once_and_the_kv_cache(client):
+    """Independent truth: at batch 1 a decode step reads every matmul weight once (not the input
+    embedding table, of which it gathers one row) and the KV cache, 2 L K d_head w per token."""
+    body = client.get("/api/model", params={"phase": "decode", "tokens": 8192, "batch": 1, "attention": "flash"}).json()
+    matmul_params = LLAMA3_8B_PARAMS - LLAMA3_8B_EMBEDDING_PARAMS - LLAMA3_8B_NORM_PARAMS
+    assert body["weight_bytes"] == 2 * matmul_params + 4096 * 2  # bf16, + one embedding row of D
+    assert body["kv_bytes"] == 8192 * 2 * 32 * 8 * 128 * 2  # = 1 GiB: S 2 L K d_head w
+    assert body["kv_bytes"] == 2**30
+
+
+def test_model_memory_is_the_librarys_plan(client):
+    body = client.get("/api/model", params={"tokens": 8192, "batch": 2}).json()
+    _close(body["memory"], inference_memory("llama3-8b", "h100-sxm", 2, 8192, Precision()).to_dict())
+    mem = body["memory"]
+    # Llama 3 8B's KV cache: 2 (K and V) x 32 layers x 8 kv heads x 128 x 2 bytes = 131,072 B per token
+    assert mem["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2 == 131_072
+    assert mem["kv_cache_bytes"] == 2 * 8192 * 131_072  # two 8,192-token sequences = 2 GiB
+    assert mem["weights_bytes"] == 2 * LLAMA3_8B_PARAMS  # bf16
+    assert mem["capacity_bytes"] == 80e9 and mem["fits"] is True
+    assert body["fit"]["state"] == "fits" and body["fit"]["text"].startswith("fits: 18.2 GB of the H100 SXM's 80 GB")
+    seg = body["memory_chart"]["segments"]
+    assert [s["name"] for s in seg] == ["weights", "KV cache"]
+    assert [s["gb"] for s in seg] == pytest.approx([2 * LLAMA3_8B_PARAMS / 1e9, 2 * 8192 * 131_072 / 1e9])
+    assert body["memory_chart"]["capacity_gb"] == 80
+
+
+def test_a_70b_model_in_bf16_does_not_fit_one_80gb_h100(client):
+    body = client.get("/api/model", params={"model": "llama3-70b", "tokens": 1}).json()
+    mem = body["memory"]
+    assert mem["weights_bytes"] > 80e9  # ~70.6e9 parameters x 2 bytes = 141 GB
+    assert mem["fits"] is False
+    assert body["fit"]["state"] == "does-not-fit"
+    assert body["fit"]["text"].startswith("does NOT fit: needs 141 GB per GPU, the H100 SXM has 80 GB.")
+    assert "weights alone are 141 GB" in body["fit"]["text"]
+    assert body["memory_chart"]["fits"] is False and "does not fit" in body["memory_chart"]["total_text"]
+    # on a 141 GB H200 it still does not; on a 192 GB MI300X it does
+    assert client.get("/api/model", params={"model": "llama3-70b", "machine": "h200", "tokens": 1}).json()["memory"]["fits"] is False
+    assert client.get("/api/model", params={"model": "llama3-70b", "machine": "mi300x", "tokens": 1}).json()["memory"]["fits"] is True
+
+
+def test_model_shows_where_kv_reads_overtake_weight_reads(client):
+    crossover = client.get("/api/model", params={"phase": "decode", "batch": 1}).json()["kv_overtakes_weights_context"]
+    assert crossover == kv_overtakes_weights_context("llama3-8b", 1)
+    # independent: matmul weight bytes over KV bytes per token, rounded up
+    assert crossover == math.ceil(2 * (LLAMA3_8B_PARAMS - LLAMA3_8B_EMBEDDING_PARAMS - LLAMA3_8B_NORM_PARAMS) / 131_072)
+    assert crossover == 114_512 < MAX_TOKENS  # within the page's context range
+    for context, kv_wins in ((crossover - 1, False), (crossover, True)):
+        step = client.get("/api/model", params={"phase": "decode", "context": context}).json()
+        matmul_weights = step["weight_bytes"] - 4096 * 2  # less the one embedding row gathered
+        assert (step["kv_bytes"] >= matmul_weights) == kv_wins, context
+    # B sequences read B times the KV cache: the crossover falls as 1/B (ceil)
+    assert client.get("/api/model", params={"phase": "decode", "batch": 8}).json()["kv_overtakes_weights_context"] == math.ceil(
+        2 * (LLAMA3_8B_PARAMS - LLAMA3_8B_EMBEDDING_PARAMS - LLAMA3_8B_NORM_PARAMS) / (8 * 131_072))
+
+
+def test_model_follows_machine_batch_and_dtype(client):
+    base = client.get("/api/model").json()
+    assert client.get("/api/model", params={"machine": "a100-80gb"}).json()["time_s"] > base["time_s"]
+    assert client.get("/api/model", params={"batch": 4}).json()["time_s"] > base["time_s"]
+    fp8 = client.get("/api/model", params={"dtype": "fp8"}).json()
+    assert fp8["precision"]["weights"] == "fp8" and fp8["memory"]["weights_bytes"] == LLAMA3_8B_PARAMS  # 1 byte each
+    v100 = client.get("/api/model", params={"machine": "v100"}).json()  # its default dtype
+    assert v100["precision"]["weights"] == "fp16"
+
+
+# -- /api/decode: decode versus batch --------------------------------------------------------------
+
+def test_decode_is_the_librarys_plan(client):
+    body = client.get("/api/decode", params={"tokens": 4096, "batch": 48}).json()
+    _, common = _library()
+    plan = decode_plan("llama3-8b", "h100-sxm", (*DEFAULT_BATCHES, 48), 4096, **common)
+    _close(body, json.loads(json.dumps(plan.to_dict())))
+    assert [r["batch"] for r in body["rows"]] == sorted({*DEFAULT_BATCHES, 48})  # 1, 2, 4, ..., 1,024 and 48
+    assert body["context"] == 4096 and body["batch"] == 48
+    assert body["compute_bound_batch"] == plan.compute_bound_batch == 264
+    assert body["max_batch_in_memory"] == plan.max_batch_in_memory
+    assert body["kv_overtakes_weights_context"] == kv_overtakes_weights_context("llama3-8b", 48)
+    assert body["kv_overtakes_weights_at_context_batch_1"] == kv_overtakes_weights_context("llama3-8b", 1)
+    here = next(r for r in body["rows"] if r["batch"] == 48)
+    assert body["readouts"]["step_s"] == here["step_s"] and body["readouts"]["tokens_per_s"] == here["tokens_per_s"]
+
+
+def test_decode_rows_against_independent_truths(client):
+    body = client.get("/api/decode", params={"tokens": 4096}).json()
+    rows = {r["batch"]: r for r in body["rows"]}
+    for b, r in rows.items():
+        assert r["tokens_per_s"] == pytest.approx(b / r["step_s"])  # B tokens per step
+        assert r["weights_intensity"] == pytest.approx(b)  # seed: decode intensity = batch in bf16
+        assert r["memory_bytes"] == 2 * LLAMA3_8B_PARAMS + b * 4096 * 131_072  # weights + B S KV bytes
+    # throughput rises with batch while the matmuls are memory-bound
+    tps = [rows[b]["tokens_per_s"] for b in sorted(rows)]
+    assert all(a < b for a, b in zip(tps, tps[1:]))
+    # the matmuls turn compute-bound between 256 and 512 (at 264)
+    assert rows[256]["gemm_bound"] == "memory" and rows[512]["gemm_bound"] == "compute"
+    # weights + KV fit: floor((80e9 - 2 x 8.03e9) / (4,096 x 131,072)) = floor(63,939,477,504 / 536,870,912) = 119
+    assert body["max_batch_in_memory"] == (80_000_000_000 - 2 * LLAMA3_8B_PARAMS) // (4096 * 131_072) == 119
+    assert rows[64]["fits"] is True and rows[128]["fits"] is False
+
+
+def test_decode_chart_is_drawn_from_the_plan(client):
+    body = client.get("/api/decode", params={"tokens": 4096, "batch": 100}).json()
+    chart, rows = body["chart"], {r["batch"]: r for r in body["rows"]}
+    batches = chart["batch"]
+    assert batches[0] == 1 and batches[-1] == 1024 and batches == sorted(set(batches))
+    assert {2**k for k in range(11)} | {264, 119, 100} <= set(batches)  # powers of two and the marks, exactly
+    for b in (1, 64, 100, 1024):
+        i = batches.index(b)
+        assert chart["tokens_per_s"][i] == pytest.approx(rows[b]["tokens_per_s"])
+        assert chart["step_ms"][i] == pytest.approx(rows[b]["step_s"] * 1e3)
+    assert chart["points"]["batch"] == sorted(rows)
+    assert chart["here"]["batch"] == 100 and chart["here"]["tokens_per_s"] == pytest.approx(rows[100]["tokens_per_s"])
+    assert chart["compute_bound_batch"] == 264 and chart["compute_bound_log10"] == pytest.approx(math.log10(264))
+    assert chart["no_fit_from"] == 119 and "beyond batch 119" in chart["no_fit_text"]
+    assert chart["ticks"]["values"] == [2**k for k in range(11)]
+    assert chart["axes"]["step_ms"]["type"] == "log" and chart["axes"]["tokens_per_s"]["type"] == "linear"
+    assert chart["colors"]["memory"] == "#d62728" and chart["colors"]["compute"] == "#1f77b4"
+
+
+def test_decode_follows_context_batch_and_machine(client):
+    base = client.get("/api/decode", params={"tokens": 4096}).json()
+    longer = client.get("/api/decode", params={"tokens": 4096, "context": 16384}).json()
+    assert longer["context"] == 16384 and longer["max_batch_in_memory"] < base["max_batch_in_memory"]
+    assert longer["rows"][0]["step_s"] > base["rows"][0]["step_s"]  # more KV cache to read
+    h200 = client.get("/api/decode", params={"tokens": 4096, "machine": "h200"}).json()
+    assert h200["max_batch_in_memory"] > base["max_batch_in_memory"]  # 141 GB against 80 GB
+    big = client.get("/api/decode", params={"tokens": 4096, "batch": 4096}).json()  # beyond the table's 1,024
+    assert big["chart"]["x_max"] == 4096 and big["chart"]["batch"][-1] == 4096
+    assert big["readouts"]["fits"] is False
+    assert big["readouts"]["text"]["step_name"] == "Decode step at batch 4,096"
+
+
+def test_a_70b_model_decodes_at_no_batch_on_one_h100(client):
+    body = client.get("/api/decode", params={"model": "llama3-70b", "tokens": 4096}).json()
+    assert body["max_batch_in_memory"] == 0
+    assert all(r["fits"] is False for r in body["rows"])
+    assert body["chart"]["no_fit_from"] == 1 and "at any batch" in body["chart"]["no_fit_text"]
+    assert "do not fit in 80 GB" in body["sentence"]
+
+
+def test_a_machine_without_a_memory_capacity_gives_no_fit(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text(MACHINE_FILE)
+    client = TestClient(create_app([str(path)]))
+    model = client.get("/api/model", params={"machine": "my-gpu"}).json()
+    assert model["memory"]["fits"] is None and model["fit"]["state"] == "unknown"
+    assert model["memory_chart"]["capacity_gb"] is None
+    decode = client.get("/api/decode", params={"machine": "my-gpu"}).json()
+    assert decode["max_batch_in_memory"] is None and decode["chart"]["no_fit_from"] is None
+
+
+def test_plan_views_share_no_state(client):
+    params = [{"tokens": t, "machine": m, "batch": b} for t in (512, 8192) for m in ("h100-sxm", "a100-80gb") for b in (1, 8)]
+    for endpoint in PLAN_ENDPOINTS:
+        alone = [client.get(endpoint, params=p).json()["readouts"] for p in params]
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            together = list(pool.map(lambda p: client.get(endpoint, params=p).json()["readouts"], params * 2))
+        assert together == alone * 2, endpoint
+
+
 # -- downloads ------------------------------------------------------------------------------------
 
 def test_csv_is_the_library_op_table(client):
@@ -235,14 +477,17 @@ def test_index_page_has_the_controls_and_no_cdn(client):
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     for element_id in ("machine", "model", "phase", "tokens", "tokens-number", "batch", "attention",
                        "compute-efficiency", "memory-efficiency", "launch-overhead", "overlap",
-                       "total", "sentence", "chart", "roofline", "download-csv", "download-json"):
+                       "total", "sentence", "chart", "roofline", "download-csv", "download-json",
+                       "view-layer", "view-model", "view-decode", "panel-model", "panel-decode",
+                       "model-latency", "model-parts", "model-memory-chart", "model-fit",
+                       "decode-throughput-chart", "decode-latency-chart", "decode-compute-bound", "decode-max-batch"):
         assert f'id="{element_id}"' in r.text, element_id
     assert "http://" not in r.text and "https://" not in r.text  # works offline
 
 
 def test_static_assets_are_served(client):
     js = client.get("/static/app.js")
-    assert js.status_code == 200 and "/api/layer" in js.text
+    assert js.status_code == 200 and all(endpoint in js.text for endpoint in ("/api/layer", *PLAN_ENDPOINTS))
     assert client.get("/static/style.css").status_code == 200
     plotly = client.get("/static/plotly.min.js")
     assert plotly.status_code == 200
@@ -263,6 +508,16 @@ def test_openapi_schema_documents_the_layer_parameters(client):
     assert "h100-sxm" in json.dumps(params["machine"]["schema"])
     assert params["tokens"]["schema"]["maximum"] == MAX_TOKENS
     assert "422" in schema["paths"]["/api/layer"]["get"]["responses"]
+
+
+def test_openapi_schema_gives_the_plan_views_the_same_parameters(client):
+    """/api/model and /api/decode take /api/layer's parameters (one definition), so the schemathesis
+    fuzz (test_web_fuzz.py, which walks every path of this schema) covers them too."""
+    paths = client.get("/openapi.json").json()["paths"]
+    layer = paths["/api/layer"]["get"]["parameters"]
+    for endpoint in PLAN_ENDPOINTS:
+        assert paths[endpoint]["get"]["parameters"] == layer, endpoint
+        assert "422" in paths[endpoint]["get"]["responses"]
 
 
 # -- bad input: a 422 that names the field ---------------------------------------------------------
@@ -291,7 +546,7 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("endpoint", LAYER_ENDPOINTS)
+@pytest.mark.parametrize("endpoint", LAYER_ENDPOINTS + PLAN_ENDPOINTS)
 @pytest.mark.parametrize("field, value", BAD)
 def test_bad_input_is_a_422_naming_the_field(client, endpoint, field, value):
     r = client.get(endpoint, params={field: value})
@@ -318,15 +573,26 @@ def test_library_errors_are_422_naming_their_field(client):
 
 def test_absurd_sizes_are_422_naming_the_field(client):
     # 65,536 sequences of 131,072 tokens: 8.6e9 token rows, refused by the library as batch
-    r = client.get("/api/layer", params={"tokens": MAX_TOKENS, "batch": 65536})
-    assert r.status_code == 422 and r.json()["field"] == "batch"
+    for endpoint in ("/api/layer", "/api/model"):
+        r = client.get(endpoint, params={"tokens": MAX_TOKENS, "batch": 65536})
+        assert r.status_code == 422 and r.json()["field"] == "batch", endpoint
+
+
+def test_library_errors_of_the_planner_are_422_naming_their_field(client):
+    for endpoint in PLAN_ENDPOINTS:
+        r = client.get(endpoint, params={"machine": "v100", "dtype": "bf16"})  # no bf16 peak
+        assert r.status_code == 422 and r.json()["field"] == "dtype", endpoint
+        r = client.get(endpoint, params={"dtype": "tf32"})  # a peak's dtype, not a storage width the planner knows
+        assert r.status_code == 422 and r.json()["field"] == "dtype", endpoint
 
 
 def test_every_preset_machine_and_model_answers(client):
     for m in list_machines():
-        assert client.get("/api/layer", params={"machine": m.key, "tokens": 64}).status_code == 200, m.key
+        for endpoint in ("/api/layer", *PLAN_ENDPOINTS):
+            assert client.get(endpoint, params={"machine": m.key, "tokens": 64}).status_code == 200, (endpoint, m.key)
     for c in list_models():
-        assert client.get("/api/layer", params={"model": c.key, "tokens": 64}).status_code == 200, c.key
+        for endpoint in ("/api/layer", *PLAN_ENDPOINTS):
+            assert client.get(endpoint, params={"model": c.key, "tokens": 64}).status_code == 200, (endpoint, c.key)
 
 
 # -- machine files, state, packaging -----------------------------------------------------------------

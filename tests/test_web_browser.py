@@ -2,7 +2,9 @@
 ``chromium`` package; nothing downloads a browser). The server runs in-process on a free loopback
 port. The page's numbers are read as a person reads them, from the readouts it shows.
 
-Set ROOFLINE_SCREENSHOT=path.png to keep the screenshot of the seed defaults."""
+Set ROOFLINE_SCREENSHOT=path.png to keep the screenshot of the seed defaults, and
+ROOFLINE_SCREENSHOT_DIR=dir to keep those of the whole-model and decode views there
+(workshop-model.png, workshop-decode.png)."""
 
 from __future__ import annotations
 
@@ -89,6 +91,27 @@ def bars(page) -> dict:
 
 def text(page, selector: str) -> str:
     return page.inner_text(selector).strip()
+
+
+def switch_view(page, view: str) -> None:
+    before = render_count(page)
+    page.click(f"#view-{view}")
+    wait_render(page, before, f"view={view}")
+    assert page.get_attribute(f"#view-{view}", "aria-selected") == "true"
+    assert page.is_visible(f"#panel-{view}")
+
+
+def plot(page, element_id: str, expression: str):
+    """Evaluate ``expression`` on the Plotly div ``element_id`` (bound as ``d``)."""
+    return page.evaluate(f"(() => {{ const d = document.getElementById('{element_id}'); return {expression}; }})()")
+
+
+def screenshot(page, tmp_path, name: str) -> Path:
+    shot = Path(os.environ.get("ROOFLINE_SCREENSHOT_DIR") or tmp_path) / name
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000
+    return shot
 
 
 # -- tests -------------------------------------------------------------------------------------------
@@ -253,3 +276,129 @@ def test_download_buttons_fetch_the_op_table(page, base_url_web):
     assert len(csv_text.strip().splitlines()) == 13
     body = page.request.get(base_url_web + json_href).json()
     assert round(body["total_s"] * 1e6) == 205
+
+
+# -- the whole-model and decode-versus-batch views ------------------------------------------------------
+
+def test_whole_model_view_shows_the_pass_and_memory_fit(page, base_url_web, tmp_path):
+    errors = open_page(page, base_url_web + "/")
+    assert page.is_hidden("#panel-model") and page.is_hidden("#panel-decode")
+    switch_view(page, "model")
+    assert page.is_hidden("#panel-layer")
+    assert "view=model" in page.url and "tokens=8192" in page.url
+    api = page.request.get(base_url_web + "/api/model?tokens=8192").json()
+    seed_ttft = text(page, "#model-latency")
+    assert text(page, "#model-latency-name") == "Time to first token"
+    assert seed_ttft == api["readouts"]["text"]["latency"] == f"{api['time_to_first_token_s'] * 1e3:,.0f} ms"
+    assert text(page, "#model-throughput") == api["readouts"]["text"]["throughput"]
+    assert text(page, "#model-sentence").startswith("Prefill of one 8,192-token sequence through Llama 3 8B (32 blocks")
+    assert page.get_attribute("#model-fit", "data-state") == "fits"
+    assert text(page, "#model-fit-text").startswith("fits: 17.1 GB of the H100 SXM's 80 GB")
+    # the parts as stacked bars: red memory-bound, blue compute-bound time of each part
+    traces = plot(page, "model-parts", "d.data.map(t => [t.name, t.marker.color, t.y])")
+    assert [(n, c) for n, c, _ in traces] == [("memory-bound", "#d62728"), ("compute-bound", "#1f77b4")]
+    assert traces[0][2] == ["embedding", "32 blocks", "final norm", "LM head"]
+    # memory: weights and KV cache stacked against the capacity line
+    assert plot(page, "model-memory-chart", "d.data.map(t => t.name)") == ["weights", "KV cache"]
+    assert plot(page, "model-memory-chart", "d.layout.shapes[0].x0") == 80
+    screenshot(page, tmp_path, "workshop-model.png")
+
+    type_value(page, "#batch", 4, "batch=4")
+    assert text(page, "#model-latency") != seed_ttft
+    assert text(page, "#model-sentence").startswith("Prefill of a batch of 4 8,192-token sequences")
+    batch_ttft = text(page, "#model-latency")
+    choose(page, "#machine", "a100-80gb", "machine=a100-80gb")
+    assert text(page, "#model-latency") != batch_ttft
+    assert "A100" in text(page, "#model-fit-text")
+
+    choose(page, "#phase", "decode", "phase=decode")
+    assert text(page, "#model-latency-name") == "Decode step"
+    assert text(page, "#model-throughput").endswith("tokens/s")
+    assert "Context" in text(page, "#tokens-label")
+    assert errors == []
+
+
+def test_a_70b_model_does_not_fit_one_h100_on_the_page(page, base_url_web):
+    open_page(page, base_url_web + "/?view=model&model=llama3-70b")
+    assert page.get_attribute("#view-model", "aria-selected") == "true"
+    assert page.get_attribute("#model-fit", "data-state") == "does-not-fit"
+    assert text(page, "#model-fit-text").startswith("does NOT fit: needs 144 GB per GPU, the H100 SXM has 80 GB.")
+    assert "does not fit" in text(page, "#model-memory-sub")
+    assert plot(page, "model-memory-chart", "d.layout.annotations[0].font.color") == "#d62728"
+
+
+def test_decode_view_shows_throughput_against_batch(page, base_url_web, tmp_path):
+    errors = open_page(page, base_url_web + "/")
+    switch_view(page, "decode")
+    assert page.is_disabled("#phase")  # decode whatever the phase
+    assert "Context" in text(page, "#tokens-label")
+    api = page.request.get(base_url_web + "/api/decode?tokens=8192").json()
+    assert text(page, "#decode-compute-bound") == "batch 264"
+    assert text(page, "#decode-max-batch") == str(api["max_batch_in_memory"]) == "59"  # 80 GB at 8,192 tokens
+    assert text(page, "#decode-kv") == "114,512 tokens"
+    assert text(page, "#decode-step-name") == "Decode step at batch 1"
+    seed_step, seed_tps = text(page, "#decode-step"), text(page, "#decode-throughput")
+    assert seed_tps == api["readouts"]["text"]["throughput"]
+    # the charts: log batch axis, a curve, markers coloured by bound, the two marks
+    for chart_id in ("decode-throughput-chart", "decode-latency-chart"):
+        assert plot(page, chart_id, "d.layout.xaxis.type") == "log"
+        assert plot(page, chart_id, "d.data[0].x.length") > 100
+        shapes = plot(page, chart_id, "d.layout.shapes.map(s => [s.type, s.x0])")
+        assert ["line", 264] in shapes and ["rect", 59] in shapes
+        texts = " ".join(plot(page, chart_id, "d.layout.annotations.map(a => a.text)"))
+        assert "from batch 264" in texts and "beyond batch 59" in texts
+    assert plot(page, "decode-latency-chart", "d.layout.yaxis.type") == "log"
+    assert plot(page, "decode-throughput-chart", "d.data[1].marker.color") == "#d62728"
+    assert plot(page, "decode-throughput-chart", "d.data[3].x") == [1]  # this batch
+    screenshot(page, tmp_path, "workshop-decode.png")
+
+    type_value(page, "#batch", 64, "batch=64")
+    assert text(page, "#decode-step-name") == "Decode step at batch 64"
+    assert text(page, "#decode-step") != seed_step and text(page, "#decode-throughput") != seed_tps
+    assert text(page, "#decode-throughput-sub") == "does not fit in memory"  # 64 > 59
+    assert plot(page, "decode-throughput-chart", "d.data[3].x") == [64]
+    choose(page, "#machine", "h200", "machine=h200")
+    assert text(page, "#decode-max-batch") == "116"  # (141e9 - 16.06e9) / (8,192 x 131,072 B)
+    assert text(page, "#decode-throughput-sub") == "fits in memory"
+    type_value(page, "#tokens-number", 4096, "tokens=4096")
+    assert text(page, "#decode-max-batch") == "232"
+    assert errors == []
+
+
+def test_views_keep_the_controls_and_round_trip_in_the_url(page, base_url_web):
+    open_page(page, base_url_web + "/?view=decode&batch=8&machine=a100-80gb")
+    assert page.get_attribute("#view-decode", "aria-selected") == "true"
+    assert page.is_visible("#panel-decode") and page.is_hidden("#panel-layer")
+    assert text(page, "#decode-step-name") == "Decode step at batch 8"
+    assert page.input_value("#machine") == "a100-80gb"
+    url = page.url
+    other = page.context.new_page()
+    open_page(other, url)
+    assert other.url == url and text(other, "#decode-step") == text(page, "#decode-step")
+    other.close()
+    # back to one layer: the controls carry over, the layer page is as before
+    switch_view(page, "layer")
+    assert not page.is_disabled("#phase") and page.is_visible("#download-csv")
+    assert text(page, "#sentence").startswith("For a batch of 8 8,192-token sequences")
+    type_value(page, "#batch", 1, "batch=1")
+    choose(page, "#machine", "h100-sxm", "machine=h100-sxm")
+    assert text(page, "#total") == "8,756 µs"
+    # the keyboard moves between tabs
+    page.focus("#view-layer")
+    before = render_count(page)
+    page.keyboard.press("ArrowRight")
+    wait_render(page, before, "view=model")
+    assert page.get_attribute("#view-model", "aria-selected") == "true"
+
+
+def test_bad_value_in_a_plan_view_shows_the_apis_message(page, base_url_web):
+    open_page(page, base_url_web + "/?view=model")
+    latency = text(page, "#model-latency")
+    page.fill("#batch", "0")
+    page.press("#batch", "Enter")
+    page.wait_for_selector("#error:not([hidden])")
+    assert re.search(r"batch: .*greater than or equal to 1", text(page, "#error"))
+    assert page.get_attribute("#batch", "aria-invalid") == "true"
+    assert text(page, "#model-latency") == latency
+    type_value(page, "#batch", 2, "batch=2")
+    assert page.is_hidden("#error")

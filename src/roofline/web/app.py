@@ -3,6 +3,9 @@
 GET /api/machines, /api/models, /api/options    what the controls offer, and the seed defaults
 GET /api/layer                                  LayerReport.to_dict() + readouts, sentence, chart
 GET /api/layer.csv, /api/layer.json             the op table as a download
+GET /api/model                                  the whole model (plan.predict_model): time to first
+                                                token or one decode step, its parts, memory fit
+GET /api/decode                                 decode versus batch (capacity.decode_plan)
 GET /, /static/...                              the page; Plotly.js from the installed package
 
 Every invalid parameter gets a 422 whose body names ``field`` (FastAPI's validation and the
@@ -13,7 +16,7 @@ built once in ``create_app`` and only read.
 # No ``from __future__ import annotations``: FastAPI reads the endpoint annotations, which name
 # Literal types built inside create_app.
 
-import math
+import contextlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -27,12 +30,15 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Res
 from fastapi.staticfiles import StaticFiles
 
 from roofline.blocks import ATTENTIONS, PHASES, layer_report
+from roofline.capacity import decode_plan, inference_memory
 from roofline.cost import CostModel
 from roofline.errors import RooflineError, unknown_name
 from roofline.machines import Machine, list_machines, load_machine_file
+from roofline.plan import DEFAULT_BATCHES, Precision, kv_overtakes_weights_context, predict_model
 from roofline.transformer import TransformerConfig, list_models
 from roofline.units import DTYPE_BYTES, US, format_si
 from roofline.web.payload import json_safe, layer_payload
+from roofline.web.plan_payload import decode_payload, model_payload
 
 STATIC_DIR = Path(__file__).parent / "static"
 MAX_TOKENS = 131072  # the slider's range, 2^17
@@ -56,8 +62,11 @@ SEED_DEFAULTS = MappingProxyType(
     }
 )
 
-# Library field names that the API spells differently.
-_API_FIELD = {"launch_overhead_s": "launch_overhead_us"}
+# Library field names that the API spells differently (the planner's Precision names each part's
+# dtype; the API has one dtype for all three).
+_API_FIELD = {"launch_overhead_s": "launch_overhead_us", "weights dtype": "dtype", "activations dtype": "dtype",
+              "kv_cache dtype": "dtype"}
+VIEWS = (("layer", "One layer"), ("model", "Whole model"), ("decode", "Decode vs batch"))
 
 
 def token_stops(maximum: int = MAX_TOKENS) -> list[int]:
@@ -124,7 +133,7 @@ def _model_dict(c: TransformerConfig) -> dict:
 
 @dataclass(frozen=True)
 class LayerQuery:
-    """One /api/layer request's parameters, validated."""
+    """One request's parameters (/api/layer, /api/model, /api/decode), validated."""
 
     machine: str
     model: str
@@ -140,13 +149,17 @@ class LayerQuery:
     overlap: float
 
 
-def _check_finite(report) -> None:
+def _finite(x) -> bool:
+    return bool(np.all(np.isfinite(np.asarray(x, dtype=float))))
+
+
+def _check_finite(p) -> None:
     """A positive but vanishing efficiency (5e-324 passes "greater than 0") overflows the times to
-    infinity: reject it as the field that caused it rather than answer with nulls."""
-    p = report.prediction
-    if math.isfinite(p.total_s) and math.isfinite(p.flops_only_s) and math.isfinite(p.bytes_only_s):
+    infinity: reject it as the field that caused it rather than answer with nulls. ``p`` is a
+    WorkloadPrediction (its sizes may be arrays)."""
+    if _finite(p.total_s) and _finite(p.flops_only_s) and _finite(p.bytes_only_s):
         return
-    field = "compute_efficiency" if not math.isfinite(p.flops_only_s) else "memory_efficiency"
+    field = "compute_efficiency" if not _finite(p.flops_only_s) else "memory_efficiency"
     raise RooflineError(f"{field} {getattr(p.model, field)!r} is too small: the predicted time overflows", field=field)
 
 
@@ -168,7 +181,8 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
     app = FastAPI(
         title="roofline workshop",
         version="1",
-        description="Seed 003's workshop: the predicted time of each op of one transformer layer.",
+        description="Seed 003's workshop: the predicted time of each op of one transformer layer, of the whole "
+                    "model, and of decode versus batch.",
     )
 
     @app.exception_handler(RequestValidationError)
@@ -198,24 +212,73 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
         return LayerQuery(machine, model, phase, tokens, batch, context, attention, dtype,
                           compute_efficiency, memory_efficiency, launch_overhead_us, overlap)
 
-    def compute(q: LayerQuery):
+    def machine_of(q: LayerQuery) -> Machine:
         machine = machines.get(q.machine)
         if machine is None:  # unreachable through the schema; kept for direct callers
             raise unknown_name("machine", q.machine, machines)
-        cost_model = CostModel(q.compute_efficiency, q.memory_efficiency, q.launch_overhead_us * US, q.overlap)
+        return machine
+
+    def cost_model_of(q: LayerQuery) -> CostModel:
+        return CostModel(q.compute_efficiency, q.memory_efficiency, q.launch_overhead_us * US, q.overlap)
+
+    @contextlib.contextmanager
+    def library_call(q: LayerQuery):
+        """Overflow is checked afterwards and named as a field; decode's context came from tokens
+        when the query gave none, so the error names tokens."""
         try:
-            with np.errstate(over="ignore", invalid="ignore"):  # checked below, named as a field
-                report = layer_report(
-                    model=models[q.model], machine=machine, phase=q.phase, tokens=q.tokens, batch=q.batch,
-                    context=q.context, attention=q.attention, dtype=q.dtype or machine.default_dtype,
-                    cost_model=cost_model,
-                )
+            with np.errstate(over="ignore", invalid="ignore"):
+                yield
         except RooflineError as exc:
-            if exc.field == "context" and q.context is None:  # decode's context came from tokens
+            if exc.field == "context" and q.context is None:
                 exc.field = "tokens"
             raise
-        _check_finite(report)
+
+    def compute(q: LayerQuery):
+        machine, cost_model = machine_of(q), cost_model_of(q)
+        with library_call(q):
+            report = layer_report(
+                model=models[q.model], machine=machine, phase=q.phase, tokens=q.tokens, batch=q.batch,
+                context=q.context, attention=q.attention, dtype=q.dtype or machine.default_dtype,
+                cost_model=cost_model,
+            )
+        _check_finite(report.prediction)
         return report, machine, cost_model
+
+    def plan_inputs(q: LayerQuery) -> dict:
+        """The planner's arguments shared by /api/model and /api/decode: one dtype for weights,
+        activations and KV cache (default: the machine's)."""
+        machine = machine_of(q)
+        with library_call(q):
+            precision = Precision.uniform(q.dtype or machine.default_dtype)
+        return {"machine": machine, "attention": q.attention, "precision": precision, "cost_model": cost_model_of(q)}
+
+    def context_of(q: LayerQuery) -> int:
+        """Tokens in each sequence's KV cache: the prompt in prefill; in decode the context, or
+        tokens when none is given (as /api/layer)."""
+        return q.tokens if q.phase == "prefill" or q.context is None else q.context
+
+    def compute_model(q: LayerQuery):
+        common = plan_inputs(q)
+        cfg, S = models[q.model], context_of(q)
+        with library_call(q):
+            if q.phase == "prefill":
+                pred = predict_model(cfg, phase="prefill", tokens=q.tokens, batch=q.batch, **common)
+            else:
+                pred = predict_model(cfg, phase="decode", tokens=1, batch=q.batch, context=S, **common)
+            memory = inference_memory(cfg, common["machine"], q.batch, S, common["precision"])
+            crossover = kv_overtakes_weights_context(cfg, q.batch, common["precision"])
+        _check_finite(pred.prediction)
+        return pred, memory, crossover
+
+    def compute_decode(q: LayerQuery):
+        common = plan_inputs(q)
+        cfg = models[q.model]
+        S = q.context or q.tokens  # this view is decode whatever the phase: tokens is the context
+        with library_call(q):
+            plan = decode_plan(cfg, batches=(*DEFAULT_BATCHES, q.batch), context=S, **common)
+            crossover = kv_overtakes_weights_context(cfg, q.batch, common["precision"])
+        _check_finite(plan.step.prediction)
+        return plan, crossover
 
     def filename(q: LayerQuery, ext: str) -> str:
         size = f"{q.tokens}" if q.phase == "prefill" else f"ctx{q.context or q.tokens}"
@@ -237,6 +300,7 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
             "attentions": list(ATTENTIONS),
             "dtypes": list(DTYPE_BYTES),
             "token_stops": token_stops(),
+            "views": [{"key": key, "label": label} for key, label in VIEWS],
             "limits": {"tokens": [1, MAX_TOKENS], "batch": [1, MAX_BATCH], "launch_overhead_us": [0, MAX_LAUNCH_US]},
         }
 
@@ -257,6 +321,18 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
         report, _, _ = compute(q)
         return JSONResponse(json_safe(report.to_dict()),
                             headers={"Content-Disposition": f'attachment; filename="{filename(q, "json")}"'})
+
+    @app.get("/api/model", summary="The whole model (L blocks, embedding, final norm, LM head): time to first token "
+             "or one decode step, tokens/s, time by part and weights + KV cache against the machine's memory")
+    def api_model(q: LayerQuery = Depends(layer_query)) -> dict:
+        pred, memory, crossover = compute_model(q)
+        return model_payload(pred, memory, crossover, models[q.model].name, models[q.model].n_layers, q.launch_overhead_us)
+
+    @app.get("/api/decode", summary="Decode latency and throughput versus batch (1 to 1,024 and the query's batch) at a "
+             "context (context, else tokens): compute-bound batch, largest batch in memory, KV-overtakes-weights context")
+    def api_decode(q: LayerQuery = Depends(layer_query)) -> dict:
+        plan, crossover = compute_decode(q)
+        return decode_payload(plan, q.batch, crossover, models[q.model].name, q.launch_overhead_us)
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:

@@ -1,6 +1,7 @@
-// The workshop page. It keeps the controls, the URL and the API request in step, and places on
-// the page the numbers and text that /api/layer returns. It computes nothing: every time, ratio,
-// share, roof and sentence comes from the library through the API.
+// The workshop page. It keeps the view, the controls, the URL and the API request in step, and
+// places on the page the numbers and text that /api/layer, /api/model or /api/decode returns. It
+// computes nothing: every time, ratio, share, roof, axis range and sentence comes from the library
+// through the API.
 "use strict";
 
 (() => {
@@ -20,12 +21,21 @@
     overlap: { input: "overlap-number", slider: "overlap" },
   };
   const PASS_THROUGH = ["context", "dtype"]; // API parameters with no control, kept when in the URL
+  // The views: which endpoint each reads and how it is drawn (the draw functions are below).
+  const VIEWS = {
+    layer: { endpoint: "/api/layer", draw: (data) => drawLayer(data) },
+    model: { endpoint: "/api/model", draw: (data) => drawModel(data) },
+    decode: { endpoint: "/api/decode", draw: (data) => drawDecode(data) },
+  };
+  const FONT = { family: "system-ui, sans-serif", size: 12 };
+  const SHIFT = { left: 4, right: -4 }; // a label's pixel gap from the mark it is anchored to
   const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
   const $ = (id) => document.getElementById(id);
   let defaults = {};
   let tokenStops = [];
   let state = {};
+  let view = "layer";
   let requestSeq = 0;
   let renderCount = 0;
   let inFlight = null;
@@ -39,12 +49,22 @@
 
   // -- state <-> URL <-> controls ---------------------------------------------------------------
 
+  // The API's query: the controls' values (the view is the page's, not the API's).
   function query() {
     const qs = new URLSearchParams();
     for (const name of [...Object.keys(CONTROLS), ...PASS_THROUGH]) {
       if (state[name] !== undefined && state[name] !== null) qs.set(name, state[name]);
     }
     return qs.toString();
+  }
+
+  function pageQuery(apiQuery) {
+    return `view=${view}&${apiQuery}`;
+  }
+
+  function viewFromUrl() {
+    const v = new URLSearchParams(window.location.search).get("view");
+    return v && VIEWS[v] ? v : "layer";
   }
 
   function stateFromUrl() {
@@ -71,9 +91,30 @@
       if (c.slider) $(c.slider).value = c.stops ? stopIndex(value) : value;
     }
     $("machine-detail").textContent = machineDetail.get(state.machine) || "";
-    $("tokens-label").textContent = state.phase === "decode"
+    $("tokens-label").textContent = state.phase === "decode" || view === "decode"
       ? "Context, S (tokens already in the KV cache)"
       : "Tokens per sequence, T";
+    $("phase").disabled = view === "decode"; // decode versus batch is decode whatever the phase
+  }
+
+  function showView() {
+    for (const tab of document.querySelectorAll("[role=tab]")) {
+      const on = tab.dataset.view === view;
+      tab.setAttribute("aria-selected", on ? "true" : "false");
+      tab.tabIndex = on ? 0 : -1;
+      $(`panel-${tab.dataset.view}`).hidden = !on;
+      if (on) $("scope").textContent = tab.dataset.scope;
+    }
+    $("download-csv").hidden = view !== "layer";
+    document.body.dataset.view = view;
+  }
+
+  function setView(next) {
+    if (next === view || !VIEWS[next]) return;
+    view = next;
+    showView();
+    showControls();
+    update();
   }
 
   function set(name, value) {
@@ -94,6 +135,15 @@
         const slider = $(c.slider);
         slider.addEventListener("input", () => set(name, c.stops ? tokenStops[Number(slider.value)] : slider.value));
       }
+    }
+    for (const tab of document.querySelectorAll("[role=tab]")) {
+      tab.addEventListener("click", () => setView(tab.dataset.view));
+      tab.addEventListener("keydown", (e) => {
+        const tabs = [...document.querySelectorAll("[role=tab]")];
+        const at = tabs.indexOf(tab);
+        const to = { ArrowRight: tabs[at + 1] || tabs[0], ArrowLeft: tabs[at - 1] || tabs[tabs.length - 1] }[e.key];
+        if (to) { to.focus(); setView(to.dataset.view); }
+      });
     }
     $("reset").addEventListener("click", () => {
       state = {};
@@ -128,15 +178,18 @@
 
   async function update() {
     const qs = query();
-    window.history.replaceState(null, "", `${window.location.pathname}?${qs}`);
+    const shown = view;
+    const pageQs = pageQuery(qs);
+    window.history.replaceState(null, "", `${window.location.pathname}?${pageQs}`);
     $("download-csv").href = `/api/layer.csv?${qs}`;
-    $("download-json").href = `/api/layer.json?${qs}`;
+    $("download-json").href = shown === "layer" ? `/api/layer.json?${qs}` : `${VIEWS[shown].endpoint}?${qs}`;
+    $("download-json").download = shown === "layer" ? "" : `roofline-${shown}.json`;
     const seq = ++requestSeq;
     if (inFlight) inFlight.abort();
     inFlight = new AbortController();
     let resp, body;
     try {
-      resp = await fetch(`/api/layer?${qs}`, { signal: inFlight.signal });
+      resp = await fetch(`${VIEWS[shown].endpoint}?${qs}`, { signal: inFlight.signal });
       body = await resp.json();
     } catch (err) {
       if (err.name !== "AbortError" && seq === requestSeq) showError(String(err), null);
@@ -149,7 +202,7 @@
       return;
     }
     showError(null, null);
-    await render(body, qs);
+    await render(shown, body, pageQs);
   }
 
   function showError(message, field) {
@@ -187,6 +240,11 @@
     return out;
   }
 
+  function drawLayer(data) {
+    showReadouts(data);
+    return Promise.all([drawBars(data.chart), drawRoofline(data.roofline)]);
+  }
+
   function drawBars(chart) {
     const traces = BOUNDS.map((bound) => {
       const s = pick(chart, bound, ["labels", "time_us", "time_text", "hover"]);
@@ -203,7 +261,7 @@
       xaxis: { title: { text: "predicted time (µs)" }, rangemode: "tozero", separatethousands: true, automargin: true },
       yaxis: { type: "category", categoryorder: "array", categoryarray: chart.labels, autorange: "reversed", automargin: true },
       hoverlabel: { align: "left" },
-      font: { family: "system-ui, sans-serif", size: 12 },
+      font: FONT,
     };
     return Plotly.react("chart", traces, layout, PLOT_CONFIG);
   }
@@ -238,18 +296,155 @@
       annotations: [{ xref: "x", yref: "paper", x: roof.ridge_log10 /* Plotly places log-axis annotations by log10 */, y: 0.02, xanchor: "left",
         yanchor: "bottom", text: roof.ridge_text, showarrow: false, font: { size: 11, color: "#5b6573" } }],
       hoverlabel: { align: "left" },
-      font: { family: "system-ui, sans-serif", size: 12 },
+      font: FONT,
     };
     return Plotly.react("roofline", traces, layout, PLOT_CONFIG);
   }
 
-  async function render(data, qs) {
-    showReadouts(data);
-    await Promise.all([drawBars(data.chart), drawRoofline(data.roofline)]);
+  // -- the whole model --------------------------------------------------------------------------
+
+  function showCards(prefix, text, names) {
+    for (const name of names) {
+      const id = `${prefix}-${name.replaceAll("_", "-")}`;
+      if (text[name] !== undefined && $(id)) setText(id, text[name]);
+    }
+  }
+
+  function drawModel(data) {
+    const t = data.readouts.text;
+    showCards("model", t, ["latency_name", "latency", "latency_sub", "throughput_name", "throughput", "throughput_sub",
+      "bound", "bound_sub", "bytes_name", "bytes", "bytes_sub", "memory", "memory_sub"]);
+    setText("model-sentence", data.sentence);
+    $("model-fit").dataset.state = data.fit.state;
+    setText("model-fit-mark", data.fit.mark);
+    $("model-fit").title = data.fit.headline;
+    setText("model-fit-text", data.fit.text);
+    setText("model-limits", data.memory_limits_text);
+    setText("model-note", data.caption);
+    return Promise.all([drawParts(data.parts_chart), drawMemory(data.memory_chart)]);
+  }
+
+  function drawParts(chart) {
+    const traces = [["memory", chart.memory_ms], ["compute", chart.compute_ms]].map(([bound, x]) => ({
+      type: "bar", orientation: "h", name: `${bound}-bound`, y: chart.labels, x,
+      hovertext: chart.hover, hovertemplate: "%{hovertext}<extra></extra>", marker: { color: chart.colors[bound] },
+    }));
+    const layout = {
+      barmode: "stack", showlegend: false, bargap: 0.35,
+      margin: { l: 8, r: 16, t: 8, b: 44 },
+      xaxis: { title: { text: "predicted time (ms)" }, range: [0, chart.x_max_ms], separatethousands: true, automargin: true },
+      yaxis: { type: "category", categoryorder: "array", categoryarray: chart.labels, autorange: "reversed", automargin: true },
+      annotations: chart.labels.map((label, i) => ({
+        x: chart.total_ms[i], y: label, text: chart.text[i], xanchor: "left", showarrow: false, xshift: 4,
+        font: { size: 11 } })),
+      hoverlabel: { align: "left" },
+      font: FONT,
+    };
+    return Plotly.react("model-parts", traces, layout, PLOT_CONFIG);
+  }
+
+  function drawMemory(chart) {
+    const traces = chart.segments.map((seg) => ({
+      type: "bar", orientation: "h", name: seg.name, y: [chart.label], x: [seg.gb], marker: { color: seg.color },
+      hovertext: [seg.hover], hovertemplate: "%{hovertext}<extra></extra>",
+    }));
+    const notFit = chart.fits === false;
+    const annotations = [{ x: chart.total_gb, y: chart.label, text: chart.total_text, xanchor: "left", xshift: 4,
+      showarrow: false, font: { size: 12, color: notFit ? COLORS.memory : "#1d232b" } }];
+    const shapes = [];
+    if (chart.capacity_gb !== null) {
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: chart.capacity_gb, x1: chart.capacity_gb, y0: 0, y1: 1,
+        line: { color: "#1d232b", width: 1.5, dash: "dash" } });
+      annotations.push({ x: chart.capacity_gb, y: 1, xref: "x", yref: "paper", text: chart.capacity_text,
+        xanchor: chart.capacity_anchor, yanchor: "top", xshift: SHIFT[chart.capacity_anchor], showarrow: false,
+        font: { size: 11, color: "#5b6573" } });
+    }
+    const layout = {
+      barmode: "stack", showlegend: false, bargap: 0.45,
+      margin: { l: 8, r: 16, t: 8, b: 44 },
+      xaxis: { title: { text: "memory per GPU (GB)" }, range: [0, chart.x_max_gb], automargin: true, separatethousands: true },
+      yaxis: { automargin: true, showticklabels: false },
+      shapes, annotations,
+      hoverlabel: { align: "left" },
+      font: FONT,
+    };
+    return Plotly.react("model-memory-chart", traces, layout, PLOT_CONFIG);
+  }
+
+  // -- decode versus batch ----------------------------------------------------------------------
+
+  function drawDecode(data) {
+    const t = data.readouts.text;
+    showCards("decode", t, ["step_name", "step", "step_sub", "throughput_name", "throughput", "throughput_sub",
+      "compute_bound", "compute_bound_sub", "max_batch", "max_batch_sub", "kv", "kv_sub"]);
+    setText("decode-sentence", data.sentence);
+    setText("decode-note", data.caption);
+    const c = data.chart;
+    return Promise.all([
+      drawBatchCurve("decode-throughput-chart", c, "tokens_per_s"),
+      drawBatchCurve("decode-latency-chart", c, "step_ms"),
+    ]);
+  }
+
+  // One quantity against batch on a log-2 axis: the curve, the tabulated batches coloured by the
+  // step's bound, the page's batch, the compute-bound batch and the region that does not fit.
+  function drawBatchCurve(id, c, field) {
+    const axis = c.axes[field];
+    const title = axis.title;
+    const traces = [
+      { x: c.batch, y: c[field], mode: "lines", name: title, line: { color: "#2b2f36", width: 2 },
+        hovertext: c.hover, hovertemplate: "%{hovertext}<extra></extra>" },
+      ...BOUNDS.map((bound) => {
+        const s = pick(c.points, bound, ["batch", field, "hover"]);
+        return { x: s.batch, y: s[field], mode: "markers", name: `${bound}-bound step`,
+          marker: { color: c.colors[bound], size: 8, line: { color: "#fff", width: 1 } },
+          hovertext: s.hover, hovertemplate: "%{hovertext}<extra></extra>" };
+      }),
+      { x: [c.here.batch], y: [c.here[field]], mode: "markers+text", name: "this batch", text: [c.here.text],
+        textposition: c.here.textposition, marker: { symbol: "circle-open", size: 16, color: "#2b2f36", line: { width: 2 } },
+        hovertext: [c.here.hover], hovertemplate: "%{hovertext}<extra></extra>", cliponaxis: false },
+    ];
+    const shapes = [];
+    const annotations = [];
+    if (c.no_fit_from !== null) {
+      shapes.push({ type: "rect", xref: "x", yref: "paper", x0: c.no_fit_from, x1: c.x_end, y0: 0, y1: 1,
+        fillcolor: "#d9d9d9", opacity: 0.55, line: { width: 0 }, layer: "below" });
+      annotations.push({ xref: "x", yref: "paper", x: c.no_fit_log10, y: axis.note_y, yanchor: axis.note_yanchor,
+        xanchor: c.no_fit_anchor,
+        xshift: SHIFT[c.no_fit_anchor],
+        text: c.no_fit_text, showarrow: false, align: "left", font: { size: 11, color: "#4d4d4d" } });
+    }
+    if (c.compute_bound_batch !== null) {
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: c.compute_bound_batch, x1: c.compute_bound_batch, y0: 0, y1: 1,
+        line: { color: c.colors.compute, width: 1.5, dash: "dash" } });
+      annotations.push({ xref: "x", yref: "paper", x: c.compute_bound_log10, y: 0.03, xanchor: c.compute_bound_anchor,
+        yanchor: "bottom", xshift: SHIFT[c.compute_bound_anchor], text: c.compute_bound_text, showarrow: false,
+        align: c.compute_bound_anchor,
+        font: { size: 11, color: c.colors.compute } });
+    }
+    const layout = {
+      showlegend: false,
+      margin: { l: 8, r: 16, t: 12, b: 44 },
+      xaxis: { type: "log", range: c.x_range_log10, tickvals: c.ticks.values, ticktext: c.ticks.text,
+        title: { text: "batch (sequences decoding together)" }, automargin: true },
+      yaxis: { type: axis.type, title: { text: title }, automargin: true, separatethousands: true,
+        range: axis.range, tickvals: axis.tickvals, ticktext: axis.ticktext },
+      shapes, annotations,
+      hoverlabel: { align: "left" },
+      font: FONT,
+    };
+    return Plotly.react(id, traces, layout, PLOT_CONFIG);
+  }
+
+  // -- after each draw --------------------------------------------------------------------------
+
+  async function render(shown, data, pageQs) {
+    await VIEWS[shown].draw(data);
     renderCount += 1;
     document.body.dataset.renderCount = String(renderCount);
-    document.body.dataset.query = qs;
-    document.dispatchEvent(new CustomEvent("roofline:rendered", { detail: { count: renderCount, query: qs } }));
+    document.body.dataset.query = pageQs;
+    document.body.dataset.renderedView = shown;
+    document.dispatchEvent(new CustomEvent("roofline:rendered", { detail: { count: renderCount, query: pageQs, view: shown } }));
   }
 
   // -- start ------------------------------------------------------------------------------------
@@ -265,6 +460,8 @@
       fillSelect("model", models);
       machineDetail = new Map(machines.map((m) => [m.key, m.detail]));
       state = stateFromUrl();
+      view = viewFromUrl();
+      showView();
       showControls();
       bindControls();
       await update();
