@@ -136,6 +136,7 @@ def test_moe_block_uses_expected_experts():
     # one token routed to 2 of 8 experts touches exactly 2; many tokens touch all 8
     assert expected_experts_touched(8, 2, 1) == pytest.approx(2.0)
     assert expected_experts_touched(8, 2, 10_000) == pytest.approx(8.0)
+    assert expected_experts_touched(8, 2, 2) == pytest.approx(3.5)  # 8 (1 - 0.75^2) = 8 * 0.4375
     ks = {k.name: k for k in block_kernels("mixtral-8x7b", "decode", batch=1, context=128)}
     # gate+up of 2 experts: 2 * 2 * 4096 * 14336 weights of 2 bytes dominate
     assert ks["expert gate+up proj"].bytes == pytest.approx(2 * (2 * 4096 + 2 * 2 * 4096 * 14336 + 2 * 2 * 14336))

@@ -180,3 +180,37 @@ def test_machine_default_dtype(capsys):
     # a V100 has fp16 tensor cores and no bf16: the layer runs in fp16 unless told otherwise
     code, out, _ = run(capsys, "layer", "--json", "--machine", "v100")
     assert code == 0 and json.loads(out)["dtype"] == "fp16"
+
+
+def test_readme_kernel_example_is_current(capsys):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = text.index("$ roofline kernel matmul M=1 N=4096 K=4096\n") + len("$ roofline kernel matmul M=1 N=4096 K=4096\n")
+    code, out, _ = run(capsys, "kernel", "matmul", "M=1", "N=4096", "K=4096")
+    assert code == 0 and out == text[start:text.index("```", start)]
+
+
+def test_unwritable_output_is_one_line_exit_2(capsys, tmp_path):
+    code, out, err = run(capsys, "plot", "roofline", "-o", str(tmp_path / "missing-dir" / "x.png"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "missing-dir" in err
+
+
+def test_efficiency_floor_names_the_flag(capsys):
+    code, _, err = run(capsys, "layer", "--compute-efficiency", "0.0005")
+    assert code == 2 and "--compute-efficiency" in err and "0.0005" in err
+
+
+def test_empty_names_in_a_machine_list_are_skipped(capsys, tmp_path):
+    assert main(["plot", "roofline", "--machine", "h100-sxm,,", "-o", str(tmp_path / "r.png")]) == 0
+
+
+def test_int4_is_weight_only_on_a_machine_without_an_int4_peak(capsys):
+    # (1 x 4096) @ (4096 x 4096) with 0.5-byte elements: 0.5 (4096 + 4096^2 + 4096) = 8,392,704 bytes,
+    # memory-bound: 8,392,704 / 3.35e12 s; the FLOPs run at the bf16 peak
+    code, out, _ = run(capsys, "kernel", "matmul", "M=1", "N=4096", "K=4096", "bytes_per_elem=int4", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["bytes"] == 0.5 * (4096 + 4096**2 + 4096)
+    assert d["roofline_s"] == pytest.approx(8_392_704 / 3.35e12)
+    code, _, err = run(capsys, "kernel", "matmul", "M=1", "N=2", "K=2", "bytes_per_elem=3")
+    assert code == 2 and "got 3" in err

@@ -130,23 +130,24 @@ def test_kernel_add_and_scale():
 
 
 @pytest.mark.parametrize(
-    "call",
+    "call,message",
     [
-        lambda: matmul_kernel(-1, 2, 3),
-        lambda: matmul_kernel(0, 2, 3),
-        lambda: matmul_kernel(math.nan, 2, 3),
-        lambda: matmul_kernel(1e20, 2, 3),
-        lambda: matmul_kernel(2, 2, 2, "fp7"),
-        lambda: matmul_kernel(2, 2, 2, -2.0),
-        lambda: naive_attention_kernel(16, 8, heads=4, kv_heads=3),
-        lambda: softmax_kernel(2, 2, causal="yes"),
-        lambda: Kernel("k", -1, 2),
-        lambda: Kernel("k", 1, 0),
-        lambda: Kernel("k", math.inf, 1),
+        (lambda: matmul_kernel(-1, 2, 3), "M must be greater than 0, got -1"),
+        (lambda: matmul_kernel(0, 2, 3), "M must be greater than 0, got 0"),
+        (lambda: matmul_kernel(math.nan, 2, 3), "M must be a finite number, got nan"),
+        (lambda: matmul_kernel(1e20, 2, 3), "M must be at most 1e\\+12, got 1e\\+20"),
+        (lambda: matmul_kernel(2, 2, 2, "fp7"), "unknown dtype 'fp7'"),
+        (lambda: matmul_kernel(2, 2, 2, -2.0), "bytes_per_elem must be greater than 0, got -2.0"),
+        (lambda: matmul_kernel(2, 2, 2, 3), "bytes_per_elem must be one of .* got 3"),
+        (lambda: naive_attention_kernel(16, 8, heads=4, kv_heads=3), "heads \\(4\\) must be a multiple of kv_heads \\(3\\)"),
+        (lambda: softmax_kernel(2, 2, causal="yes"), "causal must be true or false, got 'yes'"),
+        (lambda: Kernel("k", -1, 2), "k: flops must be at least 0, got -1"),
+        (lambda: Kernel("k", 1, 0), "k: bytes must be greater than 0, got 0"),
+        (lambda: Kernel("k", math.inf, 1), "k: flops must be a finite number, got inf"),
     ],
 )
-def test_bad_input_names_the_value(call):
-    with pytest.raises(RooflineError):
+def test_bad_input_names_the_value(call, message):
+    with pytest.raises(RooflineError, match=message):
         call()
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.cost import CostModel, WorkloadPrediction
+from roofline.cost import CostModel, WorkloadPrediction, seed_cost_model
 from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_number
 from roofline.kernels import (
     Kernel,
@@ -46,8 +46,7 @@ def expected_experts_touched(n_experts, experts_per_token, n_tokens):
 
 def _norm(cfg: TransformerConfig, n_tokens, w, name) -> Kernel:
     if cfg.norm == "layernorm":
-        k = layernorm_kernel(n_tokens, cfg.d_model, w)
-        return Kernel(name, k.flops, k.bytes, k.category, k.dtype)
+        return layernorm_kernel(n_tokens, cfg.d_model, w, name=name)
     return rmsnorm_kernel(n_tokens, cfg.d_model, w, name=name)
 
 
@@ -123,8 +122,8 @@ def block_kernels(
             attention_pv_kernel(T, d, name="PV", **att),
         ]
     else:
-        k = flash_attention_kernel(T, d, w, heads=H, kv_heads=K, batch=B, causal=causal, context=S)
-        attn_ops = [Kernel("flash attention", k.flops, k.bytes, k.category, k.dtype)]
+        attn_ops = [flash_attention_kernel(T, d, w, heads=H, kv_heads=K, batch=B, causal=causal, context=S,
+                                           name="flash attention")]
     return [
         _norm(cfg, M, w, "attn norm"),
         matmul_kernel(M, cfg.attn_dim + 2 * cfg.kv_dim, D, w, name="QKV proj"),
@@ -186,7 +185,7 @@ def layer_report(
     cfg = get_model(model)
     m: Machine = get_machine(machine)
     if cost_model is None:
-        cost_model = CostModel(0.70, 0.85, m.launch_overhead_s)
+        cost_model = seed_cost_model(launch_overhead_s=m.launch_overhead_s)
     kernels = block_kernels(cfg, phase, tokens, batch, context, attention, dtype)
     S = tokens if (phase == "prefill" or context is None) else context
     return LayerReport(

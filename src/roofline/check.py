@@ -25,7 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from roofline.calibrated import CalibratedModel, hierarchical_lower_bound
-from roofline.cost import CostModel
+from roofline.cost import CostModel, seed_cost_model
 from roofline.diagnose import measurement_problem
 from roofline.kernels import Kernel
 from roofline.machines import Machine
@@ -264,7 +264,7 @@ def build_report(runs: Sequence[OpRun], machine: Machine, calibrated: Calibrated
     """Predict every op three ways on ``machine`` and put the measurements beside them."""
     kernels = [r.kernel for r in runs]
     roof = CostModel().predict(kernels, machine)
-    seed = CostModel(0.70, 0.85, machine.launch_overhead_s).predict(kernels, machine)
+    seed = seed_cost_model(launch_overhead_s=machine.launch_overhead_s).predict(kernels, machine)
     cal = calibrated.predict(kernels, machine)
     ops = []
     for run, r, s, c in zip(runs, roof.ops, seed.ops, cal.ops):

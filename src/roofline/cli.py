@@ -164,7 +164,10 @@ def cmd_plot(args):
     if args.what == "roofline":
         from roofline.plots import plot_roofline, seed_kernels
 
-        machines = [machine_from_args(args, m) for m in args.machine.split(",")]
+        names = [n.strip() for n in args.machine.split(",") if n.strip()]
+        if not names:
+            raise RooflineError(f"--machine: no machine named in {args.machine!r}", field="machine")
+        machines = [machine_from_args(args, m) for m in names]
         if args.kernels == "seed":
             kernels = seed_kernels()
         else:
@@ -200,8 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_models)
 
-    from_kernels = "matmul, batched_matmul, decode_step, elementwise, layernorm, rmsnorm, softmax, embedding, " \
-                   "attention_scores, attention_pv, naive_attention, flash_attention"
+    from roofline.kernels import KERNELS
+
+    from_kernels = ", ".join(KERNELS)
     p = sub.add_parser("kernel", help="one kernel on a machine: intensity, bound, time",
                        description=f"Kernels: {from_kernels}. Example: roofline kernel matmul M=1 N=4096 K=4096")
     p.add_argument("name", help="kernel constructor name")
@@ -241,6 +245,10 @@ def main(argv=None) -> int:
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # `roofline layer | head`
         return 0
+    except OSError as exc:  # e.g. -o into a folder that does not exist: one line, like any bad input
+        where = f" {exc.filename!r}" if exc.filename else ""
+        print(f"roofline: error: cannot write or read{where}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("roofline: interrupted", file=sys.stderr)
         return 130

@@ -7,6 +7,7 @@ one line and exit code 2 (see cli.main).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from roofline.errors import RooflineError
 
@@ -43,9 +44,11 @@ COUNT = dict(integer=True, maximum=1e12)
 
 
 def add_cost_flags(p, launch_default_note="the machine's preset"):
-    p.add_argument("--compute-efficiency", type=number_arg("--compute-efficiency", maximum=1.0), default=None,
+    p.add_argument("--compute-efficiency", type=number_arg("--compute-efficiency", minimum=1e-3, strictly=False, maximum=1.0),
+                   default=None,
                    help="achievable fraction of peak FLOP/s, e_c (default 0.70, seed 003)")
-    p.add_argument("--memory-efficiency", type=number_arg("--memory-efficiency", maximum=1.0), default=None,
+    p.add_argument("--memory-efficiency", type=number_arg("--memory-efficiency", minimum=1e-3, strictly=False, maximum=1.0),
+                   default=None,
                    help="achievable fraction of peak bandwidth, e_m (default 0.85, seed 003)")
     p.add_argument("--launch-overhead", type=time_arg("--launch-overhead"), default=None,
                    help=f"seconds per kernel launch, e.g. 3us (default: {launch_default_note})")
@@ -55,12 +58,15 @@ def add_cost_flags(p, launch_default_note="the machine's preset"):
 
 
 def cost_model_from_args(args, machine):
-    from roofline.cost import CostModel
+    from roofline.cost import seed_cost_model
 
-    launch = machine.launch_overhead_s if args.launch_overhead is None else args.launch_overhead
-    e_c = 0.70 if args.compute_efficiency is None else args.compute_efficiency
-    e_m = 0.85 if args.memory_efficiency is None else args.memory_efficiency
-    return CostModel(e_c, e_m, launch, args.overlap, args.cuda_graph)
+    seed = seed_cost_model(launch_overhead_s=machine.launch_overhead_s)  # e_c 0.70, e_m 0.85 (seed 003)
+    changes = {"overlap": args.overlap, "cuda_graph": args.cuda_graph}
+    for flag, field in (("compute_efficiency", "compute_efficiency"), ("memory_efficiency", "memory_efficiency"),
+                        ("launch_overhead", "launch_overhead_s")):
+        if getattr(args, flag) is not None:
+            changes[field] = getattr(args, flag)
+    return dataclasses.replace(seed, **changes)
 
 
 def calibrated_or_cost_model(args, machine):

@@ -6,7 +6,6 @@ on one line (exit code 2) and the web API can return it as a 422 naming the fiel
 
 from __future__ import annotations
 
-import math
 from difflib import get_close_matches
 from typing import Iterable
 
@@ -89,7 +88,3 @@ def unknown_name(kind: str, name: str, known: Iterable[str], field: str | None =
 MAX_COUNT = 1e12  # dimensions and token counts beyond this are typos, not workloads
 MAX_FLOPS = 1e30
 MAX_BYTES = 1e21
-
-
-def is_finite_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

@@ -102,7 +102,11 @@ def _elem(bytes_per_elem) -> tuple[float, str]:
         return DTYPE_BYTES[key], key
     check_number("bytes_per_elem", bytes_per_elem, maximum=16)
     w = float(bytes_per_elem)
-    return w, _BYTES_TO_DTYPE.get(w, "bf16")
+    if w not in _BYTES_TO_DTYPE:
+        widths = ", ".join(f"{b:g}" for b in sorted(_BYTES_TO_DTYPE))
+        raise RooflineError(f"bytes_per_elem must be one of {widths} or a dtype name ({', '.join(DTYPE_BYTES)}); "
+                            f"got {bytes_per_elem!r}", field="bytes_per_elem")
+    return w, _BYTES_TO_DTYPE[w]
 
 
 def _dims(**dims):
@@ -175,13 +179,13 @@ def elementwise_kernel(n, n_inputs=1, n_outputs=1, flops_per_elem=1.0, bytes_per
 
 
 @register("layernorm")
-def layernorm_kernel(n_tokens, d, bytes_per_elem=2.0) -> Kernel:
+def layernorm_kernel(n_tokens, d, bytes_per_elem=2.0, name=None) -> Kernel:
     """LayerNorm over (n_tokens, d): ~8 FLOPs per element (mean, variance, normalise, scale and
     shift); bytes = 2 w n: read x, write y. Ignores the d-sized weights. I = 8n / 4n = 2 in bf16."""
     _dims(n_tokens=n_tokens, d=d)
     w, dtype = _elem(bytes_per_elem)
     n = n_tokens * d
-    return Kernel(f"layernorm {n_tokens}x{d}", 8.0 * n, 2.0 * w * n, "norm", dtype)
+    return Kernel(name or f"layernorm {n_tokens}x{d}", 8.0 * n, 2.0 * w * n, "norm", dtype)
 
 
 @register("rmsnorm")
@@ -267,7 +271,8 @@ def naive_attention_kernel(T, d, bytes_per_elem=2.0, heads=1, kv_heads=None, bat
 
 
 @register("flash_attention")
-def flash_attention_kernel(T, d, bytes_per_elem=2.0, heads=1, kv_heads=None, batch=1, causal=False, context=None) -> Kernel:
+def flash_attention_kernel(T, d, bytes_per_elem=2.0, heads=1, kv_heads=None, batch=1, causal=False, context=None,
+                           name=None) -> Kernel:
     """FlashAttention: the same FLOPs as naive, but the scores never leave SRAM, so only Q, K, V
     and O touch memory: bytes = w (2 B H T d + 2 B K S d). Single head: w 4 T d, seed 000.
     Ignores the log-sum-exp statistics (B H T floats)."""
@@ -278,7 +283,7 @@ def flash_attention_kernel(T, d, bytes_per_elem=2.0, heads=1, kv_heads=None, bat
     n_s = _score_elems(T, S, heads, batch, causal)
     flops = 4.0 * n_s * d + 5.0 * n_s
     moved = w * (2 * batch * heads * T * d + 2 * batch * kv * S * d)
-    return Kernel(f"flash attention T={T}", flops, moved, "attention", dtype)
+    return Kernel(name or f"flash attention T={T}", flops, moved, "attention", dtype)
 
 
 # ---------------------------------------------------------------------------------------------

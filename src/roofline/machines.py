@@ -29,6 +29,11 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
+# Sub-byte formats that a machine without their own tensor-core peak stores but does not compute
+# in: weight-only quantisation (W4A16) dequantises to bf16 and runs at the bf16 peak.
+STORAGE_ONLY = {"int4": "bf16", "fp4": "bf16"}
+
+
 @dataclass(frozen=True)
 class MemoryLevel:
     """One level of the memory hierarchy: capacity in bytes and bandwidth in bytes/s."""
@@ -92,10 +97,9 @@ class Machine:
                 return flops
         if dtype not in DTYPE_BYTES:
             raise unknown_name("dtype", dtype, DTYPE_BYTES)
-        raise RooflineError(
-            f"{self.name} has no {dtype} peak; it has {', '.join(self.dtypes)} (choose one with --dtype)",
-            field="dtype",
-        )
+        if dtype in STORAGE_ONLY and STORAGE_ONLY[dtype] in self.dtypes:
+            return self.peak(STORAGE_ONLY[dtype])
+        raise RooflineError(f"{self.name} has no {dtype} peak; it has {', '.join(self.dtypes)}", field="dtype")
 
     def ridge(self, dtype: str | None = None) -> float:
         """Ridge point in FLOP/byte for ``dtype``."""
