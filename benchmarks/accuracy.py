@@ -76,6 +76,13 @@ def op_table(report) -> list[str]:
     return out
 
 
+def write_json(path: Path, reports) -> None:
+    """Every report so far as a JSON list, replacing the file in one rename (never half written)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps([r.to_dict() for r in reports], indent=2), encoding="utf-8")
+    tmp.replace(path)
+
+
 def median(xs):
     xs = sorted(xs)
     n = len(xs)
@@ -92,7 +99,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "docs" / "accuracy.md"))
     ap.add_argument("--profile", default=None, help="use this profile from `roofline calibrate` instead of calibrating")
     ap.add_argument("--profile-out", default=None, help="keep the profile here (default: a temporary file)")
-    ap.add_argument("--json", default=None, help="also write every report as JSON here")
+    ap.add_argument("--json", default=None, help="also write every report as JSON here (rewritten as each check completes)")
     ap.add_argument("--plot", default=None, help="also draw the first held-out check here (PNG/SVG)")
     args = ap.parse_args(argv)
 
@@ -128,6 +135,8 @@ def main(argv=None) -> int:
         print(f"check d_model {d_model}, T {tokens}, {attention}", file=sys.stderr, flush=True)
         reports.append(run_check(device, "llama3-8b", d_model, tokens, 1, "prefill", None, attention, dtype, profile,
                                  check_budget, threads=threads))
+        if args.json:  # as each check completes: a run cut short keeps the checks it finished
+            write_json(Path(args.json), reports)
     elapsed = time.time() - started
 
     block_target, op_target = TARGETS[device]
@@ -166,8 +175,9 @@ def main(argv=None) -> int:
         + ", ".join(f"d_model {d}, T {t} ({a})" for d, t, a in HELD_OUT[device])
         + f", {check_budget:g} s of timing each; the ops are timed in interleaved passes (median of the passes).",
         "- Predictors, same measurements: **roofline** = the profile's peak and main-memory bandwidth at e = 1, no",
-        "  launch; **seed** = e_c 0.70, e_m 0.85 and the profile's launch (what `roofline layer --machine PROFILE`",
-        "  prints); **calibrated** = roofline.calibrated.CalibratedModel with its interval.",
+        "  launch; **seed** = e_c 0.70, e_m 0.85 and the profile's launch (what `roofline layer --machine PROFILE",
+        "  --compute-efficiency 0.7 --memory-efficiency 0.85` prints); **calibrated** =",
+        "  roofline.calibrated.CalibratedModel with its interval (what `roofline layer --machine PROFILE` prints).",
         "- error = predicted / measured - 1.",
         *([
             "- One thread on a CPU by default: on a small shared machine a second OpenMP thread waits on a core",
@@ -209,8 +219,6 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines), encoding="utf-8")
-    if args.json:
-        Path(args.json).write_text(json.dumps([r.to_dict() for r in reports], indent=2), encoding="utf-8")
     if args.plot:
         from roofline.plots import plot_check
 

@@ -1,6 +1,7 @@
 """The calibrated cost model and the profile file, on a synthetic calibration whose numbers are
 chosen so that every prediction can be worked out by hand (no torch, no timing)."""
 
+import dataclasses
 import math
 
 import pytest
@@ -183,3 +184,91 @@ def test_interval_contains_the_prediction(flops, nbytes, cat):
     op = CalibratedModel(cal).predict([Kernel("k", flops, nbytes, cat, "fp32")], machine).ops[0]
     assert LAUNCH <= op.low_s <= op.time_s <= op.high_s
     assert op.time_s >= CostModel().predict_op(Kernel("k", flops, nbytes, cat, "fp32"), machine).time_s * 0.25
+
+
+def test_cold_applies_the_warm_fitted_residual_to_the_main_memory_time():
+    # silu*mul probed warm at a 32 KiB working set: the stream curve's 100 GB/s there, measured at
+    # twice that body: t = 1e-7 + 2 x 32,768 / 100e9 = 1e-7 + 6.5536e-7 s, so r = 2
+    nbytes = 32 * KIB
+    t = LAUNCH + 2 * nbytes / 100e9
+    cal = synthetic([Probe("silu*mul", "elementwise", "fp32", 0.0, nbytes, t, t, t)])
+    machine = parse_profile(render_profile(cal), "t")[0]
+    k = Kernel("silu*mul", 0.0, nbytes, "elementwise", "fp32")
+    warm = CalibratedModel(cal).predict_op(k, machine)
+    cold = CalibratedModel(cal, cold=True).predict_op(k, machine)
+    assert warm.residual == pytest.approx(2.0) and cold.residual == pytest.approx(2.0)
+    assert warm.time_s == pytest.approx(LAUNCH + 2 * nbytes / 100e9)  # 0.756 us
+    # cold: main memory's 10 GB/s, the same r: 1e-7 + 2 x 32,768 / 10e9 = 6.65 us (not the warm 0.756 us)
+    assert cold.time_s == pytest.approx(LAUNCH + 2 * nbytes / 10e9)
+
+
+def test_vector_flops_get_the_best_matmul_rate_not_the_largest_size():
+    # rates 1e9, 1e10 and 5e9 FLOP/s at 1e6, 1e8 and 2e9 FLOPs: the best (1e10) is not the largest
+    mm = _curve("matmul", "fp32", (79, 368, 1000), (1e6, 1e8, 2e9), (7.5e4, 1.6e6, 1.2e7),
+                (1e6 / 1e9, 1e8 / 1e10, 2e9 / 5e9))
+    cal = dataclasses.replace(synthetic(), matmul=(mm,))
+    machine = parse_profile(render_profile(cal), "t")[0]
+    k = Kernel("softmax", 1e6, 1.0, "softmax", "fp32")  # compute-bound: 1e6 FLOPs, 1 byte
+    op = CalibratedModel(cal).predict_op(k, machine)
+    assert op.flops_per_s == pytest.approx(1e10) and op.compute_s == pytest.approx(1e6 / 1e10)  # 100 us, not 200
+    # a matmul-like op keeps the rate at its size: 2e9 FLOPs at 5e9 FLOP/s
+    assert CalibratedModel(cal).predict_op(Kernel("mm", 2e9, 1.0, "matmul", "fp32"), machine).flops_per_s == pytest.approx(5e9)
+
+
+def test_a_smaller_cache_is_never_slower_than_a_larger_one():
+    # copy at 32 KiB (in l1d) measures 40 GB/s, dispatch-dominated; 512 KiB (l2) 50 GB/s, 8 MiB 10 GB/s
+    ws = (32 * KIB, 512 * KIB, 8 * MIB)
+    copy = _curve("copy", "fp32", ws, (0, 0, 0), ws, (ws[0] / 40e9, ws[1] / 50e9, ws[2] / 10e9))
+    cal = dataclasses.replace(synthetic(), bandwidth=(copy,))
+    # l1d takes l2's 50 GB/s (at least as fast as any larger level); l2 keeps its own
+    assert [(n, pytest.approx(b)) for n, _, b in level_bandwidths(cal)] == [("l1d", 50e9), ("l2", 50e9)]
+    # a machine file with a slower small level: the bound uses the faster larger level that also holds it
+    from roofline.machines import Machine, MemoryLevel
+
+    m = Machine("m", 1e12, 10e9, default_dtype="fp32",
+                levels=(MemoryLevel("l1d", 64 * KIB, 40e9), MemoryLevel("l2", MIB, 50e9)))
+    small = Kernel("s", 0.0, 32 * KIB, "elementwise", "fp32")
+    assert hierarchical_lower_bound(small, m) == (pytest.approx(32 * KIB / 50e9), "l2")  # 0.655 us, not 0.819
+
+
+def test_probes_shorter_than_one_and_a_half_launches_are_not_fitted():
+    nbytes = 32 * KIB  # warm body 32,768 / 100e9 = 0.33 us
+    short = Probe("silu*mul", "elementwise", "fp32", 0.0, nbytes, 1.4 * LAUNCH, LAUNCH, 2 * LAUNCH)
+    model = CalibratedModel(synthetic([short]))
+    assert model.residual(Kernel("silu*mul", 0.0, nbytes, "elementwise", "fp32")).source == "none"
+    # at 1.5 launches it is fitted, without the t/4 floor: r = (1.5e-7 - 1e-7) / 3.2768e-7 = 0.1526
+    ok = Probe("silu*mul", "elementwise", "fp32", 0.0, nbytes, 1.5 * LAUNCH, LAUNCH, 2 * LAUNCH)
+    res = CalibratedModel(synthetic([ok])).residual(Kernel("silu*mul", 0.0, nbytes, "elementwise", "fp32"))
+    assert res.source == "op" and res.ratio == pytest.approx(0.5 * LAUNCH / (nbytes / 100e9))
+
+
+def test_profile_mode_follows_the_umask_and_the_directory_is_synced(tmp_path, monkeypatch):
+    import os
+    import stat
+
+    import roofline.machine_profile as profile
+
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(profile.os, "fsync", lambda fd: (synced.append(stat.S_ISDIR(os.fstat(fd).st_mode)), real_fsync(fd)))
+    old = os.umask(0o027)
+    try:
+        path = write_profile(synthetic(), tmp_path / "p.toml")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640  # 0666 & ~0027, not mkstemp's 0600
+    assert synced == [False, True]  # the file, then its directory after the rename
+
+
+def test_sigterm_during_the_write_leaves_no_temp_file_and_restores_the_handler(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    import roofline.machine_profile as profile
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(profile.os, "fsync", lambda fd: os.kill(os.getpid(), signal.SIGTERM))
+    with pytest.raises(SystemExit) as exc:
+        write_profile(synthetic(), tmp_path / "p.toml")
+    assert exc.value.code == 128 + signal.SIGTERM  # 143, as a shell reports a SIGTERM
+    assert list(tmp_path.iterdir()) == [] and signal.getsignal(signal.SIGTERM) == before

@@ -38,8 +38,16 @@ def test_report_predicts_three_ways_and_sums_the_block(setup):
     b = report.block
     for f in ("measured_s", "roofline_s", "seed_s", "calibrated_s", "calibrated_low_s", "calibrated_high_s", "flops"):
         assert getattr(b, f) == pytest.approx(sum(getattr(o, f) for o in report.ops))
-    # error = predicted / measured - 1: the roofline at e=1 and no launch is never slower than... itself
-    assert report.ops[0].error("roofline") == pytest.approx(report.ops[0].roofline_s / 1e-4 - 1)
+    # by hand, the 64^3 fp32 matmul on the synthetic profile (peak 1e10 FLOP/s, main memory 10 GB/s,
+    # launch 0.1 us): 2 x 64^3 = 524,288 FLOPs, 4 x 3 x 64^2 = 49,152 bytes
+    mm = report.ops[0]
+    assert (mm.flops, mm.bytes) == (524_288, 49_152)
+    assert mm.roofline_s == pytest.approx(52.4288e-6)  # compute 524,288 / 1e10 > memory 49,152 / 10e9 = 4.9 us
+    assert mm.seed_s == pytest.approx(52.4288e-6 / 0.70 + 0.1e-6)  # 74.998 us
+    # calibrated: 524,288 FLOPs is under the sweep's smallest matmul (1e6 FLOPs at 1e9 FLOP/s): clamped there
+    assert mm.calibrated_s == pytest.approx(524_288 / 1e9 + 0.1e-6)  # 524.388 us
+    # error = predicted / measured - 1 against the 100 us measured: 52.4288 / 100 - 1 = -47.6%
+    assert mm.error("roofline") == pytest.approx(-0.475712)
 
 
 def test_json_contract(setup):
@@ -101,3 +109,14 @@ def test_slow_flash_attention_is_not_told_to_use_flash_attention(setup):
     k = Kernel("flash attention", 1e8, 1e6, "attention", "fp32")
     flag, why = diagnose(k, machine, 1.0, 0.01, "main memory")
     assert flag == "far" and "backend" in why and "Fix: FlashAttention" not in why
+
+
+def test_cold_caches_are_bounded_by_main_memory(setup):
+    machine, _ = setup
+    cal = synthetic()
+    k = Kernel("add", 0.0, 32 * 2**10, "elementwise", "fp32")  # 32 KiB: in l1d (100 GB/s) when warm
+    warm = build_report([_run(k, 1e-5)], machine, CalibratedModel(cal), **META)
+    cold = build_report([_run(k, 1e-5)], machine, CalibratedModel(cal, cold=True), **META)
+    assert (warm.ops[0].bound_level, warm.ops[0].bound_s) == ("l1d", pytest.approx(32_768 / 100e9))  # 0.33 us
+    assert (cold.ops[0].bound_level, cold.ops[0].bound_s) == ("main memory", pytest.approx(32_768 / 10e9))  # 3.3 us
+    assert cold.cold and "main-memory roofline bound" in cold.to_table() and json.loads(cold.to_json())["cold"] is True

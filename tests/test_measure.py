@@ -35,7 +35,8 @@ def profile(tmp_path_factory):
 
 def test_bench_statistics_with_a_scripted_clock():
     # each call advances a fake clock by the next duration; one sample per call (min_sample_s tiny)
-    durations = iter([5.0, 9.0] + [1.0, 2.0, 3.0, 4.0, 100.0])  # first call, warm-up, then 5 samples
+    # first call (setup), the warm call that estimates (7 s >= min_sample_s: no more), warm-up, 5 samples
+    durations = iter([5.0, 7.0, 9.0] + [1.0, 2.0, 3.0, 4.0, 100.0])
     now = [0.0]
 
     def clock():
@@ -48,6 +49,21 @@ def test_bench_statistics_with_a_scripted_clock():
     # samples 1, 2, 3, 4, 100: median 3; numpy's 10th percentile 1 + 0.4 * 1 = 1.4, 90th 4 + 0.6 * 96 = 61.6
     assert (t.median_s, t.samples, t.inner) == (3.0, 5, 1)
     assert t.low_s == pytest.approx(1.4) and t.high_s == pytest.approx(61.6)
+
+
+def test_calls_per_sample_are_estimated_after_the_lazy_first_call():
+    # a first call of 1 s (lazy setup: CUDA module loading), then 2^-20 s per call; a sample must
+    # last 2^-14 s: 2^-14 / 2^-20 = 64 calls per sample. Estimated from the first call it would be 1.
+    now, calls = [0.0], []
+
+    def fn():
+        now[0] += 1.0 if not calls else 2.0**-20
+        calls.append(1)
+
+    t = bench(fn, clock=lambda: now[0], warmup=1, min_repeats=3, max_repeats=3, budget_s=0.0, min_sample_s=2.0**-14)
+    assert t.inner == 64 and t.median_s == 2.0**-20
+    # 1 setup + 1 warm + 5 estimate calls + (1 warm-up + 3 samples) x 64
+    assert len(calls) == 1 + 1 + 5 + 4 * 64
 
 
 def test_bench_runs_at_least_min_repeats_and_flushes_each_sample():
@@ -154,3 +170,51 @@ def test_missing_torch_names_the_extra(monkeypatch, capsys):
     assert main(["calibrate"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "pip install 'roofline[torch]'" in err
+
+
+def _no_measuring(monkeypatch):
+    """Make any measurement fail the test: bad output paths must be refused before it."""
+    import roofline.measure.calibration as cal_mod
+    import roofline.measure.check as check_mod
+
+    def measured(*a, **k):
+        raise AssertionError("measured before the output path was checked")
+
+    monkeypatch.setattr(cal_mod, "calibrate", measured)
+    monkeypatch.setattr(check_mod, "bench_round_robin", measured)
+
+
+def test_output_paths_are_checked_before_measuring(tmp_path, monkeypatch, capsys, profile):
+    _no_measuring(monkeypatch)
+    missing = tmp_path / "no" / "such" / "dir"
+    cases = [
+        (["calibrate", "--budget", "3", "-o", str(missing / "p.toml")], "does not exist"),
+        (["calibrate", "-o", str(tmp_path / "p.json")], ".toml"),
+        (["calibrate", "-o", str(tmp_path)], "must end in .toml"),
+        (["check", "--profile", str(profile), *CHECK, "-o", str(tmp_path / "out.pdf")], ".png or .svg"),
+        (["check", "--profile", str(profile), *CHECK, "-o", str(missing / "c.png")], "does not exist"),
+    ]
+    (tmp_path / "file").write_text("x")
+    cases.append((["check", "--profile", str(profile), *CHECK, "-o", str(tmp_path / "file" / "c.png")], "is not a folder"))
+    for argv, words in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "-o/--output" in err and words in err, err
+
+
+def test_a_block_too_big_for_memory_is_refused_before_allocating(profile, capsys, monkeypatch):
+    _no_measuring(monkeypatch)
+    from roofline.measure.blockops import block_ops, planned_bytes, scale_config
+
+    # --d-model 1024 at T = 131,072: llama3-8b scaled has 8 heads; the dense scores alone are
+    # 8 x 131,072^2 x 4 bytes = 512 GiB per (8, T, T) buffer, and QK^T, softmax and PV hold four
+    assert main(["check", "--profile", str(profile), "--d-model", "1024", "--tokens", "131072"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--tokens 131072" in err and "--d-model 1024" in err and "GiB" in err
+    # the count is what block_ops allocates: one norm at d_model 128, T 8 holds x (8, 128) and w (128),
+    # fp32: (8 x 128 + 128) x 4 = 4,608 bytes
+    cfg = scale_config("llama3-8b", 128)
+    assert planned_bytes(cfg, "prefill", 8, only={"attn norm"}) == 4_608
+    real = []
+    block_ops(cfg, "prefill", 8, only={"attn norm"}, _allocated=real)
+    assert sum(real) == 4_608

@@ -186,3 +186,86 @@ def test_load_trace_errors(tmp_path):
 
     with pytest.raises(RooflineError, match="not found"):
         load_trace(tmp_path / "missing.json")
+
+
+# ---------------------------------------------------------------------------------------------
+# malformed traces: one line, never a traceback
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("doc, words", [
+    ([1, 2], "event 0 is 1, not an object"),
+    ({"traceEvents": [dict(ph="X", cat="cpu_op", name="aten::mm", ts="abc", dur=1.0)]}, 'ts = "abc", not a number'),
+    ({"traceEvents": [dict(ph="X", cat="cpu_op", name="aten::mm", ts=1.0, dur=None)]}, "dur = null, not a number"),
+    ({"traceEvents": [dict(ph="X", cat="cpu_op", name="aten::mm", ts=1.0, dur=-5)]}, "negative dur"),
+    ({"traceEvents": [dict(ph="X", cat="cpu_op", name="aten::mm", ts=1.0, dur=1.0, args="x")]}, 'args = "x", not an object'),
+    ({"traceEvents": [dict(ph="X", cat="cpu_op", name="aten::mm", ts=1.0, dur=1.0, tid=[1])]}, "tid = [1]"),
+])
+def test_malformed_events_are_one_line(tmp_path, capsys, doc, words):
+    pytest.importorskip("torch")
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    assert main(["profile", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err and "not a torch.profiler Chrome trace" in err
+
+
+def test_a_shape_that_cannot_be_rebuilt_is_an_unsupported_row(tmp_path):
+    pytest.importorskip("torch")
+    from roofline.trace.profile import profile_report
+
+    args = {"Input Dims": [[-2, 3], [3, 4]], "Input type": ["float", "float"], "Concrete Inputs": ["", ""]}
+    weird = {"Input Dims": 5, "Input type": [["float"]]}  # not lists of shapes and type names
+    events = [dict(ph="X", cat="cpu_op", pid=1, tid=1, name="aten::mm", ts=0.0, dur=4.0, args=args),
+              dict(ph="X", cat="cpu_op", pid=1, tid=1, name="aten::mm", ts=10.0, dur=2.0, args=weird)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    rep = profile_report(path, "h100-sxm")
+    assert rep.ops == ()
+    assert [(u.name, u.calls, u.reason) for u in rep.unsupported] == [
+        ("aten::mm", 2, "could not rebuild the call from the recorded shapes and arguments")]
+    assert rep.unsupported[0].measured_s == pytest.approx(6e-6)  # 4 us + 2 us of CPU time
+
+
+def test_an_op_of_zero_duration_is_flagged_not_a_traceback(tmp_path):
+    pytest.importorskip("torch")
+    from roofline.trace.profile import profile_report
+
+    args = {"Input Dims": [[128, 256], [256, 512]], "Input type": ["float", "float"]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": [dict(ph="X", cat="cpu_op", pid=1, tid=1, name="aten::mm", ts=0.0,
+                                                     dur=0, args=args)]}))
+    (mm,) = profile_report(path, "h100-sxm").ops
+    assert mm.measured_s == 0 and "no time at all" in mm.problem
+
+
+def test_profile_output_is_checked_before_reading(tmp_path, capsys):
+    path = _gpu_trace(tmp_path / "gpu.json")
+    assert main(["profile", str(path), "-o", str(tmp_path / "missing" / "p.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "-o/--output" in err and "does not exist" in err
+    assert main(["profile", str(path), "-o", str(tmp_path / "p.pdf")]) == 2 and ".png or .svg" in capsys.readouterr().err
+
+
+def test_plot_profile_draws_each_dtype_at_its_own_roof(tmp_path, monkeypatch):
+    import roofline.plots as plots
+    from roofline.machines import get_machine
+    from roofline.trace.profile import ProfiledOp, ProfileReport
+
+    # H100 SXM: bf16 989 TFLOP/s and fp32 67 TFLOP/s; the fp32 op's stem must end on the fp32 roof
+    h100 = get_machine("h100-sxm")
+    fp32 = ProfiledOp("aten::mm", "1024x1024, 1024x1024", "fp32", "matmul", 1, 2 * 1024**3, 12 * 1024**2, "compute",
+                      1e-5, 1e-4, "device")
+    bf16 = ProfiledOp("aten::mm", "1024x1024, 1024x1024", "bf16", "matmul", 1, 2 * 1024**3, 6 * 1024**2, "compute",
+                      1e-5, 1e-4, "device")
+    report = ProfileReport("t.json", "h100-sxm", True, (fp32, bf16), (), 0, 0.0)
+    figs = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figs.append(fig))
+    plots.plot_profile(report, h100, str(tmp_path / "p.png"))
+    ax = figs[0].axes[0]
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert any(lbl.startswith("H100 SXM bf16") for lbl in labels) and any(lbl.startswith("H100 SXM fp32") for lbl in labels)
+    # intensity 2 x 1024^3 / (12 x 1024^2) = 170.7 FLOP/B: the fp32 stem tops at 67 TFLOP/s (fp32's
+    # peak, under 170.7 x 3.35 TB/s = 572 TFLOP/s), the bf16 one (341.3 FLOP/B) at 341.3 x 3.35 = 1,144 -> 989
+    tops = sorted(max(line.get_ydata()) for line in ax.get_lines() if line.get_color() == "0.75")
+    assert tops == [pytest.approx(h100.peak("fp32") / 1e12), pytest.approx(h100.peak("bf16") / 1e12)]

@@ -59,6 +59,45 @@ def test_attention_counts_both_matmuls_in_full():
     assert c.bytes == 2 * (512 + 256 + 256 + 512) + 4 * 32  # Q, K, V read, O written (bf16); lse (fp32)
 
 
+def test_flash_and_efficient_attention_forward_read_their_own_argument_positions():
+    # (B=1, T=8, H=4, d=16) layout, S = 8: 2*1*4*8*8*16 (QK^T) + the same for PV = 16,384 FLOPs
+    q = kv = TensorSpec((1, 8, 4, 16), "bf16")
+    out, lse = TensorSpec((1, 8, 4, 16), "bf16"), TensorSpec((1, 4, 8), "fp32")
+    # _efficient_attention_forward(q, k, v, bias, cu_seqlens_q, cu_seqlens_k, max_q, max_k, dropout, mask type, lse)
+    bias = TensorSpec((1, 4, 8, 8), "bf16")
+    c = cost("aten::_efficient_attention_forward", q, kv, kv, bias, None, None, 8, 8, 0.0, 0, True, outputs=[out, lse])
+    assert c.flops == 16_384
+    # Q, K, V (512 elements each) and the bias (256) read, O (512) written, bf16; lse 32 x fp32
+    assert c.bytes == 2 * (3 * 512 + 256) + 2 * 512 + 4 * 32  # 4,736
+    ragged = TensorSpec((2,), "int32")
+    assert cost("aten::_efficient_attention_forward", q, kv, kv, None, ragged, ragged, 8, 8, 0.0, 0, True,
+                outputs=[out, lse]) is None
+    # _flash_attention_forward(q, k, v, cum_seq_q, cum_seq_k, max_q, max_k, dropout, causal, debug mask)
+    c = cost("aten::_flash_attention_forward", q, kv, kv, None, None, 8, 8, 0.0, True, False, outputs=[out, lse])
+    assert c.flops == 16_384 and c.bytes == 2 * 3 * 512 + 2 * 512 + 4 * 32  # no bias: 4,224
+    assert cost("aten::_flash_attention_forward", q, kv, kv, ragged, ragged, 8, 8, 0.0, True, False,
+                outputs=[out, lse]) is None
+
+
+def test_efficient_attention_with_a_bias_traced_on_meta(torch):
+    # FlopCounterMode reads this kernel's (B, T, H, d) tensors as (B, H, T, d), so the reference
+    # is arithmetic: B=2, T=16, S=24, H=4, d=8: 2*2*4*16*24*8 x 2 (QK^T and PV) = 98,304 FLOPs
+    from roofline.trace import trace
+
+    class Attend(torch.nn.Module):
+        def forward(self, q, k, v, bias):
+            return torch.ops.aten._efficient_attention_forward(q, k, v, bias, None, None, None, None, 0.0, 0, True)[0]
+
+    q = torch.empty(2, 16, 4, 8, dtype=torch.float16)
+    k = v = torch.empty(2, 24, 4, 8, dtype=torch.float16)
+    bias = torch.empty(2, 4, 16, 24, dtype=torch.float16)
+    (op,) = [o for o in trace(Attend(), q, k, v, bias).ops if "attention" in o.name]
+    assert op.flops == 98_304
+    # read: Q 1,024 + K 1,536 + V 1,536 + bias 3,072 elements, fp16 = 14,336 bytes; written: O 1,024
+    # fp16 = 2,048, log-sum-exp (2, 4, 32) fp32 = 1,024, two int64 philox scalars = 16
+    assert op.bytes == 14_336 + 2_048 + 1_024 + 16
+
+
 def test_conv_matches_flop_counter_formula():
     # x (1, 3, 8, 8), w (4, 3, 3, 3), out (1, 4, 8, 8): 2 * 1 * 4 * 3 * 9 * 64 = 13,824
     c = cost("aten::convolution", TensorSpec((1, 3, 8, 8)), TensorSpec((4, 3, 3, 3)), None, [1, 1], [1, 1], [1, 1],
@@ -344,3 +383,54 @@ def test_cli_trace_without_torch_names_the_extra(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
     code, _, err = run(capsys, "trace", "roofline.trace.models:gpt2")
     assert code == 2 and "pip install 'roofline[torch]'" in err
+
+
+MODULE = """
+import torch
+
+class Double(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+class Reads(torch.nn.Module):
+    def forward(self, x):
+        return x[: int(x.sum().item())]
+
+class Fails(torch.nn.Module):
+    def forward(self, x):
+        raise ValueError("this model is broken")
+
+def double():
+    return Double()
+
+def reads():
+    return Reads()
+
+def fails():
+    return Fails()
+"""
+
+
+@pytest.fixture
+def user_models(tmp_path, monkeypatch):
+    (tmp_path / "roofline_test_user_models.py").write_text(MODULE)
+    monkeypatch.chdir(tmp_path)  # the current directory is importable, as with `python -m`
+    return "roofline_test_user_models"
+
+
+def test_cli_trace_keeps_the_input_dtype_it_was_given(torch, capsys, user_models):
+    code, out, _ = run(capsys, "trace", f"{user_models}:double", "--input-shape", "2,16", "--input-dtype", "fp32",
+                       "--dtype", "bf16", "--json")
+    (mul,) = json.loads(out)["ops"]
+    # x * 2 on fp32 2 x 16: 32 elements read and written at 4 bytes = 256 (bf16 would be 128)
+    assert code == 0 and mul["dtype"] == "fp32" and mul["bytes"] == 256
+    code, out, _ = run(capsys, "trace", f"{user_models}:double", "--input-shape", "2,16", "--input-dtype", "fp32",
+                       "--dtype", "bf16")
+    assert code == 0 and "inputs 2x16 fp32, weights bf16" in out
+
+
+def test_cli_trace_says_data_dependent_only_when_it_is(torch, capsys, user_models):
+    code, _, err = run(capsys, "trace", f"{user_models}:reads", "--input-shape", "4", "--input-dtype", "fp32")
+    assert code == 2 and "data-dependent" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "trace", f"{user_models}:fails", "--input-shape", "4", "--input-dtype", "fp32")
+    assert code == 2 and "this model is broken" in err and "data-dependent" not in err and err.count("\n") == 1

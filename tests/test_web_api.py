@@ -629,15 +629,53 @@ def test_requests_share_no_state(client):
     assert together == alone * 4
 
 
-def test_serve_prints_the_url_and_runs_uvicorn(monkeypatch, capsys):
+def _fake_uvicorn(monkeypatch) -> dict:
+    """uvicorn.Server.run records what it was given instead of serving."""
     import uvicorn
 
     seen = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw, app=app))
-    roofline.web.serve(host="127.0.0.1", port=8123)
-    assert "http://127.0.0.1:8123/" in capsys.readouterr().out
-    assert seen["host"] == "127.0.0.1" and seen["port"] == 8123
+
+    def run(server, sockets=None):
+        seen.update(host=server.config.host, port=server.config.port, app=server.config.app,
+                    bound=[s.getsockname()[1] for s in sockets or []])
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    return seen
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_prints_the_url_and_runs_uvicorn(monkeypatch, capsys):
+    seen = _fake_uvicorn(monkeypatch)
+    port = _free_port()
+    roofline.web.serve(host="127.0.0.1", port=port)
+    assert f"http://127.0.0.1:{port}/" in capsys.readouterr().out
+    assert seen["host"] == "127.0.0.1" and seen["port"] == port and seen["bound"] == [port]  # uvicorn gets the socket
     assert seen["app"].title == "roofline workshop"
+
+
+def test_serve_on_a_port_in_use_is_one_line_naming_the_port(monkeypatch, capsys):
+    import socket
+
+    from roofline.cli import main
+
+    seen = _fake_uvicorn(monkeypatch)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", "--port", str(port)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and not seen  # no URL printed, uvicorn never started
+    assert err.count("\n") == 1 and f"--port {port}" in err and "in use" in err
+    assert main(["serve", "--host", "no-such-host.invalid", "--port", str(_free_port())]) == 2
+    assert "--host 'no-such-host.invalid'" in capsys.readouterr().err
 
 
 def test_missing_web_extra_is_a_roofline_error(monkeypatch):
@@ -659,16 +697,14 @@ def test_core_does_not_import_the_web_stack():
 
 
 def test_cli_serve_starts_the_workshop(monkeypatch, capsys, tmp_path):
-    import uvicorn
-
     from roofline.cli import main
 
-    seen = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw, app=app))
+    seen = _fake_uvicorn(monkeypatch)
     path = tmp_path / "mine.toml"
     path.write_text(MACHINE_FILE)
-    assert main(["serve", "--port", "8125", "--machine", str(path)]) == 0
-    assert "http://127.0.0.1:8125/" in capsys.readouterr().out
+    port = _free_port()
+    assert main(["serve", "--port", str(port), "--machine", str(path)]) == 0
+    assert f"http://127.0.0.1:{port}/" in capsys.readouterr().out
     assert TestClient(seen["app"]).get("/api/layer", params={"machine": "my-gpu"}).status_code == 200
     assert main(["serve", "--port", "70000"]) == 2
     assert main(["serve", "--machine", str(tmp_path / "absent.toml")]) == 2

@@ -19,6 +19,7 @@ pytest.importorskip("uvicorn", reason="the web extra is not installed: pip insta
 pytest.importorskip("playwright", reason="Playwright is not installed: pip install playwright pytest-playwright")
 pytest.importorskip("pytest_playwright", reason="pytest-playwright is not installed: pip install pytest-playwright")
 
+from roofline.blocks import block_kernels  # noqa: E402
 from roofline.web.app import create_app  # noqa: E402
 from roofline.web.harness import CHROMIUM_ARGS, background_server, chromium_path  # noqa: E402
 
@@ -128,11 +129,23 @@ def test_first_load_shows_the_seed_defaults(page, base_url_web, tmp_path):
     assert page.input_value("#memory-efficiency-number") == "0.85"
     assert page.input_value("#launch-overhead-number") == "3"
     assert page.input_value("#overlap-number") == "1"
-    assert text(page, "#total") == "8,756 µs"
-    assert text(page, "#flops-only") == "5,965 µs" and text(page, "#flops-ratio") == "1.47×"
-    assert text(page, "#bytes-only") == "4,113 µs" and text(page, "#bytes-ratio") == "2.13×"
+    assert text(page, "#total") == "8,756 µs"  # seed 003's worked figure
+    # FLOPs-only = ΣF / (e_c x peak) and bytes-only = ΣB / (e_m x bandwidth), from the kernels' own
+    # counts, not the page: Llama 3 8B at T = 8,192 in bf16 does ΣF = 4,129,460,060,160 FLOPs and moves
+    # ΣB = 11,710,496,768 bytes (attn norm 134,217,728 + QKV 218,103,808 + QK^T 2,231,369,728 + softmax
+    # 4,294,967,296 + PV 2,231,369,728 + out proj 167,772,160 + residual add 201,326,592 + ffn norm
+    # 134,217,728 + gate+up 771,751,936 + silu*mul 704,643,072 + down 419,430,400 + residual add 2 201,326,592)
+    kernels = block_kernels("llama3-8b", "prefill", 8192, 1, None, "naive", "bf16")
+    sigma_f, sigma_b = sum(k.flops for k in kernels), sum(k.bytes for k in kernels)
+    assert (sigma_f, sigma_b) == (4_129_460_060_160, 11_710_496_768)
+    flops_only_us = sigma_f / (0.70 * 989e12) * 1e6  # 5,964.8 us
+    bytes_only_us = sigma_b / (0.85 * 3.35e12) * 1e6  # 4,112.6 us
+    assert text(page, "#flops-only") == f"{flops_only_us:,.0f} µs" == "5,965 µs"
+    assert text(page, "#bytes-only") == f"{bytes_only_us:,.0f} µs" == "4,113 µs"
+    # total over each: 8,756.4 / 5,964.8 = 1.468 and 8,756.4 / 4,112.6 = 2.129
+    assert text(page, "#flops-ratio") == "1.47×" and text(page, "#bytes-ratio") == "2.13×"
     assert text(page, "#memory-bound") == "8 of 12 ops" and text(page, "#memory-share") == "41% of the time"
-    assert text(page, "#launch-share") == "0.4%"
+    assert text(page, "#launch-share") == "0.4%"  # 12 ops x 3 us launch / 8,756 us = 0.41%
     assert text(page, "#sentence") == SEED_SENTENCE
     assert "tokens=8192" in page.url and "machine=h100-sxm" in page.url
     # red memory-bound, blue compute-bound; hover carries the op's numbers

@@ -30,23 +30,24 @@ import numpy as np
 from roofline.cost import OpPrediction, WorkloadPrediction, _jsonable
 from roofline.kernels import Kernel
 from roofline.machines import Machine, get_machine
-from roofline.machine_profile import Calibration, body_s, load_profile, main_memory, matmul_rates, peaks, stream_curve, timing_spread
+from roofline.machine_profile import Calibration, load_profile, main_memory, matmul_rates, peaks, stream_curve, timing_spread
 
 SIZED_CATEGORIES = ("matmul", "attention", "decode")
 DEFAULT_COMPUTE_FRACTION = 0.70  # seed 003's e_c, for a dtype the calibration did not measure
+MIN_PROBE_LAUNCHES = 1.5  # a probe shorter than this many launch overheads is not fitted
 
 
 def hierarchical_lower_bound(kernel: Kernel, machine: Machine) -> tuple[float, str]:
     """(seconds, level): the roofline with the bandwidth of the smallest memory level that holds
-    the kernel's working set (its bytes), main memory if none does. Never slower than
-    time_lower_bound: a cache level slower than main memory is ignored."""
+    the kernel's working set (its bytes), main memory if none does. A level is at least as fast as
+    every larger one (data that fits a small cache also fits the larger ones), so the bandwidth is
+    the best over the holding level, the levels above it and main memory; the level named is the
+    one whose bandwidth was used. Never slower than time_lower_bound."""
     machine = get_machine(machine)
     bw, level = machine.bandwidth, "main memory"
     for lvl in sorted(machine.levels, key=lambda l: l.size_bytes):
-        if kernel.bytes <= lvl.size_bytes:
-            if lvl.bytes_per_s > bw:
-                bw, level = lvl.bytes_per_s, lvl.name
-            break
+        if kernel.bytes <= lvl.size_bytes and lvl.bytes_per_s > bw:
+            bw, level = lvl.bytes_per_s, lvl.name
     t = max(kernel.flops / machine.peak(kernel.dtype), kernel.bytes / bw)
     return float(t), level
 
@@ -132,25 +133,28 @@ class CalibratedModel:
     # -- the two rates --------------------------------------------------------------------------
     def achieved_flops_per_s(self, flops, dtype: str, machine: Machine | None = None):
         """Matmul FLOP/s at this size and dtype, scaled by the machine's peak over the measured
-        one; for an unmeasured dtype, seed 003's 0.70 of the machine's peak."""
+        one; ``flops`` = inf asks for the best measured rate (whatever size reached it). For an
+        unmeasured dtype, seed 003's 0.70 of the machine's peak."""
         rates = matmul_rates(self.calibration, dtype)
         if rates is None:
             if machine is None:
                 raise ValueError(f"no {dtype} matmul in the calibration and no machine to take a peak from")
             return DEFAULT_COMPUTE_FRACTION * machine.peak(dtype)
         f, r = rates
-        x = np.log(np.clip(np.asarray(flops, dtype=float), 1.0, 1e300))
-        out = np.exp(np.interp(x, np.log(f), np.log(r)))
+        size = np.asarray(flops, dtype=float)
+        x = np.log(np.clip(size, 1.0, 1e300))
+        out = np.where(np.isposinf(size), r.max(), np.exp(np.interp(x, np.log(f), np.log(r))))
         if machine is not None:
             out = out * machine.peak(dtype) / r.max()
         return out
 
-    def bandwidth_bytes_per_s(self, working_set_bytes, machine: Machine | None = None):
+    def bandwidth_bytes_per_s(self, working_set_bytes, machine: Machine | None = None, cold: bool | None = None):
         """Stream bandwidth at this working set (interpolated in log-log, clamped at the sweep's
-        ends); main memory's when ``cold``. Scaled by the machine's bandwidth over the measured."""
+        ends); main memory's when ``cold`` (default: the model's). Scaled by the machine's
+        bandwidth over the measured."""
         ws, bw = stream_curve(self.calibration)
         dram, _ = main_memory(self.calibration)
-        if self.cold:
+        if self.cold if cold is None else cold:
             out = np.full(np.shape(working_set_bytes), dram, dtype=float)
         else:
             x = np.log(np.maximum(np.asarray(working_set_bytes, dtype=float), 1.0))
@@ -159,13 +163,14 @@ class CalibratedModel:
             out = out * machine.bandwidth / dram
         return out
 
-    def base_body_s(self, kernel: Kernel, machine: Machine | None = None):
+    def base_body_s(self, kernel: Kernel, machine: Machine | None = None, cold: bool | None = None):
         """max(compute, memory) before the residual: (compute_s, memory_s, body_s, FLOP/s, bytes/s).
         Matmul-like ops (SIZED_CATEGORIES) get the matmul rate at their size; the others' few
-        vector FLOPs the best measured rate (their small-size matmul rate is launch, counted apart)."""
+        vector FLOPs the best measured rate (their small-size matmul rate is launch, counted apart).
+        ``cold``: read every byte from main memory (default: the model's ``cold``)."""
         size = kernel.flops if kernel.category in SIZED_CATEGORIES else np.inf
         fps = self.achieved_flops_per_s(size, kernel.dtype, machine)
-        bps = self.bandwidth_bytes_per_s(kernel.bytes, machine)
+        bps = self.bandwidth_bytes_per_s(kernel.bytes, machine, cold)
         compute_s = np.asarray(kernel.flops, dtype=float) / fps
         memory_s = np.asarray(kernel.bytes, dtype=float) / bps
         return compute_s, memory_s, np.maximum(compute_s, memory_s), fps, bps
@@ -215,7 +220,11 @@ def _fit_residuals(model: CalibratedModel) -> tuple[dict, dict]:
     """Per-op residual curves, per-category residuals and per-category leave-one-out bands from the
     calibration's probes. Keys: ("op", dtype, name) -> (log bytes, log r) sorted by size;
     ("category", dtype, category) -> (geometric mean r, min r, max r). Bands: category ->
-    (low, high) multipliers, "*" pooled over every category."""
+    (low, high) multipliers, "*" pooled over every category.
+
+    The probes were timed warm, so r = (t - launch) / the warm body, whatever the model's ``cold``
+    (a cold prediction applies r to the main-memory body). Probes shorter than MIN_PROBE_LAUNCHES
+    launches are left out: their time is mostly dispatch, and t - launch is noise."""
     cal = model.calibration
     groups: dict[tuple, list[tuple[float, float]]] = {}
     by_cat: dict[tuple, list[float]] = {}
@@ -223,10 +232,10 @@ def _fit_residuals(model: CalibratedModel) -> tuple[dict, dict]:
     for p in cal.probes:
         k = Kernel(p.name, p.flops, p.bytes, p.category, p.dtype)
         rates = matmul_rates(cal, p.dtype)
-        if rates is None:
+        if rates is None or p.measured_s < MIN_PROBE_LAUNCHES * cal.launch_s:
             continue
-        _, _, base, _, _ = model.base_body_s(k)
-        r = float(body_s(p.measured_s, cal.launch_s)) / float(base)
+        _, _, base, _, _ = model.base_body_s(k, cold=False)
+        r = (p.measured_s - cal.launch_s) / float(base)
         groups.setdefault((p.dtype, p.name), []).append((float(np.log(max(p.bytes, 1.0))), float(np.log(r))))
         by_cat.setdefault((p.dtype, p.category), []).append(r)
         cats[(p.dtype, p.name)] = p.category

@@ -5,8 +5,9 @@ Three predictors for each op of a block, all from one machine profile:
 - roofline: the pure bound, max(F / peak, B / BW) with the profile's peak and main-memory bandwidth
   (e = 1, no launch);
 - seed: seed 003's defaults, e_c 0.70 and e_m 0.85, plus the profile's launch overhead (what
-  `roofline layer --machine PROFILE` prints);
-- calibrated: roofline.calibrated.CalibratedModel, with its interval.
+  `roofline layer --machine PROFILE --compute-efficiency 0.7 --memory-efficiency 0.85` prints);
+- calibrated: roofline.calibrated.CalibratedModel, with its interval (what `roofline layer
+  --machine PROFILE` prints: a profile without efficiency flags predicts with its calibration).
 
 Each op's error is predicted / measured - 1. "% of roof" is the hierarchical bound (the bandwidth
 of the memory level that holds the op's working set) over the measured time. An op measured below
@@ -118,6 +119,7 @@ class CheckReport:
     block: CheckOp
     notes: tuple[str, ...] = ()
     profile_machine: Machine | None = field(default=None, compare=False, repr=False)  # for the plot
+    cold: bool = False  # caches flushed before every run: the bound is main memory's
 
     def median_abs_error(self, predictor: str) -> float:
         return float(np.median([abs(op.error(predictor)) for op in self.ops]))
@@ -179,7 +181,9 @@ class CheckReport:
             "",
             grid(headers, rows, [False] + [True] * 9 + [False]),
             "",
-            "error = predicted / measured - 1; % roof = hierarchical roofline bound / measured",
+            "error = predicted / measured - 1; % roof = "
+            + ("main-memory roofline bound / measured (cold caches)" if self.cold
+               else "hierarchical roofline bound / measured"),
             "median |error| over ops: " + ", ".join(f"{p} {self.median_abs_error(p):.0%}" for p in PREDICTORS),
             f"measured inside the calibrated range: {sum(op.inside for op in self.ops)} of {len(self.ops)} ops; "
             f"block {'inside' if self.block.inside else 'outside'}",
@@ -261,7 +265,8 @@ class OpRun:
 
 
 def build_report(runs: Sequence[OpRun], machine: Machine, calibrated: CalibratedModel, **meta) -> CheckReport:
-    """Predict every op three ways on ``machine`` and put the measurements beside them."""
+    """Predict every op three ways on ``machine`` and put the measurements beside them. The bound
+    is the hierarchical roofline's, or main memory's when ``calibrated.cold`` (caches flushed)."""
     kernels = [r.kernel for r in runs]
     roof = CostModel().predict(kernels, machine)
     seed = seed_cost_model(launch_overhead_s=machine.launch_overhead_s).predict(kernels, machine)
@@ -269,7 +274,10 @@ def build_report(runs: Sequence[OpRun], machine: Machine, calibrated: Calibrated
     ops = []
     for run, r, s, c in zip(runs, roof.ops, seed.ops, cal.ops):
         k, m = run.kernel, run.measured
-        bound_s, level = hierarchical_lower_bound(k, machine)
+        if calibrated.cold:
+            bound_s, level = max(k.flops / machine.peak(k.dtype), k.bytes / machine.bandwidth), "main memory"
+        else:
+            bound_s, level = hierarchical_lower_bound(k, machine)
         flag, why = diagnose(k, machine, m.median_s, bound_s, level, calibrated.launch_overhead_s, run.dims,
                              run.causal_counted)
         ops.append(CheckOp(
@@ -280,7 +288,8 @@ def build_report(runs: Sequence[OpRun], machine: Machine, calibrated: Calibrated
             bound="memory" if k.flops / machine.peak(k.dtype) < bound_s else "compute",
             residual_source=c.residual_source, flag=flag, diagnosis=why, shape=run.shape,
         ))
-    return CheckReport(ops=tuple(ops), block=block_sum(ops), machine=machine.name, profile_machine=machine, **meta)
+    return CheckReport(ops=tuple(ops), block=block_sum(ops), machine=machine.name, profile_machine=machine,
+                       cold=calibrated.cold, **meta)
 
 
 def block_sum(ops: Sequence[CheckOp]) -> CheckOp:

@@ -32,7 +32,9 @@ def measurement_problem(roofline_s: float, measured_s: float, bytes_moved: float
     if bytes_moved is not None and l2 and bytes_moved <= l2:
         causes.append(f"cache: its {bytes_moved / 1e6:,.3g} MB fit in the {l2 / 1e6:,.0f} MB L2, so a repeated "
                       "measurement never touched main memory (flush the cache between runs)")
-    return (f"impossible: measured {measured_s * 1e6:,.3g} us is {roofline_s / measured_s:,.2f}x faster than the "
+    faster = (f"{roofline_s / measured_s:,.2f}x faster than" if measured_s > 0
+              else "no time at all (a zero duration: the timer's resolution, or an op timed elsewhere), against")
+    return (f"impossible: measured {measured_s * 1e6:,.3g} us is {faster} the "
             f"roofline bound {roofline_s * 1e6:,.3g} us. Check " + "; ".join(causes) + ".")
 
 

@@ -17,11 +17,14 @@ the launch back. Pure numpy; torch lives in roofline.measure.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import signal
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -160,15 +163,22 @@ def main_memory(cal: Calibration) -> tuple[float, str]:
 
 def level_bandwidths(cal: Calibration) -> list[tuple[str, float, float]]:
     """(name, size bytes, bytes/s) per cache level: the best stream bandwidth over the working sets
-    that fit the level and not the one below. Levels with no such working set are left out."""
+    that fit the level and not the one below, raised to the best of every larger level and of main
+    memory. Data in a small cache is never slower to reach than in a larger one: a small level that
+    measures slower (its working sets are so short that dispatch dominates them) takes the larger
+    level's bandwidth. Levels with no such working set are left out."""
     ws, bw = stream_curve(cal)
-    out, below = [], 0.0
+    measured, below = [], 0.0
     for name, size in cal.caches:
         inside = (ws > below) & (ws <= size)
         if inside.any():
-            out.append((name, float(size), float(bw[inside].max())))
+            measured.append((name, float(size), float(bw[inside].max())))
         below = size
-    return out
+    out, floor = [], main_memory(cal)[0] if ws.size else 0.0
+    for name, size, rate in reversed(measured):  # largest level first: each is at least the ones above it
+        floor = max(floor, rate)
+        out.append((name, size, floor))
+    return out[::-1]
 
 
 def timing_spread(cal: Calibration) -> tuple[float, float]:
@@ -304,26 +314,68 @@ def _best_size(cal: Calibration, dtype: str) -> float:
 
 def write_profile(cal: Calibration, path) -> Path:
     """Write the profile atomically: a temporary file in the same directory, flushed to disk, then
-    renamed over ``path``. An interruption at any point leaves the old file (or none), never half
-    of a new one."""
+    renamed over ``path`` and the directory flushed. An interruption at any point (an exception,
+    Ctrl-C, SIGTERM) leaves the old file (or none), never half of a new one nor the temporary file.
+    The file gets the mode a plain open() would give it (0666 less the umask)."""
     path = Path(path)
     text = render_profile(cal)
     parse_profile(text, str(path))  # what we write must read back
     directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+    with _terminate_raises():
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 -> what open() would have made
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+        _fsync_directory(directory)  # the rename itself survives a power cut
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_directory(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # a platform that cannot open directories (Windows): the rename is all we have
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _terminate_raises():
+    """While the profile is written, SIGTERM raises SystemExit (exit status 143) so that the
+    temporary file is removed as for Ctrl-C; the previous handler is restored afterwards. Only in
+    the main thread, where Python delivers signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -476,42 +476,50 @@ def plot_train(plan, memory_options, path: str, title: str | None = None) -> Non
 
 def plot_profile(report, machine, path: str, title: str | None = None, label: int = 8) -> None:
     """Measured ops of a profile (roofline.trace.profile.ProfileReport) on ``machine``'s roofline:
-    each op at (intensity, achieved FLOP/s = FLOPs / measured time), a grey stem up to the roof
-    it could reach; the ``label`` ops that lose the most time are named."""
+    one roof per dtype the ops run at (each op's peak is its own dtype's, as the report costs it),
+    each op at (intensity, achieved FLOP/s = FLOPs / measured time), a grey stem up to its dtype's
+    roof; the ``label`` ops that lose the most time are named."""
     plt = _pyplot()
-    machine = get_machine(machine)
-    ops = [op for op in report.ops if op.flops > 0 and op.bytes > 0 and op.measured_s > 0]
-    xs = np.array([op.intensity for op in ops]) if ops else np.array([1.0])
-    lo, hi = min(0.01, xs.min() / 3), max(1e4, machine.ridge_point * 10, xs.max() * 3)
-    x = np.logspace(np.log10(lo), np.log10(hi), 400)
-    fig, ax = plt.subplots(figsize=(9, 5.6))
+    from roofline.trace.result import peak_dtype
     from roofline.units import format_si
 
-    ax.loglog(x, machine.attainable(x) / 1e12, color="black", lw=2,
-              label=f"{machine.name}: {format_si(machine.peak_flops, 'FLOP/s')}, {format_si(machine.bandwidth, 'B/s')}")
-    ax.axvline(machine.ridge_point, color="black", ls="--", lw=0.8, alpha=0.5)
+    machine = get_machine(machine)
+    ops = [op for op in report.ops if op.flops > 0 and op.bytes > 0 and op.measured_s > 0]
+    dtypes = list(dict.fromkeys(peak_dtype(op.dtype, machine) for op in ops)) or [machine.default_dtype]
+    dtypes.sort(key=machine.peak, reverse=True)
+    xs = np.array([op.intensity for op in ops]) if ops else np.array([1.0])
+    lo, hi = min(0.01, xs.min() / 3), max(1e4, *(machine.ridge(d) * 10 for d in dtypes), xs.max() * 3)
+    x = np.logspace(np.log10(lo), np.log10(hi), 400)
+    fig, ax = plt.subplots(figsize=(9, 5.6))
+    styles = ("-", "--", "-.", ":")
+    for i, dtype in enumerate(dtypes):
+        ax.loglog(x, machine.attainable(x, dtype) / 1e12, color="black", lw=2 if i == 0 else 1.4, ls=styles[i % 4],
+                  label=f"{machine.name} {dtype}: {format_si(machine.peak(dtype), 'FLOP/s')}, "
+                        f"{format_si(machine.bandwidth, 'B/s')}")
+        ax.axvline(machine.ridge(dtype), color="black", ls="--", lw=0.8, alpha=0.5)
     floor = None
     for op in ops:
         achieved = op.flops * op.calls / op.measured_s / 1e12
-        roof = machine.attainable(op.intensity) / 1e12
+        roof = machine.attainable(op.intensity, peak_dtype(op.dtype, machine)) / 1e12
         color = MEMORY_RED if op.bound == "memory" else COMPUTE_BLUE
         ax.plot([op.intensity, op.intensity], [achieved, roof], color="0.75", lw=0.8, zorder=1)
         ax.plot(op.intensity, achieved, "o", color=color, ms=6, mec="white", mew=0.6, zorder=3)
         floor = achieved if floor is None else min(floor, achieved)
     for op in sorted(ops, key=lambda o: -o.lost_s)[:label]:
         achieved = op.flops * op.calls / op.measured_s / 1e12
-        ax.annotate(f"{op.name.removeprefix('aten::')[:28]} {op.shapes[:24]} ({op.speed_of_light:.1%})", (op.intensity, achieved),
-                    textcoords="offset points", xytext=(6, -3), fontsize=7, va="top")
+        tag = f" {op.dtype}" if len(dtypes) > 1 else ""
+        ax.annotate(f"{op.name.removeprefix('aten::')[:28]} {op.shapes[:24]}{tag} ({op.speed_of_light:.1%})",
+                    (op.intensity, achieved), textcoords="offset points", xytext=(6, -3), fontsize=7, va="top")
     ax.plot([], [], "o", color=MEMORY_RED, label="memory-bound op (measured)")
     ax.plot([], [], "o", color=COMPUTE_BLUE, label="compute-bound op (measured)")
     ax.set_xlabel("arithmetic intensity (FLOP per byte)")
-    ax.set_ylabel("TFLOP/s (achieved: points; attainable: the roof)")
+    ax.set_ylabel("TFLOP/s (achieved: points; attainable: the roof of the op's dtype)")
     src = "device kernels" if report.device else "CPU wall time"
     ax.set_title(title or f"Profile {report.path.split('/')[-1]} on {machine.name}: measured ({src}) against the roofline",
                  fontsize=9.5)
     ax.set_xlim(lo, hi)
     if floor is not None:
-        ax.set_ylim(bottom=floor / 5, top=machine.peak_flops / 1e12 * 4)
+        ax.set_ylim(bottom=floor / 5, top=max(machine.peak(d) for d in dtypes) / 1e12 * 4)
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(loc="upper left", fontsize=7.5, framealpha=0.9)
     fig.tight_layout()

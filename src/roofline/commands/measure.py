@@ -6,7 +6,7 @@ naming the extra to install (exit code 2).
 
 from __future__ import annotations
 
-import json
+import os
 import sys
 from pathlib import Path
 
@@ -25,6 +25,29 @@ def require_torch():
 
 def default_profile_path(device: str) -> str:
     return f"roofline-{device}.toml"
+
+
+def check_output(path: str, suffixes: tuple[str, ...]) -> str:
+    """``path`` if -o/--output can be written there: the suffix is one of ``suffixes`` and the
+    folder exists and is writable. Checked before anything is measured, so that a typo does not
+    cost the measurement; a RooflineError naming the flag otherwise."""
+    if not str(path).lower().endswith(suffixes):
+        raise RooflineError(f"-o/--output must end in {' or '.join(suffixes)}, got {path!r}", field="output")
+    p = Path(path)
+    folder = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise RooflineError(f"-o/--output {path!r} is a folder, not a file", field="output")
+    if not folder.is_dir():
+        why = "is not a folder" if folder.exists() else "does not exist"
+        raise RooflineError(f"-o/--output {path!r}: {str(folder)!r} {why}", field="output")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise RooflineError(f"-o/--output {path!r}: folder {str(folder)!r} is not writable", field="output")
+    return path
+
+
+def write_failed(path: str, exc: OSError) -> RooflineError:
+    """An OSError while writing -o/--output as one line naming the flag."""
+    return RooflineError(f"-o/--output {path!r}: cannot write: {exc.strerror or exc}", field="output")
 
 
 def _budget(flag):
@@ -47,16 +70,17 @@ def cmd_calibrate(args):
     from roofline.measure.progress import ProgressBar
     from roofline.machine_profile import level_bandwidths, main_memory, peaks, write_profile
 
-    out = args.output or default_profile_path(args.device)
-    if not Path(out).suffix == ".toml":
-        raise RooflineError(f"-o/--output must end in .toml, got {out!r}")
+    out = check_output(args.output or default_profile_path(args.device), (".toml",))
     bar = None if args.quiet else ProgressBar("calibrate")
     try:
         cal = calibrate(args.device, args.dtype, args.budget, bar, threads=args.threads)
     finally:
         if bar:
             bar.close()
-    write_profile(cal, out)
+    try:
+        write_profile(cal, out)
+    except OSError as exc:  # the folder went away or filled up during the measurement
+        raise write_failed(out, exc) from None
     dram, _ = main_memory(cal)
     print(f"wrote {out}: {cal.device_name}, {cal.threads} thread(s), torch {cal.torch_version}")
     for dtype, flops in peaks(cal).items():
@@ -74,6 +98,8 @@ def cmd_check(args):
     from roofline.measure.check import run_check
     from roofline.measure.progress import ProgressBar
 
+    if args.output:
+        check_output(args.output, (".png", ".svg"))
     profile = args.profile
     if profile is None and Path(default_profile_path(args.device)).is_file():
         profile = default_profile_path(args.device)
@@ -85,11 +111,12 @@ def cmd_check(args):
         if bar:
             bar.close()
     if args.output:
-        if not args.output.lower().endswith((".png", ".svg")):
-            raise RooflineError(f"-o/--output must end in .png or .svg, got {args.output!r}")
         from roofline.plots import plot_check
 
-        plot_check(report, args.output)
+        try:
+            plot_check(report, args.output)
+        except OSError as exc:
+            raise write_failed(args.output, exc) from None
     if args.json:
         print(report.to_json())
     elif args.csv:

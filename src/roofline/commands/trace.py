@@ -17,6 +17,14 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
+# what torch says when code needs a tensor's values, which the meta device does not have
+DATA_DEPENDENT = ("meta tensor", "item()", "no data", "data-dependent", "data-independent", "nonzero")
+
+
+def _data_dependent(exc: BaseException) -> bool:
+    return any(s in str(exc) for s in DATA_DEPENDENT)
+
+
 # ---------------------------------------------------------------------------------------------
 # trace
 # ---------------------------------------------------------------------------------------------
@@ -90,13 +98,14 @@ def cmd_trace(args):
     for shape in args.input_shape or [(1, 128)]:
         dt = DTYPE_BY_NAME[args.input_dtype]
         inputs.append(torch.zeros(shape, dtype=dt, device="meta"))
-    try:
-        result = trace(model, *inputs, dtype=DTYPE_BY_NAME[args.dtype], fused=not args.unfused)
+    try:  # the inputs keep --input-dtype: the header says what ran
+        result = trace(model, *inputs, dtype=DTYPE_BY_NAME[args.dtype], fused=not args.unfused, cast_inputs=False)
     except RooflineError:
         raise
     except Exception as exc:  # noqa: BLE001
-        raise RooflineError(f"running {args.model} on the meta device failed: {_first_line(exc)} "
-                            "(data-dependent code, such as .item() or a shape read from values, cannot run on meta)",
+        why = (" (data-dependent code, such as .item() or a shape read from values, cannot run on meta)"
+               if _data_dependent(exc) else "")
+        raise RooflineError(f"running {args.model} on the meta device failed: {_first_line(exc)}{why}",
                             field="model") from None
     cost_model = cost_model_from_args(args, machine)
     pred = result.predict(machine, cost_model)
@@ -137,9 +146,11 @@ def cmd_trace(args):
 def cmd_profile(args):
     from roofline.trace.profile import profile_report
 
+    from roofline.commands.measure import check_output, write_failed
+
     machine = machine_from_args(args)
-    if args.output and not args.output.lower().endswith((".png", ".svg")):
-        raise RooflineError(f"-o/--output must end in .png or .svg, got {args.output!r}")
+    if args.output:
+        check_output(args.output, (".png", ".svg"))
     report = profile_report(args.trace, machine)
     if args.json:
         print(report.to_json())
@@ -150,7 +161,10 @@ def cmd_profile(args):
     if args.output:
         from roofline.plots import plot_profile
 
-        plot_profile(report, machine, args.output)
+        try:
+            plot_profile(report, machine, args.output)
+        except OSError as exc:
+            raise write_failed(args.output, exc) from None
         print(f"wrote {args.output}", file=sys.stderr if (args.json or args.csv) else sys.stdout)
 
 
@@ -255,7 +269,8 @@ def register(sub):
     p.add_argument("model", help="PACKAGE.MODULE:FACTORY, a zero-argument function returning an nn.Module")
     p.add_argument("--input-shape", type=_shape, action="append", metavar="1,128",
                    help="shape of one input tensor (repeat for several inputs; default 1,128)")
-    p.add_argument("--input-dtype", default="int64", help="dtype of the inputs (default int64: token ids)")
+    p.add_argument("--input-dtype", default="int64",
+                   help="dtype of the inputs, kept as given (default int64: token ids; float inputs: usually --dtype's)")
     p.add_argument("--dtype", default="bf16", help="dtype of the weights and floating activations (default bf16)")
     p.add_argument("--unfused", action="store_true",
                    help="record what the meta dispatcher does for attention and RMSNorm instead of the fused GPU kernels")

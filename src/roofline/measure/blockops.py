@@ -58,22 +58,42 @@ def scale_config(cfg, d_model: int | None = None) -> TransformerConfig:
                                expert_d_ff=d_ff)
 
 
+def planned_bytes(cfg, phase: str = "prefill", tokens: int = 512, batch: int = 1, context: int | None = None,
+                  attention: str = "naive", dtype: str = "fp32", only=None) -> float:
+    """Bytes that block_ops with these arguments allocates: the same builders run on the meta
+    device (no memory), every buffer counted. For a check before the real allocation."""
+    allocated: list[float] = []
+    block_ops(cfg, phase, tokens, batch, context, attention, dtype, "meta", only, _allocated=allocated)
+    return float(sum(allocated))
+
+
 def block_ops(cfg, phase: str = "prefill", tokens: int = 512, batch: int = 1, context: int | None = None,
-              attention: str = "naive", dtype: str = "fp32", device: str = "cpu", only=None, seed: int = 0) -> list[OpSpec]:
+              attention: str = "naive", dtype: str = "fp32", device: str = "cpu", only=None, seed: int = 0,
+              _allocated: list | None = None) -> list[OpSpec]:
     """The ops of block_kernels(cfg, ...) as PyTorch callables on ``device``. ``only``: a set of
-    op names to build (the others are skipped, nothing is allocated for them)."""
+    op names to build (the others are skipped, nothing is allocated for them). ``_allocated``
+    collects the bytes of every buffer (see planned_bytes)."""
     cfg = get_model(cfg)
     if cfg.is_moe:
         raise RooflineError(f"{cfg.name} is a mixture of experts: check times dense blocks only", field="model")
     kernels = block_kernels(cfg, phase, tokens, batch, context, attention, dtype)
     td = torch_dtype(dtype)
-    gen = torch.Generator(device=device).manual_seed(seed)
-
-    def rnd(*shape):  # drawn on the device: a GPU block's tensors are too big to draw on the host
-        return torch.randn(*shape, generator=gen, device=device, dtype=td).mul_(0.05)
+    meta = device == "meta"
+    gen = None if meta else torch.Generator(device=device).manual_seed(seed)
 
     def empty(*shape):
-        return torch.empty(*shape, device=device, dtype=td)
+        t = torch.empty(*shape, device=device, dtype=td)
+        if _allocated is not None:
+            _allocated.append(float(t.numel() * t.element_size()))
+        return t
+
+    def rnd(*shape):  # drawn on the device: a GPU block's tensors are too big to draw on the host
+        if meta:
+            return empty(*shape)
+        t = torch.randn(*shape, generator=gen, device=device, dtype=td).mul_(0.05)
+        if _allocated is not None:
+            _allocated.append(float(t.numel() * t.element_size()))
+        return t
 
     prefill = phase == "prefill"
     B, D, H, K, d, Fd = batch, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff

@@ -9,8 +9,9 @@ import torch
 from roofline.calibrated import CalibratedModel
 from roofline.check import CheckReport, OpRun, build_report
 from roofline.errors import RooflineError, check_number
-from roofline.measure.blockops import block_ops, scale_config
-from roofline.measure.device import default_dtype, device_info, make_flush, require_device, synchronizer
+from roofline.measure.blockops import block_ops, planned_bytes, scale_config
+from roofline.measure.device import (available_memory_bytes, default_dtype, device_info, flush_bytes, make_flush,
+                                     require_device, synchronizer)
 from roofline.measure.timing import bench_round_robin
 from roofline.machine_profile import load_profile, parse_profile, render_profile
 
@@ -32,18 +33,21 @@ def run_check(device: str = "cpu", model: str = "llama3-8b", d_model: int | None
     budget_s = dflt["budget_s"] if budget_s is None else budget_s
     check_number("budget", budget_s)
     notes = []
+    cfg = scale_config(model, d_model)
+    if profile is not None:  # read first: its dtype sizes the block, and a bad file fails before any timing
+        machine, cal = load_profile(profile)
+        if cal.device != device:
+            raise RooflineError(f"profile {profile} was measured on {cal.device}, not {device}", field="profile")
+    dtype = dtype or (cal.default_dtype if profile is not None else default_dtype(device))
+    require_memory(device, cfg, phase, tokens, batch, context, attention, dtype, cold)
     if profile is None:
         from roofline.measure.calibration import calibrate
 
-        cal = calibrate(device, dtype or default_dtype(device), QUICK_CALIBRATION_S[device], progress, threads=threads)
+        cal = calibrate(device, dtype, QUICK_CALIBRATION_S[device], progress, threads=threads)
         machine, cal = parse_profile(render_profile(cal), "quick calibration")
         profile_label = f"none given: a {QUICK_CALIBRATION_S[device]:.0f} s calibration in memory (run `roofline calibrate` for a better one)"
     else:
-        machine, cal = load_profile(profile)
         profile_label = f"{profile} (measured {cal.date})"
-        if cal.device != device:
-            raise RooflineError(f"profile {profile} was measured on {cal.device}, not {device}", field="profile")
-    dtype = dtype or cal.default_dtype
     if threads is None and device == "cpu" and torch.get_num_threads() != cal.threads:
         torch.set_num_threads(cal.threads)
         notes.append(f"running with the profile's {cal.threads} thread(s)")
@@ -52,7 +56,6 @@ def run_check(device: str = "cpu", model: str = "llama3-8b", d_model: int | None
         if threads != cal.threads:
             notes.append(f"{threads} thread(s), but the profile was measured with {cal.threads}: predictions may be off")
     info = device_info(device)
-    cfg = scale_config(model, d_model)
     specs = block_ops(cfg, phase, tokens, batch, context, attention, dtype, device)
     sync = synchronizer(device)
     flush = make_flush(device, info.caches) if cold else None
@@ -62,7 +65,8 @@ def run_check(device: str = "cpu", model: str = "llama3-8b", d_model: int | None
                               progress=(lambda f, label: progress(f, f"timing ops, {label}")) if progress else None)
     runs = [OpRun(s.kernel, t.measured(), s.shape, s.dims, s.causal_counted) for s, t in zip(specs, times)]
     if cold:
-        notes.append("cold caches: flushed before every run; the calibrated model reads main memory")
+        notes.append("cold caches: flushed before every run; the calibrated model reads main memory "
+                     "(its per-op residuals, fitted on warm probes, applied to the main-memory time)")
     if any(s.causal_counted for s in specs):
         notes.append("QK^T, softmax and PV are counted causal (half the scores) but eager PyTorch computes them all")
     return build_report(
@@ -71,6 +75,27 @@ def run_check(device: str = "cpu", model: str = "llama3-8b", d_model: int | None
         phase=phase, tokens=tokens, batch=batch, attention=attention, dtype=dtype, threads=info.threads,
         date=_dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip(), notes=tuple(notes),
     )
+
+
+MEMORY_SHARE = 0.8  # of the available memory, at most, for the block's buffers (the rest: torch, the OS)
+
+
+def require_memory(device: str, cfg, phase: str, tokens: int, batch: int, context: int | None, attention: str,
+                   dtype: str, cold: bool = False) -> float:
+    """Bytes the block's buffers (and the cold-cache flush buffer) need; a RooflineError naming
+    --tokens and --d-model when that is more than MEMORY_SHARE of the memory available on the
+    device (MemAvailable from /proc/meminfo on a CPU, cudaMemGetInfo's free on CUDA)."""
+    need = planned_bytes(cfg, phase, tokens, batch, context, attention, dtype)
+    if cold:
+        need += flush_bytes(device_info(device).caches)  # make_flush's buffer
+    available = available_memory_bytes(device)
+    if need > MEMORY_SHARE * available:
+        flags = (f"--tokens {tokens}, --d-model {cfg.d_model}" + (f", --batch {batch}" if batch > 1 else "")
+                 + (f", --context {context}" if context else ""))
+        raise RooflineError(f"{flags}: the block's buffers need {need / 2**30:,.1f} GiB, more than "
+                            f"{MEMORY_SHARE:.0%} of the {available / 2**30:,.1f} GiB available on {device}; "
+                            "give a smaller --tokens or --d-model", field="tokens")
+    return need
 
 
 def get_key(model) -> str:

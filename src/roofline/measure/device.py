@@ -21,6 +21,7 @@ from roofline.errors import RooflineError, check_choice
 DEVICES = ("cpu", "cuda")
 TORCH_DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")
+FLUSH_LIMIT_BYTES = 2.0**30  # the cold-cache flush buffer, at most
 
 
 @dataclass(frozen=True)
@@ -135,11 +136,16 @@ def device_info(device: str) -> DeviceInfo:
     return DeviceInfo("cpu", name, vendor, cpu_caches(threads), _meminfo("MemTotal"), None, threads, torch.__version__)
 
 
-def make_flush(device: str, caches, limit_bytes: float = 2.0**30):
-    """A function that evicts the caches: writes a buffer twice the last cache (at most
-    ``limit_bytes``). For cold-cache timings; the cost model then reads main memory."""
-    size = 2 * (caches[-1][1] if caches else 64 * 2**20)
-    buf = torch.empty(int(min(size, limit_bytes)) // 4, dtype=torch.float32, device=device)
+def flush_bytes(caches, limit_bytes: float = FLUSH_LIMIT_BYTES) -> float:
+    """The size of make_flush's buffer: twice the last cache (64 MiB if none is known), at most
+    ``limit_bytes``."""
+    return float(min(2 * (caches[-1][1] if caches else 64 * 2**20), limit_bytes))
+
+
+def make_flush(device: str, caches, limit_bytes: float = FLUSH_LIMIT_BYTES):
+    """A function that evicts the caches: writes a buffer of flush_bytes(caches) (twice the last
+    cache). For cold-cache timings; the cost model then reads main memory."""
+    buf = torch.empty(int(flush_bytes(caches, limit_bytes)) // 4, dtype=torch.float32, device=device)
 
     def flush():
         buf.fill_(1.0)

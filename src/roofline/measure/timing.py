@@ -2,9 +2,11 @@
 
 The habits of Triton's ``do_bench``: a budget instead of a fixed count, a cache flush between runs
 where it matters (cold-cache timings), quantiles rather than a mean. Short ops are called several
-times per sample so that one sample lasts at least ``min_sample_s`` (timer resolution and
-Python overhead amortised); ``sync`` waits for an asynchronous device (CUDA) before the clock is
-read. ``bench_round_robin`` times several ops in interleaved passes, so that a burst of load on a
+times per sample so that one sample lasts at least ``min_sample_s`` (timer resolution, Python
+overhead and the device synchronisation amortised); ``sync`` waits for an asynchronous device
+(CUDA) before the clock is read. The calls per sample are estimated after the first call, as
+Triton's ``do_bench`` does: the first call pays the lazy setup (allocation, CUDA module loading)
+and would make a microsecond op look like a millisecond one. ``bench_round_robin`` times several ops in interleaved passes, so that a burst of load on a
 shared machine lands on all of them rather than on whichever op was being timed. No torch here:
 the device specifics come in as ``sync`` and ``flush``.
 """
@@ -21,6 +23,7 @@ import numpy as np
 from roofline.check import Measured
 
 MAX_INNER = 10_000
+ESTIMATE_CALLS = 5  # warm calls timed back to back for the per-call estimate of a short op
 
 
 @dataclass(frozen=True)
@@ -48,12 +51,30 @@ def _nothing():
     return None
 
 
+def _calls_per_sample(fn, sync, min_sample_s: float, clock) -> int:
+    """Calls per sample so that a sample lasts ``min_sample_s``: one warm call timed; if it is
+    shorter than that, ESTIMATE_CALLS more back to back with one synchronisation (so that a short
+    device op is not estimated by the synchronisation's cost)."""
+    t0 = clock()
+    fn()
+    sync()
+    per_call = clock() - t0
+    if per_call < min_sample_s:
+        t0 = clock()
+        for _ in range(ESTIMATE_CALLS):
+            fn()
+        sync()
+        per_call = (clock() - t0) / ESTIMATE_CALLS
+    return int(min(MAX_INNER, max(1, math.ceil(min_sample_s / max(per_call, 1e-9)))))
+
+
 def bench(fn: Callable[[], object], *, sync: Callable[[], object] | None = None,
           flush: Callable[[], object] | None = None, warmup: int = 1, min_repeats: int = 3, max_repeats: int = 50,
           budget_s: float = 0.5, min_sample_s: float = 1e-3, clock: Callable[[], float] = time.perf_counter) -> Timing:
-    """Time ``fn``: one call to estimate, ``warmup`` samples thrown away, then samples until
-    ``budget_s`` has passed (at least ``min_repeats``, at most ``max_repeats``). With ``flush``
-    every sample is one call after a flush (the flush is not timed)."""
+    """Time ``fn``: one call for the lazy setup, one warm call (and ESTIMATE_CALLS more for a
+    short op) to estimate the calls per sample, ``warmup`` samples thrown away, then samples
+    until ``budget_s`` has passed (at least ``min_repeats``, at most ``max_repeats``). With
+    ``flush`` every sample is one call after a flush (not timed) and nothing is estimated."""
     return bench_round_robin([fn], sync=sync, flush=flush, warmup=warmup, min_repeats=min_repeats,
                              max_repeats=max_repeats, budget_s=budget_s, min_sample_s=min_sample_s, clock=clock)[0]
 
@@ -66,12 +87,10 @@ def bench_round_robin(fns: Sequence[Callable[[], object]], *, sync=None, flush=N
     spent; see ``bench``. Returns one Timing per op, in order."""
     sync = sync or _nothing
     inners = []
-    for fn in fns:  # first call: allocation, lazy init, and the per-call estimate
-        t0 = clock()
-        fn()
+    for fn in fns:
+        fn()  # first call: allocation, lazy init (CUDA module loading); not part of the estimate
         sync()
-        first = max(clock() - t0, 1e-9)
-        inners.append(1 if flush else int(min(MAX_INNER, max(1, math.ceil(min_sample_s / first)))))
+        inners.append(1 if flush else _calls_per_sample(fn, sync, min_sample_s, clock))
 
     def sample(fn, inner):
         if flush:

@@ -22,6 +22,7 @@ import ast
 import csv
 import io
 import json
+import math
 from dataclasses import dataclass, field
 
 from roofline.cost import time_lower_bound
@@ -81,7 +82,34 @@ def load_trace(path) -> dict:
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc if isinstance(doc, list) else None
     if not isinstance(events, list):
         raise RooflineError(f"{path} has no traceEvents: not a torch.profiler Chrome trace", field="trace")
+    for i, e in enumerate(events):
+        problem = _event_problem(e)
+        if problem:
+            raise RooflineError(f"{path}: trace event {i} {problem}: not a torch.profiler Chrome trace", field="trace")
     return {"traceEvents": events}
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _event_problem(e) -> str | None:
+    """What is wrong with one trace event for this reader (None: nothing): an object whose
+    ``ts`` and ``dur`` are finite numbers (``dur`` not negative), whose ``args`` is an object and
+    whose ``pid`` and ``tid`` are numbers or names."""
+    if not isinstance(e, dict):
+        return f"is {json.dumps(e)[:40]}, not an object"
+    for key in ("ts", "dur"):
+        if key in e and not _is_number(e[key]):
+            return f"has {key} = {json.dumps(e[key])[:40]}, not a number"
+    if "dur" in e and e["dur"] < 0:
+        return f"has a negative dur ({e['dur']})"
+    if "args" in e and e["args"] is not None and not isinstance(e["args"], dict):
+        return f"has args = {json.dumps(e['args'])[:40]}, not an object"
+    for key in ("pid", "tid"):
+        if key in e and e[key] is not None and not _is_id(e[key]):
+            return f"has {key} = {json.dumps(e[key])[:40]}, not a number or a name"
+    return None
 
 
 def _cat(e: dict) -> str:
@@ -92,7 +120,7 @@ def op_tree(events: list[dict]) -> list[Node]:
     """The cpu_op events nested by time, per thread; returns the roots."""
     by_thread: dict = {}
     for e in events:
-        if _cat(e) == "cpu_op" and e.get("ph", "X") == "X" and "dur" in e:
+        if _cat(e) == "cpu_op" and e.get("ph", "X") == "X" and "dur" in e and "ts" in e:
             by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(
                 Node(str(e.get("name", "")), float(e["ts"]), float(e["dur"]), e.get("args") or {}))
     roots: list[Node] = []
@@ -113,16 +141,22 @@ def device_seconds(events: list[dict]) -> dict:
     for e in events:
         if _cat(e) in RUNTIME_CATEGORIES:
             a = e.get("args") or {}
-            if "correlation" in a and "External id" in a:
+            if _is_id(a.get("correlation")) and _is_id(a.get("External id")):
                 ext_of_corr[a["correlation"]] = a["External id"]
     out: dict = {}
     for e in events:
         if _cat(e) in DEVICE_CATEGORIES and "dur" in e:
             a = e.get("args") or {}
-            ext = a.get("External id", ext_of_corr.get(a.get("correlation")))
-            if ext is not None:
+            corr = a.get("correlation")
+            ext = a.get("External id", ext_of_corr.get(corr) if _is_id(corr) else None)
+            if _is_id(ext):
                 out[ext] = out.get(ext, 0.0) + float(e["dur"]) * US
     return out
+
+
+def _is_id(x) -> bool:
+    """An External id or correlation id: a number or a string (anything else cannot be matched)."""
+    return isinstance(x, (int, float, str)) and not isinstance(x, bool)
 
 
 def select_ops(roots: list[Node]):
@@ -218,7 +252,10 @@ def rebuild(name: str, args: dict):
         return "not a torch operator"
     if "Input Dims" not in args:
         return "no shapes recorded (record_shapes=True)"
-    values = _recorded_values(args, torch)
+    try:
+        values = _recorded_values(args, torch)
+    except Exception:  # noqa: BLE001 - a shape or type the profiler would not write (negative, not a list)
+        return "could not rebuild the call from the recorded shapes and arguments"
     for overload in packet.overloads():
         fn = getattr(packet, overload)
         schema = fn._schema
@@ -385,7 +422,8 @@ def profile_report(path, machine) -> ProfileReport:
             u[0] += 1
             u[1] += n.dur * US
             continue
-        device_s = sum(dev.get(m.args.get("External id"), 0.0) for m in n.subtree()) if dev else 0.0
+        device_s = sum(dev.get(m.args.get("External id"), 0.0) for m in n.subtree()
+                       if _is_id(m.args.get("External id"))) if dev else 0.0
         measured, source = (device_s, "device") if device_s > 0 else (n.dur * US, "cpu")
         shapes = _shapes_text(n.args)
         r = rows.setdefault((n.name, shapes, dtype, cost.flops, cost.bytes), dict(category=rule.category, calls=0, flops=cost.flops, bytes=cost.bytes,

@@ -184,12 +184,14 @@ def _module_hooks(root: torch.nn.Module, stack: list[str]):
     return [register_module_forward_pre_hook(pre), register_module_forward_hook(post)]
 
 
-def trace(module: torch.nn.Module, *example_inputs, dtype=None, fused: bool = True, **example_kwargs) -> TraceResult:
+def trace(module: torch.nn.Module, *example_inputs, dtype=None, fused: bool = True, cast_inputs: bool = True,
+          **example_kwargs) -> TraceResult:
     """Run ``module(*example_inputs, **example_kwargs)`` on the meta device and cost every aten op.
 
     The module is not changed: its parameters and buffers are swapped for meta tensors of the same
     shape (cast to ``dtype``, a torch dtype or a name like "bf16", when given) for the call; the
-    inputs are moved to meta likewise (floating ones cast). Build big models under
+    inputs are moved to meta likewise, floating ones cast to ``dtype`` too unless ``cast_inputs``
+    is False (inputs whose dtype was chosen on purpose). Build big models under
     ``with torch.device("meta"):`` so their weights are never allocated. Runs under no_grad: a
     forward pass, as for inference. See the module docstring for ``fused``."""
     if isinstance(dtype, str):
@@ -200,8 +202,9 @@ def trace(module: torch.nn.Module, *example_inputs, dtype=None, fused: bool = Tr
         dtype = DTYPE_BY_NAME[dtype]
     state = {n: _meta(t, dtype) for n, t in module.named_parameters()}
     state.update({n: _meta(t, dtype) for n, t in module.named_buffers()})
-    args = tuple(_meta(x, dtype) for x in example_inputs)
-    kwargs = {k: _meta(v, dtype) for k, v in example_kwargs.items()}
+    input_dtype = dtype if cast_inputs else None
+    args = tuple(_meta(x, input_dtype) for x in example_inputs)
+    kwargs = {k: _meta(v, input_dtype) for k, v in example_kwargs.items()}
     recorder = Recorder()
     handles = _module_hooks(module, recorder.modules)
     try:

@@ -224,11 +224,19 @@ def fused_attention(call: Call) -> Cost:
     return Cost(_attention_flops(q, k, v), io_bytes(call))
 
 
-@rule("aten::_flash_attention_forward", "aten::_efficient_attention_forward", category="attention")
+# where the cumulative sequence lengths of a ragged batch sit in each kernel's schema:
+# _flash_attention_forward(q, k, v, cum_seq_q, cum_seq_k, ...),
+# _efficient_attention_forward(q, k, v, bias, cu_seqlens_q, cu_seqlens_k, ...)
+_CU_SEQLENS = {"aten::_flash_attention_forward": (3, 4), "aten::_efficient_attention_forward": (4, 5)}
+
+
+@rule(*_CU_SEQLENS, category="attention")
 def attention_forward(call: Call) -> Cost | None:
-    """The flash-attn / xformers kernels, (B, T, H, d) layout; dense batches only (a ragged batch
-    with cumulative sequence lengths is reported as unsupported)."""
-    if len(call.args) > 4 and (isinstance(call.args[3], TensorSpec) or isinstance(call.args[4], TensorSpec)):
+    """The flash-attn / xformers kernels, (B, T, H, d) layout: flops = 2 B H T S (d + d_v); bytes =
+    Q, K, V and the efficient kernel's additive bias (when given) read, O and the log-sum-exp
+    written. Dense batches only (a ragged batch, with cumulative sequence lengths, is reported as
+    unsupported)."""
+    if any(i < len(call.args) and isinstance(call.args[i], TensorSpec) for i in _CU_SEQLENS[call.op]):
         return None
     (B, T, H, d), (_, S, K, _), (_, _, _, d_v) = (call.tensor(i).shape for i in range(3))
     return Cost(_attention_flops((B, H, T, d), (B, K, S, d), (B, K, S, d_v)), io_bytes(call))

@@ -363,11 +363,39 @@ def _plotly_js() -> Optional[Path]:
     return None
 
 
+def listen(host: str, port: int):
+    """A TCP socket bound to ``host``:``port`` and listening: a port in use or a host that does not
+    resolve is a RooflineError naming the flag, before anything is printed."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise RooflineError(f"--host {host!r}: cannot resolve it ({getattr(exc, 'strerror', None) or exc})",
+                            field="host") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: no wait after a restart
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise RooflineError(f"--port {port}: cannot listen on {host}:{port} ({exc.strerror or exc})",
+                            field="port") from None
+    return sock
+
+
 def serve(host: str = "127.0.0.1", port: int = 8000, machine_files: list[str] | None = None) -> None:
-    """Start the workshop with uvicorn and print its URL."""
+    """Start the workshop with uvicorn and print its URL. The port is bound first: one that is
+    in use is one line naming --port (exit 2), not a URL followed by uvicorn's error."""
     import uvicorn
 
     app = create_app(machine_files)
+    sock = listen(host, port)
     shown = f"[{host}]" if ":" in host else host
     print(f"roofline workshop: http://{shown}:{port}/  (Ctrl-C to stop)", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    try:
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run(sockets=[sock])
+    finally:
+        sock.close()
