@@ -388,3 +388,144 @@ def test_shared_experts_are_always_read():
     # per layer: QKV 8 x 24 + out 8 x 8 + router 8 x 4 + (1 routed + 1 shared) x 3 x 8 x 16; LM head 8 x 10
     per_layer = 8 * 24 + 8 * 8 + 8 * 4 + 2 * 3 * 8 * 16
     assert step.totals.gemm_weight_bytes == pytest.approx(2 * (2 * per_layer + 8 * 10))
+
+
+# ---------------------------------------------------------------------------------------------
+# Review fixes: what holds the step, MoE reads, pipelines, global batch, links, limits, int4
+# ---------------------------------------------------------------------------------------------
+
+from roofline.machines import get_machine  # noqa: E402
+from roofline.plan import SEARCH_MAX_BATCH, context_of, default_cost_model, model_ops, resolve_link  # noqa: E402
+from roofline.training import make_layout, train_memory  # noqa: E402
+
+H200, MI300X, B200 = (get_machine(k) for k in ("h200", "mi300x", "b200"))
+
+
+def test_the_step_limit_is_the_link_when_tp_all_reduces_over_pcie_bind():
+    plan = decode_plan("llama3-70b", "h100-sxm", (1, 1024), context=16, tensor_parallel=8, link="pcie", curve="none")
+    assert plan.step_compute_bound_batch is None and plan.step_limit == "link" and plan.link == "pcie"
+    text = plan.to_table()
+    assert "its tensor-parallel all-reduces over pcie take longer than its FLOPs" in text
+    assert "KV-cache reads (" not in text
+    # at batch 65,536: 2 x 80 all-reduces of 2 x 7/8 x 65,536 x 8,192 x 2 bytes over PCIe's 64 GB/s
+    # = 160 x 1,879,048,192 / 64e9 = 4.70 s, longer than the step's matmul arithmetic
+    top = decode_step("llama3-70b", H100_SXM, SEARCH_MAX_BATCH, 16, tensor_parallel=8, link="pcie", cost_model=PURE)
+    assert top.totals.link_time_s == pytest.approx(160 * 2 * 7 / 8 * 65536 * 8192 * 2 / 64e9)
+    assert top.totals.link_time_s > top.totals.compute_time_s
+    # at 4,096 tokens of context the KV cache holds a single GPU's step instead
+    assert decode_plan("llama3-8b", "h100-sxm", (1,), context=4096, curve="none").step_limit == "kv_cache"
+
+
+def test_moe_decode_header_gives_the_experts_read_not_all_weights():
+    plan = decode_plan("mixtral-8x7b", H200, (1, 8, 64), curve="none")
+    # batch 1 touches k = 2 of 8 experts per layer. Per layer: QKV 4096 x (4096 + 2 x 1024) = 25,165,824,
+    # out 4096 x 4096 = 16,777,216, router 4096 x 8 = 32,768, experts 2 x 3 x 4096 x 14336 = 352,321,536:
+    # 394,297,344 x 32 layers = 12,617,515,008; + LM head 4096 x 32000 = 131,072,000 + one embedding row
+    # 4,096 = 12,748,591,104 weights x 2 bytes = 25,497,182,208 bytes (of 93.4 GB held)
+    assert plan.rows()[0]["weight_bytes"] == pytest.approx(25_497_182_208, rel=1e-12)
+    text = plan.to_table()
+    assert "all 8 experts; a step reads the 8(1 - (1 - 2/8)^B) per layer that its tokens touch: 25.50 GB at batch 1" in text
+    assert "reads all but the embedding table" not in text and "for a dense model" not in text
+    assert "batch x 2 / experts touched" in text
+    dense = decode_plan("llama3-8b", "h100-sxm", (1,), curve="none").to_table()
+    assert "a step reads all but the embedding table" in dense and "experts" not in dense
+
+
+def test_pipeline_activations_hold_min_p_m_micro_batches_of_l_over_p_layers():
+    per_layer = 8192 * 1 * 4096 * 34  # Llama 3 8B, s b h x 34 (flash attention, t = 1)
+
+    def acts(global_batch):
+        lay = make_layout(4, pipeline_parallel=4, seq_len=8192, global_batch_tokens=global_batch)
+        return dict((p.name, p.bytes) for p in train_memory("llama3-8b", "h100-sxm", lay, 8192).parts)["activations"]
+
+    assert acts(None) == 1 * 8 * per_layer  # m = 1 micro-batch in flight x 32/4 layers
+    assert acts(2 * 8192) == 2 * 8 * per_layer  # m = 2 < p = 4
+    assert acts(8 * 8192) == 4 * 8 * per_layer  # m = 8 >= p: p x L/p = L layers (Korthikanti 4.2.3)
+    assert train_memory("llama3-8b", "h100-sxm", make_layout(1), 8192).parts[-1].bytes == 32 * per_layer  # p = 1
+    with pytest.raises(RooflineError, match="pipeline_parallel 64 must divide Llama 3 8B's 32 layers"):
+        train_plan("llama3-8b", 1e12, 64, pipeline_parallel=64)
+    with pytest.raises(RooflineError, match="pipeline_parallel 3"):
+        train_plan("llama3-8b", 1e12, 3, pipeline_parallel=3)  # 32 / 3 stages is not whole
+
+
+def test_global_batch_must_be_whole_micro_batches():
+    # 16 GPUs / tp 2 = 8 data ranks x 1 x 8,192 = 65,536 tokens a round; 100,000 / 65,536 = 1.53
+    with pytest.raises(RooflineError, match="multiple of data 8 x micro-batch 1 x sequence 8,192 = 65,536 tokens "
+                                            r"\(e.g. 65,536 or 131,072\)") as err:
+        train_plan("llama3-8b", 1e12, 16, tensor_parallel=2, global_batch_tokens=100_000)
+    assert err.value.field == "global_batch"
+    plan = train_plan("llama3-8b", 1e12, 16, tensor_parallel=2, global_batch_tokens=131_072)
+    (tp,) = [op for op in plan.step.ops if op.name.startswith("TP")]
+    assert tp.name.endswith("x256")  # m = 131,072 / 65,536 = 2 micro-batches x 4 all-reduces x 32 layers
+
+
+def test_amd_training_costs_xgmi_and_says_which_link_crosses_nodes():
+    plan = train_plan("llama3-8b", 1e12, 64, "mi300x", tensor_parallel=8)
+    names = [op.name for op in plan.step.ops]
+    assert names == ["TP all-reduce (xgmi) x128", "gradient all-reduce (pcie)"]  # 4 x 32 layers x 1 micro-batch
+    # each TP all-reduce: 2 x 7/8 x (8,192 x 4,096) x 2 bytes = 117,440,512 bytes at 448 GB/s (pure cost model)
+    assert plan.step.ops[0].time_s == pytest.approx(128 * 117_440_512 / 448e9)
+    assert any("no infiniband or roce link" in n and "pcie" in n for n in plan.notes)
+    one_node = train_plan("llama3-8b", 1e9, 8, "mi300x")
+    assert [op.name for op in one_node.step.ops] == ["gradient all-reduce (xgmi)"]
+    assert train_plan("llama3-8b", 1e9, 16, "tpu-v4").step.ops[0].name == "gradient all-reduce (ici)"
+    with pytest.raises(RooflineError, match="dp_link 'foo': the H100 SXM has no such link; it has nvlink, pcie, infiniband"):
+        train_plan("llama3-8b", 1e9, 64, dp_link="foo")
+
+
+def test_tensor_parallel_link_defaults_to_the_machines_scale_up_link_and_checks_names():
+    assert resolve_link(MI300X, None) == "xgmi" and resolve_link(get_machine("l40s"), None) == "pcie"
+    assert resolve_link(get_machine("tpu-v4"), None) == "ici" and resolve_link(H100_SXM, None) == "nvlink"
+    step = decode_step("llama3-70b", MI300X, 1, 128, tensor_parallel=8)
+    assert any(op.kernel.name == "TP all-reduce (xgmi)" for op in step.ops)
+    res = sweep("llama3-8b", ["h100-sxm", "mi300x", "l40s"], "machines", tensor_parallel=2)
+    assert [s.link for s in res.series] == ["nvlink", "xgmi", "pcie"]
+    for bad in ({"link": "foo"}, {"link": "nvlink", "machine": MI300X}):
+        with pytest.raises(RooflineError, match="has no such link; it has"):
+            decode_step("llama3-8b", bad.get("machine", H100_SXM), 1, 128, link=bad["link"])  # checked even at t = 1
+    with pytest.raises(RooflineError, match="needs the link"):
+        model_ops("llama3-8b", tensor_parallel=2)
+
+
+def test_decode_plan_limits_batch_and_context_and_builds_the_curve_only_when_asked():
+    with pytest.raises(RooflineError, match="batch must be at most 65536") as err:
+        decode_plan("llama3-8b", "h100-sxm", (1, SEARCH_MAX_BATCH + 1))
+    assert err.value.field == "batch"
+    with pytest.raises(RooflineError, match="context must be at most 1.67772e\\+07") as err:
+        decode_plan("llama3-8b", "h100-sxm", (1,), context=10**12)  # checked before the 65,536-batch search
+    assert err.value.field == "context"
+    assert decode_plan("llama3-8b", "h100-sxm", (1,), context=2**24, curve="none").step.kv_bytes == 2**24 * 131072
+    assert decode_plan("llama3-8b", "h100-sxm", (1, 4096), curve="none").curve is None
+    log = decode_plan("llama3-8b", "h100-sxm", (1, 4096), curve="log")
+    b = np.asarray(log.curve.batch)
+    assert b[0] == 1 and b[-1] == 4096 and len(b) <= 256 + 4 and log.compute_bound_batch in b
+    assert np.asarray(decode_plan("llama3-8b", "h100-sxm", (1, 5)).curve.batch).tolist() == [1, 2, 3, 4, 5]  # "every"
+
+
+def test_int4_is_weight_only_storage_computing_in_bf16():
+    assert Precision.uniform("int4", H100_SXM) == Precision("int4", "bf16", "bf16")
+    assert Precision.uniform("fp4", H100_SXM) == Precision("fp4", "bf16", "bf16")  # no fp4 peak before Blackwell
+    assert Precision.uniform("fp4", B200) == Precision("fp4", "fp4", "fp4")  # B200 computes in fp4
+    assert Precision.uniform("fp8", get_machine("a100-80gb")) == Precision("fp8", "bf16", "bf16")
+    w4 = decode_step("llama3-8b", H100_SXM, 4, 1024, precision=Precision.uniform("int4", H100_SXM), cost_model=PURE)
+    bf = decode_step("llama3-8b", H100_SXM, 4, 1024, cost_model=PURE)
+    assert w4.weight_bytes == pytest.approx(bf.weight_bytes / 4)  # 0.5 of 2 bytes a weight, embedding rows too
+    assert w4.kv_bytes == bf.kv_bytes and w4.totals.gemm_flops == bf.totals.gemm_flops
+    assert w4.totals.gemm_compute_s == pytest.approx(bf.totals.gemm_compute_s)  # the same bf16 peak
+    assert "weight-only int4: matmuls compute in bf16" in Precision.uniform("int4", H100_SXM).label()
+    with pytest.raises(RooflineError, match="activations dtype int4: the H100 SXM has no int4 peak") as err:
+        decode_step("llama3-8b", H100_SXM, 1, 128, precision=Precision(activations="int4"))
+    assert err.value.field == "activations dtype"
+    with pytest.raises(RooflineError, match="peak_dtype int4: the H100 SXM has no int4 peak"):
+        train_plan("llama3-8b", 1e12, 8, dtype="int4")
+
+
+def test_shared_helpers():
+    assert default_cost_model(H100_SXM) == seed_cost_model(launch_overhead_s=H100_SXM.launch_overhead_s)
+    assert (context_of("prefill", 8, 99), context_of("decode", 8, None), context_of("decode", 8, 99)) == (8, 8, 99)
+    norm = model_ops("gpt2", "decode", 1, 2, 16)[-2].kernel  # GPT-2's final LayerNorm, from blocks._norm
+    assert norm.name == "final norm" and norm.category == block_kernels("gpt2", "decode", 1, 2, 16)[0].category
+    mem = inference_memory("llama3-8b", "h100-sxm", 1, 8192)
+    # 8,030,261,248 x 2 bytes of weights; 8,192 x 128 KiB = 2^30 of KV cache
+    assert mem.to_csv() == "part,bytes\nweights,16060522496.0\nkv_cache,1073741824.0\ntotal,17134264320.0\n"
+    assert train_plan("llama3-8b", 1e12, 8).to_csv().startswith("quantity,value\nmodel,llama3-8b\n")

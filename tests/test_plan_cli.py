@@ -129,7 +129,7 @@ def test_sweep_table_over_tokens_shows_the_memory_bound_share(capsys):
     [
         (["decode", "--batch", "0,4"], "--batch"),
         (["decode", "--context", "-5"], "--context"),
-        (["decode", "--model", "llama3-8b", "--tp", "3"], "tensor_parallel 3"),
+        (["decode", "--model", "llama3-8b", "--tp", "3"], "--tp 3"),
         (["decode", "--weights", "int3"], "--weights"),
         (["decode", "-o", "plot.txt"], "-o/--output"),
         (["train", "--tokens", "1e12", "--gpus", "8", "--mfu", "1.5"], "--mfu"),
@@ -140,6 +140,22 @@ def test_sweep_table_over_tokens_shows_the_memory_bound_share(capsys):
         (["sweep", "--over", "tokens", "--phase", "decode"], "prefill"),
         (["sweep", "--over", "batch", "--values", "1,x"], "--values"),
         (["sweep", "--over", "batch", "--machine", "h100-sxm,nope"], "nope"),
+        (["decode", "--link", "foo"], "--link 'foo': the H100 SXM has no such link; it has nvlink, pcie, infiniband"),
+        (["decode", "--machine", "mi300x", "--tp", "2", "--link", "nvlink"], "--link 'nvlink': the MI300X has no such link"),
+        (["sweep", "--over", "machines", "--tp", "2", "--link", "nvlink"], "it has xgmi, pcie"),
+        (["train", "--tokens", "1e12", "--gpus", "64", "--dp-link", "foo"], "--dp-link 'foo'"),
+        (["train", "--tokens", "1e12", "--gpus", "64", "--tp", "8", "--tp-link", "ib"], "--tp-link 'ib'"),
+        (["train", "--tokens", "1e12", "--gpus", "64", "--pp", "64"], "--pp 64 must divide Llama 3 8B's 32 layers"),
+        (["train", "--tokens", "1e12", "--gpus", "16", "--tp", "2", "--global-batch", "100000"],
+         "--global-batch 100,000 tokens is not a whole number of micro-batches"),
+        (["memory", "--mode", "train", "--gpus", "8", "--global-batch", "1000"], "--global-batch 1,000 tokens"),
+        (["train", "--tokens", "1e12", "--gpus", "8", "--peak-dtype", "int4"], "--peak-dtype int4: the H100 SXM has no int4 peak"),
+        (["decode", "--activations", "int4"], "--activations int4: the H100 SXM has no int4 peak"),
+        (["decode", "--machine", "tpu-v4", "--dtype", "fp32"], "--dtype fp32: the TPU v4 has no fp32 peak"),
+        (["decode", "--batch", "1e7"], "--batch"),
+        (["decode", "--batch", "65537"], "--batch"),
+        (["decode", "--context", "1e12"], "--context must be at most"),
+        (["decode", "--breakdown", "4", "--csv"], "--breakdown"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(capsys, argv, named):
@@ -182,3 +198,59 @@ def test_plan_flags_never_crash(command_flag, value):
     if code == 2:
         lines = err.getvalue().strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("roofline: error:")
+
+
+def test_decode_summary_says_the_link_holds_the_step(capsys):
+    code, out, _ = run(capsys, "decode", "--model", "llama3-70b", "--tp", "8", "--link", "pcie", "--context", "16",
+                       "--batch", "1,1024,65536")
+    assert code == 0 and "tensor parallel 8 over pcie" in out
+    assert "never turns compute-bound up to batch 65,536: its tensor-parallel all-reduces over pcie" in out
+    assert "KV-cache reads (" not in out
+
+
+def test_decode_moe_header(capsys):
+    code, out, _ = run(capsys, "decode", "--model", "mixtral-8x7b", "--machine", "h200", "--batch", "1,8,64")
+    # 93.4 GB held (46.7B x 2 bytes); batch 1 reads 2 of 8 experts a layer: 25.50 GB (see test_plan)
+    assert code == 0 and "weights 93.4 GB per GPU (all 8 experts; a step reads" in out and "25.50 GB at batch 1" in out
+
+
+def test_amd_machines_default_to_xgmi(capsys):
+    code, out, _ = run(capsys, "sweep", "--over", "machines", "--tp", "2", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["tensor_parallel_link"]["mi300x"] == "xgmi" and d["tensor_parallel_link"]["h100-sxm"] == "nvlink"
+    code, out, _ = run(capsys, "train", "--tokens", "1e12", "--gpus", "64", "--tp", "8", "--machine", "mi300x", "--json")
+    names = [op["name"] for op in json.loads(out)["communication"]]
+    assert code == 0 and names == ["TP all-reduce (xgmi) x128", "gradient all-reduce (pcie)"]
+
+
+def test_int4_everywhere_is_int4_weights_with_bf16_compute(capsys):
+    code, out, _ = run(capsys, "decode", "--dtype", "int4", "--batch", "1", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["precision"] == {"weights": "int4", "activations": "bf16", "kv_cache": "bf16", "compute": "bf16"}
+    # a quarter of bf16's: 7,504,658,432 matmul weights + 1 embedding row of 4,096, x 0.5 bytes
+    assert d["rows"][0]["weight_bytes"] == pytest.approx((7_504_658_432 + 4096) * 0.5)
+    code, out, _ = run(capsys, "decode", "--dtype", "int4", "--batch", "1")
+    head = out.splitlines()[0]
+    assert code == 0 and "weights int4, activations bf16, KV bf16 (weight-only int4: matmuls compute in bf16)" in head
+    code, out, _ = run(capsys, "sweep", "--over", "batch", "--values", "1,8", "--dtype", "int4")
+    assert code == 0 and "weight-only int4" in out.splitlines()[0]
+    code, out, _ = run(capsys, "memory", "--dtype", "int4", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["weights_bytes"] == 8_030_261_248 * 0.5 and d["kv_cache_bytes"] == 8192 * 131072  # KV stays bf16
+    code, out, _ = run(capsys, "sweep", "--over", "machines", "--machine", "b200,h100-sxm", "--dtype", "fp4")
+    assert code == 0 and "b200: fp4; h100-sxm: weights fp4, activations bf16" in out
+
+
+def test_breakdown_goes_into_the_json(capsys):
+    code, out, _ = run(capsys, "decode", "--batch", "1,8", "--breakdown", "8", "--json")
+    d = json.loads(out)
+    assert code == 0 and [r["batch"] for r in d["rows"]] == [1, 8]
+    # the breakdown is the batch-8 step: the same time as the table's batch-8 row
+    assert d["breakdown"]["batch"] == 8 and d["breakdown"]["time_s"] == pytest.approx(d["rows"][1]["step_s"], rel=1e-12)
+
+
+def test_memory_train_global_batch_sets_the_micro_batches_in_flight(capsys):
+    # 4 stages, 1 data rank: 8 x 8,192 tokens = 8 micro-batches >= 4 in flight x 8 layers = 32 layers x s h 34
+    code, out, _ = run(capsys, "memory", "--mode", "train", "--gpus", "4", "--pp", "4", "--global-batch", "65536", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["activations_bytes"] == 32 * 8192 * 4096 * 34 and d["micro_batches_in_flight"] == 4

@@ -5,8 +5,6 @@ decode turns compute-bound, the largest batch that fits), on top of plan.predict
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from dataclasses import dataclass
@@ -14,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline.cost import CostModel, _jsonable
-from roofline.errors import MAX_COUNT, RooflineError, check_fraction, check_number
+from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_fraction, check_number
 from roofline.machines import get_machine
 from roofline.plan import (
     DEFAULT_BATCHES,
@@ -26,7 +24,9 @@ from roofline.plan import (
     inference_weight_bytes,
     kv_bytes_per_token,
     kv_overtakes_weights_context,
+    resolve_link,
     shard,
+    time_by_limit,
     time_to_first_token,
 )
 from roofline.transformer import count_params, get_model, kv_cache_bytes_per_token
@@ -94,13 +94,10 @@ class MemoryPlan:
         return memory_table(self)
 
     def to_csv(self) -> str:
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["part", "bytes"])
-        for p in self.parts:
-            w.writerow([p.name, p.bytes])
-        w.writerow(["total", self.total_bytes])
-        return buf.getvalue()
+        from roofline.tables import rows_to_csv
+
+        rows = [{"part": p.name, "bytes": p.bytes} for p in self.parts]
+        return rows_to_csv(rows + [{"part": "total", "bytes": self.total_bytes}])
 
 
 def _max_count(free_bytes: float, per_unit_bytes: float) -> int:
@@ -165,18 +162,39 @@ def _fit_advice(cfg, m, capacity, weights, kv_tokens, precision, tensor_parallel
 # Decode versus batch
 # ---------------------------------------------------------------------------------------------
 
+MAX_CONTEXT = 2**24  # 16,777,216 tokens: published models reach 10M; longer is a typo
+CURVES = ("every", "log", "none")
+LOG_CURVE_POINTS = 256
+
+
+def max_plan_context(cfg) -> int:
+    """The longest context decode_plan takes: 2^24 tokens, less for a model so wide that the
+    time-to-first-token prefill of that many tokens would pass block_kernels' limit of MAX_COUNT
+    for token rows x max(D, F). (At 2^24 its other limit, 1e18 attention scores, holds up to 3,552
+    heads for the prefill and far beyond for the 65,536-batch search.)"""
+    return int(min(MAX_CONTEXT, MAX_COUNT // max(cfg.d_model, cfg.d_ff, cfg.expert_d_ff)))
+
 
 def _first_batch(mask_fn, batches) -> int | None:
     hit = np.flatnonzero(mask_fn)
     return int(batches[hit[0]]) if hit.size else None
 
 
+def log_batches(top: int, marked=()) -> np.ndarray:
+    """About 256 batches log-spaced from 1 to ``top``, with each marked batch up to ``top`` exactly."""
+    grid = np.round(np.geomspace(1, top, LOG_CURVE_POINTS)).astype(np.int64)
+    extra = np.asarray([int(b) for b in marked if b is not None and 1 <= b <= top], dtype=np.int64)
+    return np.unique(np.concatenate([grid, extra, [top]]))
+
+
 @dataclass(frozen=True)
 class DecodePlan:
     """Decode at ``context`` for each batch in ``batches``, with the batch where the weight
-    matmuls turn compute-bound, the batch where the step as a whole does (None: not up to 65,536),
-    and the largest batch whose weights + KV cache fit (None without a capacity). ``prefill`` is the
-    time to first token of a prompt of ``context`` tokens at batch 1."""
+    matmuls turn compute-bound, the batch where the step as a whole does (None: not up to
+    SEARCH_MAX_BATCH, and ``step_limit`` says what holds it there: "link", "kv_cache", "weights"
+    or "activations"), and the largest batch whose weights + KV cache fit (None without a
+    capacity). ``prefill`` is the time to first token of a prompt of ``context`` tokens at batch 1.
+    ``experts`` is (E, k) for a mixture of experts; ``link`` the tensor-parallel link (t > 1)."""
 
     step: ModelPrediction
     memory: MemoryPlan
@@ -186,8 +204,10 @@ class DecodePlan:
     kv_per_sequence_bytes: float
     kv_crossover_context: int
     prefill: ModelPrediction | None = None
-    curve: ModelPrediction | None = None  # every batch from 1 to the largest asked, for plots
-
+    curve: ModelPrediction | None = None  # for plots: every batch from 1 to the largest asked, or a log grid
+    step_limit: str | None = None
+    experts: tuple[int, int] | None = None
+    link: str | None = None
     @property
     def batches(self):
         return np.asarray(self.step.batch)
@@ -220,6 +240,7 @@ class DecodePlan:
             "max_batch_in_memory": self.max_batch_in_memory, "weights_bytes": self.memory.parts[0].bytes,
             "kv_bytes_per_sequence": self.kv_per_sequence_bytes, "capacity_bytes": self.memory.capacity_bytes,
             "kv_overtakes_weights_at_context_batch_1": self.kv_crossover_context,
+            "step_limit": self.step_limit, "tensor_parallel_link": self.link,
             "time_to_first_token_s": None if self.prefill is None else float(self.prefill.time_s),
             "rows": self.rows(),
         }
@@ -239,31 +260,50 @@ class DecodePlan:
 
 
 def decode_plan(model="llama3-8b", machine="h100-sxm", batches=DEFAULT_BATCHES, context=4096, attention="flash",
-                precision: Precision | None = None, tensor_parallel=1, link="nvlink", cost_model: CostModel | None = None,
-                memory_fraction: float = 1.0) -> DecodePlan:
-    """Decode latency and throughput versus batch at one context (one vectorised call), with the
-    compute-bound batches, the largest batch that fits, and the time to first token of a prompt
-    of ``context`` tokens at batch 1."""
+                precision: Precision | None = None, tensor_parallel=1, link=None, cost_model: CostModel | None = None,
+                memory_fraction: float = 1.0, curve: str = "every") -> DecodePlan:
+    """Decode latency and throughput versus batch (each at most SEARCH_MAX_BATCH) at one context
+    (one vectorised call), with the compute-bound batches, the largest batch that fits, and the
+    time to first token of a prompt of ``context`` tokens at batch 1. ``curve`` "every" adds the
+    step at every batch from 1 to the largest asked (what the web view indexes), "log" at about
+    256 log-spaced batches (what a plot needs), "none" nothing."""
     cfg = get_model(model)
     m = get_machine(machine)
-    precision = precision or Precision()
+    precision = (precision or Precision()).check_machine(m)
     cost_model = cost_model or default_cost_model(m)
-    check_number("batch", batches, maximum=MAX_COUNT, integer=True)
+    check_choice("curve", curve, CURVES)
+    check_number("batch", batches, maximum=SEARCH_MAX_BATCH, integer=True)
+    check_number("context", context, maximum=max_plan_context(cfg), integer=True)
     batches = np.unique(np.asarray(batches, dtype=float).astype(np.int64))
+    if link is not None or int(check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True)) > 1:
+        link = resolve_link(m, link)
     common = dict(attention=attention, precision=precision, tensor_parallel=tensor_parallel, link=link, cost_model=cost_model)
     step = decode_step(cfg, m, batches, context, **common)
     search = np.arange(1, SEARCH_MAX_BATCH + 1)
     wide = decode_step(cfg, m, search, context, **common)
     mem = inference_memory(cfg, m, 1, context, precision, tensor_parallel, memory_fraction)
     limits = dict(mem.limits)
+    compute_bound = _first_batch(np.asarray(wide.totals.gemm_compute_s) >= np.asarray(wide.totals.gemm_memory_s), search)
+    step_compute_bound = _first_batch(np.asarray(wide.bound) == "compute", search)
+    step_limit = None
+    if step_compute_bound is None:  # what holds the step at the largest batch searched
+        at_max = time_by_limit(decode_step(cfg, m, SEARCH_MAX_BATCH, context, **common))
+        at_max.pop("compute")
+        step_limit = max(at_max, key=at_max.get)
+    top = int(batches.max())
+    grid = {"every": np.arange(1, top + 1), "none": None,
+            "log": log_batches(top, (*batches, compute_bound, step_compute_bound, limits.get("max_batch_at_context")))}[curve]
     return DecodePlan(
         step=step,
         memory=mem,
-        compute_bound_batch=_first_batch(np.asarray(wide.totals.gemm_compute_s) >= np.asarray(wide.totals.gemm_memory_s), search),
-        step_compute_bound_batch=_first_batch(np.asarray(wide.bound) == "compute", search),
+        compute_bound_batch=compute_bound,
+        step_compute_bound_batch=step_compute_bound,
         max_batch_in_memory=limits.get("max_batch_at_context"),
         kv_per_sequence_bytes=context * kv_bytes_per_token(cfg, precision, tensor_parallel),
         kv_crossover_context=int(kv_overtakes_weights_context(cfg, 1, precision, tensor_parallel)),
         prefill=time_to_first_token(cfg, m, context, 1, **common),
-        curve=decode_step(cfg, m, np.arange(1, int(batches.max()) + 1), context, **common),
+        curve=None if grid is None else decode_step(cfg, m, grid, context, **common),
+        step_limit=step_limit,
+        experts=(cfg.n_experts, cfg.experts_per_token) if cfg.is_moe else None,
+        link=link if int(tensor_parallel) > 1 else None,
     )

@@ -14,6 +14,15 @@ their own: bytes' = bytes + (w_w - w_a) weight_elems + (w_kv - w_a) kv_elems. Ma
 peak of the wider of the weight and activation dtypes (the narrower operand is up-converted, as
 in weight-only int4 kernels); every other op at the activation dtype.
 
+Precision. Weights may be stored narrower than any dtype the machine computes in (int4, or fp4
+without an fp4 peak): weight-only quantisation, dequantised into bf16 matmuls. Activations (and so
+every non-matmul op) must be a dtype the machine has a peak for. ``Precision.uniform(d, machine)``
+is what ``--dtype d`` means: d everywhere where the machine computes in d, else d weights with
+bf16 activations and KV cache.
+
+Links. The tensor-parallel all-reduces default to the machine's scale-up link (nvlink, else xgmi,
+else ici, else roce, else pcie); a link named explicitly must be one the machine lists.
+
 Letters: B batch, T prompt tokens, S context (keys cached), D d_model, h = H d_head, K kv heads,
 F d_ff, V vocab, L layers, E experts, t tensor-parallel degree. Memory fit and decode versus batch
 build on this in capacity.py, training in training.py, sweeps in sweep.py.
@@ -28,17 +37,30 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.blocks import block_kernels, expected_experts_touched
-from roofline.cost import CostModel, WorkloadPrediction, _jsonable, bytes_per_s, op_times
+from roofline.blocks import _norm, block_kernels, expected_experts_touched
+from roofline.cost import CostModel, WorkloadPrediction, _jsonable, bytes_per_s, op_times, seed_cost_model
 from roofline.errors import RooflineError, check_choice, check_number
-from roofline.kernels import Kernel, all_reduce_kernel, embedding_kernel, layernorm_kernel, matmul_kernel, rmsnorm_kernel
+from roofline.kernels import Kernel, all_reduce_kernel, embedding_kernel, matmul_kernel
 from roofline.machines import Machine, get_machine
 from roofline.transformer import TransformerConfig, count_params, get_model, kv_cache_bytes_per_token
 from roofline.units import DTYPE_BYTES
 
-QUANT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+QUANT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
 DEFAULT_BATCHES = tuple(2**i for i in range(11))  # 1 .. 1,024
-SEARCH_MAX_BATCH = 65536  # compute-bound batches are searched up to here
+SEARCH_MAX_BATCH = 65536  # compute-bound batches are searched up to here; the largest decode batch planned
+SCALE_UP_LINKS = ("nvlink", "xgmi", "ici", "roce", "pcie")  # the tensor-parallel default, first listed wins
+
+
+def computes_in(machine: Machine, dtype: str) -> bool:
+    """Whether the machine has a peak of its own for ``dtype`` (a machine without per-dtype peaks
+    computes in any). Machine.peak also answers int4 and fp4 with the bf16 peak where the chip has
+    none: that is weight-only storage, not a dtype to compute in."""
+    return not machine.peaks or dtype in machine.dtypes
+
+
+def weight_only_compute(machine: Machine) -> str:
+    """The dtype weight-only quantised matmuls compute in: bf16, or the machine's default without a bf16 peak."""
+    return "bf16" if computes_in(machine, "bf16") else machine.default_dtype
 
 
 @dataclass(frozen=True)
@@ -55,7 +77,14 @@ class Precision:
             check_choice(f"{part} dtype", getattr(self, part), QUANT_DTYPES)
 
     @classmethod
-    def uniform(cls, dtype: str) -> "Precision":
+    def uniform(cls, dtype: str, machine: Machine | None = None) -> "Precision":
+        """``dtype`` for all three parts; with a ``machine`` that has no ``dtype`` peak and a dtype
+        narrower than bf16 (int4; fp4 before Blackwell; fp8 on an A100), weight-only storage:
+        ``dtype`` weights, bf16 activations and KV cache, matmuls in bf16."""
+        if machine is not None and not computes_in(machine, dtype):
+            fallback = weight_only_compute(machine)
+            if DTYPE_BYTES.get(dtype, 0.0) < DTYPE_BYTES[fallback]:
+                return cls(dtype, fallback, fallback)
         return cls(dtype, dtype, dtype)
 
     @property
@@ -64,10 +93,29 @@ class Precision:
         w, a = DTYPE_BYTES[self.weights], DTYPE_BYTES[self.activations]
         return self.weights if w > a else self.activations
 
+    @property
+    def weight_only(self) -> bool:
+        """Weights stored narrower than the matmuls compute in (dequantised on the fly)."""
+        return DTYPE_BYTES[self.weights] < DTYPE_BYTES[self.compute]
+
     def label(self) -> str:
         if self.weights == self.activations == self.kv_cache:
             return self.weights
-        return f"weights {self.weights}, activations {self.activations}, KV {self.kv_cache}"
+        text = f"weights {self.weights}, activations {self.activations}, KV {self.kv_cache}"
+        return text + (f" (weight-only {self.weights}: matmuls compute in {self.compute})" if self.weight_only else "")
+
+    def check_machine(self, machine: Machine) -> "Precision":
+        """Raise unless the machine computes in the activation dtype (every non-matmul op) and the
+        matmul dtype; weights and KV cache are storage and may be narrower."""
+        machine = get_machine(machine)
+        for part, dtype in (("activations", self.activations), ("weights", self.compute)):
+            if not computes_in(machine, dtype):
+                fallback = weight_only_compute(machine)
+                hint = (f"; {dtype} can be weight storage computing in {fallback} (--dtype {dtype} or --weights {dtype})"
+                        if part == "activations" and DTYPE_BYTES[dtype] < DTYPE_BYTES[fallback] else "")
+                raise RooflineError(f"{part} dtype {dtype}: the {machine.name} has no {dtype} peak to compute in; it has "
+                                    f"{', '.join(machine.dtypes)}{hint}", field=f"{part} dtype")
+        return self
 
     def to_dict(self) -> dict:
         return {"weights": self.weights, "activations": self.activations, "kv_cache": self.kv_cache, "compute": self.compute}
@@ -146,13 +194,50 @@ def _requantised(k: Kernel, weight_elems, kv_elems, precision: Precision) -> tup
     return Kernel(k.name, k.flops, moved, k.category, dtype, k.link), ww * weight_elems, wkv * kv_elems
 
 
+def context_of(phase: str, tokens, context):
+    """Keys each query attends over: the prompt itself in prefill; the cached ``context`` in decode
+    (``tokens`` when no context is given)."""
+    return tokens if (phase == "prefill" or context is None) else context
+
+
+def default_link(machine: Machine, order=SCALE_UP_LINKS) -> str | None:
+    """The first link in ``order`` that the machine lists (None when it lists none of them)."""
+    names = [n for n, _ in machine.links]
+    return next((n for n in order if n in names), None)
+
+
+def resolve_link(machine: Machine, link: str | None, field: str = "link", order=SCALE_UP_LINKS) -> str:
+    """``link`` checked against the machine's links, or the first of ``order`` it lists when None."""
+    names = [n for n, _ in machine.links]
+    if link is None:
+        chosen = default_link(machine, order)
+        if chosen is None:
+            raise RooflineError(f"{field}: the {machine.name} lists no link ({', '.join(order)}) for the collectives; "
+                                "add one to its machine file", field=field)
+        return chosen
+    name = str(link).strip().lower()
+    if name not in names:
+        raise RooflineError(f"{field} {link!r}: the {machine.name} has no such link; it has {', '.join(names) or 'none'}",
+                            field=field)
+    return name
+
+
 def model_ops(model, phase="decode", tokens=1, batch=1, context=None, attention="flash", precision=None,
-              tensor_parallel=1, link="nvlink") -> list[CountedOp]:
+              tensor_parallel=1, link=None) -> list[CountedOp]:
     """One forward pass of the whole model on one GPU, in order: embedding gather, the L block ops
-    (each counted L times), the tensor-parallel all-reduces (2 L), the final norm and the LM head.
-    Prefill: T = ``tokens`` per sequence; the final norm and LM head run on the last token only
-    (B rows: time to first token needs one set of logits). Decode: one token per sequence against
-    S = ``context`` cached keys. Sizes may be numpy arrays (they broadcast)."""
+    (each counted L times), the tensor-parallel all-reduces (2 L) over ``link`` (required when
+    t > 1), the final norm and the LM head. Prefill: T = ``tokens`` per sequence; the final norm
+    and LM head run on the last token only (B rows: time to first token needs one set of logits).
+    Decode: one token per sequence against S = ``context`` cached keys. Sizes may be numpy arrays
+    (they broadcast)."""
+    if int(tensor_parallel) > 1 and link is None:
+        raise RooflineError("tensor parallelism needs the link its all-reduces cross (predict_model defaults to the "
+                            "machine's scale-up link)", field="link")
+    return _model_ops(model, phase, tokens, batch, context, attention, precision, tensor_parallel, link)
+
+
+def _model_ops(model, phase, tokens, batch, context, attention, precision, tensor_parallel, link) -> list[CountedOp]:
+    """model_ops; with ``link`` None the all-reduces are left out (for weight and KV sums only)."""
     cfg = get_model(model)
     precision = precision or Precision()
     sh = shard(cfg, tensor_parallel)
@@ -160,7 +245,7 @@ def model_ops(model, phase="decode", tokens=1, batch=1, context=None, attention=
     wa = precision.activations
     block = block_kernels(sh, phase, tokens, batch, context, attention, wa)
     T = tokens if phase == "prefill" else 1
-    S = tokens if (phase == "prefill" or context is None) else context
+    S = context_of(phase, tokens, context)
     M = batch * T
     D, L = cfg.d_model, cfg.n_layers
 
@@ -170,14 +255,9 @@ def model_ops(model, phase="decode", tokens=1, batch=1, context=None, attention=
 
     ops = [counted(embedding_kernel(M, D, wa, name="embedding"), 1, M * D)]
     ops += [counted(k, L, *_split_elems(sh, k.name, phase, batch, T, S)) for k in block]
-    if t > 1:
+    if t > 1 and link is not None:
         ops.append(counted(all_reduce_kernel(M * D, t, link, wa, name=f"TP all-reduce ({link})"), 2 * L))
-    if cfg.norm == "layernorm":
-        norm = layernorm_kernel(batch, D, wa)
-        norm = Kernel("final norm", norm.flops, norm.bytes, norm.category, norm.dtype)
-    else:
-        norm = rmsnorm_kernel(batch, D, wa, name="final norm")
-    ops.append(counted(norm, 1))
+    ops.append(counted(_norm(cfg, batch, wa, "final norm"), 1))
     ops.append(counted(matmul_kernel(batch, sh.vocab, D, wa, name="LM head"), 1, D * sh.vocab))
     return ops
 
@@ -200,8 +280,8 @@ def predict_counted(ops: list[CountedOp], machine, cost_model: CostModel) -> Wor
 
 
 def default_cost_model(machine: Machine) -> CostModel:
-    """Seed 003's fractions (e_c 0.70, e_m 0.85) with the machine's preset launch overhead."""
-    return CostModel(0.70, 0.85, machine.launch_overhead_s)
+    """Seed 003's cost model (cost.seed_cost_model) with the machine's preset launch overhead."""
+    return seed_cost_model(launch_overhead_s=machine.launch_overhead_s)
 
 
 @dataclass(frozen=True)
@@ -370,17 +450,38 @@ class ModelPrediction:
         return self.prediction.to_table()
 
 
+def time_by_limit(pred: ModelPrediction) -> dict[str, float]:
+    """Seconds of one pass (scalar sizes) by what holds each op back: "compute" for compute-bound
+    ops, "link" for collectives, and a memory-bound op's time split over "weights", "kv_cache" and
+    "activations" in proportion to the bytes of each it moves."""
+    out = dict.fromkeys(("compute", "link", "weights", "kv_cache", "activations"), 0.0)
+    for p, op in zip(pred.prediction.ops, pred.ops):
+        t = float(p.time_s)
+        total = float(p.bytes)  # op bytes times its count, as are the parts below
+        if p.bound != "memory" or total <= 0:
+            out["compute" if p.bound == "memory" else p.bound] += t
+            continue
+        w, kv = float(op.weight_bytes) * op.count, float(op.kv_bytes) * op.count
+        out["weights"] += t * w / total
+        out["kv_cache"] += t * kv / total
+        out["activations"] += t * max(total - w - kv, 0.0) / total
+    return out
+
+
 def predict_model(model="llama3-8b", machine="h100-sxm", phase="decode", tokens=1, batch=1, context=None,
-                  attention="flash", precision=None, tensor_parallel=1, link="nvlink",
+                  attention="flash", precision=None, tensor_parallel=1, link=None,
                   cost_model: CostModel | None = None) -> ModelPrediction:
     """Predict one forward pass of the whole model (see model_ops). Default cost model: seed 003's
-    fractions with the machine's launch overhead."""
+    fractions with the machine's launch overhead; default link: the machine's scale-up link (a
+    link given is checked against the machine's even at t = 1)."""
     cfg = get_model(model)
     m = get_machine(machine)
-    precision = precision or Precision()
+    precision = (precision or Precision()).check_machine(m)
     cost_model = cost_model or default_cost_model(m)
+    if link is not None or int(check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True)) > 1:
+        link = resolve_link(m, link)
     ops = model_ops(cfg, phase, tokens, batch, context, attention, precision, tensor_parallel, link)
-    S = tokens if (phase == "prefill" or context is None) else context
+    S = context_of(phase, tokens, context)
     return ModelPrediction(
         model=cfg.key or cfg.name, machine=m.key or m.name, phase=phase, tokens=tokens if phase == "prefill" else 1,
         batch=batch, context=S, attention=attention, precision=precision, tensor_parallel=int(tensor_parallel),
@@ -420,7 +521,7 @@ def kv_overtakes_weights_context(model, batch=1, precision: Precision | None = N
     d_head w_kv) as weights: S* = ceil(weight bytes read / (B KV bytes per token)). Weight bytes read are the
     matmul weights (the experts a batch of B touches, for MoE), not the embedding table."""
     precision = precision or Precision()
-    step = model_ops(model, "decode", 1, batch, 1, "flash", precision, tensor_parallel)
+    step = _model_ops(model, "decode", 1, batch, 1, "flash", precision, tensor_parallel, None)
     read = sum(op.weight_bytes * op.count for op in step if op.kernel.category == "matmul")  # the LM head included
     s_star = np.ceil(read / (np.asarray(batch, dtype=float) * kv_bytes_per_token(model, precision, tensor_parallel)))
     return int(s_star) if np.ndim(s_star) == 0 else s_star.astype(np.int64)

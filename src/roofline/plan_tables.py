@@ -5,8 +5,9 @@ TFLOP/s, days.
 
 from __future__ import annotations
 
+from roofline.plan import SEARCH_MAX_BATCH
 from roofline.tables import grid
-from roofline.units import format_si
+from roofline.units import DTYPE_BYTES, format_si
 
 
 def count_text(n) -> str:
@@ -38,48 +39,46 @@ def decode_table(plan) -> str:
     mem = plan.memory
     cap = mem.capacity_bytes
     S = int(s.context)
-    tp = f", tensor parallel {s.tensor_parallel} over {_tp_link(s)}" if s.tensor_parallel > 1 else ""
+    rows = plan.rows()
+    tp = f", tensor parallel {s.tensor_parallel} over {plan.link or _tp_link(s)}" if s.tensor_parallel > 1 else ""
     head = [
         f"{_model_name(s.model)} decode on {s.machine_spec.name}: context {S:,}, {s.attention} attention, "
         f"{s.precision.label()}{tp}",
         _cost_line(s.cost_model),
-        f"weights {format_si(mem.parts[0].bytes, 'B')} per GPU (a step reads all but the embedding table); "
+        f"weights {format_si(mem.parts[0].bytes, 'B')} per GPU ({_weights_read(plan, rows)}); "
         f"KV cache {format_si(plan.kv_per_sequence_bytes, 'B')} per sequence; memory {format_si(cap, 'B') if cap else 'unknown'}",
     ]
     if plan.prefill is not None:
         head.append(f"time to first token for a {S:,}-token prompt at batch 1: {_ms(plan.prefill.time_s)} ms")
-    show_link = any(r["link_share"] > 0 for r in plan.rows())
+    show_link = any(r["link_share"] > 0 for r in rows)
     headers = ["batch", "step ms", "tokens/s", "FLOP/B", "weights read GB", "KV read GB", "matmuls", "step", "mem-bound"]
     headers += ["link-bound"] if show_link else []
     headers += ["fits"]
-    rows = []
-    for r in plan.rows():
+    table = []
+    for r in rows:
         row = [f"{r['batch']:,}", _ms(r["step_s"]), f"{r['tokens_per_s']:,.0f}", f"{r['intensity']:,.1f}",
                f"{r['weight_bytes'] / 1e9:,.2f}", f"{r['kv_bytes'] / 1e9:,.2f}", r["gemm_bound"], r["bound"],
                _pct(r["memory_bound_share"])]
         row += [_pct(r["link_share"])] if show_link else []
         row += ["-" if r["fits"] is None else ("yes" if r["fits"] else "no")]
-        rows.append(row)
+        table.append(row)
     right = [True, True, True, True, True, True, False, False, True] + ([True] if show_link else []) + [False]
     ridge = s.machine_spec.ridge(s.precision.compute)
     cm = s.cost_model
-    lines = head + ["", grid(headers, rows, right), ""]
+    lines = head + ["", grid(headers, table, right), ""]
     cb = plan.compute_bound_batch
     lines.append(
-        f"matmuls turn compute-bound at batch {cb:,}" if cb else "matmuls stay memory-bound up to batch 65,536"
+        f"matmuls turn compute-bound at batch {cb:,}" if cb else f"matmuls stay memory-bound up to batch {SEARCH_MAX_BATCH:,}"
     )
-    from roofline.units import DTYPE_BYTES
-
     per_batch = 2.0 / DTYPE_BYTES[s.precision.weights]  # 2 FLOPs per weight per sequence over w bytes
     view = "batch" if per_batch == 1 else f"{per_batch:g} x batch"
+    if plan.experts:  # a dense weight is used by every sequence, an expert's by those routed to it
+        k = plan.experts[1]
+        view = f"{view} (dense weights) or {view} x {k} / experts touched (experts)"
     lines[-1] += (f" (weights-only intensity = {view} with {s.precision.weights} weights; {s.precision.compute} ridge "
                   f"{ridge:,.0f} FLOP/B, {ridge * cm.compute_efficiency / cm.memory_efficiency:,.0f} at e_c/e_m)")
     scb = plan.step_compute_bound_batch
-    if scb:
-        lines.append(f"the whole step turns compute-bound at batch {scb:,}")
-    else:
-        lines.append(f"the step as a whole stays memory-bound at every batch up to 65,536: each sequence's KV-cache "
-                     f"reads ({format_si(plan.kv_per_sequence_bytes, 'B')}) take longer than its FLOPs")
+    lines.append(f"the whole step turns compute-bound at batch {scb:,}" if scb else _step_limit_text(plan))
     if plan.max_batch_in_memory is None:
         lines.append("largest batch in memory: unknown (the machine gives no capacity)")
     elif plan.max_batch_in_memory == 0:
@@ -88,9 +87,35 @@ def decode_table(plan) -> str:
         lines.append(f"largest batch whose weights + KV cache fit in {format_si(cap, 'B')} at context {S:,}: "
                      f"{plan.max_batch_in_memory:,}")
     cross = plan.kv_crossover_context
-    lines.append(f"KV-cache reads overtake weight reads at context {cross:,} at batch 1 "
-                 f"(at batch B: {cross:,} / B for a dense model)")
+    at_b = (f"at batch B the tokens touch more experts, so later than {cross:,} / B" if plan.experts
+            else f"at batch B: {cross:,} / B for a dense model")
+    lines.append(f"KV-cache reads overtake weight reads at context {cross:,} at batch 1 ({at_b})")
     return "\n".join(lines)
+
+
+def _weights_read(plan, rows) -> str:
+    """What a decode step reads of the weights: all but the embedding table (dense), or the
+    experts its tokens touch (MoE: E(1 - (1 - k/E)^B) of E per layer, on average)."""
+    if not plan.experts:
+        return "a step reads all but the embedding table"
+    E, k = plan.experts
+    lo, hi = rows[0], rows[-1]
+    text = (f"all {E} experts; a step reads the {E}(1 - (1 - {k}/{E})^B) per layer that its tokens touch: "
+            f"{lo['weight_bytes'] / 1e9:,.2f} GB at batch {lo['batch']:,}")
+    return text + (f", {hi['weight_bytes'] / 1e9:,.2f} GB at {hi['batch']:,}" if len(rows) > 1 else "")
+
+
+def _step_limit_text(plan) -> str:
+    """Why the step as a whole never turns compute-bound up to SEARCH_MAX_BATCH."""
+    limit, n = plan.step_limit, SEARCH_MAX_BATCH
+    if limit == "link":
+        return (f"the step as a whole never turns compute-bound up to batch {n:,}: its tensor-parallel all-reduces over "
+                f"{plan.link or _tp_link(plan.step)} take longer than its FLOPs (link-bound)")
+    kv = format_si(plan.kv_per_sequence_bytes, "B")
+    why = {"kv_cache": f"each sequence's KV-cache reads ({kv}) take longer than its FLOPs",
+           "weights": "its weight reads take longer than its FLOPs",
+           "activations": "its activation reads and writes (norms, element-wise ops) take longer than its FLOPs"}
+    return f"the step as a whole stays memory-bound at every batch up to {n:,}: {why.get(limit, why['kv_cache'])}"
 
 
 def _model_name(key: str) -> str:
@@ -166,8 +191,15 @@ def _pct1(x) -> str:
 def sweep_table(result) -> str:
     over = result.over
     fixed = ", ".join(f"{k} {v:,}" for k, v in result.fixed)
+    precision = result.precision.label()
+    if result.precisions:
+        precision = "; ".join(f"{m}: {p.label()}" for m, p in result.precisions)
+    if result.tensor_parallel > 1:
+        links = {s.link for s in result.series}
+        over_link = links.pop() if len(links) == 1 else ", ".join(f"{s.machine} {s.link}" for s in result.series)
+        precision += f"; tensor parallel {result.tensor_parallel} over {over_link}"
     lines = [f"{_model_name(result.model)} {result.phase} sweep over {over} ({fixed}; {result.attention} attention, "
-             f"{result.precision.label()})", ""]
+             f"{precision})", ""]
     key = {"tokens": "tokens", "batch": "batch", "context": "context"}.get(over)
     time_label = "TTFT ms" if result.phase == "prefill" else "step ms"
     headers = (["machine"] if over == "machines" or len(result.series) > 1 else []) + ([key] if key else [])

@@ -14,7 +14,7 @@ import numpy as np
 from roofline.cost import CostModel, _jsonable
 from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_number
 from roofline.machines import Machine, get_machine
-from roofline.plan import Precision, default_cost_model, predict_model
+from roofline.plan import Precision, default_cost_model, predict_model, resolve_link
 from roofline.transformer import get_model
 
 AXES = ("tokens", "batch", "context", "machines")
@@ -41,12 +41,15 @@ class SweepSeries:
     bound: np.ndarray
     weight_bytes: np.ndarray
     kv_bytes: np.ndarray
+    precision: Precision | None = None  # as resolved for this machine (see sweep's ``precision``)
+    link: str | None = None  # of the tensor-parallel all-reduces (t > 1)
 
 
 @dataclass(frozen=True)
 class SweepResult:
     """A sweep: ``over`` one of tokens, batch, context, machines; the sizes held fixed; a series per
-    machine. ``rows()`` flattens it to one row per (machine, value) for CSV and JSON."""
+    machine. ``rows()`` flattens it to one row per (machine, value) for CSV and JSON. ``precision`` is
+    the first machine's; ``precisions`` lists each machine's when they differ."""
 
     model: str
     over: str
@@ -56,6 +59,13 @@ class SweepResult:
     precision: Precision
     tensor_parallel: int
     series: tuple[SweepSeries, ...]
+
+    @property
+    def precisions(self) -> tuple[tuple[str, Precision], ...]:
+        """(machine, precision) for each series whose precision differs from ``precision``'s; empty when all agree."""
+        if all(s.precision in (None, self.precision) for s in self.series):
+            return ()
+        return tuple((s.machine, s.precision) for s in self.series)
 
     @property
     def predictions(self) -> int:
@@ -73,6 +83,8 @@ class SweepResult:
     def to_dict(self) -> dict:
         return {"model": self.model, "over": self.over, "phase": self.phase, **{k: _jsonable(v) for k, v in self.fixed},
                 "attention": self.attention, "precision": self.precision.to_dict(), "tensor_parallel": self.tensor_parallel,
+                **({"precision_by_machine": {m: p.to_dict() for m, p in self.precisions}} if self.precisions else {}),
+                "tensor_parallel_link": {s.machine: s.link for s in self.series} if self.tensor_parallel > 1 else None,
                 "rows": self.rows()}
 
     def to_json(self) -> str:
@@ -90,15 +102,15 @@ class SweepResult:
 
 
 def sweep(model="llama3-8b", machines=("h100-sxm",), over="batch", values=None, phase=None, tokens=4096, batch=1,
-          context=4096, attention="flash", precision: Precision | None = None, tensor_parallel=1, link="nvlink",
-          cost_model: CostModel | Callable[[Machine], CostModel] | None = None) -> SweepResult:
+          context=4096, attention="flash", precision: Precision | Callable[[Machine], Precision] | None = None,
+          tensor_parallel=1, link=None, cost_model: CostModel | Callable[[Machine], CostModel] | None = None) -> SweepResult:
     """Sweep ``over`` tokens (prefill: time to first token), batch or context (decode by default)
     at the fixed other sizes, on each machine; or over ``machines`` at fixed sizes. ``cost_model``
-    is one CostModel for all machines or a function of the machine (default: seed 003's fractions
-    with each machine's launch overhead)."""
+    and ``precision`` are one value for all machines or a function of the machine (defaults: seed
+    003's fractions with each machine's launch overhead; bf16). ``link`` None is each machine's
+    scale-up link; a link named must be one every machine lists."""
     check_choice("over", over, AXES)
     cfg = get_model(model)
-    precision = precision or Precision()
     machines = [get_machine(m) for m in ([machines] if isinstance(machines, (str, Machine)) else machines)]
     if not machines:
         raise RooflineError("sweep needs at least one machine", field="machine")
@@ -122,7 +134,7 @@ def sweep(model="llama3-8b", machines=("h100-sxm",), over="batch", values=None, 
     series = tuple(_series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, cost_model) for m in machines)
     fixed = tuple((k, v) for k, v in sizes.items() if k != over and not (phase == "decode" and k == "tokens")
                   and not (phase == "prefill" and k == "context"))
-    return SweepResult(cfg.key or cfg.name, over, phase, fixed, attention, precision, int(tensor_parallel), series)
+    return SweepResult(cfg.key or cfg.name, over, phase, fixed, attention, series[0].precision, int(tensor_parallel), series)
 
 
 CHUNK = 32768  # sizes per vectorised call: arrays this long stay in cache (1e6 at once is ~3x slower)
@@ -130,6 +142,9 @@ CHUNK = 32768  # sizes per vectorised call: arrays this long stay in cache (1e6 
 
 def _series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, cost_model) -> SweepSeries:
     cm = cost_model(m) if callable(cost_model) else (cost_model or default_cost_model(m))
+    precision = precision(m) if callable(precision) else (precision or Precision())
+    if link is not None or int(check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True)) > 1:
+        link = resolve_link(m, link)
     axis = next((k for k, v in sizes.items() if np.ndim(v)), None)
     swept = np.asarray(sizes[axis]) if axis else np.asarray([sizes["tokens" if phase == "prefill" else "batch"]])
     parts = []
@@ -140,4 +155,5 @@ def _series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, c
         n = min(CHUNK, swept.size - lo)
         parts.append({f: np.broadcast_to(np.asarray(getattr(p, f)), (n,)) for f in SERIES_FIELDS})
     cols = {f: np.concatenate([part[f] for part in parts]) for f in SERIES_FIELDS}
-    return SweepSeries(machine=m.key or m.name, machine_name=m.name, values=swept, **cols)
+    return SweepSeries(machine=m.key or m.name, machine_name=m.name, values=swept, **cols, precision=precision,
+                       link=link if int(tensor_parallel) > 1 else None)

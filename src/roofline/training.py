@@ -10,12 +10,18 @@ FLOPs conventions (seed 000 section 2.3 and exercise 4):
           attention counted in full, the PaLM / Megatron convention); full recompute executes
           8 N_matmul + 16 L h s, selective recompute re-runs attention's 4 L h s.
 MFU = model FLOPs / (GPUs x peak x time); HFU counts the FLOPs executed, recomputation included.
+
+Links: the tensor-parallel all-reduces default to the machine's scale-up link (plan.SCALE_UP_LINKS);
+the data-parallel collectives to the scale-up link within one node, and across nodes to
+infiniband, else roce, else ici (a TPU pod), else pcie (a scale-out NIC sits behind PCIe, so PCIe
+bounds it), else the scale-up link; a fallback is said in the plan's notes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 
 from roofline.cost import CostModel, WorkloadPrediction, _jsonable
@@ -23,7 +29,7 @@ from roofline.errors import RooflineError, check_choice, check_fraction, check_n
 from roofline.kernels import all_gather_kernel, all_reduce_kernel, reduce_scatter_kernel
 from roofline.machines import get_machine
 from roofline.capacity import MemoryPart, MemoryPlan
-from roofline.plan import CountedOp, predict_counted, shard
+from roofline.plan import SCALE_UP_LINKS, CountedOp, computes_in, default_link, predict_counted, resolve_link, shard
 from roofline.transformer import (
     active_params,
     attention_flops_per_token_forward,
@@ -32,6 +38,7 @@ from roofline.transformer import (
     get_model,
     matmul_params,
 )
+from roofline.units import DTYPE_BYTES
 
 RECOMPUTE = ("none", "selective", "full")
 CONVENTIONS = ("6nd", "full")
@@ -44,6 +51,8 @@ SECONDS_PER_HOUR = 3600.0
 WEIGHT_BYTES_PER_PARAM = 2.0
 GRADIENT_BYTES_PER_PARAM = 2.0
 OPTIMIZER_BYTES_PER_PARAM = 12.0
+
+SCALE_OUT_LINKS = ("infiniband", "roce", "ici", "pcie") + SCALE_UP_LINKS  # data parallel across nodes
 
 
 def train_flops_per_token(model, seq_len: int, convention: str = "6nd", recompute: str = "none") -> tuple[float, float]:
@@ -119,6 +128,12 @@ class Layout:
     def gpus(self) -> int:
         return self.data_parallel * self.tensor_parallel * self.pipeline_parallel
 
+    def micro_batches(self, seq_len: int) -> int:
+        """Micro-batches each data-parallel rank runs per optimizer step, m = global batch /
+        (data x micro-batch x sequence): one when no global batch is set."""
+        per = self.data_parallel * self.micro_batch * seq_len
+        return max(1, int(round(self.global_batch_tokens / per)))
+
     def label(self) -> str:
         return (f"data {self.data_parallel} x tensor {self.tensor_parallel} x pipeline {self.pipeline_parallel}, "
                 f"ZeRO {self.zero}, micro-batch {self.micro_batch}")
@@ -127,7 +142,8 @@ class Layout:
 def make_layout(gpus, tensor_parallel=1, pipeline_parallel=1, zero=0, micro_batch=1, seq_len=8192,
                 global_batch_tokens=None, sequence_parallel=True) -> Layout:
     """The layout with data_parallel = gpus / (tensor x pipeline); the global batch defaults to one
-    micro-batch per data-parallel rank."""
+    micro-batch per data-parallel rank and must be a whole number of such rounds (each rank runs
+    whole micro-batches of ``micro_batch`` sequences of ``seq_len`` tokens)."""
     for name, v in (("gpus", gpus), ("tensor_parallel", tensor_parallel), ("pipeline_parallel", pipeline_parallel),
                     ("micro_batch", micro_batch)):
         check_number(name, v, maximum=1e7, integer=True)
@@ -142,30 +158,52 @@ def make_layout(gpus, tensor_parallel=1, pipeline_parallel=1, zero=0, micro_batc
     if global_batch_tokens < per_step_min:
         raise RooflineError(f"global_batch {global_batch_tokens:,.0f} tokens is less than one micro-batch per data-parallel rank "
                             f"({dp} x {micro_batch} x {seq_len} = {per_step_min:,} tokens)", field="global_batch")
+    rounds = global_batch_tokens / per_step_min
+    if rounds != round(rounds):
+        lo, hi = math.floor(rounds) * per_step_min, math.ceil(rounds) * per_step_min
+        raise RooflineError(f"global_batch {global_batch_tokens:,.0f} tokens is not a whole number of micro-batches per "
+                            f"data-parallel rank: it must be a multiple of data {dp} x micro-batch {micro_batch} x sequence "
+                            f"{seq_len:,} = {per_step_min:,} tokens (e.g. {lo:,} or {hi:,})", field="global_batch")
     return Layout(dp, tp, pp, int(zero), int(micro_batch), float(global_batch_tokens), bool(sequence_parallel))
+
+
+def check_pipeline(cfg, layout: Layout) -> int:
+    """Layers per pipeline stage, L / p: p must divide the model's L layers (stages split them evenly)."""
+    p, L = layout.pipeline_parallel, cfg.n_layers
+    if p > L or L % p:
+        raise RooflineError(f"pipeline_parallel {p} must divide {cfg.name}'s {L} layers (each stage holds L / p of them)",
+                            field="pipeline_parallel")
+    return L // p
 
 
 def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = None, seq_len=8192,
                  recompute="none", attention="flash") -> MemoryPlan:
     """Memory per GPU: model states (ZeRO over the data-parallel ranks) of the GPU's tensor and
-    pipeline slice, and the activations of the first pipeline stage, which holds p micro-batches
-    of L/p layers under 1F1B: L layers' worth (Korthikanti et al. section 4.2.3)."""
+    pipeline slice, and the activations of the first pipeline stage. Under 1F1B that stage has
+    min(p, m) micro-batches in flight (m per step per data-parallel rank), each through its L / p
+    layers: L layers' worth once m >= p (Korthikanti et al. section 4.2.3), m L / p below that."""
     cfg = get_model(model)
     m = get_machine(machine)
     layout = layout or make_layout(1, seq_len=seq_len)
     check_number("seq_len", seq_len, maximum=1e8, integer=True)
+    per_stage = check_pipeline(cfg, layout)
+    in_flight = min(layout.pipeline_parallel, layout.micro_batches(seq_len))
     params = count_params(shard(cfg, layout.tensor_parallel))["total"] / layout.pipeline_parallel
     states = model_state_bytes(params, layout.data_parallel, layout.zero)
-    acts = cfg.n_layers * activation_bytes_per_layer(seq_len, layout.micro_batch, cfg.d_model, cfg.n_heads,
-                                                     layout.tensor_parallel, layout.sequence_parallel, recompute, attention)
+    acts = in_flight * per_stage * activation_bytes_per_layer(seq_len, layout.micro_batch, cfg.d_model, cfg.n_heads,
+                                                              layout.tensor_parallel, layout.sequence_parallel, recompute,
+                                                              attention)
     parts = tuple(MemoryPart(k, v) for k, v in states.items()) + (MemoryPart("activations", acts),)
     settings = (("gpus", layout.gpus), ("data_parallel", layout.data_parallel), ("tensor_parallel", layout.tensor_parallel),
                 ("pipeline_parallel", layout.pipeline_parallel), ("zero", layout.zero), ("micro_batch", layout.micro_batch),
                 ("seq_len", int(seq_len)), ("recompute", recompute), ("attention", attention),
                 ("sequence_parallel", layout.sequence_parallel),
-                ("params_per_gpu", params))
-    notes = ("activations: Korthikanti et al. 2022, Table 2 (GPT layer; an estimate for gated MLPs and GQA)",
-             "pipeline stages split the layers evenly; the embedding and LM head on the end stages are not added")
+                ("params_per_gpu", params), ("micro_batches_in_flight", in_flight), ("layers_per_stage", per_stage))
+    notes = ("activations: Korthikanti et al. 2022, Table 2 (GPT layer; an estimate for gated MLPs and GQA)",)
+    if layout.pipeline_parallel > 1:
+        notes += (f"pipeline: the first stage holds min(p {layout.pipeline_parallel}, m {layout.micro_batches(seq_len)}) = "
+                  f"{in_flight} micro-batches in flight x {per_stage} layers (1F1B); the embedding and LM head on the end "
+                  "stages are not added",)
     plan = MemoryPlan("train", cfg.key or cfg.name, m.key or m.name, parts, m.memory_bytes, settings, (), "", notes, m.name)
     if plan.fits is False:
         plan = dataclasses.replace(plan, advice=_train_advice(cfg, m, layout, seq_len, recompute, attention))
@@ -189,28 +227,36 @@ def _train_advice(cfg, m, layout, seq_len, recompute, attention) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: str = "none", tp_link="nvlink",
-                     dp_link="infiniband") -> tuple[list[CountedOp], list[str]]:
-    """The collectives one GPU runs per optimizer step, with notes on what is left out.
+def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: str = "none", tp_link=None,
+                     dp_link=None, gpus_per_node: int = 8) -> tuple[list[CountedOp], list[str]]:
+    """The collectives one GPU runs per optimizer step, with notes on what is left out and on
+    default links that fall back (see the module docstring; a link named must be the machine's).
 
     Tensor parallel (Megatron-LM): 2 all-reduces of the (b s, D) activations per layer forward and
-    2 backward (2 more forward with full recompute), for each of the step's micro-batches and the
+    2 backward (2 more forward with full recompute), for each of the step's m micro-batches and the
     GPU's L / p layers; with sequence parallelism each is a reduce-scatter + all-gather, the same
     bytes. Data parallel: the bf16 gradients of the GPU's slice all-reduced across the data ranks
     once per step (ZeRO 1 and 2: a reduce-scatter and an all-gather, the same bytes); ZeRO 3
     reduce-scatters the gradients and all-gathers the weights twice (forward and backward)."""
     cfg = get_model(model)
     m = get_machine(machine)
+    per_stage = check_pipeline(cfg, layout)
     ops, notes = [], []
-    micro_steps = layout.global_batch_tokens / (layout.data_parallel * layout.micro_batch * seq_len)
-    if layout.tensor_parallel > 1:
-        if _has_link(m, tp_link, notes):
-            per_layer = 4 + (2 if recompute == "full" else 0)
-            count = per_layer * cfg.n_layers / layout.pipeline_parallel * micro_steps
-            k = all_reduce_kernel(layout.micro_batch * seq_len * cfg.d_model, layout.tensor_parallel, tp_link, "bf16",
-                                  name=f"TP all-reduce ({tp_link})")
-            ops.append(CountedOp(k, count))
-    if layout.data_parallel > 1 and _has_link(m, dp_link, notes):
+    tp_link = _link(m, tp_link, "tp_link", SCALE_UP_LINKS, notes) if layout.tensor_parallel > 1 else None
+    if layout.data_parallel > 1:
+        one_node = layout.gpus <= gpus_per_node
+        dp_link = _link(m, dp_link, "dp_link", SCALE_UP_LINKS if one_node else SCALE_OUT_LINKS, notes)
+        if dp_link and not one_node and dp_link not in ("infiniband", "roce"):
+            notes.append(f"the {m.name} lists no infiniband or roce link: the data-parallel collectives across nodes go over "
+                         f"{dp_link}" + (" (a scale-out NIC sits behind PCIe, so PCIe bounds it)" if dp_link == "pcie" else "")
+                         + "; choose with --dp-link")
+    if tp_link:
+        per_layer = 4 + (2 if recompute == "full" else 0)
+        count = per_layer * per_stage * layout.micro_batches(seq_len)
+        k = all_reduce_kernel(layout.micro_batch * seq_len * cfg.d_model, layout.tensor_parallel, tp_link, "bf16",
+                              name=f"TP all-reduce ({tp_link})")
+        ops.append(CountedOp(k, count))
+    if layout.data_parallel > 1 and dp_link:
         grads = count_params(shard(cfg, layout.tensor_parallel))["total"] / layout.pipeline_parallel
         d = layout.data_parallel
         if layout.zero >= 3:
@@ -223,13 +269,14 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
     return ops, notes
 
 
-def _has_link(m, link, notes) -> bool:
-    try:
-        m.link(link)
-        return True
-    except RooflineError as exc:
-        notes.append(f"{exc}: those collectives are not costed")
-        return False
+def _link(m, link, field, order, notes) -> str | None:
+    """The link named (checked against the machine's) or the first of ``order`` it lists; None,
+    with a note, when the machine lists no link at all."""
+    if link is None and default_link(m, order) is None:
+        notes.append(f"the {m.name} lists no link for its {'tensor' if field == 'tp_link' else 'data'}-parallel "
+                     "collectives: they are not costed")
+        return None
+    return resolve_link(m, link, field, order)
 
 
 @dataclass(frozen=True)
@@ -315,8 +362,9 @@ class TrainPlan:
 
     def to_csv(self) -> str:
         """The plan's scalar figures as quantity,value rows (memory and collectives: see to_json)."""
-        rows = [(k, v) for k, v in self.to_dict().items() if not isinstance(v, (list, dict))]
-        return "quantity,value\n" + "".join(f"{k},{'' if v is None else v}\n" for k, v in rows)
+        from roofline.tables import rows_to_csv
+
+        return rows_to_csv([{"quantity": k, "value": v} for k, v in self.to_dict().items() if not isinstance(v, (list, dict))])
 
     def to_table(self) -> str:
         from roofline.plan_tables import train_table
@@ -327,10 +375,11 @@ class TrainPlan:
 def train_plan(model="llama3-8b", tokens=15e12, gpus=1024, machine="h100-sxm", mfu=None, hfu=None, seq_len=8192,
                recompute="none", convention="6nd", dtype="bf16", price_per_gpu_hour=None, tensor_parallel=1,
                pipeline_parallel=1, zero=0, micro_batch=1, global_batch_tokens=None, sequence_parallel=True,
-               attention="flash", tp_link="nvlink", dp_link=None, gpus_per_node=8) -> TrainPlan:
+               attention="flash", tp_link=None, dp_link=None, gpus_per_node=8) -> TrainPlan:
     """Plan a training run at a utilisation: give ``mfu`` (model FLOPs utilisation, default 0.40)
-    or ``hfu`` (hardware FLOPs utilisation, recomputation included), not both. The data-parallel
-    link is NVLink when the job fits in one node of ``gpus_per_node``, else InfiniBand."""
+    or ``hfu`` (hardware FLOPs utilisation, recomputation included), not both; ``dtype`` is the
+    dense peak they are of. Links default as step_collectives says: the machine's scale-up link
+    (tensor parallel, and data parallel within one node of ``gpus_per_node``), else InfiniBand."""
     cfg = get_model(model)
     m = get_machine(machine)
     check_number("tokens", tokens, maximum=1e18)
@@ -343,6 +392,10 @@ def train_plan(model="llama3-8b", tokens=15e12, gpus=1024, machine="h100-sxm", m
     other_tok, _ = train_flops_per_token(cfg, seq_len, other, "none")
     if price_per_gpu_hour is not None:
         check_number("price_per_gpu_hour", price_per_gpu_hour, maximum=1e6)
+    check_choice("peak_dtype", dtype, DTYPE_BYTES)
+    if not computes_in(m, dtype):
+        raise RooflineError(f"peak_dtype {dtype}: the {m.name} has no {dtype} peak; it has {', '.join(m.dtypes)}",
+                            field="peak_dtype")
     peak = m.peak(dtype)
     capacity = layout.gpus * peak
     if hfu is not None:
@@ -355,8 +408,8 @@ def train_plan(model="llama3-8b", tokens=15e12, gpus=1024, machine="h100-sxm", m
         if hw_tok / model_tok * mfu > 1.0 + 1e-12:
             raise RooflineError(f"mfu {mfu:g} with {recompute} recompute means an HFU of {hw_tok / model_tok * mfu:.2f}, "
                                 "above 1: impossible", field="mfu")
-    dp_link = dp_link or ("nvlink" if layout.gpus <= gpus_per_node else "infiniband")
-    ops, notes = step_collectives(cfg, m, layout, seq_len, recompute, tp_link, dp_link)
+    check_number("gpus_per_node", gpus_per_node, maximum=1e4, integer=True)
+    ops, notes = step_collectives(cfg, m, layout, seq_len, recompute, tp_link, dp_link, gpus_per_node)
     step = predict_counted(ops, m, CostModel()) if ops else None
     n = active_params(cfg) if convention == "6nd" else matmul_params(cfg)
     return TrainPlan(

@@ -1,24 +1,69 @@
 """`roofline decode`, `train`, `memory` and `sweep`: inference and training plans (SPEC C6, C7).
 
 Human tables by default, --json (and --csv where rows make sense) for tools, -o FILE.png|.svg for
-figures. Bad input is one line naming the flag, exit code 2 (cli.main).
+figures. Bad input is one line naming the flag and the value, exit code 2 (cli.main): the
+library's errors name its parameter (``field``), which ``_flagged`` turns into the flag.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
 from roofline.cliargs import COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg
 from roofline.errors import RooflineError
+from roofline.plan import QUANT_DTYPES, SEARCH_MAX_BATCH
 
-QUANT = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
 SWEEP_MACHINES = "h100-sxm,h200,b200,a100-80gb,mi300x,l40s"
 
+# The library's parameter names (RooflineError.field) and the flags that set them.
+FLAGS = {
+    "tensor_parallel": "--tp", "pipeline_parallel": "--pp", "global_batch": "--global-batch", "micro_batch": "--micro-batch",
+    "gpus": "--gpus", "gpus_per_node": "--gpus-per-node", "seq_len": "--seq-len", "mfu": "--mfu", "hfu": "--hfu",
+    "peak_dtype": "--peak-dtype", "link": "--link", "tp_link": "--tp-link", "dp_link": "--dp-link", "batch": "--batch",
+    "context": "--context", "tokens": "--tokens", "model": "--model", "machine": "--machine",
+    "memory_fraction": "--memory-fraction", "price_per_gpu_hour": "--price",
+}
 
-def count_list(flag):
-    """'1,2,4,1024' -> [1, 2, 4, 1024], each a whole number > 0 (named in the error)."""
-    one = number_arg(flag, **COUNT)
+
+def _flags_for(args) -> dict:
+    flags = dict(FLAGS)
+    for part, flag in (("weights", "--weights"), ("activations", "--activations"), ("kv_cache", "--kv-cache")):
+        flags[f"{part} dtype"] = flag if getattr(args, part, None) else "--dtype"
+    if args.command == "decode":
+        flags["tokens"] = "--context"  # the time to first token is a prefill of --context tokens
+    if args.command == "sweep" and args.over != "machines":
+        flags[args.over] = "--values"
+    return flags
+
+
+def _flagged(command):
+    """Run a command; a RooflineError naming a parameter is re-raised naming its flag: the leading
+    parameter name becomes the flag ("tensor_parallel 3 must ..." -> "--tp 3 must ..."), or the
+    flag is put in front."""
+
+    @functools.wraps(command)
+    def run(args):
+        try:
+            return command(args)
+        except RooflineError as exc:
+            field, text = exc.field, str(exc)
+            flag = _flags_for(args).get(field)
+            if flag and text.startswith(f"{field} "):
+                text = flag + text[len(field):]
+            elif flag and not text.startswith(flag):
+                text = f"{flag}: {text}"
+            else:
+                raise
+            raise RooflineError(text, field=field) from None
+
+    return run
+
+
+def count_list(flag, maximum=COUNT["maximum"]):
+    """'1,2,4,1024' -> [1, 2, 4, 1024], each a whole number > 0 and at most ``maximum`` (named in the error)."""
+    one = number_arg(flag, integer=True, maximum=maximum)
 
     def convert(text):
         items = [t for t in str(text).replace(" ", "").split(",") if t]
@@ -41,22 +86,28 @@ def _add_model(p):
 
 
 def _add_precision(p):
-    p.add_argument("--dtype", choices=QUANT, default="bf16", help="weights, activations and KV cache (default bf16)")
-    p.add_argument("--weights", choices=QUANT, default=None, help="weight storage dtype (default --dtype)")
-    p.add_argument("--activations", choices=QUANT, default=None, help="activation dtype (default --dtype)")
-    p.add_argument("--kv-cache", choices=QUANT, default=None, help="KV-cache dtype (default --dtype)")
+    p.add_argument("--dtype", choices=QUANT_DTYPES, default="bf16",
+                   help="weights, activations and KV cache (default bf16); a dtype the machine has no peak for (int4, "
+                        "fp4 before Blackwell) means weights only, with bf16 activations, KV cache and matmuls")
+    p.add_argument("--weights", choices=QUANT_DTYPES, default=None, help="weight storage dtype (default --dtype)")
+    p.add_argument("--activations", choices=QUANT_DTYPES, default=None,
+                   help="activation dtype, one the machine computes in (default --dtype)")
+    p.add_argument("--kv-cache", choices=QUANT_DTYPES, default=None, help="KV-cache storage dtype (default --dtype)")
 
 
-def _precision(args):
+def _precision(args, machine):
+    """--dtype on this machine (Precision.uniform), with --weights, --activations, --kv-cache over it."""
     from roofline.plan import Precision
 
-    return Precision(args.weights or args.dtype, args.activations or args.dtype, args.kv_cache or args.dtype)
+    base = Precision.uniform(args.dtype, machine)
+    return Precision(args.weights or base.weights, args.activations or base.activations, args.kv_cache or base.kv_cache)
 
 
 def _add_tp(p):
     p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1,
                    help="tensor-parallel GPUs per model copy (2 all-reduces per block)")
-    p.add_argument("--link", default="nvlink", help="link of the tensor-parallel all-reduces (default nvlink)")
+    p.add_argument("--link", default=None,
+                   help="link of the tensor-parallel all-reduces (default: the machine's nvlink, else xgmi, ici, roce, pcie)")
 
 
 def _add_format(p, csv=True):
@@ -88,22 +139,40 @@ def cmd_decode(args):
     from roofline.plan import DEFAULT_BATCHES, decode_step
 
     _output(args.output)
+    if args.breakdown and args.csv:
+        raise RooflineError("--breakdown is a table of ops, not rows of the batch table: use it without --csv "
+                            "(with --json it is the \"breakdown\" key)", field="breakdown")
     m = machine_from_args(args)
     cm = cost_model_from_args(args, m)
-    plan = decode_plan(args.model, m, args.batch or DEFAULT_BATCHES, args.context, args.attention, _precision(args), args.tp,
-                       args.link, cm, args.memory_fraction)
-    if args.breakdown and not (args.json or args.csv):
-        step = decode_step(args.model, m, args.breakdown, args.context, attention=args.attention, precision=_precision(args),
+    precision = _precision(args, m)
+    plan = decode_plan(args.model, m, args.batch or DEFAULT_BATCHES, args.context, args.attention, precision, args.tp,
+                       args.link, cm, args.memory_fraction, curve="log" if args.output else "none")
+    step = None
+    if args.breakdown:
+        step = decode_step(args.model, m, args.breakdown, args.context, attention=args.attention, precision=precision,
                            tensor_parallel=args.tp, link=args.link, cost_model=cm)
-        print(f"one decode step at batch {args.breakdown:,}, op by op (each op times its count over the layers):\n")
-        print(step.to_table() + "\n")
+        if not args.json:
+            print(f"one decode step at batch {args.breakdown:,}, op by op (each op times its count over the layers):\n")
+            print(step.to_table() + "\n")
 
     def draw(path):
         from roofline.plots import plot_decode
 
         plot_decode(plan, path)
 
-    _emit(args, plan, draw)
+    _emit(args, _WithBreakdown(plan, step) if step is not None and args.json else plan, draw)
+
+
+class _WithBreakdown:
+    """A decode plan whose JSON carries the --breakdown step op by op under "breakdown"."""
+
+    def __init__(self, plan, step):
+        self.plan, self.step = plan, step
+
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps({**self.plan.to_dict(), "breakdown": self.step.to_dict()}, indent=2)
 
 
 def cmd_train(args):
@@ -144,13 +213,13 @@ def cmd_memory(args):
     if args.mode == "train":
         from roofline.training import make_layout, train_memory
 
-        lay = make_layout(args.gpus, args.tp, args.pp, args.zero, args.micro_batch, args.seq_len, None, True)
+        lay = make_layout(args.gpus, args.tp, args.pp, args.zero, args.micro_batch, args.seq_len, args.global_batch, True)
         plan = train_memory(args.model, m, lay, args.seq_len, args.recompute, args.attention)
         options = lambda: _zero_options(_train_like(args), m)  # noqa: E731
     else:
         from roofline.capacity import inference_memory
 
-        plan = inference_memory(args.model, m, args.batch, args.context, _precision(args), args.tp, args.memory_fraction)
+        plan = inference_memory(args.model, m, args.batch, args.context, _precision(args, m), args.tp, args.memory_fraction)
         options = lambda: _batch_options(args, m, plan)  # noqa: E731
 
     def draw(path):
@@ -171,7 +240,7 @@ def cmd_memory(args):
 
 def _train_like(args):
     ns = argparse.Namespace(**vars(args))
-    ns.global_batch, ns.no_sequence_parallel = None, False
+    ns.no_sequence_parallel = False
     return ns
 
 
@@ -180,7 +249,7 @@ def _batch_options(args, m, plan):
 
     limit = dict(plan.limits).get("max_batch_at_context") or 1
     batches = sorted({args.batch, *(2**i for i in range(0, 11) if 2**i <= max(2 * limit, 8))})
-    return [(f"batch {b:,}", inference_memory(args.model, m, b, args.context, _precision(args), args.tp, args.memory_fraction))
+    return [(f"batch {b:,}", inference_memory(args.model, m, b, args.context, _precision(args, m), args.tp, args.memory_fraction))
             for b in batches]
 
 
@@ -191,7 +260,8 @@ def cmd_sweep(args):
     names = args.machine.split(",") if args.machine else (SWEEP_MACHINES.split(",") if args.over == "machines" else ["h100-sxm"])
     machines = [machine_from_args(args, n.strip()) for n in names if n.strip()]
     result = sweep(args.model, machines, args.over, args.values, args.phase, args.tokens, args.batch, args.context,
-                   args.attention, _precision(args), args.tp, args.link, lambda mach: cost_model_from_args(args, mach))
+                   args.attention, lambda mach: _precision(args, mach), args.tp, args.link,
+                   lambda mach: cost_model_from_args(args, mach))
 
     def draw(path):
         from roofline.plots import plot_sweep
@@ -209,17 +279,18 @@ def register(sub):
     _add_model(p)
     add_machine_flags(p)
     p.add_argument("--context", type=number_arg("--context", **COUNT), default=4096, help="tokens in each sequence's KV cache, S")
-    p.add_argument("--batch", type=count_list("--batch"), default=None, help="batches to tabulate (default 1,2,4,...,1024)")
+    p.add_argument("--batch", type=count_list("--batch", maximum=SEARCH_MAX_BATCH), default=None,
+                   help=f"batches to tabulate, each at most {SEARCH_MAX_BATCH:,} (default 1,2,4,...,1024)")
     p.add_argument("--attention", choices=("flash", "naive"), default="flash")
     _add_precision(p)
     _add_tp(p)
     p.add_argument("--memory-fraction", type=number_arg("--memory-fraction", maximum=1.0), default=1.0,
                    help="share of GPU memory for weights + KV cache (default 1; servers keep ~0.9)")
-    p.add_argument("--breakdown", type=number_arg("--breakdown", **COUNT), default=None, metavar="BATCH",
-                   help="also print the whole step op by op at this batch")
+    p.add_argument("--breakdown", type=number_arg("--breakdown", integer=True, maximum=SEARCH_MAX_BATCH), default=None,
+                   metavar="BATCH", help="also print the whole step op by op at this batch (--json: the \"breakdown\" key)")
     add_cost_flags(p)
     _add_format(p)
-    p.set_defaults(func=cmd_decode)
+    p.set_defaults(func=_flagged(cmd_decode))
 
     p = sub.add_parser("train", help="training FLOPs, days, GPU-hours, cost, MFU/HFU, memory per GPU, collectives")
     _add_model(p)
@@ -241,14 +312,18 @@ def register(sub):
     p.add_argument("--global-batch", type=number_arg("--global-batch", maximum=1e15), default=None,
                    help="tokens per optimizer step (default: one micro-batch per data-parallel rank)")
     p.add_argument("--price", type=number_arg("--price", maximum=1e6), default=None, help="$ per GPU-hour")
-    p.add_argument("--peak-dtype", choices=QUANT, default="bf16", help="dtype whose dense peak the utilisation is of")
+    p.add_argument("--peak-dtype", choices=QUANT_DTYPES, default="bf16",
+                   help="dtype whose dense peak the utilisation is of (one the machine has a peak for)")
     p.add_argument("--attention", choices=("flash", "naive"), default="flash", help="naive stores the s x s scores")
     p.add_argument("--no-sequence-parallel", action="store_true", help="tensor parallel without sequence parallelism")
-    p.add_argument("--tp-link", default="nvlink")
-    p.add_argument("--dp-link", default=None, help="gradient all-reduce link (default: nvlink within a node, else infiniband)")
+    p.add_argument("--tp-link", default=None,
+                   help="tensor-parallel link (default: the machine's nvlink, else xgmi, ici, roce, pcie)")
+    p.add_argument("--dp-link", default=None,
+                   help="data-parallel link (default: the tensor-parallel default within a node; across nodes "
+                        "infiniband, else roce, ici, pcie)")
     p.add_argument("--gpus-per-node", type=number_arg("--gpus-per-node", integer=True, maximum=1e4), default=8)
     _add_format(p, csv=False)
-    p.set_defaults(func=cmd_train)
+    p.set_defaults(func=_flagged(cmd_train))
 
     p = sub.add_parser("memory", help="memory per GPU: weights + KV cache (inference) or training states + activations")
     _add_model(p)
@@ -263,11 +338,14 @@ def register(sub):
     p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=4096), default=1, help="train: pipeline parallel")
     p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="train: ZeRO stage")
     p.add_argument("--micro-batch", type=number_arg("--micro-batch", **COUNT), default=1, help="train: sequences")
+    p.add_argument("--global-batch", type=number_arg("--global-batch", maximum=1e15), default=None,
+                   help="train: tokens per optimizer step (default: one micro-batch per data-parallel rank); with --pp it "
+                        "sets the micro-batches in flight")
     p.add_argument("--seq-len", type=number_arg("--seq-len", integer=True, maximum=1e8), default=8192, help="train")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="train")
     p.add_argument("--attention", choices=("flash", "naive"), default="flash", help="train: naive stores the scores")
     _add_format(p)
-    p.set_defaults(func=_memory_entry)
+    p.set_defaults(func=_flagged(_memory_entry))
 
     p = sub.add_parser("sweep", help="sweep tokens, batch, context or machines (vectorised); table, CSV, JSON, plot")
     _add_model(p)
@@ -283,7 +361,7 @@ def register(sub):
     _add_tp(p)
     add_cost_flags(p)
     _add_format(p)
-    p.set_defaults(func=cmd_sweep)
+    p.set_defaults(func=_flagged(cmd_sweep))
 
 
 def _memory_entry(args):
