@@ -249,7 +249,7 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
         activations and KV cache (default: the machine's)."""
         machine = machine_of(q)
         with library_call(q):
-            precision = Precision.uniform(q.dtype or machine.default_dtype)
+            precision = Precision.uniform(q.dtype or machine.default_dtype, machine)
         return {"machine": machine, "attention": q.attention, "precision": precision, "cost_model": cost_model_of(q)}
 
     def context_of(q: LayerQuery) -> int:
