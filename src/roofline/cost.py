@@ -9,8 +9,6 @@ over sizes is one call.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -244,13 +242,9 @@ class WorkloadPrediction:
         return workload_table(self)
 
     def to_csv(self) -> str:
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(OP_FIELDS)
-        for op in self.ops:
-            d = op.to_dict()
-            writer.writerow([d[k] for k in OP_FIELDS])
-        return buf.getvalue()
+        from roofline.tables import rows_to_csv
+
+        return rows_to_csv([op.to_dict() for op in self.ops], OP_FIELDS)
 
 
 def _jsonable(x):

@@ -59,11 +59,13 @@ def workload_table(pred) -> str:
     return "\n".join(lines)
 
 
-def rows_to_csv(rows: Sequence[dict]) -> str:
-    """A list of same-keyed row dicts (a result's ``rows()``) as CSV text with a header."""
+def rows_to_csv(rows: Sequence[dict], fieldnames: Sequence[str] | None = None) -> str:
+    """Same-keyed row dicts (a result's ``rows()``) as CSV text with a header. ``fieldnames`` picks
+    and orders the columns (default: the first row's keys) and gives the header when there are no rows."""
     buf = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    names = list(fieldnames) if fieldnames is not None else (list(rows[0]) if rows else [])
+    if names:
+        writer = csv.DictWriter(buf, fieldnames=names, lineterminator="\n", extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     return buf.getvalue()

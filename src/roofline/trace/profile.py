@@ -19,8 +19,6 @@ correlation id) when the trace has any, else the op's own wall time on the CPU.
 from __future__ import annotations
 
 import ast
-import csv
-import io
 import json
 import math
 from dataclasses import dataclass, field
@@ -365,14 +363,10 @@ class ProfileReport:
         return json.dumps(self.to_dict(), indent=2)
 
     def to_csv(self) -> str:
-        buf = io.StringIO()
-        keys = list(self.ops[0].to_dict()) if self.ops else ["name"]
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(keys)
-        for op in self.ops:
-            d = op.to_dict()
-            w.writerow([d[k] for k in keys])
-        return buf.getvalue()
+        from roofline.tables import rows_to_csv
+
+        rows = [op.to_dict() for op in self.ops]
+        return rows_to_csv(rows, None if rows else ["name"])
 
     def to_table(self, limit: int | None = 20) -> str:
         return profile_table(self, limit)
