@@ -166,7 +166,8 @@ def test_tensor_parallel_decode_has_two_all_reduces_per_block():
     assert ar.bound == "link" and step.link_share > 0
     # the slice: 64/8 query heads, 8/8 kv heads, 28672/8 d_ff, 128256/8 vocab
     sh = shard("llama3-70b", 8)
-    assert (sh.n_heads, sh.n_kv_heads, sh.d_ff, sh.vocab) == (8, 1, 3584, 16032)
+    (layer,) = sh.kinds
+    assert (layer.mixer.heads, layer.mixer.kv_heads, layer.mlp.d_ff, sh.vocab) == (8, 1, 3584, 16032)
     with pytest.raises(RooflineError, match="tensor_parallel 3"):
         shard("llama3-8b", 3)
 
@@ -220,7 +221,7 @@ def test_quantisation_reprices_each_part_and_uses_the_matching_peak():
     kv8 = decode_step("llama3-8b", H100_SXM, 16, 4096, cost_model=PURE, precision=Precision(kv_cache="fp8"))
     assert kv8.kv_bytes == base.kv_bytes / 2 and kv8.weight_bytes == base.weight_bytes
     # all fp8: matmuls at the fp8 peak, 1,979 dense TFLOP/s against 989 for bf16
-    big = dict(cost_model=PURE, context=128)
+    big = dict(cost_model=PURE)
     b16 = time_to_first_token("llama3-8b", H100_SXM, 8192, **big)
     f8 = time_to_first_token("llama3-8b", H100_SXM, 8192, precision=Precision.uniform("fp8"), **big)
     gemm = lambda p: p.totals.gemm_compute_s  # noqa: E731
@@ -522,7 +523,8 @@ def test_int4_is_weight_only_storage_computing_in_bf16():
 
 def test_shared_helpers():
     assert default_cost_model(H100_SXM) == seed_cost_model(launch_overhead_s=H100_SXM.launch_overhead_s)
-    assert (context_of("prefill", 8, 99), context_of("decode", 8, None), context_of("decode", 8, 99)) == (8, 8, 99)
+    # prefill with a context is a chunked-prefill step (8 new tokens of 99 positions), never ignored
+    assert (context_of("prefill", 8, 99), context_of("decode", 8, None), context_of("decode", 8, 99)) == (99, 8, 99)
     norm = model_ops("gpt2", "decode", 1, 2, 16)[-2].kernel  # GPT-2's final LayerNorm, from blocks._norm
     assert norm.name == "final norm" and norm.category == block_kernels("gpt2", "decode", 1, 2, 16)[0].category
     mem = inference_memory("llama3-8b", "h100-sxm", 1, 8192)

@@ -1,14 +1,32 @@
-"""One transformer block as a list of kernels (seed 003's workshop, SPEC C5).
+"""One layer as a list of kernels (seed 003's workshop, SPEC C5), for every kind of layer.
 
-Prefill: T tokens per sequence, batch B, causal attention over the T tokens.
-Decode: one new token per sequence at context S (keys already cached), batch B.
-Attention is "naive" (QK^T, softmax and PV as three kernels with the scores in memory, as
-seed 003's workshop has it) or "flash" (one kernel; only Q, K, V and O touch memory).
+Workload: T new tokens per sequence, batch B, against S positions (context). Prefill: the T
+tokens are the last T of S (S = T for a prompt with no cache; S > T is a chunked-prefill step
+over a cache of S - T tokens), causal. Decode: one new token per sequence with S tokens cached.
 
-Byte counts (w bytes per element): matmul w (MK + KN + MN); RMSNorm reads and writes the
-(BT, D) activations; the residual add reads two and writes one; SiLU-and-multiply reads 2 BT F
-and writes BT F. Weights of norms are ignored. The new token's K and V are counted as part of the
-QKV projection's output; appending them to the cache is not a separate op.
+Attention is "naive" (QK^T, softmax and PV as three kernels with the scores in memory, as seed
+003's workshop has it) or "flash" (one kernel; only Q, K, V and O touch memory). Sliding-window
+and chunked layers attend to at most W (C) keys per query (architecture.attended_pairs) and read
+at most min(S, T + W - 1) keys.
+
+Multi-head latent attention is costed in the form engines run it (vLLM, SGLang, FlashMLA):
+prefill expanded (the latent of all S positions decompressed by kv_b_proj to per-head keys and
+values, then attention with d_qk = nope + rope and d_v), decode absorbed (queries multiplied into
+the latent space, one shared latent "head" of kv_lora_rank + rope read from the cache, outputs
+multiplied back by W_UV). Its attention is one fused kernel in both forms, whatever ``attention``
+says.
+
+State-space layers are costed in their recurrent form: 6 FLOPs per state element per token, the
+state read and written once per decode step (kept on chip through a prefill, written once).
+
+Byte counts (w bytes per element): matmul w (MK + KN + MN); a norm reads and writes the (BT, D)
+activations; a residual add reads two (three for a parallel block) and writes one; an activation
+reads its inputs and writes one output. Weights of norms, biases and attention sinks are ignored.
+The new token's K and V are counted as part of the QKV projection's output.
+
+Each kernel carries its role: ``weight_elems`` (the weights it reads, of parameter part ``part``)
+and ``cache_elems`` (KV cache or SSM state it reads or writes); planning re-prices those at their
+stored widths.
 """
 
 from __future__ import annotations
@@ -17,21 +35,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.architecture import MLP, Attention, LatentAttention, Layer, Mamba, Mamba2, Model, MoE, attended_pairs
 from roofline.cost import CostModel, WorkloadPrediction, seed_cost_model
 from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_number
-from roofline.kernels import (
-    Kernel,
-    attention_pv_kernel,
-    attention_scores_kernel,
-    elementwise_kernel,
-    flash_attention_kernel,
-    layernorm_kernel,
-    matmul_kernel,
-    rmsnorm_kernel,
-    softmax_kernel,
-)
+from roofline.kernels import Kernel, dtype_name
 from roofline.machines import Machine, get_machine
-from roofline.transformer import TransformerConfig, get_model
+from roofline.transformer import get_model
 from roofline.units import dtype_bytes
 
 PHASES = ("prefill", "decode")
@@ -44,101 +53,281 @@ def expected_experts_touched(n_experts, experts_per_token, n_tokens):
     return n_experts * (1.0 - (1.0 - experts_per_token / n_experts) ** np.asarray(n_tokens, dtype=float))
 
 
-def _norm(cfg: TransformerConfig, n_tokens, w, name) -> Kernel:
-    if cfg.norm == "layernorm":
-        return layernorm_kernel(n_tokens, cfg.d_model, w, name=name)
-    return rmsnorm_kernel(n_tokens, cfg.d_model, w, name=name)
+# ---------------------------------------------------------------------------------------------
+# Kernel builders (trusted inputs: the workload is validated once, in block_kernels)
+# ---------------------------------------------------------------------------------------------
 
 
-def _mlp(cfg: TransformerConfig, M, w) -> list[Kernel]:
-    """The feed-forward half's matmuls and activation for M = B T token rows."""
-    D, F = cfg.d_model, cfg.expert_d_ff
-    if cfg.is_moe:
-        wb = dtype_bytes(w)
-        k, E = cfg.experts_per_token, cfg.n_experts
-        touched = expected_experts_touched(E, k, M) + cfg.n_shared_experts
-        rows = M * (k + cfg.n_shared_experts)  # token-expert pairs
-        n_mats = 3 if cfg.gated_mlp else 2
-        ops = [matmul_kernel(M, E, D, w, name="router")]
-        up = n_mats - 1
-        ops.append(Kernel("expert gate+up proj" if cfg.gated_mlp else "expert up proj",
-                          2.0 * rows * D * F * up, wb * (rows * D + touched * up * D * F + rows * up * F), "matmul", w))
-        if cfg.gated_mlp:
-            ops.append(elementwise_kernel(rows * F, n_inputs=2, n_outputs=1, flops_per_elem=5.0, bytes_per_elem=w, name="silu*mul"))
-        else:
-            ops.append(elementwise_kernel(rows * F, flops_per_elem=8.0, bytes_per_elem=w, name="gelu"))
-        ops.append(Kernel("expert down proj", 2.0 * rows * F * D, wb * (rows * F + touched * F * D + rows * D), "matmul", w))
+class _Ops:
+    """Builds one layer's kernels at one activation width."""
+
+    def __init__(self, w: float, dtype: str):
+        self.w, self.dtype = w, dtype
+
+    def mm(self, name, M, N, K, part="", weights=True):
+        """(M, K) @ (K, N): 2MNK FLOPs, w (MK + KN + MN) bytes; the (K, N) operand is a weight."""
+        return Kernel(name, 2.0 * M * N * K, self.w * (M * K + K * N + M * N), "matmul", self.dtype,
+                      weight_elems=K * N if weights else 0.0, part=part if weights else "")
+
+    def norm(self, name, rows, width, kind="rmsnorm"):
+        """RMSNorm ~4 FLOPs per element, LayerNorm ~8; read x, write y."""
+        n = rows * width
+        return Kernel(name, (8.0 if kind == "layernorm" else 4.0) * n, 2.0 * self.w * n, "norm", self.dtype)
+
+    def ew(self, name, n, n_in=1, n_out=1, flops_per_elem=1.0, category="elementwise", cache=0.0):
+        return Kernel(name, flops_per_elem * n, self.w * n * (n_in + n_out), category, self.dtype, cache_elems=cache)
+
+
+def _act_name(mlp, gated: bool) -> str:
+    act = {"gelu_pytorch_tanh": "gelu", "gelu_new": "gelu", "swish": "silu"}.get(mlp.activation, mlp.activation)
+    return f"{act}*mul" if gated else act
+
+
+def _mlp_ops(o: _Ops, mlp: MLP, M, D, prefix="", part="mlp") -> list[Kernel]:
+    """A dense MLP on M rows: gate+up (one (D, 2F) matmul), act*mul, down; or up, act, down."""
+    F = mlp.d_ff
+    if mlp.gated:
+        return [o.mm(f"{prefix}gate+up proj", M, 2 * F, D, part),
+                o.ew(f"{prefix}{_act_name(mlp, True)}", M * F, 2, 1, 5.0),
+                o.mm(f"{prefix}down proj", M, D, F, part)]
+    return [o.mm(f"{prefix}up proj", M, F, D, part),
+            o.ew(f"{prefix}{_act_name(mlp, False)}", M * F, 1, 1, 8.0),
+            o.mm(f"{prefix}down proj", M, D, F, part)]
+
+
+def _moe_ops(o: _Ops, moe: MoE, M, D) -> list[Kernel]:
+    """Router (M, E); routed experts on M k token-expert rows, reading the weights of the experts
+    the M tokens are expected to touch (expected_experts_touched); a shared expert on all M rows."""
+    w = o.w
+    k, E, F = moe.top_k, moe.n_experts, moe.d_ff
+    touched = expected_experts_touched(E, k, M)
+    rows = M * k
+    up = 2 if moe.gated else 1
+    ops = [o.mm("router", M, E, D, "router")]
+    ops.append(Kernel("expert gate+up proj" if moe.gated else "expert up proj", 2.0 * rows * D * F * up,
+                      w * (rows * D + touched * up * D * F + rows * up * F), "matmul", o.dtype,
+                      weight_elems=touched * up * D * F, part="experts"))
+    ops.append(o.ew(_act_name(moe, moe.gated), rows * F, 2 if moe.gated else 1, 1, 5.0 if moe.gated else 8.0))
+    ops.append(Kernel("expert down proj", 2.0 * rows * F * D, w * (rows * F + touched * F * D + rows * D), "matmul",
+                      o.dtype, weight_elems=touched * F * D, part="experts"))
+    if moe.shared_d_ff:
+        ops += _mlp_ops(o, moe.shared, M, D, "shared ", "shared_experts")
+        if moe.shared_gate:
+            ops.append(o.mm("shared gate", M, 1, D, "shared_experts"))
+    return ops
+
+
+def _keys_read(S, T, span):
+    """Keys one sequence's queries read: all S, or at most the window behind the first query."""
+    return np.minimum(S, T + span - 1) if span else S
+
+
+def _attention_ops(o: _Ops, a: Attention, B, T, S, decode: bool, attention: str, D) -> list[Kernel]:
+    H, K, d, dv = a.heads, a.kv_heads, a.head_dim, a.v_head_dim
+    M = B * T
+    w = o.w
+    pairs = attended_pairs(T, S, a.span, bool(a.chunk), causal=not decode)  # per head, per sequence
+    n_s = B * H * pairs
+    keys = _keys_read(S, T, a.span)
+    cached = keys if decode else np.maximum(keys - T, 0)  # keys that come from the cache
+    ops = [o.mm("QKV proj", M, H * d + K * (d + dv), D, "attention")]
+    if a.qk_norm:
+        ops.append(o.norm("q/k norm", M * (H + K), d))
+    q, k_, v, out = B * H * T * d, B * K * keys * d, B * K * keys * dv, B * H * T * dv
+    if attention == "naive":
+        ops += [Kernel("QK^T", 2.0 * n_s * d, w * (q + k_ + n_s), "attention", o.dtype, cache_elems=B * K * cached * d),
+                Kernel("softmax", 5.0 * n_s, 2.0 * w * n_s, "softmax", o.dtype),
+                Kernel("PV", 2.0 * n_s * dv, w * (n_s + v + out), "attention", o.dtype, cache_elems=B * K * cached * dv)]
+    else:
+        ops.append(Kernel("flash attention", 2.0 * n_s * (d + dv) + 5.0 * n_s, w * (q + k_ + v + out), "attention", o.dtype,
+                          cache_elems=B * K * cached * (d + dv)))
+    ops.append(o.mm("out proj", M, D, H * dv, "attention"))
+    return ops
+
+
+def _latent_ops(o: _Ops, a: LatentAttention, B, T, S, decode: bool, D) -> list[Kernel]:
+    """MLA: prefill expanded, decode absorbed (module docstring)."""
+    H, r, rope, nope, dv = a.heads, a.kv_lora_rank, a.qk_rope_head_dim, a.qk_nope_head_dim, a.v_head_dim
+    M = B * T
+    w = o.w
+    ops = []
+    if a.q_lora_rank:
+        ops += [o.mm("q_a proj", M, a.q_lora_rank, D, "attention"), o.norm("q_a norm", M, a.q_lora_rank),
+                o.mm("q_b proj", M, H * a.qk_head_dim, a.q_lora_rank, "attention")]
+    else:
+        ops.append(o.mm("q proj", M, H * a.qk_head_dim, D, "attention"))
+    ops += [o.mm("kv_a proj", M, r + rope, D, "attention"), o.norm("kv_a norm", M, r)]
+    pairs = attended_pairs(T, S, causal=not decode)
+    n_s = B * H * pairs
+    if decode:
+        cache = B * S * (r + rope)
+        ops += [Kernel("q absorb (W_UK)", 2.0 * M * H * nope * r, w * (M * H * nope + H * nope * r + M * H * r), "matmul",
+                       o.dtype, weight_elems=H * nope * r, part="attention"),
+                Kernel("latent attention", 2.0 * n_s * (r + rope) + 2.0 * n_s * r + 5.0 * n_s,
+                       w * (M * H * (r + rope) + cache + M * H * r), "attention", o.dtype, cache_elems=cache),
+                Kernel("out absorb (W_UV)", 2.0 * M * H * r * dv, w * (M * H * r + H * r * dv + M * H * dv), "matmul",
+                       o.dtype, weight_elems=H * r * dv, part="attention")]
+    else:
+        keys = B * S
+        cached = B * np.maximum(S - T, 0) * (r + rope)
+        ops += [Kernel("kv_b proj (expand)", 2.0 * keys * H * (nope + dv) * r,
+                       w * (keys * r + r * H * (nope + dv) + keys * H * (nope + dv)), "matmul", o.dtype,
+                       weight_elems=r * H * (nope + dv), part="attention", cache_elems=cached),
+                Kernel("flash attention", 2.0 * n_s * (a.qk_head_dim + dv) + 5.0 * n_s,
+                       w * (M * H * a.qk_head_dim + keys * H * a.qk_head_dim + keys * H * dv + M * H * dv), "attention",
+                       o.dtype)]
+    ops.append(o.mm("out proj", M, D, H * dv, "attention"))
+    return ops
+
+
+def _ssm_ops(o: _Ops, s, B, T, decode: bool, D) -> list[Kernel]:
+    M = B * T
+    state = B * s.d_inner * s.d_state
+    state_io = 2.0 * state if decode else state  # decode reads and writes it; prefill writes it once
+    if isinstance(s, Mamba2):
+        C = s.conv_channels
+        conv_state = B * (s.conv_kernel - 1) * C
+        ops = [o.mm("in proj", M, s.in_proj_width, D, "ssm"),
+               o.ew("conv1d", M * C, 1, 1, 2.0 * s.conv_kernel, cache=(2.0 if decode else 1.0) * conv_state),
+               Kernel("ssm scan", 6.0 * M * s.d_inner * s.d_state,
+                      o.w * (M * (s.d_inner + 2 * s.n_groups * s.d_state + s.heads) + M * s.d_inner + state_io),
+                      "scan", o.dtype, cache_elems=state_io),
+               o.ew("gated norm", M * s.d_inner, 2, 1, 6.0),
+               o.mm("out proj", M, D, s.d_inner, "ssm")]
         return ops
-    if cfg.gated_mlp:
-        return [
-            matmul_kernel(M, 2 * F, D, w, name="gate+up proj"),
-            elementwise_kernel(M * F, n_inputs=2, n_outputs=1, flops_per_elem=5.0, bytes_per_elem=w, name="silu*mul"),
-            matmul_kernel(M, D, F, w, name="down proj"),
-        ]
-    return [
-        matmul_kernel(M, F, D, w, name="up proj"),
-        elementwise_kernel(M * F, flops_per_elem=8.0, bytes_per_elem=w, name="gelu"),
-        matmul_kernel(M, D, F, w, name="down proj"),
-    ]
+    inner = s.d_inner
+    conv_state = B * (s.conv_kernel - 1) * inner
+    return [o.mm("in proj", M, 2 * inner, D, "ssm"),
+            o.ew("conv1d", M * inner, 1, 1, 2.0 * s.conv_kernel, cache=(2.0 if decode else 1.0) * conv_state),
+            o.mm("x proj", M, s.dt_rank + 2 * s.d_state, inner, "ssm"),
+            o.mm("dt proj", M, inner, s.dt_rank, "ssm"),
+            Kernel("ssm scan", 6.0 * M * inner * s.d_state,
+                   o.w * (M * (2 * inner + 2 * s.d_state) + M * inner + state_io), "scan", o.dtype, cache_elems=state_io),
+            o.ew("gate (y*silu(z))", M * inner, 2, 1, 5.0),
+            o.mm("out proj", M, D, inner, "ssm")]
 
 
-def block_kernels(
-    cfg,
-    phase: str = "prefill",
-    tokens=8192,
-    batch=1,
-    context=None,
-    attention: str = "naive",
-    dtype: str = "bf16",
-) -> list[Kernel]:
-    """The ops of one block, in execution order. ``tokens`` is T (prefill); ``context`` is S
-    (decode: keys already in the cache, default ``tokens``). Sizes may be numpy arrays."""
-    cfg = get_model(cfg)
-    check_choice("phase", phase, PHASES)
+def layer_kernels(layer: Layer, d_model: int, decode: bool, T, B, S, attention: str, dtype: str) -> list[Kernel]:
+    """The ops of one layer of this kind, in execution order (trusted, validated sizes)."""
+    o = _Ops(dtype_bytes(dtype), dtype_name(dtype))
+    D, M = d_model, B * T
+    mix = layer.mixer
+    if isinstance(mix, Attention):
+        mixer = _attention_ops(o, mix, B, T, S, decode, attention, D)
+    elif isinstance(mix, LatentAttention):
+        mixer = _latent_ops(o, mix, B, T, S, decode, D)
+    elif isinstance(mix, (Mamba2, Mamba)):
+        mixer = _ssm_ops(o, mix, B, T, decode, D)
+    else:
+        mixer = []
+    ff = layer.mlp
+    if isinstance(ff, MoE):
+        channel = _moe_ops(o, ff, M, D)
+    elif ff is not None:
+        channel = _mlp_ops(o, ff, M, D)
+    else:
+        channel = []
+    norm = layer.norm
+    first = "attn norm" if layer.is_attention or layer.parallel else ("norm" if not channel else "mixer norm")
+    if layer.parallel:  # one norm (two for NeoX) feeds both; one add of three
+        norms = [o.norm(first, M, D, norm)] + [o.norm(f"norm {i + 2}", M, D, norm) for i in range(layer.n_norms - 1)]
+        return [*norms, *mixer, *channel, o.ew("residual add", M * D, 3, 1)]
+    ops: list[Kernel] = []
+    extra = layer.n_norms - (bool(mixer) + bool(channel))  # Gemma's post-attention and post-feedforward norms
+    if mixer:
+        ops += [o.norm(first if channel else "norm", M, D, norm), *mixer]
+        if extra > 0:
+            ops.append(o.norm("post-attn norm", M, D, norm))
+        ops.append(o.ew("residual add", M * D, 2, 1))
+    if channel:
+        ops += [o.norm("ffn norm" if mixer else "norm", M, D, norm), *channel]
+        if extra > 1:
+            ops.append(o.norm("post-ffn norm", M, D, norm))
+        ops.append(o.ew("residual add 2" if mixer else "residual add", M * D, 2, 1))
+    return ops
+
+
+# ---------------------------------------------------------------------------------------------
+# The validated entry point
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one forward pass computes: ``phase``, ``batch`` B, ``tokens`` T new per sequence (1 in
+    decode), ``context`` S positions attended (prefill: S >= T, default T; decode: S cached).
+    ``Workload.of`` validates and fills the defaults; the CLI and the web build it the same way."""
+
+    phase: str = "prefill"
+    tokens: object = 8192
+    batch: object = 1
+    context: object = 8192
+
+    @classmethod
+    def of(cls, phase: str = "prefill", tokens=None, batch=1, context=None) -> "Workload":
+        check_choice("phase", phase, PHASES)
+        check_number("batch", batch, maximum=MAX_COUNT, integer=True)
+        if phase == "prefill":
+            T = 8192 if tokens is None else tokens
+            check_number("tokens", T, maximum=MAX_COUNT, integer=True)
+            S = T if context is None else context
+            check_number("context", S, maximum=MAX_COUNT, integer=True)
+            if np.any(np.asarray(S) < np.asarray(T)):
+                raise RooflineError(f"context {S} is shorter than the {T} prefill tokens: a chunked-prefill step has "
+                                    "context >= tokens (the cache plus the new tokens)", field="context")
+            return cls(phase, T, batch, S)
+        if tokens is not None and context is not None and np.any(np.asarray(tokens) != 1):
+            raise RooflineError(f"decode makes one token per sequence; tokens {tokens} with context {context} is not a "
+                                "decode step (for T new tokens against a cache use --phase prefill --context S)",
+                                field="tokens")
+        S = (4096 if tokens is None else tokens) if context is None else context
+        check_number("context", S, maximum=MAX_COUNT, integer=True)
+        return cls(phase, 1, batch, S)
+
+    @property
+    def decode(self) -> bool:
+        return self.phase == "decode"
+
+
+def check_size(model: Model, w: Workload):
+    """Refuse workloads whose token rows or attention scores are typos, not workloads."""
+    rows = np.asarray(w.batch, dtype=float) * np.asarray(w.tokens, dtype=float)
+    widest = max([model.d_model] + [max(getattr(k.mlp, "d_ff", 0), getattr(k.mlp, "shared_d_ff", 0)) for k in model.kinds])
+    if np.any(rows * widest > MAX_COUNT):
+        raise RooflineError(f"batch x tokens = {np.max(rows):.3g} token rows is too large for a {model.name} layer",
+                            field="batch")
+    heads = max([getattr(k.mixer, "heads", 0) for k in model.kinds] + [1])
+    if np.any(rows * heads * np.asarray(w.context, dtype=float) > 1e18):
+        raise RooflineError(f"batch x heads x tokens x context = {np.max(rows * heads * np.asarray(w.context, dtype=float)):.3g} "
+                            "attention scores is too large", field="context" if w.decode else "tokens")
+
+
+def checked_workload(model: Model, phase, tokens, batch, context, attention, dtype) -> Workload:
+    """The workload validated once, at the edge (decode's context defaults to ``tokens``)."""
     check_choice("attention", attention, ATTENTIONS)
     dtype_bytes(dtype)
-    w = dtype
-    check_number("batch", batch, maximum=MAX_COUNT, integer=True)
-    if phase == "prefill":
-        check_number("tokens", tokens, maximum=MAX_COUNT, integer=True)
-        T, S, causal = tokens, tokens, True
-    else:
-        S = tokens if context is None else context
-        check_number("context", S, maximum=MAX_COUNT, integer=True)
-        T, causal = 1, False
-    B, D, H, K, d = batch, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-    M = B * T  # token rows through the matmuls
-    rows = np.asarray(M, dtype=float)
-    if np.any(rows * max(D, cfg.d_ff) > MAX_COUNT):
-        raise RooflineError(f"batch x tokens = {np.max(rows):.3g} token rows is too large for a {cfg.name} block", field="batch")
-    if np.any(rows * H * np.asarray(S, dtype=float) > 1e18):
-        raise RooflineError(f"batch x heads x tokens x context = {np.max(rows * H * np.asarray(S, dtype=float)):.3g} "
-                            "attention scores is too large", field="context" if phase == "decode" else "tokens")
-    att = dict(heads=H, kv_heads=K, batch=B, causal=causal, context=S, bytes_per_elem=w)
-    if attention == "naive":
-        attn_ops = [
-            attention_scores_kernel(T, d, name="QK^T", **att),
-            softmax_kernel(B * H * T, S, w, causal=causal, name="softmax"),
-            attention_pv_kernel(T, d, name="PV", **att),
-        ]
-    else:
-        attn_ops = [flash_attention_kernel(T, d, w, heads=H, kv_heads=K, batch=B, causal=causal, context=S,
-                                           name="flash attention")]
-    return [
-        _norm(cfg, M, w, "attn norm"),
-        matmul_kernel(M, cfg.attn_dim + 2 * cfg.kv_dim, D, w, name="QKV proj"),
-        *attn_ops,
-        matmul_kernel(M, D, cfg.attn_dim, w, name="out proj"),
-        elementwise_kernel(M * D, n_inputs=2, n_outputs=1, bytes_per_elem=w, name="residual add"),
-        _norm(cfg, M, w, "ffn norm"),
-        *_mlp(cfg, M, w),
-        elementwise_kernel(M * D, n_inputs=2, n_outputs=1, bytes_per_elem=w, name="residual add 2"),
-    ]
+    if phase == "decode" and context is None:
+        tokens, context = None, tokens
+    w = Workload.of(phase, tokens, batch, context)
+    check_size(model, w)
+    return w
+
+
+def block_kernels(cfg, phase: str = "prefill", tokens=None, batch=1, context=None, attention: str = "naive",
+                  dtype: str = "bf16", layer: int | None = None) -> list[Kernel]:
+    """The ops of one layer, in execution order: layer ``layer`` (an index), or the model's only
+    kind. ``tokens`` is T (prefill); ``context`` S (decode: keys cached, default ``tokens``; prefill:
+    default T, larger for a chunked-prefill step). Sizes may be numpy arrays."""
+    model = get_model(cfg)
+    w = checked_workload(model, phase, tokens, batch, context, attention, dtype)
+    kind = model.only_kind("a one-layer breakdown") if layer is None else model.layer(layer)
+    return layer_kernels(kind, model.d_model, w.decode, w.tokens, w.batch, w.context, attention, dtype)
 
 
 @dataclass(frozen=True)
 class LayerReport:
-    """One block's prediction with the configuration that produced it."""
+    """One layer's prediction with the configuration that produced it. ``layer_kind`` names the
+    kind, ``layer_count`` how many of the model's layers have it, ``layer_index`` the first."""
 
     machine_key: str
     model: str
@@ -149,6 +338,10 @@ class LayerReport:
     attention: str
     dtype: str
     prediction: WorkloadPrediction
+    layer_kind: str = ""
+    layer_count: int = 1
+    layer_index: int = 0
+    n_layers: int = 1
 
     def to_dict(self) -> dict:
         pred = self.prediction.to_dict()
@@ -165,37 +358,46 @@ class LayerReport:
             "context": self.context,
             "attention": self.attention,
             "dtype": self.dtype,
+            "layer_kind": self.layer_kind,
+            "layer_count": self.layer_count,
+            "layer_index": self.layer_index,
+            "n_layers": self.n_layers,
         }
         return {**head, "cost_model": cost_model, **pred}
 
 
-def layer_report(
-    model="llama3-8b",
-    machine="h100-sxm",
-    phase: str = "prefill",
-    tokens: int = 8192,
-    batch: int = 1,
-    context: int | None = None,
-    attention: str = "naive",
-    dtype: str = "bf16",
-    cost_model: CostModel | None = None,
-) -> LayerReport:
-    """Predict one block of ``model`` on ``machine`` (defaults: seed 003's workshop, with the
-    machine's preset launch overhead when no cost model is given)."""
+def layer_reports(model="llama3-8b", machine="h100-sxm", phase: str = "prefill", tokens: int | None = None,
+                  batch: int = 1, context: int | None = None, attention: str = "naive", dtype: str = "bf16",
+                  cost_model: CostModel | None = None, layer: int | None = None) -> list[LayerReport]:
+    """One report per distinct layer kind of ``model`` (with how many layers have it), or one for
+    layer index ``layer``. Defaults: seed 003's workshop with the machine's launch overhead."""
     cfg = get_model(model)
     m: Machine = get_machine(machine)
     if cost_model is None:
         cost_model = seed_cost_model(launch_overhead_s=m.launch_overhead_s)
-    kernels = block_kernels(cfg, phase, tokens, batch, context, attention, dtype)
-    S = tokens if (phase == "prefill" or context is None) else context
-    return LayerReport(
-        machine_key=m.key or m.name,
-        model=cfg.key or cfg.name,
-        phase=phase,
-        tokens=tokens if phase == "prefill" else 1,
-        batch=batch,
-        context=S,
-        attention=attention,
-        dtype=dtype,
-        prediction=cost_model.predict(kernels, m),
-    )
+    w = checked_workload(cfg, phase, tokens, batch, context, attention, dtype)
+    if layer is not None:
+        check_number("layer", layer, minimum=0, strictly=False, maximum=MAX_COUNT, integer=True)
+        kind = cfg.layer(int(layer))
+        picks = [(kind, sum(1 for i in cfg.order if cfg.kinds[i] == kind), int(layer))]
+    else:
+        picks = [(k, n, cfg.layers.index(k)) for k, n in cfg.kind_counts()]
+    out = []
+    for kind, n, index in picks:
+        kernels = layer_kernels(kind, cfg.d_model, w.decode, w.tokens, w.batch, w.context, attention, dtype)
+        out.append(LayerReport(machine_key=m.key or m.name, model=cfg.key or cfg.name, phase=w.phase, tokens=w.tokens,
+                               batch=batch, context=w.context, attention=attention, dtype=dtype,
+                               prediction=cost_model.predict(kernels, m), layer_kind=kind.label, layer_count=n,
+                               layer_index=index, n_layers=cfg.n_layers))
+    return out
+
+
+def layer_report(model="llama3-8b", machine="h100-sxm", phase: str = "prefill", tokens: int | None = None,
+                 batch: int = 1, context: int | None = None, attention: str = "naive", dtype: str = "bf16",
+                 cost_model: CostModel | None = None, layer: int | None = None) -> LayerReport:
+    """Predict one layer of ``model`` on ``machine``: the only kind of a uniform model, or layer
+    index ``layer`` (defaults: seed 003's workshop, with the machine's preset launch overhead)."""
+    cfg = get_model(model)
+    if layer is None:
+        cfg.only_kind("a one-layer report")
+    return layer_reports(cfg, machine, phase, tokens, batch, context, attention, dtype, cost_model, layer)[0]

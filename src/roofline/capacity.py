@@ -5,6 +5,7 @@ decode turns compute-bound, the largest batch that fits), on top of plan.predict
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -22,14 +23,17 @@ from roofline.plan import (
     decode_step,
     default_cost_model,
     inference_weight_bytes,
+    kv_bytes_per_sequence,
     kv_bytes_per_token,
     kv_overtakes_weights_context,
+    max_context_within,
     resolve_link,
     shard,
     time_by_limit,
     time_to_first_token,
 )
-from roofline.transformer import count_params, get_model, kv_cache_bytes_per_token
+from roofline.architecture import LatentAttention
+from roofline.transformer import get_model
 from roofline.units import DTYPE_BYTES
 
 
@@ -118,21 +122,37 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
     check_fraction("memory_fraction", memory_fraction)
     weights = inference_weight_bytes(cfg, precision, tensor_parallel)
     per_token = kv_bytes_per_token(cfg, precision, tensor_parallel)
-    parts = (MemoryPart("weights", weights), MemoryPart("kv_cache", float(batch * context * per_token)))
+    per_seq = float(kv_bytes_per_sequence(cfg, context, precision, tensor_parallel))
+    parts = (MemoryPart("weights", weights), MemoryPart("kv_cache", batch * per_seq))
     capacity = m.memory_bytes * memory_fraction if m.memory_bytes else None
     limits, advice = (), ""
     if capacity is not None:
         free = capacity - weights
-        limits = (("max_batch_at_context", _max_count(free, context * per_token)),
-                  ("max_context_at_batch", _max_count(free, batch * per_token)))
-        advice = _fit_advice(cfg, m, capacity, weights, batch * context, precision, tensor_parallel)
+        limits = (("max_batch_at_context", _max_count(free, per_seq)),
+                  ("max_context_at_batch", max_context_within(cfg, free, int(batch), precision, tensor_parallel, MAX_CONTEXT)))
+        advice = _fit_advice(cfg, m, capacity, weights, int(batch), int(context), precision, tensor_parallel)
     settings = (("batch", int(batch)), ("context", int(context)), ("precision", precision.to_dict()),
-                ("tensor_parallel", int(tensor_parallel)), ("kv_bytes_per_token", per_token))
+                ("tensor_parallel", int(tensor_parallel)), ("kv_bytes_per_token", per_token),
+                ("kv_bytes_per_sequence", per_seq))
+    notes = _cache_notes(cfg, context)
     return MemoryPlan("inference", cfg.key or cfg.name, m.key or m.name, parts, capacity, settings, limits, advice,
-                      machine_name=m.name)
+                      notes=notes, machine_name=m.name)
 
 
-def _fit_advice(cfg, m, capacity, weights, kv_tokens, precision, tensor_parallel) -> str:
+def _cache_notes(cfg, context) -> tuple[str, ...]:
+    """How the cache was counted, for the models where it is not L x 2 K d_head per token."""
+    notes = []
+    windows = sorted({k.mixer.span for k in cfg.kinds if k.is_attention and k.mixer.span})
+    if windows:
+        notes.append(f"windowed/chunked layers keep at most {', '.join(f'{w:,}' for w in windows)} tokens of KV each")
+    if any(k.is_ssm for k in cfg.kinds):
+        notes.append("state-space layers keep a constant state per sequence (SSM state + conv window), stored at the KV dtype")
+    if any(isinstance(k.mixer, LatentAttention) for k in cfg.kinds):
+        notes.append("MLA layers cache the compressed latent (kv_lora_rank + qk_rope_head_dim per token)")
+    return tuple(list(cfg.omitted and [f"left out: {x}" for x in cfg.omitted] or []) + notes)
+
+
+def _fit_advice(cfg, m, capacity, weights, batch, context, precision, tensor_parallel) -> str:
     from roofline.units import format_si
 
     head = ""
@@ -140,20 +160,20 @@ def _fit_advice(cfg, m, capacity, weights, kv_tokens, precision, tensor_parallel
         head = (f"{cfg.name}'s {precision.weights} weights alone are {format_si(weights, 'B')}, more than "
                 f"{format_si(capacity, 'B')}. ")
     def need(t, weights_dtype):
-        sh = shard(cfg, t)
-        return count_params(sh)["total"] * DTYPE_BYTES[weights_dtype] + kv_tokens * kv_cache_bytes_per_token(sh, precision.kv_cache)
+        p = precision if weights_dtype is None else dataclasses.replace(precision, weights=weights_dtype, stored=None)
+        return inference_weight_bytes(cfg, p, t) + batch * float(kv_bytes_per_sequence(cfg, context, p, t))
 
     advice = head + "It does not fit even on 64 tensor-parallel GPUs."
     for t in (2, 4, 8, 16, 32, 64):
         try:
-            n = need(tensor_parallel * t, precision.weights)
+            n = need(tensor_parallel * t, None)
         except RooflineError:
             continue
         if n <= capacity:
             advice = head + f"It fits on {tensor_parallel * t} GPUs with tensor parallelism (--tp {tensor_parallel * t}: {format_si(n, 'B')} each)"
             break
     for q in ("fp8", "int4"):
-        if DTYPE_BYTES[q] < DTYPE_BYTES[precision.weights] and need(tensor_parallel, q) <= capacity:
+        if DTYPE_BYTES[q] < DTYPE_BYTES[precision.weights] and precision.stored is None and need(tensor_parallel, q) <= capacity:
             return advice.rstrip(".") + f", or on {tensor_parallel} with {q} weights ({format_si(need(tensor_parallel, q), 'B')})."
     return advice.rstrip(".") + "."
 
@@ -172,7 +192,8 @@ def max_plan_context(cfg) -> int:
     time-to-first-token prefill of that many tokens would pass block_kernels' limit of MAX_COUNT
     for token rows x max(D, F). (At 2^24 its other limit, 1e18 attention scores, holds up to 3,552
     heads for the prefill and far beyond for the 65,536-batch search.)"""
-    return int(min(MAX_CONTEXT, MAX_COUNT // max(cfg.d_model, cfg.d_ff, cfg.expert_d_ff)))
+    widest = max([cfg.d_model] + [max(getattr(k.mlp, "d_ff", 0), getattr(k.mlp, "shared_d_ff", 0)) for k in cfg.kinds])
+    return int(min(MAX_CONTEXT, MAX_COUNT // widest))
 
 
 def _first_batch(mask_fn, batches) -> int | None:
@@ -299,11 +320,11 @@ def decode_plan(model="llama3-8b", machine="h100-sxm", batches=DEFAULT_BATCHES, 
         compute_bound_batch=compute_bound,
         step_compute_bound_batch=step_compute_bound,
         max_batch_in_memory=limits.get("max_batch_at_context"),
-        kv_per_sequence_bytes=context * kv_bytes_per_token(cfg, precision, tensor_parallel),
-        kv_crossover_context=int(kv_overtakes_weights_context(cfg, 1, precision, tensor_parallel)),
+        kv_per_sequence_bytes=float(kv_bytes_per_sequence(cfg, context, precision, tensor_parallel)),
+        kv_crossover_context=kv_overtakes_weights_context(cfg, 1, precision, tensor_parallel),
         prefill=time_to_first_token(cfg, m, context, 1, **common),
         curve=None if grid is None else decode_step(cfg, m, grid, context, **common),
         step_limit=step_limit,
-        experts=(cfg.n_experts, cfg.experts_per_token) if cfg.is_moe else None,
+        experts=next(((k.mlp.n_experts, k.mlp.top_k) for k in cfg.kinds if k.is_moe), None),
         link=link if int(tensor_parallel) > 1 else None,
     )

@@ -28,37 +28,86 @@ EXTRA_COMMANDS: tuple[str, ...] = ("roofline.commands.serve", "roofline.commands
 EXIT_BAD_INPUT = 2
 
 
-def _layer(args):
-    from roofline.blocks import layer_report
+def _layers(args):
+    from roofline.blocks import layer_reports
 
     machine = machine_from_args(args)
-    return layer_report(args.model, machine, args.phase, args.tokens, args.batch, args.context, args.attention,
-                        args.dtype or machine.default_dtype, calibrated_or_cost_model(args, machine))
+    return layer_reports(args.model, machine, args.phase, args.tokens, args.batch, args.context, args.attention,
+                         args.dtype or machine.default_dtype, calibrated_or_cost_model(args, machine),
+                         getattr(args, "layer", None))
+
+
+def _layer(args):
+    """The one report a plot draws: the layer asked for, or the model's only kind."""
+    reports = _layers(args)
+    if len(reports) > 1:
+        from roofline.transformer import get_model
+
+        get_model(args.model).only_kind("a layer plot")
+    return reports[0]
+
+
+def model_header_lines(model) -> list[str]:
+    """What a model's loader left out or assumed, one line each (printed above every table)."""
+    return [f"left out: {x}" for x in model.omitted] + [f"note: {x}" for x in model.notes]
 
 
 def cmd_layer(args):
-    report = _layer(args)
-    pred = report.prediction
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
-        return
-    if args.csv:
-        sys.stdout.write(pred.to_csv())
-        return
     from roofline.transformer import get_model
 
+    reports = _layers(args)
     cfg = get_model(args.model)
-    where = f"T={report.tokens:,}" if report.phase == "prefill" else f"context S={report.context:,}"
-    m = pred.model
-    print(f"{cfg.name}: one block, {report.phase} {where}, batch {report.batch}, {report.attention} attention, "
-          f"{report.dtype}, on {pred.machine}")
-    if hasattr(m, "compute_efficiency"):
-        print(f"e_c {m.compute_efficiency:.2f}, e_m {m.memory_efficiency:.2f}, launch {m.launch_overhead_s * 1e6:g} us"
-              f"{' (CUDA graph)' if m.cuda_graph else ''}, overlap {m.overlap:g}\n")
-    else:
-        print(f"calibrated model of the profile measured {m.calibration.date}: achieved rates by op size and "
-              f"working set, launch {m.launch_overhead_s * 1e6:.1f} us\n")
-    print(pred.to_table())
+    if args.json:
+        if len(reports) == 1:
+            out = reports[0].to_dict()
+        else:
+            out = {"model": reports[0].model, "machine": reports[0].machine_key, "n_layers": cfg.n_layers,
+                   "pattern": cfg.pattern(), "layer_kinds": [r.to_dict() for r in reports]}
+        out["omitted"], out["notes"] = list(cfg.omitted), list(cfg.notes)
+        print(json.dumps(out, indent=2))
+        return
+    if args.csv:
+        from roofline.tables import rows_to_csv
+        from roofline.cost import OP_FIELDS
+
+        if len(reports) == 1:
+            sys.stdout.write(reports[0].prediction.to_csv())
+        else:
+            rows = [{"layer_kind": r.layer_kind, "layers": r.layer_count, **op.to_dict()} for r in reports
+                    for op in r.prediction.ops]
+            sys.stdout.write(rows_to_csv(rows, ("layer_kind", "layers", *OP_FIELDS)))
+        return
+    for line in model_header_lines(cfg):
+        print(line)
+    for i, report in enumerate(reports):
+        pred = report.prediction
+        if report.phase == "prefill":
+            where = f"T={report.tokens:,}" + (f" of context S={report.context:,}" if report.context != report.tokens else "")
+        else:
+            where = f"context S={report.context:,}"
+        if cfg.is_uniform:
+            what = "one block"
+        elif getattr(args, "layer", None) is not None:
+            what = f"layer {report.layer_index} ({report.layer_kind}; {report.layer_count} of {report.n_layers} layers are this kind)"
+        else:
+            what = f"layer kind {i + 1} of {len(reports)}: {report.layer_kind}, {report.layer_count} of {report.n_layers} layers"
+        m = pred.model
+        if i:
+            print()
+        print(f"{cfg.name}: {what}, {report.phase} {where}, batch {report.batch}, {report.attention} attention, "
+              f"{report.dtype}, on {pred.machine}")
+        if hasattr(m, "compute_efficiency"):
+            print(f"e_c {m.compute_efficiency:.2f}, e_m {m.memory_efficiency:.2f}, launch {m.launch_overhead_s * 1e6:g} us"
+                  f"{' (CUDA graph)' if m.cuda_graph else ''}, overlap {m.overlap:g}\n")
+        else:
+            print(f"calibrated model of the profile measured {m.calibration.date}: achieved rates by op size and "
+                  f"working set, launch {m.launch_overhead_s * 1e6:.1f} us\n")
+        print(pred.to_table())
+    if len(reports) > 1:
+        total = sum(r.prediction.total_s * r.layer_count for r in reports)
+        print(f"\nall {cfg.n_layers} layers: {total * 1e6:,.0f} us ("
+              + ", ".join(f"{r.layer_count} x {r.prediction.total_s * 1e6:,.1f} us" for r in reports)
+              + "); embedding and LM head not included (see `roofline decode` / `roofline memory`)")
 
 
 def cmd_machines(args):
@@ -91,27 +140,33 @@ def _machine_dict(m):
 
 
 def cmd_models(args):
-    from roofline.transformer import count_params, list_models
+    from roofline.transformer import get_model, list_models, model_summary
 
-    models = list_models()
+    models = [get_model(args.model)] if getattr(args, "model", None) else list_models()
     if args.json:
-        out = []
-        for c in models:
-            d = {k: getattr(c, k) for k in c.__dataclass_fields__}
-            d["params"] = count_params(c)
-            out.append(d)
-        print(json.dumps(out, indent=2))
+        print(json.dumps([model_summary(m) for m in models], indent=2))
         return
     from roofline.tables import grid
 
+    if getattr(args, "model", None):
+        m = models[0]
+        d = model_summary(m)
+        print(f"{m.name} ({m.model_type}): {d['params']:,} parameters"
+              + (f", {d['active_params']:,} active per token (embedding and LM head in)" if m.is_moe else ""))
+        print(f"layers: {m.pattern()}")
+        print(f"weights as stored: {d['weights_stored']}")
+        for line in [f"left out: {x}" for x in m.omitted] + [f"note: {x}" for x in m.notes]:
+            print(line)
+        return
     rows = []
-    for c in models:
-        total = count_params(c)["total"]
-        moe = f" ({c.experts_per_token}/{c.n_experts} experts)" if c.is_moe else ""
-        rows.append([c.key, c.name + moe, f"{total:,}", c.n_layers, c.d_model, f"{c.n_heads}/{c.n_kv_heads}",
-                     c.head_dim, c.d_ff, f"{c.vocab:,}"])
-    print(grid(["key", "name", "params", "L", "d_model", "heads/kv", "d_head", "d_ff", "vocab"], rows,
-               [False, False] + [True] * 7))
+    for m in models:
+        d = model_summary(m)
+        kinds = "; ".join(f"{k['count']} x {k['kind']}" for k in d["layer_kinds"])
+        active = f"{d['active_params']:,}" if m.is_moe else "-"
+        rows.append([m.key, m.name, f"{d['params']:,}", active, m.n_layers, kinds])
+    print(grid(["key", "name", "params", "active", "L", "layer kinds"], rows, [False, False, True, True, True, False]))
+    print("\nActive: parameters one token touches, embedding and LM head in. `roofline models MODEL` for one model's "
+          "layer pattern, storage and notes; --json for every count.")
 
 
 def cmd_kernel(args):
@@ -199,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_machines)
 
-    p = sub.add_parser("models", help="list model presets")
+    p = sub.add_parser("models", help="list model presets, or describe one model (a preset or a config.json)")
+    p.add_argument("model", nargs="?", default=None, help="a preset key or a config.json path: its layer pattern and notes")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_models)
 

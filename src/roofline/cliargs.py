@@ -87,10 +87,14 @@ def add_layer_flags(p):
     add_machine_flags(p)
     p.add_argument("--model", default="llama3-8b", help="preset (see `roofline models`) or a config.json path")
     p.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
-    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=8192, help="prefill tokens per sequence, T")
+    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None,
+                   help="prefill: new tokens per sequence, T (default 8192); decode: the context S when --context is not given")
     p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="sequences, B")
     p.add_argument("--context", type=number_arg("--context", **COUNT), default=None,
-                   help="decode: tokens already in the KV cache, S (default: --tokens)")
+                   help="decode: tokens already in the KV cache, S (default: --tokens, else 4096); prefill: the positions "
+                        "attended, S >= T (default T; larger is a chunked-prefill step over a cache of S - T)")
+    p.add_argument("--layer", type=number_arg("--layer", minimum=0, strictly=False, integer=True), default=None,
+                   help="one layer by index (0-based); default: each distinct layer kind with its count")
     p.add_argument("--attention", choices=("naive", "flash"), default="naive")
     p.add_argument("--dtype", default=None,
                    help="weights, activations and peak: bf16, fp16, fp8, int8, fp32 (default: the machine's, bf16 on most)")

@@ -6,7 +6,8 @@ over tokens is one call. ``bytes_per_elem`` takes bytes (2.0) or a dtype name ("
 "int4"); the kernel remembers the dtype so the cost model uses the matching peak.
 
 Letters: B batch, T query tokens, S keys (context), H query heads, K kv heads, d head dim.
-``causal`` halves the T x S work and traffic of the scores (only the lower triangle is computed).
+``causal``: only the lower triangle of the scores is computed: T S / 2 pairs when S = T (the
+seed's convention), T S - T (T - 1) / 2 when the T queries are the last T of S > T positions.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Callable
 
 import numpy as np
 
+from roofline.architecture import attended_pairs
 from roofline.errors import MAX_COUNT, MAX_BYTES, MAX_FLOPS, RooflineError, check_number, unknown_name
 from roofline.units import DTYPE_BYTES
 
@@ -38,10 +40,16 @@ class Kernel:
     category: str = "other"
     dtype: str = "bf16"
     link: str | None = None
+    weight_elems: object = 0.0  # elements of weights among the bytes (parameter part ``part``)
+    cache_elems: object = 0.0  # elements of KV cache or SSM state read or written among the bytes
+    part: str = ""
 
     def __post_init__(self):
-        check_number(f"{self.name}: flops", self.flops, minimum=0, strictly=False, maximum=MAX_FLOPS)
-        check_number(f"{self.name}: bytes", self.bytes, minimum=0, maximum=MAX_BYTES)
+        f, b = self.flops, self.bytes
+        if type(f) is float and type(b) is float and 0.0 <= f <= MAX_FLOPS and 0.0 < b <= MAX_BYTES:
+            return  # the common scalar case, checked without the general validator
+        check_number(f"{self.name}: flops", f, minimum=0, strictly=False, maximum=MAX_FLOPS)
+        check_number(f"{self.name}: bytes", b, minimum=0, maximum=MAX_BYTES)
 
     @property
     def intensity(self):
@@ -51,12 +59,14 @@ class Kernel:
     def __add__(self, other: "Kernel") -> "Kernel":
         """Two kernels fused: FLOPs and bytes add (an upper bound on a fusion's traffic)."""
         return Kernel(f"{self.name} + {other.name}", self.flops + other.flops, self.bytes + other.bytes, self.category, self.dtype,
-                      self.link)
+                      self.link, self.weight_elems + other.weight_elems, self.cache_elems + other.cache_elems,
+                      self.part if self.part == other.part else "")
 
     def scaled(self, n) -> "Kernel":
         """``n`` independent copies (e.g. the same op in n layers)."""
         check_number("scale", n)
-        return Kernel(self.name, self.flops * n, self.bytes * n, self.category, self.dtype, self.link)
+        return Kernel(self.name, self.flops * n, self.bytes * n, self.category, self.dtype, self.link, self.weight_elems * n,
+                      self.cache_elems * n, self.part)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,6 +117,11 @@ def _elem(bytes_per_elem) -> tuple[float, str]:
         raise RooflineError(f"bytes_per_elem must be one of {widths} or a dtype name ({', '.join(DTYPE_BYTES)}); "
                             f"got {bytes_per_elem!r}", field="bytes_per_elem")
     return w, _BYTES_TO_DTYPE[w]
+
+
+def dtype_name(bytes_per_elem) -> str:
+    """The dtype name of 2.0 or 'bf16' (trusted input)."""
+    return bytes_per_elem.strip().lower() if isinstance(bytes_per_elem, str) else _BYTES_TO_DTYPE[float(bytes_per_elem)]
 
 
 def _dims(**dims):
@@ -224,8 +239,13 @@ def embedding_kernel(n_tokens, d, bytes_per_elem=2.0, name=None) -> Kernel:
 
 
 def _score_elems(T, S, heads, batch, causal):
-    """Score elements n_s = B H T S (halved when causal)."""
-    return batch * heads * T * S * _causal(causal)
+    """Score elements n_s = B H P with P (query, key) pairs per head: T S; causal, the T queries
+    being the last T of S positions, T S - T (T - 1) / 2, and the seed's T S / 2 when S = T
+    (architecture.attended_pairs)."""
+    _causal(causal)
+    if causal and np.any(np.asarray(S) < np.asarray(T)):
+        raise RooflineError(f"causal attention of {T} queries needs at least as many keys; got context {S}", field="context")
+    return batch * heads * attended_pairs(T, S, causal=bool(causal))
 
 
 @register("attention_scores")

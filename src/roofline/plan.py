@@ -37,12 +37,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.blocks import _norm, block_kernels, expected_experts_touched
+from roofline.architecture import Attention, LatentAttention, Layer, Mamba, Mamba2, Model, MoE, WeightStorage
+from roofline.blocks import Workload, check_size, layer_kernels
 from roofline.cost import CostModel, WorkloadPrediction, _jsonable, bytes_per_s, op_times, seed_cost_model
 from roofline.errors import RooflineError, check_choice, check_number
 from roofline.kernels import Kernel, all_reduce_kernel, embedding_kernel, matmul_kernel
 from roofline.machines import Machine, get_machine
-from roofline.transformer import TransformerConfig, count_params, get_model, kv_cache_bytes_per_token
+from roofline.transformer import cache_bytes_per_sequence, count_params, get_model, kv_cache_bytes_per_token, weight_bytes
 from roofline.units import DTYPE_BYTES
 
 QUANT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
@@ -71,10 +72,24 @@ class Precision:
     weights: str = "bf16"
     activations: str = "bf16"
     kv_cache: str = "bf16"
+    stored: WeightStorage | None = None  # weights as the checkpoint stores them, part by part
 
     def __post_init__(self):
         for part in ("weights", "activations", "kv_cache"):
             check_choice(f"{part} dtype", getattr(self, part), QUANT_DTYPES)
+
+    @classmethod
+    def as_stored(cls, model, activations: str = "bf16", kv_cache: str | None = None) -> "Precision":
+        """Weights as the model's checkpoint stores them (its quantization_config: MXFP4 experts,
+        block-scaled fp8, int4 groups), activations and KV cache at ``activations``."""
+        storage = get_model(model).storage
+        base = storage.default if storage.default in QUANT_DTYPES else "bf16"
+        return cls(base, activations, kv_cache or activations, storage if storage.parts else None)
+
+    def weight_width(self, part: str) -> float:
+        """Bytes per parameter of a part's weights: the stored width, or ``weights``'s."""
+        base = DTYPE_BYTES[self.weights]
+        return self.stored.width(part, base) if self.stored is not None else base
 
     @classmethod
     def uniform(cls, dtype: str, machine: Machine | None = None) -> "Precision":
@@ -99,6 +114,9 @@ class Precision:
         return DTYPE_BYTES[self.weights] < DTYPE_BYTES[self.compute]
 
     def label(self) -> str:
+        if self.stored is not None:
+            return (f"weights as stored ({self.stored.label()}), activations {self.activations}, KV {self.kv_cache}; "
+                    "quantised weights are dequantised into the matmuls")
         if self.weights == self.activations == self.kv_cache:
             return self.weights
         text = f"weights {self.weights}, activations {self.activations}, KV {self.kv_cache}"
@@ -118,31 +136,54 @@ class Precision:
         return self
 
     def to_dict(self) -> dict:
-        return {"weights": self.weights, "activations": self.activations, "kv_cache": self.kv_cache, "compute": self.compute}
+        d = {"weights": self.weights, "activations": self.activations, "kv_cache": self.kv_cache, "compute": self.compute}
+        if self.stored is not None:
+            d["weights_stored"] = [{"part": p, "format": f, "bytes_per_param": b} for p, f, b in self.stored.parts]
+        return d
 
 
-def shard(model, tensor_parallel: int = 1) -> TransformerConfig:
-    """One GPU's slice under Megatron-LM tensor parallelism t: query heads, d_ff (of each expert)
-    and the vocabulary split t ways; kv heads split too, or replicated once t exceeds them. Norms
-    and the router are replicated. count_params of the slice is the weights one GPU holds."""
+def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
+    def need(what, n):
+        if n % t:
+            raise RooflineError(f"tensor_parallel {t} must divide {name}'s {what} {n}", field="tensor_parallel")
+        return n // t
+
+    mix, ff = layer.mixer, layer.mlp
+    if isinstance(mix, Attention):
+        H, K = mix.heads, mix.kv_heads
+        need("attention heads", H)
+        if K % t and t % K:
+            raise RooflineError(f"tensor_parallel {t} must divide {name}'s {K} kv heads or be a multiple of them",
+                                field="tensor_parallel")
+        mix = dataclasses.replace(mix, heads=H // t, kv_heads=max(1, K // t))
+    elif isinstance(mix, LatentAttention):
+        mix = dataclasses.replace(mix, heads=need("attention heads", mix.heads))  # the latent is replicated
+    elif isinstance(mix, Mamba2):
+        mix = dataclasses.replace(mix, d_inner=need("SSM d_inner", mix.d_inner), heads=need("SSM heads", mix.heads),
+                                  n_groups=need("SSM groups", mix.n_groups))
+    elif isinstance(mix, Mamba):
+        mix = dataclasses.replace(mix, d_inner=need("SSM d_inner", mix.d_inner))
+    if isinstance(ff, MoE):
+        ff = dataclasses.replace(ff, d_ff=need("expert d_ff", ff.d_ff),
+                                 shared_d_ff=need("shared expert d_ff", ff.shared_d_ff) if ff.shared_d_ff else 0)
+    elif ff is not None:
+        ff = dataclasses.replace(ff, d_ff=need("d_ff", ff.d_ff))
+    return dataclasses.replace(layer, mixer=mix, mlp=ff)
+
+
+def shard(model, tensor_parallel: int = 1) -> Model:
+    """One GPU's slice under Megatron-LM tensor parallelism t: query heads, d_ff (of each expert,
+    and of the shared expert), SSM heads and inner width, and the vocabulary split t ways; kv
+    heads split too, or replicated once t exceeds them; MLA's latent projections, norms and the
+    router replicated. count_params of the slice is the weights one GPU holds."""
     cfg = get_model(model)
     check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True)
     t = int(tensor_parallel)
     if t == 1:
         return cfg
-    H, K = cfg.n_heads, cfg.n_kv_heads
-    if H % t:
-        raise RooflineError(f"tensor_parallel {t} must divide {cfg.name}'s {H} attention heads", field="tensor_parallel")
-    if K % t and t % K:
-        raise RooflineError(f"tensor_parallel {t} must divide {cfg.name}'s {K} kv heads or be a multiple of them",
-                            field="tensor_parallel")
-    for f in ("d_ff", "expert_d_ff"):
-        if getattr(cfg, f) % t:
-            raise RooflineError(f"tensor_parallel {t} must divide {cfg.name}'s {f} {getattr(cfg, f)}", field="tensor_parallel")
-    return dataclasses.replace(
-        cfg, name=f"{cfg.name} (1/{t} tensor-parallel)", key="", n_heads=H // t, n_kv_heads=max(1, K // t),
-        head_dim=cfg.head_dim, d_ff=cfg.d_ff // t, expert_d_ff=cfg.expert_d_ff // t, vocab=-(-cfg.vocab // t),
-    )
+    kinds = tuple(_shard_layer(k, t, cfg.name) for k in cfg.kinds)
+    return dataclasses.replace(cfg, name=f"{cfg.name} (1/{t} tensor-parallel)", key="", kinds=kinds,
+                               vocab=-(-cfg.vocab // t))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,52 +193,32 @@ def shard(model, tensor_parallel: int = 1) -> TransformerConfig:
 
 @dataclass(frozen=True)
 class CountedOp:
-    """A kernel run ``count`` times per forward pass, with its weight and KV-cache bytes (per run)."""
+    """A kernel run ``count`` times per forward pass, with its weight and KV-cache bytes (per run)
+    and the layer kind it belongs to (``group``: a letter of Model.pattern(), "" outside layers)."""
 
     kernel: Kernel
     count: int
     weight_bytes: object = 0.0
     kv_bytes: object = 0.0
+    group: str = ""
 
 
-# Elements of weights and KV cache each block op of blocks.py reads, as (weight, kv) closed forms.
-# Ops not listed move activations only. An unknown matmul or attention op is an error, never a 0.
-_ACTIVATION_ONLY = {"attn norm", "ffn norm", "softmax", "residual add", "residual add 2", "silu*mul", "gelu"}
-
-
-def _split_elems(cfg: TransformerConfig, name: str, phase: str, B, T, S):
-    """(weight elements, KV-cache elements) one run of block op ``name`` reads."""
-    D, h, kv, F = cfg.d_model, cfg.attn_dim, cfg.kv_dim, cfg.expert_d_ff
-    kv_read = B * S * kv if phase == "decode" else 0.0  # keys (or values) of S cached tokens
-    if name in _ACTIVATION_ONLY:
-        return 0.0, 0.0
-    if name in ("QK^T", "PV"):
-        return 0.0, kv_read
-    if name == "flash attention":
-        return 0.0, 2.0 * kv_read
-    if name.startswith("expert"):
-        touched = expected_experts_touched(cfg.n_experts, cfg.experts_per_token, B * T) + cfg.n_shared_experts
-        per_expert = {"expert gate+up proj": 2 * D * F, "expert up proj": D * F, "expert down proj": F * D}[name]
-        return touched * per_expert, 0.0
-    dense = {"QKV proj": D * (h + 2 * kv), "out proj": h * D, "gate+up proj": 2 * D * F, "up proj": D * F,
-             "down proj": F * D, "router": D * cfg.n_experts}
-    if name not in dense:
-        raise RooflineError(f"no weight/KV traffic rule for block op {name!r}", field="model")
-    return float(dense[name]), 0.0
-
-
-def _requantised(k: Kernel, weight_elems, kv_elems, precision: Precision) -> tuple[Kernel, object, object]:
-    """The kernel with its weight and KV parts at their own widths, and those parts in bytes."""
-    wa, ww, wkv = (DTYPE_BYTES[d] for d in (precision.activations, precision.weights, precision.kv_cache))
-    moved = k.bytes + (ww - wa) * weight_elems + (wkv - wa) * kv_elems
+def _requantised(k: Kernel, precision: Precision) -> tuple[Kernel, object, object]:
+    """The kernel with its weight and cache parts at their own widths (the kernel carries their
+    element counts), and those parts in bytes: bytes' = bytes + (w_w - w_a) weight_elems +
+    (w_kv - w_a) cache_elems."""
+    wa, wkv = DTYPE_BYTES[precision.activations], DTYPE_BYTES[precision.kv_cache]
+    ww = precision.weight_width(k.part)
+    moved = k.bytes + (ww - wa) * k.weight_elems + (wkv - wa) * k.cache_elems
     dtype = precision.compute if k.category == "matmul" else precision.activations
-    return Kernel(k.name, k.flops, moved, k.category, dtype, k.link), ww * weight_elems, wkv * kv_elems
+    return (Kernel(k.name, k.flops, moved, k.category, dtype, k.link, k.weight_elems, k.cache_elems, k.part),
+            ww * k.weight_elems, wkv * k.cache_elems)
 
 
 def context_of(phase: str, tokens, context):
-    """Keys each query attends over: the prompt itself in prefill; the cached ``context`` in decode
-    (``tokens`` when no context is given)."""
-    return tokens if (phase == "prefill" or context is None) else context
+    """Keys each query attends over: the prompt itself in prefill (or ``context`` for a
+    chunked-prefill step); the cached ``context`` in decode (``tokens`` when no context is given)."""
+    return tokens if context is None else context
 
 
 def default_link(machine: Machine, order=SCALE_UP_LINKS) -> str | None:
@@ -222,14 +243,18 @@ def resolve_link(machine: Machine, link: str | None, field: str = "link", order=
     return name
 
 
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
 def model_ops(model, phase="decode", tokens=1, batch=1, context=None, attention="flash", precision=None,
               tensor_parallel=1, link=None) -> list[CountedOp]:
-    """One forward pass of the whole model on one GPU, in order: embedding gather, the L block ops
-    (each counted L times), the tensor-parallel all-reduces (2 L) over ``link`` (required when
-    t > 1), the final norm and the LM head. Prefill: T = ``tokens`` per sequence; the final norm
-    and LM head run on the last token only (B rows: time to first token needs one set of logits).
-    Decode: one token per sequence against S = ``context`` cached keys. Sizes may be numpy arrays
-    (they broadcast)."""
+    """One forward pass of the whole model on one GPU, in order: embedding gather, each distinct
+    layer kind's ops (each counted as many times as layers have that kind; ops grouped by kind),
+    the tensor-parallel all-reduces over ``link`` (required when t > 1; one per sub-layer, one per
+    parallel block), the final norm and the LM head. Prefill: T = ``tokens`` per sequence (the last
+    T of ``context`` positions when given); the final norm and LM head run on the last token only
+    (B rows: time to first token needs one set of logits). Decode: one token per sequence against
+    S = ``context`` cached. Sizes may be numpy arrays (they broadcast)."""
     if int(tensor_parallel) > 1 and link is None:
         raise RooflineError("tensor parallelism needs the link its all-reduces cross (predict_model defaults to the "
                             "machine's scale-up link)", field="link")
@@ -243,22 +268,38 @@ def _model_ops(model, phase, tokens, batch, context, attention, precision, tenso
     sh = shard(cfg, tensor_parallel)
     t = int(tensor_parallel)
     wa = precision.activations
-    block = block_kernels(sh, phase, tokens, batch, context, attention, wa)
-    T = tokens if phase == "prefill" else 1
-    S = context_of(phase, tokens, context)
-    M = batch * T
-    D, L = cfg.d_model, cfg.n_layers
+    if phase == "decode":
+        w = Workload.of("decode", None, batch, context_of(phase, tokens, context))
+    else:
+        w = Workload.of("prefill", tokens, batch, context)
+    check_size(cfg, w)
+    M = w.batch * w.tokens
+    D = cfg.d_model
 
-    def counted(k, count, weight_elems=0.0, kv_elems=0.0):
-        kernel, wbytes, kvbytes = _requantised(k, weight_elems, kv_elems, precision)
-        return CountedOp(kernel, count, wbytes, kvbytes)
+    def counted(k, count, group=""):
+        kernel, wbytes, kvbytes = _requantised(k, precision)
+        return CountedOp(kernel, count, wbytes, kvbytes, group)
 
-    ops = [counted(embedding_kernel(M, D, wa, name="embedding"), 1, M * D)]
-    ops += [counted(k, L, *_split_elems(sh, k.name, phase, batch, T, S)) for k in block]
+    emb = embedding_kernel(M, D, wa, name="embedding")
+    ops = [counted(Kernel(emb.name, emb.flops, emb.bytes, emb.category, emb.dtype, weight_elems=M * D, part="embedding"), 1)]
+    kinds = sh.kind_counts()
+    multi = len(kinds) > 1
+    letters = {k: LETTERS[i] for i, k in enumerate(sh.kinds)}
+    reduces = 0
+    for kind, n in kinds:
+        group = letters[kind] if multi else ""
+        for k in layer_kernels(kind, D, w.decode, w.tokens, w.batch, w.context, attention, wa):
+            if multi:
+                k = dataclasses.replace(k, name=f"{group}: {k.name}")
+            ops.append(counted(k, n, group))
+        reduces += n * (1 if kind.parallel else (kind.mixer is not None) + (kind.mlp is not None))
     if t > 1 and link is not None:
-        ops.append(counted(all_reduce_kernel(M * D, t, link, wa, name=f"TP all-reduce ({link})"), 2 * L))
-    ops.append(counted(_norm(cfg, batch, wa, "final norm"), 1))
-    ops.append(counted(matmul_kernel(batch, sh.vocab, D, wa, name="LM head"), 1, D * sh.vocab))
+        ops.append(counted(all_reduce_kernel(M * D, t, link, wa, name=f"TP all-reduce ({link})"), reduces))
+    ops.append(counted(Kernel("final norm", 8.0 * w.batch * D if cfg.final_norm == "layernorm" else 4.0 * w.batch * D,
+                              2.0 * DTYPE_BYTES[wa] * w.batch * D, "norm", wa), 1))
+    head = matmul_kernel(w.batch, sh.vocab, D, wa, name="LM head")
+    ops.append(counted(dataclasses.replace(head, weight_elems=D * sh.vocab, part="lm_head" if not cfg.tied_embeddings
+                                           else "embedding"), 1))
     return ops
 
 
@@ -505,23 +546,80 @@ def decode_step(model, machine, batch=1, context=4096, **kwargs) -> ModelPredict
 
 
 def inference_weight_bytes(model, precision: Precision | None = None, tensor_parallel: int = 1) -> float:
-    """Weights one GPU holds: every parameter (all experts) of its tensor-parallel slice."""
+    """Weights one GPU holds: every parameter (all experts) of its tensor-parallel slice, at the
+    precision's weight width or, for weights as stored, each part at its stored width."""
     precision = precision or Precision()
-    return count_params(shard(model, tensor_parallel))["total"] * DTYPE_BYTES[precision.weights]
+    sh = shard(model, tensor_parallel)
+    if precision.stored is not None:
+        p = count_params(sh)
+        return float(sum(v * precision.weight_width(k) for k, v in p.items() if k != "total"))
+    return count_params(sh)["total"] * DTYPE_BYTES[precision.weights]
 
 
 def kv_bytes_per_token(model, precision: Precision | None = None, tensor_parallel: int = 1) -> float:
-    """KV cache per token on one GPU: 2 L K d_head w over its kv heads."""
+    """What each further cached token adds on one GPU at long context (full-attention and MLA
+    layers; windowed and state-space layers add nothing past their window): 2 L K d_head w for a
+    plain model."""
     precision = precision or Precision()
     return kv_cache_bytes_per_token(shard(model, tensor_parallel), precision.kv_cache)
 
 
+def kv_bytes_per_sequence(model, context, precision: Precision | None = None, tensor_parallel: int = 1):
+    """The whole cache of one sequence of ``context`` tokens on one GPU: K and V of min(S, W)
+    tokens per attention layer, MLA latents, SSM states (transformer.cache_bytes_per_sequence)."""
+    precision = precision or Precision()
+    return cache_bytes_per_sequence(shard(model, tensor_parallel), context, precision.kv_cache)
+
+
+def max_context_within(model, free_bytes: float, batch: int, precision: Precision | None = None,
+                       tensor_parallel: int = 1, limit: int = 2**24) -> int:
+    """The longest context S (at most ``limit``) whose cache for ``batch`` sequences fits in
+    ``free_bytes`` (0 when not even one token's does). The cache grows with S, piecewise linearly
+    (windows cap their layers), so a bisection finds the exact integer."""
+    def fits(S):
+        return batch * float(kv_bytes_per_sequence(model, S, precision, tensor_parallel)) <= free_bytes
+
+    if not fits(1):
+        return 0
+    if fits(limit):
+        return limit
+    lo, hi = 1, limit
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
 def kv_overtakes_weights_context(model, batch=1, precision: Precision | None = None, tensor_parallel: int = 1):
-    """The smallest context S at which a decode step reads at least as much KV cache (B S 2 L K
-    d_head w_kv) as weights: S* = ceil(weight bytes read / (B KV bytes per token)). Weight bytes read are the
-    matmul weights (the experts a batch of B touches, for MoE), not the embedding table."""
+    """The smallest context S at which a decode step reads at least as much cache (B times the
+    cache of one sequence at S) as weights. Weight bytes read are the matmul weights (the experts a
+    batch of B touches, for MoE), not the embedding table. None when the cache stops growing before
+    it gets there (windowed and state-space layers only), up to 2^24 tokens."""
     precision = precision or Precision()
     step = _model_ops(model, "decode", 1, batch, 1, "flash", precision, tensor_parallel, None)
     read = sum(op.weight_bytes * op.count for op in step if op.kernel.category == "matmul")  # the LM head included
-    s_star = np.ceil(read / (np.asarray(batch, dtype=float) * kv_bytes_per_token(model, precision, tensor_parallel)))
-    return int(s_star) if np.ndim(s_star) == 0 else s_star.astype(np.int64)
+
+    def crossover(read_b, b):
+        per_token = kv_bytes_per_token(model, precision, tensor_parallel)
+        if per_token > 0:
+            guess = int(np.ceil(read_b / (b * per_token)))
+            if float(b * kv_bytes_per_sequence(model, guess, precision, tensor_parallel)) >= read_b:
+                lo, hi = 0, guess  # windows only add bytes: the exact S is at or below the full-attention guess
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    lo, hi = (lo, mid) if float(b * kv_bytes_per_sequence(model, mid, precision, tensor_parallel)) >= read_b else (mid, hi)
+                return hi
+        top = 2**24
+        if float(b * kv_bytes_per_sequence(model, top, precision, tensor_parallel)) < read_b:
+            return None
+        lo, hi = 0, top
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if float(b * kv_bytes_per_sequence(model, mid, precision, tensor_parallel)) >= read_b else (mid, hi)
+        return hi
+
+    if np.ndim(read) == 0 and np.ndim(batch) == 0:
+        return crossover(float(read), float(batch))
+    reads, batches = np.broadcast_arrays(np.asarray(read, dtype=float), np.asarray(batch, dtype=float))
+    out = [crossover(r, b) for r, b in zip(reads.ravel(), batches.ravel())]
+    return np.array([-1 if x is None else x for x in out], dtype=np.int64).reshape(reads.shape)

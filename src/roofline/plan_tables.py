@@ -87,9 +87,14 @@ def decode_table(plan) -> str:
         lines.append(f"largest batch whose weights + KV cache fit in {format_si(cap, 'B')} at context {S:,}: "
                      f"{plan.max_batch_in_memory:,}")
     cross = plan.kv_crossover_context
-    at_b = (f"at batch B the tokens touch more experts, so later than {cross:,} / B" if plan.experts
-            else f"at batch B: {cross:,} / B for a dense model")
-    lines.append(f"KV-cache reads overtake weight reads at context {cross:,} at batch 1 ({at_b})")
+    if cross is None:
+        lines.append("KV-cache reads never overtake weight reads at batch 1: the cache stops growing (windowed or "
+                     "state-space layers) before it reaches the weights")
+    else:
+        at_b = (f"at batch B the tokens touch more experts, so later than {cross:,} / B" if plan.experts
+                else f"at batch B: {cross:,} / B for a dense model")
+        lines.append(f"KV-cache reads overtake weight reads at context {cross:,} at batch 1 ({at_b})")
+    lines += [f"note: {n}" for n in mem.notes]
     return "\n".join(lines)
 
 
@@ -224,7 +229,10 @@ def memory_table(plan) -> str:
     given = dict(plan.settings)
     if plan.mode == "inference":
         prec = given.get("precision", {})
-        what = (f"batch {given.get('batch', 0):,} x context {given.get('context', 0):,}, weights {prec.get('weights')}, "
+        weights = prec.get("weights")
+        if prec.get("weights_stored"):
+            weights = "as stored (" + ", ".join(f"{p['part']} {p['format']}" for p in prec["weights_stored"]) + f"; the rest {weights})"
+        what = (f"batch {given.get('batch', 0):,} x context {given.get('context', 0):,}, weights {weights}, "
                 f"KV cache {prec.get('kv_cache')}")
         tp = given.get("tensor_parallel", 1)
         what += f", tensor parallel {tp}" if tp > 1 else ""

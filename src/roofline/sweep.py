@@ -150,7 +150,8 @@ def _series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, c
     parts = []
     for lo in range(0, swept.size, CHUNK):
         chunk = dict(sizes, **({axis: swept[lo:lo + CHUNK]} if axis else {}))
-        p = predict_model(cfg, m, phase, chunk["tokens"], chunk["batch"], chunk["context"], attention, precision,
+        p = predict_model(cfg, m, phase, chunk["tokens"], chunk["batch"], chunk["context"] if phase == "decode" else None,
+                          attention, precision,
                           tensor_parallel, link, cm)
         n = min(CHUNK, swept.size - lo)
         parts.append({f: np.broadcast_to(np.asarray(getattr(p, f)), (n,)) for f in SERIES_FIELDS})

@@ -190,7 +190,8 @@ def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = 
     in_flight = min(layout.pipeline_parallel, layout.micro_batches(seq_len))
     params = count_params(shard(cfg, layout.tensor_parallel))["total"] / layout.pipeline_parallel
     states = model_state_bytes(params, layout.data_parallel, layout.zero)
-    acts = in_flight * per_stage * activation_bytes_per_layer(seq_len, layout.micro_batch, cfg.d_model, cfg.n_heads,
+    heads = getattr(cfg.first_attention, "heads", 0)  # the score terms of attention layers (0 for SSM-only models)
+    acts = in_flight * per_stage * activation_bytes_per_layer(seq_len, layout.micro_batch, cfg.d_model, heads,
                                                               layout.tensor_parallel, layout.sequence_parallel, recompute,
                                                               attention)
     parts = tuple(MemoryPart(k, v) for k, v in states.items()) + (MemoryPart("activations", acts),)

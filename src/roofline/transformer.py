@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from roofline.architecture import MLP, Attention, LatentAttention, Layer, Mamba, Mamba2, Model, MoE
 from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_fraction, check_number, unknown_name
+from roofline.hf_configs import from_hf_config
 from roofline.units import DTYPE_BYTES, dtype_bytes
 
 if sys.version_info >= (3, 11):
@@ -93,68 +95,126 @@ class TransformerConfig:
     def is_moe(self) -> bool:
         return self.n_experts > 1
 
+    def to_model(self) -> Model:
+        """The Model this uniform description stands for: n_layers copies of one layer."""
+        attn = Attention(self.n_heads, self.n_kv_heads, self.head_dim, qkv_bias=self.attention_bias,
+                         out_bias=self.attention_out_bias)
+        act = "silu" if self.gated_mlp else "gelu"
+        if self.is_moe:
+            ff = MoE(self.n_experts, self.experts_per_token, self.expert_d_ff, self.gated_mlp, self.mlp_bias,
+                     shared_d_ff=self.n_shared_experts * self.expert_d_ff, activation=act)
+        else:
+            ff = MLP(self.d_ff, self.gated_mlp, self.mlp_bias, act)
+        layer = Layer(attn, ff, norm=self.norm)
+        return Model(self.name, self.d_model, self.vocab, (layer,), (0,) * self.n_layers, self.tied_embeddings,
+                     self.norm, self.max_position_embeddings, key=self.key)
+
+
+def uniform_config(model, what: str = "this") -> TransformerConfig:
+    """The TransformerConfig of a model whose layers are all one kind of plain attention (full
+    causal, no window, chunk, q/k norm or sinks) with a dense MLP or a plain MoE: what the torch
+    module builders (trace, check) can build. A message naming what does not fit otherwise."""
+    m = get_model(model)
+    layer = m.only_kind(what)
+    a, ff = layer.mixer, layer.mlp
+    problems = []
+    if not isinstance(a, Attention):
+        problems.append(f"token mixer {getattr(a, 'kind', 'none')}")
+    elif a.span or a.qk_norm or a.sinks or a.v_head_dim != a.head_dim:
+        problems.append(f"attention {a.kind}{' with q/k norms' if a.qk_norm else ''}{' with sinks' if a.sinks else ''}")
+    if ff is None or (isinstance(ff, MoE) and (ff.shared_gate or ff.router_bias or ff.bias)):
+        problems.append("channel mixer " + (ff.kind if ff is not None else "none"))
+    if layer.parallel or m.lm_head_bias or layer.n_norms != 2:
+        problems.append("parallel attention + MLP, extra norms or an LM-head bias")
+    if problems:
+        raise RooflineError(f"{m.name}: {what} builds plain pre-norm attention + MLP blocks; this model has "
+                            f"{'; '.join(problems)}", field="model")
+    moe = isinstance(ff, MoE)
+    shared = ff.shared_d_ff // ff.d_ff if moe and ff.shared_d_ff else 0
+    if moe and shared * ff.d_ff != ff.shared_d_ff:
+        raise RooflineError(f"{m.name}: shared expert width {ff.shared_d_ff} is not a multiple of the expert width", field="model")
+    return TransformerConfig(
+        name=m.name, d_model=m.d_model, n_layers=m.n_layers, n_heads=a.heads, vocab=m.vocab, n_kv_heads=a.kv_heads,
+        head_dim=a.head_dim, d_ff=ff.d_ff, gated_mlp=ff.gated, tied_embeddings=m.tied_embeddings, norm=layer.norm,
+        attention_bias=a.qkv_bias, attention_out_bias=a.out_bias, mlp_bias=ff.bias, max_position_embeddings=m.positions,
+        n_experts=ff.n_experts if moe else 1, experts_per_token=ff.top_k if moe else 1, n_shared_experts=shared,
+        expert_d_ff=ff.d_ff, key=m.key)
+
 
 # ---------------------------------------------------------------------------------------------
 # Parameter counts
 # ---------------------------------------------------------------------------------------------
 
-
-def _mlp_params(cfg: TransformerConfig, d_ff: int) -> int:
-    """One MLP: gated = gate + up + down = 3 D F; plain = up + down = 2 D F; plus biases."""
-    D = cfg.d_model
-    if cfg.gated_mlp:
-        return 3 * D * d_ff + ((2 * d_ff + D) if cfg.mlp_bias else 0)
-    return 2 * D * d_ff + ((d_ff + D) if cfg.mlp_bias else 0)
+PARTS = ("embedding", "position", "attention", "ssm", "mlp", "experts", "shared_experts", "router", "norms", "lm_head")
 
 
-def _layer_parts(cfg: TransformerConfig) -> dict[str, int]:
-    """Parameters of one block by part (all experts counted)."""
-    D, h, kv = cfg.d_model, cfg.attn_dim, cfg.kv_dim
-    attention = D * h + 2 * D * kv + h * D  # Wq (D, h), Wk and Wv (D, K d_head), Wo (h, D)
-    if cfg.attention_bias:
-        attention += h + 2 * kv
-    if cfg.attention_out_bias:
-        attention += D
-    mlp = cfg.n_experts * _mlp_params(cfg, cfg.expert_d_ff) + cfg.n_shared_experts * _mlp_params(cfg, cfg.expert_d_ff)
-    router = D * cfg.n_experts if cfg.is_moe else 0  # (D, E) gate
-    per_norm = 2 * D if cfg.norm == "layernorm" else D
-    return {"attention": attention, "mlp": mlp, "router": router, "norms": 2 * per_norm}
-
-
-def count_params(cfg: TransformerConfig) -> dict[str, int]:
+def count_params(model) -> dict[str, int]:
     """Parameter count by part, with ``total``. Parts: embedding (V D), position (learned
-    positions), attention, mlp (all experts), router, norms (two per block and the final one),
-    lm_head (V D, zero when tied to the embedding)."""
-    L, D, V = cfg.n_layers, cfg.d_model, cfg.vocab
-    layer = _layer_parts(cfg)
-    parts = {
-        "embedding": V * D,
-        "position": cfg.max_position_embeddings * D,
-        "attention": L * layer["attention"],
-        "mlp": L * layer["mlp"],
-        "router": L * layer["router"],
-        "norms": L * layer["norms"] + (2 * D if cfg.norm == "layernorm" else D),
-        "lm_head": 0 if cfg.tied_embeddings else V * D,
-    }
+    positions), attention and ssm (token mixers), mlp (dense), experts (every routed expert),
+    shared_experts, router, norms (each layer's and the final one), lm_head (V D and its bias; zero
+    when tied to the embedding)."""
+    m = get_model(model)
+    D, V = m.d_model, m.vocab
+    parts = dict.fromkeys(PARTS, 0)
+    for layer, n in m.kind_counts():
+        for k, v in layer.parts(D).items():
+            parts[k] += n * v
+    parts["embedding"] = V * D
+    parts["position"] = m.positions * D
+    parts["norms"] += 2 * D if m.final_norm == "layernorm" else D
+    parts["lm_head"] = (0 if m.tied_embeddings else V * D) + (V if m.lm_head_bias else 0)
     parts["total"] = sum(parts.values())
     return parts
 
 
-def active_params(cfg: TransformerConfig) -> int:
-    """Parameters one token touches: every expert counts only if routed to (experts_per_token of
-    n_experts) or shared. Equals count_params(cfg)['total'] for a dense model."""
-    p = count_params(cfg)
-    inactive = cfg.n_layers * (cfg.n_experts - cfg.experts_per_token) * _mlp_params(cfg, cfg.expert_d_ff)
-    return p["total"] - inactive
+def _inactive_experts(m: Model) -> int:
+    """Parameters of the routed experts one token does not use: (E - k) experts per MoE layer."""
+    return sum(n * (k.mlp.n_experts - k.mlp.top_k) * k.mlp.expert.params(m.d_model) for k, n in m.kind_counts() if k.is_moe)
 
 
-def matmul_params(cfg: TransformerConfig) -> int:
-    """Parameters one token multiplies by: attention, the active MLP experts, the router and the LM
-    head (a matmul against the vocabulary even when tied). The input embedding is a gather and
-    norms are elementwise, so neither counts."""
-    p = count_params(cfg)
-    active_mlp = cfg.n_layers * (cfg.experts_per_token + cfg.n_shared_experts) * _mlp_params(cfg, cfg.expert_d_ff)
-    return p["attention"] + active_mlp + p["router"] + cfg.vocab * cfg.d_model
+def active_params(model, embeddings: bool = True) -> int:
+    """Parameters one token touches: every routed expert counts only if routed to (top_k of
+    n_experts); shared experts always. Embedding and LM head are in (the model cards' convention);
+    ``embeddings=False`` leaves the input embedding table (and learned positions) out. Equals
+    count_params(model)['total'] for a dense model."""
+    m = get_model(model)
+    p = count_params(m)
+    n = p["total"] - _inactive_experts(m)
+    return n if embeddings else n - p["embedding"] - p["position"]
+
+
+def _matmul_params_of(layer: Layer, D: int) -> int:
+    """Weights one token multiplies by in a layer: the mixer's projections (an SSM's in/out
+    projections, not its conv, A, D or norm), the active experts, shared experts, router, dense MLP."""
+    n = 0
+    mixer = layer.mixer
+    if isinstance(mixer, Mamba2):
+        n += D * mixer.in_proj_width + mixer.d_inner * D
+    elif isinstance(mixer, Mamba):
+        n += D * 2 * mixer.d_inner + mixer.d_inner * (mixer.dt_rank + 2 * mixer.d_state) + mixer.dt_rank * mixer.d_inner \
+            + mixer.d_inner * D
+    elif isinstance(mixer, Attention):
+        a = mixer
+        n += D * a.heads * a.head_dim + D * a.kv_heads * (a.head_dim + a.v_head_dim) + a.heads * a.v_head_dim * D
+    elif isinstance(mixer, LatentAttention):
+        n += mixer.params(D) - mixer.q_lora_rank - mixer.kv_lora_rank  # less the two norms
+    ff = layer.mlp
+    if isinstance(ff, MoE):
+        n += ff.top_k * 2 * D * ff.d_ff * (1.5 if ff.gated else 1.0)
+        n += (ff.shared.params(D) - (0 if not ff.shared.bias else 0)) if ff.shared_d_ff else 0
+        n += D * ff.n_experts + (D if ff.shared_gate else 0)
+    elif ff is not None:
+        n += (3 if ff.gated else 2) * D * ff.d_ff
+    return int(n)
+
+
+def matmul_params(model) -> int:
+    """Parameters one token multiplies by: every layer's projections (the active experts for MoE),
+    the routers and the LM head (a matmul against the vocabulary even when tied). The input
+    embedding is a gather, and norms, biases, convs and SSM decay terms are elementwise, so none
+    counts."""
+    m = get_model(model)
+    return sum(n * _matmul_params_of(k, m.d_model) for k, n in m.kind_counts()) + m.vocab * m.d_model
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,26 +222,46 @@ def matmul_params(cfg: TransformerConfig) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-def attention_flops_per_token_forward(cfg: TransformerConfig, seq_len) -> float:
-    """4 L h s: QK^T (2 s h per token per layer) and PV (2 s h), forward, full (non-causal) count."""
+def attention_flops_per_token_forward(model, seq_len) -> float:
+    """Attention's context term per token, forward, full (non-causal) count: per attention layer
+    2 H (d_qk + d_v) s_eff, QK^T and PV, with s_eff = min(s, W) for sliding and chunked layers.
+    For a plain model (d_qk = d_v = d_head, h = H d_head) that is the 4 L h s of the MFU convention.
+    MLA counts its expanded per-head form (d_qk = nope + rope, d_v), as training runs it."""
     check_number("seq_len", seq_len, minimum=0, strictly=False, maximum=MAX_COUNT)
-    return 4.0 * cfg.n_layers * cfg.attn_dim * seq_len
+    m = get_model(model)
+    total = 0.0
+    for layer, n in m.kind_counts():
+        a = layer.mixer
+        if isinstance(a, Attention):
+            s = min(seq_len, a.span) if a.span else seq_len
+            total += n * 2.0 * a.heads * (a.head_dim + a.v_head_dim) * s
+        elif isinstance(a, LatentAttention):
+            total += n * 2.0 * a.heads * (a.qk_head_dim + a.v_head_dim) * seq_len
+    return total
 
 
-def flops_per_token(cfg: TransformerConfig, seq_len, mode: str = "train", recompute: bool = False) -> float:
-    """FLOPs per token. forward = 2 N_matmul + 4 L h s; train = 3 x forward (backward = 2 x
-    forward); with full activation recompute the forward runs twice, 4 x forward."""
+def scan_flops_per_token_forward(model) -> float:
+    """State-space layers' scan and conv per token (Mamba2.scan_flops_per_token), forward."""
+    m = get_model(model)
+    return sum(n * k.mixer.scan_flops_per_token() for k, n in m.kind_counts() if k.is_ssm)
+
+
+def flops_per_token(model, seq_len, mode: str = "train", recompute: bool = False) -> float:
+    """FLOPs per token. forward = 2 N_matmul + attention's context term + SSM scans; train = 3 x
+    forward (backward = 2 x forward); with full activation recompute the forward runs twice, 4 x."""
     check_choice("mode", mode, ("forward", "train"))
-    fwd = 2.0 * matmul_params(cfg) + attention_flops_per_token_forward(cfg, seq_len)
+    m = get_model(model)
+    fwd = 2.0 * matmul_params(m) + attention_flops_per_token_forward(m, seq_len) + scan_flops_per_token_forward(m)
     if mode == "forward":
         return fwd
     return (4.0 if recompute else 3.0) * fwd
 
 
-def training_flops(cfg: TransformerConfig, tokens, seq_len, recompute: bool = False) -> float:
-    """Total training FLOPs: (6 N_matmul + 12 L h s) x tokens (8 N + 16 L h s with recompute)."""
+def training_flops(model, tokens, seq_len, recompute: bool = False) -> float:
+    """Total training FLOPs: flops_per_token(train) x tokens ((6 N_matmul + 12 L h s) x tokens for
+    a plain model; 8 N + 16 L h s with recompute)."""
     check_number("tokens", tokens)
-    return flops_per_token(cfg, seq_len, "train", recompute) * tokens
+    return flops_per_token(model, seq_len, "train", recompute) * tokens
 
 
 def six_nd(n_params, tokens) -> float:
@@ -209,19 +289,44 @@ def training_time_s(total_flops, n_gpus, peak_flops_per_s, utilization) -> float
 ADAM_TRAINING_BYTES_PER_PARAM = 16.0  # bf16 weights 2 + bf16 grads 2 + fp32 master 4 + Adam m, v 8
 
 
-def weight_bytes(cfg: TransformerConfig, dtype: str = "bf16") -> float:
-    """All weights at ``dtype`` (fp32 4, bf16 2, fp8 1, int4 0.5 bytes per parameter)."""
-    return count_params(cfg)["total"] * dtype_bytes(dtype)
+def weight_bytes(model, dtype: str | None = None) -> float:
+    """All weights: at ``dtype`` (fp32 4, bf16 2, fp8 1, int4 0.5 bytes per parameter), or as the
+    checkpoint stores them (Model.storage: quantised parts at their width, the rest at the
+    checkpoint's dtype) when dtype is None."""
+    m = get_model(model)
+    p = count_params(m)
+    if dtype is not None:
+        return p["total"] * dtype_bytes(dtype)
+    base = dtype_bytes(m.storage.default)
+    return float(sum(p[part] * m.storage.width(part, base) for part in PARTS))
 
 
-def training_state_bytes(cfg: TransformerConfig) -> float:
+def training_state_bytes(model) -> float:
     """Weights, gradients and Adam state in mixed precision: 16 bytes per parameter."""
-    return count_params(cfg)["total"] * ADAM_TRAINING_BYTES_PER_PARAM
+    return count_params(model)["total"] * ADAM_TRAINING_BYTES_PER_PARAM
 
 
-def kv_cache_bytes_per_token(cfg: TransformerConfig, dtype: str = "bf16") -> float:
-    """2 L K d_head w: one key and one value vector per layer per kv head."""
-    return 2.0 * cfg.n_layers * cfg.kv_dim * dtype_bytes(dtype)
+def cache_elems_per_sequence(model, context) -> object:
+    """Elements one sequence of ``context`` tokens keeps in the cache, over all layers: K and V of
+    min(S, W) tokens per attention layer (W the window or chunk, unlimited for full attention), MLA's
+    latent, and each state-space layer's constant state. Arrays broadcast."""
+    m = get_model(model)
+    return sum(n * layer.cache_elems(context) for layer, n in m.kind_counts())
+
+
+def cache_bytes_per_sequence(model, context, dtype: str = "bf16") -> object:
+    """cache_elems_per_sequence x the cache dtype's width (SSM states too, at that width)."""
+    return cache_elems_per_sequence(model, context) * dtype_bytes(dtype)
+
+
+def kv_cache_bytes_per_token(model, dtype: str = "bf16") -> float:
+    """What each further token adds to the cache at long context: K and V (K (d + d_v) w) of every
+    full-attention layer, MLA's (kv_lora_rank + rope) w. Windowed, chunked and state-space layers
+    add nothing past their window: use cache_bytes_per_sequence for the whole cache at a context.
+    2 L K d_head w for a plain model."""
+    m = get_model(model)
+    per = sum(n * k.mixer.cache_elems_per_token() for k, n in m.kind_counts() if k.is_attention and not k.mixer.span)
+    return float(per) * dtype_bytes(dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -229,10 +334,11 @@ def kv_cache_bytes_per_token(cfg: TransformerConfig, dtype: str = "bf16") -> flo
 # ---------------------------------------------------------------------------------------------
 
 _FIELDS = {f.name for f in dataclasses.fields(TransformerConfig)} - {"key"}
+PRESET_KEYS = {"name", "source", "config", "notes"}
 
 
 def config_from_dict(key: str, spec: dict, origin: str = "models") -> TransformerConfig:
-    """A config from one preset table (only what differs from the defaults)."""
+    """A uniform TransformerConfig from a table of its fields (only what differs from the defaults)."""
     if not isinstance(spec, dict):
         raise RooflineError(f"{origin}.{key}: expected a table, got {spec!r}", field="model")
     spec = {k: v for k, v in spec.items() if k != "source"}
@@ -245,74 +351,40 @@ def config_from_dict(key: str, spec: dict, origin: str = "models") -> Transforme
     return TransformerConfig(key=key, **spec)
 
 
+def preset_from_table(key: str, table: dict, origin: str = "data/models.toml") -> Model:
+    """A preset: its published config.json keys (``config``) read by the family's loader, with the
+    preset's ``name`` and ``source``."""
+    unknown = set(table) - PRESET_KEYS
+    if unknown or "config" not in table or "name" not in table or "source" not in table:
+        raise RooflineError(f"{origin}: models.{key} needs name, source and config (unknown keys: {sorted(unknown)})",
+                            field="model")
+    m = from_hf_config(dict(table["config"]), name=str(table["name"]))
+    return dataclasses.replace(m, name=str(table["name"]), key=key)
+
+
 @functools.lru_cache(maxsize=1)
-def _presets() -> dict[str, TransformerConfig]:
+def _presets() -> dict[str, Model]:
     text = resources.files("roofline").joinpath("data/models.toml").read_text(encoding="utf-8")
     doc = tomllib.loads(text)
-    return {k: config_from_dict(k, v, "data/models.toml") for k, v in doc["models"].items()}
+    return {k: preset_from_table(k, v) for k, v in doc["models"].items()}
 
 
-def list_models() -> list[TransformerConfig]:
+def list_models() -> list[Model]:
     """Every preset model, in the data file's order."""
     return list(_presets().values())
 
 
-def _hf_get(raw: dict, *names, default=None):
-    for n in names:
-        if raw.get(n) is not None:
-            return raw[n]
-    return default
+def hf_config_to_model(raw: dict, name: str = "model") -> Model:
+    """A Model from a Hugging Face ``config.json`` dict: hf_configs.from_hf_config (one loader per
+    model_type; unknown families refused by name)."""
+    return from_hf_config(raw, name)
 
 
-def hf_config_to_model(raw: dict, name: str = "model") -> TransformerConfig:
-    """Map a Hugging Face ``config.json`` (Llama, Mistral, Mixtral, Qwen2, GPT-2 families) to a
-    TransformerConfig."""
-    if not isinstance(raw, dict):
-        raise RooflineError(f"{name}: a config.json must hold a JSON object", field="model")
-    model_type = str(raw.get("model_type", ""))
-    d_model = _hf_get(raw, "hidden_size", "n_embd", "d_model")
-    n_layers = _hf_get(raw, "num_hidden_layers", "n_layer", "num_layers")
-    n_heads = _hf_get(raw, "num_attention_heads", "n_head")
-    vocab = _hf_get(raw, "vocab_size")
-    missing = [k for k, v in (("hidden_size", d_model), ("num_hidden_layers", n_layers), ("num_attention_heads", n_heads), ("vocab_size", vocab)) if v is None]
-    if missing:
-        raise RooflineError(f"{name}: config.json lacks {', '.join(missing)}", field="model")
-    if "kv_lora_rank" in raw or "first_k_dense_replace" in raw or model_type.startswith(("deepseek", "qwen2_moe", "qwen3_moe")):
-        raise RooflineError(f"{name}: model_type {model_type!r} (latent attention, dense first layers or shared-expert "
-                            "gates) is not supported; supported: Llama, Mistral, Mixtral, Qwen2, GPT-2 families", field="model")
-    is_gpt2 = model_type in ("gpt2", "gpt_neo", "gptj") or "n_embd" in raw
-    n_experts = _hf_get(raw, "num_local_experts", "n_routed_experts", "num_experts", default=1)
-    kwargs = dict(
-        name=str(raw.get("_name_or_path") or name),
-        d_model=d_model,
-        n_layers=n_layers,
-        n_heads=n_heads,
-        vocab=vocab,
-        n_kv_heads=_hf_get(raw, "num_key_value_heads", default=None),
-        head_dim=_hf_get(raw, "head_dim", default=None),
-        d_ff=_hf_get(raw, "intermediate_size", "n_inner", "ffn_dim", default=None),
-        tied_embeddings=bool(raw.get("tie_word_embeddings", is_gpt2)),
-        n_experts=n_experts,
-        experts_per_token=_hf_get(raw, "num_experts_per_tok", default=1) if n_experts != 1 else 1,
-        n_shared_experts=_hf_get(raw, "n_shared_experts", default=0) or 0,
-        expert_d_ff=_hf_get(raw, "moe_intermediate_size", default=None) if n_experts != 1 else None,
-    )
-    if is_gpt2:
-        kwargs.update(gated_mlp=False, norm="layernorm", attention_bias=True, attention_out_bias=True, mlp_bias=True,
-                      max_position_embeddings=_hf_get(raw, "n_positions", "max_position_embeddings", default=1024))
-    else:
-        qkv_bias = model_type == "qwen2" or bool(raw.get("attention_bias", False))
-        kwargs.update(attention_bias=qkv_bias, attention_out_bias=bool(raw.get("attention_bias", False)),
-                      mlp_bias=bool(raw.get("mlp_bias", False)))
-    try:
-        return TransformerConfig(**kwargs)
-    except TypeError as exc:
-        raise RooflineError(f"{name}: malformed config.json ({exc})", field="model") from None
-
-
-def load_hf_config(path: str | Path) -> TransformerConfig:
+def load_hf_config(path: str | Path) -> Model:
     """Read a local Hugging Face ``config.json``; nothing is fetched from the network."""
     p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
     try:
         raw = json.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -321,24 +393,44 @@ def load_hf_config(path: str | Path) -> TransformerConfig:
         raise RooflineError(f"{str(p)!r} is not a UTF-8 text file (expected a config.json)", field="model") from None
     except json.JSONDecodeError as exc:
         raise RooflineError(f"{str(p)!r} is not valid JSON ({exc.msg} at line {exc.lineno})", field="model") from None
-    return hf_config_to_model(raw, name=p.parent.name or p.stem)
+    except ValueError as exc:  # e.g. numbers too large to convert
+        raise RooflineError(f"{str(p)!r} could not be read as JSON ({exc})", field="model") from None
+    name = str(raw.get("_name_or_path") or p.parent.name or p.stem) if isinstance(raw, dict) else p.stem
+    return hf_config_to_model(raw, name=name)
 
 
-def get_model(name) -> TransformerConfig:
-    """A preset by key ('llama3-8b'), a TransformerConfig as is, or a local config.json path."""
-    if isinstance(name, TransformerConfig):
+def get_model(name) -> Model:
+    """A preset by key ('llama3-8b'), a Model as is, a TransformerConfig (uniform) as its Model,
+    or a local config.json path (or a folder holding one)."""
+    if isinstance(name, Model):
         return name
+    if isinstance(name, TransformerConfig):
+        return name.to_model()
     presets = _presets()
     key = str(name).strip().lower().replace("_", "-").replace(" ", "-")
     if key in presets:
         return presets[key]
-    if str(name).endswith(".json") or Path(str(name)).is_file():
+    if str(name).endswith(".json") or Path(str(name)).is_file() or (Path(str(name)) / "config.json").is_file():
         return load_hf_config(name)
     raise unknown_name("model", name, presets)
 
 
+def model_summary(model) -> dict:
+    """What a listing shows of a model: name, type, layers and their kinds, totals, cache."""
+    m = get_model(model)
+    p = count_params(m)
+    return {
+        "key": m.key, "name": m.name, "model_type": m.model_type, "layers": m.n_layers, "d_model": m.d_model,
+        "vocab": m.vocab, "params": p["total"], "active_params": active_params(m) if m.is_moe else p["total"],
+        "layer_kinds": [{"kind": k.label, "count": n} for k, n in m.kind_counts()], "pattern": m.pattern(),
+        "weights_stored": m.storage.label(), "omitted": list(m.omitted), "notes": list(m.notes),
+        "kv_bytes_per_token_bf16": kv_cache_bytes_per_token(m),
+    }
+
+
 __all__ = [
-    "TransformerConfig", "count_params", "active_params", "matmul_params", "attention_flops_per_token_forward",
+    "TransformerConfig", "Model", "count_params", "active_params", "matmul_params", "attention_flops_per_token_forward",
     "flops_per_token", "training_flops", "six_nd", "training_time_s", "weight_bytes", "training_state_bytes",
-    "kv_cache_bytes_per_token", "get_model", "list_models", "load_hf_config", "hf_config_to_model", "DTYPE_BYTES",
+    "kv_cache_bytes_per_token", "cache_bytes_per_sequence", "get_model", "list_models", "load_hf_config",
+    "hf_config_to_model", "uniform_config", "model_summary", "DTYPE_BYTES",
 ]

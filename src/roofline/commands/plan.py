@@ -86,20 +86,28 @@ def _add_model(p):
 
 
 def _add_precision(p):
-    p.add_argument("--dtype", choices=QUANT_DTYPES, default="bf16",
+    p.add_argument("--dtype", choices=QUANT_DTYPES, default=None,
                    help="weights, activations and KV cache (default bf16); a dtype the machine has no peak for (int4, "
                         "fp4 before Blackwell) means weights only, with bf16 activations, KV cache and matmuls")
-    p.add_argument("--weights", choices=QUANT_DTYPES, default=None, help="weight storage dtype (default --dtype)")
+    p.add_argument("--weights", choices=QUANT_DTYPES, default=None,
+                   help="weight storage dtype (default --dtype, or as the checkpoint stores them when its config.json "
+                        "has a quantization_config: MXFP4 experts, block fp8, int4 groups)")
     p.add_argument("--activations", choices=QUANT_DTYPES, default=None,
                    help="activation dtype, one the machine computes in (default --dtype)")
     p.add_argument("--kv-cache", choices=QUANT_DTYPES, default=None, help="KV-cache storage dtype (default --dtype)")
 
 
 def _precision(args, machine):
-    """--dtype on this machine (Precision.uniform), with --weights, --activations, --kv-cache over it."""
+    """--dtype on this machine (Precision.uniform), with --weights, --activations, --kv-cache over it;
+    a quantised checkpoint's stored widths when neither --dtype nor --weights is given."""
     from roofline.plan import Precision
+    from roofline.transformer import get_model
 
-    base = Precision.uniform(args.dtype, machine)
+    model = get_model(getattr(args, "model", "llama3-8b"))
+    if model.storage.parts and args.dtype is None and args.weights is None:
+        acts = args.activations or "bf16"
+        return Precision.as_stored(model, acts, args.kv_cache or acts)
+    base = Precision.uniform(args.dtype or "bf16", machine)
     return Precision(args.weights or base.weights, args.activations or base.activations, args.kv_cache or base.kv_cache)
 
 

@@ -26,7 +26,7 @@ from roofline.blocks import block_kernels
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel
 from roofline.measure.device import torch_dtype
-from roofline.transformer import TransformerConfig, get_model
+from roofline.transformer import TransformerConfig, uniform_config
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,9 @@ class OpSpec:
 
 def scale_config(cfg, d_model: int | None = None) -> TransformerConfig:
     """The model with d_model scaled (heads, kv heads and d_ff in proportion, head dim kept),
-    one layer: a block that fits a small device but keeps the preset's shape ratios."""
-    cfg = get_model(cfg)
+    one layer: a block that fits a small device but keeps the preset's shape ratios. Models whose
+    layers are not one plain attention + MLP kind are refused by name."""
+    cfg = cfg if isinstance(cfg, TransformerConfig) else uniform_config(cfg, "check")
     if d_model is None or d_model == cfg.d_model:
         return dataclasses.replace(cfg, n_layers=1)
     d = cfg.head_dim if cfg.head_dim <= d_model else d_model
@@ -73,7 +74,7 @@ def block_ops(cfg, phase: str = "prefill", tokens: int = 512, batch: int = 1, co
     """The ops of block_kernels(cfg, ...) as PyTorch callables on ``device``. ``only``: a set of
     op names to build (the others are skipped, nothing is allocated for them). ``_allocated``
     collects the bytes of every buffer (see planned_bytes)."""
-    cfg = get_model(cfg)
+    cfg = cfg if isinstance(cfg, TransformerConfig) else uniform_config(cfg, "check")
     if cfg.is_moe:
         raise RooflineError(f"{cfg.name} is a mixture of experts: check times dense blocks only", field="model")
     kernels = block_kernels(cfg, phase, tokens, batch, context, attention, dtype)

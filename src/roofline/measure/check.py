@@ -106,5 +106,8 @@ def get_key(model) -> str:
 
 
 def _describe(cfg) -> str:
+    from roofline.transformer import TransformerConfig, uniform_config
+
+    cfg = cfg if isinstance(cfg, TransformerConfig) else uniform_config(cfg, "check")
     return (f"d_model {cfg.d_model}, {cfg.n_heads} heads / {cfg.n_kv_heads} kv, head dim {cfg.head_dim}, "
             f"d_ff {cfg.d_ff}")

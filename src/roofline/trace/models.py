@@ -19,11 +19,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from roofline.transformer import TransformerConfig, get_model
+from roofline.transformer import TransformerConfig, get_model, uniform_config
 
 
 def _cfg(cfg) -> TransformerConfig:
-    return get_model(cfg) if isinstance(cfg, str) else cfg
+    """A uniform TransformerConfig: one as given, or a preset / Model's (refused by name when its
+    layers are not one plain attention + MLP kind)."""
+    return cfg if isinstance(cfg, TransformerConfig) else uniform_config(cfg, "the torch module builder")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -39,6 +41,7 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 class LlamaAttention(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
+        cfg = _cfg(cfg)
         self.cfg = cfg
         self.wqkv = nn.Linear(cfg.d_model, cfg.attn_dim + 2 * cfg.kv_dim, bias=cfg.attention_bias)
         self.wo = nn.Linear(cfg.attn_dim, cfg.d_model, bias=cfg.attention_out_bias)
@@ -59,6 +62,7 @@ class LlamaAttention(nn.Module):
 class LlamaMLP(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
+        cfg = _cfg(cfg)
         self.w13 = nn.Linear(cfg.d_model, 2 * cfg.d_ff, bias=cfg.mlp_bias)  # gate and up, fused
         self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.mlp_bias)
 
@@ -70,6 +74,7 @@ class LlamaMLP(nn.Module):
 class LlamaBlock(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
+        cfg = _cfg(cfg)
         self.attn_norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
         self.attn = LlamaAttention(cfg)
         self.ffn_norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
@@ -120,6 +125,7 @@ class LlamaLike(nn.Module):
 class GPT2Block(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
+        cfg = _cfg(cfg)
         self.cfg = cfg
         D = cfg.d_model
         self.ln_1 = nn.LayerNorm(D)
@@ -189,6 +195,6 @@ def tiny_llama() -> LlamaLike:
 
 def tiny_gpt2() -> GPT2Like:
     """Two layers, d_model 64, 4 heads, vocab 256, 64 positions."""
-    base = get_model("gpt2")
+    base = _cfg("gpt2")
     return GPT2Like(dataclasses.replace(base, name="tiny gpt2", key="", d_model=64, n_layers=2, n_heads=4, n_kv_heads=None, d_ff=256,
                                         head_dim=None, vocab=256, max_position_embeddings=64, expert_d_ff=None))

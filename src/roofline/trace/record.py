@@ -7,8 +7,9 @@ without a rule is counted in ``unsupported``, never dropped.
 With ``fused=True`` (the default) two functional calls that a GPU runs as one kernel, but that the
 meta (and CPU) dispatcher decomposes into a chain of small ops, are recorded as that one kernel:
 ``F.scaled_dot_product_attention`` becomes ``aten::_scaled_dot_product_flash_attention`` (the
-memory-efficient kernel when there is a mask or the dtype is fp32), and ``F.rms_norm`` becomes
-``aten::_fused_rms_norm``. ``fused=False`` records what the meta dispatcher does instead (the math
+memory-efficient kernel when there is a mask, the dtype is fp32, or V's head dim is not Q's, as in
+DeepSeek's MLA: torch's flash kernel needs one head dim for Q, K and V), and ``F.rms_norm``
+becomes ``aten::_fused_rms_norm``. ``fused=False`` records what the meta dispatcher does instead (the math
 path: QK^T, softmax and PV as separate ops, with fp32 upcasts).
 """
 
@@ -116,7 +117,8 @@ class Recorder(TorchDispatchMode):
 
 def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     aten = torch.ops.aten
-    if attn_mask is None and query.dtype in (torch.float16, torch.bfloat16):
+    one_head_dim = query.shape[-1] == key.shape[-1] == value.shape[-1]
+    if attn_mask is None and one_head_dim and query.dtype in (torch.float16, torch.bfloat16):
         return aten._scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, False, scale=scale)[0]
     return aten._scaled_dot_product_efficient_attention(query, key, value, attn_mask, False, dropout_p, is_causal,
                                                        scale=scale)[0]

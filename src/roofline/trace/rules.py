@@ -166,6 +166,32 @@ def baddbmm(call: Call) -> Cost:
     return Cost(2.0 * b * M * N * K, io_bytes(call))
 
 
+@rule("aten::_grouped_mm", "aten::_scaled_grouped_mm", category="matmul")
+def grouped_mm(call: Call) -> Cost:
+    """torch._grouped_mm(A, B, offs): G matmuls in one kernel (a MoE layer's routed experts; the
+    scaled variant is its fp8 form, scales read too). The four layouts, each group g of size n_g:
+
+    - A (M, K) @ B (G, K, N), offs the ends of each group's rows of A: out (M, N), 2 sum n_g K N;
+    - A (G, M, K) @ B (K, N), offs splitting N: out (M, N), 2 M K sum n_g;
+    - A (M, K) @ B (K, N), offs splitting K (a weight gradient): out (G, M, N), 2 M N sum n_g;
+    - A (G, M, K) @ B (G, K, N), no offs: a bmm, out (G, M, N), 2 G M K N.
+
+    The offsets are data, unknown on the meta device, so the split dimension is taken as fully
+    assigned (sum n_g = M, N or K): flops = 2MKN (2GMKN batched), however the rows are routed.
+    bytes = w (A + B + out) + the G int32 offsets: every input read once, B whole, i.e. all G
+    experts' weights (a decode step that routes its tokens to fewer experts reads fewer: an upper
+    bound there). Bias not counted. FlopCounterMode (torch 2.13) has no formula for this op and
+    counts it as zero, so the tests check it against per-group mm calls instead."""
+    a, b = call.tensor(0).shape, call.tensor(1).shape
+    if len(a) == 3 and len(b) == 3:
+        groups, (M, K), N = a[0], a[1:], b[2]
+    elif len(a) in (2, 3) and len(b) in (2, 3):
+        groups, (M, K), N = 1, a[-2:], b[-1]
+    else:
+        raise ValueError(f"{call.op}: A and B must be 2D or 3D")
+    return Cost(2.0 * groups * M * K * N, io_bytes(call))
+
+
 @rule("aten::mv", category="matmul")
 def mv(call: Call) -> Cost:
     """(M, N) @ (N,): flops = 2MN."""
@@ -213,15 +239,26 @@ def _attention_flops(q: tuple, k: tuple, v: tuple) -> float:
     return 2.0 * B * H * T * S * d + 2.0 * B * H * T * S * d_v
 
 
+def _attention_bytes(call: Call, out_shape: tuple) -> float:
+    """Inputs read once, outputs written once, O at ``out_shape``: its head dim is V's, d_v. The
+    meta kernels of the flash family return O shaped like Q (torch's flash kernel needs one head
+    dim for Q, K and V), which with MLA's d_qk != d_v would count O at d_qk."""
+    if not call.outputs:
+        return io_bytes(call)
+    out = call.outputs[0]
+    return io_bytes(call) - out.write_bytes + math.prod(out_shape) * out.itemsize
+
+
 @rule("aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
       "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_flash_attention_for_cpu",
       "aten::_scaled_dot_product_fused_attention_overrideable", category="attention")
 def fused_attention(call: Call) -> Cost:
-    """Fused attention (flash / memory-efficient / cuDNN), (B, H, T, d) layout: flops = 2 B H T S
-    (d + d_v), full even when causal; bytes = Q, K, V (and a mask) read, O and the log-sum-exp
-    written: the T x S scores never reach memory."""
+    """Fused attention (flash / memory-efficient / cuDNN), q (B, H, T, d), k (B, K, S, d), v (B, K,
+    S, d_v): flops = 2 B H T S d (QK^T) + 2 B H T S d_v (PV), full even when causal; bytes = Q, K,
+    V (and a mask) read at their own shapes, O (B, H, T, d_v) and the log-sum-exp written: the
+    T x S scores never reach memory."""
     q, k, v = (call.tensor(i).shape for i in range(3))
-    return Cost(_attention_flops(q, k, v), io_bytes(call))
+    return Cost(_attention_flops(q, k, v), _attention_bytes(call, q[:3] + v[3:]))
 
 
 # where the cumulative sequence lengths of a ragged batch sit in each kernel's schema:
@@ -233,13 +270,13 @@ _CU_SEQLENS = {"aten::_flash_attention_forward": (3, 4), "aten::_efficient_atten
 @rule(*_CU_SEQLENS, category="attention")
 def attention_forward(call: Call) -> Cost | None:
     """The flash-attn / xformers kernels, (B, T, H, d) layout: flops = 2 B H T S (d + d_v); bytes =
-    Q, K, V and the efficient kernel's additive bias (when given) read, O and the log-sum-exp
-    written. Dense batches only (a ragged batch, with cumulative sequence lengths, is reported as
-    unsupported)."""
+    Q, K, V and the efficient kernel's additive bias (when given) read, O (B, T, H, d_v) and the
+    log-sum-exp written. Dense batches only (a ragged batch, with cumulative sequence lengths, is
+    reported as unsupported)."""
     if any(i < len(call.args) and isinstance(call.args[i], TensorSpec) for i in _CU_SEQLENS[call.op]):
         return None
     (B, T, H, d), (_, S, K, _), (_, _, _, d_v) = (call.tensor(i).shape for i in range(3))
-    return Cost(_attention_flops((B, H, T, d), (B, K, S, d), (B, K, S, d_v)), io_bytes(call))
+    return Cost(_attention_flops((B, H, T, d), (B, K, S, d), (B, K, S, d_v)), _attention_bytes(call, (B, T, H, d_v)))
 
 
 # ---------------------------------------------------------------------------------------------

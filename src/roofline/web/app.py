@@ -35,7 +35,8 @@ from roofline.cost import CostModel
 from roofline.errors import RooflineError, unknown_name
 from roofline.machines import Machine, list_machines, load_machine_file
 from roofline.plan import DEFAULT_BATCHES, Precision, kv_overtakes_weights_context, predict_model
-from roofline.transformer import TransformerConfig, list_models
+from roofline.architecture import Model
+from roofline.transformer import list_models, model_summary
 from roofline.units import DTYPE_BYTES, US, format_si
 from roofline.web.payload import json_safe, layer_payload
 from roofline.web.plan_payload import decode_payload, model_payload
@@ -114,19 +115,20 @@ def _machine_dict(m: Machine, origin: str) -> dict:
     }
 
 
-def _model_dict(c: TransformerConfig) -> dict:
+def _model_dict(c: Model) -> dict:
+    """A model as the page lists it: model_summary (layers, kinds, totals), with the attention shape
+    of its first attention layer and its experts (None where it has none)."""
+    a = c.first_attention
+    moe = next((k.mlp for k in c.kinds if k.is_moe), None)
     return {
-        "key": c.key,
-        "name": c.name,
-        "d_model": c.d_model,
+        **model_summary(c),
         "n_layers": c.n_layers,
-        "n_heads": c.n_heads,
-        "n_kv_heads": c.n_kv_heads,
-        "head_dim": c.head_dim,
-        "d_ff": c.d_ff,
-        "vocab": c.vocab,
-        "n_experts": c.n_experts,
-        "experts_per_token": c.experts_per_token,
+        "n_heads": getattr(a, "heads", None),
+        "n_kv_heads": getattr(a, "kv_heads", None),
+        "head_dim": getattr(a, "head_dim", getattr(a, "qk_head_dim", None)),
+        "n_experts": moe.n_experts if moe else 1,
+        "experts_per_token": moe.top_k if moe else 1,
+        "uniform": c.is_uniform,
         "label": c.name,
     }
 
@@ -147,6 +149,7 @@ class LayerQuery:
     memory_efficiency: float
     launch_overhead_us: float
     overlap: float
+    layer: Optional[int] = None
 
 
 def _finite(x) -> bool:
@@ -201,16 +204,17 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
         phase: Phase = Query(SEED_DEFAULTS["phase"], description="prefill (T tokens) or decode (one token at context S)"),
         tokens: int = Query(SEED_DEFAULTS["tokens"], ge=1, le=MAX_TOKENS, description="prefill: tokens per sequence T; decode: the context S unless context is given"),
         batch: int = Query(SEED_DEFAULTS["batch"], ge=1, le=MAX_BATCH, description="sequences B"),
-        context: Optional[int] = Query(None, ge=1, le=MAX_TOKENS, description="decode: tokens already in the KV cache, S (default: tokens)"),
+        context: Optional[int] = Query(None, ge=1, le=MAX_TOKENS, description="decode: tokens already in the KV cache, S (default: tokens); prefill: positions attended, S >= tokens (a chunked-prefill step; default tokens)"),
         attention: Attention = Query(SEED_DEFAULTS["attention"], description="naive (QK^T, softmax, PV unfused) or flash"),
         dtype: Optional[Dtype] = Query(None, description="default: the machine's default dtype"),
         compute_efficiency: float = Query(SEED_DEFAULTS["compute_efficiency"], gt=0, le=1, allow_inf_nan=False, description="e_c, achievable fraction of peak FLOP/s"),
         memory_efficiency: float = Query(SEED_DEFAULTS["memory_efficiency"], gt=0, le=1, allow_inf_nan=False, description="e_m, achievable fraction of peak bandwidth"),
         launch_overhead_us: float = Query(SEED_DEFAULTS["launch_overhead_us"], ge=0, le=MAX_LAUNCH_US, allow_inf_nan=False, description="microseconds per kernel launch"),
         overlap: float = Query(SEED_DEFAULTS["overlap"], ge=0, le=1, allow_inf_nan=False, description="1: max(compute, memory) (the seed); 0: their sum"),
+        layer: Optional[int] = Query(None, ge=0, le=1000, description="the layer view: layer index (default 0; models with one layer kind ignore it)"),
     ) -> LayerQuery:
         return LayerQuery(machine, model, phase, tokens, batch, context, attention, dtype,
-                          compute_efficiency, memory_efficiency, launch_overhead_us, overlap)
+                          compute_efficiency, memory_efficiency, launch_overhead_us, overlap, layer)
 
     def machine_of(q: LayerQuery) -> Machine:
         machine = machines.get(q.machine)
@@ -237,9 +241,10 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
         machine, cost_model = machine_of(q), cost_model_of(q)
         with library_call(q):
             report = layer_report(
-                model=models[q.model], machine=machine, phase=q.phase, tokens=q.tokens, batch=q.batch,
+                model=models[q.model], machine=machine, phase=q.phase,
+                tokens=None if (q.phase == "decode" and q.context is not None) else q.tokens, batch=q.batch,
                 context=q.context, attention=q.attention, dtype=q.dtype or machine.default_dtype,
-                cost_model=cost_model,
+                cost_model=cost_model, layer=None if models[q.model].is_uniform else (q.layer or 0),
             )
         _check_finite(report.prediction)
         return report, machine, cost_model
@@ -255,14 +260,14 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
     def context_of(q: LayerQuery) -> int:
         """Tokens in each sequence's KV cache: the prompt in prefill; in decode the context, or
         tokens when none is given (as /api/layer)."""
-        return q.tokens if q.phase == "prefill" or q.context is None else q.context
+        return q.context or q.tokens
 
     def compute_model(q: LayerQuery):
         common = plan_inputs(q)
         cfg, S = models[q.model], context_of(q)
         with library_call(q):
             if q.phase == "prefill":
-                pred = predict_model(cfg, phase="prefill", tokens=q.tokens, batch=q.batch, **common)
+                pred = predict_model(cfg, phase="prefill", tokens=q.tokens, batch=q.batch, context=q.context, **common)
             else:
                 pred = predict_model(cfg, phase="decode", tokens=1, batch=q.batch, context=S, **common)
             memory = inference_memory(cfg, common["machine"], q.batch, S, common["precision"])

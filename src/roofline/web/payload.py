@@ -229,8 +229,11 @@ def roofline(report: LayerReport, machine: Machine, cost_model: CostModel) -> di
 def caption(report: LayerReport, machine: Machine, model_name: str) -> str:
     """What the page is showing, in one line under the charts."""
     p = report.prediction
+    which = "" if report.layer_count == report.n_layers else (
+        f" (layer {report.layer_index}: {report.layer_kind}, one of the {report.layer_count} of {report.n_layers} layers of "
+        "this kind; choose another with layer=N)")
     return (
-        f"One {model_name} layer's forward pass in {report.dtype} on the {machine.name} "
+        f"One {model_name} layer's forward pass{which} in {report.dtype} on the {machine.name} "
         f"(peak {format_si(machine.peak(report.dtype), 'FLOP/s')}, {format_si(machine.bandwidth, 'B/s')}), "
         f"e_c = {p.model.compute_efficiency:g}, e_m = {p.model.memory_efficiency:g}, "
         f"{format_us_fine(p.model.launch_overhead_s)} per launch, overlap {p.model.overlap:g}. "

@@ -186,7 +186,8 @@ def model_readouts(pred: ModelPrediction, memory: MemoryPlan, kv_crossover_conte
         "bytes_name": "Arithmetic" if prefill else "Weights + KV cache read",
         "bytes": format_si(pred.flops, "FLOP") if prefill else f"{format_gb(weights_bytes)} + {format_gb(kv_bytes)}",
         "bytes_sub": (f"over {format_gb(pred.bytes)} moved: {pred.intensity:,.0f} FLOP/byte" if prefill
-                      else f"KV reads overtake weights from {kv_crossover_context:,} tokens"),
+                      else ("KV reads never overtake weights" if kv_crossover_context is None
+                            else f"KV reads overtake weights from {kv_crossover_context:,} tokens")),
         "memory": format_gb(memory.total_bytes),
         "memory_sub": {True: f"of {format_gb(cap)}: fits ({memory.total_bytes / cap:.0%})" if cap else "fits",
                        False: f"of {format_gb(cap)}: does not fit" if cap else "does not fit",
@@ -207,8 +208,12 @@ def model_sentence(pred: ModelPrediction, model_name: str, n_layers: int, kv_cro
         who = f"one {T:,}-token sequence" if B == 1 else f"a batch of {B:,} {T:,}-token sequences"
         return (f"Prefill of {who} through {whole} on the {machine} takes {format_time(pred.time_s)} to the first token: "
                 f"{format_rate(pred.tokens_per_s).replace('tokens/s', 'prompt tokens/s')}, {share}.")
-    over = ("KV-cache reads already exceed the weight reads" if S >= kv_crossover_context
-            else f"KV-cache reads would overtake weight reads at {kv_crossover_context:,} tokens of context")
+    if kv_crossover_context is None:
+        over = "KV-cache reads never overtake the weight reads (the cache stops growing: windowed or state-space layers)"
+    elif S >= kv_crossover_context:
+        over = "KV-cache reads already exceed the weight reads"
+    else:
+        over = f"KV-cache reads would overtake weight reads at {kv_crossover_context:,} tokens of context"
     return (f"One decode step of {_batch_phrase(B)} at {S:,} tokens of context through {whole} on the {machine} takes "
             f"{format_time(pred.time_s)}: {format_rate(pred.tokens_per_s)}. It reads {format_gb(pred.weight_bytes)} of weights "
             f"and {format_gb(pred.kv_bytes)} of KV cache; {over} at this batch.")
@@ -344,6 +349,11 @@ def decode_chart(plan: DecodePlan, batch: int) -> dict:
     }
 
 
+def _tokens_text(n) -> str:
+    """A crossover context for a readout: 'never' when the cache stops growing first."""
+    return "never" if n is None else f"{n:,} tokens"
+
+
 def decode_readouts(plan: DecodePlan, batch: int, kv_crossover_context: int) -> dict:
     """The decode view's readouts as numbers and as the text the page shows."""
     here = next(r for r in plan.rows() if r["batch"] == batch)
@@ -369,9 +379,9 @@ def decode_readouts(plan: DecodePlan, batch: int, kv_crossover_context: int) -> 
         "max_batch": "—" if mb is None else f"{mb:,}",
         "max_batch_sub": ("machine gives no capacity" if cap is None
                           else f"sequences of {S:,} tokens in {format_gb(cap)}"),
-        "kv": f"{kv_crossover_context:,} tokens",
+        "kv": _tokens_text(kv_crossover_context),
         "kv_sub": (f"of context at batch {batch:,}" if batch == 1 else
-                   f"of context at batch {batch:,}; {plan.kv_crossover_context:,} at batch 1"),
+                   f"of context at batch {batch:,}; {_tokens_text(plan.kv_crossover_context)} at batch 1"),
     }
     return {**numbers, "text": text}
 
