@@ -214,3 +214,37 @@ def test_int4_is_weight_only_on_a_machine_without_an_int4_peak(capsys):
     assert d["roofline_s"] == pytest.approx(8_392_704 / 3.35e12)
     code, _, err = run(capsys, "kernel", "matmul", "M=1", "N=2", "K=2", "bytes_per_elem=3")
     assert code == 2 and "got 3" in err
+
+
+def test_layer_shows_each_layer_kind_with_its_count(capsys):
+    code, out, _ = run(capsys, "layer", "--model", "gemma3-27b", "--tokens", "1024")
+    # 52 sliding-window layers and 10 full ones (sliding_window_pattern 6 over 62 layers)
+    assert code == 0 and "52 of 62 layers" in out and "10 of 62 layers" in out and "left out: vision" in out
+    code, out, _ = run(capsys, "layer", "--model", "gemma3-27b", "--layer", "5", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["layer_index"] == 5 and d["layer_kind"].startswith("full attention") and d["layer_count"] == 10
+    code, out, _ = run(capsys, "layer", "--model", "gemma3-27b", "--json")
+    assert [k["layer_count"] for k in json.loads(out)["layer_kinds"]] == [52, 10]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (("--phase", "decode", "--tokens", "5", "--context", "100"), "decode makes one token per sequence"),
+    (("--phase", "prefill", "--tokens", "8", "--context", "4"), "context 4 is shorter than the 8 prefill tokens"),
+    (("--model", "gemma3-27b", "--layer", "99"), "has layers 0 to 61"),
+])
+def test_layer_refuses_workloads_it_would_otherwise_ignore(capsys, argv, needle):
+    code, _, err = run(capsys, "layer", *argv)
+    assert code == 2 and needle in err and "Traceback" not in err
+
+
+def test_unknown_model_type_is_refused_at_the_cli(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "rwkv", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 10}))
+    code, _, err = run(capsys, "models", str(path))
+    assert code == 2 and "model_type 'rwkv' is not supported" in err
+
+
+def test_models_describes_one_model(capsys):
+    code, out, _ = run(capsys, "models", "gpt-oss-120b")
+    # total from the model card, 116.83B; experts stored as MXFP4
+    assert code == 0 and "116,829,156,672" in out and "mxfp4" in out and "18 x [A B]" in out

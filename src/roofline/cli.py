@@ -79,6 +79,9 @@ def cmd_layer(args):
         return
     for line in model_header_lines(cfg):
         print(line)
+    if cfg.storage.parts:
+        print(f"note: every weight is priced at {reports[0].dtype} here; the checkpoint stores {cfg.storage.label()}: "
+              "`roofline decode` and `roofline memory` price them as stored")
     for i, report in enumerate(reports):
         pred = report.prediction
         if report.phase == "prefill":

@@ -145,13 +145,14 @@ def uniform_config(model, what: str = "this") -> TransformerConfig:
 # Parameter counts
 # ---------------------------------------------------------------------------------------------
 
-PARTS = ("embedding", "position", "attention", "ssm", "mlp", "experts", "shared_experts", "router", "norms", "lm_head")
+PARTS = ("embedding", "position", "attention", "ssm", "mlp", "experts", "expert_biases", "shared_experts", "router", "norms",
+         "lm_head")
 
 
 def count_params(model) -> dict[str, int]:
     """Parameter count by part, with ``total``. Parts: embedding (V D), position (learned
-    positions), attention and ssm (token mixers), mlp (dense), experts (every routed expert),
-    shared_experts, router, norms (each layer's and the final one), lm_head (V D and its bias; zero
+    positions), attention and ssm (token mixers), mlp (dense), experts (every routed expert's weight
+    matrices) and expert_biases, shared_experts, router, norms (each layer's and the final one), lm_head (V D and its bias; zero
     when tied to the embedding)."""
     m = get_model(model)
     D, V = m.d_model, m.vocab

@@ -1,0 +1,294 @@
+"""Models as stacks of layers: caches, decode bytes and memory verdicts of each layer kind against
+hand arithmetic; the loaders' refusals and notes; the causal count for T queries of S positions.
+
+Every expected value is arithmetic in the comment from the published config's shapes (the preset
+files copy them), never a printout of the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from roofline.architecture import Attention, Layer, MLP, Model, attended_pairs
+from roofline.blocks import block_kernels, layer_reports
+from roofline.capacity import inference_memory
+from roofline.errors import RooflineError
+from roofline.hf_configs import SUPPORTED, from_hf_config
+from roofline.kernels import attention_scores_kernel
+from roofline.plan import Precision, decode_step, kv_overtakes_weights_context, predict_model
+from roofline.transformer import (
+    attention_flops_per_token_forward,
+    cache_bytes_per_sequence,
+    count_params,
+    get_model,
+    kv_cache_bytes_per_token,
+    weight_bytes,
+)
+
+# ---------------------------------------------------------------------------------------------
+# The layer lists of the presets
+# ---------------------------------------------------------------------------------------------
+
+
+def _counts(key):
+    return {k.label: n for k, n in get_model(key).kind_counts()}
+
+
+def test_gemma3_27b_is_five_sliding_layers_to_one_full():
+    # 62 layers, sliding_window_pattern 6: layers 5, 11, ..., 59 full (10 of them), 52 sliding 1024
+    m = get_model("gemma3-27b")
+    full = [i for i, layer in enumerate(m.layers) if not layer.mixer.span]
+    assert full == list(range(5, 62, 6)) and len(full) == 10
+    assert {layer.mixer.span for layer in m.layers} == {0, 1024}
+
+
+def test_gpt_oss_alternates_sliding_128_and_full():
+    m = get_model("gpt-oss-120b")
+    assert [layer.mixer.span for layer in m.layers[:4]] == [128, 0, 128, 0] and m.n_layers == 36
+
+
+def test_llama4_maverick_interleaves_dense_and_moe_layers():
+    # interleave_moe_layer_step 2: layers 1, 3, ... MoE (24); every 4th layer (3, 7, ...) NoPE full attention
+    m = get_model("llama4-maverick")
+    moe = [i for i, layer in enumerate(m.layers) if layer.is_moe]
+    assert moe == list(range(1, 48, 2))
+    assert [i for i, layer in enumerate(m.layers) if not layer.mixer.span] == list(range(3, 48, 4))
+    assert all(layer.mlp.shared_d_ff == 8192 for layer in m.layers if layer.is_moe)
+
+
+def test_deepseek_v3_has_three_dense_layers_then_moe_with_a_shared_expert():
+    m = get_model("deepseek-v3")
+    assert [layer.is_moe for layer in m.layers[:4]] == [False, False, False, True]
+    moe = m.layers[3].mlp
+    assert (moe.n_experts, moe.top_k, moe.d_ff, moe.shared_d_ff) == (256, 8, 2048, 2048)
+    assert m.layers[0].mlp.d_ff == 18432
+    assert any("multi-token-prediction" in x for x in m.omitted)
+
+
+def test_hybrids_count_their_mixers():
+    # Jamba: attention on i % 8 == 4 (4 of 32), MoE on odd layers (16)
+    jamba = get_model("jamba")
+    assert sum(layer.is_attention for layer in jamba.layers) == 4 and sum(layer.is_moe for layer in jamba.layers) == 16
+    # Nemotron-H 8B: "M-M-M-M*-..." 24 Mamba-2, 24 MLP, 4 attention layers of 52
+    nem = get_model("nemotron-h-8b")
+    assert (sum(k.is_ssm for k in nem.layers), sum(k.is_attention for k in nem.layers), nem.n_layers) == (24, 4, 52)
+
+
+# ---------------------------------------------------------------------------------------------
+# Caches per layer kind
+# ---------------------------------------------------------------------------------------------
+
+
+def test_full_attention_cache_is_per_token():
+    # Llama 3 8B: 2 x 32 layers x 8 kv heads x 128 x 2 bytes = 131,072 bytes a token
+    assert cache_bytes_per_sequence("llama3-8b", 8192) == 8192 * 131_072
+
+
+def test_sliding_window_caps_the_cache():
+    # Mistral 7B v0.1 at 32k: 32 layers x min(32,768, 4,096) x (2 x 8 x 128 x 2 bytes = 4,096) = 536,870,912,
+    # an eighth of the 4,294,967,296 a full cache would take
+    assert cache_bytes_per_sequence("mistral-7b", 32768) == 32 * 4096 * 4096 == 4_294_967_296 / 8
+    assert kv_cache_bytes_per_token("mistral-7b") == 0.0  # nothing grows past the window
+
+
+def test_gemma3_27b_cache_at_128k_and_the_fit_on_one_h100():
+    # per token per layer 2 x 16 kv heads x 128 x 2 bytes = 8,192; 10 full layers x 131,072 tokens
+    # + 52 sliding layers x 1,024 = 10,737,418,240 + 436,207,616 = 11,173,625,856 bytes
+    kv = 10 * 131072 * 8192 + 52 * 1024 * 8192
+    assert cache_bytes_per_sequence("gemma3-27b", 131072) == kv == 11_173_625_856
+    mem = inference_memory("gemma3-27b", "h100-sxm", 1, 131072)
+    # weights 27,009,346,304 x 2 bytes = 54,018,692,608; with the cache 65.2 GB of 80 GB
+    assert mem.parts[0].bytes == 54_018_692_608 and mem.fits
+    assert mem.total_bytes == 54_018_692_608 + kv
+
+
+def test_gpt_oss_120b_mxfp4_fits_one_80gb_gpu():
+    # experts: 36 layers x 128 x 3 x 2880 x 2880 = 114,661,785,600 weights at 4.25 bits (0.53125 B)
+    # = 60,914,073,600 B; the rest, 116,829,156,672 - 114,661,785,600 = 2,167,371,072 parameters at
+    # bf16 = 4,334,742,144 B: 65,248,815,744 B (the model card's checkpoint: 60.8 GiB = 65.28 GB)
+    weights = 114_661_785_600 * 0.53125 + (116_829_156_672 - 114_661_785_600) * 2
+    stored = Precision.as_stored("gpt-oss-120b")
+    mem = inference_memory("gpt-oss-120b", "h100-sxm", 1, 8192, stored)
+    assert mem.parts[0].bytes == weights == 65_248_815_744
+    # KV: per token per layer 2 x 8 x 64 x 2 = 2,048 B; 18 full x 8,192 + 18 sliding x 128
+    assert mem.parts[1].bytes == 18 * 8192 * 2048 + 18 * 128 * 2048 == 306_708_480
+    assert mem.fits
+    # read as bf16 it would not (116.8e9 x 2 = 233.7 GB)
+    assert not inference_memory("gpt-oss-120b", "h100-sxm", 1, 8192, Precision()).fits
+    assert weight_bytes("gpt-oss-120b") == weights  # as stored, without a Precision
+
+
+def test_mla_caches_the_latent():
+    # DeepSeek-V3: 61 layers x (kv_lora_rank 512 + qk_rope_head_dim 64) x 2 bytes = 70,272 bytes a token
+    assert kv_cache_bytes_per_token("deepseek-v3") == 61 * 576 * 2 == 70_272
+
+
+def test_state_space_layers_keep_a_constant_state():
+    # Mamba-2 2.7B: d_inner 5,120 x d_state 128 = 655,360 + conv (4 - 1) x (5,120 + 2 x 128) = 16,128
+    # = 671,488 elements x 2 bytes x 64 layers = 85,950,464 bytes, whatever the context
+    per_seq = 64 * (5120 * 128 + 3 * (5120 + 2 * 128)) * 2
+    assert cache_bytes_per_sequence("mamba2-2.7b", 1) == cache_bytes_per_sequence("mamba2-2.7b", 10**6) == per_seq
+    # Nemotron-H 8B: 4 attention layers x 2 x 8 x 128 x 2 = 16,384 B a token, plus 24 Mamba-2 layers x
+    # (8,192 x 128 + 3 x (8,192 + 2 x 8 x 128)) x 2 = 51,806,208 B
+    assert cache_bytes_per_sequence("nemotron-h-8b", 1000) == 1000 * 16_384 + 51_806_208
+    # Jamba: 4 attention layers x 2 x 8 x 128 x 2 = 16,384 B a token; 28 Mamba layers x
+    # (8,192 x 16 + 3 x 8,192) x 2 = 8,716,288 B
+    assert cache_bytes_per_sequence("jamba", 1000) == 1000 * 16_384 + 8_716_288
+
+
+def test_decode_step_reads_windowed_kv():
+    # gpt-oss-20b at context 4,096, batch 1: 12 full layers x 4,096 x 2,048 B + 12 sliding x 128 x 2,048
+    step = decode_step("gpt-oss-20b", "h100-sxm", 1, 4096)
+    assert step.kv_bytes == 12 * 4096 * 2048 + 12 * 128 * 2048 == 103_809_024
+
+
+def test_decode_step_reads_ssm_state_both_ways():
+    # Mamba-2 2.7B: each step reads and writes the 85,950,464-byte state of each sequence
+    step = decode_step("mamba2-2.7b", "h100-sxm", 2, 4096)
+    assert step.kv_bytes == 2 * 2 * 85_950_464
+
+
+def test_kv_never_overtakes_weights_when_the_cache_stops_growing():
+    assert kv_overtakes_weights_context("mamba2-2.7b") is None
+    # Llama 3 8B: matmul weights 7,504,658,432 x 2 bytes / 131,072 bytes a token = 114,512 (README)
+    assert kv_overtakes_weights_context("llama3-8b") == 114_512
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention pairs, FLOPs and the two MLA forms
+# ---------------------------------------------------------------------------------------------
+
+
+def test_causal_pairs_for_the_last_t_of_s_positions():
+    # 4 queries at positions 7..10 of 10: 7 + 8 + 9 + 10 = 34 = 4 x 10 - 4 x 3 / 2
+    assert attended_pairs(4, 10) == 34
+    # the seed's convention for a prompt with no cache: T^2 / 2
+    assert attended_pairs(8192, 8192) == 8192 * 8192 / 2
+    # sliding window 3: min(p, 3) for p = 7..10 = 12; chunked 3: ((p - 1) mod 3) + 1 = 1, 2, 3, 1 = 7
+    assert attended_pairs(4, 10, 3) == 12 and attended_pairs(4, 10, 3, chunked=True) == 7
+    # one decode query sees min(S, W)
+    assert attended_pairs(1, 4096, 128, causal=False) == 128
+    # QK^T: 2 x pairs x d FLOPs, one head, d 8
+    assert attention_scores_kernel(4, 8, causal=True, context=10).flops == 2 * 34 * 8
+
+
+def test_causal_needs_at_least_as_many_keys_as_queries():
+    with pytest.raises(RooflineError, match="context"):
+        attention_scores_kernel(10, 8, causal=True, context=4)
+
+
+def test_windowed_attention_flops_use_the_window():
+    # Mistral at s = 32,768: per layer 2 x 32 heads x (128 + 128) x min(s, 4,096) = 67,108,864 per token
+    assert attention_flops_per_token_forward("mistral-7b", 32768) == 32 * 2 * 32 * 256 * 4096
+
+
+def test_chunked_prefill_step_counts_the_cache():
+    # Llama 3 8B, T = 128 new tokens of S = 4,096 positions: QK^T pairs per head 128 x 4,096 - 128 x 127 / 2
+    # = 516,160; 32 heads; 2 x d 128 FLOPs each
+    ops = {k.name: k for k in block_kernels("llama3-8b", "prefill", 128, 1, 4096)}
+    assert ops["QK^T"].flops == 2 * 32 * (128 * 4096 - 128 * 127 / 2) * 128
+    # the 4,096 - 128 cached keys (8 kv heads x 128) are cache reads
+    assert ops["QK^T"].cache_elems == 8 * (4096 - 128) * 128
+
+
+def test_mla_prefill_expands_and_decode_absorbs():
+    pre = [k.name for k in block_kernels("deepseek-v3", "prefill", 256, layer=3)]
+    dec = {k.name: k for k in block_kernels("deepseek-v3", "decode", batch=4, context=1000, layer=3)}
+    assert "kv_b proj (expand)" in pre and "latent attention" not in pre
+    assert "q absorb (W_UK)" in dec and "out absorb (W_UV)" in dec
+    # absorbed decode reads the latent once: 4 sequences x 1,000 tokens x 576 elements
+    assert dec["latent attention"].cache_elems == 4 * 1000 * 576
+
+
+def test_every_layer_kind_of_every_preset_has_ops():
+    for key in ("gemma3-27b", "deepseek-v3", "jamba", "nemotron-h-8b", "mamba2-2.7b", "llama4-maverick", "phi2",
+                "pythia-6.9b", "gpt-oss-20b"):
+        for report in layer_reports(key, "h100-sxm", "decode", context=2048):
+            assert report.prediction.total_s > 0 and report.layer_count >= 1
+        p = predict_model(key, "h100-sxm", "prefill", 512)
+        assert np.isfinite(p.time_s) and p.time_s > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Loaders: refusals and notes
+# ---------------------------------------------------------------------------------------------
+
+TINY_LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100}
+
+
+def test_unknown_model_type_is_refused_by_name():
+    with pytest.raises(RooflineError) as err:
+        from_hf_config(dict(TINY_LLAMA, model_type="phi3small"))
+    assert "'phi3small'" in str(err.value) and "llama" in str(err.value) and "jamba" in str(err.value)
+    with pytest.raises(RooflineError, match="model_type"):
+        from_hf_config({k: v for k, v in TINY_LLAMA.items() if k != "model_type"})
+
+
+def test_a_key_the_loader_does_not_know_is_said():
+    m = from_hf_config(dict(TINY_LLAMA, fancy_new_attention=True))
+    assert m.notes == ("config key 'fancy_new_attention' not understood: ignored",)
+    # Llama reads no sliding window (LlamaAttention has none): said, not applied
+    m = from_hf_config(dict(TINY_LLAMA, sliding_window=16))
+    assert "sliding_window" in m.notes[0] and not m.kinds[0].mixer.span
+
+
+def test_gemma_ties_by_default():
+    # Gemma 2 9B with the key absent (as published): tied; untied adds the 256,000 x 3,584 head
+    cfg = json.loads(json.dumps(dict(model_type="gemma2", hidden_size=3584, intermediate_size=14336, num_hidden_layers=42,
+                                     num_attention_heads=16, num_key_value_heads=8, head_dim=256, vocab_size=256000)))
+    tied, untied = from_hf_config(cfg), from_hf_config(dict(cfg, tie_word_embeddings=False))
+    assert count_params(tied)["total"] == 9_241_705_984  # KerasHub gemma2_9b_en
+    assert count_params(untied)["total"] - count_params(tied)["total"] == 256000 * 3584
+
+
+def test_nested_text_config_is_read_and_the_vision_tower_said():
+    m = from_hf_config({"model_type": "gemma3", "text_config": dict(TINY_LLAMA, model_type="gemma3_text"),
+                        "vision_config": {"hidden_size": 8}})
+    assert m.model_type == "gemma3_text" and "vision" in m.omitted[0]
+    with pytest.raises(RooflineError, match="text_config"):
+        from_hf_config({"model_type": "llama4", "vision_config": {}})
+
+
+def test_unknown_quantisation_is_refused_by_name():
+    with pytest.raises(RooflineError, match="'bitsandbytes'"):
+        from_hf_config(dict(TINY_LLAMA, quantization_config={"quant_method": "bitsandbytes"}))
+    # fp8 with 128 x 128 blocks: 1 byte + a 4-byte scale per 16,384 weights
+    m = from_hf_config(dict(TINY_LLAMA, quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128]}))
+    assert m.storage.width("attention", 2.0) == 1 + 4 / 16384 and m.storage.width("embedding", 2.0) == 2.0
+
+
+def test_every_supported_family_has_a_preset_or_a_test():
+    presets = {m.model_type for m in __import__("roofline.transformer", fromlist=["list_models"]).list_models()}
+    tested_here = {"gemma", "gemma3", "llama4", "qwen2_moe", "deepseek_v2", "kimi_k2", "mamba2"}
+    assert set(SUPPORTED) <= presets | tested_here
+
+
+def test_mamba2_transformers_format_matches_the_mamba_ssm_one():
+    # the transformers form of state-spaces/mamba2-2.7b's shapes (Mamba2Config keys)
+    hf = from_hf_config({"model_type": "mamba2", "hidden_size": 2560, "num_hidden_layers": 64, "num_heads": 80,
+                         "head_dim": 64, "state_size": 128, "n_groups": 1, "expand": 2, "conv_kernel": 4,
+                         "vocab_size": 50288, "tie_word_embeddings": True})
+    assert count_params(hf) == count_params(get_model("mamba2-2.7b"))
+
+
+def test_deepseek_v2_and_kimi_k2_reuse_the_deepseek_loader():
+    cfg = {"model_type": "kimi_k2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "vocab_size": 100, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8,
+           "q_lora_rank": 0, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+           "intermediate_size": 128, "first_k_dense_replace": 1, "n_shared_experts": 1}
+    m = from_hf_config(cfg)
+    # layer 0 dense, layer 1 MoE; MLA: q 64 x 4 x 12 + kv_a 64 x 20 + norm 16 + kv_b 16 x 4 x 16 + o 4 x 8 x 64
+    assert [layer.is_moe for layer in m.layers] == [False, True]
+    assert m.layers[0].mixer.params(64) == 64 * 48 + 64 * 20 + 16 + 16 * 64 + 32 * 64
+
+
+def test_a_uniform_model_built_by_hand():
+    layer = Layer(Attention(4, 2, 16), MLP(128))
+    m = Model("tiny", 64, 100, (layer,), (0, 0))
+    # per layer: q 64 x 64 + k, v 64 x 32 each + o 64 x 64 = 12,288; MLP 3 x 64 x 128 = 24,576;
+    # 2 norms x 64. Embedding and LM head 100 x 64 each; final norm 64.
+    assert count_params(m)["total"] == 2 * (12288 + 24576 + 128) + 2 * 6400 + 64
