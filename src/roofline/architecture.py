@@ -33,6 +33,7 @@ N SSM state size, G SSM groups, W window, C chunk.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Union
@@ -50,11 +51,15 @@ def _norm_params(kind: str, width: int) -> int:
 
 
 def _positive(owner: str, **values):
+    if all(type(v) is int and 0 < v <= MAX_COUNT for v in values.values()):
+        return
     for name, v in values.items():
         check_number(f"{owner}: {name}", v, minimum=0, maximum=MAX_COUNT, integer=True)
 
 
 def _non_negative(owner: str, **values):
+    if all(type(v) is int and 0 <= v <= MAX_COUNT for v in values.values()):
+        return
     for name, v in values.items():
         check_number(f"{owner}: {name}", v, minimum=0, strictly=False, maximum=MAX_COUNT, integer=True)
 
@@ -482,6 +487,10 @@ class Model:
 
     def kind_counts(self) -> tuple[tuple[Layer, int], ...]:
         """Each distinct layer kind with how many layers have it, in order of first appearance."""
+        return self._kind_counts
+
+    @functools.cached_property
+    def _kind_counts(self) -> tuple[tuple[Layer, int], ...]:
         counts = Counter(self.order)
         return tuple((self.kinds[i], counts[i]) for i in sorted(counts, key=self.order.index))
 
@@ -558,6 +567,8 @@ def attended_pairs(T, S, span: int = 0, chunked: bool = False, causal: bool = Tr
 
     Not causal: T min(S, span). Causal, full: T S / 2 when T = S (the seed's convention), else
     T S - T (T - 1) / 2. Sliding window W: sum of min(p, W). Chunked C: sum of ((p-1) mod C) + 1."""
+    if type(T) in (int, float) and type(S) in (int, float):
+        return _pairs_scalar(float(T), float(S), span, chunked, causal)
     T = np.asarray(T, dtype=float)
     S = np.asarray(S, dtype=float)
     if not causal:
@@ -573,3 +584,20 @@ def attended_pairs(T, S, span: int = 0, chunked: bool = False, causal: bool = Tr
     else:  # positions first+1 .. min(S, W) see p keys each; positions past W see W
         limited = _sum_to(np.minimum(S, W)) - _sum_to(np.minimum(first, W)) + W * np.maximum(0.0, S - np.maximum(first, W))
     return np.where(S <= W, full, limited)
+
+
+def _pairs_scalar(T: float, S: float, span: int, chunked: bool, causal: bool) -> float:
+    """attended_pairs for plain numbers, the same closed forms without numpy."""
+    if not causal:
+        return T * (min(S, span) if span else S)
+    full = T * S / 2.0 if T == S else T * S - T * (T - 1.0) / 2.0
+    if not span or S <= span:
+        return full
+    W, first = float(span), S - T
+    if chunked:
+        def prefix(n):
+            q, r = n // W, n % W
+            return q * W * (W + 1.0) / 2.0 + r * (r + 1.0) / 2.0
+        return prefix(S) - prefix(first)
+    lo = min(first, W)
+    return (W * (W + 1.0) / 2.0 - lo * (lo + 1.0) / 2.0) + W * max(0.0, S - max(first, W))

@@ -37,7 +37,7 @@ import numpy as np
 
 from roofline.architecture import MLP, Attention, LatentAttention, Layer, Mamba, Mamba2, Model, MoE, attended_pairs
 from roofline.cost import CostModel, WorkloadPrediction, seed_cost_model
-from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_number
+from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_number, is_count
 from roofline.kernels import Kernel, dtype_name
 from roofline.machines import Machine, get_machine
 from roofline.transformer import get_model
@@ -50,6 +50,8 @@ ATTENTIONS = ("naive", "flash")
 def expected_experts_touched(n_experts, experts_per_token, n_tokens):
     """Experts that n tokens, each routed to k of E uniformly, are expected to touch:
     E (1 - (1 - k/E)^n)."""
+    if type(n_tokens) in (int, float):
+        return n_experts * (1.0 - (1.0 - experts_per_token / n_experts) ** n_tokens)
     return n_experts * (1.0 - (1.0 - experts_per_token / n_experts) ** np.asarray(n_tokens, dtype=float))
 
 
@@ -66,16 +68,16 @@ class _Ops:
 
     def mm(self, name, M, N, K, part="", weights=True):
         """(M, K) @ (K, N): 2MNK FLOPs, w (MK + KN + MN) bytes; the (K, N) operand is a weight."""
-        return Kernel(name, 2.0 * M * N * K, self.w * (M * K + K * N + M * N), "matmul", self.dtype,
+        return Kernel.trusted(name, 2.0 * M * N * K, self.w * (M * K + K * N + M * N), "matmul", self.dtype,
                       weight_elems=K * N if weights else 0.0, part=part if weights else "")
 
     def norm(self, name, rows, width, kind="rmsnorm"):
         """RMSNorm ~4 FLOPs per element, LayerNorm ~8; read x, write y."""
         n = rows * width
-        return Kernel(name, (8.0 if kind == "layernorm" else 4.0) * n, 2.0 * self.w * n, "norm", self.dtype)
+        return Kernel.trusted(name, (8.0 if kind == "layernorm" else 4.0) * n, 2.0 * self.w * n, "norm", self.dtype)
 
     def ew(self, name, n, n_in=1, n_out=1, flops_per_elem=1.0, category="elementwise", cache=0.0):
-        return Kernel(name, flops_per_elem * n, self.w * n * (n_in + n_out), category, self.dtype, cache_elems=cache)
+        return Kernel.trusted(name, flops_per_elem * n, self.w * n * (n_in + n_out), category, self.dtype, cache_elems=cache)
 
 
 def _act_name(mlp, gated: bool) -> str:
@@ -104,11 +106,11 @@ def _moe_ops(o: _Ops, moe: MoE, M, D) -> list[Kernel]:
     rows = M * k
     up = 2 if moe.gated else 1
     ops = [o.mm("router", M, E, D, "router")]
-    ops.append(Kernel("expert gate+up proj" if moe.gated else "expert up proj", 2.0 * rows * D * F * up,
+    ops.append(Kernel.trusted("expert gate+up proj" if moe.gated else "expert up proj", 2.0 * rows * D * F * up,
                       w * (rows * D + touched * up * D * F + rows * up * F), "matmul", o.dtype,
                       weight_elems=touched * up * D * F, part="experts"))
     ops.append(o.ew(_act_name(moe, moe.gated), rows * F, 2 if moe.gated else 1, 1, 5.0 if moe.gated else 8.0))
-    ops.append(Kernel("expert down proj", 2.0 * rows * F * D, w * (rows * F + touched * F * D + rows * D), "matmul",
+    ops.append(Kernel.trusted("expert down proj", 2.0 * rows * F * D, w * (rows * F + touched * F * D + rows * D), "matmul",
                       o.dtype, weight_elems=touched * F * D, part="experts"))
     if moe.shared_d_ff:
         ops += _mlp_ops(o, moe.shared, M, D, "shared ", "shared_experts")
@@ -119,7 +121,13 @@ def _moe_ops(o: _Ops, moe: MoE, M, D) -> list[Kernel]:
 
 def _keys_read(S, T, span):
     """Keys one sequence's queries read: all S, or at most the window behind the first query."""
-    return np.minimum(S, T + span - 1) if span else S
+    if not span:
+        return S
+    return min(S, T + span - 1) if type(S) is int and type(T) is int else np.minimum(S, T + span - 1)
+
+
+def _at_least_0(x):
+    return max(x, 0) if type(x) is int else np.maximum(x, 0)
 
 
 def _attention_ops(o: _Ops, a: Attention, B, T, S, decode: bool, attention: str, D) -> list[Kernel]:
@@ -129,17 +137,17 @@ def _attention_ops(o: _Ops, a: Attention, B, T, S, decode: bool, attention: str,
     pairs = attended_pairs(T, S, a.span, bool(a.chunk), causal=not decode)  # per head, per sequence
     n_s = B * H * pairs
     keys = _keys_read(S, T, a.span)
-    cached = keys if decode else np.maximum(keys - T, 0)  # keys that come from the cache
+    cached = keys if decode else _at_least_0(keys - T)  # keys that come from the cache
     ops = [o.mm("QKV proj", M, H * d + K * (d + dv), D, "attention")]
     if a.qk_norm:
         ops.append(o.norm("q/k norm", M * (H + K), d))
     q, k_, v, out = B * H * T * d, B * K * keys * d, B * K * keys * dv, B * H * T * dv
     if attention == "naive":
-        ops += [Kernel("QK^T", 2.0 * n_s * d, w * (q + k_ + n_s), "attention", o.dtype, cache_elems=B * K * cached * d),
-                Kernel("softmax", 5.0 * n_s, 2.0 * w * n_s, "softmax", o.dtype),
-                Kernel("PV", 2.0 * n_s * dv, w * (n_s + v + out), "attention", o.dtype, cache_elems=B * K * cached * dv)]
+        ops += [Kernel.trusted("QK^T", 2.0 * n_s * d, w * (q + k_ + n_s), "attention", o.dtype, cache_elems=B * K * cached * d),
+                Kernel.trusted("softmax", 5.0 * n_s, 2.0 * w * n_s, "softmax", o.dtype),
+                Kernel.trusted("PV", 2.0 * n_s * dv, w * (n_s + v + out), "attention", o.dtype, cache_elems=B * K * cached * dv)]
     else:
-        ops.append(Kernel("flash attention", 2.0 * n_s * (d + dv) + 5.0 * n_s, w * (q + k_ + v + out), "attention", o.dtype,
+        ops.append(Kernel.trusted("flash attention", 2.0 * n_s * (d + dv) + 5.0 * n_s, w * (q + k_ + v + out), "attention", o.dtype,
                           cache_elems=B * K * cached * (d + dv)))
     ops.append(o.mm("out proj", M, D, H * dv, "attention"))
     return ops
@@ -161,19 +169,19 @@ def _latent_ops(o: _Ops, a: LatentAttention, B, T, S, decode: bool, D) -> list[K
     n_s = B * H * pairs
     if decode:
         cache = B * S * (r + rope)
-        ops += [Kernel("q absorb (W_UK)", 2.0 * M * H * nope * r, w * (M * H * nope + H * nope * r + M * H * r), "matmul",
+        ops += [Kernel.trusted("q absorb (W_UK)", 2.0 * M * H * nope * r, w * (M * H * nope + H * nope * r + M * H * r), "matmul",
                        o.dtype, weight_elems=H * nope * r, part="attention"),
-                Kernel("latent attention", 2.0 * n_s * (r + rope) + 2.0 * n_s * r + 5.0 * n_s,
+                Kernel.trusted("latent attention", 2.0 * n_s * (r + rope) + 2.0 * n_s * r + 5.0 * n_s,
                        w * (M * H * (r + rope) + cache + M * H * r), "attention", o.dtype, cache_elems=cache),
-                Kernel("out absorb (W_UV)", 2.0 * M * H * r * dv, w * (M * H * r + H * r * dv + M * H * dv), "matmul",
+                Kernel.trusted("out absorb (W_UV)", 2.0 * M * H * r * dv, w * (M * H * r + H * r * dv + M * H * dv), "matmul",
                        o.dtype, weight_elems=H * r * dv, part="attention")]
     else:
         keys = B * S
-        cached = B * np.maximum(S - T, 0) * (r + rope)
-        ops += [Kernel("kv_b proj (expand)", 2.0 * keys * H * (nope + dv) * r,
+        cached = B * _at_least_0(S - T) * (r + rope)
+        ops += [Kernel.trusted("kv_b proj (expand)", 2.0 * keys * H * (nope + dv) * r,
                        w * (keys * r + r * H * (nope + dv) + keys * H * (nope + dv)), "matmul", o.dtype,
                        weight_elems=r * H * (nope + dv), part="attention", cache_elems=cached),
-                Kernel("flash attention", 2.0 * n_s * (a.qk_head_dim + dv) + 5.0 * n_s,
+                Kernel.trusted("flash attention", 2.0 * n_s * (a.qk_head_dim + dv) + 5.0 * n_s,
                        w * (M * H * a.qk_head_dim + keys * H * a.qk_head_dim + keys * H * dv + M * H * dv), "attention",
                        o.dtype)]
     ops.append(o.mm("out proj", M, D, H * dv, "attention"))
@@ -189,7 +197,7 @@ def _ssm_ops(o: _Ops, s, B, T, decode: bool, D) -> list[Kernel]:
         conv_state = B * (s.conv_kernel - 1) * C
         ops = [o.mm("in proj", M, s.in_proj_width, D, "ssm"),
                o.ew("conv1d", M * C, 1, 1, 2.0 * s.conv_kernel, cache=(2.0 if decode else 1.0) * conv_state),
-               Kernel("ssm scan", 6.0 * M * s.d_inner * s.d_state,
+               Kernel.trusted("ssm scan", 6.0 * M * s.d_inner * s.d_state,
                       o.w * (M * (s.d_inner + 2 * s.n_groups * s.d_state + s.heads) + M * s.d_inner + state_io),
                       "scan", o.dtype, cache_elems=state_io),
                o.ew("gated norm", M * s.d_inner, 2, 1, 6.0),
@@ -201,7 +209,7 @@ def _ssm_ops(o: _Ops, s, B, T, decode: bool, D) -> list[Kernel]:
             o.ew("conv1d", M * inner, 1, 1, 2.0 * s.conv_kernel, cache=(2.0 if decode else 1.0) * conv_state),
             o.mm("x proj", M, s.dt_rank + 2 * s.d_state, inner, "ssm"),
             o.mm("dt proj", M, inner, s.dt_rank, "ssm"),
-            Kernel("ssm scan", 6.0 * M * inner * s.d_state,
+            Kernel.trusted("ssm scan", 6.0 * M * inner * s.d_state,
                    o.w * (M * (2 * inner + 2 * s.d_state) + M * inner + state_io), "scan", o.dtype, cache_elems=state_io),
             o.ew("gate (y*silu(z))", M * inner, 2, 1, 5.0),
             o.mm("out proj", M, D, inner, "ssm")]
@@ -265,6 +273,10 @@ class Workload:
 
     @classmethod
     def of(cls, phase: str = "prefill", tokens=None, batch=1, context=None) -> "Workload":
+        if phase == "decode" and (tokens is None or tokens == 1) and is_count(batch, context):
+            return cls(phase, 1, batch, context)  # the hot path: plain whole numbers in range
+        if phase == "prefill" and is_count(batch, tokens) and (context is None or (is_count(context) and context >= tokens)):
+            return cls(phase, tokens, batch, tokens if context is None else context)
         check_choice("phase", phase, PHASES)
         check_number("batch", batch, maximum=MAX_COUNT, integer=True)
         if phase == "prefill":
@@ -289,14 +301,21 @@ class Workload:
         return self.phase == "decode"
 
 
+def _widest(model: Model) -> int:
+    return max([model.d_model] + [max(getattr(k.mlp, "d_ff", 0), getattr(k.mlp, "shared_d_ff", 0)) for k in model.kinds])
+
+
 def check_size(model: Model, w: Workload):
     """Refuse workloads whose token rows or attention scores are typos, not workloads."""
+    heads = max([getattr(k.mixer, "heads", 0) for k in model.kinds] + [1])
+    if is_count(w.batch, w.tokens, w.context) and w.batch * w.tokens * w.context * heads <= 1e18 \
+            and w.batch * w.tokens * _widest(model) <= MAX_COUNT:
+        return  # plain numbers inside both limits
     rows = np.asarray(w.batch, dtype=float) * np.asarray(w.tokens, dtype=float)
-    widest = max([model.d_model] + [max(getattr(k.mlp, "d_ff", 0), getattr(k.mlp, "shared_d_ff", 0)) for k in model.kinds])
+    widest = _widest(model)
     if np.any(rows * widest > MAX_COUNT):
         raise RooflineError(f"batch x tokens = {np.max(rows):.3g} token rows is too large for a {model.name} layer",
                             field="batch")
-    heads = max([getattr(k.mixer, "heads", 0) for k in model.kinds] + [1])
     if np.any(rows * heads * np.asarray(w.context, dtype=float) > 1e18):
         raise RooflineError(f"batch x heads x tokens x context = {np.max(rows * heads * np.asarray(w.context, dtype=float)):.3g} "
                             "attention scores is too large", field="context" if w.decode else "tokens")

@@ -62,6 +62,15 @@ def check_number(
     return value
 
 
+def is_count(*values) -> bool:
+    """True when every value is a plain int in 1 .. MAX_COUNT: the common case the hot paths
+    accept without the general validator (check_number still names anything else)."""
+    for v in values:
+        if type(v) is not int or not (0 < v <= MAX_COUNT):
+            return False
+    return True
+
+
 def check_fraction(name: str, value):
     """An efficiency or overlap fraction: 0 < value <= 1."""
     return check_number(name, value, minimum=0.0, strictly=True, maximum=1.0)

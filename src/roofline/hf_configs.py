@@ -183,14 +183,18 @@ def _llama_like(c: _Keys, *, tie_default=False, qkv_bias=None, out_bias=None, qk
     F = dense_ff if dense_ff is not None else c.int("intermediate_size")
     mlp_bias = bool(c.get("mlp_bias", False))
     act = _act(c)
-    layers = []
+    layers, built = [], {}
+    dense = MLP(F, gated, mlp_bias, act)
     for i in range(L):
         w, ch = _windowed(types, i, int(window))
         if types[i] == "sliding_attention" and not w:
             raise RooflineError(f"{c.name}: layer {i} is sliding_attention but sliding_window is absent", field="model")
-        attn = Attention(H, kv, d, window=w, chunk=ch, qkv_bias=qkv_bias, out_bias=out_bias, qk_norm=qk_norm)
         ff = moe(i) if moe else None
-        layers.append(Layer(attn, ff or MLP(F, gated, mlp_bias, act), n_norms=n_norms))
+        key = (w, ch, ff)
+        if key not in built:  # one object per distinct kind
+            attn = Attention(H, kv, d, window=w, chunk=ch, qkv_bias=qkv_bias, out_bias=out_bias, qk_norm=qk_norm)
+            built[key] = Layer(attn, ff or dense, n_norms=n_norms)
+        layers.append(built[key])
     return _assemble(c, layers, D, V, bool(c.get("tie_word_embeddings", tie_default)))
 
 
@@ -213,7 +217,8 @@ def _mixtral(c: _Keys) -> Model:
     """MixtralConfig: num_local_experts (8), num_experts_per_tok (2), expert d_ff intermediate_size,
     router (D, E) without bias; sliding_window default None."""
     E, k, F = c.int("num_local_experts", 8), c.int("num_experts_per_tok", 2), c.int("intermediate_size")
-    return _llama_like(c, moe=lambda i: MoE(E, k, F))
+    moe = MoE(E, k, F)
+    return _llama_like(c, moe=lambda i: moe)
 
 
 def _qwen_types(c: _Keys, L: int):
@@ -248,11 +253,12 @@ def _qwen_moe_layers(c: _Keys, L: int, shared: bool) -> Callable[[int], MoE | No
     step = c.int("decoder_sparse_step", 1)
     dense = set(c.get("mlp_only_layers", []) or [])
     shared_ff = c.int("shared_expert_intermediate_size") if shared else 0
+    moe = MoE(E, k, F, shared_d_ff=shared_ff, shared_gate=shared) if E else None
 
     def at(i):
         if i in dense or not E or (i + 1) % step:
             return None
-        return MoE(E, k, F, shared_d_ff=shared_ff, shared_gate=shared)
+        return moe
 
     return at
 

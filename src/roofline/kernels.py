@@ -22,6 +22,7 @@ from roofline.architecture import attended_pairs
 from roofline.errors import MAX_COUNT, MAX_BYTES, MAX_FLOPS, RooflineError, check_number, unknown_name
 from roofline.units import DTYPE_BYTES
 
+_PLAIN = (float, int, np.float64)  # scalars whose bounds two comparisons check (NaN fails them)
 _BYTES_TO_DTYPE = {4.0: "fp32", 2.0: "bf16", 1.0: "fp8", 0.5: "int4", 8.0: "fp64"}
 
 
@@ -46,10 +47,21 @@ class Kernel:
 
     def __post_init__(self):
         f, b = self.flops, self.bytes
-        if type(f) is float and type(b) is float and 0.0 <= f <= MAX_FLOPS and 0.0 < b <= MAX_BYTES:
+        if type(f) in _PLAIN and type(b) in _PLAIN and 0.0 <= f <= MAX_FLOPS and 0.0 < b <= MAX_BYTES:
             return  # the common scalar case, checked without the general validator
         check_number(f"{self.name}: flops", f, minimum=0, strictly=False, maximum=MAX_FLOPS)
         check_number(f"{self.name}: bytes", b, minimum=0, maximum=MAX_BYTES)
+
+    @classmethod
+    def trusted(cls, name, flops, bytes, category="other", dtype="bf16", link=None, weight_elems=0.0, cache_elems=0.0,
+                part="") -> "Kernel":
+        """A Kernel without the per-kernel validation, for builders whose sizes were validated once
+        at the edge (blocks.checked_workload): the hot path of a whole-model analysis. Same fields,
+        same frozen object."""
+        k = object.__new__(cls)
+        k.__dict__.update(name=name, flops=flops, bytes=bytes, category=category, dtype=dtype, link=link,
+                          weight_elems=weight_elems, cache_elems=cache_elems, part=part)
+        return k
 
     @property
     def intensity(self):

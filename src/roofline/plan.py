@@ -177,6 +177,8 @@ def shard(model, tensor_parallel: int = 1) -> Model:
     heads split too, or replicated once t exceeds them; MLA's latent projections, norms and the
     router replicated. count_params of the slice is the weights one GPU holds."""
     cfg = get_model(model)
+    if type(tensor_parallel) is int and tensor_parallel == 1:
+        return cfg
     check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True)
     t = int(tensor_parallel)
     if t == 1:
@@ -209,9 +211,11 @@ def _requantised(k: Kernel, precision: Precision) -> tuple[Kernel, object, objec
     (w_kv - w_a) cache_elems."""
     wa, wkv = DTYPE_BYTES[precision.activations], DTYPE_BYTES[precision.kv_cache]
     ww = precision.weight_width(k.part)
-    moved = k.bytes + (ww - wa) * k.weight_elems + (wkv - wa) * k.cache_elems
     dtype = precision.compute if k.category == "matmul" else precision.activations
-    return (Kernel(k.name, k.flops, moved, k.category, dtype, k.link, k.weight_elems, k.cache_elems, k.part),
+    if ww == wa and wkv == wa and dtype == k.dtype:  # the kernel is already priced at these widths
+        return k, ww * k.weight_elems, wkv * k.cache_elems
+    moved = k.bytes + (ww - wa) * k.weight_elems + (wkv - wa) * k.cache_elems
+    return (Kernel.trusted(k.name, k.flops, moved, k.category, dtype, k.link, k.weight_elems, k.cache_elems, k.part),
             ww * k.weight_elems, wkv * k.cache_elems)
 
 
@@ -276,30 +280,37 @@ def _model_ops(model, phase, tokens, batch, context, attention, precision, tenso
     M = w.batch * w.tokens
     D = cfg.d_model
 
+    w_a = DTYPE_BYTES[wa]
+    plain = precision.stored is None and precision.weights == precision.kv_cache == wa  # nothing to re-price
+
     def counted(k, count, group=""):
+        if plain:  # CountedOp's fields, set without the frozen dataclass's per-field setattr
+            op = object.__new__(CountedOp)
+            op.__dict__.update(kernel=k, count=count, weight_bytes=w_a * k.weight_elems, kv_bytes=w_a * k.cache_elems,
+                               group=group)
+            return op
         kernel, wbytes, kvbytes = _requantised(k, precision)
         return CountedOp(kernel, count, wbytes, kvbytes, group)
 
-    emb = embedding_kernel(M, D, wa, name="embedding")
-    ops = [counted(Kernel(emb.name, emb.flops, emb.bytes, emb.category, emb.dtype, weight_elems=M * D, part="embedding"), 1)]
+    # the embedding gather: T rows of the table read, (T, D) written (kernels.embedding_kernel's count)
+    ops = [counted(Kernel.trusted("embedding", 0.0, 2.0 * w_a * M * D, "gather", wa, weight_elems=M * D, part="embedding"), 1)]
     kinds = sh.kind_counts()
     multi = len(kinds) > 1
-    letters = {k: LETTERS[i] for i, k in enumerate(sh.kinds)}
     reduces = 0
     for kind, n in kinds:
-        group = letters[kind] if multi else ""
+        group = LETTERS[sh.kinds.index(kind)] if multi else ""
         for k in layer_kernels(kind, D, w.decode, w.tokens, w.batch, w.context, attention, wa):
             if multi:
-                k = dataclasses.replace(k, name=f"{group}: {k.name}")
+                k = Kernel.trusted(**{**k.__dict__, "name": f"{group}: {k.name}"})
             ops.append(counted(k, n, group))
         reduces += n * (1 if kind.parallel else (kind.mixer is not None) + (kind.mlp is not None))
     if t > 1 and link is not None:
         ops.append(counted(all_reduce_kernel(M * D, t, link, wa, name=f"TP all-reduce ({link})"), reduces))
-    ops.append(counted(Kernel("final norm", 8.0 * w.batch * D if cfg.final_norm == "layernorm" else 4.0 * w.batch * D,
-                              2.0 * DTYPE_BYTES[wa] * w.batch * D, "norm", wa), 1))
-    head = matmul_kernel(w.batch, sh.vocab, D, wa, name="LM head")
-    ops.append(counted(dataclasses.replace(head, weight_elems=D * sh.vocab, part="lm_head" if not cfg.tied_embeddings
-                                           else "embedding"), 1))
+    ops.append(counted(Kernel.trusted("final norm", (8.0 if cfg.final_norm == "layernorm" else 4.0) * w.batch * D,
+                              2.0 * w_a * w.batch * D, "norm", wa), 1))
+    B, V = w.batch, sh.vocab  # the LM head on the last token of each sequence: (B, D) @ (D, V)
+    ops.append(counted(Kernel.trusted("LM head", 2.0 * B * V * D, w_a * (B * D + D * V + B * V), "matmul", wa,
+                              weight_elems=D * V, part="embedding" if cfg.tied_embeddings else "lm_head"), 1))
     return ops
 
 
@@ -353,6 +364,8 @@ def totals(ops: list[CountedOp], machine, cost_model: CostModel) -> Totals:
     cm = cost_model
     runs = sum(op.count for op in ops)
     launch = cm.launch_overhead_s / runs if cm.cuda_graph else cm.launch_overhead_s
+    if all(type(op.kernel.flops) in _PLAIN and type(op.kernel.bytes) in _PLAIN for op in ops):
+        return _scalar_totals(ops, machine, cm, launch)
     acc = dict.fromkeys(Totals.__dataclass_fields__, 0.0)
     for op in ops:
         k, n = op.kernel, op.count
@@ -374,6 +387,50 @@ def totals(ops: list[CountedOp], machine, cost_model: CostModel) -> Totals:
             acc["gemm_compute_s"] += c * n
             acc["gemm_memory_s"] += m * n
     return Totals(**acc)
+
+
+_PLAIN = (float, int, np.float64)
+
+
+def _scalar_totals(ops: list[CountedOp], machine: Machine, cm: CostModel, launch: float) -> Totals:
+    """totals() for plain numbers: cost.op_times' arithmetic (time = max(c, m) + (1 - overlap)
+    min(c, m) + launch) in Python floats, without numpy's per-call overhead."""
+    e_c, e_m, lap = cm.compute_efficiency, cm.memory_efficiency, 1.0 - cm.overlap
+    peaks: dict[str, float] = {}
+    time_s = memory_s = compute_s = link_s = flops = moved = wbytes = kvbytes = 0.0
+    g_flops = g_wbytes = g_c = g_m = 0.0
+    for op in ops:
+        k, n = op.kernel, op.count
+        peak = peaks.get(k.dtype)
+        if peak is None:
+            peak = peaks[k.dtype] = machine.peak(k.dtype)
+        bw = machine.bandwidth if k.link is None else machine.link(k.link)
+        c = k.flops / (e_c * peak)
+        m = k.bytes / (e_m * bw)
+        t = ((m if m > c else c) + lap * (c if m > c else m) + launch) * n
+        time_s += t
+        if m > c:
+            if k.link:
+                link_s += t
+            else:
+                memory_s += t
+        else:
+            compute_s += t
+        flops += k.flops * n
+        moved += k.bytes * n
+        wbytes += op.weight_bytes * n
+        kvbytes += op.kv_bytes * n
+        if k.category == "matmul":
+            g_flops += k.flops * n
+            g_wbytes += op.weight_bytes * n
+            g_c += c * n
+            g_m += m * n
+    return Totals(time_s, memory_s, compute_s, link_s, launch * runs_of(ops), flops, moved, wbytes, kvbytes,
+                  g_flops, g_wbytes, g_c, g_m)
+
+
+def runs_of(ops) -> int:
+    return sum(op.count for op in ops)
 
 
 def _text(x):
@@ -519,7 +576,9 @@ def predict_model(model="llama3-8b", machine="h100-sxm", phase="decode", tokens=
     m = get_machine(machine)
     precision = (precision or Precision()).check_machine(m)
     cost_model = cost_model or default_cost_model(m)
-    if link is not None or int(check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True)) > 1:
+    one_gpu = type(tensor_parallel) is int and tensor_parallel == 1
+    if link is not None or not (one_gpu or int(check_number("tensor_parallel", tensor_parallel, maximum=4096,
+                                                            integer=True)) == 1):
         link = resolve_link(m, link)
     ops = model_ops(cfg, phase, tokens, batch, context, attention, precision, tensor_parallel, link)
     S = context_of(phase, tokens, context)

@@ -364,10 +364,19 @@ def preset_from_table(key: str, table: dict, origin: str = "data/models.toml") -
 
 
 @functools.lru_cache(maxsize=1)
-def _presets() -> dict[str, Model]:
+def _preset_tables() -> dict[str, dict]:
     text = resources.files("roofline").joinpath("data/models.toml").read_text(encoding="utf-8")
-    doc = tomllib.loads(text)
-    return {k: preset_from_table(k, v) for k, v in doc["models"].items()}
+    return tomllib.loads(text)["models"]
+
+
+@functools.lru_cache(maxsize=None)
+def _preset(key: str) -> Model:
+    """One preset, built on first use (a command needs one, not all forty)."""
+    return preset_from_table(key, _preset_tables()[key])
+
+
+def _presets() -> dict[str, Model]:
+    return {k: _preset(k) for k in _preset_tables()}
 
 
 def list_models() -> list[Model]:
@@ -407,10 +416,10 @@ def get_model(name) -> Model:
         return name
     if isinstance(name, TransformerConfig):
         return name.to_model()
-    presets = _presets()
+    presets = _preset_tables()
     key = str(name).strip().lower().replace("_", "-").replace(" ", "-")
     if key in presets:
-        return presets[key]
+        return _preset(key)
     if str(name).endswith(".json") or Path(str(name)).is_file() or (Path(str(name)) / "config.json").is_file():
         return load_hf_config(name)
     raise unknown_name("model", name, presets)
