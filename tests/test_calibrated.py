@@ -272,3 +272,32 @@ def test_sigterm_during_the_write_leaves_no_temp_file_and_restores_the_handler(t
         write_profile(synthetic(), tmp_path / "p.toml")
     assert exc.value.code == 128 + signal.SIGTERM  # 143, as a shell reports a SIGTERM
     assert list(tmp_path.iterdir()) == [] and signal.getsignal(signal.SIGTERM) == before
+
+
+def test_the_planner_uses_a_calibrated_model_when_given_one(tmp_path):
+    """decode, memory and sweeps sum cost_model.op_seconds: a calibrated model's measured rates,
+    never the seed fractions it has none of."""
+    from roofline.plan import Precision, decode_step
+
+    cal = synthetic()
+    model = CalibratedModel(cal)
+    path = write_profile(cal, tmp_path / "p.toml")
+    machine = get_machine(str(path))
+    fp32 = Precision("fp32", "fp32", "fp32")
+    step = decode_step("gpt2", machine, 2, 64, precision=fp32, cost_model=model)
+    # the pass is the sum over its ops of (launch + residual x max(compute, memory)) x count
+    expected = sum(model.op_seconds(op.kernel, machine, LAUNCH)[2] * op.count for op in step.ops)
+    assert step.time_s == pytest.approx(expected)
+    assert step.prediction.total_s == pytest.approx(expected)  # the per-op breakdown agrees with the sums
+    seed = decode_step("gpt2", machine, 2, 64, precision=fp32)
+    assert step.time_s != pytest.approx(seed.time_s)
+
+
+def test_the_decode_command_reads_a_profile_as_its_cost_model(tmp_path, capsys):
+    from roofline.cli import main
+
+    path = write_profile(synthetic(), tmp_path / "p.toml")
+    code = main(["decode", "--model", "gpt2", "--machine", str(path), "--dtype", "fp32", "--context", "64",
+                 "--batch", "1,2"])
+    out = capsys.readouterr().out
+    assert code == 0 and "calibrated model of the profile measured 2026-01-01" in out

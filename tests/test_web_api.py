@@ -235,8 +235,9 @@ def _close(actual, expected, path="body"):
 
 
 def _library(**params):
-    """The planner's arguments for the API's defaults plus ``params`` (the page's cost model)."""
-    q = {**SEED_DEFAULTS, **params}
+    """The planner's arguments for the API's defaults plus ``params`` (the page's cost model). The
+    model and decode views default to flash attention, as `roofline decode` does."""
+    q = {**SEED_DEFAULTS, "attention": "flash", **params}
     cost_model = seed_cost_model(compute_efficiency=q["compute_efficiency"], memory_efficiency=q["memory_efficiency"],
                                  launch_overhead_s=q["launch_overhead_us"] * 1e-6, overlap=q["overlap"])
     return q, {"attention": q["attention"], "precision": Precision(), "cost_model": cost_model}
@@ -265,7 +266,8 @@ def test_model_parts_are_the_blocks_times_L_embedding_final_norm_and_lm_head(cli
     for p in parts:
         assert p["memory_time_s"] + p["compute_time_s"] + p["link_time_s"] == pytest.approx(p["time_s"])
     # the blocks are one layer's ops, each run L = 32 times: 32 x /api/layer's total, launches included
-    layer = client.get("/api/layer", params={"tokens": 2048, "batch": 2}).json()
+    # (the model view defaults to flash attention, as `roofline decode`; the layer view to the seed's naive)
+    layer = client.get("/api/layer", params={"tokens": 2048, "batch": 2, "attention": "flash"}).json()
     assert parts[1]["time_s"] == pytest.approx(32 * layer["total_s"])
     assert parts[1]["flops"] == pytest.approx(32 * sum(op["flops"] for op in layer["ops"]))
     # the LM head of prefill runs on the last token only: 2 B D V FLOPs = 2*2*4096*128256
@@ -709,3 +711,40 @@ def test_cli_serve_starts_the_workshop(monkeypatch, capsys, tmp_path):
     assert main(["serve", "--port", "70000"]) == 2
     assert main(["serve", "--machine", str(tmp_path / "absent.toml")]) == 2
     assert "cannot read machine file" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# The CLI and the web give the same numbers for the same inputs
+# ---------------------------------------------------------------------------------------------
+
+PARITY_MODELS = ("llama3-8b", "gemma3-27b", "gpt-oss-20b", "deepseek-v3", "jamba", "mamba2-2.7b", "qwen3-30b-a3b")
+
+
+def _cli_json(*argv):
+    import contextlib
+    import io
+
+    from roofline.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(list(argv)) == 0
+    return json.loads(out.getvalue())
+
+
+@pytest.mark.parametrize("machine", [m.key for m in list_machines()])
+def test_cli_and_web_agree_machine_by_machine(client, machine):
+    """Absent parameters mean the same thing on both sides: the machine's launch overhead and its
+    default dtype, naive attention for one layer and flash for the whole model, a quantised
+    checkpoint's weights as stored (gpt-oss-20b's MXFP4 experts)."""
+    for model in PARITY_MODELS:
+        if model != "llama3-8b" and machine not in ("h100-sxm", "mi300x", "tpu-v5p"):
+            continue  # every machine with the seed's model, three vendors with every layer kind
+        cli = _cli_json("layer", "--model", model, "--machine", machine, "--tokens", "1024", "--layer", "0", "--json")
+        web = client.get("/api/layer", params={"model": model, "machine": machine, "tokens": 1024, "layer": 0}).json()
+        assert web["total_s"] == pytest.approx(cli["total_s"], rel=1e-12), (model, "layer")
+        cli = _cli_json("decode", "--model", model, "--machine", machine, "--context", "4096", "--batch", "8", "--json")
+        web = client.get("/api/model", params={"model": model, "machine": machine, "phase": "decode", "tokens": 4096,
+                                               "batch": 8}).json()
+        step = next(r for r in cli["rows"] if r["batch"] == 8)
+        assert web["time_s"] == pytest.approx(step["step_s"], rel=1e-12), (model, "decode")

@@ -192,10 +192,23 @@ class CalibratedModel:
         return Residual(1.0, lo, hi, "none")
 
     # -- the CostModel interface ----------------------------------------------------------------
-    def predict_op(self, kernel: Kernel, machine: Machine) -> CalibratedOpPrediction:
+    compute_efficiency = None  # measured rates by size instead (the tables say so)
+    memory_efficiency = None
+
+    def op_seconds(self, kernel: Kernel, machine: Machine, launch_s: float):
+        """(compute_s, memory_s, time_s) of one run: the measured rates, the op's residual and
+        ``launch_s`` (CostModel.op_seconds' interface, what the planner sums)."""
+        compute_s, memory_s, body, _, _ = self.base_body_s(kernel, machine)
+        return compute_s, memory_s, launch_s + self.residual(kernel).ratio * body
+
+    def describe(self) -> str:
+        return (f"calibrated model of the profile measured {self.calibration.date}: achieved rates by op size and "
+                f"working set, launch {self.launch_overhead_s * 1e6:.1f} us")
+
+    def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None) -> CalibratedOpPrediction:
         compute_s, memory_s, body, fps, bps = self.base_body_s(kernel, machine)
         res = self.residual(kernel)
-        launch = self.launch_overhead_s
+        launch = self.launch_overhead_s if launch_s is None else launch_s
         time_s = launch + res.ratio * body
         return CalibratedOpPrediction(
             name=kernel.name, category=kernel.category, dtype=kernel.dtype, flops=kernel.flops, bytes=kernel.bytes,

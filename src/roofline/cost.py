@@ -72,6 +72,19 @@ class CostModel:
         check_number("launch_overhead_s", self.launch_overhead_s, strictly=False, maximum=1.0)
         check_number("overlap", self.overlap, strictly=False, maximum=1.0)
 
+    def op_seconds(self, kernel: Kernel, machine: Machine, launch_s: float):
+        """(compute_s, memory_s, time_s) of one run of ``kernel`` with ``launch_s`` of launch: the
+        interface every cost model implements (calibrated.CalibratedModel too), which the planner's
+        sums call per op."""
+        return op_times(kernel.flops, kernel.bytes, machine.peak(kernel.dtype), bytes_per_s(kernel, machine),
+                        self.compute_efficiency, self.memory_efficiency, launch_s, self.overlap)
+
+    def describe(self) -> str:
+        """One line for a table header."""
+        launch = f"launch {self.launch_overhead_s * 1e6:g} us" + (" once per pass (CUDA graph)" if self.cuda_graph
+                                                                  else " per kernel")
+        return f"e_c {self.compute_efficiency:.2f}, e_m {self.memory_efficiency:.2f}, {launch}, overlap {self.overlap:g}"
+
     def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None) -> "OpPrediction":
         compute_s, memory_s, time_s = op_times(
             kernel.flops,

@@ -364,13 +364,12 @@ def totals(ops: list[CountedOp], machine, cost_model: CostModel) -> Totals:
     cm = cost_model
     runs = sum(op.count for op in ops)
     launch = cm.launch_overhead_s / runs if cm.cuda_graph else cm.launch_overhead_s
-    if all(type(op.kernel.flops) in _PLAIN and type(op.kernel.bytes) in _PLAIN for op in ops):
+    if type(cm) is CostModel and all(type(op.kernel.flops) in _PLAIN and type(op.kernel.bytes) in _PLAIN for op in ops):
         return _scalar_totals(ops, machine, cm, launch)
     acc = dict.fromkeys(Totals.__dataclass_fields__, 0.0)
     for op in ops:
         k, n = op.kernel, op.count
-        c, m, t = op_times(k.flops, k.bytes, machine.peak(k.dtype), bytes_per_s(k, machine), cm.compute_efficiency,
-                           cm.memory_efficiency, launch, cm.overlap)
+        c, m, t = cm.op_seconds(k, machine, launch)  # a calibrated model's measured rates, or e_c and e_m
         moving = m > c
         t = t * n
         acc["time_s"] += t

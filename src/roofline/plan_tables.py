@@ -29,8 +29,7 @@ def _pct(x) -> str:
 
 
 def _cost_line(cm) -> str:
-    launch = f"launch {cm.launch_overhead_s * 1e6:g} us" + (" once per step (CUDA graph)" if cm.cuda_graph else " per kernel")
-    return f"e_c {cm.compute_efficiency:.2f}, e_m {cm.memory_efficiency:.2f}, {launch}, overlap {cm.overlap:g}"
+    return cm.describe()
 
 
 def decode_table(plan) -> str:
@@ -75,8 +74,10 @@ def decode_table(plan) -> str:
     if plan.experts:  # a dense weight is used by every sequence, an expert's by those routed to it
         k = plan.experts[1]
         view = f"{view} (dense weights) or {view} x {k} / experts touched (experts)"
+    at_fractions = (f", {ridge * cm.compute_efficiency / cm.memory_efficiency:,.0f} at e_c/e_m"
+                    if cm.compute_efficiency is not None else "")
     lines[-1] += (f" (weights-only intensity = {view} with {s.precision.weights} weights; {s.precision.compute} ridge "
-                  f"{ridge:,.0f} FLOP/B, {ridge * cm.compute_efficiency / cm.memory_efficiency:,.0f} at e_c/e_m)")
+                  f"{ridge:,.0f} FLOP/B{at_fractions})")
     scb = plan.step_compute_bound_batch
     lines.append(f"the whole step turns compute-bound at batch {scb:,}" if scb else _step_limit_text(plan))
     if plan.max_batch_in_memory is None:

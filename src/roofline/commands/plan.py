@@ -11,7 +11,8 @@ import argparse
 import functools
 import sys
 
-from roofline.cliargs import COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg
+from roofline.cliargs import (COUNT, add_cost_flags, add_machine_flags, calibrated_or_cost_model, cost_model_from_args,
+                              machine_from_args, number_arg)
 from roofline.errors import RooflineError
 from roofline.plan import QUANT_DTYPES, SEARCH_MAX_BATCH
 
@@ -87,7 +88,7 @@ def _add_model(p):
 
 def _add_precision(p):
     p.add_argument("--dtype", choices=QUANT_DTYPES, default=None,
-                   help="weights, activations and KV cache (default bf16); a dtype the machine has no peak for (int4, "
+                   help="weights, activations and KV cache (default: the machine's, bf16 on most); a dtype the machine has no peak for (int4, "
                         "fp4 before Blackwell) means weights only, with bf16 activations, KV cache and matmuls")
     p.add_argument("--weights", choices=QUANT_DTYPES, default=None,
                    help="weight storage dtype (default --dtype, or as the checkpoint stores them when its config.json "
@@ -105,9 +106,9 @@ def _precision(args, machine):
 
     model = get_model(getattr(args, "model", "llama3-8b"))
     if model.storage.parts and args.dtype is None and args.weights is None:
-        acts = args.activations or "bf16"
+        acts = args.activations or machine.default_dtype
         return Precision.as_stored(model, acts, args.kv_cache or acts)
-    base = Precision.uniform(args.dtype or "bf16", machine)
+    base = Precision.uniform(args.dtype or machine.default_dtype, machine)
     return Precision(args.weights or base.weights, args.activations or base.activations, args.kv_cache or base.kv_cache)
 
 
@@ -151,7 +152,7 @@ def cmd_decode(args):
         raise RooflineError("--breakdown is a table of ops, not rows of the batch table: use it without --csv "
                             "(with --json it is the \"breakdown\" key)", field="breakdown")
     m = machine_from_args(args)
-    cm = cost_model_from_args(args, m)
+    cm = calibrated_or_cost_model(args, m)
     precision = _precision(args, m)
     plan = decode_plan(args.model, m, args.batch or DEFAULT_BATCHES, args.context, args.attention, precision, args.tp,
                        args.link, cm, args.memory_fraction, curve="log" if args.output else "none")
@@ -269,7 +270,7 @@ def cmd_sweep(args):
     machines = [machine_from_args(args, n.strip()) for n in names if n.strip()]
     result = sweep(args.model, machines, args.over, args.values, args.phase, args.tokens, args.batch, args.context,
                    args.attention, lambda mach: _precision(args, mach), args.tp, args.link,
-                   lambda mach: cost_model_from_args(args, mach))
+                   lambda mach: calibrated_or_cost_model(args, mach))
 
     def draw(path):
         from roofline.plots import plot_sweep

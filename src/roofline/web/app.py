@@ -17,6 +17,7 @@ built once in ``create_app`` and only read.
 # Literal types built inside create_app.
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -62,6 +63,10 @@ SEED_DEFAULTS = MappingProxyType(
         "overlap": 1.0,
     }
 )
+# What the API takes when a query leaves them out, as the CLI does: the attention of each view's
+# command (`layer`: the seed's naive; `decode`, the whole model: flash) and the machine's preset launch.
+VIEW_ATTENTION = MappingProxyType({"layer": "naive", "model": "flash", "decode": "flash"})
+QUERY_DEFAULTS = MappingProxyType({k: v for k, v in SEED_DEFAULTS.items() if k not in ("attention", "launch_overhead_us")})
 
 # Library field names that the API spells differently (the planner's Precision names each part's
 # dtype; the API has one dtype for all three).
@@ -109,6 +114,7 @@ def _machine_dict(m: Machine, origin: str) -> dict:
         "bytes_per_s": m.bandwidth,
         "ridge_flop_per_byte": m.ridge_point,
         "launch_overhead_s": m.launch_overhead_s,
+        "launch_overhead_us": (m.launch_overhead_s or 0.0) / US,
         "label": m.name,
         "detail": f"{format_si(m.peak_flops, 'FLOP/s')} {m.default_dtype} · {format_si(m.bandwidth, 'B/s')} · "
                   f"ridge {m.ridge_point:,.0f} FLOP/byte",
@@ -143,11 +149,11 @@ class LayerQuery:
     tokens: int
     batch: int
     context: Optional[int]
-    attention: str
+    attention: Optional[str]
     dtype: Optional[str]
     compute_efficiency: float
     memory_efficiency: float
-    launch_overhead_us: float
+    launch_overhead_us: Optional[float]
     overlap: float
     layer: Optional[int] = None
 
@@ -205,16 +211,25 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
         tokens: int = Query(SEED_DEFAULTS["tokens"], ge=1, le=MAX_TOKENS, description="prefill: tokens per sequence T; decode: the context S unless context is given"),
         batch: int = Query(SEED_DEFAULTS["batch"], ge=1, le=MAX_BATCH, description="sequences B"),
         context: Optional[int] = Query(None, ge=1, le=MAX_TOKENS, description="decode: tokens already in the KV cache, S (default: tokens); prefill: positions attended, S >= tokens (a chunked-prefill step; default tokens)"),
-        attention: Attention = Query(SEED_DEFAULTS["attention"], description="naive (QK^T, softmax, PV unfused) or flash"),
+        attention: Optional[Attention] = Query(None, description="naive (QK^T, softmax, PV unfused) or flash (default: "
+                                               "naive for the layer view, as `roofline layer`; flash for the model and "
+                                               "decode views, as `roofline decode`)"),
         dtype: Optional[Dtype] = Query(None, description="default: the machine's default dtype"),
         compute_efficiency: float = Query(SEED_DEFAULTS["compute_efficiency"], gt=0, le=1, allow_inf_nan=False, description="e_c, achievable fraction of peak FLOP/s"),
         memory_efficiency: float = Query(SEED_DEFAULTS["memory_efficiency"], gt=0, le=1, allow_inf_nan=False, description="e_m, achievable fraction of peak bandwidth"),
-        launch_overhead_us: float = Query(SEED_DEFAULTS["launch_overhead_us"], ge=0, le=MAX_LAUNCH_US, allow_inf_nan=False, description="microseconds per kernel launch"),
+        launch_overhead_us: Optional[float] = Query(None, ge=0, le=MAX_LAUNCH_US, allow_inf_nan=False, description="microseconds per kernel launch (default: the machine's preset, as the CLI)"),
         overlap: float = Query(SEED_DEFAULTS["overlap"], ge=0, le=1, allow_inf_nan=False, description="1: max(compute, memory) (the seed); 0: their sum"),
         layer: Optional[int] = Query(None, ge=0, le=1000, description="the layer view: layer index (default 0; models with one layer kind ignore it)"),
     ) -> LayerQuery:
         return LayerQuery(machine, model, phase, tokens, batch, context, attention, dtype,
                           compute_efficiency, memory_efficiency, launch_overhead_us, overlap, layer)
+
+    def settle(q: LayerQuery, view: str) -> LayerQuery:
+        """The query with what it left out filled as the CLI fills it (VIEW_ATTENTION, the machine's launch)."""
+        launch = q.launch_overhead_us
+        if launch is None:
+            launch = machine_of(q).launch_overhead_s / US
+        return dataclasses.replace(q, attention=q.attention or VIEW_ATTENTION[view], launch_overhead_us=launch)
 
     def machine_of(q: LayerQuery) -> Machine:
         machine = machines.get(q.machine)
@@ -253,8 +268,12 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
         """The planner's arguments shared by /api/model and /api/decode: one dtype for weights,
         activations and KV cache (default: the machine's)."""
         machine = machine_of(q)
+        model = models[q.model]
         with library_call(q):
-            precision = Precision.uniform(q.dtype or machine.default_dtype, machine)
+            if q.dtype is None and model.storage.parts:  # a quantised checkpoint: its weights as stored, as the CLI
+                precision = Precision.as_stored(model, machine.default_dtype)
+            else:
+                precision = Precision.uniform(q.dtype or machine.default_dtype, machine)
         return {"machine": machine, "attention": q.attention, "precision": precision, "cost_model": cost_model_of(q)}
 
     def context_of(q: LayerQuery) -> int:
@@ -301,6 +320,7 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
     def api_options() -> dict:
         return {
             "defaults": dict(SEED_DEFAULTS),
+            "view_attention": dict(VIEW_ATTENTION),
             "phases": list(PHASES),
             "attentions": list(ATTENTIONS),
             "dtypes": list(DTYPE_BYTES),
@@ -311,18 +331,21 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
 
     @app.get("/api/layer", summary="One layer op by op: LayerReport.to_dict() plus readouts, sentence, chart and roofline")
     def api_layer(q: LayerQuery = Depends(layer_query)) -> dict:
+        q = settle(q, "layer")
         report, machine, cost_model = compute(q)
         return layer_payload(report, machine, cost_model, q.launch_overhead_us, models[q.model].name)
 
     @app.get("/api/layer.csv", response_class=PlainTextResponse, summary="The op table as CSV (times in seconds)",
              responses={200: {"content": {"text/csv": {}}}})
     def api_layer_csv(q: LayerQuery = Depends(layer_query)) -> Response:
+        q = settle(q, "layer")
         report, _, _ = compute(q)
         return Response(report.prediction.to_csv(), media_type="text/csv; charset=utf-8",
                         headers={"Content-Disposition": f'attachment; filename="{filename(q, "csv")}"'})
 
     @app.get("/api/layer.json", summary="LayerReport.to_dict() as a download")
     def api_layer_json(q: LayerQuery = Depends(layer_query)) -> JSONResponse:
+        q = settle(q, "layer")
         report, _, _ = compute(q)
         return JSONResponse(json_safe(report.to_dict()),
                             headers={"Content-Disposition": f'attachment; filename="{filename(q, "json")}"'})
@@ -330,12 +353,14 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
     @app.get("/api/model", summary="The whole model (L blocks, embedding, final norm, LM head): time to first token "
              "or one decode step, tokens/s, time by part and weights + KV cache against the machine's memory")
     def api_model(q: LayerQuery = Depends(layer_query)) -> dict:
+        q = settle(q, "model")
         pred, memory, crossover = compute_model(q)
         return model_payload(pred, memory, crossover, models[q.model].name, models[q.model].n_layers, q.launch_overhead_us)
 
     @app.get("/api/decode", summary="Decode latency and throughput versus batch (1 to 1,024 and the query's batch) at a "
              "context (context, else tokens): compute-bound batch, largest batch in memory, KV-overtakes-weights context")
     def api_decode(q: LayerQuery = Depends(layer_query)) -> dict:
+        q = settle(q, "decode")
         plan, crossover = compute_decode(q)
         return decode_payload(plan, q.batch, crossover, models[q.model].name, q.launch_overhead_us)
 

@@ -40,6 +40,9 @@
   let renderCount = 0;
   let inFlight = null;
   let machineDetail = new Map();
+  let machineLaunchUs = new Map(); // each machine's preset launch overhead, the CLI's default
+  let viewAttention = {}; // each view's default attention, as its CLI command has it
+  const touched = new Set(); // controls the user set (from the URL or by hand): never re-defaulted
 
   async function getJSON(url) {
     const resp = await fetch(url);
@@ -109,9 +112,18 @@
     document.body.dataset.view = view;
   }
 
+  // What a control the user has not set follows: the machine's launch overhead, the view's attention.
+  function followDefaults() {
+    if (!touched.has("launch_overhead_us") && machineLaunchUs.has(state.machine)) {
+      state.launch_overhead_us = String(machineLaunchUs.get(state.machine));
+    }
+    if (!touched.has("attention") && viewAttention[view]) state.attention = viewAttention[view];
+  }
+
   function setView(next) {
     if (next === view || !VIEWS[next]) return;
     view = next;
+    followDefaults();
     showView();
     showControls();
     update();
@@ -120,6 +132,8 @@
   function set(name, value) {
     if (state[name] === String(value)) return; // Enter and change both report a typed value
     state[name] = String(value);
+    if (name !== "machine") touched.add(name);
+    followDefaults();
     showControls();
     update();
   }
@@ -147,7 +161,9 @@
     }
     $("reset").addEventListener("click", () => {
       state = {};
+      touched.clear();
       for (const [name, value] of Object.entries(defaults)) state[name] = String(value);
+      followDefaults();
       showControls();
       update();
     });
@@ -459,8 +475,13 @@
       fillSelect("machine", machines, (m) => (m.origin === "preset" ? "Presets" : `From ${m.origin}`));
       fillSelect("model", models);
       machineDetail = new Map(machines.map((m) => [m.key, m.detail]));
+      machineLaunchUs = new Map(machines.map((m) => [m.key, m.launch_overhead_us]));
+      viewAttention = options.view_attention || {};
       state = stateFromUrl();
+      const url = new URLSearchParams(window.location.search);
+      for (const name of ["launch_overhead_us", "attention"]) if (url.has(name)) touched.add(name);
       view = viewFromUrl();
+      followDefaults();
       showView();
       showControls();
       bindControls();
