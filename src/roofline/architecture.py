@@ -436,7 +436,7 @@ class WeightStorage:
         if not self.parts:
             return self.default
         quant = ", ".join(f"{name} {fmt}" for name, fmt, _ in self.parts)
-        return f"{quant}; the rest {self.default} (as stored: {self.method})"
+        return f"{quant}; the rest {self.default}"
 
 
 @dataclass(frozen=True)

@@ -76,8 +76,12 @@ def decode_table(plan) -> str:
         view = f"{view} (dense weights) or {view} x {k} / experts touched (experts)"
     at_fractions = (f", {ridge * cm.compute_efficiency / cm.memory_efficiency:,.0f} at e_c/e_m"
                     if cm.compute_efficiency is not None else "")
-    lines[-1] += (f" (weights-only intensity = {view} with {s.precision.weights} weights; {s.precision.compute} ridge "
-                  f"{ridge:,.0f} FLOP/B{at_fractions})")
+    if s.precision.stored is not None:
+        lines[-1] += (f" (weights-only intensity: 2 x batch / bytes per weight, each part at its stored width; "
+                      f"{s.precision.compute} ridge {ridge:,.0f} FLOP/B{at_fractions})")
+    else:
+        lines[-1] += (f" (weights-only intensity = {view} with {s.precision.weights} weights; {s.precision.compute} ridge "
+                      f"{ridge:,.0f} FLOP/B{at_fractions})")
     scb = plan.step_compute_bound_batch
     lines.append(f"the whole step turns compute-bound at batch {scb:,}" if scb else _step_limit_text(plan))
     if plan.max_batch_in_memory is None:

@@ -20,7 +20,7 @@
     launch_overhead_us: { input: "launch-overhead-number", slider: "launch-overhead" },
     overlap: { input: "overlap-number", slider: "overlap" },
   };
-  const PASS_THROUGH = ["context", "dtype"]; // API parameters with no control, kept when in the URL
+  const PASS_THROUGH = ["context", "dtype", "layer"]; // API parameters with no control, kept when in the URL
   // The views: which endpoint each reads and how it is drawn (the draw functions are below).
   const VIEWS = {
     layer: { endpoint: "/api/layer", draw: (data) => drawLayer(data) },
