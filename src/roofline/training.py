@@ -201,6 +201,12 @@ def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = 
                 ("sequence_parallel", layout.sequence_parallel),
                 ("params_per_gpu", params), ("micro_batches_in_flight", in_flight), ("layers_per_stage", per_stage))
     notes = ("activations: Korthikanti et al. 2022, Table 2 (GPT layer; an estimate for gated MLPs and GQA)",)
+    unusual = sorted({k.mixer.kind for k in cfg.kinds if k.mixer is not None and (k.is_ssm or k.mixer.span or not k.is_attention
+                                                                                  or type(k.mixer).__name__ != "Attention")}
+                     | ({"MoE"} if cfg.is_moe else set()))
+    if unusual:
+        notes += (f"activations of {', '.join(unusual)} layers use the same per-layer formula with the first attention "
+                  "layer's heads: an estimate, not a count",)
     if layout.pipeline_parallel > 1:
         notes += (f"pipeline: the first stage holds min(p {layout.pipeline_parallel}, m {layout.micro_batches(seq_len)}) = "
                   f"{in_flight} micro-batches in flight x {per_stage} layers (1F1B); the embedding and LM head on the end "
