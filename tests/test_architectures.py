@@ -292,3 +292,36 @@ def test_a_uniform_model_built_by_hand():
     # per layer: q 64 x 64 + k, v 64 x 32 each + o 64 x 64 = 12,288; MLP 3 x 64 x 128 = 24,576;
     # 2 norms x 64. Embedding and LM head 100 x 64 each; final norm 64.
     assert count_params(m)["total"] == 2 * (12288 + 24576 + 128) + 2 * 6400 + 64
+
+
+def test_quantisation_skip_lists_and_bad_fields():
+    base = dict(TINY_LLAMA, quantization_config={"quant_method": "gptq", "bits": 4, "group_size": 128,
+                                                 "modules_to_not_convert": ["model.layers.*.mlp"]})
+    m = from_hf_config(base)
+    # attention at int4 + 2.5/128 bytes; the skipped MLP stays bf16; parts the model lacks are not listed
+    assert [p for p, _, _ in m.storage.parts] == ["attention"]
+    assert m.storage.width("mlp", 2.0) == 2.0 and m.storage.width("attention", 2.0) == 0.5 + 2.5 / 128
+    for bad in ({"bits": 0}, {"group_size": "x"}, {"modules_to_not_convert": ["model.weird_block"]}):
+        with pytest.raises(RooflineError):
+            from_hf_config(dict(TINY_LLAMA, quantization_config={"quant_method": "gptq", **bad}))
+    with pytest.raises(RooflineError, match="weight_block_size"):
+        from_hf_config(dict(TINY_LLAMA, quantization_config={"quant_method": "fp8", "weight_block_size": [0, 128]}))
+    with pytest.raises(RooflineError, match="has none"):  # mxfp4 quantises experts; a dense model has none
+        from_hf_config(dict(TINY_LLAMA, quantization_config={"quant_method": "mxfp4"}))
+
+
+@pytest.mark.parametrize("key, value", [("num_attention_heads", 0), ("intermediate_size", float("inf")),
+                                        ("hidden_size", float("nan")), ("num_hidden_layers", 10**7),
+                                        ("vocab_size", -3), ("hidden_size", "4096")])
+def test_bad_config_values_are_refused_by_key(key, value):
+    with pytest.raises(RooflineError, match=key if key != "num_hidden_layers" else "layers"):
+        from_hf_config(dict(TINY_LLAMA, **{key: value}))
+
+
+def test_gemma3_text_takes_the_class_sizes_a_config_omits():
+    # Gemma 3 4B's text_config gives hidden, intermediate, layers and the window but not the heads:
+    # Gemma3TextConfig's 8 heads, 4 kv heads, head_dim 256 apply
+    m = from_hf_config({"model_type": "gemma3", "text_config": {"hidden_size": 2560, "intermediate_size": 10240,
+                                                                "num_hidden_layers": 34, "sliding_window": 1024}})
+    a = m.kinds[0].mixer
+    assert (a.heads, a.kv_heads, a.head_dim, m.vocab) == (8, 4, 256, 262208)

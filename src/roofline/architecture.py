@@ -435,7 +435,10 @@ class WeightStorage:
     def label(self) -> str:
         if not self.parts:
             return self.default
-        quant = ", ".join(f"{name} {fmt}" for name, fmt, _ in self.parts)
+        by_format: dict[str, list[str]] = {}
+        for name, fmt, _ in self.parts:
+            by_format.setdefault(fmt, []).append(name.replace("_", " "))
+        quant = "; ".join(f"{', '.join(names)} {fmt}" for fmt, names in by_format.items())
         return f"{quant}; the rest {self.default}"
 
 
@@ -460,6 +463,7 @@ class Model:
     notes: tuple[str, ...] = ()
     key: str = ""
     model_type: str = ""
+    max_context: int = 0  # the config's max_position_embeddings (0: not given)
 
     def __post_init__(self):
         _positive(self.name, d_model=self.d_model, vocab=self.vocab)
@@ -515,6 +519,16 @@ class Model:
         order, n = self.order, self.n_layers
         period = next(p for p in range(1, n + 1) if all(order[i] == order[i % p] for i in range(n)))
         letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+        if period == n:  # no repeating unit: runs, "3 x A + 58 x B"
+            runs: list[list[int]] = []
+            for i in order:
+                if runs and runs[-1][0] == i:
+                    runs[-1][1] += 1
+                else:
+                    runs.append([i, 1])
+            if len(runs) <= 12:
+                legend = "; ".join(f"{letters[i]} = {k.label}" for i, k in enumerate(self.kinds))
+                return " + ".join(f"{c} x {letters[i]}" for i, c in runs) + f" ({legend})"
         unit = " ".join(letters[i] for i in order[:period])
         reps, rest = divmod(n, period)
         seq = f"{reps} x [{unit}]" if reps > 1 else unit
@@ -524,6 +538,18 @@ class Model:
         return f"{seq} ({legend})"
 
     # -- uniform-model views (what the seed's one-block workshop and the torch checks need) ------
+    def header_lines(self) -> tuple[str, ...]:
+        """What the loader left out and what it noted, one line each: every command prints these."""
+        return tuple(f"left out: {x}" for x in self.omitted) + tuple(f"note: {x}" for x in self.notes)
+
+    def context_note(self, context) -> str | None:
+        """A line when ``context`` passes the config's max_position_embeddings, else None."""
+        top = float(np.max(context)) if np.size(context) else 0.0
+        if self.max_context and top > self.max_context:
+            return (f"context {top:,.0f} is past {self.name}'s max_position_embeddings {self.max_context:,}: the numbers "
+                    "extrapolate a model that was not trained that long")
+        return None
+
     def only_kind(self, what: str = "this") -> Layer:
         """The one layer kind of a uniform model; a message naming the kinds otherwise."""
         if not self.is_uniform:

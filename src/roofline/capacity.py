@@ -140,8 +140,12 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
 
 
 def _cache_notes(cfg, context) -> tuple[str, ...]:
-    """How the cache was counted, for the models where it is not L x 2 K d_head per token."""
-    notes = []
+    """What every plan of this model says: what the loader left out or noted, a context past the
+    model's trained length, and how the cache was counted where it is not L x 2 K d_head per token."""
+    notes = [f"left out: {x}" for x in cfg.omitted] + list(cfg.notes)
+    past = cfg.context_note(context)
+    if past:
+        notes.append(past)
     windows = sorted({k.mixer.span for k in cfg.kinds if k.is_attention and k.mixer.span})
     if windows:
         notes.append(f"windowed/chunked layers keep at most {', '.join(f'{w:,}' for w in windows)} tokens of KV each")
@@ -149,7 +153,7 @@ def _cache_notes(cfg, context) -> tuple[str, ...]:
         notes.append("state-space layers keep a constant state per sequence (SSM state + conv window), stored at the KV dtype")
     if any(isinstance(k.mixer, LatentAttention) for k in cfg.kinds):
         notes.append("MLA layers cache the compressed latent (kv_lora_rank + qk_rope_head_dim per token)")
-    return tuple(list(cfg.omitted and [f"left out: {x}" for x in cfg.omitted] or []) + notes)
+    return tuple(notes)
 
 
 def _fit_advice(cfg, m, capacity, weights, batch, context, precision, tensor_parallel) -> str:
@@ -261,7 +265,7 @@ class DecodePlan:
             "max_batch_in_memory": self.max_batch_in_memory, "weights_bytes": self.memory.parts[0].bytes,
             "kv_bytes_per_sequence": self.kv_per_sequence_bytes, "capacity_bytes": self.memory.capacity_bytes,
             "kv_overtakes_weights_at_context_batch_1": self.kv_crossover_context,
-            "step_limit": self.step_limit, "tensor_parallel_link": self.link,
+            "step_limit": self.step_limit, "tensor_parallel_link": self.link, "notes": list(self.memory.notes),
             "time_to_first_token_s": None if self.prefill is None else float(self.prefill.time_s),
             "rows": self.rows(),
         }

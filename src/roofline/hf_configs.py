@@ -18,6 +18,7 @@ modeling_<family>.py; each loader's docstring says which.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Callable
 
@@ -56,6 +57,8 @@ initial_context_length swiglu_alpha for_llm_compressor attn_logit_softcapping ml
 """.split())
 
 SUPPORTED: dict[str, Callable] = {}
+MAX_DIM = 10**8  # a width, count or vocabulary beyond this is a typo
+MAX_LAYERS = 10_000  # published models have at most a few hundred
 
 
 def loader(*model_types: str):
@@ -74,10 +77,13 @@ class _Keys:
 
     def __init__(self, raw: dict, name: str):
         self.raw, self.name, self.read = raw, name, set()
+        self.defaults: dict = {}  # the config class's defaults for keys a published file may omit
 
     def get(self, key, default=None):
         self.read.add(key)
         value = self.raw.get(key)
+        if value is None:
+            value = self.defaults.get(key)
         return default if value is None else value
 
     def has(self, key) -> bool:
@@ -85,17 +91,26 @@ class _Keys:
         return self.raw.get(key) is not None
 
     def need(self, key):
-        self.read.add(key)
-        if self.raw.get(key) is None:
+        value = self.get(key)
+        if value is None:
             raise RooflineError(f"{self.name}: config.json lacks {key!r} (model_type {self.raw.get('model_type')!r})",
                                 field="model")
-        return self.raw[key]
+        return value
 
     def int(self, key, default=None) -> int:
         v = self.need(key) if default is None else self.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 0:
-            raise RooflineError(f"{self.name}: {key} must be a whole number, got {v!r}", field="model")
+        if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v) or v < 0
+                or v > MAX_DIM):
+            raise RooflineError(f"{self.name}: config key {key} must be a whole number from 0 to {MAX_DIM:,}, got {v!r}",
+                                field="model")
         return int(v)
+
+    def pos(self, key, default=None) -> int:
+        """A size that must be at least 1 (hidden_size, heads, layers, vocab)."""
+        v = self.int(key, default)
+        if v < 1:
+            raise RooflineError(f"{self.name}: config key {key} must be at least 1, got {v}", field="model")
+        return v
 
     def not_understood(self) -> list[str]:
         return sorted(k for k in self.raw if k not in self.read and k not in COST_NEUTRAL and not k.startswith("_"))
@@ -137,6 +152,8 @@ def _layer_types(c: _Keys, n: int, default: Callable[[int], str]) -> list[str]:
 
 
 def _assemble(c: _Keys, layers: list[Layer], D: int, V: int, tied: bool, **extra) -> Model:
+    if len(layers) > MAX_LAYERS:
+        raise RooflineError(f"{c.name}: {len(layers):,} layers; at most {MAX_LAYERS:,} are read", field="model")
     kinds: list[Layer] = []
     order = []
     for layer in layers:
@@ -167,9 +184,9 @@ def _windowed(types: list[str], i: int, window: int, chunk: int = 0) -> tuple[in
 def _llama_like(c: _Keys, *, tie_default=False, qkv_bias=None, out_bias=None, qk_norm="", sliding_default=None,
                 n_norms=-1, types_default=None, moe: Callable[[int], MoE | None] | None = None,
                 dense_ff: int | None = None, head_dim_default=None, gated=True, windowed=True, vocab_default=None) -> Model:
-    D = c.int("hidden_size")
-    L = c.int("num_hidden_layers")
-    H = c.int("num_attention_heads")
+    D = c.pos("hidden_size")
+    L = c.pos("num_hidden_layers")
+    H = c.pos("num_attention_heads")
     V = c.int("vocab_size", vocab_default)
     if head_dim_default is not None and not c.has("head_dim"):
         kv, d = c.int("num_key_value_heads", H), head_dim_default
@@ -180,7 +197,7 @@ def _llama_like(c: _Keys, *, tie_default=False, qkv_bias=None, out_bias=None, qk
     out_bias = bias if out_bias is None else out_bias
     window = (c.get("sliding_window", sliding_default) or 0) if windowed else 0
     types = _layer_types(c, L, types_default or (lambda i: "sliding_attention" if window else "full_attention"))
-    F = dense_ff if dense_ff is not None else c.int("intermediate_size")
+    F = dense_ff if dense_ff is not None else c.pos("intermediate_size")
     mlp_bias = bool(c.get("mlp_bias", False))
     act = _act(c)
     layers, built = [], {}
@@ -216,7 +233,7 @@ def _mistral(c: _Keys) -> Model:
 def _mixtral(c: _Keys) -> Model:
     """MixtralConfig: num_local_experts (8), num_experts_per_tok (2), expert d_ff intermediate_size,
     router (D, E) without bias; sliding_window default None."""
-    E, k, F = c.int("num_local_experts", 8), c.int("num_experts_per_tok", 2), c.int("intermediate_size")
+    E, k, F = c.int("num_local_experts", 8), c.int("num_experts_per_tok", 2), c.pos("intermediate_size")
     moe = MoE(E, k, F)
     return _llama_like(c, moe=lambda i: moe)
 
@@ -235,7 +252,7 @@ def _qwen_window(c: _Keys) -> int:
 @loader("qwen2")
 def _qwen2(c: _Keys) -> Model:
     """Qwen2Config: biases on q, k, v (not o); tie_word_embeddings False; sliding only with use_sliding_window."""
-    L = c.int("num_hidden_layers")
+    L = c.pos("num_hidden_layers")
     types = _qwen_types(c, L)
     window = _qwen_window(c)
     raw = dict(c.raw)
@@ -247,9 +264,9 @@ def _qwen2(c: _Keys) -> Model:
 
 
 def _qwen_moe_layers(c: _Keys, L: int, shared: bool) -> Callable[[int], MoE | None]:
-    E = c.int("num_experts")
-    k = c.int("num_experts_per_tok")
-    F = c.int("moe_intermediate_size")
+    E = c.pos("num_experts")
+    k = c.pos("num_experts_per_tok")
+    F = c.pos("moe_intermediate_size")
     step = c.int("decoder_sparse_step", 1)
     dense = set(c.get("mlp_only_layers", []) or [])
     shared_ff = c.int("shared_expert_intermediate_size") if shared else 0
@@ -268,7 +285,7 @@ def _qwen2_moe(c: _Keys) -> Model:
     """Qwen2MoeConfig: q, k, v biases; MoE on layers (i + 1) % decoder_sparse_step == 0 not in
     mlp_only_layers, each with a shared expert (shared_expert_intermediate_size) and its sigmoid
     gate (D, 1); dense layers use intermediate_size."""
-    L = c.int("num_hidden_layers")
+    L = c.pos("num_hidden_layers")
     return _llama_like(c, qkv_bias=True, out_bias=False, types_default=_qwen_types(c, L),
                        moe=_qwen_moe_layers(c, L, shared=True))
 
@@ -276,14 +293,14 @@ def _qwen2_moe(c: _Keys) -> Model:
 @loader("qwen3")
 def _qwen3(c: _Keys) -> Model:
     """Qwen3Config: q_norm and k_norm (RMSNorm of head_dim); attention_bias False; head_dim given (default 128)."""
-    L = c.int("num_hidden_layers")
+    L = c.pos("num_hidden_layers")
     return _llama_like(c, qk_norm="rmsnorm", types_default=_qwen_types(c, L), head_dim_default=128)
 
 
 @loader("qwen3_moe")
 def _qwen3_moe(c: _Keys) -> Model:
     """Qwen3MoeConfig: Qwen3 attention; MoE as Qwen2-MoE without shared experts."""
-    L = c.int("num_hidden_layers")
+    L = c.pos("num_hidden_layers")
     return _llama_like(c, qk_norm="rmsnorm", types_default=_qwen_types(c, L), head_dim_default=128,
                        moe=_qwen_moe_layers(c, L, shared=False))
 
@@ -304,7 +321,7 @@ def _gemma2(c: _Keys) -> Model:
     """Gemma2Config: tie True; head_dim 256; sliding_window 4096 on even layers (layer_types
     default: sliding when (i + 1) % 2); 4 RMSNorms per layer (input, post-attention,
     pre-feedforward, post-feedforward)."""
-    window = int(c.get("sliding_window", 4096))
+    window = c.int("sliding_window", 4096)
     if c.has("sliding_window_size") and int(c.raw["sliding_window_size"]) != window:  # an older alias
         raise RooflineError(f"{c.name}: sliding_window {window} and sliding_window_size {c.raw['sliding_window_size']} "
                             "disagree", field="model")
@@ -321,8 +338,11 @@ def _gemma2(c: _Keys) -> Model:
 def _gemma3_text(c: _Keys) -> Model:
     """Gemma3TextConfig: tie True; head_dim 256; q_norm and k_norm; 4 norms per layer;
     sliding_window 4096, on all layers but every sliding_window_pattern-th (default 6);
-    vocab_size 262208 (absent from Gemma 3 27B's text_config)."""
-    window = int(c.get("sliding_window", 4096))
+    the class's sizes where a text_config omits them (vocab_size 262208, absent from Gemma 3 27B's;
+    heads 8, kv heads 4, head_dim 256, absent from Gemma 3 4B's)."""
+    c.defaults = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                  "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072}
+    window = c.int("sliding_window", 4096)
     pattern = c.int("sliding_window_pattern", 6)
     raw = dict(c.raw)
     c.raw = {**raw, "sliding_window": window}
@@ -347,8 +367,8 @@ def _llama4_text(c: _Keys) -> Model:
     (no_rope_layers[i] = 1; default every layer but each 4th) use chunked attention of
     attention_chunk_size (8192) and an L2 q/k norm (use_qk_norm, no weights); the others are full
     (NoPE) attention. tie False."""
-    L = c.int("num_hidden_layers")
-    E, k, F = c.int("num_local_experts", 16), c.int("num_experts_per_tok", 1), c.int("intermediate_size")
+    L = c.pos("num_hidden_layers")
+    E, k, F = c.int("num_local_experts", 16), c.int("num_experts_per_tok", 1), c.pos("intermediate_size")
     F_dense = c.int("intermediate_size_mlp", F)
     step = c.int("interleave_moe_layer_step", 1)
     moe_layers = c.get("moe_layers")
@@ -356,7 +376,7 @@ def _llama4_text(c: _Keys) -> Model:
     rope = c.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(L)]
     chunk = c.int("attention_chunk_size", 8192)
     qk = "l2" if c.get("use_qk_norm", True) else ""
-    D, H, V = c.int("hidden_size"), c.int("num_attention_heads"), c.int("vocab_size")
+    D, H, V = c.pos("hidden_size"), c.pos("num_attention_heads"), c.pos("vocab_size")
     kv, d = _gqa(c, D, H)
     bias = bool(c.get("attention_bias", False))
     layers = []
@@ -375,16 +395,16 @@ def _deepseek(c: _Keys) -> Model:
     moe_intermediate_size, top num_experts_per_tok, n_shared_experts x moe_intermediate_size shared,
     a router (D, E) (V3's e_score_correction_bias is a buffer, not counted). tie False. The multi-token-prediction
     module (num_nextn_predict_layers) is not instantiated by transformers and is left out."""
-    D, L, H, V = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
-    mla = LatentAttention(H, c.int("kv_lora_rank"), c.int("qk_nope_head_dim"), c.int("qk_rope_head_dim"),
-                          c.int("v_head_dim"), c.int("q_lora_rank", 0))
+    D, L, H, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("num_attention_heads"), c.pos("vocab_size")
+    mla = LatentAttention(H, c.pos("kv_lora_rank"), c.pos("qk_nope_head_dim"), c.pos("qk_rope_head_dim"),
+                          c.pos("v_head_dim"), c.int("q_lora_rank", 0))
     if c.get("attention_bias", False):
         raise RooflineError(f"{c.name}: attention_bias true in an MLA model is not supported", field="model")
     c.get("num_key_value_heads")  # MLA has no kv heads of its own; the key is a leftover
-    E, k, F = c.int("n_routed_experts"), c.int("num_experts_per_tok"), c.int("moe_intermediate_size")
+    E, k, F = c.pos("n_routed_experts"), c.pos("num_experts_per_tok"), c.pos("moe_intermediate_size")
     shared = c.int("n_shared_experts", 0) * F
     first_dense, freq = c.int("first_k_dense_replace", 0), c.int("moe_layer_freq", 1)
-    dense = MLP(c.int("intermediate_size"))
+    dense = MLP(c.pos("intermediate_size"))
     layers = [Layer(mla, MoE(E, k, F, shared_d_ff=shared)
                     if (i >= first_dense and i % freq == 0) else dense) for i in range(L)]
     omitted = ()
@@ -400,17 +420,17 @@ def _gpt_oss(c: _Keys) -> Model:
     alternate sliding_window (128) and full attention (default: sliding on even layers); MoE on
     every layer: num_local_experts experts of intermediate_size with biases (gate_up 2F, down D),
     top num_experts_per_tok (experts_per_token), router (D, E) with bias. tie False."""
-    D, L, H, V = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
+    D, L, H, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("num_attention_heads"), c.pos("vocab_size")
     kv, d = c.int("num_key_value_heads"), c.int("head_dim", 64)
     window = c.int("sliding_window", 128)
     types = _layer_types(c, L, lambda i: "sliding_attention" if i % 2 == 0 else "full_attention")
-    E = c.int("num_local_experts")
-    k = c.int("num_experts_per_tok") if c.has("num_experts_per_tok") else c.int("experts_per_token", 4)
+    E = c.pos("num_local_experts")
+    k = c.pos("num_experts_per_tok") if c.has("num_experts_per_tok") else c.int("experts_per_token", 4)
     if c.has("experts_per_token") and c.int("experts_per_token") != k:
         raise RooflineError(f"{c.name}: experts_per_token {c.raw['experts_per_token']} and num_experts_per_tok {k} disagree",
                             field="model")
     bias = bool(c.get("attention_bias", True))
-    moe = MoE(E, k, c.int("intermediate_size"), bias=True, router_bias=True)
+    moe = MoE(E, k, c.pos("intermediate_size"), bias=True, router_bias=True)
     layers = [Layer(Attention(H, kv, d, window=_windowed(types, i, window)[0], qkv_bias=bias, out_bias=bias, sinks=True), moe)
               for i in range(L)]
     return _assemble(c, layers, D, V, bool(c.get("tie_word_embeddings", False)))
@@ -426,11 +446,11 @@ def _phi(c: _Keys) -> Model:
     """PhiConfig (Phi-1/1.5/2): parallel attention and MLP off one LayerNorm; biases on q, k, v and
     dense; plain MLP fc1/fc2 with biases (gelu_new); a final LayerNorm; an LM head with a bias;
     qk_layernorm (default False) adds LayerNorms of head_dim on q and k. tie False."""
-    D, L, H, V = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
+    D, L, H, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("num_attention_heads"), c.pos("vocab_size")
     kv, d = _gqa(c, D, H)
     if c.get("qk_layernorm", False):
         raise RooflineError(f"{c.name}: qk_layernorm true (LayerNorm on q and k) is not supported", field="model")
-    layer = Layer(Attention(H, kv, d, qkv_bias=True, out_bias=True), MLP(c.int("intermediate_size"), False, True, _act(c, "gelu_new")),
+    layer = Layer(Attention(H, kv, d, qkv_bias=True, out_bias=True), MLP(c.pos("intermediate_size"), False, True, _act(c, "gelu_new")),
                   norm="layernorm", parallel=True)
     return _assemble(c, [layer] * L, D, V, bool(c.get("tie_word_embeddings", False)), final_norm="layernorm",
                      lm_head_bias=True)
@@ -447,7 +467,7 @@ def _phi3(c: _Keys) -> Model:
 def _gpt2(c: _Keys) -> Model:
     """GPT2Config: learned positions (n_positions), LayerNorm, biases everywhere, plain GELU MLP of
     n_inner (default 4 n_embd), tie_word_embeddings True."""
-    D, L, H, V = c.int("n_embd"), c.int("n_layer"), c.int("n_head"), c.int("vocab_size")
+    D, L, H, V = c.pos("n_embd"), c.pos("n_layer"), c.pos("n_head"), c.pos("vocab_size")
     F = c.get("n_inner") or 4 * D
     layer = Layer(Attention(H, H, D // H, qkv_bias=True, out_bias=True), MLP(int(F), False, True, "gelu"), norm="layernorm")
     return _assemble(c, [layer] * L, D, V, bool(c.get("tie_word_embeddings", True)), final_norm="layernorm",
@@ -459,9 +479,9 @@ def _gpt_neox(c: _Keys) -> Model:
     """GPTNeoXConfig (Pythia): fused query_key_value and dense with biases (attention_bias True),
     plain GELU MLP with biases, two LayerNorms per layer, parallel residual by default
     (use_parallel_residual True), a final LayerNorm, an untied embed_out (tie False)."""
-    D, L, H, V = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size")
+    D, L, H, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("num_attention_heads"), c.pos("vocab_size")
     bias = bool(c.get("attention_bias", True))
-    layer = Layer(Attention(H, H, D // H, qkv_bias=bias, out_bias=bias), MLP(c.int("intermediate_size"), False, True, "gelu"),
+    layer = Layer(Attention(H, H, D // H, qkv_bias=bias, out_bias=bias), MLP(c.pos("intermediate_size"), False, True, "gelu"),
                   norm="layernorm", n_norms=2, parallel=bool(c.get("use_parallel_residual", True)))
     return _assemble(c, [layer] * L, D, V, bool(c.get("tie_word_embeddings", False)), final_norm="layernorm")
 
@@ -476,8 +496,8 @@ def _mamba2(c: _Keys) -> Model:
     """Mamba2Config: every layer one Mamba-2 mixer after one RMSNorm; d_inner = expand x
     hidden_size (= num_heads x head_dim); use_bias False, use_conv_bias True; a final norm_f;
     tie_word_embeddings False in the class (True in mamba_ssm checkpoints, which set it)."""
-    D, L, V = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("vocab_size")
-    heads, hd = c.int("num_heads"), c.int("head_dim", 64)
+    D, L, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("vocab_size")
+    heads, hd = c.pos("num_heads"), c.int("head_dim", 64)
     inner = c.int("expand", 2) * D
     if heads * hd != inner:
         raise RooflineError(f"{c.name}: num_heads x head_dim = {heads * hd} differs from expand x hidden_size = {inner}",
@@ -494,9 +514,9 @@ def _mamba_ssm(c: _Keys) -> Model:
     bias False) with one RMSNorm each, vocab padded up to pad_vocab_size_multiple (16), tied
     embeddings (default True). Only Mamba-2 layers without attention (attn_layer_idx empty) and
     d_intermediate 0 are read."""
-    D, L = c.int("d_model"), c.int("n_layer")
+    D, L = c.pos("d_model"), c.pos("n_layer")
     mult = c.int("pad_vocab_size_multiple", 16) or 1
-    V = int(math.ceil(c.int("vocab_size") / mult) * mult)
+    V = int(math.ceil(c.pos("vocab_size") / mult) * mult)
     ssm = dict(c.get("ssm_cfg", {}) or {})
     if ssm.get("layer", "Mamba1") != "Mamba2":
         raise RooflineError(f"{c.name}: mamba_ssm config with layer {ssm.get('layer', 'Mamba1')!r}; only Mamba2 is supported",
@@ -521,12 +541,12 @@ def _jamba(c: _Keys) -> Model:
     i % expert_layer_period == expert_layer_offset (2, 1) with num_experts (16) of
     intermediate_size, top num_experts_per_tok (2); dense MLPs elsewhere; 2 RMSNorms per layer;
     attention without biases or rotary positions; vocab_size 65536 and tie True in the class."""
-    D, L, H, V = c.int("hidden_size"), c.int("num_hidden_layers"), c.int("num_attention_heads"), c.int("vocab_size", 65536)
+    D, L, H, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("num_attention_heads"), c.int("vocab_size", 65536)
     kv, d = _gqa(c, D, H)
     c.get("sliding_window")  # JambaAttention has none; null in published configs
     ap, ao = c.int("attn_layer_period", 8), c.int("attn_layer_offset", 4)
     ep, eo = c.int("expert_layer_period", 2), c.int("expert_layer_offset", 1)
-    F = c.int("intermediate_size")
+    F = c.pos("intermediate_size")
     E, k = c.int("num_experts", 16), c.int("num_experts_per_tok", 2)
     rank = c.get("mamba_dt_rank", "auto")
     rank = math.ceil(D / 16) if rank == "auto" else int(rank)
@@ -544,7 +564,7 @@ def _nemotron_h(c: _Keys) -> Model:
     (mamba_num_heads x mamba_head_dim inner, ssm_state_size, n_groups, conv_kernel, use_conv_bias,
     mamba_proj_bias), * attention (num_attention_heads, num_key_value_heads, head_dim, attention_bias),
     - a plain MLP (intermediate_size, relu2, mlp_bias); each layer one RMSNorm; a final norm_f. tie False."""
-    D, V = c.int("hidden_size"), c.int("vocab_size")
+    D, V = c.pos("hidden_size"), c.pos("vocab_size")
     pattern = str(c.need("hybrid_override_pattern"))
     L = c.int("num_hidden_layers", len(pattern))
     if len(pattern) != L:
@@ -553,15 +573,15 @@ def _nemotron_h(c: _Keys) -> Model:
     if bad:
         raise RooflineError(f"{c.name}: hybrid_override_pattern layer codes {bad} not supported (known: M mamba2, "
                             "* attention, - MLP)", field="model")
-    H = c.int("num_attention_heads")
+    H = c.pos("num_attention_heads")
     kv = c.int("num_key_value_heads", H)
     d = c.int("head_dim", 0) or c.int("attention_head_dim", D // H)
     bias = bool(c.get("attention_bias", False))
-    heads, hd = c.int("mamba_num_heads"), c.int("mamba_head_dim")
-    mamba = Mamba2(heads * hd, c.int("ssm_state_size"), c.int("n_groups", 8), heads, c.int("conv_kernel", 4),
+    heads, hd = c.pos("mamba_num_heads"), c.pos("mamba_head_dim")
+    mamba = Mamba2(heads * hd, c.pos("ssm_state_size"), c.int("n_groups", 8), heads, c.int("conv_kernel", 4),
                    bool(c.get("use_conv_bias", True)), bool(c.get("mamba_proj_bias", c.get("use_bias", False))))
     c.get("expand"), c.get("mamba_hidden_act"), c.get("use_bias"), c.get("mlp_hidden_act")
-    mlp = MLP(c.int("intermediate_size"), gated=False, bias=bool(c.get("mlp_bias", False)), activation="relu2")
+    mlp = MLP(c.pos("intermediate_size"), gated=False, bias=bool(c.get("mlp_bias", False)), activation="relu2")
     kinds = {"M": Layer(mamba, None), "*": Layer(Attention(H, kv, d, qkv_bias=bias, out_bias=bias), None), "-": Layer(None, mlp)}
     return _assemble(c, [kinds[ch] for ch in pattern], D, V, bool(c.get("tie_word_embeddings", False)))
 
@@ -574,16 +594,49 @@ NESTED = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 QUANTISED_PARTS = ("attention", "ssm", "mlp", "experts", "shared_experts")
 
 
+_PART_PATTERNS = (("shared_expert", "shared_experts"), ("experts", "experts"), ("router", "router"),
+                  ("mlp.gate", "router"), ("self_attn", "attention"), ("attn", "attention"), ("mixer", "ssm"),
+                  ("mamba", "ssm"), ("embed", "embedding"), ("lm_head", "lm_head"), ("mlp", "mlp"))
+
+
+def _skipped_parts(skip: list[str], name: str) -> set[str]:
+    """The parameter parts a modules_to_not_convert / ignored_layers list names; a pattern that
+    names none is refused rather than guessed."""
+    parts = set()
+    for pattern in skip:
+        hit = next((part for key, part in _PART_PATTERNS
+                    if (pattern.endswith(key) if key == "mlp.gate" else key in pattern)), None)
+        if hit is None:
+            raise RooflineError(f"{name}: quantization_config skips {pattern!r}, which names no module this tool "
+                                "prices apart (attention, mlp, experts, shared experts, ssm, router, embedding, "
+                                "lm_head)", field="model")
+        if hit == "mlp" and "expert" not in pattern:
+            parts |= {"mlp", "experts", "shared_experts"} if pattern.rstrip(".*").endswith("mlp") else {"mlp"}
+        else:
+            parts.add(hit)
+    return parts
+
+
+def _positive_number(q: dict, key: str, default, name: str, whole: bool = True):
+    v = q.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0 or (whole and v != int(v)):
+        raise RooflineError(f"{name}: quantization_config {key} must be a positive whole number, got {v!r}", field="model")
+    return int(v) if whole else float(v)
+
+
 def _storage(q: dict, name: str, default: str) -> tuple[WeightStorage, list[str]]:
     """WeightStorage from a quantization_config, and notes on what it assumed."""
     if not isinstance(q, dict):
         raise RooflineError(f"{name}: quantization_config must be an object", field="model")
     method = str(q.get("quant_method", "")).lower()
-    skip = [str(m) for m in (q.get("modules_to_not_convert") or q.get("ignored_layers") or [])]
+    skip_list = q.get("modules_to_not_convert") or q.get("ignored_layers") or []
+    if not isinstance(skip_list, list):
+        raise RooflineError(f"{name}: quantization_config modules_to_not_convert must be a list", field="model")
+    skip = [str(m) for m in skip_list]
     if method == "mxfp4":
         # OCP MX: 32 FP4 (E2M1) values share one 8-bit E8M0 scale: (32 x 4 + 8) / 32 = 4.25 bits
-        if any("expert" in m for m in skip):
-            raise RooflineError(f"{name}: mxfp4 with experts in modules_to_not_convert is not understood", field="model")
+        if "experts" in _skipped_parts(skip, name):
+            raise RooflineError(f"{name}: mxfp4 with the experts in modules_to_not_convert is not understood", field="model")
         parts = (("experts", "mxfp4 (4.25 bits: 4-bit values, one 8-bit scale per 32)", 4.25 / 8),)
         return WeightStorage(default, parts, "mxfp4"), ["mxfp4: the routed experts' weight matrices are stored in "
                                                         "MXFP4; attention, router, embedding, LM head and biases at "
@@ -591,26 +644,35 @@ def _storage(q: dict, name: str, default: str) -> tuple[WeightStorage, list[str]
     if method == "fp8":
         block = q.get("weight_block_size")
         if block:
-            bh, bw = (int(x) for x in block)
+            if not isinstance(block, list) or len(block) != 2:
+                raise RooflineError(f"{name}: quantization_config weight_block_size must be [rows, cols], got {block!r}",
+                                    field="model")
+            bh, bw = (_positive_number({"weight_block_size": b}, "weight_block_size", None, name) for b in block)
             width = 1.0 + 4.0 / (bh * bw)  # fp8 values + one fp32 scale per block
             fmt = f"fp8 ({bh}x{bw} blocks, fp32 scales)"
         else:
             width, fmt = 1.0, "fp8 (per-tensor scale)"
-        parts = tuple((p, fmt, width) for p in QUANTISED_PARTS)
-        return WeightStorage(default, parts, "fp8"), [f"fp8: every linear layer of the blocks stored as {fmt}; "
-                                                      f"embedding, LM head, router and norms at {default}"]
-    if method in ("gptq", "awq"):
-        bits = int(q.get("bits", q.get("w_bit", 4)))
-        group = int(q.get("group_size", q.get("q_group_size", 128)))
-        if group <= 0:
-            raise RooflineError(f"{name}: {method} group_size {group} (per-channel) is not supported", field="model")
+        kept = f"embedding, LM head, router and norms at {default}"
+    elif method in ("gptq", "awq"):
+        bits = _positive_number(q, "bits" if "bits" in q else "w_bit", 4, name)
+        if bits not in (2, 3, 4, 8):
+            raise RooflineError(f"{name}: {method} bits {bits} is not one of 2, 3, 4, 8", field="model")
+        group = q.get("group_size", q.get("q_group_size", 128))
+        if group == -1:
+            raise RooflineError(f"{name}: {method} group_size -1 (one scale per output channel) is not supported",
+                                field="model")
+        group = _positive_number({"group_size": group}, "group_size", None, name)
         width = bits / 8 + (2.0 + bits / 8) / group  # packed values + an fp16 scale and a packed zero per group
         fmt = f"int{bits} ({method}, group {group}: fp16 scale + zero per group)"
-        parts = tuple((p, fmt, width) for p in QUANTISED_PARTS)
-        return WeightStorage(default, parts, method), [f"{method}: linear layers of the blocks stored as {fmt}; "
-                                                       f"embedding and LM head at {default}"]
-    raise RooflineError(f"{name}: quantization_config quant_method {method or '(none)'!r} is not understood "
-                        "(known: mxfp4, fp8, gptq, awq); remove it and set the weight width with --weights", field="model")
+        kept = f"embedding and LM head at {default}"
+    else:
+        raise RooflineError(f"{name}: quantization_config quant_method {method or '(none)'!r} is not understood "
+                            "(known: mxfp4, fp8, gptq, awq); remove it and set the weight width with --weights",
+                            field="model")
+    skipped = _skipped_parts(skip, name)
+    parts = tuple((p, fmt, width) for p in QUANTISED_PARTS if p not in skipped)
+    said = f"; left at {default} by modules_to_not_convert: {', '.join(sorted(skipped))}" if skipped else ""
+    return WeightStorage(default, parts, method), [f"{method}: linear layers of the blocks stored as {fmt}; {kept}{said}"]
 
 
 def _dtype(raw: dict) -> str:
@@ -654,7 +716,14 @@ def from_hf_config(raw: dict, name: str = "model") -> Model:
     storage, qnotes = (WeightStorage(_dtype(raw)), [])
     if raw.get("quantization_config") is not None:
         storage, qnotes = _storage(raw["quantization_config"], name, _dtype(raw))
-    import dataclasses
-
+        present = {p for layer in model.kinds for p, n in layer.parts(model.d_model).items() if n}
+        if storage.method == "mxfp4" and "experts" not in present:
+            raise RooflineError(f"{name}: quantization_config mxfp4 quantises experts, and this model has none",
+                                field="model")
+        storage = dataclasses.replace(storage, parts=tuple(p for p in storage.parts if p[0] in present))
+    top_context = keys.get("max_position_embeddings") or keys.get("n_positions") or 0
+    if isinstance(top_context, bool) or not isinstance(top_context, int) or top_context < 0:
+        top_context = 0
     return dataclasses.replace(model, storage=storage, omitted=model.omitted + tuple(omitted),
-                               notes=tuple(outer_notes) + model.notes + tuple(qnotes), model_type=str(model_type))
+                               notes=tuple(outer_notes) + model.notes + tuple(qnotes), model_type=str(model_type),
+                               max_context=int(top_context))

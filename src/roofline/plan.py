@@ -138,6 +138,7 @@ class Precision:
     def to_dict(self) -> dict:
         d = {"weights": self.weights, "activations": self.activations, "kv_cache": self.kv_cache, "compute": self.compute}
         if self.stored is not None:
+            d["weights"] = f"as stored ({self.stored.method}); the rest {self.weights}"
             d["weights_stored"] = [{"part": p, "format": f, "bytes_per_param": b} for p, f, b in self.stored.parts]
         return d
 

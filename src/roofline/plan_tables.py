@@ -10,6 +10,23 @@ from roofline.tables import grid
 from roofline.units import DTYPE_BYTES, format_si
 
 
+def note_line(n: str) -> str:
+    """A plan's note as printed: 'left out: ...' as it is, anything else after 'note: '."""
+    return n if n.startswith(("left out:", "note:")) else f"note: {n}"
+
+
+def _limit_line(plan, label: str, key: str, value: int) -> str:
+    """A memory limit, said for what it is: none when even the weights do not fit, unbounded when
+    the cache stops growing, capped by the model's trained context."""
+    from roofline.capacity import MAX_CONTEXT
+
+    if value == 0 and plan.parts and plan.capacity_bytes is not None and plan.parts[0].bytes > plan.capacity_bytes:
+        return f"{label}: none (the weights alone exceed the memory)"
+    if key == "max_context_at_batch" and value >= MAX_CONTEXT:
+        return f"{label}: unbounded (the cache stops growing: windowed or state-space layers; searched to {MAX_CONTEXT:,})"
+    return f"{label}: {value:,}"
+
+
 def count_text(n) -> str:
     """15e12 -> '15T', 3e11 -> '300B', 4194304 -> '4.19M' (decimal, as token counts are quoted)."""
     v = float(n)
@@ -99,7 +116,7 @@ def decode_table(plan) -> str:
         at_b = (f"at batch B the tokens touch more experts, so later than {cross:,} / B" if plan.experts
                 else f"at batch B: {cross:,} / B for a dense model")
         lines.append(f"KV-cache reads overtake weight reads at context {cross:,} at batch 1 ({at_b})")
-    lines += [f"note: {n}" for n in mem.notes]
+    lines += [note_line(n) for n in mem.notes]
     return "\n".join(lines)
 
 
@@ -190,7 +207,7 @@ def train_table(plan) -> str:
                      "(links at full per-direction bandwidth; ring algorithms)")
     else:
         lines.append("no collectives costed" if plan.notes else "no collectives (one GPU)")
-    lines += [f"note: {n}" for n in plan.notes]
+    lines += [note_line(n) for n in plan.notes]
     return "\n".join(lines)
 
 
@@ -213,15 +230,20 @@ def sweep_table(result) -> str:
     key = {"tokens": "tokens", "batch": "batch", "context": "context"}.get(over)
     time_label = "TTFT ms" if result.phase == "prefill" else "step ms"
     headers = (["machine"] if over == "machines" or len(result.series) > 1 else []) + ([key] if key else [])
-    headers += [time_label, "tokens/s", "FLOP/B", "mem-bound", "bound"]
+    headers += [time_label, "tokens/s", "FLOP/B", "mem-bound", "bound", "memory GB", "fits"]
     rows = []
     for r in result.rows():
         row = ([r["machine"]] if over == "machines" or len(result.series) > 1 else []) + ([f"{r[key]:,}"] if key else [])
-        row += [_ms(r["time_s"]), f"{r['tokens_per_s']:,.0f}", f"{r['intensity']:,.1f}", _pct(r["memory_bound_share"]), r["bound"]]
+        row += [_ms(r["time_s"]), f"{r['tokens_per_s']:,.0f}", f"{r['intensity']:,.1f}", _pct(r["memory_bound_share"]), r["bound"],
+                f"{r['memory_bytes'] / 1e9:,.1f}", "-" if r["fits"] is None else ("yes" if r["fits"] else "no")]
         rows.append(row)
-    n_lead = len(headers) - 5
-    right = [h != "machine" for h in headers[:n_lead]] + [True, True, True, True, False]
+    n_lead = len(headers) - 7
+    right = [h != "machine" for h in headers[:n_lead]] + [True, True, True, True, False, True, False]
     lines.append(grid(headers, rows, right))
+    lines += [note_line(n) for n in result.notes]
+    if any(r["fits"] is False for r in result.rows()):
+        lines.append("note: rows marked 'no' need more memory than one GPU has (weights + every sequence's cache): "
+                     "their times assume a machine that holds it")
     return "\n".join(lines)
 
 
@@ -236,7 +258,11 @@ def memory_table(plan) -> str:
         prec = given.get("precision", {})
         weights = prec.get("weights")
         if prec.get("weights_stored"):
-            weights = "as stored (" + ", ".join(f"{p['part']} {p['format']}" for p in prec["weights_stored"]) + f"; the rest {weights})"
+            formats: dict = {}
+            for p in prec["weights_stored"]:
+                formats.setdefault(p["format"], []).append(p["part"].replace("_", " "))
+            rest = weights.rsplit("the rest ", 1)[-1]
+            weights = "as stored (" + "; ".join(f"{', '.join(v)} {k}" for k, v in formats.items()) + f"; the rest {rest})"
         what = (f"batch {given.get('batch', 0):,} x context {given.get('context', 0):,}, weights {weights}, "
                 f"KV cache {prec.get('kv_cache')}")
         tp = given.get("tensor_parallel", 1)
@@ -255,6 +281,6 @@ def memory_table(plan) -> str:
     lines = [head, "", grid(["part", "bytes", "share"], rows), "", plan.verdict]
     labels = {"max_batch_at_context": f"largest batch at context {given.get('context', 0):,}",
               "max_context_at_batch": f"longest context at batch {given.get('batch', 0):,} (tokens)"}
-    lines += [f"{labels.get(k, k.replace('_', ' '))}: {v:,}" for k, v in plan.limits]
-    lines += [f"note: {n}" for n in plan.notes]
+    lines += [_limit_line(plan, labels.get(k, k.replace('_', ' ')), k, v) for k, v in plan.limits]
+    lines += [note_line(n) for n in plan.notes]
     return "\n".join(lines)

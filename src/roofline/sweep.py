@@ -14,7 +14,8 @@ import numpy as np
 from roofline.cost import CostModel, _jsonable
 from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_number
 from roofline.machines import Machine, get_machine
-from roofline.plan import Precision, default_cost_model, predict_model, resolve_link
+from roofline.plan import (Precision, default_cost_model, inference_weight_bytes, kv_bytes_per_sequence, predict_model,
+                           resolve_link)
 from roofline.transformer import get_model
 
 AXES = ("tokens", "batch", "context", "machines")
@@ -43,6 +44,8 @@ class SweepSeries:
     kv_bytes: np.ndarray
     precision: Precision | None = None  # as resolved for this machine (see sweep's ``precision``)
     link: str | None = None  # of the tensor-parallel all-reduces (t > 1)
+    memory_bytes: np.ndarray | None = None  # weights + the cache of every sequence, per GPU
+    fits: np.ndarray | None = None  # memory_bytes within the machine's memory (None: no capacity given)
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class SweepResult:
     precision: Precision
     tensor_parallel: int
     series: tuple[SweepSeries, ...]
+    notes: tuple[str, ...] = ()
 
     @property
     def precisions(self) -> tuple[tuple[str, Precision], ...]:
@@ -77,6 +81,8 @@ class SweepResult:
             for i, v in enumerate(s.values):
                 row = {"machine": s.machine} if self.over == "machines" else {"machine": s.machine, self.over: _jsonable(v)}
                 row.update({f: _jsonable(getattr(s, f)[i]) for f in SERIES_FIELDS})
+                row["memory_bytes"] = float(s.memory_bytes[i])
+                row["fits"] = None if s.fits is None else bool(s.fits[i])
                 out.append(row)
         return out
 
@@ -85,7 +91,7 @@ class SweepResult:
                 "attention": self.attention, "precision": self.precision.to_dict(), "tensor_parallel": self.tensor_parallel,
                 **({"precision_by_machine": {m: p.to_dict() for m, p in self.precisions}} if self.precisions else {}),
                 "tensor_parallel_link": {s.machine: s.link for s in self.series} if self.tensor_parallel > 1 else None,
-                "rows": self.rows()}
+                "notes": list(self.notes), "rows": self.rows()}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -134,7 +140,11 @@ def sweep(model="llama3-8b", machines=("h100-sxm",), over="batch", values=None, 
     series = tuple(_series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, cost_model) for m in machines)
     fixed = tuple((k, v) for k, v in sizes.items() if k != over and not (phase == "decode" and k == "tokens")
                   and not (phase == "prefill" and k == "context"))
-    return SweepResult(cfg.key or cfg.name, over, phase, fixed, attention, series[0].precision, int(tensor_parallel), series)
+    from roofline.capacity import _cache_notes
+
+    top = sizes["context"] if phase == "decode" else sizes["tokens"]
+    return SweepResult(cfg.key or cfg.name, over, phase, fixed, attention, series[0].precision, int(tensor_parallel), series,
+                       _cache_notes(cfg, top))
 
 
 CHUNK = 32768  # sizes per vectorised call: arrays this long stay in cache (1e6 at once is ~3x slower)
@@ -156,5 +166,13 @@ def _series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, c
         n = min(CHUNK, swept.size - lo)
         parts.append({f: np.broadcast_to(np.asarray(getattr(p, f)), (n,)) for f in SERIES_FIELDS})
     cols = {f: np.concatenate([part[f] for part in parts]) for f in SERIES_FIELDS}
+    # what one GPU holds at each value: weights + batch sequences of cache (the prompt's in prefill)
+    S = sizes["context"] if phase == "decode" else sizes["tokens"]
+    S = swept if axis == ("context" if phase == "decode" else "tokens") else S
+    B = swept if axis == "batch" else sizes["batch"]
+    held = inference_weight_bytes(cfg, precision, tensor_parallel) + np.asarray(B, dtype=float) * np.asarray(
+        kv_bytes_per_sequence(cfg, S, precision, tensor_parallel), dtype=float)
+    held = np.broadcast_to(held, swept.shape)
+    fits = None if not m.memory_bytes else held <= m.memory_bytes
     return SweepSeries(machine=m.key or m.name, machine_name=m.name, values=swept, **cols, precision=precision,
-                       link=link if int(tensor_parallel) > 1 else None)
+                       link=link if int(tensor_parallel) > 1 else None, memory_bytes=held, fits=fits)
