@@ -748,3 +748,15 @@ def test_cli_and_web_agree_machine_by_machine(client, machine):
                                                "batch": 8}).json()
         step = next(r for r in cli["rows"] if r["batch"] == 8)
         assert web["time_s"] == pytest.approx(step["step_s"], rel=1e-12), (model, "decode")
+
+
+def test_unknown_query_parameters_are_422_naming_them(client):
+    r = client.get("/api/decode", params={"model": "llama3-8b", "tp": 4, "bogus": 1})
+    assert r.status_code == 422 and r.json()["fields"] == ["bogus", "tp"]
+
+
+def test_what_a_model_leaves_out_is_in_every_view(client):
+    layer = client.get("/api/layer", params={"model": "gemma3-27b", "layer": 5}).json()
+    assert any("vision" in n for n in layer["notes"]) and "vision" in layer["caption"]
+    decode = client.get("/api/decode", params={"model": "deepseek-v3"}).json()
+    assert any("multi-token-prediction" in n for n in decode["notes"])

@@ -70,6 +70,8 @@ def cmd_layer(args):
         from roofline.tables import rows_to_csv
         from roofline.cost import OP_FIELDS
 
+        for line in model_header_lines(cfg):  # kept off the CSV, never dropped
+            print(line, file=sys.stderr)
         if len(reports) == 1:
             sys.stdout.write(reports[0].prediction.to_csv())
         else:

@@ -712,7 +712,12 @@ def from_hf_config(raw: dict, name: str = "model") -> Model:
         raise RooflineError(f"{name}: model_type {shown} is not supported; supported: {', '.join(sorted(SUPPORTED))}",
                             field="model")
     keys = _Keys({k: v for k, v in raw.items() if k != "quantization_config"}, str(top.get("_name_or_path") or name))
-    model = SUPPORTED[model_type](keys)
+    try:
+        model = SUPPORTED[model_type](keys)
+    except RooflineError as exc:  # a layer's own check: say which config it came from
+        if keys.name in str(exc):
+            raise
+        raise RooflineError(f"{keys.name} (model_type {model_type!r}): {exc}", field="model") from None
     storage, qnotes = (WeightStorage(_dtype(raw)), [])
     if raw.get("quantization_config") is not None:
         storage, qnotes = _storage(raw["quantization_config"], name, _dtype(raw))

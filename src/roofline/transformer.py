@@ -422,6 +422,8 @@ def get_model(name) -> Model:
         return _preset(key)
     if str(name).endswith(".json") or Path(str(name)).is_file() or (Path(str(name)) / "config.json").is_file():
         return load_hf_config(name)
+    if Path(str(name)).is_dir():
+        raise RooflineError(f"model folder {str(name)!r} has no config.json", field="model")
     raise unknown_name("model", name, presets)
 
 
@@ -434,7 +436,9 @@ def model_summary(model) -> dict:
         "vocab": m.vocab, "params": p["total"], "active_params": active_params(m) if m.is_moe else p["total"],
         "layer_kinds": [{"kind": k.label, "count": n} for k, n in m.kind_counts()], "pattern": m.pattern(),
         "weights_stored": m.storage.label(), "omitted": list(m.omitted), "notes": list(m.notes),
-        "kv_bytes_per_token_bf16": kv_cache_bytes_per_token(m),
+        "kv_bytes_per_token_past_windows_bf16": kv_cache_bytes_per_token(m),
+        "cache_bytes_per_sequence_bf16": {str(S): float(cache_bytes_per_sequence(m, S)) for S in (4096, 32768, 131072)},
+        "max_context": m.max_context or None,
     }
 
 

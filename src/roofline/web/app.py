@@ -199,6 +199,19 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
         errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in exc.errors()]
         return _error_response(errors)
 
+    QUERY_NAMES = frozenset(LayerQuery.__dataclass_fields__)
+
+    @app.middleware("http")
+    async def _unknown_parameters(request: Request, call_next):
+        """A query parameter the API does not take is a 422 naming it, never silently ignored."""
+        if request.url.path.startswith("/api/"):
+            unknown = sorted(set(request.query_params) - QUERY_NAMES)
+            if unknown:
+                return _error_response([{"loc": ["query", name or "query"], "msg": f"unknown query parameter {name!r}; the API "
+                                         f"takes {', '.join(sorted(QUERY_NAMES))}", "type": "unknown_parameter"}
+                                        for name in unknown])
+        return await call_next(request)
+
     @app.exception_handler(RooflineError)
     async def _roofline_error(request: Request, exc: RooflineError):
         field = _API_FIELD.get(exc.field or "", exc.field) or "query"
@@ -333,7 +346,11 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
     def api_layer(q: LayerQuery = Depends(layer_query)) -> dict:
         q = settle(q, "layer")
         report, machine, cost_model = compute(q)
-        return layer_payload(report, machine, cost_model, q.launch_overhead_us, models[q.model].name)
+        body = layer_payload(report, machine, cost_model, q.launch_overhead_us, models[q.model].name)
+        body["notes"] = list(models[q.model].header_lines())  # what the loader left out or noted, shown under the charts
+        if body["notes"]:
+            body["caption"] += " " + " ".join(n[0].upper() + n[1:] + "." for n in body["notes"])
+        return body
 
     @app.get("/api/layer.csv", response_class=PlainTextResponse, summary="The op table as CSV (times in seconds)",
              responses={200: {"content": {"text/csv": {}}}})
