@@ -8,7 +8,6 @@ Hub's count of the tensors stored in the checkpoint (model API field ``safetenso
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 
@@ -16,7 +15,6 @@ import pytest
 
 from roofline.errors import RooflineError
 from roofline.transformer import (
-    TransformerConfig,
     active_params,
     count_params,
     get_model,

@@ -5,8 +5,10 @@ Core API (all quantities in SI base units: FLOPs, bytes, seconds, FLOP/s, bytes/
     Machine, get_machine, list_machines          machines.py
     Kernel and its constructors                  kernels.py
     time_lower_bound, CostModel, predict         cost.py
+    Model, Layer and the layer kinds             architecture.py
+    from_hf_config (one loader per model_type)   hf_configs.py
     TransformerConfig, count_params, ...         transformer.py
-    block_kernels (one layer as kernels)         blocks.py
+    block_kernels, layer_reports, Workload       blocks.py
 
 Plots (matplotlib) live in roofline.plots and are imported only when used.
 """
@@ -29,8 +31,14 @@ from roofline.kernels import (
     softmax_kernel,
 )
 from roofline.cost import CostModel, OpPrediction, WorkloadPrediction, predict, seed_cost_model, speed_of_light, time_lower_bound
+from roofline.architecture import MLP, Attention, LatentAttention, Layer, Mamba, Mamba2, Model, MoE
+from roofline.hf_configs import from_hf_config
 from roofline.transformer import (
     TransformerConfig,
+    active_params,
+    cache_bytes_per_sequence,
+    kv_cache_bytes_per_token,
+    model_summary,
     attention_flops_per_token_forward,
     count_params,
     flops_per_token,
@@ -42,7 +50,7 @@ from roofline.transformer import (
     training_flops,
     training_time_s,
 )
-from roofline.blocks import block_kernels
+from roofline.blocks import Workload, block_kernels, layer_reports
 import roofline.trace  # noqa: E402  callable package: roofline.trace(module, *inputs); torch loads on use
 
 

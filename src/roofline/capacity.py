@@ -28,7 +28,6 @@ from roofline.plan import (
     kv_overtakes_weights_context,
     max_context_within,
     resolve_link,
-    shard,
     time_by_limit,
     time_to_first_token,
 )

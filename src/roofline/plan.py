@@ -39,11 +39,11 @@ import numpy as np
 
 from roofline.architecture import Attention, LatentAttention, Layer, Mamba, Mamba2, Model, MoE, WeightStorage
 from roofline.blocks import Workload, check_size, layer_kernels
-from roofline.cost import CostModel, WorkloadPrediction, _jsonable, bytes_per_s, op_times, seed_cost_model
+from roofline.cost import CostModel, WorkloadPrediction, _jsonable, seed_cost_model
 from roofline.errors import RooflineError, check_choice, check_number
-from roofline.kernels import Kernel, all_reduce_kernel, embedding_kernel, matmul_kernel
+from roofline.kernels import Kernel, all_reduce_kernel
 from roofline.machines import Machine, get_machine
-from roofline.transformer import cache_bytes_per_sequence, count_params, get_model, kv_cache_bytes_per_token, weight_bytes
+from roofline.transformer import cache_bytes_per_sequence, count_params, get_model, kv_cache_bytes_per_token
 from roofline.units import DTYPE_BYTES
 
 QUANT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
