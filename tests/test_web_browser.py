@@ -415,3 +415,21 @@ def test_bad_value_in_a_plan_view_shows_the_apis_message(page, base_url_web):
     assert text(page, "#model-latency") == latency
     type_value(page, "#batch", 2, "batch=2")
     assert page.is_hidden("#error")
+
+
+def test_a_model_with_several_layer_kinds_offers_each_kind(page, base_url_web, tmp_path):
+    open_page(page, base_url_web + "/")
+    assert not page.is_visible("#layer")  # Llama 3 8B: one layer kind, no choice to make
+    choose(page, "#model", "gemma3-27b", "model=gemma3-27b")
+    # Gemma 3 27B: 52 sliding-window layers (first: layer 0) and 10 full ones (first: layer 5)
+    options = page.eval_on_selector_all("#layer option", "os => os.map(o => o.textContent)")
+    assert options == ["layer 0: sliding 1024 + gated MLP 21504 (52 layers)",
+                       "layer 5: full attention + gated MLP 21504 (10 layers)"]
+    assert "layer 0: sliding 1024" in text(page, "#config-note")
+    sliding = text(page, "#total")
+    choose(page, "#layer", "5", "layer=5")
+    assert "layer 5: full attention" in text(page, "#config-note") and text(page, "#total") != sliding
+    assert "vision tower" in text(page, "#config-note")  # what the loader left out is on the page
+    screenshot(page, tmp_path, "workshop-gemma3.png")
+    choose(page, "#model", "llama3-8b", "model=llama3-8b")
+    assert not page.is_visible("#layer") and "layer=" not in page.evaluate("document.body.dataset.query")

@@ -11,6 +11,7 @@
   const CONTROLS = {
     machine: { input: "machine" },
     model: { input: "model" },
+    layer: { input: "layer" },
     phase: { input: "phase" },
     attention: { input: "attention" },
     tokens: { input: "tokens-number", slider: "tokens", stops: true },
@@ -20,7 +21,7 @@
     launch_overhead_us: { input: "launch-overhead-number", slider: "launch-overhead" },
     overlap: { input: "overlap-number", slider: "overlap" },
   };
-  const PASS_THROUGH = ["context", "dtype", "layer"]; // API parameters with no control, kept when in the URL
+  const PASS_THROUGH = ["context", "dtype"]; // API parameters with no control, kept when in the URL
   // The views: which endpoint each reads and how it is drawn (the draw functions are below).
   const VIEWS = {
     layer: { endpoint: "/api/layer", draw: (data) => drawLayer(data) },
@@ -40,6 +41,7 @@
   let renderCount = 0;
   let inFlight = null;
   let machineDetail = new Map();
+  let modelKinds = new Map(); // each model's layer kinds: [{kind, count, first_layer}]
   let machineLaunchUs = new Map(); // each machine's preset launch overhead, the CLI's default
   let viewAttention = {}; // each view's default attention, as its CLI command has it
   const touched = new Set(); // controls the user set (from the URL or by hand): never re-defaulted
@@ -87,7 +89,27 @@
     return i < 0 ? tokenStops.length - 1 : i;
   }
 
+  // The layer choice: one layer of each kind of the chosen model, hidden for a model of one kind.
+  function fillLayers() {
+    const kinds = modelKinds.get(state.model) || [];
+    const select = $("layer");
+    select.replaceChildren();
+    for (const k of kinds) {
+      const option = document.createElement("option");
+      option.value = String(k.first_layer);
+      option.textContent = `layer ${k.first_layer}: ${k.kind} (${k.count} layers)`;
+      select.append(option);
+    }
+    $("layer-control").hidden = kinds.length < 2;
+    if (kinds.length < 2) {
+      delete state.layer;
+    } else if (!kinds.some((k) => String(k.first_layer) === state.layer) && !touched.has("layer")) {
+      state.layer = String(kinds[0].first_layer);
+    }
+  }
+
   function showControls() {
+    fillLayers();
     for (const [name, c] of Object.entries(CONTROLS)) {
       const value = state[name] ?? "";
       $(c.input).value = value;
@@ -132,7 +154,8 @@
   function set(name, value) {
     if (state[name] === String(value)) return; // Enter and change both report a typed value
     state[name] = String(value);
-    if (name !== "machine") touched.add(name);
+    if (name === "model") touched.delete("layer"); // a new model starts at its first layer kind
+    if (name !== "machine" && name !== "model") touched.add(name);
     followDefaults();
     showControls();
     update();
@@ -475,11 +498,12 @@
       fillSelect("machine", machines, (m) => (m.origin === "preset" ? "Presets" : `From ${m.origin}`));
       fillSelect("model", models);
       machineDetail = new Map(machines.map((m) => [m.key, m.detail]));
+      modelKinds = new Map(models.map((m) => [m.key, m.layer_kinds]));
       machineLaunchUs = new Map(machines.map((m) => [m.key, m.launch_overhead_us]));
       viewAttention = options.view_attention || {};
       state = stateFromUrl();
       const url = new URLSearchParams(window.location.search);
-      for (const name of ["launch_overhead_us", "attention"]) if (url.has(name)) touched.add(name);
+      for (const name of ["launch_overhead_us", "attention", "layer"]) if (url.has(name)) touched.add(name);
       view = viewFromUrl();
       followDefaults();
       showView();
