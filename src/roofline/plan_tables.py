@@ -166,9 +166,9 @@ def train_table(plan) -> str:
     lay = plan.layout
     if plan.convention == "6nd":
         conv = f"6ND, N = {plan.params / 1e9:.3g}B parameters per token (seed 000)"
-        other = f"6N + 12Lhs at s = {plan.seq_len:,} (matmul N, attention in full)"
+        other = f"6N + {plan.context_terms} at s = {plan.seq_len:,} (matmul N, attention in full)"
     else:
-        conv = f"6N + 12Lhs at s = {plan.seq_len:,}, N = {plan.params / 1e9:.3g}B matmul parameters"
+        conv = f"6N + {plan.context_terms} at s = {plan.seq_len:,}, N = {plan.params / 1e9:.3g}B matmul parameters"
         other = "6ND"
     diff = plan.other_convention_flops / plan.training_flops - 1
     lines = [

@@ -311,6 +311,7 @@ class TrainPlan:
     memory: MemoryPlan
     step: WorkloadPrediction | None
     notes: tuple[str, ...] = ()
+    context_terms: str = "12Lhs"  # how the convention other than 6ND names its per-token context terms
 
     @property
     def gpus(self) -> int:
@@ -425,5 +426,15 @@ def train_plan(model="llama3-8b", tokens=15e12, gpus=1024, machine="h100-sxm", m
         recompute=recompute, dtype=dtype, layout=layout, peak_flops_per_s=peak, params=float(n),
         training_flops=model_tok * tokens, hardware_flops=hw_tok * tokens, other_convention_flops=other_tok * tokens,
         seconds=seconds, price_per_gpu_hour=price_per_gpu_hour, memory=train_memory(cfg, m, layout, seq_len, recompute, attention),
-        step=step, notes=tuple(notes),
+        step=step, notes=tuple(notes), context_terms=_context_terms(cfg),
     )
+
+
+def _context_terms(cfg) -> str:
+    """The name of flops_per_token's context terms for this model: 12Lhs for plain attention."""
+    plain = all(k.mixer is None or (type(k.mixer).__name__ == "Attention" and not k.mixer.span) for k in cfg.kinds)
+    if plain and cfg.has_attention:
+        return "12Lhs"
+    terms = (["attention over min(s, window)"] if cfg.has_attention else []) + (
+        ["SSM scans"] if any(k.is_ssm for k in cfg.kinds) else [])
+    return "3 x (" + " + ".join(terms) + ")" if terms else "0"
