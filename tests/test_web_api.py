@@ -760,3 +760,10 @@ def test_what_a_model_leaves_out_is_in_every_view(client):
     assert any("vision" in n for n in layer["notes"]) and "vision" in layer["caption"]
     decode = client.get("/api/decode", params={"model": "deepseek-v3"}).json()
     assert any("multi-token-prediction" in n for n in decode["notes"])
+
+
+def test_a_foreign_host_header_is_refused(client):
+    # a page on another origin that rebinds its DNS name to 127.0.0.1 sends its own Host header
+    assert client.get("/api/machines", headers={"host": "evil.example"}).status_code == 400
+    assert client.get("/api/machines", headers={"host": "127.0.0.1:8000"}).status_code == 200
+    assert client.get("/docs").status_code == 404  # the CDN-loading docs page is off

@@ -177,8 +177,14 @@ def _error_response(errors: list[dict]) -> JSONResponse:
     return JSONResponse(status_code=422, content={"field": fields[0] if fields else None, "fields": fields, "detail": errors})
 
 
-def create_app(machine_files: list[str] | None = None) -> FastAPI:
-    """The workshop app. ``machine_files`` are TOML machine files whose machines join the presets."""
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]", "testserver")  # testserver: Starlette's test client
+
+
+def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS) -> FastAPI:
+    """The workshop app. ``machine_files`` are TOML machine files whose machines join the presets.
+    Requests whose Host header is not in ``allowed_hosts`` get a 400: a web page elsewhere cannot
+    read this server through a DNS-rebound name. ``/docs`` and ``/redoc`` (which load scripts from a
+    CDN) are off; the schema is at ``/openapi.json``."""
     machines, origins = _machine_table(machine_files)
     models = MappingProxyType({c.key: c for c in list_models()})
     MachineKey = Literal[tuple(machines)]  # the OpenAPI schema lists the choices
@@ -190,6 +196,8 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
     app = FastAPI(
         title="roofline workshop",
         version="1",
+        docs_url=None,
+        redoc_url=None,
         description="Seed 003's workshop: the predicted time of each op of one transformer layer, of the whole "
                     "model, and of decode versus batch.",
     )
@@ -199,6 +207,9 @@ def create_app(machine_files: list[str] | None = None) -> FastAPI:
         errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in exc.errors()]
         return _error_response(errors)
 
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     QUERY_NAMES = frozenset(LayerQuery.__dataclass_fields__)
 
     @app.middleware("http")
@@ -438,7 +449,8 @@ def serve(host: str = "127.0.0.1", port: int = 8000, machine_files: list[str] | 
     in use is one line naming --port (exit 2), not a URL followed by uvicorn's error."""
     import uvicorn
 
-    app = create_app(machine_files)
+    wildcard = host in ("0.0.0.0", "::", "")
+    app = create_app(machine_files, ("*",) if wildcard else tuple(dict.fromkeys((*LOOPBACK_HOSTS, host))))
     sock = listen(host, port)
     shown = f"[{host}]" if ":" in host else host
     print(f"roofline workshop: http://{shown}:{port}/  (Ctrl-C to stop)", flush=True)

@@ -30,7 +30,8 @@
   };
   const FONT = { family: "system-ui, sans-serif", size: 12 };
   const SHIFT = { left: 4, right: -4 }; // a label's pixel gap from the mark it is anchored to
-  const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+  const PLOT_CONFIG = { displaylogo: false, responsive: true, showSendToCloud: false, showEditInChartStudio: false,
+    modeBarButtonsToRemove: ["lasso2d", "select2d", "sendDataToCloud"] };
 
   const $ = (id) => document.getElementById(id);
   let defaults = {};
