@@ -248,3 +248,9 @@ def test_models_describes_one_model(capsys):
     code, out, _ = run(capsys, "models", "gpt-oss-120b")
     # total from the model card, 116.83B; experts stored as MXFP4
     assert code == 0 and "116,829,156,672" in out and "mxfp4" in out and "18 x [A B]" in out
+
+
+@pytest.mark.parametrize("argv", [("train", "--tokens", "5e-324"), ("layer", "--compute-scale", "5e-324")])
+def test_denormal_inputs_are_refused_by_name(capsys, argv):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and "at least 1e-30" in err and argv[1] in err and "nan" not in out.lower()

@@ -55,6 +55,9 @@ def check_number(
         if np.any(bad):
             relation = "greater than" if strictly else "at least"
             raise RooflineError(f"{name} must be {relation} {minimum:g}, got {_describe(value)}", field=name)
+        if strictly and minimum == 0 and np.any(arr < TINY):  # 5e-324 passes "> 0" and overflows every ratio
+            raise RooflineError(f"{name} must be at least {TINY:g} (no physical quantity in SI units is smaller), "
+                                f"got {_describe(value)}", field=name)
     if maximum is not None and np.any(arr > maximum):
         raise RooflineError(f"{name} must be at most {maximum:g}, got {_describe(value)}", field=name)
     if integer and np.any(arr != np.round(arr)):
@@ -94,6 +97,7 @@ def unknown_name(kind: str, name: str, known: Iterable[str], field: str | None =
     return RooflineError(f"unknown {kind} {name!r}; {hint}", field=field or kind)
 
 
+TINY = 1e-30  # the smallest positive input taken: denormals and vanishing values are typos
 MAX_COUNT = 1e12  # dimensions and token counts beyond this are typos, not workloads
 MAX_FLOPS = 1e30
 MAX_BYTES = 1e21

@@ -35,12 +35,12 @@ from roofline.capacity import decode_plan, inference_memory
 from roofline.cost import CostModel
 from roofline.errors import RooflineError, unknown_name
 from roofline.machines import Machine, list_machines, load_machine_file
-from roofline.plan import DEFAULT_BATCHES, Precision, kv_overtakes_weights_context, predict_model
+from roofline.plan import DEFAULT_BATCHES, Precision, decode_step, kv_overtakes_weights_context, predict_model
 from roofline.architecture import Model
 from roofline.transformer import list_models, model_summary
 from roofline.units import DTYPE_BYTES, US, format_si
 from roofline.web.payload import json_safe, layer_payload
-from roofline.web.plan_payload import decode_payload, model_payload
+from roofline.web.plan_payload import curve_batches, decode_payload, model_payload
 
 STATIC_DIR = Path(__file__).parent / "static"
 MAX_TOKENS = 131072  # the slider's range, 2^17
@@ -323,7 +323,11 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         cfg = models[q.model]
         S = q.context or q.tokens  # this view is decode whatever the phase: tokens is the context
         with library_call(q):
-            plan = decode_plan(cfg, batches=(*DEFAULT_BATCHES, q.batch), context=S, **common)
+            plan = decode_plan(cfg, batches=(*DEFAULT_BATCHES, q.batch), context=S, curve="none", **common)
+            # the curves at the ~250 batches the chart draws, not at every batch up to the largest
+            top = int(max(*DEFAULT_BATCHES, q.batch))
+            shown = curve_batches(top, (plan.compute_bound_batch, plan.max_batch_in_memory, q.batch))
+            plan = dataclasses.replace(plan, curve=decode_step(cfg, batch=shown, context=S, **common))
             crossover = kv_overtakes_weights_context(cfg, q.batch, common["precision"])
         _check_finite(plan.step.prediction)
         return plan, crossover

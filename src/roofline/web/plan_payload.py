@@ -299,12 +299,16 @@ def decode_chart(plan: DecodePlan, batch: int) -> dict:
     log-spaced points), the tabulated batches as markers coloured by the step's bound, the
     compute-bound batch, the region where weights + KV cache no longer fit, and the page's batch."""
     curve = plan.curve
-    top = int(np.asarray(curve.batch).max())
+    at = np.asarray(curve.batch).astype(np.int64)
+    top = int(at.max())
     cb, mb = plan.compute_bound_batch, plan.max_batch_in_memory
-    shown = curve_batches(top, (cb, mb, batch))
-    idx = shown - 1  # the curve holds every batch from 1 to top
-    step_s = np.broadcast_to(np.asarray(curve.time_s, dtype=float), (top,))[idx]
-    tps = np.broadcast_to(np.asarray(curve.tokens_per_s, dtype=float), (top,))[idx]
+    if at.size == top:  # a curve at every batch from 1 to top: thin it to the drawn batches
+        shown = curve_batches(top, (cb, mb, batch))
+        idx = shown - 1
+    else:  # a curve already at the drawn batches (the app computes only those)
+        shown, idx = at, np.arange(at.size)
+    step_s = np.broadcast_to(np.asarray(curve.time_s, dtype=float), at.shape)[idx]
+    tps = np.broadcast_to(np.asarray(curve.tokens_per_s, dtype=float), at.shape)[idx]
     rows = plan.rows()
     cap = plan.memory.capacity_bytes
     here = next(r for r in rows if r["batch"] == batch)
