@@ -325,3 +325,22 @@ def test_gemma3_text_takes_the_class_sizes_a_config_omits():
                                                                 "num_hidden_layers": 34, "sliding_window": 1024}})
     a = m.kinds[0].mixer
     assert (a.heads, a.kv_heads, a.head_dim, m.vocab) == (8, 4, 256, 262208)
+
+
+def test_hostile_config_files_are_one_line_errors(tmp_path):
+    import os
+
+    from roofline.transformer import load_hf_config
+
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"a":' * 100_000)
+    huge = tmp_path / "huge.json"
+    huge.write_text('{"model_type": "llama", "hidden_size": ' + "9" * 5000 + "}")
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe\x00")
+    for path, needle in ((fifo, "not a regular file"), (deep, "could not be read"), (huge, "could not be read"),
+                         (binary, "not a UTF-8")):
+        with pytest.raises(RooflineError, match=needle):
+            load_hf_config(path)

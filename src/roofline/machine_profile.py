@@ -444,9 +444,11 @@ def _calibration(key: str, cal: dict) -> Calibration:
 
 def load_profile(path) -> tuple[Machine, Calibration]:
     """Read a profile written by `roofline calibrate`."""
+    from roofline.files import read_text
+
     p = Path(path)
+    text = read_text(p, "profile", "profile", 16 * 2**20)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RooflineError(f"cannot read profile {str(p)!r}: {exc.strerror}", field="profile") from None
-    return parse_profile(text, str(p))
+        return parse_profile(text, str(p))
+    except (OverflowError, RecursionError, TypeError, AttributeError) as exc:
+        raise RooflineError(f"profile {str(p)!r} could not be read ({type(exc).__name__}: {exc})", field="profile") from None

@@ -248,12 +248,15 @@ def list_machines() -> list[Machine]:
 
 
 def load_machine_file(path: str | Path) -> dict[str, Machine]:
+    from roofline.files import read_text
+
     p = Path(path)
+    text = read_text(p, "machine file", "machine", 16 * 2**20)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RooflineError(f"cannot read machine file {str(p)!r}: {exc.strerror}", field="machine") from None
-    return parse_machine_file(text, str(p))
+        return parse_machine_file(text, str(p))
+    except (OverflowError, RecursionError, TypeError, AttributeError) as exc:  # numbers past float range, odd tables
+        raise RooflineError(f"machine file {str(p)!r} could not be read ({type(exc).__name__}: {exc})",
+                            field="machine") from None
 
 
 def get_machine(name) -> Machine:

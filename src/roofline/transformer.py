@@ -392,19 +392,18 @@ def hf_config_to_model(raw: dict, name: str = "model") -> Model:
 
 def load_hf_config(path: str | Path) -> Model:
     """Read a local Hugging Face ``config.json``; nothing is fetched from the network."""
+    from roofline.files import read_text
+
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
+    text = read_text(p, "model config", "model", 16 * 2**20)
     try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise RooflineError(f"cannot read model config {str(p)!r}: {exc.strerror}", field="model") from None
-    except UnicodeDecodeError:
-        raise RooflineError(f"{str(p)!r} is not a UTF-8 text file (expected a config.json)", field="model") from None
+        raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RooflineError(f"{str(p)!r} is not valid JSON ({exc.msg} at line {exc.lineno})", field="model") from None
-    except ValueError as exc:  # e.g. numbers too large to convert
-        raise RooflineError(f"{str(p)!r} could not be read as JSON ({exc})", field="model") from None
+    except (ValueError, RecursionError) as exc:  # integers of thousands of digits, nesting past the recursion limit
+        raise RooflineError(f"{str(p)!r} could not be read as JSON ({type(exc).__name__})", field="model") from None
     name = str(raw.get("_name_or_path") or p.parent.name or p.stem) if isinstance(raw, dict) else p.stem
     return hf_config_to_model(raw, name=name)
 

@@ -70,13 +70,19 @@ class Node:
 
 
 def load_trace(path) -> dict:
+    from roofline.files import read_text
+
+    import os
+
+    if not os.path.exists(path):
+        raise RooflineError(f"trace file not found: {path}", field="trace")
+    text = read_text(path, "trace file", "trace")
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        raise RooflineError(f"trace file not found: {path}", field="trace") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise RooflineError(f"{path} is not a Chrome trace JSON file ({exc})", field="trace") from None
+    except (ValueError, RecursionError) as exc:
+        raise RooflineError(f"{path} could not be read as JSON ({type(exc).__name__})", field="trace") from None
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc if isinstance(doc, list) else None
     if not isinstance(events, list):
         raise RooflineError(f"{path} has no traceEvents: not a torch.profiler Chrome trace", field="trace")
