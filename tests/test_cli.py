@@ -254,3 +254,19 @@ def test_models_describes_one_model(capsys):
 def test_denormal_inputs_are_refused_by_name(capsys, argv):
     code, out, err = run(capsys, *argv)
     assert code == 2 and "at least 1e-30" in err and argv[1] in err and "nan" not in out.lower()
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (("plot", "layer", "-o", ".png"), "no file name before its extension"),
+    (("decode", "-o", ""), "must end in .png or .svg, got ''"),
+    (("decode", "-o", "/nonexistent-folder/x.png"), "does not exist"),
+    (("gemm", "64", "64", "64", "--dtype", "bogus"), "unknown dtype 'bogus'"),
+])
+def test_output_paths_and_dtypes_are_checked_before_any_work(capsys, argv, needle):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and needle in err and out == ""
+
+
+def test_gemm_dtype_is_case_insensitive(capsys):
+    code, out, _ = run(capsys, "gemm", "4096", "4096", "4096", "--dtype", "BF16")
+    assert code == 0 and out

@@ -218,9 +218,9 @@ def cmd_kernel(args):
 
 
 def cmd_plot(args):
-    out = args.output
-    if not out.lower().endswith((".png", ".svg")):
-        raise RooflineError(f"-o/--output must end in .png or .svg, got {out!r}")
+    from roofline.cliargs import check_output
+
+    out = check_output(args.output, (".png", ".svg"))
     if args.what == "roofline":
         from roofline.plots import plot_roofline, seed_kernels
 

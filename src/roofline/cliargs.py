@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+from pathlib import Path
 
 from roofline.errors import RooflineError
 
@@ -152,3 +154,23 @@ def parse_kernel_param(text):
     number = parse_number(value, key)
     check_number(key, number, minimum=0, strictly=False)
     return key, int(number) if float(number).is_integer() else number
+
+
+def check_output(path: str, suffixes: tuple[str, ...]) -> str:
+    """``path`` if -o/--output can be written there: the suffix is one of ``suffixes`` and the
+    folder exists and is writable. Checked before anything is measured, so that a typo does not
+    cost the measurement; a RooflineError naming the flag otherwise."""
+    if not str(path).lower().endswith(suffixes):
+        raise RooflineError(f"-o/--output must end in {' or '.join(suffixes)}, got {path!r}", field="output")
+    p = Path(path)
+    if p.name.startswith(".") and p.name.lower() in suffixes:  # matplotlib would write '.png.png'
+        raise RooflineError(f"-o/--output {path!r} has no file name before its extension", field="output")
+    folder = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise RooflineError(f"-o/--output {path!r} is a folder, not a file", field="output")
+    if not folder.is_dir():
+        why = "is not a folder" if folder.exists() else "does not exist"
+        raise RooflineError(f"-o/--output {path!r}: {str(folder)!r} {why}", field="output")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise RooflineError(f"-o/--output {path!r}: folder {str(folder)!r} is not writable", field="output")
+    return path

@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+from roofline.cliargs import check_output  # noqa: F401  (re-exported: one home in cliargs)
 from roofline.cliargs import COUNT, number_arg
 from roofline.errors import RooflineError
 
@@ -25,24 +26,6 @@ def require_torch():
 
 def default_profile_path(device: str) -> str:
     return f"roofline-{device}.toml"
-
-
-def check_output(path: str, suffixes: tuple[str, ...]) -> str:
-    """``path`` if -o/--output can be written there: the suffix is one of ``suffixes`` and the
-    folder exists and is writable. Checked before anything is measured, so that a typo does not
-    cost the measurement; a RooflineError naming the flag otherwise."""
-    if not str(path).lower().endswith(suffixes):
-        raise RooflineError(f"-o/--output must end in {' or '.join(suffixes)}, got {path!r}", field="output")
-    p = Path(path)
-    folder = p.parent if str(p.parent) else Path(".")
-    if p.is_dir():
-        raise RooflineError(f"-o/--output {path!r} is a folder, not a file", field="output")
-    if not folder.is_dir():
-        why = "is not a folder" if folder.exists() else "does not exist"
-        raise RooflineError(f"-o/--output {path!r}: {str(folder)!r} {why}", field="output")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise RooflineError(f"-o/--output {path!r}: folder {str(folder)!r} is not writable", field="output")
-    return path
 
 
 def write_failed(path: str, exc: OSError) -> RooflineError:

@@ -77,9 +77,10 @@ def count_list(flag, maximum=COUNT["maximum"]):
 
 
 def _output(path):
-    if path and not path.lower().endswith((".png", ".svg")):
-        raise RooflineError(f"-o/--output must end in .png or .svg, got {path!r}", field="output")
-    return path
+    """-o checked before any work: None when not given; '' or an unwritable path is an error."""
+    from roofline.cliargs import check_output
+
+    return None if path is None else check_output(path, (".png", ".svg"))
 
 
 def _add_model(p):

@@ -186,8 +186,13 @@ def _count(flag):
 def cmd_gemm(args):
     from roofline.shapes import gemm_advice, parse_tile
 
+    from roofline.units import dtype_bytes
+
     machine = machine_from_args(args)
-    advice = gemm_advice(args.M, args.N, args.K, machine, args.dtype, parse_tile(args.tile))
+    dtype = None if args.dtype is None else str(args.dtype).strip().lower()
+    if dtype is not None:
+        dtype_bytes(dtype)  # an unknown dtype is one line naming it
+    advice = gemm_advice(args.M, args.N, args.K, machine, dtype, parse_tile(args.tile))
     print(advice.to_json() if args.json else advice.to_text())
 
 
