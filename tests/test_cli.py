@@ -270,3 +270,11 @@ def test_output_paths_and_dtypes_are_checked_before_any_work(capsys, argv, needl
 def test_gemm_dtype_is_case_insensitive(capsys):
     code, out, _ = run(capsys, "gemm", "4096", "4096", "4096", "--dtype", "BF16")
     assert code == 0 and out
+
+
+def test_negative_numbers_in_any_notation_reach_the_range_check(capsys):
+    # argparse alone reads "-1e3" as a flag ("expected one argument"); the check names the value
+    code, _, err = run(capsys, "layer", "--tokens", "-1e3")
+    assert code == 2 and "--tokens: must be greater than 0, got -1000" in err
+    code, _, err = run(capsys, "layer", "--tokens", "-5")
+    assert code == 2 and err.strip().endswith("got -5")

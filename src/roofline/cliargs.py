@@ -7,6 +7,7 @@ one line and exit code 2 (see cli.main).
 from __future__ import annotations
 
 import argparse
+import re
 import dataclasses
 import os
 from pathlib import Path
@@ -14,6 +15,13 @@ from pathlib import Path
 from roofline.errors import RooflineError
 
 class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors, and negative numbers in any notation (-1e3, -5.0e-3, -3us is
+    still a flag value) read as values rather than flags, so their range check can name them."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
     def error(self, message):  # one line, exit 2, no usage dump
         raise RooflineError(message)
 
@@ -27,6 +35,8 @@ def number_arg(flag, *, minimum=0.0, strictly=True, maximum=None, integer=False,
 
         try:
             value = (parser or parse_number)(text, flag)
+            if integer and isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+                value = int(value)  # so that a message echoes -5, not -5.0
             check_number("value", value, minimum=minimum, strictly=strictly, maximum=maximum, integer=integer)
         except RooflineError as exc:  # argparse prefixes "argument --flag: "
             raise argparse.ArgumentTypeError(str(exc).removeprefix("value ").removeprefix(f"{flag}: ")) from None
