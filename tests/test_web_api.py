@@ -767,3 +767,18 @@ def test_a_foreign_host_header_is_refused(client):
     assert client.get("/api/machines", headers={"host": "evil.example"}).status_code == 400
     assert client.get("/api/machines", headers={"host": "127.0.0.1:8000"}).status_code == 200
     assert client.get("/docs").status_code == 404  # the CDN-loading docs page is off
+
+
+def test_a_full_server_answers_503_not_an_unbounded_queue(monkeypatch):
+    import roofline.web.app as web_app
+
+    monkeypatch.setattr(web_app, "QUEUE_WAIT_S", 0.01)
+    app = web_app.create_app(max_inflight=1)
+    client = TestClient(app)
+    assert app.state.inflight.acquire(timeout=1)  # one computation is running
+    try:
+        r = client.get("/api/layer")
+        assert r.status_code == 503 and r.headers["retry-after"] == "1" and "busy" in r.json()["detail"]
+    finally:
+        app.state.inflight.release()
+    assert client.get("/api/layer").status_code == 200

@@ -18,6 +18,7 @@ built once in ``create_app`` and only read.
 
 import contextlib
 import dataclasses
+import threading
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -25,7 +26,7 @@ from types import MappingProxyType
 from typing import Literal, Optional
 
 import numpy as np
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -180,7 +181,12 @@ def _error_response(errors: list[dict]) -> JSONResponse:
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]", "testserver")  # testserver: Starlette's test client
 
 
-def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS) -> FastAPI:
+MAX_INFLIGHT = 4  # computations at once (2 cores here); more wait up to QUEUE_WAIT_S, then get a 503
+QUEUE_WAIT_S = 10.0
+
+
+def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS,
+               max_inflight: int = MAX_INFLIGHT) -> FastAPI:
     """The workshop app. ``machine_files`` are TOML machine files whose machines join the presets.
     Requests whose Host header is not in ``allowed_hosts`` get a 400: a web page elsewhere cannot
     read this server through a DNS-rebound name. ``/docs`` and ``/redoc`` (which load scripts from a
@@ -208,6 +214,20 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         return _error_response(errors)
 
     from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+    inflight = threading.BoundedSemaphore(max_inflight)
+    app.state.inflight = inflight
+
+    def slot():
+        """A place among the computations running at once, or a 503 after QUEUE_WAIT_S: a burst of
+        requests waits or is told to retry, never piles up without bound."""
+        if not inflight.acquire(timeout=QUEUE_WAIT_S):
+            raise HTTPException(status_code=503, detail=f"busy: {max_inflight} computations are running; retry",
+                                headers={"Retry-After": "1"})
+        try:
+            yield
+        finally:
+            inflight.release()
 
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     QUERY_NAMES = frozenset(LayerQuery.__dataclass_fields__)
@@ -358,7 +378,7 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         }
 
     @app.get("/api/layer", summary="One layer op by op: LayerReport.to_dict() plus readouts, sentence, chart and roofline")
-    def api_layer(q: LayerQuery = Depends(layer_query)) -> dict:
+    def api_layer(q: LayerQuery = Depends(layer_query), _slot: None = Depends(slot)) -> dict:
         q = settle(q, "layer")
         report, machine, cost_model = compute(q)
         body = layer_payload(report, machine, cost_model, q.launch_overhead_us, models[q.model].name)
@@ -369,14 +389,14 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
 
     @app.get("/api/layer.csv", response_class=PlainTextResponse, summary="The op table as CSV (times in seconds)",
              responses={200: {"content": {"text/csv": {}}}})
-    def api_layer_csv(q: LayerQuery = Depends(layer_query)) -> Response:
+    def api_layer_csv(q: LayerQuery = Depends(layer_query), _slot: None = Depends(slot)) -> Response:
         q = settle(q, "layer")
         report, _, _ = compute(q)
         return Response(report.prediction.to_csv(), media_type="text/csv; charset=utf-8",
                         headers={"Content-Disposition": f'attachment; filename="{filename(q, "csv")}"'})
 
     @app.get("/api/layer.json", summary="LayerReport.to_dict() as a download")
-    def api_layer_json(q: LayerQuery = Depends(layer_query)) -> JSONResponse:
+    def api_layer_json(q: LayerQuery = Depends(layer_query), _slot: None = Depends(slot)) -> JSONResponse:
         q = settle(q, "layer")
         report, _, _ = compute(q)
         return JSONResponse(json_safe(report.to_dict()),
@@ -384,14 +404,14 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
 
     @app.get("/api/model", summary="The whole model (L blocks, embedding, final norm, LM head): time to first token "
              "or one decode step, tokens/s, time by part and weights + KV cache against the machine's memory")
-    def api_model(q: LayerQuery = Depends(layer_query)) -> dict:
+    def api_model(q: LayerQuery = Depends(layer_query), _slot: None = Depends(slot)) -> dict:
         q = settle(q, "model")
         pred, memory, crossover = compute_model(q)
         return model_payload(pred, memory, crossover, models[q.model].name, models[q.model].n_layers, q.launch_overhead_us)
 
     @app.get("/api/decode", summary="Decode latency and throughput versus batch (1 to 1,024 and the query's batch) at a "
              "context (context, else tokens): compute-bound batch, largest batch in memory, KV-overtakes-weights context")
-    def api_decode(q: LayerQuery = Depends(layer_query)) -> dict:
+    def api_decode(q: LayerQuery = Depends(layer_query), _slot: None = Depends(slot)) -> dict:
         q = settle(q, "decode")
         plan, crossover = compute_decode(q)
         return decode_payload(plan, q.batch, crossover, models[q.model].name, q.launch_overhead_us)
