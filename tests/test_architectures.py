@@ -344,3 +344,11 @@ def test_hostile_config_files_are_one_line_errors(tmp_path):
                          (binary, "not a UTF-8")):
         with pytest.raises(RooflineError, match=needle):
             load_hf_config(path)
+
+
+def test_qwen2_sliding_window_applies_only_with_use_sliding_window():
+    cfg = dict(TINY_LLAMA, model_type="qwen2", num_hidden_layers=4, sliding_window=16, max_window_layers=2)
+    assert {layer.mixer.span for layer in from_hf_config(cfg).layers} == {0}  # use_sliding_window absent: False
+    on = from_hf_config(dict(cfg, use_sliding_window=True))
+    assert [layer.mixer.span for layer in on.layers] == [0, 0, 16, 16]  # layers from max_window_layers on
+    assert on.notes == () and from_hf_config(cfg).notes == ()

@@ -245,22 +245,13 @@ def _qwen_types(c: _Keys, L: int):
     return lambda i: "sliding_attention" if use and i >= first else "full_attention"
 
 
-def _qwen_window(c: _Keys) -> int:
-    return int(c.get("sliding_window") or 0) if c.get("use_sliding_window", False) else 0
-
-
 @loader("qwen2")
 def _qwen2(c: _Keys) -> Model:
     """Qwen2Config: biases on q, k, v (not o); tie_word_embeddings False; sliding only with use_sliding_window."""
     L = c.pos("num_hidden_layers")
-    types = _qwen_types(c, L)
-    window = _qwen_window(c)
-    raw = dict(c.raw)
-    c.raw = {**raw, "sliding_window": window or None}
-    try:
-        return _llama_like(c, qkv_bias=True, out_bias=False, types_default=types)
-    finally:
-        c.raw = raw
+    c.get("sliding_window")  # read either way: it applies only with use_sliding_window
+    return _llama_like(c, qkv_bias=True, out_bias=False, types_default=_qwen_types(c, L),
+                       windowed=bool(c.get("use_sliding_window", False)))
 
 
 def _qwen_moe_layers(c: _Keys, L: int, shared: bool) -> Callable[[int], MoE | None]:
@@ -325,13 +316,8 @@ def _gemma2(c: _Keys) -> Model:
     if c.has("sliding_window_size") and int(c.raw["sliding_window_size"]) != window:  # an older alias
         raise RooflineError(f"{c.name}: sliding_window {window} and sliding_window_size {c.raw['sliding_window_size']} "
                             "disagree", field="model")
-    raw = dict(c.raw)
-    c.raw = {**raw, "sliding_window": window}
-    try:
-        return _llama_like(c, tie_default=True, n_norms=4, head_dim_default=256,
-                           types_default=lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention")
-    finally:
-        c.raw = raw
+    return _llama_like(c, tie_default=True, n_norms=4, head_dim_default=256, sliding_default=window,
+                       types_default=lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention")
 
 
 @loader("gemma3_text")
@@ -344,13 +330,8 @@ def _gemma3_text(c: _Keys) -> Model:
                   "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072}
     window = c.int("sliding_window", 4096)
     pattern = c.int("sliding_window_pattern", 6)
-    raw = dict(c.raw)
-    c.raw = {**raw, "sliding_window": window}
-    try:
-        return _llama_like(c, tie_default=True, n_norms=4, qk_norm="rmsnorm", head_dim_default=256, vocab_default=262208,
-                           types_default=lambda i: "sliding_attention" if (i + 1) % pattern else "full_attention")
-    finally:
-        c.raw = raw
+    return _llama_like(c, tie_default=True, n_norms=4, qk_norm="rmsnorm", head_dim_default=256, vocab_default=262208,
+                       sliding_default=window, types_default=lambda i: "sliding_attention" if (i + 1) % pattern else "full_attention")
 
 
 # ---------------------------------------------------------------------------------------------
