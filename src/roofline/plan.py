@@ -41,7 +41,7 @@ from roofline.architecture import Attention, LatentAttention, Layer, Mamba, Mamb
 from roofline.blocks import Workload, check_size, layer_kernels
 from roofline.cost import CostModel, WorkloadPrediction, _jsonable, seed_cost_model
 from roofline.errors import RooflineError, check_choice, check_number
-from roofline.kernels import Kernel, all_reduce_kernel
+from roofline.kernels import _PLAIN, Kernel, all_reduce_kernel
 from roofline.machines import Machine, get_machine
 from roofline.transformer import cache_bytes_per_sequence, count_params, get_model, kv_cache_bytes_per_token
 from roofline.units import DTYPE_BYTES
@@ -387,9 +387,6 @@ def totals(ops: list[CountedOp], machine, cost_model: CostModel) -> Totals:
             acc["gemm_compute_s"] += c * n
             acc["gemm_memory_s"] += m * n
     return Totals(**acc)
-
-
-_PLAIN = (float, int, np.float64)
 
 
 def _scalar_totals(ops: list[CountedOp], machine: Machine, cm: CostModel, launch: float) -> Totals:
