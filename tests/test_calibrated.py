@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from roofline.calibrated import CalibratedModel, hierarchical_lower_bound
-from roofline.cost import CostModel
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel, elementwise_kernel
 from roofline.machines import get_machine
@@ -175,7 +174,7 @@ def test_without_a_profile_nothing_changes():
     assert calibrated_model_for("h100-sxm") is None
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(flops=st.floats(0, 1e12), nbytes=st.floats(1, 1e10), cat=st.sampled_from(["matmul", "elementwise", "norm"]))
 def test_interval_contains_the_prediction(flops, nbytes, cat):
     cal = synthetic([Probe("x", "elementwise", "fp32", 1e3, 1e5, 5e-6, 4e-6, 7e-6),
@@ -183,7 +182,9 @@ def test_interval_contains_the_prediction(flops, nbytes, cat):
     machine = parse_profile(render_profile(cal), "t")[0]
     op = CalibratedModel(cal).predict([Kernel("k", flops, nbytes, cat, "fp32")], machine).ops[0]
     assert LAUNCH <= op.low_s <= op.time_s <= op.high_s
-    assert op.time_s >= CostModel().predict_op(Kernel("k", flops, nbytes, cat, "fp32"), machine).time_s * 0.25
+    # never far below the speed of light of the level that holds the working set (in cache, the
+    # synthetic machine's 100 GB/s is 10x its main memory's 10 GB/s: the plain roofline is no bound there)
+    assert op.time_s >= hierarchical_lower_bound(Kernel("k", flops, nbytes, cat, "fp32"), machine)[0] * 0.25
 
 
 def test_cold_applies_the_warm_fitted_residual_to_the_main_memory_time():

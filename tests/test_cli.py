@@ -278,3 +278,12 @@ def test_negative_numbers_in_any_notation_reach_the_range_check(capsys):
     assert code == 2 and "--tokens: must be greater than 0, got -1000" in err
     code, _, err = run(capsys, "layer", "--tokens", "-5")
     assert code == 2 and err.strip().endswith("got -5")
+
+
+def test_json_output_refuses_non_finite_values():
+    from roofline.errors import RooflineError
+    from roofline.tables import dump_json
+
+    assert dump_json({"a": 1.0}) == '{\n  "a": 1.0\n}'
+    with pytest.raises(RooflineError, match=r"ops\.1\.time_s is NaN or infinite"):
+        dump_json({"ops": [{"time_s": 1.0}, {"time_s": float("inf")}]})

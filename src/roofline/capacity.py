@@ -5,8 +5,9 @@ decode turns compute-bound, the largest batch that fits), on top of plan.predict
 
 from __future__ import annotations
 
+from roofline.tables import dump_json  # noqa: E402
+
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 
@@ -89,7 +90,7 @@ class MemoryPlan:
         return d
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return dump_json(self.to_dict())
 
     def to_table(self) -> str:
         from roofline.plan_tables import memory_table
@@ -270,7 +271,7 @@ class DecodePlan:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return dump_json(self.to_dict())
 
     def to_csv(self) -> str:
         from roofline.tables import rows_to_csv

@@ -17,9 +17,10 @@ gets seed 000 section 4's diagnosis. Pure numpy: the timings come from roofline.
 
 from __future__ import annotations
 
+from roofline.tables import dump_json  # noqa: E402
+
 import csv
 import io
-import json
 from dataclasses import dataclass, field, fields
 from typing import Sequence
 
@@ -141,7 +142,7 @@ class CheckReport:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return dump_json(self.to_dict())
 
     def to_csv(self) -> str:
         cols = ("name", "flops", "bytes", "measured_s", "roofline_s", "seed_s", "calibrated_s", "calibrated_low_s",

@@ -6,6 +6,8 @@ Heavy packages (matplotlib) are imported only by the commands that draw.
 
 from __future__ import annotations
 
+from roofline.tables import dump_json  # noqa: E402
+
 import argparse
 import json
 import sys
@@ -64,7 +66,7 @@ def cmd_layer(args):
             out = {"model": reports[0].model, "machine": reports[0].machine_key, "n_layers": cfg.n_layers,
                    "pattern": cfg.pattern(), "layer_kinds": [r.to_dict() for r in reports]}
         out["omitted"], out["notes"] = list(cfg.omitted), list(cfg.notes)
-        print(json.dumps(out, indent=2))
+        print(dump_json(out))
         return
     if args.csv:
         from roofline.tables import rows_to_csv
@@ -120,7 +122,7 @@ def cmd_machines(args):
 
     ms = list_machines()
     if args.json:
-        print(json.dumps([_machine_dict(m) for m in ms], indent=2))
+        print(dump_json([_machine_dict(m) for m in ms]))
         return
     from roofline.tables import grid
 
@@ -149,7 +151,7 @@ def cmd_models(args):
 
     models = [get_model(args.model)] if getattr(args, "model", None) else list_models()
     if args.json:
-        print(json.dumps([model_summary(m) for m in models], indent=2))
+        print(dump_json([model_summary(m) for m in models]))
         return
     from roofline.tables import grid
 

@@ -9,7 +9,8 @@ over sizes is one call.
 
 from __future__ import annotations
 
-import json
+from roofline.tables import dump_json  # noqa: E402
+
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -250,7 +251,7 @@ class WorkloadPrediction:
         }
 
     def to_json(self, **extra) -> str:
-        return json.dumps({**extra, **self.to_dict()}, indent=2)
+        return dump_json({**extra, **self.to_dict()})
 
     def to_table(self) -> str:
         """The per-op table and the seed's readouts, as text (SI prefixes, microseconds)."""

@@ -9,7 +9,8 @@ place where a measured time meets a bound (diagnose, profile, check) calls it.
 
 from __future__ import annotations
 
-import json
+from roofline.tables import dump_json  # noqa: E402
+
 from dataclasses import dataclass
 
 from roofline.cost import time_lower_bound
@@ -123,7 +124,7 @@ class Diagnosis:
         return d
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return dump_json(self.to_dict())
 
     def to_text(self) -> str:
         return diagnosis_text(self)

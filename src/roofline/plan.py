@@ -30,9 +30,10 @@ build on this in capacity.py, training in training.py, sweeps in sweep.py.
 
 from __future__ import annotations
 
+from roofline.tables import dump_json  # noqa: E402
+
 import dataclasses
 import functools
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -536,7 +537,7 @@ class ModelPrediction:
         return {k: _jsonable(v) for k, v in {**pred, **self.summary()}.items()}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return dump_json(self.to_dict())
 
     def to_csv(self) -> str:
         return self.prediction.to_csv()

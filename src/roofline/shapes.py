@@ -20,7 +20,8 @@ padding or size change removes them (the vocabulary 50,257 -> 50,304 example).
 
 from __future__ import annotations
 
-import json
+from roofline.tables import dump_json  # noqa: E402
+
 import math
 from dataclasses import asdict, dataclass
 
@@ -170,7 +171,7 @@ class GemmAdvice:
         return {**self.estimate.to_dict(), "suggestions": [s.to_dict() for s in self.suggestions]}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return dump_json(self.to_dict())
 
     def to_text(self) -> str:
         return gemm_text(self)

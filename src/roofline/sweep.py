@@ -5,7 +5,8 @@ per size); the result renders to a table, CSV and JSON, and plots.plot_sweep dra
 
 from __future__ import annotations
 
-import json
+from roofline.tables import dump_json  # noqa: E402
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -94,7 +95,7 @@ class SweepResult:
                 "notes": list(self.notes), "rows": self.rows()}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return dump_json(self.to_dict())
 
     def to_csv(self) -> str:
         from roofline.tables import rows_to_csv

@@ -69,3 +69,36 @@ def rows_to_csv(rows: Sequence[dict], fieldnames: Sequence[str] | None = None) -
         writer.writeheader()
         writer.writerows(rows)
     return buf.getvalue()
+
+
+def dump_json(obj) -> str:
+    """JSON with indent 2, refusing NaN and infinity (which json.dumps would write as the invalid
+    tokens NaN and Infinity): a result that is not finite is one line naming it, never printed."""
+    import json
+
+    from roofline.errors import RooflineError
+
+    try:
+        return json.dumps(obj, indent=2, allow_nan=False)
+    except ValueError:
+        bad = _non_finite_key(obj)
+        raise RooflineError(f"the result is not finite ({bad or 'a value'} is NaN or infinite): an input is out of "
+                            "any physical range", field=None) from None
+
+
+def _non_finite_key(obj, path: str = "") -> str | None:
+    import math
+
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return path or "value"
+    if isinstance(obj, dict):
+        items = obj.items()
+    elif isinstance(obj, (list, tuple)):
+        items = enumerate(obj)
+    else:
+        return None
+    for k, v in items:
+        found = _non_finite_key(v, f"{path}.{k}" if path else str(k))
+        if found:
+            return found
+    return None

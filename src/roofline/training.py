@@ -19,8 +19,9 @@ bounds it), else the scale-up link; a fallback is said in the plan's notes.
 
 from __future__ import annotations
 
+from roofline.tables import dump_json  # noqa: E402
+
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 
@@ -367,7 +368,7 @@ class TrainPlan:
         }
 
     def to_json(self) -> str:
-        return json.dumps({k: _jsonable(v) for k, v in self.to_dict().items()}, indent=2)
+        return dump_json({k: _jsonable(v) for k, v in self.to_dict().items()})
 
     def to_csv(self) -> str:
         """The plan's scalar figures as quantity,value rows (memory and collectives: see to_json)."""

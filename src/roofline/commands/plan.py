@@ -7,6 +7,8 @@ library's errors name its parameter (``field``), which ``_flagged`` turns into t
 
 from __future__ import annotations
 
+from roofline.tables import dump_json  # noqa: E402
+
 import argparse
 import functools
 import sys
@@ -180,9 +182,7 @@ class _WithBreakdown:
         self.plan, self.step = plan, step
 
     def to_json(self) -> str:
-        import json
-
-        return json.dumps({**self.plan.to_dict(), "breakdown": self.step.to_dict()}, indent=2)
+        return dump_json({**self.plan.to_dict(), "breakdown": self.step.to_dict()})
 
 
 def cmd_train(args):

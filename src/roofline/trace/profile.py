@@ -18,6 +18,8 @@ correlation id) when the trace has any, else the op's own wall time on the CPU.
 
 from __future__ import annotations
 
+from roofline.tables import dump_json  # noqa: E402
+
 import ast
 import json
 import math
@@ -366,7 +368,7 @@ class ProfileReport:
                                 for u in self.unsupported]}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        return dump_json(self.to_dict())
 
     def to_csv(self) -> str:
         from roofline.tables import rows_to_csv

@@ -3,9 +3,10 @@ the conversion to roofline Kernels for the cost model. No torch here."""
 
 from __future__ import annotations
 
+from roofline.tables import dump_json  # noqa: E402
+
 import csv
 import io
-import json
 import re
 from dataclasses import dataclass
 
@@ -125,7 +126,7 @@ class TraceResult:
                 "ops": [op.to_dict() for op in self.ops]}
 
     def to_json(self, **extra) -> str:
-        return json.dumps({**extra, **self.to_dict()}, indent=2)
+        return dump_json({**extra, **self.to_dict()})
 
     def to_csv(self) -> str:
         buf = io.StringIO()
