@@ -566,11 +566,6 @@ class Model:
         return None
 
 
-def mixers_of(model: Model):
-    """(layer kind, count) for every kind with a token mixer."""
-    return [(k, n) for k, n in model.kind_counts() if k.mixer is not None]
-
-
 # ---------------------------------------------------------------------------------------------
 # Attention pairs (query, key) for T new tokens at the end of S positions
 # ---------------------------------------------------------------------------------------------

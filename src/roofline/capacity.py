@@ -142,7 +142,7 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
 def _cache_notes(cfg, context) -> tuple[str, ...]:
     """What every plan of this model says: what the loader left out or noted, a context past the
     model's trained length, and how the cache was counted where it is not L x 2 K d_head per token."""
-    notes = [f"left out: {x}" for x in cfg.omitted] + list(cfg.notes)
+    notes = list(cfg.header_lines())
     past = cfg.context_note(context)
     if past:
         notes.append(past)

@@ -49,11 +49,6 @@ def _layer(args):
     return reports[0]
 
 
-def model_header_lines(model) -> list[str]:
-    """What a model's loader left out or assumed, one line each (printed above every table)."""
-    return [f"left out: {x}" for x in model.omitted] + [f"note: {x}" for x in model.notes]
-
-
 def cmd_layer(args):
     from roofline.transformer import get_model
 
@@ -72,7 +67,7 @@ def cmd_layer(args):
         from roofline.tables import rows_to_csv
         from roofline.cost import OP_FIELDS
 
-        for line in model_header_lines(cfg):  # kept off the CSV, never dropped
+        for line in cfg.header_lines():  # kept off the CSV, never dropped
             print(line, file=sys.stderr)
         if len(reports) == 1:
             sys.stdout.write(reports[0].prediction.to_csv())
@@ -81,7 +76,7 @@ def cmd_layer(args):
                     for op in r.prediction.ops]
             sys.stdout.write(rows_to_csv(rows, ("layer_kind", "layers", *OP_FIELDS)))
         return
-    for line in model_header_lines(cfg):
+    for line in cfg.header_lines():
         print(line)
     if cfg.storage.parts:
         print(f"note: every weight is priced at {reports[0].dtype} here; the checkpoint stores {cfg.storage.label()}: "
@@ -162,7 +157,7 @@ def cmd_models(args):
               + (f", {d['active_params']:,} active per token (embedding and LM head in)" if m.is_moe else ""))
         print(f"layers: {m.pattern()}")
         print(f"weights as stored: {d['weights_stored']}")
-        for line in [f"left out: {x}" for x in m.omitted] + [f"note: {x}" for x in m.notes]:
+        for line in m.header_lines():
             print(line)
         return
     rows = []

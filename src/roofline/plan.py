@@ -367,7 +367,7 @@ def totals(ops: list[CountedOp], machine, cost_model: CostModel) -> Totals:
     runs = sum(op.count for op in ops)
     launch = cm.launch_overhead_s / runs if cm.cuda_graph else cm.launch_overhead_s
     if type(cm) is CostModel and all(type(op.kernel.flops) in _PLAIN and type(op.kernel.bytes) in _PLAIN for op in ops):
-        return _scalar_totals(ops, machine, cm, launch)
+        return _scalar_totals(ops, machine, cm, launch, runs)
     acc = dict.fromkeys(Totals.__dataclass_fields__, 0.0)
     for op in ops:
         k, n = op.kernel, op.count
@@ -390,7 +390,7 @@ def totals(ops: list[CountedOp], machine, cost_model: CostModel) -> Totals:
     return Totals(**acc)
 
 
-def _scalar_totals(ops: list[CountedOp], machine: Machine, cm: CostModel, launch: float) -> Totals:
+def _scalar_totals(ops: list[CountedOp], machine: Machine, cm: CostModel, launch: float, runs: int) -> Totals:
     """totals() for plain numbers: cost.op_times' arithmetic (time = max(c, m) + (1 - overlap)
     min(c, m) + launch) in Python floats, without numpy's per-call overhead."""
     e_c, e_m, lap = cm.compute_efficiency, cm.memory_efficiency, 1.0 - cm.overlap
@@ -423,12 +423,8 @@ def _scalar_totals(ops: list[CountedOp], machine: Machine, cm: CostModel, launch
             g_wbytes += op.weight_bytes * n
             g_c += c * n
             g_m += m * n
-    return Totals(time_s, memory_s, compute_s, link_s, launch * runs_of(ops), flops, moved, wbytes, kvbytes,
+    return Totals(time_s, memory_s, compute_s, link_s, launch * runs, flops, moved, wbytes, kvbytes,
                   g_flops, g_wbytes, g_c, g_m)
-
-
-def runs_of(ops) -> int:
-    return sum(op.count for op in ops)
 
 
 def _text(x):

@@ -201,7 +201,7 @@ def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = 
                 ("seq_len", int(seq_len)), ("recompute", recompute), ("attention", attention),
                 ("sequence_parallel", layout.sequence_parallel),
                 ("params_per_gpu", params), ("micro_batches_in_flight", in_flight), ("layers_per_stage", per_stage))
-    notes = tuple(f"left out: {x}" for x in cfg.omitted) + cfg.notes
+    notes = cfg.header_lines()
     notes += ("activations: Korthikanti et al. 2022, Table 2 (GPT layer; an estimate for gated MLPs and GQA)",)
     unusual = sorted({k.mixer.kind for k in cfg.kinds if k.mixer is not None and (k.is_ssm or k.mixer.span or not k.is_attention
                                                                                   or type(k.mixer).__name__ != "Attention")}

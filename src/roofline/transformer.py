@@ -334,22 +334,7 @@ def kv_cache_bytes_per_token(model, dtype: str = "bf16") -> float:
 # Presets and Hugging Face config.json files
 # ---------------------------------------------------------------------------------------------
 
-_FIELDS = {f.name for f in dataclasses.fields(TransformerConfig)} - {"key"}
 PRESET_KEYS = {"name", "source", "config", "notes"}
-
-
-def config_from_dict(key: str, spec: dict, origin: str = "models") -> TransformerConfig:
-    """A uniform TransformerConfig from a table of its fields (only what differs from the defaults)."""
-    if not isinstance(spec, dict):
-        raise RooflineError(f"{origin}.{key}: expected a table, got {spec!r}", field="model")
-    spec = {k: v for k, v in spec.items() if k != "source"}
-    unknown = set(spec) - _FIELDS
-    if unknown:
-        raise RooflineError(f"{origin}.{key}: unknown keys {sorted(unknown)}", field="model")
-    for needed in ("name", "d_model", "n_layers", "n_heads", "vocab"):
-        if needed not in spec:
-            raise RooflineError(f"{origin}.{key}: missing {needed!r}", field="model")
-    return TransformerConfig(key=key, **spec)
 
 
 def preset_from_table(key: str, table: dict, origin: str = "data/models.toml") -> Model:
