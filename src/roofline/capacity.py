@@ -135,6 +135,10 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
                 ("tensor_parallel", int(tensor_parallel)), ("kv_bytes_per_token", per_token),
                 ("kv_bytes_per_sequence", per_seq))
     notes = _cache_notes(cfg, context)
+    longest = dict(limits).get("max_context_at_batch", 0)
+    if cfg.max_context and longest > cfg.max_context:
+        notes += (f"the longest context that fits ({longest:,}) is past {cfg.name}'s max_position_embeddings "
+                  f"{cfg.max_context:,}: memory allows it, the model was not trained for it",)
     return MemoryPlan("inference", cfg.key or cfg.name, m.key or m.name, parts, capacity, settings, limits, advice,
                       notes=notes, machine_name=m.name)
 
