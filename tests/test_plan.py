@@ -253,6 +253,34 @@ def test_compute_bound_batch_is_where_the_matmuls_cross_the_ridge():
     assert decode_plan("llama3-8b", "h100-sxm", context=1).step_compute_bound_batch is not None
 
 
+@pytest.mark.parametrize("model, machine, context, kw", [
+    ("llama3-8b", "h100-sxm", 4096, {}),
+    ("llama3-8b", "h100-sxm", 1, {}),
+    ("llama3-8b", "a100-80gb", 64, {"tensor_parallel": 2}),
+    ("gpt-oss-120b", "h100-sxm", 512, {}),
+    ("jamba", "mi300x", 16, {}),
+    ("mamba2-2.7b", "h100-sxm", 1, {}),
+])
+def test_compute_bound_search_equals_checking_every_batch(model, machine, context, kw):
+    """The log-grid-then-gap search finds the same first batches as evaluating all 65,536."""
+    from roofline.capacity import first_batches
+    from roofline.plan import SEARCH_MAX_BATCH, resolve_link
+    from roofline.machines import get_machine
+
+    m = get_machine(machine)
+    if kw.get("tensor_parallel", 1) > 1:
+        kw = {**kw, "link": resolve_link(m, None)}
+    every = np.arange(1, SEARCH_MAX_BATCH + 1)
+
+    def masks(b):
+        t = decode_step(model, m, b, context, **kw)
+        return (np.asarray(t.totals.gemm_compute_s) >= np.asarray(t.totals.gemm_memory_s), np.asarray(t.bound) == "compute")
+
+    brute = [int(every[np.flatnonzero(x)[0]]) if x.any() else None for x in masks(every)]
+    assert first_batches(masks, SEARCH_MAX_BATCH) == brute
+    assert brute[0] is not None  # the matmuls do cross the ridge in each case
+
+
 def test_vectorised_sweep_equals_one_call_per_size():
     res = sweep("llama3-8b", ["h100-sxm", "mi300x"], "batch", [1, 16, 256])
     for s in res.series:

@@ -209,6 +209,26 @@ def _first_batch(mask_fn, batches) -> int | None:
     return int(batches[hit[0]]) if hit.size else None
 
 
+def first_batches(masks, top: int) -> list[int | None]:
+    """The first batch in 1..``top`` where each predicate holds, found without evaluating all
+    ``top`` batches: ``masks(batches)`` returns one boolean array per predicate; they are
+    evaluated on a log grid of about 256 batches, then at every batch in the gap before each
+    predicate's first hit on the grid. Exact when a predicate turns true once and stays true,
+    which the compute-bound tests do: an op's arithmetic grows as B while its bytes grow as
+    W + cB, so its compute/memory ratio only rises with the batch (tests compare this with the
+    search over every batch)."""
+    grid = log_batches(top)
+    out = []
+    for mask in masks(grid):
+        first = _first_batch(mask, grid)
+        if first is not None and first > 1:
+            before = int(grid[np.searchsorted(grid, first) - 1])
+            gap = np.arange(before + 1, first + 1)
+            first = _first_batch(masks(gap)[len(out)], gap)
+        out.append(first)
+    return out
+
+
 def log_batches(top: int, marked=()) -> np.ndarray:
     """About 256 batches log-spaced from 1 to ``top``, with each marked batch up to ``top`` exactly."""
     grid = np.round(np.geomspace(1, top, LOG_CURVE_POINTS)).astype(np.int64)
@@ -308,12 +328,14 @@ def decode_plan(model="llama3-8b", machine="h100-sxm", batches=DEFAULT_BATCHES, 
         link = resolve_link(m, link)
     common = dict(attention=attention, precision=precision, tensor_parallel=tensor_parallel, link=link, cost_model=cost_model)
     step = decode_step(cfg, m, batches, context, **common)
-    search = np.arange(1, SEARCH_MAX_BATCH + 1)
-    wide = decode_step(cfg, m, search, context, **common)
+    def compute_bound_masks(search):
+        wide = decode_step(cfg, m, search, context, **common)
+        return (np.asarray(wide.totals.gemm_compute_s) >= np.asarray(wide.totals.gemm_memory_s),
+                np.asarray(wide.bound) == "compute")
+
+    compute_bound, step_compute_bound = first_batches(compute_bound_masks, SEARCH_MAX_BATCH)
     mem = inference_memory(cfg, m, 1, context, precision, tensor_parallel, memory_fraction)
     limits = dict(mem.limits)
-    compute_bound = _first_batch(np.asarray(wide.totals.gemm_compute_s) >= np.asarray(wide.totals.gemm_memory_s), search)
-    step_compute_bound = _first_batch(np.asarray(wide.bound) == "compute", search)
     step_limit = None
     if step_compute_bound is None:  # what holds the step at the largest batch searched
         at_max = time_by_limit(decode_step(cfg, m, SEARCH_MAX_BATCH, context, **common))
