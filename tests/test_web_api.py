@@ -773,12 +773,46 @@ def test_a_full_server_answers_503_not_an_unbounded_queue(monkeypatch):
     import roofline.web.app as web_app
 
     monkeypatch.setattr(web_app, "QUEUE_WAIT_S", 0.01)
-    app = web_app.create_app(max_inflight=1)
-    client = TestClient(app)
-    assert app.state.inflight.acquire(timeout=1)  # one computation is running
-    try:
-        r = client.get("/api/layer")
-        assert r.status_code == 503 and r.headers["retry-after"] == "1" and "busy" in r.json()["detail"]
-    finally:
-        app.state.inflight.release()
+    # no place for a plan computation: every one waits its limit and is told to retry
+    client = TestClient(web_app.create_app(max_inflight={"plan": 0}))
+    r = client.get("/api/decode")
+    assert r.status_code == 503 and r.headers["retry-after"] == "1" and "busy" in r.json()["detail"]
+    assert client.get("/api/model").status_code == 503
+    # the light views have their own places: a slider move is not queued behind a burst of plans
     assert client.get("/api/layer").status_code == 200
+    assert TestClient(web_app.create_app()).get("/api/decode").status_code == 200
+
+
+def test_a_half_sent_request_is_closed_after_the_read_timeout(monkeypatch):
+    """A connection that never finishes its request head is closed (uvicorn alone waits for ever)."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    import roofline.web.app as web_app
+
+    monkeypatch.setattr(web_app, "REQUEST_READ_TIMEOUT_S", 0.5)
+    sock = web_app.listen("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(web_app.create_app(), log_level="warning", http=web_app._timed_protocol()))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        for _ in range(100):
+            if server.started:
+                break
+            time.sleep(0.05)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+            c.sendall(b"GET /api/options HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # no blank line: the head is unfinished
+            t0 = time.monotonic()
+            assert c.recv(1024) == b""  # the server closed it
+            assert 0.3 < time.monotonic() - t0 < 4
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as c:  # a whole request is answered
+            c.sendall(b"GET /api/options HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            assert c.recv(64).startswith(b"HTTP/1.1 200")
+    finally:
+        server.should_exit = True
+        thread.join(5)
+        sock.close()

@@ -16,9 +16,10 @@ built once in ``create_app`` and only read.
 # No ``from __future__ import annotations``: FastAPI reads the endpoint annotations, which name
 # Literal types built inside create_app.
 
+import asyncio
 import contextlib
 import dataclasses
-import threading
+import weakref
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -181,12 +182,41 @@ def _error_response(errors: list[dict]) -> JSONResponse:
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]", "testserver")  # testserver: Starlette's test client
 
 
-MAX_INFLIGHT = 4  # computations at once (2 cores here); more wait up to QUEUE_WAIT_S, then get a 503
-QUEUE_WAIT_S = 10.0
+# Bounded work: the plan views (whole model, decode vs batch; ~10 ms each here) and the light views
+# (one layer, the option lists) each run at most this many at once; more wait in the event loop (no
+# thread held) up to QUEUE_WAIT_S, then get a 503 with Retry-After. Separate pools keep a burst of
+# decode requests from queueing a slider move on the layer view behind it.
+MAX_INFLIGHT = {"plan": 2, "light": 4}
+QUEUE_WAIT_S = 1.0
+REQUEST_READ_TIMEOUT_S = 10.0  # a connection must finish sending a request's head within this
+MAX_CONNECTIONS = 1024  # uvicorn answers 503 past this many connections and tasks at once
+
+
+def _pool(running: int, name: str):
+    """A FastAPI dependency that holds one of ``running`` places while its request computes. The
+    semaphore is made per event loop (the test client starts one per request)."""
+    semaphores: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = weakref.WeakKeyDictionary()
+
+    async def slot():
+        loop = asyncio.get_running_loop()
+        sem = semaphores.get(loop)
+        if sem is None:
+            sem = semaphores[loop] = asyncio.Semaphore(running)
+        try:
+            await asyncio.wait_for(sem.acquire(), QUEUE_WAIT_S)
+        except TimeoutError:
+            raise HTTPException(status_code=503, detail=f"busy: {running} {name} computations are running and more "
+                                f"waited {QUEUE_WAIT_S:g} s; retry", headers={"Retry-After": "1"}) from None
+        try:
+            yield
+        finally:
+            sem.release()
+
+    return slot
 
 
 def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS,
-               max_inflight: int = MAX_INFLIGHT) -> FastAPI:
+               max_inflight: dict | None = None) -> FastAPI:
     """The workshop app. ``machine_files`` are TOML machine files whose machines join the presets.
     Requests whose Host header is not in ``allowed_hosts`` get a 400: a web page elsewhere cannot
     read this server through a DNS-rebound name. ``/docs`` and ``/redoc`` (which load scripts from a
@@ -204,6 +234,8 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         version="1",
         docs_url=None,
         redoc_url=None,
+        responses={503: {"description": "Busy: the computations allowed at once are running and this request "
+                         "waited its limit; retry after the Retry-After header's seconds"}},
         description="Seed 003's workshop: the predicted time of each op of one transformer layer, of the whole "
                     "model, and of decode versus batch.",
     )
@@ -215,19 +247,8 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
 
     from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-    inflight = threading.BoundedSemaphore(max_inflight)
-    app.state.inflight = inflight
-
-    def slot():
-        """A place among the computations running at once, or a 503 after QUEUE_WAIT_S: a burst of
-        requests waits or is told to retry, never piles up without bound."""
-        if not inflight.acquire(timeout=QUEUE_WAIT_S):
-            raise HTTPException(status_code=503, detail=f"busy: {max_inflight} computations are running; retry",
-                                headers={"Retry-After": "1"})
-        try:
-            yield
-        finally:
-            inflight.release()
+    running = {**MAX_INFLIGHT, **(max_inflight or {})}
+    plan_slot, light_slot = _pool(running["plan"], "plan"), _pool(running["light"], "light")
 
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     QUERY_NAMES = frozenset(LayerQuery.__dataclass_fields__)
@@ -357,15 +378,15 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         return f"layer-{q.model}-{q.machine}-{q.phase}-{size}-b{q.batch}-{q.attention}.{ext}"
 
     @app.get("/api/machines", summary="Machines the page offers: every preset and each machine file's")
-    def api_machines() -> list[dict]:
+    def api_machines(_slot: None = Depends(light_slot)) -> list[dict]:
         return [_machine_dict(m, origins[k]) for k, m in machines.items()]
 
     @app.get("/api/models", summary="Model presets")
-    def api_models() -> list[dict]:
+    def api_models(_slot: None = Depends(light_slot)) -> list[dict]:
         return [_model_dict(c) for c in models.values()]
 
     @app.get("/api/options", summary="Seed defaults, limits and the token slider's stops")
-    def api_options() -> dict:
+    def api_options(_slot: None = Depends(light_slot)) -> dict:
         return {
             "defaults": dict(SEED_DEFAULTS),
             "view_attention": dict(VIEW_ATTENTION),
@@ -378,7 +399,7 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         }
 
     @app.get("/api/layer", summary="One layer op by op: LayerReport.to_dict() plus readouts, sentence, chart and roofline")
-    def api_layer(q: LayerQuery = Depends(layer_query), _slot: None = Depends(slot)) -> dict:
+    def api_layer(q: LayerQuery = Depends(layer_query), _slot: None = Depends(light_slot)) -> dict:
         q = settle(q, "layer")
         report, machine, cost_model = compute(q)
         body = layer_payload(report, machine, cost_model, q.launch_overhead_us, models[q.model].name)
@@ -389,14 +410,14 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
 
     @app.get("/api/layer.csv", response_class=PlainTextResponse, summary="The op table as CSV (times in seconds)",
              responses={200: {"content": {"text/csv": {}}}})
-    def api_layer_csv(q: LayerQuery = Depends(layer_query), _slot: None = Depends(slot)) -> Response:
+    def api_layer_csv(q: LayerQuery = Depends(layer_query), _slot: None = Depends(light_slot)) -> Response:
         q = settle(q, "layer")
         report, _, _ = compute(q)
         return Response(report.prediction.to_csv(), media_type="text/csv; charset=utf-8",
                         headers={"Content-Disposition": f'attachment; filename="{filename(q, "csv")}"'})
 
     @app.get("/api/layer.json", summary="LayerReport.to_dict() as a download")
-    def api_layer_json(q: LayerQuery = Depends(layer_query), _slot: None = Depends(slot)) -> JSONResponse:
+    def api_layer_json(q: LayerQuery = Depends(layer_query), _slot: None = Depends(light_slot)) -> JSONResponse:
         q = settle(q, "layer")
         report, _, _ = compute(q)
         return JSONResponse(json_safe(report.to_dict()),
@@ -404,14 +425,14 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
 
     @app.get("/api/model", summary="The whole model (L blocks, embedding, final norm, LM head): time to first token "
              "or one decode step, tokens/s, time by part and weights + KV cache against the machine's memory")
-    def api_model(q: LayerQuery = Depends(layer_query), _slot: None = Depends(slot)) -> dict:
+    def api_model(q: LayerQuery = Depends(layer_query), _slot: None = Depends(plan_slot)) -> dict:
         q = settle(q, "model")
         pred, memory, crossover = compute_model(q)
         return model_payload(pred, memory, crossover, models[q.model].name, models[q.model].n_layers, q.launch_overhead_us)
 
     @app.get("/api/decode", summary="Decode latency and throughput versus batch (1 to 1,024 and the query's batch) at a "
              "context (context, else tokens): compute-bound batch, largest batch in memory, KV-overtakes-weights context")
-    def api_decode(q: LayerQuery = Depends(layer_query), _slot: None = Depends(slot)) -> dict:
+    def api_decode(q: LayerQuery = Depends(layer_query), _slot: None = Depends(plan_slot)) -> dict:
         q = settle(q, "decode")
         plan, crossover = compute_decode(q)
         return decode_payload(plan, q.batch, crossover, models[q.model].name, q.launch_overhead_us)
@@ -468,6 +489,50 @@ def listen(host: str, port: int):
     return sock
 
 
+def _timed_protocol():
+    """uvicorn's h11 protocol with a deadline on reading a request: a connection that has not sent a
+    whole request head REQUEST_READ_TIMEOUT_S after it opened (or after its last response, for a
+    kept-alive one) is closed. uvicorn alone waits on a half-sent request for ever."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class TimedH11Protocol(H11Protocol):
+        _read_deadline = None
+
+        def _awaiting_request(self) -> bool:
+            return self.cycle is None or self.cycle.response_complete
+
+        def _arm(self) -> None:
+            if self._read_deadline is None:
+                self._read_deadline = self.loop.call_later(REQUEST_READ_TIMEOUT_S, self._read_timed_out)
+
+        def _disarm(self) -> None:
+            if self._read_deadline is not None:
+                self._read_deadline.cancel()
+                self._read_deadline = None
+
+        def _read_timed_out(self) -> None:
+            self._read_deadline = None
+            if self._awaiting_request() and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self._awaiting_request():
+                self._arm()
+            super().data_received(data)
+            if not self._awaiting_request():  # a whole request head arrived: the app has it now
+                self._disarm()
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return TimedH11Protocol
+
+
 def serve(host: str = "127.0.0.1", port: int = 8000, machine_files: list[str] | None = None) -> None:
     """Start the workshop with uvicorn and print its URL. The port is bound first: one that is
     in use is one line naming --port (exit 2), not a URL followed by uvicorn's error."""
@@ -479,6 +544,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000, machine_files: list[str] | 
     shown = f"[{host}]" if ":" in host else host
     print(f"roofline workshop: http://{shown}:{port}/  (Ctrl-C to stop)", flush=True)
     try:
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run(sockets=[sock])
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", http=_timed_protocol(),
+                                      limit_concurrency=MAX_CONNECTIONS)).run(sockets=[sock])
     finally:
         sock.close()

@@ -1,0 +1,161 @@
+"""Load on the workshop server (issue 11's targets, on the 2-core machine): for each endpoint,
+200 requests sent at once to a real `roofline serve` in a subprocess; every one must be answered
+with a 200 or a deliberate 503 carrying Retry-After (nothing else), p95 of the answered under 2 s,
+the server's RSS under 300 MB throughout, and a light /api/layer request sent in the middle of the
+/api/decode burst answered in under 200 ms.
+
+    python3 benchmarks/bench_load.py [--concurrent 200] [--port 8765]
+
+Prints one row per endpoint: 200s, 503s, other answers (errors), p50/p95/p99 of the answered in ms,
+and the server's RSS before, at its peak (sampled every 20 ms from /proc) and after, in MB; then the
+light request's time. Needs the web extra and httpx. Only loopback traffic; every loop is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+ENDPOINTS = ("/api/decode", "/api/model", "/api/layer", "/api/layer.csv", "/api/machines")
+MODELS = ("llama3-8b", "gpt-oss-120b", "deepseek-v3", "jamba", "gemma3-27b", "qwen3-30b-a3b")
+MACHINES = ("h100-sxm", "a100-80gb", "mi300x", "b200")
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class RssSampler(threading.Thread):
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.stop = pid, 0.0, threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            self.peak = max(self.peak, rss_mb(self.pid))
+            time.sleep(0.02)
+
+
+def params_for(i: int, endpoint: str) -> dict:
+    """Varied queries (no two in a row alike), so no cache or repetition flatters the figures."""
+    if endpoint == "/api/machines":
+        return {}
+    model, machine = MODELS[i % len(MODELS)], MACHINES[(i // len(MODELS)) % len(MACHINES)]
+    p = {"model": model, "machine": machine, "tokens": 2 ** (i % 17)}
+    if endpoint == "/api/decode":
+        p["batch"] = 1 + (i * 37) % 4096
+    return p
+
+
+def quantiles_ms(samples_s: list[float]) -> tuple[float, float, float]:
+    if len(samples_s) < 2:
+        return (float("nan"),) * 3
+    cuts = statistics.quantiles(samples_s, n=100, method="inclusive")
+    return 1e3 * statistics.median(samples_s), 1e3 * cuts[94], 1e3 * cuts[98]
+
+
+async def burst(base: str, endpoint: str, n: int, light_probe: bool):
+    import httpx
+
+    limits = httpx.Limits(max_connections=n + 8, max_keepalive_connections=n + 8)
+    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
+        async def one(i):
+            t0 = time.perf_counter()
+            try:
+                r = await client.get(endpoint, params=params_for(i, endpoint))
+            except httpx.HTTPError as exc:
+                return ("error", time.perf_counter() - t0, repr(exc))
+            dt = time.perf_counter() - t0
+            if r.status_code == 503 and r.headers.get("retry-after"):
+                return (503, dt, "")
+            return (r.status_code, dt, "" if r.status_code == 200 else r.text[:200])
+
+        async def probe():
+            await asyncio.sleep(0.3)  # the burst is queued by now
+            t0 = time.perf_counter()
+            r = await client.get("/api/layer", params={"model": "llama3-8b", "tokens": 4096})
+            return r.status_code, time.perf_counter() - t0
+
+        tasks = [asyncio.create_task(one(i)) for i in range(n)]
+        light = asyncio.create_task(probe()) if light_probe else None
+        results = await asyncio.gather(*tasks)
+        return results, (await light if light else None)
+
+
+def wait_ready(base: str, proc: subprocess.Popen) -> None:
+    import httpx
+
+    for _ in range(200):
+        if proc.poll() is not None:
+            sys.exit(f"the server exited: {proc.stderr.read().decode()[-2000:]}")
+        try:
+            if httpx.get(base + "/api/options", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    sys.exit("the server did not start within 10 s")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--concurrent", type=int, default=200)
+    ap.add_argument("--port", type=int, default=8765)
+    args = ap.parse_args(argv)
+    base = f"http://127.0.0.1:{args.port}"
+    proc = subprocess.Popen([sys.executable, "-m", "roofline", "serve", "--port", str(args.port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    ok = True
+    try:
+        wait_ready(base, proc)
+        cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+        print(f"{args.concurrent} requests at once per endpoint; {cpu}, {os.cpu_count()} cores; "
+              f"{time.strftime('%Y-%m-%d')}")
+        print(f"{'endpoint':<16}{'200':>5}{'503':>5}{'other':>6}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}"
+              f"{'RSS MB before/peak/after':>27}")
+        light_s = None
+        for endpoint in ENDPOINTS:
+            before = rss_mb(proc.pid)
+            sampler = RssSampler(proc.pid)
+            sampler.start()
+            results, light = asyncio.run(burst(base, endpoint, args.concurrent, endpoint == "/api/decode"))
+            sampler.stop.set()
+            sampler.join()
+            after = rss_mb(proc.pid)
+            counts = {200: 0, 503: 0}
+            other = [r for r in results if r[0] not in counts]
+            for r in results:
+                if r[0] in counts:
+                    counts[r[0]] += 1
+            p50, p95, p99 = quantiles_ms([dt for code, dt, _ in results if code in (200, 503)])
+            print(f"{endpoint:<16}{counts[200]:>5}{counts[503]:>5}{len(other):>6}{p50:>9.0f}{p95:>9.0f}{p99:>9.0f}"
+                  f"{before:>11.0f} /{max(sampler.peak, after):>6.0f} /{after:>6.0f}")
+            for code, _, text in other[:3]:
+                print(f"    {code}: {text}")
+            ok &= not other and p95 < 2000 and max(sampler.peak, after) < 300
+            if light is not None:
+                light_s = light
+        if light_s is not None:
+            code, dt = light_s
+            print(f"a light /api/layer sent during the /api/decode burst: {code} in {1e3 * dt:.0f} ms")
+            ok &= code == 200 and dt < 0.2
+        print("targets met" if ok else "TARGETS MISSED (200/503 only, p95 < 2 s, RSS < 300 MB, light < 200 ms)")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
