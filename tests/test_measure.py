@@ -142,10 +142,10 @@ def test_interrupted_calibrate_leaves_no_profile(tmp_path, monkeypatch, capsys):
 
 
 def test_writer_interrupted_mid_write_leaves_no_profile(tmp_path, monkeypatch, profile):
-    import roofline.machine_profile as prof
+    import roofline.files as files
 
     _, cal = load_profile(profile)
-    monkeypatch.setattr(prof.os, "replace", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr(files.os, "replace", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         write_profile(cal, tmp_path / "p.toml")
     assert list(tmp_path.iterdir()) == []

@@ -175,6 +175,8 @@ def check_output(path: str, suffixes: tuple[str, ...]) -> str:
     p = Path(path)
     if p.name.startswith(".") and p.name.lower() in suffixes:  # matplotlib would write '.png.png'
         raise RooflineError(f"-o/--output {path!r} has no file name before its extension", field="output")
+    if p.is_symlink():  # the link is kept and its target replaced: that folder must take the new file
+        p = Path(os.path.realpath(p))
     folder = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
         raise RooflineError(f"-o/--output {path!r} is a folder, not a file", field="output")

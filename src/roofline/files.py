@@ -4,9 +4,14 @@ the size it reads, and turns every read or decode failure into one line naming t
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import stat
+import tempfile
+import threading
 from pathlib import Path
+from typing import Callable
 
 from roofline.errors import RooflineError
 
@@ -37,3 +42,114 @@ def read_text(path, what: str, field: str, max_bytes: int = MAX_INPUT_BYTES) -> 
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise RooflineError(f"{what} {str(p)!r} is not a UTF-8 text file", field=field) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing: -o outputs and profiles
+# ---------------------------------------------------------------------------------------------
+
+TEMP_SUFFIX = ".tmp"
+
+
+def write_atomically(path, write: Callable[[str], None]) -> Path:
+    """Write ``path`` through ``write(temporary_path)`` so that a reader sees the old file or the
+    whole new one, never half: a temporary file in the same folder, flushed to disk, renamed over
+    the target and the folder flushed. A symlinked ``path`` stays a link (its target is replaced);
+    an existing file keeps its permission bits (a new one gets 0666 less the umask, as open()
+    gives); an interruption (an exception, Ctrl-C, SIGTERM) removes the temporary file, and
+    temporary files that killed writers left next to the target are removed first. Returns the
+    path written (the link's target for a link)."""
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    _remove_stale_temporaries(folder, target.name)
+    with _terminate_raises():
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=folder)
+        try:
+            os.close(fd)
+            write(tmp)
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        _fsync_directory(folder)  # the rename itself survives a power cut
+    return target
+
+
+def write_text_atomically(path, text: str) -> Path:
+    """``text`` as UTF-8 into ``path`` through write_atomically."""
+    return write_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def _remove_stale_temporaries(folder: Path, name: str) -> None:
+    """Temporary files ``.{name}.{pid}.*.tmp`` whose writer process is gone (killed with SIGKILL,
+    or by a power cut) are removed; a live writer's are left alone."""
+    prefix = f".{name}."
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return
+    for entry in entries:
+        if not (entry.startswith(prefix) and entry.endswith(TEMP_SUFFIX)):
+            continue
+        pid = entry[len(prefix):].split(".", 1)[0]
+        if pid.isdigit() and pid.isascii() and not _alive(int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(folder / entry)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # someone else's process, or not a pid we can ask about: leave its file
+    return True
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_directory(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # a platform that cannot open directories (Windows): the rename is all we have
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _terminate_raises():
+    """While a file is written, SIGTERM raises SystemExit (exit status 143) so that the temporary
+    file is removed as for Ctrl-C; the previous handler is restored afterwards. Only in the main
+    thread, where Python delivers signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)

@@ -17,20 +17,16 @@ the launch back. Pure numpy; torch lives in roofline.measure.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
-import signal
 import sys
-import tempfile
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from roofline.errors import RooflineError
+from roofline.files import write_text_atomically
 from roofline.machines import Machine, parse_machine_file
 
 if sys.version_info >= (3, 11):
@@ -313,69 +309,13 @@ def _best_size(cal: Calibration, dtype: str) -> float:
 
 
 def write_profile(cal: Calibration, path) -> Path:
-    """Write the profile atomically: a temporary file in the same directory, flushed to disk, then
-    renamed over ``path`` and the directory flushed. An interruption at any point (an exception,
-    Ctrl-C, SIGTERM) leaves the old file (or none), never half of a new one nor the temporary file.
-    The file gets the mode a plain open() would give it (0666 less the umask)."""
+    """Write the profile atomically (files.write_atomically: the old file or the new one, never half,
+    its mode and a symlink kept, no temporary file left behind)."""
     path = Path(path)
     text = render_profile(cal)
     parse_profile(text, str(path))  # what we write must read back
-    directory = path.parent if str(path.parent) else Path(".")
-    with _terminate_raises():
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-        try:
-            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 -> what open() would have made
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
-        _fsync_directory(directory)  # the rename itself survives a power cut
+    write_text_atomically(path, text)
     return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # a platform that cannot open directories (Windows): the rename is all we have
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def _terminate_raises():
-    """While the profile is written, SIGTERM raises SystemExit (exit status 143) so that the
-    temporary file is removed as for Ctrl-C; the previous handler is restored afterwards. Only in
-    the main thread, where Python delivers signals."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def terminate(signum, frame):
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 # ---------------------------------------------------------------------------------------------

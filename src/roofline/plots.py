@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -40,7 +41,11 @@ def _pyplot():
 
 
 def _save(fig, path):
-    fig.savefig(path, dpi=150, bbox_inches="tight", facecolor="white")
+    """Write the figure atomically (files.write_atomically), in the format its suffix names."""
+    from roofline.files import write_atomically
+
+    fmt = Path(path).suffix.lstrip(".").lower() or "png"
+    write_atomically(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight", facecolor="white"))
 
 
 def plot_roofline(machine, kernels: Sequence[Kernel], path: str, title: str | None = None, ceilings: bool = True) -> None:
