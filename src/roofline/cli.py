@@ -294,18 +294,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_line(message: str) -> str:
+    """An error message as one printable line: a control character the user typed (a newline or a
+    carriage return in a file name) is shown escaped, as repr() shows it, not obeyed."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
         args.func(args)
     except RooflineError as exc:
-        print(f"roofline: error: {exc}", file=sys.stderr)
+        print(f"roofline: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # `roofline layer | head`
         return 0
     except OSError as exc:  # e.g. -o into a folder that does not exist: one line, like any bad input
         where = f" {exc.filename!r}" if exc.filename else ""
-        print(f"roofline: error: cannot write or read{where}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"roofline: error: cannot write or read{where}: {one_line(str(exc.strerror or exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("roofline: interrupted", file=sys.stderr)

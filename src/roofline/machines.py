@@ -148,8 +148,31 @@ _TEXT_KEYS = {"name", "vendor", "default_dtype", "notes"}
 _TABLE_KEYS = {"peak_flops_per_s", "links", "cache_levels"}
 
 
+# What a machine file's numbers may be: wide enough for a phone to a whole pod, narrow enough that
+# a typo (1e300, 5e-324) is refused by name instead of overflowing a prediction or a plot's axis.
+PHYSICAL_RANGES = {
+    "peak_flops_per_s": (1e3, 1e21, "FLOP/s"),
+    "bytes_per_s": (1e3, 1e18, "bytes/s"),
+    "bytes": (1.0, 1e18, "bytes"),
+    "sm_count": (1.0, 1e6, "units"),
+    "launch_overhead_s": (1e-12, 1.0, "s"),
+}
+
+
+def _range_of(where: str) -> tuple[float, float, str]:
+    if ".peak_flops_per_s." in where:
+        return PHYSICAL_RANGES["peak_flops_per_s"]
+    last = where.rsplit(".", 1)[-1]
+    if ".links." in where or last.endswith("bytes_per_s"):
+        return PHYSICAL_RANGES["bytes_per_s"]
+    if last.endswith("bytes"):
+        return PHYSICAL_RANGES["bytes"]
+    return PHYSICAL_RANGES.get(last, (0.0, math.inf, ""))
+
+
 def _value(where: str, entry, sources: dict[str, str]) -> float:
-    """Read a ``{value, source, note}`` entry, checking the value and that the source is cited."""
+    """Read a ``{value, source, note}`` entry, checking the value (positive, finite, in its
+    PHYSICAL_RANGES) and that the source is cited."""
     if not isinstance(entry, dict) or "value" not in entry or "source" not in entry:
         raise RooflineError(f"{where}: expected {{ value = ..., source = ... }}, got {entry!r}", field="machine")
     extra = set(entry) - {"value", "source", "note"}
@@ -158,6 +181,10 @@ def _value(where: str, entry, sources: dict[str, str]) -> float:
     value = entry["value"]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise RooflineError(f"{where}: value must be a positive finite number, got {value!r}", field="machine")
+    low, high, unit = _range_of(where)
+    if not low <= value <= high:
+        raise RooflineError(f"{where}: value {value:g} {unit} is outside the physical range {low:g} to {high:g}",
+                            field="machine")
     for key in str(entry["source"]).replace(";", ",").split(","):
         key = key.strip()
         if not key or (key not in sources and not key.startswith(("http", "derived", "seed", "measured"))):
@@ -189,6 +216,12 @@ def machine_from_dict(key: str, spec: dict, sources: dict[str, str]) -> Machine:
     if default_dtype not in peak_map:
         raise RooflineError(f"{where}: default_dtype {default_dtype!r} has no peak_flops_per_s entry", field="machine")
     nums = {k: _value(f"{where}.{k}", spec[k], sources) for k in _NUMBER_KEYS if k in spec}
+    if not isinstance(spec.get("links", {}), dict):
+        raise RooflineError(f"{where}.links: expected a table of NAME = {{value, source}}, got {spec['links']!r}",
+                            field="machine")
+    if not isinstance(spec.get("cache_levels", []), list):
+        raise RooflineError(f"{where}.cache_levels: expected an array of {{name, size_bytes, bytes_per_s}} tables, "
+                            f"got {spec['cache_levels']!r}", field="machine")
     links = tuple((n, _value(f"{where}.links.{n}", e, sources)) for n, e in spec.get("links", {}).items())
     levels = []
     for i, lvl in enumerate(spec.get("cache_levels", [])):
@@ -233,7 +266,15 @@ def parse_machine_file(text: str, origin: str) -> dict[str, Machine]:
     sources = doc.get("sources", {})
     if not isinstance(sources, dict):
         raise RooflineError(f"{origin}: [sources] must be a table of KEY = \"citation\"", field="machine")
-    return {key: machine_from_dict(key, spec, sources) for key, spec in machines.items()}
+    out = {}
+    for key, spec in machines.items():
+        try:
+            out[key] = machine_from_dict(key, spec, sources)
+        except RooflineError as exc:  # every error names the file it came from
+            if origin in str(exc):
+                raise
+            raise RooflineError(f"{origin}: {exc}", field=exc.field or "machine") from None
+    return out
 
 
 @functools.lru_cache(maxsize=1)

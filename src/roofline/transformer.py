@@ -390,7 +390,12 @@ def load_hf_config(path: str | Path) -> Model:
     except (ValueError, RecursionError) as exc:  # integers of thousands of digits, nesting past the recursion limit
         raise RooflineError(f"{str(p)!r} could not be read as JSON ({type(exc).__name__})", field="model") from None
     name = str(raw.get("_name_or_path") or p.parent.name or p.stem) if isinstance(raw, dict) else p.stem
-    return hf_config_to_model(raw, name=name)
+    try:
+        return hf_config_to_model(raw, name=name)
+    except RooflineError as exc:  # say which file: the model's name is its folder's, often not the file's
+        msg = str(exc)
+        msg = msg[len(name) + 2:] if msg.startswith(f"{name}: ") else msg
+        raise RooflineError(f"model config {str(p)!r}: {msg}", field=exc.field or "model") from None
 
 
 def get_model(name) -> Model:

@@ -77,26 +77,29 @@ def load_trace(path) -> dict:
     import os
 
     if not os.path.exists(path):
-        raise RooflineError(f"trace file not found: {path}", field="trace")
+        raise RooflineError(f"trace file not found: {str(path)!r}", field="trace")
     text = read_text(path, "trace file", "trace")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise RooflineError(f"{path} is not a Chrome trace JSON file ({exc})", field="trace") from None
+        raise RooflineError(f"{str(path)!r} is not a Chrome trace JSON file ({exc})", field="trace") from None
     except (ValueError, RecursionError) as exc:
-        raise RooflineError(f"{path} could not be read as JSON ({type(exc).__name__})", field="trace") from None
+        raise RooflineError(f"{str(path)!r} could not be read as JSON ({type(exc).__name__})", field="trace") from None
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc if isinstance(doc, list) else None
     if not isinstance(events, list):
-        raise RooflineError(f"{path} has no traceEvents: not a torch.profiler Chrome trace", field="trace")
+        raise RooflineError(f"{str(path)!r} has no traceEvents: not a torch.profiler Chrome trace", field="trace")
     for i, e in enumerate(events):
         problem = _event_problem(e)
         if problem:
-            raise RooflineError(f"{path}: trace event {i} {problem}: not a torch.profiler Chrome trace", field="trace")
+            raise RooflineError(f"{str(path)!r}: trace event {i} {problem}: not a torch.profiler Chrome trace", field="trace")
     return {"traceEvents": events}
 
 
 def _is_number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """A finite JSON number (an integer past float range is not: math.isfinite would overflow)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    return abs(x) < 1e300 if isinstance(x, int) else math.isfinite(x)
 
 
 def _event_problem(e) -> str | None:
