@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import os
 import re
 import warnings
@@ -273,6 +274,12 @@ def _names_an_input(line: str, argv: list[str]) -> bool:
             return True
         if repr(token).lower() in text or one_line(t) in text or repr(t)[1:-1] in text:
             return True
+        try:  # a number echoed in another spelling: 1e12 as 1000000000000 or 1e+12
+            x = float(t)
+            if math.isfinite(x) and (f"{x:g}" in text or (x == int(x) and str(int(x)) in text)):
+                return True
+        except (ValueError, OverflowError):
+            pass
     # argparse: "the following arguments are required", "expected one argument", "invalid choice"
     return any(k in text for k in ("required", "expected one argument", "unrecognized arguments", "invalid choice",
                                    "not allowed with argument", "ambiguous option"))

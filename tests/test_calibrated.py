@@ -64,7 +64,7 @@ def test_profile_round_trips_and_loads_as_a_machine(tmp_path):
 
 
 def test_interrupted_write_leaves_the_old_profile_and_no_temp_file(tmp_path, monkeypatch):
-    import roofline.machine_profile as profile
+    import roofline.files as files
 
     target = tmp_path / "p.toml"
     target.write_text("old")
@@ -72,7 +72,7 @@ def test_interrupted_write_leaves_the_old_profile_and_no_temp_file(tmp_path, mon
     def boom(fd):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(profile.os, "fsync", boom)
+    monkeypatch.setattr(files.os, "fsync", boom)
     with pytest.raises(KeyboardInterrupt):
         write_profile(synthetic(), target)
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
@@ -247,11 +247,11 @@ def test_profile_mode_follows_the_umask_and_the_directory_is_synced(tmp_path, mo
     import os
     import stat
 
-    import roofline.machine_profile as profile
+    import roofline.files as files
 
     synced = []
     real_fsync = os.fsync
-    monkeypatch.setattr(profile.os, "fsync", lambda fd: (synced.append(stat.S_ISDIR(os.fstat(fd).st_mode)), real_fsync(fd)))
+    monkeypatch.setattr(files.os, "fsync", lambda fd: (synced.append(stat.S_ISDIR(os.fstat(fd).st_mode)), real_fsync(fd)))
     old = os.umask(0o027)
     try:
         path = write_profile(synthetic(), tmp_path / "p.toml")
@@ -265,10 +265,10 @@ def test_sigterm_during_the_write_leaves_no_temp_file_and_restores_the_handler(t
     import os
     import signal
 
-    import roofline.machine_profile as profile
+    import roofline.files as files
 
     before = signal.getsignal(signal.SIGTERM)
-    monkeypatch.setattr(profile.os, "fsync", lambda fd: os.kill(os.getpid(), signal.SIGTERM))
+    monkeypatch.setattr(files.os, "fsync", lambda fd: os.kill(os.getpid(), signal.SIGTERM))
     with pytest.raises(SystemExit) as exc:
         write_profile(synthetic(), tmp_path / "p.toml")
     assert exc.value.code == 128 + signal.SIGTERM  # 143, as a shell reports a SIGTERM

@@ -516,10 +516,44 @@ def test_openapi_schema_gives_the_plan_views_the_same_parameters(client):
     """/api/model and /api/decode take /api/layer's parameters (one definition), so the schemathesis
     fuzz (test_web_fuzz.py, which walks every path of this schema) covers them too."""
     paths = client.get("/openapi.json").json()["paths"]
-    layer = paths["/api/layer"]["get"]["parameters"]
+    layer = {p["name"]: p for p in paths["/api/layer"]["get"]["parameters"]}
     for endpoint in PLAN_ENDPOINTS:
-        assert paths[endpoint]["get"]["parameters"] == layer, endpoint
-        assert "422" in paths[endpoint]["get"]["responses"]
+        plan = {p["name"]: p for p in paths[endpoint]["get"]["parameters"]}
+        assert plan.keys() == layer.keys(), endpoint
+        assert all(plan[k] == layer[k] for k in layer if k != "dtype"), endpoint
+        assert "422" in paths[endpoint]["get"]["responses"] and "503" in paths[endpoint]["get"]["responses"]
+    # the plan views store weights and caches in the planner's dtypes: the schema offers no others
+    plan_dtypes = paths["/api/model"]["get"]["parameters"]
+    enum = next(p for p in plan_dtypes if p["name"] == "dtype")["schema"]["anyOf"][0]["enum"]
+    assert "fp64" not in enum and "tf32" not in enum and {"bf16", "fp8", "int4"} <= set(enum)
+
+
+def _schema_bounds(client, path):
+    out = {}
+    for p in client.get("/openapi.json").json()["paths"][path]["get"]["parameters"]:
+        sch = p["schema"].get("anyOf", [p["schema"]])[0]
+        if sch.get("type") in ("integer", "number"):
+            out[p["name"]] = (sch.get("minimum", sch.get("exclusiveMinimum")), sch.get("maximum"), sch["type"])
+    return out
+
+
+@pytest.mark.parametrize("path", ["/api/layer", "/api/decode"])
+def test_the_schema_states_the_ranges_the_server_enforces(client, path):
+    """Each numeric parameter's schema minimum and maximum are the server's: at the bound a 200,
+    one step outside a 422 naming the parameter (``layer``'s range depends on the model: left out)."""
+    bounds = _schema_bounds(client, path)
+    assert bounds["compute_efficiency"][0] == 0.001 and bounds["memory_efficiency"][0] == 0.001
+    base = {"phase": "decode", "model": "llama3.2-1b"} if path == "/api/layer" else {"model": "llama3.2-1b"}
+    for name, (low, high, kind) in bounds.items():
+        if name == "layer":
+            continue
+        step = 1 if kind == "integer" else 1e-9 * max(1.0, abs(high or 1))
+        for value in (low, high):
+            r = client.get(path, params={**base, name: value})
+            assert r.status_code == 200, (name, value, r.text[:300])
+        for value in (low - (1 if kind == "integer" else 1e-6), high + step):
+            r = client.get(path, params={**base, name: value})
+            assert r.status_code == 422 and r.json()["field"] == name, (name, value, r.text[:300])
 
 
 # -- bad input: a 422 that names the field ---------------------------------------------------------

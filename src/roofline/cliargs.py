@@ -25,6 +25,13 @@ class Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2, no usage dump
         raise RooflineError(message)
 
+    def _get_values(self, action, arg_strings):
+        # Python 3.11's argparse drops a '--' given as an option's value (`--host=--`) and hands the
+        # command an empty list: refuse it by name instead
+        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
+            raise RooflineError(f"argument {'/'.join(action.option_strings)}: expected a value, got '--'")
+        return super()._get_values(action, arg_strings)
+
 
 # -- argument types: each names the flag in its message ------------------------------------------
 

@@ -48,6 +48,9 @@ def op_times(flops, bytes_, peak_flops_per_s, bytes_per_s, compute_efficiency=1.
     return compute_s, memory_s, body + launch_s
 
 
+MIN_EFFICIENCY = 1e-3  # below 0.1% of peak is a typo (a percentage given as a fraction twice), not a kernel
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Achievable fractions of peak (``compute_efficiency`` e_c, ``memory_efficiency`` e_m; e_m also
@@ -65,11 +68,11 @@ class CostModel:
     def __post_init__(self):
         e_c, e_m, t, o = self.compute_efficiency, self.memory_efficiency, self.launch_overhead_s, self.overlap
         if (type(e_c) is float and type(e_m) is float and type(t) is float and type(o) in (float, int)
-                and 1e-3 <= e_c <= 1.0 and 1e-3 <= e_m <= 1.0 and 0.0 <= t <= 1.0 and 0.0 <= o <= 1.0):
+                and MIN_EFFICIENCY <= e_c <= 1.0 and MIN_EFFICIENCY <= e_m <= 1.0 and 0.0 <= t <= 1.0 and 0.0 <= o <= 1.0):
             return  # plain numbers in range (NaN fails the comparisons)
         # below 0.1% of peak is a typo (a percentage given as a fraction twice), not a kernel
-        check_number("compute_efficiency", self.compute_efficiency, minimum=1e-3, strictly=False, maximum=1.0)
-        check_number("memory_efficiency", self.memory_efficiency, minimum=1e-3, strictly=False, maximum=1.0)
+        check_number("compute_efficiency", self.compute_efficiency, minimum=MIN_EFFICIENCY, strictly=False, maximum=1.0)
+        check_number("memory_efficiency", self.memory_efficiency, minimum=MIN_EFFICIENCY, strictly=False, maximum=1.0)
         check_number("launch_overhead_s", self.launch_overhead_s, strictly=False, maximum=1.0)
         check_number("overlap", self.overlap, strictly=False, maximum=1.0)
 

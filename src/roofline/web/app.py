@@ -34,10 +34,10 @@ from fastapi.staticfiles import StaticFiles
 
 from roofline.blocks import ATTENTIONS, PHASES, layer_report
 from roofline.capacity import decode_plan, inference_memory
-from roofline.cost import CostModel
+from roofline.cost import MIN_EFFICIENCY, CostModel
 from roofline.errors import RooflineError, unknown_name
 from roofline.machines import Machine, list_machines, load_machine_file
-from roofline.plan import DEFAULT_BATCHES, Precision, decode_step, kv_overtakes_weights_context, predict_model
+from roofline.plan import DEFAULT_BATCHES, QUANT_DTYPES, Precision, decode_step, kv_overtakes_weights_context, predict_model
 from roofline.architecture import Model
 from roofline.transformer import list_models, model_summary
 from roofline.units import DTYPE_BYTES, US, format_si
@@ -228,6 +228,7 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
     Phase = Literal[PHASES]
     Attention = Literal[ATTENTIONS]
     Dtype = Literal[tuple(DTYPE_BYTES)]
+    PlanDtype = Literal[QUANT_DTYPES]
 
     app = FastAPI(
         title="roofline workshop",
@@ -269,25 +270,33 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         field = _API_FIELD.get(exc.field or "", exc.field) or "query"
         return _error_response([{"loc": ["query", field], "msg": str(exc), "type": "roofline_error"}])
 
-    def layer_query(
-        machine: MachineKey = Query(SEED_DEFAULTS["machine"], description="machine preset or file machine key"),
-        model: ModelKey = Query(SEED_DEFAULTS["model"], description="model preset"),
-        phase: Phase = Query(SEED_DEFAULTS["phase"], description="prefill (T tokens) or decode (one token at context S)"),
-        tokens: int = Query(SEED_DEFAULTS["tokens"], ge=1, le=MAX_TOKENS, description="prefill: tokens per sequence T; decode: the context S unless context is given"),
-        batch: int = Query(SEED_DEFAULTS["batch"], ge=1, le=MAX_BATCH, description="sequences B"),
-        context: Optional[int] = Query(None, ge=1, le=MAX_TOKENS, description="decode: tokens already in the KV cache, S (default: tokens); prefill: positions attended, S >= tokens (a chunked-prefill step; default tokens)"),
-        attention: Optional[Attention] = Query(None, description="naive (QK^T, softmax, PV unfused) or flash (default: "
-                                               "naive for the layer view, as `roofline layer`; flash for the model and "
-                                               "decode views, as `roofline decode`)"),
-        dtype: Optional[Dtype] = Query(None, description="default: the machine's default dtype"),
-        compute_efficiency: float = Query(SEED_DEFAULTS["compute_efficiency"], gt=0, le=1, allow_inf_nan=False, description="e_c, achievable fraction of peak FLOP/s"),
-        memory_efficiency: float = Query(SEED_DEFAULTS["memory_efficiency"], gt=0, le=1, allow_inf_nan=False, description="e_m, achievable fraction of peak bandwidth"),
-        launch_overhead_us: Optional[float] = Query(None, ge=0, le=MAX_LAUNCH_US, allow_inf_nan=False, description="microseconds per kernel launch (default: the machine's preset, as the CLI)"),
-        overlap: float = Query(SEED_DEFAULTS["overlap"], ge=0, le=1, allow_inf_nan=False, description="1: max(compute, memory) (the seed); 0: their sum"),
-        layer: Optional[int] = Query(None, ge=0, le=1000, description="the layer view: layer index (default 0; models with one layer kind ignore it)"),
-    ) -> LayerQuery:
-        return LayerQuery(machine, model, phase, tokens, batch, context, attention, dtype,
-                          compute_efficiency, memory_efficiency, launch_overhead_us, overlap, layer)
+    def query_dependency(Dtype):
+        """The query parameters, with ``Dtype`` the dtypes the endpoint takes (the plan views store
+        weights and caches only in QUANT_DTYPES: no fp64 or tf32)."""
+
+        def query(
+            machine: MachineKey = Query(SEED_DEFAULTS["machine"], description="machine preset or file machine key"),
+            model: ModelKey = Query(SEED_DEFAULTS["model"], description="model preset"),
+            phase: Phase = Query(SEED_DEFAULTS["phase"], description="prefill (T tokens) or decode (one token at context S)"),
+            tokens: int = Query(SEED_DEFAULTS["tokens"], ge=1, le=MAX_TOKENS, description="prefill: tokens per sequence T; decode: the context S unless context is given"),
+            batch: int = Query(SEED_DEFAULTS["batch"], ge=1, le=MAX_BATCH, description="sequences B"),
+            context: Optional[int] = Query(None, ge=1, le=MAX_TOKENS, description="decode: tokens already in the KV cache, S (default: tokens); prefill: positions attended, S >= tokens (a chunked-prefill step; default tokens)"),
+            attention: Optional[Attention] = Query(None, description="naive (QK^T, softmax, PV unfused) or flash (default: "
+                                                   "naive for the layer view, as `roofline layer`; flash for the model and "
+                                                   "decode views, as `roofline decode`)"),
+            dtype: Optional[Dtype] = Query(None, description="default: the machine's default dtype"),
+            compute_efficiency: float = Query(SEED_DEFAULTS["compute_efficiency"], ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False, description="e_c, achievable fraction of peak FLOP/s"),
+            memory_efficiency: float = Query(SEED_DEFAULTS["memory_efficiency"], ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False, description="e_m, achievable fraction of peak bandwidth"),
+            launch_overhead_us: Optional[float] = Query(None, ge=0, le=MAX_LAUNCH_US, allow_inf_nan=False, description="microseconds per kernel launch (default: the machine's preset, as the CLI)"),
+            overlap: float = Query(SEED_DEFAULTS["overlap"], ge=0, le=1, allow_inf_nan=False, description="1: max(compute, memory) (the seed); 0: their sum"),
+            layer: Optional[int] = Query(None, ge=0, le=1000, description="the layer view: layer index (default 0; models with one layer kind ignore it)"),
+        ) -> LayerQuery:
+            return LayerQuery(machine, model, phase, tokens, batch, context, attention, dtype,
+                              compute_efficiency, memory_efficiency, launch_overhead_us, overlap, layer)
+
+        return query
+
+    layer_query, plan_query = query_dependency(Dtype), query_dependency(PlanDtype)
 
     def settle(q: LayerQuery, view: str) -> LayerQuery:
         """The query with what it left out filled as the CLI fills it (VIEW_ATTENTION, the machine's launch)."""
@@ -425,14 +434,14 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
 
     @app.get("/api/model", summary="The whole model (L blocks, embedding, final norm, LM head): time to first token "
              "or one decode step, tokens/s, time by part and weights + KV cache against the machine's memory")
-    def api_model(q: LayerQuery = Depends(layer_query), _slot: None = Depends(plan_slot)) -> dict:
+    def api_model(q: LayerQuery = Depends(plan_query), _slot: None = Depends(plan_slot)) -> dict:
         q = settle(q, "model")
         pred, memory, crossover = compute_model(q)
         return model_payload(pred, memory, crossover, models[q.model].name, models[q.model].n_layers, q.launch_overhead_us)
 
     @app.get("/api/decode", summary="Decode latency and throughput versus batch (1 to 1,024 and the query's batch) at a "
              "context (context, else tokens): compute-bound batch, largest batch in memory, KV-overtakes-weights context")
-    def api_decode(q: LayerQuery = Depends(layer_query), _slot: None = Depends(plan_slot)) -> dict:
+    def api_decode(q: LayerQuery = Depends(plan_query), _slot: None = Depends(plan_slot)) -> dict:
         q = settle(q, "decode")
         plan, crossover = compute_decode(q)
         return decode_payload(plan, q.batch, crossover, models[q.model].name, q.launch_overhead_us)
