@@ -287,3 +287,30 @@ def test_json_output_refuses_non_finite_values():
     assert dump_json({"a": 1.0}) == '{\n  "a": 1.0\n}'
     with pytest.raises(RooflineError, match=r"ops\.1\.time_s is NaN or infinite"):
         dump_json({"ops": [{"time_s": 1.0}, {"time_s": float("inf")}]})
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["diagnose", "matmul", "M=64", "N=64", "K=64", "--measured", "12"], "no unit"),  # 12 s? 12 us? say which
+    (["layer", "--tokens", "١٢"], "'١٢'"),  # Arabic-Indic digits are not read as 12
+    (["layer", "--tokens", "１２"], "'１２'"),  # nor full-width ones
+    (["sweep", "--over", "tokens", "--values", "1e12"], "--values"),  # the swept size is the one too large
+    (["serve", "--host=--"], "--host"),
+])
+def test_messages_name_what_is_wrong(capsys, argv, named):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and named in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_threads_are_capped_at_the_cores_available(capsys):
+    pytest.importorskip("torch")
+    from roofline.measure.device import available_cores
+
+    code, _, err = run(capsys, "check", "--threads", str(available_cores() + 1), "--quiet")
+    assert code == 2 and "core(s) available" in err
+    code, _, err = run(capsys, "calibrate", "--threads", "3e9", "--quiet")
+    assert code == 2 and "threads" in err
+
+
+def test_a_control_character_in_a_name_stays_on_one_line(capsys):
+    code, _, err = run(capsys, "profile", "trace\r\nFAKE LINE.json")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "\\r\\n" in err

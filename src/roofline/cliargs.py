@@ -46,7 +46,7 @@ def number_arg(flag, *, minimum=0.0, strictly=True, maximum=None, integer=False,
                 value = int(value)  # so that a message echoes -5, not -5.0
             check_number("value", value, minimum=minimum, strictly=strictly, maximum=maximum, integer=integer)
         except RooflineError as exc:  # argparse prefixes "argument --flag: "
-            raise argparse.ArgumentTypeError(str(exc).removeprefix("value ").removeprefix(f"{flag}: ")) from None
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("value ").removeprefix(f"{flag}: ").removeprefix(f"{flag} ")) from None
         return int(value) if integer else value
 
     convert.__name__ = flag

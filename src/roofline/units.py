@@ -32,7 +32,7 @@ DTYPE_BYTES = {
 _SI = {"": 1.0, "k": KILO, "K": KILO, "M": MEGA, "G": GIGA, "T": TERA, "P": PETA, "E": 1e18}
 _BIN = {"Ki": KIB, "Mi": MIB, "Gi": GIB, "Ti": TIB}
 _TIME = {"s": 1.0, "ms": MS, "us": US, "µs": US, "μs": US, "ns": NS}
-_NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+_NUM = r"([-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"  # ASCII digits only: '١٢' is not 12
 
 
 def dtype_bytes(dtype: str) -> float:
@@ -49,13 +49,17 @@ def _bad(field: str, text: str, example: str) -> RooflineError:
     return RooflineError(f"{field}: cannot read {text!r} (expected a number like {example})", field=field)
 
 
-def parse_time_s(text, field: str = "time") -> float:
-    """'3us', '3 µs', '0.5ms', '2e-6', '2e-6s' -> seconds. A bare number is seconds."""
+def parse_time_s(text, field: str = "time", unit_required: bool = False) -> float:
+    """'3us', '3 µs', '0.5ms', '2e-6', '2e-6s' -> seconds. A bare number is seconds, unless
+    ``unit_required`` (a measured time: '12' is as likely 12 us as 12 s), when it is refused."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return float(text)
     m = re.fullmatch(_NUM + r"\s*(s|ms|us|µs|μs|ns)?", str(text).strip())
     if not m:
-        raise _bad(field, text, "3us, 0.5ms or 2e-6")
+        raise _bad(field, text, "3us, 0.5ms or 2e-6s" if unit_required else "3us, 0.5ms or 2e-6")
+    if unit_required and not m.group(2):
+        raise RooflineError(f"{field} {str(text).strip()!r} has no unit: write {m.group(1)}s, {m.group(1)}ms or "
+                            f"{m.group(1)}us", field=field)
     return float(m.group(1)) * _TIME[m.group(2) or "s"]
 
 

@@ -57,8 +57,10 @@ def _flagged(command):
                 text = flag + text[len(field):]
             elif flag and not text.startswith(flag):
                 text = f"{flag}: {text}"
-            else:
+            elif not (args.command == "sweep" and args.over in text and "--values" not in text):
                 raise
+            if args.command == "sweep" and args.over in text and "--values" not in text:
+                text += f" (--values sets {args.over})"  # the swept size may be the one too large
             raise RooflineError(text, field=field) from None
 
     return run

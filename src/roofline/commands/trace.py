@@ -265,6 +265,13 @@ def cmd_diagnose(args):
 # ---------------------------------------------------------------------------------------------
 
 
+def measured_time_s(text, field="--measured"):
+    """A measured time must carry its unit (parse_time_s with unit_required)."""
+    from roofline.units import parse_time_s
+
+    return parse_time_s(text, field, unit_required=True)
+
+
 def register(sub):
     from roofline.cliargs import kernel_param
     from roofline.units import parse_number, parse_time_s
@@ -316,8 +323,8 @@ def register(sub):
                                    "roofline diagnose --profile trace.json --rank 1")
     p.add_argument("name", nargs="?", default=None, help="kernel constructor (as in `roofline kernel`)")
     p.add_argument("param", nargs="*", type=kernel_param, help="NAME=VALUE, e.g. M=8192 N=4096 K=4096")
-    p.add_argument("--measured", type=number_arg("--measured", maximum=1e6, parser=parse_time_s), default=None,
-                   help="measured time: 12us, 1.5ms, 2e-3")
+    p.add_argument("--measured", type=number_arg("--measured", maximum=1e6, parser=measured_time_s), default=None,
+                   help="measured time with its unit: 12us, 1.5ms, 2e-3s")
     p.add_argument("--profile", default=None, help="instead of a kernel: an op of this torch.profiler trace ...")
     p.add_argument("--rank", type=number_arg("--rank", **COUNT), default=1,
                    help="... the op ranked N by time lost in `roofline profile` (default 1), per call")

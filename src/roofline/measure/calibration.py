@@ -26,7 +26,7 @@ import torch
 
 from roofline.errors import RooflineError, check_number
 from roofline.measure.blockops import block_ops, scale_config
-from roofline.measure.device import available_memory_bytes, default_dtype, device_info, require_device, synchronizer, torch_dtype
+from roofline.measure.device import available_memory_bytes, check_threads, default_dtype, device_info, require_device, synchronizer, torch_dtype
 from roofline.measure.timing import bench, bench_round_robin
 from roofline.machine_profile import Calibration, Curve, Probe
 from roofline.units import DTYPE_BYTES, KIB
@@ -199,8 +199,7 @@ def calibrate(device: str = "cpu", dtype: str | None = None, budget_s: float = 6
     require_device(device)
     check_number("budget", budget_s)
     if threads is not None:
-        check_number("threads", threads, integer=True, maximum=4096)
-        torch.set_num_threads(int(threads))
+        torch.set_num_threads(check_threads(threads))
     dtype = dtype or default_dtype(device)
     torch_dtype(dtype)
     info = device_info(device)

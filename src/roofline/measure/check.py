@@ -10,7 +10,7 @@ from roofline.calibrated import CalibratedModel
 from roofline.check import CheckReport, OpRun, build_report
 from roofline.errors import RooflineError, check_number
 from roofline.measure.blockops import block_ops, planned_bytes, scale_config
-from roofline.measure.device import (available_memory_bytes, default_dtype, device_info, flush_bytes, make_flush,
+from roofline.measure.device import (available_memory_bytes, check_threads, default_dtype, device_info, flush_bytes, make_flush,
                                      require_device, synchronizer)
 from roofline.measure.timing import bench_round_robin
 from roofline.machine_profile import load_profile, parse_profile, render_profile
@@ -32,6 +32,8 @@ def run_check(device: str = "cpu", model: str = "llama3-8b", d_model: int | None
     tokens = dflt["tokens"] if tokens is None else tokens
     budget_s = dflt["budget_s"] if budget_s is None else budget_s
     check_number("budget", budget_s)
+    if threads is not None:
+        threads = check_threads(threads)
     notes = []
     cfg = scale_config(model, d_model)
     if profile is not None:  # read first: its dtype sizes the block, and a bad file fails before any timing

@@ -36,6 +36,26 @@ class DeviceInfo:
     torch_version: str
 
 
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask; the machine's count where there is none)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def check_threads(threads) -> int:
+    """``threads`` for torch, at most the cores available: more only slow a measurement down, and
+    thousands of threads under a process limit crash torch's thread pool."""
+    from roofline.errors import check_number
+
+    cores = available_cores()
+    check_number("threads", threads, integer=True)
+    if int(threads) > cores:
+        raise RooflineError(f"threads {int(threads)} is more than the {cores} CPU core(s) available here", field="threads")
+    return int(threads)
+
+
 def torch_dtype(dtype: str) -> torch.dtype:
     try:
         return TORCH_DTYPES[dtype]
