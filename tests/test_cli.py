@@ -314,3 +314,20 @@ def test_threads_are_capped_at_the_cores_available(capsys):
 def test_a_control_character_in_a_name_stays_on_one_line(capsys):
     code, _, err = run(capsys, "profile", "trace\r\nFAKE LINE.json")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "\\r\\n" in err
+
+
+def test_a_result_that_is_not_finite_is_said_not_printed(capsys, monkeypatch):
+    """The edge check: a command whose output holds nan or inf (here a table forced to print one)
+    exits 2 with one line quoting it, and prints nothing of the table."""
+    import roofline.cli as cli
+    from roofline.tables import check_finite_text
+
+    real = cli.cmd_layer
+    monkeypatch.setattr(cli, "cmd_layer", lambda args: (real(args), print("total is nanx")))
+    code, out, err = run(capsys, "layer")
+    assert code == 2 and out == "" and "not finite" in err and "nanx" in err
+    for ok in ("info", "inference at 3 ns", "nanoseconds", "Infinite loop? no", "x = 1.5e-3"):
+        assert check_finite_text(ok) == ok
+    for bad in ("t = inf us", "-inf", "mfu NaN", "12.5 inf%", "(nan)"):
+        with pytest.raises(Exception):
+            check_finite_text(bad)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from roofline.tables import dump_json  # noqa: E402
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -294,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+STREAMING_COMMANDS = ("serve",)  # prints its URL, then serves until stopped: not buffered
+
+
 def one_line(message: str) -> str:
     """An error message as one printable line: a control character the user typed (a newline or a
     carriage return in a file name) is shown escaped, as repr() shows it, not obeyed."""
@@ -303,7 +307,17 @@ def one_line(message: str) -> str:
 def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        args.func(args)
+        if args.command in STREAMING_COMMANDS:
+            args.func(args)
+        else:  # the whole output is checked finite before any of it is printed
+            import io
+
+            from roofline.tables import check_finite_text
+
+            buffer = io.StringIO()
+            with contextlib.redirect_stdout(buffer):
+                args.func(args)
+            sys.stdout.write(check_finite_text(buffer.getvalue()))
     except RooflineError as exc:
         print(f"roofline: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -86,6 +86,29 @@ def dump_json(obj) -> str:
                             "any physical range", field=None) from None
 
 
+# How Python and numpy print a value that is not finite: 'nan', 'inf', '-inf', also glued to a unit
+# or a multiplier ('nanx', 'inf%', 'inf us'); not inside words ('info', 'inference', 'nanoseconds').
+_NON_FINITE_TEXT = None
+
+
+def check_finite_text(text: str) -> str:
+    """``text`` (a command's whole output) if it prints no NaN or infinity, else a RooflineError
+    quoting the line: a result that is not finite is said, never printed as a number."""
+    global _NON_FINITE_TEXT
+    if _NON_FINITE_TEXT is None:
+        import re
+
+        _NON_FINITE_TEXT = re.compile(r"(?<![A-Za-z_])(?:nan|inf)(?![a-wyzA-Z_])|(?<![A-Za-z_])(?:NaN|Infinity)(?![A-Za-z_])")
+    hit = _NON_FINITE_TEXT.search(text)
+    if hit is None:
+        return text
+    from roofline.errors import RooflineError
+
+    start, end = text.rfind("\n", 0, hit.start()) + 1, text.find("\n", hit.end())
+    line = text[start:end if end >= 0 else len(text)].strip()
+    raise RooflineError(f"the result is not finite ({line[:120]!r}): an input is out of any physical range", field=None)
+
+
 def _non_finite_key(obj, path: str = "") -> str | None:
     import math
 
