@@ -140,7 +140,7 @@ def test_sweep_table_over_tokens_shows_the_memory_bound_share(capsys):
         (["sweep", "--over", "tokens", "--phase", "decode"], "prefill"),
         (["sweep", "--over", "batch", "--values", "1,x"], "--values"),
         (["sweep", "--over", "batch", "--machine", "h100-sxm,nope"], "nope"),
-        (["decode", "--link", "foo"], "--link 'foo': the H100 SXM has no such link; it has nvlink, pcie, infiniband"),
+        (["decode", "--tp", "2", "--link", "foo"], "--link 'foo': the H100 SXM has no such link; it has nvlink, pcie, infiniband"),
         (["decode", "--machine", "mi300x", "--tp", "2", "--link", "nvlink"], "--link 'nvlink': the MI300X has no such link"),
         (["sweep", "--over", "machines", "--tp", "2", "--link", "nvlink"], "it has xgmi, pcie"),
         (["train", "--tokens", "1e12", "--gpus", "64", "--dp-link", "foo"], "--dp-link 'foo'"),
@@ -254,3 +254,26 @@ def test_memory_train_global_batch_sets_the_micro_batches_in_flight(capsys):
     code, out, _ = run(capsys, "memory", "--mode", "train", "--gpus", "4", "--pp", "4", "--global-batch", "65536", "--json")
     d = json.loads(out)
     assert code == 0 and d["activations_bytes"] == 32 * 8192 * 4096 * 34 and d["micro_batches_in_flight"] == 4
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["memory", "--gpus", "7"], "--gpus"), (["memory", "--zero", "3"], "--zero"),
+    (["memory", "--micro-batch", "4"], "--micro-batch"), (["memory", "--recompute", "full"], "--recompute"),
+    (["memory", "--mode", "train", "--context", "5"], "--context"),
+    (["memory", "--mode", "train", "--kv-cache", "fp8"], "--kv-cache"),
+    (["memory", "--mode", "train", "--batch", "4"], "--batch"),
+])
+def test_memory_refuses_a_flag_its_mode_ignores(capsys, argv, flag):
+    """A flag that would not change the result is named, not silently dropped."""
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.startswith(f"roofline: error: {flag} does not apply"), err
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["decode", "--link", "pcie"], "--link"),  # one GPU: the link would change nothing
+    (["sweep", "--over", "machines", "--values", "1,2"], "--values"),
+    (["diagnose", "matmul", "M=64", "N=64", "K=64", "--measured", "1ms", "--rank", "3"], "--rank"),
+])
+def test_a_flag_that_would_change_nothing_is_refused(capsys, argv, flag):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.startswith(f"roofline: error: {flag} does not apply"), err

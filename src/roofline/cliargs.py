@@ -193,3 +193,12 @@ def check_output(path: str, suffixes: tuple[str, ...]) -> str:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise RooflineError(f"-o/--output {path!r}: folder {str(folder)!r} is not writable", field="output")
     return path
+
+
+def refuse_unused(args, unused: dict, why: str) -> None:
+    """A RooflineError naming the first flag in ``unused`` (dest -> default) that was given a value
+    other than its default: it would not change the result."""
+    for dest, default in unused.items():
+        if getattr(args, dest, default) != default:
+            flag = "--" + dest.replace("_", "-")
+            raise RooflineError(f"{flag} does not apply {why}", field=dest)

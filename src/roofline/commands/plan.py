@@ -13,7 +13,7 @@ import argparse
 import functools
 import sys
 
-from roofline.cliargs import (COUNT, add_cost_flags, add_machine_flags, calibrated_or_cost_model, cost_model_from_args,
+from roofline.cliargs import (COUNT, add_cost_flags, refuse_unused, add_machine_flags, calibrated_or_cost_model, cost_model_from_args,
                               machine_from_args, number_arg)
 from roofline.errors import RooflineError
 from roofline.plan import QUANT_DTYPES, SEARCH_MAX_BATCH
@@ -57,13 +57,19 @@ def _flagged(command):
                 text = flag + text[len(field):]
             elif flag and not text.startswith(flag):
                 text = f"{flag}: {text}"
-            elif not (args.command == "sweep" and args.over in text and "--values" not in text):
+            elif not _values_too_large(args, text):
                 raise
-            if args.command == "sweep" and args.over in text and "--values" not in text:
+            if _values_too_large(args, text):
                 text += f" (--values sets {args.over})"  # the swept size may be the one too large
             raise RooflineError(text, field=field) from None
 
     return run
+
+
+def _values_too_large(args, text: str) -> bool:
+    """A sweep's size limit hit by the size --values sets (the message names the size, not the flag)."""
+    return (args.command == "sweep" and args.over in text and "--values" not in text
+            and ("too large" in text or "at most" in text))
 
 
 def count_list(flag, maximum=COUNT["maximum"]):
@@ -152,6 +158,8 @@ def cmd_decode(args):
     from roofline.capacity import decode_plan
     from roofline.plan import DEFAULT_BATCHES, decode_step
 
+    if args.tp == 1:
+        refuse_unused(args, {"link": None}, "with --tp 1 (one GPU: no tensor-parallel collectives); give --tp N")
     _output(args.output)
     if args.breakdown and args.csv:
         raise RooflineError("--breakdown is a table of ops, not rows of the batch table: use it without --csv "
@@ -219,6 +227,14 @@ def _zero_options(args, m):
     return out
 
 
+# Flags of `memory` that only one mode reads, with their defaults: given with the other mode they
+# would be silently ignored, so they are refused by name instead.
+MEMORY_TRAIN_ONLY = {"gpus": None, "pp": 1, "zero": 0, "micro_batch": 1, "global_batch": None, "seq_len": 8192,
+                     "recompute": "none", "attention": "flash"}
+MEMORY_INFERENCE_ONLY = {"batch": 1, "context": 8192, "memory_fraction": 1.0, "dtype": None, "weights": None,
+                         "activations": None, "kv_cache": None}
+
+
 def cmd_memory(args):
     _output(args.output)
     m = machine_from_args(args)
@@ -268,6 +284,8 @@ def _batch_options(args, m, plan):
 def cmd_sweep(args):
     from roofline.sweep import sweep
 
+    if args.over == "machines":
+        refuse_unused(args, {"values": None}, "to --over machines (the machines are --machine A,B,...)")
     _output(args.output)
     names = args.machine.split(",") if args.machine else (SWEEP_MACHINES.split(",") if args.over == "machines" else ["h100-sxm"])
     machines = [machine_from_args(args, n.strip()) for n in names if n.strip()]
@@ -377,6 +395,10 @@ def register(sub):
 
 
 def _memory_entry(args):
+    if args.mode == "train":
+        refuse_unused(args, MEMORY_INFERENCE_ONLY, "to --mode train (it sizes inference: weights + KV cache)")
+    else:
+        refuse_unused(args, MEMORY_TRAIN_ONLY, "to --mode inference (it sizes training; add --mode train)")
     if args.gpus is None:
         args.gpus = args.tp * args.pp
     cmd_memory(args)

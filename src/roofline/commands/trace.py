@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from roofline.cliargs import COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg
+from roofline.cliargs import COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg, refuse_unused
 from roofline.errors import RooflineError
 
 
@@ -248,6 +248,8 @@ def _profiled_op(args, machine):
 def cmd_diagnose(args):
     from roofline.diagnose import diagnose
 
+    if not args.profile:
+        refuse_unused(args, {"rank": 1}, "without --profile (it picks an op of a profile)")
     machine = machine_from_args(args)
     if args.profile:
         kernel, measured, shape = _profiled_op(args, machine)
