@@ -84,6 +84,11 @@ def hostile_files(folder: Path) -> list[str]:
         "binary.bin": bytes(range(256)) * 4,
         "plain.txt": "hello\n",
     }
+    from test_calibrated import synthetic  # a small calibrated profile, as `roofline calibrate` writes one
+
+    from roofline.machine_profile import render_profile
+
+    files["good_profile.toml"] = render_profile(synthetic())
     out = []
     for name, content in files.items():
         p = folder / name

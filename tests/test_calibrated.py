@@ -302,3 +302,93 @@ def test_the_decode_command_reads_a_profile_as_its_cost_model(tmp_path, capsys):
                  "--batch", "1,2"])
     out = capsys.readouterr().out
     assert code == 0 and "calibrated model of the profile measured 2026-01-01" in out
+
+
+# -- issue 12: classes, the skinny-M GEMM family, columns that add up ------------------------------
+
+def _gemm_curve():
+    """fp32 (M, K) @ (K, N) at M = 1, 4 and N = K = 256, 1024, with rates chosen by hand:
+    M=1: 1e9 FLOP/s at both sizes; M=4: 4e9 at N=K=256, 8e9 at N=K=1024."""
+    pts = [(1, 256, 1e9), (4, 256, 4e9), (1, 1024, 1e9), (4, 1024, 8e9)]
+    flops = [2.0 * m * nk * nk for m, nk, _ in pts]
+    bodies = [f / r for f, (_, _, r) in zip(flops, pts)]
+    c = _curve("gemm", "fp32", [m for m, _, _ in pts], flops, [4.0 * (m * nk + nk * nk + m * nk) for m, nk, _ in pts],
+               bodies)
+    return dataclasses.replace(c, n=tuple(float(nk) for _, nk, _ in pts), k=tuple(float(nk) for _, nk, _ in pts))
+
+
+def test_gemm_rate_is_bilinear_in_log_m_and_log_nk_and_clamped_outside():
+    cal = dataclasses.replace(synthetic(), gemm=(_gemm_curve(),))
+    model = CalibratedModel(cal)
+    at = lambda M, N, K: model.gemm_rate(Kernel("mm", 2.0 * M * N * K, 4.0 * (M * K + K * N + M * N), "matmul", "fp32",  # noqa: E731
+                                                shape=(1, M, N, K)))
+    assert at(4, 1024, 1024)[0] == pytest.approx(8e9) and at(4, 1024, 1024)[1] is False
+    # M = 2 is halfway between 1 and 4 in log: sqrt(1e9 x 8e9) at N = K = 1024
+    assert at(2, 1024, 1024)[0] == pytest.approx(math.sqrt(1e9 * 8e9))
+    # N K = 256 x 1024 is halfway in log between 256^2 and 1024^2: at M = 4, sqrt(4e9 x 8e9)
+    assert at(4, 256, 1024)[0] == pytest.approx(math.sqrt(4e9 * 8e9))
+    # beyond the grid in N K: clamped to the edge and said
+    rate, outside, basis = at(4, 4096, 4096)
+    assert rate == pytest.approx(8e9) and outside and "outside" in basis
+    # past the largest M measured, or without a shape: the square sweep's rate by size holds
+    assert at(64, 1024, 1024) is None
+    assert model.gemm_rate(Kernel("mm", 1e6, 1e5, "matmul", "fp32")) is None
+
+
+def test_a_traced_op_of_a_probed_class_gets_the_class_correction():
+    """Class probes (shape "family: ...") of elementwise ops that ran at twice the modelled time:
+    an aten op named nothing like them (no block-op name matches) is corrected by 2."""
+    model0 = CalibratedModel(synthetic())
+    probes = []
+    for ws in (64 * KIB, 256 * KIB, 1 * MIB):
+        k = Kernel("add", ws / 12, ws, "elementwise", "fp32")
+        base = float(model0.base_body_s(k, cold=False)[2])
+        probes.append(Probe("add", "elementwise", "fp32", k.flops, ws, LAUNCH + 2 * base, LAUNCH + 2 * base,
+                            LAUNCH + 2 * base, "family: (x, 1024) fp32"))
+    model = CalibratedModel(synthetic(probes))
+    traced = Kernel("layers.0.mlp: aten::add", 256 * KIB / 12, 256 * KIB, "elementwise", "fp32")
+    res = model.residual(traced)
+    assert res.source == "class" and res.ratio == pytest.approx(2.0) and not res.extrapolated
+    far = model.residual(Kernel("aten::mul", 1.0, 64 * MIB, "elementwise", "fp32"))
+    assert far.source == "class" and far.extrapolated and far.high >= 1.5  # outside the probes: widened
+    pred = model.predict_op(traced, get_machine("h100-sxm"))
+    assert pred.op_class == "elementwise" and "elementwise probes" in pred.basis
+
+
+def test_calibrated_columns_add_up_to_the_time():
+    """compute and memory carry the correction: time = launch + max(compute, memory), so a table
+    never shows an op faster than its own compute column."""
+    probe = Probe("silu*mul", "elementwise", "fp32", 1e3, 4e5, 3e-5, 2.8e-5, 3.5e-5, "x")
+    model = CalibratedModel(synthetic([probe]))
+    machine = get_machine("h100-sxm")
+    for k in (Kernel("silu*mul", 1e3, 4e5, "elementwise", "fp32"), Kernel("mm", 1e8, 1.6e6, "matmul", "fp32")):
+        p = model.predict_op(k, machine)
+        assert p.time_s == pytest.approx(p.launch_s + max(p.compute_s, p.memory_s))
+
+
+def test_every_op_has_a_class():
+    from roofline.calibrated import op_class
+
+    assert op_class(Kernel("x", 1, 1, "matmul", shape=(8, 4, 4, 4))) == "bmm"
+    assert op_class(Kernel("x", 1, 1, "matmul", shape=(1, 4, 4, 4))) == "gemm"
+    assert op_class(Kernel("x", 1, 1, "matmul")) == "gemm"
+    assert op_class(Kernel("x", 0, 1, "gather")) == "gather"
+
+
+def test_gemm_family_round_trips_through_the_profile(tmp_path):
+    cal = dataclasses.replace(synthetic(), gemm=(_gemm_curve(),))
+    _, back = load_profile(write_profile(cal, tmp_path / "p.toml"))
+    assert back.gemm == cal.gemm
+
+
+def test_every_command_that_takes_a_machine_reads_a_profile(tmp_path, capsys):
+    """A calibrated profile as --machine: the layer table says it is calibrated (it raised a
+    TypeError formatting the missing e_c before), and decode/memory/sweep/plot run on it."""
+    from roofline.cli import main
+
+    path = str(write_profile(synthetic(), tmp_path / "p.toml"))
+    for argv in (["layer", "--tokens", "64"], ["layer", "--json"], ["decode"], ["memory"], ["sweep", "--over", "batch"],
+                 ["plot", "layer", "-o", str(tmp_path / "l.png")]):
+        assert main([*argv, "--machine", path]) == 0, argv
+    out = capsys.readouterr().out
+    assert "calibrated model of the profile measured" in out and "fitted correction" in out

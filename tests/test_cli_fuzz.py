@@ -39,7 +39,7 @@ def test_every_command_line_keeps_the_contract(hostile):
 FILE_COMMANDS = [
     ["layer", "--machine"], ["decode", "--model"], ["memory", "--model"], ["profile"], ["serve", "--machine"],
     ["diagnose", "--measured", "1ms", "--profile"], ["check", "--profile"], ["train", "--machine"],
-    ["gemm", "4096", "4096", "4096", "--machine"], ["sweep", "--model"],
+    ["gemm", "4096", "4096", "4096", "--machine"], ["sweep", "--model"], ["nsight"],
 ]
 
 

@@ -434,3 +434,29 @@ def test_cli_trace_says_data_dependent_only_when_it_is(torch, capsys, user_model
     assert code == 2 and "data-dependent" in err and err.count("\n") == 1
     code, _, err = run(capsys, "trace", f"{user_models}:fails", "--input-shape", "4", "--input-dtype", "fp32")
     assert code == 2 and "this model is broken" in err and "data-dependent" not in err and err.count("\n") == 1
+
+
+def test_gather_ops_read_only_what_they_gather():
+    """index_select of 16 rows of a (1024, 1024) fp32 table with int64 ids: the ids (16 x 8 B) are
+    read, the 16 rows read and written: 128 + 2 x 16 x 1024 x 4 = 131,200 bytes, not the table."""
+    torch = pytest.importorskip("torch")
+    from roofline.trace import trace
+
+    class Pick(torch.nn.Module):
+        def forward(self, table, idx):
+            return table.index_select(0, idx)
+
+    r = trace(Pick(), torch.zeros(1024, 1024), torch.zeros(16, dtype=torch.int64), cast_inputs=False)
+    costed = [op for op in r.ops if op.bytes > 0]
+    assert [op.name for op in costed] == ["aten::index_select"] and costed[0].category == "gather"
+    assert costed[0].bytes == 128 + 2 * 16 * 1024 * 4
+
+
+def test_matmul_shapes_are_read_for_the_calibrated_gemm_rate():
+    from roofline.trace.rules import gemm_shape
+
+    assert gemm_shape("aten::mm", [(4, 64), (64, 32)]) == (1, 4, 32, 64)
+    assert gemm_shape("aten::addmm", [(32,), (4, 64), (64, 32)]) == (1, 4, 32, 64)
+    assert gemm_shape("aten::bmm", [(8, 4, 64), (8, 64, 32)]) == (8, 4, 32, 64)
+    assert gemm_shape("aten::add", [(4, 4), (4, 4)]) == ()
+    assert gemm_shape("aten::mm", [(4,)]) == ()

@@ -69,7 +69,7 @@ class _Ops:
     def mm(self, name, M, N, K, part="", weights=True):
         """(M, K) @ (K, N): 2MNK FLOPs, w (MK + KN + MN) bytes; the (K, N) operand is a weight."""
         return Kernel.trusted(name, 2.0 * M * N * K, self.w * (M * K + K * N + M * N), "matmul", self.dtype,
-                      weight_elems=K * N if weights else 0.0, part=part if weights else "")
+                      weight_elems=K * N if weights else 0.0, part=part if weights else "", shape=(1, M, N, K))
 
     def norm(self, name, rows, width, kind="rmsnorm"):
         """RMSNorm ~4 FLOPs per element, LayerNorm ~8; read x, write y."""

@@ -30,11 +30,13 @@ import numpy as np
 from roofline.cost import OpPrediction, WorkloadPrediction, _jsonable
 from roofline.kernels import Kernel
 from roofline.machines import Machine, get_machine
-from roofline.machine_profile import Calibration, load_profile, main_memory, matmul_rates, peaks, stream_curve, timing_spread
+from roofline.machine_profile import (Calibration, gemm_points, load_profile, main_memory, matmul_rates, peaks, stream_curve,
+                                      timing_spread)
 
 SIZED_CATEGORIES = ("matmul", "attention", "decode")
 DEFAULT_COMPUTE_FRACTION = 0.70  # seed 003's e_c, for a dtype the calibration did not measure
 MIN_PROBE_LAUNCHES = 1.5  # a probe shorter than this many launch overheads is not fitted
+OUTSIDE_WIDENING = 1.5  # an op outside its class probes' sizes: the interval is this much wider each way
 
 
 def hierarchical_lower_bound(kernel: Kernel, machine: Machine) -> tuple[float, str]:
@@ -52,6 +54,22 @@ def hierarchical_lower_bound(kernel: Kernel, machine: Machine) -> tuple[float, s
     return float(t), level
 
 
+FAMILY = "family:"  # the shape text of a class probe (measure.families), as the profile stores it
+
+
+def op_class(kernel: Kernel) -> str:
+    """The class an op is calibrated by: its category, with matmuls split into "gemm" (one matrix
+    product, or unknown shape) and "bmm" (a batch of them). Every op has one: a block op, a traced
+    aten op and a profiled one alike."""
+    if kernel.category == "matmul":
+        return "bmm" if kernel.shape and _scalar(kernel.shape[0]) and kernel.shape[0] > 1 else "gemm"
+    return kernel.category
+
+
+def _scalar(x) -> bool:
+    return np.ndim(x) == 0
+
+
 @dataclass(frozen=True)
 class Residual:
     """The op's measured / modelled ratio and its multiplicative band (low <= 1 <= high)."""
@@ -59,7 +77,8 @@ class Residual:
     ratio: float
     low: float
     high: float
-    source: str  # "op", "category" or "none"
+    source: str  # "op" (same block op), "class" (class probes), "category", or "none"
+    extrapolated: bool = False  # the op's size lies outside the probes it was fitted on
 
 
 @dataclass(frozen=True)
@@ -73,9 +92,13 @@ class CalibratedOpPrediction(OpPrediction):
     residual_source: str = "none"
     flops_per_s: float = 0.0
     bytes_per_s: float = 0.0
+    op_class: str = ""
+    basis: str = ""  # which measured points the rate and the correction came from
+    extrapolated: bool = False  # outside the measured points: the interval is widened
 
     def to_dict(self) -> dict:
-        extra = ("low_s", "high_s", "residual", "residual_source", "flops_per_s", "bytes_per_s")
+        extra = ("low_s", "high_s", "residual", "residual_source", "flops_per_s", "bytes_per_s", "op_class", "basis",
+                 "extrapolated")
         return {**super().to_dict(), **{k: _jsonable(getattr(self, k)) for k in extra}}
 
 
@@ -111,15 +134,17 @@ class CalibratedModel:
     cold: bool = False
     residuals: dict = field(init=False, repr=False, compare=False)
     category_bands: dict = field(init=False, repr=False, compare=False)
+    class_bands: dict = field(init=False, repr=False, compare=False)
 
     # attributes WorkloadPrediction and the tables read from a cost model
     overlap: float = field(default=1.0, init=False)
     cuda_graph: bool = field(default=False, init=False)
 
     def __post_init__(self):
-        residuals, bands = _fit_residuals(self)
+        residuals, bands, class_bands = _fit_residuals(self)
         object.__setattr__(self, "residuals", residuals)
         object.__setattr__(self, "category_bands", bands)
+        object.__setattr__(self, "class_bands", class_bands)
 
     @classmethod
     def from_profile(cls, path, cold: bool = False) -> "CalibratedModel":
@@ -163,20 +188,54 @@ class CalibratedModel:
             out = out * machine.bandwidth / dram
         return out
 
+    def gemm_rate(self, kernel: Kernel, machine: Machine | None = None):
+        """(FLOP/s, extrapolated, basis) of a matmul with a known (batch, M, N, K) from the skinny-M
+        GEMM family, bilinear in (log M, log N K) over the measured grid and clamped at its edges
+        (``extrapolated`` then); None when the family was not measured at this dtype, the shape is
+        unknown, or M is past the family's largest (the square sweep's rate by size holds there).
+        A batch of b matrices runs at one matrix's rate."""
+        pts = gemm_points(self.calibration, kernel.dtype) if kernel.shape else None
+        if pts is None or not all(_scalar(x) for x in kernel.shape):
+            return None
+        _, M, N, K = (float(x) for x in kernel.shape)
+        ms, nks, rates = pts
+        mu, nku = np.unique(ms), np.unique(nks)
+        if M > mu.max() or len(mu) * len(nku) != len(ms):
+            return None
+        grid = np.full((len(nku), len(mu)), np.nan)
+        grid[np.searchsorted(nku, nks), np.searchsorted(mu, ms)] = np.log(rates)
+        lm, lnk = np.log(max(M, 1.0)), np.log(max(N * K, 1.0))
+        along_m = np.array([np.interp(lm, np.log(mu), row) for row in grid])
+        log_rate = float(np.interp(lnk, np.log(nku), along_m))
+        outside = not (mu.min() <= M <= mu.max() and nku.min() <= N * K <= nku.max())
+        rate = np.exp(log_rate)
+        if machine is not None:
+            best = matmul_rates(self.calibration, kernel.dtype)
+            rate = rate * machine.peak(kernel.dtype) / (best[1].max() if best is not None else rates.max())
+        basis = (f"gemm {kernel.dtype} M {mu.min():g}-{mu.max():g} x N K {np.sqrt(nku.min()):g}^2-{np.sqrt(nku.max()):g}^2"
+                 + (" (outside: clamped)" if outside else ""))
+        return float(rate), outside, basis
+
     def base_body_s(self, kernel: Kernel, machine: Machine | None = None, cold: bool | None = None):
         """max(compute, memory) before the residual: (compute_s, memory_s, body_s, FLOP/s, bytes/s).
         Matmul-like ops (SIZED_CATEGORIES) get the matmul rate at their size; the others' few
         vector FLOPs the best measured rate (their small-size matmul rate is launch, counted apart).
         ``cold``: read every byte from main memory (default: the model's ``cold``)."""
-        size = kernel.flops if kernel.category in SIZED_CATEGORIES else np.inf
-        fps = self.achieved_flops_per_s(size, kernel.dtype, machine)
+        gemm = self.gemm_rate(kernel, machine) if kernel.category == "matmul" else None
+        if gemm is not None:
+            fps = gemm[0]
+        else:
+            size = kernel.flops if kernel.category in SIZED_CATEGORIES else np.inf
+            fps = self.achieved_flops_per_s(size, kernel.dtype, machine)
         bps = self.bandwidth_bytes_per_s(kernel.bytes, machine, cold)
         compute_s = np.asarray(kernel.flops, dtype=float) / fps
         memory_s = np.asarray(kernel.bytes, dtype=float) / bps
         return compute_s, memory_s, np.maximum(compute_s, memory_s), fps, bps
 
     def residual(self, kernel: Kernel) -> Residual:
-        """The op's residual: by name (interpolated over probe sizes), else by category, else 1."""
+        """The op's residual: by name (the same block op, interpolated over probe sizes), else by
+        class (the class probes, interpolated in log bytes, widened outside them), else by
+        category, else 1."""
         spread_lo, spread_hi = timing_spread(self.calibration)
         band_lo, band_hi = self.category_bands.get(kernel.category, self.category_bands.get("*", (1.0, 1.0)))
         lo, hi = band_lo * spread_lo, band_hi * spread_hi
@@ -185,6 +244,16 @@ class CalibratedModel:
             x, logr = fit
             r = float(np.exp(np.interp(np.log(max(float(np.max(kernel.bytes)), 1.0)), x, logr)))
             return Residual(r, lo, hi, "op")
+        cls = op_class(kernel)
+        fit = self.residuals.get(("class", kernel.dtype, cls))
+        if fit is not None:
+            x, logr = fit
+            size = np.log(max(float(np.max(kernel.bytes)), 1.0))
+            r = float(np.exp(np.interp(size, x, logr)))
+            c_lo, c_hi = self.class_bands.get(cls, (lo, hi))
+            outside = not (x[0] <= size <= x[-1])
+            widen = OUTSIDE_WIDENING if outside else 1.0
+            return Residual(r, min(lo, c_lo * spread_lo) / widen, max(hi, c_hi * spread_hi) * widen, "class", outside)
         fit = self.residuals.get(("category", kernel.dtype, kernel.category))
         if fit is not None:
             r, r_lo, r_hi = fit
@@ -206,16 +275,24 @@ class CalibratedModel:
                 f"working set, launch {self.launch_overhead_s * 1e6:.1f} us")
 
     def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None) -> CalibratedOpPrediction:
+        """One op: its compute and memory columns carry the fitted correction r (so that launch +
+        max(compute, memory) is the time printed), with its class, the measured points it came
+        from and whether it lies outside them."""
         compute_s, memory_s, body, fps, bps = self.base_body_s(kernel, machine)
         res = self.residual(kernel)
         launch = self.launch_overhead_s if launch_s is None else launch_s
         time_s = launch + res.ratio * body
+        gemm = self.gemm_rate(kernel, machine) if kernel.category == "matmul" else None
+        basis = [gemm[2] if gemm else ("matmul by size" if kernel.category in SIZED_CATEGORIES else "bandwidth by working set")]
+        basis.append({"op": f"correction of block op {kernel.name!r}", "class": f"correction of the {op_class(kernel)} probes",
+                      "category": f"mean correction of the {kernel.category} block ops", "none": "no correction"}[res.source])
         return CalibratedOpPrediction(
             name=kernel.name, category=kernel.category, dtype=kernel.dtype, flops=kernel.flops, bytes=kernel.bytes,
-            intensity=kernel.intensity, compute_s=_f(compute_s), memory_s=_f(memory_s), launch_s=launch,
-            time_s=_f(time_s), bound="memory" if memory_s > compute_s else "compute",
+            intensity=kernel.intensity, compute_s=_f(res.ratio * compute_s), memory_s=_f(res.ratio * memory_s),
+            launch_s=launch, time_s=_f(time_s), bound="memory" if memory_s > compute_s else "compute",
             low_s=_f(launch + res.ratio * res.low * body), high_s=_f(launch + res.ratio * res.high * body),
             residual=res.ratio, residual_source=res.source, flops_per_s=_f(fps), bytes_per_s=_f(bps),
+            op_class=op_class(kernel), basis="; ".join(basis), extrapolated=res.extrapolated or bool(gemm and gemm[1]),
         )
 
     def predict(self, kernels: Sequence[Kernel], machine) -> CalibratedWorkloadPrediction:
@@ -229,11 +306,12 @@ def _f(x):
     return float(x) if np.ndim(x) == 0 else x
 
 
-def _fit_residuals(model: CalibratedModel) -> tuple[dict, dict]:
-    """Per-op residual curves, per-category residuals and per-category leave-one-out bands from the
-    calibration's probes. Keys: ("op", dtype, name) -> (log bytes, log r) sorted by size;
-    ("category", dtype, category) -> (geometric mean r, min r, max r). Bands: category ->
-    (low, high) multipliers, "*" pooled over every category.
+def _fit_residuals(model: CalibratedModel) -> tuple[dict, dict, dict]:
+    """Residual curves and bands from the calibration's probes. Block probes give ("op", dtype,
+    name) -> (log bytes, log r) sorted by size and ("category", dtype, category) -> (geometric
+    mean r, min r, max r), with leave-one-out bands per category ("*" pooled); class probes
+    (measure.families, shape "family: ...") give ("class", dtype, class) -> (log bytes, log r),
+    the mean log r of the probes at each size, with leave-one-out bands per class.
 
     The probes were timed warm, so r = (t - launch) / the warm body, whatever the model's ``cold``
     (a cold prediction applies r to the main-memory body). Probes shorter than MIN_PROBE_LAUNCHES
@@ -241,6 +319,7 @@ def _fit_residuals(model: CalibratedModel) -> tuple[dict, dict]:
     cal = model.calibration
     groups: dict[tuple, list[tuple[float, float]]] = {}
     by_cat: dict[tuple, list[float]] = {}
+    by_class: dict[tuple, dict[float, list[float]]] = {}
     cats: dict[tuple, str] = {}
     for p in cal.probes:
         k = Kernel(p.name, p.flops, p.bytes, p.category, p.dtype)
@@ -249,7 +328,11 @@ def _fit_residuals(model: CalibratedModel) -> tuple[dict, dict]:
             continue
         _, _, base, _, _ = model.base_body_s(k, cold=False)
         r = (p.measured_s - cal.launch_s) / float(base)
-        groups.setdefault((p.dtype, p.name), []).append((float(np.log(max(p.bytes, 1.0))), float(np.log(r))))
+        x = float(np.log(max(p.bytes, 1.0)))
+        if p.shape.startswith(FAMILY):
+            by_class.setdefault((p.dtype, op_class(k)), {}).setdefault(round(x, 6), []).append(float(np.log(r)))
+            continue
+        groups.setdefault((p.dtype, p.name), []).append((x, float(np.log(r))))
         by_cat.setdefault((p.dtype, p.category), []).append(r)
         cats[(p.dtype, p.name)] = p.category
     residuals: dict = {}
@@ -259,12 +342,7 @@ def _fit_residuals(model: CalibratedModel) -> tuple[dict, dict]:
         x = np.array([a for a, _ in pts])
         y = np.array([b for _, b in pts])
         residuals[("op", *key)] = (x, y)
-        for i in range(len(pts)):
-            if len(pts) < 2:
-                break
-            rest = np.delete(np.arange(len(pts)), i)
-            guess = np.interp(x[i], x[rest], y[rest])
-            loo.setdefault(cats[key], []).append(float(np.exp(y[i] - guess)))
+        loo.setdefault(cats[key], []).extend(_leave_one_out(x, y))
     for (dtype, cat), rs in by_cat.items():
         gm = float(np.exp(np.mean(np.log(rs))))
         residuals[("category", dtype, cat)] = (gm, min(rs), max(rs))
@@ -275,7 +353,28 @@ def _fit_residuals(model: CalibratedModel) -> tuple[dict, dict]:
             bands[cat] = (min(1.0, min(qs)), max(1.0, max(qs)))
     if pooled:
         bands["*"] = (min(1.0, min(pooled)), max(1.0, max(pooled)))
-    return residuals, bands
+    class_bands: dict = {}
+    for (dtype, cls), at in by_class.items():
+        x = np.array(sorted(at))
+        y = np.array([float(np.mean(at[v])) for v in sorted(at)])
+        residuals[("class", dtype, cls)] = (x, y)
+        # how well the class curve predicted each probe it was not fitted on (every op at that size left out)
+        qs = _leave_one_out(x, y) + [float(np.exp(v - y[i])) for i, xv in enumerate(x) for v in at[xv]]
+        if qs:
+            lo, hi = class_bands.get(cls, (1.0, 1.0))
+            class_bands[cls] = (min(lo, 1.0, min(qs)), max(hi, 1.0, max(qs)))
+    return residuals, bands, class_bands
+
+
+def _leave_one_out(x: np.ndarray, y: np.ndarray) -> list[float]:
+    """exp(y_i - the curve through the other points at x_i), for each point (none with one point)."""
+    if len(x) < 2:
+        return []
+    out = []
+    for i in range(len(x)):
+        rest = np.delete(np.arange(len(x)), i)
+        out.append(float(np.exp(y[i] - np.interp(x[i], x[rest], y[rest]))))
+    return out
 
 
 def calibrated_model_for(machine_or_path, cold: bool = False) -> CalibratedModel | None:
@@ -290,4 +389,4 @@ def calibrated_model_for(machine_or_path, cold: bool = False) -> CalibratedModel
 
 
 __all__ = ["CalibratedModel", "CalibratedOpPrediction", "CalibratedWorkloadPrediction", "Residual",
-           "hierarchical_lower_bound", "calibrated_model_for", "peaks"]
+           "hierarchical_lower_bound", "calibrated_model_for", "op_class", "peaks"]

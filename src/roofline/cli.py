@@ -26,7 +26,7 @@ from roofline.cliargs import (
 from roofline.errors import RooflineError
 
 # Commands that live in their own modules: each has register(subparsers).
-EXTRA_COMMANDS: tuple[str, ...] = ("roofline.commands.serve", "roofline.commands.plan", "roofline.commands.measure", "roofline.commands.trace")
+EXTRA_COMMANDS: tuple[str, ...] = ("roofline.commands.serve", "roofline.commands.plan", "roofline.commands.measure", "roofline.commands.trace", "roofline.commands.nsight")
 
 EXIT_BAD_INPUT = 2
 
@@ -99,12 +99,11 @@ def cmd_layer(args):
             print()
         print(f"{cfg.name}: {what}, {report.phase} {where}, batch {report.batch}, {report.attention} attention, "
               f"{report.dtype}, on {pred.machine}")
-        if hasattr(m, "compute_efficiency"):
+        if getattr(m, "compute_efficiency", None) is not None:
             print(f"e_c {m.compute_efficiency:.2f}, e_m {m.memory_efficiency:.2f}, launch {m.launch_overhead_s * 1e6:g} us"
                   f"{' (CUDA graph)' if m.cuda_graph else ''}, overlap {m.overlap:g}\n")
-        else:
-            print(f"calibrated model of the profile measured {m.calibration.date}: achieved rates by op size and "
-                  f"working set, launch {m.launch_overhead_s * 1e6:.1f} us\n")
+        else:  # a calibrated profile: its own description (one home: CalibratedModel.describe)
+            print(f"{m.describe()}; each op's compute and memory columns include its fitted correction\n")
         print(pred.to_table())
     if len(reports) > 1:
         total = sum(r.prediction.total_s * r.layer_count for r in reports)

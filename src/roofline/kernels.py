@@ -44,6 +44,7 @@ class Kernel:
     weight_elems: object = 0.0  # elements of weights among the bytes (parameter part ``part``)
     cache_elems: object = 0.0  # elements of KV cache or SSM state read or written among the bytes
     part: str = ""
+    shape: tuple = ()  # a matmul's (batch, M, N, K) where known: what a calibrated GEMM rate is read at
 
     def __post_init__(self):
         f, b = self.flops, self.bytes
@@ -54,13 +55,13 @@ class Kernel:
 
     @classmethod
     def trusted(cls, name, flops, bytes, category="other", dtype="bf16", link=None, weight_elems=0.0, cache_elems=0.0,
-                part="") -> "Kernel":
+                part="", shape=()) -> "Kernel":
         """A Kernel without the per-kernel validation, for builders whose sizes were validated once
         at the edge (blocks.checked_workload): the hot path of a whole-model analysis. Same fields,
         same frozen object."""
         k = object.__new__(cls)
         k.__dict__.update(name=name, flops=flops, bytes=bytes, category=category, dtype=dtype, link=link,
-                          weight_elems=weight_elems, cache_elems=cache_elems, part=part)
+                          weight_elems=weight_elems, cache_elems=cache_elems, part=part, shape=shape)
         return k
 
     @property
@@ -77,8 +78,9 @@ class Kernel:
     def scaled(self, n) -> "Kernel":
         """``n`` independent copies (e.g. the same op in n layers)."""
         check_number("scale", n)
+        shape = (self.shape[0] * n, *self.shape[1:]) if self.shape else ()  # n more matrices of the same GEMM
         return Kernel(self.name, self.flops * n, self.bytes * n, self.category, self.dtype, self.link, self.weight_elems * n,
-                      self.cache_elems * n, self.part)
+                      self.cache_elems * n, self.part, shape)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,7 +170,7 @@ def matmul_kernel(M, N, K, bytes_per_elem=2.0, name=None) -> Kernel:
     w, dtype = _elem(bytes_per_elem)
     flops = 2.0 * M * N * K
     moved = w * (M * K + K * N + M * N)
-    return Kernel(name or f"matmul {M}x{K}x{N}", flops, moved, "matmul", dtype)
+    return Kernel(name or f"matmul {M}x{K}x{N}", flops, moved, "matmul", dtype, shape=(1, M, N, K))
 
 
 @register("batched_matmul")
@@ -177,7 +179,8 @@ def batched_matmul_kernel(batch, M, N, K, bytes_per_elem=2.0, name=None) -> Kern
     _dims(batch=batch, M=M, N=N, K=K)
     w, dtype = _elem(bytes_per_elem)
     return Kernel(
-        name or f"bmm {batch}x{M}x{K}x{N}", 2.0 * batch * M * N * K, w * batch * (M * K + K * N + M * N), "matmul", dtype
+        name or f"bmm {batch}x{M}x{K}x{N}", 2.0 * batch * M * N * K, w * batch * (M * K + K * N + M * N), "matmul", dtype,
+        shape=(batch, M, N, K),
     )
 
 

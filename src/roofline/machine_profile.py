@@ -41,7 +41,8 @@ MIN_BODY_SHARE = 0.25  # a time's body (t - launch) is at least this share of t
 @dataclass(frozen=True)
 class Curve:
     """One micro-benchmark over a size sweep. ``kind`` is "matmul" (``size`` = n of a square
-    n x n x n matmul in ``dtype``) or "copy"/"add" (``size`` = working set in bytes). ``seconds``
+    n x n x n matmul in ``dtype``), "gemm" (``size`` = M of an (M, K) @ (K, N) with the skinny M
+    of decode, ``n`` and ``k`` per point) or "copy"/"add" (``size`` = working set in bytes). ``seconds``
     are medians, ``low_s``/``high_s`` the 10th/90th percentiles of the repeats."""
 
     kind: str
@@ -52,6 +53,8 @@ class Curve:
     seconds: tuple[float, ...]
     low_s: tuple[float, ...]
     high_s: tuple[float, ...]
+    n: tuple[float, ...] = ()  # kind "gemm": size is M of an (M, K) @ (K, N), these N and K
+    k: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ class Calibration:
     matmul: tuple[Curve, ...]
     bandwidth: tuple[Curve, ...]
     probes: tuple[Probe, ...] = ()
+    gemm: tuple[Curve, ...] = ()  # skinny-M GEMMs per dtype (older profiles have none)
     vendor: str = ""
     memory_bytes: float | None = None
     sm_count: int | None = None
@@ -115,11 +119,20 @@ def body_s(seconds, launch_s: float):
 def matmul_rates(cal: Calibration, dtype: str) -> tuple[np.ndarray, np.ndarray] | None:
     """(FLOPs, achieved FLOP/s) of the dtype's matmul sweep, sorted by FLOPs; None if unmeasured."""
     for c in cal.matmul:
-        if c.dtype == dtype and c.flops:
+        if c.dtype == dtype and c.flops and c.kind == "matmul":
             f = np.asarray(c.flops, dtype=float)
             rate = f / body_s(c.seconds, cal.launch_s)
             order = np.argsort(f)
             return f[order], rate[order]
+    return None
+
+
+def gemm_points(cal: Calibration, dtype: str):
+    """(M, N x K, achieved FLOP/s) of the dtype's skinny-M GEMM family, or None if unmeasured."""
+    for c in cal.gemm:
+        if c.dtype == dtype and c.flops:
+            m, nk = np.asarray(c.size, dtype=float), np.asarray(c.n, dtype=float) * np.asarray(c.k, dtype=float)
+            return m, nk, np.asarray(c.flops, dtype=float) / body_s(c.seconds, cal.launch_s)
     return None
 
 
@@ -286,11 +299,11 @@ def render_profile(cal: Calibration) -> str:
         meta["sm_count"] = int(cal.sm_count)
     meta.update(cal.extra)
     lines += [f"{_key(k)} = {_val(v)}" for k, v in meta.items()]
-    for group, curves in (("matmul", cal.matmul), ("bandwidth", cal.bandwidth)):
+    for group, curves in (("matmul", cal.matmul), ("bandwidth", cal.bandwidth), ("gemm", cal.gemm)):
         for c in curves:
-            name = c.dtype if group == "matmul" else c.kind
+            name = c.kind if group == "bandwidth" else c.dtype
             lines += ["", f"[calibration.{_key(cal.key)}.{group}.{_key(name)}]", f"dtype = {_val(c.dtype)}"]
-            for f in ("size", "flops", "bytes", "seconds", "low_s", "high_s"):
+            for f in ("size", "flops", "bytes", "seconds", "low_s", "high_s") + (("n", "k") if group == "gemm" else ()):
                 lines.append(f"{f} = {_val([float(x) for x in getattr(c, f)])}")
     for p in cal.probes:
         lines += ["", f"[[calibration.{_key(cal.key)}.probes]]"]
@@ -341,7 +354,8 @@ def parse_profile(text: str, origin: str) -> tuple[Machine, Calibration]:
 
 
 def _curve(kind: str, spec: dict) -> Curve:
-    arrays = {f: tuple(float(x) for x in spec[f]) for f in ("size", "flops", "bytes", "seconds", "low_s", "high_s")}
+    fields = ("size", "flops", "bytes", "seconds", "low_s", "high_s") + (("n", "k") if kind == "gemm" else ())
+    arrays = {f: tuple(float(x) for x in spec[f]) for f in fields}
     n = {len(a) for a in arrays.values()}
     if len(n) != 1:
         raise ValueError(f"{kind} arrays differ in length")
@@ -353,7 +367,7 @@ def _curve(kind: str, spec: dict) -> Curve:
 def _calibration(key: str, cal: dict) -> Calibration:
     known = {"device", "device_name", "vendor", "date", "torch_version", "threads", "budget_s", "default_dtype",
              "launch_s", "launch_low_s", "launch_high_s", "cache_names", "cache_bytes", "memory_bytes", "sm_count",
-             "matmul", "bandwidth", "probes"}
+             "matmul", "bandwidth", "probes", "gemm"}
     probes = tuple(
         Probe(str(p["name"]), str(p["category"]), str(p["dtype"]), float(p["flops"]), float(p["bytes"]),
               float(p["measured_s"]), float(p["low_s"]), float(p["high_s"]), str(p.get("shape", "")))
@@ -376,6 +390,7 @@ def _calibration(key: str, cal: dict) -> Calibration:
         matmul=tuple(_curve("matmul", spec) for spec in cal.get("matmul", {}).values()),
         bandwidth=tuple(_curve(kind, spec) for kind, spec in cal.get("bandwidth", {}).items()),
         probes=probes,
+        gemm=tuple(_curve("gemm", spec) for spec in cal.get("gemm", {}).values()),
         memory_bytes=float(cal["memory_bytes"]) if "memory_bytes" in cal else None,
         sm_count=int(cal["sm_count"]) if "sm_count" in cal else None,
         extra={k: v for k, v in cal.items() if k not in known},

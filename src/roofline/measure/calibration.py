@@ -8,9 +8,12 @@ Four sweeps share one time budget (shares in ``PHASES``):
    roofline of seed 000 section 2.4. The largest working set is timed first, so that even a
    short budget measures main memory;
 3. matmul: square n x n x n matmuls per dtype from small to large: the achievable FLOP/s as a
-   function of size. The sweep stops where the next size would not fit the budget;
+   function of size. The sweep stops where the next size would not fit the budget. Then the
+   skinny-M GEMM family (measure.families): M = 1 to 256 rows at a few N = K, decode's shapes;
 4. probes: the ops of one transformer block (a preset scaled down, see blockops.scale_config) at a
-   few sizes, timed in interleaved passes: the fit set of the calibrated model's per-op residuals.
+   few sizes, timed in interleaved passes: the fit set of the calibrated model's per-op residuals;
+   then the class probes (measure.families: elementwise, norm, softmax, reduction, gather, copy
+   ops by working set), the fit set of its per-class residuals.
 
 The profile (roofline.machine_profile) is written only after everything is measured, atomically.
 """
@@ -26,6 +29,7 @@ import torch
 
 from roofline.errors import RooflineError, check_number
 from roofline.measure.blockops import block_ops, scale_config
+from roofline.measure.families import CPU_GEMM_M, CPU_GEMM_NK, CPU_ROWS, CUDA_GEMM_M, CUDA_GEMM_NK, CUDA_ROWS
 from roofline.measure.device import available_memory_bytes, check_threads, default_dtype, device_info, require_device, synchronizer, torch_dtype
 from roofline.measure.timing import bench, bench_round_robin
 from roofline.machine_profile import Calibration, Curve, Probe
@@ -47,6 +51,9 @@ class CalibrationPlan:
     probe_model: str = "llama3-8b"
     probe_sizes: tuple[tuple[int, int], ...] = ()
     probe_dtype: str = "fp32"
+    gemm_m: tuple[int, ...] = ()  # the skinny-M GEMM family: these M at each N = K of gemm_nk
+    gemm_nk: tuple[int, ...] = ()
+    family_rows: tuple[int, ...] = ()  # class probes at these row counts (none: no class probes)
 
 
 def working_sets(caches, available_bytes: float, start: float = 32 * KIB, factor: float = 4.0) -> tuple[int, ...]:
@@ -71,6 +78,7 @@ def default_plan(device: str, dtype: str, caches, available_bytes: float) -> Cal
             working_sets=working_sets(caches, available_bytes, factor=16.0),
             probe_sizes=((2048, 2048), (4096, 1024), (4096, 8192), (8192, 2048)),
             probe_dtype=dtype,
+            gemm_m=CUDA_GEMM_M, gemm_nk=CUDA_GEMM_NK, family_rows=CUDA_ROWS,
         )
     return CalibrationPlan(
         matmul_dtypes=tuple(dict.fromkeys((dtype, "fp32", "bf16"))),
@@ -78,6 +86,7 @@ def default_plan(device: str, dtype: str, caches, available_bytes: float) -> Cal
         working_sets=working_sets(caches, available_bytes),
         probe_sizes=((512, 256), (768, 768), (1536, 384), (2048, 1024)),
         probe_dtype=dtype,
+        gemm_m=CPU_GEMM_M, gemm_nk=CPU_GEMM_NK, family_rows=CPU_ROWS,
     )
 
 
@@ -171,6 +180,44 @@ def _matmul(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Curve, 
     return tuple(curves)
 
 
+def _gemm(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Curve, ...]:
+    """The skinny-M GEMM family (families.gemm_family) per dtype, within what is left of the phase."""
+    from roofline.measure.families import gemm_bytes, gemm_family
+
+    ms, nks = plan.gemm_m, plan.gemm_nk
+    curves = []
+    for j, dtype in enumerate(plan.matmul_dtypes):
+        td = torch_dtype(dtype)
+        rows = []
+        share = clock.left() / max(len(plan.matmul_dtypes) - j, 1)
+        per_point = max(share / max(len(ms) * len(nks), 1), 0.0)
+        for nk in nks:
+            b = torch.randn(nk, nk, device=device).to(td)
+            for m in ms:
+                a, c = torch.randn(m, nk, device=device).to(td), torch.empty(m, nk, device=device, dtype=td)
+                t = bench(lambda: torch.matmul(a, b, out=c), sync=sync, budget_s=per_point, max_repeats=15)
+                rows.append((m, nk, nk, 2.0 * m * nk * nk, gemm_bytes(m, nk, nk, dtype), t))
+                del a, c
+            del b
+            clock.report(1.0, f"gemm {dtype} N = K = {nk}: M {ms[0]} to {ms[-1]}")
+        if rows:
+            col = lambda i: tuple(float(r[i]) for r in rows)  # noqa: E731
+            curves.append(Curve("gemm", dtype, col(0), col(3), col(4), tuple(r[5].median_s for r in rows),
+                                tuple(r[5].low_s for r in rows), tuple(r[5].high_s for r in rows), n=col(1), k=col(2)))
+    return tuple(curves)
+
+
+def _families(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Probe, ...]:
+    """The class probes (families.class_families), timed round robin within what is left."""
+    from roofline.measure.families import class_families
+
+    ops = class_families(device, plan.probe_dtype, plan.family_rows or None)
+    times = bench_round_robin([o.fn for o in ops], sync=sync, budget_s=max(clock.left(), 0.0), max_repeats=15)
+    clock.report(1.0, f"{len(ops)} class probes")
+    return tuple(Probe(o.name, o.category, plan.probe_dtype, o.flops, o.bytes, t.median_s, t.low_s, t.high_s,
+                       f"family: {o.shape}") for o, t in zip(ops, times))
+
+
 def _probes(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Probe, ...]:
     out = []
     sizes = list(plan.probe_sizes)
@@ -217,11 +264,17 @@ def calibrate(device: str = "cpu", dtype: str | None = None, budget_s: float = 6
     clock.phase(shares["bandwidth"])
     bandwidth = _bandwidth(device, sync, plan.working_sets, launch.median_s, clock)
     clock.end_phase()
-    clock.phase(shares["matmul"])
+    clock.phase(shares["matmul"] * (0.6 if plan.gemm_m else 1.0))
     matmul = _matmul(device, sync, plan, clock)
     clock.end_phase()
-    clock.phase(shares["probes"])
+    clock.phase(shares["matmul"] * 0.4 if plan.gemm_m else 0.0)
+    gemm = _gemm(device, sync, plan, clock) if plan.gemm_m else ()
+    clock.end_phase()
+    clock.phase(shares["probes"] * (0.6 if plan.family_rows else 1.0))
     probes = _probes(device, sync, plan, clock) if plan.probe_sizes else ()
+    clock.end_phase()
+    clock.phase(shares["probes"] * 0.4 if plan.family_rows else 0.0)
+    probes += _families(device, sync, plan, clock) if plan.family_rows else ()
     clock.end_phase()
     clock.report(0.0, f"done in {clock.now() - clock.start:.0f} s")
 
@@ -229,7 +282,7 @@ def calibrate(device: str = "cpu", dtype: str | None = None, budget_s: float = 6
         key=f"local-{device}", device=device, device_name=info.name, vendor=info.vendor,
         date=when.strftime("%Y-%m-%d %H:%M %Z").strip(), torch_version=info.torch_version, threads=info.threads,
         budget_s=float(budget_s), default_dtype=dtype, launch_s=launch.median_s, launch_low_s=launch.low_s,
-        launch_high_s=launch.high_s, caches=info.caches, matmul=matmul, bandwidth=bandwidth, probes=probes,
+        launch_high_s=launch.high_s, caches=info.caches, matmul=matmul, bandwidth=bandwidth, probes=probes, gemm=gemm,
         memory_bytes=info.memory_bytes, sm_count=info.sm_count,
         extra={"probe_model": plan.probe_model, "probe_sizes": [list(s) for s in plan.probe_sizes],
                "elapsed_s": round(clock.now() - clock.start, 2)},

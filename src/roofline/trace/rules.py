@@ -137,6 +137,30 @@ def _out_numel(call: Call) -> int:
 # matmul family
 # ---------------------------------------------------------------------------------------------
 
+# Where each matmul op keeps its operands among its inputs: (index of A, index of B).
+_GEMM_OPERANDS = {"aten::mm": (0, 1), "aten::_scaled_mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1),
+                  "aten::baddbmm": (1, 2), "aten::mv": (0, 1)}
+
+
+def gemm_shape(op: str, shapes) -> tuple:
+    """(batch, M, N, K) of a matmul op from its tensor input shapes (the profiler's "Input Dims" or
+    a traced call's), () when the op is not a plain GEMM or the shapes do not say: what a
+    calibrated GEMM rate is read at (a skinny M runs at another rate than a square matmul)."""
+    where = _GEMM_OPERANDS.get(op)
+    if where is None:
+        return ()
+    try:
+        a, b = tuple(shapes[where[0]]), tuple(shapes[where[1]])
+        if op == "aten::mv":
+            return (1, int(a[0]), 1, int(a[1]))
+        if len(a) == 2 and len(b) == 2:
+            return (1, int(a[0]), int(b[1]), int(a[1]))
+        if len(a) == 3 and len(b) == 3:
+            return (int(a[0]), int(a[1]), int(b[2]), int(a[2]))
+    except (IndexError, TypeError, ValueError):
+        pass
+    return ()
+
 
 @rule("aten::mm", "aten::_scaled_mm", category="matmul")
 def mm(call: Call) -> Cost:
@@ -370,7 +394,16 @@ def moments(call: Call) -> Cost:
 # ---------------------------------------------------------------------------------------------
 
 
-@rule(*(f"aten::{n}" for n in "clone _to_copy lift_fresh_copy cat stack index_select gather index _unsafe_index index_put "
+@rule("aten::index_select", "aten::gather", "aten::index", "aten::_unsafe_index", category="gather")
+def gather(call: Call) -> Cost:
+    """Gather elements of ``self`` at the indices (an MoE dispatch, a row lookup): no FLOPs; the
+    indices are read, the gathered elements read and the output written (as many as the output
+    holds); the rest of ``self`` is never touched (the embedding rule's count)."""
+    indices = sum(t.read_bytes for t in call.inputs[1:])
+    return Cost(0.0, indices + 2 * written(call))
+
+
+@rule(*(f"aten::{n}" for n in "clone _to_copy lift_fresh_copy cat stack index_put "
                                 "scatter scatter_add slice_scatter select_scatter "
                                 "repeat repeat_interleave tril triu tril_ triu_ flip roll constant_pad_nd "
                                 "reflection_pad1d reflection_pad2d replication_pad1d replication_pad2d narrow_copy "

@@ -1,0 +1,668 @@
+"""Read NVIDIA Nsight Compute (``ncu --csv``) and Nsight Systems (``nsys stats``) CSV exports and
+put the measured kernels against their roofline bound on a machine (issue 12, item 4).
+
+Formats read (the header decides which; anything else is refused naming what was expected):
+
+* ``ncu --csv --page details`` (long: one row per metric). Columns used: "ID", "Kernel Name",
+  "Metric Name", "Metric Unit", "Metric Value" (ncu also writes "Process ID", "Process Name",
+  "Host Name", "Context", "Stream", "Section Name", ...; those are ignored). Metric names are the
+  raw names (``gpu__time_duration.sum``) when collected with ``--metrics`` or printed with
+  ``--print-metric-name name``; of the default labels only "Duration" is understood.
+* ``ncu --csv --page raw`` (wide: one row per kernel launch). The header names the columns ("ID",
+  "Kernel Name", ... then one column per metric); the row right after it gives each column's unit
+  ("nsecond", "byte", ...); then one row per kernel.
+* ``nsys stats --report cuda_gpu_kern_sum --format csv`` (older name ``gpukernsum``): "Time (%)",
+  "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)",
+  "Name"; older releases wrote "Time(%)", "Average", "Minimum", "Maximum". Times only: nsys counts
+  no FLOPs or bytes, so its kernels get shares of time, never a roofline position.
+
+Metrics read from ncu, per kernel launch:
+
+* time: ``gpu__time_duration.sum`` (required);
+* DRAM bytes: ``dram__bytes.sum``, else ``dram__bytes_read.sum`` + ``dram__bytes_write.sum``
+  (required);
+* FLOPs per precision, ncu's own roofline convention: FLOPs = 2 x FMA + ADD + MUL, from
+  ``sm__sass_thread_inst_executed_op_{d,f,h}{fma,add,mul}_pred_on.sum`` (``smsp__`` accepted too;
+  d = fp64, f = fp32, h = fp16). An FMA is two FLOPs: NVIDIA's roofline section counts
+  ``..._ffma_pred_on`` x 2 ("a FMA instruction has two floating point operations", NVIDIA staff
+  on forums.developer.nvidia.com/t/about-the-flops-in-ncu-report/215350, citing
+  SpeedOfLight_RooflineChart.section) and nvprof's ``flop_count_sp`` ("each multiply-accumulate
+  operation contributes 2 to the count") is the same sum. A family is all three counters or none:
+  one or two of them is refused by name, never counted as zero;
+* tensor-core math: ``sm__ops_path_tensor_src_<src>[_dst_<dst>].sum`` (src bf16, fp16, tf32, fp64,
+  fp8, int8; NVIDIA staff point to these "for calculating the FLOPs" at
+  forums.developer.nvidia.com/t/number-of-floating-point-operations-in-one-hmma-instruction/275450).
+  Each op is counted as one FLOP: NOT CONFIRMED in NVIDIA's documentation (whether an "op" is one
+  FLOP or one multiply-add could not be confirmed here). ``_sparsity_on/off`` splits and int1/int4
+  sources are not read. Tensor-pipe instruction counts (``sm__inst_executed_pipe_tensor*``) are not
+  FLOPs (the ops per instruction vary by instruction and architecture, per the same thread) and are
+  never converted.
+
+A kernel without any FLOP metric has ``flops`` None and is "bytes only": its bound is B / BW, its
+intensity and FLOP/s are not given. Nothing is ever silently zero, NaN or infinite.
+
+Units: times nsecond/usecond/msecond/second (or ns/us/ms/s); bytes byte/Kbyte/Mbyte/Gbyte/Tbyte,
+read as powers of 1000 (ncu's "Kbyte" is 1,000 bytes: seen in its exports, e.g. 65,536 bytes shown
+as 65.54 Kbyte; the documentation pages reachable here did not state it, so this is observed, not
+confirmed), KB/MB/GB also 1000, KiB/MiB/GiB 1024; counts as given ("inst", "", or K/M/G-prefixed).
+Numbers may have thousands separators ("1,234.5"); a comma not followed by three digits ("9,00", a
+decimal comma) is refused rather than guessed. Confirmed from NVIDIA's Nsight Systems Analysis Guide
+(docs.nvidia.com/nsight-systems/AnalysisGuide): its reports give times in nanoseconds unless
+``--timeunit`` says otherwise. The ncu page names (details, raw) and the ``--csv`` option are from the
+Nsight Compute CLI guide (docs.nvidia.com/nsight-compute/NsightComputeCli); the exact column lists
+above could not be read from NVIDIA's pages here and follow ncu's and nsys's own exports.
+
+The bound of a kernel with F_d FLOPs at precision d and B DRAM bytes on machine m is
+``max(max_d F_d / m.peak(d), B / m.bandwidth)`` (pipes of different precisions may overlap, so the
+largest, not the sum, is the lower bound); with ``dtype`` given, every FLOP is at that dtype's peak.
+FP32/FP64/FP16 SASS instructions run on the CUDA cores, whose peak is below a preset's tensor-core
+fp16 peak: a bound from the preset's fp16 peak is still a lower bound, just a loose one.
+"""
+
+from __future__ import annotations
+
+from roofline.tables import dump_json  # noqa: E402
+
+import csv
+import math
+import re
+from dataclasses import dataclass
+
+from roofline.errors import MAX_BYTES, MAX_FLOPS, RooflineError
+
+FIELD = "nsight"
+
+# -- metric names ------------------------------------------------------------------------------
+
+TIME_METRIC = "gpu__time_duration.sum"
+TIME_LABEL = "Duration"  # the details page's label for gpu__time_duration.sum
+BYTES_METRIC = "dram__bytes.sum"
+BYTES_READ, BYTES_WRITE = "dram__bytes_read.sum", "dram__bytes_write.sum"
+SASS_PRECISIONS = (("d", "fp64"), ("f", "fp32"), ("h", "fp16"))
+SASS_OPS = ("fma", "add", "mul")
+TENSOR_METRIC = re.compile(r"^sm__ops_path_tensor_src_([a-z0-9]+?)(?:_dst_([a-z0-9]+))?\.sum$")
+TENSOR_DTYPES = {"bf16": "bf16", "fp16": "fp16", "tf32": "tf32", "fp64": "fp64", "fp8": "fp8", "int8": "int8"}
+TENSOR_PIPE_PREFIXES = ("sm__inst_executed_pipe_tensor", "smsp__inst_executed_pipe_tensor")
+PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")  # column order of the CSV
+SUGGESTED_METRICS = ("gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,"
+                     "sm__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__sass_thread_inst_executed_op_fadd_pred_on.sum,"
+                     "sm__sass_thread_inst_executed_op_fmul_pred_on.sum")
+
+
+def sass_metric(unit: str, prec: str, op: str) -> str:
+    return f"{unit}__sass_thread_inst_executed_op_{prec}{op}_pred_on.sum"
+
+
+# -- units and numbers -------------------------------------------------------------------------
+
+_TIME_UNITS = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
+               "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+_SI = {"": 1.0, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+_COUNT_BASES = ("", "inst", "instruction", "instructions", "op", "ops", "operation", "operations", "flop", "count")
+_PLAIN = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_GROUPED = re.compile(r"[-+]?[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?")
+MISSING_TEXT = ("", "n/a", "na", "-", "--")
+
+
+def unit_scale(unit: str, kind: str) -> float | None:
+    """The factor that turns a value in ``unit`` into seconds ("time"), bytes ("bytes") or a plain
+    count ("count"); None when ``unit`` is not one of that kind."""
+    u = unit.strip()
+    if kind == "time":
+        return _TIME_UNITS.get(u)
+    if kind == "bytes":
+        if u in ("byte", "bytes", "B"):
+            return 1.0
+        for prefix, scale in _BIN.items():
+            if u == f"{prefix}B":
+                return scale
+        for base in ("byte", "B"):
+            if u.endswith(base) and u[: -len(base)] in _SI:
+                return _SI[u[: -len(base)]]
+        return None
+    for base in _COUNT_BASES:
+        if base and u.endswith(base) and u[: -len(base)] in _SI:
+            return _SI[u[: -len(base)]]
+    return 1.0 if u in ("", "(count)") else None
+
+
+def parse_value(text: str) -> float | None:
+    """A finite number from a CSV cell ('1,234.5' has a thousands separator); None when the cell
+    says nothing ('', 'n/a'); ValueError when it is not a number."""
+    s = str(text).strip()
+    if s.lower() in MISSING_TEXT:
+        return None
+    if _GROUPED.fullmatch(s):
+        s = s.replace(",", "")
+    elif not _PLAIN.fullmatch(s):
+        raise ValueError(s)
+    v = float(s)
+    if not math.isfinite(v) or abs(v) > 1e300:
+        raise ValueError(s)
+    return v
+
+
+# -- the measured kernels ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NcuKernel:
+    """One kernel launch from ncu: ``duration_s`` (gpu__time_duration.sum), ``dram_bytes`` and
+    ``flops`` as (precision, FLOPs) pairs, or None when the export has no FLOP metric for it."""
+
+    id: str
+    name: str
+    duration_s: float
+    dram_bytes: float
+    flops: tuple[tuple[str, float], ...] | None
+
+    @property
+    def total_flops(self) -> float | None:
+        return None if self.flops is None else sum(f for _, f in self.flops)
+
+    @property
+    def bytes_only(self) -> bool:
+        return self.flops is None
+
+
+@dataclass(frozen=True)
+class NsysKernel:
+    """One row of an nsys kernel summary: every launch of one kernel name. Times in seconds;
+    ``None`` where the export has no such column."""
+
+    name: str
+    instances: int
+    total_s: float
+    avg_s: float | None = None
+    med_s: float | None = None
+    min_s: float | None = None
+    max_s: float | None = None
+    stddev_s: float | None = None
+    time_pct: float | None = None
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "instances": self.instances, "total_s": self.total_s, "avg_s": self.avg_s,
+                "med_s": self.med_s, "min_s": self.min_s, "max_s": self.max_s, "stddev_s": self.stddev_s,
+                "time_pct": self.time_pct}
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def _where(path) -> str:
+    return repr(str(path))
+
+
+def _lines(text: str) -> list[tuple[int, str]]:
+    """(line number, line) of the text, without ncu's own '==PROF==' / '==WARNING==' lines."""
+    out = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("=="):
+            continue
+        out.append((i, line))
+    return out
+
+
+def _cells(path, lineno: int, line: str) -> list[str]:
+    try:
+        rows = list(csv.reader([line]))
+    except csv.Error as exc:
+        raise RooflineError(f"{_where(path)} line {lineno}: not CSV ({exc})", field=FIELD) from None
+    return [c.strip() for c in rows[0]] if rows else []
+
+
+def _kind(cells: list[str]) -> str | None:
+    names = set(cells)
+    if {"ID", "Kernel Name", "Metric Name", "Metric Value"} <= names:
+        return "details"
+    if {"ID", "Kernel Name"} <= names and any("__" in c for c in cells):
+        return "raw"
+    if "Name" in names and "Instances" in names and any(_TOTAL.fullmatch(c) for c in cells):
+        return "nsys"
+    return None
+
+
+EXPECTED = ('an ncu CSV export (ncu --csv --page raw: a header with "ID","Kernel Name" and metric columns, '
+            'then a units row; or --page details: "ID","Kernel Name",...,"Metric Name","Metric Unit","Metric Value") '
+            'or an nsys kernel summary (nsys stats --report cuda_gpu_kern_sum --format csv: "Time (%)",'
+            '"Total Time (ns)","Instances",...,"Name")')
+
+
+def _header(path, text: str):
+    """(kind, header cells, header line number, data lines) of an export, or a RooflineError."""
+    lines = _lines(text)
+    for k, (lineno, line) in enumerate(lines):
+        if not line.strip():
+            continue
+        cells = _cells(path, lineno, line)
+        kind = _kind(cells)
+        if kind is not None:
+            return kind, cells, lineno, lines[k + 1:]
+    what = "is empty" if not text.strip() else "has no header of"
+    raise RooflineError(f"{_where(path)} {what} {EXPECTED}", field=FIELD)
+
+
+def _read(path, what: str) -> str:
+    from roofline.files import read_text
+
+    return read_text(path, what, FIELD)
+
+
+def read_nsight(path):
+    """('ncu', layout, kernels) or ('nsys', 'cuda_gpu_kern_sum', kernels) for the export at ``path``."""
+    text = _read(path, "Nsight CSV export")
+    kind, header, lineno, rest = _header(path, text)
+    if kind == "nsys":
+        return "nsys", "cuda_gpu_kern_sum", _nsys_rows(path, header, rest)
+    return "ncu", kind, (_details_rows if kind == "details" else _raw_rows)(path, header, rest)
+
+
+def load_ncu_csv(path) -> list[NcuKernel]:
+    """The kernel launches of an ``ncu --csv`` export (``--page raw`` or ``--page details``), in
+    file order; a RooflineError naming the file (and line) for anything malformed."""
+    text = _read(path, "ncu CSV")
+    kind, header, _, rest = _header(path, text)
+    if kind == "nsys":
+        raise RooflineError(f"{_where(path)} is an nsys kernel summary, not an ncu CSV export "
+                            "(load_nsys_kernel_summary reads it)", field=FIELD)
+    return (_details_rows if kind == "details" else _raw_rows)(path, header, rest)
+
+
+def load_nsys_kernel_summary(path) -> list[NsysKernel]:
+    """The rows of ``nsys stats --report cuda_gpu_kern_sum --format csv`` (or ``gpukernsum``), by
+    total time, longest first."""
+    text = _read(path, "nsys CSV")
+    kind, header, _, rest = _header(path, text)
+    if kind != "nsys":
+        raise RooflineError(f"{_where(path)} is an ncu CSV export, not an nsys kernel summary "
+                            "(load_ncu_csv reads it)", field=FIELD)
+    return _nsys_rows(path, header, rest)
+
+
+def _data_rows(path, header: list[str], rest):
+    """(line number, cells) of each non-blank row after the header, each as wide as the header."""
+    for lineno, line in rest:
+        if not line.strip():
+            continue
+        cells = _cells(path, lineno, line)
+        if len(cells) != len(header):
+            raise RooflineError(f"{_where(path)} line {lineno}: {len(cells)} columns where the header has "
+                                f"{len(header)} (a line of program output mixed in? write ncu's CSV with --log-file)",
+                                field=FIELD)
+        yield lineno, cells
+
+
+def _details_rows(path, header, rest) -> list[NcuKernel]:
+    col = {name: header.index(name) for name in ("ID", "Kernel Name", "Metric Name", "Metric Unit", "Metric Value")}
+    kernels: dict[str, dict] = {}
+    for lineno, cells in _data_rows(path, header, rest):
+        kid = cells[col["ID"]]
+        k = kernels.setdefault(kid, {"name": cells[col["Kernel Name"]], "metrics": {}, "line": lineno})
+        metric = cells[col["Metric Name"]]
+        k["metrics"].setdefault(metric, (cells[col["Metric Unit"]], cells[col["Metric Value"]], lineno))
+    if not kernels:
+        raise RooflineError(f"{_where(path)} has an ncu details header but no metric rows", field=FIELD)
+    return [_kernel(path, kid, k["name"], k["metrics"]) for kid, k in kernels.items()]
+
+
+def _raw_rows(path, header, rest) -> list[NcuKernel]:
+    rows = list(_data_rows(path, header, rest))
+    id_col, name_col = header.index("ID"), header.index("Kernel Name")
+    if not rows:
+        raise RooflineError(f"{_where(path)} has an ncu raw header but no units row and no kernels", field=FIELD)
+    unit_line, units = rows[0]
+    if units[id_col] != "" or units[name_col] != "":
+        raise RooflineError(f"{_where(path)} line {unit_line}: expected the units row right after the header "
+                            "(ncu --page raw --csv writes one: empty ID and Kernel Name, each metric's unit); "
+                            f"found ID {units[id_col][:20]!r}", field=FIELD)
+    if len(rows) == 1:
+        raise RooflineError(f"{_where(path)} has an ncu raw header and units row but no kernels", field=FIELD)
+    out = []
+    for lineno, cells in rows[1:]:
+        # an empty cell is a metric this launch does not have (another launch in the file does)
+        metrics = {h: (units[i], cells[i], lineno) for i, h in enumerate(header)
+                   if "__" in h and cells[i].strip().lower() not in MISSING_TEXT}
+        out.append(_kernel(path, cells[id_col], cells[name_col], metrics))
+    return out
+
+
+def _value(path, kid, name, metrics, metric, kind, required=True) -> float | None:
+    """``metric`` of a kernel in SI units (seconds, bytes, counts); None when absent and not
+    ``required``; a RooflineError naming file, line, kernel and metric otherwise."""
+    who = f"kernel {kid} {name[:60]!r}"
+    if metric not in metrics:
+        if required:
+            raise RooflineError(f"{_where(path)}: {who} has no {metric} (collect it: ncu --metrics {SUGGESTED_METRICS} "
+                                "--csv --page raw)", field=FIELD)
+        return None
+    unit, text, lineno = metrics[metric]
+    at = f"{_where(path)} line {lineno}: {who}"
+    scale = unit_scale(unit, kind)
+    if scale is None:
+        raise RooflineError(f"{at}: {metric} has unit {unit[:20]!r}, not a {kind} unit this reader knows", field=FIELD)
+    try:
+        v = parse_value(text)
+    except ValueError:
+        raise RooflineError(f"{at}: {metric} = {text[:30]!r} is not a number", field=FIELD) from None
+    if v is None:
+        if required:
+            raise RooflineError(f"{at}: {metric} has no value ({text!r})", field=FIELD)
+        return None
+    v *= scale
+    limit = {"time": 1e5, "bytes": MAX_BYTES}.get(kind, MAX_FLOPS)
+    if v < 0 or v > limit:
+        raise RooflineError(f"{at}: {metric} = {text[:30]!r} {unit[:20]} is out of range (0 to {limit:g})", field=FIELD)
+    return v
+
+
+def _kernel(path, kid: str, name: str, metrics: dict) -> NcuKernel:
+    """One NcuKernel from its metrics (name -> (unit, text, line)), as the module docstring says."""
+    if TIME_METRIC in metrics or TIME_LABEL not in metrics:
+        duration = _value(path, kid, name, metrics, TIME_METRIC, "time")
+    else:
+        duration = _value(path, kid, name, metrics, TIME_LABEL, "time")
+    if duration <= 0:
+        raise RooflineError(f"{_where(path)}: kernel {kid} {name[:60]!r} has a zero duration", field=FIELD)
+    if BYTES_METRIC in metrics:
+        dram = _value(path, kid, name, metrics, BYTES_METRIC, "bytes")
+    elif BYTES_READ in metrics or BYTES_WRITE in metrics:
+        dram = (_value(path, kid, name, metrics, BYTES_READ, "bytes")
+                + _value(path, kid, name, metrics, BYTES_WRITE, "bytes"))
+    else:
+        _value(path, kid, name, metrics, BYTES_METRIC, "bytes")  # raises: names what to collect
+    flops: dict[str, float] = {}
+    for prec, dtype in SASS_PRECISIONS:
+        unit = next((u for u in ("sm", "smsp") if any(sass_metric(u, prec, op) in metrics for op in SASS_OPS)), None)
+        if unit is None:
+            continue
+        counts = {}
+        for op in SASS_OPS:
+            m = sass_metric(unit, prec, op)
+            if m not in metrics:
+                have = ", ".join(sass_metric(unit, prec, o) for o in SASS_OPS if sass_metric(unit, prec, o) in metrics)
+                raise RooflineError(f"{_where(path)}: kernel {kid} {name[:60]!r} has {have} but not {m}: collect all "
+                                    f"three of {dtype}'s fma, add and mul counters", field=FIELD)
+            counts[op] = _value(path, kid, name, metrics, m, "count")
+        flops[dtype] = flops.get(dtype, 0.0) + 2 * counts["fma"] + counts["add"] + counts["mul"]
+    for metric in metrics:
+        hit = TENSOR_METRIC.match(metric)
+        if hit and "sparsity" not in metric and hit.group(1) in TENSOR_DTYPES:
+            dtype = TENSOR_DTYPES[hit.group(1)]
+            flops[dtype] = flops.get(dtype, 0.0) + _value(path, kid, name, metrics, metric, "count")
+    if any(f > MAX_FLOPS for f in flops.values()):
+        raise RooflineError(f"{_where(path)}: kernel {kid} {name[:60]!r} has more than {MAX_FLOPS:g} FLOPs", field=FIELD)
+    ordered = tuple((d, flops[d]) for d in PRECISIONS if d in flops)
+    return NcuKernel(kid, name, duration, dram, ordered or None)
+
+
+_TOTAL = re.compile(r"Total Time(?: \((ns|us|ms|s)\))?")
+_NSYS_COLUMNS = {  # field -> header spellings (nsys 2022+ first, then older releases)
+    "avg_s": ("Avg", "Average"), "med_s": ("Med", "Median"), "min_s": ("Min", "Minimum"), "max_s": ("Max", "Maximum"),
+    "stddev_s": ("StdDev",),
+}
+_NSYS_UNIT = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def _nsys_rows(path, header, rest) -> list[NsysKernel]:
+    cols = {}
+    for i, h in enumerate(header):
+        m = re.fullmatch(r"(.+?)(?: \((ns|us|ms|s|%)\))?", h)
+        base, unit = (m.group(1), m.group(2)) if m else (h, None)
+        cols[base.replace(" ", "")] = (i, unit)
+    name_col, inst_col = header.index("Name"), header.index("Instances")
+    total_col, total_unit = cols["TotalTime"]
+    pct_col = cols.get("Time(%)", cols.get("Time", (None, None)))[0]
+    out = []
+    for lineno, cells in _data_rows(path, header, rest):
+        at = f"{_where(path)} line {lineno}"
+
+        def num(i, what, scale=1.0, required=True):
+            try:
+                v = parse_value(cells[i])
+            except ValueError:
+                raise RooflineError(f"{at}: {what} = {cells[i][:30]!r} is not a number", field=FIELD) from None
+            if v is None:
+                if required:
+                    raise RooflineError(f"{at}: {what} has no value", field=FIELD)
+                return None
+            if v < 0 or v * scale > 1e7:
+                raise RooflineError(f"{at}: {what} = {cells[i][:30]!r} is out of range", field=FIELD)
+            return v * scale
+
+        inst = num(inst_col, "Instances")
+        if inst < 1 or inst != int(inst) or inst > 1e12:
+            raise RooflineError(f"{at}: Instances = {cells[inst_col][:30]!r} is not a whole number of launches", field=FIELD)
+        times = {}
+        for field, spellings in _NSYS_COLUMNS.items():
+            hit = next((cols[s] for s in spellings if s in cols), None)
+            times[field] = None if hit is None else num(hit[0], header[hit[0]], _NSYS_UNIT[hit[1] or "ns"], False)
+        pct = None if pct_col is None else num(pct_col, header[pct_col], 1.0, False)
+        out.append(NsysKernel(cells[name_col], int(inst), num(total_col, header[total_col], _NSYS_UNIT[total_unit or "ns"]),
+                              time_pct=pct, **times))
+    if not out:
+        raise RooflineError(f"{_where(path)} has an nsys kernel summary header but no kernels", field=FIELD)
+    out.sort(key=lambda k: -k.total_s)
+    return out
+
+
+# -- against the roofline ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MeasuredKernel:
+    """One ncu kernel launch against its bound: ``flops`` (None: bytes only) and ``bytes`` per
+    launch, ``roofline_s`` and ``measured_s`` in seconds, ``speed_of_light`` = roofline_s /
+    measured_s (the fraction of the roof achieved). Field names follow roofline.trace.profile's
+    ProfiledOp, so the profile's plot draws these rows too."""
+
+    id: str
+    name: str
+    dtype: str  # the peak that bounds it (its slowest precision), or the --dtype given
+    flops: float | None
+    bytes: float
+    bound: str  # "memory", "compute" or "bytes only"
+    roofline_s: float
+    measured_s: float
+    flops_by_dtype: tuple[tuple[str, float], ...] = ()
+    problem: str | None = None
+    gpu: bool = True
+    calls: int = 1
+    shapes: str = ""
+
+    @property
+    def intensity(self) -> float | None:
+        return self.flops / self.bytes if self.flops is not None and self.bytes > 0 else None
+
+    @property
+    def speed_of_light(self) -> float:
+        return self.roofline_s / self.measured_s
+
+    @property
+    def lost_s(self) -> float:
+        return self.measured_s - self.roofline_s
+
+    @property
+    def achieved_flops_per_s(self) -> float | None:
+        return None if self.flops is None else self.flops / self.measured_s
+
+    @property
+    def achieved_bytes_per_s(self) -> float:
+        return self.bytes / self.measured_s
+
+    @property
+    def advice(self) -> str:
+        from roofline.diagnose import advice
+
+        if self.bound == "bytes only":
+            return "collect FLOP metrics to know the compute side"
+        return advice(self.bound, "other", self.speed_of_light, self.gpu)
+
+    def to_dict(self) -> dict:
+        by = dict(self.flops_by_dtype)
+        return {"id": self.id, "name": self.name, "dtype": self.dtype, "flops": self.flops, "bytes": self.bytes,
+                "intensity": self.intensity, "bound": self.bound, "roofline_s": self.roofline_s,
+                "measured_s": self.measured_s, "speed_of_light": self.speed_of_light, "lost_s": self.lost_s,
+                "achieved_flops_per_s": self.achieved_flops_per_s, "achieved_bytes_per_s": self.achieved_bytes_per_s,
+                "advice": self.advice, "problem": self.problem, **{f"flops_{d}": by.get(d) for d in PRECISIONS}}
+
+
+CSV_FIELDS = ("id", "name", "dtype", "flops", "bytes", "intensity", "bound", "roofline_s", "measured_s", "speed_of_light",
+              "lost_s", "achieved_flops_per_s", "achieved_bytes_per_s", "advice", "problem",
+              *(f"flops_{d}" for d in PRECISIONS))
+
+
+def measured_kernel(k: NcuKernel, machine, dtype: str | None = None, path="") -> MeasuredKernel:
+    """``k`` against its bound on ``machine`` (the module docstring's formula)."""
+    from roofline.diagnose import measurement_problem
+
+    memory_s = k.dram_bytes / machine.bandwidth
+    compute_s, peak = 0.0, dtype or machine.default_dtype
+    if k.flops is not None:
+        if dtype is not None:
+            compute_s = k.total_flops / machine.peak(dtype)
+        else:
+            for d, f in k.flops:
+                try:
+                    t = f / machine.peak(d)
+                except RooflineError as exc:
+                    raise RooflineError(f"{_where(path)}: kernel {k.id} {k.name[:60]!r} has {d} FLOPs: {exc} "
+                                        "(--dtype puts every FLOP at one peak)", field="dtype") from None
+                if t >= compute_s:
+                    compute_s, peak = t, d
+    roofline_s = max(compute_s, memory_s)
+    bound = "bytes only" if k.flops is None else ("memory" if memory_s >= compute_s else "compute")
+    return MeasuredKernel(k.id, k.name, peak, k.total_flops, k.dram_bytes, bound, roofline_s, k.duration_s,
+                          k.flops or (), measurement_problem(roofline_s, k.duration_s, k.dram_bytes, machine),
+                          machine.sm_count is not None)
+
+
+@dataclass(frozen=True)
+class NcuReport:
+    """Every kernel launch of an ncu export against its bound on ``machine``, ranked by time lost."""
+
+    path: str
+    layout: str  # "raw" or "details"
+    machine: str
+    dtype: str | None
+    kernels: tuple[MeasuredKernel, ...]
+
+    @property
+    def measured_s(self) -> float:
+        return sum(k.measured_s for k in self.kernels)
+
+    @property
+    def roofline_s(self) -> float:
+        return sum(k.roofline_s for k in self.kernels)
+
+    @property
+    def bytes_only(self) -> tuple[MeasuredKernel, ...]:
+        return tuple(k for k in self.kernels if k.flops is None)
+
+    @property
+    def problems(self) -> tuple[MeasuredKernel, ...]:
+        return tuple(k for k in self.kernels if k.problem)
+
+    def to_dict(self) -> dict:
+        return {"file": self.path, "source": f"ncu --page {self.layout}", "machine": self.machine, "dtype": self.dtype,
+                "measured_s": self.measured_s, "roofline_s": self.roofline_s, "bytes_only": len(self.bytes_only),
+                "kernels": [k.to_dict() for k in self.kernels]}
+
+    def to_json(self) -> str:
+        return dump_json(self.to_dict())
+
+    def to_csv(self) -> str:
+        from roofline.tables import rows_to_csv
+
+        return rows_to_csv([k.to_dict() for k in self.kernels], CSV_FIELDS)
+
+    def to_table(self, limit: int | None = 20) -> str:
+        from roofline.tables import _us, grid
+        from roofline.units import format_intensity, format_si
+
+        shown = self.kernels if limit is None else self.kernels[:limit]
+        rows = []
+        for k in shown:
+            sol = k.speed_of_light
+            rows.append([k.id, k.name[:40] + ("..." if len(k.name) > 40 else ""), k.dtype,
+                         "-" if k.flops is None else format_si(k.flops, ""), format_si(k.bytes, "B"),
+                         "-" if k.intensity is None else format_intensity(k.intensity), k.bound, _us(k.roofline_s),
+                         _us(k.measured_s), f"{sol:.1%}" if sol < 10 else f"{sol:,.0f}x", _us(k.lost_s),
+                         "IMPOSSIBLE" if k.problem else k.advice])
+        lines = [f"{self.path} (ncu --page {self.layout}) on {self.machine}: measured = gpu__time_duration.sum per launch"
+                 + (f"; every FLOP at the {self.dtype} peak" if self.dtype else ""),
+                 grid(["id", "kernel", "peak", "FLOPs", "bytes", "FLOP/B", "bound", "roofline us", "measured us",
+                       "% of roof", "lost us", "what to do"], rows,
+                      [True, False, False, True, True, True, False, True, True, True, True, False])]
+        if limit is not None and len(self.kernels) > limit:
+            rest = self.kernels[limit:]
+            lines.append(f"... {len(rest)} more kernels, {_us(sum(k.lost_s for k in rest))} us lost (--limit 0 shows all)")
+        lines.append(f"\n{len(self.kernels)} kernels: measured {_us(self.measured_s)} us against a roofline of "
+                     f"{_us(self.roofline_s)} us ({self.roofline_s / self.measured_s:.1%} of speed of light)")
+        if self.bytes_only:
+            lines.append(f"bytes only (no FLOP metrics in the export, bound = DRAM bytes / bandwidth): {len(self.bytes_only)} "
+                         "kernels; collect sm__sass_thread_inst_executed_op_{f,d,h}{fma,add,mul}_pred_on.sum")
+        for k in self.problems:
+            lines.append(f"!! kernel {k.id} {k.name[:60]}: {k.problem}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class NsysReport:
+    """An nsys kernel summary: times and shares only (nsys counts no FLOPs or bytes)."""
+
+    path: str
+    kernels: tuple[NsysKernel, ...]
+
+    @property
+    def total_s(self) -> float:
+        return sum(k.total_s for k in self.kernels)
+
+    def share(self, k: NsysKernel) -> float:
+        return k.total_s / self.total_s if self.total_s > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        return {"file": self.path, "source": "nsys stats cuda_gpu_kern_sum", "total_s": self.total_s,
+                "note": "times only: nsys has no FLOPs or bytes, so no roofline bound (profile with ncu for that)",
+                "kernels": [{**k.to_dict(), "share": self.share(k)} for k in self.kernels]}
+
+    def to_json(self) -> str:
+        return dump_json(self.to_dict())
+
+    def to_csv(self) -> str:
+        from roofline.tables import rows_to_csv
+
+        return rows_to_csv([{**k.to_dict(), "share": self.share(k)} for k in self.kernels],
+                           ("name", "instances", "total_s", "avg_s", "med_s", "min_s", "max_s", "stddev_s", "time_pct", "share"))
+
+    def to_table(self, limit: int | None = 20) -> str:
+        from roofline.tables import _us, grid
+
+        def us(x):
+            return "-" if x is None else _us(x)
+
+        shown = self.kernels if limit is None else self.kernels[:limit]
+        rows = [[k.name[:48] + ("..." if len(k.name) > 48 else ""), f"{k.instances:,}", _us(k.total_s), us(k.avg_s),
+                 us(k.med_s), us(k.min_s), us(k.max_s), f"{self.share(k):.1%}"] for k in shown]
+        lines = [f"{self.path} (nsys cuda_gpu_kern_sum): {len(self.kernels)} kernels, {_us(self.total_s)} us of GPU time",
+                 grid(["kernel", "launches", "total us", "avg us", "med us", "min us", "max us", "share"], rows,
+                      [False] + [True] * 7)]
+        if limit is not None and len(self.kernels) > limit:
+            rest = self.kernels[limit:]
+            lines.append(f"... {len(rest)} more kernels, {_us(sum(k.total_s for k in rest))} us (--limit 0 shows all)")
+        lines.append("times only: nsys counts no FLOPs or bytes, so these kernels have no roofline bound; "
+                     "profile them with ncu --csv --page raw for that")
+        return "\n".join(lines)
+
+
+def nsight_report(path, machine, dtype: str | None = None):
+    """An NcuReport (ncu export, ranked by time lost) or an NsysReport (nsys summary, by time) of
+    the file at ``path`` on ``machine``."""
+    from roofline.machines import get_machine
+
+    machine = get_machine(machine)
+    tool, layout, kernels = read_nsight(path)
+    if tool == "nsys":
+        return NsysReport(str(path), tuple(kernels))
+    rows = sorted((measured_kernel(k, machine, dtype, path) for k in kernels), key=lambda r: -r.lost_s)
+    return NcuReport(str(path), layout, machine.key or machine.name, dtype, tuple(rows))
