@@ -392,3 +392,31 @@ def test_every_command_that_takes_a_machine_reads_a_profile(tmp_path, capsys):
         assert main([*argv, "--machine", path]) == 0, argv
     out = capsys.readouterr().out
     assert "calibrated model of the profile measured" in out and "fitted correction" in out
+
+
+def test_a_class_costs_at_least_its_tiny_probe_per_call():
+    """The class's floor: an elementwise op on a (1, 32) tensor took 5 us (2 us above the
+    calibration's tiny in-place add): every elementwise op pays 5 us per call, not the launch."""
+    tiny = Probe("mul", "elementwise", "fp32", 32.0, 384.0, 5e-6, 4e-6, 6e-6, "family: tiny (1, 32) fp32")
+    model = CalibratedModel(synthetic([tiny]))
+    k = Kernel("aten::mul", 32.0, 384.0, "elementwise", "fp32")
+    assert model.launch_of(k) == pytest.approx(5e-6)
+    assert model.predict_op(k, get_machine("h100-sxm")).launch_s == pytest.approx(5e-6)
+    assert model.launch_of(Kernel("aten::mm", 1.0, 1.0, "matmul", "fp32")) == pytest.approx(LAUNCH)  # no gemm tiny probe
+    assert model.launch_of(k, 7e-6) == pytest.approx(7e-6)  # a launch the user gives wins
+
+
+def test_a_forward_that_outgrows_the_cache_reads_its_weights_cold():
+    """synthetic(): last cache 1 MiB. A forward moving 600 KiB (over half of it) runs its matmuls at
+    the cold GEMM family's rate; one moving 100 KiB at the warm one."""
+    warm = _gemm_curve()
+    cold = dataclasses.replace(warm, kind="gemm_cold", seconds=tuple(4 * s for s in warm.seconds))
+    model = CalibratedModel(dataclasses.replace(synthetic(), gemm=(warm, cold)))
+    k = Kernel("mm", 2.0 * 4 * 1024 * 1024, 4.0 * (8 * 1024 + 1024 * 1024), "matmul", "fp32", shape=(1, 4, 1024, 1024))
+    assert not model.for_forward(100 * KIB).weights_cold and model.for_forward(600 * KIB).weights_cold
+    warm_rate = model.for_forward(100 * KIB).gemm_rate(k)[0]
+    cold_rate = model.for_forward(600 * KIB).gemm_rate(k)[0]
+    # cold times are 4 x (body + launch); the rate is FLOPs over the time less one launch:
+    # f / (4 f / 8e9 + 3 launch), with f = 2 x 4 x 1024 x 1024
+    f = 2.0 * 4 * 1024 * 1024
+    assert warm_rate == pytest.approx(8e9) and cold_rate == pytest.approx(f / (4 * f / 8e9 + 3 * LAUNCH))

@@ -36,6 +36,7 @@ from roofline.machine_profile import (Calibration, gemm_points, load_profile, ma
 SIZED_CATEGORIES = ("matmul", "attention", "decode")
 DEFAULT_COMPUTE_FRACTION = 0.70  # seed 003's e_c, for a dtype the calibration did not measure
 MIN_PROBE_LAUNCHES = 1.5  # a probe shorter than this many launch overheads is not fitted
+FORWARD_CACHE_SHARE = 0.5  # a forward moving more than this share of the last cache reads its weights cold
 OUTSIDE_WIDENING = 1.5  # an op outside its class probes' sizes: the interval is this much wider each way
 
 
@@ -54,7 +55,8 @@ def hierarchical_lower_bound(kernel: Kernel, machine: Machine) -> tuple[float, s
     return float(t), level
 
 
-FAMILY = "family:"  # the shape text of a class probe (measure.families), as the profile stores it
+FAMILY = "family: "  # the shape text of a class probe (measure.families), as the profile stores it
+TINY = "tiny "  # ... and of a tiny one, after FAMILY (measure.families.TINY)
 
 
 def op_class(kernel: Kernel) -> str:
@@ -132,7 +134,9 @@ class CalibratedModel:
 
     calibration: Calibration
     cold: bool = False
+    weights_cold: bool = False  # matmuls read their weight from main memory (a forward whose weights outgrow the cache)
     residuals: dict = field(init=False, repr=False, compare=False)
+    class_launch: dict = field(init=False, repr=False, compare=False)
     category_bands: dict = field(init=False, repr=False, compare=False)
     class_bands: dict = field(init=False, repr=False, compare=False)
 
@@ -141,10 +145,22 @@ class CalibratedModel:
     cuda_graph: bool = field(default=False, init=False)
 
     def __post_init__(self):
+        object.__setattr__(self, "class_launch", _class_launch(self.calibration))
         residuals, bands, class_bands = _fit_residuals(self)
         object.__setattr__(self, "residuals", residuals)
         object.__setattr__(self, "category_bands", bands)
         object.__setattr__(self, "class_bands", class_bands)
+
+    def for_forward(self, bytes_per_forward: float) -> "CalibratedModel":
+        """This model for a whole forward pass that moves ``bytes_per_forward`` (all its ops' bytes):
+        its matmuls read their weights cold when that is more than half the last cache. A step reads
+        each weight once, and what else it touches (activations, KV cache, the allocator's churn)
+        evicts them well before the cache is full: on the 2-core EPYC of docs/accuracy-models.md a
+        27 MB forward with a 32 MiB L3 ran its decode GEMMs at the cold family's rate, 4-6x under
+        the warm one."""
+        caches = self.calibration.caches
+        cold = bool(caches) and bytes_per_forward > FORWARD_CACHE_SHARE * caches[-1][1]
+        return dataclasses.replace(self, weights_cold=cold) if cold != self.weights_cold else self
 
     @classmethod
     def from_profile(cls, path, cold: bool = False) -> "CalibratedModel":
@@ -194,7 +210,11 @@ class CalibratedModel:
         (``extrapolated`` then); None when the family was not measured at this dtype, the shape is
         unknown, or M is past the family's largest (the square sweep's rate by size holds there).
         A batch of b matrices runs at one matrix's rate."""
-        pts = gemm_points(self.calibration, kernel.dtype) if kernel.shape else None
+        pts = None
+        if kernel.shape and (self.cold or self.weights_cold):
+            pts = gemm_points(self.calibration, kernel.dtype, cold=True)
+        if pts is None and kernel.shape:
+            pts = gemm_points(self.calibration, kernel.dtype)
         if pts is None or not all(_scalar(x) for x in kernel.shape):
             return None
         _, M, N, K = (float(x) for x in kernel.shape)
@@ -212,7 +232,8 @@ class CalibratedModel:
         if machine is not None:
             best = matmul_rates(self.calibration, kernel.dtype)
             rate = rate * machine.peak(kernel.dtype) / (best[1].max() if best is not None else rates.max())
-        basis = (f"gemm {kernel.dtype} M {mu.min():g}-{mu.max():g} x N K {np.sqrt(nku.min()):g}^2-{np.sqrt(nku.max()):g}^2"
+        basis = (f"gemm {kernel.dtype}{' cold' if self.cold or self.weights_cold else ''} M {mu.min():g}-{mu.max():g} x N K "
+                 f"{np.sqrt(nku.min()):g}^2-{np.sqrt(nku.max()):g}^2"
                  + (" (outside: clamped)" if outside else ""))
         return float(rate), outside, basis
 
@@ -264,11 +285,20 @@ class CalibratedModel:
     compute_efficiency = None  # measured rates by size instead (the tables say so)
     memory_efficiency = None
 
+    def launch_of(self, kernel: Kernel, launch_s: float | None = None) -> float:
+        """The op's fixed cost per call: its class's measured eager call on a tiny tensor (the class
+        probes' floor) where measured, else the calibration's launch; ``launch_s`` other than the
+        calibration's own (a user's --launch-overhead) wins."""
+        if launch_s is not None and launch_s != self.launch_overhead_s:
+            return launch_s
+        return self.class_launch.get((kernel.dtype, op_class(kernel)), self.launch_overhead_s)
+
     def op_seconds(self, kernel: Kernel, machine: Machine, launch_s: float):
         """(compute_s, memory_s, time_s) of one run: the measured rates, the op's residual and
-        ``launch_s`` (CostModel.op_seconds' interface, what the planner sums)."""
+        its launch (launch_of; CostModel.op_seconds' interface, what the planner sums)."""
         compute_s, memory_s, body, _, _ = self.base_body_s(kernel, machine)
-        return compute_s, memory_s, launch_s + self.residual(kernel).ratio * body
+        r = self.residual(kernel).ratio
+        return r * compute_s, r * memory_s, self.launch_of(kernel, launch_s) + r * body
 
     def describe(self) -> str:
         return (f"calibrated model of the profile measured {self.calibration.date}: achieved rates by op size and "
@@ -280,7 +310,7 @@ class CalibratedModel:
         from and whether it lies outside them."""
         compute_s, memory_s, body, fps, bps = self.base_body_s(kernel, machine)
         res = self.residual(kernel)
-        launch = self.launch_overhead_s if launch_s is None else launch_s
+        launch = self.launch_of(kernel, launch_s)
         time_s = launch + res.ratio * body
         gemm = self.gemm_rate(kernel, machine) if kernel.category == "matmul" else None
         basis = [gemm[2] if gemm else ("matmul by size" if kernel.category in SIZED_CATEGORIES else "bandwidth by working set")]
@@ -322,16 +352,22 @@ def _fit_residuals(model: CalibratedModel) -> tuple[dict, dict, dict]:
     by_class: dict[tuple, dict[float, list[float]]] = {}
     cats: dict[tuple, str] = {}
     for p in cal.probes:
+        if p.shape.startswith(FAMILY + TINY) or p.bytes <= 0:
+            continue  # the class's floor (class_launch), not a point of its curve
         k = Kernel(p.name, p.flops, p.bytes, p.category, p.dtype)
         rates = matmul_rates(cal, p.dtype)
         if rates is None or p.measured_s < MIN_PROBE_LAUNCHES * cal.launch_s:
             continue
         _, _, base, _, _ = model.base_body_s(k, cold=False)
-        r = (p.measured_s - cal.launch_s) / float(base)
         x = float(np.log(max(p.bytes, 1.0)))
         if p.shape.startswith(FAMILY):
+            launch = model.class_launch.get((p.dtype, op_class(k)), cal.launch_s)
+            if p.measured_s <= launch * MIN_PROBE_LAUNCHES:
+                continue
+            r = (p.measured_s - launch) / float(base)
             by_class.setdefault((p.dtype, op_class(k)), {}).setdefault(round(x, 6), []).append(float(np.log(r)))
             continue
+        r = (p.measured_s - cal.launch_s) / float(base)
         groups.setdefault((p.dtype, p.name), []).append((x, float(np.log(r))))
         by_cat.setdefault((p.dtype, p.category), []).append(r)
         cats[(p.dtype, p.name)] = p.category
@@ -364,6 +400,17 @@ def _fit_residuals(model: CalibratedModel) -> tuple[dict, dict, dict]:
             lo, hi = class_bands.get(cls, (1.0, 1.0))
             class_bands[cls] = (min(lo, 1.0, min(qs)), max(hi, 1.0, max(qs)))
     return residuals, bands, class_bands
+
+
+def _class_launch(cal: Calibration) -> dict:
+    """(dtype, class) -> the median time of the class's ops on a (1, 32) tensor (the tiny class
+    probes): one eager call of that class, whatever its size. Never below the calibration's launch."""
+    times: dict[tuple, list[float]] = {}
+    for p in cal.probes:
+        if p.shape.startswith(FAMILY + TINY):
+            k = Kernel(p.name, p.flops, max(p.bytes, 1.0), p.category, p.dtype)
+            times.setdefault((p.dtype, op_class(k)), []).append(p.measured_s)
+    return {key: max(float(np.median(ts)), cal.launch_s) for key, ts in times.items()}
 
 
 def _leave_one_out(x: np.ndarray, y: np.ndarray) -> list[float]:

@@ -93,7 +93,7 @@ class Calibration:
     matmul: tuple[Curve, ...]
     bandwidth: tuple[Curve, ...]
     probes: tuple[Probe, ...] = ()
-    gemm: tuple[Curve, ...] = ()  # skinny-M GEMMs per dtype (older profiles have none)
+    gemm: tuple[Curve, ...] = ()  # skinny-M GEMMs per dtype, warm ("gemm") and cold ("gemm_cold"); older profiles have none
     vendor: str = ""
     memory_bytes: float | None = None
     sm_count: int | None = None
@@ -127,10 +127,12 @@ def matmul_rates(cal: Calibration, dtype: str) -> tuple[np.ndarray, np.ndarray] 
     return None
 
 
-def gemm_points(cal: Calibration, dtype: str):
-    """(M, N x K, achieved FLOP/s) of the dtype's skinny-M GEMM family, or None if unmeasured."""
+def gemm_points(cal: Calibration, dtype: str, cold: bool = False):
+    """(M, N x K, achieved FLOP/s) of the dtype's skinny-M GEMM family, timed warm or with the
+    caches flushed (``cold``), or None if unmeasured."""
+    kind = "gemm_cold" if cold else "gemm"
     for c in cal.gemm:
-        if c.dtype == dtype and c.flops:
+        if c.dtype == dtype and c.flops and c.kind == kind:
             m, nk = np.asarray(c.size, dtype=float), np.asarray(c.n, dtype=float) * np.asarray(c.k, dtype=float)
             return m, nk, np.asarray(c.flops, dtype=float) / body_s(c.seconds, cal.launch_s)
     return None
@@ -301,8 +303,10 @@ def render_profile(cal: Calibration) -> str:
     lines += [f"{_key(k)} = {_val(v)}" for k, v in meta.items()]
     for group, curves in (("matmul", cal.matmul), ("bandwidth", cal.bandwidth), ("gemm", cal.gemm)):
         for c in curves:
-            name = c.kind if group == "bandwidth" else c.dtype
+            name = c.kind if group == "bandwidth" else c.dtype if c.kind != "gemm_cold" else f"{c.dtype}-cold"
             lines += ["", f"[calibration.{_key(cal.key)}.{group}.{_key(name)}]", f"dtype = {_val(c.dtype)}"]
+            if group == "gemm":
+                lines.append(f"kind = {_val(c.kind)}")
             for f in ("size", "flops", "bytes", "seconds", "low_s", "high_s") + (("n", "k") if group == "gemm" else ()):
                 lines.append(f"{f} = {_val([float(x) for x in getattr(c, f)])}")
     for p in cal.probes:
@@ -354,7 +358,7 @@ def parse_profile(text: str, origin: str) -> tuple[Machine, Calibration]:
 
 
 def _curve(kind: str, spec: dict) -> Curve:
-    fields = ("size", "flops", "bytes", "seconds", "low_s", "high_s") + (("n", "k") if kind == "gemm" else ())
+    fields = ("size", "flops", "bytes", "seconds", "low_s", "high_s") + (("n", "k") if kind.startswith("gemm") else ())
     arrays = {f: tuple(float(x) for x in spec[f]) for f in fields}
     n = {len(a) for a in arrays.values()}
     if len(n) != 1:
@@ -390,7 +394,7 @@ def _calibration(key: str, cal: dict) -> Calibration:
         matmul=tuple(_curve("matmul", spec) for spec in cal.get("matmul", {}).values()),
         bandwidth=tuple(_curve(kind, spec) for kind, spec in cal.get("bandwidth", {}).items()),
         probes=probes,
-        gemm=tuple(_curve("gemm", spec) for spec in cal.get("gemm", {}).values()),
+        gemm=tuple(_curve(str(spec.get("kind", "gemm")), spec) for spec in cal.get("gemm", {}).values()),
         memory_bytes=float(cal["memory_bytes"]) if "memory_bytes" in cal else None,
         sm_count=int(cal["sm_count"]) if "sm_count" in cal else None,
         extra={k: v for k, v in cal.items() if k not in known},

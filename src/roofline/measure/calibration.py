@@ -190,7 +190,7 @@ def _gemm(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Curve, ..
         td = torch_dtype(dtype)
         rows = []
         share = clock.left() / max(len(plan.matmul_dtypes) - j, 1)
-        per_point = max(share / max(len(ms) * len(nks), 1), 0.0)
+        per_point = max(share / 2 / max(len(ms) * len(nks), 1), 0.0)  # half warm, half cold
         for nk in nks:
             b = torch.randn(nk, nk, device=device).to(td)
             for m in ms:
@@ -204,7 +204,26 @@ def _gemm(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Curve, ..
             col = lambda i: tuple(float(r[i]) for r in rows)  # noqa: E731
             curves.append(Curve("gemm", dtype, col(0), col(3), col(4), tuple(r[5].median_s for r in rows),
                                 tuple(r[5].low_s for r in rows), tuple(r[5].high_s for r in rows), n=col(1), k=col(2)))
+            cold = _gemm_cold(device, sync, td, rows, share / 2, clock)
+            curves.append(Curve("gemm_cold", dtype, col(0), col(3), col(4), tuple(t.median_s for t in cold),
+                                tuple(t.low_s for t in cold), tuple(t.high_s for t in cold), n=col(1), k=col(2)))
     return tuple(curves)
+
+
+def _gemm_cold(device, sync, td, rows, budget_s: float, clock: _Clock):
+    """The same GEMMs with the caches flushed before every run (the operands come from main memory)."""
+    from roofline.measure.device import device_info, make_flush
+
+    flush = make_flush(device, device_info(device).caches)
+    fns, keep = [], []
+    for m, n, k, *_ in rows:
+        a, b, c = (torch.randn(m, k, device=device).to(td), torch.randn(k, n, device=device).to(td),
+                   torch.empty(m, n, device=device, dtype=td))
+        keep.append((a, b, c))
+        fns.append(lambda a=a, b=b, c=c: torch.matmul(a, b, out=c))
+    times = bench_round_robin(fns, sync=sync, flush=flush, budget_s=max(budget_s, 0.0), max_repeats=7)
+    clock.report(1.0, f"gemm cold: {len(rows)} points")
+    return times
 
 
 def _families(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Probe, ...]:

@@ -7,7 +7,11 @@ a block op) from measured points of the same class.
   sweep of square matmuls cannot see;
 - ``class_families``: one-kernel eager ops of each class (elementwise: add, mul, silu, gelu; norm:
   rms_norm, layer_norm; softmax; reduction: sum; gather: embedding, index_select; copy: a
-  transpose made contiguous, cat, clone) at working sets from tens of KiB to tens of MiB.
+  transpose made contiguous, cat, clone; fill: zeros) at working sets from tens of KiB to tens of
+  MiB, and each on a (1, 32) tensor: what one eager call of that class costs whatever its size
+  (argument checks, output allocation, dispatch), the floor of the class's ops;
+- the GEMM family is timed warm (the same B each run) and cold (caches flushed between runs):
+  a model's forward reads each weight once, from main memory when its weights outgrow the cache.
 
 Each class probe is costed by tracing it on the meta device with the same rules (roofline.trace)
 that cost a user's traced or profiled model, so the measured / modelled ratio fitted here is the
@@ -26,6 +30,8 @@ from roofline.measure.device import torch_dtype
 from roofline.units import DTYPE_BYTES
 
 WIDTH = 1024  # columns of the (rows, WIDTH) activations of the class probes
+TINY_WIDTH = 32  # each op also on a (1, 32) tensor: its eager dispatch cost, the class's floor
+TINY = "tiny "  # the shape text of those probes starts so (after "family: ")
 CPU_ROWS = (16, 64, 256, 1024, 4096)  # 64 KiB to 16 MiB per fp32 operand
 CUDA_ROWS = (64, 512, 4096, 32768)
 CPU_GEMM_M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -47,17 +53,19 @@ class FamilyOp:
     bytes: float
 
 
-def _ops(rows: int, device: str, dtype: str, gen: torch.Generator):
+def _ops(rows: int, device: str, dtype: str, gen: torch.Generator, width: int = WIDTH):
     td = torch_dtype(dtype)
 
     def rnd(*shape):
         return torch.randn(*shape, generator=gen, device=device, dtype=torch.float32).to(td)
 
+    WIDTH = width  # noqa: N806 - the closures below read it
     x, y = rnd(rows, WIDTH), rnd(rows, WIDTH)
     w, b = 1.0 + rnd(WIDTH), rnd(WIDTH)
     table = rnd(max(4 * rows, 1024), WIDTH)
     idx = torch.randint(0, table.shape[0], (rows,), generator=gen, device=device)
     return {
+        "zeros": ("fill", lambda: torch.zeros(rows, WIDTH, device=device, dtype=td)),
         "add": ("elementwise", lambda: torch.add(x, y)),
         "mul": ("elementwise", lambda: torch.mul(x, y)),
         "silu": ("elementwise", lambda: F.silu(x)),
@@ -100,11 +108,13 @@ def class_families(device: str, dtype: str, rows=None) -> list[FamilyOp]:
     rows = rows or (CUDA_ROWS if device == "cuda" else CPU_ROWS)
     gen = torch.Generator(device=device).manual_seed(0)
     out = []
-    for r in rows:
-        for name, (category, fn) in _ops(r, device, dtype, gen).items():
+    for r, width, tag in [(1, TINY_WIDTH, TINY), *((r, WIDTH, "") for r in rows)]:
+        for name, (category, fn) in _ops(r, device, dtype, gen, width).items():
             flops, nbytes, traced_cat = _traced_cost(fn)
+            if nbytes <= 0:  # nothing ran (a (1, n) transpose is already contiguous)
+                continue
             out.append(FamilyOp(name, traced_cat if traced_cat != "mixed" else category,
-                                f"({r}, {WIDTH}) {dtype}", fn, flops, nbytes))
+                                f"{tag}({r}, {width}) {dtype}", fn, flops, nbytes))
     return out
 
 
