@@ -269,3 +269,29 @@ def test_plot_profile_draws_each_dtype_at_its_own_roof(tmp_path, monkeypatch):
     # peak, under 170.7 x 3.35 TB/s = 572 TFLOP/s), the bf16 one (341.3 FLOP/B) at 341.3 x 3.35 = 1,144 -> 989
     tops = sorted(max(line.get_ydata()) for line in ax.get_lines() if line.get_color() == "0.75")
     assert tops == [pytest.approx(h100.peak("fp32") / 1e12), pytest.approx(h100.peak("bf16") / 1e12)]
+
+
+def test_profile_with_a_calibrated_profile_puts_its_prediction_next_to_each_op(recorded, capsys, tmp_path):
+    """--machine PROFILE: every costed op gets the calibrated prediction and interval (low <= time
+    <= high), its class, and the total adds one eager call per free op as its own line."""
+    from test_calibrated import synthetic
+
+    from roofline.calibrated import CalibratedModel
+    from roofline.machine_profile import write_profile
+    from roofline.trace.profile import profile_report
+
+    cal = synthetic()
+    path = str(write_profile(cal, tmp_path / "p.toml"))
+    trace_path, _ = recorded["tiny_llama"]
+    rep = profile_report(trace_path, path, CalibratedModel(cal))
+    costed = [op for op in rep.ops if op.bytes > 0]
+    assert costed and all(op.calibrated_low_s <= op.calibrated_s <= op.calibrated_high_s for op in costed)
+    assert all(op.op_class for op in costed)
+    assert {op.op_class for op in costed if op.category == "matmul"} <= {"gemm", "bmm"}
+    assert rep.framework_s == pytest.approx(rep.free_calls * cal.launch_s)
+    assert rep.calibrated_s == pytest.approx(sum(op.calibrated_s for op in costed) + rep.framework_s)
+    assert main(["profile", str(trace_path), "--machine", path]) == 0
+    out = capsys.readouterr().out
+    assert "calibrated us" in out and "one eager call per free op" in out
+    assert main(["profile", str(trace_path)]) == 0  # a preset: no calibrated column
+    assert "calibrated us" not in capsys.readouterr().out

@@ -151,7 +151,9 @@ def cmd_profile(args):
     machine = machine_from_args(args)
     if args.output:
         check_output(args.output, (".png", ".svg"))
-    report = profile_report(args.trace, machine)
+    from roofline.calibrated import calibrated_model_for
+
+    report = profile_report(args.trace, machine, calibrated_model_for(args.machine) if args.machine else None)
     if args.json:
         print(report.to_json())
     elif args.csv:

@@ -31,7 +31,7 @@ from roofline.errors import RooflineError
 from roofline.kernels import Kernel
 from roofline.machines import get_machine
 from roofline.trace.result import peak_dtype
-from roofline.trace.rules import get_rule
+from roofline.trace.rules import gemm_shape, get_rule
 
 US = 1e-6
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -306,6 +306,11 @@ class ProfiledOp:
     source: str  # "device" (kernel time) or "cpu" (the op's wall time)
     problem: str | None = None
     gpu: bool = True  # the machine has SMs and tensor cores (for the advice)
+    gemm: tuple = ()  # a matmul's (batch, M, N, K), what a calibrated GEMM rate is read at
+    calibrated_s: float | None = None  # with a calibrated profile: its prediction, summed over the calls
+    calibrated_low_s: float | None = None
+    calibrated_high_s: float | None = None
+    op_class: str = ""
 
     @property
     def intensity(self) -> float:
@@ -328,7 +333,9 @@ class ProfiledOp:
                 "calls": self.calls, "flops": self.flops, "bytes": self.bytes, "intensity": self.intensity,
                 "bound": self.bound, "roofline_s": self.roofline_s, "measured_s": self.measured_s,
                 "speed_of_light": self.speed_of_light, "lost_s": self.lost_s, "source": self.source,
-                "advice": self.advice, "problem": self.problem}
+                "advice": self.advice, "problem": self.problem, "op_class": self.op_class,
+                "calibrated_s": self.calibrated_s, "calibrated_low_s": self.calibrated_low_s,
+                "calibrated_high_s": self.calibrated_high_s}
 
 
 @dataclass(frozen=True)
@@ -350,6 +357,8 @@ class ProfileReport:
     unsupported: tuple[Unsupported, ...]
     free_calls: int
     free_s: float
+    calibrated: str = ""  # the calibrated profile's description when its predictions are in the ops
+    framework_s: float | None = None  # calibrated: one eager call per free op (views), its own line
 
     @property
     def measured_s(self) -> float:
@@ -360,13 +369,22 @@ class ProfileReport:
         return sum(op.roofline_s for op in self.ops)
 
     @property
+    def calibrated_s(self) -> float | None:
+        """The calibrated prediction of the costed ops plus the framework line (None without a profile)."""
+        if not self.calibrated:
+            return None
+        return sum(op.calibrated_s or 0.0 for op in self.ops) + (self.framework_s or 0.0)
+
+    @property
     def problems(self) -> tuple[ProfiledOp, ...]:
         return tuple(op for op in self.ops if op.problem)
 
     def to_dict(self) -> dict:
         return {"trace": self.path, "machine": self.machine, "measured_from": "device" if self.device else "cpu",
                 "measured_s": self.measured_s, "roofline_s": self.roofline_s, "free_calls": self.free_calls,
-                "free_s": self.free_s, "ops": [op.to_dict() for op in self.ops],
+                "free_s": self.free_s, "calibrated": self.calibrated or None,
+                "calibrated_s": self.calibrated_s, "framework_s": self.framework_s,
+                "ops": [op.to_dict() for op in self.ops],
                 "unsupported": [{"name": u.name, "calls": u.calls, "measured_s": u.measured_s, "reason": u.reason}
                                 for u in self.unsupported]}
 
@@ -394,8 +412,11 @@ def _shapes_text(args: dict) -> str:
     return ", ".join(parts)
 
 
-def profile_report(path, machine) -> ProfileReport:
-    """Read the Chrome trace at ``path`` and cost each op on ``machine`` (see module docstring)."""
+def profile_report(path, machine, calibrated=None) -> ProfileReport:
+    """Read the Chrome trace at ``path`` and cost each op on ``machine`` (see module docstring).
+    With ``calibrated`` (a CalibratedModel, e.g. of the profile given as the machine) every op also
+    gets the calibrated prediction and its interval, and the free ops a framework line: one eager
+    call (the calibrated launch) each."""
     from roofline.trace import require_torch
 
     machine = get_machine(machine)
@@ -432,7 +453,8 @@ def profile_report(path, machine) -> ProfileReport:
         measured, source = (device_s, "device") if device_s > 0 else (n.dur * US, "cpu")
         shapes = _shapes_text(n.args)
         r = rows.setdefault((n.name, shapes, dtype, cost.flops, cost.bytes), dict(category=rule.category, calls=0, flops=cost.flops, bytes=cost.bytes,
-                                                           roofline_s=0.0, measured_s=0.0, source=source))
+                                                           roofline_s=0.0, measured_s=0.0, source=source,
+                                                           gemm=gemm_shape(n.name, n.args.get("Input Dims") or [])))
         r["calls"] += 1
         r["measured_s"] += measured
         if cost.bytes > 0:
@@ -444,18 +466,30 @@ def profile_report(path, machine) -> ProfileReport:
         u = unsupported.setdefault((n.name, "no rule for this op"), [0, 0.0])
         u[0] += 1
         u[1] += n.dur * US
+    if calibrated is not None:  # a forward's weights are cold when what it moves outgrows the cache
+        calibrated = calibrated.for_forward(sum(r["bytes"] * r["calls"] for r in rows.values()))
     ops = []
     for (name, shapes, dtype, _, _), r in rows.items():
         ridge = machine.ridge(peak_dtype(dtype, machine))
         bound = "memory" if r["bytes"] and r["flops"] / r["bytes"] < ridge else "compute"
+        extra = {}
+        if calibrated is not None and r["bytes"] > 0:
+            from roofline.calibrated import op_class
+
+            k = Kernel(name, r["flops"], r["bytes"], r["category"], peak_dtype(dtype, machine), shape=r["gemm"])
+            p = calibrated.predict_op(k, machine)
+            extra = dict(calibrated_s=p.time_s * r["calls"], calibrated_low_s=p.low_s * r["calls"],
+                         calibrated_high_s=p.high_s * r["calls"], op_class=op_class(k))
         ops.append(ProfiledOp(name, shapes, dtype, r["category"], r["calls"], r["flops"], r["bytes"], bound,
                               r["roofline_s"], r["measured_s"], r["source"],
                               measurement_problem(r["roofline_s"], r["measured_s"], r["bytes"], machine),
-                              machine.sm_count is not None))
+                              machine.sm_count is not None, r["gemm"], **extra))
     ops.sort(key=lambda o: -o.lost_s)
     return ProfileReport(str(path), machine.key or machine.name, bool(dev), tuple(ops),
                          tuple(Unsupported(k[0], v[0], v[1], k[1]) for k, v in sorted(unsupported.items(), key=lambda kv: -kv[1][1])),
-                         len(free), sum(n.dur for n in free) * US)
+                         len(free), sum(n.dur for n in free) * US,
+                         calibrated.describe() if calibrated is not None else "",
+                         len(free) * calibrated.launch_overhead_s if calibrated is not None else None)
 
 
 def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
@@ -464,21 +498,36 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
 
     rows = []
     shown = rep.ops if limit is None else rep.ops[:limit]
+    cal = bool(rep.calibrated)
     for op in shown:
         sol = op.speed_of_light
-        rows.append([op.name, op.shapes[:34] + ("..." if len(op.shapes) > 34 else ""), op.calls,
-                     format_intensity(op.intensity), op.bound, _us(op.roofline_s), _us(op.measured_s),
-                     f"{sol:.1%}" if sol < 10 else f"{sol:,.0f}x", _us(op.lost_s), "IMPOSSIBLE" if op.problem else op.advice])
+        row = [op.name, op.shapes[:34] + ("..." if len(op.shapes) > 34 else ""), op.calls,
+               format_intensity(op.intensity), op.bound, _us(op.roofline_s), _us(op.measured_s)]
+        if cal:
+            row += ["" if op.calibrated_s is None else _us(op.calibrated_s),
+                    "" if op.calibrated_s is None or not op.measured_s else f"{op.calibrated_s / op.measured_s - 1:+.0%}"]
+        rows.append(row + [f"{sol:.1%}" if sol < 10 else f"{sol:,.0f}x", _us(op.lost_s),
+                           "IMPOSSIBLE" if op.problem else op.advice])
     src = "device kernels" if rep.device else "CPU wall time of each op (no device kernels in the trace)"
-    lines = [f"{rep.path} on {rep.machine}: measured = {src}",
-             grid(["op", "input shapes", "calls", "FLOP/B", "bound", "roofline us", "measured us", "% SoL", "lost us",
-                   "what to do"], rows, [False, False, True, True, False, True, True, True, True, False])]
+    head = ["op", "input shapes", "calls", "FLOP/B", "bound", "roofline us", "measured us"]
+    head += ["calibrated us", "error"] if cal else []
+    head += ["% SoL", "lost us", "what to do"]
+    right = [False, False, True, True, False, True, True] + ([True, True] if cal else []) + [True, True, False]
+    lines = [f"{rep.path} on {rep.machine}: measured = {src}"]
+    if cal:
+        lines.append(f"calibrated: {rep.calibrated}; error = calibrated / measured - 1")
+    lines.append(grid(head, rows, right))
     if limit is not None and len(rep.ops) > limit:
         rest = rep.ops[limit:]
         lines.append(f"... {len(rest)} more rows, {_us(sum(o.lost_s for o in rest))} us lost (--limit 0 shows all)")
     lines.append(f"\ncosted ops: measured {_us(rep.measured_s)} us against a roofline of {_us(rep.roofline_s)} us "
                  f"({rep.roofline_s / rep.measured_s:.1%} of speed of light)" if rep.measured_s else "\nno costed ops")
     lines.append(f"free ops (views, metadata): {rep.free_calls} calls, {_us(rep.free_s)} us")
+    if cal and rep.measured_s:
+        measured = rep.measured_s + rep.free_s
+        lines.append(f"calibrated: costed ops {_us(rep.calibrated_s - rep.framework_s)} us + framework "
+                     f"{_us(rep.framework_s)} us (one eager call per free op) = {_us(rep.calibrated_s)} us against "
+                     f"{_us(measured)} us measured ({rep.calibrated_s / measured - 1:+.1%})")
     for op in rep.problems:
         lines.append(f"!! {op.name} {op.shapes}: {op.problem}")
     if rep.unsupported:
