@@ -295,3 +295,171 @@ def test_profile_with_a_calibrated_profile_puts_its_prediction_next_to_each_op(r
     assert "calibrated us" in out and "one eager call per free op" in out
     assert main(["profile", str(trace_path)]) == 0  # a preset: no calibrated column
     assert "calibrated us" not in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# all device time accounted for: costed + unsupported + unattributed (by class) = the total
+# ---------------------------------------------------------------------------------------------
+
+
+def _mixed_gpu_trace(path):
+    """The hand-built device trace above plus every kind of device time no costed op launched.
+
+    Device events (us): gemm 10 (aten::mm, costed) | frob_kernel 3 (mylib::frobnicate, unsupported)
+    | NCCL all-reduce 20 | Triton 6 | memcpy 4 | memset 1 | a kernel aten::linear launched itself
+    (a composite: other kernel) 2 | two replays of one CUDA graph, 5 + 7 each: 24.
+    Total 10 + 3 + 20 + 6 + 4 + 1 + 2 + 24 = 70 = 10 costed + 3 unsupported + 57 unattributed."""
+    cpu = dict(ph="X", cat="cpu_op", pid=1, tid=1)
+
+    def launch(name, ts, corr, ext=None, cat="cuda_runtime"):
+        args = {"correlation": corr} | ({"External id": ext} if ext is not None else {})
+        return dict(ph="X", cat=cat, name=name, pid=1, tid=1, ts=ts, dur=1.0, args=args)
+
+    def device(name, ts, dur, corr, cat="kernel", tid=7):
+        return dict(ph="X", cat=cat, name=name, pid=0, tid=tid, ts=ts, dur=dur, args={"correlation": corr})
+
+    events = json.loads(_gpu_trace(path).read_text())["traceEvents"] + [
+        launch("cudaLaunchKernel", 102.0, 107, ext=1), device("some_kernel", 104.0, 2.0, 107),
+        launch("cudaLaunchKernel", 201.0, 100, ext=4), device("frob_kernel", 210.0, 3.0, 100),
+        launch("cudaLaunchKernel", 300.0, 101),
+        device("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 300.0, 20.0, 101, tid=20),
+        launch("cuLaunchKernel", 330.0, 106, cat="cuda_driver"), device("triton_poi_fused_add_mul_0", 335.0, 6.0, 106),
+        launch("cudaMemcpyAsync", 350.0, 102), device("Memcpy HtoD (Pageable -> Device)", 351.0, 4.0, 102, "gpu_memcpy"),
+        launch("cudaMemsetAsync", 360.0, 103), device("Memset (Device)", 361.0, 1.0, 103, "gpu_memset"),
+        launch("cudaGraphLaunch", 400.0, 104), device("ampere_sgemm_128x64_tn", 401.0, 7.0, 104),
+        device("void at::native::vectorized_elementwise_kernel<4>", 408.0, 5.0, 104),
+        launch("cudaGraphLaunch", 420.0, 105), device("ampere_sgemm_128x64_tn", 421.0, 7.0, 105),
+        device("void at::native::vectorized_elementwise_kernel<4>", 428.0, 5.0, 105),
+    ]
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_device_time_is_costed_plus_unsupported_plus_unattributed(tmp_path):
+    pytest.importorskip("torch")
+    from roofline.trace.profile import profile_report
+
+    rep = profile_report(_mixed_gpu_trace(tmp_path / "gpu.json"), "h100-sxm")
+    (mm,) = rep.ops
+    assert mm.measured_s == pytest.approx(10e-6) and mm.source == "device"  # unchanged by the other kernels
+    assert rep.device_s == pytest.approx(70e-6)
+    assert rep.costed_device_s == pytest.approx(10e-6) and rep.unsupported_device_s == pytest.approx(3e-6)
+    assert rep.unattributed_s == pytest.approx(57e-6)
+    assert rep.costed_device_s + rep.unsupported_device_s + rep.unattributed_s == pytest.approx(rep.device_s, rel=1e-12)
+    got = [(u.kind, u.calls, u.launches, round(u.seconds / 1e-6, 6)) for u in rep.unattributed]
+    assert got == [("CUDA graph replay", 4, 2, 24.0), ("collective (NCCL)", 1, 1, 20.0), ("compiled (Triton)", 1, 1, 6.0),
+                   ("memcpy", 1, 1, 4.0), ("other kernel", 1, 1, 2.0), ("memset", 1, 1, 1.0)]
+    graph = rep.unattributed[0]
+    assert graph.examples == ("ampere_sgemm_128x64_tn", "void at::native::vectorized_elementwise_kernel<4>")
+    (frob,) = rep.unsupported
+    assert (frob.name, frob.measured_s, frob.device_s) == ("mylib::frobnicate", pytest.approx(8e-6), pytest.approx(3e-6))
+    table = rep.to_table()
+    assert "device time: 70.0 us total = 10.0 costed + 3.0 unsupported + 57.0 unattributed" in table
+    assert "unattributed device time: CUDA graph replay: 24.0 us in 2 replays, 4 kernels (e.g. ampere_sgemm" in table
+    assert "unattributed device time: collective (NCCL): 20.0 us in 1 calls (e.g. ncclDevKernel_AllReduce" in table
+    assert sum(line.startswith("unattributed device time: ") for line in table.splitlines()) == 6
+    assert "mylib::frobnicate x1 (8.0 us CPU, 3.0 us device, no rule for this op)" in table
+
+
+def test_device_time_in_the_json(tmp_path, capsys):
+    pytest.importorskip("torch")
+    path = _mixed_gpu_trace(tmp_path / "gpu.json")
+    assert main(["profile", str(path), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["measured_from"] == "device" and d["device_s"] == pytest.approx(70e-6)
+    assert d["costed_device_s"] + d["unsupported_device_s"] + d["unattributed_s"] == pytest.approx(d["device_s"])
+    assert [u["class"] for u in d["unattributed"]][:2] == ["CUDA graph replay", "collective (NCCL)"]
+    assert d["unattributed"][0] == {"class": "CUDA graph replay", "calls": 4, "launches": 2, "seconds": pytest.approx(24e-6),
+                                    "examples": ["ampere_sgemm_128x64_tn",
+                                                 "void at::native::vectorized_elementwise_kernel<4>"]}
+    assert d["unsupported"][0]["device_s"] == pytest.approx(3e-6)
+    assert main(["profile", str(path)]) == 0 and "57.0 unattributed" in capsys.readouterr().out  # no NaN or inf
+
+
+def test_a_graph_only_trace_has_device_kernels_all_unattributed(tmp_path):
+    pytest.importorskip("torch")
+    from roofline.trace.profile import profile_report
+
+    # one replay of a three-kernel graph: 3 + 4 + 5 = 12 us, no op in the trace
+    events = [dict(ph="X", cat="cuda_runtime", name="cudaGraphLaunch", pid=1, tid=1, ts=0.0, dur=2.0,
+                   args={"correlation": 7})]
+    events += [dict(ph="X", cat="kernel", name=f"k{i}", pid=0, tid=7, ts=10.0 + 10 * i, dur=float(d),
+                    args={"correlation": 7}) for i, d in enumerate((3, 4, 5))]
+    path = tmp_path / "graph.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    rep = profile_report(path, "h100-sxm")
+    assert rep.device and rep.ops == () and rep.unsupported == ()
+    assert rep.device_s == pytest.approx(12e-6) and rep.costed_device_s == 0 and rep.unsupported_device_s == 0
+    ((kind, calls, launches, seconds, examples),) = [(u.kind, u.calls, u.launches, u.seconds, u.examples)
+                                                      for u in rep.unattributed]
+    assert (kind, calls, launches, seconds, examples) == ("CUDA graph replay", 3, 1, pytest.approx(12e-6), ("k2", "k1", "k0"))
+    table = rep.to_table()
+    assert "no device kernels" not in table and "measured = device kernels" in table
+    assert "device time: 12.0 us total = 0.0 costed + 0.0 unsupported + 12.0 unattributed" in table
+    assert "unattributed device time: CUDA graph replay: 12.0 us in 1 replays, 3 kernels (e.g. k2, k1, k0)" in table
+
+
+def test_a_graph_launched_under_a_costed_op_is_not_its_time(tmp_path):
+    """A graph's kernels were captured elsewhere: the op around the replay did not launch them."""
+    pytest.importorskip("torch")
+    from roofline.trace.profile import profile_report
+
+    events = json.loads(_gpu_trace(tmp_path / "gpu.json").read_text())["traceEvents"] + [
+        dict(ph="X", cat="cuda_runtime", name="cudaGraphLaunch", pid=1, tid=1, ts=120.0, dur=1.0,
+             args={"External id": 3, "correlation": 50}),
+        dict(ph="X", cat="kernel", name="graph_kernel", pid=0, tid=7, ts=150.0, dur=9.0,
+             args={"External id": 3, "correlation": 50})]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    rep = profile_report(path, "h100-sxm")
+    assert rep.ops[0].measured_s == pytest.approx(10e-6) and rep.costed_device_s == pytest.approx(10e-6)
+    assert [(u.kind, u.seconds) for u in rep.unattributed] == [("CUDA graph replay", pytest.approx(9e-6))]
+
+
+def test_device_events_and_their_classes_without_torch():
+    from roofline.trace.profile import device_class, device_events, device_seconds, unattributed_device_time
+
+    events = [dict(ph="X", cat="cuda_runtime", name="cudaLaunchKernel", ts=0.0, dur=1.0, args={"External id": 1, "correlation": 9}),
+              dict(ph="X", cat="kernel", name="gemm", ts=1.0, dur=2.0, args={"correlation": 9}),
+              dict(ph="X", cat="kernel", name="ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclWorkElem)", ts=1.0, dur=3.0,
+                   args={"External id": 2}),
+              dict(ph="X", cat="gpu_memset", name="Memset (Device)", ts=5.0, dur=0.5, args={}),
+              dict(ph="X", cat="cpu_op", name="aten::mm", ts=0.0, dur=9.0, args={"External id": 1})]
+    devs = device_events(events)
+    assert [(d.name[:6], d.ext, d.graph) for d in devs] == [("gemm", 1, False), ("ncclKe", 2, False), ("Memset", None, False)]
+    assert [device_class(d) for d in devs] == ["other kernel", "collective (NCCL)", "memset"]
+    assert device_seconds(events) == {1: pytest.approx(2e-6), 2: pytest.approx(3e-6)}
+    # op 1 took its kernel; the NCCL kernel's External id is no op's, the memset has none
+    left = unattributed_device_time(devs, {1})
+    assert [(u.kind, u.calls, u.seconds) for u in left] == [("collective (NCCL)", 1, pytest.approx(3e-6)),
+                                                            ("memset", 1, pytest.approx(0.5e-6))]
+    assert device_events([e for e in events if e["cat"] == "cpu_op"]) == []
+
+
+def test_a_cpu_only_trace_has_no_device_time_lines(recorded, capsys):
+    from roofline.trace.profile import profile_report
+
+    path = recorded["tiny_llama"][0]
+    rep = profile_report(path, FAST)
+    assert not rep.device and rep.device_s == 0 and rep.unattributed == () and rep.unattributed_s == 0
+    assert all(u.device_s == 0 for u in rep.unsupported)
+    table = rep.to_table()
+    assert "no device kernels in the trace" in table and "device time:" not in table and "unattributed" not in table
+    assert main(["profile", str(path), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["device_s"], d["unattributed_s"], d["unattributed"]) == (0.0, 0, [])
+
+
+def test_an_op_recorded_with_zero_duration_is_listed_not_divided_by(tmp_path, capsys):
+    """A cpu_op with dur 0 (the profiler's clock did not tick) would be an infinite % of speed of
+    light: the table says "no time", the JSON null, and the op is flagged."""
+    pytest.importorskip("torch")
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 1, "dur": 0, "pid": 1, "tid": 1,
+               "args": {"Input Dims": [[4, 4], [4, 4], []], "Input type": ["float", "float", "Scalar"],
+                        "Concrete Inputs": ["", "", "1"]}}]
+    path = tmp_path / "zero.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert main(["profile", str(path), "--machine", "h100-sxm"]) == 0
+    assert "no time" in capsys.readouterr().out
+    assert main(["profile", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ops"][0]["speed_of_light"] is None

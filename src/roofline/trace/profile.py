@@ -14,6 +14,13 @@ is listed as unsupported with that reason.
 
 Measured time: the device kernels the op launched (matched by the profiler's "External id" or
 correlation id) when the trace has any, else the op's own wall time on the CPU.
+
+Device time is never dropped: in a trace with device events (kernels, memcpy, memset) their total
+(a plain sum of durations: streams that overlap count each) = the time of the costed ops' kernels
++ that of the unsupported ops' + the unattributed rest, which is listed by class: CUDA graph
+replays (a graph's kernels carry its ``cudaGraphLaunch``'s correlation; no op of the trace launched
+them, so they are never an op's time), NCCL collectives, memcpy, memset, Triton kernels of
+torch.compile, and other kernels (launched outside any op, or by a free op or a composite itself).
 """
 
 from __future__ import annotations
@@ -144,23 +151,75 @@ def op_tree(events: list[dict]) -> list[Node]:
     return roots
 
 
-def device_seconds(events: list[dict]) -> dict:
-    """Device time (s) per External id of the CPU op that launched it; empty for a CPU-only trace."""
-    ext_of_corr = {}
+@dataclass(frozen=True)
+class DeviceEvent:
+    """One device event (a kernel, memcpy or memset): ``ext`` is the External id of the CPU op that
+    launched it (its own, else its launch's through the correlation id; None when neither has one),
+    ``graph`` that a graph launch (``cudaGraphLaunch``, ``cuGraphLaunch``, ``hipGraphLaunch``) ran it."""
+
+    name: str
+    cat: str
+    seconds: float
+    ext: object
+    corr: object
+    graph: bool = False
+
+
+def device_events(events: list[dict]) -> list[DeviceEvent]:
+    """Every event of DEVICE_CATEGORIES with a duration, in trace order, matched to its launch."""
+    launch = {}
     for e in events:
         if _cat(e) in RUNTIME_CATEGORIES:
             a = e.get("args") or {}
-            if _is_id(a.get("correlation")) and _is_id(a.get("External id")):
-                ext_of_corr[a["correlation"]] = a["External id"]
-    out: dict = {}
+            if _is_id(a.get("correlation")):
+                launch[a["correlation"]] = (a.get("External id"), "graphlaunch" in str(e.get("name", "")).lower())
+    out = []
     for e in events:
         if _cat(e) in DEVICE_CATEGORIES and "dur" in e:
             a = e.get("args") or {}
-            corr = a.get("correlation")
-            ext = a.get("External id", ext_of_corr.get(corr) if _is_id(corr) else None)
-            if _is_id(ext):
-                out[ext] = out.get(ext, 0.0) + float(e["dur"]) * US
+            corr = a.get("correlation") if _is_id(a.get("correlation")) else None
+            ext_of_launch, graph = launch.get(corr, (None, False)) if corr is not None else (None, False)
+            ext = a["External id"] if "External id" in a else ext_of_launch
+            out.append(DeviceEvent(str(e.get("name", "")), _cat(e), float(e["dur"]) * US,
+                                   ext if _is_id(ext) else None, corr, graph))
     return out
+
+
+def device_seconds(events: list[dict]) -> dict:
+    """Device time (s) per External id of the CPU op that launched it; empty for a CPU-only trace.
+    A graph replay's kernels belong to no op (they were captured elsewhere) and are left out."""
+    return _seconds_by_ext(device_events(events))
+
+
+def _seconds_by_ext(devs: list[DeviceEvent]) -> dict:
+    out: dict = {}
+    for d in devs:
+        if d.ext is not None and not d.graph:
+            out[d.ext] = out.get(d.ext, 0.0) + d.seconds
+    return out
+
+
+GRAPH_REPLAY, NCCL, MEMCPY, MEMSET, TRITON, OTHER_KERNEL = (
+    "CUDA graph replay", "collective (NCCL)", "memcpy", "memset", "compiled (Triton)", "other kernel")
+
+
+def device_class(d: DeviceEvent) -> str:
+    """The readable class of a device event no op accounts for, the first that fits: run by a graph
+    launch; a memcpy or memset (by category, or a name starting so); an NCCL kernel (``nccl`` in the
+    name: ncclKernel_*, ncclDevKernel_*); a Triton kernel (``triton`` in the name, as torch.compile's
+    triton_poi_/red_/per_/tem_ kernels are); else another kernel."""
+    low = d.name.lower()
+    if d.graph:
+        return GRAPH_REPLAY
+    if d.cat == "gpu_memcpy" or low.startswith("memcpy"):
+        return MEMCPY
+    if d.cat == "gpu_memset" or low.startswith("memset"):
+        return MEMSET
+    if "nccl" in low:
+        return NCCL
+    if "triton" in low:
+        return TRITON
+    return OTHER_KERNEL
 
 
 def _is_id(x) -> bool:
@@ -332,7 +391,8 @@ class ProfiledOp:
         return {"name": self.name, "shapes": self.shapes, "dtype": self.dtype, "category": self.category,
                 "calls": self.calls, "flops": self.flops, "bytes": self.bytes, "intensity": self.intensity,
                 "bound": self.bound, "roofline_s": self.roofline_s, "measured_s": self.measured_s,
-                "speed_of_light": self.speed_of_light, "lost_s": self.lost_s, "source": self.source,
+                "speed_of_light": self.speed_of_light if self.measured_s > 0 else None,  # no time: no ratio
+                "lost_s": self.lost_s, "source": self.source,
                 "advice": self.advice, "problem": self.problem, "op_class": self.op_class,
                 "calibrated_s": self.calibrated_s, "calibrated_low_s": self.calibrated_low_s,
                 "calibrated_high_s": self.calibrated_high_s}
@@ -340,15 +400,40 @@ class ProfiledOp:
 
 @dataclass(frozen=True)
 class Unsupported:
+    """Calls of an op that could not be costed: ``measured_s`` their CPU wall time, ``device_s`` the
+    device time of the kernels they launched (0 in a CPU-only trace)."""
+
     name: str
     calls: int
     measured_s: float
     reason: str
+    device_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Unattributed:
+    """Device time of one class (``device_class``) that no op of the trace accounts for: ``calls``
+    device events from ``launches`` launches (distinct correlation ids: a graph's replays), summed
+    in ``seconds``; ``examples`` the names that took most of it."""
+
+    kind: str
+    calls: int
+    launches: int
+    seconds: float
+    examples: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"class": self.kind, "calls": self.calls, "launches": self.launches, "seconds": self.seconds,
+                "examples": list(self.examples)}
 
 
 @dataclass(frozen=True)
 class ProfileReport:
-    """Every costed op of a trace against its bound on ``machine``, ranked by time lost."""
+    """Every costed op of a trace against its bound on ``machine``, ranked by time lost.
+
+    ``device`` says the trace has device events. Their total ``device_s`` (a plain sum: streams that
+    overlap count each) = ``costed_device_s`` (the costed ops' kernels) + ``unsupported_device_s``
+    + ``unattributed_s`` (the sum of ``unattributed``, by class, largest first); all 0 without."""
 
     path: str
     machine: str
@@ -359,6 +444,14 @@ class ProfileReport:
     free_s: float
     calibrated: str = ""  # the calibrated profile's description when its predictions are in the ops
     framework_s: float | None = None  # calibrated: one eager call per free op (views), its own line
+    device_s: float = 0.0
+    costed_device_s: float = 0.0
+    unsupported_device_s: float = 0.0
+    unattributed: tuple[Unattributed, ...] = ()
+
+    @property
+    def unattributed_s(self) -> float:
+        return sum((u.seconds for u in self.unattributed), 0.0)
 
     @property
     def measured_s(self) -> float:
@@ -385,8 +478,11 @@ class ProfileReport:
                 "free_s": self.free_s, "calibrated": self.calibrated or None,
                 "calibrated_s": self.calibrated_s, "framework_s": self.framework_s,
                 "ops": [op.to_dict() for op in self.ops],
-                "unsupported": [{"name": u.name, "calls": u.calls, "measured_s": u.measured_s, "reason": u.reason}
-                                for u in self.unsupported]}
+                "unsupported": [{"name": u.name, "calls": u.calls, "measured_s": u.measured_s, "reason": u.reason,
+                                 "device_s": u.device_s} for u in self.unsupported],
+                "device_s": self.device_s, "costed_device_s": self.costed_device_s,
+                "unsupported_device_s": self.unsupported_device_s, "unattributed_s": self.unattributed_s,
+                "unattributed": [u.to_dict() for u in self.unattributed]}
 
     def to_json(self) -> str:
         return dump_json(self.to_dict())
@@ -425,31 +521,47 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
     from roofline.trace.record import apply_rule
 
     roots = op_tree(events)
-    dev = device_seconds(events)
+    devs = device_events(events)
+    dev = _seconds_by_ext(devs)
+    claimed: set = set()  # External ids whose device time an op (costed or unsupported) has taken
+
+    def take(n: Node) -> float:
+        """The device time of the kernels ``n`` and its callees launched, each External id once."""
+        s = 0.0
+        for m in n.subtree():
+            x = m.args.get("External id")
+            if _is_id(x) and x not in claimed and x in dev:
+                claimed.add(x)
+                s += dev[x]
+        return s
+
     costed, free, missing = select_ops(roots)
     cache: dict = {}
     rows: dict = {}
     unsupported: dict = {}
+    costed_device_s = 0.0
     for n in costed:
         key = (n.name, json.dumps([n.args.get(k) for k in ("Input Dims", "Input type", "Concrete Inputs", "Input Strides")]))
         if key not in cache:
             cache[key] = rebuild(n.name, n.args)
         got = cache[key]
         if isinstance(got, str):
-            u = unsupported.setdefault((n.name, got), [0, 0.0])
+            u = unsupported.setdefault((n.name, got), [0, 0.0, 0.0])
             u[0] += 1
             u[1] += n.dur * US
+            u[2] += take(n)
             continue
         call, dtype = got
         rule = get_rule(n.name)
         cost = apply_rule(rule, call)
         if cost is None:
-            u = unsupported.setdefault((n.name, "its rule does not cover these arguments"), [0, 0.0])
+            u = unsupported.setdefault((n.name, "its rule does not cover these arguments"), [0, 0.0, 0.0])
             u[0] += 1
             u[1] += n.dur * US
+            u[2] += take(n)
             continue
-        device_s = sum(dev.get(m.args.get("External id"), 0.0) for m in n.subtree()
-                       if _is_id(m.args.get("External id"))) if dev else 0.0
+        device_s = take(n) if dev else 0.0
+        costed_device_s += device_s
         measured, source = (device_s, "device") if device_s > 0 else (n.dur * US, "cpu")
         shapes = _shapes_text(n.args)
         r = rows.setdefault((n.name, shapes, dtype, cost.flops, cost.bytes), dict(category=rule.category, calls=0, flops=cost.flops, bytes=cost.bytes,
@@ -463,9 +575,10 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
         if source == "device":
             r["source"] = "device"
     for n in missing:
-        u = unsupported.setdefault((n.name, "no rule for this op"), [0, 0.0])
+        u = unsupported.setdefault((n.name, "no rule for this op"), [0, 0.0, 0.0])
         u[0] += 1
         u[1] += n.dur * US
+        u[2] += take(n)
     if calibrated is not None:  # a forward's weights are cold when what it moves outgrows the cache
         calibrated = calibrated.for_forward(sum(r["bytes"] * r["calls"] for r in rows.values()))
     ops = []
@@ -485,11 +598,32 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
                               measurement_problem(r["roofline_s"], r["measured_s"], r["bytes"], machine),
                               machine.sm_count is not None, r["gemm"], **extra))
     ops.sort(key=lambda o: -o.lost_s)
-    return ProfileReport(str(path), machine.key or machine.name, bool(dev), tuple(ops),
-                         tuple(Unsupported(k[0], v[0], v[1], k[1]) for k, v in sorted(unsupported.items(), key=lambda kv: -kv[1][1])),
+    return ProfileReport(str(path), machine.key or machine.name, bool(devs), tuple(ops),
+                         tuple(Unsupported(k[0], v[0], v[1], k[1], v[2])
+                               for k, v in sorted(unsupported.items(), key=lambda kv: -kv[1][1])),
                          len(free), sum(n.dur for n in free) * US,
                          calibrated.describe() if calibrated is not None else "",
-                         len(free) * calibrated.launch_overhead_s if calibrated is not None else None)
+                         len(free) * calibrated.launch_overhead_s if calibrated is not None else None,
+                         sum(d.seconds for d in devs), costed_device_s, sum(v[2] for v in unsupported.values()),
+                         unattributed_device_time(devs, claimed))
+
+
+def unattributed_device_time(devs: list[DeviceEvent], claimed=frozenset()) -> tuple[Unattributed, ...]:
+    """The device events no op took (a graph replay's, one without an External id, or one whose
+    External id is not in ``claimed``), grouped by ``device_class``, largest first; each class
+    names its three most time-consuming kernels."""
+    groups: dict = {}
+    for d in devs:
+        if d.graph or d.ext is None or d.ext not in claimed:
+            g = groups.setdefault(device_class(d), dict(calls=0, launches=set(), seconds=0.0, names={}))
+            g["calls"] += 1
+            g["launches"].add(d.corr if d.corr is not None else ("event", g["calls"]))
+            g["seconds"] += d.seconds
+            g["names"][d.name] = g["names"].get(d.name, 0.0) + d.seconds
+    out = [Unattributed(kind, g["calls"], len(g["launches"]), g["seconds"],
+                        tuple(n for n, _ in sorted(g["names"].items(), key=lambda kv: -kv[1])[:3]))
+           for kind, g in groups.items()]
+    return tuple(sorted(out, key=lambda u: -u.seconds))
 
 
 def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
@@ -506,9 +640,10 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
         if cal:
             row += ["" if op.calibrated_s is None else _us(op.calibrated_s),
                     "" if op.calibrated_s is None or not op.measured_s else f"{op.calibrated_s / op.measured_s - 1:+.0%}"]
-        rows.append(row + [f"{sol:.1%}" if sol < 10 else f"{sol:,.0f}x", _us(op.lost_s),
+        rows.append(row + ["no time" if op.measured_s <= 0 else f"{sol:.1%}" if sol < 10 else f"{sol:,.0f}x", _us(op.lost_s),
                            "IMPOSSIBLE" if op.problem else op.advice])
-    src = "device kernels" if rep.device else "CPU wall time of each op (no device kernels in the trace)"
+    src = ("device kernels (an op that launched none: its CPU wall time)" if rep.device
+           else "CPU wall time of each op (no device kernels in the trace)")
     head = ["op", "input shapes", "calls", "FLOP/B", "bound", "roofline us", "measured us"]
     head += ["calibrated us", "error"] if cal else []
     head += ["% SoL", "lost us", "what to do"]
@@ -523,6 +658,14 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
     lines.append(f"\ncosted ops: measured {_us(rep.measured_s)} us against a roofline of {_us(rep.roofline_s)} us "
                  f"({rep.roofline_s / rep.measured_s:.1%} of speed of light)" if rep.measured_s else "\nno costed ops")
     lines.append(f"free ops (views, metadata): {rep.free_calls} calls, {_us(rep.free_s)} us")
+    if rep.device:
+        lines.append(f"device time: {_us(rep.device_s)} us total = {_us(rep.costed_device_s)} costed + "
+                     f"{_us(rep.unsupported_device_s)} unsupported + {_us(rep.unattributed_s)} unattributed "
+                     "(a plain sum of the device events: overlapping streams count each)")
+        for u in rep.unattributed:
+            how = f"{u.launches} replays, {u.calls} kernels" if u.kind == GRAPH_REPLAY else f"{u.calls} calls"
+            eg = ", ".join(n[:60] + ("..." if len(n) > 60 else "") for n in u.examples)
+            lines.append(f"unattributed device time: {u.kind}: {_us(u.seconds)} us in {how}" + (f" (e.g. {eg})" if eg else ""))
     if cal and rep.measured_s:
         measured = rep.measured_s + rep.free_s
         lines.append(f"calibrated: costed ops {_us(rep.calibrated_s - rep.framework_s)} us + framework "
@@ -532,5 +675,6 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
         lines.append(f"!! {op.name} {op.shapes}: {op.problem}")
     if rep.unsupported:
         lines.append("unsupported (no FLOPs or bytes counted): " + "; ".join(
-            f"{u.name} x{u.calls} ({_us(u.measured_s)} us, {u.reason})" for u in rep.unsupported))
+            f"{u.name} x{u.calls} ({_us(u.measured_s)} us{f' CPU, {_us(u.device_s)} us device' if rep.device else ''}, "
+            f"{u.reason})" for u in rep.unsupported))
     return "\n".join(lines)
