@@ -331,3 +331,68 @@ def test_a_result_that_is_not_finite_is_said_not_printed(capsys, monkeypatch):
     for bad in ("t = inf us", "-inf", "mfu NaN", "12.5 inf%", "(nan)"):
         with pytest.raises(Exception):
             check_finite_text(bad)
+
+
+# -- a second reader's findings (issue 11 review): each was a traceback, a warning or a false word --
+
+@pytest.mark.parametrize("config, named", [
+    ({"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "sliding_window": 16,
+      "sliding_window_pattern": 0}, "sliding_window_pattern must be at least 1"),  # was ZeroDivisionError
+    ({"model_type": ["llama"]}, "model_type must be a string"),  # was TypeError
+    ({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+      "num_attention_heads": 4, "vocab_size": 100, "tie_word_embeddings": "yes"}, "must be true or false"),
+    ({"model_type": "gemma3", "text_config": {"model_type": "gemma3"}}, "keeps a 'gemma3_text' language model"),
+])
+def test_config_values_a_reviewer_found_are_refused_by_key(tmp_path, capsys, config, named):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code, _, err = run(capsys, "models", str(path))
+    assert code == 2 and named in err and str(path) in err, err
+
+
+def test_a_config_saved_with_a_byte_order_mark_is_read_and_json_errors_are_in_words(tmp_path, capsys):
+    cfg = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+           "num_attention_heads": 4, "vocab_size": 100}
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(cfg).encode())
+    assert run(capsys, "models", str(tmp_path / "bom.json"))[0] == 0
+    (tmp_path / "big.json").write_text('{"hidden_size": ' + "9" * 5000 + "}")
+    code, _, err = run(capsys, "models", str(tmp_path / "big.json"))
+    assert code == 2 and "thousands of digits" in err and "ValueError" not in err
+
+
+def test_a_relative_module_in_trace_is_one_line(capsys):
+    pytest.importorskip("torch")
+    code, _, err = run(capsys, "trace", "../x:y")
+    assert code == 2 and "cannot import" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_unwritable_output_names_the_path_given_not_a_temporary(capsys, monkeypatch, tmp_path):
+    import roofline.files as files
+
+    monkeypatch.setattr(files.tempfile, "mkstemp", lambda **k: (_ for _ in ()).throw(OSError(2, "No such file or directory")))
+    code, _, err = run(capsys, "plot", "roofline", "-o", str(tmp_path / "x.png"))
+    assert code == 2 and f"'{tmp_path / 'x.png'}'" in err and ".tmp" not in err
+
+
+def test_train_takes_the_machines_own_dtype_and_says_a_chosen_dp_link_plainly(tmp_path, capsys):
+    fp8 = tmp_path / "fp8.toml"
+    fp8.write_text('[sources]\nME = "x"\n[machines.mine]\nname = "Mine"\ndefault_dtype = "fp8"\n'
+                   'memory_bytes_per_s = { value = 1e12, source = "ME" }\n'
+                   'peak_flops_per_s.fp8 = { value = 100e12, source = "ME" }\n')
+    assert run(capsys, "train", "--machine", str(fp8), "--tokens", "1e12", "--gpus", "16")[0] == 0  # no --peak-dtype bf16 blamed
+    code, out, _ = run(capsys, "train", "--tokens", "15e12", "--gpus", "1024", "--dp-link", "nvlink")
+    assert code == 0 and "lists no infiniband" not in out and "as --dp-link says" in out
+
+
+def test_a_quantised_checkpoint_is_not_called_bf16_when_it_does_not_fit(capsys):
+    code, out, _ = run(capsys, "memory", "--model", "deepseek-v3")
+    assert code == 0 and "bf16 weights alone" not in out and "weights as stored" in out
+
+
+def test_a_decode_plot_at_one_batch_warns_nothing(tmp_path, capsys):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert run(capsys, "decode", "--batch", "1", "-o", str(tmp_path / "d.png"))[0] == 0

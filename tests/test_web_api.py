@@ -850,3 +850,13 @@ def test_a_half_sent_request_is_closed_after_the_read_timeout(monkeypatch):
         server.should_exit = True
         thread.join(5)
         sock.close()
+
+
+def test_a_layer_past_the_models_layers_is_refused_for_every_model(client):
+    r = client.get("/api/layer", params={"layer": 1000})  # llama3-8b: one layer kind, 32 layers
+    assert r.status_code == 422 and r.json()["field"] == "layer" and "0 to 31" in r.text
+    assert client.get("/api/layer", params={"layer": 31}).status_code == 200
+
+
+def test_head_of_the_page_is_answered(client):
+    assert client.head("/").status_code == 200

@@ -165,7 +165,8 @@ def _fit_advice(cfg, m, capacity, weights, batch, context, precision, tensor_par
 
     head = ""
     if weights > capacity:
-        head = (f"{cfg.name}'s {precision.weights} weights alone are {format_si(weights, 'B')}, more than "
+        stored = f"weights as stored ({precision.stored.label()})" if precision.stored is not None else f"{precision.weights} weights"
+        head = (f"{cfg.name}'s {stored} alone are {format_si(weights, 'B')}, more than "
                 f"{format_si(capacity, 'B')}. ")
     def need(t, weights_dtype):
         p = precision if weights_dtype is None else dataclasses.replace(precision, weights=weights_dtype, stored=None)

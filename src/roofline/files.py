@@ -39,9 +39,19 @@ def read_text(path, what: str, field: str, max_bytes: int = MAX_INPUT_BYTES) -> 
     if len(data) > max_bytes:
         raise RooflineError(f"{what} {str(p)!r} is more than the {max_bytes:,} bytes read", field=field)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # a byte-order mark (a file saved on Windows) is not content
     except UnicodeDecodeError:
         raise RooflineError(f"{what} {str(p)!r} is not a UTF-8 text file", field=field) from None
+
+
+def json_failure(exc: BaseException) -> str:
+    """Why json.loads failed, in words (not Python's class names): too deep, or a number too long."""
+    if isinstance(exc, RecursionError):
+        return "nested deeper than the reader follows"
+    text = str(exc)
+    if "digits" in text or "integer string conversion" in text:
+        return "a number with thousands of digits"
+    return text.split(";")[0][:120] or type(exc).__name__
 
 
 # ---------------------------------------------------------------------------------------------
@@ -67,7 +77,10 @@ def write_atomically(path, write: Callable[[str], None]) -> Path:
         mode = 0o666 & ~_umask()
     _remove_stale_temporaries(folder, target.name)
     with _terminate_raises():
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=folder)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=folder)
+        except OSError as exc:  # name the file asked for, not the temporary one
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         try:
             os.close(fd)
             write(tmp)
@@ -75,6 +88,10 @@ def write_atomically(path, write: Callable[[str], None]) -> Path:
                 os.fsync(fh.fileno())
             os.chmod(tmp, mode)
             os.replace(tmp, target)
+        except OSError as exc:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)

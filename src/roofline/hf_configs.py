@@ -105,6 +105,13 @@ class _Keys:
                                 field="model")
         return int(v)
 
+    def flag(self, key, default: bool) -> bool:
+        """A true/false key: JSON true or false only ("yes" or 1 is refused, not guessed)."""
+        v = self.get(key, default)
+        if not isinstance(v, bool):
+            raise RooflineError(f"{self.name}: config key {key} must be true or false, got {v!r}", field="model")
+        return v
+
     def pos(self, key, default=None) -> int:
         """A size that must be at least 1 (hidden_size, heads, layers, vocab)."""
         v = self.int(key, default)
@@ -212,7 +219,7 @@ def _llama_like(c: _Keys, *, tie_default=False, qkv_bias=None, out_bias=None, qk
             attn = Attention(H, kv, d, window=w, chunk=ch, qkv_bias=qkv_bias, out_bias=out_bias, qk_norm=qk_norm)
             built[key] = Layer(attn, ff or dense, n_norms=n_norms)
         layers.append(built[key])
-    return _assemble(c, layers, D, V, bool(c.get("tie_word_embeddings", tie_default)))
+    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", tie_default))
 
 
 @loader("llama")
@@ -329,7 +336,7 @@ def _gemma3_text(c: _Keys) -> Model:
     c.defaults = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
                   "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072}
     window = c.int("sliding_window", 4096)
-    pattern = c.int("sliding_window_pattern", 6)
+    pattern = c.pos("sliding_window_pattern", 6)
     return _llama_like(c, tie_default=True, n_norms=4, qk_norm="rmsnorm", head_dim_default=256, vocab_default=262208,
                        sliding_default=window, types_default=lambda i: "sliding_attention" if (i + 1) % pattern else "full_attention")
 
@@ -365,7 +372,7 @@ def _llama4_text(c: _Keys) -> Model:
         attn = Attention(H, kv, d, chunk=chunk if rope[i] else 0, qkv_bias=bias, out_bias=bias, qk_norm=qk if rope[i] else "")
         ff = MoE(E, k, F, shared_d_ff=F) if i in moe_set else MLP(F_dense)
         layers.append(Layer(attn, ff))
-    return _assemble(c, layers, D, V, bool(c.get("tie_word_embeddings", False)))
+    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False))
 
 
 @loader("deepseek_v3", "deepseek_v2", "kimi_k2")
@@ -392,7 +399,7 @@ def _deepseek(c: _Keys) -> Model:
     if c.int("num_nextn_predict_layers", 0):
         omitted = (f"multi-token-prediction module ({c.raw['num_nextn_predict_layers']} layer): not instantiated by "
                    "transformers, not counted",)
-    return _assemble(c, layers, D, V, bool(c.get("tie_word_embeddings", False)), omitted=omitted)
+    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted)
 
 
 @loader("gpt_oss")
@@ -414,7 +421,7 @@ def _gpt_oss(c: _Keys) -> Model:
     moe = MoE(E, k, c.pos("intermediate_size"), bias=True, router_bias=True)
     layers = [Layer(Attention(H, kv, d, window=_windowed(types, i, window)[0], qkv_bias=bias, out_bias=bias, sinks=True), moe)
               for i in range(L)]
-    return _assemble(c, layers, D, V, bool(c.get("tie_word_embeddings", False)))
+    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -433,7 +440,7 @@ def _phi(c: _Keys) -> Model:
         raise RooflineError(f"{c.name}: qk_layernorm true (LayerNorm on q and k) is not supported", field="model")
     layer = Layer(Attention(H, kv, d, qkv_bias=True, out_bias=True), MLP(c.pos("intermediate_size"), False, True, _act(c, "gelu_new")),
                   norm="layernorm", parallel=True)
-    return _assemble(c, [layer] * L, D, V, bool(c.get("tie_word_embeddings", False)), final_norm="layernorm",
+    return _assemble(c, [layer] * L, D, V, c.flag("tie_word_embeddings", False), final_norm="layernorm",
                      lm_head_bias=True)
 
 
@@ -451,7 +458,7 @@ def _gpt2(c: _Keys) -> Model:
     D, L, H, V = c.pos("n_embd"), c.pos("n_layer"), c.pos("n_head"), c.pos("vocab_size")
     F = c.get("n_inner") or 4 * D
     layer = Layer(Attention(H, H, D // H, qkv_bias=True, out_bias=True), MLP(int(F), False, True, "gelu"), norm="layernorm")
-    return _assemble(c, [layer] * L, D, V, bool(c.get("tie_word_embeddings", True)), final_norm="layernorm",
+    return _assemble(c, [layer] * L, D, V, c.flag("tie_word_embeddings", True), final_norm="layernorm",
                      positions=c.int("n_positions", 1024))
 
 
@@ -464,7 +471,7 @@ def _gpt_neox(c: _Keys) -> Model:
     bias = bool(c.get("attention_bias", True))
     layer = Layer(Attention(H, H, D // H, qkv_bias=bias, out_bias=bias), MLP(c.pos("intermediate_size"), False, True, "gelu"),
                   norm="layernorm", n_norms=2, parallel=bool(c.get("use_parallel_residual", True)))
-    return _assemble(c, [layer] * L, D, V, bool(c.get("tie_word_embeddings", False)), final_norm="layernorm")
+    return _assemble(c, [layer] * L, D, V, c.flag("tie_word_embeddings", False), final_norm="layernorm")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -485,7 +492,7 @@ def _mamba2(c: _Keys) -> Model:
                             field="model")
     mixer = Mamba2(inner, c.int("state_size", 128), c.int("n_groups", 1), heads, c.int("conv_kernel", 4),
                    bool(c.get("use_conv_bias", True)), bool(c.get("use_bias", False)))
-    return _assemble(c, [Layer(mixer, None)] * L, D, V, bool(c.get("tie_word_embeddings", False)))
+    return _assemble(c, [Layer(mixer, None)] * L, D, V, c.flag("tie_word_embeddings", False))
 
 
 @loader("mamba_ssm")
@@ -536,7 +543,7 @@ def _jamba(c: _Keys) -> Model:
     attn = Attention(H, kv, d)
     layers = [Layer(attn if i % ap == ao else mamba, MoE(E, k, F) if (E > 1 and i % ep == eo) else MLP(F))
               for i in range(L)]
-    return _assemble(c, layers, D, V, bool(c.get("tie_word_embeddings", True)))
+    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", True))
 
 
 @loader("nemotron_h")
@@ -564,7 +571,7 @@ def _nemotron_h(c: _Keys) -> Model:
     c.get("expand"), c.get("mamba_hidden_act"), c.get("use_bias"), c.get("mlp_hidden_act")
     mlp = MLP(c.pos("intermediate_size"), gated=False, bias=bool(c.get("mlp_bias", False)), activation="relu2")
     kinds = {"M": Layer(mamba, None), "*": Layer(Attention(H, kv, d, qkv_bias=bias, out_bias=bias), None), "-": Layer(None, mlp)}
-    return _assemble(c, [kinds[ch] for ch in pattern], D, V, bool(c.get("tie_word_embeddings", False)))
+    return _assemble(c, [kinds[ch] for ch in pattern], D, V, c.flag("tie_word_embeddings", False))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -671,6 +678,8 @@ def from_hf_config(raw: dict, name: str = "model") -> Model:
     omitted: list[str] = []
     outer_notes: list[str] = []
     top = raw
+    if model_type is not None and not isinstance(model_type, str):
+        raise RooflineError(f"{name}: model_type must be a string such as \"llama\", got {model_type!r}", field="model")
     if model_type in NESTED:
         text = raw.get("text_config")
         if not isinstance(text, dict):
@@ -681,6 +690,9 @@ def from_hf_config(raw: dict, name: str = "model") -> Model:
                            "language model's")
         inner = dict(text)
         inner.setdefault("model_type", NESTED[model_type])
+        if inner["model_type"] != NESTED[model_type]:
+            raise RooflineError(f"{name}: a {model_type!r} config keeps a {NESTED[model_type]!r} language model in "
+                                f"text_config; its model_type is {inner['model_type']!r}", field="model")
         for k in ("tie_word_embeddings", "torch_dtype", "quantization_config"):
             if k in raw and k not in inner:
                 inner[k] = raw[k]

@@ -238,9 +238,10 @@ def resolve_link(machine: Machine, link: str | None, field: str = "link", order=
     names = [n for n, _ in machine.links]
     if link is None:
         chosen = default_link(machine, order)
-        if chosen is None:
-            raise RooflineError(f"{field}: the {machine.name} lists no link ({', '.join(order)}) for the collectives; "
-                                "add one to its machine file", field=field)
+        if chosen is None:  # nothing given, nothing to choose: the parallelism that needs it is what to name
+            blame = "tensor_parallel" if field == "link" else field
+            raise RooflineError(f"{blame} > 1 needs a link for its collectives, and the {machine.name} lists none of "
+                                f"{', '.join(order)}; add one to its machine file", field=blame)
         return chosen
     name = str(link).strip().lower()
     if name not in names:

@@ -271,7 +271,7 @@ def plot_decode(plan, path: str, title: str | None = None) -> None:
     ax2.set_ylim(np.asarray(curve.time_s).min() * 1e3 / 100, np.asarray(curve.time_s).max() * 1e3 * 2)
     for a in (ax, ax2):
         a.set_xscale("log", base=2)
-        a.set_xlim(1, b.max())
+        a.set_xlim(1, max(b.max(), 2))  # one batch: a range of its own, not a singular axis
         a.grid(True, which="both", alpha=0.25)
         a.set_xlabel("batch (sequences decoding together)")
         cb, mb = plan.compute_bound_batch, plan.max_batch_in_memory

@@ -254,11 +254,17 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
     tp_link = _link(m, tp_link, "tp_link", SCALE_UP_LINKS, notes) if layout.tensor_parallel > 1 else None
     if layout.data_parallel > 1:
         one_node = layout.gpus <= gpus_per_node
+        chosen = dp_link is not None
         dp_link = _link(m, dp_link, "dp_link", SCALE_UP_LINKS if one_node else SCALE_OUT_LINKS, notes)
         if dp_link and not one_node and dp_link not in ("infiniband", "roce"):
-            notes.append(f"the {m.name} lists no infiniband or roce link: the data-parallel collectives across nodes go over "
-                         f"{dp_link}" + (" (a scale-out NIC sits behind PCIe, so PCIe bounds it)" if dp_link == "pcie" else "")
-                         + "; choose with --dp-link")
+            if chosen:  # the user's choice: say what it means, not that the machine lacks a NIC
+                notes.append(f"the data-parallel collectives across {layout.gpus // gpus_per_node if gpus_per_node else 0:,} "
+                             f"nodes go over {dp_link}, as --dp-link says (between nodes a cluster uses a scale-out "
+                             f"network: {', '.join(n for n in ('infiniband', 'roce') if n in dict(m.links)) or 'none listed'})")
+            else:
+                notes.append(f"the {m.name} lists no infiniband or roce link: the data-parallel collectives across nodes "
+                             f"go over {dp_link}" + (" (a scale-out NIC sits behind PCIe, so PCIe bounds it)"
+                                                     if dp_link == "pcie" else "") + "; choose with --dp-link")
     if tp_link:
         per_layer = 4 + (2 if recompute == "full" else 0)
         count = per_layer * per_stage * layout.micro_batches(seq_len)
@@ -383,7 +389,7 @@ class TrainPlan:
 
 
 def train_plan(model="llama3-8b", tokens=15e12, gpus=1024, machine="h100-sxm", mfu=None, hfu=None, seq_len=8192,
-               recompute="none", convention="6nd", dtype="bf16", price_per_gpu_hour=None, tensor_parallel=1,
+               recompute="none", convention="6nd", dtype=None, price_per_gpu_hour=None, tensor_parallel=1,
                pipeline_parallel=1, zero=0, micro_batch=1, global_batch_tokens=None, sequence_parallel=True,
                attention="flash", tp_link=None, dp_link=None, gpus_per_node=8) -> TrainPlan:
     """Plan a training run at a utilisation: give ``mfu`` (model FLOPs utilisation, default 0.40)
@@ -402,6 +408,8 @@ def train_plan(model="llama3-8b", tokens=15e12, gpus=1024, machine="h100-sxm", m
     other_tok, _ = train_flops_per_token(cfg, seq_len, other, "none")
     if price_per_gpu_hour is not None:
         check_number("price_per_gpu_hour", price_per_gpu_hour, maximum=1e6)
+    if dtype is None:  # the machine's own dtype, as layer and gemm take it (bf16 on most)
+        dtype = m.default_dtype
     check_choice("peak_dtype", dtype, DTYPE_BYTES)
     if not computes_in(m, dtype):
         raise RooflineError(f"peak_dtype {dtype}: the {m.name} has no {dtype} peak; it has {', '.join(m.dtypes)}",

@@ -377,7 +377,7 @@ def hf_config_to_model(raw: dict, name: str = "model") -> Model:
 
 def load_hf_config(path: str | Path) -> Model:
     """Read a local Hugging Face ``config.json``; nothing is fetched from the network."""
-    from roofline.files import read_text
+    from roofline.files import json_failure, read_text
 
     p = Path(path)
     if p.is_dir():
@@ -388,7 +388,7 @@ def load_hf_config(path: str | Path) -> Model:
     except json.JSONDecodeError as exc:
         raise RooflineError(f"{str(p)!r} is not valid JSON ({exc.msg} at line {exc.lineno})", field="model") from None
     except (ValueError, RecursionError) as exc:  # integers of thousands of digits, nesting past the recursion limit
-        raise RooflineError(f"{str(p)!r} could not be read as JSON ({type(exc).__name__})", field="model") from None
+        raise RooflineError(f"{str(p)!r} could not be read as JSON ({json_failure(exc)})", field="model") from None
     name = str(raw.get("_name_or_path") or p.parent.name or p.stem) if isinstance(raw, dict) else p.stem
     try:
         return hf_config_to_model(raw, name=name)

@@ -342,7 +342,7 @@ def register(sub):
     p.add_argument("--global-batch", type=number_arg("--global-batch", maximum=1e15), default=None,
                    help="tokens per optimizer step (default: one micro-batch per data-parallel rank)")
     p.add_argument("--price", type=number_arg("--price", maximum=1e6), default=None, help="$ per GPU-hour")
-    p.add_argument("--peak-dtype", choices=QUANT_DTYPES, default="bf16",
+    p.add_argument("--peak-dtype", choices=QUANT_DTYPES, default=None,
                    help="dtype whose dense peak the utilisation is of (one the machine has a peak for)")
     p.add_argument("--attention", choices=("flash", "naive"), default="flash", help="naive stores the s x s scores")
     p.add_argument("--no-sequence-parallel", action="store_true", help="tensor parallel without sequence parallelism")

@@ -59,7 +59,7 @@ def load_factory(spec: str):
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except (ImportError, TypeError, ValueError) as exc:  # TypeError: a relative name such as '../x' or '.mod'
         raise RooflineError(f"cannot import {module_name!r} for {spec!r}: {_first_line(exc)}", field="model") from None
     factory = getattr(module, attr, None)
     if not callable(factory):

@@ -79,7 +79,7 @@ class Node:
 
 
 def load_trace(path) -> dict:
-    from roofline.files import read_text
+    from roofline.files import json_failure, read_text
 
     import os
 
@@ -91,7 +91,7 @@ def load_trace(path) -> dict:
     except json.JSONDecodeError as exc:
         raise RooflineError(f"{str(path)!r} is not a Chrome trace JSON file ({exc})", field="trace") from None
     except (ValueError, RecursionError) as exc:
-        raise RooflineError(f"{str(path)!r} could not be read as JSON ({type(exc).__name__})", field="trace") from None
+        raise RooflineError(f"{str(path)!r} could not be read as JSON ({json_failure(exc)})", field="trace") from None
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc if isinstance(doc, list) else None
     if not isinstance(events, list):
         raise RooflineError(f"{str(path)!r} has no traceEvents: not a torch.profiler Chrome trace", field="trace")

@@ -328,6 +328,9 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
 
     def compute(q: LayerQuery):
         machine, cost_model = machine_of(q), cost_model_of(q)
+        n_layers = models[q.model].n_layers
+        if q.layer is not None and q.layer >= n_layers:  # refused as the CLI refuses it, for every model
+            raise RooflineError(f"layer {q.layer}: {models[q.model].name} has layers 0 to {n_layers - 1}", field="layer")
         with library_call(q):
             report = layer_report(
                 model=models[q.model], machine=machine, phase=q.phase,
@@ -446,7 +449,7 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         plan, crossover = compute_decode(q)
         return decode_payload(plan, q.batch, crossover, models[q.model].name, q.launch_overhead_us)
 
-    @app.get("/", include_in_schema=False)
+    @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     def index() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
 
