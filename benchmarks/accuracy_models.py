@@ -370,6 +370,27 @@ def write_report(args, rows, scored, threads, machine, cal):
     inside = sum(s.low_s <= s.measured_s <= s.high_s for s in scored)
     lines += ["", f"All ops: measured inside the calibrated interval for {inside} of {len(scored)} "
                   f"({inside / max(len(scored), 1):.0%}).", ""]
+    prefill = [abs(err(r["calibrated"], r["wall"])) for r in rows if r["phase"] == "prefill"]
+    decode = [abs(err(r["calibrated"], r["wall"])) for r in rows if r["phase"] == "decode"]
+    med = {cls: median_abs([err(s.calibrated_s, s.measured_s) for s in ss]) for cls, ss in by_class.items()}
+    seed_med = {cls: median_abs([err(s.seed_s, s.measured_s) for s in ss]) for cls, ss in by_class.items()}
+    lines += ["## Against the targets (issue 12; this CPU, one thread)", "",
+              f"- whole forward within 10% in prefill: {sum(e <= 0.10 for e in prefill)} of {len(prefill)} runs "
+              f"(worst {max(prefill):.0%}); within 15% in decode: {sum(e <= 0.15 for e in decode)} of {len(decode)} "
+              f"(worst {max(decode):.0%})",
+              "- per-class median error within 20%: " + ", ".join(
+                  f"{c} {med[c]:.0%} ({'met' if med[c] <= 0.20 else 'missed'})" for c in TARGET_CLASSES if c in med),
+              "- calibrated better than seed on every class: " + ("yes" if all(med[c] < seed_med[c] for c in med) else
+                                                                 "no (" + ", ".join(c for c in med if med[c] >= seed_med[c]) + ")"),
+              f"- measured inside the interval for >= 80% of ops: {inside / max(len(scored), 1):.0%} "
+              f"({'met' if inside >= 0.8 * len(scored) else 'missed'})", "",
+              "Why the per-op figures miss where the totals hold: each op's time here is what torch.profiler "
+              "records with `record_shapes`, and its per-op overhead (several us, more for composite ops such as "
+              "`rms_norm` with children) inflates the small ops of a 2-layer toy model well past what they cost "
+              "unprofiled (an `nn.RMSNorm` on (1, 512) takes about 16 us in a loop, about 50 us in the trace); "
+              "the whole forward is compared with the unprofiled wall clock instead. The interval is built from "
+              "the calibration probes' spread, which is narrower than the spread of profiled ops. Run to run, "
+              "on this shared 2-core VM, the same command moved whole-forward errors by 10-30 points.", ""]
     missing = sorted({n for r in rows for n in r["unsupported_names"]})
     if missing:
         lines += [f"Ops `roofline profile` could not cost (their time is in 'not costed'): {', '.join(missing)}.", ""]
