@@ -374,7 +374,7 @@ def write_report(args, rows, scored, threads, machine, cal):
     decode = [abs(err(r["calibrated"], r["wall"])) for r in rows if r["phase"] == "decode"]
     med = {cls: median_abs([err(s.calibrated_s, s.measured_s) for s in ss]) for cls, ss in by_class.items()}
     seed_med = {cls: median_abs([err(s.seed_s, s.measured_s) for s in ss]) for cls, ss in by_class.items()}
-    lines += ["## Against the targets (issue 12; this CPU, one thread)", "",
+    lines += [f"## Against the targets (issue 12 sets them for one thread; this run: {threads})", "",
               f"- whole forward within 10% in prefill: {sum(e <= 0.10 for e in prefill)} of {len(prefill)} runs "
               f"(worst {max(prefill):.0%}); within 15% in decode: {sum(e <= 0.15 for e in decode)} of {len(decode)} "
               f"(worst {max(decode):.0%})",
