@@ -396,3 +396,24 @@ def test_a_decode_plot_at_one_batch_warns_nothing(tmp_path, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert run(capsys, "decode", "--batch", "1", "-o", str(tmp_path / "d.png"))[0] == 0
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["kernel", "matmul", "M=1.5", "N=1", "K=1"], "M must be a whole number"),
+    (["kernel", "matmul", "M=1", "N=1", "K=1", "M=2"], "given twice"),
+    (["sweep", "--over", "tokens", "--values", "128", "--context", "100"], "--context does not apply"),
+    (["sweep", "--over", "context", "--tokens", "5"], "--tokens does not apply"),
+    (["diagnose", "--flops", "1e9", "--bytes", "4e9", "--measured", "1.5ms", "--label", "a\nb"], "--label"),
+])
+def test_inputs_a_reviewer_saw_ignored_or_mistaken_are_refused(capsys, argv, named):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and named in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_machine_name_must_be_one_printable_line(tmp_path, capsys):
+    f = tmp_path / "m.toml"
+    f.write_text('[sources]\nME = "x"\n[machines.mine]\nname = "My\\nchip"\n'
+                 'memory_bytes_per_s = { value = 1e12, source = "ME" }\n'
+                 'peak_flops_per_s.bf16 = { value = 100e12, source = "ME" }\n')
+    code, _, err = run(capsys, "layer", "--machine", str(f))
+    assert code == 2 and "printable" in err and str(f) in err

@@ -20,6 +20,7 @@ from roofline.cliargs import (
     add_machine_flags,
     calibrated_or_cost_model,
     kernel_param,
+    kernel_params,
     cost_model_from_args,
     machine_from_args,
 )
@@ -177,9 +178,7 @@ def cmd_kernel(args):
 
     machine = machine_from_args(args)
     ctor = get_kernel_constructor(args.name)
-    params = {}
-    for key, value in (args.param or []):
-        params[key] = value
+    params = kernel_params(args.param)
     try:
         kernel = ctor(**params)
     except TypeError as exc:

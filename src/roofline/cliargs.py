@@ -154,6 +154,16 @@ def kernel_param(text):
 kernel_param.__name__ = "NAME=VALUE"
 
 
+def kernel_params(pairs) -> dict:
+    """NAME=VALUE pairs as keyword arguments; a name given twice is refused (not the last one taken)."""
+    out = {}
+    for key, value in pairs or []:
+        if key in out:
+            raise RooflineError(f"kernel parameter {key} is given twice ({out[key]!r} and {value!r})", field="param")
+        out[key] = value
+    return out
+
+
 def parse_kernel_param(text):
     if "=" not in text:
         raise RooflineError(f"kernel parameter {text!r} must be NAME=VALUE, e.g. M=8192")

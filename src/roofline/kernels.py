@@ -139,8 +139,9 @@ def dtype_name(bytes_per_elem) -> str:
 
 
 def _dims(**dims):
+    """Sizes are whole numbers (a matmul of 1.5 rows is a typo, not a kernel)."""
     for name, value in dims.items():
-        check_number(name, value, minimum=0, maximum=MAX_COUNT)
+        check_number(name, value, minimum=0, maximum=MAX_COUNT, integer=True)
 
 
 def _causal(causal) -> float:

@@ -203,6 +203,9 @@ def machine_from_dict(key: str, spec: dict, sources: dict[str, str]) -> Machine:
     for needed in ("name", "peak_flops_per_s", "memory_bytes_per_s"):
         if needed not in spec:
             raise RooflineError(f"{where}: missing {needed!r}", field="machine")
+    for k in _TEXT_KEYS - {"notes"}:  # printed in every table header: one printable line
+        if k in spec and (not isinstance(spec[k], str) or not spec[k].isprintable() or not spec[k].strip()):
+            raise RooflineError(f"{where}.{k}: must be one line of printable text, got {spec[k]!r}", field="machine")
     peaks_spec = spec["peak_flops_per_s"]
     if not isinstance(peaks_spec, dict) or not peaks_spec:
         raise RooflineError(f"{where}.peak_flops_per_s: expected a table of dtype = {{value, source}}", field="machine")

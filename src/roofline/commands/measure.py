@@ -66,6 +66,10 @@ def cmd_calibrate(args):
         raise write_failed(out, exc) from None
     dram, _ = main_memory(cal)
     print(f"wrote {out}: {cal.device_name}, {cal.threads} thread(s), torch {cal.torch_version}")
+    short = [c.dtype for c in cal.matmul if c.kind == "matmul" and len(c.size) < 3]
+    if short or not cal.matmul:  # a peak from one or two sizes is a warm-up, not a rate
+        print(f"warning: the budget ({args.budget:g} s) measured {'no matmul' if not cal.matmul else 'under 3 matmul sizes for ' + ', '.join(short)}: "
+              "its peaks are far below this device's; calibrate again with --budget 30 or more")
     for dtype, flops in peaks(cal).items():
         print(f"  matmul {dtype:<5} best {flops / 1e9:,.1f} GFLOP/s")
     for name, size, bw in level_bandwidths(cal):

@@ -286,6 +286,11 @@ def cmd_sweep(args):
 
     if args.over == "machines":
         refuse_unused(args, {"values": None}, "to --over machines (the machines are --machine A,B,...)")
+    phase = args.phase or ("prefill" if args.over == "tokens" else "decode")
+    if phase == "prefill" and args.over != "context":  # a prefill attends over its own tokens
+        refuse_unused(args, {"context": 4096}, "to a prefill sweep (it attends over its own tokens)")
+    if phase == "decode" and args.over != "tokens":  # a decode step makes one token against --context
+        refuse_unused(args, {"tokens": 4096}, "to a decode sweep (one new token per step; set --context)")
     _output(args.output)
     names = args.machine.split(",") if args.machine else (SWEEP_MACHINES.split(",") if args.over == "machines" else ["h100-sxm"])
     machines = [machine_from_args(args, n.strip()) for n in names if n.strip()]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from roofline.cliargs import COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg, refuse_unused
+from roofline.cliargs import COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg, refuse_unused, kernel_params
 from roofline.errors import RooflineError
 
 
@@ -211,7 +211,7 @@ def _diagnose_kernel(args):
             raise RooflineError("give a kernel (NAME K=V ..., with bytes_per_elem=bf16 for its dtype) or "
                                 "--flops/--bytes/--dtype, not both")
         ctor = get_kernel_constructor(args.name)
-        params = dict(args.param or [])
+        params = kernel_params(args.param)
         try:
             kernel = ctor(**params)
         except TypeError as exc:
@@ -252,6 +252,8 @@ def cmd_diagnose(args):
 
     if not args.profile:
         refuse_unused(args, {"rank": 1}, "without --profile (it picks an op of a profile)")
+    if args.label is not None and (not args.label.isprintable() or not args.label.strip()):
+        raise RooflineError(f"--label must be one line of printable text, got {args.label!r}", field="label")
     machine = machine_from_args(args)
     if args.profile:
         kernel, measured, shape = _profiled_op(args, machine)
