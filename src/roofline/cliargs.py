@@ -212,3 +212,15 @@ def refuse_unused(args, unused: dict, why: str) -> None:
         if getattr(args, dest, default) != default:
             flag = "--" + dest.replace("_", "-")
             raise RooflineError(f"{flag} does not apply {why}", field=dest)
+
+
+def print_report(args, report) -> None:
+    """A report as --json, --csv or its table (at most --limit rows; 0: all)."""
+    import sys
+
+    if args.json:
+        print(report.to_json())
+    elif getattr(args, "csv", False):
+        sys.stdout.write(report.to_csv())
+    else:
+        print(report.to_table(limit=args.limit or None))

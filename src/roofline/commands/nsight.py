@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from roofline.cliargs import COUNT, add_machine_flags, check_output, machine_from_args, number_arg
+from roofline.cliargs import COUNT, add_machine_flags, check_output, machine_from_args, number_arg, print_report
 from roofline.errors import RooflineError
 
 
@@ -44,12 +44,7 @@ def cmd_nsight(args):
         if dtype is not None:
             raise RooflineError(f"--dtype does not apply to {args.file!r}, an nsys kernel summary (times only)",
                                 field="dtype")
-    if args.json:
-        print(report.to_json())
-    elif args.csv:
-        sys.stdout.write(report.to_csv())
-    else:
-        print(report.to_table(limit=args.limit or None))
+    print_report(args, report)
     if args.output:
         from roofline.plots import plot_profile
 

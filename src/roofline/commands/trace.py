@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from roofline.cliargs import COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg, refuse_unused, kernel_params
+from roofline.cliargs import COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg, refuse_unused, kernel_params, print_report
 from roofline.errors import RooflineError
 
 
@@ -154,12 +154,7 @@ def cmd_profile(args):
     from roofline.calibrated import calibrated_model_for
 
     report = profile_report(args.trace, machine, calibrated_model_for(args.machine) if args.machine else None)
-    if args.json:
-        print(report.to_json())
-    elif args.csv:
-        sys.stdout.write(report.to_csv())
-    else:
-        print(report.to_table(limit=args.limit or None))
+    print_report(args, report)
     if args.output:
         from roofline.plots import plot_profile
 
@@ -280,7 +275,7 @@ def measured_time_s(text, field="--measured"):
 
 def register(sub):
     from roofline.cliargs import kernel_param
-    from roofline.units import parse_number, parse_time_s
+    from roofline.units import parse_number
 
     p = sub.add_parser("trace", help="trace a PyTorch model on the meta device: FLOPs and bytes per aten op",
                        description="Example: roofline trace roofline.trace.models:llama2_7b --input-shape 1,128")

@@ -181,8 +181,8 @@ def _matmul(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Curve, 
 
 
 def _gemm(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Curve, ...]:
-    """The skinny-M GEMM family (families.gemm_family) per dtype, within what is left of the phase."""
-    from roofline.measure.families import gemm_bytes, gemm_family
+    """The skinny-M GEMM family (plan.gemm_m x plan.gemm_nk, from measure.families) per dtype, within what is left of the phase."""
+    from roofline.measure.families import gemm_bytes
 
     ms, nks = plan.gemm_m, plan.gemm_nk
     curves = []

@@ -2,7 +2,7 @@
 so that the calibrated model can correct any op of that class (a traced aten op, a profiled one,
 a block op) from measured points of the same class.
 
-- ``gemm_family``: (M, K) @ (K, N) with the skinny M of decode (1 to 256 rows) at a few N = K:
+- the GEMM family (CPU_GEMM_M x CPU_GEMM_NK, CUDA_...): (M, K) @ (K, N) with the skinny M of decode (1 to 256 rows) at a few N = K:
   a CPU's GEMV path for M = 1 and its packed GEMM path for M = 4 differ several-fold, which a
   sweep of square matmuls cannot see;
 - ``class_families``: one-kernel eager ops of each class (elementwise: add, mul, silu, gelu; norm:
@@ -116,11 +116,6 @@ def class_families(device: str, dtype: str, rows=None) -> list[FamilyOp]:
             out.append(FamilyOp(name, traced_cat if traced_cat != "mixed" else category,
                                 f"{tag}({r}, {width}) {dtype}", fn, flops, nbytes))
     return out
-
-
-def gemm_family(device: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(M values, N = K values) of the skinny-M GEMM family on ``device``."""
-    return (CUDA_GEMM_M, CUDA_GEMM_NK) if device == "cuda" else (CPU_GEMM_M, CPU_GEMM_NK)
 
 
 def gemm_bytes(M: int, N: int, K: int, dtype: str) -> float:
