@@ -302,7 +302,8 @@ class CalibratedModel:
 
     def describe(self) -> str:
         return (f"calibrated model of the profile measured {self.calibration.date}: achieved rates by op size and "
-                f"working set, launch {self.launch_overhead_s * 1e6:.1f} us")
+                f"working set, launch {self.launch_overhead_s * 1e6:.1f} us"
+                + ("; matmul weights read cold (the forward outgrows the cache)" if self.weights_cold else ""))
 
     def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None) -> CalibratedOpPrediction:
         """One op: its compute and memory columns carry the fitted correction r (so that launch +

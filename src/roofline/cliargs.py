@@ -97,8 +97,13 @@ def calibrated_or_cost_model(args, machine):
         from roofline.calibrated import calibrated_model_for
 
         model = calibrated_model_for(args.machine)
-        if model is not None:
-            return model
+        if model is not None:  # a step reads the whole model's weights: cold once they outgrow the cache
+            from roofline.transformer import count_params
+            from roofline.units import DTYPE_BYTES
+
+            dtype = getattr(args, "dtype", None) or machine.default_dtype
+            weights = count_params(getattr(args, "model", None) or "llama3-8b")["total"] * DTYPE_BYTES.get(dtype, 2.0)
+            return model.for_forward(weights)
     return cost_model_from_args(args, machine)
 
 
