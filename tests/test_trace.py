@@ -460,3 +460,23 @@ def test_matmul_shapes_are_read_for_the_calibrated_gemm_rate():
     assert gemm_shape("aten::bmm", [(8, 4, 64), (8, 64, 32)]) == (8, 4, 32, 64)
     assert gemm_shape("aten::add", [(4, 4), (4, 4)]) == ()
     assert gemm_shape("aten::mm", [(4,)]) == ()
+
+
+def test_trace_from_a_preset_builds_a_decode_step_against_a_kv_cache(capsys):
+    """`roofline trace llama3.2-1b --phase decode --context 1024 --batch 2`: the matmuls of one
+    step are 2 x batch x their weights: every weight but the norms' (the LM head is the tied
+    embedding). Llama 3.2 1B: 1,235,814,400 parameters (Hugging Face), norms (2 x 16 + 1) x 2,048
+    = 67,584, so 2 x 2 x 1,235,746,816 = 4,942,987,264 FLOPs."""
+    pytest.importorskip("torch")
+    from roofline.cli import main
+
+    assert main(["trace", "llama3.2-1b", "--phase", "decode", "--context", "1024", "--batch", "2", "--json"]) == 0
+    ops = json.loads(capsys.readouterr().out)["ops"]
+    assert sum(o["flops"] for o in ops if o["category"] == "matmul") == 4_942_987_264
+    # the cache is read: each layer's K and V cat reads batch 2 x 8 kv heads x 1,024 x 64 x 2 B
+    # (and writes 1,025 positions); RoPE's rotate-half cats are the small ones
+    cache_cats = [o for o in ops if o["name"] == "aten::cat" and o["bytes"] >= 2 * 8 * 1024 * 64 * 2]
+    assert len(cache_cats) == 2 * 16
+    assert all(o["bytes"] == 2 * 8 * 64 * 2 * (1024 + 1 + 1025) for o in cache_cats)
+    assert main(["trace", "llama3.2-1b", "--tokens", "64"]) == 0
+    assert "a prefill of 64 tokens at batch 1" in capsys.readouterr().out

@@ -6,6 +6,7 @@ naming the extra to install (exit code 2).
 
 from __future__ import annotations
 
+import os
 import sys
 
 from roofline.cliargs import COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg, refuse_unused, kernel_params, print_report
@@ -67,11 +68,26 @@ def load_factory(spec: str):
     return factory
 
 
+def is_factory(spec: str) -> bool:
+    """PACKAGE.MODULE:FACTORY (code to import), rather than a preset or a config.json."""
+    return ":" in spec and not spec.lower().endswith(".json")
+
+
 def build_model(spec: str):
-    """Call the factory on the meta device (no weights allocated) and put the model in eval mode."""
+    """Call the factory (or build the preset or config.json with trace.models.from_config) on the
+    meta device (no weights allocated) and put the model in eval mode."""
     from roofline.trace import require_torch
 
     torch = require_torch("roofline trace")
+    if not is_factory(spec):
+        from roofline.trace.models import from_config
+        from roofline.transformer import list_models
+
+        if spec not in {m.key for m in list_models()} and not os.path.exists(spec):
+            raise RooflineError(f"model {spec!r} is not a preset (see `roofline models`) or a config.json path; for "
+                                "code give PACKAGE.MODULE:FACTORY, e.g. roofline.trace.models:llama2_7b", field="model")
+        with torch.device("meta"):
+            return from_config(spec).eval()
     factory = load_factory(spec)
     try:
         with torch.device("meta"):
@@ -81,6 +97,27 @@ def build_model(spec: str):
     if not isinstance(model, torch.nn.Module):
         raise RooflineError(f"{spec}() returned {type(model).__name__}, not a torch.nn.Module", field="model")
     return model.eval()
+
+
+def _step_inputs(cfg, args, torch, dtype):
+    """Token ids for a prefill of --tokens at --batch, or one decode step's: one new token per
+    sequence and each layer's K and V cache of --context tokens (meta tensors: nothing allocated)."""
+    from roofline.errors import check_number
+
+    phase, batch = args.phase or "prefill", args.batch or 1
+    if phase == "prefill":
+        if args.context is not None:
+            raise RooflineError("--context is the cache a decode step attends to: give --phase decode", field="context")
+        tokens = args.tokens or 128
+        check_number("tokens", tokens, integer=True, maximum=cfg.max_position_embeddings or 10**7)
+        return [torch.zeros(batch, tokens, dtype=torch.int64, device="meta")]
+    if args.tokens is not None:
+        raise RooflineError("--tokens is a prefill's length; a decode step makes one token: give --context", field="tokens")
+    S = args.context or 4096
+    check_number("context", S, integer=True, maximum=cfg.max_position_embeddings or 10**7)
+    kv, d = cfg.n_kv_heads or cfg.n_heads, cfg.head_dim
+    cache = [torch.zeros(batch, kv, S, d, dtype=dtype, device="meta") for _ in range(2 * cfg.n_layers)]
+    return [torch.zeros(batch, 1, dtype=torch.int64, device="meta"), *cache]
 
 
 def cmd_trace(args):
@@ -93,11 +130,21 @@ def cmd_trace(args):
         if name not in DTYPE_BY_NAME:
             raise RooflineError(f"argument {flag}: unknown dtype {name!r}; known: {', '.join(DTYPE_BY_NAME)}")
     machine = machine_from_args(args)
+    factory = is_factory(args.model)
+    if factory:
+        refuse_unused(args, {"phase": None, "tokens": None, "batch": None, "context": None},
+                      "to a PACKAGE.MODULE:FACTORY (its inputs are --input-shape)")
+    else:
+        refuse_unused(args, {"input_shape": None, "input_dtype": "int64"},
+                      "to a preset or config.json (give --phase, --tokens, --batch, --context)")
     model = build_model(args.model)
     inputs = []
-    for shape in args.input_shape or [(1, 128)]:
-        dt = DTYPE_BY_NAME[args.input_dtype]
-        inputs.append(torch.zeros(shape, dtype=dt, device="meta"))
+    if factory:
+        for shape in args.input_shape or [(1, 128)]:
+            dt = DTYPE_BY_NAME[args.input_dtype]
+            inputs.append(torch.zeros(shape, dtype=dt, device="meta"))
+    else:
+        inputs = _step_inputs(model.cfg, args, torch, DTYPE_BY_NAME[args.dtype])
     try:  # the inputs keep --input-dtype: the header says what ran
         result = trace(model, *inputs, dtype=DTYPE_BY_NAME[args.dtype], fused=not args.unfused, cast_inputs=False)
     except RooflineError:
@@ -118,9 +165,15 @@ def cmd_trace(args):
         return
     from roofline.units import format_bytes, format_si, format_time
 
-    ins = ", ".join("x".join(map(str, s)) for s in result.inputs)
+    if factory:
+        ins = ", ".join("x".join(map(str, s)) for s in result.inputs) + f" {args.input_dtype}"
+    elif (args.phase or "prefill") == "prefill":
+        ins = f"a prefill of {result.inputs[0][1]:,} tokens at batch {result.inputs[0][0]}"
+    else:
+        ins = (f"one decode step at batch {result.inputs[0][0]} against a KV cache of {result.inputs[1][2]:,} tokens "
+               f"({len(result.inputs) - 1} cache tensors, appended with cat as eager code does)")
     free = sum(1 for op in result.ops if op.bytes == 0)
-    print(f"{result.model} ({args.model}): inputs {ins} {args.input_dtype}, weights {args.dtype}, "
+    print(f"{result.model} ({args.model}): inputs {ins}, weights {args.dtype}, "
           f"{'fused' if result.fused else 'unfused (meta dispatcher)'} attention and RMSNorm")
     print(f"{len(result.ops):,} ops ({free:,} free views), {format_si(result.total_flops, 'FLOP')}, "
           f"{format_si(result.total_bytes, 'B')} moved ({format_bytes(result.total_bytes)}), "
@@ -278,8 +331,17 @@ def register(sub):
     from roofline.units import parse_number
 
     p = sub.add_parser("trace", help="trace a PyTorch model on the meta device: FLOPs and bytes per aten op",
-                       description="Example: roofline trace roofline.trace.models:llama2_7b --input-shape 1,128")
-    p.add_argument("model", help="PACKAGE.MODULE:FACTORY, a zero-argument function returning an nn.Module")
+                       description="Examples: roofline trace roofline.trace.models:llama2_7b --input-shape 1,128; "
+                                   "roofline trace llama3-8b --phase decode --context 8192 --batch 8; "
+                                   "roofline trace path/to/config.json --tokens 2048")
+    p.add_argument("model", help="PACKAGE.MODULE:FACTORY (a zero-argument function returning an nn.Module), or a "
+                                 "preset or config.json of a dense Llama-like or GPT-2-like model (built on meta)")
+    p.add_argument("--phase", choices=("prefill", "decode"), default=None,
+                   help="preset/config: a prefill of --tokens, or one decode step against a KV cache of --context")
+    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None, help="prefill length (default 128)")
+    p.add_argument("--batch", type=number_arg("--batch", integer=True, maximum=65536), default=None, help="sequences (default 1)")
+    p.add_argument("--context", type=number_arg("--context", **COUNT), default=None,
+                   help="decode: tokens in the KV cache (default 4096)")
     p.add_argument("--input-shape", type=_shape, action="append", metavar="1,128",
                    help="shape of one input tensor (repeat for several inputs; default 1,128)")
     p.add_argument("--input-dtype", default="int64",

@@ -46,7 +46,7 @@ class LlamaAttention(nn.Module):
         self.wqkv = nn.Linear(cfg.d_model, cfg.attn_dim + 2 * cfg.kv_dim, bias=cfg.attention_bias)
         self.wo = nn.Linear(cfg.attn_dim, cfg.d_model, bias=cfg.attention_out_bias)
 
-    def forward(self, x, cos, sin):
+    def forward(self, x, cos, sin, cache=None):
         B, T, _ = x.shape
         c = self.cfg
         q, k, v = self.wqkv(x).split([c.attn_dim, c.kv_dim, c.kv_dim], dim=-1)
@@ -55,7 +55,9 @@ class LlamaAttention(nn.Module):
         v = v.view(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=c.n_kv_heads != c.n_heads)
+        if cache is not None:  # decode: the new token's k and v appended to the cache, as eager engines do
+            k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None, enable_gqa=c.n_kv_heads != c.n_heads)
         return self.wo(y.transpose(1, 2).reshape(B, T, c.attn_dim))
 
 
@@ -80,15 +82,16 @@ class LlamaBlock(nn.Module):
         self.ffn_norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
         self.mlp = LlamaMLP(cfg)
 
-    def forward(self, x, cos, sin):
-        x = x + self.attn(self.attn_norm(x), cos, sin)
+    def forward(self, x, cos, sin, cache=None):
+        x = x + self.attn(self.attn_norm(x), cos, sin, cache)
         return x + self.mlp(self.ffn_norm(x))
 
 
-def rope_tables(T: int, head_dim: int, theta: float = 10000.0, device=None, dtype=None):
-    """cos and sin of the rotary angles, (T, head_dim), in the rotate-half layout."""
+def rope_tables(T: int, head_dim: int, theta: float = 10000.0, device=None, dtype=None, start: int = 0):
+    """cos and sin of the rotary angles of positions start .. start + T - 1, (T, head_dim), in the
+    rotate-half layout."""
     inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
-    angles = torch.outer(torch.arange(T, device=device, dtype=torch.float32), inv)
+    angles = torch.outer(torch.arange(start, start + T, device=device, dtype=torch.float32), inv)
     angles = torch.cat((angles, angles), dim=-1)
     return angles.cos().to(dtype), angles.sin().to(dtype)
 
@@ -109,11 +112,14 @@ class LlamaLike(nn.Module):
         if cfg.tied_embeddings:
             self.lm_head.weight = self.embed.weight
 
-    def forward(self, ids):
+    def forward(self, ids, *cache):
+        """``cache``: for a decode step, each layer's K and V, (B, kv heads, S, head dim), in order
+        (2 x layers tensors); the step's ids are the new token(s) at positions S, S + 1, ..."""
         x = self.embed(ids)
-        cos, sin = rope_tables(ids.shape[1], self.cfg.head_dim, device=x.device, dtype=x.dtype)
-        for layer in self.layers:
-            x = layer(x, cos, sin)
+        S = cache[0].shape[2] if cache else 0
+        cos, sin = rope_tables(ids.shape[1], self.cfg.head_dim, device=x.device, dtype=x.dtype, start=S)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, cache[2 * i:2 * i + 2] if cache else None)
         return self.lm_head(self.norm(x))
 
 
@@ -135,12 +141,14 @@ class GPT2Block(nn.Module):
         self.c_fc = nn.Linear(D, cfg.d_ff, bias=cfg.mlp_bias)
         self.mlp_proj = nn.Linear(cfg.d_ff, D, bias=cfg.mlp_bias)
 
-    def forward(self, x):
+    def forward(self, x, cache=None):
         B, T, D = x.shape
         H = self.cfg.n_heads
         q, k, v = self.c_attn(self.ln_1(x)).split(D, dim=-1)
         q, k, v = (t.view(B, T, H, D // H).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if cache is not None:
+            k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None)
         x = x + self.c_proj(y.transpose(1, 2).reshape(B, T, D))
         return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
 
@@ -159,11 +167,13 @@ class GPT2Like(nn.Module):
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab, bias=False)
         self.lm_head.weight = self.wte.weight
 
-    def forward(self, ids):
-        pos = torch.arange(ids.shape[1], device=ids.device)
+    def forward(self, ids, *cache):
+        """``cache`` as LlamaLike's: each layer's K and V for a decode step."""
+        S = cache[0].shape[2] if cache else 0
+        pos = torch.arange(S, S + ids.shape[1], device=ids.device)
         x = self.wte(ids) + self.wpe(pos)
-        for block in self.h:
-            x = block(x)
+        for i, block in enumerate(self.h):
+            x = block(x, cache[2 * i:2 * i + 2] if cache else None)
         return self.lm_head(self.ln_f(x))
 
 
@@ -198,3 +208,19 @@ def tiny_gpt2() -> GPT2Like:
     base = _cfg("gpt2")
     return GPT2Like(dataclasses.replace(base, name="tiny gpt2", key="", d_model=64, n_layers=2, n_heads=4, n_kv_heads=None, d_ff=256,
                                         head_dim=None, vocab=256, max_position_embeddings=64, expert_d_ff=None))
+
+
+def from_config(model):
+    """A preset key, a config.json path (or a Model) as one of these torch modules, for tracing:
+    dense SwiGLU RMSNorm models as LlamaLike, LayerNorm GELU models with learned positions as
+    GPT2Like; anything else is refused by name (give a PACKAGE.MODULE:FACTORY for it)."""
+    from roofline.errors import RooflineError
+
+    cfg = _cfg(model)
+    if not cfg.is_moe and cfg.gated_mlp and cfg.norm == "rmsnorm":
+        return LlamaLike(cfg)
+    if not cfg.is_moe and not cfg.gated_mlp and cfg.norm == "layernorm" and cfg.n_kv_heads in (None, cfg.n_heads):
+        return GPT2Like(cfg)
+    raise RooflineError(f"{cfg.name}: roofline trace builds dense Llama-like (SwiGLU, RMSNorm) and GPT-2-like "
+                        "(GELU, LayerNorm) models from a config; for this one give a PACKAGE.MODULE:FACTORY "
+                        "that builds it", field="model")
