@@ -253,7 +253,7 @@ def score(report, machine, cal: CalibratedModel, runs: int) -> list[Scored]:
 
 def forward_model(report, cal: CalibratedModel, runs: int) -> CalibratedModel:
     """The calibrated model for one forward (CalibratedModel.for_forward: weights cold when the
-    forward's bytes outgrow half the last cache)."""
+    forward's bytes outgrow a quarter of the last cache)."""
     return cal.for_forward(sum(op.bytes * op.calls for op in report.ops) / runs)
 
 

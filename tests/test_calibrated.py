@@ -407,13 +407,14 @@ def test_a_class_costs_at_least_its_tiny_probe_per_call():
 
 
 def test_a_forward_that_outgrows_the_cache_reads_its_weights_cold():
-    """synthetic(): last cache 1 MiB. A forward moving 600 KiB (over half of it) runs its matmuls at
-    the cold GEMM family's rate; one moving 100 KiB at the warm one."""
+    """synthetic(): last cache 1 MiB. A forward moving over a quarter of it (256 KiB) runs its
+    matmuls at the cold GEMM family's rate; one moving less at the warm one."""
     warm = _gemm_curve()
     cold = dataclasses.replace(warm, kind="gemm_cold", seconds=tuple(4 * s for s in warm.seconds))
     model = CalibratedModel(dataclasses.replace(synthetic(), gemm=(warm, cold)))
     k = Kernel("mm", 2.0 * 4 * 1024 * 1024, 4.0 * (8 * 1024 + 1024 * 1024), "matmul", "fp32", shape=(1, 4, 1024, 1024))
     assert not model.for_forward(100 * KIB).weights_cold and model.for_forward(600 * KIB).weights_cold
+    assert not model.for_forward(200 * KIB).weights_cold and model.for_forward(300 * KIB).weights_cold
     warm_rate = model.for_forward(100 * KIB).gemm_rate(k)[0]
     cold_rate = model.for_forward(600 * KIB).gemm_rate(k)[0]
     # cold times are 4 x (body + launch); the rate is FLOPs over the time less one launch:

@@ -36,7 +36,7 @@ from roofline.machine_profile import (Calibration, gemm_points, load_profile, ma
 SIZED_CATEGORIES = ("matmul", "attention", "decode")
 DEFAULT_COMPUTE_FRACTION = 0.70  # seed 003's e_c, for a dtype the calibration did not measure
 MIN_PROBE_LAUNCHES = 1.5  # a probe shorter than this many launch overheads is not fitted
-FORWARD_CACHE_SHARE = 0.5  # a forward moving more than this share of the last cache reads its weights cold
+FORWARD_CACHE_SHARE = 0.25  # a forward moving more than this share of the last cache reads its weights cold
 OUTSIDE_WIDENING = 1.5  # an op outside its class probes' sizes: the interval is this much wider each way
 
 
@@ -153,11 +153,11 @@ class CalibratedModel:
 
     def for_forward(self, bytes_per_forward: float) -> "CalibratedModel":
         """This model for a whole forward pass that moves ``bytes_per_forward`` (all its ops' bytes):
-        its matmuls read their weights cold when that is more than half the last cache. A step reads
-        each weight once, and what else it touches (activations, KV cache, the allocator's churn)
-        evicts them well before the cache is full: on the 2-core EPYC of docs/accuracy-models.md a
-        27 MB forward with a 32 MiB L3 ran its decode GEMMs at the cold family's rate, 4-6x under
-        the warm one."""
+        its matmuls read their weights cold when that is more than a quarter of the last cache. A
+        step reads each weight once, and what else it touches (activations, KV cache, the
+        allocator's churn, a shared L3's other tenants) evicts them well before the cache is full:
+        on the 2-core EPYC of docs/accuracy-models.md (a 32 MiB L3) 27 MB (fp32) and 13 MB (bf16)
+        forwards ran their decode GEMMs at the cold family's rate, 4-6x under the warm one."""
         caches = self.calibration.caches
         cold = bool(caches) and bytes_per_forward > FORWARD_CACHE_SHARE * caches[-1][1]
         return dataclasses.replace(self, weights_cold=cold) if cold != self.weights_cold else self
