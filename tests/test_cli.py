@@ -417,3 +417,11 @@ def test_a_machine_name_must_be_one_printable_line(tmp_path, capsys):
                  'peak_flops_per_s.bf16 = { value = 100e12, source = "ME" }\n')
     code, _, err = run(capsys, "layer", "--machine", str(f))
     assert code == 2 and "printable" in err and str(f) in err
+
+
+def test_an_unknown_torch_dtype_is_said_with_what_it_was_taken_as(tmp_path, capsys):
+    cfg = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+           "num_attention_heads": 4, "vocab_size": 100, "torch_dtype": "banana"}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    code, out, _ = run(capsys, "models", str(tmp_path / "config.json"))
+    assert code == 0 and "torch_dtype 'banana' not understood: weights taken as bf16" in out

@@ -860,3 +860,8 @@ def test_a_layer_past_the_models_layers_is_refused_for_every_model(client):
 
 def test_head_of_the_page_is_answered(client):
     assert client.head("/").status_code == 200
+
+
+def test_a_repeated_query_parameter_is_refused_not_the_last_taken(client):
+    r = client.get("/api/layer?tokens=1&tokens=2")
+    assert r.status_code == 422 and r.json()["field"] == "tokens" and "2 times" in r.text

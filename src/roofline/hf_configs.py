@@ -663,9 +663,20 @@ def _storage(q: dict, name: str, default: str) -> tuple[WeightStorage, list[str]
     return WeightStorage(default, parts, method), [f"{method}: linear layers of the blocks stored as {fmt}; {kept}{said}"]
 
 
+TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
 def _dtype(raw: dict) -> str:
     d = str(raw.get("torch_dtype") or raw.get("dtype") or "bfloat16")
-    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(d, "bf16")
+    return TORCH_DTYPES.get(d, "bf16")
+
+
+def _dtype_note(raw: dict) -> list[str]:
+    """A torch_dtype the loader does not know is said, with what it was taken as."""
+    d = raw.get("torch_dtype") or raw.get("dtype")
+    if d is None or str(d) in TORCH_DTYPES:
+        return []
+    return [f"torch_dtype {d!r} not understood: weights taken as bf16 (use --weights/--dtype to say otherwise)"]
 
 
 def from_hf_config(raw: dict, name: str = "model") -> Model:
@@ -723,5 +734,6 @@ def from_hf_config(raw: dict, name: str = "model") -> Model:
     if isinstance(top_context, bool) or not isinstance(top_context, int) or top_context < 0:
         top_context = 0
     return dataclasses.replace(model, storage=storage, omitted=model.omitted + tuple(omitted),
-                               notes=tuple(outer_notes) + model.notes + tuple(qnotes), model_type=str(model_type),
+                               notes=tuple(outer_notes) + model.notes + tuple(qnotes) + tuple(_dtype_note(raw)),
+                               model_type=str(model_type),
                                max_context=int(top_context))

@@ -258,6 +258,12 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
     async def _unknown_parameters(request: Request, call_next):
         """A query parameter the API does not take is a 422 naming it, never silently ignored."""
         if request.url.path.startswith("/api/"):
+            names = [k for k, _ in request.query_params.multi_items()]
+            repeated = sorted({k for k in names if names.count(k) > 1} & QUERY_NAMES)
+            if repeated:  # which one would count is a guess: say so instead
+                return _error_response([{"loc": ["query", name], "msg": f"query parameter {name!r} is given "
+                                         f"{names.count(name)} times; give it once", "type": "repeated_parameter"}
+                                        for name in repeated])
             unknown = sorted(set(request.query_params) - QUERY_NAMES)
             if unknown:
                 return _error_response([{"loc": ["query", name or "query"], "msg": f"unknown query parameter {name!r}; the API "
