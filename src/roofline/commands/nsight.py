@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from roofline.cliargs import COUNT, add_machine_flags, check_output, machine_from_args, number_arg, print_report
+from roofline.cliargs import add_machine_flags, add_report_flags, check_output, machine_from_args, print_report
 from roofline.errors import RooflineError
 
 
@@ -69,10 +69,5 @@ def register(sub):
     add_machine_flags(p)
     p.add_argument("--dtype", default=None,
                    help="put every FLOP at this dtype's peak (default: each precision ncu counted at its own peak)")
-    p.add_argument("--limit", type=number_arg("--limit", strictly=False, **COUNT), default=20,
-                   help="rows in the table (0: all)")
-    p.add_argument("-o", "--output", default=None, help="also draw the measured kernels on the roofline: FILE.png or .svg")
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true")
-    fmt.add_argument("--csv", action="store_true")
+    add_report_flags(p, "kernels")
     p.set_defaults(func=cmd_nsight)

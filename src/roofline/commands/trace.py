@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
-from roofline.cliargs import COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg, refuse_unused, kernel_params, print_report
+from roofline.cliargs import (COUNT, add_cost_flags, add_machine_flags, add_report_flags, cost_model_from_args, kernel_params,
+                              machine_from_args, number_arg, print_report, refuse_unused)
 from roofline.errors import RooflineError
 
 
@@ -361,12 +362,7 @@ def register(sub):
                        description="Reads a Chrome trace from torch.profiler with record_shapes=True.")
     p.add_argument("trace", help="TRACE.json written by prof.export_chrome_trace()")
     add_machine_flags(p)
-    p.add_argument("--limit", type=number_arg("--limit", strictly=False, **COUNT), default=20,
-                   help="rows in the table (0: all)")
-    p.add_argument("-o", "--output", default=None, help="also draw the measured ops on the roofline: FILE.png or .svg")
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true")
-    fmt.add_argument("--csv", action="store_true")
+    add_report_flags(p, "ops")
     p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("gemm", help="a GEMM's tiles, waves and tensor-core alignment, and what padding buys",

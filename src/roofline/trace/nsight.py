@@ -327,6 +327,22 @@ def _raw_rows(path, header, rest) -> list[NcuKernel]:
     return out
 
 
+def _checked(text: str, at: str, what: str, scale: float, limit: float, required: bool, shown: str = "") -> float | None:
+    """One cell as a number times ``scale``, in 0..``limit``: None when empty and not ``required``,
+    else a RooflineError naming ``at`` and ``what``."""
+    try:
+        v = parse_value(text)
+    except ValueError:
+        raise RooflineError(f"{at}: {what} = {text[:30]!r} is not a number", field=FIELD) from None
+    if v is None:
+        if required:
+            raise RooflineError(f"{at}: {what} has no value ({text!r})", field=FIELD)
+        return None
+    if v < 0 or v * scale > limit:
+        raise RooflineError(f"{at}: {what} = {text[:30]!r}{shown} is out of range (0 to {limit:g})", field=FIELD)
+    return v * scale
+
+
 def _value(path, kid, name, metrics, metric, kind, required=True) -> float | None:
     """``metric`` of a kernel in SI units (seconds, bytes, counts); None when absent and not
     ``required``; a RooflineError naming file, line, kernel and metric otherwise."""
@@ -341,19 +357,8 @@ def _value(path, kid, name, metrics, metric, kind, required=True) -> float | Non
     scale = unit_scale(unit, kind)
     if scale is None:
         raise RooflineError(f"{at}: {metric} has unit {unit[:20]!r}, not a {kind} unit this reader knows", field=FIELD)
-    try:
-        v = parse_value(text)
-    except ValueError:
-        raise RooflineError(f"{at}: {metric} = {text[:30]!r} is not a number", field=FIELD) from None
-    if v is None:
-        if required:
-            raise RooflineError(f"{at}: {metric} has no value ({text!r})", field=FIELD)
-        return None
-    v *= scale
     limit = {"time": 1e5, "bytes": MAX_BYTES}.get(kind, MAX_FLOPS)
-    if v < 0 or v > limit:
-        raise RooflineError(f"{at}: {metric} = {text[:30]!r} {unit[:20]} is out of range (0 to {limit:g})", field=FIELD)
-    return v
+    return _checked(text, at, metric, scale, limit, required, f" {unit[:20]}")
 
 
 def _kernel(path, kid: str, name: str, metrics: dict) -> NcuKernel:
@@ -418,17 +423,7 @@ def _nsys_rows(path, header, rest) -> list[NsysKernel]:
         at = f"{_where(path)} line {lineno}"
 
         def num(i, what, scale=1.0, required=True):
-            try:
-                v = parse_value(cells[i])
-            except ValueError:
-                raise RooflineError(f"{at}: {what} = {cells[i][:30]!r} is not a number", field=FIELD) from None
-            if v is None:
-                if required:
-                    raise RooflineError(f"{at}: {what} has no value", field=FIELD)
-                return None
-            if v < 0 or v * scale > 1e7:
-                raise RooflineError(f"{at}: {what} = {cells[i][:30]!r} is out of range", field=FIELD)
-            return v * scale
+            return _checked(cells[i], at, what, scale, 1e7, required)
 
         inst = num(inst_col, "Instances")
         if inst < 1 or inst != int(inst) or inst > 1e12:
