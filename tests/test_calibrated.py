@@ -421,3 +421,108 @@ def test_a_forward_that_outgrows_the_cache_reads_its_weights_cold():
     # f / (4 f / 8e9 + 3 launch), with f = 2 x 4 x 1024 x 1024
     f = 2.0 * 4 * 1024 * 1024
     assert warm_rate == pytest.approx(8e9) and cold_rate == pytest.approx(f / (4 * f / 8e9 + 3 * LAUNCH))
+
+
+# -- issue 12: aten-op corrections, the profiler as an instrument, attention by shape --------------
+
+def _family(model0, name, op, ws, ratio, profiled_ratio=None, floor=LAUNCH, cat="elementwise"):
+    """A class probe of ``op`` at working set ``ws`` that ran at ``ratio`` x its modelled body
+    (wall) and, under the profiler, ``profiled_ratio`` x (None: not profiled), each over ``floor``."""
+    k = Kernel(op, ws / 12, ws, cat, "fp32")
+    base = float(model0.base_body_s(k, cold=False)[2])
+    t = floor + ratio * base
+    p = None if profiled_ratio is None else floor + profiled_ratio * base
+    return Probe(name, cat, "fp32", k.flops, ws, t, t, t, "family: (x, 1024) fp32", op, p)
+
+
+def test_an_aten_op_that_was_probed_gets_its_own_correction_before_the_class_mean():
+    """add ran at 1x, gelu at 4x its body: aten::gelu is corrected by 4, aten::add by 1, and an
+    unprobed aten::sin by the class curve (the mean of the logs at each size: sqrt(1 x 4) = 2)."""
+    m0 = CalibratedModel(synthetic())
+    probes = [_family(m0, n, op, ws, r) for ws in (64 * KIB, 256 * KIB)
+              for n, op, r in (("add", "aten::add", 1.0), ("gelu", "aten::gelu", 4.0))]
+    model = CalibratedModel(synthetic(probes))
+    at = 128 * KIB
+    for name, source, ratio in (("aten::gelu", "aten", 4.0), ("aten::add", "aten", 1.0), ("aten::sin", "class", 2.0)):
+        res = model.residual(Kernel(name, at / 12, at, "elementwise", "fp32"))
+        assert (res.source, res.ratio) == (source, pytest.approx(ratio)), name
+    assert "aten::gelu probes" in model.predict_op(Kernel("aten::gelu", at / 12, at, "elementwise", "fp32"),
+                                                   get_machine("h100-sxm")).basis
+
+
+def test_the_profiler_as_instrument_uses_the_profiled_probe_times():
+    """A probe ran at 2x its body in the timed loop and 3x under torch.profiler; its tiny probe
+    took 1 us in the loop and 6 us profiled. The wall model predicts 1 us + 2 x body, the
+    profiler model 6 us + 3 x body; a profile without profiled times keeps the wall ones, and says so."""
+    m0 = CalibratedModel(synthetic())
+    ws = 256 * KIB
+    tiny = Probe("add", "elementwise", "fp32", 32.0, 384.0, 1e-6, 1e-6, 1e-6, "family: tiny (1, 32) fp32", "aten::add", 6e-6)
+    wall_floor, prof_floor = 1e-6, 6e-6
+    k = Kernel("aten::add", ws / 12, ws, "elementwise", "fp32")
+    base = float(m0.base_body_s(k, cold=False)[2])
+    probe = Probe("add", "elementwise", "fp32", k.flops, ws, wall_floor + 2 * base, wall_floor + 2 * base,
+                  wall_floor + 2 * base, "family: (x, 1024) fp32", "aten::add", prof_floor + 3 * base)
+    wall = CalibratedModel(synthetic([tiny, probe]))
+    prof = wall.measured_by("profiler")
+    assert wall.launch_of(k) == pytest.approx(1e-6) and prof.launch_of(k) == pytest.approx(6e-6)
+    assert wall.residual(k).ratio == pytest.approx(2.0) and prof.residual(k).ratio == pytest.approx(3.0)
+    assert "torch.profiler records" in prof.describe() and "torch.profiler" not in wall.describe()
+    unprofiled = CalibratedModel(synthetic([dataclasses.replace(tiny, profiled_s=None),
+                                            dataclasses.replace(probe, profiled_s=None)])).measured_by("profiler")
+    assert unprofiled.launch_of(k) == pytest.approx(1e-6) and "no profiled probes" in unprofiled.describe()
+    with pytest.raises(ValueError, match="instrument"):
+        wall.measured_by("stopwatch")
+
+
+def test_the_interval_spans_the_class_floors_when_the_op_was_not_probed():
+    """Tiny probes of the class took 1 us (add) and 10 us (gelu): an unprobed elementwise op's
+    fixed cost is their median (5.5 us) with the interval's ends at 1 and 10 us."""
+    tinies = [Probe(n, "elementwise", "fp32", 32.0, 384.0, t, t, t, "family: tiny (1, 32) fp32", op)
+              for n, op, t in (("add", "aten::add", 1e-6), ("gelu", "aten::gelu", 10e-6))]
+    model = CalibratedModel(synthetic(tinies))
+    k = Kernel("aten::sin", 32.0, 256.0, "elementwise", "fp32")
+    assert model.floor_band(k) == pytest.approx((5.5e-6, 1e-6, 10e-6))
+    p = model.predict_op(k, get_machine("h100-sxm"))
+    assert p.launch_s == pytest.approx(5.5e-6) and p.low_s < 1.01e-6 + (p.time_s - p.launch_s) and p.high_s >= 10e-6
+    assert model.floor_band(Kernel("aten::gelu", 32.0, 256.0, "elementwise", "fp32")) == pytest.approx((10e-6,) * 3)
+
+
+def test_attention_is_corrected_by_its_shape_decode_or_prefill():
+    """fp32, 8 heads of 64. Decode, one query against S = 256: 4 S d h = 524,288 FLOPs over
+    (2 S + 2) d h x 4 B = 1,052,672 B: 2 FLOPs per element, under 8 -> decode. Prefill T = S = 256:
+    4 T S d h = 134,217,728 FLOPs over 4 T d h x 4 B = 2,097,152 B: 256 per element -> prefill."""
+    from roofline.calibrated import fit_class
+
+    h, d, s = 8, 64, 256
+    decode = Kernel("sdpa", 4 * s * d * h, (2 * s + 2) * d * h * 4, "attention", "fp32")
+    prefill = Kernel("sdpa", 4 * s * s * d * h, 4 * s * d * h * 4, "attention", "fp32")
+    assert fit_class(decode) == "attention decode" and fit_class(prefill) == "attention prefill"
+    assert fit_class(Kernel("x", 1, 1, "elementwise")) == "elementwise"
+
+
+def test_probe_aten_op_and_profiled_time_round_trip(tmp_path):
+    probe = Probe("gelu", "elementwise", "fp32", 1e3, 4e5, 3e-5, 2.8e-5, 3.5e-5, "family: (16, 1024) fp32",
+                  "aten::gelu", 4.5e-5)
+    cal = synthetic([probe, Probe("x", "elementwise", "fp32", 1.0, 2.0, 3e-6, 2e-6, 4e-6, "x")])
+    path = write_profile(cal, tmp_path / "p.toml")
+    assert load_profile(path)[1] == cal
+    text = path.read_text().replace("profiled_s = 4.5e-05", "profiled_s = -1.0")
+    assert "profiled_s = -1.0" in text
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    with pytest.raises(RooflineError, match="profiled_s"):
+        load_profile(bad)
+
+
+def test_cold_weights_interval_reaches_down_to_the_warm_rate(tmp_path):
+    """A forward past the cold threshold predicts its matmuls at the cold GEMM family's rate, but
+    a shared cache may still hold part of the weights: the interval's low end is the warm time."""
+    warm = _gemm_curve()
+    cold = dataclasses.replace(warm, kind="gemm_cold", seconds=tuple(4 * s for s in warm.seconds))
+    cal = dataclasses.replace(synthetic(), gemm=(warm, cold))
+    model = CalibratedModel(cal)
+    k = Kernel("mm", 2.0 * 4 * 1024 * 1024, 4.0 * (8 * 1024 + 1024 * 1024), "matmul", "fp32", shape=(1, 4, 1024, 1024))
+    machine = get_machine(str(write_profile(cal, tmp_path / "p.toml")))  # the measured machine itself
+    w, c = model.for_forward(100 * KIB).predict_op(k, machine), model.for_forward(600 * KIB).predict_op(k, machine)
+    assert c.time_s > 2 * w.time_s and c.low_s == pytest.approx(w.low_s) and c.high_s > w.high_s
+    assert "partly cached" in c.basis and "partly cached" not in w.basis

@@ -218,3 +218,19 @@ def test_a_block_too_big_for_memory_is_refused_before_allocating(profile, capsys
     real = []
     block_ops(cfg, "prefill", 8, only={"attn norm"}, _allocated=real)
     assert sum(real) == 4_608
+
+
+def test_class_and_attention_probes_are_profiled_as_roofline_profile_reads_them():
+    """Every class probe names the aten op the trace rules cost, and torch.profiler's time per call
+    is read for it the way `roofline profile` selects ops. Attention in decode shape, one query
+    against S = 16 cached, 8 heads of 64: 4 S d h = 4 x 16 x 64 x 8 = 32,768 FLOPs (QK^T and PV,
+    2 FLOPs per multiply-add each)."""
+    from roofline.measure.families import attention_families, class_families, profiled_seconds
+
+    ops = class_families("cpu", "fp32", rows=(4,)) + attention_families("cpu", "fp32", decode_s=(16,), prefill_t=(16,))
+    assert all(o.op.startswith("aten::") for o in ops)
+    assert {o.category for o in ops} >= {"elementwise", "norm", "gather", "copy", "attention"}
+    decode = [o for o in ops if o.shape.startswith("decode ")]
+    assert len(decode) == 1 and decode[0].flops == pytest.approx(32768)
+    times = profiled_seconds(ops, calls=3)
+    assert len(times) == len(ops) and all(t is not None and 0 < t < 0.1 for t in times)

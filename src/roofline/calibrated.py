@@ -72,6 +72,26 @@ def _scalar(x) -> bool:
     return np.ndim(x) == 0
 
 
+ATTENTION_DECODE_FLOPS_PER_ELEMENT = 8.0  # below: an attention op reads its K, V once per few query rows
+
+
+def fit_class(kernel: Kernel) -> str:
+    """The class whose probes correct an op: op_class, with attention split into its decode shape
+    (a few query rows per pass over K and V: memory-bound, FLOPs per element of operands under
+    ATTENTION_DECODE_FLOPS_PER_ELEMENT) and its prefill shape (many query rows: compute-bound),
+    whose measured corrections differ several-fold at the same bytes."""
+    cls = op_class(kernel)
+    if cls != "attention" or not np.max(kernel.bytes):
+        return cls
+    from roofline.units import DTYPE_BYTES
+
+    per_element = float(np.max(kernel.flops)) * DTYPE_BYTES.get(kernel.dtype, 2) / float(np.max(kernel.bytes))
+    return "attention decode" if per_element < ATTENTION_DECODE_FLOPS_PER_ELEMENT else "attention prefill"
+
+
+INSTRUMENTS = ("wall", "profiler")
+
+
 @dataclass(frozen=True)
 class Residual:
     """The op's measured / modelled ratio and its multiplicative band (low <= 1 <= high)."""
@@ -135,6 +155,7 @@ class CalibratedModel:
     calibration: Calibration
     cold: bool = False
     weights_cold: bool = False  # matmuls read their weight from main memory (a forward whose weights outgrow the cache)
+    instrument: str = "wall"  # what measures the ops predicted: "wall" (a clock around the op) or "profiler"
     residuals: dict = field(init=False, repr=False, compare=False)
     class_launch: dict = field(init=False, repr=False, compare=False)
     category_bands: dict = field(init=False, repr=False, compare=False)
@@ -145,7 +166,9 @@ class CalibratedModel:
     cuda_graph: bool = field(default=False, init=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "class_launch", _class_launch(self.calibration))
+        if self.instrument not in INSTRUMENTS:
+            raise ValueError(f"instrument must be one of {INSTRUMENTS}, not {self.instrument!r}")
+        object.__setattr__(self, "class_launch", _class_launch(self.calibration, self.instrument))
         residuals, bands, class_bands = _fit_residuals(self)
         object.__setattr__(self, "residuals", residuals)
         object.__setattr__(self, "category_bands", bands)
@@ -161,6 +184,18 @@ class CalibratedModel:
         caches = self.calibration.caches
         cold = bool(caches) and bytes_per_forward > FORWARD_CACHE_SHARE * caches[-1][1]
         return dataclasses.replace(self, weights_cold=cold) if cold != self.weights_cold else self
+
+    def measured_by(self, instrument: str) -> "CalibratedModel":
+        """This model for ops measured by ``instrument``: "wall" (a clock around each op: the class
+        probes' loop times) or "profiler" (torch.profiler's CPU time of each op, as `roofline
+        profile` reads a trace: the class probes as the profiler recorded them, which carries the
+        profiler's own cost per recorded op). A calibration without profiled probes (a GPU one, an
+        older one) keeps the wall times for them: says so in ``describe``."""
+        return self if instrument == self.instrument else dataclasses.replace(self, instrument=instrument)
+
+    @property
+    def profiled_probes(self) -> bool:
+        return any(p.profiled_s for p in self.calibration.probes)
 
     @classmethod
     def from_profile(cls, path, cold: bool = False) -> "CalibratedModel":
@@ -255,8 +290,8 @@ class CalibratedModel:
 
     def residual(self, kernel: Kernel) -> Residual:
         """The op's residual: by name (the same block op, interpolated over probe sizes), else by
-        class (the class probes, interpolated in log bytes, widened outside them), else by
-        category, else 1."""
+        aten op (class probes of that very op), else by class (fit_class: the class probes,
+        interpolated in log bytes, widened outside them), else by category, else 1."""
         spread_lo, spread_hi = timing_spread(self.calibration)
         band_lo, band_hi = self.category_bands.get(kernel.category, self.category_bands.get("*", (1.0, 1.0)))
         lo, hi = band_lo * spread_lo, band_hi * spread_hi
@@ -265,16 +300,18 @@ class CalibratedModel:
             x, logr = fit
             r = float(np.exp(np.interp(np.log(max(float(np.max(kernel.bytes)), 1.0)), x, logr)))
             return Residual(r, lo, hi, "op")
-        cls = op_class(kernel)
-        fit = self.residuals.get(("class", kernel.dtype, cls))
-        if fit is not None:
+        cls = fit_class(kernel)
+        size = np.log(max(float(np.max(kernel.bytes)), 1.0))
+        for source, key in (("aten", kernel.name), ("class", cls)):
+            fit = self.residuals.get((source, kernel.dtype, key))
+            if fit is None:
+                continue
             x, logr = fit
-            size = np.log(max(float(np.max(kernel.bytes)), 1.0))
             r = float(np.exp(np.interp(size, x, logr)))
             c_lo, c_hi = self.class_bands.get(cls, (lo, hi))
             outside = not (x[0] <= size <= x[-1])
             widen = OUTSIDE_WIDENING if outside else 1.0
-            return Residual(r, min(lo, c_lo * spread_lo) / widen, max(hi, c_hi * spread_hi) * widen, "class", outside)
+            return Residual(r, min(lo, c_lo * spread_lo) / widen, max(hi, c_hi * spread_hi) * widen, source, outside)
         fit = self.residuals.get(("category", kernel.dtype, kernel.category))
         if fit is not None:
             r, r_lo, r_hi = fit
@@ -291,7 +328,22 @@ class CalibratedModel:
         calibration's own (a user's --launch-overhead) wins."""
         if launch_s is not None and launch_s != self.launch_overhead_s:
             return launch_s
-        return self.class_launch.get((kernel.dtype, op_class(kernel)), self.launch_overhead_s)
+        return self.floor_band(kernel)[0]
+
+    def floor_band(self, kernel: Kernel) -> tuple[float, float, float]:
+        """(floor, low, high) of the op's fixed cost per call: the tiny probe of the same aten op
+        (low = high = it), else the median of its class's tiny probes with their range (one eager
+        call of a class costs from ~1 us for an add to ~10 us for a GELU on this kind of CPU),
+        else the calibration's launch."""
+        got = self.class_launch.get((kernel.dtype, "aten", kernel.name))
+        if got is None:
+            got = self.class_launch.get((kernel.dtype, "class", fit_class(kernel)))
+        if got is None:
+            got = self.class_launch.get((kernel.dtype, "class", op_class(kernel)))
+        if got is None:
+            t = self.launch_overhead_s
+            return t, t, t
+        return got
 
     def op_seconds(self, kernel: Kernel, machine: Machine, launch_s: float):
         """(compute_s, memory_s, time_s) of one run: the measured rates, the op's residual and
@@ -301,9 +353,14 @@ class CalibratedModel:
         return r * compute_s, r * memory_s, self.launch_of(kernel, launch_s) + r * body
 
     def describe(self) -> str:
+        instrument = ""
+        if self.instrument == "profiler":
+            instrument = ("; class ops as torch.profiler records them (the class probes profiled)" if self.profiled_probes
+                          else "; class ops as a wall clock times them (this profile has no profiled probes: "
+                               "torch.profiler's own cost per op is not in the prediction)")
         return (f"calibrated model of the profile measured {self.calibration.date}: achieved rates by op size and "
                 f"working set, launch {self.launch_overhead_s * 1e6:.1f} us"
-                + ("; matmul weights read cold (the forward outgrows the cache)" if self.weights_cold else ""))
+                + ("; matmul weights read cold (the forward outgrows the cache)" if self.weights_cold else "") + instrument)
 
     def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None) -> CalibratedOpPrediction:
         """One op: its compute and memory columns carry the fitted correction r (so that launch +
@@ -312,16 +369,24 @@ class CalibratedModel:
         compute_s, memory_s, body, fps, bps = self.base_body_s(kernel, machine)
         res = self.residual(kernel)
         launch = self.launch_of(kernel, launch_s)
+        launch_lo, launch_hi = (self.floor_band(kernel)[1:] if launch == self.floor_band(kernel)[0] else (launch, launch))
         time_s = launch + res.ratio * body
         gemm = self.gemm_rate(kernel, machine) if kernel.category == "matmul" else None
         basis = [gemm[2] if gemm else ("matmul by size" if kernel.category in SIZED_CATEGORIES else "bandwidth by working set")]
-        basis.append({"op": f"correction of block op {kernel.name!r}", "class": f"correction of the {op_class(kernel)} probes",
+        basis.append({"op": f"correction of block op {kernel.name!r}", "aten": f"correction of the {kernel.name} probes",
+                      "class": f"correction of the {fit_class(kernel)} probes",
                       "category": f"mean correction of the {kernel.category} block ops", "none": "no correction"}[res.source])
+        low_s = launch_lo + res.ratio * res.low * body
+        if self.weights_cold and kernel.category == "matmul" and not self.cold:
+            # weights of a forward near the cache's size are partly cached: the warm rate is the interval's low end
+            warm = dataclasses.replace(self, weights_cold=False).predict_op(kernel, machine, launch_s)
+            low_s = np.minimum(low_s, warm.low_s)
+            basis.append("interval down to the warm GEMM rate (weights partly cached)")
         return CalibratedOpPrediction(
             name=kernel.name, category=kernel.category, dtype=kernel.dtype, flops=kernel.flops, bytes=kernel.bytes,
             intensity=kernel.intensity, compute_s=_f(res.ratio * compute_s), memory_s=_f(res.ratio * memory_s),
             launch_s=launch, time_s=_f(time_s), bound="memory" if memory_s > compute_s else "compute",
-            low_s=_f(launch + res.ratio * res.low * body), high_s=_f(launch + res.ratio * res.high * body),
+            low_s=_f(low_s), high_s=_f(launch_hi + res.ratio * res.high * body),
             residual=res.ratio, residual_source=res.source, flops_per_s=_f(fps), bytes_per_s=_f(bps),
             op_class=op_class(kernel), basis="; ".join(basis), extrapolated=res.extrapolated or bool(gemm and gemm[1]),
         )
@@ -355,18 +420,22 @@ def _fit_residuals(model: CalibratedModel) -> tuple[dict, dict, dict]:
     for p in cal.probes:
         if p.shape.startswith(FAMILY + TINY) or p.bytes <= 0:
             continue  # the class's floor (class_launch), not a point of its curve
-        k = Kernel(p.name, p.flops, p.bytes, p.category, p.dtype)
-        rates = matmul_rates(cal, p.dtype)
-        if rates is None or p.measured_s < MIN_PROBE_LAUNCHES * cal.launch_s:
+        k = Kernel(p.op or p.name, p.flops, p.bytes, p.category, p.dtype)
+        if matmul_rates(cal, p.dtype) is None:
             continue
         _, _, base, _, _ = model.base_body_s(k, cold=False)
         x = float(np.log(max(p.bytes, 1.0)))
         if p.shape.startswith(FAMILY):
-            launch = model.class_launch.get((p.dtype, op_class(k)), cal.launch_s)
-            if p.measured_s <= launch * MIN_PROBE_LAUNCHES:
+            t = probe_seconds(p, model.instrument)
+            launch = model.floor_band(k)[0]
+            if t <= launch * MIN_PROBE_LAUNCHES:
                 continue
-            r = (p.measured_s - launch) / float(base)
-            by_class.setdefault((p.dtype, op_class(k)), {}).setdefault(round(x, 6), []).append(float(np.log(r)))
+            lr = float(np.log((t - launch) / float(base)))
+            by_class.setdefault((p.dtype, "class", fit_class(k)), {}).setdefault(round(x, 6), []).append(lr)
+            if p.op:
+                by_class.setdefault((p.dtype, "aten", p.op), {}).setdefault(round(x, 6), []).append(lr)
+            continue
+        if p.measured_s < MIN_PROBE_LAUNCHES * cal.launch_s:
             continue
         r = (p.measured_s - cal.launch_s) / float(base)
         groups.setdefault((p.dtype, p.name), []).append((x, float(np.log(r))))
@@ -391,27 +460,42 @@ def _fit_residuals(model: CalibratedModel) -> tuple[dict, dict, dict]:
     if pooled:
         bands["*"] = (min(1.0, min(pooled)), max(1.0, max(pooled)))
     class_bands: dict = {}
-    for (dtype, cls), at in by_class.items():
+    for (dtype, source, key), at in by_class.items():
         x = np.array(sorted(at))
         y = np.array([float(np.mean(at[v])) for v in sorted(at)])
-        residuals[("class", dtype, cls)] = (x, y)
+        residuals[(source, dtype, key)] = (x, y)
+        if source != "class":
+            continue
         # how well the class curve predicted each probe it was not fitted on (every op at that size left out)
         qs = _leave_one_out(x, y) + [float(np.exp(v - y[i])) for i, xv in enumerate(x) for v in at[xv]]
         if qs:
-            lo, hi = class_bands.get(cls, (1.0, 1.0))
-            class_bands[cls] = (min(lo, 1.0, min(qs)), max(hi, 1.0, max(qs)))
+            lo, hi = class_bands.get(key, (1.0, 1.0))
+            class_bands[key] = (min(lo, 1.0, min(qs)), max(hi, 1.0, max(qs)))
     return residuals, bands, class_bands
 
 
-def _class_launch(cal: Calibration) -> dict:
-    """(dtype, class) -> the median time of the class's ops on a (1, 32) tensor (the tiny class
-    probes): one eager call of that class, whatever its size. Never below the calibration's launch."""
+def probe_seconds(p, instrument: str) -> float:
+    """A probe's time per call as ``instrument`` measures it: torch.profiler's where it was
+    profiled and that is asked for, else the timed loop's median."""
+    return p.profiled_s if instrument == "profiler" and p.profiled_s else p.measured_s
+
+
+def _class_launch(cal: Calibration, instrument: str = "wall") -> dict:
+    """The fixed cost per call from the tiny class probes (one op on a (1, 32) tensor: one eager
+    call of it, whatever its size), as ``instrument`` measures it: (dtype, "aten", op) -> (t, t, t)
+    for each probed aten op; (dtype, "class", class) -> (median, min, max) over the class's tiny
+    probes (by fit_class and by op_class)."""
     times: dict[tuple, list[float]] = {}
     for p in cal.probes:
         if p.shape.startswith(FAMILY + TINY):
-            k = Kernel(p.name, p.flops, max(p.bytes, 1.0), p.category, p.dtype)
-            times.setdefault((p.dtype, op_class(k)), []).append(p.measured_s)
-    return {key: max(float(np.median(ts)), cal.launch_s) for key, ts in times.items()}
+            k = Kernel(p.op or p.name, p.flops, max(p.bytes, 1.0), p.category, p.dtype)
+            t = probe_seconds(p, instrument)
+            keys = {(p.dtype, "class", fit_class(k)), (p.dtype, "class", op_class(k))}
+            if p.op:
+                keys.add((p.dtype, "aten", p.op))
+            for key in keys:
+                times.setdefault(key, []).append(t)
+    return {key: (float(np.median(ts)), float(min(ts)), float(max(ts))) for key, ts in times.items()}
 
 
 def _leave_one_out(x: np.ndarray, y: np.ndarray) -> list[float]:

@@ -71,6 +71,8 @@ class Probe:
     low_s: float
     high_s: float
     shape: str = ""
+    op: str = ""  # a class probe's aten op, as the trace rules name it (e.g. "aten::_fused_rms_norm")
+    profiled_s: float | None = None  # a CPU class probe's time per call as torch.profiler records it
 
 
 @dataclass(frozen=True)
@@ -311,8 +313,10 @@ def render_profile(cal: Calibration) -> str:
                 lines.append(f"{f} = {_val([float(x) for x in getattr(c, f)])}")
     for p in cal.probes:
         lines += ["", f"[[calibration.{_key(cal.key)}.probes]]"]
-        for f in ("name", "category", "dtype", "shape", "flops", "bytes", "measured_s", "low_s", "high_s"):
+        for f in ("name", "category", "dtype", "shape", "flops", "bytes", "measured_s", "low_s", "high_s", "op", "profiled_s"):
             v = getattr(p, f)
+            if v is None or (f == "op" and not v):
+                continue
             lines.append(f"{f} = {_val(float(v) if isinstance(v, (int, float)) else v)}")
     return "\n".join(lines) + "\n"
 
@@ -368,13 +372,23 @@ def _curve(kind: str, spec: dict) -> Curve:
     return Curve(kind=kind, dtype=str(spec["dtype"]), **arrays)
 
 
+def _positive_or_none(x) -> float | None:
+    if x is None:
+        return None
+    v = float(x)
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"profiled_s = {x!r} is not a positive number")
+    return v
+
+
 def _calibration(key: str, cal: dict) -> Calibration:
     known = {"device", "device_name", "vendor", "date", "torch_version", "threads", "budget_s", "default_dtype",
              "launch_s", "launch_low_s", "launch_high_s", "cache_names", "cache_bytes", "memory_bytes", "sm_count",
              "matmul", "bandwidth", "probes", "gemm"}
     probes = tuple(
         Probe(str(p["name"]), str(p["category"]), str(p["dtype"]), float(p["flops"]), float(p["bytes"]),
-              float(p["measured_s"]), float(p["low_s"]), float(p["high_s"]), str(p.get("shape", "")))
+              float(p["measured_s"]), float(p["low_s"]), float(p["high_s"]), str(p.get("shape", "")),
+              str(p.get("op", "")), _positive_or_none(p.get("profiled_s")))
         for p in cal.get("probes", [])
     )
     return Calibration(

@@ -87,8 +87,13 @@ def build_model(spec: str):
         if spec not in {m.key for m in list_models()} and not os.path.exists(spec):
             raise RooflineError(f"model {spec!r} is not a preset (see `roofline models`) or a config.json path; for "
                                 "code give PACKAGE.MODULE:FACTORY, e.g. roofline.trace.models:llama2_7b", field="model")
-        with torch.device("meta"):
-            return from_config(spec).eval()
+        try:
+            with torch.device("meta"):
+                return from_config(spec).eval()
+        except RooflineError as exc:  # name what the user gave (the builder names the model's own name)
+            if spec in str(exc):
+                raise
+            raise RooflineError(f"model {spec!r}: {exc}", field=exc.field or "model") from None
     factory = load_factory(spec)
     try:
         with torch.device("meta"):

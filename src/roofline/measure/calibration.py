@@ -13,7 +13,8 @@ Four sweeps share one time budget (shares in ``PHASES``):
 4. probes: the ops of one transformer block (a preset scaled down, see blockops.scale_config) at a
    few sizes, timed in interleaved passes: the fit set of the calibrated model's per-op residuals;
    then the class probes (measure.families: elementwise, norm, softmax, reduction, gather, copy
-   ops by working set), the fit set of its per-class residuals.
+   ops by working set, fused attention in decode and prefill shapes; on a CPU also as
+   torch.profiler records them), the fit set of its per-class residuals.
 
 The profile (roofline.machine_profile) is written only after everything is measured, atomically.
 """
@@ -227,14 +228,17 @@ def _gemm_cold(device, sync, td, rows, budget_s: float, clock: _Clock):
 
 
 def _families(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Probe, ...]:
-    """The class probes (families.class_families), timed round robin within what is left."""
-    from roofline.measure.families import class_families
+    """The class probes (families.class_families and attention_families), timed round robin
+    within what is left; on a CPU also recorded under torch.profiler (families.profiled_seconds)."""
+    from roofline.measure.families import attention_families, class_families, profiled_seconds
 
     ops = class_families(device, plan.probe_dtype, plan.family_rows or None)
-    times = bench_round_robin([o.fn for o in ops], sync=sync, budget_s=max(clock.left(), 0.0), max_repeats=15)
+    ops += attention_families(device, plan.probe_dtype)
+    times = bench_round_robin([o.fn for o in ops], sync=sync, budget_s=max(clock.left(), 0.0) * 0.85, max_repeats=15)
+    profiled = profiled_seconds(ops) if device == "cpu" else [None] * len(ops)
     clock.report(1.0, f"{len(ops)} class probes")
     return tuple(Probe(o.name, o.category, plan.probe_dtype, o.flops, o.bytes, t.median_s, t.low_s, t.high_s,
-                       f"family: {o.shape}") for o, t in zip(ops, times))
+                       f"family: {o.shape}", o.op, p) for o, t, p in zip(ops, times, profiled))
 
 
 def _probes(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Probe, ...]:

@@ -10,6 +10,14 @@ a block op) from measured points of the same class.
   transpose made contiguous, cat, clone; fill: zeros) at working sets from tens of KiB to tens of
   MiB, and each on a (1, 32) tensor: what one eager call of that class costs whatever its size
   (argument checks, output allocation, dispatch), the floor of the class's ops;
+- ``attention_families``: fused attention (``scaled_dot_product_attention``, the kernel eager
+  PyTorch picks) in decode's shape (one query token against S cached ones, S = 64 to 4096) and
+  prefill's (T = S causal), 8 heads of 64: a fixed cost per call well above one elementwise op's,
+  and a rate that differs between the memory-bound decode and the compute-bound prefill;
+- on a CPU each class probe is also recorded under torch.profiler (``profiled_seconds``), the way
+  `roofline profile` reads a user's trace: the profiler's own cost per recorded op (several us, tens
+  for composites such as ``rms_norm`` that record their children) is then part of what is fitted
+  for ops measured that way, and left out of what is fitted for the wall clock;
 - the GEMM family is timed warm (the same B each run) and cold (caches flushed between runs):
   a model's forward reads each weight once, from main memory when its weights outgrow the cache.
 
@@ -21,7 +29,7 @@ one those ops need. Outputs are allocated as eager code allocates them (no ``out
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -51,6 +59,7 @@ class FamilyOp:
     fn: Callable[[], object]
     flops: float
     bytes: float
+    op: str = ""  # the aten op the trace rules costed ("" when several)
 
 
 def _ops(rows: int, device: str, dtype: str, gen: torch.Generator, width: int = WIDTH):
@@ -91,16 +100,18 @@ class _One(torch.nn.Module):
         return self.fn()
 
 
-def _traced_cost(fn) -> tuple[float, float, str]:
-    """(FLOPs, bytes, category) of one probe as roofline.trace costs it (the closure's tensors are
-    recorded as they are: the ops are small, running them once costs nothing)."""
+def _traced_cost(fn) -> tuple[float, float, str, str]:
+    """(FLOPs, bytes, category, aten op) of one probe as roofline.trace costs it (the closure's
+    tensors are recorded as they are: the ops are small, running them once costs nothing); the op
+    is "" when several were costed."""
     from roofline.trace import trace
 
     result = trace(_One(fn))
     costed = [op for op in result.ops if op.bytes > 0]
     cats = {op.category for op in costed}
+    names = {op.name for op in costed}
     return (float(sum(op.flops for op in costed)), float(sum(op.bytes for op in costed)),
-            cats.pop() if len(cats) == 1 else "mixed")
+            cats.pop() if len(cats) == 1 else "mixed", names.pop() if len(names) == 1 else "")
 
 
 def class_families(device: str, dtype: str, rows=None) -> list[FamilyOp]:
@@ -110,11 +121,100 @@ def class_families(device: str, dtype: str, rows=None) -> list[FamilyOp]:
     out = []
     for r, width, tag in [(1, TINY_WIDTH, TINY), *((r, WIDTH, "") for r in rows)]:
         for name, (category, fn) in _ops(r, device, dtype, gen, width).items():
-            flops, nbytes, traced_cat = _traced_cost(fn)
+            flops, nbytes, traced_cat, op = _traced_cost(fn)
             if nbytes <= 0:  # nothing ran (a (1, n) transpose is already contiguous)
                 continue
             out.append(FamilyOp(name, traced_cat if traced_cat != "mixed" else category,
-                                f"{tag}({r}, {width}) {dtype}", fn, flops, nbytes))
+                                f"{tag}({r}, {width}) {dtype}", fn, flops, nbytes, op))
+    return out
+
+
+ATTENTION_HEADS, ATTENTION_HEAD_DIM = 8, 64
+CPU_ATTENTION_DECODE_S = (64, 256, 1024, 4096)  # one query token against S cached
+CPU_ATTENTION_PREFILL_T = (64, 256, 512)  # T = S, causal
+CUDA_ATTENTION_DECODE_S = (256, 2048, 16384, 65536)
+CUDA_ATTENTION_PREFILL_T = (512, 2048, 8192)
+
+
+def attention_families(device: str, dtype: str, decode_s=None, prefill_t=None) -> list[FamilyOp]:
+    """Fused attention probes (module docstring): decode (T = 1 against S) and causal prefill
+    (T = S), batch 1, ATTENTION_HEADS x ATTENTION_HEAD_DIM, plus a tiny one (T = S = 1) for the
+    class's floor; costed by the trace rules like the other class probes."""
+    cuda = device == "cuda"
+    decode_s = decode_s or (CUDA_ATTENTION_DECODE_S if cuda else CPU_ATTENTION_DECODE_S)
+    prefill_t = prefill_t or (CUDA_ATTENTION_PREFILL_T if cuda else CPU_ATTENTION_PREFILL_T)
+    td = torch_dtype(dtype)
+    gen = torch.Generator(device=device).manual_seed(0)
+    h, d = ATTENTION_HEADS, ATTENTION_HEAD_DIM
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=gen, device=device, dtype=torch.float32).to(td)
+
+    cases = [(TINY, 1, 1, False)] + [("decode ", 1, s, False) for s in decode_s] + [("prefill ", t, t, True) for t in prefill_t]
+    out = []
+    for tag, t, s, causal in cases:
+        q, k, v = rnd(1, h, t, d), rnd(1, h, s, d), rnd(1, h, s, d)
+        fn = (lambda q=q, k=k, v=v, c=causal: F.scaled_dot_product_attention(q, k, v, is_causal=c))
+        meta = [torch.empty(x.shape, dtype=td, device="meta") for x in (q, k, v)]  # the trace's own SDPA route is meta-only
+        flops, nbytes, cat, op = _traced_cost(lambda m=meta, c=causal: F.scaled_dot_product_attention(*m, is_causal=c))
+        if nbytes > 0:
+            out.append(FamilyOp("sdpa", cat if cat != "mixed" else "attention", f"{tag}attention T {t} S {s} "
+                                f"{h}x{d} {dtype}", fn, flops, nbytes, op))
+    return out
+
+
+PROFILED_CALLS = 10  # calls of each probe recorded by torch.profiler
+
+
+def profiled_seconds(ops: Sequence[FamilyOp], calls: int = PROFILED_CALLS) -> list[float | None]:
+    """Per call, the time torch.profiler (``record_shapes=True``, CPU activity: what `roofline
+    profile` needs) records for each probe's ops, as `roofline profile` selects them (the first op
+    with a rule, walking down from the top); the median over ``calls`` calls, each probe in its own
+    user annotation of one profiling session. None where nothing was selected."""
+    import json
+    import os
+    import statistics
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from roofline.trace.profile import op_tree, select_ops
+
+    for o in ops:
+        o.fn()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        groups: dict[str, list[int]] = {}
+        for i, o in enumerate(ops):  # the probes of one size together (a forward's ops are of a size)
+            groups.setdefault(o.shape.split(") ")[0].split(" S ")[0], []).append(i)
+        for members in groups.values():
+            for _ in range(calls):  # interleaved: one call of each probe of the size per pass, as a forward runs them
+                for i in members:
+                    with record_function(f"roofline-probe-{i}-call"):
+                        ops[i].fn()
+    fd, path = tempfile.mkstemp(prefix="roofline-probes-", suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path, encoding="utf-8") as f:
+            events = json.load(f)["traceEvents"]
+    finally:
+        os.unlink(path)
+    windows: dict[int, list[tuple[float, float]]] = {}
+    for e in events:
+        name = str(e.get("name", ""))
+        if name.startswith("roofline-probe-") and name.endswith("-call") and "dur" in e and e.get("ph", "X") == "X":
+            windows.setdefault(int(name.split("-")[2]), []).append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))
+    roots = op_tree(events)
+    starts = sorted((r.ts, j) for j, r in enumerate(roots))
+    out: list[float | None] = []
+    for i in range(len(ops)):
+        per_call = []
+        for t0, t1 in sorted(set(windows.get(i, []))):
+            inside = [roots[j] for ts, j in starts if t0 <= ts and roots[j].end <= t1 + 1e-3]
+            costed, _, _ = select_ops(inside)
+            if costed:
+                per_call.append(sum(n.dur for n in costed) * 1e-6)
+        out.append(statistics.median(per_call) if per_call else None)
     return out
 
 

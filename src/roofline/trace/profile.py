@@ -590,7 +590,8 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
             from roofline.calibrated import op_class
 
             k = Kernel(name, r["flops"], r["bytes"], r["category"], peak_dtype(dtype, machine), shape=r["gemm"])
-            p = calibrated.predict_op(k, machine)
+            # an op timed on the CPU by the profiler is predicted as the profiler records it (its own cost per op in)
+            p = calibrated.measured_by("profiler" if r["source"] == "cpu" else "wall").predict_op(k, machine)
             extra = dict(calibrated_s=p.time_s * r["calls"], calibrated_low_s=p.low_s * r["calls"],
                          calibrated_high_s=p.high_s * r["calls"], op_class=op_class(k))
         ops.append(ProfiledOp(name, shapes, dtype, r["category"], r["calls"], r["flops"], r["bytes"], bound,
@@ -602,7 +603,8 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
                          tuple(Unsupported(k[0], v[0], v[1], k[1], v[2])
                                for k, v in sorted(unsupported.items(), key=lambda kv: -kv[1][1])),
                          len(free), sum(n.dur for n in free) * US,
-                         calibrated.describe() if calibrated is not None else "",
+                         (calibrated.measured_by("wall" if devs else "profiler").describe()
+                          if calibrated is not None else ""),
                          len(free) * calibrated.launch_overhead_s if calibrated is not None else None,
                          sum(d.seconds for d in devs), costed_device_s, sum(v[2] for v in unsupported.values()),
                          unattributed_device_time(devs, claimed))
