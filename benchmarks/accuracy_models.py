@@ -386,13 +386,19 @@ def write_report(args, rows, scored, threads, machine, cal):
                                                                  "no (" + ", ".join(c for c in med if med[c] >= seed_med[c]) + ")"),
               f"- measured inside the interval for >= 80% of ops: {inside / max(len(scored), 1):.0%} "
               f"({'met' if inside >= 0.8 * len(scored) else 'missed'})", "",
-              "Why the per-op figures miss where the totals hold: each op's time here is what torch.profiler "
-              "records with `record_shapes`, and its per-op overhead (several us, more for composite ops such as "
-              "`rms_norm` with children) inflates the small ops of a 2-layer toy model well past what they cost "
-              "unprofiled (an `nn.RMSNorm` on (1, 512) takes about 16 us in a loop, about 50 us in the trace); "
-              "the whole forward is compared with the unprofiled wall clock instead. The interval is built from "
-              "the calibration probes' spread, which is narrower than the spread of profiled ops. Run to run, "
-              "on this shared 2-core VM, the same command moved whole-forward errors by 10-30 points.", ""]
+              "How the ops are predicted: each op's time here is what torch.profiler records with "
+              "`record_shapes`, so each is predicted as the profiler records it (`CalibratedModel.measured_by"
+              "(\"profiler\")`: the class probes as the profiler recorded them during `calibrate`, which carries "
+              "its own cost per recorded op, tens of us for `rms_norm`, which records its children); the whole "
+              "forward is predicted with the loop-timed probes and compared with the unprofiled wall clock.", "",
+              "Why norm and elementwise still miss: the probes run each op on contiguous tensors, back to back "
+              "or interleaved with the other probes of their size; inside a forward the small ops run after GEMMs "
+              "that evicted their operands and on strided views the probes do not have (SwiGLU's chunk halves, "
+              "RoPE's halves): a (128, 1408) fp32 mul of chunk views took about 200 us profiled where a "
+              "contiguous probe of its size predicts about 30 us. The same makes the whole-forward prediction "
+              "run under the wall clock in prefill. Decode GEMMs of a forward near a quarter of the last cache "
+              "run between the warm and the cold GEMM family's rates (the interval spans both). Run to run, on "
+              "this shared 2-core VM, the same command moved whole-forward errors by 10-30 points.", ""]
     missing = sorted({n for r in rows for n in r["unsupported_names"]})
     if missing:
         lines += [f"Ops `roofline profile` could not cost (their time is in 'not costed'): {', '.join(missing)}.", ""]

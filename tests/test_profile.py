@@ -463,3 +463,39 @@ def test_an_op_recorded_with_zero_duration_is_listed_not_divided_by(tmp_path, ca
     assert "no time" in capsys.readouterr().out
     assert main(["profile", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["ops"][0]["speed_of_light"] is None
+
+
+def test_moe_routing_ops_are_rebuilt_and_costed(tmp_path):
+    """An MoE's eager dispatch: top-2 of 8 router scores, ``torch.where`` on the expert mask, the
+    chosen rows gathered with ``x[rows]``. The profiler records neither ``index``'s index list nor
+    ``nonzero``'s output size; both are read off their children. By hand, with 8 of the 32 mask
+    rows true (16 bool mask entries over (32, 2)):
+    - topk of a (32, 8) fp32 tensor, k = 2: 1,024 B read; 256 B of values + 512 B of int64 indices
+      written: 1,792 B;
+    - nonzero of the (32, 2) bool mask with 8 true: 64 B read, (8, 2) int64 = 128 B written: 192 B;
+    - x[rows], x (32, 256) fp32, rows 8 int64: 64 B of indices read, 8 x 256 x 4 = 8,192 B gathered
+      and written: 64 + 2 x 8,192 = 16,448 B."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    from roofline.trace.profile import profile_report
+
+    scores = torch.randn(32, 8)
+    x = torch.randn(32, 256)
+    mask = torch.zeros(32, 2, dtype=torch.bool)
+    mask[:8, 0] = True
+
+    def step():
+        scores.topk(2, dim=-1)
+        rows, _ = torch.where(mask)
+        return x[rows]
+
+    step()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        step()
+    path = tmp_path / "moe.json"
+    prof.export_chrome_trace(str(path))
+    rep = profile_report(path, FAST)
+    got = {op.name: op.bytes for op in rep.ops}
+    assert got.get("aten::topk") == 1792 and got.get("aten::nonzero") == 192 and got.get("aten::index") == 16448, got
+    assert not rep.unsupported, rep.unsupported

@@ -6,8 +6,9 @@ a block op) from measured points of the same class.
   a CPU's GEMV path for M = 1 and its packed GEMM path for M = 4 differ several-fold, which a
   sweep of square matmuls cannot see;
 - ``class_families``: one-kernel eager ops of each class (elementwise: add, mul, silu, gelu; norm:
-  rms_norm, layer_norm; softmax; reduction: sum; gather: embedding, index_select; copy: a
-  transpose made contiguous, cat, clone; fill: zeros) at working sets from tens of KiB to tens of
+  rms_norm, layer_norm; softmax; reduction: sum, topk; gather: embedding, index_select, index
+  (x[rows]); copy: a transpose made contiguous, cat, clone, index_add_; fill: zeros; the MoE
+  routing ops among them: topk, x[rows], index_add_) at working sets from tens of KiB to tens of
   MiB, and each on a (1, 32) tensor: what one eager call of that class costs whatever its size
   (argument checks, output allocation, dispatch), the floor of the class's ops;
 - ``attention_families``: fused attention (``scaled_dot_product_attention``, the kernel eager
@@ -73,6 +74,8 @@ def _ops(rows: int, device: str, dtype: str, gen: torch.Generator, width: int = 
     w, b = 1.0 + rnd(WIDTH), rnd(WIDTH)
     table = rnd(max(4 * rows, 1024), WIDTH)
     idx = torch.randint(0, table.shape[0], (rows,), generator=gen, device=device)
+    picks = torch.randperm(rows, generator=gen, device=device)[: max(rows // 4, 1)]  # an expert's share of the rows
+    acc = torch.zeros(rows, WIDTH, device=device, dtype=td)
     return {
         "zeros": ("fill", lambda: torch.zeros(rows, WIDTH, device=device, dtype=td)),
         "add": ("elementwise", lambda: torch.add(x, y)),
@@ -83,6 +86,9 @@ def _ops(rows: int, device: str, dtype: str, gen: torch.Generator, width: int = 
         "layer_norm": ("norm", lambda: F.layer_norm(x, (WIDTH,), w, b)),
         "softmax": ("softmax", lambda: torch.softmax(x, -1)),
         "sum": ("reduction", lambda: x.sum(-1)),
+        "topk": ("reduction", lambda: x.topk(2, dim=-1)),  # MoE routing: the top-k experts of each row
+        "index": ("gather", lambda: x[picks]),  # MoE dispatch: an expert's rows gathered
+        "index_add": ("copy", lambda: acc.index_add_(0, picks, y[: len(picks)])),  # MoE combine
         "embedding": ("gather", lambda: F.embedding(idx, table)),
         "index_select": ("gather", lambda: table.index_select(0, idx)),
         "transpose copy": ("copy", lambda: x.t().contiguous()),

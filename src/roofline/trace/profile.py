@@ -308,8 +308,66 @@ def _convert(value, arg, torch):
     return value
 
 
-def rebuild(name: str, args: dict):
-    """(Call, dtype) of a recorded op replayed on meta, or a reason string when it cannot be."""
+INTEGER_TYPES = ("long int", "int", "short int", "signed char", "unsigned char")  # index dtypes as the profiler names them
+
+
+def _child_shapes(children, names) -> list[list]:
+    """Input shapes of the integer-typed children named ``names`` (profiler dims), in order."""
+    out = []
+    for c in children or ():
+        types, dims = c.args.get("Input type") or [], c.args.get("Input Dims") or []
+        if c.name in names and types and types[0] in INTEGER_TYPES and dims and isinstance(dims[0], list):
+            out.append(dims[0])
+    return out
+
+
+def _data_dependent(name: str, args: dict, children, torch):
+    """(Call, dtype) for the ops whose recorded arguments do not say what they moved, read off their
+    children, or None. ``aten::index``: the profiler records a ``Tensor?[]`` argument as nothing;
+    on the CPU each index tensor goes through a ``reshape`` (or ``view``) child, whose shape is the
+    index's. ``aten::nonzero``: its output's row count depends on the data; its ``as_strided_``
+    child resizes the output to (n, ndim)."""
+    from roofline.trace.record import compute_dtype, make_call
+
+    dims, types = args.get("Input Dims") or [], args.get("Input type") or []
+    if not dims or not types or types[0] not in PROFILER_DTYPES:
+        return None
+    dt = DTYPE_BY_NAME_FN(torch).get(PROFILER_DTYPES[types[0]], torch.float32)
+    self_t = torch.empty(dims[0], dtype=dt, device="meta")
+    if name == "aten::index" and len(dims) == 2 and types[1] in ("", "GenericList", "TensorList"):
+        shapes = _child_shapes(children, ("aten::reshape", "aten::view", "aten::_reshape_alias"))
+        if not shapes or len(shapes) > len(dims[0]):
+            return None
+        fn = torch.ops.aten.index.Tensor
+        idx = [torch.zeros(s, dtype=torch.int64, device="meta") for s in shapes]
+        try:
+            out = fn(self_t, idx)
+        except Exception:  # noqa: BLE001 - shapes that do not broadcast: not the call it was
+            return None
+        call = make_call(fn, [self_t, idx], {}, out)
+        return call, compute_dtype(call)
+    if name == "aten::nonzero" and len(dims) == 1:
+        rows = [c.args["Input Dims"][0] for c in children or () if c.name == "aten::as_strided_"
+                and (c.args.get("Input Dims") or [None])[0] and len(c.args["Input Dims"][0]) == 2]
+        if not rows or rows[-1][1] != len(dims[0]):
+            return None
+        fn = torch.ops.aten.nonzero.default
+        out = torch.empty(rows[-1], dtype=torch.int64, device="meta")
+        call = make_call(fn, [self_t], {}, out)
+        return call, compute_dtype(call)
+    return None
+
+
+def DTYPE_BY_NAME_FN(torch):  # noqa: N802 - the record module's table, imported with torch
+    from roofline.trace.record import DTYPE_BY_NAME
+
+    return DTYPE_BY_NAME
+
+
+def rebuild(name: str, args: dict, children=()):
+    """(Call, dtype) of a recorded op replayed on meta, or a reason string when it cannot be. The
+    ops whose arguments the profiler does not fully record (``aten::index``'s index list,
+    ``aten::nonzero``'s data-dependent output) are rebuilt from their ``children`` when those say."""
     import torch
 
     from roofline.trace.record import compute_dtype, make_call
@@ -320,6 +378,12 @@ def rebuild(name: str, args: dict):
         return "not a torch operator"
     if "Input Dims" not in args:
         return "no shapes recorded (record_shapes=True)"
+    if name in ("aten::index", "aten::nonzero"):
+        got = _data_dependent(name, args, children, torch)
+        if got is not None:
+            return got
+        if name == "aten::nonzero":
+            return "its output size depends on the data and no child op recorded it"
     try:
         values = _recorded_values(args, torch)
     except Exception:  # noqa: BLE001 - a shape or type the profiler would not write (negative, not a list)
@@ -540,11 +604,24 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
     rows: dict = {}
     unsupported: dict = {}
     costed_device_s = 0.0
-    for n in costed:
-        key = (n.name, json.dumps([n.args.get(k) for k in ("Input Dims", "Input type", "Concrete Inputs", "Input Strides")]))
+    queue = list(costed)
+    while queue:
+        n = queue.pop(0)
+        kids = [(c.name, c.args.get("Input type"), c.args.get("Input Dims")) for c in n.children] \
+            if n.name in ("aten::index", "aten::nonzero") else None
+        key = (n.name, json.dumps([n.args.get(k) for k in ("Input Dims", "Input type", "Concrete Inputs", "Input Strides")]
+                                  + [kids]))
         if key not in cache:
-            cache[key] = rebuild(n.name, n.args)
+            cache[key] = rebuild(n.name, n.args, n.children)
         got = cache[key]
+        if isinstance(got, str) and n.children:
+            # an overload the rule's call cannot be rebuilt for (``where(mask)`` is ``nonzero``, not
+            # the pointwise ``where``): its callees are costed instead, as for an op without a rule
+            c2, f2, m2 = select_ops(n.children)
+            queue[:0] = c2
+            free += f2
+            missing += m2
+            continue
         if isinstance(got, str):
             u = unsupported.setdefault((n.name, got), [0, 0.0, 0.0])
             u[0] += 1

@@ -342,7 +342,7 @@ _POINTWISE = """add sub rsub mul div neg abs reciprocal sqrt rsqrt pow exp exp2 
 sin cos tan tanh sigmoid erf erfc relu relu6 hardtanh leaky_relu elu threshold clamp clamp_min
 clamp_max maximum minimum fmax fmin where masked_fill eq ne lt le gt ge logical_and logical_or
 logical_not logical_xor bitwise_and bitwise_or bitwise_not bitwise_xor sign sgn floor ceil round trunc
-frac fmod remainder lerp addcmul addcdiv copysign atan2 hypot square nan_to_num softplus hardsigmoid
+frac fmod remainder floor_divide lerp addcmul addcdiv copysign atan2 hypot square nan_to_num softplus hardsigmoid
 hardswish mish""".split()
 
 
@@ -382,6 +382,29 @@ def reduction(call: Call) -> Cost:
     return Cost(float(call.tensor(0).numel), io_bytes(call))
 
 
+@rule("aten::topk", "aten::sort", "aten::argsort", "aten::kthvalue", "aten::median", "aten::mode", category="reduction")
+def select_k(call: Call) -> Cost:
+    """Selection and sorting (MoE routing's top-k): comparisons are not FLOPs; the input is read and
+    the values and indices written."""
+    return Cost(0.0, io_bytes(call))
+
+
+@rule("aten::histc", "aten::bincount", category="reduction")
+def histogram(call: Call) -> Cost:
+    """Counts per bin (an MoE's tokens per expert): one comparison per input, not FLOPs; the input
+    read and the bins written."""
+    return Cost(0.0, io_bytes(call))
+
+
+@rule("aten::nonzero", "aten::argwhere", category="reduction")
+def nonzero(call: Call) -> Cost:
+    """Indices of the non-zero elements (``torch.where(mask)``, an MoE's token list per expert): the
+    mask is read and the (n, ndim) int64 indices written. n depends on the data: a call rebuilt
+    from a profile takes it from what the op wrote (its output's shape, profile.rebuild), and on
+    the meta device the op cannot run, so a traced model lists it as unsupported."""
+    return Cost(0.0, io_bytes(call))
+
+
 @rule("aten::var", "aten::std", "aten::var_mean", "aten::std_mean", "aten::linalg_vector_norm", "aten::norm",
       category="reduction")
 def moments(call: Call) -> Cost:
@@ -419,13 +442,22 @@ def copy_(call: Call) -> Cost:
     return Cost(0.0, call.tensor(1).read_bytes + written(call))
 
 
-@rule("aten::index_put_", "aten::index_copy_", "aten::scatter_", "aten::scatter_add_", category="copy")
+@rule("aten::index_put_", "aten::index_copy_", "aten::scatter_", category="copy")
 def scatter_(call: Call) -> Cost:
     """In-place scatter into ``self`` (a KV-cache update): the indices and the new values are read
     and as many elements written; the rest of ``self`` is not touched."""
     values = call.inputs[-1]
     indices = sum(t.read_bytes for t in call.inputs[1:-1])
     return Cost(0.0, indices + 2 * values.read_bytes)
+
+
+@rule("aten::index_add_", "aten::scatter_add_", "aten::scatter_reduce_", category="copy")
+def scatter_add_(call: Call) -> Cost:
+    """In-place accumulate into ``self`` (an MoE's combine of expert outputs): the indices and the
+    new values read, as many elements of ``self`` read, added to and written: 1 FLOP each."""
+    values = call.inputs[-1]
+    indices = sum(t.read_bytes for t in call.inputs[1:-1])
+    return Cost(float(values.numel), indices + 3 * values.read_bytes)
 
 
 @rule("aten::embedding", category="gather")
