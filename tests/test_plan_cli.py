@@ -168,6 +168,7 @@ def test_bad_input_is_one_line_exit_2(capsys, argv, named):
     "roofline decode --model llama3-8b --machine h100-sxm",
     "roofline train --model llama3-8b --tokens 15e12 --gpus 1024 --mfu 0.4",
     "roofline memory --model llama3-70b --machine h100-sxm",
+    "roofline serving --model llama3-8b --machine h100-sxm --concurrency 64 --price 2.5",
 ])
 def test_readme_outputs_are_what_the_commands_print(capsys, command):
     from pathlib import Path

@@ -27,7 +27,7 @@ from roofline.cliargs import (
 from roofline.errors import RooflineError
 
 # Commands that live in their own modules: each has register(subparsers).
-EXTRA_COMMANDS: tuple[str, ...] = ("roofline.commands.serve", "roofline.commands.plan", "roofline.commands.measure", "roofline.commands.trace", "roofline.commands.nsight")
+EXTRA_COMMANDS: tuple[str, ...] = ("roofline.commands.serve", "roofline.commands.plan", "roofline.commands.measure", "roofline.commands.trace", "roofline.commands.nsight", "roofline.commands.serving")
 
 EXIT_BAD_INPUT = 2
 

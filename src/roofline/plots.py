@@ -530,3 +530,61 @@ def plot_profile(report, machine, path: str, title: str | None = None, label: in
     fig.tight_layout()
     _save(fig, path)
     plt.close(fig)
+
+
+def plot_serving(sweep, path: str, title: str | None = None) -> None:
+    """The throughput-latency picture of a serving sweep: output tokens/s per GPU against tokens/s
+    per user (left: each point a concurrency or a rate, labelled; the SLO's points filled), and
+    TTFT p50/p99 and TPOT p50 against the load (right)."""
+    plt = _pyplot()
+    from roofline.serving import meets_slo
+
+    rows = sweep.rows()
+    x = np.array([r["per_user_tokens_per_s"] or 0.0 for r in rows])
+    y = np.array([r["output_tokens_per_s_per_gpu"] for r in rows])
+    loads = np.array([r[sweep.over] for r in rows], dtype=float)
+    order = np.argsort(loads)
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5.2))
+    ax.plot(x[order], y[order], color="black", lw=1.4, zorder=2)
+    ok = [meets_slo(r, sweep.slo) for r in sweep.results]
+    for xi, yi, load, good in zip(x, y, loads, ok):
+        ax.scatter([xi], [yi], s=40, zorder=3, color=COMPUTE_BLUE if good else "white", edgecolor=COMPUTE_BLUE, lw=1.2)
+        label = f"{load:,.0f}" if sweep.over == "concurrency" else f"{load:,.3g}/s"
+        ax.annotate(label, (xi, yi), xytext=(5, 4), textcoords="offset points", fontsize=7.5)
+    ax.set_xlabel("tokens/s per user while streaming (1 / median TPOT)")
+    ax.set_ylabel("output tokens/s per GPU")
+    ax.grid(True, alpha=0.25)
+    ax.set_ylim(0, y.max() * 1.15)
+    ax.set_xlim(0, max(x.max(), 1e-9) * 1.15)
+    what = "users (closed loop)" if sweep.over == "concurrency" else "requests/s offered (Poisson)"
+    if sweep.slo:
+        ax.scatter([], [], color=COMPUTE_BLUE, label="meets the SLO")
+        ax.scatter([], [], color="white", edgecolor=COMPUTE_BLUE, label="misses it")
+        ax.legend(loc="upper right", fontsize=8, title=f"points: {what}", title_fontsize=8)
+    else:
+        ax.set_title(f"points labelled by {what}", fontsize=9)
+    ttft50 = np.array([r["ttft_p50_s"] for r in rows], dtype=float)[order] * 1e3
+    ttft99 = np.array([r["ttft_p99_s"] for r in rows], dtype=float)[order] * 1e3
+    tpot50 = np.array([np.nan if r["tpot_p50_s"] is None else r["tpot_p50_s"] for r in rows], dtype=float)[order] * 1e3
+    ax2.plot(loads[order], ttft50, color=MEMORY_RED, lw=1.6, marker="o", ms=3, label="TTFT p50")
+    ax2.plot(loads[order], ttft99, color=MEMORY_RED, lw=1.0, ls="--", label="TTFT p99")
+    ax2.plot(loads[order], tpot50, color=COMPUTE_BLUE, lw=1.6, marker="o", ms=3, label="TPOT p50")
+    if sweep.slo:
+        p = sweep.slo["percentile"]
+        if sweep.slo.get("ttft_s"):
+            ax2.axhline(sweep.slo["ttft_s"] * 1e3, color=MEMORY_RED, lw=0.8, ls=":", label=f"TTFT p{p:g} target")
+        if sweep.slo.get("tpot_s"):
+            ax2.axhline(sweep.slo["tpot_s"] * 1e3, color=COMPUTE_BLUE, lw=0.8, ls=":", label=f"TPOT p{p:g} target")
+    ax2.set_xscale("log")
+    ax2.set_yscale("log")
+    ax2.set_xlabel(what)
+    ax2.set_ylabel("latency (ms)")
+    ax2.grid(True, which="both", alpha=0.25)
+    ax2.legend(loc="upper left", fontsize=8)
+    first = sweep.results[0]
+    head = title or (f"{first.description.split(';')[0]}: serving {first.input_tokens / first.requests:,.0f} in / "
+                     f"{first.output_tokens / first.requests:,.0f} out tokens")
+    fig.suptitle(head + "\n" + f"simulated continuous batching: at most {first.engine.max_seqs:,} sequences, "
+                 f"{first.engine.max_tokens:,} tokens per step; {first.description.split(';', 1)[-1].strip()}", fontsize=9.5)
+    _save(fig, path)
+    plt.close(fig)

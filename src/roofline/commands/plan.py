@@ -27,6 +27,10 @@ FLAGS = {
     "peak_dtype": "--peak-dtype", "link": "--link", "tp_link": "--tp-link", "dp_link": "--dp-link", "batch": "--batch",
     "context": "--context", "tokens": "--tokens", "model": "--model", "machine": "--machine",
     "memory_fraction": "--memory-fraction", "price_per_gpu_hour": "--price",
+    # roofline serving
+    "max_seqs": "--max-seqs", "max_tokens": "--max-tokens", "block_size": "--block-size", "prefix_hit": "--prefix-hit",
+    "rate": "--rate", "concurrency": "--concurrency", "requests": "--requests", "input_len": "--input-len",
+    "output_len": "--output-len", "slo_ttft": "--slo-ttft", "slo_tpot": "--slo-tpot", "percentile": "--percentile",
 }
 
 

@@ -1,0 +1,60 @@
+"""Serving simulation speed (issue 13): 10,000 requests through the simulated engine, and a
+24-point concurrency sweep, on one core. Targets: 10,000 requests well under a second; the sweep
+in about a second. Prints the best of N runs per case and the simulated steps per second.
+
+    python benchmarks/bench_serving.py [N]
+"""
+
+import os
+import platform
+import sys
+import time
+
+from roofline.serving import closed_requests, poisson_requests, simulate, sweep_concurrency
+from roofline.step import StepCost
+
+CASES = [
+    ("llama3-8b, Poisson 10 req/s (light load: short decode stretches), 1,024 in / 256 out",
+     lambda: poisson_requests(10, 10_000, 1024, 256)),
+    ("llama3-8b, Poisson 40 req/s (saturated), 1,024 in / 256 out", lambda: poisson_requests(40, 10_000, 1024, 256)),
+    ("llama3-8b, 256 users, 512 in / 256 out", lambda: closed_requests(256, 10_000, 512, 256)),
+    ("llama3-8b, 64 users, lengths uniform 100-2,000 in / 10-500 out",
+     lambda: closed_requests(64, 10_000, (100, 2000), (10, 500))),
+]
+SWEEP = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512, 768, 1024]
+
+
+def one_core():
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+        return "pinned to one core"
+    return "not pinned"
+
+
+def best_of(runs, fn):
+    best, out = float("inf"), None
+    for _ in range(runs):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def main():
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    print(f"serving simulation ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, {one_core()}, "
+          f"best of {runs}, {time.strftime('%Y-%m-%d')})")
+    t0 = time.perf_counter()
+    step = StepCost("llama3-8b", "h100-sxm", max_tokens=8192, max_seqs=1024)
+    print(f"  step model built in {(time.perf_counter() - t0) * 1e3:.1f} ms")
+    for label, make in CASES:
+        reqs = make()
+        secs, r = best_of(runs, lambda: simulate(step, reqs))
+        print(f"  {label}: {secs:.3f} s for {reqs.n:,} requests ({r.steps:,} steps, {r.steps / secs:,.0f} steps/s)")
+    secs, sw = best_of(runs, lambda: sweep_concurrency(step, SWEEP, 1024, 256))
+    print(f"  sweep of {len(SWEEP)} concurrencies (1 to 1,024 users, 8 per user, 200 to 20,000 requests each): {secs:.2f} s "
+          f"({sum(r.requests for r in sw.results):,} requests)")
+
+
+if __name__ == "__main__":
+    main()

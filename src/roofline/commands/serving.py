@@ -1,0 +1,197 @@
+"""`roofline serving`: a deployment under load (issue 13), simulated step by step from the per-op
+costs (roofline.step, roofline.serving). Not `roofline serve`, the web server.
+
+    roofline serving --model llama3-8b --machine h100-sxm --input-len 1024 --output-len 256 --concurrency 64
+    roofline serving ... --rate 10 --requests 2000
+    roofline serving ... --sweep 1,4,16,64,256 -o curve.png        # the throughput-latency curve
+    roofline serving ... --slo-ttft 500ms --slo-tpot 30ms           # the highest rate within the targets
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from roofline.cliargs import COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg
+from roofline.commands.plan import (_add_format, _add_model, _add_precision, _add_tp, _flagged, _output, _precision,
+                                    count_list)
+from roofline.errors import RooflineError
+from roofline.units import parse_time_s
+
+def length_arg(flag):
+    """'1024' (every request) or '128-2048' (uniform, inclusive), whole numbers >= 1."""
+    one = number_arg(flag, integer=True, maximum=COUNT["maximum"])
+
+    def convert(text):
+        t = str(text).strip()
+        if "-" in t[1:]:
+            lo, _, hi = t.partition("-") if not t.startswith("-") else ("", "", "")
+            a, b = one(lo), one(hi)
+            if b < a:
+                raise argparse.ArgumentTypeError(f"the range {t} runs backwards")
+            return (a, b)
+        return one(t)
+
+    convert.__name__ = flag
+    return convert
+
+
+def _engine(args):
+    from roofline.serving import Engine
+
+    return Engine(args.max_seqs, args.max_tokens, args.block_size, args.memory_fraction, args.prefix_hit)
+
+
+def cmd_serving(args):
+    from roofline.serving import closed_requests, max_rate_within, poisson_requests, simulate, sweep_concurrency
+    from roofline.step import StepCost
+
+    out = _output(args.output)
+    modes = [m for m, v in (("--rate", args.rate), ("--concurrency", args.concurrency), ("--sweep", args.sweep)) if v is not None]
+    slo = args.slo_ttft is not None or args.slo_tpot is not None
+    if len(modes) > 1:
+        raise RooflineError(f"give one of --rate, --concurrency and --sweep, not {' and '.join(modes)}", field=modes[1][2:])
+    if slo and modes and modes[0] != "--sweep":
+        raise RooflineError(f"--slo-ttft/--slo-tpot search the highest rate themselves; {modes[0]} would be ignored "
+                            "(with --sweep they mark the concurrencies that meet them)", field=modes[0][2:])
+    if out and not (args.sweep or slo):
+        raise RooflineError("-o draws the throughput-latency curve: give --sweep C1,C2,... or an SLO (--slo-ttft/--slo-tpot)",
+                            field="output")
+    if args.breakdown and args.csv:
+        raise RooflineError("--breakdown is a table of ops: use it without --csv (with --json it is the \"breakdown\" key)",
+                            field="breakdown")
+    if args.tp == 1 and args.link is not None:
+        raise RooflineError("--link does not apply with --tp 1 (one GPU: no tensor-parallel collectives)", field="link")
+    m = machine_from_args(args)
+    cm = cost_model_from_args(args, m)
+    import dataclasses
+
+    cm = dataclasses.replace(cm, cuda_graph=not args.eager)
+    engine = _engine(args)
+    step = StepCost(args.model, m, _precision(args, m), args.tp, args.link, cm, args.attention, engine.max_tokens,
+                    engine.max_seqs)
+    if args.sweep:
+        result = sweep_concurrency(step, args.sweep, args.input_len, args.output_len, engine, args.requests, args.seed,
+                                   args.price, args.slo_ttft, args.slo_tpot, args.percentile)
+    elif slo:
+        result = max_rate_within(step, args.input_len, args.output_len, args.slo_ttft, args.slo_tpot, args.percentile, engine,
+                                 args.requests or 1000, args.seed, args.price)
+    else:
+        n = args.requests or 1000
+        reqs = (poisson_requests(args.rate, n, args.input_len, args.output_len, args.seed) if args.rate is not None else
+                closed_requests(args.concurrency or 64, n, args.input_len, args.output_len, args.seed))
+        result = simulate(step, reqs, engine, args.price)
+    breakdown = _breakdown(step, result, engine, args) if args.breakdown else None
+    if args.json:
+        from roofline.tables import dump_json
+
+        d = result.to_dict()
+        if breakdown is not None:
+            d["breakdown"] = breakdown
+        print(dump_json(d))
+    elif args.csv:
+        sys.stdout.write(result.to_csv())
+    else:
+        print(result.to_table())
+        if breakdown is not None:
+            print("\n" + _breakdown_table(breakdown))
+    if out:
+        from roofline.plots import plot_serving
+
+        plot_serving(result, out)
+        print(f"wrote {out}", file=sys.stderr if (args.json or args.csv) else sys.stdout)
+
+
+def _representative(result):
+    """The run a breakdown describes: the one simulated, the SLO's best rate, or the sweep's last point."""
+    from roofline.serving import ServingSweep
+
+    if not isinstance(result, ServingSweep):
+        return result
+    best = (result.slo or {}).get("best")
+    return result.results[result.values.index(best)] if best is not None else result.results[-1]
+
+
+def _breakdown(step, result, engine, args) -> dict:
+    """Two steps of the run op by op: a decode step at its mean decode batch and mean context, and a
+    step that feeds one prompt chunk (the first chunk of a mean-length prompt) with that batch."""
+    r = _representative(result)
+    batch = max(1, round(r.mean_decode_batch))
+    mean_in = r.input_tokens / r.requests
+    mean_out = r.output_tokens / r.requests
+    context = max(1, round(mean_in + mean_out / 2))  # a decoding sequence is halfway through its answer on average
+    chunk = int(min(mean_in, engine.max_tokens - batch)) if engine.max_tokens > batch else 0
+    out = {"decode_step": {"decode_batch": batch, "context": context,
+                           "ops": [o.to_dict() for o in step.ops([context] * batch)],
+                           "time_s": step.seconds([context] * batch)}}
+    if chunk > 0:
+        out["mixed_step"] = {"decode_batch": batch, "context": context, "chunk": chunk, "prefix": 0,
+                             "ops": [o.to_dict() for o in step.ops([context] * batch, [(chunk, 0)])],
+                             "time_s": step.seconds([context] * batch, [(chunk, 0)])}
+    return out
+
+
+def _breakdown_table(b: dict) -> str:
+    from roofline.tables import grid
+    from roofline.units import format_si
+
+    parts = []
+    for key, title in (("decode_step", "a decode step"), ("mixed_step", "a step with a prompt chunk")):
+        s = b.get(key)
+        if not s:
+            continue
+        what = f"{s['decode_batch']:,} decodes at context {s['context']:,}"
+        if "chunk" in s:
+            what += f" + a chunk of {s['chunk']:,} prompt tokens"
+        rows = [[o["name"], o["part"], f"{o['count']:,}", format_si(o["flops"], "FLOP"), format_si(o["bytes"], "B"),
+                 o["bound"], f"{o['time_s'] * 1e6:,.1f}"] for o in s["ops"]]
+        parts.append(f"{title} ({what}): {s['time_s'] * 1e3:,.3f} ms, op by op (each op summed over its layers)\n"
+                     + grid(["op", "part", "runs", "FLOPs", "bytes", "bound", "us"], rows,
+                            [False, False, True, True, True, False, True]))
+    return "\n\n".join(parts)
+
+
+def register(sub):
+    p = sub.add_parser("serving", help="a deployment under load: throughput, TTFT/TPOT percentiles, the SLO rate, "
+                                       "cost per token (a simulated continuous-batching engine)")
+    _add_model(p)
+    add_machine_flags(p)
+    p.add_argument("--input-len", type=length_arg("--input-len"), default=1024,
+                   help="prompt tokens per request: N or LO-HI (uniform)")
+    p.add_argument("--output-len", type=length_arg("--output-len"), default=256,
+                   help="output tokens per request: N or LO-HI (uniform)")
+    p.add_argument("--requests", type=number_arg("--requests", integer=True, maximum=10_000_000), default=None,
+                   help="requests simulated (default 1,000; a sweep: 8 per user, 200 to 20,000)")
+    p.add_argument("--rate", type=number_arg("--rate", maximum=1e9), default=None, help="Poisson arrivals, requests per second")
+    p.add_argument("--concurrency", type=number_arg("--concurrency", integer=True, maximum=1 << 24), default=None,
+                   help="closed loop: users each sending the next request when the last finishes (default 64)")
+    p.add_argument("--sweep", type=count_list("--sweep", maximum=1 << 24), default=None,
+                   help="concurrencies to run, e.g. 1,4,16,64,256: the throughput-latency curve")
+    p.add_argument("--slo-ttft", type=number_arg("--slo-ttft", maximum=1e6, parser=parse_time_s), default=None,
+                   help="time-to-first-token target, e.g. 500ms: without --sweep, search the highest rate within the targets")
+    p.add_argument("--slo-tpot", type=number_arg("--slo-tpot", maximum=1e6, parser=parse_time_s), default=None,
+                   help="time-per-output-token target, e.g. 30ms")
+    p.add_argument("--percentile", type=number_arg("--percentile", maximum=100.0), default=90.0,
+                   help="the percentile the targets hold for (default 90)")
+    p.add_argument("--max-seqs", type=number_arg("--max-seqs", integer=True, maximum=1 << 20), default=256,
+                   help="sequences running at once (vLLM max_num_seqs, default 256)")
+    p.add_argument("--max-tokens", type=number_arg("--max-tokens", integer=True, maximum=1 << 20), default=8192,
+                   help="tokens per step (vLLM max_num_batched_tokens, default 8,192)")
+    p.add_argument("--block-size", type=number_arg("--block-size", integer=True, maximum=1 << 16), default=16,
+                   help="tokens per KV-cache block (default 16)")
+    p.add_argument("--memory-fraction", type=number_arg("--memory-fraction", maximum=1.0), default=0.9,
+                   help="share of GPU memory the engine takes (vLLM gpu_memory_utilization, default 0.9)")
+    p.add_argument("--prefix-hit", type=number_arg("--prefix-hit", strictly=False, maximum=1.0), default=0.0,
+                   help="share of each prompt found in the prefix cache (default 0)")
+    p.add_argument("--attention", choices=("flash", "naive"), default="flash")
+    p.add_argument("--eager", action="store_true", help="no CUDA graph: every op of every step pays a launch")
+    p.add_argument("--price", type=number_arg("--price", maximum=1e6), default=None, help="$ per GPU-hour: cost per token")
+    p.add_argument("--seed", type=number_arg("--seed", strictly=False, integer=True, maximum=2**32 - 1), default=0,
+                   help="random seed of arrivals and lengths")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also print a decode step and a step with a prompt chunk of the run, op by op")
+    _add_precision(p)
+    _add_tp(p)
+    add_cost_flags(p)
+    _add_format(p)
+    p.set_defaults(func=_flagged(cmd_serving))

@@ -1,0 +1,629 @@
+"""Serving plans (issue 13): what a deployment delivers under load, step by step, from the per-op
+costs of roofline.step.
+
+``simulate`` runs a continuous-batching scheduler in the manner of vLLM's (V1, chunked prefill on):
+
+- requests arrive open loop (Poisson at a rate, or at given times) or closed loop (a fixed number
+  of users, each sending its next request when the last one finishes);
+- every step first gives each running, decoding sequence one token (its KV cache grows by a block
+  of ``block_size`` tokens when it fills one); then the budget left (``max_tokens`` per step, less
+  one per decode) goes to prompts in chunks: the running prompt first, then waiting requests in
+  arrival order, while a sequence slot (``max_seqs``) and cache for the chunk are free;
+- the KV cache is the memory left after the weights and a full step's activations
+  (step.kv_cache_budget); when a decode cannot get its next block, the most recently admitted
+  sequence is preempted (its cache freed; it waits again at the head of the queue and recomputes
+  its prompt and what it had generated, as vLLM's recompute preemption does);
+- a prefix-cache hit rate h skips the first h of each prompt (at least its last token is computed);
+  the skipped tokens still hold cache (shared blocks are not modelled: an upper bound on memory);
+- a step's time is StepCost.seconds of its decodes and chunks; the step that completes a prompt
+  samples the request's first token, each later step one more.
+
+Per request: TTFT (first token - arrival), TPOT ((finish - first token) / (output - 1)), end-to-end
+latency; per step: the inter-token latency every decoding sequence saw. One replica on
+``tensor_parallel`` GPUs; rates are for that replica.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from roofline.errors import MAX_COUNT, RooflineError, check_fraction, check_number
+from roofline.step import StepCost, kv_cache_budget, sequence_cache_bytes
+from roofline.tables import dump_json
+
+PERCENTILES = (50, 90, 99)
+STRETCH = 4096  # decode-only steps run at once between events, at most
+MAX_REQUESTS = 10_000_000
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The scheduler's settings (vLLM's names: max_num_seqs, max_num_batched_tokens, block_size,
+    gpu_memory_utilization, prefix caching)."""
+
+    max_seqs: int = 256
+    max_tokens: int = 8192
+    block_size: int = 16
+    memory_fraction: float = 0.9
+    prefix_hit: float = 0.0
+
+    def __post_init__(self):
+        check_number("max_seqs", self.max_seqs, maximum=1 << 20, integer=True)
+        check_number("max_tokens", self.max_tokens, maximum=1 << 20, integer=True)
+        check_number("block_size", self.block_size, maximum=1 << 16, integer=True)
+        check_fraction("memory_fraction", self.memory_fraction)
+        check_number("prefix_hit", self.prefix_hit, strictly=False, maximum=1.0)
+        if self.max_seqs > self.max_tokens:
+            raise RooflineError(f"max_seqs {self.max_seqs:,} is more than the token budget max_tokens {self.max_tokens:,}: "
+                                "every decoding sequence needs a token of the budget", field="max_seqs")
+
+
+@dataclass(frozen=True)
+class Requests:
+    """The workload: per request its prompt and output lengths; ``arrival_s`` for open loop, or
+    ``concurrency`` users for closed loop (arrival_s None)."""
+
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    arrival_s: np.ndarray | None = None
+    concurrency: int | None = None
+    label: str = ""
+
+    def __post_init__(self):
+        n = len(self.input_tokens)
+        if n == 0 or len(self.output_tokens) != n or (self.arrival_s is not None and len(self.arrival_s) != n):
+            raise RooflineError("requests need as many input lengths, output lengths and arrival times, at least one",
+                                field="requests")
+        if n > MAX_REQUESTS:
+            raise RooflineError(f"{n:,} requests: at most {MAX_REQUESTS:,}", field="requests")
+        for what, a in (("input_len", self.input_tokens), ("output_len", self.output_tokens)):
+            a = np.asarray(a)
+            if a.min() < 1 or a.max() > MAX_COUNT or not np.all(np.isfinite(a)):
+                raise RooflineError(f"{what} lengths must be whole numbers of at least 1 token; got {a.min():g} to {a.max():g}",
+                                    field=what)
+        if (self.arrival_s is None) == (self.concurrency is None):
+            raise RooflineError("give either arrival times (open loop) or a concurrency (closed loop)", field="rate")
+
+    @property
+    def n(self) -> int:
+        return len(self.input_tokens)
+
+
+def lengths(spec, n: int, rng: np.random.Generator, what: str) -> np.ndarray:
+    """n lengths from ``spec``: a whole number (all the same), (lo, hi) (uniform, inclusive), or an array."""
+    if isinstance(spec, (int, np.integer)) or (isinstance(spec, float) and spec.is_integer()):
+        v = int(check_number(what, spec, maximum=MAX_COUNT, integer=True))
+        return np.full(n, v, dtype=np.int64)
+    if isinstance(spec, tuple) and len(spec) == 2:
+        lo = int(check_number(what, spec[0], maximum=MAX_COUNT, integer=True))
+        hi = int(check_number(what, spec[1], maximum=MAX_COUNT, integer=True))
+        if hi < lo:
+            raise RooflineError(f"{what} range {lo}-{hi}: the upper end is below the lower", field=what)
+        return rng.integers(lo, hi + 1, size=n, dtype=np.int64)
+    a = np.asarray(spec, dtype=np.int64)
+    if a.ndim != 1 or len(a) == 0:
+        raise RooflineError(f"{what}: expected a length, a range or a list of lengths", field=what)
+    return np.resize(a, n)
+
+
+def poisson_requests(rate_per_s: float, n: int, input_tokens, output_tokens, seed: int = 0) -> Requests:
+    """n requests arriving as a Poisson process of ``rate_per_s`` (exponential gaps), lengths from
+    ``lengths``."""
+    check_number("rate", rate_per_s, maximum=1e9)
+    n = int(check_number("requests", n, maximum=MAX_REQUESTS, integer=True))
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1.0 / rate_per_s, size=n))
+    arrivals -= arrivals[0]
+    return Requests(lengths(input_tokens, n, rng, "input_len"), lengths(output_tokens, n, rng, "output_len"), arrivals,
+                    label=f"Poisson {rate_per_s:g} req/s")
+
+
+def closed_requests(concurrency: int, n: int, input_tokens, output_tokens, seed: int = 0) -> Requests:
+    """n requests from ``concurrency`` users, each sending its next when its last one finishes."""
+    c = int(check_number("concurrency", concurrency, maximum=1 << 24, integer=True))
+    n = int(check_number("requests", n, maximum=MAX_REQUESTS, integer=True))
+    rng = np.random.default_rng(seed)
+    return Requests(lengths(input_tokens, n, rng, "input_len"), lengths(output_tokens, n, rng, "output_len"), None, c,
+                    label=f"concurrency {c:,}")
+
+
+@dataclass(frozen=True)
+class ServingResult:
+    """One simulated run. Times in seconds; rates per second for the replica
+    (``tensor_parallel`` GPUs); ``per_gpu`` figures divide by them."""
+
+    description: str
+    workload: str
+    engine: Engine
+    gpus: int
+    ttft_s: np.ndarray = field(repr=False)
+    tpot_s: np.ndarray = field(repr=False)
+    e2e_s: np.ndarray = field(repr=False)
+    itl_s: dict = field(repr=False)  # percentile -> seconds
+    duration_s: float = 0.0
+    output_tokens: int = 0
+    input_tokens: int = 0
+    computed_tokens: int = 0  # prompt tokens computed (recomputes included, prefix hits not)
+    steps: int = 0
+    mean_decode_batch: float = 0.0
+    mean_step_tokens: float = 0.0
+    kv_mean: float = 0.0
+    kv_peak: float = 0.0
+    preemptions: int = 0
+    mean_in_system: float = 0.0
+    cache_bytes: float = 0.0
+    notes: tuple = ()
+    price_per_gpu_hour: float | None = None
+
+    @property
+    def requests(self) -> int:
+        return len(self.e2e_s)
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return self.output_tokens / self.duration_s
+
+    @property
+    def total_tokens_per_s(self) -> float:
+        return (self.output_tokens + self.input_tokens) / self.duration_s
+
+    @property
+    def requests_per_s(self) -> float:
+        return self.requests / self.duration_s
+
+    @property
+    def per_user_tokens_per_s(self) -> float:
+        """What one user sees while its answer streams: 1 / median TPOT."""
+        tp = self.tpot_s[np.isfinite(self.tpot_s)]
+        return float(1.0 / np.median(tp)) if len(tp) else float("nan")
+
+    def percentile(self, what: str, p: float) -> float:
+        a = {"ttft": self.ttft_s, "tpot": self.tpot_s, "e2e": self.e2e_s}[what]
+        a = a[np.isfinite(a)]
+        return float(np.percentile(a, p)) if len(a) else float("nan")
+
+    @property
+    def cost_per_million_output_tokens(self) -> float | None:
+        if self.price_per_gpu_hour is None:
+            return None
+        return self.price_per_gpu_hour * self.gpus / 3600.0 / self.output_tokens_per_s * 1e6
+
+    def metrics(self) -> dict:
+        d = {"requests": self.requests, "duration_s": self.duration_s, "requests_per_s": self.requests_per_s,
+             "output_tokens_per_s": self.output_tokens_per_s, "total_tokens_per_s": self.total_tokens_per_s,
+             "output_tokens_per_s_per_gpu": self.output_tokens_per_s / self.gpus,
+             "per_user_tokens_per_s": self.per_user_tokens_per_s}
+        for what in ("ttft", "tpot", "e2e"):
+            for p in PERCENTILES:
+                d[f"{what}_p{p}_s"] = self.percentile(what, p)
+            a = getattr(self, f"{what}_s")
+            a = a[np.isfinite(a)]
+            d[f"{what}_mean_s"] = float(a.mean()) if len(a) else float("nan")
+        for p in PERCENTILES:
+            d[f"itl_p{p}_s"] = self.itl_s.get(p, float("nan"))
+        d.update(steps=self.steps, mean_decode_batch=self.mean_decode_batch, mean_step_tokens=self.mean_step_tokens,
+                 kv_cache_mean=self.kv_mean, kv_cache_peak=self.kv_peak, preemptions=self.preemptions,
+                 mean_requests_in_system=self.mean_in_system, kv_cache_bytes=self.cache_bytes,
+                 computed_prompt_tokens=self.computed_tokens)
+        cost = self.cost_per_million_output_tokens
+        if cost is not None:
+            d["cost_per_million_output_tokens"] = cost
+        return d
+
+    def to_dict(self) -> dict:
+        """Metrics with None where a figure does not exist (TPOT of one-token answers)."""
+        metrics = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.metrics().items()}
+        return {"model": self.description, "workload": self.workload, "gpus": self.gpus,
+                "engine": dataclasses.asdict(self.engine), **metrics, "notes": list(self.notes)}
+
+    def to_json(self) -> str:
+        return dump_json(self.to_dict())
+
+    def to_table(self) -> str:
+        from roofline.plan_tables import serving_table
+
+        return serving_table(self)
+
+    def to_csv(self) -> str:
+        """One row per request: arrival order, TTFT, TPOT, end-to-end seconds."""
+        from roofline.tables import rows_to_csv
+
+        rows = [{"request": i, "ttft_s": _csv(a), "tpot_s": _csv(b), "e2e_s": _csv(c)}
+                for i, (a, b, c) in enumerate(zip(self.ttft_s, self.tpot_s, self.e2e_s))]
+        return rows_to_csv(rows)
+
+
+def _csv(x) -> str:
+    return "" if not math.isfinite(float(x)) else repr(float(x))
+
+
+def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, ps) -> dict:
+    keep = weights > 0
+    if not keep.any():
+        return {p: float("nan") for p in ps}
+    v, w = values[keep], weights[keep]
+    order = np.argsort(v)
+    v, cw = v[order], np.cumsum(w[order])
+    return {p: float(v[min(np.searchsorted(cw, p / 100.0 * cw[-1]), len(v) - 1)]) for p in ps}
+
+
+def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), price_per_gpu_hour: float | None = None,
+             max_steps: int = 50_000_000) -> ServingResult:
+    """Run the scheduler of the module docstring over ``requests``; see ServingResult."""
+    if engine.max_tokens > step.max_tokens or engine.max_seqs > step.max_seqs:
+        raise RooflineError(f"the step model was built for {step.max_tokens:,} tokens and {step.max_seqs:,} sequences per "
+                            f"step; the engine asks {engine.max_tokens:,} and {engine.max_seqs:,}", field="max_tokens")
+    if price_per_gpu_hour is not None:
+        check_number("price_per_gpu_hour", price_per_gpu_hour, maximum=1e6)
+    cap, parts = kv_cache_budget(step, engine.memory_fraction)
+    bs = engine.block_size
+    n = requests.n
+    inp = np.asarray(requests.input_tokens, dtype=np.int64)
+    out = np.asarray(requests.output_tokens, dtype=np.int64)
+    longest = int((inp + out).max())
+    max_blocks = -(-longest // bs)
+    table = sequence_cache_bytes(step, bs, max_blocks)
+    if cap <= 0:
+        raise RooflineError(f"{step.model.name}: the weights ({parts['weights_bytes'] / 1e9:,.1f} GB) and activations leave no "
+                            f"memory for a KV cache on a {step.machine.name} at memory_fraction {engine.memory_fraction:g}; "
+                            "use more tensor-parallel GPUs or narrower weights", field="tensor_parallel")
+    biggest = int(np.argmax(inp + out))
+    if table[-(-int(inp[biggest] + out[biggest]) // bs)] > cap:
+        raise RooflineError(f"one request of {int(inp[biggest]):,} + {int(out[biggest]):,} tokens needs "
+                            f"{table[-(-int(inp[biggest] + out[biggest]) // bs)] / 1e9:,.2f} GB of KV cache; the "
+                            f"{step.machine.name} has {cap / 1e9:,.2f} GB for it", field="input_len")
+
+    closed = requests.arrival_s is None
+    arrival = np.full(n, np.inf)
+    if closed:
+        arrival[: min(requests.concurrency, n)] = 0.0
+    else:
+        arrival[:] = requests.arrival_s
+    need = inp.copy()  # prompt tokens to hold before sampling (prompt + generated after a preemption)
+    done = np.zeros(n, dtype=np.int64)
+    gen = np.zeros(n, dtype=np.int64)
+    first_t = np.full(n, np.nan)
+    finish_t = np.full(n, np.nan)
+    seen = np.zeros(n, dtype=bool)  # admitted before (the prefix hit applies to the first admission only)
+
+    S = engine.max_seqs
+    s_req = np.full(S, -1, dtype=np.int64)
+    s_ctx = np.zeros(S, dtype=np.int64)  # tokens whose KV is cached
+    s_blocks = np.zeros(S, dtype=np.int64)
+    s_dec = np.zeros(S, dtype=bool)
+    s_order = np.zeros(S, dtype=np.int64)
+    free_slots = list(range(S - 1, -1, -1))
+    prefilling: list[int] = []  # slots, in admission order
+    waiting: collections.deque = collections.deque()
+    used = 0.0
+    order = 0
+    next_i = 0  # next request to arrive (arrival times are nondecreasing in request order)
+    next_closed = min(requests.concurrency, n) if closed else n
+    now = 0.0
+    t0 = None
+    step_dt, step_nd = [], []
+    steps = 0
+    tokens_sum = 0
+    kv_integral = kv_peak = 0.0
+    in_system_integral = 0.0
+    in_system = 0
+    preemptions = 0
+    computed = 0
+    finished = 0
+    hit = engine.prefix_hit
+
+    def release(slot):
+        nonlocal used
+        used -= table[s_blocks[slot]]
+        s_req[slot] = -1
+        s_dec[slot] = False
+        s_blocks[slot] = 0
+        s_ctx[slot] = 0
+        free_slots.append(slot)
+
+    def finish(r, slot):
+        nonlocal finished, in_system, next_closed
+        finish_t[r] = now
+        finished += 1
+        in_system -= 1
+        release(slot)
+        if closed and next_closed < n:
+            arrival[next_closed] = now
+            next_closed += 1
+
+    while finished < n:
+        if steps >= max_steps:
+            raise RooflineError(f"the simulation ran {max_steps:,} steps without finishing", field="requests")
+        while next_i < n and arrival[next_i] <= now:
+            waiting.append(next_i)
+            in_system += 1
+            in_system_integral += now - arrival[next_i]  # it arrived during the last step
+            next_i += 1
+        if t0 is None and waiting:
+            t0 = now
+        dec = np.flatnonzero(s_dec)
+        # the decodes' next blocks, preempting the newest sequences while they do not fit
+        while len(dec):
+            grow_to = (s_ctx[dec] + bs) // bs  # blocks to hold ctx + 1 tokens: ceil((ctx + 1) / bs)
+            extra = float((table[grow_to] - table[s_blocks[dec]]).sum())
+            if used + extra <= cap:
+                s_blocks[dec] = grow_to
+                used += extra
+                break
+            active = np.flatnonzero(s_req >= 0)
+            victim = int(active[np.argmax(s_order[active])])
+            r = int(s_req[victim])
+            if victim in prefilling:
+                prefilling.remove(victim)
+            release(victim)
+            need[r] = inp[r] + gen[r]
+            done[r] = 0
+            waiting.appendleft(r)
+            preemptions += 1
+            dec = np.flatnonzero(s_dec)
+        budget = engine.max_tokens - len(dec)
+        chunks, chunk_slots = [], []
+        for slot in list(prefilling):
+            if budget <= 0:
+                break
+            r = int(s_req[slot])
+            c = int(min(need[r] - done[r], budget))
+            blocks = -(-(int(done[r]) + c) // bs)
+            extra = table[blocks] - table[s_blocks[slot]]
+            if used + extra > cap:
+                break
+            used += extra
+            s_blocks[slot] = blocks
+            chunks.append((c, int(done[r])))
+            chunk_slots.append(slot)
+            budget -= c
+        while waiting and budget > 0 and free_slots:
+            r = waiting[0]
+            start = int(done[r])
+            if not seen[r] and hit:
+                start = int(min(math.floor(hit * inp[r]), inp[r] - 1))
+            c = int(min(need[r] - start, budget))
+            blocks = -(-(start + c) // bs)
+            if used + table[blocks] > cap:
+                break
+            waiting.popleft()
+            seen[r] = True
+            done[r] = start
+            slot = free_slots.pop()
+            s_req[slot], s_ctx[slot], s_blocks[slot], s_dec[slot] = r, start, blocks, False
+            s_order[slot] = order
+            order += 1
+            used += table[blocks]
+            prefilling.append(slot)
+            chunks.append((c, start))
+            chunk_slots.append(slot)
+            budget -= c
+        nd = len(dec)
+        if not nd and not chunks:
+            if next_i < n and np.isfinite(arrival[next_i]):
+                now = max(now, float(arrival[next_i]))
+                continue
+            raise RooflineError("the scheduler is stuck: nothing can run and nothing will arrive (the cache holds no "
+                                "waiting request)", field="requests")
+        if nd and not chunks:  # decodes only: run steps up to the next event in one go (same arithmetic)
+            reqs = s_req[dec]
+            K = int(min((out[reqs] - gen[reqs]).min(), STRETCH))
+            if K > 1:
+                ctxm = s_ctx[dec][None, :] + 1 + np.arange(K)[:, None]  # contexts at each step
+                times = step.decode_steps_seconds(ctxm)
+                cum = np.cumsum(times)
+                if next_i < n and np.isfinite(arrival[next_i]):  # stop at the step during which one arrives
+                    K = min(K, int(np.searchsorted(cum, arrival[next_i] - now, side="left")) + 1)
+                blocks_k = -(-ctxm[:K] // bs)
+                used_k = used + (table[blocks_k] - table[s_blocks[dec]][None, :]).sum(axis=1)
+                over = np.flatnonzero(used_k > cap)
+                if len(over):
+                    K = int(over[0])  # the steps before the cache runs out (at least this one: it fit above)
+                if K > 1:
+                    dts = times[:K]
+                    span = float(cum[K - 1])
+                    in_system_integral += in_system * span
+                    kv_integral += float((used_k[:K] * dts).sum())
+                    kv_peak = max(kv_peak, float(used_k[K - 1]))
+                    used = float(used_k[K - 1])
+                    s_blocks[dec] = blocks_k[K - 1]
+                    now += span
+                    steps += K
+                    tokens_sum += nd * K
+                    step_dt.append(dts)
+                    step_nd.append(np.full(K, nd))
+                    s_ctx[dec] += K
+                    gen[reqs] += K
+                    for slot in dec[gen[reqs] >= out[reqs]]:
+                        finish(int(s_req[slot]), int(slot))
+                    continue
+        ctx1 = s_ctx[dec] + 1
+        M = nd + sum(c for c, _ in chunks)
+        completing = sum(1 for (c, p), slot in zip(chunks, chunk_slots) if p + c >= need[s_req[slot]])
+        dt = step.step_seconds(nd, float(ctx1.sum()), ctx1, M, nd + completing, chunks)
+        in_system_integral += in_system * dt
+        now += dt
+        steps += 1
+        tokens_sum += M
+        step_dt.append(np.array([dt]))
+        step_nd.append(np.array([nd]))
+        kv_integral += used * dt
+        kv_peak = max(kv_peak, used)
+        computed += M - nd
+        if nd:
+            s_ctx[dec] += 1
+            reqs = s_req[dec]
+            gen[reqs] += 1
+            for slot in dec[gen[reqs] >= out[reqs]]:
+                finish(int(s_req[slot]), int(slot))
+        for (c, p), slot in zip(chunks, chunk_slots):
+            r = int(s_req[slot])
+            done[r] = p + c
+            s_ctx[slot] = p + c
+            if done[r] >= need[r]:
+                prefilling.remove(slot)
+                if np.isnan(first_t[r]):
+                    first_t[r] = now
+                gen[r] += 1
+                if gen[r] >= out[r]:
+                    finish(r, slot)
+                else:
+                    s_dec[slot] = True
+    t_start = t0 or 0.0
+    duration = float(np.nanmax(finish_t)) - t_start
+    real_arrival = arrival
+    ttft = first_t - real_arrival
+    e2e = finish_t - real_arrival
+    tpot = np.where(out > 1, (finish_t - first_t) / np.maximum(out - 1, 1), np.nan)
+    dts, nds = np.concatenate(step_dt), np.concatenate(step_nd).astype(float)
+    busy = float(dts.sum())
+    notes = (f"KV cache {cap / 1e9:,.1f} GB: {engine.memory_fraction:g} of {step.machine.memory_bytes / 1e9:,.0f} GB less "
+             f"weights {parts['weights_bytes'] / 1e9:,.1f} GB and a full step's activations "
+             f"{parts['activations_bytes'] / 1e9:,.2f} GB (an estimate: {engine.max_tokens:,} rows of the widest op)",
+             "scheduler: decodes first, then prompt chunks within max_tokens (vLLM V1 with chunked prefill); "
+             "preemption recomputes the newest sequence; cache in blocks of "
+             f"{engine.block_size} tokens" + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""),
+             "one replica; a decode-only step replays a CUDA graph (one launch)" if step.cost_model.cuda_graph
+             else "one replica; every op of a step pays a launch (no CUDA graph)")
+    if step.note_model:
+        notes += (step.note_model,)
+    return ServingResult(
+        step.describe(), requests.label, engine, step.tensor_parallel, ttft, tpot, e2e,
+        _weighted_percentiles(dts, nds, PERCENTILES), duration, int(out.sum()), int(inp.sum()), int(computed), steps,
+        float((dts * nds).sum() / busy) if busy else 0.0, tokens_sum / max(steps, 1),
+        kv_integral / busy / cap if busy else 0.0, kv_peak / cap, preemptions,
+        in_system_integral / max(float(np.nanmax(finish_t)) - t_start, 1e-300), cap, notes, price_per_gpu_hour)
+
+
+# ---------------------------------------------------------------------------------------------
+# sweeps and the SLO search
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServingSweep:
+    """Simulated runs at several concurrencies (closed loop) or rates (open loop): the throughput
+    versus latency curve (per GPU against per user tokens/s)."""
+
+    over: str  # "concurrency" or "rate"
+    values: tuple
+    results: tuple  # ServingResult per value
+    slo: dict | None = None  # {"ttft_s", "tpot_s", "percentile", "best": value or None}
+
+    def rows(self) -> list[dict]:
+        out = []
+        for v, r in zip(self.values, self.results):
+            m = r.to_dict()
+            out.append({self.over: v, "requests_per_s": m["requests_per_s"],
+                        "output_tokens_per_s_per_gpu": m["output_tokens_per_s_per_gpu"],
+                        "per_user_tokens_per_s": m["per_user_tokens_per_s"], "ttft_p50_s": m["ttft_p50_s"],
+                        "ttft_p99_s": m["ttft_p99_s"], "tpot_p50_s": m["tpot_p50_s"], "tpot_p99_s": m["tpot_p99_s"],
+                        "mean_decode_batch": m["mean_decode_batch"], "kv_cache_peak": m["kv_cache_peak"],
+                        "preemptions": m["preemptions"],
+                        **({"cost_per_million_output_tokens": m["cost_per_million_output_tokens"]}
+                           if "cost_per_million_output_tokens" in m else {}),
+                        **({"meets_slo": meets_slo(r, self.slo)} if self.slo else {})})
+        return out
+
+    def to_dict(self) -> dict:
+        first = self.results[0]
+        return {"model": first.description, "gpus": first.gpus, "engine": dataclasses.asdict(first.engine),
+                "over": self.over, "points": self.rows(), "slo": self.slo, "notes": list(first.notes)}
+
+    def to_json(self) -> str:
+        return dump_json(self.to_dict())
+
+    def to_csv(self) -> str:
+        from roofline.tables import rows_to_csv
+
+        return rows_to_csv([{k: ("" if v is None else v) for k, v in r.items()} for r in self.rows()])
+
+    def to_table(self) -> str:
+        from roofline.plan_tables import serving_sweep_table
+
+        return serving_sweep_table(self)
+
+
+def meets_slo(result: ServingResult, slo: dict | None) -> bool:
+    """Both percentiles within their targets (a target of None is no constraint)."""
+    if not slo:
+        return True
+    p = slo["percentile"]
+    ok = True
+    if slo.get("ttft_s") is not None:
+        ok &= result.percentile("ttft", p) <= slo["ttft_s"]
+    if slo.get("tpot_s") is not None:
+        t = result.percentile("tpot", p)
+        ok &= (not math.isfinite(t)) or t <= slo["tpot_s"]
+    return bool(ok)
+
+
+def _slo(ttft_s, tpot_s, percentile) -> dict | None:
+    if ttft_s is None and tpot_s is None:
+        return None
+    for name, v in (("slo_ttft", ttft_s), ("slo_tpot", tpot_s)):
+        if v is not None:
+            check_number(name, v, maximum=1e6)
+    check_number("percentile", percentile, maximum=100.0)
+    return {"ttft_s": ttft_s, "tpot_s": tpot_s, "percentile": float(percentile)}
+
+
+def sweep_concurrency(step: StepCost, concurrencies, input_tokens, output_tokens, engine: Engine = Engine(),
+                      requests: int | None = None, seed: int = 0, price_per_gpu_hour: float | None = None,
+                      ttft_s=None, tpot_s=None, percentile=90.0) -> ServingSweep:
+    """Closed-loop runs at each concurrency, ``requests`` each (default: 8 per user, 200 to 20,000)."""
+    slo = _slo(ttft_s, tpot_s, percentile)
+    values = tuple(int(check_number("concurrency", c, maximum=1 << 24, integer=True)) for c in concurrencies)
+    results = tuple(simulate(step, closed_requests(c, requests or min(max(200, 8 * c), 20_000), input_tokens, output_tokens, seed),
+                             engine, price_per_gpu_hour) for c in values)
+    if slo:
+        ok = [v for v, r in zip(values, results) if meets_slo(r, slo)]
+        slo["best"] = max(ok) if ok else None
+    return ServingSweep("concurrency", values, results, slo)
+
+
+SEARCH_STEPS = 14  # bisections of the rate search (log scale): ~2% resolution
+
+
+def max_rate_within(step: StepCost, input_tokens, output_tokens, ttft_s=None, tpot_s=None, percentile=90.0,
+                    engine: Engine = Engine(), requests: int = 1000, seed: int = 0,
+                    price_per_gpu_hour: float | None = None) -> ServingSweep:
+    """The highest Poisson rate whose TTFT and TPOT percentiles meet the targets, by bisection in
+    log rate between a rate that meets them and the engine's saturated throughput (closed loop
+    at max_seqs users) x 1.5; every rate tried is a point of the returned sweep, the best in
+    ``slo["best"]`` (None when even the lowest rate misses: the targets are below one request
+    alone)."""
+    slo = _slo(ttft_s, tpot_s, percentile)
+    if slo is None:
+        raise RooflineError("the rate search needs a target: a TTFT or a TPOT", field="slo_ttft")
+    sat = simulate(step, closed_requests(engine.max_seqs, max(requests, 2 * engine.max_seqs), input_tokens, output_tokens,
+                                         seed), engine)
+    hi = 1.5 * sat.requests_per_s
+    lo = hi / 1000.0
+    tried = {}
+
+    def run(rate):
+        r = simulate(step, poisson_requests(rate, requests, input_tokens, output_tokens, seed), engine, price_per_gpu_hour)
+        tried[rate] = r
+        return meets_slo(r, slo)
+
+    best = None
+    if run(lo):
+        best = lo
+        if run(hi):
+            best = hi
+        else:
+            for _ in range(SEARCH_STEPS):
+                mid = math.sqrt(lo * hi)
+                if run(mid):
+                    lo = best = mid
+                else:
+                    hi = mid
+    slo["best"] = best
+    values = tuple(sorted(tried))
+    return ServingSweep("rate", values, tuple(tried[v] for v in values), slo)

@@ -1,0 +1,397 @@
+"""One engine step of a serving deployment, costed op by op and reduced to closed form (issue 13).
+
+A continuous-batching engine (vLLM, SGLang, TensorRT-LLM) runs steps: in one step every running
+sequence that is decoding feeds its last token against its own context, and prompts are fed in
+chunks of C tokens against the prefix already cached, under a budget of tokens per step. The step
+is one forward pass over all those tokens:
+
+- **token ops** (projections, MLP or experts, norms, residual adds, the embedding gather, the
+  tensor-parallel all-reduces) run once over all M tokens of the step: each weight is read once
+  per step, whatever mix of decodes and chunks makes up M. Their FLOPs and bytes depend on M only,
+  so they are tabulated once per configuration for M = 1 .. the token budget;
+- **sequence ops** (the attention core, SSM state updates) depend on each sequence's context:
+  decode's, one query against S cached keys, has FLOPs and bytes linear in the number of decoding
+  sequences n and in the sum of their contexts (of min(S, window) for a sliding window): they are
+  reduced to c0 + c1 n + c2 sum(S) per op, checked exact at points the fit did not use; a chunk's
+  (T = C queries at positions P+1..P+C) is costed from the same layer ops per (C, P) and cached;
+  all decodes of a step are one batched kernel, and so are all chunks (varlen attention);
+- **logit ops** (final norm and LM head) run on one row per sequence that samples a token this step
+  (every decode and every chunk that completes its prompt): tabulated for R = 1 .. max sequences.
+
+Which ops are token ops is found, not assumed: an op of a layer kind whose FLOPs and bytes are the
+same for one sequence of m tokens (prefill) and m sequences of one token (decode) at two m.
+
+Launches: each op run pays the cost model's launch; a step of decodes only replays a CUDA graph
+when ``cuda_graph`` (one launch for the step, as engines capture decode batches); a step with a
+prefill chunk runs eagerly. Times use the cost model's arithmetic (max(F / (e_c peak), B / (e_m BW))
++ launch per op, with its overlap); a calibrated profile's per-op model is not used here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.blocks import layer_kernels
+from roofline.cost import CostModel, seed_cost_model
+from roofline.errors import RooflineError, check_number
+from roofline.kernels import Kernel, all_reduce_kernel
+from roofline.machines import Machine, get_machine
+from roofline.plan import Precision, _requantised, resolve_link, shard
+from roofline.transformer import get_model
+from roofline.units import DTYPE_BYTES
+
+MAX_STEP_TOKENS = 1 << 20  # a token budget past a million per step is a typo
+_PROBE_M = (4, 16)  # token counts at which token ops are told from sequence ops
+_PROBE_S = (64, 96, 160, 224)  # decode contexts of the linear fit (under any window of 256 or more)
+
+
+@dataclass(frozen=True)
+class StepOp:
+    """One op of a step: ``count`` runs (layers of its kind), FLOPs and bytes summed over them,
+    seconds (launches included) and its bound."""
+
+    name: str
+    part: str  # "token", "decode", "chunk" or "logits"
+    count: int
+    flops: float
+    bytes: float
+    time_s: float
+    bound: str
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class StepCost:
+    """Seconds of an engine step for one configuration (see the module docstring).
+
+    ``StepCost(model, machine, ...)`` reduces the per-op costs once; ``seconds(decode_contexts,
+    chunks)`` then costs a step in microseconds of Python: ``decode_contexts`` the contexts S of
+    the decoding sequences (each feeds one token against S cached, S counted with the new one),
+    ``chunks`` (C, P) pairs (C prompt tokens fed against P cached). ``ops(...)`` lists the same
+    step op by op (``--breakdown``)."""
+
+    def __init__(self, model="llama3-8b", machine="h100-sxm", precision: Precision | None = None, tensor_parallel: int = 1,
+                 link: str | None = None, cost_model: CostModel | None = None, attention: str = "flash",
+                 max_tokens: int = 8192, max_seqs: int = 256):
+        self.model = get_model(model)
+        self.machine = get_machine(machine)
+        self.precision = precision or Precision(*(3 * (self.machine.default_dtype,)))
+        self.precision.check_machine(self.machine)
+        cm = cost_model or seed_cost_model(launch_overhead_s=self.machine.launch_overhead_s)
+        if type(cm) is not CostModel:
+            cm = seed_cost_model(launch_overhead_s=self.machine.launch_overhead_s)
+            self.note_model = ("a calibrated profile's per-op model is not used for serving: its measured peaks and "
+                               "bandwidth with seed 003's e_c 0.70, e_m 0.85")
+        else:
+            self.note_model = ""
+        self.cost_model = cm
+        self.attention = attention
+        self.max_tokens = int(check_number("max_tokens", max_tokens, maximum=MAX_STEP_TOKENS, integer=True))
+        self.max_seqs = int(check_number("max_seqs", max_seqs, maximum=MAX_STEP_TOKENS, integer=True))
+        self.tensor_parallel = int(check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True))
+        self.link = resolve_link(self.machine, link) if self.tensor_parallel > 1 else None
+        self.sharded = shard(self.model, self.tensor_parallel)
+        self._build()
+
+    # -- building --------------------------------------------------------------------------------
+    def _kernels(self, kind, decode: bool, T, B, S) -> list[Kernel]:
+        return [_requantised(k, self.precision)[0]
+                for k in layer_kernels(kind, self.sharded.d_model, decode, T, B, S, self.attention, self.precision.activations)]
+
+    def _op_time(self, k: Kernel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(compute_s, memory_s, body_s) of kernel ``k`` (arrays allowed), no launch."""
+        c, m, t = self.cost_model.op_seconds(k, self.machine, 0.0)
+        return np.asarray(c, dtype=float), np.asarray(m, dtype=float), np.asarray(t, dtype=float)
+
+    def _rates(self, k: Kernel) -> tuple[float, float]:
+        """Seconds per FLOP and per byte of an op of k's dtype and link (the cost model's e_c, e_m)."""
+        cm = self.cost_model
+        bw = self.machine.bandwidth if k.link is None else self.machine.link(k.link)
+        return 1.0 / (cm.compute_efficiency * self.machine.peak(k.dtype)), 1.0 / (cm.memory_efficiency * bw)
+
+    def _build(self):
+        sh, w_a = self.sharded, DTYPE_BYTES[self.precision.activations]
+        D = sh.d_model
+        Ms = np.arange(0, self.max_tokens + 1, dtype=float)
+        Mpos = np.maximum(Ms, 1.0)
+        token_body = np.zeros_like(Ms)
+        self._token_ops: list[tuple[Kernel, int, str]] = []  # (kernel at M = 1, layers, kind label) for breakdown
+        self._token_kinds = []
+        self._decode_fits = []  # per kind: (layers, span, [(name, category, dtype, link, F coefs, B coefs, rates)])
+        self._chunk_names = []  # per kind: the names of its sequence ops in prefill
+        self._chunk_cache: dict = {}
+        runs = 0
+        reduces = 0
+        multi = len(sh.kinds) > 1
+        for kind, n in sh.kind_counts():
+            label = f"{'ABCDEFGHIJKLMNOPQRSTUVWXYZ'[sh.kinds.index(kind)]}: " if multi else ""
+            token_names = self._token_names(kind)
+            pre = {k.name: k for k in self._kernels(kind, False, Mpos, 1, Mpos)}
+            for name in token_names:
+                k = pre[name]
+                token_body += self._op_time(k)[2] * n
+                runs += n
+            self._token_kinds.append((kind, n, label, token_names))
+            span = int(getattr(kind.mixer, "span", 0) or 0)
+            self._decode_fits.append((n, span, label, self._decode_fit(kind, token_names, span)))
+            self._chunk_names.append([k.name for k in self._kernels(kind, False, 8, 1, 8) if k.name not in token_names])
+            reduces += n * (1 if kind.parallel else (kind.mixer is not None) + (kind.mlp is not None))
+        emb = Kernel.trusted("embedding", 0.0 * Mpos, 2.0 * w_a * Mpos * D, "gather", self.precision.activations,
+                             weight_elems=Mpos * D, part="embedding")
+        token_body += self._op_time(_requantised(emb, self.precision)[0])[2]
+        runs += 1
+        self._reduces = reduces
+        if self.tensor_parallel > 1:
+            ar = all_reduce_kernel(Mpos * D, self.tensor_parallel, self.link, w_a, name=f"TP all-reduce ({self.link})")
+            token_body += self._op_time(ar)[2] * reduces
+            runs += reduces
+        token_body[0] = 0.0
+        self._token_body = token_body
+        R = np.arange(0, self.max_seqs + 1, dtype=float)
+        Rp = np.maximum(R, 1.0)
+        logits_body = self._op_time(self._final_norm(Rp))[2] + self._op_time(self._lm_head(Rp))[2]
+        logits_body[0] = 0.0
+        self._logits_body = logits_body
+        self._runs_token = runs + 2  # final norm and LM head
+        self._runs_chunk = sum(n * len(names) for (_, n, _, _), names in zip(self._token_kinds, self._chunk_names))
+
+    def _final_norm(self, R) -> Kernel:
+        sh, wa = self.sharded, self.precision.activations
+        w = DTYPE_BYTES[wa]
+        return Kernel.trusted("final norm", (8.0 if sh.final_norm == "layernorm" else 4.0) * R * sh.d_model,
+                              2.0 * w * R * sh.d_model, "norm", wa)
+
+    def _lm_head(self, R) -> Kernel:
+        sh = self.sharded
+        D, V = sh.d_model, sh.vocab
+        w = DTYPE_BYTES[self.precision.activations]
+        k = Kernel.trusted("LM head", 2.0 * R * V * D, w * (R * D + D * V + R * V), "matmul", self.precision.activations,
+                           weight_elems=D * V, part="embedding" if self.model.tied_embeddings else "lm_head")
+        return _requantised(k, self.precision)[0]
+
+    def _token_names(self, kind) -> list[str]:
+        """Names of the kind's ops whose FLOPs and bytes depend on the step's token count only."""
+        same = None
+        for m in _PROBE_M:
+            pre = {k.name: (float(k.flops), float(k.bytes)) for k in self._kernels(kind, False, m, 1, m)}
+            dec = {k.name: (float(k.flops), float(k.bytes)) for k in self._kernels(kind, True, 1, m, _PROBE_S[0])}
+            here = {n for n in pre if n in dec and np.allclose(pre[n], dec[n], rtol=1e-12, atol=0.0)}
+            same = here if same is None else same & here
+        order = [k.name for k in self._kernels(kind, False, 4, 1, 4)]
+        return [n for n in order if n in same]
+
+    def _decode_fit(self, kind, token_names, span):
+        """Each decode sequence op of ``kind`` as F, B = c0 + c1 n + c2 sum(S), from exact points,
+        checked at one more; refused by name when it is not linear there."""
+        pts = [(1, _PROBE_S[0]), (2, _PROBE_S[0]), (1, _PROBE_S[1])]
+        check = (3, _PROBE_S[2])
+        if span:
+            pts = [(b, min(s, span)) for b, s in pts]
+            check = (3, min(check[1], span))
+        design = np.array([[1.0, b, b * s] for b, s in pts])
+        evals = [{k.name: k for k in self._kernels(kind, True, 1, b, s) if k.name not in token_names} for b, s in pts + [check]]
+        out = []
+        for name, k0 in evals[0].items():
+            Fs = np.array([float(e[name].flops) for e in evals[:3]])
+            Bs = np.array([float(e[name].bytes) for e in evals[:3]])
+            cf, cb = np.linalg.solve(design, Fs), np.linalg.solve(design, Bs)
+            b, s = check
+            row = np.array([1.0, b, b * s])
+            k3 = evals[3][name]
+            if not (np.isclose(row @ cf, float(k3.flops), rtol=1e-9) and np.isclose(row @ cb, float(k3.bytes), rtol=1e-9)):
+                raise RooflineError(f"{self.model.name}: the decode op {name!r} is not linear in the sequences and their "
+                                    "contexts; the serving model cannot reduce it", field="model")
+            out.append((name, k0.category, k0.dtype, k0.link, cf, cb, self._rates(k0)))
+        return out
+
+    # -- costing a step --------------------------------------------------------------------------
+    def _check_tokens(self, M: int, R: int):
+        if M > self.max_tokens:
+            raise RooflineError(f"a step of {M:,} tokens is past the token budget {self.max_tokens:,}", field="max_tokens")
+        if R > self.max_seqs:
+            raise RooflineError(f"a step sampling {R:,} sequences is past max_seqs {self.max_seqs:,}", field="max_seqs")
+
+    def _seq_time(self, F: float, B: float, rates) -> float:
+        c, m = F * rates[0], B * rates[1]
+        lap = 1.0 - self.cost_model.overlap
+        return (m if m > c else c) + lap * (c if m > c else m)
+
+    def _decode_seconds(self, n: int, sum_s: float, contexts) -> float:
+        t = 0.0
+        for layers, span, _, fits in self._decode_fits:
+            s = sum_s if not span else float(np.minimum(contexts, span).sum())
+            for _, _, _, _, cf, cb, rates in fits:
+                t += layers * self._seq_time(cf[0] + cf[1] * n + cf[2] * s, cb[0] + cb[1] * n + cb[2] * s, rates)
+        return t
+
+    def _chunk_costs(self, C: int, P: int):
+        """Per kind, per sequence op: (F, B, rates, name, category) of one chunk (cached by (C, P))."""
+        key = (C, P)
+        got = self._chunk_cache.get(key)
+        if got is None:
+            got = []
+            for (kind, n, label, _), names in zip(self._token_kinds, self._chunk_names):
+                ks = {k.name: k for k in self._kernels(kind, False, C, 1, P + C)}
+                got.append([(float(ks[nm].flops), float(ks[nm].bytes), self._rates(ks[nm]), n, label + nm, ks[nm].category)
+                            for nm in names])
+            if len(self._chunk_cache) < 1_000_000:
+                self._chunk_cache[key] = got
+        return got
+
+    def _chunk_sums(self, chunks) -> dict:
+        """name -> [FLOPs, bytes, rates, layers] of each chunk op summed over the step's chunks (one
+        varlen kernel runs them all)."""
+        sums: dict = {}
+        for C, P in chunks:
+            for per_kind in self._chunk_costs(int(C), int(P)):
+                for F, B, rates, n, name, _ in per_kind:
+                    acc = sums.setdefault(name, [0.0, 0.0, rates, n])
+                    acc[0] += F
+                    acc[1] += B
+        return sums
+
+    def _chunks_seconds(self, chunks) -> float:
+        if not chunks:
+            return 0.0
+        return sum(n * self._seq_time(F, B, rates) for F, B, rates, n in self._chunk_sums(chunks).values())
+
+    def seconds(self, decode_contexts=(), chunks=(), sampled: int | None = None) -> float:
+        """One step: the decoding sequences' contexts and the prefill chunks (C, P); ``sampled``
+        rows of logits (default: every decode and every chunk)."""
+        ctx = np.asarray(decode_contexts, dtype=float)
+        n = int(ctx.size)
+        M = n + int(sum(c for c, _ in chunks))
+        R = n + len(chunks) if sampled is None else int(sampled)
+        self._check_tokens(M, R)
+        return self.step_seconds(n, float(ctx.sum()), ctx, M, R, chunks)
+
+    def step_seconds(self, n: int, sum_s: float, contexts, M: int, R: int, chunks) -> float:
+        """seconds() with the sums already taken (the simulator's hot path; no checks)."""
+        if M <= 0:
+            return 0.0
+        body = self._token_body[M] + self._logits_body[R] + self._decode_seconds(n, sum_s, contexts) if n else \
+            self._token_body[M] + self._logits_body[R]
+        body += self._chunks_seconds(chunks)
+        return body + self.launch_seconds(n, bool(chunks), R > 0)
+
+    def decode_steps_seconds(self, contexts: np.ndarray) -> np.ndarray:
+        """Seconds of K decode-only steps of the same n sequences: ``contexts`` (K, n), row k the
+        contexts at step k (the simulator's stretch between events). Same arithmetic as
+        step_seconds, vectorised over the steps."""
+        K, n = contexts.shape
+        t = np.full(K, self._token_body[n] + self._logits_body[n] + self.launch_seconds(n, False))
+        lap = 1.0 - self.cost_model.overlap
+        sums = contexts.sum(axis=1, dtype=float)
+        for layers, span, _, fits in self._decode_fits:
+            s = sums if not span else np.minimum(contexts, span).sum(axis=1, dtype=float)
+            for _, _, _, _, cf, cb, (rc, rm) in fits:
+                c = (cf[0] + cf[1] * n + cf[2] * s) * rc
+                m = (cb[0] + cb[1] * n + cb[2] * s) * rm
+                t += layers * (np.maximum(c, m) + lap * np.minimum(c, m))
+        return t
+
+    def launch_seconds(self, n_decode: int, has_chunks: bool, samples: bool = True) -> float:
+        """The step's launches: one CUDA graph replay for a decode-only step (with cuda_graph), else
+        one launch per op run (no final norm and LM head when nothing samples a token)."""
+        launch = self.cost_model.launch_overhead_s
+        if self.cost_model.cuda_graph and not has_chunks:
+            return launch
+        runs = self._runs_token - (0 if samples else 2) + (sum(l * len(f) for l, _, _, f in self._decode_fits) if n_decode else 0)
+        return launch * (runs + (self._runs_chunk if has_chunks else 0))
+
+    def ops(self, decode_contexts=(), chunks=(), sampled: int | None = None) -> list[StepOp]:
+        """The step op by op (each op summed over its layers), launches in each op's time."""
+        ctx = np.asarray(decode_contexts, dtype=float)
+        n = int(ctx.size)
+        M = n + int(sum(c for c, _ in chunks))
+        R = n + len(chunks) if sampled is None else int(sampled)
+        self._check_tokens(M, R)
+        graph = self.cost_model.cuda_graph and not chunks
+        launch = 0.0 if graph else self.cost_model.launch_overhead_s
+        out = []
+
+        def add(name, part, count, F, B, rates_or_kernel):
+            if isinstance(rates_or_kernel, Kernel):
+                c, m, t = (float(x) for x in self._op_time(rates_or_kernel))
+            else:
+                c, m = F * rates_or_kernel[0], B * rates_or_kernel[1]
+                t = self._seq_time(F, B, rates_or_kernel)
+            out.append(StepOp(name, part, count, F * count, B * count, (t + launch) * count,
+                              "memory" if m > c else "compute"))
+
+        if M:
+            w_a = DTYPE_BYTES[self.precision.activations]
+            emb = _requantised(Kernel.trusted("embedding", 0.0, 2.0 * w_a * M * self.sharded.d_model, "gather",
+                                              self.precision.activations, weight_elems=M * self.sharded.d_model,
+                                              part="embedding"), self.precision)[0]
+            add("embedding", "token", 1, float(emb.flops), float(emb.bytes), emb)
+            for kind, layers, label, names in self._token_kinds:
+                ks = {k.name: k for k in self._kernels(kind, False, M, 1, M)}
+                for nm in names:
+                    add(label + nm, "token", layers, float(ks[nm].flops), float(ks[nm].bytes), ks[nm])
+            if self.tensor_parallel > 1:
+                ar = all_reduce_kernel(M * self.sharded.d_model, self.tensor_parallel, self.link,
+                                       DTYPE_BYTES[self.precision.activations], name=f"TP all-reduce ({self.link})")
+                add(ar.name, "token", self._reduces, float(ar.flops), float(ar.bytes), ar)
+        if n:
+            for layers, span, label, fits in self._decode_fits:
+                s = float(ctx.sum()) if not span else float(np.minimum(ctx, span).sum())
+                for name, _, _, _, cf, cb, rates in fits:
+                    add(f"{label}{name} (decode)", "decode", layers, cf[0] + cf[1] * n + cf[2] * s, cb[0] + cb[1] * n + cb[2] * s,
+                        rates)
+        if chunks:
+            for name, (F, B, rates, layers) in self._chunk_sums(chunks).items():
+                add(f"{name} (chunks)", "chunk", layers, F, B, rates)
+        if R:
+            fn = self._final_norm(float(R))
+            add("final norm", "logits", 1, float(fn.flops), float(fn.bytes), fn)
+            lm = self._lm_head(float(R))
+            add("LM head", "logits", 1, float(lm.flops), float(lm.bytes), lm)
+        if graph and out:
+            out.append(StepOp("CUDA graph launch", "launch", 1, 0.0, 0.0, self.cost_model.launch_overhead_s, "launch"))
+        return out
+
+    def describe(self) -> str:
+        cm = self.cost_model
+        return (f"{self.model.name} on {self.machine.name}, {self.precision.label()}, tensor-parallel {self.tensor_parallel}"
+                f"{f' over {self.link}' if self.link else ''}; {cm.describe()}")
+
+
+def kv_cache_budget(step: StepCost, memory_fraction: float) -> tuple[float, dict]:
+    """(bytes, parts): what one GPU has for the KV cache: its memory times ``memory_fraction`` less
+    the weights and the activations of a full step (``max_tokens`` rows of the widest op, 2 d_ff
+    for a gated MLP or 4 d_model, plus 4 d_model of residual and attention rows, and fp32 logits
+    for ``max_seqs`` rows: an estimate, said in the output). Parts in bytes."""
+    from roofline.plan import inference_weight_bytes
+
+    m = step.machine
+    if not m.memory_bytes:
+        raise RooflineError(f"the {m.name} gives no memory capacity: the KV cache cannot be sized", field="machine")
+    sh = step.sharded
+    weights = inference_weight_bytes(step.model, step.precision, step.tensor_parallel)
+    w = DTYPE_BYTES[step.precision.activations]
+    widest = max([getattr(k.mlp, "d_ff", 0) * 2 for k in sh.kinds] + [sh.d_model * 4])
+    activations = step.max_tokens * (widest + 4 * sh.d_model) * w + step.max_seqs * sh.vocab * 4.0
+    capacity = m.memory_bytes * memory_fraction
+    free = capacity - weights - activations
+    return max(free, 0.0), {"capacity_bytes": capacity, "weights_bytes": weights, "activations_bytes": activations,
+                            "kv_cache_bytes": max(free, 0.0)}
+
+
+def sequence_cache_bytes(step: StepCost, block_size: int, max_blocks: int) -> np.ndarray:
+    """bytes[k]: the cache one sequence holds in k blocks of ``block_size`` tokens (k = 0 ..
+    max_blocks): K and V of every full-attention layer, sliding windows up to their window, MLA
+    latents, SSM states (plan.kv_bytes_per_sequence at k x block_size tokens)."""
+    from roofline.plan import kv_bytes_per_sequence
+
+    k = np.arange(0, max_blocks + 1)
+    out = np.asarray(kv_bytes_per_sequence(step.model, np.maximum(k * block_size, 1), step.precision, step.tensor_parallel),
+                     dtype=float)
+    out = np.broadcast_to(out, k.shape).copy()
+    out[0] = 0.0
+    return out

@@ -1,0 +1,210 @@
+"""Serving plans (issue 13): the engine step and the simulated scheduler against hand arithmetic.
+
+Truths: Llama 3 8B has 8.03e9 parameters (Meta's model card; the preset's published count), 32
+layers, 8 KV heads of 128; the H100 SXM has 989 TFLOP/s dense bf16 and 3.35 TB/s (NVIDIA's
+datasheet, data/machines.toml). Seed 003's cost model: e_c 0.70, e_m 0.85."""
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from roofline.cli import main
+from roofline.cost import seed_cost_model
+from roofline.errors import RooflineError
+from roofline.serving import (Engine, Requests, closed_requests, max_rate_within, meets_slo, poisson_requests, simulate,
+                              sweep_concurrency)
+from roofline.step import StepCost
+
+PARAMS = 8.03e9
+PEAK, BW = 989e12, 3.35e12
+EAGER = seed_cost_model(launch_overhead_s=3e-6)  # no CUDA graph: every op pays 3 us
+
+
+@pytest.fixture(scope="module")
+def step():
+    return StepCost("llama3-8b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=256)
+
+
+def test_a_decode_step_reads_the_weights_once(step):
+    """Batch 1 at context 1: the step reads the 16.06 GB of bf16 weights (2 B x 8.03e9) once at
+    0.85 x 3.35 TB/s = 5.64 ms, plus ~290 launches of 3 us (0.9 ms) and a KV read too small to see."""
+    floor = 2 * PARAMS / (0.85 * BW)
+    t = step.seconds([1])
+    assert floor <= t <= floor + 0.0012
+    # 64 sequences at 1,024: the weights are still read once; added are the KV reads, 64 x 1,024 x
+    # 131,072 B (2 x 32 layers x 8 heads x 128 x 2 B per token) = 8.59 GB, and 64 rows of
+    # activations through every op (under 0.8 GB: a few d_model and d_ff wide rows per op and layer)
+    kv = 64 * 1024 * 2 * 32 * 8 * 128 * 2 / (0.85 * BW)
+    assert t + kv <= step.seconds([1024] * 64) <= t + kv + 0.8e9 / (0.85 * BW)
+
+
+def test_a_prompt_chunk_is_compute_bound_at_two_flops_per_parameter_per_token(step):
+    """1,024 prompt tokens: 2 x 8.03e9 x 1,024 = 1.64e16 FLOPs at 0.70 x 989 TFLOP/s = 23.8 ms
+    (the attention and LM head add ~2%)."""
+    t = step.seconds([], [(1024, 0)])
+    assert t == pytest.approx(2 * PARAMS * 1024 / (0.70 * PEAK), rel=0.04)
+
+
+def test_one_request_alone_its_ttft_is_its_prefill_and_each_token_one_decode_step(step):
+    """Output 3 tokens: the prefill step samples the first, two decode steps (contexts 1,025 and
+    1,026 with the fed token) the others."""
+    r = simulate(step, closed_requests(1, 1, 1024, 3))
+    prefill = step.seconds([], [(1024, 0)])
+    assert r.ttft_s[0] == pytest.approx(prefill, rel=1e-12)
+    assert r.e2e_s[0] == pytest.approx(prefill + step.seconds([1025]) + step.seconds([1026]), rel=1e-12)
+    assert r.tpot_s[0] == pytest.approx((step.seconds([1025]) + step.seconds([1026])) / 2, rel=1e-12)
+
+
+def test_a_long_prompt_is_fed_in_chunks_of_the_token_budget(step):
+    """20,000 tokens with 8,192 per step: chunks 8,192 + 8,192 + 3,616 against prefixes 0, 8,192,
+    16,384; only the last samples a token (the first two run no LM head)."""
+    r = simulate(step, closed_requests(1, 1, 20000, 1))
+    expect = (step.seconds([], [(8192, 0)], sampled=0) + step.seconds([], [(8192, 8192)], sampled=0)
+              + step.seconds([], [(3616, 16384)]))
+    assert step.seconds([], [(8192, 0)], sampled=0) < step.seconds([], [(8192, 0)])
+    assert r.ttft_s[0] == pytest.approx(expect, rel=1e-12) and r.steps == 3
+
+
+def test_a_full_batch_at_steady_state_delivers_batch_over_step_time(step):
+    """8 users, prompts of 1 token, 2,000 tokens each, 8 sequences at most: nearly every step decodes
+    all 8 at contexts growing from 1 to 2,000, so output tokens/s = 8 / the mean step time."""
+    engine = Engine(max_seqs=8, max_tokens=8192)
+    r = simulate(step, closed_requests(8, 8, 1, 2000), engine)
+    mean_step = np.mean([step.seconds([c] * 8) for c in range(2, 2001)])
+    assert r.output_tokens_per_s == pytest.approx(8 / mean_step, rel=0.01)
+    assert r.mean_decode_batch == pytest.approx(8, rel=0.01)
+
+
+def test_littles_law_holds_on_the_simulated_queue(step):
+    """Time-averaged requests in the system x the run's length = the sum of their times in it."""
+    r = simulate(step, poisson_requests(20, 400, (128, 2048), (16, 512), seed=3))
+    assert r.mean_in_system * r.duration_s == pytest.approx(np.sum(r.e2e_s), rel=1e-9)
+    assert np.all(r.ttft_s > 0) and np.all(r.e2e_s >= r.ttft_s)
+
+
+def test_running_steps_between_events_at_once_changes_nothing(step, monkeypatch):
+    """The decode stretches (many steps in one go) give the same run as stepping one at a time."""
+    import roofline.serving as serving
+
+    reqs = poisson_requests(15, 300, (64, 1500), (8, 400), seed=1)
+    fast = simulate(step, reqs)
+    monkeypatch.setattr(serving, "STRETCH", 1)
+    slow = simulate(step, reqs)
+    assert fast.steps == slow.steps and fast.preemptions == slow.preemptions
+    for a, b in ((fast.ttft_s, slow.ttft_s), (fast.e2e_s, slow.e2e_s)):
+        np.testing.assert_allclose(a, b, rtol=1e-9)
+    assert fast.kv_mean == pytest.approx(slow.kv_mean, rel=1e-9) and fast.itl_s == pytest.approx(slow.itl_s, rel=1e-9)
+
+
+def test_a_full_cache_preempts_and_recomputes(step):
+    """A cache of ~0.5 GB (memory fraction just above weights + activations) holds ~4,000 tokens
+    (131,072 B each); 8 users of 1,000 + 1,000 tokens cannot all keep theirs: sequences are
+    preempted, recompute their prompt and what they had generated, and every request still ends."""
+    from roofline.step import kv_cache_budget
+
+    _, parts = kv_cache_budget(step, 1.0)
+    frac = (parts["weights_bytes"] + parts["activations_bytes"] + 0.5e9) / parts["capacity_bytes"]
+    r = simulate(step, closed_requests(8, 16, 1000, 1000), Engine(memory_fraction=frac))
+    assert r.preemptions > 0 and r.computed_tokens > r.input_tokens
+    assert np.all(np.isfinite(r.e2e_s)) and r.kv_peak <= 1.0 + 1e-12
+
+
+def test_prefix_hits_skip_that_share_of_each_prompt(step):
+    """A hit rate of 0.5 on 1,001-token prompts: 500 tokens found, 501 computed per request."""
+    r = simulate(step, closed_requests(4, 12, 1001, 4), Engine(prefix_hit=0.5))
+    assert r.computed_tokens == 12 * 501
+
+
+def test_the_slo_search_returns_a_rate_that_meets_the_targets(step):
+    sw = max_rate_within(step, 512, 128, ttft_s=0.5, tpot_s=0.02, requests=150)
+    best = sw.slo["best"]
+    assert best is not None and meets_slo(sw.results[sw.values.index(best)], sw.slo)
+    assert any(v > best and not meets_slo(r, sw.slo) for v, r in zip(sw.values, sw.results))
+
+
+def test_impossible_targets_say_so(step):
+    sw = max_rate_within(step, 1024, 64, ttft_s=1e-3, requests=50)  # a 1,024-token prefill alone takes ~24 ms
+    assert sw.slo["best"] is None and "no rate tried meets" in sw.to_table()
+
+
+def test_sweep_rows_and_cost_per_million_tokens(step):
+    """$2 per GPU-hour at X output tokens/s: 2 / 3600 / X x 1e6 dollars per million."""
+    sw = sweep_concurrency(step, [1, 16], 256, 64, requests=40, price_per_gpu_hour=2.0)
+    for row, r in zip(sw.rows(), sw.results):
+        assert row["cost_per_million_output_tokens"] == pytest.approx(2.0 / 3600 / r.output_tokens_per_s * 1e6)
+    assert sw.rows()[1]["output_tokens_per_s_per_gpu"] > sw.rows()[0]["output_tokens_per_s_per_gpu"]
+
+
+def test_tensor_parallel_splits_the_weights_and_adds_all_reduces():
+    """TP 2 over NVLink: each GPU reads half the weights and KV per step and adds two all-reduces
+    per layer; the launches (~290 x 3 us = 0.9 ms of the 6.6 ms) are not split: just over half."""
+    one = StepCost("llama3-8b", "h100-sxm", cost_model=EAGER)
+    two = StepCost("llama3-8b", "h100-sxm", tensor_parallel=2, cost_model=EAGER)
+    names = [o.name for o in two.ops([1024] * 8)]
+    assert any("all-reduce" in n for n in names)
+    assert 0.5 * one.seconds([1024] * 8) < two.seconds([1024] * 8) < 0.65 * one.seconds([1024] * 8)
+
+
+def test_mla_and_moe_models_reduce_to_closed_form():
+    """DeepSeek-V3 (MLA decode absorbed, MoE) on 8 H200s: the decode ops are linear in the
+    sequences and their contexts (checked at a point the fit did not use), so it builds; a mixed
+    step costs more than its decode part alone."""
+    s = StepCost("deepseek-v3", "h200", tensor_parallel=8, max_tokens=4096, max_seqs=64)
+    assert s.seconds([2048] * 16, [(1024, 0)]) > s.seconds([2048] * 16) > 0
+
+
+def test_bad_engines_and_workloads_are_refused_by_name(step):
+    with pytest.raises(RooflineError, match="max_seqs"):
+        Engine(max_seqs=1024, max_tokens=512)
+    with pytest.raises(RooflineError, match="input_len"):
+        closed_requests(1, 1, 0, 4)
+    with pytest.raises(RooflineError, match="KV cache"):
+        simulate(step, closed_requests(1, 1, 2_000_000, 1), Engine(max_tokens=8192))
+    with pytest.raises(RooflineError, match="tensor-parallel GPUs") as exc:
+        simulate(StepCost("mixtral-8x7b", "h100-sxm"), closed_requests(1, 1, 16, 1))
+    assert exc.value.field == "tensor_parallel"
+    with pytest.raises(RooflineError, match="either"):
+        Requests(np.array([1]), np.array([1]))
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+def test_cli_serving_table_json_csv(capsys):
+    assert main(["serving", "--concurrency", "4", "--requests", "12", "--input-len", "256", "--output-len", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "time to first token" in out and "output tokens/s" in out
+    assert main(["serving", "--rate", "2", "--requests", "10", "--json", "--breakdown"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["requests"] == 10 and d["breakdown"]["decode_step"]["ops"] and d["ttft_p50_s"] > 0
+    assert main(["serving", "--concurrency", "2", "--requests", "6", "--csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "request,ttft_s,tpot_s,e2e_s"
+    assert main(["serving", "--concurrency", "2", "--requests", "4", "--output-len", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tpot_p50_s"] is None  # one-token answers have no TPOT
+
+
+def test_cli_sweep_draws_the_curve(tmp_path, capsys):
+    png = tmp_path / "curve.png"
+    assert main(["serving", "--sweep", "1,8", "--requests", "16", "--input-len", "128", "--output-len", "16",
+                 "--slo-tpot", "50ms", "-o", str(png)]) == 0
+    assert png.stat().st_size > 10_000 and "highest concurrency meeting" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--rate", "0"], "--rate"),
+    (["--input-len", "0"], "--input-len"),
+    (["--input-len", "10-5"], "--input-len"),
+    (["--rate", "5", "--concurrency", "4"], "--concurrency"),
+    (["--rate", "5", "--slo-ttft", "1s"], "--rate"),
+    (["-o", "x.png"], "-o"),
+    (["--max-seqs", "1024", "--max-tokens", "512"], "--max-seqs"),
+    (["--model", "mixtral-8x7b"], "--tp"),
+    (["--link", "nvlink"], "--link"),
+    (["--slo-ttft", "-1s"], "--slo-ttft"),
+])
+def test_cli_serving_bad_input_is_one_line(argv, words, capsys):
+    assert main(["serving", "--requests", "4", *argv]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
