@@ -147,10 +147,11 @@ def test_ring_all_reduce_moves_2_n_minus_1_over_n(gpus, n):
 def test_collective_is_timed_over_its_link_and_bound_by_it():
     k = all_reduce_kernel(1e9, 8, "nvlink")
     op = PURE.predict_op(k, H100_SXM)
-    assert op.memory_s == pytest.approx(3.5e9 / 450e9)  # H100 NVLink: 450 GB/s per direction
-    assert op.bound == "link" and time_lower_bound(k, H100_SXM) == pytest.approx(3.5e9 / 450e9)
+    # H100 NVLink: 450 GB/s per direction, plus one collective's latency, 6 us (NCCL issue #1259, data/links.toml)
+    assert op.memory_s == pytest.approx(3.5e9 / 450e9 + 6e-6)
+    assert op.bound == "link" and time_lower_bound(k, H100_SXM) == pytest.approx(3.5e9 / 450e9)  # speed of light: no latency
     ib = PURE.predict_op(all_reduce_kernel(1e9, 8, "infiniband"), H100_SXM)
-    assert ib.memory_s == pytest.approx(3.5e9 / 50e9)  # one NDR port: 50 GB/s
+    assert ib.memory_s == pytest.approx(3.5e9 / 50e9 + 46e-6)  # one NDR port: 50 GB/s; 46 us (NCCL issue #1244)
     with pytest.raises(RooflineError, match="no 'ici' link"):
         PURE.predict_op(all_reduce_kernel(1e9, 8, "ici"), H100_SXM)
     with pytest.raises(RooflineError, match="gpus"):
@@ -177,7 +178,7 @@ def test_gradient_all_reduce_over_infiniband_in_a_training_step():
     (ar,) = plan.step.ops
     # bf16 gradients of 8,030,261,248 params, ring over 1,024 ranks: 2 x 1023/1024 x 2 x 8.03e9 bytes at 50 GB/s
     assert ar.bytes == pytest.approx(2 * 1023 / 1024 * 2 * 8_030_261_248)
-    assert ar.time_s == pytest.approx(ar.bytes / 50e9) and ar.bound == "link"
+    assert ar.time_s == pytest.approx(ar.bytes / 50e9 + 46e-6) and ar.bound == "link"  # + one IB all-reduce's latency
     one_node = train_plan("llama3-8b", 1e9, 8, mfu=0.4)
     assert "nvlink" in one_node.step.ops[0].name  # 8 GPUs: one node, NVLink
 

@@ -140,12 +140,13 @@ def test_sweep_rows_and_cost_per_million_tokens(step):
 
 def test_tensor_parallel_splits_the_weights_and_adds_all_reduces():
     """TP 2 over NVLink: each GPU reads half the weights and KV per step and adds two all-reduces
-    per layer; the launches (~290 x 3 us = 0.9 ms of the 6.6 ms) are not split: just over half."""
+    per layer; the launches (~290 x 3 us = 0.9 ms of the 6.6 ms) are not split, and the 64
+    all-reduces each pay a launch and 6 us of latency (0.6 ms): between half and 0.7 of one GPU's."""
     one = StepCost("llama3-8b", "h100-sxm", cost_model=EAGER)
     two = StepCost("llama3-8b", "h100-sxm", tensor_parallel=2, cost_model=EAGER)
     names = [o.name for o in two.ops([1024] * 8)]
     assert any("all-reduce" in n for n in names)
-    assert 0.5 * one.seconds([1024] * 8) < two.seconds([1024] * 8) < 0.65 * one.seconds([1024] * 8)
+    assert 0.5 * one.seconds([1024] * 8) < two.seconds([1024] * 8) < 0.7 * one.seconds([1024] * 8)
 
 
 def test_mla_and_moe_models_reduce_to_closed_form():

@@ -30,6 +30,7 @@ from roofline.plan import (
     max_context_within,
     resolve_link,
     time_by_limit,
+    tp_link,
     time_to_first_token,
 )
 from roofline.architecture import LatentAttention
@@ -311,7 +312,7 @@ class DecodePlan:
 
 def decode_plan(model="llama3-8b", machine="h100-sxm", batches=DEFAULT_BATCHES, context=4096, attention="flash",
                 precision: Precision | None = None, tensor_parallel=1, link=None, cost_model: CostModel | None = None,
-                memory_fraction: float = 1.0, curve: str = "every") -> DecodePlan:
+                memory_fraction: float = 1.0, curve: str = "every", gpus_per_node: int = 8) -> DecodePlan:
     """Decode latency and throughput versus batch (each at most SEARCH_MAX_BATCH) at one context
     (one vectorised call), with the compute-bound batches, the largest batch that fits, and the
     time to first token of a prompt of ``context`` tokens at batch 1. ``curve`` "every" adds the
@@ -326,8 +327,9 @@ def decode_plan(model="llama3-8b", machine="h100-sxm", batches=DEFAULT_BATCHES, 
     check_number("context", context, maximum=max_plan_context(cfg), integer=True)
     batches = np.unique(np.asarray(batches, dtype=float).astype(np.int64))
     if link is not None or int(check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True)) > 1:
-        link = resolve_link(m, link)
-    common = dict(attention=attention, precision=precision, tensor_parallel=tensor_parallel, link=link, cost_model=cost_model)
+        link = tp_link(m, link, tensor_parallel, gpus_per_node)
+    common = dict(attention=attention, precision=precision, tensor_parallel=tensor_parallel, link=link, cost_model=cost_model,
+                  gpus_per_node=gpus_per_node)
     step = decode_step(cfg, m, batches, context, **common)
     def compute_bound_masks(search):
         wide = decode_step(cfg, m, search, context, **common)

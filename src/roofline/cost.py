@@ -29,6 +29,16 @@ def time_lower_bound(kernel: Kernel, machine: Machine) -> float:
     return _scalar(np.maximum(kernel.flops / machine.peak(kernel.dtype), kernel.bytes / bytes_per_s(kernel, machine)))
 
 
+def link_latency_s(kernel: Kernel) -> float:
+    """A collective's fixed cost per run over its link (links.collective_latency_s); 0 otherwise."""
+    link = getattr(kernel, "link", None)
+    if link is None:
+        return 0.0
+    from roofline.links import collective_latency_s
+
+    return collective_latency_s(link)
+
+
 def bytes_per_s(kernel: Kernel, machine: Machine) -> float:
     """The bandwidth a kernel's bytes move at: main memory, or ``machine.link(kernel.link)`` for a
     collective (bytes/s per direction)."""
@@ -36,14 +46,16 @@ def bytes_per_s(kernel: Kernel, machine: Machine) -> float:
     return machine.bandwidth if link is None else machine.link(link)
 
 
-def op_times(flops, bytes_, peak_flops_per_s, bytes_per_s, compute_efficiency=1.0, memory_efficiency=1.0, launch_s=0.0, overlap=1.0):
+def op_times(flops, bytes_, peak_flops_per_s, bytes_per_s, compute_efficiency=1.0, memory_efficiency=1.0, launch_s=0.0, overlap=1.0,
+             latency_s=0.0):
     """(compute_s, memory_s, time_s) for arrays of ops.
 
-    compute_s = F / (e_c peak); memory_s = B / (e_m BW);
+    compute_s = F / (e_c peak); memory_s = B / (e_m BW) + latency (a collective's fixed cost per
+    run over its link, links.collective_latency_s; 0 for memory);
     time_s = max(c, m) + (1 - overlap) min(c, m) + launch: overlap 1 is the seed's perfect overlap
     (the max), overlap 0 is none (the sum)."""
     compute_s = np.asarray(flops, dtype=float) / (compute_efficiency * peak_flops_per_s)
-    memory_s = np.asarray(bytes_, dtype=float) / (memory_efficiency * bytes_per_s)
+    memory_s = np.asarray(bytes_, dtype=float) / (memory_efficiency * bytes_per_s) + latency_s
     body = np.maximum(compute_s, memory_s) + (1.0 - overlap) * np.minimum(compute_s, memory_s)
     return compute_s, memory_s, body + launch_s
 
@@ -81,7 +93,7 @@ class CostModel:
         interface every cost model implements (calibrated.CalibratedModel too), which the planner's
         sums call per op."""
         return op_times(kernel.flops, kernel.bytes, machine.peak(kernel.dtype), bytes_per_s(kernel, machine),
-                        self.compute_efficiency, self.memory_efficiency, launch_s, self.overlap)
+                        self.compute_efficiency, self.memory_efficiency, launch_s, self.overlap, link_latency_s(kernel))
 
     def describe(self) -> str:
         """One line for a table header."""
@@ -99,6 +111,7 @@ class CostModel:
             self.memory_efficiency,
             self.launch_overhead_s if launch_s is None else launch_s,
             self.overlap,
+            link_latency_s(kernel),
         )
         launch = self.launch_overhead_s if launch_s is None else launch_s
         return OpPrediction(

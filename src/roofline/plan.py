@@ -40,7 +40,7 @@ import numpy as np
 
 from roofline.architecture import Attention, LatentAttention, Layer, Mamba, Mamba2, Model, MoE, WeightStorage
 from roofline.blocks import Workload, check_size, layer_kernels
-from roofline.cost import CostModel, WorkloadPrediction, _jsonable, seed_cost_model
+from roofline.cost import link_latency_s, CostModel, WorkloadPrediction, _jsonable, seed_cost_model
 from roofline.errors import RooflineError, check_choice, check_number
 from roofline.kernels import _PLAIN, Kernel, all_reduce_kernel
 from roofline.machines import Machine, get_machine
@@ -250,6 +250,36 @@ def resolve_link(machine: Machine, link: str | None, field: str = "link", order=
     return name
 
 
+GPUS_PER_NODE = 8  # GPUs one scale-up domain joins by default (an HGX / DGX node)
+NODE_LINKS = ("nvlink", "xgmi")  # scale-up links that do not leave a node
+CROSS_NODE_LINKS = ("infiniband", "roce")
+
+
+def tp_link(machine: Machine, link: str | None, tensor_parallel: int, gpus_per_node: int = GPUS_PER_NODE) -> str:
+    """The link tensor-parallel all-reduces cross: resolve_link's within a node; past
+    ``gpus_per_node`` GPUs a ring leaves the node, so it is the scale-out network (the slowest
+    link of the ring bounds it): the machine's infiniband or roce by default, and a node-only link
+    named (nvlink, xgmi) is refused rather than silently stretched across nodes."""
+    t = int(tensor_parallel)
+    g = int(check_number("gpus_per_node", gpus_per_node, maximum=1_000_000, integer=True))
+    if t <= g:
+        return resolve_link(machine, link)
+    nodes = -(-t // g)
+    if link is not None and str(link).strip().lower() in NODE_LINKS:
+        raise RooflineError(f"tensor_parallel {t} spans {nodes} nodes of {g} GPUs and {link} does not leave a node: give "
+                            f"--link {' or '.join(CROSS_NODE_LINKS)}, or --gpus-per-node for a larger domain "
+                            "(a GB200 NVL72 joins 72)", field="tensor_parallel")
+    if link is None:
+        names = [n for n, _ in machine.links]
+        chosen = next((n for n in CROSS_NODE_LINKS if n in names), None)
+        if chosen is None:
+            raise RooflineError(f"tensor_parallel {t} spans {nodes} nodes of {g} GPUs, and the {machine.name} lists no "
+                                f"{' or '.join(CROSS_NODE_LINKS)} link to cross them; add one to its machine file",
+                                field="tensor_parallel")
+        return chosen
+    return resolve_link(machine, link)
+
+
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
@@ -405,7 +435,7 @@ def _scalar_totals(ops: list[CountedOp], machine: Machine, cm: CostModel, launch
             peak = peaks[k.dtype] = machine.peak(k.dtype)
         bw = machine.bandwidth if k.link is None else machine.link(k.link)
         c = k.flops / (e_c * peak)
-        m = k.bytes / (e_m * bw)
+        m = k.bytes / (e_m * bw) + (link_latency_s(k) if k.link is not None else 0.0)
         t = ((m if m > c else c) + lap * (c if m > c else m) + launch) * n
         time_s += t
         if m > c:
@@ -563,10 +593,11 @@ def time_by_limit(pred: ModelPrediction) -> dict[str, float]:
 
 def predict_model(model="llama3-8b", machine="h100-sxm", phase="decode", tokens=1, batch=1, context=None,
                   attention="flash", precision=None, tensor_parallel=1, link=None,
-                  cost_model: CostModel | None = None) -> ModelPrediction:
+                  cost_model: CostModel | None = None, gpus_per_node: int = GPUS_PER_NODE) -> ModelPrediction:
     """Predict one forward pass of the whole model (see model_ops). Default cost model: seed 003's
-    fractions with the machine's launch overhead; default link: the machine's scale-up link (a
-    link given is checked against the machine's even at t = 1)."""
+    fractions with the machine's launch overhead; default link: the machine's scale-up link, its
+    scale-out network past ``gpus_per_node`` GPUs (tp_link; a link given is checked against the
+    machine's even at t = 1)."""
     cfg = get_model(model)
     m = get_machine(machine)
     precision = (precision or Precision()).check_machine(m)
@@ -574,7 +605,7 @@ def predict_model(model="llama3-8b", machine="h100-sxm", phase="decode", tokens=
     one_gpu = type(tensor_parallel) is int and tensor_parallel == 1
     if link is not None or not (one_gpu or int(check_number("tensor_parallel", tensor_parallel, maximum=4096,
                                                             integer=True)) == 1):
-        link = resolve_link(m, link)
+        link = tp_link(m, link, tensor_parallel, gpus_per_node)
     ops = model_ops(cfg, phase, tokens, batch, context, attention, precision, tensor_parallel, link)
     S = context_of(phase, tokens, context)
     return ModelPrediction(

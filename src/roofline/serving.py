@@ -490,8 +490,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
              f"{engine.block_size} tokens" + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""),
              "one replica; a decode-only step replays a CUDA graph (one launch)" if step.cost_model.cuda_graph
              else "one replica; every op of a step pays a launch (no CUDA graph)")
-    if step.note_model:
-        notes += (step.note_model,)
+    notes += step.notes()
     return ServingResult(
         step.describe(), requests.label, engine, step.tensor_parallel, ttft, tpot, e2e,
         _weighted_percentiles(dts, nds, PERCENTILES), duration, int(out.sum()), int(inp.sum()), int(computed), steps,

@@ -40,7 +40,7 @@ from roofline.cost import CostModel, seed_cost_model
 from roofline.errors import RooflineError, check_number
 from roofline.kernels import Kernel, all_reduce_kernel
 from roofline.machines import Machine, get_machine
-from roofline.plan import Precision, _requantised, resolve_link, shard
+from roofline.plan import Precision, _requantised, shard, tp_link
 from roofline.transformer import get_model
 from roofline.units import DTYPE_BYTES
 
@@ -77,7 +77,7 @@ class StepCost:
 
     def __init__(self, model="llama3-8b", machine="h100-sxm", precision: Precision | None = None, tensor_parallel: int = 1,
                  link: str | None = None, cost_model: CostModel | None = None, attention: str = "flash",
-                 max_tokens: int = 8192, max_seqs: int = 256):
+                 max_tokens: int = 8192, max_seqs: int = 256, gpus_per_node: int = 8):
         self.model = get_model(model)
         self.machine = get_machine(machine)
         self.precision = precision or Precision(*(3 * (self.machine.default_dtype,)))
@@ -94,7 +94,7 @@ class StepCost:
         self.max_tokens = int(check_number("max_tokens", max_tokens, maximum=MAX_STEP_TOKENS, integer=True))
         self.max_seqs = int(check_number("max_seqs", max_seqs, maximum=MAX_STEP_TOKENS, integer=True))
         self.tensor_parallel = int(check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True))
-        self.link = resolve_link(self.machine, link) if self.tensor_parallel > 1 else None
+        self.link = tp_link(self.machine, link, self.tensor_parallel, gpus_per_node) if self.tensor_parallel > 1 else None
         self.sharded = shard(self.model, self.tensor_parallel)
         self._build()
 
@@ -360,6 +360,13 @@ class StepCost:
         cm = self.cost_model
         return (f"{self.model.name} on {self.machine.name}, {self.precision.label()}, tensor-parallel {self.tensor_parallel}"
                 f"{f' over {self.link}' if self.link else ''}; {cm.describe()}")
+
+    def notes(self) -> tuple[str, ...]:
+        """What the step's costs assume beyond the cost model's line."""
+        from roofline.links import latency_note
+
+        out = (latency_note(self.link),) if self.link else ()
+        return out + ((self.note_model,) if self.note_model else ())
 
 
 def kv_cache_budget(step: StepCost, memory_fraction: float) -> tuple[float, dict]:

@@ -16,7 +16,7 @@ from roofline.cost import CostModel, _jsonable
 from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_number
 from roofline.machines import Machine, get_machine
 from roofline.plan import (Precision, default_cost_model, inference_weight_bytes, kv_bytes_per_sequence, predict_model,
-                           resolve_link)
+                           resolve_link, tp_link)
 from roofline.transformer import get_model
 
 AXES = ("tokens", "batch", "context", "machines")
@@ -110,7 +110,8 @@ class SweepResult:
 
 def sweep(model="llama3-8b", machines=("h100-sxm",), over="batch", values=None, phase=None, tokens=4096, batch=1,
           context=4096, attention="flash", precision: Precision | Callable[[Machine], Precision] | None = None,
-          tensor_parallel=1, link=None, cost_model: CostModel | Callable[[Machine], CostModel] | None = None) -> SweepResult:
+          tensor_parallel=1, link=None, cost_model: CostModel | Callable[[Machine], CostModel] | None = None,
+          gpus_per_node: int = 8) -> SweepResult:
     """Sweep ``over`` tokens (prefill: time to first token), batch or context (decode by default)
     at the fixed other sizes, on each machine; or over ``machines`` at fixed sizes. ``cost_model``
     and ``precision`` are one value for all machines or a function of the machine (defaults: seed
@@ -138,7 +139,8 @@ def sweep(model="llama3-8b", machines=("h100-sxm",), over="batch", values=None, 
     for name, v in sizes.items():
         if name != over:
             check_number(name, v, maximum=MAX_COUNT, integer=True)
-    series = tuple(_series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, cost_model) for m in machines)
+    series = tuple(_series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, cost_model, gpus_per_node)
+                   for m in machines)
     fixed = tuple((k, v) for k, v in sizes.items() if k != over and not (phase == "decode" and k == "tokens")
                   and not (phase == "prefill" and k == "context"))
     from roofline.capacity import _cache_notes
@@ -151,11 +153,11 @@ def sweep(model="llama3-8b", machines=("h100-sxm",), over="batch", values=None, 
 CHUNK = 32768  # sizes per vectorised call: arrays this long stay in cache (1e6 at once is ~3x slower)
 
 
-def _series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, cost_model) -> SweepSeries:
+def _series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, cost_model, gpus_per_node=8) -> SweepSeries:
     cm = cost_model(m) if callable(cost_model) else (cost_model or default_cost_model(m))
     precision = precision(m) if callable(precision) else (precision or Precision())
     if link is not None or int(check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True)) > 1:
-        link = resolve_link(m, link)
+        link = tp_link(m, link, tensor_parallel, gpus_per_node)
     axis = next((k for k, v in sizes.items() if np.ndim(v)), None)
     swept = np.asarray(sizes[axis]) if axis else np.asarray([sizes["tokens" if phase == "prefill" else "batch"]])
     parts = []
@@ -163,7 +165,7 @@ def _series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, c
         chunk = dict(sizes, **({axis: swept[lo:lo + CHUNK]} if axis else {}))
         p = predict_model(cfg, m, phase, chunk["tokens"], chunk["batch"], chunk["context"] if phase == "decode" else None,
                           attention, precision,
-                          tensor_parallel, link, cm)
+                          tensor_parallel, link, cm, gpus_per_node)
         n = min(CHUNK, swept.size - lo)
         parts.append({f: np.broadcast_to(np.asarray(getattr(p, f)), (n,)) for f in SERIES_FIELDS})
     cols = {f: np.concatenate([part[f] for part in parts]) for f in SERIES_FIELDS}

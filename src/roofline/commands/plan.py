@@ -31,6 +31,7 @@ FLAGS = {
     "max_seqs": "--max-seqs", "max_tokens": "--max-tokens", "block_size": "--block-size", "prefix_hit": "--prefix-hit",
     "rate": "--rate", "concurrency": "--concurrency", "requests": "--requests", "input_len": "--input-len",
     "output_len": "--output-len", "slo_ttft": "--slo-ttft", "slo_tpot": "--slo-tpot", "percentile": "--percentile",
+    "gpus_per_node": "--gpus-per-node",
 }
 
 
@@ -131,7 +132,10 @@ def _add_tp(p):
     p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1,
                    help="tensor-parallel GPUs per model copy (2 all-reduces per block)")
     p.add_argument("--link", default=None,
-                   help="link of the tensor-parallel all-reduces (default: the machine's nvlink, else xgmi, ici, roce, pcie)")
+                   help="link of the tensor-parallel all-reduces (default: the machine's nvlink, else xgmi, ici, roce, pcie; "
+                        "past --gpus-per-node, its infiniband or roce)")
+    p.add_argument("--gpus-per-node", type=number_arg("--gpus-per-node", integer=True, maximum=1_000_000), default=8,
+                   help="GPUs one NVLink/xGMI domain joins (default 8, an HGX node; 72 for a GB200 NVL72)")
 
 
 def _add_format(p, csv=True):
@@ -163,7 +167,7 @@ def cmd_decode(args):
     from roofline.plan import DEFAULT_BATCHES, decode_step
 
     if args.tp == 1:
-        refuse_unused(args, {"link": None}, "with --tp 1 (one GPU: no tensor-parallel collectives); give --tp N")
+        refuse_unused(args, {"link": None, "gpus_per_node": 8}, "with --tp 1 (one GPU: no tensor-parallel collectives); give --tp N")
     _output(args.output)
     if args.breakdown and args.csv:
         raise RooflineError("--breakdown is a table of ops, not rows of the batch table: use it without --csv "
@@ -172,11 +176,12 @@ def cmd_decode(args):
     cm = calibrated_or_cost_model(args, m)
     precision = _precision(args, m)
     plan = decode_plan(args.model, m, args.batch or DEFAULT_BATCHES, args.context, args.attention, precision, args.tp,
-                       args.link, cm, args.memory_fraction, curve="log" if args.output else "none")
+                       args.link, cm, args.memory_fraction, curve="log" if args.output else "none",
+                       gpus_per_node=args.gpus_per_node)
     step = None
     if args.breakdown:
         step = decode_step(args.model, m, args.breakdown, args.context, attention=args.attention, precision=precision,
-                           tensor_parallel=args.tp, link=args.link, cost_model=cm)
+                           tensor_parallel=args.tp, link=args.link, cost_model=cm, gpus_per_node=args.gpus_per_node)
         if not args.json:
             print(f"one decode step at batch {args.breakdown:,}, op by op (each op times its count over the layers):\n")
             print(step.to_table() + "\n")
@@ -300,7 +305,7 @@ def cmd_sweep(args):
     machines = [machine_from_args(args, n.strip()) for n in names if n.strip()]
     result = sweep(args.model, machines, args.over, args.values, args.phase, args.tokens, args.batch, args.context,
                    args.attention, lambda mach: _precision(args, mach), args.tp, args.link,
-                   lambda mach: calibrated_or_cost_model(args, mach))
+                   lambda mach: calibrated_or_cost_model(args, mach), args.gpus_per_node)
 
     def draw(path):
         from roofline.plots import plot_sweep

@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from roofline.cliargs import COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg
+from roofline.cliargs import (COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg,
+                              refuse_unused)
 from roofline.commands.plan import (_add_format, _add_model, _add_precision, _add_tp, _flagged, _output, _precision,
                                     count_list)
 from roofline.errors import RooflineError
@@ -60,8 +61,8 @@ def cmd_serving(args):
     if args.breakdown and args.csv:
         raise RooflineError("--breakdown is a table of ops: use it without --csv (with --json it is the \"breakdown\" key)",
                             field="breakdown")
-    if args.tp == 1 and args.link is not None:
-        raise RooflineError("--link does not apply with --tp 1 (one GPU: no tensor-parallel collectives)", field="link")
+    if args.tp == 1:
+        refuse_unused(args, {"link": None, "gpus_per_node": 8}, "with --tp 1 (one GPU: no tensor-parallel collectives)")
     m = machine_from_args(args)
     cm = cost_model_from_args(args, m)
     import dataclasses
@@ -69,7 +70,7 @@ def cmd_serving(args):
     cm = dataclasses.replace(cm, cuda_graph=not args.eager)
     engine = _engine(args)
     step = StepCost(args.model, m, _precision(args, m), args.tp, args.link, cm, args.attention, engine.max_tokens,
-                    engine.max_seqs)
+                    engine.max_seqs, args.gpus_per_node)
     if args.sweep:
         result = sweep_concurrency(step, args.sweep, args.input_len, args.output_len, engine, args.requests, args.seed,
                                    args.price, args.slo_ttft, args.slo_tpot, args.percentile)
