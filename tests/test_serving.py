@@ -99,6 +99,22 @@ def test_running_steps_between_events_at_once_changes_nothing(step, monkeypatch)
     assert fast.kv_mean == pytest.approx(slow.kv_mean, rel=1e-9) and fast.itl_s == pytest.approx(slow.itl_s, rel=1e-9)
 
 
+def test_a_sliding_window_model_steps_the_same_at_once_and_one_by_one(monkeypatch):
+    """Mistral 7B (every layer a 4,096-token window): contexts cross the window during the run, so
+    the stretch's window sums and its non-linear cache table are both exercised."""
+    import roofline.serving as serving
+
+    s = StepCost("mistral-7b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=64)
+    reqs = closed_requests(6, 12, (3000, 5000), (200, 2500), seed=2)
+    engine = Engine(max_seqs=64)
+    fast = simulate(s, reqs, engine)
+    monkeypatch.setattr(serving, "STRETCH", 1)
+    slow = simulate(s, reqs, engine)
+    assert fast.steps == slow.steps
+    np.testing.assert_allclose(fast.e2e_s, slow.e2e_s, rtol=1e-9)
+    assert fast.kv_mean == pytest.approx(slow.kv_mean, rel=1e-9)
+
+
 def test_a_full_cache_preempts_and_recomputes(step):
     """A cache of ~0.5 GB (memory fraction just above weights + activations) holds ~4,000 tokens
     (131,072 B each); 8 users of 1,000 + 1,000 tokens cannot all keep theirs: sequences are
@@ -209,3 +225,20 @@ def test_cli_serving_bad_input_is_one_line(argv, words, capsys):
     assert main(["serving", "--requests", "4", *argv]) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_published_benchmarks_file_is_well_formed():
+    """data/serving_benchmarks.toml: every row cites a defined source, names a metric the
+    validation knows and a positive value; at least 20 rows from at least 2 engines (issue 13)."""
+    import tomllib
+    from pathlib import Path
+
+    doc = tomllib.loads((Path(__file__).resolve().parents[1] / "data" / "serving_benchmarks.toml").read_text())
+    metrics = {"output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_s", "tpot_s", "itl_s", "e2e_s", "requests_per_s"}
+    rows = doc["row"]
+    assert len(rows) >= 20
+    for r in rows:
+        assert r["source"] in doc["sources"] and r["metric"] in metrics and r["value"] > 0, r
+        assert int(r["gpus"]) >= 1 and int(r["input_len"]) >= 1 and int(r["output_len"]) >= 1
+    engines = {doc["sources"][r["source"]]["engine"].split()[0] for r in rows}
+    assert len(engines) >= 2, engines

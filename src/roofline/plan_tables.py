@@ -313,7 +313,7 @@ def serving_table(r) -> str:
         if m["per_user_tokens_per_s"] is not None else "per user    - (every answer is one token)",
         "",
     ]
-    rows = [[what, *(_lat(m[f"{key}_p{p}_s"]) for p in (50, 90, 99)), _lat(m.get(f"{key}_mean_s"))]
+    rows = [[what, *(_lat(m[f"{key}_p{p}_s"]) for p in (50, 90, 99)), _lat(m[f"{key}_mean_s"])]
             for what, key in (("time to first token", "ttft"), ("time per output token", "tpot"),
                               ("inter-token latency", "itl"), ("end to end", "e2e"))]
     lines.append(grid(["latency", "p50", "p90", "p99", "mean"], rows, [False, True, True, True, True]))

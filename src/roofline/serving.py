@@ -206,6 +206,7 @@ class ServingResult:
             d[f"{what}_mean_s"] = float(a.mean()) if len(a) else float("nan")
         for p in PERCENTILES:
             d[f"itl_p{p}_s"] = self.itl_s.get(p, float("nan"))
+        d["itl_mean_s"] = self.itl_s.get("mean", float("nan"))
         d.update(steps=self.steps, mean_decode_batch=self.mean_decode_batch, mean_step_tokens=self.mean_step_tokens,
                  kv_cache_mean=self.kv_mean, kv_cache_peak=self.kv_peak, preemptions=self.preemptions,
                  mean_requests_in_system=self.mean_in_system, kv_cache_bytes=self.cache_bytes,
@@ -242,14 +243,33 @@ def _csv(x) -> str:
     return "" if not math.isfinite(float(x)) else repr(float(x))
 
 
+def _cache_growth(table, linear: bool, ctx0: np.ndarray, blocks0: np.ndarray, K: int, bs: int) -> np.ndarray:
+    """Cache bytes the decoding sequences add over K steps (index k: after step k's growth):
+    sum_i table[ceil((ctx0_i + 1 + k) / bs)] - table[blocks0_i]. With a linear table (bytes per
+    block constant: full-attention models) in closed form from the contexts' residues mod bs;
+    otherwise element by element."""
+    x = np.arange(1, K + 1)
+    if linear:
+        q, r = np.divmod(ctx0, bs)
+        hist = np.bincount(r, minlength=bs)
+        # ceil((q bs + r + x) / bs) = q + ceil((r + x) / bs), summed over the sequences
+        blocks = q.sum() + (hist[:, None] * (-(-(np.arange(bs)[:, None] + x[None, :]) // bs))).sum(axis=0)
+        return table[1] * (blocks - blocks0.sum())
+    return (table[-(-(ctx0[None, :] + x[:, None]) // bs)] - table[blocks0][None, :]).sum(axis=1)
+
+
 def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, ps) -> dict:
+    """Percentiles (and "mean") of ``values`` each counted ``weights`` times: the inter-token
+    latency every decoded token saw (a step's duration, once per sequence it decoded)."""
     keep = weights > 0
     if not keep.any():
-        return {p: float("nan") for p in ps}
+        return {**{p: float("nan") for p in ps}, "mean": float("nan")}
     v, w = values[keep], weights[keep]
     order = np.argsort(v)
     v, cw = v[order], np.cumsum(w[order])
-    return {p: float(v[min(np.searchsorted(cw, p / 100.0 * cw[-1]), len(v) - 1)]) for p in ps}
+    out = {p: float(v[min(np.searchsorted(cw, p / 100.0 * cw[-1]), len(v) - 1)]) for p in ps}
+    out["mean"] = float((v * w[order]).sum() / cw[-1])
+    return out
 
 
 def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), price_per_gpu_hour: float | None = None,
@@ -268,6 +288,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     longest = int((inp + out).max())
     max_blocks = -(-longest // bs)
     table = sequence_cache_bytes(step, bs, max_blocks)
+    linear_table = bool(np.allclose(table, np.arange(len(table)) * table[1], rtol=1e-12, atol=0.0))
     if cap <= 0:
         raise RooflineError(f"{step.model.name}: the weights ({parts['weights_bytes'] / 1e9:,.1f} GB) and activations leave no "
                             f"memory for a KV cache on a {step.machine.name} at memory_fraction {engine.memory_fraction:g}; "
@@ -414,13 +435,12 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             reqs = s_req[dec]
             K = int(min((out[reqs] - gen[reqs]).min(), STRETCH))
             if K > 1:
-                ctxm = s_ctx[dec][None, :] + 1 + np.arange(K)[:, None]  # contexts at each step
-                times = step.decode_steps_seconds(ctxm)
+                ctx0 = s_ctx[dec]  # step k feeds one token against ctx0 + 1 + k
+                times = step.decode_steps_seconds(ctx0, K)
                 cum = np.cumsum(times)
                 if next_i < n and np.isfinite(arrival[next_i]):  # stop at the step during which one arrives
                     K = min(K, int(np.searchsorted(cum, arrival[next_i] - now, side="left")) + 1)
-                blocks_k = -(-ctxm[:K] // bs)
-                used_k = used + (table[blocks_k] - table[s_blocks[dec]][None, :]).sum(axis=1)
+                used_k = used + _cache_growth(table, linear_table, ctx0, s_blocks[dec], K, bs)
                 over = np.flatnonzero(used_k > cap)
                 if len(over):
                     K = int(over[0])  # the steps before the cache runs out (at least this one: it fit above)
@@ -431,7 +451,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                     kv_integral += float((used_k[:K] * dts).sum())
                     kv_peak = max(kv_peak, float(used_k[K - 1]))
                     used = float(used_k[K - 1])
-                    s_blocks[dec] = blocks_k[K - 1]
+                    s_blocks[dec] = -(-(ctx0 + K) // bs)
                     now += span
                     steps += K
                     tokens_sum += nd * K

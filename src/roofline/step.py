@@ -279,16 +279,26 @@ class StepCost:
         body += self._chunks_seconds(chunks)
         return body + self.launch_seconds(n, bool(chunks), R > 0)
 
-    def decode_steps_seconds(self, contexts: np.ndarray) -> np.ndarray:
-        """Seconds of K decode-only steps of the same n sequences: ``contexts`` (K, n), row k the
-        contexts at step k (the simulator's stretch between events). Same arithmetic as
-        step_seconds, vectorised over the steps."""
-        K, n = contexts.shape
+    def decode_steps_seconds(self, ctx0: np.ndarray, K: int) -> np.ndarray:
+        """Seconds of K decode-only steps of the same n sequences, step k feeding each one token
+        against ctx0 + 1 + k (the simulator's stretch between events). Same arithmetic as
+        step_seconds, vectorised over the steps; the context sums in closed form (a window W:
+        sum_i min(ctx0_i + 1 + k, W) from the sorted contexts' prefix sums)."""
+        n = len(ctx0)
+        k1 = np.arange(1, K + 1, dtype=float)
         t = np.full(K, self._token_body[n] + self._logits_body[n] + self.launch_seconds(n, False))
         lap = 1.0 - self.cost_model.overlap
-        sums = contexts.sum(axis=1, dtype=float)
+        sums = float(ctx0.sum()) + n * k1
+        order = None
         for layers, span, _, fits in self._decode_fits:
-            s = sums if not span else np.minimum(contexts, span).sum(axis=1, dtype=float)
+            if span:
+                if order is None:
+                    order = np.sort(ctx0).astype(float)
+                    prefix = np.concatenate(([0.0], np.cumsum(order)))
+                below = np.searchsorted(order, span - k1, side="left")  # these stay under the window at step k
+                s = prefix[below] + below * k1 + (n - below) * float(span)
+            else:
+                s = sums
             for _, _, _, _, cf, cb, (rc, rm) in fits:
                 c = (cf[0] + cf[1] * n + cf[2] * s) * rc
                 m = (cb[0] + cb[1] * n + cb[2] * s) * rm

@@ -1,0 +1,254 @@
+"""Predicted against published serving benchmarks (issue 13): every row of
+data/serving_benchmarks.toml simulated with ONE set of settings (below), the ratio predicted /
+published per row, summarised by source, model and metric, written to docs/serving-validation.md.
+No per-case tuning: the settings are the same for every row.
+
+    python benchmarks/serving_validation.py [--out docs/serving-validation.md] [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from roofline.cost import seed_cost_model  # noqa: E402
+from roofline.machines import get_machine  # noqa: E402
+from roofline.plan import Precision  # noqa: E402
+from roofline.serving import Engine, closed_requests, poisson_requests, simulate  # noqa: E402
+from roofline.step import StepCost  # noqa: E402
+
+# The one set of settings for every row (stated in the report).
+MAX_SEQS = 2048  # sequences in flight at most (trtllm-bench pads CUDA graphs to batch 8192; vLLM's default is 256)
+MAX_TOKENS = 8192  # tokens per step (vLLM and TensorRT-LLM defaults)
+MEMORY_FRACTION = 0.95  # TensorRT-LLM's kv_cache_free_gpu_mem_fraction 0.95 (of the memory free after weights; here of all of it)
+MAX_LOAD_REQUESTS = 2000  # "max" rows: this many requests, all queued at t = 0
+RATE_REQUESTS = 500  # rows at a request rate: 500 requests (the trtllm-0.14 serving table's count), Poisson
+MODELS = {"llama3.1-8b": "llama3-8b", "llama3-8b": "llama3-8b", "llama3.1-70b": "llama3-70b",
+          "llama3.3-70b": "llama3-70b", "llama3-70b": "llama3-70b", "mixtral-8x7b": "mixtral-8x7b"}
+GPUS = {"h100-sxm": "h100-sxm", "h100": "h100-sxm", "h200": "h200"}
+DTYPES = {"fp8": "fp8", "bf16": "bf16", "fp16": "fp16", "unknown": "bf16"}
+
+
+def settings_text() -> str:
+    return (f"seed 003's cost model (e_c 0.70, e_m 0.85, launch 3 us, a CUDA graph for decode-only steps), flash "
+            f"attention, at most {MAX_SEQS:,} sequences and {MAX_TOKENS:,} tokens per step, memory fraction "
+            f"{MEMORY_FRACTION:g}, blocks of 16 tokens, no prefix hits; 'max' rows: {MAX_LOAD_REQUESTS:,} requests all "
+            f"queued at t = 0 (or the count a source states: 500 for trtllm-0.14-serving); rows at a request rate: that "
+            "source's 500 requests arriving as a Poisson process; rows at a "
+            "concurrency: that many users in a closed loop, 8 requests each (at least 40); dtype 'unknown' taken as bf16; "
+            "'h100' as the SXM card; Llama 3.1 / 3.3 as the Llama 3 preset of the same size (the same shapes)")
+
+
+def run_key(r: dict, source: dict):
+    rate = r.get("request_rate_per_s")
+    return (r["model"], r["gpu"], r["gpus"], r["dtype"], r["input_len"], r["output_len"], str(r["concurrency"]), rate,
+            source.get("requests"))
+
+
+_steps: dict = {}
+
+
+def step_for(model, gpu, gpus, dtype) -> StepCost:
+    key = (model, gpu, gpus, dtype)
+    if key not in _steps:
+        m = get_machine(GPUS[gpu])
+        cm = seed_cost_model(launch_overhead_s=m.launch_overhead_s, cuda_graph=True)
+        _steps[key] = StepCost(MODELS[model], m, Precision.uniform(DTYPES[dtype], m), int(gpus), None, cm, "flash",
+                               MAX_TOKENS, MAX_SEQS)
+    return _steps[key]
+
+
+def simulate_row(r: dict, source: dict):
+    step = step_for(r["model"], r["gpu"], r["gpus"], r["dtype"])
+    engine = Engine(MAX_SEQS, MAX_TOKENS, 16, MEMORY_FRACTION)
+    isl, osl = int(r["input_len"]), int(r["output_len"])
+    stated = source.get("requests")  # a request count the source states is the row's condition, not a setting
+    if r.get("request_rate_per_s"):
+        reqs = poisson_requests(float(r["request_rate_per_s"]), stated or RATE_REQUESTS, isl, osl)
+    elif str(r["concurrency"]) == "max":
+        n = stated or MAX_LOAD_REQUESTS
+        reqs = closed_requests(n, n, isl, osl)
+    else:
+        c = int(r["concurrency"])
+        reqs = closed_requests(c, max(40, 8 * c), isl, osl)
+    return simulate(step, reqs, engine)
+
+
+def predicted(res, metric: str, gpus: int) -> float:
+    m = res.metrics()
+    return {"output_tokens_per_s": m["output_tokens_per_s"], "output_tokens_per_s_per_gpu": m["output_tokens_per_s"] / gpus,
+            "requests_per_s": m["requests_per_s"], "ttft_s": m["ttft_mean_s"], "itl_s": m["itl_mean_s"],
+            "tpot_s": m["tpot_mean_s"], "e2e_s": m["e2e_mean_s"]}[metric]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(ROOT / "data" / "serving_benchmarks.toml"))
+    ap.add_argument("--out", default=str(ROOT / "docs" / "serving-validation.md"))
+    ap.add_argument("--limit", type=int, default=0, help="only the first N rows (a quick look)")
+    args = ap.parse_args(argv)
+    doc = tomllib.loads(Path(args.data).read_text())
+    rows = doc["row"][: args.limit or None]
+    t0 = time.perf_counter()
+    cache: dict = {}
+    out = []
+    for i, r in enumerate(rows):
+        k = run_key(r, doc["sources"][r["source"]])
+        if k not in cache:
+            try:
+                cache[k] = simulate_row(r, doc["sources"][r["source"]])
+            except Exception as exc:  # noqa: BLE001 - a row the model refuses is reported, not skipped silently
+                cache[k] = f"{type(exc).__name__}: {exc}"
+        res = cache[k]
+        if isinstance(res, str):
+            out.append((r, None, res))
+        else:
+            p = predicted(res, r["metric"], int(r["gpus"]))
+            out.append((r, p, res))
+        if (i + 1) % 50 == 0:
+            print(f"{i + 1} rows, {len(cache)} runs, {time.perf_counter() - t0:.0f} s", flush=True)
+    write_report(args, doc, out, time.perf_counter() - t0, len(cache))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _ratio_stats(ratios):
+    """(median ratio, median |ratio - 1|, worst ratio (farthest from 1 either way), share within 15%)."""
+    if not ratios:
+        return "-", "-", "-", "-"
+    med = statistics.median(ratios)
+    err = statistics.median(abs(x - 1) for x in ratios)
+    worst = max(ratios, key=lambda x: max(x, 1 / x))
+    within = sum(abs(x - 1) <= 0.15 for x in ratios) / len(ratios)
+    return f"{med:.2f}", f"{err:.0%}", f"{worst:.2f}", f"{within:.0%}"
+
+
+def write_report(args, doc, out, seconds, runs):
+    ok = [(r, p) for r, p, _ in out if p is not None and math.isfinite(p) and r["value"] > 0]
+    refused = [(r, why) for r, p, why in out if p is None]
+    ratios = [p / r["value"] for r, p in ok]
+    med, err, worst, within = _ratio_stats(ratios)
+    lines = [
+        "# Serving: predicted against published benchmarks",
+        "",
+        f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/serving_validation.py` ({runs} simulated runs for "
+        f"{len(out)} published rows in {seconds:.0f} s). Ratio = predicted / published; the rows are "
+        "`data/serving_benchmarks.toml`, each citing its source.",
+        "",
+        f"One set of settings for every row: {settings_text()}.",
+        "",
+        f"**All rows: median ratio {med}, median error {err}, worst ratio {worst}, {within} within 15%** ({len(ok)} rows; "
+        f"{len(refused)} refused by the model, listed at the end).",
+        "",
+        "## By source and metric",
+        "",
+        "| source | engine, version | metric | rows | median ratio | median error | worst | within 15% |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    groups: dict = {}
+    for r, p in ok:
+        groups.setdefault((r["source"], r["metric"]), []).append(p / r["value"])
+    for (src, metric), rs in sorted(groups.items()):
+        s = doc["sources"][src]
+        lines.append(f"| {src} | {s.get('engine', '')} {s.get('version', '')} | {metric} | {len(rs)} | "
+                     + " | ".join(_ratio_stats(rs)) + " |")
+    lines += ["", "## By model, GPU and precision (every metric)", "",
+              "| model | GPU | dtype | rows | median ratio | median error | worst | within 15% |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    groups = {}
+    for r, p in ok:
+        groups.setdefault((r["model"], r["gpu"], r["dtype"]), []).append(p / r["value"])
+    for (model, gpu, dtype), rs in sorted(groups.items()):
+        lines.append(f"| {model} | {gpu} | {dtype} | {len(rs)} | " + " | ".join(_ratio_stats(rs)) + " |")
+    lines += ["", "## What explains the misses", ""] + explain(ok)
+    lines += ["", "## Every row", "",
+              "| source | model | GPU x n | dtype | ISL / OSL | load | metric | published | predicted | ratio |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r, p, res in out:
+        load = f"{r['request_rate_per_s']:g} req/s" if r.get("request_rate_per_s") else str(r["concurrency"])
+        pred = "refused" if p is None else _fmt(p, r["metric"])
+        ratio = "-" if p is None or not r["value"] else f"{p / r['value']:.2f}"
+        lines.append(f"| {r['source']} | {r['model']} | {r['gpu']} x {r['gpus']} | {r['dtype']} | {r['input_len']} / "
+                     f"{r['output_len']} | {load} | {r['metric']} | {_fmt(r['value'], r['metric'])} | {pred} | {ratio} |")
+    if refused:
+        lines += ["", "## Refused by the model", ""]
+        for why in sorted({w for _, w in refused}):
+            n = sum(1 for _, w in refused if w == why)
+            lines.append(f"- {n} rows: {why}")
+    lines += ["", "## Sources", ""]
+    for key, s in doc["sources"].items():
+        lines.append(f"- `{key}`: {s.get('title', '')}, {s.get('url', '')} ({s.get('engine', '')} {s.get('version', '')}, "
+                     f"date {s.get('date', 'unknown')}). Method: {s.get('method', '')}")
+    Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+def explain(ok) -> list[str]:
+    """The misses by kind of row, with the term of the model each points at (figures from this run)."""
+    def med(sel):
+        rs = [p / r["value"] for r, p in ok if sel(r)]
+        return (f"median ratio {statistics.median(rs):.2f} over {len(rs)} rows" if rs else "no rows"), rs
+
+    low, _ = med(lambda r: r["metric"] in ("ttft_s", "itl_s", "e2e_s", "tpot_s")
+                 and (r.get("request_rate_per_s", 99) <= 8 or str(r["concurrency"]) in ("1", "5", "8")))
+    dense8, _ = med(lambda r: r["metric"] == "output_tokens_per_s" and str(r["concurrency"]) == "max"
+                    and r["model"] == "llama3.1-8b" and r["dtype"] == "fp8")
+    dense70, _ = med(lambda r: r["metric"] == "output_tokens_per_s" and str(r["concurrency"]) == "max"
+                     and "70b" in r["model"] and r["dtype"] == "fp8")
+    moe, _ = med(lambda r: r["metric"] == "output_tokens_per_s" and str(r["concurrency"]) == "max" and r["model"] == "mixtral-8x7b")
+    sat, _ = med(lambda r: r["source"] == "trtllm-0.14-serving" and r.get("request_rate_per_s", 0) >= 16
+                 and r["metric"] in ("ttft_s", "itl_s"))
+    def by_tp(model):
+        out = []
+        for t in (1, 2, 4, 8):
+            rs = sorted(p / r["value"] for r, p in ok if r["metric"] == "output_tokens_per_s" and str(r["concurrency"]) == "max"
+                        and model(r["model"]) and r["dtype"] == "fp8" and int(r["gpus"]) == t)
+            if rs:
+                out.append(f"TP{t} {rs[0]:.2f}-{rs[-1]:.2f} (median {statistics.median(rs):.2f})")
+        return "; ".join(out)
+
+    return [
+        f"- **Latency at low load** (TTFT, ITL and end-to-end at 2-8 requests/s or 1-8 in flight): {low}. The model "
+        "is faster than every engine here. Its step is the GPU's work alone (weights at e_m 0.85 of the bandwidth, a "
+        "CUDA graph launch); what it leaves out is the engine's own time per step (scheduling, sampling, "
+        "detokenising and streaming through the server; TTFT also the request's parsing and tokenisation), a few ms "
+        "per step at batch 1-8, and decode GEMMs at small batch reaching less than 0.85 of the bandwidth (an ITL of "
+        "7 ms for 16 GB of Llama 3.1 8B weights is 2.3 TB/s, 0.69 of the H100's 3.35 TB/s).",
+        f"- **Maximum-load throughput, dense FP8**: Llama 3.1 8B {dense8}; 70B {dense70}. The 8B rows (one GPU) sit "
+        "within a few per cent. For 70B the ratio grows with the tensor-parallel size: "
+        f"{by_tp(lambda m: '70b' in m)}. On one 80 GB H100 the model is under: 0.95 of all memory less 70.5 GB of "
+        "weights leaves it less KV cache (so a smaller batch) than TensorRT-LLM's 0.95 of the memory left after the "
+        "weights. From TP2 up it is over, by more at each step: what a split adds is costed too cheaply: the "
+        "all-reduces (6 us of latency each is a 2-GPU figure, a lower bound at 8, and no contention), and the GEMMs "
+        "of a 1/t slice, whose smaller N runs below the e_c 0.70 the model keeps for every size.",
+        f"- **Mixture of experts** (Mixtral 8x7B FP8, maximum load): {moe}; {by_tp(lambda m: m == 'mixtral-8x7b')}. "
+        "The same growth with TP, on top of expert GEMMs costed as one GEMM over the routed rows at e_c 0.70 with "
+        "uniform routing; grouped expert kernels and their imbalance run below that, which the model does not yet "
+        "know.",
+        f"- **Near saturation** (trtllm-0.14-serving at 16-32 requests/s): {sat}. Where the published system is "
+        "already queueing (its TTFT in seconds) and the model is not, the ratio runs to 0.2: the same capacity "
+        "over-estimate as above, amplified by the queue.",
+        "- Not a model term but a condition: NVIDIA's own pages give most rows (TensorRT-LLM and NIM, which runs it); "
+        "vLLM's CI gives 6. Versions of one page differ by a few per cent for the same configuration.",
+    ]
+
+
+def _fmt(v: float, metric: str) -> str:
+    if metric.endswith("_s") and metric not in ("output_tokens_per_s", "requests_per_s", "output_tokens_per_s_per_gpu"):
+        return f"{v * 1e3:,.1f} ms"
+    return f"{v:,.1f}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
