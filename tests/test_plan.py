@@ -472,10 +472,33 @@ def test_pipeline_activations_hold_min_p_m_micro_batches_of_l_over_p_layers():
     assert acts(2 * 8192) == 2 * 8 * per_layer  # m = 2 < p = 4
     assert acts(8 * 8192) == 4 * 8 * per_layer  # m = 8 >= p: p x L/p = L layers (Korthikanti 4.2.3)
     assert train_memory("llama3-8b", "h100-sxm", make_layout(1), 8192).parts[-1].bytes == 32 * per_layer  # p = 1
-    with pytest.raises(RooflineError, match="pipeline_parallel 64 must divide Llama 3 8B's 32 layers"):
+    with pytest.raises(RooflineError, match="pipeline_parallel 64 is more stages than Llama 3 8B's 32 layers"):
         train_plan("llama3-8b", 1e12, 64, pipeline_parallel=64)
-    with pytest.raises(RooflineError, match="pipeline_parallel 3"):
-        train_plan("llama3-8b", 1e12, 3, pipeline_parallel=3)  # 32 / 3 stages is not whole
+
+
+def test_unequal_pipeline_stages_are_costed_at_the_largest():
+    """Llama 3.1 405B: 126 layers over 16 stages: 14 of 8 and 2 of 7 (Meta's end stages one layer
+    short). Memory and collectives are the 8-layer stage's: its params are 8/126 of the whole."""
+    from roofline.transformer import count_params
+
+    lay = make_layout(16, pipeline_parallel=16, seq_len=8192)
+    mem = train_memory("llama3-405b", "h100-sxm", lay, 8192)
+    assert dict(mem.settings)["layers_per_stage"] == 8
+    assert dict(mem.settings)["params_per_gpu"] == pytest.approx(count_params("llama3-405b")["total"] * 8 / 126)
+    assert any("14 of 8 and 2 of 7" in n for n in mem.notes)
+    plan = train_plan("llama3-405b", 1e12, 16, pipeline_parallel=16)
+    assert any("14 of 8 and 2 of 7" in n for n in plan.notes)
+
+
+def test_zero3_gathers_the_weights_for_every_micro_batch():
+    """ZeRO 3 over 8 data ranks, 4 micro-batches per step: the weights are all-gathered for each
+    micro-batch's forward and backward (8 per step) and the gradients reduce-scattered after each
+    backward (4): m times the traffic of gathering once per step."""
+    plan = train_plan("llama3-8b", 1e12, 8, zero=3, micro_batch=1, seq_len=8192, global_batch_tokens=8 * 4 * 8192)
+    counts = {op.name.split(" x")[0]: op for op in plan.step.ops}
+    ag = next(v for k, v in counts.items() if k.startswith("weight all-gather"))
+    rs = next(v for k, v in counts.items() if k.startswith("gradient reduce-scatter"))
+    assert ag.name.endswith("x8") and rs.name.endswith("x4")
 
 
 def test_global_batch_must_be_whole_micro_batches():

@@ -145,7 +145,7 @@ def test_sweep_table_over_tokens_shows_the_memory_bound_share(capsys):
         (["sweep", "--over", "machines", "--tp", "2", "--link", "nvlink"], "it has xgmi, pcie"),
         (["train", "--tokens", "1e12", "--gpus", "64", "--dp-link", "foo"], "--dp-link 'foo'"),
         (["train", "--tokens", "1e12", "--gpus", "64", "--tp", "8", "--tp-link", "ib"], "--tp-link 'ib'"),
-        (["train", "--tokens", "1e12", "--gpus", "64", "--pp", "64"], "--pp 64 must divide Llama 3 8B's 32 layers"),
+        (["train", "--tokens", "1e12", "--gpus", "64", "--pp", "64"], "--pp 64 is more stages than Llama 3 8B's 32 layers"),
         (["train", "--tokens", "1e12", "--gpus", "16", "--tp", "2", "--global-batch", "100000"],
          "--global-batch 100,000 tokens is not a whole number of micro-batches"),
         (["memory", "--mode", "train", "--gpus", "8", "--global-batch", "1000"], "--global-batch 1,000 tokens"),

@@ -242,3 +242,14 @@ def test_the_published_benchmarks_file_is_well_formed():
         assert int(r["gpus"]) >= 1 and int(r["input_len"]) >= 1 and int(r["output_len"]) >= 1
     engines = {doc["sources"][r["source"]]["engine"].split()[0] for r in rows}
     assert len(engines) >= 2, engines
+
+
+def test_a_target_rate_gives_the_replicas_and_gpus_needed(step, capsys):
+    """The best rate one replica sustains within the SLO is r; a target T needs ceil(T / r)
+    replicas of tensor-parallel t GPUs each."""
+    sw = max_rate_within(step, 512, 128, ttft_s=0.5, tpot_s=0.02, requests=150, target_rate=100.0)
+    best = sw.slo["best"]
+    assert sw.replicas_needed == math.ceil(100.0 / best) and sw.to_dict()["target"]["gpus"] == sw.replicas_needed
+    assert main(["serving", "--slo-tpot", "30ms", "--target-rate", "50", "--requests", "60", "--json"]) == 0
+    t = json.loads(capsys.readouterr().out)["target"]
+    assert t["requests_per_s"] == 50 and t["replicas"] >= 1 and t["gpus"] == t["replicas"]

@@ -365,6 +365,10 @@ def serving_sweep_table(sw) -> str:
             cost = r.cost_per_million_output_tokens
             if cost is not None:
                 out += f"; ${cost:,.3f} per million output tokens"
+            n = sw.replicas_needed
+            if n is not None:
+                out += (f"\n{sw.target_rate:,.3g} requests/s need {n:,} replica(s) of {r.gpus} GPU(s): {n * r.gpus:,} GPUs "
+                        "(requests spread evenly over identical replicas)")
         else:
             out += f"\n\nhighest concurrency meeting {targets}: {best:,} users"
     return out + "\n" + "\n".join(note_line(n) for n in first.notes)

@@ -533,6 +533,16 @@ class ServingSweep:
     values: tuple
     results: tuple  # ServingResult per value
     slo: dict | None = None  # {"ttft_s", "tpot_s", "percentile", "best": value or None}
+    target_rate: float | None = None  # requests/s the deployment must serve (rate search): replicas_needed
+
+    @property
+    def replicas_needed(self) -> int | None:
+        """Data-parallel replicas (each the searched tensor-parallel group) that serve
+        ``target_rate`` within the SLO: ceil(target / the best rate one replica sustains)."""
+        best = (self.slo or {}).get("best")
+        if self.target_rate is None or best is None or self.over != "rate":
+            return None
+        return int(math.ceil(self.target_rate / best - 1e-9))
 
     def rows(self) -> list[dict]:
         out = []
@@ -551,8 +561,12 @@ class ServingSweep:
 
     def to_dict(self) -> dict:
         first = self.results[0]
-        return {"model": first.description, "gpus": first.gpus, "engine": dataclasses.asdict(first.engine),
-                "over": self.over, "points": self.rows(), "slo": self.slo, "notes": list(first.notes)}
+        out = {"model": first.description, "gpus": first.gpus, "engine": dataclasses.asdict(first.engine),
+               "over": self.over, "points": self.rows(), "slo": self.slo, "notes": list(first.notes)}
+        if self.target_rate is not None:
+            n = self.replicas_needed
+            out["target"] = {"requests_per_s": self.target_rate, "replicas": n, "gpus": None if n is None else n * first.gpus}
+        return out
 
     def to_json(self) -> str:
         return dump_json(self.to_dict())
@@ -611,15 +625,18 @@ SEARCH_STEPS = 14  # bisections of the rate search (log scale): ~2% resolution
 
 def max_rate_within(step: StepCost, input_tokens, output_tokens, ttft_s=None, tpot_s=None, percentile=90.0,
                     engine: Engine = Engine(), requests: int = 1000, seed: int = 0,
-                    price_per_gpu_hour: float | None = None) -> ServingSweep:
+                    price_per_gpu_hour: float | None = None, target_rate: float | None = None) -> ServingSweep:
     """The highest Poisson rate whose TTFT and TPOT percentiles meet the targets, by bisection in
     log rate between a rate that meets them and the engine's saturated throughput (closed loop
     at max_seqs users) x 1.5; every rate tried is a point of the returned sweep, the best in
     ``slo["best"]`` (None when even the lowest rate misses: the targets are below one request
-    alone)."""
+    alone). With ``target_rate``, the replicas (and GPUs) that serve it: ServingSweep.replicas_needed
+    (requests spread evenly over identical replicas)."""
     slo = _slo(ttft_s, tpot_s, percentile)
     if slo is None:
         raise RooflineError("the rate search needs a target: a TTFT or a TPOT", field="slo_ttft")
+    if target_rate is not None:
+        check_number("target_rate", target_rate, maximum=1e9)
     sat = simulate(step, closed_requests(engine.max_seqs, max(requests, 2 * engine.max_seqs), input_tokens, output_tokens,
                                          seed), engine)
     hi = 1.5 * sat.requests_per_s
@@ -645,4 +662,4 @@ def max_rate_within(step: StepCost, input_tokens, output_tokens, ttft_s=None, tp
                     hi = mid
     slo["best"] = best
     values = tuple(sorted(tried))
-    return ServingSweep("rate", values, tuple(tried[v] for v in values), slo)
+    return ServingSweep("rate", values, tuple(tried[v] for v in values), slo, target_rate)

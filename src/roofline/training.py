@@ -169,12 +169,23 @@ def make_layout(gpus, tensor_parallel=1, pipeline_parallel=1, zero=0, micro_batc
 
 
 def check_pipeline(cfg, layout: Layout) -> int:
-    """Layers per pipeline stage, L / p: p must divide the model's L layers (stages split them evenly)."""
+    """Layers of the largest pipeline stage, ceil(L / p): the stage that bounds memory and the step's
+    pace. p may leave a remainder (Llama 3.1 405B's 126 layers over 16 stages: 14 of 8 and 2 of 7,
+    Meta's end stages one layer short for the embedding and LM head); p above L is refused."""
     p, L = layout.pipeline_parallel, cfg.n_layers
-    if p > L or L % p:
-        raise RooflineError(f"pipeline_parallel {p} must divide {cfg.name}'s {L} layers (each stage holds L / p of them)",
-                            field="pipeline_parallel")
-    return L // p
+    if p > L:
+        raise RooflineError(f"pipeline_parallel {p} is more stages than {cfg.name}'s {L} layers", field="pipeline_parallel")
+    return -(-L // p)
+
+
+def stage_note(cfg, layout: Layout) -> str:
+    """The stages' layer counts when p does not divide L ("" when it does)."""
+    p, L = layout.pipeline_parallel, cfg.n_layers
+    if L % p == 0:
+        return ""
+    big = L - (L // p) * p  # stages of ceil(L / p) layers; the rest hold one fewer
+    return (f"pipeline: {L} layers over {p} stages: {big} of {-(-L // p)} and {p - big} of {L // p} layers; the largest "
+            "stage bounds memory and time (counted here)")
 
 
 def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = None, seq_len=8192,
@@ -189,7 +200,7 @@ def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = 
     check_number("seq_len", seq_len, maximum=1e8, integer=True)
     per_stage = check_pipeline(cfg, layout)
     in_flight = min(layout.pipeline_parallel, layout.micro_batches(seq_len))
-    params = count_params(shard(cfg, layout.tensor_parallel))["total"] / layout.pipeline_parallel
+    params = count_params(shard(cfg, layout.tensor_parallel))["total"] * per_stage / cfg.n_layers  # the largest stage's share
     states = model_state_bytes(params, layout.data_parallel, layout.zero)
     heads = getattr(cfg.first_attention, "heads", 0)  # the score terms of attention layers (0 for SSM-only models)
     acts = in_flight * per_stage * activation_bytes_per_layer(seq_len, layout.micro_batch, cfg.d_model, heads,
@@ -209,6 +220,8 @@ def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = 
     if unusual:
         notes += (f"activations of {', '.join(unusual)} layers use the same per-layer formula with the first attention "
                   "layer's heads: an estimate, not a count",)
+    if stage_note(cfg, layout):
+        notes += (stage_note(cfg, layout),)
     if layout.pipeline_parallel > 1:
         notes += (f"pipeline: the first stage holds min(p {layout.pipeline_parallel}, m {layout.micro_batches(seq_len)}) = "
                   f"{in_flight} micro-batches in flight x {per_stage} layers (1F1B); the embedding and LM head on the end "
@@ -246,7 +259,9 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
     GPU's L / p layers; with sequence parallelism each is a reduce-scatter + all-gather, the same
     bytes. Data parallel: the bf16 gradients of the GPU's slice all-reduced across the data ranks
     once per step (ZeRO 1 and 2: a reduce-scatter and an all-gather, the same bytes); ZeRO 3
-    reduce-scatters the gradients and all-gathers the weights twice (forward and backward)."""
+    all-gathers the weights for every micro-batch's forward and backward (2 m) and reduce-scatters
+    the gradients after every micro-batch's backward (m), as FSDP does with gradient accumulation.
+    A pipeline whose p leaves a remainder of L is costed at its largest stage."""
     cfg = get_model(model)
     m = get_machine(machine)
     per_stage = check_pipeline(cfg, layout)
@@ -272,13 +287,16 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
                               name=f"TP all-reduce ({tp_link})")
         ops.append(CountedOp(k, count))
     if layout.data_parallel > 1 and dp_link:
-        grads = count_params(shard(cfg, layout.tensor_parallel))["total"] / layout.pipeline_parallel
+        grads = count_params(shard(cfg, layout.tensor_parallel))["total"] * per_stage / cfg.n_layers  # the largest stage's
         d = layout.data_parallel
-        if layout.zero >= 3:
-            ops.append(CountedOp(reduce_scatter_kernel(grads, d, dp_link, "bf16", name=f"gradient reduce-scatter ({dp_link})"), 1))
-            ops.append(CountedOp(all_gather_kernel(grads, d, dp_link, "bf16", name=f"weight all-gather ({dp_link})"), 2))
+        if layout.zero >= 3:  # the weights are gathered for every micro-batch's forward and backward (FSDP / ZeRO-3)
+            mb = layout.micro_batches(seq_len)
+            ops.append(CountedOp(reduce_scatter_kernel(grads, d, dp_link, "bf16", name=f"gradient reduce-scatter ({dp_link})"), mb))
+            ops.append(CountedOp(all_gather_kernel(grads, d, dp_link, "bf16", name=f"weight all-gather ({dp_link})"), 2 * mb))
         else:
             ops.append(CountedOp(all_reduce_kernel(grads, d, dp_link, "bf16", name=f"gradient all-reduce ({dp_link})"), 1))
+    if stage_note(cfg, layout):
+        notes.append(stage_note(cfg, layout))
     if layout.pipeline_parallel > 1:
         notes.append("pipeline sends between stages (b s D activations per micro-batch) are not costed")
     return ops, notes

@@ -55,6 +55,9 @@ def cmd_serving(args):
     if slo and modes and modes[0] != "--sweep":
         raise RooflineError(f"--slo-ttft/--slo-tpot search the highest rate themselves; {modes[0]} would be ignored "
                             "(with --sweep they mark the concurrencies that meet them)", field=modes[0][2:])
+    if args.target_rate is not None and not (slo and not args.sweep):
+        raise RooflineError("--target-rate sizes the deployment from the SLO rate search: give --slo-ttft and/or --slo-tpot "
+                            "(without --sweep)", field="target_rate")
     if out and not (args.sweep or slo):
         raise RooflineError("-o draws the throughput-latency curve: give --sweep C1,C2,... or an SLO (--slo-ttft/--slo-tpot)",
                             field="output")
@@ -76,7 +79,7 @@ def cmd_serving(args):
                                    args.price, args.slo_ttft, args.slo_tpot, args.percentile)
     elif slo:
         result = max_rate_within(step, args.input_len, args.output_len, args.slo_ttft, args.slo_tpot, args.percentile, engine,
-                                 args.requests or 1000, args.seed, args.price)
+                                 args.requests or 1000, args.seed, args.price, args.target_rate)
     else:
         n = args.requests or 1000
         reqs = (poisson_requests(args.rate, n, args.input_len, args.output_len, args.seed) if args.rate is not None else
@@ -174,6 +177,8 @@ def register(sub):
                    help="time-per-output-token target, e.g. 30ms")
     p.add_argument("--percentile", type=number_arg("--percentile", maximum=100.0), default=90.0,
                    help="the percentile the targets hold for (default 90)")
+    p.add_argument("--target-rate", type=number_arg("--target-rate", maximum=1e9), default=None,
+                   help="requests/s to serve: with an SLO, the replicas and GPUs needed")
     p.add_argument("--max-seqs", type=number_arg("--max-seqs", integer=True, maximum=1 << 20), default=256,
                    help="sequences running at once (vLLM max_num_seqs, default 256)")
     p.add_argument("--max-tokens", type=number_arg("--max-tokens", integer=True, maximum=1 << 20), default=8192,
