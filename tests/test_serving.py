@@ -253,3 +253,50 @@ def test_a_target_rate_gives_the_replicas_and_gpus_needed(step, capsys):
     assert main(["serving", "--slo-tpot", "30ms", "--target-rate", "50", "--requests", "60", "--json"]) == 0
     t = json.loads(capsys.readouterr().out)["target"]
     assert t["requests_per_s"] == 50 and t["replicas"] >= 1 and t["gpus"] == t["replicas"]
+
+
+# -- speculative decoding -------------------------------------------------------------------------
+
+def test_expected_tokens_per_verify_step():
+    """k = 4 drafts each accepted with 0.8: 1 + 0.8 + 0.64 + 0.512 + 0.4096 = 3.3616
+    = (1 - 0.8^5) / (1 - 0.8) (Leviathan et al. 2023)."""
+    assert Engine(spec_tokens=4, acceptance=0.8, max_seqs=64).tokens_per_verify == pytest.approx(3.3616)
+    assert Engine().tokens_per_verify == 1.0
+    with pytest.raises(RooflineError, match="acceptance"):
+        Engine(acceptance=0.5)
+
+
+def test_a_verify_step_costs_what_chunks_of_k_plus_1_tokens_cost():
+    """Verifying 5 tokens per sequence against S attended positions is, op by op, a chunk of 5
+    prompt tokens against S - 5 cached for each sequence, with 5 rows of logits each."""
+    one = StepCost("llama3-8b", "h100-sxm", cost_model=EAGER)
+    five = StepCost("llama3-8b", "h100-sxm", cost_model=EAGER, verify_tokens=5)
+    assert five.seconds([1004] * 32) == pytest.approx(one.seconds([], [(5, 999)] * 32, sampled=160), rel=1e-12)
+
+
+def test_speculation_emits_the_expected_tokens_per_step():
+    """One request, 1,024 in, 337 out, 4 drafts at 0.8: the prefill emits the first token, then
+    each step 3.3616 on average carried as a fraction: floor(100 x 3.3616) = 336, so exactly 100
+    decode steps, each the target's verify step plus 4 draft decode steps."""
+    engine = Engine(max_seqs=16, spec_tokens=4, acceptance=0.8)
+    target = StepCost("llama3-70b", "h100-sxm", tensor_parallel=4, cost_model=EAGER, max_seqs=16, verify_tokens=5)
+    draft = StepCost("llama3.2-1b", "h100-sxm", tensor_parallel=4, cost_model=EAGER, max_seqs=16)
+    r = simulate(target, closed_requests(1, 1, 1024, 337), engine, draft=draft)
+    assert r.steps == 101
+    lo = target.seconds([1024 + 5]) + float(draft.decode_steps_seconds(np.array([1024]), 4).sum())
+    assert 100 * lo <= r.e2e_s[0] - r.ttft_s[0] <= 100 * lo * 1.1  # contexts grow by ~336 of 1,024 over the run
+    plain = simulate(StepCost("llama3-70b", "h100-sxm", tensor_parallel=4, cost_model=EAGER, max_seqs=16),
+                     closed_requests(1, 1, 1024, 337), Engine(max_seqs=16))
+    assert r.tpot_s[0] < plain.tpot_s[0] / 2  # at batch 1 verification is nearly free: 3.36 tokens per step
+    assert any("speculative decoding" in n for n in r.notes)
+
+
+def test_cli_speculation_flags_come_together(capsys):
+    assert main(["serving", "--spec-tokens", "4", "--requests", "4"]) == 2
+    assert "--draft" in capsys.readouterr().err
+    assert main(["serving", "--spec-tokens", "2", "--acceptance", "0.6", "--draft", "llama3.2-1b", "--concurrency", "2",
+                 "--requests", "4", "--output-len", "64", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["requests"] == 4
+    assert main(["serving", "--model", "gemma3-27b", "--spec-tokens", "2", "--acceptance", "0.5", "--draft", "gemma3-1b",
+                 "--requests", "4"]) == 2
+    assert "sliding-window" in capsys.readouterr().err

@@ -51,6 +51,16 @@ class Engine:
     block_size: int = 16
     memory_fraction: float = 0.9
     prefix_hit: float = 0.0
+    spec_tokens: int = 0  # speculative decoding: draft tokens proposed per sequence and step (0: none)
+    acceptance: float = 0.0  # the chance each draft token is accepted (independent positions)
+
+    @property
+    def tokens_per_verify(self) -> float:
+        """Expected tokens a sequence emits per step: sum_{i=0..k} a^i = (1 - a^(k+1)) / (1 - a)
+        (Leviathan et al. 2023, the accepted drafts and the one corrected or bonus token); 1 without
+        speculation."""
+        k, a = self.spec_tokens, self.acceptance
+        return float(sum(a ** i for i in range(k + 1)))
 
     def __post_init__(self):
         check_number("max_seqs", self.max_seqs, maximum=1 << 20, integer=True)
@@ -58,9 +68,15 @@ class Engine:
         check_number("block_size", self.block_size, maximum=1 << 16, integer=True)
         check_fraction("memory_fraction", self.memory_fraction)
         check_number("prefix_hit", self.prefix_hit, strictly=False, maximum=1.0)
-        if self.max_seqs > self.max_tokens:
-            raise RooflineError(f"max_seqs {self.max_seqs:,} is more than the token budget max_tokens {self.max_tokens:,}: "
-                                "every decoding sequence needs a token of the budget", field="max_seqs")
+        check_number("spec_tokens", self.spec_tokens, strictly=False, maximum=16, integer=True)
+        if self.spec_tokens:
+            check_number("acceptance", self.acceptance, maximum=0.999)
+        elif self.acceptance:
+            raise RooflineError("acceptance applies to speculative decoding: give spec_tokens too", field="acceptance")
+        if self.max_seqs * (self.spec_tokens + 1) > self.max_tokens:
+            raise RooflineError(f"max_seqs {self.max_seqs:,} x {self.spec_tokens + 1} tokens each is more than the token budget "
+                                f"max_tokens {self.max_tokens:,}: every decoding sequence needs its tokens of the budget",
+                                field="max_seqs")
 
 
 @dataclass(frozen=True)
@@ -273,8 +289,22 @@ def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, ps) -> dict:
 
 
 def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), price_per_gpu_hour: float | None = None,
-             max_steps: int = 50_000_000) -> ServingResult:
-    """Run the scheduler of the module docstring over ``requests``; see ServingResult."""
+             max_steps: int = 50_000_000, draft: StepCost | None = None) -> ServingResult:
+    """Run the scheduler of the module docstring over ``requests``; see ServingResult.
+
+    Speculative decoding (``engine.spec_tokens`` k > 0, a ``draft`` model's StepCost built for one
+    token per step, and ``step`` built with verify_tokens k + 1): each decode step runs the draft k
+    times (one token per sequence each, against the growing context) and then the target once over
+    k + 1 tokens per sequence; each sequence emits engine.tokens_per_verify tokens on average
+    (carried as a fraction from step to step: the expected value, not a random draw). The draft's
+    weights and its KV cache share the GPUs' memory."""
+    T = engine.spec_tokens + 1
+    if step.verify_tokens != T:
+        raise RooflineError(f"the step model feeds {step.verify_tokens} tokens per decoding sequence; the engine's "
+                            f"speculation needs {T} (StepCost(..., verify_tokens={T}))", field="spec_tokens")
+    if (draft is None) != (T == 1):
+        raise RooflineError("speculative decoding needs a draft model (and a draft model needs spec_tokens > 0); "
+                            "multi-token-prediction heads are not modelled", field="draft")
     if engine.max_tokens > step.max_tokens or engine.max_seqs > step.max_seqs:
         raise RooflineError(f"the step model was built for {step.max_tokens:,} tokens and {step.max_seqs:,} sequences per "
                             f"step; the engine asks {engine.max_tokens:,} and {engine.max_seqs:,}", field="max_tokens")
@@ -285,9 +315,19 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     n = requests.n
     inp = np.asarray(requests.input_tokens, dtype=np.int64)
     out = np.asarray(requests.output_tokens, dtype=np.int64)
-    longest = int((inp + out).max())
+    longest = int((inp + out).max()) + T
     max_blocks = -(-longest // bs)
     table = sequence_cache_bytes(step, bs, max_blocks)
+    E = engine.tokens_per_verify
+    if draft is not None:
+        from roofline.plan import inference_weight_bytes
+
+        if draft.verify_tokens != 1 or draft.max_tokens < engine.max_tokens or draft.max_seqs < engine.max_seqs:
+            raise RooflineError("the draft's step model must feed one token per sequence and hold the engine's tokens and "
+                                "sequences", field="draft")
+        parts["draft_weights_bytes"] = inference_weight_bytes(draft.model, draft.precision, draft.tensor_parallel)
+        cap = max(cap - parts["draft_weights_bytes"], 0.0)
+        table = table + sequence_cache_bytes(draft, bs, max_blocks)
     linear_table = bool(np.allclose(table, np.arange(len(table)) * table[1], rtol=1e-12, atol=0.0))
     if cap <= 0:
         raise RooflineError(f"{step.model.name}: the weights ({parts['weights_bytes'] / 1e9:,.1f} GB) and activations leave no "
@@ -318,6 +358,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     s_blocks = np.zeros(S, dtype=np.int64)
     s_dec = np.zeros(S, dtype=bool)
     s_order = np.zeros(S, dtype=np.int64)
+    s_credit = np.zeros(S)  # speculation: the fraction of an expected token carried to the next step
     free_slots = list(range(S - 1, -1, -1))
     prefilling: list[int] = []  # slots, in admission order
     waiting: collections.deque = collections.deque()
@@ -370,7 +411,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         dec = np.flatnonzero(s_dec)
         # the decodes' next blocks, preempting the newest sequences while they do not fit
         while len(dec):
-            grow_to = (s_ctx[dec] + bs) // bs  # blocks to hold ctx + 1 tokens: ceil((ctx + 1) / bs)
+            grow_to = -(-(s_ctx[dec] + T) // bs)  # blocks to hold the ctx + T tokens the step writes
             extra = float((table[grow_to] - table[s_blocks[dec]]).sum())
             if used + extra <= cap:
                 s_blocks[dec] = grow_to
@@ -387,7 +428,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             waiting.appendleft(r)
             preemptions += 1
             dec = np.flatnonzero(s_dec)
-        budget = engine.max_tokens - len(dec)
+        budget = engine.max_tokens - len(dec) * T
         chunks, chunk_slots = [], []
         for slot in list(prefilling):
             if budget <= 0:
@@ -431,7 +472,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                 continue
             raise RooflineError("the scheduler is stuck: nothing can run and nothing will arrive (the cache holds no "
                                 "waiting request)", field="requests")
-        if nd and not chunks:  # decodes only: run steps up to the next event in one go (same arithmetic)
+        if nd and not chunks and T == 1:  # decodes only: run steps up to the next event in one go (same arithmetic)
             reqs = s_req[dec]
             K = int(min((out[reqs] - gen[reqs]).min(), STRETCH))
             if K > 1:
@@ -462,10 +503,15 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                     for slot in dec[gen[reqs] >= out[reqs]]:
                         finish(int(s_req[slot]), int(slot))
                     continue
-        ctx1 = s_ctx[dec] + 1
-        M = nd + sum(c for c, _ in chunks)
+        ctx1 = s_ctx[dec] + T
+        M = nd * T + sum(c for c, _ in chunks)
         completing = sum(1 for (c, p), slot in zip(chunks, chunk_slots) if p + c >= need[s_req[slot]])
-        dt = step.step_seconds(nd, float(ctx1.sum()), ctx1, M, nd + completing, chunks)
+        dt = step.step_seconds(nd, float(ctx1.sum()), ctx1, M, nd * T + completing, chunks)
+        if draft is not None:  # k draft decode steps, and the draft's own prefill of the chunks
+            if nd:
+                dt += float(draft.decode_steps_seconds(s_ctx[dec], T - 1).sum())
+            if chunks:
+                dt += draft.step_seconds(0, 0.0, (), M - nd * T, 0, chunks)
         in_system_integral += in_system * dt
         now += dt
         steps += 1
@@ -474,11 +520,23 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         step_nd.append(np.array([nd]))
         kv_integral += used * dt
         kv_peak = max(kv_peak, used)
-        computed += M - nd
-        if nd:
+        computed += M - nd * T
+        if nd and T == 1:
             s_ctx[dec] += 1
             reqs = s_req[dec]
             gen[reqs] += 1
+            for slot in dec[gen[reqs] >= out[reqs]]:
+                finish(int(s_req[slot]), int(slot))
+        elif nd:  # speculation: each emits its expected tokens (carried as a fraction), at least the one verified
+            reqs = s_req[dec]
+            s_credit[dec] += E
+            emitted = np.minimum(np.floor(s_credit[dec] + 1e-9).astype(np.int64), out[reqs] - gen[reqs])
+            s_credit[dec] -= emitted
+            s_ctx[dec] += emitted
+            gen[reqs] += emitted
+            keep = -(-s_ctx[dec] // bs)  # the rejected drafts' cache is given back
+            used -= float((table[s_blocks[dec]] - table[keep]).sum())
+            s_blocks[dec] = keep
             for slot in dec[gen[reqs] >= out[reqs]]:
                 finish(int(s_req[slot]), int(slot))
         for (c, p), slot in zip(chunks, chunk_slots):
@@ -494,6 +552,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                     finish(r, slot)
                 else:
                     s_dec[slot] = True
+                    s_credit[slot] = 0.0
     t_start = t0 or 0.0
     duration = float(np.nanmax(finish_t)) - t_start
     real_arrival = arrival
@@ -510,6 +569,12 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
              f"{engine.block_size} tokens" + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""),
              "one replica; a decode-only step replays a CUDA graph (one launch)" if step.cost_model.cuda_graph
              else "one replica; every op of a step pays a launch (no CUDA graph)")
+    if draft is not None:
+        notes += (f"speculative decoding: {draft.model.name} drafts {T - 1} tokens per step, each accepted with probability "
+                  f"{engine.acceptance:g}: {E:.2f} tokens per sequence and step on average (the expected value, carried "
+                  "from step to step; acceptance is not drawn at random); inter-token latency is the gap between a "
+                  "sequence's deliveries, several tokens each; the draft's weights "
+                  f"({parts['draft_weights_bytes'] / 1e9:,.1f} GB) and KV cache share the memory",)
     notes += step.notes()
     return ServingResult(
         step.describe(), requests.label, engine, step.tensor_parallel, ttft, tpot, e2e,
@@ -608,12 +673,12 @@ def _slo(ttft_s, tpot_s, percentile) -> dict | None:
 
 def sweep_concurrency(step: StepCost, concurrencies, input_tokens, output_tokens, engine: Engine = Engine(),
                       requests: int | None = None, seed: int = 0, price_per_gpu_hour: float | None = None,
-                      ttft_s=None, tpot_s=None, percentile=90.0) -> ServingSweep:
+                      ttft_s=None, tpot_s=None, percentile=90.0, draft: StepCost | None = None) -> ServingSweep:
     """Closed-loop runs at each concurrency, ``requests`` each (default: 8 per user, 200 to 20,000)."""
     slo = _slo(ttft_s, tpot_s, percentile)
     values = tuple(int(check_number("concurrency", c, maximum=1 << 24, integer=True)) for c in concurrencies)
     results = tuple(simulate(step, closed_requests(c, requests or min(max(200, 8 * c), 20_000), input_tokens, output_tokens, seed),
-                             engine, price_per_gpu_hour) for c in values)
+                             engine, price_per_gpu_hour, draft=draft) for c in values)
     if slo:
         ok = [v for v, r in zip(values, results) if meets_slo(r, slo)]
         slo["best"] = max(ok) if ok else None
@@ -625,7 +690,8 @@ SEARCH_STEPS = 14  # bisections of the rate search (log scale): ~2% resolution
 
 def max_rate_within(step: StepCost, input_tokens, output_tokens, ttft_s=None, tpot_s=None, percentile=90.0,
                     engine: Engine = Engine(), requests: int = 1000, seed: int = 0,
-                    price_per_gpu_hour: float | None = None, target_rate: float | None = None) -> ServingSweep:
+                    price_per_gpu_hour: float | None = None, target_rate: float | None = None,
+                    draft: StepCost | None = None) -> ServingSweep:
     """The highest Poisson rate whose TTFT and TPOT percentiles meet the targets, by bisection in
     log rate between a rate that meets them and the engine's saturated throughput (closed loop
     at max_seqs users) x 1.5; every rate tried is a point of the returned sweep, the best in
@@ -638,13 +704,14 @@ def max_rate_within(step: StepCost, input_tokens, output_tokens, ttft_s=None, tp
     if target_rate is not None:
         check_number("target_rate", target_rate, maximum=1e9)
     sat = simulate(step, closed_requests(engine.max_seqs, max(requests, 2 * engine.max_seqs), input_tokens, output_tokens,
-                                         seed), engine)
+                                         seed), engine, draft=draft)
     hi = 1.5 * sat.requests_per_s
     lo = hi / 1000.0
     tried = {}
 
     def run(rate):
-        r = simulate(step, poisson_requests(rate, requests, input_tokens, output_tokens, seed), engine, price_per_gpu_hour)
+        r = simulate(step, poisson_requests(rate, requests, input_tokens, output_tokens, seed), engine, price_per_gpu_hour,
+                     draft=draft)
         tried[rate] = r
         return meets_slo(r, slo)
 

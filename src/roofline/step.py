@@ -77,7 +77,7 @@ class StepCost:
 
     def __init__(self, model="llama3-8b", machine="h100-sxm", precision: Precision | None = None, tensor_parallel: int = 1,
                  link: str | None = None, cost_model: CostModel | None = None, attention: str = "flash",
-                 max_tokens: int = 8192, max_seqs: int = 256, gpus_per_node: int = 8):
+                 max_tokens: int = 8192, max_seqs: int = 256, gpus_per_node: int = 8, verify_tokens: int = 1):
         self.model = get_model(model)
         self.machine = get_machine(machine)
         self.precision = precision or Precision(*(3 * (self.machine.default_dtype,)))
@@ -93,6 +93,8 @@ class StepCost:
         self.attention = attention
         self.max_tokens = int(check_number("max_tokens", max_tokens, maximum=MAX_STEP_TOKENS, integer=True))
         self.max_seqs = int(check_number("max_seqs", max_seqs, maximum=MAX_STEP_TOKENS, integer=True))
+        # speculative decoding: each decoding sequence feeds T = k + 1 tokens (its last token and k drafts) per step
+        self.verify_tokens = int(check_number("verify_tokens", verify_tokens, maximum=64, integer=True))
         self.tensor_parallel = int(check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True))
         self.link = tp_link(self.machine, link, self.tensor_parallel, gpus_per_node) if self.tensor_parallel > 1 else None
         self.sharded = shard(self.model, self.tensor_parallel)
@@ -138,6 +140,9 @@ class StepCost:
                 runs += n
             self._token_kinds.append((kind, n, label, token_names))
             span = int(getattr(kind.mixer, "span", 0) or 0)
+            if span and self.verify_tokens > 1:
+                raise RooflineError(f"{self.model.name}: speculative decoding over sliding-window layers is not modelled (a "
+                                    "verify step's window sums are not linear in the contexts)", field="spec_tokens")
             self._decode_fits.append((n, span, label, self._decode_fit(kind, token_names, span)))
             self._chunk_names.append([k.name for k in self._kernels(kind, False, 8, 1, 8) if k.name not in token_names])
             reduces += n * (1 if kind.parallel else (kind.mixer is not None) + (kind.mlp is not None))
@@ -152,7 +157,7 @@ class StepCost:
             runs += reduces
         token_body[0] = 0.0
         self._token_body = token_body
-        R = np.arange(0, self.max_seqs + 1, dtype=float)
+        R = np.arange(0, self.max_seqs * self.verify_tokens + self.max_seqs + 1, dtype=float)
         Rp = np.maximum(R, 1.0)
         logits_body = self._op_time(self._final_norm(Rp))[2] + self._op_time(self._lm_head(Rp))[2]
         logits_body[0] = 0.0
@@ -194,7 +199,12 @@ class StepCost:
             pts = [(b, min(s, span)) for b, s in pts]
             check = (3, min(check[1], span))
         design = np.array([[1.0, b, b * s] for b, s in pts])
-        evals = [{k.name: k for k in self._kernels(kind, True, 1, b, s) if k.name not in token_names} for b, s in pts + [check]]
+        T = self.verify_tokens
+        if T == 1:
+            evals = [{k.name: k for k in self._kernels(kind, True, 1, b, s) if k.name not in token_names} for b, s in pts + [check]]
+        else:  # a verify step: T queries at the positions S - T + 1 .. S, causal among themselves
+            evals = [{k.name: k for k in self._kernels(kind, False, T, b, s) if k.name not in token_names}
+                     for b, s in pts + [check]]
         out = []
         for name, k0 in evals[0].items():
             Fs = np.array([float(e[name].flops) for e in evals[:3]])
@@ -213,8 +223,8 @@ class StepCost:
     def _check_tokens(self, M: int, R: int):
         if M > self.max_tokens:
             raise RooflineError(f"a step of {M:,} tokens is past the token budget {self.max_tokens:,}", field="max_tokens")
-        if R > self.max_seqs:
-            raise RooflineError(f"a step sampling {R:,} sequences is past max_seqs {self.max_seqs:,}", field="max_seqs")
+        if R > self.max_seqs * (self.verify_tokens + 1):
+            raise RooflineError(f"a step sampling {R:,} rows is past max_seqs {self.max_seqs:,}", field="max_seqs")
 
     def _seq_time(self, F: float, B: float, rates) -> float:
         c, m = F * rates[0], B * rates[1]
@@ -261,12 +271,13 @@ class StepCost:
         return sum(n * self._seq_time(F, B, rates) for F, B, rates, n in self._chunk_sums(chunks).values())
 
     def seconds(self, decode_contexts=(), chunks=(), sampled: int | None = None) -> float:
-        """One step: the decoding sequences' contexts and the prefill chunks (C, P); ``sampled``
-        rows of logits (default: every decode and every chunk)."""
+        """One step: the decoding sequences' contexts (positions attended by their last token fed:
+        the cached ones plus what the step feeds, verify_tokens of them) and the prefill chunks
+        (C, P); ``sampled`` rows of logits (default: every token a decode feeds, and every chunk)."""
         ctx = np.asarray(decode_contexts, dtype=float)
         n = int(ctx.size)
-        M = n + int(sum(c for c, _ in chunks))
-        R = n + len(chunks) if sampled is None else int(sampled)
+        M = n * self.verify_tokens + int(sum(c for c, _ in chunks))
+        R = n * self.verify_tokens + len(chunks) if sampled is None else int(sampled)
         self._check_tokens(M, R)
         return self.step_seconds(n, float(ctx.sum()), ctx, M, R, chunks)
 
@@ -286,6 +297,8 @@ class StepCost:
         sum_i min(ctx0_i + 1 + k, W) from the sorted contexts' prefix sums)."""
         n = len(ctx0)
         k1 = np.arange(1, K + 1, dtype=float)
+        if self.verify_tokens != 1:
+            raise ValueError("decode_steps_seconds is for one token per sequence and step")
         t = np.full(K, self._token_body[n] + self._logits_body[n] + self.launch_seconds(n, False))
         lap = 1.0 - self.cost_model.overlap
         sums = float(ctx0.sum()) + n * k1
@@ -318,8 +331,8 @@ class StepCost:
         """The step op by op (each op summed over its layers), launches in each op's time."""
         ctx = np.asarray(decode_contexts, dtype=float)
         n = int(ctx.size)
-        M = n + int(sum(c for c, _ in chunks))
-        R = n + len(chunks) if sampled is None else int(sampled)
+        M = n * self.verify_tokens + int(sum(c for c, _ in chunks))
+        R = n * self.verify_tokens + len(chunks) if sampled is None else int(sampled)
         self._check_tokens(M, R)
         graph = self.cost_model.cuda_graph and not chunks
         launch = 0.0 if graph else self.cost_model.launch_overhead_s

@@ -31,7 +31,8 @@ FLAGS = {
     "max_seqs": "--max-seqs", "max_tokens": "--max-tokens", "block_size": "--block-size", "prefix_hit": "--prefix-hit",
     "rate": "--rate", "concurrency": "--concurrency", "requests": "--requests", "input_len": "--input-len",
     "output_len": "--output-len", "slo_ttft": "--slo-ttft", "slo_tpot": "--slo-tpot", "percentile": "--percentile",
-    "gpus_per_node": "--gpus-per-node", "target_rate": "--target-rate",
+    "gpus_per_node": "--gpus-per-node", "target_rate": "--target-rate", "spec_tokens": "--spec-tokens",
+    "acceptance": "--acceptance", "draft": "--draft",
 }
 
 

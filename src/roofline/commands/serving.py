@@ -40,7 +40,8 @@ def length_arg(flag):
 def _engine(args):
     from roofline.serving import Engine
 
-    return Engine(args.max_seqs, args.max_tokens, args.block_size, args.memory_fraction, args.prefix_hit)
+    return Engine(args.max_seqs, args.max_tokens, args.block_size, args.memory_fraction, args.prefix_hit,
+                  args.spec_tokens, args.acceptance or 0.0)
 
 
 def cmd_serving(args):
@@ -71,21 +72,29 @@ def cmd_serving(args):
     import dataclasses
 
     cm = dataclasses.replace(cm, cuda_graph=not args.eager)
+    if (args.spec_tokens > 0) != (args.draft is not None) or (args.spec_tokens > 0) != (args.acceptance is not None):
+        raise RooflineError("speculative decoding takes --spec-tokens K, --acceptance A and --draft MODEL together "
+                            "(multi-token-prediction heads are not modelled)", field="spec_tokens")
     engine = _engine(args)
-    step = StepCost(args.model, m, _precision(args, m), args.tp, args.link, cm, args.attention, engine.max_tokens,
-                    engine.max_seqs, args.gpus_per_node)
+    precision = _precision(args, m)
+    step = StepCost(args.model, m, precision, args.tp, args.link, cm, args.attention, engine.max_tokens,
+                    engine.max_seqs, args.gpus_per_node, engine.spec_tokens + 1)
+    draft = None
+    if args.draft is not None:
+        draft = StepCost(args.draft, m, precision, args.tp, args.link, cm, args.attention, engine.max_tokens,
+                         engine.max_seqs, args.gpus_per_node)
     if args.sweep:
         result = sweep_concurrency(step, args.sweep, args.input_len, args.output_len, engine, args.requests, args.seed,
-                                   args.price, args.slo_ttft, args.slo_tpot, args.percentile)
+                                   args.price, args.slo_ttft, args.slo_tpot, args.percentile, draft)
     elif slo:
         result = max_rate_within(step, args.input_len, args.output_len, args.slo_ttft, args.slo_tpot, args.percentile, engine,
-                                 args.requests or 1000, args.seed, args.price, args.target_rate)
+                                 args.requests or 1000, args.seed, args.price, args.target_rate, draft)
     else:
         n = args.requests or 1000
         reqs = (poisson_requests(args.rate, n, args.input_len, args.output_len, args.seed) if args.rate is not None else
                 closed_requests(args.concurrency or 64, n, args.input_len, args.output_len, args.seed))
-        result = simulate(step, reqs, engine, args.price)
-    breakdown = _breakdown(step, result, engine, args) if args.breakdown else None
+        result = simulate(step, reqs, engine, args.price, draft=draft)
+    breakdown = _breakdown(step, result, engine, args, draft) if args.breakdown else None
     if args.json:
         from roofline.tables import dump_json
 
@@ -116,7 +125,7 @@ def _representative(result):
     return result.results[result.values.index(best)] if best is not None else result.results[-1]
 
 
-def _breakdown(step, result, engine, args) -> dict:
+def _breakdown(step, result, engine, args, draft=None) -> dict:
     """Two steps of the run op by op: a decode step at its mean decode batch and mean context, and a
     step that feeds one prompt chunk (the first chunk of a mean-length prompt) with that batch."""
     r = _representative(result)
@@ -125,9 +134,16 @@ def _breakdown(step, result, engine, args) -> dict:
     mean_out = r.output_tokens / r.requests
     context = max(1, round(mean_in + mean_out / 2))  # a decoding sequence is halfway through its answer on average
     chunk = int(min(mean_in, engine.max_tokens - batch)) if engine.max_tokens > batch else 0
-    out = {"decode_step": {"decode_batch": batch, "context": context,
-                           "ops": [o.to_dict() for o in step.ops([context] * batch)],
-                           "time_s": step.seconds([context] * batch)}}
+    T = step.verify_tokens
+    out = {"decode_step": {"decode_batch": batch, "context": context, "tokens_fed_per_sequence": T,
+                           "ops": [o.to_dict() for o in step.ops([context + T - 1] * batch)],
+                           "time_s": step.seconds([context + T - 1] * batch)}}
+    if draft is not None:
+        import numpy as np
+
+        d = float(draft.decode_steps_seconds(np.full(batch, context - 1), T - 1).sum())
+        out["decode_step"]["draft_s"] = d
+        out["decode_step"]["time_s"] += d
     if chunk > 0:
         out["mixed_step"] = {"decode_batch": batch, "context": context, "chunk": chunk, "prefix": 0,
                              "ops": [o.to_dict() for o in step.ops([context] * batch, [(chunk, 0)])],
@@ -145,6 +161,9 @@ def _breakdown_table(b: dict) -> str:
         if not s:
             continue
         what = f"{s['decode_batch']:,} decodes at context {s['context']:,}"
+        if s.get("tokens_fed_per_sequence", 1) > 1:
+            what += (f", each verifying {s['tokens_fed_per_sequence']} tokens; the draft's "
+                     f"{s['tokens_fed_per_sequence'] - 1} decode steps add {s['draft_s'] * 1e3:,.3f} ms, not listed")
         if "chunk" in s:
             what += f" + a chunk of {s['chunk']:,} prompt tokens"
         rows = [[o["name"], o["part"], f"{o['count']:,}", format_si(o["flops"], "FLOP"), format_si(o["bytes"], "B"),
@@ -189,6 +208,11 @@ def register(sub):
                    help="share of GPU memory the engine takes (vLLM gpu_memory_utilization, default 0.9)")
     p.add_argument("--prefix-hit", type=number_arg("--prefix-hit", strictly=False, maximum=1.0), default=0.0,
                    help="share of each prompt found in the prefix cache (default 0)")
+    p.add_argument("--spec-tokens", type=number_arg("--spec-tokens", strictly=False, integer=True, maximum=16), default=0,
+                   help="speculative decoding: draft tokens per sequence and step (with --draft and --acceptance)")
+    p.add_argument("--acceptance", type=number_arg("--acceptance", maximum=0.999), default=None,
+                   help="the chance each draft token is accepted, e.g. 0.7")
+    p.add_argument("--draft", default=None, help="the draft model (a preset or config.json), on the same GPUs")
     p.add_argument("--attention", choices=("flash", "naive"), default="flash")
     p.add_argument("--eager", action="store_true", help="no CUDA graph: every op of every step pays a launch")
     p.add_argument("--price", type=number_arg("--price", maximum=1e6), default=None, help="$ per GPU-hour: cost per token")
