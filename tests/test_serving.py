@@ -300,3 +300,57 @@ def test_cli_speculation_flags_come_together(capsys):
     assert main(["serving", "--model", "gemma3-27b", "--spec-tokens", "2", "--acceptance", "0.5", "--draft", "gemma3-1b",
                  "--requests", "4"]) == 2
     assert "sliding-window" in capsys.readouterr().err
+
+
+# -- prefill/decode disaggregation ------------------------------------------------------------------
+
+def test_disaggregated_request_alone_is_prefill_transfer_then_decode(step):
+    """One request, 1,024 in, 3 out: the prefill pool samples the first token after the prefill
+    step; the KV cache (1,024 x 131,072 B = 134.2 MB) crosses InfiniBand at 0.85 x 50 GB/s plus
+    46 us; the decode pool feeds the first token against it (a 1-token chunk at prefix 1,024) and
+    decodes the third at context 1,026."""
+    from roofline.serving import simulate_disaggregated
+
+    req = Requests(np.array([1024]), np.array([3]), np.array([0.0]))
+    r = simulate_disaggregated(step, step, req)
+    prefill = step.seconds([], [(1024, 0)])
+    transfer = 46e-6 + 1024 * 131072 / (0.85 * 50e9)
+    assert r.ttft_s[0] == pytest.approx(prefill, rel=1e-12)
+    assert r.e2e_s[0] == pytest.approx(prefill + transfer + step.seconds([], [(1, 1024)]) + step.seconds([1026]), rel=1e-9)
+    assert r.gpus == 2
+
+
+def test_disaggregation_frees_decodes_from_prefill_interference(step):
+    """Long prompts at a steady rate: on one pool every prompt chunk stalls the decodes (the
+    inter-token p99 jumps to a prefill step); split, the decode pool's p99 stays a decode step."""
+    from roofline.serving import simulate_disaggregated
+
+    reqs = poisson_requests(8, 300, 4096, 128, seed=4)
+    one = simulate(step, reqs)
+    split = simulate_disaggregated(step, step, reqs)
+    assert split.itl_s[99] < one.itl_s[99] / 3
+    with pytest.raises(RooflineError, match="open-loop"):
+        simulate_disaggregated(step, step, closed_requests(2, 4, 64, 8))
+
+
+def test_cli_disagg(capsys):
+    assert main(["serving", "--rate", "5", "--requests", "20", "--disagg", "1:2", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["gpus"] == 3 and "disaggregated" in d["notes"][0]
+    assert main(["serving", "--concurrency", "4", "--disagg", "1:1", "--requests", "4"]) == 2
+    assert "--rate" in capsys.readouterr().err
+
+
+def test_the_best_split_is_the_fastest_of_the_splits_tried(step, capsys):
+    """G = 3 replicas: the splits 1:2 and 2:1 each get a rate search; the best is the larger, and
+    co-located is 3 x one replica's best rate (identical replicas, requests spread evenly)."""
+    from roofline.serving import best_disaggregation, max_rate_within
+
+    found = best_disaggregation(step, 3, 2048, 64, ttft_s=1.0, tpot_s=0.03, requests=80)
+    assert [(p, d) for p, d, _ in found["splits"]] == [(1, 2), (2, 1)]
+    rates = [r for _, _, r in found["splits"] if r is not None]
+    assert found["best"][2] == max(rates)
+    one = max_rate_within(step, 2048, 64, ttft_s=1.0, tpot_s=0.03, requests=80)
+    assert found["colocated"] == pytest.approx(3 * one.slo["best"])
+    assert main(["serving", "--disagg-search", "2", "--requests", "40"]) == 2  # needs an SLO
+    assert "--disagg-search" in capsys.readouterr().err

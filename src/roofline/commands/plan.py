@@ -32,7 +32,9 @@ FLAGS = {
     "rate": "--rate", "concurrency": "--concurrency", "requests": "--requests", "input_len": "--input-len",
     "output_len": "--output-len", "slo_ttft": "--slo-ttft", "slo_tpot": "--slo-tpot", "percentile": "--percentile",
     "gpus_per_node": "--gpus-per-node", "target_rate": "--target-rate", "spec_tokens": "--spec-tokens",
-    "acceptance": "--acceptance", "draft": "--draft",
+    "acceptance": "--acceptance", "draft": "--draft", "disagg": "--disagg", "kv_link": "--kv-link",
+    "prefill_replicas": "--disagg", "decode_replicas": "--disagg", "disagg_search": "--disagg-search",
+    "replicas": "--disagg-search",
 }
 
 

@@ -37,6 +37,15 @@ def length_arg(flag):
     return convert
 
 
+def _split_arg(text):
+    """'2:6' -> (2, 6): prefill and decode replicas, whole numbers >= 1."""
+    one = number_arg("--disagg", integer=True, maximum=100_000)
+    parts = str(text).split(":")
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"expected P:D (prefill and decode replicas, e.g. 1:3), got {text!r}")
+    return one(parts[0]), one(parts[1])
+
+
 def _engine(args):
     from roofline.serving import Engine
 
@@ -83,7 +92,33 @@ def cmd_serving(args):
     if args.draft is not None:
         draft = StepCost(args.draft, m, precision, args.tp, args.link, cm, args.attention, engine.max_tokens,
                          engine.max_seqs, args.gpus_per_node)
-    if args.sweep:
+    if args.disagg_search is not None:
+        if not slo or args.sweep or args.rate is not None or args.concurrency is not None or args.disagg is not None:
+            raise RooflineError("--disagg-search G needs an SLO (--slo-ttft/--slo-tpot) and no --rate, --concurrency, "
+                                "--sweep or --disagg", field="disagg_search")
+        from roofline.serving import best_disaggregation
+
+        found = best_disaggregation(step, args.disagg_search, args.input_len, args.output_len, args.slo_ttft, args.slo_tpot,
+                                    args.percentile, engine, args.requests or 500, args.seed, args.kv_link, args.price)
+        if args.json:
+            from roofline.tables import dump_json
+
+            print(dump_json({"model": step.describe(), **found}))
+        else:
+            print(_split_table(step, found))
+        return None
+    if args.disagg is not None:
+        from roofline.serving import simulate_disaggregated
+
+        if args.rate is None or args.sweep or slo:
+            raise RooflineError("--disagg P:D simulates open-loop arrivals: give --rate (the sweep and the SLO search run "
+                                "one pool)", field="disagg")
+        if draft is not None:
+            raise RooflineError("--disagg with speculative decoding is not modelled", field="disagg")
+        reqs = poisson_requests(args.rate, args.requests or 1000, args.input_len, args.output_len, args.seed)
+        result = simulate_disaggregated(step, step, reqs, engine, engine, args.disagg[0], args.disagg[1], args.kv_link,
+                                        args.seed, args.price)
+    elif args.sweep:
         result = sweep_concurrency(step, args.sweep, args.input_len, args.output_len, engine, args.requests, args.seed,
                                    args.price, args.slo_ttft, args.slo_tpot, args.percentile, draft)
     elif slo:
@@ -113,6 +148,31 @@ def cmd_serving(args):
 
         plot_serving(result, out)
         print(f"wrote {out}", file=sys.stderr if (args.json or args.csv) else sys.stdout)
+
+
+def _split_table(step, found: dict) -> str:
+    from roofline.plan_tables import _lat
+    from roofline.tables import grid
+
+    slo = found["slo"]
+    targets = " and ".join(t for t in (f"TTFT p{slo['percentile']:g} <= {_lat(slo['ttft_s'])}" if slo.get("ttft_s") else "",
+                                       f"TPOT p{slo['percentile']:g} <= {_lat(slo['tpot_s'])}" if slo.get("tpot_s") else "") if t)
+    rows = [[f"{p}:{d}", "-" if r is None else f"{r:,.3g}"] for p, d, r in found["splits"]]
+    co = found["colocated"]
+    rows.append(["co-located", "-" if co is None else f"{co:,.3g}"])
+    g = found["gpus"]
+    lines = [step.describe(), f"{g} GPUs in replicas of {step.tensor_parallel}: the highest request rate within {targets}", "",
+             grid(["prefill:decode replicas", "requests/s"], rows, [False, True]), ""]
+    best = found["best"]
+    if best is None:
+        lines.append("no split meets the targets")
+    else:
+        p, d, r = best
+        better = co is None or r > co
+        lines.append(f"best: {p} prefill + {d} decode replicas, {r:,.3g} requests/s"
+                     + (f" ({r / co:.2f}x the co-located replicas)" if co else "")
+                     + ("" if better else "; co-located replicas serve more"))
+    return "\n".join(lines)
 
 
 def _representative(result):
@@ -213,6 +273,12 @@ def register(sub):
     p.add_argument("--acceptance", type=number_arg("--acceptance", maximum=0.999), default=None,
                    help="the chance each draft token is accepted, e.g. 0.7")
     p.add_argument("--draft", default=None, help="the draft model (a preset or config.json), on the same GPUs")
+    p.add_argument("--disagg", type=_split_arg, default=None, metavar="P:D",
+                   help="prefill/decode disaggregation: P prefill and D decode replicas of --tp GPUs each (with --rate)")
+    p.add_argument("--disagg-search", type=number_arg("--disagg-search", integer=True, maximum=64), default=None, metavar="G",
+                   help="with an SLO: the best split of G replicas into prefill and decode pools, against co-located")
+    p.add_argument("--kv-link", default=None,
+                   help="link the KV cache crosses from prefill to decode (default: infiniband or roce, else the scale-up link)")
     p.add_argument("--attention", choices=("flash", "naive"), default="flash")
     p.add_argument("--eager", action="store_true", help="no CUDA graph: every op of every step pays a launch")
     p.add_argument("--price", type=number_arg("--price", maximum=1e6), default=None, help="$ per GPU-hour: cost per token")
