@@ -339,7 +339,8 @@ def serving_sweep_table(sw) -> str:
     label = "users" if sw.over == "concurrency" else "req/s offered"
     hdr = [label, "req/s", "tok/s/GPU", "tok/s/user", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "batch", "preempt"]
     if slo:
-        hdr.append("SLO")
+        q = f"p{slo['percentile']:g}"
+        hdr += [f"TTFT {q}", f"TPOT {q}", "SLO"]
     rows = []
     for row in sw.rows():
         v = row[sw.over]
@@ -349,7 +350,7 @@ def serving_sweep_table(sw) -> str:
                  _lat(row["ttft_p50_s"]), _lat(row["ttft_p99_s"]), _lat(row["tpot_p50_s"]), _lat(row["tpot_p99_s"]),
                  f"{row['mean_decode_batch']:,.1f}", f"{row['preemptions']:,}"]
         if slo:
-            cells.append("yes" if row["meets_slo"] else "no")
+            cells += [_lat(row[f"ttft_{q}_s"]), _lat(row[f"tpot_{q}_s"]), "yes" if row["meets_slo"] else "no"]
         rows.append(cells)
     out = "\n".join(head) + grid(hdr, rows, [True] * len(hdr))
     if slo:
@@ -357,7 +358,12 @@ def serving_sweep_table(sw) -> str:
                                            f"TPOT p{slo['percentile']:g} <= {_lat(slo['tpot_s'])}" if slo.get("tpot_s") else "") if t)
         best = slo.get("best")
         if best is None:
-            out += f"\n\nno {('concurrency' if sw.over == 'concurrency' else 'rate')} tried meets {targets}"
+            low = sw.results[0]
+            q = slo["percentile"]
+            out += (f"\n\nno {('concurrency' if sw.over == 'concurrency' else 'rate')} tried meets {targets}: at the lightest "
+                    f"load tried ({sw.values[0]:,.3g}{'' if sw.over == 'concurrency' else ' requests/s'}) TTFT p{q:g} is "
+                    f"{_lat(low.percentile('ttft', q))} and TPOT p{q:g} {_lat(low.percentile('tpot', q))}: a target below "
+                    "what a request alone takes is not met at any load or replica count")
         elif sw.over == "rate":
             r = sw.results[sw.values.index(best)]
             out += (f"\n\nhighest rate meeting {targets}: {best:,.3g} requests/s ({r.output_tokens_per_s / r.gpus:,.0f} output "

@@ -571,6 +571,22 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
              f"{engine.block_size} tokens" + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""),
              "one replica; a decode-only step replays a CUDA graph (one launch)" if step.cost_model.cuda_graph
              else "one replica; every op of a step pays a launch (no CUDA graph)")
+    past = step.model.context_note(inp + out)
+    if past:
+        notes = (past,) + notes
+    mean_seq = float(np.mean(inp + out))
+    holds = cap / max(float(table[-(-int(mean_seq) // bs)]), 1.0)
+    demand = min(engine.max_seqs, requests.concurrency if closed else n)
+    if holds < demand / 2:
+        notes = (f"memory-bound batch: the {cap / 1e9:,.2f} GB KV cache holds about {holds:,.0f} sequence(s) of the mean "
+                 f"length ({mean_seq:,.0f} tokens), under half of the {demand:,} that could run at once: more GPUs or a narrower "
+                 "cache would batch more",) + notes
+    if not closed and duration > 0:
+        offered = (n - 1) / max(float(arrival[-1] - arrival[0]), 1e-300) if n > 1 else 0.0
+        served = n / duration
+        if offered and served < 0.9 * offered:
+            notes = (f"overloaded: {served:,.3g} requests/s served of the {offered:,.3g} offered; the queue grows for as long "
+                     "as requests arrive, so the latencies depend on --requests",) + notes
     if draft is not None:
         notes += (f"speculative decoding: {draft.model.name} drafts {T - 1} tokens per step, each accepted with probability "
                   f"{engine.acceptance:g}: {E:.2f} tokens per sequence and step on average (the expected value, carried "
@@ -623,7 +639,9 @@ class ServingSweep:
                         "preemptions": m["preemptions"],
                         **({"cost_per_million_output_tokens": m["cost_per_million_output_tokens"]}
                            if "cost_per_million_output_tokens" in m else {}),
-                        **({"meets_slo": meets_slo(r, self.slo)} if self.slo else {})})
+                        **({f"ttft_p{self.slo['percentile']:g}_s": r.percentile("ttft", self.slo["percentile"]),
+                            f"tpot_p{self.slo['percentile']:g}_s": _none_if_nan(r.percentile("tpot", self.slo["percentile"])),
+                            "meets_slo": meets_slo(r, self.slo)} if self.slo else {})})
         return out
 
     def to_dict(self) -> dict:
@@ -647,6 +665,10 @@ class ServingSweep:
         from roofline.plan_tables import serving_sweep_table
 
         return serving_sweep_table(self)
+
+
+def _none_if_nan(x: float):
+    return None if not math.isfinite(x) else x
 
 
 def meets_slo(result: ServingResult, slo: dict | None) -> bool:
