@@ -80,6 +80,9 @@ def cmd_serving(args):
     cm = cost_model_from_args(args, m)
     import dataclasses
 
+    if args.eager and args.cuda_graph:
+        raise RooflineError("--eager and --cuda-graph contradict each other (serving replays a CUDA graph for decode-only "
+                            "steps unless --eager)", field="eager")
     cm = dataclasses.replace(cm, cuda_graph=not args.eager)
     if (args.spec_tokens > 0) != (args.draft is not None) or (args.spec_tokens > 0) != (args.acceptance is not None):
         raise RooflineError("speculative decoding takes --spec-tokens K, --acceptance A and --draft MODEL together "
