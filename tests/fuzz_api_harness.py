@@ -22,10 +22,13 @@ from hypothesis import strategies as st
 
 from fuzz_harness import NAME_VALUES, NAN_INF, SPECIAL_VALUES
 
-ENDPOINTS = ("/api/layer", "/api/layer.csv", "/api/layer.json", "/api/model", "/api/decode", "/api/machines",
-             "/api/models", "/api/options")
+ENDPOINTS = ("/api/layer", "/api/layer.csv", "/api/layer.json", "/api/model", "/api/decode", "/api/serving",
+             "/api/machines", "/api/models", "/api/options")
 PARAMS = ("machine", "model", "phase", "tokens", "batch", "context", "attention", "dtype", "compute_efficiency",
-          "memory_efficiency", "launch_overhead_us", "overlap", "layer")
+          "memory_efficiency", "launch_overhead_us", "overlap", "layer",
+          # /api/serving's own (each endpoint refuses the others')
+          "tp", "input_len", "output_len", "max_users", "max_seqs", "max_tokens", "memory_fraction", "prefix_hit",
+          "slo_ttft_ms", "slo_tpot_ms", "percentile", "price_per_gpu_hour")
 
 
 def all_checks():
@@ -87,7 +90,7 @@ def hostile_queries():
     return st.tuples(st.sampled_from(ENDPOINTS), st.lists(st.tuples(name, value), max_size=5))
 
 
-SIZE_FIELDS = ("tokens", "batch", "context", "layer")
+SIZE_FIELDS = ("tokens", "batch", "context", "layer", "tp", "input_len", "output_len", "max_seqs", "max_tokens")
 
 
 def combination_refusal(exc: BaseException, response, query=None, resend=None) -> bool:
@@ -95,7 +98,9 @@ def combination_refusal(exc: BaseException, response, query=None, resend=None) -
     raised: each value is inside its schema range (tests/test_web_api.py checks that the schema's
     ranges are the server's), but the combination is refused, which OpenAPI cannot state: a
     prefill context shorter than its tokens, batch x tokens past the limit, a layer index past the
-    model's layers. Anything else schemathesis finds is a failure."""
+    model's layers; in /api/serving a tensor-parallel size the model's heads do not divide or whose
+    shards leave no KV cache, max_seqs past max_tokens, a request whose cache does not fit, lengths
+    past the view's simulation bound. Anything else schemathesis finds is a failure."""
     from schemathesis.openapi.checks import RejectedPositiveData
 
     found = list(exc.exceptions) if isinstance(exc, BaseExceptionGroup) else [exc]

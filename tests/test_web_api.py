@@ -98,7 +98,7 @@ def test_options_give_the_seed_defaults_and_log_scale_stops(client):
     assert all(a < b for a, b in zip(stops, stops[1:]))
     assert {128, 8192, 32768} <= set(stops)
     assert stops[:8] == [1, 2, 3, 4, 6, 8, 12, 16]  # 2^k and 3 2^(k-1)
-    assert [v["key"] for v in body["views"]] == ["layer", "model", "decode"]
+    assert [v["key"] for v in body["views"]] == ["layer", "model", "decode", "serving"]
 
 
 # -- /api/layer: the library's contract and seed 003's figures ------------------------------------

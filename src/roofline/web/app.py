@@ -6,11 +6,14 @@ GET /api/layer.csv, /api/layer.json             the op table as a download
 GET /api/model                                  the whole model (plan.predict_model): time to first
                                                 token or one decode step, its parts, memory fit
 GET /api/decode                                 decode versus batch (capacity.decode_plan)
+GET /api/serving                                a deployment under load (serving.sweep_concurrency):
+                                                throughput against per-user speed, TTFT/TPOT, the SLO
 GET /, /static/...                              the page; Plotly.js from the installed package
 
 Every invalid parameter gets a 422 whose body names ``field`` (FastAPI's validation and the
-library's RooflineError alike). The app keeps no state between requests: the machine table is
-built once in ``create_app`` and only read.
+library's RooflineError alike); a query parameter the endpoint does not take, or one given twice,
+too. The app keeps no state between requests: the machine table is built once in ``create_app``
+and only read.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the endpoint annotations, which name
@@ -40,9 +43,9 @@ from roofline.machines import Machine, list_machines, load_machine_file
 from roofline.plan import DEFAULT_BATCHES, QUANT_DTYPES, Precision, decode_step, kv_overtakes_weights_context, predict_model
 from roofline.architecture import Model
 from roofline.transformer import list_models, model_summary
-from roofline.units import DTYPE_BYTES, US, format_si
+from roofline.units import DTYPE_BYTES, MS, US, format_si
 from roofline.web.payload import json_safe, layer_payload
-from roofline.web.plan_payload import curve_batches, decode_payload, model_payload
+from roofline.web.plan_payload import curve_batches, decode_payload, model_payload, serving_payload
 
 STATIC_DIR = Path(__file__).parent / "static"
 MAX_TOKENS = 131072  # the slider's range, 2^17
@@ -67,14 +70,29 @@ SEED_DEFAULTS = MappingProxyType(
 )
 # What the API takes when a query leaves them out, as the CLI does: the attention of each view's
 # command (`layer`: the seed's naive; `decode`, the whole model: flash) and the machine's preset launch.
-VIEW_ATTENTION = MappingProxyType({"layer": "naive", "model": "flash", "decode": "flash"})
+VIEW_ATTENTION = MappingProxyType({"layer": "naive", "model": "flash", "decode": "flash", "serving": "flash"})
 QUERY_DEFAULTS = MappingProxyType({k: v for k, v in SEED_DEFAULTS.items() if k not in ("attention", "launch_overhead_us")})
 
 # Library field names that the API spells differently (the planner's Precision names each part's
 # dtype; the API has one dtype for all three).
 _API_FIELD = {"launch_overhead_s": "launch_overhead_us", "weights dtype": "dtype", "activations dtype": "dtype",
               "kv_cache dtype": "dtype"}
-VIEWS = (("layer", "One layer"), ("model", "Whole model"), ("decode", "Decode vs batch"))
+VIEWS = (("layer", "One layer"), ("model", "Whole model"), ("decode", "Decode vs batch"), ("serving", "Serving"))
+
+# The serving view (/api/serving): `roofline serving --sweep 1,2,4,...,U` with the page's limits.
+MAX_INPUT_LEN, MAX_OUTPUT_LEN, MAX_USERS = MAX_TOKENS, 32768, 4096
+MAX_TP = 64
+MAX_SEQS, MAX_STEP_TOKENS = 4096, MAX_TOKENS
+MIN_TARGET_MS, MIN_PRICE = 1e-3, 1e-6  # a microsecond; a millionth of a dollar (5e-324 passes "> 0" and underflows)
+# What the page starts with (the API's own defaults leave the targets out): seed 003's model and
+# machine, the CLI's workload (1,024 in, 256 out), targets of TTFT p90 <= 500 ms, TPOT p90 <= 30 ms.
+SERVING_DEFAULTS = MappingProxyType({"input_len": 1024, "output_len": 256, "max_users": 256, "slo_ttft_ms": 500.0,
+                                     "slo_tpot_ms": 30.0})
+SERVING_QUERY_DEFAULTS = MappingProxyType({"max_seqs": 256, "max_tokens": 8192, "memory_fraction": 0.9, "prefix_hit": 0.0,
+                                           "percentile": 90.0, "tp": 1})
+# The library's field names that /api/serving spells differently.
+_SERVING_FIELD = {"tensor_parallel": "tp", "concurrency": "max_users", "requests": "max_users", "slo_ttft": "slo_ttft_ms",
+                  "slo_tpot": "slo_tpot_ms", "link": "tp", "gpus_per_node": "tp", "block_size": "max_tokens"}
 
 
 def token_stops(maximum: int = MAX_TOKENS) -> list[int]:
@@ -158,6 +176,73 @@ class LayerQuery:
     launch_overhead_us: Optional[float]
     overlap: float
     layer: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class ServingQuery:
+    """/api/serving's parameters, validated: the workload, the engine, the targets and the cost model."""
+
+    machine: str
+    model: str
+    dtype: Optional[str]
+    tp: int
+    input_len: int
+    output_len: int
+    max_users: int
+    max_seqs: int
+    max_tokens: int
+    memory_fraction: float
+    prefix_hit: float
+    slo_ttft_ms: Optional[float]
+    slo_tpot_ms: Optional[float]
+    percentile: float
+    price_per_gpu_hour: Optional[float]
+    attention: Optional[str]
+    compute_efficiency: float
+    memory_efficiency: float
+    launch_overhead_us: Optional[float]
+    overlap: float
+
+
+def concurrencies(max_users: int) -> list[int]:
+    """The users a sweep runs: 1, 2, 4, ... below ``max_users``, and ``max_users``."""
+    out, c = [], 1
+    while c < max_users:
+        out.append(c)
+        c *= 2
+    return out + [max_users]
+
+
+# The serving view's bound: one /api/serving request simulates at most about SWEEP_BUDGET_S of this
+# machine's CPU time (the whole sweep), so a request stays well under a second. Each point runs
+# requests_per_point(users) requests; the points past the budget are left out and the answer says so
+# (`roofline serving --sweep` has no bound).
+SWEEP_BUDGET_S = 0.4
+REQUESTS_PER_USER, MAX_REQUESTS_PER_POINT = 8, 2000
+_REFERENCE_OPS = 27  # ops of a decode step and of a prompt chunk's step of Llama 3 8B, on which the costs were timed
+
+
+def requests_per_point(users: int) -> int:
+    """8 requests per user, at most 2,000, but at least one per user (past 2,000 users)."""
+    return min(REQUESTS_PER_USER * users, max(MAX_REQUESTS_PER_POINT, users))
+
+
+def simulation_cost_s(users: int, requests: int, input_len: int, output_len: int, engine, fit: int, ops: int) -> float:
+    """An estimate (from the workload, not a clock) of the CPU seconds the simulator takes for one
+    closed-loop point, timed on this project's machine across models and lengths (within 0.4 to 2.4
+    times): decode steps at about 0.6 us each (they run in vectorised stretches), a step that feeds
+    prompt chunks about 60 us, a preemption its recompute, 10 us per request; scaled by the ops of
+    a step. ``fit`` is how many whole requests the KV cache holds at once."""
+    running = max(1, min(users, engine.max_seqs, requests))
+    batch = max(1, min(running, fit))
+    decode_steps = requests * output_len / batch
+    chunk_steps = requests * input_len / engine.max_tokens + requests / batch
+    grow = output_len / (input_len + output_len)
+    preemptions = 2.0 * grow**3 * min(max(0.0, running / max(fit, 1) - 1.0), 4.0) * requests
+    weight = ops / _REFERENCE_OPS
+    us = weight * (0.6 * decode_steps + 60.0 * chunk_steps
+                   + preemptions * (150.0 + 60.0 * (input_len + output_len / 2) / engine.max_tokens))
+    return us * US + 10.0 * US * requests + 0.003
 
 
 def _finite(x) -> bool:
@@ -252,22 +337,27 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
     plan_slot, light_slot = _pool(running["plan"], "plan"), _pool(running["light"], "light")
 
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
-    QUERY_NAMES = frozenset(LayerQuery.__dataclass_fields__)
+    endpoint_names: dict[str, frozenset] = {}  # each /api/ path's query parameters, from the schema (filled below)
 
     @app.middleware("http")
     async def _unknown_parameters(request: Request, call_next):
-        """A query parameter the API does not take is a 422 naming it, never silently ignored."""
-        if request.url.path.startswith("/api/"):
+        """A query parameter the endpoint does not take is a 422 naming it, never silently ignored:
+        /api/serving refuses tokens=, /api/layer input_len=. The names are each endpoint's own, as
+        its OpenAPI schema lists them (a path that is no endpoint is left to its 404)."""
+        path = request.url.path
+        if path.startswith("/api/") and path in endpoint_names:
+            takes = endpoint_names[path]
             names = [k for k, _ in request.query_params.multi_items()]
-            repeated = sorted({k for k in names if names.count(k) > 1} & QUERY_NAMES)
+            repeated = sorted({k for k in names if names.count(k) > 1} & takes)
             if repeated:  # which one would count is a guess: say so instead
                 return _error_response([{"loc": ["query", name], "msg": f"query parameter {name!r} is given "
                                          f"{names.count(name)} times; give it once", "type": "repeated_parameter"}
                                         for name in repeated])
-            unknown = sorted(set(request.query_params) - QUERY_NAMES)
+            unknown = sorted(set(request.query_params) - takes)
             if unknown:
-                return _error_response([{"loc": ["query", name or "query"], "msg": f"unknown query parameter {name!r}; the API "
-                                         f"takes {', '.join(sorted(QUERY_NAMES))}", "type": "unknown_parameter"}
+                what = f"takes {', '.join(sorted(takes))}" if takes else "takes no query parameters"
+                return _error_response([{"loc": ["query", name or "query"], "msg": f"unknown query parameter {name!r}; "
+                                         f"{path} {what}", "type": "unknown_parameter"}
                                         for name in unknown])
         return await call_next(request)
 
@@ -304,20 +394,56 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
 
     layer_query, plan_query = query_dependency(Dtype), query_dependency(PlanDtype)
 
-    def settle(q: LayerQuery, view: str) -> LayerQuery:
+    def serving_query(
+        machine: MachineKey = Query(SEED_DEFAULTS["machine"], description="machine preset or file machine key"),
+        model: ModelKey = Query(SEED_DEFAULTS["model"], description="model preset"),
+        dtype: Optional[PlanDtype] = Query(None, description="weights, activations and KV cache (default: the machine's; "
+                                           "a quantised checkpoint's weights as stored), as `roofline serving --dtype`"),
+        tp: int = Query(SERVING_QUERY_DEFAULTS["tp"], ge=1, le=MAX_TP, description="tensor-parallel GPUs per replica"),
+        input_len: int = Query(SERVING_DEFAULTS["input_len"], ge=1, le=MAX_INPUT_LEN, description="prompt tokens per request"),
+        output_len: int = Query(SERVING_DEFAULTS["output_len"], ge=1, le=MAX_OUTPUT_LEN, description="output tokens per request"),
+        max_users: int = Query(SERVING_DEFAULTS["max_users"], ge=1, le=MAX_USERS, description="the sweep runs 1, 2, 4, ... "
+                               "concurrent users (closed loop) up to this, and this"),
+        max_seqs: int = Query(SERVING_QUERY_DEFAULTS["max_seqs"], ge=1, le=MAX_SEQS, description="sequences running at once "
+                              "(vLLM max_num_seqs; at most max_tokens)"),
+        max_tokens: int = Query(SERVING_QUERY_DEFAULTS["max_tokens"], ge=1, le=MAX_STEP_TOKENS, description="tokens per "
+                                "step (vLLM max_num_batched_tokens)"),
+        memory_fraction: float = Query(SERVING_QUERY_DEFAULTS["memory_fraction"], ge=0.001, le=1, allow_inf_nan=False,
+                                       description="share of GPU memory the engine takes (vLLM gpu_memory_utilization)"),
+        prefix_hit: float = Query(SERVING_QUERY_DEFAULTS["prefix_hit"], ge=0, le=1, allow_inf_nan=False,
+                                  description="share of each prompt found in the prefix cache"),
+        slo_ttft_ms: Optional[float] = Query(None, ge=MIN_TARGET_MS, le=1e9, allow_inf_nan=False, description="time-to-first-token "
+                                             "target in ms (none: no TTFT target)"),
+        slo_tpot_ms: Optional[float] = Query(None, ge=MIN_TARGET_MS, le=1e9, allow_inf_nan=False, description="time-per-output-token "
+                                             "target in ms (none: no TPOT target)"),
+        percentile: float = Query(SERVING_QUERY_DEFAULTS["percentile"], ge=1, le=100, allow_inf_nan=False,
+                                  description="the percentile the targets hold for"),
+        price_per_gpu_hour: Optional[float] = Query(None, ge=MIN_PRICE, le=1e6, allow_inf_nan=False, description="$ per GPU-hour: "
+                                                    "cost per million output tokens"),
+        attention: Optional[Attention] = Query(None, description="flash (default, as `roofline serving`) or naive"),
+        compute_efficiency: float = Query(SEED_DEFAULTS["compute_efficiency"], ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False, description="e_c, achievable fraction of peak FLOP/s"),
+        memory_efficiency: float = Query(SEED_DEFAULTS["memory_efficiency"], ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False, description="e_m, achievable fraction of peak bandwidth"),
+        launch_overhead_us: Optional[float] = Query(None, ge=0, le=MAX_LAUNCH_US, allow_inf_nan=False, description="microseconds per kernel launch (default: the machine's preset, as the CLI); a decode-only step replays a CUDA graph, one launch"),
+        overlap: float = Query(SEED_DEFAULTS["overlap"], ge=0, le=1, allow_inf_nan=False, description="1: max(compute, memory) (the seed); 0: their sum"),
+    ) -> ServingQuery:
+        return ServingQuery(machine, model, dtype, tp, input_len, output_len, max_users, max_seqs, max_tokens, memory_fraction,
+                            prefix_hit, slo_ttft_ms, slo_tpot_ms, percentile, price_per_gpu_hour, attention,
+                            compute_efficiency, memory_efficiency, launch_overhead_us, overlap)
+
+    def settle(q, view: str):
         """The query with what it left out filled as the CLI fills it (VIEW_ATTENTION, the machine's launch)."""
         launch = q.launch_overhead_us
         if launch is None:
             launch = machine_of(q).launch_overhead_s / US
         return dataclasses.replace(q, attention=q.attention or VIEW_ATTENTION[view], launch_overhead_us=launch)
 
-    def machine_of(q: LayerQuery) -> Machine:
+    def machine_of(q) -> Machine:
         machine = machines.get(q.machine)
         if machine is None:  # unreachable through the schema; kept for direct callers
             raise unknown_name("machine", q.machine, machines)
         return machine
 
-    def cost_model_of(q: LayerQuery) -> CostModel:
+    def cost_model_of(q) -> CostModel:
         return CostModel(q.compute_efficiency, q.memory_efficiency, q.launch_overhead_us * US, q.overlap)
 
     @contextlib.contextmanager
@@ -347,16 +473,19 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         _check_finite(report.prediction)
         return report, machine, cost_model
 
-    def plan_inputs(q: LayerQuery) -> dict:
-        """The planner's arguments shared by /api/model and /api/decode: one dtype for weights,
-        activations and KV cache (default: the machine's)."""
-        machine = machine_of(q)
+    def precision_of(q, machine: Machine) -> Precision:
+        """One dtype for weights, activations and KV cache (default: the machine's); a quantised
+        checkpoint's weights as stored when the query names none, as the CLI."""
         model = models[q.model]
+        if q.dtype is None and model.storage.parts:
+            return Precision.as_stored(model, machine.default_dtype)
+        return Precision.uniform(q.dtype or machine.default_dtype, machine)
+
+    def plan_inputs(q: LayerQuery) -> dict:
+        """The planner's arguments shared by /api/model and /api/decode."""
+        machine = machine_of(q)
         with library_call(q):
-            if q.dtype is None and model.storage.parts:  # a quantised checkpoint: its weights as stored, as the CLI
-                precision = Precision.as_stored(model, machine.default_dtype)
-            else:
-                precision = Precision.uniform(q.dtype or machine.default_dtype, machine)
+            precision = precision_of(q, machine)
         return {"machine": machine, "attention": q.attention, "precision": precision, "cost_model": cost_model_of(q)}
 
     def context_of(q: LayerQuery) -> int:
@@ -391,6 +520,70 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         _check_finite(plan.step.prediction)
         return plan, crossover
 
+    @contextlib.contextmanager
+    def serving_call():
+        """The library's errors named as /api/serving spells its fields."""
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                yield
+        except RooflineError as exc:
+            exc.field = _SERVING_FIELD.get(exc.field or "", exc.field)
+            raise
+
+    def compute_serving(q: ServingQuery):
+        """`roofline serving --sweep 1,2,4,...,U --json` for the query, point by point (each with
+        requests_per_point(users) requests, as `--sweep C --requests N`), the points past
+        SWEEP_BUDGET_S left out. Returns the sweep, the StepCost, the engine and the bound's account."""
+        from roofline.serving import Engine, ServingSweep, meets_slo, sweep_concurrency
+        from roofline.step import StepCost, kv_cache_budget, sequence_cache_bytes
+
+        machine = machine_of(q)
+        with serving_call():
+            precision = precision_of(q, machine)
+            cost_model = dataclasses.replace(cost_model_of(q), cuda_graph=True)  # `roofline serving` without --eager
+            engine = Engine(max_seqs=q.max_seqs, max_tokens=q.max_tokens, memory_fraction=q.memory_fraction,
+                            prefix_hit=q.prefix_hit)
+            step = StepCost(models[q.model], machine, precision, tensor_parallel=q.tp, cost_model=cost_model,
+                            attention=q.attention, max_tokens=engine.max_tokens, max_seqs=engine.max_seqs)
+            cap, _ = kv_cache_budget(step, engine.memory_fraction)
+            per_request = sequence_cache_bytes(step, engine.block_size, -(-(q.input_len + q.output_len) // engine.block_size))[-1]
+            fit = int(cap // per_request) if per_request > 0 else engine.max_seqs
+            ops = len(step.ops([1])) + len(step.ops([], [(1, 0)]))  # a decode step's ops and a prompt chunk's
+            wanted = concurrencies(q.max_users)
+            swept, counts, spent = [], [], 0.0
+            for users in wanted:
+                n = requests_per_point(users)
+                cost = simulation_cost_s(users, n, q.input_len, q.output_len, engine, fit, ops)
+                if not swept and cost > SWEEP_BUDGET_S and fit >= 1:  # not even one user fits the bound
+                    chunks = q.input_len / engine.max_tokens
+                    field = "max_tokens" if chunks * 60 > q.output_len / max(1, min(fit, engine.max_seqs)) else "output_len"
+                    raise RooflineError(
+                        f"one user sending {n:,} requests of {q.input_len:,} + {q.output_len:,} tokens "
+                        f"({engine.max_tokens:,} token{'s' if engine.max_tokens != 1 else ''} a step) would take about {cost:,.1f} s to simulate, past this "
+                        f"view's bound of {SWEEP_BUDGET_S:g} s a request: "
+                        + ("raise max_tokens or shorten input_len" if field == "max_tokens" else "shorten output_len")
+                        + " (`roofline serving` has no bound)", field=field)
+                if swept and spent + cost > SWEEP_BUDGET_S:
+                    break
+                swept.append(users)
+                counts.append(n)
+                spent += cost
+            ttft_s = None if q.slo_ttft_ms is None else q.slo_ttft_ms * MS
+            tpot_s = None if q.slo_tpot_ms is None else q.slo_tpot_ms * MS
+            points = [sweep_concurrency(step, [users], q.input_len, q.output_len, engine, requests=n, seed=0,
+                                        price_per_gpu_hour=q.price_per_gpu_hour, ttft_s=ttft_s, tpot_s=tpot_s,
+                                        percentile=q.percentile)
+                      for users, n in zip(swept, counts)]
+        slo = None
+        if points[0].slo is not None:  # the targets as the library states them; best over every point
+            slo = {k: v for k, v in points[0].slo.items() if k != "best"}
+            ok = [users for users, p in zip(swept, points) if meets_slo(p.results[0], slo)]
+            slo["best"] = max(ok) if ok else None
+        sweep = ServingSweep("concurrency", tuple(swept), tuple(p.results[0] for p in points), slo)
+        bound = {"requests": counts, "left_out": wanted[len(swept):], "estimated_cpu_s": spent, "budget_s": SWEEP_BUDGET_S,
+                 "requests_in_kv_cache": fit}
+        return sweep, step, engine, bound
+
     def filename(q: LayerQuery, ext: str) -> str:
         size = f"{q.tokens}" if q.phase == "prefill" else f"ctx{q.context or q.tokens}"
         return f"layer-{q.model}-{q.machine}-{q.phase}-{size}-b{q.batch}-{q.attention}.{ext}"
@@ -403,7 +596,7 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
     def api_models(_slot: None = Depends(light_slot)) -> list[dict]:
         return [_model_dict(c) for c in models.values()]
 
-    @app.get("/api/options", summary="Seed defaults, limits and the token slider's stops")
+    @app.get("/api/options", summary="Seed defaults, limits, the token slider's stops and each view's parameters")
     def api_options(_slot: None = Depends(light_slot)) -> dict:
         return {
             "defaults": dict(SEED_DEFAULTS),
@@ -411,9 +604,14 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
             "phases": list(PHASES),
             "attentions": list(ATTENTIONS),
             "dtypes": list(DTYPE_BYTES),
+            "plan_dtypes": list(QUANT_DTYPES),  # what the model, decode and serving views store weights and caches in
             "token_stops": token_stops(),
             "views": [{"key": key, "label": label} for key, label in VIEWS],
-            "limits": {"tokens": [1, MAX_TOKENS], "batch": [1, MAX_BATCH], "launch_overhead_us": [0, MAX_LAUNCH_US]},
+            # the query parameters each view's endpoint takes: the page sends each view only its own
+            "view_parameters": {key: sorted(endpoint_names[f"/api/{key}"]) for key, _ in VIEWS},
+            "serving_defaults": dict(SERVING_DEFAULTS),
+            "limits": {"tokens": [1, MAX_TOKENS], "batch": [1, MAX_BATCH], "launch_overhead_us": [0, MAX_LAUNCH_US],
+                       "input_len": [1, MAX_INPUT_LEN], "output_len": [1, MAX_OUTPUT_LEN], "max_users": [1, MAX_USERS]},
         }
 
     @app.get("/api/layer", summary="One layer op by op: LayerReport.to_dict() plus readouts, sentence, chart and roofline")
@@ -455,6 +653,16 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         plan, crossover = compute_decode(q)
         return decode_payload(plan, q.batch, crossover, models[q.model].name, q.launch_overhead_us)
 
+    @app.get("/api/serving", summary="A deployment under load, as `roofline serving --sweep 1,2,4,...,max_users`: "
+             "output tokens/s per GPU against tokens/s per user, TTFT and TPOT percentiles against concurrent users, "
+             "the highest concurrency within the targets and one decode step of it op by op (a bounded sweep: "
+             "8 requests per user, at most 2,000 a point, about 0.4 s of simulation a request)")
+    def api_serving(q: ServingQuery = Depends(serving_query), _slot: None = Depends(plan_slot)) -> dict:
+        q = settle(q, "serving")
+        sweep, step, engine, bound = compute_serving(q)
+        with serving_call():
+            return serving_payload(sweep, step, engine, q, bound, models[q.model].name)
+
     @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     def index() -> FileResponse:
         return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
@@ -468,6 +676,9 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         return FileResponse(plotly_js, media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"})
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    for path, item in app.openapi()["paths"].items():  # the parameters each endpoint documents are those it takes
+        if path.startswith("/api/") and "get" in item:
+            endpoint_names[path] = frozenset(p["name"] for p in item["get"].get("parameters", []) if p.get("in") == "query")
     return app
 
 

@@ -1,5 +1,5 @@
 // The workshop page. It keeps the view, the controls, the URL and the API request in step, and
-// places on the page the numbers and text that /api/layer, /api/model or /api/decode returns. It
+// places on the page the numbers and text that /api/layer, /api/model, /api/decode or /api/serving returns. It
 // computes nothing: every time, ratio, share, roof, axis range and sentence comes from the library
 // through the API.
 "use strict";
@@ -20,13 +20,26 @@
     memory_efficiency: { input: "memory-efficiency-number", slider: "memory-efficiency" },
     launch_overhead_us: { input: "launch-overhead-number", slider: "launch-overhead" },
     overlap: { input: "overlap-number", slider: "overlap" },
+    dtype: { input: "dtype" },
+    input_len: { input: "input-len" },
+    output_len: { input: "output-len" },
+    max_users: { input: "max-users" },
+    slo_ttft_ms: { input: "slo-ttft" },
+    slo_tpot_ms: { input: "slo-tpot" },
   };
-  const PASS_THROUGH = ["context", "dtype"]; // API parameters with no control, kept when in the URL
+  // API parameters with no control, kept when in the URL
+  const PASS_THROUGH = ["context", "tp", "max_seqs", "max_tokens", "memory_fraction", "prefix_hit", "percentile",
+    "price_per_gpu_hour"];
+  // Parameters whose empty value means "none": left out of the API's query. A target left empty stays
+  // in the page's URL as `slo_ttft_ms=` (no target), since an absent one is the page's default.
+  const OPTIONAL = new Set(["dtype", "slo_ttft_ms", "slo_tpot_ms"]);
+  const EMPTY_IN_URL = new Set(["slo_ttft_ms", "slo_tpot_ms"]);
   // The views: which endpoint each reads and how it is drawn (the draw functions are below).
   const VIEWS = {
     layer: { endpoint: "/api/layer", draw: (data) => drawLayer(data) },
     model: { endpoint: "/api/model", draw: (data) => drawModel(data) },
     decode: { endpoint: "/api/decode", draw: (data) => drawDecode(data) },
+    serving: { endpoint: "/api/serving", draw: (data) => drawServing(data) },
   };
   const FONT = { family: "system-ui, sans-serif", size: 12 };
   const SHIFT = { left: 4, right: -4 }; // a label's pixel gap from the mark it is anchored to
@@ -45,6 +58,7 @@
   let modelKinds = new Map(); // each model's layer kinds: [{kind, count, first_layer}]
   let machineLaunchUs = new Map(); // each machine's preset launch overhead, the CLI's default
   let viewAttention = {}; // each view's default attention, as its CLI command has it
+  let viewParameters = {}; // the query parameters each view's endpoint takes (from /api/options)
   const touched = new Set(); // controls the user set (from the URL or by hand): never re-defaulted
 
   async function getJSON(url) {
@@ -55,17 +69,28 @@
 
   // -- state <-> URL <-> controls ---------------------------------------------------------------
 
-  // The API's query: the controls' values (the view is the page's, not the API's).
+  // The names the shown view's endpoint takes, in the controls' order.
+  function viewNames() {
+    const takes = new Set(viewParameters[view] || []);
+    return [...Object.keys(CONTROLS), ...PASS_THROUGH].filter((name) => takes.has(name));
+  }
+
+  // The API's query: the controls' values that the view's endpoint takes (the view is the page's,
+  // not the API's); an empty optional value is left out.
   function query() {
     const qs = new URLSearchParams();
-    for (const name of [...Object.keys(CONTROLS), ...PASS_THROUGH]) {
-      if (state[name] !== undefined && state[name] !== null) qs.set(name, state[name]);
+    for (const name of viewNames()) {
+      const value = state[name];
+      if (value === undefined || value === null || (value === "" && OPTIONAL.has(name))) continue;
+      qs.set(name, value);
     }
     return qs.toString();
   }
 
+  // The page's URL: the view, the API's query and the targets left empty on purpose.
   function pageQuery(apiQuery) {
-    return `view=${view}&${apiQuery}`;
+    const empty = viewNames().filter((name) => EMPTY_IN_URL.has(name) && state[name] === "");
+    return [`view=${view}`, apiQuery, ...empty.map((name) => `${name}=`)].filter((part) => part !== "").join("&");
   }
 
   function viewFromUrl() {
@@ -101,7 +126,7 @@
       option.textContent = `layer ${k.first_layer}: ${k.kind} (${k.count} layers)`;
       select.append(option);
     }
-    $("layer-control").hidden = kinds.length < 2;
+    $("layer-control").hidden = kinds.length < 2 || view === "serving";
     if (kinds.length < 2) {
       delete state.layer;
     } else if (!kinds.some((k) => String(k.first_layer) === state.layer) && !touched.has("layer")) {
@@ -121,6 +146,9 @@
       ? "Context, S (tokens already in the KV cache)"
       : "Tokens per sequence, T";
     $("phase").disabled = view === "decode"; // decode versus batch is decode whatever the phase
+    $("workload-controls").hidden = view === "serving"; // serving has its own workload: lengths and users
+    $("serving-controls").hidden = view !== "serving";
+    $("slo-hint").textContent = `at the ${state.percentile ? `p${state.percentile}` : "p90"} of each point; empty: no target`;
   }
 
   function showView() {
@@ -476,6 +504,113 @@
     return Plotly.react(id, traces, layout, PLOT_CONFIG);
   }
 
+  // -- serving ---------------------------------------------------------------------------------
+
+  // The entries of each field of ``series`` where ``keep(i)`` holds.
+  function where(series, keep, fields) {
+    const idx = series.users.map((_, i) => (keep(i) ? i : -1)).filter((i) => i >= 0);
+    const out = {};
+    for (const f of fields) out[f] = idx.map((i) => series[f][i]);
+    return out;
+  }
+
+  function drawServing(data) {
+    const t = data.readouts.text;
+    showCards("serving", t, ["best_name", "best", "best_sub", "gpu", "gpu_sub", "user", "user_sub", "ttft_name", "ttft",
+      "ttft_sub", "tpot_name", "tpot", "tpot_sub"]);
+    setText("serving-sentence", data.sentence);
+    $("serving-verdict").dataset.state = data.verdict.state;
+    $("serving-verdict").title = data.verdict.headline;
+    setText("serving-verdict-mark", data.verdict.mark);
+    setText("serving-verdict-text", data.verdict.text);
+    $("serving-curve-key").hidden = data.verdict.state === "none"; // no targets: nothing met or missed
+    setText("serving-note", data.caption);
+    const notes = $("serving-notes");
+    notes.replaceChildren(...data.notes.map((n) => { const li = document.createElement("li"); li.textContent = n; return li; }));
+    drawBreakdown(data.breakdown);
+    return Promise.all([drawServingCurve(data.chart), drawServingLatency(data.latency_chart)]);
+  }
+
+  function drawBreakdown(b) {
+    setText("serving-breakdown-title", b.title);
+    const body = $("serving-breakdown").tBodies[0];
+    body.replaceChildren(...b.table.map((row) => {
+      const tr = document.createElement("tr");
+      for (const [field, cls] of [["name", ""], ["runs", "num"], ["time", "num"], ["share", "num"], ["bound", row.bound]]) {
+        const td = document.createElement("td");
+        td.textContent = row[field];
+        if (cls) td.className = cls;
+        tr.append(td);
+      }
+      return tr;
+    }));
+  }
+
+  // Throughput per GPU against the speed each user sees: a point per concurrency, labelled by its
+  // users, filled where it meets the targets, the best one ringed.
+  function drawServingCurve(c) {
+    const fields = ["per_user_tokens_per_s", "output_tokens_per_s_per_gpu", "text", "hover"];
+    const group = (keep, name, marker) => {
+      const s = where(c, keep, fields);
+      return { x: s.per_user_tokens_per_s, y: s.output_tokens_per_s_per_gpu, text: s.text, mode: "markers+text", name,
+        textposition: "top right", textfont: { size: 11, color: "#4d4d4d" }, marker, cliponaxis: false,
+        hovertext: s.hover, hovertemplate: "%{hovertext}<extra></extra>" };
+    };
+    const traces = [
+      { x: c.per_user_tokens_per_s, y: c.output_tokens_per_s_per_gpu, mode: "lines", name: "the sweep",
+        line: { color: c.colors.line, width: 1.5 }, hoverinfo: "skip" },
+      group((i) => c.meets_slo[i], "meets the targets", { color: c.colors.meets, size: 10, line: { color: "#fff", width: 1 } }),
+      group((i) => !c.meets_slo[i], "misses the targets",
+        { symbol: "circle-open", color: c.colors.misses, size: 10, line: { width: 2 } }),
+    ];
+    if (c.best !== null) {
+      traces.push({ x: [c.per_user_tokens_per_s[c.best]], y: [c.output_tokens_per_s_per_gpu[c.best]], mode: "markers",
+        name: "best within the targets", marker: { symbol: "circle-open", size: 20, color: "#2b2f36", line: { width: 2 } },
+        hovertext: [c.hover[c.best]], hovertemplate: "%{hovertext}<extra></extra>" });
+    }
+    const annotations = c.empty_text === null ? [] : [{ xref: "paper", yref: "paper", x: 0.5, y: 0.5, text: c.empty_text,
+      showarrow: false, font: { size: 12, color: "#5b6573" } }];
+    const layout = {
+      showlegend: false,
+      margin: { l: 8, r: 24, t: 12, b: 44 },
+      xaxis: { title: { text: c.x_title }, range: c.x_range, automargin: true, separatethousands: true },
+      yaxis: { title: { text: c.y_title }, range: c.y_range, automargin: true, separatethousands: true },
+      annotations,
+      hoverlabel: { align: "left" },
+      font: FONT,
+    };
+    return Plotly.react("serving-curve-chart", traces, layout, PLOT_CONFIG);
+  }
+
+  // TTFT p50 and p99 and TPOT p50 against users on log axes, the targets as dotted lines.
+  function drawServingLatency(c) {
+    const line = (field, name, color, dash) => ({ x: c.users, y: c[field], mode: "lines+markers", name,
+      line: { color, width: 2, dash }, marker: { color, size: 6 },
+      hovertext: c.hover[field], hovertemplate: "%{hovertext}<extra></extra>" });
+    const traces = [
+      line("ttft_p50_ms", "TTFT p50", c.colors.ttft, "solid"),
+      line("ttft_p99_ms", "TTFT p99", c.colors.ttft, "dash"),
+      line("tpot_p50_ms", "TPOT p50", c.colors.tpot, "solid"),
+    ];
+    const shapes = c.targets.map((target) => ({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: target.ms,
+      y1: target.ms, line: { color: target.color, width: 1.5, dash: "dot" } }));
+    const annotations = c.targets.map((target) => ({ xref: "paper", yref: "y", x: 0.99, y: target.ms_log10, xanchor: "right",
+      yanchor: "bottom", text: target.text, showarrow: false, font: { size: 11, color: target.color } }));
+    const layout = {
+      margin: { l: 8, r: 16, t: 12, b: 44 },
+      legend: { x: 0.01, y: 0.99, xanchor: "left", yanchor: "top", font: { size: 11 },
+        bgcolor: "rgba(255,255,255,0.85)", bordercolor: "#dde2e8", borderwidth: 1 },
+      xaxis: { type: "log", range: c.x_range_log10, tickvals: c.ticks.values, ticktext: c.ticks.text,
+        title: { text: "concurrent users (closed loop)" }, automargin: true },
+      yaxis: { type: "log", range: c.y_range_log10, tickvals: c.y_ticks.values, ticktext: c.y_ticks.text,
+        title: { text: "ms" }, automargin: true },
+      shapes, annotations,
+      hoverlabel: { align: "left" },
+      font: FONT,
+    };
+    return Plotly.react("serving-latency-chart", traces, layout, PLOT_CONFIG);
+  }
+
   // -- after each draw --------------------------------------------------------------------------
 
   async function render(shown, data, pageQs) {
@@ -493,8 +628,11 @@
     try {
       const [machines, models, options] = await Promise.all(
         ["/api/machines", "/api/models", "/api/options"].map(getJSON));
-      defaults = options.defaults;
+      defaults = { ...options.defaults, ...(options.serving_defaults || {}) };
+      viewParameters = options.view_parameters || {};
       tokenStops = options.token_stops;
+      fillSelect("dtype", [{ key: "", label: "the machine's default" },
+        ...(options.plan_dtypes || []).map((d) => ({ key: d, label: d }))]);
       $("tokens").max = String(tokenStops.length - 1);
       fillSelect("machine", machines, (m) => (m.origin === "preset" ? "Presets" : `From ${m.origin}`));
       fillSelect("model", models);
