@@ -583,3 +583,17 @@ def test_shared_helpers():
     # 8,030,261,248 x 2 bytes of weights; 8,192 x 128 KiB = 2^30 of KV cache
     assert mem.to_csv() == "part,bytes\nweights,16060522496.0\nkv_cache,1073741824.0\ntotal,17134264320.0\n"
     assert train_plan("llama3-8b", 1e12, 8).to_csv().startswith("quantity,value\nmodel,llama3-8b\n")
+
+
+def test_bridged_pcie_cards_cross_pcie_past_a_pair():
+    """An H100 PCIe's NVLink bridge joins 2 cards (HPCT-H100): TP 2 runs over nvlink, TP 4 and 8
+    over PCIe (64 GB/s per direction), and --link nvlink for TP 8 is refused by name."""
+    from roofline.machines import get_machine
+    from roofline.plan import tp_link
+
+    m = get_machine("h100-pcie")
+    assert m.nvlink_gpus == 2
+    assert tp_link(m, None, 2) == "nvlink" and tp_link(m, None, 4) == "pcie" and tp_link(m, None, 8) == "pcie"
+    with pytest.raises(RooflineError, match="bridge joins 2 cards"):
+        tp_link(m, "nvlink", 8)
+    assert tp_link(get_machine("h100-sxm"), None, 8) == "nvlink"  # an HGX node: all 8 on NVLink

@@ -62,6 +62,7 @@ class Machine:
     memory_bytes: float | None = None
     l2_bytes: float | None = None
     sm_count: int | None = None
+    nvlink_gpus: int | None = None  # GPUs one NVLink domain joins when smaller than a node (a bridged PCIe pair: 2)
     links: tuple[tuple[str, float], ...] = ()
     launch_overhead_s: float = 0.0
     levels: tuple[MemoryLevel, ...] = ()
@@ -143,6 +144,7 @@ _NUMBER_KEYS = {
     "l2_bytes",
     "sm_count",
     "launch_overhead_s",
+    "nvlink_gpus",
 }
 _TEXT_KEYS = {"name", "vendor", "default_dtype", "notes"}
 _TABLE_KEYS = {"peak_flops_per_s", "links", "cache_levels"}
@@ -155,6 +157,7 @@ PHYSICAL_RANGES = {
     "bytes_per_s": (1e3, 1e18, "bytes/s"),
     "bytes": (1.0, 1e18, "bytes"),
     "sm_count": (1.0, 1e6, "units"),
+    "nvlink_gpus": (1.0, 1e6, "GPUs"),
     "launch_overhead_s": (1e-12, 1.0, "s"),
 }
 
@@ -250,6 +253,7 @@ def machine_from_dict(key: str, spec: dict, sources: dict[str, str]) -> Machine:
         memory_bytes=nums.get("memory_bytes"),
         l2_bytes=nums.get("l2_bytes"),
         sm_count=int(nums["sm_count"]) if "sm_count" in nums else None,
+        nvlink_gpus=int(nums["nvlink_gpus"]) if "nvlink_gpus" in nums else None,
         links=links,
         launch_overhead_s=nums.get("launch_overhead_s", 0.0),
         levels=tuple(levels),

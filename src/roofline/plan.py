@@ -262,6 +262,12 @@ def tp_link(machine: Machine, link: str | None, tensor_parallel: int, gpus_per_n
     named (nvlink, xgmi) is refused rather than silently stretched across nodes."""
     t = int(tensor_parallel)
     g = int(check_number("gpus_per_node", gpus_per_node, maximum=1_000_000, integer=True))
+    pair = machine.nvlink_gpus
+    if pair and pair < t <= g:  # bridged cards: NVLink joins only a pair, the ring crosses PCIe
+        if link is not None and str(link).strip().lower() == "nvlink":
+            raise RooflineError(f"tensor_parallel {t}: the {machine.name}'s NVLink bridge joins {pair} cards, so a ring of "
+                                f"{t} crosses PCIe: give --link pcie (or at most --tp {pair} over nvlink)", field="tensor_parallel")
+        return resolve_link(machine, link or "pcie")
     if t <= g:
         return resolve_link(machine, link)
     nodes = -(-t // g)
