@@ -197,7 +197,9 @@ def test_cli_serving_table_json_csv(capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["requests"] == 10 and d["breakdown"]["decode_step"]["ops"] and d["ttft_p50_s"] > 0
     assert main(["serving", "--concurrency", "2", "--requests", "6", "--csv"]) == 0
-    assert capsys.readouterr().out.splitlines()[0] == "request,ttft_s,tpot_s,e2e_s"
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "request,arrival_s,input_tokens,output_tokens,ttft_s,tpot_s,e2e_s"
+    assert lines[1].split(",")[:4] == ["0", "0.0", "1024", "256"]
     assert main(["serving", "--concurrency", "2", "--requests", "4", "--output-len", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["tpot_p50_s"] is None  # one-token answers have no TPOT
 

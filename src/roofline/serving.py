@@ -177,6 +177,10 @@ class ServingResult:
     price_per_gpu_hour: float | None = None
     step_durations_s: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # every step's seconds
     step_decodes: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # sequences it decoded
+    arrival_s: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # per request
+    request_input: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    request_output: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    settings: dict = field(default_factory=dict, repr=False)  # model, machine, precision, tensor parallel, link
 
     @property
     def requests(self) -> int:
@@ -237,7 +241,9 @@ class ServingResult:
     def to_dict(self) -> dict:
         """Metrics with None where a figure does not exist (TPOT of one-token answers)."""
         metrics = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.metrics().items()}
-        return {"model": self.description, "workload": self.workload, "gpus": self.gpus,
+        lengths = ({"input_tokens_mean": float(np.mean(self.request_input)), "output_tokens_mean": float(np.mean(self.request_output))}
+                   if len(self.request_input) else {})
+        return {"model": self.description, "workload": self.workload, "gpus": self.gpus, **self.settings, **lengths,
                 "engine": dataclasses.asdict(self.engine), **metrics, "notes": list(self.notes)}
 
     def to_json(self) -> str:
@@ -249,12 +255,24 @@ class ServingResult:
         return serving_table(self)
 
     def to_csv(self) -> str:
-        """One row per request: arrival order, TTFT, TPOT, end-to-end seconds."""
+        """One row per request, in arrival order: arrival time, prompt and output tokens, TTFT, TPOT
+        and end-to-end seconds (its queueing is in the TTFT)."""
         from roofline.tables import rows_to_csv
 
-        rows = [{"request": i, "ttft_s": _csv(a), "tpot_s": _csv(b), "e2e_s": _csv(c)}
-                for i, (a, b, c) in enumerate(zip(self.ttft_s, self.tpot_s, self.e2e_s))]
+        n = len(self.e2e_s)
+        arr = self.arrival_s if len(self.arrival_s) == n else np.full(n, np.nan)
+        ins = self.request_input if len(self.request_input) == n else np.zeros(n)
+        outs = self.request_output if len(self.request_output) == n else np.zeros(n)
+        rows = [{"request": i, "arrival_s": _csv(t), "input_tokens": int(ni), "output_tokens": int(no), "ttft_s": _csv(a),
+                 "tpot_s": _csv(b), "e2e_s": _csv(c)}
+                for i, (t, ni, no, a, b, c) in enumerate(zip(arr, ins, outs, self.ttft_s, self.tpot_s, self.e2e_s))]
         return rows_to_csv(rows)
+
+
+def step_settings(step: StepCost) -> dict:
+    """The configuration a result was simulated for, as keys (JSON)."""
+    return {"model_key": step.model.key or step.model.name, "machine": step.machine.key or step.machine.name,
+            "precision": step.precision.to_dict(), "tensor_parallel": step.tensor_parallel, "link": step.link}
 
 
 def _csv(x) -> str:
@@ -599,7 +617,8 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         _weighted_percentiles(dts, nds, PERCENTILES), duration, int(out.sum()), int(inp.sum()), int(computed), steps,
         float((dts * nds).sum() / busy) if busy else 0.0, tokens_sum / max(steps, 1),
         kv_integral / busy / cap if busy else 0.0, kv_peak / cap, preemptions,
-        in_system_integral / max(float(np.nanmax(finish_t)) - t_start, 1e-300), cap, notes, price_per_gpu_hour, dts, nds)
+        in_system_integral / max(float(np.nanmax(finish_t)) - t_start, 1e-300), cap, notes, price_per_gpu_hour, dts, nds,
+        arrival.copy(), inp, out, step_settings(step))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -858,7 +877,8 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
         float(np.mean([r.mean_step_tokens for r in d_results])) if d_results else 0.0,
         float(np.mean([r.kv_mean for r in d_results])) if d_results else 0.0,
         float(max([r.kv_peak for r in d_results], default=0.0)), int(sum(r.preemptions for r in p_results + d_results)),
-        float(np.nansum(e2e) / duration), last.cache_bytes, notes, price_per_gpu_hour, durations, decodes)
+        float(np.nansum(e2e) / duration), last.cache_bytes, notes, price_per_gpu_hour, durations, decodes,
+        arrival.copy(), inp, out, {**step_settings(decode), "disaggregated": [int(prefill_replicas), int(decode_replicas)]})
 
 
 def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_tokens, ttft_s=None, tpot_s=None,
