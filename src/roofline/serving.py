@@ -284,13 +284,13 @@ def _cache_growth(table, linear: bool, ctx0: np.ndarray, blocks0: np.ndarray, K:
     sum_i table[ceil((ctx0_i + 1 + k) / bs)] - table[blocks0_i]. With a linear table (bytes per
     block constant: full-attention models) in closed form from the contexts' residues mod bs;
     otherwise element by element."""
-    x = np.arange(1, K + 1)
     if linear:
-        q, r = np.divmod(ctx0, bs)
-        hist = np.bincount(r, minlength=bs)
-        # ceil((q bs + r + x) / bs) = q + ceil((r + x) / bs), summed over the sequences
-        blocks = q.sum() + (hist[:, None] * (-(-(np.arange(bs)[:, None] + x[None, :]) // bs))).sum(axis=0)
-        return table[1] * (blocks - blocks0.sum())
+        # a sequence takes a new block at step x (holding ctx0 + x tokens) when ctx0 + x = 1 mod bs:
+        # the growth is a running count of the contexts' residues (step 1's growth is already in blocks0)
+        hist = np.bincount(ctx0 % bs, minlength=bs)
+        inc = hist[(1 - np.arange(2, K + 1)) % bs]
+        return table[1] * np.concatenate(([0], np.cumsum(inc)))
+    x = np.arange(1, K + 1)
     return (table[-(-(ctx0[None, :] + x[:, None]) // bs)] - table[blocks0][None, :]).sum(axis=1)
 
 

@@ -164,6 +164,7 @@ class StepCost:
         self._logits_body = logits_body
         self._runs_token = runs + 2  # final norm and LM head
         self._runs_chunk = sum(n * len(names) for (_, n, _, _), names in zip(self._token_kinds, self._chunk_names))
+        self._runs_decode = sum(layers * len(fits) for layers, _, _, fits in self._decode_fits)
 
     def _final_norm(self, R) -> Kernel:
         sh, wa = self.sharded, self.precision.activations
@@ -315,7 +316,7 @@ class StepCost:
             for _, _, _, _, cf, cb, (rc, rm) in fits:
                 c = (cf[0] + cf[1] * n + cf[2] * s) * rc
                 m = (cb[0] + cb[1] * n + cb[2] * s) * rm
-                t += layers * (np.maximum(c, m) + lap * np.minimum(c, m))
+                t += layers * (np.maximum(c, m) + lap * np.minimum(c, m) if lap else np.maximum(c, m))
         return t
 
     def launch_seconds(self, n_decode: int, has_chunks: bool, samples: bool = True) -> float:
@@ -324,7 +325,7 @@ class StepCost:
         launch = self.cost_model.launch_overhead_s
         if self.cost_model.cuda_graph and not has_chunks:
             return launch
-        runs = self._runs_token - (0 if samples else 2) + (sum(l * len(f) for l, _, _, f in self._decode_fits) if n_decode else 0)
+        runs = self._runs_token - (0 if samples else 2) + (self._runs_decode if n_decode else 0)
         return launch * (runs + (self._runs_chunk if has_chunks else 0))
 
     def ops(self, decode_contexts=(), chunks=(), sampled: int | None = None) -> list[StepOp]:
