@@ -356,3 +356,40 @@ def test_the_best_split_is_the_fastest_of_the_splits_tried(step, capsys):
     assert found["colocated"] == pytest.approx(3 * one.slo["best"])
     assert main(["serving", "--disagg-search", "2", "--requests", "40"]) == 2  # needs an SLO
     assert "--disagg-search" in capsys.readouterr().err
+
+
+# -- expert parallelism ---------------------------------------------------------------------------
+
+def test_expert_parallelism_holds_a_share_of_the_experts_and_pays_two_all_to_alls():
+    """Mixtral 8x7B (46,702,792,704 parameters, 45,097,156,608 of them routed experts) over 4 GPUs
+    with data-parallel attention: each GPU holds everything but 3/4 of the experts,
+    2 x (46,702,792,704 - 3/4 x 45,097,156,608) = 25,759,850,496 B in bf16. A step of 64 tokens
+    sends each GPU's 16 tokens' 2 hidden rows (4,096 x 2 B), 3/4 of them to other GPUs, at each
+    of 32 MoE layers, each way: 16 x 2 x 4,096 x 2 x 3/4 x 32 = 6,291,456 B."""
+    ep = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True)
+    assert ep.weight_bytes_per_gpu() == pytest.approx(25_759_850_496)
+    ops = {o.name: o for o in ep.ops([2048] * 64)}
+    assert ops["EP all-to-all dispatch (nvlink)"].bytes == pytest.approx(6_291_456)
+    assert ops["EP all-to-all combine (nvlink)"].bytes == pytest.approx(6_291_456)
+    assert "QKV proj" in ops and not any("all-reduce" in n for n in ops)  # attention is data parallel: no TP all-reduce
+    one = {o.name: o for o in StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=1, max_seqs=256).ops([2048] * 64)}
+    # each GPU attends for a quarter of the sequences, with all the heads
+    assert ops["flash attention (decode)"].flops == pytest.approx(one["flash attention (decode)"].flops / 4)
+    with pytest.raises(RooflineError, match="MoE"):
+        StepCost("llama3-8b", "h100-sxm", tensor_parallel=2, expert_parallel=True)
+    with pytest.raises(RooflineError, match="must divide"):
+        StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=3, expert_parallel=True)
+
+
+def test_expert_parallel_serving_pools_the_cache_over_the_gpus(capsys):
+    """With data-parallel attention each GPU caches its own sequences whole: the replica's cache is
+    4 x one GPU's free memory."""
+    from roofline.step import kv_cache_budget
+
+    ep = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True)
+    cap, parts = kv_cache_budget(ep, 0.9)
+    assert cap == pytest.approx(4 * (parts["capacity_bytes"] - parts["weights_bytes"] - parts["activations_bytes"]))
+    assert main(["serving", "--model", "mixtral-8x7b", "--tp", "4", "--ep", "--concurrency", "16", "--requests", "32",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["gpus"] == 4 and "expert-parallel 4" in d["model"] and any("expert parallelism" in n for n in d["notes"])

@@ -77,7 +77,8 @@ class StepCost:
 
     def __init__(self, model="llama3-8b", machine="h100-sxm", precision: Precision | None = None, tensor_parallel: int = 1,
                  link: str | None = None, cost_model: CostModel | None = None, attention: str = "flash",
-                 max_tokens: int = 8192, max_seqs: int = 256, gpus_per_node: int = 8, verify_tokens: int = 1):
+                 max_tokens: int = 8192, max_seqs: int = 256, gpus_per_node: int = 8, verify_tokens: int = 1,
+                 expert_parallel: bool = False):
         self.model = get_model(model)
         self.machine = get_machine(machine)
         self.precision = precision or Precision(*(3 * (self.machine.default_dtype,)))
@@ -97,7 +98,24 @@ class StepCost:
         self.verify_tokens = int(check_number("verify_tokens", verify_tokens, maximum=64, integer=True))
         self.tensor_parallel = int(check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True))
         self.link = tp_link(self.machine, link, self.tensor_parallel, gpus_per_node) if self.tensor_parallel > 1 else None
-        self.sharded = shard(self.model, self.tensor_parallel)
+        # expert parallelism with data-parallel attention (DeepSeek-V3's, SGLang's and vLLM's layout for MoE): each of
+        # the g GPUs runs attention and the dense ops for its own 1/g of the sequences with the whole weights, holds
+        # E/g whole experts, and the routed tokens go to their experts' GPUs and back (two all-to-alls per MoE layer)
+        self.expert_parallel = bool(expert_parallel)
+        if self.expert_parallel:
+            from roofline.architecture import MoE
+
+            g = self.tensor_parallel
+            moes = [k.mlp for k in self.model.kinds if isinstance(k.mlp, MoE)]
+            if g < 2 or not moes:
+                raise RooflineError(f"expert parallelism needs an MoE model and 2 or more GPUs ({self.model.name}, "
+                                    f"{g} GPU(s))", field="expert_parallel")
+            bad = [m.n_experts for m in moes if m.n_experts % g]
+            if bad:
+                raise RooflineError(f"expert parallelism over {g} GPUs must divide {self.model.name}'s {bad[0]} experts",
+                                    field="tensor_parallel")
+        self._dp = self.tensor_parallel if self.expert_parallel else 1  # sequences per GPU: 1/dp of the step's
+        self.sharded = self.model if self.expert_parallel else shard(self.model, self.tensor_parallel)
         self._build()
 
     # -- building --------------------------------------------------------------------------------
@@ -133,9 +151,12 @@ class StepCost:
         for kind, n in sh.kind_counts():
             label = f"{'ABCDEFGHIJKLMNOPQRSTUVWXYZ'[sh.kinds.index(kind)]}: " if multi else ""
             token_names = self._token_names(kind)
-            pre = {k.name: k for k in self._kernels(kind, False, Mpos, 1, Mpos)}
+            pre = self._token_kernels(kind, Mpos)
             for name in token_names:
                 k = pre[name]
+                token_body += self._op_time(k)[2] * n
+                runs += n
+            for k in self._all_to_alls(kind, Mpos):
                 token_body += self._op_time(k)[2] * n
                 runs += n
             self._token_kinds.append((kind, n, label, token_names))
@@ -146,12 +167,13 @@ class StepCost:
             self._decode_fits.append((n, span, label, self._decode_fit(kind, token_names, span)))
             self._chunk_names.append([k.name for k in self._kernels(kind, False, 8, 1, 8) if k.name not in token_names])
             reduces += n * (1 if kind.parallel else (kind.mixer is not None) + (kind.mlp is not None))
-        emb = Kernel.trusted("embedding", 0.0 * Mpos, 2.0 * w_a * Mpos * D, "gather", self.precision.activations,
-                             weight_elems=Mpos * D, part="embedding")
+        Mg = Mpos / self._dp
+        emb = Kernel.trusted("embedding", 0.0 * Mg, 2.0 * w_a * Mg * D, "gather", self.precision.activations,
+                             weight_elems=Mg * D, part="embedding")
         token_body += self._op_time(_requantised(emb, self.precision)[0])[2]
         runs += 1
         self._reduces = reduces
-        if self.tensor_parallel > 1:
+        if self.tensor_parallel > 1 and not self.expert_parallel:
             ar = all_reduce_kernel(Mpos * D, self.tensor_parallel, self.link, w_a, name=f"TP all-reduce ({self.link})")
             token_body += self._op_time(ar)[2] * reduces
             runs += reduces
@@ -159,12 +181,54 @@ class StepCost:
         self._token_body = token_body
         R = np.arange(0, self.max_seqs * self.verify_tokens + self.max_seqs + 1, dtype=float)
         Rp = np.maximum(R, 1.0)
-        logits_body = self._op_time(self._final_norm(Rp))[2] + self._op_time(self._lm_head(Rp))[2]
+        logits_body = self._op_time(self._final_norm(Rp / self._dp))[2] + self._op_time(self._lm_head(Rp / self._dp))[2]
         logits_body[0] = 0.0
         self._logits_body = logits_body
         self._runs_token = runs + 2  # final norm and LM head
         self._runs_chunk = sum(n * len(names) for (_, n, _, _), names in zip(self._token_kinds, self._chunk_names))
         self._runs_decode = sum(layers * len(fits) for layers, _, _, fits in self._decode_fits)
+
+    ROUTED = ("expert gate+up proj", "expert up proj", "expert down proj")
+
+    def _token_kernels(self, kind, M) -> dict:
+        """name -> kernel of the kind's ops over a step of M tokens, as one GPU runs them: all at M
+        rows; with expert parallelism the dense ops at M / g rows (its sequences) and the routed
+        experts as a local MoE of E / g experts taking k / g of every token (the same expected rows
+        and touched experts as the GPU's share of the global routing) at M rows."""
+        if not self.expert_parallel:
+            return {k.name: k for k in self._kernels(kind, False, M, 1, M)}
+        from roofline.architecture import MoE
+
+        g = self._dp
+        dense = {k.name: k for k in self._kernels(kind, False, M / g, 1, M / g)}
+        if not isinstance(kind.mlp, MoE):
+            return dense
+        import types
+
+        from roofline.blocks import _moe_ops, _Ops
+        from roofline.kernels import dtype_name
+        from roofline.units import dtype_bytes
+
+        # the routed experts only (the shared expert and the router are dense ops above): E / g experts, k / g of each token
+        moe = types.SimpleNamespace(n_experts=kind.mlp.n_experts / g, top_k=kind.mlp.top_k / g, d_ff=kind.mlp.d_ff,
+                                    gated=kind.mlp.gated, activation=kind.mlp.activation, shared_d_ff=0)
+        wa = self.precision.activations
+        for k in _moe_ops(_Ops(dtype_bytes(wa), dtype_name(wa)), moe, M, self.sharded.d_model)[1:]:
+            dense[k.name] = _requantised(k, self.precision)[0]
+        return dense
+
+    def _all_to_alls(self, kind, M) -> list[Kernel]:
+        """Expert parallelism: the dispatch and the combine of one MoE layer, each GPU sending its
+        M / g tokens' k hidden rows to the experts' GPUs ((g - 1) / g of them elsewhere) and getting
+        as many back: (M / g) k D w (g - 1) / g bytes each way, over the link, plus its latency."""
+        from roofline.architecture import MoE
+
+        if not self.expert_parallel or not isinstance(kind.mlp, MoE):
+            return []
+        g, w = self._dp, DTYPE_BYTES[self.precision.activations]
+        sent = (M / g) * kind.mlp.top_k * self.sharded.d_model * w * (g - 1) / g
+        return [Kernel.trusted(f"EP all-to-all {what} ({self.link})", 0.0 * sent, sent, "collective",
+                               self.precision.activations, self.link) for what in ("dispatch", "combine")]
 
     def _final_norm(self, R) -> Kernel:
         sh, wa = self.sharded, self.precision.activations
@@ -233,9 +297,13 @@ class StepCost:
         return (m if m > c else c) + lap * (c if m > c else m)
 
     def _decode_seconds(self, n: int, sum_s: float, contexts) -> float:
+        """The decode sequence ops of one GPU: all n sequences, or 1/dp of them (and of their
+        contexts) with data-parallel attention."""
         t = 0.0
+        dp = self._dp
+        n = n / dp if dp > 1 else n
         for layers, span, _, fits in self._decode_fits:
-            s = sum_s if not span else float(np.minimum(contexts, span).sum())
+            s = (sum_s if not span else float(np.minimum(contexts, span).sum())) / dp
             for _, _, _, _, cf, cb, rates in fits:
                 t += layers * self._seq_time(cf[0] + cf[1] * n + cf[2] * s, cb[0] + cb[1] * n + cb[2] * s, rates)
         return t
@@ -269,7 +337,8 @@ class StepCost:
     def _chunks_seconds(self, chunks) -> float:
         if not chunks:
             return 0.0
-        return sum(n * self._seq_time(F, B, rates) for F, B, rates, n in self._chunk_sums(chunks).values())
+        dp = self._dp  # data-parallel attention: each GPU runs 1/dp of the chunks
+        return sum(n * self._seq_time(F / dp, B / dp, rates) for F, B, rates, n in self._chunk_sums(chunks).values())
 
     def seconds(self, decode_contexts=(), chunks=(), sampled: int | None = None) -> float:
         """One step: the decoding sequences' contexts (positions attended by their last token fed:
@@ -303,6 +372,7 @@ class StepCost:
         t = np.full(K, self._token_body[n] + self._logits_body[n] + self.launch_seconds(n, False))
         lap = 1.0 - self.cost_model.overlap
         sums = float(ctx0.sum()) + n * k1
+        dp = self._dp
         order = None
         for layers, span, _, fits in self._decode_fits:
             if span:
@@ -311,11 +381,12 @@ class StepCost:
                     prefix = np.concatenate(([0.0], np.cumsum(order)))
                 below = np.searchsorted(order, span - k1, side="left")  # these stay under the window at step k
                 s = prefix[below] + below * k1 + (n - below) * float(span)
+                s = s / dp
             else:
-                s = sums
+                s = sums / dp
             for _, _, _, _, cf, cb, (rc, rm) in fits:
-                c = (cf[0] + cf[1] * n + cf[2] * s) * rc
-                m = (cb[0] + cb[1] * n + cb[2] * s) * rm
+                c = (cf[0] + cf[1] * n / dp + cf[2] * s) * rc
+                m = (cb[0] + cb[1] * n / dp + cb[2] * s) * rm
                 t += layers * (np.maximum(c, m) + lap * np.minimum(c, m) if lap else np.maximum(c, m))
         return t
 
@@ -348,33 +419,38 @@ class StepCost:
             out.append(StepOp(name, part, count, F * count, B * count, (t + launch) * count,
                               "memory" if m > c else "compute"))
 
+        dp = self._dp
         if M:
             w_a = DTYPE_BYTES[self.precision.activations]
-            emb = _requantised(Kernel.trusted("embedding", 0.0, 2.0 * w_a * M * self.sharded.d_model, "gather",
-                                              self.precision.activations, weight_elems=M * self.sharded.d_model,
+            Mg = M / dp
+            emb = _requantised(Kernel.trusted("embedding", 0.0, 2.0 * w_a * Mg * self.sharded.d_model, "gather",
+                                              self.precision.activations, weight_elems=Mg * self.sharded.d_model,
                                               part="embedding"), self.precision)[0]
             add("embedding", "token", 1, float(emb.flops), float(emb.bytes), emb)
             for kind, layers, label, names in self._token_kinds:
-                ks = {k.name: k for k in self._kernels(kind, False, M, 1, M)}
+                ks = self._token_kernels(kind, float(M))
                 for nm in names:
                     add(label + nm, "token", layers, float(ks[nm].flops), float(ks[nm].bytes), ks[nm])
-            if self.tensor_parallel > 1:
+                for k in self._all_to_alls(kind, float(M)):
+                    add(label + k.name, "token", layers, float(k.flops), float(k.bytes), k)
+            if self.tensor_parallel > 1 and not self.expert_parallel:
                 ar = all_reduce_kernel(M * self.sharded.d_model, self.tensor_parallel, self.link,
                                        DTYPE_BYTES[self.precision.activations], name=f"TP all-reduce ({self.link})")
                 add(ar.name, "token", self._reduces, float(ar.flops), float(ar.bytes), ar)
         if n:
             for layers, span, label, fits in self._decode_fits:
-                s = float(ctx.sum()) if not span else float(np.minimum(ctx, span).sum())
+                s = (float(ctx.sum()) if not span else float(np.minimum(ctx, span).sum())) / dp
+                ng = n / dp
                 for name, _, _, _, cf, cb, rates in fits:
-                    add(f"{label}{name} (decode)", "decode", layers, cf[0] + cf[1] * n + cf[2] * s, cb[0] + cb[1] * n + cb[2] * s,
-                        rates)
+                    add(f"{label}{name} (decode)", "decode", layers, cf[0] + cf[1] * ng + cf[2] * s,
+                        cb[0] + cb[1] * ng + cb[2] * s, rates)
         if chunks:
             for name, (F, B, rates, layers) in self._chunk_sums(chunks).items():
-                add(f"{name} (chunks)", "chunk", layers, F, B, rates)
+                add(f"{name} (chunks)", "chunk", layers, F / dp, B / dp, rates)
         if R:
-            fn = self._final_norm(float(R))
+            fn = self._final_norm(float(R) / dp)
             add("final norm", "logits", 1, float(fn.flops), float(fn.bytes), fn)
-            lm = self._lm_head(float(R))
+            lm = self._lm_head(float(R) / dp)
             add("LM head", "logits", 1, float(lm.flops), float(lm.bytes), lm)
         if graph and out:
             out.append(StepOp("CUDA graph launch", "launch", 1, 0.0, 0.0, self.cost_model.launch_overhead_s, "launch"))
@@ -382,14 +458,33 @@ class StepCost:
 
     def describe(self) -> str:
         cm = self.cost_model
-        return (f"{self.model.name} on {self.machine.name}, {self.precision.label()}, tensor-parallel {self.tensor_parallel}"
+        layout = (f"expert-parallel {self.tensor_parallel} with data-parallel attention" if self.expert_parallel
+                  else f"tensor-parallel {self.tensor_parallel}")
+        return (f"{self.model.name} on {self.machine.name}, {self.precision.label()}, {layout}"
                 f"{f' over {self.link}' if self.link else ''}; {cm.describe()}")
+
+    def weight_bytes_per_gpu(self) -> float:
+        """Weights one GPU holds: its tensor-parallel slice, or with expert parallelism the whole
+        model but 1/g of the routed experts."""
+        from roofline.plan import inference_weight_bytes
+
+        if not self.expert_parallel:
+            return inference_weight_bytes(self.model, self.precision, self.tensor_parallel)
+        from roofline.transformer import count_params
+
+        whole = inference_weight_bytes(self.model, self.precision, 1)
+        experts = count_params(self.model)["experts"] * self.precision.weight_width("experts")
+        return whole - experts * (1.0 - 1.0 / self.tensor_parallel)
 
     def notes(self) -> tuple[str, ...]:
         """What the step's costs assume beyond the cost model's line."""
         from roofline.links import latency_note
 
         out = (latency_note(self.link),) if self.link else ()
+        if self.expert_parallel:
+            out += (f"expert parallelism over {self.tensor_parallel} GPUs: each runs attention and the dense ops for 1/"
+                    f"{self.tensor_parallel} of the sequences with whole weights and holds 1/{self.tensor_parallel} of "
+                    "the experts; two all-to-alls per MoE layer; tokens, sequences and routing assumed balanced",)
         return out + ((self.note_model,) if self.note_model else ())
 
 
@@ -404,12 +499,12 @@ def kv_cache_budget(step: StepCost, memory_fraction: float) -> tuple[float, dict
     if not m.memory_bytes:
         raise RooflineError(f"the {m.name} gives no memory capacity: the KV cache cannot be sized", field="machine")
     sh = step.sharded
-    weights = inference_weight_bytes(step.model, step.precision, step.tensor_parallel)
+    weights = step.weight_bytes_per_gpu()
     w = DTYPE_BYTES[step.precision.activations]
     widest = max([getattr(k.mlp, "d_ff", 0) * 2 for k in sh.kinds] + [sh.d_model * 4])
     activations = step.max_tokens * (widest + 4 * sh.d_model) * w + step.max_seqs * sh.vocab * 4.0
     capacity = m.memory_bytes * memory_fraction
-    free = capacity - weights - activations
+    free = (capacity - weights - activations) * step._dp  # data-parallel attention: each GPU caches its sequences
     return max(free, 0.0), {"capacity_bytes": capacity, "weights_bytes": weights, "activations_bytes": activations,
                             "kv_cache_bytes": max(free, 0.0)}
 
@@ -421,7 +516,8 @@ def sequence_cache_bytes(step: StepCost, block_size: int, max_blocks: int) -> np
     from roofline.plan import kv_bytes_per_sequence
 
     k = np.arange(0, max_blocks + 1)
-    out = np.asarray(kv_bytes_per_sequence(step.model, np.maximum(k * block_size, 1), step.precision, step.tensor_parallel),
+    out = np.asarray(kv_bytes_per_sequence(step.model, np.maximum(k * block_size, 1), step.precision,
+                                           1 if step.expert_parallel else step.tensor_parallel),
                      dtype=float)
     out = np.broadcast_to(out, k.shape).copy()
     out[0] = 0.0

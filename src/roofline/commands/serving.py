@@ -90,7 +90,7 @@ def cmd_serving(args):
     engine = _engine(args)
     precision = _precision(args, m)
     step = StepCost(args.model, m, precision, args.tp, args.link, cm, args.attention, engine.max_tokens,
-                    engine.max_seqs, args.gpus_per_node, engine.spec_tokens + 1)
+                    engine.max_seqs, args.gpus_per_node, engine.spec_tokens + 1, args.ep)
     draft = None
     if args.draft is not None:
         draft = StepCost(args.draft, m, precision, args.tp, args.link, cm, args.attention, engine.max_tokens,
@@ -276,6 +276,9 @@ def register(sub):
     p.add_argument("--acceptance", type=number_arg("--acceptance", maximum=0.999), default=None,
                    help="the chance each draft token is accepted, e.g. 0.7")
     p.add_argument("--draft", default=None, help="the draft model (a preset or config.json), on the same GPUs")
+    p.add_argument("--ep", action="store_true",
+                   help="MoE: expert parallelism over the --tp GPUs with data-parallel attention (all-to-all dispatch "
+                        "and combine) instead of tensor parallelism")
     p.add_argument("--disagg", type=_split_arg, default=None, metavar="P:D",
                    help="prefill/decode disaggregation: P prefill and D decode replicas of --tp GPUs each (with --rate)")
     p.add_argument("--disagg-search", type=number_arg("--disagg-search", integer=True, maximum=64), default=None, metavar="G",
