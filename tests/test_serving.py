@@ -393,3 +393,31 @@ def test_expert_parallel_serving_pools_the_cache_over_the_gpus(capsys):
                  "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["gpus"] == 4 and "expert-parallel 4" in d["model"] and any("expert parallelism" in n for n in d["notes"])
+
+
+# -- pipeline parallelism ---------------------------------------------------------------------------
+
+def test_pipeline_stages_hold_a_share_of_the_weights_and_send_between_stages():
+    """Llama 3 70B over 4 stages of 1 GPU: each holds 2 x 70,553,706,496 / 4 = 35,276,853,248 B. A
+    decode step of one sequence crosses the stages' 3 boundaries, each a send of one token's
+    8,192 x 2 B over NVLink: 6 us + 16,384 / (0.85 x 450 GB/s), and a launch of 3 us (eager)."""
+    pp = StepCost("llama3-70b", "h100-sxm", cost_model=EAGER, pipeline_stages=4)
+    one = StepCost("llama3-70b", "h100-sxm", cost_model=EAGER)
+    assert pp.weight_bytes_per_gpu() == pytest.approx(35_276_853_248)
+    send = 6e-6 + 16384 / (0.85 * 450e9) + 3e-6
+    assert pp.seconds([2048]) - one.seconds([2048]) == pytest.approx(3 * send, rel=1e-9)
+
+
+def test_a_pipeline_runs_a_micro_batch_per_stage_and_idles_below_that():
+    """4 stages, 64 users: 4 virtual engines of 16 identical users each deliver 4 x one engine's
+    tokens/s; with 1 user only one engine works (the bubble): the same as one engine alone."""
+    from roofline.serving import simulate_pipelined
+
+    pp = StepCost("llama3-70b", "h100-sxm", cost_model=EAGER, pipeline_stages=4)
+    full = simulate(pp, closed_requests(64, 128, 512, 64))
+    alone = simulate(pp, closed_requests(16, 32, 512, 64), _stage_engine=True)
+    assert full.gpus == 4 and full.output_tokens_per_s == pytest.approx(4 * alone.output_tokens_per_s, rel=1e-9)
+    single = simulate_pipelined(pp, closed_requests(1, 4, 512, 64))
+    lone = simulate(pp, closed_requests(1, 4, 512, 64), _stage_engine=True)
+    assert single.output_tokens_per_s == pytest.approx(lone.output_tokens_per_s, rel=1e-9)
+    assert any("pipeline: 4 stages" in n for n in full.notes)

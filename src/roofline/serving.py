@@ -309,7 +309,7 @@ def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, ps) -> dict:
 
 
 def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), price_per_gpu_hour: float | None = None,
-             max_steps: int = 50_000_000, draft: StepCost | None = None) -> ServingResult:
+             max_steps: int = 50_000_000, draft: StepCost | None = None, _stage_engine: bool = False) -> ServingResult:
     """Run the scheduler of the module docstring over ``requests``; see ServingResult.
 
     Speculative decoding (``engine.spec_tokens`` k > 0, a ``draft`` model's StepCost built for one
@@ -318,6 +318,10 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     k + 1 tokens per sequence; each sequence emits engine.tokens_per_verify tokens on average
     (carried as a fraction from step to step: the expected value, not a random draw). The draft's
     weights and its KV cache share the GPUs' memory."""
+    if step.pipeline_stages > 1 and not _stage_engine:
+        if draft is not None:
+            raise RooflineError("speculative decoding with pipeline stages is not modelled", field="pipeline_stages")
+        return simulate_pipelined(step, requests, engine, 0, price_per_gpu_hour)
     T = engine.spec_tokens + 1
     if step.verify_tokens != T:
         raise RooflineError(f"the step model feeds {step.verify_tokens} tokens per decoding sequence; the engine's "
@@ -906,3 +910,63 @@ def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_toke
     ok = [s for s in splits if s[2] is not None]
     return {"splits": splits, "best": max(ok, key=lambda s: s[2]) if ok else None, "colocated": colocated,
             "gpus": g * step.tensor_parallel, "slo": slo}
+
+
+# ---------------------------------------------------------------------------------------------
+# pipeline parallelism
+# ---------------------------------------------------------------------------------------------
+
+
+def simulate_pipelined(step: StepCost, requests: Requests, engine: Engine = Engine(), seed: int = 0,
+                       price_per_gpu_hour: float | None = None) -> ServingResult:
+    """A replica of p = step.pipeline_stages stages (each on the tensor-parallel group) running p
+    micro-batches in flight, as vLLM's pipeline-parallel scheduler does (one virtual engine per
+    stage): every virtual engine is this module's scheduler over its share of the requests (users
+    split evenly in a closed loop, arrivals at random in an open one), its step the whole model's
+    time at its own batch plus the p - 1 sends between stages (StepCost with pipeline_stages), and
+    its KV cache one stage GPU's free memory (each GPU holds 1/p of the layers of every sequence,
+    so p engines share p GPUs' worth). Balanced stages and micro-batches are assumed: a stage never
+    waits for another engine's (said in the notes). Fewer requests in flight than p leave stages
+    idle: the pipeline bubble at low load."""
+    p = step.pipeline_stages
+    if p < 2:
+        return simulate(step, requests, engine, price_per_gpu_hour, _stage_engine=True)
+    n = requests.n
+    inp = np.asarray(requests.input_tokens, dtype=np.int64)
+    out = np.asarray(requests.output_tokens, dtype=np.int64)
+    closed = requests.arrival_s is None
+    if closed:  # users spread over the engines; an engine without users gets no requests (the bubble)
+        users = [requests.concurrency // p + (1 if i < requests.concurrency % p else 0) for i in range(p)]
+        active = [i for i in range(p) if users[i]]
+        share = np.asarray(active)[np.arange(n) % len(active)]
+    else:
+        share = np.random.default_rng(seed).integers(0, p, size=n)
+    ttft, tpot, e2e, arrival = (np.full(n, np.nan) for _ in range(4))
+    parts = []
+    for i in range(p):
+        idx = np.flatnonzero(share == i)
+        if len(idx) == 0 or (closed and users[i] == 0):
+            continue
+        sub = (Requests(inp[idx], out[idx], None, users[i], label="virtual engine") if closed else
+               Requests(inp[idx], out[idx], np.asarray(requests.arrival_s)[idx], None, label="virtual engine"))
+        r = simulate(step, sub, engine, price_per_gpu_hour, _stage_engine=True)
+        ttft[idx], tpot[idx], e2e[idx], arrival[idx] = r.ttft_s, r.tpot_s, r.e2e_s, r.arrival_s
+        parts.append(r)
+    finish = arrival + e2e
+    t0 = float(np.nanmin(arrival))
+    duration = float(np.nanmax(finish)) - t0
+    durations = np.concatenate([r.step_durations_s for r in parts])
+    decodes = np.concatenate([r.step_decodes for r in parts])
+    busy = float(durations.sum())
+    notes = (f"pipeline: {p} stages of about {step.model.n_layers / p:.3g} layers, each on {step.tensor_parallel} GPU(s), "
+             f"{p} micro-batches in flight (one virtual engine per stage); balanced stages and micro-batches assumed; "
+             f"fewer requests than stages leave stages idle",) + parts[0].notes
+    return ServingResult(
+        step.describe(), requests.label, engine, step.tensor_parallel * p, ttft, tpot, e2e,
+        _weighted_percentiles(durations, decodes, PERCENTILES), duration, int(out.sum()), int(inp.sum()),
+        int(sum(r.computed_tokens for r in parts)), int(sum(r.steps for r in parts)),
+        float((durations * decodes).sum() / duration) if duration else 0.0,  # sequences decoding at once, all engines
+        float(np.mean([r.mean_step_tokens for r in parts])), float(np.mean([r.kv_mean for r in parts])),
+        float(max(r.kv_peak for r in parts)), int(sum(r.preemptions for r in parts)), float(np.nansum(e2e) / duration),
+        parts[0].cache_bytes * p, notes, price_per_gpu_hour, durations, decodes, arrival, inp, out,
+        {**step_settings(step), "pipeline_stages": p})

@@ -78,7 +78,7 @@ class StepCost:
     def __init__(self, model="llama3-8b", machine="h100-sxm", precision: Precision | None = None, tensor_parallel: int = 1,
                  link: str | None = None, cost_model: CostModel | None = None, attention: str = "flash",
                  max_tokens: int = 8192, max_seqs: int = 256, gpus_per_node: int = 8, verify_tokens: int = 1,
-                 expert_parallel: bool = False):
+                 expert_parallel: bool = False, pipeline_stages: int = 1):
         self.model = get_model(model)
         self.machine = get_machine(machine)
         self.precision = precision or Precision(*(3 * (self.machine.default_dtype,)))
@@ -115,6 +115,22 @@ class StepCost:
                 raise RooflineError(f"expert parallelism over {g} GPUs must divide {self.model.name}'s {bad[0]} experts",
                                     field="tensor_parallel")
         self._dp = self.tensor_parallel if self.expert_parallel else 1  # sequences per GPU: 1/dp of the step's
+        # pipeline parallelism: p stages of L / p layers (each on the tensor-parallel group); a micro-batch's step passes
+        # every stage in turn, so its time is the whole model's plus p - 1 activation sends between stages
+        self.pipeline_stages = int(check_number("pipeline_stages", pipeline_stages, maximum=1024, integer=True))
+        if self.pipeline_stages > self.model.n_layers:
+            raise RooflineError(f"pipeline_stages {self.pipeline_stages} is more stages than {self.model.name}'s "
+                                f"{self.model.n_layers} layers", field="pipeline_stages")
+        if self.pipeline_stages > 1 and self.expert_parallel:
+            raise RooflineError("pipeline stages with expert parallelism are not modelled", field="pipeline_stages")
+        self.pp_link = None
+        if self.pipeline_stages > 1:
+            from roofline.plan import CROSS_NODE_LINKS, default_link, resolve_link
+
+            within = self.tensor_parallel * self.pipeline_stages <= gpus_per_node
+            self.pp_link = resolve_link(self.machine, None if within else
+                                        next((n for n in CROSS_NODE_LINKS if n in dict(self.machine.links)), None),
+                                        field="pipeline_stages") if self.machine.links else None
         self.sharded = self.model if self.expert_parallel else shard(self.model, self.tensor_parallel)
         self._build()
 
@@ -177,6 +193,12 @@ class StepCost:
             ar = all_reduce_kernel(Mpos * D, self.tensor_parallel, self.link, w_a, name=f"TP all-reduce ({self.link})")
             token_body += self._op_time(ar)[2] * reduces
             runs += reduces
+        if self.pipeline_stages > 1:
+            if self.pp_link is None:
+                raise RooflineError(f"pipeline stages need a link between them; the {self.machine.name} lists none",
+                                    field="pipeline_stages")
+            token_body += self._op_time(self._stage_send(Mpos))[2] * (self.pipeline_stages - 1)
+            runs += self.pipeline_stages - 1
         token_body[0] = 0.0
         self._token_body = token_body
         R = np.arange(0, self.max_seqs * self.verify_tokens + self.max_seqs + 1, dtype=float)
@@ -216,6 +238,14 @@ class StepCost:
         for k in _moe_ops(_Ops(dtype_bytes(wa), dtype_name(wa)), moe, M, self.sharded.d_model)[1:]:
             dense[k.name] = _requantised(k, self.precision)[0]
         return dense
+
+    def _stage_send(self, M) -> Kernel:
+        """One send between pipeline stages: the (M, D) activations (each GPU of the tensor-parallel
+        group sends its copy's 1/t) over the stages' link, with its latency."""
+        w = DTYPE_BYTES[self.precision.activations]
+        sent = M * self.sharded.d_model * w / self.tensor_parallel
+        return Kernel.trusted(f"PP send ({self.pp_link})", 0.0 * sent, sent, "collective", self.precision.activations,
+                              self.pp_link)
 
     def _all_to_alls(self, kind, M) -> list[Kernel]:
         """Expert parallelism: the dispatch and the combine of one MoE layer, each GPU sending its
@@ -433,6 +463,9 @@ class StepCost:
                     add(label + nm, "token", layers, float(ks[nm].flops), float(ks[nm].bytes), ks[nm])
                 for k in self._all_to_alls(kind, float(M)):
                     add(label + k.name, "token", layers, float(k.flops), float(k.bytes), k)
+            if self.pipeline_stages > 1:
+                k = self._stage_send(float(M))
+                add(k.name, "token", self.pipeline_stages - 1, float(k.flops), float(k.bytes), k)
             if self.tensor_parallel > 1 and not self.expert_parallel:
                 ar = all_reduce_kernel(M * self.sharded.d_model, self.tensor_parallel, self.link,
                                        DTYPE_BYTES[self.precision.activations], name=f"TP all-reduce ({self.link})")
@@ -460,6 +493,8 @@ class StepCost:
         cm = self.cost_model
         layout = (f"expert-parallel {self.tensor_parallel} with data-parallel attention" if self.expert_parallel
                   else f"tensor-parallel {self.tensor_parallel}")
+        if self.pipeline_stages > 1:
+            layout += f" x {self.pipeline_stages} pipeline stages over {self.pp_link}"
         return (f"{self.model.name} on {self.machine.name}, {self.precision.label()}, {layout}"
                 f"{f' over {self.link}' if self.link else ''}; {cm.describe()}")
 
@@ -469,7 +504,7 @@ class StepCost:
         from roofline.plan import inference_weight_bytes
 
         if not self.expert_parallel:
-            return inference_weight_bytes(self.model, self.precision, self.tensor_parallel)
+            return inference_weight_bytes(self.model, self.precision, self.tensor_parallel) / self.pipeline_stages
         from roofline.transformer import count_params
 
         whole = inference_weight_bytes(self.model, self.precision, 1)

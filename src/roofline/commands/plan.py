@@ -34,7 +34,7 @@ FLAGS = {
     "gpus_per_node": "--gpus-per-node", "target_rate": "--target-rate", "spec_tokens": "--spec-tokens",
     "acceptance": "--acceptance", "draft": "--draft", "disagg": "--disagg", "kv_link": "--kv-link",
     "prefill_replicas": "--disagg", "decode_replicas": "--disagg", "disagg_search": "--disagg-search",
-    "replicas": "--disagg-search", "eager": "--eager", "expert_parallel": "--ep",
+    "replicas": "--disagg-search", "eager": "--eager", "expert_parallel": "--ep", "pipeline_stages": "--pp",
 }
 
 

@@ -74,7 +74,7 @@ def cmd_serving(args):
     if args.breakdown and args.csv:
         raise RooflineError("--breakdown is a table of ops: use it without --csv (with --json it is the \"breakdown\" key)",
                             field="breakdown")
-    if args.tp == 1:
+    if args.tp == 1 and args.pp == 1:
         refuse_unused(args, {"link": None, "gpus_per_node": 8}, "with --tp 1 (one GPU: no tensor-parallel collectives)")
     m = machine_from_args(args)
     cm = cost_model_from_args(args, m)
@@ -90,7 +90,7 @@ def cmd_serving(args):
     engine = _engine(args)
     precision = _precision(args, m)
     step = StepCost(args.model, m, precision, args.tp, args.link, cm, args.attention, engine.max_tokens,
-                    engine.max_seqs, args.gpus_per_node, engine.spec_tokens + 1, args.ep)
+                    engine.max_seqs, args.gpus_per_node, engine.spec_tokens + 1, args.ep, args.pp)
     draft = None
     if args.draft is not None:
         draft = StepCost(args.draft, m, precision, args.tp, args.link, cm, args.attention, engine.max_tokens,
@@ -276,6 +276,8 @@ def register(sub):
     p.add_argument("--acceptance", type=number_arg("--acceptance", maximum=0.999), default=None,
                    help="the chance each draft token is accepted, e.g. 0.7")
     p.add_argument("--draft", default=None, help="the draft model (a preset or config.json), on the same GPUs")
+    p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=1024), default=1,
+                   help="pipeline stages of --tp GPUs each, a micro-batch per stage in flight (default 1)")
     p.add_argument("--ep", action="store_true",
                    help="MoE: expert parallelism over the --tp GPUs with data-parallel attention (all-to-all dispatch "
                         "and combine) instead of tensor parallelism")
