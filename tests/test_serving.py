@@ -421,3 +421,25 @@ def test_a_pipeline_runs_a_micro_batch_per_stage_and_idles_below_that():
     lone = simulate(pp, closed_requests(1, 4, 512, 64), _stage_engine=True)
     assert single.output_tokens_per_s == pytest.approx(lone.output_tokens_per_s, rel=1e-9)
     assert any("pipeline: 4 stages" in n for n in full.notes)
+
+
+def test_review_refusals_for_drafts_and_kv_links(step):
+    """A draft with another vocabulary, or one not smaller than the target, is refused; NVLink as
+    the KV link of pools spanning two nodes is refused; with expert parallelism a sequence's cache
+    moves whole (one GPU holds it): twice TP 2's per-GPU shard."""
+    from roofline.serving import kv_transfer_seconds, simulate_disaggregated
+
+    target = StepCost("llama3-8b", "h100-sxm", cost_model=EAGER, max_seqs=16, verify_tokens=3)
+    engine = Engine(max_seqs=16, spec_tokens=2, acceptance=0.5)
+    with pytest.raises(RooflineError, match="vocabulary"):
+        simulate(target, closed_requests(1, 1, 64, 4), engine, draft=StepCost("gpt2", "h100-sxm", max_seqs=16))
+    with pytest.raises(RooflineError, match="not smaller"):
+        simulate(target, closed_requests(1, 1, 64, 4), engine, draft=StepCost("llama3-8b", "h100-sxm", max_seqs=16))
+    with pytest.raises(RooflineError, match="more than one node"):
+        simulate_disaggregated(step, step, poisson_requests(5, 4, 64, 4), prefill_replicas=5, decode_replicas=5,
+                               kv_link="nvlink")
+    tp = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=2)
+    ep = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=2, expert_parallel=True)
+    t_tp, _ = kv_transfer_seconds(tp, tp, np.array([1024]))
+    t_ep, _ = kv_transfer_seconds(ep, ep, np.array([1024]))
+    assert (t_ep[0] - 46e-6) == pytest.approx(2 * (t_tp[0] - 46e-6))

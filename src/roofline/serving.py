@@ -346,6 +346,15 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     if draft is not None:
         from roofline.plan import inference_weight_bytes
 
+        if draft.model.vocab != step.model.vocab:
+            raise RooflineError(f"the draft {draft.model.name} has a vocabulary of {draft.model.vocab:,}, the target "
+                                f"{step.model.name} {step.model.vocab:,}: a draft must share the target's tokenizer",
+                                field="draft")
+        from roofline.transformer import count_params
+
+        if count_params(draft.model)["total"] >= count_params(step.model)["total"]:
+            raise RooflineError(f"the draft {draft.model.name} is not smaller than the target {step.model.name}",
+                                field="draft")
         if draft.verify_tokens != 1 or draft.max_tokens < engine.max_tokens or draft.max_seqs < engine.max_seqs:
             raise RooflineError("the draft's step model must feed one token per sequence and hold the engine's tokens and "
                                 "sequences", field="draft")
@@ -585,14 +594,22 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     tpot = np.where(out > 1, (finish_t - first_t) / np.maximum(out - 1, 1), np.nan)
     dts, nds = np.concatenate(step_dt), np.concatenate(step_nd).astype(float)
     busy = float(dts.sum())
-    notes = (f"KV cache {cap / 1e9:,.1f} GB: {engine.memory_fraction:g} of {step.machine.memory_bytes / 1e9:,.0f} GB less "
-             f"weights {parts['weights_bytes'] / 1e9:,.1f} GB and a full step's activations "
-             f"{parts['activations_bytes'] / 1e9:,.2f} GB (an estimate: {engine.max_tokens:,} rows of the widest op)",
+    pooled = step._dp * step.pipeline_stages
+    notes = (f"KV cache {cap / 1e9:,.1f} GB {'for the replica' if pooled > 1 else 'per GPU'}"
+             + (f" ({pooled} GPUs' share)" if pooled > 1 else "")
+             + f": {engine.memory_fraction:g} of {step.machine.memory_bytes / 1e9:,.0f} GB less "
+             f"weights {parts['weights_bytes'] / 1e9:,.1f} GB"
+             + (f", the draft's {parts['draft_weights_bytes'] / 1e9:,.1f} GB" if "draft_weights_bytes" in parts else "")
+             + f" and a full step's activations {parts['activations_bytes'] / 1e9:,.2f} GB (an estimate: "
+             f"{engine.max_tokens:,} rows of the widest op) per GPU",
              "scheduler: decodes first, then prompt chunks within max_tokens (vLLM V1 with chunked prefill); "
              "preemption recomputes the newest sequence; cache in blocks of "
              f"{engine.block_size} tokens" + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""),
              "one replica; a decode-only step replays a CUDA graph (one launch)" if step.cost_model.cuda_graph
              else "one replica; every op of a step pays a launch (no CUDA graph)")
+    if step.expert_parallel and min(n, requests.concurrency or n) < step._dp:
+        notes = (f"fewer sequences than the {step._dp} data-parallel attention ranks: the model splits each step evenly "
+                 "over the GPUs, which under-counts a lone sequence (it runs on one GPU with whole weights)",) + notes
     past = step.model.context_note(inp + out)
     if past:
         notes = (past,) + notes
@@ -605,9 +622,9 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                  "cache would batch more",) + notes
     if not closed and duration > 0:
         offered = (n - 1) / max(float(arrival[-1] - arrival[0]), 1e-300) if n > 1 else 0.0
-        served = n / duration
+        served = (n - 1) / max(duration - float(np.nanmedian(e2e)), 1e-300)  # less one request's time: the drain
         if offered and served < 0.9 * offered:
-            notes = (f"overloaded: {served:,.3g} requests/s served of the {offered:,.3g} offered; the queue grows for as long "
+            notes = (f"overloaded: {n / duration:,.3g} requests/s served of the {offered:,.3g} offered; the queue grows for as long "
                      "as requests arrive, so the latencies depend on --requests",) + notes
     if draft is not None:
         notes += (f"speculative decoding: {draft.model.name} drafts {T - 1} tokens per step, each accepted with probability "
@@ -797,14 +814,23 @@ def kv_transfer_seconds(prefill: StepCost, decode: StepCost, input_tokens: np.nd
     from roofline.links import collective_latency_s
     from roofline.plan import CROSS_NODE_LINKS, kv_bytes_per_sequence, resolve_link
 
+    from roofline.plan import NODE_LINKS
+
     m = prefill.machine
+    names = [n for n, _ in m.links]
     if link is None:
-        names = [n for n, _ in m.links]
         link = next((n for n in CROSS_NODE_LINKS if n in names), None)
+        if link is None and m.nvlink_gpus:  # bridged cards: past the pair it is PCIe
+            link = "pcie" if "pcie" in names else None
     link = resolve_link(m, link, field="kv_link")
+    if link in NODE_LINKS and m.nvlink_gpus and prefill.tensor_parallel + decode.tensor_parallel > m.nvlink_gpus:
+        raise RooflineError(f"kv_link {link}: the {m.name}'s NVLink bridge joins {m.nvlink_gpus} cards; a prefill and a "
+                            f"decode group of {prefill.tensor_parallel} + {decode.tensor_parallel} GPUs are not all on it",
+                            field="kv_link")
     per_seq = np.asarray(kv_bytes_per_sequence(prefill.model, np.asarray(input_tokens), prefill.precision, 1), dtype=float)
     bw = prefill.cost_model.memory_efficiency * m.link(link)
-    return collective_latency_s(link) + per_seq / prefill.tensor_parallel / bw, link
+    shards = 1 if prefill.expert_parallel else prefill.tensor_parallel  # data-parallel attention: one GPU holds a sequence
+    return collective_latency_s(link) + per_seq / shards / bw, link
 
 
 def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Requests, prefill_engine: Engine = Engine(),
@@ -824,6 +850,13 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
         check_number(name, v, maximum=100_000, integer=True)
     if prefill.model.name != decode.model.name:
         raise RooflineError("the prefill and decode pools must serve the same model", field="model")
+    if kv_link is not None:
+        from roofline.plan import GPUS_PER_NODE, NODE_LINKS
+
+        total = int(prefill_replicas) * prefill.tensor_parallel + int(decode_replicas) * decode.tensor_parallel
+        if str(kv_link).strip().lower() in NODE_LINKS and total > GPUS_PER_NODE:
+            raise RooflineError(f"kv_link {kv_link}: {total} GPUs span more than one node of {GPUS_PER_NODE}, and "
+                                f"{kv_link} does not leave a node: give infiniband or roce", field="kv_link")
     rng = np.random.default_rng(seed)
     n = requests.n
     inp = np.asarray(requests.input_tokens, dtype=np.int64)
@@ -871,6 +904,11 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
              "which runs no prompt (it feeds the first token against the transferred cache); both pools at the same "
              "tensor-parallel size; requests are spread over the replicas at random",) \
         + (p_results[0].notes[1:] if p_results else ())
+    offered = (n - 1) / max(float(arrival.max() - arrival.min()), 1e-300) if n > 1 else 0.0
+    served = (n - 1) / max(duration - float(np.nanmedian(e2e)), 1e-300)  # less one request's time: the drain
+    if offered and served < 0.9 * offered:
+        notes = (f"overloaded: {n / duration:,.3g} requests/s served of the {offered:,.3g} offered; the queue grows for as "
+                 "long as requests arrive, so the latencies depend on --requests",) + notes
     last = d_results[-1] if d_results else p_results[-1]
     return ServingResult(
         f"{decode.describe()} (decode pool); prefill pool {prefill.machine.name} x {prefill.tensor_parallel}",
@@ -896,16 +934,17 @@ def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_toke
     slo = _slo(ttft_s, tpot_s, percentile)
     if slo is None:
         raise RooflineError("the split search needs a target: a TTFT or a TPOT", field="slo_ttft")
-    g = int(check_number("replicas", replicas, minimum=2, maximum=64, integer=True))
+    g = int(check_number("replicas", replicas, minimum=2, strictly=False, maximum=64, integer=True))
     one = max_rate_within(step, input_tokens, output_tokens, ttft_s, tpot_s, percentile, engine, requests, seed)
     colocated = None if one.slo["best"] is None else g * one.slo["best"]
     hi = 1.5 * g * max(one.values)
     splits = []
     for p in range(1, g):
         d = g - p
+        # as many requests per replica as the co-located search runs on one: g x requests in all
         sw = _rate_search(lambda rate, p=p, d=d: simulate_disaggregated(
-            step, step, poisson_requests(rate, requests, input_tokens, output_tokens, seed), engine, engine, p, d, kv_link,
-            seed, price_per_gpu_hour), hi, dict(slo))
+            step, step, poisson_requests(rate, requests * g, input_tokens, output_tokens, seed), engine, engine, p, d,
+            kv_link, seed, price_per_gpu_hour), hi, dict(slo))
         splits.append((p, d, sw.slo["best"]))
     ok = [s for s in splits if s[2] is not None]
     return {"splits": splits, "best": max(ok, key=lambda s: s[2]) if ok else None, "colocated": colocated,

@@ -99,6 +99,8 @@ def cmd_serving(args):
         if not slo or args.sweep or args.rate is not None or args.concurrency is not None or args.disagg is not None:
             raise RooflineError("--disagg-search G needs an SLO (--slo-ttft/--slo-tpot) and no --rate, --concurrency, "
                                 "--sweep or --disagg", field="disagg_search")
+        refuse_unused(args, {"target_rate": None, "price": None, "csv": False, "output": None, "breakdown": False,
+                             "draft": None}, "to --disagg-search (it prints the splits' rates)")
         from roofline.serving import best_disaggregation
 
         found = best_disaggregation(step, args.disagg_search, args.input_len, args.output_len, args.slo_ttft, args.slo_tpot,
@@ -283,7 +285,8 @@ def register(sub):
                         "and combine) instead of tensor parallelism")
     p.add_argument("--disagg", type=_split_arg, default=None, metavar="P:D",
                    help="prefill/decode disaggregation: P prefill and D decode replicas of --tp GPUs each (with --rate)")
-    p.add_argument("--disagg-search", type=number_arg("--disagg-search", integer=True, maximum=64), default=None, metavar="G",
+    p.add_argument("--disagg-search", type=number_arg("--disagg-search", minimum=2, strictly=False, integer=True, maximum=64),
+                   default=None, metavar="G",
                    help="with an SLO: the best split of G replicas into prefill and decode pools, against co-located")
     p.add_argument("--kv-link", default=None,
                    help="link the KV cache crosses from prefill to decode (default: infiniband or roce, else the scale-up link)")
