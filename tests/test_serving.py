@@ -443,3 +443,13 @@ def test_review_refusals_for_drafts_and_kv_links(step):
     t_tp, _ = kv_transfer_seconds(tp, tp, np.array([1024]))
     t_ep, _ = kv_transfer_seconds(ep, ep, np.array([1024]))
     assert (t_ep[0] - 46e-6) == pytest.approx(2 * (t_tp[0] - 46e-6))
+
+
+def test_expert_parallel_step_runs_at_its_busiest_gpu():
+    """Data-parallel attention puts a sequence on one GPU: a lone 1,024-token prompt runs its
+    attention and dense ops there with whole weights (8 x a TP-8 GPU's share), so it is slower
+    than under TP 8; 64 decodes over 8 GPUs put 8 on each."""
+    ep = StepCost("qwen3-30b-a3b", "h100-sxm", tensor_parallel=8, expert_parallel=True)
+    tp = StepCost("qwen3-30b-a3b", "h100-sxm", tensor_parallel=8)
+    assert ep.seconds([], [(1024, 0)]) > tp.seconds([], [(1024, 0)])
+    assert ep.busiest_rows(64, []) == 8 and ep.busiest_rows(3, [(1024, 0)]) == 1024

@@ -607,9 +607,6 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
              f"{engine.block_size} tokens" + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""),
              "one replica; a decode-only step replays a CUDA graph (one launch)" if step.cost_model.cuda_graph
              else "one replica; every op of a step pays a launch (no CUDA graph)")
-    if step.expert_parallel and min(n, requests.concurrency or n) < step._dp:
-        notes = (f"fewer sequences than the {step._dp} data-parallel attention ranks: the model splits each step evenly "
-                 "over the GPUs, which under-counts a lone sequence (it runs on one GPU with whole weights)",) + notes
     past = step.model.context_note(inp + out)
     if past:
         notes = (past,) + notes

@@ -155,7 +155,8 @@ class StepCost:
         D = sh.d_model
         Ms = np.arange(0, self.max_tokens + 1, dtype=float)
         Mpos = np.maximum(Ms, 1.0)
-        token_body = np.zeros_like(Ms)
+        token_body = np.zeros_like(Ms)  # by the step's tokens; with expert parallelism by the busiest GPU's rows
+        expert_body = np.zeros_like(Ms)  # expert parallelism: the routed experts by the step's tokens (else unused)
         self._token_ops: list[tuple[Kernel, int, str]] = []  # (kernel at M = 1, layers, kind label) for breakdown
         self._token_kinds = []
         self._decode_fits = []  # per kind: (layers, span, [(name, category, dtype, link, F coefs, B coefs, rates)])
@@ -167,10 +168,14 @@ class StepCost:
         for kind, n in sh.kind_counts():
             label = f"{'ABCDEFGHIJKLMNOPQRSTUVWXYZ'[sh.kinds.index(kind)]}: " if multi else ""
             token_names = self._token_names(kind)
-            pre = self._token_kernels(kind, Mpos)
+            pre = self._token_kernels(kind, Mpos, Mpos)  # with expert parallelism: dense ops at Mpos rows of one GPU
+            routed = self._routed_names(kind)
             for name in token_names:
                 k = pre[name]
-                token_body += self._op_time(k)[2] * n
+                if name in routed:
+                    expert_body += self._op_time(k)[2] * n
+                else:
+                    token_body += self._op_time(k)[2] * n
                 runs += n
             for k in self._all_to_alls(kind, Mpos):
                 token_body += self._op_time(k)[2] * n
@@ -183,9 +188,8 @@ class StepCost:
             self._decode_fits.append((n, span, label, self._decode_fit(kind, token_names, span)))
             self._chunk_names.append([k.name for k in self._kernels(kind, False, 8, 1, 8) if k.name not in token_names])
             reduces += n * (1 if kind.parallel else (kind.mixer is not None) + (kind.mlp is not None))
-        Mg = Mpos / self._dp
-        emb = Kernel.trusted("embedding", 0.0 * Mg, 2.0 * w_a * Mg * D, "gather", self.precision.activations,
-                             weight_elems=Mg * D, part="embedding")
+        emb = Kernel.trusted("embedding", 0.0 * Mpos, 2.0 * w_a * Mpos * D, "gather", self.precision.activations,
+                             weight_elems=Mpos * D, part="embedding")
         token_body += self._op_time(_requantised(emb, self.precision)[0])[2]
         runs += 1
         self._reduces = reduces
@@ -200,10 +204,12 @@ class StepCost:
             token_body += self._op_time(self._stage_send(Mpos))[2] * (self.pipeline_stages - 1)
             runs += self.pipeline_stages - 1
         token_body[0] = 0.0
+        expert_body[0] = 0.0
         self._token_body = token_body
+        self._expert_body = expert_body
         R = np.arange(0, self.max_seqs * self.verify_tokens + self.max_seqs + 1, dtype=float)
         Rp = np.maximum(R, 1.0)
-        logits_body = self._op_time(self._final_norm(Rp / self._dp))[2] + self._op_time(self._lm_head(Rp / self._dp))[2]
+        logits_body = self._op_time(self._final_norm(Rp))[2] + self._op_time(self._lm_head(Rp))[2]  # by one GPU's rows
         logits_body[0] = 0.0
         self._logits_body = logits_body
         self._runs_token = runs + 2  # final norm and LM head
@@ -212,17 +218,29 @@ class StepCost:
 
     ROUTED = ("expert gate+up proj", "expert up proj", "expert down proj")
 
-    def _token_kernels(self, kind, M) -> dict:
+    def _routed_names(self, kind) -> set:
+        """The kind's routed-expert ops (expert parallelism splits them by expert, not by sequence)."""
+        from roofline.architecture import MoE
+
+        if not self.expert_parallel or not isinstance(kind.mlp, MoE):
+            return set()
+        names = [k.name for k in self._kernels(kind, False, 8, 1, 8)]
+        first = names.index("router") + 1
+        last = max(names.index(n) for n in self.ROUTED if n in names)
+        return set(names[first:last + 1])
+
+    def _token_kernels(self, kind, M, rows=None) -> dict:
         """name -> kernel of the kind's ops over a step of M tokens, as one GPU runs them: all at M
-        rows; with expert parallelism the dense ops at M / g rows (its sequences) and the routed
-        experts as a local MoE of E / g experts taking k / g of every token (the same expected rows
-        and touched experts as the GPU's share of the global routing) at M rows."""
+        rows; with expert parallelism the dense ops at ``rows`` (the busiest GPU's rows; default
+        M / g) and the routed experts as a local MoE of E / g experts taking k / g of every token
+        (the same expected rows and touched experts as a GPU's share of the routing) at M rows."""
         if not self.expert_parallel:
             return {k.name: k for k in self._kernels(kind, False, M, 1, M)}
         from roofline.architecture import MoE
 
         g = self._dp
-        dense = {k.name: k for k in self._kernels(kind, False, M / g, 1, M / g)}
+        x = M / g if rows is None else rows
+        dense = {k.name: k for k in self._kernels(kind, False, x, 1, x)}
         if not isinstance(kind.mlp, MoE):
             return dense
         import types
@@ -248,15 +266,15 @@ class StepCost:
                               self.pp_link)
 
     def _all_to_alls(self, kind, M) -> list[Kernel]:
-        """Expert parallelism: the dispatch and the combine of one MoE layer, each GPU sending its
-        M / g tokens' k hidden rows to the experts' GPUs ((g - 1) / g of them elsewhere) and getting
-        as many back: (M / g) k D w (g - 1) / g bytes each way, over the link, plus its latency."""
+        """Expert parallelism: the dispatch and the combine of one MoE layer, the busiest GPU sending
+        its M rows' k hidden vectors to the experts' GPUs ((g - 1) / g of them elsewhere) and getting
+        as many back: M k D w (g - 1) / g bytes each way, over the link, plus its latency."""
         from roofline.architecture import MoE
 
         if not self.expert_parallel or not isinstance(kind.mlp, MoE):
             return []
         g, w = self._dp, DTYPE_BYTES[self.precision.activations]
-        sent = (M / g) * kind.mlp.top_k * self.sharded.d_model * w * (g - 1) / g
+        sent = M * kind.mlp.top_k * self.sharded.d_model * w * (g - 1) / g  # M: the busiest GPU's rows
         return [Kernel.trusted(f"EP all-to-all {what} ({self.link})", 0.0 * sent, sent, "collective",
                                self.precision.activations, self.link) for what in ("dispatch", "combine")]
 
@@ -326,14 +344,23 @@ class StepCost:
         lap = 1.0 - self.cost_model.overlap
         return (m if m > c else c) + lap * (c if m > c else m)
 
+    def busiest_rows(self, n: int, chunks) -> int:
+        """Expert parallelism with data-parallel attention: the rows of the busiest GPU, which sets
+        the step's pace: a share of the step's tokens, at least its own ceil(n / g) decodes and the
+        largest chunk (a sequence runs on one GPU)."""
+        M = n * self.verify_tokens + sum(c for c, _ in chunks)
+        g = self._dp
+        return max(-(-M // g), -(-n // g) * self.verify_tokens, max((c for c, _ in chunks), default=0))
+
     def _decode_seconds(self, n: int, sum_s: float, contexts) -> float:
-        """The decode sequence ops of one GPU: all n sequences, or 1/dp of them (and of their
-        contexts) with data-parallel attention."""
+        """The decode sequence ops of one GPU: all n sequences, or with data-parallel attention the
+        busiest GPU's ceil(n / g), at the mean context."""
         t = 0.0
         dp = self._dp
-        n = n / dp if dp > 1 else n
+        scale = (-(-n // dp)) / n if dp > 1 and n else 1.0
+        n = -(-n // dp) if dp > 1 else n
         for layers, span, _, fits in self._decode_fits:
-            s = (sum_s if not span else float(np.minimum(contexts, span).sum())) / dp
+            s = (sum_s if not span else float(np.minimum(contexts, span).sum())) * scale
             for _, _, _, _, cf, cb, rates in fits:
                 t += layers * self._seq_time(cf[0] + cf[1] * n + cf[2] * s, cb[0] + cb[1] * n + cb[2] * s, rates)
         return t
@@ -367,8 +394,17 @@ class StepCost:
     def _chunks_seconds(self, chunks) -> float:
         if not chunks:
             return 0.0
-        dp = self._dp  # data-parallel attention: each GPU runs 1/dp of the chunks
-        return sum(n * self._seq_time(F / dp, B / dp, rates) for F, B, rates, n in self._chunk_sums(chunks).values())
+        return sum(n * self._seq_time(F, B, rates) for F, B, rates, n in self._chunk_share(chunks).values())
+
+    def _chunk_share(self, chunks) -> dict:
+        """The chunk ops one GPU runs: all of them, or with data-parallel attention 1/g of them but
+        at least the largest chunk's (it runs on one GPU)."""
+        sums = self._chunk_sums(chunks)
+        dp = self._dp
+        if dp == 1:
+            return sums
+        big = self._chunk_sums([max(chunks)])
+        return {k: [max(F / dp, big[k][0]), max(B / dp, big[k][1]), r, n] for k, (F, B, r, n) in sums.items()}
 
     def seconds(self, decode_contexts=(), chunks=(), sampled: int | None = None) -> float:
         """One step: the decoding sequences' contexts (positions attended by their last token fed:
@@ -385,8 +421,13 @@ class StepCost:
         """seconds() with the sums already taken (the simulator's hot path; no checks)."""
         if M <= 0:
             return 0.0
-        body = self._token_body[M] + self._logits_body[R] + self._decode_seconds(n, sum_s, contexts) if n else \
-            self._token_body[M] + self._logits_body[R]
+        if self._dp > 1:  # expert parallelism: the busiest GPU's dense rows, everyone's routed experts
+            x = self.busiest_rows(n, chunks)
+            body = self._token_body[x] + self._expert_body[M] + self._logits_body[min(-(-R // self._dp) + 0, R)]
+            body += self._decode_seconds(n, sum_s, contexts) if n else 0.0
+        else:
+            body = self._token_body[M] + self._logits_body[R] + self._decode_seconds(n, sum_s, contexts) if n else \
+                self._token_body[M] + self._logits_body[R]
         body += self._chunks_seconds(chunks)
         return body + self.launch_seconds(n, bool(chunks), R > 0)
 
@@ -399,10 +440,14 @@ class StepCost:
         k1 = np.arange(1, K + 1, dtype=float)
         if self.verify_tokens != 1:
             raise ValueError("decode_steps_seconds is for one token per sequence and step")
-        t = np.full(K, self._token_body[n] + self._logits_body[n] + self.launch_seconds(n, False))
+        dp = self._dp
+        ng = -(-n // dp)  # the busiest GPU's sequences (all of them without data-parallel attention)
+        if dp > 1:
+            t = np.full(K, self._token_body[ng] + self._expert_body[n] + self._logits_body[ng] + self.launch_seconds(n, False))
+        else:
+            t = np.full(K, self._token_body[n] + self._logits_body[n] + self.launch_seconds(n, False))
         lap = 1.0 - self.cost_model.overlap
         sums = float(ctx0.sum()) + n * k1
-        dp = self._dp
         order = None
         for layers, span, _, fits in self._decode_fits:
             if span:
@@ -411,12 +456,12 @@ class StepCost:
                     prefix = np.concatenate(([0.0], np.cumsum(order)))
                 below = np.searchsorted(order, span - k1, side="left")  # these stay under the window at step k
                 s = prefix[below] + below * k1 + (n - below) * float(span)
-                s = s / dp
+                s = s * ng / n
             else:
-                s = sums / dp
+                s = sums * ng / n
             for _, _, _, _, cf, cb, (rc, rm) in fits:
-                c = (cf[0] + cf[1] * n / dp + cf[2] * s) * rc
-                m = (cb[0] + cb[1] * n / dp + cb[2] * s) * rm
+                c = (cf[0] + cf[1] * ng + cf[2] * s) * rc
+                m = (cb[0] + cb[1] * ng + cb[2] * s) * rm
                 t += layers * (np.maximum(c, m) + lap * np.minimum(c, m) if lap else np.maximum(c, m))
         return t
 
@@ -450,18 +495,18 @@ class StepCost:
                               "memory" if m > c else "compute"))
 
         dp = self._dp
+        x = self.busiest_rows(n, chunks) if dp > 1 else M  # one GPU's rows
         if M:
             w_a = DTYPE_BYTES[self.precision.activations]
-            Mg = M / dp
-            emb = _requantised(Kernel.trusted("embedding", 0.0, 2.0 * w_a * Mg * self.sharded.d_model, "gather",
-                                              self.precision.activations, weight_elems=Mg * self.sharded.d_model,
+            emb = _requantised(Kernel.trusted("embedding", 0.0, 2.0 * w_a * x * self.sharded.d_model, "gather",
+                                              self.precision.activations, weight_elems=x * self.sharded.d_model,
                                               part="embedding"), self.precision)[0]
             add("embedding", "token", 1, float(emb.flops), float(emb.bytes), emb)
             for kind, layers, label, names in self._token_kinds:
-                ks = self._token_kernels(kind, float(M))
+                ks = self._token_kernels(kind, float(M), float(x))
                 for nm in names:
                     add(label + nm, "token", layers, float(ks[nm].flops), float(ks[nm].bytes), ks[nm])
-                for k in self._all_to_alls(kind, float(M)):
+                for k in self._all_to_alls(kind, float(x)):
                     add(label + k.name, "token", layers, float(k.flops), float(k.bytes), k)
             if self.pipeline_stages > 1:
                 k = self._stage_send(float(M))
@@ -472,18 +517,19 @@ class StepCost:
                 add(ar.name, "token", self._reduces, float(ar.flops), float(ar.bytes), ar)
         if n:
             for layers, span, label, fits in self._decode_fits:
-                s = (float(ctx.sum()) if not span else float(np.minimum(ctx, span).sum())) / dp
-                ng = n / dp
+                ng = -(-n // dp)
+                s = (float(ctx.sum()) if not span else float(np.minimum(ctx, span).sum())) * ng / n
                 for name, _, _, _, cf, cb, rates in fits:
                     add(f"{label}{name} (decode)", "decode", layers, cf[0] + cf[1] * ng + cf[2] * s,
                         cb[0] + cb[1] * ng + cb[2] * s, rates)
         if chunks:
-            for name, (F, B, rates, layers) in self._chunk_sums(chunks).items():
-                add(f"{name} (chunks)", "chunk", layers, F / dp, B / dp, rates)
+            for name, (F, B, rates, layers) in self._chunk_share(chunks).items():
+                add(f"{name} (chunks)", "chunk", layers, F, B, rates)
         if R:
-            fn = self._final_norm(float(R) / dp)
+            Rg = float(-(-R // dp))
+            fn = self._final_norm(Rg)
             add("final norm", "logits", 1, float(fn.flops), float(fn.bytes), fn)
-            lm = self._lm_head(float(R) / dp)
+            lm = self._lm_head(Rg)
             add("LM head", "logits", 1, float(lm.flops), float(lm.bytes), lm)
         if graph and out:
             out.append(StepOp("CUDA graph launch", "launch", 1, 0.0, 0.0, self.cost_model.launch_overhead_s, "launch"))
@@ -519,7 +565,8 @@ class StepCost:
         if self.expert_parallel:
             out += (f"expert parallelism over {self.tensor_parallel} GPUs: each runs attention and the dense ops for 1/"
                     f"{self.tensor_parallel} of the sequences with whole weights and holds 1/{self.tensor_parallel} of "
-                    "the experts; two all-to-alls per MoE layer; tokens, sequences and routing assumed balanced",)
+                    "the experts; two all-to-alls per MoE layer; a step runs at its busiest GPU's pace (its ceil(n/g) "
+                    "decodes, the largest prompt chunk); routing assumed balanced",)
         return out + ((self.note_model,) if self.note_model else ())
 
 
