@@ -895,7 +895,7 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
     gpus = int(prefill_replicas) * prefill.tensor_parallel + int(decode_replicas) * decode.tensor_parallel
     busy = float(durations.sum())
     notes = (f"disaggregated: {prefill_replicas} prefill replica(s) of {prefill.tensor_parallel} GPU(s) and {decode_replicas} "
-             f"decode replica(s) of {decode.tensor_parallel}; each request's KV cache moves over {link} in "
+             f"decode replica(s) of {decode.tensor_parallel} GPU(s); each request's KV cache moves over {link} in "
              f"{np.mean(transfer) * 1e3:,.2f} ms on average (each GPU of the prefill group sends its shard at e_m of the link, "
              "plus one collective latency); the first token comes from the prefill pool, the rest from the decode pool, "
              "which runs no prompt (it feeds the first token against the transferred cache); both pools at the same "

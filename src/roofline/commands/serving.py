@@ -209,10 +209,24 @@ def _breakdown(step, result, engine, args, draft=None) -> dict:
         d = float(draft.decode_steps_seconds(np.full(batch, context - 1), T - 1).sum())
         out["decode_step"]["draft_s"] = d
         out["decode_step"]["time_s"] += d
-    if chunk > 0:
+    if args.disagg is not None and chunk > 0:  # the pools run apart: the prefill pool's step is a chunk alone
+        chunk = int(min(mean_in, engine.max_tokens))
+        out["prefill_step"] = {"decode_batch": 0, "context": 0, "chunk": chunk, "prefix": 0,
+                               "ops": [o.to_dict() for o in step.ops([], [(chunk, 0)])],
+                               "time_s": step.seconds([], [(chunk, 0)])}
+    elif chunk > 0:
+        ctx = [context + T - 1] * batch
         out["mixed_step"] = {"decode_batch": batch, "context": context, "chunk": chunk, "prefix": 0,
-                             "ops": [o.to_dict() for o in step.ops([context] * batch, [(chunk, 0)])],
-                             "time_s": step.seconds([context] * batch, [(chunk, 0)])}
+                             "tokens_fed_per_sequence": T,
+                             "ops": [o.to_dict() for o in step.ops(ctx, [(chunk, 0)])],
+                             "time_s": step.seconds(ctx, [(chunk, 0)])}
+        if draft is not None:
+            import numpy as np
+
+            d = float(draft.decode_steps_seconds(np.full(batch, context - 1), T - 1).sum()) + \
+                draft.seconds([], [(chunk, 0)], sampled=0)
+            out["mixed_step"]["draft_s"] = d
+            out["mixed_step"]["time_s"] += d
     return out
 
 
@@ -221,16 +235,18 @@ def _breakdown_table(b: dict) -> str:
     from roofline.units import format_si
 
     parts = []
-    for key, title in (("decode_step", "a decode step"), ("mixed_step", "a step with a prompt chunk")):
+    for key, title in (("decode_step", "a decode step"), ("mixed_step", "a step with a prompt chunk"),
+                       ("prefill_step", "a step of the prefill pool")):
         s = b.get(key)
         if not s:
             continue
-        what = f"{s['decode_batch']:,} decodes at context {s['context']:,}"
+        what = f"{s['decode_batch']:,} decodes at context {s['context']:,}" if s["decode_batch"] else "no decodes"
         if s.get("tokens_fed_per_sequence", 1) > 1:
-            what += (f", each verifying {s['tokens_fed_per_sequence']} tokens; the draft's "
-                     f"{s['tokens_fed_per_sequence'] - 1} decode steps add {s['draft_s'] * 1e3:,.3f} ms, not listed")
+            what += f", each verifying {s['tokens_fed_per_sequence']} tokens"
         if "chunk" in s:
             what += f" + a chunk of {s['chunk']:,} prompt tokens"
+        if "draft_s" in s:
+            what += f"; the draft's work adds {s['draft_s'] * 1e3:,.3f} ms, not listed op by op"
         rows = [[o["name"], o["part"], f"{o['count']:,}", format_si(o["flops"], "FLOP"), format_si(o["bytes"], "B"),
                  o["bound"], f"{o['time_s'] * 1e6:,.1f}"] for o in s["ops"]]
         parts.append(f"{title} ({what}): {s['time_s'] * 1e3:,.3f} ms, op by op (each op summed over its layers)\n"
