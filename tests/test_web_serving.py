@@ -37,18 +37,7 @@ from roofline.transformer import get_model  # noqa: E402
 from roofline.web.app import (SWEEP_BUDGET_S, concurrencies, create_app, requests_per_point,  # noqa: E402
                               simulation_cost_s)
 
-MACHINE_FILE = """
-[sources]
-MINE = "my own measurement"
-
-[machines.my-gpu]
-name = "My GPU"
-memory_bytes_per_s = { value = 1e12, source = "MINE" }
-launch_overhead_s = { value = 5e-6, source = "MINE" }
-
-[machines.my-gpu.peak_flops_per_s]
-bf16 = { value = 100e12, source = "MINE" }
-"""
+from test_web_api import MACHINE_FILE  # noqa: E402  (tests/ is on sys.path: one machine file for the web tests)
 
 # A small workload: a sweep to 16 users, TTFT p90 <= 100 ms and TPOT p90 <= 8 ms (met up to 8 users), $2.50
 # per GPU-hour.
