@@ -993,7 +993,6 @@ def simulate_pipelined(step: StepCost, requests: Requests, engine: Engine = Engi
     duration = float(np.nanmax(finish)) - t0
     durations = np.concatenate([r.step_durations_s for r in parts])
     decodes = np.concatenate([r.step_decodes for r in parts])
-    busy = float(durations.sum())
     notes = (f"pipeline: {p} stages of about {step.model.n_layers / p:.3g} layers, each on {step.tensor_parallel} GPU(s), "
              f"{p} micro-batches in flight (one virtual engine per stage); balanced stages and micro-batches assumed; "
              f"fewer requests than stages leave stages idle",) + parts[0].notes

@@ -30,7 +30,6 @@ prefill chunk runs eagerly. Times use the cost model's arithmetic (max(F / (e_c 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,7 +38,7 @@ from roofline.blocks import layer_kernels
 from roofline.cost import CostModel, seed_cost_model
 from roofline.errors import RooflineError, check_number
 from roofline.kernels import Kernel, all_reduce_kernel
-from roofline.machines import Machine, get_machine
+from roofline.machines import get_machine
 from roofline.plan import Precision, _requantised, shard, tp_link
 from roofline.transformer import get_model
 from roofline.units import DTYPE_BYTES
@@ -125,7 +124,7 @@ class StepCost:
             raise RooflineError("pipeline stages with expert parallelism are not modelled", field="pipeline_stages")
         self.pp_link = None
         if self.pipeline_stages > 1:
-            from roofline.plan import CROSS_NODE_LINKS, default_link, resolve_link
+            from roofline.plan import CROSS_NODE_LINKS, resolve_link
 
             within = self.tensor_parallel * self.pipeline_stages <= gpus_per_node
             self.pp_link = resolve_link(self.machine, None if within else
@@ -157,7 +156,6 @@ class StepCost:
         Mpos = np.maximum(Ms, 1.0)
         token_body = np.zeros_like(Ms)  # by the step's tokens; with expert parallelism by the busiest GPU's rows
         expert_body = np.zeros_like(Ms)  # expert parallelism: the routed experts by the step's tokens (else unused)
-        self._token_ops: list[tuple[Kernel, int, str]] = []  # (kernel at M = 1, layers, kind label) for breakdown
         self._token_kinds = []
         self._decode_fits = []  # per kind: (layers, span, [(name, category, dtype, link, F coefs, B coefs, rates)])
         self._chunk_names = []  # per kind: the names of its sequence ops in prefill
@@ -575,8 +573,6 @@ def kv_cache_budget(step: StepCost, memory_fraction: float) -> tuple[float, dict
     the weights and the activations of a full step (``max_tokens`` rows of the widest op, 2 d_ff
     for a gated MLP or 4 d_model, plus 4 d_model of residual and attention rows, and fp32 logits
     for ``max_seqs`` rows: an estimate, said in the output). Parts in bytes."""
-    from roofline.plan import inference_weight_bytes
-
     m = step.machine
     if not m.memory_bytes:
         raise RooflineError(f"the {m.name} gives no memory capacity: the KV cache cannot be sized", field="machine")
