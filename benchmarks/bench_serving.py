@@ -10,6 +10,7 @@ import platform
 import sys
 import time
 
+from bench_model import one_core  # benchmarks/ is on sys.path when run as a script
 from roofline.serving import closed_requests, poisson_requests, simulate, sweep_concurrency
 from roofline.step import StepCost
 
@@ -22,13 +23,6 @@ CASES = [
      lambda: closed_requests(64, 10_000, (100, 2000), (10, 500))),
 ]
 SWEEP = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512, 768, 1024]
-
-
-def one_core():
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
-        return "pinned to one core"
-    return "not pinned"
 
 
 def best_of(runs, fn):

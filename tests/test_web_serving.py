@@ -37,7 +37,7 @@ from roofline.transformer import get_model  # noqa: E402
 from roofline.web.app import (SWEEP_BUDGET_S, concurrencies, create_app, requests_per_point,  # noqa: E402
                               simulation_cost_s)
 
-from test_web_api import MACHINE_FILE  # noqa: E402  (tests/ is on sys.path: one machine file for the web tests)
+from test_web_api import MACHINE_FILE, _close  # noqa: E402  (tests/ is on sys.path: one machine file for the web tests)
 
 # A small workload: a sweep to 16 users, TTFT p90 <= 100 ms and TPOT p90 <= 8 ms (met up to 8 users), $2.50
 # per GPU-hour.
@@ -49,22 +49,6 @@ CLI_BASE = ["--input-len", "512", "--output-len", "64", "--slo-ttft", "100ms", "
 @pytest.fixture(scope="module")
 def client():
     return TestClient(create_app())
-
-
-def _close(actual, expected, path="body"):
-    """Equal as JSON, floats to 1e-9 relative."""
-    if isinstance(expected, dict):
-        assert set(actual) >= set(expected), path
-        for key, value in expected.items():
-            _close(actual[key], value, f"{path}.{key}")
-    elif isinstance(expected, (list, tuple)):
-        assert len(actual) == len(expected), path
-        for i, (a, e) in enumerate(zip(actual, expected)):
-            _close(a, e, f"{path}[{i}]")
-    elif isinstance(expected, float) and not isinstance(expected, bool):
-        assert actual == pytest.approx(expected, rel=1e-9, abs=1e-300), path
-    else:
-        assert actual == expected, path
 
 
 def _cli_json(*argv):
