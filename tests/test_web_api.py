@@ -113,20 +113,22 @@ def test_layer_defaults_are_the_library_report_plus_the_page_data(client):
 
 
 @pytest.mark.parametrize(
-    "tokens, total_us, flops_only_us, ratio, memory_ops, memory_share, launch_share",
+    "tokens, total_us, flops_only_us, total, flops_only, ratio, memory_ops, memory_share, launch_share",
     [
-        (128, 205, 81, "2.53×", "12 of 12 ops", "100% of the time", "18%"),
-        (8192, 8756, 5965, "1.47×", "8 of 12 ops", "41% of the time", "0.4%"),
-        (32768, 71117, 33482, "2.12×", "8 of 12 ops", "71% of the time", "0.1%"),
+        (128, 205, 81, "205 µs", "81 µs", "2.53×", "12 of 12 ops", "100% of the time", "18%"),
+        (8192, 8756, 5965, "8,756 µs", "5,965 µs", "1.47×", "8 of 12 ops", "41% of the time", "0.4%"),
+        # seed 003's 71,117 µs from 10 ms up reads in ms at three figures, as every time on the page
+        (32768, 71117, 33482, "71.1 ms", "33.5 ms", "2.12×", "8 of 12 ops", "71% of the time", "0.1%"),
     ],
 )
-def test_seed_003_figures(client, tokens, total_us, flops_only_us, ratio, memory_ops, memory_share, launch_share):
+def test_seed_003_figures(client, tokens, total_us, flops_only_us, total, flops_only, ratio, memory_ops, memory_share,
+                          launch_share):
     body = client.get("/api/layer", params={"tokens": tokens}).json()
     assert _us(body["total_s"]) == total_us
     assert round(body["readouts"]["total_us"]) == total_us
+    assert round(body["readouts"]["flops_only_us"]) == flops_only_us
     text = body["readouts"]["text"]
-    assert text["total"] == f"{total_us:,} µs"
-    assert text["flops_only"] == f"{flops_only_us:,} µs"
+    assert (text["total"], text["flops_only"]) == (total, flops_only)
     assert (text["flops_ratio"], text["memory_bound"], text["memory_share"], text["launch_share"]) == (
         ratio, memory_ops, memory_share, launch_share)
 
@@ -274,7 +276,10 @@ def test_model_parts_are_the_blocks_times_L_embedding_final_norm_and_lm_head(cli
     assert parts[3]["flops"] == pytest.approx(2 * 2 * 4096 * 128256)
     chart = body["parts_chart"]
     assert chart["labels"] == [p["name"] for p in parts]
-    assert chart["total_ms"] == pytest.approx([p["time_s"] * 1e3 for p in parts])
+    # the axis is in the unit of the largest part (the blocks, 2 x 2,048 tokens: over 10 ms, under 1 s)
+    assert body["time_s"] > 10e-3 and parts[1]["time_s"] < 1.0
+    assert (chart["axis"]["unit"], chart["axis"]["title"]) == ("ms", "predicted time (ms)")
+    assert chart["total"] == pytest.approx([p["time_s"] * 1e3 for p in parts])
     assert chart["colors"] == {"memory": "#d62728", "compute": "#1f77b4"}
 
 
@@ -400,13 +405,18 @@ def test_decode_chart_is_drawn_from_the_plan(client):
     for b in (1, 64, 100, 1024):
         i = batches.index(b)
         assert chart["tokens_per_s"][i] == pytest.approx(rows[b]["tokens_per_s"])
-        assert chart["step_ms"][i] == pytest.approx(rows[b]["step_s"] * 1e3)
+        assert chart["step_time"][i] * chart["axes"]["step_time"]["seconds_per_unit"] == pytest.approx(rows[b]["step_s"])
     assert chart["points"]["batch"] == sorted(rows)
     assert chart["here"]["batch"] == 100 and chart["here"]["tokens_per_s"] == pytest.approx(rows[100]["tokens_per_s"])
     assert chart["compute_bound_batch"] == 264 and chart["compute_bound_log10"] == pytest.approx(math.log10(264))
     assert chart["no_fit_from"] == 119 and "beyond batch 119" in chart["no_fit_text"]
     assert chart["ticks"]["values"] == [2**k for k in range(11)]
-    assert chart["axes"]["step_ms"]["type"] == "log" and chart["axes"]["tokens_per_s"]["type"] == "linear"
+    assert chart["axes"]["step_time"]["type"] == "log" and chart["axes"]["tokens_per_s"]["type"] == "linear"
+    # the step axis is in the unit of the slowest step, batch 1,024: it reads the 16.1 GB of weights and
+    # 1,024 x 4,096 x 131,072 B = 550 GB of KV cache at e_m 3.35 TB/s, at least (16.1 + 550) / 2.85 = 0.199 s
+    # (the compute-bound matmuls add their arithmetic), under a second: ms
+    assert (2 * LLAMA3_8B_PARAMS + 1024 * 4096 * 131_072) / (0.85 * 3.35e12) <= rows[1024]["step_s"] < 1.0
+    assert (chart["axes"]["step_time"]["unit"], chart["axes"]["step_time"]["title"]) == ("ms", "step time (ms)")
     assert chart["colors"]["memory"] == "#d62728" and chart["colors"]["compute"] == "#1f77b4"
 
 
@@ -453,15 +463,35 @@ def test_plan_views_share_no_state(client):
 
 # -- downloads ------------------------------------------------------------------------------------
 
-def test_csv_is_the_library_op_table(client):
-    r = client.get("/api/layer.csv", params={"tokens": 128})
+def test_csv_is_the_op_table_with_units_in_the_header_and_a_totals_row(client):
+    import csv
+    import io
+
+    r = client.get("/api/layer.csv", params={"tokens": 8192})
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/csv")
-    assert 'attachment; filename="layer-llama3-8b-h100-sxm-prefill-128-b1-naive.csv"' == r.headers["content-disposition"]
-    assert r.text == layer_report(tokens=128, cost_model=seed_cost_model()).prediction.to_csv()
+    assert 'attachment; filename="layer-llama3-8b-h100-sxm-prefill-8192-b1-naive.csv"' == r.headers["content-disposition"]
     lines = r.text.strip().splitlines()
-    assert lines[0] == "name,flops,bytes,intensity,compute_s,memory_s,launch_s,time_s,bound"
-    assert len(lines) == 13
+    assert lines[0] == "op,bound,flops,bytes,intensity_flop_per_byte,compute_us,memory_us,launch_us,time_us"
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    ops, total = rows[:-1], rows[-1]
+    assert len(ops) == 12 and total["op"] == "total"
+    report = layer_report(tokens=8192, cost_model=seed_cost_model()).prediction
+    for row, op in zip(ops, report.ops):
+        assert (row["op"], row["bound"]) == (op.name, op.bound)
+        assert int(row["flops"]) == op.flops and int(row["bytes"]) == op.bytes  # whole numbers, exactly
+        assert float(row["time_us"]) == pytest.approx(op.time_s * 1e6, rel=1e-5)
+    # no 17-digit floats: at most 6 significant figures in any cell that is not a whole number
+    for row in rows:
+        for field in ("intensity_flop_per_byte", "compute_us", "memory_us", "launch_us", "time_us"):
+            assert len(row[field].replace(".", "").replace("-", "").lstrip("0")) <= 6, (row["op"], field, row[field])
+    # the totals row is the sum of the rows, and seed 003's figures: 8,756 us in all, 5,965 us FLOPs-only
+    for field in ("flops", "bytes", "compute_us", "memory_us", "launch_us", "time_us"):
+        assert float(total[field]) == pytest.approx(sum(float(row[field]) for row in ops), rel=1e-5), field
+    assert round(float(total["time_us"])) == 8756 and round(float(total["compute_us"])) == 5965
+    assert float(total["launch_us"]) == 12 * 3  # 12 launches of 3 us
+    assert float(total["intensity_flop_per_byte"]) == pytest.approx(float(total["flops"]) / float(total["bytes"]), rel=1e-5)
+
 
 
 def test_json_download_is_the_library_report(client):
@@ -496,8 +526,72 @@ def test_static_assets_are_served(client):
     assert len(plotly.content) > 1_000_000 and b"plotly" in plotly.content[:2000].lower()
 
 
+def test_plotly_is_the_vendored_bar_and_scatter_bundle_gzipped(client):
+    """The page's Plotly is plotly.js's basic bundle (bar and scatter traces), from the package; a
+    client that accepts gzip gets it compressed to about a third, one that does not gets the file."""
+    from roofline.web.app import VENDORED_PLOTLY_JS
+
+    raw = VENDORED_PLOTLY_JS.read_bytes()
+    assert b"plotly.js (basic - minified)" in raw[:200]
+    plain = client.get("/static/plotly.min.js", headers={"Accept-Encoding": "identity"})
+    assert plain.content == raw and "content-encoding" not in plain.headers
+    packed = client.get("/static/plotly.min.js", headers={"Accept-Encoding": "gzip"})
+    assert packed.headers["content-encoding"] == "gzip" and packed.content == raw  # httpx decodes it
+    assert int(packed.headers["content-length"]) < len(raw) / 2 and "Accept-Encoding" in packed.headers["vary"]
+
+
+def test_without_the_vendored_bundle_the_plotly_packages_full_one_is_served(monkeypatch, tmp_path):
+    import roofline.web.app as web_app
+
+    monkeypatch.setattr(web_app, "VENDORED_PLOTLY_JS", tmp_path / "missing.min.js")
+    r = TestClient(create_app()).get("/static/plotly.min.js")
+    assert r.status_code == 200 and len(r.content) > 3_000_000 and b"plotly.js v" in r.content[:200]
+
+
+def test_the_package_data_holds_every_static_file_and_plotlys_licence():
+    """What a wheel installs: pyproject's package-data globs (glob's rules: ``*`` stays in its folder)
+    match every file under web/static of the installed package, the vendored Plotly and its MIT
+    licence among them."""
+    import glob
+    from importlib import resources
+    from pathlib import Path
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    package = Path(str(resources.files("roofline")))
+    vendor = package / "web" / "static" / "vendor"
+    assert (vendor / "plotly-basic.min.js").is_file() and "MIT License" in (vendor / "plotly-basic.LICENSE").read_text()
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    globs = pyproject["tool"]["setuptools"]["package-data"]["roofline"]
+    shipped = {Path(p) for g in globs for p in glob.glob(g, root_dir=package)}
+    static = {p.relative_to(package) for p in (package / "web" / "static").rglob("*") if p.is_file()}
+    assert static - shipped == set()
+
+
+def test_responses_are_gzipped_for_a_client_that_accepts_it(client):
+    """JSON, the CSV download and the page go compressed past 1 kB; HEAD and small bodies as they are."""
+    for url in ("/api/layer", "/api/layer.csv", "/api/layer.json", "/api/options", "/", "/static/app.js"):
+        r = client.get(url, headers={"Accept-Encoding": "gzip"})
+        assert r.status_code == 200 and r.headers.get("content-encoding") == "gzip", url
+    csv = client.get("/api/layer.csv", headers={"Accept-Encoding": "gzip"})
+    assert csv.text.startswith(client.get("/api/layer.csv", headers={"Accept-Encoding": "identity"}).text[:40])
+    assert "attachment" in csv.headers["content-disposition"]
+    head = client.head("/", headers={"Accept-Encoding": "gzip"})
+    assert head.status_code == 200 and "content-encoding" not in head.headers
+    small = client.get("/api/layer", params={"tokens": 0}, headers={"Accept-Encoding": "gzip"})
+    assert small.status_code == 422 and small.json()["field"] == "tokens"
+
+
 def test_javascript_computes_no_model_numbers(client):
     js = client.get("/static/app.js").text
+    # the one exception: the ratio of a pinned baseline's figure to the shown one (two API answers)
+    # and the baseline's bars in the shown chart's unit (each payload picks its own)
+    for name, divisions in (("ratioOf", 1), ("rescale", 1)):
+        start, end = js.index(f"function {name}("), js.index(f"}} // end {name}")
+        assert js[start:end].count(" / ") == divisions, name
+        js = js[:start] + js[end:]
     code = "\n".join(line.split("//")[0] for line in js.splitlines())
     for formula in ("Math.", "1e6", "1e-6", "1e12", " / ", " * "):
         assert formula not in code, formula
@@ -519,7 +613,7 @@ def test_openapi_schema_gives_the_plan_views_the_same_parameters(client):
     layer = {p["name"]: p for p in paths["/api/layer"]["get"]["parameters"]}
     for endpoint in PLAN_ENDPOINTS:
         plan = {p["name"]: p for p in paths[endpoint]["get"]["parameters"]}
-        assert plan.keys() == layer.keys(), endpoint
+        assert plan.keys() == layer.keys() | {"weights", "kv_cache", "tp"}, endpoint  # and each part's dtype, GPUs
         assert all(plan[k] == layer[k] for k in layer if k != "dtype"), endpoint
         assert "422" in paths[endpoint]["get"]["responses"] and "503" in paths[endpoint]["get"]["responses"]
     # the plan views store weights and caches in the planner's dtypes: the schema offers no others
@@ -545,7 +639,7 @@ def test_the_schema_states_the_ranges_the_server_enforces(client, path):
     assert bounds["compute_efficiency"][0] == 0.001 and bounds["memory_efficiency"][0] == 0.001
     base = {"phase": "decode", "model": "llama3.2-1b"} if path == "/api/layer" else {"model": "llama3.2-1b"}
     for name, (low, high, kind) in bounds.items():
-        if name == "layer":
+        if name in ("layer", "tp"):  # tp's range depends on the model's heads too (test_web_knobs.py)
             continue
         step = 1 if kind == "integer" else 1e-9 * max(1.0, abs(high or 1))
         for value in (low, high):
@@ -785,8 +879,8 @@ def test_cli_and_web_agree_machine_by_machine(client, machine):
 
 
 def test_unknown_query_parameters_are_422_naming_them(client):
-    r = client.get("/api/decode", params={"model": "llama3-8b", "tp": 4, "bogus": 1})
-    assert r.status_code == 422 and r.json()["fields"] == ["bogus", "tp"]
+    r = client.get("/api/decode", params={"model": "llama3-8b", "max_users": 4, "bogus": 1})  # max_users: /api/serving's
+    assert r.status_code == 422 and r.json()["fields"] == ["bogus", "max_users"]
 
 
 def test_what_a_model_leaves_out_is_in_every_view(client):

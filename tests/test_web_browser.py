@@ -9,7 +9,6 @@ ROOFLINE_SCREENSHOT_DIR=dir to keep those of the whole-model and decode views th
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ CHROMIUM = chromium_path()
 if CHROMIUM is None:
     pytest.skip("no system Chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
 
-SEED_TOTALS = {128: "205 µs", 8192: "8,756 µs", 32768: "71,117 µs"}
+SEED_TOTALS = {128: "205 µs", 8192: "8,756 µs", 32768: "71.1 ms"}  # seed 003's 71,117 µs: ms from 10 ms, 3 figures
 SEED_SENTENCE = (
     "For one 8,192-token sequence, the model predicts 8,756 µs for the layer — 1.47 times a "
     "FLOPs-only estimate of 5,965 µs, because 8 of the operations are memory-bound and take 41% of the time."
@@ -267,12 +266,18 @@ def test_bad_typed_value_shows_the_apis_message(page, base_url_web):
     page.fill("#tokens-number", "0")
     page.press("#tokens-number", "Enter")
     page.wait_for_selector("#error:not([hidden])")
-    assert re.search(r"tokens: .*greater than or equal to 1", text(page, "#error"))
+    # the control's label and the API's range (1 to 131,072 tokens, app.MAX_TOKENS = 2**17)
+    assert text(page, "#error").startswith('Tokens per sequence, T: "0" is not a whole number from 1 to 131,072.')
     assert page.get_attribute("#tokens-number", "aria-invalid") == "true"
+    assert page.evaluate("document.body.dataset.stale") == "1"  # the results shown are greyed
+    assert page.get_attribute("#download-csv", "aria-disabled") == "true"
+    assert page.get_attribute("#download-csv", "href") is None
     assert text(page, "#total") == "8,756 µs"  # the last good figures stay
     type_value(page, "#tokens-number", 128, "tokens=128")
     assert page.is_hidden("#error")
     assert page.get_attribute("#tokens-number", "aria-invalid") is None
+    assert page.evaluate("document.body.dataset.stale") is None
+    assert "tokens=128" in page.get_attribute("#download-csv", "href")
 
 
 def test_download_buttons_fetch_the_op_table(page, base_url_web):
@@ -285,10 +290,28 @@ def test_download_buttons_fetch_the_op_table(page, base_url_web):
         page.click("#download-csv")
     assert download.value.suggested_filename == "layer-llama3-8b-h100-sxm-prefill-128-b1-naive.csv"
     csv_text = Path(download.value.path()).read_text()
-    assert csv_text.startswith("name,flops,bytes,intensity")
-    assert len(csv_text.strip().splitlines()) == 13
+    assert csv_text.startswith("op,bound,flops,bytes,intensity_flop_per_byte,")  # each column's unit in its name
+    lines = csv_text.strip().splitlines()
+    assert len(lines) == 14 and lines[-1].startswith("total,")  # 12 ops and their totals
+    assert round(float(lines[-1].split(",")[-1])) == 205  # time_us: seed 003's 205 us at 128 tokens
     body = page.request.get(base_url_web + json_href).json()
     assert round(body["total_s"] * 1e6) == 205
+
+
+def test_the_page_warns_of_ops_past_the_memory_and_names_the_axis_unit(page, base_url_web):
+    errors = open_page(page, base_url_web + "/?tokens=131072")
+    # the unfused scores at 131,072 tokens: QK^T and PV move 551 GB, the softmax 1.1 TB, past 80 GB
+    assert page.is_visible("#layer-warnings")
+    items = page.locator("#layer-warnings li").all_inner_texts()
+    assert [i.split(" moves ")[0] for i in items] == ["QK^T", "softmax", "PV"] and "1.1 TB" in items[1]
+    # the largest bar (the softmax, 386 ms) sets the axis unit; no '0.8M µs' ticks
+    assert page.evaluate("document.getElementById('chart').layout.xaxis.title.text") == "predicted time (ms)"
+    assert page.evaluate("document.getElementById('chart').layout.xaxis.exponentformat") == "none"
+    assert text(page, "#total").endswith(" ms")
+    open_page(page, base_url_web + "/?tokens=8192")
+    assert not page.is_visible("#layer-warnings")
+    assert page.evaluate("document.getElementById('chart').layout.xaxis.title.text") == "predicted time (µs)"
+    assert errors == []
 
 
 # -- the whole-model and decode-versus-batch views ------------------------------------------------------
@@ -410,7 +433,7 @@ def test_bad_value_in_a_plan_view_shows_the_apis_message(page, base_url_web):
     page.fill("#batch", "0")
     page.press("#batch", "Enter")
     page.wait_for_selector("#error:not([hidden])")
-    assert re.search(r"batch: .*greater than or equal to 1", text(page, "#error"))
+    assert text(page, "#error").startswith('Batch, B (sequences): "0" is not a whole number from 1 to 65,536.')
     assert page.get_attribute("#batch", "aria-invalid") == "true"
     assert text(page, "#model-latency") == latency
     type_value(page, "#batch", 2, "batch=2")
@@ -433,3 +456,26 @@ def test_a_model_with_several_layer_kinds_offers_each_kind(page, base_url_web, t
     screenshot(page, tmp_path, "workshop-gemma3.png")
     choose(page, "#model", "llama3-8b", "model=llama3-8b")
     assert not page.is_visible("#layer") and "layer=" not in page.evaluate("document.body.dataset.query")
+
+
+def test_every_view_draws_with_the_bar_and_scatter_bundle_and_nothing_over_the_data(page, base_url_web):
+    """The page loads plotly.js's basic bundle (bar, pie and scatter traces only) and every view
+    draws with it: no page or console error, no mode bar (no cloud or export buttons), and the
+    roofline's legend sits below the plot area, off the ridge and the compute-bound ops."""
+    errors = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    errors += open_page(page, base_url_web + "/")
+    assert sorted(page.evaluate("Object.keys(Plotly.PlotSchema.get().traces)")) == ["bar", "pie", "scatter"]
+    legend_top, plot_bottom = page.evaluate("""() => [
+        document.querySelector('#roofline .legend').getBoundingClientRect().top,
+        document.querySelector('#roofline .nsewdrag').getBoundingClientRect().bottom]""")
+    assert legend_top >= plot_bottom
+    for view in ("layer", "model", "decode", "serving"):
+        if view != "layer":  # the page opens on the layer view
+            before = render_count(page)
+            page.click(f"#view-{view}")
+            wait_render(page, before, f"view={view}")
+        charts = page.eval_on_selector_all(f"#panel-{view} .plot", "ds => ds.map(d => d.querySelectorAll('.trace').length)")
+        assert charts and all(n > 0 for n in charts), (view, charts)
+        assert page.locator(".modebar").count() == 0
+    assert errors == []

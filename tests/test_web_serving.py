@@ -180,10 +180,15 @@ def test_readouts_sentence_and_charts_come_from_the_points(client):
     assert curve["meets_slo"] == [p["meets_slo"] for p in body["points"]]
     assert curve["text"] == ["1", "2", "4", "8", "16"] and curve["best"] == body["concurrencies"].index(best)
     lat = body["latency_chart"]
-    assert lat["ttft_p50_ms"] == pytest.approx([p["ttft_p50_s"] * 1e3 for p in body["points"]], rel=1e-12)
-    assert lat["ttft_p99_ms"] == pytest.approx([p["ttft_p99_s"] * 1e3 for p in body["points"]], rel=1e-12)
-    assert lat["tpot_p50_ms"] == pytest.approx([p["tpot_p50_s"] * 1e3 for p in body["points"]], rel=1e-12)
-    assert [(t["name"], t["ms"]) for t in lat["targets"]] == [("TTFT", pytest.approx(100)), ("TPOT", pytest.approx(8))]
+    # the latencies come in the unit of the slowest of them and the targets: ms from 10 ms, s from 1 s
+    slowest = max([p[k] for p in body["points"] for k in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s")] + [0.1, 0.008])
+    unit, per_unit = ("µs", 1e-6) if slowest < 0.01 else ("ms", 1e-3) if slowest < 1 else ("s", 1.0)
+    assert (lat["axis"]["unit"], lat["axis"]["title"]) == (unit, f"latency ({unit})")
+    assert lat["ttft_p50"] == pytest.approx([p["ttft_p50_s"] / per_unit for p in body["points"]], rel=1e-12)
+    assert lat["ttft_p99"] == pytest.approx([p["ttft_p99_s"] / per_unit for p in body["points"]], rel=1e-12)
+    assert lat["tpot_p50"] == pytest.approx([p["tpot_p50_s"] / per_unit for p in body["points"]], rel=1e-12)
+    assert [(t["name"], t["value"]) for t in lat["targets"]] == [("TTFT", pytest.approx(0.1 / per_unit)),
+                                                                  ("TPOT", pytest.approx(0.008 / per_unit))]
     assert lat["ticks"]["values"] == [1, 2, 4, 8, 16]
     # throughput per GPU rises with users, the speed each user sees falls
     gpu = curve["output_tokens_per_s_per_gpu"]
@@ -234,8 +239,8 @@ def test_each_endpoint_refuses_the_parameters_of_the_others(client):
     assert r.status_code == 422 and r.json()["field"] == "tokens" and "/api/serving takes" in r.text
     r = client.get("/api/layer", params={"input_len": 5})
     assert r.status_code == 422 and r.json()["field"] == "input_len" and "/api/layer takes" in r.text
-    r = client.get("/api/decode", params={"tp": 2, "bogus": 1})
-    assert r.status_code == 422 and r.json()["fields"] == ["bogus", "tp"]
+    r = client.get("/api/decode", params={"input_len": 2, "bogus": 1})
+    assert r.status_code == 422 and r.json()["fields"] == ["bogus", "input_len"]
     r = client.get("/api/machines", params={"tokens": 5})
     assert r.status_code == 422 and "takes no query parameters" in r.text
     r = client.get("/api/serving?max_users=4&max_users=8")
@@ -468,7 +473,9 @@ def test_the_serving_tab_draws_the_sweep_and_reads_as_the_api(page, base_url_web
     page.fill("#max-users", "0")
     page.press("#max-users", "Enter")
     page.wait_for_selector("#error:not([hidden])")
-    assert "max_users" in _text(page, "#error") and page.get_attribute("#max-users", "aria-invalid") == "true"
+    # the control's label and the API's range (app.MAX_USERS = 4,096)
+    assert _text(page, "#error").startswith('Concurrent users, up to: "0" is not a whole number from 1 to 4,096.')
+    assert page.get_attribute("#max-users", "aria-invalid") == "true"
     _type(page, "#max-users", 16, "max_users=16")
     assert page.is_hidden("#error")
     # back to one layer: its own query, the seed's figure

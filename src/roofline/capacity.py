@@ -231,6 +231,42 @@ def first_batches(masks, top: int) -> list[int | None]:
     return out
 
 
+def bound_runs(bounds_at, top: int) -> list[tuple[int, int, str]]:
+    """The runs of one bound over the batches 1 to ``top``, in order: [(first, last, bound), ...].
+    ``bounds_at(batches)`` gives the bound (a string) at each batch. It is evaluated on the log grid
+    of about 256 batches, then at every batch in each gap whose ends differ, so each change found
+    is placed exactly; a run that begins and ends inside one gap (narrower than the grid's step,
+    about 4% of the batch) with one bound at both ends is not seen. Unlike first_batches this holds
+    for a bound that turns and turns back: a decode step's matmuls turn compute-bound as the batch
+    grows, and its KV-cache reads, growing as B S, can outweigh them again."""
+    grid = log_batches(top)
+    bounds = np.asarray(bounds_at(grid)).astype(str)
+    batches, values = [grid], [bounds]
+    for i in np.flatnonzero(bounds[1:] != bounds[:-1]):
+        gap = np.arange(grid[i] + 1, grid[i + 1])
+        if gap.size:
+            batches.append(gap)
+            values.append(np.asarray(bounds_at(gap)).astype(str))
+    b, v = np.concatenate(batches), np.concatenate(values)
+    order = np.argsort(b)
+    b, v = b[order], v[order]
+    starts = np.concatenate([[0], np.flatnonzero(v[1:] != v[:-1]) + 1])
+    ends = np.concatenate([b[starts[1:]] - 1, [top]])
+    return [(int(b[i]), int(e), str(v[i])) for i, e in zip(starts, ends)]
+
+
+def step_bound_runs(model, plan: "DecodePlan", top: int = SEARCH_MAX_BATCH) -> list[tuple[int, int, str]]:
+    """Where a decode plan's whole step is memory-, compute- or link-bound (ModelPrediction.bound:
+    the limit holding most of its time) at the batches 1 to ``top``: bound_runs of the plan's
+    step, at its context, precision and cost model. ``model`` is the plan's model (a Model or a
+    preset name). E.g. [(1, 253, "memory"), (254, 448, "compute"), (449, 65536, "memory")]."""
+    s = plan.step
+    common = dict(attention=s.attention, precision=s.precision, tensor_parallel=s.tensor_parallel, link=plan.link,
+                  cost_model=s.cost_model)
+    cfg = get_model(model)
+    return bound_runs(lambda batches: decode_step(cfg, s.machine_spec, batches, int(s.context), **common).bound, top)
+
+
 def log_batches(top: int, marked=()) -> np.ndarray:
     """About 256 batches log-spaced from 1 to ``top``, with each marked batch up to ``top`` exactly."""
     grid = np.round(np.geomspace(1, top, LOG_CURVE_POINTS)).astype(np.int64)

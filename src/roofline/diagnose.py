@@ -171,13 +171,19 @@ def _steps(d: dict, machine: Machine, gemm) -> list[str]:
 
 
 def _fixes(d: dict, machine: Machine) -> tuple[list[str], list[str]]:
+    return fixes(d["bound"], d["category"], d["bytes"], machine)
+
+
+def fixes(bound: str, category: str, bytes_moved: float, machine: Machine) -> tuple[list[str], list[str]]:
+    """(what can shorten an op on this side of the ridge, what cannot and why)."""
+    d = {"bound": bound, "category": category, "bytes": bytes_moved}
     if d["bound"] == "memory":
         helps = ["fewer bytes: fuse with the neighbouring ops, quantise (fp8/int8/int4 halve or quarter the traffic), "
                  "keep tiles in SRAM", "more reuse per byte: a larger batch moves the kernel right"]
         if d["category"] == "attention":
             helps.append("FlashAttention: the scores never reach memory")
         cannot = [f"fewer FLOPs: left of the ridge the time is bytes / bandwidth "
-                  f"({_us(d['bytes'] / machine.bandwidth)}); halving the arithmetic changes nothing (seed 2.1)"]
+                  f"({_us(d['bytes'] / machine.bandwidth)}); halving the arithmetic changes nothing"]
     else:
         helps = ["tensor cores: a 16-bit or 8-bit dtype and dimensions in multiples of 8",
                  "full waves: tiles a multiple of the SM count", "lower precision: the fp8 peak is twice bf16's"]

@@ -103,6 +103,19 @@ class Precision:
                 return cls(dtype, fallback, fallback)
         return cls(dtype, dtype, dtype)
 
+    @classmethod
+    def resolve(cls, model, machine: Machine, dtype: str | None = None, weights: str | None = None,
+                activations: str | None = None, kv_cache: str | None = None) -> "Precision":
+        """What `--dtype`, `--weights`, `--activations` and `--kv-cache` (the CLI) and the web's
+        dtype, weights and kv_cache choose: ``dtype`` on this machine (uniform; default the
+        machine's), each part given over it; a quantised checkpoint's stored widths when neither
+        ``dtype`` nor ``weights`` is given."""
+        if get_model(model).storage.parts and dtype is None and weights is None:
+            acts = activations or machine.default_dtype
+            return cls.as_stored(model, acts, kv_cache or acts)
+        base = cls.uniform(dtype or machine.default_dtype, machine)
+        return cls(weights or base.weights, activations or base.activations, kv_cache or base.kv_cache)
+
     @property
     def compute(self) -> str:
         """The matmul dtype: the wider of weights and activations (activations on a tie)."""

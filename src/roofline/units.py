@@ -119,3 +119,93 @@ def format_intensity(flop_per_byte: float) -> str:
     """FLOP/byte: 0.25 -> '0.25', 62.66 -> '62.7', 1638.4 -> '1,638.4'."""
     v = float(flop_per_byte)
     return f"{v:.2g}" if abs(v) < 10 else f"{v:,.1f}"
+
+
+# -- text for the page: about three significant figures, auto-scaled --------------------------------
+# The web workshop's readouts, labels, hover text and axes. The CLI's tables keep format_time and
+# format_intensity above (their outputs are documented in README); both sides share format_si.
+
+DASH = "—"  # a quantity that does not exist (no TPOT for one-token answers, a ratio over zero)
+# (symbol, seconds per unit, below how many seconds it is used): the seed's whole microseconds up to
+# 9,999 µs (seed 003 writes 8,756 µs, 5,965 µs and 205 µs), then three figures in each larger unit.
+TIME_UNITS = (("ns", NS, US), ("µs", US, 10 * MS), ("ms", MS, 1.0), ("s", 1.0, 100.0), ("min", 60.0, 6000.0),
+              ("h", 3600.0, 48 * 3600.0), ("days", 86400.0, math.inf))
+
+
+def format_number(value: float) -> str:
+    """About three significant figures, never an exponent: three below 100 (trailing zeros
+    dropped, as format_si), whole numbers with thousands separators from 100: 0.194 -> '0.194',
+    1.4667 -> '1.47', 24.43 -> '24.4', 244.33 -> '244', 1638.4 -> '1,638'."""
+    v = float(value)
+    if not math.isfinite(v):
+        return DASH
+    r = float(f"{v:.3g}")
+    if r == 0:
+        return "0"
+    if abs(r) >= 100:
+        return f"{v:,.0f}"
+    decimals = 2 - math.floor(math.log10(abs(r)))
+    return f"{r:.{decimals}f}".rstrip("0").rstrip(".")
+
+
+def time_unit(seconds: float) -> tuple[str, float]:
+    """The unit a time is shown in, as (symbol, seconds per unit), chosen by its size (TIME_UNITS):
+    ns below 1 µs, µs below 10 ms, ms below 1 s, s below 100 s, then min, h and days. A chart's
+    time axis takes the unit of its largest value, so its ticks read as its labels do."""
+    a = abs(float(seconds))
+    if a == 0 or not math.isfinite(a):
+        return "µs", US
+    a = float(f"{a:.3g}")  # 9,999.6 µs is '10 ms', not '10,000 µs'
+    return next((symbol, scale) for symbol, scale, below in TIME_UNITS if a < below)
+
+
+def format_duration(seconds) -> str:
+    """A time auto-scaled (time_unit): '194 ns', '3.4 µs', '205 µs', '8,756 µs' (whole microseconds
+    from 10 µs, as seed 003 writes them), '35.7 ms', '357 ms', '2.01 s', '35.7 s', '5.95 min',
+    '2.5 h', '20.6 days'; '—' for None or a time that is not finite."""
+    if seconds is None or not math.isfinite(float(seconds)):
+        return DASH
+    symbol, scale = time_unit(seconds)
+    v = float(seconds) / scale
+    text = f"{v:,.0f}" if symbol == "µs" and abs(v) >= 10 else format_number(v)
+    return f"{text} {symbol}"
+
+
+def format_ratio(ratio) -> str:
+    """'1.47×', '24.4×', '244×'; '—' when there is none (a denominator of zero)."""
+    return DASH if ratio is None or not math.isfinite(float(ratio)) else f"{format_number(ratio)}×"
+
+
+def format_share(fraction: float) -> str:
+    """A share of a total: 0.409 -> '41%'; 0.0041 -> '0.4%'; 0.0002 -> '<0.1%'; 0 -> '0%'."""
+    pct = 100.0 * fraction
+    if pct == 0:
+        return "0%"
+    if pct < 0.05:
+        return "<0.1%"
+    return f"{pct:.1f}%" if pct < 1 else f"{pct:.0f}%"
+
+
+def format_rate(per_s, unit: str = "tokens/s") -> str:
+    """A count per second: '0.523 tokens/s', '55.3 tokens/s', '4,616 tokens/s'; '—' when none."""
+    return DASH if per_s is None or not math.isfinite(float(per_s)) else f"{format_number(per_s)} {unit}"
+
+
+def format_typed_ms(seconds: float) -> str:
+    """A target the page takes in ms, written back as typed: '500 ms', '8 ms', '0.001 ms'; a
+    second or more as format_duration ('2.5 s')."""
+    ms = seconds / MS
+    return f"{ms:.4g} ms" if ms < 1000 else format_duration(seconds)
+
+
+def format_plain(value: float, digits: int = 6) -> str:
+    """A number for a CSV cell: a whole number exactly ('34359738368'), others to ``digits``
+    significant figures without an exponent ('8756.12', '0.194301'); '' when not finite."""
+    v = float(value)
+    if not math.isfinite(v):
+        return ""
+    if v == int(v) and abs(v) < 1e18:
+        return str(int(v))
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(v))))
+    text = f"{v:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text

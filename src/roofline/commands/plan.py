@@ -121,14 +121,9 @@ def _precision(args, machine):
     """--dtype on this machine (Precision.uniform), with --weights, --activations, --kv-cache over it;
     a quantised checkpoint's stored widths when neither --dtype nor --weights is given."""
     from roofline.plan import Precision
-    from roofline.transformer import get_model
 
-    model = get_model(getattr(args, "model", "llama3-8b"))
-    if model.storage.parts and args.dtype is None and args.weights is None:
-        acts = args.activations or machine.default_dtype
-        return Precision.as_stored(model, acts, args.kv_cache or acts)
-    base = Precision.uniform(args.dtype or machine.default_dtype, machine)
-    return Precision(args.weights or base.weights, args.activations or base.activations, args.kv_cache or base.kv_cache)
+    return Precision.resolve(getattr(args, "model", "llama3-8b"), machine, args.dtype, args.weights, args.activations,
+                             args.kv_cache)
 
 
 def _add_tp(p):

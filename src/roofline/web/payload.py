@@ -15,36 +15,22 @@ import numpy as np
 from roofline.blocks import LayerReport
 from roofline.cost import CostModel, op_times
 from roofline.machines import Machine
-from roofline.units import TERA, US, format_si
+from roofline.units import (TERA, US, format_duration, format_number, format_plain, format_ratio, format_share, format_si,
+                            time_unit)
 
 ROOF_POINTS = 96  # points on each roof curve; the ridge is added exactly
 
-
-# -- text at the edge -----------------------------------------------------------------------------
-
-def format_us(seconds: float) -> str:
-    """A layer-sized time as the seed writes it: '8,756 µs', '205 µs', '3.4 µs'; '1.23 s' above a
-    second."""
-    micro = seconds / US
-    if micro < 10:
-        return f"{micro:.1f} µs"
-    if micro < 1e6:
-        return f"{micro:,.0f} µs"
-    return f"{seconds:,.2f} s"
+# Every number's text comes from roofline.units (format_duration, format_ratio, format_share,
+# format_si, ...). These two names stay for the modules that import them from here.
+format_us = format_us_fine = format_duration
 
 
-def format_us_fine(seconds: float) -> str:
-    """An op-sized time with three significant digits below 100 µs: '0.194 µs', '47.1 µs'."""
-    micro = seconds / US
-    return f"{micro:,.0f} µs" if micro >= 100 else f"{micro:.3g} µs"
-
-
-def format_share(fraction: float) -> str:
-    """0.409 -> '41%'; 0.0041 -> '0.4%'."""
-    pct = 100.0 * fraction
-    if pct == 0:
-        return "0%"
-    return f"{pct:.1f}%" if pct < 1 else f"{pct:.0f}%"
+def time_axis(seconds, what: str = "predicted time") -> dict:
+    """A chart's time axis in the unit of its largest value (units.time_unit: µs below 10 ms, ms
+    below 1 s, s, ...): the unit, its seconds and the title with the unit. The chart's values are
+    sent in that unit, so Plotly never abbreviates the ticks ('0.8M µs', '300k ms')."""
+    symbol, scale = time_unit(max((float(s) for s in seconds), default=0.0))
+    return {"unit": symbol, "seconds_per_unit": scale, "title": f"{what} ({symbol})"}
 
 
 def _ratio(numerator: float, denominator: float) -> float | None:
@@ -85,14 +71,14 @@ def readouts(report: LayerReport) -> dict:
         "launch_share": p.launch_share,
     }
     text = {
-        "total": format_us(p.total_s),
-        "flops_only": format_us(p.flops_only_s),
-        "flops_ratio": "—" if flops_ratio is None else f"{flops_ratio:.2f}×",
-        "bytes_only": format_us(p.bytes_only_s),
-        "bytes_ratio": "—" if bytes_ratio is None else f"{bytes_ratio:.2f}×",
+        "total": format_duration(p.total_s),
+        "flops_only": format_duration(p.flops_only_s),
+        "flops_ratio": format_ratio(flops_ratio),
+        "bytes_only": format_duration(p.bytes_only_s),
+        "bytes_ratio": format_ratio(bytes_ratio),
         "memory_bound": f"{p.memory_bound_ops} of {n_ops} ops",
         "memory_share": f"{format_share(p.memory_bound_share)} of the time",
-        "launch": format_us(p.launch_s),
+        "launch": format_duration(p.launch_s),
         "launch_share": format_share(p.launch_share),
     }
     return {**numbers, "text": text}
@@ -123,9 +109,9 @@ def sentence(report: LayerReport) -> str:
     named too."""
     p = report.prediction
     ratio = _ratio(p.total_s, p.flops_only_s)
-    times = "" if ratio is None else f" — {ratio:.2f} times a FLOPs-only estimate of {format_us(p.flops_only_s)}"
+    times = "" if ratio is None else f" — {format_number(ratio)} times a FLOPs-only estimate of {format_duration(p.flops_only_s)}"
     text = (
-        f"For {_workload_phrase(report)}, the model predicts {format_us(p.total_s)} for the layer{times}, "
+        f"For {_workload_phrase(report)}, the model predicts {format_duration(p.total_s)} for the layer{times}, "
         f"{_reason(p.memory_bound_ops, len(p.ops), p.memory_bound_share)}"
     )
     if p.launch_share >= 0.05:
@@ -145,7 +131,8 @@ def _unique(names: list[str]) -> list[str]:
 
 
 def chart(report: LayerReport) -> dict:
-    """Per-op series for the horizontal bar chart, in execution order: labels, time in µs, bound
+    """Per-op series for the horizontal bar chart, in execution order: labels, time in µs
+    (``time_us``) and in the axis's unit (``time``, ``axis``: the unit of the largest bar), bound
     and hover text (FLOPs, bytes, intensity, compute, memory and launch time, bound)."""
     p = report.prediction
     labels = _unique([op.name for op in p.ops])
@@ -153,21 +140,80 @@ def chart(report: LayerReport) -> dict:
     for label, op in zip(labels, p.ops):
         share = format_share(op.time_s / p.total_s) if p.total_s > 0 else "—"
         hover.append(
-            f"<b>{label}</b> — {format_us_fine(op.time_s)} ({share} of the layer)<br>"
+            f"<b>{label}</b> — {format_duration(op.time_s)} ({share} of the layer)<br>"
             f"FLOPs: {format_si(op.flops, 'FLOP')}<br>"
             f"bytes: {format_si(op.bytes, 'B')}<br>"
-            f"intensity: {op.intensity:.3g} FLOP/byte<br>"
-            f"compute: {format_us_fine(op.compute_s)} · memory: {format_us_fine(op.memory_s)} · "
-            f"launch: {format_us_fine(op.launch_s)}<br>"
+            f"intensity: {format_number(op.intensity)} FLOP/byte<br>"
+            f"compute: {format_duration(op.compute_s)} · memory: {format_duration(op.memory_s)} · "
+            f"launch: {format_duration(op.launch_s)}<br>"
             f"{op.bound}-bound"
         )
+    axis = time_axis([op.time_s for op in p.ops])
     return {
         "labels": labels,
         "time_us": [op.time_s / US for op in p.ops],
-        "time_text": [format_us_fine(op.time_s) for op in p.ops],
+        "time": [op.time_s / axis["seconds_per_unit"] for op in p.ops],
+        "axis": axis,
+        "time_text": [format_duration(op.time_s) for op in p.ops],
         "bound": [op.bound for op in p.ops],
         "hover": hover,
     }
+
+
+# -- what cannot run as one kernel on this machine -------------------------------------------------
+
+def memory_warnings(ops, memory_bytes, machine_name: str, naive_attention: bool = False) -> list[dict]:
+    """The ops whose working set exceeds the machine's memory, in order, each named once (its
+    largest). The working set is what the library knows of it: the op's bytes, its inputs and
+    outputs each counted once (for the unfused attention, the scores it writes to memory and reads
+    back). ``ops`` are (name, category, bytes) of one run of each op; none without a capacity."""
+    if not memory_bytes:
+        return []
+    largest: dict[str, tuple[str, float]] = {}
+    for name, category, n_bytes in ops:
+        if n_bytes > memory_bytes and n_bytes > largest.get(name, ("", 0.0))[1]:
+            largest[name] = (category, float(n_bytes))
+    out = []
+    for name, (category, n_bytes) in largest.items():
+        text = (f"{name} moves {format_si(n_bytes, 'B')} (its inputs and outputs, each counted once), more than the "
+                f"{machine_name}'s {format_si(memory_bytes, 'B')} of memory: it cannot run as one kernel there")
+        if naive_attention and category in ("attention", "softmax"):
+            text += "; unfused attention holds the scores in memory, flash attention keeps them on chip"
+        out.append({"op": name, "bytes": n_bytes, "memory_bytes": float(memory_bytes), "working_set": "bytes moved",
+                    "text": text + "."})
+    return out
+
+
+def layer_warnings(report: LayerReport, machine: Machine) -> list[dict]:
+    """memory_warnings for the layer's ops."""
+    return memory_warnings([(op.name, op.category, op.bytes) for op in report.prediction.ops], machine.memory_bytes,
+                           machine.name, report.attention == "naive")
+
+
+# -- the CSV download -----------------------------------------------------------------------------
+
+CSV_FIELDS = ("op", "bound", "flops", "bytes", "intensity_flop_per_byte", "compute_us", "memory_us", "launch_us", "time_us")
+
+
+def layer_csv(report: LayerReport) -> str:
+    """/api/layer.csv: one row per op and a totals row, each column's unit in its name; FLOPs and
+    bytes as whole numbers, the rest to 6 significant figures (units.format_plain). The totals
+    row's compute_us is the FLOPs-only estimate, memory_us the bytes-only one and time_us the
+    layer's time. (`roofline layer --csv` keeps the library's seconds: WorkloadPrediction.to_csv.)"""
+    from roofline.tables import rows_to_csv
+
+    p = report.prediction
+
+    def row(op_name, bound, flops, n_bytes, compute_s, memory_s, launch_s, time_s):
+        return {"op": op_name, "bound": bound, "flops": format_plain(round(flops)), "bytes": format_plain(round(n_bytes)),
+                "intensity_flop_per_byte": format_plain(flops / n_bytes) if n_bytes > 0 else "",
+                "compute_us": format_plain(compute_s / US), "memory_us": format_plain(memory_s / US),
+                "launch_us": format_plain(launch_s / US), "time_us": format_plain(time_s / US)}
+
+    rows = [row(op.name, op.bound, op.flops, op.bytes, op.compute_s, op.memory_s, op.launch_s, op.time_s) for op in p.ops]
+    rows.append(row("total", "", sum(op.flops for op in p.ops), sum(op.bytes for op in p.ops), p.flops_only_s,
+                    p.bytes_only_s, p.launch_s, p.total_s))
+    return rows_to_csv(rows, CSV_FIELDS)
 
 
 # -- the roofline ---------------------------------------------------------------------------------
@@ -197,7 +243,7 @@ def roofline(report: LayerReport, machine: Machine, cost_model: CostModel) -> di
     labels = _unique([op.name for op in p.ops])
     op_flops_per_s = [op.flops / op.time_s if op.time_s > 0 else None for op in p.ops]
     hover = [
-        f"<b>{label}</b><br>intensity: {op.intensity:.3g} FLOP/byte<br>"
+        f"<b>{label}</b><br>intensity: {format_number(op.intensity)} FLOP/byte<br>"
         f"predicted: {format_si(rate, 'FLOP/s') if rate else '—'}<br>"
         f"roof: {format_si(machine.attainable(op.intensity, report.dtype), 'FLOP/s')}<br>{op.bound}-bound"
         for label, op, rate in zip(labels, p.ops, op_flops_per_s)
@@ -222,6 +268,7 @@ def roofline(report: LayerReport, machine: Machine, cost_model: CostModel) -> di
             "tflops_per_s": [None if r is None else r / TERA for r in op_flops_per_s],
             "bound": [op.bound for op in p.ops],
             "hover": hover,
+            "number": [str(i) for i in range(1, len(p.ops) + 1)],  # the op table's #: each point labelled
         },
     }
 
@@ -236,7 +283,8 @@ def caption(report: LayerReport, machine: Machine, model_name: str) -> str:
         f"One {model_name} layer's forward pass{which} in {report.dtype} on the {machine.name} "
         f"(peak {format_si(machine.peak(report.dtype), 'FLOP/s')}, {format_si(machine.bandwidth, 'B/s')}), "
         f"e_c = {p.model.compute_efficiency:g}, e_m = {p.model.memory_efficiency:g}, "
-        f"{format_us_fine(p.model.launch_overhead_s)} per launch, overlap {p.model.overlap:g}. "
+        f"{format_duration(p.model.launch_overhead_s)} {'per pass (one CUDA graph launch)' if p.model.cuda_graph else 'per launch'}, "
+        f"overlap {p.model.overlap:g}. "
         "FLOPs-only: ΣF ÷ (e_c · peak); bytes-only: ΣB ÷ (e_m · bandwidth)."
     )
 
@@ -252,5 +300,6 @@ def layer_payload(report: LayerReport, machine: Machine, cost_model: CostModel, 
         "sentence": sentence(report),
         "chart": chart(report),
         "roofline": roofline(report, machine, cost_model),
+        "warnings": layer_warnings(report, machine),
     }
     return json_safe(body)

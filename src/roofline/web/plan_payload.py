@@ -3,8 +3,10 @@ planning library's results (plan.ModelPrediction, capacity.MemoryPlan, capacity.
 serving.ServingSweep with step.StepCost): readouts, a sentence, and the series of their charts. Pure functions (results in, plain dict out) and no
 web stack, so the page's JavaScript only places numbers and text it is given.
 
-Times are the library's seconds, shown in ms or µs at this edge; bytes are shown in decimal GB,
-as ``roofline memory`` and ``roofline decode`` print them.
+Times are the library's seconds, written by roofline.units (format_duration: about three
+significant figures, auto-scaled), each chart's time axis in the unit of its largest value
+(payload.time_axis); bytes in decimal SI units, as ``roofline memory`` and ``roofline decode``
+print them.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import numpy as np
 from roofline.capacity import DecodePlan, MemoryPlan
 from roofline.plan import ModelPrediction
 from roofline.plots import COMPUTE_BLUE, MEMORY_RED, PART_COLORS
-from roofline.units import GIGA, MS, US, format_si
-from roofline.web.payload import format_share, format_us, format_us_fine, json_safe
+from roofline.units import GIGA, MS, format_duration, format_number, format_rate, format_share, format_si, format_typed_ms
+from roofline.web.payload import json_safe, memory_warnings, time_axis
 
 PAD_LOG10 = 0.06  # room either side of the batch axis (in decades) so the end ticks show
 CURVE_POINTS = 240  # log-spaced batches on the decode curves; the marked batches are added exactly
@@ -26,38 +28,29 @@ NON_BLOCK_PARTS = ("embedding", "final norm", "LM head")  # model_ops' names for
 
 # -- text at the edge -----------------------------------------------------------------------------
 
-def format_time(seconds: float) -> str:
-    """A model-sized time: '6.43 ms', '28.1 ms', '281 ms', '2.83 s', '1,635 s'; µs below 0.1 ms."""
-    if not math.isfinite(seconds):
-        return "—"
-    if seconds < 100 * US:
-        return format_us(seconds)
-    ms = seconds / MS
-    if ms < 10:
-        return f"{ms:.2f} ms"
-    if ms < 1000:
-        return f"{ms:,.0f} ms" if ms >= 100 else f"{ms:.1f} ms"
-    return f"{seconds:.3g} s" if seconds < 100 else f"{seconds:,.0f} s"
-
-
-def format_rate(tokens_per_s: float) -> str:
-    """'155 tokens/s', '4,616 tokens/s', '0.52 tokens/s'."""
-    if not math.isfinite(tokens_per_s):
-        return "—"
-    return f"{tokens_per_s:,.0f} tokens/s" if tokens_per_s >= 10 else f"{tokens_per_s:.2g} tokens/s"
-
-
-def format_gb(n_bytes: float) -> str:
-    """Decimal bytes, as the CLI prints them: '16.1 GB', '537 MB'."""
-    return format_si(n_bytes, "B")
-
-
 def _batch_phrase(batch: int) -> str:
     return "one sequence" if batch == 1 else f"a batch of {batch:,} sequences"
 
 
 def _bound_word(bound: str) -> str:
     return f"{bound}-bound"
+
+
+def _machine_phrase(pred: ModelPrediction) -> str:
+    """'the H100 SXM', or under tensor parallelism 'the H100 SXM × 2 (tensor-parallel)'."""
+    t = int(pred.tensor_parallel)
+    return f"the {pred.machine_spec.name}" + (f" × {t} (tensor-parallel)" if t > 1 else "")
+
+
+def _tp_text(pred: ModelPrediction) -> str:
+    """', tensor-parallel over 2 GPUs joined by nvlink (weights, KV cache and bytes per GPU)', or
+    '' on one GPU."""
+    t = int(pred.tensor_parallel)
+    if t == 1:
+        return ""
+    link = next((op.kernel.link for op in pred.ops if op.kernel.link), None)
+    return (f", tensor-parallel over {t} GPUs" + (f" joined by {link}" if link else "")
+            + " (weights, KV cache and bytes per GPU)")
 
 
 # -- the whole model --------------------------------------------------------------------------------
@@ -87,26 +80,30 @@ def model_parts(pred: ModelPrediction, n_layers: int) -> list[dict]:
 
 
 def _part_hover(part: dict, total_s: float) -> str:
-    lines = [f"<b>{part['name']}</b> — {format_time(part['time_s'])} ({format_share(part['time_s'] / total_s)} of the pass)",
+    lines = [f"<b>{part['name']}</b> — {format_duration(part['time_s'])} ({format_share(part['time_s'] / total_s)} of the pass)",
              f"FLOPs: {format_si(part['flops'], 'FLOP')} · bytes: {format_si(part['bytes'], 'B')}"]
     if len(part["ops"]) > 1:
         biggest = sorted(part["ops"], key=lambda op: op["time_s"], reverse=True)[:6]
-        lines += [f"{op['name']}: {format_time(op['time_s'])}, {_bound_word(op['bound'])}" for op in biggest]
+        lines += [f"{op['name']}: {format_duration(op['time_s'])}, {_bound_word(op['bound'])}" for op in biggest]
     else:
         lines.append(_bound_word(part["ops"][0]["bound"]))
     return "<br>".join(lines)
 
 
 def parts_chart(parts: list[dict], total_s: float) -> dict:
-    """Stacked horizontal bars in ms: each part's memory-bound and compute-bound time."""
+    """Stacked horizontal bars in the unit of the largest part (``axis``, payload.time_axis): each
+    part's memory-bound and compute-bound time, and its total."""
+    axis = time_axis([p["time_s"] for p in parts])
+    scale = axis["seconds_per_unit"]
     return {
         "labels": [p["name"] for p in parts],
-        "memory_ms": [(p["memory_time_s"] + p["link_time_s"]) / MS for p in parts],
-        "compute_ms": [p["compute_time_s"] / MS for p in parts],
-        "total_ms": [p["time_s"] / MS for p in parts],
-        "text": [f"{format_time(p['time_s'])} ({format_share(p['time_s'] / total_s)})" for p in parts],
+        "axis": axis,
+        "memory": [(p["memory_time_s"] + p["link_time_s"]) / scale for p in parts],
+        "compute": [p["compute_time_s"] / scale for p in parts],
+        "total": [p["time_s"] / scale for p in parts],
+        "text": [f"{format_duration(p['time_s'])} ({format_share(p['time_s'] / total_s)})" for p in parts],
         "hover": [_part_hover(p, total_s) for p in parts],
-        "x_max_ms": max(p["time_s"] for p in parts) / MS * 1.3,
+        "x_max": max(p["time_s"] for p in parts) / scale * 1.3,
         "colors": {"memory": MEMORY_RED, "compute": COMPUTE_BLUE},
     }
 
@@ -127,7 +124,7 @@ def memory_chart(memory: MemoryPlan) -> dict:
     cap_gb = None if memory.capacity_bytes is None else memory.capacity_bytes / GIGA
     segments = [
         {"name": labels.get(p.name, p.name), "gb": p.bytes / GIGA, "color": PART_COLORS.get(p.name, "#999999"),
-         "hover": f"<b>{labels.get(p.name, p.name)}</b>: {format_gb(p.bytes)}"}
+         "hover": f"<b>{labels.get(p.name, p.name)}</b>: {format_si(p.bytes, 'B')}"}
         for p in memory.parts
     ]
     name = memory.machine_name or memory.machine
@@ -135,10 +132,10 @@ def memory_chart(memory: MemoryPlan) -> dict:
         "label": "weights + KV cache",
         "segments": segments,
         "total_gb": total_gb,
-        "total_text": f"{format_gb(memory.total_bytes)}" + ("" if memory.fits is None else (" fits" if memory.fits else " does not fit")),
+        "total_text": f"{format_si(memory.total_bytes, 'B')}" + ("" if memory.fits is None else (" fits" if memory.fits else " does not fit")),
         "fits": memory.fits,
         "capacity_gb": cap_gb,
-        "capacity_text": None if cap_gb is None else f"{name}: {format_gb(memory.capacity_bytes)}",
+        "capacity_text": None if cap_gb is None else f"{name}: {format_si(memory.capacity_bytes, 'B')}",
         "capacity_anchor": None if cap_gb is None else ("left" if cap_gb < 0.5 * max(total_gb, cap_gb) * 1.45 else "right"),
         "x_max_gb": max(total_gb, cap_gb or 0.0) * 1.45,  # room for the total's label
     }
@@ -175,7 +172,7 @@ def model_readouts(pred: ModelPrediction, memory: MemoryPlan, kv_crossover_conte
     cap = memory.capacity_bytes
     text = {
         "latency_name": "Time to first token" if prefill else "Decode step",
-        "latency": format_time(pred.time_s),
+        "latency": format_duration(pred.time_s),
         "latency_sub": (f"{B:,} × {T:,}-token prompt{'s' if B != 1 else ''}" if prefill
                         else f"batch {B:,} at {S:,} tokens of context"),
         "throughput_name": "Prefill throughput" if prefill else "Decode throughput",
@@ -184,13 +181,13 @@ def model_readouts(pred: ModelPrediction, memory: MemoryPlan, kv_crossover_conte
         "bound": format_share(pred.memory_bound_share),
         "bound_sub": f"of the time in memory-bound ops; matmuls {_bound_word(pred.gemm_bound)}",
         "bytes_name": "Arithmetic" if prefill else "Weights + KV cache read",
-        "bytes": format_si(pred.flops, "FLOP") if prefill else f"{format_gb(weights_bytes)} + {format_gb(kv_bytes)}",
-        "bytes_sub": (f"over {format_gb(pred.bytes)} moved: {pred.intensity:,.0f} FLOP/byte" if prefill
+        "bytes": format_si(pred.flops, "FLOP") if prefill else f"{format_si(weights_bytes, 'B')} + {format_si(kv_bytes, 'B')}",
+        "bytes_sub": (f"over {format_si(pred.bytes, 'B')} moved: {format_number(pred.intensity)} FLOP/byte" if prefill
                       else ("KV reads never overtake weights" if kv_crossover_context is None
                             else f"KV reads overtake weights from {kv_crossover_context:,} tokens")),
-        "memory": format_gb(memory.total_bytes),
-        "memory_sub": {True: f"of {format_gb(cap)}: fits ({memory.total_bytes / cap:.0%})" if cap else "fits",
-                       False: f"of {format_gb(cap)}: does not fit" if cap else "does not fit",
+        "memory": format_si(memory.total_bytes, "B"),
+        "memory_sub": {True: f"of {format_si(cap, 'B')}: fits ({memory.total_bytes / cap:.0%})" if cap else "fits",
+                       False: f"of {format_si(cap, 'B')}: does not fit" if cap else "does not fit",
                        None: "the machine gives no capacity"}[memory.fits],
     }
     return {**numbers, "text": text}
@@ -201,12 +198,12 @@ def model_sentence(pred: ModelPrediction, model_name: str, n_layers: int, kv_cro
     blocks, embedding, final norm and LM head) on the H100 SXM takes 281 ms to the first token:
     29,190 prompt tokens/s, 41% of the time in memory-bound ops.'"""
     B, T, S = int(pred.batch), int(pred.tokens), int(pred.context)
-    machine = pred.machine_spec.name
+    machine = _machine_phrase(pred)
     whole = f"{model_name} ({n_layers} blocks, embedding, final norm and LM head)"
     share = f"{format_share(pred.memory_bound_share)} of the time in memory-bound ops"
     if pred.phase == "prefill":
         who = f"one {T:,}-token sequence" if B == 1 else f"a batch of {B:,} {T:,}-token sequences"
-        return (f"Prefill of {who} through {whole} on the {machine} takes {format_time(pred.time_s)} to the first token: "
+        return (f"Prefill of {who} through {whole} on {machine} takes {format_duration(pred.time_s)} to the first token: "
                 f"{format_rate(pred.tokens_per_s).replace('tokens/s', 'prompt tokens/s')}, {share}.")
     if kv_crossover_context is None:
         over = "KV-cache reads never overtake the weight reads (the cache stops growing: windowed or state-space layers)"
@@ -214,14 +211,15 @@ def model_sentence(pred: ModelPrediction, model_name: str, n_layers: int, kv_cro
         over = "KV-cache reads already exceed the weight reads"
     else:
         over = f"KV-cache reads would overtake weight reads at {kv_crossover_context:,} tokens of context"
-    return (f"One decode step of {_batch_phrase(B)} at {S:,} tokens of context through {whole} on the {machine} takes "
-            f"{format_time(pred.time_s)}: {format_rate(pred.tokens_per_s)}. It reads {format_gb(pred.weight_bytes)} of weights "
-            f"and {format_gb(pred.kv_bytes)} of KV cache; {over} at this batch.")
+    return (f"One decode step of {_batch_phrase(B)} at {S:,} tokens of context through {whole} on {machine} takes "
+            f"{format_duration(pred.time_s)}: {format_rate(pred.tokens_per_s)}. It reads {format_si(pred.weight_bytes, 'B')} of weights "
+            f"and {format_si(pred.kv_bytes, 'B')} of KV cache; {over} at this batch.")
 
 
 def _cost_text(pred: ModelPrediction) -> str:
     cm = pred.cost_model
-    return (f"e_c = {cm.compute_efficiency:g}, e_m = {cm.memory_efficiency:g}, {format_us(cm.launch_overhead_s)} per launch, "
+    launch = "per pass (one CUDA graph launch)" if cm.cuda_graph else "per launch"
+    return (f"e_c = {cm.compute_efficiency:g}, e_m = {cm.memory_efficiency:g}, {format_duration(cm.launch_overhead_s)} {launch}, "
             f"overlap {cm.overlap:g}")
 
 
@@ -249,8 +247,10 @@ def model_payload(pred: ModelPrediction, memory: MemoryPlan, kv_crossover_contex
         "sentence": model_sentence(pred, model_name, n_layers, kv_crossover_context),
         "parts_chart": parts_chart(parts, total_s),
         "memory_chart": memory_chart(memory),
+        "warnings": memory_warnings([(c.kernel.name, c.kernel.category, float(c.kernel.bytes)) for c in pred.ops],
+                                    m.memory_bytes, m.name, pred.attention == "naive"),
         "caption": (f"The whole {model_name} forward pass ({pred.phase}) in {pred.precision.label()} on the {m.name} "
-                    f"(peak {format_si(m.peak(pred.precision.compute), 'FLOP/s')}, {format_si(m.bandwidth, 'B/s')}), "
+                    f"(peak {format_si(m.peak(pred.precision.compute), 'FLOP/s')}, {format_si(m.bandwidth, 'B/s')}){_tp_text(pred)}, "
                     f"{pred.attention} attention, {_cost_text(pred)}. Memory: weights + KV cache only (no activations "
                     "or runtime workspace)."),
     }
@@ -272,7 +272,7 @@ def _log_ticks_125(lo: float, hi: float) -> dict:
     """Ticks at 1, 2 and 5 times each power of ten that spans ``lo`` to ``hi`` (a log axis)."""
     values = [m * 10.0**k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1) for m in (1, 2, 5)]
     values = [v for v in values if lo / 1.5 <= v <= hi * 1.5]
-    return {"values": values, "text": [f"{v:,.0f}" if v >= 1 else f"{v:g}" for v in values]}
+    return {"values": values, "text": [format_number(v) for v in values]}
 
 
 def _log2_ticks(top: int, most: int = 11) -> dict:
@@ -290,14 +290,15 @@ def _anchor(batch: int, top: int) -> str:
 
 def _row_hover(row: dict) -> str:
     fits = "" if row["fits"] is None else ("<br>fits in memory" if row["fits"] else "<br>does not fit in memory")
-    return (f"<b>batch {row['batch']:,}</b><br>step: {format_time(row['step_s'])}<br>{format_rate(row['tokens_per_s'])}"
+    return (f"<b>batch {row['batch']:,}</b><br>step: {format_duration(row['step_s'])}<br>{format_rate(row['tokens_per_s'])}"
             f"<br>step {_bound_word(row['bound'])}; matmuls {_bound_word(row['gemm_bound'])}{fits}")
 
 
 def decode_chart(plan: DecodePlan, batch: int) -> dict:
-    """The curves (tokens/s and step latency in ms at each batch of the plan's curve, thinned to
-    log-spaced points), the tabulated batches as markers coloured by the step's bound, the
-    compute-bound batch, the region where weights + KV cache no longer fit, and the page's batch."""
+    """The curves (tokens/s, and step latency ``step_time`` in the unit of the slowest step, at each
+    batch of the plan's curve, thinned to log-spaced points), the tabulated batches as markers
+    coloured by the step's bound, the compute-bound batch, the region where weights + KV cache no
+    longer fit, and the page's batch."""
     curve = plan.curve
     at = np.asarray(curve.batch).astype(np.int64)
     top = int(at.max())
@@ -312,20 +313,22 @@ def decode_chart(plan: DecodePlan, batch: int) -> dict:
     rows = plan.rows()
     cap = plan.memory.capacity_bytes
     here = next(r for r in rows if r["batch"] == batch)
-    step_ticks = _log_ticks_125(float(step_s.min()) / MS, float(step_s.max()) / MS)
+    step_axis = time_axis([float(step_s.max())], "step time")
+    unit = step_axis["seconds_per_unit"]
+    step_ticks = _log_ticks_125(float(step_s.min()) / unit, float(step_s.max()) / unit)
     return {
         "batch": shown.tolist(),
         "tokens_per_s": tps.tolist(),
-        "step_ms": (step_s / MS).tolist(),
-        "hover": [f"batch {b:,}: {format_time(s)}, {format_rate(t)}" for b, s, t in zip(shown.tolist(), step_s, tps)],
+        "step_time": (step_s / unit).tolist(),
+        "hover": [f"batch {b:,}: {format_duration(s)}, {format_rate(t)}" for b, s, t in zip(shown.tolist(), step_s, tps)],
         "points": {
             "batch": [r["batch"] for r in rows],
             "tokens_per_s": [r["tokens_per_s"] for r in rows],
-            "step_ms": [r["step_s"] / MS for r in rows],
+            "step_time": [r["step_s"] / unit for r in rows],
             "bound": [r["bound"] for r in rows],
             "hover": [_row_hover(r) for r in rows],
         },
-        "here": {"batch": batch, "tokens_per_s": here["tokens_per_s"], "step_ms": here["step_s"] / MS,
+        "here": {"batch": batch, "tokens_per_s": here["tokens_per_s"], "step_time": here["step_s"] / unit,
                  "text": f"batch {batch:,}", "hover": _row_hover(here),
                  "textposition": "top center" if _anchor(batch, top) == "left" else "top left"},
         "x_max": top,
@@ -335,8 +338,8 @@ def decode_chart(plan: DecodePlan, batch: int) -> dict:
         "axes": {  # the y axis of each chart, and the height (0 to 1) of the not-fitting note, clear of the curve
             "tokens_per_s": {"type": "linear", "range": [0.0, float(tps.max()) * 1.15], "title": "tokens/s (all sequences)",
                              "note_y": 0.5, "note_yanchor": "middle"},
-            "step_ms": {"type": "log", "title": "step time (ms)", "tickvals": step_ticks["values"], "ticktext": step_ticks["text"],
-                        "note_y": 0.98, "note_yanchor": "top"},
+            "step_time": {"type": "log", **step_axis, "tickvals": step_ticks["values"], "ticktext": step_ticks["text"],
+                          "note_y": 0.98, "note_yanchor": "top"},
         },
         "compute_bound_batch": cb if cb is not None and cb <= top else None,
         "compute_bound_log10": math.log10(cb) if cb is not None and cb <= top else None,
@@ -347,8 +350,8 @@ def decode_chart(plan: DecodePlan, batch: int) -> dict:
         "no_fit_log10": None if mb is None or mb >= top else math.log10(max(mb, 1)),
         "no_fit_anchor": None if mb is None or mb >= top else _anchor(mb, top),
         "no_fit_text": (None if mb is None or mb >= top or cap is None else
-                        (f"weights + KV cache<br>exceed {format_gb(cap)}<br>beyond batch {mb:,}" if mb > 0
-                         else f"weights + KV cache<br>exceed {format_gb(cap)}<br>at any batch")),
+                        (f"weights + KV cache<br>exceed {format_si(cap, 'B')}<br>beyond batch {mb:,}" if mb > 0
+                         else f"weights + KV cache<br>exceed {format_si(cap, 'B')}<br>at any batch")),
         "colors": {"memory": MEMORY_RED, "compute": COMPUTE_BLUE, "link": "#2ca02c"},
     }
 
@@ -358,8 +361,31 @@ def _tokens_text(n) -> str:
     return "never" if n is None else f"{n:,} tokens"
 
 
-def decode_readouts(plan: DecodePlan, batch: int, kv_crossover_context: int) -> dict:
-    """The decode view's readouts as numbers and as the text the page shows."""
+def step_runs_text(runs, top: int) -> str:
+    """Where the whole step is compute-bound, from capacity.step_bound_runs: 'whole step
+    compute-bound from batch 264'; 'whole step compute-bound for batches 186–220; memory-bound
+    again from 221'; 'whole step compute-bound for batches 191–192 and from 194'; 'whole step
+    stays memory-bound to 65,536'."""
+    compute = [(a, e) for a, e, bound in runs if bound == "compute"]
+    if not compute:
+        kinds = sorted({bound for _, _, bound in runs})
+        return f"whole step stays {kinds[0]}-bound to {top:,}" if len(kinds) == 1 else f"whole step never compute-bound up to {top:,}"
+    spans = [f"{a:,}" if a == e else f"{a:,}–{e:,}" for a, e in compute]
+    last_a, last_e = compute[-1]
+    if last_e >= top:
+        spans[-1] = f"from {last_a:,}" if len(compute) > 1 else f"from batch {last_a:,}"
+    text = "whole step compute-bound " + ("" if len(compute) == 1 and last_e >= top else "for batches ")
+    text += spans[0] if len(spans) == 1 else f"{', '.join(spans[:-1])} and {spans[-1]}"
+    if last_e < top:
+        after = next(bound for a, _, bound in runs if a == last_e + 1)
+        text += f"; {after}-bound again from {last_e + 1:,}"
+    return text
+
+
+def decode_readouts(plan: DecodePlan, batch: int, kv_crossover_context: int, step_runs) -> dict:
+    """The decode view's readouts as numbers and as the text the page shows. ``step_runs`` are
+    capacity.step_bound_runs of the plan: where the whole step is memory-, compute- or link-bound."""
+    top = step_runs[-1][1]
     here = next(r for r in plan.rows() if r["batch"] == batch)
     cb, scb, mb = plan.compute_bound_batch, plan.step_compute_bound_batch, plan.max_batch_in_memory
     S = int(plan.step.context)
@@ -367,22 +393,22 @@ def decode_readouts(plan: DecodePlan, batch: int, kv_crossover_context: int) -> 
     numbers = {
         "step_s": here["step_s"], "step_ms": here["step_s"] / MS, "tokens_per_s": here["tokens_per_s"], "fits": here["fits"],
         "compute_bound_batch": cb, "step_compute_bound_batch": scb, "max_batch_in_memory": mb,
+        "step_bound_runs": [{"first": a, "last": e, "bound": bound} for a, e, bound in step_runs],
         "kv_overtakes_weights_context": kv_crossover_context,
         "kv_overtakes_weights_context_batch_1": plan.kv_crossover_context,
     }
     text = {
         "step_name": f"Decode step at batch {batch:,}",
-        "step": format_time(here["step_s"]),
+        "step": format_duration(here["step_s"]),
         "step_sub": f"step {_bound_word(here['bound'])}; matmuls {_bound_word(here['gemm_bound'])}",
         "throughput_name": f"Throughput at batch {batch:,}",
         "throughput": format_rate(here["tokens_per_s"]),
         "throughput_sub": {True: "fits in memory", False: "does not fit in memory", None: "memory capacity unknown"}[here["fits"]],
         "compute_bound": "—" if cb is None else f"batch {cb:,}",
-        "compute_bound_sub": ("whole step stays memory-bound to 65,536" if scb is None else f"whole step from batch {scb:,}")
-                             if cb is not None else "matmuls stay memory-bound up to 65,536",
+        "compute_bound_sub": step_runs_text(step_runs, top) if cb is not None else f"matmuls stay memory-bound up to {top:,}",
         "max_batch": "—" if mb is None else f"{mb:,}",
         "max_batch_sub": ("machine gives no capacity" if cap is None
-                          else f"sequences of {S:,} tokens in {format_gb(cap)}"),
+                          else f"sequences of {S:,} tokens in {format_si(cap, 'B')}"),
         "kv": _tokens_text(kv_crossover_context),
         "kv_sub": (f"of context at batch {batch:,}" if batch == 1 else
                    f"of context at batch {batch:,}; {_tokens_text(plan.kv_crossover_context)} at batch 1"),
@@ -397,7 +423,7 @@ def decode_sentence(plan: DecodePlan, batch: int, model_name: str) -> str:
     one, here = rows[min(rows)], rows[batch]
     S = int(plan.step.context)
     cb, mb = plan.compute_bound_batch, plan.max_batch_in_memory
-    text = (f"{model_name} decoding at {S:,} tokens of context on the {plan.step.machine_spec.name}: "
+    text = (f"{model_name} decoding at {S:,} tokens of context on {_machine_phrase(plan.step)}: "
             f"{format_rate(one['tokens_per_s'])} at batch {one['batch']:,}")
     if batch != one["batch"]:
         text += f", {format_rate(here['tokens_per_s'])} at batch {batch:,}"
@@ -405,17 +431,18 @@ def decode_sentence(plan: DecodePlan, batch: int, model_name: str) -> str:
     cap = plan.memory.capacity_bytes
     if mb is not None and cap is not None:
         if mb == 0:
-            text += f", but the weights and one sequence's KV cache do not fit in {format_gb(cap)}"
+            text += f", but the weights and one sequence's KV cache do not fit in {format_si(cap, 'B')}"
         elif cb is not None and mb < cb:
-            text += f", but only {mb:,} sequence{'s' if mb != 1 else ''} fit in {format_gb(cap)}"
+            text += f", but only {mb:,} sequence{'s' if mb != 1 else ''} fit in {format_si(cap, 'B')}"
         else:
-            text += f", and up to {mb:,} sequences fit in {format_gb(cap)}"
+            text += f", and up to {mb:,} sequences fit in {format_si(cap, 'B')}"
     return text + "."
 
 
-def decode_payload(plan: DecodePlan, batch: int, kv_crossover_context: int, model_name: str, launch_overhead_us: float) -> dict:
+def decode_payload(plan: DecodePlan, batch: int, kv_crossover_context: int, model_name: str, launch_overhead_us: float,
+                   step_runs) -> dict:
     """The /api/decode body: the library's ``DecodePlan.to_dict()`` (rows at 1, 2, 4, ..., 1,024 and
-    the page's batch) plus what the page draws."""
+    the page's batch) plus what the page draws. ``step_runs``: capacity.step_bound_runs(model, plan)."""
     s = plan.step
     m = s.machine_spec
     body = {
@@ -426,12 +453,12 @@ def decode_payload(plan: DecodePlan, batch: int, kv_crossover_context: int, mode
         "launch_overhead_us": launch_overhead_us,
         "kv_overtakes_weights_context": kv_crossover_context,
         "fit": fit_message(plan.memory),
-        "readouts": decode_readouts(plan, batch, kv_crossover_context),
+        "readouts": decode_readouts(plan, batch, kv_crossover_context, step_runs),
         "sentence": decode_sentence(plan, batch, model_name),
         "chart": decode_chart(plan, batch),
         "caption": (f"{model_name} decode steps in {s.precision.label()} on the {m.name} "
                     f"(peak {format_si(m.peak(s.precision.compute), 'FLOP/s')}, {format_si(m.bandwidth, 'B/s')}, "
-                    f"memory {format_gb(plan.memory.capacity_bytes) if plan.memory.capacity_bytes else 'unknown'}), "
+                    f"memory {format_si(plan.memory.capacity_bytes, 'B') if plan.memory.capacity_bytes else 'unknown'}){_tp_text(s)}, "
                     f"{s.attention} attention, {_cost_text(s)}. Markers: the step's bound at each tabulated batch "
                     "(red memory-bound, blue compute-bound); grey: weights + KV cache do not fit."),
     }
@@ -452,27 +479,12 @@ def _pct(p: float) -> str:
     return f"p{p:g}"
 
 
-def format_rate_short(tokens_per_s) -> str:
-    """A rate for a readout: '4,396 tokens/s', '72 tokens/s', '—' when it does not exist."""
-    return "—" if tokens_per_s is None else format_rate(tokens_per_s)
-
-
-def format_time_or_dash(seconds) -> str:
-    return "—" if seconds is None or not math.isfinite(seconds) else format_time(seconds)
-
-
-def format_target(seconds: float) -> str:
-    """A target as typed: '500 ms', '30 ms', '0.5 ms', '2.5 s'."""
-    ms = seconds / MS
-    return f"{ms:.4g} ms" if ms < 1000 else format_time(seconds)
-
-
 def targets_text(slo: dict | None) -> str:
     """'TTFT p90 <= 500 ms and TPOT p90 <= 30 ms' (the targets given)."""
     if not slo:
         return "no targets"
     p = _pct(slo["percentile"])
-    parts = [f"{what} {p} ≤ {format_target(slo[key])}" for what, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"))
+    parts = [f"{what} {p} ≤ {format_typed_ms(slo[key])}" for what, key in (("TTFT", "ttft_s"), ("TPOT", "tpot_s"))
              if slo.get(key) is not None]
     return " and ".join(parts)
 
@@ -495,28 +507,28 @@ def serving_breakdown(step, result, users: int) -> dict:
     total = sum(o.time_s for o in ops) or 1.0
     ranked = sorted(ops, key=lambda o: o.time_s, reverse=True)
     shown, rest = ranked[:10], ranked[10:]
-    rows = [{"name": o.name, "runs": f"{o.count:,}", "time": format_us_fine(o.time_s), "share": format_share(o.time_s / total),
+    rows = [{"name": o.name, "runs": f"{o.count:,}", "time": format_duration(o.time_s), "share": format_share(o.time_s / total),
              "bound": o.bound} for o in shown]
     if rest:
         rest_s = sum(o.time_s for o in rest)
-        rows.append({"name": f"{len(rest)} other ops", "runs": "", "time": format_us_fine(rest_s),
+        rows.append({"name": f"{len(rest)} other ops", "runs": "", "time": format_duration(rest_s),
                      "share": format_share(rest_s / total), "bound": ""})
     return {
         "users": users, "decode_batch": batch, "context": context, "time_s": time_s,
         "ops": [o.to_dict() for o in ops],
         "table": rows,
         "title": (f"One decode step at {_users(users)}: {batch:,} sequence{'s' if batch != 1 else ''} at "
-                  f"{context:,} tokens of context take {format_time(time_s)}"),
+                  f"{context:,} tokens of context take {format_duration(time_s)}"),
     }
 
 
 def _point_hover(row: dict, result, percentile: float) -> str:
     p = _pct(percentile)
     lines = [f"<b>{_users(row['concurrency'])}</b>",
-             f"{format_rate_short(row['output_tokens_per_s_per_gpu'])} per GPU · {format_rate_short(row['per_user_tokens_per_s'])} per user",
-             f"TTFT p50 {format_time_or_dash(row['ttft_p50_s'])} · {p} {format_time_or_dash(result.percentile('ttft', percentile))}"
-             f" · p99 {format_time_or_dash(row['ttft_p99_s'])}",
-             f"TPOT p50 {format_time_or_dash(row['tpot_p50_s'])} · {p} {format_time_or_dash(result.percentile('tpot', percentile))}",
+             f"{format_rate(row['output_tokens_per_s_per_gpu'])} per GPU · {format_rate(row['per_user_tokens_per_s'])} per user",
+             f"TTFT p50 {format_duration(row['ttft_p50_s'])} · {p} {format_duration(result.percentile('ttft', percentile))}"
+             f" · p99 {format_duration(row['ttft_p99_s'])}",
+             f"TPOT p50 {format_duration(row['tpot_p50_s'])} · {p} {format_duration(result.percentile('tpot', percentile))}",
              f"mean decode batch {row['mean_decode_batch']:.1f} · KV cache peak {format_share(row['kv_cache_peak'])}"
              f" · {row['preemptions']:,} preemptions",
              f"{result.requests:,} requests simulated"]
@@ -553,7 +565,7 @@ def point_labels(users, xs, ys, x_span: float, y_span: float, near: float = 0.02
 def serving_charts(sweep, best_index: int | None, percentile: float) -> dict:
     """The curve (output tokens/s per GPU against tokens/s per user, each point labelled by its
     users, filled where it meets the targets) and the latencies against users (TTFT p50 and p99,
-    TPOT p50 in ms, the targets as lines)."""
+    TPOT p50 in the unit of the slowest, ``axis``; the targets as lines)."""
     rows = sweep.rows()
     users = [r["concurrency"] for r in rows]
     top = max(users)
@@ -572,23 +584,25 @@ def serving_charts(sweep, best_index: int | None, percentile: float) -> dict:
         "colors": {"meets": COMPUTE_BLUE, "misses": MISS_COLOR, "line": "#2b2f36"},
         "empty_text": None if known else "one output token per request: no TPOT, so no per-user rate to place",
     }
-    ms = lambda v: None if v is None or not math.isfinite(v) else v / MS  # noqa: E731
-    series = {"ttft_p50_ms": [ms(r["ttft_p50_s"]) for r in rows], "ttft_p99_ms": [ms(r["ttft_p99_s"]) for r in rows],
-              "tpot_p50_ms": [ms(r["tpot_p50_s"]) for r in rows]}
+    known = lambda v: v is not None and math.isfinite(v)  # noqa: E731
+    seconds = {"ttft_p50": [r["ttft_p50_s"] for r in rows], "ttft_p99": [r["ttft_p99_s"] for r in rows],
+               "tpot_p50": [r["tpot_p50_s"] for r in rows]}
     slo = sweep.slo or {}
-    targets = [{"name": what, "ms": slo[key] / MS, "ms_log10": math.log10(slo[key] / MS), "color": color,
-                "text": f"{what} {_pct(slo['percentile'])} target {format_target(slo[key])}"}
-               for what, key, color in (("TTFT", "ttft_s", TTFT_COLOR), ("TPOT", "tpot_s", TPOT_COLOR))
-               if slo.get(key) is not None]
-    values = [v for s in series.values() for v in s if v is not None and v > 0] + [t["ms"] for t in targets]
-    lo, hi = min(values), max(values)
+    given = [(what, key, color) for what, key, color in (("TTFT", "ttft_s", TTFT_COLOR), ("TPOT", "tpot_s", TPOT_COLOR))
+             if slo.get(key) is not None]
+    shown_s = [v for s in seconds.values() for v in s if known(v) and v > 0] + [slo[key] for _, key, _ in given]
+    axis = time_axis(shown_s, "latency")  # the unit of the slowest latency or target
+    unit = axis["seconds_per_unit"]
+    series = {k: [v / unit if known(v) else None for v in s] for k, s in seconds.items()}
+    targets = [{"name": what, "value": slo[key] / unit, "value_log10": math.log10(slo[key] / unit), "color": color,
+                "text": f"{what} {_pct(slo['percentile'])} target {format_typed_ms(slo[key])}"}
+               for what, key, color in given]
+    lo, hi = min(shown_s) / unit, max(shown_s) / unit
     ticks = _log_ticks_125(lo, hi)
     latency = {
-        "users": users, **series,
-        "hover": {k: [f"{_users(u)}: {name} {format_time_or_dash(None if v is None else v * MS)}" for u, v in zip(users, s)]
-                  for k, name, s in (("ttft_p50_ms", "TTFT p50", series["ttft_p50_ms"]),
-                                     ("ttft_p99_ms", "TTFT p99", series["ttft_p99_ms"]),
-                                     ("tpot_p50_ms", "TPOT p50", series["tpot_p50_ms"]))},
+        "users": users, **series, "axis": axis,
+        "hover": {k: [f"{_users(u)}: {name} {format_duration(v)}" for u, v in zip(users, seconds[k])]
+                  for k, name in (("ttft_p50", "TTFT p50"), ("ttft_p99", "TTFT p99"), ("tpot_p50", "TPOT p50"))},
         "targets": targets,
         "x_range_log10": [-PAD_LOG10, math.log10(top) + PAD_LOG10] if top > 1 else [-0.5, 0.5],
         "ticks": _users_ticks(top),
@@ -629,8 +643,8 @@ def _slo_verdict(sweep, percentile: float) -> dict:
     first = sweep.results[0]
     return {"state": "misses", "mark": "✗", "headline": "No concurrency meets the targets",
             "text": (f"No concurrency from {lo:,} to {_users(hi)} meets {targets_text(slo)}: {_users(lo)} alone sees "
-                     f"TTFT {_pct(percentile)} {format_time_or_dash(first.percentile('ttft', percentile))} and TPOT "
-                     f"{_pct(percentile)} {format_time_or_dash(first.percentile('tpot', percentile))}.")}
+                     f"TTFT {_pct(percentile)} {format_duration(first.percentile('ttft', percentile))} and TPOT "
+                     f"{_pct(percentile)} {format_duration(first.percentile('tpot', percentile))}.")}
 
 
 def serving_readouts(sweep, index: int, percentile: float, left_out=()) -> dict:
@@ -649,10 +663,10 @@ def serving_readouts(sweep, index: int, percentile: float, left_out=()) -> dict:
         "ttft_s": ttft, "tpot_s": tpot, "percentile": percentile, "cost_per_million_output_tokens": cost,
     }
     at = f"at {_users(users)}"
-    gpu_sub = f"{at}; {row['requests_per_s']:,.2f} requests/s"
+    gpu_sub = f"{at}; {format_rate(row['requests_per_s'], 'requests/s')}"
     if cost is not None:
-        gpu_sub += f"; ${cost:,.3g} per million output tokens"
-    target = lambda key: "" if not slo or slo.get(key) is None else f"; target {format_target(slo[key])}"  # noqa: E731
+        gpu_sub += f"; ${format_number(cost)} per million output tokens"
+    target = lambda key: "" if not slo or slo.get(key) is None else f"; target {format_typed_ms(slo[key])}"  # noqa: E731
     text = {
         "best_name": "Best concurrency within the SLO" if slo else "Highest concurrency swept",
         "best": _users(best) if best is not None else ("none" if slo else _users(users)),
@@ -660,17 +674,17 @@ def serving_readouts(sweep, index: int, percentile: float, left_out=()) -> dict:
                      (f"none of {sweep.values[0]:,} to {sweep.values[-1]:,} users meets {targets_text(slo)}" if slo
                       else "no TTFT or TPOT target given")) + ("" if not left_out else
                                                                f"; {_users(left_out[-1])} left out (bound)"),
-        "gpu": format_rate_short(row["output_tokens_per_s_per_gpu"]),
+        "gpu": format_rate(row["output_tokens_per_s_per_gpu"]),
         "gpu_sub": gpu_sub,
-        "user": format_rate_short(row["per_user_tokens_per_s"]),
-        "user_sub": (f"{at}: 1 / median TPOT ({format_time_or_dash(row['tpot_p50_s'])})" if row["tpot_p50_s"] is not None
+        "user": format_rate(row["per_user_tokens_per_s"]),
+        "user_sub": (f"{at}: 1 / median TPOT ({format_duration(row['tpot_p50_s'])})" if row["tpot_p50_s"] is not None
                      else f"{at}: one output token, no TPOT"),
         "ttft_name": f"TTFT {p}",
-        "ttft": format_time_or_dash(ttft),
-        "ttft_sub": f"{at}; p50 {format_time_or_dash(row['ttft_p50_s'])}" + target("ttft_s"),
+        "ttft": format_duration(ttft),
+        "ttft_sub": f"{at}; p50 {format_duration(row['ttft_p50_s'])}" + target("ttft_s"),
         "tpot_name": f"TPOT {p}",
-        "tpot": format_time_or_dash(tpot),
-        "tpot_sub": f"{at}; p50 {format_time_or_dash(row['tpot_p50_s'])}" + target("tpot_s"),
+        "tpot": format_duration(tpot),
+        "tpot_sub": f"{at}; p50 {format_duration(row['tpot_p50_s'])}" + target("tpot_s"),
     }
     return {**numbers, "text": text}
 
@@ -684,9 +698,9 @@ def serving_sentence(sweep, index: int, model_name: str, machine_name: str, gpus
     work = f"{input_len:,}-token prompt{'s' if input_len != 1 else ''} and {output_len:,}-token answer{'s' if output_len != 1 else ''}"
     row, r = sweep.rows()[index], sweep.results[index]
     users = sweep.values[index]
-    speeds = f"{format_rate_short(row['output_tokens_per_s_per_gpu']).replace('tokens/s', 'output tokens/s')} per GPU"
+    speeds = f"{format_rate(row['output_tokens_per_s_per_gpu']).replace('tokens/s', 'output tokens/s')} per GPU"
     if row["per_user_tokens_per_s"] is not None:
-        speeds += f" and {format_rate_short(row['per_user_tokens_per_s'])} per user"
+        speeds += f" and {format_rate(row['per_user_tokens_per_s'])} per user"
     slo = sweep.slo
     if slo and slo.get("best") is not None:
         return f"{where}, {work}: up to {users:,} concurrent user{'s' if users != 1 else ''} meet {targets_text(slo)}, at {speeds}."
@@ -694,10 +708,10 @@ def serving_sentence(sweep, index: int, model_name: str, machine_name: str, gpus
         first = sweep.results[0]
         return (f"{where}, {work}: no concurrency from {sweep.values[0]:,} to {_users(sweep.values[-1])} meets "
                 f"{targets_text(slo)}; {_users(sweep.values[0])} alone sees TTFT {_pct(percentile)} "
-                f"{format_time_or_dash(first.percentile('ttft', percentile))} and TPOT {_pct(percentile)} "
-                f"{format_time_or_dash(first.percentile('tpot', percentile))}.")
+                f"{format_duration(first.percentile('ttft', percentile))} and TPOT {_pct(percentile)} "
+                f"{format_duration(first.percentile('tpot', percentile))}.")
     return (f"{where}, {work}: at {_users(users)}, {speeds}, TTFT {_pct(percentile)} "
-            f"{format_time_or_dash(r.percentile('ttft', percentile))}.")
+            f"{format_duration(r.percentile('ttft', percentile))}.")
 
 
 def bound_text(bound: dict) -> str:

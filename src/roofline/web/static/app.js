@@ -26,13 +26,17 @@
     max_users: { input: "max-users" },
     slo_ttft_ms: { input: "slo-ttft" },
     slo_tpot_ms: { input: "slo-tpot" },
+    weights: { input: "weights" },
+    kv_cache: { input: "kv-cache" },
+    tp: { input: "tp" },
+    cuda_graph: { input: "cuda-graph", check: true }, // a checkbox: "true" when ticked, "" (left out) when not
   };
   // API parameters with no control, kept when in the URL
-  const PASS_THROUGH = ["context", "tp", "max_seqs", "max_tokens", "memory_fraction", "prefix_hit", "percentile",
+  const PASS_THROUGH = ["context", "max_seqs", "max_tokens", "memory_fraction", "prefix_hit", "percentile",
     "price_per_gpu_hour"];
   // Parameters whose empty value means "none": left out of the API's query. A target left empty stays
   // in the page's URL as `slo_ttft_ms=` (no target), since an absent one is the page's default.
-  const OPTIONAL = new Set(["dtype", "slo_ttft_ms", "slo_tpot_ms"]);
+  const OPTIONAL = new Set(["dtype", "slo_ttft_ms", "slo_tpot_ms", "weights", "kv_cache", "tp", "cuda_graph"]);
   const EMPTY_IN_URL = new Set(["slo_ttft_ms", "slo_tpot_ms"]);
   // The views: which endpoint each reads and how it is drawn (the draw functions are below).
   const VIEWS = {
@@ -40,20 +44,28 @@
     model: { endpoint: "/api/model", draw: (data) => drawModel(data) },
     decode: { endpoint: "/api/decode", draw: (data) => drawDecode(data) },
     serving: { endpoint: "/api/serving", draw: (data) => drawServing(data) },
+    learn: { endpoint: null, draw: () => (window.rooflineLearn ? window.rooflineLearn.show() : null) },
   };
   const FONT = { family: "system-ui, sans-serif", size: 12 };
+  const PATTERN = { memory: "/", compute: "" }; // memory-bound bars hatched: the bound is not told by colour alone
+  const SYMBOL = { memory: "triangle-up", compute: "circle" }; // and the roofline's points by shape (▲ ● in the table)
   const SHIFT = { left: 4, right: -4 }; // a label's pixel gap from the mark it is anchored to
-  const PLOT_CONFIG = { displaylogo: false, responsive: true, showSendToCloud: false, showEditInChartStudio: false,
-    modeBarButtonsToRemove: ["lasso2d", "select2d", "sendDataToCloud"] };
+  // No mode bar (nothing over the data, no cloud or export buttons) and no "double-click" tip;
+  // zoom by dragging and reset by double-clicking stay.
+  const PLOT_CONFIG = { displayModeBar: false, displaylogo: false, showTips: false, responsive: true };
 
   const $ = (id) => document.getElementById(id);
   let defaults = {};
   let tokenStops = [];
   let state = {};
   let view = "layer";
-  let requestSeq = 0;
   let renderCount = 0;
-  let inFlight = null;
+  let running = false; // a request is on its way: a newer change waits for it, then asks for the latest
+  let pending = false;
+  let limits = {}; // each number control's [min, max], as the API checks them (from /api/options)
+  let pin = null; // the pinned baseline: {view, qs (its API query), state}
+  let shownBase = null; // the baseline's body while the view it was pinned in is drawn
+  const baseCache = new Map(); // the baseline's body, fetched once
   let machineDetail = new Map();
   let modelKinds = new Map(); // each model's layer kinds: [{kind, count, first_layer}]
   let machineLaunchUs = new Map(); // each machine's preset launch overhead, the CLI's default
@@ -90,7 +102,8 @@
   // The page's URL: the view, the API's query and the targets left empty on purpose.
   function pageQuery(apiQuery) {
     const empty = viewNames().filter((name) => EMPTY_IN_URL.has(name) && state[name] === "");
-    return [`view=${view}`, apiQuery, ...empty.map((name) => `${name}=`)].filter((part) => part !== "").join("&");
+    const pinned = pin ? [`pin=${encodeURIComponent(`view=${pin.view}&${pin.qs}`)}`] : [];
+    return [`view=${view}`, apiQuery, ...empty.map((name) => `${name}=`), ...pinned].filter((part) => part !== "").join("&");
   }
 
   function viewFromUrl() {
@@ -98,14 +111,76 @@
     return v && VIEWS[v] ? v : "layer";
   }
 
+  // The page's state from its URL. A value no control can show (an unknown machine, batch=-5, a
+  // typo) falls back to its default, and the notice says which and why: a bad link never leaves a
+  // broken page.
   function stateFromUrl() {
     const url = new URLSearchParams(window.location.search);
     const out = {};
+    const notices = [];
     for (const [name, value] of Object.entries(defaults)) out[name] = String(value);
+    const v = url.get("view");
+    if (v !== null && !VIEWS[v]) notices.push(`view=${v} is not a view of this page; showing ${viewLabel("layer")}`);
     for (const name of [...Object.keys(CONTROLS), ...PASS_THROUGH]) {
-      if (url.has(name)) out[name] = url.get(name);
+      if (!url.has(name)) continue;
+      const value = url.get(name);
+      const problem = CONTROLS[name] ? invalid(name, value) : null;
+      if (problem === null) { out[name] = value; continue; }
+      const fallback = out[name] === undefined || out[name] === "" ? "its default" : out[name];
+      notices.push(`${problem}; using ${fallback}`);
     }
-    return out;
+    pin = null;
+    if (url.has("pin")) {
+      const p = new URLSearchParams(url.get("pin"));
+      const pv = p.get("view");
+      if (pv && VIEWS[pv] && VIEWS[pv].endpoint) {
+        p.delete("view");
+        const pinState = {};
+        for (const [name, value] of p) pinState[name] = value;
+        pin = { view: pv, qs: p.toString(), state: pinState };
+      } else {
+        notices.push("the pinned baseline names no view with results; nothing is pinned");
+      }
+    }
+    return { state: out, notices };
+  }
+
+  function viewLabel(key) {
+    const tab = document.querySelector(`[role=tab][data-view="${key}"]`);
+    return tab ? `"${tab.textContent.trim()}"` : key;
+  }
+
+  // The words a person reads for a control: its label's text.
+  function labelOf(name) {
+    const c = CONTROLS[name];
+    const label = c && (document.querySelector(`label[for="${c.slider || c.input}"]`) ||
+      document.querySelector(`label[for="${c.input}"]`));
+    return label ? label.textContent.replace(/\s+/g, " ").trim() : name;
+  }
+
+  const countFormat = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 6 });
+
+  // Why ``value`` cannot be this control's value, in words naming the control and its range, or null.
+  function invalid(name, value) {
+    const c = CONTROLS[name];
+    const el = $(c.input);
+    const label = labelOf(name);
+    const shown = value.length > 24 ? `${value.slice(0, 24)}…` : value;
+    if (c.check) return ["", "true", "false"].includes(value) ? null : `${label}: "${shown}" is not true or false`;
+    if (el.tagName === "SELECT") {
+      if ([...el.options].some((o) => o.value === value)) return null;
+      return `${label}: "${shown}" is not one of the choices`;
+    }
+    if (value.trim() === "" && OPTIONAL.has(name)) return null;
+    const range = limits[name];
+    const whole = el.step === "1";
+    const wanted = range
+      ? `a ${whole ? "whole number" : "number"} from ${countFormat.format(range[0])} to ${countFormat.format(range[1])}`
+      : `a ${whole ? "whole number" : "number"}${el.min !== "" ? ` of at least ${countFormat.format(Number(el.min))}` : ""}`;
+    const x = Number(value);
+    const ok = value.trim() !== "" && /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(value.trim()) && Number.isFinite(x) &&
+      (!whole || Number.isInteger(x)) && (range ? x >= range[0] && x <= range[1] : (el.min === "" || x >= Number(el.min)));
+    return ok ? null : `${label}: "${shown || "empty"}" is not ${wanted}`;
   }
 
   // The slider position of a token count: the first stop at or above it (a look-up, no scale).
@@ -138,16 +213,23 @@
     fillLayers();
     for (const [name, c] of Object.entries(CONTROLS)) {
       const value = state[name] ?? "";
-      $(c.input).value = value;
+      if (c.check) $(c.input).checked = value === "true";
+      else $(c.input).value = value;
       if (c.slider) $(c.slider).value = c.stops ? stopIndex(value) : value;
+      if (c.slider) $(c.slider).setAttribute("aria-valuetext", c.stops ? `${countFormat.format(Number(value))} tokens` : value);
     }
     $("machine-detail").textContent = machineDetail.get(state.machine) || "";
     $("tokens-label").textContent = state.phase === "decode" || view === "decode"
       ? "Context, S (tokens already in the KV cache)"
       : "Tokens per sequence, T";
     $("phase").disabled = view === "decode"; // decode versus batch is decode whatever the phase
+    if (view === "decode") $("phase").value = "decode"; // and says so (the state keeps the other views' phase)
     $("workload-controls").hidden = view === "serving"; // serving has its own workload: lengths and users
     $("serving-controls").hidden = view !== "serving";
+    const takes = new Set(viewParameters[view] || []); // a control the view's endpoint does not take is hidden
+    for (const el of document.querySelectorAll("#controls [data-param]")) {
+      el.hidden = !el.dataset.param.split(" ").some((name) => takes.has(name));
+    }
     $("slo-hint").textContent = `at the ${state.percentile ? `p${state.percentile}` : "p90"} of each point; empty: no target`;
   }
 
@@ -177,29 +259,40 @@
     followDefaults();
     showView();
     showControls();
-    update();
+    update("push");
   }
 
-  function set(name, value) {
-    if (state[name] === String(value)) return; // Enter and change both report a typed value
-    state[name] = String(value);
+  // A control's new value. "push" makes a history entry (Back undoes it); "live" (a slider being
+  // dragged) redraws and rewrites the current entry, and the drag's end pushes one entry.
+  function set(name, value, mode = "push") {
+    const text = String(value);
+    const problem = invalid(name, text);
+    if (problem !== null) { showStale(problem, name); return; }
+    if (state[name] === text && !document.body.dataset.stale) {
+      if (mode === "push") writeUrl("push");
+      return; // Enter and change both report a typed value
+    }
+    state[name] = text;
     if (name === "model") touched.delete("layer"); // a new model starts at its first layer kind
     if (name !== "machine" && name !== "model") touched.add(name);
     followDefaults();
     showControls();
-    update();
+    update(mode);
   }
 
   function bindControls() {
     for (const [name, c] of Object.entries(CONTROLS)) {
       const input = $(c.input);
-      input.addEventListener("change", () => set(name, input.value));
+      input.addEventListener("change", () => set(name, c.check ? (input.checked ? "true" : "") : input.value));
       if (input.type === "number") {
         input.addEventListener("keydown", (e) => { if (e.key === "Enter") set(name, input.value); });
       }
       if (c.slider) {
         const slider = $(c.slider);
-        slider.addEventListener("input", () => set(name, c.stops ? tokenStops[Number(slider.value)] : slider.value));
+        const value = () => (c.stops ? tokenStops[Number(slider.value)] : slider.value);
+        let dragging = false; // a drag's first move makes the history entry, the rest rewrite it
+        slider.addEventListener("input", () => { set(name, value(), dragging ? "live" : "push"); dragging = true; });
+        slider.addEventListener("change", () => { dragging = false; set(name, value(), "live"); });
       }
     }
     for (const tab of document.querySelectorAll("[role=tab]")) {
@@ -211,13 +304,20 @@
         if (to) { to.focus(); setView(to.dataset.view); }
       });
     }
+    $("pin").addEventListener("click", pinNow);
+    $("unpin").addEventListener("click", unpin);
     $("reset").addEventListener("click", () => {
       state = {};
       touched.clear();
       for (const [name, value] of Object.entries(defaults)) state[name] = String(value);
       followDefaults();
       showControls();
-      update();
+      update("push");
+    });
+    // Back and Forward: the entry's URL is the whole state
+    window.addEventListener("popstate", () => {
+      loadUrl();
+      update("none");
     });
   }
 
@@ -244,33 +344,116 @@
 
   // -- the request ------------------------------------------------------------------------------
 
-  async function update() {
+  // The page's URL for the shown state: "push" a new history entry, "replace" the current one, or
+  // "none" (Back and Forward, which already moved to it).
+  function writeUrl(mode) {
+    const qs = query();
+    const url = `${window.location.pathname}?${pageQuery(qs)}`;
+    if (mode === "push" && url !== `${window.location.pathname}${window.location.search}`) {
+      window.history.pushState(null, "", url);
+    } else if (mode !== "none") {
+      window.history.replaceState(null, "", url);
+    }
+    return qs;
+  }
+
+  function setDownloads(qs) {
+    const shown = view;
+    const json = $("download-json");
+    $("download-csv").href = `/api/layer.csv?${qs}`;
+    json.href = shown === "layer" ? `/api/layer.json?${qs}` : `${VIEWS[shown].endpoint}?${qs}`;
+    json.download = shown === "layer" ? "" : `roofline-${shown}.json`;
+  }
+
+  // Ask for the shown state and draw it. One request at a time: changes made meanwhile (a slider
+  // dragged) wait for it, then the latest is asked for, so the charts follow the drag live and end
+  // on its last value.
+  async function update(mode = "replace") {
+    writeUrl(mode);
+    if (running) { pending = true; return; }
+    running = true;
+    try {
+      do {
+        pending = false;
+        await fetchAndDraw();
+      } while (pending);
+    } finally {
+      running = false;
+    }
+  }
+
+  async function fetchAndDraw() {
     const qs = query();
     const shown = view;
     const pageQs = pageQuery(qs);
-    window.history.replaceState(null, "", `${window.location.pathname}?${pageQs}`);
-    $("download-csv").href = `/api/layer.csv?${qs}`;
-    $("download-json").href = shown === "layer" ? `/api/layer.json?${qs}` : `${VIEWS[shown].endpoint}?${qs}`;
-    $("download-json").download = shown === "layer" ? "" : `roofline-${shown}.json`;
-    const seq = ++requestSeq;
-    if (inFlight) inFlight.abort();
-    inFlight = new AbortController();
-    let resp, body;
-    try {
-      resp = await fetch(`${VIEWS[shown].endpoint}?${qs}`, { signal: inFlight.signal });
-      body = await resp.json();
-    } catch (err) {
-      if (err.name !== "AbortError" && seq === requestSeq) showError(String(err), null);
+    if (!VIEWS[shown].endpoint) { // a view with nothing to fetch (the exercises)
+      showError(null, null);
+      await render(shown, null, pageQs);
       return;
     }
-    if (seq !== requestSeq) return; // a newer change is on its way
+    setDownloads(qs);
+    let resp, body;
+    try {
+      resp = await fetch(`${VIEWS[shown].endpoint}?${qs}`);
+      body = await resp.json();
+    } catch (err) {
+      showStale(`The server did not answer (${err.message || err}); the results shown are from before.`, null);
+      return;
+    }
+    if (pending) return; // a newer state is asked for next; this one is already stale
     if (!resp.ok) {
-      const detail = (body.detail || []).map((d) => `${(d.loc || []).slice(-1)[0]}: ${d.msg}`).join("; ");
-      showError(detail || `HTTP ${resp.status}`, body.field);
+      showStale(apiMessage(body, resp.status), body.field);
       return;
     }
     showError(null, null);
-    await render(shown, body, pageQs);
+    await render(shown, body, pageQs, await baselineFor(shown));
+  }
+
+  // The pinned baseline's body when it was pinned in the shown view (fetched once), else null.
+  async function baselineFor(shown) {
+    if (!pin || pin.view !== shown) return null;
+    const key = `${shown}?${pin.qs}`;
+    if (!baseCache.has(key)) {
+      try {
+        const resp = await fetch(`${VIEWS[shown].endpoint}?${pin.qs}`);
+        if (!resp.ok) return { refused: apiMessage(await resp.json(), resp.status) };
+        baseCache.clear();
+        baseCache.set(key, await resp.json());
+      } catch (err) {
+        return { refused: String(err.message || err) };
+      }
+    }
+    return baseCache.get(key);
+  }
+
+  // The API's refusal in the page's words: each field named by its control's label.
+  function apiMessage(body, status) {
+    const byField = (field) => (CONTROLS[field] ? labelOf(field) : field);
+    // only the API's own spellings (input_len, max_users) are renamed, never a plain word like "tokens"
+    const named = (text) => text.replace(/\b[a-z]+(?:_[a-z]+)+\b/g, (word) => (CONTROLS[word] ? `"${labelOf(word)}"` : word));
+    const detail = body && Array.isArray(body.detail) ? body.detail : [];
+    const parts = detail.map((d) => {
+      const field = (d.loc || []).slice(-1)[0];
+      const range = limits[field];
+      const hint = range && /greater|less|valid/.test(d.msg || "")
+        ? ` (from ${countFormat.format(range[0])} to ${countFormat.format(range[1])})` : "";
+      return `${byField(field)}: ${named(String(d.msg || ""))}${hint}`;
+    });
+    if (!parts.length && body && typeof body.detail === "string") parts.push(named(body.detail));
+    return parts.length ? parts.join("; ") : `The server refused the request (HTTP ${status}).`;
+  }
+
+  // A message that the results shown are not those of the controls: the message names the control,
+  // the results are greyed and the downloads are off until a good value is given.
+  function showStale(message, field) {
+    showError(`${message}. The results below are for the last settings that worked.`.replace(/\.\. /, ". "), field);
+    document.body.dataset.stale = "1";
+    for (const id of ["download-csv", "download-json"]) {
+      const a = $(id);
+      a.setAttribute("aria-disabled", "true");
+      a.removeAttribute("href");
+      a.tabIndex = -1;
+    }
   }
 
   function showError(message, field) {
@@ -280,6 +463,21 @@
     for (const c of Object.values(CONTROLS)) $(c.input).removeAttribute("aria-invalid");
     if (field && CONTROLS[field]) $(CONTROLS[field].input).setAttribute("aria-invalid", "true");
     document.body.dataset.error = message ? "1" : "";
+    if (!message) {
+      delete document.body.dataset.stale;
+      for (const id of ["download-csv", "download-json"]) {
+        $(id).removeAttribute("aria-disabled");
+        $(id).tabIndex = 0;
+      }
+      setDownloads(query());
+    }
+  }
+
+  // What the page changed in a link it could not use (bad values fall back to defaults).
+  function showNotice(notices) {
+    const box = $("notice");
+    box.hidden = !notices.length;
+    box.textContent = notices.length ? `This link had values the page cannot use: ${notices.join("; ")}.` : "";
   }
 
   // -- drawing ----------------------------------------------------------------------------------
@@ -308,25 +506,50 @@
     return out;
   }
 
-  function drawLayer(data) {
-    showReadouts(data);
-    return Promise.all([drawBars(data.chart), drawRoofline(data.roofline)]);
+  // What cannot run as one kernel on this machine (an op whose working set exceeds its memory): a
+  // short list above the charts, hidden when there is none.
+  function showWarnings(id, warnings) {
+    const list = $(id);
+    if (!list) return;
+    const items = warnings || [];
+    list.replaceChildren(...items.map((w) => { const li = document.createElement("li"); li.textContent = w.text; return li; }));
+    list.hidden = items.length === 0;
   }
 
-  function drawBars(chart) {
+  function drawLayer(data) {
+    showReadouts(data);
+    showWarnings("layer-warnings", data.warnings);
+    return Promise.all([drawBars(data.chart, shownBase && shownBase.chart), drawRoofline(data.roofline)]);
+  }
+
+  // Each op's bar, memory-bound ones hatched as well as red; with a pinned baseline its bars (grey)
+  // beside them, in the shown chart's unit.
+  function drawBars(chart, base = null) {
     const traces = BOUNDS.map((bound) => {
-      const s = pick(chart, bound, ["labels", "time_us", "time_text", "hover"]);
+      const s = pick(chart, bound, ["labels", "time", "time_text", "hover"]);
       return {
-        type: "bar", orientation: "h", name: `${bound}-bound`,
-        y: s.labels, x: s.time_us, text: s.time_text, textposition: "outside", cliponaxis: false,
+        type: "bar", orientation: "h", name: `${bound}-bound`, offsetgroup: "now",
+        y: s.labels, x: s.time, text: s.time_text, textposition: "outside", cliponaxis: false,
         hovertext: s.hover, hovertemplate: "%{hovertext}<extra></extra>",
-        marker: { color: COLORS[bound] }, textfont: { size: 11 },
+        marker: { color: COLORS[bound], pattern: { shape: PATTERN[bound], fillmode: "overlay", fgcolor: "#ffffff", size: 6, solidity: 0.3 } },
+        textfont: { size: 11 },
       };
     });
+    if (base) {
+      traces.push({
+        type: "bar", orientation: "h", name: "baseline", offsetgroup: "base", y: base.labels,
+        x: rescale(base.time, base.axis.seconds_per_unit, chart.axis.seconds_per_unit), text: base.time_text,
+        textposition: "outside", cliponaxis: false, textfont: { size: 10, color: "#5b6573" },
+        hovertext: base.hover.map((h) => `baseline: ${h}`), hovertemplate: "%{hovertext}<extra></extra>",
+        marker: { color: "#b9c0c9" },
+      });
+    }
     const layout = {
-      barmode: "stack", showlegend: false, bargap: 0.25,
+      barmode: base ? "group" : "stack", showlegend: false, bargap: base ? 0.2 : 0.25, bargroupgap: 0.05,
       margin: { l: 8, r: 56, t: 8, b: 44 },
-      xaxis: { title: { text: "predicted time (µs)" }, rangemode: "tozero", separatethousands: true, automargin: true },
+      // the payload sends the times in the unit of the largest bar and names it in the title
+      xaxis: { title: { text: chart.axis.title }, rangemode: "tozero", separatethousands: true, exponentformat: "none",
+        automargin: true },
       yaxis: { type: "category", categoryorder: "array", categoryarray: chart.labels, autorange: "reversed", automargin: true },
       hoverlabel: { align: "left" },
       font: FONT,
@@ -345,20 +568,23 @@
         marker: { symbol: "diamond", size: 9, color: "#2b2f36" },
         hovertext: [`${roof.ridge_text}<br>${roof.peak_text}`], hovertemplate: "%{hovertext}<extra></extra>" },
       ...BOUNDS.map((bound) => {
-        const s = pick(ops, bound, ["labels", "intensity", "tflops_per_s", "hover"]);
+        const s = pick(ops, bound, ["labels", "intensity", "tflops_per_s", "hover", "number"]);
         return {
-          x: s.intensity, y: s.tflops_per_s, mode: "markers", name: `${bound}-bound ops`,
-          marker: { color: COLORS[bound], size: 9, line: { color: "#fff", width: 1 } },
+          x: s.intensity, y: s.tflops_per_s, mode: "markers+text", name: `${bound}-bound ops`,
+          text: s.number, textposition: bound === "memory" ? "top left" : "bottom right", cliponaxis: false,
+          textfont: { size: 10, color: COLORS[bound] },
+          marker: { color: COLORS[bound], symbol: SYMBOL[bound], size: 10, line: { color: "#fff", width: 1 } },
           hovertext: s.hover, hovertemplate: "%{hovertext}<extra></extra>",
         };
       }),
     ];
     const layout = {
       margin: { l: 8, r: 12, t: 8, b: 44 },
-      xaxis: { type: "log", title: { text: "arithmetic intensity (FLOP/byte)" }, automargin: true, dtick: 1, exponentformat: "SI" },
-      yaxis: { type: "log", title: { text: "TFLOP/s" }, automargin: true, dtick: 1, exponentformat: "none" },
-      legend: { x: 0.01, y: 0.99, xanchor: "left", yanchor: "top", font: { size: 11 },
-        bgcolor: "rgba(255,255,255,0.85)", bordercolor: "#dde2e8", borderwidth: 1 },
+      xaxis: { type: "log", title: { text: "arithmetic intensity (FLOP/byte)" }, automargin: true, dtick: 1, exponentformat: "none",
+        separatethousands: true },
+      yaxis: { type: "log", title: { text: "TFLOP/s" }, automargin: true, dtick: 1, exponentformat: "none", separatethousands: true },
+      // below the chart, in a row: inside it the legend covered the ridge and the compute-bound ops
+      legend: { orientation: "h", x: 0, xanchor: "left", y: 0, yref: "container", yanchor: "bottom", font: { size: 11 } },
       shapes: [{ type: "line", xref: "x", yref: "paper", x0: roof.ridge_flop_per_byte, x1: roof.ridge_flop_per_byte,
         y0: 0, y1: 1, line: { color: "#8a94a3", width: 1, dash: "dot" } }],
       annotations: [{ xref: "x", yref: "paper", x: roof.ridge_log10 /* Plotly places log-axis annotations by log10 */, y: 0.02, xanchor: "left",
@@ -389,21 +615,24 @@
     setText("model-fit-text", data.fit.text);
     setText("model-limits", data.memory_limits_text);
     setText("model-note", data.caption);
+    showWarnings("model-warnings", data.warnings);
     return Promise.all([drawParts(data.parts_chart), drawMemory(data.memory_chart)]);
   }
 
   function drawParts(chart) {
-    const traces = [["memory", chart.memory_ms], ["compute", chart.compute_ms]].map(([bound, x]) => ({
+    const traces = [["memory", chart.memory], ["compute", chart.compute]].map(([bound, x]) => ({
       type: "bar", orientation: "h", name: `${bound}-bound`, y: chart.labels, x,
       hovertext: chart.hover, hovertemplate: "%{hovertext}<extra></extra>", marker: { color: chart.colors[bound] },
     }));
     const layout = {
       barmode: "stack", showlegend: false, bargap: 0.35,
       margin: { l: 8, r: 16, t: 8, b: 44 },
-      xaxis: { title: { text: "predicted time (ms)" }, range: [0, chart.x_max_ms], separatethousands: true, automargin: true },
+      // times in the unit of the largest part, named in the payload's title
+      xaxis: { title: { text: chart.axis.title }, range: [0, chart.x_max], separatethousands: true, exponentformat: "none",
+        automargin: true },
       yaxis: { type: "category", categoryorder: "array", categoryarray: chart.labels, autorange: "reversed", automargin: true },
       annotations: chart.labels.map((label, i) => ({
-        x: chart.total_ms[i], y: label, text: chart.text[i], xanchor: "left", showarrow: false, xshift: 4,
+        x: chart.total[i], y: label, text: chart.text[i], xanchor: "left", showarrow: false, xshift: 4,
         font: { size: 11 } })),
       hoverlabel: { align: "left" },
       font: FONT,
@@ -430,7 +659,8 @@
     const layout = {
       barmode: "stack", showlegend: false, bargap: 0.45,
       margin: { l: 8, r: 16, t: 8, b: 44 },
-      xaxis: { title: { text: "memory per GPU (GB)" }, range: [0, chart.x_max_gb], automargin: true, separatethousands: true },
+      xaxis: { title: { text: "memory per GPU (GB)" }, range: [0, chart.x_max_gb], automargin: true, separatethousands: true,
+        exponentformat: "none" },
       yaxis: { automargin: true, showticklabels: false },
       shapes, annotations,
       hoverlabel: { align: "left" },
@@ -450,7 +680,7 @@
     const c = data.chart;
     return Promise.all([
       drawBatchCurve("decode-throughput-chart", c, "tokens_per_s"),
-      drawBatchCurve("decode-latency-chart", c, "step_ms"),
+      drawBatchCurve("decode-latency-chart", c, "step_time"),
     ]);
   }
 
@@ -495,7 +725,7 @@
       margin: { l: 8, r: 16, t: 12, b: 44 },
       xaxis: { type: "log", range: c.x_range_log10, tickvals: c.ticks.values, ticktext: c.ticks.text,
         title: { text: "batch (sequences decoding together)" }, automargin: true },
-      yaxis: { type: axis.type, title: { text: title }, automargin: true, separatethousands: true,
+      yaxis: { type: axis.type, title: { text: title }, automargin: true, separatethousands: true, exponentformat: "none",
         range: axis.range, tickvals: axis.tickvals, ticktext: axis.ticktext },
       shapes, annotations,
       hoverlabel: { align: "left" },
@@ -573,8 +803,8 @@
     const layout = {
       showlegend: false,
       margin: { l: 8, r: 24, t: 12, b: 44 },
-      xaxis: { title: { text: c.x_title }, range: c.x_range, automargin: true, separatethousands: true },
-      yaxis: { title: { text: c.y_title }, range: c.y_range, automargin: true, separatethousands: true },
+      xaxis: { title: { text: c.x_title }, range: c.x_range, automargin: true, separatethousands: true, exponentformat: "none" },
+      yaxis: { title: { text: c.y_title }, range: c.y_range, automargin: true, separatethousands: true, exponentformat: "none" },
       annotations,
       hoverlabel: { align: "left" },
       font: FONT,
@@ -588,22 +818,23 @@
       line: { color, width: 2, dash }, marker: { color, size: 6 },
       hovertext: c.hover[field], hovertemplate: "%{hovertext}<extra></extra>" });
     const traces = [
-      line("ttft_p50_ms", "TTFT p50", c.colors.ttft, "solid"),
-      line("ttft_p99_ms", "TTFT p99", c.colors.ttft, "dash"),
-      line("tpot_p50_ms", "TPOT p50", c.colors.tpot, "solid"),
+      line("ttft_p50", "TTFT p50", c.colors.ttft, "solid"),
+      line("ttft_p99", "TTFT p99", c.colors.ttft, "dash"),
+      line("tpot_p50", "TPOT p50", c.colors.tpot, "solid"),
     ];
-    const shapes = c.targets.map((target) => ({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: target.ms,
-      y1: target.ms, line: { color: target.color, width: 1.5, dash: "dot" } }));
-    const annotations = c.targets.map((target) => ({ xref: "paper", yref: "y", x: 0.99, y: target.ms_log10, xanchor: "right",
+    // latencies and targets come in the unit of the slowest (c.axis), named in its title
+    const shapes = c.targets.map((target) => ({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: target.value,
+      y1: target.value, line: { color: target.color, width: 1.5, dash: "dot" } }));
+    const annotations = c.targets.map((target) => ({ xref: "paper", yref: "y", x: 0.99, y: target.value_log10, xanchor: "right",
       yanchor: "bottom", text: target.text, showarrow: false, font: { size: 11, color: target.color } }));
     const layout = {
       margin: { l: 8, r: 16, t: 12, b: 44 },
-      legend: { x: 0.01, y: 0.99, xanchor: "left", yanchor: "top", font: { size: 11 },
-        bgcolor: "rgba(255,255,255,0.85)", bordercolor: "#dde2e8", borderwidth: 1 },
+      // below the chart, in a row, as the roofline's: inside it the legend sat on the curves
+      legend: { orientation: "h", x: 0, xanchor: "left", y: 0, yref: "container", yanchor: "bottom", font: { size: 11 } },
       xaxis: { type: "log", range: c.x_range_log10, tickvals: c.ticks.values, ticktext: c.ticks.text,
         title: { text: "concurrent users (closed loop)" }, automargin: true },
       yaxis: { type: "log", range: c.y_range_log10, tickvals: c.y_ticks.values, ticktext: c.y_ticks.text,
-        title: { text: "ms" }, automargin: true },
+        title: { text: c.axis.title }, automargin: true },
       shapes, annotations,
       hoverlabel: { align: "left" },
       font: FONT,
@@ -611,15 +842,178 @@
     return Plotly.react("serving-latency-chart", traces, layout, PLOT_CONFIG);
   }
 
+  // -- why each op sits where it does ------------------------------------------------------------
+
+  function cell(tag, textValue, cls) {
+    const el = document.createElement(tag);
+    el.textContent = textValue;
+    if (cls) el.className = cls;
+    return el;
+  }
+
+  // The "fix this first" line and the op table (the charts' text alternative), as the API words them.
+  function drawExplain(data) {
+    setText("fix-first", data.fix_first ? data.fix_first.text : "");
+    const rows = (data.ops_table || []).map((r) => {
+      const tr = document.createElement("tr");
+      const name = cell("th", r.name);
+      name.scope = "row";
+      tr.append(cell("td", String(r.index), "num"), name, cell("td", r.time, "num"), cell("td", r.share, "num"),
+        cell("td", r.flops, "num"), cell("td", r.bytes, "num"), cell("td", r.intensity, "num"),
+        cell("td", `${r.bound === "memory" ? "▲" : "●"} ${r.bound}`, `bound ${r.bound}`), cell("td", r.why),
+        cell("td", r.helps), cell("td", r.cannot));
+      return tr;
+    });
+    $("ops-table").tBodies[0].replaceChildren(...rows);
+    const f = data.fixes;
+    if (!f) return;
+    const items = [cell("p", f.ridge)];
+    for (const [bound, title] of [["memory", "▲ Memory-bound ops"], ["compute", "● Compute-bound ops"]]) {
+      const dl = document.createElement("dl");
+      dl.append(cell("dt", `${title}: what can shorten them`), ...f[bound].helps.map((t) => cell("dd", t)),
+        cell("dt", "what cannot"), ...f[bound].cannot.map((t) => cell("dd", t)));
+      items.push(dl);
+    }
+    $("ops-fixes").replaceChildren(...items);
+  }
+
+  // -- compare with a pinned baseline ------------------------------------------------------------
+
+  // What each view compares: [name (or "@key" of the shown readouts' text), number field, text field].
+  // The ratio is the shown configuration's number over the baseline's.
+  const COMPARE = {
+    layer: [["Predicted layer time", "total_us", "total"], ["FLOPs-only estimate", "flops_only_us", "flops_only"],
+      ["Bytes-only estimate", "bytes_only_us", "bytes_only"], ["Launch overhead", "launch_us", "launch"]],
+    model: [["@latency_name", "latency_s", "latency"], ["@throughput_name", "tokens_per_s", "throughput"],
+      ["Weights + KV cache held", "memory_total_bytes", "memory"]],
+    decode: [["@step_name", "step_s", "step"], ["@throughput_name", "tokens_per_s", "throughput"],
+      ["Largest batch in memory", "max_batch_in_memory", "max_batch"]],
+    serving: [["Output tokens/s per GPU", "output_tokens_per_s_per_gpu", "gpu"], ["Tokens/s per user", "per_user_tokens_per_s", "user"],
+      ["@ttft_name", "ttft_s", "ttft"], ["@tpot_name", "tpot_s", "tpot"]],
+  };
+  const ratioFormat = new Intl.NumberFormat("en-US", { minimumSignificantDigits: 3, maximumSignificantDigits: 3 });
+
+  // The one sum this page does: now ÷ baseline of a figure both API answers give (two payloads
+  // no single request holds), at 3 significant figures.
+  function ratioOf(now, base) {
+    if (typeof now !== "number" || typeof base !== "number" || !(base > 0)) return "—";
+    return `${ratioFormat.format(now / base)}×`;
+  } // end ratioOf
+
+  // The baseline's bar lengths in the shown chart's unit (each payload picks its own: µs, ms or s).
+  function rescale(values, fromSecondsPerUnit, toSecondsPerUnit) {
+    return values.map((v) => (v === null ? null : v * fromSecondsPerUnit / toSecondsPerUnit));
+  } // end rescale
+
+  // A control's value as its control shows it (a select's option text).
+  function shownValue(name, value) {
+    const c = CONTROLS[name];
+    const el = c && $(c.input);
+    if (el && el.tagName === "SELECT") {
+      const option = [...el.options].find((o) => o.value === value);
+      if (option) return option.textContent;
+    }
+    return value === undefined || value === "" ? "default" : value;
+  }
+
+  function pinNow() {
+    const qs = query();
+    const pinState = {};
+    for (const [name, value] of new URLSearchParams(qs)) pinState[name] = value;
+    pin = { view, qs, state: pinState };
+    update("push");
+  }
+
+  function unpin() {
+    pin = null;
+    update("push");
+  }
+
+  function drawCompare(shown, data, base) {
+    const box = $("compare");
+    $("unpin").hidden = !pin;
+    box.hidden = !pin;
+    if (!pin) return;
+    const note = $("compare-note");
+    const table = $("compare-table");
+    if (pin.view !== shown) {
+      note.textContent = `The baseline was pinned in the ${viewLabel(pin.view)} view: open it to compare, or pin this one.`;
+      table.hidden = true;
+      return;
+    }
+    if (base === null || base.refused) {
+      note.textContent = `The baseline could not be drawn: ${base ? base.refused : "no answer"}.`;
+      table.hidden = true;
+      return;
+    }
+    const names = new Set([...Object.keys(pin.state), ...new URLSearchParams(query()).keys()]);
+    const differs = [...names].filter((n) => (pin.state[n] ?? "") !== (state[n] ?? "") && (viewParameters[shown] || []).includes(n))
+      .map((n) => `${CONTROLS[n] ? labelOf(n) : n}: ${shownValue(n, pin.state[n])} → ${shownValue(n, state[n])}`);
+    note.textContent = differs.length ? `Baseline against now. What differs: ${differs.join("; ")}.`
+      : "Baseline against now: the same settings (change a control to compare).";
+    const now = data.readouts;
+    const was = base.readouts;
+    const rows = COMPARE[shown].map(([name, field, textField]) => {
+      const tr = document.createElement("tr");
+      const label = name.startsWith("@") ? now.text[name.slice(1)] : name;
+      const a = was[field], b = now[field];
+      const ratio = ratioOf(b, a);
+      for (const [cell, cls] of [[label, ""], [was.text[textField] ?? "—", "num"], [now.text[textField] ?? "—", "num"], [ratio, "num"]]) {
+        const td = document.createElement(cls ? "td" : "th");
+        if (!cls) td.scope = "row";
+        td.textContent = cell;
+        if (cls) td.className = cls;
+        tr.append(td);
+      }
+      return tr;
+    });
+    table.tBodies[0].replaceChildren(...rows);
+    table.hidden = false;
+  }
+
   // -- after each draw --------------------------------------------------------------------------
 
-  async function render(shown, data, pageQs) {
+  async function render(shown, data, pageQs, base = null) {
+    shownBase = base && !base.refused ? base : null;
     await VIEWS[shown].draw(data);
+    if (shown !== view) return; // the view changed while it drew: the next draw is the one shown
+    if (VIEWS[shown].endpoint) await drawCompare(shown, data, base);
+    if (shown === "layer") drawExplain(data);
     renderCount += 1;
     document.body.dataset.renderCount = String(renderCount);
     document.body.dataset.query = pageQs;
     document.body.dataset.renderedView = shown;
-    document.dispatchEvent(new CustomEvent("roofline:rendered", { detail: { count: renderCount, query: pageQs, view: shown } }));
+    document.dispatchEvent(new CustomEvent("roofline:rendered", { detail: { count: renderCount, query: pageQs, view: shown, data } }));
+  }
+
+  // The page as its URL has it (at the start, and on Back and Forward): the state, the view, what
+  // the link set by hand (never re-defaulted) and a notice of what it could not use.
+  function loadUrl() {
+    const { state: fromUrl, notices } = stateFromUrl();
+    state = fromUrl;
+    touched.clear();
+    const url = new URLSearchParams(window.location.search);
+    for (const name of ["launch_overhead_us", "attention", "layer"]) if (url.has(name)) touched.add(name);
+    view = viewFromUrl();
+    followDefaults();
+    showView();
+    showControls();
+    showNotice(notices);
+  }
+
+  // Each number box takes the range the API checks, and a name: its label's, or its slider's.
+  function applyLimits() {
+    for (const [name, c] of Object.entries(CONTROLS)) {
+      const el = $(c.input);
+      if (limits[name] && el.type === "number") { el.min = String(limits[name][0]); el.max = String(limits[name][1]); }
+      if (c.slider) {
+        const label = document.querySelector(`label[for="${c.slider}"]`);
+        if (label) {
+          if (!label.id) label.id = `${c.slider}-label`;
+          el.setAttribute("aria-labelledby", label.id);
+        }
+      }
+    }
   }
 
   // -- start ------------------------------------------------------------------------------------
@@ -633,6 +1027,9 @@
       tokenStops = options.token_stops;
       fillSelect("dtype", [{ key: "", label: "the machine's default" },
         ...(options.plan_dtypes || []).map((d) => ({ key: d, label: d }))]);
+      for (const id of ["weights", "kv-cache"]) {
+        fillSelect(id, [{ key: "", label: "same as the precision" }, ...(options.plan_dtypes || []).map((d) => ({ key: d, label: d }))]);
+      }
       $("tokens").max = String(tokenStops.length - 1);
       fillSelect("machine", machines, (m) => (m.origin === "preset" ? "Presets" : `From ${m.origin}`));
       fillSelect("model", models);
@@ -640,15 +1037,11 @@
       modelKinds = new Map(models.map((m) => [m.key, m.layer_kinds]));
       machineLaunchUs = new Map(machines.map((m) => [m.key, m.launch_overhead_us]));
       viewAttention = options.view_attention || {};
-      state = stateFromUrl();
-      const url = new URLSearchParams(window.location.search);
-      for (const name of ["launch_overhead_us", "attention", "layer"]) if (url.has(name)) touched.add(name);
-      view = viewFromUrl();
-      followDefaults();
-      showView();
-      showControls();
+      limits = options.limits || {};
+      applyLimits();
+      loadUrl();
       bindControls();
-      await update();
+      await update("replace");
     } catch (err) {
       showError(`Could not start: ${err}`, null);
     }
