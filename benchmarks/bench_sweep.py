@@ -52,6 +52,41 @@ def main():
         rates.append(rate)
         print(f"  {label:<52} {result.predictions:>9,} in {best:6.3f} s = {rate:>12,.0f} /s")
     print(f"slowest case: {min(rates):,.0f} predictions/s (target >= 1,000,000)")
+    cli_values(runs)
+
+
+def cli_values(runs):
+    """`roofline sweep --over batch --values ...` with 20,000 values, in process, stage by stage."""
+    import contextlib
+    import io
+
+    from roofline.cli import main
+    from roofline.commands.plan import count_list
+    from roofline.tables import check_finite_text
+
+    def best(fn):
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            out = fn()
+            times.append(time.perf_counter() - t0)
+        return min(times), out
+
+    listed = ",".join(str(i) for i in range(1, 20_001))
+    print(f"roofline sweep --values with 20,000 values, in process (best of {runs})")
+    for label, text in (("parse a comma list of 20,000", listed), ("parse the range 1:20000:lin:20000", "1:20000:lin:20000")):
+        t, values = best(lambda: count_list("--values", ranges=True)(text))
+        print(f"  {label:<40} {t * 1e3:8.1f} ms  ({len(values):,} values)")
+    result = sweep("llama3-8b", ["h100-sxm"], "batch", np.arange(1, 20_001))
+    for label, fmt in (("table", result.to_table), ("CSV", result.to_csv), ("JSON", result.to_json)):
+        t, text = best(fmt)
+        t_check, _ = best(lambda: check_finite_text(text))
+        print(f"  render the {label:<5} ({len(text) / 1e6:4.1f} MB)  {t * 1e3:8.1f} ms, then its finite check {t_check * 1e3:6.1f} ms")
+    for flag in ("", "--csv", "--json"):
+        argv = ["sweep", "--over", "batch", "--values", listed] + ([flag] if flag else [])
+        with contextlib.redirect_stdout(io.StringIO()):
+            t, _ = best(lambda: main(argv))
+        print(f"  whole command {flag or '(table)':<8} {t * 1e3:8.1f} ms")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """Suite-wide settings. With ROOFLINE_NO_SKIP=1 (set by test.sh, hence CI) a skipped test fails the
 run, so a missing browser, extra or torch cannot pass silently; only the GPU tier may skip on a
-machine without CUDA."""
+machine without CUDA, and the browser tests where test.sh found no Chromium and said so
+(ROOFLINE_NO_BROWSER=1, never in CI)."""
 
 import os
 
 GPU_WORDS = ("cuda", "gpu")
+BROWSER_WORDS = ("chromium",)
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -13,10 +15,11 @@ def pytest_sessionfinish(session, exitstatus):
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:
         return
+    allowed = GPU_WORDS + (BROWSER_WORDS if os.environ.get("ROOFLINE_NO_BROWSER") == "1" else ())
     bad = []
     for report in reporter.stats.get("skipped", []):
         reason = str(report.longrepr).lower()
-        if not any(w in reason for w in GPU_WORDS):
+        if not any(w in reason for w in allowed):
             bad.append(f"{report.nodeid}: {report.longrepr[-1] if isinstance(report.longrepr, tuple) else reason}")
     if bad:
         reporter.write_line("ROOFLINE_NO_SKIP=1: these skipped, and every test must run here:", red=True)

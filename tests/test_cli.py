@@ -425,3 +425,100 @@ def test_an_unknown_torch_dtype_is_said_with_what_it_was_taken_as(tmp_path, caps
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     code, out, _ = run(capsys, "models", str(tmp_path / "config.json"))
     assert code == 0 and "torch_dtype 'banana' not understood: weights taken as bf16" in out
+
+
+def test_version_is_the_installed_packages(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out == f"roofline {version('roofline')}\n"
+    out = subprocess.run([sys.executable, "-m", "roofline", "--version"], capture_output=True, text=True, check=True).stdout
+    assert out == f"roofline {version('roofline')}\n"
+
+
+def _subparsers():
+    import argparse
+
+    from roofline.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices.items()
+
+
+def test_every_help_shows_each_default_once():
+    """Every option with a default says it in --help, once: appended where its help did not
+    already state one, never for None, False or an empty list."""
+    import argparse
+
+    from roofline.cliargs import shows_default
+
+    checked = 0
+    for name, sp in _subparsers():
+        text = " ".join(sp.format_help().split())
+        assert not any(f"default: {v}" in text for v in ("None", "False", "[]")), name
+        for a in sp._actions:
+            if a.help is argparse.SUPPRESS or not a.option_strings:
+                continue
+            block = " ".join(sp._get_formatter()._format_action(a).split()).lower()
+            said = (a.help or "").lower().count("default")
+            if a.default not in (None, False, [], argparse.SUPPRESS):
+                assert "default" in block, (name, a.option_strings)
+            assert block.count("default") == said + shows_default(a), (name, a.option_strings, block)
+            checked += 1
+    assert checked > 200
+    sweep = dict(_subparsers())["layer"].format_help()
+    assert "(default: llama3-8b)" in " ".join(sweep.split()) and "sequences, B (default: 1)" in sweep
+
+
+@pytest.mark.parametrize("old, new, command", [
+    ("--profile", "--machine", ["check"]),
+    ("--profile", "--trace", ["diagnose"]),
+    ("--link", "--tp-link", ["decode"]), ("--link", "--tp-link", ["sweep", "--over", "batch"]),
+    ("--link", "--tp-link", ["serving"]),
+])
+def test_an_old_flag_spelling_still_works_hidden_with_a_note(old, new, command):
+    from roofline.cli import build_parser
+
+    parser = build_parser()
+    a, b = parser.parse_args([*command, old, "x.toml"]), parser.parse_args([*command, new, "x.toml"])
+    assert vars(a).pop("deprecation_notes") == [f"{old} is deprecated and goes in the next release: use {new}"]
+    assert vars(a) == vars(b)
+    sp = dict(_subparsers())[command[0]]
+    assert f"{old} " not in sp.format_help() and new in sp.format_help()
+
+
+def test_a_deprecated_flag_prints_one_note_and_an_error_stays_one_line(capsys):
+    code, out, err = run(capsys, "decode", "--tp", "2", "--link", "pcie", "--batch", "1")
+    assert code == 0 and "over pcie" in out
+    assert err == "roofline: note: --link is deprecated and goes in the next release: use --tp-link\n"
+    code, _, err = run(capsys, "decode", "--link", "pcie")  # --tp 1: the link would change nothing
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith("roofline: error: --tp-link does not apply") and "(--link is deprecated" in err
+
+
+def test_a_users_machine_is_not_given_the(tmp_path, capsys):
+    f = tmp_path / "mine.toml"
+    f.write_text('[sources]\nME = "x"\n[machines.mine]\nname = "My accelerator"\n'
+                 'memory_bytes_per_s = { value = 1.2e12, source = "ME" }\nmemory_bytes = { value = 80e9, source = "ME" }\n'
+                 'peak_flops_per_s.bf16 = { value = 400e12, source = "ME" }\n')
+    code, out, _ = run(capsys, "memory", "--machine", str(f))
+    assert code == 0 and "of My accelerator's" in out and "the My accelerator" not in out
+    code, out, _ = run(capsys, "memory")
+    assert code == 0 and "of the H100 SXM's" in out
+
+
+def test_the_time_to_first_token_reads_an_8192_token_prompt(capsys):
+    code, out, _ = run(capsys, "decode", "--context", "8192")
+    assert code == 0 and "for an 8,192-token prompt" in out
+    code, out, _ = run(capsys, "decode", "--context", "1024")
+    assert code == 0 and "for a 1,024-token prompt" in out
+
+
+def test_a_bare_config_json_is_named_after_its_folder(tmp_path, capsys):
+    cfg = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+           "num_attention_heads": 4, "vocab_size": 100}
+    (tmp_path / "Tiny-Llama").mkdir()
+    (tmp_path / "Tiny-Llama" / "config.json").write_text(json.dumps(cfg))
+    code, out, _ = run(capsys, "models", str(tmp_path / "Tiny-Llama" / "config.json"))
+    assert code == 0 and out.startswith("Tiny-Llama (llama): ")

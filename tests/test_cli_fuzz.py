@@ -38,7 +38,7 @@ def test_every_command_line_keeps_the_contract(hostile):
 
 FILE_COMMANDS = [
     ["layer", "--machine"], ["decode", "--model"], ["memory", "--model"], ["profile"], ["serve", "--machine"],
-    ["diagnose", "--measured", "1ms", "--profile"], ["check", "--profile"], ["train", "--machine"],
+    ["diagnose", "--measured", "1ms", "--trace"], ["check", "--machine"], ["train", "--machine"],
     ["gemm", "4096", "4096", "4096", "--machine"], ["sweep", "--model"], ["nsight"],
 ]
 

@@ -182,6 +182,7 @@ DATASHEET = [
     ("b200", "peak:bf16", 2250e12),  # table 1: B200 (HGX) BF16/FP16 2,250 [4.5 PF]
     ("b200", "peak:fp4", 9000e12),  # table 1: B200 FP4 9,000 [18 PF]
     ("b200", "peak:fp32", 75e12),  # table 1: B200 FP32 75 (current HGX page)
+    ("b200", "peak:tf32", 1100e12),  # table 1: B200 TF32 1,100 [2.2 PF sparse]; N2: MLE-ACC's 1,125 not NVIDIA's
     ("b200", "memory_bytes", 180e9),  # table 2: B200 (HGX) 180 HBM3e (HGX page)
     ("b200", "bandwidth", 7.7e12),  # table 2: B200 (HGX) 7.7 TB/s (HGX page)
     ("b200", "link:nvlink", 900e9),  # table 7: NVLink 5 (B200/GB200) 900 GB/s per direction
@@ -354,3 +355,13 @@ def test_loader_rejects_malformed_entries(old, new):
     assert old in _GOOD
     with pytest.raises(RooflineError):
         parse_machine_file(_GOOD.replace(old, new), "test")
+
+
+def test_a_sentence_names_a_product_with_the_and_a_users_name_as_is():
+    from roofline.machines import the_name
+
+    for name in ("H100 SXM", "TPU v5e", "Gaudi 3", "RTX 4090", "NVIDIA H200 (measured)", "MI300X"):
+        assert the_name(name) == f"the {name}"
+    assert the_name("My accelerator") == "My accelerator"  # README's own machine file
+    assert the_name("Acme Turbo") == "Acme Turbo" and the_name("Acme Turbo", vendor="Acme") == "the Acme Turbo"
+    assert all(m.the_name == f"the {m.name}" for m in list_machines())  # every preset is a product

@@ -88,9 +88,11 @@ def test_calibrate_writes_a_profile_every_command_reads(profile, capsys):
     assert json.loads(capsys.readouterr().out)["machine"] == "local-cpu"
 
 
-def test_check_end_to_end_contract_and_calibrated_beats_the_roofline(profile, capsys, tmp_path):
+def test_check_end_to_end_contract(profile, capsys, tmp_path):
+    """The report's shape and sums. Whether the calibrated model's errors are smaller than the plain
+    roofline's at these held-out sizes is a timing: benchmarks/bench_check_errors.py prints it."""
     png = tmp_path / "check.png"
-    assert main(["check", "--profile", str(profile), *CHECK, "--json", "-o", str(png)]) == 0
+    assert main(["check", "--machine", str(profile), *CHECK, "--json", "-o", str(png)]) == 0
     d = json.loads(capsys.readouterr().out)
     fields = ("measured_s", "roofline_s", "seed_s", "calibrated_s", "calibrated_low_s", "calibrated_high_s")
     assert d["device"] == "cpu" and [op["name"] for op in d["ops"]][:3] == ["attn norm", "QKV proj", "QK^T"]
@@ -98,14 +100,15 @@ def test_check_end_to_end_contract_and_calibrated_beats_the_roofline(profile, ca
         assert d["block"][f] == pytest.approx(sum(op[f] for op in d["ops"]))
         assert all(op[f] > 0 for op in d["ops"])
     assert all(op["calibrated_low_s"] <= op["calibrated_s"] <= op["calibrated_high_s"] for op in d["ops"])
-    # held-out sizes, one run: the calibrated model's errors are smaller than the plain roofline's
-    err = {p: sorted(abs(op[f"{p}_s"] / op["measured_s"] - 1) for op in d["ops"]) for p in ("roofline", "calibrated")}
-    assert err["calibrated"][len(err["calibrated"]) // 2] < err["roofline"][len(err["roofline"]) // 2]
+    # each error is the prediction against the measurement of the same run: predicted / measured - 1
+    for op in d["ops"]:
+        for p in ("roofline", "seed", "calibrated"):
+            assert op[f"{p}_error"] == pytest.approx(op[f"{p}_s"] / op["measured_s"] - 1, rel=1e-9)
     assert png.stat().st_size > 10_000
 
 
 def test_check_table_flags_and_totals(profile, capsys):
-    assert main(["check", "--profile", str(profile), *CHECK, "--attention", "flash"]) == 0
+    assert main(["check", "--machine", str(profile), *CHECK, "--attention", "flash"]) == 0
     out = capsys.readouterr().out
     assert "flash attention" in out and "block" in out and "median |error|" in out
 
@@ -160,7 +163,7 @@ def test_bad_input_is_one_line_exit_2(capsys, profile):
     if not torch.cuda.is_available():
         assert main(["check", "--device", "cuda", "--profile", str(profile)]) == 2
         assert "cuda" in capsys.readouterr().err
-    assert main(["check", "--profile", str(profile), "--model", "mixtral-8x7b", *CHECK]) == 2
+    assert main(["check", "--machine", str(profile), "--model", "mixtral-8x7b", *CHECK]) == 2
     assert "mixture of experts" in capsys.readouterr().err
     assert main(["calibrate", "--budget", "-1"]) == 2
 
@@ -191,11 +194,11 @@ def test_output_paths_are_checked_before_measuring(tmp_path, monkeypatch, capsys
         (["calibrate", "--budget", "3", "-o", str(missing / "p.toml")], "does not exist"),
         (["calibrate", "-o", str(tmp_path / "p.json")], ".toml"),
         (["calibrate", "-o", str(tmp_path)], "must end in .toml"),
-        (["check", "--profile", str(profile), *CHECK, "-o", str(tmp_path / "out.pdf")], ".png or .svg"),
-        (["check", "--profile", str(profile), *CHECK, "-o", str(missing / "c.png")], "does not exist"),
+        (["check", "--machine", str(profile), *CHECK, "-o", str(tmp_path / "out.pdf")], ".png or .svg"),
+        (["check", "--machine", str(profile), *CHECK, "-o", str(missing / "c.png")], "does not exist"),
     ]
     (tmp_path / "file").write_text("x")
-    cases.append((["check", "--profile", str(profile), *CHECK, "-o", str(tmp_path / "file" / "c.png")], "is not a folder"))
+    cases.append((["check", "--machine", str(profile), *CHECK, "-o", str(tmp_path / "file" / "c.png")], "is not a folder"))
     for argv, words in cases:
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip()
@@ -208,7 +211,7 @@ def test_a_block_too_big_for_memory_is_refused_before_allocating(profile, capsys
 
     # --d-model 1024 at T = 131,072: llama3-8b scaled has 8 heads; the dense scores alone are
     # 8 x 131,072^2 x 4 bytes = 512 GiB per (8, T, T) buffer, and QK^T, softmax and PV hold four
-    assert main(["check", "--profile", str(profile), "--d-model", "1024", "--tokens", "131072"]) == 2
+    assert main(["check", "--machine", str(profile), "--d-model", "1024", "--tokens", "131072"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--tokens 131072" in err and "--d-model 1024" in err and "GiB" in err
     # the count is what block_ops allocates: one norm at d_model 128, T 8 holds x (8, 128) and w (128),

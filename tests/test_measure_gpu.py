@@ -35,7 +35,7 @@ def test_gpu_profile_is_a_machine(profile):
 
 
 def test_gpu_check_contract_and_calibrated_beats_the_roofline(profile, capsys):
-    args = ["check", "--device", "cuda", "--profile", str(profile), "--d-model", "1536", "--tokens", "1024",
+    args = ["check", "--device", "cuda", "--machine", str(profile), "--d-model", "1536", "--tokens", "1024",
             "--budget", "2", "--json"]
     assert main(args) == 0
     d = json.loads(capsys.readouterr().out)

@@ -479,12 +479,12 @@ def test_pipeline_activations_hold_min_p_m_micro_batches_of_l_over_p_layers():
 def test_unequal_pipeline_stages_are_costed_at_the_largest():
     """Llama 3.1 405B: 126 layers over 16 stages: 14 of 8 and 2 of 7 (Meta's end stages one layer
     short). Memory and collectives are the 8-layer stage's: its params are 8/126 of the whole."""
-    from roofline.transformer import count_params
-
     lay = make_layout(16, pipeline_parallel=16, seq_len=8192)
     mem = train_memory("llama3-405b", "h100-sxm", lay, 8192)
     assert dict(mem.settings)["layers_per_stage"] == 8
-    assert dict(mem.settings)["params_per_gpu"] == pytest.approx(count_params("llama3-405b")["total"] * 8 / 126)
+    # the Hub's safetensors total of meta-llama/Llama-3.1-405B is 405,853,388,800 parameters (as in
+    # test_model_presets); 8 of its 126 layers' share: 405,853,388,800 x 8 / 126 = 25,768,469,130.2
+    assert dict(mem.settings)["params_per_gpu"] == pytest.approx(405_853_388_800 * 8 / 126, rel=1e-12)
     assert any("14 of 8 and 2 of 7" in n for n in mem.notes)
     plan = train_plan("llama3-405b", 1e12, 16, pipeline_parallel=16)
     assert any("14 of 8 and 2 of 7" in n for n in plan.notes)
@@ -587,7 +587,7 @@ def test_shared_helpers():
 
 def test_bridged_pcie_cards_cross_pcie_past_a_pair():
     """An H100 PCIe's NVLink bridge joins 2 cards (HPCT-H100): TP 2 runs over nvlink, TP 4 and 8
-    over PCIe (64 GB/s per direction), and --link nvlink for TP 8 is refused by name."""
+    over PCIe (64 GB/s per direction), and --tp-link nvlink for TP 8 is refused by name."""
     from roofline.machines import get_machine
     from roofline.plan import tp_link
 

@@ -4,6 +4,7 @@ the command line, tables, figures, and bad input (one line naming the value, exi
 import contextlib
 import io
 import json
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -124,6 +125,75 @@ def test_sweep_table_over_tokens_shows_the_memory_bound_share(capsys):
     assert code == 0 and "TTFT ms" in out and "mem-bound" in out and "8,192" in out
 
 
+def test_sweep_values_ranges():
+    from roofline.commands.plan import count_list
+
+    values = count_list("--values", ranges=True)
+    assert values("1:131072:log:18") == [2**k for k in range(18)]  # ratio 131,072^(1/17) = 2: the powers of two
+    assert values("1:10:lin:4") == [1, 4, 7, 10]  # step (10 - 1) / 3 = 3
+    assert values("1:4:lin:3") == [1, 3, 4]  # 1, 2.5, 4: the middle rounded half up
+    # 100 geometric values 2^(10k / 99), k = 0 .. 99, from 1 to 1,024: whole numbers, each once
+    distinct = sorted({math.floor(2 ** (10 * k / 99) + 0.5) for k in range(100)})
+    assert values("1:1024:log:100") == distinct and distinct[:3] == [1, 2, 3] and len(distinct) < 100
+    assert values("1:1Ki:log:11,3000") == [2**k for k in range(11)] + [3000]  # prefixes; ranges mix with values
+    assert values("10:1:lin:4") == [10, 7, 4, 1]  # descending, as asked
+    assert values("128, 1024") == [128, 1024]  # the plain list as before
+
+
+@given(st.integers(1, 10**9), st.integers(1, 10**9), st.integers(2, 400), st.sampled_from(["lin", "log"]))
+@settings(max_examples=200, deadline=None)
+def test_sweep_value_ranges_keep_their_ends_and_order(start, stop, count, spacing):
+    from roofline.commands.plan import count_list
+
+    v = count_list("--values", ranges=True)(f"{start}:{stop}:{spacing}:{count}")
+    assert v[0] == start and v[-1] == stop and len(v) <= count
+    steps = [b - a for a, b in zip(v, v[1:])]
+    assert all(d > 0 for d in steps) if stop >= start else all(d < 0 for d in steps)  # each value once, in order
+    if spacing == "lin" and abs(stop - start) >= count - 1:  # steps of 1 or more never round onto each other
+        assert len(v) == count
+
+
+def test_sweep_values_from_a_file(capsys, tmp_path):
+    path = tmp_path / "sizes.txt"
+    path.write_text("# batch sizes\n1\n2, 4  # two on a line\n\n8:32:log:3\n")
+    code, out, _ = run(capsys, "sweep", "--over", "batch", "--values", f"@{path}", "--csv")
+    assert code == 0 and [line.split(",")[1] for line in out.splitlines()[1:]] == ["1", "2", "4", "8", "16", "32"]
+    # 30,000 values as a list: 9 + 90 x 2 + 900 x 3 + 9,000 x 4 + 20,001 x 5 = 138,894 digits and 29,999
+    # commas, 168,893 bytes: past what one argument can hold (Linux MAX_ARG_STRLEN, 131,072)
+    big = tmp_path / "big.txt"
+    big.write_text("\n".join(str(v) for v in range(1, 30_001)))
+    assert len(",".join(str(v) for v in range(1, 30_001))) == 168_893
+    code, out, _ = run(capsys, "sweep", "--over", "batch", "--values", f"@{big}", "--csv")
+    assert code == 0 and len(out.splitlines()) == 1 + 30_000 and out.splitlines()[-1].startswith("h100-sxm,30000,")
+
+
+@pytest.mark.parametrize("value, words", [
+    ("1:131072:log", "range '1:131072:log' must be START:STOP:lin|log:COUNT, e.g. 1:131072:log:18"),
+    ("1:10:geo:5", "range '1:10:geo:5': spacing 'geo' must be lin or log"),
+    ("0:10:lin:5", "range '0:10:lin:5': start must be greater than 0, got 0"),
+    ("1:2e12:log:5", "range '1:2e12:log:5': stop must be at most 1e+12"),
+    ("x:10:lin:5", "range 'x:10:lin:5': start: cannot read 'x'"),
+    ("1:10:lin:1", "range '1:10:lin:1': count '1' must be a whole number from 2 to 10,000,000"),
+    ("1:10:lin:2.5", "range '1:10:lin:2.5': count '2.5' must be a whole number"),
+    ("1,2:4:lin", "range '2:4:lin' must be"),
+    ("@", "@ needs a file name"),
+    ("@no-such-sizes.txt", "@no-such-sizes.txt: 'no-such-sizes.txt' does not exist"),
+])
+def test_sweep_values_errors_name_the_bad_part(capsys, value, words):
+    code, out, err = run(capsys, "sweep", "--over", "batch", "--values", value)
+    assert code == 2 and out == "" and err.count("\n") == 1 and f"argument --values: {words}" in err, err
+
+
+def test_sweep_values_file_errors_name_the_line(capsys, tmp_path):
+    bad, empty = tmp_path / "bad.txt", tmp_path / "empty.txt"
+    bad.write_text("1\n2  # fine\n2.5\n")
+    empty.write_text("# nothing yet\n\n")
+    for path, words in ((bad, f"@{bad} line 3: must be a whole number, got 2.5"),
+                        (empty, f"@{empty} holds no values"), (tmp_path, "is not a file")):
+        code, _, err = run(capsys, "sweep", "--over", "batch", "--values", f"@{path}")
+        assert code == 2 and err.count("\n") == 1 and words in err, err
+
+
 @pytest.mark.parametrize(
     "argv,named",
     [
@@ -140,9 +210,9 @@ def test_sweep_table_over_tokens_shows_the_memory_bound_share(capsys):
         (["sweep", "--over", "tokens", "--phase", "decode"], "prefill"),
         (["sweep", "--over", "batch", "--values", "1,x"], "--values"),
         (["sweep", "--over", "batch", "--machine", "h100-sxm,nope"], "nope"),
-        (["decode", "--tp", "2", "--link", "foo"], "--link 'foo': the H100 SXM has no such link; it has nvlink, pcie, infiniband"),
-        (["decode", "--machine", "mi300x", "--tp", "2", "--link", "nvlink"], "--link 'nvlink': the MI300X has no such link"),
-        (["sweep", "--over", "machines", "--tp", "2", "--link", "nvlink"], "it has xgmi, pcie"),
+        (["decode", "--tp", "2", "--tp-link", "foo"], "--tp-link 'foo': the H100 SXM has no such link; it has nvlink, pcie, infiniband"),
+        (["decode", "--machine", "mi300x", "--tp", "2", "--tp-link", "nvlink"], "--tp-link 'nvlink': the MI300X has no such link"),
+        (["sweep", "--over", "machines", "--tp", "2", "--tp-link", "nvlink"], "it has xgmi, pcie"),
         (["train", "--tokens", "1e12", "--gpus", "64", "--dp-link", "foo"], "--dp-link 'foo'"),
         (["train", "--tokens", "1e12", "--gpus", "64", "--tp", "8", "--tp-link", "ib"], "--tp-link 'ib'"),
         (["train", "--tokens", "1e12", "--gpus", "64", "--pp", "64"], "--pp 64 is more stages than Llama 3 8B's 32 layers"),
@@ -169,13 +239,18 @@ def test_bad_input_is_one_line_exit_2(capsys, argv, named):
     "roofline train --model llama3-8b --tokens 15e12 --gpus 1024 --mfu 0.4",
     "roofline memory --model llama3-70b --machine h100-sxm",
     "roofline serving --model llama3-8b --machine h100-sxm --concurrency 64 --price 2.5",
+    "roofline sweep --over tokens --machine h100-sxm,mi300x --values 128,512,2048,8192,32768",
+    "roofline sweep --over machines",
+    "roofline sweep --over tokens --machine h100-sxm,mi300x --values 128,1024 --csv",
+    "roofline sweep --over batch --values 1:1024:log:11",
 ])
 def test_readme_outputs_are_what_the_commands_print(capsys, command):
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     start = text.index(f"$ {command}\n") + len(f"$ {command}\n")
-    block = text[start:text.index("```", start)]
+    fence, following = text.index("```", start), text.find("\n$ ", start)  # a block may hold several commands
+    block = text[start:following if 0 <= following < fence else fence]
     code, out, _ = run(capsys, *command.split()[1:])
     assert code == 0 and out == block
 
@@ -202,7 +277,7 @@ def test_plan_flags_never_crash(command_flag, value):
 
 
 def test_decode_summary_says_the_link_holds_the_step(capsys):
-    code, out, _ = run(capsys, "decode", "--model", "llama3-70b", "--tp", "8", "--link", "pcie", "--context", "16",
+    code, out, _ = run(capsys, "decode", "--model", "llama3-70b", "--tp", "8", "--tp-link", "pcie", "--context", "16",
                        "--batch", "1,1024,65536")
     assert code == 0 and "tensor parallel 8 over pcie" in out
     assert "never turns compute-bound up to batch 65,536: its tensor-parallel all-reduces over pcie" in out
@@ -271,7 +346,7 @@ def test_memory_refuses_a_flag_its_mode_ignores(capsys, argv, flag):
 
 
 @pytest.mark.parametrize("argv, flag", [
-    (["decode", "--link", "pcie"], "--link"),  # one GPU: the link would change nothing
+    (["decode", "--tp-link", "pcie"], "--tp-link"),  # one GPU: the link would change nothing
     (["sweep", "--over", "machines", "--values", "1,2"], "--values"),
     (["diagnose", "matmul", "M=64", "N=64", "K=64", "--measured", "1ms", "--rank", "3"], "--rank"),
 ])

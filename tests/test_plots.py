@@ -35,3 +35,83 @@ def test_layer_bar_chart(tmp_path):
     path = tmp_path / "layer.png"
     plot_layer(layer_report(tokens=128), str(path))
     assert path.stat().st_size > 30_000
+
+
+def _label_boxes(fig, texts):
+    """Display-space boxes of the annotations whose text is in ``texts`` (the text alone, not its leader)."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    return {t.get_text(): Text.get_window_extent(t, renderer) for ax in fig.axes for t in ax.texts if t.get_text() in texts}
+
+
+def test_a_plot_returns_its_figure_and_writes_only_when_given_a_path(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    monkeypatch.chdir(tmp_path)
+    fig = plot_layer(layer_report(tokens=128))
+    assert isinstance(fig, Figure) and list(tmp_path.iterdir()) == []
+    assert fig._repr_png_()[:8] == b"\x89PNG\r\n\x1a\n"  # Jupyter shows it without pyplot
+    assert plot_roofline(H100_SXM, seed_kernels(), tmp_path / "r.png") is not None and (tmp_path / "r.png").exists()
+
+
+def test_plotting_leaves_matplotlibs_global_state_alone():
+    # a fresh interpreter: no pyplot, the backend as it was, svg.fonttype untouched by an SVG save
+    import subprocess
+    import sys
+
+    code = ("import sys, tempfile, matplotlib as mpl\n"
+            "before = (mpl.rcParams._get('backend'), mpl.rcParams['svg.fonttype'])\n"
+            "from roofline.plots import plot_roofline, seed_kernels\n"
+            "plot_roofline('h100-sxm', seed_kernels(), tempfile.mktemp(suffix='.svg'))\n"
+            "print('matplotlib.pyplot' in sys.modules, before == (mpl.rcParams._get('backend'), mpl.rcParams['svg.fonttype']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True"]
+
+
+def test_the_seed_kernels_labels_do_not_overlap():
+    # the seven kernels: decode matmul B=64 (I = 62.1) and naive attention (62.7) sit on one point,
+    # the prefill GEMM (1,638) and flash attention (2,068) side by side on the flat roof
+    ks = seed_kernels()
+    fig = plot_roofline(H100_SXM, ks)
+    boxes = _label_boxes(fig, {f"{k.name} (I={k.intensity:,.1f})" for k in ks})
+    assert len(boxes) == 7
+    frame = fig.axes[0].get_window_extent(fig.canvas.get_renderer())
+    names = sorted(boxes)
+    for i, a in enumerate(names):
+        assert frame.contains(boxes[a].x0, boxes[a].y0) and frame.contains(boxes[a].x1, boxes[a].y1), a
+        for b in names[i + 1:]:
+            assert not boxes[a].overlaps(boxes[b]), (a, b)
+
+
+def test_check_levels_at_one_bandwidth_share_a_label_and_op_labels_do_not_overlap():
+    import dataclasses
+
+    from roofline.calibrated import CalibratedModel
+    from roofline.check import Measured, OpRun, build_report
+    from roofline.kernels import elementwise_kernel, matmul_kernel
+    from roofline.machine_profile import parse_profile, render_profile
+    from roofline.plots import plot_check
+    from test_calibrated import synthetic
+
+    cal = synthetic()
+    machine = parse_profile(render_profile(cal), "t")[0]
+    # l1d and l2 measured at the same 100 GB/s (as on the README's CPU): one roof, one label naming both
+    machine = dataclasses.replace(machine, levels=tuple(dataclasses.replace(lvl, bytes_per_s=100e9) for lvl in machine.levels))
+    meta = dict(device="cpu", device_name="Test CPU", profile="p.toml", model="m", config="c", phase="prefill", tokens=8,
+                batch=1, attention="naive", dtype="fp32", threads=1, date="d")
+    runs = [OpRun(matmul_kernel(64, 64, 64 + 8 * i, 4.0, name=f"matmul {i}"), Measured(1e-4 * (1 + i / 10), 9e-5, 1.1e-4, 5))
+            for i in range(4)]
+    runs += [OpRun(elementwise_kernel(100_000, 2, 1, bytes_per_elem=4.0, name=f"add {i}"), Measured(2e-4 * (1 + i / 10), 1.8e-4,
+                                                                                                     2.2e-4, 5)) for i in range(3)]
+    report = build_report(runs, machine, CalibratedModel(cal), **meta)
+    fig = plot_check(report)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert [t for t in texts if "l1d" in t or "l2" in t] == ["l1d (0.0625 MiB), l2 (1 MiB) 100 GB/s"]
+    labels = {f"{op.name} {op.roof_fraction:.0%}" for op in report.ops}
+    boxes = _label_boxes(fig, labels)
+    assert len(boxes) == 7
+    for i, a in enumerate(sorted(boxes)):
+        for b in sorted(boxes)[i + 1:]:
+            assert not boxes[a].overlaps(boxes[b]), (a, b)

@@ -99,11 +99,11 @@ def test_cli_diagnose_an_op_of_a_profile(recorded, capsys):
 
     path = str(recorded["tiny_llama"][0])
     top = profile_report(path, "h100-sxm").ops[0]
-    assert main(["diagnose", "--profile", path, "--rank", "1", "--json"]) == 0
+    assert main(["diagnose", "--trace", path, "--rank", "1", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["flops"] == top.flops and d["bytes"] == top.bytes
     assert d["measured_s"] == pytest.approx(top.measured_s / top.calls)  # per call
-    assert main(["diagnose", "--profile", path, "--rank", "999"]) == 2 and "--rank" in capsys.readouterr().err
+    assert main(["diagnose", "--trace", path, "--rank", "999"]) == 2 and "--rank" in capsys.readouterr().err
 
 
 def test_cli_profile_bad_files(capsys, tmp_path):

@@ -4,7 +4,6 @@ Truths: Llama 3 8B has 8.03e9 parameters (Meta's model card; the preset's publis
 layers, 8 KV heads of 128; the H100 SXM has 989 TFLOP/s dense bf16 and 3.35 TB/s (NVIDIA's
 datasheet, data/machines.toml). Seed 003's cost model: e_c 0.70, e_m 0.85."""
 
-import dataclasses
 import json
 import math
 
@@ -220,7 +219,7 @@ def test_cli_sweep_draws_the_curve(tmp_path, capsys):
     (["-o", "x.png"], "-o"),
     (["--max-seqs", "1024", "--max-tokens", "512"], "--max-seqs"),
     (["--model", "mixtral-8x7b"], "--tp"),
-    (["--link", "nvlink"], "--link"),
+    (["--tp-link", "nvlink"], "--tp-link"),
     (["--slo-ttft", "-1s"], "--slo-ttft"),
 ])
 def test_cli_serving_bad_input_is_one_line(argv, words, capsys):

@@ -122,3 +122,27 @@ def test_bad_training_inputs(llama):
         training_time_s(1e20, 0, 1e15, 0.4)
     with pytest.raises(RooflineError, match="mode"):
         flops_per_token(llama, 10, mode="inference")
+
+
+def test_a_config_file_is_named_after_its_model_not_config(tmp_path, monkeypatch):
+    """A config.json is named by its _name_or_path, else its folder (the working folder for a bare
+    config.json), else its model_type; any other file by its own name: never 'config'."""
+    import json
+
+    from roofline.transformer import get_model
+
+    cfg = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+           "num_attention_heads": 4, "vocab_size": 100}
+    folder = tmp_path / "Tiny-Llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    (folder / "tiny.json").write_text(json.dumps(cfg))
+    (folder / "hub.json").write_text(json.dumps({**cfg, "_name_or_path": "meta-llama/Tiny"}))
+    (folder / "local.json").write_text(json.dumps({**cfg, "_name_or_path": "/ckpt/run-7/"}))
+    assert get_model(str(folder / "config.json")).name == "Tiny-Llama"
+    assert get_model(str(folder)).name == "Tiny-Llama"
+    assert get_model(str(folder / "tiny.json")).name == "tiny"
+    assert get_model(str(folder / "hub.json")).name == "meta-llama/Tiny"
+    assert get_model(str(folder / "local.json")).name == "run-7"
+    monkeypatch.chdir(folder)
+    assert get_model("config.json").name == "Tiny-Llama"

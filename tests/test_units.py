@@ -30,3 +30,16 @@ def test_format():
     assert format_time(8.756e-3) == "8.76 ms"
     assert format_time(20.6 * 86400) == "20.6 days"
     assert format_bytes(2**30) == "1.00 GiB"
+
+
+@pytest.mark.parametrize("n, article", [
+    (8192, "an"),   # "eight thousand one hundred ninety-two"
+    (1024, "a"),    # "one thousand twenty-four"
+    (11, "an"), (18, "an"), (8, "an"), (80, "an"), (86, "an"), (800, "an"), (11_000, "an"), (18_432, "an"),
+    (100, "a"), (1, "a"), (81_920, "an"), (1800, "a"),  # "one thousand eight hundred"
+    (4096, "a"), (128, "a"), (8.5, "an"), (0.8, "a"),   # only the whole part is read first
+])
+def test_indefinite_article_follows_the_spoken_number(n, article):
+    from roofline.units import indefinite_article
+
+    assert indefinite_article(n) == article

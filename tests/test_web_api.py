@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 import textwrap
@@ -27,10 +28,10 @@ from roofline.blocks import layer_report
 from roofline.capacity import decode_plan, inference_memory
 from roofline.cost import seed_cost_model
 from roofline.errors import RooflineError
-from roofline.machines import get_machine, list_machines
+from roofline.machines import list_machines
 from roofline.plan import DEFAULT_BATCHES, Precision, decode_step, kv_overtakes_weights_context, predict_model, time_to_first_token
 from roofline.transformer import list_models
-from roofline.web.app import MAX_TOKENS, SEED_DEFAULTS, create_app, token_stops
+from roofline.web.app import MAX_TOKENS, SEED_DEFAULTS, create_app
 
 LAYER_ENDPOINTS = ("/api/layer", "/api/layer.csv", "/api/layer.json")
 PLAN_ENDPOINTS = ("/api/model", "/api/decode")
@@ -56,10 +57,6 @@ bf16 = { value = 100e12, source = "MINE" }
 @pytest.fixture(scope="module")
 def client():
     return TestClient(create_app())
-
-
-def _us(seconds):
-    return round(seconds * 1e6)
 
 
 # -- /api/machines, /api/models, /api/options ----------------------------------------------------
@@ -93,7 +90,9 @@ def test_options_give_the_seed_defaults_and_log_scale_stops(client):
         "launch_overhead_us": 3.0, "overlap": 1.0,
     }
     stops = body["token_stops"]
-    assert stops == token_stops()
+    # the slider's stops are 2^k and 3 x 2^(k-1) up to 2^17: the 18 powers 1 .. 131,072 and the 16
+    # values 3 x 2^j for j = 0 .. 15 (3 .. 98,304; 3 x 2^16 = 196,608 is past the end), 34 in all
+    assert stops == sorted({2**k for k in range(18)} | {3 * 2**j for j in range(16)}) and len(stops) == 34
     assert stops[0] == 1 and stops[-1] == MAX_TOKENS == 2**17
     assert all(a < b for a, b in zip(stops, stops[1:]))
     assert {128, 8192, 32768} <= set(stops)
@@ -112,21 +111,82 @@ def test_layer_defaults_are_the_library_report_plus_the_page_data(client):
     assert {"readouts", "sentence", "chart", "roofline", "caption"} <= set(body)
 
 
+# Seed 003's workshop written out from SPEC C5, independently of roofline.blocks: one Llama 3 8B
+# layer (config.json: D 4096, F 14336, H 32 query heads, K 8 kv heads of 128) prefilling T tokens
+# in bf16 (w = 2) on an H100 SXM (hardware.md tables 1-2: 989 TFLOP/s dense BF16, 3.35 TB/s) at
+# e_c 0.70, e_m 0.85, 3 us a launch, perfect overlap: each op max(F / (e_c peak), B / (e_m BW)) + 3 us.
+SEED_PEAK, SEED_BW, SEED_EC, SEED_EM, SEED_LAUNCH_S = 989e12, 3.35e12, 0.70, 0.85, 3e-6
+
+
+def _seed_layer(T):
+    """[(op, FLOPs, bytes)] of SPEC C5's 12 ops. Matmul (M, K) @ (K, N): 2MKN FLOPs, w (MK + KN + MN)
+    bytes. Causal attention counts S = H T^2 / 2 scores. Elementwise FLOPs by plain arithmetic:
+    RMSNorm 4 an element (square, sum, scale, weight), softmax 5 (max, subtract, exp, sum, divide),
+    SiLU-and-multiply 5 (g / (1 + e^-g) x u: negate, exp, add, divide, multiply), add 1."""
+    D, F, H, K, d, w = 4096, 14336, 32, 8, 128, 2
+
+    def mm(M, Kd, N):
+        return 2 * M * Kd * N, w * (M * Kd + Kd * N + M * N)
+
+    S = H * T * T // 2
+    return [("attn norm", 4 * T * D, w * 2 * T * D), ("QKV proj", *mm(T, D, (H + 2 * K) * d)),
+            ("QK^T", 2 * H * T * T * d // 2, w * (H * T * d + K * T * d + S)), ("softmax", 5 * S, w * 2 * S),
+            ("PV", 2 * H * T * T * d // 2, w * (S + K * T * d + H * T * d)), ("out proj", *mm(T, H * d, D)),
+            ("residual add", T * D, w * 3 * T * D), ("ffn norm", 4 * T * D, w * 2 * T * D),
+            ("gate+up proj", *mm(T, D, 2 * F)), ("silu*mul", 5 * T * F, w * 3 * T * F), ("down proj", *mm(T, F, D)),
+            ("residual add 2", T * D, w * 3 * T * D)]
+
+
+def _seed_op_times(flops, nbytes):
+    """(compute s, memory s, time s) of one op under seed 003's cost model."""
+    compute_s, memory_s = flops / (SEED_EC * SEED_PEAK), nbytes / (SEED_EM * SEED_BW)
+    return compute_s, memory_s, max(compute_s, memory_s) + SEED_LAUNCH_S
+
+
+def _seed_readouts(T):
+    """The workshop's readouts for T tokens, from _seed_layer: total, FLOPs-only (sum F / (e_c peak)),
+    their ratio, the memory-bound ops and their share of the time, the launches' share."""
+    times = [_seed_op_times(f, b) for _, f, b in _seed_layer(T)]
+    total_s = sum(t for _, _, t in times)
+    flops_only_s = sum(c for c, _, _ in times)
+    memory = [t for c, m, t in times if m > c]
+    return {"total_s": total_s, "flops_only_s": flops_only_s, "ratio": total_s / flops_only_s,
+            "memory_ops": len(memory), "memory_share": sum(memory) / total_s,
+            "launch_share": len(times) * SEED_LAUNCH_S / total_s}
+
+
+def _shows(text, value):
+    """``text`` ("8,756 µs", "2.12×", "41% of the time") prints ``value`` at the precision it shows."""
+    number = re.match(r"[\d,]+(?:\.\d+)?", text).group().replace(",", "")
+    places = len(number.split(".")[1]) if "." in number else 0
+    assert round(value, places) == float(number), (text, value)
+
+
 @pytest.mark.parametrize(
-    "tokens, total_us, flops_only_us, total, flops_only, ratio, memory_ops, memory_share, launch_share",
+    "tokens, total_us, total, flops_only, ratio, memory_ops, memory_share, launch_share",
     [
-        (128, 205, 81, "205 µs", "81 µs", "2.53×", "12 of 12 ops", "100% of the time", "18%"),
-        (8192, 8756, 5965, "8,756 µs", "5,965 µs", "1.47×", "8 of 12 ops", "41% of the time", "0.4%"),
-        # seed 003's 71,117 µs from 10 ms up reads in ms at three figures, as every time on the page
-        (32768, 71117, 33482, "71.1 ms", "33.5 ms", "2.12×", "8 of 12 ops", "71% of the time", "0.1%"),
+        # seed 003: 205 us, 2.53 times FLOPs-only, every op memory-bound, 18% of it launches
+        (128, 205, "205 µs", "81 µs", "2.53×", "12 of 12 ops", "100% of the time", "18%"),
+        # seed 003: 8,756 us, 1.47 times a FLOPs-only 5,965 us, 8 ops memory-bound taking 41%
+        (8192, 8756, "8,756 µs", "5,965 µs", "1.47×", "8 of 12 ops", "41% of the time", "0.4%"),
+        # seed 003's 71,117 us; from 10 ms up the page reads in ms at three figures, as every time on it
+        (32768, 71117, "71.1 ms", "33.5 ms", "2.12×", "8 of 12 ops", "71% of the time", "0.1%"),
     ],
 )
-def test_seed_003_figures(client, tokens, total_us, flops_only_us, total, flops_only, ratio, memory_ops, memory_share,
-                          launch_share):
+def test_seed_003_figures(client, tokens, total_us, total, flops_only, ratio, memory_ops, memory_share, launch_share):
+    want = _seed_readouts(tokens)
+    # the seed's figures and the page's texts are the written-out model's, at the precision shown
+    assert round(want["total_s"] * 1e6) == total_us
+    for text, seconds in ((total, want["total_s"]), (flops_only, want["flops_only_s"])):
+        _shows(text, seconds * (1e3 if text.endswith(" ms") else 1e6))
+    _shows(ratio, want["ratio"])
+    assert memory_ops == f"{want['memory_ops']} of 12 ops"
+    _shows(memory_share, 100 * want["memory_share"])
+    _shows(launch_share, 100 * want["launch_share"])
     body = client.get("/api/layer", params={"tokens": tokens}).json()
-    assert _us(body["total_s"]) == total_us
-    assert round(body["readouts"]["total_us"]) == total_us
-    assert round(body["readouts"]["flops_only_us"]) == flops_only_us
+    assert body["total_s"] == pytest.approx(want["total_s"], rel=1e-9)
+    assert body["readouts"]["total_us"] == pytest.approx(want["total_s"] * 1e6, rel=1e-9)
+    assert body["readouts"]["flops_only_us"] == pytest.approx(want["flops_only_s"] * 1e6, rel=1e-9)
     text = body["readouts"]["text"]
     assert (text["total"], text["flops_only"]) == (total, flops_only)
     assert (text["flops_ratio"], text["memory_bound"], text["memory_share"], text["launch_share"]) == (
@@ -150,7 +210,7 @@ def test_seed_sentence_at_128_tokens_names_the_launch_share(client):
 
 def test_sentence_adapts_to_batch_and_decode(client):
     batch = client.get("/api/layer", params={"tokens": 512, "batch": 4}).json()["sentence"]
-    assert batch.startswith("For a batch of 4 512-token sequences, the model predicts")
+    assert batch.startswith("For a batch of 4 sequences of 512 tokens, the model predicts")
     decode = client.get("/api/layer", params={"phase": "decode", "tokens": 8192, "batch": 64}).json()
     assert decode["tokens"] == 1 and decode["context"] == 8192 and decode["batch"] == 64
     assert decode["sentence"].startswith("For one decode step of a batch of 64 sequences at 8,192 tokens of context,")
@@ -197,26 +257,27 @@ def test_chart_series_follow_the_ops(client):
 
 def test_roofline_curve_is_the_machines_roof(client):
     roof = client.get("/api/layer").json()["roofline"]
-    h100 = get_machine("h100-sxm")
-    assert roof["ridge_flop_per_byte"] == pytest.approx(h100.ridge_point)
+    # the H100 SXM's roof, min(989 TFLOP/s, 3.35 TB/s x I) (hardware.md tables 1-2), turns at
+    # I = 989e12 / 3.35e12 = 295.2 FLOP/byte
+    assert roof["ridge_flop_per_byte"] == pytest.approx(989 / 3.35, rel=1e-12)
     assert roof["ridge_flop_per_byte"] in roof["intensity"]
     assert roof["peak_tflops_per_s"] == pytest.approx(989)
-    expected = [h100.attainable(i) / 1e12 for i in roof["intensity"]]
-    assert roof["roof_tflops_per_s"] == pytest.approx(expected)
+    assert roof["roof_tflops_per_s"] == pytest.approx([min(989, 3.35 * i) for i in roof["intensity"]], rel=1e-12)
     # the achievable roof is the cost model's: e_m BW below the ridge region, e_c peak on top
     assert roof["achievable_tflops_per_s"][-1] == pytest.approx(0.70 * 989)
     assert roof["achievable_tflops_per_s"][0] == pytest.approx(0.85 * 3.35 * roof["intensity"][0])
     assert min(roof["intensity"]) < min(op["intensity"] for op in client.get("/api/layer").json()["ops"])
     ops = roof["ops"]
     assert len(ops["intensity"]) == 12
-    for rate, roof_rate in zip(ops["tflops_per_s"], [h100.attainable(i) / 1e12 for i in ops["intensity"]]):
+    for rate, roof_rate in zip(ops["tflops_per_s"], [min(989, 3.35 * i) for i in ops["intensity"]]):
         assert 0 < rate <= roof_rate  # no op beats the roofline
 
 
 def test_roofline_follows_the_machine(client):
     a100 = client.get("/api/layer", params={"machine": "a100-80gb"}).json()
     assert a100["machine"] == "a100-80gb" and a100["machine_name"] == "A100 80GB SXM"
-    assert a100["roofline"]["ridge_flop_per_byte"] == pytest.approx(get_machine("a100-80gb").ridge_point)
+    # 312 TFLOP/s dense BF16 over 2.039 TB/s (hardware.md tables 1-2, A100 80GB SXM) = 153.0 FLOP/byte
+    assert a100["roofline"]["ridge_flop_per_byte"] == pytest.approx(312 / 2.039, rel=1e-12)
 
 
 # -- /api/model: the whole model ------------------------------------------------------------------
@@ -364,6 +425,21 @@ def test_model_follows_machine_batch_and_dtype(client):
 
 # -- /api/decode: decode versus batch --------------------------------------------------------------
 
+def _decode_compute_bound_batch():
+    """The first batch at which a Llama 3 8B decode step's matmuls take at least as long in arithmetic
+    as in bytes on the H100 under seed 003's cost model. Per step the weight matmuls (M = B rows) of
+    32 layers, (K, N): QKV (4096, 6144), out (4096, 4096), gate+up (4096, 28672), down (14336, 4096),
+    and the LM head (4096, 128256): 2BKN FLOPs at e_c 989 TFLOP/s against 2 (BK + KN + BN) bytes at
+    e_m 3.35 TB/s. (The ridge of that cost model is 0.70 x 989 / (0.85 x 3.35) = 243 FLOP/byte; the
+    matmuls' intensity B KN / (BK + KN + BN) is below B, so the batch is above 243.)"""
+    shapes = [(4096, 6144, 32), (4096, 4096, 32), (4096, 28672, 32), (14336, 4096, 32), (4096, 128256, 1)]
+    for B in range(1, 4097):
+        flops = sum(n * 2 * B * K * N for K, N, n in shapes)
+        nbytes = sum(n * 2 * (B * K + K * N + B * N) for K, N, n in shapes)
+        if flops / (SEED_EC * SEED_PEAK) >= nbytes / (SEED_EM * SEED_BW):
+            return B
+
+
 def test_decode_is_the_librarys_plan(client):
     body = client.get("/api/decode", params={"tokens": 4096, "batch": 48}).json()
     _, common = _library()
@@ -371,7 +447,7 @@ def test_decode_is_the_librarys_plan(client):
     _close(body, json.loads(json.dumps(plan.to_dict())))
     assert [r["batch"] for r in body["rows"]] == sorted({*DEFAULT_BATCHES, 48})  # 1, 2, 4, ..., 1,024 and 48
     assert body["context"] == 4096 and body["batch"] == 48
-    assert body["compute_bound_batch"] == plan.compute_bound_batch == 264
+    assert body["compute_bound_batch"] == plan.compute_bound_batch == _decode_compute_bound_batch() == 264
     assert body["max_batch_in_memory"] == plan.max_batch_in_memory
     assert body["kv_overtakes_weights_context"] == kv_overtakes_weights_context("llama3-8b", 48)
     assert body["kv_overtakes_weights_at_context_batch_1"] == kv_overtakes_weights_context("llama3-8b", 1)
@@ -476,11 +552,11 @@ def test_csv_is_the_op_table_with_units_in_the_header_and_a_totals_row(client):
     rows = list(csv.DictReader(io.StringIO(r.text)))
     ops, total = rows[:-1], rows[-1]
     assert len(ops) == 12 and total["op"] == "total"
-    report = layer_report(tokens=8192, cost_model=seed_cost_model()).prediction
-    for row, op in zip(ops, report.ops):
-        assert (row["op"], row["bound"]) == (op.name, op.bound)
-        assert int(row["flops"]) == op.flops and int(row["bytes"]) == op.bytes  # whole numbers, exactly
-        assert float(row["time_us"]) == pytest.approx(op.time_s * 1e6, rel=1e-5)
+    for row, (name, flops, nbytes) in zip(ops, _seed_layer(8192)):  # SPEC C5's ops, written out above
+        compute_s, memory_s, time_s = _seed_op_times(flops, nbytes)
+        assert (row["op"], row["bound"]) == (name, "memory" if memory_s > compute_s else "compute")
+        assert int(row["flops"]) == flops and int(row["bytes"]) == nbytes  # whole numbers, exactly
+        assert float(row["time_us"]) == pytest.approx(time_s * 1e6, rel=1e-5)
     # no 17-digit floats: at most 6 significant figures in any cell that is not a whole number
     for row in rows:
         for field in ("intensity_flop_per_byte", "compute_us", "memory_us", "launch_us", "time_us"):

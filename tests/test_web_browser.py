@@ -20,11 +20,11 @@ pytest.importorskip("pytest_playwright", reason="pytest-playwright is not instal
 
 from roofline.blocks import block_kernels  # noqa: E402
 from roofline.web.app import create_app  # noqa: E402
-from roofline.web.harness import CHROMIUM_ARGS, background_server, chromium_path  # noqa: E402
+from roofline.web.harness import CHROMIUM_ARGS, CHROMIUM_MISSING, background_server, chromium_path  # noqa: E402
 
 CHROMIUM = chromium_path()
 if CHROMIUM is None:
-    pytest.skip("no system Chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
+    pytest.skip(CHROMIUM_MISSING, allow_module_level=True)
 
 SEED_TOTALS = {128: "205 µs", 8192: "8,756 µs", 32768: "71.1 ms"}  # seed 003's 71,117 µs: ms from 10 ms, 3 figures
 SEED_SENTENCE = (
@@ -222,7 +222,7 @@ def test_efficiency_launch_and_overlap_controls_reach_the_api(page, base_url_web
     type_value(page, "#memory-efficiency-number", 0.5, "memory_efficiency=0.5")
     type_value(page, "#overlap-number", 0, "overlap=0")
     type_value(page, "#batch", 8, "batch=8")
-    assert text(page, "#sentence").startswith("For a batch of 8 128-token sequences")
+    assert text(page, "#sentence").startswith("For a batch of 8 sequences of 128 tokens")
     choose(page, "#phase", "decode", "phase=decode")
     assert "Context" in text(page, "#tokens-label")
     assert text(page, "#sentence").startswith("For one decode step of a batch of 8 sequences at 128 tokens of context")
@@ -341,7 +341,7 @@ def test_whole_model_view_shows_the_pass_and_memory_fit(page, base_url_web, tmp_
 
     type_value(page, "#batch", 4, "batch=4")
     assert text(page, "#model-latency") != seed_ttft
-    assert text(page, "#model-sentence").startswith("Prefill of a batch of 4 8,192-token sequences")
+    assert text(page, "#model-sentence").startswith("Prefill of a batch of 4 sequences of 8,192 tokens")
     batch_ttft = text(page, "#model-latency")
     choose(page, "#machine", "a100-80gb", "machine=a100-80gb")
     assert text(page, "#model-latency") != batch_ttft
@@ -415,7 +415,7 @@ def test_views_keep_the_controls_and_round_trip_in_the_url(page, base_url_web):
     # back to one layer: the controls carry over, the layer page is as before
     switch_view(page, "layer")
     assert not page.is_disabled("#phase") and page.is_visible("#download-csv")
-    assert text(page, "#sentence").startswith("For a batch of 8 8,192-token sequences")
+    assert text(page, "#sentence").startswith("For a batch of 8 sequences of 8,192 tokens")
     type_value(page, "#batch", 1, "batch=1")
     choose(page, "#machine", "h100-sxm", "machine=h100-sxm")
     assert text(page, "#total") == "8,756 µs"

@@ -11,13 +11,13 @@ pytest.importorskip("playwright", reason="Playwright is not installed: pip insta
 pytest.importorskip("pytest_playwright", reason="pytest-playwright is not installed: pip install pytest-playwright")
 
 from roofline.web.app import create_app  # noqa: E402
-from roofline.web.harness import CHROMIUM_ARGS, background_server, chromium_path  # noqa: E402
+from roofline.web.harness import CHROMIUM_ARGS, CHROMIUM_MISSING, background_server, chromium_path  # noqa: E402
 
 from test_web_browser import choose, open_page, render_count, switch_view, text, type_value, wait_render  # noqa: E402
 
 CHROMIUM = chromium_path()
 if CHROMIUM is None:
-    pytest.skip("no system Chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
+    pytest.skip(CHROMIUM_MISSING, allow_module_level=True)
 
 # Llama 3 8B's 8,030,261,248 parameters (Meta's model card) and one 8,192-token sequence's KV cache,
 # 8,192 x 2 x 32 layers x 8 kv heads x 128 x 2 B = 1,073,741,824 B:

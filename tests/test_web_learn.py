@@ -326,9 +326,9 @@ def test_exercises_import_no_web_stack():
 def _browser_ready() -> str | None:
     if importlib.util.find_spec("playwright") is None or importlib.util.find_spec("pytest_playwright") is None:
         return "Playwright is not installed: pip install playwright pytest-playwright"
-    from roofline.web.harness import chromium_path
+    from roofline.web.harness import CHROMIUM_MISSING, chromium_path
 
-    return None if chromium_path() else "no system Chromium at /usr/bin/chromium (apt-get install chromium)"
+    return None if chromium_path() else CHROMIUM_MISSING
 
 
 NO_BROWSER = _browser_ready()

@@ -117,7 +117,7 @@ def test_a_bad_link_falls_back_to_defaults_with_a_notice(page, base_url_web):
     notice = text(page, "#notice")
     assert notice.startswith("This link had values the page cannot use:")
     assert "view=nonsense is not a view of this page" in notice
-    assert 'Machine: "h900" is not one of the choices; using h100-sxm' in notice
+    assert 'Machine: "h900" is not one of the choices; using H100 SXM' in notice
     assert 'Batch, B (sequences): "-5" is not a whole number' in notice
     assert 'Tokens per sequence, T: "12x" is not a whole number' in notice
     assert page.input_value("#attention") == "flash"  # the good values are kept
@@ -203,3 +203,24 @@ def test_the_decode_view_shows_its_phase(page, base_url_web):
     assert page.input_value("#phase") == "decode" and page.is_disabled("#phase")
     switch_view(page, "layer")
     assert page.input_value("#phase") == "prefill" and not page.is_disabled("#phase")
+
+
+def test_after_back_the_views_and_machines_defaults_still_apply(page, base_url_web):
+    # the page writes every value in its URL; Back must not turn them into values set by hand
+    open_page(page, base_url_web + "/")
+    type_value(page, "#batch", 2, "batch=2")
+    back(page, "batch=1")
+    switch_view(page, "model")
+    assert page.input_value("#attention") == "flash"  # the model view's default, as `roofline model`
+    choose(page, "#machine", "tpu-v5e", "machine=tpu-v5e")
+    # the TPU preset's launch overhead (the layer view's CLI default), not the H100's 3 µs
+    from roofline.machines import get_machine
+    assert float(page.input_value("#launch-overhead-number")) == get_machine("tpu-v5e").launch_overhead_s * 1e6
+
+
+def test_a_link_the_api_refuses_as_a_whole_falls_back_with_a_notice(page, base_url_web):
+    # each value is in range, together they are not (B x T token rows past the library's bound)
+    errors = open_page(page, base_url_web + "/?batch=65536&tokens=8192")
+    assert "using Batch, B (sequences) 1" in text(page, "#notice")
+    assert page.input_value("#batch") == "1" and text(page, "#total") == SEED_TOTAL
+    assert page.is_hidden("#error") and errors == []

@@ -40,6 +40,7 @@ from roofline.cost import CostModel, WorkloadPrediction, seed_cost_model
 from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_number, is_count
 from roofline.kernels import Kernel, dtype_name
 from roofline.machines import Machine, get_machine
+from roofline.tables import Tabular
 from roofline.transformer import get_model
 from roofline.units import dtype_bytes
 
@@ -344,7 +345,7 @@ def block_kernels(cfg, phase: str = "prefill", tokens=None, batch=1, context=Non
 
 
 @dataclass(frozen=True)
-class LayerReport:
+class LayerReport(Tabular):
     """One layer's prediction with the configuration that produced it. ``layer_kind`` names the
     kind, ``layer_count`` how many of the model's layers have it, ``layer_index`` the first."""
 

@@ -5,7 +5,7 @@ decode turns compute-bound, the largest batch that fits), on top of plan.predict
 
 from __future__ import annotations
 
-from roofline.tables import dump_json  # noqa: E402
+from roofline.tables import Tabular, dump_json  # noqa: E402
 
 import dataclasses
 import math
@@ -15,7 +15,7 @@ import numpy as np
 
 from roofline.cost import CostModel, _jsonable
 from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_fraction, check_number
-from roofline.machines import get_machine
+from roofline.machines import get_machine, the_name
 from roofline.plan import (
     DEFAULT_BATCHES,
     SEARCH_MAX_BATCH,
@@ -28,7 +28,6 @@ from roofline.plan import (
     kv_bytes_per_token,
     kv_overtakes_weights_context,
     max_context_within,
-    resolve_link,
     time_by_limit,
     tp_link,
     time_to_first_token,
@@ -45,9 +44,11 @@ class MemoryPart:
 
 
 @dataclass(frozen=True)
-class MemoryPlan:
+class MemoryPlan(Tabular):
     """Memory one GPU needs, part by part, against its capacity (``capacity_bytes`` None when the
     machine gives none). ``advice`` says what would make it fit when it does not."""
+
+    ROWS_KEY = None  # rows(): one per part
 
     mode: str
     model: str
@@ -74,12 +75,13 @@ class MemoryPlan:
 
         total = format_si(self.total_bytes, "B")
         name = self.machine_name or self.machine
+        the = the_name(name)
         if self.capacity_bytes is None:
             return f"needs {total} per GPU ({name} gives no memory capacity)"
         cap = format_si(self.capacity_bytes, "B")
         if self.fits:
-            return f"fits: {total} of the {name}'s {cap} ({self.total_bytes / self.capacity_bytes:.0%})"
-        return f"does NOT fit: needs {total} per GPU, the {name} has {cap}. {self.advice}".rstrip()
+            return f"fits: {total} of {the}'s {cap} ({self.total_bytes / self.capacity_bytes:.0%})"
+        return f"does NOT fit: needs {total} per GPU, {the} has {cap}. {self.advice}".rstrip()
 
     def to_dict(self) -> dict:
         d = {"mode": self.mode, "model": self.model, "machine": self.machine}
@@ -98,11 +100,13 @@ class MemoryPlan:
 
         return memory_table(self)
 
+    def rows(self) -> list[dict]:
+        return [{"part": p.name, "bytes": p.bytes} for p in self.parts]
+
     def to_csv(self) -> str:
         from roofline.tables import rows_to_csv
 
-        rows = [{"part": p.name, "bytes": p.bytes} for p in self.parts]
-        return rows_to_csv(rows + [{"part": "total", "bytes": self.total_bytes}])
+        return rows_to_csv(self.rows() + [{"part": "total", "bytes": self.total_bytes}])
 
 
 def _max_count(free_bytes: float, per_unit_bytes: float) -> int:
@@ -275,13 +279,15 @@ def log_batches(top: int, marked=()) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class DecodePlan:
+class DecodePlan(Tabular):
     """Decode at ``context`` for each batch in ``batches``, with the batch where the weight
     matmuls turn compute-bound, the batch where the step as a whole does (None: not up to
     SEARCH_MAX_BATCH, and ``step_limit`` says what holds it there: "link", "kv_cache", "weights"
     or "activations"), and the largest batch whose weights + KV cache fit (None without a
     capacity). ``prefill`` is the time to first token of a prompt of ``context`` tokens at batch 1.
     ``experts`` is (E, k) for a mixture of experts; ``link`` the tensor-parallel link (t > 1)."""
+
+    ROWS_KEY = "rows"  # one per batch asked
 
     step: ModelPrediction
     memory: MemoryPlan

@@ -17,7 +17,7 @@ gets seed 000 section 4's diagnosis. Pure numpy: the timings come from roofline.
 
 from __future__ import annotations
 
-from roofline.tables import dump_json  # noqa: E402
+from roofline.tables import Tabular, dump_json  # noqa: E402
 
 import csv
 import io
@@ -100,7 +100,7 @@ class CheckOp:
 
 
 @dataclass(frozen=True)
-class CheckReport:
+class CheckReport(Tabular):
     """A block checked on a device: ``ops`` in execution order and ``block``, their sum."""
 
     device: str

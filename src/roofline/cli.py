@@ -15,6 +15,7 @@ import sys
 
 from roofline.cliargs import (
     Parser,
+    VersionAction,
     add_cost_flags,
     add_layer_flags,
     add_machine_flags,
@@ -241,6 +242,7 @@ def cmd_plot(args):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="roofline", description="How fast can it run, and what limits it: the roofline model for ML.")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
 
@@ -268,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="kernel constructor name")
     p.add_argument("param", nargs="*", type=kernel_param, help="NAME=VALUE, e.g. M=8192 N=4096 K=4096 bytes_per_elem=fp8")
     add_machine_flags(p)
-    add_cost_flags(p)
+    add_cost_flags(p, launch_default_note="0", seed=False)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_kernel, compute_efficiency=1.0, memory_efficiency=1.0, launch_overhead=0.0)
 
@@ -302,10 +304,19 @@ def one_line(message: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
+def _print_notes(notes) -> None:
+    for note in notes:
+        print(f"roofline: note: {note}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
+    notes: list[str] = []  # old flag spellings used (cliargs.DeprecatedAlias)
     try:
         args = build_parser().parse_args(argv)
+        notes = getattr(args, "deprecation_notes", [])
         if args.command in STREAMING_COMMANDS:
+            _print_notes(notes)
+            notes = []
             args.func(args)
         else:  # the whole output is checked finite before any of it is printed
             import io
@@ -316,8 +327,10 @@ def main(argv=None) -> int:
             with contextlib.redirect_stdout(buffer):
                 args.func(args)
             sys.stdout.write(check_finite_text(buffer.getvalue()))
+            _print_notes(notes)
     except RooflineError as exc:
-        print(f"roofline: error: {one_line(str(exc))}", file=sys.stderr)
+        noted = "".join(f" ({note})" for note in notes)
+        print(f"roofline: error: {one_line(str(exc))}{noted}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # `roofline layer | head`
         return 0

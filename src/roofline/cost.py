@@ -9,7 +9,7 @@ over sizes is one call.
 
 from __future__ import annotations
 
-from roofline.tables import dump_json  # noqa: E402
+from roofline.tables import Tabular, dump_json  # noqa: E402
 
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -214,7 +214,7 @@ SUMMARY_FIELDS = (
 
 
 @dataclass(frozen=True)
-class WorkloadPrediction:
+class WorkloadPrediction(Tabular):
     """A workload's ops in order with the seed's readouts.
 
     flops_only_s = sum F / (e_c peak); bytes_only_s = sum B / (e_m BW); memory_bound_share is the

@@ -9,7 +9,7 @@ place where a measured time meets a bound (diagnose, profile, check) calls it.
 
 from __future__ import annotations
 
-from roofline.tables import dump_json  # noqa: E402
+from roofline.tables import Tabular, dump_json  # noqa: E402
 
 from dataclasses import dataclass
 
@@ -17,6 +17,7 @@ from roofline.cost import time_lower_bound
 from roofline.errors import check_number
 from roofline.kernels import Kernel
 from roofline.machines import Machine, get_machine
+from roofline.units import indefinite_article
 
 
 def measurement_problem(roofline_s: float, measured_s: float, bytes_moved: float | None = None,
@@ -92,9 +93,11 @@ class Finding:
 
 
 @dataclass(frozen=True)
-class Diagnosis:
+class Diagnosis(Tabular):
     """A kernel, a machine and a measured time, read with seed 000 section 4. Quantities in SI:
     FLOPs, bytes, seconds, FLOP/s, bytes/s; ``speed_of_light`` = roofline_s / measured_s."""
+
+    ROWS_KEY = "findings"
 
     kernel: str
     machine: str
@@ -209,7 +212,7 @@ def _findings(d: dict, machine: Machine, gemm) -> list[Finding]:
         elif s is SYMPTOMS[2]:
             small = d["roofline_s"] < 20e-6 and launch and d["gap_s"] >= 0.5 * launch
             ok = bool(mem and (cat == "decode" or small))
-            why = (f"bound {_us(d['roofline_s'])} and {_us(d['gap_s'])} lost, comparable to a {launch * 1e6:g} us launch"
+            why = (f"bound {_us(d['roofline_s'])} and {_us(d['gap_s'])} lost, comparable to {indefinite_article(launch * 1e6)} {launch * 1e6:g} us launch"
                    if ok else "the gap is not launch-sized")
         elif s is SYMPTOMS[3]:
             if cat != "matmul" or mem:

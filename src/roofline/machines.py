@@ -29,6 +29,24 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
+# First words that name a vendor or a product line: "the NVIDIA H100", "the Gaudi 3", "the TPU v5e".
+BRAND_WORDS = frozenset(w.lower() for w in (
+    "NVIDIA", "AMD", "Intel", "Google", "Apple", "Qualcomm", "Huawei", "Tesla", "GeForce", "Quadro", "Radeon",
+    "Instinct", "Gaudi", "TPU", "Xeon", "EPYC", "Ryzen", "Core", "Ascend", "Trainium", "Inferentia", "Cerebras", "Groq"))
+
+
+def the_name(name: str, vendor: str = "") -> str:
+    """A machine's name as a sentence names it: 'the H100 SXM', 'the TPU v5e', 'the NVIDIA H200
+    (measured)', but a name of the user's own that is not a product's as it is: 'My accelerator'.
+    A product name starts with a word that holds a digit (H100, MI300X, v5e), an acronym (RTX, TPU),
+    a vendor or product-line word (BRAND_WORDS), or the machine's own ``vendor``."""
+    words = str(name).split()
+    first = words[0].strip("(),") if words else ""
+    product = (any(c.isdigit() for c in first) or (len(first) >= 2 and first.isupper())
+               or first.lower() in BRAND_WORDS or (bool(vendor) and first.lower() == vendor.lower()))
+    return f"the {name}" if product else str(name)
+
+
 # Sub-byte formats that a machine without their own tensor-core peak stores but does not compute
 # in: weight-only quantisation (W4A16) dequantises to bf16 and runs at the bf16 peak.
 STORAGE_ONLY = {"int4": "bf16", "fp4": "bf16"}
@@ -72,6 +90,11 @@ class Machine:
         check_number(f"{self.name or 'machine'} peak_flops", self.peak_flops)
         check_number(f"{self.name or 'machine'} bandwidth", self.bandwidth)
         check_number(f"{self.name or 'machine'} launch_overhead_s", self.launch_overhead_s, strictly=False)
+
+    @property
+    def the_name(self) -> str:
+        """The name as a sentence names it: 'the H100 SXM', but 'My accelerator' (see the_name)."""
+        return the_name(self.name, self.vendor)
 
     # -- the seed's roofline -------------------------------------------------------------------
     @property

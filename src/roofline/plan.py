@@ -30,7 +30,7 @@ build on this in capacity.py, training in training.py, sweeps in sweep.py.
 
 from __future__ import annotations
 
-from roofline.tables import dump_json  # noqa: E402
+from roofline.tables import Tabular, dump_json  # noqa: E402
 
 import dataclasses
 import functools
@@ -145,7 +145,7 @@ class Precision:
                 fallback = weight_only_compute(machine)
                 hint = (f"; {dtype} can be weight storage computing in {fallback} (--dtype {dtype} or --weights {dtype})"
                         if part == "activations" and DTYPE_BYTES[dtype] < DTYPE_BYTES[fallback] else "")
-                raise RooflineError(f"{part} dtype {dtype}: the {machine.name} has no {dtype} peak to compute in; it has "
+                raise RooflineError(f"{part} dtype {dtype}: {machine.the_name} has no {dtype} peak to compute in; it has "
                                     f"{', '.join(machine.dtypes)}{hint}", field=f"{part} dtype")
         return self
 
@@ -253,12 +253,12 @@ def resolve_link(machine: Machine, link: str | None, field: str = "link", order=
         chosen = default_link(machine, order)
         if chosen is None:  # nothing given, nothing to choose: the parallelism that needs it is what to name
             blame = "tensor_parallel" if field == "link" else field
-            raise RooflineError(f"{blame} > 1 needs a link for its collectives, and the {machine.name} lists none of "
+            raise RooflineError(f"{blame} > 1 needs a link for its collectives, and {machine.the_name} lists none of "
                                 f"{', '.join(order)}; add one to its machine file", field=blame)
         return chosen
     name = str(link).strip().lower()
     if name not in names:
-        raise RooflineError(f"{field} {link!r}: the {machine.name} has no such link; it has {', '.join(names) or 'none'}",
+        raise RooflineError(f"{field} {link!r}: {machine.the_name} has no such link; it has {', '.join(names) or 'none'}",
                             field=field)
     return name
 
@@ -278,21 +278,21 @@ def tp_link(machine: Machine, link: str | None, tensor_parallel: int, gpus_per_n
     pair = machine.nvlink_gpus
     if pair and pair < t <= g:  # bridged cards: NVLink joins only a pair, the ring crosses PCIe
         if link is not None and str(link).strip().lower() == "nvlink":
-            raise RooflineError(f"tensor_parallel {t}: the {machine.name}'s NVLink bridge joins {pair} cards, so a ring of "
-                                f"{t} crosses PCIe: give --link pcie (or at most --tp {pair} over nvlink)", field="tensor_parallel")
+            raise RooflineError(f"tensor_parallel {t}: {machine.the_name}'s NVLink bridge joins {pair} cards, so a ring of "
+                                f"{t} crosses PCIe: give --tp-link pcie (or at most --tp {pair} over nvlink)", field="tensor_parallel")
         return resolve_link(machine, link or "pcie")
     if t <= g:
         return resolve_link(machine, link)
     nodes = -(-t // g)
     if link is not None and str(link).strip().lower() in NODE_LINKS:
         raise RooflineError(f"tensor_parallel {t} spans {nodes} nodes of {g} GPUs and {link} does not leave a node: give "
-                            f"--link {' or '.join(CROSS_NODE_LINKS)}, or --gpus-per-node for a larger domain "
+                            f"--tp-link {' or '.join(CROSS_NODE_LINKS)}, or --gpus-per-node for a larger domain "
                             "(a GB200 NVL72 joins 72)", field="tensor_parallel")
     if link is None:
         names = [n for n, _ in machine.links]
         chosen = next((n for n in CROSS_NODE_LINKS if n in names), None)
         if chosen is None:
-            raise RooflineError(f"tensor_parallel {t} spans {nodes} nodes of {g} GPUs, and the {machine.name} lists no "
+            raise RooflineError(f"tensor_parallel {t} spans {nodes} nodes of {g} GPUs, and {machine.the_name} lists no "
                                 f"{' or '.join(CROSS_NODE_LINKS)} link to cross them; add one to its machine file",
                                 field="tensor_parallel")
         return chosen
@@ -482,7 +482,7 @@ def _text(x):
 
 
 @dataclass(frozen=True)
-class ModelPrediction:
+class ModelPrediction(Tabular):
     """One forward pass of a whole model on one GPU (prefill of ``tokens`` or one decode step at
     ``context``), batch ``batch``. Quantities may be arrays when a size was.
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from roofline.plan import SEARCH_MAX_BATCH
 from roofline.tables import grid
-from roofline.units import DTYPE_BYTES, format_si
+from roofline.units import DTYPE_BYTES, format_si, indefinite_article
 
 
 def note_line(n: str) -> str:
@@ -65,7 +65,7 @@ def decode_table(plan) -> str:
         f"KV cache {format_si(plan.kv_per_sequence_bytes, 'B')} per sequence; memory {format_si(cap, 'B') if cap else 'unknown'}",
     ]
     if plan.prefill is not None:
-        head.append(f"time to first token for a {S:,}-token prompt at batch 1: {_ms(plan.prefill.time_s)} ms")
+        head.append(f"time to first token for {indefinite_article(S)} {S:,}-token prompt at batch 1: {_ms(plan.prefill.time_s)} ms")
     show_link = any(r["link_share"] > 0 for r in rows)
     headers = ["batch", "step ms", "tokens/s", "FLOP/B", "weights read GB", "KV read GB", "matmuls", "step", "mem-bound"]
     headers += ["link-bound"] if show_link else []
@@ -231,8 +231,8 @@ def sweep_table(result) -> str:
     time_label = "TTFT ms" if result.phase == "prefill" else "step ms"
     headers = (["machine"] if over == "machines" or len(result.series) > 1 else []) + ([key] if key else [])
     headers += [time_label, "tokens/s", "FLOP/B", "mem-bound", "bound", "memory GB", "fits"]
-    rows = []
-    for r in result.rows():
+    rows, records = [], result.rows()
+    for r in records:
         row = ([r["machine"]] if over == "machines" or len(result.series) > 1 else []) + ([f"{r[key]:,}"] if key else [])
         row += [_ms(r["time_s"]), f"{r['tokens_per_s']:,.0f}", f"{r['intensity']:,.1f}", _pct(r["memory_bound_share"]), r["bound"],
                 f"{r['memory_bytes'] / 1e9:,.1f}", "-" if r["fits"] is None else ("yes" if r["fits"] else "no")]
@@ -241,7 +241,7 @@ def sweep_table(result) -> str:
     right = [h != "machine" for h in headers[:n_lead]] + [True, True, True, True, False, True, False]
     lines.append(grid(headers, rows, right))
     lines += [note_line(n) for n in result.notes]
-    if any(r["fits"] is False for r in result.rows()):
+    if any(r["fits"] is False for r in records):
         lines.append("note: rows marked 'no' need more memory than one GPU has (weights + every sequence's cache): "
                      "their times assume a machine that holds it")
     return "\n".join(lines)

@@ -1,16 +1,24 @@
 """Figures: the roofline with kernels placed (seed 000 section 3.1) and the layer bar chart (seed
 003). matplotlib is imported inside each function so that the CLI starts fast.
+
+Each plot_* function returns its matplotlib Figure and writes it only when given a path. Figures
+are made outside pyplot (no global backend switched, no figure registry): they draw headless, and
+in Jupyter the returned figure shows itself.
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from roofline.kernels import Kernel, decode_step_kernel, flash_attention_kernel, layernorm_kernel, matmul_kernel, naive_attention_kernel
 from roofline.machines import Machine, get_machine
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 MEMORY_RED = "#d62728"
 COMPUTE_BLUE = "#1f77b4"
@@ -30,29 +38,131 @@ def seed_kernels() -> list[Kernel]:
     ]
 
 
-def _pyplot():
-    import matplotlib
+@functools.lru_cache(maxsize=1)
+def _figure_class():
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    matplotlib.rcParams["svg.fonttype"] = "none"  # keep text as text in SVG: selectable, searchable
-    import matplotlib.pyplot as plt
+    class RooflineFigure(Figure):
+        """A Figure that shows itself in Jupyter as a PNG whether or not pyplot was imported."""
 
-    return plt
+        def _repr_png_(self) -> bytes:
+            import io
+
+            buf = io.BytesIO()
+            self.savefig(buf, format="png", bbox_inches="tight", facecolor="white")
+            return buf.getvalue()
+
+    return RooflineFigure
+
+
+def _figure(figsize, nrows: int = 1, ncols: int = 1, **subplot_kw):
+    """A figure on its own Agg canvas and its axes, as pyplot.subplots would give them."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = _figure_class()(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(nrows, ncols, **subplot_kw)
 
 
 def _save(fig, path):
-    """Write the figure atomically (files.write_atomically), in the format its suffix names."""
+    """Write the figure atomically (files.write_atomically), in the format its suffix names; SVG
+    keeps its text as text (selectable, searchable)."""
+    import matplotlib
+
     from roofline.files import write_atomically
 
     fmt = Path(path).suffix.lstrip(".").lower() or "png"
-    write_atomically(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight", facecolor="white"))
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        write_atomically(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight", facecolor="white"))
 
 
-def plot_roofline(machine, kernels: Sequence[Kernel], path: str, title: str | None = None, ceilings: bool = True) -> None:
-    """Write a log-log roofline of one machine (or several: a list) with each kernel placed at
-    (intensity, attainable on the first machine). The ridge is marked; with ``ceilings`` the other
-    dtypes' peaks and any cache levels with a known bandwidth are drawn as extra roofs."""
-    plt = _pyplot()
+def _done(fig, path):
+    if path is not None:
+        _save(fig, path)
+    return fig
+
+
+# Where a point's label may go, in points from it, nearest first: beside, above, below and on the
+# four diagonals, then stepped up and down on either side with a leader line back to the point.
+_LABEL_SPOTS = ([(7, 0, "left", "center"), (-7, 0, "right", "center"), (0, 7, "center", "bottom"), (0, -7, "center", "top"),
+                 (7, -5, "left", "top"), (-7, 5, "right", "bottom"), (7, 5, "left", "bottom"), (-7, -5, "right", "top")]
+                + [(side * 9, sign * (5 + 11 * k), "left" if side > 0 else "right", "center")
+                   for k in range(1, 8) for side in (1, -1) for sign in (1, -1)])
+_LEADER_FROM = {"left": (0, 0.5), "right": (1, 0.5), "center": (0.5, 0.5)}  # where on the text a leader starts
+
+
+def _obstacles(ax, renderer):
+    """Display-space points a label should not cover: every line, segment and marker in the axes
+    (resampled every few pixels), and the corners and edges of the texts and legend already drawn."""
+    pts = []
+    ring = np.array([(0, 0), *((np.cos(a), np.sin(a)) for a in np.linspace(0, 2 * np.pi, 8, endpoint=False))])
+    for ln in ax.get_lines():
+        if ln.get_marker() not in (None, "", "None", " ") and len(ln.get_xydata()):
+            radius = ln.get_markersize() / 2 * ax.figure.dpi / 72
+            centres = ln.get_transform().transform(ln.get_xydata())
+            pts += [c + radius * ring for c in centres]
+    segments = [ln.get_transform().transform(ln.get_xydata()) for ln in ax.get_lines()
+                if len(ln.get_xydata()) and ln.get_linestyle() not in ("None", "", " ")]
+    for coll in ax.collections:
+        if hasattr(coll, "get_segments"):  # error bars and other line collections
+            segments += [coll.get_transform().transform(np.asarray(seg)) for seg in coll.get_segments() if len(seg)]
+    for xy in segments:
+        xy = xy[np.all(np.isfinite(xy), axis=1)]
+        for (x0, y0), (x1, y1) in zip(xy[:-1], xy[1:]):
+            n = int(min(max(abs(x1 - x0), abs(y1 - y0)) / 3, 2000)) + 1
+            pts.append(np.column_stack([np.linspace(x0, x1, n), np.linspace(y0, y1, n)]))
+    boxes = [t.get_window_extent(renderer) for t in ax.texts if t.get_text()]
+    if ax.get_legend() is not None:
+        boxes.append(ax.get_legend().get_window_extent(renderer))
+    for bb in boxes:
+        gx, gy = np.meshgrid(np.linspace(bb.x0, bb.x1, max(2, int(bb.width / 3))), np.linspace(bb.y0, bb.y1, max(2, int(bb.height / 3))))
+        pts.append(np.column_stack([gx.ravel(), gy.ravel()]))
+    return np.concatenate(pts) if pts else np.zeros((0, 2))
+
+
+def _place_labels(ax, labels, fontsize: float = 7.5, **text_kw):
+    """Annotate each (x, y, text) at the first of _LABEL_SPOTS where its text (and leader) covers
+    no line, marker, other label or the legend and stays inside the axes, else where it covers
+    least. Call it last, once the limits and the layout are set: it measures in display space."""
+    renderer = ax.figure.canvas.get_renderer()
+    avoid = _obstacles(ax, renderer)
+    frame = ax.get_window_extent(renderer)
+    px_per_pt = ax.figure.dpi / 72
+    placed = []
+
+    def covered(bb, pts):
+        return (np.abs(pts[:, 0] - (bb.x0 + bb.x1) / 2) < bb.width / 2) & (np.abs(pts[:, 1] - (bb.y0 + bb.y1) / 2) < bb.height / 2)
+
+    for x, y, text in labels:
+        point = ax.transData.transform((x, y))
+        best = None
+        for dx, dy, ha, va in _LABEL_SPOTS:
+            ann = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=fontsize,
+                              **text_kw)
+            bb = ann.get_window_extent(renderer).padded(1.5)
+            ann.remove()
+            leader = np.linspace(point, point + np.array([dx, dy]) * px_per_pt, 12)[3:] if abs(dy) > 7 else np.zeros((0, 2))
+            cost = (int(covered(bb, avoid).sum()) + 50 * sum(bb.overlaps(o) for o in placed)
+                    + 10 * sum(int(covered(o, leader).sum()) for o in placed)
+                    + 1000 * (not (frame.x0 <= bb.x0 and bb.x1 <= frame.x1 and frame.y0 <= bb.y0 and bb.y1 <= frame.y1)))
+            if best is None or cost < best[0]:
+                best = (cost, dx, dy, ha, va, bb, leader)
+            if cost == 0:
+                break
+        _, dx, dy, ha, va, bb, leader = best
+        line = {"arrowprops": dict(arrowstyle="-", color="0.6", lw=0.6, shrinkA=0, shrinkB=3, relpos=_LEADER_FROM[ha])} if len(leader) else {}
+        ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=fontsize, **line,
+                    **text_kw)
+        placed.append(bb)
+        avoid = np.concatenate([avoid, leader])
+
+
+def plot_roofline(machine, kernels: Sequence[Kernel], path: str | None = None, title: str | None = None,
+                  ceilings: bool = True) -> Figure:
+    """A log-log roofline of one machine (or several: a list) with each kernel placed at
+    (intensity, attainable on the first machine), labelled where the label covers nothing else.
+    The ridge is marked; with ``ceilings`` the other dtypes' peaks and any cache levels with a
+    known bandwidth are drawn as extra roofs."""
     machines: list[Machine] = [get_machine(m) for m in (machine if isinstance(machine, (list, tuple)) else [machine])]
     primary = machines[0]
     intensities = [k.intensity for k in kernels if k.intensity > 0]
@@ -60,7 +170,7 @@ def plot_roofline(machine, kernels: Sequence[Kernel], path: str, title: str | No
     hi = max([1e4, *(m.ridge_point * 10 for m in machines), *(i * 3 for i in intensities)])
     x = np.logspace(np.log10(lo), np.log10(hi), 600)
 
-    fig, ax = plt.subplots(figsize=(9, 5.6))
+    fig, ax = _figure(figsize=(9, 5.6))
     for i, m in enumerate(machines):
         color = "black" if i == 0 else f"C{(i + 2) % 10}"
         roof = m.attainable(x) / 1e12
@@ -81,21 +191,14 @@ def plot_roofline(machine, kernels: Sequence[Kernel], path: str, title: str | No
             ax.loglog(x, np.minimum(primary.peak_flops, x * level.bytes_per_s) / 1e12, color="0.55", lw=1, ls="-.")
             ax.annotate(f"{level.name} {level.bytes_per_s / 1e12:.1f} TB/s", (lo * 2, lo * 2 * level.bytes_per_s / 1e12),
                         fontsize=7, color="0.4", rotation=0)
-    placed: list[float] = []
+    labels = []
     for k in sorted(kernels, key=lambda k: k.intensity):
         xi = max(k.intensity, lo)
         yi = primary.attainable(xi, k.dtype) / 1e12
         side = "memory" if k.intensity < primary.ridge(k.dtype) else "compute"
         color = MEMORY_RED if side == "memory" else COMPUTE_BLUE
         ax.plot(xi, yi, "o", color=color, ms=7, mec="white", mew=0.8, zorder=3)
-        # neighbours closer than a factor 1.6 in intensity get stacked labels
-        crowd = sum(1 for p in placed if abs(np.log10(xi / p)) < 0.2)
-        placed.append(xi)
-        on_flat = side == "compute"
-        dx, ha = (-8, "right") if on_flat else (9, "left")
-        dy = 6 + 12 * crowd if on_flat else -2 - 12 * crowd
-        ax.annotate(f"{k.name} (I={k.intensity:,.1f})", (xi, yi), textcoords="offset points", xytext=(dx, dy),
-                    fontsize=7.5, ha=ha, va="top" if dy < 0 else "bottom")
+        labels.append((xi, yi, f"{k.name} (I={k.intensity:,.1f})"))
     ax.plot([], [], "o", color=MEMORY_RED, label="memory-bound kernel")
     ax.plot([], [], "o", color=COMPUTE_BLUE, label="compute-bound kernel")
     ax.set_xlabel("arithmetic intensity (FLOP per byte of memory traffic)")
@@ -106,21 +209,20 @@ def plot_roofline(machine, kernels: Sequence[Kernel], path: str, title: str | No
     ax.set_ylim(top=max(m.peak_flops for m in machines) / 1e12 * 4)  # room for labels above the flat roof
     ax.legend(loc="upper left", fontsize=7.5, framealpha=0.9)
     fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
+    _place_labels(ax, labels)
+    return _done(fig, path)
 
 
-def plot_layer(report, path: str, title: str | None = None) -> None:
+def plot_layer(report, path: str | None = None, title: str | None = None) -> Figure:
     """Per-op predicted time of one block as horizontal bars: red memory-bound, blue
     compute-bound, the launch overhead as a grey tail; the seed's readouts in the title."""
-    plt = _pyplot()
     pred = getattr(report, "prediction", report)
     ops = list(pred.ops)
     names = [op.name for op in ops]
     body = np.array([(op.time_s - op.launch_s) * 1e6 for op in ops])
     launch = np.array([op.launch_s * 1e6 for op in ops])
     colors = [MEMORY_RED if op.bound == "memory" else COMPUTE_BLUE for op in ops]
-    fig, ax = plt.subplots(figsize=(9, 0.42 * len(ops) + 1.9))
+    fig, ax = _figure(figsize=(9, 0.42 * len(ops) + 1.9))
     y = np.arange(len(ops))[::-1]
     ax.barh(y, body, color=colors, height=0.7)
     ax.barh(y, launch, left=body, color=LAUNCH_GREY, height=0.7, hatch="///", edgecolor="white", lw=0)
@@ -145,16 +247,15 @@ def plot_layer(report, path: str, title: str | None = None) -> None:
     ax.set_title(f"{head}\n{sub}", fontsize=9.5)
     ax.grid(True, axis="x", alpha=0.25)
     fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
+    return _done(fig, path)
 
 
-def plot_check(report, path: str, title: str | None = None) -> None:
+def plot_check(report, path: str | None = None, title: str | None = None) -> Figure:
     """Predicted and measured points of `roofline check` on one roofline chart: the profile's roof
     (its peak at the report's dtype, main-memory slope and every measured cache level as extra
     ceilings); per op, the measured FLOP/s (filled, red if memory-bound, blue if compute-bound),
-    the calibrated prediction (hollow, its interval as an error bar) and a line between them."""
-    plt = _pyplot()
+    the calibrated prediction (hollow, its interval as an error bar) and a line between them; each
+    op labelled where its label covers nothing else. Levels measured at one bandwidth share a roof."""
     machine = report.profile_machine
     if machine is None:
         raise ValueError("the report carries no machine to draw the roofline of")
@@ -166,14 +267,18 @@ def plot_check(report, path: str, title: str | None = None) -> None:
     lo = min([0.05, *(i / 3 for i in intensities)])
     hi = max([peak / machine.bandwidth * 10, *(i * 3 for i in intensities)])
     x = np.logspace(np.log10(lo), np.log10(hi), 600)
-    fig, ax = plt.subplots(figsize=(9.5, 6))
+    fig, ax = _figure(figsize=(9.5, 6))
     ax.loglog(x, np.minimum(peak, x * machine.bandwidth) / scale, color="black", lw=2.2,
               label=f"{machine.name}: {peak / scale:,.3g} {unit} {report.dtype}, {machine.bandwidth / 1e9:,.1f} GB/s main memory")
+    roofs: dict[float, list] = {}  # levels measured at the same bandwidth share one roof and one label
     for level in sorted(machine.levels, key=lambda l: l.size_bytes):
-        ax.loglog(x, np.minimum(peak, x * level.bytes_per_s) / scale, color="0.55", lw=1, ls="-.")
-        ax.annotate(f"{level.name} ({level.size_bytes / 2**20:,.3g} MiB) {level.bytes_per_s / 1e9:,.0f} GB/s",
-                    (lo * 1.3, lo * 1.3 * level.bytes_per_s / scale), fontsize=7, color="0.4", va="bottom")
-    placed: list[tuple[float, float]] = []
+        roofs.setdefault(level.bytes_per_s, []).append(level)
+    roof_labels = []  # each at its roof's knee
+    for bw, levels in roofs.items():
+        ax.loglog(x, np.minimum(peak, x * bw) / scale, color="0.55", lw=1, ls="-.")
+        names = ", ".join(f"{lvl.name} ({lvl.size_bytes / 2**20:,.3g} MiB)" for lvl in levels)
+        roof_labels.append((max(peak / bw, lo), peak / scale, f"{names} {bw / 1e9:,.0f} GB/s"))
+    labels = []
     for op in sorted(ops, key=lambda o: o.intensity):
         side = MEMORY_RED if op.bound == "memory" else COMPUTE_BLUE
         measured = op.flops / op.measured_s / scale
@@ -184,13 +289,7 @@ def plot_check(report, path: str, title: str | None = None) -> None:
                     zorder=3)
         ax.plot(op.intensity, measured, "o", color=side, ms=7, mec="white", mew=0.8, zorder=4)
         ax.plot(op.intensity, op.flops / op.seed_s / scale, "x", color="0.35", ms=5, zorder=3)
-        # labels of neighbours (in log space) are pushed down until they no longer overlap
-        lx, ly = np.log10(op.intensity), np.log10(measured)
-        while any(abs(lx - px) < 0.35 and abs(ly - py) < 0.075 for px, py in placed):
-            ly -= 0.075
-        placed.append((lx, ly))
-        ax.annotate(f"{op.name} {op.roof_fraction:.0%}", (op.intensity, 10**ly), textcoords="offset points",
-                    xytext=(7, 0), fontsize=7.5, va="center")
+        labels.append((op.intensity, measured, f"{op.name} {op.roof_fraction:.0%}"))
     ax.plot([], [], "o", color="0.3", label="measured (red memory-bound, blue compute-bound); % of roof")
     ax.plot([], [], "o", mfc="white", mec="0.3", label="calibrated prediction with its interval")
     ax.plot([], [], "x", color="0.35", label="seed defaults (e_c 0.70, e_m 0.85, launch); the roof is the plain roofline")
@@ -204,8 +303,9 @@ def plot_check(report, path: str, title: str | None = None) -> None:
                 top=max(peak, lo * fastest) / scale * 4)
     ax.legend(loc="upper left", fontsize=7.5, framealpha=0.9)
     fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
+    _place_labels(ax, roof_labels, fontsize=7, color="0.4")
+    _place_labels(ax, labels)
+    return _done(fig, path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,17 +346,16 @@ def _category_times(pred):
     return {k: v for k, v in groups.items() if np.any(np.asarray(v) > 0)}
 
 
-def plot_decode(plan, path: str, title: str | None = None) -> None:
+def plot_decode(plan, path: str | None = None, title: str | None = None) -> Figure:
     """Decode versus batch: tokens/s (left) and the step's time by op group (right), with the batch
     where the matmuls turn compute-bound and the region where weights + KV cache no longer fit."""
-    plt = _pyplot()
     from roofline.plan_tables import _model_name
 
     curve = plan.curve
     s = plan.step
     b = np.asarray(curve.batch)
     tps = np.asarray(curve.tokens_per_s)
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5.2))
+    fig, (ax, ax2) = _figure((13, 5.2), 1, 2)
     ax.plot(b, tps, color="black", lw=1.6, zorder=2)
     ax.scatter(plan.batches, np.asarray(s.tokens_per_s), c=_bound_colors(s.bound), s=36, zorder=3, edgecolor="white", lw=0.6)
     for bi, t in zip(plan.batches, np.asarray(s.tokens_per_s)):
@@ -302,22 +401,19 @@ def plot_decode(plan, path: str, title: str | None = None) -> None:
            f"grey: does not fit")
     fig.suptitle(f"{head}\n{sub}", fontsize=10)
     fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
+    return _done(fig, path)
 
 
-def plot_sweep(result, path: str, title: str | None = None) -> None:
+def plot_sweep(result, path: str | None = None, title: str | None = None) -> Figure:
     """A sweep's figure. tokens: time to first token and memory-bound share versus prompt tokens;
     batch: decode throughput and step time versus batch; context: step time and the KV-cache to
     weight bytes ratio versus context; machines: one bar per machine. Machines side by side, each
     point red (memory-bound) or blue (compute-bound)."""
-    plt = _pyplot()
     from roofline.plan_tables import _model_name
 
     if result.over == "machines":
-        _plot_machines(plt, result, path, title)
-        return
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5))
+        return _plot_machines(result, path, title)
+    fig, (ax, ax2) = _figure((13, 5), 1, 2)
     time_label = "time to first token (ms)" if result.phase == "prefill" else "decode step (ms)"
     right = {"tokens": ("memory_bound_share", "share of time in memory-bound ops"),
              "batch": ("tokens_per_s", "throughput (tokens/s)"),
@@ -371,17 +467,16 @@ def plot_sweep(result, path: str, title: str | None = None) -> None:
     head = title or f"{_model_name(result.model)} {result.phase} sweep over {result.over} ({fixed}, {result.precision.label()})"
     fig.suptitle(head + "\nred: memory-bound, blue: compute-bound", fontsize=10)
     fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
+    return _done(fig, path)
 
 
-def _plot_machines(plt, result, path, title):
+def _plot_machines(result, path, title):
     from roofline.plan_tables import _model_name
 
     names = [s.machine_name for s in result.series]
     t = np.array([float(s.time_s[0]) * 1e3 for s in result.series])
     bounds = [str(s.bound[0]) for s in result.series]
-    fig, ax = plt.subplots(figsize=(9, 0.5 * len(names) + 1.8))
+    fig, ax = _figure(figsize=(9, 0.5 * len(names) + 1.8))
     y = np.arange(len(names))[::-1]
     ax.barh(y, t, color=_bound_colors(bounds), height=0.65)
     for yi, ti, s in zip(y, t, result.series):
@@ -396,8 +491,7 @@ def _plot_machines(plt, result, path, title):
     ax.set_title(title or f"{_model_name(result.model)} {result.phase} ({fixed}, {result.precision.label()}) on each machine",
                  fontsize=10)
     fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
+    return _done(fig, path)
 
 
 def _memory_bars(ax, plans):
@@ -433,25 +527,22 @@ def _memory_bars(ax, plans):
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13 - 0.6 / (len(plans) + 2)), ncol=5, fontsize=8, frameon=False)
 
 
-def plot_memory(plans, path: str, title: str | None = None) -> None:
+def plot_memory(plans, path: str | None = None, title: str | None = None) -> Figure:
     """Memory per GPU as stacked horizontal bars, one per (label, MemoryPlan), against the GPU's
     capacity (a dashed line); totals over capacity are marked in red."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(10, 0.55 * len(plans) + 2.0))
+    fig, ax = _figure(figsize=(10, 0.55 * len(plans) + 2.0))
     _memory_bars(ax, plans)
     ax.set_title(title or "Memory per GPU", fontsize=10)
     fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
+    return _done(fig, path)
 
 
-def plot_train(plan, memory_options, path: str, title: str | None = None) -> None:
+def plot_train(plan, memory_options, path: str | None = None, title: str | None = None) -> Figure:
     """A training plan: memory per GPU under each option (left) and one optimizer step's compute
     against its collectives (right: blue compute at the plan's utilisation, green link-bound)."""
-    plt = _pyplot()
     from roofline.plan_tables import _model_name
 
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(14, 0.5 * len(memory_options) + 2.6), gridspec_kw={"width_ratios": [1.35, 1]})
+    fig, (ax, ax2) = _figure((14, 0.5 * len(memory_options) + 2.6), 1, 2, gridspec_kw={"width_ratios": [1.35, 1]})
     _memory_bars(ax, memory_options)
     ax.set_title("memory per GPU (weights, gradients, Adam state, activations)", fontsize=9.5)
     names = ["compute (fwd + bwd)"] + ([op.name for op in plan.step.ops] if plan.step else [])
@@ -475,16 +566,14 @@ def plot_train(plan, memory_options, path: str, title: str | None = None) -> Non
                      + (f", ${plan.cost:,.0f}" if plan.cost is not None else ""))
     fig.suptitle(f"{head}\n{plan.layout.label()}", fontsize=10)
     fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
+    return _done(fig, path)
 
 
-def plot_profile(report, machine, path: str, title: str | None = None, label: int = 8) -> None:
+def plot_profile(report, machine, path: str | None = None, title: str | None = None, label: int = 8) -> Figure:
     """Measured ops of a profile (roofline.trace.profile.ProfileReport) on ``machine``'s roofline:
     one roof per dtype the ops run at (each op's peak is its own dtype's, as the report costs it),
     each op at (intensity, achieved FLOP/s = FLOPs / measured time), a grey stem up to its dtype's
     roof; the ``label`` ops that lose the most time are named."""
-    plt = _pyplot()
     from roofline.trace.result import peak_dtype
     from roofline.units import format_si
 
@@ -495,7 +584,7 @@ def plot_profile(report, machine, path: str, title: str | None = None, label: in
     xs = np.array([op.intensity for op in ops]) if ops else np.array([1.0])
     lo, hi = min(0.01, xs.min() / 3), max(1e4, *(machine.ridge(d) * 10 for d in dtypes), xs.max() * 3)
     x = np.logspace(np.log10(lo), np.log10(hi), 400)
-    fig, ax = plt.subplots(figsize=(9, 5.6))
+    fig, ax = _figure(figsize=(9, 5.6))
     styles = ("-", "--", "-.", ":")
     for i, dtype in enumerate(dtypes):
         ax.loglog(x, machine.attainable(x, dtype) / 1e12, color="black", lw=2 if i == 0 else 1.4, ls=styles[i % 4],
@@ -528,15 +617,13 @@ def plot_profile(report, machine, path: str, title: str | None = None, label: in
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(loc="upper left", fontsize=7.5, framealpha=0.9)
     fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
+    return _done(fig, path)
 
 
-def plot_serving(sweep, path: str, title: str | None = None) -> None:
+def plot_serving(sweep, path: str | None = None, title: str | None = None) -> Figure:
     """The throughput-latency picture of a serving sweep: output tokens/s per GPU against tokens/s
     per user (left: each point a concurrency or a rate, labelled; the SLO's points filled), and
     TTFT p50/p99 and TPOT p50 against the load (right)."""
-    plt = _pyplot()
     from roofline.serving import meets_slo
 
     rows = sweep.rows()
@@ -544,7 +631,7 @@ def plot_serving(sweep, path: str, title: str | None = None) -> None:
     y = np.array([r["output_tokens_per_s_per_gpu"] for r in rows])
     loads = np.array([r[sweep.over] for r in rows], dtype=float)
     order = np.argsort(loads)
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5.2))
+    fig, (ax, ax2) = _figure((13, 5.2), 1, 2)
     ax.plot(x[order], y[order], color="black", lw=1.4, zorder=2)
     ok = [meets_slo(r, sweep.slo) for r in sweep.results]
     for xi, yi, load, good in zip(x, y, loads, ok):
@@ -586,5 +673,4 @@ def plot_serving(sweep, path: str, title: str | None = None) -> None:
                      f"{first.output_tokens / first.requests:,.0f} out tokens")
     fig.suptitle(head + "\n" + f"simulated continuous batching: at most {first.engine.max_seqs:,} sequences, "
                  f"{first.engine.max_tokens:,} tokens per step; {first.description.split(';', 1)[-1].strip()}", fontsize=9.5)
-    _save(fig, path)
-    plt.close(fig)
+    return _done(fig, path)

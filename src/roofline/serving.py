@@ -34,7 +34,7 @@ import numpy as np
 
 from roofline.errors import MAX_COUNT, RooflineError, check_fraction, check_number
 from roofline.step import StepCost, kv_cache_budget, sequence_cache_bytes
-from roofline.tables import dump_json
+from roofline.tables import Tabular, dump_json
 
 PERCENTILES = (50, 90, 99)
 STRETCH = 4096  # decode-only steps run at once between events, at most
@@ -149,9 +149,11 @@ def closed_requests(concurrency: int, n: int, input_tokens, output_tokens, seed:
 
 
 @dataclass(frozen=True)
-class ServingResult:
+class ServingResult(Tabular):
     """One simulated run. Times in seconds; rates per second for the replica
     (``tensor_parallel`` GPUs); ``per_gpu`` figures divide by them."""
+
+    ROWS_KEY = None  # rows(): one per request
 
     description: str
     workload: str
@@ -254,19 +256,23 @@ class ServingResult:
 
         return serving_table(self)
 
-    def to_csv(self) -> str:
+    def rows(self) -> list[dict]:
         """One row per request, in arrival order: arrival time, prompt and output tokens, TTFT, TPOT
-        and end-to-end seconds (its queueing is in the TTFT)."""
-        from roofline.tables import rows_to_csv
-
+        and end-to-end seconds (its queueing is in the TTFT); None where a figure does not exist."""
         n = len(self.e2e_s)
         arr = self.arrival_s if len(self.arrival_s) == n else np.full(n, np.nan)
         ins = self.request_input if len(self.request_input) == n else np.zeros(n)
         outs = self.request_output if len(self.request_output) == n else np.zeros(n)
-        rows = [{"request": i, "arrival_s": _csv(t), "input_tokens": int(ni), "output_tokens": int(no), "ttft_s": _csv(a),
-                 "tpot_s": _csv(b), "e2e_s": _csv(c)}
+        return [{"request": i, "arrival_s": _finite(t), "input_tokens": int(ni), "output_tokens": int(no),
+                 "ttft_s": _finite(a), "tpot_s": _finite(b), "e2e_s": _finite(c)}
                 for i, (t, ni, no, a, b, c) in enumerate(zip(arr, ins, outs, self.ttft_s, self.tpot_s, self.e2e_s))]
-        return rows_to_csv(rows)
+
+    def to_csv(self) -> str:
+        """rows() as CSV (a figure that does not exist is an empty cell)."""
+        from roofline.tables import rows_to_csv
+
+        return rows_to_csv([{k: "" if v is None else repr(v) if isinstance(v, float) else v for k, v in r.items()}
+                            for r in self.rows()])
 
 
 def step_settings(step: StepCost) -> dict:
@@ -275,8 +281,8 @@ def step_settings(step: StepCost) -> dict:
             "precision": step.precision.to_dict(), "tensor_parallel": step.tensor_parallel, "link": step.link}
 
 
-def _csv(x) -> str:
-    return "" if not math.isfinite(float(x)) else repr(float(x))
+def _finite(x) -> float | None:
+    return float(x) if math.isfinite(float(x)) else None
 
 
 def _cache_growth(table, linear: bool, ctx0: np.ndarray, blocks0: np.ndarray, K: int, bs: int) -> np.ndarray:
@@ -364,7 +370,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     linear_table = bool(np.allclose(table, np.arange(len(table)) * table[1], rtol=1e-12, atol=0.0))
     if cap <= 0:
         raise RooflineError(f"{step.model.name}: the weights ({parts['weights_bytes'] / 1e9:,.1f} GB) and activations leave no "
-                            f"memory for a KV cache on a {step.machine.name} at memory_fraction {engine.memory_fraction:g}; "
+                            f"memory for a KV cache on one {step.machine.name} at memory_fraction {engine.memory_fraction:g}; "
                             "use more tensor-parallel GPUs or narrower weights", field="tensor_parallel")
     biggest = int(np.argmax(inp + out))
     if table[-(-int(inp[biggest] + out[biggest]) // bs)] > cap:
@@ -645,9 +651,11 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
 
 
 @dataclass(frozen=True)
-class ServingSweep:
+class ServingSweep(Tabular):
     """Simulated runs at several concurrencies (closed loop) or rates (open loop): the throughput
     versus latency curve (per GPU against per user tokens/s)."""
+
+    ROWS_KEY = "points"
 
     over: str  # "concurrency" or "rate"
     values: tuple
@@ -821,7 +829,7 @@ def kv_transfer_seconds(prefill: StepCost, decode: StepCost, input_tokens: np.nd
             link = "pcie" if "pcie" in names else None
     link = resolve_link(m, link, field="kv_link")
     if link in NODE_LINKS and m.nvlink_gpus and prefill.tensor_parallel + decode.tensor_parallel > m.nvlink_gpus:
-        raise RooflineError(f"kv_link {link}: the {m.name}'s NVLink bridge joins {m.nvlink_gpus} cards; a prefill and a "
+        raise RooflineError(f"kv_link {link}: {m.the_name}'s NVLink bridge joins {m.nvlink_gpus} cards; a prefill and a "
                             f"decode group of {prefill.tensor_parallel} + {decode.tensor_parallel} GPUs are not all on it",
                             field="kv_link")
     per_seq = np.asarray(kv_bytes_per_sequence(prefill.model, np.asarray(input_tokens), prefill.precision, 1), dtype=float)

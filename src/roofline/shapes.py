@@ -20,7 +20,7 @@ padding or size change removes them (the vocabulary 50,257 -> 50,304 example).
 
 from __future__ import annotations
 
-from roofline.tables import dump_json  # noqa: E402
+from roofline.tables import Tabular, dump_json  # noqa: E402
 
 import math
 from dataclasses import asdict, dataclass
@@ -163,7 +163,9 @@ class Suggestion:
 
 
 @dataclass(frozen=True)
-class GemmAdvice:
+class GemmAdvice(Tabular):
+    ROWS_KEY = "suggestions"
+
     estimate: GemmEstimate
     suggestions: tuple[Suggestion, ...]
 

@@ -197,7 +197,7 @@ class StepCost:
             runs += reduces
         if self.pipeline_stages > 1:
             if self.pp_link is None:
-                raise RooflineError(f"pipeline stages need a link between them; the {self.machine.name} lists none",
+                raise RooflineError(f"pipeline stages need a link between them; {self.machine.the_name} lists none",
                                     field="pipeline_stages")
             token_body += self._op_time(self._stage_send(Mpos))[2] * (self.pipeline_stages - 1)
             runs += self.pipeline_stages - 1
@@ -575,7 +575,7 @@ def kv_cache_budget(step: StepCost, memory_fraction: float) -> tuple[float, dict
     for ``max_seqs`` rows: an estimate, said in the output). Parts in bytes."""
     m = step.machine
     if not m.memory_bytes:
-        raise RooflineError(f"the {m.name} gives no memory capacity: the KV cache cannot be sized", field="machine")
+        raise RooflineError(f"{m.the_name} gives no memory capacity: the KV cache cannot be sized", field="machine")
     sh = step.sharded
     weights = step.weight_bytes_per_gpu()
     w = DTYPE_BYTES[step.precision.activations]

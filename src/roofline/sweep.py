@@ -5,7 +5,7 @@ per size); the result renders to a table, CSV and JSON, and plots.plot_sweep dra
 
 from __future__ import annotations
 
-from roofline.tables import dump_json  # noqa: E402
+from roofline.tables import Tabular, dump_json  # noqa: E402
 
 from dataclasses import dataclass
 from typing import Callable
@@ -50,10 +50,12 @@ class SweepSeries:
 
 
 @dataclass(frozen=True)
-class SweepResult:
+class SweepResult(Tabular):
     """A sweep: ``over`` one of tokens, batch, context, machines; the sizes held fixed; a series per
     machine. ``rows()`` flattens it to one row per (machine, value) for CSV and JSON. ``precision`` is
     the first machine's; ``precisions`` lists each machine's when they differ."""
+
+    ROWS_KEY = "rows"
 
     model: str
     over: str
@@ -77,14 +79,16 @@ class SweepResult:
         return sum(len(s.values) for s in self.series)
 
     def rows(self) -> list[dict]:
+        swept = [] if self.over == "machines" else [self.over]
+        keys = ["machine", *swept, *SERIES_FIELDS, "memory_bytes", "fits"]
         out = []
-        for s in self.series:
-            for i, v in enumerate(s.values):
-                row = {"machine": s.machine} if self.over == "machines" else {"machine": s.machine, self.over: _jsonable(v)}
-                row.update({f: _jsonable(getattr(s, f)[i]) for f in SERIES_FIELDS})
-                row["memory_bytes"] = float(s.memory_bytes[i])
-                row["fits"] = None if s.fits is None else bool(s.fits[i])
-                out.append(row)
+        for s in self.series:  # column by column: one tolist() a field (Python numbers), not a numpy scalar a cell
+            n = len(s.values)
+            cols = [[s.machine] * n, *([np.asarray(s.values).tolist()] if swept else [])]
+            cols += [np.asarray(getattr(s, f)).tolist() for f in SERIES_FIELDS]
+            cols += [np.asarray(s.memory_bytes, dtype=float).tolist(),
+                     [None] * n if s.fits is None else np.asarray(s.fits, dtype=bool).tolist()]
+            out += [dict(zip(keys, row)) for row in zip(*cols)]
         return out
 
     def to_dict(self) -> dict:

@@ -19,7 +19,7 @@ bounds it), else the scale-up link; a fallback is said in the plan's notes.
 
 from __future__ import annotations
 
-from roofline.tables import dump_json  # noqa: E402
+from roofline.tables import Tabular, dump_json  # noqa: E402
 
 import dataclasses
 import math
@@ -277,7 +277,7 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
                              f"nodes go over {dp_link}, as --dp-link says (between nodes a cluster uses a scale-out "
                              f"network: {', '.join(n for n in ('infiniband', 'roce') if n in dict(m.links)) or 'none listed'})")
             else:
-                notes.append(f"the {m.name} lists no infiniband or roce link: the data-parallel collectives across nodes "
+                notes.append(f"{m.the_name} lists no infiniband or roce link: the data-parallel collectives across nodes "
                              f"go over {dp_link}" + (" (a scale-out NIC sits behind PCIe, so PCIe bounds it)"
                                                      if dp_link == "pcie" else "") + "; choose with --dp-link")
     if tp_link:
@@ -306,17 +306,19 @@ def _link(m, link, field, order, notes) -> str | None:
     """The link named (checked against the machine's) or the first of ``order`` it lists; None,
     with a note, when the machine lists no link at all."""
     if link is None and default_link(m, order) is None:
-        notes.append(f"the {m.name} lists no link for its {'tensor' if field == 'tp_link' else 'data'}-parallel "
+        notes.append(f"{m.the_name} lists no link for its {'tensor' if field == 'tp_link' else 'data'}-parallel "
                      "collectives: they are not costed")
         return None
     return resolve_link(m, link, field, order)
 
 
 @dataclass(frozen=True)
-class TrainPlan:
+class TrainPlan(Tabular):
     """A training run: model FLOPs (``training_flops``) and executed FLOPs, time at the given
     utilisation, GPU-hours, cost, memory per GPU, and one optimizer step's collectives (predicted
     at the links' full per-direction bandwidth) against its compute."""
+
+    ROWS_KEY = None  # one row of figures; the collectives are a table of their own
 
     model: str
     machine: str
@@ -430,7 +432,7 @@ def train_plan(model="llama3-8b", tokens=15e12, gpus=1024, machine="h100-sxm", m
         dtype = m.default_dtype
     check_choice("peak_dtype", dtype, DTYPE_BYTES)
     if not computes_in(m, dtype):
-        raise RooflineError(f"peak_dtype {dtype}: the {m.name} has no {dtype} peak; it has {', '.join(m.dtypes)}",
+        raise RooflineError(f"peak_dtype {dtype}: {m.the_name} has no {dtype} peak; it has {', '.join(m.dtypes)}",
                             field="peak_dtype")
     peak = m.peak(dtype)
     capacity = layout.gpus * peak

@@ -375,6 +375,22 @@ def hf_config_to_model(raw: dict, name: str = "model") -> Model:
     return from_hf_config(raw, name)
 
 
+def config_name(raw, path: Path) -> str:
+    """What a model read from ``path`` is called: its ``_name_or_path`` ('meta-llama/Meta-Llama-3-8B';
+    a local path by its last folder), else the file's own name unless that is the generic 'config'
+    (llama.json -> 'llama'), else its folder's (models/Llama-3-8B/config.json -> 'Llama-3-8B', the
+    working folder's for a bare config.json), else its model_type."""
+    raw = raw if isinstance(raw, dict) else {}
+    given = str(raw.get("_name_or_path") or "").strip().rstrip("/\\")
+    if given.startswith(("/", ".", "~")) or "\\" in given:  # a local checkpoint folder, not a hub id
+        given = Path(given.replace("\\", "/")).name.strip(".")
+    if given:
+        return given
+    if path.stem.lower() != "config":
+        return path.stem
+    return path.resolve().parent.name or str(raw.get("model_type") or "") or "model"
+
+
 def load_hf_config(path: str | Path) -> Model:
     """Read a local Hugging Face ``config.json``; nothing is fetched from the network."""
     from roofline.files import json_failure, read_text
@@ -389,7 +405,9 @@ def load_hf_config(path: str | Path) -> Model:
         raise RooflineError(f"{str(p)!r} is not valid JSON ({exc.msg} at line {exc.lineno})", field="model") from None
     except (ValueError, RecursionError) as exc:  # integers of thousands of digits, nesting past the recursion limit
         raise RooflineError(f"{str(p)!r} could not be read as JSON ({json_failure(exc)})", field="model") from None
-    name = str(raw.get("_name_or_path") or p.parent.name or p.stem) if isinstance(raw, dict) else p.stem
+    name = config_name(raw, p)
+    if isinstance(raw, dict) and raw.get("_name_or_path"):  # from_hf_config names a model by it: the shortened one
+        raw = {**raw, "_name_or_path": name}
     try:
         return hf_config_to_model(raw, name=name)
     except RooflineError as exc:  # say which file: the model's name is its folder's, often not the file's

@@ -209,3 +209,14 @@ def format_plain(value: float, digits: int = 6) -> str:
     decimals = max(0, digits - 1 - math.floor(math.log10(abs(v))))
     text = f"{v:.{decimals}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def indefinite_article(value: float) -> str:
+    """'a' or 'an' before a number as it is read aloud: 'an' when that starts with a vowel sound,
+    which is when the leading group of three digits reads eight, eleven, eighteen, eighty-something
+    or eight hundred-something: 8,192 -> 'an' (eight thousand ...), 11 and 18 -> 'an', 80 -> 'an',
+    1,024 -> 'a', 100 -> 'a'. Only the whole part counts (8.5 -> 'an', 0.8 -> 'a')."""
+    n = int(abs(float(value))) if math.isfinite(float(value)) else 0
+    while n >= 1000:
+        n //= 1000
+    return "an" if n in (8, 11, 18) or 80 <= n <= 89 or 800 <= n <= 899 else "a"

@@ -6,12 +6,11 @@ naming the extra to install (exit code 2).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 from roofline.cliargs import check_output  # noqa: F401  (re-exported: one home in cliargs)
-from roofline.cliargs import COUNT, number_arg
+from roofline.cliargs import COUNT, add_deprecated_alias, number_arg
 from roofline.errors import RooflineError
 
 INSTALL = "pip install 'roofline[torch]'"
@@ -77,7 +76,7 @@ def cmd_calibrate(args):
     print(f"  main memory      {dram / 1e9:,.1f} GB/s")
     print(f"  launch overhead  {cal.launch_s * 1e6:,.2f} us")
     print(f"  {len(cal.probes)} probe ops for the calibrated model")
-    print(f"use it: roofline check --profile {out}; roofline layer --machine {out}")
+    print(f"use it: roofline check --machine {out}; roofline layer --machine {out}")
 
 
 def cmd_check(args):
@@ -118,7 +117,7 @@ def register(sub):
     p = sub.add_parser("calibrate", help="measure this device (PyTorch) into a machine profile",
                        description="Micro-benchmarks (launch, bandwidth per cache level, matmul FLOP/s by size, "
                                    "the ops of a scaled-down block) written atomically as a machine TOML file: "
-                                   "use it as --machine FILE anywhere and as --profile FILE in `roofline check`.")
+                                   "use it as --machine FILE anywhere, `roofline check` included.")
     _common(p)
     p.add_argument("--budget", type=_budget("--budget"), default=60.0, help="seconds to spend, about (default 60)")
     p.add_argument("-o", "--output", default=None, help="profile path (default roofline-DEVICE.toml)")
@@ -129,16 +128,17 @@ def register(sub):
                                    "prints, per op, the roofline, seed-default and calibrated predictions beside the "
                                    "measured time, each error, % of roofline, and the ops far from their bound.")
     _common(p)
-    p.add_argument("--profile", "--machine", dest="profile", default=None,
-                   help="a profile from `roofline calibrate` (default roofline-DEVICE.toml if present, else a quick "
-                        "calibration)")
+    p.add_argument("--machine", dest="profile", metavar="FILE", default=None,
+                   help="a machine profile from `roofline calibrate` (default roofline-DEVICE.toml if present, else a "
+                        "quick calibration)")
+    add_deprecated_alias(p, "--profile", "--machine")  # issue 15: one flag names a machine file everywhere
     p.add_argument("--model", default="llama3-8b", help="preset or config.json (dense models)")
     p.add_argument("--d-model", type=number_arg("--d-model", **COUNT), default=None,
                    help="scale the model to this d_model (CPU default 1024; CUDA default: the model's own)")
-    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None, help="T (CPU default 512, CUDA 4096)")
+    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None, help="prefill: new tokens per sequence, T (CPU default 512, CUDA 4096)")
     p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1)
     p.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
-    p.add_argument("--context", type=number_arg("--context", **COUNT), default=None, help="decode: S (default --tokens)")
+    p.add_argument("--context", type=number_arg("--context", **COUNT), default=None, help="decode: tokens in the KV cache, S (default --tokens)")
     p.add_argument("--attention", choices=("naive", "flash"), default="naive")
     p.add_argument("--budget", type=_budget("--budget"), default=None, help="seconds of timing (CPU default 20)")
     p.add_argument("--cold", action="store_true", help="flush caches before every run (main-memory bandwidth)")

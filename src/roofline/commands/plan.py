@@ -13,8 +13,8 @@ import argparse
 import functools
 import sys
 
-from roofline.cliargs import (COUNT, add_cost_flags, refuse_unused, add_machine_flags, calibrated_or_cost_model, cost_model_from_args,
-                              machine_from_args, number_arg)
+from roofline.cliargs import (COUNT, add_cost_flags, add_deprecated_alias, add_machine_flags, calibrated_or_cost_model,
+                              machine_from_args, number_arg, refuse_unused)
 from roofline.errors import RooflineError
 from roofline.plan import QUANT_DTYPES, SEARCH_MAX_BATCH
 
@@ -24,7 +24,7 @@ SWEEP_MACHINES = "h100-sxm,h200,b200,a100-80gb,mi300x,l40s"
 FLAGS = {
     "tensor_parallel": "--tp", "pipeline_parallel": "--pp", "global_batch": "--global-batch", "micro_batch": "--micro-batch",
     "gpus": "--gpus", "gpus_per_node": "--gpus-per-node", "seq_len": "--seq-len", "mfu": "--mfu", "hfu": "--hfu",
-    "peak_dtype": "--peak-dtype", "link": "--link", "tp_link": "--tp-link", "dp_link": "--dp-link", "batch": "--batch",
+    "peak_dtype": "--peak-dtype", "link": "--tp-link", "tp_link": "--tp-link", "dp_link": "--dp-link", "batch": "--batch",
     "context": "--context", "tokens": "--tokens", "model": "--model", "machine": "--machine",
     "memory_fraction": "--memory-fraction", "price_per_gpu_hour": "--price",
     # roofline serving
@@ -80,18 +80,95 @@ def _values_too_large(args, text: str) -> bool:
             and ("too large" in text or "at most" in text))
 
 
-def count_list(flag, maximum=COUNT["maximum"]):
-    """'1,2,4,1024' -> [1, 2, 4, 1024], each a whole number > 0 and at most ``maximum`` (named in the error)."""
+RANGE_MAX_COUNT = 10_000_000  # values one START:STOP:lin|log:COUNT range may ask for
+
+
+def count_list(flag, maximum=COUNT["maximum"], ranges=False):
+    """'1,2,4,1024' -> [1, 2, 4, 1024], each a whole number > 0 and at most ``maximum`` (named in the
+    error). With ``ranges`` (sweep --values) an item may also be a range START:STOP:lin|log:COUNT (see
+    count_range), and the whole value @FILE: the items of a file, one a line or comma-separated, a #
+    starting a comment; an error names the range, or the file and line, it is in."""
     one = number_arg(flag, integer=True, maximum=maximum)
 
+    def item(t):
+        # the common case, a plain whole number (20,000 from a script), skips parse_number and numpy
+        if len(t) < 16 and t.isascii() and t.isdigit() and 0 < int(t) <= maximum:
+            return [int(t)]
+        if ranges and ":" in t:
+            return count_range(t, one)
+        return [one(t)]
+
     def convert(text):
-        items = [t for t in str(text).replace(" ", "").split(",") if t]
+        text = str(text)
+        if ranges and text.startswith("@"):
+            return _values_file(text[1:], item)
+        items = [t for t in text.replace(" ", "").split(",") if t]
         if not items:
-            raise argparse.ArgumentTypeError("expected a comma-separated list like 1,2,4")
-        return [one(t) for t in items]
+            raise argparse.ArgumentTypeError("expected a comma-separated list like 1,2,4"
+                                             + (", a range like 1:1024:log:11 or @FILE" if ranges else ""))
+        return [v for t in items for v in item(t)]
 
     convert.__name__ = flag
     return convert
+
+
+def count_range(text: str, one) -> list[int]:
+    """'START:STOP:lin|log:COUNT' -> COUNT values from START to STOP, both included, evenly spaced
+    (lin) or in a geometric progression (log), each rounded half up to a whole number (the swept
+    sizes are counts), the ends exactly START and STOP. Values that rounding makes equal (a log range
+    over small numbers: 1:1024:log:100 starts 1.00, 1.07, ..., 2.16, six 1s and six 2s) are kept once, so
+    a range can yield fewer than COUNT values (75 there). ``one`` checks START and STOP as the flag's single values."""
+    import numpy as np
+
+    parts = text.split(":")
+    if len(parts) != 4:
+        raise argparse.ArgumentTypeError(f"range {text!r} must be START:STOP:lin|log:COUNT, e.g. 1:131072:log:18")
+    ends = []
+    for name, part in zip(("start", "stop"), parts[:2]):
+        try:
+            ends.append(one(part))
+        except argparse.ArgumentTypeError as exc:
+            why = str(exc)
+            raise argparse.ArgumentTypeError(f"range {text!r}: {name} {why}" if why.startswith("must ")
+                                             else f"range {text!r}: {name}: {why}") from None
+    spacing, count = parts[2], parts[3]
+    if spacing not in ("lin", "log"):
+        raise argparse.ArgumentTypeError(f"range {text!r}: spacing {spacing!r} must be lin or log")
+    if not (count.isascii() and count.isdigit() and len(count) < 9 and 2 <= int(count) <= RANGE_MAX_COUNT):
+        raise argparse.ArgumentTypeError(f"range {text!r}: count {count!r} must be a whole number from 2 to "
+                                         f"{RANGE_MAX_COUNT:,}")
+    start, stop = ends
+    grid = (np.linspace if spacing == "lin" else np.geomspace)(start, stop, int(count))
+    values = np.floor(grid + 0.5).astype(np.int64)
+    values[0], values[-1] = start, stop
+    keep = np.ones(values.size, dtype=bool)
+    keep[1:] = values[1:] != values[:-1]  # the values are monotonic: equal ones are neighbours
+    return values[keep].tolist()
+
+
+def _values_file(path: str, item) -> list[int]:
+    """The values of ``path`` (``@path`` on the command line), each item as on the command line."""
+    from pathlib import Path
+
+    if not path:
+        raise argparse.ArgumentTypeError("@ needs a file name, e.g. @values.txt")
+    if not Path(path).is_file():
+        why = "is not a file" if Path(path).exists() else "does not exist"
+        raise argparse.ArgumentTypeError(f"@{path}: {path!r} {why}")
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise argparse.ArgumentTypeError(f"@{path}: cannot read {path!r} ({getattr(exc, 'strerror', None) or exc})") from None
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for t in line.split("#", 1)[0].replace(",", " ").split():
+            try:
+                out.extend(item(t))
+            except argparse.ArgumentTypeError as exc:
+                raise argparse.ArgumentTypeError(f"@{path} line {number}: {exc}") from None
+    if not out:
+        raise argparse.ArgumentTypeError(f"@{path} holds no values (one a line or comma-separated; # starts a comment)")
+    return out
 
 
 def _output(path):
@@ -129,11 +206,12 @@ def _precision(args, machine):
 def _add_tp(p):
     p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1,
                    help="tensor-parallel GPUs per model copy (2 all-reduces per block)")
-    p.add_argument("--link", default=None,
+    p.add_argument("--tp-link", default=None,
                    help="link of the tensor-parallel all-reduces (default: the machine's nvlink, else xgmi, ici, roce, pcie; "
                         "past --gpus-per-node, its infiniband or roce)")
     p.add_argument("--gpus-per-node", type=number_arg("--gpus-per-node", integer=True, maximum=1_000_000), default=8,
                    help="GPUs one NVLink/xGMI domain joins (default 8, an HGX node; 72 for a GB200 NVL72)")
+    add_deprecated_alias(p, "--link", "--tp-link")  # issue 15: `train` spells it --tp-link
 
 
 def _add_format(p, csv=True):
@@ -165,7 +243,7 @@ def cmd_decode(args):
     from roofline.plan import DEFAULT_BATCHES, decode_step
 
     if args.tp == 1:
-        refuse_unused(args, {"link": None, "gpus_per_node": 8}, "with --tp 1 (one GPU: no tensor-parallel collectives); give --tp N")
+        refuse_unused(args, {"tp_link": None, "gpus_per_node": 8}, "with --tp 1 (one GPU: no tensor-parallel collectives); give --tp N")
     _output(args.output)
     if args.breakdown and args.csv:
         raise RooflineError("--breakdown is a table of ops, not rows of the batch table: use it without --csv "
@@ -174,12 +252,12 @@ def cmd_decode(args):
     cm = calibrated_or_cost_model(args, m)
     precision = _precision(args, m)
     plan = decode_plan(args.model, m, args.batch or DEFAULT_BATCHES, args.context, args.attention, precision, args.tp,
-                       args.link, cm, args.memory_fraction, curve="log" if args.output else "none",
+                       args.tp_link, cm, args.memory_fraction, curve="log" if args.output else "none",
                        gpus_per_node=args.gpus_per_node)
     step = None
     if args.breakdown:
         step = decode_step(args.model, m, args.breakdown, args.context, attention=args.attention, precision=precision,
-                           tensor_parallel=args.tp, link=args.link, cost_model=cm, gpus_per_node=args.gpus_per_node)
+                           tensor_parallel=args.tp, link=args.tp_link, cost_model=cm, gpus_per_node=args.gpus_per_node)
         if not args.json:
             print(f"one decode step at batch {args.breakdown:,}, op by op (each op times its count over the layers):\n")
             print(step.to_table() + "\n")
@@ -302,7 +380,7 @@ def cmd_sweep(args):
     names = args.machine.split(",") if args.machine else (SWEEP_MACHINES.split(",") if args.over == "machines" else ["h100-sxm"])
     machines = [machine_from_args(args, n.strip()) for n in names if n.strip()]
     result = sweep(args.model, machines, args.over, args.values, args.phase, args.tokens, args.batch, args.context,
-                   args.attention, lambda mach: _precision(args, mach), args.tp, args.link,
+                   args.attention, lambda mach: _precision(args, mach), args.tp, args.tp_link,
                    lambda mach: calibrated_or_cost_model(args, mach), args.gpus_per_node)
 
     def draw(path):
@@ -337,7 +415,8 @@ def register(sub):
     p = sub.add_parser("train", help="training FLOPs, days, GPU-hours, cost, MFU/HFU, memory per GPU, collectives")
     _add_model(p)
     add_machine_flags(p)
-    p.add_argument("--tokens", type=number_arg("--tokens", maximum=1e18), required=True, help="training tokens, e.g. 15e12")
+    p.add_argument("--tokens", type=number_arg("--tokens", maximum=1e18), required=True,
+                   help="training tokens in all, D of 6ND, e.g. 15e12 (not a sequence's length: that is --seq-len)")
     p.add_argument("--gpus", type=number_arg("--gpus", integer=True, maximum=1e7), required=True)
     util = p.add_mutually_exclusive_group()
     util.add_argument("--mfu", type=number_arg("--mfu", maximum=1.0), default=None, help="model FLOPs utilisation (default 0.40)")
@@ -346,7 +425,8 @@ def register(sub):
     p.add_argument("--flops", choices=("6nd", "full"), default="6nd",
                    help="6nd: 6N per token (seed); full: 6N_matmul + 12Lhs (attention, PaLM/Megatron)")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
-    p.add_argument("--seq-len", type=number_arg("--seq-len", integer=True, maximum=1e8), default=8192)
+    p.add_argument("--seq-len", type=number_arg("--seq-len", integer=True, maximum=1e8), default=8192,
+                   help="tokens per training sequence, T")
     p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1, help="tensor parallel")
     p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=4096), default=1, help="pipeline parallel")
     p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage over the data-parallel ranks")
@@ -372,7 +452,8 @@ def register(sub):
     add_machine_flags(p)
     p.add_argument("--mode", choices=("inference", "train"), default="inference")
     p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="inference: sequences")
-    p.add_argument("--context", type=number_arg("--context", **COUNT), default=8192, help="inference: tokens per sequence")
+    p.add_argument("--context", type=number_arg("--context", **COUNT), default=8192,
+                   help="inference: tokens in each sequence's KV cache, S")
     _add_precision(p)
     p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1, help="tensor parallel")
     p.add_argument("--memory-fraction", type=number_arg("--memory-fraction", maximum=1.0), default=1.0)
@@ -383,7 +464,8 @@ def register(sub):
     p.add_argument("--global-batch", type=number_arg("--global-batch", maximum=1e15), default=None,
                    help="train: tokens per optimizer step (default: one micro-batch per data-parallel rank); with --pp it "
                         "sets the micro-batches in flight")
-    p.add_argument("--seq-len", type=number_arg("--seq-len", integer=True, maximum=1e8), default=8192, help="train")
+    p.add_argument("--seq-len", type=number_arg("--seq-len", integer=True, maximum=1e8), default=8192,
+                   help="train: tokens per training sequence, T")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="train")
     p.add_argument("--attention", choices=("flash", "naive"), default="flash", help="train: naive stores the scores")
     _add_format(p)
@@ -393,11 +475,16 @@ def register(sub):
     _add_model(p)
     add_machine_flags(p, default=None)
     p.add_argument("--over", choices=("tokens", "batch", "context", "machines"), required=True)
-    p.add_argument("--values", type=count_list("--values"), default=None, help="sizes, e.g. 128,1024,8192 (default: powers of 2)")
+    p.add_argument("--values", type=count_list("--values", ranges=True), default=None,
+                   help="sizes: a list 128,1024,8192; a range START:STOP:lin|log:COUNT, ends included, rounded to "
+                        "whole numbers, repeats dropped (1:131072:log:18 = 1,2,4,...,131072); or @FILE, one a line or "
+                        "comma-separated, # comments (default: powers of 2)")
     p.add_argument("--phase", choices=("prefill", "decode"), default=None, help="default: prefill for tokens, else decode")
-    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=4096, help="prompt tokens when not swept")
+    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=4096,
+                   help="prefill: new tokens per sequence, T, when not swept")
     p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="batch when not swept")
-    p.add_argument("--context", type=number_arg("--context", **COUNT), default=4096, help="decode context when not swept")
+    p.add_argument("--context", type=number_arg("--context", **COUNT), default=4096,
+                   help="decode: tokens in the KV cache, S, when not swept")
     p.add_argument("--attention", choices=("flash", "naive"), default="flash")
     _add_precision(p)
     _add_tp(p)

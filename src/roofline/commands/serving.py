@@ -75,7 +75,7 @@ def cmd_serving(args):
         raise RooflineError("--breakdown is a table of ops: use it without --csv (with --json it is the \"breakdown\" key)",
                             field="breakdown")
     if args.tp == 1 and args.pp == 1:
-        refuse_unused(args, {"link": None, "gpus_per_node": 8}, "with --tp 1 (one GPU: no tensor-parallel collectives)")
+        refuse_unused(args, {"tp_link": None, "gpus_per_node": 8}, "with --tp 1 (one GPU: no tensor-parallel collectives)")
     m = machine_from_args(args)
     cm = cost_model_from_args(args, m)
     import dataclasses
@@ -89,11 +89,11 @@ def cmd_serving(args):
                             "(multi-token-prediction heads are not modelled)", field="spec_tokens")
     engine = _engine(args)
     precision = _precision(args, m)
-    step = StepCost(args.model, m, precision, args.tp, args.link, cm, args.attention, engine.max_tokens,
+    step = StepCost(args.model, m, precision, args.tp, args.tp_link, cm, args.attention, engine.max_tokens,
                     engine.max_seqs, args.gpus_per_node, engine.spec_tokens + 1, args.ep, args.pp)
     draft = None
     if args.draft is not None:
-        draft = StepCost(args.draft, m, precision, args.tp, args.link, cm, args.attention, engine.max_tokens,
+        draft = StepCost(args.draft, m, precision, args.tp, args.tp_link, cm, args.attention, engine.max_tokens,
                          engine.max_seqs, args.gpus_per_node)
     if args.disagg_search is not None:
         if not slo or args.sweep or args.rate is not None or args.concurrency is not None or args.disagg is not None:

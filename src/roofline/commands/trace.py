@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from roofline.cliargs import (COUNT, add_cost_flags, add_machine_flags, add_report_flags, cost_model_from_args, kernel_params,
+from roofline.cliargs import (COUNT, add_cost_flags, add_deprecated_alias, add_machine_flags, add_report_flags, cost_model_from_args, kernel_params,
                               machine_from_args, number_arg, print_report, refuse_unused)
 from roofline.errors import RooflineError
 
@@ -287,10 +287,10 @@ def _profiled_op(args, machine):
     from roofline.trace.result import peak_dtype
 
     if args.name or args.flops is not None or args.bytes is not None:
-        raise RooflineError("give --profile TRACE.json --rank N, or a kernel, not both")
-    report = profile_report(args.profile, machine)
+        raise RooflineError("give --trace TRACE.json --rank N, or a kernel, not both")
+    report = profile_report(args.trace, machine)
     if not 1 <= args.rank <= len(report.ops):
-        raise RooflineError(f"argument --rank: the profile has {len(report.ops)} costed ops; got {args.rank}")
+        raise RooflineError(f"argument --rank: the trace {str(args.trace)!r} has {len(report.ops)} costed ops; got {args.rank}")
     op = report.ops[args.rank - 1]
     kernel = Kernel(f"{op.name} {op.shapes}", op.flops, op.bytes, op.category, peak_dtype(op.dtype, machine))
     shape = None
@@ -304,16 +304,16 @@ def _profiled_op(args, machine):
 def cmd_diagnose(args):
     from roofline.diagnose import diagnose
 
-    if not args.profile:
-        refuse_unused(args, {"rank": 1}, "without --profile (it picks an op of a profile)")
+    if not args.trace:
+        refuse_unused(args, {"rank": 1}, "without --trace (it picks an op of a torch.profiler trace)")
     if args.label is not None and (not args.label.isprintable() or not args.label.strip()):
         raise RooflineError(f"--label must be one line of printable text, got {args.label!r}", field="label")
     machine = machine_from_args(args)
-    if args.profile:
+    if args.trace:
         kernel, measured, shape = _profiled_op(args, machine)
     else:
         if args.measured is None:
-            raise RooflineError("argument --measured is required (or --profile TRACE.json --rank N)")
+            raise RooflineError("argument --measured is required (or --trace TRACE.json --rank N)")
         kernel, shape = _diagnose_kernel(args)
         measured = args.measured
     d = diagnose(kernel, machine, measured, shape=shape)
@@ -344,10 +344,10 @@ def register(sub):
                                  "preset or config.json of a dense Llama-like or GPT-2-like model (built on meta)")
     p.add_argument("--phase", choices=("prefill", "decode"), default=None,
                    help="preset/config: a prefill of --tokens, or one decode step against a KV cache of --context")
-    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None, help="prefill length (default 128)")
+    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None, help="prefill: new tokens per sequence, T (default 128)")
     p.add_argument("--batch", type=number_arg("--batch", integer=True, maximum=65536), default=None, help="sequences (default 1)")
     p.add_argument("--context", type=number_arg("--context", **COUNT), default=None,
-                   help="decode: tokens in the KV cache (default 4096)")
+                   help="decode: tokens in the KV cache, S (default 4096)")
     p.add_argument("--input-shape", type=_shape, action="append", metavar="1,128",
                    help="shape of one input tensor (repeat for several inputs; default 1,128)")
     p.add_argument("--input-dtype", default="int64",
@@ -384,12 +384,14 @@ def register(sub):
     p = sub.add_parser("diagnose", help="a kernel and its measured time: bound, gap, and which fixes can help",
                        description="Examples: roofline diagnose matmul M=8192 N=4096 K=4096 --measured 400us; "
                                    "roofline diagnose --flops 1e9 --bytes 4e9 --measured 1.5ms; "
-                                   "roofline diagnose --profile trace.json --rank 1")
+                                   "roofline diagnose --trace trace.json --rank 1")
     p.add_argument("name", nargs="?", default=None, help="kernel constructor (as in `roofline kernel`)")
     p.add_argument("param", nargs="*", type=kernel_param, help="NAME=VALUE, e.g. M=8192 N=4096 K=4096")
     p.add_argument("--measured", type=number_arg("--measured", maximum=1e6, parser=measured_time_s), default=None,
                    help="measured time with its unit: 12us, 1.5ms, 2e-3s")
-    p.add_argument("--profile", default=None, help="instead of a kernel: an op of this torch.profiler trace ...")
+    p.add_argument("--trace", default=None, metavar="TRACE.json",
+                   help="instead of a kernel: an op of this torch.profiler trace (as `roofline profile` reads) ...")
+    add_deprecated_alias(p, "--profile", "--trace")  # issue 15: --profile named a machine file in `check`
     p.add_argument("--rank", type=number_arg("--rank", **COUNT), default=1,
                    help="... the op ranked N by time lost in `roofline profile` (default 1), per call")
     p.add_argument("--flops", type=number_arg("--flops", strictly=False, parser=parse_number), default=None)

@@ -25,7 +25,7 @@ torch.compile, and other kernels (launched outside any op, or by a free op or a 
 
 from __future__ import annotations
 
-from roofline.tables import dump_json  # noqa: E402
+from roofline.tables import Tabular, dump_json  # noqa: E402
 
 import ast
 import json
@@ -492,7 +492,7 @@ class Unattributed:
 
 
 @dataclass(frozen=True)
-class ProfileReport:
+class ProfileReport(Tabular):
     """Every costed op of a trace against its bound on ``machine``, ranked by time lost.
 
     ``device`` says the trace has device events. Their total ``device_s`` (a plain sum: streams that

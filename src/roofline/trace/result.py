@@ -3,7 +3,7 @@ the conversion to roofline Kernels for the cost model. No torch here."""
 
 from __future__ import annotations
 
-from roofline.tables import dump_json  # noqa: E402
+from roofline.tables import Tabular, dump_json  # noqa: E402
 
 import csv
 import io
@@ -63,7 +63,7 @@ class OpGroup:
 
 
 @dataclass(frozen=True)
-class TraceResult:
+class TraceResult(Tabular):
     """A traced forward pass. ``ops`` holds every op that has a rule, free ones (views) at zero,
     in execution order; ``unsupported`` names the ops that had none (their calls are counted in
     ``unsupported_calls``), so a total is a lower bound whenever ``unsupported`` is not empty."""

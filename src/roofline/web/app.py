@@ -527,7 +527,7 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
             out.append(("fp8 weights and activations (check the accuracy)", layer(dtype="fp8")))
         graph = {"NVIDIA": "a CUDA graph", "AMD": "a HIP graph"}.get(machine.vendor)
         if graph and q.launch_overhead_us > 0 and not q.cuda_graph:
-            out.append((f"{graph} for the layer (launch overhead to zero: the most it can save)", layer(launch_overhead_us=0.0)))
+            out.append((f"{graph} for the layer, at most (launch overhead to zero)", layer(launch_overhead_us=0.0)))
         return out
 
     def precision_of(q, machine: Machine) -> Precision:

@@ -168,7 +168,7 @@ def ridge_exercise(rng: random.Random, seed: int) -> Exercise:
         dtype = rng.choice([d for d in m.dtypes if d in RIDGE_DTYPES])
     ridge = m.ridge(dtype)
     return Exercise(
-        kind="ridge", seed=seed, title=f"The ridge of the {m.name} in {dtype}",
+        kind="ridge", seed=seed, title=f"The ridge of {m.the_name} in {dtype}",
         question=f"The {m.name} peaks at {_flops_s(m.peak(dtype))} dense in {dtype} and reads its main memory at "
                  f"{_bytes_s(m.bandwidth)}. At what arithmetic intensity do its two roofs meet?",
         given=_machine_given(m, dtype),
@@ -178,7 +178,7 @@ def ridge_exercise(rng: random.Random, seed: int) -> Exercise:
             "ridge = peak / bandwidth",
             f"= {_flops_s(m.peak(dtype))} / {_bytes_s(m.bandwidth)}",
             f"= {_fpb(ridge)}",
-            f"An op doing fewer FLOPs per byte than {format_intensity(ridge)} is memory-bound on the {m.name} in "
+            f"An op doing fewer FLOPs per byte than {format_intensity(ridge)} is memory-bound on {m.the_name} in "
             f"{dtype}; one doing more is compute-bound.",
         ),
         setup={"machine": m.key, "dtype": dtype},
@@ -229,8 +229,8 @@ def bound_exercise(rng: random.Random, seed: int) -> Exercise:
             break
     side = "<" if p.bound == "memory" else ">"
     return Exercise(
-        kind="bound", seed=seed, title=f"Which roof binds on the {m.name}?",
-        question=f"On the {m.name}, is {what} memory-bound or compute-bound on the roofline (no efficiencies, "
+        kind="bound", seed=seed, title=f"Which roof binds on {m.the_name}?",
+        question=f"On {m.the_name}, is {what} memory-bound or compute-bound on the roofline (no efficiencies, "
                  f"no launch overhead)?",
         given=_machine_given(m),
         ask=Ask("choice", "", "The op is", "", choices=("memory", "compute")),
@@ -298,9 +298,9 @@ def layer_exercise(rng: random.Random, seed: int) -> Exercise:
     m, tokens = _layer_setup(rng, seed, {0: ("h100-sxm", 8192), 1: ("h100-sxm", 128), 2: ("h100-sxm", 32768)})
     pred = _layer(m, tokens)
     return Exercise(
-        kind="layer", seed=seed, title=f"One Llama 3 8B layer, {tokens:,} tokens, on the {m.name}",
+        kind="layer", seed=seed, title=f"One Llama 3 8B layer, {tokens:,} tokens, on {m.the_name}",
         question=f"Predict the time of one Llama 3 8B layer's forward pass over one {tokens:,}-token sequence on the "
-                 f"{m.name} (bf16, attention unfused), with seed 003's cost model: each op takes "
+                 f"{m.name} (bf16, attention unfused), with the workshop's cost model: each op takes "
                  f"max(F / (e_c · peak), bytes / (e_m · bandwidth)) + t_launch. Its 12 ops are in the table.",
         given=_machine_given(m) + _cost_given(),
         ask=TIME_ASK, answer=pred.total_s, answer_text=format_duration(pred.total_s),
@@ -324,8 +324,8 @@ def compute_2x_exercise(rng: random.Random, seed: int) -> Exercise:
         ask, answer, answer_text = TIME_ASK, pred.total_s, format_duration(pred.total_s)
         what = "what is the layer's predicted time?"
     return Exercise(
-        kind="compute_2x", seed=seed, title=f"The {tokens:,}-token layer at twice the {m.name}'s compute",
-        question=f"On the {m.name} one Llama 3 8B layer over {tokens:,} tokens takes {format_duration(base.total_s)} with seed "
+        kind="compute_2x", seed=seed, title=f"The {tokens:,}-token layer at twice {m.the_name}'s compute",
+        question=f"On {m.the_name} one Llama 3 8B layer over {tokens:,} tokens takes {format_duration(base.total_s)} with seed "
                  f"003's cost model, {base.memory_bound_ops} of its ops memory-bound (the table). A machine with twice "
                  f"the peak ({_flops_s(fast.peak('bf16'))} bf16) and the same bandwidth runs it: {what}",
         given=_machine_given(m) + (("2x machine peak, bf16 dense", _flops_s(fast.peak("bf16"))),) + _cost_given(),

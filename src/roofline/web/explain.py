@@ -92,7 +92,8 @@ def fix_first(report: LayerReport, alternatives: list[tuple[str, Callable[[], La
         return {"text": "Nothing on this page's list (flash attention, fp8, CUDA graphs) shortens this layer.",
                 "options": []}
     best = options[0]
-    text = f"Fix this first: {best['change']}: {best['before']} to {best['after']} (saves {best['saves']})"
-    if len(options) > 1:
-        text += "; then " + "; ".join(f"{o['change']} ({o['after']}, saves {o['saves']})" for o in options[1:])
-    return {"text": text + ".", "options": options}
+    text = f"Fix this first: {best['change']}: {best['before']} to {best['after']} (saves {best['saves']})."
+    if len(options) > 1:  # each change tried alone against the layer as it is, not one after the other
+        text += " Each of the others alone: " + "; ".join(
+            f"{o['change']}: {o['after']}, saves {o['saves']}" for o in options[1:]) + "."
+    return {"text": text, "options": options}

@@ -23,6 +23,12 @@ CHROMIUM_ARGS = (
 )
 
 
+# Why a browser test skips, and what to do about it (tests/conftest.py lets such a skip pass only
+# where test.sh found no Chromium and said so).
+CHROMIUM_MISSING = ("no Chromium at $ROOFLINE_CHROMIUM, /usr/bin/chromium or on PATH: install it (Debian: "
+                    "sudo apt-get install chromium) or set ROOFLINE_CHROMIUM to an executable Chromium")
+
+
 def chromium_path() -> str | None:
     """The system Chromium: $ROOFLINE_CHROMIUM, /usr/bin/chromium, or chromium on PATH."""
     for candidate in (os.environ.get("ROOFLINE_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium")):

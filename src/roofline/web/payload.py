@@ -87,9 +87,9 @@ def readouts(report: LayerReport) -> dict:
 def _workload_phrase(report: LayerReport) -> str:
     B, S, T = report.batch, report.context, report.tokens
     if report.phase == "prefill":
-        return f"one {T:,}-token sequence" if B == 1 else f"a batch of {B:,} {T:,}-token sequences"
+        return f"one {T:,}-token sequence" if B == 1 else f"a batch of {B:,} sequences of {T:,} tokens"
     who = "one sequence" if B == 1 else f"a batch of {B:,} sequences"
-    return f"one decode step of {who} at {S:,} tokens of context"
+    return f"one decode step of {who} at {S:,} token{'s' if S != 1 else ''} of context"
 
 
 def _reason(n_memory: int, n_ops: int, memory_share: float) -> str:
@@ -278,9 +278,9 @@ def caption(report: LayerReport, machine: Machine, model_name: str) -> str:
     p = report.prediction
     which = "" if report.layer_count == report.n_layers else (
         f" (layer {report.layer_index}: {report.layer_kind}, one of the {report.layer_count} of {report.n_layers} layers of "
-        "this kind; choose another with layer=N)")
+        "this kind; choose another in the Layer control)")
     return (
-        f"One {model_name} layer's forward pass{which} in {report.dtype} on the {machine.name} "
+        f"One {model_name} layer's forward pass{which} in {report.dtype} on {machine.the_name} "
         f"(peak {format_si(machine.peak(report.dtype), 'FLOP/s')}, {format_si(machine.bandwidth, 'B/s')}), "
         f"e_c = {p.model.compute_efficiency:g}, e_m = {p.model.memory_efficiency:g}, "
         f"{format_duration(p.model.launch_overhead_s)} {'per pass (one CUDA graph launch)' if p.model.cuda_graph else 'per launch'}, "

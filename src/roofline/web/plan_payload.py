@@ -39,7 +39,7 @@ def _bound_word(bound: str) -> str:
 def _machine_phrase(pred: ModelPrediction) -> str:
     """'the H100 SXM', or under tensor parallelism 'the H100 SXM × 2 (tensor-parallel)'."""
     t = int(pred.tensor_parallel)
-    return f"the {pred.machine_spec.name}" + (f" × {t} (tensor-parallel)" if t > 1 else "")
+    return pred.machine_spec.the_name + (f" × {t} (tensor-parallel)" if t > 1 else "")
 
 
 def _tp_text(pred: ModelPrediction) -> str:
@@ -202,7 +202,7 @@ def model_sentence(pred: ModelPrediction, model_name: str, n_layers: int, kv_cro
     whole = f"{model_name} ({n_layers} blocks, embedding, final norm and LM head)"
     share = f"{format_share(pred.memory_bound_share)} of the time in memory-bound ops"
     if pred.phase == "prefill":
-        who = f"one {T:,}-token sequence" if B == 1 else f"a batch of {B:,} {T:,}-token sequences"
+        who = f"one {T:,}-token sequence" if B == 1 else f"a batch of {B:,} sequences of {T:,} tokens"
         return (f"Prefill of {who} through {whole} on {machine} takes {format_duration(pred.time_s)} to the first token: "
                 f"{format_rate(pred.tokens_per_s).replace('tokens/s', 'prompt tokens/s')}, {share}.")
     if kv_crossover_context is None:
@@ -249,7 +249,7 @@ def model_payload(pred: ModelPrediction, memory: MemoryPlan, kv_crossover_contex
         "memory_chart": memory_chart(memory),
         "warnings": memory_warnings([(c.kernel.name, c.kernel.category, float(c.kernel.bytes)) for c in pred.ops],
                                     m.memory_bytes, m.name, pred.attention == "naive"),
-        "caption": (f"The whole {model_name} forward pass ({pred.phase}) in {pred.precision.label()} on the {m.name} "
+        "caption": (f"The whole {model_name} forward pass ({pred.phase}) in {pred.precision.label()} on {m.the_name} "
                     f"(peak {format_si(m.peak(pred.precision.compute), 'FLOP/s')}, {format_si(m.bandwidth, 'B/s')}){_tp_text(pred)}, "
                     f"{pred.attention} attention, {_cost_text(pred)}. Memory: weights + KV cache only (no activations "
                     "or runtime workspace)."),
@@ -456,7 +456,7 @@ def decode_payload(plan: DecodePlan, batch: int, kv_crossover_context: int, mode
         "readouts": decode_readouts(plan, batch, kv_crossover_context, step_runs),
         "sentence": decode_sentence(plan, batch, model_name),
         "chart": decode_chart(plan, batch),
-        "caption": (f"{model_name} decode steps in {s.precision.label()} on the {m.name} "
+        "caption": (f"{model_name} decode steps in {s.precision.label()} on {m.the_name} "
                     f"(peak {format_si(m.peak(s.precision.compute), 'FLOP/s')}, {format_si(m.bandwidth, 'B/s')}, "
                     f"memory {format_si(plan.memory.capacity_bytes, 'B') if plan.memory.capacity_bytes else 'unknown'}){_tp_text(s)}, "
                     f"{s.attention} attention, {_cost_text(s)}. Markers: the step's bound at each tabulated batch "
@@ -585,8 +585,11 @@ def serving_charts(sweep, best_index: int | None, percentile: float) -> dict:
         "empty_text": None if known else "one output token per request: no TPOT, so no per-user rate to place",
     }
     known = lambda v: v is not None and math.isfinite(v)  # noqa: E731
+    # p50 and p99 as benchmarks print them, and the percentile the cards and targets use (p90)
     seconds = {"ttft_p50": [r["ttft_p50_s"] for r in rows], "ttft_p99": [r["ttft_p99_s"] for r in rows],
-               "tpot_p50": [r["tpot_p50_s"] for r in rows]}
+               "tpot_p50": [r["tpot_p50_s"] for r in rows],
+               "ttft_at": [res.percentile("ttft", percentile) for res in sweep.results],
+               "tpot_at": [res.percentile("tpot", percentile) for res in sweep.results]}
     slo = sweep.slo or {}
     given = [(what, key, color) for what, key, color in (("TTFT", "ttft_s", TTFT_COLOR), ("TPOT", "tpot_s", TPOT_COLOR))
              if slo.get(key) is not None]
@@ -602,7 +605,9 @@ def serving_charts(sweep, best_index: int | None, percentile: float) -> dict:
     latency = {
         "users": users, **series, "axis": axis,
         "hover": {k: [f"{_users(u)}: {name} {format_duration(v)}" for u, v in zip(users, seconds[k])]
-                  for k, name in (("ttft_p50", "TTFT p50"), ("ttft_p99", "TTFT p99"), ("tpot_p50", "TPOT p50"))},
+                  for k, name in (("ttft_p50", "TTFT p50"), ("ttft_p99", "TTFT p99"), ("tpot_p50", "TPOT p50"),
+                                  ("ttft_at", f"TTFT {_pct(percentile)}"), ("tpot_at", f"TPOT {_pct(percentile)}"))},
+        "percentile_name": _pct(percentile),
         "targets": targets,
         "x_range_log10": [-PAD_LOG10, math.log10(top) + PAD_LOG10] if top > 1 else [-0.5, 0.5],
         "ticks": _users_ticks(top),

@@ -126,7 +126,7 @@
       const value = url.get(name);
       const problem = CONTROLS[name] ? invalid(name, value) : null;
       if (problem === null) { out[name] = value; continue; }
-      const fallback = out[name] === undefined || out[name] === "" ? "its default" : out[name];
+      const fallback = out[name] === undefined || out[name] === "" ? "its default" : shownValue(name, out[name]);
       notices.push(`${problem}; using ${fallback}`);
     }
     pin = null;
@@ -180,7 +180,7 @@
     const x = Number(value);
     const ok = value.trim() !== "" && /^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$/.test(value.trim()) && Number.isFinite(x) &&
       (!whole || Number.isInteger(x)) && (range ? x >= range[0] && x <= range[1] : (el.min === "" || x >= Number(el.min)));
-    return ok ? null : `${label}: "${shown || "empty"}" is not ${wanted}`;
+    return ok ? null : `${label}: ${shown ? `"${shown}" is` : "an empty box is"} not ${wanted}`;
   }
 
   // The slider position of a token count: the first stop at or above it (a look-up, no scale).
@@ -201,7 +201,7 @@
       option.textContent = `layer ${k.first_layer}: ${k.kind} (${k.count} layers)`;
       select.append(option);
     }
-    $("layer-control").hidden = kinds.length < 2 || view === "serving";
+    $("layer-control").hidden = kinds.length < 2 || view !== "layer"; // only the layer view draws one layer
     if (kinds.length < 2) {
       delete state.layer;
     } else if (!kinds.some((k) => String(k.first_layer) === state.layer) && !touched.has("layer")) {
@@ -383,6 +383,17 @@
   }
 
   async function fetchAndDraw() {
+    document.body.dataset.busy = "1";
+    $("results").setAttribute("aria-busy", "true");
+    try {
+      await fetchAndDrawNow();
+    } finally {
+      delete document.body.dataset.busy;
+      $("results").removeAttribute("aria-busy");
+    }
+  }
+
+  async function fetchAndDrawNow() {
     const qs = query();
     const shown = view;
     const pageQs = pageQuery(qs);
@@ -402,7 +413,17 @@
     }
     if (pending) return; // a newer state is asked for next; this one is already stale
     if (!resp.ok) {
-      showStale(apiMessage(body, resp.status), body.field);
+      const field = body && body.field;
+      if (renderCount === 0 && field && defaults[field] !== undefined && String(defaults[field]) !== state[field]) {
+        // nothing drawn yet (a link): the refused value goes back to its default, and the notice says so
+        showNotice([`${apiMessage(body, resp.status)}; using ${CONTROLS[field] ? labelOf(field) : field} ${defaults[field]}`]);
+        state[field] = String(defaults[field]);
+        showControls();
+        writeUrl("replace");
+        pending = true;
+        return;
+      }
+      showStale(apiMessage(body, resp.status), field);
       return;
     }
     showError(null, null);
@@ -622,7 +643,8 @@
   function drawParts(chart) {
     const traces = [["memory", chart.memory], ["compute", chart.compute]].map(([bound, x]) => ({
       type: "bar", orientation: "h", name: `${bound}-bound`, y: chart.labels, x,
-      hovertext: chart.hover, hovertemplate: "%{hovertext}<extra></extra>", marker: { color: chart.colors[bound] },
+      hovertext: chart.hover, hovertemplate: "%{hovertext}<extra></extra>",
+      marker: { color: chart.colors[bound], pattern: { shape: PATTERN[bound], fillmode: "overlay", fgcolor: "#ffffff", size: 6, solidity: 0.3 } },
     }));
     const layout = {
       barmode: "stack", showlegend: false, bargap: 0.35,
@@ -695,7 +717,7 @@
       ...BOUNDS.map((bound) => {
         const s = pick(c.points, bound, ["batch", field, "hover"]);
         return { x: s.batch, y: s[field], mode: "markers", name: `${bound}-bound step`,
-          marker: { color: c.colors[bound], size: 8, line: { color: "#fff", width: 1 } },
+          marker: { color: c.colors[bound], symbol: SYMBOL[bound], size: 9, line: { color: "#fff", width: 1 } },
           hovertext: s.hover, hovertemplate: "%{hovertext}<extra></extra>" };
       }),
       { x: [c.here.batch], y: [c.here[field]], mode: "markers+text", name: "this batch", text: [c.here.text],
@@ -819,8 +841,10 @@
       hovertext: c.hover[field], hovertemplate: "%{hovertext}<extra></extra>" });
     const traces = [
       line("ttft_p50", "TTFT p50", c.colors.ttft, "solid"),
-      line("ttft_p99", "TTFT p99", c.colors.ttft, "dash"),
+      line("ttft_at", `TTFT ${c.percentile_name}`, c.colors.ttft, "dash"),
+      line("ttft_p99", "TTFT p99", c.colors.ttft, "dot"),
       line("tpot_p50", "TPOT p50", c.colors.tpot, "solid"),
+      line("tpot_at", `TPOT ${c.percentile_name}`, c.colors.tpot, "dash"),
     ];
     // latencies and targets come in the unit of the slowest (c.axis), named in its title
     const shapes = c.targets.map((target) => ({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: target.value,
@@ -888,7 +912,8 @@
       ["Weights + KV cache held", "memory_total_bytes", "memory"]],
     decode: [["@step_name", "step_s", "step"], ["@throughput_name", "tokens_per_s", "throughput"],
       ["Largest batch in memory", "max_batch_in_memory", "max_batch"]],
-    serving: [["Output tokens/s per GPU", "output_tokens_per_s_per_gpu", "gpu"], ["Tokens/s per user", "per_user_tokens_per_s", "user"],
+    serving: [["@best_name", "users", "best"], ["Output tokens/s per GPU", "output_tokens_per_s_per_gpu", "gpu"],
+      ["Tokens/s per user", "per_user_tokens_per_s", "user"],
       ["@ttft_name", "ttft_s", "ttft"], ["@tpot_name", "tpot_s", "tpot"]],
   };
   const ratioFormat = new Intl.NumberFormat("en-US", { minimumSignificantDigits: 3, maximumSignificantDigits: 3 });
@@ -926,12 +951,14 @@
 
   function unpin() {
     pin = null;
+    $("pin").focus(); // the Unpin button hides: focus stays in the controls
     update("push");
   }
 
   function drawCompare(shown, data, base) {
     const box = $("compare");
     $("unpin").hidden = !pin;
+    $("base-key").hidden = !(pin && pin.view === "layer" && shown === "layer" && shownBase);
     box.hidden = !pin;
     if (!pin) return;
     const note = $("compare-note");
@@ -992,9 +1019,14 @@
     const { state: fromUrl, notices } = stateFromUrl();
     state = fromUrl;
     touched.clear();
-    const url = new URLSearchParams(window.location.search);
-    for (const name of ["launch_overhead_us", "attention", "layer"]) if (url.has(name)) touched.add(name);
     view = viewFromUrl();
+    // a linked value counts as set by hand only where it differs from the default the page would
+    // give it (the view's attention, the machine's launch): the page writes every value in its URL
+    const url = new URLSearchParams(window.location.search);
+    if (url.has("layer")) touched.add("layer");
+    if (url.has("attention") && state.attention !== viewAttention[view]) touched.add("attention");
+    if (url.has("launch_overhead_us") && machineLaunchUs.has(state.machine) &&
+        Number(state.launch_overhead_us) !== Number(machineLaunchUs.get(state.machine))) touched.add("launch_overhead_us");
     followDefaults();
     showView();
     showControls();
