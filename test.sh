@@ -38,6 +38,25 @@ if ! have_chromium; then
          "chromium) or set ROOFLINE_CHROMIUM=/path/to/chromium, then run ./test.sh again." >&2
     export ROOFLINE_NO_BROWSER=1  # tests/conftest.py: then a browser test's skip does not fail the run
 fi
+# A Python that pip may not install into (a normal user's system Python, or Debian's own, which is
+# "externally managed", PEP 668) gets a virtual environment in .venv, made once and reused; inside
+# a venv already (the README's way) or as root on a Python of its own (CI), the tests use that one.
+in_venv() { python3 -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; }
+externally_managed() {
+    python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))'
+}
+if ! in_venv && { [ "$(id -u)" -ne 0 ] || externally_managed; }; then
+    if [ ! -x .venv/bin/python3 ]; then
+        echo "test.sh: making a virtual environment in .venv for the test dependencies" >&2
+        python3 -m venv .venv || {
+            echo "test.sh: python3 -m venv failed: install the venv module (Debian: sudo apt-get install python3-venv)" \
+                 "or activate a virtual environment yourself, then run ./test.sh again." >&2
+            exit 1
+        }
+    fi
+    # shellcheck disable=SC1091
+    . .venv/bin/activate
+fi
 pip() { python3 -m pip --disable-pip-version-check --quiet "$@"; }
 pip install torch==2.13.0
 pip install -e '.[web,web-test,torch,dev]'
