@@ -61,3 +61,15 @@ def test_each_op_row_states_its_bound_against_the_ridge_at_these_efficiencies(cl
             assert "lower precision" in r["helps"] and r["cannot"] == "fewer bytes"
     assert "FlashAttention" in rows[2]["helps"]  # QK^T: attention, memory-bound unfused
     assert "243.1 FLOP/byte (295.2 at peak)" in body["fixes"]["ridge"]  # 989 / 3.35 = 295.2
+
+
+def test_roofline_points_carry_the_op_tables_numbers_and_repeats_share_a_label(client):
+    body = client.get("/api/layer").json()
+    numbers = body["roofline"]["ops"]["number"]
+    # the seed layer runs some ops twice at the same shape: the two norms (ops 1 and 8), QK^T and PV
+    # (3 and 5: the same FLOPs and bytes, SPEC C5) and the two residual adds (7 and 12)
+    assert numbers[0] == "1, 8" and numbers[2] == "3, 5" and numbers[6] == "7, 12"
+    assert numbers[7] == numbers[4] == numbers[11] == ""  # drawn once, under the first one's label
+    shown = sorted(int(n) for label in numbers if label for n in label.split(", "))
+    assert shown == list(range(1, 13))  # every op's number appears exactly once
+    assert [r["index"] for r in body["ops_table"]] == list(range(1, 13))

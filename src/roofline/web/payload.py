@@ -228,6 +228,31 @@ def _intensity_grid(intensities: list[float], ridge: float) -> np.ndarray:
     return np.unique(np.append(grid, ridge))
 
 
+LABEL_SPOTS = ("top left", "bottom right", "top right", "bottom left")
+NEAR_LOG10 = 0.08  # points closer than this on both log axes share one label
+
+
+def point_labels(intensity: list[float], rate: list) -> tuple[list[str], list[str]]:
+    """Each roofline point's label (its 1-based op number) and where it sits. Points at the same
+    spot (the same op repeated: the two residual adds, QK^T and PV) share one label, "7, 12";
+    a label near another point's takes the next free spot around its point."""
+    xy = [None if r is None or r <= 0 or i <= 0 else (math.log10(i), math.log10(r)) for i, r in zip(intensity, rate)]
+    numbers, positions = [""] * len(xy), [LABEL_SPOTS[0]] * len(xy)
+    placed: list[tuple[float, float, str]] = []
+    for k, point in enumerate(xy):
+        if point is None:
+            continue
+        same = [j for j in range(k) if xy[j] is not None and abs(xy[j][0] - point[0]) < 1e-9 and abs(xy[j][1] - point[1]) < 1e-9]
+        if same:  # a repeat of an earlier op: its number joins that label
+            numbers[same[0]] += f", {k + 1}"
+            continue
+        numbers[k] = str(k + 1)
+        near = {spot for x, y, spot in placed if abs(x - point[0]) < NEAR_LOG10 * 3 and abs(y - point[1]) < NEAR_LOG10 * 3}
+        positions[k] = next((spot for spot in LABEL_SPOTS if spot not in near), LABEL_SPOTS[k % len(LABEL_SPOTS)])
+        placed.append((point[0], point[1], positions[k]))
+    return numbers, positions
+
+
 def roofline(report: LayerReport, machine: Machine, cost_model: CostModel) -> dict:
     """The machine's roof (``attainable``) and the cost model's achievable roof (a 1-byte op of
     each intensity through ``op_times``, no launch) on one grid, in TFLOP/s for the chart; the
@@ -242,6 +267,7 @@ def roofline(report: LayerReport, machine: Machine, cost_model: CostModel) -> di
     )
     labels = _unique([op.name for op in p.ops])
     op_flops_per_s = [op.flops / op.time_s if op.time_s > 0 else None for op in p.ops]
+    numbers, positions = point_labels([op.intensity for op in p.ops], op_flops_per_s)
     hover = [
         f"<b>{label}</b><br>intensity: {format_number(op.intensity)} FLOP/byte<br>"
         f"predicted: {format_si(rate, 'FLOP/s') if rate else '—'}<br>"
@@ -268,7 +294,8 @@ def roofline(report: LayerReport, machine: Machine, cost_model: CostModel) -> di
             "tflops_per_s": [None if r is None else r / TERA for r in op_flops_per_s],
             "bound": [op.bound for op in p.ops],
             "hover": hover,
-            "number": [str(i) for i in range(1, len(p.ops) + 1)],  # the op table's #: each point labelled
+            "number": numbers,  # the op table's #: each point labelled, points that coincide once
+            "text_position": positions,
         },
     }
 

@@ -589,10 +589,10 @@
         marker: { symbol: "diamond", size: 9, color: "#2b2f36" },
         hovertext: [`${roof.ridge_text}<br>${roof.peak_text}`], hovertemplate: "%{hovertext}<extra></extra>" },
       ...BOUNDS.map((bound) => {
-        const s = pick(ops, bound, ["labels", "intensity", "tflops_per_s", "hover", "number"]);
+        const s = pick(ops, bound, ["labels", "intensity", "tflops_per_s", "hover", "number", "text_position"]);
         return {
           x: s.intensity, y: s.tflops_per_s, mode: "markers+text", name: `${bound}-bound ops`,
-          text: s.number, textposition: bound === "memory" ? "top left" : "bottom right", cliponaxis: false,
+          text: s.number, textposition: s.text_position, cliponaxis: false,
           textfont: { size: 10, color: COLORS[bound] },
           marker: { color: COLORS[bound], symbol: SYMBOL[bound], size: 10, line: { color: "#fff", width: 1 } },
           hovertext: s.hover, hovertemplate: "%{hovertext}<extra></extra>",
