@@ -174,6 +174,23 @@ def test_without_a_profile_nothing_changes():
     assert calibrated_model_for("h100-sxm") is None
 
 
+def test_a_broken_profile_is_an_error_naming_the_file_not_the_seed_model(tmp_path, capsys):
+    from roofline.calibrated import calibrated_model_for
+    from roofline.cli import main
+
+    path = write_profile(synthetic(), tmp_path / "p.toml")
+    text = path.read_text()
+    plain = tmp_path / "plain.toml"
+    plain.write_text(text[: text.index("\n[calibration.")])
+    assert calibrated_model_for(str(plain)) is None  # a machine file: the cost model, as before
+    broken = tmp_path / "broken.toml"
+    broken.write_text(text.replace("launch_s = ", "launch_seconds = ", 1))
+    with pytest.raises(RooflineError, match="broken.toml.*missing 'launch_s'"):
+        calibrated_model_for(str(broken))
+    assert main(["layer", "--machine", str(broken)]) == 2
+    assert "broken.toml" in capsys.readouterr().err
+
+
 @settings(max_examples=300, deadline=None)
 @given(flops=st.floats(0, 1e12), nbytes=st.floats(1, 1e10), cat=st.sampled_from(["matmul", "elementwise", "norm"]))
 def test_interval_contains_the_prediction(flops, nbytes, cat):

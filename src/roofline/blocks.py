@@ -1,4 +1,5 @@
-"""One layer as a list of kernels (seed 003's workshop, SPEC C5), for every kind of layer.
+"""One layer as a list of kernels (the workshop of the 'Predicting a Kernel's Time' plate), for every kind
+of layer.
 
 Workload: T new tokens per sequence, batch B, against S positions (context). Prefill: the T
 tokens are the last T of S (S = T for a prompt with no cache; S > T is a chunked-prefill step
@@ -38,13 +39,14 @@ import numpy as np
 from roofline.architecture import MLP, Attention, LatentAttention, Layer, Mamba, Mamba2, Model, MoE, attended_pairs
 from roofline.cost import CostModel, WorkloadPrediction, seed_cost_model
 from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_number, is_count
-from roofline.kernels import Kernel, dtype_name
+from roofline.kernels import FLOPS_PER_ELEMENT, Kernel, dtype_name, norm_flops_per_element
 from roofline.machines import Machine, get_machine
 from roofline.tables import Tabular
 from roofline.transformer import get_model
 from roofline.units import dtype_bytes
 
 PHASES = ("prefill", "decode")
+SOFTMAX = FLOPS_PER_ELEMENT["softmax"]  # per score element, in the attention ops
 ATTENTIONS = ("naive", "flash")
 
 
@@ -73,11 +75,11 @@ class _Ops:
                       weight_elems=K * N if weights else 0.0, part=part if weights else "", shape=(1, M, N, K))
 
     def norm(self, name, rows, width, kind="rmsnorm"):
-        """RMSNorm ~4 FLOPs per element, LayerNorm ~8; read x, write y."""
+        """RMSNorm or LayerNorm (kernels.FLOPS_PER_ELEMENT); read x, write y."""
         n = rows * width
-        return Kernel.trusted(name, (8.0 if kind == "layernorm" else 4.0) * n, 2.0 * self.w * n, "norm", self.dtype)
+        return Kernel.trusted(name, norm_flops_per_element(kind) * n, 2.0 * self.w * n, "norm", self.dtype)
 
-    def ew(self, name, n, n_in=1, n_out=1, flops_per_elem=1.0, category="elementwise", cache=0.0):
+    def ew(self, name, n, n_in=1, n_out=1, flops_per_elem=FLOPS_PER_ELEMENT["elementwise"], category="elementwise", cache=0.0):
         return Kernel.trusted(name, flops_per_elem * n, self.w * n * (n_in + n_out), category, self.dtype, cache_elems=cache)
 
 
@@ -91,10 +93,10 @@ def _mlp_ops(o: _Ops, mlp: MLP, M, D, prefix="", part="mlp") -> list[Kernel]:
     F = mlp.d_ff
     if mlp.gated:
         return [o.mm(f"{prefix}gate+up proj", M, 2 * F, D, part),
-                o.ew(f"{prefix}{_act_name(mlp, True)}", M * F, 2, 1, 5.0),
+                o.ew(f"{prefix}{_act_name(mlp, True)}", M * F, 2, 1, FLOPS_PER_ELEMENT["gated_activation"]),
                 o.mm(f"{prefix}down proj", M, D, F, part)]
     return [o.mm(f"{prefix}up proj", M, F, D, part),
-            o.ew(f"{prefix}{_act_name(mlp, False)}", M * F, 1, 1, 8.0),
+            o.ew(f"{prefix}{_act_name(mlp, False)}", M * F, 1, 1, FLOPS_PER_ELEMENT["gelu"]),
             o.mm(f"{prefix}down proj", M, D, F, part)]
 
 
@@ -110,7 +112,8 @@ def _moe_ops(o: _Ops, moe: MoE, M, D) -> list[Kernel]:
     ops.append(Kernel.trusted("expert gate+up proj" if moe.gated else "expert up proj", 2.0 * rows * D * F * up,
                       w * (rows * D + touched * up * D * F + rows * up * F), "matmul", o.dtype,
                       weight_elems=touched * up * D * F, part="experts"))
-    ops.append(o.ew(_act_name(moe, moe.gated), rows * F, 2 if moe.gated else 1, 1, 5.0 if moe.gated else 8.0))
+    ops.append(o.ew(_act_name(moe, moe.gated), rows * F, 2 if moe.gated else 1, 1,
+                    FLOPS_PER_ELEMENT["gated_activation" if moe.gated else "gelu"]))
     ops.append(Kernel.trusted("expert down proj", 2.0 * rows * F * D, w * (rows * F + touched * F * D + rows * D), "matmul",
                       o.dtype, weight_elems=touched * F * D, part="experts"))
     if moe.shared_d_ff:
@@ -145,10 +148,10 @@ def _attention_ops(o: _Ops, a: Attention, B, T, S, decode: bool, attention: str,
     q, k_, v, out = B * H * T * d, B * K * keys * d, B * K * keys * dv, B * H * T * dv
     if attention == "naive":
         ops += [Kernel.trusted("QK^T", 2.0 * n_s * d, w * (q + k_ + n_s), "attention", o.dtype, cache_elems=B * K * cached * d),
-                Kernel.trusted("softmax", 5.0 * n_s, 2.0 * w * n_s, "softmax", o.dtype),
+                Kernel.trusted("softmax", SOFTMAX * n_s, 2.0 * w * n_s, "softmax", o.dtype),
                 Kernel.trusted("PV", 2.0 * n_s * dv, w * (n_s + v + out), "attention", o.dtype, cache_elems=B * K * cached * dv)]
     else:
-        ops.append(Kernel.trusted("flash attention", 2.0 * n_s * (d + dv) + 5.0 * n_s, w * (q + k_ + v + out), "attention", o.dtype,
+        ops.append(Kernel.trusted("flash attention", 2.0 * n_s * (d + dv) + SOFTMAX * n_s, w * (q + k_ + v + out), "attention", o.dtype,
                           cache_elems=B * K * cached * (d + dv)))
     ops.append(o.mm("out proj", M, D, H * dv, "attention"))
     return ops
@@ -172,7 +175,7 @@ def _latent_ops(o: _Ops, a: LatentAttention, B, T, S, decode: bool, D) -> list[K
         cache = B * S * (r + rope)
         ops += [Kernel.trusted("q absorb (W_UK)", 2.0 * M * H * nope * r, w * (M * H * nope + H * nope * r + M * H * r), "matmul",
                        o.dtype, weight_elems=H * nope * r, part="attention"),
-                Kernel.trusted("latent attention", 2.0 * n_s * (r + rope) + 2.0 * n_s * r + 5.0 * n_s,
+                Kernel.trusted("latent attention", 2.0 * n_s * (r + rope) + 2.0 * n_s * r + SOFTMAX * n_s,
                        w * (M * H * (r + rope) + cache + M * H * r), "attention", o.dtype, cache_elems=cache),
                 Kernel.trusted("out absorb (W_UV)", 2.0 * M * H * r * dv, w * (M * H * r + H * r * dv + M * H * dv), "matmul",
                        o.dtype, weight_elems=H * r * dv, part="attention")]
@@ -182,7 +185,7 @@ def _latent_ops(o: _Ops, a: LatentAttention, B, T, S, decode: bool, D) -> list[K
         ops += [Kernel.trusted("kv_b proj (expand)", 2.0 * keys * H * (nope + dv) * r,
                        w * (keys * r + r * H * (nope + dv) + keys * H * (nope + dv)), "matmul", o.dtype,
                        weight_elems=r * H * (nope + dv), part="attention", cache_elems=cached),
-                Kernel.trusted("flash attention", 2.0 * n_s * (a.qk_head_dim + dv) + 5.0 * n_s,
+                Kernel.trusted("flash attention", 2.0 * n_s * (a.qk_head_dim + dv) + SOFTMAX * n_s,
                        w * (M * H * a.qk_head_dim + keys * H * a.qk_head_dim + keys * H * dv + M * H * dv), "attention",
                        o.dtype)]
     ops.append(o.mm("out proj", M, D, H * dv, "attention"))
@@ -201,7 +204,7 @@ def _ssm_ops(o: _Ops, s, B, T, decode: bool, D) -> list[Kernel]:
                Kernel.trusted("ssm scan", 6.0 * M * s.d_inner * s.d_state,
                       o.w * (M * (s.d_inner + 2 * s.n_groups * s.d_state + s.heads) + M * s.d_inner + state_io),
                       "scan", o.dtype, cache_elems=state_io),
-               o.ew("gated norm", M * s.d_inner, 2, 1, 6.0),
+               o.ew("gated norm", M * s.d_inner, 2, 1, FLOPS_PER_ELEMENT["gated_rmsnorm"]),
                o.mm("out proj", M, D, s.d_inner, "ssm")]
         return ops
     inner = s.d_inner
@@ -212,7 +215,7 @@ def _ssm_ops(o: _Ops, s, B, T, decode: bool, D) -> list[Kernel]:
             o.mm("dt proj", M, inner, s.dt_rank, "ssm"),
             Kernel.trusted("ssm scan", 6.0 * M * inner * s.d_state,
                    o.w * (M * (2 * inner + 2 * s.d_state) + M * inner + state_io), "scan", o.dtype, cache_elems=state_io),
-            o.ew("gate (y*silu(z))", M * inner, 2, 1, 5.0),
+            o.ew("gate (y*silu(z))", M * inner, 2, 1, FLOPS_PER_ELEMENT["gated_activation"]),
             o.mm("out proj", M, D, inner, "ssm")]
 
 
@@ -390,7 +393,7 @@ def layer_reports(model="llama3-8b", machine="h100-sxm", phase: str = "prefill",
                   batch: int = 1, context: int | None = None, attention: str = "naive", dtype: str = "bf16",
                   cost_model: CostModel | None = None, layer: int | None = None) -> list[LayerReport]:
     """One report per distinct layer kind of ``model`` (with how many layers have it), or one for
-    layer index ``layer``. Defaults: seed 003's workshop with the machine's launch overhead."""
+    layer index ``layer``. Defaults: the workshop's cost model with the machine's launch overhead."""
     cfg = get_model(model)
     m: Machine = get_machine(machine)
     if cost_model is None:
@@ -416,7 +419,7 @@ def layer_report(model="llama3-8b", machine="h100-sxm", phase: str = "prefill", 
                  batch: int = 1, context: int | None = None, attention: str = "naive", dtype: str = "bf16",
                  cost_model: CostModel | None = None, layer: int | None = None) -> LayerReport:
     """Predict one layer of ``model`` on ``machine``: the only kind of a uniform model, or layer
-    index ``layer`` (defaults: seed 003's workshop, with the machine's preset launch overhead)."""
+    index ``layer`` (defaults: the workshop's cost model, with the machine's preset launch overhead)."""
     cfg = get_model(model)
     if layer is None:
         cfg.only_kind("a one-layer report")

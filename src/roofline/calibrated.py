@@ -1,13 +1,14 @@
-"""The calibrated cost model: seed 003's estimate with its fractions measured on this device.
+"""The calibrated cost model: the workshop's estimate (the 'Predicting a Kernel's Time' plate) with its
+fractions measured on this device.
 
     t = t_launch + r(op) * max(F / achieved(F), B / bandwidth(B))
 
 - achieved(F): the matmul FLOP/s measured at the same dtype, interpolated in log-log by the op's
-  FLOPs (the achievable fraction as a function of size, seed 003) for matmul-like ops; the best
+  FLOPs (the achievable fraction as a function of size, as the plate describes it) for matmul-like ops; the best
   measured rate for the few vector FLOPs of elementwise ops, norms and softmax;
 - bandwidth(B): the copy/add bandwidth measured at the op's working set (its bytes), interpolated
-  in log-log: in cache when it fits, main memory when not (the hierarchical roofline, seed 000
-  section 2.4). With ``cold`` every op reads main memory (caches flushed between runs);
+  in log-log: in cache when it fits, main memory when not (the hierarchical roofline, the roofline
+  chapter, section 2.4). With ``cold`` every op reads main memory (caches flushed between runs);
 - r(op): the op's residual, measured / modelled over the calibration's probe ops of the same name
   (interpolated in log bytes between probe sizes, constant beyond them), else the geometric mean
   over its category, else 1: "the achievable fractions are themselves measured, kernel by kernel";
@@ -27,14 +28,15 @@ from typing import Sequence
 
 import numpy as np
 
-from roofline.cost import OpPrediction, WorkloadPrediction, _jsonable
+from roofline.cost import OpPrediction, WorkloadPrediction, _jsonable, binds, op_times, overlapped_s
 from roofline.kernels import Kernel
 from roofline.machines import Machine, get_machine
 from roofline.machine_profile import (Calibration, gemm_points, load_profile, main_memory, matmul_rates, peaks, stream_curve,
                                       timing_spread)
+from roofline.units import US
 
 SIZED_CATEGORIES = ("matmul", "attention", "decode")
-DEFAULT_COMPUTE_FRACTION = 0.70  # seed 003's e_c, for a dtype the calibration did not measure
+DEFAULT_COMPUTE_FRACTION = 0.70  # the workshop's e_c, for a dtype the calibration did not measure
 MIN_PROBE_LAUNCHES = 1.5  # a probe shorter than this many launch overheads is not fitted
 FORWARD_CACHE_SHARE = 0.25  # a forward moving more than this share of the last cache reads its weights cold
 OUTSIDE_WIDENING = 1.5  # an op outside its class probes' sizes: the interval is this much wider each way
@@ -51,8 +53,7 @@ def hierarchical_lower_bound(kernel: Kernel, machine: Machine) -> tuple[float, s
     for lvl in sorted(machine.levels, key=lambda l: l.size_bytes):
         if kernel.bytes <= lvl.size_bytes and lvl.bytes_per_s > bw:
             bw, level = lvl.bytes_per_s, lvl.name
-    t = max(kernel.flops / machine.peak(kernel.dtype), kernel.bytes / bw)
-    return float(t), level
+    return float(op_times(kernel.flops, kernel.bytes, machine.peak(kernel.dtype), bw)[2]), level
 
 
 FAMILY = "family: "  # the shape text of a class probe (measure.families), as the profile stores it
@@ -210,7 +211,7 @@ class CalibratedModel:
     def achieved_flops_per_s(self, flops, dtype: str, machine: Machine | None = None):
         """Matmul FLOP/s at this size and dtype, scaled by the machine's peak over the measured
         one; ``flops`` = inf asks for the best measured rate (whatever size reached it). For an
-        unmeasured dtype, seed 003's 0.70 of the machine's peak."""
+        unmeasured dtype, the workshop's 0.70 of the machine's peak."""
         rates = matmul_rates(self.calibration, dtype)
         if rates is None:
             if machine is None:
@@ -286,7 +287,7 @@ class CalibratedModel:
         bps = self.bandwidth_bytes_per_s(kernel.bytes, machine, cold)
         compute_s = np.asarray(kernel.flops, dtype=float) / fps
         memory_s = np.asarray(kernel.bytes, dtype=float) / bps
-        return compute_s, memory_s, np.maximum(compute_s, memory_s), fps, bps
+        return compute_s, memory_s, overlapped_s(compute_s, memory_s), fps, bps
 
     def residual(self, kernel: Kernel) -> Residual:
         """The op's residual: by name (the same block op, interpolated over probe sizes), else by
@@ -359,7 +360,7 @@ class CalibratedModel:
                           else "; class ops as a wall clock times them (this profile has no profiled probes: "
                                "torch.profiler's own cost per op is not in the prediction)")
         return (f"calibrated model of the profile measured {self.calibration.date}: achieved rates by op size and "
-                f"working set, launch {self.launch_overhead_s * 1e6:.1f} us"
+                f"working set, launch {self.launch_overhead_s / US:.1f} us"
                 + ("; matmul weights read cold (the forward outgrows the cache)" if self.weights_cold else "") + instrument)
 
     def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None) -> CalibratedOpPrediction:
@@ -385,7 +386,7 @@ class CalibratedModel:
         return CalibratedOpPrediction(
             name=kernel.name, category=kernel.category, dtype=kernel.dtype, flops=kernel.flops, bytes=kernel.bytes,
             intensity=kernel.intensity, compute_s=_f(res.ratio * compute_s), memory_s=_f(res.ratio * memory_s),
-            launch_s=launch, time_s=_f(time_s), bound="memory" if memory_s > compute_s else "compute",
+            launch_s=launch, time_s=_f(time_s), bound=binds(compute_s, memory_s),
             low_s=_f(low_s), high_s=_f(launch_hi + res.ratio * res.high * body),
             residual=res.ratio, residual_source=res.source, flops_per_s=_f(fps), bytes_per_s=_f(bps),
             op_class=op_class(kernel), basis="; ".join(basis), extrapolated=res.extrapolated or bool(gemm and gemm[1]),
@@ -510,13 +511,19 @@ def _leave_one_out(x: np.ndarray, y: np.ndarray) -> list[float]:
 
 
 def calibrated_model_for(machine_or_path, cold: bool = False) -> CalibratedModel | None:
-    """The calibrated model of a profile path, or None for a preset or a plain machine file
-    (which keeps the existing cost model: without a profile nothing changes)."""
-    from roofline.errors import RooflineError
+    """The calibrated model of a profile path, or None for a preset, a Machine or a plain machine
+    file with no [calibration] table (which keeps the existing cost model: without a profile
+    nothing changes). A profile that cannot be read is a RooflineError naming the file and what is
+    wrong in it, never a silent fall back to the cost model."""
+    from pathlib import Path
 
+    from roofline.machine_profile import NotAProfile
+
+    if isinstance(machine_or_path, Machine) or not Path(str(machine_or_path)).is_file():
+        return None
     try:
         return CalibratedModel.from_profile(machine_or_path, cold)
-    except RooflineError:
+    except NotAProfile:
         return None
 
 

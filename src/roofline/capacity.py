@@ -1,4 +1,4 @@
-"""Capacity planning (SPEC C6): what fits in a GPU's memory for inference (weights + KV cache,
+"""Capacity planning (docs/planning.md): what fits in a GPU's memory for inference (weights + KV cache,
 the largest batch and context) and decode versus batch (latency, throughput, the batch where
 decode turns compute-bound, the largest batch that fits), on top of plan.predict_model.
 """
@@ -375,8 +375,7 @@ def decode_plan(model="llama3-8b", machine="h100-sxm", batches=DEFAULT_BATCHES, 
     step = decode_step(cfg, m, batches, context, **common)
     def compute_bound_masks(search):
         wide = decode_step(cfg, m, search, context, **common)
-        return (np.asarray(wide.totals.gemm_compute_s) >= np.asarray(wide.totals.gemm_memory_s),
-                np.asarray(wide.bound) == "compute")
+        return np.asarray(wide.gemm_bound) == "compute", np.asarray(wide.bound) == "compute"
 
     compute_bound, step_compute_bound = first_batches(compute_bound_masks, SEARCH_MAX_BATCH)
     mem = inference_memory(cfg, m, 1, context, precision, tensor_parallel, memory_fraction)

@@ -4,7 +4,7 @@ Three predictors for each op of a block, all from one machine profile:
 
 - roofline: the pure bound, max(F / peak, B / BW) with the profile's peak and main-memory bandwidth
   (e = 1, no launch);
-- seed: seed 003's defaults, e_c 0.70 and e_m 0.85, plus the profile's launch overhead (what
+- seed: the workshop's cost model, e_c 0.70 and e_m 0.85 (the 'Predicting a Kernel's Time' plate), plus the profile's launch overhead (what
   `roofline layer --machine PROFILE --compute-efficiency 0.7 --memory-efficiency 0.85` prints);
 - calibrated: roofline.calibrated.CalibratedModel, with its interval (what `roofline layer
   --machine PROFILE` prints: a profile without efficiency flags predicts with its calibration).
@@ -12,7 +12,7 @@ Three predictors for each op of a block, all from one machine profile:
 Each op's error is predicted / measured - 1. "% of roof" is the hierarchical bound (the bandwidth
 of the memory level that holds the op's working set) over the measured time. An op measured below
 that bound is impossible and flagged (units, FLOP convention or a sparse peak); an op far from it
-gets seed 000 section 4's diagnosis. Pure numpy: the timings come from roofline.measure.
+gets the diagnosis of the roofline chapter, section 4. Pure numpy: the timings come from roofline.measure.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from typing import Sequence
 import numpy as np
 
 from roofline.calibrated import CalibratedModel, hierarchical_lower_bound
-from roofline.cost import CostModel, seed_cost_model
+from roofline.cost import CostModel, binds, bytes_bind, seed_cost_model, time_lower_bound
 from roofline.diagnose import measurement_problem
 from roofline.kernels import Kernel
 from roofline.machines import Machine
+from roofline.units import MIB, US, format_cell
 
 FAR_FROM_ROOF = 0.5  # below this fraction of its bound an op is "far from its bound"
 BELOW_ROOF = 0.95  # measured under this fraction of the bound: faster than the roof (noise aside)
@@ -159,8 +160,7 @@ class CheckReport(Tabular):
         from roofline.tables import grid
 
         def us(s):
-            v = s * 1e6
-            return f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
+            return format_cell(s / US)
 
         def err(op, p):
             return f"{op.error(p):+.0%}"
@@ -191,7 +191,7 @@ class CheckReport(Tabular):
         ]
         flagged = [op for op in self.ops if op.diagnosis]
         if flagged:
-            lines += ["", "Flagged (seed 000 section 4):"]
+            lines += ["", "Flagged (the roofline chapter, section 4):"]
             lines += [f"- {op.name} [{op.flag}]: {op.diagnosis}" for op in flagged]
         if self.notes:
             lines += ["", *[f"note: {n}" for n in self.notes]]
@@ -199,7 +199,7 @@ class CheckReport(Tabular):
 
 
 # ---------------------------------------------------------------------------------------------
-# Diagnosis (seed 000 section 4)
+# Diagnosis (the roofline chapter, section 4: symptoms and fixes)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -210,23 +210,23 @@ def diagnose(kernel: Kernel, machine: Machine, measured_s: float, bound_s: float
     1. Below the bound: impossible; a units, FLOP-convention or sparse-peak mistake (or a
        calibration whose best was not the machine's best).
     2. Faster than the main-memory roof but not the cache's: the working set fits in cache.
-    3. Under FAR_FROM_ROOF of the bound: the symptom table of seed 000 section 4, picked by which
+    3. Under FAR_FROM_ROOF of the bound: the symptom table of the roofline chapter, section 4, picked by which
        roof the op sits under (its intensity against the ridge) and its category."""
     roof_fraction = bound_s / measured_s
-    plain = max(kernel.flops / machine.peak(kernel.dtype), kernel.bytes / machine.bandwidth)
+    plain = time_lower_bound(kernel, machine)
     if measured_s < BELOW_ROOF * bound_s:  # the one impossibility check, shared with profile/diagnose
         return "below roof", (measurement_problem(bound_s, measured_s, kernel.bytes, machine)
                               + " With a measured profile the calibration's best may be low (the machine was "
                               "busy while it ran: calibrate again).")
     if measured_s < plain:
-        return "in cache", (f"faster than the main-memory roof ({plain * 1e6:,.1f} us), as it may be: the "
-                            f"{kernel.bytes / 2**20:,.3g} MiB working set fits in {level} (hierarchical roofline)")
+        return "in cache", (f"faster than the main-memory roof ({plain / US:,.1f} us), as it may be: the "
+                            f"{kernel.bytes / MIB:,.3g} MiB working set fits in {level} (hierarchical roofline)")
     if roof_fraction >= FAR_FROM_ROOF:
         return "", ""
-    memory_bound = kernel.flops / machine.peak(kernel.dtype) < bound_s  # the bytes term binds
+    memory_bound = bytes_bind(kernel.flops / machine.peak(kernel.dtype), bound_s)  # bound_s is the larger term
     head = f"{roof_fraction:.0%} of its {'memory' if memory_bound else 'compute'} roof ({level})"
     if launch_s and launch_s >= 0.5 * measured_s:
-        return "far", (f"{head}; the {launch_s * 1e6:.1f} us launch/dispatch is {launch_s / measured_s:.0%} of it: "
+        return "far", (f"{head}; the {launch_s / US:.1f} us launch/dispatch is {launch_s / measured_s:.0%} of it: "
                        "launch overhead, Python in the loop. Fix: CUDA graphs, fewer/fused kernels")
     if "flash" in kernel.name:
         return "far", (f"{head}: fused attention well below its roof. Check which attention backend ran (a math "
@@ -276,7 +276,7 @@ def build_report(runs: Sequence[OpRun], machine: Machine, calibrated: Calibrated
     for run, r, s, c in zip(runs, roof.ops, seed.ops, cal.ops):
         k, m = run.kernel, run.measured
         if calibrated.cold:
-            bound_s, level = max(k.flops / machine.peak(k.dtype), k.bytes / machine.bandwidth), "main memory"
+            bound_s, level = time_lower_bound(k, machine), "main memory"
         else:
             bound_s, level = hierarchical_lower_bound(k, machine)
         flag, why = diagnose(k, machine, m.median_s, bound_s, level, calibrated.launch_overhead_s, run.dims,
@@ -286,7 +286,7 @@ def build_report(runs: Sequence[OpRun], machine: Machine, calibrated: Calibrated
             measured_s=m.median_s, measured_low_s=m.low_s, measured_high_s=m.high_s,
             roofline_s=r.time_s, seed_s=s.time_s, calibrated_s=c.time_s, calibrated_low_s=c.low_s,
             calibrated_high_s=c.high_s, bound_s=bound_s, bound_level=level,
-            bound="memory" if k.flops / machine.peak(k.dtype) < bound_s else "compute",
+            bound=binds(k.flops / machine.peak(k.dtype), bound_s),
             residual_source=c.residual_source, flag=flag, diagnosis=why, shape=run.shape,
         ))
     return CheckReport(ops=tuple(ops), block=block_sum(ops), machine=machine.name, profile_machine=machine,

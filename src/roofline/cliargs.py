@@ -136,7 +136,8 @@ COUNT = dict(integer=True, maximum=1e12)
 def add_cost_flags(p, launch_default_note="the machine's preset", seed=True):
     """The cost model's flags; ``seed`` False for a command that defaults to the bare roofline
     (e_c = e_m = 1: `roofline kernel`), so that its --help says so."""
-    e_c, e_m = ("0.70, seed 003", "0.85, seed 003") if seed else ("1: the bare roofline", "1: the bare roofline")
+    e_c, e_m = (("0.70, the workshop's cost model: e_c 0.70, e_m 0.85, launch 3 us on a GPU preset",
+                 "0.85, the workshop's cost model") if seed else ("1: the bare roofline", "1: the bare roofline"))
     p.add_argument("--compute-efficiency", type=number_arg("--compute-efficiency", minimum=1e-3, strictly=False, maximum=1.0),
                    default=None,
                    help=f"achievable fraction of peak FLOP/s, e_c (default {e_c})")
@@ -146,14 +147,14 @@ def add_cost_flags(p, launch_default_note="the machine's preset", seed=True):
     p.add_argument("--launch-overhead", type=time_arg("--launch-overhead"), default=None,
                    help=f"seconds per kernel launch, e.g. 3us (default: {launch_default_note})")
     p.add_argument("--overlap", type=number_arg("--overlap", strictly=False, maximum=1.0), default=1.0,
-                   help="overlap of compute and memory time: 1 = max() (seed), 0 = sum")
+                   help="overlap of compute and memory time: 1 = max() (the roofline's perfect overlap), 0 = sum")
     p.add_argument("--cuda-graph", action="store_true", help="one launch for the whole workload")
 
 
 def cost_model_from_args(args, machine):
     from roofline.cost import seed_cost_model
 
-    seed = seed_cost_model(launch_overhead_s=machine.launch_overhead_s)  # e_c 0.70, e_m 0.85 (seed 003)
+    seed = seed_cost_model(launch_overhead_s=machine.launch_overhead_s)  # e_c 0.70, e_m 0.85 (the workshop's cost model)
     changes = {"overlap": args.overlap, "cuda_graph": args.cuda_graph}
     for flag, field in (("compute_efficiency", "compute_efficiency"), ("memory_efficiency", "memory_efficiency"),
                         ("launch_overhead", "launch_overhead_s")):
@@ -204,7 +205,7 @@ def add_layer_flags(p):
 def add_machine_flags(p, default="h100-sxm"):
     p.add_argument("--machine", default=default, help="preset (see `roofline machines`) or a machine TOML file")
     p.add_argument("--compute-scale", type=number_arg("--compute-scale", maximum=1e3), default=1.0,
-                   help="what-if: multiply every peak by this (seed exercise 5: 2)")
+                   help="what-if: multiply every peak by this (the roofline chapter's exercise 5: 2)")
     p.add_argument("--bandwidth-scale", type=number_arg("--bandwidth-scale", maximum=1e3), default=1.0,
                    help="what-if: multiply memory bandwidth by this")
 

@@ -1,8 +1,8 @@
-"""The cost model: the roofline bound and the working estimate of seed 003,
+"""The cost model: the roofline bound and the working estimate of the 'Predicting a Kernel's Time' plate,
 
     t = max(F / (e_c peak), B / (e_m BW)) + t_launch,
 
-per op, and summed over a workload with the seed's readouts (FLOPs-only and bytes-only
+per op, and summed over a workload with the plate's readouts (FLOPs-only and bytes-only
 estimates, memory-bound share, launch share). The pure functions take numpy arrays, so a sweep
 over sizes is one call.
 """
@@ -19,14 +19,23 @@ import numpy as np
 from roofline.errors import check_number
 from roofline.kernels import Kernel
 from roofline.machines import Machine, get_machine
+from roofline.units import US
 
 
 def time_lower_bound(kernel: Kernel, machine: Machine) -> float:
     """The roofline ("speed of light") time in seconds: max(F / peak, B / BW), with the peak of
     the kernel's dtype. BW is main memory, or the named link's for a collective. No efficiency, no
-    launch overhead."""
+    launch overhead: op_times with its defaults."""
     machine = get_machine(machine)
-    return _scalar(np.maximum(kernel.flops / machine.peak(kernel.dtype), kernel.bytes / bytes_per_s(kernel, machine)))
+    return _scalar(op_times(kernel.flops, kernel.bytes, machine.peak(kernel.dtype), bytes_per_s(kernel, machine))[2])
+
+
+def roofline_bound(kernel: Kernel, machine: Machine) -> str:
+    """Which limit binds ``kernel`` on the pure roofline (binds, no efficiencies): "memory" left
+    of the ridge, "compute" right of it, "link" for a collective whose link time is the larger."""
+    machine = get_machine(machine)
+    compute_s, memory_s, _ = op_times(kernel.flops, kernel.bytes, machine.peak(kernel.dtype), bytes_per_s(kernel, machine))
+    return binds(compute_s, memory_s, getattr(kernel, "link", None))
 
 
 def link_latency_s(kernel: Kernel) -> float:
@@ -52,12 +61,38 @@ def op_times(flops, bytes_, peak_flops_per_s, bytes_per_s, compute_efficiency=1.
 
     compute_s = F / (e_c peak); memory_s = B / (e_m BW) + latency (a collective's fixed cost per
     run over its link, links.collective_latency_s; 0 for memory);
-    time_s = max(c, m) + (1 - overlap) min(c, m) + launch: overlap 1 is the seed's perfect overlap
-    (the max), overlap 0 is none (the sum)."""
+    time_s = overlapped_s(c, m, overlap) + launch."""
     compute_s = np.asarray(flops, dtype=float) / (compute_efficiency * peak_flops_per_s)
     memory_s = np.asarray(bytes_, dtype=float) / (memory_efficiency * bytes_per_s) + latency_s
-    body = np.maximum(compute_s, memory_s) + (1.0 - overlap) * np.minimum(compute_s, memory_s)
-    return compute_s, memory_s, body + launch_s
+    return compute_s, memory_s, overlapped_s(compute_s, memory_s, overlap) + launch_s
+
+
+def overlapped_s(compute_s, memory_s, overlap=1.0):
+    """The body time of an op that computes for compute_s and moves bytes for memory_s:
+    max(c, m) + (1 - overlap) min(c, m). Overlap 1 is the roofline's perfect overlap (the max),
+    overlap 0 none (the sum). Plain numbers stay plain numbers (the planner's fast paths); arrays
+    broadcast."""
+    if isinstance(compute_s, (float, int)) and isinstance(memory_s, (float, int)):
+        longer, shorter = (memory_s, compute_s) if memory_s > compute_s else (compute_s, memory_s)
+        return longer + (1.0 - overlap) * shorter
+    if overlap == 1.0:
+        return np.maximum(compute_s, memory_s)
+    return np.maximum(compute_s, memory_s) + (1.0 - overlap) * np.minimum(compute_s, memory_s)
+
+
+def bytes_bind(compute_s, memory_s):
+    """The one rule for which limit binds: moving the bytes takes longer than the arithmetic,
+    memory_s > compute_s (a tie is compute's). True/False, or a boolean array."""
+    return memory_s > compute_s
+
+
+def binds(compute_s, memory_s, link=None):
+    """"memory" (or "link" for a collective: its bytes cross a link, not main memory) when
+    bytes_bind, else "compute"; an array of them for arrays."""
+    moving = "memory" if link is None else "link"
+    if np.ndim(memory_s) == 0 and np.ndim(compute_s) == 0:
+        return moving if bytes_bind(compute_s, memory_s) else "compute"
+    return np.where(bytes_bind(np.asarray(compute_s), np.asarray(memory_s)), moving, "compute")
 
 
 MIN_EFFICIENCY = 1e-3  # below 0.1% of peak is a typo (a percentage given as a fraction twice), not a kernel
@@ -97,7 +132,7 @@ class CostModel:
 
     def describe(self) -> str:
         """One line for a table header."""
-        launch = f"launch {self.launch_overhead_s * 1e6:g} us" + (" once per pass (CUDA graph)" if self.cuda_graph
+        launch = f"launch {self.launch_overhead_s / US:g} us" + (" once per pass (CUDA graph)" if self.cuda_graph
                                                                   else " per kernel")
         return f"e_c {self.compute_efficiency:.2f}, e_m {self.memory_efficiency:.2f}, {launch}, overlap {self.overlap:g}"
 
@@ -125,7 +160,7 @@ class CostModel:
             memory_s=_scalar(memory_s),
             launch_s=launch,
             time_s=_scalar(time_s),
-            bound=_bound(memory_s, compute_s, getattr(kernel, "link", None)),
+            bound=binds(compute_s, memory_s, getattr(kernel, "link", None)),
         )
 
     def predict(self, kernels: Sequence[Kernel], machine) -> "WorkloadPrediction":
@@ -138,7 +173,8 @@ class CostModel:
 
 
 def seed_cost_model(**changes) -> CostModel:
-    """Seed 003's workshop: e_c = 0.70, e_m = 0.85, t_launch = 3 us, perfect overlap."""
+    """The workshop's cost model (the 'Predicting a Kernel's Time' plate): e_c = 0.70, e_m = 0.85,
+    t_launch = 3 us, perfect overlap."""
     params = dict(compute_efficiency=0.70, memory_efficiency=0.85, launch_overhead_s=3e-6, overlap=1.0)
     params.update(changes)
     return CostModel(**params)
@@ -162,15 +198,6 @@ def _scalar(x):
 
 def _count(x):
     return int(x) if np.ndim(x) == 0 else x
-
-
-def _bound(memory_s, compute_s, link=None):
-    """"memory" (or "link" for a collective: its bytes cross a link, not main memory) when moving
-    the bytes takes longer than the arithmetic, else "compute"."""
-    moving = "memory" if link is None else "link"
-    if np.ndim(memory_s) == 0:
-        return moving if memory_s > compute_s else "compute"
-    return np.where(np.asarray(memory_s) > np.asarray(compute_s), moving, "compute")
 
 
 # ---------------------------------------------------------------------------------------------

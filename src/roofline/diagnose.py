@@ -1,5 +1,5 @@
 """'This kernel is slow': where it sits on the roofline, how far below its bound it runs, and which
-fixes are even possible (seed 000 section 4's procedure and symptom table; SPEC C12).
+fixes are even possible (the roofline chapter, section 4: its procedure and symptom table; docs/tracing.md).
 
 ``measurement_problem`` is the one check that a measured time is possible at all: nothing runs
 faster than the roofline, so a time below it is a mistake in the units, the FLOP convention or the
@@ -13,11 +13,11 @@ from roofline.tables import Tabular, dump_json  # noqa: E402
 
 from dataclasses import dataclass
 
-from roofline.cost import time_lower_bound
+from roofline.cost import roofline_bound, time_lower_bound
 from roofline.errors import check_number
 from roofline.kernels import Kernel
 from roofline.machines import Machine, get_machine
-from roofline.units import indefinite_article
+from roofline.units import MEGA, MS, US, indefinite_article
 
 
 def measurement_problem(roofline_s: float, measured_s: float, bytes_moved: float | None = None,
@@ -32,12 +32,12 @@ def measurement_problem(roofline_s: float, measured_s: float, bytes_moved: float
     ]
     l2 = getattr(machine, "l2_bytes", None)
     if bytes_moved is not None and l2 and bytes_moved <= l2:
-        causes.append(f"cache: its {bytes_moved / 1e6:,.3g} MB fit in the {l2 / 1e6:,.0f} MB L2, so a repeated "
+        causes.append(f"cache: its {bytes_moved / MEGA:,.3g} MB fit in the {l2 / MEGA:,.0f} MB L2, so a repeated "
                       "measurement never touched main memory (flush the cache between runs)")
     faster = (f"{roofline_s / measured_s:,.2f}x faster than" if measured_s > 0
               else "no time at all (a zero duration: the timer's resolution, or an op timed elsewhere), against")
-    return (f"impossible: measured {measured_s * 1e6:,.3g} us is {faster} the "
-            f"roofline bound {roofline_s * 1e6:,.3g} us. Check " + "; ".join(causes) + ".")
+    return (f"impossible: measured {measured_s / US:,.3g} us is {faster} the "
+            f"roofline bound {roofline_s / US:,.3g} us. Check " + "; ".join(causes) + ".")
 
 
 def check_measured(kernel: Kernel, machine, measured_s: float) -> str | None:
@@ -47,7 +47,7 @@ def check_measured(kernel: Kernel, machine, measured_s: float) -> str | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Seed 000 section 4: the symptom table
+# The roofline chapter, section 4: the symptom table
 # ---------------------------------------------------------------------------------------------
 
 
@@ -94,7 +94,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class Diagnosis(Tabular):
-    """A kernel, a machine and a measured time, read with seed 000 section 4. Quantities in SI:
+    """A kernel, a machine and a measured time, read with the roofline chapter, section 4. Quantities in SI:
     FLOPs, bytes, seconds, FLOP/s, bytes/s; ``speed_of_light`` = roofline_s / measured_s."""
 
     ROWS_KEY = "findings"
@@ -134,7 +134,7 @@ class Diagnosis(Tabular):
 
 
 def _us(s: float) -> str:
-    return f"{s * 1e6:,.3g} us" if s < 1e-3 else f"{s * 1e3:,.3g} ms"
+    return f"{s / US:,.3g} us" if s < 1e-3 else f"{s / MS:,.3g} ms"
 
 
 def _steps(d: dict, machine: Machine, gemm) -> list[str]:
@@ -153,7 +153,7 @@ def _steps(d: dict, machine: Machine, gemm) -> list[str]:
         launch = machine.launch_overhead_s
         extra = ""
         if launch and gap <= 3 * launch:
-            extra = f" The gap is {gap / launch:.1f} launch overheads ({launch * 1e6:g} us each): launch-bound."
+            extra = f" The gap is {gap / launch:.1f} launch overheads ({launch / US:g} us each): launch-bound."
         steps.append(f"2. {sol:.1%} of speed of light, {_us(gap)} lost ({1 / sol:,.1f}x the bound): not reaching the roof; "
                      f"check occupancy, tile/wave quantisation, launch overhead and synchronisation.{extra}")
     if d["bound"] == "memory":
@@ -212,7 +212,7 @@ def _findings(d: dict, machine: Machine, gemm) -> list[Finding]:
         elif s is SYMPTOMS[2]:
             small = d["roofline_s"] < 20e-6 and launch and d["gap_s"] >= 0.5 * launch
             ok = bool(mem and (cat == "decode" or small))
-            why = (f"bound {_us(d['roofline_s'])} and {_us(d['gap_s'])} lost, comparable to {indefinite_article(launch * 1e6)} {launch * 1e6:g} us launch"
+            why = (f"bound {_us(d['roofline_s'])} and {_us(d['gap_s'])} lost, comparable to {indefinite_article(launch / US)} {launch / US:g} us launch"
                    if ok else "the gap is not launch-sized")
         elif s is SYMPTOMS[3]:
             if cat != "matmul" or mem:
@@ -240,7 +240,7 @@ def diagnose(kernel: Kernel, machine, measured_s: float, shape: tuple[int, int, 
     ridge = machine.ridge(kernel.dtype)
     d = dict(kernel=kernel.name, machine=machine.name, dtype=kernel.dtype, category=kernel.category,
              flops=kernel.flops, bytes=kernel.bytes, intensity=kernel.intensity, ridge=ridge,
-             bound="memory" if kernel.intensity < ridge else "compute", roofline_s=bound_s, measured_s=measured_s,
+             bound=roofline_bound(kernel, machine), roofline_s=bound_s, measured_s=measured_s,
              speed_of_light=bound_s / measured_s, gap_s=measured_s - bound_s,
              achieved_flops_per_s=kernel.flops / measured_s, achieved_bytes_per_s=kernel.bytes / measured_s,
              problem=measurement_problem(bound_s, measured_s, kernel.bytes, machine))

@@ -1,6 +1,6 @@
 """Kernels: a name, FLOPs, bytes moved to and from main memory, and one constructor per op.
 
-Every constructor encodes one honest byte count (seed 000 section 3.1): the FLOPs and the bytes
+Every constructor encodes one honest byte count (the roofline chapter, section 3.1): the FLOPs and the bytes
 are closed forms in the shape, written in its docstring. Sizes may be numpy arrays, so a sweep
 over tokens is one call. ``bytes_per_elem`` takes bytes (2.0) or a dtype name ("bf16", "fp8",
 "int4"); the kernel remembers the dtype so the cost model uses the matching peak.
@@ -166,7 +166,7 @@ def _heads(heads, kv_heads):
 @register("matmul")
 def matmul_kernel(M, N, K, bytes_per_elem=2.0, name=None) -> Kernel:
     """(M, K) @ (K, N). flops = 2MNK; bytes = w (MK + KN + MN): A and B read once, C written once.
-    Ignores bias and epilogue. Seed 000 section 2.2."""
+    Ignores bias and epilogue. The roofline chapter, section 2.2."""
     _dims(M=M, N=N, K=K)
     w, dtype = _elem(bytes_per_elem)
     flops = 2.0 * M * N * K
@@ -188,7 +188,7 @@ def batched_matmul_kernel(batch, M, N, K, bytes_per_elem=2.0, name=None) -> Kern
 @register("decode_step")
 def decode_step_kernel(n_params, batch, bytes_per_param=2.0) -> Kernel:
     """One LLM decode step as a single kernel: flops = 2 P B; bytes = w P (every weight read once;
-    activations and KV cache ignored). Intensity 2B/w = B in bf16. Seed 000 section 2.2."""
+    activations and KV cache ignored). Intensity 2B/w = B in bf16. The roofline chapter, section 2.2."""
     _dims(n_params=n_params, batch=batch)
     w, dtype = _elem(bytes_per_param)
     return Kernel(f"decode B={batch}", 2.0 * n_params * batch, w * n_params, "decode", dtype)
@@ -198,9 +198,30 @@ def decode_step_kernel(n_params, batch, bytes_per_param=2.0) -> Kernel:
 # elementwise, norms, softmax, gather
 # ---------------------------------------------------------------------------------------------
 
+# FLOPs per element of the vector ops: the one table that the constructors below, the layer ops
+# (blocks, plan, step) and the aten rules (trace.rules) read. Each counts the arithmetic done on
+# one element, an exp, tanh or reciprocal root as one FLOP; none of it runs on the tensor cores.
+FLOPS_PER_ELEMENT = {
+    "elementwise": 1.0,  # add, mul, relu, ...: one per output element
+    "softmax": 5.0,  # max, subtract, exp, sum, divide
+    "layernorm": 8.0,  # mean, variance, normalise, scale and shift
+    "rmsnorm": 4.0,  # square, sum, scale by the reciprocal root, multiply by the weight
+    "batchnorm": 4.0,  # inference, stored statistics: subtract, scale, multiply, add
+    "gated_rmsnorm": 6.0,  # Mamba-2's norm of y gated by silu(z)
+    "silu": 4.0,  # x sigmoid(x): negate, exp, add, divide
+    "gelu": 8.0,  # the tanh form: x^3, the multiply-adds inside, tanh, 1 +, x / 2 (also any ungated activation in blocks)
+    "gated_activation": 5.0,  # act(gate) * up: silu's 4 and the multiply
+    "dropout": 2.0,  # random mask and scale
+}
+
+
+def norm_flops_per_element(kind: str) -> float:
+    """FLOPs per element of a model's norm: "layernorm", else RMSNorm (a config's final_norm)."""
+    return FLOPS_PER_ELEMENT["layernorm" if kind == "layernorm" else "rmsnorm"]
+
 
 @register("elementwise")
-def elementwise_kernel(n, n_inputs=1, n_outputs=1, flops_per_elem=1.0, bytes_per_elem=2.0, name=None) -> Kernel:
+def elementwise_kernel(n, n_inputs=1, n_outputs=1, flops_per_elem=FLOPS_PER_ELEMENT["elementwise"], bytes_per_elem=2.0, name=None) -> Kernel:
     """An elementwise op on n elements with n_inputs read and n_outputs written.
     flops = f n; bytes = w n (n_inputs + n_outputs). y = x + 1 on 1e9 bf16 elements: I = 0.25."""
     _dims(n=n, n_inputs=n_inputs, n_outputs=n_outputs)
@@ -216,17 +237,17 @@ def layernorm_kernel(n_tokens, d, bytes_per_elem=2.0, name=None) -> Kernel:
     _dims(n_tokens=n_tokens, d=d)
     w, dtype = _elem(bytes_per_elem)
     n = n_tokens * d
-    return Kernel(name or f"layernorm {n_tokens}x{d}", 8.0 * n, 2.0 * w * n, "norm", dtype)
+    return Kernel(name or f"layernorm {n_tokens}x{d}", FLOPS_PER_ELEMENT["layernorm"] * n, 2.0 * w * n, "norm", dtype)
 
 
 @register("rmsnorm")
 def rmsnorm_kernel(n_tokens, d, bytes_per_elem=2.0, name=None) -> Kernel:
     """RMSNorm over (n_tokens, d): ~4 FLOPs per element (square, sum, scale by the reciprocal
-    root, multiply by the weight); bytes = 2 w n: read x, write y (seed 003). Ignores the weights."""
+    root, multiply by the weight); bytes = 2 w n: read x, write y (the 'Predicting a Kernel's Time' plate). Ignores the weights."""
     _dims(n_tokens=n_tokens, d=d)
     w, dtype = _elem(bytes_per_elem)
     n = n_tokens * d
-    return Kernel(name or f"rmsnorm {n_tokens}x{d}", 4.0 * n, 2.0 * w * n, "norm", dtype)
+    return Kernel(name or f"rmsnorm {n_tokens}x{d}", FLOPS_PER_ELEMENT["rmsnorm"] * n, 2.0 * w * n, "norm", dtype)
 
 
 @register("softmax")
@@ -237,7 +258,7 @@ def softmax_kernel(rows, cols, bytes_per_elem=2.0, causal=False, name=None) -> K
     _dims(rows=rows, cols=cols)
     w, dtype = _elem(bytes_per_elem)
     n = rows * cols * _causal(causal)
-    return Kernel(name or f"softmax {rows}x{cols}", 5.0 * n, 2.0 * w * n, "softmax", dtype)
+    return Kernel(name or f"softmax {rows}x{cols}", FLOPS_PER_ELEMENT["softmax"] * n, 2.0 * w * n, "softmax", dtype)
 
 
 @register("embedding")
@@ -268,7 +289,7 @@ def _score_elems(T, S, heads, batch, causal):
 def attention_scores_kernel(T, d, heads=1, kv_heads=None, batch=1, causal=False, context=None, bytes_per_elem=2.0, name=None) -> Kernel:
     """Scores Q K^T materialised: n_s = B H T S score elements (S = context, default T; halved
     when causal). flops = 2 n_s d; bytes = w (B H T d + B K S d + n_s): read Q and K, write the
-    scores. Seed 003: QK^T moves w (H T d + K T d + S)."""
+    scores. The 'Predicting a Kernel's Time' plate: QK^T moves w (H T d + K T d + S)."""
     S = T if context is None else context
     _dims(T=T, d=d, batch=batch, context=S)
     kv = _heads(heads, kv_heads)
@@ -281,7 +302,7 @@ def attention_scores_kernel(T, d, heads=1, kv_heads=None, batch=1, causal=False,
 @register("attention_pv")
 def attention_pv_kernel(T, d, heads=1, kv_heads=None, batch=1, causal=False, context=None, bytes_per_elem=2.0, name=None) -> Kernel:
     """P V with P materialised: flops = 2 n_s d; bytes = w (n_s + B K S d + B H T d): read P and
-    V, write the output. Seed 003."""
+    V, write the output, as the 'Predicting a Kernel's Time' plate counts it."""
     S = T if context is None else context
     _dims(T=T, d=d, batch=batch, context=S)
     kv = _heads(heads, kv_heads)
@@ -295,13 +316,13 @@ def attention_pv_kernel(T, d, heads=1, kv_heads=None, batch=1, causal=False, con
 def naive_attention_kernel(T, d, bytes_per_elem=2.0, heads=1, kv_heads=None, batch=1, causal=False, context=None) -> Kernel:
     """Unfused attention, the (T, S) matrix written and re-read: QK^T, softmax, PV.
     flops = 4 n_s d + 5 n_s; bytes = w (2 B H T d + 2 B K S d + 4 n_s): Q, K, V in; scores out
-    and in; probabilities out and in; O out. Single head, S = T: w (4 T d + 4 T^2), seed 000."""
+    and in; probabilities out and in; O out. Single head, S = T: w (4 T d + 4 T^2), the roofline chapter, section 2.2."""
     S = T if context is None else context
     _dims(T=T, d=d, batch=batch, context=S)
     kv = _heads(heads, kv_heads)
     w, dtype = _elem(bytes_per_elem)
     n_s = _score_elems(T, S, heads, batch, causal)
-    flops = 4.0 * n_s * d + 5.0 * n_s
+    flops = 4.0 * n_s * d + FLOPS_PER_ELEMENT["softmax"] * n_s
     moved = w * (2 * batch * heads * T * d + 2 * batch * kv * S * d + 4 * n_s)
     return Kernel(f"naive attention T={T}", flops, moved, "attention", dtype)
 
@@ -310,14 +331,14 @@ def naive_attention_kernel(T, d, bytes_per_elem=2.0, heads=1, kv_heads=None, bat
 def flash_attention_kernel(T, d, bytes_per_elem=2.0, heads=1, kv_heads=None, batch=1, causal=False, context=None,
                            name=None) -> Kernel:
     """FlashAttention: the same FLOPs as naive, but the scores never leave SRAM, so only Q, K, V
-    and O touch memory: bytes = w (2 B H T d + 2 B K S d). Single head: w 4 T d, seed 000.
+    and O touch memory: bytes = w (2 B H T d + 2 B K S d). Single head: w 4 T d, the roofline chapter, section 2.2.
     Ignores the log-sum-exp statistics (B H T floats)."""
     S = T if context is None else context
     _dims(T=T, d=d, batch=batch, context=S)
     kv = _heads(heads, kv_heads)
     w, dtype = _elem(bytes_per_elem)
     n_s = _score_elems(T, S, heads, batch, causal)
-    flops = 4.0 * n_s * d + 5.0 * n_s
+    flops = 4.0 * n_s * d + FLOPS_PER_ELEMENT["softmax"] * n_s
     moved = w * (2 * batch * heads * T * d + 2 * batch * kv * S * d)
     return Kernel(name or f"flash attention T={T}", flops, moved, "attention", dtype)
 

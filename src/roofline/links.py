@@ -1,11 +1,13 @@
 """Collective latency by link technology (data/links.toml): the fixed cost of one collective over
 a link, which the bytes-over-bandwidth term misses for the small all-reduces of a decode step
-(issue 13). Each figure is {value, source, note}; a link without one costs bandwidth alone, and
+(docs/serving.md). Each figure is {value, source, note}; a link without one costs bandwidth alone, and
 ``latency_note`` says so."""
 
 from __future__ import annotations
 
 import functools
+
+from roofline.units import US
 
 try:
     import tomllib
@@ -41,4 +43,4 @@ def latency_note(link: str) -> str:
     if got is None:
         return f"collectives over {link}: no measured latency in data/links.toml, costed by bandwidth alone"
     value, source, note = got
-    return f"collectives over {link}: {value * 1e6:g} us latency each ({note}; {_table()[1][source].split(',')[0]})"
+    return f"collectives over {link}: {value / US:g} us latency each ({note}; {_table()[1][source].split(',')[0]})"

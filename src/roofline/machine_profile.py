@@ -28,6 +28,7 @@ import numpy as np
 from roofline.errors import RooflineError
 from roofline.files import write_text_atomically
 from roofline.machines import Machine, parse_machine_file
+from roofline.units import KIB, MIB
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -209,7 +210,7 @@ def timing_spread(cal: Calibration) -> tuple[float, float]:
 
 
 def _mib(n: float) -> str:
-    return f"{n / 2**20:,.3g} MiB" if n >= 2**20 else f"{n / 2**10:,.3g} KiB"
+    return f"{n / MIB:,.3g} MiB" if n >= MIB else f"{n / KIB:,.3g} KiB"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,21 +345,31 @@ def write_profile(cal: Calibration, path) -> Path:
 # ---------------------------------------------------------------------------------------------
 
 
+class NotAProfile(RooflineError):
+    """A machine file with no [calibration] table at all: a machine, not a measured profile."""
+
+
 def parse_profile(text: str, origin: str) -> tuple[Machine, Calibration]:
-    """The machine and the calibration of a profile file's text."""
+    """The machine and the calibration of a profile file's text. NotAProfile when the file has no
+    [calibration] table; any other fault of the table is a RooflineError naming the file."""
     machines = parse_machine_file(text, origin)
+    doc = tomllib.loads(text)
+    if "calibration" not in doc:
+        raise NotAProfile(f"{origin}: no [calibration] table: a machine file, not a measured profile "
+                          "(make one with `roofline calibrate`)", field="profile")
     if len(machines) != 1:
         raise RooflineError(f"{origin}: a profile holds one machine, found {len(machines)}", field="profile")
     key, machine = next(iter(machines.items()))
-    doc = tomllib.loads(text)
-    cal = doc.get("calibration", {}).get(key)
+    cal = doc["calibration"].get(key) if isinstance(doc["calibration"], dict) else None
     if not isinstance(cal, dict):
-        raise RooflineError(f"{origin}: no [calibration.{key}] table: a machine file, not a measured profile "
-                            "(make one with `roofline calibrate`)", field="profile")
+        raise RooflineError(f"{origin}: no [calibration.{key}] table for its machine {key!r} "
+                            "(a profile written by `roofline calibrate` has one)", field="profile")
     try:
         return machine, _calibration(key, cal)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise RooflineError(f"{origin}: [calibration.{key}] is malformed ({exc!r})", field="profile") from None
+    except KeyError as exc:
+        raise RooflineError(f"{origin}: [calibration.{key}] is missing {exc.args[0]!r}", field="profile") from None
+    except (TypeError, ValueError) as exc:
+        raise RooflineError(f"{origin}: [calibration.{key}] is malformed ({exc})", field="profile") from None
 
 
 def _curve(kind: str, spec: dict) -> Curve:

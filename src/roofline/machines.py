@@ -139,7 +139,7 @@ class Machine:
             field="link",
         )
 
-    # -- what-if machines (seed exercise 5) ------------------------------------------------------
+    # -- what-if machines (the roofline chapter's exercise 5) ---------------------------------------------------
     def scaled(self, compute: float = 1.0, bandwidth: float = 1.0, name: str | None = None) -> "Machine":
         """The same machine with every peak multiplied by ``compute`` and main-memory bandwidth by
         ``bandwidth``."""

@@ -1,4 +1,4 @@
-"""Whole-model inference planning (SPEC C6): time to first token, decode step latency and
+"""Whole-model inference planning (docs/planning.md): time to first token, decode step latency and
 throughput versus batch and context, quantisation, MoE, tensor parallelism, memory fit.
 
 A model is L blocks (``blocks.block_kernels``) + the embedding gather + the final norm + the LM
@@ -40,9 +40,9 @@ import numpy as np
 
 from roofline.architecture import Attention, LatentAttention, Layer, Mamba, Mamba2, Model, MoE, WeightStorage
 from roofline.blocks import Workload, check_size, layer_kernels
-from roofline.cost import link_latency_s, CostModel, WorkloadPrediction, _jsonable, seed_cost_model
+from roofline.cost import link_latency_s, CostModel, WorkloadPrediction, _jsonable, binds, bytes_bind, overlapped_s, seed_cost_model
 from roofline.errors import RooflineError, check_choice, check_number
-from roofline.kernels import _PLAIN, Kernel, all_reduce_kernel
+from roofline.kernels import _PLAIN, Kernel, all_reduce_kernel, norm_flops_per_element
 from roofline.machines import Machine, get_machine
 from roofline.transformer import cache_bytes_per_sequence, count_params, get_model, kv_cache_bytes_per_token
 from roofline.units import DTYPE_BYTES
@@ -358,7 +358,7 @@ def _model_ops(model, phase, tokens, batch, context, attention, precision, tenso
         reduces += n * (1 if kind.parallel else (kind.mixer is not None) + (kind.mlp is not None))
     if t > 1 and link is not None:
         ops.append(counted(all_reduce_kernel(M * D, t, link, wa, name=f"TP all-reduce ({link})"), reduces))
-    ops.append(counted(Kernel.trusted("final norm", (8.0 if cfg.final_norm == "layernorm" else 4.0) * w.batch * D,
+    ops.append(counted(Kernel.trusted("final norm", norm_flops_per_element(cfg.final_norm) * w.batch * D,
                               2.0 * w_a * w.batch * D, "norm", wa), 1))
     B, V = w.batch, sh.vocab  # the LM head on the last token of each sequence: (B, D) @ (D, V)
     ops.append(counted(Kernel.trusted("LM head", 2.0 * B * V * D, w_a * (B * D + D * V + B * V), "matmul", wa,
@@ -384,7 +384,7 @@ def predict_counted(ops: list[CountedOp], machine, cost_model: CostModel) -> Wor
 
 
 def default_cost_model(machine: Machine) -> CostModel:
-    """Seed 003's cost model (cost.seed_cost_model) with the machine's preset launch overhead."""
+    """The workshop's cost model (cost.seed_cost_model) with the machine's preset launch overhead."""
     return seed_cost_model(launch_overhead_s=machine.launch_overhead_s)
 
 
@@ -422,7 +422,7 @@ def totals(ops: list[CountedOp], machine, cost_model: CostModel) -> Totals:
     for op in ops:
         k, n = op.kernel, op.count
         c, m, t = cm.op_seconds(k, machine, launch)  # a calibrated model's measured rates, or e_c and e_m
-        moving = m > c
+        moving = bytes_bind(c, m)
         t = t * n
         acc["time_s"] += t
         acc["link_time_s" if k.link else "memory_time_s"] += t * moving
@@ -441,9 +441,9 @@ def totals(ops: list[CountedOp], machine, cost_model: CostModel) -> Totals:
 
 
 def _scalar_totals(ops: list[CountedOp], machine: Machine, cm: CostModel, launch: float, runs: int) -> Totals:
-    """totals() for plain numbers: cost.op_times' arithmetic (time = max(c, m) + (1 - overlap)
-    min(c, m) + launch) in Python floats, without numpy's per-call overhead."""
-    e_c, e_m, lap = cm.compute_efficiency, cm.memory_efficiency, 1.0 - cm.overlap
+    """totals() for plain numbers: cost.op_times' arithmetic (time = overlapped_s(c, m) + launch)
+    in Python floats, without numpy's per-call overhead."""
+    e_c, e_m = cm.compute_efficiency, cm.memory_efficiency
     peaks: dict[str, float] = {}
     time_s = memory_s = compute_s = link_s = flops = moved = wbytes = kvbytes = 0.0
     g_flops = g_wbytes = g_c = g_m = 0.0
@@ -455,9 +455,9 @@ def _scalar_totals(ops: list[CountedOp], machine: Machine, cm: CostModel, launch
         bw = machine.bandwidth if k.link is None else machine.link(k.link)
         c = k.flops / (e_c * peak)
         m = k.bytes / (e_m * bw) + (link_latency_s(k) if k.link is not None else 0.0)
-        t = ((m if m > c else c) + lap * (c if m > c else m) + launch) * n
+        t = (overlapped_s(c, m, cm.overlap) + launch) * n
         time_s += t
-        if m > c:
+        if bytes_bind(c, m):
             if k.link:
                 link_s += t
             else:
@@ -563,9 +563,9 @@ class ModelPrediction(Tabular):
 
     @property
     def gemm_bound(self):
-        """"compute" once the matmuls' arithmetic takes at least as long as their weight reads."""
+        """"compute" once the matmuls' arithmetic takes at least as long as their weight reads (binds)."""
         t = self.totals
-        return _text(np.where(np.asarray(t.gemm_compute_s) >= np.asarray(t.gemm_memory_s), "compute", "memory"))
+        return _text(binds(t.gemm_compute_s, t.gemm_memory_s))
 
     def summary(self) -> dict:
         return {
@@ -613,7 +613,7 @@ def time_by_limit(pred: ModelPrediction) -> dict[str, float]:
 def predict_model(model="llama3-8b", machine="h100-sxm", phase="decode", tokens=1, batch=1, context=None,
                   attention="flash", precision=None, tensor_parallel=1, link=None,
                   cost_model: CostModel | None = None, gpus_per_node: int = GPUS_PER_NODE) -> ModelPrediction:
-    """Predict one forward pass of the whole model (see model_ops). Default cost model: seed 003's
+    """Predict one forward pass of the whole model (see model_ops). Default cost model: the workshop's
     fractions with the machine's launch overhead; default link: the machine's scale-up link, its
     scale-out network past ``gpus_per_node`` GPUs (tp_link; a link given is checked against the
     machine's even at t = 1)."""

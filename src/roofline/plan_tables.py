@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from roofline.plan import SEARCH_MAX_BATCH
 from roofline.tables import grid
-from roofline.units import DTYPE_BYTES, format_si, indefinite_article
+from roofline.units import DTYPE_BYTES, GIGA, MS, TERA, format_cell, format_si, indefinite_article
 
 
 def note_line(n: str) -> str:
@@ -37,8 +37,7 @@ def count_text(n) -> str:
 
 
 def _ms(seconds) -> str:
-    v = float(seconds) * 1e3
-    return f"{v:,.2f}" if v < 100 else f"{v:,.0f}"
+    return format_cell(float(seconds) / MS, 2)
 
 
 def _pct(x) -> str:
@@ -73,7 +72,7 @@ def decode_table(plan) -> str:
     table = []
     for r in rows:
         row = [f"{r['batch']:,}", _ms(r["step_s"]), f"{r['tokens_per_s']:,.0f}", f"{r['intensity']:,.1f}",
-               f"{r['weight_bytes'] / 1e9:,.2f}", f"{r['kv_bytes'] / 1e9:,.2f}", r["gemm_bound"], r["bound"],
+               f"{r['weight_bytes'] / GIGA:,.2f}", f"{r['kv_bytes'] / GIGA:,.2f}", r["gemm_bound"], r["bound"],
                _pct(r["memory_bound_share"])]
         row += [_pct(r["link_share"])] if show_link else []
         row += ["-" if r["fits"] is None else ("yes" if r["fits"] else "no")]
@@ -128,8 +127,8 @@ def _weights_read(plan, rows) -> str:
     E, k = plan.experts
     lo, hi = rows[0], rows[-1]
     text = (f"all {E} experts; a step reads the {E}(1 - (1 - {k}/{E})^B) per layer that its tokens touch: "
-            f"{lo['weight_bytes'] / 1e9:,.2f} GB at batch {lo['batch']:,}")
-    return text + (f", {hi['weight_bytes'] / 1e9:,.2f} GB at {hi['batch']:,}" if len(rows) > 1 else "")
+            f"{lo['weight_bytes'] / GIGA:,.2f} GB at batch {lo['batch']:,}")
+    return text + (f", {hi['weight_bytes'] / GIGA:,.2f} GB at {hi['batch']:,}" if len(rows) > 1 else "")
 
 
 def _step_limit_text(plan) -> str:
@@ -165,14 +164,14 @@ def _tp_link(s) -> str:
 def train_table(plan) -> str:
     lay = plan.layout
     if plan.convention == "6nd":
-        conv = f"6ND, N = {plan.params / 1e9:.3g}B parameters per token (seed 000)"
+        conv = f"6ND, N = {plan.params / GIGA:.3g}B parameters per token (the roofline chapter, section 2.3)"
         other = f"6N + {plan.context_terms} at s = {plan.seq_len:,} (matmul N, attention in full)"
     else:
-        conv = f"6N + {plan.context_terms} at s = {plan.seq_len:,}, N = {plan.params / 1e9:.3g}B matmul parameters"
+        conv = f"6N + {plan.context_terms} at s = {plan.seq_len:,}, N = {plan.params / GIGA:.3g}B matmul parameters"
         other = "6ND"
     diff = plan.other_convention_flops / plan.training_flops - 1
     lines = [
-        f"{_model_name(plan.model)} training on {plan.gpus:,} x {plan.memory.machine_name or plan.machine} ({plan.peak_flops_per_s / 1e12:,.0f} TFLOP/s dense "
+        f"{_model_name(plan.model)} training on {plan.gpus:,} x {plan.memory.machine_name or plan.machine} ({plan.peak_flops_per_s / TERA:,.0f} TFLOP/s dense "
         f"{plan.dtype} each)",
         f"{count_text(plan.tokens)} tokens, sequence {plan.seq_len:,}, {'no' if plan.recompute == 'none' else plan.recompute} "
         f"recompute; {lay.label()}",
@@ -235,7 +234,7 @@ def sweep_table(result) -> str:
     for r in records:
         row = ([r["machine"]] if over == "machines" or len(result.series) > 1 else []) + ([f"{r[key]:,}"] if key else [])
         row += [_ms(r["time_s"]), f"{r['tokens_per_s']:,.0f}", f"{r['intensity']:,.1f}", _pct(r["memory_bound_share"]), r["bound"],
-                f"{r['memory_bytes'] / 1e9:,.1f}", "-" if r["fits"] is None else ("yes" if r["fits"] else "no")]
+                f"{r['memory_bytes'] / GIGA:,.1f}", "-" if r["fits"] is None else ("yes" if r["fits"] else "no")]
         rows.append(row)
     n_lead = len(headers) - 7
     right = [h != "machine" for h in headers[:n_lead]] + [True, True, True, True, False, True, False]
@@ -293,7 +292,7 @@ def _lat(seconds) -> str:
     if seconds is None or not math.isfinite(float(seconds)):
         return "-"
     v = float(seconds)
-    return f"{v * 1e3:,.1f} ms" if v < 10 else f"{v:,.1f} s"
+    return f"{v / MS:,.1f} ms" if v < 10 else f"{v:,.1f} s"
 
 
 def serving_table(r) -> str:
@@ -305,7 +304,7 @@ def serving_table(r) -> str:
         f"workload: {r.workload}, {r.requests:,} requests, {r.input_tokens / r.requests:,.0f} input and "
         f"{r.output_tokens / r.requests:,.0f} output tokens on average",
         f"engine: at most {e.max_seqs:,} sequences and {e.max_tokens:,} tokens per step, KV cache "
-        f"{r.cache_bytes / 1e9:,.1f} GB in blocks of {e.block_size} tokens",
+        f"{r.cache_bytes / GIGA:,.1f} GB in blocks of {e.block_size} tokens",
         "",
         f"throughput  {m['output_tokens_per_s']:,.0f} output tokens/s ({m['output_tokens_per_s_per_gpu']:,.0f} per GPU), "
         f"{m['total_tokens_per_s']:,.0f} tokens/s with the prompts, {m['requests_per_s']:,.2f} requests/s",

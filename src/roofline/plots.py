@@ -1,5 +1,5 @@
-"""Figures: the roofline with kernels placed (seed 000 section 3.1) and the layer bar chart (seed
-003). matplotlib is imported inside each function so that the CLI starts fast.
+"""Figures: the roofline with kernels placed (the roofline chapter, section 3.1) and the layer bar
+chart (the 'Predicting a Kernel's Time' plate). matplotlib is imported inside each function so that the CLI starts fast.
 
 Each plot_* function returns its matplotlib Figure and writes it only when given a path. Figures
 are made outside pyplot (no global backend switched, no figure registry): they draw headless, and
@@ -14,19 +14,19 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from roofline.cost import roofline_bound
 from roofline.kernels import Kernel, decode_step_kernel, flash_attention_kernel, layernorm_kernel, matmul_kernel, naive_attention_kernel
 from roofline.machines import Machine, get_machine
+from roofline.palette import BOUND_COLORS, COMPUTE_BLUE, LAUNCH_GREY, LINK_GREEN, MEMORY_RED, PART_COLORS, VECTOR_OPS_ORANGE
+from roofline.units import GIGA, MIB, MS, TERA, US
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-MEMORY_RED = "#d62728"
-COMPUTE_BLUE = "#1f77b4"
-LAUNCH_GREY = "#9e9e9e"
 
 
 def seed_kernels() -> list[Kernel]:
-    """The seven kernels of the seed's H100 figure (seed 000, section 1 and exercise 5)."""
+    """The seven kernels of the seed's H100 figure (the roofline chapter, section 1 and exercise 5)."""
     return [
         matmul_kernel(8192, 4096, 4096, name="prefill GEMM 8192x4096x4096"),
         flash_attention_kernel(4096, 128),
@@ -173,30 +173,29 @@ def plot_roofline(machine, kernels: Sequence[Kernel], path: str | None = None, t
     fig, ax = _figure(figsize=(9, 5.6))
     for i, m in enumerate(machines):
         color = "black" if i == 0 else f"C{(i + 2) % 10}"
-        roof = m.attainable(x) / 1e12
+        roof = m.attainable(x) / TERA
         ax.loglog(x, roof, color=color, lw=2.2 if i == 0 else 1.6,
-                  label=f"{m.name}: {m.peak_flops / 1e12:,.0f} TFLOP/s {m.default_dtype}, {m.bandwidth / 1e12:.2f} TB/s")
+                  label=f"{m.name}: {m.peak_flops / TERA:,.0f} TFLOP/s {m.default_dtype}, {m.bandwidth / TERA:.2f} TB/s")
         ax.axvline(m.ridge_point, color=color, ls="--", lw=0.9, alpha=0.6)
-        ax.annotate(f"ridge {m.ridge_point:,.0f} FLOP/B", (m.ridge_point, lo * m.bandwidth / 1e12), xytext=(-3 - 11 * i, 6),
+        ax.annotate(f"ridge {m.ridge_point:,.0f} FLOP/B", (m.ridge_point, lo * m.bandwidth / TERA), xytext=(-3 - 11 * i, 6),
                     textcoords="offset points", fontsize=8, color=color, rotation=90, ha="right", va="bottom")
     if ceilings:
         for dtype, peak in primary.peaks:
             if dtype != primary.default_dtype and peak < primary.peak_flops and dtype in ("fp32", "tf32"):
                 flat = x >= peak / primary.bandwidth  # only the flat part: the slope is shared
-                ax.loglog(x[flat], np.full(flat.sum(), peak / 1e12), color="0.55", lw=1, ls=":")
-                ax.annotate(f"{dtype} {peak / 1e12:,.0f} TFLOP/s (no tensor cores)" if dtype == "fp32" else f"{dtype} {peak / 1e12:,.0f} TFLOP/s",
-                            (peak / primary.bandwidth, peak / 1e12), fontsize=7, color="0.4",
+                ax.loglog(x[flat], np.full(flat.sum(), peak / TERA), color="0.55", lw=1, ls=":")
+                ax.annotate(f"{dtype} {peak / TERA:,.0f} TFLOP/s (no tensor cores)" if dtype == "fp32" else f"{dtype} {peak / TERA:,.0f} TFLOP/s",
+                            (peak / primary.bandwidth, peak / TERA), fontsize=7, color="0.4",
                             xytext=(4, -3), textcoords="offset points", ha="left", va="top")
         for level in primary.levels:
-            ax.loglog(x, np.minimum(primary.peak_flops, x * level.bytes_per_s) / 1e12, color="0.55", lw=1, ls="-.")
-            ax.annotate(f"{level.name} {level.bytes_per_s / 1e12:.1f} TB/s", (lo * 2, lo * 2 * level.bytes_per_s / 1e12),
+            ax.loglog(x, np.minimum(primary.peak_flops, x * level.bytes_per_s) / TERA, color="0.55", lw=1, ls="-.")
+            ax.annotate(f"{level.name} {level.bytes_per_s / TERA:.1f} TB/s", (lo * 2, lo * 2 * level.bytes_per_s / TERA),
                         fontsize=7, color="0.4", rotation=0)
     labels = []
     for k in sorted(kernels, key=lambda k: k.intensity):
         xi = max(k.intensity, lo)
-        yi = primary.attainable(xi, k.dtype) / 1e12
-        side = "memory" if k.intensity < primary.ridge(k.dtype) else "compute"
-        color = MEMORY_RED if side == "memory" else COMPUTE_BLUE
+        yi = primary.attainable(xi, k.dtype) / TERA
+        color = _bound_colors(roofline_bound(k, primary))[0]
         ax.plot(xi, yi, "o", color=color, ms=7, mec="white", mew=0.8, zorder=3)
         labels.append((xi, yi, f"{k.name} (I={k.intensity:,.1f})"))
     ax.plot([], [], "o", color=MEMORY_RED, label="memory-bound kernel")
@@ -206,7 +205,7 @@ def plot_roofline(machine, kernels: Sequence[Kernel], path: str | None = None, t
     ax.set_title(title or f"Roofline: {primary.name} (memory-bound left of the ridge, compute-bound right)")
     ax.grid(True, which="both", alpha=0.25)
     ax.set_xlim(lo, hi)
-    ax.set_ylim(top=max(m.peak_flops for m in machines) / 1e12 * 4)  # room for labels above the flat roof
+    ax.set_ylim(top=max(m.peak_flops for m in machines) / TERA * 4)  # room for labels above the flat roof
     ax.legend(loc="upper left", fontsize=7.5, framealpha=0.9)
     fig.tight_layout()
     _place_labels(ax, labels)
@@ -219,8 +218,8 @@ def plot_layer(report, path: str | None = None, title: str | None = None) -> Fig
     pred = getattr(report, "prediction", report)
     ops = list(pred.ops)
     names = [op.name for op in ops]
-    body = np.array([(op.time_s - op.launch_s) * 1e6 for op in ops])
-    launch = np.array([op.launch_s * 1e6 for op in ops])
+    body = np.array([(op.time_s - op.launch_s) / US for op in ops])
+    launch = np.array([op.launch_s / US for op in ops])
     colors = [MEMORY_RED if op.bound == "memory" else COMPUTE_BLUE for op in ops]
     fig, ax = _figure(figsize=(9, 0.42 * len(ops) + 1.9))
     y = np.arange(len(ops))[::-1]
@@ -241,7 +240,7 @@ def plot_layer(report, path: str | None = None, title: str | None = None) -> Fig
         where = (f"{report.model}, {report.phase} T={report.tokens:,}" if report.phase == "prefill"
                  else f"{report.model}, decode S={report.context:,}") + f", B={report.batch}, {report.attention} attention, "
     head = title or f"One block: {where}{pred.machine}"
-    sub = (f"total {pred.total_s * 1e6:,.0f} us = {pred.total_s / pred.flops_only_s:.2f}x FLOPs-only, "
+    sub = (f"total {pred.total_s / US:,.0f} us = {pred.total_s / pred.flops_only_s:.2f}x FLOPs-only, "
            f"{pred.total_s / pred.bytes_only_s:.2f}x bytes-only; {pred.memory_bound_ops} of {len(ops)} ops memory-bound "
            f"({pred.memory_bound_share:.0%} of time); launch {pred.launch_share:.1%}")
     ax.set_title(f"{head}\n{sub}", fontsize=9.5)
@@ -269,15 +268,15 @@ def plot_check(report, path: str | None = None, title: str | None = None) -> Fig
     x = np.logspace(np.log10(lo), np.log10(hi), 600)
     fig, ax = _figure(figsize=(9.5, 6))
     ax.loglog(x, np.minimum(peak, x * machine.bandwidth) / scale, color="black", lw=2.2,
-              label=f"{machine.name}: {peak / scale:,.3g} {unit} {report.dtype}, {machine.bandwidth / 1e9:,.1f} GB/s main memory")
+              label=f"{machine.name}: {peak / scale:,.3g} {unit} {report.dtype}, {machine.bandwidth / GIGA:,.1f} GB/s main memory")
     roofs: dict[float, list] = {}  # levels measured at the same bandwidth share one roof and one label
     for level in sorted(machine.levels, key=lambda l: l.size_bytes):
         roofs.setdefault(level.bytes_per_s, []).append(level)
     roof_labels = []  # each at its roof's knee
     for bw, levels in roofs.items():
         ax.loglog(x, np.minimum(peak, x * bw) / scale, color="0.55", lw=1, ls="-.")
-        names = ", ".join(f"{lvl.name} ({lvl.size_bytes / 2**20:,.3g} MiB)" for lvl in levels)
-        roof_labels.append((max(peak / bw, lo), peak / scale, f"{names} {bw / 1e9:,.0f} GB/s"))
+        names = ", ".join(f"{lvl.name} ({lvl.size_bytes / MIB:,.3g} MiB)" for lvl in levels)
+        roof_labels.append((max(peak / bw, lo), peak / scale, f"{names} {bw / GIGA:,.0f} GB/s"))
     labels = []
     for op in sorted(ops, key=lambda o: o.intensity):
         side = MEMORY_RED if op.bound == "memory" else COMPUTE_BLUE
@@ -292,7 +291,7 @@ def plot_check(report, path: str | None = None, title: str | None = None) -> Fig
         labels.append((op.intensity, measured, f"{op.name} {op.roof_fraction:.0%}"))
     ax.plot([], [], "o", color="0.3", label="measured (red memory-bound, blue compute-bound); % of roof")
     ax.plot([], [], "o", mfc="white", mec="0.3", label="calibrated prediction with its interval")
-    ax.plot([], [], "x", color="0.35", label="seed defaults (e_c 0.70, e_m 0.85, launch); the roof is the plain roofline")
+    ax.plot([], [], "x", color="0.35", label="the workshop's cost model (e_c 0.70, e_m 0.85, launch); the roof is the plain roofline")
     ax.set_xlabel("arithmetic intensity (FLOP per byte, as the kernels count them)")
     ax.set_ylabel(f"achieved {unit}")
     ax.set_title(title or f"roofline check: {report.model} ({report.config}), T={report.tokens}, {report.dtype}\n"
@@ -309,26 +308,21 @@ def plot_check(report, path: str | None = None, title: str | None = None) -> Fig
 
 
 # ---------------------------------------------------------------------------------------------
-# Planning figures: decode versus batch, sweeps, memory per GPU (SPEC C6, C7)
+# Planning figures: decode versus batch, sweeps, memory per GPU (docs/planning.md)
 # ---------------------------------------------------------------------------------------------
 
 SERIES_COLORS = ("black", "C2", "C4", "C1", "C5", "C6", "C8", "C9")  # machines; red and blue mean the bound
-LINK_GREEN = "#2ca02c"
-# memory parts: no red or blue, which mean the bound elsewhere
-PART_COLORS = {"weights": "#4d4d4d", "gradients": "#9467bd", "optimizer": "#8c564b", "activations": "#e6a23c",
-               "kv_cache": "#17becf"}
 
 
 def _bound_colors(bounds):
-    return [MEMORY_RED if b == "memory" else LINK_GREEN if b == "link" else COMPUTE_BLUE for b in np.atleast_1d(bounds)]
+    return [BOUND_COLORS.get(b, COMPUTE_BLUE) for b in np.atleast_1d(bounds)]
 
 
 def _bound_legend(ax, bounds, loc="lower right"):
     from matplotlib.lines import Line2D
 
     seen = sorted(set(np.atleast_1d(bounds)), key=["memory", "compute", "link"].index)
-    colors = {"memory": MEMORY_RED, "compute": COMPUTE_BLUE, "link": LINK_GREEN}
-    handles = [Line2D([], [], marker="o", ls="", color=colors[b], label=f"{b}-bound") for b in seen]
+    handles = [Line2D([], [], marker="o", ls="", color=BOUND_COLORS[b], label=f"{b}-bound") for b in seen]
     return handles
 
 
@@ -362,12 +356,12 @@ def plot_decode(plan, path: str | None = None, title: str | None = None) -> Figu
         ax.annotate(f"{t:,.0f}", (bi, t), xytext=(0, 7), textcoords="offset points", ha="center", fontsize=7.5)
     groups = _category_times(curve.prediction)
     colors = {"matmuls (weights)": COMPUTE_BLUE, "attention (KV cache)": MEMORY_RED, "collectives (link)": LINK_GREEN,
-              "norms, activations, embedding": "#f0a35e", "launch overhead": LAUNCH_GREY}
-    ax2.plot(b, np.asarray(curve.time_s) * 1e3, color="black", lw=2.2, label="whole step")
+              "norms, activations, embedding": VECTOR_OPS_ORANGE, "launch overhead": LAUNCH_GREY}
+    ax2.plot(b, np.asarray(curve.time_s) / MS, color="black", lw=2.2, label="whole step")
     for name, v in groups.items():
-        ax2.plot(b, np.broadcast_to(v, b.shape) * 1e3, color=colors[name], lw=1.5, label=name)
+        ax2.plot(b, np.broadcast_to(v, b.shape) / MS, color=colors[name], lw=1.5, label=name)
     ax2.set_yscale("log")
-    ax2.set_ylim(np.asarray(curve.time_s).min() * 1e3 / 100, np.asarray(curve.time_s).max() * 1e3 * 2)
+    ax2.set_ylim(np.asarray(curve.time_s).min() / MS / 100, np.asarray(curve.time_s).max() / MS * 2)
     for a in (ax, ax2):
         a.set_xscale("log", base=2)
         a.set_xlim(1, max(b.max(), 2))  # one batch: a range of its own, not a singular axis
@@ -385,7 +379,7 @@ def plot_decode(plan, path: str | None = None, title: str | None = None) -> Figu
         ax.annotate(f"matmuls compute-bound\nfrom batch {cb:,}", (cb, ymax * 0.05), xytext=(4, 0), textcoords="offset points",
                     fontsize=8, color=COMPUTE_BLUE)
     if mb is not None and mb < b.max():
-        cap = plan.memory.capacity_bytes / 1e9
+        cap = plan.memory.capacity_bytes / GIGA
         ax.annotate(f"weights + KV cache\nexceed {cap:,.0f} GB\nbeyond batch {mb:,}", (max(mb, 1), ymax * 0.45), xytext=(4, 0),
                     textcoords="offset points", fontsize=8, color="0.3", va="top")
     ax.set_ylabel("decode throughput (tokens/s, all sequences)")
@@ -396,7 +390,7 @@ def plot_decode(plan, path: str | None = None, title: str | None = None) -> Figu
     head = title or (f"{_model_name(s.model)} decode on {s.machine_spec.name}: context {int(s.context):,}, "
                      f"{s.precision.label()}" + (f", tensor parallel {s.tensor_parallel}" if s.tensor_parallel > 1 else ""))
     cm = s.cost_model
-    sub = (f"e_c {cm.compute_efficiency:g}, e_m {cm.memory_efficiency:g}, launch {cm.launch_overhead_s * 1e6:g} us"
+    sub = (f"e_c {cm.compute_efficiency:g}, e_m {cm.memory_efficiency:g}, launch {cm.launch_overhead_s / US:g} us"
            f"{' (CUDA graph)' if cm.cuda_graph else ' per kernel'}; red: memory-bound step, blue: compute-bound; "
            f"grey: does not fit")
     fig.suptitle(f"{head}\n{sub}", fontsize=10)
@@ -421,9 +415,9 @@ def plot_sweep(result, path: str | None = None, title: str | None = None) -> Fig
     for i, srs in enumerate(result.series):
         color = SERIES_COLORS[i % len(SERIES_COLORS)]
         x = srs.values
-        y_left = srs.time_s * 1e3
+        y_left = srs.time_s / MS
         if result.over == "batch":
-            y_left, y_right = srs.tokens_per_s, srs.time_s * 1e3
+            y_left, y_right = srs.tokens_per_s, srs.time_s / MS
         elif result.over == "context":
             y_right = srs.kv_bytes / srs.weight_bytes
         else:
@@ -474,7 +468,7 @@ def _plot_machines(result, path, title):
     from roofline.plan_tables import _model_name
 
     names = [s.machine_name for s in result.series]
-    t = np.array([float(s.time_s[0]) * 1e3 for s in result.series])
+    t = np.array([float(s.time_s[0]) / MS for s in result.series])
     bounds = [str(s.bound[0]) for s in result.series]
     fig, ax = _figure(figsize=(9, 0.5 * len(names) + 1.8))
     y = np.arange(len(names))[::-1]
@@ -502,7 +496,7 @@ def _memory_bars(ax, plans):
     for yi, (_, plan) in zip(y, plans):
         left = 0.0
         for part in plan.parts:
-            gb = part.bytes / 1e9
+            gb = part.bytes / GIGA
             if gb <= 0:
                 continue
             label = part.name.replace("_", " ") if part.name not in seen else None
@@ -513,12 +507,12 @@ def _memory_bars(ax, plans):
         ax.annotate(f"{left:,.1f} GB {verdict}", (left, yi), xytext=(4, 0), textcoords="offset points", va="center",
                     fontsize=8, color="black" if plan.fits is not False else MEMORY_RED)
     cap = plans[0][1].capacity_bytes
-    top = max(p.total_bytes for _, p in plans) / 1e9
+    top = max(p.total_bytes for _, p in plans) / GIGA
     if cap:
-        ax.axvline(cap / 1e9, color="black", ls="--", lw=1.2)
-        ax.annotate(f"{plans[0][1].machine_name or plans[0][1].machine}: {cap / 1e9:,.0f} GB", (cap / 1e9, y.max() + 0.45),
+        ax.axvline(cap / GIGA, color="black", ls="--", lw=1.2)
+        ax.annotate(f"{plans[0][1].machine_name or plans[0][1].machine}: {cap / GIGA:,.0f} GB", (cap / GIGA, y.max() + 0.45),
                     xytext=(3, 0), textcoords="offset points", fontsize=8)
-        top = max(top, cap / 1e9)
+        top = max(top, cap / GIGA)
     ax.set_xlim(0, top * 1.3)
     ax.set_ylim(-0.6, len(plans) - 0.1)
     ax.set_yticks(y, labels, fontsize=9)
@@ -587,20 +581,20 @@ def plot_profile(report, machine, path: str | None = None, title: str | None = N
     fig, ax = _figure(figsize=(9, 5.6))
     styles = ("-", "--", "-.", ":")
     for i, dtype in enumerate(dtypes):
-        ax.loglog(x, machine.attainable(x, dtype) / 1e12, color="black", lw=2 if i == 0 else 1.4, ls=styles[i % 4],
+        ax.loglog(x, machine.attainable(x, dtype) / TERA, color="black", lw=2 if i == 0 else 1.4, ls=styles[i % 4],
                   label=f"{machine.name} {dtype}: {format_si(machine.peak(dtype), 'FLOP/s')}, "
                         f"{format_si(machine.bandwidth, 'B/s')}")
         ax.axvline(machine.ridge(dtype), color="black", ls="--", lw=0.8, alpha=0.5)
     floor = None
     for op in ops:
-        achieved = op.flops * op.calls / op.measured_s / 1e12
-        roof = machine.attainable(op.intensity, peak_dtype(op.dtype, machine)) / 1e12
+        achieved = op.flops * op.calls / op.measured_s / TERA
+        roof = machine.attainable(op.intensity, peak_dtype(op.dtype, machine)) / TERA
         color = MEMORY_RED if op.bound == "memory" else COMPUTE_BLUE
         ax.plot([op.intensity, op.intensity], [achieved, roof], color="0.75", lw=0.8, zorder=1)
         ax.plot(op.intensity, achieved, "o", color=color, ms=6, mec="white", mew=0.6, zorder=3)
         floor = achieved if floor is None else min(floor, achieved)
     for op in sorted(ops, key=lambda o: -o.lost_s)[:label]:
-        achieved = op.flops * op.calls / op.measured_s / 1e12
+        achieved = op.flops * op.calls / op.measured_s / TERA
         tag = f" {op.dtype}" if len(dtypes) > 1 else ""
         ax.annotate(f"{op.name.removeprefix('aten::')[:28]} {op.shapes[:24]}{tag} ({op.speed_of_light:.1%})",
                     (op.intensity, achieved), textcoords="offset points", xytext=(6, -3), fontsize=7, va="top")
@@ -613,7 +607,7 @@ def plot_profile(report, machine, path: str | None = None, title: str | None = N
                  fontsize=9.5)
     ax.set_xlim(lo, hi)
     if floor is not None:
-        ax.set_ylim(bottom=floor / 5, top=max(machine.peak(d) for d in dtypes) / 1e12 * 4)
+        ax.set_ylim(bottom=floor / 5, top=max(machine.peak(d) for d in dtypes) / TERA * 4)
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(loc="upper left", fontsize=7.5, framealpha=0.9)
     fig.tight_layout()
@@ -650,18 +644,18 @@ def plot_serving(sweep, path: str | None = None, title: str | None = None) -> Fi
         ax.legend(loc="upper right", fontsize=8, title=f"points: {what}", title_fontsize=8)
     else:
         ax.set_title(f"points labelled by {what}", fontsize=9)
-    ttft50 = np.array([r["ttft_p50_s"] for r in rows], dtype=float)[order] * 1e3
-    ttft99 = np.array([r["ttft_p99_s"] for r in rows], dtype=float)[order] * 1e3
-    tpot50 = np.array([np.nan if r["tpot_p50_s"] is None else r["tpot_p50_s"] for r in rows], dtype=float)[order] * 1e3
+    ttft50 = np.array([r["ttft_p50_s"] for r in rows], dtype=float)[order] / MS
+    ttft99 = np.array([r["ttft_p99_s"] for r in rows], dtype=float)[order] / MS
+    tpot50 = np.array([np.nan if r["tpot_p50_s"] is None else r["tpot_p50_s"] for r in rows], dtype=float)[order] / MS
     ax2.plot(loads[order], ttft50, color=MEMORY_RED, lw=1.6, marker="o", ms=3, label="TTFT p50")
     ax2.plot(loads[order], ttft99, color=MEMORY_RED, lw=1.0, ls="--", label="TTFT p99")
     ax2.plot(loads[order], tpot50, color=COMPUTE_BLUE, lw=1.6, marker="o", ms=3, label="TPOT p50")
     if sweep.slo:
         p = sweep.slo["percentile"]
         if sweep.slo.get("ttft_s"):
-            ax2.axhline(sweep.slo["ttft_s"] * 1e3, color=MEMORY_RED, lw=0.8, ls=":", label=f"TTFT p{p:g} target")
+            ax2.axhline(sweep.slo["ttft_s"] / MS, color=MEMORY_RED, lw=0.8, ls=":", label=f"TTFT p{p:g} target")
         if sweep.slo.get("tpot_s"):
-            ax2.axhline(sweep.slo["tpot_s"] * 1e3, color=COMPUTE_BLUE, lw=0.8, ls=":", label=f"TPOT p{p:g} target")
+            ax2.axhline(sweep.slo["tpot_s"] / MS, color=COMPUTE_BLUE, lw=0.8, ls=":", label=f"TPOT p{p:g} target")
     ax2.set_xscale("log")
     ax2.set_yscale("log")
     ax2.set_xlabel(what)

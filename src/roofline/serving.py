@@ -1,4 +1,4 @@
-"""Serving plans (issue 13): what a deployment delivers under load, step by step, from the per-op
+"""Serving plans (docs/serving.md): what a deployment delivers under load, step by step, from the per-op
 costs of roofline.step.
 
 ``simulate`` runs a continuous-batching scheduler in the manner of vLLM's (V1, chunked prefill on):
@@ -35,6 +35,7 @@ import numpy as np
 from roofline.errors import MAX_COUNT, RooflineError, check_fraction, check_number
 from roofline.step import StepCost, kv_cache_budget, sequence_cache_bytes
 from roofline.tables import Tabular, dump_json
+from roofline.units import GIGA, MEGA, MS
 
 PERCENTILES = (50, 90, 99)
 STRETCH = 4096  # decode-only steps run at once between events, at most
@@ -215,7 +216,7 @@ class ServingResult(Tabular):
     def cost_per_million_output_tokens(self) -> float | None:
         if self.price_per_gpu_hour is None:
             return None
-        return self.price_per_gpu_hour * self.gpus / 3600.0 / self.output_tokens_per_s * 1e6
+        return self.price_per_gpu_hour * self.gpus / 3600.0 / self.output_tokens_per_s * MEGA
 
     def metrics(self) -> dict:
         d = {"requests": self.requests, "duration_s": self.duration_s, "requests_per_s": self.requests_per_s,
@@ -369,14 +370,14 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         table = table + sequence_cache_bytes(draft, bs, max_blocks)
     linear_table = bool(np.allclose(table, np.arange(len(table)) * table[1], rtol=1e-12, atol=0.0))
     if cap <= 0:
-        raise RooflineError(f"{step.model.name}: the weights ({parts['weights_bytes'] / 1e9:,.1f} GB) and activations leave no "
+        raise RooflineError(f"{step.model.name}: the weights ({parts['weights_bytes'] / GIGA:,.1f} GB) and activations leave no "
                             f"memory for a KV cache on one {step.machine.name} at memory_fraction {engine.memory_fraction:g}; "
                             "use more tensor-parallel GPUs or narrower weights", field="tensor_parallel")
     biggest = int(np.argmax(inp + out))
     if table[-(-int(inp[biggest] + out[biggest]) // bs)] > cap:
         raise RooflineError(f"one request of {int(inp[biggest]):,} + {int(out[biggest]):,} tokens needs "
-                            f"{table[-(-int(inp[biggest] + out[biggest]) // bs)] / 1e9:,.2f} GB of KV cache; the "
-                            f"{step.machine.name} has {cap / 1e9:,.2f} GB for it", field="input_len")
+                            f"{table[-(-int(inp[biggest] + out[biggest]) // bs)] / GIGA:,.2f} GB of KV cache; the "
+                            f"{step.machine.name} has {cap / GIGA:,.2f} GB for it", field="input_len")
 
     closed = requests.arrival_s is None
     arrival = np.full(n, np.inf)
@@ -601,12 +602,12 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     dts, nds = np.concatenate(step_dt), np.concatenate(step_nd).astype(float)
     busy = float(dts.sum())
     pooled = step._dp * step.pipeline_stages
-    notes = (f"KV cache {cap / 1e9:,.1f} GB {'for the replica' if pooled > 1 else 'per GPU'}"
+    notes = (f"KV cache {cap / GIGA:,.1f} GB {'for the replica' if pooled > 1 else 'per GPU'}"
              + (f" ({pooled} GPUs' share)" if pooled > 1 else "")
-             + f": {engine.memory_fraction:g} of {step.machine.memory_bytes / 1e9:,.0f} GB less "
-             f"weights {parts['weights_bytes'] / 1e9:,.1f} GB"
-             + (f", the draft's {parts['draft_weights_bytes'] / 1e9:,.1f} GB" if "draft_weights_bytes" in parts else "")
-             + f" and a full step's activations {parts['activations_bytes'] / 1e9:,.2f} GB (an estimate: "
+             + f": {engine.memory_fraction:g} of {step.machine.memory_bytes / GIGA:,.0f} GB less "
+             f"weights {parts['weights_bytes'] / GIGA:,.1f} GB"
+             + (f", the draft's {parts['draft_weights_bytes'] / GIGA:,.1f} GB" if "draft_weights_bytes" in parts else "")
+             + f" and a full step's activations {parts['activations_bytes'] / GIGA:,.2f} GB (an estimate: "
              f"{engine.max_tokens:,} rows of the widest op) per GPU",
              "scheduler: decodes first, then prompt chunks within max_tokens (vLLM V1 with chunked prefill); "
              "preemption recomputes the newest sequence; cache in blocks of "
@@ -620,7 +621,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     holds = cap / max(float(table[-(-int(mean_seq) // bs)]), 1.0)
     demand = min(engine.max_seqs, requests.concurrency if closed else n)
     if holds < demand / 2:
-        notes = (f"memory-bound batch: the {cap / 1e9:,.2f} GB KV cache holds about {holds:,.0f} sequence(s) of the mean "
+        notes = (f"memory-bound batch: the {cap / GIGA:,.2f} GB KV cache holds about {holds:,.0f} sequence(s) of the mean "
                  f"length ({mean_seq:,.0f} tokens), under half of the {demand:,} that could run at once: more GPUs or a narrower "
                  "cache would batch more",) + notes
     if not closed and duration > 0:
@@ -634,7 +635,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                   f"{engine.acceptance:g}: {E:.2f} tokens per sequence and step on average (the expected value, carried "
                   "from step to step; acceptance is not drawn at random); inter-token latency is the gap between a "
                   "sequence's deliveries, several tokens each; the draft's weights "
-                  f"({parts['draft_weights_bytes'] / 1e9:,.1f} GB) and KV cache share the memory",)
+                  f"({parts['draft_weights_bytes'] / GIGA:,.1f} GB) and KV cache share the memory",)
     notes += step.notes()
     return ServingResult(
         step.describe(), requests.label, engine, step.tensor_parallel, ttft, tpot, e2e,
@@ -904,7 +905,7 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
     busy = float(durations.sum())
     notes = (f"disaggregated: {prefill_replicas} prefill replica(s) of {prefill.tensor_parallel} GPU(s) and {decode_replicas} "
              f"decode replica(s) of {decode.tensor_parallel} GPU(s); each request's KV cache moves over {link} in "
-             f"{np.mean(transfer) * 1e3:,.2f} ms on average (each GPU of the prefill group sends its shard at e_m of the link, "
+             f"{np.mean(transfer) / MS:,.2f} ms on average (each GPU of the prefill group sends its shard at e_m of the link, "
              "plus one collective latency); the first token comes from the prefill pool, the rest from the decode pool, "
              "which runs no prompt (it feeds the first token against the transferred cache); both pools at the same "
              "tensor-parallel size; requests are spread over the replicas at random",) \

@@ -1,5 +1,5 @@
 """GEMM shapes against the hardware: output tiles over the SMs, the partial last wave, and the
-tensor-core alignment rule (seed 000 section 2.5, SPEC C12).
+tensor-core alignment rule (the roofline chapter, section 2.5; docs/tracing.md).
 
 cuBLAS and CUTLASS split C = A B, (M, K) @ (K, N), into output tiles (typically 64-256 a side),
 one thread block per tile, spread over the SMs in waves. So:
@@ -8,7 +8,7 @@ one thread block per tile, spread over the SMs in waves. So:
 - waves = ceil(tiles / SMs); the last wave runs at partial occupancy but takes a full wave's
   time: 133 tiles on 132 SMs take as long as 264;
 - 16-bit tensor cores want every dimension a multiple of 8 elements (16 bytes: 8 for bf16/fp16,
-  16 for fp8/int8, 4 for tf32). The seed's rule is that a misaligned GEMM leaves the tensor-core
+  16 for fp8/int8, 4 for tf32). The roofline chapter's rule (section 2.5) is that a misaligned GEMM leaves the tensor-core
   path; this module takes it literally and prices such a GEMM at the CUDA-core fp32 peak (the
   worst case: recent cuBLAS versions often stay on tensor cores with slower kernels, so measure).
 
@@ -25,15 +25,15 @@ from roofline.tables import Tabular, dump_json  # noqa: E402
 import math
 from dataclasses import asdict, dataclass
 
-from roofline.cost import time_lower_bound
+from roofline.cost import binds, overlapped_s, time_lower_bound
 from roofline.errors import MAX_COUNT, RooflineError, check_number
 from roofline.kernels import matmul_kernel
 from roofline.machines import Machine, get_machine
-from roofline.units import DTYPE_BYTES
+from roofline.units import DTYPE_BYTES, TERA, US
 
 TENSOR_CORE_DTYPES = ("bf16", "fp16", "fp8", "int8", "tf32", "fp4", "int4")
-ALIGN_BYTES = 16  # tensor-core operands want 16-byte-aligned rows: 8 bf16 elements (seed 2.5)
-CUDA_CORE_FRACTION = 1 / 15  # seed 2.5: CUDA-core FP32 on an H100 is about 1/15 of the BF16 tensor peak
+ALIGN_BYTES = 16  # tensor-core operands want 16-byte-aligned rows: 8 bf16 elements (the roofline chapter, section 2.5)
+CUDA_CORE_FRACTION = 1 / 15  # the roofline chapter, section 2.5: CUDA-core FP32 on an H100 is about 1/15 of the BF16 tensor peak
 
 
 def alignment(dtype: str) -> int:
@@ -131,7 +131,7 @@ def gemm_estimate(M, N, K, machine="h100-sxm", dtype: str | None = None, tile=(1
         slots = wave_count(tiles, sms) * sms if sms else tiles  # tile-sized pieces of work paid for
         compute_s = slots * 2.0 * tile_m * tile_n * K / peak
     memory_s = kernel.bytes / machine.bandwidth
-    time_s = max(compute_s, memory_s)
+    time_s = overlapped_s(compute_s, memory_s)
     roofline_s = time_lower_bound(kernel, machine)
     return GemmEstimate(
         M=M, N=N, K=K, dtype=dtype, machine=machine.name, tile_m=tile_m, tile_n=tile_n, sm_count=sms,
@@ -140,7 +140,7 @@ def gemm_estimate(M, N, K, machine="h100-sxm", dtype: str | None = None, tile=(1
         tile_efficiency=M * N / (tiles * tile_m * tile_n), alignment=align, misaligned=misaligned,
         tensor_cores=tensor_cores, skinny=skinny, peak_flops_per_s=peak, roofline_s=roofline_s, compute_s=compute_s,
         memory_s=memory_s, time_s=time_s, efficiency=roofline_s / time_s,
-        bound="memory" if memory_s > compute_s else "compute",
+        bound=binds(compute_s, memory_s),
     )
 
 
@@ -209,8 +209,8 @@ def gemm_advice(M, N, K, machine="h100-sxm", dtype: str | None = None, tile=(128
         why = []
         if est.misaligned:
             why.append(f"{' and '.join(est.misaligned)} not a multiple of {est.alignment} ({est.dtype}): off the tensor-core path "
-                       f"(seed 2.5), priced at the CUDA-core peak, {est.peak_flops_per_s / 1e12:,.0f} instead of "
-                       f"{after.peak_flops_per_s / 1e12:,.0f} TFLOP/s")
+                       f"(the roofline chapter, section 2.5), priced at the CUDA-core peak, {est.peak_flops_per_s / TERA:,.0f} instead of "
+                       f"{after.peak_flops_per_s / TERA:,.0f} TFLOP/s")
         if est.tile_efficiency < 1.0 and not est.skinny:
             why.append(f"ragged edge tiles: {1 - est.tile_efficiency:.1%} of the tiles' area is padding")
         if est.time_s / after.time_s >= 1.02:  # a memory-bound GEMV does not care about alignment
@@ -233,7 +233,7 @@ def gemm_text(advice: GemmAdvice) -> str:
     from roofline.units import format_intensity, format_si
 
     e = advice.estimate
-    us = lambda s: f"{s * 1e6:,.1f} us"  # noqa: E731
+    us = lambda s: f"{s / US:,.1f} us"  # noqa: E731
     lines = [
         f"GEMM ({e.M:,} x {e.K:,}) @ ({e.K:,} x {e.N:,}) {e.dtype} on {e.machine}",
         f"  FLOPs {format_si(e.flops, 'FLOP')}, bytes {format_si(e.bytes, 'B')}, intensity {format_intensity(e.flops / e.bytes)} FLOP/B",
@@ -254,12 +254,12 @@ def gemm_text(advice: GemmAdvice) -> str:
         f"{', '.join(e.misaligned)} not a multiple of {e.alignment}: off the tensor-core path" if e.misaligned
         else f"{e.dtype} has no tensor-core path")
     lines += [
-        f"  alignment       {align} (peak {e.peak_flops_per_s / 1e12:,.1f} TFLOP/s)",
+        f"  alignment       {align} (peak {e.peak_flops_per_s / TERA:,.1f} TFLOP/s)",
         f"  with shapes     {us(e.time_s)} ({e.bound}-bound; compute {us(e.compute_s)}, memory {us(e.memory_s)}): "
         f"{e.efficiency:.1%} of the roofline",
     ]
     if e.misaligned and e.dtype in TENSOR_CORE_DTYPES and e.bound == "compute":
-        lines.append("  (the seed's rule taken literally, the worst case: newer cuBLAS often stays on tensor cores\n"
+        lines.append("  (the roofline chapter's rule taken literally, the worst case: newer cuBLAS often stays on tensor cores\n"
                      "   with a slower kernel for misaligned shapes, so measure the gain)")
     if not advice.suggestions:
         if e.efficiency > 0.99:

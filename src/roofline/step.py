@@ -1,4 +1,4 @@
-"""One engine step of a serving deployment, costed op by op and reduced to closed form (issue 13).
+"""One engine step of a serving deployment, costed op by op and reduced to closed form (docs/serving.md).
 
 A continuous-batching engine (vLLM, SGLang, TensorRT-LLM) runs steps: in one step every running
 sequence that is decoding feeds its last token against its own context, and prompts are fed in
@@ -35,9 +35,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline.blocks import layer_kernels
-from roofline.cost import CostModel, seed_cost_model
+from roofline.cost import CostModel, binds, overlapped_s, seed_cost_model
 from roofline.errors import RooflineError, check_number
-from roofline.kernels import Kernel, all_reduce_kernel
+from roofline.kernels import Kernel, all_reduce_kernel, norm_flops_per_element
 from roofline.machines import get_machine
 from roofline.plan import Precision, _requantised, shard, tp_link
 from roofline.transformer import get_model
@@ -86,7 +86,7 @@ class StepCost:
         if type(cm) is not CostModel:
             cm = seed_cost_model(launch_overhead_s=self.machine.launch_overhead_s)
             self.note_model = ("a calibrated profile's per-op model is not used for serving: its measured peaks and "
-                               "bandwidth with seed 003's e_c 0.70, e_m 0.85")
+                               "bandwidth with the workshop's e_c 0.70, e_m 0.85")
         else:
             self.note_model = ""
         self.cost_model = cm
@@ -279,7 +279,7 @@ class StepCost:
     def _final_norm(self, R) -> Kernel:
         sh, wa = self.sharded, self.precision.activations
         w = DTYPE_BYTES[wa]
-        return Kernel.trusted("final norm", (8.0 if sh.final_norm == "layernorm" else 4.0) * R * sh.d_model,
+        return Kernel.trusted("final norm", norm_flops_per_element(sh.final_norm) * R * sh.d_model,
                               2.0 * w * R * sh.d_model, "norm", wa)
 
     def _lm_head(self, R) -> Kernel:
@@ -338,9 +338,7 @@ class StepCost:
             raise RooflineError(f"a step sampling {R:,} rows is past max_seqs {self.max_seqs:,}", field="max_seqs")
 
     def _seq_time(self, F: float, B: float, rates) -> float:
-        c, m = F * rates[0], B * rates[1]
-        lap = 1.0 - self.cost_model.overlap
-        return (m if m > c else c) + lap * (c if m > c else m)
+        return overlapped_s(F * rates[0], B * rates[1], self.cost_model.overlap)
 
     def busiest_rows(self, n: int, chunks) -> int:
         """Expert parallelism with data-parallel attention: the rows of the busiest GPU, which sets
@@ -444,7 +442,6 @@ class StepCost:
             t = np.full(K, self._token_body[ng] + self._expert_body[n] + self._logits_body[ng] + self.launch_seconds(n, False))
         else:
             t = np.full(K, self._token_body[n] + self._logits_body[n] + self.launch_seconds(n, False))
-        lap = 1.0 - self.cost_model.overlap
         sums = float(ctx0.sum()) + n * k1
         order = None
         for layers, span, _, fits in self._decode_fits:
@@ -460,7 +457,7 @@ class StepCost:
             for _, _, _, _, cf, cb, (rc, rm) in fits:
                 c = (cf[0] + cf[1] * ng + cf[2] * s) * rc
                 m = (cb[0] + cb[1] * ng + cb[2] * s) * rm
-                t += layers * (np.maximum(c, m) + lap * np.minimum(c, m) if lap else np.maximum(c, m))
+                t += layers * overlapped_s(c, m, self.cost_model.overlap)
         return t
 
     def launch_seconds(self, n_decode: int, has_chunks: bool, samples: bool = True) -> float:
@@ -490,7 +487,7 @@ class StepCost:
                 c, m = F * rates_or_kernel[0], B * rates_or_kernel[1]
                 t = self._seq_time(F, B, rates_or_kernel)
             out.append(StepOp(name, part, count, F * count, B * count, (t + launch) * count,
-                              "memory" if m > c else "compute"))
+                              binds(c, m)))
 
         dp = self._dp
         x = self.busiest_rows(n, chunks) if dp > 1 else M  # one GPU's rows

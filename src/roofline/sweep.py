@@ -1,4 +1,4 @@
-"""Sweeps (SPEC C6, C7): one model over prompt tokens, batch, context or machines. Each machine's
+"""Sweeps (docs/planning.md): one model over prompt tokens, batch, context or machines. Each machine's
 series is one vectorised call of plan.predict_model over a numpy array of sizes (no Python loop
 per size); the result renders to a table, CSV and JSON, and plots.plot_sweep draws it.
 """

@@ -8,7 +8,7 @@ import math
 import numbers
 from typing import Sequence
 
-from roofline.units import US, format_intensity, format_time
+from roofline.units import US, format_cell, format_intensity, format_time
 
 
 def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> str:
@@ -25,8 +25,7 @@ def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[
 
 
 def _us(seconds: float) -> str:
-    v = seconds / US
-    return f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
+    return format_cell(seconds / US)
 
 
 def _mag(x: float) -> str:

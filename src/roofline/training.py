@@ -1,11 +1,11 @@
-"""Training plans (SPEC C6): FLOPs, wall-clock, GPU-hours and cost at an MFU on N GPUs; HFU against
+"""Training plans (docs/planning.md): FLOPs, wall-clock, GPU-hours and cost at an MFU on N GPUs; HFU against
 MFU; memory per GPU under data, tensor and pipeline parallelism and ZeRO stages 1-3; and the
 collectives of one optimizer step (tensor-parallel all-reduces over NVLink, the gradient
 all-reduce over InfiniBand) against its compute, so a user sees when the link is the bound.
 
-FLOPs conventions (seed 000 section 2.3 and exercise 4):
+FLOPs conventions (the roofline chapter, section 2.3 and exercise 4):
   "6nd"   6 N per token, N = the parameters a token uses (all of them for a dense model, the
-          active ones for MoE); full recompute executes 8 N. Seed exercise 4: 7.2e23, 20.6 days.
+          active ones for MoE); full recompute executes 8 N. The chapter's exercise 4: 7.2e23, 20.6 days.
   "full"  6 N_matmul + 12 L h s per token (the embedding is a gather, the LM head a matmul;
           attention counted in full, the PaLM / Megatron convention); full recompute executes
           8 N_matmul + 16 L h s, selective recompute re-runs attention's 4 L h s.
@@ -38,6 +38,8 @@ from roofline.transformer import (
     flops_per_token,
     get_model,
     matmul_params,
+    model_state_bytes,
+    train_flops_per_forward,
 )
 from roofline.units import DTYPE_BYTES
 
@@ -45,13 +47,6 @@ RECOMPUTE = ("none", "selective", "full")
 CONVENTIONS = ("6nd", "full")
 SECONDS_PER_DAY = 86400.0
 SECONDS_PER_HOUR = 3600.0
-
-# Mixed-precision Adam (Rajbhandari et al. 2020, "ZeRO", arXiv:1910.02054, section 3.1):
-# 2 psi bf16 weights + 2 psi bf16 gradients + K psi optimizer states, K = 12 (fp32 master weights,
-# Adam momentum and variance): 16 bytes per parameter.
-WEIGHT_BYTES_PER_PARAM = 2.0
-GRADIENT_BYTES_PER_PARAM = 2.0
-OPTIMIZER_BYTES_PER_PARAM = 12.0
 
 SCALE_OUT_LINKS = ("infiniband", "roce", "ici", "pcie") + SCALE_UP_LINKS  # data parallel across nodes
 
@@ -62,29 +57,14 @@ def train_flops_per_token(model, seq_len: int, convention: str = "6nd", recomput
     check_choice("flops convention", convention, CONVENTIONS)
     check_choice("recompute", recompute, RECOMPUTE)
     if convention == "6nd":
-        n = float(active_params(cfg))
-        return 6.0 * n, (8.0 if recompute == "full" else 6.0) * n
+        forward = 2.0 * float(active_params(cfg))
+        return train_flops_per_forward() * forward, train_flops_per_forward(recompute == "full") * forward
     model_flops = flops_per_token(cfg, seq_len, "train")
     if recompute == "full":
         return model_flops, flops_per_token(cfg, seq_len, "train", recompute=True)
     if recompute == "selective":  # QK^T, softmax and PV re-run in the backward pass
         return model_flops, model_flops + attention_flops_per_token_forward(cfg, seq_len)
     return model_flops, model_flops
-
-
-def model_state_bytes(n_params, data_parallel: int = 1, zero: int = 0) -> dict[str, float]:
-    """Weights, gradients and Adam state per GPU for ``n_params`` parameters, ZeRO stage ``zero``
-    over ``data_parallel`` ranks: stage 1 shards the optimizer states, stage 2 the gradients too,
-    stage 3 the weights too (ZeRO section 5; 7.5B params on 64 GPUs: 120, 31.4, 16.6, 1.88 GB)."""
-    check_number("params", n_params)
-    check_number("data_parallel", data_parallel, maximum=1e7, integer=True)
-    check_choice("zero", zero, (0, 1, 2, 3))
-    n, d = float(n_params), float(data_parallel)
-    return {
-        "weights": WEIGHT_BYTES_PER_PARAM * n / (d if zero >= 3 else 1.0),
-        "gradients": GRADIENT_BYTES_PER_PARAM * n / (d if zero >= 2 else 1.0),
-        "optimizer": OPTIMIZER_BYTES_PER_PARAM * n / (d if zero >= 1 else 1.0),
-    }
 
 
 def activation_bytes_per_layer(seq_len, micro_batch, d_model, n_heads, tensor_parallel=1, sequence_parallel=True,

@@ -1,5 +1,5 @@
 """Transformer accounting: configs, parameter counts, FLOPs per token, training FLOPs and time,
-memory by dtype (seed 000 sections 2.3 and 3.2).
+memory by dtype (the roofline chapter, sections 2.3 and 3.2).
 
 Dimension letters: D d_model, F d_ff, H query heads, K kv heads, d_head head dim, L layers,
 V vocab, E experts, s sequence length.
@@ -247,15 +247,22 @@ def scan_flops_per_token_forward(model) -> float:
     return sum(n * k.mixer.scan_flops_per_token() for k, n in m.kind_counts() if k.is_ssm)
 
 
+def train_flops_per_forward(recompute: bool = False) -> float:
+    """Training FLOPs as a multiple of the forward's: 3 (the backward pass does 2 x the forward's
+    matmul FLOPs, gradients of the inputs and of the weights); 4 with full activation recompute,
+    the forward run a second time before the backward (Korthikanti et al. 2022, arXiv:2205.05198)."""
+    return 4.0 if recompute else 3.0
+
+
 def flops_per_token(model, seq_len, mode: str = "train", recompute: bool = False) -> float:
-    """FLOPs per token. forward = 2 N_matmul + attention's context term + SSM scans; train = 3 x
-    forward (backward = 2 x forward); with full activation recompute the forward runs twice, 4 x."""
+    """FLOPs per token. forward = 2 N_matmul + attention's context term + SSM scans; train =
+    train_flops_per_forward x forward: 3 x, 4 x with full activation recompute."""
     check_choice("mode", mode, ("forward", "train"))
     m = get_model(model)
     fwd = 2.0 * matmul_params(m) + attention_flops_per_token_forward(m, seq_len) + scan_flops_per_token_forward(m)
     if mode == "forward":
         return fwd
-    return (4.0 if recompute else 3.0) * fwd
+    return train_flops_per_forward(recompute) * fwd
 
 
 def training_flops(model, tokens, seq_len, recompute: bool = False) -> float:
@@ -266,10 +273,11 @@ def training_flops(model, tokens, seq_len, recompute: bool = False) -> float:
 
 
 def six_nd(n_params, tokens) -> float:
-    """The back-of-envelope C = 6 N D (ignores the attention term)."""
+    """The back-of-envelope C = 6 N D: 2 N per token forward, train_flops_per_forward x that
+    (Kaplan et al. 2020, arXiv:2001.08361, section 2.1; ignores the attention term)."""
     check_number("n_params", n_params)
     check_number("tokens", tokens)
-    return 6.0 * n_params * tokens
+    return train_flops_per_forward() * 2.0 * n_params * tokens
 
 
 def training_time_s(total_flops, n_gpus, peak_flops_per_s, utilization) -> float:
@@ -287,7 +295,12 @@ def training_time_s(total_flops, n_gpus, peak_flops_per_s, utilization) -> float
 # Memory
 # ---------------------------------------------------------------------------------------------
 
-ADAM_TRAINING_BYTES_PER_PARAM = 16.0  # bf16 weights 2 + bf16 grads 2 + fp32 master 4 + Adam m, v 8
+# Mixed-precision Adam (Rajbhandari et al. 2020, "ZeRO", arXiv:1910.02054, section 3.1):
+# 2 psi bf16 weights + 2 psi bf16 gradients + K psi optimizer states, K = 12 (fp32 master weights,
+# Adam momentum and variance): 16 bytes per parameter.
+WEIGHT_BYTES_PER_PARAM = 2.0
+GRADIENT_BYTES_PER_PARAM = 2.0
+OPTIMIZER_BYTES_PER_PARAM = 12.0
 
 
 def weight_bytes(model, dtype: str | None = None) -> float:
@@ -302,9 +315,25 @@ def weight_bytes(model, dtype: str | None = None) -> float:
     return float(sum(p[part] * m.storage.width(part, base) for part in PARTS))
 
 
+def model_state_bytes(n_params, data_parallel: int = 1, zero: int = 0) -> dict[str, float]:
+    """Weights, gradients and Adam state per GPU for ``n_params`` parameters, ZeRO stage ``zero``
+    over ``data_parallel`` ranks: stage 1 shards the optimizer states, stage 2 the gradients too,
+    stage 3 the weights too (ZeRO section 5; 7.5B params on 64 GPUs: 120, 31.4, 16.6, 1.88 GB)."""
+    check_number("params", n_params)
+    check_number("data_parallel", data_parallel, maximum=1e7, integer=True)
+    check_choice("zero", zero, (0, 1, 2, 3))
+    n, d = float(n_params), float(data_parallel)
+    return {
+        "weights": WEIGHT_BYTES_PER_PARAM * n / (d if zero >= 3 else 1.0),
+        "gradients": GRADIENT_BYTES_PER_PARAM * n / (d if zero >= 2 else 1.0),
+        "optimizer": OPTIMIZER_BYTES_PER_PARAM * n / (d if zero >= 1 else 1.0),
+    }
+
+
 def training_state_bytes(model) -> float:
-    """Weights, gradients and Adam state in mixed precision: 16 bytes per parameter."""
-    return count_params(model)["total"] * ADAM_TRAINING_BYTES_PER_PARAM
+    """Weights, gradients and Adam state in mixed precision on one GPU: 16 bytes per parameter
+    (model_state_bytes without ZeRO)."""
+    return sum(model_state_bytes(count_params(model)["total"]).values())
 
 
 def cache_elems_per_sequence(model, context) -> object:
@@ -453,6 +482,7 @@ def model_summary(model) -> dict:
 __all__ = [
     "TransformerConfig", "Model", "count_params", "active_params", "matmul_params", "attention_flops_per_token_forward",
     "flops_per_token", "training_flops", "six_nd", "training_time_s", "weight_bytes", "training_state_bytes",
+    "model_state_bytes", "train_flops_per_forward",
     "kv_cache_bytes_per_token", "cache_bytes_per_sequence", "get_model", "list_models", "load_hf_config",
     "hf_config_to_model", "uniform_config", "model_summary", "DTYPE_BYTES",
 ]

@@ -16,7 +16,7 @@ KILO, MEGA, GIGA, TERA, PETA = 1e3, 1e6, 1e9, 1e12, 1e15
 KIB, MIB, GIB, TIB = 2.0**10, 2.0**20, 2.0**30, 2.0**40
 US, MS, NS = 1e-6, 1e-3, 1e-9
 
-# Bytes per element of each dtype the library knows (seed 000 section 2.3).
+# Bytes per element of each dtype the library knows (the roofline chapter, section 2.3).
 DTYPE_BYTES = {
     "fp64": 8.0,
     "fp32": 4.0,
@@ -106,6 +106,12 @@ def format_si(value: float, unit: str = "", digits: int = 3) -> str:
     return f"{v:.{digits}g} {unit}".strip()
 
 
+def format_cell(value: float, decimals: int = 1) -> str:
+    """A number for a table column whose header names the unit: ``decimals`` places below 100,
+    whole with thousands separators from 100: 12.345 -> '12.3', 8756.1 -> '8,756'."""
+    return f"{value:,.{decimals}f}" if value < 100 else f"{value:,.0f}"
+
+
 def format_bytes(n: float) -> str:
     """Bytes in binary units: 1073741824 -> '1.00 GiB'."""
     v = float(n)
@@ -127,7 +133,7 @@ def format_intensity(flop_per_byte: float) -> str:
 
 DASH = "—"  # a quantity that does not exist (no TPOT for one-token answers, a ratio over zero)
 # (symbol, seconds per unit, below how many seconds it is used): the seed's whole microseconds up to
-# 9,999 µs (seed 003 writes 8,756 µs, 5,965 µs and 205 µs), then three figures in each larger unit.
+# 9,999 µs (the 'Predicting a Kernel's Time' plate writes 8,756 µs, 5,965 µs and 205 µs), then three figures in each larger unit.
 TIME_UNITS = (("ns", NS, US), ("µs", US, 10 * MS), ("ms", MS, 1.0), ("s", 1.0, 100.0), ("min", 60.0, 6000.0),
               ("h", 3600.0, 48 * 3600.0), ("days", 86400.0, math.inf))
 
@@ -161,7 +167,7 @@ def time_unit(seconds: float) -> tuple[str, float]:
 
 def format_duration(seconds) -> str:
     """A time auto-scaled (time_unit): '194 ns', '3.4 µs', '205 µs', '8,756 µs' (whole microseconds
-    from 10 µs, as seed 003 writes them), '35.7 ms', '357 ms', '2.01 s', '35.7 s', '5.95 min',
+    from 10 µs, as the 'Predicting a Kernel's Time' plate writes them), '35.7 ms', '357 ms', '2.01 s', '35.7 s', '5.95 min',
     '2.5 h', '20.6 days'; '—' for None or a time that is not finite."""
     if seconds is None or not math.isfinite(float(seconds)):
         return DASH

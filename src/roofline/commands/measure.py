@@ -12,6 +12,7 @@ from pathlib import Path
 from roofline.cliargs import check_output  # noqa: F401  (re-exported: one home in cliargs)
 from roofline.cliargs import COUNT, add_deprecated_alias, number_arg
 from roofline.errors import RooflineError
+from roofline.units import GIGA, MIB, US
 
 INSTALL = "pip install 'roofline[torch]'"
 
@@ -70,11 +71,11 @@ def cmd_calibrate(args):
         print(f"warning: the budget ({args.budget:g} s) measured {'no matmul' if not cal.matmul else 'under 3 matmul sizes for ' + ', '.join(short)}: "
               "its peaks are far below this device's; calibrate again with --budget 30 or more")
     for dtype, flops in peaks(cal).items():
-        print(f"  matmul {dtype:<5} best {flops / 1e9:,.1f} GFLOP/s")
+        print(f"  matmul {dtype:<5} best {flops / GIGA:,.1f} GFLOP/s")
     for name, size, bw in level_bandwidths(cal):
-        print(f"  {name:<5} {size / 2**20:,.3g} MiB  {bw / 1e9:,.1f} GB/s")
-    print(f"  main memory      {dram / 1e9:,.1f} GB/s")
-    print(f"  launch overhead  {cal.launch_s * 1e6:,.2f} us")
+        print(f"  {name:<5} {size / MIB:,.3g} MiB  {bw / GIGA:,.1f} GB/s")
+    print(f"  main memory      {dram / GIGA:,.1f} GB/s")
+    print(f"  launch overhead  {cal.launch_s / US:,.2f} us")
     print(f"  {len(cal.probes)} probe ops for the calibrated model")
     print(f"use it: roofline check --machine {out}; roofline layer --machine {out}")
 
@@ -125,13 +126,13 @@ def register(sub):
 
     p = sub.add_parser("check", help="time one block's ops on this device against the predictions",
                        description="Runs one transformer block as real PyTorch ops (scaled to the device) and "
-                                   "prints, per op, the roofline, seed-default and calibrated predictions beside the "
+                                   "prints, per op, the roofline, the workshop's cost model (\"seed\": e_c 0.70, e_m 0.85) and calibrated predictions beside the "
                                    "measured time, each error, % of roofline, and the ops far from their bound.")
     _common(p)
     p.add_argument("--machine", dest="profile", metavar="FILE", default=None,
                    help="a machine profile from `roofline calibrate` (default roofline-DEVICE.toml if present, else a "
                         "quick calibration)")
-    add_deprecated_alias(p, "--profile", "--machine")  # issue 15: one flag names a machine file everywhere
+    add_deprecated_alias(p, "--profile", "--machine")  # the old spelling: one flag names a machine file everywhere
     p.add_argument("--model", default="llama3-8b", help="preset or config.json (dense models)")
     p.add_argument("--d-model", type=number_arg("--d-model", **COUNT), default=None,
                    help="scale the model to this d_model (CPU default 1024; CUDA default: the model's own)")

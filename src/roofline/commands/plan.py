@@ -1,4 +1,4 @@
-"""`roofline decode`, `train`, `memory` and `sweep`: inference and training plans (SPEC C6, C7).
+"""`roofline decode`, `train`, `memory` and `sweep`: inference and training plans (docs/planning.md).
 
 Human tables by default, --json (and --csv where rows make sense) for tools, -o FILE.png|.svg for
 figures. Bad input is one line naming the flag and the value, exit code 2 (cli.main): the
@@ -211,7 +211,7 @@ def _add_tp(p):
                         "past --gpus-per-node, its infiniband or roce)")
     p.add_argument("--gpus-per-node", type=number_arg("--gpus-per-node", integer=True, maximum=1_000_000), default=8,
                    help="GPUs one NVLink/xGMI domain joins (default 8, an HGX node; 72 for a GB200 NVL72)")
-    add_deprecated_alias(p, "--link", "--tp-link")  # issue 15: `train` spells it --tp-link
+    add_deprecated_alias(p, "--link", "--tp-link")  # the old spelling: `train` spells it --tp-link
 
 
 def _add_format(p, csv=True):
@@ -423,7 +423,7 @@ def register(sub):
     util.add_argument("--hfu", type=number_arg("--hfu", maximum=1.0), default=None,
                       help="hardware FLOPs utilisation, recomputation included (instead of --mfu)")
     p.add_argument("--flops", choices=("6nd", "full"), default="6nd",
-                   help="6nd: 6N per token (seed); full: 6N_matmul + 12Lhs (attention, PaLM/Megatron)")
+                   help="6nd: 6N per token (the roofline chapter's 6ND); full: 6N_matmul + 12Lhs (attention, PaLM/Megatron)")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
     p.add_argument("--seq-len", type=number_arg("--seq-len", integer=True, maximum=1e8), default=8192,
                    help="tokens per training sequence, T")

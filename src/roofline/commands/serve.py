@@ -1,4 +1,4 @@
-"""`roofline serve`: the web workshop (SPEC C9) on a local port. The web stack is imported only when
+"""`roofline serve`: the web workshop (docs/workshop.md) on a local port. The web stack is imported only when
 the command runs, so the rest of the CLI works without the `web` extra."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ def cmd_serve(args):
 
 
 def register(sub):
-    p = sub.add_parser("serve", help="the web workshop: seed 003's layer plate, live (needs the web extra)",
+    p = sub.add_parser("serve", help="the web workshop: one layer's predicted time op by op, live (needs the web extra)",
                        description="Start the workshop on http://HOST:PORT/ (Ctrl-C stops it). "
                                    "Install it with: pip install 'roofline[web]'")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, this machine only)")

@@ -1,4 +1,4 @@
-"""`roofline serving`: a deployment under load (issue 13), simulated step by step from the per-op
+"""`roofline serving`: a deployment under load (docs/serving.md), simulated step by step from the per-op
 costs (roofline.step, roofline.serving). Not `roofline serve`, the web server.
 
     roofline serving --model llama3-8b --machine h100-sxm --input-len 1024 --output-len 256 --concurrency 64
@@ -17,7 +17,7 @@ from roofline.cliargs import (COUNT, add_cost_flags, add_machine_flags, cost_mod
 from roofline.commands.plan import (_add_format, _add_model, _add_precision, _add_tp, _flagged, _output, _precision,
                                     count_list)
 from roofline.errors import RooflineError
-from roofline.units import parse_time_s
+from roofline.units import MS, US, parse_time_s
 
 def length_arg(flag):
     """'1024' (every request) or '128-2048' (uniform, inclusive), whole numbers >= 1."""
@@ -246,10 +246,10 @@ def _breakdown_table(b: dict) -> str:
         if "chunk" in s:
             what += f" + a chunk of {s['chunk']:,} prompt tokens"
         if "draft_s" in s:
-            what += f"; the draft's work adds {s['draft_s'] * 1e3:,.3f} ms, not listed op by op"
+            what += f"; the draft's work adds {s['draft_s'] / MS:,.3f} ms, not listed op by op"
         rows = [[o["name"], o["part"], f"{o['count']:,}", format_si(o["flops"], "FLOP"), format_si(o["bytes"], "B"),
-                 o["bound"], f"{o['time_s'] * 1e6:,.1f}"] for o in s["ops"]]
-        parts.append(f"{title} ({what}): {s['time_s'] * 1e3:,.3f} ms, op by op (each op summed over its layers)\n"
+                 o["bound"], f"{o['time_s'] / US:,.1f}"] for o in s["ops"]]
+        parts.append(f"{title} ({what}): {s['time_s'] / MS:,.3f} ms, op by op (each op summed over its layers)\n"
                      + grid(["op", "part", "runs", "FLOPs", "bytes", "bound", "us"], rows,
                             [False, False, True, True, True, False, True]))
     return "\n\n".join(parts)

@@ -1,4 +1,4 @@
-"""`roofline trace`, `roofline profile`, `roofline gemm` and `roofline diagnose` (SPEC C11, C12).
+"""`roofline trace`, `roofline profile`, `roofline gemm` and `roofline diagnose` (docs/tracing.md).
 
 Nothing heavy at import: torch is imported when trace or profile runs, and its absence is one line
 naming the extra to install (exit code 2).
@@ -12,6 +12,7 @@ import sys
 from roofline.cliargs import (COUNT, add_cost_flags, add_deprecated_alias, add_machine_flags, add_report_flags, cost_model_from_args, kernel_params,
                               machine_from_args, number_arg, print_report, refuse_unused)
 from roofline.errors import RooflineError
+from roofline.units import US
 
 
 def _first_line(exc: BaseException) -> str:
@@ -188,7 +189,7 @@ def cmd_trace(args):
     roof = result.predict(machine).total_s
     m = cost_model
     print(f"\non {machine.name}: roofline {format_time(roof)}; predicted {format_time(pred.total_s)} at e_c "
-          f"{m.compute_efficiency:g}, e_m {m.memory_efficiency:g}, launch {m.launch_overhead_s * 1e6:g} us x "
+          f"{m.compute_efficiency:g}, e_m {m.memory_efficiency:g}, launch {m.launch_overhead_s / US:g} us x "
           f"{len(pred.ops):,} kernels; {pred.memory_bound_ops:,} memory-bound ops take {pred.memory_bound_share:.0%}")
     if result.unsupported:
         calls = dict(result.unsupported_calls)
@@ -391,7 +392,7 @@ def register(sub):
                    help="measured time with its unit: 12us, 1.5ms, 2e-3s")
     p.add_argument("--trace", default=None, metavar="TRACE.json",
                    help="instead of a kernel: an op of this torch.profiler trace (as `roofline profile` reads) ...")
-    add_deprecated_alias(p, "--profile", "--trace")  # issue 15: --profile named a machine file in `check`
+    add_deprecated_alias(p, "--profile", "--trace")  # the old spelling: --profile named a machine file in `check`
     p.add_argument("--rank", type=number_arg("--rank", **COUNT), default=1,
                    help="... the op ranked N by time lost in `roofline profile` (default 1), per call")
     p.add_argument("--flops", type=number_arg("--flops", strictly=False, parser=parse_number), default=None)

@@ -5,7 +5,7 @@ Four sweeps share one time budget (shares in ``PHASES``):
 1. launch: one tiny op (a 1-element in-place add) back to back: the per-op dispatch/launch cost;
 2. bandwidth: copy (one read, one write) and add (two reads, one write) over working sets from
    32 KiB doubling to at least 4x the last cache: one bandwidth per cache level, the hierarchical
-   roofline of seed 000 section 2.4. The largest working set is timed first, so that even a
+   roofline of the roofline chapter, section 2.4. The largest working set is timed first, so that even a
    short budget measures main memory;
 3. matmul: square n x n x n matmuls per dtype from small to large: the achievable FLOP/s as a
    function of size. The sweep stops where the next size would not fit the budget. Then the
@@ -34,7 +34,7 @@ from roofline.measure.families import CPU_GEMM_M, CPU_GEMM_NK, CPU_ROWS, CUDA_GE
 from roofline.measure.device import available_memory_bytes, check_threads, default_dtype, device_info, require_device, synchronizer, torch_dtype
 from roofline.measure.timing import bench, bench_round_robin
 from roofline.machine_profile import Calibration, Curve, Probe
-from roofline.units import DTYPE_BYTES, KIB
+from roofline.units import DTYPE_BYTES, GIGA, KIB, MIB, US
 
 PHASES = (("launch", 0.05), ("bandwidth", 0.30), ("matmul", 0.35), ("probes", 0.30))
 MIN_RUNS = 5  # first call + warm-up + 3 repeats: what a point costs at the least
@@ -121,7 +121,7 @@ class _Clock:
 def _launch(device, sync, clock: _Clock):
     tiny = torch.zeros(1, device=device)
     t = bench(lambda: tiny.add_(1.0), sync=sync, budget_s=max(clock.left(), 0.05), min_sample_s=2e-3, max_repeats=30)
-    clock.report(1.0, f"launch {t.median_s * 1e6:.1f} us")
+    clock.report(1.0, f"launch {t.median_s / US:.1f} us")
     return t
 
 
@@ -142,7 +142,7 @@ def _bandwidth(device, sync, sets, launch_s, clock: _Clock) -> tuple[Curve, ...]
             points[kind][ws] = (moved, float(n if kind == "add" else 0), t)
             rate = rate or moved / max(t.median_s - launch_s, t.median_s / 4)
             del bufs, fn
-        clock.report((i + 1) / len(order), f"bandwidth {ws / 2**20:,.3g} MiB")
+        clock.report((i + 1) / len(order), f"bandwidth {ws / MIB:,.3g} MiB")
     curves = []
     for kind, pts in points.items():
         sizes = sorted(pts)
@@ -172,7 +172,7 @@ def _matmul(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Curve, 
             rows.append((n, 2.0 * n**3, w * 3 * n * n, t))
             last = (n, t.median_s)
             clock.report((j + plan.matmul_sizes.index(n) / len(plan.matmul_sizes)) / len(plan.matmul_dtypes),
-                         f"matmul {dtype} n={n}: {2.0 * n**3 / t.median_s / 1e9:,.1f} GFLOP/s")
+                         f"matmul {dtype} n={n}: {2.0 * n**3 / t.median_s / GIGA:,.1f} GFLOP/s")
             del a, b, c
         if rows:
             curves.append(Curve("matmul", dtype, *(tuple(float(r[i]) for r in rows) for i in range(3)),

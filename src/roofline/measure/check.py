@@ -14,6 +14,7 @@ from roofline.measure.device import (available_memory_bytes, check_threads, defa
                                      require_device, synchronizer)
 from roofline.measure.timing import bench_round_robin
 from roofline.machine_profile import load_profile, parse_profile, render_profile
+from roofline.units import GIB
 
 DEFAULTS = {"cpu": {"d_model": 1024, "tokens": 512, "budget_s": 20.0},
             "cuda": {"d_model": None, "tokens": 4096, "budget_s": 30.0}}
@@ -94,8 +95,8 @@ def require_memory(device: str, cfg, phase: str, tokens: int, batch: int, contex
     if need > MEMORY_SHARE * available:
         flags = (f"--tokens {tokens}, --d-model {cfg.d_model}" + (f", --batch {batch}" if batch > 1 else "")
                  + (f", --context {context}" if context else ""))
-        raise RooflineError(f"{flags}: the block's buffers need {need / 2**30:,.1f} GiB, more than "
-                            f"{MEMORY_SHARE:.0%} of the {available / 2**30:,.1f} GiB available on {device}; "
+        raise RooflineError(f"{flags}: the block's buffers need {need / GIB:,.1f} GiB, more than "
+                            f"{MEMORY_SHARE:.0%} of the {available / GIB:,.1f} GiB available on {device}; "
                             "give a smaller --tokens or --d-model", field="tokens")
     return need
 

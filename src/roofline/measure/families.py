@@ -1,4 +1,4 @@
-"""Probe families of `roofline calibrate` (issue 12): ops timed by class and size, not by name,
+"""Probe families of `roofline calibrate` (docs/measuring.md): ops timed by class and size, not by name,
 so that the calibrated model can correct any op of that class (a traced aten op, a profiled one,
 a block op) from measured points of the same class.
 
@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from roofline.measure.device import torch_dtype
-from roofline.units import DTYPE_BYTES
+from roofline.units import DTYPE_BYTES, US
 
 WIDTH = 1024  # columns of the (rows, WIDTH) activations of the class probes
 TINY_WIDTH = 32  # each op also on a (1, 32) tensor: its eager dispatch cost, the class's floor
@@ -219,7 +219,7 @@ def profiled_seconds(ops: Sequence[FamilyOp], calls: int = PROFILED_CALLS) -> li
             inside = [roots[j] for ts, j in starts if t0 <= ts and roots[j].end <= t1 + 1e-3]
             costed, _, _ = select_ops(inside)
             if costed:
-                per_call.append(sum(n.dur for n in costed) * 1e-6)
+                per_call.append(sum(n.dur for n in costed) * US)
         out.append(statistics.median(per_call) if per_call else None)
     return out
 

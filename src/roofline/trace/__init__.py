@@ -1,4 +1,4 @@
-"""Trace a PyTorch model, read a profiler trace (SPEC C11).
+"""Trace a PyTorch model, read a profiler trace (docs/tracing.md).
 
     import roofline.trace
     result = roofline.trace(model, token_ids)   # on the meta device: no weights in memory

@@ -1,5 +1,5 @@
 """Read NVIDIA Nsight Compute (``ncu --csv``) and Nsight Systems (``nsys stats``) CSV exports and
-put the measured kernels against their roofline bound on a machine (issue 12, item 4).
+put the measured kernels against their roofline bound on a machine (docs/nsight.md).
 
 Formats read (the header decides which; anything else is refused naming what was expected):
 
@@ -68,7 +68,9 @@ import math
 import re
 from dataclasses import dataclass
 
+from roofline.cost import binds, overlapped_s
 from roofline.errors import MAX_BYTES, MAX_FLOPS, RooflineError
+from roofline.units import GIB, GIGA, KIB, KILO, MEGA, MIB, MS, NS, PETA, TERA, TIB, US
 
 FIELD = "nsight"
 
@@ -95,10 +97,10 @@ def sass_metric(unit: str, prec: str, op: str) -> str:
 
 # -- units and numbers -------------------------------------------------------------------------
 
-_TIME_UNITS = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
-               "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
-_SI = {"": 1.0, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-_BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+# ncu's own unit names (nsecond, usecond, Kbyte, ...), in units' constants
+_TIME_UNITS = {"nsecond": NS, "usecond": US, "msecond": MS, "second": 1.0, "ns": NS, "us": US, "µs": US, "ms": MS, "s": 1.0}
+_SI = {"": 1.0, "K": KILO, "k": KILO, "M": MEGA, "G": GIGA, "T": TERA, "P": PETA}
+_BIN = {"Ki": KIB, "Mi": MIB, "Gi": GIB, "Ti": TIB}
 _COUNT_BASES = ("", "inst", "instruction", "instructions", "op", "ops", "operation", "operations", "flop", "count")
 _PLAIN = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 _GROUPED = re.compile(r"[-+]?[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?")
@@ -406,7 +408,7 @@ _NSYS_COLUMNS = {  # field -> header spellings (nsys 2022+ first, then older rel
     "avg_s": ("Avg", "Average"), "med_s": ("Med", "Median"), "min_s": ("Min", "Minimum"), "max_s": ("Max", "Maximum"),
     "stddev_s": ("StdDev",),
 }
-_NSYS_UNIT = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+_NSYS_UNIT = {"ns": NS, "us": US, "ms": MS, "s": 1.0}
 
 
 def _nsys_rows(path, header, rest) -> list[NsysKernel]:
@@ -525,8 +527,8 @@ def measured_kernel(k: NcuKernel, machine, dtype: str | None = None, path="") ->
                                         "(--dtype puts every FLOP at one peak)", field="dtype") from None
                 if t >= compute_s:
                     compute_s, peak = t, d
-    roofline_s = max(compute_s, memory_s)
-    bound = "bytes only" if k.flops is None else ("memory" if memory_s >= compute_s else "compute")
+    roofline_s = overlapped_s(compute_s, memory_s)
+    bound = "bytes only" if k.flops is None else binds(compute_s, memory_s)
     return MeasuredKernel(k.id, k.name, peak, k.total_flops, k.dram_bytes, bound, roofline_s, k.duration_s,
                           k.flops or (), measurement_problem(roofline_s, k.duration_s, k.dram_bytes, machine),
                           machine.sm_count is not None)

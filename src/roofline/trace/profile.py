@@ -32,15 +32,15 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from roofline.cost import time_lower_bound
+from roofline.cost import binds, op_times, time_lower_bound
 from roofline.diagnose import advice, measurement_problem
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel
 from roofline.machines import get_machine
 from roofline.trace.result import peak_dtype
 from roofline.trace.rules import gemm_shape, get_rule
+from roofline.units import US
 
-US = 1e-6
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "runtime", "hip_runtime")
 
@@ -660,8 +660,8 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
         calibrated = calibrated.for_forward(sum(r["bytes"] * r["calls"] for r in rows.values()))
     ops = []
     for (name, shapes, dtype, _, _), r in rows.items():
-        ridge = machine.ridge(peak_dtype(dtype, machine))
-        bound = "memory" if r["bytes"] and r["flops"] / r["bytes"] < ridge else "compute"
+        compute_s, memory_s, _ = op_times(r["flops"], r["bytes"], machine.peak(peak_dtype(dtype, machine)), machine.bandwidth)
+        bound = binds(compute_s, memory_s)
         extra = {}
         if calibrated is not None and r["bytes"] > 0:
             from roofline.calibrated import op_class

@@ -3,14 +3,15 @@ a decorator that refuses duplicates. No torch here: a rule sees shapes, dtypes a
 so the same rule costs an op recorded on the meta device (trace) and one read back from a
 profiler trace (profile).
 
-Conventions (seed 000 section 2.3; the style of torch/utils/flop_counter.py):
+Conventions (the roofline chapter, section 2.3; the style of torch/utils/flop_counter.py):
 
 - 1 FMA = 2 FLOPs; matmul = 2MNK; bias adds and epilogues are not counted (as FlopCounterMode and
   kernels.matmul_kernel).
 - Attention counts QK^T and PV in full, 2 B H T S (d_qk + d_v), even when causal: FlopCounterMode's
   and the PaLM / Megatron convention. The softmax inside a fused attention kernel is not counted.
-- Elementwise ops: 1 FLOP per output element (silu 4, gelu 8, as kernels/blocks count them).
-  Reductions: 1 per input element. Softmax 5, LayerNorm 8, RMSNorm 4 per element (kernels.py).
+- Elementwise ops, softmax, norms and activations: FLOPs per element from kernels.FLOPS_PER_ELEMENT,
+  the table the block model counts with (1 per output element for plain pointwise ops).
+  Reductions: 1 per input element.
 - bytes = every distinct input element read once + every output element written once, at the
   tensors' own dtypes. An expanded (stride-0) dimension is read once: the copies come from cache.
   Views, metadata and allocations cost nothing and are registered at zero, explicitly.
@@ -23,6 +24,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Callable
+
+from roofline.kernels import FLOPS_PER_ELEMENT
 
 # Bytes per element of the dtypes a trace can carry (roofline dtype names; see units.DTYPE_BYTES).
 ITEMSIZE = {
@@ -310,28 +313,30 @@ def attention_forward(call: Call) -> Cost | None:
 
 @rule("aten::_softmax", "aten::_log_softmax", "aten::_safe_softmax", category="softmax")
 def softmax(call: Call) -> Cost:
-    """~5 FLOPs per element (max, subtract, exp, sum, divide), kernels.softmax_kernel."""
-    return Cost(5.0 * call.tensor(0).numel, io_bytes(call))
+    """FLOPS_PER_ELEMENT["softmax"] per element (max, subtract, exp, sum, divide), as kernels.softmax_kernel."""
+    return Cost(FLOPS_PER_ELEMENT["softmax"] * call.tensor(0).numel, io_bytes(call))
 
 
 @rule("aten::native_layer_norm", "aten::native_group_norm", "aten::native_batch_norm",
       "aten::_native_batch_norm_legit", category="norm")
 def layer_norm(call: Call) -> Cost:
-    """~8 FLOPs per element (mean, variance, normalise, scale and shift), kernels.layernorm_kernel."""
-    return Cost(8.0 * call.tensor(0).numel, io_bytes(call))
+    """FLOPS_PER_ELEMENT["layernorm"] per element (mean, variance, normalise, scale and shift), as
+    kernels.layernorm_kernel."""
+    return Cost(FLOPS_PER_ELEMENT["layernorm"] * call.tensor(0).numel, io_bytes(call))
 
 
 @rule("aten::_native_batch_norm_legit_no_training", category="norm")
 def batch_norm_inference(call: Call) -> Cost:
-    """Inference batch norm with stored statistics: ~4 FLOPs per element (subtract, scale, multiply,
-    add)."""
-    return Cost(4.0 * call.tensor(0).numel, io_bytes(call))
+    """Inference batch norm with stored statistics: FLOPS_PER_ELEMENT["batchnorm"] per element
+    (subtract, scale, multiply, add)."""
+    return Cost(FLOPS_PER_ELEMENT["batchnorm"] * call.tensor(0).numel, io_bytes(call))
 
 
 @rule("aten::_fused_rms_norm", category="norm")
 def rms_norm(call: Call) -> Cost:
-    """~4 FLOPs per element (square, sum, scale by the reciprocal root, weight), kernels.rmsnorm_kernel."""
-    return Cost(4.0 * call.tensor(0).numel, io_bytes(call))
+    """FLOPS_PER_ELEMENT["rmsnorm"] per element (square, sum, scale by the reciprocal root, weight), as
+    kernels.rmsnorm_kernel."""
+    return Cost(FLOPS_PER_ELEMENT["rmsnorm"] * call.tensor(0).numel, io_bytes(call))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,26 +353,26 @@ hardswish mish""".split()
 
 @rule(*(f"aten::{n}{s}" for n in _POINTWISE for s in ("", "_")), category="elementwise")
 def pointwise(call: Call) -> Cost:
-    """1 FLOP per output element."""
-    return Cost(float(_out_numel(call)), io_bytes(call))
+    """FLOPS_PER_ELEMENT["elementwise"] (1) per output element."""
+    return Cost(FLOPS_PER_ELEMENT["elementwise"] * _out_numel(call), io_bytes(call))
 
 
 @rule("aten::silu", "aten::silu_", category="elementwise")
 def silu(call: Call) -> Cost:
-    """x sigmoid(x): ~4 FLOPs per element (negate, exp, add, divide)."""
-    return Cost(4.0 * _out_numel(call), io_bytes(call))
+    """x sigmoid(x): FLOPS_PER_ELEMENT["silu"] per element (negate, exp, add, divide)."""
+    return Cost(FLOPS_PER_ELEMENT["silu"] * _out_numel(call), io_bytes(call))
 
 
 @rule("aten::gelu", "aten::gelu_", category="elementwise")
 def gelu(call: Call) -> Cost:
-    """~8 FLOPs per element, as blocks.py's gelu."""
-    return Cost(8.0 * _out_numel(call), io_bytes(call))
+    """FLOPS_PER_ELEMENT["gelu"] per element, as the block model's gelu."""
+    return Cost(FLOPS_PER_ELEMENT["gelu"] * _out_numel(call), io_bytes(call))
 
 
 @rule("aten::native_dropout", category="elementwise")
 def dropout(call: Call) -> Cost:
-    """Random mask and scale: ~2 FLOPs per element; the mask is written too."""
-    return Cost(2.0 * call.tensor(0).numel, io_bytes(call))
+    """Random mask and scale: FLOPS_PER_ELEMENT["dropout"] per element; the mask is written too."""
+    return Cost(FLOPS_PER_ELEMENT["dropout"] * call.tensor(0).numel, io_bytes(call))
 
 
 # ---------------------------------------------------------------------------------------------

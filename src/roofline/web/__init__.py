@@ -1,4 +1,4 @@
-"""The web workshop (``roofline serve``, SPEC C9): seed 003's plate as a local page over a JSON API.
+"""The web workshop (``roofline serve``, docs/workshop.md): the 'Predicting a Kernel's Time' plate as a local page over a JSON API.
 
 The web stack (FastAPI, uvicorn, Plotly.js) is imported only here and only when the app is built,
 so ``import roofline`` never needs it. Install it with ``pip install 'roofline[web]'``.

@@ -1,4 +1,4 @@
-"""The workshop's web app (SPEC C9): a JSON API over ``layer_report`` and the page that draws it.
+"""The workshop's web app (docs/workshop.md): a JSON API over ``layer_report`` and the page that draws it.
 
 GET /api/machines, /api/models, /api/options    what the controls offer, and the seed defaults
 GET /api/layer                                  LayerReport.to_dict() + readouts, sentence, chart
@@ -64,7 +64,7 @@ MAX_TOKENS = 131072  # the slider's range, 2^17
 MAX_BATCH = 65536
 MAX_LAUNCH_US = 1e6  # the library's limit: one second per launch
 
-# Seed 003's workshop: Llama 3 8B on an H100, one 8,192-token sequence, attention unfused,
+# The workshop of the 'Predicting a Kernel's Time' plate: Llama 3 8B on an H100, one 8,192-token sequence, attention unfused,
 # e_c = 0.70, e_m = 0.85, 3 µs per launch, perfect overlap.
 SEED_DEFAULTS = MappingProxyType(
     {
@@ -97,7 +97,7 @@ MAX_INPUT_LEN, MAX_OUTPUT_LEN, MAX_USERS = MAX_TOKENS, 32768, 4096
 MAX_TP = 64
 MAX_SEQS, MAX_STEP_TOKENS = 4096, MAX_TOKENS
 MIN_TARGET_MS, MIN_PRICE = 1e-3, 1e-6  # a microsecond; a millionth of a dollar (5e-324 passes "> 0" and underflows)
-# What the page starts with (the API's own defaults leave the targets out): seed 003's model and
+# What the page starts with (the API's own defaults leave the targets out): the workshop's model and
 # machine, the CLI's workload (1,024 in, 256 out), targets of TTFT p90 <= 500 ms, TPOT p90 <= 30 ms.
 SERVING_DEFAULTS = MappingProxyType({"input_len": 1024, "output_len": 256, "max_users": 256, "slo_ttft_ms": 500.0,
                                      "slo_tpot_ms": 30.0})
@@ -339,7 +339,7 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         redoc_url=None,
         responses={503: {"description": "Busy: the computations allowed at once are running and this request "
                          "waited its limit; retry after the Retry-After header's seconds"}},
-        description="Seed 003's workshop: the predicted time of each op of one transformer layer, of the whole "
+        description="The workshop (the 'Predicting a Kernel's Time' plate): the predicted time of each op of one transformer layer, of the whole "
                     "model, and of decode versus batch.",
     )
 
@@ -405,7 +405,7 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
             compute_efficiency: float = Query(SEED_DEFAULTS["compute_efficiency"], ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False, description="e_c, achievable fraction of peak FLOP/s"),
             memory_efficiency: float = Query(SEED_DEFAULTS["memory_efficiency"], ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False, description="e_m, achievable fraction of peak bandwidth"),
             launch_overhead_us: Optional[float] = Query(None, ge=0, le=MAX_LAUNCH_US, allow_inf_nan=False, description="microseconds per kernel launch (default: the machine's preset, as the CLI)"),
-            overlap: float = Query(SEED_DEFAULTS["overlap"], ge=0, le=1, allow_inf_nan=False, description="1: max(compute, memory) (the seed); 0: their sum"),
+            overlap: float = Query(SEED_DEFAULTS["overlap"], ge=0, le=1, allow_inf_nan=False, description="1: max(compute, memory) (perfect overlap, the roofline's); 0: their sum"),
             layer: Optional[int] = Query(None, ge=0, le=1000, description="the layer view: layer index (default 0; models with one layer kind ignore it)"),
             cuda_graph: bool = Query(False, description="one launch for the whole pass, shared by its ops (a CUDA graph "
                                      "replayed), as the CLI's --cuda-graph; default: one launch per op"),
@@ -458,7 +458,7 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         compute_efficiency: float = Query(SEED_DEFAULTS["compute_efficiency"], ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False, description="e_c, achievable fraction of peak FLOP/s"),
         memory_efficiency: float = Query(SEED_DEFAULTS["memory_efficiency"], ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False, description="e_m, achievable fraction of peak bandwidth"),
         launch_overhead_us: Optional[float] = Query(None, ge=0, le=MAX_LAUNCH_US, allow_inf_nan=False, description="microseconds per kernel launch (default: the machine's preset, as the CLI); a decode-only step replays a CUDA graph, one launch"),
-        overlap: float = Query(SEED_DEFAULTS["overlap"], ge=0, le=1, allow_inf_nan=False, description="1: max(compute, memory) (the seed); 0: their sum"),
+        overlap: float = Query(SEED_DEFAULTS["overlap"], ge=0, le=1, allow_inf_nan=False, description="1: max(compute, memory) (perfect overlap, the roofline's); 0: their sum"),
     ) -> ServingQuery:
         return ServingQuery(machine, model, dtype, tp, input_len, output_len, max_users, max_seqs, max_tokens, memory_fraction,
                             prefix_hit, slo_ttft_ms, slo_tpot_ms, percentile, price_per_gpu_hour, attention,
@@ -731,7 +731,7 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         with serving_call():
             return serving_payload(sweep, step, engine, q, bound, models[q.model].name)
 
-    # Teaching mode (SPEC C16, roofline.web.exercises): an exercise from its kind and seed, then the
+    # Teaching mode (roofline.web.exercises, docs/workshop.md): an exercise from its kind and seed, then the
     # learner's answer checked, with the derivation.
     ExerciseKind = Literal[tuple(EXERCISE_KINDS)]
     exercise_kind = Query("ridge", description="ridge, bound, layer, compute_2x or decode")

@@ -1,4 +1,4 @@
-"""Teaching mode (SPEC C16): the seed chapter's exercises, answered first, checked, with the
+"""Teaching mode (docs/workshop.md): the seed chapter's exercises, answered first, checked, with the
 derivation shown. Pure functions, no web stack: ``make_exercise(kind, seed)`` builds one exercise
 deterministically from its kind and a seed integer, and ``check_answer(kind, seed, text)`` reads a
 learner's answer and judges it.
@@ -7,7 +7,7 @@ Every number in a question, an answer and a derivation comes from the library: `
 the kernels' FLOPs and bytes, the cost model's per-op times and ``layer_report``'s totals. The
 derivation writes the formula with those numbers filled in; it computes nothing of its own.
 
-Kinds (seed 000 section 7 and seed 003):
+Kinds (the roofline chapter's exercises, section 7, and the 'Predicting a Kernel's Time' plate):
 
     ridge        where is the ridge of machine M in dtype D: peak / bandwidth, FLOP/byte
     bound        is this matmul or elementwise op memory- or compute-bound on the roofline
@@ -39,7 +39,7 @@ from roofline.units import (US, dtype_bytes, format_duration, format_intensity, 
 
 MAX_SEED = 999_999
 MAX_ANSWER_CHARS = 200
-LAYER_MODEL = "llama3-8b"  # seed 003's workshop
+LAYER_MODEL = "llama3-8b"  # the workshop's model (the 'Predicting a Kernel's Time' plate)
 LAYER_TOKENS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 RIDGE_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4")  # int8's peak is OP/s, not FLOP/s
 ROOFLINE = CostModel()  # the pure roofline: which limit binds, without efficiencies or launches
@@ -195,7 +195,7 @@ def _op(rng: random.Random, seed: int) -> tuple[Kernel, str, str, str, dict]:
     """An op, its description, its FLOPs and bytes as closed forms with the numbers filled in
     (the kernel's docstring formulas), and its shape."""
     w = dtype_bytes("bf16")
-    if seed == 0:  # seed 000 exercise 1
+    if seed == 0:  # the roofline chapter's exercise 1
         what = "matmul"
         M, N, K = 1, 4096, 4096
     else:

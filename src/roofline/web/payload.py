@@ -15,6 +15,7 @@ import numpy as np
 from roofline.blocks import LayerReport
 from roofline.cost import CostModel, op_times
 from roofline.machines import Machine
+from roofline.palette import BOUND_COLORS
 from roofline.units import (TERA, US, format_duration, format_number, format_plain, format_ratio, format_share, format_si,
                             time_unit)
 
@@ -103,7 +104,7 @@ def _reason(n_memory: int, n_ops: int, memory_share: float) -> str:
 
 
 def sentence(report: LayerReport) -> str:
-    """Seed 003's sentence for any configuration, e.g. 'For one 8,192-token sequence, the model
+    """The 'Predicting a Kernel's Time' plate's sentence for any configuration, e.g. 'For one 8,192-token sequence, the model
     predicts 8,756 µs for the layer — 1.47 times a FLOPs-only estimate of 5,965 µs, because 8 of
     the operations are memory-bound and take 41% of the time.' A launch share of 5% or more is
     named too."""
@@ -157,6 +158,7 @@ def chart(report: LayerReport) -> dict:
         "time_text": [format_duration(op.time_s) for op in p.ops],
         "bound": [op.bound for op in p.ops],
         "hover": hover,
+        "colors": BOUND_COLORS,
     }
 
 
@@ -297,6 +299,7 @@ def roofline(report: LayerReport, machine: Machine, cost_model: CostModel) -> di
             "number": numbers,  # the op table's #: each point labelled, points that coincide once
             "text_position": positions,
         },
+        "colors": BOUND_COLORS,
     }
 
 

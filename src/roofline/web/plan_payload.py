@@ -17,7 +17,8 @@ import numpy as np
 
 from roofline.capacity import DecodePlan, MemoryPlan
 from roofline.plan import ModelPrediction
-from roofline.plots import COMPUTE_BLUE, MEMORY_RED, PART_COLORS
+from roofline.palette import (BOUND_COLORS, COMPUTE_BLUE, INK, MEMORY_RED, MISS_GREY, PART_COLORS, TPOT_COLOR, TTFT_COLOR,
+                              UNNAMED_PART_GREY)
 from roofline.units import GIGA, MS, format_duration, format_number, format_rate, format_share, format_si, format_typed_ms
 from roofline.web.payload import json_safe, memory_warnings, time_axis
 
@@ -123,7 +124,7 @@ def memory_chart(memory: MemoryPlan) -> dict:
     total_gb = memory.total_bytes / GIGA
     cap_gb = None if memory.capacity_bytes is None else memory.capacity_bytes / GIGA
     segments = [
-        {"name": labels.get(p.name, p.name), "gb": p.bytes / GIGA, "color": PART_COLORS.get(p.name, "#999999"),
+        {"name": labels.get(p.name, p.name), "gb": p.bytes / GIGA, "color": PART_COLORS.get(p.name, UNNAMED_PART_GREY),
          "hover": f"<b>{labels.get(p.name, p.name)}</b>: {format_si(p.bytes, 'B')}"}
         for p in memory.parts
     ]
@@ -134,6 +135,7 @@ def memory_chart(memory: MemoryPlan) -> dict:
         "total_gb": total_gb,
         "total_text": f"{format_si(memory.total_bytes, 'B')}" + ("" if memory.fits is None else (" fits" if memory.fits else " does not fit")),
         "fits": memory.fits,
+        "colors": {"not_fit": MEMORY_RED},
         "capacity_gb": cap_gb,
         "capacity_text": None if cap_gb is None else f"{name}: {format_si(memory.capacity_bytes, 'B')}",
         "capacity_anchor": None if cap_gb is None else ("left" if cap_gb < 0.5 * max(total_gb, cap_gb) * 1.45 else "right"),
@@ -352,7 +354,7 @@ def decode_chart(plan: DecodePlan, batch: int) -> dict:
         "no_fit_text": (None if mb is None or mb >= top or cap is None else
                         (f"weights + KV cache<br>exceed {format_si(cap, 'B')}<br>beyond batch {mb:,}" if mb > 0
                          else f"weights + KV cache<br>exceed {format_si(cap, 'B')}<br>at any batch")),
-        "colors": {"memory": MEMORY_RED, "compute": COMPUTE_BLUE, "link": "#2ca02c"},
+        "colors": BOUND_COLORS,
     }
 
 
@@ -467,8 +469,6 @@ def decode_payload(plan: DecodePlan, batch: int, kv_crossover_context: int, mode
 
 # -- serving: a deployment under load ---------------------------------------------------------------
 
-TTFT_COLOR, TPOT_COLOR = COMPUTE_BLUE, "#ff7f0e"
-MISS_COLOR = "#8a94a3"  # a point that misses the targets: an open grey marker
 
 
 def _users(n: int) -> str:
@@ -581,7 +581,7 @@ def serving_charts(sweep, best_index: int | None, percentile: float) -> dict:
         "text": point_labels(users, per_user, gpu, x_range[1], y_range[1]), "hover": hover, "best": best_index,
         "x_range": x_range, "y_range": y_range,
         "x_title": "tokens/s per user (1 / median TPOT)", "y_title": "output tokens/s per GPU",
-        "colors": {"meets": COMPUTE_BLUE, "misses": MISS_COLOR, "line": "#2b2f36"},
+        "colors": {"meets": COMPUTE_BLUE, "misses": MISS_GREY, "line": INK},
         "empty_text": None if known else "one output token per request: no TPOT, so no per-user rate to place",
     }
     known = lambda v: v is not None and math.isfinite(v)  # noqa: E731

@@ -5,7 +5,6 @@
 "use strict";
 
 (() => {
-  const COLORS = { memory: "#d62728", compute: "#1f77b4" };
   const BOUNDS = ["memory", "compute"];
   // Query parameter -> the control that types it and, where there is one, its slider.
   const CONTROLS = {
@@ -552,7 +551,7 @@
         type: "bar", orientation: "h", name: `${bound}-bound`, offsetgroup: "now",
         y: s.labels, x: s.time, text: s.time_text, textposition: "outside", cliponaxis: false,
         hovertext: s.hover, hovertemplate: "%{hovertext}<extra></extra>",
-        marker: { color: COLORS[bound], pattern: { shape: PATTERN[bound], fillmode: "overlay", fgcolor: "#ffffff", size: 6, solidity: 0.3 } },
+        marker: { color: chart.colors[bound], pattern: { shape: PATTERN[bound], fillmode: "overlay", fgcolor: "#ffffff", size: 6, solidity: 0.3 } },
         textfont: { size: 11 },
       };
     });
@@ -593,8 +592,8 @@
         return {
           x: s.intensity, y: s.tflops_per_s, mode: "markers+text", name: `${bound}-bound ops`,
           text: s.number, textposition: s.text_position, cliponaxis: false,
-          textfont: { size: 10, color: COLORS[bound] },
-          marker: { color: COLORS[bound], symbol: SYMBOL[bound], size: 10, line: { color: "#fff", width: 1 } },
+          textfont: { size: 10, color: roof.colors[bound] },
+          marker: { color: roof.colors[bound], symbol: SYMBOL[bound], size: 10, line: { color: "#fff", width: 1 } },
           hovertext: s.hover, hovertemplate: "%{hovertext}<extra></extra>",
         };
       }),
@@ -669,7 +668,7 @@
     }));
     const notFit = chart.fits === false;
     const annotations = [{ x: chart.total_gb, y: chart.label, text: chart.total_text, xanchor: "left", xshift: 4,
-      showarrow: false, font: { size: 12, color: notFit ? COLORS.memory : "#1d232b" } }];
+      showarrow: false, font: { size: 12, color: notFit ? chart.colors.not_fit : "#1d232b" } }];
     const shapes = [];
     if (chart.capacity_gb !== null) {
       shapes.push({ type: "line", xref: "x", yref: "paper", x0: chart.capacity_gb, x1: chart.capacity_gb, y0: 0, y1: 1,
