@@ -73,3 +73,11 @@ def test_roofline_points_carry_the_op_tables_numbers_and_repeats_share_a_label(c
     shown = sorted(int(n) for label in numbers if label for n in label.split(", "))
     assert shown == list(range(1, 13))  # every op's number appears exactly once
     assert [r["index"] for r in body["ops_table"]] == list(range(1, 13))
+
+
+def test_a_storage_only_dtype_in_the_layer_view_says_how_it_is_priced(client):
+    # the H100 has no int4 peak (NVIDIA lists fp8 and int8 tensor peaks, no int4): the layer is priced
+    # at the bf16 peak with 0.5-byte tensors, and the page says so
+    texts = [w["text"] for w in client.get("/api/layer", params={"dtype": "int4"}).json()["warnings"]]
+    assert any(t.startswith("int4 has no compute peak on the H100 SXM") and "0.5 bytes an element" in t for t in texts)
+    assert client.get("/api/layer", params={"dtype": "int8"}).json()["warnings"] == []  # int8 has its own peak

@@ -14,9 +14,9 @@ import numpy as np
 
 from roofline.blocks import LayerReport
 from roofline.cost import CostModel, op_times
-from roofline.machines import Machine
+from roofline.machines import STORAGE_ONLY, Machine
 from roofline.palette import BOUND_COLORS
-from roofline.units import (TERA, US, format_duration, format_number, format_plain, format_ratio, format_share, format_si,
+from roofline.units import (DTYPE_BYTES, TERA, US, format_duration, format_number, format_plain, format_ratio, format_share, format_si,
                             time_unit)
 
 ROOF_POINTS = 96  # points on each roof curve; the ridge is added exactly
@@ -187,9 +187,18 @@ def memory_warnings(ops, memory_bytes, machine_name: str, naive_attention: bool 
 
 
 def layer_warnings(report: LayerReport, machine: Machine) -> list[dict]:
-    """memory_warnings for the layer's ops."""
-    return memory_warnings([(op.name, op.category, op.bytes) for op in report.prediction.ops], machine.memory_bytes,
-                           machine.name, report.attention == "naive")
+    """memory_warnings for the layer's ops, and what a storage-only dtype (int4, fp4 without a
+    peak of its own) means for one layer: the library prices it as stated, so the page says so."""
+    out = memory_warnings([(op.name, op.category, op.bytes) for op in report.prediction.ops], machine.memory_bytes,
+                          machine.name, report.attention == "naive")
+    if report.dtype in STORAGE_ONLY and report.dtype not in machine.dtypes:
+        compute = STORAGE_ONLY[report.dtype]
+        out.append({"op": "", "bytes": 0.0, "memory_bytes": float(machine.memory_bytes or 0), "working_set": "dtype",
+                    "text": (f"{report.dtype} has no compute peak on {machine.the_name}: this layer's matmuls are priced "
+                             f"at its {compute} peak and every tensor (weights, activations, attention scores) at "
+                             f"{DTYPE_BYTES[report.dtype]:g} bytes an element. For {report.dtype} weights with "
+                             f"{compute} activations, use the Whole model view's Weights control.")})
+    return out
 
 
 # -- the CSV download -----------------------------------------------------------------------------
