@@ -153,7 +153,7 @@ def test_decode_step_reads_ssm_state_both_ways():
 
 def test_kv_never_overtakes_weights_when_the_cache_stops_growing():
     assert kv_overtakes_weights_context("mamba2-2.7b") is None
-    # Llama 3 8B: matmul weights 7,504,658,432 x 2 bytes / 131,072 bytes a token = 114,512 (README)
+    # Llama 3 8B: matmul weights 7,504,658,432 x 2 bytes / 131,072 bytes a token = 114,512 (docs/planning.md)
     assert kv_overtakes_weights_context("llama3-8b") == 114_512
 
 

@@ -154,17 +154,6 @@ def test_subprocess_no_traceback_and_no_heavy_imports():
     assert out.strip().splitlines()[-1] == "HEAVY []"
 
 
-def test_readme_example_output_is_current(capsys):
-    from pathlib import Path
-
-    readme = Path(__file__).resolve().parents[1] / "README.md"
-    text = readme.read_text()
-    start = text.index("```\nLlama 3 8B: one block") + 4
-    block = text[start:text.index("```", start)]
-    code, out, _ = run(capsys, "layer", "--model", "llama3-8b", "--machine", "h100-sxm", "--tokens", "8192")
-    assert code == 0 and out == block
-
-
 def test_what_if_machine_flags_exercise_5(capsys):
     # 2x the H100's compute, same bandwidth: ridge 2 * 989 / 3.35 = 590.4
     code, out, _ = run(capsys, "kernel", "naive_attention", "T=4096", "d=128", "--compute-scale", "2", "--json")
@@ -180,15 +169,6 @@ def test_machine_default_dtype(capsys):
     # a V100 has fp16 tensor cores and no bf16: the layer runs in fp16 unless told otherwise
     code, out, _ = run(capsys, "layer", "--json", "--machine", "v100")
     assert code == 0 and json.loads(out)["dtype"] == "fp16"
-
-
-def test_readme_kernel_example_is_current(capsys):
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    start = text.index("$ roofline kernel matmul M=1 N=4096 K=4096\n") + len("$ roofline kernel matmul M=1 N=4096 K=4096\n")
-    code, out, _ = run(capsys, "kernel", "matmul", "M=1", "N=4096", "K=4096")
-    assert code == 0 and out == text[start:text.index("```", start)]
 
 
 def test_unwritable_output_is_one_line_exit_2(capsys, tmp_path):

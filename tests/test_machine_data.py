@@ -362,6 +362,6 @@ def test_a_sentence_names_a_product_with_the_and_a_users_name_as_is():
 
     for name in ("H100 SXM", "TPU v5e", "Gaudi 3", "RTX 4090", "NVIDIA H200 (measured)", "MI300X"):
         assert the_name(name) == f"the {name}"
-    assert the_name("My accelerator") == "My accelerator"  # README's own machine file
+    assert the_name("My accelerator") == "My accelerator"  # docs/machines.md's own machine file
     assert the_name("Acme Turbo") == "Acme Turbo" and the_name("Acme Turbo", vendor="Acme") == "the Acme Turbo"
     assert all(m.the_name == f"the {m.name}" for m in list_machines())  # every preset is a product

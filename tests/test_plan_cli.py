@@ -234,27 +234,6 @@ def test_bad_input_is_one_line_exit_2(capsys, argv, named):
     assert code == 2 and len(lines) == 1 and lines[0].startswith("roofline: error:") and named in lines[0]
 
 
-@pytest.mark.parametrize("command", [
-    "roofline decode --model llama3-8b --machine h100-sxm",
-    "roofline train --model llama3-8b --tokens 15e12 --gpus 1024 --mfu 0.4",
-    "roofline memory --model llama3-70b --machine h100-sxm",
-    "roofline serving --model llama3-8b --machine h100-sxm --concurrency 64 --price 2.5",
-    "roofline sweep --over tokens --machine h100-sxm,mi300x --values 128,512,2048,8192,32768",
-    "roofline sweep --over machines",
-    "roofline sweep --over tokens --machine h100-sxm,mi300x --values 128,1024 --csv",
-    "roofline sweep --over batch --values 1:1024:log:11",
-])
-def test_readme_outputs_are_what_the_commands_print(capsys, command):
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    start = text.index(f"$ {command}\n") + len(f"$ {command}\n")
-    fence, following = text.index("```", start), text.find("\n$ ", start)  # a block may hold several commands
-    block = text[start:following if 0 <= following < fence else fence]
-    code, out, _ = run(capsys, *command.split()[1:])
-    assert code == 0 and out == block
-
-
 PLAN_FLAGS = [("decode", "--context"), ("decode", "--batch"), ("decode", "--tp"), ("decode", "--memory-fraction"),
               ("train", "--gpus"), ("train", "--mfu"), ("train", "--seq-len"), ("train", "--price"),
               ("memory", "--context"), ("sweep", "--values")]
