@@ -213,7 +213,7 @@ def main(argv=None) -> int:
                   f"{r.config}; {r.dtype}; {r.threads} thread(s); checked {r.date}.", "", *op_table(r), ""]
         flagged = [op for op in r.ops if op.diagnosis]
         if flagged:
-            lines += ["Flagged (seed 000 section 4):", ""] + [f"- {op.name} [{op.flag}]: {op.diagnosis}" for op in flagged] + [""]
+            lines += ["Flagged (the roofline chapter, section 4: what the measurement says):", ""] + [f"- {op.name} [{op.flag}]: {op.diagnosis}" for op in flagged] + [""]
         if r.notes:
             lines += [f"Note: {n}." for n in r.notes] + [""]
     out = Path(args.out)

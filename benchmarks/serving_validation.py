@@ -42,7 +42,7 @@ DTYPES = {"fp8": "fp8", "bf16": "bf16", "fp16": "fp16", "unknown": "bf16"}
 
 
 def settings_text() -> str:
-    return (f"seed 003's cost model (e_c 0.70, e_m 0.85, launch 3 us, a CUDA graph for decode-only steps), flash "
+    return (f"the workshop plate's cost model (e_c 0.70, e_m 0.85, launch 3 us, a CUDA graph for decode-only steps), flash "
             f"attention, at most {MAX_SEQS:,} sequences and {MAX_TOKENS:,} tokens per step, memory fraction "
             f"{MEMORY_FRACTION:g}, blocks of 16 tokens, no prefix hits; 'max' rows: {MAX_LOAD_REQUESTS:,} requests all "
             f"queued at t = 0 (or the count a source states: 500 for trtllm-0.14-serving); rows at a request rate: that "
