@@ -12,7 +12,7 @@ import time
 
 from bench_model import one_core  # benchmarks/ is on sys.path when run as a script
 from roofline.serving import closed_requests, poisson_requests, simulate, sweep_concurrency
-from roofline.step import StepCost
+from roofline.plan.step import StepCost
 
 CASES = [
     ("llama3-8b, Poisson 10 req/s (light load: short decode stretches), 1,024 in / 256 out",

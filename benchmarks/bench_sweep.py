@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from roofline.sweep import sweep
+from roofline.plan.sweep import sweep
 
 SIZES = 1_000_000
 CASES = [

@@ -27,7 +27,7 @@ from roofline.cost import seed_cost_model  # noqa: E402
 from roofline.machines import get_machine  # noqa: E402
 from roofline.plan import Precision  # noqa: E402
 from roofline.serving import Engine, closed_requests, poisson_requests, simulate  # noqa: E402
-from roofline.step import StepCost  # noqa: E402
+from roofline.plan.step import StepCost  # noqa: E402
 
 # The one set of settings for every row (stated in the report).
 MAX_SEQS = 2048  # sequences in flight at most (trtllm-bench pads CUDA graphs to batch 8192; vLLM's default is 256)

@@ -14,7 +14,7 @@ import pytest
 
 from roofline.architecture import Attention, Layer, MLP, Model, attended_pairs
 from roofline.blocks import block_kernels, layer_reports
-from roofline.capacity import inference_memory
+from roofline.plan.memory import inference_memory
 from roofline.errors import RooflineError
 from roofline.hf_configs import SUPPORTED, from_hf_config
 from roofline.kernels import attention_scores_kernel

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from roofline import H100_SXM, CostModel, seed_cost_model
 from roofline.blocks import block_kernels
-from roofline.capacity import decode_plan, inference_memory
+from roofline.plan.decode import decode_plan
+from roofline.plan.memory import inference_memory
 from roofline.cost import time_lower_bound
 from roofline.errors import RooflineError
 from roofline.kernels import (
@@ -32,8 +33,10 @@ from roofline.plan import (
     shard,
     time_to_first_token,
 )
-from roofline.sweep import sweep
-from roofline.training import activation_bytes_per_layer, model_state_bytes, train_flops_per_token, train_plan
+from roofline.plan.sweep import sweep
+from roofline.plan.train_memory import activation_bytes_per_layer, train_flops_per_token
+from roofline.transformer import model_state_bytes
+from roofline.plan.training import train_plan
 from roofline.transformer import active_params, count_params, get_model, matmul_params
 
 PURE = CostModel()  # the roofline: e_c = e_m = 1, no launch
@@ -264,7 +267,7 @@ def test_compute_bound_batch_is_where_the_matmuls_cross_the_ridge():
 ])
 def test_compute_bound_search_equals_checking_every_batch(model, machine, context, kw):
     """The log-grid-then-gap search finds the same first batches as evaluating all 65,536."""
-    from roofline.capacity import first_batches
+    from roofline.plan.decode import first_batches
     from roofline.plan import SEARCH_MAX_BATCH, resolve_link
     from roofline.machines import get_machine
 
@@ -426,7 +429,7 @@ def test_shared_experts_are_always_read():
 
 from roofline.machines import get_machine  # noqa: E402
 from roofline.plan import SEARCH_MAX_BATCH, context_of, default_cost_model, model_ops, resolve_link  # noqa: E402
-from roofline.training import make_layout, train_memory  # noqa: E402
+from roofline.plan.train_memory import make_layout, train_memory  # noqa: E402
 
 H200, MI300X, B200 = (get_machine(k) for k in ("h200", "mi300x", "b200"))
 

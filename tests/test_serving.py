@@ -15,7 +15,7 @@ from roofline.cost import seed_cost_model
 from roofline.errors import RooflineError
 from roofline.serving import (Engine, Requests, closed_requests, max_rate_within, meets_slo, poisson_requests, simulate,
                               sweep_concurrency)
-from roofline.step import StepCost
+from roofline.plan.step import StepCost
 
 PARAMS = 8.03e9
 PEAK, BW = 989e12, 3.35e12
@@ -118,7 +118,7 @@ def test_a_full_cache_preempts_and_recomputes(step):
     """A cache of ~0.5 GB (memory fraction just above weights + activations) holds ~4,000 tokens
     (131,072 B each); 8 users of 1,000 + 1,000 tokens cannot all keep theirs: sequences are
     preempted, recompute their prompt and what they had generated, and every request still ends."""
-    from roofline.step import kv_cache_budget
+    from roofline.plan.step import kv_cache_budget
 
     _, parts = kv_cache_budget(step, 1.0)
     frac = (parts["weights_bytes"] + parts["activations_bytes"] + 0.5e9) / parts["capacity_bytes"]
@@ -383,7 +383,7 @@ def test_expert_parallelism_holds_a_share_of_the_experts_and_pays_two_all_to_all
 def test_expert_parallel_serving_pools_the_cache_over_the_gpus(capsys):
     """With data-parallel attention each GPU caches its own sequences whole: the replica's cache is
     4 x one GPU's free memory."""
-    from roofline.step import kv_cache_budget
+    from roofline.plan.step import kv_cache_budget
 
     ep = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True)
     cap, parts = kv_cache_budget(ep, 0.9)

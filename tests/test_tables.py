@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from roofline.blocks import layer_report
-from roofline.capacity import DecodePlan, MemoryPlan, decode_plan, inference_memory
+from roofline.plan.decode import DecodePlan, decode_plan
+from roofline.plan.memory import MemoryPlan, inference_memory
 from roofline.check import CheckReport
 from roofline.cost import CostModel, WorkloadPrediction
 from roofline.diagnose import Diagnosis, diagnose
@@ -18,12 +19,12 @@ from roofline.machines import get_machine
 from roofline.plan import ModelPrediction, predict_model
 from roofline.serving import ServingResult, ServingSweep, closed_requests, simulate, sweep_concurrency
 from roofline.shapes import GemmAdvice
-from roofline.step import StepCost
-from roofline.sweep import SweepResult, sweep
+from roofline.plan.step import StepCost
+from roofline.plan.sweep import SweepResult, sweep
 from roofline.tables import Tabular
 from roofline.trace.profile import ProfileReport
 from roofline.trace.result import TraceResult
-from roofline.training import TrainPlan, train_plan
+from roofline.plan.training import TrainPlan, train_plan
 
 pd = pytest.importorskip("pandas")
 

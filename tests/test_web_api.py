@@ -25,7 +25,8 @@ with warnings.catch_warnings():  # newer Starlette suggests httpx2; httpx works
 
 import roofline.web
 from roofline.blocks import layer_report
-from roofline.capacity import decode_plan, inference_memory
+from roofline.plan.decode import decode_plan
+from roofline.plan.memory import inference_memory
 from roofline.cost import seed_cost_model
 from roofline.errors import RooflineError
 from roofline.machines import list_machines

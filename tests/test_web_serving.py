@@ -32,7 +32,7 @@ from roofline.cost import seed_cost_model  # noqa: E402
 from roofline.machines import get_machine  # noqa: E402
 from roofline.plan import Precision  # noqa: E402
 from roofline.serving import Engine, sweep_concurrency  # noqa: E402
-from roofline.step import StepCost  # noqa: E402
+from roofline.plan.step import StepCost  # noqa: E402
 from roofline.transformer import get_model  # noqa: E402
 from roofline.web.app import (SWEEP_BUDGET_S, concurrencies, create_app, requests_per_point,  # noqa: E402
                               simulation_cost_s)

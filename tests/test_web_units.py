@@ -174,7 +174,7 @@ def test_decode_card_where_the_step_stays_compute_bound(client):
 
 
 def test_bound_runs_finds_each_turn_exactly():
-    from roofline.capacity import bound_runs
+    from roofline.plan.decode import bound_runs
 
     # a bound that turns compute at 254, back to memory at 449 and compute again from 5,000
     def bounds_at(batches):

@@ -343,7 +343,7 @@ def _category_times(pred):
 def plot_decode(plan, path: str | None = None, title: str | None = None) -> Figure:
     """Decode versus batch: tokens/s (left) and the step's time by op group (right), with the batch
     where the matmuls turn compute-bound and the region where weights + KV cache no longer fit."""
-    from roofline.plan_tables import _model_name
+    from roofline.plan.render import _model_name
 
     curve = plan.curve
     s = plan.step
@@ -403,7 +403,7 @@ def plot_sweep(result, path: str | None = None, title: str | None = None) -> Fig
     batch: decode throughput and step time versus batch; context: step time and the KV-cache to
     weight bytes ratio versus context; machines: one bar per machine. Machines side by side, each
     point red (memory-bound) or blue (compute-bound)."""
-    from roofline.plan_tables import _model_name
+    from roofline.plan.render import _model_name
 
     if result.over == "machines":
         return _plot_machines(result, path, title)
@@ -465,7 +465,7 @@ def plot_sweep(result, path: str | None = None, title: str | None = None) -> Fig
 
 
 def _plot_machines(result, path, title):
-    from roofline.plan_tables import _model_name
+    from roofline.plan.render import _model_name
 
     names = [s.machine_name for s in result.series]
     t = np.array([float(s.time_s[0]) / MS for s in result.series])
@@ -534,7 +534,7 @@ def plot_memory(plans, path: str | None = None, title: str | None = None) -> Fig
 def plot_train(plan, memory_options, path: str | None = None, title: str | None = None) -> Figure:
     """A training plan: memory per GPU under each option (left) and one optimizer step's compute
     against its collectives (right: blue compute at the plan's utilisation, green link-bound)."""
-    from roofline.plan_tables import _model_name
+    from roofline.plan.render import _model_name
 
     fig, (ax, ax2) = _figure((14, 0.5 * len(memory_options) + 2.6), 1, 2, gridspec_kw={"width_ratios": [1.35, 1]})
     _memory_bars(ax, memory_options)
@@ -553,7 +553,7 @@ def plot_train(plan, memory_options, path: str | None = None, title: str | None 
     ax2.grid(True, axis="x", alpha=0.25)
     ax2.set_title(f"one step of {plan.layout.global_batch_tokens:,.0f} tokens: compute at {plan.mfu:.0%} MFU vs collectives",
                   fontsize=9.5)
-    from roofline.plan_tables import count_text
+    from roofline.plan.render import count_text
 
     head = title or (f"{_model_name(plan.model)}: {count_text(plan.tokens)} tokens on {plan.gpus:,} x {plan.memory.machine_name}, "
                      f"{plan.days:,.1f} days at {plan.mfu:.0%} MFU ({plan.hfu:.0%} HFU), {plan.gpu_hours:,.0f} GPU-hours"

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roofline.errors import MAX_COUNT, RooflineError, check_fraction, check_number
-from roofline.step import StepCost, kv_cache_budget, sequence_cache_bytes
+from roofline.plan.step import StepCost, kv_cache_budget, sequence_cache_bytes
 from roofline.tables import Tabular, dump_json
 from roofline.units import GIGA, MEGA, MS
 
@@ -253,7 +253,7 @@ class ServingResult(Tabular):
         return dump_json(self.to_dict())
 
     def to_table(self) -> str:
-        from roofline.plan_tables import serving_table
+        from roofline.plan.render import serving_table
 
         return serving_table(self)
 
@@ -351,7 +351,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     table = sequence_cache_bytes(step, bs, max_blocks)
     E = engine.tokens_per_verify
     if draft is not None:
-        from roofline.plan import inference_weight_bytes
+        from roofline.plan.memory import inference_weight_bytes
 
         if draft.model.vocab != step.model.vocab:
             raise RooflineError(f"the draft {draft.model.name} has a vocabulary of {draft.model.vocab:,}, the target "
@@ -708,7 +708,7 @@ class ServingSweep(Tabular):
         return rows_to_csv([{k: ("" if v is None else v) for k, v in r.items()} for r in self.rows()])
 
     def to_table(self) -> str:
-        from roofline.plan_tables import serving_sweep_table
+        from roofline.plan.render import serving_sweep_table
 
         return serving_sweep_table(self)
 
@@ -818,9 +818,10 @@ def kv_transfer_seconds(prefill: StepCost, decode: StepCost, input_tokens: np.nd
     ``link`` (default: the machine's scale-out infiniband or roce, else its scale-up link), at
     e_m of the link's bandwidth, plus one collective latency (links.collective_latency_s)."""
     from roofline.links import collective_latency_s
-    from roofline.plan import CROSS_NODE_LINKS, kv_bytes_per_sequence, resolve_link
+    from roofline.plan.parallel import CROSS_NODE_LINKS, resolve_link
+    from roofline.plan.memory import kv_bytes_per_sequence
 
-    from roofline.plan import NODE_LINKS
+    from roofline.plan.parallel import NODE_LINKS
 
     m = prefill.machine
     names = [n for n, _ in m.links]
@@ -857,7 +858,7 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
     if prefill.model.name != decode.model.name:
         raise RooflineError("the prefill and decode pools must serve the same model", field="model")
     if kv_link is not None:
-        from roofline.plan import GPUS_PER_NODE, NODE_LINKS
+        from roofline.plan.parallel import GPUS_PER_NODE, NODE_LINKS
 
         total = int(prefill_replicas) * prefill.tensor_parallel + int(decode_replicas) * decode.tensor_parallel
         if str(kv_link).strip().lower() in NODE_LINKS and total > GPUS_PER_NODE:

@@ -16,7 +16,8 @@ import sys
 from roofline.cliargs import (COUNT, add_cost_flags, add_deprecated_alias, add_machine_flags, calibrated_or_cost_model,
                               machine_from_args, number_arg, refuse_unused)
 from roofline.errors import RooflineError
-from roofline.plan import QUANT_DTYPES, SEARCH_MAX_BATCH
+from roofline.plan.precision import QUANT_DTYPES
+from roofline.plan.decode import SEARCH_MAX_BATCH
 
 SWEEP_MACHINES = "h100-sxm,h200,b200,a100-80gb,mi300x,l40s"
 
@@ -197,7 +198,7 @@ def _add_precision(p):
 def _precision(args, machine):
     """--dtype on this machine (Precision.uniform), with --weights, --activations, --kv-cache over it;
     a quantised checkpoint's stored widths when neither --dtype nor --weights is given."""
-    from roofline.plan import Precision
+    from roofline.plan.precision import Precision
 
     return Precision.resolve(getattr(args, "model", "llama3-8b"), machine, args.dtype, args.weights, args.activations,
                              args.kv_cache)
@@ -239,8 +240,9 @@ def _emit(args, result, draw=None):
 
 
 def cmd_decode(args):
-    from roofline.capacity import decode_plan
-    from roofline.plan import DEFAULT_BATCHES, decode_step
+    from roofline.plan.decode import decode_plan
+    from roofline.plan.decode import DEFAULT_BATCHES
+    from roofline.plan.inference import decode_step
 
     if args.tp == 1:
         refuse_unused(args, {"tp_link": None, "gpus_per_node": 8}, "with --tp 1 (one GPU: no tensor-parallel collectives); give --tp N")
@@ -281,7 +283,7 @@ class _WithBreakdown:
 
 
 def cmd_train(args):
-    from roofline.training import train_plan
+    from roofline.plan.training import train_plan
 
     _output(args.output)
     m = machine_from_args(args)
@@ -299,7 +301,7 @@ def cmd_train(args):
 
 def _zero_options(args, m):
     """Memory per GPU under each ZeRO stage, without and with full recompute, for the figure."""
-    from roofline.training import make_layout, train_memory
+    from roofline.plan.train_memory import make_layout, train_memory
 
     out = []
     for rc in dict.fromkeys((args.recompute, "full")):
@@ -324,13 +326,13 @@ def cmd_memory(args):
     _output(args.output)
     m = machine_from_args(args)
     if args.mode == "train":
-        from roofline.training import make_layout, train_memory
+        from roofline.plan.train_memory import make_layout, train_memory
 
         lay = make_layout(args.gpus, args.tp, args.pp, args.zero, args.micro_batch, args.seq_len, args.global_batch, True)
         plan = train_memory(args.model, m, lay, args.seq_len, args.recompute, args.attention)
         options = lambda: _zero_options(_train_like(args), m)  # noqa: E731
     else:
-        from roofline.capacity import inference_memory
+        from roofline.plan.memory import inference_memory
 
         plan = inference_memory(args.model, m, args.batch, args.context, _precision(args, m), args.tp, args.memory_fraction)
         options = lambda: _batch_options(args, m, plan)  # noqa: E731
@@ -338,7 +340,7 @@ def cmd_memory(args):
     def draw(path):
         from roofline.plots import plot_memory
 
-        from roofline.plan_tables import _model_name
+        from roofline.plan.render import _model_name
 
         if args.mode == "train":
             g = dict(plan.settings)
@@ -358,7 +360,7 @@ def _train_like(args):
 
 
 def _batch_options(args, m, plan):
-    from roofline.capacity import inference_memory
+    from roofline.plan.memory import inference_memory
 
     limit = dict(plan.limits).get("max_batch_at_context") or 1
     batches = sorted({args.batch, *(2**i for i in range(0, 11) if 2**i <= max(2 * limit, 8))})
@@ -367,7 +369,7 @@ def _batch_options(args, m, plan):
 
 
 def cmd_sweep(args):
-    from roofline.sweep import sweep
+    from roofline.plan.sweep import sweep
 
     if args.over == "machines":
         refuse_unused(args, {"values": None}, "to --over machines (the machines are --machine A,B,...)")

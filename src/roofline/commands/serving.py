@@ -55,7 +55,7 @@ def _engine(args):
 
 def cmd_serving(args):
     from roofline.serving import closed_requests, max_rate_within, poisson_requests, simulate, sweep_concurrency
-    from roofline.step import StepCost
+    from roofline.plan.step import StepCost
 
     out = _output(args.output)
     modes = [m for m, v in (("--rate", args.rate), ("--concurrency", args.concurrency), ("--sweep", args.sweep)) if v is not None]
@@ -156,7 +156,7 @@ def cmd_serving(args):
 
 
 def _split_table(step, found: dict) -> str:
-    from roofline.plan_tables import _lat
+    from roofline.plan.render import _lat
     from roofline.tables import grid
 
     slo = found["slo"]

@@ -5,7 +5,7 @@ GET /api/layer                                  LayerReport.to_dict() + readouts
 GET /api/layer.csv, /api/layer.json             the op table as a download
 GET /api/model                                  the whole model (plan.predict_model): time to first
                                                 token or one decode step, its parts, memory fit
-GET /api/decode                                 decode versus batch (capacity.decode_plan)
+GET /api/decode                                 decode versus batch (plan.decode.decode_plan)
 GET /api/serving                                a deployment under load (serving.sweep_concurrency):
                                                 throughput against per-user speed, TTFT/TPOT, the SLO
 GET /api/exercise, /api/exercise/check          teaching mode (web.exercises): a question from its
@@ -41,12 +41,16 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Res
 from fastapi.staticfiles import StaticFiles
 
 from roofline.blocks import ATTENTIONS, PHASES, layer_report
-from roofline.capacity import decode_plan, inference_memory, step_bound_runs
+from roofline.plan.decode import decode_plan, step_bound_runs
+from roofline.plan.memory import inference_memory
 from roofline.cost import MIN_EFFICIENCY, CostModel
 from roofline.errors import RooflineError, unknown_name
 from roofline.machines import Machine, list_machines, load_machine_file
-from roofline.plan import (DEFAULT_BATCHES, QUANT_DTYPES, Precision, decode_step, kv_overtakes_weights_context, predict_model,
-                           tp_link)
+from roofline.plan.decode import DEFAULT_BATCHES
+from roofline.plan.precision import QUANT_DTYPES, Precision
+from roofline.plan.inference import decode_step, predict_model
+from roofline.plan.memory import kv_overtakes_weights_context
+from roofline.plan.parallel import tp_link
 from roofline.architecture import Model
 from roofline.transformer import list_models, model_summary
 from roofline.units import DTYPE_BYTES, MS, US, format_si
@@ -594,7 +598,7 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         requests_per_point(users) requests, as `--sweep C --requests N`), the points past
         SWEEP_BUDGET_S left out. Returns the sweep, the StepCost, the engine and the bound's account."""
         from roofline.serving import Engine, ServingSweep, meets_slo, sweep_concurrency
-        from roofline.step import StepCost, kv_cache_budget, sequence_cache_bytes
+        from roofline.plan.step import StepCost, kv_cache_budget, sequence_cache_bytes
 
         machine = machine_of(q)
         with serving_call():

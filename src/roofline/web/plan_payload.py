@@ -15,8 +15,9 @@ import math
 
 import numpy as np
 
-from roofline.capacity import DecodePlan, MemoryPlan
-from roofline.plan import ModelPrediction
+from roofline.plan.decode import DecodePlan
+from roofline.plan.memory import MemoryPlan
+from roofline.plan.inference import ModelPrediction
 from roofline.palette import (BOUND_COLORS, COMPUTE_BLUE, INK, MEMORY_RED, MISS_GREY, PART_COLORS, TPOT_COLOR, TTFT_COLOR,
                               UNNAMED_PART_GREY)
 from roofline.units import GIGA, MS, format_duration, format_number, format_rate, format_share, format_si, format_typed_ms
@@ -364,7 +365,7 @@ def _tokens_text(n) -> str:
 
 
 def step_runs_text(runs, top: int) -> str:
-    """Where the whole step is compute-bound, from capacity.step_bound_runs: 'whole step
+    """Where the whole step is compute-bound, from plan.decode.step_bound_runs: 'whole step
     compute-bound from batch 264'; 'whole step compute-bound for batches 186–220; memory-bound
     again from 221'; 'whole step compute-bound for batches 191–192 and from 194'; 'whole step
     stays memory-bound to 65,536'."""
@@ -386,7 +387,7 @@ def step_runs_text(runs, top: int) -> str:
 
 def decode_readouts(plan: DecodePlan, batch: int, kv_crossover_context: int, step_runs) -> dict:
     """The decode view's readouts as numbers and as the text the page shows. ``step_runs`` are
-    capacity.step_bound_runs of the plan: where the whole step is memory-, compute- or link-bound."""
+    plan.decode.step_bound_runs of the plan: where the whole step is memory-, compute- or link-bound."""
     top = step_runs[-1][1]
     here = next(r for r in plan.rows() if r["batch"] == batch)
     cb, scb, mb = plan.compute_bound_batch, plan.step_compute_bound_batch, plan.max_batch_in_memory
@@ -444,7 +445,7 @@ def decode_sentence(plan: DecodePlan, batch: int, model_name: str) -> str:
 def decode_payload(plan: DecodePlan, batch: int, kv_crossover_context: int, model_name: str, launch_overhead_us: float,
                    step_runs) -> dict:
     """The /api/decode body: the library's ``DecodePlan.to_dict()`` (rows at 1, 2, 4, ..., 1,024 and
-    the page's batch) plus what the page draws. ``step_runs``: capacity.step_bound_runs(model, plan)."""
+    the page's batch) plus what the page draws. ``step_runs``: plan.decode.step_bound_runs(model, plan)."""
     s = plan.step
     m = s.machine_spec
     body = {

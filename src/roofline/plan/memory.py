@@ -1,0 +1,260 @@
+"""Memory for inference (docs/planning.md): weights and KV cache per GPU, the largest batch and
+context that fit (``inference_memory``), and the context where the KV cache overtakes the weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.architecture import LatentAttention
+from roofline.cost import _jsonable
+from roofline.errors import MAX_COUNT, RooflineError, check_fraction, check_number
+from roofline.machines import get_machine, the_name
+from roofline.plan.model_ops import _model_ops
+from roofline.plan.parallel import shard
+from roofline.plan.precision import Precision
+from roofline.tables import Tabular, dump_json
+from roofline.transformer import cache_bytes_per_sequence, count_params, get_model, kv_cache_bytes_per_token
+from roofline.units import DTYPE_BYTES
+
+
+def inference_weight_bytes(model, precision: Precision | None = None, tensor_parallel: int = 1) -> float:
+    """Weights one GPU holds: every parameter (all experts) of its tensor-parallel slice, at the
+    precision's weight width or, for weights as stored, each part at its stored width."""
+    precision = precision or Precision()
+    sh = shard(model, tensor_parallel)
+    if precision.stored is not None:
+        p = count_params(sh)
+        return float(sum(v * precision.weight_width(k) for k, v in p.items() if k != "total"))
+    return count_params(sh)["total"] * DTYPE_BYTES[precision.weights]
+
+
+def kv_bytes_per_token(model, precision: Precision | None = None, tensor_parallel: int = 1) -> float:
+    """What each further cached token adds on one GPU at long context (full-attention and MLA
+    layers; windowed and state-space layers add nothing past their window): 2 L K d_head w for a
+    plain model."""
+    precision = precision or Precision()
+    return kv_cache_bytes_per_token(shard(model, tensor_parallel), precision.kv_cache)
+
+
+def kv_bytes_per_sequence(model, context, precision: Precision | None = None, tensor_parallel: int = 1):
+    """The whole cache of one sequence of ``context`` tokens on one GPU: K and V of min(S, W)
+    tokens per attention layer, MLA latents, SSM states (transformer.cache_bytes_per_sequence)."""
+    precision = precision or Precision()
+    return cache_bytes_per_sequence(shard(model, tensor_parallel), context, precision.kv_cache)
+
+
+def max_context_within(model, free_bytes: float, batch: int, precision: Precision | None = None,
+                       tensor_parallel: int = 1, limit: int = 2**24) -> int:
+    """The longest context S (at most ``limit``) whose cache for ``batch`` sequences fits in
+    ``free_bytes`` (0 when not even one token's does). The cache grows with S, piecewise linearly
+    (windows cap their layers), so a bisection finds the exact integer."""
+    def fits(S):
+        return batch * float(kv_bytes_per_sequence(model, S, precision, tensor_parallel)) <= free_bytes
+
+    if not fits(1):
+        return 0
+    if fits(limit):
+        return limit
+    lo, hi = 1, limit
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def kv_overtakes_weights_context(model, batch=1, precision: Precision | None = None, tensor_parallel: int = 1):
+    """The smallest context S at which a decode step reads at least as much cache (B times the
+    cache of one sequence at S) as weights. Weight bytes read are the matmul weights (the experts a
+    batch of B touches, for MoE), not the embedding table. None when the cache stops growing before
+    it gets there (windowed and state-space layers only), up to 2^24 tokens."""
+    precision = precision or Precision()
+    step = _model_ops(model, "decode", 1, batch, 1, "flash", precision, tensor_parallel, None)
+    read = sum(op.weight_bytes * op.count for op in step if op.kernel.category == "matmul")  # the LM head included
+
+    def crossover(read_b, b):
+        per_token = kv_bytes_per_token(model, precision, tensor_parallel)
+        if per_token > 0:
+            guess = int(np.ceil(read_b / (b * per_token)))
+            if float(b * kv_bytes_per_sequence(model, guess, precision, tensor_parallel)) >= read_b:
+                lo, hi = 0, guess  # windows only add bytes: the exact S is at or below the full-attention guess
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    lo, hi = (lo, mid) if float(b * kv_bytes_per_sequence(model, mid, precision, tensor_parallel)) >= read_b else (mid, hi)
+                return hi
+        top = 2**24
+        if float(b * kv_bytes_per_sequence(model, top, precision, tensor_parallel)) < read_b:
+            return None
+        lo, hi = 0, top
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if float(b * kv_bytes_per_sequence(model, mid, precision, tensor_parallel)) >= read_b else (mid, hi)
+        return hi
+
+    if np.ndim(read) == 0 and np.ndim(batch) == 0:
+        return crossover(float(read), float(batch))
+    reads, batches = np.broadcast_arrays(np.asarray(read, dtype=float), np.asarray(batch, dtype=float))
+    out = [crossover(r, b) for r, b in zip(reads.ravel(), batches.ravel())]
+    return np.array([-1 if x is None else x for x in out], dtype=np.int64).reshape(reads.shape)
+
+
+MAX_CONTEXT = 2**24  # 16,777,216 tokens: published models reach 10M; longer is a typo
+
+
+@dataclass(frozen=True)
+class MemoryPart:
+    name: str
+    bytes: float
+
+
+@dataclass(frozen=True)
+class MemoryPlan(Tabular):
+    """Memory one GPU needs, part by part, against its capacity (``capacity_bytes`` None when the
+    machine gives none). ``advice`` says what would make it fit when it does not."""
+
+    ROWS_KEY = None  # rows(): one per part
+
+    mode: str
+    model: str
+    machine: str
+    parts: tuple[MemoryPart, ...]
+    capacity_bytes: float | None
+    settings: tuple[tuple[str, object], ...] = ()
+    limits: tuple[tuple[str, object], ...] = ()
+    advice: str = ""
+    notes: tuple[str, ...] = ()
+    machine_name: str = ""
+
+    @property
+    def total_bytes(self) -> float:
+        return float(sum(p.bytes for p in self.parts))
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.capacity_bytes is None else bool(self.total_bytes <= self.capacity_bytes)
+
+    @property
+    def verdict(self) -> str:
+        from roofline.units import format_si
+
+        total = format_si(self.total_bytes, "B")
+        name = self.machine_name or self.machine
+        the = the_name(name)
+        if self.capacity_bytes is None:
+            return f"needs {total} per GPU ({name} gives no memory capacity)"
+        cap = format_si(self.capacity_bytes, "B")
+        if self.fits:
+            return f"fits: {total} of {the}'s {cap} ({self.total_bytes / self.capacity_bytes:.0%})"
+        return f"does NOT fit: needs {total} per GPU, {the} has {cap}. {self.advice}".rstrip()
+
+    def to_dict(self) -> dict:
+        d = {"mode": self.mode, "model": self.model, "machine": self.machine}
+        d.update({k: _jsonable(v) for k, v in self.settings})
+        d.update({f"{p.name}_bytes": float(p.bytes) for p in self.parts})
+        d.update(total_bytes=self.total_bytes, capacity_bytes=self.capacity_bytes, fits=self.fits, verdict=self.verdict)
+        d.update({k: _jsonable(v) for k, v in self.limits})
+        d["notes"] = list(self.notes)
+        return d
+
+    def to_json(self) -> str:
+        return dump_json(self.to_dict())
+
+    def to_table(self) -> str:
+        from roofline.plan.render import memory_table
+
+        return memory_table(self)
+
+    def rows(self) -> list[dict]:
+        return [{"part": p.name, "bytes": p.bytes} for p in self.parts]
+
+    def to_csv(self) -> str:
+        from roofline.tables import rows_to_csv
+
+        return rows_to_csv(self.rows() + [{"part": "total", "bytes": self.total_bytes}])
+
+
+def _max_count(free_bytes: float, per_unit_bytes: float) -> int:
+    return max(0, int(math.floor(free_bytes / per_unit_bytes))) if per_unit_bytes > 0 else 0
+
+
+def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=8192, precision: Precision | None = None,
+                     tensor_parallel: int = 1, memory_fraction: float = 1.0) -> MemoryPlan:
+    """Weights + KV cache of ``batch`` sequences of ``context`` tokens on one GPU, with the largest
+    batch (at this context) and the largest context (at this batch) that fit in
+    ``memory_fraction`` of the machine's memory. Activations of a decode step (B D-sized rows) and
+    the runtime's workspace are not counted: keep memory_fraction below 1 for them."""
+    cfg = get_model(model)
+    m = get_machine(machine)
+    precision = precision or Precision()
+    check_number("batch", batch, maximum=MAX_COUNT, integer=True)
+    check_number("context", context, maximum=MAX_COUNT, integer=True)
+    check_fraction("memory_fraction", memory_fraction)
+    weights = inference_weight_bytes(cfg, precision, tensor_parallel)
+    per_token = kv_bytes_per_token(cfg, precision, tensor_parallel)
+    per_seq = float(kv_bytes_per_sequence(cfg, context, precision, tensor_parallel))
+    parts = (MemoryPart("weights", weights), MemoryPart("kv_cache", batch * per_seq))
+    capacity = m.memory_bytes * memory_fraction if m.memory_bytes else None
+    limits, advice = (), ""
+    if capacity is not None:
+        free = capacity - weights
+        limits = (("max_batch_at_context", _max_count(free, per_seq)),
+                  ("max_context_at_batch", max_context_within(cfg, free, int(batch), precision, tensor_parallel, MAX_CONTEXT)))
+        advice = _fit_advice(cfg, m, capacity, weights, int(batch), int(context), precision, tensor_parallel)
+    settings = (("batch", int(batch)), ("context", int(context)), ("precision", precision.to_dict()),
+                ("tensor_parallel", int(tensor_parallel)), ("kv_bytes_per_token", per_token),
+                ("kv_bytes_per_sequence", per_seq))
+    notes = _cache_notes(cfg, context)
+    longest = dict(limits).get("max_context_at_batch", 0)
+    if cfg.max_context and longest > cfg.max_context:
+        notes += (f"the longest context that fits ({longest:,}) is past {cfg.name}'s max_position_embeddings "
+                  f"{cfg.max_context:,}: memory allows it, the model was not trained for it",)
+    return MemoryPlan("inference", cfg.key or cfg.name, m.key or m.name, parts, capacity, settings, limits, advice,
+                      notes=notes, machine_name=m.name)
+
+
+def _cache_notes(cfg, context) -> tuple[str, ...]:
+    """What every plan of this model says: what the loader left out or noted, a context past the
+    model's trained length, and how the cache was counted where it is not L x 2 K d_head per token."""
+    notes = list(cfg.header_lines())
+    past = cfg.context_note(context)
+    if past:
+        notes.append(past)
+    windows = sorted({k.mixer.span for k in cfg.kinds if k.is_attention and k.mixer.span})
+    if windows:
+        notes.append(f"windowed/chunked layers keep at most {', '.join(f'{w:,}' for w in windows)} tokens of KV each")
+    if any(k.is_ssm for k in cfg.kinds):
+        notes.append("state-space layers keep a constant state per sequence (SSM state + conv window), stored at the KV dtype")
+    if any(isinstance(k.mixer, LatentAttention) for k in cfg.kinds):
+        notes.append("MLA layers cache the compressed latent (kv_lora_rank + qk_rope_head_dim per token)")
+    return tuple(notes)
+
+
+def _fit_advice(cfg, m, capacity, weights, batch, context, precision, tensor_parallel) -> str:
+    from roofline.units import format_si
+
+    head = ""
+    if weights > capacity:
+        stored = f"weights as stored ({precision.stored.label()})" if precision.stored is not None else f"{precision.weights} weights"
+        head = (f"{cfg.name}'s {stored} alone are {format_si(weights, 'B')}, more than "
+                f"{format_si(capacity, 'B')}. ")
+    def need(t, weights_dtype):
+        p = precision if weights_dtype is None else dataclasses.replace(precision, weights=weights_dtype, stored=None)
+        return inference_weight_bytes(cfg, p, t) + batch * float(kv_bytes_per_sequence(cfg, context, p, t))
+
+    advice = head + "It does not fit even on 64 tensor-parallel GPUs."
+    for t in (2, 4, 8, 16, 32, 64):
+        try:
+            n = need(tensor_parallel * t, None)
+        except RooflineError:
+            continue
+        if n <= capacity:
+            advice = head + f"It fits on {tensor_parallel * t} GPUs with tensor parallelism (--tp {tensor_parallel * t}: {format_si(n, 'B')} each)"
+            break
+    for q in ("fp8", "int4"):
+        if DTYPE_BYTES[q] < DTYPE_BYTES[precision.weights] and precision.stored is None and need(tensor_parallel, q) <= capacity:
+            return advice.rstrip(".") + f", or on {tensor_parallel} with {q} weights ({format_si(need(tensor_parallel, q), 'B')})."
+    return advice.rstrip(".") + "."

@@ -1,0 +1,243 @@
+"""A whole model's forward pass as counted ops, and their sums (docs/planning.md).
+
+A model is L blocks (``blocks.layer_kernels``) + the embedding gather + the final norm + the LM
+head and, with tensor parallelism t > 1, two all-reduces per block over a link (Megatron-LM: one
+after attention's output projection, one after the MLP's down projection; Shoeybi et al. 2019,
+arXiv:1909.08053, section 3). Each kind of op is predicted once and multiplied by its count
+(max(L c, L m) = L max(c, m)), so a sweep over batch, tokens or context is one numpy call.
+
+Traffic split. An op's bytes are weights (a matmul's K x N operand; the embedding rows gathered),
+KV cache (keys and values that decode attention reads) and activations (everything else).
+blocks.py prices all three at one width; ``_requantised`` re-prices the weight and KV parts at
+their own: bytes' = bytes + (w_w - w_a) weight_elems + (w_kv - w_a) kv_elems. Matmuls run at the
+peak of the wider of the weight and activation dtypes (the narrower operand is up-converted, as
+in weight-only int4 kernels); every other op at the activation dtype.
+
+Letters: B batch, T prompt tokens, S context (keys cached), D d_model, h = H d_head, K kv heads,
+F d_ff, V vocab, L layers, E experts, t tensor-parallel degree.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from roofline.blocks import Workload, check_size, layer_kernels
+from roofline.cost import CostModel, WorkloadPrediction, bytes_bind, link_latency_s, overlapped_s, seed_cost_model
+from roofline.errors import RooflineError
+from roofline.kernels import Kernel, _PLAIN, all_reduce_kernel, norm_flops_per_element
+from roofline.machines import Machine, get_machine
+from roofline.plan.parallel import shard
+from roofline.plan.precision import Precision
+from roofline.transformer import get_model
+from roofline.units import DTYPE_BYTES
+
+
+@dataclass(frozen=True)
+class CountedOp:
+    """A kernel run ``count`` times per forward pass, with its weight and KV-cache bytes (per run)
+    and the layer kind it belongs to (``group``: a letter of Model.pattern(), "" outside layers)."""
+
+    kernel: Kernel
+    count: int
+    weight_bytes: object = 0.0
+    kv_bytes: object = 0.0
+    group: str = ""
+
+
+def _requantised(k: Kernel, precision: Precision) -> tuple[Kernel, object, object]:
+    """The kernel with its weight and cache parts at their own widths (the kernel carries their
+    element counts), and those parts in bytes: bytes' = bytes + (w_w - w_a) weight_elems +
+    (w_kv - w_a) cache_elems."""
+    wa, wkv = DTYPE_BYTES[precision.activations], DTYPE_BYTES[precision.kv_cache]
+    ww = precision.weight_width(k.part)
+    dtype = precision.compute if k.category == "matmul" else precision.activations
+    if ww == wa and wkv == wa and dtype == k.dtype:  # the kernel is already priced at these widths
+        return k, ww * k.weight_elems, wkv * k.cache_elems
+    moved = k.bytes + (ww - wa) * k.weight_elems + (wkv - wa) * k.cache_elems
+    return (Kernel.trusted(k.name, k.flops, moved, k.category, dtype, k.link, k.weight_elems, k.cache_elems, k.part),
+            ww * k.weight_elems, wkv * k.cache_elems)
+
+
+def context_of(phase: str, tokens, context):
+    """Keys each query attends over: the prompt itself in prefill (or ``context`` for a
+    chunked-prefill step); the cached ``context`` in decode (``tokens`` when no context is given)."""
+    return tokens if context is None else context
+
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def model_ops(model, phase="decode", tokens=1, batch=1, context=None, attention="flash", precision=None,
+              tensor_parallel=1, link=None) -> list[CountedOp]:
+    """One forward pass of the whole model on one GPU, in order: embedding gather, each distinct
+    layer kind's ops (each counted as many times as layers have that kind; ops grouped by kind),
+    the tensor-parallel all-reduces over ``link`` (required when t > 1; one per sub-layer, one per
+    parallel block), the final norm and the LM head. Prefill: T = ``tokens`` per sequence (the last
+    T of ``context`` positions when given); the final norm and LM head run on the last token only
+    (B rows: time to first token needs one set of logits). Decode: one token per sequence against
+    S = ``context`` cached. Sizes may be numpy arrays (they broadcast)."""
+    if int(tensor_parallel) > 1 and link is None:
+        raise RooflineError("tensor parallelism needs the link its all-reduces cross (predict_model defaults to the "
+                            "machine's scale-up link)", field="link")
+    return _model_ops(model, phase, tokens, batch, context, attention, precision, tensor_parallel, link)
+
+
+def _model_ops(model, phase, tokens, batch, context, attention, precision, tensor_parallel, link) -> list[CountedOp]:
+    """model_ops; with ``link`` None the all-reduces are left out (for weight and KV sums only)."""
+    cfg = get_model(model)
+    precision = precision or Precision()
+    sh = shard(cfg, tensor_parallel)
+    t = int(tensor_parallel)
+    wa = precision.activations
+    if phase == "decode":
+        w = Workload.of("decode", None, batch, context_of(phase, tokens, context))
+    else:
+        w = Workload.of("prefill", tokens, batch, context)
+    check_size(cfg, w)
+    M = w.batch * w.tokens
+    D = cfg.d_model
+
+    w_a = DTYPE_BYTES[wa]
+    plain = precision.stored is None and precision.weights == precision.kv_cache == wa  # nothing to re-price
+
+    def counted(k, count, group=""):
+        if plain:  # CountedOp's fields, set without the frozen dataclass's per-field setattr
+            op = object.__new__(CountedOp)
+            op.__dict__.update(kernel=k, count=count, weight_bytes=w_a * k.weight_elems, kv_bytes=w_a * k.cache_elems,
+                               group=group)
+            return op
+        kernel, wbytes, kvbytes = _requantised(k, precision)
+        return CountedOp(kernel, count, wbytes, kvbytes, group)
+
+    # the embedding gather: T rows of the table read, (T, D) written (kernels.embedding_kernel's count)
+    ops = [counted(Kernel.trusted("embedding", 0.0, 2.0 * w_a * M * D, "gather", wa, weight_elems=M * D, part="embedding"), 1)]
+    kinds = sh.kind_counts()
+    multi = len(kinds) > 1
+    reduces = 0
+    for kind, n in kinds:
+        group = LETTERS[sh.kinds.index(kind)] if multi else ""
+        for k in layer_kernels(kind, D, w.decode, w.tokens, w.batch, w.context, attention, wa):
+            if multi:
+                k = Kernel.trusted(**{**k.__dict__, "name": f"{group}: {k.name}"})
+            ops.append(counted(k, n, group))
+        reduces += n * (1 if kind.parallel else (kind.mixer is not None) + (kind.mlp is not None))
+    if t > 1 and link is not None:
+        ops.append(counted(all_reduce_kernel(M * D, t, link, wa, name=f"TP all-reduce ({link})"), reduces))
+    ops.append(counted(Kernel.trusted("final norm", norm_flops_per_element(cfg.final_norm) * w.batch * D,
+                              2.0 * w_a * w.batch * D, "norm", wa), 1))
+    B, V = w.batch, sh.vocab  # the LM head on the last token of each sequence: (B, D) @ (D, V)
+    ops.append(counted(Kernel.trusted("LM head", 2.0 * B * V * D, w_a * (B * D + D * V + B * V), "matmul", wa,
+                              weight_elems=D * V, part="embedding" if cfg.tied_embeddings else "lm_head"), 1))
+    return ops
+
+
+def predict_counted(ops: list[CountedOp], machine, cost_model: CostModel) -> WorkloadPrediction:
+    """Predict each op once and scale by its count. Each run pays one launch; with a CUDA graph
+    the whole pass pays one, shared by all runs."""
+    machine = get_machine(machine)
+    runs = sum(op.count for op in ops)
+    per_run = cost_model.launch_overhead_s / runs if cost_model.cuda_graph else None
+    preds = []
+    for op in ops:
+        p = cost_model.predict_op(op.kernel, machine, per_run)
+        n = op.count
+        if n != 1:
+            p = dataclasses.replace(p, name=f"{p.name} x{n}", flops=p.flops * n, bytes=p.bytes * n, compute_s=p.compute_s * n,
+                                    memory_s=p.memory_s * n, launch_s=p.launch_s * n, time_s=p.time_s * n)
+        preds.append(p)
+    return WorkloadPrediction.from_ops(machine.name, cost_model, tuple(preds))
+
+
+def default_cost_model(machine: Machine) -> CostModel:
+    """The workshop's cost model (cost.seed_cost_model) with the machine's preset launch overhead."""
+    return seed_cost_model(launch_overhead_s=machine.launch_overhead_s)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Sums over a pass's ops (arrays when a size was): seconds by the limit that binds each op,
+    FLOPs and bytes, the matmuls' share, and the weight and KV-cache bytes read."""
+
+    time_s: object = 0.0
+    memory_time_s: object = 0.0
+    compute_time_s: object = 0.0
+    link_time_s: object = 0.0
+    launch_s: object = 0.0
+    flops: object = 0.0
+    bytes: object = 0.0
+    weight_bytes: object = 0.0
+    kv_bytes: object = 0.0
+    gemm_flops: object = 0.0
+    gemm_weight_bytes: object = 0.0
+    gemm_compute_s: object = 0.0
+    gemm_memory_s: object = 0.0
+
+
+def totals(ops: list[CountedOp], machine, cost_model: CostModel) -> Totals:
+    """The same arithmetic as predict_counted (cost.op_times per op, times its count), summed
+    without building per-op results: the fast path for sweeps. An op is memory- (or link-) bound
+    when moving its bytes takes longer than its arithmetic, as in CostModel.predict_op."""
+    machine = get_machine(machine)
+    cm = cost_model
+    runs = sum(op.count for op in ops)
+    launch = cm.launch_overhead_s / runs if cm.cuda_graph else cm.launch_overhead_s
+    if type(cm) is CostModel and all(type(op.kernel.flops) in _PLAIN and type(op.kernel.bytes) in _PLAIN for op in ops):
+        return _scalar_totals(ops, machine, cm, launch, runs)
+    acc = dict.fromkeys(Totals.__dataclass_fields__, 0.0)
+    for op in ops:
+        k, n = op.kernel, op.count
+        c, m, t = cm.op_seconds(k, machine, launch)  # a calibrated model's measured rates, or e_c and e_m
+        moving = bytes_bind(c, m)
+        t = t * n
+        acc["time_s"] += t
+        acc["link_time_s" if k.link else "memory_time_s"] += t * moving
+        acc["compute_time_s"] += t * ~moving
+        acc["launch_s"] += launch * n
+        acc["flops"] += k.flops * n
+        acc["bytes"] += k.bytes * n
+        acc["weight_bytes"] += op.weight_bytes * n
+        acc["kv_bytes"] += op.kv_bytes * n
+        if k.category == "matmul":
+            acc["gemm_flops"] += k.flops * n
+            acc["gemm_weight_bytes"] += op.weight_bytes * n
+            acc["gemm_compute_s"] += c * n
+            acc["gemm_memory_s"] += m * n
+    return Totals(**acc)
+
+
+def _scalar_totals(ops: list[CountedOp], machine: Machine, cm: CostModel, launch: float, runs: int) -> Totals:
+    """totals() for plain numbers: cost.op_times' arithmetic (time = overlapped_s(c, m) + launch)
+    in Python floats, without numpy's per-call overhead."""
+    e_c, e_m = cm.compute_efficiency, cm.memory_efficiency
+    peaks: dict[str, float] = {}
+    time_s = memory_s = compute_s = link_s = flops = moved = wbytes = kvbytes = 0.0
+    g_flops = g_wbytes = g_c = g_m = 0.0
+    for op in ops:
+        k, n = op.kernel, op.count
+        peak = peaks.get(k.dtype)
+        if peak is None:
+            peak = peaks[k.dtype] = machine.peak(k.dtype)
+        bw = machine.bandwidth if k.link is None else machine.link(k.link)
+        c = k.flops / (e_c * peak)
+        m = k.bytes / (e_m * bw) + (link_latency_s(k) if k.link is not None else 0.0)
+        t = (overlapped_s(c, m, cm.overlap) + launch) * n
+        time_s += t
+        if bytes_bind(c, m):
+            if k.link:
+                link_s += t
+            else:
+                memory_s += t
+        else:
+            compute_s += t
+        flops += k.flops * n
+        moved += k.bytes * n
+        wbytes += op.weight_bytes * n
+        kvbytes += op.kv_bytes * n
+        if k.category == "matmul":
+            g_flops += k.flops * n
+            g_wbytes += op.weight_bytes * n
+            g_c += c * n
+            g_m += m * n
+    return Totals(time_s, memory_s, compute_s, link_s, launch * runs, flops, moved, wbytes, kvbytes,
+                  g_flops, g_wbytes, g_c, g_m)

@@ -1,0 +1,124 @@
+"""Tensor parallelism: one GPU's slice of a model (Megatron-LM, Shoeybi et al. 2019,
+arXiv:1909.08053, section 3) and the link its all-reduces cross.
+
+The tensor-parallel all-reduces default to the machine's scale-up link (nvlink, else xgmi, else
+ici, else roce, else pcie); a link named explicitly must be one the machine lists; past one node
+of ``gpus_per_node`` GPUs the ring crosses the scale-out network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from roofline.architecture import Attention, LatentAttention, Layer, Mamba, Mamba2, MoE, Model
+from roofline.errors import RooflineError, check_number
+from roofline.machines import Machine
+from roofline.transformer import get_model
+
+
+SCALE_UP_LINKS = ("nvlink", "xgmi", "ici", "roce", "pcie")  # the tensor-parallel default, first listed wins
+
+
+def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
+    def need(what, n):
+        if n % t:
+            raise RooflineError(f"tensor_parallel {t} must divide {name}'s {what} {n}", field="tensor_parallel")
+        return n // t
+
+    mix, ff = layer.mixer, layer.mlp
+    if isinstance(mix, Attention):
+        H, K = mix.heads, mix.kv_heads
+        need("attention heads", H)
+        if K % t and t % K:
+            raise RooflineError(f"tensor_parallel {t} must divide {name}'s {K} kv heads or be a multiple of them",
+                                field="tensor_parallel")
+        mix = dataclasses.replace(mix, heads=H // t, kv_heads=max(1, K // t))
+    elif isinstance(mix, LatentAttention):
+        mix = dataclasses.replace(mix, heads=need("attention heads", mix.heads))  # the latent is replicated
+    elif isinstance(mix, Mamba2):
+        mix = dataclasses.replace(mix, d_inner=need("SSM d_inner", mix.d_inner), heads=need("SSM heads", mix.heads),
+                                  n_groups=need("SSM groups", mix.n_groups))
+    elif isinstance(mix, Mamba):
+        mix = dataclasses.replace(mix, d_inner=need("SSM d_inner", mix.d_inner))
+    if isinstance(ff, MoE):
+        ff = dataclasses.replace(ff, d_ff=need("expert d_ff", ff.d_ff),
+                                 shared_d_ff=need("shared expert d_ff", ff.shared_d_ff) if ff.shared_d_ff else 0)
+    elif ff is not None:
+        ff = dataclasses.replace(ff, d_ff=need("d_ff", ff.d_ff))
+    return dataclasses.replace(layer, mixer=mix, mlp=ff)
+
+
+def shard(model, tensor_parallel: int = 1) -> Model:
+    """One GPU's slice under Megatron-LM tensor parallelism t: query heads, d_ff (of each expert,
+    and of the shared expert), SSM heads and inner width, and the vocabulary split t ways; kv
+    heads split too, or replicated once t exceeds them; MLA's latent projections, norms and the
+    router replicated. count_params of the slice is the weights one GPU holds."""
+    cfg = get_model(model)
+    if type(tensor_parallel) is int and tensor_parallel == 1:
+        return cfg
+    check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True)
+    t = int(tensor_parallel)
+    if t == 1:
+        return cfg
+    kinds = tuple(_shard_layer(k, t, cfg.name) for k in cfg.kinds)
+    return dataclasses.replace(cfg, name=f"{cfg.name} (1/{t} tensor-parallel)", key="", kinds=kinds,
+                               vocab=-(-cfg.vocab // t))
+
+
+def default_link(machine: Machine, order=SCALE_UP_LINKS) -> str | None:
+    """The first link in ``order`` that the machine lists (None when it lists none of them)."""
+    names = [n for n, _ in machine.links]
+    return next((n for n in order if n in names), None)
+
+
+def resolve_link(machine: Machine, link: str | None, field: str = "link", order=SCALE_UP_LINKS) -> str:
+    """``link`` checked against the machine's links, or the first of ``order`` it lists when None."""
+    names = [n for n, _ in machine.links]
+    if link is None:
+        chosen = default_link(machine, order)
+        if chosen is None:  # nothing given, nothing to choose: the parallelism that needs it is what to name
+            blame = "tensor_parallel" if field == "link" else field
+            raise RooflineError(f"{blame} > 1 needs a link for its collectives, and {machine.the_name} lists none of "
+                                f"{', '.join(order)}; add one to its machine file", field=blame)
+        return chosen
+    name = str(link).strip().lower()
+    if name not in names:
+        raise RooflineError(f"{field} {link!r}: {machine.the_name} has no such link; it has {', '.join(names) or 'none'}",
+                            field=field)
+    return name
+
+
+GPUS_PER_NODE = 8  # GPUs one scale-up domain joins by default (an HGX / DGX node)
+NODE_LINKS = ("nvlink", "xgmi")  # scale-up links that do not leave a node
+CROSS_NODE_LINKS = ("infiniband", "roce")
+
+
+def tp_link(machine: Machine, link: str | None, tensor_parallel: int, gpus_per_node: int = GPUS_PER_NODE) -> str:
+    """The link tensor-parallel all-reduces cross: resolve_link's within a node; past
+    ``gpus_per_node`` GPUs a ring leaves the node, so it is the scale-out network (the slowest
+    link of the ring bounds it): the machine's infiniband or roce by default, and a node-only link
+    named (nvlink, xgmi) is refused rather than silently stretched across nodes."""
+    t = int(tensor_parallel)
+    g = int(check_number("gpus_per_node", gpus_per_node, maximum=1_000_000, integer=True))
+    pair = machine.nvlink_gpus
+    if pair and pair < t <= g:  # bridged cards: NVLink joins only a pair, the ring crosses PCIe
+        if link is not None and str(link).strip().lower() == "nvlink":
+            raise RooflineError(f"tensor_parallel {t}: {machine.the_name}'s NVLink bridge joins {pair} cards, so a ring of "
+                                f"{t} crosses PCIe: give --tp-link pcie (or at most --tp {pair} over nvlink)", field="tensor_parallel")
+        return resolve_link(machine, link or "pcie")
+    if t <= g:
+        return resolve_link(machine, link)
+    nodes = -(-t // g)
+    if link is not None and str(link).strip().lower() in NODE_LINKS:
+        raise RooflineError(f"tensor_parallel {t} spans {nodes} nodes of {g} GPUs and {link} does not leave a node: give "
+                            f"--tp-link {' or '.join(CROSS_NODE_LINKS)}, or --gpus-per-node for a larger domain "
+                            "(a GB200 NVL72 joins 72)", field="tensor_parallel")
+    if link is None:
+        names = [n for n, _ in machine.links]
+        chosen = next((n for n in CROSS_NODE_LINKS if n in names), None)
+        if chosen is None:
+            raise RooflineError(f"tensor_parallel {t} spans {nodes} nodes of {g} GPUs, and {machine.the_name} lists no "
+                                f"{' or '.join(CROSS_NODE_LINKS)} link to cross them; add one to its machine file",
+                                field="tensor_parallel")
+        return chosen
+    return resolve_link(machine, link)

@@ -1,0 +1,125 @@
+"""Precision: the storage widths of weights, activations and KV cache, checked against a machine.
+
+Weights may be stored narrower than any dtype the machine computes in (int4, or fp4 without an fp4
+peak): weight-only quantisation, dequantised into bf16 matmuls. Activations (and so every
+non-matmul op) must be a dtype the machine has a peak for. ``Precision.uniform(d, machine)`` is
+what ``--dtype d`` means: d everywhere where the machine computes in d, else d weights with bf16
+activations and KV cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from roofline.architecture import WeightStorage
+from roofline.errors import RooflineError, check_choice
+from roofline.machines import Machine, get_machine
+from roofline.transformer import get_model
+from roofline.units import DTYPE_BYTES
+
+
+QUANT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
+
+
+def computes_in(machine: Machine, dtype: str) -> bool:
+    """Whether the machine has a peak of its own for ``dtype`` (a machine without per-dtype peaks
+    computes in any). Machine.peak also answers int4 and fp4 with the bf16 peak where the chip has
+    none: that is weight-only storage, not a dtype to compute in."""
+    return not machine.peaks or dtype in machine.dtypes
+
+
+def weight_only_compute(machine: Machine) -> str:
+    """The dtype weight-only quantised matmuls compute in: bf16, or the machine's default without a bf16 peak."""
+    return "bf16" if computes_in(machine, "bf16") else machine.default_dtype
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Storage widths of the weights, the activations and the KV cache (bf16 2, fp8 1, int8 1,
+    int4 0.5 bytes), each on its own."""
+
+    weights: str = "bf16"
+    activations: str = "bf16"
+    kv_cache: str = "bf16"
+    stored: WeightStorage | None = None  # weights as the checkpoint stores them, part by part
+
+    def __post_init__(self):
+        for part in ("weights", "activations", "kv_cache"):
+            check_choice(f"{part} dtype", getattr(self, part), QUANT_DTYPES)
+
+    @classmethod
+    def as_stored(cls, model, activations: str = "bf16", kv_cache: str | None = None) -> "Precision":
+        """Weights as the model's checkpoint stores them (its quantization_config: MXFP4 experts,
+        block-scaled fp8, int4 groups), activations and KV cache at ``activations``."""
+        storage = get_model(model).storage
+        base = storage.default if storage.default in QUANT_DTYPES else "bf16"
+        return cls(base, activations, kv_cache or activations, storage if storage.parts else None)
+
+    def weight_width(self, part: str) -> float:
+        """Bytes per parameter of a part's weights: the stored width, or ``weights``'s."""
+        base = DTYPE_BYTES[self.weights]
+        return self.stored.width(part, base) if self.stored is not None else base
+
+    @classmethod
+    def uniform(cls, dtype: str, machine: Machine | None = None) -> "Precision":
+        """``dtype`` for all three parts; with a ``machine`` that has no ``dtype`` peak and a dtype
+        narrower than bf16 (int4; fp4 before Blackwell; fp8 on an A100), weight-only storage:
+        ``dtype`` weights, bf16 activations and KV cache, matmuls in bf16."""
+        if machine is not None and not computes_in(machine, dtype):
+            fallback = weight_only_compute(machine)
+            if DTYPE_BYTES.get(dtype, 0.0) < DTYPE_BYTES[fallback]:
+                return cls(dtype, fallback, fallback)
+        return cls(dtype, dtype, dtype)
+
+    @classmethod
+    def resolve(cls, model, machine: Machine, dtype: str | None = None, weights: str | None = None,
+                activations: str | None = None, kv_cache: str | None = None) -> "Precision":
+        """What `--dtype`, `--weights`, `--activations` and `--kv-cache` (the CLI) and the web's
+        dtype, weights and kv_cache choose: ``dtype`` on this machine (uniform; default the
+        machine's), each part given over it; a quantised checkpoint's stored widths when neither
+        ``dtype`` nor ``weights`` is given."""
+        if get_model(model).storage.parts and dtype is None and weights is None:
+            acts = activations or machine.default_dtype
+            return cls.as_stored(model, acts, kv_cache or acts)
+        base = cls.uniform(dtype or machine.default_dtype, machine)
+        return cls(weights or base.weights, activations or base.activations, kv_cache or base.kv_cache)
+
+    @property
+    def compute(self) -> str:
+        """The matmul dtype: the wider of weights and activations (activations on a tie)."""
+        w, a = DTYPE_BYTES[self.weights], DTYPE_BYTES[self.activations]
+        return self.weights if w > a else self.activations
+
+    @property
+    def weight_only(self) -> bool:
+        """Weights stored narrower than the matmuls compute in (dequantised on the fly)."""
+        return DTYPE_BYTES[self.weights] < DTYPE_BYTES[self.compute]
+
+    def label(self) -> str:
+        if self.stored is not None:
+            return (f"weights as stored ({self.stored.label()}), activations {self.activations}, KV {self.kv_cache}; "
+                    "quantised weights are dequantised into the matmuls")
+        if self.weights == self.activations == self.kv_cache:
+            return self.weights
+        text = f"weights {self.weights}, activations {self.activations}, KV {self.kv_cache}"
+        return text + (f" (weight-only {self.weights}: matmuls compute in {self.compute})" if self.weight_only else "")
+
+    def check_machine(self, machine: Machine) -> "Precision":
+        """Raise unless the machine computes in the activation dtype (every non-matmul op) and the
+        matmul dtype; weights and KV cache are storage and may be narrower."""
+        machine = get_machine(machine)
+        for part, dtype in (("activations", self.activations), ("weights", self.compute)):
+            if not computes_in(machine, dtype):
+                fallback = weight_only_compute(machine)
+                hint = (f"; {dtype} can be weight storage computing in {fallback} (--dtype {dtype} or --weights {dtype})"
+                        if part == "activations" and DTYPE_BYTES[dtype] < DTYPE_BYTES[fallback] else "")
+                raise RooflineError(f"{part} dtype {dtype}: {machine.the_name} has no {dtype} peak to compute in; it has "
+                                    f"{', '.join(machine.dtypes)}{hint}", field=f"{part} dtype")
+        return self
+
+    def to_dict(self) -> dict:
+        d = {"weights": self.weights, "activations": self.activations, "kv_cache": self.kv_cache, "compute": self.compute}
+        if self.stored is not None:
+            d["weights"] = f"as stored ({self.stored.method}); the rest {self.weights}"
+            d["weights_stored"] = [{"part": p, "format": f, "bytes_per_param": b} for p, f, b in self.stored.parts]
+        return d

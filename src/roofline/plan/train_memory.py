@@ -1,0 +1,194 @@
+"""Training memory per GPU (docs/planning.md): model states under ZeRO, activations per layer
+(Korthikanti et al. 2022, arXiv:2205.05198), the parallel layout, and advice when it does not fit;
+the step time and MFU are in training.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from roofline.errors import RooflineError, check_choice, check_number
+from roofline.machines import get_machine
+from roofline.plan.memory import MemoryPart, MemoryPlan
+from roofline.plan.parallel import shard
+from roofline.transformer import (active_params, attention_flops_per_token_forward, count_params, flops_per_token,
+                                  get_model, model_state_bytes, train_flops_per_forward)
+
+
+RECOMPUTE = ("none", "selective", "full")
+CONVENTIONS = ("6nd", "full")
+
+
+def train_flops_per_token(model, seq_len: int, convention: str = "6nd", recompute: str = "none") -> tuple[float, float]:
+    """(model FLOPs, hardware FLOPs) per training token; see the module docstring."""
+    cfg = get_model(model)
+    check_choice("flops convention", convention, CONVENTIONS)
+    check_choice("recompute", recompute, RECOMPUTE)
+    if convention == "6nd":
+        forward = 2.0 * float(active_params(cfg))
+        return train_flops_per_forward() * forward, train_flops_per_forward(recompute == "full") * forward
+    model_flops = flops_per_token(cfg, seq_len, "train")
+    if recompute == "full":
+        return model_flops, flops_per_token(cfg, seq_len, "train", recompute=True)
+    if recompute == "selective":  # QK^T, softmax and PV re-run in the backward pass
+        return model_flops, model_flops + attention_flops_per_token_forward(cfg, seq_len)
+    return model_flops, model_flops
+
+
+def activation_bytes_per_layer(seq_len, micro_batch, d_model, n_heads, tensor_parallel=1, sequence_parallel=True,
+                               recompute="none", attention="naive"):
+    """Activations one transformer layer keeps for the backward pass, in bytes (16-bit), from
+    Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+    (arXiv:2205.05198), Table 2, with s sequence, b micro-batch, h d_model, a heads, t tensor
+    parallel:
+        no recompute      sbh(34 + 5as/h)                 (t = 1)
+                          sbh(10 + 24/t + 5as/(ht))       tensor parallel
+                          sbh(34/t + 5as/(ht))            tensor + sequence parallel
+        selective         the same without the 5as/h score terms (attention recomputed)
+        full              2sbh (only the layer's input is kept)
+    The paper counts a GPT layer (4h GELU MLP, dropout); for gated MLPs and GQA it is an estimate.
+    With ``attention="flash"`` the a s x s scores are never stored (FlashAttention recomputes them
+    in its backward pass), so the 5as/h terms drop as in the selective row."""
+    check_choice("recompute", recompute, RECOMPUTE)
+    check_choice("attention", attention, ("naive", "flash"))
+    s, b, h, a, t = (float(x) for x in (seq_len, micro_batch, d_model, n_heads, tensor_parallel))
+    sbh = s * b * h
+    if recompute == "full":
+        return 2.0 * sbh
+    scores = 0.0 if (recompute == "selective" or attention == "flash") else 5.0 * a * s / (h * t)
+    linear = 34.0 / t if sequence_parallel else 10.0 + 24.0 / t
+    return sbh * (linear + scores)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How ``gpus`` = data x tensor x pipeline, the ZeRO stage, the micro-batch (sequences) and
+    the global batch (tokens per optimizer step)."""
+
+    data_parallel: int
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    zero: int = 0
+    micro_batch: int = 1
+    global_batch_tokens: float = 0.0
+    sequence_parallel: bool = True
+
+    @property
+    def gpus(self) -> int:
+        return self.data_parallel * self.tensor_parallel * self.pipeline_parallel
+
+    def micro_batches(self, seq_len: int) -> int:
+        """Micro-batches each data-parallel rank runs per optimizer step, m = global batch /
+        (data x micro-batch x sequence): one when no global batch is set."""
+        per = self.data_parallel * self.micro_batch * seq_len
+        return max(1, int(round(self.global_batch_tokens / per)))
+
+    def label(self) -> str:
+        return (f"data {self.data_parallel} x tensor {self.tensor_parallel} x pipeline {self.pipeline_parallel}, "
+                f"ZeRO {self.zero}, micro-batch {self.micro_batch}")
+
+
+def make_layout(gpus, tensor_parallel=1, pipeline_parallel=1, zero=0, micro_batch=1, seq_len=8192,
+                global_batch_tokens=None, sequence_parallel=True) -> Layout:
+    """The layout with data_parallel = gpus / (tensor x pipeline); the global batch defaults to one
+    micro-batch per data-parallel rank and must be a whole number of such rounds (each rank runs
+    whole micro-batches of ``micro_batch`` sequences of ``seq_len`` tokens)."""
+    for name, v in (("gpus", gpus), ("tensor_parallel", tensor_parallel), ("pipeline_parallel", pipeline_parallel),
+                    ("micro_batch", micro_batch)):
+        check_number(name, v, maximum=1e7, integer=True)
+    gpus, tp, pp = int(gpus), int(tensor_parallel), int(pipeline_parallel)
+    if gpus % (tp * pp):
+        raise RooflineError(f"gpus {gpus} must be a multiple of tensor_parallel x pipeline_parallel = {tp * pp}", field="gpus")
+    dp = gpus // (tp * pp)
+    per_step_min = dp * int(micro_batch) * seq_len
+    if global_batch_tokens is None:
+        global_batch_tokens = per_step_min
+    check_number("global_batch", global_batch_tokens)
+    if global_batch_tokens < per_step_min:
+        raise RooflineError(f"global_batch {global_batch_tokens:,.0f} tokens is less than one micro-batch per data-parallel rank "
+                            f"({dp} x {micro_batch} x {seq_len} = {per_step_min:,} tokens)", field="global_batch")
+    rounds = global_batch_tokens / per_step_min
+    if rounds != round(rounds):
+        lo, hi = math.floor(rounds) * per_step_min, math.ceil(rounds) * per_step_min
+        raise RooflineError(f"global_batch {global_batch_tokens:,.0f} tokens is not a whole number of micro-batches per "
+                            f"data-parallel rank: it must be a multiple of data {dp} x micro-batch {micro_batch} x sequence "
+                            f"{seq_len:,} = {per_step_min:,} tokens (e.g. {lo:,} or {hi:,})", field="global_batch")
+    return Layout(dp, tp, pp, int(zero), int(micro_batch), float(global_batch_tokens), bool(sequence_parallel))
+
+
+def check_pipeline(cfg, layout: Layout) -> int:
+    """Layers of the largest pipeline stage, ceil(L / p): the stage that bounds memory and the step's
+    pace. p may leave a remainder (Llama 3.1 405B's 126 layers over 16 stages: 14 of 8 and 2 of 7,
+    Meta's end stages one layer short for the embedding and LM head); p above L is refused."""
+    p, L = layout.pipeline_parallel, cfg.n_layers
+    if p > L:
+        raise RooflineError(f"pipeline_parallel {p} is more stages than {cfg.name}'s {L} layers", field="pipeline_parallel")
+    return -(-L // p)
+
+
+def stage_note(cfg, layout: Layout) -> str:
+    """The stages' layer counts when p does not divide L ("" when it does)."""
+    p, L = layout.pipeline_parallel, cfg.n_layers
+    if L % p == 0:
+        return ""
+    big = L - (L // p) * p  # stages of ceil(L / p) layers; the rest hold one fewer
+    return (f"pipeline: {L} layers over {p} stages: {big} of {-(-L // p)} and {p - big} of {L // p} layers; the largest "
+            "stage bounds memory and time (counted here)")
+
+
+def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = None, seq_len=8192,
+                 recompute="none", attention="flash") -> MemoryPlan:
+    """Memory per GPU: model states (ZeRO over the data-parallel ranks) of the GPU's tensor and
+    pipeline slice, and the activations of the first pipeline stage. Under 1F1B that stage has
+    min(p, m) micro-batches in flight (m per step per data-parallel rank), each through its L / p
+    layers: L layers' worth once m >= p (Korthikanti et al. section 4.2.3), m L / p below that."""
+    cfg = get_model(model)
+    m = get_machine(machine)
+    layout = layout or make_layout(1, seq_len=seq_len)
+    check_number("seq_len", seq_len, maximum=1e8, integer=True)
+    per_stage = check_pipeline(cfg, layout)
+    in_flight = min(layout.pipeline_parallel, layout.micro_batches(seq_len))
+    params = count_params(shard(cfg, layout.tensor_parallel))["total"] * per_stage / cfg.n_layers  # the largest stage's share
+    states = model_state_bytes(params, layout.data_parallel, layout.zero)
+    heads = getattr(cfg.first_attention, "heads", 0)  # the score terms of attention layers (0 for SSM-only models)
+    acts = in_flight * per_stage * activation_bytes_per_layer(seq_len, layout.micro_batch, cfg.d_model, heads,
+                                                              layout.tensor_parallel, layout.sequence_parallel, recompute,
+                                                              attention)
+    parts = tuple(MemoryPart(k, v) for k, v in states.items()) + (MemoryPart("activations", acts),)
+    settings = (("gpus", layout.gpus), ("data_parallel", layout.data_parallel), ("tensor_parallel", layout.tensor_parallel),
+                ("pipeline_parallel", layout.pipeline_parallel), ("zero", layout.zero), ("micro_batch", layout.micro_batch),
+                ("seq_len", int(seq_len)), ("recompute", recompute), ("attention", attention),
+                ("sequence_parallel", layout.sequence_parallel),
+                ("params_per_gpu", params), ("micro_batches_in_flight", in_flight), ("layers_per_stage", per_stage))
+    notes = cfg.header_lines()
+    notes += ("activations: Korthikanti et al. 2022, Table 2 (GPT layer; an estimate for gated MLPs and GQA)",)
+    unusual = sorted({k.mixer.kind for k in cfg.kinds if k.mixer is not None and (k.is_ssm or k.mixer.span or not k.is_attention
+                                                                                  or type(k.mixer).__name__ != "Attention")}
+                     | ({"MoE"} if cfg.is_moe else set()))
+    if unusual:
+        notes += (f"activations of {', '.join(unusual)} layers use the same per-layer formula with the first attention "
+                  "layer's heads: an estimate, not a count",)
+    if stage_note(cfg, layout):
+        notes += (stage_note(cfg, layout),)
+    if layout.pipeline_parallel > 1:
+        notes += (f"pipeline: the first stage holds min(p {layout.pipeline_parallel}, m {layout.micro_batches(seq_len)}) = "
+                  f"{in_flight} micro-batches in flight x {per_stage} layers (1F1B); the embedding and LM head on the end "
+                  "stages are not added",)
+    plan = MemoryPlan("train", cfg.key or cfg.name, m.key or m.name, parts, m.memory_bytes, settings, (), "", notes, m.name)
+    if plan.fits is False:
+        plan = dataclasses.replace(plan, advice=_train_advice(cfg, m, layout, seq_len, recompute, attention))
+    return plan
+
+
+def _train_advice(cfg, m, layout, seq_len, recompute, attention) -> str:
+    for zero in range(layout.zero, 4):
+        for rc in RECOMPUTE[RECOMPUTE.index(recompute):]:
+            if (zero, rc) == (layout.zero, recompute):
+                continue
+            trial = train_memory(cfg, m, dataclasses.replace(layout, zero=zero), seq_len, rc, attention)
+            if trial.fits:
+                how = "no recompute" if rc == "none" else f"{rc} recompute"
+                return f"It fits with ZeRO {zero} and {how} ({trial.verdict.split(': ', 1)[1]})."
+    return "Not even ZeRO 3 with full recompute fits: add tensor or pipeline parallelism, or GPUs."
