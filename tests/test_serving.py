@@ -86,7 +86,7 @@ def test_littles_law_holds_on_the_simulated_queue(step):
 
 def test_running_steps_between_events_at_once_changes_nothing(step, monkeypatch):
     """The decode stretches (many steps in one go) give the same run as stepping one at a time."""
-    import roofline.serving as serving
+    import roofline.serving.scheduler as serving
 
     reqs = poisson_requests(15, 300, (64, 1500), (8, 400), seed=1)
     fast = simulate(step, reqs)
@@ -101,7 +101,7 @@ def test_running_steps_between_events_at_once_changes_nothing(step, monkeypatch)
 def test_a_sliding_window_model_steps_the_same_at_once_and_one_by_one(monkeypatch):
     """Mistral 7B (every layer a 4,096-token window): contexts cross the window during the run, so
     the stretch's window sums and its non-linear cache table are both exercised."""
-    import roofline.serving as serving
+    import roofline.serving.scheduler as serving
 
     s = StepCost("mistral-7b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=64)
     reqs = closed_requests(6, 12, (3000, 5000), (200, 2500), seed=2)

@@ -618,7 +618,7 @@ def plot_serving(sweep, path: str | None = None, title: str | None = None) -> Fi
     """The throughput-latency picture of a serving sweep: output tokens/s per GPU against tokens/s
     per user (left: each point a concurrency or a rate, labelled; the SLO's points filled), and
     TTFT p50/p99 and TPOT p50 against the load (right)."""
-    from roofline.serving import meets_slo
+    from roofline.serving.search import meets_slo
 
     rows = sweep.rows()
     x = np.array([r["per_user_tokens_per_s"] or 0.0 for r in rows])

@@ -47,14 +47,16 @@ def _split_arg(text):
 
 
 def _engine(args):
-    from roofline.serving import Engine
+    from roofline.serving.engine import Engine
 
     return Engine(args.max_seqs, args.max_tokens, args.block_size, args.memory_fraction, args.prefix_hit,
                   args.spec_tokens, args.acceptance or 0.0)
 
 
 def cmd_serving(args):
-    from roofline.serving import closed_requests, max_rate_within, poisson_requests, simulate, sweep_concurrency
+    from roofline.serving.requests import closed_requests, poisson_requests
+    from roofline.serving.search import max_rate_within, sweep_concurrency
+    from roofline.serving.scheduler import simulate
     from roofline.plan.step import StepCost
 
     out = _output(args.output)
@@ -101,7 +103,7 @@ def cmd_serving(args):
                                 "--sweep or --disagg", field="disagg_search")
         refuse_unused(args, {"target_rate": None, "price": None, "csv": False, "output": None, "breakdown": False,
                              "draft": None}, "to --disagg-search (it prints the splits' rates)")
-        from roofline.serving import best_disaggregation
+        from roofline.serving.disagg import best_disaggregation
 
         found = best_disaggregation(step, args.disagg_search, args.input_len, args.output_len, args.slo_ttft, args.slo_tpot,
                                     args.percentile, engine, args.requests or 500, args.seed, args.kv_link, args.price)
@@ -113,7 +115,7 @@ def cmd_serving(args):
             print(_split_table(step, found))
         return None
     if args.disagg is not None:
-        from roofline.serving import simulate_disaggregated
+        from roofline.serving.disagg import simulate_disaggregated
 
         if args.rate is None or args.sweep or slo:
             raise RooflineError("--disagg P:D simulates open-loop arrivals: give --rate (the sweep and the SLO search run "
@@ -156,7 +158,7 @@ def cmd_serving(args):
 
 
 def _split_table(step, found: dict) -> str:
-    from roofline.plan.render import _lat
+    from roofline.serving.render import _lat
     from roofline.tables import grid
 
     slo = found["slo"]
@@ -182,7 +184,7 @@ def _split_table(step, found: dict) -> str:
 
 def _representative(result):
     """The run a breakdown describes: the one simulated, the SLO's best rate, or the sweep's last point."""
-    from roofline.serving import ServingSweep
+    from roofline.serving.search import ServingSweep
 
     if not isinstance(result, ServingSweep):
         return result

@@ -597,7 +597,8 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         """`roofline serving --sweep 1,2,4,...,U --json` for the query, point by point (each with
         requests_per_point(users) requests, as `--sweep C --requests N`), the points past
         SWEEP_BUDGET_S left out. Returns the sweep, the StepCost, the engine and the bound's account."""
-        from roofline.serving import Engine, ServingSweep, meets_slo, sweep_concurrency
+        from roofline.serving.engine import Engine
+        from roofline.serving.search import ServingSweep, meets_slo, sweep_concurrency
         from roofline.plan.step import StepCost, kv_cache_budget, sequence_cache_bytes
 
         machine = machine_of(q)

@@ -1,0 +1,70 @@
+"""The KV cache of one serving replica (docs/serving.md): the bytes left for it after the weights
+(and a draft model's) and a full step's activations, the cache bytes by blocks held, and how the
+decoding sequences' cache grows over a run of steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roofline.errors import RooflineError
+from roofline.plan.step import StepCost, kv_cache_budget, sequence_cache_bytes
+from roofline.serving.engine import Engine
+from roofline.units import GIGA
+
+
+def cache_growth(table, linear: bool, ctx0: np.ndarray, blocks0: np.ndarray, K: int, bs: int) -> np.ndarray:
+    """Cache bytes the decoding sequences add over K steps (index k: after step k's growth):
+    sum_i table[ceil((ctx0_i + 1 + k) / bs)] - table[blocks0_i]. With a linear table (bytes per
+    block constant: full-attention models) in closed form from the contexts' residues mod bs;
+    otherwise element by element."""
+    if linear:
+        # a sequence takes a new block at step x (holding ctx0 + x tokens) when ctx0 + x = 1 mod bs:
+        # the growth is a running count of the contexts' residues (step 1's growth is already in blocks0)
+        hist = np.bincount(ctx0 % bs, minlength=bs)
+        inc = hist[(1 - np.arange(2, K + 1)) % bs]
+        return table[1] * np.concatenate(([0], np.cumsum(inc)))
+    x = np.arange(1, K + 1)
+    return (table[-(-(ctx0[None, :] + x[:, None]) // bs)] - table[blocks0][None, :]).sum(axis=1)
+
+
+def replica_cache(step: StepCost, engine: Engine, inp: np.ndarray, out: np.ndarray, draft: StepCost | None = None):
+    """(bytes for the KV cache, the memory parts, the cache bytes of one sequence by blocks held,
+    whether that table is linear) of one replica serving requests of ``inp`` + ``out`` tokens, the
+    draft model's weights and cache included; refuses a replica with no memory left for a cache, or
+    a request whose cache alone outgrows it."""
+    T = engine.spec_tokens + 1
+    cap, parts = kv_cache_budget(step, engine.memory_fraction)
+    bs = engine.block_size
+    longest = int((inp + out).max()) + T
+    max_blocks = -(-longest // bs)
+    table = sequence_cache_bytes(step, bs, max_blocks)
+    if draft is not None:
+        from roofline.plan.memory import inference_weight_bytes
+
+        if draft.model.vocab != step.model.vocab:
+            raise RooflineError(f"the draft {draft.model.name} has a vocabulary of {draft.model.vocab:,}, the target "
+                                f"{step.model.name} {step.model.vocab:,}: a draft must share the target's tokenizer",
+                                field="draft")
+        from roofline.transformer import count_params
+
+        if count_params(draft.model)["total"] >= count_params(step.model)["total"]:
+            raise RooflineError(f"the draft {draft.model.name} is not smaller than the target {step.model.name}",
+                                field="draft")
+        if draft.verify_tokens != 1 or draft.max_tokens < engine.max_tokens or draft.max_seqs < engine.max_seqs:
+            raise RooflineError("the draft's step model must feed one token per sequence and hold the engine's tokens and "
+                                "sequences", field="draft")
+        parts["draft_weights_bytes"] = inference_weight_bytes(draft.model, draft.precision, draft.tensor_parallel)
+        cap = max(cap - parts["draft_weights_bytes"], 0.0)
+        table = table + sequence_cache_bytes(draft, bs, max_blocks)
+    linear_table = bool(np.allclose(table, np.arange(len(table)) * table[1], rtol=1e-12, atol=0.0))
+    if cap <= 0:
+        raise RooflineError(f"{step.model.name}: the weights ({parts['weights_bytes'] / GIGA:,.1f} GB) and activations leave no "
+                            f"memory for a KV cache on one {step.machine.name} at memory_fraction {engine.memory_fraction:g}; "
+                            "use more tensor-parallel GPUs or narrower weights", field="tensor_parallel")
+    biggest = int(np.argmax(inp + out))
+    if table[-(-int(inp[biggest] + out[biggest]) // bs)] > cap:
+        raise RooflineError(f"one request of {int(inp[biggest]):,} + {int(out[biggest]):,} tokens needs "
+                            f"{table[-(-int(inp[biggest] + out[biggest]) // bs)] / GIGA:,.2f} GB of KV cache; the "
+                            f"{step.machine.name} has {cap / GIGA:,.2f} GB for it", field="input_len")
+    return cap, parts, table, linear_table

@@ -1,0 +1,164 @@
+"""Prefill/decode disaggregation (docs/serving.md): prefill and decode on separate replicas, the
+KV cache sent between them over a link, and the best split of a number of replicas.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from roofline.errors import RooflineError, check_number
+from roofline.plan.step import StepCost
+from roofline.serving.engine import Engine
+from roofline.serving.requests import Requests, poisson_requests
+from roofline.serving.results import PERCENTILES, ServingResult, _weighted_percentiles, step_settings
+from roofline.serving.scheduler import simulate
+from roofline.serving.search import _rate_search, _slo, max_rate_within
+from roofline.units import MS
+
+
+def kv_transfer_seconds(prefill: StepCost, decode: StepCost, input_tokens: np.ndarray, link: str | None = None) -> np.ndarray:
+    """Seconds to move each request's KV cache (its prompt's) from the prefill replica to the
+    decode replica: each of the prefill group's t GPUs sends its 1/t shard at the same time over
+    ``link`` (default: the machine's scale-out infiniband or roce, else its scale-up link), at
+    e_m of the link's bandwidth, plus one collective latency (links.collective_latency_s)."""
+    from roofline.links import collective_latency_s
+    from roofline.plan.parallel import CROSS_NODE_LINKS, resolve_link
+    from roofline.plan.memory import kv_bytes_per_sequence
+
+    from roofline.plan.parallel import NODE_LINKS
+
+    m = prefill.machine
+    names = [n for n, _ in m.links]
+    if link is None:
+        link = next((n for n in CROSS_NODE_LINKS if n in names), None)
+        if link is None and m.nvlink_gpus:  # bridged cards: past the pair it is PCIe
+            link = "pcie" if "pcie" in names else None
+    link = resolve_link(m, link, field="kv_link")
+    if link in NODE_LINKS and m.nvlink_gpus and prefill.tensor_parallel + decode.tensor_parallel > m.nvlink_gpus:
+        raise RooflineError(f"kv_link {link}: {m.the_name}'s NVLink bridge joins {m.nvlink_gpus} cards; a prefill and a "
+                            f"decode group of {prefill.tensor_parallel} + {decode.tensor_parallel} GPUs are not all on it",
+                            field="kv_link")
+    per_seq = np.asarray(kv_bytes_per_sequence(prefill.model, np.asarray(input_tokens), prefill.precision, 1), dtype=float)
+    bw = prefill.cost_model.memory_efficiency * m.link(link)
+    shards = 1 if prefill.expert_parallel else prefill.tensor_parallel  # data-parallel attention: one GPU holds a sequence
+    return collective_latency_s(link) + per_seq / shards / bw, link
+
+
+def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Requests, prefill_engine: Engine = Engine(),
+                           decode_engine: Engine = Engine(), prefill_replicas: int = 1, decode_replicas: int = 1,
+                           kv_link: str | None = None, seed: int = 0,
+                           price_per_gpu_hour: float | None = None) -> ServingResult:
+    """Prefill and decode on separate pools (DistServe, Splitwise; vLLM and SGLang's disaggregated
+    serving): each request is prefilled on one of ``prefill_replicas`` (picked at random: a Poisson
+    stream splits into Poisson streams), which samples its first token; its KV cache then moves to
+    one of ``decode_replicas`` (kv_transfer_seconds), which feeds that first token against the
+    transferred cache and generates the rest. Each pool is this module's scheduler; the decode pool
+    never runs a prompt chunk, so its inter-token latency is free of prefill interference. Open
+    loop only (a closed loop's next arrival depends on both pools)."""
+    if requests.arrival_s is None:
+        raise RooflineError("disaggregated serving is simulated for open-loop arrivals: give a request rate", field="rate")
+    for name, v in (("prefill_replicas", prefill_replicas), ("decode_replicas", decode_replicas)):
+        check_number(name, v, maximum=100_000, integer=True)
+    if prefill.model.name != decode.model.name:
+        raise RooflineError("the prefill and decode pools must serve the same model", field="model")
+    if kv_link is not None:
+        from roofline.plan.parallel import GPUS_PER_NODE, NODE_LINKS
+
+        total = int(prefill_replicas) * prefill.tensor_parallel + int(decode_replicas) * decode.tensor_parallel
+        if str(kv_link).strip().lower() in NODE_LINKS and total > GPUS_PER_NODE:
+            raise RooflineError(f"kv_link {kv_link}: {total} GPUs span more than one node of {GPUS_PER_NODE}, and "
+                                f"{kv_link} does not leave a node: give infiniband or roce", field="kv_link")
+    rng = np.random.default_rng(seed)
+    n = requests.n
+    inp = np.asarray(requests.input_tokens, dtype=np.int64)
+    out = np.asarray(requests.output_tokens, dtype=np.int64)
+    arrival = np.asarray(requests.arrival_s, dtype=float)
+    first = np.full(n, np.nan)
+    p_results, d_results = [], []
+    pool = rng.integers(0, prefill_replicas, size=n)
+    for i in range(int(prefill_replicas)):
+        idx = np.flatnonzero(pool == i)
+        if len(idx) == 0:
+            continue
+        r = simulate(prefill, Requests(inp[idx], np.ones(len(idx), dtype=np.int64), arrival[idx] - arrival[idx][0], None,
+                                       label="prefill"), prefill_engine)
+        first[idx] = arrival[idx] + r.ttft_s
+        p_results.append(r)
+    transfer, link = kv_transfer_seconds(prefill, decode, inp, kv_link)
+    finish = first.copy()  # one-token answers end at their first token
+    cont = np.flatnonzero(out > 1)
+    d_arrival = first + transfer
+    dpool = rng.integers(0, decode_replicas, size=n)
+    hit_engine = dataclasses.replace(decode_engine, prefix_hit=1.0)  # the prompt's cache arrives: only the first token is fed
+    for i in range(int(decode_replicas)):
+        idx = cont[dpool[cont] == i]
+        if len(idx) == 0:
+            continue
+        order = idx[np.argsort(d_arrival[idx], kind="stable")]
+        t0 = d_arrival[order][0]
+        r = simulate(decode, Requests(inp[order] + 1, out[order] - 1, d_arrival[order] - t0, None, label="decode"), hit_engine)
+        finish[order] = d_arrival[order] + r.e2e_s
+        d_results.append(r)
+    ttft = first - arrival
+    e2e = finish - arrival
+    tpot = np.where(out > 1, (finish - first) / np.maximum(out - 1, 1), np.nan)
+    durations = np.concatenate([r.step_durations_s for r in d_results]) if d_results else np.zeros(0)
+    decodes = np.concatenate([r.step_decodes for r in d_results]) if d_results else np.zeros(0)
+    t_start, t_end = float(arrival.min()), float(np.nanmax(finish))
+    duration = t_end - t_start
+    gpus = int(prefill_replicas) * prefill.tensor_parallel + int(decode_replicas) * decode.tensor_parallel
+    busy = float(durations.sum())
+    notes = (f"disaggregated: {prefill_replicas} prefill replica(s) of {prefill.tensor_parallel} GPU(s) and {decode_replicas} "
+             f"decode replica(s) of {decode.tensor_parallel} GPU(s); each request's KV cache moves over {link} in "
+             f"{np.mean(transfer) / MS:,.2f} ms on average (each GPU of the prefill group sends its shard at e_m of the link, "
+             "plus one collective latency); the first token comes from the prefill pool, the rest from the decode pool, "
+             "which runs no prompt (it feeds the first token against the transferred cache); both pools at the same "
+             "tensor-parallel size; requests are spread over the replicas at random",) \
+        + (p_results[0].notes[1:] if p_results else ())
+    offered = (n - 1) / max(float(arrival.max() - arrival.min()), 1e-300) if n > 1 else 0.0
+    served = (n - 1) / max(duration - float(np.nanmedian(e2e)), 1e-300)  # less one request's time: the drain
+    if offered and served < 0.9 * offered:
+        notes = (f"overloaded: {n / duration:,.3g} requests/s served of the {offered:,.3g} offered; the queue grows for as "
+                 "long as requests arrive, so the latencies depend on --requests",) + notes
+    last = d_results[-1] if d_results else p_results[-1]
+    return ServingResult(
+        f"{decode.describe()} (decode pool); prefill pool {prefill.machine.name} x {prefill.tensor_parallel}",
+        requests.label, decode_engine, gpus, ttft, tpot, e2e, _weighted_percentiles(durations, decodes, PERCENTILES),
+        duration, int(out.sum()), int(inp.sum()), int(sum(r.computed_tokens for r in p_results)),
+        int(sum(r.steps for r in p_results + d_results)),
+        float((durations * decodes).sum() / busy) if busy else 0.0,
+        float(np.mean([r.mean_step_tokens for r in d_results])) if d_results else 0.0,
+        float(np.mean([r.kv_mean for r in d_results])) if d_results else 0.0,
+        float(max([r.kv_peak for r in d_results], default=0.0)), int(sum(r.preemptions for r in p_results + d_results)),
+        float(np.nansum(e2e) / duration), last.cache_bytes, notes, price_per_gpu_hour, durations, decodes,
+        arrival.copy(), inp, out, {**step_settings(decode), "disaggregated": [int(prefill_replicas), int(decode_replicas)]})
+
+
+def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_tokens, ttft_s=None, tpot_s=None,
+                        percentile=90.0, engine: Engine = Engine(), requests: int = 1000, seed: int = 0,
+                        kv_link: str | None = None, price_per_gpu_hour: float | None = None) -> dict:
+    """The split of ``replicas`` groups (of step.tensor_parallel GPUs) into P prefill and D decode
+    replicas that serves the highest Poisson rate within the targets, against all ``replicas`` as
+    plain (co-located) replicas: {"splits": [(P, D, best rate)], "best": (P, D, rate),
+    "colocated": rate of replicas x one replica's best}. Each split's rate comes from the same
+    bisection as max_rate_within, on simulate_disaggregated."""
+    slo = _slo(ttft_s, tpot_s, percentile)
+    if slo is None:
+        raise RooflineError("the split search needs a target: a TTFT or a TPOT", field="slo_ttft")
+    g = int(check_number("replicas", replicas, minimum=2, strictly=False, maximum=64, integer=True))
+    one = max_rate_within(step, input_tokens, output_tokens, ttft_s, tpot_s, percentile, engine, requests, seed)
+    colocated = None if one.slo["best"] is None else g * one.slo["best"]
+    hi = 1.5 * g * max(one.values)
+    splits = []
+    for p in range(1, g):
+        d = g - p
+        # as many requests per replica as the co-located search runs on one: g x requests in all
+        sw = _rate_search(lambda rate, p=p, d=d: simulate_disaggregated(
+            step, step, poisson_requests(rate, requests * g, input_tokens, output_tokens, seed), engine, engine, p, d,
+            kv_link, seed, price_per_gpu_hour), hi, dict(slo))
+        splits.append((p, d, sw.slo["best"]))
+    ok = [s for s in splits if s[2] is not None]
+    return {"splits": splits, "best": max(ok, key=lambda s: s[2]) if ok else None, "colocated": colocated,
+            "gpus": g * step.tensor_parallel, "slo": slo}

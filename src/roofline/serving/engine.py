@@ -1,0 +1,47 @@
+"""The serving engine's settings (docs/serving.md): the scheduler's token and sequence budgets,
+the KV cache's blocks and memory share, prefix caching, speculative decoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from roofline.errors import RooflineError, check_fraction, check_number
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The scheduler's settings (vLLM's names: max_num_seqs, max_num_batched_tokens, block_size,
+    gpu_memory_utilization, prefix caching)."""
+
+    max_seqs: int = 256
+    max_tokens: int = 8192
+    block_size: int = 16
+    memory_fraction: float = 0.9
+    prefix_hit: float = 0.0
+    spec_tokens: int = 0  # speculative decoding: draft tokens proposed per sequence and step (0: none)
+    acceptance: float = 0.0  # the chance each draft token is accepted (independent positions)
+
+    @property
+    def tokens_per_verify(self) -> float:
+        """Expected tokens a sequence emits per step: sum_{i=0..k} a^i = (1 - a^(k+1)) / (1 - a)
+        (Leviathan et al. 2023, the accepted drafts and the one corrected or bonus token); 1 without
+        speculation."""
+        k, a = self.spec_tokens, self.acceptance
+        return float(sum(a ** i for i in range(k + 1)))
+
+    def __post_init__(self):
+        check_number("max_seqs", self.max_seqs, maximum=1 << 20, integer=True)
+        check_number("max_tokens", self.max_tokens, maximum=1 << 20, integer=True)
+        check_number("block_size", self.block_size, maximum=1 << 16, integer=True)
+        check_fraction("memory_fraction", self.memory_fraction)
+        check_number("prefix_hit", self.prefix_hit, strictly=False, maximum=1.0)
+        check_number("spec_tokens", self.spec_tokens, strictly=False, maximum=16, integer=True)
+        if self.spec_tokens:
+            check_number("acceptance", self.acceptance, maximum=0.999)
+        elif self.acceptance:
+            raise RooflineError("acceptance applies to speculative decoding: give spec_tokens too", field="acceptance")
+        if self.max_seqs * (self.spec_tokens + 1) > self.max_tokens:
+            raise RooflineError(f"max_seqs {self.max_seqs:,} x {self.spec_tokens + 1} tokens each is more than the token budget "
+                                f"max_tokens {self.max_tokens:,}: every decoding sequence needs its tokens of the budget",
+                                field="max_seqs")

@@ -1,0 +1,102 @@
+"""Plain-text tables of the serving results (ServingResult, ServingSweep); latencies in ms or s.
+"""
+
+from __future__ import annotations
+
+from roofline.plan.render import note_line
+from roofline.tables import grid
+from roofline.units import GIGA, MS
+
+
+def _lat(seconds) -> str:
+    """A latency for the serving tables: ms below 10 s, else s; '-' where there is none."""
+    import math
+
+    if seconds is None or not math.isfinite(float(seconds)):
+        return "-"
+    v = float(seconds)
+    return f"{v / MS:,.1f} ms" if v < 10 else f"{v:,.1f} s"
+
+
+def serving_table(r) -> str:
+    """One simulated serving run: throughput, latency percentiles, the scheduler's figures."""
+    m = r.to_dict()
+    e = r.engine
+    lines = [
+        r.description,
+        f"workload: {r.workload}, {r.requests:,} requests, {r.input_tokens / r.requests:,.0f} input and "
+        f"{r.output_tokens / r.requests:,.0f} output tokens on average",
+        f"engine: at most {e.max_seqs:,} sequences and {e.max_tokens:,} tokens per step, KV cache "
+        f"{r.cache_bytes / GIGA:,.1f} GB in blocks of {e.block_size} tokens",
+        "",
+        f"throughput  {m['output_tokens_per_s']:,.0f} output tokens/s ({m['output_tokens_per_s_per_gpu']:,.0f} per GPU), "
+        f"{m['total_tokens_per_s']:,.0f} tokens/s with the prompts, {m['requests_per_s']:,.2f} requests/s",
+        f"per user    {m['per_user_tokens_per_s']:,.1f} tokens/s while streaming (1 / median TPOT)"
+        if m["per_user_tokens_per_s"] is not None else "per user    - (every answer is one token)",
+        "",
+    ]
+    rows = [[what, *(_lat(m[f"{key}_p{p}_s"]) for p in (50, 90, 99)), _lat(m[f"{key}_mean_s"])]
+            for what, key in (("time to first token", "ttft"), ("time per output token", "tpot"),
+                              ("inter-token latency", "itl"), ("end to end", "e2e"))]
+    lines.append(grid(["latency", "p50", "p90", "p99", "mean"], rows, [False, True, True, True, True]))
+    lines += ["",
+              f"steps: {r.steps:,} (mean decode batch {r.mean_decode_batch:,.1f}, {r.mean_step_tokens:,.0f} tokens per step); "
+              f"KV cache {r.kv_mean:.0%} full on average, {r.kv_peak:.0%} at peak; {r.preemptions:,} preemptions"
+              + (f"; {r.computed_tokens - r.input_tokens:,} prompt tokens recomputed" if r.computed_tokens > r.input_tokens else "")]
+    cost = r.cost_per_million_output_tokens
+    if cost is not None:
+        lines.append(f"cost: ${cost:,.3f} per million output tokens at ${r.price_per_gpu_hour:,.2f} per GPU-hour x {r.gpus} GPU(s)")
+    lines += [note_line(n) for n in r.notes]
+    return "\n".join(lines)
+
+
+def serving_sweep_table(sw) -> str:
+    """The throughput-latency curve, a row per concurrency or rate, with the SLO verdict."""
+    first = sw.results[0]
+    slo = sw.slo
+    head = [first.description,
+            f"workload: {first.input_tokens / first.requests:,.0f} input and {first.output_tokens / first.requests:,.0f} "
+            f"output tokens on average; engine: at most {first.engine.max_seqs:,} sequences, {first.engine.max_tokens:,} "
+            "tokens per step", ""]
+    label = "users" if sw.over == "concurrency" else "req/s offered"
+    hdr = [label, "req/s", "tok/s/GPU", "tok/s/user", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "batch", "preempt"]
+    if slo:
+        q = f"p{slo['percentile']:g}"
+        hdr += [f"TTFT {q}", f"TPOT {q}", "SLO"]
+    rows = []
+    for row in sw.rows():
+        v = row[sw.over]
+        cells = [f"{v:,}" if sw.over == "concurrency" else f"{v:,.3g}", f"{row['requests_per_s']:,.2f}",
+                 f"{row['output_tokens_per_s_per_gpu']:,.0f}",
+                 "-" if row["per_user_tokens_per_s"] is None else f"{row['per_user_tokens_per_s']:,.1f}",
+                 _lat(row["ttft_p50_s"]), _lat(row["ttft_p99_s"]), _lat(row["tpot_p50_s"]), _lat(row["tpot_p99_s"]),
+                 f"{row['mean_decode_batch']:,.1f}", f"{row['preemptions']:,}"]
+        if slo:
+            cells += [_lat(row[f"ttft_{q}_s"]), _lat(row[f"tpot_{q}_s"]), "yes" if row["meets_slo"] else "no"]
+        rows.append(cells)
+    out = "\n".join(head) + grid(hdr, rows, [True] * len(hdr))
+    if slo:
+        targets = " and ".join(t for t in (f"TTFT p{slo['percentile']:g} <= {_lat(slo['ttft_s'])}" if slo.get("ttft_s") else "",
+                                           f"TPOT p{slo['percentile']:g} <= {_lat(slo['tpot_s'])}" if slo.get("tpot_s") else "") if t)
+        best = slo.get("best")
+        if best is None:
+            low = sw.results[0]
+            q = slo["percentile"]
+            out += (f"\n\nno {('concurrency' if sw.over == 'concurrency' else 'rate')} tried meets {targets}: at the lightest "
+                    f"load tried ({sw.values[0]:,.3g}{'' if sw.over == 'concurrency' else ' requests/s'}) TTFT p{q:g} is "
+                    f"{_lat(low.percentile('ttft', q))} and TPOT p{q:g} {_lat(low.percentile('tpot', q))}: a target below "
+                    "what a request alone takes is not met at any load or replica count")
+        elif sw.over == "rate":
+            r = sw.results[sw.values.index(best)]
+            out += (f"\n\nhighest rate meeting {targets}: {best:,.3g} requests/s ({r.output_tokens_per_s / r.gpus:,.0f} output "
+                    f"tokens/s per GPU)")
+            cost = r.cost_per_million_output_tokens
+            if cost is not None:
+                out += f"; ${cost:,.3f} per million output tokens"
+            n = sw.replicas_needed
+            if n is not None:
+                out += (f"\n{sw.target_rate:,.3g} requests/s need {n:,} replica(s) of {r.gpus} GPU(s): {n * r.gpus:,} GPUs "
+                        "(requests spread evenly over identical replicas)")
+        else:
+            out += f"\n\nhighest concurrency meeting {targets}: {best:,} users"
+    return out + "\n" + "\n".join(note_line(n) for n in first.notes)

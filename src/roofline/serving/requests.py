@@ -1,0 +1,83 @@
+"""The requests a serving run is fed (docs/serving.md): open loop (Poisson arrivals at a rate) or
+closed loop (a fixed number of users), with prompt and output lengths fixed or drawn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.errors import MAX_COUNT, RooflineError, check_number
+
+
+MAX_REQUESTS = 10_000_000
+
+
+@dataclass(frozen=True)
+class Requests:
+    """The workload: per request its prompt and output lengths; ``arrival_s`` for open loop, or
+    ``concurrency`` users for closed loop (arrival_s None)."""
+
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    arrival_s: np.ndarray | None = None
+    concurrency: int | None = None
+    label: str = ""
+
+    def __post_init__(self):
+        n = len(self.input_tokens)
+        if n == 0 or len(self.output_tokens) != n or (self.arrival_s is not None and len(self.arrival_s) != n):
+            raise RooflineError("requests need as many input lengths, output lengths and arrival times, at least one",
+                                field="requests")
+        if n > MAX_REQUESTS:
+            raise RooflineError(f"{n:,} requests: at most {MAX_REQUESTS:,}", field="requests")
+        for what, a in (("input_len", self.input_tokens), ("output_len", self.output_tokens)):
+            a = np.asarray(a)
+            if a.min() < 1 or a.max() > MAX_COUNT or not np.all(np.isfinite(a)):
+                raise RooflineError(f"{what} lengths must be whole numbers of at least 1 token; got {a.min():g} to {a.max():g}",
+                                    field=what)
+        if (self.arrival_s is None) == (self.concurrency is None):
+            raise RooflineError("give either arrival times (open loop) or a concurrency (closed loop)", field="rate")
+
+    @property
+    def n(self) -> int:
+        return len(self.input_tokens)
+
+
+def lengths(spec, n: int, rng: np.random.Generator, what: str) -> np.ndarray:
+    """n lengths from ``spec``: a whole number (all the same), (lo, hi) (uniform, inclusive), or an array."""
+    if isinstance(spec, (int, np.integer)) or (isinstance(spec, float) and spec.is_integer()):
+        v = int(check_number(what, spec, maximum=MAX_COUNT, integer=True))
+        return np.full(n, v, dtype=np.int64)
+    if isinstance(spec, tuple) and len(spec) == 2:
+        lo = int(check_number(what, spec[0], maximum=MAX_COUNT, integer=True))
+        hi = int(check_number(what, spec[1], maximum=MAX_COUNT, integer=True))
+        if hi < lo:
+            raise RooflineError(f"{what} range {lo}-{hi}: the upper end is below the lower", field=what)
+        return rng.integers(lo, hi + 1, size=n, dtype=np.int64)
+    a = np.asarray(spec, dtype=np.int64)
+    if a.ndim != 1 or len(a) == 0:
+        raise RooflineError(f"{what}: expected a length, a range or a list of lengths", field=what)
+    return np.resize(a, n)
+
+
+def poisson_requests(rate_per_s: float, n: int, input_tokens, output_tokens, seed: int = 0) -> Requests:
+    """n requests arriving as a Poisson process of ``rate_per_s`` (exponential gaps), lengths from
+    ``lengths``."""
+    check_number("rate", rate_per_s, maximum=1e9)
+    n = int(check_number("requests", n, maximum=MAX_REQUESTS, integer=True))
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1.0 / rate_per_s, size=n))
+    arrivals -= arrivals[0]
+    return Requests(lengths(input_tokens, n, rng, "input_len"), lengths(output_tokens, n, rng, "output_len"), arrivals,
+                    label=f"Poisson {rate_per_s:g} req/s")
+
+
+def closed_requests(concurrency: int, n: int, input_tokens, output_tokens, seed: int = 0) -> Requests:
+    """n requests from ``concurrency`` users, each sending its next when its last one finishes."""
+    c = int(check_number("concurrency", concurrency, maximum=1 << 24, integer=True))
+    n = int(check_number("requests", n, maximum=MAX_REQUESTS, integer=True))
+    rng = np.random.default_rng(seed)
+    return Requests(lengths(input_tokens, n, rng, "input_len"), lengths(output_tokens, n, rng, "output_len"), None, c,
+                    label=f"concurrency {c:,}")

@@ -1,0 +1,170 @@
+"""What a simulated serving run delivers (docs/serving.md): ServingResult, per request (TTFT,
+TPOT, end-to-end latency) and per step, as a table, JSON and CSV.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from roofline.plan.step import StepCost
+from roofline.serving.engine import Engine
+from roofline.tables import Tabular, dump_json
+from roofline.units import MEGA
+
+
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass(frozen=True)
+class ServingResult(Tabular):
+    """One simulated run. Times in seconds; rates per second for the replica
+    (``tensor_parallel`` GPUs); ``per_gpu`` figures divide by them."""
+
+    ROWS_KEY = None  # rows(): one per request
+
+    description: str
+    workload: str
+    engine: Engine
+    gpus: int
+    ttft_s: np.ndarray = field(repr=False)
+    tpot_s: np.ndarray = field(repr=False)
+    e2e_s: np.ndarray = field(repr=False)
+    itl_s: dict = field(repr=False)  # percentile -> seconds
+    duration_s: float = 0.0
+    output_tokens: int = 0
+    input_tokens: int = 0
+    computed_tokens: int = 0  # prompt tokens computed (recomputes included, prefix hits not)
+    steps: int = 0
+    mean_decode_batch: float = 0.0
+    mean_step_tokens: float = 0.0
+    kv_mean: float = 0.0
+    kv_peak: float = 0.0
+    preemptions: int = 0
+    mean_in_system: float = 0.0
+    cache_bytes: float = 0.0
+    notes: tuple = ()
+    price_per_gpu_hour: float | None = None
+    step_durations_s: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # every step's seconds
+    step_decodes: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # sequences it decoded
+    arrival_s: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # per request
+    request_input: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    request_output: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    settings: dict = field(default_factory=dict, repr=False)  # model, machine, precision, tensor parallel, link
+
+    @property
+    def requests(self) -> int:
+        return len(self.e2e_s)
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return self.output_tokens / self.duration_s
+
+    @property
+    def total_tokens_per_s(self) -> float:
+        return (self.output_tokens + self.input_tokens) / self.duration_s
+
+    @property
+    def requests_per_s(self) -> float:
+        return self.requests / self.duration_s
+
+    @property
+    def per_user_tokens_per_s(self) -> float:
+        """What one user sees while its answer streams: 1 / median TPOT."""
+        tp = self.tpot_s[np.isfinite(self.tpot_s)]
+        return float(1.0 / np.median(tp)) if len(tp) else float("nan")
+
+    def percentile(self, what: str, p: float) -> float:
+        a = {"ttft": self.ttft_s, "tpot": self.tpot_s, "e2e": self.e2e_s}[what]
+        a = a[np.isfinite(a)]
+        return float(np.percentile(a, p)) if len(a) else float("nan")
+
+    @property
+    def cost_per_million_output_tokens(self) -> float | None:
+        if self.price_per_gpu_hour is None:
+            return None
+        return self.price_per_gpu_hour * self.gpus / 3600.0 / self.output_tokens_per_s * MEGA
+
+    def metrics(self) -> dict:
+        d = {"requests": self.requests, "duration_s": self.duration_s, "requests_per_s": self.requests_per_s,
+             "output_tokens_per_s": self.output_tokens_per_s, "total_tokens_per_s": self.total_tokens_per_s,
+             "output_tokens_per_s_per_gpu": self.output_tokens_per_s / self.gpus,
+             "per_user_tokens_per_s": self.per_user_tokens_per_s}
+        for what in ("ttft", "tpot", "e2e"):
+            for p in PERCENTILES:
+                d[f"{what}_p{p}_s"] = self.percentile(what, p)
+            a = getattr(self, f"{what}_s")
+            a = a[np.isfinite(a)]
+            d[f"{what}_mean_s"] = float(a.mean()) if len(a) else float("nan")
+        for p in PERCENTILES:
+            d[f"itl_p{p}_s"] = self.itl_s.get(p, float("nan"))
+        d["itl_mean_s"] = self.itl_s.get("mean", float("nan"))
+        d.update(steps=self.steps, mean_decode_batch=self.mean_decode_batch, mean_step_tokens=self.mean_step_tokens,
+                 kv_cache_mean=self.kv_mean, kv_cache_peak=self.kv_peak, preemptions=self.preemptions,
+                 mean_requests_in_system=self.mean_in_system, kv_cache_bytes=self.cache_bytes,
+                 computed_prompt_tokens=self.computed_tokens)
+        cost = self.cost_per_million_output_tokens
+        if cost is not None:
+            d["cost_per_million_output_tokens"] = cost
+        return d
+
+    def to_dict(self) -> dict:
+        """Metrics with None where a figure does not exist (TPOT of one-token answers)."""
+        metrics = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.metrics().items()}
+        lengths = ({"input_tokens_mean": float(np.mean(self.request_input)), "output_tokens_mean": float(np.mean(self.request_output))}
+                   if len(self.request_input) else {})
+        return {"model": self.description, "workload": self.workload, "gpus": self.gpus, **self.settings, **lengths,
+                "engine": dataclasses.asdict(self.engine), **metrics, "notes": list(self.notes)}
+
+    def to_json(self) -> str:
+        return dump_json(self.to_dict())
+
+    def to_table(self) -> str:
+        from roofline.serving.render import serving_table
+
+        return serving_table(self)
+
+    def rows(self) -> list[dict]:
+        """One row per request, in arrival order: arrival time, prompt and output tokens, TTFT, TPOT
+        and end-to-end seconds (its queueing is in the TTFT); None where a figure does not exist."""
+        n = len(self.e2e_s)
+        arr = self.arrival_s if len(self.arrival_s) == n else np.full(n, np.nan)
+        ins = self.request_input if len(self.request_input) == n else np.zeros(n)
+        outs = self.request_output if len(self.request_output) == n else np.zeros(n)
+        return [{"request": i, "arrival_s": _finite(t), "input_tokens": int(ni), "output_tokens": int(no),
+                 "ttft_s": _finite(a), "tpot_s": _finite(b), "e2e_s": _finite(c)}
+                for i, (t, ni, no, a, b, c) in enumerate(zip(arr, ins, outs, self.ttft_s, self.tpot_s, self.e2e_s))]
+
+    def to_csv(self) -> str:
+        """rows() as CSV (a figure that does not exist is an empty cell)."""
+        from roofline.tables import rows_to_csv
+
+        return rows_to_csv([{k: "" if v is None else repr(v) if isinstance(v, float) else v for k, v in r.items()}
+                            for r in self.rows()])
+
+
+def step_settings(step: StepCost) -> dict:
+    """The configuration a result was simulated for, as keys (JSON)."""
+    return {"model_key": step.model.key or step.model.name, "machine": step.machine.key or step.machine.name,
+            "precision": step.precision.to_dict(), "tensor_parallel": step.tensor_parallel, "link": step.link}
+
+
+def _finite(x) -> float | None:
+    return float(x) if math.isfinite(float(x)) else None
+
+
+def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, ps) -> dict:
+    """Percentiles (and "mean") of ``values`` each counted ``weights`` times: the inter-token
+    latency every decoded token saw (a step's duration, once per sequence it decoded)."""
+    keep = weights > 0
+    if not keep.any():
+        return {**{p: float("nan") for p in ps}, "mean": float("nan")}
+    v, w = values[keep], weights[keep]
+    order = np.argsort(v)
+    v, cw = v[order], np.cumsum(w[order])
+    out = {p: float(v[min(np.searchsorted(cw, p / 100.0 * cw[-1]), len(v) - 1)]) for p in ps}
+    out["mean"] = float((v * w[order]).sum() / cw[-1])
+    return out

@@ -1,0 +1,401 @@
+"""Serving plans (docs/serving.md): what a deployment delivers under load, step by step, from the per-op
+costs of roofline.plan.step.
+
+``simulate`` runs a continuous-batching scheduler in the manner of vLLM's (V1, chunked prefill on):
+
+- requests arrive open loop (Poisson at a rate, or at given times) or closed loop (a fixed number
+  of users, each sending its next request when the last one finishes);
+- every step first gives each running, decoding sequence one token (its KV cache grows by a block
+  of ``block_size`` tokens when it fills one); then the budget left (``max_tokens`` per step, less
+  one per decode) goes to prompts in chunks: the running prompt first, then waiting requests in
+  arrival order, while a sequence slot (``max_seqs``) and cache for the chunk are free;
+- the KV cache is the memory left after the weights and a full step's activations
+  (step.kv_cache_budget); when a decode cannot get its next block, the most recently admitted
+  sequence is preempted (its cache freed; it waits again at the head of the queue and recomputes
+  its prompt and what it had generated, as vLLM's recompute preemption does);
+- a prefix-cache hit rate h skips the first h of each prompt (at least its last token is computed);
+  the skipped tokens still hold cache (shared blocks are not modelled: an upper bound on memory);
+- a step's time is StepCost.seconds of its decodes and chunks; the step that completes a prompt
+  samples the request's first token, each later step one more.
+
+Per request: TTFT (first token - arrival), TPOT ((finish - first token) / (output - 1)), end-to-end
+latency; per step: the inter-token latency every decoding sequence saw. One replica on
+``tensor_parallel`` GPUs; rates are for that replica.
+
+Sweeps and the SLO search are in search.py, prefill/decode disaggregation in disagg.py.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+
+import numpy as np
+
+from roofline.errors import RooflineError, check_number
+from roofline.plan.step import StepCost
+from roofline.serving.cache import cache_growth, replica_cache
+from roofline.serving.engine import Engine
+from roofline.serving.requests import Requests
+from roofline.serving.results import PERCENTILES, ServingResult, _weighted_percentiles, step_settings
+from roofline.units import GIGA
+
+
+STRETCH = 4096  # decode-only steps run at once between events, at most
+
+
+def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), price_per_gpu_hour: float | None = None,
+             max_steps: int = 50_000_000, draft: StepCost | None = None, _stage_engine: bool = False) -> ServingResult:
+    """Run the scheduler of the module docstring over ``requests``; see ServingResult.
+
+    Speculative decoding (``engine.spec_tokens`` k > 0, a ``draft`` model's StepCost built for one
+    token per step, and ``step`` built with verify_tokens k + 1): each decode step runs the draft k
+    times (one token per sequence each, against the growing context) and then the target once over
+    k + 1 tokens per sequence; each sequence emits engine.tokens_per_verify tokens on average
+    (carried as a fraction from step to step: the expected value, not a random draw). The draft's
+    weights and its KV cache share the GPUs' memory."""
+    if step.pipeline_stages > 1 and not _stage_engine:
+        if draft is not None:
+            raise RooflineError("speculative decoding with pipeline stages is not modelled", field="pipeline_stages")
+        return simulate_pipelined(step, requests, engine, 0, price_per_gpu_hour)
+    T = engine.spec_tokens + 1
+    if step.verify_tokens != T:
+        raise RooflineError(f"the step model feeds {step.verify_tokens} tokens per decoding sequence; the engine's "
+                            f"speculation needs {T} (StepCost(..., verify_tokens={T}))", field="spec_tokens")
+    if (draft is None) != (T == 1):
+        raise RooflineError("speculative decoding needs a draft model (and a draft model needs spec_tokens > 0); "
+                            "multi-token-prediction heads are not modelled", field="draft")
+    if engine.max_tokens > step.max_tokens or engine.max_seqs > step.max_seqs:
+        raise RooflineError(f"the step model was built for {step.max_tokens:,} tokens and {step.max_seqs:,} sequences per "
+                            f"step; the engine asks {engine.max_tokens:,} and {engine.max_seqs:,}", field="max_tokens")
+    if price_per_gpu_hour is not None:
+        check_number("price_per_gpu_hour", price_per_gpu_hour, maximum=1e6)
+    bs, n, E = engine.block_size, requests.n, engine.tokens_per_verify
+    inp = np.asarray(requests.input_tokens, dtype=np.int64)
+    out = np.asarray(requests.output_tokens, dtype=np.int64)
+    cap, parts, table, linear_table = replica_cache(step, engine, inp, out, draft)
+
+    closed = requests.arrival_s is None
+    arrival = np.full(n, np.inf)
+    if closed:
+        arrival[: min(requests.concurrency, n)] = 0.0
+    else:
+        arrival[:] = requests.arrival_s
+    need = inp.copy()  # prompt tokens to hold before sampling (prompt + generated after a preemption)
+    done = np.zeros(n, dtype=np.int64)
+    gen = np.zeros(n, dtype=np.int64)
+    first_t = np.full(n, np.nan)
+    finish_t = np.full(n, np.nan)
+    seen = np.zeros(n, dtype=bool)  # admitted before (the prefix hit applies to the first admission only)
+
+    S = engine.max_seqs
+    s_req = np.full(S, -1, dtype=np.int64)
+    s_ctx = np.zeros(S, dtype=np.int64)  # tokens whose KV is cached
+    s_blocks = np.zeros(S, dtype=np.int64)
+    s_dec = np.zeros(S, dtype=bool)
+    s_order = np.zeros(S, dtype=np.int64)
+    s_credit = np.zeros(S)  # speculation: the fraction of an expected token carried to the next step
+    free_slots = list(range(S - 1, -1, -1))
+    prefilling: list[int] = []  # slots, in admission order
+    waiting: collections.deque = collections.deque()
+    used = 0.0
+    order = 0
+    next_i = 0  # next request to arrive (arrival times are nondecreasing in request order)
+    next_closed = min(requests.concurrency, n) if closed else n
+    now = 0.0
+    t0 = None
+    step_dt, step_nd = [], []
+    steps = 0
+    tokens_sum = 0
+    kv_integral = kv_peak = 0.0
+    in_system_integral = 0.0
+    in_system = 0
+    preemptions = 0
+    computed = 0
+    finished = 0
+    hit = engine.prefix_hit
+
+    def release(slot):
+        nonlocal used
+        used -= table[s_blocks[slot]]
+        s_req[slot] = -1
+        s_dec[slot] = False
+        s_blocks[slot] = 0
+        s_ctx[slot] = 0
+        free_slots.append(slot)
+
+    def finish(r, slot):
+        nonlocal finished, in_system, next_closed
+        finish_t[r] = now
+        finished += 1
+        in_system -= 1
+        release(slot)
+        if closed and next_closed < n:
+            arrival[next_closed] = now
+            next_closed += 1
+
+    while finished < n:
+        if steps >= max_steps:
+            raise RooflineError(f"the simulation ran {max_steps:,} steps without finishing", field="requests")
+        while next_i < n and arrival[next_i] <= now:
+            waiting.append(next_i)
+            in_system += 1
+            in_system_integral += now - arrival[next_i]  # it arrived during the last step
+            next_i += 1
+        if t0 is None and waiting:
+            t0 = now
+        dec = np.flatnonzero(s_dec)
+        # the decodes' next blocks, preempting the newest sequences while they do not fit
+        while len(dec):
+            grow_to = -(-(s_ctx[dec] + T) // bs)  # blocks to hold the ctx + T tokens the step writes
+            extra = float((table[grow_to] - table[s_blocks[dec]]).sum())
+            if used + extra <= cap:
+                s_blocks[dec] = grow_to
+                used += extra
+                break
+            active = np.flatnonzero(s_req >= 0)
+            victim = int(active[np.argmax(s_order[active])])
+            r = int(s_req[victim])
+            if victim in prefilling:
+                prefilling.remove(victim)
+            release(victim)
+            need[r] = inp[r] + gen[r]
+            done[r] = 0
+            waiting.appendleft(r)
+            preemptions += 1
+            dec = np.flatnonzero(s_dec)
+        budget = engine.max_tokens - len(dec) * T
+        chunks, chunk_slots = [], []
+        for slot in list(prefilling):
+            if budget <= 0:
+                break
+            r = int(s_req[slot])
+            c = int(min(need[r] - done[r], budget))
+            blocks = -(-(int(done[r]) + c) // bs)
+            extra = table[blocks] - table[s_blocks[slot]]
+            if used + extra > cap:
+                break
+            used += extra
+            s_blocks[slot] = blocks
+            chunks.append((c, int(done[r])))
+            chunk_slots.append(slot)
+            budget -= c
+        while waiting and budget > 0 and free_slots:
+            r = waiting[0]
+            start = int(done[r])
+            if not seen[r] and hit:
+                start = int(min(math.floor(hit * inp[r]), inp[r] - 1))
+            c = int(min(need[r] - start, budget))
+            blocks = -(-(start + c) // bs)
+            if used + table[blocks] > cap:
+                break
+            waiting.popleft()
+            seen[r] = True
+            done[r] = start
+            slot = free_slots.pop()
+            s_req[slot], s_ctx[slot], s_blocks[slot], s_dec[slot] = r, start, blocks, False
+            s_order[slot] = order
+            order += 1
+            used += table[blocks]
+            prefilling.append(slot)
+            chunks.append((c, start))
+            chunk_slots.append(slot)
+            budget -= c
+        nd = len(dec)
+        if not nd and not chunks:
+            if next_i < n and np.isfinite(arrival[next_i]):
+                now = max(now, float(arrival[next_i]))
+                continue
+            raise RooflineError("the scheduler is stuck: nothing can run and nothing will arrive (the cache holds no "
+                                "waiting request)", field="requests")
+        if nd and not chunks and T == 1:  # decodes only: run steps up to the next event in one go (same arithmetic)
+            reqs = s_req[dec]
+            K = int(min((out[reqs] - gen[reqs]).min(), STRETCH))
+            if K > 1:
+                ctx0 = s_ctx[dec]  # step k feeds one token against ctx0 + 1 + k
+                times = step.decode_steps_seconds(ctx0, K)
+                cum = np.cumsum(times)
+                if next_i < n and np.isfinite(arrival[next_i]):  # stop at the step during which one arrives
+                    K = min(K, int(np.searchsorted(cum, arrival[next_i] - now, side="left")) + 1)
+                used_k = used + cache_growth(table, linear_table, ctx0, s_blocks[dec], K, bs)
+                over = np.flatnonzero(used_k > cap)
+                if len(over):
+                    K = int(over[0])  # the steps before the cache runs out (at least this one: it fit above)
+                if K > 1:
+                    dts = times[:K]
+                    span = float(cum[K - 1])
+                    in_system_integral += in_system * span
+                    kv_integral += float((used_k[:K] * dts).sum())
+                    kv_peak = max(kv_peak, float(used_k[K - 1]))
+                    used = float(used_k[K - 1])
+                    s_blocks[dec] = -(-(ctx0 + K) // bs)
+                    now += span
+                    steps += K
+                    tokens_sum += nd * K
+                    step_dt.append(dts)
+                    step_nd.append(np.full(K, nd))
+                    s_ctx[dec] += K
+                    gen[reqs] += K
+                    for slot in dec[gen[reqs] >= out[reqs]]:
+                        finish(int(s_req[slot]), int(slot))
+                    continue
+        ctx1 = s_ctx[dec] + T
+        M = nd * T + sum(c for c, _ in chunks)
+        completing = sum(1 for (c, p), slot in zip(chunks, chunk_slots) if p + c >= need[s_req[slot]])
+        dt = step.step_seconds(nd, float(ctx1.sum()), ctx1, M, nd * T + completing, chunks)
+        if draft is not None:  # k draft decode steps, and the draft's own prefill of the chunks
+            if nd:
+                dt += float(draft.decode_steps_seconds(s_ctx[dec], T - 1).sum())
+            if chunks:
+                dt += draft.step_seconds(0, 0.0, (), M - nd * T, 0, chunks)
+        in_system_integral += in_system * dt
+        now += dt
+        steps += 1
+        tokens_sum += M
+        step_dt.append(np.array([dt]))
+        step_nd.append(np.array([nd]))
+        kv_integral += used * dt
+        kv_peak = max(kv_peak, used)
+        computed += M - nd * T
+        if nd and T == 1:
+            s_ctx[dec] += 1
+            reqs = s_req[dec]
+            gen[reqs] += 1
+            for slot in dec[gen[reqs] >= out[reqs]]:
+                finish(int(s_req[slot]), int(slot))
+        elif nd:  # speculation: each emits its expected tokens (carried as a fraction), at least the one verified
+            reqs = s_req[dec]
+            s_credit[dec] += E
+            emitted = np.minimum(np.floor(s_credit[dec] + 1e-9).astype(np.int64), out[reqs] - gen[reqs])
+            s_credit[dec] -= emitted
+            s_ctx[dec] += emitted
+            gen[reqs] += emitted
+            keep = -(-s_ctx[dec] // bs)  # the rejected drafts' cache is given back
+            used -= float((table[s_blocks[dec]] - table[keep]).sum())
+            s_blocks[dec] = keep
+            for slot in dec[gen[reqs] >= out[reqs]]:
+                finish(int(s_req[slot]), int(slot))
+        for (c, p), slot in zip(chunks, chunk_slots):
+            r = int(s_req[slot])
+            done[r] = p + c
+            s_ctx[slot] = p + c
+            if done[r] >= need[r]:
+                prefilling.remove(slot)
+                if np.isnan(first_t[r]):
+                    first_t[r] = now
+                gen[r] += 1
+                if gen[r] >= out[r]:
+                    finish(r, slot)
+                else:
+                    s_dec[slot] = True
+                    s_credit[slot] = 0.0
+    t_start = t0 or 0.0
+    duration = float(np.nanmax(finish_t)) - t_start
+    real_arrival = arrival
+    ttft = first_t - real_arrival
+    e2e = finish_t - real_arrival
+    tpot = np.where(out > 1, (finish_t - first_t) / np.maximum(out - 1, 1), np.nan)
+    dts, nds = np.concatenate(step_dt), np.concatenate(step_nd).astype(float)
+    busy = float(dts.sum())
+    pooled = step._dp * step.pipeline_stages
+    notes = (f"KV cache {cap / GIGA:,.1f} GB {'for the replica' if pooled > 1 else 'per GPU'}"
+             + (f" ({pooled} GPUs' share)" if pooled > 1 else "")
+             + f": {engine.memory_fraction:g} of {step.machine.memory_bytes / GIGA:,.0f} GB less "
+             f"weights {parts['weights_bytes'] / GIGA:,.1f} GB"
+             + (f", the draft's {parts['draft_weights_bytes'] / GIGA:,.1f} GB" if "draft_weights_bytes" in parts else "")
+             + f" and a full step's activations {parts['activations_bytes'] / GIGA:,.2f} GB (an estimate: "
+             f"{engine.max_tokens:,} rows of the widest op) per GPU",
+             "scheduler: decodes first, then prompt chunks within max_tokens (vLLM V1 with chunked prefill); "
+             "preemption recomputes the newest sequence; cache in blocks of "
+             f"{engine.block_size} tokens" + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""),
+             "one replica; a decode-only step replays a CUDA graph (one launch)" if step.cost_model.cuda_graph
+             else "one replica; every op of a step pays a launch (no CUDA graph)")
+    past = step.model.context_note(inp + out)
+    if past:
+        notes = (past,) + notes
+    mean_seq = float(np.mean(inp + out))
+    holds = cap / max(float(table[-(-int(mean_seq) // bs)]), 1.0)
+    demand = min(engine.max_seqs, requests.concurrency if closed else n)
+    if holds < demand / 2:
+        notes = (f"memory-bound batch: the {cap / GIGA:,.2f} GB KV cache holds about {holds:,.0f} sequence(s) of the mean "
+                 f"length ({mean_seq:,.0f} tokens), under half of the {demand:,} that could run at once: more GPUs or a narrower "
+                 "cache would batch more",) + notes
+    if not closed and duration > 0:
+        offered = (n - 1) / max(float(arrival[-1] - arrival[0]), 1e-300) if n > 1 else 0.0
+        served = (n - 1) / max(duration - float(np.nanmedian(e2e)), 1e-300)  # less one request's time: the drain
+        if offered and served < 0.9 * offered:
+            notes = (f"overloaded: {n / duration:,.3g} requests/s served of the {offered:,.3g} offered; the queue grows for as long "
+                     "as requests arrive, so the latencies depend on --requests",) + notes
+    if draft is not None:
+        notes += (f"speculative decoding: {draft.model.name} drafts {T - 1} tokens per step, each accepted with probability "
+                  f"{engine.acceptance:g}: {E:.2f} tokens per sequence and step on average (the expected value, carried "
+                  "from step to step; acceptance is not drawn at random); inter-token latency is the gap between a "
+                  "sequence's deliveries, several tokens each; the draft's weights "
+                  f"({parts['draft_weights_bytes'] / GIGA:,.1f} GB) and KV cache share the memory",)
+    notes += step.notes()
+    return ServingResult(
+        step.describe(), requests.label, engine, step.tensor_parallel, ttft, tpot, e2e,
+        _weighted_percentiles(dts, nds, PERCENTILES), duration, int(out.sum()), int(inp.sum()), int(computed), steps,
+        float((dts * nds).sum() / busy) if busy else 0.0, tokens_sum / max(steps, 1),
+        kv_integral / busy / cap if busy else 0.0, kv_peak / cap, preemptions,
+        in_system_integral / max(float(np.nanmax(finish_t)) - t_start, 1e-300), cap, notes, price_per_gpu_hour, dts, nds,
+        arrival.copy(), inp, out, step_settings(step))
+
+
+# ---------------------------------------------------------------------------------------------
+# pipeline parallelism
+# ---------------------------------------------------------------------------------------------
+
+
+def simulate_pipelined(step: StepCost, requests: Requests, engine: Engine = Engine(), seed: int = 0,
+                       price_per_gpu_hour: float | None = None) -> ServingResult:
+    """A replica of p = step.pipeline_stages stages (each on the tensor-parallel group) running p
+    micro-batches in flight, as vLLM's pipeline-parallel scheduler does (one virtual engine per
+    stage): every virtual engine is this module's scheduler over its share of the requests (users
+    split evenly in a closed loop, arrivals at random in an open one), its step the whole model's
+    time at its own batch plus the p - 1 sends between stages (StepCost with pipeline_stages), and
+    its KV cache one stage GPU's free memory (each GPU holds 1/p of the layers of every sequence,
+    so p engines share p GPUs' worth). Balanced stages and micro-batches are assumed: a stage never
+    waits for another engine's (said in the notes). Fewer requests in flight than p leave stages
+    idle: the pipeline bubble at low load."""
+    p = step.pipeline_stages
+    if p < 2:
+        return simulate(step, requests, engine, price_per_gpu_hour, _stage_engine=True)
+    n = requests.n
+    inp = np.asarray(requests.input_tokens, dtype=np.int64)
+    out = np.asarray(requests.output_tokens, dtype=np.int64)
+    closed = requests.arrival_s is None
+    if closed:  # users spread over the engines; an engine without users gets no requests (the bubble)
+        users = [requests.concurrency // p + (1 if i < requests.concurrency % p else 0) for i in range(p)]
+        active = [i for i in range(p) if users[i]]
+        share = np.asarray(active)[np.arange(n) % len(active)]
+    else:
+        share = np.random.default_rng(seed).integers(0, p, size=n)
+    ttft, tpot, e2e, arrival = (np.full(n, np.nan) for _ in range(4))
+    parts = []
+    for i in range(p):
+        idx = np.flatnonzero(share == i)
+        if len(idx) == 0 or (closed and users[i] == 0):
+            continue
+        sub = (Requests(inp[idx], out[idx], None, users[i], label="virtual engine") if closed else
+               Requests(inp[idx], out[idx], np.asarray(requests.arrival_s)[idx], None, label="virtual engine"))
+        r = simulate(step, sub, engine, price_per_gpu_hour, _stage_engine=True)
+        ttft[idx], tpot[idx], e2e[idx], arrival[idx] = r.ttft_s, r.tpot_s, r.e2e_s, r.arrival_s
+        parts.append(r)
+    finish = arrival + e2e
+    t0 = float(np.nanmin(arrival))
+    duration = float(np.nanmax(finish)) - t0
+    durations = np.concatenate([r.step_durations_s for r in parts])
+    decodes = np.concatenate([r.step_decodes for r in parts])
+    notes = (f"pipeline: {p} stages of about {step.model.n_layers / p:.3g} layers, each on {step.tensor_parallel} GPU(s), "
+             f"{p} micro-batches in flight (one virtual engine per stage); balanced stages and micro-batches assumed; "
+             f"fewer requests than stages leave stages idle",) + parts[0].notes
+    return ServingResult(
+        step.describe(), requests.label, engine, step.tensor_parallel * p, ttft, tpot, e2e,
+        _weighted_percentiles(durations, decodes, PERCENTILES), duration, int(out.sum()), int(inp.sum()),
+        int(sum(r.computed_tokens for r in parts)), int(sum(r.steps for r in parts)),
+        float((durations * decodes).sum() / duration) if duration else 0.0,  # sequences decoding at once, all engines
+        float(np.mean([r.mean_step_tokens for r in parts])), float(np.mean([r.kv_mean for r in parts])),
+        float(max(r.kv_peak for r in parts)), int(sum(r.preemptions for r in parts)), float(np.nansum(e2e) / duration),
+        parts[0].cache_bytes * p, notes, price_per_gpu_hour, durations, decodes, arrival, inp, out,
+        {**step_settings(step), "pipeline_stages": p})

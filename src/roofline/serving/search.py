@@ -1,0 +1,173 @@
+"""Serving sweeps and the SLO search (docs/serving.md): the throughput versus latency curve over
+concurrencies or rates, and the highest rate one replica sustains within a TTFT / TPOT target.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from roofline.errors import RooflineError, check_number
+from roofline.plan.step import StepCost
+from roofline.serving.engine import Engine
+from roofline.serving.requests import closed_requests, poisson_requests
+from roofline.serving.results import ServingResult
+from roofline.serving.scheduler import simulate
+from roofline.tables import Tabular, dump_json
+
+
+@dataclass(frozen=True)
+class ServingSweep(Tabular):
+    """Simulated runs at several concurrencies (closed loop) or rates (open loop): the throughput
+    versus latency curve (per GPU against per user tokens/s)."""
+
+    ROWS_KEY = "points"
+
+    over: str  # "concurrency" or "rate"
+    values: tuple
+    results: tuple  # ServingResult per value
+    slo: dict | None = None  # {"ttft_s", "tpot_s", "percentile", "best": value or None}
+    target_rate: float | None = None  # requests/s the deployment must serve (rate search): replicas_needed
+
+    @property
+    def replicas_needed(self) -> int | None:
+        """Data-parallel replicas (each the searched tensor-parallel group) that serve
+        ``target_rate`` within the SLO: ceil(target / the best rate one replica sustains)."""
+        best = (self.slo or {}).get("best")
+        if self.target_rate is None or best is None or self.over != "rate":
+            return None
+        return int(math.ceil(self.target_rate / best - 1e-9))
+
+    def rows(self) -> list[dict]:
+        out = []
+        for v, r in zip(self.values, self.results):
+            m = r.to_dict()
+            out.append({self.over: v, "requests_per_s": m["requests_per_s"],
+                        "output_tokens_per_s_per_gpu": m["output_tokens_per_s_per_gpu"],
+                        "per_user_tokens_per_s": m["per_user_tokens_per_s"], "ttft_p50_s": m["ttft_p50_s"],
+                        "ttft_p99_s": m["ttft_p99_s"], "tpot_p50_s": m["tpot_p50_s"], "tpot_p99_s": m["tpot_p99_s"],
+                        "mean_decode_batch": m["mean_decode_batch"], "kv_cache_peak": m["kv_cache_peak"],
+                        "preemptions": m["preemptions"],
+                        **({"cost_per_million_output_tokens": m["cost_per_million_output_tokens"]}
+                           if "cost_per_million_output_tokens" in m else {}),
+                        **({f"ttft_p{self.slo['percentile']:g}_s": r.percentile("ttft", self.slo["percentile"]),
+                            f"tpot_p{self.slo['percentile']:g}_s": _none_if_nan(r.percentile("tpot", self.slo["percentile"])),
+                            "meets_slo": meets_slo(r, self.slo)} if self.slo else {})})
+        return out
+
+    def to_dict(self) -> dict:
+        first = self.results[0]
+        out = {"model": first.description, "gpus": first.gpus, "engine": dataclasses.asdict(first.engine),
+               "over": self.over, "points": self.rows(), "slo": self.slo, "notes": list(first.notes)}
+        if self.target_rate is not None:
+            n = self.replicas_needed
+            out["target"] = {"requests_per_s": self.target_rate, "replicas": n, "gpus": None if n is None else n * first.gpus}
+        return out
+
+    def to_json(self) -> str:
+        return dump_json(self.to_dict())
+
+    def to_csv(self) -> str:
+        from roofline.tables import rows_to_csv
+
+        return rows_to_csv([{k: ("" if v is None else v) for k, v in r.items()} for r in self.rows()])
+
+    def to_table(self) -> str:
+        from roofline.serving.render import serving_sweep_table
+
+        return serving_sweep_table(self)
+
+
+def _none_if_nan(x: float):
+    return None if not math.isfinite(x) else x
+
+
+def meets_slo(result: ServingResult, slo: dict | None) -> bool:
+    """Both percentiles within their targets (a target of None is no constraint)."""
+    if not slo:
+        return True
+    p = slo["percentile"]
+    ok = True
+    if slo.get("ttft_s") is not None:
+        ok &= result.percentile("ttft", p) <= slo["ttft_s"]
+    if slo.get("tpot_s") is not None:
+        t = result.percentile("tpot", p)
+        ok &= (not math.isfinite(t)) or t <= slo["tpot_s"]
+    return bool(ok)
+
+
+def _slo(ttft_s, tpot_s, percentile) -> dict | None:
+    if ttft_s is None and tpot_s is None:
+        return None
+    for name, v in (("slo_ttft", ttft_s), ("slo_tpot", tpot_s)):
+        if v is not None:
+            check_number(name, v, maximum=1e6)
+    check_number("percentile", percentile, maximum=100.0)
+    return {"ttft_s": ttft_s, "tpot_s": tpot_s, "percentile": float(percentile)}
+
+
+def sweep_concurrency(step: StepCost, concurrencies, input_tokens, output_tokens, engine: Engine = Engine(),
+                      requests: int | None = None, seed: int = 0, price_per_gpu_hour: float | None = None,
+                      ttft_s=None, tpot_s=None, percentile=90.0, draft: StepCost | None = None) -> ServingSweep:
+    """Closed-loop runs at each concurrency, ``requests`` each (default: 8 per user, 200 to 20,000)."""
+    slo = _slo(ttft_s, tpot_s, percentile)
+    values = tuple(int(check_number("concurrency", c, maximum=1 << 24, integer=True)) for c in concurrencies)
+    results = tuple(simulate(step, closed_requests(c, requests or min(max(200, 8 * c), 20_000), input_tokens, output_tokens, seed),
+                             engine, price_per_gpu_hour, draft=draft) for c in values)
+    if slo:
+        ok = [v for v, r in zip(values, results) if meets_slo(r, slo)]
+        slo["best"] = max(ok) if ok else None
+    return ServingSweep("concurrency", values, results, slo)
+
+
+SEARCH_STEPS = 14  # bisections of the rate search (log scale): ~2% resolution
+
+
+def max_rate_within(step: StepCost, input_tokens, output_tokens, ttft_s=None, tpot_s=None, percentile=90.0,
+                    engine: Engine = Engine(), requests: int = 1000, seed: int = 0,
+                    price_per_gpu_hour: float | None = None, target_rate: float | None = None,
+                    draft: StepCost | None = None) -> ServingSweep:
+    """The highest Poisson rate whose TTFT and TPOT percentiles meet the targets, by bisection in
+    log rate between a rate that meets them and the engine's saturated throughput (closed loop
+    at max_seqs users) x 1.5; every rate tried is a point of the returned sweep, the best in
+    ``slo["best"]`` (None when even the lowest rate misses: the targets are below one request
+    alone). With ``target_rate``, the replicas (and GPUs) that serve it: ServingSweep.replicas_needed
+    (requests spread evenly over identical replicas)."""
+    slo = _slo(ttft_s, tpot_s, percentile)
+    if slo is None:
+        raise RooflineError("the rate search needs a target: a TTFT or a TPOT", field="slo_ttft")
+    if target_rate is not None:
+        check_number("target_rate", target_rate, maximum=1e9)
+    sat = simulate(step, closed_requests(engine.max_seqs, max(requests, 2 * engine.max_seqs), input_tokens, output_tokens,
+                                         seed), engine, draft=draft)
+    return _rate_search(lambda rate: simulate(step, poisson_requests(rate, requests, input_tokens, output_tokens, seed), engine,
+                                              price_per_gpu_hour, draft=draft),
+                        1.5 * sat.requests_per_s, slo, target_rate)
+
+
+def _rate_search(run_at, hi: float, slo: dict, target_rate=None) -> ServingSweep:
+    """Bisection in log rate between hi / 1000 and ``hi`` for the highest rate whose run (run_at(rate)
+    -> ServingResult) meets ``slo``; every run is a point of the sweep, the best in slo["best"]."""
+    lo = hi / 1000.0
+    tried = {}
+
+    def run(rate):
+        tried[rate] = run_at(rate)
+        return meets_slo(tried[rate], slo)
+
+    best = None
+    if run(lo):
+        best = lo
+        if run(hi):
+            best = hi
+        else:
+            for _ in range(SEARCH_STEPS):
+                mid = math.sqrt(lo * hi)
+                if run(mid):
+                    lo = best = mid
+                else:
+                    hi = mid
+    slo["best"] = best
+    values = tuple(sorted(tried))
+    return ServingSweep("rate", values, tuple(tried[v] for v in values), slo, target_rate)
