@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from roofline.check import PREDICTORS  # noqa: E402
+from roofline.diagnose.check_report import PREDICTORS  # noqa: E402
 
 HELD_OUT = {  # (d_model, tokens, attention): none of these is a calibration probe size
     "cpu": [(1024, 512, "naive"), (1280, 640, "naive"), (640, 1536, "naive"), (1024, 512, "flash")],

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from roofline.calibrated import CalibratedModel
-from roofline.check import CheckReport, Measured, OpRun, build_report, diagnose
+from roofline.diagnose.check_report import CheckReport, Measured, OpRun, build_report, diagnose_op
 from roofline.cost import CostModel
 from roofline.kernels import Kernel, elementwise_kernel, matmul_kernel, softmax_kernel
 from roofline.machine_profile import parse_profile, render_profile
@@ -64,7 +64,7 @@ def test_json_contract(setup):
 def test_faster_than_the_roof_is_flagged_impossible(setup):
     machine, _ = setup
     k = Kernel("mm", 1e9, 1e3, "matmul", "fp32")  # 1e9 FLOPs at the measured 1e10 FLOP/s: 100 ms at best
-    flag, why = diagnose(k, machine, 0.05, 0.1, "l1d")
+    flag, why = diagnose_op(k, machine, 0.05, 0.1, "l1d")
     assert flag == "below roof" and "impossible" in why and "FLOP convention" in why
 
 
@@ -72,7 +72,7 @@ def test_in_cache_is_not_impossible(setup):
     machine, _ = setup
     k = Kernel("add", 0.0, 512 * 2**10, "elementwise", "fp32")
     dram = k.bytes / machine.bandwidth
-    flag, why = diagnose(k, machine, 0.8 * dram, 0.5 * dram, "l2")
+    flag, why = diagnose_op(k, machine, 0.8 * dram, 0.5 * dram, "l2")
     assert flag == "in cache" and "l2" in why
 
 
@@ -84,14 +84,14 @@ def test_in_cache_is_not_impossible(setup):
 def test_far_from_the_roof_gets_the_symptom_table(setup, kernel, words):
     machine, _ = setup
     bound = max(kernel.flops / machine.peak("fp32"), kernel.bytes / machine.bandwidth)
-    flag, why = diagnose(kernel, machine, 10 * bound, bound, "main memory", launch_s=1e-9, dims=(100, 100, 100))
+    flag, why = diagnose_op(kernel, machine, 10 * bound, bound, "main memory", launch_s=1e-9, dims=(100, 100, 100))
     assert flag == "far" and words in why
 
 
 def test_launch_dominated_op_points_at_launches(setup):
     machine, _ = setup
     k = elementwise_kernel(10, bytes_per_elem=4.0)
-    flag, why = diagnose(k, machine, 5e-6, 1e-9, "l1d", launch_s=4e-6)
+    flag, why = diagnose_op(k, machine, 5e-6, 1e-9, "l1d", launch_s=4e-6)
     assert flag == "far" and "CUDA graphs" in why
 
 
@@ -107,7 +107,7 @@ def test_coverage_counts_measured_inside_the_interval(setup):
 def test_slow_flash_attention_is_not_told_to_use_flash_attention(setup):
     machine, _ = setup
     k = Kernel("flash attention", 1e8, 1e6, "attention", "fp32")
-    flag, why = diagnose(k, machine, 1.0, 0.01, "main memory")
+    flag, why = diagnose_op(k, machine, 1.0, 0.01, "main memory")
     assert flag == "far" and "backend" in why and "Fix: FlashAttention" not in why
 
 

@@ -89,7 +89,7 @@ def test_check_levels_at_one_bandwidth_share_a_label_and_op_labels_do_not_overla
     import dataclasses
 
     from roofline.calibrated import CalibratedModel
-    from roofline.check import Measured, OpRun, build_report
+    from roofline.diagnose.check_report import Measured, OpRun, build_report
     from roofline.kernels import elementwise_kernel, matmul_kernel
     from roofline.machine_profile import parse_profile, render_profile
     from roofline.plots import plot_check

@@ -11,7 +11,7 @@ import pytest
 from roofline.blocks import layer_report
 from roofline.plan.decode import DecodePlan, decode_plan
 from roofline.plan.memory import MemoryPlan, inference_memory
-from roofline.check import CheckReport
+from roofline.diagnose.check_report import CheckReport
 from roofline.cost import CostModel, WorkloadPrediction
 from roofline.diagnose import Diagnosis, diagnose
 from roofline.kernels import Kernel, matmul_kernel

@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from roofline.cost import OpPrediction, WorkloadPrediction, _jsonable, binds, op_times, overlapped_s
+from roofline.cost import OpPrediction, WorkloadPrediction, _jsonable, binds, hierarchical_lower_bound, overlapped_s
 from roofline.kernels import Kernel
 from roofline.machines import Machine, get_machine
 from roofline.machine_profile import (Calibration, gemm_points, load_profile, main_memory, matmul_rates, peaks, stream_curve,
@@ -40,20 +40,6 @@ DEFAULT_COMPUTE_FRACTION = 0.70  # the workshop's e_c, for a dtype the calibrati
 MIN_PROBE_LAUNCHES = 1.5  # a probe shorter than this many launch overheads is not fitted
 FORWARD_CACHE_SHARE = 0.25  # a forward moving more than this share of the last cache reads its weights cold
 OUTSIDE_WIDENING = 1.5  # an op outside its class probes' sizes: the interval is this much wider each way
-
-
-def hierarchical_lower_bound(kernel: Kernel, machine: Machine) -> tuple[float, str]:
-    """(seconds, level): the roofline with the bandwidth of the smallest memory level that holds
-    the kernel's working set (its bytes), main memory if none does. A level is at least as fast as
-    every larger one (data that fits a small cache also fits the larger ones), so the bandwidth is
-    the best over the holding level, the levels above it and main memory; the level named is the
-    one whose bandwidth was used. Never slower than time_lower_bound."""
-    machine = get_machine(machine)
-    bw, level = machine.bandwidth, "main memory"
-    for lvl in sorted(machine.levels, key=lambda l: l.size_bytes):
-        if kernel.bytes <= lvl.size_bytes and lvl.bytes_per_s > bw:
-            bw, level = lvl.bytes_per_s, lvl.name
-    return float(op_times(kernel.flops, kernel.bytes, machine.peak(kernel.dtype), bw)[2]), level
 
 
 FAMILY = "family: "  # the shape text of a class probe (measure.families), as the profile stores it

@@ -30,6 +30,20 @@ def time_lower_bound(kernel: Kernel, machine: Machine) -> float:
     return _scalar(op_times(kernel.flops, kernel.bytes, machine.peak(kernel.dtype), bytes_per_s(kernel, machine))[2])
 
 
+def hierarchical_lower_bound(kernel: Kernel, machine: Machine) -> tuple[float, str]:
+    """(seconds, level): the roofline with the bandwidth of the smallest memory level that holds
+    the kernel's working set (its bytes), main memory if none does. A level is at least as fast as
+    every larger one (data that fits a small cache also fits the larger ones), so the bandwidth is
+    the best over the holding level, the levels above it and main memory; the level named is the
+    one whose bandwidth was used. Never slower than time_lower_bound."""
+    machine = get_machine(machine)
+    bw, level = machine.bandwidth, "main memory"
+    for lvl in sorted(machine.levels, key=lambda l: l.size_bytes):
+        if kernel.bytes <= lvl.size_bytes and lvl.bytes_per_s > bw:
+            bw, level = lvl.bytes_per_s, lvl.name
+    return float(op_times(kernel.flops, kernel.bytes, machine.peak(kernel.dtype), bw)[2]), level
+
+
 def roofline_bound(kernel: Kernel, machine: Machine) -> str:
     """Which limit binds ``kernel`` on the pure roofline (binds, no efficiencies): "memory" left
     of the ridge, "compute" right of it, "link" for a collective whose link time is the larger."""

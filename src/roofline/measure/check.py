@@ -7,7 +7,7 @@ import datetime as _dt
 import torch
 
 from roofline.calibrated import CalibratedModel
-from roofline.check import CheckReport, OpRun, build_report
+from roofline.diagnose.check_report import CheckReport, OpRun, build_report
 from roofline.errors import RooflineError, check_number
 from roofline.measure.blockops import block_ops, planned_bytes, scale_config
 from roofline.measure.device import (available_memory_bytes, check_threads, default_dtype, device_info, flush_bytes, make_flush,

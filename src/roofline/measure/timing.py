@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from roofline.check import Measured
+from roofline.diagnose.check_report import Measured
 
 MAX_INNER = 10_000
 ESTIMATE_CALLS = 5  # warm calls timed back to back for the per-call estimate of a short op

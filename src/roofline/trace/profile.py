@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass, field
 
 from roofline.cost import binds, op_times, time_lower_bound
-from roofline.diagnose import advice, measurement_problem
+from roofline.diagnose.kernel import advice, measurement_problem
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel
 from roofline.machines import get_machine

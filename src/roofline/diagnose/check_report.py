@@ -6,7 +6,7 @@ Three predictors for each op of a block, all from one machine profile:
   (e = 1, no launch);
 - seed: the workshop's cost model, e_c 0.70 and e_m 0.85 (the 'Predicting a Kernel's Time' plate), plus the profile's launch overhead (what
   `roofline layer --machine PROFILE --compute-efficiency 0.7 --memory-efficiency 0.85` prints);
-- calibrated: roofline.calibrated.CalibratedModel, with its interval (what `roofline layer
+- calibrated: roofline.measure.calibrated.CalibratedModel, with its interval (what `roofline layer
   --machine PROFILE` prints: a profile without efficiency flags predicts with its calibration).
 
 Each op's error is predicted / measured - 1. "% of roof" is the hierarchical bound (the bandwidth
@@ -22,16 +22,18 @@ from roofline.tables import Tabular, dump_json  # noqa: E402
 import csv
 import io
 from dataclasses import dataclass, field, fields
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from roofline.calibrated import CalibratedModel, hierarchical_lower_bound
-from roofline.cost import CostModel, binds, bytes_bind, seed_cost_model, time_lower_bound
-from roofline.diagnose import measurement_problem
+from roofline.cost import CostModel, binds, bytes_bind, hierarchical_lower_bound, seed_cost_model, time_lower_bound
+from roofline.diagnose.kernel import measurement_problem
 from roofline.kernels import Kernel
 from roofline.machines import Machine
 from roofline.units import MIB, US, format_cell
+
+if TYPE_CHECKING:  # the calibrated model is passed in: diagnose does not import the measure wing
+    from roofline.measure.calibrated import CalibratedModel
 
 FAR_FROM_ROOF = 0.5  # below this fraction of its bound an op is "far from its bound"
 BELOW_ROOF = 0.95  # measured under this fraction of the bound: faster than the roof (noise aside)
@@ -203,7 +205,7 @@ class CheckReport(Tabular):
 # ---------------------------------------------------------------------------------------------
 
 
-def diagnose(kernel: Kernel, machine: Machine, measured_s: float, bound_s: float, level: str,
+def diagnose_op(kernel: Kernel, machine: Machine, measured_s: float, bound_s: float, level: str,
              launch_s: float = 0.0, dims: Sequence[int] = (), causal_counted: bool = False) -> tuple[str, str]:
     """(flag, diagnosis) for one measured op.
 
@@ -279,7 +281,7 @@ def build_report(runs: Sequence[OpRun], machine: Machine, calibrated: Calibrated
             bound_s, level = time_lower_bound(k, machine), "main memory"
         else:
             bound_s, level = hierarchical_lower_bound(k, machine)
-        flag, why = diagnose(k, machine, m.median_s, bound_s, level, calibrated.launch_overhead_s, run.dims,
+        flag, why = diagnose_op(k, machine, m.median_s, bound_s, level, calibrated.launch_overhead_s, run.dims,
                              run.causal_counted)
         ops.append(CheckOp(
             name=k.name, category=k.category, dtype=k.dtype, flops=k.flops, bytes=k.bytes,
