@@ -105,7 +105,7 @@ def main(argv=None) -> int:
 
     from roofline.measure import calibrate, run_check, write_profile
     from roofline.measure.progress import ProgressBar
-    from roofline.machine_profile import level_bandwidths, main_memory, peaks
+    from roofline.measure.measurements import level_bandwidths, main_memory, peaks
 
     device = args.device
     dtype = args.dtype or ("fp32" if device == "cpu" else "bf16")
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
 
     started = time.time()
     if args.profile:
-        from roofline.machine_profile import load_profile
+        from roofline.measure.machine_file import load_profile
 
         profile = Path(args.profile)
         cal = load_profile(profile)[1]

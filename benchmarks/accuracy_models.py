@@ -33,7 +33,8 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from roofline.calibrated import CalibratedModel, op_class  # noqa: E402
+from roofline.measure.calibrated import CalibratedModel  # noqa: E402
+from roofline.measure.residuals import op_class
 from roofline.cost import CostModel, time_lower_bound  # noqa: E402
 from roofline.kernels import Kernel  # noqa: E402
 from roofline.machines import get_machine  # noqa: E402
@@ -283,7 +284,7 @@ def main(argv=None) -> int:
     if args.profile:
         profile = args.profile
     else:
-        from roofline.machine_profile import write_profile
+        from roofline.measure.machine_file import write_profile
         from roofline.measure.calibration import calibrate
 
         t0 = time.perf_counter()

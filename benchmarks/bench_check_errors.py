@@ -23,9 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from roofline.diagnose.check_report import PREDICTORS  # noqa: E402
-from roofline.machine_profile import write_profile  # noqa: E402
+from roofline.measure.machine_file import write_profile  # noqa: E402
 from roofline.measure import CalibrationPlan, calibrate  # noqa: E402
-from roofline.measure.check import run_check  # noqa: E402
+from roofline.measure.run_check import run_check  # noqa: E402
 
 TINY = CalibrationPlan(  # tests/test_measure.py's TINY
     matmul_dtypes=("fp32",),

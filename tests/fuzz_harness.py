@@ -86,7 +86,7 @@ def hostile_files(folder: Path) -> list[str]:
     }
     from test_calibrated import synthetic  # a small calibrated profile, as `roofline calibrate` writes one
 
-    from roofline.machine_profile import render_profile
+    from roofline.measure.machine_file import render_profile
 
     files["good_profile.toml"] = render_profile(synthetic())
     out = []
@@ -181,7 +181,7 @@ def stop_before_measuring():
     patches = [(web_app, "_timed_protocol", None)]
     try:
         import roofline.measure.calibration as cal
-        import roofline.measure.check as chk
+        import roofline.measure.run_check as chk
 
         patches += [(cal, "_launch", None), (chk, "bench_round_robin", None), (chk, "block_ops", None)]
     except ImportError:  # no torch: the commands say so in one line

@@ -7,14 +7,13 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from roofline.calibrated import CalibratedModel, hierarchical_lower_bound
+from roofline.measure.calibrated import CalibratedModel
+from roofline.cost import hierarchical_lower_bound
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel, elementwise_kernel
 from roofline.machines import get_machine
-from roofline.machine_profile import (
-    Calibration, Curve, Probe, level_bandwidths, load_profile, main_memory, parse_profile, peaks, render_profile,
-    timing_spread, write_profile,
-)
+from roofline.measure.measurements import Calibration, Curve, Probe, level_bandwidths, main_memory, peaks, timing_spread
+from roofline.measure.machine_file import load_profile, parse_profile, render_profile, write_profile
 
 LAUNCH = 1e-7
 KIB, MIB = 2**10, 2**20
@@ -169,13 +168,13 @@ def test_without_a_profile_nothing_changes():
     from roofline.blocks import layer_report
 
     assert layer_report(tokens=8192).prediction.total_s * 1e6 == pytest.approx(8756, abs=1)
-    from roofline.calibrated import calibrated_model_for
+    from roofline.measure.calibrated import calibrated_model_for
 
     assert calibrated_model_for("h100-sxm") is None
 
 
 def test_a_broken_profile_is_an_error_naming_the_file_not_the_seed_model(tmp_path, capsys):
-    from roofline.calibrated import calibrated_model_for
+    from roofline.measure.calibrated import calibrated_model_for
     from roofline.cli import main
 
     path = write_profile(synthetic(), tmp_path / "p.toml")
@@ -384,7 +383,7 @@ def test_calibrated_columns_add_up_to_the_time():
 
 
 def test_every_op_has_a_class():
-    from roofline.calibrated import op_class
+    from roofline.measure.residuals import op_class
 
     assert op_class(Kernel("x", 1, 1, "matmul", shape=(8, 4, 4, 4))) == "bmm"
     assert op_class(Kernel("x", 1, 1, "matmul", shape=(1, 4, 4, 4))) == "gemm"
@@ -508,7 +507,7 @@ def test_attention_is_corrected_by_its_shape_decode_or_prefill():
     """fp32, 8 heads of 64. Decode, one query against S = 256: 4 S d h = 524,288 FLOPs over
     (2 S + 2) d h x 4 B = 1,052,672 B: 2 FLOPs per element, under 8 -> decode. Prefill T = S = 256:
     4 T S d h = 134,217,728 FLOPs over 4 T d h x 4 B = 2,097,152 B: 256 per element -> prefill."""
-    from roofline.calibrated import fit_class
+    from roofline.measure.residuals import fit_class
 
     h, d, s = 8, 64, 256
     decode = Kernel("sdpa", 4 * s * d * h, (2 * s + 2) * d * h * 4, "attention", "fp32")

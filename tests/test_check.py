@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from roofline.calibrated import CalibratedModel
+from roofline.measure.calibrated import CalibratedModel
 from roofline.diagnose.check_report import CheckReport, Measured, OpRun, build_report, diagnose_op
 from roofline.cost import CostModel
 from roofline.kernels import Kernel, elementwise_kernel, matmul_kernel, softmax_kernel
-from roofline.machine_profile import parse_profile, render_profile
+from roofline.measure.machine_file import parse_profile, render_profile
 from test_calibrated import synthetic  # tests/ is on sys.path (rootless test modules)
 
 META = dict(device="cpu", device_name="Test CPU", profile="p.toml", model="m", config="c", phase="prefill", tokens=8,

@@ -10,10 +10,10 @@ from roofline.cli import main
 
 torch = pytest.importorskip("torch")
 
-from roofline.calibrated import CalibratedModel  # noqa: E402
+from roofline.measure.calibrated import CalibratedModel  # noqa: E402
 from roofline.machines import get_machine  # noqa: E402
 from roofline.measure import CalibrationPlan, bench, calibrate  # noqa: E402
-from roofline.machine_profile import load_profile, write_profile  # noqa: E402
+from roofline.measure.machine_file import load_profile, write_profile  # noqa: E402
 
 TINY = CalibrationPlan(
     matmul_dtypes=("fp32",),
@@ -178,7 +178,7 @@ def test_missing_torch_names_the_extra(monkeypatch, capsys):
 def _no_measuring(monkeypatch):
     """Make any measurement fail the test: bad output paths must be refused before it."""
     import roofline.measure.calibration as cal_mod
-    import roofline.measure.check as check_mod
+    import roofline.measure.run_check as check_mod
 
     def measured(*a, **k):
         raise AssertionError("measured before the output path was checked")

@@ -88,10 +88,10 @@ def test_the_seed_kernels_labels_do_not_overlap():
 def test_check_levels_at_one_bandwidth_share_a_label_and_op_labels_do_not_overlap():
     import dataclasses
 
-    from roofline.calibrated import CalibratedModel
+    from roofline.measure.calibrated import CalibratedModel
     from roofline.diagnose.check_report import Measured, OpRun, build_report
     from roofline.kernels import elementwise_kernel, matmul_kernel
-    from roofline.machine_profile import parse_profile, render_profile
+    from roofline.measure.machine_file import parse_profile, render_profile
     from roofline.plots import plot_check
     from test_calibrated import synthetic
 

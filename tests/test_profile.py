@@ -276,8 +276,8 @@ def test_profile_with_a_calibrated_profile_puts_its_prediction_next_to_each_op(r
     <= high), its class, and the total adds one eager call per free op as its own line."""
     from test_calibrated import synthetic
 
-    from roofline.calibrated import CalibratedModel
-    from roofline.machine_profile import write_profile
+    from roofline.measure.calibrated import CalibratedModel
+    from roofline.measure.machine_file import write_profile
     from roofline.trace.profile import profile_report
 
     cal = synthetic()

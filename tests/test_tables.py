@@ -81,7 +81,7 @@ def test_every_result_type_has_the_protocol():
                 ServingSweep, CheckReport, Diagnosis, GemmAdvice, TraceResult, ProfileReport):
         assert issubclass(cls, Tabular), cls
     from roofline.blocks import LayerReport
-    from roofline.calibrated import CalibratedWorkloadPrediction
+    from roofline.measure.calibrated import CalibratedWorkloadPrediction
 
     assert issubclass(LayerReport, Tabular) and issubclass(CalibratedWorkloadPrediction, Tabular)
 

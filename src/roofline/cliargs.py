@@ -169,7 +169,7 @@ def calibrated_or_cost_model(args, machine):
     anything else uses the plain cost model from the flags."""
     explicit = any(getattr(args, f, None) is not None for f in ("compute_efficiency", "memory_efficiency", "launch_overhead"))
     if not explicit and str(args.machine).endswith(".toml"):
-        from roofline.calibrated import calibrated_model_for
+        from roofline.measure.calibrated import calibrated_model_for
 
         model = calibrated_model_for(args.machine)
         if model is not None:  # a step reads the whole model's weights: cold once they outgrow the cache

@@ -51,7 +51,8 @@ def cmd_calibrate(args):
     require_torch()
     from roofline.measure.calibration import calibrate
     from roofline.measure.progress import ProgressBar
-    from roofline.machine_profile import level_bandwidths, main_memory, peaks, write_profile
+    from roofline.measure.measurements import level_bandwidths, main_memory, peaks
+    from roofline.measure.machine_file import write_profile
 
     out = check_output(args.output or default_profile_path(args.device), (".toml",))
     bar = None if args.quiet else ProgressBar("calibrate")
@@ -82,7 +83,7 @@ def cmd_calibrate(args):
 
 def cmd_check(args):
     require_torch()
-    from roofline.measure.check import run_check
+    from roofline.measure.run_check import run_check
     from roofline.measure.progress import ProgressBar
 
     if args.output:

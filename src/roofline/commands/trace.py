@@ -211,7 +211,7 @@ def cmd_profile(args):
     machine = machine_from_args(args)
     if args.output:
         check_output(args.output, (".png", ".svg"))
-    from roofline.calibrated import calibrated_model_for
+    from roofline.measure.calibrated import calibrated_model_for
 
     report = profile_report(args.trace, machine, calibrated_model_for(args.machine) if args.machine else None)
     print_report(args, report)

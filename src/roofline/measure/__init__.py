@@ -1,13 +1,41 @@
-"""Measurement on the local device through PyTorch (the `torch` extra): timing, calibration into
-a machine profile, and `roofline check`. The only package of roofline that imports torch.
+"""Measurement (docs/measuring.md): the measured machine file and the calibrated cost model it
+gives (numpy only), and the runs on the local device through PyTorch (the `torch` extra) that
+measure it: timing, `roofline calibrate` and `roofline check`.
 
-    from roofline.measure import calibrate, run_check, write_profile
+    measurements.py  Curve, Probe, Calibration: what a calibration measured; peaks, bandwidths
+    machine_file.py  the measured machine file: render_profile, write_profile, load_profile
+    residuals.py     op classes and the residual fits of the calibrated model
+    calibrated.py    CalibratedModel: the cost model of a measured machine file
+    timing.py        bench, bench_round_robin (torch)
+    device.py        the device, its threads, memory and cache flush (torch)
+    blockops.py      one block's ops as real PyTorch ops (torch)
+    families.py      the class probes of calibrate (torch)
+    calibration.py   calibrate: micro-benchmarks into a machine file (torch)
+    run_check.py     run_check: one block timed against three predictions (torch)
+    progress.py      a progress bar on stderr
+
+Only the torch modules import torch, and only when imported: ``from roofline.measure import
+calibrate`` loads it, ``roofline.measure.calibrated`` does not.
 """
 
-from roofline.measure.calibration import CalibrationPlan, calibrate, default_plan
-from roofline.measure.check import run_check
-from roofline.measure.timing import Timing, bench, bench_round_robin
-from roofline.machine_profile import write_profile
+from __future__ import annotations
 
-__all__ = ["CalibrationPlan", "Timing", "bench", "bench_round_robin", "calibrate", "default_plan", "run_check",
-           "write_profile"]
+import importlib
+
+_HOMES = {"CalibrationPlan": "calibration", "calibrate": "calibration", "default_plan": "calibration",
+          "run_check": "run_check", "Timing": "timing", "bench": "timing", "bench_round_robin": "timing",
+          "write_profile": "machine_file"}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    """The names above, each imported from its module on first use (torch loads only then)."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'roofline.measure' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"roofline.measure.{home}"), name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_HOMES))

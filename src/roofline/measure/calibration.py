@@ -16,7 +16,7 @@ Four sweeps share one time budget (shares in ``PHASES``):
    ops by working set, fused attention in decode and prefill shapes; on a CPU also as
    torch.profiler records them), the fit set of its per-class residuals.
 
-The profile (roofline.machine_profile) is written only after everything is measured, atomically.
+The profile (roofline.measure.machine_file) is written only after everything is measured, atomically.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from roofline.measure.blockops import block_ops, scale_config
 from roofline.measure.families import CPU_GEMM_M, CPU_GEMM_NK, CPU_ROWS, CUDA_GEMM_M, CUDA_GEMM_NK, CUDA_ROWS
 from roofline.measure.device import available_memory_bytes, check_threads, default_dtype, device_info, require_device, synchronizer, torch_dtype
 from roofline.measure.timing import bench, bench_round_robin
-from roofline.machine_profile import Calibration, Curve, Probe
+from roofline.measure.measurements import Calibration, Curve, Probe
 from roofline.units import DTYPE_BYTES, GIGA, KIB, MIB, US
 
 PHASES = (("launch", 0.05), ("bandwidth", 0.30), ("matmul", 0.35), ("probes", 0.30))

@@ -664,7 +664,7 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
         bound = binds(compute_s, memory_s)
         extra = {}
         if calibrated is not None and r["bytes"] > 0:
-            from roofline.calibrated import op_class
+            from roofline.measure.residuals import op_class
 
             k = Kernel(name, r["flops"], r["bytes"], r["category"], peak_dtype(dtype, machine), shape=r["gemm"])
             # an op timed on the CPU by the profiler is predicted as the profiler records it (its own cost per op in)

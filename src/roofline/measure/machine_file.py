@@ -1,4 +1,4 @@
-"""A measured machine profile: what `roofline calibrate` measured, written as a machine file.
+"""A measured machine file (a machine profile): what `roofline calibrate` measured, written as a machine file.
 
 The file has the presets' format (``[sources]`` and one ``[machines.KEY]`` with ``{value, source,
 note}`` numbers, so ``get_machine(path)`` and every ``--machine FILE`` read it) plus the measured
@@ -10,9 +10,7 @@ curves in ``[calibration.KEY]``, which the machine loader ignores and ``load_pro
 - ``probes``: the ops of a few scaled-down transformer blocks, measured (the fit set of the
   calibrated cost model's per-op residuals).
 
-Derived numbers (peaks, bandwidth per cache level) are computed here from the curves: every time
-is first reduced to its body, t - launch (at least a quarter of t), because the cost model adds
-the launch back. Pure numpy; torch lives in roofline.measure.
+Pure numpy: the curves' types and derived numbers are in measurements.py.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -28,189 +25,12 @@ import numpy as np
 from roofline.errors import RooflineError
 from roofline.files import write_text_atomically
 from roofline.machines import Machine, parse_machine_file
-from roofline.units import KIB, MIB
+from roofline.measure.measurements import Calibration, Curve, Probe, body_s, level_bandwidths, main_memory, peaks
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-BANDWIDTH_KINDS = ("copy", "add")
-MIN_BODY_SHARE = 0.25  # a time's body (t - launch) is at least this share of t
-
-
-@dataclass(frozen=True)
-class Curve:
-    """One micro-benchmark over a size sweep. ``kind`` is "matmul" (``size`` = n of a square
-    n x n x n matmul in ``dtype``), "gemm" (``size`` = M of an (M, K) @ (K, N) with the skinny M
-    of decode, ``n`` and ``k`` per point) or "copy"/"add" (``size`` = working set in bytes). ``seconds``
-    are medians, ``low_s``/``high_s`` the 10th/90th percentiles of the repeats."""
-
-    kind: str
-    dtype: str
-    size: tuple[float, ...]
-    flops: tuple[float, ...]
-    bytes: tuple[float, ...]
-    seconds: tuple[float, ...]
-    low_s: tuple[float, ...]
-    high_s: tuple[float, ...]
-    n: tuple[float, ...] = ()  # kind "gemm": size is M of an (M, K) @ (K, N), these N and K
-    k: tuple[float, ...] = ()
-
-
-@dataclass(frozen=True)
-class Probe:
-    """One op of a scaled-down block, timed during calibration: FLOPs and bytes as the kernel
-    constructors count them, median and 10th/90th-percentile seconds."""
-
-    name: str
-    category: str
-    dtype: str
-    flops: float
-    bytes: float
-    measured_s: float
-    low_s: float
-    high_s: float
-    shape: str = ""
-    op: str = ""  # a class probe's aten op, as the trace rules name it (e.g. "aten::_fused_rms_norm")
-    profiled_s: float | None = None  # a CPU class probe's time per call as torch.profiler records it
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """Everything one `roofline calibrate` run measured. ``caches`` are (name, bytes) from the
-    smallest level up, sized for the threads used (per-core caches times the cores in use)."""
-
-    key: str
-    device: str
-    device_name: str
-    date: str
-    torch_version: str
-    threads: int
-    budget_s: float
-    default_dtype: str
-    launch_s: float
-    launch_low_s: float
-    launch_high_s: float
-    caches: tuple[tuple[str, float], ...]
-    matmul: tuple[Curve, ...]
-    bandwidth: tuple[Curve, ...]
-    probes: tuple[Probe, ...] = ()
-    gemm: tuple[Curve, ...] = ()  # skinny-M GEMMs per dtype, warm ("gemm") and cold ("gemm_cold"); older profiles have none
-    vendor: str = ""
-    memory_bytes: float | None = None
-    sm_count: int | None = None
-    notes: str = ""
-    extra: dict = field(default_factory=dict, compare=False)
-
-    @property
-    def source(self) -> str:
-        return f"measured: roofline calibrate on {self.date}"
-
-
-# ---------------------------------------------------------------------------------------------
-# Derived numbers
-# ---------------------------------------------------------------------------------------------
-
-
-def body_s(seconds, launch_s: float):
-    """The part of a measured time the roofline explains: max(t - launch, t / 4)."""
-    t = np.asarray(seconds, dtype=float)
-    return np.maximum(t - launch_s, MIN_BODY_SHARE * t)
-
-
-def matmul_rates(cal: Calibration, dtype: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """(FLOPs, achieved FLOP/s) of the dtype's matmul sweep, sorted by FLOPs; None if unmeasured."""
-    for c in cal.matmul:
-        if c.dtype == dtype and c.flops and c.kind == "matmul":
-            f = np.asarray(c.flops, dtype=float)
-            rate = f / body_s(c.seconds, cal.launch_s)
-            order = np.argsort(f)
-            return f[order], rate[order]
-    return None
-
-
-def gemm_points(cal: Calibration, dtype: str, cold: bool = False):
-    """(M, N x K, achieved FLOP/s) of the dtype's skinny-M GEMM family, timed warm or with the
-    caches flushed (``cold``), or None if unmeasured."""
-    kind = "gemm_cold" if cold else "gemm"
-    for c in cal.gemm:
-        if c.dtype == dtype and c.flops and c.kind == kind:
-            m, nk = np.asarray(c.size, dtype=float), np.asarray(c.n, dtype=float) * np.asarray(c.k, dtype=float)
-            return m, nk, np.asarray(c.flops, dtype=float) / body_s(c.seconds, cal.launch_s)
-    return None
-
-
-def peaks(cal: Calibration) -> dict[str, float]:
-    """Best achieved matmul FLOP/s per dtype: the profile's peak_flops_per_s."""
-    out = {}
-    for c in cal.matmul:
-        rates = matmul_rates(cal, c.dtype)
-        if rates is not None:
-            out[c.dtype] = float(rates[1].max())
-    return out
-
-
-def stream_curve(cal: Calibration) -> tuple[np.ndarray, np.ndarray]:
-    """(working set bytes, bytes/s): at each working set the better of copy and add."""
-    best: dict[float, float] = {}
-    for c in cal.bandwidth:
-        rate = np.asarray(c.bytes, dtype=float) / body_s(c.seconds, cal.launch_s)
-        for ws, r in zip(c.size, rate):
-            best[float(ws)] = max(best.get(float(ws), 0.0), float(r))
-    ws = np.array(sorted(best))
-    return ws, np.array([best[w] for w in ws])
-
-
-def main_memory(cal: Calibration) -> tuple[float, str]:
-    """(bytes/s, note) of main memory: the best stream bandwidth at working sets of at least twice
-    the last cache; if the sweep stopped short of that, the largest working set's."""
-    ws, bw = stream_curve(cal)
-    if not ws.size:
-        raise RooflineError("calibration has no bandwidth measurements", field="profile")
-    llc = cal.caches[-1][1] if cal.caches else 0.0
-    beyond = ws >= 2 * llc
-    if beyond.any():
-        return float(bw[beyond].max()), f"best copy/add at working sets {_mib(ws[beyond].min())}-{_mib(ws.max())} (>= 2x last cache {_mib(llc)})"
-    return float(bw[-1]), f"largest working set measured, {_mib(ws[-1])}: short of 2x the last cache ({_mib(llc)})"
-
-
-def level_bandwidths(cal: Calibration) -> list[tuple[str, float, float]]:
-    """(name, size bytes, bytes/s) per cache level: the best stream bandwidth over the working sets
-    that fit the level and not the one below, raised to the best of every larger level and of main
-    memory. Data in a small cache is never slower to reach than in a larger one: a small level that
-    measures slower (its working sets are so short that dispatch dominates them) takes the larger
-    level's bandwidth. Levels with no such working set are left out."""
-    ws, bw = stream_curve(cal)
-    measured, below = [], 0.0
-    for name, size in cal.caches:
-        inside = (ws > below) & (ws <= size)
-        if inside.any():
-            measured.append((name, float(size), float(bw[inside].max())))
-        below = size
-    out, floor = [], main_memory(cal)[0] if ws.size else 0.0
-    for name, size, rate in reversed(measured):  # largest level first: each is at least the ones above it
-        floor = max(floor, rate)
-        out.append((name, size, floor))
-    return out[::-1]
-
-
-def timing_spread(cal: Calibration) -> tuple[float, float]:
-    """Median of (10th percentile / median) and of (90th percentile / median) over every
-    measurement of the calibration: how much a repeat of one op varies on this machine."""
-    lo, hi = [], []
-    for c in (*cal.matmul, *cal.bandwidth):
-        lo += [l / s for l, s in zip(c.low_s, c.seconds)]
-        hi += [h / s for h, s in zip(c.high_s, c.seconds)]
-    lo += [p.low_s / p.measured_s for p in cal.probes]
-    hi += [p.high_s / p.measured_s for p in cal.probes]
-    if not lo:
-        return 1.0, 1.0
-    return min(1.0, float(np.median(lo))), max(1.0, float(np.median(hi)))
-
-
-def _mib(n: float) -> str:
-    return f"{n / MIB:,.3g} MiB" if n >= MIB else f"{n / KIB:,.3g} KiB"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,14 +6,14 @@ import datetime as _dt
 
 import torch
 
-from roofline.calibrated import CalibratedModel
+from roofline.measure.calibrated import CalibratedModel
 from roofline.diagnose.check_report import CheckReport, OpRun, build_report
 from roofline.errors import RooflineError, check_number
 from roofline.measure.blockops import block_ops, planned_bytes, scale_config
 from roofline.measure.device import (available_memory_bytes, check_threads, default_dtype, device_info, flush_bytes, make_flush,
                                      require_device, synchronizer)
 from roofline.measure.timing import bench_round_robin
-from roofline.machine_profile import load_profile, parse_profile, render_profile
+from roofline.measure.machine_file import load_profile, parse_profile, render_profile
 from roofline.units import GIB
 
 DEFAULTS = {"cpu": {"d_model": 1024, "tokens": 512, "budget_s": 20.0},

@@ -1,0 +1,369 @@
+"""The calibrated cost model: the workshop's estimate (the 'Predicting a Kernel's Time' plate) with its
+fractions measured on this device.
+
+    t = t_launch + r(op) * max(F / achieved(F), B / bandwidth(B))
+
+- achieved(F): the matmul FLOP/s measured at the same dtype, interpolated in log-log by the op's
+  FLOPs (the achievable fraction as a function of size, as the plate describes it) for matmul-like ops; the best
+  measured rate for the few vector FLOPs of elementwise ops, norms and softmax;
+- bandwidth(B): the copy/add bandwidth measured at the op's working set (its bytes), interpolated
+  in log-log: in cache when it fits, main memory when not (the hierarchical roofline, the roofline
+  chapter, section 2.4). With ``cold`` every op reads main memory (caches flushed between runs);
+- r(op): the op's residual, measured / modelled over the calibration's probe ops of the same name
+  (interpolated in log bytes between probe sizes, constant beyond them), else the geometric mean
+  over its category, else 1: "the achievable fractions are themselves measured, kernel by kernel";
+- the interval [low, high] multiplies the body by the leave-one-out residual spread of the op's
+  category (how well r predicted probes it was not fitted on) and by the timing spread of repeats.
+
+Same interface as roofline.cost.CostModel: ``predict(kernels, machine) -> WorkloadPrediction``
+(here a subclass whose ops carry ``low_s`` and ``high_s``). Scaling the machine (what-if) scales
+the measured curves by peak and bandwidth ratios. Numpy only.
+
+The op classes and the residual fits are in residuals.py; the measured curves in measurements.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from roofline.cost import OpPrediction, WorkloadPrediction, _jsonable, binds, hierarchical_lower_bound, overlapped_s
+from roofline.kernels import Kernel
+from roofline.machines import Machine, get_machine
+from roofline.measure.machine_file import load_profile
+from roofline.measure.measurements import (Calibration, gemm_points, main_memory, matmul_rates, peaks, stream_curve,
+                                           timing_spread)
+from roofline.measure.residuals import (INSTRUMENTS, Residual, class_launch, fit_residuals, _scalar, fit_class,
+                                        op_class)
+from roofline.units import US
+
+
+SIZED_CATEGORIES = ("matmul", "attention", "decode")
+DEFAULT_COMPUTE_FRACTION = 0.70  # the workshop's e_c, for a dtype the calibration did not measure
+
+
+FORWARD_CACHE_SHARE = 0.25  # a forward moving more than this share of the last cache reads its weights cold
+OUTSIDE_WIDENING = 1.5  # an op outside its class probes' sizes: the interval is this much wider each way
+
+
+@dataclass(frozen=True)
+class CalibratedOpPrediction(OpPrediction):
+    """An OpPrediction with the calibrated interval (``low_s``, ``high_s``), the residual applied
+    and the achieved FLOP/s and bandwidth the model used."""
+
+    low_s: float = 0.0
+    high_s: float = 0.0
+    residual: float = 1.0
+    residual_source: str = "none"
+    flops_per_s: float = 0.0
+    bytes_per_s: float = 0.0
+    op_class: str = ""
+    basis: str = ""  # which measured points the rate and the correction came from
+    extrapolated: bool = False  # outside the measured points: the interval is widened
+
+    def to_dict(self) -> dict:
+        extra = ("low_s", "high_s", "residual", "residual_source", "flops_per_s", "bytes_per_s", "op_class", "basis",
+                 "extrapolated")
+        return {**super().to_dict(), **{k: _jsonable(getattr(self, k)) for k in extra}}
+
+
+@dataclass(frozen=True)
+class CalibratedWorkloadPrediction(WorkloadPrediction):
+    """A WorkloadPrediction whose total carries the interval: sums of the ops' lows and highs
+    (the ops' errors on one machine move together, so the band is not narrowed by averaging)."""
+
+    total_low_s: float = 0.0
+    total_high_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        cal: CalibratedModel = self.model  # type: ignore[assignment]
+        return {
+            "machine": self.machine,
+            "model": "calibrated",
+            "profile_date": cal.calibration.date,
+            "launch_overhead_s": cal.launch_overhead_s,
+            "cold": cal.cold,
+            **self.summary(),
+            "total_low_s": self.total_low_s,
+            "total_high_s": self.total_high_s,
+            "ops": [op.to_dict() for op in self.ops],
+        }
+
+
+@dataclass(frozen=True)
+class CalibratedModel:
+    """The cost model of a measured profile (see the module docstring). ``cold``: caches flushed
+    between runs, so every op's bytes come from main memory."""
+
+    calibration: Calibration
+    cold: bool = False
+    weights_cold: bool = False  # matmuls read their weight from main memory (a forward whose weights outgrow the cache)
+    instrument: str = "wall"  # what measures the ops predicted: "wall" (a clock around the op) or "profiler"
+    residuals: dict = field(init=False, repr=False, compare=False)
+    class_launch: dict = field(init=False, repr=False, compare=False)
+    category_bands: dict = field(init=False, repr=False, compare=False)
+    class_bands: dict = field(init=False, repr=False, compare=False)
+
+    # attributes WorkloadPrediction and the tables read from a cost model
+    overlap: float = field(default=1.0, init=False)
+    cuda_graph: bool = field(default=False, init=False)
+
+    def __post_init__(self):
+        if self.instrument not in INSTRUMENTS:
+            raise ValueError(f"instrument must be one of {INSTRUMENTS}, not {self.instrument!r}")
+        object.__setattr__(self, "class_launch", class_launch(self.calibration, self.instrument))
+        residuals, bands, class_bands = fit_residuals(self)
+        object.__setattr__(self, "residuals", residuals)
+        object.__setattr__(self, "category_bands", bands)
+        object.__setattr__(self, "class_bands", class_bands)
+
+    def for_forward(self, bytes_per_forward: float) -> "CalibratedModel":
+        """This model for a whole forward pass that moves ``bytes_per_forward`` (all its ops' bytes):
+        its matmuls read their weights cold when that is more than a quarter of the last cache. A
+        step reads each weight once, and what else it touches (activations, KV cache, the
+        allocator's churn, a shared L3's other tenants) evicts them well before the cache is full:
+        on the 2-core EPYC of docs/accuracy-models.md (a 32 MiB L3) 27 MB (fp32) and 13 MB (bf16)
+        forwards ran their decode GEMMs at the cold family's rate, 4-6x under the warm one."""
+        caches = self.calibration.caches
+        cold = bool(caches) and bytes_per_forward > FORWARD_CACHE_SHARE * caches[-1][1]
+        return dataclasses.replace(self, weights_cold=cold) if cold != self.weights_cold else self
+
+    def measured_by(self, instrument: str) -> "CalibratedModel":
+        """This model for ops measured by ``instrument``: "wall" (a clock around each op: the class
+        probes' loop times) or "profiler" (torch.profiler's CPU time of each op, as `roofline
+        profile` reads a trace: the class probes as the profiler recorded them, which carries the
+        profiler's own cost per recorded op). A calibration without profiled probes (a GPU one, an
+        older one) keeps the wall times for them: says so in ``describe``."""
+        return self if instrument == self.instrument else dataclasses.replace(self, instrument=instrument)
+
+    @property
+    def profiled_probes(self) -> bool:
+        return any(p.profiled_s for p in self.calibration.probes)
+
+    @classmethod
+    def from_profile(cls, path, cold: bool = False) -> "CalibratedModel":
+        _, cal = load_profile(path)
+        return cls(cal, cold)
+
+    @property
+    def launch_overhead_s(self) -> float:
+        return self.calibration.launch_s
+
+    # -- the two rates --------------------------------------------------------------------------
+    def achieved_flops_per_s(self, flops, dtype: str, machine: Machine | None = None):
+        """Matmul FLOP/s at this size and dtype, scaled by the machine's peak over the measured
+        one; ``flops`` = inf asks for the best measured rate (whatever size reached it). For an
+        unmeasured dtype, the workshop's 0.70 of the machine's peak."""
+        rates = matmul_rates(self.calibration, dtype)
+        if rates is None:
+            if machine is None:
+                raise ValueError(f"no {dtype} matmul in the calibration and no machine to take a peak from")
+            return DEFAULT_COMPUTE_FRACTION * machine.peak(dtype)
+        f, r = rates
+        size = np.asarray(flops, dtype=float)
+        x = np.log(np.clip(size, 1.0, 1e300))
+        out = np.where(np.isposinf(size), r.max(), np.exp(np.interp(x, np.log(f), np.log(r))))
+        if machine is not None:
+            out = out * machine.peak(dtype) / r.max()
+        return out
+
+    def bandwidth_bytes_per_s(self, working_set_bytes, machine: Machine | None = None, cold: bool | None = None):
+        """Stream bandwidth at this working set (interpolated in log-log, clamped at the sweep's
+        ends); main memory's when ``cold`` (default: the model's). Scaled by the machine's
+        bandwidth over the measured."""
+        ws, bw = stream_curve(self.calibration)
+        dram, _ = main_memory(self.calibration)
+        if self.cold if cold is None else cold:
+            out = np.full(np.shape(working_set_bytes), dram, dtype=float)
+        else:
+            x = np.log(np.maximum(np.asarray(working_set_bytes, dtype=float), 1.0))
+            out = np.exp(np.interp(x, np.log(ws), np.log(bw)))
+        if machine is not None:
+            out = out * machine.bandwidth / dram
+        return out
+
+    def gemm_rate(self, kernel: Kernel, machine: Machine | None = None):
+        """(FLOP/s, extrapolated, basis) of a matmul with a known (batch, M, N, K) from the skinny-M
+        GEMM family, bilinear in (log M, log N K) over the measured grid and clamped at its edges
+        (``extrapolated`` then); None when the family was not measured at this dtype, the shape is
+        unknown, or M is past the family's largest (the square sweep's rate by size holds there).
+        A batch of b matrices runs at one matrix's rate."""
+        pts = None
+        if kernel.shape and (self.cold or self.weights_cold):
+            pts = gemm_points(self.calibration, kernel.dtype, cold=True)
+        if pts is None and kernel.shape:
+            pts = gemm_points(self.calibration, kernel.dtype)
+        if pts is None or not all(_scalar(x) for x in kernel.shape):
+            return None
+        _, M, N, K = (float(x) for x in kernel.shape)
+        ms, nks, rates = pts
+        mu, nku = np.unique(ms), np.unique(nks)
+        if M > mu.max() or len(mu) * len(nku) != len(ms):
+            return None
+        grid = np.full((len(nku), len(mu)), np.nan)
+        grid[np.searchsorted(nku, nks), np.searchsorted(mu, ms)] = np.log(rates)
+        lm, lnk = np.log(max(M, 1.0)), np.log(max(N * K, 1.0))
+        along_m = np.array([np.interp(lm, np.log(mu), row) for row in grid])
+        log_rate = float(np.interp(lnk, np.log(nku), along_m))
+        outside = not (mu.min() <= M <= mu.max() and nku.min() <= N * K <= nku.max())
+        rate = np.exp(log_rate)
+        if machine is not None:
+            best = matmul_rates(self.calibration, kernel.dtype)
+            rate = rate * machine.peak(kernel.dtype) / (best[1].max() if best is not None else rates.max())
+        basis = (f"gemm {kernel.dtype}{' cold' if self.cold or self.weights_cold else ''} M {mu.min():g}-{mu.max():g} x N K "
+                 f"{np.sqrt(nku.min()):g}^2-{np.sqrt(nku.max()):g}^2"
+                 + (" (outside: clamped)" if outside else ""))
+        return float(rate), outside, basis
+
+    def base_body_s(self, kernel: Kernel, machine: Machine | None = None, cold: bool | None = None):
+        """max(compute, memory) before the residual: (compute_s, memory_s, body_s, FLOP/s, bytes/s).
+        Matmul-like ops (SIZED_CATEGORIES) get the matmul rate at their size; the others' few
+        vector FLOPs the best measured rate (their small-size matmul rate is launch, counted apart).
+        ``cold``: read every byte from main memory (default: the model's ``cold``)."""
+        gemm = self.gemm_rate(kernel, machine) if kernel.category == "matmul" else None
+        if gemm is not None:
+            fps = gemm[0]
+        else:
+            size = kernel.flops if kernel.category in SIZED_CATEGORIES else np.inf
+            fps = self.achieved_flops_per_s(size, kernel.dtype, machine)
+        bps = self.bandwidth_bytes_per_s(kernel.bytes, machine, cold)
+        compute_s = np.asarray(kernel.flops, dtype=float) / fps
+        memory_s = np.asarray(kernel.bytes, dtype=float) / bps
+        return compute_s, memory_s, overlapped_s(compute_s, memory_s), fps, bps
+
+    def residual(self, kernel: Kernel) -> Residual:
+        """The op's residual: by name (the same block op, interpolated over probe sizes), else by
+        aten op (class probes of that very op), else by class (fit_class: the class probes,
+        interpolated in log bytes, widened outside them), else by category, else 1."""
+        spread_lo, spread_hi = timing_spread(self.calibration)
+        band_lo, band_hi = self.category_bands.get(kernel.category, self.category_bands.get("*", (1.0, 1.0)))
+        lo, hi = band_lo * spread_lo, band_hi * spread_hi
+        fit = self.residuals.get(("op", kernel.dtype, kernel.name))
+        if fit is not None:
+            x, logr = fit
+            r = float(np.exp(np.interp(np.log(max(float(np.max(kernel.bytes)), 1.0)), x, logr)))
+            return Residual(r, lo, hi, "op")
+        cls = fit_class(kernel)
+        size = np.log(max(float(np.max(kernel.bytes)), 1.0))
+        for source, key in (("aten", kernel.name), ("class", cls)):
+            fit = self.residuals.get((source, kernel.dtype, key))
+            if fit is None:
+                continue
+            x, logr = fit
+            r = float(np.exp(np.interp(size, x, logr)))
+            c_lo, c_hi = self.class_bands.get(cls, (lo, hi))
+            outside = not (x[0] <= size <= x[-1])
+            widen = OUTSIDE_WIDENING if outside else 1.0
+            return Residual(r, min(lo, c_lo * spread_lo) / widen, max(hi, c_hi * spread_hi) * widen, source, outside)
+        fit = self.residuals.get(("category", kernel.dtype, kernel.category))
+        if fit is not None:
+            r, r_lo, r_hi = fit
+            return Residual(r, min(lo, r_lo / r), max(hi, r_hi / r), "category")
+        return Residual(1.0, lo, hi, "none")
+
+    # -- the CostModel interface ----------------------------------------------------------------
+    compute_efficiency = None  # measured rates by size instead (the tables say so)
+    memory_efficiency = None
+
+    def launch_of(self, kernel: Kernel, launch_s: float | None = None) -> float:
+        """The op's fixed cost per call: its class's measured eager call on a tiny tensor (the class
+        probes' floor) where measured, else the calibration's launch; ``launch_s`` other than the
+        calibration's own (a user's --launch-overhead) wins."""
+        if launch_s is not None and launch_s != self.launch_overhead_s:
+            return launch_s
+        return self.floor_band(kernel)[0]
+
+    def floor_band(self, kernel: Kernel) -> tuple[float, float, float]:
+        """(floor, low, high) of the op's fixed cost per call: the tiny probe of the same aten op
+        (low = high = it), else the median of its class's tiny probes with their range (one eager
+        call of a class costs from ~1 us for an add to ~10 us for a GELU on this kind of CPU),
+        else the calibration's launch."""
+        got = self.class_launch.get((kernel.dtype, "aten", kernel.name))
+        if got is None:
+            got = self.class_launch.get((kernel.dtype, "class", fit_class(kernel)))
+        if got is None:
+            got = self.class_launch.get((kernel.dtype, "class", op_class(kernel)))
+        if got is None:
+            t = self.launch_overhead_s
+            return t, t, t
+        return got
+
+    def op_seconds(self, kernel: Kernel, machine: Machine, launch_s: float):
+        """(compute_s, memory_s, time_s) of one run: the measured rates, the op's residual and
+        its launch (launch_of; CostModel.op_seconds' interface, what the planner sums)."""
+        compute_s, memory_s, body, _, _ = self.base_body_s(kernel, machine)
+        r = self.residual(kernel).ratio
+        return r * compute_s, r * memory_s, self.launch_of(kernel, launch_s) + r * body
+
+    def describe(self) -> str:
+        instrument = ""
+        if self.instrument == "profiler":
+            instrument = ("; class ops as torch.profiler records them (the class probes profiled)" if self.profiled_probes
+                          else "; class ops as a wall clock times them (this profile has no profiled probes: "
+                               "torch.profiler's own cost per op is not in the prediction)")
+        return (f"calibrated model of the profile measured {self.calibration.date}: achieved rates by op size and "
+                f"working set, launch {self.launch_overhead_s / US:.1f} us"
+                + ("; matmul weights read cold (the forward outgrows the cache)" if self.weights_cold else "") + instrument)
+
+    def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None) -> CalibratedOpPrediction:
+        """One op: its compute and memory columns carry the fitted correction r (so that launch +
+        max(compute, memory) is the time printed), with its class, the measured points it came
+        from and whether it lies outside them."""
+        compute_s, memory_s, body, fps, bps = self.base_body_s(kernel, machine)
+        res = self.residual(kernel)
+        launch = self.launch_of(kernel, launch_s)
+        launch_lo, launch_hi = (self.floor_band(kernel)[1:] if launch == self.floor_band(kernel)[0] else (launch, launch))
+        time_s = launch + res.ratio * body
+        gemm = self.gemm_rate(kernel, machine) if kernel.category == "matmul" else None
+        basis = [gemm[2] if gemm else ("matmul by size" if kernel.category in SIZED_CATEGORIES else "bandwidth by working set")]
+        basis.append({"op": f"correction of block op {kernel.name!r}", "aten": f"correction of the {kernel.name} probes",
+                      "class": f"correction of the {fit_class(kernel)} probes",
+                      "category": f"mean correction of the {kernel.category} block ops", "none": "no correction"}[res.source])
+        low_s = launch_lo + res.ratio * res.low * body
+        if self.weights_cold and kernel.category == "matmul" and not self.cold:
+            # weights of a forward near the cache's size are partly cached: the warm rate is the interval's low end
+            warm = dataclasses.replace(self, weights_cold=False).predict_op(kernel, machine, launch_s)
+            low_s = np.minimum(low_s, warm.low_s)
+            basis.append("interval down to the warm GEMM rate (weights partly cached)")
+        return CalibratedOpPrediction(
+            name=kernel.name, category=kernel.category, dtype=kernel.dtype, flops=kernel.flops, bytes=kernel.bytes,
+            intensity=kernel.intensity, compute_s=_f(res.ratio * compute_s), memory_s=_f(res.ratio * memory_s),
+            launch_s=launch, time_s=_f(time_s), bound=binds(compute_s, memory_s),
+            low_s=_f(low_s), high_s=_f(launch_hi + res.ratio * res.high * body),
+            residual=res.ratio, residual_source=res.source, flops_per_s=_f(fps), bytes_per_s=_f(bps),
+            op_class=op_class(kernel), basis="; ".join(basis), extrapolated=res.extrapolated or bool(gemm and gemm[1]),
+        )
+
+    def predict(self, kernels: Sequence[Kernel], machine) -> CalibratedWorkloadPrediction:
+        machine = get_machine(machine)
+        ops = tuple(self.predict_op(k, machine) for k in kernels)
+        base = CalibratedWorkloadPrediction.from_ops(machine.name, self, ops)
+        return dataclasses.replace(base, total_low_s=sum(o.low_s for o in ops), total_high_s=sum(o.high_s for o in ops))
+
+
+def _f(x):
+    return float(x) if np.ndim(x) == 0 else x
+
+
+def calibrated_model_for(machine_or_path, cold: bool = False) -> CalibratedModel | None:
+    """The calibrated model of a profile path, or None for a preset, a Machine or a plain machine
+    file with no [calibration] table (which keeps the existing cost model: without a profile
+    nothing changes). A profile that cannot be read is a RooflineError naming the file and what is
+    wrong in it, never a silent fall back to the cost model."""
+    from pathlib import Path
+
+    from roofline.measure.machine_file import NotAProfile
+
+    if isinstance(machine_or_path, Machine) or not Path(str(machine_or_path)).is_file():
+        return None
+    try:
+        return CalibratedModel.from_profile(machine_or_path, cold)
+    except NotAProfile:
+        return None
+
+
+__all__ = ["CalibratedModel", "CalibratedOpPrediction", "CalibratedWorkloadPrediction", "Residual",
+           "hierarchical_lower_bound", "calibrated_model_for", "op_class", "peaks"]

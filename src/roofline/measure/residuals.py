@@ -1,0 +1,175 @@
+"""The calibrated model's corrections (docs/measuring.md): the class an op is calibrated by
+(op_class, fit_class), the residual measured / modelled fitted over the calibration's probes of
+the same op, class or category, and its leave-one-out band; the launch overhead per class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from roofline.kernels import Kernel
+from roofline.measure.measurements import Calibration, matmul_rates
+
+if TYPE_CHECKING:
+    from roofline.measure.calibrated import CalibratedModel
+
+
+MIN_PROBE_LAUNCHES = 1.5  # a probe shorter than this many launch overheads is not fitted
+
+
+FAMILY = "family: "  # the shape text of a class probe (measure.families), as the profile stores it
+TINY = "tiny "  # ... and of a tiny one, after FAMILY (measure.families.TINY)
+
+
+def op_class(kernel: Kernel) -> str:
+    """The class an op is calibrated by: its category, with matmuls split into "gemm" (one matrix
+    product, or unknown shape) and "bmm" (a batch of them). Every op has one: a block op, a traced
+    aten op and a profiled one alike."""
+    if kernel.category == "matmul":
+        return "bmm" if kernel.shape and _scalar(kernel.shape[0]) and kernel.shape[0] > 1 else "gemm"
+    return kernel.category
+
+
+def _scalar(x) -> bool:
+    return np.ndim(x) == 0
+
+
+ATTENTION_DECODE_FLOPS_PER_ELEMENT = 8.0  # below: an attention op reads its K, V once per few query rows
+
+
+def fit_class(kernel: Kernel) -> str:
+    """The class whose probes correct an op: op_class, with attention split into its decode shape
+    (a few query rows per pass over K and V: memory-bound, FLOPs per element of operands under
+    ATTENTION_DECODE_FLOPS_PER_ELEMENT) and its prefill shape (many query rows: compute-bound),
+    whose measured corrections differ several-fold at the same bytes."""
+    cls = op_class(kernel)
+    if cls != "attention" or not np.max(kernel.bytes):
+        return cls
+    from roofline.units import DTYPE_BYTES
+
+    per_element = float(np.max(kernel.flops)) * DTYPE_BYTES.get(kernel.dtype, 2) / float(np.max(kernel.bytes))
+    return "attention decode" if per_element < ATTENTION_DECODE_FLOPS_PER_ELEMENT else "attention prefill"
+
+
+INSTRUMENTS = ("wall", "profiler")
+
+
+@dataclass(frozen=True)
+class Residual:
+    """The op's measured / modelled ratio and its multiplicative band (low <= 1 <= high)."""
+
+    ratio: float
+    low: float
+    high: float
+    source: str  # "op" (same block op), "class" (class probes), "category", or "none"
+    extrapolated: bool = False  # the op's size lies outside the probes it was fitted on
+
+
+def fit_residuals(model: CalibratedModel) -> tuple[dict, dict, dict]:
+    """Residual curves and bands from the calibration's probes. Block probes give ("op", dtype,
+    name) -> (log bytes, log r) sorted by size and ("category", dtype, category) -> (geometric
+    mean r, min r, max r), with leave-one-out bands per category ("*" pooled); class probes
+    (measure.families, shape "family: ...") give ("class", dtype, class) -> (log bytes, log r),
+    the mean log r of the probes at each size, with leave-one-out bands per class.
+
+    The probes were timed warm, so r = (t - launch) / the warm body, whatever the model's ``cold``
+    (a cold prediction applies r to the main-memory body). Probes shorter than MIN_PROBE_LAUNCHES
+    launches are left out: their time is mostly dispatch, and t - launch is noise."""
+    cal = model.calibration
+    groups: dict[tuple, list[tuple[float, float]]] = {}
+    by_cat: dict[tuple, list[float]] = {}
+    by_class: dict[tuple, dict[float, list[float]]] = {}
+    cats: dict[tuple, str] = {}
+    for p in cal.probes:
+        if p.shape.startswith(FAMILY + TINY) or p.bytes <= 0:
+            continue  # the class's floor (class_launch), not a point of its curve
+        k = Kernel(p.op or p.name, p.flops, p.bytes, p.category, p.dtype)
+        if matmul_rates(cal, p.dtype) is None:
+            continue
+        _, _, base, _, _ = model.base_body_s(k, cold=False)
+        x = float(np.log(max(p.bytes, 1.0)))
+        if p.shape.startswith(FAMILY):
+            t = probe_seconds(p, model.instrument)
+            launch = model.floor_band(k)[0]
+            if t <= launch * MIN_PROBE_LAUNCHES:
+                continue
+            lr = float(np.log((t - launch) / float(base)))
+            by_class.setdefault((p.dtype, "class", fit_class(k)), {}).setdefault(round(x, 6), []).append(lr)
+            if p.op:
+                by_class.setdefault((p.dtype, "aten", p.op), {}).setdefault(round(x, 6), []).append(lr)
+            continue
+        if p.measured_s < MIN_PROBE_LAUNCHES * cal.launch_s:
+            continue
+        r = (p.measured_s - cal.launch_s) / float(base)
+        groups.setdefault((p.dtype, p.name), []).append((x, float(np.log(r))))
+        by_cat.setdefault((p.dtype, p.category), []).append(r)
+        cats[(p.dtype, p.name)] = p.category
+    residuals: dict = {}
+    loo: dict[str, list[float]] = {}
+    for key, pts in groups.items():
+        pts.sort()
+        x = np.array([a for a, _ in pts])
+        y = np.array([b for _, b in pts])
+        residuals[("op", *key)] = (x, y)
+        loo.setdefault(cats[key], []).extend(leave_one_out(x, y))
+    for (dtype, cat), rs in by_cat.items():
+        gm = float(np.exp(np.mean(np.log(rs))))
+        residuals[("category", dtype, cat)] = (gm, min(rs), max(rs))
+    bands = {}
+    pooled = [q for qs in loo.values() for q in qs]
+    for cat, qs in loo.items():
+        if len(qs) >= 2:
+            bands[cat] = (min(1.0, min(qs)), max(1.0, max(qs)))
+    if pooled:
+        bands["*"] = (min(1.0, min(pooled)), max(1.0, max(pooled)))
+    class_bands: dict = {}
+    for (dtype, source, key), at in by_class.items():
+        x = np.array(sorted(at))
+        y = np.array([float(np.mean(at[v])) for v in sorted(at)])
+        residuals[(source, dtype, key)] = (x, y)
+        if source != "class":
+            continue
+        # how well the class curve predicted each probe it was not fitted on (every op at that size left out)
+        qs = leave_one_out(x, y) + [float(np.exp(v - y[i])) for i, xv in enumerate(x) for v in at[xv]]
+        if qs:
+            lo, hi = class_bands.get(key, (1.0, 1.0))
+            class_bands[key] = (min(lo, 1.0, min(qs)), max(hi, 1.0, max(qs)))
+    return residuals, bands, class_bands
+
+
+def probe_seconds(p, instrument: str) -> float:
+    """A probe's time per call as ``instrument`` measures it: torch.profiler's where it was
+    profiled and that is asked for, else the timed loop's median."""
+    return p.profiled_s if instrument == "profiler" and p.profiled_s else p.measured_s
+
+
+def class_launch(cal: Calibration, instrument: str = "wall") -> dict:
+    """The fixed cost per call from the tiny class probes (one op on a (1, 32) tensor: one eager
+    call of it, whatever its size), as ``instrument`` measures it: (dtype, "aten", op) -> (t, t, t)
+    for each probed aten op; (dtype, "class", class) -> (median, min, max) over the class's tiny
+    probes (by fit_class and by op_class)."""
+    times: dict[tuple, list[float]] = {}
+    for p in cal.probes:
+        if p.shape.startswith(FAMILY + TINY):
+            k = Kernel(p.op or p.name, p.flops, max(p.bytes, 1.0), p.category, p.dtype)
+            t = probe_seconds(p, instrument)
+            keys = {(p.dtype, "class", fit_class(k)), (p.dtype, "class", op_class(k))}
+            if p.op:
+                keys.add((p.dtype, "aten", p.op))
+            for key in keys:
+                times.setdefault(key, []).append(t)
+    return {key: (float(np.median(ts)), float(min(ts)), float(max(ts))) for key, ts in times.items()}
+
+
+def leave_one_out(x: np.ndarray, y: np.ndarray) -> list[float]:
+    """exp(y_i - the curve through the other points at x_i), for each point (none with one point)."""
+    if len(x) < 2:
+        return []
+    out = []
+    for i in range(len(x)):
+        rest = np.delete(np.arange(len(x)), i)
+        out.append(float(np.exp(y[i] - np.interp(x[i], x[rest], y[rest]))))
+    return out
