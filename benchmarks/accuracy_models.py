@@ -38,7 +38,7 @@ from roofline.measure.residuals import op_class
 from roofline.cost import CostModel, time_lower_bound  # noqa: E402
 from roofline.kernels import Kernel  # noqa: E402
 from roofline.machines import get_machine  # noqa: E402
-from roofline.trace.profile import profile_report  # noqa: E402
+from roofline.trace.profiler import profile_report  # noqa: E402
 from roofline.trace.result import peak_dtype  # noqa: E402
 from roofline.trace.rules import gemm_shape  # noqa: E402
 

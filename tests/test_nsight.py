@@ -19,8 +19,8 @@ import pytest
 from roofline.cli import main
 from roofline.errors import RooflineError
 from roofline.machines import Machine
-from roofline.trace.nsight import (load_ncu_csv, load_nsys_kernel_summary, measured_kernel, nsight_report, parse_value,
-                                   unit_scale)
+from roofline.trace.nsight_files import load_ncu_csv, load_nsys_kernel_summary, parse_value, unit_scale
+from roofline.trace.nsight import measured_kernel, nsight_report
 
 # A machine with round numbers: 1 TFLOP/s fp32, 0.5 fp64, 4 fp16, 8 bf16; 100 GB/s.
 M = Machine("test gpu", 1e12, 1e11, default_dtype="fp32",

@@ -39,7 +39,7 @@ def recorded(tmp_path_factory):
 
 @pytest.mark.parametrize("name", ["tiny_llama", "tiny_gpt2"])
 def test_profile_costs_the_same_flops_as_the_meta_trace(recorded, name):
-    from roofline.trace.profile import profile_report
+    from roofline.trace.profiler import profile_report
 
     path, traced = recorded[name]
     rep = profile_report(path, FAST)
@@ -54,7 +54,7 @@ def test_profile_costs_the_same_flops_as_the_meta_trace(recorded, name):
 
 
 def test_profile_rows_are_ranked_by_time_lost(recorded):
-    from roofline.trace.profile import profile_report
+    from roofline.trace.profiler import profile_report
 
     rep = profile_report(recorded["tiny_llama"][0], FAST)
     lost = [op.lost_s for op in rep.ops]
@@ -67,7 +67,7 @@ def test_profile_rows_are_ranked_by_time_lost(recorded):
 
 
 def test_a_time_below_the_bound_is_flagged_impossible(recorded):
-    from roofline.trace.profile import profile_report
+    from roofline.trace.profiler import profile_report
 
     rep = profile_report(recorded["tiny_gpt2"][0], SLOW)
     assert rep.problems and all(op.speed_of_light > 1 for op in rep.problems)
@@ -95,7 +95,7 @@ def test_cli_profile_table_json_and_plot(recorded, capsys, tmp_path):
 
 
 def test_cli_diagnose_an_op_of_a_profile(recorded, capsys):
-    from roofline.trace.profile import profile_report
+    from roofline.trace.profiler import profile_report
 
     path = str(recorded["tiny_llama"][0])
     top = profile_report(path, "h100-sxm").ops[0]
@@ -150,7 +150,7 @@ def _gpu_trace(path):
 
 def test_device_kernels_are_the_measured_time(tmp_path):
     pytest.importorskip("torch")
-    from roofline.trace.profile import profile_report
+    from roofline.trace.profiler import profile_report
 
     rep = profile_report(_gpu_trace(tmp_path / "gpu.json"), "h100-sxm")
     assert rep.device
@@ -167,7 +167,7 @@ def test_device_kernels_are_the_measured_time(tmp_path):
 
 
 def test_op_tree_nests_by_time():
-    from roofline.trace.profile import op_tree, select_ops
+    from roofline.trace.chrome_trace import op_tree, select_ops
 
     events = [dict(ph="X", cat="cpu_op", name=n, ts=ts, dur=d, pid=1, tid=1, args={})
               for n, ts, d in [("aten::linear", 0, 10), ("aten::t", 1, 1), ("aten::addmm", 3, 6), ("aten::copy_", 4, 1),
@@ -182,7 +182,7 @@ def test_op_tree_nests_by_time():
 
 
 def test_load_trace_errors(tmp_path):
-    from roofline.trace.profile import load_trace
+    from roofline.trace.chrome_trace import load_trace
 
     with pytest.raises(RooflineError, match="not found"):
         load_trace(tmp_path / "missing.json")
@@ -212,7 +212,7 @@ def test_malformed_events_are_one_line(tmp_path, capsys, doc, words):
 
 def test_a_shape_that_cannot_be_rebuilt_is_an_unsupported_row(tmp_path):
     pytest.importorskip("torch")
-    from roofline.trace.profile import profile_report
+    from roofline.trace.profiler import profile_report
 
     args = {"Input Dims": [[-2, 3], [3, 4]], "Input type": ["float", "float"], "Concrete Inputs": ["", ""]}
     weird = {"Input Dims": 5, "Input type": [["float"]]}  # not lists of shapes and type names
@@ -229,7 +229,7 @@ def test_a_shape_that_cannot_be_rebuilt_is_an_unsupported_row(tmp_path):
 
 def test_an_op_of_zero_duration_is_flagged_not_a_traceback(tmp_path):
     pytest.importorskip("torch")
-    from roofline.trace.profile import profile_report
+    from roofline.trace.profiler import profile_report
 
     args = {"Input Dims": [[128, 256], [256, 512]], "Input type": ["float", "float"]}
     path = tmp_path / "t.json"
@@ -250,7 +250,7 @@ def test_profile_output_is_checked_before_reading(tmp_path, capsys):
 def test_plot_profile_draws_each_dtype_at_its_own_roof(tmp_path, monkeypatch):
     import roofline.plots as plots
     from roofline.machines import get_machine
-    from roofline.trace.profile import ProfiledOp, ProfileReport
+    from roofline.trace.profiler import ProfiledOp, ProfileReport
 
     # H100 SXM: bf16 989 TFLOP/s and fp32 67 TFLOP/s; the fp32 op's stem must end on the fp32 roof
     h100 = get_machine("h100-sxm")
@@ -278,7 +278,7 @@ def test_profile_with_a_calibrated_profile_puts_its_prediction_next_to_each_op(r
 
     from roofline.measure.calibrated import CalibratedModel
     from roofline.measure.machine_file import write_profile
-    from roofline.trace.profile import profile_report
+    from roofline.trace.profiler import profile_report
 
     cal = synthetic()
     path = str(write_profile(cal, tmp_path / "p.toml"))
@@ -337,7 +337,7 @@ def _mixed_gpu_trace(path):
 
 def test_device_time_is_costed_plus_unsupported_plus_unattributed(tmp_path):
     pytest.importorskip("torch")
-    from roofline.trace.profile import profile_report
+    from roofline.trace.profiler import profile_report
 
     rep = profile_report(_mixed_gpu_trace(tmp_path / "gpu.json"), "h100-sxm")
     (mm,) = rep.ops
@@ -378,7 +378,7 @@ def test_device_time_in_the_json(tmp_path, capsys):
 
 def test_a_graph_only_trace_has_device_kernels_all_unattributed(tmp_path):
     pytest.importorskip("torch")
-    from roofline.trace.profile import profile_report
+    from roofline.trace.profiler import profile_report
 
     # one replay of a three-kernel graph: 3 + 4 + 5 = 12 us, no op in the trace
     events = [dict(ph="X", cat="cuda_runtime", name="cudaGraphLaunch", pid=1, tid=1, ts=0.0, dur=2.0,
@@ -402,7 +402,7 @@ def test_a_graph_only_trace_has_device_kernels_all_unattributed(tmp_path):
 def test_a_graph_launched_under_a_costed_op_is_not_its_time(tmp_path):
     """A graph's kernels were captured elsewhere: the op around the replay did not launch them."""
     pytest.importorskip("torch")
-    from roofline.trace.profile import profile_report
+    from roofline.trace.profiler import profile_report
 
     events = json.loads(_gpu_trace(tmp_path / "gpu.json").read_text())["traceEvents"] + [
         dict(ph="X", cat="cuda_runtime", name="cudaGraphLaunch", pid=1, tid=1, ts=120.0, dur=1.0,
@@ -417,7 +417,8 @@ def test_a_graph_launched_under_a_costed_op_is_not_its_time(tmp_path):
 
 
 def test_device_events_and_their_classes_without_torch():
-    from roofline.trace.profile import device_class, device_events, device_seconds, unattributed_device_time
+    from roofline.trace.chrome_trace import device_class, device_events, device_seconds
+    from roofline.trace.profiler import unattributed_device_time
 
     events = [dict(ph="X", cat="cuda_runtime", name="cudaLaunchKernel", ts=0.0, dur=1.0, args={"External id": 1, "correlation": 9}),
               dict(ph="X", cat="kernel", name="gemm", ts=1.0, dur=2.0, args={"correlation": 9}),
@@ -437,7 +438,7 @@ def test_device_events_and_their_classes_without_torch():
 
 
 def test_a_cpu_only_trace_has_no_device_time_lines(recorded, capsys):
-    from roofline.trace.profile import profile_report
+    from roofline.trace.profiler import profile_report
 
     path = recorded["tiny_llama"][0]
     rep = profile_report(path, FAST)
@@ -478,7 +479,7 @@ def test_moe_routing_ops_are_rebuilt_and_costed(tmp_path):
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile
 
-    from roofline.trace.profile import profile_report
+    from roofline.trace.profiler import profile_report
 
     scores = torch.randn(32, 8)
     x = torch.randn(32, 256)

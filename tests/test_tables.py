@@ -22,7 +22,7 @@ from roofline.shapes import GemmAdvice
 from roofline.plan.step import StepCost
 from roofline.plan.sweep import SweepResult, sweep
 from roofline.tables import Tabular
-from roofline.trace.profile import ProfileReport
+from roofline.trace.profiler import ProfileReport
 from roofline.trace.result import TraceResult
 from roofline.plan.training import TrainPlan, train_plan
 

@@ -564,7 +564,7 @@ def plot_train(plan, memory_options, path: str | None = None, title: str | None 
 
 
 def plot_profile(report, machine, path: str | None = None, title: str | None = None, label: int = 8) -> Figure:
-    """Measured ops of a profile (roofline.trace.profile.ProfileReport) on ``machine``'s roofline:
+    """Measured ops of a profile (roofline.trace.profiler.ProfileReport) on ``machine``'s roofline:
     one roof per dtype the ops run at (each op's peak is its own dtype's, as the report costs it),
     each op at (intensity, achieved FLOP/s = FLOPs / measured time), a grey stem up to its dtype's
     roof; the ``label`` ops that lose the most time are named."""

@@ -204,7 +204,7 @@ def cmd_trace(args):
 
 
 def cmd_profile(args):
-    from roofline.trace.profile import profile_report
+    from roofline.trace.profiler import profile_report
 
     from roofline.commands.measure import check_output, write_failed
 
@@ -284,7 +284,7 @@ def _diagnose_kernel(args):
 def _profiled_op(args, machine):
     """The kernel, per-call measured time and GEMM shape of row ``--rank`` of a profile."""
     from roofline.kernels import Kernel
-    from roofline.trace.profile import profile_report
+    from roofline.trace.profiler import profile_report
     from roofline.trace.result import peak_dtype
 
     if args.name or args.flops is not None or args.bytes is not None:

@@ -184,7 +184,7 @@ def profiled_seconds(ops: Sequence[FamilyOp], calls: int = PROFILED_CALLS) -> li
 
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from roofline.trace.profile import op_tree, select_ops
+    from roofline.trace.chrome_trace import op_tree, select_ops
 
     for o in ops:
         o.fn()

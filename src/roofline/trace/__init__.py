@@ -7,7 +7,7 @@
     result.predict("h100-sxm")                  # a WorkloadPrediction, like any kernel list
 
 torch is imported only when a function here is called, so ``import roofline.trace`` works without
-it (the per-op rules in rules.py and the result types need no torch).
+it (the per-op rules in rules/ and the result types need no torch).
 """
 
 from __future__ import annotations
@@ -41,15 +41,15 @@ def trace(module, *example_inputs, dtype=None, fused: bool = True, **example_kwa
 
 
 def profile_report(path, machine, **kwargs):
-    """Read a torch.profiler Chrome trace and put each op against its bound (roofline.trace.profile)."""
-    from roofline.trace.profile import profile_report as _report
+    """Read a torch.profiler Chrome trace and put each op against its bound (roofline.trace.profiler)."""
+    from roofline.trace.profiler import profile_report as _report
 
     return _report(path, machine, **kwargs)
 
 
 class _CallablePackage(types.ModuleType):
     """``roofline.trace(model, *inputs)`` calls trace() while roofline.trace stays a package
-    (roofline.trace.models, roofline.trace.profile)."""
+    (roofline.trace.models, roofline.trace.profiler)."""
 
     def __call__(self, module, *example_inputs, **kwargs) -> TraceResult:
         return trace(module, *example_inputs, **kwargs)

@@ -1,7 +1,7 @@
 """Run an nn.Module on the meta device under a dispatch mode that costs every aten op.
 
 The meta device carries shapes and dtypes but no data, so a 7B-parameter model runs in well under
-a second and a few megabytes. Every op the dispatcher sees is costed by its rule (rules.py); an op
+a second and a few megabytes. Every op the dispatcher sees is costed by its rule (rules/); an op
 without a rule is counted in ``unsupported``, never dropped.
 
 With ``fused=True`` (the default) two functional calls that a GPU runs as one kernel, but that the

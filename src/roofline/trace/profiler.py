@@ -3,7 +3,7 @@ measured time against its roofline bound on a machine.
 
 Which ops are costed: the trace nests ops (``aten::linear`` calls ``aten::t`` and
 ``aten::addmm``, which calls ``aten::copy_``). Walking down from the top, the first op that has a
-rule (rules.py) is costed as a whole, with everything it called; ops without a rule are
+rule (rules/) is costed as a whole, with everything it called; ops without a rule are
 composites whose children are walked; free ops (views) cost nothing unless something under them
 does. An op with no rule and nothing under it is unsupported, and listed.
 
@@ -21,394 +21,27 @@ Device time is never dropped: in a trace with device events (kernels, memcpy, me
 replays (a graph's kernels carry its ``cudaGraphLaunch``'s correlation; no op of the trace launched
 them, so they are never an op's time), NCCL collectives, memcpy, memset, Triton kernels of
 torch.compile, and other kernels (launched outside any op, or by a free op or a composite itself).
+
+Reading the trace is in chrome_trace.py, rebuilding a call in rebuild.py.
 """
 
 from __future__ import annotations
 
-from roofline.tables import Tabular, dump_json  # noqa: E402
-
-import ast
 import json
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from roofline.cost import binds, op_times, time_lower_bound
 from roofline.diagnose.kernel import advice, measurement_problem
-from roofline.errors import RooflineError
 from roofline.kernels import Kernel
 from roofline.machines import get_machine
+from roofline.tables import Tabular, dump_json
+from roofline.trace.chrome_trace import (DeviceEvent, GRAPH_REPLAY, Node, PROFILER_DTYPES, _is_id, _seconds_by_ext,
+                                         device_class, device_events, load_trace, op_tree, select_ops)
+from roofline.trace.rebuild import rebuild
 from roofline.trace.result import peak_dtype
-from roofline.trace.rules import gemm_shape, get_rule
+from roofline.trace.rules.matmul import gemm_shape
+from roofline.trace.rules.registry import get_rule
 from roofline.units import US
-
-DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
-RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "runtime", "hip_runtime")
-
-# Profiler type strings -> roofline dtype names
-PROFILER_DTYPES = {
-    "float": "fp32", "double": "fp64", "c10::BFloat16": "bf16", "c10::Half": "fp16", "long int": "int64",
-    "int": "int32", "short int": "int16", "signed char": "int8", "unsigned char": "uint8", "bool": "bool",
-    "c10::complex<float>": "complex64", "c10::complex<double>": "complex128", "c10::Float8_e4m3fn": "fp8",
-    "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8", "c10::Float8_e5m2fnuz": "fp8",
-}
-
-
-# ---------------------------------------------------------------------------------------------
-# reading the trace (no torch)
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Node:
-    """One cpu_op event with its children (mutable while the tree is built)."""
-
-    name: str
-    ts: float  # microseconds, as the trace has them
-    dur: float
-    args: dict
-    children: list = field(default_factory=list)
-
-    @property
-    def end(self) -> float:
-        return self.ts + self.dur
-
-    def subtree(self):
-        yield self
-        for c in self.children:
-            yield from c.subtree()
-
-
-def load_trace(path) -> dict:
-    from roofline.files import json_failure, read_text
-
-    import os
-
-    if not os.path.exists(path):
-        raise RooflineError(f"trace file not found: {str(path)!r}", field="trace")
-    text = read_text(path, "trace file", "trace")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise RooflineError(f"{str(path)!r} is not a Chrome trace JSON file ({exc})", field="trace") from None
-    except (ValueError, RecursionError) as exc:
-        raise RooflineError(f"{str(path)!r} could not be read as JSON ({json_failure(exc)})", field="trace") from None
-    events = doc.get("traceEvents") if isinstance(doc, dict) else doc if isinstance(doc, list) else None
-    if not isinstance(events, list):
-        raise RooflineError(f"{str(path)!r} has no traceEvents: not a torch.profiler Chrome trace", field="trace")
-    for i, e in enumerate(events):
-        problem = _event_problem(e)
-        if problem:
-            raise RooflineError(f"{str(path)!r}: trace event {i} {problem}: not a torch.profiler Chrome trace", field="trace")
-    return {"traceEvents": events}
-
-
-def _is_number(x) -> bool:
-    """A finite JSON number (an integer past float range is not: math.isfinite would overflow)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return False
-    return abs(x) < 1e300 if isinstance(x, int) else math.isfinite(x)
-
-
-def _event_problem(e) -> str | None:
-    """What is wrong with one trace event for this reader (None: nothing): an object whose
-    ``ts`` and ``dur`` are finite numbers (``dur`` not negative), whose ``args`` is an object and
-    whose ``pid`` and ``tid`` are numbers or names."""
-    if not isinstance(e, dict):
-        return f"is {json.dumps(e)[:40]}, not an object"
-    for key in ("ts", "dur"):
-        if key in e and not _is_number(e[key]):
-            return f"has {key} = {json.dumps(e[key])[:40]}, not a number"
-    if "dur" in e and e["dur"] < 0:
-        return f"has a negative dur ({e['dur']})"
-    if "args" in e and e["args"] is not None and not isinstance(e["args"], dict):
-        return f"has args = {json.dumps(e['args'])[:40]}, not an object"
-    for key in ("pid", "tid"):
-        if key in e and e[key] is not None and not _is_id(e[key]):
-            return f"has {key} = {json.dumps(e[key])[:40]}, not a number or a name"
-    return None
-
-
-def _cat(e: dict) -> str:
-    return str(e.get("cat", "")).lower()
-
-
-def op_tree(events: list[dict]) -> list[Node]:
-    """The cpu_op events nested by time, per thread; returns the roots."""
-    by_thread: dict = {}
-    for e in events:
-        if _cat(e) == "cpu_op" and e.get("ph", "X") == "X" and "dur" in e and "ts" in e:
-            by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(
-                Node(str(e.get("name", "")), float(e["ts"]), float(e["dur"]), e.get("args") or {}))
-    roots: list[Node] = []
-    for nodes in by_thread.values():
-        nodes.sort(key=lambda n: (n.ts, -n.dur))
-        stack: list[Node] = []
-        for n in nodes:
-            while stack and n.ts >= stack[-1].end - 1e-3:
-                stack.pop()
-            (stack[-1].children if stack else roots).append(n)
-            stack.append(n)
-    return roots
-
-
-@dataclass(frozen=True)
-class DeviceEvent:
-    """One device event (a kernel, memcpy or memset): ``ext`` is the External id of the CPU op that
-    launched it (its own, else its launch's through the correlation id; None when neither has one),
-    ``graph`` that a graph launch (``cudaGraphLaunch``, ``cuGraphLaunch``, ``hipGraphLaunch``) ran it."""
-
-    name: str
-    cat: str
-    seconds: float
-    ext: object
-    corr: object
-    graph: bool = False
-
-
-def device_events(events: list[dict]) -> list[DeviceEvent]:
-    """Every event of DEVICE_CATEGORIES with a duration, in trace order, matched to its launch."""
-    launch = {}
-    for e in events:
-        if _cat(e) in RUNTIME_CATEGORIES:
-            a = e.get("args") or {}
-            if _is_id(a.get("correlation")):
-                launch[a["correlation"]] = (a.get("External id"), "graphlaunch" in str(e.get("name", "")).lower())
-    out = []
-    for e in events:
-        if _cat(e) in DEVICE_CATEGORIES and "dur" in e:
-            a = e.get("args") or {}
-            corr = a.get("correlation") if _is_id(a.get("correlation")) else None
-            ext_of_launch, graph = launch.get(corr, (None, False)) if corr is not None else (None, False)
-            ext = a["External id"] if "External id" in a else ext_of_launch
-            out.append(DeviceEvent(str(e.get("name", "")), _cat(e), float(e["dur"]) * US,
-                                   ext if _is_id(ext) else None, corr, graph))
-    return out
-
-
-def device_seconds(events: list[dict]) -> dict:
-    """Device time (s) per External id of the CPU op that launched it; empty for a CPU-only trace.
-    A graph replay's kernels belong to no op (they were captured elsewhere) and are left out."""
-    return _seconds_by_ext(device_events(events))
-
-
-def _seconds_by_ext(devs: list[DeviceEvent]) -> dict:
-    out: dict = {}
-    for d in devs:
-        if d.ext is not None and not d.graph:
-            out[d.ext] = out.get(d.ext, 0.0) + d.seconds
-    return out
-
-
-GRAPH_REPLAY, NCCL, MEMCPY, MEMSET, TRITON, OTHER_KERNEL = (
-    "CUDA graph replay", "collective (NCCL)", "memcpy", "memset", "compiled (Triton)", "other kernel")
-
-
-def device_class(d: DeviceEvent) -> str:
-    """The readable class of a device event no op accounts for, the first that fits: run by a graph
-    launch; a memcpy or memset (by category, or a name starting so); an NCCL kernel (``nccl`` in the
-    name: ncclKernel_*, ncclDevKernel_*); a Triton kernel (``triton`` in the name, as torch.compile's
-    triton_poi_/red_/per_/tem_ kernels are); else another kernel."""
-    low = d.name.lower()
-    if d.graph:
-        return GRAPH_REPLAY
-    if d.cat == "gpu_memcpy" or low.startswith("memcpy"):
-        return MEMCPY
-    if d.cat == "gpu_memset" or low.startswith("memset"):
-        return MEMSET
-    if "nccl" in low:
-        return NCCL
-    if "triton" in low:
-        return TRITON
-    return OTHER_KERNEL
-
-
-def _is_id(x) -> bool:
-    """An External id or correlation id: a number or a string (anything else cannot be matched)."""
-    return isinstance(x, (int, float, str)) and not isinstance(x, bool)
-
-
-def select_ops(roots: list[Node]):
-    """(costed, free, unsupported) nodes, by the walk in the module docstring."""
-    costed, free, unsupported = [], [], []
-
-    def walk(n: Node):
-        rule = get_rule(n.name)
-        if rule is not None and not rule.free:
-            costed.append(n)
-            return
-        if n.children:
-            for c in n.children:
-                walk(c)
-            return
-        (free if rule is not None else unsupported).append(n)
-
-    for r in roots:
-        walk(r)
-    return costed, free, unsupported
-
-
-# ---------------------------------------------------------------------------------------------
-# rebuilding a call on the meta device (torch)
-# ---------------------------------------------------------------------------------------------
-
-_MISSING = object()
-
-
-def _scalar(text):
-    if text in ("", None):
-        return _MISSING
-    if text in ("True", "False"):
-        return text == "True"
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
-
-
-def _recorded_values(args: dict, torch):
-    """Positional values from Input Dims / Input type / Concrete Inputs / Input Strides."""
-    from roofline.trace.record import DTYPE_BY_NAME
-
-    dims, types = args.get("Input Dims") or [], args.get("Input type") or []
-    concrete = args.get("Concrete Inputs") or [""] * len(dims)
-    strides = args.get("Input Strides") or [None] * len(dims)
-    first = next((PROFILER_DTYPES[t] for t in types if t in PROFILER_DTYPES), "fp32")
-    out = []
-    for i, (d, t) in enumerate(zip(dims, types)):
-        st = strides[i] if i < len(strides) else None
-        if t in PROFILER_DTYPES:
-            dt = DTYPE_BY_NAME.get(PROFILER_DTYPES[t], torch.float32)
-            out.append(torch.empty_strided(d, st, dtype=dt, device="meta") if st and len(st) == len(d)
-                       else torch.empty(d, dtype=dt, device="meta"))
-        elif t == "TensorList":
-            dt = DTYPE_BY_NAME.get(first, torch.float32)  # the list's dtype is not recorded: the call's
-            out.append([torch.empty(s, dtype=dt, device="meta") for s in d])
-        else:
-            out.append(_scalar(concrete[i] if i < len(concrete) else ""))
-    return out
-
-
-_SCALAR_TYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32", 7: "float64",
-                 9: "complex64", 10: "complex128", 11: "bool", 15: "bfloat16", 23: "float8_e5m2", 24: "float8_e4m3fn"}
-
-
-def _convert(value, arg, torch):
-    kind = str(arg.type)
-    if value is _MISSING:
-        value = arg.default_value if arg.has_default_value() else None
-    if "device" in arg.name:
-        return torch.device("meta") if value is not None or "Device" in kind else value
-    if isinstance(value, int) and not isinstance(value, bool):
-        if "ScalarType" in kind:
-            return getattr(torch, _SCALAR_TYPES.get(value, "float32"))
-        if "Layout" in kind:
-            return torch.strided
-        if "MemoryFormat" in kind:
-            return (torch.contiguous_format, torch.preserve_format, torch.channels_last, torch.channels_last_3d)[min(value, 3)]
-    return value
-
-
-INTEGER_TYPES = ("long int", "int", "short int", "signed char", "unsigned char")  # index dtypes as the profiler names them
-
-
-def _child_shapes(children, names) -> list[list]:
-    """Input shapes of the integer-typed children named ``names`` (profiler dims), in order."""
-    out = []
-    for c in children or ():
-        types, dims = c.args.get("Input type") or [], c.args.get("Input Dims") or []
-        if c.name in names and types and types[0] in INTEGER_TYPES and dims and isinstance(dims[0], list):
-            out.append(dims[0])
-    return out
-
-
-def _data_dependent(name: str, args: dict, children, torch):
-    """(Call, dtype) for the ops whose recorded arguments do not say what they moved, read off their
-    children, or None. ``aten::index``: the profiler records a ``Tensor?[]`` argument as nothing;
-    on the CPU each index tensor goes through a ``reshape`` (or ``view``) child, whose shape is the
-    index's. ``aten::nonzero``: its output's row count depends on the data; its ``as_strided_``
-    child resizes the output to (n, ndim)."""
-    from roofline.trace.record import compute_dtype, make_call
-
-    dims, types = args.get("Input Dims") or [], args.get("Input type") or []
-    if not dims or not types or types[0] not in PROFILER_DTYPES:
-        return None
-    dt = DTYPE_BY_NAME_FN(torch).get(PROFILER_DTYPES[types[0]], torch.float32)
-    self_t = torch.empty(dims[0], dtype=dt, device="meta")
-    if name == "aten::index" and len(dims) == 2 and types[1] in ("", "GenericList", "TensorList"):
-        shapes = _child_shapes(children, ("aten::reshape", "aten::view", "aten::_reshape_alias"))
-        if not shapes or len(shapes) > len(dims[0]):
-            return None
-        fn = torch.ops.aten.index.Tensor
-        idx = [torch.zeros(s, dtype=torch.int64, device="meta") for s in shapes]
-        try:
-            out = fn(self_t, idx)
-        except Exception:  # noqa: BLE001 - shapes that do not broadcast: not the call it was
-            return None
-        call = make_call(fn, [self_t, idx], {}, out)
-        return call, compute_dtype(call)
-    if name == "aten::nonzero" and len(dims) == 1:
-        rows = [c.args["Input Dims"][0] for c in children or () if c.name == "aten::as_strided_"
-                and (c.args.get("Input Dims") or [None])[0] and len(c.args["Input Dims"][0]) == 2]
-        if not rows or rows[-1][1] != len(dims[0]):
-            return None
-        fn = torch.ops.aten.nonzero.default
-        out = torch.empty(rows[-1], dtype=torch.int64, device="meta")
-        call = make_call(fn, [self_t], {}, out)
-        return call, compute_dtype(call)
-    return None
-
-
-def DTYPE_BY_NAME_FN(torch):  # noqa: N802 - the record module's table, imported with torch
-    from roofline.trace.record import DTYPE_BY_NAME
-
-    return DTYPE_BY_NAME
-
-
-def rebuild(name: str, args: dict, children=()):
-    """(Call, dtype) of a recorded op replayed on meta, or a reason string when it cannot be. The
-    ops whose arguments the profiler does not fully record (``aten::index``'s index list,
-    ``aten::nonzero``'s data-dependent output) are rebuilt from their ``children`` when those say."""
-    import torch
-
-    from roofline.trace.record import compute_dtype, make_call
-
-    ns, _, op = name.partition("::")
-    packet = getattr(getattr(torch.ops, ns, None), op, None) if op else None
-    if packet is None:
-        return "not a torch operator"
-    if "Input Dims" not in args:
-        return "no shapes recorded (record_shapes=True)"
-    if name in ("aten::index", "aten::nonzero"):
-        got = _data_dependent(name, args, children, torch)
-        if got is not None:
-            return got
-        if name == "aten::nonzero":
-            return "its output size depends on the data and no child op recorded it"
-    try:
-        values = _recorded_values(args, torch)
-    except Exception:  # noqa: BLE001 - a shape or type the profiler would not write (negative, not a list)
-        return "could not rebuild the call from the recorded shapes and arguments"
-    for overload in packet.overloads():
-        fn = getattr(packet, overload)
-        schema = fn._schema
-        if len(schema.arguments) != len(values):
-            continue
-        pos, kw = [], {}
-        for v, a in zip(values, schema.arguments):
-            v = _convert(v, a, torch)
-            (kw.__setitem__(a.name, v) if a.kwarg_only else pos.append(v))
-        try:
-            out = fn(*pos, **kw)
-        except Exception:  # noqa: BLE001 - wrong overload or an argument the profiler did not record
-            continue
-        call = make_call(fn, pos, kw, out)
-        return call, compute_dtype(call)
-    return "could not rebuild the call from the recorded shapes and arguments"
-
-
-# ---------------------------------------------------------------------------------------------
-# the report
-# ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -664,13 +297,11 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
         bound = binds(compute_s, memory_s)
         extra = {}
         if calibrated is not None and r["bytes"] > 0:
-            from roofline.measure.residuals import op_class
-
             k = Kernel(name, r["flops"], r["bytes"], r["category"], peak_dtype(dtype, machine), shape=r["gemm"])
             # an op timed on the CPU by the profiler is predicted as the profiler records it (its own cost per op in)
             p = calibrated.measured_by("profiler" if r["source"] == "cpu" else "wall").predict_op(k, machine)
             extra = dict(calibrated_s=p.time_s * r["calls"], calibrated_low_s=p.low_s * r["calls"],
-                         calibrated_high_s=p.high_s * r["calls"], op_class=op_class(k))
+                         calibrated_high_s=p.high_s * r["calls"], op_class=p.op_class)
         ops.append(ProfiledOp(name, shapes, dtype, r["category"], r["calls"], r["flops"], r["bytes"], bound,
                               r["roofline_s"], r["measured_s"], r["source"],
                               measurement_problem(r["roofline_s"], r["measured_s"], r["bytes"], machine),

@@ -1,0 +1,215 @@
+"""Reading a torch.profiler Chrome trace (no torch): its events, the op tree they nest into, the
+device events (kernels, memcpy, memset) and their classes, and which ops are costed (the first op
+down each branch that has a rule; profiler.py puts them against their bounds).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+from roofline.errors import RooflineError
+from roofline.trace.rules.registry import get_rule
+from roofline.units import US
+
+
+DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "runtime", "hip_runtime")
+
+# Profiler type strings -> roofline dtype names
+PROFILER_DTYPES = {
+    "float": "fp32", "double": "fp64", "c10::BFloat16": "bf16", "c10::Half": "fp16", "long int": "int64",
+    "int": "int32", "short int": "int16", "signed char": "int8", "unsigned char": "uint8", "bool": "bool",
+    "c10::complex<float>": "complex64", "c10::complex<double>": "complex128", "c10::Float8_e4m3fn": "fp8",
+    "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8", "c10::Float8_e5m2fnuz": "fp8",
+}
+
+
+@dataclass
+class Node:
+    """One cpu_op event with its children (mutable while the tree is built)."""
+
+    name: str
+    ts: float  # microseconds, as the trace has them
+    dur: float
+    args: dict
+    children: list = field(default_factory=list)
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+    def subtree(self):
+        yield self
+        for c in self.children:
+            yield from c.subtree()
+
+
+def load_trace(path) -> dict:
+    from roofline.files import json_failure, read_text
+
+    import os
+
+    if not os.path.exists(path):
+        raise RooflineError(f"trace file not found: {str(path)!r}", field="trace")
+    text = read_text(path, "trace file", "trace")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RooflineError(f"{str(path)!r} is not a Chrome trace JSON file ({exc})", field="trace") from None
+    except (ValueError, RecursionError) as exc:
+        raise RooflineError(f"{str(path)!r} could not be read as JSON ({json_failure(exc)})", field="trace") from None
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc if isinstance(doc, list) else None
+    if not isinstance(events, list):
+        raise RooflineError(f"{str(path)!r} has no traceEvents: not a torch.profiler Chrome trace", field="trace")
+    for i, e in enumerate(events):
+        problem = _event_problem(e)
+        if problem:
+            raise RooflineError(f"{str(path)!r}: trace event {i} {problem}: not a torch.profiler Chrome trace", field="trace")
+    return {"traceEvents": events}
+
+
+def _is_number(x) -> bool:
+    """A finite JSON number (an integer past float range is not: math.isfinite would overflow)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    return abs(x) < 1e300 if isinstance(x, int) else math.isfinite(x)
+
+
+def _event_problem(e) -> str | None:
+    """What is wrong with one trace event for this reader (None: nothing): an object whose
+    ``ts`` and ``dur`` are finite numbers (``dur`` not negative), whose ``args`` is an object and
+    whose ``pid`` and ``tid`` are numbers or names."""
+    if not isinstance(e, dict):
+        return f"is {json.dumps(e)[:40]}, not an object"
+    for key in ("ts", "dur"):
+        if key in e and not _is_number(e[key]):
+            return f"has {key} = {json.dumps(e[key])[:40]}, not a number"
+    if "dur" in e and e["dur"] < 0:
+        return f"has a negative dur ({e['dur']})"
+    if "args" in e and e["args"] is not None and not isinstance(e["args"], dict):
+        return f"has args = {json.dumps(e['args'])[:40]}, not an object"
+    for key in ("pid", "tid"):
+        if key in e and e[key] is not None and not _is_id(e[key]):
+            return f"has {key} = {json.dumps(e[key])[:40]}, not a number or a name"
+    return None
+
+
+def _cat(e: dict) -> str:
+    return str(e.get("cat", "")).lower()
+
+
+def op_tree(events: list[dict]) -> list[Node]:
+    """The cpu_op events nested by time, per thread; returns the roots."""
+    by_thread: dict = {}
+    for e in events:
+        if _cat(e) == "cpu_op" and e.get("ph", "X") == "X" and "dur" in e and "ts" in e:
+            by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(
+                Node(str(e.get("name", "")), float(e["ts"]), float(e["dur"]), e.get("args") or {}))
+    roots: list[Node] = []
+    for nodes in by_thread.values():
+        nodes.sort(key=lambda n: (n.ts, -n.dur))
+        stack: list[Node] = []
+        for n in nodes:
+            while stack and n.ts >= stack[-1].end - 1e-3:
+                stack.pop()
+            (stack[-1].children if stack else roots).append(n)
+            stack.append(n)
+    return roots
+
+
+@dataclass(frozen=True)
+class DeviceEvent:
+    """One device event (a kernel, memcpy or memset): ``ext`` is the External id of the CPU op that
+    launched it (its own, else its launch's through the correlation id; None when neither has one),
+    ``graph`` that a graph launch (``cudaGraphLaunch``, ``cuGraphLaunch``, ``hipGraphLaunch``) ran it."""
+
+    name: str
+    cat: str
+    seconds: float
+    ext: object
+    corr: object
+    graph: bool = False
+
+
+def device_events(events: list[dict]) -> list[DeviceEvent]:
+    """Every event of DEVICE_CATEGORIES with a duration, in trace order, matched to its launch."""
+    launch = {}
+    for e in events:
+        if _cat(e) in RUNTIME_CATEGORIES:
+            a = e.get("args") or {}
+            if _is_id(a.get("correlation")):
+                launch[a["correlation"]] = (a.get("External id"), "graphlaunch" in str(e.get("name", "")).lower())
+    out = []
+    for e in events:
+        if _cat(e) in DEVICE_CATEGORIES and "dur" in e:
+            a = e.get("args") or {}
+            corr = a.get("correlation") if _is_id(a.get("correlation")) else None
+            ext_of_launch, graph = launch.get(corr, (None, False)) if corr is not None else (None, False)
+            ext = a["External id"] if "External id" in a else ext_of_launch
+            out.append(DeviceEvent(str(e.get("name", "")), _cat(e), float(e["dur"]) * US,
+                                   ext if _is_id(ext) else None, corr, graph))
+    return out
+
+
+def device_seconds(events: list[dict]) -> dict:
+    """Device time (s) per External id of the CPU op that launched it; empty for a CPU-only trace.
+    A graph replay's kernels belong to no op (they were captured elsewhere) and are left out."""
+    return _seconds_by_ext(device_events(events))
+
+
+def _seconds_by_ext(devs: list[DeviceEvent]) -> dict:
+    out: dict = {}
+    for d in devs:
+        if d.ext is not None and not d.graph:
+            out[d.ext] = out.get(d.ext, 0.0) + d.seconds
+    return out
+
+
+GRAPH_REPLAY, NCCL, MEMCPY, MEMSET, TRITON, OTHER_KERNEL = (
+    "CUDA graph replay", "collective (NCCL)", "memcpy", "memset", "compiled (Triton)", "other kernel")
+
+
+def device_class(d: DeviceEvent) -> str:
+    """The readable class of a device event no op accounts for, the first that fits: run by a graph
+    launch; a memcpy or memset (by category, or a name starting so); an NCCL kernel (``nccl`` in the
+    name: ncclKernel_*, ncclDevKernel_*); a Triton kernel (``triton`` in the name, as torch.compile's
+    triton_poi_/red_/per_/tem_ kernels are); else another kernel."""
+    low = d.name.lower()
+    if d.graph:
+        return GRAPH_REPLAY
+    if d.cat == "gpu_memcpy" or low.startswith("memcpy"):
+        return MEMCPY
+    if d.cat == "gpu_memset" or low.startswith("memset"):
+        return MEMSET
+    if "nccl" in low:
+        return NCCL
+    if "triton" in low:
+        return TRITON
+    return OTHER_KERNEL
+
+
+def _is_id(x) -> bool:
+    """An External id or correlation id: a number or a string (anything else cannot be matched)."""
+    return isinstance(x, (int, float, str)) and not isinstance(x, bool)
+
+
+def select_ops(roots: list[Node]):
+    """(costed, free, unsupported) nodes, by the walk in the module docstring."""
+    costed, free, unsupported = [], [], []
+
+    def walk(n: Node):
+        rule = get_rule(n.name)
+        if rule is not None and not rule.free:
+            costed.append(n)
+            return
+        if n.children:
+            for c in n.children:
+                walk(c)
+            return
+        (free if rule is not None else unsupported).append(n)
+
+    for r in roots:
+        walk(r)
+    return costed, free, unsupported

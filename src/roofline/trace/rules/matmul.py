@@ -1,0 +1,122 @@
+"""Rules of the matmul family: mm, addmm, bmm, baddbmm, grouped mm, mv, dot, convolution; 1 FMA =
+2 FLOPs, matmul = 2MNK, bias and epilogue not counted.
+"""
+
+from __future__ import annotations
+
+import math
+
+from roofline.trace.rules.registry import Call, Cost, io_bytes, rule
+
+
+# Where each matmul op keeps its operands among its inputs: (index of A, index of B).
+_GEMM_OPERANDS = {"aten::mm": (0, 1), "aten::_scaled_mm": (0, 1), "aten::addmm": (1, 2), "aten::bmm": (0, 1),
+                  "aten::baddbmm": (1, 2), "aten::mv": (0, 1)}
+
+
+def gemm_shape(op: str, shapes) -> tuple:
+    """(batch, M, N, K) of a matmul op from its tensor input shapes (the profiler's "Input Dims" or
+    a traced call's), () when the op is not a plain GEMM or the shapes do not say: what a
+    calibrated GEMM rate is read at (a skinny M runs at another rate than a square matmul)."""
+    where = _GEMM_OPERANDS.get(op)
+    if where is None:
+        return ()
+    try:
+        a, b = tuple(shapes[where[0]]), tuple(shapes[where[1]])
+        if op == "aten::mv":
+            return (1, int(a[0]), 1, int(a[1]))
+        if len(a) == 2 and len(b) == 2:
+            return (1, int(a[0]), int(b[1]), int(a[1]))
+        if len(a) == 3 and len(b) == 3:
+            return (int(a[0]), int(a[1]), int(b[2]), int(a[2]))
+    except (IndexError, TypeError, ValueError):
+        pass
+    return ()
+
+
+@rule("aten::mm", "aten::_scaled_mm", category="matmul")
+def mm(call: Call) -> Cost:
+    """(M, K) @ (K, N): flops = 2MNK."""
+    (M, K), (_, N) = call.tensor(0).shape, call.tensor(1).shape
+    return Cost(2.0 * M * N * K, io_bytes(call))
+
+
+@rule("aten::addmm", category="matmul")
+def addmm(call: Call) -> Cost:
+    """bias + (M, K) @ (K, N): flops = 2MNK (the bias add is not counted)."""
+    (M, K), (_, N) = call.tensor(1).shape, call.tensor(2).shape
+    return Cost(2.0 * M * N * K, io_bytes(call))
+
+
+@rule("aten::bmm", category="matmul")
+def bmm(call: Call) -> Cost:
+    """(b, M, K) @ (b, K, N): flops = 2 b MNK."""
+    (b, M, K), (_, _, N) = call.tensor(0).shape, call.tensor(1).shape
+    return Cost(2.0 * b * M * N * K, io_bytes(call))
+
+
+@rule("aten::baddbmm", category="matmul")
+def baddbmm(call: Call) -> Cost:
+    """self + (b, M, K) @ (b, K, N): flops = 2 b MNK."""
+    (b, M, K), (_, _, N) = call.tensor(1).shape, call.tensor(2).shape
+    return Cost(2.0 * b * M * N * K, io_bytes(call))
+
+
+@rule("aten::_grouped_mm", "aten::_scaled_grouped_mm", category="matmul")
+def grouped_mm(call: Call) -> Cost:
+    """torch._grouped_mm(A, B, offs): G matmuls in one kernel (a MoE layer's routed experts; the
+    scaled variant is its fp8 form, scales read too). The four layouts, each group g of size n_g:
+
+    - A (M, K) @ B (G, K, N), offs the ends of each group's rows of A: out (M, N), 2 sum n_g K N;
+    - A (G, M, K) @ B (K, N), offs splitting N: out (M, N), 2 M K sum n_g;
+    - A (M, K) @ B (K, N), offs splitting K (a weight gradient): out (G, M, N), 2 M N sum n_g;
+    - A (G, M, K) @ B (G, K, N), no offs: a bmm, out (G, M, N), 2 G M K N.
+
+    The offsets are data, unknown on the meta device, so the split dimension is taken as fully
+    assigned (sum n_g = M, N or K): flops = 2MKN (2GMKN batched), however the rows are routed.
+    bytes = w (A + B + out) + the G int32 offsets: every input read once, B whole, i.e. all G
+    experts' weights (a decode step that routes its tokens to fewer experts reads fewer: an upper
+    bound there). Bias not counted. FlopCounterMode (torch 2.13) has no formula for this op and
+    counts it as zero, so the tests check it against per-group mm calls instead."""
+    a, b = call.tensor(0).shape, call.tensor(1).shape
+    if len(a) == 3 and len(b) == 3:
+        groups, (M, K), N = a[0], a[1:], b[2]
+    elif len(a) in (2, 3) and len(b) in (2, 3):
+        groups, (M, K), N = 1, a[-2:], b[-1]
+    else:
+        raise ValueError(f"{call.op}: A and B must be 2D or 3D")
+    return Cost(2.0 * groups * M * K * N, io_bytes(call))
+
+
+@rule("aten::mv", category="matmul")
+def mv(call: Call) -> Cost:
+    """(M, N) @ (N,): flops = 2MN."""
+    M, N = call.tensor(0).shape
+    return Cost(2.0 * M * N, io_bytes(call))
+
+
+@rule("aten::addmv", category="matmul")
+def addmv(call: Call) -> Cost:
+    """self + (M, N) @ (N,): flops = 2MN."""
+    M, N = call.tensor(1).shape
+    return Cost(2.0 * M * N, io_bytes(call))
+
+
+@rule("aten::dot", "aten::vdot", category="matmul")
+def dot(call: Call) -> Cost:
+    """(n,) . (n,): flops = 2n."""
+    return Cost(2.0 * call.tensor(0).numel, io_bytes(call))
+
+
+@rule("aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::_slow_conv2d_forward",
+      "aten::convolution_overrideable", "aten::mkldnn_convolution", category="conv")
+def convolution(call: Call) -> Cost:
+    """x (N, C_in, *spatial) * w (C_out, C_in/groups, *kernel): flops = 2 N C_out (C_in/groups)
+    prod(kernel) prod(out spatial); a transposed convolution iterates over the input's spatial
+    points instead (FlopCounterMode's conv_flop_count). Bias not counted."""
+    x, w = call.tensor(0), call.tensor(1)
+    has_flag = call.op in ("aten::convolution", "aten::_convolution", "aten::convolution_overrideable")
+    transposed = has_flag and len(call.args) > 6 and call.args[6] is True
+    spatial = (x.shape if transposed else call.outputs[0].shape)[2:]
+    c_out, c_in, *kernel = w.shape
+    return Cost(2.0 * x.shape[0] * c_out * c_in * math.prod(kernel) * math.prod(spatial), io_bytes(call))
