@@ -260,7 +260,9 @@ def test_plot_profile_draws_each_dtype_at_its_own_roof(tmp_path, monkeypatch):
                       1e-5, 1e-4, "device")
     report = ProfileReport("t.json", "h100-sxm", True, (fp32, bf16), (), 0, 0.0)
     figs = []
-    monkeypatch.setattr(plots, "_save", lambda fig, path: figs.append(fig))
+    import roofline.plots.figure as figure
+
+    monkeypatch.setattr(figure, "_save", lambda fig, path: figs.append(fig))
     plots.plot_profile(report, h100, str(tmp_path / "p.png"))
     ax = figs[0].axes[0]
     labels = [line.get_label() for line in ax.get_lines()]
