@@ -61,7 +61,7 @@ def cli_values(runs):
     import io
 
     from roofline.cli import main
-    from roofline.commands.plan import count_list
+    from roofline.cli.plan_args import count_list
     from roofline.tables import check_finite_text
 
     def best(fn):

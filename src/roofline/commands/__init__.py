@@ -1,1 +1,2 @@
-"""Extension commands of the `roofline` CLI: each module has register(subparsers)."""
+"""Old home of the command modules, now roofline.cli; only the shim plan.py is left (tests/test_plan_cli.py
+imports count_list from it)."""

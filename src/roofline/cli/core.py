@@ -1,37 +1,15 @@
-"""The `roofline` command. Human tables by default, --json / --csv for tools, -o for figures.
-
-Bad input prints one line naming the value (``roofline: error: ...``) and exits with code 2.
-Heavy packages (matplotlib) are imported only by the commands that draw.
+"""The commands over the core: `roofline layer`, `kernel`, `machines`, `models` and `plot`.
 """
 
 from __future__ import annotations
 
-from roofline.tables import dump_json  # noqa: E402
-
-import argparse
-import contextlib
 import json
 import sys
 
-from roofline.cliargs import (
-    Parser,
-    VersionAction,
-    add_cost_flags,
-    add_layer_flags,
-    add_machine_flags,
-    calibrated_or_cost_model,
-    kernel_param,
-    kernel_params,
-    cost_model_from_args,
-    machine_from_args,
-)
+from roofline.cli.args import calibrated_or_cost_model, cost_model_from_args, kernel_params, machine_from_args
 from roofline.errors import RooflineError
+from roofline.tables import dump_json
 from roofline.units import GIGA, TERA, US
-
-# Commands that live in their own modules: each has register(subparsers).
-EXTRA_COMMANDS: tuple[str, ...] = ("roofline.commands.serve", "roofline.commands.plan", "roofline.commands.measure", "roofline.commands.trace", "roofline.commands.nsight", "roofline.commands.serving")
-
-EXIT_BAD_INPUT = 2
 
 
 def _layers(args):
@@ -216,7 +194,7 @@ def cmd_kernel(args):
 
 
 def cmd_plot(args):
-    from roofline.cliargs import check_output
+    from roofline.cli.args import check_output
 
     out = check_output(args.output, (".png", ".svg"))
     if args.what == "roofline":
@@ -239,111 +217,3 @@ def cmd_plot(args):
 
         plot_layer(_layer(args), out)
     print(f"wrote {out}")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="roofline", description="How fast can it run, and what limits it: the roofline model for ML.")
-    parser.add_argument("--version", action=VersionAction)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    sub.required = True
-
-    p = sub.add_parser("layer", help="one transformer block op by op (by default the workshop's: Llama 3 8B, 8,192 tokens, e_c 0.7, e_m 0.85, launch 3 µs)")
-    add_layer_flags(p)
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true")
-    fmt.add_argument("--csv", action="store_true")
-    p.set_defaults(func=cmd_layer)
-
-    p = sub.add_parser("machines", help="list machine presets")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_machines)
-
-    p = sub.add_parser("models", help="list model presets, or describe one model (a preset or a config.json)")
-    p.add_argument("model", nargs="?", default=None, help="a preset key or a config.json path: its layer pattern and notes")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_models)
-
-    from roofline.kernels import KERNELS
-
-    from_kernels = ", ".join(KERNELS)
-    p = sub.add_parser("kernel", help="one kernel on a machine: intensity, bound, time",
-                       description=f"Kernels: {from_kernels}. Example: roofline kernel matmul M=1 N=4096 K=4096")
-    p.add_argument("name", help="kernel constructor name")
-    p.add_argument("param", nargs="*", type=kernel_param, help="NAME=VALUE, e.g. M=8192 N=4096 K=4096 bytes_per_elem=fp8")
-    add_machine_flags(p)
-    add_cost_flags(p, launch_default_note="0", seed=False)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_kernel, compute_efficiency=1.0, memory_efficiency=1.0, launch_overhead=0.0)
-
-    p = sub.add_parser("plot", help="draw a figure: roofline or layer")
-    p.add_argument("what", choices=("roofline", "layer"))
-    p.add_argument("-o", "--output", required=True, help="FILE.png or FILE.svg")
-    p.add_argument("--kernels", choices=("seed", "layer"), default="seed",
-                   help="roofline: the roofline chapter's seven kernels, or the layer's ops")
-    add_layer_flags(p)
-    p.set_defaults(func=cmd_plot)
-
-    import importlib
-
-    for module in EXTRA_COMMANDS:
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name == module:  # not built yet
-                continue
-            raise
-        mod.register(sub)
-    return parser
-
-
-STREAMING_COMMANDS = ("serve",)  # prints its URL, then serves until stopped: not buffered
-
-
-def one_line(message: str) -> str:
-    """An error message as one printable line: a control character the user typed (a newline or a
-    carriage return in a file name) is shown escaped, as repr() shows it, not obeyed."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-
-
-def _print_notes(notes) -> None:
-    for note in notes:
-        print(f"roofline: note: {note}", file=sys.stderr)
-
-
-def main(argv=None) -> int:
-    notes: list[str] = []  # old flag spellings used (cliargs.DeprecatedAlias)
-    try:
-        args = build_parser().parse_args(argv)
-        notes = getattr(args, "deprecation_notes", [])
-        if args.command in STREAMING_COMMANDS:
-            _print_notes(notes)
-            notes = []
-            args.func(args)
-        else:  # the whole output is checked finite before any of it is printed
-            import io
-
-            from roofline.tables import check_finite_text
-
-            buffer = io.StringIO()
-            with contextlib.redirect_stdout(buffer):
-                args.func(args)
-            sys.stdout.write(check_finite_text(buffer.getvalue()))
-            _print_notes(notes)
-    except RooflineError as exc:
-        noted = "".join(f" ({note})" for note in notes)
-        print(f"roofline: error: {one_line(str(exc))}{noted}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except BrokenPipeError:  # `roofline layer | head`
-        return 0
-    except OSError as exc:  # e.g. -o into a folder that does not exist: one line, like any bad input
-        where = f" {exc.filename!r}" if exc.filename else ""
-        print(f"roofline: error: cannot write or read{where}: {one_line(str(exc.strerror or exc))}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("roofline: interrupted", file=sys.stderr)
-        return 130
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

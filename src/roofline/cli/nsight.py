@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from roofline.cliargs import add_machine_flags, add_report_flags, check_output, machine_from_args, print_report
+from roofline.cli.args import add_machine_flags, add_report_flags, check_output, machine_from_args, print_report
 from roofline.errors import RooflineError
 
 
@@ -29,7 +29,7 @@ def _dtype(args, machine) -> str | None:
 def cmd_nsight(args):
     from types import SimpleNamespace
 
-    from roofline.commands.measure import write_failed
+    from roofline.cli.measure import write_failed
     from roofline.trace.nsight import NsysReport, nsight_report
 
     machine = machine_from_args(args)

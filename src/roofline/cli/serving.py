@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from roofline.cliargs import (COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args, number_arg,
-                              refuse_unused)
-from roofline.commands.plan import (_add_format, _add_model, _add_precision, _add_tp, _flagged, _output, _precision,
+from roofline.cli.args import (COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args,
+                               number_arg, refuse_unused)
+from roofline.cli.plan_args import (_add_format, _add_model, _add_precision, _add_tp, _flagged, _output, _precision,
                                     count_list)
 from roofline.errors import RooflineError
 from roofline.units import MS, US, parse_time_s

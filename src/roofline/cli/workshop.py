@@ -3,7 +3,7 @@ the command runs, so the rest of the CLI works without the `web` extra."""
 
 from __future__ import annotations
 
-from roofline.cliargs import number_arg
+from roofline.cli.args import number_arg
 
 
 def cmd_serve(args):

@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import sys
 
-from roofline.cliargs import (COUNT, add_cost_flags, add_deprecated_alias, add_machine_flags, add_report_flags, cost_model_from_args, kernel_params,
-                              machine_from_args, number_arg, print_report, refuse_unused)
+from roofline.cli.args import (COUNT, add_cost_flags, add_deprecated_alias, add_machine_flags, add_report_flags,
+                               cost_model_from_args, kernel_params, machine_from_args, number_arg, print_report,
+                               refuse_unused)
 from roofline.errors import RooflineError
 from roofline.units import US
 
@@ -206,7 +207,7 @@ def cmd_trace(args):
 def cmd_profile(args):
     from roofline.trace.profiler import profile_report
 
-    from roofline.commands.measure import check_output, write_failed
+    from roofline.cli.measure import check_output, write_failed
 
     machine = machine_from_args(args)
     if args.output:
@@ -334,7 +335,7 @@ def measured_time_s(text, field="--measured"):
 
 
 def register(sub):
-    from roofline.cliargs import kernel_param
+    from roofline.cli.args import kernel_param
     from roofline.units import parse_number
 
     p = sub.add_parser("trace", help="trace a PyTorch model on the meta device: FLOPs and bytes per aten op",

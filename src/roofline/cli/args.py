@@ -1,0 +1,316 @@
+"""Argument types and shared flags for the `roofline` command and its extension commands.
+
+Every type names its flag in the error (argparse prints ``argument --flag: ...``); bad values are
+one line and exit code 2 (see cli.main).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+import dataclasses
+import os
+from pathlib import Path
+
+from roofline.errors import RooflineError
+
+
+def shows_default(action) -> bool:
+    """Whether --help should add this option's default: it has one worth saying (not None, False,
+    an empty list or SUPPRESS) and its help does not already say one."""
+    default = action.default
+    if default is None or default is False or default is argparse.SUPPRESS or default == [] or action.help is argparse.SUPPRESS:
+        return False
+    if not action.option_strings and action.nargs not in ("?", "*"):
+        return False  # a required positional has no default to show
+    return "default" not in (action.help or "").lower()
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, "(default: 8192)", unless the help already
+    states one or there is none: the one place every command's --help gets its defaults."""
+
+    def _format_action(self, action):
+        if shows_default(action):
+            action = copy.copy(action)
+            action.help = f"{action.help} (default: %(default)s)" if action.help else "default: %(default)s"
+        return super()._format_action(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors, and negative numbers in any notation (-1e3, -5.0e-3, -3us is
+    still a flag value) read as values rather than flags, so their range check can name them;
+    --help lists each option's default (DefaultsHelpFormatter)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+    def error(self, message):  # one line, exit 2, no usage dump
+        raise RooflineError(message)
+
+    def _get_values(self, action, arg_strings):
+        # Python 3.11's argparse drops a '--' given as an option's value (`--host=--`) and hands the
+        # command an empty list: refuse it by name instead
+        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
+            raise RooflineError(f"argument {'/'.join(action.option_strings)}: expected a value, got '--'")
+        return super()._get_values(action, arg_strings)
+
+
+def package_version() -> str:
+    """The installed package's version (its metadata), else the source tree's __version__."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("roofline")
+    except PackageNotFoundError:
+        from roofline import __version__
+
+        return __version__
+
+
+class VersionAction(argparse.Action):
+    """--version: prints "roofline X.Y.Z" and exits 0; the version is looked up only when asked."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help="print the version and exit"):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"roofline {package_version()}")
+        parser.exit()
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old spelling kept for one release: sets the new flag's value, hidden from --help, and
+    leaves a note in ``deprecation_notes`` that cli.main prints on stderr (one line; on an error,
+    at the end of the error's line, so that an error stays one line)."""
+
+    def __init__(self, option_strings, dest, new_flag="", **kwargs):
+        self.new_flag = new_flag
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        note = f"{option_string} is deprecated and goes in the next release: use {self.new_flag}"
+        namespace.deprecation_notes = [*getattr(namespace, "deprecation_notes", []), note]
+        setattr(namespace, self.dest, values)
+
+
+def add_deprecated_alias(p, old: str, new: str) -> None:
+    """``old`` as a hidden alias of the option ``new`` already on ``p`` (same value type and dest)."""
+    action = next(a for a in p._actions if new in a.option_strings)
+    p.add_argument(old, dest=action.dest, type=action.type, choices=action.choices, metavar=action.metavar,
+                   default=argparse.SUPPRESS, action=DeprecatedAlias, new_flag=new, help=argparse.SUPPRESS)
+
+
+# -- argument types: each names the flag in its message ------------------------------------------
+
+def number_arg(flag, *, minimum=0.0, strictly=True, maximum=None, integer=False, parser=None):
+    def convert(text):
+        from roofline.errors import check_number
+        from roofline.units import parse_number
+
+        try:
+            value = (parser or parse_number)(text, flag)
+            if integer and isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+                value = int(value)  # so that a message echoes -5, not -5.0
+            check_number("value", value, minimum=minimum, strictly=strictly, maximum=maximum, integer=integer)
+        except RooflineError as exc:  # argparse prefixes "argument --flag: "
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("value ").removeprefix(f"{flag}: ").removeprefix(f"{flag} ")) from None
+        return int(value) if integer else value
+
+    convert.__name__ = flag
+    return convert
+
+
+def time_arg(flag):
+    from roofline.units import parse_time_s
+
+    return number_arg(flag, strictly=False, maximum=1.0, parser=parse_time_s)
+
+
+COUNT = dict(integer=True, maximum=1e12)
+
+
+def add_cost_flags(p, launch_default_note="the machine's preset", seed=True):
+    """The cost model's flags; ``seed`` False for a command that defaults to the bare roofline
+    (e_c = e_m = 1: `roofline kernel`), so that its --help says so."""
+    e_c, e_m = (("0.70, the workshop's cost model: e_c 0.70, e_m 0.85, launch 3 us on a GPU preset",
+                 "0.85, the workshop's cost model") if seed else ("1: the bare roofline", "1: the bare roofline"))
+    p.add_argument("--compute-efficiency", type=number_arg("--compute-efficiency", minimum=1e-3, strictly=False, maximum=1.0),
+                   default=None,
+                   help=f"achievable fraction of peak FLOP/s, e_c (default {e_c})")
+    p.add_argument("--memory-efficiency", type=number_arg("--memory-efficiency", minimum=1e-3, strictly=False, maximum=1.0),
+                   default=None,
+                   help=f"achievable fraction of peak bandwidth, e_m (default {e_m})")
+    p.add_argument("--launch-overhead", type=time_arg("--launch-overhead"), default=None,
+                   help=f"seconds per kernel launch, e.g. 3us (default: {launch_default_note})")
+    p.add_argument("--overlap", type=number_arg("--overlap", strictly=False, maximum=1.0), default=1.0,
+                   help="overlap of compute and memory time: 1 = max() (the roofline's perfect overlap), 0 = sum")
+    p.add_argument("--cuda-graph", action="store_true", help="one launch for the whole workload")
+
+
+def cost_model_from_args(args, machine):
+    from roofline.cost import seed_cost_model
+
+    seed = seed_cost_model(launch_overhead_s=machine.launch_overhead_s)  # e_c 0.70, e_m 0.85 (the workshop's cost model)
+    changes = {"overlap": args.overlap, "cuda_graph": args.cuda_graph}
+    for flag, field in (("compute_efficiency", "compute_efficiency"), ("memory_efficiency", "memory_efficiency"),
+                        ("launch_overhead", "launch_overhead_s")):
+        if getattr(args, flag) is not None:
+            changes[field] = getattr(args, flag)
+    return dataclasses.replace(seed, **changes)
+
+
+def calibrated_or_cost_model(args, machine):
+    """A measured profile passed as --machine (from `roofline calibrate`) predicts with its
+    calibrated model, unless efficiencies or a launch overhead are given on the command line;
+    anything else uses the plain cost model from the flags."""
+    explicit = any(getattr(args, f, None) is not None for f in ("compute_efficiency", "memory_efficiency", "launch_overhead"))
+    if not explicit and str(args.machine).endswith(".toml"):
+        from roofline.measure.calibrated import calibrated_model_for
+
+        model = calibrated_model_for(args.machine)
+        if model is not None:  # a step reads the whole model's weights: cold once they outgrow the cache
+            from roofline.transformer import count_params
+            from roofline.units import DTYPE_BYTES
+
+            dtype = getattr(args, "dtype", None) or machine.default_dtype
+            weights = count_params(getattr(args, "model", None) or "llama3-8b")["total"] * DTYPE_BYTES.get(dtype, 2.0)
+            return model.for_forward(weights)
+    return cost_model_from_args(args, machine)
+
+
+def add_layer_flags(p):
+    add_machine_flags(p)
+    p.add_argument("--model", default="llama3-8b", help="preset (see `roofline models`) or a config.json path")
+    p.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
+    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None,
+                   help="prefill: new tokens per sequence, T (default 8192); decode: the context S when --context is not given")
+    p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="sequences, B")
+    p.add_argument("--context", type=number_arg("--context", **COUNT), default=None,
+                   help="decode: tokens already in the KV cache, S (default: --tokens, else 4096); prefill: the positions "
+                        "attended, S >= T (default T; larger is a chunked-prefill step over a cache of S - T)")
+    p.add_argument("--layer", type=number_arg("--layer", minimum=0, strictly=False, integer=True), default=None,
+                   help="one layer by index (0-based); default: each distinct layer kind with its count")
+    p.add_argument("--attention", choices=("naive", "flash"), default="naive")
+    p.add_argument("--dtype", default=None,
+                   help="weights, activations and peak: bf16, fp16, fp8, int8, fp32 (default: the machine's, bf16 on most)")
+    add_cost_flags(p)
+
+
+
+
+def add_machine_flags(p, default="h100-sxm"):
+    p.add_argument("--machine", default=default, help="preset (see `roofline machines`) or a machine TOML file")
+    p.add_argument("--compute-scale", type=number_arg("--compute-scale", maximum=1e3), default=1.0,
+                   help="what-if: multiply every peak by this (the roofline chapter's exercise 5: 2)")
+    p.add_argument("--bandwidth-scale", type=number_arg("--bandwidth-scale", maximum=1e3), default=1.0,
+                   help="what-if: multiply memory bandwidth by this")
+
+
+def machine_from_args(args, name=None):
+    """The machine named by --machine (or ``name``), scaled by --compute-scale / --bandwidth-scale."""
+    from roofline.machines import get_machine
+
+    m = get_machine(name or args.machine)
+    cs, bs = getattr(args, "compute_scale", 1.0), getattr(args, "bandwidth_scale", 1.0)
+    if cs != 1.0 or bs != 1.0:
+        import dataclasses
+
+        key = m.key
+        m = dataclasses.replace(m.scaled(compute=cs, bandwidth=bs), key=f"{key} x{cs:g} compute x{bs:g} bandwidth" if key else "")
+    return m
+
+
+def kernel_param(text):
+    try:
+        return parse_kernel_param(text)
+    except RooflineError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+kernel_param.__name__ = "NAME=VALUE"
+
+
+def kernel_params(pairs) -> dict:
+    """NAME=VALUE pairs as keyword arguments; a name given twice is refused (not the last one taken)."""
+    out = {}
+    for key, value in pairs or []:
+        if key in out:
+            raise RooflineError(f"kernel parameter {key} is given twice ({out[key]!r} and {value!r})", field="param")
+        out[key] = value
+    return out
+
+
+def parse_kernel_param(text):
+    if "=" not in text:
+        raise RooflineError(f"kernel parameter {text!r} must be NAME=VALUE, e.g. M=8192")
+    key, value = text.split("=", 1)
+    key = key.strip()
+    if value.strip().lower() in ("true", "false"):
+        return key, value.strip().lower() == "true"
+    if key in ("name", "link"):
+        return key, value.strip()
+    if key in ("bytes_per_elem", "bytes_per_param") and not value.replace(".", "", 1).isdigit():
+        return key, value.strip()
+    from roofline.errors import check_number
+    from roofline.units import parse_number
+
+    number = parse_number(value, key)
+    check_number(key, number, minimum=0, strictly=False)
+    return key, int(number) if float(number).is_integer() else number
+
+
+def check_output(path: str, suffixes: tuple[str, ...]) -> str:
+    """``path`` if -o/--output can be written there: the suffix is one of ``suffixes`` and the
+    folder exists and is writable. Checked before anything is measured, so that a typo does not
+    cost the measurement; a RooflineError naming the flag otherwise."""
+    if not str(path).lower().endswith(suffixes):
+        raise RooflineError(f"-o/--output must end in {' or '.join(suffixes)}, got {path!r}", field="output")
+    p = Path(path)
+    if p.name.startswith(".") and p.name.lower() in suffixes:  # matplotlib would write '.png.png'
+        raise RooflineError(f"-o/--output {path!r} has no file name before its extension", field="output")
+    if p.is_symlink():  # the link is kept and its target replaced: that folder must take the new file
+        p = Path(os.path.realpath(p))
+    folder = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise RooflineError(f"-o/--output {path!r} is a folder, not a file", field="output")
+    if not folder.is_dir():
+        why = "is not a folder" if folder.exists() else "does not exist"
+        raise RooflineError(f"-o/--output {path!r}: {str(folder)!r} {why}", field="output")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise RooflineError(f"-o/--output {path!r}: folder {str(folder)!r} is not writable", field="output")
+    return path
+
+
+def refuse_unused(args, unused: dict, why: str) -> None:
+    """A RooflineError naming the first flag in ``unused`` (dest -> default) that was given a value
+    other than its default: it would not change the result."""
+    for dest, default in unused.items():
+        if getattr(args, dest, default) != default:
+            flag = "--" + dest.replace("_", "-")
+            raise RooflineError(f"{flag} does not apply {why}", field=dest)
+
+
+def print_report(args, report) -> None:
+    """A report as --json, --csv or its table (at most --limit rows; 0: all)."""
+    import sys
+
+    if args.json:
+        print(report.to_json())
+    elif getattr(args, "csv", False):
+        sys.stdout.write(report.to_csv())
+    else:
+        print(report.to_table(limit=args.limit or None))
+
+
+def add_report_flags(p, what: str) -> None:
+    """--limit, -o and --json | --csv of the commands that print a ranked report (profile, nsight)."""
+    p.add_argument("--limit", type=number_arg("--limit", strictly=False, **COUNT), default=20,
+                   help="rows in the table (0: all)")
+    p.add_argument("-o", "--output", default=None, help=f"also draw the measured {what} on the roofline: FILE.png or .svg")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--csv", action="store_true")

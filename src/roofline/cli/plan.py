@@ -1,0 +1,287 @@
+"""`roofline decode`, `train`, `memory` and `sweep`: inference and training plans (docs/planning.md).
+
+Human tables by default, --json (and --csv where rows make sense) for tools, -o FILE.png|.svg for
+figures. Bad input is one line naming the flag and the value, exit code 2 (cli.main): the
+library's errors name its parameter (``field``), which ``_flagged`` turns into the flag.
+
+Their shared flags are in plan_args.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from roofline.cli.args import (COUNT, add_cost_flags, add_machine_flags, calibrated_or_cost_model, machine_from_args,
+                               number_arg, refuse_unused)
+from roofline.cli.plan_args import (SWEEP_MACHINES, _add_format, _add_model, _add_precision, _add_tp, _emit, _flagged,
+                                    _output, _precision, count_list)
+from roofline.errors import RooflineError
+from roofline.plan.decode import SEARCH_MAX_BATCH
+from roofline.plan.precision import QUANT_DTYPES
+from roofline.tables import dump_json
+
+
+def cmd_decode(args):
+    from roofline.plan.decode import decode_plan
+    from roofline.plan.decode import DEFAULT_BATCHES
+    from roofline.plan.inference import decode_step
+
+    if args.tp == 1:
+        refuse_unused(args, {"tp_link": None, "gpus_per_node": 8}, "with --tp 1 (one GPU: no tensor-parallel collectives); give --tp N")
+    _output(args.output)
+    if args.breakdown and args.csv:
+        raise RooflineError("--breakdown is a table of ops, not rows of the batch table: use it without --csv "
+                            "(with --json it is the \"breakdown\" key)", field="breakdown")
+    m = machine_from_args(args)
+    cm = calibrated_or_cost_model(args, m)
+    precision = _precision(args, m)
+    plan = decode_plan(args.model, m, args.batch or DEFAULT_BATCHES, args.context, args.attention, precision, args.tp,
+                       args.tp_link, cm, args.memory_fraction, curve="log" if args.output else "none",
+                       gpus_per_node=args.gpus_per_node)
+    step = None
+    if args.breakdown:
+        step = decode_step(args.model, m, args.breakdown, args.context, attention=args.attention, precision=precision,
+                           tensor_parallel=args.tp, link=args.tp_link, cost_model=cm, gpus_per_node=args.gpus_per_node)
+        if not args.json:
+            print(f"one decode step at batch {args.breakdown:,}, op by op (each op times its count over the layers):\n")
+            print(step.to_table() + "\n")
+
+    def draw(path):
+        from roofline.plots import plot_decode
+
+        plot_decode(plan, path)
+
+    _emit(args, _WithBreakdown(plan, step) if step is not None and args.json else plan, draw)
+
+
+class _WithBreakdown:
+    """A decode plan whose JSON carries the --breakdown step op by op under "breakdown"."""
+
+    def __init__(self, plan, step):
+        self.plan, self.step = plan, step
+
+    def to_json(self) -> str:
+        return dump_json({**self.plan.to_dict(), "breakdown": self.step.to_dict()})
+
+
+def cmd_train(args):
+    from roofline.plan.training import train_plan
+
+    _output(args.output)
+    m = machine_from_args(args)
+    plan = train_plan(args.model, args.tokens, args.gpus, m, args.mfu, args.hfu, args.seq_len, args.recompute, args.flops,
+                      args.peak_dtype, args.price, args.tp, args.pp, args.zero, args.micro_batch, args.global_batch,
+                      not args.no_sequence_parallel, args.attention, args.tp_link, args.dp_link, args.gpus_per_node)
+
+    def draw(path):
+        from roofline.plots import plot_train
+
+        plot_train(plan, _zero_options(args, m), path)
+
+    _emit(args, plan, draw)
+
+
+def _zero_options(args, m):
+    """Memory per GPU under each ZeRO stage, without and with full recompute, for the figure."""
+    from roofline.plan.train_memory import make_layout, train_memory
+
+    out = []
+    for rc in dict.fromkeys((args.recompute, "full")):
+        for zero in range(4):
+            lay = make_layout(args.gpus, args.tp, args.pp, zero, args.micro_batch, args.seq_len, args.global_batch,
+                              not args.no_sequence_parallel)
+            label = f"ZeRO {zero}, {'no' if rc == 'none' else rc} recompute"
+            label += "  (this plan)" if (zero, rc) == (args.zero, args.recompute) else ""
+            out.append((label, train_memory(args.model, m, lay, args.seq_len, rc, args.attention)))
+    return out
+
+
+# Flags of `memory` that only one mode reads, with their defaults: given with the other mode they
+# would be silently ignored, so they are refused by name instead.
+MEMORY_TRAIN_ONLY = {"gpus": None, "pp": 1, "zero": 0, "micro_batch": 1, "global_batch": None, "seq_len": 8192,
+                     "recompute": "none", "attention": "flash"}
+MEMORY_INFERENCE_ONLY = {"batch": 1, "context": 8192, "memory_fraction": 1.0, "dtype": None, "weights": None,
+                         "activations": None, "kv_cache": None}
+
+
+def cmd_memory(args):
+    _output(args.output)
+    m = machine_from_args(args)
+    if args.mode == "train":
+        from roofline.plan.train_memory import make_layout, train_memory
+
+        lay = make_layout(args.gpus, args.tp, args.pp, args.zero, args.micro_batch, args.seq_len, args.global_batch, True)
+        plan = train_memory(args.model, m, lay, args.seq_len, args.recompute, args.attention)
+        options = lambda: _zero_options(_train_like(args), m)  # noqa: E731
+    else:
+        from roofline.plan.memory import inference_memory
+
+        plan = inference_memory(args.model, m, args.batch, args.context, _precision(args, m), args.tp, args.memory_fraction)
+        options = lambda: _batch_options(args, m, plan)  # noqa: E731
+
+    def draw(path):
+        from roofline.plots import plot_memory
+
+        from roofline.plan.render import _model_name
+
+        if args.mode == "train":
+            g = dict(plan.settings)
+            what = (f"training (data {g['data_parallel']} x tensor {g['tensor_parallel']} x pipeline {g['pipeline_parallel']}, "
+                    f"sequence {args.seq_len:,})")
+        else:
+            what = f"inference at context {args.context:,}"
+        plot_memory(options(), path, f"{_model_name(plan.model)} {what}: memory per GPU on {m.name}")
+
+    _emit(args, plan, draw)
+
+
+def _train_like(args):
+    ns = argparse.Namespace(**vars(args))
+    ns.no_sequence_parallel = False
+    return ns
+
+
+def _batch_options(args, m, plan):
+    from roofline.plan.memory import inference_memory
+
+    limit = dict(plan.limits).get("max_batch_at_context") or 1
+    batches = sorted({args.batch, *(2**i for i in range(0, 11) if 2**i <= max(2 * limit, 8))})
+    return [(f"batch {b:,}", inference_memory(args.model, m, b, args.context, _precision(args, m), args.tp, args.memory_fraction))
+            for b in batches]
+
+
+def cmd_sweep(args):
+    from roofline.plan.sweep import sweep
+
+    if args.over == "machines":
+        refuse_unused(args, {"values": None}, "to --over machines (the machines are --machine A,B,...)")
+    phase = args.phase or ("prefill" if args.over == "tokens" else "decode")
+    if phase == "prefill" and args.over != "context":  # a prefill attends over its own tokens
+        refuse_unused(args, {"context": 4096}, "to a prefill sweep (it attends over its own tokens)")
+    if phase == "decode" and args.over != "tokens":  # a decode step makes one token against --context
+        refuse_unused(args, {"tokens": 4096}, "to a decode sweep (one new token per step; set --context)")
+    _output(args.output)
+    names = args.machine.split(",") if args.machine else (SWEEP_MACHINES.split(",") if args.over == "machines" else ["h100-sxm"])
+    machines = [machine_from_args(args, n.strip()) for n in names if n.strip()]
+    result = sweep(args.model, machines, args.over, args.values, args.phase, args.tokens, args.batch, args.context,
+                   args.attention, lambda mach: _precision(args, mach), args.tp, args.tp_link,
+                   lambda mach: calibrated_or_cost_model(args, mach), args.gpus_per_node)
+
+    def draw(path):
+        from roofline.plots import plot_sweep
+
+        plot_sweep(result, path)
+
+    _emit(args, result, draw)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def register(sub):
+    p = sub.add_parser("decode", help="decode latency and throughput versus batch; compute-bound batch; what fits")
+    _add_model(p)
+    add_machine_flags(p)
+    p.add_argument("--context", type=number_arg("--context", **COUNT), default=4096, help="tokens in each sequence's KV cache, S")
+    p.add_argument("--batch", type=count_list("--batch", maximum=SEARCH_MAX_BATCH), default=None,
+                   help=f"batches to tabulate, each at most {SEARCH_MAX_BATCH:,} (default 1,2,4,...,1024)")
+    p.add_argument("--attention", choices=("flash", "naive"), default="flash")
+    _add_precision(p)
+    _add_tp(p)
+    p.add_argument("--memory-fraction", type=number_arg("--memory-fraction", maximum=1.0), default=1.0,
+                   help="share of GPU memory for weights + KV cache (default 1; servers keep ~0.9)")
+    p.add_argument("--breakdown", type=number_arg("--breakdown", integer=True, maximum=SEARCH_MAX_BATCH), default=None,
+                   metavar="BATCH", help="also print the whole step op by op at this batch (--json: the \"breakdown\" key)")
+    add_cost_flags(p)
+    _add_format(p)
+    p.set_defaults(func=_flagged(cmd_decode))
+
+    p = sub.add_parser("train", help="training FLOPs, days, GPU-hours, cost, MFU/HFU, memory per GPU, collectives")
+    _add_model(p)
+    add_machine_flags(p)
+    p.add_argument("--tokens", type=number_arg("--tokens", maximum=1e18), required=True,
+                   help="training tokens in all, D of 6ND, e.g. 15e12 (not a sequence's length: that is --seq-len)")
+    p.add_argument("--gpus", type=number_arg("--gpus", integer=True, maximum=1e7), required=True)
+    util = p.add_mutually_exclusive_group()
+    util.add_argument("--mfu", type=number_arg("--mfu", maximum=1.0), default=None, help="model FLOPs utilisation (default 0.40)")
+    util.add_argument("--hfu", type=number_arg("--hfu", maximum=1.0), default=None,
+                      help="hardware FLOPs utilisation, recomputation included (instead of --mfu)")
+    p.add_argument("--flops", choices=("6nd", "full"), default="6nd",
+                   help="6nd: 6N per token (the roofline chapter's 6ND); full: 6N_matmul + 12Lhs (attention, PaLM/Megatron)")
+    p.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    p.add_argument("--seq-len", type=number_arg("--seq-len", integer=True, maximum=1e8), default=8192,
+                   help="tokens per training sequence, T")
+    p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1, help="tensor parallel")
+    p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=4096), default=1, help="pipeline parallel")
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage over the data-parallel ranks")
+    p.add_argument("--micro-batch", type=number_arg("--micro-batch", **COUNT), default=1, help="sequences per micro-batch")
+    p.add_argument("--global-batch", type=number_arg("--global-batch", maximum=1e15), default=None,
+                   help="tokens per optimizer step (default: one micro-batch per data-parallel rank)")
+    p.add_argument("--price", type=number_arg("--price", maximum=1e6), default=None, help="$ per GPU-hour")
+    p.add_argument("--peak-dtype", choices=QUANT_DTYPES, default=None,
+                   help="dtype whose dense peak the utilisation is of (one the machine has a peak for)")
+    p.add_argument("--attention", choices=("flash", "naive"), default="flash", help="naive stores the s x s scores")
+    p.add_argument("--no-sequence-parallel", action="store_true", help="tensor parallel without sequence parallelism")
+    p.add_argument("--tp-link", default=None,
+                   help="tensor-parallel link (default: the machine's nvlink, else xgmi, ici, roce, pcie)")
+    p.add_argument("--dp-link", default=None,
+                   help="data-parallel link (default: the tensor-parallel default within a node; across nodes "
+                        "infiniband, else roce, ici, pcie)")
+    p.add_argument("--gpus-per-node", type=number_arg("--gpus-per-node", integer=True, maximum=1e4), default=8)
+    _add_format(p, csv=False)
+    p.set_defaults(func=_flagged(cmd_train))
+
+    p = sub.add_parser("memory", help="memory per GPU: weights + KV cache (inference) or training states + activations")
+    _add_model(p)
+    add_machine_flags(p)
+    p.add_argument("--mode", choices=("inference", "train"), default="inference")
+    p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="inference: sequences")
+    p.add_argument("--context", type=number_arg("--context", **COUNT), default=8192,
+                   help="inference: tokens in each sequence's KV cache, S")
+    _add_precision(p)
+    p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1, help="tensor parallel")
+    p.add_argument("--memory-fraction", type=number_arg("--memory-fraction", maximum=1.0), default=1.0)
+    p.add_argument("--gpus", type=number_arg("--gpus", integer=True, maximum=1e7), default=None, help="train: GPUs (default tp x pp)")
+    p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=4096), default=1, help="train: pipeline parallel")
+    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="train: ZeRO stage")
+    p.add_argument("--micro-batch", type=number_arg("--micro-batch", **COUNT), default=1, help="train: sequences")
+    p.add_argument("--global-batch", type=number_arg("--global-batch", maximum=1e15), default=None,
+                   help="train: tokens per optimizer step (default: one micro-batch per data-parallel rank); with --pp it "
+                        "sets the micro-batches in flight")
+    p.add_argument("--seq-len", type=number_arg("--seq-len", integer=True, maximum=1e8), default=8192,
+                   help="train: tokens per training sequence, T")
+    p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="train")
+    p.add_argument("--attention", choices=("flash", "naive"), default="flash", help="train: naive stores the scores")
+    _add_format(p)
+    p.set_defaults(func=_flagged(_memory_entry))
+
+    p = sub.add_parser("sweep", help="sweep tokens, batch, context or machines (vectorised); table, CSV, JSON, plot")
+    _add_model(p)
+    add_machine_flags(p, default=None)
+    p.add_argument("--over", choices=("tokens", "batch", "context", "machines"), required=True)
+    p.add_argument("--values", type=count_list("--values", ranges=True), default=None,
+                   help="sizes: a list 128,1024,8192; a range START:STOP:lin|log:COUNT, ends included, rounded to "
+                        "whole numbers, repeats dropped (1:131072:log:18 = 1,2,4,...,131072); or @FILE, one a line or "
+                        "comma-separated, # comments (default: powers of 2)")
+    p.add_argument("--phase", choices=("prefill", "decode"), default=None, help="default: prefill for tokens, else decode")
+    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=4096,
+                   help="prefill: new tokens per sequence, T, when not swept")
+    p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="batch when not swept")
+    p.add_argument("--context", type=number_arg("--context", **COUNT), default=4096,
+                   help="decode: tokens in the KV cache, S, when not swept")
+    p.add_argument("--attention", choices=("flash", "naive"), default="flash")
+    _add_precision(p)
+    _add_tp(p)
+    add_cost_flags(p)
+    _add_format(p)
+    p.set_defaults(func=_flagged(cmd_sweep))
+
+
+def _memory_entry(args):
+    if args.mode == "train":
+        refuse_unused(args, MEMORY_INFERENCE_ONLY, "to --mode train (it sizes inference: weights + KV cache)")
+    else:
+        refuse_unused(args, MEMORY_TRAIN_ONLY, "to --mode inference (it sizes training; add --mode train)")
+    if args.gpus is None:
+        args.gpus = args.tp * args.pp
+    cmd_memory(args)
