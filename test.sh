@@ -11,7 +11,7 @@
 # tests where test.sh found no Chromium) fails the run.
 set -euo pipefail
 cd "$(dirname "$0")"
-have_chromium() {  # the places roofline.web.harness.chromium_path looks
+have_chromium() {  # the places tests/web_harness.py's chromium_path looks
     { [ -n "${ROOFLINE_CHROMIUM:-}" ] && [ -f "$ROOFLINE_CHROMIUM" ] && [ -x "$ROOFLINE_CHROMIUM" ]; } ||
         [ -x /usr/bin/chromium ] || command -v chromium >/dev/null 2>&1
 }

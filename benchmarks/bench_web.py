@@ -24,8 +24,12 @@ import datetime
 import itertools
 import os
 import statistics
+import sys
 import time
 import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # web_harness: test-only code
 
 
 def quantiles_ms(samples_s: list[float]) -> tuple[float, float]:
@@ -127,7 +131,7 @@ LOAD_TIMING_JS = """
 
 def launch_chromium(p):
     """Debian's Chromium with the harness's settings, or why it cannot run."""
-    from roofline.web.harness import CHROMIUM_ARGS, chromium_path
+    from web_harness import CHROMIUM_ARGS, chromium_path
 
     chromium = chromium_path()
     if chromium is None:
@@ -202,7 +206,7 @@ def main() -> None:
     warnings.simplefilter("ignore")
 
     from roofline.web.app import create_app
-    from roofline.web.harness import background_server
+    from web_harness import background_server
 
     rows = []  # (what, samples, p50 ms, p95 ms)
     with background_server(create_app()) as base_url:

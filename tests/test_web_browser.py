@@ -20,7 +20,7 @@ pytest.importorskip("pytest_playwright", reason="pytest-playwright is not instal
 
 from roofline.blocks import block_kernels  # noqa: E402
 from roofline.web.app import create_app  # noqa: E402
-from roofline.web.harness import CHROMIUM_ARGS, CHROMIUM_MISSING, background_server, chromium_path  # noqa: E402
+from web_harness import CHROMIUM_ARGS, CHROMIUM_MISSING, background_server, chromium_path  # noqa: E402
 
 CHROMIUM = chromium_path()
 if CHROMIUM is None:

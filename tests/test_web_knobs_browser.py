@@ -11,7 +11,7 @@ pytest.importorskip("playwright", reason="Playwright is not installed: pip insta
 pytest.importorskip("pytest_playwright", reason="pytest-playwright is not installed: pip install pytest-playwright")
 
 from roofline.web.app import create_app  # noqa: E402
-from roofline.web.harness import CHROMIUM_ARGS, CHROMIUM_MISSING, background_server, chromium_path  # noqa: E402
+from web_harness import CHROMIUM_ARGS, CHROMIUM_MISSING, background_server, chromium_path  # noqa: E402
 
 from test_web_browser import choose, open_page, render_count, switch_view, text, type_value, wait_render  # noqa: E402
 

@@ -326,7 +326,7 @@ def test_exercises_import_no_web_stack():
 def _browser_ready() -> str | None:
     if importlib.util.find_spec("playwright") is None or importlib.util.find_spec("pytest_playwright") is None:
         return "Playwright is not installed: pip install playwright pytest-playwright"
-    from roofline.web.harness import CHROMIUM_MISSING, chromium_path
+    from web_harness import CHROMIUM_MISSING, chromium_path
 
     return None if chromium_path() else CHROMIUM_MISSING
 
@@ -337,14 +337,14 @@ NO_BROWSER = _browser_ready()
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     """pytest-playwright launches Debian's Chromium by its path, never a downloaded build."""
-    from roofline.web.harness import CHROMIUM_ARGS, chromium_path
+    from web_harness import CHROMIUM_ARGS, chromium_path
 
     return {**browser_type_launch_args, "executable_path": chromium_path(), "args": list(CHROMIUM_ARGS), "headless": True}
 
 
 @pytest.fixture(scope="module")
 def base_url_web():
-    from roofline.web.harness import background_server
+    from web_harness import background_server
 
     with background_server(create_app()) as url:
         yield url

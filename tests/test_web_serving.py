@@ -365,7 +365,7 @@ def _browser_or_skip():
     for module, why in (("uvicorn", "the web extra is not installed"), ("playwright", "Playwright is not installed"),
                         ("pytest_playwright", "pytest-playwright is not installed")):
         pytest.importorskip(module, reason=why)
-    from roofline.web.harness import CHROMIUM_MISSING, chromium_path
+    from web_harness import CHROMIUM_MISSING, chromium_path
 
     if chromium_path() is None:
         pytest.skip(CHROMIUM_MISSING)
@@ -374,7 +374,7 @@ def _browser_or_skip():
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     """pytest-playwright launches Debian's Chromium by its path, never a downloaded build."""
-    from roofline.web.harness import CHROMIUM_ARGS, chromium_path
+    from web_harness import CHROMIUM_ARGS, chromium_path
 
     return {**browser_type_launch_args, "executable_path": chromium_path(), "args": list(CHROMIUM_ARGS), "headless": True}
 
@@ -382,7 +382,7 @@ def browser_type_launch_args(browser_type_launch_args):
 @pytest.fixture(scope="module")
 def base_url_web():
     _browser_or_skip()
-    from roofline.web.harness import background_server
+    from web_harness import background_server
 
     with background_server(create_app()) as url:
         yield url

@@ -1,5 +1,6 @@
 """Run the workshop in-process on a free loopback port, and the Chromium settings that drive it:
-shared by the browser test and the web benchmark. Nothing here downloads a browser; it uses the
+shared by the browser tests, benchmarks/bench_web.py and docs/make_screenshots.py (test-only code,
+so it lives here and not in the package). Nothing here downloads a browser; it uses the
 system's Chromium (Debian: ``apt-get install chromium``)."""
 
 from __future__ import annotations
