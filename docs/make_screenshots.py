@@ -10,6 +10,7 @@ Each shot waits for the page's `roofline:rendered` event; a page error or consol
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 from pathlib import Path
 
@@ -35,7 +36,9 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     from roofline.web.app import create_app
-    from roofline.web.harness import CHROMIUM_ARGS, background_server, chromium_path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # web_harness: test-only code
+    from web_harness import CHROMIUM_ARGS, background_server, chromium_path
 
     out = Path(args.out)
     with background_server(create_app()) as base, sync_playwright() as p:
