@@ -431,7 +431,7 @@ def test_every_help_shows_each_default_once():
     already state one, never for None, False or an empty list."""
     import argparse
 
-    from roofline.cliargs import shows_default
+    from roofline.cli.args import shows_default
 
     checked = 0
     for name, sp in _subparsers():

@@ -126,7 +126,7 @@ def test_sweep_table_over_tokens_shows_the_memory_bound_share(capsys):
 
 
 def test_sweep_values_ranges():
-    from roofline.commands.plan import count_list
+    from roofline.cli.plan_args import count_list
 
     values = count_list("--values", ranges=True)
     assert values("1:131072:log:18") == [2**k for k in range(18)]  # ratio 131,072^(1/17) = 2: the powers of two
@@ -143,7 +143,7 @@ def test_sweep_values_ranges():
 @given(st.integers(1, 10**9), st.integers(1, 10**9), st.integers(2, 400), st.sampled_from(["lin", "log"]))
 @settings(max_examples=200, deadline=None)
 def test_sweep_value_ranges_keep_their_ends_and_order(start, stop, count, spacing):
-    from roofline.commands.plan import count_list
+    from roofline.cli.plan_args import count_list
 
     v = count_list("--values", ranges=True)(f"{start}:{stop}:{spacing}:{count}")
     assert v[0] == start and v[-1] == stop and len(v) <= count

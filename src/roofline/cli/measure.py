@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from roofline.cli.args import check_output  # noqa: F401  (re-exported: one home in cliargs)
+from roofline.cli.args import check_output
 from roofline.cli.args import COUNT, add_deprecated_alias, number_arg
 from roofline.errors import RooflineError
 from roofline.units import GIGA, MIB, US
