@@ -112,6 +112,16 @@ def kernel_parameters(name: str) -> list[inspect.Parameter]:
     return list(inspect.signature(get_kernel_constructor(name)).parameters.values())
 
 
+def build_kernel(name: str, params: dict) -> Kernel:
+    """The named kernel built from ``params``; a parameter it does not take (or one missing) is an
+    error that lists the parameters it does take."""
+    try:
+        return get_kernel_constructor(name)(**params)
+    except TypeError as exc:
+        names = ", ".join(p.name for p in kernel_parameters(name))
+        raise RooflineError(f"kernel {name}: {exc}; its parameters are {names}") from None
+
+
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------

@@ -154,18 +154,10 @@ def cmd_models(args):
 
 def cmd_kernel(args):
     from roofline.cost import roofline_bound, time_lower_bound
-    from roofline.kernels import get_kernel_constructor
+    from roofline.kernels import build_kernel
 
     machine = machine_from_args(args)
-    ctor = get_kernel_constructor(args.name)
-    params = kernel_params(args.param)
-    try:
-        kernel = ctor(**params)
-    except TypeError as exc:
-        from roofline.kernels import kernel_parameters
-
-        names = ", ".join(p.name for p in kernel_parameters(args.name))
-        raise RooflineError(f"kernel {args.name}: {exc}; its parameters are {names}") from None
+    kernel = build_kernel(args.name, kernel_params(args.param))
     model = cost_model_from_args(args, machine)
     op = model.predict_op(kernel, machine)
     bound = float(time_lower_bound(kernel, machine))

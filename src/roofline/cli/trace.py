@@ -260,7 +260,7 @@ def cmd_gemm(args):
 
 
 def _diagnose_kernel(args):
-    from roofline.kernels import Kernel, get_kernel_constructor, kernel_parameters
+    from roofline.kernels import Kernel, build_kernel, get_kernel_constructor
 
     if args.name:
         if args.flops is not None or args.bytes is not None or args.dtype is not None:
@@ -268,11 +268,7 @@ def _diagnose_kernel(args):
                                 "--flops/--bytes/--dtype, not both")
         ctor = get_kernel_constructor(args.name)
         params = kernel_params(args.param)
-        try:
-            kernel = ctor(**params)
-        except TypeError as exc:
-            names = ", ".join(p.name for p in kernel_parameters(args.name))
-            raise RooflineError(f"kernel {args.name}: {exc}; its parameters are {names}") from None
+        kernel = build_kernel(args.name, params)
         shape = None
         if ctor.__name__ == "matmul_kernel" and all(k in params for k in "MNK"):
             shape = (params["M"], params["N"], params["K"])
