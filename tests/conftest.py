@@ -26,3 +26,28 @@ def pytest_sessionfinish(session, exitstatus):
         for line in bad:
             reporter.write_line(f"  {line}", red=True)
         session.exitstatus = 1
+
+
+# -- the browser tests' two fixtures (test_web_*.py): one home ------------------------------------
+# Imported lazily, so the suite's other tests need neither the web extra nor Playwright.
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """pytest-playwright launches Debian's Chromium by its path, never a downloaded build."""
+    from web_harness import CHROMIUM_ARGS, chromium_path
+
+    return {**browser_type_launch_args, "executable_path": chromium_path(), "args": list(CHROMIUM_ARGS), "headless": True}
+
+
+@pytest.fixture(scope="module")
+def base_url_web():
+    """The workshop on a free loopback port, one server per test module."""
+    from web_harness import background_server
+
+    from roofline.web.app import create_app
+
+    with background_server(create_app()) as url:
+        yield url

@@ -19,8 +19,7 @@ pytest.importorskip("playwright", reason="Playwright is not installed: pip insta
 pytest.importorskip("pytest_playwright", reason="pytest-playwright is not installed: pip install pytest-playwright")
 
 from roofline.blocks import block_kernels  # noqa: E402
-from roofline.web.app import create_app  # noqa: E402
-from web_harness import CHROMIUM_ARGS, CHROMIUM_MISSING, background_server, chromium_path  # noqa: E402
+from web_harness import CHROMIUM_MISSING, chromium_path  # noqa: E402
 
 CHROMIUM = chromium_path()
 if CHROMIUM is None:
@@ -32,18 +31,6 @@ SEED_SENTENCE = (
     "FLOPs-only estimate of 5,965 µs, because 8 of the operations are memory-bound and take 41% of the time."
 )
 VIEWPORT = {"width": 1400, "height": 800}
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args):
-    """pytest-playwright launches Debian's Chromium by its path, never a downloaded build."""
-    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": list(CHROMIUM_ARGS), "headless": True}
-
-
-@pytest.fixture(scope="module")
-def base_url_web():
-    with background_server(create_app()) as url:
-        yield url
 
 
 # -- helpers -----------------------------------------------------------------------------------------

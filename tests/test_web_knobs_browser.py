@@ -10,8 +10,7 @@ pytest.importorskip("fastapi", reason="the web extra is not installed: pip insta
 pytest.importorskip("playwright", reason="Playwright is not installed: pip install playwright pytest-playwright")
 pytest.importorskip("pytest_playwright", reason="pytest-playwright is not installed: pip install pytest-playwright")
 
-from roofline.web.app import create_app  # noqa: E402
-from web_harness import CHROMIUM_ARGS, CHROMIUM_MISSING, background_server, chromium_path  # noqa: E402
+from web_harness import CHROMIUM_MISSING, chromium_path  # noqa: E402
 
 from test_web_browser import choose, open_page, render_count, switch_view, text, type_value, wait_render  # noqa: E402
 
@@ -24,17 +23,6 @@ if CHROMIUM is None:
 # bf16 weights 16,060,522,496 B + the cache = 17.1 GB; int4 weights 4,015,130,624 B + the cache = 5.09 GB
 HELD_BF16, HELD_INT4 = "17.1 GB", "5.09 GB"
 KNOBS = {"weights": "#weights", "kv_cache": "#kv-cache", "tp": "#tp", "cuda_graph": "#cuda-graph"}
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args):
-    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": list(CHROMIUM_ARGS), "headless": True}
-
-
-@pytest.fixture(scope="module")
-def base_url_web():
-    with background_server(create_app()) as url:
-        yield url
 
 
 def shown(page) -> set[str]:

@@ -334,14 +334,6 @@ def _browser_ready() -> str | None:
 NO_BROWSER = _browser_ready()
 
 
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args):
-    """pytest-playwright launches Debian's Chromium by its path, never a downloaded build."""
-    from web_harness import CHROMIUM_ARGS, chromium_path
-
-    return {**browser_type_launch_args, "executable_path": chromium_path(), "args": list(CHROMIUM_ARGS), "headless": True}
-
-
 @pytest.fixture(scope="module")
 def base_url_web():
     from web_harness import background_server

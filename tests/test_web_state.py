@@ -11,8 +11,8 @@ pytest.importorskip("fastapi", reason="the web extra is not installed: pip insta
 pytest.importorskip("playwright", reason="Playwright is not installed: pip install playwright pytest-playwright")
 pytest.importorskip("pytest_playwright", reason="pytest-playwright is not installed: pip install pytest-playwright")
 
-from roofline.web.app import MAX_BATCH, create_app, token_stops  # noqa: E402
-from web_harness import CHROMIUM_ARGS, background_server, chromium_path  # noqa: E402
+from roofline.web.app import MAX_BATCH, token_stops  # noqa: E402
+from web_harness import chromium_path  # noqa: E402
 
 from test_web_browser import choose, open_page, render_count, switch_view, text, type_value, wait_render  # noqa: E402
 
@@ -22,17 +22,6 @@ if CHROMIUM is None:
 
 # SPEC: the seed layer (Llama 3 8B, H100 SXM, 8,192 tokens, unfused) takes 8,756 µs, 205 µs at 128 tokens
 SEED_TOTAL, TOTAL_128 = "8,756 µs", "205 µs"
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args):
-    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": list(CHROMIUM_ARGS), "headless": True}
-
-
-@pytest.fixture(scope="module")
-def base_url_web():
-    with background_server(create_app()) as url:
-        yield url
 
 
 def back(page, query_part: str, forward: bool = False) -> None:
