@@ -392,14 +392,16 @@ def write_report(args, rows, scored, threads, machine, cal):
               "(\"profiler\")`: the class probes as the profiler recorded them during `calibrate`, which carries "
               "its own cost per recorded op, tens of us for `rms_norm`, which records its children); the whole "
               "forward is predicted with the loop-timed probes and compared with the unprofiled wall clock.", "",
-              "Why norm and elementwise still miss: the probes run each op on contiguous tensors, back to back "
-              "or interleaved with the other probes of their size; inside a forward the small ops run after GEMMs "
-              "that evicted their operands and on strided views the probes do not have (SwiGLU's chunk halves, "
-              "RoPE's halves): a (128, 1408) fp32 mul of chunk views took about 200 us profiled where a "
-              "contiguous probe of its size predicts about 30 us. The same makes the whole-forward prediction "
-              "run under the wall clock in prefill. Decode GEMMs of a forward near a quarter of the last cache "
-              "run between the warm and the cold GEMM family's rates (the interval spans both). Run to run, on "
-              "this shared 2-core VM, the same command moved whole-forward errors by 10-30 points.", ""]
+              "Where the calibrated ops miss: a forward's small ops run after GEMMs that evicted their operands, "
+              "so in a forward that outgrows a quarter of the last cache they are costed from the class probes "
+              "timed cold (caches flushed before each call), less a cold call's own cost; a forward keeps some "
+              "operands and most of the dispatcher's code cached, so the truth lies between the warm and the cold "
+              "probes (the interval spans both) and the point estimate is off by tens of percent either way. "
+              "Ops on narrow rows (the router's softmax and top-k over 8 experts) cost several times more per "
+              "byte than the 1,024-wide probes: they are under-predicted. Decode GEMMs of a forward near a "
+              "quarter of the last cache run between the warm and the cold GEMM family's rates (the interval "
+              "spans both). Run to run, on this shared 2-core VM, the same command moved whole-forward errors "
+              "by 10-30 points and per-class medians by 5-10.", ""]
     missing = sorted({n for r in rows for n in r["unsupported_names"]})
     if missing:
         lines += [f"Ops `roofline profile` could not cost (their time is in 'not costed'): {', '.join(missing)}.", ""]

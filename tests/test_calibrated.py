@@ -542,3 +542,56 @@ def test_cold_weights_interval_reaches_down_to_the_warm_rate(tmp_path):
     w, c = model.for_forward(100 * KIB).predict_op(k, machine), model.for_forward(600 * KIB).predict_op(k, machine)
     assert c.time_s > 2 * w.time_s and c.low_s == pytest.approx(w.low_s) and c.high_s > w.high_s
     assert "partly cached" in c.basis and "partly cached" not in w.basis
+
+
+def _cold_probes(m0, k, warm_cold=40e-6):
+    """aten::mul at k's working set: 1 us + 1 x its warm body warm, ``warm_cold`` after a cache
+    flush; its tiny (1, 32) call 1 us warm and 30 us after a flush."""
+    warm_base = float(m0.base_body_s(k, cold=False)[2])
+    t = 1e-6 + warm_base
+    return [Probe("mul", "elementwise", "fp32", 32.0, 384.0, 1e-6, 1e-6, 1e-6, "family: tiny (1, 32) fp32", "aten::mul"),
+            Probe("mul", "elementwise", "fp32", 32.0, 384.0, 30e-6, 30e-6, 30e-6, "family: cold tiny (1, 32) fp32",
+                  "aten::mul"),
+            Probe("mul", "elementwise", "fp32", k.flops, k.bytes, t, t, t, "family: (64, 1024) fp32", "aten::mul"),
+            Probe("mul", "elementwise", "fp32", k.flops, k.bytes, warm_cold, warm_cold, warm_cold,
+                  "family: cold (64, 1024) fp32", "aten::mul")]
+
+
+def test_a_cold_forward_costs_its_small_ops_from_the_cold_class_probes(tmp_path):
+    """Synthetic profile, main memory 10 GB/s (the 8 MiB copy point). The cold curve of aten::mul
+    is (40 - 30) us over its main-memory body (256 KiB / 10 GB/s = 26.2 us). On the measured
+    machine, in a forward past the cache threshold (a quarter of the 1 MiB last cache), the op at
+    the probe's size costs the warm call plus that: 1 + 10 = 11 us; its interval reaches down to
+    the warm prediction (1 us + the warm body at 256 KiB: log-log between 100 GB/s at 32 KiB and
+    50 GB/s at 512 KiB, 100 x 2^(-3/4) = 59.5 GB/s, 4.4 us) and up to the cold call's 30 us. A
+    small forward, and a matmul, are untouched; --cold (every byte from main memory) uses the same
+    cold curve."""
+    m0 = CalibratedModel(synthetic())
+    ws = 256 * KIB
+    k = Kernel("aten::mul", ws / 12, ws, "elementwise", "fp32")
+    assert float(m0.base_body_s(k, cold=True)[2]) == pytest.approx(ws / 10e9)
+    cal = synthetic(_cold_probes(m0, k))
+    machine = get_machine(str(write_profile(cal, tmp_path / "p.toml")))
+    model = CalibratedModel(cal)
+    small, big = model.for_forward(100 * KIB), model.for_forward(600 * KIB)
+    assert not small.reads_cold(k) and big.reads_cold(k) and big.operands_cold and not small.operands_cold
+    assert not big.reads_cold(Kernel("mm", 1e6, ws, "matmul", "fp32"))
+    res = big.residual(k, cold=True)
+    assert res.source == "aten-cold" and res.ratio == pytest.approx(10e-6 / (ws / 10e9))
+    w, c = small.predict_op(k, machine), big.predict_op(k, machine)
+    assert w.residual_source == "aten" and w.time_s == pytest.approx(1e-6 + ws / (100e9 * 2 ** -0.75))
+    assert c.time_s == pytest.approx(11e-6) and c.residual_source == "aten-cold"
+    assert c.low_s == pytest.approx(w.low_s) and "partly cached" in c.basis
+    assert c.high_s >= 30e-6 and "dispatcher evicted" in c.basis
+    assert c.launch_s + max(c.compute_s, c.memory_s) == pytest.approx(c.time_s)  # the columns add up
+    assert CalibratedModel(cal, cold=True).predict_op(k, machine).time_s == pytest.approx(11e-6)
+    assert "operands read cold" in big.describe() and "operands read cold" not in small.describe()
+
+
+def test_a_cold_probe_near_its_cold_call_is_not_fitted():
+    """A cold probe under 1.2 cold calls of its tiny one (33 us against 30 us) is mostly that call:
+    no cold curve, so the op keeps the warm probes' correction."""
+    m0 = CalibratedModel(synthetic())
+    k = Kernel("aten::mul", 256 * KIB / 12, 256 * KIB, "elementwise", "fp32")
+    model = CalibratedModel(synthetic(_cold_probes(m0, k, warm_cold=33e-6))).for_forward(600 * KIB)
+    assert not model.reads_cold(k) and model.predict_op(k, get_machine("h100-sxm")).residual_source == "aten"

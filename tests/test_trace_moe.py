@@ -311,3 +311,65 @@ def test_mla_block_traces_on_meta(torch):
     by_module = {op.module: op.flops for op in result.ops if op.name == "aten::mm"}
     # 2 T D N: q 2 x 16 x 64 x 768 = 1,572,864; kv 2 x 16 x 64 x 1,280 = 2,621,440; o 2 x 16 x 512 x 64 = 1,048,576
     assert by_module == {"q": 1_572_864, "kv": 2_621_440, "o": 1_048_576}
+
+
+# ---------------------------------------------------------------------------------------------
+# a Mixtral-like model from a config (trace.models.LlamaMoE), uniform routing on meta
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_mixtral_like_config_traces_with_its_experts_flops_by_hand(torch):
+    """tiny_mixtral: d 64, 4 heads of 16 over 2 kv heads (qkv out 64 + 2 x 32 = 128), 8 experts of
+    128 with top-2, vocab 256, 2 layers. A prefill of N = 16 tokens, 2 FLOPs per multiply-add:
+    qkv 2 x 16 x 64 x 128 = 262,144; out 2 x 16 x 64 x 64 = 131,072; router 2 x 16 x 64 x 8 =
+    16,384; the experts see N k = 32 rows in all: gate+up 2 x 32 x 64 x 256 = 1,048,576, down
+    2 x 32 x 128 x 64 = 524,288. Per layer 1,982,464; two layers 3,964,928; LM head 2 x 16 x 64 x
+    256 = 524,288: 4,489,216 matmul FLOPs."""
+    from roofline.trace import trace
+    from roofline.trace.models import tiny_mixtral
+
+    with torch.device("meta"):
+        model = tiny_mixtral().eval()
+    result = trace(model, torch.zeros(1, 16, dtype=torch.int64, device="meta"), cast_inputs=False)
+    assert sum(op.flops for op in result.ops if op.category == "matmul") == 4_489_216
+    assert not result.unsupported
+    assert any("uniform" in n for n in model.notes)
+    # 32 (token, expert) pairs over 8 experts: every expert runs, 4 rows each
+    experts = {op.module.split(".experts.")[1].split(".")[0] for op in result.ops
+               if ".experts." in op.module and op.category == "matmul"}
+    assert experts == {str(e) for e in range(8)}
+
+
+def test_a_decode_step_reads_only_the_top_k_experts(torch):
+    """One token at batch 1 makes 2 (token, expert) pairs: two experts run in each layer, so the
+    expert matmuls read 2 x 2 layers x (64 x 256 + 128 x 64) = 98,304 weight elements, not 8 experts'."""
+    from roofline.trace import trace
+    from roofline.trace.models import tiny_mixtral
+
+    with torch.device("meta"):
+        model = tiny_mixtral().eval()
+        cache = [torch.zeros(1, 2, 32, 16, device="meta") for _ in range(4)]
+    result = trace(model, torch.zeros(1, 1, dtype=torch.int64, device="meta"), *cache, cast_inputs=False)
+    ran = {(op.module.split(".experts.")[0], op.module.split(".experts.")[1].split(".")[0]) for op in result.ops
+           if ".experts." in op.module and op.category == "matmul"}
+    assert len(ran) == 4 and {e for _, e in ran} == {"0", "1"}
+
+
+def test_roofline_trace_takes_a_mixtral_config_and_says_routing_is_assumed(torch, tmp_path, capsys):
+    """A Mixtral config.json (the published Mixtral-8x7B config's keys, shrunk) traces from the CLI;
+    the output says the routing was assumed uniform, in the text and in the JSON."""
+    import json
+
+    from roofline.cli import main
+
+    cfg = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": 64,
+           "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "num_local_experts": 8, "num_experts_per_tok": 2, "vocab_size": 256, "max_position_embeddings": 4096,
+           "rms_norm_eps": 1e-5, "rope_theta": 1e6, "tie_word_embeddings": False, "hidden_act": "silu"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert main(["trace", str(path), "--tokens", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "note: MoE routing assumed uniform: each of the 8 experts" in out and "aten::index_add_" in out
+    assert main(["trace", str(path), "--phase", "decode", "--context", "64", "--json"]) == 0
+    assert any("uniform" in n for n in json.loads(capsys.readouterr().out)["notes"])

@@ -164,9 +164,10 @@ def cmd_trace(args):
                             field="model") from None
     cost_model = cost_model_from_args(args, machine)
     pred = result.predict(machine, cost_model)
+    notes = list(getattr(model, "notes", []))  # what the builder assumed (trace.models: MoE routing)
     if args.json:
         print(result.to_json(machine=machine.key or machine.name, predicted_s=pred.total_s,
-                             roofline_s=result.predict(machine).total_s))
+                             roofline_s=result.predict(machine).total_s, notes=notes))
         return
     if args.csv:
         sys.stdout.write(result.to_csv())
@@ -197,6 +198,8 @@ def cmd_trace(args):
         print("unsupported (no rule; not counted): " + ", ".join(f"{n} x{calls[n]}" for n in result.unsupported))
     else:
         print("unsupported: none (every op had a rule)")
+    for note in notes:
+        print(f"note: {note}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,7 +342,7 @@ def register(sub):
                                    "roofline trace llama3-8b --phase decode --context 8192 --batch 8; "
                                    "roofline trace path/to/config.json --tokens 2048")
     p.add_argument("model", help="PACKAGE.MODULE:FACTORY (a zero-argument function returning an nn.Module), or a "
-                                 "preset or config.json of a dense Llama-like or GPT-2-like model (built on meta)")
+                                 "preset or config.json of a Llama-like (dense or MoE) or GPT-2-like model (built on meta)")
     p.add_argument("--phase", choices=("prefill", "decode"), default=None,
                    help="preset/config: a prefill of --tokens, or one decode step against a KV cache of --context")
     p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None, help="prefill: new tokens per sequence, T (default 128)")

@@ -101,9 +101,11 @@ class CalibratedModel:
     calibration: Calibration
     cold: bool = False
     weights_cold: bool = False  # matmuls read their weight from main memory (a forward whose weights outgrow the cache)
+    operands_cold: bool = False  # the other ops find their operands evicted (the cold class probes, where measured)
     instrument: str = "wall"  # what measures the ops predicted: "wall" (a clock around the op) or "profiler"
     residuals: dict = field(init=False, repr=False, compare=False)
     class_launch: dict = field(init=False, repr=False, compare=False)
+    cold_launch: dict = field(init=False, repr=False, compare=False)
     category_bands: dict = field(init=False, repr=False, compare=False)
     class_bands: dict = field(init=False, repr=False, compare=False)
 
@@ -115,6 +117,7 @@ class CalibratedModel:
         if self.instrument not in INSTRUMENTS:
             raise ValueError(f"instrument must be one of {INSTRUMENTS}, not {self.instrument!r}")
         object.__setattr__(self, "class_launch", class_launch(self.calibration, self.instrument))
+        object.__setattr__(self, "cold_launch", class_launch(self.calibration, self.instrument, cold=True))
         residuals, bands, class_bands = fit_residuals(self)
         object.__setattr__(self, "residuals", residuals)
         object.__setattr__(self, "category_bands", bands)
@@ -122,14 +125,17 @@ class CalibratedModel:
 
     def for_forward(self, bytes_per_forward: float) -> "CalibratedModel":
         """This model for a whole forward pass that moves ``bytes_per_forward`` (all its ops' bytes):
-        its matmuls read their weights cold when that is more than a quarter of the last cache. A
-        step reads each weight once, and what else it touches (activations, KV cache, the
+        its matmuls read their weights cold, and its other ops their operands, when that is more than
+        a quarter of the last cache. A step reads each weight once, and what else it touches (activations, KV cache, the
         allocator's churn, a shared L3's other tenants) evicts them well before the cache is full:
         on the 2-core EPYC of docs/accuracy-models.md (a 32 MiB L3) 27 MB (fp32) and 13 MB (bf16)
-        forwards ran their decode GEMMs at the cold family's rate, 4-6x under the warm one."""
+        forwards ran their decode GEMMs at the cold family's rate, 4-6x under the warm one, and their
+        prefill's elementwise ops and norms 2-4x slower than the warm class probes."""
         caches = self.calibration.caches
         cold = bool(caches) and bytes_per_forward > FORWARD_CACHE_SHARE * caches[-1][1]
-        return dataclasses.replace(self, weights_cold=cold) if cold != self.weights_cold else self
+        if cold == self.weights_cold == self.operands_cold:
+            return self
+        return dataclasses.replace(self, weights_cold=cold, operands_cold=cold)
 
     def measured_by(self, instrument: str) -> "CalibratedModel":
         """This model for ops measured by ``instrument``: "wall" (a clock around each op: the class
@@ -234,27 +240,39 @@ class CalibratedModel:
         memory_s = np.asarray(kernel.bytes, dtype=float) / bps
         return compute_s, memory_s, overlapped_s(compute_s, memory_s), fps, bps
 
-    def residual(self, kernel: Kernel) -> Residual:
+    def reads_cold(self, kernel: Kernel) -> bool:
+        """Whether the op is costed from main memory by the cold class probes: not a matmul (its
+        weights have the cold GEMM family), the model cold (``cold``) or its operands evicted
+        (``operands_cold``, a forward that outgrows the cache), and cold probes of its aten op or
+        class in the profile."""
+        if kernel.category == "matmul" or not (self.cold or self.operands_cold):
+            return False
+        return (("aten-cold", kernel.dtype, kernel.name) in self.residuals
+                or ("class-cold", kernel.dtype, fit_class(kernel)) in self.residuals)
+
+    def residual(self, kernel: Kernel, cold: bool = False) -> Residual:
         """The op's residual: by name (the same block op, interpolated over probe sizes), else by
         aten op (class probes of that very op), else by class (fit_class: the class probes,
-        interpolated in log bytes, widened outside them), else by category, else 1."""
+        interpolated in log bytes, widened outside them), else by category, else 1. ``cold``: the
+        cold class probes' curves (reads_cold), relative to the main-memory body."""
         spread_lo, spread_hi = timing_spread(self.calibration)
         band_lo, band_hi = self.category_bands.get(kernel.category, self.category_bands.get("*", (1.0, 1.0)))
         lo, hi = band_lo * spread_lo, band_hi * spread_hi
-        fit = self.residuals.get(("op", kernel.dtype, kernel.name))
+        fit = None if cold else self.residuals.get(("op", kernel.dtype, kernel.name))
         if fit is not None:
             x, logr = fit
             r = float(np.exp(np.interp(np.log(max(float(np.max(kernel.bytes)), 1.0)), x, logr)))
             return Residual(r, lo, hi, "op")
         cls = fit_class(kernel)
         size = np.log(max(float(np.max(kernel.bytes)), 1.0))
-        for source, key in (("aten", kernel.name), ("class", cls)):
+        tag = "-cold" if cold else ""
+        for source, key in (("aten" + tag, kernel.name), ("class" + tag, cls)):
             fit = self.residuals.get((source, kernel.dtype, key))
             if fit is None:
                 continue
             x, logr = fit
             r = float(np.exp(np.interp(size, x, logr)))
-            c_lo, c_hi = self.class_bands.get(cls, (lo, hi))
+            c_lo, c_hi = self.class_bands.get(cls + (" cold" if cold else ""), (lo, hi))
             outside = not (x[0] <= size <= x[-1])
             widen = OUTSIDE_WIDENING if outside else 1.0
             return Residual(r, min(lo, c_lo * spread_lo) / widen, max(hi, c_hi * spread_hi) * widen, source, outside)
@@ -276,16 +294,20 @@ class CalibratedModel:
             return launch_s
         return self.floor_band(kernel)[0]
 
-    def floor_band(self, kernel: Kernel) -> tuple[float, float, float]:
+    def floor_band(self, kernel: Kernel, cold: bool = False) -> tuple[float, float, float]:
         """(floor, low, high) of the op's fixed cost per call: the tiny probe of the same aten op
         (low = high = it), else the median of its class's tiny probes with their range (one eager
         call of a class costs from ~1 us for an add to ~10 us for a GELU on this kind of CPU),
-        else the calibration's launch."""
-        got = self.class_launch.get((kernel.dtype, "aten", kernel.name))
+        else the calibration's launch. ``cold``: of the tiny probes timed after a cache flush
+        (the dispatcher's code and data evicted too), None where they were not measured."""
+        table = self.cold_launch if cold else self.class_launch
+        got = table.get((kernel.dtype, "aten", kernel.name))
         if got is None:
-            got = self.class_launch.get((kernel.dtype, "class", fit_class(kernel)))
+            got = table.get((kernel.dtype, "class", fit_class(kernel)))
         if got is None:
-            got = self.class_launch.get((kernel.dtype, "class", op_class(kernel)))
+            got = table.get((kernel.dtype, "class", op_class(kernel)))
+        if got is None and cold:
+            return None
         if got is None:
             t = self.launch_overhead_s
             return t, t, t
@@ -294,8 +316,9 @@ class CalibratedModel:
     def op_seconds(self, kernel: Kernel, machine: Machine, launch_s: float):
         """(compute_s, memory_s, time_s) of one run: the measured rates, the op's residual and
         its launch (launch_of; CostModel.op_seconds' interface, what the planner sums)."""
-        compute_s, memory_s, body, _, _ = self.base_body_s(kernel, machine)
-        r = self.residual(kernel).ratio
+        cold = self.reads_cold(kernel)
+        compute_s, memory_s, body, _, _ = self.base_body_s(kernel, machine, cold=True if cold else None)
+        r = self.residual(kernel, cold).ratio
         return r * compute_s, r * memory_s, self.launch_of(kernel, launch_s) + r * body
 
     def describe(self) -> str:
@@ -306,14 +329,17 @@ class CalibratedModel:
                                "torch.profiler's own cost per op is not in the prediction)")
         return (f"calibrated model of the profile measured {self.calibration.date}: achieved rates by op size and "
                 f"working set, launch {self.launch_overhead_s / US:.1f} us"
-                + ("; matmul weights read cold (the forward outgrows the cache)" if self.weights_cold else "") + instrument)
+                + ("; matmul weights read cold (the forward outgrows the cache)" if self.weights_cold else "")
+                + ("; other ops' operands read cold where cold probes were measured" if self.operands_cold else "")
+                + instrument)
 
     def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None) -> CalibratedOpPrediction:
         """One op: its compute and memory columns carry the fitted correction r (so that launch +
         max(compute, memory) is the time printed), with its class, the measured points it came
         from and whether it lies outside them."""
-        compute_s, memory_s, body, fps, bps = self.base_body_s(kernel, machine)
-        res = self.residual(kernel)
+        cold = self.reads_cold(kernel)
+        compute_s, memory_s, body, fps, bps = self.base_body_s(kernel, machine, cold=True if cold else None)
+        res = self.residual(kernel, cold)
         launch = self.launch_of(kernel, launch_s)
         launch_lo, launch_hi = (self.floor_band(kernel)[1:] if launch == self.floor_band(kernel)[0] else (launch, launch))
         time_s = launch + res.ratio * body
@@ -321,6 +347,8 @@ class CalibratedModel:
         basis = [gemm[2] if gemm else ("matmul by size" if kernel.category in SIZED_CATEGORIES else "bandwidth by working set")]
         basis.append({"op": f"correction of block op {kernel.name!r}", "aten": f"correction of the {kernel.name} probes",
                       "class": f"correction of the {fit_class(kernel)} probes",
+                      "aten-cold": f"correction of the {kernel.name} probes timed cold (operands from main memory)",
+                      "class-cold": f"correction of the {fit_class(kernel)} probes timed cold (operands from main memory)",
                       "category": f"mean correction of the {kernel.category} block ops", "none": "no correction"}[res.source])
         low_s = launch_lo + res.ratio * res.low * body
         if self.weights_cold and kernel.category == "matmul" and not self.cold:
@@ -328,11 +356,22 @@ class CalibratedModel:
             warm = dataclasses.replace(self, weights_cold=False).predict_op(kernel, machine, launch_s)
             low_s = np.minimum(low_s, warm.low_s)
             basis.append("interval down to the warm GEMM rate (weights partly cached)")
+        high_s = launch_hi + res.ratio * res.high * body
+        if cold and not self.cold:
+            # operands evicted by the ops before it, or some still cached: the warm probes are the low end
+            warm = dataclasses.replace(self, operands_cold=False).predict_op(kernel, machine, launch_s)
+            low_s = np.minimum(low_s, warm.low_s)
+            basis.append("interval down to the warm probes (operands partly cached)")
+        cold_floor = self.floor_band(kernel, cold=True) if cold else None
+        if cold_floor is not None and launch == self.floor_band(kernel)[0]:
+            # the ops between its calls (GEMMs streaming weights) may evict the dispatcher's code too
+            high_s = np.maximum(high_s, cold_floor[0] + res.ratio * res.high * body)
+            basis.append("interval up to a cold call's own cost (dispatcher evicted)")
         return CalibratedOpPrediction(
             name=kernel.name, category=kernel.category, dtype=kernel.dtype, flops=kernel.flops, bytes=kernel.bytes,
             intensity=kernel.intensity, compute_s=_f(res.ratio * compute_s), memory_s=_f(res.ratio * memory_s),
             launch_s=launch, time_s=_f(time_s), bound=binds(compute_s, memory_s),
-            low_s=_f(low_s), high_s=_f(launch_hi + res.ratio * res.high * body),
+            low_s=_f(low_s), high_s=_f(high_s),
             residual=res.ratio, residual_source=res.source, flops_per_s=_f(fps), bytes_per_s=_f(bps),
             op_class=op_class(kernel), basis="; ".join(basis), extrapolated=res.extrapolated or bool(gemm and gemm[1]),
         )

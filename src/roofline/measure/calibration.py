@@ -14,7 +14,9 @@ Four sweeps share one time budget (shares in ``PHASES``):
    few sizes, timed in interleaved passes: the fit set of the calibrated model's per-op residuals;
    then the class probes (measure.families: elementwise, norm, softmax, reduction, gather, copy
    ops by working set, fused attention in decode and prefill shapes; on a CPU also as
-   torch.profiler records them), the fit set of its per-class residuals.
+   torch.profiler records them), the fit set of its per-class residuals; the same class ops again
+   with the caches flushed before each call (their operands from main memory, as a forward's
+   small ops find them after a GEMM).
 
 The profile (roofline.measure.machine_file) is written only after everything is measured, atomically.
 """
@@ -230,15 +232,27 @@ def _gemm_cold(device, sync, td, rows, budget_s: float, clock: _Clock):
 def _families(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Probe, ...]:
     """The class probes (families.class_families and attention_families), timed round robin
     within what is left; on a CPU also recorded under torch.profiler (families.profiled_seconds)."""
-    from roofline.measure.families import attention_families, class_families, profiled_seconds
+    from roofline.measure.families import COLD_REPEATS, attention_families, class_families, profiled_seconds
+    from roofline.measure.residuals import COLD, FAMILY
 
-    ops = class_families(device, plan.probe_dtype, plan.family_rows or None)
-    ops += attention_families(device, plan.probe_dtype)
-    times = bench_round_robin([o.fn for o in ops], sync=sync, budget_s=max(clock.left(), 0.0) * 0.85, max_repeats=15)
+    from roofline.measure.device import make_flush
+
+    classes = class_families(device, plan.probe_dtype, plan.family_rows or None)
+    ops = classes + attention_families(device, plan.probe_dtype)
+    times = bench_round_robin([o.fn for o in ops], sync=sync, budget_s=max(clock.left(), 0.0) * 0.6, max_repeats=15)
     profiled = profiled_seconds(ops) if device == "cpu" else [None] * len(ops)
-    clock.report(1.0, f"{len(ops)} class probes")
-    return tuple(Probe(o.name, o.category, plan.probe_dtype, o.flops, o.bytes, t.median_s, t.low_s, t.high_s,
-                       f"family: {o.shape}", o.op, p) for o, t, p in zip(ops, times, profiled))
+    clock.report(0.6, f"{len(ops)} class probes")
+    # the same class ops with the caches flushed before each call: a forward's small ops find
+    # their operands evicted by the GEMMs between them (families.COLD)
+    flush = make_flush(device, device_info(device).caches)
+    cold = bench_round_robin([o.fn for o in classes], sync=sync, flush=flush, budget_s=max(clock.left(), 0.0) * 0.5,
+                             max_repeats=COLD_REPEATS)
+    cold_profiled = (profiled_seconds(classes, COLD_REPEATS, flush) if device == "cpu" else [None] * len(classes))
+    clock.report(1.0, f"{len(classes)} class probes cold")
+    return (tuple(Probe(o.name, o.category, plan.probe_dtype, o.flops, o.bytes, t.median_s, t.low_s, t.high_s,
+                        f"{FAMILY}{o.shape}", o.op, p) for o, t, p in zip(ops, times, profiled))
+            + tuple(Probe(o.name, o.category, plan.probe_dtype, o.flops, o.bytes, t.median_s, t.low_s, t.high_s,
+                          f"{FAMILY}{COLD}{o.shape}", o.op, p) for o, t, p in zip(classes, cold, cold_profiled)))
 
 
 def _probes(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Probe, ...]:

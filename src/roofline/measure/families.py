@@ -20,7 +20,13 @@ a block op) from measured points of the same class.
   for composites such as ``rms_norm`` that record their children) is then part of what is fitted
   for ops measured that way, and left out of what is fitted for the wall clock;
 - the GEMM family is timed warm (the same B each run) and cold (caches flushed between runs):
-  a model's forward reads each weight once, from main memory when its weights outgrow the cache.
+  a model's forward reads each weight once, from main memory when its weights outgrow the cache;
+- ``class_families`` are timed cold too (``COLD``: the caches flushed before each call, outside the
+  timed window): inside a forward the small ops run after GEMMs that evicted their operands, and
+  on the 2-core EPYC of docs/accuracy-models.md a (512, 1408) fp32 mul ran 92 us warm, 313 us
+  after a flush and 275 us after a GEMM. A flush also evicts the dispatcher's code and data: a cold
+  (1, 32) add costs ~30 us against ~2 us warm, so the cold tiny probe is subtracted as the cold
+  call's own cost (the data-cold, code-warm case of a forward; residuals.fit_residuals).
 
 Each class probe is costed by tracing it on the meta device with the same rules (roofline.trace)
 that cost a user's traced or profiled model, so the measured / modelled ratio fitted here is the
@@ -36,11 +42,12 @@ import torch
 import torch.nn.functional as F
 
 from roofline.measure.device import torch_dtype
+from roofline.measure.residuals import TINY  # the shape texts' tags have one home, residuals.py
 from roofline.units import DTYPE_BYTES, US
 
 WIDTH = 1024  # columns of the (rows, WIDTH) activations of the class probes
 TINY_WIDTH = 32  # each op also on a (1, 32) tensor: its eager dispatch cost, the class's floor
-TINY = "tiny "  # the shape text of those probes starts so (after "family: ")
+COLD_REPEATS = 5  # calls of each cold probe timed (each after a flush of twice the last cache)
 CPU_ROWS = (16, 64, 256, 1024, 4096)  # 64 KiB to 16 MiB per fp32 operand
 CUDA_ROWS = (64, 512, 4096, 32768)
 CPU_GEMM_M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -172,11 +179,12 @@ def attention_families(device: str, dtype: str, decode_s=None, prefill_t=None) -
 PROFILED_CALLS = 10  # calls of each probe recorded by torch.profiler
 
 
-def profiled_seconds(ops: Sequence[FamilyOp], calls: int = PROFILED_CALLS) -> list[float | None]:
+def profiled_seconds(ops: Sequence[FamilyOp], calls: int = PROFILED_CALLS, flush=None) -> list[float | None]:
     """Per call, the time torch.profiler (``record_shapes=True``, CPU activity: what `roofline
     profile` needs) records for each probe's ops, as `roofline profile` selects them (the first op
     with a rule, walking down from the top); the median over ``calls`` calls, each probe in its own
-    user annotation of one profiling session. None where nothing was selected."""
+    user annotation of one profiling session. None where nothing was selected. ``flush`` (a cache
+    flush, measure.device.make_flush) runs before each call, outside its annotation: cold operands."""
     import json
     import os
     import statistics
@@ -195,6 +203,8 @@ def profiled_seconds(ops: Sequence[FamilyOp], calls: int = PROFILED_CALLS) -> li
         for members in groups.values():
             for _ in range(calls):  # interleaved: one call of each probe of the size per pass, as a forward runs them
                 for i in members:
+                    if flush is not None:
+                        flush()
                     with record_function(f"roofline-probe-{i}-call"):
                         ops[i].fn()
     fd, path = tempfile.mkstemp(prefix="roofline-probes-", suffix=".json")

@@ -21,7 +21,8 @@ MIN_PROBE_LAUNCHES = 1.5  # a probe shorter than this many launch overheads is n
 
 
 FAMILY = "family: "  # the shape text of a class probe (measure.families), as the profile stores it
-TINY = "tiny "  # ... and of a tiny one, after FAMILY (measure.families.TINY)
+TINY = "tiny "  # ... and of a tiny one, after FAMILY or FAMILY + COLD
+COLD = "cold "  # ... and of one timed with the caches flushed before each call, after FAMILY
 
 
 def op_class(kernel: Kernel) -> str:
@@ -73,7 +74,9 @@ def fit_residuals(model: CalibratedModel) -> tuple[dict, dict, dict]:
     name) -> (log bytes, log r) sorted by size and ("category", dtype, category) -> (geometric
     mean r, min r, max r), with leave-one-out bands per category ("*" pooled); class probes
     (measure.families, shape "family: ...") give ("class", dtype, class) -> (log bytes, log r),
-    the mean log r of the probes at each size, with leave-one-out bands per class.
+    the mean log r of the probes at each size, with leave-one-out bands per class; and ("aten",
+    dtype, op) the same over the probes of that very op. Cold class probes ("family: cold ...")
+    give "class-cold" and "aten-cold" curves alike (_fit_cold), their bands under "CLASS cold".
 
     The probes were timed warm, so r = (t - launch) / the warm body, whatever the model's ``cold``
     (a cold prediction applies r to the main-memory body). Probes shorter than MIN_PROBE_LAUNCHES
@@ -83,8 +86,12 @@ def fit_residuals(model: CalibratedModel) -> tuple[dict, dict, dict]:
     by_cat: dict[tuple, list[float]] = {}
     by_class: dict[tuple, dict[float, list[float]]] = {}
     cats: dict[tuple, str] = {}
+    cold_floor = class_launch(cal, model.instrument, cold=True)
     for p in cal.probes:
-        if p.shape.startswith(FAMILY + TINY) or p.bytes <= 0:
+        if p.shape.startswith(FAMILY + COLD) and not p.shape.startswith(FAMILY + COLD + TINY) and p.bytes > 0:
+            _fit_cold(model, p, cold_floor, by_class)
+            continue
+        if p.shape.startswith((FAMILY + TINY, FAMILY + COLD)) or p.bytes <= 0:
             continue  # the class's floor (class_launch), not a point of its curve
         k = Kernel(p.op or p.name, p.flops, p.bytes, p.category, p.dtype)
         if matmul_rates(cal, p.dtype) is None:
@@ -130,14 +137,38 @@ def fit_residuals(model: CalibratedModel) -> tuple[dict, dict, dict]:
         x = np.array(sorted(at))
         y = np.array([float(np.mean(at[v])) for v in sorted(at)])
         residuals[(source, dtype, key)] = (x, y)
-        if source != "class":
+        if source not in ("class", "class-cold"):
             continue
         # how well the class curve predicted each probe it was not fitted on (every op at that size left out)
         qs = leave_one_out(x, y) + [float(np.exp(v - y[i])) for i, xv in enumerate(x) for v in at[xv]]
+        band = key if source == "class" else key + " cold"
         if qs:
-            lo, hi = class_bands.get(key, (1.0, 1.0))
-            class_bands[key] = (min(lo, 1.0, min(qs)), max(hi, 1.0, max(qs)))
+            lo, hi = class_bands.get(band, (1.0, 1.0))
+            class_bands[band] = (min(lo, 1.0, min(qs)), max(hi, 1.0, max(qs)))
     return residuals, bands, class_bands
+
+
+COLD_FLOOR_MARGIN = 1.2  # a cold probe under this many cold calls of a tiny tensor is mostly that call: not fitted
+
+
+def _fit_cold(model: CalibratedModel, p, cold_floor: dict, by_class: dict) -> None:
+    """One cold class probe (caches flushed before each call) as a point of its op's and class's
+    cold curves ("aten-cold", "class-cold"): log((t - the cold tiny call) / the main-memory body).
+    The cold tiny call (the same op on a (1, 32) tensor after a flush) is the cost of the flush to
+    the dispatcher's own code and data, which a forward's ops, run again and again, keep warm."""
+    k = Kernel(p.op or p.name, p.flops, p.bytes, p.category, p.dtype)
+    if matmul_rates(model.calibration, p.dtype) is None:
+        return
+    floor = cold_floor.get((p.dtype, "aten", p.op)) or cold_floor.get((p.dtype, "class", fit_class(k)))
+    t = probe_seconds(p, model.instrument)
+    if floor is None or t <= floor[0] * COLD_FLOOR_MARGIN:
+        return
+    _, _, base, _, _ = model.base_body_s(k, cold=True)
+    lr = float(np.log((t - floor[0]) / float(base)))
+    x = round(float(np.log(max(p.bytes, 1.0))), 6)
+    by_class.setdefault((p.dtype, "class-cold", fit_class(k)), {}).setdefault(x, []).append(lr)
+    if p.op:
+        by_class.setdefault((p.dtype, "aten-cold", p.op), {}).setdefault(x, []).append(lr)
 
 
 def probe_seconds(p, instrument: str) -> float:
@@ -146,14 +177,15 @@ def probe_seconds(p, instrument: str) -> float:
     return p.profiled_s if instrument == "profiler" and p.profiled_s else p.measured_s
 
 
-def class_launch(cal: Calibration, instrument: str = "wall") -> dict:
+def class_launch(cal: Calibration, instrument: str = "wall", cold: bool = False) -> dict:
     """The fixed cost per call from the tiny class probes (one op on a (1, 32) tensor: one eager
     call of it, whatever its size), as ``instrument`` measures it: (dtype, "aten", op) -> (t, t, t)
     for each probed aten op; (dtype, "class", class) -> (median, min, max) over the class's tiny
-    probes (by fit_class and by op_class)."""
+    probes (by fit_class and by op_class). ``cold``: of the tiny probes timed after a cache flush."""
     times: dict[tuple, list[float]] = {}
+    tiny = FAMILY + COLD + TINY if cold else FAMILY + TINY
     for p in cal.probes:
-        if p.shape.startswith(FAMILY + TINY):
+        if p.shape.startswith(tiny):
             k = Kernel(p.op or p.name, p.flops, max(p.bytes, 1.0), p.category, p.dtype)
             t = probe_seconds(p, instrument)
             keys = {(p.dtype, "class", fit_class(k)), (p.dtype, "class", op_class(k))}

@@ -7,8 +7,11 @@ projection and one fused gate+up projection, RMSNorm, rotary embeddings (rotate-
 Hugging Face), scaled_dot_product_attention with grouped-query heads, SwiGLU. GPT2Like follows
 nanoGPT: one c_attn projection with biases, LayerNorm, learned positions, tanh GELU, tied LM head.
 
+LlamaMoE is Hugging Face's eager Mixtral block (router, softmax, top-k, each expert's rows
+gathered and added back), routed uniformly on the meta device.
+
 Factories (zero-argument, for ``roofline trace roofline.trace.models:FACTORY``): llama2_7b,
-llama3_8b, gpt2, tiny_llama, tiny_gpt2.
+llama3_8b, gpt2, tiny_llama, tiny_gpt2, tiny_mixtral.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from roofline.transformer import TransformerConfig, get_model, uniform_config
+from roofline.transformer import TransformerConfig, uniform_config
 
 
 def _cfg(cfg) -> TransformerConfig:
@@ -62,15 +65,57 @@ class LlamaAttention(nn.Module):
 
 
 class LlamaMLP(nn.Module):
-    def __init__(self, cfg: TransformerConfig):
+    def __init__(self, cfg: TransformerConfig, d_ff: int | None = None):
         super().__init__()
         cfg = _cfg(cfg)
-        self.w13 = nn.Linear(cfg.d_model, 2 * cfg.d_ff, bias=cfg.mlp_bias)  # gate and up, fused
-        self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.mlp_bias)
+        d_ff = d_ff or cfg.d_ff
+        self.w13 = nn.Linear(cfg.d_model, 2 * d_ff, bias=cfg.mlp_bias)  # gate and up, fused
+        self.w2 = nn.Linear(d_ff, cfg.d_model, bias=cfg.mlp_bias)
 
     def forward(self, x):
         gate, up = self.w13(x).chunk(2, dim=-1)
         return self.w2(F.silu(gate) * up)
+
+
+UNIFORM_ROUTING = ("MoE routing assumed uniform: each of the {E} experts gets an equal share of the tokens x "
+                   "{k} (token, expert) pairs (the meta device has no values to route by); a real router's "
+                   "imbalance makes the busiest expert, and so the layer, slower")
+
+
+class LlamaMoE(nn.Module):
+    """Top-k routing as Hugging Face's Mixtral block runs it in eager mode: a linear router, softmax
+    in fp32, the top k of each token renormalised, then for each expert its rows gathered
+    (``x[rows]``), its SwiGLU MLP, scaled by the routing weight and added back (``index_add_``);
+    a shared expert, if any, on every token. On the meta device there are no values to route by:
+    each expert gets an equal share of the N x k (token, slot) pairs (the first N k mod E one more),
+    uniform routing (UNIFORM_ROUTING, which `roofline trace` prints)."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        cfg = _cfg(cfg)
+        self.n_experts, self.top_k = cfg.n_experts, cfg.experts_per_token
+        self.router = nn.Linear(cfg.d_model, cfg.n_experts, bias=False)
+        self.experts = nn.ModuleList(LlamaMLP(cfg, cfg.expert_d_ff) for _ in range(cfg.n_experts))
+        self.shared = LlamaMLP(cfg, cfg.n_shared_experts * cfg.expert_d_ff) if cfg.n_shared_experts else None
+
+    def forward(self, x):
+        B, T, D = x.shape
+        flat = x.reshape(-1, D)
+        N, E, k = flat.shape[0], self.n_experts, self.top_k
+        weights, _ = torch.softmax(self.router(flat), dim=-1, dtype=torch.float32).topk(k, dim=-1)
+        weights = (weights / weights.sum(dim=-1, keepdim=True)).to(x.dtype).reshape(-1)
+        out = torch.zeros_like(flat)
+        pairs = N * k
+        for e, expert in enumerate(self.experts):
+            n = pairs // E + (1 if e < pairs % E else 0)
+            if n == 0:  # no token chose this expert: its weights are not read
+                continue
+            rows = torch.arange(n, device=x.device) % N  # the uniform share (class docstring)
+            y = expert(flat[rows]) * weights[:n, None]
+            out.index_add_(0, rows, y)
+        if self.shared is not None:
+            out = out + self.shared(flat)
+        return out.view(B, T, D)
 
 
 class LlamaBlock(nn.Module):
@@ -80,7 +125,7 @@ class LlamaBlock(nn.Module):
         self.attn_norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
         self.attn = LlamaAttention(cfg)
         self.ffn_norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
-        self.mlp = LlamaMLP(cfg)
+        self.mlp = LlamaMoE(cfg) if cfg.is_moe else LlamaMLP(cfg)
 
     def forward(self, x, cos, sin, cache=None):
         x = x + self.attn(self.attn_norm(x), cos, sin, cache)
@@ -97,13 +142,15 @@ def rope_tables(T: int, head_dim: int, theta: float = 10000.0, device=None, dtyp
 
 
 class LlamaLike(nn.Module):
-    """A decoder-only Llama: token ids (B, T) -> logits (B, T, V)."""
+    """A decoder-only Llama: token ids (B, T) -> logits (B, T, V); with experts (a Mixtral-like
+    config) each block's MLP is a LlamaMoE, routed uniformly on the meta device (``notes``)."""
 
     def __init__(self, cfg):
         super().__init__()
         cfg = _cfg(cfg)
-        if cfg.is_moe or not cfg.gated_mlp or cfg.norm != "rmsnorm":
-            raise ValueError(f"{cfg.name}: LlamaLike builds dense SwiGLU RMSNorm models only")
+        if not cfg.gated_mlp or cfg.norm != "rmsnorm":
+            raise ValueError(f"{cfg.name}: LlamaLike builds SwiGLU RMSNorm models only")
+        self.notes = ([UNIFORM_ROUTING.format(E=cfg.n_experts, k=cfg.experts_per_token)] if cfg.is_moe else [])
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab, cfg.d_model)
         self.layers = nn.ModuleList(LlamaBlock(cfg) for _ in range(cfg.n_layers))
@@ -203,6 +250,12 @@ def tiny_llama() -> LlamaLike:
                                        vocab=256))
 
 
+def tiny_mixtral() -> LlamaLike:
+    """Two layers, d_model 64, 4 heads over 2 kv heads, 8 experts of 128 with top-2, vocab 256."""
+    return LlamaLike(TransformerConfig("tiny mixtral", d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=128,
+                                       vocab=256, n_experts=8, experts_per_token=2, expert_d_ff=128))
+
+
 def tiny_gpt2() -> GPT2Like:
     """Two layers, d_model 64, 4 heads, vocab 256, 64 positions."""
     base = _cfg("gpt2")
@@ -212,15 +265,15 @@ def tiny_gpt2() -> GPT2Like:
 
 def from_config(model):
     """A preset key, a config.json path (or a Model) as one of these torch modules, for tracing:
-    dense SwiGLU RMSNorm models as LlamaLike, LayerNorm GELU models with learned positions as
+    SwiGLU RMSNorm models, dense or with experts (Mixtral-like), as LlamaLike, LayerNorm GELU models with learned positions as
     GPT2Like; anything else is refused by name (give a PACKAGE.MODULE:FACTORY for it)."""
     from roofline.errors import RooflineError
 
     cfg = _cfg(model)
-    if not cfg.is_moe and cfg.gated_mlp and cfg.norm == "rmsnorm":
+    if cfg.gated_mlp and cfg.norm == "rmsnorm":
         return LlamaLike(cfg)
     if not cfg.is_moe and not cfg.gated_mlp and cfg.norm == "layernorm" and cfg.n_kv_heads in (None, cfg.n_heads):
         return GPT2Like(cfg)
-    raise RooflineError(f"{cfg.name}: roofline trace builds dense Llama-like (SwiGLU, RMSNorm) and GPT-2-like "
+    raise RooflineError(f"{cfg.name}: roofline trace builds Llama-like (SwiGLU, RMSNorm; dense or MoE) and GPT-2-like "
                         "(GELU, LayerNorm) models from a config; for this one give a PACKAGE.MODULE:FACTORY "
                         "that builds it", field="model")
