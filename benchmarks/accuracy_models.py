@@ -40,7 +40,7 @@ from roofline.kernels import Kernel  # noqa: E402
 from roofline.machines import get_machine  # noqa: E402
 from roofline.trace.profiler import profile_report  # noqa: E402
 from roofline.trace.result import peak_dtype  # noqa: E402
-from roofline.trace.rules import gemm_shape  # noqa: E402
+from roofline.trace.rules import kernel_shape  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,7 +243,7 @@ def score(report, machine, cal: CalibratedModel, runs: int) -> list[Scored]:
         if op.bytes <= 0:
             continue
         k = Kernel(op.name, op.flops, op.bytes, op.category, peak_dtype(op.dtype, machine),
-                   shape=gemm_shape(op.name, parse_shapes(op.shapes)))
+                   shape=kernel_shape(op.name, parse_shapes(op.shapes)))
         per_call = op.calls / runs
         p = cal.predict_op(k, machine)
         out.append(Scored(op_class(k), op.measured_s / runs, time_lower_bound(k, machine) * per_call,

@@ -595,3 +595,41 @@ def test_a_cold_probe_near_its_cold_call_is_not_fitted():
     k = Kernel("aten::mul", 256 * KIB / 12, 256 * KIB, "elementwise", "fp32")
     model = CalibratedModel(synthetic(_cold_probes(m0, k, warm_cold=33e-6))).for_forward(600 * KIB)
     assert not model.reads_cold(k) and model.predict_op(k, get_machine("h100-sxm")).residual_source == "aten"
+
+
+def test_a_row_wise_op_on_narrow_rows_gets_the_narrow_probes_width_factor():
+    """aten::_softmax probed at 256 KiB on 1,024-wide rows at 1 x its body and on 8-wide rows at
+    16 x (scalar code per short row): the width factor is 16 at 8 columns, 1 at 1,024 and above,
+    and 16^(3/7) = 3.28 at 128 columns (log2 128 = 7 lies 4/7 of the way from log2 8 = 3 to
+    log2 1,024 = 10, so 3/7 of log 16 is left); an op without a known width, or another op, is
+    untouched."""
+    m0 = CalibratedModel(synthetic())
+    ws = 256 * KIB
+    wide = _family(m0, "softmax", "aten::_softmax", ws, 1.0, cat="softmax")
+    narrow = dataclasses.replace(_family(m0, "softmax", "aten::_softmax", ws, 16.0, cat="softmax"),
+                                 shape="family: narrow (8192, 8) fp32")
+    model = CalibratedModel(synthetic([wide, narrow]))
+
+    def k(shape):
+        return Kernel("aten::_softmax", ws / 12, ws, "softmax", "fp32", shape=shape)
+
+    assert model.residual(k(())).ratio == pytest.approx(1.0)
+    assert model.residual(k((8192, 8))).ratio == pytest.approx(16.0) and model.residual(k((8192, 8))).width == 8
+    assert model.residual(k((64, 1024))).ratio == pytest.approx(1.0)
+    assert model.residual(k((64, 4096))).ratio == pytest.approx(1.0)
+    assert model.residual(k((16384, 4))).ratio == pytest.approx(16.0)  # below the narrowest: clamped
+    assert model.residual(k((100, 128))).ratio == pytest.approx(16 ** (3 / 7))
+    p = model.predict_op(k((8192, 8)), get_machine("h100-sxm"))
+    assert "rows of 8" in p.basis
+    other = Kernel("aten::gelu", ws / 12, ws, "elementwise", "fp32", shape=(8192, 8))
+    assert model.residual(other).width == 0
+
+
+def test_kernel_shape_reads_rows_and_width_of_row_wise_ops():
+    from roofline.trace.rules import kernel_shape
+
+    assert kernel_shape("aten::_softmax", [(4, 128, 8)]) == (512, 8)  # 4 x 128 rows of 8
+    assert kernel_shape("aten::_fused_rms_norm", [(1, 128, 512), (512,)]) == (128, 512)
+    assert kernel_shape("aten::mm", [(4, 64), (64, 32)]) == (1, 4, 32, 64)  # matmuls: gemm_shape
+    assert kernel_shape("aten::add", [(4, 8), (4, 8)]) == ()  # not row-wise
+    assert kernel_shape("aten::_softmax", []) == () and kernel_shape("aten::_softmax", [()]) == ()

@@ -44,7 +44,7 @@ class Kernel:
     weight_elems: object = 0.0  # elements of weights among the bytes (parameter part ``part``)
     cache_elems: object = 0.0  # elements of KV cache or SSM state read or written among the bytes
     part: str = ""
-    shape: tuple = ()  # a matmul's (batch, M, N, K) where known: what a calibrated GEMM rate is read at
+    shape: tuple = ()  # a matmul's (batch, M, N, K), a row-wise op's (rows, width), where known: what a calibrated rate is read at
 
     def __post_init__(self):
         f, b = self.flops, self.bytes

@@ -37,7 +37,7 @@ from roofline.measure.machine_file import load_profile
 from roofline.measure.measurements import (Calibration, gemm_points, main_memory, matmul_rates, peaks, stream_curve,
                                            timing_spread)
 from roofline.measure.residuals import (INSTRUMENTS, Residual, class_launch, fit_residuals, _scalar, fit_class,
-                                        op_class)
+                                        op_class, width_factor)
 from roofline.units import US
 
 
@@ -254,7 +254,16 @@ class CalibratedModel:
         """The op's residual: by name (the same block op, interpolated over probe sizes), else by
         aten op (class probes of that very op), else by class (fit_class: the class probes,
         interpolated in log bytes, widened outside them), else by category, else 1. ``cold``: the
-        cold class probes' curves (reads_cold), relative to the main-memory body."""
+        cold class probes' curves (reads_cold), relative to the main-memory body. A row-wise op
+        with a known row width is then multiplied by its width factor (residuals.width_factor:
+        the same op probed on narrow rows)."""
+        res = self._residual(kernel, cold)
+        factor, width = width_factor(self.residuals, kernel)
+        if not width or res.source == "op":
+            return res
+        return dataclasses.replace(res, ratio=res.ratio * factor, width=width)
+
+    def _residual(self, kernel: Kernel, cold: bool) -> Residual:
         spread_lo, spread_hi = timing_spread(self.calibration)
         band_lo, band_hi = self.category_bands.get(kernel.category, self.category_bands.get("*", (1.0, 1.0)))
         lo, hi = band_lo * spread_lo, band_hi * spread_hi
@@ -350,6 +359,8 @@ class CalibratedModel:
                       "aten-cold": f"correction of the {kernel.name} probes timed cold (operands from main memory)",
                       "class-cold": f"correction of the {fit_class(kernel)} probes timed cold (operands from main memory)",
                       "category": f"mean correction of the {kernel.category} block ops", "none": "no correction"}[res.source])
+        if res.width:
+            basis.append(f"rows of {res.width}: corrected by the {kernel.name} probes on narrow rows")
         low_s = launch_lo + res.ratio * res.low * body
         if self.weights_cold and kernel.category == "matmul" and not self.cold:
             # weights of a forward near the cache's size are partly cached: the warm rate is the interval's low end

@@ -42,10 +42,10 @@ import torch
 import torch.nn.functional as F
 
 from roofline.measure.device import torch_dtype
-from roofline.measure.residuals import TINY  # the shape texts' tags have one home, residuals.py
+from roofline.measure.residuals import NARROW, TINY, WIDE  # the shape texts' tags have one home, residuals.py
 from roofline.units import DTYPE_BYTES, US
 
-WIDTH = 1024  # columns of the (rows, WIDTH) activations of the class probes
+WIDTH = WIDE  # columns of the (rows, WIDTH) activations of the class probes
 TINY_WIDTH = 32  # each op also on a (1, 32) tensor: its eager dispatch cost, the class's floor
 COLD_REPEATS = 5  # calls of each cold probe timed (each after a flush of twice the last cache)
 CPU_ROWS = (16, 64, 256, 1024, 4096)  # 64 KiB to 16 MiB per fp32 operand
@@ -127,13 +127,23 @@ def _traced_cost(fn) -> tuple[float, float, str, str]:
             cats.pop() if len(cats) == 1 else "mixed", names.pop() if len(names) == 1 else "")
 
 
+NARROW_WIDTHS = (8, 32, 128)  # row-wise ops also on rows this narrow (a router's experts, a head's dim)
+NARROW_OPS = ("softmax", "topk", "rms_norm", "layer_norm", "sum")  # the row-wise class probes
+
+
 def class_families(device: str, dtype: str, rows=None) -> list[FamilyOp]:
-    """The class probes at each row count (CPU_ROWS / CUDA_ROWS by default), costed by the trace rules."""
+    """The class probes at each row count (CPU_ROWS / CUDA_ROWS by default), costed by the trace
+    rules; the row-wise ones (NARROW_OPS) also on NARROW_WIDTHS-wide rows at the two smallest
+    sizes' element counts (shape text NARROW): per byte, a softmax over 8 columns ran ~30x slower
+    than over 1,024 on the EPYC of docs/accuracy-models.md (scalar code per short row)."""
     rows = rows or (CUDA_ROWS if device == "cuda" else CPU_ROWS)
     gen = torch.Generator(device=device).manual_seed(0)
     out = []
-    for r, width, tag in [(1, TINY_WIDTH, TINY), *((r, WIDTH, "") for r in rows)]:
+    narrow = [(r * WIDTH // w, w, NARROW) for r in rows[:2] for w in NARROW_WIDTHS]
+    for r, width, tag in [(1, TINY_WIDTH, TINY), *((r, WIDTH, "") for r in rows), *narrow]:
         for name, (category, fn) in _ops(r, device, dtype, gen, width).items():
+            if tag == NARROW and name not in NARROW_OPS:
+                continue
             flops, nbytes, traced_cat, op = _traced_cost(fn)
             if nbytes <= 0:  # nothing ran (a (1, n) transpose is already contiguous)
                 continue

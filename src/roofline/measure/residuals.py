@@ -23,6 +23,8 @@ MIN_PROBE_LAUNCHES = 1.5  # a probe shorter than this many launch overheads is n
 FAMILY = "family: "  # the shape text of a class probe (measure.families), as the profile stores it
 TINY = "tiny "  # ... and of a tiny one, after FAMILY or FAMILY + COLD
 COLD = "cold "  # ... and of one timed with the caches flushed before each call, after FAMILY
+NARROW = "narrow "  # ... and of a row-wise one on narrower rows than the others' 1,024, after FAMILY
+WIDE = 1024  # the row width of the other class probes (measure.families.WIDTH)
 
 
 def op_class(kernel: Kernel) -> str:
@@ -67,6 +69,7 @@ class Residual:
     high: float
     source: str  # "op" (same block op), "class" (class probes), "category", or "none"
     extrapolated: bool = False  # the op's size lies outside the probes it was fitted on
+    width: int = 0  # the row width the ratio was corrected for (width_factor), 0 when none
 
 
 def fit_residuals(model: CalibratedModel) -> tuple[dict, dict, dict]:
@@ -77,6 +80,8 @@ def fit_residuals(model: CalibratedModel) -> tuple[dict, dict, dict]:
     the mean log r of the probes at each size, with leave-one-out bands per class; and ("aten",
     dtype, op) the same over the probes of that very op. Cold class probes ("family: cold ...")
     give "class-cold" and "aten-cold" curves alike (_fit_cold), their bands under "CLASS cold".
+    Class probes on narrow rows ("family: narrow ...") give ("narrow", dtype, op) -> (log width,
+    log of r at that width over r at WIDE): width_factor.
 
     The probes were timed warm, so r = (t - launch) / the warm body, whatever the model's ``cold``
     (a cold prediction applies r to the main-memory body). Probes shorter than MIN_PROBE_LAUNCHES
@@ -87,6 +92,7 @@ def fit_residuals(model: CalibratedModel) -> tuple[dict, dict, dict]:
     by_class: dict[tuple, dict[float, list[float]]] = {}
     cats: dict[tuple, str] = {}
     cold_floor = class_launch(cal, model.instrument, cold=True)
+    narrow: dict[tuple, list[tuple[float, float, float]]] = {}
     for p in cal.probes:
         if p.shape.startswith(FAMILY + COLD) and not p.shape.startswith(FAMILY + COLD + TINY) and p.bytes > 0:
             _fit_cold(model, p, cold_floor, by_class)
@@ -104,6 +110,11 @@ def fit_residuals(model: CalibratedModel) -> tuple[dict, dict, dict]:
             if t <= launch * MIN_PROBE_LAUNCHES:
                 continue
             lr = float(np.log((t - launch) / float(base)))
+            if p.shape.startswith(FAMILY + NARROW):
+                width = _width(p.shape)
+                if p.op and width:
+                    narrow.setdefault((p.dtype, p.op), []).append((width, x, lr))
+                continue
             by_class.setdefault((p.dtype, "class", fit_class(k)), {}).setdefault(round(x, 6), []).append(lr)
             if p.op:
                 by_class.setdefault((p.dtype, "aten", p.op), {}).setdefault(round(x, 6), []).append(lr)
@@ -145,7 +156,39 @@ def fit_residuals(model: CalibratedModel) -> tuple[dict, dict, dict]:
         if qs:
             lo, hi = class_bands.get(band, (1.0, 1.0))
             class_bands[band] = (min(lo, 1.0, min(qs)), max(hi, 1.0, max(qs)))
+    for (dtype, op), pts in narrow.items():
+        wide = residuals.get(("aten", dtype, op))
+        if wide is None:
+            continue
+        # log(r at this width / r at WIDE), over the sizes measured at each width
+        by_width: dict[float, list[float]] = {}
+        for width, x, lr in pts:
+            by_width.setdefault(float(np.log(width)), []).append(lr - float(np.interp(x, *wide)))
+        lw = sorted(by_width) + [float(np.log(WIDE))]
+        residuals[("narrow", dtype, op)] = (np.array(lw), np.array([float(np.mean(by_width[w])) for w in lw[:-1]] + [0.0]))
     return residuals, bands, class_bands
+
+
+def _width(shape: str) -> int | None:
+    """The row width of a class probe's shape text ("family: narrow (2048, 8) fp32" -> 8)."""
+    import re
+
+    got = re.search(r"\((\d+), (\d+)\)", shape)
+    return int(got.group(2)) if got else None
+
+
+def width_factor(residuals: dict, kernel: Kernel) -> tuple[float, int]:
+    """(factor, width) the op's correction is multiplied by for its row width: a row-wise op with
+    a known (rows, width) (kernel.shape) whose aten op was probed on narrow rows; log of the
+    factor interpolated in log width between the probed widths, 1 from WIDE up, the narrowest's
+    below it. (1.0, 0) otherwise."""
+    fit = residuals.get(("narrow", kernel.dtype, kernel.name))
+    if fit is None or kernel.category == "matmul" or len(kernel.shape) != 2 or not all(_scalar(x) for x in kernel.shape):
+        return 1.0, 0
+    width = int(kernel.shape[1])
+    if width <= 0:
+        return 1.0, 0
+    return float(np.exp(np.interp(np.log(width), *fit))), width
 
 
 COLD_FLOOR_MARGIN = 1.2  # a cold probe under this many cold calls of a tiny tensor is mostly that call: not fitted

@@ -39,7 +39,7 @@ from roofline.trace.chrome_trace import (DeviceEvent, GRAPH_REPLAY, Node, PROFIL
                                          device_class, device_events, load_trace, op_tree, select_ops)
 from roofline.trace.rebuild import rebuild
 from roofline.trace.result import peak_dtype
-from roofline.trace.rules.matmul import gemm_shape
+from roofline.trace.rules.matmul import kernel_shape
 from roofline.trace.rules.registry import get_rule
 from roofline.units import US
 
@@ -62,7 +62,7 @@ class ProfiledOp:
     source: str  # "device" (kernel time) or "cpu" (the op's wall time)
     problem: str | None = None
     gpu: bool = True  # the machine has SMs and tensor cores (for the advice)
-    gemm: tuple = ()  # a matmul's (batch, M, N, K), what a calibrated GEMM rate is read at
+    kernel_shape: tuple = ()  # a matmul's (batch, M, N, K), a row-wise op's (rows, width): what a calibrated rate is read at
     calibrated_s: float | None = None  # with a calibrated profile: its prediction, summed over the calls
     calibrated_low_s: float | None = None
     calibrated_high_s: float | None = None
@@ -276,7 +276,7 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
         shapes = _shapes_text(n.args)
         r = rows.setdefault((n.name, shapes, dtype, cost.flops, cost.bytes), dict(category=rule.category, calls=0, flops=cost.flops, bytes=cost.bytes,
                                                            roofline_s=0.0, measured_s=0.0, source=source,
-                                                           gemm=gemm_shape(n.name, n.args.get("Input Dims") or [])))
+                                                           shape=kernel_shape(n.name, n.args.get("Input Dims") or [])))
         r["calls"] += 1
         r["measured_s"] += measured
         if cost.bytes > 0:
@@ -297,7 +297,7 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
         bound = binds(compute_s, memory_s)
         extra = {}
         if calibrated is not None and r["bytes"] > 0:
-            k = Kernel(name, r["flops"], r["bytes"], r["category"], peak_dtype(dtype, machine), shape=r["gemm"])
+            k = Kernel(name, r["flops"], r["bytes"], r["category"], peak_dtype(dtype, machine), shape=r["shape"])
             # an op timed on the CPU by the profiler is predicted as the profiler records it (its own cost per op in)
             p = calibrated.measured_by("profiler" if r["source"] == "cpu" else "wall").predict_op(k, machine)
             extra = dict(calibrated_s=p.time_s * r["calls"], calibrated_low_s=p.low_s * r["calls"],
@@ -305,7 +305,7 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
         ops.append(ProfiledOp(name, shapes, dtype, r["category"], r["calls"], r["flops"], r["bytes"], bound,
                               r["roofline_s"], r["measured_s"], r["source"],
                               measurement_problem(r["roofline_s"], r["measured_s"], r["bytes"], machine),
-                              machine.sm_count is not None, r["gemm"], **extra))
+                              machine.sm_count is not None, r["shape"], **extra))
     ops.sort(key=lambda o: -o.lost_s)
     return ProfileReport(str(path), machine.key or machine.name, bool(devs), tuple(ops),
                          tuple(Unsupported(k[0], v[0], v[1], k[1], v[2])

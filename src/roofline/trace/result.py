@@ -106,10 +106,10 @@ class TraceResult(Tabular):
             from roofline.machines import get_machine
 
             machine = get_machine(machine)
-        from roofline.trace.rules import gemm_shape
+        from roofline.trace.rules import kernel_shape
 
         return [Kernel(f"{op.module}: {op.name}" if op.module else op.name, op.flops, op.bytes, op.category,
-                       peak_dtype(op.dtype, machine), shape=gemm_shape(op.name, op.shapes)) for op in self.ops if op.bytes > 0]
+                       peak_dtype(op.dtype, machine), shape=kernel_shape(op.name, op.shapes)) for op in self.ops if op.bytes > 0]
 
     def predict(self, machine, model=None):
         """The cost model's prediction of this forward pass on ``machine`` (default: the pure

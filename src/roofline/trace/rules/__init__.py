@@ -19,7 +19,7 @@ Conventions (the roofline chapter, section 2.3; the style of torch/utils/flop_co
 An op with no rule is never costed as zero: the recorder lists it as unsupported.
 
     registry.py   TensorSpec, Call, Cost, Rule and the decorator; RULES, get_rule
-    matmul.py     mm, addmm, bmm, grouped mm, mv, dot, convolution (and gemm_shape)
+    matmul.py     mm, addmm, bmm, grouped mm, mv, dot, convolution (and gemm_shape, kernel_shape)
     attention.py  fused attention
     vector.py     norms, softmax, elementwise, reductions
     movement.py   gathers, copies, fills; views at zero
@@ -30,7 +30,7 @@ Importing this package registers every rule.
 from roofline.trace.rules.registry import (ITEMSIZE, RULES, Call, Cost, Rule, TensorSpec, get_rule, io_bytes, out_numel,
                                            rule, written)
 from roofline.trace.rules import attention, matmul, movement, vector  # noqa: E402 - each registers its rules
-from roofline.trace.rules.matmul import gemm_shape
+from roofline.trace.rules.matmul import gemm_shape, kernel_shape
 
-__all__ = ["ITEMSIZE", "RULES", "Call", "Cost", "Rule", "TensorSpec", "attention", "gemm_shape", "get_rule", "io_bytes",
+__all__ = ["ITEMSIZE", "RULES", "Call", "Cost", "Rule", "TensorSpec", "attention", "gemm_shape", "get_rule", "kernel_shape", "io_bytes",
            "matmul", "movement", "out_numel", "rule", "vector", "written"]

@@ -34,6 +34,30 @@ def gemm_shape(op: str, shapes) -> tuple:
     return ()
 
 
+ROW_OPS = frozenset({"aten::_softmax", "aten::_log_softmax", "aten::_safe_softmax", "aten::topk",
+                     "aten::_fused_rms_norm", "aten::native_layer_norm", "aten::sum", "aten::mean", "aten::amax"})
+
+
+def kernel_shape(op: str, shapes) -> tuple:
+    """What a calibrated rate is read at: a matmul's (batch, M, N, K) (gemm_shape), or a row-wise
+    op's (rows, width) from its first input, the width its last dimension (softmax, top-k, norms
+    and sums over the last dimension, as transformer code runs them: a router's softmax over 8
+    experts runs many times slower per byte than one over 1,024 columns); () otherwise."""
+    got = gemm_shape(op, shapes)
+    if got or op not in ROW_OPS:
+        return got
+    try:
+        first = tuple(int(x) for x in shapes[0])
+    except (IndexError, TypeError, ValueError):
+        return ()
+    if len(first) < 1 or min(first, default=0) < 1:
+        return ()
+    rows = 1
+    for x in first[:-1]:
+        rows *= x
+    return (rows, first[-1])
+
+
 @rule("aten::mm", "aten::_scaled_mm", category="matmul")
 def mm(call: Call) -> Cost:
     """(M, K) @ (K, N): flops = 2MNK."""
