@@ -248,9 +248,13 @@ def explain(ok) -> list[str]:
         f"{by_tp(lambda m: '70b' in m)}. On one 80 GB H100 the model is under: 0.95 of all memory less 70.5 GB of "
         "weights leaves it less KV cache (so a smaller batch) than TensorRT-LLM's 0.95 of the memory left after the "
         "weights, and the machine presets take the '80 GB' label as 80e9 bytes where the card has 80 GiB (85.9e9): "
-        "~6 GB of cache missing, most of it when the weights nearly fill the card. From TP2 up it is over, by more at each step: what a split adds is costed too cheaply: the "
-        "all-reduces (6 us of latency each is a 2-GPU figure, a lower bound at 8, and no contention), and the GEMMs "
-        "of a 1/t slice, whose smaller N runs below the e_c 0.70 the model keeps for every size.",
+        "~6 GB of cache missing, most of it when the weights nearly fill the card. From TP2 up it is over, by more "
+        "at each step: what a split adds is costed too cheaply. Not the all-reduces alone: they take an engine "
+        "all-reduce's measured time by GPU count and size (sglang PR #2904, H100: 33.8 us at 8 GPUs and 4 MiB, "
+        "against 25 us for latency plus bytes), which moved the TP8 median by 0.03 only. Left: the GEMMs of a 1/t "
+        "slice, whose smaller N runs below the e_c 0.70 the model keeps for every size, and the small kernels of a "
+        "step (norms, RoPE, activations, residual adds: ~10 a layer), each costed at its roofline time inside the "
+        "CUDA graph although a kernel takes a few us at the least; at TP8 they are a larger share of a shorter step.",
         f"- **Mixture of experts** (Mixtral 8x7B FP8, maximum load): {moe}; {by_tp(lambda m: m == 'mixtral-8x7b')}. "
         "The same growth with TP, on top of expert GEMMs costed as one GEMM over the routed rows at e_c 0.70 with "
         "uniform routing; grouped expert kernels and their imbalance run below that, which the model does not yet "

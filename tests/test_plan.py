@@ -150,8 +150,10 @@ def test_ring_all_reduce_moves_2_n_minus_1_over_n(gpus, n):
 def test_collective_is_timed_over_its_link_and_bound_by_it():
     k = all_reduce_kernel(1e9, 8, "nvlink")
     op = PURE.predict_op(k, H100_SXM)
-    # H100 NVLink: 450 GB/s per direction, plus one collective's latency, 6 us (NCCL issue #1259, data/links.toml)
-    assert op.memory_s == pytest.approx(3.5e9 / 450e9 + 6e-6)
+    # H100 NVLink: 450 GB/s per direction. An all-reduce there takes the measured engine all-reduce
+    # (data/links.toml, SGLang PR #2904): 33.8 us at 8 GPUs and 4 MiB, then the ring's extra bytes,
+    # 2 x 7/8 x (2e9 - 4,194,304) B, at e_m 1 x 450 GB/s
+    assert op.memory_s == pytest.approx(33.8e-6 + 1.75 * (2e9 - 4_194_304) / 450e9)
     assert op.bound == "link" and time_lower_bound(k, H100_SXM) == pytest.approx(3.5e9 / 450e9)  # speed of light: no latency
     ib = PURE.predict_op(all_reduce_kernel(1e9, 8, "infiniband"), H100_SXM)
     assert ib.memory_s == pytest.approx(3.5e9 / 50e9 + 46e-6)  # one NDR port: 50 GB/s; 46 us (NCCL issue #1244)

@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from roofline.errors import check_number
-from roofline.kernels import Kernel
+from roofline.kernels import ALL_REDUCE, Kernel
 from roofline.machines import Machine, get_machine
 from roofline.units import US
 
@@ -52,13 +52,22 @@ def roofline_bound(kernel: Kernel, machine: Machine) -> str:
     return binds(compute_s, memory_s, getattr(kernel, "link", None))
 
 
-def link_latency_s(kernel: Kernel) -> float:
-    """A collective's fixed cost per run over its link (links.collective_latency_s); 0 otherwise."""
+def link_latency_s(kernel: Kernel, link_bytes_per_s: float | None = None, memory_efficiency: float | None = None):
+    """A collective's fixed cost per run over its link (links.collective_latency_s); 0 otherwise.
+    An all-reduce (kernel.shape ("all-reduce", GPUs, bytes)) over a link whose engine all-reduce
+    was measured by GPU count and size (links.all_reduce_s; given the link's bandwidth and e_m)
+    pays what the measured time adds to its bytes over e_m x the bandwidth instead."""
     link = getattr(kernel, "link", None)
     if link is None:
         return 0.0
-    from roofline.links import collective_latency_s
+    from roofline.links import all_reduce_s, collective_latency_s
 
+    shape = getattr(kernel, "shape", ())
+    if link_bytes_per_s is not None and len(shape) == 3 and shape[0] == ALL_REDUCE:
+        measured = all_reduce_s(link, shape[1], shape[2], link_bytes_per_s, memory_efficiency)
+        if measured is not None:
+            extra = np.maximum(measured - np.asarray(kernel.bytes, dtype=float) / (memory_efficiency * link_bytes_per_s), 0.0)
+            return float(extra) if np.ndim(extra) == 0 else extra
     return collective_latency_s(link)
 
 
@@ -142,7 +151,8 @@ class CostModel:
         interface every cost model implements (calibrated.CalibratedModel too), which the planner's
         sums call per op."""
         return op_times(kernel.flops, kernel.bytes, machine.peak(kernel.dtype), bytes_per_s(kernel, machine),
-                        self.compute_efficiency, self.memory_efficiency, launch_s, self.overlap, link_latency_s(kernel))
+                        self.compute_efficiency, self.memory_efficiency, launch_s, self.overlap,
+                        link_latency_s(kernel, bytes_per_s(kernel, machine), self.memory_efficiency))
 
     def describe(self) -> str:
         """One line for a table header."""
@@ -160,7 +170,7 @@ class CostModel:
             self.memory_efficiency,
             self.launch_overhead_s if launch_s is None else launch_s,
             self.overlap,
-            link_latency_s(kernel),
+            link_latency_s(kernel, bytes_per_s(kernel, machine), self.memory_efficiency),
         )
         launch = self.launch_overhead_s if launch_s is None else launch_s
         return OpPrediction(

@@ -44,7 +44,7 @@ class Kernel:
     weight_elems: object = 0.0  # elements of weights among the bytes (parameter part ``part``)
     cache_elems: object = 0.0  # elements of KV cache or SSM state read or written among the bytes
     part: str = ""
-    shape: tuple = ()  # a matmul's (batch, M, N, K), a row-wise op's (rows, width), where known: what a calibrated rate is read at
+    shape: tuple = ()  # a matmul's (batch, M, N, K), a row-wise op's (rows, width), an all-reduce's ("all-reduce", GPUs, bytes): what a measured rate is read at
 
     def __post_init__(self):
         f, b = self.flops, self.bytes
@@ -376,9 +376,15 @@ def _collective(n, gpus, link, bytes_per_elem):
 def all_reduce_kernel(n, gpus, link="nvlink", bytes_per_elem=2.0, name=None) -> Kernel:
     """Ring all-reduce of n elements across ``gpus`` GPUs over ``link``: a reduce-scatter then an
     all-gather. bytes = 2 (g-1)/g w n sent per GPU; flops = (g-1)/g n (the additions of the
-    reduce-scatter half). 8 GPUs, 1e9 bf16 elements: 2 x 7/8 x 2e9 = 3.5e9 bytes. Needs g >= 2."""
+    reduce-scatter half). 8 GPUs, 1e9 bf16 elements: 2 x 7/8 x 2e9 = 3.5e9 bytes. Needs g >= 2.
+    ``shape`` is ("all-reduce", g, w n): what a measured all-reduce time is read at
+    (links.all_reduce_s, through cost.link_latency_s)."""
     share, w, dtype, link = _collective(n, gpus, link, bytes_per_elem)
-    return Kernel(name or f"all-reduce {n} x{gpus}", share * n, 2.0 * share * w * n, "collective", dtype, link)
+    return Kernel(name or f"all-reduce {n} x{gpus}", share * n, 2.0 * share * w * n, "collective", dtype, link,
+                  shape=(ALL_REDUCE, gpus, w * n))
+
+
+ALL_REDUCE = "all-reduce"  # the tag of an all-reduce kernel's shape
 
 
 @register("all_gather")

@@ -1,11 +1,15 @@
 """Collective latency by link technology (data/links.toml): the fixed cost of one collective over
 a link, which the bytes-over-bandwidth term misses for the small all-reduces of a decode step
 (docs/serving.md). Each figure is {value, source, note}; a link without one costs bandwidth alone, and
-``latency_note`` says so."""
+``latency_note`` says so. Where an engine's all-reduce was measured by GPU count and size
+([all_reduce.LINK]), an all-reduce over that link takes the measured time (``all_reduce_s``)."""
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
+
+import numpy as np
 
 from roofline.units import US
 
@@ -35,6 +39,82 @@ def collective_latency_s(link: str | None) -> float:
         return 0.0
     got = _table()[0].get(link)
     return got[0] if got else 0.0
+
+
+@dataclass(frozen=True)
+class AllReduceTable:
+    """Measured all-reduce times over one link (data/links.toml [all_reduce.LINK])."""
+
+    link: str
+    gpus: np.ndarray
+    message_bytes: np.ndarray
+    seconds: np.ndarray  # (gpus, sizes), each row made non-decreasing in size
+    link_bytes_per_s: float
+    source: str
+    note: str
+
+
+@functools.lru_cache(maxsize=1)
+def _all_reduce_tables() -> dict[str, AllReduceTable]:
+    from importlib import resources
+
+    doc = tomllib.loads(resources.files("roofline").joinpath("data/links.toml").read_text(encoding="utf-8"))
+    sources = doc.get("sources", {})
+    out = {}
+    for link, e in doc.get("all_reduce", {}).items():
+        if e.get("source") not in sources:
+            raise ValueError(f"data/links.toml: all_reduce.{link} cites {e.get('source')!r}, not in [sources]")
+        gpus, sizes = np.asarray(e["gpus"], dtype=float), np.asarray(e["message_bytes"], dtype=float)
+        secs = np.asarray(e["seconds"], dtype=float)
+        if secs.shape != (len(gpus), len(sizes)) or np.any(np.diff(gpus) <= 0) or np.any(np.diff(sizes) <= 0) \
+                or np.any(secs <= 0) or gpus[0] < 2:
+            raise ValueError(f"data/links.toml: all_reduce.{link}: seconds must be gpus x message_bytes, both increasing")
+        # a larger message is never cheaper (the measured 4-GPU row dips by 1 us at 16 KiB: noise)
+        out[link] = AllReduceTable(link, gpus, sizes, np.maximum.accumulate(secs, axis=1), float(e["link_bytes_per_s"]),
+                                   e["source"], str(e.get("note", "")))
+    return out
+
+
+LINK_MATCH = 0.05  # a table applies to a link whose bandwidth is within this fraction of the one measured
+
+
+def all_reduce_s(link: str | None, gpus, message_bytes, link_bytes_per_s: float, memory_efficiency: float):
+    """Seconds of one all-reduce of ``message_bytes`` (the tensor each GPU holds) across ``gpus``
+    GPUs over ``link``, from its measured table: interpolated in log size and log GPU count, the
+    smallest measured size's time below it, and past the largest the largest's time plus the extra
+    ring bytes, 2 (g-1)/g x the extra size, at ``memory_efficiency`` x ``link_bytes_per_s``; more
+    GPUs than measured take the largest count's row (``all_reduce_note`` says so). None where no
+    table applies: no table for the link, fewer than 2 GPUs, or a link whose bandwidth is not the
+    measured one's (another NVLink generation)."""
+    tab = _all_reduce_tables().get(link) if link else None
+    if gpus < 2 or not all_reduce_applies(link, link_bytes_per_s):
+        return None
+    lg = np.log(np.clip(float(gpus), tab.gpus[0], tab.gpus[-1]))
+    row = np.array([np.interp(lg, np.log(tab.gpus), tab.seconds[:, j]) for j in range(len(tab.message_bytes))])
+    size = np.asarray(message_bytes, dtype=float)
+    inside = np.interp(np.log(np.maximum(size, 1.0)), np.log(tab.message_bytes), row)
+    g = float(gpus)
+    extra = 2.0 * (g - 1.0) / g * np.maximum(size - tab.message_bytes[-1], 0.0) / (memory_efficiency * link_bytes_per_s)
+    out = inside + extra
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def all_reduce_applies(link: str | None, link_bytes_per_s: float) -> bool:
+    """Whether ``link`` has a measured all-reduce table for a link of this bandwidth (LINK_MATCH)."""
+    tab = _all_reduce_tables().get(link) if link else None
+    return tab is not None and abs(link_bytes_per_s / tab.link_bytes_per_s - 1.0) <= LINK_MATCH
+
+
+def all_reduce_note(link: str) -> str | None:
+    """What the measured all-reduce table of ``link`` is, or None without one."""
+    tab = _all_reduce_tables().get(link)
+    if tab is None:
+        return None
+    return (f"all-reduces over {link}: measured times by GPU count ({', '.join(f'{g:g}' for g in tab.gpus)}) and size "
+            f"({tab.message_bytes[0] / 1024:g} KiB to {tab.message_bytes[-1] / 2**20:g} MiB), interpolated; past "
+            f"{tab.message_bytes[-1] / 2**20:g} MiB the ring's extra bytes at e_m of the link, past {tab.gpus[-1]:g} GPUs "
+            f"the {tab.gpus[-1]:g}-GPU row ({tab.note}; {_table()[1][tab.source].split(',')[0]}); only on a link of "
+            f"{tab.link_bytes_per_s / 1e9:g} GB/s per direction, others by latency and bandwidth")
 
 
 def latency_note(link: str) -> str:

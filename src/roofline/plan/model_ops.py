@@ -220,7 +220,7 @@ def _scalar_totals(ops: list[CountedOp], machine: Machine, cm: CostModel, launch
             peak = peaks[k.dtype] = machine.peak(k.dtype)
         bw = machine.bandwidth if k.link is None else machine.link(k.link)
         c = k.flops / (e_c * peak)
-        m = k.bytes / (e_m * bw) + (link_latency_s(k) if k.link is not None else 0.0)
+        m = k.bytes / (e_m * bw) + (link_latency_s(k, bw, e_m) if k.link is not None else 0.0)
         t = (overlapped_s(c, m, cm.overlap) + launch) * n
         time_s += t
         if bytes_bind(c, m):
