@@ -20,17 +20,26 @@ except ModuleNotFoundError:  # Python < 3.11
 
 
 @functools.lru_cache(maxsize=1)
-def _table() -> tuple[dict, dict]:
+def _doc() -> dict:
     from importlib import resources
 
-    doc = tomllib.loads(resources.files("roofline").joinpath("data/links.toml").read_text(encoding="utf-8"))
+    return tomllib.loads(resources.files("roofline").joinpath("data/links.toml").read_text(encoding="utf-8"))
+
+
+def _cited(section: str) -> dict:
+    """data/links.toml's ``section`` (latency, all_reduce), every entry's source checked against [sources]."""
+    doc = _doc()
     sources = doc.get("sources", {})
-    out = {}
-    for name, e in doc.get("latency", {}).items():
+    for name, e in doc.get(section, {}).items():
         if e.get("source") not in sources:
-            raise ValueError(f"data/links.toml: latency.{name} cites {e.get('source')!r}, not in [sources]")
-        out[name] = (float(e["value"]), e["source"], str(e.get("note", "")))
-    return out, sources
+            raise ValueError(f"data/links.toml: {section}.{name} cites {e.get('source')!r}, not in [sources]")
+    return doc.get(section, {})
+
+
+@functools.lru_cache(maxsize=1)
+def _table() -> tuple[dict, dict]:
+    out = {name: (float(e["value"]), e["source"], str(e.get("note", ""))) for name, e in _cited("latency").items()}
+    return out, _doc().get("sources", {})
 
 
 def collective_latency_s(link: str | None) -> float:
@@ -56,14 +65,8 @@ class AllReduceTable:
 
 @functools.lru_cache(maxsize=1)
 def _all_reduce_tables() -> dict[str, AllReduceTable]:
-    from importlib import resources
-
-    doc = tomllib.loads(resources.files("roofline").joinpath("data/links.toml").read_text(encoding="utf-8"))
-    sources = doc.get("sources", {})
     out = {}
-    for link, e in doc.get("all_reduce", {}).items():
-        if e.get("source") not in sources:
-            raise ValueError(f"data/links.toml: all_reduce.{link} cites {e.get('source')!r}, not in [sources]")
+    for link, e in _cited("all_reduce").items():
         gpus, sizes = np.asarray(e["gpus"], dtype=float), np.asarray(e["message_bytes"], dtype=float)
         secs = np.asarray(e["seconds"], dtype=float)
         if secs.shape != (len(gpus), len(sizes)) or np.any(np.diff(gpus) <= 0) or np.any(np.diff(sizes) <= 0) \
