@@ -452,3 +452,26 @@ def test_expert_parallel_step_runs_at_its_busiest_gpu():
     tp = StepCost("qwen3-30b-a3b", "h100-sxm", tensor_parallel=8)
     assert ep.seconds([], [(1024, 0)]) > tp.seconds([], [(1024, 0)])
     assert ep.busiest_rows(64, []) == 8 and ep.busiest_rows(3, [(1024, 0)]) == 1024
+
+
+def test_gpus_per_node_past_the_scale_up_domain_is_refused_by_name(capsys):
+    """An HGX H100's NVLink joins 8 GPUs (scale_up_gpus, cited): --gpus-per-node 16 would put a
+    TP 16 ring on NVLink, so it is refused, naming the flag and the domain; a GB200 NVL72 joins 72
+    (TP 16 rides NVLink there); TP 8 with --gpus-per-node 16 needs no more than the domain."""
+    from roofline.cli import main
+    from roofline.machines import get_machine
+    from roofline.plan.step import StepCost
+
+    assert get_machine("h100-sxm").scale_up_gpus == 8 and get_machine("gb200").scale_up_gpus == 72
+    for argv in (["decode", "--model", "llama3-70b", "--machine", "h100-sxm", "--tp", "16", "--gpus-per-node", "16"],
+                 ["serving", "--model", "llama3-70b", "--machine", "h100-sxm", "--tp", "16", "--gpus-per-node", "16"],
+                 ["serving", "--model", "llama3-70b", "--machine", "h100-sxm", "--tp", "8", "--pp", "2",
+                  "--gpus-per-node", "16"],
+                 ["train", "--model", "llama3-8b", "--machine", "h100-sxm", "--tokens", "1e12", "--gpus", "32",
+                  "--gpus-per-node", "16"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "--gpus-per-node 16" in err and "at most 8 GPUs" in err and "Traceback" not in err, argv
+    assert StepCost("llama3-70b", "gb200", tensor_parallel=16, gpus_per_node=72).link == "nvlink"
+    assert StepCost("llama3-70b", "h100-sxm", tensor_parallel=16).link == "infiniband"  # default 8 per node
+    assert StepCost("llama3-70b", "h100-sxm", tensor_parallel=8, gpus_per_node=16).link == "nvlink"

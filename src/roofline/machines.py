@@ -81,6 +81,7 @@ class Machine:
     l2_bytes: float | None = None
     sm_count: int | None = None
     nvlink_gpus: int | None = None  # GPUs one NVLink domain joins when smaller than a node (a bridged PCIe pair: 2)
+    scale_up_gpus: int | None = None  # the most GPUs its scale-up link (NVLink, xGMI) joins: an HGX board's 8, an NVL72's 72
     links: tuple[tuple[str, float], ...] = ()
     launch_overhead_s: float = 0.0
     levels: tuple[MemoryLevel, ...] = ()
@@ -168,6 +169,7 @@ _NUMBER_KEYS = {
     "sm_count",
     "launch_overhead_s",
     "nvlink_gpus",
+    "scale_up_gpus",
 }
 _TEXT_KEYS = {"name", "vendor", "default_dtype", "notes"}
 _TABLE_KEYS = {"peak_flops_per_s", "links", "cache_levels"}
@@ -181,6 +183,7 @@ PHYSICAL_RANGES = {
     "bytes": (1.0, 1e18, "bytes"),
     "sm_count": (1.0, 1e6, "units"),
     "nvlink_gpus": (1.0, 1e6, "GPUs"),
+    "scale_up_gpus": (1.0, 1e6, "GPUs"),
     "launch_overhead_s": (1e-12, 1.0, "s"),
 }
 
@@ -277,6 +280,7 @@ def machine_from_dict(key: str, spec: dict, sources: dict[str, str]) -> Machine:
         l2_bytes=nums.get("l2_bytes"),
         sm_count=int(nums["sm_count"]) if "sm_count" in nums else None,
         nvlink_gpus=int(nums["nvlink_gpus"]) if "nvlink_gpus" in nums else None,
+        scale_up_gpus=int(nums["scale_up_gpus"]) if "scale_up_gpus" in nums else None,
         links=links,
         launch_overhead_s=nums.get("launch_overhead_s", 0.0),
         levels=tuple(levels),

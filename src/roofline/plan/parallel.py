@@ -93,13 +93,27 @@ NODE_LINKS = ("nvlink", "xgmi")  # scale-up links that do not leave a node
 CROSS_NODE_LINKS = ("infiniband", "roce")
 
 
+def check_scale_up(machine: Machine, gpus_per_node: int, gpus: int, what: str) -> None:
+    """Refuse a ``gpus_per_node`` past the machine's scale_up_gpus (an HGX board's 8) when a group
+    of ``gpus`` (``what``) would need it to stay on the scale-up link."""
+    domain = machine.scale_up_gpus
+    if domain and gpus_per_node > domain and gpus > domain:
+        raise RooflineError(f"--gpus-per-node {gpus_per_node}: {machine.the_name}'s scale-up link joins at most {domain} "
+                            f"GPUs (a node), so {what} cannot ride it: give --gpus-per-node {domain} or less (the "
+                            "collectives then cross the scale-out network), or a machine file with a larger "
+                            "scale_up_gpus", field="gpus_per_node")
+
+
 def tp_link(machine: Machine, link: str | None, tensor_parallel: int, gpus_per_node: int = GPUS_PER_NODE) -> str:
     """The link tensor-parallel all-reduces cross: resolve_link's within a node; past
     ``gpus_per_node`` GPUs a ring leaves the node, so it is the scale-out network (the slowest
     link of the ring bounds it): the machine's infiniband or roce by default, and a node-only link
-    named (nvlink, xgmi) is refused rather than silently stretched across nodes."""
+    named (nvlink, xgmi) is refused rather than silently stretched across nodes. A
+    ``gpus_per_node`` past the machine's scale_up_gpus (an HGX board's 8) is refused when the ring
+    would need it: NVLink does not join 16 H100s because a flag says so."""
     t = int(tensor_parallel)
     g = int(check_number("gpus_per_node", gpus_per_node, maximum=1_000_000, integer=True))
+    check_scale_up(machine, g, t, f"tensor parallel {t}")
     pair = machine.nvlink_gpus
     if pair and pair < t <= g:  # bridged cards: NVLink joins only a pair, the ring crosses PCIe
         if link is not None and str(link).strip().lower() == "nvlink":

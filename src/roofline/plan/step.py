@@ -126,9 +126,11 @@ class StepCost:
             raise RooflineError("pipeline stages with expert parallelism are not modelled", field="pipeline_stages")
         self.pp_link = None
         if self.pipeline_stages > 1:
-            from roofline.plan.parallel import CROSS_NODE_LINKS, resolve_link
+            from roofline.plan.parallel import CROSS_NODE_LINKS, check_scale_up, resolve_link
 
-            within = self.tensor_parallel * self.pipeline_stages <= gpus_per_node
+            gpus = self.tensor_parallel * self.pipeline_stages
+            check_scale_up(self.machine, gpus_per_node, gpus, f"tensor x pipeline parallel {gpus}")
+            within = gpus <= gpus_per_node
             self.pp_link = resolve_link(self.machine, None if within else
                                         next((n for n in CROSS_NODE_LINKS if n in dict(self.machine.links)), None),
                                         field="pipeline_stages") if self.machine.links else None

@@ -63,6 +63,9 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
     ops, notes = [], []
     tp_link = _link(m, tp_link, "tp_link", SCALE_UP_LINKS, notes) if layout.tensor_parallel > 1 else None
     if layout.data_parallel > 1:
+        from roofline.plan.parallel import check_scale_up
+
+        check_scale_up(m, gpus_per_node, layout.gpus, f"a data-parallel group of {layout.gpus} GPUs")
         one_node = layout.gpus <= gpus_per_node
         chosen = dp_link is not None
         dp_link = _link(m, dp_link, "dp_link", SCALE_UP_LINKS if one_node else SCALE_OUT_LINKS, notes)
