@@ -602,3 +602,53 @@ def test_bridged_pcie_cards_cross_pcie_past_a_pair():
     with pytest.raises(RooflineError, match="bridge joins 2 cards"):
         tp_link(m, "nvlink", 8)
     assert tp_link(get_machine("h100-sxm"), None, 8) == "nvlink"  # an HGX node: all 8 on NVLink
+
+
+def test_a_point_to_point_mesh_gives_a_group_of_g_gpus_g_minus_1_peer_links():
+    """MI300X: xGMI is 7 links of 64 GB/s per direction, one to each peer (MLE-NET; its measured
+    all-reduce bus bandwidth is 47.7 GB/s at 2 GPUs and 312.9 at 8). A ring of 2 gets one link, 64
+    GB/s, not the 448 GB/s all-to-all figure; of 4, 3 x 64 = 192; of 8, 448. An all-reduce of 1e8
+    bf16 elements at 2 GPUs: 2 x 1/2 x 2e8 B / 64 GB/s = 3.125 ms (PURE: e_m 1, no latency figure for
+    xgmi). NVLink (switched) has no peer limit."""
+    from roofline.kernels import all_gather_kernel
+
+    mi = get_machine("mi300x")
+    assert mi.link("xgmi") == 448e9 and dict(mi.peer_links) == {"xgmi": 64e9}
+    assert [mi.group_link("xgmi", g) for g in (2, 4, 8)] == [64e9, 192e9, 448e9]
+    assert PURE.predict_op(all_reduce_kernel(1e8, 2, "xgmi"), mi).memory_s == pytest.approx(2e8 / 64e9)
+    assert PURE.predict_op(all_reduce_kernel(1e8, 8, "xgmi"), mi).memory_s == pytest.approx(2 * 7 / 8 * 2e8 / 448e9)
+    assert PURE.predict_op(all_gather_kernel(1e8, 4, "xgmi"), mi).memory_s == pytest.approx(3 / 4 * 2e8 / 192e9)
+    assert H100_SXM.group_link("nvlink", 2) == H100_SXM.link("nvlink") == 450e9
+    assert H100_SXM.group_link("pcie", 2) == H100_SXM.link("pcie")
+
+
+def test_peer_links_must_name_one_of_the_machines_links(tmp_path):
+    from roofline.machines import load_machine_file
+
+    text = MESH_TOML.replace("PEER", "nvswitch")
+    path = tmp_path / "m.toml"
+    path.write_text(text)
+    with pytest.raises(RooflineError, match="peer_links: nvswitch is not one of its links"):
+        load_machine_file(path)
+    path.write_text(MESH_TOML.replace("PEER", "nvlink"))
+    m = load_machine_file(path)["mesh"]
+    assert m.group_link("nvlink", 3) == pytest.approx(2 * 100e9) and m.group_link("nvlink", 8) == 400e9
+
+
+MESH_TOML = """
+[sources]
+X = "a test"
+
+[machines.mesh]
+name = "Mesh"
+memory_bytes_per_s = { value = 1e12, source = "X" }
+
+[machines.mesh.peak_flops_per_s]
+bf16 = { value = 1e15, source = "X" }
+
+[machines.mesh.links]
+nvlink = { value = 400e9, source = "X" }
+
+[machines.mesh.peer_links]
+PEER = { value = 100e9, source = "X" }
+"""

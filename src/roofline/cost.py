@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from roofline.errors import check_number
-from roofline.kernels import ALL_REDUCE, Kernel
+from roofline.kernels import ALL_REDUCE, Kernel, collective_group
 from roofline.machines import Machine, get_machine
 from roofline.units import US
 
@@ -73,9 +73,13 @@ def link_latency_s(kernel: Kernel, link_bytes_per_s: float | None = None, memory
 
 def bytes_per_s(kernel: Kernel, machine: Machine) -> float:
     """The bandwidth a kernel's bytes move at: main memory, or ``machine.link(kernel.link)`` for a
-    collective (bytes/s per direction)."""
+    collective (bytes/s per direction); for one among a known group of GPUs (its shape) what the
+    group gets of the link (Machine.group_link: a point-to-point mesh gives g GPUs g - 1 peer links)."""
     link = getattr(kernel, "link", None)
-    return machine.bandwidth if link is None else machine.link(link)
+    if link is None:
+        return machine.bandwidth
+    gpus = collective_group(kernel)
+    return machine.link(link) if gpus is None else machine.group_link(link, gpus)
 
 
 def op_times(flops, bytes_, peak_flops_per_s, bytes_per_s, compute_efficiency=1.0, memory_efficiency=1.0, launch_s=0.0, overlap=1.0,

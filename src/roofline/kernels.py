@@ -384,7 +384,15 @@ def all_reduce_kernel(n, gpus, link="nvlink", bytes_per_elem=2.0, name=None) -> 
                   shape=(ALL_REDUCE, gpus, w * n))
 
 
-ALL_REDUCE = "all-reduce"  # the tag of an all-reduce kernel's shape
+ALL_REDUCE = "all-reduce"  # the tags of a collective kernel's shape (TAG, GPUs, bytes each GPU holds)
+ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, SEND = "all-gather", "reduce-scatter", "all-to-all", "send"
+COLLECTIVES = (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, SEND)
+
+
+def collective_group(kernel: Kernel):
+    """The GPUs a collective kernel runs among (its shape's second entry), or None when unknown."""
+    shape = getattr(kernel, "shape", ())
+    return shape[1] if len(shape) == 3 and shape[0] in COLLECTIVES else None
 
 
 @register("all_gather")
@@ -392,7 +400,8 @@ def all_gather_kernel(n, gpus, link="nvlink", bytes_per_elem=2.0, name=None) -> 
     """Ring all-gather of a tensor of n elements in total (n / g per GPU) over ``link``:
     bytes = (g-1)/g w n sent per GPU; flops = 0. Needs g >= 2."""
     share, w, dtype, link = _collective(n, gpus, link, bytes_per_elem)
-    return Kernel(name or f"all-gather {n} x{gpus}", 0.0, share * w * n, "collective", dtype, link)
+    return Kernel(name or f"all-gather {n} x{gpus}", 0.0, share * w * n, "collective", dtype, link,
+                  shape=(ALL_GATHER, gpus, w * n))
 
 
 @register("reduce_scatter")
@@ -400,4 +409,5 @@ def reduce_scatter_kernel(n, gpus, link="nvlink", bytes_per_elem=2.0, name=None)
     """Ring reduce-scatter of n elements (each GPU ends with n / g reduced) over ``link``:
     bytes = (g-1)/g w n sent per GPU; flops = (g-1)/g n additions. Needs g >= 2."""
     share, w, dtype, link = _collective(n, gpus, link, bytes_per_elem)
-    return Kernel(name or f"reduce-scatter {n} x{gpus}", share * n, share * w * n, "collective", dtype, link)
+    return Kernel(name or f"reduce-scatter {n} x{gpus}", share * n, share * w * n, "collective", dtype, link,
+                  shape=(REDUCE_SCATTER, gpus, w * n))

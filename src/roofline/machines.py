@@ -83,6 +83,7 @@ class Machine:
     nvlink_gpus: int | None = None  # GPUs one NVLink domain joins when smaller than a node (a bridged PCIe pair: 2)
     scale_up_gpus: int | None = None  # the most GPUs its scale-up link (NVLink, xGMI) joins: an HGX board's 8, an NVL72's 72
     links: tuple[tuple[str, float], ...] = ()
+    peer_links: tuple[tuple[str, float], ...] = ()  # a point-to-point mesh's one link to one peer (MI300X xGMI: 64 GB/s)
     launch_overhead_s: float = 0.0
     levels: tuple[MemoryLevel, ...] = ()
     sources: tuple[tuple[str, str], ...] = ()
@@ -140,6 +141,17 @@ class Machine:
             field="link",
         )
 
+    def group_link(self, name: str, gpus) -> float:
+        """Bytes/s per direction a collective among ``gpus`` GPUs gets from the named link: the link's
+        figure, or on a point-to-point mesh (a ``peer_links`` entry: MI300X's xGMI, 7 links of 64 GB/s)
+        at most gpus - 1 peer links, since a GPU reaches each other GPU over its own link only: 2 GPUs
+        get 64 GB/s, 8 the whole 448 (measured all-reduce bus bandwidth 47.7 and 312.9 GB/s, MLE-NET)."""
+        bw = self.link(name)
+        peer = dict(self.peer_links).get(name)
+        if peer is None:
+            return bw
+        return np.minimum(bw, (np.asarray(gpus, dtype=float) - 1.0) * peer) if np.ndim(gpus) else min(bw, (gpus - 1) * peer)
+
     # -- what-if machines (the roofline chapter's exercise 5) ---------------------------------------------------
     def scaled(self, compute: float = 1.0, bandwidth: float = 1.0, name: str | None = None) -> "Machine":
         """The same machine with every peak multiplied by ``compute`` and main-memory bandwidth by
@@ -172,7 +184,7 @@ _NUMBER_KEYS = {
     "scale_up_gpus",
 }
 _TEXT_KEYS = {"name", "vendor", "default_dtype", "notes"}
-_TABLE_KEYS = {"peak_flops_per_s", "links", "cache_levels"}
+_TABLE_KEYS = {"peak_flops_per_s", "links", "peer_links", "cache_levels"}
 
 
 # What a machine file's numbers may be: wide enough for a phone to a whole pod, narrow enough that
@@ -192,7 +204,7 @@ def _range_of(where: str) -> tuple[float, float, str]:
     if ".peak_flops_per_s." in where:
         return PHYSICAL_RANGES["peak_flops_per_s"]
     last = where.rsplit(".", 1)[-1]
-    if ".links." in where or last.endswith("bytes_per_s"):
+    if ".links." in where or ".peer_links." in where or last.endswith("bytes_per_s"):
         return PHYSICAL_RANGES["bytes_per_s"]
     if last.endswith("bytes"):
         return PHYSICAL_RANGES["bytes"]
@@ -255,6 +267,14 @@ def machine_from_dict(key: str, spec: dict, sources: dict[str, str]) -> Machine:
         raise RooflineError(f"{where}.cache_levels: expected an array of {{name, size_bytes, bytes_per_s}} tables, "
                             f"got {spec['cache_levels']!r}", field="machine")
     links = tuple((n, _value(f"{where}.links.{n}", e, sources)) for n, e in spec.get("links", {}).items())
+    if not isinstance(spec.get("peer_links", {}), dict):
+        raise RooflineError(f"{where}.peer_links: expected a table of NAME = {{value, source}}, got "
+                            f"{spec['peer_links']!r}", field="machine")
+    peer_links = tuple((n, _value(f"{where}.peer_links.{n}", e, sources)) for n, e in spec.get("peer_links", {}).items())
+    unknown_peer = sorted(set(dict(peer_links)) - set(dict(links)))
+    if unknown_peer:
+        raise RooflineError(f"{where}.peer_links: {', '.join(unknown_peer)} is not one of its links "
+                            f"({', '.join(dict(links)) or 'none'})", field="machine")
     levels = []
     for i, lvl in enumerate(spec.get("cache_levels", [])):
         if not isinstance(lvl, dict) or "name" not in lvl:
@@ -282,6 +302,7 @@ def machine_from_dict(key: str, spec: dict, sources: dict[str, str]) -> Machine:
         nvlink_gpus=int(nums["nvlink_gpus"]) if "nvlink_gpus" in nums else None,
         scale_up_gpus=int(nums["scale_up_gpus"]) if "scale_up_gpus" in nums else None,
         links=links,
+        peer_links=peer_links,
         launch_overhead_s=nums.get("launch_overhead_s", 0.0),
         levels=tuple(levels),
         sources=tuple(cited),

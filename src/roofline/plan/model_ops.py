@@ -23,7 +23,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from roofline.blocks import Workload, check_size, layer_kernels
-from roofline.cost import CostModel, WorkloadPrediction, bytes_bind, link_latency_s, overlapped_s, seed_cost_model
+from roofline.cost import (CostModel, WorkloadPrediction, bytes_bind, bytes_per_s, link_latency_s, overlapped_s,
+                           seed_cost_model)
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel, _PLAIN, all_reduce_kernel, norm_flops_per_element
 from roofline.machines import Machine, get_machine
@@ -218,7 +219,7 @@ def _scalar_totals(ops: list[CountedOp], machine: Machine, cm: CostModel, launch
         peak = peaks.get(k.dtype)
         if peak is None:
             peak = peaks[k.dtype] = machine.peak(k.dtype)
-        bw = machine.bandwidth if k.link is None else machine.link(k.link)
+        bw = machine.bandwidth if k.link is None else bytes_per_s(k, machine)
         c = k.flops / (e_c * peak)
         m = k.bytes / (e_m * bw) + (link_latency_s(k, bw, e_m) if k.link is not None else 0.0)
         t = (overlapped_s(c, m, cm.overlap) + launch) * n

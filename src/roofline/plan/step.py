@@ -37,7 +37,7 @@ import numpy as np
 from roofline.blocks import layer_kernels
 from roofline.cost import CostModel, binds, overlapped_s, seed_cost_model
 from roofline.errors import RooflineError, check_number
-from roofline.kernels import Kernel, all_reduce_kernel, norm_flops_per_element
+from roofline.kernels import ALL_TO_ALL, SEND, Kernel, all_reduce_kernel, norm_flops_per_element
 from roofline.machines import get_machine
 from roofline.plan.precision import Precision
 from roofline.plan.model_ops import _requantised
@@ -150,7 +150,9 @@ class StepCost:
     def _rates(self, k: Kernel) -> tuple[float, float]:
         """Seconds per FLOP and per byte of an op of k's dtype and link (the cost model's e_c, e_m)."""
         cm = self.cost_model
-        bw = self.machine.bandwidth if k.link is None else self.machine.link(k.link)
+        from roofline.cost import bytes_per_s
+
+        bw = bytes_per_s(k, self.machine)
         return 1.0 / (cm.compute_efficiency * self.machine.peak(k.dtype)), 1.0 / (cm.memory_efficiency * bw)
 
     def _build(self):
@@ -265,7 +267,7 @@ class StepCost:
         w = DTYPE_BYTES[self.precision.activations]
         sent = M * self.sharded.d_model * w / self.tensor_parallel
         return Kernel.trusted(f"PP send ({self.pp_link})", 0.0 * sent, sent, "collective", self.precision.activations,
-                              self.pp_link)
+                              self.pp_link, shape=(SEND, 2, sent))
 
     def _all_to_alls(self, kind, M) -> list[Kernel]:
         """Expert parallelism: the dispatch and the combine of one MoE layer, the busiest GPU sending
@@ -278,7 +280,8 @@ class StepCost:
         g, w = self._dp, DTYPE_BYTES[self.precision.activations]
         sent = M * kind.mlp.top_k * self.sharded.d_model * w * (g - 1) / g  # M: the busiest GPU's rows
         return [Kernel.trusted(f"EP all-to-all {what} ({self.link})", 0.0 * sent, sent, "collective",
-                               self.precision.activations, self.link) for what in ("dispatch", "combine")]
+                               self.precision.activations, self.link, shape=(ALL_TO_ALL, g, sent))
+                for what in ("dispatch", "combine")]
 
     def _final_norm(self, R) -> Kernel:
         sh, wa = self.sharded, self.precision.activations
