@@ -251,7 +251,7 @@ def explain(ok) -> list[str]:
         "~6 GB of cache missing, most of it when the weights nearly fill the card. From TP2 up it is over, by more "
         "at each step: what a split adds is costed too cheaply. Not the all-reduces alone: they take an engine "
         "all-reduce's measured time by GPU count and size (sglang PR #2904, H100: 33.8 us at 8 GPUs and 4 MiB, "
-        "against 25 us for latency plus bytes), which moved the TP8 median by 0.03 only. Left: the GEMMs of a 1/t "
+        "against 25 us for latency plus bytes), which moved the TP8 median by 0.02 only. Left: the GEMMs of a 1/t "
         "slice, whose smaller N runs below the e_c 0.70 the model keeps for every size, and the small kernels of a "
         "step (norms, RoPE, activations, residual adds: ~10 a layer), each costed at its roofline time inside the "
         "CUDA graph although a kernel takes a few us at the least; at TP8 they are a larger share of a shorter step.",

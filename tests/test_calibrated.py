@@ -633,3 +633,23 @@ def test_kernel_shape_reads_rows_and_width_of_row_wise_ops():
     assert kernel_shape("aten::mm", [(4, 64), (64, 32)]) == (1, 4, 32, 64)  # matmuls: gemm_shape
     assert kernel_shape("aten::add", [(4, 8), (4, 8)]) == ()  # not row-wise
     assert kernel_shape("aten::_softmax", []) == () and kernel_shape("aten::_softmax", [()]) == ()
+
+
+def test_no_interval_reaches_below_the_profiles_own_speed_of_light():
+    """The synthetic profile's best stream bandwidth is 100 GB/s (copy at 32 KiB) and its best
+    matmul 1e10 FLOP/s: a 2 MB elementwise op cannot take less than 2e6 / 100e9 = 20 us, whatever
+    the leave-one-out bands say (here a probe 10x faster than its class widens the band down)."""
+    m0 = CalibratedModel(synthetic())
+    ws = 2e6
+    fast = _family(m0, "add", "aten::add", 256 * KIB, 0.1)
+    slow = _family(m0, "add", "aten::add", 1 * MIB, 1.0)
+    model = CalibratedModel(synthetic([fast, slow]))
+    k = Kernel("aten::add", ws / 12, ws, "elementwise", "fp32")
+    cal = synthetic([fast, slow])
+    import tempfile
+    from pathlib import Path
+
+    machine = get_machine(str(write_profile(cal, Path(tempfile.mkdtemp()) / "p.toml")))
+    p = model.predict_op(k, machine)
+    assert p.low_s >= min(ws / 100e9, p.time_s) - 1e-15
+    assert model.fastest_s(k, machine) == pytest.approx(ws / 100e9)

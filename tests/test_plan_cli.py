@@ -282,8 +282,10 @@ def test_int4_everywhere_is_int4_weights_with_bf16_compute(capsys):
     code, out, _ = run(capsys, "decode", "--dtype", "int4", "--batch", "1", "--json")
     d = json.loads(out)
     assert code == 0 and d["precision"] == {"weights": "int4", "activations": "bf16", "kv_cache": "bf16", "compute": "bf16"}
-    # a quarter of bf16's: 7,504,658,432 matmul weights + 1 embedding row of 4,096, x 0.5 bytes
-    assert d["rows"][0]["weight_bytes"] == pytest.approx((7_504_658_432 + 4096) * 0.5)
+    # 7,504,658,432 matmul weights at 0.5 bytes, but the LM head's 128,256 x 4,096 = 525,336,576 and
+    # the 1 embedding row of 4,096 read stay bf16 (2 bytes), as quantisation tools leave them
+    lm = 128_256 * 4_096
+    assert d["rows"][0]["weight_bytes"] == pytest.approx((7_504_658_432 - lm) * 0.5 + (lm + 4096) * 2)
     code, out, _ = run(capsys, "decode", "--dtype", "int4", "--batch", "1")
     head = out.splitlines()[0]
     assert code == 0 and "weights int4, activations bf16, KV bf16 (weight-only int4: matmuls compute in bf16)" in head
@@ -293,7 +295,7 @@ def test_int4_everywhere_is_int4_weights_with_bf16_compute(capsys):
     d = json.loads(out)
     assert code == 0 and d["weights_bytes"] == 8_030_261_248 * 0.5 and d["kv_cache_bytes"] == 8192 * 131072  # KV stays bf16
     code, out, _ = run(capsys, "sweep", "--over", "machines", "--machine", "b200,h100-sxm", "--dtype", "fp4")
-    assert code == 0 and "b200: fp4; h100-sxm: weights fp4, activations bf16" in out
+    assert code == 0 and "b200: fp4 (LM head and embedding bf16); h100-sxm: weights fp4, activations bf16" in out
 
 
 def test_breakdown_goes_into_the_json(capsys):

@@ -370,6 +370,6 @@ def test_roofline_trace_takes_a_mixtral_config_and_says_routing_is_assumed(torch
     path.write_text(json.dumps(cfg))
     assert main(["trace", str(path), "--tokens", "16"]) == 0
     out = capsys.readouterr().out
-    assert "note: MoE routing assumed uniform: each of the 8 experts" in out and "aten::index_add_" in out
+    assert "note: MoE routing assumed uniform: the tokens x 2 (token, expert) pairs are spread evenly over the 8" in out and "aten::index_add_" in out
     assert main(["trace", str(path), "--phase", "decode", "--context", "64", "--json"]) == 0
     assert any("uniform" in n for n in json.loads(capsys.readouterr().out)["notes"])

@@ -550,12 +550,12 @@ class Model:
                     "extrapolate a model that was not trained that long")
         return None
 
-    def only_kind(self, what: str = "this") -> Layer:
-        """The one layer kind of a uniform model; a message naming the kinds otherwise."""
+    def only_kind(self, what: str = "this", hint: str = "pick one with --layer N") -> Layer:
+        """The one layer kind of a uniform model; a message naming the kinds (and ``hint``, what to do) otherwise."""
         if not self.is_uniform:
             kinds = "; ".join(f"{n} x {k.label}" for k, n in self.kind_counts())
             raise RooflineError(f"{self.name} has {len(self.kinds)} layer kinds ({kinds}); {what} needs one "
-                                "repeated layer: pick one with --layer N", field="layer")
+                                f"repeated layer: {hint}", field="layer")
         return self.kinds[self.order[0]]
 
     @property

@@ -52,11 +52,13 @@ def roofline_bound(kernel: Kernel, machine: Machine) -> str:
     return binds(compute_s, memory_s, getattr(kernel, "link", None))
 
 
-def link_latency_s(kernel: Kernel, link_bytes_per_s: float | None = None, memory_efficiency: float | None = None):
+def link_latency_s(kernel: Kernel, link_bytes_per_s: float | None = None, memory_efficiency: float | None = None,
+                   launch_s: float = 0.0):
     """A collective's fixed cost per run over its link (links.collective_latency_s); 0 otherwise.
     An all-reduce (kernel.shape ("all-reduce", GPUs, bytes)) over a link whose engine all-reduce
-    was measured by GPU count and size (links.all_reduce_s; given the link's bandwidth and e_m)
-    pays what the measured time adds to its bytes over e_m x the bandwidth instead."""
+    was measured by GPU count and size (links.all_reduce_s; given the link's bandwidth, e_m and the
+    cost model's launch, which the measurement includes and the model adds apart) pays what the
+    measured time adds to its bytes over e_m x the bandwidth instead."""
     link = getattr(kernel, "link", None)
     if link is None:
         return 0.0
@@ -64,7 +66,7 @@ def link_latency_s(kernel: Kernel, link_bytes_per_s: float | None = None, memory
 
     shape = getattr(kernel, "shape", ())
     if link_bytes_per_s is not None and len(shape) == 3 and shape[0] == ALL_REDUCE:
-        measured = all_reduce_s(link, shape[1], shape[2], link_bytes_per_s, memory_efficiency)
+        measured = all_reduce_s(link, shape[1], shape[2], link_bytes_per_s, memory_efficiency, launch_s)
         if measured is not None:
             extra = np.maximum(measured - np.asarray(kernel.bytes, dtype=float) / (memory_efficiency * link_bytes_per_s), 0.0)
             return float(extra) if np.ndim(extra) == 0 else extra
@@ -156,7 +158,8 @@ class CostModel:
         sums call per op."""
         return op_times(kernel.flops, kernel.bytes, machine.peak(kernel.dtype), bytes_per_s(kernel, machine),
                         self.compute_efficiency, self.memory_efficiency, launch_s, self.overlap,
-                        link_latency_s(kernel, bytes_per_s(kernel, machine), self.memory_efficiency))
+                        link_latency_s(kernel, bytes_per_s(kernel, machine), self.memory_efficiency,
+                                       self.launch_overhead_s))
 
     def describe(self) -> str:
         """One line for a table header."""
@@ -174,7 +177,7 @@ class CostModel:
             self.memory_efficiency,
             self.launch_overhead_s if launch_s is None else launch_s,
             self.overlap,
-            link_latency_s(kernel, bytes_per_s(kernel, machine), self.memory_efficiency),
+            link_latency_s(kernel, bytes_per_s(kernel, machine), self.memory_efficiency, self.launch_overhead_s),
         )
         launch = self.launch_overhead_s if launch_s is None else launch_s
         return OpPrediction(

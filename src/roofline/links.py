@@ -78,34 +78,30 @@ def _all_reduce_tables() -> dict[str, AllReduceTable]:
     return out
 
 
-LINK_MATCH = 0.05  # a table applies to a link whose bandwidth is within this fraction of the one measured
-
-
-def all_reduce_s(link: str | None, gpus, message_bytes, link_bytes_per_s: float, memory_efficiency: float):
+def all_reduce_s(link: str | None, gpus, message_bytes, link_bytes_per_s: float, memory_efficiency: float,
+                 launch_s: float = 0.0):
     """Seconds of one all-reduce of ``message_bytes`` (the tensor each GPU holds) across ``gpus``
-    GPUs over ``link``, from its measured table: interpolated in log size and log GPU count, the
-    smallest measured size's time below it, and past the largest the largest's time plus the extra
-    ring bytes, 2 (g-1)/g x the extra size, at ``memory_efficiency`` x ``link_bytes_per_s``; more
-    GPUs than measured take the largest count's row (``all_reduce_note`` says so). None where no
-    table applies: no table for the link, fewer than 2 GPUs, or a link whose bandwidth is not the
-    measured one's (another NVLink generation)."""
+    GPUs over ``link``, from its measured table, without the call's launch: interpolated in log
+    size and log GPU count, the smallest measured size's time below it, and past the largest the
+    largest's time plus the extra ring bytes, 2 (g-1)/g x the extra size, at ``memory_efficiency``
+    x ``link_bytes_per_s``; more GPUs than measured take the largest count's row. The table was
+    measured on one link bandwidth (NVLink 4, 450 GB/s): on another, the part of each time above
+    the smallest message's scales by that bandwidth over this link's. Its times include each call's
+    launch (measured without CUDA graphs): ``launch_s``, the cost model's own launch, which it
+    counts apart, is taken off. None where no table applies (no table for the link, fewer than 2
+    GPUs)."""
     tab = _all_reduce_tables().get(link) if link else None
-    if gpus < 2 or not all_reduce_applies(link, link_bytes_per_s):
+    if tab is None or gpus < 2:
         return None
     lg = np.log(np.clip(float(gpus), tab.gpus[0], tab.gpus[-1]))
     row = np.array([np.interp(lg, np.log(tab.gpus), tab.seconds[:, j]) for j in range(len(tab.message_bytes))])
     size = np.asarray(message_bytes, dtype=float)
     inside = np.interp(np.log(np.maximum(size, 1.0)), np.log(tab.message_bytes), row)
     g = float(gpus)
+    scaled = row[0] + (inside - row[0]) * (tab.link_bytes_per_s / link_bytes_per_s)
     extra = 2.0 * (g - 1.0) / g * np.maximum(size - tab.message_bytes[-1], 0.0) / (memory_efficiency * link_bytes_per_s)
-    out = inside + extra
+    out = np.maximum(scaled + extra - launch_s, 0.0)
     return float(out) if np.ndim(out) == 0 else out
-
-
-def all_reduce_applies(link: str | None, link_bytes_per_s: float) -> bool:
-    """Whether ``link`` has a measured all-reduce table for a link of this bandwidth (LINK_MATCH)."""
-    tab = _all_reduce_tables().get(link) if link else None
-    return tab is not None and abs(link_bytes_per_s / tab.link_bytes_per_s - 1.0) <= LINK_MATCH
 
 
 def all_reduce_note(link: str) -> str | None:
@@ -114,10 +110,11 @@ def all_reduce_note(link: str) -> str | None:
     if tab is None:
         return None
     return (f"all-reduces over {link}: measured times by GPU count ({', '.join(f'{g:g}' for g in tab.gpus)}) and size "
-            f"({tab.message_bytes[0] / 1024:g} KiB to {tab.message_bytes[-1] / 2**20:g} MiB), interpolated; past "
-            f"{tab.message_bytes[-1] / 2**20:g} MiB the ring's extra bytes at e_m of the link, past {tab.gpus[-1]:g} GPUs "
-            f"the {tab.gpus[-1]:g}-GPU row ({tab.note}; {_table()[1][tab.source].split(',')[0]}); only on a link of "
-            f"{tab.link_bytes_per_s / 1e9:g} GB/s per direction, others by latency and bandwidth")
+            f"({tab.message_bytes[0] / 1024:g} KiB to {tab.message_bytes[-1] / 2**20:g} MiB), interpolated, less the "
+            f"launch counted apart; past {tab.message_bytes[-1] / 2**20:g} MiB the ring's extra bytes at e_m of the link, "
+            f"past {tab.gpus[-1]:g} GPUs the {tab.gpus[-1]:g}-GPU row; measured on {tab.link_bytes_per_s / 1e9:g} GB/s per "
+            f"direction (another link scales the size-dependent part by its bandwidth) ({tab.note}; "
+            f"{_table()[1][tab.source].split(',')[0]})")
 
 
 def latency_note(link: str) -> str:

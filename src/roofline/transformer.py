@@ -115,20 +115,25 @@ def uniform_config(model, what: str = "this") -> TransformerConfig:
     causal, no window, chunk, q/k norm or sinks) with a dense MLP or a plain MoE: what the torch
     module builders (trace, check) can build. A message naming what does not fit otherwise."""
     m = get_model(model)
-    layer = m.only_kind(what)
+    factory = "give a PACKAGE.MODULE:FACTORY that builds it (docs/tracing.md)"
+    layer = m.only_kind(what, hint=factory)
     a, ff = layer.mixer, layer.mlp
     problems = []
     if not isinstance(a, Attention):
         problems.append(f"token mixer {getattr(a, 'kind', 'none')}")
     elif a.span or a.qk_norm or a.sinks or a.v_head_dim != a.head_dim:
         problems.append(f"attention {a.kind}{' with q/k norms' if a.qk_norm else ''}{' with sinks' if a.sinks else ''}")
-    if ff is None or (isinstance(ff, MoE) and (ff.shared_gate or ff.router_bias or ff.bias)):
-        problems.append("channel mixer " + (ff.kind if ff is not None else "none"))
+    if ff is None:
+        problems.append("no MLP")
+    elif isinstance(ff, MoE) and (ff.shared_gate or ff.router_bias or ff.bias):
+        what_moe = [w for w, on in (("a shared-expert gate", ff.shared_gate), ("a router bias", ff.router_bias),
+                                    ("expert biases", ff.bias)) if on]
+        problems.append(f"a mixture of experts ({ff.kind}) with {' and '.join(what_moe)}")
     if layer.parallel or m.lm_head_bias or layer.n_norms != 2:
         problems.append("parallel attention + MLP, extra norms or an LM-head bias")
     if problems:
-        raise RooflineError(f"{m.name}: {what} builds plain pre-norm attention + MLP blocks; this model has "
-                            f"{'; '.join(problems)}", field="model")
+        raise RooflineError(f"{m.name}: {what} builds pre-norm blocks of full causal attention and a dense MLP or a "
+                            f"plain mixture of experts; this model has {'; '.join(problems)}: {factory}", field="model")
     moe = isinstance(ff, MoE)
     shared = ff.shared_d_ff // ff.d_ff if moe and ff.shared_d_ff else 0
     if moe and shared * ff.d_ff != ff.shared_d_ff:

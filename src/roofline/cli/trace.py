@@ -163,6 +163,13 @@ def cmd_trace(args):
         raise RooflineError(f"running {args.model} on the meta device failed: {_first_line(exc)}{why}",
                             field="model") from None
     cost_model = cost_model_from_args(args, machine)
+    explicit = any(getattr(args, f, None) is not None for f in ("compute_efficiency", "memory_efficiency", "launch_overhead"))
+    if args.machine and not explicit:  # a measured profile predicts with its calibrated model, as layer does
+        from roofline.measure.calibrated import calibrated_model_for
+
+        calibrated = calibrated_model_for(args.machine)
+        if calibrated is not None:  # the forward's weights are cold when what it moves outgrows the cache
+            cost_model = calibrated.for_forward(result.total_bytes)
     pred = result.predict(machine, cost_model)
     notes = list(getattr(model, "notes", []))  # what the builder assumed (trace.models: MoE routing)
     if args.json:
@@ -190,9 +197,11 @@ def cmd_trace(args):
     print(result.to_table(machine, by=args.by, model=cost_model))
     roof = result.predict(machine).total_s
     m = cost_model
-    print(f"\non {machine.name}: roofline {format_time(roof)}; predicted {format_time(pred.total_s)} at e_c "
-          f"{m.compute_efficiency:g}, e_m {m.memory_efficiency:g}, launch {m.launch_overhead_s / US:g} us x "
-          f"{len(pred.ops):,} kernels; {pred.memory_bound_ops:,} memory-bound ops take {pred.memory_bound_share:.0%}")
+    how = (f"by the {m.describe()}" if m.compute_efficiency is None else
+           f"at e_c {m.compute_efficiency:g}, e_m {m.memory_efficiency:g}, launch {m.launch_overhead_s / US:.3g} us x "
+           f"{len(pred.ops):,} kernels")
+    print(f"\non {machine.name}: roofline {format_time(roof)}; predicted {format_time(pred.total_s)} {how}; "
+          f"{pred.memory_bound_ops:,} memory-bound ops take {pred.memory_bound_share:.0%}")
     if result.unsupported:
         calls = dict(result.unsupported_calls)
         print("unsupported (no rule; not counted): " + ", ".join(f"{n} x{calls[n]}" for n in result.unsupported))
@@ -219,6 +228,11 @@ def cmd_profile(args):
 
     report = profile_report(args.trace, machine, calibrated_model_for(args.machine) if args.machine else None)
     print_report(args, report)
+    if not report.device and machine.sm_count is not None:  # CPU-timed ops against a GPU's roof
+        print(f"note: this trace timed its ops on the CPU (no device kernels), and {machine.the_name}'s roofline is a "
+              "GPU's: the % of speed of light and the advice compare unlike machines; give --machine a profile "
+              "from `roofline calibrate` (this CPU) to compare like with like", file=sys.stderr if (args.json or args.csv)
+              else sys.stdout)
     if args.output:
         from roofline.plots import plot_profile
 

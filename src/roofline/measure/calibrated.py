@@ -378,6 +378,8 @@ class CalibratedModel:
             # the ops between its calls (GEMMs streaming weights) may evict the dispatcher's code too
             high_s = np.maximum(high_s, cold_floor[0] + res.ratio * res.high * body)
             basis.append("interval up to a cold call's own cost (dispatcher evicted)")
+        # never below the profile's own speed of light: its best measured FLOP/s and bandwidth
+        low_s = np.minimum(np.maximum(low_s, self.fastest_s(kernel, machine)), time_s)
         return CalibratedOpPrediction(
             name=kernel.name, category=kernel.category, dtype=kernel.dtype, flops=kernel.flops, bytes=kernel.bytes,
             intensity=kernel.intensity, compute_s=_f(res.ratio * compute_s), memory_s=_f(res.ratio * memory_s),
@@ -386,6 +388,19 @@ class CalibratedModel:
             residual=res.ratio, residual_source=res.source, flops_per_s=_f(fps), bytes_per_s=_f(bps),
             op_class=op_class(kernel), basis="; ".join(basis), extrapolated=res.extrapolated or bool(gemm and gemm[1]),
         )
+
+    def fastest_s(self, kernel: Kernel, machine: Machine | None = None):
+        """The op at the best rates the profile measured, whatever the size: its FLOPs at the best
+        matmul FLOP/s of its dtype and its bytes at the best stream bandwidth (the smallest cache's),
+        the larger (scaled to ``machine`` as the rates are). No interval reaches below it."""
+        ws, bw = stream_curve(self.calibration)
+        best_bw = float(np.max(bw))
+        if machine is not None:
+            best_bw *= machine.bandwidth / main_memory(self.calibration)[0]
+        rates = matmul_rates(self.calibration, kernel.dtype)
+        compute = (np.asarray(kernel.flops, dtype=float) / self.achieved_flops_per_s(np.inf, kernel.dtype, machine)
+                   if rates is not None or machine is not None else 0.0)
+        return np.maximum(compute, np.asarray(kernel.bytes, dtype=float) / best_bw)
 
     def predict(self, kernels: Sequence[Kernel], machine) -> CalibratedWorkloadPrediction:
         machine = get_machine(machine)

@@ -52,12 +52,12 @@ def _requantised(k: Kernel, precision: Precision) -> tuple[Kernel, object, objec
     (w_kv - w_a) cache_elems."""
     wa, wkv = DTYPE_BYTES[precision.activations], DTYPE_BYTES[precision.kv_cache]
     ww = precision.weight_width(k.part)
-    dtype = precision.compute if k.category == "matmul" else precision.activations
+    dtype = precision.compute_for(k.part) if k.category == "matmul" else precision.activations
     if ww == wa and wkv == wa and dtype == k.dtype:  # the kernel is already priced at these widths
         return k, ww * k.weight_elems, wkv * k.cache_elems
     moved = k.bytes + (ww - wa) * k.weight_elems + (wkv - wa) * k.cache_elems
-    return (Kernel.trusted(k.name, k.flops, moved, k.category, dtype, k.link, k.weight_elems, k.cache_elems, k.part),
-            ww * k.weight_elems, wkv * k.cache_elems)
+    return (Kernel.trusted(k.name, k.flops, moved, k.category, dtype, k.link, k.weight_elems, k.cache_elems, k.part,
+                           k.shape), ww * k.weight_elems, wkv * k.cache_elems)
 
 
 def context_of(phase: str, tokens, context):
@@ -100,7 +100,8 @@ def _model_ops(model, phase, tokens, batch, context, attention, precision, tenso
     D = cfg.d_model
 
     w_a = DTYPE_BYTES[wa]
-    plain = precision.stored is None and precision.weights == precision.kv_cache == wa  # nothing to re-price
+    plain = (precision.stored is None and precision.weights == precision.kv_cache == wa
+             and not precision.kept("lm_head"))  # nothing to re-price
 
     def counted(k, count, group=""):
         if plain:  # CountedOp's fields, set without the frozen dataclass's per-field setattr
@@ -221,7 +222,7 @@ def _scalar_totals(ops: list[CountedOp], machine: Machine, cm: CostModel, launch
             peak = peaks[k.dtype] = machine.peak(k.dtype)
         bw = machine.bandwidth if k.link is None else bytes_per_s(k, machine)
         c = k.flops / (e_c * peak)
-        m = k.bytes / (e_m * bw) + (link_latency_s(k, bw, e_m) if k.link is not None else 0.0)
+        m = k.bytes / (e_m * bw) + (link_latency_s(k, bw, e_m, cm.launch_overhead_s) if k.link is not None else 0.0)
         t = (overlapped_s(c, m, cm.overlap) + launch) * n
         time_s += t
         if bytes_bind(c, m):

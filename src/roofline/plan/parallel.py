@@ -131,8 +131,11 @@ def tp_link(machine: Machine, link: str | None, tensor_parallel: int, gpus_per_n
         names = [n for n, _ in machine.links]
         chosen = next((n for n in CROSS_NODE_LINKS if n in names), None)
         if chosen is None:
+            domain = machine.scale_up_gpus
+            larger = (f"give --gpus-per-node {domain} (its scale-up link joins {domain}), or "
+                      if domain and domain > g and t <= domain else "")
             raise RooflineError(f"tensor_parallel {t} spans {nodes} nodes of {g} GPUs, and {machine.the_name} lists no "
-                                f"{' or '.join(CROSS_NODE_LINKS)} link to cross them; add one to its machine file",
-                                field="tensor_parallel")
+                                f"{' or '.join(CROSS_NODE_LINKS)} link to cross them; {larger}add one to its machine "
+                                "file", field="tensor_parallel")
         return chosen
     return resolve_link(machine, link)

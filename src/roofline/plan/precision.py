@@ -19,6 +19,8 @@ from roofline.units import DTYPE_BYTES
 
 
 QUANT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
+UNQUANTISED_PARTS = ("lm_head", "embedding")  # what quantisation tools leave at the model's own width (Precision.kept)
+KEPT_DTYPE = "bf16"  # ... which is bf16 for the checkpoints of today's models
 
 
 def computes_in(machine: Machine, dtype: str) -> bool:
@@ -55,10 +57,24 @@ class Precision:
         base = storage.default if storage.default in QUANT_DTYPES else "bf16"
         return cls(base, activations, kv_cache or activations, storage if storage.parts else None)
 
+    def kept(self, part: str) -> bool:
+        """Whether ``part``'s weights stay at KEPT_DTYPE when the weights are quantised narrower by a
+        flag (not a checkpoint's own storage, which lists what it leaves unquantised): the LM head
+        and the embedding, as quantisation tools leave them (NVIDIA ModelOpt's default configs,
+        FP8, INT4 AWQ, NVFP4 and the rest, disable "*lm_head*"; the embedding is no Linear)."""
+        return self.stored is None and part in UNQUANTISED_PARTS and DTYPE_BYTES[self.weights] < DTYPE_BYTES[KEPT_DTYPE]
+
     def weight_width(self, part: str) -> float:
-        """Bytes per parameter of a part's weights: the stored width, or ``weights``'s."""
+        """Bytes per parameter of a part's weights: the stored width, or ``weights``'s (KEPT_DTYPE's
+        for the parts kept unquantised)."""
+        if self.kept(part):
+            return DTYPE_BYTES[KEPT_DTYPE]
         base = DTYPE_BYTES[self.weights]
         return self.stored.width(part, base) if self.stored is not None else base
+
+    def compute_for(self, part: str) -> str:
+        """The dtype a part's matmul computes in: ``compute``, or KEPT_DTYPE for a part kept unquantised."""
+        return KEPT_DTYPE if self.kept(part) else self.compute
 
     @classmethod
     def uniform(cls, dtype: str, machine: Machine | None = None) -> "Precision":
@@ -99,10 +115,12 @@ class Precision:
         if self.stored is not None:
             return (f"weights as stored ({self.stored.label()}), activations {self.activations}, KV {self.kv_cache}; "
                     "quantised weights are dequantised into the matmuls")
+        kept = f"LM head and embedding {KEPT_DTYPE}" if self.kept("lm_head") else ""
         if self.weights == self.activations == self.kv_cache:
-            return self.weights
+            return self.weights + (f" ({kept})" if kept else "")
         text = f"weights {self.weights}, activations {self.activations}, KV {self.kv_cache}"
-        return text + (f" (weight-only {self.weights}: matmuls compute in {self.compute})" if self.weight_only else "")
+        text += f" (weight-only {self.weights}: matmuls compute in {self.compute})" if self.weight_only else ""
+        return text + (f"; {kept}" if kept else "")
 
     def check_machine(self, machine: Machine) -> "Precision":
         """Raise unless the machine computes in the activation dtype (every non-matmul op) and the

@@ -61,7 +61,8 @@ def decode_table(plan) -> str:
         f"{s.precision.label()}{tp}",
         _cost_line(s.cost_model),
         f"weights {format_si(mem.parts[0].bytes, 'B')} per GPU ({_weights_read(plan, rows)}); "
-        f"KV cache {format_si(plan.kv_per_sequence_bytes, 'B')} per sequence; memory {format_si(cap, 'B') if cap else 'unknown'}",
+        f"KV cache {format_si(plan.kv_per_sequence_bytes, 'B')} per sequence{' per GPU' if s.tensor_parallel > 1 else ''}; "
+        f"memory {format_si(cap, 'B') if cap else 'unknown'}",
     ]
     if plan.prefill is not None:
         head.append(f"time to first token for {indefinite_article(S)} {S:,}-token prompt at batch 1: {_ms(plan.prefill.time_s)} ms")

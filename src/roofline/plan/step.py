@@ -561,11 +561,13 @@ class StepCost:
 
     def notes(self) -> tuple[str, ...]:
         """What the step's costs assume beyond the cost model's line."""
-        from roofline.links import all_reduce_applies, all_reduce_note, latency_note
+        from roofline.links import all_reduce_note, latency_note
 
-        out = (latency_note(self.link),) if self.link else ()
-        if self.link and self.tensor_parallel > 1 and all_reduce_applies(self.link, self.machine.link(self.link)):
-            out += (all_reduce_note(self.link),)
+        table = all_reduce_note(self.link) if self.link and self.tensor_parallel > 1 else None
+        if table:  # the generic latency is then the other collectives' (all-to-all, pipeline sends)
+            out = (table, latency_note(self.link).replace("collectives over", "other collectives over", 1))
+        else:
+            out = (latency_note(self.link),) if self.link else ()
         if self.expert_parallel:
             out += (f"expert parallelism over {self.tensor_parallel} GPUs: each runs attention and the dense ops for 1/"
                     f"{self.tensor_parallel} of the sequences with whole weights and holds 1/{self.tensor_parallel} of "

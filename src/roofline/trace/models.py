@@ -77,9 +77,10 @@ class LlamaMLP(nn.Module):
         return self.w2(F.silu(gate) * up)
 
 
-UNIFORM_ROUTING = ("MoE routing assumed uniform: each of the {E} experts gets an equal share of the tokens x "
-                   "{k} (token, expert) pairs (the meta device has no values to route by); a real router's "
-                   "imbalance makes the busiest expert, and so the layer, slower")
+UNIFORM_ROUTING = ("MoE routing assumed uniform: the tokens x {k} (token, expert) pairs are spread evenly over the "
+                   "{E} experts (the meta device has no values to route by; with fewer pairs than experts, as in a "
+                   "small decode step, only that many experts run); a real router's imbalance makes the busiest "
+                   "expert, and so the layer, slower")
 
 
 class LlamaMoE(nn.Module):

@@ -67,6 +67,8 @@ class ProfiledOp:
     calibrated_low_s: float | None = None
     calibrated_high_s: float | None = None
     op_class: str = ""
+    calibrated_basis: str = ""  # which measured points the calibrated prediction came from (CalibratedOpPrediction.basis)
+    extrapolated: bool = False  # the op lies outside those points: its interval is widened
 
     @property
     def intensity(self) -> float:
@@ -92,7 +94,8 @@ class ProfiledOp:
                 "lost_s": self.lost_s, "source": self.source,
                 "advice": self.advice, "problem": self.problem, "op_class": self.op_class,
                 "calibrated_s": self.calibrated_s, "calibrated_low_s": self.calibrated_low_s,
-                "calibrated_high_s": self.calibrated_high_s}
+                "calibrated_high_s": self.calibrated_high_s, "calibrated_basis": self.calibrated_basis,
+                "extrapolated": self.extrapolated}
 
 
 @dataclass(frozen=True)
@@ -301,7 +304,8 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
             # an op timed on the CPU by the profiler is predicted as the profiler records it (its own cost per op in)
             p = calibrated.measured_by("profiler" if r["source"] == "cpu" else "wall").predict_op(k, machine)
             extra = dict(calibrated_s=p.time_s * r["calls"], calibrated_low_s=p.low_s * r["calls"],
-                         calibrated_high_s=p.high_s * r["calls"], op_class=p.op_class)
+                         calibrated_high_s=p.high_s * r["calls"], op_class=p.op_class, calibrated_basis=p.basis,
+                         extrapolated=bool(p.extrapolated))
         ops.append(ProfiledOp(name, shapes, dtype, r["category"], r["calls"], r["flops"], r["bytes"], bound,
                               r["roofline_s"], r["measured_s"], r["source"],
                               measurement_problem(r["roofline_s"], r["measured_s"], r["bytes"], machine),
@@ -348,19 +352,21 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
         row = [op.name, op.shapes[:34] + ("..." if len(op.shapes) > 34 else ""), op.calls,
                format_intensity(op.intensity), op.bound, _us(op.roofline_s), _us(op.measured_s)]
         if cal:
-            row += ["" if op.calibrated_s is None else _us(op.calibrated_s),
+            row += ["" if op.calibrated_s is None else
+                    f"{_us(op.calibrated_s)} [{_us(op.calibrated_low_s)}-{_us(op.calibrated_high_s)}]",
                     "" if op.calibrated_s is None or not op.measured_s else f"{op.calibrated_s / op.measured_s - 1:+.0%}"]
         rows.append(row + ["no time" if op.measured_s <= 0 else f"{sol:.1%}" if sol < 10 else f"{sol:,.0f}x", _us(op.lost_s),
                            "IMPOSSIBLE" if op.problem else op.advice])
     src = ("device kernels (an op that launched none: its CPU wall time)" if rep.device
            else "CPU wall time of each op (no device kernels in the trace)")
     head = ["op", "input shapes", "calls", "FLOP/B", "bound", "roofline us", "measured us"]
-    head += ["calibrated us", "error"] if cal else []
+    head += ["calibrated us [range]", "error"] if cal else []
     head += ["% SoL", "lost us", "what to do"]
     right = [False, False, True, True, False, True, True] + ([True, True] if cal else []) + [True, True, False]
     lines = [f"{rep.path} on {rep.machine}: measured = {src}"]
     if cal:
-        lines.append(f"calibrated: {rep.calibrated}; error = calibrated / measured - 1")
+        lines.append(f"calibrated: {rep.calibrated}; error = calibrated / measured - 1; each op's basis (the measured "
+                     "points it came from) is in --json (calibrated_basis)")
     lines.append(grid(head, rows, right))
     if limit is not None and len(rep.ops) > limit:
         rest = rep.ops[limit:]

@@ -170,6 +170,7 @@ def _group_times(result: TraceResult, machine, by: str, model) -> dict:
     """{group key: (predicted seconds, 'memory'/'compute'/'mixed')} on ``machine``."""
     from roofline.cost import CostModel
     from roofline.machines import get_machine
+    from roofline.trace.rules import kernel_shape
 
     machine = get_machine(machine)
     model = model or CostModel()
@@ -178,7 +179,8 @@ def _group_times(result: TraceResult, machine, by: str, model) -> dict:
         if op.bytes <= 0:
             continue
         key = op.name if by == "op" else f"{_collapse(op.module) or '(top)'}  {op.name}"
-        k = Kernel(op.name, op.flops, op.bytes, op.category, peak_dtype(op.dtype, machine))
+        k = Kernel(op.name, op.flops, op.bytes, op.category, peak_dtype(op.dtype, machine),
+                   shape=kernel_shape(op.name, op.shapes))
         p = model.predict_op(k, machine)
         t, bound = out.get(key, (0.0, p.bound))
         out[key] = (t + p.time_s, bound if bound == p.bound else "mixed")
