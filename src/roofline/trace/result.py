@@ -147,22 +147,24 @@ class TraceResult(Tabular):
         groups = self.groups(by)
         times = _group_times(self, machine, by, model) if machine is not None else {}
         total_s = sum(t for t, _ in times.values())
-        headers = ["op" if by == "op" else "module  op", "calls", "FLOPs", "bytes", "FLOP/B"]
+        lead = ["op"] if by == "op" else ["module", "op"]  # a module group's key is "MODULE  OP"
+        headers = [*lead, "calls", "FLOPs", "bytes", "FLOP/B"]
         if machine is not None:
             headers += ["time us", "share", "bound"]
         rows = []
         for g in sorted(groups, key=lambda g: -times.get(g.key, (0.0, ""))[0] if times else 0):
-            row = [g.key, g.calls, _mag(g.flops), _mag(g.bytes), format_intensity(g.flops / g.bytes) if g.bytes else "-"]
+            key = [g.key] if by == "op" else list(g.key.rsplit("  ", 1))
+            row = [*key, g.calls, _mag(g.flops), _mag(g.bytes), format_intensity(g.flops / g.bytes) if g.bytes else "-"]
             if machine is not None:
                 t, bound = times.get(g.key, (0.0, ""))
                 row += [_us(t), f"{t / total_s:.1%}" if total_s else "-", bound]
             rows.append(row)
-        total_row = ["total", sum(g.calls for g in groups), _mag(self.total_flops), _mag(self.total_bytes),
-                     format_intensity(self.intensity)]
+        total_row = ["total", *([""] * (len(lead) - 1)), sum(g.calls for g in groups), _mag(self.total_flops),
+                     _mag(self.total_bytes), format_intensity(self.intensity)]
         if machine is not None:
             total_row += [_us(total_s), "100%", ""]
         rows.append(total_row)
-        right = [False] + [True] * (len(headers) - 2) + [machine is None]
+        right = [False] * len(lead) + [True] * (len(headers) - len(lead) - 1) + [machine is None]
         return grid(headers, rows, right)
 
 
