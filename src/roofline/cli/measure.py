@@ -12,7 +12,7 @@ from pathlib import Path
 from roofline.cli.args import check_output
 from roofline.cli.args import COUNT, add_deprecated_alias, number_arg
 from roofline.errors import RooflineError
-from roofline.units import GIGA, MIB, US
+from roofline.units import GIGA, US, format_bytes
 
 INSTALL = "pip install 'roofline[torch]'"
 
@@ -74,7 +74,7 @@ def cmd_calibrate(args):
     for dtype, flops in peaks(cal).items():
         print(f"  matmul {dtype:<5} best {flops / GIGA:,.1f} GFLOP/s")
     for name, size, bw in level_bandwidths(cal):
-        print(f"  {name:<5} {size / MIB:,.3g} MiB  {bw / GIGA:,.1f} GB/s")
+        print(f"  {name:<5} {format_bytes(size):>10}  {bw / GIGA:,.1f} GB/s")
     print(f"  main memory      {dram / GIGA:,.1f} GB/s")
     print(f"  launch overhead  {cal.launch_s / US:,.2f} us")
     print(f"  {len(cal.probes)} probe ops for the calibrated model")
