@@ -293,9 +293,11 @@ def test_int4_everywhere_is_int4_weights_with_bf16_compute(capsys):
     assert code == 0 and "weight-only int4" in out.splitlines()[0]
     code, out, _ = run(capsys, "memory", "--dtype", "int4", "--json")
     d = json.loads(out)
-    assert code == 0 and d["weights_bytes"] == 8_030_261_248 * 0.5 and d["kv_cache_bytes"] == 8192 * 131072  # KV stays bf16
+    kept = 2 * 128_256 * 4_096 + 65 * 4_096  # the embedding, the untied LM head and 65 norms stay bf16
+    assert code == 0 and d["weights_bytes"] == (8_030_261_248 - kept) * 0.5 + kept * 2
+    assert d["kv_cache_bytes"] == 8192 * 131072  # KV stays bf16
     code, out, _ = run(capsys, "sweep", "--over", "machines", "--machine", "b200,h100-sxm", "--dtype", "fp4")
-    assert code == 0 and "b200: fp4 (LM head and embedding bf16); h100-sxm: weights fp4, activations bf16" in out
+    assert code == 0 and "b200: fp4 (LM head, router, embedding and norms bf16); h100-sxm: weights fp4, activations bf16" in out
 
 
 def test_breakdown_goes_into_the_json(capsys):

@@ -28,6 +28,9 @@ NORMS = (2 * L + 1) * D  # two RMSNorms a block and the final one: 266,240
 BLOCK = 2 * D * D + 2 * D * K * D_HEAD + 3 * D * F  # 218,103,808 without its norms
 PARAMS = L * BLOCK + 2 * EMBEDDING + NORMS  # = 8,030,261,248
 assert PARAMS == 8_030_261_248
+# quantisation tools leave the embedding, the LM head and the norms at bf16 (Precision.kept)
+KEPT = 2 * EMBEDDING + NORMS
+INT4_WEIGHT_BYTES = (PARAMS - KEPT) * 0.5 + KEPT * 2  # = 5,591,539,712
 H100_LAUNCH_S = 3e-6  # the h100-sxm preset's launch overhead (seed 003's 3 µs)
 
 
@@ -45,12 +48,12 @@ def get(client, path, **params):
 def test_int4_weights_hold_a_quarter_of_the_bf16_weights(client):
     bf16 = get(client, "/api/model")["memory"]
     int4 = get(client, "/api/model", weights="int4")
-    # bf16: 8,030,261,248 x 2 B = 16.06 GB; int4: x 0.5 B = 4.015 GB (every group, the embedding too)
+    # bf16: 8,030,261,248 x 2 B = 16.06 GB; int4: x 0.5 B but the embedding, LM head and norms at 2 B: 5.59 GB
     assert bf16["weights_bytes"] == pytest.approx(PARAMS * 2, rel=1e-12)
-    assert int4["memory"]["weights_bytes"] == pytest.approx(PARAMS * 0.5, rel=1e-12)
+    assert int4["memory"]["weights_bytes"] == pytest.approx(INT4_WEIGHT_BYTES, rel=1e-12)
     assert int4["memory"]["kv_cache_bytes"] == bf16["kv_cache_bytes"]  # the cache stays at the precision's bf16
     # the memory card reads the new total, and the caption names each part's dtype
-    assert int4["readouts"]["memory_total_bytes"] == pytest.approx(PARAMS * 0.5 + bf16["kv_cache_bytes"], rel=1e-12)
+    assert int4["readouts"]["memory_total_bytes"] == pytest.approx(INT4_WEIGHT_BYTES + bf16["kv_cache_bytes"], rel=1e-12)
     assert "weights int4, activations bf16, KV bf16" in int4["caption"]
     # weights-only quantisation: the matmuls still compute in bf16, so the prefill FLOPs are unchanged
     assert int4["precision"]["compute"] == "bf16"
@@ -72,7 +75,7 @@ def test_fp8_kv_cache_halves_the_cache(client):
 def test_weights_and_kv_cache_override_dtype_part_by_part(client):
     body = get(client, "/api/decode", dtype="fp8", weights="int4", kv_cache="bf16", tokens=1024)
     assert body["precision"] == {"weights": "int4", "activations": "fp8", "kv_cache": "bf16", "compute": "fp8"}
-    assert body["weights_bytes"] == pytest.approx(PARAMS * 0.5, rel=1e-12)
+    assert body["weights_bytes"] == pytest.approx(INT4_WEIGHT_BYTES, rel=1e-12)
     # one sequence of 1,024 tokens at 2 x 32 x 8 x 128 x 2 B = 131,072 B a token: 134,217,728 B
     assert body["kv_bytes_per_sequence"] == 1024 * 2 * L * K * D_HEAD * 2
 

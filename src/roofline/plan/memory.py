@@ -23,14 +23,12 @@ from roofline.units import DTYPE_BYTES
 
 
 def inference_weight_bytes(model, precision: Precision | None = None, tensor_parallel: int = 1) -> float:
-    """Weights one GPU holds: every parameter (all experts) of its tensor-parallel slice, at the
-    precision's weight width or, for weights as stored, each part at its stored width."""
+    """Weights one GPU holds: every parameter (all experts) of its tensor-parallel slice, each part
+    at its width (Precision.weight_width: the precision's weight width, the stored width of weights
+    as stored, bf16 for the parts quantisation tools leave unquantised)."""
     precision = precision or Precision()
-    sh = shard(model, tensor_parallel)
-    if precision.stored is not None:
-        p = count_params(sh)
-        return float(sum(v * precision.weight_width(k) for k, v in p.items() if k != "total"))
-    return count_params(sh)["total"] * DTYPE_BYTES[precision.weights]
+    p = count_params(shard(model, tensor_parallel))
+    return float(sum(v * precision.weight_width(k) for k, v in p.items() if k != "total"))
 
 
 def kv_bytes_per_token(model, precision: Precision | None = None, tensor_parallel: int = 1) -> float:

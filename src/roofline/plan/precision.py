@@ -19,7 +19,9 @@ from roofline.units import DTYPE_BYTES
 
 
 QUANT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
-UNQUANTISED_PARTS = ("lm_head", "embedding")  # what quantisation tools leave at the model's own width (Precision.kept)
+# what quantisation tools leave at the model's own width (Precision.kept): ModelOpt's default configs
+# disable "*lm_head*" and the MoE routers ("*router*", "*mlp.gate.*"); embeddings, norms and biases are no Linear
+UNQUANTISED_PARTS = ("lm_head", "embedding", "position", "router", "norms", "expert_biases")
 KEPT_DTYPE = "bf16"  # ... which is bf16 for the checkpoints of today's models
 
 
@@ -59,9 +61,10 @@ class Precision:
 
     def kept(self, part: str) -> bool:
         """Whether ``part``'s weights stay at KEPT_DTYPE when the weights are quantised narrower by a
-        flag (not a checkpoint's own storage, which lists what it leaves unquantised): the LM head
-        and the embedding, as quantisation tools leave them (NVIDIA ModelOpt's default configs,
-        FP8, INT4 AWQ, NVFP4 and the rest, disable "*lm_head*"; the embedding is no Linear)."""
+        flag (not a checkpoint's own storage, which lists what it leaves unquantised): the LM head,
+        the MoE router, the embeddings, norms and biases (UNQUANTISED_PARTS), as quantisation tools
+        leave them (NVIDIA ModelOpt's default configs, FP8, INT4 AWQ, NVFP4 and the rest, disable
+        "*lm_head*" and "*router*"; embeddings, norms and biases are no Linear)."""
         return self.stored is None and part in UNQUANTISED_PARTS and DTYPE_BYTES[self.weights] < DTYPE_BYTES[KEPT_DTYPE]
 
     def weight_width(self, part: str) -> float:
@@ -115,7 +118,7 @@ class Precision:
         if self.stored is not None:
             return (f"weights as stored ({self.stored.label()}), activations {self.activations}, KV {self.kv_cache}; "
                     "quantised weights are dequantised into the matmuls")
-        kept = f"LM head and embedding {KEPT_DTYPE}" if self.kept("lm_head") else ""
+        kept = f"LM head, router, embedding and norms {KEPT_DTYPE}" if self.kept("lm_head") else ""
         if self.weights == self.activations == self.kv_cache:
             return self.weights + (f" ({kept})" if kept else "")
         text = f"weights {self.weights}, activations {self.activations}, KV {self.kv_cache}"
