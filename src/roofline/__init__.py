@@ -6,7 +6,7 @@ Core API (all quantities in SI base units: FLOPs, bytes, seconds, FLOP/s, bytes/
     Kernel and its constructors                  kernels.py
     time_lower_bound, CostModel, predict         cost.py
     Model, Layer and the layer kinds             architecture.py
-    from_hf_config (one loader per model_type)   hf_configs.py
+    from_hf_config (one loader per model_type)   hf_configs/ (a package: keys, quant, one module per family)
     TransformerConfig, count_params, ...         transformer.py
     block_kernels, layer_reports, Workload       blocks.py
 

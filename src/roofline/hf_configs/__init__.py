@@ -1,0 +1,37 @@
+"""Hugging Face ``config.json`` files to Models, one loader per ``model_type``.
+
+Each loader maps the keys its family's transformers config class defines, with that class's
+default where a key is absent, and says what it did not use:
+
+- a key the loader does not know is named in ``Model.notes`` ("not understood: ignored"), never
+  silently dropped; keys that change no parameter, cache or FLOP count (epsilons, rotary bases,
+  token ids, dropouts, initialisers) are listed as cost-neutral and pass without a word;
+- an unknown ``model_type`` is refused with the list of supported ones, never read as a Llama;
+- a nested ``text_config`` (Gemma 3, Llama 4) is read, and the vision tower it sits beside is
+  named in ``Model.omitted``;
+- ``quantization_config`` sets the stored width of the modules the format quantises
+  (WeightStorage); a quantisation method it does not know is refused by name.
+
+Defaults are those of transformers' configuration_<family>.py (v4.5x-5.x) and the modules of
+modeling_<family>.py; each loader's docstring says which.
+
+    keys.py     _Keys: a config dict that records the keys read and refuses malformed values;
+                COST_NEUTRAL, the keys that change no count
+    shared.py   the loader registry (SUPPORTED, @loader) and the pieces every loader builds with
+    llama.py    Llama-like families: Llama, Mistral, Mixtral, Qwen2/3 (and MoE), Gemma 1-3
+    moe.py      Llama 4, DeepSeek V2/V3 (and Kimi K2), gpt-oss
+    gpt.py      Phi, Phi-3, GPT-2, GPT-NeoX
+    ssm.py      state-space and hybrid: Mamba-2, mamba_ssm, Jamba, Nemotron-H
+    quant.py    the stored width of the weights: torch_dtype and quantization_config
+    load.py     from_hf_config: nesting (text_config), dispatch by model_type, storage
+
+The names below are those the module roofline.hf_configs held before it became this package.
+"""
+
+from roofline.hf_configs.keys import COST_NEUTRAL, MAX_DIM
+from roofline.hf_configs.shared import MAX_LAYERS, SUPPORTED, loader
+from roofline.hf_configs.quant import QUANTISED_PARTS, TORCH_DTYPES
+from roofline.hf_configs.load import NESTED, from_hf_config
+
+__all__ = ["COST_NEUTRAL", "MAX_DIM", "MAX_LAYERS", "NESTED", "QUANTISED_PARTS", "SUPPORTED", "TORCH_DTYPES",
+           "from_hf_config", "loader"]

@@ -1,0 +1,164 @@
+"""Loaders of the Llama-like families (Llama, Mistral, Mixtral, Qwen2/3 and their MoE, Gemma 1-3),
+all built by _llama_like: grouped-query attention, an optional window per layer, a gated MLP or MoE."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from roofline.architecture import MLP, Attention, Layer, Model, MoE
+from roofline.errors import RooflineError
+from roofline.hf_configs.keys import _Keys
+from roofline.hf_configs.shared import _act, _assemble, _gqa, _layer_types, _windowed, loader
+
+
+def _llama_like(c: _Keys, *, tie_default=False, qkv_bias=None, out_bias=None, qk_norm="", sliding_default=None,
+                n_norms=-1, types_default=None, moe: Callable[[int], MoE | None] | None = None,
+                dense_ff: int | None = None, head_dim_default=None, gated=True, windowed=True, vocab_default=None) -> Model:
+    D = c.pos("hidden_size")
+    L = c.pos("num_hidden_layers")
+    H = c.pos("num_attention_heads")
+    V = c.int("vocab_size", vocab_default)
+    if head_dim_default is not None and not c.has("head_dim"):
+        kv, d = c.int("num_key_value_heads", H), head_dim_default
+    else:
+        kv, d = _gqa(c, D, H)
+    bias = bool(c.get("attention_bias", False))
+    qkv_bias = bias if qkv_bias is None else qkv_bias
+    out_bias = bias if out_bias is None else out_bias
+    window = (c.get("sliding_window", sliding_default) or 0) if windowed else 0
+    types = _layer_types(c, L, types_default or (lambda i: "sliding_attention" if window else "full_attention"))
+    F = dense_ff if dense_ff is not None else c.pos("intermediate_size")
+    mlp_bias = bool(c.get("mlp_bias", False))
+    act = _act(c)
+    layers, built = [], {}
+    dense = MLP(F, gated, mlp_bias, act)
+    for i in range(L):
+        w, ch = _windowed(types, i, int(window))
+        if types[i] == "sliding_attention" and not w:
+            raise RooflineError(f"{c.name}: layer {i} is sliding_attention but sliding_window is absent", field="model")
+        ff = moe(i) if moe else None
+        key = (w, ch, ff)
+        if key not in built:  # one object per distinct kind
+            attn = Attention(H, kv, d, window=w, chunk=ch, qkv_bias=qkv_bias, out_bias=out_bias, qk_norm=qk_norm)
+            built[key] = Layer(attn, ff or dense, n_norms=n_norms)
+        layers.append(built[key])
+    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", tie_default))
+
+
+@loader("llama")
+def _llama(c: _Keys) -> Model:
+    """LlamaConfig: tie_word_embeddings False; attention_bias (q, k, v, o) and mlp_bias False;
+    head_dim = hidden_size / heads; no sliding window (LlamaAttention reads none: a sliding_window
+    key is reported as not understood)."""
+    return _llama_like(c, windowed=False)
+
+
+@loader("mistral")
+def _mistral(c: _Keys) -> Model:
+    """MistralConfig: as Llama, with sliding_window (default 4096; null = full attention) on every layer."""
+    return _llama_like(c, sliding_default=4096 if "sliding_window" not in c.raw else None)
+
+
+@loader("mixtral")
+def _mixtral(c: _Keys) -> Model:
+    """MixtralConfig: num_local_experts (8), num_experts_per_tok (2), expert d_ff intermediate_size,
+    router (D, E) without bias; sliding_window default None."""
+    E, k, F = c.int("num_local_experts", 8), c.int("num_experts_per_tok", 2), c.pos("intermediate_size")
+    moe = MoE(E, k, F)
+    return _llama_like(c, moe=lambda i: moe)
+
+
+def _qwen_types(c: _Keys, L: int):
+    """Qwen2/3: sliding layers only when use_sliding_window, from max_window_layers on."""
+    use = bool(c.get("use_sliding_window", False))
+    first = c.int("max_window_layers", L)
+    return lambda i: "sliding_attention" if use and i >= first else "full_attention"
+
+
+@loader("qwen2")
+def _qwen2(c: _Keys) -> Model:
+    """Qwen2Config: biases on q, k, v (not o); tie_word_embeddings False; sliding only with use_sliding_window."""
+    L = c.pos("num_hidden_layers")
+    c.get("sliding_window")  # read either way: it applies only with use_sliding_window
+    return _llama_like(c, qkv_bias=True, out_bias=False, types_default=_qwen_types(c, L),
+                       windowed=bool(c.get("use_sliding_window", False)))
+
+
+def _qwen_moe_layers(c: _Keys, L: int, shared: bool) -> Callable[[int], MoE | None]:
+    E = c.pos("num_experts")
+    k = c.pos("num_experts_per_tok")
+    F = c.pos("moe_intermediate_size")
+    step = c.int("decoder_sparse_step", 1)
+    dense = set(c.get("mlp_only_layers", []) or [])
+    shared_ff = c.int("shared_expert_intermediate_size") if shared else 0
+    moe = MoE(E, k, F, shared_d_ff=shared_ff, shared_gate=shared) if E else None
+
+    def at(i):
+        if i in dense or not E or (i + 1) % step:
+            return None
+        return moe
+
+    return at
+
+
+@loader("qwen2_moe")
+def _qwen2_moe(c: _Keys) -> Model:
+    """Qwen2MoeConfig: q, k, v biases; MoE on layers (i + 1) % decoder_sparse_step == 0 not in
+    mlp_only_layers, each with a shared expert (shared_expert_intermediate_size) and its sigmoid
+    gate (D, 1); dense layers use intermediate_size."""
+    L = c.pos("num_hidden_layers")
+    return _llama_like(c, qkv_bias=True, out_bias=False, types_default=_qwen_types(c, L),
+                       moe=_qwen_moe_layers(c, L, shared=True))
+
+
+@loader("qwen3")
+def _qwen3(c: _Keys) -> Model:
+    """Qwen3Config: q_norm and k_norm (RMSNorm of head_dim); attention_bias False; head_dim given (default 128)."""
+    L = c.pos("num_hidden_layers")
+    return _llama_like(c, qk_norm="rmsnorm", types_default=_qwen_types(c, L), head_dim_default=128)
+
+
+@loader("qwen3_moe")
+def _qwen3_moe(c: _Keys) -> Model:
+    """Qwen3MoeConfig: Qwen3 attention; MoE as Qwen2-MoE without shared experts."""
+    L = c.pos("num_hidden_layers")
+    return _llama_like(c, qk_norm="rmsnorm", types_default=_qwen_types(c, L), head_dim_default=128,
+                       moe=_qwen_moe_layers(c, L, shared=False))
+
+
+# ---------------------------------------------------------------------------------------------
+# Gemma
+# ---------------------------------------------------------------------------------------------
+
+
+@loader("gemma")
+def _gemma(c: _Keys) -> Model:
+    """GemmaConfig: head_dim 256, tie_word_embeddings True, gated GELU MLP, no biases."""
+    return _llama_like(c, tie_default=True, head_dim_default=256)
+
+
+@loader("gemma2")
+def _gemma2(c: _Keys) -> Model:
+    """Gemma2Config: tie True; head_dim 256; sliding_window 4096 on even layers (layer_types
+    default: sliding when (i + 1) % 2); 4 RMSNorms per layer (input, post-attention,
+    pre-feedforward, post-feedforward)."""
+    window = c.int("sliding_window", 4096)
+    if c.has("sliding_window_size") and int(c.raw["sliding_window_size"]) != window:  # an older alias
+        raise RooflineError(f"{c.name}: sliding_window {window} and sliding_window_size {c.raw['sliding_window_size']} "
+                            "disagree", field="model")
+    return _llama_like(c, tie_default=True, n_norms=4, head_dim_default=256, sliding_default=window,
+                       types_default=lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention")
+
+
+@loader("gemma3_text")
+def _gemma3_text(c: _Keys) -> Model:
+    """Gemma3TextConfig: tie True; head_dim 256; q_norm and k_norm; 4 norms per layer;
+    sliding_window 4096, on all layers but every sliding_window_pattern-th (default 6);
+    the class's sizes where a text_config omits them (vocab_size 262208, absent from Gemma 3 27B's;
+    heads 8, kv heads 4, head_dim 256, absent from Gemma 3 4B's)."""
+    c.defaults = {"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                  "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072}
+    window = c.int("sliding_window", 4096)
+    pattern = c.pos("sliding_window_pattern", 6)
+    return _llama_like(c, tie_default=True, n_norms=4, qk_norm="rmsnorm", head_dim_default=256, vocab_default=262208,
+                       sliding_default=window, types_default=lambda i: "sliding_attention" if (i + 1) % pattern else "full_attention")

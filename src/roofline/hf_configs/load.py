@@ -1,0 +1,77 @@
+"""from_hf_config: a config.json dict to a Model. Unwraps a nested text_config, dispatches on
+model_type to the loader registered for it, and sets the weights' storage from quantization_config."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from roofline.architecture import Model, WeightStorage
+from roofline.errors import RooflineError
+from roofline.hf_configs import llama, moe, gpt, ssm  # the order SUPPORTED was filled in before
+from roofline.hf_configs.keys import COST_NEUTRAL, _Keys
+from roofline.hf_configs.quant import _dtype, _dtype_note, _storage
+from roofline.hf_configs.shared import SUPPORTED
+
+FAMILIES = (llama, moe, gpt, ssm)  # importing them registers their loaders in SUPPORTED
+
+NESTED = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+
+
+def from_hf_config(raw: dict, name: str = "model") -> Model:
+    """A Model from a config.json dict (see the roofline.hf_configs docstring)."""
+    if not isinstance(raw, dict):
+        raise RooflineError(f"{name}: a config.json must hold a JSON object", field="model")
+    model_type = raw.get("model_type")
+    if model_type is None and "ssm_cfg" in raw:
+        model_type = "mamba_ssm"
+    omitted: list[str] = []
+    outer_notes: list[str] = []
+    top = raw
+    if model_type is not None and not isinstance(model_type, str):
+        raise RooflineError(f"{name}: model_type must be a string such as \"llama\", got {model_type!r}", field="model")
+    if model_type in NESTED:
+        text = raw.get("text_config")
+        if not isinstance(text, dict):
+            raise RooflineError(f"{name}: model_type {model_type!r} keeps its language model in text_config, which is "
+                                "missing", field="model")
+        if raw.get("vision_config") is not None:
+            omitted.append("vision tower and multimodal projector (vision_config): not counted; costs are the "
+                           "language model's")
+        inner = dict(text)
+        inner.setdefault("model_type", NESTED[model_type])
+        if inner["model_type"] != NESTED[model_type]:
+            raise RooflineError(f"{name}: a {model_type!r} config keeps a {NESTED[model_type]!r} language model in "
+                                f"text_config; its model_type is {inner['model_type']!r}", field="model")
+        for k in ("tie_word_embeddings", "torch_dtype", "quantization_config"):
+            if k in raw and k not in inner:
+                inner[k] = raw[k]
+        known_top = {"text_config", "vision_config", "tie_word_embeddings", "torch_dtype", "quantization_config"}
+        outer_notes = [f"config key {k!r} not understood: ignored" for k in sorted(raw)
+                       if k not in known_top and k not in COST_NEUTRAL and not k.startswith("_")]
+        raw, model_type = inner, inner["model_type"]
+    if model_type not in SUPPORTED:
+        shown = "(none)" if model_type is None else repr(model_type)
+        raise RooflineError(f"{name}: model_type {shown} is not supported; supported: {', '.join(sorted(SUPPORTED))}",
+                            field="model")
+    keys = _Keys({k: v for k, v in raw.items() if k != "quantization_config"}, str(top.get("_name_or_path") or name))
+    try:
+        model = SUPPORTED[model_type](keys)
+    except RooflineError as exc:  # a layer's own check: say which config it came from
+        if keys.name in str(exc):
+            raise
+        raise RooflineError(f"{keys.name} (model_type {model_type!r}): {exc}", field="model") from None
+    storage, qnotes = (WeightStorage(_dtype(raw)), [])
+    if raw.get("quantization_config") is not None:
+        storage, qnotes = _storage(raw["quantization_config"], name, _dtype(raw))
+        present = {p for layer in model.kinds for p, n in layer.parts(model.d_model).items() if n}
+        if storage.method == "mxfp4" and "experts" not in present:
+            raise RooflineError(f"{name}: quantization_config mxfp4 quantises experts, and this model has none",
+                                field="model")
+        storage = dataclasses.replace(storage, parts=tuple(p for p in storage.parts if p[0] in present))
+    top_context = keys.get("max_position_embeddings") or keys.get("n_positions") or 0
+    if isinstance(top_context, bool) or not isinstance(top_context, int) or top_context < 0:
+        top_context = 0
+    return dataclasses.replace(model, storage=storage, omitted=model.omitted + tuple(omitted),
+                               notes=tuple(outer_notes) + model.notes + tuple(qnotes) + tuple(_dtype_note(raw)),
+                               model_type=str(model_type),
+                               max_context=int(top_context))

@@ -1,0 +1,79 @@
+"""The loader registry (SUPPORTED, filled by @loader, one loader per model_type) and the pieces every
+loader builds with: activation, grouped-query heads, layer_types, windows and the final Model."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from roofline.architecture import Layer, Model
+from roofline.errors import RooflineError
+from roofline.hf_configs.keys import _Keys
+
+SUPPORTED: dict[str, Callable] = {}
+MAX_LAYERS = 10_000  # published models have at most a few hundred
+
+
+def loader(*model_types: str):
+    def deco(fn):
+        for t in model_types:
+            if t in SUPPORTED:
+                raise RuntimeError(f"model_type {t!r} registered twice")
+            SUPPORTED[t] = fn
+        return fn
+
+    return deco
+
+
+def _act(c: _Keys, default="silu") -> str:
+    return str(c.get("hidden_activation") or c.get("hidden_act", default))
+
+
+def _gqa(c: _Keys, D: int, heads: int) -> tuple[int, int]:
+    kv = c.int("num_key_value_heads", heads)
+    head_dim = c.get("head_dim")
+    if head_dim is None:
+        if D % heads:
+            raise RooflineError(f"{c.name}: hidden_size {D} is not divisible by num_attention_heads {heads} and "
+                                "head_dim is absent", field="model")
+        head_dim = D // heads
+    return kv, int(head_dim)
+
+
+def _layer_types(c: _Keys, n: int, default: Callable[[int], str]) -> list[str]:
+    """``layer_types`` as published, or the class default per layer index."""
+    types = c.get("layer_types")
+    if types is None:
+        return [default(i) for i in range(n)]
+    if not isinstance(types, list) or len(types) != n:
+        raise RooflineError(f"{c.name}: layer_types must list {n} layers", field="model")
+    known = {"full_attention", "sliding_attention", "chunked_attention"}
+    bad = sorted(set(types) - known)
+    if bad:
+        raise RooflineError(f"{c.name}: layer_types {bad} not understood (known: {', '.join(sorted(known))})",
+                            field="model")
+    return list(types)
+
+
+def _assemble(c: _Keys, layers: list[Layer], D: int, V: int, tied: bool, **extra) -> Model:
+    if len(layers) > MAX_LAYERS:
+        raise RooflineError(f"{c.name}: {len(layers):,} layers; at most {MAX_LAYERS:,} are read", field="model")
+    kinds: list[Layer] = []
+    order = []
+    for layer in layers:
+        if layer not in kinds:
+            kinds.append(layer)
+        order.append(kinds.index(layer))
+    notes = list(extra.pop("notes", ()))
+    for k in c.not_understood():
+        notes.append(f"config key {k!r} not understood: ignored")
+    return Model(name=c.name, d_model=D, vocab=V, kinds=tuple(kinds), order=tuple(order), tied_embeddings=tied,
+                 notes=tuple(notes), model_type=str(c.raw.get("model_type", "")), **extra)
+
+
+def _windowed(types: list[str], i: int, window: int, chunk: int = 0) -> tuple[int, int]:
+    t = types[i]
+    if t == "sliding_attention":
+        return window, 0
+    if t == "chunked_attention":
+        return 0, chunk
+    return 0, 0

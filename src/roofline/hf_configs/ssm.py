@@ -1,0 +1,106 @@
+"""Loaders of the state-space and hybrid models: Mamba-2 (transformers' and state-spaces' mamba_ssm
+configs), Jamba and Nemotron-H."""
+
+from __future__ import annotations
+
+import math
+
+from roofline.architecture import MLP, Attention, Layer, Mamba, Mamba2, Model, MoE
+from roofline.errors import RooflineError
+from roofline.hf_configs.keys import _Keys
+from roofline.hf_configs.shared import _assemble, _gqa, loader
+
+
+@loader("mamba2")
+def _mamba2(c: _Keys) -> Model:
+    """Mamba2Config: every layer one Mamba-2 mixer after one RMSNorm; d_inner = expand x
+    hidden_size (= num_heads x head_dim); use_bias False, use_conv_bias True; a final norm_f;
+    tie_word_embeddings False in the class (True in mamba_ssm checkpoints, which set it)."""
+    D, L, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("vocab_size")
+    heads, hd = c.pos("num_heads"), c.int("head_dim", 64)
+    inner = c.int("expand", 2) * D
+    if heads * hd != inner:
+        raise RooflineError(f"{c.name}: num_heads x head_dim = {heads * hd} differs from expand x hidden_size = {inner}",
+                            field="model")
+    mixer = Mamba2(inner, c.int("state_size", 128), c.int("n_groups", 1), heads, c.int("conv_kernel", 4),
+                   bool(c.get("use_conv_bias", True)), bool(c.get("use_bias", False)))
+    return _assemble(c, [Layer(mixer, None)] * L, D, V, c.flag("tie_word_embeddings", False))
+
+
+@loader("mamba_ssm")
+def _mamba_ssm(c: _Keys) -> Model:
+    """state-spaces' mamba_ssm config (no model_type; d_model, n_layer, ssm_cfg): Mamba-2 layers
+    (ssm_cfg layer "Mamba2": d_state 128, headdim 64, ngroups 1, expand 2, d_conv 4, conv_bias True,
+    bias False) with one RMSNorm each, vocab padded up to pad_vocab_size_multiple (16), tied
+    embeddings (default True). Only Mamba-2 layers without attention (attn_layer_idx empty) and
+    d_intermediate 0 are read."""
+    D, L = c.pos("d_model"), c.pos("n_layer")
+    mult = c.int("pad_vocab_size_multiple", 16) or 1
+    V = int(math.ceil(c.pos("vocab_size") / mult) * mult)
+    ssm = dict(c.get("ssm_cfg", {}) or {})
+    if ssm.get("layer", "Mamba1") != "Mamba2":
+        raise RooflineError(f"{c.name}: mamba_ssm config with layer {ssm.get('layer', 'Mamba1')!r}; only Mamba2 is supported",
+                            field="model")
+    if c.get("attn_layer_idx") or c.get("d_intermediate", 0):
+        raise RooflineError(f"{c.name}: mamba_ssm hybrids (attn_layer_idx, d_intermediate) are not supported", field="model")
+    c.get("attn_cfg"), c.get("rms_norm"), c.get("fused_add_norm"), c.get("residual_in_fp32")
+    known = {"layer", "d_state", "headdim", "ngroups", "expand", "d_conv", "conv_bias", "bias"}
+    inner = int(ssm.get("expand", 2)) * D
+    hd = int(ssm.get("headdim", 64))
+    mixer = Mamba2(inner, int(ssm.get("d_state", 128)), int(ssm.get("ngroups", 1)), inner // hd, int(ssm.get("d_conv", 4)),
+                   bool(ssm.get("conv_bias", True)), bool(ssm.get("bias", False)))
+    notes = [f"ssm_cfg key {k!r} not understood: ignored" for k in sorted(set(ssm) - known)]
+    return _assemble(c, [Layer(mixer, None)] * L, D, V, bool(c.get("tie_embeddings", True)), notes=notes)
+
+
+@loader("jamba")
+def _jamba(c: _Keys) -> Model:
+    """JambaConfig: attention on layers i % attn_layer_period == attn_layer_offset (8, 4), Mamba
+    (v1) elsewhere (mamba_d_state 16, mamba_d_conv 4, mamba_expand 2, mamba_dt_rank "auto" =
+    ceil(D / 16), mamba_conv_bias True, mamba_proj_bias False, dt/B/C RMSNorms); MoE on layers
+    i % expert_layer_period == expert_layer_offset (2, 1) with num_experts (16) of
+    intermediate_size, top num_experts_per_tok (2); dense MLPs elsewhere; 2 RMSNorms per layer;
+    attention without biases or rotary positions; vocab_size 65536 and tie True in the class."""
+    D, L, H, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("num_attention_heads"), c.int("vocab_size", 65536)
+    kv, d = _gqa(c, D, H)
+    c.get("sliding_window")  # JambaAttention has none; null in published configs
+    ap, ao = c.int("attn_layer_period", 8), c.int("attn_layer_offset", 4)
+    ep, eo = c.int("expert_layer_period", 2), c.int("expert_layer_offset", 1)
+    F = c.pos("intermediate_size")
+    E, k = c.int("num_experts", 16), c.int("num_experts_per_tok", 2)
+    rank = c.get("mamba_dt_rank", "auto")
+    rank = math.ceil(D / 16) if rank == "auto" else int(rank)
+    mamba = Mamba(c.int("mamba_expand", 2) * D, c.int("mamba_d_state", 16), rank, c.int("mamba_d_conv", 4),
+                  bool(c.get("mamba_conv_bias", True)), bool(c.get("mamba_proj_bias", False)), inner_norms=True)
+    attn = Attention(H, kv, d)
+    layers = [Layer(attn if i % ap == ao else mamba, MoE(E, k, F) if (E > 1 and i % ep == eo) else MLP(F))
+              for i in range(L)]
+    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", True))
+
+
+@loader("nemotron_h")
+def _nemotron_h(c: _Keys) -> Model:
+    """NemotronHConfig: hybrid_override_pattern, one character a layer: M a Mamba-2 mixer
+    (mamba_num_heads x mamba_head_dim inner, ssm_state_size, n_groups, conv_kernel, use_conv_bias,
+    mamba_proj_bias), * attention (num_attention_heads, num_key_value_heads, head_dim, attention_bias),
+    - a plain MLP (intermediate_size, relu2, mlp_bias); each layer one RMSNorm; a final norm_f. tie False."""
+    D, V = c.pos("hidden_size"), c.pos("vocab_size")
+    pattern = str(c.need("hybrid_override_pattern"))
+    L = c.int("num_hidden_layers", len(pattern))
+    if len(pattern) != L:
+        raise RooflineError(f"{c.name}: hybrid_override_pattern has {len(pattern)} layers, num_hidden_layers {L}", field="model")
+    bad = sorted(set(pattern) - set("M*-"))
+    if bad:
+        raise RooflineError(f"{c.name}: hybrid_override_pattern layer codes {bad} not supported (known: M mamba2, "
+                            "* attention, - MLP)", field="model")
+    H = c.pos("num_attention_heads")
+    kv = c.int("num_key_value_heads", H)
+    d = c.int("head_dim", 0) or c.int("attention_head_dim", D // H)
+    bias = bool(c.get("attention_bias", False))
+    heads, hd = c.pos("mamba_num_heads"), c.pos("mamba_head_dim")
+    mamba = Mamba2(heads * hd, c.pos("ssm_state_size"), c.int("n_groups", 8), heads, c.int("conv_kernel", 4),
+                   bool(c.get("use_conv_bias", True)), bool(c.get("mamba_proj_bias", c.get("use_bias", False))))
+    c.get("expand"), c.get("mamba_hidden_act"), c.get("use_bias"), c.get("mlp_hidden_act")
+    mlp = MLP(c.pos("intermediate_size"), gated=False, bias=bool(c.get("mlp_bias", False)), activation="relu2")
+    kinds = {"M": Layer(mamba, None), "*": Layer(Attention(H, kv, d, qkv_bias=bias, out_bias=bias), None), "-": Layer(None, mlp)}
+    return _assemble(c, [kinds[ch] for ch in pattern], D, V, c.flag("tie_word_embeddings", False))
