@@ -475,3 +475,18 @@ def test_gpus_per_node_past_the_scale_up_domain_is_refused_by_name(capsys):
     assert StepCost("llama3-70b", "gb200", tensor_parallel=16, gpus_per_node=72).link == "nvlink"
     assert StepCost("llama3-70b", "h100-sxm", tensor_parallel=16).link == "infiniband"  # default 8 per node
     assert StepCost("llama3-70b", "h100-sxm", tensor_parallel=8, gpus_per_node=16).link == "nvlink"
+
+
+def test_the_busiest_expert_parallel_gpu_reads_whole_experts():
+    """Mixtral 8x7B over 4 GPUs, 2 experts each: one token picks 2 of the 8, so the step touches
+    T = 8 (1 - (1 - 2/8)^1) = 2 experts and the busiest GPU holds at least ceil(2 / 4) = 1 of them,
+    a whole expert's gate+up weights (2 x 4,096 x 14,336 elements), not the mean half of one.
+    At 64 tokens T = 8 (1 - 0.75^64) ~ 8: each GPU's 2 experts, the cap."""
+    from roofline.transformer import get_model
+
+    ep = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True)
+    kind = get_model("mixtral-8x7b").kinds[0]
+    one = ep._token_kernels(kind, 1.0)["expert gate+up proj"]
+    assert float(one.weight_elems) == pytest.approx(1 * 2 * 4096 * 14336)
+    many = ep._token_kernels(kind, 64.0)["expert gate+up proj"]
+    assert float(many.weight_elems) == pytest.approx(2 * 2 * 4096 * 14336, rel=1e-6)

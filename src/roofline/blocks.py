@@ -100,12 +100,13 @@ def _mlp_ops(o: _Ops, mlp: MLP, M, D, prefix="", part="mlp") -> list[Kernel]:
             o.mm(f"{prefix}down proj", M, D, F, part)]
 
 
-def _moe_ops(o: _Ops, moe: MoE, M, D) -> list[Kernel]:
+def _moe_ops(o: _Ops, moe: MoE, M, D, touched=None) -> list[Kernel]:
     """Router (M, E); routed experts on M k token-expert rows, reading the weights of the experts
-    the M tokens are expected to touch (expected_experts_touched); a shared expert on all M rows."""
+    the M tokens are expected to touch (expected_experts_touched, unless ``touched`` is given); a
+    shared expert on all M rows."""
     w = o.w
     k, E, F = moe.top_k, moe.n_experts, moe.d_ff
-    touched = expected_experts_touched(E, k, M)
+    touched = expected_experts_touched(E, k, M) if touched is None else touched
     rows = M * k
     up = 2 if moe.gated else 1
     ops = [o.mm("router", M, E, D, "router")]

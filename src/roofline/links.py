@@ -121,6 +121,8 @@ def latency_note(link: str) -> str:
     """What the latency of ``link`` is and where it comes from, or that it is not modelled."""
     got = _table()[0].get(link)
     if got is None:
-        return f"collectives over {link}: no measured latency in data/links.toml, costed by bandwidth alone"
+        return (f"collectives over {link}: no measured latency in data/links.toml, costed by bandwidth alone: a small "
+                "all-reduce then costs next to nothing (one over NVLink costs 3-6 us), so at small batch these "
+                "collectives are optimistic against a link with a measured figure")
     value, source, note = got
     return f"collectives over {link}: {value / US:g} us latency each ({note}; {_table()[1][source].split(',')[0]})"

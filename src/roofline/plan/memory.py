@@ -237,8 +237,10 @@ def _fit_advice(cfg, m, capacity, weights, batch, context, precision, tensor_par
     head = ""
     if weights > capacity:
         stored = f"weights as stored ({precision.stored.label()})" if precision.stored is not None else f"{precision.weights} weights"
-        head = (f"{cfg.name}'s {stored} alone are {format_si(weights, 'B')}, more than "
-                f"{format_si(capacity, 'B')}. ")
+        shown, room = format_si(weights, 'B'), format_si(capacity, 'B')
+        if shown == room:  # 141.1 GB of weights on a 141 GB card both print "141 GB"
+            shown, room = f"{weights / 1e9:,.2f} GB", f"{capacity / 1e9:,.2f} GB"
+        head = f"{cfg.name}'s {stored} alone are {shown}, more than {room}. "
     def need(t, weights_dtype):
         p = precision if weights_dtype is None else dataclasses.replace(precision, weights=weights_dtype, stored=None)
         return inference_weight_bytes(cfg, p, t) + batch * float(kv_bytes_per_sequence(cfg, context, p, t))

@@ -118,7 +118,7 @@ class Precision:
         if self.stored is not None:
             return (f"weights as stored ({self.stored.label()}), activations {self.activations}, KV {self.kv_cache}; "
                     "quantised weights are dequantised into the matmuls")
-        kept = f"LM head, router, embedding and norms {KEPT_DTYPE}" if self.kept("lm_head") else ""
+        kept = f"LM head, embeddings, norms and any MoE router {KEPT_DTYPE}" if self.kept("lm_head") else ""
         if self.weights == self.activations == self.kv_cache:
             return self.weights + (f" ({kept})" if kept else "")
         text = f"weights {self.weights}, activations {self.activations}, KV {self.kv_cache}"

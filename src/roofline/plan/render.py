@@ -8,6 +8,7 @@ from __future__ import annotations
 from roofline.plan.decode import SEARCH_MAX_BATCH
 from roofline.tables import grid
 from roofline.units import DTYPE_BYTES, GIGA, MS, TERA, format_cell, format_si, indefinite_article
+from roofline.plan.precision import KEPT_DTYPE
 
 
 def note_line(n: str) -> str:
@@ -263,7 +264,9 @@ def memory_table(plan) -> str:
                 formats.setdefault(p["format"], []).append(p["part"].replace("_", " "))
             rest = weights.rsplit("the rest ", 1)[-1]
             weights = "as stored (" + "; ".join(f"{', '.join(v)} {k}" for k, v in formats.items()) + f"; the rest {rest})"
-        what = (f"batch {given.get('batch', 0):,} x context {given.get('context', 0):,}, weights {weights}, "
+        kept = (f" (LM head, embeddings, norms and any MoE router {KEPT_DTYPE})"
+                if not prec.get("weights_stored") and DTYPE_BYTES.get(str(weights), 2.0) < DTYPE_BYTES[KEPT_DTYPE] else "")
+        what = (f"batch {given.get('batch', 0):,} x context {given.get('context', 0):,}, weights {weights}{kept}, "
                 f"KV cache {prec.get('kv_cache')}")
         tp = given.get("tensor_parallel", 1)
         what += f", tensor parallel {tp}" if tp > 1 else ""

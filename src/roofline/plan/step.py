@@ -254,10 +254,18 @@ class StepCost:
         from roofline.units import dtype_bytes
 
         # the routed experts only (the shared expert and the router are dense ops above): E / g experts, k / g of each token
-        moe = types.SimpleNamespace(n_experts=kind.mlp.n_experts / g, top_k=kind.mlp.top_k / g, d_ff=kind.mlp.d_ff,
+        E, top = kind.mlp.n_experts, kind.mlp.top_k
+        moe = types.SimpleNamespace(n_experts=E / g, top_k=top / g, d_ff=kind.mlp.d_ff,
                                     gated=kind.mlp.gated, activation=kind.mlp.activation, shared_d_ff=0)
+        # the busiest GPU holds at least ceil(T / g) of the T experts the step touches (pigeonhole),
+        # more than the mean T / g when few are touched: one token's 2 of 8 experts over 4 GPUs put a
+        # whole expert on one GPU, not half an expert on each
+        from roofline.blocks import expected_experts_touched
+
+        whole = expected_experts_touched(E, top, M)
+        busiest = np.minimum(E / g, np.maximum(expected_experts_touched(E / g, top / g, M), np.ceil(whole / g - 1e-9)))
         wa = self.precision.activations
-        for k in _moe_ops(_Ops(dtype_bytes(wa), dtype_name(wa)), moe, M, self.sharded.d_model)[1:]:
+        for k in _moe_ops(_Ops(dtype_bytes(wa), dtype_name(wa)), moe, M, self.sharded.d_model, touched=busiest)[1:]:
             dense[k.name] = _requantised(k, self.precision)[0]
         return dense
 
@@ -541,10 +549,12 @@ class StepCost:
         cm = self.cost_model
         layout = (f"expert-parallel {self.tensor_parallel} with data-parallel attention" if self.expert_parallel
                   else f"tensor-parallel {self.tensor_parallel}")
+        if self.link:
+            layout += f" over {self.link}"
         if self.pipeline_stages > 1:
-            layout += f" x {self.pipeline_stages} pipeline stages over {self.pp_link}"
-        return (f"{self.model.name} on {self.machine.name}, {self.precision.label()}, {layout}"
-                f"{f' over {self.link}' if self.link else ''}; {cm.describe()}")
+            layout += f" x {self.pipeline_stages} pipeline stages" + (f" (sends over {self.pp_link})"
+                                                                        if self.pp_link and self.pp_link != self.link else "")
+        return f"{self.model.name} on {self.machine.name}, {self.precision.label()}, {layout}; {cm.describe()}"
 
     def weight_bytes_per_gpu(self) -> float:
         """Weights one GPU holds: its tensor-parallel slice, or with expert parallelism the whole
@@ -572,7 +582,8 @@ class StepCost:
             out += (f"expert parallelism over {self.tensor_parallel} GPUs: each runs attention and the dense ops for 1/"
                     f"{self.tensor_parallel} of the sequences with whole weights and holds 1/{self.tensor_parallel} of "
                     "the experts; two all-to-alls per MoE layer; a step runs at its busiest GPU's pace (its ceil(n/g) "
-                    "decodes, the largest prompt chunk); routing assumed balanced",)
+                    "decodes, the largest prompt chunk, at least ceil(T/g) of the T experts the step touches); routing "
+                    "otherwise assumed balanced",)
         return out + ((self.note_model,) if self.note_model else ())
 
 

@@ -308,8 +308,8 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
              "scheduler: decodes first, then prompt chunks within max_tokens (vLLM V1 with chunked prefill); "
              "preemption recomputes the newest sequence; cache in blocks of "
              f"{engine.block_size} tokens" + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""),
-             "one replica; a decode-only step replays a CUDA graph (one launch)" if step.cost_model.cuda_graph
-             else "one replica; every op of a step pays a launch (no CUDA graph)")
+             "each replica simulated alone; a decode-only step replays a CUDA graph (one launch)"
+             if step.cost_model.cuda_graph else "each replica simulated alone; every op of a step pays a launch (no CUDA graph)")
     past = step.model.context_note(inp + out)
     if past:
         notes = (past,) + notes
