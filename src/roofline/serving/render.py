@@ -88,8 +88,9 @@ def serving_sweep_table(sw) -> str:
                     "what a request alone takes is not met at any load or replica count")
         elif sw.over == "rate":
             r = sw.results[sw.values.index(best)]
-            out += (f"\n\nhighest rate meeting {targets}: {best:,.3g} requests/s ({r.output_tokens_per_s / r.gpus:,.0f} output "
-                    f"tokens/s per GPU)")
+            out += (f"\n\nhighest rate meeting {targets}: {best:,.3g} requests/s offered (the run served "
+                    f"{r.requests_per_s:,.3g} requests/s and {r.output_tokens_per_s / r.gpus:,.0f} output tokens/s per GPU "
+                    "from first arrival to last completion, the drain included: the cost is at that rate)")
             cost = r.cost_per_million_output_tokens
             if cost is not None:
                 out += f"; ${cost:,.3f} per million output tokens"
