@@ -297,9 +297,10 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     tpot = np.where(out > 1, (finish_t - first_t) / np.maximum(out - 1, 1), np.nan)
     dts, nds = np.concatenate(step_dt), np.concatenate(step_nd).astype(float)
     busy = float(dts.sum())
-    pooled = step._dp * step.pipeline_stages
-    notes = (f"KV cache {cap / GIGA:,.1f} GB {'for the replica' if pooled > 1 else 'per GPU'}"
-             + (f" ({pooled} GPUs' share)" if pooled > 1 else "")
+    per_gpu = parts["kv_cache_bytes"] / step._dp  # what each GPU keeps for its cache
+    gpus = step.tensor_parallel * step.pipeline_stages  # the replica's GPUs
+    notes = (f"KV cache {per_gpu / GIGA:,.1f} GB per GPU"
+             + (f" ({gpus} GPUs in the replica: {per_gpu * gpus / GIGA:,.1f} GB)" if gpus > 1 else "")
              + f": {engine.memory_fraction:g} of {step.machine.memory_bytes / GIGA:,.0f} GB less "
              f"weights {parts['weights_bytes'] / GIGA:,.1f} GB"
              + (f", the draft's {parts['draft_weights_bytes'] / GIGA:,.1f} GB" if "draft_weights_bytes" in parts else "")
