@@ -156,10 +156,10 @@ class CostModel:
         """(compute_s, memory_s, time_s) of one run of ``kernel`` with ``launch_s`` of launch: the
         interface every cost model implements (calibrated.CalibratedModel too), which the planner's
         sums call per op."""
-        return op_times(kernel.flops, kernel.bytes, machine.peak(kernel.dtype), bytes_per_s(kernel, machine),
-                        self.compute_efficiency, self.memory_efficiency, launch_s, self.overlap,
-                        link_latency_s(kernel, bytes_per_s(kernel, machine), self.memory_efficiency,
-                                       self.launch_overhead_s))
+        bw = bytes_per_s(kernel, machine)
+        return op_times(kernel.flops, kernel.bytes, machine.peak(kernel.dtype), bw, self.compute_efficiency,
+                        self.memory_efficiency, launch_s, self.overlap,
+                        link_latency_s(kernel, bw, self.memory_efficiency, self.launch_overhead_s))
 
     def describe(self) -> str:
         """One line for a table header."""
@@ -168,16 +168,17 @@ class CostModel:
         return f"e_c {self.compute_efficiency:.2f}, e_m {self.memory_efficiency:.2f}, {launch}, overlap {self.overlap:g}"
 
     def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None) -> "OpPrediction":
+        bw = bytes_per_s(kernel, machine)
         compute_s, memory_s, time_s = op_times(
             kernel.flops,
             kernel.bytes,
             machine.peak(kernel.dtype),
-            bytes_per_s(kernel, machine),
+            bw,
             self.compute_efficiency,
             self.memory_efficiency,
             self.launch_overhead_s if launch_s is None else launch_s,
             self.overlap,
-            link_latency_s(kernel, bytes_per_s(kernel, machine), self.memory_efficiency, self.launch_overhead_s),
+            link_latency_s(kernel, bw, self.memory_efficiency, self.launch_overhead_s),
         )
         launch = self.launch_overhead_s if launch_s is None else launch_s
         return OpPrediction(

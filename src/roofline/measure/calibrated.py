@@ -303,7 +303,7 @@ class CalibratedModel:
             return launch_s
         return self.floor_band(kernel)[0]
 
-    def floor_band(self, kernel: Kernel, cold: bool = False) -> tuple[float, float, float]:
+    def floor_band(self, kernel: Kernel, cold: bool = False) -> tuple[float, float, float] | None:
         """(floor, low, high) of the op's fixed cost per call: the tiny probe of the same aten op
         (low = high = it), else the median of its class's tiny probes with their range (one eager
         call of a class costs from ~1 us for an add to ~10 us for a GELU on this kind of CPU),
