@@ -502,3 +502,14 @@ def test_a_bare_config_json_is_named_after_its_folder(tmp_path, capsys):
     (tmp_path / "Tiny-Llama" / "config.json").write_text(json.dumps(cfg))
     code, out, _ = run(capsys, "models", str(tmp_path / "Tiny-Llama" / "config.json"))
     assert code == 0 and out.startswith("Tiny-Llama (llama): ")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (("serving", "--slo-ttft", "-5ms", "--slo-tpot", "30ms"), "--slo-ttft: must be greater than 0, got -0.005"),
+    (("layer", "--launch-overhead", "-1us"), "--launch-overhead: must be at least 0, got -1e-06"),
+])
+def test_a_negative_value_with_a_unit_is_a_value_named_by_its_range_check(capsys, argv, needle):
+    """argparse takes "-5ms" for a flag ("expected one argument"); the parser reads it as the value
+    it is, so the range check names it."""
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and needle in err and "expected one argument" not in err

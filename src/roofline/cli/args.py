@@ -39,14 +39,14 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors, and negative numbers in any notation (-1e3, -5.0e-3, -3us is
-    still a flag value) read as values rather than flags, so their range check can name them;
+    """argparse with one-line errors, and negative numbers in any notation (-1e3, -5.0e-3, and with
+    a unit, -5ms, -1us) read as values rather than flags, so their range check can name them;
     --help lists each option's default (DefaultsHelpFormatter)."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
-        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[a-zA-Z\u00b5/]*$")
 
     def error(self, message):  # one line, exit 2, no usage dump
         raise RooflineError(message)
