@@ -659,3 +659,16 @@ nvlink = { value = 400e9, source = "X" }
 [machines.mesh.peer_links]
 PEER = { value = 100e9, source = "X" }
 """
+
+
+def test_fit_advice_says_when_the_fit_is_past_an_engines_memory_budget():
+    """Llama 3 70B with fp8 weights on one 80 GB H100 (the batch-1, 8,192-token default): its weights
+    and cache need 75.3 GB, which fits the card but is 94% of it, past the 0.9 vLLM's
+    gpu_memory_utilization lets an engine use; the advice says so. serving's Engine takes that 0.9."""
+    from roofline.plan.memory import ENGINE_MEMORY_FRACTION, inference_memory
+    from roofline.serving import Engine
+
+    assert ENGINE_MEMORY_FRACTION == 0.9 == Engine().memory_fraction
+    advice = inference_memory("llama3-70b", "h100-sxm", batch=1, context=8192).advice
+    assert "or on 1 with fp8 weights (75.3 GB: 94% of the memory, past the 0.9" in advice
+    assert "past the" not in inference_memory("llama3-70b", "h200", batch=1, context=8192).advice  # 141 GB: room to spare

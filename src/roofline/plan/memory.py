@@ -22,6 +22,9 @@ from roofline.transformer import cache_bytes_per_sequence, count_params, get_mod
 from roofline.units import DTYPE_BYTES
 
 
+ENGINE_MEMORY_FRACTION = 0.9  # vLLM's default gpu_memory_utilization: what an engine lets itself use
+
+
 def inference_weight_bytes(model, precision: Precision | None = None, tensor_parallel: int = 1) -> float:
     """Weights one GPU holds: every parameter (all experts) of its tensor-parallel slice, each part
     at its width (Precision.weight_width: the precision's weight width, the stored width of weights
@@ -256,5 +259,8 @@ def _fit_advice(cfg, m, capacity, weights, batch, context, precision, tensor_par
             break
     for q in ("fp8", "int4"):
         if DTYPE_BYTES[q] < DTYPE_BYTES[precision.weights] and precision.stored is None and need(tensor_parallel, q) <= capacity:
-            return advice.rstrip(".") + f", or on {tensor_parallel} with {q} weights ({format_si(need(tensor_parallel, q), 'B')})."
+            n = need(tensor_parallel, q)
+            tight = (f": {n / capacity:.0%} of the memory, past the {ENGINE_MEMORY_FRACTION:g} of it an engine such as "
+                     "vLLM uses by default" if n > ENGINE_MEMORY_FRACTION * capacity else "")
+            return advice.rstrip(".") + f", or on {tensor_parallel} with {q} weights ({format_si(n, 'B')}{tight})."
     return advice.rstrip(".") + "."

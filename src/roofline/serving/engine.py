@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roofline.errors import RooflineError, check_fraction, check_number
+from roofline.plan.memory import ENGINE_MEMORY_FRACTION
 
 
 @dataclass(frozen=True)
@@ -17,7 +18,7 @@ class Engine:
     max_seqs: int = 256
     max_tokens: int = 8192
     block_size: int = 16
-    memory_fraction: float = 0.9
+    memory_fraction: float = ENGINE_MEMORY_FRACTION  # vLLM's gpu_memory_utilization default, 0.9
     prefix_hit: float = 0.0
     spec_tokens: int = 0  # speculative decoding: draft tokens proposed per sequence and step (0: none)
     acceptance: float = 0.0  # the chance each draft token is accepted (independent positions)
