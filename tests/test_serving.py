@@ -490,3 +490,11 @@ def test_the_busiest_expert_parallel_gpu_reads_whole_experts():
     assert float(one.weight_elems) == pytest.approx(1 * 2 * 4096 * 14336)
     many = ep._token_kernels(kind, 64.0)["expert gate+up proj"]
     assert float(many.weight_elems) == pytest.approx(2 * 2 * 4096 * 14336, rel=1e-6)
+
+
+def test_a_sweep_runs_each_concurrency_once_in_increasing_order():
+    from roofline.serving import sweep_concurrency
+
+    step = StepCost("llama3-8b", "h100-sxm")
+    sw = sweep_concurrency(step, [4, 1, 1], 128, 16, requests=8)
+    assert sw.values == (1, 4) and len(sw.results) == 2

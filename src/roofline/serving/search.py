@@ -110,9 +110,10 @@ def _slo(ttft_s, tpot_s, percentile) -> dict | None:
 def sweep_concurrency(step: StepCost, concurrencies, input_tokens, output_tokens, engine: Engine = Engine(),
                       requests: int | None = None, seed: int = 0, price_per_gpu_hour: float | None = None,
                       ttft_s=None, tpot_s=None, percentile=90.0, draft: StepCost | None = None) -> ServingSweep:
-    """Closed-loop runs at each concurrency, ``requests`` each (default: 8 per user, 200 to 20,000)."""
+    """Closed-loop runs at each concurrency, ``requests`` each (default: 8 per user, 200 to 20,000);
+    the concurrencies in increasing order, each once (a curve is read left to right)."""
     slo = _slo(ttft_s, tpot_s, percentile)
-    values = tuple(int(check_number("concurrency", c, maximum=1 << 24, integer=True)) for c in concurrencies)
+    values = tuple(sorted({int(check_number("concurrency", c, maximum=1 << 24, integer=True)) for c in concurrencies}))
     results = tuple(simulate(step, closed_requests(c, requests or min(max(200, 8 * c), 20_000), input_tokens, output_tokens, seed),
                              engine, price_per_gpu_hour, draft=draft) for c in values)
     if slo:
