@@ -365,3 +365,14 @@ def test_a_sentence_names_a_product_with_the_and_a_users_name_as_is():
     assert the_name("My accelerator") == "My accelerator"  # docs/machines.md's own machine file
     assert the_name("Acme Turbo") == "Acme Turbo" and the_name("Acme Turbo", vendor="Acme") == "the Acme Turbo"
     assert all(m.the_name == f"the {m.name}" for m in list_machines())  # every preset is a product
+
+
+def test_peer_links_must_name_one_of_the_machines_links():
+    """A point-to-point mesh lists its one link to a peer; a group of g GPUs gets g - 1 of them (at
+    most the link's figure): 3 GPUs 2 x 100 GB/s, 8 GPUs the link's 400 GB/s."""
+    links = "\n[machines.toy.links]\nnvlink = { value = 400e9, source = \"DS\" }\n"
+    peer = "\n[machines.toy.peer_links]\n{} = {{ value = 100e9, source = \"DS\" }}\n"
+    with pytest.raises(RooflineError, match="peer_links: nvswitch is not one of its links"):
+        parse_machine_file(_GOOD + links + peer.format("nvswitch"), "toy.toml")
+    m = parse_machine_file(_GOOD + links + peer.format("nvlink"), "toy.toml")["toy"]
+    assert m.group_link("nvlink", 3) == pytest.approx(2 * 100e9) and m.group_link("nvlink", 8) == 400e9

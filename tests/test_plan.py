@@ -629,37 +629,6 @@ def test_a_point_to_point_mesh_gives_a_group_of_g_gpus_g_minus_1_peer_links():
     assert H100_SXM.group_link("pcie", 2) == H100_SXM.link("pcie")
 
 
-def test_peer_links_must_name_one_of_the_machines_links(tmp_path):
-    from roofline.machines import load_machine_file
-
-    text = MESH_TOML.replace("PEER", "nvswitch")
-    path = tmp_path / "m.toml"
-    path.write_text(text)
-    with pytest.raises(RooflineError, match="peer_links: nvswitch is not one of its links"):
-        load_machine_file(path)
-    path.write_text(MESH_TOML.replace("PEER", "nvlink"))
-    m = load_machine_file(path)["mesh"]
-    assert m.group_link("nvlink", 3) == pytest.approx(2 * 100e9) and m.group_link("nvlink", 8) == 400e9
-
-
-MESH_TOML = """
-[sources]
-X = "a test"
-
-[machines.mesh]
-name = "Mesh"
-memory_bytes_per_s = { value = 1e12, source = "X" }
-
-[machines.mesh.peak_flops_per_s]
-bf16 = { value = 1e15, source = "X" }
-
-[machines.mesh.links]
-nvlink = { value = 400e9, source = "X" }
-
-[machines.mesh.peer_links]
-PEER = { value = 100e9, source = "X" }
-"""
-
 
 def test_fit_advice_says_when_the_fit_is_past_an_engines_memory_budget():
     """Llama 3 70B with fp8 weights on one 80 GB H100 (the batch-1, 8,192-token default): its weights
