@@ -9,7 +9,7 @@ Figures are printed and written, never asserted: timings belong here, not in the
     python benchmarks/accuracy.py                                  # CPU, fp32, 1 thread, ~2-3 minutes
     python benchmarks/accuracy.py --device cuda --dtype bf16 --out $OUT/accuracy-h200.md
 
-Targets (issue 5): calibrated per block within 10% of measured on a CPU (5% on a GPU); per-op
+Targets (docs/accuracy.md): calibrated per block within 10% of measured on a CPU (5% on a GPU); per-op
 median absolute error 20% on a CPU (10% on a GPU).
 """
 

@@ -1,4 +1,4 @@
-"""Accuracy on models the calibration never saw (issue 12): calibrate, then run three held-out
+"""Accuracy on models the calibration never saw: calibrate, then run three held-out
 models (a GPT-2-like, a Llama-like with grouped-query attention and RoPE, a Mixtral-like mixture
 of experts; none is the scaled Llama 3 8B block the calibration probes) in prefill and decode
 against a KV cache at batch 1 and 4, measure them with torch.profiler and the wall clock as a user
@@ -10,7 +10,7 @@ to a Markdown report, never asserted.
     python benchmarks/accuracy_models.py                       # CPU, fp32, 1 thread, ~2 minutes
     python benchmarks/accuracy_models.py --threads 0 --out docs/accuracy-models-2threads.md  # torch's default
 
-Targets (issue 12, this 2-core CPU, one thread): whole forward within 10% in prefill and 15% in
+Targets (docs/accuracy.md; this 2-core CPU, one thread): whole forward within 10% in prefill and 15% in
 decode; per-class median error within 20% for matmul, attention, norm and elementwise; calibrated
 better than seed on every class; measured time inside the interval for >= 80% of ops.
 """
@@ -377,7 +377,7 @@ def write_report(args, rows, scored, threads, machine, cal):
     decode = [abs(err(r["calibrated"], r["wall"])) for r in rows if r["phase"] == "decode"]
     med = {cls: median_abs([err(s.calibrated_s, s.measured_s) for s in ss]) for cls, ss in by_class.items()}
     seed_med = {cls: median_abs([err(s.seed_s, s.measured_s) for s in ss]) for cls, ss in by_class.items()}
-    lines += [f"## Against the targets (issue 12 sets them for one thread; this run: {threads})", "",
+    lines += [f"## Against the targets (set for one thread; this run: {threads})", "",
               f"- whole forward within 10% in prefill: {sum(e <= 0.10 for e in prefill)} of {len(prefill)} runs "
               f"(worst {max(prefill):.0%}); within 15% in decode: {sum(e <= 0.15 for e in decode)} of {len(decode)} "
               f"(worst {max(decode):.0%})",

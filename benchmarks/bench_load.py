@@ -1,4 +1,4 @@
-"""Load on the workshop server (issue 11's targets, on the 2-core machine): for each endpoint,
+"""Load on the workshop server (on the 2-core machine): for each endpoint,
 200 requests sent at once to a real `roofline serve` in a subprocess; every one must be answered
 with a 200 or a deliberate 503 carrying Retry-After (nothing else), p95 of the answered under 2 s,
 the server's RSS under 300 MB throughout, and a light /api/layer request sent in the middle of the

@@ -1,4 +1,4 @@
-"""Serving simulation speed (issue 13): 10,000 requests through the simulated engine, and a
+"""Serving simulation speed: 10,000 requests through the simulated engine, and a
 24-point concurrency sweep, on one core. Targets: 10,000 requests well under a second; the sweep
 in about a second. Prints the best of N runs per case and the simulated steps per second.
 

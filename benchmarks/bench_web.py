@@ -1,4 +1,4 @@
-"""Latency of the web workshop (issue 3's target: p95 under 100 ms on the 2-core machine).
+"""Latency of the web workshop (the target: p95 under 100 ms on the 2-core machine).
 
 1. API: GET /api/layer against a real uvicorn server on 127.0.0.1 (one keep-alive client, a
    bounded number of requests sweeping tokens, machines and attention), p50/p95 in ms.

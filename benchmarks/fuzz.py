@@ -1,4 +1,4 @@
-"""The full adversarial run of issue 11: >= 10,000 fuzzed command lines (every command, every flag,
+"""The full adversarial run: >= 10,000 fuzzed command lines (every command, every flag,
 hostile values and files; tests/fuzz_harness.py) and >= 10,000 API requests (schemathesis from the
 server's own OpenAPI schema, all checks on, plus hostile query values on every endpoint), in-process.
 Prints the counts: cases run, contract broken (tracebacks, exit codes other than 0/2, warnings,

@@ -1,4 +1,4 @@
-"""Predicted against published serving benchmarks (issue 13): every row of
+"""Predicted against published serving benchmarks: every row of
 data/serving_benchmarks.toml simulated with ONE set of settings (below), the ratio predicted /
 published per row, summarised by source, model and metric, written to docs/serving-validation.md.
 No per-case tuning: the settings are the same for every row.

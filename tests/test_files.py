@@ -76,3 +76,13 @@ def test_plot_writes_through_a_symlink_and_prints_the_path_given(tmp_path, capsy
     assert link.is_symlink() and real.read_text().lstrip().startswith("<?xml")
     assert stat.S_IMODE(real.stat().st_mode) == 0o640
     assert f"wrote {link}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["check", "--machine", ""], ["check", "--machine", " "], ["decode", "--model", ""],
+                                  ["check", "--machine", "\x00"], ["decode", "--model", "x\x00.json"]])
+def test_an_empty_path_is_named_as_given_not_read_as_the_working_directory(argv, capsys):
+    # pathlib reads "" as ".", the folder the command runs in, and os.stat raises ValueError on a NUL:
+    # the error must be one line naming what was typed
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("roofline: error:") and "'.'" not in err and repr(argv[-1]) in err

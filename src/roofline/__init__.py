@@ -3,12 +3,13 @@
 Core API (all quantities in SI base units: FLOPs, bytes, seconds, FLOP/s, bytes/s):
 
     Machine, get_machine, list_machines          machines.py
-    Kernel and its constructors                  kernels.py
+    Kernel and its constructors                  kernels.py (attention's pair counts: attention_pairs.py)
     time_lower_bound, CostModel, predict         cost.py
-    Model, Layer and the layer kinds             architecture.py
+    Model, Layer and the layer kinds             architecture.py (the kinds: mixers.py)
     from_hf_config (one loader per model_type)   hf_configs/ (a package: keys, quant, one module per family)
-    TransformerConfig, count_params, ...         transformer.py
-    block_kernels, layer_reports, Workload       blocks.py
+    get_model, list_models, TransformerConfig    model_sources.py (re-exported by transformer.py)
+    count_params, flops_per_token, ...           transformer.py
+    block_kernels, layer_reports                 blocks.py (Workload: workload.py)
 
 Plots (matplotlib) live in roofline.plots and are imported only when used.
 """

@@ -1,14 +1,15 @@
 """One layer as a list of kernels (the workshop of the 'Predicting a Kernel's Time' plate), for every kind
 of layer.
 
-Workload: T new tokens per sequence, batch B, against S positions (context). Prefill: the T
-tokens are the last T of S (S = T for a prompt with no cache; S > T is a chunked-prefill step
-over a cache of S - T tokens), causal. Decode: one new token per sequence with S tokens cached.
+Workload (workload.py): T new tokens per sequence, batch B, against S positions (context).
+Prefill: the T tokens are the last T of S (S = T for a prompt with no cache; S > T is a
+chunked-prefill step over a cache of S - T tokens), causal. Decode: one new token per sequence
+with S tokens cached.
 
-Attention is "naive" (QK^T, softmax and PV as three kernels with the scores in memory, as seed
-003's workshop has it) or "flash" (one kernel; only Q, K, V and O touch memory). Sliding-window
-and chunked layers attend to at most W (C) keys per query (architecture.attended_pairs) and read
-at most min(S, T + W - 1) keys.
+Attention is "naive" (QK^T, softmax and PV as three kernels with the scores in memory, as the
+workshop has it) or "flash" (one kernel; only Q, K, V and O touch memory). Sliding-window and
+chunked layers attend to at most W (C) keys per query (attention_pairs.attended_pairs) and read at
+most min(S, T + W - 1) keys.
 
 Multi-head latent attention is costed in the form engines run it (vLLM, SGLang, FlashMLA):
 prefill expanded (the latent of all S positions decompressed by kv_b_proj to per-head keys and
@@ -36,18 +37,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.architecture import MLP, Attention, LatentAttention, Layer, Mamba, Mamba2, Model, MoE, attended_pairs
+from roofline.architecture import Layer
+from roofline.attention_pairs import attended_pairs
 from roofline.cost import CostModel, WorkloadPrediction, seed_cost_model
-from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_number, is_count
+from roofline.errors import MAX_COUNT, check_number
 from roofline.kernels import FLOPS_PER_ELEMENT, Kernel, dtype_name, norm_flops_per_element
 from roofline.machines import Machine, get_machine
+from roofline.mixers import MLP, Attention, LatentAttention, Mamba, Mamba2, MoE
+from roofline.model_sources import get_model
 from roofline.tables import Tabular
-from roofline.transformer import get_model
 from roofline.units import dtype_bytes
+from roofline.workload import ATTENTIONS, PHASES, Workload, check_size, checked_workload
 
-PHASES = ("prefill", "decode")
 SOFTMAX = FLOPS_PER_ELEMENT["softmax"]  # per score element, in the attention ops
-ATTENTIONS = ("naive", "flash")
 
 
 def expected_experts_touched(n_experts, experts_per_token, n_tokens):
@@ -261,80 +263,8 @@ def layer_kernels(layer: Layer, d_model: int, decode: bool, T, B, S, attention: 
 
 
 # ---------------------------------------------------------------------------------------------
-# The validated entry point
+# The entry points (the workload validated once, in workload.checked_workload)
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Workload:
-    """What one forward pass computes: ``phase``, ``batch`` B, ``tokens`` T new per sequence (1 in
-    decode), ``context`` S positions attended (prefill: S >= T, default T; decode: S cached).
-    ``Workload.of`` validates and fills the defaults; the CLI and the web build it the same way."""
-
-    phase: str = "prefill"
-    tokens: object = 8192
-    batch: object = 1
-    context: object = 8192
-
-    @classmethod
-    def of(cls, phase: str = "prefill", tokens=None, batch=1, context=None) -> "Workload":
-        if phase == "decode" and (tokens is None or tokens == 1) and is_count(batch, context):
-            return cls(phase, 1, batch, context)  # the hot path: plain whole numbers in range
-        if phase == "prefill" and is_count(batch, tokens) and (context is None or (is_count(context) and context >= tokens)):
-            return cls(phase, tokens, batch, tokens if context is None else context)
-        check_choice("phase", phase, PHASES)
-        check_number("batch", batch, maximum=MAX_COUNT, integer=True)
-        if phase == "prefill":
-            T = 8192 if tokens is None else tokens
-            check_number("tokens", T, maximum=MAX_COUNT, integer=True)
-            S = T if context is None else context
-            check_number("context", S, maximum=MAX_COUNT, integer=True)
-            if np.any(np.asarray(S) < np.asarray(T)):
-                raise RooflineError(f"context {S} is shorter than the {T} prefill tokens: a chunked-prefill step has "
-                                    "context >= tokens (the cache plus the new tokens)", field="context")
-            return cls(phase, T, batch, S)
-        if tokens is not None and context is not None and np.any(np.asarray(tokens) != 1):
-            raise RooflineError(f"decode makes one token per sequence; tokens {tokens} with context {context} is not a "
-                                "decode step (for T new tokens against a cache use --phase prefill --context S)",
-                                field="tokens")
-        S = (4096 if tokens is None else tokens) if context is None else context
-        check_number("context", S, maximum=MAX_COUNT, integer=True)
-        return cls(phase, 1, batch, S)
-
-    @property
-    def decode(self) -> bool:
-        return self.phase == "decode"
-
-
-def _widest(model: Model) -> int:
-    return max([model.d_model] + [max(getattr(k.mlp, "d_ff", 0), getattr(k.mlp, "shared_d_ff", 0)) for k in model.kinds])
-
-
-def check_size(model: Model, w: Workload):
-    """Refuse workloads whose token rows or attention scores are typos, not workloads."""
-    heads = max([getattr(k.mixer, "heads", 0) for k in model.kinds] + [1])
-    if is_count(w.batch, w.tokens, w.context) and w.batch * w.tokens * w.context * heads <= 1e18 \
-            and w.batch * w.tokens * _widest(model) <= MAX_COUNT:
-        return  # plain numbers inside both limits
-    rows = np.asarray(w.batch, dtype=float) * np.asarray(w.tokens, dtype=float)
-    widest = _widest(model)
-    if np.any(rows * widest > MAX_COUNT):
-        raise RooflineError(f"batch x tokens = {np.max(rows):.3g} token rows is too large for a {model.name} layer",
-                            field="batch")
-    if np.any(rows * heads * np.asarray(w.context, dtype=float) > 1e18):
-        raise RooflineError(f"batch x heads x tokens x context = {np.max(rows * heads * np.asarray(w.context, dtype=float)):.3g} "
-                            "attention scores is too large", field="context" if w.decode else "tokens")
-
-
-def checked_workload(model: Model, phase, tokens, batch, context, attention, dtype) -> Workload:
-    """The workload validated once, at the edge (decode's context defaults to ``tokens``)."""
-    check_choice("attention", attention, ATTENTIONS)
-    dtype_bytes(dtype)
-    if phase == "decode" and context is None:
-        tokens, context = None, tokens
-    w = Workload.of(phase, tokens, batch, context)
-    check_size(model, w)
-    return w
 
 
 def block_kernels(cfg, phase: str = "prefill", tokens=None, batch=1, context=None, attention: str = "naive",
@@ -425,3 +355,9 @@ def layer_report(model="llama3-8b", machine="h100-sxm", phase: str = "prefill", 
     if layer is None:
         cfg.only_kind("a one-layer report")
     return layer_reports(cfg, machine, phase, tokens, batch, context, attention, dtype, cost_model, layer)[0]
+
+
+__all__ = [
+    "PHASES", "ATTENTIONS", "Workload", "check_size", "checked_workload",  # re-exported from workload.py
+    "expected_experts_touched", "layer_kernels", "block_kernels", "LayerReport", "layer_reports", "layer_report",
+]

@@ -74,6 +74,23 @@ def is_count(*values) -> bool:
     return True
 
 
+def check_counts(owner: str, **values):
+    """Each value a whole number in 1 .. MAX_COUNT (a layer's or a model's dimensions), named
+    "owner: name" when it is not."""
+    if all(type(v) is int and 0 < v <= MAX_COUNT for v in values.values()):
+        return
+    for name, v in values.items():
+        check_number(f"{owner}: {name}", v, minimum=0, maximum=MAX_COUNT, integer=True)
+
+
+def check_counts_or_zero(owner: str, **values):
+    """As check_counts, with 0 allowed (a dimension that 0 switches off: a window, a rank)."""
+    if all(type(v) is int and 0 <= v <= MAX_COUNT for v in values.values()):
+        return
+    for name, v in values.items():
+        check_number(f"{owner}: {name}", v, minimum=0, strictly=False, maximum=MAX_COUNT, integer=True)
+
+
 def check_fraction(name: str, value):
     """An efficiency or overlap fraction: 0 < value <= 1."""
     return check_number(name, value, minimum=0.0, strictly=True, maximum=1.0)

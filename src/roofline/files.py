@@ -20,6 +20,10 @@ MAX_INPUT_BYTES = 256 * 2**20  # 256 MiB: a profiler trace can be large; a confi
 
 def read_text(path, what: str, field: str, max_bytes: int = MAX_INPUT_BYTES) -> str:
     """The UTF-8 text of ``path`` (a ``what`` file), or a RooflineError naming it."""
+    if not str(path).strip():  # Path("") is ".", the working directory: name what was given instead
+        raise RooflineError(f"{what} {str(path)!r}: an empty path; give a file's name", field=field)
+    if "\x00" in str(path):  # os.stat raises ValueError on it: no file name can hold a NUL
+        raise RooflineError(f"{what} {str(path)!r}: a path cannot contain a NUL character", field=field)
     p = Path(path)
     try:
         info = os.stat(p)  # follows a symlink: what it points at must be a regular file too

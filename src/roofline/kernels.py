@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from roofline.architecture import attended_pairs
+from roofline.attention_pairs import attended_pairs
 from roofline.errors import MAX_COUNT, MAX_BYTES, MAX_FLOPS, RooflineError, check_number, unknown_name
 from roofline.units import DTYPE_BYTES
 
@@ -57,7 +57,7 @@ class Kernel:
     def trusted(cls, name, flops, bytes, category="other", dtype="bf16", link=None, weight_elems=0.0, cache_elems=0.0,
                 part="", shape=()) -> "Kernel":
         """A Kernel without the per-kernel validation, for builders whose sizes were validated once
-        at the edge (blocks.checked_workload): the hot path of a whole-model analysis. Same fields,
+        at the edge (workload.checked_workload): the hot path of a whole-model analysis. Same fields,
         same frozen object."""
         k = object.__new__(cls)
         k.__dict__.update(name=name, flops=flops, bytes=bytes, category=category, dtype=dtype, link=link,
@@ -285,14 +285,19 @@ def embedding_kernel(n_tokens, d, bytes_per_elem=2.0, name=None) -> Kernel:
 # ---------------------------------------------------------------------------------------------
 
 
-def _score_elems(T, S, heads, batch, causal):
-    """Score elements n_s = B H P with P (query, key) pairs per head: T S; causal, the T queries
-    being the last T of S positions, T S - T (T - 1) / 2, and the seed's T S / 2 when S = T
-    (architecture.attended_pairs)."""
+def _attention_sizes(T, d, heads, kv_heads, batch, causal, context, bytes_per_elem):
+    """The checked sizes of an attention kernel: S (``context``, default T), the kv heads, the
+    element width and dtype, and the score elements n_s = B H P with P (query, key) pairs per head:
+    T S; causal, the T queries being the last T of S positions, T S - T (T - 1) / 2, and the seed's
+    T S / 2 when S = T (attention_pairs.attended_pairs)."""
+    S = T if context is None else context
+    _dims(T=T, d=d, batch=batch, context=S)
+    kv = _heads(heads, kv_heads)
+    w, dtype = _elem(bytes_per_elem)
     _causal(causal)
     if causal and np.any(np.asarray(S) < np.asarray(T)):
         raise RooflineError(f"causal attention of {T} queries needs at least as many keys; got context {S}", field="context")
-    return batch * heads * attended_pairs(T, S, causal=bool(causal))
+    return S, kv, w, dtype, batch * heads * attended_pairs(T, S, causal=bool(causal))
 
 
 @register("attention_scores")
@@ -300,11 +305,7 @@ def attention_scores_kernel(T, d, heads=1, kv_heads=None, batch=1, causal=False,
     """Scores Q K^T materialised: n_s = B H T S score elements (S = context, default T; halved
     when causal). flops = 2 n_s d; bytes = w (B H T d + B K S d + n_s): read Q and K, write the
     scores. The 'Predicting a Kernel's Time' plate: QK^T moves w (H T d + K T d + S)."""
-    S = T if context is None else context
-    _dims(T=T, d=d, batch=batch, context=S)
-    kv = _heads(heads, kv_heads)
-    w, dtype = _elem(bytes_per_elem)
-    n_s = _score_elems(T, S, heads, batch, causal)
+    S, kv, w, dtype, n_s = _attention_sizes(T, d, heads, kv_heads, batch, causal, context, bytes_per_elem)
     moved = w * (batch * heads * T * d + batch * kv * S * d + n_s)
     return Kernel(name or f"QK^T T={T}", 2.0 * n_s * d, moved, "attention", dtype)
 
@@ -313,11 +314,7 @@ def attention_scores_kernel(T, d, heads=1, kv_heads=None, batch=1, causal=False,
 def attention_pv_kernel(T, d, heads=1, kv_heads=None, batch=1, causal=False, context=None, bytes_per_elem=2.0, name=None) -> Kernel:
     """P V with P materialised: flops = 2 n_s d; bytes = w (n_s + B K S d + B H T d): read P and
     V, write the output, as the 'Predicting a Kernel's Time' plate counts it."""
-    S = T if context is None else context
-    _dims(T=T, d=d, batch=batch, context=S)
-    kv = _heads(heads, kv_heads)
-    w, dtype = _elem(bytes_per_elem)
-    n_s = _score_elems(T, S, heads, batch, causal)
+    S, kv, w, dtype, n_s = _attention_sizes(T, d, heads, kv_heads, batch, causal, context, bytes_per_elem)
     moved = w * (n_s + batch * kv * S * d + batch * heads * T * d)
     return Kernel(name or f"PV T={T}", 2.0 * n_s * d, moved, "attention", dtype)
 
@@ -327,11 +324,7 @@ def naive_attention_kernel(T, d, bytes_per_elem=2.0, heads=1, kv_heads=None, bat
     """Unfused attention, the (T, S) matrix written and re-read: QK^T, softmax, PV.
     flops = 4 n_s d + 5 n_s; bytes = w (2 B H T d + 2 B K S d + 4 n_s): Q, K, V in; scores out
     and in; probabilities out and in; O out. Single head, S = T: w (4 T d + 4 T^2), the roofline chapter, section 2.2."""
-    S = T if context is None else context
-    _dims(T=T, d=d, batch=batch, context=S)
-    kv = _heads(heads, kv_heads)
-    w, dtype = _elem(bytes_per_elem)
-    n_s = _score_elems(T, S, heads, batch, causal)
+    S, kv, w, dtype, n_s = _attention_sizes(T, d, heads, kv_heads, batch, causal, context, bytes_per_elem)
     flops = 4.0 * n_s * d + FLOPS_PER_ELEMENT["softmax"] * n_s
     moved = w * (2 * batch * heads * T * d + 2 * batch * kv * S * d + 4 * n_s)
     return Kernel(f"naive attention T={T}", flops, moved, "attention", dtype)
@@ -343,11 +336,7 @@ def flash_attention_kernel(T, d, bytes_per_elem=2.0, heads=1, kv_heads=None, bat
     """FlashAttention: the same FLOPs as naive, but the scores never leave SRAM, so only Q, K, V
     and O touch memory: bytes = w (2 B H T d + 2 B K S d). Single head: w 4 T d, the roofline chapter, section 2.2.
     Ignores the log-sum-exp statistics (B H T floats)."""
-    S = T if context is None else context
-    _dims(T=T, d=d, batch=batch, context=S)
-    kv = _heads(heads, kv_heads)
-    w, dtype = _elem(bytes_per_elem)
-    n_s = _score_elems(T, S, heads, batch, causal)
+    S, kv, w, dtype, n_s = _attention_sizes(T, d, heads, kv_heads, batch, causal, context, bytes_per_elem)
     flops = 4.0 * n_s * d + FLOPS_PER_ELEMENT["softmax"] * n_s
     moved = w * (2 * batch * heads * T * d + 2 * batch * kv * S * d)
     return Kernel(name or f"flash attention T={T}", flops, moved, "attention", dtype)

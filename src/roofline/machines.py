@@ -347,7 +347,7 @@ def load_machine_file(path: str | Path) -> dict[str, Machine]:
     from roofline.files import read_text
 
     p = Path(path)
-    text = read_text(p, "machine file", "machine", 16 * 2**20)
+    text = read_text(path, "machine file", "machine", 16 * 2**20)
     try:
         return parse_machine_file(text, str(p))
     except (OverflowError, RecursionError, TypeError, AttributeError) as exc:  # numbers past float range, odd tables

@@ -8,7 +8,7 @@ Heavy packages (matplotlib) are imported only by the commands that draw.
     plan.py      decode, train, memory, sweep (plan_args.py: their shared flags)
     serving.py   serving
     measure.py   calibrate, check
-    trace.py     trace, profile, gemm, diagnose
+    trace.py     trace, profile, gemm, diagnose (trace_model.py: the model trace runs on meta)
     nsight.py    nsight
     workshop.py  serve (the web workshop)
 

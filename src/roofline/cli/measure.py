@@ -12,17 +12,8 @@ from pathlib import Path
 from roofline.cli.args import check_output
 from roofline.cli.args import COUNT, add_deprecated_alias, number_arg
 from roofline.errors import RooflineError
+from roofline.extras import require_torch
 from roofline.units import GIGA, US, format_bytes
-
-INSTALL = "pip install 'roofline[torch]'"
-
-
-def require_torch():
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise RooflineError(f"PyTorch is needed to measure this device; install it with {INSTALL}") from None
-
 
 def default_profile_path(device: str) -> str:
     return f"roofline-{device}.toml"
@@ -48,7 +39,7 @@ def _common(p):
 
 
 def cmd_calibrate(args):
-    require_torch()
+    require_torch("measuring this device")
     from roofline.measure.calibration import calibrate
     from roofline.measure.progress import ProgressBar
     from roofline.measure.measurements import level_bandwidths, main_memory, peaks
@@ -82,7 +73,7 @@ def cmd_calibrate(args):
 
 
 def cmd_check(args):
-    require_torch()
+    require_torch("measuring this device")
     from roofline.measure.run_check import run_check
     from roofline.measure.progress import ProgressBar
 

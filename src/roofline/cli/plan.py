@@ -16,7 +16,7 @@ from roofline.cli.args import (COUNT, add_cost_flags, add_machine_flags, calibra
 from roofline.cli.plan_args import (SWEEP_MACHINES, _add_format, _add_model, _add_precision, _add_tp, _emit, _flagged,
                                     _output, _precision, count_list)
 from roofline.errors import RooflineError
-from roofline.plan.decode import SEARCH_MAX_BATCH
+from roofline.plan.limits import SEARCH_MAX_BATCH
 from roofline.plan.precision import QUANT_DTYPES
 from roofline.tables import dump_json
 

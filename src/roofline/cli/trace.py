@@ -1,32 +1,20 @@
 """`roofline trace`, `roofline profile`, `roofline gemm` and `roofline diagnose` (docs/tracing.md).
 
 Nothing heavy at import: torch is imported when trace or profile runs, and its absence is one line
-naming the extra to install (exit code 2).
+naming the extra to install (exit code 2). The model trace runs, and its inputs, are built by
+trace_model.py.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 
 from roofline.cli.args import (COUNT, add_cost_flags, add_deprecated_alias, add_machine_flags, add_report_flags,
                                cost_model_from_args, kernel_params, machine_from_args, number_arg, print_report,
                                refuse_unused)
+from roofline.cli.trace_model import build_model, data_dependent, first_line, is_factory, step_inputs
 from roofline.errors import RooflineError
 from roofline.units import US
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
-
-
-# what torch says when code needs a tensor's values, which the meta device does not have
-DATA_DEPENDENT = ("meta tensor", "item()", "no data", "data-dependent", "data-independent", "nonzero")
-
-
-def _data_dependent(exc: BaseException) -> bool:
-    return any(s in str(exc) for s in DATA_DEPENDENT)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -49,87 +37,8 @@ def _shape(text: str) -> tuple[int, ...]:
 _shape.__name__ = "--input-shape"
 
 
-def load_factory(spec: str):
-    """'package.module:factory' -> the factory (the current directory is importable, as with
-    `python -m`)."""
-    import importlib
-    import os
-
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise RooflineError(f"model must be PACKAGE.MODULE:FACTORY, e.g. roofline.trace.models:llama2_7b; got {spec!r}",
-                            field="model")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except (ImportError, TypeError, ValueError) as exc:  # TypeError: a relative name such as '../x' or '.mod'
-        raise RooflineError(f"cannot import {module_name!r} for {spec!r}: {_first_line(exc)}", field="model") from None
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise RooflineError(f"{module_name!r} has no callable {attr!r}", field="model")
-    return factory
-
-
-def is_factory(spec: str) -> bool:
-    """PACKAGE.MODULE:FACTORY (code to import), rather than a preset or a config.json."""
-    return ":" in spec and not spec.lower().endswith(".json")
-
-
-def build_model(spec: str):
-    """Call the factory (or build the preset or config.json with trace.models.from_config) on the
-    meta device (no weights allocated) and put the model in eval mode."""
-    from roofline.trace import require_torch
-
-    torch = require_torch("roofline trace")
-    if not is_factory(spec):
-        from roofline.trace.models import from_config
-        from roofline.transformer import list_models
-
-        if spec not in {m.key for m in list_models()} and not os.path.exists(spec):
-            raise RooflineError(f"model {spec!r} is not a preset (see `roofline models`) or a config.json path; for "
-                                "code give PACKAGE.MODULE:FACTORY, e.g. roofline.trace.models:llama2_7b", field="model")
-        try:
-            with torch.device("meta"):
-                return from_config(spec).eval()
-        except RooflineError as exc:  # name what the user gave (the builder names the model's own name)
-            if spec in str(exc):
-                raise
-            raise RooflineError(f"model {spec!r}: {exc}", field=exc.field or "model") from None
-    factory = load_factory(spec)
-    try:
-        with torch.device("meta"):
-            model = factory()
-    except Exception as exc:  # noqa: BLE001 - the user's code: report it in one line
-        raise RooflineError(f"{spec}() failed on the meta device: {_first_line(exc)}", field="model") from None
-    if not isinstance(model, torch.nn.Module):
-        raise RooflineError(f"{spec}() returned {type(model).__name__}, not a torch.nn.Module", field="model")
-    return model.eval()
-
-
-def _step_inputs(cfg, args, torch, dtype):
-    """Token ids for a prefill of --tokens at --batch, or one decode step's: one new token per
-    sequence and each layer's K and V cache of --context tokens (meta tensors: nothing allocated)."""
-    from roofline.errors import check_number
-
-    phase, batch = args.phase or "prefill", args.batch or 1
-    if phase == "prefill":
-        if args.context is not None:
-            raise RooflineError("--context is the cache a decode step attends to: give --phase decode", field="context")
-        tokens = args.tokens or 128
-        check_number("tokens", tokens, integer=True, maximum=cfg.max_position_embeddings or 10**7)
-        return [torch.zeros(batch, tokens, dtype=torch.int64, device="meta")]
-    if args.tokens is not None:
-        raise RooflineError("--tokens is a prefill's length; a decode step makes one token: give --context", field="tokens")
-    S = args.context or 4096
-    check_number("context", S, integer=True, maximum=cfg.max_position_embeddings or 10**7)
-    kv, d = cfg.n_kv_heads or cfg.n_heads, cfg.head_dim
-    cache = [torch.zeros(batch, kv, S, d, dtype=dtype, device="meta") for _ in range(2 * cfg.n_layers)]
-    return [torch.zeros(batch, 1, dtype=torch.int64, device="meta"), *cache]
-
-
 def cmd_trace(args):
-    from roofline.trace import require_torch
+    from roofline.extras import require_torch
 
     torch = require_torch("roofline trace")
     from roofline.trace.record import DTYPE_BY_NAME, trace
@@ -152,15 +61,15 @@ def cmd_trace(args):
             dt = DTYPE_BY_NAME[args.input_dtype]
             inputs.append(torch.zeros(shape, dtype=dt, device="meta"))
     else:
-        inputs = _step_inputs(model.cfg, args, torch, DTYPE_BY_NAME[args.dtype])
+        inputs = step_inputs(model.cfg, args, torch, DTYPE_BY_NAME[args.dtype])
     try:  # the inputs keep --input-dtype: the header says what ran
         result = trace(model, *inputs, dtype=DTYPE_BY_NAME[args.dtype], fused=not args.unfused, cast_inputs=False)
     except RooflineError:
         raise
     except Exception as exc:  # noqa: BLE001
         why = (" (data-dependent code, such as .item() or a shape read from values, cannot run on meta)"
-               if _data_dependent(exc) else "")
-        raise RooflineError(f"running {args.model} on the meta device failed: {_first_line(exc)}{why}",
+               if data_dependent(exc) else "")
+        raise RooflineError(f"running {args.model} on the meta device failed: {first_line(exc)}{why}",
                             field="model") from None
     cost_model = cost_model_from_args(args, machine)
     explicit = any(getattr(args, f, None) is not None for f in ("compute_efficiency", "memory_efficiency", "launch_overhead"))

@@ -7,7 +7,10 @@ import dataclasses
 
 from roofline.architecture import Model, WeightStorage
 from roofline.errors import RooflineError
-from roofline.hf_configs import llama, moe, gpt, ssm  # the order SUPPORTED was filled in before
+import roofline.hf_configs.llama as llama  # the order SUPPORTED was filled in before
+import roofline.hf_configs.moe as moe
+import roofline.hf_configs.gpt as gpt
+import roofline.hf_configs.ssm as ssm
 from roofline.hf_configs.keys import COST_NEUTRAL, _Keys
 from roofline.hf_configs.quant import _dtype, _dtype_note, _storage
 from roofline.hf_configs.shared import SUPPORTED

@@ -6,6 +6,7 @@ measure it: timing, `roofline calibrate` and `roofline check`.
     machine_file.py  the measured machine file: render_profile, write_profile, load_profile
     residuals.py     op classes and the residual fits of the calibrated model
     calibrated.py    CalibratedModel: the cost model of a measured machine file
+    calibrated_predictions.py  what it predicts: an op's and a workload's time with the interval
     timing.py        bench, bench_round_robin (torch)
     device.py        the device, its threads, memory and cache flush (torch)
     blockops.py      one block's ops as real PyTorch ops (torch)

@@ -19,7 +19,8 @@ Same interface as roofline.cost.CostModel: ``predict(kernels, machine) -> Worklo
 (here a subclass whose ops carry ``low_s`` and ``high_s``). Scaling the machine (what-if) scales
 the measured curves by peak and bandwidth ratios. Numpy only.
 
-The op classes and the residual fits are in residuals.py; the measured curves in measurements.py.
+The op classes and the residual fits are in residuals.py; the measured curves in measurements.py;
+the prediction records in calibrated_predictions.py.
 """
 
 from __future__ import annotations
@@ -30,14 +31,15 @@ from typing import Sequence
 
 import numpy as np
 
-from roofline.cost import OpPrediction, WorkloadPrediction, _jsonable, binds, hierarchical_lower_bound, overlapped_s
+from roofline.cost import binds, hierarchical_lower_bound, overlapped_s
 from roofline.kernels import Kernel
 from roofline.machines import Machine, get_machine
+from roofline.measure.calibrated_predictions import CalibratedOpPrediction, CalibratedWorkloadPrediction
 from roofline.measure.machine_file import load_profile
 from roofline.measure.measurements import (Calibration, gemm_points, main_memory, matmul_rates, peaks, stream_curve,
                                            timing_spread)
 from roofline.measure.residuals import (INSTRUMENTS, Residual, class_launch, fit_residuals, _scalar, fit_class,
-                                        op_class, width_factor)
+                                        lookup_residual, op_class)
 from roofline.units import US
 
 
@@ -46,51 +48,6 @@ DEFAULT_COMPUTE_FRACTION = 0.70  # the workshop's e_c, for a dtype the calibrati
 
 
 FORWARD_CACHE_SHARE = 0.25  # a forward moving more than this share of the last cache reads its weights cold
-OUTSIDE_WIDENING = 1.5  # an op outside its class probes' sizes: the interval is this much wider each way
-
-
-@dataclass(frozen=True)
-class CalibratedOpPrediction(OpPrediction):
-    """An OpPrediction with the calibrated interval (``low_s``, ``high_s``), the residual applied
-    and the achieved FLOP/s and bandwidth the model used."""
-
-    low_s: float = 0.0
-    high_s: float = 0.0
-    residual: float = 1.0
-    residual_source: str = "none"
-    flops_per_s: float = 0.0
-    bytes_per_s: float = 0.0
-    op_class: str = ""
-    basis: str = ""  # which measured points the rate and the correction came from
-    extrapolated: bool = False  # outside the measured points: the interval is widened
-
-    def to_dict(self) -> dict:
-        extra = ("low_s", "high_s", "residual", "residual_source", "flops_per_s", "bytes_per_s", "op_class", "basis",
-                 "extrapolated")
-        return {**super().to_dict(), **{k: _jsonable(getattr(self, k)) for k in extra}}
-
-
-@dataclass(frozen=True)
-class CalibratedWorkloadPrediction(WorkloadPrediction):
-    """A WorkloadPrediction whose total carries the interval: sums of the ops' lows and highs
-    (the ops' errors on one machine move together, so the band is not narrowed by averaging)."""
-
-    total_low_s: float = 0.0
-    total_high_s: float = 0.0
-
-    def to_dict(self) -> dict:
-        cal: CalibratedModel = self.model  # type: ignore[assignment]
-        return {
-            "machine": self.machine,
-            "model": "calibrated",
-            "profile_date": cal.calibration.date,
-            "launch_overhead_s": cal.launch_overhead_s,
-            "cold": cal.cold,
-            **self.summary(),
-            "total_low_s": self.total_low_s,
-            "total_high_s": self.total_high_s,
-            "ops": [op.to_dict() for op in self.ops],
-        }
 
 
 @dataclass(frozen=True)
@@ -257,39 +214,8 @@ class CalibratedModel:
         cold class probes' curves (reads_cold), relative to the main-memory body. A row-wise op
         with a known row width is then multiplied by its width factor (residuals.width_factor:
         the same op probed on narrow rows)."""
-        res = self._residual(kernel, cold)
-        factor, width = width_factor(self.residuals, kernel)
-        if not width or res.source == "op":
-            return res
-        return dataclasses.replace(res, ratio=res.ratio * factor, width=width)
-
-    def _residual(self, kernel: Kernel, cold: bool) -> Residual:
-        spread_lo, spread_hi = timing_spread(self.calibration)
-        band_lo, band_hi = self.category_bands.get(kernel.category, self.category_bands.get("*", (1.0, 1.0)))
-        lo, hi = band_lo * spread_lo, band_hi * spread_hi
-        fit = None if cold else self.residuals.get(("op", kernel.dtype, kernel.name))
-        if fit is not None:
-            x, logr = fit
-            r = float(np.exp(np.interp(np.log(max(float(np.max(kernel.bytes)), 1.0)), x, logr)))
-            return Residual(r, lo, hi, "op")
-        cls = fit_class(kernel)
-        size = np.log(max(float(np.max(kernel.bytes)), 1.0))
-        tag = "-cold" if cold else ""
-        for source, key in (("aten" + tag, kernel.name), ("class" + tag, cls)):
-            fit = self.residuals.get((source, kernel.dtype, key))
-            if fit is None:
-                continue
-            x, logr = fit
-            r = float(np.exp(np.interp(size, x, logr)))
-            c_lo, c_hi = self.class_bands.get(cls + (" cold" if cold else ""), (lo, hi))
-            outside = not (x[0] <= size <= x[-1])
-            widen = OUTSIDE_WIDENING if outside else 1.0
-            return Residual(r, min(lo, c_lo * spread_lo) / widen, max(hi, c_hi * spread_hi) * widen, source, outside)
-        fit = self.residuals.get(("category", kernel.dtype, kernel.category))
-        if fit is not None:
-            r, r_lo, r_hi = fit
-            return Residual(r, min(lo, r_lo / r), max(hi, r_hi / r), "category")
-        return Residual(1.0, lo, hi, "none")
+        return lookup_residual(self.residuals, self.category_bands, self.class_bands, timing_spread(self.calibration),
+                               kernel, cold)
 
     # -- the CostModel interface ----------------------------------------------------------------
     compute_efficiency = None  # measured rates by size instead (the tables say so)

@@ -251,7 +251,7 @@ def load_profile(path) -> tuple[Machine, Calibration]:
     from roofline.files import read_text
 
     p = Path(path)
-    text = read_text(p, "profile", "profile", 16 * 2**20)
+    text = read_text(path, "profile", "profile", 16 * 2**20)
     try:
         return parse_profile(text, str(p))
     except (OverflowError, RecursionError, TypeError, AttributeError) as exc:

@@ -1,20 +1,34 @@
 """The calibrated model's corrections (docs/measuring.md): the class an op is calibrated by
 (op_class, fit_class), the residual measured / modelled fitted over the calibration's probes of
-the same op, class or category, and its leave-one-out band; the launch overhead per class.
+the same op, class or category, and its leave-one-out band, and an op's residual looked up from
+those fits (lookup_residual); the launch overhead per class.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from roofline.kernels import Kernel
 from roofline.measure.measurements import Calibration, matmul_rates
 
-if TYPE_CHECKING:
-    from roofline.measure.calibrated import CalibratedModel
+
+class BodyModel(Protocol):
+    """What the fits read of the model they correct (calibrated.CalibratedModel): its calibration,
+    its instrument, an op's body before any correction and an op's fixed cost per call."""
+
+    @property
+    def calibration(self) -> Calibration: ...
+
+    @property
+    def instrument(self) -> str: ...
+
+    def base_body_s(self, kernel: Kernel, machine=None, cold: bool | None = None) -> tuple: ...
+
+    def floor_band(self, kernel: Kernel, cold: bool = False) -> tuple[float, float, float] | None: ...
 
 
 MIN_PROBE_LAUNCHES = 1.5  # a probe shorter than this many launch overheads is not fitted
@@ -72,7 +86,7 @@ class Residual:
     width: int = 0  # the row width the ratio was corrected for (width_factor), 0 when none
 
 
-def fit_residuals(model: CalibratedModel) -> tuple[dict, dict, dict]:
+def fit_residuals(model: BodyModel) -> tuple[dict, dict, dict]:
     """Residual curves and bands from the calibration's probes. Block probes give ("op", dtype,
     name) -> (log bytes, log r) sorted by size and ("category", dtype, category) -> (geometric
     mean r, min r, max r), with leave-one-out bands per category ("*" pooled); class probes
@@ -191,10 +205,55 @@ def width_factor(residuals: dict, kernel: Kernel) -> tuple[float, int]:
     return float(np.exp(np.interp(np.log(width), *fit))), width
 
 
+OUTSIDE_WIDENING = 1.5  # an op outside its class probes' sizes: the interval is this much wider each way
+
+
+def lookup_residual(residuals: dict, category_bands: dict, class_bands: dict, spread: tuple[float, float],
+                    kernel: Kernel, cold: bool = False) -> Residual:
+    """The op's residual from fit_residuals' (residuals, category_bands, class_bands), in the order
+    CalibratedModel.residual gives, times its width factor (width_factor); every band times the
+    timing ``spread`` (low, high) of repeats (measurements.timing_spread)."""
+    res = _fitted(residuals, category_bands, class_bands, spread, kernel, cold)
+    factor, width = width_factor(residuals, kernel)
+    if not width or res.source == "op":
+        return res
+    return dataclasses.replace(res, ratio=res.ratio * factor, width=width)
+
+
+def _fitted(residuals: dict, category_bands: dict, class_bands: dict, spread, kernel: Kernel, cold: bool) -> Residual:
+    """lookup_residual before the width factor."""
+    spread_lo, spread_hi = spread
+    band_lo, band_hi = category_bands.get(kernel.category, category_bands.get("*", (1.0, 1.0)))
+    lo, hi = band_lo * spread_lo, band_hi * spread_hi
+    fit = None if cold else residuals.get(("op", kernel.dtype, kernel.name))
+    if fit is not None:
+        x, logr = fit
+        r = float(np.exp(np.interp(np.log(max(float(np.max(kernel.bytes)), 1.0)), x, logr)))
+        return Residual(r, lo, hi, "op")
+    cls = fit_class(kernel)
+    size = np.log(max(float(np.max(kernel.bytes)), 1.0))
+    tag = "-cold" if cold else ""
+    for source, key in (("aten" + tag, kernel.name), ("class" + tag, cls)):
+        fit = residuals.get((source, kernel.dtype, key))
+        if fit is None:
+            continue
+        x, logr = fit
+        r = float(np.exp(np.interp(size, x, logr)))
+        c_lo, c_hi = class_bands.get(cls + (" cold" if cold else ""), (lo, hi))
+        outside = not (x[0] <= size <= x[-1])
+        widen = OUTSIDE_WIDENING if outside else 1.0
+        return Residual(r, min(lo, c_lo * spread_lo) / widen, max(hi, c_hi * spread_hi) * widen, source, outside)
+    fit = residuals.get(("category", kernel.dtype, kernel.category))
+    if fit is not None:
+        r, r_lo, r_hi = fit
+        return Residual(r, min(lo, r_lo / r), max(hi, r_hi / r), "category")
+    return Residual(1.0, lo, hi, "none")
+
+
 COLD_FLOOR_MARGIN = 1.2  # a cold probe under this many cold calls of a tiny tensor is mostly that call: not fitted
 
 
-def _fit_cold(model: CalibratedModel, p, cold_floor: dict, by_class: dict) -> None:
+def _fit_cold(model: BodyModel, p, cold_floor: dict, by_class: dict) -> None:
     """One cold class probe (caches flushed before each call) as a point of its op's and class's
     cold curves ("aten-cold", "class-cold"): log((t - the cold tiny call) / the main-memory body).
     The cold tiny call (the same op on a (1, 32) tensor after a flush) is the cost of the flush to

@@ -9,8 +9,11 @@ training, engine steps and sweeps; numpy only, built on the core (blocks, cost, 
     decode.py       decode versus batch: decode_plan -> DecodePlan
     train_memory.py training memory per GPU (ZeRO, activations, layout)
     training.py     train_plan -> TrainPlan: step time, MFU, days
+    step_layout.py  StepLayout: a serving deployment's layout and the kernels one GPU runs in a step
     step.py         StepCost: one serving engine step in closed form (roofline.serving runs them)
+    kv_budget.py    the KV cache one serving GPU has and one sequence holds, by blocks
     sweep.py        sweep -> SweepResult: one model over tokens, batch, context or machines
+    limits.py       the bounds planning searches to (MAX_CONTEXT, SEARCH_MAX_BATCH)
     render.py       the plain-text tables of those results
 
 The names below are those the module roofline.plan held before it became this package.
@@ -24,7 +27,8 @@ from roofline.plan.model_ops import (CountedOp, Totals, context_of, default_cost
 from roofline.plan.inference import ModelPrediction, decode_step, predict_model, time_by_limit, time_to_first_token
 from roofline.plan.memory import (inference_weight_bytes, kv_bytes_per_sequence, kv_bytes_per_token,
                                   kv_overtakes_weights_context, max_context_within)
-from roofline.plan.decode import DEFAULT_BATCHES, SEARCH_MAX_BATCH
+from roofline.plan.decode import DEFAULT_BATCHES
+from roofline.plan.limits import SEARCH_MAX_BATCH
 
 __all__ = ["CROSS_NODE_LINKS", "CountedOp", "DEFAULT_BATCHES", "GPUS_PER_NODE", "ModelPrediction", "NODE_LINKS",
            "Precision", "QUANT_DTYPES", "SCALE_UP_LINKS", "SEARCH_MAX_BATCH", "Totals", "computes_in", "context_of",

@@ -12,7 +12,8 @@ from roofline.cost import CostModel, _jsonable
 from roofline.errors import MAX_COUNT, check_choice, check_number
 from roofline.machines import get_machine
 from roofline.plan.inference import ModelPrediction, decode_step, time_by_limit, time_to_first_token
-from roofline.plan.memory import (MAX_CONTEXT, MemoryPlan, inference_memory, kv_bytes_per_sequence,
+from roofline.plan.limits import MAX_CONTEXT, SEARCH_MAX_BATCH
+from roofline.plan.memory import (MemoryPlan, inference_memory, kv_bytes_per_sequence,
                                   kv_overtakes_weights_context)
 from roofline.plan.model_ops import default_cost_model
 from roofline.plan.parallel import tp_link
@@ -22,7 +23,6 @@ from roofline.transformer import get_model
 
 
 DEFAULT_BATCHES = tuple(2**i for i in range(11))  # 1 .. 1,024
-SEARCH_MAX_BATCH = 65536  # compute-bound batches are searched up to here; the largest decode batch planned
 
 
 CURVES = ("every", "log", "none")

@@ -14,6 +14,7 @@ from roofline.architecture import LatentAttention
 from roofline.cost import _jsonable
 from roofline.errors import MAX_COUNT, RooflineError, check_fraction, check_number
 from roofline.machines import get_machine, the_name
+from roofline.plan.limits import MAX_CONTEXT
 from roofline.plan.model_ops import _model_ops
 from roofline.plan.parallel import shard
 from roofline.plan.precision import Precision
@@ -101,9 +102,6 @@ def kv_overtakes_weights_context(model, batch=1, precision: Precision | None = N
     reads, batches = np.broadcast_arrays(np.asarray(read, dtype=float), np.asarray(batch, dtype=float))
     out = [crossover(r, b) for r, b in zip(reads.ravel(), batches.ravel())]
     return np.array([-1 if x is None else x for x in out], dtype=np.int64).reshape(reads.shape)
-
-
-MAX_CONTEXT = 2**24  # 16,777,216 tokens: published models reach 10M; longer is a typo
 
 
 @dataclass(frozen=True)

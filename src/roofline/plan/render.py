@@ -5,7 +5,7 @@ TFLOP/s, days.
 
 from __future__ import annotations
 
-from roofline.plan.decode import SEARCH_MAX_BATCH
+from roofline.plan.limits import MAX_CONTEXT, SEARCH_MAX_BATCH
 from roofline.tables import grid
 from roofline.units import DTYPE_BYTES, GIGA, MS, TERA, format_cell, format_si, indefinite_article
 from roofline.plan.precision import KEPT_DTYPE
@@ -19,8 +19,6 @@ def note_line(n: str) -> str:
 def _limit_line(plan, label: str, key: str, value: int) -> str:
     """A memory limit, said for what it is: none when even the weights do not fit, unbounded when
     the cache stops growing, capped by the model's trained context."""
-    from roofline.plan.memory import MAX_CONTEXT
-
     if value == 0 and plan.parts and plan.capacity_bytes is not None and plan.parts[0].bytes > plan.capacity_bytes:
         return f"{label}: none (the weights alone exceed the memory)"
     if key == "max_context_at_batch" and value >= MAX_CONTEXT:

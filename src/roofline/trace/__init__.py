@@ -17,20 +17,7 @@ import types
 
 from roofline.trace.result import OpGroup, TracedOp, TraceResult
 from roofline.trace.rules import RULES, Call, Cost, TensorSpec
-
-TORCH_EXTRA = "pip install 'roofline[torch]'"
-
-
-def require_torch(what: str = "this"):
-    """Import torch or raise a RooflineError naming the extra to install."""
-    try:
-        import torch
-    except ImportError:
-        from roofline.errors import RooflineError
-
-        raise RooflineError(f"{what} needs PyTorch: {TORCH_EXTRA}", field="torch") from None
-    return torch
-
+from roofline.extras import TORCH_EXTRA, require_torch  # re-exported: the documented home was here
 
 def trace(module, *example_inputs, dtype=None, fused: bool = True, **example_kwargs) -> TraceResult:
     """Run ``module`` on the meta device and cost every aten op (roofline.trace.record.trace)."""

@@ -213,7 +213,7 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
     With ``calibrated`` (a CalibratedModel, e.g. of the profile given as the machine) every op also
     gets the calibrated prediction and its interval, and the free ops a framework line: one eager
     call (the calibrated launch) each."""
-    from roofline.trace import require_torch
+    from roofline.extras import require_torch
 
     machine = get_machine(machine)
     events = load_trace(path)["traceEvents"]

@@ -20,8 +20,8 @@ and only read.
 
 Here: the app factory and its routes, the limits on concurrent work, and the server. Each request's
 parameters and their validation are in web.params, the library run behind each endpoint in
-web.compute, the machine and model lists in web.catalog, and what each view shows in web.payload,
-web.plan_payload and web.explain.
+web.compute, the machine and model lists in web.catalog, and what each view shows in web.payload
+and web.explain (the layer view), web.model_view, web.decode_view and web.serving_view.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the endpoint annotations, which name
@@ -47,11 +47,13 @@ from roofline.transformer import list_models
 from roofline.web.catalog import machine_dict, machine_table, model_dict
 from roofline.web.compute import (SWEEP_BUDGET_S, Workshop, concurrencies, library_call, requests_per_point, serving_call,
                                   simulation_cost_s)
+from roofline.web.decode_view import decode_payload
 from roofline.web.explain import fix_first, fix_lists, op_rows
+from roofline.web.model_view import model_payload
 from roofline.web.params import (MAX_BATCH, MAX_TOKENS, MAX_TP, SEED_DEFAULTS, LayerQuery, ServingQuery, options_payload,
                                  query_dependencies, token_stops)
 from roofline.web.payload import json_safe, layer_csv, layer_payload
-from roofline.web.plan_payload import decode_payload, model_payload, serving_payload
+from roofline.web.serving_view import serving_payload
 from roofline.web.exercises import KINDS as EXERCISE_KINDS, MAX_ANSWER_CHARS, MAX_SEED, check_answer, make_exercise
 
 # Names other modules and the tests import from here: the request limits and defaults (web.params)

@@ -21,7 +21,7 @@ from roofline.plan.parallel import tp_link
 from roofline.plan.precision import Precision
 from roofline.units import MS, US
 from roofline.web.params import VIEW_ATTENTION, LayerQuery, ServingQuery
-from roofline.web.plan_payload import curve_batches
+from roofline.web.decode_view import curve_batches
 
 
 def concurrencies(max_users: int) -> list[int]:

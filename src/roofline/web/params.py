@@ -12,7 +12,7 @@ read without the web stack.
 import dataclasses
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
 from roofline.blocks import ATTENTIONS, PHASES
 from roofline.cost import MIN_EFFICIENCY
@@ -131,13 +131,32 @@ def query_dependencies(machines, models) -> tuple:
     Dtype = Literal[tuple(DTYPE_BYTES)]
     PlanDtype = Literal[QUANT_DTYPES]
 
+    # The parameters the layer, whole-model and serving queries share, declared once as Annotated
+    # types: the Query holds the validation and the description, each signature the default
+    # (https://fastapi.tiangolo.com/tutorial/query-params-str-validations/).
+    MachineParam = Annotated[MachineKey, Query(description="machine preset or file machine key")]
+    ModelParam = Annotated[ModelKey, Query(description="model preset")]
+    ComputeEfficiency = Annotated[float, Query(ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False,
+                                               description="e_c, achievable fraction of peak FLOP/s")]
+    MemoryEfficiency = Annotated[float, Query(ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False,
+                                              description="e_m, achievable fraction of peak bandwidth")]
+    Overlap = Annotated[float, Query(ge=0, le=1, allow_inf_nan=False,
+                                     description="1: max(compute, memory) (perfect overlap, the roofline's); 0: their sum")]
+
+    def launch_overhead(description: str):
+        return Annotated[Optional[float], Query(ge=0, le=MAX_LAUNCH_US, allow_inf_nan=False, description=description)]
+
+    launch_help = "microseconds per kernel launch (default: the machine's preset, as the CLI)"
+    LaunchOverhead = launch_overhead(launch_help)
+    StepLaunchOverhead = launch_overhead(launch_help + "; a decode-only step replays a CUDA graph, one launch")
+
     def query_dependency(Dtype):
         """The query parameters, with ``Dtype`` the dtypes the endpoint takes (the plan views store
         weights and caches only in QUANT_DTYPES: no fp64 or tf32)."""
 
         def query(
-            machine: MachineKey = Query(SEED_DEFAULTS["machine"], description="machine preset or file machine key"),
-            model: ModelKey = Query(SEED_DEFAULTS["model"], description="model preset"),
+            machine: MachineParam = SEED_DEFAULTS["machine"],
+            model: ModelParam = SEED_DEFAULTS["model"],
             phase: Phase = Query(SEED_DEFAULTS["phase"], description="prefill (T tokens) or decode (one token at context S)"),
             tokens: int = Query(SEED_DEFAULTS["tokens"], ge=1, le=MAX_TOKENS, description="prefill: tokens per sequence T; decode: the context S unless context is given"),
             batch: int = Query(SEED_DEFAULTS["batch"], ge=1, le=MAX_BATCH, description="sequences B"),
@@ -146,10 +165,10 @@ def query_dependencies(machines, models) -> tuple:
                                                    "naive for the layer view, as `roofline layer`; flash for the model and "
                                                    "decode views, as `roofline decode`)"),
             dtype: Optional[Dtype] = Query(None, description="default: the machine's default dtype"),
-            compute_efficiency: float = Query(SEED_DEFAULTS["compute_efficiency"], ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False, description="e_c, achievable fraction of peak FLOP/s"),
-            memory_efficiency: float = Query(SEED_DEFAULTS["memory_efficiency"], ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False, description="e_m, achievable fraction of peak bandwidth"),
-            launch_overhead_us: Optional[float] = Query(None, ge=0, le=MAX_LAUNCH_US, allow_inf_nan=False, description="microseconds per kernel launch (default: the machine's preset, as the CLI)"),
-            overlap: float = Query(SEED_DEFAULTS["overlap"], ge=0, le=1, allow_inf_nan=False, description="1: max(compute, memory) (perfect overlap, the roofline's); 0: their sum"),
+            compute_efficiency: ComputeEfficiency = SEED_DEFAULTS["compute_efficiency"],
+            memory_efficiency: MemoryEfficiency = SEED_DEFAULTS["memory_efficiency"],
+            launch_overhead_us: LaunchOverhead = None,
+            overlap: Overlap = SEED_DEFAULTS["overlap"],
             layer: Optional[int] = Query(None, ge=0, le=1000, description="the layer view: layer index (default 0; models with one layer kind ignore it)"),
             cuda_graph: bool = Query(False, description="one launch for the whole pass, shared by its ops (a CUDA graph "
                                      "replayed), as the CLI's --cuda-graph; default: one launch per op"),
@@ -173,8 +192,8 @@ def query_dependencies(machines, models) -> tuple:
         return dataclasses.replace(q, weights=weights, kv_cache=kv_cache, tp=tp)
 
     def serving_query(
-        machine: MachineKey = Query(SEED_DEFAULTS["machine"], description="machine preset or file machine key"),
-        model: ModelKey = Query(SEED_DEFAULTS["model"], description="model preset"),
+        machine: MachineParam = SEED_DEFAULTS["machine"],
+        model: ModelParam = SEED_DEFAULTS["model"],
         dtype: Optional[PlanDtype] = Query(None, description="weights, activations and KV cache (default: the machine's; "
                                            "a quantised checkpoint's weights as stored), as `roofline serving --dtype`"),
         tp: int = Query(SERVING_QUERY_DEFAULTS["tp"], ge=1, le=MAX_TP, description="tensor-parallel GPUs per replica"),
@@ -199,10 +218,10 @@ def query_dependencies(machines, models) -> tuple:
         price_per_gpu_hour: Optional[float] = Query(None, ge=MIN_PRICE, le=1e6, allow_inf_nan=False, description="$ per GPU-hour: "
                                                     "cost per million output tokens"),
         attention: Optional[Attention] = Query(None, description="flash (default, as `roofline serving`) or naive"),
-        compute_efficiency: float = Query(SEED_DEFAULTS["compute_efficiency"], ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False, description="e_c, achievable fraction of peak FLOP/s"),
-        memory_efficiency: float = Query(SEED_DEFAULTS["memory_efficiency"], ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False, description="e_m, achievable fraction of peak bandwidth"),
-        launch_overhead_us: Optional[float] = Query(None, ge=0, le=MAX_LAUNCH_US, allow_inf_nan=False, description="microseconds per kernel launch (default: the machine's preset, as the CLI); a decode-only step replays a CUDA graph, one launch"),
-        overlap: float = Query(SEED_DEFAULTS["overlap"], ge=0, le=1, allow_inf_nan=False, description="1: max(compute, memory) (perfect overlap, the roofline's); 0: their sum"),
+        compute_efficiency: ComputeEfficiency = SEED_DEFAULTS["compute_efficiency"],
+        memory_efficiency: MemoryEfficiency = SEED_DEFAULTS["memory_efficiency"],
+        launch_overhead_us: StepLaunchOverhead = None,
+        overlap: Overlap = SEED_DEFAULTS["overlap"],
     ) -> ServingQuery:
         return ServingQuery(machine, model, dtype, tp, input_len, output_len, max_users, max_seqs, max_tokens, memory_fraction,
                             prefix_hit, slo_ttft_ms, slo_tpot_ms, percentile, price_per_gpu_hour, attention,

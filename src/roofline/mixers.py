@@ -1,0 +1,302 @@
+"""The parts of a layer: token mixers (attention and state-space) and channel mixers (MLP, MoE).
+
+    token mixers    Attention (full causal, sliding window W, chunked local C; GQA, q/k norms,
+                    biases, sinks), LatentAttention (DeepSeek's MLA), Mamba2 (SSD), Mamba (v1,
+                    Jamba's), each with its parameters, cache and per-token cost;
+    channel mixers  MLP (gated or not), MoE (routed experts, shared experts, router).
+
+Each part counts its parameters at a model width D (``params(d_model)``) and each token mixer its
+cache, by the conventions in architecture.py's docstring; architecture.Layer puts one of each
+together.
+
+Dimension letters: D d_model, H heads, K kv heads, d head dim, F d_ff, E experts, N SSM state
+size, G SSM groups, W window, C chunk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from roofline.errors import RooflineError, check_counts, check_counts_or_zero
+
+# ---------------------------------------------------------------------------------------------
+# Token mixers
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Multi-head attention with ``kv_heads`` key/value heads (GQA; = heads for MHA).
+
+    ``window`` W > 0: sliding window, each query sees the last W positions (itself included);
+    ``chunk`` C > 0: chunked local attention, each query sees its own chunk of C positions so far
+    (Llama 4). ``qk_norm``: "" none, "rmsnorm" (a d-wide scale on q and on k: Qwen3, Gemma 3),
+    "l2" (no weights: Llama 4). ``sinks``: one learned logit per head (gpt-oss)."""
+
+    heads: int
+    kv_heads: int
+    head_dim: int
+    v_head_dim: int = 0  # 0: head_dim
+    window: int = 0
+    chunk: int = 0
+    qkv_bias: bool = False
+    out_bias: bool = False
+    qk_norm: str = ""
+    sinks: bool = False
+
+    def __post_init__(self):
+        check_counts("attention", heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim)
+        check_counts_or_zero("attention", v_head_dim=self.v_head_dim, window=self.window, chunk=self.chunk)
+        if self.heads % self.kv_heads:
+            raise RooflineError(f"attention: heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
+        if self.window and self.chunk:
+            raise RooflineError("attention: a layer is sliding-window or chunked, not both")
+        if self.qk_norm not in ("", "rmsnorm", "l2"):
+            raise RooflineError(f"attention: qk_norm must be '', 'rmsnorm' or 'l2', got {self.qk_norm!r}")
+        if not self.v_head_dim:
+            object.__setattr__(self, "v_head_dim", self.head_dim)
+
+    @property
+    def kind(self) -> str:
+        if self.window:
+            return f"sliding {self.window}"
+        if self.chunk:
+            return f"chunked {self.chunk}"
+        return "full attention"
+
+    @property
+    def span(self) -> int:
+        """The most keys a query sees (0: unlimited)."""
+        return self.window or self.chunk
+
+    def params(self, d_model: int) -> int:
+        D, H, K, d, dv = d_model, self.heads, self.kv_heads, self.head_dim, self.v_head_dim
+        n = D * H * d + D * K * d + D * K * dv + H * dv * D  # Wq, Wk, Wv, Wo
+        if self.qkv_bias:
+            n += H * d + K * d + K * dv
+        if self.out_bias:
+            n += D
+        if self.qk_norm == "rmsnorm":
+            n += 2 * d
+        if self.sinks:
+            n += H
+        return n
+
+    def cache_elems_per_token(self) -> int:
+        """K and V of one cached token: K (d + d_v) elements."""
+        return self.kv_heads * (self.head_dim + self.v_head_dim)
+
+
+@dataclass(frozen=True)
+class LatentAttention:
+    """Multi-head latent attention (DeepSeek-V2/V3, arXiv:2405.04434 section 2.1). Queries: a
+    low-rank path D -> q_lora_rank -> H (nope + rope) with a norm between (or a plain D -> H
+    (nope + rope) projection when q_lora_rank is 0). Keys and values: D -> kv_lora_rank + rope (the
+    latent and a shared rotary key, the cached part), a norm, then kv_lora_rank -> H (nope + v)."""
+
+    heads: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int = 0
+
+    def __post_init__(self):
+        check_counts("latent attention", heads=self.heads, kv_lora_rank=self.kv_lora_rank,
+                  qk_nope_head_dim=self.qk_nope_head_dim, qk_rope_head_dim=self.qk_rope_head_dim,
+                  v_head_dim=self.v_head_dim)
+        check_counts_or_zero("latent attention", q_lora_rank=self.q_lora_rank)
+
+    kind = "latent attention (MLA)"
+    span = 0
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    def params(self, d_model: int) -> int:
+        D, H, r = d_model, self.heads, self.kv_lora_rank
+        if self.q_lora_rank:
+            q = D * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * H * self.qk_head_dim
+        else:
+            q = D * H * self.qk_head_dim
+        kv = D * (r + self.qk_rope_head_dim) + r + r * H * (self.qk_nope_head_dim + self.v_head_dim)
+        return q + kv + H * self.v_head_dim * D
+
+    def cache_elems_per_token(self) -> int:
+        """The latent and the shared rotary key: kv_lora_rank + qk_rope_head_dim."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+
+@dataclass(frozen=True)
+class Mamba2:
+    """Mamba-2's SSD mixer (arXiv:2405.21060; transformers Mamba2Mixer). in_proj D -> 2 d_inner +
+    2 G N + heads (z, x, B, C, dt); a depthwise conv of width ``conv_kernel`` over x, B, C; dt_bias,
+    A_log and D per head; a gated RMSNorm over d_inner; out_proj d_inner -> D."""
+
+    d_inner: int
+    d_state: int
+    n_groups: int
+    heads: int
+    conv_kernel: int = 4
+    conv_bias: bool = True
+    proj_bias: bool = False
+
+    def __post_init__(self):
+        check_counts("mamba2", d_inner=self.d_inner, d_state=self.d_state, n_groups=self.n_groups, heads=self.heads,
+                  conv_kernel=self.conv_kernel)
+        if self.d_inner % self.heads:
+            raise RooflineError(f"mamba2: d_inner {self.d_inner} is not a multiple of heads {self.heads}")
+
+    kind = "mamba2 (SSD)"
+    span = 0
+
+    @property
+    def conv_channels(self) -> int:
+        return self.d_inner + 2 * self.n_groups * self.d_state
+
+    @property
+    def in_proj_width(self) -> int:
+        return 2 * self.d_inner + 2 * self.n_groups * self.d_state + self.heads
+
+    def params(self, d_model: int) -> int:
+        D, C = d_model, self.conv_channels
+        n = D * self.in_proj_width + (self.in_proj_width if self.proj_bias else 0)
+        n += C * self.conv_kernel + (C if self.conv_bias else 0)
+        n += 3 * self.heads + self.d_inner  # dt_bias, A_log, D; the gated norm's scale
+        n += self.d_inner * D + (D if self.proj_bias else 0)
+        return n
+
+    def state_elems(self) -> int:
+        """Per sequence: the SSM state (d_inner N) and the conv window ((k - 1) channels)."""
+        return self.d_inner * self.d_state + (self.conv_kernel - 1) * self.conv_channels
+
+    def scan_flops_per_token(self) -> float:
+        """Recurrent form: h <- a h + dt B x and y = C h: 6 FLOPs per state element (a multiply, two
+        FMAs), plus the depthwise conv (2 k per channel)."""
+        return 6.0 * self.d_inner * self.d_state + 2.0 * self.conv_kernel * self.conv_channels
+
+
+@dataclass(frozen=True)
+class Mamba:
+    """Mamba (v1) selective scan as Jamba uses it (transformers JambaMambaMixer): in_proj D ->
+    2 d_inner; a depthwise conv over d_inner; x_proj d_inner -> dt_rank + 2 N; dt_proj dt_rank ->
+    d_inner (with bias); A_log (d_inner, N); D (d_inner); out_proj d_inner -> D; Jamba adds RMSNorms
+    on dt (dt_rank), B and C (N each) when ``inner_norms``."""
+
+    d_inner: int
+    d_state: int
+    dt_rank: int
+    conv_kernel: int = 4
+    conv_bias: bool = True
+    proj_bias: bool = False
+    inner_norms: bool = False
+
+    def __post_init__(self):
+        check_counts("mamba", d_inner=self.d_inner, d_state=self.d_state, dt_rank=self.dt_rank, conv_kernel=self.conv_kernel)
+
+    kind = "mamba (selective scan)"
+    span = 0
+
+    def params(self, d_model: int) -> int:
+        D, I, N, R = d_model, self.d_inner, self.d_state, self.dt_rank
+        n = D * 2 * I + (2 * I if self.proj_bias else 0)
+        n += I * self.conv_kernel + (I if self.conv_bias else 0)
+        n += I * (R + 2 * N) + R * I + I  # x_proj; dt_proj with its bias
+        n += I * N + I  # A_log, D
+        n += I * D + (D if self.proj_bias else 0)
+        if self.inner_norms:
+            n += R + 2 * N
+        return n
+
+    def state_elems(self) -> int:
+        return self.d_inner * self.d_state + (self.conv_kernel - 1) * self.d_inner
+
+    def scan_flops_per_token(self) -> float:
+        """As Mamba2.scan_flops_per_token over d_inner x N state elements, plus the conv."""
+        return 6.0 * self.d_inner * self.d_state + 2.0 * self.conv_kernel * self.d_inner
+
+
+Mixer = Union[Attention, LatentAttention, Mamba2, Mamba]
+SSM_MIXERS = (Mamba2, Mamba)
+ATTENTION_MIXERS = (Attention, LatentAttention)
+
+
+# ---------------------------------------------------------------------------------------------
+# Channel mixers
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MLP:
+    """Feed-forward: gated (gate, up, down: 3 D F) or plain (up, down: 2 D F), optional biases.
+    ``activation`` is a label (silu, gelu, relu2) costed as one elementwise op."""
+
+    d_ff: int
+    gated: bool = True
+    bias: bool = False
+    activation: str = "silu"
+
+    def __post_init__(self):
+        check_counts("mlp", d_ff=self.d_ff)
+
+    @property
+    def kind(self) -> str:
+        return f"{'gated ' if self.gated else ''}MLP {self.d_ff}"
+
+    def params(self, d_model: int) -> int:
+        D, F = d_model, self.d_ff
+        if self.gated:
+            return 3 * D * F + ((2 * F + D) if self.bias else 0)
+        return 2 * D * F + ((F + D) if self.bias else 0)
+
+
+@dataclass(frozen=True)
+class MoE:
+    """Mixture of experts: a router (D, E) picks ``top_k`` of ``n_experts`` routed experts, each an
+    MLP of ``d_ff``; ``shared_d_ff`` > 0 adds an always-active shared MLP of that width (DeepSeek's
+    n_shared_experts x moe_intermediate_size; Llama 4's and Qwen2-MoE's shared expert), with a
+    sigmoid gate (D, 1) when ``shared_gate`` (Qwen2-MoE). ``router_bias``: the router's bias (E).
+    DeepSeek-V3's e_score_correction_bias is a buffer, not a parameter, and is not counted."""
+
+    n_experts: int
+    top_k: int
+    d_ff: int
+    gated: bool = True
+    bias: bool = False  # biases inside each expert (gpt-oss)
+    shared_d_ff: int = 0
+    shared_gate: bool = False
+    router_bias: bool = False
+    activation: str = "silu"
+
+    def __post_init__(self):
+        check_counts("moe", n_experts=self.n_experts, top_k=self.top_k, d_ff=self.d_ff)
+        check_counts_or_zero("moe", shared_d_ff=self.shared_d_ff)
+        if self.top_k > self.n_experts:
+            raise RooflineError(f"moe: top_k {self.top_k} exceeds n_experts {self.n_experts}")
+
+    @property
+    def kind(self) -> str:
+        shared = f" + shared {self.shared_d_ff}" if self.shared_d_ff else ""
+        return f"MoE {self.top_k} of {self.n_experts} x {self.d_ff}{shared}"
+
+    @property
+    def expert(self) -> MLP:
+        return MLP(self.d_ff, self.gated, self.bias, self.activation)
+
+    @property
+    def shared(self) -> MLP | None:
+        return MLP(self.shared_d_ff, self.gated, False, self.activation) if self.shared_d_ff else None
+
+    def router_params(self, d_model: int) -> int:
+        return d_model * self.n_experts + (self.n_experts if self.router_bias else 0)
+
+    def shared_params(self, d_model: int) -> int:
+        return (self.shared.params(d_model) if self.shared_d_ff else 0) + (d_model if self.shared_gate else 0)
+
+    def params(self, d_model: int) -> int:
+        return self.n_experts * self.expert.params(d_model) + self.shared_params(d_model) + self.router_params(d_model)
+
+
+ChannelMixer = Union[MLP, MoE]

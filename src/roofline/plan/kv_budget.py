@@ -1,0 +1,46 @@
+"""The KV cache of a serving deployment (docs/serving.md): what one GPU of a StepLayout has for
+it after the weights and a full step's activations, and what one sequence holds in k blocks.
+roofline.serving's block cache is sized by them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roofline.errors import RooflineError
+from roofline.plan.step_layout import StepLayout
+from roofline.units import DTYPE_BYTES
+
+
+def kv_cache_budget(step: StepLayout, memory_fraction: float) -> tuple[float, dict]:
+    """(bytes, parts): what one GPU has for the KV cache: its memory times ``memory_fraction`` less
+    the weights and the activations of a full step (``max_tokens`` rows of the widest op, 2 d_ff
+    for a gated MLP or 4 d_model, plus 4 d_model of residual and attention rows, and fp32 logits
+    for ``max_seqs`` rows: an estimate, said in the output). Parts in bytes."""
+    m = step.machine
+    if not m.memory_bytes:
+        raise RooflineError(f"{m.the_name} gives no memory capacity: the KV cache cannot be sized", field="machine")
+    sh = step.sharded
+    weights = step.weight_bytes_per_gpu()
+    w = DTYPE_BYTES[step.precision.activations]
+    widest = max([getattr(k.mlp, "d_ff", 0) * 2 for k in sh.kinds] + [sh.d_model * 4])
+    activations = step.max_tokens * (widest + 4 * sh.d_model) * w + step.max_seqs * sh.vocab * 4.0
+    capacity = m.memory_bytes * memory_fraction
+    free = (capacity - weights - activations) * step._dp  # data-parallel attention: each GPU caches its sequences
+    return max(free, 0.0), {"capacity_bytes": capacity, "weights_bytes": weights, "activations_bytes": activations,
+                            "kv_cache_bytes": max(free, 0.0)}
+
+
+def sequence_cache_bytes(step: StepLayout, block_size: int, max_blocks: int) -> np.ndarray:
+    """bytes[k]: the cache one sequence holds in k blocks of ``block_size`` tokens (k = 0 ..
+    max_blocks): K and V of every full-attention layer, sliding windows up to their window, MLA
+    latents, SSM states (plan.kv_bytes_per_sequence at k x block_size tokens)."""
+    from roofline.plan.memory import kv_bytes_per_sequence
+
+    k = np.arange(0, max_blocks + 1)
+    out = np.asarray(kv_bytes_per_sequence(step.model, np.maximum(k * block_size, 1), step.precision,
+                                           1 if step.expert_parallel else step.tensor_parallel),
+                     dtype=float)
+    out = np.broadcast_to(out, k.shape).copy()
+    out[0] = 0.0
+    return out

@@ -1,0 +1,250 @@
+"""The layout of a serving deployment and the kernels one GPU of it runs in an engine step
+(docs/serving.md): StepLayout holds the model, machine, precision, tensor / expert / pipeline
+parallelism, the links their collectives cross, the cost model and the step's budgets (tokens,
+sequences, verify tokens), checked once; and builds the ops one GPU runs for a step's tokens
+(layer ops, the embedding, the all-reduces, all-to-alls and pipeline sends) and its logits (final
+norm and LM head). plan.step's StepCost reduces those ops to closed form and costs steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roofline.blocks import layer_kernels
+from roofline.cost import CostModel, seed_cost_model
+from roofline.errors import RooflineError, check_number
+from roofline.kernels import ALL_TO_ALL, SEND, Kernel, all_reduce_kernel, norm_flops_per_element
+from roofline.machines import get_machine
+from roofline.plan.precision import Precision
+from roofline.plan.model_ops import _requantised
+from roofline.plan.parallel import shard, tp_link
+from roofline.transformer import get_model
+from roofline.units import DTYPE_BYTES
+
+MAX_STEP_TOKENS = 1 << 20  # a token budget past a million per step is a typo
+
+
+class StepLayout:
+    """A deployment as one engine step sees it (see the module docstring). ``StepLayout(model,
+    machine, ...)`` checks the layout and ends with ``_build()``: StepCost's reduction (plan.step)."""
+
+    def __init__(self, model="llama3-8b", machine="h100-sxm", precision: Precision | None = None, tensor_parallel: int = 1,
+                 link: str | None = None, cost_model: CostModel | None = None, attention: str = "flash",
+                 max_tokens: int = 8192, max_seqs: int = 256, gpus_per_node: int = 8, verify_tokens: int = 1,
+                 expert_parallel: bool = False, pipeline_stages: int = 1):
+        self.model = get_model(model)
+        self.machine = get_machine(machine)
+        self.precision = precision or Precision(*(3 * (self.machine.default_dtype,)))
+        self.precision.check_machine(self.machine)
+        cm = cost_model or seed_cost_model(launch_overhead_s=self.machine.launch_overhead_s)
+        if type(cm) is not CostModel:
+            cm = seed_cost_model(launch_overhead_s=self.machine.launch_overhead_s)
+            self.note_model = ("a calibrated profile's per-op model is not used for serving: its measured peaks and "
+                               "bandwidth with the workshop's e_c 0.70, e_m 0.85")
+        else:
+            self.note_model = ""
+        self.cost_model = cm
+        self.attention = attention
+        self.max_tokens = int(check_number("max_tokens", max_tokens, maximum=MAX_STEP_TOKENS, integer=True))
+        self.max_seqs = int(check_number("max_seqs", max_seqs, maximum=MAX_STEP_TOKENS, integer=True))
+        # speculative decoding: each decoding sequence feeds T = k + 1 tokens (its last token and k drafts) per step
+        self.verify_tokens = int(check_number("verify_tokens", verify_tokens, maximum=64, integer=True))
+        self.tensor_parallel = int(check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True))
+        self.link = tp_link(self.machine, link, self.tensor_parallel, gpus_per_node) if self.tensor_parallel > 1 else None
+        # expert parallelism with data-parallel attention (DeepSeek-V3's, SGLang's and vLLM's layout for MoE): each of
+        # the g GPUs runs attention and the dense ops for its own 1/g of the sequences with the whole weights, holds
+        # E/g whole experts, and the routed tokens go to their experts' GPUs and back (two all-to-alls per MoE layer)
+        self.expert_parallel = bool(expert_parallel)
+        if self.expert_parallel:
+            from roofline.architecture import MoE
+
+            g = self.tensor_parallel
+            moes = [k.mlp for k in self.model.kinds if isinstance(k.mlp, MoE)]
+            if g < 2 or not moes:
+                raise RooflineError(f"expert parallelism needs an MoE model and 2 or more GPUs ({self.model.name}, "
+                                    f"{g} GPU(s))", field="expert_parallel")
+            bad = [m.n_experts for m in moes if m.n_experts % g]
+            if bad:
+                raise RooflineError(f"expert parallelism over {g} GPUs must divide {self.model.name}'s {bad[0]} experts",
+                                    field="tensor_parallel")
+        self._dp = self.tensor_parallel if self.expert_parallel else 1  # sequences per GPU: 1/dp of the step's
+        # pipeline parallelism: p stages of L / p layers (each on the tensor-parallel group); a micro-batch's step passes
+        # every stage in turn, so its time is the whole model's plus p - 1 activation sends between stages
+        self.pipeline_stages = int(check_number("pipeline_stages", pipeline_stages, maximum=1024, integer=True))
+        if self.pipeline_stages > self.model.n_layers:
+            raise RooflineError(f"pipeline_stages {self.pipeline_stages} is more stages than {self.model.name}'s "
+                                f"{self.model.n_layers} layers", field="pipeline_stages")
+        if self.pipeline_stages > 1 and self.expert_parallel:
+            raise RooflineError("pipeline stages with expert parallelism are not modelled", field="pipeline_stages")
+        self.pp_link = None
+        if self.pipeline_stages > 1:
+            from roofline.plan.parallel import CROSS_NODE_LINKS, check_scale_up, resolve_link
+
+            gpus = self.tensor_parallel * self.pipeline_stages
+            check_scale_up(self.machine, gpus_per_node, gpus, f"tensor x pipeline parallel {gpus}")
+            within = gpus <= gpus_per_node
+            self.pp_link = resolve_link(self.machine, None if within else
+                                        next((n for n in CROSS_NODE_LINKS if n in dict(self.machine.links)), None),
+                                        field="pipeline_stages") if self.machine.links else None
+        self.sharded = self.model if self.expert_parallel else shard(self.model, self.tensor_parallel)
+        self._build()
+
+    def _build(self):
+        """Tabulate the step's costs once the layout is set: StepCost (plan.step) does; nothing here."""
+
+    # -- the kernels one GPU runs ------------------------------------------------------------------
+    def _kernels(self, kind, decode: bool, T, B, S) -> list[Kernel]:
+        return [_requantised(k, self.precision)[0]
+                for k in layer_kernels(kind, self.sharded.d_model, decode, T, B, S, self.attention, self.precision.activations)]
+
+    def _embedding(self, M) -> Kernel:
+        """The embedding gather of M rows, at the stored width of the embedding's weights."""
+        w_a, D = DTYPE_BYTES[self.precision.activations], self.sharded.d_model
+        return _requantised(Kernel.trusted("embedding", 0.0 * M, 2.0 * w_a * M * D, "gather", self.precision.activations,
+                                           weight_elems=M * D, part="embedding"), self.precision)[0]
+
+    def _tp_all_reduce(self, M) -> Kernel:
+        """One tensor-parallel all-reduce of the (M, D) activations over the link."""
+        return all_reduce_kernel(M * self.sharded.d_model, self.tensor_parallel, self.link,
+                                 DTYPE_BYTES[self.precision.activations], name=f"TP all-reduce ({self.link})")
+
+    ROUTED = ("expert gate+up proj", "expert up proj", "expert down proj")
+
+    def _routed_names(self, kind) -> set:
+        """The kind's routed-expert ops (expert parallelism splits them by expert, not by sequence)."""
+        from roofline.architecture import MoE
+
+        if not self.expert_parallel or not isinstance(kind.mlp, MoE):
+            return set()
+        names = [k.name for k in self._kernels(kind, False, 8, 1, 8)]
+        first = names.index("router") + 1
+        last = max(names.index(n) for n in self.ROUTED if n in names)
+        return set(names[first:last + 1])
+
+    def _token_kernels(self, kind, M, rows=None) -> dict:
+        """name -> kernel of the kind's ops over a step of M tokens, as one GPU runs them: all at M
+        rows; with expert parallelism the dense ops at ``rows`` (the busiest GPU's rows; default
+        M / g) and the routed experts as a local MoE of E / g experts taking k / g of every token
+        (the same expected rows and touched experts as a GPU's share of the routing) at M rows."""
+        if not self.expert_parallel:
+            return {k.name: k for k in self._kernels(kind, False, M, 1, M)}
+        from roofline.architecture import MoE
+
+        g = self._dp
+        x = M / g if rows is None else rows
+        dense = {k.name: k for k in self._kernels(kind, False, x, 1, x)}
+        if not isinstance(kind.mlp, MoE):
+            return dense
+        import types
+
+        from roofline.blocks import _moe_ops, _Ops
+        from roofline.kernels import dtype_name
+        from roofline.units import dtype_bytes
+
+        # the routed experts only (the shared expert and the router are dense ops above): E / g experts, k / g of each token
+        E, top = kind.mlp.n_experts, kind.mlp.top_k
+        moe = types.SimpleNamespace(n_experts=E / g, top_k=top / g, d_ff=kind.mlp.d_ff,
+                                    gated=kind.mlp.gated, activation=kind.mlp.activation, shared_d_ff=0)
+        # the busiest GPU holds at least ceil(T / g) of the T experts the step touches (pigeonhole),
+        # more than the mean T / g when few are touched: one token's 2 of 8 experts over 4 GPUs put a
+        # whole expert on one GPU, not half an expert on each
+        from roofline.blocks import expected_experts_touched
+
+        whole = expected_experts_touched(E, top, M)
+        busiest = np.minimum(E / g, np.maximum(expected_experts_touched(E / g, top / g, M), np.ceil(whole / g - 1e-9)))
+        wa = self.precision.activations
+        for k in _moe_ops(_Ops(dtype_bytes(wa), dtype_name(wa)), moe, M, self.sharded.d_model, touched=busiest)[1:]:
+            dense[k.name] = _requantised(k, self.precision)[0]
+        return dense
+
+    def _stage_send(self, M) -> Kernel:
+        """One send between pipeline stages: the (M, D) activations (each GPU of the tensor-parallel
+        group sends its copy's 1/t) over the stages' link, with its latency."""
+        w = DTYPE_BYTES[self.precision.activations]
+        sent = M * self.sharded.d_model * w / self.tensor_parallel
+        return Kernel.trusted(f"PP send ({self.pp_link})", 0.0 * sent, sent, "collective", self.precision.activations,
+                              self.pp_link, shape=(SEND, 2, sent))
+
+    def _all_to_alls(self, kind, M) -> list[Kernel]:
+        """Expert parallelism: the dispatch and the combine of one MoE layer, the busiest GPU sending
+        its M rows' k hidden vectors to the experts' GPUs ((g - 1) / g of them elsewhere) and getting
+        as many back: M k D w (g - 1) / g bytes each way, over the link, plus its latency."""
+        from roofline.architecture import MoE
+
+        if not self.expert_parallel or not isinstance(kind.mlp, MoE):
+            return []
+        g, w = self._dp, DTYPE_BYTES[self.precision.activations]
+        sent = M * kind.mlp.top_k * self.sharded.d_model * w * (g - 1) / g  # M: the busiest GPU's rows
+        return [Kernel.trusted(f"EP all-to-all {what} ({self.link})", 0.0 * sent, sent, "collective",
+                               self.precision.activations, self.link, shape=(ALL_TO_ALL, g, sent))
+                for what in ("dispatch", "combine")]
+
+    def _final_norm(self, R) -> Kernel:
+        sh, wa = self.sharded, self.precision.activations
+        w = DTYPE_BYTES[wa]
+        return Kernel.trusted("final norm", norm_flops_per_element(sh.final_norm) * R * sh.d_model,
+                              2.0 * w * R * sh.d_model, "norm", wa)
+
+    def _lm_head(self, R) -> Kernel:
+        sh = self.sharded
+        D, V = sh.d_model, sh.vocab
+        w = DTYPE_BYTES[self.precision.activations]
+        k = Kernel.trusted("LM head", 2.0 * R * V * D, w * (R * D + D * V + R * V), "matmul", self.precision.activations,
+                           weight_elems=D * V, part="embedding" if self.model.tied_embeddings else "lm_head")
+        return _requantised(k, self.precision)[0]
+
+    # -- what the layout bounds --------------------------------------------------------------------
+    def _check_tokens(self, M: int, R: int):
+        if M > self.max_tokens:
+            raise RooflineError(f"a step of {M:,} tokens is past the token budget {self.max_tokens:,}", field="max_tokens")
+        if R > self.max_seqs * (self.verify_tokens + 1):
+            raise RooflineError(f"a step sampling {R:,} rows is past max_seqs {self.max_seqs:,}", field="max_seqs")
+
+    def busiest_rows(self, n: int, chunks) -> int:
+        """Expert parallelism with data-parallel attention: the rows of the busiest GPU, which sets
+        the step's pace: a share of the step's tokens, at least its own ceil(n / g) decodes and the
+        largest chunk (a sequence runs on one GPU)."""
+        M = n * self.verify_tokens + sum(c for c, _ in chunks)
+        g = self._dp
+        return max(-(-M // g), -(-n // g) * self.verify_tokens, max((c for c, _ in chunks), default=0))
+
+    def describe(self) -> str:
+        cm = self.cost_model
+        layout = (f"expert-parallel {self.tensor_parallel} with data-parallel attention" if self.expert_parallel
+                  else f"tensor-parallel {self.tensor_parallel}")
+        if self.link:
+            layout += f" over {self.link}"
+        if self.pipeline_stages > 1:
+            layout += f" x {self.pipeline_stages} pipeline stages" + (f" (sends over {self.pp_link})"
+                                                                        if self.pp_link and self.pp_link != self.link else "")
+        return f"{self.model.name} on {self.machine.name}, {self.precision.label()}, {layout}; {cm.describe()}"
+
+    def weight_bytes_per_gpu(self) -> float:
+        """Weights one GPU holds: its tensor-parallel slice, or with expert parallelism the whole
+        model but 1/g of the routed experts."""
+        from roofline.plan.memory import inference_weight_bytes
+
+        if not self.expert_parallel:
+            return inference_weight_bytes(self.model, self.precision, self.tensor_parallel) / self.pipeline_stages
+        from roofline.transformer import count_params
+
+        whole = inference_weight_bytes(self.model, self.precision, 1)
+        experts = count_params(self.model)["experts"] * self.precision.weight_width("experts")
+        return whole - experts * (1.0 - 1.0 / self.tensor_parallel)
+
+    def notes(self) -> tuple[str, ...]:
+        """What the step's costs assume beyond the cost model's line."""
+        from roofline.links import all_reduce_note, latency_note
+
+        table = all_reduce_note(self.link) if self.link and self.tensor_parallel > 1 else None
+        if table:  # the generic latency is then the other collectives' (all-to-all, pipeline sends)
+            out = (table, latency_note(self.link).replace("collectives over", "other collectives over", 1))
+        else:
+            out = (latency_note(self.link),) if self.link else ()
+        if self.expert_parallel:
+            out += (f"expert parallelism over {self.tensor_parallel} GPUs: each runs attention and the dense ops for 1/"
+                    f"{self.tensor_parallel} of the sequences with whole weights and holds 1/{self.tensor_parallel} of "
+                    "the experts; two all-to-alls per MoE layer; a step runs at its busiest GPU's pace (its ceil(n/g) "
+                    "decodes, the largest prompt chunk, at least ceil(T/g) of the T experts the step touches); routing "
+                    "otherwise assumed balanced",)
+        return out + ((self.note_model,) if self.note_model else ())
