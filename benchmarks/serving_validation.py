@@ -32,7 +32,8 @@ from roofline.plan.step import StepCost  # noqa: E402
 # The one set of settings for every row (stated in the report).
 MAX_SEQS = 2048  # sequences in flight at most (trtllm-bench pads CUDA graphs to batch 8192; vLLM's default is 256)
 MAX_TOKENS = 8192  # tokens per step (vLLM and TensorRT-LLM defaults)
-MEMORY_FRACTION = 0.95  # TensorRT-LLM's kv_cache_free_gpu_mem_fraction 0.95 (of the memory free after weights; here of all of it)
+MEMORY_FRACTION = 0.95  # TensorRT-LLM's kv_cache_free_gpu_mem_fraction 0.95 (of the memory free after weights; here of all
+# of it, as the driver reports it: Machine.capacity_bytes)
 MAX_LOAD_REQUESTS = 2000  # "max" rows: this many requests, all queued at t = 0
 RATE_REQUESTS = 500  # rows at a request rate: 500 requests (the trtllm-0.14 serving table's count), Poisson
 MODELS = {"llama3.1-8b": "llama3-8b", "llama3-8b": "llama3-8b", "llama3.1-70b": "llama3-70b",
@@ -44,7 +45,9 @@ DTYPES = {"fp8": "fp8", "bf16": "bf16", "fp16": "fp16", "unknown": "bf16"}
 def settings_text() -> str:
     return (f"the workshop plate's cost model (e_c 0.70, e_m 0.85, launch 3 us, a CUDA graph for decode-only steps), flash "
             f"attention, at most {MAX_SEQS:,} sequences and {MAX_TOKENS:,} tokens per step, memory fraction "
-            f"{MEMORY_FRACTION:g}, blocks of 16 tokens, no prefix hits; 'max' rows: {MAX_LOAD_REQUESTS:,} requests all "
+            f"{MEMORY_FRACTION:g} of the memory the driver reports (85.5 GB on an H100; the H200's datasheet 141 GB), blocks "
+            "of 16 tokens, no prefix hits; 'fp8' as `--dtype fp8` means it: W8A8, fp8 weights, matmuls and KV cache with "
+            f"bf16 activations between ops; 'max' rows: {MAX_LOAD_REQUESTS:,} requests all "
             f"queued at t = 0 (or the count a source states: 500 for trtllm-0.14-serving); rows at a request rate: that "
             "source's 500 requests arriving as a Poisson process; rows at a "
             "concurrency: that many users in a closed loop, 8 requests each (at least 40); dtype 'unknown' taken as bf16; "
@@ -225,6 +228,8 @@ def explain(ok) -> list[str]:
     moe, _ = med(lambda r: r["metric"] == "output_tokens_per_s" and str(r["concurrency"]) == "max" and r["model"] == "mixtral-8x7b")
     sat, _ = med(lambda r: r["source"] == "trtllm-0.14-serving" and r.get("request_rate_per_s", 0) >= 16
                  and r["metric"] in ("ttft_s", "itl_s"))
+    serve_max, _ = med(lambda r: r["source"] == "trtllm-0.14-serving" and str(r["concurrency"]) == "max"
+                       and r["metric"] in THROUGHPUT)
     def by_tp(model):
         out = []
         for t in (1, 2, 4, 8):
@@ -243,25 +248,29 @@ def explain(ok) -> list[str]:
         "detokenising and streaming through the server; TTFT also the request's parsing and tokenisation), a few ms "
         "per step at batch 1-8, and decode GEMMs at small batch reaching less than 0.85 of the bandwidth (an ITL of "
         "7 ms for 16 GB of Llama 3.1 8B weights is 2.3 TB/s, 0.69 of the H100's 3.35 TB/s).",
-        f"- **Maximum-load throughput, dense FP8**: Llama 3.1 8B {dense8}; 70B {dense70}. The 8B rows (one GPU) sit "
-        "within a few per cent. For 70B the ratio grows with the tensor-parallel size: "
-        f"{by_tp(lambda m: '70b' in m)}. On one 80 GB H100 the model is under: 0.95 of all memory less 70.5 GB of "
-        "weights leaves it less KV cache (so a smaller batch) than TensorRT-LLM's 0.95 of the memory left after the "
-        "weights, and the machine presets take the '80 GB' label as 80e9 bytes where the card has 80 GiB (85.9e9): "
-        "~6 GB of cache missing, most of it when the weights nearly fill the card. From TP2 up it is over, by more "
-        "at each step: what a split adds is costed too cheaply. Not the all-reduces alone: they take an engine "
-        "all-reduce's measured time by GPU count and size (sglang PR #2904, H100: 33.8 us at 8 GPUs and 4 MiB, "
-        "against 25 us for latency plus bytes), which moved the TP8 median by 0.02 only. Left: the GEMMs of a 1/t "
-        "slice, whose smaller N runs below the e_c 0.70 the model keeps for every size, and the small kernels of a "
-        "step (norms, RoPE, activations, residual adds: ~10 a layer), each costed at its roofline time inside the "
-        "CUDA graph although a kernel takes a few us at the least; at TP8 they are a larger share of a shorter step.",
+        f"- **Maximum-load throughput, dense FP8**: Llama 3.1 8B {dense8}; 70B {dense70}. By tensor-parallel size, "
+        f"70B: {by_tp(lambda m: '70b' in m)}. Two terms brought these rows in (2026-12-01), each a fact about the "
+        "engines rather than a fitted factor. The KV cache is sized from the memory the driver reports (an '80 GB' "
+        "H100 has 81,559 MiB = 85.5e9 B): with the datasheet's 80e9 the 70B rows on one H100 ran 0.16-0.42, their "
+        "cache 5 GB short when the weights nearly fill the card. And FP8 is priced as the engines run it, W8A8 with "
+        "bf16 activations between ops, so norms, residual adds and the tensor-parallel all-reduces move bf16: with "
+        "fp8 there the TP8 median was 1.50, the all-reduces and small kernels half their real size. What is left "
+        "still grows with TP: the GEMMs of a 1/t slice, whose smaller N runs below the e_c 0.70 the model keeps for "
+        "every size, and the small kernels of a step (norms, RoPE, activations, residual adds: ~10 a layer), each "
+        "costed at its roofline time inside the CUDA graph although a kernel takes a few us at the least; at TP8 "
+        "they are a larger share of a shorter step.",
         f"- **Mixture of experts** (Mixtral 8x7B FP8, maximum load): {moe}; {by_tp(lambda m: m == 'mixtral-8x7b')}. "
         "The same growth with TP, on top of expert GEMMs costed as one GEMM over the routed rows at e_c 0.70 with "
         "uniform routing; grouped expert kernels and their imbalance run below that, which the model does not yet "
         "know.",
         f"- **Near saturation** (trtllm-0.14-serving at 16-32 requests/s): {sat}. Where the published system is "
-        "already queueing (its TTFT in seconds) and the model is not, the ratio runs to 0.2: the same capacity "
-        "over-estimate as above, amplified by the queue.",
+        "already queueing (its TTFT in seconds) and the model is not, the ratio runs to 0.2: the worst rows of the "
+        f"table. That source's maximum-load throughput ({serve_max}) shows where: its 202/214-token rows run at 2.0, "
+        "because the published request rate barely moves from its 467/256-token rows (Llama 3.1 8B on an H100: 39 "
+        "against 37 requests/s) while the model's doubles with half the tokens per request. Something per request "
+        "caps the served rate (the served path's own time per request through Triton's TensorRT-LLM backend, or a "
+        "batch limit the page does not state), which a model of the engine's GPU work cannot see; near saturation "
+        "the queue amplifies it.",
         "- Not a model term but a condition: NVIDIA's own pages give most rows (TensorRT-LLM and NIM, which runs it); "
         "vLLM's CI gives 6. Versions of one page differ by a few per cent for the same configuration.",
     ]

@@ -376,3 +376,20 @@ def test_peer_links_must_name_one_of_the_machines_links():
         parse_machine_file(_GOOD + links + peer.format("nvswitch"), "toy.toml")
     m = parse_machine_file(_GOOD + links + peer.format("nvlink"), "toy.toml")["toy"]
     assert m.group_link("nvlink", 3) == pytest.approx(2 * 100e9) and m.group_link("nvlink", 8) == 400e9
+
+
+@pytest.mark.parametrize("key, mib", [("h100-sxm", 81_559), ("a100-80gb", 81_920), ("a100-40gb", 40_960),
+                                      ("l40s", 46_068), ("l4", 23_034)])
+def test_capacity_is_what_the_driver_reports_where_a_source_gives_it(key, mib):
+    # nvidia-smi's totals in MiB (NVIDIA/nccl issue #1264 for the H100; modal-labs/modal-client pull
+    # request #2797 for all five): what an engine sizes its KV cache from, above the datasheet's label
+    m = get_machine(key)
+    assert m.usable_memory_bytes == m.capacity_bytes == mib * 2**20 > m.memory_bytes
+    assert "as the driver reports" in m.capacity_text and m.capacity_notes
+    assert "SMI-MODAL" in dict(m.sources)["usable_memory_bytes"]
+
+
+def test_capacity_falls_back_to_the_datasheet_without_a_driver_figure():
+    h200 = get_machine("h200")
+    assert h200.usable_memory_bytes is None and h200.capacity_bytes == h200.memory_bytes == 141e9
+    assert h200.capacity_notes == () and h200.capacity_text == "141 GB"

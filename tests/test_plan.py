@@ -116,11 +116,11 @@ def test_moe_flops_use_active_params_and_decode_reads_the_touched_experts():
 
 
 def test_70b_bf16_weights_do_not_fit_one_80_gb_gpu():
-    # 70,553,706,496 parameters x 2 bytes = 141.1 GB > 80 GB
+    # 70,553,706,496 parameters x 2 bytes = 141.1 GB > the 81,559 MiB = 85.5 GB an "80 GB" H100 reports
     mem = inference_memory("llama3-70b", "h100-sxm", batch=1, context=8192)
     assert mem.fits is False
     assert mem.parts[0].bytes == 2 * 70_553_706_496
-    assert "does NOT fit" in mem.verdict and "weights alone are 141 GB" in mem.verdict and "80 GB" in mem.verdict
+    assert "does NOT fit" in mem.verdict and "weights alone are 141 GB" in mem.verdict and "85.5 GB" in mem.verdict
     assert "--tp 2" in mem.verdict  # 70.6 GB of weights + 1.3 GB of KV cache per GPU on 2
     assert dict(mem.limits)["max_batch_at_context"] == 0
     assert inference_memory("llama3-70b", "h100-sxm", precision=Precision(weights="fp8")).fits  # 70.6 + 2.7 GB
@@ -243,12 +243,13 @@ def test_quantisation_reprices_each_part_and_uses_the_matching_peak():
 
 
 def test_largest_batch_in_memory():
-    # (80e9 - 16,060,522,496 bytes of weights) / (4,096 x 131,072 bytes per sequence) = 119.09
+    # (81,559 MiB = 85,520,809,984 B as the driver reports - 16,060,522,496 bytes of weights) /
+    # (4,096 x 131,072 bytes per sequence) = 129.38
     plan = decode_plan("llama3-8b", "h100-sxm", context=4096)
-    assert plan.max_batch_in_memory == 119
+    assert plan.max_batch_in_memory == 129
     rows = plan.rows()
     assert [r["batch"] for r in rows] == [2**i for i in range(11)]
-    assert all(r["fits"] == (r["batch"] <= 119) for r in rows)
+    assert all(r["fits"] == (r["batch"] <= 129) for r in rows)
 
 
 def test_compute_bound_batch_is_where_the_matmuls_cross_the_ridge():
@@ -569,7 +570,8 @@ def test_decode_plan_limits_batch_and_context_and_builds_the_curve_only_when_ask
 def test_int4_is_weight_only_storage_computing_in_bf16():
     assert Precision.uniform("int4", H100_SXM) == Precision("int4", "bf16", "bf16")
     assert Precision.uniform("fp4", H100_SXM) == Precision("fp4", "bf16", "bf16")  # no fp4 peak before Blackwell
-    assert Precision.uniform("fp4", B200) == Precision("fp4", "fp4", "fp4")  # B200 computes in fp4
+    # B200 computes in fp4: W4A4, fp4 weights, matmuls and KV cache, bf16 between ops
+    assert Precision.uniform("fp4", B200) == Precision("fp4", "bf16", "fp4", matmul="fp4")
     assert Precision.uniform("fp8", get_machine("a100-80gb")) == Precision("fp8", "bf16", "bf16")
     w4 = decode_step("llama3-8b", H100_SXM, 4, 1024, precision=Precision.uniform("int4", H100_SXM), cost_model=PURE)
     bf = decode_step("llama3-8b", H100_SXM, 4, 1024, cost_model=PURE)
@@ -631,13 +633,39 @@ def test_a_point_to_point_mesh_gives_a_group_of_g_gpus_g_minus_1_peer_links():
 
 
 def test_fit_advice_says_when_the_fit_is_past_an_engines_memory_budget():
-    """Llama 3 70B with fp8 weights on one 80 GB H100 (the batch-1, 8,192-token default): its weights
-    and cache need 75.3 GB, which fits the card but is 94% of it, past the 0.9 vLLM's
+    """Llama 3 70B with fp8 weights on one H100 at batch 1 and 32,768 tokens: weights 68,451,041,280 B
+    at fp8 plus the embedding and LM head (2 x 128,256 x 8,192) and 80 x 2 + 1 norms of 8,192 at bf16
+    = 72,656,371,712 B, and a bf16 cache of 32,768 x 327,680 B = 10,737,418,240 B: 83.4 GB, which
+    fits the 85,520,809,984 B the card reports but is 97.5% of it, past the 0.9 vLLM's
     gpu_memory_utilization lets an engine use; the advice says so. serving's Engine takes that 0.9."""
     from roofline.plan.memory import ENGINE_MEMORY_FRACTION, inference_memory
     from roofline.serving import Engine
 
     assert ENGINE_MEMORY_FRACTION == 0.9 == Engine().memory_fraction
-    advice = inference_memory("llama3-70b", "h100-sxm", batch=1, context=8192).advice
-    assert "or on 1 with fp8 weights (75.3 GB: 94% of the memory, past the 0.9" in advice
+    advice = inference_memory("llama3-70b", "h100-sxm", batch=1, context=32768).advice
+    assert "or on 1 with fp8 weights (83.4 GB: 98% of the memory, past the 0.9" in advice
+    assert "past the" not in inference_memory("llama3-70b", "h100-sxm", batch=1, context=8192).advice  # 75.3 GB: 88%
     assert "past the" not in inference_memory("llama3-70b", "h200", batch=1, context=8192).advice  # 141 GB: room to spare
+
+
+def test_fp8_is_w8a8_with_bf16_between_ops():
+    """--dtype fp8 on an H100 as engines run it (vLLM FP8 W8A8, TensorRT-LLM FP8): fp8 weights, KV
+    cache and matmuls; the tensors between ops bf16. So at B = 16, S = 1,024, t = 2 over NVLink
+    every non-matmul op (norms, residual adds, silu*mul, the all-reduce of B x 4,096 values) moves
+    the same bytes as in bf16; each projection's weights are half (1 byte a weight, not 2) and run
+    at the fp8 peak; the KV cache half (65,536 B a token, not 131,072)."""
+    B, S = 16, 1024
+    kw = dict(tensor_parallel=2, cost_model=PURE)
+    f8 = decode_step("llama3-8b", H100_SXM, B, S, precision=Precision.uniform("fp8", H100_SXM), **kw)
+    b16 = decode_step("llama3-8b", H100_SXM, B, S, **kw)
+    ops8, ops16 = ({o.kernel.name: o for o in p.ops} for p in (f8, b16))
+    for name in ("attn norm", "residual add", "silu*mul", "TP all-reduce (nvlink)"):
+        assert ops8[name].kernel.bytes == ops16[name].kernel.bytes and ops8[name].kernel.dtype == "bf16", name
+    assert ops16["TP all-reduce (nvlink)"].kernel.bytes > 0
+    for name in ("QKV proj", "gate+up proj", "down proj"):
+        assert ops8[name].weight_bytes == ops16[name].weight_bytes / 2 and ops8[name].kernel.dtype == "fp8", name
+    assert ops8["LM head"].kernel.dtype == "bf16"  # kept unquantised, as ModelOpt leaves it
+    assert f8.totals.kv_bytes == b16.totals.kv_bytes / 2 == B * S * 2 * 32 * 8 * 128 / 2  # per GPU of 2
+    # --activations fp8 keeps every activation at fp8 as well
+    all8 = Precision.resolve("llama3-8b", H100_SXM, "fp8", activations="fp8")
+    assert all8 == Precision("fp8", "fp8", "fp8", matmul="fp8") and all8.compute == "fp8"

@@ -287,7 +287,7 @@ def test_download_buttons_fetch_the_op_table(page, base_url_web):
 
 def test_the_page_warns_of_ops_past_the_memory_and_names_the_axis_unit(page, base_url_web):
     errors = open_page(page, base_url_web + "/?tokens=131072")
-    # the unfused scores at 131,072 tokens: QK^T and PV move 551 GB, the softmax 1.1 TB, past 80 GB
+    # the unfused scores at 131,072 tokens: QK^T and PV move 551 GB, the softmax 1.1 TB, past 85.5 GB
     assert page.is_visible("#layer-warnings")
     items = page.locator("#layer-warnings li").all_inner_texts()
     assert [i.split(" moves ")[0] for i in items] == ["QK^T", "softmax", "PV"] and "1.1 TB" in items[1]
@@ -316,14 +316,14 @@ def test_whole_model_view_shows_the_pass_and_memory_fit(page, base_url_web, tmp_
     assert text(page, "#model-throughput") == api["readouts"]["text"]["throughput"]
     assert text(page, "#model-sentence").startswith("Prefill of one 8,192-token sequence through Llama 3 8B (32 blocks")
     assert page.get_attribute("#model-fit", "data-state") == "fits"
-    assert text(page, "#model-fit-text").startswith("fits: 17.1 GB of the H100 SXM's 80 GB")
+    assert text(page, "#model-fit-text").startswith("fits: 17.1 GB of the H100 SXM's 85.5 GB")
     # the parts as stacked bars: red memory-bound, blue compute-bound time of each part
     traces = plot(page, "model-parts", "d.data.map(t => [t.name, t.marker.color, t.y])")
     assert [(n, c) for n, c, _ in traces] == [("memory-bound", "#d62728"), ("compute-bound", "#1f77b4")]
     assert traces[0][2] == ["embedding", "32 blocks", "final norm", "LM head"]
     # memory: weights and KV cache stacked against the capacity line
     assert plot(page, "model-memory-chart", "d.data.map(t => t.name)") == ["weights", "KV cache"]
-    assert plot(page, "model-memory-chart", "d.layout.shapes[0].x0") == 80
+    assert plot(page, "model-memory-chart", "d.layout.shapes[0].x0") == 81_559 * 2**20 / 1e9
     screenshot(page, tmp_path, "workshop-model.png")
 
     type_value(page, "#batch", 4, "batch=4")
@@ -345,7 +345,7 @@ def test_a_70b_model_does_not_fit_one_h100_on_the_page(page, base_url_web):
     open_page(page, base_url_web + "/?view=model&model=llama3-70b")
     assert page.get_attribute("#view-model", "aria-selected") == "true"
     assert page.get_attribute("#model-fit", "data-state") == "does-not-fit"
-    assert text(page, "#model-fit-text").startswith("does NOT fit: needs 144 GB per GPU, the H100 SXM has 80 GB.")
+    assert text(page, "#model-fit-text").startswith("does NOT fit: needs 144 GB per GPU, the H100 SXM has 85.5 GB.")
     assert "does not fit" in text(page, "#model-memory-sub")
     assert plot(page, "model-memory-chart", "d.layout.annotations[0].font.color") == "#d62728"
 
@@ -357,7 +357,7 @@ def test_decode_view_shows_throughput_against_batch(page, base_url_web, tmp_path
     assert "Context" in text(page, "#tokens-label")
     api = page.request.get(base_url_web + "/api/decode?tokens=8192").json()
     assert text(page, "#decode-compute-bound") == "batch 264"
-    assert text(page, "#decode-max-batch") == str(api["max_batch_in_memory"]) == "59"  # 80 GB at 8,192 tokens
+    assert text(page, "#decode-max-batch") == str(api["max_batch_in_memory"]) == "64"  # (85,520,809,984 B the driver reports - 16,060,522,496) / (8,192 x 131,072 B) = 64.7
     assert text(page, "#decode-kv") == "114,512 tokens"
     assert text(page, "#decode-step-name") == "Decode step at batch 1"
     seed_step, seed_tps = text(page, "#decode-step"), text(page, "#decode-throughput")
@@ -367,19 +367,19 @@ def test_decode_view_shows_throughput_against_batch(page, base_url_web, tmp_path
         assert plot(page, chart_id, "d.layout.xaxis.type") == "log"
         assert plot(page, chart_id, "d.data[0].x.length") > 100
         shapes = plot(page, chart_id, "d.layout.shapes.map(s => [s.type, s.x0])")
-        assert ["line", 264] in shapes and ["rect", 59] in shapes
+        assert ["line", 264] in shapes and ["rect", 64] in shapes
         texts = " ".join(plot(page, chart_id, "d.layout.annotations.map(a => a.text)"))
-        assert "from batch 264" in texts and "beyond batch 59" in texts
+        assert "from batch 264" in texts and "beyond batch 64" in texts
     assert plot(page, "decode-latency-chart", "d.layout.yaxis.type") == "log"
     assert plot(page, "decode-throughput-chart", "d.data[1].marker.color") == "#d62728"
     assert plot(page, "decode-throughput-chart", "d.data[3].x") == [1]  # this batch
     screenshot(page, tmp_path, "workshop-decode.png")
 
-    type_value(page, "#batch", 64, "batch=64")
-    assert text(page, "#decode-step-name") == "Decode step at batch 64"
+    type_value(page, "#batch", 65, "batch=65")
+    assert text(page, "#decode-step-name") == "Decode step at batch 65"
     assert text(page, "#decode-step") != seed_step and text(page, "#decode-throughput") != seed_tps
-    assert text(page, "#decode-throughput-sub") == "does not fit in memory"  # 64 > 59
-    assert plot(page, "decode-throughput-chart", "d.data[3].x") == [64]
+    assert text(page, "#decode-throughput-sub") == "does not fit in memory"  # 65 > 64
+    assert plot(page, "decode-throughput-chart", "d.data[3].x") == [65]
     choose(page, "#machine", "h200", "machine=h200")
     assert text(page, "#decode-max-batch") == "116"  # (141e9 - 16.06e9) / (8,192 x 131,072 B)
     assert text(page, "#decode-throughput-sub") == "fits in memory"

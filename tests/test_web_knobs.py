@@ -74,7 +74,8 @@ def test_fp8_kv_cache_halves_the_cache(client):
 
 def test_weights_and_kv_cache_override_dtype_part_by_part(client):
     body = get(client, "/api/decode", dtype="fp8", weights="int4", kv_cache="bf16", tokens=1024)
-    assert body["precision"] == {"weights": "int4", "activations": "fp8", "kv_cache": "bf16", "compute": "fp8"}
+    # dtype fp8 is W8A8 (bf16 between ops); int4 weights under it dequantise into fp8 matmuls (W4A8)
+    assert body["precision"] == {"weights": "int4", "activations": "bf16", "kv_cache": "bf16", "compute": "fp8"}
     assert body["weights_bytes"] == pytest.approx(INT4_WEIGHT_BYTES, rel=1e-12)
     # one sequence of 1,024 tokens at 2 x 32 x 8 x 128 x 2 B = 131,072 B a token: 134,217,728 B
     assert body["kv_bytes_per_sequence"] == 1024 * 2 * L * K * D_HEAD * 2

@@ -78,6 +78,7 @@ class Machine:
     default_dtype: str = "bf16"
     peaks: tuple[tuple[str, float], ...] = ()
     memory_bytes: float | None = None
+    usable_memory_bytes: float | None = None  # what the driver reports (nvidia-smi, torch): 81,559 MiB on an "80 GB" H100
     l2_bytes: float | None = None
     sm_count: int | None = None
     nvlink_gpus: int | None = None  # GPUs one NVLink domain joins when smaller than a node (a bridged PCIe pair: 2)
@@ -92,6 +93,32 @@ class Machine:
         check_number(f"{self.name or 'machine'} peak_flops", self.peak_flops)
         check_number(f"{self.name or 'machine'} bandwidth", self.bandwidth)
         check_number(f"{self.name or 'machine'} launch_overhead_s", self.launch_overhead_s, strictly=False)
+
+    @property
+    def capacity_bytes(self) -> float | None:
+        """The memory a deployment can fill: what the driver reports where it is known (an engine sizes
+        its KV cache from it: vLLM's gpu_memory_utilization is a share of it), else the datasheet's
+        figure. An "80 GB" H100 SXM reports 81,559 MiB = 85.5e9 B."""
+        return self.usable_memory_bytes or self.memory_bytes
+
+    @property
+    def capacity_text(self) -> str:
+        """The capacity in words, saying which figure it is: "85.5 GB (as the driver reports; 80 GB on the datasheet)"."""
+        from roofline.units import format_si
+
+        if not self.capacity_bytes:
+            return "no memory capacity given"
+        if self.usable_memory_bytes and self.memory_bytes and self.usable_memory_bytes != self.memory_bytes:
+            return (f"{format_si(self.usable_memory_bytes, 'B')} (as the driver reports; "
+                    f"{format_si(self.memory_bytes, 'B')} on the datasheet)")
+        return format_si(self.capacity_bytes, "B")
+
+    @property
+    def capacity_notes(self) -> tuple[str, ...]:
+        """A note for plans where the capacity is the driver's figure, not the datasheet's."""
+        if self.usable_memory_bytes and self.memory_bytes and self.usable_memory_bytes != self.memory_bytes:
+            return (f"memory: {self.capacity_text}",)
+        return ()
 
     @property
     def the_name(self) -> str:
@@ -176,6 +203,7 @@ class Machine:
 
 _NUMBER_KEYS = {
     "memory_bytes",
+    "usable_memory_bytes",
     "memory_bytes_per_s",
     "l2_bytes",
     "sm_count",
@@ -297,6 +325,7 @@ def machine_from_dict(key: str, spec: dict, sources: dict[str, str]) -> Machine:
         default_dtype=default_dtype,
         peaks=tuple(peaks),
         memory_bytes=nums.get("memory_bytes"),
+        usable_memory_bytes=nums.get("usable_memory_bytes"),
         l2_bytes=nums.get("l2_bytes"),
         sm_count=int(nums["sm_count"]) if "sm_count" in nums else None,
         nvlink_gpus=int(nums["nvlink_gpus"]) if "nvlink_gpus" in nums else None,

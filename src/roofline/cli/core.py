@@ -106,17 +106,21 @@ def cmd_machines(args):
     for m in ms:
         rows.append([m.key, m.name, m.default_dtype, f"{m.peak_flops / TERA:,.1f}", f"{m.bandwidth / TERA:.2f}",
                      f"{m.ridge_point:,.0f}", f"{m.memory_bytes / GIGA:,.0f}" if m.memory_bytes else "-",
+                     f"{m.usable_memory_bytes / GIGA:,.1f}" if m.usable_memory_bytes else "-",
                      f"{m.launch_overhead_s / US:g}" if m.launch_overhead_s else "-"])
-    print(grid(["key", "name", "dtype", "dense TFLOP/s", "TB/s", "ridge FLOP/B", "GB", "launch us"], rows,
-               [False, False, False, True, True, True, True, True]))
-    print("\nDense peaks (no 2:4 sparsity) at the default dtype; every figure's source: `roofline machines --json`.")
+    print(grid(["key", "name", "dtype", "dense TFLOP/s", "TB/s", "ridge FLOP/B", "GB", "driver GB", "launch us"], rows,
+               [False, False, False, True, True, True, True, True, True]))
+    print("\nDense peaks (no 2:4 sparsity) at the default dtype. GB: the datasheet's memory; driver GB: what nvidia-smi "
+          "reports, where a source gives it (plans size the KV cache and check fits against it). Every figure's source: "
+          "`roofline machines --json`.")
 
 
 def _machine_dict(m):
     return {
         "key": m.key, "name": m.name, "vendor": m.vendor, "default_dtype": m.default_dtype,
         "peak_flops": m.peak_flops, "bandwidth": m.bandwidth, "ridge_point": m.ridge_point,
-        "peaks_flops_per_s": dict(m.peaks), "memory_bytes": m.memory_bytes, "l2_bytes": m.l2_bytes,
+        "peaks_flops_per_s": dict(m.peaks), "memory_bytes": m.memory_bytes,
+        "usable_memory_bytes": m.usable_memory_bytes, "capacity_bytes": m.capacity_bytes, "l2_bytes": m.l2_bytes,
         "sm_count": m.sm_count, "links_bytes_per_s": dict(m.links), "launch_overhead_s": m.launch_overhead_s,
         "sources": dict(m.sources),
     }

@@ -180,13 +180,15 @@ def _add_model(p):
 
 def _add_precision(p):
     p.add_argument("--dtype", choices=QUANT_DTYPES, default=None,
-                   help="weights, activations and KV cache (default: the machine's, bf16 on most); a dtype the machine has no peak for (int4, "
-                        "fp4 before Blackwell) means weights only, with bf16 activations, KV cache and matmuls")
+                   help="weights, activations and KV cache (default: the machine's, bf16 on most); fp8, int8 or fp4 where the "
+                        "machine computes in it are W8A8 (W4A4) as engines run it: weights, matmuls and KV cache in it, "
+                        "bf16 between ops; a dtype the machine has no peak for (int4, fp4 before Blackwell) means weights "
+                        "only, with bf16 activations, KV cache and matmuls")
     p.add_argument("--weights", choices=QUANT_DTYPES, default=None,
                    help="weight storage dtype (default --dtype, or as the checkpoint stores them when its config.json "
                         "has a quantization_config: MXFP4 experts, block fp8, int4 groups)")
     p.add_argument("--activations", choices=QUANT_DTYPES, default=None,
-                   help="activation dtype, one the machine computes in (default --dtype)")
+                   help="activation dtype between ops, one the machine computes in (default --dtype, bf16 under W8A8)")
     p.add_argument("--kv-cache", choices=QUANT_DTYPES, default=None, help="KV-cache storage dtype (default --dtype)")
 
 

@@ -18,14 +18,14 @@ def kv_cache_budget(step: StepLayout, memory_fraction: float) -> tuple[float, di
     for a gated MLP or 4 d_model, plus 4 d_model of residual and attention rows, and fp32 logits
     for ``max_seqs`` rows: an estimate, said in the output). Parts in bytes."""
     m = step.machine
-    if not m.memory_bytes:
+    if not m.capacity_bytes:
         raise RooflineError(f"{m.the_name} gives no memory capacity: the KV cache cannot be sized", field="machine")
     sh = step.sharded
     weights = step.weight_bytes_per_gpu()
     w = DTYPE_BYTES[step.precision.activations]
     widest = max([getattr(k.mlp, "d_ff", 0) * 2 for k in sh.kinds] + [sh.d_model * 4])
     activations = step.max_tokens * (widest + 4 * sh.d_model) * w + step.max_seqs * sh.vocab * 4.0
-    capacity = m.memory_bytes * memory_fraction
+    capacity = m.capacity_bytes * memory_fraction
     free = (capacity - weights - activations) * step._dp  # data-parallel attention: each GPU caches its sequences
     return max(free, 0.0), {"capacity_bytes": capacity, "weights_bytes": weights, "activations_bytes": activations,
                             "kv_cache_bytes": max(free, 0.0)}

@@ -196,7 +196,7 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
     per_token = kv_bytes_per_token(cfg, precision, tensor_parallel)
     per_seq = float(kv_bytes_per_sequence(cfg, context, precision, tensor_parallel))
     parts = (MemoryPart("weights", weights), MemoryPart("kv_cache", batch * per_seq))
-    capacity = m.memory_bytes * memory_fraction if m.memory_bytes else None
+    capacity = m.capacity_bytes * memory_fraction if m.capacity_bytes else None
     limits, advice = (), ""
     if capacity is not None:
         free = capacity - weights
@@ -206,7 +206,7 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
     settings = (("batch", int(batch)), ("context", int(context)), ("precision", precision.to_dict()),
                 ("tensor_parallel", int(tensor_parallel)), ("kv_bytes_per_token", per_token),
                 ("kv_bytes_per_sequence", per_seq))
-    notes = _cache_notes(cfg, context)
+    notes = m.capacity_notes + _cache_notes(cfg, context)
     longest = dict(limits).get("max_context_at_batch", 0)
     if cfg.max_context and longest > cfg.max_context:
         notes += (f"the longest context that fits ({longest:,}) is past {cfg.name}'s max_position_embeddings "

@@ -3,8 +3,15 @@
 Weights may be stored narrower than any dtype the machine computes in (int4, or fp4 without an fp4
 peak): weight-only quantisation, dequantised into bf16 matmuls. Activations (and so every
 non-matmul op) must be a dtype the machine has a peak for. ``Precision.uniform(d, machine)`` is
-what ``--dtype d`` means: d everywhere where the machine computes in d, else d weights with bf16
-activations and KV cache.
+what ``--dtype d`` means. For bf16, fp16 or fp32: d everywhere. For a dtype narrower than bf16 that
+the machine computes in (fp8 on Hopper, int8, fp4 on Blackwell): what serving engines run as W8A8
+(W4A4): d weights and KV cache, matmuls in d, and the activations between ops in bf16: each
+matmul's input is quantised on its way in and its output written in bf16, so norms, residual adds,
+activations and the tensor-parallel all-reduces move bf16 (vLLM's FP8 W8A8 and its QuantFP8 input
+quantisation, https://docs.vllm.ai/en/v0.6.3.post1/quantization/fp8.html; torchao's
+float8_dynamic_activation_float8_weight; TensorRT-LLM's FP8 with an FP8 KV cache). Where the
+machine has no peak for d: d weights with bf16 activations and KV cache, matmuls in bf16
+(weight-only). ``--activations d`` keeps every activation at d.
 """
 
 from __future__ import annotations
@@ -46,10 +53,13 @@ class Precision:
     activations: str = "bf16"
     kv_cache: str = "bf16"
     stored: WeightStorage | None = None  # weights as the checkpoint stores them, part by part
+    matmul: str | None = None  # the dtype matmuls compute in, where not the wider of weights and activations (W8A8)
 
     def __post_init__(self):
         for part in ("weights", "activations", "kv_cache"):
             check_choice(f"{part} dtype", getattr(self, part), QUANT_DTYPES)
+        if self.matmul is not None:
+            check_choice("matmul dtype", self.matmul, QUANT_DTYPES)
 
     @classmethod
     def as_stored(cls, model, activations: str = "bf16", kv_cache: str | None = None) -> "Precision":
@@ -81,13 +91,19 @@ class Precision:
 
     @classmethod
     def uniform(cls, dtype: str, machine: Machine | None = None) -> "Precision":
-        """``dtype`` for all three parts; with a ``machine`` that has no ``dtype`` peak and a dtype
-        narrower than bf16 (int4; fp4 before Blackwell; fp8 on an A100), weight-only storage:
-        ``dtype`` weights, bf16 activations and KV cache, matmuls in bf16."""
+        """What ``--dtype`` means (the module's docstring): ``dtype`` for all three parts at bf16 and
+        wider; narrower, where the machine computes in it, ``dtype`` weights, KV cache and matmuls
+        with activations at KEPT_DTYPE between ops (W8A8); where it does not (int4; fp4 before
+        Blackwell; fp8 on an A100), weight-only storage: ``dtype`` weights, bf16 activations and KV
+        cache, matmuls in bf16."""
+        check_choice("dtype", dtype, QUANT_DTYPES)
+        narrow = DTYPE_BYTES[dtype] < DTYPE_BYTES[KEPT_DTYPE]
         if machine is not None and not computes_in(machine, dtype):
             fallback = weight_only_compute(machine)
-            if DTYPE_BYTES.get(dtype, 0.0) < DTYPE_BYTES[fallback]:
+            if DTYPE_BYTES[dtype] < DTYPE_BYTES[fallback]:
                 return cls(dtype, fallback, fallback)
+        elif narrow and (machine is None or computes_in(machine, KEPT_DTYPE)):
+            return cls(dtype, KEPT_DTYPE, dtype, matmul=dtype)
         return cls(dtype, dtype, dtype)
 
     @classmethod
@@ -101,11 +117,19 @@ class Precision:
             acts = activations or machine.default_dtype
             return cls.as_stored(model, acts, kv_cache or acts)
         base = cls.uniform(dtype or machine.default_dtype, machine)
-        return cls(weights or base.weights, activations or base.activations, kv_cache or base.kv_cache)
+        w, a = weights or base.weights, activations or base.activations
+        # W8A8's matmul dtype holds while the weights are no wider than it (int4 weights under fp8: W4A8)
+        # and the activations are not set to another (then matmuls compute in the wider of the two)
+        matmul = (base.matmul if base.matmul is not None and DTYPE_BYTES[w] <= DTYPE_BYTES[base.matmul]
+                  and activations in (None, base.matmul) else None)
+        return cls(w, a, kv_cache or base.kv_cache, matmul=matmul)
 
     @property
     def compute(self) -> str:
-        """The matmul dtype: the wider of weights and activations (activations on a tie)."""
+        """The matmul dtype: ``matmul`` where set (W8A8), else the wider of weights and activations
+        (activations on a tie)."""
+        if self.matmul is not None:
+            return self.matmul
         w, a = DTYPE_BYTES[self.weights], DTYPE_BYTES[self.activations]
         return self.weights if w > a else self.activations
 
@@ -119,6 +143,11 @@ class Precision:
             return (f"weights as stored ({self.stored.label()}), activations {self.activations}, KV {self.kv_cache}; "
                     "quantised weights are dequantised into the matmuls")
         kept = f"LM head, embeddings, norms and any MoE router {KEPT_DTYPE}" if self.kept("lm_head") else ""
+        if self.matmul is not None and self.weights == self.kv_cache == self.matmul != self.activations:
+            bits = round(8 * DTYPE_BYTES[self.matmul])
+            return (f"{self.weights} weights, matmuls and KV cache, activations {self.activations} between ops "
+                    f"(W{bits}A{bits})"
+                    + (f"; {kept}" if kept else ""))
         if self.weights == self.activations == self.kv_cache:
             return self.weights + (f" ({kept})" if kept else "")
         text = f"weights {self.weights}, activations {self.activations}, KV {self.kv_cache}"

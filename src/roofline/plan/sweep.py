@@ -183,6 +183,6 @@ def _series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, c
     held = inference_weight_bytes(cfg, precision, tensor_parallel) + np.asarray(B, dtype=float) * np.asarray(
         kv_bytes_per_sequence(cfg, S, precision, tensor_parallel), dtype=float)
     held = np.broadcast_to(held, swept.shape)
-    fits = None if not m.memory_bytes else held <= m.memory_bytes
+    fits = None if not m.capacity_bytes else held <= m.capacity_bytes
     return SweepSeries(machine=m.key or m.name, machine_name=m.name, values=swept, **cols, precision=precision,
                        link=link if int(tensor_parallel) > 1 else None, memory_bytes=held, fits=fits)

@@ -162,7 +162,7 @@ def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = 
                 ("seq_len", int(seq_len)), ("recompute", recompute), ("attention", attention),
                 ("sequence_parallel", layout.sequence_parallel),
                 ("params_per_gpu", params), ("micro_batches_in_flight", in_flight), ("layers_per_stage", per_stage))
-    notes = cfg.header_lines()
+    notes = cfg.header_lines() + m.capacity_notes
     notes += ("activations: Korthikanti et al. 2022, Table 2 (GPT layer; an estimate for gated MLPs and GQA)",)
     unusual = sorted({k.mixer.kind for k in cfg.kinds if k.mixer is not None and (k.is_ssm or k.mixer.span or not k.is_attention
                                                                                   or type(k.mixer).__name__ != "Attention")}
@@ -176,7 +176,7 @@ def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = 
         notes += (f"pipeline: the first stage holds min(p {layout.pipeline_parallel}, m {layout.micro_batches(seq_len)}) = "
                   f"{in_flight} micro-batches in flight x {per_stage} layers (1F1B); the embedding and LM head on the end "
                   "stages are not added",)
-    plan = MemoryPlan("train", cfg.key or cfg.name, m.key or m.name, parts, m.memory_bytes, settings, (), "", notes, m.name)
+    plan = MemoryPlan("train", cfg.key or cfg.name, m.key or m.name, parts, m.capacity_bytes, settings, (), "", notes, m.name)
     if plan.fits is False:
         plan = dataclasses.replace(plan, advice=_train_advice(cfg, m, layout, seq_len, recompute, attention))
     return plan

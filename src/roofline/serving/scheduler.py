@@ -301,7 +301,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     gpus = step.tensor_parallel * step.pipeline_stages  # the replica's GPUs
     notes = (f"KV cache {per_gpu / GIGA:,.1f} GB per GPU"
              + (f" ({gpus} GPUs in the replica: {per_gpu * gpus / GIGA:,.1f} GB)" if gpus > 1 else "")
-             + f": {engine.memory_fraction:g} of {step.machine.memory_bytes / GIGA:,.0f} GB less "
+             + f": {engine.memory_fraction:g} of {step.machine.capacity_text} less "
              f"weights {parts['weights_bytes'] / GIGA:,.1f} GB"
              + (f", the draft's {parts['draft_weights_bytes'] / GIGA:,.1f} GB" if "draft_weights_bytes" in parts else "")
              + f" and a full step's activations {parts['activations_bytes'] / GIGA:,.2f} GB (an estimate: "

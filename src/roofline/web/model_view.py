@@ -202,7 +202,7 @@ def model_payload(pred: ModelPrediction, memory: MemoryPlan, kv_crossover_contex
         "parts_chart": parts_chart(parts, total_s),
         "memory_chart": memory_chart(memory),
         "warnings": memory_warnings([(c.kernel.name, c.kernel.category, float(c.kernel.bytes)) for c in pred.ops],
-                                    m.memory_bytes, m.name, pred.attention == "naive"),
+                                    m.capacity_bytes, m.name, pred.attention == "naive"),
         "caption": (f"The whole {model_name} forward pass ({pred.phase}) in {pred.precision.label()} on {m.the_name} "
                     f"(peak {format_si(m.peak(pred.precision.compute), 'FLOP/s')}, {format_si(m.bandwidth, 'B/s')}){tp_text(pred)}, "
                     f"{pred.attention} attention, {cost_text(pred)}. Memory: weights + KV cache only (no activations "

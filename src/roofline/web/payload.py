@@ -189,11 +189,11 @@ def memory_warnings(ops, memory_bytes, machine_name: str, naive_attention: bool 
 def layer_warnings(report: LayerReport, machine: Machine) -> list[dict]:
     """memory_warnings for the layer's ops, and what a storage-only dtype (int4, fp4 without a
     peak of its own) means for one layer: the library prices it as stated, so the page says so."""
-    out = memory_warnings([(op.name, op.category, op.bytes) for op in report.prediction.ops], machine.memory_bytes,
+    out = memory_warnings([(op.name, op.category, op.bytes) for op in report.prediction.ops], machine.capacity_bytes,
                           machine.name, report.attention == "naive")
     if report.dtype in STORAGE_ONLY and report.dtype not in machine.dtypes:
         compute = STORAGE_ONLY[report.dtype]
-        out.append({"op": "", "bytes": 0.0, "memory_bytes": float(machine.memory_bytes or 0), "working_set": "dtype",
+        out.append({"op": "", "bytes": 0.0, "memory_bytes": float(machine.capacity_bytes or 0), "working_set": "dtype",
                     "text": (f"{report.dtype} has no compute peak on {machine.the_name}: this layer's matmuls are priced "
                              f"at its {compute} peak and every tensor (weights, activations, attention scores) at "
                              f"{DTYPE_BYTES[report.dtype]:g} bytes an element. For {report.dtype} weights with "
