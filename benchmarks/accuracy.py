@@ -177,7 +177,7 @@ def main(argv=None) -> int:
         "- Predictors, same measurements: **roofline** = the profile's peak and main-memory bandwidth at e = 1, no",
         "  launch; **seed** = e_c 0.70, e_m 0.85 and the profile's launch (what `roofline layer --machine PROFILE",
         "  --compute-efficiency 0.7 --memory-efficiency 0.85` prints); **calibrated** =",
-        "  roofline.calibrated.CalibratedModel with its interval (what `roofline layer --machine PROFILE` prints).",
+        "  roofline.measure.calibrated.CalibratedModel with its interval (what `roofline layer --machine PROFILE` prints).",
         "- error = predicted / measured - 1.",
         *([
             "- One thread on a CPU by default: on a small shared machine a second OpenMP thread waits on a core",

@@ -1,6 +1,6 @@
 """Sweep throughput: whole-model predictions (configuration x size) per second on one core.
 
-Each case is one `roofline.sweep.sweep` call: a model on one or several machines over 10^6 sizes
+Each case is one `roofline.plan.sweep.sweep` call: a model on one or several machines over 10^6 sizes
 (batch, prompt tokens or context), every size a full prediction of the whole model (L blocks,
 embedding, final norm, LM head; per-op compute, memory and launch time; bound; memory-bound
 share). Prints the best of N runs per case; the target is at least 1,000,000 per second.

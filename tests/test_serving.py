@@ -420,6 +420,8 @@ def test_a_pipeline_runs_a_micro_batch_per_stage_and_idles_below_that():
     lone = simulate(pp, closed_requests(1, 4, 512, 64), _stage_engine=True)
     assert single.output_tokens_per_s == pytest.approx(lone.output_tokens_per_s, rel=1e-9)
     assert any("pipeline: 4 stages" in n for n in full.notes)
+    # the mean decode batch is what one micro-batch's step runs (16 users an engine), not the 64 in flight
+    assert full.mean_decode_batch == pytest.approx(alone.mean_decode_batch, rel=1e-9) and full.mean_decode_batch <= 16
 
 
 def test_review_refusals_for_drafts_and_kv_links(step):

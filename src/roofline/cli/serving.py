@@ -1,5 +1,5 @@
 """`roofline serving`: a deployment under load (docs/serving.md), simulated step by step from the per-op
-costs (roofline.step, roofline.serving). Not `roofline serve`, the web server.
+costs (roofline.plan.step, roofline.serving). Not `roofline serve`, the web server.
 
     roofline serving --model llama3-8b --machine h100-sxm --input-len 1024 --output-len 256 --concurrency 64
     roofline serving ... --rate 10 --requests 2000

@@ -390,12 +390,15 @@ def simulate_pipelined(step: StepCost, requests: Requests, engine: Engine = Engi
     decodes = np.concatenate([r.step_decodes for r in parts])
     notes = (f"pipeline: {p} stages of about {step.model.n_layers / p:.3g} layers, each on {step.tensor_parallel} GPU(s), "
              f"{p} micro-batches in flight (one virtual engine per stage); balanced stages and micro-batches assumed; "
-             f"fewer requests than stages leave stages idle",) + parts[0].notes
+             f"fewer requests than stages leave stages idle; the mean decode batch is one micro-batch's (sequences "
+             f"decoding at once: {(durations * decodes).sum() / duration if duration else 0.0:,.1f} over the "
+             f"{p})",) + parts[0].notes
     return ServingResult(
         step.describe(), requests.label, engine, step.tensor_parallel * p, ttft, tpot, e2e,
         _weighted_percentiles(durations, decodes, PERCENTILES), duration, int(out.sum()), int(inp.sum()),
         int(sum(r.computed_tokens for r in parts)), int(sum(r.steps for r in parts)),
-        float((durations * decodes).sum() / duration) if duration else 0.0,  # sequences decoding at once, all engines
+        # the batch one step runs (one micro-batch's), the virtual engines' mean: the breakdown costs a step at it
+        float(np.mean([r.mean_decode_batch for r in parts])),
         float(np.mean([r.mean_step_tokens for r in parts])), float(np.mean([r.kv_mean for r in parts])),
         float(max(r.kv_peak for r in parts)), int(sum(r.preemptions for r in parts)), float(np.nansum(e2e) / duration),
         parts[0].cache_bytes * p, notes, price_per_gpu_hour, durations, decodes, arrival, inp, out,

@@ -1,0 +1,98 @@
+"""The package's layout (docs/development.md, "Layout"): the old module paths are deprecated aliases
+that warn and hand out the wings' own objects, and imports flow one way (no module imports one that
+imports it back, not even inside a function)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "roofline"
+
+ALIASES = {
+    "roofline.capacity": {"decode_plan": "roofline.plan.decode", "inference_memory": "roofline.plan.memory"},
+    "roofline.training": {"train_plan": "roofline.plan.training", "train_memory": "roofline.plan.train_memory"},
+    "roofline.sweep": {"sweep": "roofline.plan.sweep"},
+    "roofline.step": {"StepCost": "roofline.plan.step"},
+    "roofline.calibrated": {"CalibratedModel": "roofline.measure.calibrated"},
+}
+
+
+@pytest.mark.parametrize("old", sorted(ALIASES))
+def test_an_old_path_warns_and_names_the_new_one(old):
+    sys.modules.pop(old, None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = importlib.import_module(old)
+    said = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert len(said) == 1 and old in said[0]
+    for name, new in ALIASES[old].items():
+        assert new in said[0] and getattr(module, name) is getattr(importlib.import_module(new), name)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every roofline module a file imports, at any depth of the file (functions included)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("roofline")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("roofline"):
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}  # `from roofline.plan import memory`
+    return out
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_imports_flow_one_way_between_modules():
+    files = {_module(p): p for p in SRC.rglob("*.py")}
+    # a package's __init__ gathering its own submodules is how a package is built, not a cycle:
+    # edges from a package into its own submodules are left out
+    graph = {m: {i for i in _imports(p) if i in files and i != m and not i.startswith(m + ".")}
+             for m, p in files.items()}
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle_of_three():
+    # decode -> memory -> render -> decode, the cycle plan/ had before limits.py
+    assert _cycles({"d": {"m"}, "m": {"r"}, "r": {"d"}, "x": {"d"}}) == [["d", "m", "r"]]
