@@ -392,4 +392,5 @@ def test_capacity_is_what_the_driver_reports_where_a_source_gives_it(key, mib):
 def test_capacity_falls_back_to_the_datasheet_without_a_driver_figure():
     h200 = get_machine("h200")
     assert h200.usable_memory_bytes is None and h200.capacity_bytes == h200.memory_bytes == 141e9
-    assert h200.capacity_notes == () and h200.capacity_text == "141 GB"
+    assert h200.capacity_text == "141 GB (the datasheet's; no driver figure on file)"
+    assert len(h200.capacity_notes) == 1 and "may be that much short" in h200.capacity_notes[0]

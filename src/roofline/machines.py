@@ -111,14 +111,21 @@ class Machine:
         if self.usable_memory_bytes and self.memory_bytes and self.usable_memory_bytes != self.memory_bytes:
             return (f"{format_si(self.usable_memory_bytes, 'B')} (as the driver reports; "
                     f"{format_si(self.memory_bytes, 'B')} on the datasheet)")
-        return format_si(self.capacity_bytes, "B")
+        if self.usable_memory_bytes:
+            return f"{format_si(self.capacity_bytes, 'B')} (as the driver reports)"
+        return f"{format_si(self.capacity_bytes, 'B')} (the datasheet's; no driver figure on file)"
 
     @property
     def capacity_notes(self) -> tuple[str, ...]:
-        """A note for plans where the capacity is the driver's figure, not the datasheet's."""
-        if self.usable_memory_bytes and self.memory_bytes and self.usable_memory_bytes != self.memory_bytes:
+        """A note for plans saying which capacity they used: the driver's figure, or the datasheet's
+        where none is on file (an HBM card reports a few per cent more than its label: an "80 GB"
+        H100 SXM 85.5 GB, so a plan against the label is that much short)."""
+        if not self.capacity_bytes:
+            return ()
+        if self.usable_memory_bytes:
             return (f"memory: {self.capacity_text}",)
-        return ()
+        return (f"memory: {self.capacity_text}: a card can report a few per cent more than its label (an \"80 GB\" "
+                "H100 SXM reports 85.5 GB), so fits and caches here may be that much short",)
 
     @property
     def the_name(self) -> str:

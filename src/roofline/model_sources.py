@@ -238,6 +238,11 @@ def get_model(name) -> Model:
     if isinstance(name, TransformerConfig):
         return name.to_model()
     presets = _preset_tables()
+    if not str(name).strip():  # Path("") is ".": the folder the command runs in, never what was meant
+        raise RooflineError(f"model {str(name)!r}: an empty name; give a preset (see `roofline models`) or a "
+                            "config.json path", field="model")
+    if "\x00" in str(name):
+        raise RooflineError(f"model {str(name)!r}: a name cannot contain a NUL character", field="model")
     key = str(name).strip().lower().replace("_", "-").replace(" ", "-")
     if key in presets:
         return _preset(key)

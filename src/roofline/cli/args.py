@@ -195,8 +195,9 @@ def add_layer_flags(p):
     p.add_argument("--layer", type=number_arg("--layer", minimum=0, strictly=False, integer=True), default=None,
                    help="one layer by index (0-based); default: each distinct layer kind with its count")
     p.add_argument("--attention", choices=("naive", "flash"), default="naive")
-    p.add_argument("--dtype", default=None,
-                   help="weights, activations and peak: bf16, fp16, fp8, int8, fp32 (default: the machine's, bf16 on most)")
+    p.add_argument("--dtype", default=None, type=_layer_dtype,
+                   help="every tensor and the peak, as the workshop plate prices one layer: bf16, fp16, fp8, int8, "
+                        "fp32, ... (default: the machine's, bf16 on most); engines' W8A8 is `roofline decode --dtype fp8`")
     add_cost_flags(p)
 
 
@@ -208,6 +209,15 @@ def add_machine_flags(p, default="h100-sxm"):
                    help="what-if: multiply every peak by this (the roofline chapter's exercise 5: 2)")
     p.add_argument("--bandwidth-scale", type=number_arg("--bandwidth-scale", maximum=1e3), default=1.0,
                    help="what-if: multiply memory bandwidth by this")
+
+
+def _layer_dtype(text: str) -> str:
+    """--dtype of `layer`: a dtype the units know (argparse names the flag on a refusal)."""
+    from roofline.units import DTYPE_BYTES
+
+    if text not in DTYPE_BYTES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a dtype; known: {', '.join(sorted(DTYPE_BYTES))}")
+    return text
 
 
 def machine_from_args(args, name=None):

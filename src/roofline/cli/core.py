@@ -31,6 +31,26 @@ def _layer(args):
     return reports[0]
 
 
+def layer_dtype_notes(dtype: str, machine) -> list[str]:
+    """What `layer --dtype` assumes for a dtype narrower than bf16: the workshop plate's one dtype for
+    every tensor (activations and attention scores too), not the W8A8 engines run (the plan commands'
+    --dtype); for a storage-only dtype (int4, fp4 without a peak), the bf16 peak as well."""
+    from roofline.machines import STORAGE_ONLY
+    from roofline.units import DTYPE_BYTES
+
+    if DTYPE_BYTES.get(dtype, 2.0) >= 2.0:
+        return []
+    every = (f"every tensor here is {dtype} ({DTYPE_BYTES[dtype]:g} byte{'s' if DTYPE_BYTES[dtype] != 1 else ''} an "
+             "element: weights, activations and attention scores), the workshop plate's convention")
+    if dtype in STORAGE_ONLY and dtype not in machine.dtypes:
+        return [f"{every}; {dtype} has no compute peak on {machine.the_name}, so the matmuls are priced at its "
+                f"{STORAGE_ONLY[dtype]} peak. Weight-only {dtype} ({dtype} weights, {STORAGE_ONLY[dtype]} activations) is "
+                f"`roofline decode --dtype {dtype}`"]
+    bits = round(8 * DTYPE_BYTES[dtype])
+    return [f"{every}; engines run {dtype} as W{bits}A{bits}, with bf16 activations between ops: `roofline decode "
+            f"--dtype {dtype}` and the web's Whole model view price that"]
+
+
 def cmd_layer(args):
     from roofline.transformer import get_model
 
@@ -42,7 +62,8 @@ def cmd_layer(args):
         else:
             out = {"model": reports[0].model, "machine": reports[0].machine_key, "n_layers": cfg.n_layers,
                    "pattern": cfg.pattern(), "layer_kinds": [r.to_dict() for r in reports]}
-        out["omitted"], out["notes"] = list(cfg.omitted), list(cfg.notes)
+        out["omitted"], out["notes"] = list(cfg.omitted), list(cfg.notes) + layer_dtype_notes(reports[0].dtype,
+                                                                                             machine_from_args(args))
         print(dump_json(out))
         return
     if args.csv:
@@ -60,6 +81,7 @@ def cmd_layer(args):
         return
     for line in cfg.header_lines():
         print(line)
+    dtype_notes = layer_dtype_notes(reports[0].dtype, machine_from_args(args))
     if cfg.storage.parts:
         print(f"note: every weight is priced at {reports[0].dtype} here; the checkpoint stores {cfg.storage.label()}: "
               "`roofline decode` and `roofline memory` price them as stored")
@@ -91,6 +113,8 @@ def cmd_layer(args):
         print(f"\nall {cfg.n_layers} layers: {total / US:,.0f} us ("
               + ", ".join(f"{r.layer_count} x {r.prediction.total_s / US:,.1f} us" for r in reports)
               + "); embedding and LM head not included (see `roofline decode` / `roofline memory`)")
+    for line in dtype_notes:
+        print(f"\nnote: {line}")
 
 
 def cmd_machines(args):

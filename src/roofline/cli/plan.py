@@ -122,7 +122,7 @@ def cmd_memory(args):
     def draw(path):
         from roofline.plots import plot_memory
 
-        from roofline.plan.render import _model_name
+        from roofline.plan.render import model_name
 
         if args.mode == "train":
             g = dict(plan.settings)
@@ -130,7 +130,7 @@ def cmd_memory(args):
                     f"sequence {args.seq_len:,})")
         else:
             what = f"inference at context {args.context:,}"
-        plot_memory(options(), path, f"{_model_name(plan.model)} {what}: memory per GPU on {m.name}")
+        plot_memory(options(), path, f"{model_name(plan.model)} {what}: memory per GPU on {m.name}")
 
     _emit(args, plan, draw)
 

@@ -95,8 +95,11 @@ def cmd_serving(args):
                     engine.max_seqs, args.gpus_per_node, engine.spec_tokens + 1, args.ep, args.pp)
     draft = None
     if args.draft is not None:
-        draft = StepCost(args.draft, m, precision, args.tp, args.tp_link, cm, args.attention, engine.max_tokens,
-                         engine.max_seqs, args.gpus_per_node)
+        try:
+            draft = StepCost(args.draft, m, precision, args.tp, args.tp_link, cm, args.attention, engine.max_tokens,
+                             engine.max_seqs, args.gpus_per_node)
+        except RooflineError as exc:  # the draft's model is --draft's, not --model's
+            raise RooflineError(str(exc), field="draft" if exc.field == "model" else exc.field) from None
     if args.disagg_search is not None:
         if not slo or args.sweep or args.rate is not None or args.concurrency is not None or args.disagg is not None:
             raise RooflineError("--disagg-search G needs an SLO (--slo-ttft/--slo-tpot) and no --rate, --concurrency, "

@@ -13,7 +13,8 @@ def cmd_serve(args):
 
 
 def register(sub):
-    p = sub.add_parser("serve", help="the web workshop: one layer's predicted time op by op, live (needs the web extra)",
+    p = sub.add_parser("serve", help="the web workshop: a layer op by op, the whole model, decode, serving and exercises, live "
+                                        "(needs the web extra)",
                        description="Start the workshop on http://HOST:PORT/ (Ctrl-C stops it). "
                                    "Install it with: pip install 'roofline[web]'")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, this machine only)")

@@ -146,9 +146,11 @@ class MemoryPlan(Tabular):
         if self.capacity_bytes is None:
             return f"needs {total} per GPU ({name} gives no memory capacity)"
         cap = format_si(self.capacity_bytes, "B")
-        if self.fits:
-            return f"fits: {total} of {the}'s {cap} ({self.total_bytes / self.capacity_bytes:.0%})"
-        return f"does NOT fit: needs {total} per GPU, {the} has {cap}. {self.advice}".rstrip()
+        share = dict(self.settings).get("memory_fraction")
+        of = f"{share:g} of its {format_si(self.capacity_bytes / share, 'B')}" if share is not None else ""
+        if self.fits:  # the capacity is the share given of the card's memory, where one is given
+            return f"fits: {total} of {the}'s {cap} ({self.total_bytes / self.capacity_bytes:.0%}{'; ' + of if of else ''})"
+        return f"does NOT fit: needs {total} per GPU, {the} has {cap}{' (' + of + ')' if of else ''}. {self.advice}".rstrip()
 
     def to_dict(self) -> dict:
         d = {"mode": self.mode, "model": self.model, "machine": self.machine}
@@ -202,10 +204,12 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
         free = capacity - weights
         limits = (("max_batch_at_context", _max_count(free, per_seq)),
                   ("max_context_at_batch", max_context_within(cfg, free, int(batch), precision, tensor_parallel, MAX_CONTEXT)))
-        advice = _fit_advice(cfg, m, capacity, weights, int(batch), int(context), precision, tensor_parallel)
+        advice = _fit_advice(cfg, m, capacity, weights, int(batch), int(context), precision, tensor_parallel,
+                             engine_share=memory_fraction == 1.0)
     settings = (("batch", int(batch)), ("context", int(context)), ("precision", precision.to_dict()),
                 ("tensor_parallel", int(tensor_parallel)), ("kv_bytes_per_token", per_token),
-                ("kv_bytes_per_sequence", per_seq))
+                ("kv_bytes_per_sequence", per_seq)) + ((("memory_fraction", float(memory_fraction)),)
+                                                       if memory_fraction != 1.0 else ())
     notes = m.capacity_notes + _cache_notes(cfg, context)
     longest = dict(limits).get("max_context_at_batch", 0)
     if cfg.max_context and longest > cfg.max_context:
@@ -232,7 +236,10 @@ def _cache_notes(cfg, context) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def _fit_advice(cfg, m, capacity, weights, batch, context, precision, tensor_parallel) -> str:
+def _fit_advice(cfg, m, capacity, weights, batch, context, precision, tensor_parallel, engine_share=True) -> str:
+    """Where it fits if it does not: more GPUs, then narrower weights. ``engine_share``: say when a
+    fit is past the ENGINE_MEMORY_FRACTION of the memory an engine uses (off when the caller gave a
+    memory_fraction of its own: the capacity is already that share)."""
     from roofline.units import format_si
 
     head = ""
@@ -259,6 +266,6 @@ def _fit_advice(cfg, m, capacity, weights, batch, context, precision, tensor_par
         if DTYPE_BYTES[q] < DTYPE_BYTES[precision.weights] and precision.stored is None and need(tensor_parallel, q) <= capacity:
             n = need(tensor_parallel, q)
             tight = (f": {n / capacity:.0%} of the memory, past the {ENGINE_MEMORY_FRACTION:g} of it an engine such as "
-                     "vLLM uses by default" if n > ENGINE_MEMORY_FRACTION * capacity else "")
+                     "vLLM uses by default" if engine_share and n > ENGINE_MEMORY_FRACTION * capacity else "")
             return advice.rstrip(".") + f", or on {tensor_parallel} with {q} weights ({format_si(n, 'B')}{tight})."
     return advice.rstrip(".") + "."

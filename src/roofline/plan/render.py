@@ -56,7 +56,7 @@ def decode_table(plan) -> str:
     rows = plan.rows()
     tp = f", tensor parallel {s.tensor_parallel} over {plan.link or _tp_link(s)}" if s.tensor_parallel > 1 else ""
     head = [
-        f"{_model_name(s.model)} decode on {s.machine_spec.name}: context {S:,}, {s.attention} attention, "
+        f"{model_name(s.model)} decode on {s.machine_spec.name}: context {S:,}, {s.attention} attention, "
         f"{s.precision.label()}{tp}",
         _cost_line(s.cost_model),
         f"weights {format_si(mem.parts[0].bytes, 'B')} per GPU ({_weights_read(plan, rows)}); "
@@ -144,7 +144,7 @@ def _step_limit_text(plan) -> str:
     return f"the step as a whole stays memory-bound at every batch up to {n:,}: {why.get(limit, why['kv_cache'])}"
 
 
-def _model_name(key: str) -> str:
+def model_name(key: str) -> str:
     from roofline.errors import RooflineError
     from roofline.transformer import get_model
 
@@ -171,7 +171,7 @@ def train_table(plan) -> str:
         other = "6ND"
     diff = plan.other_convention_flops / plan.training_flops - 1
     lines = [
-        f"{_model_name(plan.model)} training on {plan.gpus:,} x {plan.memory.machine_name or plan.machine} ({plan.peak_flops_per_s / TERA:,.0f} TFLOP/s dense "
+        f"{model_name(plan.model)} training on {plan.gpus:,} x {plan.memory.machine_name or plan.machine} ({plan.peak_flops_per_s / TERA:,.0f} TFLOP/s dense "
         f"{plan.dtype} each)",
         f"{count_text(plan.tokens)} tokens, sequence {plan.seq_len:,}, {'no' if plan.recompute == 'none' else plan.recompute} "
         f"recompute; {lay.label()}",
@@ -224,7 +224,7 @@ def sweep_table(result) -> str:
         links = {s.link for s in result.series}
         over_link = links.pop() if len(links) == 1 else ", ".join(f"{s.machine} {s.link}" for s in result.series)
         precision += f"; tensor parallel {result.tensor_parallel} over {over_link}"
-    lines = [f"{_model_name(result.model)} {result.phase} sweep over {over} ({fixed}; {result.attention} attention, "
+    lines = [f"{model_name(result.model)} {result.phase} sweep over {over} ({fixed}; {result.attention} attention, "
              f"{precision})", ""]
     key = {"tokens": "tokens", "batch": "batch", "context": "context"}.get(over)
     time_label = "TTFT ms" if result.phase == "prefill" else "step ms"
@@ -273,11 +273,13 @@ def memory_table(plan) -> str:
                 f"{given.get('pipeline_parallel')}, ZeRO {given.get('zero')}, micro-batch {given.get('micro_batch')} x "
                 f"sequence {given.get('seq_len', 0):,}, {_recompute_text(given.get('recompute'))}, "
                 f"{given.get('attention')} attention")
-    head = f"memory per GPU, {_model_name(plan.model)} {plan.mode}: {what}"
+    head = f"memory per GPU, {model_name(plan.model)} {plan.mode}: {what}"
     rows = [[p.name.replace("_", " "), format_si(p.bytes, "B"), _pct(p.bytes / plan.total_bytes)] for p in plan.parts]
     rows.append(["total", format_si(plan.total_bytes, "B"), "100%"])
     if plan.capacity_bytes is not None:
-        rows.append([f"{plan.machine_name or plan.machine} memory", format_si(plan.capacity_bytes, "B"),
+        share = dict(plan.settings).get("memory_fraction")
+        rows.append([f"{plan.machine_name or plan.machine} memory" + (f" x {share:g}" if share is not None else ""),
+                     format_si(plan.capacity_bytes, "B"),
                      f"{plan.total_bytes / plan.capacity_bytes:.0%} used"])
     lines = [head, "", grid(["part", "bytes", "share"], rows), "", plan.verdict]
     labels = {"max_batch_at_context": f"largest batch at context {given.get('context', 0):,}",

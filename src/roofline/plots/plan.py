@@ -49,7 +49,7 @@ def _category_times(pred):
 def plot_decode(plan, path: str | None = None, title: str | None = None) -> Figure:
     """Decode versus batch: tokens/s (left) and the step's time by op group (right), with the batch
     where the matmuls turn compute-bound and the region where weights + KV cache no longer fit."""
-    from roofline.plan.render import _model_name
+    from roofline.plan.render import model_name
 
     curve = plan.curve
     s = plan.step
@@ -93,7 +93,7 @@ def plot_decode(plan, path: str | None = None, title: str | None = None) -> Figu
     ax.legend(handles=handles, title="the step is", loc="upper left", fontsize=8, title_fontsize=8)
     ax2.set_ylabel("time of one decode step, and of its parts (ms)")
     ax2.legend(loc="upper left", fontsize=8)
-    head = title or (f"{_model_name(s.model)} decode on {s.machine_spec.name}: context {int(s.context):,}, "
+    head = title or (f"{model_name(s.model)} decode on {s.machine_spec.name}: context {int(s.context):,}, "
                      f"{s.precision.label()}" + (f", tensor parallel {s.tensor_parallel}" if s.tensor_parallel > 1 else ""))
     cm = s.cost_model
     sub = (f"e_c {cm.compute_efficiency:g}, e_m {cm.memory_efficiency:g}, launch {cm.launch_overhead_s / US:g} us"
@@ -109,7 +109,7 @@ def plot_sweep(result, path: str | None = None, title: str | None = None) -> Fig
     batch: decode throughput and step time versus batch; context: step time and the KV-cache to
     weight bytes ratio versus context; machines: one bar per machine. Machines side by side, each
     point red (memory-bound) or blue (compute-bound)."""
-    from roofline.plan.render import _model_name
+    from roofline.plan.render import model_name
 
     if result.over == "machines":
         return _plot_machines(result, path, title)
@@ -164,14 +164,14 @@ def plot_sweep(result, path: str | None = None, title: str | None = None) -> Fig
     ax.legend(handles=_bound_legend(ax, bounds), loc="lower right", fontsize=8)
     ax2.legend(loc="lower right" if result.over != "tokens" else "upper right", fontsize=8)
     fixed = ", ".join(f"{k} {v:,}" for k, v in result.fixed)
-    head = title or f"{_model_name(result.model)} {result.phase} sweep over {result.over} ({fixed}, {result.precision.label()})"
+    head = title or f"{model_name(result.model)} {result.phase} sweep over {result.over} ({fixed}, {result.precision.label()})"
     fig.suptitle(head + "\nred: memory-bound, blue: compute-bound", fontsize=10)
     fig.tight_layout()
     return _done(fig, path)
 
 
 def _plot_machines(result, path, title):
-    from roofline.plan.render import _model_name
+    from roofline.plan.render import model_name
 
     names = [s.machine_name for s in result.series]
     t = np.array([float(s.time_s[0]) / MS for s in result.series])
@@ -188,7 +188,7 @@ def _plot_machines(result, path, title):
     ax.grid(True, axis="x", alpha=0.25)
     ax.legend(handles=_bound_legend(ax, bounds), loc="upper right", fontsize=8)
     fixed = ", ".join(f"{k} {v:,}" for k, v in result.fixed)
-    ax.set_title(title or f"{_model_name(result.model)} {result.phase} ({fixed}, {result.precision.label()}) on each machine",
+    ax.set_title(title or f"{model_name(result.model)} {result.phase} ({fixed}, {result.precision.label()}) on each machine",
                  fontsize=10)
     fig.tight_layout()
     return _done(fig, path)
@@ -240,7 +240,7 @@ def plot_memory(plans, path: str | None = None, title: str | None = None) -> Fig
 def plot_train(plan, memory_options, path: str | None = None, title: str | None = None) -> Figure:
     """A training plan: memory per GPU under each option (left) and one optimizer step's compute
     against its collectives (right: blue compute at the plan's utilisation, green link-bound)."""
-    from roofline.plan.render import _model_name
+    from roofline.plan.render import model_name
 
     fig, (ax, ax2) = _figure((14, 0.5 * len(memory_options) + 2.6), 1, 2, gridspec_kw={"width_ratios": [1.35, 1]})
     _memory_bars(ax, memory_options)
@@ -261,7 +261,7 @@ def plot_train(plan, memory_options, path: str | None = None, title: str | None 
                   fontsize=9.5)
     from roofline.plan.render import count_text
 
-    head = title or (f"{_model_name(plan.model)}: {count_text(plan.tokens)} tokens on {plan.gpus:,} x {plan.memory.machine_name}, "
+    head = title or (f"{model_name(plan.model)}: {count_text(plan.tokens)} tokens on {plan.gpus:,} x {plan.memory.machine_name}, "
                      f"{plan.days:,.1f} days at {plan.mfu:.0%} MFU ({plan.hfu:.0%} HFU), {plan.gpu_hours:,.0f} GPU-hours"
                      + (f", ${plan.cost:,.0f}" if plan.cost is not None else ""))
     fig.suptitle(f"{head}\n{plan.layout.label()}", fontsize=10)

@@ -169,7 +169,7 @@ def decode_readouts(plan: DecodePlan, batch: int, kv_crossover_context: int, ste
 
 def decode_sentence(plan: DecodePlan, batch: int, model_name: str) -> str:
     """E.g. 'Llama 3 8B decoding at 8,192 tokens of context on the H100 SXM: 155 tokens/s at batch
-    1; the matmuls turn compute-bound at batch 264, but only 59 sequences fit in 80 GB.'"""
+    1; the matmuls turn compute-bound at batch 264, but only 64 sequences fit in 85.5 GB.'"""
     rows = {r["batch"]: r for r in plan.rows()}
     one, here = rows[min(rows)], rows[batch]
     S = int(plan.step.context)
