@@ -669,3 +669,14 @@ def test_fp8_is_w8a8_with_bf16_between_ops():
     # --activations fp8 keeps every activation at fp8 as well
     all8 = Precision.resolve("llama3-8b", H100_SXM, "fp8", activations="fp8")
     assert all8 == Precision("fp8", "fp8", "fp8", matmul="fp8") and all8.compute == "fp8"
+
+
+def test_a_dtype_flag_over_a_quantised_checkpoint_says_what_it_set_aside():
+    # gpt-oss-20b's config.json stores its experts in MXFP4 (its quantization_config); --dtype fp8
+    # prices fp8 instead, and the label must say the checkpoint's own storage was set aside
+    flagged = Precision.resolve("gpt-oss-20b", H100_SXM, "fp8")
+    assert flagged.stored is None and "mxfp4" in flagged.replaces
+    assert "set aside the checkpoint's own storage (experts mxfp4" in flagged.label()
+    stored = Precision.resolve("gpt-oss-20b", H100_SXM)
+    assert stored.stored is not None and stored.replaces == "" and "set aside" not in stored.label()
+    assert Precision.resolve("llama3-8b", H100_SXM, "fp8").replaces == ""  # nothing stored to set aside

@@ -226,7 +226,7 @@ def _profiled_op(args, machine):
 
 
 def cmd_diagnose(args):
-    from roofline.diagnose.kernel import diagnose
+    from roofline.diagnose.kernel_diagnosis import diagnose
 
     if not args.trace:
         refuse_unused(args, {"rank": 1}, "without --trace (it picks an op of a torch.profiler trace)")

@@ -1,14 +1,14 @@
 """Diagnosis (the roofline chapter, section 4: its procedure and symptom table; docs/tracing.md):
 where a measured op sits against its bound, and which fixes are even possible.
 
-    kernel.py        one measured kernel: diagnose -> Diagnosis; measurement_problem, advice, fixes
-    check_report.py  `roofline check`'s result: predicted (roofline, seed, calibrated) against
-                     measured, op by op, each op flagged by diagnose_op -> CheckReport
+    kernel_diagnosis.py  one measured kernel: diagnose -> Diagnosis; measurement_problem, advice, fixes
+    check_report.py      `roofline check`'s result: predicted (roofline, seed, calibrated) against
+                         measured, op by op, each op flagged by diagnose_op -> CheckReport
 
 Numpy only, on the core; the timings come from roofline.measure, the traces from roofline.trace.
 """
 
-from roofline.diagnose.kernel import (ELEMENTWISE, SYMPTOMS, Diagnosis, Finding, Symptom, advice, check_measured,
+from roofline.diagnose.kernel_diagnosis import (ELEMENTWISE, SYMPTOMS, Diagnosis, Finding, Symptom, advice, check_measured,
                                       diagnose, diagnosis_text, fixes, measurement_problem)
 from roofline.diagnose.check_report import (BELOW_ROOF, FAR_FROM_ROOF, PREDICTORS, CheckOp, CheckReport, Measured,
                                             OpRun, block_sum, build_report, diagnose_op)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from roofline.cost import CostModel, binds, bytes_bind, hierarchical_lower_bound, seed_cost_model, time_lower_bound
-from roofline.diagnose.kernel import measurement_problem
+from roofline.diagnose.kernel_diagnosis import measurement_problem
 from roofline.kernels import Kernel
 from roofline.machines import Machine
 from roofline.units import MIB, US, format_cell

@@ -16,7 +16,7 @@ machine has no peak for d: d weights with bf16 activations and KV cache, matmuls
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from roofline.architecture import WeightStorage
 from roofline.errors import RooflineError, check_choice
@@ -54,6 +54,7 @@ class Precision:
     kv_cache: str = "bf16"
     stored: WeightStorage | None = None  # weights as the checkpoint stores them, part by part
     matmul: str | None = None  # the dtype matmuls compute in, where not the wider of weights and activations (W8A8)
+    replaces: str = field(default="", compare=False)  # the checkpoint's own storage a flag set aside, said in the label
 
     def __post_init__(self):
         for part in ("weights", "activations", "kv_cache"):
@@ -122,7 +123,9 @@ class Precision:
         # and the activations are not set to another (then matmuls compute in the wider of the two)
         matmul = (base.matmul if base.matmul is not None and DTYPE_BYTES[w] <= DTYPE_BYTES[base.matmul]
                   and activations in (None, base.matmul) else None)
-        return cls(w, a, kv_cache or base.kv_cache, matmul=matmul)
+        storage = get_model(model).storage
+        replaces = storage.label() if storage.parts else ""  # --dtype or --weights set a quantised checkpoint aside
+        return cls(w, a, kv_cache or base.kv_cache, matmul=matmul, replaces=replaces)
 
     @property
     def compute(self) -> str:
@@ -139,6 +142,10 @@ class Precision:
         return DTYPE_BYTES[self.weights] < DTYPE_BYTES[self.compute]
 
     def label(self) -> str:
+        text = self._label()
+        return text + (f"; the dtype flags set aside the checkpoint's own storage ({self.replaces})" if self.replaces else "")
+
+    def _label(self) -> str:
         if self.stored is not None:
             return (f"weights as stored ({self.stored.label()}), activations {self.activations}, KV {self.kv_cache}; "
                     "quantised weights are dequantised into the matmuls")

@@ -141,7 +141,13 @@ def _step_limit_text(plan) -> str:
     why = {"kv_cache": f"each sequence's KV-cache reads ({kv}) take longer than its FLOPs",
            "weights": "its weight reads take longer than its FLOPs",
            "activations": "its activation reads and writes (norms, element-wise ops) take longer than its FLOPs"}
-    return f"the step as a whole stays memory-bound at every batch up to {n:,}: {why.get(limit, why['kv_cache'])}"
+    text = (f"the step as a whole never turns compute-bound up to batch {n:,}: there, "
+            f"{why.get(limit, why['kv_cache'])} (memory-bound)")
+    linked = [r["batch"] for r in plan.rows() if r["bound"] == "link"]
+    if linked:  # the batches shown can be held by another limit than the largest batch's
+        text += (f"; at batch {linked[0]:,}{' to ' + format(linked[-1], ',') if len(linked) > 1 else ''} the tensor-parallel "
+                 f"all-reduces over {plan.link or _tp_link(plan.step)} hold it (link-bound)")
+    return text
 
 
 def model_name(key: str) -> str:

@@ -114,7 +114,7 @@ class MeasuredKernel:
 
     @property
     def advice(self) -> str:
-        from roofline.diagnose.kernel import advice
+        from roofline.diagnose.kernel_diagnosis import advice
 
         if self.bound == "bytes only":
             return "collect FLOP metrics to know the compute side"
@@ -136,7 +136,7 @@ CSV_FIELDS = ("id", "name", "dtype", "flops", "bytes", "intensity", "bound", "ro
 
 def measured_kernel(k: NcuKernel, machine, dtype: str | None = None, path="") -> MeasuredKernel:
     """``k`` against its bound on ``machine`` (the module docstring's formula)."""
-    from roofline.diagnose.kernel import measurement_problem
+    from roofline.diagnose.kernel_diagnosis import measurement_problem
 
     memory_s = k.dram_bytes / machine.bandwidth
     compute_s, peak = 0.0, dtype or machine.default_dtype

@@ -31,7 +31,7 @@ import json
 from dataclasses import dataclass
 
 from roofline.cost import binds, op_times, time_lower_bound
-from roofline.diagnose.kernel import advice, measurement_problem
+from roofline.diagnose.kernel_diagnosis import advice, measurement_problem
 from roofline.kernels import Kernel
 from roofline.machines import get_machine
 from roofline.tables import Tabular, dump_json

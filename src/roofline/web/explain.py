@@ -13,7 +13,7 @@ from typing import Callable
 
 from roofline.blocks import LayerReport
 from roofline.cost import CostModel
-from roofline.diagnose.kernel import fixes
+from roofline.diagnose.kernel_diagnosis import fixes
 from roofline.machines import Machine
 from roofline.units import format_intensity, format_si
 from roofline.web.payload import format_share, format_us, format_us_fine

@@ -14,7 +14,7 @@ from roofline.kernels import (Kernel, decode_step_kernel, flash_attention_kernel
 from roofline.machines import Machine, get_machine
 from roofline.palette import COMPUTE_BLUE, MEMORY_RED
 from roofline.plots.figure import _done, _figure, _place_labels
-from roofline.plots.plan import _bound_colors
+from roofline.plots.plan_figures import _bound_colors
 from roofline.units import TERA
 
 if TYPE_CHECKING:
