@@ -40,7 +40,7 @@ def test_each_knob_shows_only_where_its_view_takes_it(page, base_url_web):
     switch_view(page, "decode")
     assert shown(page) == set(KNOBS)
     switch_view(page, "serving")
-    assert shown(page) == {"tp"}  # serving replays a graph for its decode steps and has one dtype
+    assert shown(page) == {"tp", "weights", "kv_cache"}  # serving replays a graph for its decode steps
     assert page.is_visible("#max-users") and not page.is_visible("#batch")
     assert errors == []
 

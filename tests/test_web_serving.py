@@ -59,15 +59,18 @@ def _cli_json(*argv):
 
 
 def _library_step(model="llama3-8b", machine="h100-sxm", dtype=None, tp=1, e_c=0.70, e_m=0.85, launch_s=None,
-                  engine=Engine()):
-    """The step `roofline serving` builds: seed 003's cost model with the machine's launch, a CUDA
-    graph for decode-only steps, one dtype (or a quantised checkpoint's weights as stored)."""
+                  engine=Engine(), precision=None):
+    """The step `roofline serving` builds: the workshop plate's cost model with the machine's launch,
+    a CUDA graph for decode-only steps, one dtype (or a quantised checkpoint's weights as stored), or
+    the ``precision`` given."""
     m = get_machine(machine)
     cm = dataclasses.replace(seed_cost_model(compute_efficiency=e_c, memory_efficiency=e_m,
                                              launch_overhead_s=m.launch_overhead_s if launch_s is None else launch_s),
                              cuda_graph=True)
     cfg = get_model(model)
-    if dtype is None and cfg.storage.parts:
+    if precision is not None:
+        pass
+    elif dtype is None and cfg.storage.parts:
         precision = Precision.as_stored(cfg, m.default_dtype)
     else:
         precision = Precision.uniform(dtype or m.default_dtype, m)
@@ -145,6 +148,9 @@ def test_the_breakdown_is_the_clis_decode_step(client):
      {"dtype": "fp8", "tp": 2, "e_c": 0.6, "e_m": 0.8, "launch_s": 5e-6}),
     ({"machine": "mi300x", "model": "qwen3-8b"}, ["--machine", "mi300x", "--model", "qwen3-8b"],
      {"machine": "mi300x", "model": "qwen3-8b"}),
+    # each part over dtype: int4 weights under fp8 (W4A8: fp8 matmuls, bf16 between ops), a bf16 cache
+    ({"dtype": "fp8", "weights": "int4", "kv_cache": "bf16"}, ["--dtype", "fp8", "--weights", "int4", "--kv-cache", "bf16"],
+     {"precision": Precision("int4", "bf16", "bf16", matmul="fp8")}),
 ])
 def test_models_machines_and_precisions_agree_with_the_cli_and_library(client, params, argv, library):
     body = client.get("/api/serving", params={**BASE, "max_users": 4, **params}).json()

@@ -159,6 +159,7 @@ class Precision:
             return self.weights + (f" ({kept})" if kept else "")
         text = f"weights {self.weights}, activations {self.activations}, KV {self.kv_cache}"
         text += f" (weight-only {self.weights}: matmuls compute in {self.compute})" if self.weight_only else ""
+        text += f" (matmuls in {self.compute})" if self.matmul is not None and not self.weight_only else ""
         return text + (f"; {kept}" if kept else "")
 
     def check_machine(self, machine: Machine) -> "Precision":

@@ -116,6 +116,8 @@ class ServingQuery:
     memory_efficiency: float
     launch_overhead_us: Optional[float]
     overlap: float
+    weights: Optional[str] = None  # each part's storage over dtype, as the plan views
+    kv_cache: Optional[str] = None
 
 
 def query_dependencies(machines, models) -> tuple:
@@ -179,12 +181,15 @@ def query_dependencies(machines, models) -> tuple:
         return query
 
     layer_query = query_dependency(Dtype)
+    # each part's storage over dtype, in the model, decode and serving views alike
+    Weights = Annotated[Optional[PlanDtype], Query(description="weight storage dtype (default: dtype; a quantised "
+                                                   "checkpoint's weights as stored when neither is given), as `--weights`")]
+    KvCache = Annotated[Optional[PlanDtype], Query(description="KV-cache storage dtype (default: dtype), as `--kv-cache`")]
 
     def plan_query(
         q: LayerQuery = Depends(query_dependency(PlanDtype)),
-        weights: Optional[PlanDtype] = Query(None, description="weight storage dtype (default: dtype; a quantised "
-                                             "checkpoint's weights as stored when neither is given), as `--weights`"),
-        kv_cache: Optional[PlanDtype] = Query(None, description="KV-cache storage dtype (default: dtype), as `--kv-cache`"),
+        weights: Weights = None,
+        kv_cache: KvCache = None,
         tp: int = Query(1, ge=1, le=MAX_TP, description="tensor-parallel GPUs per model copy, over the machine's link "
                         "(its nvlink, else xgmi, ...; past 8 GPUs its infiniband or roce), as `--tp`; the heads must split"),
     ) -> LayerQuery:
@@ -222,10 +227,12 @@ def query_dependencies(machines, models) -> tuple:
         memory_efficiency: MemoryEfficiency = SEED_DEFAULTS["memory_efficiency"],
         launch_overhead_us: StepLaunchOverhead = None,
         overlap: Overlap = SEED_DEFAULTS["overlap"],
+        weights: Weights = None,
+        kv_cache: KvCache = None,
     ) -> ServingQuery:
         return ServingQuery(machine, model, dtype, tp, input_len, output_len, max_users, max_seqs, max_tokens, memory_fraction,
                             prefix_hit, slo_ttft_ms, slo_tpot_ms, percentile, price_per_gpu_hour, attention,
-                            compute_efficiency, memory_efficiency, launch_overhead_us, overlap)
+                            compute_efficiency, memory_efficiency, launch_overhead_us, overlap, weights, kv_cache)
 
     return layer_query, plan_query, serving_query
 
