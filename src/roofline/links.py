@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.sourced import check_cited
 from roofline.units import US
 
 try:
@@ -31,8 +32,7 @@ def _cited(section: str) -> dict:
     doc = _doc()
     sources = doc.get("sources", {})
     for name, e in doc.get(section, {}).items():
-        if e.get("source") not in sources:
-            raise ValueError(f"data/links.toml: {section}.{name} cites {e.get('source')!r}, not in [sources]")
+        check_cited(f"data/links.toml: {section}.{name}", e.get("source", ""), sources, "link")
     return doc.get(section, {})
 
 

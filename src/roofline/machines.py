@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import sys
 from dataclasses import dataclass
 from importlib import resources
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from roofline.errors import RooflineError, check_number, unknown_name
+from roofline.sourced import sourced_value
 from roofline.units import DTYPE_BYTES
 
 if sys.version_info >= (3, 11):
@@ -222,52 +222,6 @@ _TEXT_KEYS = {"name", "vendor", "default_dtype", "notes"}
 _TABLE_KEYS = {"peak_flops_per_s", "links", "peer_links", "cache_levels"}
 
 
-# What a machine file's numbers may be: wide enough for a phone to a whole pod, narrow enough that
-# a typo (1e300, 5e-324) is refused by name instead of overflowing a prediction or a plot's axis.
-PHYSICAL_RANGES = {
-    "peak_flops_per_s": (1e3, 1e21, "FLOP/s"),
-    "bytes_per_s": (1e3, 1e18, "bytes/s"),
-    "bytes": (1.0, 1e18, "bytes"),
-    "sm_count": (1.0, 1e6, "units"),
-    "nvlink_gpus": (1.0, 1e6, "GPUs"),
-    "scale_up_gpus": (1.0, 1e6, "GPUs"),
-    "launch_overhead_s": (1e-12, 1.0, "s"),
-}
-
-
-def _range_of(where: str) -> tuple[float, float, str]:
-    if ".peak_flops_per_s." in where:
-        return PHYSICAL_RANGES["peak_flops_per_s"]
-    last = where.rsplit(".", 1)[-1]
-    if ".links." in where or ".peer_links." in where or last.endswith("bytes_per_s"):
-        return PHYSICAL_RANGES["bytes_per_s"]
-    if last.endswith("bytes"):
-        return PHYSICAL_RANGES["bytes"]
-    return PHYSICAL_RANGES.get(last, (0.0, math.inf, ""))
-
-
-def _value(where: str, entry, sources: dict[str, str]) -> float:
-    """Read a ``{value, source, note}`` entry, checking the value (positive, finite, in its
-    PHYSICAL_RANGES) and that the source is cited."""
-    if not isinstance(entry, dict) or "value" not in entry or "source" not in entry:
-        raise RooflineError(f"{where}: expected {{ value = ..., source = ... }}, got {entry!r}", field="machine")
-    extra = set(entry) - {"value", "source", "note"}
-    if extra:
-        raise RooflineError(f"{where}: unknown keys {sorted(extra)}", field="machine")
-    value = entry["value"]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise RooflineError(f"{where}: value must be a positive finite number, got {value!r}", field="machine")
-    low, high, unit = _range_of(where)
-    if not low <= value <= high:
-        raise RooflineError(f"{where}: value {value:g} {unit} is outside the physical range {low:g} to {high:g}",
-                            field="machine")
-    for key in str(entry["source"]).replace(";", ",").split(","):
-        key = key.strip()
-        if not key or (key not in sources and not key.startswith(("http", "derived", "seed", "measured"))):
-            raise RooflineError(f"{where}: source {key!r} is not in the file's [sources] table", field="machine")
-    return float(value)
-
-
 def machine_from_dict(key: str, spec: dict, sources: dict[str, str]) -> Machine:
     """Build a Machine from one ``[machines.KEY]`` table of a machine file."""
     where = f"machines.{key}"
@@ -289,23 +243,23 @@ def machine_from_dict(key: str, spec: dict, sources: dict[str, str]) -> Machine:
     for dtype, entry in peaks_spec.items():
         if dtype not in DTYPE_BYTES:
             raise unknown_name("dtype", dtype, DTYPE_BYTES, field="machine")
-        peaks.append((dtype, _value(f"{where}.peak_flops_per_s.{dtype}", entry, sources)))
+        peaks.append((dtype, sourced_value(f"{where}.peak_flops_per_s.{dtype}", entry, sources)))
     default_dtype = spec.get("default_dtype", "bf16")
     peak_map = dict(peaks)
     if default_dtype not in peak_map:
         raise RooflineError(f"{where}: default_dtype {default_dtype!r} has no peak_flops_per_s entry", field="machine")
-    nums = {k: _value(f"{where}.{k}", spec[k], sources) for k in _NUMBER_KEYS if k in spec}
+    nums = {k: sourced_value(f"{where}.{k}", spec[k], sources) for k in _NUMBER_KEYS if k in spec}
     if not isinstance(spec.get("links", {}), dict):
         raise RooflineError(f"{where}.links: expected a table of NAME = {{value, source}}, got {spec['links']!r}",
                             field="machine")
     if not isinstance(spec.get("cache_levels", []), list):
         raise RooflineError(f"{where}.cache_levels: expected an array of {{name, size_bytes, bytes_per_s}} tables, "
                             f"got {spec['cache_levels']!r}", field="machine")
-    links = tuple((n, _value(f"{where}.links.{n}", e, sources)) for n, e in spec.get("links", {}).items())
+    links = tuple((n, sourced_value(f"{where}.links.{n}", e, sources)) for n, e in spec.get("links", {}).items())
     if not isinstance(spec.get("peer_links", {}), dict):
         raise RooflineError(f"{where}.peer_links: expected a table of NAME = {{value, source}}, got "
                             f"{spec['peer_links']!r}", field="machine")
-    peer_links = tuple((n, _value(f"{where}.peer_links.{n}", e, sources)) for n, e in spec.get("peer_links", {}).items())
+    peer_links = tuple((n, sourced_value(f"{where}.peer_links.{n}", e, sources)) for n, e in spec.get("peer_links", {}).items())
     unknown_peer = sorted(set(dict(peer_links)) - set(dict(links)))
     if unknown_peer:
         raise RooflineError(f"{where}.peer_links: {', '.join(unknown_peer)} is not one of its links "
@@ -317,8 +271,8 @@ def machine_from_dict(key: str, spec: dict, sources: dict[str, str]) -> Machine:
         levels.append(
             MemoryLevel(
                 str(lvl["name"]),
-                _value(f"{where}.cache_levels[{i}].size_bytes", lvl.get("size_bytes"), sources),
-                _value(f"{where}.cache_levels[{i}].bytes_per_s", lvl.get("bytes_per_s"), sources),
+                sourced_value(f"{where}.cache_levels[{i}].size_bytes", lvl.get("size_bytes"), sources),
+                sourced_value(f"{where}.cache_levels[{i}].bytes_per_s", lvl.get("bytes_per_s"), sources),
             )
         )
     cited = [(f"peak {d}", spec["peak_flops_per_s"][d]["source"]) for d, _ in peaks]
@@ -326,7 +280,7 @@ def machine_from_dict(key: str, spec: dict, sources: dict[str, str]) -> Machine:
     return Machine(
         name=str(spec["name"]),
         peak_flops=peak_map[default_dtype],
-        bandwidth=_value(f"{where}.memory_bytes_per_s", spec["memory_bytes_per_s"], sources),
+        bandwidth=sourced_value(f"{where}.memory_bytes_per_s", spec["memory_bytes_per_s"], sources),
         key=key,
         vendor=str(spec.get("vendor", "")),
         default_dtype=default_dtype,
