@@ -114,7 +114,8 @@ class Precision:
         dtype, weights and kv_cache choose: ``dtype`` on this machine (uniform; default the
         machine's), each part given over it; a quantised checkpoint's stored widths when neither
         ``dtype`` nor ``weights`` is given."""
-        if get_model(model).storage.parts and dtype is None and weights is None:
+        storage = get_model(model).storage
+        if storage.parts and dtype is None and weights is None:
             acts = activations or machine.default_dtype
             return cls.as_stored(model, acts, kv_cache or acts)
         base = cls.uniform(dtype or machine.default_dtype, machine)
@@ -123,7 +124,6 @@ class Precision:
         # and the activations are not set to another (then matmuls compute in the wider of the two)
         matmul = (base.matmul if base.matmul is not None and DTYPE_BYTES[w] <= DTYPE_BYTES[base.matmul]
                   and activations in (None, base.matmul) else None)
-        storage = get_model(model).storage
         replaces = storage.label() if storage.parts else ""  # --dtype or --weights set a quantised checkpoint aside
         return cls(w, a, kv_cache or base.kv_cache, matmul=matmul, replaces=replaces)
 
