@@ -237,3 +237,39 @@ def test_class_and_attention_probes_are_profiled_as_roofline_profile_reads_them(
     assert len(decode) == 1 and decode[0].flops == pytest.approx(32768)
     times = profiled_seconds(ops, calls=3)
     assert len(times) == len(ops) and all(t is not None and 0 < t < 0.1 for t in times)
+
+
+def test_streamed_weights_come_back_only_after_the_whole_pool():
+    """The cold GEMM family reads each weight after the rest of the pool has been read (so from
+    main memory when the pool is twice the last cache): a 1,000-element pool holds 10 distinct
+    (10, 10) weights, handed out in turn; the 11th call returns the 1st again."""
+    import torch
+
+    from roofline.measure.calibration import weight_stream
+
+    pool = torch.arange(1000, dtype=torch.float32)
+    nxt = weight_stream(pool, 10, 10)
+    got = [nxt() for _ in range(11)]
+    assert [int(w[0, 0]) for w in got[:10]] == [100 * i for i in range(10)]  # slice i starts at element 100 i
+    assert len({w.data_ptr() for w in got[:10]}) == 10
+    assert got[10].data_ptr() == got[0].data_ptr() and got[0].shape == (10, 10)
+    assert all(w.untyped_storage().data_ptr() == pool.untyped_storage().data_ptr() for w in got)  # views, no copies
+    with pytest.raises(ValueError, match="holds no"):
+        weight_stream(torch.zeros(50), 10, 10)
+
+
+def test_calibrate_measures_the_gemm_family_warm_and_streamed():
+    """A plan with a GEMM family gets both its curves, on the same (M, N = K) grid, every rate
+    positive and finite."""
+    import dataclasses
+
+    import numpy as np
+
+    from roofline.measure.measurements import gemm_points
+
+    plan = dataclasses.replace(TINY, probe_sizes=(), gemm_m=(1, 4), gemm_nk=(64, 128))
+    cal = calibrate("cpu", "fp32", 1.0, None, plan=plan, threads=1)
+    warm, cold = gemm_points(cal, "fp32"), gemm_points(cal, "fp32", cold=True)
+    assert warm is not None and cold is not None
+    assert sorted(zip(warm[0], warm[1])) == sorted(zip(cold[0], cold[1])) == [(1, 4096), (1, 16384), (4, 4096), (4, 16384)]
+    assert np.isfinite(cold[2]).all() and (cold[2] > 0).all()

@@ -176,7 +176,7 @@ class CalibratedModel:
         if machine is not None:
             best = matmul_rates(self.calibration, kernel.dtype)
             rate = rate * machine.peak(kernel.dtype) / (best[1].max() if best is not None else rates.max())
-        basis = (f"gemm {kernel.dtype}{' cold' if self.cold or self.weights_cold else ''} M {mu.min():g}-{mu.max():g} x N K "
+        basis = (f"gemm {kernel.dtype}{' weights streamed' if self.cold or self.weights_cold else ''} M {mu.min():g}-{mu.max():g} x N K "
                  f"{np.sqrt(nku.min()):g}^2-{np.sqrt(nku.max()):g}^2"
                  + (" (outside: clamped)" if outside else ""))
         return float(rate), outside, basis
@@ -199,7 +199,7 @@ class CalibratedModel:
 
     def reads_cold(self, kernel: Kernel) -> bool:
         """Whether the op is costed from main memory by the cold class probes: not a matmul (its
-        weights have the cold GEMM family), the model cold (``cold``) or its operands evicted
+        weights have the streamed GEMM family), the model cold (``cold``) or its operands evicted
         (``operands_cold``, a forward that outgrows the cache), and cold probes of its aten op or
         class in the profile."""
         if kernel.category == "matmul" or not (self.cold or self.operands_cold):

@@ -9,7 +9,9 @@ Four sweeps share one time budget (shares in ``PHASES``):
    short budget measures main memory;
 3. matmul: square n x n x n matmuls per dtype from small to large: the achievable FLOP/s as a
    function of size. The sweep stops where the next size would not fit the budget. Then the
-   skinny-M GEMM family (measure.families): M = 1 to 256 rows at a few N = K, decode's shapes;
+   skinny-M GEMM family (measure.families): M = 1 to 256 rows at a few N = K, decode's shapes,
+   with the weight cached (the same weight every call) and streamed (a different weight each call,
+   from a pool of twice the last cache: a forward's weights read from main memory);
 4. probes: the ops of one transformer block (a preset scaled down, see blockops.scale_config) at a
    few sizes, timed in interleaved passes: the fit set of the calibrated model's per-op residuals;
    then the class probes (measure.families: elementwise, norm, softmax, reduction, gather, copy
@@ -213,19 +215,49 @@ def _gemm(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Curve, ..
     return tuple(curves)
 
 
-def _gemm_cold(device, sync, td, rows, budget_s: float, clock: _Clock):
-    """The same GEMMs with the caches flushed before every run (the operands come from main memory)."""
-    from roofline.measure.device import device_info, make_flush
+def weight_stream(pool: torch.Tensor, n: int, k: int) -> Callable[[], torch.Tensor]:
+    """A function returning the next (n, k) weight of ``pool`` (a flat tensor) at each call: the
+    pool's consecutive slices in turn, back to the first after the last (at least one slice)."""
+    n, k = int(n), int(k)
+    count = pool.numel() // (n * k)
+    if count < 1:
+        raise ValueError(f"a pool of {pool.numel()} elements holds no ({n}, {k}) weight")
+    views = [pool[i * n * k:(i + 1) * n * k].view(n, k) for i in range(count)]
+    at = [-1]
 
-    flush = make_flush(device, device_info(device).caches)
+    def nxt() -> torch.Tensor:
+        at[0] = (at[0] + 1) % count
+        return views[at[0]]
+
+    return nxt
+
+
+def _gemm_cold(device, sync, td, rows, budget_s: float, clock: _Clock):
+    """The same GEMMs with their weight streamed from main memory, as a forward reads its weights:
+    each call multiplies by a different (N, K) weight, the next slice of one pool of twice the last
+    cache (device.flush_bytes), so a weight comes back only after the whole pool has been read,
+    while the dispatcher's code and the small activations stay cached. The layout is nn.Linear's
+    (x @ W.T). A flush before every call instead (the cold class probes' method) also evicts the
+    code: on the 2-core EPYC of docs/accuracy-models.md it added ~100 us to every cold call (a
+    (1, 256) @ (256, 256) 118 us flushed against 39 us streamed), where decode GEMMs inside a forward
+    measured 31-40 us; streamed and in-forward times of ten decode and MoE expert shapes agreed
+    within ~15% (one thread, fp32, 2026-12-02; the shapes of benchmarks/accuracy_models.py's models)."""
+    from roofline.measure.device import device_info, flush_bytes
+
+    pool_bytes = flush_bytes(device_info(device).caches)
+    itemsize = torch.empty((), dtype=td).element_size()
+    largest = max(n * k for _, n, k, *_ in rows)
+    pool = torch.randn(int(max(pool_bytes // itemsize, 4 * largest)), device=device).to(td)
+    streams = {}  # the calls of one (N, K) share a stream: a slice returns only after the whole pool
+    for _, n, k, *_ in rows:
+        streams.setdefault((n, k), weight_stream(pool, n, k))
     fns, keep = [], []
     for m, n, k, *_ in rows:
-        a, b, c = (torch.randn(m, k, device=device).to(td), torch.randn(k, n, device=device).to(td),
-                   torch.empty(m, n, device=device, dtype=td))
-        keep.append((a, b, c))
-        fns.append(lambda a=a, b=b, c=c: torch.matmul(a, b, out=c))
-    times = bench_round_robin(fns, sync=sync, flush=flush, budget_s=max(budget_s, 0.0), max_repeats=7)
-    clock.report(1.0, f"gemm cold: {len(rows)} points")
+        a, c = torch.randn(m, k, device=device).to(td), torch.empty(m, n, device=device, dtype=td)
+        keep.append((a, c))
+        fns.append(lambda a=a, c=c, nxt=streams[(n, k)]: torch.mm(a, nxt().t(), out=c))
+    times = bench_round_robin(fns, sync=sync, budget_s=max(budget_s, 0.0), max_repeats=15)
+    clock.report(1.0, f"gemm streamed weights: {len(rows)} points")
     return times
 
 

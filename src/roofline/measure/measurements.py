@@ -75,7 +75,7 @@ class Calibration:
     matmul: tuple[Curve, ...]
     bandwidth: tuple[Curve, ...]
     probes: tuple[Probe, ...] = ()
-    gemm: tuple[Curve, ...] = ()  # skinny-M GEMMs per dtype, warm ("gemm") and cold ("gemm_cold"); older profiles have none
+    gemm: tuple[Curve, ...] = ()  # skinny-M GEMMs per dtype, warm ("gemm") and weights streamed ("gemm_cold"); older profiles have none
     vendor: str = ""
     memory_bytes: float | None = None
     sm_count: int | None = None
@@ -110,8 +110,9 @@ def matmul_rates(cal: Calibration, dtype: str) -> tuple[np.ndarray, np.ndarray] 
 
 
 def gemm_points(cal: Calibration, dtype: str, cold: bool = False):
-    """(M, N x K, achieved FLOP/s) of the dtype's skinny-M GEMM family, timed warm or with the
-    caches flushed (``cold``), or None if unmeasured."""
+    """(M, N x K, achieved FLOP/s) of the dtype's skinny-M GEMM family, timed warm (the same
+    weight every call) or with its weights streamed from main memory (``cold``: a different weight
+    each call; profiles written before 2026-12-02 flushed the caches instead), or None if unmeasured."""
     kind = "gemm_cold" if cold else "gemm"
     for c in cal.gemm:
         if c.dtype == dtype and c.flops and c.kind == kind:
