@@ -18,7 +18,6 @@ better than seed on every class; measured time inside the interval for >= 80% of
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 import tempfile
@@ -40,7 +39,6 @@ from roofline.kernels import Kernel  # noqa: E402
 from roofline.machines import get_machine  # noqa: E402
 from roofline.trace.profiler import profile_report  # noqa: E402
 from roofline.trace.result import peak_dtype  # noqa: E402
-from roofline.trace.rules import kernel_shape  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,19 +210,6 @@ def record(fn, path: str, runs: int) -> None:
     prof.export_chrome_trace(path)
 
 
-def parse_shapes(text: str):
-    out = []
-    for part in text.split(", "):
-        if part.startswith("[") or not part or part == "()":
-            out.append(())
-            continue
-        try:
-            out.append(tuple(int(x) for x in part.split("x")))
-        except ValueError:
-            out.append(())
-    return out
-
-
 @dataclass
 class Scored:
     cls: str
@@ -243,7 +228,7 @@ def score(report, machine, cal: CalibratedModel, runs: int) -> list[Scored]:
         if op.bytes <= 0:
             continue
         k = Kernel(op.name, op.flops, op.bytes, op.category, peak_dtype(op.dtype, machine),
-                   shape=kernel_shape(op.name, parse_shapes(op.shapes)))
+                   shape=op.kernel_shape)
         per_call = op.calls / runs
         p = cal.predict_op(k, machine)
         out.append(Scored(op_class(k), op.measured_s / runs, time_lower_bound(k, machine) * per_call,

@@ -653,3 +653,52 @@ def test_no_interval_reaches_below_the_profiles_own_speed_of_light():
     p = model.predict_op(k, machine)
     assert p.low_s >= min(ws / 100e9, p.time_s) - 1e-15
     assert model.fastest_s(k, machine) == pytest.approx(ws / 100e9)
+
+
+def test_an_op_on_a_chunk_view_gets_the_strided_probes_factor():
+    """aten::silu probed contiguous at 1 x its body and on chunk views at 2 x (at 64 and 256 KiB):
+    an op the profiler saw with a non-contiguous input (kernel_shape (STRIDED,)) gets 2 x the
+    contiguous correction, by its own op's probes; aten::gelu (no strided probe of its own) the
+    class's factor (the mean over the class's strided probes, here silu's 2); a contiguous op, a
+    row-wise op and a matmul are untouched."""
+    from roofline.trace.rules.matmul import STRIDED
+
+    m0 = CalibratedModel(synthetic())
+    probes = []
+    for ws in (64 * KIB, 256 * KIB):
+        probes.append(_family(m0, "silu", "aten::silu", ws, 1.0))
+        probes.append(dataclasses.replace(_family(m0, "silu", "aten::silu", ws, 2.0), shape="family: strided (x, 1024) fp32"))
+        probes.append(_family(m0, "gelu", "aten::gelu", ws, 3.0))
+    model = CalibratedModel(synthetic(probes))
+    at = 128 * KIB
+
+    def k(name, shape=(), cat="elementwise"):
+        return Kernel(name, at / 12, at, cat, "fp32", shape=shape)
+
+    assert model.residual(k("aten::silu")).ratio == pytest.approx(1.0)
+    res = model.residual(k("aten::silu", (STRIDED,)))
+    assert res.ratio == pytest.approx(2.0) and res.strided == "aten::silu"
+    gelu = model.residual(k("aten::gelu", (STRIDED,)))
+    assert gelu.ratio == pytest.approx(3.0 * 2.0) and gelu.strided == "elementwise"
+    assert model.residual(k("aten::_softmax", (64, 512), "softmax")).strided == ""
+    p = model.predict_op(k("aten::silu", (STRIDED,)), get_machine("h100-sxm"))
+    assert "non-contiguous input" in p.basis
+    assert p.launch_s + max(p.compute_s, p.memory_s) == pytest.approx(p.time_s)  # the columns add up
+
+
+def test_kernel_shape_marks_non_contiguous_inputs_from_their_strides():
+    """A chunk(2, -1) half of a (64, 256) tensor has dims (64, 128) and strides (256, 1): strided;
+    a contiguous (64, 128) has strides (128, 1); a broadcast (stride 0) is not strided; a
+    transpose of a (128, 64) ((64, 128) with strides (1, 64)) is; size-1 dims do not count."""
+    from roofline.trace.rules.matmul import STRIDED, is_strided, kernel_shape
+
+    assert is_strided((64, 128), (256, 1)) and not is_strided((64, 128), (128, 1))
+    assert not is_strided((4, 32), (0, 1)) and is_strided((64, 128), (1, 64))
+    assert not is_strided((1, 8, 1, 32), (999, 32, 7, 1))  # size-1 dims: any stride
+    assert not is_strided((2, 3), (3,)) and not is_strided(("a",), (1,))  # malformed: not claimed
+    assert kernel_shape("aten::silu", [(64, 128)], [(256, 1)]) == (STRIDED,)
+    assert kernel_shape("aten::mul", [(64, 128), (64, 128)], [(128, 1), (256, 1)]) == (STRIDED,)
+    assert kernel_shape("aten::mul", [(64, 128), ()], [(128, 1), ()]) == ()
+    assert kernel_shape("aten::silu", [(64, 128)]) == ()  # no strides recorded: nothing claimed
+    assert kernel_shape("aten::mm", [(4, 64), (64, 32)], [(1, 4), (32, 1)]) == (1, 4, 32, 64)  # matmuls keep their shape
+    assert kernel_shape("aten::_softmax", [(4, 8)], [(16, 1)]) == (4, 8)  # row-wise ops keep (rows, width)

@@ -502,3 +502,26 @@ def test_moe_routing_ops_are_rebuilt_and_costed(tmp_path):
     got = {op.name: op.bytes for op in rep.ops}
     assert got.get("aten::topk") == 1792 and got.get("aten::nonzero") == 192 and got.get("aten::index") == 16448, got
     assert not rep.unsupported, rep.unsupported
+
+
+def test_a_strided_call_is_its_own_row_marked_in_its_shapes(tmp_path):
+    """Two aten::silu calls on (64, 128) inputs, one contiguous (strides (128, 1)) and one a chunk
+    view (strides (256, 1), a half of a (64, 256) tensor): two rows, the second's shapes marked
+    '(strided)' and its kernel_shape (STRIDED,), both costed the same bytes (2 x 64 x 128 x 4 =
+    65,536: read and write)."""
+    pytest.importorskip("torch")
+    from roofline.trace.profiler import profile_report
+    from roofline.trace.rules.matmul import STRIDED
+
+    cpu = dict(ph="X", cat="cpu_op", pid=1, tid=1)
+    args = {"Input Dims": [[64, 128]], "Input type": ["float"], "Concrete Inputs": [""]}
+    events = [dict(cpu, name="aten::silu", ts=0.0, dur=10.0, args={**args, "External id": 1, "Input Strides": [[128, 1]]}),
+              dict(cpu, name="aten::silu", ts=20.0, dur=20.0, args={**args, "External id": 2, "Input Strides": [[256, 1]]})]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    rep = profile_report(path, FAST)
+    rows = {op.shapes: op for op in rep.ops}
+    assert set(rows) == {"64x128", "64x128 (strided)"}
+    assert rows["64x128 (strided)"].kernel_shape == (STRIDED,) and rows["64x128"].kernel_shape == ()
+    assert rows["64x128"].bytes == rows["64x128 (strided)"].bytes == 65_536
+    assert rows["64x128 (strided)"].measured_s == pytest.approx(20e-6)

@@ -287,6 +287,9 @@ class CalibratedModel:
                       "category": f"mean correction of the {kernel.category} block ops", "none": "no correction"}[res.source])
         if res.width:
             basis.append(f"rows of {res.width}: corrected by the {kernel.name} probes on narrow rows")
+        if res.strided:
+            basis.append(f"a non-contiguous input: corrected by the {res.strided} probes on chunk views"
+                         + (" timed cold" if cold else ""))
         low_s = launch_lo + res.ratio * res.low * body
         if self.weights_cold and kernel.category == "matmul" and not self.cold:
             # weights of a forward near the cache's size are partly cached: the warm rate is the interval's low end

@@ -39,7 +39,7 @@ from roofline.trace.chrome_trace import (DeviceEvent, GRAPH_REPLAY, Node, PROFIL
                                          device_class, device_events, load_trace, op_tree, select_ops)
 from roofline.trace.rebuild import rebuild
 from roofline.trace.result import peak_dtype
-from roofline.trace.rules.matmul import kernel_shape
+from roofline.trace.rules.matmul import STRIDED, kernel_shape
 from roofline.trace.rules.registry import get_rule
 from roofline.units import US
 
@@ -277,9 +277,11 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
         costed_device_s += device_s
         measured, source = (device_s, "device") if device_s > 0 else (n.dur * US, "cpu")
         shapes = _shapes_text(n.args)
+        kshape = kernel_shape(n.name, n.args.get("Input Dims") or [], n.args.get("Input Strides"))
+        if kshape == (STRIDED,):
+            shapes += " (strided)"  # a non-contiguous input: its own row, corrected by the strided probes
         r = rows.setdefault((n.name, shapes, dtype, cost.flops, cost.bytes), dict(category=rule.category, calls=0, flops=cost.flops, bytes=cost.bytes,
-                                                           roofline_s=0.0, measured_s=0.0, source=source,
-                                                           shape=kernel_shape(n.name, n.args.get("Input Dims") or [])))
+                                                           roofline_s=0.0, measured_s=0.0, source=source, shape=kshape))
         r["calls"] += 1
         r["measured_s"] += measured
         if cost.bytes > 0:

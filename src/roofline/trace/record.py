@@ -107,7 +107,8 @@ class Recorder(TorchDispatchMode):
             self.unsupported[call.op] += 1
             return
         self.ops.append(TracedOp(call.op, float(cost.flops), float(cost.bytes), rule.category, compute_dtype(call),
-                                 self.modules[-1] if self.modules else "", tuple(t.shape for t in call.inputs)))
+                                 self.modules[-1] if self.modules else "", tuple(t.shape for t in call.inputs),
+                                 tuple(t.strides for t in call.inputs)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ class TracedOp:
     dtype: str
     module: str = ""
     shapes: tuple[tuple[int, ...], ...] = ()
+    strides: tuple[tuple[int, ...], ...] = ()  # of its tensor inputs (elements; empty: contiguous or unknown)
 
     @property
     def intensity(self) -> float:
@@ -109,7 +110,7 @@ class TraceResult(Tabular):
         from roofline.trace.rules import kernel_shape
 
         return [Kernel(f"{op.module}: {op.name}" if op.module else op.name, op.flops, op.bytes, op.category,
-                       peak_dtype(op.dtype, machine), shape=kernel_shape(op.name, op.shapes)) for op in self.ops if op.bytes > 0]
+                       peak_dtype(op.dtype, machine), shape=kernel_shape(op.name, op.shapes, op.strides or None)) for op in self.ops if op.bytes > 0]
 
     def predict(self, machine, model=None):
         """The cost model's prediction of this forward pass on ``machine`` (default: the pure
@@ -182,7 +183,7 @@ def _group_times(result: TraceResult, machine, by: str, model) -> dict:
             continue
         key = op.name if by == "op" else f"{_collapse(op.module) or '(top)'}  {op.name}"
         k = Kernel(op.name, op.flops, op.bytes, op.category, peak_dtype(op.dtype, machine),
-                   shape=kernel_shape(op.name, op.shapes))
+                   shape=kernel_shape(op.name, op.shapes, op.strides or None))
         p = model.predict_op(k, machine)
         t, bound = out.get(key, (0.0, p.bound))
         out[key] = (t + p.time_s, bound if bound == p.bound else "mixed")

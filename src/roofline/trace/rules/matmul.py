@@ -38,14 +38,43 @@ ROW_OPS = frozenset({"aten::_softmax", "aten::_log_softmax", "aten::_safe_softma
                      "aten::_fused_rms_norm", "aten::native_layer_norm", "aten::sum", "aten::mean", "aten::amax"})
 
 
-def kernel_shape(op: str, shapes) -> tuple:
+STRIDED = "strided"  # kernel_shape of an op reading a non-contiguous input: (STRIDED,)
+
+
+def is_strided(dims, strides) -> bool:
+    """Whether a tensor of these dims and strides is a non-contiguous view (a chunk, a slice, a
+    transpose): some dimension longer than 1 steps by other than the row-major stride. A
+    broadcast (stride 0) is not: it reads less, not scattered."""
+    try:
+        dims, strides = [int(d) for d in dims], [int(s) for s in strides]
+    except (TypeError, ValueError):
+        return False
+    if len(dims) != len(strides):
+        return False
+    step = 1
+    for d, st in zip(reversed(dims), reversed(strides)):
+        if d > 1 and st not in (step, 0):
+            return True
+        step *= max(d, 1)
+    return False
+
+
+def kernel_shape(op: str, shapes, strides=None) -> tuple:
     """What a calibrated rate is read at: a matmul's (batch, M, N, K) (gemm_shape), or a row-wise
     op's (rows, width) from its first input, the width its last dimension (softmax, top-k, norms
     and sums over the last dimension, as transformer code runs them: a router's softmax over 8
-    experts runs many times slower per byte than one over 1,024 columns); () otherwise."""
+    experts runs many times slower per byte than one over 1,024 columns); (STRIDED,) for another
+    op with a non-contiguous tensor input when ``strides`` (the profiler's "Input Strides", one
+    per input) say so (on a CPU a strided silu read after a cache flush ran ~2x a contiguous
+    one); () otherwise."""
     got = gemm_shape(op, shapes)
-    if got or op not in ROW_OPS:
+    if got:
         return got
+    if op not in ROW_OPS:
+        if strides and any(is_strided(d, st) for d, st in zip(shapes, strides)
+                           if isinstance(d, (list, tuple)) and isinstance(st, (list, tuple)) and d):
+            return (STRIDED,)
+        return ()
     try:
         first = tuple(int(x) for x in shapes[0])
     except (IndexError, TypeError, ValueError):
