@@ -525,3 +525,36 @@ def test_a_strided_call_is_its_own_row_marked_in_its_shapes(tmp_path):
     assert rows["64x128 (strided)"].kernel_shape == (STRIDED,) and rows["64x128"].kernel_shape == ()
     assert rows["64x128"].bytes == rows["64x128 (strided)"].bytes == 65_536
     assert rows["64x128 (strided)"].measured_s == pytest.approx(20e-6)
+
+
+def test_between_ops_sums_the_gaps_between_top_level_ops():
+    """Thread 1: top-level ops at [0, 10) and [15, 20) (aten::t nested inside the first), then
+    [32, 40): gaps of 5 and 12 us; thread 2: [0, 4) and [10, 11): a gap of 6 us. Time before the
+    first op and after the last is not counted. 23 us in 3 gaps."""
+    from roofline.trace.chrome_trace import between_ops
+
+    def ev(ts, dur, tid=1, name="aten::add"):
+        return dict(ph="X", cat="cpu_op", name=name, ts=ts, dur=dur, pid=1, tid=tid, args={})
+
+    events = [ev(0, 10), ev(2, 3, name="aten::t"), ev(15, 5), ev(32, 8), ev(0, 4, tid=2), ev(10, 1, tid=2),
+              dict(ph="X", cat="kernel", name="k", ts=50, dur=100, pid=0, tid=7, args={})]
+    seconds, gaps = between_ops(events)
+    assert seconds == pytest.approx(23e-6) and gaps == 3
+    assert between_ops([]) == (0.0, 0) and between_ops([ev(0, 5)]) == (0.0, 0)
+
+
+def test_profile_reports_the_measured_time_between_ops(recorded):
+    """A real CPU trace: the gaps between top-level ops are positive, in the table and the JSON,
+    and they lie within the trace's span less its top-level ops' time."""
+    from roofline.trace.profiler import profile_report
+
+    rep = profile_report(recorded["tiny_llama"][0], FAST)
+    assert rep.between_ops_gaps > 10 and rep.between_ops_s > 0
+    assert "between ops:" in rep.to_table()
+    d = json.loads(rep.to_json())
+    assert d["between_ops_s"] == pytest.approx(rep.between_ops_s) and d["between_ops_gaps"] == rep.between_ops_gaps
+    from roofline.trace.chrome_trace import op_tree
+
+    roots = op_tree(json.loads(recorded["tiny_llama"][0].read_text())["traceEvents"])
+    span = max(n.end for n in roots) - min(n.ts for n in roots)
+    assert rep.between_ops_s <= (span - sum(n.dur for n in roots)) * 1e-6 + 1e-9

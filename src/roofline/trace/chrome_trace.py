@@ -119,6 +119,28 @@ def op_tree(events: list[dict]) -> list[Node]:
     return roots
 
 
+def between_ops(events: list[dict]) -> tuple[float, int]:
+    """(seconds, gaps) of the time each CPU thread spent between its top-level ops (the cpu_op
+    events no other op encloses), summed over the threads: the framework's own time between ops
+    (Python, module calls, the dispatcher outside any op) and the profiler's own recording cost.
+    Only the gaps between one top-level op and the next count: time before the first and after
+    the last is outside the recorded ops altogether."""
+    by_thread: dict = {}
+    for e in events:
+        if _cat(e) == "cpu_op" and e.get("ph", "X") == "X" and "dur" in e and "ts" in e:
+            by_thread.setdefault((e.get("pid"), e.get("tid")), []).append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))
+    total, gaps = 0.0, 0
+    for spans in by_thread.values():
+        spans.sort()
+        end = None
+        for ts, te in spans:
+            if end is not None and ts >= end:
+                total += ts - end
+                gaps += 1
+            end = te if end is None else max(end, te)
+    return total * 1e-6, gaps
+
+
 @dataclass(frozen=True)
 class DeviceEvent:
     """One device event (a kernel, memcpy or memset): ``ext`` is the External id of the CPU op that

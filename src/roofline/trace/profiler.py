@@ -36,7 +36,7 @@ from roofline.kernels import Kernel
 from roofline.machines import get_machine
 from roofline.tables import Tabular, dump_json
 from roofline.trace.chrome_trace import (DeviceEvent, GRAPH_REPLAY, Node, PROFILER_DTYPES, _is_id, _seconds_by_ext,
-                                         device_class, device_events, load_trace, op_tree, select_ops)
+                                         between_ops, device_class, device_events, load_trace, op_tree, select_ops)
 from roofline.trace.rebuild import rebuild
 from roofline.trace.result import peak_dtype
 from roofline.trace.rules.matmul import STRIDED, kernel_shape
@@ -148,6 +148,8 @@ class ProfileReport(Tabular):
     costed_device_s: float = 0.0
     unsupported_device_s: float = 0.0
     unattributed: tuple[Unattributed, ...] = ()
+    between_ops_s: float = 0.0  # measured: the CPU threads' time between their top-level ops (chrome_trace.between_ops)
+    between_ops_gaps: int = 0
 
     @property
     def unattributed_s(self) -> float:
@@ -182,7 +184,8 @@ class ProfileReport(Tabular):
                                  "device_s": u.device_s} for u in self.unsupported],
                 "device_s": self.device_s, "costed_device_s": self.costed_device_s,
                 "unsupported_device_s": self.unsupported_device_s, "unattributed_s": self.unattributed_s,
-                "unattributed": [u.to_dict() for u in self.unattributed]}
+                "unattributed": [u.to_dict() for u in self.unattributed],
+                "between_ops_s": self.between_ops_s, "between_ops_gaps": self.between_ops_gaps}
 
     def to_json(self) -> str:
         return dump_json(self.to_dict())
@@ -321,7 +324,7 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
                           if calibrated is not None else ""),
                          len(free) * calibrated.launch_overhead_s if calibrated is not None else None,
                          sum(d.seconds for d in devs), costed_device_s, sum(v[2] for v in unsupported.values()),
-                         unattributed_device_time(devs, claimed))
+                         unattributed_device_time(devs, claimed), *between_ops(events))
 
 
 def unattributed_device_time(devs: list[DeviceEvent], claimed=frozenset()) -> tuple[Unattributed, ...]:
@@ -376,6 +379,10 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
     lines.append(f"\ncosted ops: measured {_us(rep.measured_s)} us against a roofline of {_us(rep.roofline_s)} us "
                  f"({rep.roofline_s / rep.measured_s:.1%} of speed of light)" if rep.measured_s else "\nno costed ops")
     lines.append(f"free ops (views, metadata): {rep.free_calls} calls, {_us(rep.free_s)} us")
+    if rep.between_ops_gaps:
+        lines.append(f"between ops: {_us(rep.between_ops_s)} us in {rep.between_ops_gaps} gaps between top-level ops "
+                     f"({_us(rep.between_ops_s / rep.between_ops_gaps)} us each; measured: Python, module calls, the "
+                     "framework outside any op, the profiler's own recording)")
     if rep.device:
         lines.append(f"device time: {_us(rep.device_s)} us total = {_us(rep.costed_device_s)} costed + "
                      f"{_us(rep.unsupported_device_s)} unsupported + {_us(rep.unattributed_s)} unattributed "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from roofline.trace.rules.registry import Call, Cost, io_bytes, rule
+from roofline.trace.rules.registry import Call, Cost, get_rule, io_bytes, rule
 
 
 # Where each matmul op keeps its operands among its inputs: (index of A, index of B).
@@ -63,16 +63,18 @@ def kernel_shape(op: str, shapes, strides=None) -> tuple:
     """What a calibrated rate is read at: a matmul's (batch, M, N, K) (gemm_shape), or a row-wise
     op's (rows, width) from its first input, the width its last dimension (softmax, top-k, norms
     and sums over the last dimension, as transformer code runs them: a router's softmax over 8
-    experts runs many times slower per byte than one over 1,024 columns); (STRIDED,) for another
-    op with a non-contiguous tensor input when ``strides`` (the profiler's "Input Strides", one
+    experts runs many times slower per byte than one over 1,024 columns); (STRIDED,) for an
+    elementwise op with a non-contiguous tensor input when ``strides`` (the profiler's "Input Strides", one
     per input) say so (on a CPU a strided silu read after a cache flush ran ~2x a contiguous
     one); () otherwise."""
     got = gemm_shape(op, shapes)
     if got:
         return got
     if op not in ROW_OPS:
-        if strides and any(is_strided(d, st) for d, st in zip(shapes, strides)
-                           if isinstance(d, (list, tuple)) and isinstance(st, (list, tuple)) and d):
+        rule = get_rule(op)
+        if (strides and rule is not None and rule.category == "elementwise"
+                and any(is_strided(d, st) for d, st in zip(shapes, strides)
+                        if isinstance(d, (list, tuple)) and isinstance(st, (list, tuple)) and d)):
             return (STRIDED,)
         return ()
     try:
