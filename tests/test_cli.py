@@ -384,6 +384,8 @@ def test_a_decode_plot_at_one_batch_warns_nothing(tmp_path, capsys):
     (["sweep", "--over", "tokens", "--values", "128", "--context", "100"], "--context does not apply"),
     (["sweep", "--over", "context", "--tokens", "5"], "--tokens does not apply"),
     (["diagnose", "--flops", "1e9", "--bytes", "4e9", "--measured", "1.5ms", "--label", "a\nb"], "--label"),
+    (["decode", "--batch", "1,,4"], "empty item in '1,,4'"),
+    (["decode", "--machine", "."], "is a directory"),
 ])
 def test_inputs_a_reviewer_saw_ignored_or_mistaken_are_refused(capsys, argv, named):
     code, _, err = run(capsys, *argv)

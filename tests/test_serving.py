@@ -391,7 +391,7 @@ def test_expert_parallel_serving_pools_the_cache_over_the_gpus(capsys):
     assert main(["serving", "--model", "mixtral-8x7b", "--tp", "4", "--ep", "--concurrency", "16", "--requests", "32",
                  "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["gpus"] == 4 and "expert-parallel 4" in d["model"] and any("expert parallelism" in n for n in d["notes"])
+    assert d["gpus"] == 4 and "expert-parallel 4" in d["description"] and d["model"] == "mixtral-8x7b" and any("expert parallelism" in n for n in d["notes"])
 
 
 # -- pipeline parallelism ---------------------------------------------------------------------------

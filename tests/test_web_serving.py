@@ -121,7 +121,7 @@ def test_the_api_gives_the_clis_numbers(client):
         cli = _cli_json("serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--sweep", str(users),
                         "--requests", str(n), *CLI_BASE, "--json")
         _close(point, cli["points"][0], f"users {users}")
-        assert cli["model"] == body["model"] and cli["notes"] == body["notes"][:len(cli["notes"])]
+        assert cli["model"] == body["model"] and cli["description"] == body["description"] and cli["notes"] == body["notes"][:len(cli["notes"])]
 
 
 def test_the_breakdown_is_the_clis_decode_step(client):

@@ -361,6 +361,9 @@ def get_machine(name) -> Machine:
                 field="machine",
             )
         return next(iter(found.values()))
+    if str(name) and "\x00" not in str(name) and Path(str(name)).is_dir():
+        raise RooflineError(f"machine {str(name)!r} is a directory: give a preset's key (roofline machines lists them) "
+                            "or a machine TOML file (roofline calibrate writes one)", field="machine")
     raise unknown_name("machine", name, presets)
 
 

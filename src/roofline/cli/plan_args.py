@@ -98,10 +98,13 @@ def count_list(flag, maximum=COUNT["maximum"], ranges=False):
         text = str(text)
         if ranges and text.startswith("@"):
             return _values_file(text[1:], item)
-        items = [t for t in text.replace(" ", "").split(",") if t]
-        if not items:
-            raise argparse.ArgumentTypeError("expected a comma-separated list like 1,2,4"
-                                             + (", a range like 1:1024:log:11 or @FILE" if ranges else ""))
+        items = text.replace(" ", "").split(",")
+        if items and items[-1] == "":
+            items.pop()  # a trailing comma ("1,2,") is harmless; an empty item inside is a typo
+        if not items or "" in items:
+            raise argparse.ArgumentTypeError(
+                ("empty item in " + repr(text) + ": " if items else "") + "expected a comma-separated list like 1,2,4"
+                + (", a range like 1:1024:log:11 or @FILE" if ranges else ""))
         return [v for t in items for v in item(t)]
 
     convert.__name__ = flag

@@ -288,8 +288,7 @@ class CalibratedModel:
         if res.width:
             basis.append(f"rows of {res.width}: corrected by the {kernel.name} probes on narrow rows")
         if res.strided:
-            basis.append(f"a non-contiguous input: corrected by the {res.strided} probes on chunk views"
-                         + (" timed cold" if cold else ""))
+            basis.append(f"a non-contiguous input: corrected by the {res.strided} probes on chunk views")
         low_s = launch_lo + res.ratio * res.low * body
         if self.weights_cold and kernel.category == "matmul" and not self.cold:
             # weights of a forward near the cache's size are partly cached: the warm rate is the interval's low end

@@ -265,7 +265,7 @@ def _families(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Probe
     """The class probes (families.class_families and attention_families), timed round robin
     within what is left; on a CPU also recorded under torch.profiler (families.profiled_seconds)."""
     from roofline.measure.families import COLD_REPEATS, attention_families, class_families, profiled_seconds
-    from roofline.measure.residuals import COLD, FAMILY, NARROW
+    from roofline.measure.residuals import COLD, FAMILY, NARROW, STRIDED
 
     from roofline.measure.device import make_flush
 
@@ -277,7 +277,7 @@ def _families(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Probe
     # the same class ops with the caches flushed before each call: a forward's small ops find
     # their operands evicted by the GEMMs between them (families.COLD)
     flush = make_flush(device, device_info(device).caches)
-    classes = [o for o in classes if not o.shape.startswith(NARROW)]  # narrow rows: a width correction, timed warm
+    classes = [o for o in classes if not o.shape.startswith((NARROW, STRIDED))]  # a width or stride factor, timed warm
     cold = bench_round_robin([o.fn for o in classes], sync=sync, flush=flush, budget_s=max(clock.left(), 0.0) * 0.5,
                              max_repeats=COLD_REPEATS)
     cold_profiled = (profiled_seconds(classes, COLD_REPEATS, flush) if device == "cpu" else [None] * len(classes))

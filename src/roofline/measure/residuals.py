@@ -38,7 +38,7 @@ FAMILY = "family: "  # the shape text of a class probe (measure.families), as th
 TINY = "tiny "  # ... and of a tiny one, after FAMILY or FAMILY + COLD
 COLD = "cold "  # ... and of one timed with the caches flushed before each call, after FAMILY
 NARROW = "narrow "  # ... and of a row-wise one on narrower rows than the others' 1,024, after FAMILY
-STRIDED = "strided "  # ... and of an elementwise one on non-contiguous inputs (chunk views), after FAMILY or FAMILY + COLD
+STRIDED = "strided "  # ... and of an elementwise one on non-contiguous inputs (chunk views), after FAMILY
 WIDE = 1024  # the row width of the other class probes (measure.families.WIDTH)
 
 
@@ -97,8 +97,8 @@ def fit_residuals(model: BodyModel) -> tuple[dict, dict, dict]:
     dtype, op) the same over the probes of that very op. Cold class probes ("family: cold ...")
     give "class-cold" and "aten-cold" curves alike (_fit_cold), their bands under "CLASS cold".
     Class probes on narrow rows ("family: narrow ...") give ("narrow", dtype, op) -> (log width,
-    log of r at that width over r at WIDE): width_factor. Strided ones ("family: strided ...",
-    "family: cold strided ...") give ("strided", dtype, op or class) factors: _fit_strided.
+    log of r at that width over r at WIDE): width_factor. Strided ones ("family: strided ...")
+    give ("strided", dtype, op or class) factors: _fit_strided (the cold strided ones are not fitted).
 
     The probes were timed warm, so r = (t - launch) / the warm body, whatever the model's ``cold``
     (a cold prediction applies r to the main-memory body). Probes shorter than MIN_PROBE_LAUNCHES
@@ -112,7 +112,7 @@ def fit_residuals(model: BodyModel) -> tuple[dict, dict, dict]:
     narrow: dict[tuple, list[tuple[float, float, float]]] = {}
     strided = []
     for p in cal.probes:
-        if p.shape.startswith((FAMILY + STRIDED, FAMILY + COLD + STRIDED)):
+        if p.shape.startswith((FAMILY + STRIDED, FAMILY + COLD + STRIDED)):  # (no cold ones since 2026-12-02)
             strided.append(p)  # a factor over its contiguous twin's curve (strided_factor), after the curves
             continue
         if p.shape.startswith(FAMILY + COLD) and not p.shape.startswith(FAMILY + COLD + TINY) and p.bytes > 0:
@@ -187,56 +187,52 @@ def fit_residuals(model: BodyModel) -> tuple[dict, dict, dict]:
             by_width.setdefault(float(np.log(width)), []).append(lr - float(np.interp(x, *wide)))
         lw = sorted(by_width) + [float(np.log(WIDE))]
         residuals[("narrow", dtype, op)] = (np.array(lw), np.array([float(np.mean(by_width[w])) for w in lw[:-1]] + [0.0]))
-    _fit_strided(model, strided, cold_floor, residuals)
+    _fit_strided(model, strided, residuals)
     return residuals, bands, class_bands
 
 
-def _fit_strided(model: BodyModel, probes, cold_floor: dict, residuals: dict) -> None:
-    """The strided class probes (elementwise ops on chunk views) as factors over their contiguous
-    twins: ("strided", dtype, op) -> (log bytes, log of r strided over r contiguous at that size),
-    from the warm probes over the "aten" curve, ("strided-cold", ...) from the cold ones over
-    "aten-cold"; the same keyed by class (the mean over its probed ops at each size) for the
-    class's other ops."""
+def _fit_strided(model: BodyModel, probes, residuals: dict) -> None:
+    """The strided class probes (elementwise ops on chunk views, timed warm) as factors over their
+    contiguous twins: ("strided", dtype, op) -> (log bytes, log of r strided over r contiguous at
+    that size, at least 1: a scattered read is not faster, and below that is timing noise); the
+    same keyed by class (the mean over its probed ops at each size) for the class's other ops.
+    The cold ones are not fitted: a cold probe's time less its cold tiny call is a difference of
+    two noisy figures, and at the small sizes it put the factor anywhere from 0.6 to 5.7 between
+    two calibrations of the 2-core EPYC of docs/accuracy-models.md (2026-12-02)."""
     pts: dict[tuple, dict[float, list[float]]] = {}
     for p in probes:
-        cold = p.shape.startswith(FAMILY + COLD)
+        if p.shape.startswith(FAMILY + COLD):
+            continue
         k = Kernel(p.op or p.name, p.flops, p.bytes, p.category, p.dtype)
-        twin = residuals.get(("aten-cold" if cold else "aten", p.dtype, p.op))
+        twin = residuals.get(("aten", p.dtype, p.op))
         if not p.op or twin is None or p.bytes <= 0 or matmul_rates(model.calibration, p.dtype) is None:
             continue
         t = probe_seconds(p, model.instrument)
-        if cold:
-            floor = cold_floor.get((p.dtype, "aten", p.op)) or cold_floor.get((p.dtype, "class", fit_class(k)))
-            if floor is None or t <= floor[0] * COLD_FLOOR_MARGIN:
-                continue
-            fixed = floor[0]
-        else:
-            fixed = model.floor_band(k)[0]
-            if t <= fixed * MIN_PROBE_LAUNCHES:
-                continue
-        _, _, base, _, _ = model.base_body_s(k, cold=cold)
+        fixed = model.floor_band(k)[0]
+        if t <= fixed * MIN_PROBE_LAUNCHES:
+            continue
+        _, _, base, _, _ = model.base_body_s(k, cold=False)
         x = round(float(np.log(max(p.bytes, 1.0))), 6)
-        lr = float(np.log((t - fixed) / float(base))) - float(np.interp(x, *twin))
-        tag = "strided-cold" if cold else "strided"
-        pts.setdefault((tag, p.dtype, p.op), {}).setdefault(x, []).append(lr)
-        pts.setdefault((tag, p.dtype, fit_class(k)), {}).setdefault(x, []).append(lr)
+        lr = max(float(np.log((t - fixed) / float(base))) - float(np.interp(x, *twin)), 0.0)
+        pts.setdefault(("strided", p.dtype, p.op), {}).setdefault(x, []).append(lr)
+        pts.setdefault(("strided", p.dtype, fit_class(k)), {}).setdefault(x, []).append(lr)
     for key, at in pts.items():
         xs = sorted(at)
         residuals[key] = (np.array(xs), np.array([float(np.mean(at[v])) for v in xs]))
 
 
-def strided_factor(residuals: dict, kernel: Kernel, cold: bool = False) -> tuple[float, str]:
+def strided_factor(residuals: dict, kernel: Kernel) -> tuple[float, str]:
     """(factor, whose probes) the correction of an op reading a non-contiguous input (kernel.shape
     (STRIDED,), trace.rules.kernel_shape) is multiplied by: the strided probes of its aten op, else
-    of its class, interpolated in log bytes and constant beyond them (``cold``: the cold ones).
-    (1.0, "") for any other op, or where no strided probe was measured."""
+    of its class, interpolated in log bytes and constant beyond them; the same warm factor whether
+    the correction is the warm or the cold curve's (_fit_strided). (1.0, "") for any other op, or
+    where no strided probe was measured."""
     from roofline.trace.rules.matmul import STRIDED as STRIDED_SHAPE
 
     if kernel.shape != (STRIDED_SHAPE,) or kernel.category == "matmul":
         return 1.0, ""
-    tag = "strided-cold" if cold else "strided"
     for key in (kernel.name, fit_class(kernel)):
-        fit = residuals.get((tag, kernel.dtype, key))
+        fit = residuals.get(("strided", kernel.dtype, key))
         if fit is not None:
             size = np.log(max(float(np.max(kernel.bytes)), 1.0))
             return float(np.exp(np.interp(size, *fit))), key
@@ -280,7 +276,7 @@ def lookup_residual(residuals: dict, category_bands: dict, class_bands: dict, sp
     factor, width = width_factor(residuals, kernel)
     if width:
         res = dataclasses.replace(res, ratio=res.ratio * factor, width=width)
-    factor, whose = strided_factor(residuals, kernel, cold)
+    factor, whose = strided_factor(residuals, kernel)
     if whose:
         res = dataclasses.replace(res, ratio=res.ratio * factor, strided=whose)
     return res

@@ -116,7 +116,7 @@ class ServingResult(Tabular):
         metrics = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.metrics().items()}
         lengths = ({"input_tokens_mean": float(np.mean(self.request_input)), "output_tokens_mean": float(np.mean(self.request_output))}
                    if len(self.request_input) else {})
-        return {"model": self.description, "workload": self.workload, "gpus": self.gpus, **self.settings, **lengths,
+        return {**self.settings, "description": self.description, "workload": self.workload, "gpus": self.gpus, **lengths,
                 "engine": dataclasses.asdict(self.engine), **metrics, "notes": list(self.notes)}
 
     def to_json(self) -> str:
@@ -148,7 +148,7 @@ class ServingResult(Tabular):
 
 def step_settings(step: StepCost) -> dict:
     """The configuration a result was simulated for, as keys (JSON)."""
-    return {"model_key": step.model.key or step.model.name, "machine": step.machine.key or step.machine.name,
+    return {"model": step.model.key or step.model.name, "machine": step.machine.key or step.machine.name,
             "precision": step.precision.to_dict(), "tensor_parallel": step.tensor_parallel, "link": step.link}
 
 
