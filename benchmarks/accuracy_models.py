@@ -384,11 +384,17 @@ def write_report(args, rows, scored, threads, machine, cal):
               "timed cold (caches flushed before each call), less a cold call's own cost; a forward keeps some "
               "operands and most of the dispatcher's code cached, so the truth lies between the warm and the cold "
               "probes (the interval spans both) and the point estimate is off by tens of percent either way. "
+              "The first ops after a GEMM that streamed its weight pay for the dispatcher's evicted code "
+              "(RoPE's `div`, `pow`, `cos` and `sin` of the position table, 5-20 us against a warm call's 2-3 us): "
+              "they are under-predicted, and the first op of a forward (`arange`, class fill) most. "
               "Ops on narrow rows (the router's softmax and top-k over 8 experts) cost several times more per "
-              "byte than the 1,024-wide probes: they are under-predicted. Decode GEMMs of a forward near a "
-              "quarter of the last cache run between the warm and the cold GEMM family's rates (the interval "
-              "spans both). Run to run, on this shared 2-core VM, the same command moved whole-forward errors "
-              "by 10-30 points and per-class medians by 5-10.", ""]
+              "byte than the 1,024-wide probes. The GEMMs' weights are costed at the streamed family's rates "
+              "(a different weight each call from a pool of twice the last cache), which the decode GEMMs of these "
+              "forwards match per op. The whole forward adds a framework line of one dispatch per free op "
+              "(views), against a measured time between top-level ops ('between ops ms', with the profiler's own "
+              "cost in it) several times larger in decode: Python and module calls between ops are not predicted, "
+              "which is most of what decode misses. Run to run, on this shared 2-core VM, the same command moved "
+              "whole-forward errors by 10-30 points and per-class medians by 5-10.", ""]
     missing = sorted({n for r in rows for n in r["unsupported_names"]})
     if missing:
         lines += [f"Ops `roofline profile` could not cost (their time is in 'not costed'): {', '.join(missing)}.", ""]
