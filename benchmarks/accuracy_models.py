@@ -297,7 +297,7 @@ def main(argv=None) -> int:
                 scored = score(rep, machine, run_model.measured_by("profiler"), args.runs)
                 unprofiled = score(rep, machine, run_model, args.runs)
                 all_scored += scored
-                framework = rep.free_calls / args.runs * cal.launch_overhead_s  # a dispatch per view op
+                framework = cal.framework_s(rep.between_ops_gaps / args.runs, rep.free_calls / args.runs)
                 unsupported = sum(u.measured_s for u in rep.unsupported) / args.runs
                 ops_meas = sum(s.measured_s for s in scored)
                 cal_total = sum(s.calibrated_s for s in unprofiled) + framework
@@ -335,8 +335,8 @@ def write_report(args, rows, scored, threads, machine, cal):
         f"Each model: 2 layers, prefill of {args.tokens} tokens, or one decode step against a KV cache of "
         f"{args.context} tokens; batch 1 and 4. Wall = median of 15 forwards; ops = the aten ops `roofline profile` "
         "costs, measured by torch.profiler (CPU time of each op), per forward. The calibrated whole-forward "
-        "prediction adds one dispatch (the calibrated launch) per free op (views) as its framework line; the "
-        "roofline and seed models have none. Between ops = the time the profiled forward spent between its top-level "
+        f"prediction adds a framework line ({cal.framework_text}: the forward's gaps between top-level ops "
+        "times the framework probe's time per gap); the roofline and seed models have none. Between ops = the time the profiled forward spent between its top-level "
         "ops (`roofline profile`'s 'between ops' line: Python, module calls, the profiler's own recording), per forward: "
         "what a framework line would have to predict. Error = predicted / measured - 1.",
         "",
@@ -390,10 +390,10 @@ def write_report(args, rows, scored, threads, machine, cal):
               "Ops on narrow rows (the router's softmax and top-k over 8 experts) cost several times more per "
               "byte than the 1,024-wide probes. The GEMMs' weights are costed at the streamed family's rates "
               "(a different weight each call from a pool of twice the last cache), which the decode GEMMs of these "
-              "forwards match per op. The whole forward adds a framework line of one dispatch per free op "
-              "(views), against a measured time between top-level ops ('between ops ms', with the profiler's own "
-              "cost in it) several times larger in decode: Python and module calls between ops are not predicted, "
-              "which is most of what decode misses. Run to run, on this shared 2-core VM, the same command moved "
+              "forwards match per op. The whole forward adds a framework line, its gaps between top-level ops "
+              "times the framework probe's time per gap ('between ops ms' is that time as the profiled forward "
+              "measured it, the profiler's own cost in it); the probe's figure moves by 2x run to run on this VM "
+              "(Python's time between ops is as noisy as the ops), and so do the decode totals it is most of. Run to run, on this shared 2-core VM, the same command moved "
               "whole-forward errors by 10-30 points and per-class medians by 5-10.", ""]
     missing = sorted({n for r in rows for n in r["unsupported_names"]})
     if missing:

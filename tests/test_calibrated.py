@@ -702,3 +702,28 @@ def test_kernel_shape_marks_non_contiguous_inputs_from_their_strides():
     assert kernel_shape("aten::silu", [(64, 128)]) == ()  # no strides recorded: nothing claimed
     assert kernel_shape("aten::mm", [(4, 64), (64, 32)], [(1, 4), (32, 1)]) == (1, 4, 32, 64)  # matmuls keep their shape
     assert kernel_shape("aten::_softmax", [(4, 8)], [(16, 1)]) == (4, 8)  # row-wise ops keep (rows, width)
+
+
+def test_a_profiled_forward_gets_a_framework_line_of_its_gaps(tmp_path):
+    """A profile whose framework probe measured 5 us per gap, and a CPU trace of three top-level
+    ops (a silu at [0, 10) us, a view at [15, 16), a silu at [30, 40)): 2 gaps, a framework line of
+    10 us, and the total's line says it counts gaps; the measured side adds the 19 us between ops."""
+    import json
+
+    from roofline.trace.profiler import profile_report
+
+    cal = dataclasses.replace(synthetic(), framework_gap_s=5e-6, framework_probe="test")
+    machine = get_machine(str(write_profile(cal, tmp_path / "p.toml")))
+    args = {"Input Dims": [[64, 64]], "Input type": ["float"], "Concrete Inputs": [""], "Input Strides": [[64, 1]]}
+    cpu = dict(ph="X", cat="cpu_op", pid=1, tid=1)
+    events = [dict(cpu, name="aten::silu", ts=0.0, dur=10.0, args={**args, "External id": 1}),
+              dict(cpu, name="aten::view", ts=15.0, dur=1.0, args={"External id": 2, "Input Dims": [[64, 64], [1]],
+                                                                  "Input type": ["float", "ScalarList"]}),
+              dict(cpu, name="aten::silu", ts=30.0, dur=10.0, args={**args, "External id": 3})]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    rep = profile_report(path, machine, calibrated=CalibratedModel(cal))
+    assert rep.between_ops_gaps == 2 and rep.between_ops_s == pytest.approx(19e-6)
+    assert rep.framework_s == pytest.approx(10e-6) and "per gap" in rep.framework_basis
+    line = [ln for ln in rep.to_table().splitlines() if ln.startswith("calibrated: costed ops")][0]
+    assert "framework 10.0 us" in line and "40.0 us measured" in line and "time between ops" in line  # 10 + 1 + 10 + 19

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from roofline.cli import main
+from roofline.errors import RooflineError
 
 torch = pytest.importorskip("torch")
 
@@ -273,3 +274,33 @@ def test_calibrate_measures_the_gemm_family_warm_and_streamed():
     assert warm is not None and cold is not None
     assert sorted(zip(warm[0], warm[1])) == sorted(zip(cold[0], cold[1])) == [(1, 4096), (1, 16384), (4, 4096), (4, 16384)]
     assert np.isfinite(cold[2]).all() and (cold[2] > 0).all()
+
+
+def test_the_framework_probe_measures_a_gap_and_the_profile_keeps_it(profile, tmp_path):
+    """framework_gap on this CPU: a time per gap between top-level ops, >= 0 and under a
+    millisecond, measured on both tiny models; written to the profile and read back as it was;
+    a forward's framework line is then its gaps times it. Not measured on a GPU."""
+    import dataclasses
+
+    from roofline.measure.framework import framework_gap
+
+    _, cal = load_profile(profile)
+    gap, how = framework_gap(cal, budget_s=0.2)
+    assert gap is not None and 0.0 <= gap < 1e-3
+    assert "tiny_llama" in how and "tiny_gpt2" in how and "gaps" in how
+    with_gap = dataclasses.replace(cal, framework_gap_s=gap, framework_probe=how)
+    _, back = load_profile(write_profile(with_gap, tmp_path / "g.toml"))
+    assert back.framework_gap_s == pytest.approx(gap) and back.framework_probe == how
+    model = CalibratedModel(back)
+    assert model.framework_s(47, 120) == pytest.approx(47 * gap) and "per gap" in model.framework_text
+    old = CalibratedModel(cal)  # no framework probe: one launch per free op, as before
+    assert old.framework_s(47, 120) == pytest.approx(120 * cal.launch_s) and "free op" in old.framework_text
+    assert framework_gap(dataclasses.replace(cal, device="cuda"))[0] is None
+
+
+def test_a_negative_framework_gap_in_a_profile_is_refused(profile, tmp_path):
+    text = profile.read_text().replace("[calibration.local-cpu]\n", "[calibration.local-cpu]\nframework_gap_s = -1e-6\n", 1)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    with pytest.raises(RooflineError, match="framework_gap_s"):
+        load_profile(bad)

@@ -256,6 +256,23 @@ class CalibratedModel:
         r = self.residual(kernel, cold).ratio
         return r * compute_s, r * memory_s, self.launch_of(kernel, launch_s) + r * body
 
+    def framework_s(self, gaps: float, free_calls: float = 0.0) -> float:
+        """The eager framework's own time in a forward with ``gaps`` gaps between its top-level ops
+        (chrome_trace.between_ops): gaps x the profile's framework gap (measure.framework: Python,
+        module calls and the views between ops, per gap, on small models) where it was measured;
+        else one dispatch, the launch, per free op (``free_calls``, views), as profiles written
+        before 2026-12-02 have it."""
+        if self.calibration.framework_gap_s is not None:
+            return float(gaps) * self.calibration.framework_gap_s
+        return float(free_calls) * self.launch_overhead_s
+
+    @property
+    def framework_text(self) -> str:
+        """How framework_s counts, for a total's line."""
+        gap = self.calibration.framework_gap_s
+        return (f"{gap / US:.1f} us per gap between top-level ops, measured by calibrate" if gap is not None
+                else "one eager call per free op: this profile has no framework probe")
+
     def describe(self) -> str:
         instrument = ""
         if self.instrument == "profiler":

@@ -18,13 +18,17 @@ Four sweeps share one time budget (shares in ``PHASES``):
    ops by working set, fused attention in decode and prefill shapes; on a CPU also as
    torch.profiler records them), the fit set of its per-class residuals; the same class ops again
    with the caches flushed before each call (their operands from main memory, as a forward's
-   small ops find them after a GEMM).
+   small ops find them after a GEMM);
+5. on a CPU, with the class probes, the framework probe (measure.framework): the eager framework's
+   time per gap between top-level ops, on decode steps of two tiny models costed with what was just
+   measured.
 
 The profile (roofline.measure.machine_file) is written only after everything is measured, atomically.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import math
 from dataclasses import dataclass
@@ -346,9 +350,7 @@ def calibrate(device: str = "cpu", dtype: str | None = None, budget_s: float = 6
     clock.phase(shares["probes"] * 0.4 if plan.family_rows else 0.0)
     probes += _families(device, sync, plan, clock) if plan.family_rows else ()
     clock.end_phase()
-    clock.report(0.0, f"done in {clock.now() - clock.start:.0f} s")
-
-    return Calibration(
+    cal = Calibration(
         key=f"local-{device}", device=device, device_name=info.name, vendor=info.vendor,
         date=when.strftime("%Y-%m-%d %H:%M %Z").strip(), torch_version=info.torch_version, threads=info.threads,
         budget_s=float(budget_s), default_dtype=dtype, launch_s=launch.median_s, launch_low_s=launch.low_s,
@@ -357,3 +359,13 @@ def calibrate(device: str = "cpu", dtype: str | None = None, budget_s: float = 6
         extra={"probe_model": plan.probe_model, "probe_sizes": [list(s) for s in plan.probe_sizes],
                "elapsed_s": round(clock.now() - clock.start, 2)},
     )
+    if plan.family_rows and device == "cpu":
+        # the eager framework's time between ops, on small models costed with what was just measured
+        from roofline.measure.framework import framework_gap
+
+        gap, how = framework_gap(cal)
+        cal = dataclasses.replace(cal, framework_gap_s=gap, framework_probe=how,
+                                  extra={**cal.extra, "elapsed_s": round(clock.now() - clock.start, 2)})
+        clock.report(1.0, "framework between ops: " + (f"{gap * 1e6:.1f} us per gap" if gap is not None else how))
+    clock.report(0.0, f"done in {clock.now() - clock.start:.0f} s")
+    return cal

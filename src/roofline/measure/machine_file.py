@@ -122,6 +122,9 @@ def render_profile(cal: Calibration) -> str:
         meta["memory_bytes"] = float(cal.memory_bytes)
     if cal.sm_count:
         meta["sm_count"] = int(cal.sm_count)
+    if cal.framework_gap_s is not None:
+        meta["framework_gap_s"] = float(cal.framework_gap_s)
+        meta["framework_probe"] = cal.framework_probe
     meta.update(cal.extra)
     lines += [f"{_key(k)} = {_val(v)}" for k, v in meta.items()]
     for group, curves in (("matmul", cal.matmul), ("bandwidth", cal.bandwidth), ("gemm", cal.gemm)):
@@ -212,10 +215,20 @@ def _positive_or_none(x) -> float | None:
     return v
 
 
+def _non_negative_or_none(x) -> float | None:
+    """An optional figure that may be 0 (a framework gap the probe found none of), else a ValueError."""
+    if x is None:
+        return None
+    v = float(x)
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"framework_gap_s = {x!r} is not a number >= 0")
+    return v
+
+
 def _calibration(key: str, cal: dict) -> Calibration:
     known = {"device", "device_name", "vendor", "date", "torch_version", "threads", "budget_s", "default_dtype",
              "launch_s", "launch_low_s", "launch_high_s", "cache_names", "cache_bytes", "memory_bytes", "sm_count",
-             "matmul", "bandwidth", "probes", "gemm"}
+             "matmul", "bandwidth", "probes", "gemm", "framework_gap_s", "framework_probe"}
     probes = tuple(
         Probe(str(p["name"]), str(p["category"]), str(p["dtype"]), float(p["flops"]), float(p["bytes"]),
               float(p["measured_s"]), float(p["low_s"]), float(p["high_s"]), str(p.get("shape", "")),
@@ -242,6 +255,8 @@ def _calibration(key: str, cal: dict) -> Calibration:
         gemm=tuple(_curve(str(spec.get("kind", "gemm")), spec) for spec in cal.get("gemm", {}).values()),
         memory_bytes=float(cal["memory_bytes"]) if "memory_bytes" in cal else None,
         sm_count=int(cal["sm_count"]) if "sm_count" in cal else None,
+        framework_gap_s=_non_negative_or_none(cal.get("framework_gap_s")),
+        framework_probe=str(cal.get("framework_probe", "")),
         extra={k: v for k, v in cal.items() if k not in known},
     )
 

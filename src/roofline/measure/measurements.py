@@ -80,6 +80,8 @@ class Calibration:
     memory_bytes: float | None = None
     sm_count: int | None = None
     notes: str = ""
+    framework_gap_s: float | None = None  # eager framework time per gap between top-level ops (measure.framework)
+    framework_probe: str = ""  # how it was measured
     extra: dict = field(default_factory=dict, compare=False)
 
     @property

@@ -143,13 +143,14 @@ class ProfileReport(Tabular):
     free_calls: int
     free_s: float
     calibrated: str = ""  # the calibrated profile's description when its predictions are in the ops
-    framework_s: float | None = None  # calibrated: one eager call per free op (views), its own line
+    framework_s: float | None = None  # calibrated: the eager framework's time (CalibratedModel.framework_s), its own line
     device_s: float = 0.0
     costed_device_s: float = 0.0
     unsupported_device_s: float = 0.0
     unattributed: tuple[Unattributed, ...] = ()
     between_ops_s: float = 0.0  # measured: the CPU threads' time between their top-level ops (chrome_trace.between_ops)
     between_ops_gaps: int = 0
+    framework_basis: str = ""  # how framework_s was counted (CalibratedModel.framework_text)
 
     @property
     def unattributed_s(self) -> float:
@@ -322,9 +323,10 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
                          len(free), sum(n.dur for n in free) * US,
                          (calibrated.measured_by("wall" if devs else "profiler").describe()
                           if calibrated is not None else ""),
-                         len(free) * calibrated.launch_overhead_s if calibrated is not None else None,
+                         calibrated.framework_s(between_ops(events)[1], len(free)) if calibrated is not None else None,
                          sum(d.seconds for d in devs), costed_device_s, sum(v[2] for v in unsupported.values()),
-                         unattributed_device_time(devs, claimed), *between_ops(events))
+                         unattributed_device_time(devs, claimed), *between_ops(events),
+                         calibrated.framework_text if calibrated is not None else "")
 
 
 def unattributed_device_time(devs: list[DeviceEvent], claimed=frozenset()) -> tuple[Unattributed, ...]:
@@ -392,10 +394,12 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
             eg = ", ".join(n[:60] + ("..." if len(n) > 60 else "") for n in u.examples)
             lines.append(f"unattributed device time: {u.kind}: {_us(u.seconds)} us in {how}" + (f" (e.g. {eg})" if eg else ""))
     if cal and rep.measured_s:
-        measured = rep.measured_s + rep.free_s
+        gaps = "per gap" in rep.framework_basis and not rep.device  # a framework line for the time between ops
+        measured = rep.measured_s + rep.free_s + (rep.between_ops_s if gaps else 0.0)
         lines.append(f"calibrated: costed ops {_us(rep.calibrated_s - rep.framework_s)} us + framework "
-                     f"{_us(rep.framework_s)} us (one eager call per free op) = {_us(rep.calibrated_s)} us against "
-                     f"{_us(measured)} us measured ({rep.calibrated_s / measured - 1:+.1%})")
+                     f"{_us(rep.framework_s)} us ({rep.framework_basis}) = {_us(rep.calibrated_s)} us against "
+                     f"{_us(measured)} us measured ({rep.calibrated_s / measured - 1:+.1%}"
+                     + ("; ops, views and the time between ops, the profiler's own cost in it)" if gaps else ")"))
     for op in rep.problems:
         lines.append(f"!! {op.name} {op.shapes}: {op.problem}")
     if rep.unsupported:
