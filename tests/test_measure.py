@@ -304,3 +304,12 @@ def test_a_negative_framework_gap_in_a_profile_is_refused(profile, tmp_path):
     bad.write_text(text)
     with pytest.raises(RooflineError, match="framework_gap_s"):
         load_profile(bad)
+
+
+def test_calibrate_with_class_probes_measures_the_framework_gap():
+    """A plan with class probes (here at 16 rows only) also runs the framework probe on the CPU."""
+    import dataclasses
+
+    plan = dataclasses.replace(TINY, probe_sizes=(), family_rows=(16,))
+    cal = calibrate("cpu", "fp32", 2.0, None, plan=plan, threads=1)
+    assert cal.framework_gap_s is not None and cal.framework_gap_s >= 0 and "tiny_llama" in cal.framework_probe
