@@ -557,4 +557,4 @@ def test_profile_reports_the_measured_time_between_ops(recorded):
 
     roots = op_tree(json.loads(recorded["tiny_llama"][0].read_text())["traceEvents"])
     span = max(n.end for n in roots) - min(n.ts for n in roots)
-    assert rep.between_ops_s <= (span - sum(n.dur for n in roots)) * 1e-6 + 1e-9
+    assert rep.between_ops_s <= (span - sum(n.dur for n in roots)) * 1e-6 + 1e-7  # float microseconds: 0.1 us slack
