@@ -313,3 +313,17 @@ def test_calibrate_with_class_probes_measures_the_framework_gap():
     plan = dataclasses.replace(TINY, probe_sizes=(), family_rows=(16,))
     cal = calibrate("cpu", "fp32", 2.0, None, plan=plan, threads=1)
     assert cal.framework_gap_s is not None and cal.framework_gap_s >= 0 and "tiny_llama" in cal.framework_probe
+
+
+def test_trace_against_a_profile_says_the_framework_time_is_not_in_its_prediction(profile, tmp_path, capsys):
+    """`roofline trace --machine PROFILE` costs the traced ops only: its note names what is left
+    out, with the profile's framework gap when it has one (4.2 us here) and the way to measure one
+    when it has none."""
+    import dataclasses
+
+    _, cal = load_profile(profile)
+    with_gap = write_profile(dataclasses.replace(cal, framework_gap_s=4.2e-6, framework_probe="test"), tmp_path / "g.toml")
+    for path, needle in ((profile, "no framework probe"), (with_gap, "4.2 us per gap")):
+        assert main(["trace", "roofline.trace.models:tiny_llama", "--machine", str(path)]) == 0
+        out = capsys.readouterr().out
+        assert "framework's time between ops" in out and needle in out

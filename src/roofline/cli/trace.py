@@ -81,6 +81,12 @@ def cmd_trace(args):
             cost_model = calibrated.for_forward(result.total_bytes)
     pred = result.predict(machine, cost_model)
     notes = list(getattr(model, "notes", []))  # what the builder assumed (trace.models: MoE routing)
+    if getattr(cost_model, "calibration", None) is not None:
+        gap = cost_model.calibration.framework_gap_s
+        notes.append("the eager framework's time between ops (Python, module calls) is not in this prediction: "
+                     + (f"calibrate measured {gap / US:.1f} us per gap between top-level ops, and `roofline profile` "
+                        "of a recorded torch.profiler trace counts the gaps and adds that line"
+                        if gap is not None else "this profile has no framework probe (calibrate again to measure one)"))
     if args.json:
         print(result.to_json(machine=machine.key or machine.name, predicted_s=pred.total_s,
                              roofline_s=result.predict(machine).total_s, notes=notes))
