@@ -682,7 +682,7 @@ def test_an_op_on_a_chunk_view_gets_the_strided_probes_factor():
     assert gelu.ratio == pytest.approx(3.0 * 2.0) and gelu.strided == "elementwise"
     assert model.residual(k("aten::_softmax", (64, 512), "softmax")).strided == ""
     p = model.predict_op(k("aten::silu", (STRIDED,)), get_machine("h100-sxm"))
-    assert "non-contiguous input" in p.basis
+    assert "non-contiguous input: x2.00 by the aten::silu probes" in p.basis
     assert p.launch_s + max(p.compute_s, p.memory_s) == pytest.approx(p.time_s)  # the columns add up
 
 
@@ -726,4 +726,9 @@ def test_a_profiled_forward_gets_a_framework_line_of_its_gaps(tmp_path):
     assert rep.between_ops_gaps == 2 and rep.between_ops_s == pytest.approx(19e-6)
     assert rep.framework_s == pytest.approx(10e-6) and "per gap" in rep.framework_basis
     line = [ln for ln in rep.to_table().splitlines() if ln.startswith("calibrated: costed ops")][0]
-    assert "framework 10.0 us" in line and "40.0 us measured" in line and "time between ops" in line  # 10 + 1 + 10 + 19
+    assert "framework 10.0 us" in line and "40.0 us measured" in line and "time between them" in line  # 10 + 1 + 10 + 19
+    d = json.loads(rep.to_json())
+    assert d["measured_total_s"] == pytest.approx(40e-6) and d["top_level_s"] == pytest.approx(21e-6)
+    assert d["calibrated_error"] == pytest.approx(rep.calibrated_s / 40e-6 - 1)
+    assert d["unprofiled_s"] == pytest.approx(rep.unprofiled_s) and rep.unprofiled_s > rep.framework_s
+    assert d["notes"] == []  # the trace records strides

@@ -298,8 +298,10 @@ def test_the_framework_probe_measures_a_gap_and_the_profile_keeps_it(profile, tm
     assert framework_gap(dataclasses.replace(cal, device="cuda"))[0] is None
 
 
-def test_a_negative_framework_gap_in_a_profile_is_refused(profile, tmp_path):
-    text = profile.read_text().replace("[calibration.local-cpu]\n", "[calibration.local-cpu]\nframework_gap_s = -1e-6\n", 1)
+@pytest.mark.parametrize("value", ["-1e-6", "true", '"abc"', "5.0", "nan"])
+def test_a_framework_gap_that_is_not_microseconds_is_refused_by_name(profile, tmp_path, value):
+    """Negative, a boolean (TOML's true would read as 1 s), a string, a second per gap, NaN."""
+    text = profile.read_text().replace("[calibration.local-cpu]\n", f"[calibration.local-cpu]\nframework_gap_s = {value}\n", 1)
     bad = tmp_path / "bad.toml"
     bad.write_text(text)
     with pytest.raises(RooflineError, match="framework_gap_s"):

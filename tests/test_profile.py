@@ -558,3 +558,25 @@ def test_profile_reports_the_measured_time_between_ops(recorded):
     roots = op_tree(json.loads(recorded["tiny_llama"][0].read_text())["traceEvents"])
     span = max(n.end for n in roots) - min(n.ts for n in roots)
     assert rep.between_ops_s <= (span - sum(n.dur for n in roots)) * 1e-6 + 1e-7  # float microseconds: 0.1 us slack
+
+
+def test_a_trace_with_no_ops_is_refused_with_how_to_record_one(tmp_path, capsys):
+    pytest.importorskip("torch")
+    for text in ('{"traceEvents": []}', "[]", '{"traceEvents": [{"ph": "X", "cat": "python_function", "name": "f", "ts": 0, "dur": 1}]}'):
+        (tmp_path / "t.json").write_text(text)
+        assert main(["profile", str(tmp_path / "t.json")]) == 2
+        err = capsys.readouterr().err
+        assert "no op events" in err and "record_shapes=True" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_trace_without_strides_says_what_it_cannot_tell(tmp_path):
+    """The same silu call as above with no "Input Strides": one row, and a note."""
+    pytest.importorskip("torch")
+    from roofline.trace.profiler import profile_report
+
+    ev = dict(ph="X", cat="cpu_op", pid=1, tid=1, name="aten::silu", ts=0.0, dur=10.0,
+              args={"Input Dims": [[64, 128]], "Input type": ["float"], "Concrete Inputs": [""], "External id": 1})
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": [ev]}))
+    rep = profile_report(tmp_path / "t.json", FAST)
+    assert len(rep.ops) == 1 and any("no input strides" in n for n in rep.notes)
+    assert "note: this trace records no input strides" in rep.to_table()

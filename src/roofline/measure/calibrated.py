@@ -39,7 +39,7 @@ from roofline.measure.machine_file import load_profile
 from roofline.measure.measurements import (Calibration, gemm_points, main_memory, matmul_rates, peaks, stream_curve,
                                            timing_spread)
 from roofline.measure.residuals import (INSTRUMENTS, Residual, class_launch, fit_residuals, _scalar, fit_class,
-                                        lookup_residual, op_class)
+                                        lookup_residual, op_class, strided_factor)
 from roofline.units import US
 
 
@@ -305,7 +305,9 @@ class CalibratedModel:
         if res.width:
             basis.append(f"rows of {res.width}: corrected by the {kernel.name} probes on narrow rows")
         if res.strided:
-            basis.append(f"a non-contiguous input: corrected by the {res.strided} probes on chunk views")
+            factor = strided_factor(self.residuals, kernel)[0]
+            basis.append(f"a non-contiguous input: x{factor:.2f} by the {res.strided} probes on chunk views"
+                         + (" (no slower than contiguous at this size)" if factor == 1.0 else ""))
         low_s = launch_lo + res.ratio * res.low * body
         if self.weights_cold and kernel.category == "matmul" and not self.cold:
             # weights of a forward near the cache's size are partly cached: the warm rate is the interval's low end

@@ -215,13 +215,20 @@ def _positive_or_none(x) -> float | None:
     return v
 
 
-def _non_negative_or_none(x) -> float | None:
-    """An optional figure that may be 0 (a framework gap the probe found none of), else a ValueError."""
+MAX_FRAMEWORK_GAP_S = 1e-3  # eager Python between two ops: microseconds; a millisecond is a wrong file
+
+
+def _framework_gap(x) -> float | None:
+    """framework_gap_s: absent, or seconds from 0 (a probe that found no gap time) to
+    MAX_FRAMEWORK_GAP_S, else a ValueError naming the key."""
     if x is None:
         return None
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise ValueError(f"framework_gap_s = {x!r} is not a number of seconds")
     v = float(x)
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"framework_gap_s = {x!r} is not a number >= 0")
+    if not math.isfinite(v) or not 0 <= v <= MAX_FRAMEWORK_GAP_S:
+        raise ValueError(f"framework_gap_s = {x!r} is not seconds from 0 to {MAX_FRAMEWORK_GAP_S:g} "
+                         "(microseconds per gap between ops)")
     return v
 
 
@@ -255,7 +262,7 @@ def _calibration(key: str, cal: dict) -> Calibration:
         gemm=tuple(_curve(str(spec.get("kind", "gemm")), spec) for spec in cal.get("gemm", {}).values()),
         memory_bytes=float(cal["memory_bytes"]) if "memory_bytes" in cal else None,
         sm_count=int(cal["sm_count"]) if "sm_count" in cal else None,
-        framework_gap_s=_non_negative_or_none(cal.get("framework_gap_s")),
+        framework_gap_s=_framework_gap(cal.get("framework_gap_s")),
         framework_probe=str(cal.get("framework_probe", "")),
         extra={k: v for k, v in cal.items() if k not in known},
     )

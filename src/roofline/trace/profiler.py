@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from roofline.cost import binds, op_times, time_lower_bound
 from roofline.diagnose.kernel_diagnosis import advice, measurement_problem
 from roofline.kernels import Kernel
+from roofline.errors import RooflineError
 from roofline.machines import get_machine
 from roofline.tables import Tabular, dump_json
 from roofline.trace.chrome_trace import (DeviceEvent, GRAPH_REPLAY, Node, PROFILER_DTYPES, _is_id, _seconds_by_ext,
@@ -151,6 +152,18 @@ class ProfileReport(Tabular):
     between_ops_s: float = 0.0  # measured: the CPU threads' time between their top-level ops (chrome_trace.between_ops)
     between_ops_gaps: int = 0
     framework_basis: str = ""  # how framework_s was counted (CalibratedModel.framework_text)
+    top_level_s: float = 0.0  # measured: the CPU time of the top-level ops (wrappers' own time, views and all)
+    unprofiled_s: float | None = None  # calibrated: costed ops at the wall-clock probes' times + framework
+    notes: tuple[str, ...] = ()
+
+    @property
+    def measured_total_s(self) -> float:
+        """What the calibrated total is compared with: on a CPU trace with a framework probe, the
+        top-level ops' time and the time between them (the forward's span on its thread); else
+        the costed ops and the views (device kernels on a GPU trace)."""
+        if not self.device and "per gap" in self.framework_basis:
+            return self.top_level_s + self.between_ops_s
+        return self.measured_s + self.free_s
 
     @property
     def unattributed_s(self) -> float:
@@ -186,7 +199,11 @@ class ProfileReport(Tabular):
                 "device_s": self.device_s, "costed_device_s": self.costed_device_s,
                 "unsupported_device_s": self.unsupported_device_s, "unattributed_s": self.unattributed_s,
                 "unattributed": [u.to_dict() for u in self.unattributed],
-                "between_ops_s": self.between_ops_s, "between_ops_gaps": self.between_ops_gaps}
+                "between_ops_s": self.between_ops_s, "between_ops_gaps": self.between_ops_gaps,
+                "top_level_s": self.top_level_s, "measured_total_s": self.measured_total_s,
+                "calibrated_error": (self.calibrated_s / self.measured_total_s - 1.0
+                                     if self.calibrated_s is not None and self.measured_total_s > 0 else None),
+                "unprofiled_s": self.unprofiled_s, "notes": list(self.notes)}
 
     def to_json(self) -> str:
         return dump_json(self.to_dict())
@@ -226,6 +243,10 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
 
     roots = op_tree(events)
     devs = device_events(events)
+    if not roots and not devs:
+        raise RooflineError(f"{str(path)!r} holds no op events (cpu_op) and no device kernels: record it with "
+                            "torch.profiler, activities=[ProfilerActivity.CPU] (and CUDA on a GPU), record_shapes=True",
+                            field="trace")
     dev = _seconds_by_ext(devs)
     claimed: set = set()  # External ids whose device time an op (costed or unsupported) has taken
 
@@ -301,6 +322,7 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
     if calibrated is not None:  # a forward's weights are cold when what it moves outgrows the cache
         calibrated = calibrated.for_forward(sum(r["bytes"] * r["calls"] for r in rows.values()))
     ops = []
+    unprofiled = 0.0  # the costed ops as a clock without the profiler would time them (the wall-clock probes)
     for (name, shapes, dtype, _, _), r in rows.items():
         compute_s, memory_s, _ = op_times(r["flops"], r["bytes"], machine.peak(peak_dtype(dtype, machine)), machine.bandwidth)
         bound = binds(compute_s, memory_s)
@@ -309,6 +331,8 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
             k = Kernel(name, r["flops"], r["bytes"], r["category"], peak_dtype(dtype, machine), shape=r["shape"])
             # an op timed on the CPU by the profiler is predicted as the profiler records it (its own cost per op in)
             p = calibrated.measured_by("profiler" if r["source"] == "cpu" else "wall").predict_op(k, machine)
+            unprofiled += (calibrated.measured_by("wall").predict_op(k, machine).time_s if r["source"] == "cpu"
+                           else p.time_s) * r["calls"]
             extra = dict(calibrated_s=p.time_s * r["calls"], calibrated_low_s=p.low_s * r["calls"],
                          calibrated_high_s=p.high_s * r["calls"], op_class=p.op_class, calibrated_basis=p.basis,
                          extrapolated=bool(p.extrapolated))
@@ -317,16 +341,24 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
                               measurement_problem(r["roofline_s"], r["measured_s"], r["bytes"], machine),
                               machine.sm_count is not None, r["shape"], **extra))
     ops.sort(key=lambda o: -o.lost_s)
+    gap_s, gaps = between_ops(events)
+    framework = calibrated.framework_s(gaps, len(free)) if calibrated is not None else None
+    notes = []
+    if not any("Input Strides" in n.args for n in costed):
+        notes.append("this trace records no input strides (an older torch, or record_shapes off): calls on "
+                     "non-contiguous views are not told apart, nor corrected by the strided probes")
     return ProfileReport(str(path), machine.key or machine.name, bool(devs), tuple(ops),
                          tuple(Unsupported(k[0], v[0], v[1], k[1], v[2])
                                for k, v in sorted(unsupported.items(), key=lambda kv: -kv[1][1])),
                          len(free), sum(n.dur for n in free) * US,
                          (calibrated.measured_by("wall" if devs else "profiler").describe()
                           if calibrated is not None else ""),
-                         calibrated.framework_s(between_ops(events)[1], len(free)) if calibrated is not None else None,
+                         framework,
                          sum(d.seconds for d in devs), costed_device_s, sum(v[2] for v in unsupported.values()),
-                         unattributed_device_time(devs, claimed), *between_ops(events),
-                         calibrated.framework_text if calibrated is not None else "")
+                         unattributed_device_time(devs, claimed), gap_s, gaps,
+                         calibrated.framework_text if calibrated is not None else "",
+                         sum(n.dur for n in roots) * US, unprofiled + framework if calibrated is not None else None,
+                         tuple(notes))
 
 
 def unattributed_device_time(devs: list[DeviceEvent], claimed=frozenset()) -> tuple[Unattributed, ...]:
@@ -395,11 +427,17 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
             lines.append(f"unattributed device time: {u.kind}: {_us(u.seconds)} us in {how}" + (f" (e.g. {eg})" if eg else ""))
     if cal and rep.measured_s:
         gaps = "per gap" in rep.framework_basis and not rep.device  # a framework line for the time between ops
-        measured = rep.measured_s + rep.free_s + (rep.between_ops_s if gaps else 0.0)
+        measured = rep.measured_total_s
+        what = ("the top-level ops and the time between them, the profiler's own cost in both" if gaps
+                else "the costed ops and the views")
         lines.append(f"calibrated: costed ops {_us(rep.calibrated_s - rep.framework_s)} us + framework "
                      f"{_us(rep.framework_s)} us ({rep.framework_basis}) = {_us(rep.calibrated_s)} us against "
-                     f"{_us(measured)} us measured ({rep.calibrated_s / measured - 1:+.1%}"
-                     + ("; ops, views and the time between ops, the profiler's own cost in it)" if gaps else ")"))
+                     f"{_us(measured)} us measured ({what}; {rep.calibrated_s / measured - 1:+.1%})")
+        if not rep.device and rep.unprofiled_s is not None:
+            lines.append(f"without the profiler (the wall-clock probes): {_us(rep.unprofiled_s)} us predicted for "
+                         "the same forward, what a clock around it unprofiled should read")
+    for note in rep.notes:
+        lines.append(f"note: {note}")
     for op in rep.problems:
         lines.append(f"!! {op.name} {op.shapes}: {op.problem}")
     if rep.unsupported:
