@@ -239,7 +239,7 @@ def score(report, machine, cal: CalibratedModel, runs: int) -> list[Scored]:
 
 def forward_model(report, cal: CalibratedModel, runs: int) -> CalibratedModel:
     """The calibrated model for one forward (CalibratedModel.for_forward: weights cold when the
-    forward's bytes outgrow a quarter of the last cache)."""
+    forward's bytes outgrow a core's own cache)."""
     return cal.for_forward(sum(op.bytes * op.calls for op in report.ops) / runs)
 
 
@@ -380,7 +380,7 @@ def write_report(args, rows, scored, threads, machine, cal):
               "its own cost per recorded op, tens of us for `rms_norm`, which records its children); the whole "
               "forward is predicted with the loop-timed probes and compared with the unprofiled wall clock.", "",
               "Where the calibrated ops miss: a forward's small ops run after GEMMs that evicted their operands, "
-              "so in a forward that outgrows a quarter of the last cache they are costed from the class probes "
+              "so in a forward that outgrows a core's own cache they are costed from the class probes "
               "timed cold (caches flushed before each call), less a cold call's own cost; a forward keeps some "
               "operands and most of the dispatcher's code cached, so the truth lies between the warm and the cold "
               "probes (the interval spans both) and the point estimate is off by tens of percent either way. "

@@ -83,16 +83,31 @@ class CalibratedModel:
     def for_forward(self, bytes_per_forward: float) -> "CalibratedModel":
         """This model for a whole forward pass that moves ``bytes_per_forward`` (all its ops' bytes):
         its matmuls read their weights cold, and its other ops their operands, when that is more than
-        a quarter of the last cache. A step reads each weight once, and what else it touches (activations, KV cache, the
+        forward_cache_bytes (a core's own cache on a CPU, a quarter of a GPU's L2). A step reads each weight once, and what else it touches (activations, KV cache, the
         allocator's churn, a shared L3's other tenants) evicts them well before the cache is full:
         on the 2-core EPYC of docs/accuracy-models.md (a 32 MiB L3) 27 MB (fp32) and 13 MB (bf16)
         forwards ran their decode GEMMs at the cold family's rate, 4-6x under the warm one, and their
         prefill's elementwise ops and norms 2-4x slower than the warm class probes."""
-        caches = self.calibration.caches
-        cold = bool(caches) and bytes_per_forward > FORWARD_CACHE_SHARE * caches[-1][1]
+        limit = self.forward_cache_bytes
+        cold = 0 < limit < bytes_per_forward
         if cold == self.weights_cold == self.operands_cold:
             return self
         return dataclasses.replace(self, weights_cold=cold, operands_cold=cold)
+
+    @property
+    def forward_cache_bytes(self) -> float:
+        """The most a forward may move and still find its weights cached (for_forward): on a CPU
+        with three or more cache levels, the level below the last (a core's own cache; the last is
+        shared with the other cores and, on a VM, with other tenants: on the 2-core EPYC of
+        docs/accuracy-models.md, with a 32 MiB L3, a 7.2 MiB decode step ran its GEMMs near the
+        streamed family's rates, 2-3x the warm one's, 2026-12-02); else a quarter of the last
+        cache (a GPU's L2). 0 when no cache is known."""
+        caches = self.calibration.caches
+        if not caches:
+            return 0.0
+        if len(caches) >= 3:
+            return float(caches[-2][1])
+        return FORWARD_CACHE_SHARE * float(caches[-1][1])
 
     def measured_by(self, instrument: str) -> "CalibratedModel":
         """This model for ops measured by ``instrument``: "wall" (a clock around each op: the class
