@@ -732,3 +732,23 @@ def test_a_profiled_forward_gets_a_framework_line_of_its_gaps(tmp_path):
     assert d["calibrated_error"] == pytest.approx(rep.calibrated_s / 40e-6 - 1)
     assert d["unprofiled_s"] == pytest.approx(rep.unprofiled_s) and rep.unprofiled_s > rep.framework_s
     assert d["notes"] == []  # the trace records strides
+
+
+def test_an_op_faster_than_main_memory_but_not_than_its_cache_is_not_impossible(tmp_path):
+    """The synthetic profile's machine: main memory 10 GB/s, its l1d (64 KiB) 100 GB/s, 1e10 FLOP/s.
+    A silu of (64, 128) fp32 moves 65,536 B (read and write) and counts 32,768 FLOPs: 6.55 us from
+    main memory, max(0.655 us from l1d, 3.28 us of compute) = 3.28 us in cache. Measured at 4 us it
+    is in cache, not impossible; at 2 us it beats even that: impossible."""
+    import json
+
+    from roofline.trace.profiler import profile_report
+
+    machine = get_machine(str(write_profile(synthetic(), tmp_path / "p.toml")))
+    for dur_us, impossible in ((4.0, False), (2.0, True)):
+        ev = dict(ph="X", cat="cpu_op", pid=1, tid=1, name="aten::silu", ts=0.0, dur=dur_us,
+                  args={"Input Dims": [[64, 128]], "Input type": ["float"], "Concrete Inputs": [""],
+                        "Input Strides": [[128, 1]], "External id": 1})
+        (tmp_path / "t.json").write_text(json.dumps({"traceEvents": [ev]}))
+        (op,) = profile_report(tmp_path / "t.json", machine).ops
+        assert op.roofline_s == pytest.approx(65_536 / 10e9)
+        assert (op.problem is not None) == impossible, (dur_us, op.problem)
