@@ -68,6 +68,9 @@ def cmd_calibrate(args):
         print(f"  {name:<5} {format_bytes(size):>10}  {bw / GIGA:,.1f} GB/s")
     print(f"  main memory      {dram / GIGA:,.1f} GB/s")
     print(f"  launch overhead  {cal.launch_s / US:,.2f} us")
+    if cal.framework_gap_s is not None:
+        print(f"  framework        {cal.framework_gap_s / US:,.2f} us per gap between top-level ops (eager Python, "
+              "on two tiny models' decode steps)")
     print(f"  {len(cal.probes)} probe ops for the calibrated model")
     print(f"use it: roofline check --machine {out}; roofline layer --machine {out}")
 
