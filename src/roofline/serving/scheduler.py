@@ -309,7 +309,9 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
              "scheduler: decodes first, then prompt chunks within max_tokens (vLLM V1 with chunked prefill); "
              "preemption recomputes the newest sequence; cache in blocks of "
              f"{engine.block_size} tokens" + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""),
-             "each replica simulated alone; a decode-only step replays a CUDA graph (one launch)"
+             "each replica simulated alone; a decode-only step replays a CUDA graph (one launch); a step with a "
+             f"prompt chunk launches each kernel ({step.cost_model.launch_overhead_s / 1e-6:g} us each), as engines "
+             "capture decode batches only"
              if step.cost_model.cuda_graph else "each replica simulated alone; every op of a step pays a launch (no CUDA graph)")
     past = step.model.context_note(inp + out)
     if past:
