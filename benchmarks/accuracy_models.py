@@ -330,7 +330,7 @@ def write_report(args, rows, scored, threads, machine, cal):
         f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/accuracy_models.py --dtype {args.dtype} "
         f"--threads {args.threads}` on {cal.calibration.device_name} ({platform.machine()}), {threads} torch "
         f"thread(s), torch {torch.__version__}, {args.dtype}; calibration {cal.calibration.date} (its probes: a scaled "
-        "Llama 3 8B block, square and skinny-M GEMMs, class probes; none of the models below).",
+        "Llama 3 8B block, square and skinny-M GEMMs, class probes, the framework probe's decode steps of tiny_llama and tiny_gpt2 at width 64; none of the models below).",
         "",
         f"Each model: 2 layers, prefill of {args.tokens} tokens, or one decode step against a KV cache of "
         f"{args.context} tokens; batch 1 and 4. Wall = median of 15 forwards; ops = the aten ops `roofline profile` "
