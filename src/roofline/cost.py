@@ -161,10 +161,12 @@ class CostModel:
                         self.memory_efficiency, launch_s, self.overlap,
                         link_latency_s(kernel, bw, self.memory_efficiency, self.launch_overhead_s))
 
-    def describe(self) -> str:
-        """One line for a table header."""
-        launch = f"launch {self.launch_overhead_s / US:g} us" + (" once per pass (CUDA graph)" if self.cuda_graph
-                                                                  else " per kernel")
+    def describe(self, graph_steps: str = "") -> str:
+        """One line for a table header. ``graph_steps``: which steps replay the CUDA graph, when not
+        every pass does (a serving step with a prompt chunk launches each kernel)."""
+        graph = (f" once per {graph_steps} (CUDA graph), per kernel in the others" if graph_steps
+                 else " once per pass (CUDA graph)")
+        launch = f"launch {self.launch_overhead_s / US:g} us" + (graph if self.cuda_graph else " per kernel")
         return f"e_c {self.compute_efficiency:.2f}, e_m {self.memory_efficiency:.2f}, {launch}, overlap {self.overlap:g}"
 
     def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None) -> "OpPrediction":

@@ -217,7 +217,10 @@ class StepLayout:
         if self.pipeline_stages > 1:
             layout += f" x {self.pipeline_stages} pipeline stages" + (f" (sends over {self.pp_link})"
                                                                         if self.pp_link and self.pp_link != self.link else "")
-        return f"{self.model.name} on {self.machine.name}, {self.precision.label()}, {layout}; {cm.describe()}"
+        from roofline.cost import CostModel
+
+        costs = cm.describe("decode-only step") if type(cm) is CostModel else cm.describe()
+        return f"{self.model.name} on {self.machine.name}, {self.precision.label()}, {layout}; {costs}"
 
     def weight_bytes_per_gpu(self) -> float:
         """Weights one GPU holds: its tensor-parallel slice, or with expert parallelism the whole
