@@ -363,7 +363,7 @@ def calibrate(device: str = "cpu", dtype: str | None = None, budget_s: float = 6
         # the eager framework's time between ops, on small models costed with what was just measured
         from roofline.measure.framework import framework_gap
 
-        gap, how = framework_gap(cal)
+        gap, how = framework_gap(cal, budget_s=min(1.0, max(0.1, 0.02 * budget_s)))  # per model: 1 s of the default 60
         cal = dataclasses.replace(cal, framework_gap_s=gap, framework_probe=how,
                                   extra={**cal.extra, "elapsed_s": round(clock.now() - clock.start, 2)})
         clock.report(1.0, "framework between ops: " + (f"{gap * 1e6:.1f} us per gap" if gap is not None else how))
