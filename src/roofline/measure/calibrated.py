@@ -39,7 +39,7 @@ from roofline.measure.machine_file import load_profile
 from roofline.measure.measurements import (Calibration, gemm_points, main_memory, matmul_rates, peaks, stream_curve,
                                            timing_spread)
 from roofline.measure.residuals import (INSTRUMENTS, Residual, class_launch, fit_residuals, _scalar, fit_class,
-                                        lookup_residual, op_class, strided_factor)
+                                        lookup_residual, op_class)
 from roofline.units import US
 
 
@@ -47,7 +47,7 @@ SIZED_CATEGORIES = ("matmul", "attention", "decode")
 DEFAULT_COMPUTE_FRACTION = 0.70  # the workshop's e_c, for a dtype the calibration did not measure
 
 
-FORWARD_CACHE_SHARE = 0.25  # a forward moving more than this share of the last cache reads its weights cold
+FORWARD_CACHE_SHARE = 0.25  # with fewer than three cache levels (a GPU's L2): past this share of the last, weights read cold
 
 
 @dataclass(frozen=True)
@@ -320,9 +320,8 @@ class CalibratedModel:
         if res.width:
             basis.append(f"rows of {res.width}: corrected by the {kernel.name} probes on narrow rows")
         if res.strided:
-            factor = strided_factor(self.residuals, kernel)[0]
-            basis.append(f"a non-contiguous input: x{factor:.2f} by the {res.strided} probes on chunk views"
-                         + (" (no slower than contiguous at this size)" if factor == 1.0 else ""))
+            basis.append(f"a non-contiguous input: x{res.strided_by:.2f} by the {res.strided} probes on chunk views"
+                         + (" (no slower than contiguous at this size)" if res.strided_by == 1.0 else ""))
         low_s = launch_lo + res.ratio * res.low * body
         if self.weights_cold and kernel.category == "matmul" and not self.cold:
             # weights of a forward near the cache's size are partly cached: the warm rate is the interval's low end

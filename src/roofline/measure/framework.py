@@ -52,11 +52,9 @@ def framework_gap(cal, budget_s: float = 1.0) -> tuple[float | None, str]:
     (a Calibration with its class probes); (None, why) where it cannot be measured."""
     from torch.profiler import ProfilerActivity, profile
 
-    from roofline.kernels import Kernel
     from roofline.measure.calibrated import CalibratedModel
     from roofline.measure.machine_file import parse_profile, render_profile
     from roofline.trace.profiler import profile_report
-    from roofline.trace.result import peak_dtype
 
     if cal.device != "cpu":
         return None, "measured on a CPU only"
@@ -71,12 +69,10 @@ def framework_gap(cal, budget_s: float = 1.0) -> tuple[float | None, str]:
             with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
                 fn()
             prof.export_chrome_trace(str(path))
-            rep = profile_report(path, machine)
+            rep = profile_report(path, machine, model)
             if rep.between_ops_gaps < 1:
                 continue
-            ops_s = sum(model.predict_op(Kernel(op.name, op.flops, op.bytes, op.category, peak_dtype(op.dtype, machine),
-                                                shape=op.kernel_shape), machine).time_s * op.calls
-                        for op in rep.ops if op.bytes > 0)
+            ops_s = rep.unprofiled_s - rep.framework_s  # the costed ops at the wall-clock probes' times
             gaps.append(max(wall - ops_s, 0.0) / rep.between_ops_gaps)
             parts.append(f"{name} {wall * 1e6:,.0f} us, its ops {ops_s * 1e6:,.0f} us predicted, {rep.between_ops_gaps} gaps")
     if not gaps:

@@ -86,6 +86,7 @@ class Residual:
     extrapolated: bool = False  # the op's size lies outside the probes it was fitted on
     width: int = 0  # the row width the ratio was corrected for (width_factor), 0 when none
     strided: str = ""  # whose strided probes corrected the ratio (strided_factor): an aten op, a class, or ""
+    strided_by: float = 1.0  # ... and by how much
 
 
 def fit_residuals(model: BodyModel) -> tuple[dict, dict, dict]:
@@ -278,7 +279,7 @@ def lookup_residual(residuals: dict, category_bands: dict, class_bands: dict, sp
         res = dataclasses.replace(res, ratio=res.ratio * factor, width=width)
     factor, whose = strided_factor(residuals, kernel)
     if whose:
-        res = dataclasses.replace(res, ratio=res.ratio * factor, strided=whose)
+        res = dataclasses.replace(res, ratio=res.ratio * factor, strided=whose, strided_by=factor)
     return res
 
 

@@ -152,6 +152,7 @@ class ProfileReport(Tabular):
     between_ops_s: float = 0.0  # measured: the CPU threads' time between their top-level ops (chrome_trace.between_ops)
     between_ops_gaps: int = 0
     framework_basis: str = ""  # how framework_s was counted (CalibratedModel.framework_text)
+    framework_per_gap: bool = False  # framework_s counts the gaps between ops (the profile has a framework probe)
     top_level_s: float = 0.0  # measured: the CPU time of the top-level ops (wrappers' own time, views and all)
     unprofiled_s: float | None = None  # calibrated: costed ops at the wall-clock probes' times + framework
     notes: tuple[str, ...] = ()
@@ -161,7 +162,7 @@ class ProfileReport(Tabular):
         """What the calibrated total is compared with: on a CPU trace with a framework probe, the
         top-level ops' time and the time between them (the forward's span on its thread); else
         the costed ops and the views (device kernels on a GPU trace)."""
-        if not self.device and "per gap" in self.framework_basis:
+        if not self.device and self.framework_per_gap:
             return self.top_level_s + self.between_ops_s
         return self.measured_s + self.free_s
 
@@ -360,6 +361,7 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
                          sum(d.seconds for d in devs), costed_device_s, sum(v[2] for v in unsupported.values()),
                          unattributed_device_time(devs, claimed), gap_s, gaps,
                          calibrated.framework_text if calibrated is not None else "",
+                         calibrated is not None and calibrated.calibration.framework_gap_s is not None,
                          sum(n.dur for n in roots) * US, unprofiled + framework if calibrated is not None else None,
                          tuple(notes))
 
@@ -429,7 +431,7 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
             eg = ", ".join(n[:60] + ("..." if len(n) > 60 else "") for n in u.examples)
             lines.append(f"unattributed device time: {u.kind}: {_us(u.seconds)} us in {how}" + (f" (e.g. {eg})" if eg else ""))
     if cal and rep.measured_s:
-        gaps = "per gap" in rep.framework_basis and not rep.device  # a framework line for the time between ops
+        gaps = rep.framework_per_gap and not rep.device  # a framework line for the time between ops
         measured = rep.measured_total_s
         what = ("the top-level ops and the time between them, the profiler's own cost in both" if gaps
                 else "the costed ops and the views")
