@@ -503,6 +503,15 @@ def test_the_interval_spans_the_class_floors_when_the_op_was_not_probed():
     assert model.floor_band(Kernel("aten::gelu", 32.0, 256.0, "elementwise", "fp32")) == pytest.approx((10e-6,) * 3)
 
 
+def test_an_aten_op_probed_twice_takes_the_median_of_its_tiny_probes():
+    """A mul of two tensors took 2 us and a mul by a python scalar 4 us: aten::mul's fixed cost is
+    their median, 3 us, the interval's ends at 2 and 4 us."""
+    tinies = [Probe(n, "elementwise", "fp32", 32.0, b, t, t, t, "family: tiny (1, 32) fp32", "aten::mul")
+              for n, b, t in (("mul", 384.0, 2e-6), ("mul scalar", 256.0, 4e-6))]
+    model = CalibratedModel(synthetic(tinies))
+    assert model.floor_band(Kernel("aten::mul", 32.0, 256.0, "elementwise", "fp32")) == pytest.approx((3e-6, 2e-6, 4e-6))
+
+
 def test_attention_is_corrected_by_its_shape_decode_or_prefill():
     """fp32, 8 heads of 64. Decode, one query against S = 256: 4 S d h = 524,288 FLOPs over
     (2 S + 2) d h x 4 B = 1,052,672 B: 2 FLOPs per element, under 8 -> decode. Prefill T = S = 256:

@@ -240,6 +240,27 @@ def test_class_and_attention_probes_are_profiled_as_roofline_profile_reads_them(
     assert len(times) == len(ops) and all(t is not None and 0 < t < 0.1 for t in times)
 
 
+def test_the_tiny_probes_cover_the_small_ops_of_rope_masks_and_routing():
+    """Each extra tiny probe is costed as the aten op that PyTorch's eager call dispatches to (a
+    python scalar divisor is aten::div, a scalar base aten::pow, a dtype cast aten::_to_copy), so
+    that its per-call floor is found by that op's name; they exist on the (1, 32) tensor only."""
+    from roofline.measure.families import TINY_EXTRA_OPS, class_families
+    from roofline.measure.residuals import TINY
+
+    ops = class_families("cpu", "fp32", rows=(4,))
+    tiny = {o.name: o for o in ops if o.shape.startswith(TINY)}
+    expected = {"sub": "aten::sub", "mul scalar": "aten::mul", "div scalar": "aten::div", "pow scalar base": "aten::pow",
+                "reciprocal": "aten::reciprocal", "rsqrt": "aten::rsqrt", "exp": "aten::exp", "cos": "aten::cos",
+                "sin": "aten::sin", "neg": "aten::neg", "eq scalar": "aten::eq", "where": "aten::where",
+                "to float": "aten::_to_copy", "arange": "aten::arange", "zeros_like": "aten::zeros_like"}
+    assert set(TINY_EXTRA_OPS) == set(expected)
+    assert {name: tiny[name].op for name in expected} == expected
+    assert tiny["arange"].category == "fill" and tiny["to float"].category == "copy" and tiny["cos"].category == "elementwise"
+    assert not any(o.name in expected for o in ops if not o.shape.startswith(TINY))
+    # (1, 32) fp32: a unary op reads and writes 32 x 4 B = 256 B
+    assert tiny["cos"].bytes == 256 and tiny["div scalar"].bytes == 256
+
+
 def test_streamed_weights_come_back_only_after_the_whole_pool():
     """The cold GEMM family reads each weight after the rest of the pool has been read (so from
     main memory when the pool is twice the last cache): a 1,000-element pool holds 10 distinct

@@ -245,8 +245,8 @@ class CalibratedModel:
         return self.floor_band(kernel)[0]
 
     def floor_band(self, kernel: Kernel, cold: bool = False) -> tuple[float, float, float] | None:
-        """(floor, low, high) of the op's fixed cost per call: the tiny probe of the same aten op
-        (low = high = it), else the median of its class's tiny probes with their range (one eager
+        """(floor, low, high) of the op's fixed cost per call: the tiny probes of the same aten op
+        (their median and range), else the median of its class's tiny probes with their range (one eager
         call of a class costs from ~1 us for an add to ~10 us for a GELU on this kind of CPU),
         else the calibration's launch. ``cold``: of the tiny probes timed after a cache flush
         (the dispatcher's code and data evicted too), None where they were not measured."""

@@ -10,7 +10,8 @@ a block op) from measured points of the same class.
   (x[rows]); copy: a transpose made contiguous, cat, clone, index_add_; fill: zeros; the MoE
   routing ops among them: topk, x[rows], index_add_) at working sets from tens of KiB to tens of
   MiB, and each on a (1, 32) tensor: what one eager call of that class costs whatever its size
-  (argument checks, output allocation, dispatch), the floor of the class's ops;
+  (argument checks, output allocation, dispatch), the floor of the class's ops; on that tensor
+  only, TINY_EXTRA_OPS too (the small ops of RoPE, masks and routing: their floors by aten op);
 - ``attention_families``: fused attention (``scaled_dot_product_attention``, the kernel eager
   PyTorch picks) in decode's shape (one query token against S cached ones, S = 64 to 4096) and
   prefill's (T = S causal), 8 heads of 64: a fixed cost per call well above one elementwise op's,
@@ -107,6 +108,43 @@ def _ops(rows: int, device: str, dtype: str, gen: torch.Generator, width: int = 
     }
 
 
+TINY_EXTRA_OPS = ("sub", "mul scalar", "div scalar", "pow scalar base", "reciprocal", "rsqrt", "exp", "cos", "sin",
+                  "neg", "eq scalar", "where", "to float", "arange", "zeros_like")
+
+
+def _tiny_extra_ops(device: str, dtype: str, gen: torch.Generator):
+    """More elementwise and fill ops, on a (1, 32) tensor only: their eager call's own cost, which
+    differs by op more than by class (a python scalar operand is wrapped into a tensor first, a
+    transcendental runs its own loop): on the 2-core EPYC of docs/accuracy-models.md, interleaved
+    with the other tiny probes, a div by a scalar took 8-13 us and a pow of a scalar base 10-13,
+    against an add's 4-6 (fp32, one thread, 2026-12-02). The ops of RoPE's position table, an
+    attention mask and an MoE router's selection (TINY_EXTRA_OPS)."""
+    td = torch_dtype(dtype)
+    x = torch.randn(1, TINY_WIDTH, generator=gen, device=device, dtype=torch.float32).to(td)
+    y = torch.randn(1, TINY_WIDTH, generator=gen, device=device, dtype=torch.float32).to(td)
+    ids = torch.randint(0, 8, (1, TINY_WIDTH), generator=gen, device=device)
+    mask = ids > 3
+    ops = {
+        "sub": ("elementwise", lambda: x - y),
+        "mul scalar": ("elementwise", lambda: x * 0.5),
+        "div scalar": ("elementwise", lambda: x / 32),
+        "pow scalar base": ("elementwise", lambda: 10000.0 ** x),
+        "reciprocal": ("elementwise", lambda: x.reciprocal()),
+        "rsqrt": ("elementwise", lambda: x.rsqrt()),
+        "exp": ("elementwise", lambda: x.exp()),
+        "cos": ("elementwise", lambda: x.cos()),
+        "sin": ("elementwise", lambda: x.sin()),
+        "neg": ("elementwise", lambda: -x),
+        "eq scalar": ("elementwise", lambda: ids == 3),
+        "where": ("elementwise", lambda: torch.where(mask, x, y)),
+        "to float": ("copy", lambda: ids.float()),
+        "arange": ("fill", lambda: torch.arange(TINY_WIDTH, device=device, dtype=td)),
+        "zeros_like": ("fill", lambda: torch.zeros_like(x)),
+    }
+    assert tuple(ops) == TINY_EXTRA_OPS
+    return ops
+
+
 class _One(torch.nn.Module):
     def __init__(self, fn):
         super().__init__()
@@ -150,7 +188,10 @@ def class_families(device: str, dtype: str, rows=None) -> list[FamilyOp]:
     narrow = [(r * WIDTH // w, w, NARROW) for r in rows[:2] for w in NARROW_WIDTHS]
     strided = [(r, WIDTH, STRIDED) for r in rows]
     for r, width, tag in [(1, TINY_WIDTH, TINY), *((r, WIDTH, "") for r in rows), *narrow, *strided]:
-        for name, (category, fn) in _ops(r, device, dtype, gen, width, strided=tag == STRIDED).items():
+        made = _ops(r, device, dtype, gen, width, strided=tag == STRIDED)
+        if tag == TINY:
+            made.update(_tiny_extra_ops(device, dtype, gen))
+        for name, (category, fn) in made.items():
             if (tag == NARROW and name not in NARROW_OPS) or (tag == STRIDED and name not in STRIDED_OPS):
                 continue
             flops, nbytes, traced_cat, op = _traced_cost(fn)
@@ -256,3 +297,4 @@ def profiled_seconds(ops: Sequence[FamilyOp], calls: int = PROFILED_CALLS, flush
 def gemm_bytes(M: int, N: int, K: int, dtype: str) -> float:
     """w (MK + KN + MN): A and B read once, C written (the matmul rule's count)."""
     return DTYPE_BYTES[dtype] * (M * K + K * N + M * N)
+

@@ -344,8 +344,9 @@ def probe_seconds(p, instrument: str) -> float:
 
 def class_launch(cal: Calibration, instrument: str = "wall", cold: bool = False) -> dict:
     """The fixed cost per call from the tiny class probes (one op on a (1, 32) tensor: one eager
-    call of it, whatever its size), as ``instrument`` measures it: (dtype, "aten", op) -> (t, t, t)
-    for each probed aten op; (dtype, "class", class) -> (median, min, max) over the class's tiny
+    call of it, whatever its size), as ``instrument`` measures it: (dtype, "aten", op) -> (median,
+    min, max) over the tiny probes of that aten op (one, or a few: a mul of two tensors and one by
+    a scalar, families.TINY_EXTRA_OPS); (dtype, "class", class) the same over the class's tiny
     probes (by fit_class and by op_class). ``cold``: of the tiny probes timed after a cache flush."""
     times: dict[tuple, list[float]] = {}
     tiny = FAMILY + COLD + TINY if cold else FAMILY + TINY
