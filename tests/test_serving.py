@@ -221,11 +221,41 @@ def test_cli_sweep_draws_the_curve(tmp_path, capsys):
     (["--model", "mixtral-8x7b"], "--tp"),
     (["--tp-link", "nvlink"], "--tp-link"),
     (["--slo-ttft", "-1s"], "--slo-ttft"),
+    (["--rate", "5", "--burstiness", "0.001"], "burstiness"),
+    (["--rate", "5", "--burstiness", "nan"], "--burstiness"),
+    (["--concurrency", "4", "--burstiness", "0.5"], "--burstiness"),
+    (["--sweep", "1,2", "--burstiness", "0.5"], "--burstiness"),
 ])
 def test_cli_serving_bad_input_is_one_line(argv, words, capsys):
     assert main(["serving", "--requests", "4", *argv]) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_bursty_arrivals_keep_the_rate_and_spread_the_gaps():
+    """Gamma gaps of shape b and scale 1 / (rate b) (vLLM's benchmark_serving --burstiness): mean
+    1 / rate whatever b, coefficient of variation 1 / sqrt(b): 2 at b = 0.25, 1 (Poisson) at 1,
+    0.5 at 4. Burstiness 1 is the Poisson process itself: the same seed draws the same arrivals
+    as exponential gaps of mean 1 / rate."""
+    n, rate = 200_000, 50.0
+    for b, cv in ((0.25, 2.0), (1.0, 1.0), (4.0, 0.5)):
+        gaps = np.diff(poisson_requests(rate, n, 16, 4, seed=7, burstiness=b).arrival_s)
+        assert gaps.mean() == pytest.approx(1 / rate, rel=0.02)
+        assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.03)
+    same = np.cumsum(np.random.default_rng(7).exponential(1 / rate, size=1000))
+    assert np.allclose(poisson_requests(rate, 1000, 16, 4, seed=7).arrival_s, same - same[0])
+    assert "burstiness 0.25" in poisson_requests(rate, 10, 16, 4, burstiness=0.25).label
+    with pytest.raises(RooflineError, match="burstiness"):
+        poisson_requests(rate, 10, 16, 4, burstiness=0.0)
+
+
+def test_bursts_lengthen_the_queue_at_the_same_rate(step):
+    """At the same average rate, below saturation, gaps of burstiness 0.2 (CV 2.2) queue requests
+    behind each other more often than Poisson ones: the TTFT tail is longer; the same requests are served."""
+    poisson = simulate(step, poisson_requests(20, 600, 1024, 64, seed=2))
+    bursty = simulate(step, poisson_requests(20, 600, 1024, 64, seed=2, burstiness=0.2))
+    assert bursty.percentile("ttft", 99) > 1.5 * poisson.percentile("ttft", 99)
+    assert bursty.requests == poisson.requests == 600
 
 
 def test_the_published_benchmarks_file_is_well_formed():

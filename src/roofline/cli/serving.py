@@ -67,6 +67,11 @@ def cmd_serving(args):
     if slo and modes and modes[0] != "--sweep":
         raise RooflineError(f"--slo-ttft/--slo-tpot search the highest rate themselves; {modes[0]} would be ignored "
                             "(with --sweep they mark the concurrencies that meet them)", field=modes[0][2:])
+    if args.burstiness is not None and (args.concurrency is not None or args.sweep is not None):
+        raise RooflineError("--burstiness shapes open-loop arrivals (--rate, the SLO rate search, --disagg); "
+                            f"{'--concurrency' if args.concurrency is not None else '--sweep'} runs a closed loop of users",
+                            field="burstiness")
+    burstiness = 1.0 if args.burstiness is None else args.burstiness
     if args.target_rate is not None and not (slo and not args.sweep):
         raise RooflineError("--target-rate sizes the deployment from the SLO rate search: give --slo-ttft and/or --slo-tpot "
                             "(without --sweep)", field="target_rate")
@@ -109,7 +114,8 @@ def cmd_serving(args):
         from roofline.serving.disagg import best_disaggregation
 
         found = best_disaggregation(step, args.disagg_search, args.input_len, args.output_len, args.slo_ttft, args.slo_tpot,
-                                    args.percentile, engine, args.requests or 500, args.seed, args.kv_link, args.price)
+                                    args.percentile, engine, args.requests or 500, args.seed, args.kv_link, args.price,
+                                    burstiness)
         if args.json:
             from roofline.tables import dump_json
 
@@ -125,7 +131,7 @@ def cmd_serving(args):
                                 "one pool)", field="disagg")
         if draft is not None:
             raise RooflineError("--disagg with speculative decoding is not modelled", field="disagg")
-        reqs = poisson_requests(args.rate, args.requests or 1000, args.input_len, args.output_len, args.seed)
+        reqs = poisson_requests(args.rate, args.requests or 1000, args.input_len, args.output_len, args.seed, burstiness)
         result = simulate_disaggregated(step, step, reqs, engine, engine, args.disagg[0], args.disagg[1], args.kv_link,
                                         args.seed, args.price)
     elif args.sweep:
@@ -133,10 +139,10 @@ def cmd_serving(args):
                                    args.price, args.slo_ttft, args.slo_tpot, args.percentile, draft)
     elif slo:
         result = max_rate_within(step, args.input_len, args.output_len, args.slo_ttft, args.slo_tpot, args.percentile, engine,
-                                 args.requests or 1000, args.seed, args.price, args.target_rate, draft)
+                                 args.requests or 1000, args.seed, args.price, args.target_rate, draft, burstiness)
     else:
         n = args.requests or 1000
-        reqs = (poisson_requests(args.rate, n, args.input_len, args.output_len, args.seed) if args.rate is not None else
+        reqs = (poisson_requests(args.rate, n, args.input_len, args.output_len, args.seed, burstiness) if args.rate is not None else
                 closed_requests(args.concurrency or 64, n, args.input_len, args.output_len, args.seed))
         result = simulate(step, reqs, engine, args.price, draft=draft)
     breakdown = _breakdown(step, result, engine, args, draft) if args.breakdown else None
@@ -272,6 +278,9 @@ def register(sub):
     p.add_argument("--requests", type=number_arg("--requests", integer=True, maximum=10_000_000), default=None,
                    help="requests simulated (default 1,000; a sweep: 8 per user, 200 to 20,000)")
     p.add_argument("--rate", type=number_arg("--rate", maximum=1e9), default=None, help="Poisson arrivals, requests per second")
+    p.add_argument("--burstiness", type=number_arg("--burstiness", maximum=1000), default=None,
+                   help="open-loop arrivals' gamma shape, as vLLM's benchmark_serving: 1 Poisson (default), "
+                        "below 1 bursts, above 1 more even")
     p.add_argument("--concurrency", type=number_arg("--concurrency", integer=True, maximum=1 << 24), default=None,
                    help="closed loop: users each sending the next request when the last finishes (default 64)")
     p.add_argument("--sweep", type=count_list("--sweep", maximum=1 << 24), default=None,

@@ -138,9 +138,10 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
 
 def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_tokens, ttft_s=None, tpot_s=None,
                         percentile=90.0, engine: Engine = Engine(), requests: int = 1000, seed: int = 0,
-                        kv_link: str | None = None, price_per_gpu_hour: float | None = None) -> dict:
+                        kv_link: str | None = None, price_per_gpu_hour: float | None = None,
+                        burstiness: float = 1.0) -> dict:
     """The split of ``replicas`` groups (of step.tensor_parallel GPUs) into P prefill and D decode
-    replicas that serves the highest Poisson rate within the targets, against all ``replicas`` as
+    replicas that serves the highest Poisson rate (gamma gaps of ``burstiness``) within the targets, against all ``replicas`` as
     plain (co-located) replicas: {"splits": [(P, D, best rate)], "best": (P, D, rate),
     "colocated": rate of replicas x one replica's best}. Each split's rate comes from the same
     bisection as max_rate_within, on simulate_disaggregated."""
@@ -148,7 +149,8 @@ def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_toke
     if slo is None:
         raise RooflineError("the split search needs a target: a TTFT or a TPOT", field="slo_ttft")
     g = int(check_number("replicas", replicas, minimum=2, strictly=False, maximum=64, integer=True))
-    one = max_rate_within(step, input_tokens, output_tokens, ttft_s, tpot_s, percentile, engine, requests, seed)
+    one = max_rate_within(step, input_tokens, output_tokens, ttft_s, tpot_s, percentile, engine, requests, seed,
+                          burstiness=burstiness)
     colocated = None if one.slo["best"] is None else g * one.slo["best"]
     hi = 1.5 * g * max(one.values)
     splits = []
@@ -156,7 +158,7 @@ def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_toke
         d = g - p
         # as many requests per replica as the co-located search runs on one: g x requests in all
         sw = _rate_search(lambda rate, p=p, d=d: simulate_disaggregated(
-            step, step, poisson_requests(rate, requests * g, input_tokens, output_tokens, seed), engine, engine, p, d,
+            step, step, poisson_requests(rate, requests * g, input_tokens, output_tokens, seed, burstiness), engine, engine, p, d,
             kv_link, seed, price_per_gpu_hour), hi, dict(slo))
         splits.append((p, d, sw.slo["best"]))
     ok = [s for s in splits if s[2] is not None]

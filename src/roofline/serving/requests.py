@@ -62,16 +62,36 @@ def lengths(spec, n: int, rng: np.random.Generator, what: str) -> np.ndarray:
     return np.resize(a, n)
 
 
-def poisson_requests(rate_per_s: float, n: int, input_tokens, output_tokens, seed: int = 0) -> Requests:
-    """n requests arriving as a Poisson process of ``rate_per_s`` (exponential gaps), lengths from
-    ``lengths``."""
+BURSTINESS_RANGE = (0.01, 1000.0)  # gamma shapes accepted: from near-simultaneous bursts to near-constant gaps
+
+
+def check_burstiness(burstiness) -> float:
+    """``burstiness`` as a float within BURSTINESS_RANGE, else a RooflineError naming it."""
+    b = float(check_number("burstiness", burstiness, maximum=BURSTINESS_RANGE[1]))
+    if b < BURSTINESS_RANGE[0]:
+        raise RooflineError(f"burstiness must be at least {BURSTINESS_RANGE[0]:g} (1 is Poisson, below it burstier), "
+                            f"got {b:g}", field="burstiness")
+    return b
+
+
+def poisson_requests(rate_per_s: float, n: int, input_tokens, output_tokens, seed: int = 0,
+                     burstiness: float = 1.0) -> Requests:
+    """n requests arriving at ``rate_per_s`` on average, lengths from ``lengths``: a Poisson
+    process (exponential gaps) at ``burstiness`` 1; else gaps drawn from a gamma distribution of
+    shape ``burstiness`` and mean 1 / rate (scale 1 / (rate x burstiness)), as vLLM's serving
+    benchmark draws them for its --burstiness (benchmarks/benchmark_serving.py, get_request):
+    below 1 the arrivals come in bursts (coefficient of variation of the gaps 1 / sqrt(burstiness)),
+    above 1 more evenly."""
     check_number("rate", rate_per_s, maximum=1e9)
+    b = check_burstiness(burstiness)
     n = int(check_number("requests", n, maximum=MAX_REQUESTS, integer=True))
     rng = np.random.default_rng(seed)
-    arrivals = np.cumsum(rng.exponential(1.0 / rate_per_s, size=n))
+    gaps = rng.exponential(1.0 / rate_per_s, size=n) if b == 1.0 else rng.gamma(b, 1.0 / (rate_per_s * b), size=n)
+    arrivals = np.cumsum(gaps)
     arrivals -= arrivals[0]
+    label = f"Poisson {rate_per_s:g} req/s" if b == 1.0 else f"{rate_per_s:g} req/s, gamma gaps of burstiness {b:g}"
     return Requests(lengths(input_tokens, n, rng, "input_len"), lengths(output_tokens, n, rng, "output_len"), arrivals,
-                    label=f"Poisson {rate_per_s:g} req/s")
+                    label=label)
 
 
 def closed_requests(concurrency: int, n: int, input_tokens, output_tokens, seed: int = 0) -> Requests:

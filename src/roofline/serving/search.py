@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from roofline.errors import RooflineError, check_number
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
-from roofline.serving.requests import closed_requests, poisson_requests
+from roofline.serving.requests import check_burstiness, closed_requests, poisson_requests
 from roofline.serving.results import ServingResult
 from roofline.serving.scheduler import simulate
 from roofline.tables import Tabular, dump_json
@@ -128,8 +128,8 @@ SEARCH_STEPS = 14  # bisections of the rate search (log scale): ~2% resolution
 def max_rate_within(step: StepCost, input_tokens, output_tokens, ttft_s=None, tpot_s=None, percentile=90.0,
                     engine: Engine = Engine(), requests: int = 1000, seed: int = 0,
                     price_per_gpu_hour: float | None = None, target_rate: float | None = None,
-                    draft: StepCost | None = None) -> ServingSweep:
-    """The highest Poisson rate whose TTFT and TPOT percentiles meet the targets, by bisection in
+                    draft: StepCost | None = None, burstiness: float = 1.0) -> ServingSweep:
+    """The highest Poisson rate (gamma gaps of ``burstiness``, requests.poisson_requests) whose TTFT and TPOT percentiles meet the targets, by bisection in
     log rate between a rate that meets them and the engine's saturated throughput (closed loop
     at max_seqs users) x 1.5; every rate tried is a point of the returned sweep, the best in
     ``slo["best"]`` (None when even the lowest rate misses: the targets are below one request
@@ -138,12 +138,13 @@ def max_rate_within(step: StepCost, input_tokens, output_tokens, ttft_s=None, tp
     slo = _slo(ttft_s, tpot_s, percentile)
     if slo is None:
         raise RooflineError("the rate search needs a target: a TTFT or a TPOT", field="slo_ttft")
+    check_burstiness(burstiness)
     if target_rate is not None:
         check_number("target_rate", target_rate, maximum=1e9)
     sat = simulate(step, closed_requests(engine.max_seqs, max(requests, 2 * engine.max_seqs), input_tokens, output_tokens,
                                          seed), engine, draft=draft)
-    return _rate_search(lambda rate: simulate(step, poisson_requests(rate, requests, input_tokens, output_tokens, seed), engine,
-                                              price_per_gpu_hour, draft=draft),
+    return _rate_search(lambda rate: simulate(step, poisson_requests(rate, requests, input_tokens, output_tokens, seed,
+                                                                     burstiness), engine, price_per_gpu_hour, draft=draft),
                         1.5 * sat.requests_per_s, slo, target_rate)
 
 
