@@ -522,6 +522,16 @@ def test_attention_is_corrected_by_its_shape_decode_or_prefill():
     decode = Kernel("sdpa", 4 * s * d * h, (2 * s + 2) * d * h * 4, "attention", "fp32")
     prefill = Kernel("sdpa", 4 * s * s * d * h, 4 * s * d * h * 4, "attention", "fp32")
     assert fit_class(decode) == "attention decode" and fit_class(prefill) == "attention prefill"
+    # grouped-query decode, 8 query heads over 2 KV heads (4 rows per K/V pass): 4 S d x 8 = 524,288
+    # FLOPs over (2 S x 2 + 2 x 8) d x 4 B = 266,240 B: 7.9 per element, a decode; 8 query heads
+    # over one KV head (Llama 3 70B's ratio, 8 rows): the same FLOPs over (2 S + 16) d x 4 B =
+    # 135,168 B: 15.5 per element, a decode too
+    gqa4 = Kernel("sdpa", 4 * s * d * h, (2 * s * 2 + 2 * h) * d * 4, "attention", "fp32")
+    gqa8 = Kernel("sdpa", 4 * s * d * 8, (2 * s * 1 + 2 * 8) * d * 4, "attention", "fp32")
+    assert fit_class(gqa4) == "attention decode" and fit_class(gqa8) == "attention decode"
+    # a prefill of 64 tokens, MHA: 4 T S d h with T = S = 64 over 4 T d h x 4 B: 64 per element
+    short = Kernel("sdpa", 4 * 64 * 64 * d * h, 4 * 64 * d * h * 4, "attention", "fp32")
+    assert fit_class(short) == "attention prefill"
     assert fit_class(Kernel("x", 1, 1, "elementwise")) == "elementwise"
 
 

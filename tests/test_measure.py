@@ -250,15 +250,17 @@ def test_the_tiny_probes_cover_the_small_ops_of_rope_masks_and_routing():
     ops = class_families("cpu", "fp32", rows=(4,))
     tiny = {o.name: o for o in ops if o.shape.startswith(TINY)}
     expected = {"sub": "aten::sub", "mul scalar": "aten::mul", "div scalar": "aten::div", "pow scalar base": "aten::pow",
-                "reciprocal": "aten::reciprocal", "rsqrt": "aten::rsqrt", "exp": "aten::exp", "cos": "aten::cos",
-                "sin": "aten::sin", "neg": "aten::neg", "eq scalar": "aten::eq", "where": "aten::where",
+                "reciprocal": "aten::reciprocal", "rsqrt": "aten::rsqrt", "sin": "aten::sin", "neg": "aten::neg", "eq scalar": "aten::eq", "where": "aten::where",
                 "to float": "aten::_to_copy", "arange": "aten::arange", "zeros_like": "aten::zeros_like"}
     assert set(TINY_EXTRA_OPS) == set(expected)
     assert {name: tiny[name].op for name in expected} == expected
-    assert tiny["arange"].category == "fill" and tiny["to float"].category == "copy" and tiny["cos"].category == "elementwise"
+    assert tiny["arange"].category == "fill" and tiny["to float"].category == "copy" and tiny["sin"].category == "elementwise"
     assert not any(o.name in expected for o in ops if not o.shape.startswith(TINY))
     # (1, 32) fp32: a unary op reads and writes 32 x 4 B = 256 B
-    assert tiny["cos"].bytes == 256 and tiny["div scalar"].bytes == 256
+    assert tiny["sin"].bytes == 256 and tiny["div scalar"].bytes == 256
+    # the transcendentals cos and exp at every size: (4, 1024) fp32 reads and writes 4 x 1,024 x 4 B x 2 = 32,768 B
+    sized = {(o.name, o.shape) for o in ops if o.bytes == 32768}
+    assert ("cos", "(4, 1024) fp32") in sized and ("exp", "(4, 1024) fp32") in sized and "cos" in tiny
 
 
 def test_streamed_weights_come_back_only_after_the_whole_pool():

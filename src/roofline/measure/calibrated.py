@@ -198,14 +198,14 @@ class CalibratedModel:
 
     def base_body_s(self, kernel: Kernel, machine: Machine | None = None, cold: bool | None = None):
         """max(compute, memory) before the residual: (compute_s, memory_s, body_s, FLOP/s, bytes/s).
-        Matmul-like ops (SIZED_CATEGORIES) get the matmul rate at their size; the others' few
+        Matmul-like ops (SIZED_CATEGORIES, but a decode-shaped attention: _sized) get the matmul rate at their size; the others' few
         vector FLOPs the best measured rate (their small-size matmul rate is launch, counted apart).
         ``cold``: read every byte from main memory (default: the model's ``cold``)."""
         gemm = self.gemm_rate(kernel, machine) if kernel.category == "matmul" else None
         if gemm is not None:
             fps = gemm[0]
         else:
-            size = kernel.flops if kernel.category in SIZED_CATEGORIES else np.inf
+            size = kernel.flops if _sized(kernel) else np.inf
             fps = self.achieved_flops_per_s(size, kernel.dtype, machine)
         bps = self.bandwidth_bytes_per_s(kernel.bytes, machine, cold)
         compute_s = np.asarray(kernel.flops, dtype=float) / fps
@@ -311,7 +311,7 @@ class CalibratedModel:
         launch_lo, launch_hi = (self.floor_band(kernel)[1:] if launch == self.floor_band(kernel)[0] else (launch, launch))
         time_s = launch + res.ratio * body
         gemm = self.gemm_rate(kernel, machine) if kernel.category == "matmul" else None
-        basis = [gemm[2] if gemm else ("matmul by size" if kernel.category in SIZED_CATEGORIES else "bandwidth by working set")]
+        basis = [gemm[2] if gemm else ("matmul by size" if _sized(kernel) else "bandwidth by working set")]
         basis.append({"op": f"correction of block op {kernel.name!r}", "aten": f"correction of the {kernel.name} probes",
                       "class": f"correction of the {fit_class(kernel)} probes",
                       "aten-cold": f"correction of the {kernel.name} probes timed cold (operands from main memory)",
@@ -368,6 +368,16 @@ class CalibratedModel:
         ops = tuple(self.predict_op(k, machine) for k in kernels)
         base = CalibratedWorkloadPrediction.from_ops(machine.name, self, ops)
         return dataclasses.replace(base, total_low_s=sum(o.low_s for o in ops), total_high_s=sum(o.high_s for o in ops))
+
+
+def _sized(kernel: Kernel) -> bool:
+    """Whether the op's FLOPs are costed at the matmul rate at its size (SIZED_CATEGORIES), not at
+    the best measured rate: not a decode-shaped attention (fit_class), whose time follows the K and
+    V it reads, not its FLOPs, which grow with the query heads per KV head. On the 2-core EPYC of
+    docs/accuracy-models.md a decode step of 8 query heads over 2 KV heads (4x the FLOPs per byte
+    of the MHA decode probes) ran 77 us against 405 predicted at the matmul rate of its FLOPs, the
+    time of an MHA decode reading the same 267 kB (fp32, one thread, 2026-12-02)."""
+    return kernel.category in SIZED_CATEGORIES and fit_class(kernel) != "attention decode"
 
 
 def _f(x):

@@ -5,7 +5,7 @@ a block op) from measured points of the same class.
 - the GEMM family (CPU_GEMM_M x CPU_GEMM_NK, CUDA_...): (M, K) @ (K, N) with the skinny M of decode (1 to 256 rows) at a few N = K:
   a CPU's GEMV path for M = 1 and its packed GEMM path for M = 4 differ several-fold, which a
   sweep of square matmuls cannot see;
-- ``class_families``: one-kernel eager ops of each class (elementwise: add, mul, silu, gelu; norm:
+- ``class_families``: one-kernel eager ops of each class (elementwise: add, mul, silu, gelu, cos, exp; norm:
   rms_norm, layer_norm; softmax; reduction: sum, topk; gather: embedding, index_select, index
   (x[rows]); copy: a transpose made contiguous, cat, clone, index_add_; fill: zeros; the MoE
   routing ops among them: topk, x[rows], index_add_) at working sets from tens of KiB to tens of
@@ -93,6 +93,8 @@ def _ops(rows: int, device: str, dtype: str, gen: torch.Generator, width: int = 
         "mul": ("elementwise", lambda: torch.mul(x, y)),
         "silu": ("elementwise", lambda: F.silu(x)),
         "gelu": ("elementwise", lambda: F.gelu(x)),
+        "cos": ("elementwise", lambda: torch.cos(x)),  # a transcendental: RoPE's tables, a few ns per element
+        "exp": ("elementwise", lambda: torch.exp(x)),
         "rms_norm": ("norm", lambda: F.rms_norm(x, (WIDTH,), w, 1e-5)),
         "layer_norm": ("norm", lambda: F.layer_norm(x, (WIDTH,), w, b)),
         "softmax": ("softmax", lambda: torch.softmax(x, -1)),
@@ -108,7 +110,7 @@ def _ops(rows: int, device: str, dtype: str, gen: torch.Generator, width: int = 
     }
 
 
-TINY_EXTRA_OPS = ("sub", "mul scalar", "div scalar", "pow scalar base", "reciprocal", "rsqrt", "exp", "cos", "sin",
+TINY_EXTRA_OPS = ("sub", "mul scalar", "div scalar", "pow scalar base", "reciprocal", "rsqrt", "sin",
                   "neg", "eq scalar", "where", "to float", "arange", "zeros_like")
 
 
@@ -118,7 +120,8 @@ def _tiny_extra_ops(device: str, dtype: str, gen: torch.Generator):
     transcendental runs its own loop): on the 2-core EPYC of docs/accuracy-models.md, interleaved
     with the other tiny probes, a div by a scalar took 8-13 us and a pow of a scalar base 10-13,
     against an add's 4-6 (fp32, one thread, 2026-12-02). The ops of RoPE's position table, an
-    attention mask and an MoE router's selection (TINY_EXTRA_OPS)."""
+    attention mask and an MoE router's selection (TINY_EXTRA_OPS; cos and exp, whose cost per
+    element is their own, are probed at every size with the other class ops)."""
     td = torch_dtype(dtype)
     x = torch.randn(1, TINY_WIDTH, generator=gen, device=device, dtype=torch.float32).to(td)
     y = torch.randn(1, TINY_WIDTH, generator=gen, device=device, dtype=torch.float32).to(td)
@@ -131,8 +134,6 @@ def _tiny_extra_ops(device: str, dtype: str, gen: torch.Generator):
         "pow scalar base": ("elementwise", lambda: 10000.0 ** x),
         "reciprocal": ("elementwise", lambda: x.reciprocal()),
         "rsqrt": ("elementwise", lambda: x.rsqrt()),
-        "exp": ("elementwise", lambda: x.exp()),
-        "cos": ("elementwise", lambda: x.cos()),
         "sin": ("elementwise", lambda: x.sin()),
         "neg": ("elementwise", lambda: -x),
         "eq scalar": ("elementwise", lambda: ids == 3),
@@ -237,6 +238,11 @@ def attention_families(device: str, dtype: str, decode_s=None, prefill_t=None) -
 
 
 PROFILED_CALLS = 10  # calls of each probe recorded by torch.profiler
+# passes of a size's probes run under the profiler before those calls, outside any annotation: the
+# first calls of an op under torch.profiler run slow (on the EPYC of docs/accuracy-models.md a
+# (1, 8, 1, 64) x 64-cached decode attention recorded 308, 133, 59 us in its first three calls, ~40
+# after them, 2026-12-02), so a median of ten calls from a cold start is pulled up
+PROFILED_WARMUP = 3
 
 
 def profiled_seconds(ops: Sequence[FamilyOp], calls: int = PROFILED_CALLS, flush=None) -> list[float | None]:
@@ -259,8 +265,13 @@ def profiled_seconds(ops: Sequence[FamilyOp], calls: int = PROFILED_CALLS, flush
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         groups: dict[str, list[int]] = {}
         for i, o in enumerate(ops):  # the probes of one size together (a forward's ops are of a size)
-            groups.setdefault(o.shape.split(") ")[0].split(" S ")[0], []).append(i)
+            # a class op's size is its "(rows, width" ; an attention probe's its whole shape (T and S):
+            # a 64-token decode read right after a 4,096-token one finds its K and V evicted
+            groups.setdefault(o.shape.split(") ")[0] if ") " in o.shape else o.shape, []).append(i)
         for members in groups.values():
+            for _ in range(PROFILED_WARMUP):  # recorded but in no annotation: the profiler's first calls of an op are slow
+                for i in members:
+                    ops[i].fn()
             for _ in range(calls):  # interleaved: one call of each probe of the size per pass, as a forward runs them
                 for i in members:
                     if flush is not None:

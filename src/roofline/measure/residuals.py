@@ -55,12 +55,18 @@ def _scalar(x) -> bool:
     return np.ndim(x) == 0
 
 
-ATTENTION_DECODE_FLOPS_PER_ELEMENT = 8.0  # below: an attention op reads its K, V once per few query rows
+# at most: an attention op reads its K, V once per few query rows (decode's shape). FLOPs per
+# element of operands are ~2 r for r query rows per K/V head (4 r S d FLOPs over 2 S d + 2 r d
+# elements, S >> r): 16 is r = 8, the geometric midpoint between the decode probes' one row and
+# the smallest prefill probe's 64, so that a grouped-query decode step (4 query heads per KV head:
+# Mixtral, Llama 3 8B; 8: Llama 3 70B) is a decode, as an MHA one is (until 2026-12-02 the
+# threshold was 8, under which an 8:1 GQA decode, ~16 FLOPs per element, was read as a prefill)
+ATTENTION_DECODE_FLOPS_PER_ELEMENT = 16.0
 
 
 def fit_class(kernel: Kernel) -> str:
     """The class whose probes correct an op: op_class, with attention split into its decode shape
-    (a few query rows per pass over K and V: memory-bound, FLOPs per element of operands under
+    (a few query rows per pass over K and V: memory-bound, FLOPs per element of operands at most
     ATTENTION_DECODE_FLOPS_PER_ELEMENT) and its prefill shape (many query rows: compute-bound),
     whose measured corrections differ several-fold at the same bytes."""
     cls = op_class(kernel)
@@ -69,7 +75,7 @@ def fit_class(kernel: Kernel) -> str:
     from roofline.units import DTYPE_BYTES
 
     per_element = float(np.max(kernel.flops)) * DTYPE_BYTES.get(kernel.dtype, 2) / float(np.max(kernel.bytes))
-    return "attention decode" if per_element < ATTENTION_DECODE_FLOPS_PER_ELEMENT else "attention prefill"
+    return "attention decode" if per_element <= ATTENTION_DECODE_FLOPS_PER_ELEMENT else "attention prefill"
 
 
 INSTRUMENTS = ("wall", "profiler")
