@@ -503,6 +503,35 @@ def test_the_interval_spans_the_class_floors_when_the_op_was_not_probed():
     assert model.floor_band(Kernel("aten::gelu", 32.0, 256.0, "elementwise", "fp32")) == pytest.approx((10e-6,) * 3)
 
 
+def test_a_traced_kernel_named_by_its_module_finds_its_aten_ops_probes():
+    """TraceResult.to_kernels names a kernel 'module: aten::op'; its fixed cost and correction are
+    those of aten::op's own probes (here a 2 us tiny mul, against a 10 us gelu in the class), the
+    same as for the bare name a profile gives."""
+    tinies = [Probe(n, "elementwise", "fp32", 32.0, 384.0, t, t, t, "family: tiny (1, 32) fp32", op)
+              for n, op, t in (("mul", "aten::mul", 2e-6), ("gelu", "aten::gelu", 10e-6))]
+    model = CalibratedModel(synthetic(tinies))
+    bare = Kernel("aten::mul", 32.0, 256.0, "elementwise", "fp32")
+    traced = Kernel("model.layers.0.mlp: aten::mul", 32.0, 256.0, "elementwise", "fp32")
+    assert model.floor_band(traced) == model.floor_band(bare) == pytest.approx((2e-6,) * 3)
+    m = get_machine("h100-sxm")
+    assert model.predict_op(traced, m).time_s == pytest.approx(model.predict_op(bare, m).time_s)
+
+
+def test_the_bound_is_the_roofline_s_not_the_larger_measured_column():
+    """A GEMV, (1, 512) @ (512, 512) fp32: 2 x 512^2 = 524,288 FLOPs over 4 x (512 + 512^2 + 512) B
+    = 1.05 MB, 0.5 FLOP per byte. The synthetic profile's machine peaks at its best matmul rate,
+    1e10 FLOP/s, over 10 GB/s of main memory: a ridge of 1 FLOP per byte, so the roofline calls the
+    GEMV memory-bound; its measured matmul rate at that size (1e9 FLOP/s: 524 us) puts the compute
+    column far above the memory one (1.05 MB at ~40 GB/s: ~26 us)."""
+    model = CalibratedModel(synthetic([]))
+    machine = parse_profile(render_profile(model.calibration), "t")[0]
+    n = 512
+    k = Kernel("aten::mm", 2.0 * n * n, 4.0 * (n + n * n + n), "matmul", "fp32", shape=(1, 1, n, n))
+    p = model.predict_op(k, machine)
+    assert p.compute_s > 10 * p.memory_s  # the measured rates' columns alone would say compute
+    assert p.bound == "memory"
+
+
 def test_an_aten_op_probed_twice_takes_the_median_of_its_tiny_probes():
     """A mul of two tensors took 2 us and a mul by a python scalar 4 us: aten::mul's fixed cost is
     their median, 3 us, the interval's ends at 2 and 4 us."""

@@ -38,7 +38,7 @@ from roofline.measure.calibrated_predictions import CalibratedOpPrediction, Cali
 from roofline.measure.machine_file import load_profile
 from roofline.measure.measurements import (Calibration, gemm_points, main_memory, matmul_rates, peaks, stream_curve,
                                            timing_spread)
-from roofline.measure.residuals import (INSTRUMENTS, Residual, class_launch, fit_residuals, _scalar, fit_class,
+from roofline.measure.residuals import (INSTRUMENTS, Residual, aten_name, class_launch, fit_residuals, _scalar, fit_class,
                                         lookup_residual, op_class)
 from roofline.units import US
 
@@ -219,7 +219,7 @@ class CalibratedModel:
         class in the profile."""
         if kernel.category == "matmul" or not (self.cold or self.operands_cold):
             return False
-        return (("aten-cold", kernel.dtype, kernel.name) in self.residuals
+        return (("aten-cold", kernel.dtype, aten_name(kernel)) in self.residuals
                 or ("class-cold", kernel.dtype, fit_class(kernel)) in self.residuals)
 
     def residual(self, kernel: Kernel, cold: bool = False) -> Residual:
@@ -251,7 +251,7 @@ class CalibratedModel:
         else the calibration's launch. ``cold``: of the tiny probes timed after a cache flush
         (the dispatcher's code and data evicted too), None where they were not measured."""
         table = self.cold_launch if cold else self.class_launch
-        got = table.get((kernel.dtype, "aten", kernel.name))
+        got = table.get((kernel.dtype, "aten", aten_name(kernel)))
         if got is None:
             got = table.get((kernel.dtype, "class", fit_class(kernel)))
         if got is None:
@@ -303,7 +303,7 @@ class CalibratedModel:
     def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None) -> CalibratedOpPrediction:
         """One op: its compute and memory columns carry the fitted correction r (so that launch +
         max(compute, memory) is the time printed), with its class, the measured points it came
-        from and whether it lies outside them."""
+        from and whether it lies outside them; its bound is the roofline's (_roof_bound)."""
         cold = self.reads_cold(kernel)
         compute_s, memory_s, body, fps, bps = self.base_body_s(kernel, machine, cold=True if cold else None)
         res = self.residual(kernel, cold)
@@ -312,13 +312,14 @@ class CalibratedModel:
         time_s = launch + res.ratio * body
         gemm = self.gemm_rate(kernel, machine) if kernel.category == "matmul" else None
         basis = [gemm[2] if gemm else ("matmul by size" if _sized(kernel) else "bandwidth by working set")]
-        basis.append({"op": f"correction of block op {kernel.name!r}", "aten": f"correction of the {kernel.name} probes",
+        aten = aten_name(kernel)
+        basis.append({"op": f"correction of block op {kernel.name!r}", "aten": f"correction of the {aten} probes",
                       "class": f"correction of the {fit_class(kernel)} probes",
-                      "aten-cold": f"correction of the {kernel.name} probes timed cold (operands from main memory)",
+                      "aten-cold": f"correction of the {aten} probes timed cold (operands from main memory)",
                       "class-cold": f"correction of the {fit_class(kernel)} probes timed cold (operands from main memory)",
                       "category": f"mean correction of the {kernel.category} block ops", "none": "no correction"}[res.source])
         if res.width:
-            basis.append(f"rows of {res.width}: corrected by the {kernel.name} probes on narrow rows")
+            basis.append(f"rows of {res.width}: corrected by the {aten} probes on narrow rows")
         if res.strided:
             basis.append(f"a non-contiguous input: x{res.strided_by:.2f} by the {res.strided} probes on chunk views"
                          + (" (no slower than contiguous at this size)" if res.strided_by == 1.0 else ""))
@@ -344,7 +345,7 @@ class CalibratedModel:
         return CalibratedOpPrediction(
             name=kernel.name, category=kernel.category, dtype=kernel.dtype, flops=kernel.flops, bytes=kernel.bytes,
             intensity=kernel.intensity, compute_s=_f(res.ratio * compute_s), memory_s=_f(res.ratio * memory_s),
-            launch_s=launch, time_s=_f(time_s), bound=binds(compute_s, memory_s),
+            launch_s=launch, time_s=_f(time_s), bound=_roof_bound(kernel, machine),
             low_s=_f(low_s), high_s=_f(high_s),
             residual=res.ratio, residual_source=res.source, flops_per_s=_f(fps), bytes_per_s=_f(bps),
             op_class=op_class(kernel), basis="; ".join(basis), extrapolated=res.extrapolated or bool(gemm and gemm[1]),
@@ -368,6 +369,15 @@ class CalibratedModel:
         ops = tuple(self.predict_op(k, machine) for k in kernels)
         base = CalibratedWorkloadPrediction.from_ops(machine.name, self, ops)
         return dataclasses.replace(base, total_low_s=sum(o.low_s for o in ops), total_high_s=sum(o.high_s for o in ops))
+
+
+def _roof_bound(kernel: Kernel, machine: Machine):
+    """Which roof binds the op: its FLOPs at the machine's peak against its bytes at its
+    bandwidth (the roofline's verdict, as `roofline profile` gives it), not which of the measured
+    rates' columns is larger: an M = 1 GEMM reaches a small share of the peak because it waits on
+    its weight, and its measured FLOP/s would call it compute-bound."""
+    return binds(np.asarray(kernel.flops, dtype=float) / machine.peak(kernel.dtype),
+                 np.asarray(kernel.bytes, dtype=float) / machine.bandwidth)
 
 
 def _sized(kernel: Kernel) -> bool:

@@ -51,6 +51,13 @@ def op_class(kernel: Kernel) -> str:
     return kernel.category
 
 
+def aten_name(kernel: Kernel) -> str:
+    """The aten op a kernel was costed as: its name, less the module path a traced op's kernel is
+    named by ('model.layers.0.mlp: aten::mm' -> 'aten::mm', TraceResult.to_kernels), so that the
+    probes of that op are found whether the op comes from a trace, a profile or a probe."""
+    return kernel.name.rsplit(": ", 1)[-1]
+
+
 def _scalar(x) -> bool:
     return np.ndim(x) == 0
 
@@ -238,7 +245,7 @@ def strided_factor(residuals: dict, kernel: Kernel) -> tuple[float, str]:
 
     if kernel.shape != (STRIDED_SHAPE,) or kernel.category == "matmul":
         return 1.0, ""
-    for key in (kernel.name, fit_class(kernel)):
+    for key in (aten_name(kernel), fit_class(kernel)):
         fit = residuals.get(("strided", kernel.dtype, key))
         if fit is not None:
             size = np.log(max(float(np.max(kernel.bytes)), 1.0))
@@ -259,7 +266,7 @@ def width_factor(residuals: dict, kernel: Kernel) -> tuple[float, int]:
     a known (rows, width) (kernel.shape) whose aten op was probed on narrow rows; log of the
     factor interpolated in log width between the probed widths, 1 from WIDE up, the narrowest's
     below it. (1.0, 0) otherwise."""
-    fit = residuals.get(("narrow", kernel.dtype, kernel.name))
+    fit = residuals.get(("narrow", kernel.dtype, aten_name(kernel)))
     if fit is None or kernel.category == "matmul" or len(kernel.shape) != 2 or not all(_scalar(x) for x in kernel.shape):
         return 1.0, 0
     width = int(kernel.shape[1])
@@ -302,7 +309,7 @@ def _fitted(residuals: dict, category_bands: dict, class_bands: dict, spread, ke
     cls = fit_class(kernel)
     size = np.log(max(float(np.max(kernel.bytes)), 1.0))
     tag = "-cold" if cold else ""
-    for source, key in (("aten" + tag, kernel.name), ("class" + tag, cls)):
+    for source, key in (("aten" + tag, aten_name(kernel)), ("class" + tag, cls)):
         fit = residuals.get((source, kernel.dtype, key))
         if fit is None:
             continue
