@@ -580,3 +580,45 @@ def test_a_trace_without_strides_says_what_it_cannot_tell(tmp_path):
     rep = profile_report(tmp_path / "t.json", FAST)
     assert len(rep.ops) == 1 and any("no input strides" in n for n in rep.notes)
     assert "note: this trace records no input strides" in rep.to_table()
+
+
+def test_an_op_with_no_rule_that_does_its_own_work_keeps_all_its_time(tmp_path):
+    """An LSTM as torch records it: aten::lstm (100 us) calls aten::mkldnn_rnn_layer (90 us), whose
+    own child is a 2 us copy; aten::linear (20 us) wraps a 16 us addmm. The rnn layer spends 88 of
+    its 90 us outside its callees (at least half, and 20 us): those 88 us are unsupported, its copy
+    costed; lstm (10 us of its own) and linear (4 us) are wrappers: their own 14 us on the wrappers'
+    line. Every microsecond of the 120 us of top-level ops is on one line: 18 costed + 88
+    unsupported + 14 wrappers."""
+    pytest.importorskip("torch")
+    from roofline.trace.profiler import profile_report
+
+    def ev(name, ts, dur, dims, scalars=()):
+        return dict(ph="X", cat="cpu_op", pid=1, tid=1, name=name, ts=ts, dur=dur,
+                    args={"Input Dims": dims + [[]] * len(scalars),
+                          "Input type": ["float"] * len(dims) + ["Scalar"] * len(scalars),
+                          "Concrete Inputs": [""] * len(dims) + list(scalars)})
+
+    events = [ev("aten::lstm", 0.0, 100.0, [[4, 8, 16]]), ev("aten::mkldnn_rnn_layer", 5.0, 90.0, [[4, 8, 16]]),
+              ev("aten::copy_", 10.0, 2.0, [[4, 16], [4, 16]]),
+              ev("aten::linear", 110.0, 20.0, [[4, 16], [32, 16], [32]]),
+              ev("aten::addmm", 112.0, 16.0, [[32], [4, 16], [16, 32]], ("1", "1"))]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    rep = profile_report(tmp_path / "t.json", FAST)
+    assert sorted((op.name, op.calls) for op in rep.ops) == [("aten::addmm", 1), ("aten::copy_", 1)]
+    assert [(u.name, u.calls, round(u.measured_s * 1e6, 6)) for u in rep.unsupported] == [("aten::mkldnn_rnn_layer", 1, 88.0)]
+    assert "its own time, outside the ops it called" in rep.unsupported[0].reason
+    assert rep.wrapper_calls == 2 and rep.wrapper_s == pytest.approx(14e-6)
+    assert rep.measured_s + rep.free_s + sum(u.measured_s for u in rep.unsupported) + rep.wrapper_s == pytest.approx(
+        rep.top_level_s)
+    assert "wrappers' own time: 14.0 us in 2 calls" in rep.to_table()
+
+
+def test_a_trace_recorded_without_shapes_is_refused(tmp_path, capsys):
+    """No op's input shapes: nothing can be costed, so the whole trace is refused, naming the option."""
+    events = [dict(ph="X", cat="cpu_op", pid=1, tid=1, name="aten::addmm", ts=0.0, dur=16.0, args={"External id": 1}),
+              dict(ph="X", cat="cpu_op", pid=1, tid=1, name="aten::gelu", ts=20.0, dur=4.0, args={})]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    assert main(["profile", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "record_shapes=True" in err and "Traceback" not in err and err.count("\n") == 1

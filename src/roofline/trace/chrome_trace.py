@@ -45,6 +45,24 @@ class Node:
         for c in self.children:
             yield from c.subtree()
 
+    @property
+    def own_us(self) -> float:
+        """Its time outside the ops it called (its children), microseconds, at least 0."""
+        return max(self.dur - sum(c.dur for c in self.children), 0.0)
+
+    @property
+    def does_own_work(self) -> bool:
+        """Whether its own time (outside the ops it called) is at least OWN_WORK_SHARE of its time
+        and OWN_WORK_US: a kernel of its own (an LSTM's mkldnn_rnn_layer, whose children are a few
+        empties and copies), not a wrapper that dispatches to others (aten::linear's few us
+        around its addmm)."""
+        own = self.own_us
+        return self.dur > 0 and own >= OWN_WORK_SHARE * self.dur and own >= OWN_WORK_US
+
+
+OWN_WORK_SHARE = 0.5
+OWN_WORK_US = 20.0
+
 
 def load_trace(path) -> dict:
     from roofline.files import json_failure, read_text
@@ -217,8 +235,11 @@ def _is_id(x) -> bool:
     return isinstance(x, (int, float, str)) and not isinstance(x, bool)
 
 
-def select_ops(roots: list[Node]):
-    """(costed, free, unsupported) nodes, by the walk in the module docstring."""
+def select_ops(roots: list[Node], wrappers: list | None = None):
+    """(costed, free, unsupported) nodes, by the walk in the module docstring: down each branch
+    the first op with a rule is costed; an op without one (or a free one) that called others is
+    walked into and appended to ``wrappers``: its own time (own_us) is not in its callees' rows
+    (profile_report lists it)."""
     costed, free, unsupported = [], [], []
 
     def walk(n: Node):
@@ -227,6 +248,8 @@ def select_ops(roots: list[Node]):
             costed.append(n)
             return
         if n.children:
+            if wrappers is not None:
+                wrappers.append(n)
             for c in n.children:
                 walk(c)
             return

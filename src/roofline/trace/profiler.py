@@ -154,6 +154,8 @@ class ProfileReport(Tabular):
     framework_basis: str = ""  # how framework_s was counted (CalibratedModel.framework_text)
     framework_per_gap: bool = False  # framework_s counts the gaps between ops (the profile has a framework probe)
     top_level_s: float = 0.0  # measured: the CPU time of the top-level ops (wrappers' own time, views and all)
+    wrapper_s: float = 0.0  # measured: the own time of ops with no rule that called others (aten::linear's, outside its addmm)
+    wrapper_calls: int = 0
     unprofiled_s: float | None = None  # calibrated: costed ops at the wall-clock probes' times + framework
     notes: tuple[str, ...] = ()
 
@@ -201,7 +203,8 @@ class ProfileReport(Tabular):
                 "unsupported_device_s": self.unsupported_device_s, "unattributed_s": self.unattributed_s,
                 "unattributed": [u.to_dict() for u in self.unattributed],
                 "between_ops_s": self.between_ops_s, "between_ops_gaps": self.between_ops_gaps,
-                "top_level_s": self.top_level_s, "measured_total_s": self.measured_total_s,
+                "top_level_s": self.top_level_s, "wrapper_s": self.wrapper_s, "wrapper_calls": self.wrapper_calls,
+                "measured_total_s": self.measured_total_s,
                 "calibrated_error": (self.calibrated_s / self.measured_total_s - 1.0
                                      if self.calibrated_s is not None and self.measured_total_s > 0 else None),
                 "unprofiled_s": self.unprofiled_s, "notes": list(self.notes)}
@@ -261,7 +264,12 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
                 s += dev[x]
         return s
 
-    costed, free, missing = select_ops(roots)
+    if not any("Input Dims" in n.args for r in roots for n in r.subtree()) and roots:
+        raise RooflineError(f"{str(path)!r} was recorded without the ops' input shapes: record it with "
+                            "torch.profiler's record_shapes=True (no op can be costed without them)", field="trace")
+    wrappers: list = []  # ops with no rule walked into: their own time outside their callees is listed below
+    rebuilt_not: dict = {}  # id of a wrapper whose own call could not be rebuilt -> why
+    costed, free, missing = select_ops(roots, wrappers)
     cache: dict = {}
     rows: dict = {}
     unsupported: dict = {}
@@ -278,8 +286,11 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
         got = cache[key]
         if isinstance(got, str) and n.children:
             # an overload the rule's call cannot be rebuilt for (``where(mask)`` is ``nonzero``, not
-            # the pointwise ``where``): its callees are costed instead, as for an op without a rule
-            c2, f2, m2 = select_ops(n.children)
+            # the pointwise ``where``): its callees are costed instead, as for an op without a rule,
+            # and its own time is listed like such an op's (below)
+            wrappers.append(n)
+            rebuilt_not[id(n)] = got
+            c2, f2, m2 = select_ops(n.children, wrappers)
             queue[:0] = c2
             free += f2
             missing += m2
@@ -323,6 +334,16 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
         u[0] += 1
         u[1] += n.dur * US
         u[2] += take(n)
+    wrapper_s, wrapper_calls = 0.0, 0
+    for n in wrappers:  # their own time: a kernel of their own is unsupported, a wrapper's few us its own line
+        if n.does_own_work:
+            why = rebuilt_not.get(id(n), "no rule for this op") + "; its own time, outside the ops it called"
+            u = unsupported.setdefault((n.name, why), [0, 0.0, 0.0])
+            u[0] += 1
+            u[1] += n.own_us * US
+        else:
+            wrapper_s += n.own_us * US
+            wrapper_calls += 1
     if calibrated is not None:  # a forward's weights are cold when what it moves outgrows the cache
         calibrated = calibrated.for_forward(sum(r["bytes"] * r["calls"] for r in rows.values()))
     ops = []
@@ -362,7 +383,8 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
                          unattributed_device_time(devs, claimed), gap_s, gaps,
                          calibrated.framework_text if calibrated is not None else "",
                          calibrated is not None and calibrated.calibration.framework_gap_s is not None,
-                         sum(n.dur for n in roots) * US, unprofiled + framework if calibrated is not None else None,
+                         sum(n.dur for n in roots) * US, wrapper_s, wrapper_calls,
+                         unprofiled + framework if calibrated is not None else None,
                          tuple(notes))
 
 
@@ -418,6 +440,9 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
     lines.append(f"\ncosted ops: measured {_us(rep.measured_s)} us against a roofline of {_us(rep.roofline_s)} us "
                  f"({rep.roofline_s / rep.measured_s:.1%} of speed of light)" if rep.measured_s else "\nno costed ops")
     lines.append(f"free ops (views, metadata): {rep.free_calls} calls, {_us(rep.free_s)} us")
+    if rep.wrapper_calls:
+        lines.append(f"wrappers' own time: {_us(rep.wrapper_s)} us in {rep.wrapper_calls} calls (ops with no rule of "
+                     "their own, such as aten::linear, outside the ops they called)")
     if rep.between_ops_gaps:
         lines.append(f"between ops: {_us(rep.between_ops_s)} us in {rep.between_ops_gaps} gaps between top-level ops "
                      f"({_us(rep.between_ops_s / rep.between_ops_gaps)} us each; measured: Python, module calls, the "
@@ -435,9 +460,18 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
         measured = rep.measured_total_s
         what = ("the top-level ops and the time between them, the profiler's own cost in both" if gaps
                 else "the costed ops and the views")
+        left_out = sum(u.measured_s for u in rep.unsupported)
         lines.append(f"calibrated: costed ops {_us(rep.calibrated_s - rep.framework_s)} us + framework "
                      f"{_us(rep.framework_s)} us ({rep.framework_basis}) = {_us(rep.calibrated_s)} us against "
-                     f"{_us(measured)} us measured ({what}; {rep.calibrated_s / measured - 1:+.1%})")
+                     f"{_us(measured)} us measured ({what}; {rep.calibrated_s / measured - 1:+.1%})"
+                     + (f"; it leaves out the unsupported ops' {_us(left_out)} us, which no model costs"
+                        if gaps and left_out > 0 else ""))
+        if gaps and rep.between_ops_gaps and rep.framework_s:
+            measured_gap, predicted_gap = rep.between_ops_s / rep.between_ops_gaps, rep.framework_s / rep.between_ops_gaps
+            if measured_gap > 2 * predicted_gap:
+                lines.append(f"note: the profiled gaps between ops average {_us(measured_gap)} us against the framework "
+                             f"probe's {_us(predicted_gap)} us: under torch.profiler each gap also holds the profiler's own "
+                             "recording, which the framework line (a forward's time without the profiler) leaves out")
         if not rep.device and rep.unprofiled_s is not None:
             lines.append(f"without the profiler (the wall-clock probes): {_us(rep.unprofiled_s)} us predicted for "
                          "the same forward, what a clock around it unprofiled should read")
