@@ -7,7 +7,7 @@ import pytest
 
 from roofline.cli import main
 from roofline.errors import RooflineError
-from roofline.machines import Machine
+from roofline.machines import Machine, MemoryLevel
 
 FAST = Machine("far too fast", 1e18, 1e16)  # every real measurement is slower than its bound here
 SLOW = Machine("far too slow", 1e3, 1e3)  # every real measurement beats its bound here: impossible
@@ -622,3 +622,20 @@ def test_a_trace_recorded_without_shapes_is_refused(tmp_path, capsys):
     assert main(["profile", str(path)]) == 2
     err = capsys.readouterr().err
     assert "record_shapes=True" in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_an_op_faster_than_main_memory_but_not_its_cache_is_not_called_impossible(tmp_path):
+    """A (64, 128) fp32 add: 3 x 32 KiB = 96 KiB read and written, in a 512 KiB L2. At 1 us it
+    beats a 10 GB/s main memory's bound (9.8 us) but not a 1 TB/s L2's (0.1 us): no problem, and
+    the advice says "in cache", not "impossible"."""
+    pytest.importorskip("torch")
+    from roofline.trace.profiler import profile_report
+
+    m = Machine("small cpu", 1e11, 10e9, default_dtype="fp32", levels=(MemoryLevel("l2", 512 * 1024, 1e12),))
+    ev = dict(ph="X", cat="cpu_op", pid=1, tid=1, name="aten::add", ts=0.0, dur=1.0,
+              args={"Input Dims": [[64, 128], [64, 128], []], "Input type": ["float", "float", "Scalar"],
+                    "Concrete Inputs": ["", "", "1"]})
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": [ev]}))
+    (add,) = profile_report(tmp_path / "t.json", m).ops
+    assert add.speed_of_light > 1 and add.problem is None
+    assert add.advice.startswith("in cache") and "impossible" not in add.advice

@@ -85,6 +85,9 @@ class ProfiledOp:
 
     @property
     def advice(self) -> str:
+        if self.speed_of_light > 1 and not self.problem:
+            # faster than the main-memory roof, within a cache level's (measurement_problem passed it)
+            return "in cache: beats main memory's roof, not its cache's (a warm working set)"
         return advice(self.bound, self.category, self.speed_of_light, self.gpu)
 
     def to_dict(self) -> dict:
