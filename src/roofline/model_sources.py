@@ -52,6 +52,7 @@ class TransformerConfig:
     n_shared_experts: int = 0  # always-active experts (DeepSeek-style)
     expert_d_ff: int | None = None  # hidden size of each expert (default d_ff)
     key: str = ""
+    activation: str = ""  # the MLP's, as config.json names it (silu, gelu_pytorch_tanh, ...); "" the builder's usual
 
     def __post_init__(self):
         for f in ("d_model", "n_layers", "n_heads", "vocab"):
@@ -141,7 +142,7 @@ def uniform_config(model, what: str = "this") -> TransformerConfig:
         head_dim=a.head_dim, d_ff=ff.d_ff, gated_mlp=ff.gated, tied_embeddings=m.tied_embeddings, norm=layer.norm,
         attention_bias=a.qkv_bias, attention_out_bias=a.out_bias, mlp_bias=ff.bias, max_position_embeddings=m.positions,
         n_experts=ff.n_experts if moe else 1, experts_per_token=ff.top_k if moe else 1, n_shared_experts=shared,
-        expert_d_ff=ff.d_ff, key=m.key)
+        expert_d_ff=ff.d_ff, key=m.key, activation=ff.activation)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -43,10 +43,12 @@ def cmd_trace(args):
     torch = require_torch("roofline trace")
     from roofline.trace.record import DTYPE_BY_NAME, trace
 
+    machine = machine_from_args(args)
+    if args.dtype is None:  # the machine's, as layer and plan take it (a CPU profile's fp32), else bf16
+        args.dtype = machine.default_dtype if machine.default_dtype in DTYPE_BY_NAME else "bf16"
     for flag, name in (("--dtype", args.dtype), ("--input-dtype", args.input_dtype)):
         if name not in DTYPE_BY_NAME:
             raise RooflineError(f"argument {flag}: unknown dtype {name!r}; known: {', '.join(DTYPE_BY_NAME)}")
-    machine = machine_from_args(args)
     factory = is_factory(args.model)
     if factory:
         refuse_unused(args, {"phase": None, "tokens": None, "batch": None, "context": None},
@@ -282,7 +284,8 @@ def register(sub):
                    help="shape of one input tensor (repeat for several inputs; default 1,128)")
     p.add_argument("--input-dtype", default="int64",
                    help="dtype of the inputs, kept as given (default int64: token ids; float inputs: usually --dtype's)")
-    p.add_argument("--dtype", default="bf16", help="dtype of the weights and floating activations (default bf16)")
+    p.add_argument("--dtype", default=None, help="dtype of the weights and floating activations (default: the "
+                   "machine's, bf16 on the GPU presets, a CPU profile's fp32)")
     p.add_argument("--unfused", action="store_true",
                    help="record what the meta dispatcher does for attention and RMSNorm instead of the fused GPU kernels")
     p.add_argument("--by", choices=("op", "module"), default="op", help="table rows: per op name or per module path")

@@ -13,7 +13,8 @@ from roofline.hf_configs.shared import _act, _assemble, _gqa, _layer_types, _win
 
 def _llama_like(c: _Keys, *, tie_default=False, qkv_bias=None, out_bias=None, qk_norm="", sliding_default=None,
                 n_norms=-1, types_default=None, moe: Callable[[int], MoE | None] | None = None,
-                dense_ff: int | None = None, head_dim_default=None, gated=True, windowed=True, vocab_default=None) -> Model:
+                dense_ff: int | None = None, head_dim_default=None, gated=True, windowed=True, vocab_default=None,
+                act_default="silu") -> Model:
     D = c.pos("hidden_size")
     L = c.pos("num_hidden_layers")
     H = c.pos("num_attention_heads")
@@ -29,7 +30,7 @@ def _llama_like(c: _Keys, *, tie_default=False, qkv_bias=None, out_bias=None, qk
     types = _layer_types(c, L, types_default or (lambda i: "sliding_attention" if window else "full_attention"))
     F = dense_ff if dense_ff is not None else c.pos("intermediate_size")
     mlp_bias = bool(c.get("mlp_bias", False))
-    act = _act(c)
+    act = _act(c, act_default)
     layers, built = [], {}
     dense = MLP(F, gated, mlp_bias, act)
     for i in range(L):
@@ -131,10 +132,14 @@ def _qwen3_moe(c: _Keys) -> Model:
 # ---------------------------------------------------------------------------------------------
 
 
+GEMMA_ACT = "gelu_pytorch_tanh"  # Gemma's hidden_activation / hidden_act default in transformers' configs
+
+
 @loader("gemma")
 def _gemma(c: _Keys) -> Model:
-    """GemmaConfig: head_dim 256, tie_word_embeddings True, gated GELU MLP, no biases."""
-    return _llama_like(c, tie_default=True, head_dim_default=256)
+    """GemmaConfig: head_dim 256, tie_word_embeddings True, gated GELU MLP (hidden_act default
+    gelu_pytorch_tanh, transformers' GemmaConfig), no biases."""
+    return _llama_like(c, tie_default=True, head_dim_default=256, act_default=GEMMA_ACT)
 
 
 @loader("gemma2")
@@ -147,7 +152,8 @@ def _gemma2(c: _Keys) -> Model:
         raise RooflineError(f"{c.name}: sliding_window {window} and sliding_window_size {c.raw['sliding_window_size']} "
                             "disagree", field="model")
     return _llama_like(c, tie_default=True, n_norms=4, head_dim_default=256, sliding_default=window,
-                       types_default=lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention")
+                       types_default=lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention",
+                       act_default=GEMMA_ACT)
 
 
 @loader("gemma3_text")
@@ -161,4 +167,5 @@ def _gemma3_text(c: _Keys) -> Model:
     window = c.int("sliding_window", 4096)
     pattern = c.pos("sliding_window_pattern", 6)
     return _llama_like(c, tie_default=True, n_norms=4, qk_norm="rmsnorm", head_dim_default=256, vocab_default=262208,
-                       sliding_default=window, types_default=lambda i: "sliding_attention" if (i + 1) % pattern else "full_attention")
+                       sliding_default=window, types_default=lambda i: "sliding_attention" if (i + 1) % pattern else "full_attention",
+                       act_default=GEMMA_ACT)

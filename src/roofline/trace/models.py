@@ -64,6 +64,26 @@ class LlamaAttention(nn.Module):
         return self.wo(y.transpose(1, 2).reshape(B, T, c.attn_dim))
 
 
+ACTIVATIONS = {  # config.json's hidden_act -> the eager call Hugging Face's ACT2FN makes
+    "silu": F.silu, "swish": F.silu, "relu": F.relu, "gelu": F.gelu,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"), "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "gelu_fast": lambda x: F.gelu(x, approximate="tanh"),
+}
+
+
+def activation(name: str, default: str):
+    """The MLP's activation function for config.json's name (``default`` when none is named); a
+    name not in ACTIVATIONS is refused by name (tracing another op in its place would cost it
+    under the wrong name)."""
+    from roofline.errors import RooflineError
+
+    name = name or default
+    if name not in ACTIVATIONS:
+        raise RooflineError(f"MLP activation {name!r}: the torch module builder traces {', '.join(ACTIVATIONS)}; for "
+                            "another give a PACKAGE.MODULE:FACTORY that builds the model", field="model")
+    return ACTIVATIONS[name]
+
+
 class LlamaMLP(nn.Module):
     def __init__(self, cfg: TransformerConfig, d_ff: int | None = None):
         super().__init__()
@@ -71,10 +91,11 @@ class LlamaMLP(nn.Module):
         d_ff = d_ff or cfg.d_ff
         self.w13 = nn.Linear(cfg.d_model, 2 * d_ff, bias=cfg.mlp_bias)  # gate and up, fused
         self.w2 = nn.Linear(d_ff, cfg.d_model, bias=cfg.mlp_bias)
+        self.act = activation(cfg.activation, "silu")  # SwiGLU; a GeGLU (Gemma) with gelu
 
     def forward(self, x):
         gate, up = self.w13(x).chunk(2, dim=-1)
-        return self.w2(F.silu(gate) * up)
+        return self.w2(self.act(gate) * up)
 
 
 UNIFORM_ROUTING = ("MoE routing assumed uniform: the tokens x {k} (token, expert) pairs are spread evenly over the "
@@ -188,6 +209,7 @@ class GPT2Block(nn.Module):
         self.ln_2 = nn.LayerNorm(D)
         self.c_fc = nn.Linear(D, cfg.d_ff, bias=cfg.mlp_bias)
         self.mlp_proj = nn.Linear(cfg.d_ff, D, bias=cfg.mlp_bias)
+        self.act = activation(cfg.activation, "gelu_new")  # GPT-2's tanh approximation
 
     def forward(self, x, cache=None):
         B, T, D = x.shape
@@ -198,7 +220,7 @@ class GPT2Block(nn.Module):
             k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None)
         x = x + self.c_proj(y.transpose(1, 2).reshape(B, T, D))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+        return x + self.mlp_proj(self.act(self.c_fc(self.ln_2(x))))
 
 
 class GPT2Like(nn.Module):
@@ -264,6 +286,14 @@ def tiny_gpt2() -> GPT2Like:
                                         head_dim=None, vocab=256, max_position_embeddings=64, expert_d_ff=None))
 
 
+def _model_notes(model) -> tuple:
+    """The notes of the Model a preset key or config.json loads into (keys not understood, dtypes
+    assumed: hf_configs), for the trace's output."""
+    from roofline.model_sources import get_model
+
+    return tuple(getattr(get_model(model), "notes", ()))
+
+
 def from_config(model):
     """A preset key, a config.json path (or a Model) as one of these torch modules, for tracing:
     SwiGLU RMSNorm models, dense or with experts (Mixtral-like), as LlamaLike, LayerNorm GELU models with learned positions as
@@ -271,10 +301,15 @@ def from_config(model):
     from roofline.errors import RooflineError
 
     cfg = _cfg(model)
+    notes = [] if isinstance(model, TransformerConfig) else list(_model_notes(model))
+    built = None
     if cfg.gated_mlp and cfg.norm == "rmsnorm":
-        return LlamaLike(cfg)
-    if not cfg.is_moe and not cfg.gated_mlp and cfg.norm == "layernorm" and cfg.n_kv_heads in (None, cfg.n_heads):
-        return GPT2Like(cfg)
+        built = LlamaLike(cfg)
+    elif not cfg.is_moe and not cfg.gated_mlp and cfg.norm == "layernorm" and cfg.n_kv_heads in (None, cfg.n_heads):
+        built = GPT2Like(cfg)
+    if built is not None:
+        built.notes = notes + list(getattr(built, "notes", []))  # what the config's loader ignored or assumed
+        return built
     raise RooflineError(f"{cfg.name}: roofline trace builds Llama-like (SwiGLU, RMSNorm; dense or MoE) and GPT-2-like "
                         "(GELU, LayerNorm) models from a config; for this one give a PACKAGE.MODULE:FACTORY "
                         "that builds it", field="model")
