@@ -36,8 +36,8 @@ from roofline.kernels import Kernel
 from roofline.machines import Machine, get_machine
 from roofline.measure.calibrated_predictions import CalibratedOpPrediction, CalibratedWorkloadPrediction
 from roofline.measure.machine_file import load_profile
-from roofline.measure.measurements import (Calibration, gemm_points, main_memory, matmul_rates, peaks, stream_curve,
-                                           timing_spread)
+from roofline.measure.measurements import (Calibration, best_rate, gemm_points, main_memory, matmul_rates, peaks,
+                                           stream_curve, timing_spread)
 from roofline.measure.residuals import (INSTRUMENTS, Residual, aten_name, class_launch, fit_residuals, _scalar, fit_class,
                                         lookup_residual, op_class)
 from roofline.units import US
@@ -141,11 +141,12 @@ class CalibratedModel:
                 raise ValueError(f"no {dtype} matmul in the calibration and no machine to take a peak from")
             return DEFAULT_COMPUTE_FRACTION * machine.peak(dtype)
         f, r = rates
+        best = best_rate(self.calibration, dtype)  # the profile's peak: what a machine's peak is scaled against
         size = np.asarray(flops, dtype=float)
         x = np.log(np.clip(size, 1.0, 1e300))
-        out = np.where(np.isposinf(size), r.max(), np.exp(np.interp(x, np.log(f), np.log(r))))
+        out = np.where(np.isposinf(size), best, np.exp(np.interp(x, np.log(f), np.log(r))))
         if machine is not None:
-            out = out * machine.peak(dtype) / r.max()
+            out = out * machine.peak(dtype) / best
         return out
 
     def bandwidth_bytes_per_s(self, working_set_bytes, machine: Machine | None = None, cold: bool | None = None):
@@ -189,8 +190,8 @@ class CalibratedModel:
         outside = not (mu.min() <= M <= mu.max() and nku.min() <= N * K <= nku.max())
         rate = np.exp(log_rate)
         if machine is not None:
-            best = matmul_rates(self.calibration, kernel.dtype)
-            rate = rate * machine.peak(kernel.dtype) / (best[1].max() if best is not None else rates.max())
+            best = best_rate(self.calibration, kernel.dtype)
+            rate = rate * machine.peak(kernel.dtype) / (best if best is not None else rates.max())
         basis = (f"gemm {kernel.dtype}{' weights streamed' if self.cold or self.weights_cold else ''} M {mu.min():g}-{mu.max():g} x N K "
                  f"{np.sqrt(nku.min()):g}^2-{np.sqrt(nku.max()):g}^2"
                  + (" (outside: clamped)" if outside else ""))

@@ -25,7 +25,7 @@ import numpy as np
 from roofline.errors import RooflineError
 from roofline.files import write_text_atomically
 from roofline.machines import Machine, parse_machine_file
-from roofline.measure.measurements import Calibration, Curve, Probe, body_s, level_bandwidths, main_memory, peaks
+from roofline.measure.measurements import Calibration, Curve, Probe, best_rate, body_s, level_bandwidths, main_memory, peaks
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -146,10 +146,12 @@ def render_profile(cal: Calibration) -> str:
 
 
 def _best_size(cal: Calibration, dtype: str) -> float:
+    """The size whose rate is the dtype's peak (measurements.best_rate)."""
+    best = best_rate(cal, dtype)
     for c in cal.matmul:
-        if c.dtype == dtype:
+        if c.dtype == dtype and best is not None:
             rate = np.asarray(c.flops) / body_s(c.seconds, cal.launch_s)
-            return float(c.size[int(np.argmax(rate))])
+            return float(c.size[int(np.argmin(np.abs(rate - best)))])
     return 0.0
 
 

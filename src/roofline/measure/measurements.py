@@ -123,13 +123,31 @@ def gemm_points(cal: Calibration, dtype: str, cold: bool = False):
     return None
 
 
+PEAK_LAUNCH_SHARE = 0.1  # a size's rate counts for the peak where the launch it subtracts is at most this share of its time
+
+
+def best_rate(cal: Calibration, dtype: str) -> float | None:
+    """The best achieved matmul FLOP/s of the dtype's sweep, over the sizes whose launch is at most
+    PEAK_LAUNCH_SHARE of their time (all sizes where none is that long): a small matmul's rate,
+    FLOPs / (t - launch), leans on a launch measured on another op (a 1-element add), and on the
+    2-core EPYC of docs/accuracy-models.md a 64^3 fp32 matmul of 6.9 us less 2.6 us of launch
+    read 121 GFLOP/s where no larger size beat 100 (2026-12-02). None if unmeasured."""
+    for c in cal.matmul:
+        if c.dtype == dtype and c.flops and c.kind == "matmul":
+            t = np.asarray(c.seconds, dtype=float)
+            rate = np.asarray(c.flops, dtype=float) / body_s(t, cal.launch_s)
+            long = cal.launch_s <= PEAK_LAUNCH_SHARE * t
+            return float(rate[long].max() if long.any() else rate.max())
+    return None
+
+
 def peaks(cal: Calibration) -> dict[str, float]:
-    """Best achieved matmul FLOP/s per dtype: the profile's peak_flops_per_s."""
+    """Best achieved matmul FLOP/s per dtype (best_rate): the profile's peak_flops_per_s."""
     out = {}
     for c in cal.matmul:
-        rates = matmul_rates(cal, c.dtype)
-        if rates is not None:
-            out[c.dtype] = float(rates[1].max())
+        best = best_rate(cal, c.dtype)
+        if best is not None:
+            out[c.dtype] = best
     return out
 
 
