@@ -106,8 +106,13 @@ def cmd_trace(args):
         ins = (f"one decode step at batch {result.inputs[0][0]} against a KV cache of {result.inputs[1][2]:,} tokens "
                f"({len(result.inputs) - 1} cache tensors, appended with cat as eager code does)")
     free = sum(1 for op in result.ops if op.bytes == 0)
-    print(f"{result.model} ({args.model}): inputs {ins}, weights {args.dtype}, "
-          f"{'fused' if result.fused else 'unfused (meta dispatcher)'} attention and RMSNorm")
+    if result.fused:  # name the fused kernels the model has (a GPT-2 has attention and LayerNorm, no RMSNorm)
+        kinds = [k for k, key in (("attention", "attention"), ("RMSNorm", "rms_norm"))
+                 if any(key in op.name for op in result.ops)]
+        fusion = f"fused {' and '.join(kinds)}" if kinds else "no attention or RMSNorm to fuse"
+    else:
+        fusion = "attention and RMSNorm unfused (the meta dispatcher's ops)"
+    print(f"{result.model} ({args.model}): inputs {ins}, weights {args.dtype}, {fusion}")
     print(f"{len(result.ops):,} ops ({free:,} free views), {format_si(result.total_flops, 'FLOP')}, "
           f"{format_si(result.total_bytes, 'B')} moved ({format_bytes(result.total_bytes)}), "
           f"intensity {result.intensity:,.1f} FLOP/B\n")

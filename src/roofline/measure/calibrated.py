@@ -318,7 +318,8 @@ class CalibratedModel:
                       "class": f"correction of the {fit_class(kernel)} probes",
                       "aten-cold": f"correction of the {aten} probes timed cold (operands from main memory)",
                       "class-cold": f"correction of the {fit_class(kernel)} probes timed cold (operands from main memory)",
-                      "category": f"mean correction of the {kernel.category} block ops", "none": "no correction"}[res.source])
+                      "category": f"mean correction of the {kernel.category} block ops",
+                      "none": f"no probe of its class ({op_class(kernel)}): the rates alone, uncorrected"}[res.source])
         if res.width:
             basis.append(f"rows of {res.width}: corrected by the {aten} probes on narrow rows")
         if res.strided:
@@ -349,7 +350,8 @@ class CalibratedModel:
             launch_s=launch, time_s=_f(time_s), bound=_roof_bound(kernel, machine),
             low_s=_f(low_s), high_s=_f(high_s),
             residual=res.ratio, residual_source=res.source, flops_per_s=_f(fps), bytes_per_s=_f(bps),
-            op_class=op_class(kernel), basis="; ".join(basis), extrapolated=res.extrapolated or bool(gemm and gemm[1]),
+            op_class=op_class(kernel), basis="; ".join(basis),
+            extrapolated=res.extrapolated or bool(gemm and gemm[1]) or res.source == "none",
         )
 
     def fastest_s(self, kernel: Kernel, machine: Machine | None = None):

@@ -85,7 +85,15 @@ def load_trace(path) -> dict:
         problem = _event_problem(e)
         if problem:
             raise RooflineError(f"{str(path)!r}: trace event {i} {problem}: not a torch.profiler Chrome trace", field="trace")
+    ops = [e for e in events if _cat(e) == "cpu_op" and "dur" in e]
+    if len(ops) > 1 and not any(e["dur"] > 0 for e in ops):
+        # ops that take no time cannot nest: every callee would be costed again beside its caller
+        raise RooflineError(f"{str(path)!r}: every one of its {len(ops):,} op events has dur = 0: not a torch.profiler "
+                            "Chrome trace (its ops are timed)", field="trace")
     return {"traceEvents": events}
+
+
+MAX_DUR_US = 1e12  # an event longer than this (11.6 days, in the trace's microseconds) is not a profiled op
 
 
 def _is_number(x) -> bool:
@@ -106,6 +114,8 @@ def _event_problem(e) -> str | None:
             return f"has {key} = {json.dumps(e[key])[:40]}, not a number"
     if "dur" in e and e["dur"] < 0:
         return f"has a negative dur ({e['dur']})"
+    if "dur" in e and e["dur"] > MAX_DUR_US:
+        return f"has dur = {e['dur']:.3g} us, over {MAX_DUR_US / 86400e6:.0f} days (durations are microseconds)"
     if "args" in e and e["args"] is not None and not isinstance(e["args"], dict):
         return f"has args = {json.dumps(e['args'])[:40]}, not an object"
     for key in ("pid", "tid"):
