@@ -339,7 +339,8 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
         u[2] += take(n)
     wrapper_s, wrapper_calls = 0.0, 0
     for n in wrappers:  # their own time: a kernel of their own is unsupported, a wrapper's few us its own line
-        if n.does_own_work:
+        ruled = get_rule(n.name) is not None and id(n) not in rebuilt_not  # a view or other free op: never a kernel
+        if n.does_own_work and not ruled:
             why = rebuilt_not.get(id(n), "no rule for this op") + "; its own time, outside the ops it called"
             u = unsupported.setdefault((n.name, why), [0, 0.0, 0.0])
             u[0] += 1
