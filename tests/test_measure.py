@@ -354,3 +354,20 @@ def test_trace_against_a_profile_says_the_framework_time_is_not_in_its_predictio
         assert main(["trace", "roofline.trace.models:tiny_llama", "--machine", str(path)]) == 0
         out = capsys.readouterr().out
         assert "framework's time between ops" in out and needle in out
+
+
+def test_trace_with_a_profile_prints_one_prediction_and_its_rows_add_up(profile, capsys, tmp_path):
+    """`trace CONFIG --machine PROFILE`: the weights default to the profile's dtype (fp32 on a CPU),
+    the JSON's rows (the table's) sum to its predicted total, and the table's total row is the
+    predicted line's figure (a traced kernel's 'module: aten::op' name finds the same probes)."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                               "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256}))
+    assert main(["trace", str(cfg), "--tokens", "16", "--machine", str(profile), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["weights_dtype"] == "fp32" and d["phase"] == "prefill"
+    assert sum(g["predicted_s"] for g in d["groups"]) == pytest.approx(d["predicted_s"], rel=1e-9)
+    assert main(["trace", str(cfg), "--tokens", "16", "--machine", str(profile)]) == 0
+    out = capsys.readouterr().out
+    total_us = float(next(line for line in out.splitlines() if line.startswith("total")).split()[-2].replace(",", ""))
+    assert total_us == pytest.approx(d["predicted_s"] * 1e6, rel=0.01, abs=0.1)

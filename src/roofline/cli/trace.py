@@ -90,8 +90,10 @@ def cmd_trace(args):
                         "of a recorded torch.profiler trace counts the gaps and adds that line"
                         if gap is not None else "this profile has no framework probe (calibrate again to measure one)"))
     if args.json:
-        print(result.to_json(machine=machine.key or machine.name, predicted_s=pred.total_s,
-                             roofline_s=result.predict(machine).total_s, notes=notes))
+        print(result.to_json(machine=machine.key or machine.name, weights_dtype=args.dtype,
+                             phase=None if factory else (args.phase or "prefill"), predicted_s=pred.total_s,
+                             roofline_s=result.predict(machine).total_s, notes=notes,
+                             groups=result.group_rows(machine, args.by, cost_model)))
         return
     if args.csv:
         sys.stdout.write(result.to_csv())

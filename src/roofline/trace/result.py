@@ -140,6 +140,15 @@ class TraceResult(Tabular):
                         ";".join("x".join(map(str, s)) for s in op.shapes)])
         return buf.getvalue()
 
+    def group_rows(self, machine, by: str = "op", model=None) -> list[dict]:
+        """The table's rows as dicts (to_table on ``machine``): per group its calls, FLOPs, bytes,
+        predicted seconds (by ``model``, default the plain roofline) and bound, costliest first."""
+        times = _group_times(self, machine, by, model)
+        rows = [{"key": g.key, "calls": g.calls, "flops": g.flops, "bytes": g.bytes,
+                 "predicted_s": times.get(g.key, (0.0, ""))[0], "bound": times.get(g.key, (0.0, ""))[1] or None}
+                for g in self.groups(by)]
+        return sorted(rows, key=lambda r: -r["predicted_s"])
+
     def to_table(self, machine=None, by: str = "op", model=None) -> str:
         """Groups with calls, FLOPs, bytes, intensity and, on ``machine``, the predicted time."""
         from roofline.tables import _mag, _us, grid
