@@ -115,7 +115,7 @@ def register(sub):
                                    "the ops of a scaled-down block) written atomically as a machine TOML file: "
                                    "use it as --machine FILE anywhere, `roofline check` included.")
     _common(p)
-    p.add_argument("--budget", type=_budget("--budget"), default=60.0, help="seconds to spend, about (default 60)")
+    p.add_argument("--budget", type=_budget("--budget"), default=60.0, help="seconds to spend, about (default 60; under ~30 the probes' fixed passes stretch it)")
     p.add_argument("-o", "--output", default=None, help="profile path (default roofline-DEVICE.toml)")
     p.set_defaults(func=cmd_calibrate)
 
