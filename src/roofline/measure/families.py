@@ -265,9 +265,12 @@ def profiled_seconds(ops: Sequence[FamilyOp], calls: int = PROFILED_CALLS, flush
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         groups: dict[str, list[int]] = {}
         for i, o in enumerate(ops):  # the probes of one size together (a forward's ops are of a size)
-            # a class op's size is its "(rows, width" ; an attention probe's its whole shape (T and S):
-            # a 64-token decode read right after a 4,096-token one finds its K and V evicted
-            groups.setdefault(o.shape.split(") ")[0] if ") " in o.shape else o.shape, []).append(i)
+            # a class op's size is its "(rows, width"; the decode attention probes are one group (all S),
+            # each call after the others: in a forward other ops run between two calls of an attention
+            # and evict its K and V, which ten calls back to back would keep (on the EPYC of
+            # docs/accuracy-models.md a (1, 6, 1, 64) x 257 decode recorded 50-96 us in forwards, the
+            # nearest probe shapes 22 and 53 us back to back, 46 and 82 us interleaved, 2026-12-02)
+            groups.setdefault(o.shape.split(") ")[0].split(" S ")[0], []).append(i)
         for members in groups.values():
             for _ in range(PROFILED_WARMUP):  # recorded but in no annotation: the profiler's first calls of an op are slow
                 for i in members:
