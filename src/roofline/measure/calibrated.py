@@ -211,6 +211,10 @@ class CalibratedModel:
         bps = self.bandwidth_bytes_per_s(kernel.bytes, machine, cold)
         compute_s = np.asarray(kernel.flops, dtype=float) / fps
         memory_s = np.asarray(kernel.bytes, dtype=float) / bps
+        if kernel.category in SIZED_CATEGORIES and not _sized(kernel):
+            # a decode-shaped attention: its FLOPs taken to hide under its K and V reads (_sized), so the
+            # body (and the compute column, capped at the memory one) follows its bytes
+            compute_s = np.minimum(compute_s, memory_s)
         return compute_s, memory_s, overlapped_s(compute_s, memory_s), fps, bps
 
     def reads_cold(self, kernel: Kernel) -> bool:
@@ -384,9 +388,9 @@ def _roof_bound(kernel: Kernel, machine: Machine):
 
 
 def _sized(kernel: Kernel) -> bool:
-    """Whether the op's FLOPs are costed at the matmul rate at its size (SIZED_CATEGORIES), not at
-    the best measured rate: not a decode-shaped attention (fit_class), whose time follows the K and
-    V it reads, not its FLOPs, which grow with the query heads per KV head. On the 2-core EPYC of
+    """Whether the op's FLOPs are costed at the matmul rate at its size (SIZED_CATEGORIES): not a
+    decode-shaped attention (fit_class), whose time follows the K and V it reads, not its FLOPs,
+    which grow with the query heads per KV head (base_body_s caps its compute at its memory term). On the 2-core EPYC of
     docs/accuracy-models.md a decode step of 8 query heads over 2 KV heads (4x the FLOPs per byte
     of the MHA decode probes) ran 77 us against 405 predicted at the matmul rate of its FLOPs, the
     time of an MHA decode reading the same 267 kB (fp32, one thread, 2026-12-02)."""

@@ -245,6 +245,32 @@ PROFILED_CALLS = 10  # calls of each probe recorded by torch.profiler
 PROFILED_WARMUP = 3
 
 
+def _size_groups(ops: Sequence[FamilyOp]) -> dict[str, list[int]]:
+    """The probes of one size together, as a forward runs ops of a size: a class op's group is its
+    "(rows, width" ; an attention probe (shape text without one) joins the class group whose median
+    bytes are nearest its own, in log (one alone where there is none). In a forward other ops run
+    between two calls of an attention and evict part of its K and V: on the EPYC of
+    docs/accuracy-models.md a (1, 6, 1, 64) x 257 decode recorded 50-112 us in forwards, the nearest
+    decode probes 22 and 53 us back to back and 118 and 186 us interleaved with the 4,096-token one
+    (fp32, one thread, 2026-12-02)."""
+    import math
+    import statistics
+
+    groups: dict[str, list[int]] = {}
+    loose = []
+    for i, o in enumerate(ops):
+        if ") " in o.shape:
+            groups.setdefault(o.shape.split(") ")[0], []).append(i)
+        else:
+            loose.append(i)
+    sizes = {k: statistics.median(ops[i].bytes for i in members) for k, members in groups.items()}
+    for i in loose:
+        b = max(ops[i].bytes, 1.0)
+        near = min(sizes, key=lambda k: abs(math.log(max(sizes[k], 1.0) / b)), default=None)
+        groups.setdefault(near if near is not None else ops[i].shape, []).append(i)
+    return groups
+
+
 def profiled_seconds(ops: Sequence[FamilyOp], calls: int = PROFILED_CALLS, flush=None) -> list[float | None]:
     """Per call, the time torch.profiler (``record_shapes=True``, CPU activity: what `roofline
     profile` needs) records for each probe's ops, as `roofline profile` selects them (the first op
@@ -263,14 +289,7 @@ def profiled_seconds(ops: Sequence[FamilyOp], calls: int = PROFILED_CALLS, flush
     for o in ops:
         o.fn()
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        groups: dict[str, list[int]] = {}
-        for i, o in enumerate(ops):  # the probes of one size together (a forward's ops are of a size)
-            # a class op's size is its "(rows, width"; the decode attention probes are one group (all S),
-            # each call after the others: in a forward other ops run between two calls of an attention
-            # and evict its K and V, which ten calls back to back would keep (on the EPYC of
-            # docs/accuracy-models.md a (1, 6, 1, 64) x 257 decode recorded 50-96 us in forwards, the
-            # nearest probe shapes 22 and 53 us back to back, 46 and 82 us interleaved, 2026-12-02)
-            groups.setdefault(o.shape.split(") ")[0].split(" S ")[0], []).append(i)
+        groups = _size_groups(ops)
         for members in groups.values():
             for _ in range(PROFILED_WARMUP):  # recorded but in no annotation: the profiler's first calls of an op are slow
                 for i in members:
