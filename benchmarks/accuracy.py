@@ -103,7 +103,8 @@ def main(argv=None) -> int:
     ap.add_argument("--plot", default=None, help="also draw the first held-out check here (PNG/SVG)")
     args = ap.parse_args(argv)
 
-    from roofline.measure import calibrate, run_check, write_profile
+    from roofline.measure import calibrate, write_profile
+    from roofline.measure.run_check import run_check  # the module's name: `from roofline.measure import run_check` is it
     from roofline.measure.progress import ProgressBar
     from roofline.measure.measurements import level_bandwidths, main_memory, peaks
 
@@ -157,6 +158,11 @@ def main(argv=None) -> int:
         *([fit] if fit else []),
         command.strip(),
         "```",
+        "",
+        "This page holds out block *sizes*. Held-out *models* (a GPT-2-like, a Llama-like with grouped-query "
+        "attention and an MoE, prefill and decode at batch 1 and 4, measured through `roofline profile` as a user "
+        "would): [accuracy-models.md](accuracy-models.md) (one thread, fp32), "
+        "[two threads](accuracy-models-2threads.md), [bf16](accuracy-models-bf16.md).",
         "",
         "## Hardware",
         "",

@@ -12,7 +12,7 @@ measure it: timing, `roofline calibrate` and `roofline check`.
     blockops.py      one block's ops as real PyTorch ops (torch)
     families.py      the class probes of calibrate (torch)
     calibration.py   calibrate: micro-benchmarks into a machine file (torch)
-    run_check.py     run_check: one block timed against three predictions (torch)
+    run_check.py     run_check: one block timed against three predictions (torch; import it from here)
     progress.py      a progress bar on stderr
 
 Only the torch modules import torch, and only when imported: ``from roofline.measure import
@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import importlib
 
+# (not run_check: ``from roofline.measure import run_check`` finds the submodule of that name before
+# __getattr__ is asked; import it from roofline.measure.run_check)
 _HOMES = {"CalibrationPlan": "calibration", "calibrate": "calibration", "default_plan": "calibration",
-          "run_check": "run_check", "Timing": "timing", "bench": "timing", "bench_round_robin": "timing",
+          "Timing": "timing", "bench": "timing", "bench_round_robin": "timing",
           "write_profile": "machine_file"}
 
 __all__ = sorted(_HOMES)
