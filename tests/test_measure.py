@@ -169,6 +169,8 @@ def test_bad_input_is_one_line_exit_2(capsys, profile):
     assert main(["check", "--machine", str(profile), "--model", "mixtral-8x7b", *CHECK]) == 2
     assert "mixture of experts" in capsys.readouterr().err
     assert main(["calibrate", "--budget", "-1"]) == 2
+    assert main(["calibrate", "--budget", "3us"]) == 2  # a calibration of microseconds would write a profile of zeros
+    assert "at least 1" in capsys.readouterr().err
 
 
 def test_missing_torch_names_the_extra(monkeypatch, capsys):

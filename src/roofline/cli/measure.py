@@ -24,9 +24,13 @@ def write_failed(path: str, exc: OSError) -> RooflineError:
     return RooflineError(f"-o/--output {path!r}: cannot write: {exc.strerror or exc}", field="output")
 
 
-def _budget(flag):
+def _budget(flag, minimum_s: float = 0.0):
+    """A time budget in seconds (units accepted: 90s, 2min); at least ``minimum_s`` where given (a
+    calibration of microseconds measures nothing and writes a profile of zeros)."""
     from roofline.units import parse_time_s
 
+    if minimum_s:
+        return number_arg(flag, minimum=minimum_s, strictly=False, maximum=24 * 3600, parser=parse_time_s)
     return number_arg(flag, maximum=24 * 3600, parser=parse_time_s)
 
 
@@ -115,7 +119,8 @@ def register(sub):
                                    "the ops of a scaled-down block) written atomically as a machine TOML file: "
                                    "use it as --machine FILE anywhere, `roofline check` included.")
     _common(p)
-    p.add_argument("--budget", type=_budget("--budget"), default=60.0, help="seconds to spend, about (default 60; under ~30 the probes' fixed passes stretch it)")
+    p.add_argument("--budget", type=_budget("--budget", 1.0), default=60.0,
+                   help="seconds to spend, about (default 60, at least 1; under ~30 the probes' fixed passes stretch it)")
     p.add_argument("-o", "--output", default=None, help="profile path (default roofline-DEVICE.toml)")
     p.set_defaults(func=cmd_calibrate)
 
