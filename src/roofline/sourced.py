@@ -42,7 +42,9 @@ def sourced_value(where: str, entry, sources: dict[str, str], field: str = "mach
         raise RooflineError(f"{where}: unknown keys {sorted(extra)}", field=field)
     value = entry["value"]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise RooflineError(f"{where}: value must be a positive finite number, got {value!r}", field=field)
+        hint = (" (none is the default: leave the key out for no launch overhead)"
+                if where.endswith("launch_overhead_s") and value == 0 and not isinstance(value, bool) else "")
+        raise RooflineError(f"{where}: value must be a positive finite number, got {value!r}{hint}", field=field)
     low, high, unit = range_of(where)
     if not low <= value <= high:
         raise RooflineError(f"{where}: value {value:g} {unit} is outside the physical range {low:g} to {high:g}",
