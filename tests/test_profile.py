@@ -201,6 +201,8 @@ def test_load_trace_errors(tmp_path):
     ({"traceEvents": [dict(ph="X", cat="cpu_op", name="aten::mm", ts=1.0, dur=1.0, args="x")]}, 'args = "x", not an object'),
     ({"traceEvents": [dict(ph="X", cat="cpu_op", name="aten::mm", ts=1.0, dur=1.0, tid=[1])]}, "tid = [1]"),
     ({"traceEvents": [dict(ph="X", cat="cpu_op", name="aten::mm", ts=1.0, dur=1e30)]}, "over 12 days"),
+    ({"traceEvents": [dict(ph="X", cat="cpu_op", name="aten::linear", ts=0.0, dur=20.0),
+                      dict(ph="X", cat="cpu_op", name="aten::addmm", ts=2.0, dur=1e6)]}, "overlap without nesting"),
     ({"traceEvents": [dict(ph="X", cat="cpu_op", name=n, ts=1.0, dur=0) for n in ("aten::linear", "aten::addmm")]},
      "every one of its 2 op events has dur = 0"),
 ])

@@ -236,17 +236,35 @@ def test_bursty_arrivals_keep_the_rate_and_spread_the_gaps():
     """Gamma gaps of shape b and scale 1 / (rate b) (vLLM's benchmark_serving --burstiness): mean
     1 / rate whatever b, coefficient of variation 1 / sqrt(b): 2 at b = 0.25, 1 (Poisson) at 1,
     0.5 at 4. Burstiness 1 is the Poisson process itself: the same seed draws the same arrivals
-    as exponential gaps of mean 1 / rate."""
+    as exponential gaps of mean 1 / rate, scaled (as vLLM scales them) so that the sample offers
+    exactly the rate: 500 requests at 10/s, the last at 499 / 10 = 49.9 s, whatever the seed."""
     n, rate = 200_000, 50.0
     for b, cv in ((0.25, 2.0), (1.0, 1.0), (4.0, 0.5)):
         gaps = np.diff(poisson_requests(rate, n, 16, 4, seed=7, burstiness=b).arrival_s)
-        assert gaps.mean() == pytest.approx(1 / rate, rel=0.02)
+        assert gaps.mean() == pytest.approx(1 / rate, rel=1e-9)
         assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.03)
     same = np.cumsum(np.random.default_rng(7).exponential(1 / rate, size=1000))
-    assert np.allclose(poisson_requests(rate, 1000, 16, 4, seed=7).arrival_s, same - same[0])
+    same -= same[0]
+    assert np.allclose(poisson_requests(rate, 1000, 16, 4, seed=7).arrival_s, same * (999 / rate) / same[-1])
+    for seed in (0, 1, 2):
+        for b in (0.25, 1.0):
+            a = poisson_requests(10, 500, 16, 4, seed=seed, burstiness=b).arrival_s
+            assert a[0] == 0 and a[-1] == pytest.approx(49.9)
     assert "burstiness 0.25" in poisson_requests(rate, 10, 16, 4, burstiness=0.25).label
     with pytest.raises(RooflineError, match="burstiness"):
         poisson_requests(rate, 10, 16, 4, burstiness=0.0)
+
+
+def test_a_result_and_a_rate_search_say_how_requests_arrived(step):
+    """The JSON of a run and of an SLO rate search carry the arrivals (Poisson, gamma of a
+    burstiness, closed loop), and the search's table says them: the same 27 req/s reads
+    differently under bursts."""
+    r = simulate(step, poisson_requests(5, 20, 256, 8, burstiness=0.5))
+    assert r.to_dict()["arrivals"] == "gamma" and r.to_dict()["burstiness"] == 0.5 and r.to_dict()["rate_per_s"] == 5
+    assert simulate(step, closed_requests(2, 6, 128, 4)).to_dict()["arrivals"] == "closed loop"
+    sw = max_rate_within(step, 256, 16, None, 0.05, 90.0, Engine(max_tokens=8192), 60, burstiness=0.5)
+    assert sw.to_dict()["arrivals"] == "gamma" and sw.to_dict()["burstiness"] == 0.5
+    assert "gamma gaps of burstiness 0.5" in sw.to_table()
 
 
 def test_bursts_lengthen_the_queue_at_the_same_rate(step):

@@ -278,7 +278,7 @@ def register(sub):
     p.add_argument("--requests", type=number_arg("--requests", integer=True, maximum=10_000_000), default=None,
                    help="requests simulated (default 1,000; a sweep: 8 per user, 200 to 20,000)")
     p.add_argument("--rate", type=number_arg("--rate", maximum=1e9), default=None, help="Poisson arrivals, requests per second")
-    p.add_argument("--burstiness", type=number_arg("--burstiness", maximum=1000), default=None,
+    p.add_argument("--burstiness", type=number_arg("--burstiness", minimum=0.01, strictly=False, maximum=1000), default=None,
                    help="open-loop arrivals' gamma shape, as vLLM's benchmark_serving: 1 Poisson (default), "
                         "below 1 bursts, above 1 more even")
     p.add_argument("--concurrency", type=number_arg("--concurrency", integer=True, maximum=1 << 24), default=None,

@@ -54,10 +54,15 @@ def serving_sweep_table(sw) -> str:
     """The throughput-latency curve, a row per concurrency or rate, with the SLO verdict."""
     first = sw.results[0]
     slo = sw.slo
+    kind = first.settings.get("arrivals")
+    arrivals = ("" if sw.over == "concurrency" or kind is None else
+                "; arrivals Poisson" if kind == "poisson" else
+                f"; arrivals with gamma gaps of burstiness {first.settings['burstiness']:g}" if kind == "gamma" else
+                f"; arrivals {kind}")
     head = [first.description,
             f"workload: {first.input_tokens / first.requests:,.0f} input and {first.output_tokens / first.requests:,.0f} "
-            f"output tokens on average; engine: at most {first.engine.max_seqs:,} sequences, {first.engine.max_tokens:,} "
-            "tokens per step", ""]
+            f"output tokens on average{arrivals}; engine: at most {first.engine.max_seqs:,} sequences, "
+            f"{first.engine.max_tokens:,} tokens per step", ""]
     label = "users" if sw.over == "concurrency" else "req/s offered"
     hdr = [label, "req/s", "tok/s/GPU", "tok/s/user", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "batch", "preempt"]
     if slo:

@@ -342,7 +342,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         float((dts * nds).sum() / busy) if busy else 0.0, tokens_sum / max(steps, 1),
         kv_integral / busy / cap if busy else 0.0, kv_peak / cap, preemptions,
         in_system_integral / max(float(np.nanmax(finish_t)) - t_start, 1e-300), cap, notes, price_per_gpu_hour, dts, nds,
-        arrival.copy(), inp, out, step_settings(step))
+        arrival.copy(), inp, out, {**step_settings(step), **requests.settings})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -404,4 +404,4 @@ def simulate_pipelined(step: StepCost, requests: Requests, engine: Engine = Engi
         float(np.mean([r.mean_step_tokens for r in parts])), float(np.mean([r.kv_mean for r in parts])),
         float(max(r.kv_peak for r in parts)), int(sum(r.preemptions for r in parts)), float(np.nansum(e2e) / duration),
         parts[0].cache_bytes * p, notes, price_per_gpu_hour, durations, decodes, arrival, inp, out,
-        {**step_settings(step), "pipeline_stages": p})
+        {**step_settings(step), **requests.settings, "pipeline_stages": p})

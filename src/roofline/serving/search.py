@@ -58,7 +58,9 @@ class ServingSweep(Tabular):
 
     def to_dict(self) -> dict:
         first = self.results[0]
-        out = {**{k: first.settings[k] for k in ("model", "machine")}, "description": first.description, "gpus": first.gpus, "engine": dataclasses.asdict(first.engine),
+        arrivals = {k: first.settings[k] for k in ("arrivals", "burstiness") if k in first.settings}
+        out = {**{k: first.settings[k] for k in ("model", "machine")}, "description": first.description, "gpus": first.gpus,
+               "engine": dataclasses.asdict(first.engine), **arrivals,
                "over": self.over, "points": self.rows(), "slo": self.slo, "notes": list(first.notes)}
         if self.target_rate is not None:
             n = self.replicas_needed

@@ -142,6 +142,11 @@ def op_tree(events: list[dict]) -> list[Node]:
         for n in nodes:
             while stack and n.ts >= stack[-1].end - 1e-3:
                 stack.pop()
+            if stack and n.end > stack[-1].end + 1.0 + 0.01 * stack[-1].dur:
+                p = stack[-1]
+                raise RooflineError(f"op events overlap without nesting: {n.name} at ts {n.ts:.3f} us starts inside "
+                                    f"{p.name} (ts {p.ts:.3f}, dur {p.dur:.3f}) and ends {n.end - p.end:,.3f} us after "
+                                    "it: not a torch.profiler Chrome trace (its calls nest)", field="trace")
             (stack[-1].children if stack else roots).append(n)
             stack.append(n)
     return roots
