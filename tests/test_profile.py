@@ -644,3 +644,17 @@ def test_an_op_faster_than_main_memory_but_not_its_cache_is_not_called_impossibl
     (add,) = profile_report(tmp_path / "t.json", m).ops
     assert add.speed_of_light > 1 and add.problem is None
     assert add.advice.startswith("in cache") and "impossible" not in add.advice
+
+
+def test_a_sort_is_advised_as_a_bytes_only_floor(tmp_path):
+    """aten::sort is costed at 0 FLOPs (comparisons are not FLOPs): its roofline is its bytes
+    alone, a floor the op cannot approach, and the advice says so instead of 'fuse'."""
+    pytest.importorskip("torch")
+    from roofline.trace.profiler import profile_report
+
+    ev = dict(ph="X", cat="cpu_op", pid=1, tid=1, name="aten::sort", ts=0.0, dur=2000.0,
+              args={"Input Dims": [[4, 64, 256], [], []], "Input type": ["float", "Scalar", "Scalar"],
+                    "Concrete Inputs": ["", "-1", "False"]})
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": [ev]}))
+    (op,) = profile_report(tmp_path / "t.json", "h100-sxm").ops
+    assert op.flops == 0 and op.advice.startswith("bytes-only bound")

@@ -45,6 +45,9 @@ from roofline.trace.rules.registry import get_rule
 from roofline.units import US
 
 
+COMPARISON_OPS = ("aten::sort", "aten::argsort", "aten::msort", "aten::topk", "aten::kthvalue", "aten::median")
+
+
 @dataclass(frozen=True)
 class ProfiledOp:
     """Calls of one op at one set of input shapes. ``flops`` and ``bytes`` are per call; times
@@ -85,6 +88,8 @@ class ProfiledOp:
 
     @property
     def advice(self) -> str:
+        if self.flops == 0 and self.name in COMPARISON_OPS:
+            return "bytes-only bound: its comparisons are no FLOPs (a sort is n log n of them): a floor, not a target"
         if self.speed_of_light > 1 and not self.problem:
             # faster than the main-memory roof, within a cache level's (measurement_problem passed it)
             return "in cache: beats main memory's roof, not its cache's (a warm working set)"
@@ -373,6 +378,10 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
     gap_s, gaps = between_ops(events)
     framework = calibrated.framework_s(gaps, len(free)) if calibrated is not None else None
     notes = []
+    if framework and gaps and not devs and calibrated.calibration.framework_gap_s is not None and gap_s / gaps > 2 * framework / gaps:
+        notes.append(f"the profiled gaps between ops average {gap_s / gaps / US:,.1f} us against the framework probe's "
+                     f"{framework / gaps / US:,.1f} us: under torch.profiler each gap also holds the profiler's own recording, "
+                     "which the framework line (a forward's time without the profiler) leaves out")
     if not any("Input Strides" in n.args for n in costed):
         notes.append("this trace records no input strides (an older torch, or record_shapes off): calls on "
                      "non-contiguous views are not told apart, nor corrected by the strided probes")
@@ -470,12 +479,7 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
                      f"{_us(measured)} us measured ({what}; {rep.calibrated_s / measured - 1:+.1%})"
                      + (f"; it leaves out the unsupported ops' {_us(left_out)} us, which no model costs"
                         if gaps and left_out > 0 else ""))
-        if gaps and rep.between_ops_gaps and rep.framework_s:
-            measured_gap, predicted_gap = rep.between_ops_s / rep.between_ops_gaps, rep.framework_s / rep.between_ops_gaps
-            if measured_gap > 2 * predicted_gap:
-                lines.append(f"note: the profiled gaps between ops average {_us(measured_gap)} us against the framework "
-                             f"probe's {_us(predicted_gap)} us: under torch.profiler each gap also holds the profiler's own "
-                             "recording, which the framework line (a forward's time without the profiler) leaves out")
+
         if not rep.device and rep.unprofiled_s is not None:
             lines.append(f"without the profiler (the wall-clock probes): {_us(rep.unprofiled_s)} us predicted for "
                          "the same forward, what a clock around it unprofiled should read")
