@@ -21,8 +21,9 @@ from roofline.units import MEGA, MS, US, indefinite_article
 
 
 def measurement_problem(roofline_s: float, measured_s: float, bytes_moved: float | None = None,
-                        machine: Machine | None = None) -> str | None:
-    """None when ``measured_s`` >= ``roofline_s``; else why the measurement cannot be right."""
+                        machine: Machine | None = None, bound_name: str = "roofline bound") -> str | None:
+    """None when ``measured_s`` >= ``roofline_s``; else why the measurement cannot be right
+    (``bound_name``: what the bound is, in the message)."""
     if measured_s >= roofline_s:
         return None
     causes = [
@@ -37,7 +38,7 @@ def measurement_problem(roofline_s: float, measured_s: float, bytes_moved: float
     faster = (f"{roofline_s / measured_s:,.2f}x faster than" if measured_s > 0
               else "no time at all (a zero duration: the timer's resolution, or an op timed elsewhere), against")
     return (f"impossible: measured {measured_s / US:,.3g} us is {faster} the "
-            f"roofline bound {roofline_s / US:,.3g} us. Check " + "; ".join(causes) + ".")
+            f"{bound_name} {roofline_s / US:,.3g} us. Check " + "; ".join(causes) + ".")
 
 
 def check_measured(kernel: Kernel, machine, measured_s: float) -> str | None:

@@ -372,7 +372,9 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
                          extrapolated=bool(p.extrapolated))
         ops.append(ProfiledOp(name, shapes, dtype, r["category"], r["calls"], r["flops"], r["bytes"], bound,
                               r["roofline_s"], r["measured_s"], r["source"],
-                              measurement_problem(r.get("floor_s", r["roofline_s"]), r["measured_s"], r["bytes"], machine),
+                              measurement_problem(r.get("floor_s", r["roofline_s"]), r["measured_s"], r["bytes"], machine,
+                                                  "roofline bound" if r.get("floor_s", r["roofline_s"]) >= r["roofline_s"]
+                                                  else "bound at the cache level that holds its bytes"),
                               machine.sm_count is not None, r["shape"], **extra))
     ops.sort(key=lambda o: -o.lost_s)
     gap_s, gaps = between_ops(events)
