@@ -291,7 +291,12 @@ def _model_notes(model) -> tuple:
     assumed: hf_configs), for the trace's output."""
     from roofline.model_sources import get_model
 
-    return tuple(getattr(get_model(model), "notes", ()))
+    m = get_model(model)
+    notes = tuple(getattr(m, "notes", ()))
+    if str(getattr(m, "model_type", "")).startswith("gemma"):
+        notes += ("Gemma traced as a Llama-like block with its GELU MLP: its embedding scale (x sqrt(d_model), one "
+                  "elementwise op a forward) and its norms' (1 + w) weights are not traced",)
+    return notes
 
 
 def from_config(model):

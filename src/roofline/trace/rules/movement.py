@@ -70,7 +70,7 @@ def fill(call: Call) -> Cost:
 # free: views, metadata, allocations (and composites that cost nothing when they dispatch nothing)
 # ---------------------------------------------------------------------------------------------
 
-_FREE = """view _unsafe_view _reshape_alias reshape as_strided t transpose permute expand expand_as unsqueeze squeeze
+_FREE = """view _unsafe_view _reshape_alias reshape as_strided as_strided_ t transpose permute expand expand_as unsqueeze squeeze
 select slice split split_with_sizes unbind chunk narrow detach alias lift_fresh view_as view_as_real
 view_as_complex unfold diagonal real imag _conj conj resolve_conj resolve_neg _neg_view flatten unflatten
 movedim swapaxes numpy_T mT empty empty_like empty_strided new_empty new_empty_strided resize_ set_
