@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from roofline.cost import binds, hierarchical_lower_bound, overlapped_s
+from roofline.cost import hierarchical_lower_bound, overlapped_s, roofline_bound
 from roofline.kernels import Kernel
 from roofline.machines import Machine, get_machine
 from roofline.measure.calibrated_predictions import CalibratedOpPrediction, CalibratedWorkloadPrediction
@@ -203,15 +203,16 @@ class CalibratedModel:
         vector FLOPs the best measured rate (their small-size matmul rate is launch, counted apart).
         ``cold``: read every byte from main memory (default: the model's ``cold``)."""
         gemm = self.gemm_rate(kernel, machine) if kernel.category == "matmul" else None
+        sized = _sized(kernel)
         if gemm is not None:
             fps = gemm[0]
         else:
-            size = kernel.flops if _sized(kernel) else np.inf
+            size = kernel.flops if sized else np.inf
             fps = self.achieved_flops_per_s(size, kernel.dtype, machine)
         bps = self.bandwidth_bytes_per_s(kernel.bytes, machine, cold)
         compute_s = np.asarray(kernel.flops, dtype=float) / fps
         memory_s = np.asarray(kernel.bytes, dtype=float) / bps
-        if kernel.category in SIZED_CATEGORIES and not _sized(kernel):
+        if kernel.category in SIZED_CATEGORIES and not sized:
             # a decode-shaped attention: its FLOPs taken to hide under its K and V reads (_sized), so the
             # body (and the compute column, capped at the memory one) follows its bytes
             compute_s = np.minimum(compute_s, memory_s)
@@ -308,7 +309,7 @@ class CalibratedModel:
     def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None) -> CalibratedOpPrediction:
         """One op: its compute and memory columns carry the fitted correction r (so that launch +
         max(compute, memory) is the time printed), with its class, the measured points it came
-        from and whether it lies outside them; its bound is the roofline's (_roof_bound)."""
+        from and whether it lies outside them; its bound is the roofline's (cost.roofline_bound)."""
         cold = self.reads_cold(kernel)
         compute_s, memory_s, body, fps, bps = self.base_body_s(kernel, machine, cold=True if cold else None)
         res = self.residual(kernel, cold)
@@ -351,7 +352,9 @@ class CalibratedModel:
         return CalibratedOpPrediction(
             name=kernel.name, category=kernel.category, dtype=kernel.dtype, flops=kernel.flops, bytes=kernel.bytes,
             intensity=kernel.intensity, compute_s=_f(res.ratio * compute_s), memory_s=_f(res.ratio * memory_s),
-            launch_s=launch, time_s=_f(time_s), bound=_roof_bound(kernel, machine),
+            # the roofline's verdict (as `profile` gives it), not the larger measured column: an M = 1 GEMM
+            # reaches a small share of the peak because it waits on its weight
+            launch_s=launch, time_s=_f(time_s), bound=roofline_bound(kernel, machine),
             low_s=_f(low_s), high_s=_f(high_s),
             residual=res.ratio, residual_source=res.source, flops_per_s=_f(fps), bytes_per_s=_f(bps),
             op_class=op_class(kernel), basis="; ".join(basis),
@@ -376,15 +379,6 @@ class CalibratedModel:
         ops = tuple(self.predict_op(k, machine) for k in kernels)
         base = CalibratedWorkloadPrediction.from_ops(machine.name, self, ops)
         return dataclasses.replace(base, total_low_s=sum(o.low_s for o in ops), total_high_s=sum(o.high_s for o in ops))
-
-
-def _roof_bound(kernel: Kernel, machine: Machine):
-    """Which roof binds the op: its FLOPs at the machine's peak against its bytes at its
-    bandwidth (the roofline's verdict, as `roofline profile` gives it), not which of the measured
-    rates' columns is larger: an M = 1 GEMM reaches a small share of the peak because it waits on
-    its weight, and its measured FLOP/s would call it compute-bound."""
-    return binds(np.asarray(kernel.flops, dtype=float) / machine.peak(kernel.dtype),
-                 np.asarray(kernel.bytes, dtype=float) / machine.bandwidth)
 
 
 def _sized(kernel: Kernel) -> bool:

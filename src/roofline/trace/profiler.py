@@ -272,7 +272,7 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
                 s += dev[x]
         return s
 
-    if not any("Input Dims" in n.args for r in roots for n in r.subtree()) and roots:
+    if roots and not any("Input Dims" in n.args for r in roots for n in r.subtree()):
         raise RooflineError(f"{str(path)!r} was recorded without the ops' input shapes: record it with "
                             "torch.profiler's record_shapes=True (no op can be costed without them)", field="trace")
     wrappers: list = []  # ops with no rule walked into: their own time outside their callees is listed below
@@ -358,6 +358,7 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
     ops = []
     unprofiled = 0.0  # the costed ops as a clock without the profiler would time them (the wall-clock probes)
     for (name, shapes, dtype, _, _), r in rows.items():
+        floor = r.get("floor_s", r["roofline_s"])  # the bound at the cache level that holds its bytes, where known
         compute_s, memory_s, _ = op_times(r["flops"], r["bytes"], machine.peak(peak_dtype(dtype, machine)), machine.bandwidth)
         bound = binds(compute_s, memory_s)
         extra = {}
@@ -372,15 +373,15 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
                          extrapolated=bool(p.extrapolated))
         ops.append(ProfiledOp(name, shapes, dtype, r["category"], r["calls"], r["flops"], r["bytes"], bound,
                               r["roofline_s"], r["measured_s"], r["source"],
-                              measurement_problem(r.get("floor_s", r["roofline_s"]), r["measured_s"], r["bytes"], machine,
-                                                  "roofline bound" if r.get("floor_s", r["roofline_s"]) >= r["roofline_s"]
+                              measurement_problem(floor, r["measured_s"], r["bytes"], machine,
+                                                  "roofline bound" if floor >= r["roofline_s"]
                                                   else "bound at the cache level that holds its bytes"),
                               machine.sm_count is not None, r["shape"], **extra))
     ops.sort(key=lambda o: -o.lost_s)
     gap_s, gaps = between_ops(events)
     framework = calibrated.framework_s(gaps, len(free)) if calibrated is not None else None
     notes = []
-    if framework and gaps and not devs and calibrated.calibration.framework_gap_s is not None and gap_s / gaps > 2 * framework / gaps:
+    if framework and gaps and not devs and calibrated.calibration.framework_gap_s is not None and gap_s > 2 * framework:
         notes.append(f"the profiled gaps between ops average {gap_s / gaps / US:,.1f} us against the framework probe's "
                      f"{framework / gaps / US:,.1f} us: under torch.profiler each gap also holds the profiler's own recording, "
                      "which the framework line (a forward's time without the profiler) leaves out")
@@ -481,7 +482,6 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
                      f"{_us(measured)} us measured ({what}; {rep.calibrated_s / measured - 1:+.1%})"
                      + (f"; it leaves out the unsupported ops' {_us(left_out)} us, which no model costs"
                         if gaps and left_out > 0 else ""))
-
         if not rep.device and rep.unprofiled_s is not None:
             lines.append(f"without the profiler (the wall-clock probes): {_us(rep.unprofiled_s)} us predicted for "
                          "the same forward, what a clock around it unprofiled should read")
