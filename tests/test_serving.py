@@ -548,3 +548,110 @@ def test_a_sweep_runs_each_concurrency_once_in_increasing_order():
     step = StepCost("llama3-8b", "h100-sxm")
     sw = sweep_concurrency(step, [4, 1, 1], 128, 16, requests=8)
     assert sw.values == (1, 4) and len(sw.results) == 2
+
+
+# -- overload: a rate the run does not hold meets no SLO (2026-12-02 review) ------------------------
+
+def test_the_held_rate_is_the_middle_half_of_the_completions():
+    """Arrivals every 0.1 s, each done 1 s later: completions every 0.1 s, so the middle half holds
+    10 requests/s whatever the latency; all done at one instant, or under 8, is no rate at all."""
+    from roofline.serving.results import held_rate_per_s, offered_rate_per_s
+
+    arrival = np.arange(100) * 0.1
+    assert held_rate_per_s(arrival, np.ones(100)) == pytest.approx(10.0)
+    assert offered_rate_per_s(arrival) == pytest.approx(10.0)
+    # a queue: request i waits i x 0.1 s more (served every 0.2 s): 5 held of 10 offered
+    assert held_rate_per_s(arrival, 1.0 + arrival) == pytest.approx(5.0)
+    assert held_rate_per_s(np.zeros(10), np.ones(10)) == math.inf
+    assert held_rate_per_s(arrival[:7], np.ones(7)) == math.inf
+
+
+def test_a_rate_over_capacity_is_overloaded_and_meets_no_slo(step):
+    """The closed loop at 256 users is the replica's capacity; offered three times that, an open
+    loop holds about the capacity (its middle half) and is overloaded, so even a target of an
+    hour is not met; at half the capacity it is not overloaded."""
+    cap = simulate(step, closed_requests(256, 1024, 1024, 128)).requests_per_s
+    over = simulate(step, poisson_requests(3 * cap, 1000, 1024, 128))
+    assert over.overloaded and any(n.startswith("overloaded:") for n in over.notes)
+    assert not meets_slo(over, {"ttft_s": 3600.0, "tpot_s": None, "percentile": 90.0})
+    under = simulate(step, poisson_requests(cap / 2, 1000, 1024, 128))
+    assert not under.overloaded and meets_slo(under, {"ttft_s": 3600.0, "tpot_s": None, "percentile": 90.0})
+
+
+def test_a_short_rate_sample_is_called_so(capsys):
+    """100 requests at tens per second arrive over a few seconds, about a request's own end to end
+    (1,024 in, 256 out: ~1.4 s alone, more in a batch): the search's answer says the sample is
+    mostly ramp and drain."""
+    assert main(["serving", "--slo-ttft", "1s", "--requests", "100", "--output-len", "256"]) == 0
+    assert "not a steady state; give more --requests" in capsys.readouterr().out
+
+
+def test_the_split_search_with_a_ttft_target_only_reports_rates_the_split_holds(step):
+    """TTFT comes from the prefill pool, so a TTFT target alone never sees the decode pool's queue:
+    each split's best rate must be one its run holds (not overloaded), at most 1.1x what the
+    same split serves offered twice that rate (its capacity)."""
+    from roofline.serving import best_disaggregation, simulate_disaggregated
+
+    found = best_disaggregation(step, 4, 1024, 256, ttft_s=1.0, requests=300)
+    for p, d, rate in found["splits"]:
+        if rate is None:
+            continue
+        at = simulate_disaggregated(step, step, poisson_requests(rate, 1200, 1024, 256), prefill_replicas=p,
+                                    decode_replicas=d)
+        assert not at.overloaded, (p, d, rate)
+        flood = simulate_disaggregated(step, step, poisson_requests(2 * rate, 1200, 1024, 256), prefill_replicas=p,
+                                       decode_replicas=d)
+        from roofline.serving.results import held_rate_per_s
+
+        assert rate <= 1.1 * held_rate_per_s(flood.arrival_s, flood.e2e_s), (p, d, rate)
+
+
+def test_disaggregated_inter_token_latency_includes_the_gap_to_the_decode_pool(step):
+    """Fixed output lengths: the mean inter-token latency over every token after the first is
+    (last token - first token) / (n - 1) averaged over requests, the TPOT mean, so the gap
+    between the prefill pool's token and the decode pool's (the transfer, its queue) is in it."""
+    from roofline.serving import simulate_disaggregated
+
+    r = simulate_disaggregated(step, step, poisson_requests(30, 600, 1024, 64), prefill_replicas=3, decode_replicas=1)
+    assert r.to_dict()["itl_mean_s"] == pytest.approx(float(np.mean(r.tpot_s)), rel=1e-9)
+
+
+def test_cli_pipeline_stages_are_refused_with_disaggregation(capsys):
+    assert main(["serving", "--model", "llama3-70b", "--tp", "2", "--pp", "2", "--disagg", "2:2", "--rate", "5"]) == 2
+    assert "--pp 2 with --disagg is not modelled" in capsys.readouterr().err
+    assert main(["serving", "--pp", "2", "--disagg-search", "4", "--slo-ttft", "1s"]) == 2
+    assert "--disagg-search is not modelled" in capsys.readouterr().err
+
+
+def test_a_microsecond_target_is_printed_as_itself():
+    from roofline.serving.render import _lat
+
+    assert _lat(1e-6) == "0.001 ms" and _lat(0.0123) == "12.3 ms" and _lat(12.0) == "12.0 s"
+
+
+def test_the_cache_note_and_the_engine_line_give_one_figure(capsys):
+    """Llama 3 70B on 4 H100s with a Llama 3.2 1B draft: per GPU 0.9 x 85.5 GB less a quarter of
+    the 141.1 GB of bf16 weights (35.3 GB), a quarter of the draft's 2.47 GB (0.62 GB) and the
+    activations (about 1.1 GB): ~40 GB, the same in the engine line, the note and the JSON."""
+    args = ["serving", "--model", "llama3-70b", "--tp", "4", "--spec-tokens", "4", "--acceptance", "0.8",
+            "--draft", "llama3.2-1b", "--requests", "20"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    engine = float(out.split("KV cache ", 1)[1].split(" GB per GPU")[0])
+    note = float(out.split("note: KV cache ", 1)[1].split(" GB per GPU")[0])
+    assert engine == note and abs(engine - (0.9 * 85.5 - 35.3 - 0.62 - 1.1)) < 0.3
+    assert main(args + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kv_cache_bytes"] / 1e9 == pytest.approx(engine, abs=0.05)
+
+
+def test_the_breakdown_shows_the_steps_the_run_took(capsys):
+    """One user alone never decodes beside a prompt: its prompt step has no decodes and takes its
+    TTFT. With 90% prefix hits a 1,024-token prompt computes ~103 tokens after ~921 cached ones."""
+    assert main(["serving", "--concurrency", "1", "--requests", "3", "--breakdown", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    mixed = d["breakdown"]["mixed_step"]
+    assert mixed["decode_batch"] == 0 and mixed["chunk"] == 1024 and mixed["prefix"] == 0
+    assert mixed["time_s"] == pytest.approx(d["ttft_p50_s"], rel=1e-9)
+    assert main(["serving", "--prefix-hit", "0.9", "--requests", "200", "--breakdown", "--json"]) == 0
+    mixed = json.loads(capsys.readouterr().out)["breakdown"]["mixed_step"]
+    assert 100 <= mixed["chunk"] <= 106 and 918 <= mixed["prefix"] <= 924

@@ -105,6 +105,9 @@ def cmd_serving(args):
                              engine.max_seqs, args.gpus_per_node)
         except RooflineError as exc:  # the draft's model is --draft's, not --model's
             raise RooflineError(str(exc), field="draft" if exc.field == "model" else exc.field) from None
+    if (args.disagg is not None or args.disagg_search is not None) and args.pp != 1:
+        raise RooflineError(f"--pp {args.pp} with {'--disagg' if args.disagg is not None else '--disagg-search'} is not "
+                            "modelled: the pools are simulated as tensor-parallel replicas (give --pp 1)", field="pp")
     if args.disagg_search is not None:
         if not slo or args.sweep or args.rate is not None or args.concurrency is not None or args.disagg is not None:
             raise RooflineError("--disagg-search G needs an SLO (--slo-ttft/--slo-tpot) and no --rate, --concurrency, "
@@ -203,7 +206,9 @@ def _representative(result):
 
 def _breakdown(step, result, engine, args, draft=None) -> dict:
     """Two steps of the run op by op: a decode step at its mean decode batch and mean context, and a
-    step that feeds one prompt chunk (the first chunk of a mean-length prompt) with that batch."""
+    step that feeds a prompt chunk: the mean of the run's steps that fed one (ServingResult.chunk_steps:
+    their decodes, prompt tokens and prefix), or where the run does not record them the first chunk of
+    a mean-length prompt beside the mean batch."""
     r = _representative(result)
     batch = max(1, round(r.mean_decode_batch))
     mean_in = r.input_tokens / r.requests
@@ -226,16 +231,27 @@ def _breakdown(step, result, engine, args, draft=None) -> dict:
                                "ops": [o.to_dict() for o in step.ops([], [(chunk, 0)])],
                                "time_s": step.seconds([], [(chunk, 0)])}
     elif chunk > 0:
-        ctx = [context + T - 1] * batch
-        out["mixed_step"] = {"decode_batch": batch, "context": context, "chunk": chunk, "prefix": 0,
-                             "tokens_fed_per_sequence": T,
-                             "ops": [o.to_dict() for o in step.ops(ctx, [(chunk, 0)])],
-                             "time_s": step.seconds(ctx, [(chunk, 0)])}
+        # the run's own steps that fed a prompt, on average (their decodes, prompt tokens and prefix: a prefix
+        # hit's skipped tokens, a long prompt's earlier chunks); else a mean prompt's first chunk beside the batch
+        seen = r.chunk_steps()
+        prefix, count = 0, 1
+        if seen is not None:
+            batch_c, chunk, prefix = round(seen["decode_batch"]), max(1, round(seen["chunk"])), round(seen["prefix"])
+            count = max(1, round(seen["chunks"]))
+        else:
+            batch_c = batch
+        ctx = [context + T - 1] * batch_c
+        fed = [(chunk, prefix)] * count
+        out["mixed_step"] = {"decode_batch": batch_c, "context": context if batch_c else 0, "chunk": chunk, "prefix": prefix,
+                             "chunks": count, "tokens_fed_per_sequence": T,
+                             "ops": [o.to_dict() for o in step.ops(ctx, fed)], "time_s": step.seconds(ctx, fed)}
+        if seen is not None:
+            out["mixed_step"]["mean_of_steps"] = seen["steps"]
         if draft is not None:
             import numpy as np
 
-            d = float(draft.decode_steps_seconds(np.full(batch, context - 1), T - 1).sum()) + \
-                draft.seconds([], [(chunk, 0)], sampled=0)
+            d = float(draft.decode_steps_seconds(np.full(batch_c, context - 1), T - 1).sum()) + \
+                draft.seconds([], fed, sampled=0)
             out["mixed_step"]["draft_s"] = d
             out["mixed_step"]["time_s"] += d
     return out
@@ -255,7 +271,12 @@ def _breakdown_table(b: dict) -> str:
         if s.get("tokens_fed_per_sequence", 1) > 1:
             what += f", each verifying {s['tokens_fed_per_sequence']} tokens"
         if "chunk" in s:
-            what += f" + a chunk of {s['chunk']:,} prompt tokens"
+            what += (f" + {s['chunks']:,} chunks of {s['chunk']:,} prompt tokens each" if s.get("chunks", 1) > 1
+                     else f" + a chunk of {s['chunk']:,} prompt tokens")
+            if s.get("prefix"):
+                what += f" after {s['prefix']:,} cached or earlier ones"
+            if s.get("mean_of_steps"):
+                what += f"; the mean of the run's {s['mean_of_steps']:,} steps that fed a prompt"
         if "draft_s" in s:
             what += f"; the draft's work adds {s['draft_s'] / MS:,.3f} ms, not listed op by op"
         rows = [[o["name"], o["part"], f"{o['count']:,}", format_si(o["flops"], "FLOP"), format_si(o["bytes"], "B"),

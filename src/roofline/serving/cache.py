@@ -55,7 +55,7 @@ def replica_cache(step: StepCost, engine: Engine, inp: np.ndarray, out: np.ndarr
             raise RooflineError("the draft's step model must feed one token per sequence and hold the engine's tokens and "
                                 "sequences", field="draft")
         parts["draft_weights_bytes"] = inference_weight_bytes(draft.model, draft.precision, draft.tensor_parallel)
-        cap = max(cap - parts["draft_weights_bytes"], 0.0)
+        cap = max(cap - parts["draft_weights_bytes"] * step._dp, 0.0)  # each GPU holds the draft (a data-parallel group's cache: dp GPUs)
         table = table + sequence_cache_bytes(draft, bs, max_blocks)
     linear_table = bool(np.allclose(table, np.arange(len(table)) * table[1], rtol=1e-12, atol=0.0))
     if cap <= 0:

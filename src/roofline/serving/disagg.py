@@ -12,9 +12,9 @@ from roofline.errors import RooflineError, check_number
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
 from roofline.serving.requests import Requests, poisson_requests
-from roofline.serving.results import PERCENTILES, ServingResult, _weighted_percentiles, step_settings
+from roofline.serving.results import PERCENTILES, ServingResult, _weighted_percentiles, overload_note, step_settings
 from roofline.serving.scheduler import simulate
-from roofline.serving.search import _rate_search, _slo, max_rate_within
+from roofline.serving.search import FLOOD_BATCHES, _rate_search, _slo, max_rate_within
 from roofline.units import MS
 
 
@@ -88,6 +88,7 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
         p_results.append(r)
     transfer, link = kv_transfer_seconds(prefill, decode, inp, kv_link)
     finish = first.copy()  # one-token answers end at their first token
+    second = np.full(n, np.nan)
     cont = np.flatnonzero(out > 1)
     d_arrival = first + transfer
     dpool = rng.integers(0, decode_replicas, size=n)
@@ -100,12 +101,16 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
         t0 = d_arrival[order][0]
         r = simulate(decode, Requests(inp[order] + 1, out[order] - 1, d_arrival[order] - t0, None, label="decode"), hit_engine)
         finish[order] = d_arrival[order] + r.e2e_s
+        second[order] = d_arrival[order] + r.ttft_s  # the decode pool's first token: the request's second
         d_results.append(r)
     ttft = first - arrival
     e2e = finish - arrival
     tpot = np.where(out > 1, (finish - first) / np.maximum(out - 1, 1), np.nan)
     durations = np.concatenate([r.step_durations_s for r in d_results]) if d_results else np.zeros(0)
     decodes = np.concatenate([r.step_decodes for r in d_results]) if d_results else np.zeros(0)
+    # inter-token latency: the decode pool's steps after its first token, and each request's gap between
+    # its first token (the prefill pool's) and its second (the transfer and the decode pool's queue and step)
+    gaps = (second - first)[np.isfinite(second)]
     t_start, t_end = float(arrival.min()), float(np.nanmax(finish))
     duration = t_end - t_start
     gpus = int(prefill_replicas) * prefill.tensor_parallel + int(decode_replicas) * decode.tensor_parallel
@@ -117,15 +122,13 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
              "which runs no prompt (it feeds the first token against the transferred cache); both pools at the same "
              "tensor-parallel size; requests are spread over the replicas at random",) \
         + (p_results[0].notes[1:] if p_results else ())
-    offered = (n - 1) / max(float(arrival.max() - arrival.min()), 1e-300) if n > 1 else 0.0
-    served = (n - 1) / max(duration - float(np.nanmedian(e2e)), 1e-300)  # less one request's time: the drain
-    if offered and served < 0.9 * offered:
-        notes = (f"overloaded: {n / duration:,.3g} requests/s served of the {offered:,.3g} offered; the queue grows for as "
-                 "long as requests arrive, so the latencies depend on --requests",) + notes
+    over = overload_note(arrival, e2e, duration) if duration > 0 else None
+    if over:
+        notes = (over,) + notes
     last = d_results[-1] if d_results else p_results[-1]
     return ServingResult(
         f"{decode.describe()} (decode pool); prefill pool {prefill.machine.name} x {prefill.tensor_parallel}",
-        requests.label, decode_engine, gpus, ttft, tpot, e2e, _weighted_percentiles(durations, decodes, PERCENTILES),
+        requests.label, decode_engine, gpus, ttft, tpot, e2e, _weighted_percentiles(np.concatenate([durations, gaps]), np.concatenate([decodes, np.ones(len(gaps))]), PERCENTILES),
         duration, int(out.sum()), int(inp.sum()), int(sum(r.computed_tokens for r in p_results)),
         int(sum(r.steps for r in p_results + d_results)),
         float((durations * decodes).sum() / busy) if busy else 0.0,
@@ -158,9 +161,9 @@ def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_toke
     for p in range(1, g):
         d = g - p
         # as many requests per replica as the co-located search runs on one: g x requests in all
-        sw = _rate_search(lambda rate, p=p, d=d: simulate_disaggregated(
-            step, step, poisson_requests(rate, requests * g, input_tokens, output_tokens, seed, burstiness), engine, engine, p, d,
-            kv_link, seed, price_per_gpu_hour), hi, dict(slo))
+        sw = _rate_search(lambda rate, n=requests * g, p=p, d=d: simulate_disaggregated(
+            step, step, poisson_requests(rate, n, input_tokens, output_tokens, seed, burstiness), engine, engine, p, d,
+            kv_link, seed, price_per_gpu_hour), hi, dict(slo), flood_requests=max(requests * g, FLOOD_BATCHES * engine.max_seqs * d))
         splits.append((p, d, sw.slo["best"]))
     ok = [s for s in splits if s[2] is not None]
     return {"splits": splits, "best": max(ok, key=lambda s: s[2]) if ok else None, "colocated": colocated,

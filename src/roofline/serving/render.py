@@ -6,6 +6,7 @@ from __future__ import annotations
 from roofline.plan.render import note_line
 from roofline.tables import grid
 from roofline.units import GIGA, MS
+from roofline.serving.results import sample_note
 
 
 def _lat(seconds) -> str:
@@ -15,6 +16,8 @@ def _lat(seconds) -> str:
     if seconds is None or not math.isfinite(float(seconds)):
         return "-"
     v = float(seconds)
+    if 0 < v < 0.1 * MS:  # a target of microseconds: keep its figure (1 us is not '0.0 ms')
+        return f"{v / MS:,.2g} ms"
     return f"{v / MS:,.1f} ms" if v < 10 else f"{v:,.1f} s"
 
 
@@ -22,12 +25,15 @@ def serving_table(r) -> str:
     """One simulated serving run: throughput, latency percentiles, the scheduler's figures."""
     m = r.to_dict()
     e = r.engine
+    shards = int(r.settings.get("kv_cache_gpus", 1))
     lines = [
         r.description,
         f"workload: {r.workload}, {r.requests:,} requests, {r.input_tokens / r.requests:,.0f} input and "
         f"{r.output_tokens / r.requests:,.0f} output tokens on average",
         f"engine: at most {e.max_seqs:,} sequences and {e.max_tokens:,} tokens per step, KV cache "
-        f"{r.cache_bytes / GIGA:,.1f} GB in blocks of {e.block_size} tokens",
+        f"{r.cache_bytes / shards / GIGA:,.1f} GB per GPU"
+        + (f" ({r.cache_bytes / GIGA:,.1f} GB over the {shards} GPUs of data-parallel attention)" if shards > 1 else "")
+        + f" in blocks of {e.block_size} tokens",
         "",
         f"throughput  {m['output_tokens_per_s']:,.0f} output tokens/s ({m['output_tokens_per_s_per_gpu']:,.0f} per GPU), "
         f"{m['total_tokens_per_s']:,.0f} tokens/s with the prompts, {m['requests_per_s']:,.2f} requests/s",
@@ -71,13 +77,16 @@ def serving_sweep_table(sw) -> str:
     rows = []
     for row in sw.rows():
         v = row[sw.over]
-        cells = [f"{v:,}" if sw.over == "concurrency" else f"{v:,.3g}", f"{row['requests_per_s']:,.2f}",
+        # a rate to 4 figures: a search's bisections differ in the 4th
+        cells = [f"{v:,}" if sw.over == "concurrency" else f"{v:,.4g}", f"{row['requests_per_s']:,.2f}",
                  f"{row['output_tokens_per_s_per_gpu']:,.0f}",
                  "-" if row["per_user_tokens_per_s"] is None else f"{row['per_user_tokens_per_s']:,.1f}",
                  _lat(row["ttft_p50_s"]), _lat(row["ttft_p99_s"]), _lat(row["tpot_p50_s"]), _lat(row["tpot_p99_s"]),
                  f"{row['mean_decode_batch']:,.1f}", f"{row['preemptions']:,}"]
         if slo:
-            cells += [_lat(row[f"ttft_{q}_s"]), _lat(row[f"tpot_{q}_s"]), "yes" if row["meets_slo"] else "no"]
+            verdict = ("yes" if row["meets_slo"] else "no (overloaded)" if row["overloaded"]
+                       else "no (over capacity)" if row["over_capacity"] else "no")
+            cells += [_lat(row[f"ttft_{q}_s"]), _lat(row[f"tpot_{q}_s"]), verdict]
         rows.append(cells)
     out = "\n".join(head) + grid(hdr, rows, [True] * len(hdr))
     if slo:
@@ -96,6 +105,12 @@ def serving_sweep_table(sw) -> str:
             out += (f"\n\nhighest rate meeting {targets}: {best:,.3g} requests/s offered (the run served "
                     f"{r.requests_per_s:,.3g} requests/s and {r.output_tokens_per_s / r.gpus:,.0f} output tokens/s per GPU "
                     "from first arrival to last completion, the drain included: the cost is at that rate)")
+            if slo.get("capacity_per_s"):
+                out += (f"\ncapacity {slo['capacity_per_s']:,.3g} requests/s (all requests at once: the middle half of their "
+                        "completions); a rate above it queues without end and meets no target")
+            short = sample_note(r)
+            if short:
+                out += "\n" + note_line(short)
             cost = r.cost_per_million_output_tokens
             if cost is not None:
                 out += f"; ${cost:,.3f} per million output tokens"

@@ -54,6 +54,9 @@ class ServingResult(Tabular):
     request_input: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     request_output: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     settings: dict = field(default_factory=dict, repr=False)  # model, machine, precision, tensor parallel, link
+    step_chunk_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # every step's prompt tokens
+    step_chunk_prefix: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # ... and their mean prefix
+    step_chunk_count: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # ... in how many chunks
 
     @property
     def requests(self) -> int:
@@ -70,6 +73,26 @@ class ServingResult(Tabular):
     @property
     def requests_per_s(self) -> float:
         return self.requests / self.duration_s
+
+    def chunk_steps(self) -> dict | None:
+        """The run's steps that fed prompt tokens, on average: {"steps", "decode_batch", "chunks",
+        "chunk", "prefix"} (the mean such step's decodes, its number of prompt chunks, their mean
+        tokens and mean prefix); None where the run records no steps by kind (disaggregated and
+        pipelined runs) or fed no prompt."""
+        ck = self.step_chunk_tokens
+        if not len(ck) or len(ck) != len(self.step_decodes) or not (ck > 0).any():
+            return None
+        m = ck > 0
+        chunks = float(self.step_chunk_count[m].mean())
+        return {"steps": int(m.sum()), "decode_batch": float(self.step_decodes[m].mean()), "chunks": chunks,
+                "chunk": float(ck[m].sum() / self.step_chunk_count[m].sum()),
+                "prefix": float((self.step_chunk_prefix[m] * ck[m]).sum() / ck[m].sum())}
+
+    @property
+    def overloaded(self) -> bool:
+        """An open-loop run offered more than it holds (overload_note): its latencies are a queue's
+        that grows with the sample, so no SLO is met at this rate."""
+        return any(str(n).startswith("overloaded:") for n in self.notes)
 
     @property
     def per_user_tokens_per_s(self) -> float:
@@ -146,10 +169,68 @@ class ServingResult(Tabular):
                             for r in self.rows()])
 
 
+OVERLOAD_SHARE = 0.9  # a run holding under this share of the rate it is offered is overloaded
+
+
+def held_rate_per_s(arrival_s: np.ndarray, e2e_s: np.ndarray) -> float:
+    """Requests/s an open-loop run completed in the middle half of its completions (between the
+    25th and 75th percentile completion times): the rate it held once started and before it
+    drained. Offered more than it can serve, a run completes at its capacity however long the
+    sample, while its latencies only grow with the sample's length; inf with too few completions
+    to tell (under 8, or all at one time)."""
+    done = np.sort((np.asarray(arrival_s, dtype=float) + np.asarray(e2e_s, dtype=float))[np.isfinite(e2e_s)])
+    n = len(done)
+    a, b = n // 4, (3 * n) // 4
+    if n < 8 or done[b] <= done[a]:
+        return float("inf")
+    return (b - a) / float(done[b] - done[a])
+
+
+def offered_rate_per_s(arrival_s: np.ndarray) -> float:
+    """Requests/s the arrivals offer: (n - 1) over their span (0 for one request or one instant)."""
+    a = np.asarray(arrival_s, dtype=float)
+    span = float(a.max() - a.min()) if len(a) > 1 else 0.0
+    return (len(a) - 1) / span if span > 0 else 0.0
+
+
+def overload_note(arrival_s: np.ndarray, e2e_s: np.ndarray, duration_s: float) -> str | None:
+    """The note of an open-loop run that holds under a share of its offered rate (held_rate_per_s),
+    else None. The share is OVERLOAD_SHARE, or 1 - 2 / sqrt(k) where that is lower: k completions in
+    the middle half count arrivals that are Poisson over the window, ~sqrt(k) either way, so that
+    20 requests (k = 10) are called overloaded only under 0.37 of the rate, and 1,000 under 0.9."""
+    offered = offered_rate_per_s(arrival_s)
+    held = held_rate_per_s(arrival_s, e2e_s)
+    k = int(np.isfinite(e2e_s).sum()) // 2
+    if not offered or not k or held >= min(OVERLOAD_SHARE, 1.0 - 2.0 / math.sqrt(k)) * offered:
+        return None
+    return (f"overloaded: {held:,.3g} requests/s held (the middle half of the completions) of the {offered:,.3g} offered; "
+            f"{len(e2e_s) / duration_s:,.3g} served from first arrival to last completion; the queue grows for as long as "
+            "requests arrive, so the latencies depend on --requests, and no SLO is met at this rate")
+
+
+STEADY_SPANS = 5  # a rate sample reaches a steady state when its arrivals span this many end-to-end latencies
+
+
+def sample_note(result) -> str | None:
+    """Where an open-loop run's arrivals span under STEADY_SPANS of its median end-to-end latency:
+    the sample is mostly its ramp and its drain, so a rate it 'meets' says little of a steady state
+    (100 requests at 35/s span 2.8 s against 2 s a request); None otherwise."""
+    if result.settings.get("rate_per_s") is None or not len(result.arrival_s):
+        return None
+    span = float(result.arrival_s.max() - result.arrival_s.min())
+    e2e = result.percentile("e2e", 50)
+    if not math.isfinite(e2e) or span >= STEADY_SPANS * e2e:
+        return None
+    return (f"{result.requests:,} requests arrive over {span:,.3g} s, under {STEADY_SPANS} times a request's "
+            f"{e2e:,.3g} s end to end: the run is mostly its ramp and drain, not a steady state; give more --requests "
+            f"(about {int(math.ceil(STEADY_SPANS * e2e * result.settings['rate_per_s'])):,} at this rate)")
+
+
 def step_settings(step: StepCost) -> dict:
     """The configuration a result was simulated for, as keys (JSON)."""
     return {"model": step.model.key or step.model.name, "machine": step.machine.key or step.machine.name,
-            "precision": step.precision.to_dict(), "tensor_parallel": step.tensor_parallel, "link": step.link}
+            "precision": step.precision.to_dict(), "tensor_parallel": step.tensor_parallel, "link": step.link,
+            "kv_cache_gpus": step._dp}  # GPUs the cache_bytes is spread over (attention data parallel), else 1: per GPU
 
 
 def _finite(x) -> float | None:

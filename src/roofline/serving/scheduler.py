@@ -37,7 +37,7 @@ from roofline.plan.step import StepCost
 from roofline.serving.cache import cache_growth, replica_cache
 from roofline.serving.engine import Engine
 from roofline.serving.requests import Requests
-from roofline.serving.results import PERCENTILES, ServingResult, _weighted_percentiles, step_settings
+from roofline.serving.results import PERCENTILES, ServingResult, _weighted_percentiles, overload_note, step_settings
 from roofline.units import GIGA
 
 
@@ -105,6 +105,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     now = 0.0
     t0 = None
     step_dt, step_nd = [], []
+    step_ck, step_pf, step_nc = [], [], []  # per step: prompt tokens (0: decodes only), their mean prefix, chunks (--breakdown)
     steps = 0
     tokens_sum = 0
     kv_integral = kv_peak = 0.0
@@ -234,6 +235,9 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                     tokens_sum += nd * K
                     step_dt.append(dts)
                     step_nd.append(np.full(K, nd))
+                    step_ck.append(np.zeros(K))
+                    step_pf.append(np.zeros(K))
+                    step_nc.append(np.zeros(K))
                     s_ctx[dec] += K
                     gen[reqs] += K
                     for slot in dec[gen[reqs] >= out[reqs]]:
@@ -254,6 +258,10 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         tokens_sum += M
         step_dt.append(np.array([dt]))
         step_nd.append(np.array([nd]))
+        fed = sum(c for c, _ in chunks)
+        step_ck.append(np.array([float(fed)]))
+        step_pf.append(np.array([sum(c * p for c, p in chunks) / fed if fed else 0.0]))
+        step_nc.append(np.array([float(len(chunks))]))
         kv_integral += used * dt
         kv_peak = max(kv_peak, used)
         computed += M - nd * T
@@ -297,7 +305,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     tpot = np.where(out > 1, (finish_t - first_t) / np.maximum(out - 1, 1), np.nan)
     dts, nds = np.concatenate(step_dt), np.concatenate(step_nd).astype(float)
     busy = float(dts.sum())
-    per_gpu = parts["kv_cache_bytes"] / step._dp  # what each GPU keeps for its cache
+    per_gpu = cap / step._dp  # what each GPU keeps for its cache (the draft's weights out): the engine line's
     gpus = step.tensor_parallel * step.pipeline_stages  # the replica's GPUs
     notes = (f"KV cache {per_gpu / GIGA:,.1f} GB per GPU"
              + (f" ({gpus} GPUs in the replica: {per_gpu * gpus / GIGA:,.1f} GB)" if gpus > 1 else "")
@@ -324,11 +332,9 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                  f"length ({mean_seq:,.0f} tokens), under half of the {demand:,} that could run at once: more GPUs or a narrower "
                  "cache would batch more",) + notes
     if not closed and duration > 0:
-        offered = (n - 1) / max(float(arrival[-1] - arrival[0]), 1e-300) if n > 1 else 0.0
-        served = (n - 1) / max(duration - float(np.nanmedian(e2e)), 1e-300)  # less one request's time: the drain
-        if offered and served < 0.9 * offered:
-            notes = (f"overloaded: {n / duration:,.3g} requests/s served of the {offered:,.3g} offered; the queue grows for as long "
-                     "as requests arrive, so the latencies depend on --requests",) + notes
+        over = overload_note(arrival, e2e, duration)
+        if over:
+            notes = (over,) + notes
     if draft is not None:
         notes += (f"speculative decoding: {draft.model.name} drafts {T - 1} tokens per step, each accepted with probability "
                   f"{engine.acceptance:g}: {E:.2f} tokens per sequence and step on average (the expected value, carried "
@@ -342,7 +348,8 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         float((dts * nds).sum() / busy) if busy else 0.0, tokens_sum / max(steps, 1),
         kv_integral / busy / cap if busy else 0.0, kv_peak / cap, preemptions,
         in_system_integral / max(float(np.nanmax(finish_t)) - t_start, 1e-300), cap, notes, price_per_gpu_hour, dts, nds,
-        arrival.copy(), inp, out, {**step_settings(step), **requests.settings})
+        arrival.copy(), inp, out, {**step_settings(step), **requests.settings},
+        np.concatenate(step_ck), np.concatenate(step_pf), np.concatenate(step_nc))
 
 
 # ---------------------------------------------------------------------------------------------

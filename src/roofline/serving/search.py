@@ -12,7 +12,7 @@ from roofline.errors import RooflineError, check_number
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
 from roofline.serving.requests import check_burstiness, closed_requests, poisson_requests
-from roofline.serving.results import ServingResult
+from roofline.serving.results import ServingResult, held_rate_per_s, sample_note
 from roofline.serving.scheduler import simulate
 from roofline.tables import Tabular, dump_json
 
@@ -53,7 +53,10 @@ class ServingSweep(Tabular):
                            if "cost_per_million_output_tokens" in m else {}),
                         **({f"ttft_p{self.slo['percentile']:g}_s": r.percentile("ttft", self.slo["percentile"]),
                             f"tpot_p{self.slo['percentile']:g}_s": _none_if_nan(r.percentile("tpot", self.slo["percentile"])),
-                            "meets_slo": meets_slo(r, self.slo)} if self.slo else {})})
+                            "meets_slo": meets_slo(r, self.slo)} if self.slo else {}),
+                        "overloaded": r.overloaded,
+                        "over_capacity": self.slo is not None and r.settings.get("rate_per_s", 0.0)
+                        > self.slo.get("capacity_per_s", math.inf)})
         return out
 
     def to_dict(self) -> dict:
@@ -62,6 +65,10 @@ class ServingSweep(Tabular):
         out = {**{k: first.settings[k] for k in ("model", "machine")}, "description": first.description, "gpus": first.gpus,
                "engine": dataclasses.asdict(first.engine), **arrivals,
                "over": self.over, "points": self.rows(), "slo": self.slo, "notes": list(first.notes)}
+        if self.over == "rate" and (self.slo or {}).get("best") is not None:
+            short = sample_note(self.results[self.values.index(self.slo["best"])])
+            if short:
+                out["notes"] = [short] + out["notes"]
         if self.target_rate is not None:
             n = self.replicas_needed
             out["target"] = {"requests_per_s": self.target_rate, "replicas": n, "gpus": None if n is None else n * first.gpus}
@@ -86,9 +93,13 @@ def _none_if_nan(x: float):
 
 
 def meets_slo(result: ServingResult, slo: dict | None) -> bool:
-    """Both percentiles within their targets (a target of None is no constraint)."""
+    """Both percentiles within their targets (a target of None is no constraint), at a rate the run
+    holds: an overloaded run (ServingResult.overloaded) meets none, whatever its sample's
+    percentiles (a short sample, or a TTFT target that a decode pool's queue never reaches)."""
     if not slo:
         return True
+    if result.overloaded or result.settings.get("rate_per_s", 0.0) > slo.get("capacity_per_s", math.inf):
+        return False
     p = slo["percentile"]
     ok = True
     if slo.get("ttft_s") is not None:
@@ -124,6 +135,8 @@ def sweep_concurrency(step: StepCost, concurrencies, input_tokens, output_tokens
     return ServingSweep("concurrency", values, results, slo)
 
 
+FLOOD_RATE_PER_S = 1e9  # requests/s offered to find a rate search's capacity: every request at once
+FLOOD_BATCHES = 8  # ... and at least this many full batches (max_seqs) of them, so that its middle half is saturated
 SEARCH_STEPS = 14  # bisections of the rate search (log scale): ~2% resolution
 
 
@@ -145,16 +158,26 @@ def max_rate_within(step: StepCost, input_tokens, output_tokens, ttft_s=None, tp
         check_number("target_rate", target_rate, maximum=1e9)
     sat = simulate(step, closed_requests(engine.max_seqs, max(requests, 2 * engine.max_seqs), input_tokens, output_tokens,
                                          seed), engine, draft=draft)
-    return _rate_search(lambda rate: simulate(step, poisson_requests(rate, requests, input_tokens, output_tokens, seed,
-                                                                     burstiness), engine, price_per_gpu_hour, draft=draft),
-                        1.5 * sat.requests_per_s, slo, target_rate)
+    return _rate_search(lambda rate, n=requests: simulate(step, poisson_requests(rate, n, input_tokens, output_tokens, seed,
+                                                                                burstiness), engine, price_per_gpu_hour,
+                                                         draft=draft),
+                        1.5 * sat.requests_per_s, slo, target_rate, flood_requests=max(requests, FLOOD_BATCHES * engine.max_seqs))
 
 
-def _rate_search(run_at, hi: float, slo: dict, target_rate=None) -> ServingSweep:
+def _rate_search(run_at, hi: float, slo: dict, target_rate=None, flood_requests: int | None = None) -> ServingSweep:
     """Bisection in log rate between hi / 1000 and ``hi`` for the highest rate whose run (run_at(rate)
-    -> ServingResult) meets ``slo``; every run is a point of the sweep, the best in slo["best"]."""
+    -> ServingResult) meets ``slo``; every run is a point of the sweep, the best in slo["best"].
+    First the capacity, slo["capacity_per_s"]: run_at(FLOOD_RATE_PER_S, flood_requests) (every request
+    at once, FLOOD_BATCHES full batches of them at least) holds its saturated throughput in the
+    middle half of its completions; a rate above it meets no target (meets_slo)."""
     lo = hi / 1000.0
     tried = {}
+    # the most it holds: a flood (all requests at once) run at its saturated throughput in the middle half of
+    # its completions; a rate above that queues without end however short the sample shows it
+    flood = run_at(FLOOD_RATE_PER_S) if flood_requests is None else run_at(FLOOD_RATE_PER_S, flood_requests)
+    cap = held_rate_per_s(flood.arrival_s, flood.e2e_s)
+    if math.isfinite(cap):  # too few requests to tell: no cap
+        slo["capacity_per_s"] = cap
 
     def run(rate):
         tried[rate] = run_at(rate)
