@@ -655,3 +655,52 @@ def test_the_breakdown_shows_the_steps_the_run_took(capsys):
     assert main(["serving", "--prefix-hit", "0.9", "--requests", "200", "--breakdown", "--json"]) == 0
     mixed = json.loads(capsys.readouterr().out)["breakdown"]["mixed_step"]
     assert 100 <= mixed["chunk"] <= 106 and 918 <= mixed["prefix"] <= 924
+
+
+# -- lengths from a file ----------------------------------------------------------------------------
+
+def test_lengths_come_from_a_file_a_request_a_line(tmp_path, capsys):
+    """A header, a comment, a blank line, commas, a tab and spaces: three requests, each keeping its
+    own line's pair, in order; --requests defaults to the file's lines, and more repeat them."""
+    from roofline.serving import read_lengths
+
+    f = tmp_path / "lengths.csv"
+    f.write_text("input_len,output_len\n# measured\n512,128\n2048, 64\n\n100\t300\n")
+    inp, out = read_lengths(f)
+    assert inp.tolist() == [512, 2048, 100] and out.tolist() == [128, 64, 300]
+    assert main(["serving", "--lengths", str(f), "--concurrency", "1", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["requests"] == 3 and d["input_tokens_mean"] * 3 == pytest.approx(512 + 2048 + 100)
+    assert d["output_tokens_mean"] * 3 == pytest.approx(128 + 64 + 300)
+    assert main(["serving", "--lengths", str(f), "--concurrency", "1", "--csv"]) == 0
+    rows = [line.split(",") for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [(int(r[2]), int(r[3])) for r in rows] == [(512, 128), (2048, 64), (100, 300)]  # each line's own pair
+    assert main(["serving", "--lengths", str(f), "--rate", "2", "--requests", "7", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["requests"] == 7 and d["input_tokens_mean"] * 7 == pytest.approx(2 * (512 + 2048 + 100) + 512)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("512,abc\n", "line 1: 'abc' is not a whole number"),
+    ("1,2\n3,4,5\n", "line 2: expected two lengths"),
+    ("0,5\n", "line 1: '0' is not"),
+    ("2.5,5\n", "'2.5' is not"),
+    ("nan,5\n", "'nan' is not"),
+    ("", "holds no lengths"),
+    ("# only a comment\n", "holds no lengths"),
+])
+def test_a_bad_lengths_file_is_refused_by_its_line(tmp_path, capsys, text, says):
+    f = tmp_path / "bad.csv"
+    f.write_text(text)
+    assert main(["serving", "--lengths", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+
+
+def test_lengths_from_a_file_and_on_the_command_line_conflict(tmp_path, capsys):
+    f = tmp_path / "l.csv"
+    f.write_text("5,5\n")
+    assert main(["serving", "--lengths", str(f), "--output-len", "8"]) == 2
+    assert "drop --input-len/--output-len" in capsys.readouterr().err
+    assert main(["serving", "--lengths", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err

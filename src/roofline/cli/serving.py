@@ -72,6 +72,17 @@ def cmd_serving(args):
                             f"{'--concurrency' if args.concurrency is not None else '--sweep'} runs a closed loop of users",
                             field="burstiness")
     burstiness = 1.0 if args.burstiness is None else args.burstiness
+    if args.lengths is not None:
+        if args.input_len is not None or args.output_len is not None:
+            raise RooflineError("--lengths FILE gives both lengths of every request: drop --input-len/--output-len",
+                                field="lengths")
+        from roofline.serving.requests import read_lengths
+
+        args.input_len, args.output_len = read_lengths(args.lengths)
+        if args.requests is None:
+            args.requests = len(args.input_len)  # the file's requests, once each
+    args.input_len = 1024 if args.input_len is None else args.input_len
+    args.output_len = 256 if args.output_len is None else args.output_len
     if args.target_rate is not None and not (slo and not args.sweep):
         raise RooflineError("--target-rate sizes the deployment from the SLO rate search: give --slo-ttft and/or --slo-tpot "
                             "(without --sweep)", field="target_rate")
@@ -292,10 +303,13 @@ def register(sub):
                                        "cost per token (a simulated continuous-batching engine)")
     _add_model(p)
     add_machine_flags(p)
-    p.add_argument("--input-len", type=length_arg("--input-len"), default=1024,
-                   help="prompt tokens per request: N or LO-HI (uniform)")
-    p.add_argument("--output-len", type=length_arg("--output-len"), default=256,
-                   help="output tokens per request: N or LO-HI (uniform)")
+    p.add_argument("--input-len", type=length_arg("--input-len"), default=None,
+                   help="prompt tokens per request: N or LO-HI (uniform); default 1024")
+    p.add_argument("--output-len", type=length_arg("--output-len"), default=None,
+                   help="output tokens per request: N or LO-HI (uniform); default 256")
+    p.add_argument("--lengths", default=None, metavar="FILE",
+                   help="each request's input and output tokens from a file, a request a line ('input,output'; "
+                        "a header line allowed): a dataset's measured lengths; --requests defaults to its lines")
     p.add_argument("--requests", type=number_arg("--requests", integer=True, maximum=10_000_000), default=None,
                    help="requests simulated (default 1,000; a sweep: 8 per user, 200 to 20,000)")
     p.add_argument("--rate", type=number_arg("--rate", maximum=1e9), default=None, help="Poisson arrivals, requests per second")

@@ -12,7 +12,7 @@ per-op costs of roofline.plan.step (StepCost).
 """
 
 from roofline.serving.engine import Engine
-from roofline.serving.requests import MAX_REQUESTS, Requests, closed_requests, lengths, poisson_requests
+from roofline.serving.requests import MAX_REQUESTS, Requests, closed_requests, lengths, poisson_requests, read_lengths
 from roofline.serving.results import PERCENTILES, ServingResult, step_settings
 from roofline.serving.scheduler import simulate, simulate_pipelined
 from roofline.serving.search import SEARCH_STEPS, ServingSweep, max_rate_within, meets_slo, sweep_concurrency
@@ -20,5 +20,5 @@ from roofline.serving.disagg import best_disaggregation, kv_transfer_seconds, si
 
 __all__ = ["Engine", "MAX_REQUESTS", "PERCENTILES", "Requests", "SEARCH_STEPS", "ServingResult", "ServingSweep",
            "best_disaggregation", "closed_requests", "kv_transfer_seconds", "lengths", "max_rate_within", "meets_slo",
-           "poisson_requests", "simulate", "simulate_disaggregated", "simulate_pipelined", "step_settings",
+           "poisson_requests", "read_lengths", "simulate", "simulate_disaggregated", "simulate_pipelined", "step_settings",
            "sweep_concurrency"]

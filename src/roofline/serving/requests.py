@@ -4,6 +4,7 @@ closed loop (a fixed number of users), with prompt and output lengths fixed or d
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +73,59 @@ def lengths(spec, n: int, rng: np.random.Generator, what: str) -> np.ndarray:
     if a.ndim != 1 or len(a) == 0:
         raise RooflineError(f"{what}: expected a length, a range or a list of lengths", field=what)
     return np.resize(a, n)
+
+
+LENGTHS_MAX_BYTES = 64 * 2**20  # a lengths file of MAX_REQUESTS rows is well under this
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def read_lengths(path) -> tuple[np.ndarray, np.ndarray]:
+    """(input lengths, output lengths) per request from a text file of two columns: a request a
+    line, its prompt and output tokens separated by a comma, a tab or spaces (a dataset's measured
+    lengths, e.g. ShareGPT's as vLLM's benchmark samples them). An optional header line names the
+    columns (any words: 'input_len,output_len'); blank lines and lines starting with '#' are
+    skipped. Every length must be a whole number of at least 1 token; a bad line is refused by
+    its number. Requests take the rows in order (repeated when more are simulated than the file has)."""
+    from roofline.files import read_text
+
+    text = read_text(path, "lengths file", "lengths", LENGTHS_MAX_BYTES)
+    rows, first = [], True
+    for no, line in enumerate(text.splitlines(), 1):
+        t = line.strip()
+        if not t or t.startswith("#"):
+            continue
+        cells = t.replace(",", " ").split()
+        header, first = first and not any(_is_number(c) for c in cells), False
+        if header:  # the first line names the columns
+            continue
+        if len(cells) != 2:
+            raise RooflineError(f"lengths file {str(path)!r}, line {no}: expected two lengths (input, output), got "
+                                f"{len(cells)} field(s): {t[:60]!r}", field="lengths")
+        pair = []
+        for c in cells:
+            try:
+                v = float(c)
+            except ValueError:
+                v = float("nan")
+            if not math.isfinite(v) or v < 1 or v != int(v) or v > MAX_COUNT:
+                raise RooflineError(f"lengths file {str(path)!r}, line {no}: {c!r} is not a whole number of tokens from 1 to "
+                                    f"{int(MAX_COUNT):,}", field="lengths")
+            pair.append(int(v))
+        rows.append(pair)
+        if len(rows) > MAX_REQUESTS:
+            raise RooflineError(f"lengths file {str(path)!r}: more than {MAX_REQUESTS:,} requests", field="lengths")
+    if not rows:
+        raise RooflineError(f"lengths file {str(path)!r} holds no lengths (two columns a line: input, output)",
+                            field="lengths")
+    a = np.array(rows, dtype=np.int64)
+    return a[:, 0].copy(), a[:, 1].copy()
 
 
 BURSTINESS_RANGE = (0.01, 1000.0)  # gamma shapes accepted: from near-simultaneous bursts to near-constant gaps
