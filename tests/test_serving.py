@@ -704,3 +704,10 @@ def test_lengths_from_a_file_and_on_the_command_line_conflict(tmp_path, capsys):
     assert "drop --input-len/--output-len" in capsys.readouterr().err
     assert main(["serving", "--lengths", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec, says", [([100.7, 200.2], "100.7 (item 0) is not a whole number"), ("abc", "not 'abc'"),
+                                        ([float("nan")], "nan (item 0)"), ([5, 0], "0 (item 1)"), ([], "expected a length")])
+def test_library_lengths_are_refused_by_name_not_truncated(spec, says):
+    with pytest.raises(RooflineError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        closed_requests(2, 4, spec, 16)

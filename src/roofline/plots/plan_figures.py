@@ -269,10 +269,14 @@ def plot_train(plan, memory_options, path: str | None = None, title: str | None 
     return _done(fig, path)
 
 
+LABEL_GAP = 0.04  # points closer than this (a share of each axis) to a labelled one go unlabelled
+
+
 def plot_serving(sweep, path: str | None = None, title: str | None = None) -> Figure:
     """The throughput-latency picture of a serving sweep: output tokens/s per GPU against tokens/s
     per user (left: each point a concurrency or a rate, labelled; the SLO's points filled), and
-    TTFT p50/p99 and TPOT p50 against the load (right)."""
+    TTFT p50/p99 and TPOT p50 (and both at the SLO's percentile) against the load (right). Points
+    crowding a labelled one (a search's bisections near its answer) go unlabelled; the best is bold."""
     from roofline.serving.search import meets_slo
 
     rows = sweep.rows()
@@ -283,10 +287,19 @@ def plot_serving(sweep, path: str | None = None, title: str | None = None) -> Fi
     fig, (ax, ax2) = _figure((13, 5.2), 1, 2)
     ax.plot(x[order], y[order], color="black", lw=1.4, zorder=2)
     ok = [meets_slo(r, sweep.slo) for r in sweep.results]
-    for xi, yi, load, good in zip(x, y, loads, ok):
+    best = (sweep.slo or {}).get("best")
+    span = np.array([max(x.max(), 1e-9), max(y.max(), 1e-9)])
+    labelled: list = []  # points already labelled, in axes fractions: a search's bisections crowd near its answer
+    for i in sorted(range(len(rows)), key=lambda k: (loads[k] != best, k)):  # the best point's label first
+        xi, yi, load, good = x[i], y[i], loads[i], ok[i]
         ax.scatter([xi], [yi], s=40, zorder=3, color=COMPUTE_BLUE if good else "white", edgecolor=COMPUTE_BLUE, lw=1.2)
-        label = f"{load:,.0f}" if sweep.over == "concurrency" else f"{load:,.3g}/s"
-        ax.annotate(label, (xi, yi), xytext=(5, 4), textcoords="offset points", fontsize=7.5)
+        here = np.array([xi, yi]) / span
+        if any(np.abs(here - q).max() < LABEL_GAP for q in labelled):
+            continue
+        labelled.append(here)
+        label = f"{load:,.0f}" if sweep.over == "concurrency" else f"{load:,.4g}/s"
+        ax.annotate(label, (xi, yi), xytext=(5, 4), textcoords="offset points", fontsize=7.5,
+                    fontweight="bold" if load == best else "normal")
     ax.set_xlabel("tokens/s per user while streaming (1 / median TPOT)")
     ax.set_ylabel("output tokens/s per GPU")
     ax.grid(True, alpha=0.25)
@@ -307,6 +320,12 @@ def plot_serving(sweep, path: str | None = None, title: str | None = None) -> Fi
     ax2.plot(loads[order], tpot50, color=COMPUTE_BLUE, lw=1.6, marker="o", ms=3, label="TPOT p50")
     if sweep.slo:
         p = sweep.slo["percentile"]
+        if p not in (50, 99):  # the percentile the targets test
+            ttftp = np.array([r[f"ttft_p{p:g}_s"] for r in rows], dtype=float)[order] / MS
+            tpotp = np.array([np.nan if r[f"tpot_p{p:g}_s"] is None else r[f"tpot_p{p:g}_s"] for r in rows],
+                             dtype=float)[order] / MS
+            ax2.plot(loads[order], ttftp, color=MEMORY_RED, lw=1.2, ls="-.", label=f"TTFT p{p:g}")
+            ax2.plot(loads[order], tpotp, color=COMPUTE_BLUE, lw=1.2, ls="-.", label=f"TPOT p{p:g}")
         if sweep.slo.get("ttft_s"):
             ax2.axhline(sweep.slo["ttft_s"] / MS, color=MEMORY_RED, lw=0.8, ls=":", label=f"TTFT p{p:g} target")
         if sweep.slo.get("tpot_s"):

@@ -69,10 +69,17 @@ def lengths(spec, n: int, rng: np.random.Generator, what: str) -> np.ndarray:
         if hi < lo:
             raise RooflineError(f"{what} range {lo}-{hi}: the upper end is below the lower", field=what)
         return rng.integers(lo, hi + 1, size=n, dtype=np.int64)
-    a = np.asarray(spec, dtype=np.int64)
+    try:
+        a = np.asarray(spec, dtype=float)
+    except (TypeError, ValueError):
+        raise RooflineError(f"{what}: expected a length, a range or a list of lengths, not {spec!r:.60}", field=what) from None
     if a.ndim != 1 or len(a) == 0:
         raise RooflineError(f"{what}: expected a length, a range or a list of lengths", field=what)
-    return np.resize(a, n)
+    bad = ~np.isfinite(a) | (a < 1) | (a > MAX_COUNT) | (a != np.round(a))
+    if bad.any():
+        raise RooflineError(f"{what}: {a[bad][0]:g} (item {int(np.flatnonzero(bad)[0])}) is not a whole number of tokens "
+                            f"from 1 to {int(MAX_COUNT):,}", field=what)
+    return np.resize(a.astype(np.int64), n)
 
 
 LENGTHS_MAX_BYTES = 64 * 2**20  # a lengths file of MAX_REQUESTS rows is well under this
