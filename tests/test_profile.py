@@ -91,7 +91,17 @@ def test_cli_profile_table_json_and_plot(recorded, capsys, tmp_path):
     assert {"name", "shapes", "calls", "flops", "bytes", "bound", "roofline_s", "measured_s", "speed_of_light",
             "lost_s", "advice"} <= set(d["ops"][0])
     assert main(["profile", path, "--machine", str(machine), "--csv"]) == 0
-    assert capsys.readouterr().out.startswith("name,shapes,")
+    text = capsys.readouterr().out
+    assert text.startswith("kind,name,shapes,")
+    import csv
+
+    rows = list(csv.DictReader(text.splitlines()))
+    # the ops, then the time outside them: the column sums to the top-level ops and the time between them
+    kinds = [r["kind"] for r in rows]
+    assert kinds[0] == "op" and {"views", "wrappers", "between ops"} <= set(kinds)
+    assert sum(float(r["measured_s"] or 0) for r in rows) == pytest.approx(d["top_level_s"] + d["between_ops_s"], rel=1e-6)
+    op = next(r for r in rows if r["kind"] == "op")
+    assert float(op["flops_total"]) == pytest.approx(float(op["flops"]) * int(op["calls"]))  # flops is per call
 
 
 def test_cli_diagnose_an_op_of_a_profile(recorded, capsys):
@@ -658,3 +668,66 @@ def test_a_sort_is_advised_as_a_bytes_only_floor(tmp_path):
     (tmp_path / "t.json").write_text(json.dumps({"traceEvents": [ev]}))
     (op,) = profile_report(tmp_path / "t.json", "h100-sxm").ops
     assert op.flops == 0 and op.advice.startswith("bytes-only bound")
+
+
+def _add_event(ts, dur, tid=1, dims=((64, 128), (64, 128))):
+    return dict(ph="X", cat="cpu_op", pid=1, tid=tid, name="aten::add", ts=ts, dur=dur,
+                args={"Input Dims": [list(d) for d in dims] + [[]], "Input type": ["float", "float", "Scalar"],
+                      "Concrete Inputs": ["", "", "1"]})
+
+
+def _mm_event(ts, dur):
+    return dict(ph="X", cat="cpu_op", pid=1, tid=1, name="aten::mm", ts=ts, dur=dur,
+                args={"Input Dims": [[64, 128], [128, 64]], "Input type": ["float", "float"], "Concrete Inputs": ["", ""]})
+
+
+def test_a_trace_of_several_forwards_says_how_many():
+    """mm, add, add recorded three times over: three forwards (the sequence repeats end to end);
+    one more add at the end breaks the repetition: one."""
+    from roofline.trace.chrome_trace import op_tree, repeats
+
+    one = [_mm_event(0.0, 5.0), _add_event(10.0, 1.0), _add_event(20.0, 1.0)]
+    three = [dict(e, ts=e["ts"] + 100.0 * k) for k in range(3) for e in one]
+    assert repeats(op_tree(three)) == 3
+    assert repeats(op_tree(three + [_add_event(400.0, 1.0)])) == 1
+    assert repeats(op_tree(one)) == 1
+
+
+def test_profile_totals_over_several_forwards_are_also_given_per_forward(tmp_path):
+    pytest.importorskip("torch")
+    from roofline.trace.profiler import profile_report
+
+    one = [_mm_event(0.0, 5.0), _add_event(10.0, 1.0)]
+    events = [dict(e, ts=e["ts"] + 100.0 * k) for k in range(4) for e in one]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    rep = profile_report(tmp_path / "t.json", FAST)
+    assert rep.forwards == 4 and rep.to_dict()["forwards"] == 4
+    assert "the trace holds 4 forwards" in rep.to_table()
+
+
+def test_a_call_far_above_its_rows_median_is_called_a_warm_up(tmp_path):
+    """Four calls of one add: 2 ms, then three of 10 us: 200x the median, a first call's warm-up
+    inside the recording, which a note names with how to record past it."""
+    pytest.importorskip("torch")
+    from roofline.trace.profiler import profile_report
+
+    events = [_add_event(0.0, 2000.0)] + [_add_event(3000.0 + 100 * k, 10.0) for k in range(3)]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    rep = profile_report(tmp_path / "t.json", FAST)
+    assert any("over 20x the row's median" in n and "aten::add 2,000 us" in n and "schedule" in n for n in rep.notes)
+    events = [_add_event(100.0 * k, 10.0 + k) for k in range(4)]  # steady calls: no note
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    assert not any("median" in n for n in profile_report(tmp_path / "t.json", FAST).notes)
+
+
+def test_an_impossible_compute_bound_op_blames_the_peak_not_the_cache():
+    """A (64, 128) @ (128, 64) fp32 mm: 2 x 64 x 128 x 64 = 1.05 MFLOP over 96 KiB. On a 1 GFLOP/s
+    machine (1 TB/s) its bound is 1.05 ms of compute; measured in 100 us it ran 10.5 GFLOP/s: the
+    peak is the suspect, and a cache that holds its bytes is no explanation of beating a compute bound."""
+    from roofline.diagnose.kernel_diagnosis import measurement_problem
+
+    m = Machine("slow peak", 1e9, 1e12, default_dtype="fp32", l2_bytes=1 << 20)
+    flops, nbytes = 2 * 64 * 128 * 64, 3 * 64 * 128 * 4
+    msg = measurement_problem(flops / 1e9, 100e-6, nbytes, m, flops=flops, bound="compute")
+    assert "this op ran 10.5 GFLOP/s" in msg and "L2" not in msg
+    assert "L2" in measurement_problem(flops / 1e9, 100e-6, nbytes, m, bound="memory")

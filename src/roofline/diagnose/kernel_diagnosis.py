@@ -21,9 +21,12 @@ from roofline.units import MEGA, MS, US, indefinite_article
 
 
 def measurement_problem(roofline_s: float, measured_s: float, bytes_moved: float | None = None,
-                        machine: Machine | None = None, bound_name: str = "roofline bound") -> str | None:
+                        machine: Machine | None = None, bound_name: str = "roofline bound",
+                        flops: float | None = None, bound: str | None = None) -> str | None:
     """None when ``measured_s`` >= ``roofline_s``; else why the measurement cannot be right
-    (``bound_name``: what the bound is, in the message)."""
+    (``bound_name``: what the bound is, in the message). With ``bound`` "compute" (the op's FLOPs
+    set its bound) a warm cache cannot explain it, and the peak itself can: an op that ran
+    ``flops`` / ``measured_s`` above a measured peak (a calibrated profile's best matmul rate)."""
     if measured_s >= roofline_s:
         return None
     causes = [
@@ -31,8 +34,11 @@ def measurement_problem(roofline_s: float, measured_s: float, bytes_moved: float
         "the FLOP convention (1 FMA = 2 FLOPs; causal attention counted in full or in half)",
         "a sparse peak (vendors print 2:4-sparse TFLOP/s, twice the dense figure the roofline needs)",
     ]
+    if bound == "compute" and flops and measured_s > 0:
+        causes.append(f"the peak: this op ran {flops / measured_s / 1e9:,.3g} GFLOP/s, above the machine's figure (a "
+                      "calibrated profile's peak is its best measured matmul rate, which this shape beat)")
     l2 = getattr(machine, "l2_bytes", None)
-    if bytes_moved is not None and l2 and bytes_moved <= l2:
+    if bound != "compute" and bytes_moved is not None and l2 and bytes_moved <= l2:
         causes.append(f"cache: its {bytes_moved / MEGA:,.3g} MB fit in the {l2 / MEGA:,.0f} MB L2, so a repeated "
                       "measurement never touched main memory (flush the cache between runs)")
     faster = (f"{roofline_s / measured_s:,.2f}x faster than" if measured_s > 0

@@ -152,6 +152,19 @@ def op_tree(events: list[dict]) -> list[Node]:
     return roots
 
 
+def repeats(roots: list[Node]) -> int:
+    """How many times the trace's top-level ops (by start time, by name and input shapes) repeat one
+    sequence end to end: the forwards a trace recorded in a loop (`for _ in range(3): model(x)`),
+    so that totals can be given per forward; 1 when the sequence is not an exact repetition (one
+    forward, forwards that differ, another thread's ops interleaved)."""
+    seq = [(n.name, repr(n.args.get("Input Dims"))) for n in sorted(roots, key=lambda n: n.ts)]
+    n = len(seq)
+    for p in range(1, n // 2 + 1):
+        if n % p == 0 and seq == seq[:p] * (n // p):
+            return n // p
+    return 1
+
+
 def between_ops(events: list[dict]) -> tuple[float, int]:
     """(seconds, gaps) of the time each CPU thread spent between its top-level ops (the cpu_op
     events no other op encloses), summed over the threads: the framework's own time between ops

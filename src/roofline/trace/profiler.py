@@ -28,6 +28,7 @@ Reading the trace is in chrome_trace.py, rebuilding a call in rebuild.py.
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass
 
 from roofline.cost import binds, hierarchical_lower_bound, op_times, time_lower_bound
@@ -37,7 +38,8 @@ from roofline.errors import RooflineError
 from roofline.machines import get_machine
 from roofline.tables import Tabular, dump_json
 from roofline.trace.chrome_trace import (DeviceEvent, GRAPH_REPLAY, Node, PROFILER_DTYPES, _is_id, _seconds_by_ext,
-                                         between_ops, device_class, device_events, load_trace, op_tree, select_ops)
+                                         between_ops, device_class, device_events, load_trace, op_tree, repeats,
+                                         select_ops)
 from roofline.trace.rebuild import rebuild
 from roofline.trace.result import peak_dtype
 from roofline.trace.rules.matmul import STRIDED, kernel_shape
@@ -45,6 +47,7 @@ from roofline.trace.rules.registry import get_rule
 from roofline.units import US
 
 
+OUTLIER_RATIO = 20.0  # a call this many times its row's median is a warm-up, not a steady-state time
 COMPARISON_OPS = ("aten::sort", "aten::argsort", "aten::msort", "aten::topk", "aten::kthvalue", "aten::median")
 
 
@@ -97,7 +100,8 @@ class ProfiledOp:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "shapes": self.shapes, "dtype": self.dtype, "category": self.category,
-                "calls": self.calls, "flops": self.flops, "bytes": self.bytes, "intensity": self.intensity,
+                "calls": self.calls, "flops": self.flops, "bytes": self.bytes,  # per call; the times are over all calls
+                "flops_total": self.flops * self.calls, "bytes_total": self.bytes * self.calls, "intensity": self.intensity,
                 "bound": self.bound, "roofline_s": self.roofline_s, "measured_s": self.measured_s,
                 "speed_of_light": self.speed_of_light if self.measured_s > 0 else None,  # no time: no ratio
                 "lost_s": self.lost_s, "source": self.source,
@@ -166,6 +170,7 @@ class ProfileReport(Tabular):
     wrapper_calls: int = 0
     unprofiled_s: float | None = None  # calibrated: costed ops at the wall-clock probes' times + framework
     notes: tuple[str, ...] = ()
+    forwards: int = 1  # the top-level op sequence repeats this many times (chrome_trace.repeats): totals are over all
 
     @property
     def measured_total_s(self) -> float:
@@ -215,16 +220,31 @@ class ProfileReport(Tabular):
                 "measured_total_s": self.measured_total_s,
                 "calibrated_error": (self.calibrated_s / self.measured_total_s - 1.0
                                      if self.calibrated_s is not None and self.measured_total_s > 0 else None),
-                "unprofiled_s": self.unprofiled_s, "notes": list(self.notes)}
+                "unprofiled_s": self.unprofiled_s, "notes": list(self.notes), "forwards": self.forwards}
 
     def to_json(self) -> str:
         return dump_json(self.to_dict())
 
     def to_csv(self) -> str:
+        """A row per costed op (kind "op"), then the time outside them, so that the measured_s column
+        sums to what was measured: the views, the wrappers' own time, each unsupported op, the time
+        between top-level ops (CPU), the unattributed device time (GPU); with a calibrated profile the
+        framework line's prediction (calibrated_s)."""
         from roofline.tables import rows_to_csv
 
-        rows = [op.to_dict() for op in self.ops]
-        return rows_to_csv(rows, None if rows else ["name"])
+        rows = [{"kind": "op", **op.to_dict()} for op in self.ops]
+        other = [{"kind": "views", "name": "free ops (views, metadata)", "calls": self.free_calls, "measured_s": self.free_s},
+                 {"kind": "wrappers", "name": "wrappers' own time", "calls": self.wrapper_calls, "measured_s": self.wrapper_s}]
+        other += [{"kind": "unsupported", "name": u.name, "calls": u.calls, "measured_s": u.device_s if self.device else u.measured_s,
+                   "advice": u.reason} for u in self.unsupported]
+        if self.device:
+            other += [{"kind": "unattributed", "name": u.kind, "calls": u.calls, "measured_s": u.seconds} for u in self.unattributed]
+        else:
+            other.append({"kind": "between ops", "name": "time between top-level ops", "calls": self.between_ops_gaps,
+                          "measured_s": self.between_ops_s})
+        if self.framework_s is not None:
+            other.append({"kind": "framework", "name": "framework (predicted)", "calibrated_s": self.framework_s})
+        return rows_to_csv(rows + other, list(rows[0]) if rows else ["kind", "name", "calls", "measured_s", "calibrated_s"])
 
     def to_table(self, limit: int | None = 20) -> str:
         return profile_table(self, limit)
@@ -329,6 +349,7 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
                                                            roofline_s=0.0, measured_s=0.0, source=source, shape=kshape))
         r["calls"] += 1
         r["measured_s"] += measured
+        r.setdefault("each", []).append(measured)
         if cost.bytes > 0:
             k = Kernel(n.name, cost.flops, cost.bytes, rule.category, peak_dtype(dtype, machine))
             r["roofline_s"] += time_lower_bound(k, machine)
@@ -353,8 +374,9 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
         else:
             wrapper_s += n.own_us * US
             wrapper_calls += 1
+    forwards = repeats(roots)
     if calibrated is not None:  # a forward's weights are cold when what it moves outgrows the cache
-        calibrated = calibrated.for_forward(sum(r["bytes"] * r["calls"] for r in rows.values()))
+        calibrated = calibrated.for_forward(sum(r["bytes"] * r["calls"] for r in rows.values()) / forwards)
     ops = []
     unprofiled = 0.0  # the costed ops as a clock without the profiler would time them (the wall-clock probes)
     for (name, shapes, dtype, _, _), r in rows.items():
@@ -375,7 +397,8 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
                               r["roofline_s"], r["measured_s"], r["source"],
                               measurement_problem(floor, r["measured_s"], r["bytes"], machine,
                                                   "roofline bound" if floor >= r["roofline_s"]
-                                                  else "bound at the cache level that holds its bytes"),
+                                                  else "bound at the cache level that holds its bytes",
+                                                  r["flops"] * r["calls"], bound),
                               machine.sm_count is not None, r["shape"], **extra))
     ops.sort(key=lambda o: -o.lost_s)
     gap_s, gaps = between_ops(events)
@@ -385,6 +408,14 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
         notes.append(f"the profiled gaps between ops average {gap_s / gaps / US:,.1f} us against the framework probe's "
                      f"{framework / gaps / US:,.1f} us: under torch.profiler each gap also holds the profiler's own recording, "
                      "which the framework line (a forward's time without the profiler) leaves out")
+    outliers = [(max(r["each"]), statistics.median(r["each"]), name) for (name, *_), r in rows.items()
+                if len(r["each"]) >= 3 and max(r["each"]) > OUTLIER_RATIO * statistics.median(r["each"]) > 0]
+    if outliers:
+        big, med, name = max(outliers)
+        notes.append(f"{len(outliers)} row(s) hold a call over {OUTLIER_RATIO:g}x the row's median (the largest: {name} "
+                     f"{big / US:,.0f} us against {med / US:,.1f}): a first call's warm-up (allocation, code loading) "
+                     "inside the recording; warm up under the profiler (torch.profiler.schedule(wait=0, warmup=2, "
+                     "active=1) with prof.step() per forward) and record again")
     if not any("Input Strides" in n.args for n in costed):
         notes.append("this trace records no input strides (an older torch, or record_shapes off): calls on "
                      "non-contiguous views are not told apart, nor corrected by the strided probes")
@@ -401,7 +432,7 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
                          calibrated is not None and calibrated.calibration.framework_gap_s is not None,
                          sum(n.dur for n in roots) * US, wrapper_s, wrapper_calls,
                          unprofiled + framework if calibrated is not None else None,
-                         tuple(notes))
+                         tuple(notes), forwards)
 
 
 def unattributed_device_time(devs: list[DeviceEvent], claimed=frozenset()) -> tuple[Unattributed, ...]:
@@ -453,6 +484,9 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
     if limit is not None and len(rep.ops) > limit:
         rest = rep.ops[limit:]
         lines.append(f"... {len(rest)} more rows, {_us(sum(o.lost_s for o in rest))} us lost (--limit 0 shows all)")
+    if rep.forwards > 1:
+        lines.append(f"\nthe trace holds {rep.forwards} forwards (its top-level ops repeat {rep.forwards} times end to end): "
+                     "the totals below are over all of them")
     lines.append(f"\ncosted ops: measured {_us(rep.measured_s)} us against a roofline of {_us(rep.roofline_s)} us "
                  f"({rep.roofline_s / rep.measured_s:.1%} of speed of light)" if rep.measured_s else "\nno costed ops")
     lines.append(f"free ops (views, metadata): {rep.free_calls} calls, {_us(rep.free_s)} us")
@@ -484,7 +518,9 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
                         if gaps and left_out > 0 else ""))
         if not rep.device and rep.unprofiled_s is not None:
             lines.append(f"without the profiler (the wall-clock probes): {_us(rep.unprofiled_s)} us predicted for "
-                         "the same forward, what a clock around it unprofiled should read")
+                         + ("the same forward, what a clock around it unprofiled should read" if rep.forwards == 1 else
+                            f"the trace's {rep.forwards} forwards, {_us(rep.unprofiled_s / rep.forwards)} us each: what a "
+                            "clock around one unprofiled should read"))
     for note in rep.notes:
         lines.append(f"note: {note}")
     for op in rep.problems:
