@@ -800,3 +800,29 @@ def test_an_op_faster_than_main_memory_but_not_than_its_cache_is_not_impossible(
         (op,) = profile_report(tmp_path / "t.json", machine).ops
         assert op.roofline_s == pytest.approx(65_536 / 10e9)
         assert (op.problem is not None) == impossible, (dur_us, op.problem)
+
+
+def test_attention_probe_curves_are_split_by_shape_and_shared_by_sdpa_kernels():
+    """One SDPA kernel serves decode and prefill, whose corrections differ several-fold at the same
+    bytes: an op's own curve is keyed by its shape (fit_class) too, and the meta trace's efficient
+    attention (the probes' label) and the CPU's flash_attention_for_cpu (what a profile records)
+    read the same one. A 4:1 GQA prefill (T = S = 128, 8 heads of 32 over 2: 16.8 MFLOP over 327 kB,
+    ~205 FLOPs per 4-byte element) is a prefill; one query row against 256 cached is a decode."""
+    from roofline.kernels import Kernel
+    import numpy as np
+
+    from roofline.measure.residuals import Residual, fit_op, lookup_residual
+
+    prefill = Kernel("aten::_scaled_dot_product_flash_attention_for_cpu", 4 * 8 * 128 * 128 * 32,
+                     4 * (8 * 128 * 32 * 2 + 2 * 2 * 128 * 32), "attention", "fp32")
+    decode = Kernel("model.layers.0: aten::_scaled_dot_product_efficient_attention", 4 * 8 * 256 * 64,
+                    4 * (2 * 8 * 64 + 2 * 8 * 256 * 64), "attention", "fp32")
+    assert fit_op(prefill) == "aten::scaled_dot_product_attention (attention prefill)"
+    assert fit_op(decode) == "aten::scaled_dot_product_attention (attention decode)"
+    assert fit_op(Kernel("aten::add", 1, 8, "elementwise", "fp32")) == "aten::add"
+    x = np.log([1e4, 1e7])
+    curves = {("aten", "fp32", "aten::scaled_dot_product_attention (attention prefill)"): (x, np.log([2.0, 2.0])),
+              ("aten", "fp32", "aten::scaled_dot_product_attention (attention decode)"): (x, np.log([5.0, 5.0]))}
+    r = lookup_residual(curves, {}, {}, (1.0, 1.0), prefill)
+    assert isinstance(r, Residual) and r.ratio == pytest.approx(2.0) and r.source == "aten"
+    assert lookup_residual(curves, {}, {}, (1.0, 1.0), decode).ratio == pytest.approx(5.0)

@@ -38,7 +38,7 @@ from roofline.measure.calibrated_predictions import CalibratedOpPrediction, Cali
 from roofline.measure.machine_file import load_profile
 from roofline.measure.measurements import (Calibration, best_rate, gemm_points, main_memory, matmul_rates, peaks,
                                            stream_curve, timing_spread)
-from roofline.measure.residuals import (INSTRUMENTS, Residual, aten_name, class_launch, fit_residuals, _scalar, fit_class,
+from roofline.measure.residuals import (INSTRUMENTS, Residual, aten_name, class_launch, fit_residuals, _scalar, fit_class, fit_op,
                                         lookup_residual, op_class)
 from roofline.units import US
 
@@ -319,9 +319,9 @@ class CalibratedModel:
         gemm = self.gemm_rate(kernel, machine) if kernel.category == "matmul" else None
         basis = [gemm[2] if gemm else ("matmul by size" if _sized(kernel) else "bandwidth by working set")]
         aten = aten_name(kernel)
-        basis.append({"op": f"correction of block op {kernel.name!r}", "aten": f"correction of the {aten} probes",
+        basis.append({"op": f"correction of block op {kernel.name!r}", "aten": f"correction of the {fit_op(kernel)} probes",
                       "class": f"correction of the {fit_class(kernel)} probes",
-                      "aten-cold": f"correction of the {aten} probes timed cold (operands from main memory)",
+                      "aten-cold": f"correction of the {fit_op(kernel)} probes timed cold (operands from main memory)",
                       "class-cold": f"correction of the {fit_class(kernel)} probes timed cold (operands from main memory)",
                       "category": f"mean correction of the {kernel.category} block ops",
                       "none": f"no probe of its class ({op_class(kernel)}): the rates alone, uncorrected"}[res.source])

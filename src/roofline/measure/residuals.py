@@ -85,6 +85,28 @@ def fit_class(kernel: Kernel) -> str:
     return "attention decode" if per_element <= ATTENTION_DECODE_FLOPS_PER_ELEMENT else "attention prefill"
 
 
+def fit_op(kernel: Kernel) -> str:
+    """The key of an op's own probe curve ("aten" residuals): its aten op, and for an attention its
+    shape too (fit_class), as the class curves split it: one SDPA kernel serves decode and prefill,
+    whose corrections differ several-fold at the same bytes (and SDPA's kernels are one op: SDPA), so one curve over both read a 4:1
+    grouped-query prefill of 327 kB (Qwen2-like, 8 heads of 32 over 2, T 128) between the decode
+    probes of 266 kB and 1 MB: 1,720 us predicted against 755 measured on the EPYC of
+    docs/accuracy-models.md (2026-12-02)."""
+    op = aten_name(kernel)
+    if op_class(kernel) != "attention":
+        return op
+    if op.startswith(SDPA_PREFIX):  # the probe is labelled by the meta trace's kernel, not the one that ran
+        op = SDPA
+    return f"{op} ({fit_class(kernel)})"
+
+
+# SDPA's kernels (_scaled_dot_product_flash_attention_for_cpu, _efficient_attention, _flash_attention,
+# _cudnn_attention): one curve. A probe is labelled by the kernel its meta trace records (efficient
+# attention), while the device ran its own (on a CPU flash_attention_for_cpu), as a profiled forward records it.
+SDPA_PREFIX = "aten::_scaled_dot_product_"
+SDPA = "aten::scaled_dot_product_attention"
+
+
 INSTRUMENTS = ("wall", "profiler")
 
 
@@ -152,7 +174,7 @@ def fit_residuals(model: BodyModel) -> tuple[dict, dict, dict]:
                 continue
             by_class.setdefault((p.dtype, "class", fit_class(k)), {}).setdefault(round(x, 6), []).append(lr)
             if p.op:
-                by_class.setdefault((p.dtype, "aten", p.op), {}).setdefault(round(x, 6), []).append(lr)
+                by_class.setdefault((p.dtype, "aten", fit_op(k)), {}).setdefault(round(x, 6), []).append(lr)
             continue
         if p.measured_s < MIN_PROBE_LAUNCHES * cal.launch_s:
             continue
@@ -309,7 +331,7 @@ def _fitted(residuals: dict, category_bands: dict, class_bands: dict, spread, ke
     cls = fit_class(kernel)
     size = np.log(max(float(np.max(kernel.bytes)), 1.0))
     tag = "-cold" if cold else ""
-    for source, key in (("aten" + tag, aten_name(kernel)), ("class" + tag, cls)):
+    for source, key in (("aten" + tag, fit_op(kernel)), ("class" + tag, cls)):
         fit = residuals.get((source, kernel.dtype, key))
         if fit is None:
             continue
@@ -346,7 +368,7 @@ def _fit_cold(model: BodyModel, p, cold_floor: dict, by_class: dict) -> None:
     x = round(float(np.log(max(p.bytes, 1.0))), 6)
     by_class.setdefault((p.dtype, "class-cold", fit_class(k)), {}).setdefault(x, []).append(lr)
     if p.op:
-        by_class.setdefault((p.dtype, "aten-cold", p.op), {}).setdefault(x, []).append(lr)
+        by_class.setdefault((p.dtype, "aten-cold", fit_op(k)), {}).setdefault(x, []).append(lr)
 
 
 def probe_seconds(p, instrument: str) -> float:
