@@ -371,5 +371,17 @@ def test_trace_with_a_profile_prints_one_prediction_and_its_rows_add_up(profile,
     assert sum(g["predicted_s"] for g in d["groups"]) == pytest.approx(d["predicted_s"], rel=1e-9)
     assert main(["trace", str(cfg), "--tokens", "16", "--machine", str(profile)]) == 0
     out = capsys.readouterr().out
-    total_us = float(next(line for line in out.splitlines() if line.startswith("total")).split()[-2].replace(",", ""))
+    total = next(line for line in out.splitlines() if line.startswith("total")).split()
+    total_us = float(total[-3].replace(",", ""))  # ... time us, range us, share
     assert total_us == pytest.approx(d["predicted_s"] * 1e6, rel=0.01, abs=0.1)
+    # the calibrated detail: each group's interval holds its prediction, with its class and the measured points
+    assert "range us" in out and "class" in out and "groups[].basis" in out
+    for g in (g for g in d["groups"] if g["bytes"] > 0):  # views move nothing: no prediction
+        assert g["low_s"] <= g["predicted_s"] * (1 + 1e-9) and g["predicted_s"] <= g["high_s"] * (1 + 1e-9)
+        assert g["op_class"] and g["basis"]
+    assert main(["trace", str(cfg), "--tokens", "16", "--machine", str(profile), "--csv"]) == 0
+    import csv
+
+    rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    assert {"predicted_s", "low_s", "high_s", "op_class", "basis"} <= set(rows[0])
+    assert sum(float(r["predicted_s"]) for r in rows) == pytest.approx(d["predicted_s"], rel=1e-9)

@@ -96,7 +96,7 @@ def cmd_trace(args):
                              groups=result.group_rows(machine, args.by, cost_model)))
         return
     if args.csv:
-        sys.stdout.write(result.to_csv())
+        sys.stdout.write(result.to_csv(machine, cost_model))
         return
     from roofline.units import format_bytes, format_si, format_time
 
@@ -119,6 +119,10 @@ def cmd_trace(args):
           f"{format_si(result.total_bytes, 'B')} moved ({format_bytes(result.total_bytes)}), "
           f"intensity {result.intensity:,.1f} FLOP/B\n")
     print(result.to_table(machine, by=args.by, model=cost_model))
+    if getattr(cost_model, "calibration", None) is not None:
+        print("range: the calibrated interval, summed over the calls; * some calls lie outside the measured points (their "
+              "range widened); class: the probes that corrected them; which points each came from: --json "
+              "(groups[].basis) or --csv")
     roof = result.predict(machine).total_s
     m = cost_model
     how = (f"by the {m.describe()}" if m.compute_efficiency is None else

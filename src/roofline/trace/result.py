@@ -131,22 +131,40 @@ class TraceResult(Tabular):
     def to_json(self, **extra) -> str:
         return dump_json({**extra, **self.to_dict()})
 
-    def to_csv(self) -> str:
+    def to_csv(self, machine=None, model=None) -> str:
+        """A row per op; on ``machine`` also its predicted seconds and bound by ``model`` (default
+        the plain roofline), and with a calibrated model its interval, class and basis."""
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["name", "module", "category", "dtype", "flops", "bytes", "shapes"])
+        preds = {id(op): p for op, p in op_predictions(self, machine, model)} if machine is not None else {}
+        calibrated = any(getattr(p, "low_s", None) is not None for p in preds.values())
+        head = ["name", "module", "category", "dtype", "flops", "bytes", "shapes"]
+        if machine is not None:
+            head += ["predicted_s", "bound"] + (["low_s", "high_s", "op_class", "extrapolated", "basis"] if calibrated else [])
+        w.writerow(head)
         for op in self.ops:
-            w.writerow([op.name, op.module, op.category, op.dtype, op.flops, op.bytes,
-                        ";".join("x".join(map(str, s)) for s in op.shapes)])
+            row = [op.name, op.module, op.category, op.dtype, op.flops, op.bytes,
+                   ";".join("x".join(map(str, s)) for s in op.shapes)]
+            if machine is not None:
+                p = preds.get(id(op))
+                row += [p.time_s if p else 0.0, p.bound if p else ""]
+                if calibrated:
+                    row += ([p.low_s, p.high_s, p.op_class, bool(p.extrapolated), p.basis] if p else ["", "", "", "", ""])
+            w.writerow(row)
         return buf.getvalue()
 
     def group_rows(self, machine, by: str = "op", model=None) -> list[dict]:
         """The table's rows as dicts (to_table on ``machine``): per group its calls, FLOPs, bytes,
         predicted seconds (by ``model``, default the plain roofline) and bound, costliest first."""
         times = _group_times(self, machine, by, model)
-        rows = [{"key": g.key, "calls": g.calls, "flops": g.flops, "bytes": g.bytes,
-                 "predicted_s": times.get(g.key, (0.0, ""))[0], "bound": times.get(g.key, (0.0, ""))[1] or None}
-                for g in self.groups(by)]
+        rows = []
+        for g in self.groups(by):
+            t = times.get(g.key, {})
+            row = {"key": g.key, "calls": g.calls, "flops": g.flops, "bytes": g.bytes,
+                   "predicted_s": t.get("time_s", 0.0), "bound": t.get("bound") or None}
+            if "low_s" in t:  # a calibrated model: the interval, class and measured points behind it
+                row.update({k: t[k] for k in ("low_s", "high_s", "op_class", "basis", "extrapolated")})
+            rows.append(row)
         return sorted(rows, key=lambda r: -r["predicted_s"])
 
     def to_table(self, machine=None, by: str = "op", model=None) -> str:
@@ -156,44 +174,82 @@ class TraceResult(Tabular):
 
         groups = self.groups(by)
         times = _group_times(self, machine, by, model) if machine is not None else {}
-        total_s = sum(t for t, _ in times.values())
+        total_s = sum(t["time_s"] for t in times.values())
+        calibrated = any("low_s" in t for t in times.values())
         lead = ["op"] if by == "op" else ["module", "op"]  # a module group's key is "MODULE  OP"
         headers = [*lead, "calls", "FLOPs", "bytes", "FLOP/B"]
         if machine is not None:
-            headers += ["time us", "share", "bound"]
+            headers += ["time us"] + (["range us", "class"] if calibrated else []) + ["share", "bound"]
         rows = []
-        for g in sorted(groups, key=lambda g: -times.get(g.key, (0.0, ""))[0] if times else 0):
+        for g in sorted(groups, key=lambda g: -times.get(g.key, {}).get("time_s", 0.0) if times else 0):
             key = [g.key] if by == "op" else list(g.key.rsplit("  ", 1))
             row = [*key, g.calls, _mag(g.flops), _mag(g.bytes), format_intensity(g.flops / g.bytes) if g.bytes else "-"]
             if machine is not None:
-                t, bound = times.get(g.key, (0.0, ""))
-                row += [_us(t), f"{t / total_s:.1%}" if total_s else "-", bound]
+                t = times.get(g.key, {})
+                row.append(_us(t.get("time_s", 0.0)))
+                if calibrated:  # '*': some calls lie outside the measured points (their range widened)
+                    row += [f"{_us(t['low_s'])}-{_us(t['high_s'])}" + ("*" if t["extrapolated"] else "") if "low_s" in t else "",
+                            t.get("op_class", "")]
+                row += [f"{t.get('time_s', 0.0) / total_s:.1%}" if total_s else "-", t.get("bound", "")]
             rows.append(row)
         total_row = ["total", *([""] * (len(lead) - 1)), sum(g.calls for g in groups), _mag(self.total_flops),
                      _mag(self.total_bytes), format_intensity(self.intensity)]
         if machine is not None:
-            total_row += [_us(total_s), "100%", ""]
+            total_row += [_us(total_s)] + ([f"{_us(sum(t.get('low_s', 0.0) for t in times.values()))}-"
+                                            f"{_us(sum(t.get('high_s', 0.0) for t in times.values()))}", ""]
+                                           if calibrated else []) + ["100%", ""]
         rows.append(total_row)
-        right = [False] * len(lead) + [True] * (len(headers) - len(lead) - 1) + [machine is None]
+        right = [False] * len(lead) + [True] * (len(headers) - len(lead)) if machine is not None else \
+            [False] * len(lead) + [True] * (len(headers) - len(lead))
+        if machine is not None:  # the text columns: class and bound
+            right[-1] = False
+            if calibrated:
+                right[headers.index("class")] = False
         return grid(headers, rows, right)
 
 
-def _group_times(result: TraceResult, machine, by: str, model) -> dict:
-    """{group key: (predicted seconds, 'memory'/'compute'/'mixed')} on ``machine``."""
+def op_predictions(result: TraceResult, machine, model=None) -> list:
+    """(op, prediction) for each op that moves bytes, by ``model`` (default the plain roofline) on
+    ``machine``: a calibrated model's predictions carry an interval, a class and a basis."""
     from roofline.cost import CostModel
     from roofline.machines import get_machine
     from roofline.trace.rules import kernel_shape
 
     machine = get_machine(machine)
     model = model or CostModel()
-    out: dict[str, tuple[float, str]] = {}
+    out = []
     for op in result.ops:
         if op.bytes <= 0:
             continue
-        key = op.name if by == "op" else f"{_collapse(op.module) or '(top)'}  {op.name}"
         k = Kernel(op.name, op.flops, op.bytes, op.category, peak_dtype(op.dtype, machine),
                    shape=kernel_shape(op.name, op.shapes, op.strides or None))
-        p = model.predict_op(k, machine)
-        t, bound = out.get(key, (0.0, p.bound))
-        out[key] = (t + p.time_s, bound if bound == p.bound else "mixed")
+        out.append((op, model.predict_op(k, machine)))
+    return out
+
+
+def _group_times(result: TraceResult, machine, by: str, model) -> dict:
+    """{group key: {"time_s", "bound" ('memory'/'compute'/'mixed'), and with a calibrated model
+    "low_s", "high_s" (the calls' intervals summed), "op_class", "basis" (the distinct bases, joined
+    by ' | '), "extrapolated" (calls outside the measured points)}} on ``machine``."""
+    out: dict[str, dict] = {}
+    for op, p in op_predictions(result, machine, model):
+        key = op.name if by == "op" else f"{_collapse(op.module) or '(top)'}  {op.name}"
+        g = out.setdefault(key, {"time_s": 0.0, "bound": p.bound})
+        g["time_s"] += p.time_s
+        g["bound"] = g["bound"] if g["bound"] == p.bound else "mixed"
+        if getattr(p, "low_s", None) is not None:  # a calibrated prediction
+            g["low_s"] = g.get("low_s", 0.0) + p.low_s
+            g["high_s"] = g.get("high_s", 0.0) + p.high_s
+            classes = g.setdefault("classes", [])
+            if p.op_class not in classes:
+                classes.append(p.op_class)
+            g["op_class"] = "/".join(classes)
+            bases = g.setdefault("bases", [])
+            if p.basis not in bases:
+                bases.append(p.basis)
+            g["basis"] = " | ".join(bases)
+            g["extrapolated"] = g.get("extrapolated", 0) + bool(p.extrapolated)
+    for g in out.values():
+        g.pop("classes", None)
+        g.pop("bases", None)
     return out
