@@ -335,6 +335,18 @@ def test_a_framework_gap_that_is_not_microseconds_is_refused_by_name(profile, tm
         load_profile(bad)
 
 
+@pytest.mark.parametrize("value", ["-3", "0", "2.5", "true", '"4"', "100000"])
+def test_a_thread_count_that_is_not_one_is_refused_by_name(profile, tmp_path, value):
+    """torch.set_num_threads takes 1 or more, whole: -3, 0, 2.5, a boolean, a string, 100,000."""
+    import re
+
+    text = re.sub(r"^threads = .*$", f"threads = {value}", profile.read_text(), count=1, flags=re.M)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    with pytest.raises(RooflineError, match="threads = "):
+        load_profile(bad)
+
+
 def test_calibrate_with_class_probes_measures_the_framework_gap():
     """A plan with class probes (here at 16 rows only) also runs the framework probe on the CPU."""
     import dataclasses

@@ -731,3 +731,22 @@ def test_an_impossible_compute_bound_op_blames_the_peak_not_the_cache():
     msg = measurement_problem(flops / 1e9, 100e-6, nbytes, m, flops=flops, bound="compute")
     assert "this op ran 10.5 GFLOP/s" in msg and "L2" not in msg
     assert "L2" in measurement_problem(flops / 1e9, 100e-6, nbytes, m, bound="memory")
+
+
+def test_a_gzipped_trace_is_read_through(tmp_path, capsys):
+    """torch.profiler's export_chrome_trace("t.json.gz") writes gzip: read as the plain file is;
+    a truncated one is one line, exit 2."""
+    import gzip
+
+    pytest.importorskip("torch")
+    from roofline.trace.profiler import profile_report
+
+    events = [_mm_event(0.0, 5.0), _add_event(10.0, 1.0)]
+    plain, packed = tmp_path / "t.json", tmp_path / "t.json.gz"
+    plain.write_text(json.dumps({"traceEvents": events}))
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert profile_report(packed, FAST).to_dict()["ops"] == profile_report(plain, FAST).to_dict()["ops"]
+    (tmp_path / "cut.json.gz").write_bytes(packed.read_bytes()[:20])
+    assert main(["profile", str(tmp_path / "cut.json.gz")]) == 2
+    err = capsys.readouterr().err
+    assert "gzip file that cannot be read through" in err and "Traceback" not in err

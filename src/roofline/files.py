@@ -5,6 +5,7 @@ the size it reads, and turns every read or decode failure into one line naming t
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import stat
@@ -18,8 +19,10 @@ from roofline.errors import RooflineError
 MAX_INPUT_BYTES = 256 * 2**20  # 256 MiB: a profiler trace can be large; a config or machine file never is
 
 
-def read_text(path, what: str, field: str, max_bytes: int = MAX_INPUT_BYTES) -> str:
-    """The UTF-8 text of ``path`` (a ``what`` file), or a RooflineError naming it."""
+def read_text(path, what: str, field: str, max_bytes: int = MAX_INPUT_BYTES, gzipped: bool = False) -> str:
+    """The UTF-8 text of ``path`` (a ``what`` file), or a RooflineError naming it. With ``gzipped``
+    a gzip file (torch.profiler writes one for a path ending in .gz) is read through, its text
+    capped at ``max_bytes`` too."""
     if not str(path).strip():  # Path("") is ".", the working directory: name what was given instead
         raise RooflineError(f"{what} {str(path)!r}: an empty path; give a file's name", field=field)
     if "\x00" in str(path):  # os.stat raises ValueError on it: no file name can hold a NUL
@@ -42,6 +45,17 @@ def read_text(path, what: str, field: str, max_bytes: int = MAX_INPUT_BYTES) -> 
         raise RooflineError(f"cannot read {what} {str(p)!r}: {exc.strerror}", field=field) from None
     if len(data) > max_bytes:
         raise RooflineError(f"{what} {str(p)!r} is more than the {max_bytes:,} bytes read", field=field)
+    if gzipped and data[:2] == b"\x1f\x8b":
+        import gzip
+        import zlib
+
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as g:
+                data = g.read(max_bytes + 1)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise RooflineError(f"{what} {str(p)!r} is a gzip file that cannot be read through ({exc})", field=field) from None
+        if len(data) > max_bytes:
+            raise RooflineError(f"{what} {str(p)!r} holds more than the {max_bytes:,} bytes read", field=field)
     try:
         return data.decode("utf-8-sig")  # a byte-order mark (a file saved on Windows) is not content
     except UnicodeDecodeError:

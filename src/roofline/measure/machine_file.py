@@ -220,6 +220,17 @@ def _positive_or_none(x) -> float | None:
 MAX_FRAMEWORK_GAP_S = 1e-3  # eager Python between two ops: microseconds; a millisecond is a wrong file
 
 
+MAX_THREADS = 4096
+
+
+def _threads(x) -> int:
+    """threads: a whole number from 1 to MAX_THREADS (torch.set_num_threads refuses 0 and less),
+    else a ValueError naming the key."""
+    if isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= MAX_THREADS:
+        raise ValueError(f"threads = {x!r} is not a whole number of CPU threads from 1 to {MAX_THREADS:,}")
+    return x
+
+
 def _framework_gap(x) -> float | None:
     """framework_gap_s: absent, or seconds from 0 (a probe that found no gap time) to
     MAX_FRAMEWORK_GAP_S, else a ValueError naming the key."""
@@ -251,7 +262,7 @@ def _calibration(key: str, cal: dict) -> Calibration:
         vendor=str(cal.get("vendor", "")),
         date=str(cal["date"]),
         torch_version=str(cal.get("torch_version", "")),
-        threads=int(cal.get("threads", 1)),
+        threads=_threads(cal.get("threads", 1)),
         budget_s=float(cal.get("budget_s", 0.0)),
         default_dtype=str(cal["default_dtype"]),
         launch_s=float(cal["launch_s"]),

@@ -71,7 +71,7 @@ def load_trace(path) -> dict:
 
     if not os.path.exists(path):
         raise RooflineError(f"trace file not found: {str(path)!r}", field="trace")
-    text = read_text(path, "trace file", "trace")
+    text = read_text(path, "trace file", "trace", gzipped=True)  # export_chrome_trace("x.json.gz") writes gzip
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

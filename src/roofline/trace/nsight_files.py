@@ -183,7 +183,7 @@ def _header(path, text: str):
         kind = _kind(cells)
         if kind is not None:
             return kind, cells, lineno, lines[k + 1:]
-    what = "is empty" if not text.strip() else "has no header of"
+    what = "is empty; expected" if not text.strip() else "has no header of"
     raise RooflineError(f"{_where(path)} {what} {EXPECTED}", field=FIELD)
 
 
