@@ -6,7 +6,6 @@ from __future__ import annotations
 from roofline.plan.render import note_line
 from roofline.tables import grid
 from roofline.units import GIGA, MS
-from roofline.serving.results import sample_note
 
 
 def _lat(seconds) -> str:
@@ -108,7 +107,7 @@ def serving_sweep_table(sw) -> str:
             if slo.get("capacity_per_s"):
                 out += (f"\ncapacity {slo['capacity_per_s']:,.3g} requests/s (all requests at once: the middle half of their "
                         "completions); a rate above it queues without end and meets no target")
-            short = sample_note(r)
+            short = r.sample_note()
             if short:
                 out += "\n" + note_line(short)
             cost = r.cost_per_million_output_tokens

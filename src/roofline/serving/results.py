@@ -88,6 +88,10 @@ class ServingResult(Tabular):
                 "chunk": float(ck[m].sum() / self.step_chunk_count[m].sum()),
                 "prefix": float((self.step_chunk_prefix[m] * ck[m]).sum() / ck[m].sum())}
 
+    def sample_note(self) -> str | None:
+        """sample_note of this run (a rate sample that spans too few end-to-end latencies)."""
+        return sample_note(self)
+
     @property
     def overloaded(self) -> bool:
         """An open-loop run offered more than it holds (overload_note): its latencies are a queue's

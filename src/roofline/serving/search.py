@@ -12,7 +12,7 @@ from roofline.errors import RooflineError, check_number
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
 from roofline.serving.requests import check_burstiness, closed_requests, poisson_requests
-from roofline.serving.results import ServingResult, held_rate_per_s, sample_note
+from roofline.serving.results import ServingResult, held_rate_per_s
 from roofline.serving.scheduler import simulate
 from roofline.tables import Tabular, dump_json
 
@@ -66,7 +66,7 @@ class ServingSweep(Tabular):
                "engine": dataclasses.asdict(first.engine), **arrivals,
                "over": self.over, "points": self.rows(), "slo": self.slo, "notes": list(first.notes)}
         if self.over == "rate" and (self.slo or {}).get("best") is not None:
-            short = sample_note(self.results[self.values.index(self.slo["best"])])
+            short = self.results[self.values.index(self.slo["best"])].sample_note()
             if short:
                 out["notes"] = [short] + out["notes"]
         if self.target_rate is not None:
