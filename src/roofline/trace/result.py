@@ -199,12 +199,7 @@ class TraceResult(Tabular):
                                             f"{_us(sum(t.get('high_s', 0.0) for t in times.values()))}", ""]
                                            if calibrated else []) + ["100%", ""]
         rows.append(total_row)
-        right = [False] * len(lead) + [True] * (len(headers) - len(lead)) if machine is not None else \
-            [False] * len(lead) + [True] * (len(headers) - len(lead))
-        if machine is not None:  # the text columns: class and bound
-            right[-1] = False
-            if calibrated:
-                right[headers.index("class")] = False
+        right = [h not in ("op", "module", "class", "bound") for h in headers]  # numbers right, text left
         return grid(headers, rows, right)
 
 
