@@ -96,7 +96,7 @@ class ServingResult(Tabular):
     def overloaded(self) -> bool:
         """An open-loop run offered more than it holds (overload_note): its latencies are a queue's
         that grows with the sample, so no SLO is met at this rate."""
-        return any(str(n).startswith("overloaded:") for n in self.notes)
+        return any(str(n).startswith(OVERLOADED) for n in self.notes)
 
     @property
     def per_user_tokens_per_s(self) -> float:
@@ -174,6 +174,7 @@ class ServingResult(Tabular):
 
 
 OVERLOAD_SHARE = 0.9  # a run holding under this share of the rate it is offered is overloaded
+OVERLOADED = "overloaded:"  # how overload_note's note begins: ServingResult.overloaded reads it
 
 
 def held_rate_per_s(arrival_s: np.ndarray, e2e_s: np.ndarray) -> float:
@@ -207,7 +208,7 @@ def overload_note(arrival_s: np.ndarray, e2e_s: np.ndarray, duration_s: float) -
     k = int(np.isfinite(e2e_s).sum()) // 2
     if not offered or not k or held >= min(OVERLOAD_SHARE, 1.0 - 2.0 / math.sqrt(k)) * offered:
         return None
-    return (f"overloaded: {held:,.3g} requests/s held (the middle half of the completions) of the {offered:,.3g} offered; "
+    return (f"{OVERLOADED} {held:,.3g} requests/s held (the middle half of the completions) of the {offered:,.3g} offered; "
             f"{len(e2e_s) / duration_s:,.3g} served from first arrival to last completion; the queue grows for as long as "
             "requests arrive, so the latencies depend on --requests, and no SLO is met at this rate")
 
