@@ -245,6 +245,26 @@ def test_gemma_ties_by_default():
     assert count_params(untied)["total"] - count_params(tied)["total"] == 256000 * 3584
 
 
+def test_gemma2_soft_capping_is_said_not_passed_silently():
+    # Gemma 2 9B publishes attn_logit_softcapping 50.0 and final_logit_softcapping 30.0. cap * tanh(x / cap) is
+    # 3 FLOPs a score against 4 x 256 + 5 = 1,029 (0.3%) and a logit against the head's 2 x 3,584 (0.04%)
+    cfg = dict(model_type="gemma2", hidden_size=3584, intermediate_size=14336, num_hidden_layers=42,
+               num_attention_heads=16, num_key_value_heads=8, head_dim=256, vocab_size=256000,
+               attn_logit_softcapping=50.0, final_logit_softcapping=30.0)
+    notes = " | ".join(from_hf_config(cfg).notes)
+    assert "attn_logit_softcapping 50" in notes and "0.29% of attention" in notes
+    assert "final_logit_softcapping 30" in notes and "0.042% of the LM head" in notes
+    assert "not understood" not in notes
+    assert not any("softcapping" in n for n in from_hf_config(dict(cfg, attn_logit_softcapping=None,
+                                                                   final_logit_softcapping=None)).notes)
+    for bad in (-1, 0, "50", True, float("nan")):
+        with pytest.raises(RooflineError, match=f"attn_logit_softcapping must be a positive number.*{bad!r}"[:60]):
+            from_hf_config(dict(cfg, attn_logit_softcapping=bad))
+    # a family whose attention has no soft-capping (HF's Qwen2 ignores the key): reported, not read
+    qwen = dict(TINY_LLAMA, model_type="qwen2", attn_logit_softcapping=50.0)
+    assert "config key 'attn_logit_softcapping' not understood: ignored" in from_hf_config(qwen).notes
+
+
 def test_nested_text_config_is_read_and_the_vision_tower_said():
     m = from_hf_config({"model_type": "gemma3", "text_config": dict(TINY_LLAMA, model_type="gemma3_text"),
                         "vision_config": {"hidden_size": 8}})

@@ -3,18 +3,20 @@ all built by _llama_like: grouped-query attention, an optional window per layer,
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from roofline.architecture import MLP, Attention, Layer, Model, MoE
 from roofline.errors import RooflineError
 from roofline.hf_configs.keys import _Keys
+from roofline.kernels import FLOPS_PER_ELEMENT
 from roofline.hf_configs.shared import _act, _assemble, _gqa, _layer_types, _windowed, loader
 
 
 def _llama_like(c: _Keys, *, tie_default=False, qkv_bias=None, out_bias=None, qk_norm="", sliding_default=None,
                 n_norms=-1, types_default=None, moe: Callable[[int], MoE | None] | None = None,
                 dense_ff: int | None = None, head_dim_default=None, gated=True, windowed=True, vocab_default=None,
-                act_default="silu") -> Model:
+                act_default="silu", softcap=False) -> Model:
     D = c.pos("hidden_size")
     L = c.pos("num_hidden_layers")
     H = c.pos("num_attention_heads")
@@ -43,7 +45,8 @@ def _llama_like(c: _Keys, *, tie_default=False, qkv_bias=None, out_bias=None, qk
             attn = Attention(H, kv, d, window=w, chunk=ch, qkv_bias=qkv_bias, out_bias=out_bias, qk_norm=qk_norm)
             built[key] = Layer(attn, ff or dense, n_norms=n_norms)
         layers.append(built[key])
-    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", tie_default))
+    notes = _softcap_notes(c, d, D) if softcap else ()
+    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", tie_default), notes=notes)
 
 
 @loader("llama")
@@ -133,6 +136,27 @@ def _qwen3_moe(c: _Keys) -> Model:
 
 
 GEMMA_ACT = "gelu_pytorch_tanh"  # Gemma's hidden_activation / hidden_act default in transformers' configs
+SOFTCAP_FLOPS = 3.0  # cap * tanh(x / cap): a divide, a tanh (counted as one), a multiply
+
+
+def _softcap_notes(c: _Keys, head_dim: int, d_model: int) -> tuple[str, ...]:
+    """What Gemma 2's soft-capping adds and why it is left out, with its share (a null key: none).
+    attn_logit_softcapping: 3 FLOPs a score against attention's 4 d + 5 (QK^T, PV, softmax), in the
+    fused kernel (FlashAttention's softcap) or, unfused, in the passes over the scores.
+    final_logit_softcapping: 3 FLOPs a logit against the LM head's 2 D."""
+    notes = []
+    for key, per, each, of in (("attn_logit_softcapping", 4.0 * head_dim + FLOPS_PER_ELEMENT["softmax"],
+                                "attention score", "attention's FLOPs"),
+                               ("final_logit_softcapping", 2.0 * d_model, "logit", "the LM head's FLOPs")):
+        cap = c.get(key)
+        if cap is None:
+            continue
+        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not math.isfinite(cap) or cap <= 0:
+            raise RooflineError(f"{c.name}: config key {key} must be a positive number or null, got {cap!r}",
+                                field="model")
+        notes.append(f"{key} {cap:g}: cap * tanh(x / cap) on every {each} ({SOFTCAP_FLOPS:g} FLOPs each, "
+                     f"{100 * SOFTCAP_FLOPS / per:.2g}% of {of}) not counted")
+    return tuple(notes)
 
 
 @loader("gemma")
@@ -153,7 +177,7 @@ def _gemma2(c: _Keys) -> Model:
                             "disagree", field="model")
     return _llama_like(c, tie_default=True, n_norms=4, head_dim_default=256, sliding_default=window,
                        types_default=lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention",
-                       act_default=GEMMA_ACT)
+                       act_default=GEMMA_ACT, softcap=True)
 
 
 @loader("gemma3_text")
@@ -168,4 +192,4 @@ def _gemma3_text(c: _Keys) -> Model:
     pattern = c.pos("sliding_window_pattern", 6)
     return _llama_like(c, tie_default=True, n_norms=4, qk_norm="rmsnorm", head_dim_default=256, vocab_default=262208,
                        sliding_default=window, types_default=lambda i: "sliding_attention" if (i + 1) % pattern else "full_attention",
-                       act_default=GEMMA_ACT)
+                       act_default=GEMMA_ACT, softcap=True)
