@@ -826,3 +826,35 @@ def test_attention_probe_curves_are_split_by_shape_and_shared_by_sdpa_kernels():
     r = lookup_residual(curves, {}, {}, (1.0, 1.0), prefill)
     assert isinstance(r, Residual) and r.ratio == pytest.approx(2.0) and r.source == "aten"
     assert lookup_residual(curves, {}, {}, (1.0, 1.0), decode).ratio == pytest.approx(5.0)
+
+
+def test_a_weight_reused_after_p_bytes_takes_the_next_pool_ups_cached_share(tmp_path):
+    """Warm 10 us, streamed (twice the last cache) 30 us: a pool whose GEMM took 15 us avoided
+    (30 - 15) / (30 - 10) = 75% of the streaming cost, one at 28 us 10%. A forward of 8 MiB reads
+    as the 12 MiB pool (the smallest at least its bytes), one of 20 MiB as the 40 MiB pool, one past
+    the largest pool streams; the blended time is 0.25 x 30 + 0.75 x 10 = 15 us."""
+    from roofline.measure.measurements import cached_share
+
+    mib = 2.0 ** 20
+    shape = dict(n=(512.0,), k=(512.0,))
+    flops = (2.0 * 512 * 512,)
+    warm = Curve("gemm", "fp32", (1.0,), flops, (1e6,), (10e-6,), (9e-6,), (11e-6,), **shape)
+    cold = Curve("gemm_cold", "fp32", (1.0,), flops, (1e6,), (30e-6,), (29e-6,), (31e-6,), **shape)
+    pool = Curve("gemm_pool", "fp32", (1.0, 1.0), flops * 2, (1e6, 1e6), (15e-6, 28e-6), (15e-6, 28e-6), (15e-6, 28e-6),
+                 n=(512.0, 512.0), k=(512.0, 512.0), pool=(12 * mib, 40 * mib))
+    cal = dataclasses.replace(synthetic(), gemm=(warm, cold, pool), caches=(("l1", 48 * 1024.0), ("l2", 2 * mib), ("l3", 64 * mib)))
+    assert cached_share(cal, "fp32", 8 * mib)[0] == pytest.approx(0.75)
+    assert cached_share(cal, "fp32", 20 * mib)[0] == pytest.approx(0.10)
+    assert cached_share(cal, "fp32", 41 * mib)[0] == 0.0
+    assert cached_share(cal, "bf16", 8 * mib) is None
+    _, back = load_profile(write_profile(cal, tmp_path / "p.toml"))
+    assert back.gemm == cal.gemm  # the pools round-trip
+    model = CalibratedModel(cal).for_forward(8 * mib)
+    k = Kernel("aten::mm", 2.0 * 512 * 512, 1e6, "matmul", "fp32", shape=(1, 1, 512, 512))
+    rate, _, basis = model.gemm_rate(k)
+    streamed_rate = CalibratedModel(cal).for_forward(100 * mib).gemm_rate(k)[0]
+    warm_rate = CalibratedModel(cal).gemm_rate(k)[0]
+    # time blended 0.25 streamed + 0.75 warm (in body terms): between the two, nearer the warm
+    assert 1 / rate == pytest.approx(0.25 / streamed_rate + 0.75 / warm_rate)
+    assert warm_rate > rate > streamed_rate
+    assert "75% of the streaming cost avoided" in basis

@@ -36,7 +36,7 @@ from roofline.kernels import Kernel
 from roofline.machines import Machine, get_machine
 from roofline.measure.calibrated_predictions import CalibratedOpPrediction, CalibratedWorkloadPrediction
 from roofline.measure.machine_file import load_profile
-from roofline.measure.measurements import (Calibration, best_rate, gemm_points, main_memory, matmul_rates, peaks,
+from roofline.measure.measurements import (Calibration, best_rate, cached_share, gemm_points, main_memory, matmul_rates, peaks,
                                            stream_curve, timing_spread)
 from roofline.measure.residuals import (INSTRUMENTS, Residual, aten_name, class_launch, fit_residuals, _scalar, fit_class, fit_op,
                                         lookup_residual, op_class)
@@ -59,6 +59,7 @@ class CalibratedModel:
     cold: bool = False
     weights_cold: bool = False  # matmuls read their weight from main memory (a forward whose weights outgrow the cache)
     operands_cold: bool = False  # the other ops find their operands evicted (the cold class probes, where measured)
+    reuse_bytes: float = 0.0  # with weights_cold, the bytes a forward reads between two reads of a weight (for_forward)
     instrument: str = "wall"  # what measures the ops predicted: "wall" (a clock around the op) or "profiler"
     residuals: dict = field(init=False, repr=False, compare=False)
     class_launch: dict = field(init=False, repr=False, compare=False)
@@ -87,12 +88,26 @@ class CalibratedModel:
         allocator's churn, a shared L3's other tenants) evicts them well before the cache is full:
         on the 2-core EPYC of docs/accuracy-models.md (a 32 MiB L3) 27 MB (fp32) and 13 MB (bf16)
         forwards ran their decode GEMMs at the cold family's rate, 4-6x under the warm one, and their
-        prefill's elementwise ops and norms 2-4x slower than the warm class probes."""
+        prefill's elementwise ops and norms 2-4x slower than the warm class probes.
+        A weight is read again after the forward's bytes: with pool points in the profile
+        (measurements.cached_share) its GEMMs avoid the share of the streaming cost that a pool of
+        that size avoided (reuse_bytes)."""
         limit = self.forward_cache_bytes
         cold = 0 < limit < bytes_per_forward
-        if cold == self.weights_cold == self.operands_cold:
+        reuse = float(bytes_per_forward) if cold else 0.0
+        if cold == self.weights_cold == self.operands_cold and reuse == self.reuse_bytes:
             return self
-        return dataclasses.replace(self, weights_cold=cold, operands_cold=cold)
+        return dataclasses.replace(self, weights_cold=cold, operands_cold=cold, reuse_bytes=reuse)
+
+    def _has_pool(self) -> bool:
+        return any(c.kind == "gemm_pool" for c in self.calibration.gemm)
+
+    def weights_cached_share(self, dtype: str):
+        """(phi, basis) of measurements.cached_share at this forward's reuse distance, or None
+        (weights warm, every byte cold, no reuse distance or no pool points)."""
+        if self.cold or not self.weights_cold or self.reuse_bytes <= 0:
+            return None
+        return cached_share(self.calibration, dtype, self.reuse_bytes)
 
     @property
     def forward_cache_bytes(self) -> float:
@@ -171,30 +186,29 @@ class CalibratedModel:
         unknown, or M is past the family's largest (the square sweep's rate by size holds there).
         A batch of b matrices runs at one matrix's rate."""
         pts = None
-        if kernel.shape and (self.cold or self.weights_cold):
+        streamed = self.cold or self.weights_cold
+        if kernel.shape and streamed:
             pts = gemm_points(self.calibration, kernel.dtype, cold=True)
+            streamed = pts is not None
         if pts is None and kernel.shape:
             pts = gemm_points(self.calibration, kernel.dtype)
         if pts is None or not all(_scalar(x) for x in kernel.shape):
             return None
         _, M, N, K = (float(x) for x in kernel.shape)
-        ms, nks, rates = pts
-        mu, nku = np.unique(ms), np.unique(nks)
-        if M > mu.max() or len(mu) * len(nku) != len(ms):
+        got = _grid_rate(pts, M, N * K)
+        if got is None:
             return None
-        grid = np.full((len(nku), len(mu)), np.nan)
-        grid[np.searchsorted(nku, nks), np.searchsorted(mu, ms)] = np.log(rates)
-        lm, lnk = np.log(max(M, 1.0)), np.log(max(N * K, 1.0))
-        along_m = np.array([np.interp(lm, np.log(mu), row) for row in grid])
-        log_rate = float(np.interp(lnk, np.log(nku), along_m))
-        outside = not (mu.min() <= M <= mu.max() and nku.min() <= N * K <= nku.max())
-        rate = np.exp(log_rate)
+        rate, outside, (mu, nku) = got
+        share = self.weights_cached_share(kernel.dtype) if streamed else None
+        warm = _grid_rate(gemm_points(self.calibration, kernel.dtype), M, N * K) if share and share[0] > 0 else None
+        if warm is not None:  # the time of a cached share phi of the weight at the warm rate, the rest streamed
+            rate = 1.0 / ((1.0 - share[0]) / rate + share[0] / warm[0])
         if machine is not None:
             best = best_rate(self.calibration, kernel.dtype)
-            rate = rate * machine.peak(kernel.dtype) / (best if best is not None else rates.max())
-        basis = (f"gemm {kernel.dtype}{' weights streamed' if self.cold or self.weights_cold else ''} M {mu.min():g}-{mu.max():g} x N K "
+            rate = rate * machine.peak(kernel.dtype) / (best if best is not None else pts[2].max())
+        basis = (f"gemm {kernel.dtype}{' weights streamed' if streamed else ''} M {mu.min():g}-{mu.max():g} x N K "
                  f"{np.sqrt(nku.min()):g}^2-{np.sqrt(nku.max()):g}^2"
-                 + (" (outside: clamped)" if outside else ""))
+                 + (" (outside: clamped)" if outside else "") + (f", {share[1]}" if warm is not None else ""))
         return float(rate), outside, basis
 
     def base_body_s(self, kernel: Kernel, machine: Machine | None = None, cold: bool | None = None):
@@ -303,6 +317,8 @@ class CalibratedModel:
         return (f"calibrated model of the profile measured {self.calibration.date}: achieved rates by op size and "
                 f"working set, launch {self.launch_overhead_s / US:.1f} us"
                 + ("; matmul weights read cold (the forward outgrows the cache)" if self.weights_cold else "")
+                + (f", read again after {self.reuse_bytes / 2**20:,.1f} MiB (the forward's bytes): the GEMMs' "
+                   "basis gives the share cached" if self.reuse_bytes and self._has_pool() else "")
                 + ("; other ops' operands read cold where cold probes were measured" if self.operands_cold else "")
                 + instrument)
 
@@ -337,6 +353,10 @@ class CalibratedModel:
             low_s = np.minimum(low_s, warm.low_s)
             basis.append("interval down to the warm GEMM rate (weights partly cached)")
         high_s = launch_hi + res.ratio * res.high * body
+        if self.reuse_bytes and kernel.category == "matmul" and self.weights_cached_share(kernel.dtype):
+            # the cached share is a pool's, and a forward touches more than its weights: up to all streamed
+            streamed = dataclasses.replace(self, reuse_bytes=0.0).predict_op(kernel, machine, launch_s)
+            high_s = np.maximum(high_s, streamed.high_s)
         if cold and not self.cold:
             # operands evicted by the ops before it, or some still cached: the warm probes are the low end
             warm = dataclasses.replace(self, operands_cold=False).predict_op(kernel, machine, launch_s)
@@ -379,6 +399,24 @@ class CalibratedModel:
         ops = tuple(self.predict_op(k, machine) for k in kernels)
         base = CalibratedWorkloadPrediction.from_ops(machine.name, self, ops)
         return dataclasses.replace(base, total_low_s=sum(o.low_s for o in ops), total_high_s=sum(o.high_s for o in ops))
+
+
+def _grid_rate(pts, M: float, NK: float):
+    """(FLOP/s, outside, (Ms, NKs)) of a GEMM family's points (gemm_points) at (M, N x K), bilinear
+    in (log M, log N K) and clamped at the grid's edges (outside); None past its largest M or on a
+    grid with holes."""
+    if pts is None:
+        return None
+    ms, nks, rates = pts
+    mu, nku = np.unique(ms), np.unique(nks)
+    if M > mu.max() or len(mu) * len(nku) != len(ms):
+        return None
+    grid = np.full((len(nku), len(mu)), np.nan)
+    grid[np.searchsorted(nku, nks), np.searchsorted(mu, ms)] = np.log(rates)
+    lm, lnk = np.log(max(M, 1.0)), np.log(max(NK, 1.0))
+    along_m = np.array([np.interp(lm, np.log(mu), row) for row in grid])
+    outside = not (mu.min() <= M <= mu.max() and nku.min() <= NK <= nku.max())
+    return float(np.exp(np.interp(lnk, np.log(nku), along_m))), outside, (mu, nku)
 
 
 def _sized(kernel: Kernel) -> bool:

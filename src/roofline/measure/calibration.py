@@ -34,11 +34,12 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import torch
 
 from roofline.errors import RooflineError, check_number
 from roofline.measure.blockops import block_ops, scale_config
-from roofline.measure.families import CPU_GEMM_M, CPU_GEMM_NK, CPU_ROWS, CUDA_GEMM_M, CUDA_GEMM_NK, CUDA_ROWS
+from roofline.measure.families import CPU_GEMM_M, CPU_GEMM_NK, CPU_POOL_M, CPU_POOL_NK, CPU_ROWS, CUDA_GEMM_M, CUDA_GEMM_NK, CUDA_ROWS
 from roofline.measure.device import available_memory_bytes, check_threads, default_dtype, device_info, require_device, synchronizer, torch_dtype
 from roofline.measure.timing import bench, bench_round_robin
 from roofline.measure.measurements import Calibration, Curve, Probe
@@ -62,6 +63,8 @@ class CalibrationPlan:
     probe_dtype: str = "fp32"
     gemm_m: tuple[int, ...] = ()  # the skinny-M GEMM family: these M at each N = K of gemm_nk
     gemm_nk: tuple[int, ...] = ()
+    gemm_pool_m: tuple[int, ...] = ()  # a CPU's GEMMs streamed from pools of several sizes (_gemm_pool): these M
+    gemm_pool_nk: tuple[int, ...] = ()  # at these N = K (points of the family)
     family_rows: tuple[int, ...] = ()  # class probes at these row counts (none: no class probes)
 
 
@@ -96,6 +99,7 @@ def default_plan(device: str, dtype: str, caches, available_bytes: float) -> Cal
         probe_sizes=((512, 256), (768, 768), (1536, 384), (2048, 1024)),
         probe_dtype=dtype,
         gemm_m=CPU_GEMM_M, gemm_nk=CPU_GEMM_NK, family_rows=CPU_ROWS,
+        gemm_pool_m=CPU_POOL_M, gemm_pool_nk=CPU_POOL_NK,
     )
 
 
@@ -199,7 +203,9 @@ def _gemm(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Curve, ..
         td = torch_dtype(dtype)
         rows = []
         share = clock.left() / max(len(plan.matmul_dtypes) - j, 1)
-        per_point = max(share / 2 / max(len(ms) * len(nks), 1), 0.0)  # half warm, half cold
+        pooled = device == "cpu" and plan.gemm_pool_m and plan.gemm_pool_nk
+        warm_share = share * (5 / 12 if pooled else 1 / 2)  # warm, cold, and a sixth for the pools on a CPU
+        per_point = max(warm_share / max(len(ms) * len(nks), 1), 0.0)
         for nk in nks:
             b = torch.randn(nk, nk, device=device).to(td)
             for m in ms:
@@ -213,10 +219,59 @@ def _gemm(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Curve, ..
             col = lambda i: tuple(float(r[i]) for r in rows)  # noqa: E731
             curves.append(Curve("gemm", dtype, col(0), col(3), col(4), tuple(r[5].median_s for r in rows),
                                 tuple(r[5].low_s for r in rows), tuple(r[5].high_s for r in rows), n=col(1), k=col(2)))
-            cold = _gemm_cold(device, sync, td, rows, share / 2, clock)
+            cold = _gemm_cold(device, sync, td, rows, warm_share, clock)
             curves.append(Curve("gemm_cold", dtype, col(0), col(3), col(4), tuple(t.median_s for t in cold),
                                 tuple(t.low_s for t in cold), tuple(t.high_s for t in cold), n=col(1), k=col(2)))
+            if pooled:
+                curves.append(_gemm_pool(device, td, dtype, [r for r in rows if r[0] in plan.gemm_pool_m
+                                                             and r[1] in plan.gemm_pool_nk], share / 6, clock))
     return tuple(curves)
+
+
+POOL_POINTS = 6  # pool sizes from twice a core's own cache to the last cache, geometric
+
+
+def pool_sizes(caches) -> tuple[float, ...]:
+    """The weight pools of _gemm_pool: POOL_POINTS sizes, geometric from twice the level below the
+    last cache (a core's own) to the last cache itself; () with fewer than two levels known."""
+    if len(caches) < 2:
+        return ()
+    lo, hi = 2.0 * float(caches[-2][1]), float(caches[-1][1])
+    if hi <= lo:
+        return (hi,)
+    return tuple(float(x) for x in np.geomspace(lo, hi, POOL_POINTS))
+
+
+def _gemm_pool(device, td, dtype: str, rows, budget_s: float, clock: _Clock) -> Curve:
+    """A few decode GEMMs with their weight streamed from pools of pool_sizes(): the rate of a
+    weight read again after P bytes of other weights, which a forward of P bytes does (its weights
+    in turn, then the next forward). Each point is timed alone (interleaving would add the other
+    points' pools to its reuse distance), after one whole cycle of its pool. On the Xeon VM of
+    2026-12-02 (105 MiB L3) a (1, 1536) x (1536, 512) fp32 GEMM took 140 us warm, 141 us from an
+    8 MiB pool, 231 us from 26 MiB and 314-328 us from 52 MiB up: the last cache holds much less
+    than its size for one process (other tenants), which the pools measure rather than assume."""
+    from roofline.measure.device import device_info
+    from roofline.measure.families import gemm_bytes
+
+    sizes = pool_sizes(device_info(device).caches)
+    itemsize = torch.empty((), dtype=td).element_size()
+    per_point = max(budget_s / max(len(rows) * len(sizes), 1), 0.0)
+    out = []  # (m, n, k, pool bytes, timing)
+    for size in sizes:
+        pool = torch.randn(int(max(size // itemsize, max(n * k for _, n, k, *_ in rows))), device=device).to(td)
+        for m, n, k, *_ in rows:
+            nxt = weight_stream(pool, n, k)
+            a, c = torch.randn(m, k, device=device).to(td), torch.empty(m, n, device=device, dtype=td)
+            for _ in range(pool.numel() // (n * k)):  # one whole cycle: every slice read once
+                torch.mm(a, nxt().t(), out=c)
+            t = bench(lambda: torch.mm(a, nxt().t(), out=c), budget_s=per_point, max_repeats=15)
+            out.append((m, n, k, pool.numel() * itemsize, t))
+        del pool
+        clock.report(1.0, f"gemm {dtype} weights from a {size / MIB:,.0f} MiB pool: {len(rows)} points")
+    col = lambda i: tuple(float(r[i]) for r in out)  # noqa: E731
+    return Curve("gemm_pool", dtype, col(0), tuple(2.0 * r[0] * r[1] * r[2] for r in out),
+                 tuple(gemm_bytes(r[0], r[1], r[2], dtype) for r in out), tuple(r[4].median_s for r in out),
+                 tuple(r[4].low_s for r in out), tuple(r[4].high_s for r in out), n=col(1), k=col(2), pool=col(3))
 
 
 def weight_stream(pool: torch.Tensor, n: int, k: int) -> Callable[[], torch.Tensor]:

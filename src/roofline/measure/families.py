@@ -53,6 +53,8 @@ CPU_ROWS = (16, 64, 256, 1024, 4096)  # 64 KiB to 16 MiB per fp32 operand
 CUDA_ROWS = (64, 512, 4096, 32768)
 CPU_GEMM_M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 CPU_GEMM_NK = (256, 512, 1024, 2048)
+CPU_POOL_M = (1, 8)  # the GEMMs timed with weights from pools of several sizes (calibration._gemm_pool)
+CPU_POOL_NK = (512, 1024)
 CUDA_GEMM_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 CUDA_GEMM_NK = (1024, 4096, 8192)
 

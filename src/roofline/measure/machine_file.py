@@ -129,11 +129,13 @@ def render_profile(cal: Calibration) -> str:
     lines += [f"{_key(k)} = {_val(v)}" for k, v in meta.items()]
     for group, curves in (("matmul", cal.matmul), ("bandwidth", cal.bandwidth), ("gemm", cal.gemm)):
         for c in curves:
-            name = c.kind if group == "bandwidth" else c.dtype if c.kind != "gemm_cold" else f"{c.dtype}-cold"
+            name = (c.kind if group == "bandwidth" else
+                    {"gemm_cold": f"{c.dtype}-cold", "gemm_pool": f"{c.dtype}-pool"}.get(c.kind, c.dtype))
             lines += ["", f"[calibration.{_key(cal.key)}.{group}.{_key(name)}]", f"dtype = {_val(c.dtype)}"]
             if group == "gemm":
                 lines.append(f"kind = {_val(c.kind)}")
-            for f in ("size", "flops", "bytes", "seconds", "low_s", "high_s") + (("n", "k") if group == "gemm" else ()):
+            for f in (("size", "flops", "bytes", "seconds", "low_s", "high_s") + (("n", "k") if group == "gemm" else ())
+                      + (("pool",) if c.kind == "gemm_pool" else ())):
                 lines.append(f"{f} = {_val([float(x) for x in getattr(c, f)])}")
     for p in cal.probes:
         lines += ["", f"[[calibration.{_key(cal.key)}.probes]]"]
@@ -198,7 +200,8 @@ def parse_profile(text: str, origin: str) -> tuple[Machine, Calibration]:
 
 
 def _curve(kind: str, spec: dict) -> Curve:
-    fields = ("size", "flops", "bytes", "seconds", "low_s", "high_s") + (("n", "k") if kind.startswith("gemm") else ())
+    fields = (("size", "flops", "bytes", "seconds", "low_s", "high_s") + (("n", "k") if kind.startswith("gemm") else ())
+              + (("pool",) if kind == "gemm_pool" else ()))
     arrays = {f: tuple(float(x) for x in spec[f]) for f in fields}
     n = {len(a) for a in arrays.values()}
     if len(n) != 1:

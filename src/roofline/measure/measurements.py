@@ -35,6 +35,7 @@ class Curve:
     high_s: tuple[float, ...]
     n: tuple[float, ...] = ()  # kind "gemm": size is M of an (M, K) @ (K, N), these N and K
     k: tuple[float, ...] = ()
+    pool: tuple[float, ...] = ()  # kind "gemm_pool": the bytes of the weight pool each point cycled through
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,8 @@ class Calibration:
     matmul: tuple[Curve, ...]
     bandwidth: tuple[Curve, ...]
     probes: tuple[Probe, ...] = ()
-    gemm: tuple[Curve, ...] = ()  # skinny-M GEMMs per dtype, warm ("gemm") and weights streamed ("gemm_cold"); older profiles have none
+    gemm: tuple[Curve, ...] = ()  # skinny-M GEMMs per dtype, warm ("gemm"), weights streamed ("gemm_cold") and
+    # streamed from pools of several sizes ("gemm_pool", CPU); older profiles have none or fewer
     vendor: str = ""
     memory_bytes: float | None = None
     sm_count: int | None = None
@@ -121,6 +123,51 @@ def gemm_points(cal: Calibration, dtype: str, cold: bool = False):
             m, nk = np.asarray(c.size, dtype=float), np.asarray(c.n, dtype=float) * np.asarray(c.k, dtype=float)
             return m, nk, np.asarray(c.flops, dtype=float) / body_s(c.seconds, cal.launch_s)
     return None
+
+
+POOL_GAP_SHARE = 0.2  # a pool shape counts where streaming its weight costs at least this share of its time
+
+
+def cached_share(cal: Calibration, dtype: str, reuse_bytes: float):
+    """(phi, basis) for a forward that reads each weight again only after ``reuse_bytes`` (its
+    bytes): the share of the streaming penalty (cold - warm time of the skinny-M GEMM family) that
+    its weights avoid, from the "gemm_pool" points (the same GEMMs with the weight streamed from a
+    pool of P bytes: a pool that stays in the last cache reads near the warm time, one that
+    outgrows it near the cold). Per pool, phi = median over its shapes of (cold - t_P) / (cold - warm),
+    clipped to [0, 1], over the shapes whose cold time is at least POOL_GAP_SHARE above the warm.
+    A forward takes the phi of the smallest pool at least its bytes (0 past the largest): a cache
+    holding weights read in turn keeps them all until they outgrow it and then almost none, so
+    between two pools the truth is either, and interpolating would put it halfway; the next pool
+    up is the cautious side. On the Xeon VM of 2026-12-02 (105 MiB L3), 13-27 MiB decode forwards
+    ran their GEMMs near the 28-37 MiB pools' phi (0.1-0.2), while interpolating at their bytes gave
+    0.2-0.5 and GEMMs 22-27% fast. None where the profile has no pool points at this dtype."""
+    pool = next((c for c in cal.gemm if c.kind == "gemm_pool" and c.dtype == dtype and c.pool), None)
+    if pool is None or not cal.caches:
+        return None
+    times = {}
+    for kind in ("gemm", "gemm_cold"):
+        for c in cal.gemm:
+            if c.kind == kind and c.dtype == dtype:
+                times[kind] = {(m, n, k): t for m, n, k, t in zip(c.size, c.n, c.k, c.seconds)}
+    if len(times) < 2:
+        return None
+    by_pool: dict[float, list[float]] = {}
+    for m, n, k, p, t in zip(pool.size, pool.n, pool.k, pool.pool, pool.seconds):
+        warm, cold = times["gemm"].get((m, n, k)), times["gemm_cold"].get((m, n, k))
+        if warm is None or cold is None or cold - warm < POOL_GAP_SHARE * cold:
+            continue
+        by_pool.setdefault(p, []).append(min(max((cold - t) / (cold - warm), 0.0), 1.0))
+    if not by_pool:
+        return None
+    sizes = sorted(by_pool)
+    at = next((p for p in sizes if p >= reuse_bytes), None)
+    if at is None:
+        return 0.0, (f"streamed: a weight read again after {reuse_bytes / MIB:,.1f} MiB, past the largest pool "
+                     f"probed ({sizes[-1] / MIB:,.0f} MiB)")
+    phi = float(np.median(by_pool[at]))
+    basis = (f"{phi:.0%} of the streaming cost avoided: a weight read again after {reuse_bytes / MIB:,.1f} MiB, "
+             f"as from the {at / MIB:,.1f} MiB pool (pools of {sizes[0] / MIB:,.0f}-{sizes[-1] / MIB:,.0f} MiB probed)")
+    return phi, basis
 
 
 PEAK_LAUNCH_SHARE = 0.1  # a size's rate counts for the peak where the launch it subtracts is at most this share of its time
