@@ -11,7 +11,9 @@ Four sweeps share one time budget (shares in ``PHASES``):
    function of size. The sweep stops where the next size would not fit the budget. Then the
    skinny-M GEMM family (measure.families): M = 1 to 256 rows at a few N = K, decode's shapes,
    with the weight cached (the same weight every call) and streamed (a different weight each call,
-   from a pool of twice the last cache: a forward's weights read from main memory);
+   from a pool of twice the last cache: a forward's weights read from main memory); on a CPU a
+   few of them again from pools of several sizes up to the last cache (_gemm_pool: how much of a
+   forward's weights the last cache keeps, measurements.cached_share);
 4. probes: the ops of one transformer block (a preset scaled down, see blockops.scale_config) at a
    few sizes, timed in interleaved passes: the fit set of the calibrated model's per-op residuals;
    then the class probes (measure.families: elementwise, norm, softmax, reduction, gather, copy

@@ -134,8 +134,7 @@ def render_profile(cal: Calibration) -> str:
             lines += ["", f"[calibration.{_key(cal.key)}.{group}.{_key(name)}]", f"dtype = {_val(c.dtype)}"]
             if group == "gemm":
                 lines.append(f"kind = {_val(c.kind)}")
-            for f in (("size", "flops", "bytes", "seconds", "low_s", "high_s") + (("n", "k") if group == "gemm" else ())
-                      + (("pool",) if c.kind == "gemm_pool" else ())):
+            for f in _curve_fields(c.kind):
                 lines.append(f"{f} = {_val([float(x) for x in getattr(c, f)])}")
     for p in cal.probes:
         lines += ["", f"[[calibration.{_key(cal.key)}.probes]]"]
@@ -199,9 +198,14 @@ def parse_profile(text: str, origin: str) -> tuple[Machine, Calibration]:
         raise RooflineError(f"{origin}: [calibration.{key}] is malformed ({exc})", field="profile") from None
 
 
+def _curve_fields(kind: str) -> tuple[str, ...]:
+    """The arrays a curve of this kind writes and reads: every curve's, a GEMM family's N and K, a pool's bytes."""
+    return (("size", "flops", "bytes", "seconds", "low_s", "high_s") + (("n", "k") if kind.startswith("gemm") else ())
+            + (("pool",) if kind == "gemm_pool" else ()))
+
+
 def _curve(kind: str, spec: dict) -> Curve:
-    fields = (("size", "flops", "bytes", "seconds", "low_s", "high_s") + (("n", "k") if kind.startswith("gemm") else ())
-              + (("pool",) if kind == "gemm_pool" else ()))
+    fields = _curve_fields(kind)
     arrays = {f: tuple(float(x) for x in spec[f]) for f in fields}
     n = {len(a) for a in arrays.values()}
     if len(n) != 1:
