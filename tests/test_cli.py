@@ -409,6 +409,27 @@ def test_an_unknown_torch_dtype_is_said_with_what_it_was_taken_as(tmp_path, caps
     assert code == 0 and "torch_dtype 'banana' not understood: weights taken as bf16" in out
 
 
+# A config with a key the loader does not understand and one it reads with a note: every command
+# that takes the config must say both, in its text and its JSON (a reviewer found `serving` silent).
+_NOTED_CFG = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "vocab_size": 100, "torch_dtype": "banana", "frobnicate_layers": 3}
+
+
+@pytest.mark.parametrize("argv", [
+    ("models", "{cfg}"), ("layer", "--model", "{cfg}"), ("decode", "--model", "{cfg}"),
+    ("memory", "--model", "{cfg}"),
+    ("serving", "--model", "{cfg}", "--requests", "20", "--concurrency", "4", "--input-len", "64",
+     "--output-len", "8"),
+])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_every_command_on_a_config_says_what_its_loader_did_not_understand(tmp_path, capsys, argv, as_json):
+    (tmp_path / "config.json").write_text(json.dumps(_NOTED_CFG))
+    args = [a.format(cfg=tmp_path / "config.json") for a in argv] + (["--json"] if as_json else [])
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    assert "frobnicate_layers" in out and "torch_dtype 'banana' not understood" in out, out
+
+
 def test_version_is_the_installed_packages(capsys):
     from importlib.metadata import version
 

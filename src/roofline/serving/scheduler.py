@@ -341,7 +341,9 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                   "from step to step; acceptance is not drawn at random); inter-token latency is the gap between a "
                   "sequence's deliveries, several tokens each; the draft's weights "
                   f"({parts['draft_weights_bytes'] / GIGA:,.1f} GB) and KV cache share the memory",)
-    notes += step.notes()
+    notes += step.notes() + step.model.header_lines()
+    if draft is not None:  # the draft's loader notes too, named as the draft's
+        notes += tuple(f"draft {draft.model.name}: {line}" for line in draft.model.header_lines())
     return ServingResult(
         step.describe(), requests.label, engine, step.tensor_parallel, ttft, tpot, e2e,
         _weighted_percentiles(dts, nds, PERCENTILES), duration, int(out.sum()), int(inp.sum()), int(computed), steps,
