@@ -330,8 +330,51 @@ def test_quantisation_skip_lists_and_bad_fields():
         from_hf_config(dict(TINY_LLAMA, quantization_config={"quant_method": "mxfp4"}))
 
 
+def test_a_skip_list_naming_one_layer_keeps_that_layer_only_and_names_no_part_the_model_lacks():
+    cfg = dict(TINY_LLAMA, num_hidden_layers=4)
+    q = {"quant_method": "gptq", "bits": 4, "group_size": 128}
+    one = from_hf_config(dict(cfg, quantization_config=dict(q, modules_to_not_convert=["model.layers.0.mlp"])))
+    # int4 g128: 0.5 + 2.5 / 128 bytes a parameter; one MLP of four (equal layers) at bf16's 2 bytes:
+    # mean 1/4 x 2 + 3/4 x (0.5 + 2.5 / 128)
+    assert one.storage.width("mlp", 2.0) == pytest.approx(0.25 * 2 + 0.75 * (0.5 + 2.5 / 128))
+    assert one.storage.width("attention", 2.0) == 0.5 + 2.5 / 128
+    said = " ".join(one.notes)
+    assert "mlp in layer(s) 0" in said and "experts" not in said  # a dense model: no experts to name
+    every = from_hf_config(dict(cfg, quantization_config=dict(
+        q, modules_to_not_convert=[f"model.layers.{i}.mlp" for i in range(4)])))
+    assert every.storage.width("mlp", 2.0) == 2.0  # all four layers named: the whole MLP kept
+    with pytest.raises(RooflineError, match="layer 9"):
+        from_hf_config(dict(cfg, quantization_config=dict(q, modules_to_not_convert=["model.layers.9.mlp"])))
+    # one matrix named: taken as its part, and said
+    part = from_hf_config(dict(cfg, quantization_config=dict(q, modules_to_not_convert=["model.layers.1.mlp.down_proj"])))
+    assert any("down_proj" in n and "whole mlp" in n for n in part.notes)
+    # a vision tower's modules (Qwen2.5-VL AWQ skips "visual") are not priced: nothing changes, nothing refused
+    vis = from_hf_config(dict(cfg, quantization_config=dict(q, modules_to_not_convert=["visual"])))
+    assert vis.storage.width("mlp", 2.0) == 0.5 + 2.5 / 128
+
+
+def test_what_a_reviewer_found_assumed_silently_is_refused_or_said():
+    with pytest.raises(RooflineError, match="no bits"):  # GPTQ without bits: the width is not guessed
+        from_hf_config(dict(TINY_LLAMA, quantization_config={"quant_method": "gptq"}))
+    m = from_hf_config(dict(TINY_LLAMA, quantization_config={"quant_method": "gptq", "bits": 4}))
+    assert any("no group_size given: 128" in n for n in m.notes)
+    for bad in ("4096", 0, True):
+        with pytest.raises(RooflineError, match="max_position_embeddings"):
+            from_hf_config(dict(TINY_LLAMA, max_position_embeddings=bad))
+    oss = {"model_type": "gpt_oss", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100, "num_local_experts": 4,
+           "num_experts_per_tok": 2, "intermediate_size": 32}
+    assert from_hf_config(oss).layers[0].mixer.window == 128  # absent: GptOssConfig's default
+    with pytest.raises(RooflineError, match="sliding_window is null"):
+        from_hf_config(dict(oss, sliding_window=None))
+    moe = dict(TINY_LLAMA, model_type="qwen3_moe", num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
+    assert [layer.is_moe for layer in from_hf_config(dict(moe, mlp_only_layers=[1])).layers] == [True, False]
+    with pytest.raises(RooflineError, match="mlp_only_layers"):
+        from_hf_config(dict(moe, mlp_only_layers=[5]))
+
+
 @pytest.mark.parametrize("key, value", [("num_attention_heads", 0), ("intermediate_size", float("inf")),
-                                        ("hidden_size", float("nan")), ("num_hidden_layers", 10**7),
+                                        ("hidden_size", float("nan")), ("num_hidden_layers", 10**7), ("num_hidden_layers", 10**8),
                                         ("vocab_size", -3), ("hidden_size", "4096")])
 def test_bad_config_values_are_refused_by_key(key, value):
     with pytest.raises(RooflineError, match=key if key != "num_hidden_layers" else "layers"):

@@ -430,6 +430,30 @@ def test_every_command_on_a_config_says_what_its_loader_did_not_understand(tmp_p
     assert "frobnicate_layers" in out and "torch_dtype 'banana' not understood" in out, out
 
 
+@pytest.mark.parametrize("command", ["decode", "memory", "serving"])
+def test_a_config_in_a_folder_named_like_a_preset_is_never_titled_as_the_preset(tmp_path, capsys, command):
+    folder = tmp_path / "llama3-8b"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_NOTED_CFG))
+    extra = ["--requests", "10", "--concurrency", "2", "--input-len", "32", "--output-len", "4"] if command == "serving" else []
+    code, out, err = run(capsys, command, "--model", str(folder), *extra)
+    assert code == 0, err
+    first = out.splitlines()[0]
+    assert "Llama 3 8B" not in first and str(folder / "config.json") in first, first
+
+
+@pytest.mark.parametrize("command", ["layer", "decode", "memory", "serving"])
+def test_an_fp32_checkpoint_priced_at_bf16_is_said(tmp_path, capsys, command):
+    # torch_dtype float32 stores 4 bytes a weight; every command's default prices bf16's 2: it must say so
+    (tmp_path / "config.json").write_text(json.dumps(dict(_NOTED_CFG, torch_dtype="float32")))
+    extra = ["--requests", "10", "--concurrency", "2", "--input-len", "32", "--output-len", "4"] if command == "serving" else []
+    code, out, err = run(capsys, command, "--model", str(tmp_path / "config.json"), *extra)
+    assert code == 0, err
+    assert "stores fp32" in out, out
+    code, out, _ = run(capsys, "decode", "--model", str(tmp_path / "config.json"), "--weights", "fp32")
+    assert code == 0 and "stores fp32" not in out and "weights fp32" in out.splitlines()[0]
+
+
 def test_version_is_the_installed_packages(capsys):
     from importlib.metadata import version
 

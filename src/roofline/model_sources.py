@@ -222,6 +222,8 @@ def load_hf_config(path: str | Path) -> Model:
     except (ValueError, RecursionError) as exc:  # integers of thousands of digits, nesting past the recursion limit
         raise RooflineError(f"{str(p)!r} could not be read as JSON ({json_failure(exc)})", field="model") from None
     name = config_name(raw, p)
+    if _preset_key(name) is not None:  # a folder named like a preset: the name would title the preset's results
+        name = f"{name} ({p})"
     if isinstance(raw, dict) and raw.get("_name_or_path"):  # from_hf_config names a model by it: the shortened one
         raw = {**raw, "_name_or_path": name}
     try:
@@ -230,6 +232,12 @@ def load_hf_config(path: str | Path) -> Model:
         msg = str(exc)
         msg = msg[len(name) + 2:] if msg.startswith(f"{name}: ") else msg
         raise RooflineError(f"model config {str(p)!r}: {msg}", field=exc.field or "model") from None
+
+
+def _preset_key(name) -> str | None:
+    """The preset key ``name`` spells ('Llama3_8B' -> 'llama3-8b'), or None."""
+    key = str(name).strip().lower().replace("_", "-").replace(" ", "-")
+    return key if key in _preset_tables() else None
 
 
 def get_model(name) -> Model:
@@ -245,8 +253,8 @@ def get_model(name) -> Model:
                             "config.json path", field="model")
     if "\x00" in str(name):
         raise RooflineError(f"model {str(name)!r}: a name cannot contain a NUL character", field="model")
-    key = str(name).strip().lower().replace("_", "-").replace(" ", "-")
-    if key in presets:
+    key = _preset_key(name)
+    if key is not None:
         return _preset(key)
     if str(name).endswith(".json") or Path(str(name)).is_file() or (Path(str(name)) / "config.json").is_file():
         return load_hf_config(name)

@@ -9,7 +9,7 @@ import sys
 from roofline.cli.args import calibrated_or_cost_model, cost_model_from_args, kernel_params, machine_from_args
 from roofline.errors import RooflineError
 from roofline.tables import dump_json
-from roofline.units import GIGA, TERA, US
+from roofline.units import DTYPE_BYTES, GIGA, TERA, US
 
 
 def _layers(args):
@@ -51,6 +51,17 @@ def layer_dtype_notes(dtype: str, machine) -> list[str]:
             f"--dtype {dtype}` and the web's Whole model view price that"]
 
 
+def storage_note(cfg, dtype: str) -> str | None:
+    """What `layer` says when the checkpoint stores weights otherwise than the one ``dtype`` it prices."""
+    if cfg.storage.parts:
+        return (f"every weight is priced at {dtype} here; the checkpoint stores {cfg.storage.label()}: "
+                "`roofline decode` and `roofline memory` price them as stored")
+    if DTYPE_BYTES.get(cfg.storage.default) != DTYPE_BYTES.get(dtype):
+        return (f"every weight is priced at {dtype} here; the checkpoint stores {cfg.storage.default} "
+                f"(torch_dtype): --dtype {cfg.storage.default} prices it as stored")
+    return None
+
+
 def cmd_layer(args):
     from roofline.transformer import get_model
 
@@ -62,8 +73,9 @@ def cmd_layer(args):
         else:
             out = {"model": reports[0].model, "machine": reports[0].machine_key, "n_layers": cfg.n_layers,
                    "pattern": cfg.pattern(), "layer_kinds": [r.to_dict() for r in reports]}
-        out["omitted"], out["notes"] = list(cfg.omitted), list(cfg.notes) + layer_dtype_notes(reports[0].dtype,
-                                                                                             machine_from_args(args))
+        stored = storage_note(cfg, reports[0].dtype)
+        out["omitted"], out["notes"] = list(cfg.omitted), (list(cfg.notes) + ([stored] if stored else [])
+                                                           + layer_dtype_notes(reports[0].dtype, machine_from_args(args)))
         print(dump_json(out))
         return
     if args.csv:
@@ -82,9 +94,9 @@ def cmd_layer(args):
     for line in cfg.header_lines():
         print(line)
     dtype_notes = layer_dtype_notes(reports[0].dtype, machine_from_args(args))
-    if cfg.storage.parts:
-        print(f"note: every weight is priced at {reports[0].dtype} here; the checkpoint stores {cfg.storage.label()}: "
-              "`roofline decode` and `roofline memory` price them as stored")
+    stored = storage_note(cfg, reports[0].dtype)
+    if stored:
+        print(f"note: {stored}")
     for i, report in enumerate(reports):
         pred = report.prediction
         if report.phase == "prefill":

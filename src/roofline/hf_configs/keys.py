@@ -30,6 +30,8 @@ initial_context_length swiglu_alpha for_llm_compressor mlp_only_layers_ids origi
 """.split())
 
 MAX_DIM = 10**8  # a width, count or vocabulary beyond this is a typo
+MAX_LAYERS = 10_000  # published models have at most a few hundred
+LAYER_COUNT_KEYS = frozenset(("num_hidden_layers", "n_layer", "num_layers"))  # refused past MAX_LAYERS when read
 
 
 class _Keys:
@@ -62,6 +64,9 @@ class _Keys:
         if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v) or v < 0
                 or v > MAX_DIM):
             raise RooflineError(f"{self.name}: config key {key} must be a whole number from 0 to {MAX_DIM:,}, got {v!r}",
+                                field="model")
+        if key in LAYER_COUNT_KEYS and v > MAX_LAYERS:  # before a loader builds a list that long
+            raise RooflineError(f"{self.name}: config key {key} is {int(v):,}; at most {MAX_LAYERS:,} layers are read",
                                 field="model")
         return int(v)
 

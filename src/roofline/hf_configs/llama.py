@@ -28,7 +28,8 @@ def _llama_like(c: _Keys, *, tie_default=False, qkv_bias=None, out_bias=None, qk
     bias = bool(c.get("attention_bias", False))
     qkv_bias = bias if qkv_bias is None else qkv_bias
     out_bias = bias if out_bias is None else out_bias
-    window = (c.get("sliding_window", sliding_default) or 0) if windowed else 0
+    window = (c.int("sliding_window", sliding_default or 0) if c.get("sliding_window") is not None or sliding_default
+              else 0) if windowed else 0
     types = _layer_types(c, L, types_default or (lambda i: "sliding_attention" if window else "full_attention"))
     F = dense_ff if dense_ff is not None else c.pos("intermediate_size")
     mlp_bias = bool(c.get("mlp_bias", False))
@@ -93,7 +94,11 @@ def _qwen_moe_layers(c: _Keys, L: int, shared: bool) -> Callable[[int], MoE | No
     k = c.pos("num_experts_per_tok")
     F = c.pos("moe_intermediate_size")
     step = c.int("decoder_sparse_step", 1)
-    dense = set(c.get("mlp_only_layers", []) or [])
+    only = c.get("mlp_only_layers", []) or []
+    if not isinstance(only, list) or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < L for i in only):
+        raise RooflineError(f"{c.name}: mlp_only_layers must list layer indices from 0 to {L - 1}, got {only!r}",
+                            field="model")
+    dense = set(only)
     shared_ff = c.int("shared_expert_intermediate_size") if shared else 0
     moe = MoE(E, k, F, shared_d_ff=shared_ff, shared_gate=shared) if E else None
 

@@ -65,15 +65,17 @@ def from_hf_config(raw: dict, name: str = "model") -> Model:
         raise RooflineError(f"{keys.name} (model_type {model_type!r}): {exc}", field="model") from None
     storage, qnotes = (WeightStorage(_dtype(raw)), [])
     if raw.get("quantization_config") is not None:
-        storage, qnotes = _storage(raw["quantization_config"], name, _dtype(raw))
+        storage, qnotes = _storage(raw["quantization_config"], name, _dtype(raw), model)
         present = {p for layer in model.kinds for p, n in layer.parts(model.d_model).items() if n}
         if storage.method == "mxfp4" and "experts" not in present:
             raise RooflineError(f"{name}: quantization_config mxfp4 quantises experts, and this model has none",
                                 field="model")
         storage = dataclasses.replace(storage, parts=tuple(p for p in storage.parts if p[0] in present))
-    top_context = keys.get("max_position_embeddings") or keys.get("n_positions") or 0
-    if isinstance(top_context, bool) or not isinstance(top_context, int) or top_context < 0:
-        top_context = 0
+    top_context = 0
+    for k in ("max_position_embeddings", "n_positions"):  # the trained length, where the config gives it
+        if keys.get(k) is not None:
+            top_context = keys.pos(k)
+            break
     return dataclasses.replace(model, storage=storage, omitted=model.omitted + tuple(omitted),
                                notes=tuple(outer_notes) + model.notes + tuple(qnotes) + tuple(_dtype_note(raw)),
                                model_type=str(model_type),

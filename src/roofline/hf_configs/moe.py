@@ -75,6 +75,9 @@ def _gpt_oss(c: _Keys) -> Model:
     kv, d = c.int("num_key_value_heads"), c.int("head_dim", 64)
     window = c.int("sliding_window", 128)
     types = _layer_types(c, L, lambda i: "sliding_attention" if i % 2 == 0 else "full_attention")
+    if "sliding_window" in c.raw and c.raw["sliding_window"] is None and "sliding_attention" in types:
+        raise RooflineError(f"{c.name}: sliding_window is null and layers are sliding_attention: give the window "
+                            "(gpt-oss publishes 128)", field="model")
     E = c.pos("num_local_experts")
     k = c.pos("num_experts_per_tok") if c.has("num_experts_per_tok") else c.int("experts_per_token", 4)
     if c.has("experts_per_token") and c.int("experts_per_token") != k:

@@ -4,6 +4,7 @@ a WeightStorage of the modules the format quantises; a method or skip list not u
 from __future__ import annotations
 
 import math
+import re
 
 from roofline.architecture import WeightStorage
 from roofline.errors import RooflineError
@@ -14,24 +15,53 @@ QUANTISED_PARTS = ("attention", "ssm", "mlp", "experts", "shared_experts")
 _PART_PATTERNS = (("shared_expert", "shared_experts"), ("experts", "experts"), ("router", "router"),
                   ("mlp.gate", "router"), ("self_attn", "attention"), ("attn", "attention"), ("mixer", "ssm"),
                   ("mamba", "ssm"), ("embed", "embedding"), ("lm_head", "lm_head"), ("mlp", "mlp"))
+# modules of a part the loader leaves out of the count (a vision tower): skipping them changes nothing priced
+_UNPRICED_PATTERNS = ("visual", "vision", "multi_modal", "mm_projector")
+_LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
+_PROJECTION = re.compile(r"\.(\w*_proj|fc\d|w\d|dense\w*|c_fc|c_proj)$")
 
 
-def _skipped_parts(skip: list[str], name: str) -> set[str]:
-    """The parameter parts a modules_to_not_convert / ignored_layers list names; a pattern that
-    names none is refused rather than guessed."""
-    parts = set()
+def _skipped_parts(skip: list[str], name: str, n_layers: int) -> tuple[dict[str, set[int] | None], list[str]]:
+    """The parameter parts a modules_to_not_convert / ignored_layers list names: part -> the layer
+    indices it names (None: every layer), and notes on what was read loosely. A pattern that names
+    no part is refused rather than guessed; one naming a layer past the model's is refused."""
+    parts: dict[str, set[int] | None] = {}
+    notes = []
     for pattern in skip:
+        low = pattern.lower()
+        if any(u in low for u in _UNPRICED_PATTERNS):
+            continue  # the vision tower is not counted (said in the model's left-out line)
         hit = next((part for key, part in _PART_PATTERNS
-                    if (pattern.endswith(key) if key == "mlp.gate" else key in pattern)), None)
+                    if (low.endswith(key) if key == "mlp.gate" else key in low)), None)
         if hit is None:
             raise RooflineError(f"{name}: quantization_config skips {pattern!r}, which names no module this tool "
                                 "prices apart (attention, mlp, experts, shared experts, ssm, router, embedding, "
                                 "lm_head)", field="model")
-        if hit == "mlp" and "expert" not in pattern:
-            parts |= {"mlp", "experts", "shared_experts"} if pattern.rstrip(".*").endswith("mlp") else {"mlp"}
-        else:
-            parts.add(hit)
-    return parts
+        index = _LAYER_INDEX.search(low)
+        layers = None
+        if index:
+            i = int(index.group(1))
+            if i >= n_layers:
+                raise RooflineError(f"{name}: quantization_config skips {pattern!r}, layer {i}, and the model has layers "
+                                    f"0 to {n_layers - 1}", field="model")
+            layers = {i}
+        if _PROJECTION.search(low) and hit not in ("router", "embedding", "lm_head"):
+            notes.append(f"modules_to_not_convert names {pattern!r}, one matrix of the {hit.replace('_', ' ')}: taken "
+                         f"as the whole {hit.replace('_', ' ')} (its other matrices are priced unquantised too)")
+        hits = {hit}
+        if hit == "mlp" and "expert" not in low and low.rstrip(".*").endswith("mlp"):
+            hits = {"mlp", "experts", "shared_experts"}  # a layer's whole MLP block: its experts too
+        for h in hits:
+            if h in parts and parts[h] is None or layers is None:
+                parts[h] = None
+            else:
+                parts[h] = parts.get(h, set()) | layers
+    return parts, notes
+
+
+def _layers_text(indices: set[int]) -> str:
+    shown = sorted(indices)
+    return ", ".join(map(str, shown[:8])) + (f" and {len(shown) - 8} more" if len(shown) > 8 else "")
 
 
 def _positive_number(q: dict, key: str, default, name: str, whole: bool = True):
@@ -41,8 +71,11 @@ def _positive_number(q: dict, key: str, default, name: str, whole: bool = True):
     return int(v) if whole else float(v)
 
 
-def _storage(q: dict, name: str, default: str) -> tuple[WeightStorage, list[str]]:
-    """WeightStorage from a quantization_config, and notes on what it assumed."""
+def _storage(q: dict, name: str, default: str, model) -> tuple[WeightStorage, list[str]]:
+    """WeightStorage from a quantization_config for ``model`` (its parts and layers), and notes on
+    what it assumed. A part left unquantised in some layers only is stored at the parameter-weighted
+    mean of the two widths over its layers: exact for its bytes (what memory and a memory-bound step
+    read); a step is priced as if every layer held that mean width."""
     if not isinstance(q, dict):
         raise RooflineError(f"{name}: quantization_config must be an object", field="model")
     method = str(q.get("quant_method", "")).lower()
@@ -50,9 +83,12 @@ def _storage(q: dict, name: str, default: str) -> tuple[WeightStorage, list[str]
     if not isinstance(skip_list, list):
         raise RooflineError(f"{name}: quantization_config modules_to_not_convert must be a list", field="model")
     skip = [str(m) for m in skip_list]
+    skipped, loose = _skipped_parts(skip, name, model.n_layers)
+    assumed: list[str] = []
+    present = {p for layer in model.kinds for p, n in layer.parts(model.d_model).items() if n}
     if method == "mxfp4":
         # OCP MX: 32 FP4 (E2M1) values share one 8-bit E8M0 scale: (32 x 4 + 8) / 32 = 4.25 bits
-        if "experts" in _skipped_parts(skip, name):
+        if "experts" in skipped:
             raise RooflineError(f"{name}: mxfp4 with the experts in modules_to_not_convert is not understood", field="model")
         parts = (("experts", "mxfp4 (4.25 bits: 4-bit values, one 8-bit scale per 32)", 4.25 / 8),)
         return WeightStorage(default, parts, "mxfp4"), ["mxfp4: the routed experts' weight matrices are stored in "
@@ -71,9 +107,14 @@ def _storage(q: dict, name: str, default: str) -> tuple[WeightStorage, list[str]
             width, fmt = 1.0, "fp8 (per-tensor scale)"
         kept = f"embedding, LM head, router and norms at {default}"
     elif method in ("gptq", "awq"):
-        bits = _positive_number(q, "bits" if "bits" in q else "w_bit", 4, name)
+        if "bits" not in q and "w_bit" not in q:
+            raise RooflineError(f"{name}: quantization_config {method} gives no bits (or w_bit): the stored width "
+                                "is not guessed", field="model")
+        bits = _positive_number(q, "bits" if "bits" in q else "w_bit", None, name)
         if bits not in (2, 3, 4, 8):
             raise RooflineError(f"{name}: {method} bits {bits} is not one of 2, 3, 4, 8", field="model")
+        if "group_size" not in q and "q_group_size" not in q:
+            assumed.append(f"{method}: no group_size given: 128, the default of transformers' {method.upper()}Config")
         group = q.get("group_size", q.get("q_group_size", 128))
         if group == -1:
             raise RooflineError(f"{name}: {method} group_size -1 (one scale per output channel) is not supported",
@@ -86,10 +127,34 @@ def _storage(q: dict, name: str, default: str) -> tuple[WeightStorage, list[str]
         raise RooflineError(f"{name}: quantization_config quant_method {method or '(none)'!r} is not understood "
                             "(known: mxfp4, fp8, gptq, awq); remove it and set the weight width with --weights",
                             field="model")
-    skipped = _skipped_parts(skip, name)
-    parts = tuple((p, fmt, width) for p in QUANTISED_PARTS if p not in skipped)
-    said = f"; left at {default} by modules_to_not_convert: {', '.join(sorted(skipped))}" if skipped else ""
-    return WeightStorage(default, parts, method), [f"{method}: linear layers of the blocks stored as {fmt}; {kept}{said}"]
+    from roofline.units import DTYPE_BYTES
+
+    parts, whole, some = [], [], []
+    for p in QUANTISED_PARTS:
+        if p not in present:
+            continue
+        layers = skipped.get(p, set())
+        if layers is None:
+            whole.append(p)
+            continue
+        per_layer = [layer.parts(model.d_model)[p] for layer in model.layers]
+        kept_params = sum(per_layer[i] for i in layers)
+        if kept_params >= sum(per_layer):
+            whole.append(p)
+        elif kept_params == 0:
+            parts.append((p, fmt, width))
+        else:
+            share = kept_params / sum(per_layer)
+            mean = share * DTYPE_BYTES[default] + (1.0 - share) * width
+            held = sum(1 for n in per_layer if n)
+            parts.append((p, f"{fmt} in {held - len(layers)} of {held} layers, {default} in layer(s) "
+                             f"{_layers_text(layers)}", mean))
+            some.append(f"{p.replace('_', ' ')} in layer(s) {_layers_text(layers)} (priced at the mean width over "
+                        f"its layers, {mean:.3g} bytes a parameter: exact for the bytes, each layer's step as if "
+                        "all held it)")
+    said = "".join(f"; left at {default} by modules_to_not_convert: {', '.join(x)}" for x in (whole + some,) if x)
+    return WeightStorage(default, tuple(parts), method), [f"{method}: linear layers of the blocks stored as {fmt}; "
+                                                          f"{kept}{said}", *loose, *assumed]
 
 
 TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}

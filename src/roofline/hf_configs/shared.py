@@ -7,10 +7,9 @@ from typing import Callable
 
 from roofline.architecture import Layer, Model
 from roofline.errors import RooflineError
-from roofline.hf_configs.keys import _Keys
+from roofline.hf_configs.keys import MAX_LAYERS, _Keys
 
 SUPPORTED: dict[str, Callable] = {}
-MAX_LAYERS = 10_000  # published models have at most a few hundred
 
 
 def loader(*model_types: str):

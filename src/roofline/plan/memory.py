@@ -210,7 +210,7 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
                 ("tensor_parallel", int(tensor_parallel)), ("kv_bytes_per_token", per_token),
                 ("kv_bytes_per_sequence", per_seq)) + ((("memory_fraction", float(memory_fraction)),)
                                                        if memory_fraction != 1.0 else ())
-    notes = m.capacity_notes + _cache_notes(cfg, context) + (
+    notes = m.capacity_notes + _cache_notes(cfg, context) + ((precision.replaces,) if precision.replaces else ()) + (
         "not counted: a step's activations and the runtime's workspace (`roofline serving` takes a full step's "
         "activations out of its KV cache; --memory-fraction leaves room for both)",)
     longest = dict(limits).get("max_context_at_batch", 0)

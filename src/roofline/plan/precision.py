@@ -54,7 +54,7 @@ class Precision:
     kv_cache: str = "bf16"
     stored: WeightStorage | None = None  # weights as the checkpoint stores them, part by part
     matmul: str | None = None  # the dtype matmuls compute in, where not the wider of weights and activations (W8A8)
-    replaces: str = field(default="", compare=False)  # the checkpoint's own storage a flag set aside, said in the label
+    replaces: str = field(default="", compare=False)  # how the checkpoint's own storage differs, said in the label
 
     def __post_init__(self):
         for part in ("weights", "activations", "kv_cache"):
@@ -124,7 +124,16 @@ class Precision:
         # and the activations are not set to another (then matmuls compute in the wider of the two)
         matmul = (base.matmul if base.matmul is not None and DTYPE_BYTES[w] <= DTYPE_BYTES[base.matmul]
                   and activations in (None, base.matmul) else None)
-        replaces = storage.label() if storage.parts else ""  # --dtype or --weights set a quantised checkpoint aside
+        replaces = ""
+        if storage.parts:  # --dtype or --weights set a quantised checkpoint aside
+            replaces = f"the dtype flags set aside the checkpoint's own storage ({storage.label()})"
+        elif (dtype is None and weights is None and storage.default in QUANT_DTYPES
+              and DTYPE_BYTES[storage.default] != DTYPE_BYTES[w]):
+            # a checkpoint stored wider than the machine's default (torch_dtype float32) is said, never
+            # silent; a dtype flag is the user's own choice and needs no word
+            replaces = (f"the checkpoint stores {storage.default} weights (torch_dtype), priced at {w} as engines "
+                        f"serve it (vLLM's dtype auto runs an fp32 checkpoint in fp16); --weights {storage.default} "
+                        "prices it as stored")
         return cls(w, a, kv_cache or base.kv_cache, matmul=matmul, replaces=replaces)
 
     @property
@@ -143,7 +152,7 @@ class Precision:
 
     def label(self) -> str:
         text = self._label()
-        return text + (f"; the dtype flags set aside the checkpoint's own storage ({self.replaces})" if self.replaces else "")
+        return text + (f"; {self.replaces}" if self.replaces else "")
 
     def _label(self) -> str:
         if self.stored is not None:
@@ -180,4 +189,6 @@ class Precision:
         if self.stored is not None:
             d["weights"] = f"as stored ({self.stored.method}); the rest {self.weights}"
             d["weights_stored"] = [{"part": p, "format": f, "bytes_per_param": b} for p, f, b in self.stored.parts]
+        if self.replaces:
+            d["checkpoint"] = self.replaces
         return d

@@ -115,7 +115,7 @@ def decode_table(plan) -> str:
         at_b = (f"at batch B the tokens touch more experts, so later than {cross:,} / B" if plan.experts
                 else f"at batch B: {cross:,} / B for a dense model")
         lines.append(f"KV-cache reads overtake weight reads at context {cross:,} at batch 1 ({at_b})")
-    lines += [note_line(n) for n in mem.notes]
+    lines += [note_line(n) for n in mem.notes if n != s.precision.replaces]  # the header said that one
     return "\n".join(lines)
 
 
