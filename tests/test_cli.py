@@ -454,6 +454,15 @@ def test_an_fp32_checkpoint_priced_at_bf16_is_said(tmp_path, capsys, command):
     assert code == 0 and "stores fp32" not in out and "weights fp32" in out.splitlines()[0]
 
 
+def test_absurd_but_legal_widths_get_plain_messages(tmp_path, capsys):
+    # hidden 1e8 with one head: 8e16 parameters, 160 PB of bf16 weights on an 85.5 GB H100 (driver figure)
+    (tmp_path / "config.json").write_text(json.dumps(dict(_NOTED_CFG, hidden_size=10**8, num_attention_heads=1)))
+    code, out, _ = run(capsys, "memory", "--model", str(tmp_path / "config.json"))
+    assert code == 0 and "x the memory" in out and "% used" not in out  # 1.9 million x, not '187096858% used'
+    code, _, err = run(capsys, "decode", "--model", str(tmp_path / "config.json"))
+    assert code == 2 and "100,000,000 wide" in err
+
+
 def test_version_is_the_installed_packages(capsys):
     from importlib.metadata import version
 

@@ -75,8 +75,9 @@ def check_size(model: Model, w: Workload):
     rows = np.asarray(w.batch, dtype=float) * np.asarray(w.tokens, dtype=float)
     widest = _widest(model)
     if np.any(rows * widest > MAX_COUNT):
-        raise RooflineError(f"batch x tokens = {np.max(rows):.3g} token rows is too large for a {model.name} layer",
-                            field="batch")
+        raise RooflineError(f"batch x tokens = {np.max(rows):,.0f} token rows is too large for {model.name}: its widest "
+                            f"op ({widest:,} wide) would hold {np.max(rows) * widest:.3g} elements, past the "
+                            f"{MAX_COUNT:.0e} this tool prices", field="batch")
     if np.any(rows * heads * np.asarray(w.context, dtype=float) > 1e18):
         raise RooflineError(f"batch x heads x tokens x context = {np.max(rows * heads * np.asarray(w.context, dtype=float)):.3g} "
                             "attention scores is too large", field="context" if w.decode else "tokens")

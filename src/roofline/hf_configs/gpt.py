@@ -37,10 +37,17 @@ def _gpt2(c: _Keys) -> Model:
     """GPT2Config: learned positions (n_positions), LayerNorm, biases everywhere, plain GELU MLP of
     n_inner (default 4 n_embd), tie_word_embeddings True."""
     D, L, H, V = c.pos("n_embd"), c.pos("n_layer"), c.pos("n_head"), c.pos("vocab_size")
-    F = c.get("n_inner") or 4 * D
-    layer = Layer(Attention(H, H, D // H, qkv_bias=True, out_bias=True), MLP(int(F), False, True, "gelu"), norm="layernorm")
+    if D % H:
+        raise RooflineError(f"{c.name}: n_embd {D} is not divisible by n_head {H}", field="model")
+    F = c.pos("n_inner") if c.get("n_inner") is not None else 4 * D
+    positions = c.int("n_positions", 1024)
+    notes = []
+    if c.get("n_ctx") is not None and c.int("n_ctx") != positions:  # GPT-2's old key: transformers reads n_positions
+        notes.append(f"n_ctx {c.raw['n_ctx']:,} differs from n_positions {positions:,}: transformers ignores n_ctx; "
+                     "the learned positions are n_positions")
+    layer = Layer(Attention(H, H, D // H, qkv_bias=True, out_bias=True), MLP(F, False, True, "gelu"), norm="layernorm")
     return _assemble(c, [layer] * L, D, V, c.flag("tie_word_embeddings", True), final_norm="layernorm",
-                     positions=c.int("n_positions", 1024))
+                     positions=positions, notes=notes)
 
 
 @loader("gpt_neox")

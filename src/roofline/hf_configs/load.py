@@ -54,7 +54,7 @@ def from_hf_config(raw: dict, name: str = "model") -> Model:
         raw, model_type = inner, inner["model_type"]
     if model_type not in SUPPORTED:
         shown = "(none)" if model_type is None else repr(model_type)
-        raise RooflineError(f"{name}: model_type {shown} is not supported; supported: {', '.join(sorted(SUPPORTED))}",
+        raise RooflineError(f"{name}: model_type {shown} is not supported; supported: {', '.join(sorted({*SUPPORTED, *NESTED}))}",
                             field="model")
     keys = _Keys({k: v for k, v in raw.items() if k != "quantization_config"}, str(top.get("_name_or_path") or name))
     try:

@@ -60,7 +60,7 @@ def _deepseek(c: _Keys) -> Model:
                     if (i >= first_dense and i % freq == 0) else dense) for i in range(L)]
     omitted = ()
     if c.int("num_nextn_predict_layers", 0):
-        omitted = (f"multi-token-prediction module ({c.raw['num_nextn_predict_layers']} layer): not instantiated by "
+        omitted = (f"multi-token-prediction module ({c.raw['num_nextn_predict_layers']} layer{'s' if c.raw['num_nextn_predict_layers'] != 1 else ''}): not instantiated by "
                    "transformers, not counted",)
     return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted)
 

@@ -150,6 +150,11 @@ def _step_limit_text(plan) -> str:
     return text
 
 
+def _used_text(ratio: float) -> str:
+    """A memory's use: '84% used'; past 10x, as a multiple ('2,000x the memory', not '200000% used')."""
+    return f"{ratio:.0%} used" if ratio < 10 else f"{ratio:,.0f}x the memory"
+
+
 def model_name(key: str) -> str:
     from roofline.errors import RooflineError
     from roofline.transformer import get_model
@@ -286,7 +291,7 @@ def memory_table(plan) -> str:
         share = dict(plan.settings).get("memory_fraction")
         rows.append([f"{plan.machine_name or plan.machine} memory" + (f" x {share:g}" if share is not None else ""),
                      format_si(plan.capacity_bytes, "B"),
-                     f"{plan.total_bytes / plan.capacity_bytes:.0%} used"])
+                     _used_text(plan.total_bytes / plan.capacity_bytes)])
     lines = [head, "", grid(["part", "bytes", "share"], rows), "", plan.verdict]
     labels = {"max_batch_at_context": f"largest batch at context {given.get('context', 0):,}",
               "max_context_at_batch": f"longest context at batch {given.get('batch', 0):,} (tokens)"}
