@@ -40,11 +40,15 @@ def _decode_step(name: str):
     return lambda: model(ids, *cache)
 
 
-def _wall_s(fn, budget_s: float) -> float:
-    """The forward's median wall time (timing.bench: samples of at least 1 ms, within ``budget_s``)."""
-    from roofline.measure.timing import bench
+def _walls_s(fns, budget_s: float) -> list[float]:
+    """Each forward's median wall time, the forwards timed in interleaved passes (one sample of each
+    per pass, timing.bench_round_robin: samples of at least 1 ms, within ``budget_s`` in all), so
+    that a slow spell of a shared machine lands in every model's samples, not in one model's figure
+    (two calibrations minutes apart had put tiny_gpt2's step at 605 and 345 us when timed one after
+    the other)."""
+    from roofline.measure.timing import bench_round_robin
 
-    return bench(fn, budget_s=budget_s, max_repeats=200).median_s
+    return [t.median_s for t in bench_round_robin(fns, budget_s=budget_s, max_repeats=200)]
 
 
 def framework_gap(cal, budget_s: float = 1.0) -> tuple[float | None, str]:
@@ -61,10 +65,11 @@ def framework_gap(cal, budget_s: float = 1.0) -> tuple[float | None, str]:
     machine, _ = parse_profile(render_profile(cal), "calibration")
     model = CalibratedModel(cal)
     gaps, parts = [], []
+    steps = {name: _decode_step(name) for name in FRAMEWORK_MODELS}
     with tempfile.TemporaryDirectory(prefix="roofline-framework-") as tmp, torch.no_grad():
-        for name in FRAMEWORK_MODELS:
-            fn = _decode_step(name)
-            wall = _wall_s(fn, budget_s)
+        walls = dict(zip(steps, _walls_s(list(steps.values()), budget_s * len(steps))))
+        for name, fn in steps.items():
+            wall = walls[name]
             path = Path(tmp) / f"{name}.json"
             with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
                 fn()
