@@ -385,7 +385,10 @@ def test_disaggregation_frees_decodes_from_prefill_interference(step):
 def test_cli_disagg(capsys):
     assert main(["serving", "--rate", "5", "--requests", "20", "--disagg", "1:2", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["gpus"] == 3 and "disaggregated" in d["notes"][0]
+    assert d["gpus"] == 3 and any(n.startswith("disaggregated") for n in d["notes"])
+    # the pools' own notes are kept (a reviewer found the prefill pool's first one dropped): the KV
+    # cache line both pools share, and the 20-request sample's ramp note
+    assert any(n.startswith("KV cache") for n in d["notes"]) and any("ramp and drain" in n for n in d["notes"])
     assert main(["serving", "--concurrency", "4", "--disagg", "1:1", "--requests", "4"]) == 2
     assert "--rate" in capsys.readouterr().err
 
@@ -552,18 +555,24 @@ def test_a_sweep_runs_each_concurrency_once_in_increasing_order():
 
 # -- overload: a rate the run does not hold meets no SLO (2026-12-02 review) ------------------------
 
-def test_the_held_rate_is_the_middle_half_of_the_completions():
-    """Arrivals every 0.1 s, each done 1 s later: completions every 0.1 s, so the middle half holds
-    10 requests/s whatever the latency; all done at one instant, or under 8, is no rate at all."""
-    from roofline.serving.results import held_rate_per_s, offered_rate_per_s
+def test_the_held_rate_counts_completions_while_requests_arrive_past_the_ramp():
+    """Arrivals every 0.1 s (0 to 9.9 s, 10 offered a second), each done 1 s later: L = 1 s, the
+    arrivals in (0, 8.9] are 89 and the completions in (1, 9.9] 89: 10 held whatever the latency."""
+    from roofline.serving.results import completion_rate_per_s, held_rate_per_s, offered_rate_per_s
 
     arrival = np.arange(100) * 0.1
     assert held_rate_per_s(arrival, np.ones(100)) == pytest.approx(10.0)
     assert offered_rate_per_s(arrival) == pytest.approx(10.0)
-    # a queue: request i waits i x 0.1 s more (served every 0.2 s): 5 held of 10 offered
-    assert held_rate_per_s(arrival, 1.0 + arrival) == pytest.approx(5.0)
-    assert held_rate_per_s(np.zeros(10), np.ones(10)) == math.inf
-    assert held_rate_per_s(arrival[:7], np.ones(7)) == math.inf
+    # a queue: request a waits a more (done at 1 + 2a: 5 a second). L = 1 + 4.95 s (the median);
+    # arrivals in (0, 9.9 - 5.95] are a = 0.1 ... 3.9, 39 of them; completions 1 + 2a in (5.95, 9.9]
+    # are a = 2.5 ... 4.4, 20: 10 x 20 / 39 held, about half the offered rate
+    assert held_rate_per_s(arrival, 1.0 + arrival) == pytest.approx(10 * 20 / 39)
+    # latencies longer than the arrivals last: no window to tell
+    assert held_rate_per_s(arrival, np.full(100, 20.0)) == math.inf
+    # the completions' middle half (a flood's capacity): done at 1 + 2a, 5 a second
+    assert completion_rate_per_s(arrival, 1.0 + arrival) == pytest.approx(5.0)
+    assert completion_rate_per_s(np.zeros(10), np.ones(10)) == math.inf
+    assert completion_rate_per_s(arrival[:7], np.ones(7)) == math.inf
 
 
 def test_a_rate_over_capacity_is_overloaded_and_meets_no_slo(step):
@@ -576,6 +585,22 @@ def test_a_rate_over_capacity_is_overloaded_and_meets_no_slo(step):
     assert not meets_slo(over, {"ttft_s": 3600.0, "tpot_s": None, "percentile": 90.0})
     under = simulate(step, poisson_requests(cap / 2, 1000, 1024, 128))
     assert not under.overloaded and meets_slo(under, {"ttft_s": 3600.0, "tpot_s": None, "percentile": 90.0})
+
+
+def test_a_rate_just_under_capacity_is_not_called_overloaded_and_a_short_flood_says_it_is_all_ramp(step, capsys):
+    """A reviewer saw 0.97 of capacity flagged 'overloaded' (a held rate below the served one) and
+    100/s offered to a 23/s replica in 300 requests flagged nothing. Just under the closed loop's
+    capacity the queue does not grow: no overload; a flood whose latencies outlast its arrivals
+    cannot show a held rate, and the report says the run is its ramp and drain (text, JSON, and the
+    CSV's stderr)."""
+    cap = simulate(step, closed_requests(256, 1024, 1024, 256)).requests_per_s
+    near = simulate(step, poisson_requests(0.9 * cap, 1000, 1024, 256))
+    assert not near.overloaded
+    flood = simulate(step, poisson_requests(4 * cap, 300, 1024, 256))
+    assert flood.sample_note() and flood.sample_note() in flood.to_dict()["notes"]
+    assert main(["serving", "--rate", "100", "--requests", "300", "--csv"]) == 0
+    out, err = capsys.readouterr()
+    assert "ramp and drain" in err and "ramp" not in out and out.startswith("request")
 
 
 def test_a_short_rate_sample_is_called_so(capsys):

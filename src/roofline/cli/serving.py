@@ -129,7 +129,9 @@ def cmd_serving(args):
 
         found = best_disaggregation(step, args.disagg_search, args.input_len, args.output_len, args.slo_ttft, args.slo_tpot,
                                     args.percentile, engine, args.requests or 500, args.seed, args.kv_link, args.price,
-                                    burstiness)
+                                    burstiness, progress=lambda done, of, rate: print(
+                                        f"  split {done}:{of + 1 - done} searched ({done} of {of})", file=sys.stderr,
+                                        flush=True))
         if args.json:
             from roofline.tables import dump_json
 
@@ -168,7 +170,11 @@ def cmd_serving(args):
             d["breakdown"] = breakdown
         print(dump_json(d))
     elif args.csv:
+        from roofline.plan.render import note_line
+
         sys.stdout.write(result.to_csv())
+        for line in result.to_dict()["notes"]:  # kept off the CSV, never dropped
+            print(note_line(line), file=sys.stderr)
     else:
         print(result.to_table())
         if breakdown is not None:
@@ -202,6 +208,9 @@ def _split_table(step, found: dict) -> str:
         lines.append(f"best: {p} prefill + {d} decode replicas, {r:,.3g} requests/s"
                      + (f" ({r / co:.2f}x the co-located replicas)" if co else "")
                      + ("" if better else "; co-located replicas serve more"))
+    from roofline.plan.render import note_line
+
+    lines += [note_line(n) for n in found.get("notes", ())]
     return "\n".join(lines)
 
 

@@ -46,6 +46,19 @@ def kv_transfer_seconds(prefill: StepCost, decode: StepCost, input_tokens: np.nd
     return collective_latency_s(link) + per_seq / shards / bw, link
 
 
+def _pool_notes(p_results, d_results) -> tuple[str, ...]:
+    """Both pools' notes, every replica's, each once: those the pools share as they are (the model's,
+    the collectives'), the rest named by pool; the decode pool's scheduler line is left out (its
+    'prefix hits' are the transferred cache, which the disaggregation note describes)."""
+    def unique(results):
+        return list(dict.fromkeys(n for r in results for n in r.notes))
+
+    p_notes, d_notes = unique(p_results), unique(d_results)
+    shared = [n for n in p_notes if n in d_notes]
+    return tuple(shared + [f"prefill pool: {n}" for n in p_notes if n not in d_notes]
+                 + [f"decode pool: {n}" for n in d_notes if n not in p_notes and not n.startswith("scheduler:")])
+
+
 def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Requests, prefill_engine: Engine = Engine(),
                            decode_engine: Engine = Engine(), prefill_replicas: int = 1, decode_replicas: int = 1,
                            kv_link: str | None = None, seed: int = 0,
@@ -121,8 +134,8 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
              "plus one collective latency); the first token comes from the prefill pool, the rest from the decode pool, "
              "which runs no prompt (it feeds the first token against the transferred cache); both pools at the same "
              "tensor-parallel size; requests are spread over the replicas at random",) \
-        + (p_results[0].notes[1:] if p_results else ())
-    over = overload_note(arrival, e2e, duration) if duration > 0 else None
+        + _pool_notes(p_results, d_results)
+    over = overload_note(arrival, e2e, duration, ttft) if duration > 0 else None
     if over:
         notes = (over,) + notes
     last = d_results[-1] if d_results else p_results[-1]
@@ -143,12 +156,13 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
 def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_tokens, ttft_s=None, tpot_s=None,
                         percentile=90.0, engine: Engine = Engine(), requests: int = 1000, seed: int = 0,
                         kv_link: str | None = None, price_per_gpu_hour: float | None = None,
-                        burstiness: float = 1.0) -> dict:
+                        burstiness: float = 1.0, progress=None) -> dict:
     """The split of ``replicas`` groups (of step.tensor_parallel GPUs) into P prefill and D decode
     replicas that serves the highest Poisson rate (gamma gaps of ``burstiness``) within the targets, against all ``replicas`` as
     plain (co-located) replicas: {"splits": [(P, D, best rate)], "best": (P, D, rate),
-    "colocated": rate of replicas x one replica's best}. Each split's rate comes from the same
-    bisection as max_rate_within, on simulate_disaggregated."""
+    "colocated": rate of replicas x one replica's best, "notes": the co-located search's and the
+    best split's notes, once each}. Each split's rate comes from the same bisection as max_rate_within,
+    on simulate_disaggregated; ``progress(done, of, rate)`` is called after each split."""
     slo = _slo(ttft_s, tpot_s, percentile)
     if slo is None:
         raise RooflineError("the split search needs a target: a TTFT or a TPOT", field="slo_ttft")
@@ -157,7 +171,7 @@ def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_toke
                           burstiness=burstiness)
     colocated = None if one.slo["best"] is None else g * one.slo["best"]
     hi = 1.5 * g * max(one.values)
-    splits = []
+    splits, split_notes = [], {}
     for p in range(1, g):
         d = g - p
         # as many requests per replica as the co-located search runs on one: g x requests in all
@@ -165,6 +179,12 @@ def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_toke
             step, step, poisson_requests(rate, n, input_tokens, output_tokens, seed, burstiness), engine, engine, p, d,
             kv_link, seed, price_per_gpu_hour), hi, dict(slo), flood_requests=max(requests * g, FLOOD_BATCHES * engine.max_seqs * d))
         splits.append((p, d, sw.slo["best"]))
+        if progress is not None:
+            progress(p, g - 1, sw.slo["best"])
+        if sw.slo["best"] is not None:  # the split's own notes at its best rate (the KV transfer, each pool's)
+            split_notes[(p, d)] = sw.results[sw.values.index(sw.slo["best"])].notes
     ok = [s for s in splits if s[2] is not None]
-    return {"splits": splits, "best": max(ok, key=lambda s: s[2]) if ok else None, "colocated": colocated,
-            "gpus": g * step.tensor_parallel, "slo": slo}
+    best = max(ok, key=lambda s: s[2]) if ok else None
+    notes = list(one.to_dict()["notes"]) + list(split_notes.get(best[:2], ()) if best else ())
+    return {"splits": splits, "best": best, "colocated": colocated,
+            "gpus": g * step.tensor_parallel, "slo": slo, "notes": list(dict.fromkeys(notes))}

@@ -51,7 +51,7 @@ def serving_table(r) -> str:
     cost = r.cost_per_million_output_tokens
     if cost is not None:
         lines.append(f"cost: ${cost:,.3f} per million output tokens at ${r.price_per_gpu_hour:,.2f} per GPU-hour x {r.gpus} GPU(s)")
-    lines += [note_line(n) for n in r.notes]
+    lines += [note_line(n) for n in r.shown_notes()]
     return "\n".join(lines)
 
 

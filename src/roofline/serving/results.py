@@ -92,6 +92,11 @@ class ServingResult(Tabular):
         """sample_note of this run (a rate sample that spans too few end-to-end latencies)."""
         return sample_note(self)
 
+    def shown_notes(self) -> tuple:
+        """Every note a report of this run prints: its sample_note first where it has one, then its own."""
+        short = self.sample_note()
+        return ((short,) if short and short not in self.notes else ()) + tuple(self.notes)
+
     @property
     def overloaded(self) -> bool:
         """An open-loop run offered more than it holds (overload_note): its latencies are a queue's
@@ -144,7 +149,7 @@ class ServingResult(Tabular):
         lengths = ({"input_tokens_mean": float(np.mean(self.request_input)), "output_tokens_mean": float(np.mean(self.request_output))}
                    if len(self.request_input) else {})
         return {**self.settings, "description": self.description, "workload": self.workload, "gpus": self.gpus, **lengths,
-                "engine": dataclasses.asdict(self.engine), **metrics, "notes": list(self.notes)}
+                "engine": dataclasses.asdict(self.engine), **metrics, "notes": list(self.shown_notes())}
 
     def to_json(self) -> str:
         return dump_json(self.to_dict())
@@ -177,18 +182,40 @@ OVERLOAD_SHARE = 0.9  # a run holding under this share of the rate it is offered
 OVERLOADED = "overloaded:"  # how overload_note's note begins: ServingResult.overloaded reads it
 
 
-def held_rate_per_s(arrival_s: np.ndarray, e2e_s: np.ndarray) -> float:
-    """Requests/s an open-loop run completed in the middle half of its completions (between the
-    25th and 75th percentile completion times): the rate it held once started and before it
-    drained. Offered more than it can serve, a run completes at its capacity however long the
-    sample, while its latencies only grow with the sample's length; inf with too few completions
-    to tell (under 8, or all at one time)."""
+def completion_rate_per_s(arrival_s: np.ndarray, e2e_s: np.ndarray) -> float:
+    """Requests/s completed in the middle half of a run's completions (between the 25th and 75th
+    percentile completion times): a flood's capacity (every request at once: the engine works
+    through them at its pace), and an open-loop run's rate where held_rate_per_s cannot tell. inf
+    with too few completions (under 8, or all at one time)."""
     done = np.sort((np.asarray(arrival_s, dtype=float) + np.asarray(e2e_s, dtype=float))[np.isfinite(e2e_s)])
     n = len(done)
     a, b = n // 4, (3 * n) // 4
     if n < 8 or done[b] <= done[a]:
         return float("inf")
     return (b - a) / float(done[b] - done[a])
+
+
+def held_rate_per_s(arrival_s: np.ndarray, e2e_s: np.ndarray) -> float:
+    """Requests/s an open-loop run served while requests still arrived: the offered rate times the
+    completions between t0 + L and the last arrival (t0 the first arrival, L the median end-to-end
+    latency) over the arrivals between t0 and the last arrival less L, the ones a run keeping pace
+    would have completed in that window. A stable run holds its offered rate (the ratio is about 1,
+    its ramp included); one offered more than it can serve completes at its capacity however long
+    the sample, while its latencies only grow with the sample's length. inf with under 8 arrivals
+    in that window: the latencies outlast the arrivals, and the sample cannot tell."""
+    a = np.asarray(arrival_s, dtype=float)
+    e = np.asarray(e2e_s, dtype=float)
+    ok = np.isfinite(e)
+    if ok.sum() < 8:
+        return float("inf")
+    L = float(np.median(e[ok]))
+    t0, t1 = float(a.min()), float(a.max())
+    expected = int(((a > t0) & (a <= t1 - L)).sum())
+    done = (a + e)[ok]
+    completed = int(((done > t0 + L) & (done <= t1)).sum())
+    if expected < 8:
+        return float("inf")
+    return offered_rate_per_s(a) * completed / expected
 
 
 def offered_rate_per_s(arrival_s: np.ndarray) -> float:
@@ -198,17 +225,45 @@ def offered_rate_per_s(arrival_s: np.ndarray) -> float:
     return (len(a) - 1) / span if span > 0 else 0.0
 
 
-def overload_note(arrival_s: np.ndarray, e2e_s: np.ndarray, duration_s: float) -> str | None:
+QUEUE_GROWTH = 3.0  # an overloaded run's last quarter of arrivals waits this many times its first quarter's TTFT
+
+
+def queue_grows(arrival_s: np.ndarray, ttft_s: np.ndarray) -> bool:
+    """Whether the requests that arrived last (the last quarter) waited for their first token a
+    median QUEUE_GROWTH times the first quarter's: the queue of a run offered more than it serves
+    grows for as long as requests arrive, a stable run's does not (a run at 0.95 of its capacity
+    here: 0.08 s against 0.04; at 1.1: 2.2 s against 0.06)."""
+    a, t = np.asarray(arrival_s, dtype=float), np.asarray(ttft_s, dtype=float)
+    order = np.argsort(a, kind="stable")
+    q = len(a) // 4
+    if q < 2:
+        return False
+    first, last = t[order[:q]], t[order[-q:]]
+    first, last = first[np.isfinite(first)], last[np.isfinite(last)]
+    if not len(first) or not len(last):
+        return bool(len(first))  # the last quarter never got a first token: the queue never emptied
+    return float(np.median(last)) > QUEUE_GROWTH * float(np.median(first))
+
+
+def overload_note(arrival_s: np.ndarray, e2e_s: np.ndarray, duration_s: float, ttft_s=None) -> str | None:
     """The note of an open-loop run that holds under a share of its offered rate (held_rate_per_s),
-    else None. The share is OVERLOAD_SHARE, or 1 - 2 / sqrt(k) where that is lower: k completions in
-    the middle half count arrivals that are Poisson over the window, ~sqrt(k) either way, so that
-    20 requests (k = 10) are called overloaded only under 0.37 of the rate, and 1,000 under 0.9."""
+    else None. The share is OVERLOAD_SHARE, or 1 - 2 / sqrt(k) where that is lower (k, half the
+    completions: Poisson arrivals over a window of k vary by ~sqrt(k)), so that 20 requests (k = 10)
+    are called overloaded only under 0.37 of the rate, and 1,000 under 0.9; given ``ttft_s``, its
+    queue must also grow (queue_grows). A run whose latencies outlast its arrivals has no such
+    window: sample_note says so."""
     offered = offered_rate_per_s(arrival_s)
     held = held_rate_per_s(arrival_s, e2e_s)
+    how = "completed while requests arrived (past the ramp)"
+    if not math.isfinite(held):  # the latencies outlast the arrivals: the completions' own pace
+        held = completion_rate_per_s(arrival_s, e2e_s)
+        how = "completed in the middle half of the completions (the latencies outlast the arrivals)"
     k = int(np.isfinite(e2e_s).sum()) // 2
     if not offered or not k or held >= min(OVERLOAD_SHARE, 1.0 - 2.0 / math.sqrt(k)) * offered:
         return None
-    return (f"{OVERLOADED} {held:,.3g} requests/s held (the middle half of the completions) of the {offered:,.3g} offered; "
+    if ttft_s is not None and not queue_grows(arrival_s, ttft_s):  # a rate short of the offered one, no queue
+        return None
+    return (f"{OVERLOADED} {held:,.3g} requests/s {how} of the {offered:,.3g} offered; "
             f"{len(e2e_s) / duration_s:,.3g} served from first arrival to last completion; the queue grows for as long as "
             "requests arrive, so the latencies depend on --requests, and no SLO is met at this rate")
 

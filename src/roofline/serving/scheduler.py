@@ -332,7 +332,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                  f"length ({mean_seq:,.0f} tokens), under half of the {demand:,} that could run at once: more GPUs or a narrower "
                  "cache would batch more",) + notes
     if not closed and duration > 0:
-        over = overload_note(arrival, e2e, duration)
+        over = overload_note(arrival, e2e, duration, ttft)
         if over:
             notes = (over,) + notes
     if draft is not None:

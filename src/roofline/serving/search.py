@@ -12,7 +12,7 @@ from roofline.errors import RooflineError, check_number
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
 from roofline.serving.requests import check_burstiness, closed_requests, poisson_requests
-from roofline.serving.results import ServingResult, held_rate_per_s
+from roofline.serving.results import ServingResult, completion_rate_per_s
 from roofline.serving.scheduler import simulate
 from roofline.tables import Tabular, dump_json
 
@@ -175,7 +175,7 @@ def _rate_search(run_at, hi: float, slo: dict, target_rate=None, flood_requests:
     # the most it holds: a flood (all requests at once) run at its saturated throughput in the middle half of
     # its completions; a rate above that queues without end however short the sample shows it
     flood = run_at(FLOOD_RATE_PER_S) if flood_requests is None else run_at(FLOOD_RATE_PER_S, flood_requests)
-    cap = held_rate_per_s(flood.arrival_s, flood.e2e_s)
+    cap = completion_rate_per_s(flood.arrival_s, flood.e2e_s)
     if math.isfinite(cap):  # too few requests to tell: no cap
         slo["capacity_per_s"] = cap
 
