@@ -693,7 +693,11 @@ def test_a_trace_of_several_forwards_says_how_many():
     assert repeats(op_tree(one)) == 1
 
 
-def test_profile_totals_over_several_forwards_are_also_given_per_forward(tmp_path):
+def test_a_repeating_trace_is_not_divided_into_forwards_unless_said(tmp_path, capsys):
+    """mm, add recorded four times over: four forwards in a loop, or one forward of four identical
+    blocks (a reviewer's Sequential of 4 x (Linear, ReLU) was reported as 4 forwards, a quarter of
+    its time each). The trace cannot tell: totals stay the whole trace's, with a note, until
+    --forwards (or ProfilerStep spans) says how many."""
     pytest.importorskip("torch")
     from roofline.trace.profiler import profile_report
 
@@ -701,8 +705,15 @@ def test_profile_totals_over_several_forwards_are_also_given_per_forward(tmp_pat
     events = [dict(e, ts=e["ts"] + 100.0 * k) for k in range(4) for e in one]
     (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
     rep = profile_report(tmp_path / "t.json", FAST)
-    assert rep.forwards == 4 and rep.to_dict()["forwards"] == 4
-    assert "the trace holds 4 forwards" in rep.to_table()
+    assert rep.forwards == 1 and any("repeat 4 times" in n and "--forwards 4" in n for n in rep.notes)
+    said = profile_report(tmp_path / "t.json", FAST, forwards=4)
+    assert said.forwards == 4 and said.to_dict()["forwards"] == 4 and "the trace holds 4 forwards" in said.to_table()
+    steps = [dict(ph="X", cat="user_annotation", pid=1, tid=1, name=f"ProfilerStep#{k}", ts=100.0 * k - 1, dur=99.0)
+             for k in range(4)]
+    (tmp_path / "s.json").write_text(json.dumps({"traceEvents": events + steps}))
+    assert profile_report(tmp_path / "s.json", FAST).forwards == 4  # marked by prof.step()
+    assert main(["profile", str(tmp_path / "t.json"), "--forwards", "0"]) == 2
+    assert "--forwards" in capsys.readouterr().err
 
 
 def test_a_call_far_above_its_rows_median_is_called_a_warm_up(tmp_path):

@@ -154,7 +154,8 @@ def cmd_profile(args):
         check_output(args.output, (".png", ".svg"))
     from roofline.measure.calibrated import calibrated_model_for
 
-    report = profile_report(args.trace, machine, calibrated_model_for(args.machine) if args.machine else None)
+    report = profile_report(args.trace, machine, calibrated_model_for(args.machine) if args.machine else None,
+                            args.forwards)
     print_report(args, report)
     if not report.device and machine.sm_count is not None:  # CPU-timed ops against a GPU's roof
         print(f"note: this trace timed its ops on the CPU (no device kernels), and {machine.the_name}'s roofline is a "
@@ -310,6 +311,8 @@ def register(sub):
     p = sub.add_parser("profile", help="a torch.profiler trace against the roofline: bound, measured, time lost per op",
                        description="Reads a Chrome trace from torch.profiler with record_shapes=True.")
     p.add_argument("trace", help="TRACE.json written by prof.export_chrome_trace()")
+    p.add_argument("--forwards", type=_count("--forwards"), default=None,
+                   help="forwards the trace recorded (totals also per forward); default: its ProfilerStep spans, else 1")
     add_machine_flags(p)
     add_report_flags(p, "ops")
     p.set_defaults(func=cmd_profile)

@@ -165,6 +165,14 @@ def repeats(roots: list[Node]) -> int:
     return 1
 
 
+def profiler_steps(events: list[dict]) -> int:
+    """How many ProfilerStep#N spans the trace holds (torch.profiler's ``prof.step()``, one per
+    iteration of a schedule): the forwards a user marked, where a repeating op sequence cannot tell
+    k forwards from one forward of k identical blocks."""
+    return len({e.get("name") for e in events if str(e.get("name", "")).startswith("ProfilerStep#")
+                and e.get("ph", "X") == "X"})
+
+
 def between_ops(events: list[dict]) -> tuple[float, int]:
     """(seconds, gaps) of the time each CPU thread spent between its top-level ops (the cpu_op
     events no other op encloses), summed over the threads: the framework's own time between ops

@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from roofline.cost import binds, hierarchical_lower_bound, op_times, time_lower_bound
 from roofline.diagnose.kernel_diagnosis import advice, measurement_problem
 from roofline.kernels import Kernel
-from roofline.errors import RooflineError
+from roofline.errors import RooflineError, check_number
 from roofline.machines import get_machine
 from roofline.tables import Tabular, dump_json
 from roofline.trace.chrome_trace import (DeviceEvent, GRAPH_REPLAY, Node, PROFILER_DTYPES, _is_id, _seconds_by_ext,
-                                         between_ops, device_class, device_events, load_trace, op_tree, repeats,
-                                         select_ops)
+                                         between_ops, device_class, device_events, load_trace, op_tree,
+                                         profiler_steps, repeats, select_ops)
 from roofline.trace.rebuild import rebuild
 from roofline.trace.result import peak_dtype
 from roofline.trace.rules.matmul import STRIDED, kernel_shape
@@ -261,11 +261,13 @@ def _shapes_text(args: dict) -> str:
     return ", ".join(parts)
 
 
-def profile_report(path, machine, calibrated=None) -> ProfileReport:
+def profile_report(path, machine, calibrated=None, forwards: int | None = None) -> ProfileReport:
     """Read the Chrome trace at ``path`` and cost each op on ``machine`` (see module docstring).
     With ``calibrated`` (a CalibratedModel, e.g. of the profile given as the machine) every op also
     gets the calibrated prediction and its interval, and the free ops a framework line: one eager
-    call (the calibrated launch) each."""
+    call (the calibrated launch) each. ``forwards``: how many forwards the trace holds (totals are
+    also given per forward); by default its ProfilerStep spans, else one, with a note where its
+    top-level ops repeat end to end (k forwards and one forward of k identical blocks look alike)."""
     from roofline.extras import require_torch
 
     machine = get_machine(machine)
@@ -374,7 +376,12 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
         else:
             wrapper_s += n.own_us * US
             wrapper_calls += 1
-    forwards = repeats(roots)
+    repeat = repeats(roots)
+    steps = profiler_steps(events)
+    if forwards is None:  # said by the user, else the ProfilerStep spans; a bare repetition is ambiguous
+        forwards = steps or 1
+    else:
+        forwards = int(check_number("forwards", forwards, maximum=1e6, integer=True))
     if calibrated is not None:  # a forward's weights are cold when what it moves outgrows the cache
         calibrated = calibrated.for_forward(sum(r["bytes"] * r["calls"] for r in rows.values()) / forwards)
     ops = []
@@ -404,6 +411,10 @@ def profile_report(path, machine, calibrated=None) -> ProfileReport:
     gap_s, gaps = between_ops(events)
     framework = calibrated.framework_s(gaps, len(free)) if calibrated is not None else None
     notes = []
+    if repeat > 1 and forwards == 1:
+        notes.append(f"the trace's top-level ops repeat {repeat} times end to end: {repeat} forwards recorded in a loop, "
+                     f"or one forward of {repeat} identical blocks (the trace cannot tell); the totals are the whole "
+                     f"trace's: give --forwards {repeat} (or mark each forward with prof.step()) for figures per forward")
     if framework and gaps and not devs and calibrated.calibration.framework_gap_s is not None and gap_s > 2 * framework:
         notes.append(f"the profiled gaps between ops average {gap_s / gaps / US:,.1f} us against the framework probe's "
                      f"{framework / gaps / US:,.1f} us: under torch.profiler each gap also holds the profiler's own recording, "
@@ -485,8 +496,7 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
         rest = rep.ops[limit:]
         lines.append(f"... {len(rest)} more rows, {_us(sum(o.lost_s for o in rest))} us lost (--limit 0 shows all)")
     if rep.forwards > 1:
-        lines.append(f"\nthe trace holds {rep.forwards} forwards (its top-level ops repeat {rep.forwards} times end to end): "
-                     "the totals below are over all of them")
+        lines.append(f"\nthe trace holds {rep.forwards} forwards: the totals below are over all of them")
     lines.append(f"\ncosted ops: measured {_us(rep.measured_s)} us against a roofline of {_us(rep.roofline_s)} us "
                  f"({rep.roofline_s / rep.measured_s:.1%} of speed of light)" if rep.measured_s else "\nno costed ops")
     lines.append(f"free ops (views, metadata): {rep.free_calls} calls, {_us(rep.free_s)} us")
