@@ -335,6 +335,25 @@ def test_a_framework_gap_that_is_not_microseconds_is_refused_by_name(profile, tm
         load_profile(bad)
 
 
+@pytest.mark.parametrize("key, value", [("launch_s", "-1.0"), ("launch_s", "nan"), ("launch_s", "5.0"),
+                                        ("launch_low_s", "-1e-6"), ("memory_bytes", "0"), ("budget_s", "-2")])
+def test_a_calibration_number_out_of_its_range_is_refused_by_name(profile, tmp_path, key, value):
+    """A reviewer's hand-edited launch_s = -1.0 priced every op negative: each of the calibration's
+    own numbers must be finite and non-negative (launch at most 0.1 s, memory above 0)."""
+    import re
+
+    head, cal = profile.read_text().split("[calibration.local-cpu]\n", 1)  # the calibration's own key
+    if re.search(rf"^{key} = ", cal, flags=re.M):
+        cal = re.sub(rf"^{key} = .*$", f"{key} = {value}", cal, count=1, flags=re.M)
+    else:
+        cal = f"{key} = {value}\n" + cal
+    text = head + "[calibration.local-cpu]\n" + cal
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    with pytest.raises(RooflineError, match=f"{key} = "):
+        load_profile(bad)
+
+
 @pytest.mark.parametrize("value", ["-3", "0", "2.5", "true", '"4"', "100000"])
 def test_a_thread_count_that_is_not_one_is_refused_by_name(profile, tmp_path, value):
     """torch.set_num_threads takes 1 or more, whole: -3, 0, 2.5, a boolean, a string, 100,000."""

@@ -57,8 +57,8 @@ def storage_note(cfg, dtype: str) -> str | None:
         return (f"every weight is priced at {dtype} here; the checkpoint stores {cfg.storage.label()}: "
                 "`roofline decode` and `roofline memory` price them as stored")
     if DTYPE_BYTES.get(cfg.storage.default) != DTYPE_BYTES.get(dtype):
-        return (f"every weight is priced at {dtype} here; the checkpoint stores {cfg.storage.default} "
-                f"(torch_dtype): --dtype {cfg.storage.default} prices it as stored")
+        return (f"every weight is priced at {dtype} here; the checkpoint stores {cfg.storage.default}: "
+                f"--dtype {cfg.storage.default} prices it as stored")
     return None
 
 

@@ -215,6 +215,21 @@ def _curve(kind: str, spec: dict) -> Curve:
     return Curve(kind=kind, dtype=str(spec["dtype"]), **arrays)
 
 
+MAX_LAUNCH_S = 0.1  # one kernel launch or eager dispatch: microseconds; a tenth of a second is a wrong file
+
+
+def _number(name: str, x, positive: bool = True, maximum: float = math.inf) -> float:
+    """A profile's number: finite, above 0 (or from 0 with ``positive`` off) and at most ``maximum``,
+    else a ValueError naming the key (a hand-edited launch_s = -1 priced every op negative)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise ValueError(f"{name} = {x!r} is not a number")
+    v = float(x)
+    if not math.isfinite(v) or v < 0 or (positive and v == 0) or v > maximum:
+        raise ValueError(f"{name} = {x!r} is not a number {'above' if positive else 'from'} 0"
+                         + (f" to {maximum:g}" if math.isfinite(maximum) else ""))
+    return v
+
+
 def _positive_or_none(x) -> float | None:
     if x is None:
         return None
@@ -257,11 +272,13 @@ def _calibration(key: str, cal: dict) -> Calibration:
              "launch_s", "launch_low_s", "launch_high_s", "cache_names", "cache_bytes", "memory_bytes", "sm_count",
              "matmul", "bandwidth", "probes", "gemm", "framework_gap_s", "framework_probe"}
     probes = tuple(
-        Probe(str(p["name"]), str(p["category"]), str(p["dtype"]), float(p["flops"]), float(p["bytes"]),
-              float(p["measured_s"]), float(p["low_s"]), float(p["high_s"]), str(p.get("shape", "")),
+        Probe(str(p["name"]), str(p["category"]), str(p["dtype"]), _number("probe flops", p["flops"], False),
+              _number("probe bytes", p["bytes"], False), _number("probe measured_s", p["measured_s"]),
+              _number("probe low_s", p["low_s"]), _number("probe high_s", p["high_s"]), str(p.get("shape", "")),
               str(p.get("op", "")), _positive_or_none(p.get("profiled_s")))
         for p in cal.get("probes", [])
     )
+    launch = _number("launch_s", cal["launch_s"], False, MAX_LAUNCH_S)
     return Calibration(
         key=key,
         device=str(cal["device"]),
@@ -270,17 +287,18 @@ def _calibration(key: str, cal: dict) -> Calibration:
         date=str(cal["date"]),
         torch_version=str(cal.get("torch_version", "")),
         threads=_threads(cal.get("threads", 1)),
-        budget_s=float(cal.get("budget_s", 0.0)),
+        budget_s=_number("budget_s", cal.get("budget_s", 0.0), False),
         default_dtype=str(cal["default_dtype"]),
-        launch_s=float(cal["launch_s"]),
-        launch_low_s=float(cal.get("launch_low_s", cal["launch_s"])),
-        launch_high_s=float(cal.get("launch_high_s", cal["launch_s"])),
-        caches=tuple((str(n), float(s)) for n, s in zip(cal.get("cache_names", []), cal.get("cache_bytes", []))),
+        launch_s=launch,
+        launch_low_s=_number("launch_low_s", cal.get("launch_low_s", launch), False, MAX_LAUNCH_S),
+        launch_high_s=_number("launch_high_s", cal.get("launch_high_s", launch), False, MAX_LAUNCH_S),
+        caches=tuple((str(n), _number("cache_bytes", s)) for n, s in zip(cal.get("cache_names", []),
+                                                                         cal.get("cache_bytes", []))),
         matmul=tuple(_curve("matmul", spec) for spec in cal.get("matmul", {}).values()),
         bandwidth=tuple(_curve(kind, spec) for kind, spec in cal.get("bandwidth", {}).items()),
         probes=probes,
         gemm=tuple(_curve(str(spec.get("kind", "gemm")), spec) for spec in cal.get("gemm", {}).values()),
-        memory_bytes=float(cal["memory_bytes"]) if "memory_bytes" in cal else None,
+        memory_bytes=_number("memory_bytes", cal["memory_bytes"]) if "memory_bytes" in cal else None,
         sm_count=int(cal["sm_count"]) if "sm_count" in cal else None,
         framework_gap_s=_framework_gap(cal.get("framework_gap_s")),
         framework_probe=str(cal.get("framework_probe", "")),
