@@ -693,6 +693,16 @@ def test_a_trace_of_several_forwards_says_how_many():
     assert repeats(op_tree(one)) == 1
 
 
+def test_a_cpu_trace_against_a_gpu_says_so_in_json_and_beside_csv(recorded, capsys):
+    path = str(recorded["tiny_llama"][0])
+    assert main(["profile", path, "--json"]) == 0
+    out, _ = capsys.readouterr()
+    assert any("timed its ops on the CPU" in n for n in json.loads(out)["notes"])
+    assert main(["profile", path, "--csv"]) == 0
+    out, err = capsys.readouterr()
+    assert "timed its ops on the CPU" in err and "timed its ops" not in out
+
+
 def test_a_repeating_trace_is_not_divided_into_forwards_unless_said(tmp_path, capsys):
     """mm, add recorded four times over: four forwards in a loop, or one forward of four identical
     blocks (a reviewer's Sequential of 4 x (Linear, ReLU) was reported as 4 forwards, a quarter of

@@ -364,6 +364,24 @@ def test_cli_trace_table_and_json(torch, capsys):
     assert code == 0 and out.startswith("name,module,")
 
 
+def test_cli_trace_of_a_config_says_its_stored_width_and_trained_length_in_every_mode(torch, capsys, tmp_path):
+    """A reviewer's fp32 config was traced at bf16 without a word, a 100,000-token cache of a model
+    trained on 2,048 likewise, and --csv dropped every note."""
+    cfg = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "vocab_size": 100, "torch_dtype": "float32", "max_position_embeddings": 2048}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    argv = ["trace", str(path), "--phase", "decode", "--context", "100000"]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "the checkpoint stores fp32" in out and "max_position_embeddings 2,048" in out
+    code, out, err = run(capsys, *argv, "--csv")
+    assert code == 0 and "stores fp32" not in out and "stores fp32" in err and "2,048" in err
+    code, out, _ = run(capsys, *argv, "--json")
+    assert any("stores fp32" in n for n in json.loads(out)["notes"])
+    code, out, _ = run(capsys, *argv, "--dtype", "fp32")  # traced as stored: nothing to say
+    assert code == 0 and "the checkpoint stores" not in out
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["roofline.trace.models"], "PACKAGE.MODULE:FACTORY"),
     (["no_such_package:f"], "cannot import"),

@@ -312,6 +312,8 @@ def print_report(args, report) -> None:
         print(report.to_json())
     elif getattr(args, "csv", False):
         sys.stdout.write(report.to_csv())
+        for note in getattr(report, "notes", ()):  # kept off the CSV, never dropped
+            print(f"note: {note}", file=sys.stderr)
     else:
         print(report.to_table(limit=args.limit or None))
 

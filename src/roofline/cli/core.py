@@ -51,12 +51,13 @@ def layer_dtype_notes(dtype: str, machine) -> list[str]:
             f"--dtype {dtype}` and the web's Whole model view price that"]
 
 
-def storage_note(cfg, dtype: str) -> str | None:
-    """What `layer` says when the checkpoint stores weights otherwise than the one ``dtype`` it prices."""
+def storage_note(cfg, dtype: str, given: bool = False) -> str | None:
+    """What `layer` says when the checkpoint stores weights otherwise than the one ``dtype`` it prices
+    (a plain width only where ``dtype`` was not ``given`` by a flag: then it is the user's choice)."""
     if cfg.storage.parts:
         return (f"every weight is priced at {dtype} here; the checkpoint stores {cfg.storage.label()}: "
                 "`roofline decode` and `roofline memory` price them as stored")
-    if DTYPE_BYTES.get(cfg.storage.default) != DTYPE_BYTES.get(dtype):
+    if not given and DTYPE_BYTES.get(cfg.storage.default) != DTYPE_BYTES.get(dtype):
         return (f"every weight is priced at {dtype} here; the checkpoint stores {cfg.storage.default}: "
                 f"--dtype {cfg.storage.default} prices it as stored")
     return None
@@ -73,7 +74,7 @@ def cmd_layer(args):
         else:
             out = {"model": reports[0].model, "machine": reports[0].machine_key, "n_layers": cfg.n_layers,
                    "pattern": cfg.pattern(), "layer_kinds": [r.to_dict() for r in reports]}
-        stored = storage_note(cfg, reports[0].dtype)
+        stored = storage_note(cfg, reports[0].dtype, getattr(args, 'dtype', None) is not None)
         out["omitted"], out["notes"] = list(cfg.omitted), (list(cfg.notes) + ([stored] if stored else [])
                                                            + layer_dtype_notes(reports[0].dtype, machine_from_args(args)))
         print(dump_json(out))
@@ -82,8 +83,10 @@ def cmd_layer(args):
         from roofline.tables import rows_to_csv
         from roofline.cost import OP_FIELDS
 
-        for line in cfg.header_lines():  # kept off the CSV, never dropped
-            print(line, file=sys.stderr)
+        stored = storage_note(cfg, reports[0].dtype, getattr(args, 'dtype', None) is not None)
+        for line in (*cfg.header_lines(), *(f"note: {n}" for n in ([stored] if stored else [])
+                                            + layer_dtype_notes(reports[0].dtype, machine_from_args(args)))):
+            print(line, file=sys.stderr)  # kept off the CSV, never dropped
         if len(reports) == 1:
             sys.stdout.write(reports[0].prediction.to_csv())
         else:
@@ -94,7 +97,7 @@ def cmd_layer(args):
     for line in cfg.header_lines():
         print(line)
     dtype_notes = layer_dtype_notes(reports[0].dtype, machine_from_args(args))
-    stored = storage_note(cfg, reports[0].dtype)
+    stored = storage_note(cfg, reports[0].dtype, getattr(args, 'dtype', None) is not None)
     if stored:
         print(f"note: {stored}")
     for i, report in enumerate(reports):

@@ -37,6 +37,27 @@ def _shape(text: str) -> tuple[int, ...]:
 _shape.__name__ = "--input-shape"
 
 
+def _config_notes(args, dtype_given: bool) -> list[str]:
+    """What a traced preset or config.json says beyond the builder's notes: weights traced at
+    another width than the checkpoint stores, and a context past its max_position_embeddings."""
+    from roofline.transformer import get_model
+    from roofline.units import DTYPE_BYTES
+
+    cfg = get_model(args.model)
+    notes = []
+    if cfg.storage.parts:
+        notes.append(f"every weight is traced at {args.dtype}; the checkpoint stores {cfg.storage.label()}, which the "
+                     "meta trace does not model: `roofline decode` and `roofline memory` price it as stored")
+    elif not dtype_given and DTYPE_BYTES.get(cfg.storage.default) != DTYPE_BYTES.get(args.dtype):
+        notes.append(f"weights traced at {args.dtype} (the machine's default); the checkpoint stores "
+                     f"{cfg.storage.default}: --dtype {cfg.storage.default} traces it as stored")
+    decode = (args.phase or "prefill") == "decode"
+    past = cfg.context_note((args.context or 4096) + 1 if decode else (args.tokens or 128))
+    if past:
+        notes.append(past)
+    return notes
+
+
 def cmd_trace(args):
     from roofline.extras import require_torch
 
@@ -44,6 +65,7 @@ def cmd_trace(args):
     from roofline.trace.record import DTYPE_BY_NAME, trace
 
     machine = machine_from_args(args)
+    dtype_given = args.dtype is not None
     if args.dtype is None:  # the machine's, as layer and plan take it (a CPU profile's fp32), else bf16
         args.dtype = machine.default_dtype if machine.default_dtype in DTYPE_BY_NAME else "bf16"
     for flag, name in (("--dtype", args.dtype), ("--input-dtype", args.input_dtype)):
@@ -89,6 +111,8 @@ def cmd_trace(args):
                      + (f"calibrate measured {gap / US:.1f} us per gap between top-level ops, and `roofline profile` "
                         "of a recorded torch.profiler trace counts the gaps and adds that line"
                         if gap is not None else "this profile has no framework probe (calibrate again to measure one)"))
+    if not factory:
+        notes += _config_notes(args, dtype_given)
     if args.json:
         print(result.to_json(machine=machine.key or machine.name, weights_dtype=args.dtype,
                              phase=None if factory else (args.phase or "prefill"), predicted_s=pred.total_s,
@@ -97,6 +121,8 @@ def cmd_trace(args):
         return
     if args.csv:
         sys.stdout.write(result.to_csv(machine, cost_model))
+        for note in notes:  # kept off the CSV, never dropped
+            print(f"note: {note}", file=sys.stderr)
         return
     from roofline.units import format_bytes, format_si, format_time
 
@@ -156,12 +182,14 @@ def cmd_profile(args):
 
     report = profile_report(args.trace, machine, calibrated_model_for(args.machine) if args.machine else None,
                             args.forwards)
+    if not report.device and machine.sm_count is not None:  # CPU-timed ops against a GPU's roof: in every mode
+        import dataclasses
+
+        report = dataclasses.replace(report, notes=(
+            f"this trace timed its ops on the CPU (no device kernels), and {machine.the_name}'s roofline is a GPU's: "
+            "the % of speed of light and the advice compare unlike machines; give --machine a profile from `roofline "
+            "calibrate` (this CPU) to compare like with like",) + tuple(report.notes))
     print_report(args, report)
-    if not report.device and machine.sm_count is not None:  # CPU-timed ops against a GPU's roof
-        print(f"note: this trace timed its ops on the CPU (no device kernels), and {machine.the_name}'s roofline is a "
-              "GPU's: the % of speed of light and the advice compare unlike machines; give --machine a profile "
-              "from `roofline calibrate` (this CPU) to compare like with like", file=sys.stderr if (args.json or args.csv)
-              else sys.stdout)
     if args.output:
         from roofline.plots import plot_profile
 
