@@ -382,6 +382,28 @@ def test_disaggregation_frees_decodes_from_prefill_interference(step):
         simulate_disaggregated(step, step, closed_requests(2, 4, 64, 8))
 
 
+def test_what_a_reviewer_found_taken_silently_is_said_or_refused(tmp_path, capsys):
+    """A lengths header naming the columns the other way round was read by position; 64 users over
+    10 requests and a 5,000-user sweep point over 100 were labelled as if that many ran; a bare
+    --slo-ttft 500 meant 500 s."""
+    from roofline.serving import read_lengths
+
+    f = tmp_path / "l.csv"
+    f.write_text("output_tokens,input_tokens\n100,3000\n120,2500\n")
+    inp, out = read_lengths(f)
+    assert list(inp) == [3000, 2500] and list(out) == [100, 120]
+    f.write_text("output,completion\n3,4\n")
+    with pytest.raises(RooflineError, match="both columns"):
+        read_lengths(f)
+    assert main(["serving", "--concurrency", "64", "--requests", "10"]) == 0
+    assert "10 in flight at most" in capsys.readouterr().out
+    assert main(["serving", "--sweep", "1,512", "--requests", "100", "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert any("512 users (100 requests)" in n for n in notes) and any("256 sequences (512)" in n for n in notes)
+    assert main(["serving", "--slo-ttft", "500"]) == 2
+    assert "no unit" in capsys.readouterr().err
+
+
 def test_cli_disagg(capsys):
     assert main(["serving", "--rate", "5", "--requests", "20", "--disagg", "1:2", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)

@@ -19,6 +19,7 @@ from roofline.cli.plan_args import (_add_format, _add_model, _add_precision, _ad
 from roofline.errors import RooflineError
 from roofline.units import MS, US, parse_time_s
 
+
 def length_arg(flag):
     """'1024' (every request) or '128-2048' (uniform, inclusive), whole numbers >= 1."""
     one = number_arg(flag, integer=True, maximum=COUNT["maximum"])
@@ -186,6 +187,11 @@ def cmd_serving(args):
         print(f"wrote {out}", file=sys.stderr if (args.json or args.csv) else sys.stdout)
 
 
+def _slo_time_s(text, field):
+    """An SLO target with its unit (500ms, 0.5s): a bare 500 is as likely ms as s, so it is refused."""
+    return parse_time_s(text, field, unit_required=True)
+
+
 def _split_table(step, found: dict) -> str:
     from roofline.serving.render import _lat
     from roofline.tables import grid
@@ -329,9 +335,9 @@ def register(sub):
                    help="closed loop: users each sending the next request when the last finishes (default 64)")
     p.add_argument("--sweep", type=count_list("--sweep", maximum=1 << 24), default=None,
                    help="concurrencies to run, e.g. 1,4,16,64,256: the throughput-latency curve")
-    p.add_argument("--slo-ttft", type=number_arg("--slo-ttft", maximum=1e6, parser=parse_time_s), default=None,
+    p.add_argument("--slo-ttft", type=number_arg("--slo-ttft", maximum=1e6, parser=_slo_time_s), default=None,
                    help="time-to-first-token target, e.g. 500ms: without --sweep, search the highest rate within the targets")
-    p.add_argument("--slo-tpot", type=number_arg("--slo-tpot", maximum=1e6, parser=parse_time_s), default=None,
+    p.add_argument("--slo-tpot", type=number_arg("--slo-tpot", maximum=1e6, parser=_slo_time_s), default=None,
                    help="time-per-output-token target, e.g. 30ms")
     p.add_argument("--percentile", type=number_arg("--percentile", maximum=100.0), default=90.0,
                    help="the percentile the targets hold for (default 90)")

@@ -27,7 +27,7 @@ def serving_table(r) -> str:
     shards = int(r.settings.get("kv_cache_gpus", 1))
     lines = [
         r.description,
-        f"workload: {r.workload}, {r.requests:,} requests, {r.input_tokens / r.requests:,.0f} input and "
+        f"workload: {r.workload}, {r.requests:,} request{'s' if r.requests != 1 else ''}, {r.input_tokens / r.requests:,.0f} input and "
         f"{r.output_tokens / r.requests:,.0f} output tokens on average",
         f"engine: at most {e.max_seqs:,} sequences and {e.max_tokens:,} tokens per step, KV cache "
         f"{r.cache_bytes / shards / GIGA:,.1f} GB per GPU"
@@ -119,4 +119,4 @@ def serving_sweep_table(sw) -> str:
                         "(requests spread evenly over identical replicas)")
         else:
             out += f"\n\nhighest concurrency meeting {targets}: {best:,} users"
-    return out + "\n" + "\n".join(note_line(n) for n in first.notes)
+    return out + "\n" + "\n".join(note_line(n) for n in (*sw.sweep_notes(), *first.notes))

@@ -97,20 +97,27 @@ def read_lengths(path) -> tuple[np.ndarray, np.ndarray]:
     """(input lengths, output lengths) per request from a text file of two columns: a request a
     line, its prompt and output tokens separated by a comma, a tab or spaces (a dataset's measured
     lengths, e.g. ShareGPT's as vLLM's benchmark samples them). An optional header line names the
-    columns (any words: 'input_len,output_len'); blank lines and lines starting with '#' are
+    columns (any words: 'input_len,output_len'; one that names them the other way round,
+    'output_tokens,input_tokens', is read by its names); blank lines and lines starting with '#' are
     skipped. Every length must be a whole number of at least 1 token; a bad line is refused by
     its number. Requests take the rows in order (repeated when more are simulated than the file has)."""
     from roofline.files import read_text
 
     text = read_text(path, "lengths file", "lengths", LENGTHS_MAX_BYTES)
-    rows, first = [], True
+    rows, first, swapped = [], True, False
     for no, line in enumerate(text.splitlines(), 1):
         t = line.strip()
         if not t or t.startswith("#"):
             continue
         cells = t.replace(",", " ").split()
         header, first = first and not any(_is_number(c) for c in cells), False
-        if header:  # the first line names the columns
+        if header:  # the first line names the columns: read by name where the names say which is which
+            roles = [_length_role(c) for c in cells]
+            if len(cells) == 2 and roles == ["output", "input"]:
+                swapped = True
+            elif len(cells) == 2 and roles[0] == roles[1] and roles[0] is not None:
+                raise RooflineError(f"lengths file {str(path)!r}, line {no}: both columns are named as {roles[0]} "
+                                    f"lengths: {t[:60]!r}", field="lengths")
             continue
         if len(cells) != 2:
             raise RooflineError(f"lengths file {str(path)!r}, line {no}: expected two lengths (input, output), got "
@@ -132,7 +139,19 @@ def read_lengths(path) -> tuple[np.ndarray, np.ndarray]:
         raise RooflineError(f"lengths file {str(path)!r} holds no lengths (two columns a line: input, output)",
                             field="lengths")
     a = np.array(rows, dtype=np.int64)
-    return a[:, 0].copy(), a[:, 1].copy()
+    i, o = (1, 0) if swapped else (0, 1)
+    return a[:, i].copy(), a[:, o].copy()
+
+
+def _length_role(name: str) -> str | None:
+    """'input' or 'output' for a header cell that says which ('input_len', 'prompt_tokens',
+    'output_tokens', 'completion'), else None (any other word: the columns are input, output)."""
+    n = name.lower()
+    if any(w in n for w in ("output", "completion", "response", "generat", "decode")) or n in ("out", "out_len", "o"):
+        return "output"
+    if any(w in n for w in ("input", "prompt", "prefill", "context")) or n in ("in", "in_len", "i"):
+        return "input"
+    return None
 
 
 BURSTINESS_RANGE = (0.01, 1000.0)  # gamma shapes accepted: from near-simultaneous bursts to near-constant gaps
@@ -178,5 +197,7 @@ def closed_requests(concurrency: int, n: int, input_tokens, output_tokens, seed:
     c = int(check_number("concurrency", concurrency, maximum=1 << 24, integer=True))
     n = int(check_number("requests", n, maximum=MAX_REQUESTS, integer=True))
     rng = np.random.default_rng(seed)
+    label = f"concurrency {c:,}" if c <= n else (f"concurrency {c:,} asked, {n:,} in flight at most (only {n:,} "
+                                                 f"request{'s' if n != 1 else ''}: give --requests {c:,} or more)")
     return Requests(lengths(input_tokens, n, rng, "input_len"), lengths(output_tokens, n, rng, "output_len"), None, c,
-                    label=f"concurrency {c:,}")
+                    label=label)

@@ -39,6 +39,23 @@ class ServingSweep(Tabular):
             return None
         return int(math.ceil(self.target_rate / best - 1e-9))
 
+    def sweep_notes(self) -> tuple[str, ...]:
+        """What the points of a concurrency sweep do not do as labelled: users past the requests a
+        point simulated (never that many in flight), or past the engine's max sequences (they queue)."""
+        if self.over != "concurrency":
+            return ()
+        out = []
+        short = [(v, r.requests) for v, r in zip(self.values, self.results) if v > r.requests]
+        if short:
+            out.append("fewer requests than users at " + ", ".join(f"{v:,} users ({n:,} requests)" for v, n in short)
+                       + ": those points never have that many in flight (give --requests at least the users)")
+        seqs = self.results[0].engine.max_seqs
+        over = [v for v in self.values if v > seqs]
+        if over:
+            out.append(f"users past the engine's {seqs:,} sequences ({', '.join(f'{v:,}' for v in over)}) wait in its "
+                       "queue: their TTFT includes the wait (--max-seqs)")
+        return tuple(out)
+
     def rows(self) -> list[dict]:
         out = []
         for v, r in zip(self.values, self.results):
@@ -64,7 +81,8 @@ class ServingSweep(Tabular):
         arrivals = {k: first.settings[k] for k in ("arrivals", "burstiness") if k in first.settings}
         out = {**{k: first.settings[k] for k in ("model", "machine")}, "description": first.description, "gpus": first.gpus,
                "engine": dataclasses.asdict(first.engine), **arrivals,
-               "over": self.over, "points": self.rows(), "slo": self.slo, "notes": list(first.notes)}
+               "over": self.over, "points": self.rows(), "slo": self.slo,
+               "notes": list(self.sweep_notes()) + list(first.notes)}
         if self.over == "rate" and (self.slo or {}).get("best") is not None:
             short = self.results[self.values.index(self.slo["best"])].sample_note()
             if short:
