@@ -102,6 +102,16 @@ def cmd_serving(args):
     if args.eager and args.cuda_graph:
         raise RooflineError("--eager and --cuda-graph contradict each other (serving replays a CUDA graph for decode-only "
                             "steps unless --eager)", field="eager")
+    if args.cuda_graph:  # the cost flags' --cuda-graph is one launch per workload: not what an engine does
+        raise RooflineError("--cuda-graph does not apply to serving: it replays a CUDA graph for decode-only steps by "
+                            "default, as engines do (--eager turns that off), and launches each kernel of a step "
+                            "with a prompt chunk", field="cuda_graph")
+    if args.kv_link is not None and args.disagg is None and args.disagg_search is None:
+        raise RooflineError("--kv-link is the link the KV cache moves over between disaggregated pools: give --disagg "
+                            "P:D or --disagg-search G", field="kv_link")
+    if args.percentile != 90.0 and not slo:
+        raise RooflineError("--percentile is the one the SLO targets hold for: give --slo-ttft and/or --slo-tpot "
+                            "(the tables print p50, p90 and p99)", field="percentile")
     cm = dataclasses.replace(cm, cuda_graph=not args.eager)
     if (args.spec_tokens > 0) != (args.draft is not None) or (args.spec_tokens > 0) != (args.acceptance is not None):
         raise RooflineError("speculative decoding takes --spec-tokens K, --acceptance A and --draft MODEL together "

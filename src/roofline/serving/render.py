@@ -70,6 +70,9 @@ def serving_sweep_table(sw) -> str:
             f"{first.engine.max_tokens:,} tokens per step", ""]
     label = "users" if sw.over == "concurrency" else "req/s offered"
     hdr = [label, "req/s", "tok/s/GPU", "tok/s/user", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "batch", "preempt"]
+    priced = first.price_per_gpu_hour is not None
+    if priced:
+        hdr.append("$/M out")
     if slo:
         q = f"p{slo['percentile']:g}"
         hdr += [f"TTFT {q}", f"TPOT {q}", "SLO"]
@@ -82,6 +85,9 @@ def serving_sweep_table(sw) -> str:
                  "-" if row["per_user_tokens_per_s"] is None else f"{row['per_user_tokens_per_s']:,.1f}",
                  _lat(row["ttft_p50_s"]), _lat(row["ttft_p99_s"]), _lat(row["tpot_p50_s"]), _lat(row["tpot_p99_s"]),
                  f"{row['mean_decode_batch']:,.1f}", f"{row['preemptions']:,}"]
+        if priced:
+            cost = row.get("cost_per_million_output_tokens")
+            cells.append("-" if cost is None else f"{cost:,.3f}")
         if slo:
             verdict = ("yes" if row["meets_slo"] else "no (overloaded)" if row["overloaded"]
                        else "no (over capacity)" if row["over_capacity"] else "no")

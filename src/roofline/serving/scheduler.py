@@ -44,6 +44,12 @@ from roofline.units import GIGA
 STRETCH = 4096  # decode-only steps run at once between events, at most
 
 
+# what every serving figure carries: its validation's direction (docs/serving-validation.md)
+VALIDATION_NOTE = ("against published engine benchmarks (docs/serving-validation.md) this model is optimistic in most "
+                   "rows, most where a server queues and for multi-GPU latency: read its throughput as an upper bound "
+                   "and its latencies as a lower bound on what an engine delivers")
+
+
 def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), price_per_gpu_hour: float | None = None,
              max_steps: int = 50_000_000, draft: StepCost | None = None, _stage_engine: bool = False) -> ServingResult:
     """Run the scheduler of the module docstring over ``requests``; see ServingResult.
@@ -321,6 +327,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
              f"prompt chunk launches each kernel ({step.cost_model.launch_overhead_s / 1e-6:g} us each), as engines "
              "capture decode batches only"
              if step.cost_model.cuda_graph else "each replica simulated alone; every op of a step pays a launch (no CUDA graph)")
+    notes += (VALIDATION_NOTE,)
     past = step.model.context_note(inp + out)
     if past:
         notes = (past,) + notes
