@@ -217,7 +217,7 @@ def test_cli_sweep_draws_the_curve(tmp_path, capsys):
     (["--rate", "5", "--concurrency", "4"], "--concurrency"),
     (["--rate", "5", "--slo-ttft", "1s"], "--rate"),
     (["-o", "x.png"], "-o"),
-    (["--max-seqs", "1024", "--max-tokens", "512"], "--max-seqs"),
+    (["--max-seqs", "1024", "--max-tokens", "512"], "--max-tokens"),
     (["--model", "mixtral-8x7b"], "--tp"),
     (["--tp-link", "nvlink"], "--tp-link"),
     (["--slo-ttft", "-1s"], "--slo-ttft"),

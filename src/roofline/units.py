@@ -46,6 +46,8 @@ def dtype_bytes(dtype: str) -> float:
 
 
 def _bad(field: str, text: str, example: str) -> RooflineError:
+    if str(text).strip().lower().lstrip("+-") in ("nan", "inf", "infinity"):  # a number, but not a finite one
+        return RooflineError(f"{field}: {str(text).strip()!r} is not a finite number", field=field)
     return RooflineError(f"{field}: cannot read {text!r} (expected a number like {example})", field=field)
 
 

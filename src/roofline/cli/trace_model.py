@@ -85,6 +85,18 @@ def build_model(spec: str):
     return model.eval()
 
 
+def _within_positions(cfg, flag: str, value: int, positions: int) -> None:
+    """A prefill or a cache no longer than the model's learned position table (GPT-2's n_positions:
+    past it the embedding has no row); 10 million otherwise."""
+    from roofline.errors import check_number
+
+    check_number(flag.lstrip("-"), value, integer=True, maximum=10**7)
+    table = cfg.max_position_embeddings
+    if table and positions > table:
+        raise RooflineError(f"{flag} {value:,} needs {positions:,} positions and the model learned {table:,} "
+                            "(n_positions: its position table has no row past that)", field=flag.lstrip("-"))
+
+
 def step_inputs(cfg, args, torch, dtype):
     """Token ids for a prefill of --tokens at --batch, or one decode step's: one new token per
     sequence and each layer's K and V cache of --context tokens (meta tensors: nothing allocated)."""
@@ -95,12 +107,12 @@ def step_inputs(cfg, args, torch, dtype):
         if args.context is not None:
             raise RooflineError("--context is the cache a decode step attends to: give --phase decode", field="context")
         tokens = args.tokens or 128
-        check_number("tokens", tokens, integer=True, maximum=cfg.max_position_embeddings or 10**7)
+        _within_positions(cfg, "--tokens", tokens, tokens)
         return [torch.zeros(batch, tokens, dtype=torch.int64, device="meta")]
     if args.tokens is not None:
         raise RooflineError("--tokens is a prefill's length; a decode step makes one token: give --context", field="tokens")
     S = args.context or 4096
-    check_number("context", S, integer=True, maximum=cfg.max_position_embeddings or 10**7)
+    _within_positions(cfg, "--context", S, S + 1)  # the new token sits at position S
     kv, d = cfg.n_kv_heads or cfg.n_heads, cfg.head_dim
     cache = [torch.zeros(batch, kv, S, d, dtype=dtype, device="meta") for _ in range(2 * cfg.n_layers)]
     return [torch.zeros(batch, 1, dtype=torch.int64, device="meta"), *cache]

@@ -61,7 +61,9 @@ def replica_cache(step: StepCost, engine: Engine, inp: np.ndarray, out: np.ndarr
     if cap <= 0:
         raise RooflineError(f"{step.model.name}: the weights ({parts['weights_bytes'] / GIGA:,.1f} GB) and activations leave no "
                             f"memory for a KV cache on one {step.machine.name} at memory_fraction {engine.memory_fraction:g}; "
-                            "use more tensor-parallel GPUs or narrower weights", field="tensor_parallel")
+                            "use more tensor-parallel GPUs or narrower weights"
+                            + (", or a larger memory_fraction" if engine.memory_fraction < 0.9 else ""),
+                            field="memory_fraction" if engine.memory_fraction < 0.9 else "tensor_parallel")
     biggest = int(np.argmax(inp + out))
     if table[-(-int(inp[biggest] + out[biggest]) // bs)] > cap:
         raise RooflineError(f"one request of {int(inp[biggest]):,} + {int(out[biggest]):,} tokens needs "

@@ -43,6 +43,7 @@ class Engine:
         elif self.acceptance:
             raise RooflineError("acceptance applies to speculative decoding: give spec_tokens too", field="acceptance")
         if self.max_seqs * (self.spec_tokens + 1) > self.max_tokens:
-            raise RooflineError(f"max_seqs {self.max_seqs:,} x {self.spec_tokens + 1} tokens each is more than the token budget "
-                                f"max_tokens {self.max_tokens:,}: every decoding sequence needs its tokens of the budget",
-                                field="max_seqs")
+            raise RooflineError(f"max_tokens {self.max_tokens:,} is under max_seqs {self.max_seqs:,} x "
+                                f"{self.spec_tokens + 1} token{'s' if self.spec_tokens else ''} each: every decoding "
+                                "sequence needs its tokens of the step's budget (raise the token budget or lower the "
+                                "sequences)", field="max_tokens")
