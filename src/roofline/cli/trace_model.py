@@ -100,8 +100,6 @@ def _within_positions(cfg, flag: str, value: int, positions: int) -> None:
 def step_inputs(cfg, args, torch, dtype):
     """Token ids for a prefill of --tokens at --batch, or one decode step's: one new token per
     sequence and each layer's K and V cache of --context tokens (meta tensors: nothing allocated)."""
-    from roofline.errors import check_number
-
     phase, batch = args.phase or "prefill", args.batch or 1
     if phase == "prefill":
         if args.context is not None:
