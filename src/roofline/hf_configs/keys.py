@@ -84,5 +84,10 @@ class _Keys:
             raise RooflineError(f"{self.name}: config key {key} must be at least 1, got {v}", field="model")
         return v
 
+    def not_finite(self) -> list[str]:
+        """Cost-neutral keys holding NaN or infinity (Python's json reads them): ignored, but said."""
+        return sorted(k for k, v in self.raw.items() if k in COST_NEUTRAL and isinstance(v, float)
+                      and not math.isfinite(v))
+
     def not_understood(self) -> list[str]:
         return sorted(k for k in self.raw if k not in self.read and k not in COST_NEUTRAL and not k.startswith("_"))

@@ -65,6 +65,9 @@ def _assemble(c: _Keys, layers: list[Layer], D: int, V: int, tied: bool, **extra
     notes = list(extra.pop("notes", ()))
     for k in c.not_understood():
         notes.append(f"config key {k!r} not understood: ignored")
+    for k in c.not_finite():
+        notes.append(f"config key {k!r} is {c.raw[k]!r}, not a finite number: the file is likely broken (the key does "
+                     "not change the cost, so nothing here is affected)")
     return Model(name=c.name, d_model=D, vocab=V, kinds=tuple(kinds), order=tuple(order), tied_embeddings=tied,
                  notes=tuple(notes), model_type=str(c.raw.get("model_type", "")), **extra)
 
