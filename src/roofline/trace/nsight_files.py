@@ -283,7 +283,8 @@ def _checked(text: str, at: str, what: str, scale: float, limit: float, required
             raise RooflineError(f"{at}: {what} has no value ({text!r})", field=FIELD)
         return None
     if v < 0 or v * scale > limit:
-        raise RooflineError(f"{at}: {what} = {text[:30]!r}{shown} is out of range (0 to {limit:g})", field=FIELD)
+        raise RooflineError(f"{at}: {what} = {text[:30]!r}{shown} is out of range (0 to {limit / scale:g}{shown})",
+                            field=FIELD)
     return v * scale
 
 
