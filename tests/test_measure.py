@@ -416,3 +416,16 @@ def test_trace_with_a_profile_prints_one_prediction_and_its_rows_add_up(profile,
     rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
     assert {"predicted_s", "low_s", "high_s", "op_class", "basis"} <= set(rows[0])
     assert sum(float(r["predicted_s"]) for r in rows) == pytest.approx(d["predicted_s"], rel=1e-9)
+
+
+def test_nsight_kernels_against_a_cpu_profile_say_they_compare_unlike_machines(profile, tmp_path, capsys):
+    """GPU kernels from an ncu export against this CPU's calibrated roof: said, as `profile` says
+    the opposite case (a reviewer saw 1572% of speed of light with no word of the machine)."""
+    from roofline.cli import main
+
+    f = tmp_path / "k.csv"
+    f.write_text('"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n'
+                 '"1","k","gpu__time_duration.sum","nsecond","2000"\n'
+                 '"1","k","dram__bytes.sum","byte","1048576"\n')
+    assert main(["nsight", str(f), "--machine", str(profile)]) == 0
+    assert "CPU profile" in capsys.readouterr().out

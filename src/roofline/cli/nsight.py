@@ -45,6 +45,14 @@ def cmd_nsight(args):
             raise RooflineError(f"--dtype does not apply to {args.file!r}, an nsys kernel summary (times only)",
                                 field="dtype")
     print_report(args, report)
+    if args.machine:
+        from roofline.measure.calibrated import calibrated_model_for
+
+        cal = calibrated_model_for(args.machine)
+        if cal is not None and cal.calibration.device == "cpu":  # GPU kernels against a CPU's roof
+            print(f"note: {args.file!r} holds GPU kernels (Nsight), and {machine.the_name} is a CPU profile: the % of "
+                  "speed of light and the advice compare unlike machines; give --machine the GPU the kernels ran on",
+                  file=sys.stderr if (args.json or args.csv) else sys.stdout)
     if args.output:
         from roofline.plots import plot_profile
 
