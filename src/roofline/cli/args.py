@@ -304,6 +304,17 @@ def refuse_unused(args, unused: dict, why: str) -> None:
             raise RooflineError(f"{flag} does not apply {why}", field=dest)
 
 
+def print_csv_notes(notes) -> None:
+    """A CSV's notes, kept off the CSV and never dropped: one line each on stderr ('note: ...'; a
+    'left out:' line as it is)."""
+    import sys
+
+    from roofline.plan.render import note_line
+
+    for n in notes:
+        print(note_line(str(n)), file=sys.stderr)
+
+
 def print_report(args, report) -> None:
     """A report as --json, --csv or its table (at most --limit rows; 0: all)."""
     import sys
@@ -312,8 +323,7 @@ def print_report(args, report) -> None:
         print(report.to_json())
     elif getattr(args, "csv", False):
         sys.stdout.write(report.to_csv())
-        for note in getattr(report, "notes", ()):  # kept off the CSV, never dropped
-            print(f"note: {note}", file=sys.stderr)
+        print_csv_notes(getattr(report, "notes", ()))
     else:
         print(report.to_table(limit=args.limit or None))
 

@@ -51,15 +51,17 @@ def layer_dtype_notes(dtype: str, machine) -> list[str]:
             f"--dtype {dtype}` and the web's Whole model view price that"]
 
 
-def storage_note(cfg, dtype: str, given: bool = False) -> str | None:
-    """What `layer` says when the checkpoint stores weights otherwise than the one ``dtype`` it prices
-    (a plain width only where ``dtype`` was not ``given`` by a flag: then it is the user's choice)."""
+def storage_note(cfg, dtype: str, given: bool = False, doing: str = "priced") -> str | None:
+    """What `layer` (``doing`` 'priced') and `trace` ('traced') say when the checkpoint stores
+    weights otherwise than the one ``dtype`` they use (a plain width only where ``dtype`` was not
+    ``given`` by a flag: then it is the user's choice)."""
     if cfg.storage.parts:
-        return (f"every weight is priced at {dtype} here; the checkpoint stores {cfg.storage.label()}: "
+        return (f"every weight is {doing} at {dtype} here; the checkpoint stores {cfg.storage.label()}: "
                 "`roofline decode` and `roofline memory` price them as stored")
     if not given and DTYPE_BYTES.get(cfg.storage.default) != DTYPE_BYTES.get(dtype):
-        return (f"every weight is priced at {dtype} here; the checkpoint stores {cfg.storage.default}: "
-                f"--dtype {cfg.storage.default} prices it as stored")
+        verb = {"priced": "prices", "traced": "traces"}.get(doing, doing)
+        return (f"every weight is {doing} at {dtype} here; the checkpoint stores {cfg.storage.default}: "
+                f"--dtype {cfg.storage.default} {verb} it as stored")
     return None
 
 
@@ -84,9 +86,10 @@ def cmd_layer(args):
         from roofline.cost import OP_FIELDS
 
         stored = storage_note(cfg, reports[0].dtype, getattr(args, 'dtype', None) is not None)
-        for line in (*cfg.header_lines(), *(f"note: {n}" for n in ([stored] if stored else [])
-                                            + layer_dtype_notes(reports[0].dtype, machine_from_args(args)))):
-            print(line, file=sys.stderr)  # kept off the CSV, never dropped
+        from roofline.cli.args import print_csv_notes
+
+        print_csv_notes([*cfg.header_lines(), *([stored] if stored else []),
+                         *layer_dtype_notes(reports[0].dtype, machine_from_args(args))])
         if len(reports) == 1:
             sys.stdout.write(reports[0].prediction.to_csv())
         else:

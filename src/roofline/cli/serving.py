@@ -181,11 +181,10 @@ def cmd_serving(args):
             d["breakdown"] = breakdown
         print(dump_json(d))
     elif args.csv:
-        from roofline.plan.render import note_line
+        from roofline.cli.args import print_csv_notes
 
         sys.stdout.write(result.to_csv())
-        for line in result.to_dict()["notes"]:  # kept off the CSV, never dropped
-            print(note_line(line), file=sys.stderr)
+        print_csv_notes(result.to_dict()["notes"])
     else:
         print(result.to_table())
         if breakdown is not None:

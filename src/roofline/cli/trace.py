@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 
 from roofline.cli.args import (COUNT, add_cost_flags, add_deprecated_alias, add_machine_flags, add_report_flags,
-                               cost_model_from_args, kernel_params, machine_from_args, number_arg, print_report,
-                               refuse_unused)
+                               cost_model_from_args, kernel_params, machine_from_args, number_arg, print_csv_notes,
+                               print_report, refuse_unused)
 from roofline.cli.trace_model import build_model, data_dependent, first_line, is_factory, step_inputs
 from roofline.errors import RooflineError
 from roofline.units import US
@@ -40,17 +40,12 @@ _shape.__name__ = "--input-shape"
 def _config_notes(args, dtype_given: bool) -> list[str]:
     """What a traced preset or config.json says beyond the builder's notes: weights traced at
     another width than the checkpoint stores, and a context past its max_position_embeddings."""
+    from roofline.cli.core import storage_note
     from roofline.transformer import get_model
-    from roofline.units import DTYPE_BYTES
 
     cfg = get_model(args.model)
-    notes = []
-    if cfg.storage.parts:
-        notes.append(f"every weight is traced at {args.dtype}; the checkpoint stores {cfg.storage.label()}, which the "
-                     "meta trace does not model: `roofline decode` and `roofline memory` price it as stored")
-    elif not dtype_given and DTYPE_BYTES.get(cfg.storage.default) != DTYPE_BYTES.get(args.dtype):
-        notes.append(f"weights traced at {args.dtype} (the machine's default); the checkpoint stores "
-                     f"{cfg.storage.default}: --dtype {cfg.storage.default} traces it as stored")
+    stored = storage_note(cfg, args.dtype, dtype_given, "traced")
+    notes = [stored] if stored else []
     decode = (args.phase or "prefill") == "decode"
     past = cfg.context_note((args.context or 4096) + 1 if decode else (args.tokens or 128))
     if past:
@@ -121,8 +116,7 @@ def cmd_trace(args):
         return
     if args.csv:
         sys.stdout.write(result.to_csv(machine, cost_model))
-        for note in notes:  # kept off the CSV, never dropped
-            print(f"note: {note}", file=sys.stderr)
+        print_csv_notes(notes)
         return
     from roofline.units import format_bytes, format_si, format_time
 
