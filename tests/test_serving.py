@@ -402,6 +402,11 @@ def test_what_a_reviewer_found_taken_silently_is_said_or_refused(tmp_path, capsy
     assert any("512 users (100 requests)" in n for n in notes) and any("256 sequences (512)" in n for n in notes)
     assert main(["serving", "--slo-ttft", "500"]) == 2
     assert "no unit" in capsys.readouterr().err
+    # identical requests in a closed loop move in lockstep (p50 = p99): said; a spread of lengths is not
+    assert main(["serving", "--concurrency", "4", "--requests", "20"]) == 0
+    assert "move in step" in capsys.readouterr().out
+    assert main(["serving", "--concurrency", "4", "--requests", "20", "--input-len", "500-1500"]) == 0
+    assert "move in step" not in capsys.readouterr().out
 
 
 def test_cli_disagg(capsys):

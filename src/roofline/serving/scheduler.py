@@ -328,6 +328,10 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
              "capture decode batches only"
              if step.cost_model.cuda_graph else "each replica simulated alone; every op of a step pays a launch (no CUDA graph)")
     notes += (VALIDATION_NOTE,)
+    if closed and n > 1 and np.ptp(inp) == 0 and np.ptp(out) == 0:
+        notes += ("a closed loop of identical requests: several users start together and resubmit as they finish, so "
+                  "they move in step (one prompt wave after another: p50 and p99 alike); give length ranges "
+                  "(--input-len LO-HI) or --lengths for the spread a real workload has",)
     past = step.model.context_note(inp + out)
     if past:
         notes = (past,) + notes
