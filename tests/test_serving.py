@@ -763,3 +763,30 @@ def test_lengths_from_a_file_and_on_the_command_line_conflict(tmp_path, capsys):
 def test_library_lengths_are_refused_by_name_not_truncated(spec, says):
     with pytest.raises(RooflineError, match=says.replace("(", r"\(").replace(")", r"\)")):
         closed_requests(2, 4, spec, 16)
+
+
+def test_the_curve_marks_overloaded_points_and_the_capacity(step):
+    """A rate search tries rates past the flood's capacity (its queue grows without end): the
+    figure crosses those points out on both panels and draws the capacity on the load axis, so a
+    reader does not take a point that never settles for a steady state."""
+    pytest.importorskip("matplotlib")
+    from roofline.plots.plan_figures import plot_serving
+
+    sw = max_rate_within(step, 512, 128, ttft_s=0.5, tpot_s=0.02, requests=150)
+    over = [r for r in sw.rows() if r["overloaded"] or r["over_capacity"]]
+    assert over, "the search tried no rate past capacity"
+    fig = plot_serving(sw)
+    left, right = fig.axes[:2]
+    assert "overloaded: its queue grows" in [t.get_text() for t in left.get_legend().get_texts()]
+    from matplotlib.colors import to_rgba
+    from roofline.palette import MEMORY_RED
+
+    where = sorted((r["per_user_tokens_per_s"], r["output_tokens_per_s_per_gpu"]) for r in over)
+    red = [sorted(map(tuple, c.get_offsets().tolist())) for c in left.collections
+           if len(c.get_offsets()) and tuple(c.get_facecolor()[0]) == to_rgba(MEMORY_RED)]
+    assert red == [pytest.approx(where)], "the overloaded points are not the red marks"
+    labels = [t.get_text() for t in right.get_legend().get_texts()]
+    assert any(t.startswith(f"capacity {sw.slo['capacity_per_s']:,.4g}/s") for t in labels)
+    clean = sweep_concurrency(step, [1, 4], 256, 16, requests=8)
+    assert not any(r["overloaded"] for r in clean.rows())
+    assert plot_serving(clean).axes[0].get_legend() is None  # nothing to key: no SLO, nothing overloaded

@@ -4,6 +4,7 @@ GPU, training memory options, serving throughput against latency.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -300,6 +301,9 @@ def plot_serving(sweep, path: str | None = None, title: str | None = None) -> Fi
         label = f"{load:,.0f}" if sweep.over == "concurrency" else f"{load:,.4g}/s"
         ax.annotate(label, (xi, yi), xytext=(5, 4), textcoords="offset points", fontsize=7.5,
                     fontweight="bold" if load == best else "normal")
+    over = np.array([bool(r["overloaded"] or r["over_capacity"]) for r in rows])
+    if over.any():  # its queue grows: the figures are of a run that never settles, not a steady state
+        ax.scatter(x[over], y[over], s=70, marker="x", color=MEMORY_RED, lw=1.3, zorder=4)
     ax.set_xlabel("tokens/s per user while streaming (1 / median TPOT)")
     ax.set_ylabel("output tokens/s per GPU")
     ax.grid(True, alpha=0.25)
@@ -309,6 +313,9 @@ def plot_serving(sweep, path: str | None = None, title: str | None = None) -> Fi
     if sweep.slo:
         ax.scatter([], [], color=COMPUTE_BLUE, label="meets the SLO")
         ax.scatter([], [], color="white", edgecolor=COMPUTE_BLUE, label="misses it")
+    if over.any():
+        ax.scatter([], [], marker="x", color=MEMORY_RED, lw=1.3, label="overloaded: its queue grows")
+    if sweep.slo or over.any():
         ax.legend(loc="upper right", fontsize=8, title=f"points: {what}", title_fontsize=8)
     else:
         ax.set_title(f"points labelled by {what}", fontsize=9)
@@ -330,6 +337,12 @@ def plot_serving(sweep, path: str | None = None, title: str | None = None) -> Fi
             ax2.axhline(sweep.slo["ttft_s"] / MS, color=MEMORY_RED, lw=0.8, ls=":", label=f"TTFT p{p:g} target")
         if sweep.slo.get("tpot_s"):
             ax2.axhline(sweep.slo["tpot_s"] / MS, color=COMPUTE_BLUE, lw=0.8, ls=":", label=f"TPOT p{p:g} target")
+    if over.any():
+        ax2.scatter(loads[over], np.array([r["ttft_p50_s"] for r in rows], dtype=float)[over] / MS, s=60, marker="x", color=MEMORY_RED, lw=1.3, zorder=4,
+                    label="overloaded")
+    cap = (sweep.slo or {}).get("capacity_per_s")
+    if sweep.over == "rate" and cap and math.isfinite(cap):
+        ax2.axvline(cap, color="gray", lw=0.9, ls="--", label=f"capacity {cap:,.4g}/s (every request at once)")
     ax2.set_xscale("log")
     ax2.set_yscale("log")
     ax2.set_xlabel(what)
