@@ -413,6 +413,11 @@ def test_cli_disagg(capsys):
     assert main(["serving", "--rate", "5", "--requests", "20", "--disagg", "1:2", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["gpus"] == 3 and any(n.startswith("disaggregated") for n in d["notes"])
+    # the KV link is named in the JSON (a reviewer read "link": null, the one-GPU group's): H100's
+    # scale-out is 400 Gb/s InfiniBand, 50 GB/s per GPU; a 1,024-token Llama 3 8B prompt's cache is
+    # 1,024 x 2 (K, V) x 32 layers x 8 heads x 128 x 2 B = 134.2 MB, at 0.85 x 50 GB/s = 3.16 ms + 46 us
+    assert d["link"] is None and d["kv_link"] == "infiniband"
+    assert d["kv_transfer_mean_s"] == pytest.approx(1024 * 2 * 32 * 8 * 128 * 2 / (0.85 * 50e9) + 46e-6, rel=1e-6)
     # the pools' own notes are kept (a reviewer found the prefill pool's first one dropped): the KV
     # cache line both pools share, and the 20-request sample's ramp note
     assert any(n.startswith("KV cache") for n in d["notes"]) and any("ramp and drain" in n for n in d["notes"])

@@ -150,7 +150,8 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
         float(max([r.kv_peak for r in d_results], default=0.0)), int(sum(r.preemptions for r in p_results + d_results)),
         float(np.nansum(e2e) / duration), last.cache_bytes, notes, price_per_gpu_hour, durations, decodes,
         arrival.copy(), inp, out, {**step_settings(decode), **requests.settings,
-                                   "disaggregated": [int(prefill_replicas), int(decode_replicas)]})
+                                   "disaggregated": [int(prefill_replicas), int(decode_replicas)],
+                                   "kv_link": link, "kv_transfer_mean_s": float(np.mean(transfer))})
 
 
 def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_tokens, ttft_s=None, tpot_s=None,

@@ -287,7 +287,8 @@ def sample_note(result) -> str | None:
 
 
 def step_settings(step: StepCost) -> dict:
-    """The configuration a result was simulated for, as keys (JSON)."""
+    """The configuration a result was simulated for, as keys (JSON); "link" is the tensor-parallel
+    group's (None for one GPU: no collective), a disaggregated run's KV link is "kv_link"."""
     return {"model": step.model.key or step.model.name, "machine": step.machine.key or step.machine.name,
             "precision": step.precision.to_dict(), "tensor_parallel": step.tensor_parallel, "link": step.link,
             "kv_cache_gpus": step._dp}  # GPUs the cache_bytes is spread over (attention data parallel), else 1: per GPU
