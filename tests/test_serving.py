@@ -795,3 +795,21 @@ def test_the_curve_marks_overloaded_points_and_the_capacity(step):
     clean = sweep_concurrency(step, [1, 4], 256, 16, requests=8)
     assert not any(r["overloaded"] for r in clean.rows())
     assert plot_serving(clean).axes[0].get_legend() is None  # nothing to key: no SLO, nothing overloaded
+
+
+@pytest.mark.parametrize("model, name", [
+    ("mamba2-2.7b", "SSM state"),            # 64 Mamba-2 layers, no attention: a fixed state per sequence
+    ("nemotron-h-8b", "KV cache + SSM state"),  # 24 Mamba-2 layers beside 4 attention layers
+    ("llama3-8b", "KV cache"),
+])
+def test_a_state_space_model_serves_from_a_state_not_a_kv_cache(model, name, capsys):
+    """A reviewer read "KV cache 7% full, in blocks of 16 tokens" for Mamba-2, which keeps no keys
+    or values: the cache is named for what it holds, and a pure state-space model's is not blocks."""
+    assert main(["serving", "--model", model, "--concurrency", "4", "--requests", "8", "--output-len", "16"]) == 0
+    out = capsys.readouterr().out
+    engine = next(line for line in out.splitlines() if line.startswith("engine:"))
+    assert f"tokens per step, {name} " in engine
+    assert ("in blocks of 16 tokens" in engine) == (name != "SSM state")
+    assert main(["serving", "--model", model, "--concurrency", "4", "--requests", "8", "--output-len", "16",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cache"] == name

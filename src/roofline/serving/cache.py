@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from roofline.errors import RooflineError
+from roofline.plan.memory import cache_name
 from roofline.plan.step import StepCost, kv_cache_budget, sequence_cache_bytes
 from roofline.serving.engine import Engine
 from roofline.units import GIGA
@@ -60,13 +61,13 @@ def replica_cache(step: StepCost, engine: Engine, inp: np.ndarray, out: np.ndarr
     linear_table = bool(np.allclose(table, np.arange(len(table)) * table[1], rtol=1e-12, atol=0.0))
     if cap <= 0:
         raise RooflineError(f"{step.model.name}: the weights ({parts['weights_bytes'] / GIGA:,.1f} GB) and activations leave no "
-                            f"memory for a KV cache on one {step.machine.name} at memory_fraction {engine.memory_fraction:g}; "
+                            f"memory for a {cache_name(step.model)} on one {step.machine.name} at memory_fraction {engine.memory_fraction:g}; "
                             "use more tensor-parallel GPUs or narrower weights"
                             + (", or a larger memory_fraction" if engine.memory_fraction < 0.9 else ""),
                             field="memory_fraction" if engine.memory_fraction < 0.9 else "tensor_parallel")
     biggest = int(np.argmax(inp + out))
     if table[-(-int(inp[biggest] + out[biggest]) // bs)] > cap:
         raise RooflineError(f"one request of {int(inp[biggest]):,} + {int(out[biggest]):,} tokens needs "
-                            f"{table[-(-int(inp[biggest] + out[biggest]) // bs)] / GIGA:,.2f} GB of KV cache; the "
+                            f"{table[-(-int(inp[biggest] + out[biggest]) // bs)] / GIGA:,.2f} GB of {cache_name(step.model)}; the "
                             f"{step.machine.name} has {cap / GIGA:,.2f} GB for it", field="input_len")
     return cap, parts, table, linear_table

@@ -25,14 +25,15 @@ def serving_table(r) -> str:
     m = r.to_dict()
     e = r.engine
     shards = int(r.settings.get("kv_cache_gpus", 1))
+    what = r.settings.get("cache", "KV cache")  # "SSM state" for state-space models: no keys and values, no blocks
     lines = [
         r.description,
         f"workload: {r.workload}, {r.requests:,} request{'s' if r.requests != 1 else ''}, {r.input_tokens / r.requests:,.0f} input and "
         f"{r.output_tokens / r.requests:,.0f} output tokens on average",
-        f"engine: at most {e.max_seqs:,} sequences and {e.max_tokens:,} tokens per step, KV cache "
+        f"engine: at most {e.max_seqs:,} sequences and {e.max_tokens:,} tokens per step, {what} "
         f"{r.cache_bytes / shards / GIGA:,.1f} GB per GPU"
         + (f" ({r.cache_bytes / GIGA:,.1f} GB over the {shards} GPUs of data-parallel attention)" if shards > 1 else "")
-        + f" in blocks of {e.block_size} tokens",
+        + (f" in blocks of {e.block_size} tokens" if what != "SSM state" else ", one fixed-size state per sequence"),
         "",
         f"throughput  {m['output_tokens_per_s']:,.0f} output tokens/s ({m['output_tokens_per_s_per_gpu']:,.0f} per GPU), "
         f"{m['total_tokens_per_s']:,.0f} tokens/s with the prompts, {m['requests_per_s']:,.2f} requests/s",
@@ -46,7 +47,7 @@ def serving_table(r) -> str:
     lines.append(grid(["latency", "p50", "p90", "p99", "mean"], rows, [False, True, True, True, True]))
     lines += ["",
               f"steps: {r.steps:,} (mean decode batch {r.mean_decode_batch:,.1f}, {r.mean_step_tokens:,.0f} tokens per step); "
-              f"KV cache {r.kv_mean:.0%} full on average, {r.kv_peak:.0%} at peak; {r.preemptions:,} preemptions"
+              f"{what} {r.kv_mean:.0%} full on average, {r.kv_peak:.0%} at peak; {r.preemptions:,} preemptions"
               + (f"; {r.computed_tokens - r.input_tokens:,} prompt tokens recomputed" if r.computed_tokens > r.input_tokens else "")]
     cost = r.cost_per_million_output_tokens
     if cost is not None:

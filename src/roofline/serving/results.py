@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from roofline.plan.memory import cache_name
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
 from roofline.tables import Tabular, dump_json
@@ -291,7 +292,8 @@ def step_settings(step: StepCost) -> dict:
     group's (None for one GPU: no collective), a disaggregated run's KV link is "kv_link"."""
     return {"model": step.model.key or step.model.name, "machine": step.machine.key or step.machine.name,
             "precision": step.precision.to_dict(), "tensor_parallel": step.tensor_parallel, "link": step.link,
-            "kv_cache_gpus": step._dp}  # GPUs the cache_bytes is spread over (attention data parallel), else 1: per GPU
+            "kv_cache_gpus": step._dp,  # GPUs the cache_bytes is spread over (attention data parallel), else 1: per GPU
+            "cache": cache_name(step.model)}  # what the cache holds: "KV cache", "SSM state" or both
 
 
 def _finite(x) -> float | None:

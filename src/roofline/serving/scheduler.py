@@ -37,6 +37,7 @@ from roofline.plan.step import StepCost
 from roofline.serving.cache import cache_growth, replica_cache
 from roofline.serving.engine import Engine
 from roofline.serving.requests import Requests
+from roofline.plan.memory import cache_name
 from roofline.serving.results import PERCENTILES, ServingResult, _weighted_percentiles, overload_note, step_settings
 from roofline.units import GIGA
 
@@ -313,7 +314,8 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     busy = float(dts.sum())
     per_gpu = cap / step._dp  # what each GPU keeps for its cache (the draft's weights out): the engine line's
     gpus = step.tensor_parallel * step.pipeline_stages  # the replica's GPUs
-    notes = (f"KV cache {per_gpu / GIGA:,.1f} GB per GPU"
+    what = cache_name(step.model)
+    notes = (f"{what} {per_gpu / GIGA:,.1f} GB per GPU"
              + (f" ({gpus} GPUs in the replica: {per_gpu * gpus / GIGA:,.1f} GB)" if gpus > 1 else "")
              + f": {engine.memory_fraction:g} of {step.machine.capacity_text} less "
              f"weights {parts['weights_bytes'] / GIGA:,.1f} GB"
@@ -321,8 +323,9 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
              + f" and a full step's activations {parts['activations_bytes'] / GIGA:,.2f} GB (an estimate: "
              f"{engine.max_tokens:,} rows of the widest op) per GPU",
              "scheduler: decodes first, then prompt chunks within max_tokens (vLLM V1 with chunked prefill); "
-             "preemption recomputes the newest sequence; cache in blocks of "
-             f"{engine.block_size} tokens" + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""),
+             "preemption recomputes the newest sequence; "
+             + (f"cache in blocks of {engine.block_size} tokens" if what != "SSM state" else
+                "one state per sequence, its size fixed (no blocks)") + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""),
              "each replica simulated alone; a decode-only step replays a CUDA graph (one launch); a step with a "
              f"prompt chunk launches each kernel ({step.cost_model.launch_overhead_s / 1e-6:g} us each), as engines "
              "capture decode batches only"
@@ -339,7 +342,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     holds = cap / max(float(table[-(-int(mean_seq) // bs)]), 1.0)
     demand = min(engine.max_seqs, requests.concurrency if closed else n)
     if holds < demand / 2:
-        notes = (f"memory-bound batch: the {cap / GIGA:,.2f} GB KV cache holds about {holds:,.0f} sequence(s) of the mean "
+        notes = (f"memory-bound batch: the {cap / GIGA:,.2f} GB {what} holds about {holds:,.0f} sequence(s) of the mean "
                  f"length ({mean_seq:,.0f} tokens), under half of the {demand:,} that could run at once: more GPUs or a narrower "
                  "cache would batch more",) + notes
     if not closed and duration > 0:

@@ -77,7 +77,7 @@ def _point_hover(row: dict, result, percentile: float) -> str:
              f"TTFT p50 {format_duration(row['ttft_p50_s'])} · {p} {format_duration(result.percentile('ttft', percentile))}"
              f" · p99 {format_duration(row['ttft_p99_s'])}",
              f"TPOT p50 {format_duration(row['tpot_p50_s'])} · {p} {format_duration(result.percentile('tpot', percentile))}",
-             f"mean decode batch {row['mean_decode_batch']:.1f} · KV cache peak {format_share(row['kv_cache_peak'])}"
+             f"mean decode batch {row['mean_decode_batch']:.1f} · {result.settings.get('cache', 'KV cache')} peak {format_share(row['kv_cache_peak'])}"
              f" · {row['preemptions']:,} preemptions",
              f"{result.requests:,} requests simulated"]
     if "meets_slo" in row:
