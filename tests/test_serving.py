@@ -813,3 +813,20 @@ def test_a_state_space_model_serves_from_a_state_not_a_kv_cache(model, name, cap
     assert main(["serving", "--model", model, "--concurrency", "4", "--requests", "8", "--output-len", "16",
                  "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["cache"] == name
+
+
+def test_a_long_run_says_how_far_it_has_got_and_the_cap_is_a_million(step, capsys):
+    """A reviewer waited ~28 minutes in silence on 10,000,000 requests: the cap is now a million
+    (about a minute and a half here), and a run reports each tenth of its requests finished."""
+    seen = []
+    # one request a second, each done in well under a second: they finish one by one, so a report
+    # at each tenth, 5, 10, ... 45 of 50 (the 50th ends the run)
+    simulate(step, poisson_requests(1.0, 50, 128, 8), progress=lambda done, of: seen.append((done, of)))
+    assert seen == [(d, 50) for d in range(5, 50, 5)]
+    seen.clear()  # eight users finish together: one report per tenth passed, never two for one
+    simulate(step, closed_requests(8, 50, 128, 8), progress=lambda done, of: seen.append(done))
+    assert seen == [8, 16, 24, 32, 40, 48]
+    assert main(["serving", "--requests", "1000001"]) == 2
+    assert "argument --requests: must be at most 1,000,000, got 1000001" in capsys.readouterr().err
+    with pytest.raises(RooflineError, match="at most 1,000,000"):
+        closed_requests(4, 1_000_001, 128, 8)

@@ -26,6 +26,11 @@ def _describe(value) -> str:
     return repr(value)
 
 
+def _bound(x: float) -> str:
+    """A bound as a reader writes it: 16,777,216 and 1,000,000 in full, 1e+12 and 0.001 as %g."""
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e9 else f"{x:g}"
+
+
 def check_number(
     name: str,
     value,
@@ -54,12 +59,12 @@ def check_number(
         bad = arr <= minimum if strictly else arr < minimum
         if np.any(bad):
             relation = "greater than" if strictly else "at least"
-            raise RooflineError(f"{name} must be {relation} {minimum:g}, got {_describe(value)}", field=name)
+            raise RooflineError(f"{name} must be {relation} {_bound(minimum)}, got {_describe(value)}", field=name)
         if strictly and minimum == 0 and np.any(arr < TINY):  # 5e-324 passes "> 0" and overflows every ratio
             raise RooflineError(f"{name} must be at least {TINY:g} (no physical quantity in SI units is smaller), "
                                 f"got {_describe(value)}", field=name)
     if maximum is not None and np.any(arr > maximum):
-        raise RooflineError(f"{name} must be at most {maximum:g}, got {_describe(value)}", field=name)
+        raise RooflineError(f"{name} must be at most {_bound(maximum)}, got {_describe(value)}", field=name)
     if integer and np.any(arr != np.round(arr)):
         raise RooflineError(f"{name} must be a whole number, got {_describe(value)}", field=name)
     return value
@@ -118,3 +123,6 @@ TINY = 1e-30  # the smallest positive input taken: denormals and vanishing value
 MAX_COUNT = 1e12  # dimensions and token counts beyond this are typos, not workloads
 MAX_FLOPS = 1e30
 MAX_BYTES = 1e21
+# requests one serving simulation runs: a million take about a minute and a half on a 2-core CPU
+# (benchmarks/bench_serving.py's rate); its percentiles settle long before
+MAX_REQUESTS = 1_000_000

@@ -16,8 +16,15 @@ from roofline.cli.args import (COUNT, add_cost_flags, add_machine_flags, cost_mo
                                number_arg, refuse_unused)
 from roofline.cli.plan_args import (_add_format, _add_model, _add_precision, _add_tp, _flagged, _output, _precision,
                                     count_list)
-from roofline.errors import RooflineError
+from roofline.errors import MAX_REQUESTS, RooflineError
 from roofline.units import MS, US, parse_time_s
+
+
+PROGRESS_REQUESTS = 200_000  # a run of this many requests or more says how far it has got (stderr)
+
+
+def _requests_progress(done: int, of: int) -> None:
+    print(f"  simulated {done:,} of {of:,} requests", file=sys.stderr, flush=True)
 
 
 def length_arg(flag):
@@ -171,7 +178,8 @@ def cmd_serving(args):
         n = args.requests or 1000
         reqs = (poisson_requests(args.rate, n, args.input_len, args.output_len, args.seed, burstiness) if args.rate is not None else
                 closed_requests(args.concurrency or 64, n, args.input_len, args.output_len, args.seed))
-        result = simulate(step, reqs, engine, args.price, draft=draft)
+        result = simulate(step, reqs, engine, args.price, draft=draft,
+                          progress=_requests_progress if n >= PROGRESS_REQUESTS else None)
     breakdown = _breakdown(step, result, engine, args, draft) if args.breakdown else None
     if args.json:
         from roofline.tables import dump_json
@@ -334,7 +342,7 @@ def register(sub):
     p.add_argument("--lengths", default=None, metavar="FILE",
                    help="each request's input and output tokens from a file, a request a line ('input,output'; "
                         "a header line allowed): a dataset's measured lengths; --requests defaults to its lines")
-    p.add_argument("--requests", type=number_arg("--requests", integer=True, maximum=10_000_000), default=None,
+    p.add_argument("--requests", type=number_arg("--requests", integer=True, maximum=MAX_REQUESTS), default=None,
                    help="requests simulated (default 1,000; a sweep: 8 per user, 200 to 20,000)")
     p.add_argument("--rate", type=number_arg("--rate", maximum=1e9), default=None, help="Poisson arrivals, requests per second")
     p.add_argument("--burstiness", type=number_arg("--burstiness", minimum=0.01, strictly=False, maximum=1000), default=None,

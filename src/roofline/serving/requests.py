@@ -9,10 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.errors import MAX_COUNT, RooflineError, check_number
+from roofline.errors import MAX_COUNT, MAX_REQUESTS, RooflineError, check_number
 
-
-MAX_REQUESTS = 10_000_000
 
 
 @dataclass(frozen=True)

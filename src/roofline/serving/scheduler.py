@@ -52,7 +52,8 @@ VALIDATION_NOTE = ("against published engine benchmarks (docs/serving-validation
 
 
 def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), price_per_gpu_hour: float | None = None,
-             max_steps: int = 50_000_000, draft: StepCost | None = None, _stage_engine: bool = False) -> ServingResult:
+             max_steps: int = 50_000_000, draft: StepCost | None = None, _stage_engine: bool = False,
+             progress=None) -> ServingResult:
     """Run the scheduler of the module docstring over ``requests``; see ServingResult.
 
     Speculative decoding (``engine.spec_tokens`` k > 0, a ``draft`` model's StepCost built for one
@@ -60,7 +61,10 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     times (one token per sequence each, against the growing context) and then the target once over
     k + 1 tokens per sequence; each sequence emits engine.tokens_per_verify tokens on average
     (carried as a fraction from step to step: the expected value, not a random draw). The draft's
-    weights and its KV cache share the GPUs' memory."""
+    weights and its KV cache share the GPUs' memory.
+
+    ``progress(finished, n)``, when given, is called each time another tenth of the requests has
+    finished (a long run's sign of life)."""
     if step.pipeline_stages > 1 and not _stage_engine:
         if draft is not None:
             raise RooflineError("speculative decoding with pipeline stages is not modelled", field="pipeline_stages")
@@ -142,7 +146,12 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             arrival[next_closed] = now
             next_closed += 1
 
+    report_every = max(n // 10, 1)
+    next_report = report_every
     while finished < n:
+        if progress is not None and finished >= next_report:
+            progress(finished, n)
+            next_report = (finished // report_every + 1) * report_every
         if steps >= max_steps:
             raise RooflineError(f"the simulation ran {max_steps:,} steps without finishing", field="requests")
         while next_i < n and arrival[next_i] <= now:
