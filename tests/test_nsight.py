@@ -329,3 +329,58 @@ def test_every_hostile_file_keeps_the_contract(tmp_path):
     for f in fh.hostile_files(tmp_path / "in"):
         why = fh.run_case(["nsight", f])
         assert why is None, f"roofline nsight {f!r}: {why}"
+
+
+@pytest.mark.parametrize("row, words", [
+    # Avg 120 ns with Max 110 ns: no set of launches has a mean above its largest
+    ('"75.0","360","3","120.0","100.0","90","110","10.0","k"', "Avg 0.120 us is above Max 0.110 us"),
+    ('"75.0","300","3","100.0","80.0","90","110","10.0","k"', "Med 0.080 us is below Min 0.090 us"),
+    ('"75.0","300","3","100.0","100.0","120","110","10.0","k"', "Min 0.120 us is above Max 0.110 us"),
+    # 3 launches of 100 ns on average are 300 ns, not 500
+    ('"75.0","500","3","100.0","100.0","90","110","10.0","k"', "Avg 0.100 us x 3 launches = 0.300 us, but Total Time is 0.500 us"),
+    ('"175.0","300","3","100.0","100.0","90","110","10.0","k"', "Time \\(%\\) = '175.0' is out of range \\(0 to 100\\)"),
+])
+def test_a_summary_row_that_cannot_be_true_is_refused_by_its_line(tmp_path, row, words):
+    """A reviewer fed max < avg and a share of 175% and was shown them: each is refused, naming the
+    file's line and the figures that disagree."""
+    path = write(tmp_path, "kern_sum.csv", [NSYS_HEAD, NSYS_ROWS[0], row])
+    with pytest.raises(RooflineError, match=words) as exc:
+        load_nsys_kernel_summary(path)
+    assert "kern_sum.csv' line 3: " in str(exc.value)
+
+
+def test_a_time_share_column_that_disagrees_is_said_not_replaced_silently(tmp_path, capsys):
+    """The shares shown are Total Time over the listed total; where the file's own Time (%) says
+    otherwise (rows cut from a longer summary: 25% + 40% = 65%), the report says so in text, JSON
+    and beside the CSV."""
+    cut = write(tmp_path, "cut.csv", [NSYS_HEAD, NSYS_ROWS[0], NSYS_ROWS[1].replace('"75.0"', '"40.0"')])
+    code, out, _ = run(capsys, "nsight", cut)
+    assert code == 0 and "sums to 65.0%, not 100%" in out
+    code, out, _ = run(capsys, "nsight", cut, "--json")
+    assert any("sums to 65.0%" in n for n in json.loads(out)["notes"])
+    code, out, err = run(capsys, "nsight", cut, "--csv")
+    assert "sums to 65.0%" in err and "sums" not in out
+    code, out, _ = run(capsys, "nsight", write(tmp_path, "whole.csv", [NSYS_HEAD, *NSYS_ROWS]))
+    assert code == 0 and "Time (%)" not in out  # 25% and 75% are the listed shares: nothing to say
+    # the shares sum to 100 but not row by row: 50% given for the kernel that is 25% of the total
+    swapped = write(tmp_path, "swapped.csv", [NSYS_HEAD, NSYS_ROWS[0].replace('"25.0"', '"50.0"'),
+                                               NSYS_ROWS[1].replace('"75.0"', '"50.0"')])
+    code, out, _ = run(capsys, "nsight", swapped)
+    assert "disagrees with its Total Time for 2 kernel(s)" in out and "50.0% given, 75.0% of the listed total" in out
+
+
+def test_a_bytes_only_kernel_names_no_peak_and_cuda_core_math_gets_no_tensor_core_advice(raw, capsys):
+    """A reviewer read "bf16" as the peak of a copy with no FLOP metrics, and "tensor cores, x8
+    shapes" for an fp32 axpy whose FLOPs are SASS instructions: the copy has no peak ("-", null in
+    JSON); the axpy (2.3 MFLOP / 100 kB = 23 FLOP/B, past H100's fp32 ridge of 67e12 / 3.35e12 = 20)
+    is compute-bound on CUDA cores and told so; the HGEMM, with tensor-pipe FLOPs, keeps the
+    tensor-core advice."""
+    code, out, _ = run(capsys, "nsight", raw, "--machine", "h100-sxm", "--json")
+    ks = {k["id"]: k for k in json.loads(out)["kernels"]}
+    assert ks["2"]["bound"] == "bytes only" and ks["2"]["dtype"] is None
+    assert ks["0"]["bound"] == "compute" and ks["0"]["advice"].startswith("CUDA-core math")
+    assert ks["1"]["advice"] == "tensor cores, x8 shapes, full waves"
+    code, out, _ = run(capsys, "nsight", raw, "--machine", "h100-sxm")
+    copy = next(line for line in out.splitlines() if "copy_kernel" in line)
+    assert copy.split()[2] == "-" and "bf16" not in copy
+    assert "1 kernel; collect" in out

@@ -771,3 +771,24 @@ def test_a_gzipped_trace_is_read_through(tmp_path, capsys):
     assert main(["profile", str(tmp_path / "cut.json.gz")]) == 2
     err = capsys.readouterr().err
     assert "gzip file that cannot be read through" in err and "Traceback" not in err
+
+
+def test_a_layer_norm_whose_callee_the_profiler_lost_is_costed_by_that_rule_and_said(recorded, tmp_path):
+    """Under load torch.profiler once wrote aten::layer_norm without the aten::native_layer_norm it
+    calls (seen twice in full test runs): the wrapper is costed by its callee's rule (the same
+    FLOPs: 8 per element, kernels.layernorm_kernel) instead of being left out, and the report says so."""
+    from roofline.trace.profiler import profile_report
+
+    path, traced = recorded["tiny_gpt2"]
+    whole = profile_report(path, FAST)
+    data = json.loads(path.read_text())
+    lost = [e for e in data["traceEvents"] if e.get("name") == "aten::native_layer_norm"]
+    assert lost, "the recording has no native_layer_norm to lose"
+    data["traceEvents"] = [e for e in data["traceEvents"] if e.get("name") != "aten::native_layer_norm"]
+    cut = tmp_path / "cut.json"
+    cut.write_text(json.dumps(data))
+    rep = profile_report(cut, FAST)
+    assert rep.unsupported == ()
+    assert sum(op.flops * op.calls for op in rep.ops) == sum(op.flops * op.calls for op in whole.ops) == traced.total_flops
+    assert any(n.startswith(f"{len(lost)} call(s) of aten::layer_norm were recorded without") for n in rep.notes)
+    assert not any("recorded without" in n for n in whole.notes)

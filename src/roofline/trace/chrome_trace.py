@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from roofline.errors import RooflineError
-from roofline.trace.rules.registry import get_rule
+from roofline.trace.rules.registry import get_rule, lost_callee_rule
 from roofline.units import US
 
 
@@ -279,7 +279,7 @@ def select_ops(roots: list[Node], wrappers: list | None = None):
     costed, free, unsupported = [], [], []
 
     def walk(n: Node):
-        rule = get_rule(n.name)
+        rule = get_rule(n.name) or lost_callee_rule(n.name, {c.name for c in n.subtree()})
         if rule is not None and not rule.free:
             costed.append(n)
             return

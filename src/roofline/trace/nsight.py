@@ -91,6 +91,7 @@ class MeasuredKernel:
     gpu: bool = True
     calls: int = 1
     shapes: str = ""
+    tensor: bool = False  # some FLOPs ran on tensor cores (else CUDA-core instructions only)
 
     @property
     def intensity(self) -> float | None:
@@ -118,11 +119,14 @@ class MeasuredKernel:
 
         if self.bound == "bytes only":
             return "collect FLOP metrics to know the compute side"
+        if self.bound == "compute" and self.gpu and not self.tensor and self.speed_of_light < 0.6 <= 1:
+            return "CUDA-core math: fewer instructions, occupancy (tensor cores only if it is a matmul)"
         return advice(self.bound, "other", self.speed_of_light, self.gpu)
 
     def to_dict(self) -> dict:
         by = dict(self.flops_by_dtype)
-        return {"id": self.id, "name": self.name, "dtype": self.dtype, "flops": self.flops, "bytes": self.bytes,
+        return {"id": self.id, "name": self.name, "dtype": None if self.flops is None else self.dtype,
+                "flops": self.flops, "bytes": self.bytes,
                 "intensity": self.intensity, "bound": self.bound, "roofline_s": self.roofline_s,
                 "measured_s": self.measured_s, "speed_of_light": self.speed_of_light, "lost_s": self.lost_s,
                 "achieved_flops_per_s": self.achieved_flops_per_s, "achieved_bytes_per_s": self.achieved_bytes_per_s,
@@ -156,7 +160,7 @@ def measured_kernel(k: NcuKernel, machine, dtype: str | None = None, path="") ->
     bound = "bytes only" if k.flops is None else binds(compute_s, memory_s)
     return MeasuredKernel(k.id, k.name, peak, k.total_flops, k.dram_bytes, bound, roofline_s, k.duration_s,
                           k.flops or (), measurement_problem(roofline_s, k.duration_s, k.dram_bytes, machine),
-                          machine.sm_count is not None)
+                          machine.sm_count is not None, tensor=k.tensor)
 
 
 @dataclass(frozen=True)
@@ -206,7 +210,7 @@ class NcuReport:
         rows = []
         for k in shown:
             sol = k.speed_of_light
-            rows.append([k.id, k.name[:40] + ("..." if len(k.name) > 40 else ""), k.dtype,
+            rows.append([k.id, k.name[:40] + ("..." if len(k.name) > 40 else ""), "-" if k.flops is None else k.dtype,
                          "-" if k.flops is None else format_si(k.flops, ""), format_si(k.bytes, "B"),
                          "-" if k.intensity is None else format_intensity(k.intensity), k.bound, _us(k.roofline_s),
                          _us(k.measured_s), f"{sol:.1%}" if sol < 10 else f"{sol:,.0f}x", _us(k.lost_s),
@@ -223,7 +227,8 @@ class NcuReport:
                      f"{_us(self.roofline_s)} us ({self.roofline_s / self.measured_s:.1%} of speed of light)")
         if self.bytes_only:
             lines.append(f"bytes only (no FLOP metrics in the export, bound = DRAM bytes / bandwidth): {len(self.bytes_only)} "
-                         "kernels; collect sm__sass_thread_inst_executed_op_{f,d,h}{fma,add,mul}_pred_on.sum")
+                         f"kernel{'s' if len(self.bytes_only) != 1 else ''}; "
+                         "collect sm__sass_thread_inst_executed_op_{f,d,h}{fma,add,mul}_pred_on.sum")
         for k in self.problems:
             lines.append(f"!! kernel {k.id} {k.name[:60]}: {k.problem}")
         return "\n".join(lines)
@@ -243,9 +248,30 @@ class NsysReport:
     def share(self, k: NsysKernel) -> float:
         return k.total_s / self.total_s if self.total_s > 0 else 0.0
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Where the file's own Time (%) column disagrees with the shares of its Total Time column
+        (the shares shown): a summary cut to some of its rows, or edited."""
+        given = [k for k in self.kernels if k.time_pct is not None]
+        if not given:
+            return ()
+        total = sum(k.time_pct for k in given)
+        if len(given) == len(self.kernels) and abs(total - 100.0) > 1.0:
+            return (f"the file's Time (%) column sums to {total:,.1f}%, not 100%: it counts GPU time of kernels the file "
+                    f"does not list (a summary cut to some rows?); the shares shown are of the {len(self.kernels)} kernels "
+                    "listed, from their Total Time",)
+        off = [k for k in given if abs(k.time_pct - 100.0 * self.share(k)) > 1.0]
+        if off:
+            k = max(off, key=lambda k: abs(k.time_pct - 100.0 * self.share(k)))
+            return (f"the file's Time (%) disagrees with its Total Time for {len(off)} kernel(s) (e.g. {k.name[:40]!r}: "
+                    f"{k.time_pct:.1f}% given, {self.share(k):.1%} of the listed total): the shares shown are from "
+                    "Total Time",)
+        return ()
+
     def to_dict(self) -> dict:
         return {"file": self.path, "source": "nsys stats cuda_gpu_kern_sum", "total_s": self.total_s,
                 "note": "times only: nsys has no FLOPs or bytes, so no roofline bound (profile with ncu for that)",
+                "notes": list(self.notes),
                 "kernels": [{**k.to_dict(), "share": self.share(k)} for k in self.kernels]}
 
     def to_json(self) -> str:
@@ -274,6 +300,9 @@ class NsysReport:
             lines.append(f"... {len(rest)} more kernels, {_us(sum(k.total_s for k in rest))} us (--limit 0 shows all)")
         lines.append("times only: nsys counts no FLOPs or bytes, so these kernels have no roofline bound; "
                      "profile them with ncu --csv --page raw for that")
+        from roofline.plan.render import note_line
+
+        lines += [note_line(n) for n in self.notes]
         return "\n".join(lines)
 
 

@@ -100,6 +100,7 @@ class NcuKernel:
     duration_s: float
     dram_bytes: float
     flops: tuple[tuple[str, float], ...] | None
+    tensor: bool = False  # some of its FLOPs are tensor-core instructions (sm__inst_executed_pipe_tensor...)
 
     @property
     def total_flops(self) -> float | None:
@@ -335,15 +336,18 @@ def _kernel(path, kid: str, name: str, metrics: dict) -> NcuKernel:
                                     f"three of {dtype}'s fma, add and mul counters", field=FIELD)
             counts[op] = _value(path, kid, name, metrics, m, "count")
         flops[dtype] = flops.get(dtype, 0.0) + 2 * counts["fma"] + counts["add"] + counts["mul"]
+    tensor = False
     for metric in metrics:
         hit = TENSOR_METRIC.match(metric)
         if hit and "sparsity" not in metric and hit.group(1) in TENSOR_DTYPES:
             dtype = TENSOR_DTYPES[hit.group(1)]
-            flops[dtype] = flops.get(dtype, 0.0) + _value(path, kid, name, metrics, metric, "count")
+            count = _value(path, kid, name, metrics, metric, "count")
+            flops[dtype] = flops.get(dtype, 0.0) + count
+            tensor = tensor or count > 0
     if any(f > MAX_FLOPS for f in flops.values()):
         raise RooflineError(f"{_where(path)}: kernel {kid} {name[:60]!r} has more than {MAX_FLOPS:g} FLOPs", field=FIELD)
     ordered = tuple((d, flops[d]) for d in PRECISIONS if d in flops)
-    return NcuKernel(kid, name, duration, dram, ordered or None)
+    return NcuKernel(kid, name, duration, dram, ordered or None, tensor)
 
 
 _TOTAL = re.compile(r"Total Time(?: \((ns|us|ms|s)\))?")
@@ -352,6 +356,29 @@ _NSYS_COLUMNS = {  # field -> header spellings (nsys 2022+ first, then older rel
     "stddev_s": ("StdDev",),
 }
 _NSYS_UNIT = {"ns": NS, "us": US, "ms": MS, "s": 1.0}
+
+
+def _consistent(at: str, instances: int, total_s: float, times: dict) -> None:
+    """Refuse a row whose statistics cannot all be true: min <= med, avg <= max, and the average
+    times the launches equal to the total (to the export's rounding: half a unit of the column, 1 ns,
+    per launch, and 1%)."""
+    lo, hi = times.get("min_s"), times.get("max_s")
+    if lo is not None and hi is not None and lo > hi * (1 + 1e-6) + 1e-9:
+        raise RooflineError(f"{at}: Min {lo / US:,.3f} us is above Max {hi / US:,.3f} us", field=FIELD)
+    for field, label in (("avg_s", "Avg"), ("med_s", "Med")):
+        v = times.get(field)
+        if v is None:
+            continue
+        if lo is not None and v < lo * (1 - 1e-6) - 1e-9:
+            raise RooflineError(f"{at}: {label} {v / US:,.3f} us is below Min {lo / US:,.3f} us: not one kernel's "
+                                "statistics", field=FIELD)
+        if hi is not None and v > hi * (1 + 1e-6) + 1e-9:
+            raise RooflineError(f"{at}: {label} {v / US:,.3f} us is above Max {hi / US:,.3f} us: not one kernel's "
+                                "statistics", field=FIELD)
+    avg = times.get("avg_s")
+    if avg is not None and abs(avg * instances - total_s) > 0.01 * total_s + 1e-9 * instances:
+        raise RooflineError(f"{at}: Avg {avg / US:,.3f} us x {instances:,} launches = {avg * instances / US:,.3f} us, "
+                            f"but Total Time is {total_s / US:,.3f} us: not one kernel's statistics", field=FIELD)
 
 
 def _nsys_rows(path, header, rest) -> list[NsysKernel]:
@@ -377,7 +404,8 @@ def _nsys_rows(path, header, rest) -> list[NsysKernel]:
         for field, spellings in _NSYS_COLUMNS.items():
             hit = next((cols[s] for s in spellings if s in cols), None)
             times[field] = None if hit is None else num(hit[0], header[hit[0]], _NSYS_UNIT[hit[1] or "ns"], False)
-        pct = None if pct_col is None else num(pct_col, header[pct_col], 1.0, False)
+        pct = None if pct_col is None else _checked(cells[pct_col], at, header[pct_col], 1.0, 100.0, False)
+        _consistent(at, int(inst), num(total_col, header[total_col], _NSYS_UNIT[total_unit or "ns"]), times)
         out.append(NsysKernel(cells[name_col], int(inst), num(total_col, header[total_col], _NSYS_UNIT[total_unit or "ns"]),
                               time_pct=pct, **times))
     if not out:

@@ -43,7 +43,7 @@ from roofline.trace.chrome_trace import (DeviceEvent, GRAPH_REPLAY, Node, PROFIL
 from roofline.trace.rebuild import rebuild
 from roofline.trace.result import peak_dtype
 from roofline.trace.rules.matmul import STRIDED, kernel_shape
-from roofline.trace.rules.registry import get_rule
+from roofline.trace.rules.registry import LOST_CALLEE, get_rule, lost_callee_rule
 from roofline.units import US
 
 
@@ -304,6 +304,7 @@ def profile_report(path, machine, calibrated=None, forwards: int | None = None) 
     rows: dict = {}
     unsupported: dict = {}
     costed_device_s = 0.0
+    lost_callee: dict = {}  # composite op -> calls recorded without their callee (costed by its rule)
     queue = list(costed)
     while queue:
         n = queue.pop(0)
@@ -333,6 +334,9 @@ def profile_report(path, machine, calibrated=None, forwards: int | None = None) 
             continue
         call, dtype = got
         rule = get_rule(n.name)
+        if rule is None:  # a composite whose callee's event the trace lost (select_ops costed it)
+            rule = lost_callee_rule(n.name, {c.name for c in n.subtree()})
+            lost_callee[n.name] = lost_callee.get(n.name, 0) + 1
         cost = apply_rule(rule, call)
         if cost is None:
             u = unsupported.setdefault((n.name, "its rule does not cover these arguments"), [0, 0.0, 0.0])
@@ -427,6 +431,9 @@ def profile_report(path, machine, calibrated=None, forwards: int | None = None) 
                      f"{big / US:,.0f} us against {med / US:,.1f}): a first call's warm-up (allocation, code loading) "
                      "inside the recording; warm up under the profiler (torch.profiler.schedule(wait=0, warmup=2, "
                      "active=1) with prof.step() per forward) and record again")
+    for name, calls in lost_callee.items():
+        notes.append(f"{calls:,} call(s) of {name} were recorded without the {LOST_CALLEE[name]} each makes (the "
+                     f"profiler lost that event): costed by {LOST_CALLEE[name]}'s rule on {name}'s own time")
     if not any("Input Strides" in n.args for n in costed):
         notes.append("this trace records no input strides (an older torch, or record_shapes off): calls on "
                      "non-contiguous views are not told apart, nor corrected by the strided probes")

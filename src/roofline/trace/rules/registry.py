@@ -106,6 +106,20 @@ def get_rule(op: str) -> Rule | None:
     return RULES.get(op)
 
 
+# composite ops whose leading arguments are those of the op they call: a recorded call of one
+# without that callee below it (torch.profiler's trace lost the event under load, seen for
+# aten::layer_norm) is costed by its callee's rule rather than left out
+LOST_CALLEE = {"aten::layer_norm": "aten::native_layer_norm", "aten::batch_norm": "aten::native_batch_norm"}
+
+
+def lost_callee_rule(op: str, callees) -> Rule | None:
+    """The callee's rule for a composite ``op`` (LOST_CALLEE) none of whose ``callees`` (names,
+    the whole subtree) is that callee; None otherwise."""
+    if op not in LOST_CALLEE or LOST_CALLEE[op] in callees:
+        return None
+    return RULES.get(LOST_CALLEE[op])
+
+
 def io_bytes(call: Call) -> float:
     """Inputs read once, outputs written once."""
     return sum(t.read_bytes for t in call.inputs) + sum(t.write_bytes for t in call.outputs)
