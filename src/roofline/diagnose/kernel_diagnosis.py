@@ -29,6 +29,10 @@ def measurement_problem(roofline_s: float, measured_s: float, bytes_moved: float
     ``flops`` / ``measured_s`` above a measured peak (a calibrated profile's best matmul rate)."""
     if measured_s >= roofline_s:
         return None
+    if measured_s <= 0:  # no unit, convention or cache makes a kernel take no time: the timer did
+        return (f"impossible: measured 0 us is no time at all against the {bound_name} {roofline_s / US:,.3g} us: a "
+                "zero duration is the timer's resolution (an op shorter than its tick) or an op timed elsewhere "
+                "(its work in a kernel or a callee the trace charged to another op)")
     causes = [
         "units (a time in ms read as us, or a per-iteration time divided twice)",
         "the FLOP convention (1 FMA = 2 FLOPs; causal attention counted in full or in half)",
@@ -41,9 +45,7 @@ def measurement_problem(roofline_s: float, measured_s: float, bytes_moved: float
     if bound != "compute" and bytes_moved is not None and l2 and bytes_moved <= l2:
         causes.append(f"cache: its {bytes_moved / MEGA:,.3g} MB fit in the {l2 / MEGA:,.0f} MB L2, so a repeated "
                       "measurement never touched main memory (flush the cache between runs)")
-    faster = (f"{roofline_s / measured_s:,.2f}x faster than" if measured_s > 0
-              else "no time at all (a zero duration: the timer's resolution, or an op timed elsewhere), against")
-    return (f"impossible: measured {measured_s / US:,.3g} us is {faster} the "
+    return (f"impossible: measured {measured_s / US:,.3g} us is {roofline_s / measured_s:,.2f}x faster than the "
             f"{bound_name} {roofline_s / US:,.3g} us. Check " + "; ".join(causes) + ".")
 
 

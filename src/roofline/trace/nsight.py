@@ -213,7 +213,7 @@ class NcuReport:
             rows.append([k.id, k.name[:40] + ("..." if len(k.name) > 40 else ""), "-" if k.flops is None else k.dtype,
                          "-" if k.flops is None else format_si(k.flops, ""), format_si(k.bytes, "B"),
                          "-" if k.intensity is None else format_intensity(k.intensity), k.bound, _us(k.roofline_s),
-                         _us(k.measured_s), f"{sol:.1%}" if sol < 10 else f"{sol:,.0f}x", _us(k.lost_s),
+                         _us(k.measured_s), f"{sol:.1%}" if sol < 10 else f"{sol:,.0f}x", "-" if k.problem else _us(k.lost_s),
                          "IMPOSSIBLE" if k.problem else k.advice])
         lines = [f"{self.path} (ncu --page {self.layout}) on {self.machine}: measured = gpu__time_duration.sum per launch"
                  + (f"; every FLOP at the {self.dtype} peak" if self.dtype else ""),
