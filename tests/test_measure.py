@@ -2,6 +2,7 @@
 figures are compared with each other within one run, never asserted as constants."""
 
 import json
+import os
 import sys
 
 import pytest
@@ -429,3 +430,21 @@ def test_nsight_kernels_against_a_cpu_profile_say_they_compare_unlike_machines(p
                  '"1","k","dram__bytes.sum","byte","1048576"\n')
     assert main(["nsight", str(f), "--machine", str(profile)]) == 0
     assert "CPU profile" in capsys.readouterr().out
+
+
+def test_the_calibration_records_without_kinetos_start_and_stop_lines():
+    """`calibrate --quiet` printed a 'USDT: ... profiler_start' / 'profiler_stop' pair for every
+    recording (kineto's own log on stderr): the recordings set KINETO_LOG_LEVEL past that level
+    (6) unless the user chose one. Run in a fresh interpreter: kineto reads it once."""
+    import subprocess
+    import sys
+
+    code = ("from roofline.measure.families import class_families, profiled_seconds\n"
+            "profiled_seconds(class_families('cpu', 'fp32', rows=(4,))[:2], calls=2)\n")
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "profiler_start" not in done.stderr and "USDT" not in done.stderr
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                           env={**env, "KINETO_LOG_LEVEL": "0"})  # the user's own level is kept
+    assert "profiler_start" in shown.stderr

@@ -18,6 +18,13 @@ import torch
 
 from roofline.errors import RooflineError, check_choice
 
+def quiet_profiler() -> None:
+    """Keep torch.profiler's kineto from printing a 'USDT: ... profiler_start' / 'profiler_stop'
+    pair to stderr for every recording (the calibration records dozens): its log level past USDT,
+    5, unless the user set KINETO_LOG_LEVEL. Call before the first recording."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+
 DEVICES = ("cpu", "cuda")
 TORCH_DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 SYSFS_CACHE = Path("/sys/devices/system/cpu/cpu0/cache")

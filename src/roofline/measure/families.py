@@ -286,8 +286,10 @@ def profiled_seconds(ops: Sequence[FamilyOp], calls: int = PROFILED_CALLS, flush
 
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    from roofline.measure.device import quiet_profiler
     from roofline.trace.chrome_trace import op_tree, select_ops
 
+    quiet_profiler()
     for o in ops:
         o.fn()
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:

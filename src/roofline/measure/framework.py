@@ -57,9 +57,11 @@ def framework_gap(cal, budget_s: float = 1.0) -> tuple[float | None, str]:
     from torch.profiler import ProfilerActivity, profile
 
     from roofline.measure.calibrated import CalibratedModel
+    from roofline.measure.device import quiet_profiler
     from roofline.measure.machine_file import parse_profile, render_profile
     from roofline.trace.profiler import profile_report
 
+    quiet_profiler()
     if cal.device != "cpu":
         return None, "measured on a CPU only"
     machine, _ = parse_profile(render_profile(cal), "calibration")
