@@ -111,6 +111,21 @@ def test_check_end_to_end_contract(profile, capsys, tmp_path):
     assert png.stat().st_size > 10_000
 
 
+def test_check_in_decode_defaults_to_one_new_token_against_a_cache(profile, capsys):
+    """A reviewer's `check --phase decode --context 2048` was refused ("tokens 512 with context
+    2048 is not a decode step": the prefill default of --tokens). In decode the step feeds one
+    token per sequence; --context (else --tokens, as its help says) is the cache; the header says
+    so rather than "decode T=512"."""
+    small = ["--d-model", "192", "--budget", "0.3", "--threads", "1", "--quiet"]
+    assert main(["check", "--machine", str(profile), *small, "--phase", "decode", "--context", "256", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["phase"] == "decode" and d["tokens"] == 1 and d["context"] == 256
+    assert main(["check", "--machine", str(profile), *small, "--phase", "decode", "--tokens", "128"]) == 0
+    assert "decode against S=128 cached tokens" in capsys.readouterr().out.splitlines()[0]
+    assert main(["check", "--machine", str(profile), *small, "--phase", "decode", "--tokens", "8", "--context", "64"]) == 2
+    assert "not a decode step" in capsys.readouterr().err
+
+
 def test_check_table_flags_and_totals(profile, capsys):
     assert main(["check", "--machine", str(profile), *CHECK, "--attention", "flash"]) == 0
     out = capsys.readouterr().out

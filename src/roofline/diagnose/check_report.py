@@ -124,6 +124,15 @@ class CheckReport(Tabular):
     notes: tuple[str, ...] = ()
     profile_machine: Machine | None = field(default=None, compare=False, repr=False)  # for the plot
     cold: bool = False  # caches flushed before every run: the bound is main memory's
+    context: int | None = None  # tokens each new token attends to (the cache plus the new ones); None: tokens
+
+    @property
+    def workload_text(self) -> str:
+        """'prefill T=512', 'prefill T=512 against S=2,048' or 'decode against S=512 cached tokens'."""
+        S = self.context if self.context is not None else self.tokens
+        if self.phase == "decode":
+            return f"decode against S={S:,} cached tokens"
+        return f"{self.phase} T={self.tokens:,}" + (f" against S={S:,}" if S != self.tokens else "")
 
     def median_abs_error(self, predictor: str) -> float:
         return float(np.median([abs(op.error(predictor)) for op in self.ops]))
@@ -178,7 +187,7 @@ class CheckReport(Tabular):
         headers = ["op", "FLOP/B", "measured us", "roofline us", "err", "seed us", "err", "calibrated us [range]",
                    "err", "% roof", "flag"]
         lines = [
-            f"{self.model} ({self.config}), {self.phase} T={self.tokens}, batch {self.batch}, {self.attention} attention, "
+            f"{self.model} ({self.config}), {self.workload_text}, batch {self.batch}, {self.attention} attention, "
             f"{self.dtype}, on {self.device_name} ({self.device}, {self.threads} thread(s))",
             f"profile: {self.profile}",
             "",

@@ -30,6 +30,11 @@ def run_check(device: str = "cpu", model: str = "llama3-8b", d_model: int | None
     require_device(device)
     dflt = DEFAULTS[device]
     d_model = dflt["d_model"] if d_model is None else d_model
+    if phase == "decode" and context is None:  # --tokens alone in decode is the cache (its help: default --tokens)
+        context = dflt["tokens"] if tokens is None else tokens
+        tokens = 1
+    elif phase == "decode" and tokens is None:
+        tokens = 1
     tokens = dflt["tokens"] if tokens is None else tokens
     budget_s = dflt["budget_s"] if budget_s is None else budget_s
     check_number("budget", budget_s)
@@ -75,7 +80,7 @@ def run_check(device: str = "cpu", model: str = "llama3-8b", d_model: int | None
     return build_report(
         runs, machine, CalibratedModel(cal, cold),
         device=device, device_name=info.name, profile=profile_label, model=get_key(model), config=_describe(cfg),
-        phase=phase, tokens=tokens, batch=batch, attention=attention, dtype=dtype, threads=info.threads,
+        phase=phase, tokens=tokens, context=context, batch=batch, attention=attention, dtype=dtype, threads=info.threads,
         date=_dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip(), notes=tuple(notes),
     )
 

@@ -62,7 +62,7 @@ def plot_check(report, path: str | None = None, title: str | None = None) -> Fig
     ax.plot([], [], "x", color="0.35", label="the workshop's cost model (e_c 0.70, e_m 0.85, launch); the roof is the plain roofline")
     ax.set_xlabel("arithmetic intensity (FLOP per byte, as the kernels count them)")
     ax.set_ylabel(f"achieved {unit}")
-    ax.set_title(title or f"roofline check: {report.model} ({report.config}), T={report.tokens}, {report.dtype}\n"
+    ax.set_title(title or f"roofline check: {report.model} ({report.config}), {report.workload_text}, {report.dtype}\n"
                           f"on {report.device_name}, {report.threads} thread(s)", fontsize=9.5)
     ax.grid(True, which="both", alpha=0.25)
     ax.set_xlim(lo, hi)
