@@ -830,3 +830,62 @@ def test_a_long_run_says_how_far_it_has_got_and_the_cap_is_a_million(step, capsy
     assert "argument --requests: must be at most 1,000,000, got 1000001" in capsys.readouterr().err
     with pytest.raises(RooflineError, match="at most 1,000,000"):
         closed_requests(4, 1_000_001, 128, 8)
+
+
+def test_the_rate_search_checks_its_answer_with_a_longer_run(step):
+    """A reviewer found the search's 97%-of-capacity answer meeting a 2 s TTFT at 1,000 requests
+    and missing it three times over at 4,000 (a queue near capacity settles slowly). The best rate
+    is run again with CHECK_FACTOR times the requests and that longer run is the point shown: the
+    answer meets the targets there, and every rate refused by a longer run is below capacity and
+    above the answer."""
+    from roofline.serving.search import CHECK_FACTOR
+
+    sw = max_rate_within(step, 1024, 256, ttft_s=0.2, requests=300)
+    best = sw.slo["best"]
+    assert best is not None and sw.slo["checked_requests"] == CHECK_FACTOR * 300
+    shown = sw.results[sw.values.index(best)]
+    assert shown.requests == CHECK_FACTOR * 300 and meets_slo(shown, sw.slo)
+    for v in sw.slo["failed_checks"]:
+        r = sw.results[sw.values.index(v)]
+        assert r.requests == CHECK_FACTOR * 300 and not meets_slo(r, sw.slo) and best < v
+    # the bisection stops at 1%: no two tried rates below the answer's bracket closer than that
+    rates = sorted(v for v in sw.values if v < 1e8)
+    assert all(b / a > 1.0 + 0.5 * 0.01 for a, b in zip(rates, rates[1:]))
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--output-len", "1e12"], "argument --output-len: must be at most 16,777,216"),
+    (["--input-len", "1e12"], "argument --input-len: must be at most 16,777,216"),
+    (["--input-len", "10000000", "--output-len", "10000000"], "at most 16,777,216 in all"),
+    (["--output-len", "16000000"], "--output-len"),  # a cache that outgrows the GPU, named by the flag at fault
+    (["--burstiness", "0.25"], "closed loop of 64 users"),  # the default run is a closed loop: nothing to shape
+])
+def test_absurd_lengths_and_a_burstiness_with_nothing_to_shape_are_refused(argv, words, capsys):
+    """A reviewer's --output-len 1e12 ended in numpy's 466 GiB allocation error (a traceback), a
+    16M-token output was blamed on --input-len, and --burstiness on the default closed loop was
+    silently ignored."""
+    assert main(["serving", *argv]) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_lengths_file_row_past_the_limit_or_the_cache_names_the_file(tmp_path, capsys):
+    f = tmp_path / "len.csv"
+    f.write_text("input,output\n100,20\n10000000,10000000\n")
+    assert main(["serving", "--lengths", str(f)]) == 2
+    assert "line 3: 10,000,000 + 10,000,000 tokens is past 16,777,216" in capsys.readouterr().err
+    f.write_text("input,output\n100,20\n10000000,10\n")  # fits the limit, not an H100's cache
+    assert main(["serving", "--lengths", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert "needs 1,310.72 GB" in err and "len.csv" in err and "--input-len" not in err
+
+
+def test_an_overloaded_run_shows_the_pace_it_completes_at(step):
+    """A reviewer read "overloaded: 0 requests/s completed" for a run serving 23/s: the note
+    shows the middle half of the completions' pace, within a few percent of the closed loop's
+    capacity when offered twice that."""
+    cap = simulate(step, closed_requests(256, 1024, 1024, 256)).requests_per_s
+    over = simulate(step, poisson_requests(2 * cap, 1000, 1024, 256))
+    note = next(n for n in over.notes if n.startswith("overloaded:"))
+    pace = float(note.split("completes about ")[1].split(" ")[0])
+    assert pace == pytest.approx(cap, rel=0.1)

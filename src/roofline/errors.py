@@ -126,3 +126,4 @@ MAX_BYTES = 1e21
 # requests one serving simulation runs: a million take about a minute and a half on a 2-core CPU
 # (benchmarks/bench_serving.py's rate); its percentiles settle long before
 MAX_REQUESTS = 1_000_000
+MAX_CONTEXT = 2**24  # 16,777,216 tokens: published models reach 10M; a longer context or request is a typo

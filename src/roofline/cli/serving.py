@@ -12,15 +12,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from roofline.cli.args import (COUNT, add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args,
+from roofline.cli.args import (add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args,
                                number_arg, refuse_unused)
 from roofline.cli.plan_args import (_add_format, _add_model, _add_precision, _add_tp, _flagged, _output, _precision,
                                     count_list)
-from roofline.errors import MAX_REQUESTS, RooflineError
+from roofline.errors import MAX_CONTEXT, MAX_REQUESTS, RooflineError
 from roofline.units import MS, US, parse_time_s
 
 
 PROGRESS_REQUESTS = 200_000  # a run of this many requests or more says how far it has got (stderr)
+PROGRESS_SEARCH_REQUESTS = 4_000  # ... and a rate search of this many per run, each run it makes (~20 of them)
 
 
 def _requests_progress(done: int, of: int) -> None:
@@ -29,7 +30,7 @@ def _requests_progress(done: int, of: int) -> None:
 
 def length_arg(flag):
     """'1024' (every request) or '128-2048' (uniform, inclusive), whole numbers >= 1."""
-    one = number_arg(flag, integer=True, maximum=COUNT["maximum"])
+    one = number_arg(flag, integer=True, maximum=MAX_CONTEXT)
 
     def convert(text):
         t = str(text).strip()
@@ -62,6 +63,15 @@ def _engine(args):
 
 
 def cmd_serving(args):
+    try:
+        return _cmd_serving(args)
+    except RooflineError as exc:  # the lengths came from --lengths FILE: name it, not the flags it replaced
+        if args.lengths is not None and exc.field in ("input_len", "output_len"):
+            raise RooflineError(f"{exc} (a request of the lengths file {args.lengths!r})", field="lengths") from None
+        raise
+
+
+def _cmd_serving(args):
     from roofline.serving.requests import closed_requests, poisson_requests
     from roofline.serving.search import max_rate_within, sweep_concurrency
     from roofline.serving.scheduler import simulate
@@ -75,9 +85,12 @@ def cmd_serving(args):
     if slo and modes and modes[0] != "--sweep":
         raise RooflineError(f"--slo-ttft/--slo-tpot search the highest rate themselves; {modes[0]} would be ignored "
                             "(with --sweep they mark the concurrencies that meet them)", field=modes[0][2:])
-    if args.burstiness is not None and (args.concurrency is not None or args.sweep is not None):
+    open_loop = args.rate is not None or (slo and not args.sweep) or args.disagg is not None or args.disagg_search is not None
+    if args.burstiness is not None and not open_loop:
         raise RooflineError("--burstiness shapes open-loop arrivals (--rate, the SLO rate search, --disagg); "
-                            f"{'--concurrency' if args.concurrency is not None else '--sweep'} runs a closed loop of users",
+                            + ("--concurrency" if args.concurrency is not None else "--sweep" if args.sweep is not None
+                               else "without --rate the run is a closed loop of 64 users (--concurrency)")
+                            + (" runs a closed loop of users" if args.concurrency is not None or args.sweep is not None else ""),
                             field="burstiness")
     burstiness = 1.0 if args.burstiness is None else args.burstiness
     if args.lengths is not None:
@@ -172,8 +185,11 @@ def cmd_serving(args):
         result = sweep_concurrency(step, args.sweep, args.input_len, args.output_len, engine, args.requests, args.seed,
                                    args.price, args.slo_ttft, args.slo_tpot, args.percentile, draft)
     elif slo:
+        n = args.requests or 1000
         result = max_rate_within(step, args.input_len, args.output_len, args.slo_ttft, args.slo_tpot, args.percentile, engine,
-                                 args.requests or 1000, args.seed, args.price, args.target_rate, draft, burstiness)
+                                 n, args.seed, args.price, args.target_rate, draft, burstiness,
+                                 progress=(lambda runs, rate: print(f"  run {runs}: {rate:,.4g} requests/s", file=sys.stderr,
+                                                                    flush=True)) if n >= PROGRESS_SEARCH_REQUESTS else None)
     else:
         n = args.requests or 1000
         reqs = (poisson_requests(args.rate, n, args.input_len, args.output_len, args.seed, burstiness) if args.rate is not None else

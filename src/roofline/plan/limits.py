@@ -3,5 +3,8 @@
 where the step turns compute-bound.
 """
 
-MAX_CONTEXT = 2**24  # 16,777,216 tokens: published models reach 10M; longer is a typo
+from roofline.errors import MAX_CONTEXT  # 16,777,216 tokens, shared with serving's request lengths
+
+__all__ = ["MAX_CONTEXT", "SEARCH_MAX_BATCH"]
+
 SEARCH_MAX_BATCH = 65536  # compute-bound batches are searched up to here; the largest decode batch planned

@@ -69,5 +69,6 @@ def replica_cache(step: StepCost, engine: Engine, inp: np.ndarray, out: np.ndarr
     if table[-(-int(inp[biggest] + out[biggest]) // bs)] > cap:
         raise RooflineError(f"one request of {int(inp[biggest]):,} + {int(out[biggest]):,} tokens needs "
                             f"{table[-(-int(inp[biggest] + out[biggest]) // bs)] / GIGA:,.2f} GB of {cache_name(step.model)}; the "
-                            f"{step.machine.name} has {cap / GIGA:,.2f} GB for it", field="input_len")
+                            f"{step.machine.name} has {cap / GIGA:,.2f} GB for it",
+                            field="output_len" if out[biggest] > inp[biggest] else "input_len")
     return cap, parts, table, linear_table

@@ -108,22 +108,27 @@ def serving_sweep_table(sw) -> str:
                     "what a request alone takes is not met at any load or replica count")
         elif sw.over == "rate":
             r = sw.results[sw.values.index(best)]
+            cost = r.cost_per_million_output_tokens
             out += (f"\n\nhighest rate meeting {targets}: {best:,.3g} requests/s offered (the run served "
                     f"{r.requests_per_s:,.3g} requests/s and {r.output_tokens_per_s / r.gpus:,.0f} output tokens/s per GPU "
-                    "from first arrival to last completion, the drain included: the cost is at that rate)")
+                    "from first arrival to last completion, the drain included"
+                    + (f": ${cost:,.3f} per million output tokens at that rate)" if cost is not None else ")"))
+            if slo.get("checked_requests"):
+                out += (f"\nchecked again with {slo['checked_requests']:,} requests: near capacity a queue settles slowly, "
+                        "so a short sample's latencies can meet a target that a longer run misses"
+                        + (f": {', '.join(f'{v:,.4g}' for v in slo['failed_checks'])} requests/s met the targets in the "
+                           "search's runs and missed them in the longer one" if slo.get("failed_checks") else ""))
             if slo.get("capacity_per_s"):
                 out += (f"\ncapacity {slo['capacity_per_s']:,.3g} requests/s (all requests at once: the middle half of their "
                         "completions); a rate above it queues without end and meets no target")
             short = r.sample_note()
             if short:
                 out += "\n" + note_line(short)
-            cost = r.cost_per_million_output_tokens
-            if cost is not None:
-                out += f"; ${cost:,.3f} per million output tokens"
             n = sw.replicas_needed
             if n is not None:
                 out += (f"\n{sw.target_rate:,.3g} requests/s need {n:,} replica(s) of {r.gpus} GPU(s): {n * r.gpus:,} GPUs "
                         "(requests spread evenly over identical replicas)")
         else:
             out += f"\n\nhighest concurrency meeting {targets}: {best:,} users"
-    return out + "\n" + "\n".join(note_line(n) for n in (*sw.sweep_notes(), *first.notes))
+    shown = sw.results[sw.values.index(slo["best"])] if slo and slo.get("best") is not None else first  # the answer's notes
+    return out + "\n" + "\n".join(note_line(n) for n in (*sw.sweep_notes(), *shown.notes))

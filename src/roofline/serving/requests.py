@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.errors import MAX_COUNT, MAX_REQUESTS, RooflineError, check_number
+from roofline.errors import MAX_CONTEXT, MAX_REQUESTS, RooflineError, check_number
 
 
 
@@ -45,9 +45,15 @@ class Requests:
             raise RooflineError(f"{n:,} requests: at most {MAX_REQUESTS:,}", field="requests")
         for what, a in (("input_len", self.input_tokens), ("output_len", self.output_tokens)):
             a = np.asarray(a)
-            if a.min() < 1 or a.max() > MAX_COUNT or not np.all(np.isfinite(a)):
+            if a.min() < 1 or a.max() > MAX_CONTEXT or not np.all(np.isfinite(a)):
                 raise RooflineError(f"{what} lengths must be whole numbers of at least 1 token; got {a.min():g} to {a.max():g}",
                                     field=what)
+        total = np.asarray(self.input_tokens, dtype=float) + np.asarray(self.output_tokens, dtype=float)
+        if total.max() > MAX_CONTEXT:
+            i = int(np.argmax(total))
+            what = "output_len" if self.output_tokens[i] > self.input_tokens[i] else "input_len"
+            raise RooflineError(f"a request of {int(self.input_tokens[i]):,} + {int(self.output_tokens[i]):,} tokens: at most "
+                                f"{MAX_CONTEXT:,} in all (longer is a typo, not a workload)", field=what)
         if (self.arrival_s is None) == (self.concurrency is None):
             raise RooflineError("give either arrival times (open loop) or a concurrency (closed loop)", field="rate")
 
@@ -59,11 +65,11 @@ class Requests:
 def lengths(spec, n: int, rng: np.random.Generator, what: str) -> np.ndarray:
     """n lengths from ``spec``: a whole number (all the same), (lo, hi) (uniform, inclusive), or an array."""
     if isinstance(spec, (int, np.integer)) or (isinstance(spec, float) and spec.is_integer()):
-        v = int(check_number(what, spec, maximum=MAX_COUNT, integer=True))
+        v = int(check_number(what, spec, maximum=MAX_CONTEXT, integer=True))
         return np.full(n, v, dtype=np.int64)
     if isinstance(spec, tuple) and len(spec) == 2:
-        lo = int(check_number(what, spec[0], maximum=MAX_COUNT, integer=True))
-        hi = int(check_number(what, spec[1], maximum=MAX_COUNT, integer=True))
+        lo = int(check_number(what, spec[0], maximum=MAX_CONTEXT, integer=True))
+        hi = int(check_number(what, spec[1], maximum=MAX_CONTEXT, integer=True))
         if hi < lo:
             raise RooflineError(f"{what} range {lo}-{hi}: the upper end is below the lower", field=what)
         return rng.integers(lo, hi + 1, size=n, dtype=np.int64)
@@ -73,10 +79,10 @@ def lengths(spec, n: int, rng: np.random.Generator, what: str) -> np.ndarray:
         raise RooflineError(f"{what}: expected a length, a range or a list of lengths, not {spec!r:.60}", field=what) from None
     if a.ndim != 1 or len(a) == 0:
         raise RooflineError(f"{what}: expected a length, a range or a list of lengths", field=what)
-    bad = ~np.isfinite(a) | (a < 1) | (a > MAX_COUNT) | (a != np.round(a))
+    bad = ~np.isfinite(a) | (a < 1) | (a > MAX_CONTEXT) | (a != np.round(a))
     if bad.any():
         raise RooflineError(f"{what}: {a[bad][0]:g} (item {int(np.flatnonzero(bad)[0])}) is not a whole number of tokens "
-                            f"from 1 to {int(MAX_COUNT):,}", field=what)
+                            f"from 1 to {int(MAX_CONTEXT):,}", field=what)
     return np.resize(a.astype(np.int64), n)
 
 
@@ -126,10 +132,13 @@ def read_lengths(path) -> tuple[np.ndarray, np.ndarray]:
                 v = float(c)
             except ValueError:
                 v = float("nan")
-            if not math.isfinite(v) or v < 1 or v != int(v) or v > MAX_COUNT:
+            if not math.isfinite(v) or v < 1 or v != int(v) or v > MAX_CONTEXT:
                 raise RooflineError(f"lengths file {str(path)!r}, line {no}: {c!r} is not a whole number of tokens from 1 to "
-                                    f"{int(MAX_COUNT):,}", field="lengths")
+                                    f"{int(MAX_CONTEXT):,}", field="lengths")
             pair.append(int(v))
+        if sum(pair) > MAX_CONTEXT:
+            raise RooflineError(f"lengths file {str(path)!r}, line {no}: {pair[0]:,} + {pair[1]:,} tokens is past "
+                                f"{MAX_CONTEXT:,} in all", field="lengths")
         rows.append(pair)
         if len(rows) > MAX_REQUESTS:
             raise RooflineError(f"lengths file {str(path)!r}: more than {MAX_REQUESTS:,} requests", field="lengths")

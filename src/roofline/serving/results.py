@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from roofline.errors import MAX_REQUESTS
 from roofline.plan.memory import cache_name
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
@@ -264,7 +265,11 @@ def overload_note(arrival_s: np.ndarray, e2e_s: np.ndarray, duration_s: float, t
         return None
     if ttft_s is not None and not queue_grows(arrival_s, ttft_s):  # a rate short of the offered one, no queue
         return None
-    return (f"{OVERLOADED} {held:,.3g} requests/s {how} of the {offered:,.3g} offered; "
+    pace = completion_rate_per_s(arrival_s, e2e_s)  # what it completes at its saturated pace: shown, the window
+    # estimate (held) only classifies (an overloaded run's median latency, its window, is itself the queue's)
+    shown = (f"it completes about {pace:,.3g} requests/s (the middle half of its completions)" if math.isfinite(pace)
+             else f"{held:,.3g} requests/s {how}")
+    return (f"{OVERLOADED} {shown} of the {offered:,.3g} offered; "
             f"{len(e2e_s) / duration_s:,.3g} served from first arrival to last completion; the queue grows for as long as "
             "requests arrive, so the latencies depend on --requests, and no SLO is met at this rate")
 
@@ -282,9 +287,15 @@ def sample_note(result) -> str | None:
     e2e = result.percentile("e2e", 50)
     if not math.isfinite(e2e) or span >= STEADY_SPANS * e2e:
         return None
-    return (f"{result.requests:,} requests arrive over {span:,.3g} s, under {STEADY_SPANS} times a request's "
-            f"{e2e:,.3g} s end to end: the run is mostly its ramp and drain, not a steady state; give more --requests "
-            f"(about {int(math.ceil(STEADY_SPANS * e2e * result.settings['rate_per_s'])):,} at this rate)")
+    head = (f"{result.requests:,} requests arrive over {span:,.3g} s, under {STEADY_SPANS} times a request's "
+            f"{e2e:,.3g} s end to end: the run is mostly its ramp and drain, not a steady state")
+    if result.overloaded:  # its queue grows: no number of requests settles it
+        return head + " (and overloaded: no number of requests settles it at this rate)"
+    need = int(math.ceil(STEADY_SPANS * e2e * result.settings["rate_per_s"]))
+    need = max(need, 2 * result.requests)  # the latency grows with the sample: ask for a clearly longer one
+    if need > MAX_REQUESTS:
+        return head + f"; even the most --requests, {MAX_REQUESTS:,}, arrive over under {STEADY_SPANS} latencies at this rate"
+    return head + f"; give more --requests (about {need:,} at this rate)"
 
 
 def step_settings(step: StepCost) -> dict:

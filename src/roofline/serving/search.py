@@ -8,7 +8,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from roofline.errors import RooflineError, check_number
+from roofline.errors import MAX_REQUESTS, RooflineError, check_number
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
 from roofline.serving.requests import check_burstiness, closed_requests, poisson_requests
@@ -155,19 +155,24 @@ def sweep_concurrency(step: StepCost, concurrencies, input_tokens, output_tokens
 
 FLOOD_RATE_PER_S = 1e9  # requests/s offered to find a rate search's capacity: every request at once
 FLOOD_BATCHES = 8  # ... and at least this many full batches (max_seqs) of them, so that its middle half is saturated
-SEARCH_STEPS = 14  # bisections of the rate search (log scale): ~2% resolution
+SEARCH_STEPS = 14  # bisections of the rate search (log scale), at most
+SEARCH_RESOLUTION = 0.01  # ... it stops when the bracket is this close (its seeds alone move the answer ~3%)
+CHECK_FACTOR = 4  # the best rate is run again with this many times the requests (a queue near capacity settles slowly)
+CHECK_BACKOFF = 1.05  # ... and, where the longer run misses, tried this much lower, up to CHECK_STEPS times
+CHECK_STEPS = 8
 
 
 def max_rate_within(step: StepCost, input_tokens, output_tokens, ttft_s=None, tpot_s=None, percentile=90.0,
                     engine: Engine = Engine(), requests: int = 1000, seed: int = 0,
                     price_per_gpu_hour: float | None = None, target_rate: float | None = None,
-                    draft: StepCost | None = None, burstiness: float = 1.0) -> ServingSweep:
+                    draft: StepCost | None = None, burstiness: float = 1.0, progress=None) -> ServingSweep:
     """The highest Poisson rate (gamma gaps of ``burstiness``, requests.poisson_requests) whose TTFT and TPOT percentiles meet the targets, by bisection in
     log rate between a rate that meets them and the engine's saturated throughput (closed loop
     at max_seqs users) x 1.5; every rate tried is a point of the returned sweep, the best in
     ``slo["best"]`` (None when even the lowest rate misses: the targets are below one request
     alone). With ``target_rate``, the replicas (and GPUs) that serve it: ServingSweep.replicas_needed
-    (requests spread evenly over identical replicas)."""
+    (requests spread evenly over identical replicas). The best rate found is run again with
+    CHECK_FACTOR times the requests (_rate_search's check); ``progress(runs, rate)`` after each run."""
     slo = _slo(ttft_s, tpot_s, percentile)
     if slo is None:
         raise RooflineError("the rate search needs a target: a TTFT or a TPOT", field="slo_ttft")
@@ -179,15 +184,22 @@ def max_rate_within(step: StepCost, input_tokens, output_tokens, ttft_s=None, tp
     return _rate_search(lambda rate, n=requests: simulate(step, poisson_requests(rate, n, input_tokens, output_tokens, seed,
                                                                                 burstiness), engine, price_per_gpu_hour,
                                                          draft=draft),
-                        1.5 * sat.requests_per_s, slo, target_rate, flood_requests=max(requests, FLOOD_BATCHES * engine.max_seqs))
+                        1.5 * sat.requests_per_s, slo, target_rate, flood_requests=max(requests, FLOOD_BATCHES * engine.max_seqs),
+                        check_requests=min(CHECK_FACTOR * requests, MAX_REQUESTS), progress=progress)
 
 
-def _rate_search(run_at, hi: float, slo: dict, target_rate=None, flood_requests: int | None = None) -> ServingSweep:
+def _rate_search(run_at, hi: float, slo: dict, target_rate=None, flood_requests: int | None = None,
+                 check_requests: int | None = None, progress=None) -> ServingSweep:
     """Bisection in log rate between hi / 1000 and ``hi`` for the highest rate whose run (run_at(rate)
     -> ServingResult) meets ``slo``; every run is a point of the sweep, the best in slo["best"].
     First the capacity, slo["capacity_per_s"]: run_at(FLOOD_RATE_PER_S, flood_requests) (every request
     at once, FLOOD_BATCHES full batches of them at least) holds its saturated throughput in the
-    middle half of its completions; a rate above it meets no target (meets_slo)."""
+    middle half of its completions; a rate above it meets no target (meets_slo). The bisection
+    stops at SEARCH_RESOLUTION. With ``check_requests``, the best is run again with that many
+    requests (run_at(rate, check_requests)): near capacity a short sample's queue has not settled,
+    and its latencies meet targets a longer run misses; where the longer run misses, the rate is
+    lowered by CHECK_BACKOFF until one meets them (slo["checked_requests"], slo["failed_checks"]:
+    the rates the longer runs refused; those points of the sweep are the longer runs)."""
     lo = hi / 1000.0
     tried = {}
     # the most it holds: a flood (all requests at once) run at its saturated throughput in the middle half of
@@ -197,22 +209,40 @@ def _rate_search(run_at, hi: float, slo: dict, target_rate=None, flood_requests:
     if math.isfinite(cap):  # too few requests to tell: no cap
         slo["capacity_per_s"] = cap
 
-    def run(rate):
-        tried[rate] = run_at(rate)
+    def run(rate, n=None):
+        tried[rate] = run_at(rate) if n is None else run_at(rate, n)
+        if progress is not None:
+            progress(len(tried), rate)
         return meets_slo(tried[rate], slo)
 
     best = None
+    floor = lo
     if run(lo):
         best = lo
         if run(hi):
             best = hi
         else:
             for _ in range(SEARCH_STEPS):
+                if hi / lo < 1.0 + SEARCH_RESOLUTION:
+                    break
                 mid = math.sqrt(lo * hi)
                 if run(mid):
                     lo = best = mid
                 else:
                     hi = mid
+    if best is not None and check_requests:
+        failed = []
+        for _ in range(CHECK_STEPS):
+            if run(best, check_requests):
+                break
+            failed.append(best)
+            best = best / CHECK_BACKOFF
+            if best < floor:
+                best = None
+                break
+        else:
+            best = None
+        slo["checked_requests"], slo["failed_checks"] = int(check_requests), failed
     slo["best"] = best
     values = tuple(sorted(tried))
     return ServingSweep("rate", values, tuple(tried[v] for v in values), slo, target_rate)
