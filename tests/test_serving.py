@@ -889,3 +889,30 @@ def test_an_overloaded_run_shows_the_pace_it_completes_at(step):
     note = next(n for n in over.notes if n.startswith("overloaded:"))
     pace = float(note.split("completes about ")[1].split(" ")[0])
     assert pace == pytest.approx(cap, rel=0.1)
+
+
+def test_pipeline_stages_report_one_gpus_cache_and_the_replicas_own_overload(capsys):
+    """A reviewer read 'KV cache 9.6 GB per GPU' for PP 2 (two stage GPUs' 4.8 GB) and an overload
+    note of one virtual engine's rate (0.93 offered, where the run was offered 2). Llama 3 70B in
+    bf16 over 2 stages: each GPU holds half the 141.1 GB of weights, 70.6 GB, and caches in what
+    is left of 0.9 x 85.5 GB; the engine line, the JSON and the memory note agree on it, and the
+    overload note is of the 2 requests/s offered."""
+    assert main(["serving", "--model", "llama3-70b", "--pp", "2", "--rate", "2", "--requests", "400", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    per_gpu = d["kv_cache_bytes"]
+    assert per_gpu / 1e9 == pytest.approx(0.9 * 85.52 - 141.1 / 2 - 1.6, abs=0.3)
+    kv_note = next(n for n in d["notes"] if n.startswith("KV cache"))
+    assert kv_note.startswith(f"KV cache {per_gpu / 1e9:,.1f} GB per GPU (2 GPUs in the replica")
+    over = [n for n in d["notes"] if n.startswith("overloaded:")]
+    assert over and "of the 2 offered" in over[0]
+    assert all(not n.startswith("memory-bound batch: ") for n in d["notes"])  # said as each virtual engine's
+
+
+def test_a_disaggregated_prefill_pool_is_not_called_memory_bound(capsys):
+    """The prefill pool keeps no sequence decoding: its cache never fills, so the 'memory-bound
+    batch' note (a cache holding under half the sequences that could run) is left to pools whose
+    cache did fill or preempt; the header counts each pool's replicas."""
+    assert main(["serving", "--rate", "5", "--input-len", "4096", "--disagg", "3:1", "--requests", "300", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert not any(n.startswith("prefill pool: memory-bound") for n in d["notes"])
+    assert "prefill pool 3 replica(s) of H100 SXM x 1" in d["description"]

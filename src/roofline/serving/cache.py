@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from roofline.errors import RooflineError
-from roofline.plan.memory import cache_name
+from roofline.plan.memory import cache_name, inference_weight_bytes
 from roofline.plan.step import StepCost, kv_cache_budget, sequence_cache_bytes
 from roofline.serving.engine import Engine
 from roofline.units import GIGA
@@ -41,7 +41,6 @@ def replica_cache(step: StepCost, engine: Engine, inp: np.ndarray, out: np.ndarr
     max_blocks = -(-longest // bs)
     table = sequence_cache_bytes(step, bs, max_blocks)
     if draft is not None:
-        from roofline.plan.memory import inference_weight_bytes
 
         if draft.model.vocab != step.model.vocab:
             raise RooflineError(f"the draft {draft.model.name} has a vocabulary of {draft.model.vocab:,}, the target "
@@ -60,9 +59,14 @@ def replica_cache(step: StepCost, engine: Engine, inp: np.ndarray, out: np.ndarr
         table = table + sequence_cache_bytes(draft, bs, max_blocks)
     linear_table = bool(np.allclose(table, np.arange(len(table)) * table[1], rtol=1e-12, atol=0.0))
     if cap <= 0:
-        raise RooflineError(f"{step.model.name}: the weights ({parts['weights_bytes'] / GIGA:,.1f} GB) and activations leave no "
-                            f"memory for a {cache_name(step.model)} on one {step.machine.name} at memory_fraction {engine.memory_fraction:g}; "
-                            "use more tensor-parallel GPUs or narrower weights"
+        gpus = step.tensor_parallel * step.pipeline_stages
+        whole = (f" per GPU, of the model's {inference_weight_bytes(step.model, step.precision) / GIGA:,.1f} GB over {gpus}"
+                 if gpus > 1 else "")
+        more = ("a larger expert-parallel group (--tp 2x with --ep: more GPUs hold the experts)" if step.expert_parallel
+                else "more tensor-parallel GPUs (or pipeline stages)")
+        raise RooflineError(f"{step.model.name}: the weights ({parts['weights_bytes'] / GIGA:,.1f} GB{whole}) and activations "
+                            f"leave no memory for a {cache_name(step.model)} on one {step.machine.name} at memory_fraction "
+                            f"{engine.memory_fraction:g}; use {more} or narrower weights"
                             + (", or a larger memory_fraction" if engine.memory_fraction < 0.9 else ""),
                             field="memory_fraction" if engine.memory_fraction < 0.9 else "tensor_parallel")
     biggest = int(np.argmax(inp + out))

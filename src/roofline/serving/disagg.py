@@ -140,7 +140,8 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
         notes = (over,) + notes
     last = d_results[-1] if d_results else p_results[-1]
     return ServingResult(
-        f"{decode.describe()} (decode pool); prefill pool {prefill.machine.name} x {prefill.tensor_parallel}",
+        f"{decode.describe()} (decode pool, {decode_replicas} replica(s)); prefill pool {prefill_replicas} replica(s) of "
+        f"{prefill.machine.name} x {prefill.tensor_parallel}",
         requests.label, decode_engine, gpus, ttft, tpot, e2e, _weighted_percentiles(np.concatenate([durations, gaps]), np.concatenate([decodes, np.ones(len(gaps))]), PERCENTILES),
         duration, int(out.sum()), int(inp.sum()), int(sum(r.computed_tokens for r in p_results)),
         int(sum(r.steps for r in p_results + d_results)),

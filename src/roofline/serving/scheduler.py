@@ -38,7 +38,8 @@ from roofline.serving.cache import cache_growth, replica_cache
 from roofline.serving.engine import Engine
 from roofline.serving.requests import Requests
 from roofline.plan.memory import cache_name
-from roofline.serving.results import PERCENTILES, ServingResult, _weighted_percentiles, overload_note, step_settings
+from roofline.serving.results import (OVERLOADED, PERCENTILES, ServingResult, _weighted_percentiles, overload_note,
+                                      step_settings)
 from roofline.units import GIGA
 
 
@@ -351,7 +352,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     mean_seq = float(np.mean(inp + out))
     holds = cap / max(float(table[-(-int(mean_seq) // bs)]), 1.0)
     demand = min(engine.max_seqs, requests.concurrency if closed else n)
-    if holds < demand / 2:
+    if holds < demand / 2 and (preemptions > 0 or kv_peak >= 0.9 * cap):  # ... and the cache did fill
         notes = (f"memory-bound batch: the {cap / GIGA:,.2f} GB {what} holds about {holds:,.0f} sequence(s) of the mean "
                  f"length ({mean_seq:,.0f} tokens), under half of the {demand:,} that could run at once: more GPUs or a narrower "
                  "cache would batch more",) + notes
@@ -427,7 +428,17 @@ def simulate_pipelined(step: StepCost, requests: Requests, engine: Engine = Engi
              f"{p} micro-batches in flight (one virtual engine per stage); balanced stages and micro-batches assumed; "
              f"fewer requests than stages leave stages idle; the mean decode batch is one micro-batch's (sequences "
              f"decoding at once: {(durations * decodes).sum() / duration if duration else 0.0:,.1f} over the "
-             f"{p})",) + parts[0].notes
+             f"{p})",)
+    for note in parts[0].notes:  # the first engine's: the memory line is every stage GPU's; its own load is not the replica's
+        if note.startswith(OVERLOADED):
+            continue  # judged below on the replica's requests
+        if note.startswith("memory-bound batch: "):
+            note = f"memory-bound batch, each of the {p} virtual engines: " + note[len("memory-bound batch: "):]
+        notes += (note,)
+    if not closed and duration > 0:
+        over = overload_note(arrival, e2e, duration, ttft)
+        if over:
+            notes = (over,) + notes
     return ServingResult(
         step.describe(), requests.label, engine, step.tensor_parallel * p, ttft, tpot, e2e,
         _weighted_percentiles(durations, decodes, PERCENTILES), duration, int(out.sum()), int(inp.sum()),
@@ -436,5 +447,5 @@ def simulate_pipelined(step: StepCost, requests: Requests, engine: Engine = Engi
         float(np.mean([r.mean_decode_batch for r in parts])),
         float(np.mean([r.mean_step_tokens for r in parts])), float(np.mean([r.kv_mean for r in parts])),
         float(max(r.kv_peak for r in parts)), int(sum(r.preemptions for r in parts)), float(np.nansum(e2e) / duration),
-        parts[0].cache_bytes * p, notes, price_per_gpu_hour, durations, decodes, arrival, inp, out,
+        parts[0].cache_bytes, notes, price_per_gpu_hour, durations, decodes, arrival, inp, out,
         {**step_settings(step), **requests.settings, "pipeline_stages": p})
