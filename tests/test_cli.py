@@ -311,6 +311,24 @@ def test_a_result_that_is_not_finite_is_said_not_printed(capsys, monkeypatch):
     for bad in ("t = inf us", "-inf", "mfu NaN", "12.5 inf%", "(nan)"):
         with pytest.raises(Exception):
             check_finite_text(bad)
+    for name in ("LlamaLike (nan.json): 2 layers", "models/inf/config.json", "nan-v2 (llama)"):  # file names, not values
+        assert check_finite_text(name) == name
+
+
+def test_a_config_file_named_nan_and_a_key_holding_infinity_are_read_not_refused(tmp_path, capsys):
+    """A reviewer's valid config saved as nan.json was refused as 'not finite', and a config whose
+    rope_theta is Infinity (Python's json reads it) turned the note meant for it into that same
+    error: the file is named by its file name, the key's note words the value."""
+    cfg = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000, "torch_dtype": "bfloat16"}
+    path = tmp_path / "nan.json"
+    path.write_text(json.dumps(cfg).rstrip("}") + ', "rope_theta": Infinity, "rms_norm_eps": NaN}')
+    code, out, err = run(capsys, "models", str(path))
+    assert code == 0 and out.startswith("nan.json (llama)"), err
+    code, out, err = run(capsys, "layer", "--model", str(path))
+    assert code == 0, err
+    assert "config key 'rope_theta' is an infinity, not a finite value" in out + err
+    assert "config key 'rms_norm_eps' is not a number, not a finite value" in out + err
 
 
 # -- a second reader's findings (issue 11 review): each was a traceback, a warning or a false word --

@@ -384,3 +384,18 @@ def test_a_bytes_only_kernel_names_no_peak_and_cuda_core_math_gets_no_tensor_cor
     copy = next(line for line in out.splitlines() if "copy_kernel" in line)
     assert copy.split()[2] == "-" and "bf16" not in copy
     assert "1 kernel; collect" in out
+
+
+def test_an_older_summary_in_microseconds_reads_its_unitless_columns_in_the_totals_unit(tmp_path, capsys):
+    """nsys stats --timeunit usec on an older release writes "Total Time (us)" beside a bare
+    "Average": that column is microseconds too (a reviewer's file was refused, its average read as
+    nanoseconds: 3 x 0.2 us against 600.5 us); and an nsys summary refuses the roofline's what-if
+    scales, as it refuses -o and --dtype (times only)."""
+    path = write(tmp_path, "old_us.csv", ['"Time(%)","Total Time (us)","Instances","Average","Minimum","Maximum","Name"',
+                                          '100.0,"600.5",3,"200.2",190,210,"k"'])
+    (k,) = load_nsys_kernel_summary(path)
+    assert k.avg_s == pytest.approx(200.2e-6) and k.min_s == pytest.approx(190e-6) and k.max_s == pytest.approx(210e-6)
+    code, out, _ = run(capsys, "nsight", path)
+    assert code == 0 and "1 kernel, 600 us of GPU time" in out
+    code, _, err = run(capsys, "nsight", path, "--compute-scale", "2")
+    assert code == 2 and "--compute-scale does not apply" in err

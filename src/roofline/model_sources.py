@@ -196,6 +196,13 @@ def config_name(raw, path: Path) -> str:
     a local path by its last folder), else the file's own name unless that is the generic 'config'
     (llama.json -> 'llama'), else its folder's (models/Llama-3-8B/config.json -> 'Llama-3-8B', the
     working folder's for a bare config.json), else its model_type."""
+    name = _config_name(raw, path)
+    if name.strip().lstrip("+-").lower() in ("nan", "inf", "infinity"):  # a name that reads as a number's failure:
+        return path.name if path.stem.lower() != "config" else f"{path.resolve().parent.name}/{path.name}"  # the file's
+    return name
+
+
+def _config_name(raw, path: Path) -> str:
     raw = raw if isinstance(raw, dict) else {}
     given = str(raw.get("_name_or_path") or "").strip().rstrip("/\\")
     if given.startswith(("/", ".", "~")) or "\\" in given:  # a local checkpoint folder, not a hub id

@@ -223,7 +223,9 @@ def check_finite_text(text: str) -> str:
     if _NON_FINITE_TEXT is None:
         import re
 
-        _NON_FINITE_TEXT = re.compile(r"(?<![A-Za-z_])(?:nan|inf)(?![a-wyzA-Z_])|(?<![A-Za-z_])(?:NaN|Infinity)(?![A-Za-z_])")
+        # a bare nan/inf/NaN/Infinity, not part of a word or of a file name ("nan.json", "inf/config.json")
+        _NON_FINITE_TEXT = re.compile(r"(?<![A-Za-z_/.])(?:nan|inf)(?![a-wyzA-Z_/-])(?!\.[A-Za-z0-9])"
+                                      r"|(?<![A-Za-z_/.])(?:NaN|Infinity)(?![A-Za-z_/-])(?!\.[A-Za-z0-9])")
     hit = _NON_FINITE_TEXT.search(text)
     if hit is None:
         return text

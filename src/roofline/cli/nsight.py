@@ -44,6 +44,10 @@ def cmd_nsight(args):
         if dtype is not None:
             raise RooflineError(f"--dtype does not apply to {args.file!r}, an nsys kernel summary (times only)",
                                 field="dtype")
+        for flag in ("compute_scale", "bandwidth_scale"):
+            if getattr(args, flag, 1.0) != 1.0:
+                raise RooflineError(f"--{flag.replace('_', '-')} does not apply to {args.file!r}, an nsys kernel summary "
+                                    "(times only: no roofline to scale)", field=flag)
     print_report(args, report)
     if args.machine:
         from roofline.measure.calibrated import calibrated_model_for
@@ -65,7 +69,7 @@ def cmd_nsight(args):
             raise write_failed(args.output, exc) from None
         where = sys.stderr if (args.json or args.csv) else sys.stdout
         left = len(report.kernels) - len(placed)
-        print(f"wrote {args.output}" + (f" ({left} kernels without FLOPs or DRAM bytes not drawn)" if left else ""),
+        print(f"wrote {args.output}" + (f" ({left} kernel{'' if left == 1 else 's'} without FLOPs or DRAM bytes not drawn)" if left else ""),
               file=where)
 
 

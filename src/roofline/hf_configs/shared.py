@@ -3,6 +3,8 @@ loader builds with: activation, grouped-query heads, layer_types, windows and th
 
 from __future__ import annotations
 
+import math
+
 from typing import Callable
 
 from roofline.architecture import Layer, Model
@@ -66,7 +68,8 @@ def _assemble(c: _Keys, layers: list[Layer], D: int, V: int, tied: bool, **extra
     for k in c.not_understood():
         notes.append(f"config key {k!r} not understood: ignored")
     for k in c.not_finite():
-        notes.append(f"config key {k!r} is {c.raw[k]!r}, not a finite number: the file is likely broken (the key does "
+        what = "not a number" if math.isnan(c.raw[k]) else "an infinity"  # worded, not printed: output is checked finite
+        notes.append(f"config key {k!r} is {what}, not a finite value: the file is likely broken (the key does "
                      "not change the cost, so nothing here is affected)")
     return Model(name=c.name, d_model=D, vocab=V, kinds=tuple(kinds), order=tuple(order), tied_embeddings=tied,
                  notes=tuple(notes), model_type=str(c.raw.get("model_type", "")), **extra)

@@ -71,6 +71,10 @@ from roofline.tables import dump_json
 from roofline.trace.nsight_files import NcuKernel, NsysKernel, PRECISIONS, _where, read_nsight
 
 
+def _kernels(n: int) -> str:
+    return f"{n:,} kernel{'' if n == 1 else 's'}"
+
+
 @dataclass(frozen=True)
 class MeasuredKernel:
     """One ncu kernel launch against its bound: ``flops`` (None: bytes only) and ``bytes`` per
@@ -223,7 +227,7 @@ class NcuReport:
         if limit is not None and len(self.kernels) > limit:
             rest = self.kernels[limit:]
             lines.append(f"... {len(rest)} more kernels, {_us(sum(k.lost_s for k in rest))} us lost (--limit 0 shows all)")
-        lines.append(f"\n{len(self.kernels)} kernels: measured {_us(self.measured_s)} us against a roofline of "
+        lines.append(f"\n{_kernels(len(self.kernels))}: measured {_us(self.measured_s)} us against a roofline of "
                      f"{_us(self.roofline_s)} us ({self.roofline_s / self.measured_s:.1%} of speed of light)")
         if self.bytes_only:
             lines.append(f"bytes only (no FLOP metrics in the export, bound = DRAM bytes / bandwidth): {len(self.bytes_only)} "
@@ -292,7 +296,7 @@ class NsysReport:
         shown = self.kernels if limit is None else self.kernels[:limit]
         rows = [[k.name[:48] + ("..." if len(k.name) > 48 else ""), f"{k.instances:,}", _us(k.total_s), us(k.avg_s),
                  us(k.med_s), us(k.min_s), us(k.max_s), f"{self.share(k):.1%}"] for k in shown]
-        lines = [f"{self.path} (nsys cuda_gpu_kern_sum): {len(self.kernels)} kernels, {_us(self.total_s)} us of GPU time",
+        lines = [f"{self.path} (nsys cuda_gpu_kern_sum): {_kernels(len(self.kernels))}, {_us(self.total_s)} us of GPU time",
                  grid(["kernel", "launches", "total us", "avg us", "med us", "min us", "max us", "share"], rows,
                       [False] + [True] * 7)]
         if limit is not None and len(self.kernels) > limit:

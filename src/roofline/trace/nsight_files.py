@@ -403,7 +403,8 @@ def _nsys_rows(path, header, rest) -> list[NsysKernel]:
         times = {}
         for field, spellings in _NSYS_COLUMNS.items():
             hit = next((cols[s] for s in spellings if s in cols), None)
-            times[field] = None if hit is None else num(hit[0], header[hit[0]], _NSYS_UNIT[hit[1] or "ns"], False)
+            # a column without a unit is in the Total Time's (older nsys wrote "Average" beside "Total Time (us)")
+            times[field] = None if hit is None else num(hit[0], header[hit[0]], _NSYS_UNIT[hit[1] or total_unit or "ns"], False)
         pct = None if pct_col is None else _checked(cells[pct_col], at, header[pct_col], 1.0, 100.0, False)
         _consistent(at, int(inst), num(total_col, header[total_col], _NSYS_UNIT[total_unit or "ns"]), times)
         out.append(NsysKernel(cells[name_col], int(inst), num(total_col, header[total_col], _NSYS_UNIT[total_unit or "ns"]),
