@@ -371,7 +371,7 @@ def test_what_a_reviewer_found_assumed_silently_is_refused_or_said():
     assert [layer.is_moe for layer in from_hf_config(dict(moe, mlp_only_layers=[1])).layers] == [True, False]
     with pytest.raises(RooflineError, match="mlp_only_layers"):
         from_hf_config(dict(moe, mlp_only_layers=[5]))
-    assert any("rope_theta" in n and "not a finite number" in n
+    assert any("rope_theta" in n and "is not a number, not a finite value" in n
                for n in from_hf_config(dict(TINY_LLAMA, rope_theta=float("nan"))).notes)
     gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100}
     assert from_hf_config(dict(gpt2, n_ctx=1024)).notes == ()  # n_ctx = n_positions (1024 default): read, nothing to say
