@@ -217,7 +217,7 @@ def test_every_layer_kind_of_every_preset_has_ops():
 # ---------------------------------------------------------------------------------------------
 
 TINY_LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100}
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "torch_dtype": "bfloat16"}
 
 
 def test_unknown_model_type_is_refused_by_name():
@@ -373,8 +373,15 @@ def test_what_a_reviewer_found_assumed_silently_is_refused_or_said():
         from_hf_config(dict(moe, mlp_only_layers=[5]))
     assert any("rope_theta" in n and "is not a number, not a finite value" in n
                for n in from_hf_config(dict(TINY_LLAMA, rope_theta=float("nan"))).notes)
-    gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100}
+    gpt2 = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100, "torch_dtype": "float32"}
     assert from_hf_config(dict(gpt2, n_ctx=1024)).notes == ()  # n_ctx = n_positions (1024 default): read, nothing to say
+    # GPT-2's own config names no torch_dtype (its weights are fp32): the bf16 taken is said, and no
+    # 'the checkpoint stores bf16' is claimed beside a trace at fp32 (a reviewer saw it asserted)
+    bare = {k: v for k, v in gpt2.items() if k != "torch_dtype"}
+    assert any(n.startswith("the config names no torch_dtype: weights taken as bf16") for n in from_hf_config(bare).notes)
+    from roofline.cli.core import storage_note
+    assert from_hf_config(bare).storage.assumed and storage_note(from_hf_config(bare), "fp32") is None
+    assert storage_note(from_hf_config(dict(bare, torch_dtype="bfloat16")), "fp32").startswith("every weight is priced at fp32")
     assert "n_ctx 512 differs" in from_hf_config(dict(gpt2, n_ctx=512)).notes[0]
     with pytest.raises(RooflineError, match="not divisible"):
         from_hf_config(dict(gpt2, n_head=3))

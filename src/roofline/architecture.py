@@ -136,6 +136,7 @@ class WeightStorage:
     default: str = "bf16"
     parts: tuple[tuple[str, str, float], ...] = ()
     method: str = ""
+    assumed: bool = False  # the config names no torch_dtype: ``default`` is the loader's assumption, not the file's
 
     def width(self, part: str, default_bytes: float) -> float:
         for name, _, b in self.parts:

@@ -160,7 +160,7 @@ def preset_from_table(key: str, table: dict, origin: str = "data/models.toml") -
     if unknown or "config" not in table or "name" not in table or "source" not in table:
         raise RooflineError(f"{origin}: models.{key} needs name, source and config (unknown keys: {sorted(unknown)})",
                             field="model")
-    m = from_hf_config(dict(table["config"]), name=str(table["name"]))
+    m = from_hf_config(dict(table["config"]), name=str(table["name"]), preset=True)
     return dataclasses.replace(m, name=str(table["name"]), key=key)
 
 

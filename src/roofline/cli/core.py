@@ -58,7 +58,7 @@ def storage_note(cfg, dtype: str, given: bool = False, doing: str = "priced") ->
     if cfg.storage.parts:
         return (f"every weight is {doing} at {dtype} here; the checkpoint stores {cfg.storage.label()}: "
                 "`roofline decode` and `roofline memory` price them as stored")
-    if not given and DTYPE_BYTES.get(cfg.storage.default) != DTYPE_BYTES.get(dtype):
+    if not given and not cfg.storage.assumed and DTYPE_BYTES.get(cfg.storage.default) != DTYPE_BYTES.get(dtype):
         verb = {"priced": "prices", "traced": "traces"}.get(doing, doing)
         return (f"every weight is {doing} at {dtype} here; the checkpoint stores {cfg.storage.default}: "
                 f"--dtype {cfg.storage.default} {verb} it as stored")

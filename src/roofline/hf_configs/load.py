@@ -20,8 +20,9 @@ FAMILIES = (llama, moe, gpt, ssm)  # importing them registers their loaders in S
 NESTED = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 
 
-def from_hf_config(raw: dict, name: str = "model") -> Model:
-    """A Model from a config.json dict (see the roofline.hf_configs docstring)."""
+def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Model:
+    """A Model from a config.json dict (see the roofline.hf_configs docstring); ``preset``: one of
+    data/models.toml's, whose stored keys leave out torch_dtype (bf16, as published) unsaid."""
     if not isinstance(raw, dict):
         raise RooflineError(f"{name}: a config.json must hold a JSON object", field="model")
     model_type = raw.get("model_type")
@@ -63,7 +64,7 @@ def from_hf_config(raw: dict, name: str = "model") -> Model:
         if keys.name in str(exc):
             raise
         raise RooflineError(f"{keys.name} (model_type {model_type!r}): {exc}", field="model") from None
-    storage, qnotes = (WeightStorage(_dtype(raw)), [])
+    storage, qnotes = (WeightStorage(_dtype(raw), assumed=not preset and (raw.get("torch_dtype") or raw.get("dtype")) is None), [])
     if raw.get("quantization_config") is not None:
         storage, qnotes = _storage(raw["quantization_config"], name, _dtype(raw), model)
         present = {p for layer in model.kinds for p, n in layer.parts(model.d_model).items() if n}
@@ -77,6 +78,6 @@ def from_hf_config(raw: dict, name: str = "model") -> Model:
             top_context = keys.pos(k)
             break
     return dataclasses.replace(model, storage=storage, omitted=model.omitted + tuple(omitted),
-                               notes=tuple(outer_notes) + model.notes + tuple(qnotes) + tuple(_dtype_note(raw)),
+                               notes=tuple(outer_notes) + model.notes + tuple(qnotes) + tuple(_dtype_note(raw, preset)),
                                model_type=str(model_type),
                                max_context=int(top_context))

@@ -165,9 +165,13 @@ def _dtype(raw: dict) -> str:
     return TORCH_DTYPES.get(d, "bf16")
 
 
-def _dtype_note(raw: dict) -> list[str]:
-    """A torch_dtype the loader does not know is said, with what it was taken as."""
+def _dtype_note(raw: dict, preset: bool = False) -> list[str]:
+    """A torch_dtype the loader does not know, or none at all (outside a preset), is said, with what
+    it was taken as."""
     d = raw.get("torch_dtype") or raw.get("dtype")
+    if d is None and "quantization_config" not in raw and not preset:
+        return ["the config names no torch_dtype: weights taken as bf16, as most checkpoints since 2023 store them "
+                "(GPT-2's and other older ones are fp32: --weights fp32 or --dtype fp32 to say so)"]
     if d is None or str(d) in TORCH_DTYPES:
         return []
     return [f"torch_dtype {d!r} not understood: weights taken as bf16 (use --weights/--dtype to say otherwise)"]
