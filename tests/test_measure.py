@@ -463,3 +463,33 @@ def test_the_calibration_records_without_kinetos_start_and_stop_lines():
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                            env={**env, "KINETO_LOG_LEVEL": "0"})  # the user's own level is kept
     assert "profiler_start" in shown.stderr
+
+
+def test_a_calibrated_layer_books_a_memory_bound_gemm_under_memory_and_says_what_it_borrowed(tmp_path, capsys):
+    """Two contradictions a reviewer read in `layer --machine PROFILE`: decode GEMMs marked
+    'memory' beside a compute column larger than the memory one ('FLOPs-only ... total is 1.00x',
+    'memory-bound 100%'), and bf16 ops priced from an fp32-only profile under a header saying each
+    carries its fitted correction. A memory-bound GEMM's measured rate is its wait on the weight:
+    it is the memory column; bf16 ops borrow the fp32 class corrections with a wider range, and
+    the notes say which ops borrowed or went uncorrected."""
+    import dataclasses
+
+    profile = tmp_path / "cpu.toml"  # matmul rates in both dtypes, class probes in fp32 only (calibrate's CPU default)
+    write_profile(calibrate("cpu", "fp32", 2.0, None, plan=dataclasses.replace(TINY, matmul_dtypes=("fp32", "bf16")),
+                            threads=1), profile)
+    assert main(["layer", "--machine", str(profile), "--phase", "decode", "--context", "256", "--json"]) == 0
+    ops = {o["name"]: o for o in json.loads(capsys.readouterr().out)["ops"]}
+    for name in ("QKV proj", "out proj", "gate+up proj", "down proj"):
+        o = ops[name]
+        assert o["bound"] == "memory" and o["memory_s"] >= o["compute_s"]
+        assert o["time_s"] == pytest.approx(o["launch_s"] + max(o["compute_s"], o["memory_s"]), rel=1e-9)
+    assert main(["layer", "--machine", str(profile), "--tokens", "64", "--json"]) == 0
+    fp32 = {o["name"]: o for o in json.loads(capsys.readouterr().out)["ops"]}
+    assert main(["layer", "--machine", str(profile), "--tokens", "64", "--dtype", "bf16", "--json"]) == 0
+    bf16 = {o["name"]: o for o in json.loads(capsys.readouterr().out)["ops"]}
+    norm16, norm32 = bf16["attn norm"], fp32["attn norm"]
+    assert "borrowed from the fp32 probes" in norm16["basis"] and norm16["extrapolated"]
+    assert norm16["high_s"] / norm16["low_s"] > norm32["high_s"] / norm32["low_s"]  # no probe: a wider range, not a narrower
+    assert main(["layer", "--machine", str(profile), "--tokens", "64", "--dtype", "bf16"]) == 0
+    out = capsys.readouterr().out
+    assert "corrected by another dtype's probes (no bf16 probe of their class" in out

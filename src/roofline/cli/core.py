@@ -126,6 +126,10 @@ def cmd_layer(args):
         else:  # a calibrated profile: its own description (one home: CalibratedModel.describe)
             print(f"{m.describe()}; each op's compute and memory columns include its fitted correction\n")
         print(pred.to_table())
+        from roofline.measure.calibrated_predictions import calibration_notes
+
+        for line in calibration_notes(pred.ops):
+            print(f"note: {line}")
     if len(reports) > 1:
         total = sum(r.prediction.total_s * r.layer_count for r in reports)
         print(f"\nall {cfg.n_layers} layers: {total / US:,.0f} us ("

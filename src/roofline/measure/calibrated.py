@@ -109,6 +109,13 @@ class CalibratedModel:
             return None
         return cached_share(self.calibration, dtype, self.reuse_bytes)
 
+    def _cache_kept(self) -> str:
+        """Which cache forward_cache_bytes is, in words."""
+        caches = self.calibration.caches
+        if len(caches) >= 3:
+            return f"{caches[-2][0]}, a core's own cache: the shared {caches[-1][0]} holds other data and tenants"
+        return f"a quarter of the {caches[-1][0]}" if caches else "no cache known"
+
     @property
     def forward_cache_bytes(self) -> float:
         """The most a forward may move and still find its weights cached (for_forward): on a CPU
@@ -316,9 +323,10 @@ class CalibratedModel:
                                "torch.profiler's own cost per op is not in the prediction)")
         return (f"calibrated model of the profile measured {self.calibration.date}: achieved rates by op size and "
                 f"working set, launch {self.launch_overhead_s / US:.1f} us"
-                + ("; matmul weights read cold (the forward outgrows the cache)" if self.weights_cold else "")
-                + (f", read again after {self.reuse_bytes / 2**20:,.1f} MiB (the forward's bytes): the GEMMs' "
-                   "basis gives the share cached" if self.reuse_bytes and self._has_pool() else "")
+                + (f"; matmul weights read cold (a forward of {self.reuse_bytes / 2**20:,.1f} MiB outgrows "
+                   f"{self.forward_cache_bytes / 2**20:,.3g} MiB, {self._cache_kept()})" if self.weights_cold else "")
+                + (", each weight read again after the whole forward's bytes (a block shown alone is still one of "
+                   "the forward's): the GEMMs' basis gives the share cached" if self.reuse_bytes and self._has_pool() else "")
                 + ("; other ops' operands read cold where cold probes were measured" if self.operands_cold else "")
                 + instrument)
 
@@ -341,6 +349,9 @@ class CalibratedModel:
                       "class-cold": f"correction of the {fit_class(kernel)} probes timed cold (operands from main memory)",
                       "category": f"mean correction of the {kernel.category} block ops",
                       "none": f"no probe of its class ({op_class(kernel)}): the rates alone, uncorrected"}[res.source])
+        if res.borrowed:
+            basis.append(f"borrowed from the {res.borrowed} probes: the profile has no {kernel.dtype} probe of this class "
+                         f"(its interval widened; `roofline calibrate --dtype {kernel.dtype}` measures them)")
         if res.width:
             basis.append(f"rows of {res.width}: corrected by the {aten} probes on narrow rows")
         if res.strided:
@@ -369,12 +380,21 @@ class CalibratedModel:
             basis.append("interval up to a cold call's own cost (dispatcher evicted)")
         # never below the profile's own speed of light: its best measured FLOP/s and bandwidth
         low_s = np.minimum(np.maximum(low_s, self.fastest_s(kernel, machine)), time_s)
+        bound = roofline_bound(kernel, machine)
+        if gemm is not None and bound == "memory":
+            # a memory-bound GEMM's measured rate (a skinny or streamed family's) is its wait on the weight: its
+            # time goes in the memory column, and the compute column is its FLOPs at the best matmul rate, so the
+            # columns agree with the bound (a reviewer read 'memory' beside a compute column twice the memory one)
+            waited = np.maximum(compute_s, memory_s)
+            compute_s = np.minimum(compute_s, np.asarray(kernel.flops, dtype=float)
+                                   / self.achieved_flops_per_s(np.inf, kernel.dtype, machine))
+            memory_s = waited
         return CalibratedOpPrediction(
             name=kernel.name, category=kernel.category, dtype=kernel.dtype, flops=kernel.flops, bytes=kernel.bytes,
             intensity=kernel.intensity, compute_s=_f(res.ratio * compute_s), memory_s=_f(res.ratio * memory_s),
             # the roofline's verdict (as `profile` gives it), not the larger measured column: an M = 1 GEMM
             # reaches a small share of the peak because it waits on its weight
-            launch_s=launch, time_s=_f(time_s), bound=roofline_bound(kernel, machine),
+            launch_s=launch, time_s=_f(time_s), bound=bound,
             low_s=_f(low_s), high_s=_f(high_s),
             residual=res.ratio, residual_source=res.source, flops_per_s=_f(fps), bytes_per_s=_f(bps),
             op_class=op_class(kernel), basis="; ".join(basis),

@@ -52,3 +52,27 @@ class CalibratedWorkloadPrediction(WorkloadPrediction):
             "total_high_s": self.total_high_s,
             "ops": [op.to_dict() for op in self.ops],
         }
+
+
+def calibration_notes(ops) -> tuple[str, ...]:
+    """What a calibrated table's rows do not show: the ops with no correction of their own dtype
+    (borrowed from another dtype's probes, or none at all) and the ops outside the measured points
+    (their rate clamped or extrapolated, their interval widened). Empty for a plain cost model's."""
+    ops = [o for o in ops if hasattr(o, "basis")]
+    borrowed = [o.name for o in ops if "borrowed from the" in o.basis]
+    bare = [o.name for o in ops if o.residual_source == "none"]
+    outside = [o.name for o in ops if o.extrapolated and o.name not in borrowed and o.name not in bare]
+    dtypes = sorted({o.dtype for o in ops if o.name in borrowed or o.name in bare})
+    out = []
+    if borrowed:
+        out.append(f"{len(borrowed)} op(s) corrected by another dtype's probes (no {'/'.join(dtypes)} probe of their "
+                   f"class in the profile: {', '.join(borrowed[:6])}{', ...' if len(borrowed) > 6 else ''}); their "
+                   f"ranges are widened; `roofline calibrate --dtype {dtypes[0]}` measures them")
+    if bare:
+        out.append(f"{len(bare)} op(s) uncorrected, their measured rates alone (a matmul's: the GEMM rate measured at "
+                   f"its dtype and size), no probe of their class at {'/'.join(dtypes)}: "
+                   f"{', '.join(bare[:6])}{', ...' if len(bare) > 6 else ''}; their ranges widened")
+    if outside:
+        out.append(f"{len(outside)} op(s) outside the measured points ({', '.join(outside[:6])}"
+                   f"{', ...' if len(outside) > 6 else ''}): rates clamped or extrapolated, ranges widened (--json: basis)")
+    return tuple(out)

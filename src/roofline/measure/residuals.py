@@ -122,6 +122,7 @@ class Residual:
     width: int = 0  # the row width the ratio was corrected for (width_factor), 0 when none
     strided: str = ""  # whose strided probes corrected the ratio (strided_factor): an aten op, a class, or ""
     strided_by: float = 1.0  # ... and by how much
+    borrowed: str = ""  # the dtype whose probes gave the ratio, where the op's own dtype has none of its class
 
 
 def fit_residuals(model: BodyModel) -> tuple[dict, dict, dict]:
@@ -345,7 +346,25 @@ def _fitted(residuals: dict, category_bands: dict, class_bands: dict, spread, ke
     if fit is not None:
         r, r_lo, r_hi = fit
         return Residual(r, min(lo, r_lo / r), max(hi, r_hi / r), "category")
-    return Residual(1.0, lo, hi, "none")
+    # no probe of this dtype: the same class's correction at another dtype the profile measured (an eager
+    # op's dispatch and passes do not change with the width), its band widened twice over; a reviewer saw bf16
+    # norms predicted 20x fast from an fp32 profile when left uncorrected
+    others = [] if kernel.category == "matmul" else sorted({k[1] for k in residuals if isinstance(k, tuple) and len(k) == 3}
+                                                           - {kernel.dtype})  # a GEMM's rate is measured at its own dtype
+    for other in others:
+        for source, key in ((("op", kernel.name),) if not cold else ()) + (("aten" + tag, fit_op(kernel)), ("class" + tag, cls)):
+            fit = residuals.get((source, other, key))
+            if fit is None:
+                continue
+            x, logr = fit
+            r = float(np.exp(np.interp(size, x, logr)))
+            c_lo, c_hi = class_bands.get(cls + (" cold" if cold else ""), (lo, hi))
+            widen = OUTSIDE_WIDENING**2
+            return Residual(r, min(lo, c_lo * spread_lo) / widen, max(hi, c_hi * spread_hi) * widen, source, True,
+                            borrowed=other)
+    # nothing of its class at all: uncorrected, its category's band (else the timing spread) widened as outside
+    # the measured points
+    return Residual(1.0, lo / OUTSIDE_WIDENING, hi * OUTSIDE_WIDENING, "none", True)
 
 
 COLD_FLOOR_MARGIN = 1.2  # a cold probe under this many cold calls of a tiny tensor is mostly that call: not fitted
