@@ -92,7 +92,27 @@ def test_launch_dominated_op_points_at_launches(setup):
     machine, _ = setup
     k = elementwise_kernel(10, bytes_per_elem=4.0)
     flag, why = diagnose_op(k, machine, 5e-6, 1e-9, "l1d", launch_s=4e-6)
-    assert flag == "far" and "CUDA graphs" in why
+    # a CPU profile (no SMs) is not told to capture CUDA graphs; a GPU is
+    assert flag == "far" and "fewer, larger or fused ops" in why and "CUDA" not in why
+    from roofline.machines import get_machine
+
+    assert "CUDA graphs" in diagnose_op(k, get_machine("h100-sxm"), 5e-6, 1e-9, "l2", launch_s=4e-6)[1]
+    # a per-call floor above the op's whole time is a contradiction said as one, not "305% of it"
+    flag, why = diagnose_op(k, machine, 1.1e-6, 1e-9, "l1d", launch_s=3.3e-6)
+    assert flag == "far" and "more than this op took" in why and "%" not in why.split(";")[1]
+
+
+def test_a_vector_op_under_a_matmul_peak_roof_is_told_to_fuse_not_to_check_occupancy(setup):
+    """A reviewer's CPU rms_norm whose working set fit L2 sat under the compute roof (the matmul
+    peak against L2's bandwidth) and was told to check occupancy and waves: a vector op never
+    reaches a matmul peak, so the advice is the elementwise chain's, fuse."""
+    machine, _ = setup
+    from roofline.kernels import rmsnorm_kernel
+
+    k = rmsnorm_kernel(256, 512, bytes_per_elem=4.0)
+    bound = k.flops / machine.peak("fp32")  # the compute term binds where L2's bandwidth outruns the matmul peak
+    flag, why = diagnose_op(k, machine, 20 * bound, bound, "l2")
+    assert flag == "far" and "compute roof" in why and "Fix: fuse" in why and "occupancy" not in why
 
 
 def test_coverage_counts_measured_inside_the_interval(setup):

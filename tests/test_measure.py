@@ -493,3 +493,19 @@ def test_a_calibrated_layer_books_a_memory_bound_gemm_under_memory_and_says_what
     assert main(["layer", "--machine", str(profile), "--tokens", "64", "--dtype", "bf16"]) == 0
     out = capsys.readouterr().out
     assert "corrected by another dtype's probes (no bf16 probe of their class" in out
+
+
+def test_plate_flags_beside_a_calibrated_profile_are_said_or_refused(profile, capsys):
+    """A reviewer's --launch-overhead 100us swapped the calibrated model for the plate's without a
+    word (the total fell 2.4x as the launch rose 30x), and --cuda-graph/--overlap were accepted
+    and ignored. The swap is said (text, JSON); a flag the calibrated model cannot honour is refused."""
+    assert main(["layer", "--machine", str(profile), "--tokens", "64", "--launch-overhead", "100us"]) == 0
+    assert "--launch-overhead given: the plate's cost model" in capsys.readouterr().out
+    assert main(["layer", "--machine", str(profile), "--tokens", "64", "--compute-efficiency", "0.5", "--json"]) == 0
+    assert any(n.startswith("--compute-efficiency given") for n in json.loads(capsys.readouterr().out)["notes"])
+    for flag in (["--cuda-graph"], ["--overlap", "0.5"]):
+        assert main(["layer", "--machine", str(profile), "--tokens", "64", *flag]) == 2
+        err = capsys.readouterr().err
+        assert f"{flag[0]} shapes the plate's cost model" in err and len(err.strip().splitlines()) == 1
+    assert main(["layer", "--machine", str(profile), "--tokens", "64"]) == 0
+    assert "plate's cost model" not in capsys.readouterr().out

@@ -167,11 +167,24 @@ def calibrated_or_cost_model(args, machine):
     """A measured profile passed as --machine (from `roofline calibrate`) predicts with its
     calibrated model, unless efficiencies or a launch overhead are given on the command line;
     anything else uses the plain cost model from the flags."""
-    explicit = any(getattr(args, f, None) is not None for f in ("compute_efficiency", "memory_efficiency", "launch_overhead"))
-    if not explicit and str(args.machine).endswith(".toml"):
+    explicit = [f for f in ("compute_efficiency", "memory_efficiency", "launch_overhead") if getattr(args, f, None) is not None]
+    if str(args.machine).endswith(".toml"):
         from roofline.measure.calibrated import calibrated_model_for
 
         model = calibrated_model_for(args.machine)
+        if model is not None and explicit:  # the plate's model on the profile's peaks: said, not silently swapped
+            notes = getattr(args, "cost_notes", None)
+            if notes is not None:
+                notes.append(f"{', '.join('--' + f.replace('_', '-') for f in explicit)} given: the plate's cost model "
+                             "(e_c, e_m, launch on the profile's peaks and bandwidth) prices the ops, not the profile's "
+                             "calibrated model (drop the flag for that)")
+            model = None
+        if model is not None and (getattr(args, "cuda_graph", False) or getattr(args, "overlap", 1.0) != 1.0):
+            flag = "--cuda-graph" if getattr(args, "cuda_graph", False) else "--overlap"
+            raise RooflineError(f"{flag} shapes the plate's cost model; {args.machine!r} is a calibrated profile, whose "
+                                "model times each op as measured (eager calls, its own overlap): drop the flag, or give "
+                                "--launch-overhead/--compute-efficiency to price with the plate's model on this machine",
+                                field=flag[2:].replace("-", "_"))
         if model is not None:  # a step reads the whole model's weights: cold once they outgrow the cache
             from roofline.transformer import count_params
             from roofline.units import DTYPE_BYTES

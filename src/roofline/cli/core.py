@@ -15,6 +15,7 @@ from roofline.units import DTYPE_BYTES, GIGA, TERA, US
 def _layers(args):
     from roofline.blocks import layer_reports
 
+    args.cost_notes = getattr(args, "cost_notes", [])  # calibrated_or_cost_model says here what it chose over a profile
     machine = machine_from_args(args)
     return layer_reports(args.model, machine, args.phase, args.tokens, args.batch, args.context, args.attention,
                          args.dtype or machine.default_dtype, calibrated_or_cost_model(args, machine),
@@ -78,7 +79,8 @@ def cmd_layer(args):
                    "pattern": cfg.pattern(), "layer_kinds": [r.to_dict() for r in reports]}
         stored = storage_note(cfg, reports[0].dtype, getattr(args, 'dtype', None) is not None)
         out["omitted"], out["notes"] = list(cfg.omitted), (list(cfg.notes) + ([stored] if stored else [])
-                                                           + layer_dtype_notes(reports[0].dtype, machine_from_args(args)))
+                                                           + layer_dtype_notes(reports[0].dtype, machine_from_args(args))
+                                                           + list(dict.fromkeys(args.cost_notes)))
         print(dump_json(out))
         return
     if args.csv:
@@ -89,7 +91,7 @@ def cmd_layer(args):
         from roofline.cli.args import print_csv_notes
 
         print_csv_notes([*cfg.header_lines(), *([stored] if stored else []),
-                         *layer_dtype_notes(reports[0].dtype, machine_from_args(args))])
+                         *layer_dtype_notes(reports[0].dtype, machine_from_args(args)), *dict.fromkeys(args.cost_notes)])
         if len(reports) == 1:
             sys.stdout.write(reports[0].prediction.to_csv())
         else:
@@ -137,6 +139,8 @@ def cmd_layer(args):
               + "); embedding and LM head not included (see `roofline decode` / `roofline memory`)")
     for line in dtype_notes:
         print(f"\nnote: {line}")
+    for line in dict.fromkeys(args.cost_notes):
+        print(f"note: {line}")
 
 
 def cmd_machines(args):

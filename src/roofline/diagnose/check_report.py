@@ -236,9 +236,15 @@ def diagnose_op(kernel: Kernel, machine: Machine, measured_s: float, bound_s: fl
         return "", ""
     memory_bound = bytes_bind(kernel.flops / machine.peak(kernel.dtype), bound_s)  # bound_s is the larger term
     head = f"{roof_fraction:.0%} of its {'memory' if memory_bound else 'compute'} roof ({level})"
+    gpu = machine.sm_count is not None
+    if launch_s and launch_s > measured_s:
+        return "far", (f"{head}; the profile's {launch_s / US:.1f} us per-call floor is more than this op took "
+                       f"({measured_s / US:.1f} us): the floor was timed apart from this block (calibrate again on an idle "
+                       "machine); either way the op is dispatch, not work. Fix: fewer, fused ops")
     if launch_s and launch_s >= 0.5 * measured_s:
         return "far", (f"{head}; the {launch_s / US:.1f} us launch/dispatch is {launch_s / measured_s:.0%} of it: "
-                       "launch overhead, Python in the loop. Fix: CUDA graphs, fewer/fused kernels")
+                       "launch overhead, Python in the loop. Fix: "
+                       + ("CUDA graphs, fewer/fused kernels" if gpu else "fewer, larger or fused ops (torch.compile)"))
     if "flash" in kernel.name:
         return "far", (f"{head}: fused attention well below its roof. Check which attention backend ran (a math "
                        "fallback materialises the scores), the head dim and dtype it supports, and causal masking")
@@ -246,9 +252,12 @@ def diagnose_op(kernel: Kernel, machine: Machine, measured_s: float, bound_s: fl
         extra = (" The dense op computes all T x S scores where the causal count is half: a causal kernel "
                  "halves it.") if causal_counted else ""
         return "far", f"{head}: O(T^2) traffic of naive attention. Fix: FlashAttention (fused, scores stay on chip).{extra}"
-    if memory_bound and kernel.category in ("elementwise", "norm", "softmax", "gather"):
-        return "far", (f"{head}: memory-bound elementwise chain (eager runs it as several passes). "
-                       "Fix: fuse (torch.compile, a custom kernel)")
+    if kernel.category in ("elementwise", "norm", "softmax", "gather"):
+        # a vector op: its few FLOPs never reach a matmul peak, so whichever roof binds, the fix is fewer passes
+        return "far", ((f"{head}: memory-bound elementwise chain (eager runs it as several passes). " if memory_bound
+                        else f"{head} (a matmul peak no vector op reaches): an eager vector op, several passes and its "
+                             "dispatch. ")
+                       + "Fix: fuse (torch.compile, a custom kernel)")
     if kernel.category == "matmul" and not memory_bound:
         odd = [d for d in dims if d % 64]
         shapes = (f" M/N/K {', '.join(str(d) for d in odd)} not multiples of 64." if odd
@@ -257,7 +266,8 @@ def diagnose_op(kernel: Kernel, machine: Machine, measured_s: float, bound_s: fl
                        "check tensor cores (dtype) and consider lower precision")
     if kernel.category == "matmul":
         return "far", f"{head}: memory-bound matmul (few rows). Fix: more rows per call (batch), quantised weights"
-    return "far", f"{head}: check occupancy, tile/wave quantisation, launch overhead and synchronisation"
+    return "far", (f"{head}: check occupancy, tile/wave quantisation, launch overhead and synchronisation" if gpu
+                   else f"{head}: check threads, vectorisation at this dtype, and per-call overhead")
 
 
 # ---------------------------------------------------------------------------------------------
