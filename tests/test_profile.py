@@ -256,6 +256,7 @@ def test_an_op_of_zero_duration_is_flagged_not_a_traceback(tmp_path):
     # a reviewer read "lost us -0.0" beside it: an op measured below its bound lost no time to speak of
     row = next(line for line in rep.to_table().splitlines() if line.startswith("aten::mm"))
     assert row.split()[-2:] == ["-", "IMPOSSIBLE"] and "-0.0" not in row
+    assert "no costed ops" not in rep.to_table() and "1 row(s) measured at no time at all" in rep.to_table()
 
 
 def test_profile_output_is_checked_before_reading(tmp_path, capsys):
@@ -726,6 +727,11 @@ def test_a_repeating_trace_is_not_divided_into_forwards_unless_said(tmp_path, ca
              for k in range(4)]
     (tmp_path / "s.json").write_text(json.dumps({"traceEvents": events + steps}))
     assert profile_report(tmp_path / "s.json", FAST).forwards == 4  # marked by prof.step()
+    assert not any("do not divide" in n for n in said.notes)
+    # a reviewer's --forwards 7 on such a trace was taken as given: 4 calls of each op are not 7 forwards
+    seven = profile_report(tmp_path / "t.json", FAST, forwards=7)
+    assert any(n.startswith("7 forwards do not divide the calls of 2 of 2 rows") and "repeat 4 times" in n
+               for n in seven.notes)
     assert main(["profile", str(tmp_path / "t.json"), "--forwards", "0"]) == 2
     assert "--forwards" in capsys.readouterr().err
 

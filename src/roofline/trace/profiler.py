@@ -415,6 +415,14 @@ def profile_report(path, machine, calibrated=None, forwards: int | None = None) 
     gap_s, gaps = between_ops(events)
     framework = calibrated.framework_s(gaps, len(free)) if calibrated is not None else None
     notes = []
+    if forwards > 1:
+        odd = [(name, r["calls"]) for (name, *_), r in rows.items() if r["calls"] % forwards]
+        if odd:
+            name, calls = max(odd, key=lambda x: x[1])
+            notes.append(f"{forwards} forwards do not divide the calls of {len(odd)} of {len(rows)} rows (e.g. {name}: "
+                         f"{calls:,} calls): the trace may not hold {forwards} forwards"
+                         + (f" (its top-level ops repeat {repeat} times)" if repeat > 1 and repeat != forwards else "")
+                         + "; the figures per forward divide by it all the same")
     if repeat > 1 and forwards == 1:
         notes.append(f"the trace's top-level ops repeat {repeat} times end to end: {repeat} forwards recorded in a loop, "
                      f"or one forward of {repeat} identical blocks (the trace cannot tell); the totals are the whole "
@@ -506,7 +514,9 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
     if rep.forwards > 1:
         lines.append(f"\nthe trace holds {rep.forwards} forwards: the totals below are over all of them")
     lines.append(f"\ncosted ops: measured {_us(rep.measured_s)} us against a roofline of {_us(rep.roofline_s)} us "
-                 f"({rep.roofline_s / rep.measured_s:.1%} of speed of light)" if rep.measured_s else "\nno costed ops")
+                 f"({rep.roofline_s / rep.measured_s:.1%} of speed of light)" if rep.measured_s else
+                 f"\ncosted ops: {len(rep.ops)} row(s) measured at no time at all against a roofline of "
+                 f"{_us(rep.roofline_s)} us (zero durations: see below)" if rep.ops else "\nno costed ops")
     lines.append(f"free ops (views, metadata): {rep.free_calls} calls, {_us(rep.free_s)} us")
     if rep.wrapper_calls:
         lines.append(f"wrappers' own time: {_us(rep.wrapper_s)} us in {rep.wrapper_calls} calls (ops with no rule of "
