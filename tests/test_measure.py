@@ -120,6 +120,8 @@ def test_check_in_decode_defaults_to_one_new_token_against_a_cache(profile, caps
     assert main(["check", "--machine", str(profile), *small, "--phase", "decode", "--context", "256", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["phase"] == "decode" and d["tokens"] == 1 and d["context"] == 256
+    # the block is Llama 3 8B's shape at d_model 192, said (a reviewer's config was widened without a word)
+    assert any(n.startswith("the block is llama3-8b scaled from its d_model 4,096 to 192") for n in d["notes"])
     assert main(["check", "--machine", str(profile), *small, "--phase", "decode", "--tokens", "128"]) == 0
     assert "decode against S=128 cached tokens" in capsys.readouterr().out.splitlines()[0]
     assert main(["check", "--machine", str(profile), *small, "--phase", "decode", "--tokens", "8", "--context", "64"]) == 2

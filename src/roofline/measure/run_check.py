@@ -42,6 +42,12 @@ def run_check(device: str = "cpu", model: str = "llama3-8b", d_model: int | None
         threads = check_threads(threads)
     notes = []
     cfg = scale_config(model, d_model)
+    from roofline.transformer import get_model
+
+    own = get_model(model).d_model
+    if cfg.d_model != own:  # the block is the model's shape at another width: said, so no one reads it as the model's
+        notes.append(f"the block is {get_key(model)} scaled from its d_model {own:,} to {cfg.d_model:,} (heads and d_ff in "
+                     f"proportion, head dim kept); --d-model {own} checks it at its own width")
     if profile is not None:  # read first: its dtype sizes the block, and a bad file fails before any timing
         machine, cal = load_profile(profile)
         if cal.device != device:

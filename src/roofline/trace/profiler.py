@@ -495,7 +495,7 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
                     f"{_us(op.calibrated_s)} [{_us(op.calibrated_low_s)}-{_us(op.calibrated_high_s)}]",
                     "" if op.calibrated_s is None or not op.measured_s else f"{op.calibrated_s / op.measured_s - 1:+.0%}"]
         rows.append(row + ["no time" if op.measured_s <= 0 else f"{sol:.1%}" if sol < 10 else f"{sol:,.0f}x",
-                           "-" if op.problem else _us(op.lost_s),  # below its bound: no time lost to speak of
+                           "-" if op.problem or op.lost_s < 0 else _us(op.lost_s),  # beats the roof: no time lost
                            "IMPOSSIBLE" if op.problem else op.advice])
     src = ("device kernels (an op that launched none: its CPU wall time)" if rep.device
            else "CPU wall time of each op (no device kernels in the trace)")
