@@ -781,6 +781,14 @@ def test_a_profiled_forward_gets_a_framework_line_of_its_gaps(tmp_path):
     assert d["calibrated_error"] == pytest.approx(rep.calibrated_s / 40e-6 - 1)
     assert d["unprofiled_s"] == pytest.approx(rep.unprofiled_s) and rep.unprofiled_s > rep.framework_s
     assert d["notes"] == []  # the trace records strides
+    # a probe of 15 us per gap against this trace's 9.5 us gaps (the profiler's recording in them): the
+    # unprofiled prediction takes the measured 19 us, not 30, and says why (a reviewer's was +19% off)
+    slow = dataclasses.replace(cal, framework_gap_s=15e-6)
+    rep2 = profile_report(path, machine, calibrated=CalibratedModel(slow))
+    assert rep2.framework_s == pytest.approx(30e-6)
+    assert rep2.unprofiled_s == pytest.approx(rep.unprofiled_s - 10e-6 + 19e-6)
+    assert any(n.startswith("the framework probe's 15.0 us per gap is more than this trace's own gaps (9.5 us each")
+               for n in rep2.notes)
 
 
 def test_an_op_faster_than_main_memory_but_not_than_its_cache_is_not_impossible(tmp_path):

@@ -48,8 +48,7 @@ def cmd_nsight(args):
             if getattr(args, flag, 1.0) != 1.0:
                 raise RooflineError(f"--{flag.replace('_', '-')} does not apply to {args.file!r}, an nsys kernel summary "
                                     "(times only: no roofline to scale)", field=flag)
-    print_report(args, report)
-    if args.machine:
+    if args.machine:  # said first: the table below it compares unlike machines
         from roofline.measure.calibrated import calibrated_model_for
 
         cal = calibrated_model_for(args.machine)
@@ -57,6 +56,7 @@ def cmd_nsight(args):
             print(f"note: {args.file!r} holds GPU kernels (Nsight), and {machine.the_name} is a CPU profile: the % of "
                   "speed of light and the advice compare unlike machines; give --machine the GPU the kernels ran on",
                   file=sys.stderr if (args.json or args.csv) else sys.stdout)
+    print_report(args, report)
     if args.output:
         from roofline.plots import plot_profile
 

@@ -427,6 +427,11 @@ def profile_report(path, machine, calibrated=None, forwards: int | None = None) 
         notes.append(f"the trace's top-level ops repeat {repeat} times end to end: {repeat} forwards recorded in a loop, "
                      f"or one forward of {repeat} identical blocks (the trace cannot tell); the totals are the whole "
                      f"trace's: give --forwards {repeat} (or mark each forward with prof.step()) for figures per forward")
+    if framework and gaps and not devs and calibrated.calibration.framework_gap_s is not None and framework > gap_s:
+        notes.append(f"the framework probe's {framework / gaps / US:,.1f} us per gap is more than this trace's own gaps "
+                     f"({gap_s / gaps / US:,.1f} us each, the profiler's recording in them): this program's Python is "
+                     "leaner than the probe's models, so the framework line overstates it; the prediction without the "
+                     "profiler takes the measured gaps instead (an upper bound: they hold the profiler's recording)")
     if framework and gaps and not devs and calibrated.calibration.framework_gap_s is not None and gap_s > 2 * framework:
         notes.append(f"the profiled gaps between ops average {gap_s / gaps / US:,.1f} us against the framework probe's "
                      f"{framework / gaps / US:,.1f} us: under torch.profiler each gap also holds the profiler's own recording, "
@@ -457,7 +462,9 @@ def profile_report(path, machine, calibrated=None, forwards: int | None = None) 
                          calibrated.framework_text if calibrated is not None else "",
                          calibrated is not None and calibrated.calibration.framework_gap_s is not None,
                          sum(n.dur for n in roots) * US, wrapper_s, wrapper_calls,
-                         unprofiled + framework if calibrated is not None else None,
+                         # the profiled gaps hold the framework and the profiler's recording: an upper bound on it
+                         unprofiled + (min(framework, gap_s) if gaps and not devs else framework)
+                         if calibrated is not None else None,
                          tuple(notes), forwards)
 
 
