@@ -867,3 +867,22 @@ def test_a_weight_reused_after_p_bytes_takes_the_next_pool_ups_cached_share(tmp_
     assert 1 / rate == pytest.approx(0.25 / streamed_rate + 0.75 / warm_rate)
     assert warm_rate > rate > streamed_rate
     assert "75% of the streaming cost avoided" in basis
+
+
+def test_probes_of_one_op_far_apart_are_said():
+    """A reviewer's profile held the same rms_norm (256, 512) as 'attn norm' at 299 us and 'ffn norm'
+    at 84 us, silently: two block probes of one kernel more than 1.5x apart are named (a class
+    probe's variants, a transposed copy beside a clone, are not one op)."""
+    from roofline.measure.measurements import Probe, disagreeing_probes, disagreement_text
+
+    norm = dict(category="norm", dtype="fp32", flops=4 * 256 * 512, bytes=8 * 256 * 512, shape="rms_norm (256, 512)")
+    copy = dict(category="copy", dtype="fp32", flops=0.0, bytes=8e6, shape="(1000, 1000)", op="aten::copy_")
+    cal = dataclasses.replace(synthetic(), probes=(
+        Probe("attn norm", measured_s=299e-6, low_s=290e-6, high_s=310e-6, **norm),
+        Probe("ffn norm", measured_s=83.9e-6, low_s=80e-6, high_s=90e-6, **norm),
+        Probe("transpose copy", measured_s=8e-3, low_s=7e-3, high_s=9e-3, **copy),
+        Probe("clone", measured_s=0.8e-3, low_s=0.7e-3, high_s=0.9e-3, **copy)))
+    (pair,) = disagreeing_probes(cal)
+    assert [p.name for p in pair] == ["attn norm", "ffn norm"]
+    assert "attn norm 299.0 us and ffn norm 83.9 us" in disagreement_text(cal)
+    assert disagreement_text(dataclasses.replace(cal, probes=cal.probes[:1] + cal.probes[2:])) is None

@@ -76,6 +76,11 @@ def cmd_calibrate(args):
         print(f"  framework        {cal.framework_gap_s / US:,.2f} us per gap between top-level ops (eager Python, "
               "on two tiny models' decode steps)")
     print(f"  {len(cal.probes)} probe ops for the calibrated model")
+    from roofline.measure.measurements import disagreement_text
+
+    noisy = disagreement_text(cal)
+    if noisy:
+        print(f"warning: {noisy}")
     print(f"use it: roofline check --machine {out}; roofline layer --machine {out}")
 
 

@@ -258,3 +258,38 @@ def timing_spread(cal: Calibration) -> tuple[float, float]:
 
 def _mib(n: float) -> str:
     return f"{n / MIB:,.3g} MiB" if n >= MIB else f"{n / KIB:,.3g} KiB"
+
+
+PROBE_DISAGREEMENT = 1.5  # two probes of one op at one shape, in one calibration, further apart than this: noise
+
+
+def disagreeing_probes(cal, ratio: float = PROBE_DISAGREEMENT) -> list[tuple[Probe, Probe]]:
+    """Pairs of the calibration's probes that time the same op (category, dtype, FLOPs, bytes and
+    shape) more than ``ratio`` apart: a busy machine, or the op's place in the block (the same
+    rms_norm at (256, 512) took 299 us as the attention's norm and 84 us as the MLP's in one run);
+    each pair once, the widest first."""
+    groups: dict = {}
+    for p in cal.probes:
+        # block probes of one kernel under two names (attn norm, ffn norm) are one op; a class probe's name is
+        # its variant (a transposed copy is not a clone), so those pair only with their own repeats
+        groups.setdefault((p.category, p.dtype, p.flops, p.bytes, p.shape, p.op, p.name if p.op else ""), []).append(p)
+    out = []
+    for ps in groups.values():
+        if len(ps) > 1:
+            lo, hi = min(ps, key=lambda p: p.measured_s), max(ps, key=lambda p: p.measured_s)
+            if lo.measured_s > 0 and hi.measured_s > ratio * lo.measured_s:
+                out.append((hi, lo))
+    return sorted(out, key=lambda pair: -pair[0].measured_s / pair[1].measured_s)
+
+
+def disagreement_text(cal) -> str | None:
+    """One line on disagreeing_probes, or None."""
+    pairs = disagreeing_probes(cal)
+    if not pairs:
+        return None
+    hi, lo = pairs[0]
+    return (f"{len(pairs)} pair(s) of probes time the same op at the same shape more than {PROBE_DISAGREEMENT:g}x apart "
+            f"(e.g. {hi.name} {hi.measured_s * 1e6:,.1f} us and {lo.name} {lo.measured_s * 1e6:,.1f} us, {hi.shape}): a busy "
+            "machine, or the ops before each (one runs after a GEMM that evicted its input); each keeps its own "
+            "correction, and an op priced by the other's carries the difference (calibrate again on an idle machine "
+            "to tell which)")

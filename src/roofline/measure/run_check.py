@@ -62,6 +62,11 @@ def run_check(device: str = "cpu", model: str = "llama3-8b", d_model: int | None
         profile_label = f"none given: a {QUICK_CALIBRATION_S[device]:.0f} s calibration in memory (run `roofline calibrate` for a better one)"
     else:
         profile_label = f"{profile} (measured {cal.date})"
+    from roofline.measure.measurements import disagreement_text
+
+    noisy = disagreement_text(cal)
+    if noisy:
+        notes.append(f"the profile's {noisy}")
     if threads is None and device == "cpu" and torch.get_num_threads() != cal.threads:
         torch.set_num_threads(cal.threads)
         notes.append(f"running with the profile's {cal.threads} thread(s)")
