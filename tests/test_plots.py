@@ -107,11 +107,21 @@ def test_check_levels_at_one_bandwidth_share_a_label_and_op_labels_do_not_overla
                                                                                                      2.2e-4, 5)) for i in range(3)]
     report = build_report(runs, machine, CalibratedModel(cal), **meta)
     fig = plot_check(report)
-    texts = [t.get_text() for t in fig.axes[0].texts]
-    assert [t for t in texts if "l1d" in t or "l2" in t] == ["l1d (0.0625 MiB), l2 (1 MiB) 100 GB/s"]
+    # named once, in the legend (at their knees two roofs' labels printed into each other)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert [t for t in legend if "l1d" in t or "l2" in t] == ["cache roof: l1d (0.0625 MiB), l2 (1 MiB) 100 GB/s"]
+    assert not [t.get_text() for t in fig.axes[0].texts if "GB/s" in t.get_text()]
     labels = {f"{op.name} {op.roof_fraction:.0%}" for op in report.ops}
     boxes = _label_boxes(fig, labels)
     assert len(boxes) == 7
     for i, a in enumerate(sorted(boxes)):
         for b in sorted(boxes)[i + 1:]:
             assert not boxes[a].overlaps(boxes[b]), (a, b)
+
+
+def test_a_profile_figure_label_is_cut_with_its_parentheses_closed():
+    """A reviewer read 'mul 512x1024, 512x1024 (stri fp32': a shape cut inside its parenthesis."""
+    from roofline.plots.measured import _short
+
+    assert _short("512x1024, 512x1024 (strided)", 24) == "512x1024, 512x1024 (s...)"
+    assert _short("64x64", 24) == "64x64" and len(_short("x" * 40, 28)) == 28

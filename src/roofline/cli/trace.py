@@ -191,7 +191,12 @@ def cmd_profile(args):
             plot_profile(report, machine, args.output)
         except OSError as exc:
             raise write_failed(args.output, exc) from None
-        print(f"wrote {args.output}", file=sys.stderr if (args.json or args.csv) else sys.stdout)
+        from roofline.plots.measured import not_drawn
+
+        left, left_s = not_drawn(report)
+        print(f"wrote {args.output}" + (f" ({left} row{'s' if left != 1 else ''} with no FLOPs, bytes or time, "
+                                        f"{left_s * 1e6:,.1f} us, not drawn)" if left else ""),
+              file=sys.stderr if (args.json or args.csv) else sys.stdout)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -115,7 +115,7 @@ def _place_labels(ax, labels, fontsize: float = 7.5, **text_kw):
             bb = ann.get_window_extent(renderer).padded(1.5)
             ann.remove()
             leader = np.linspace(point, point + np.array([dx, dy]) * px_per_pt, 12)[3:] if abs(dy) > 7 else np.zeros((0, 2))
-            cost = (int(covered(bb, avoid).sum()) + 50 * sum(bb.overlaps(o) for o in placed)
+            cost = (int(covered(bb, avoid).sum()) + 400 * sum(bb.overlaps(o) for o in placed)
                     + 10 * sum(int(covered(o, leader).sum()) for o in placed)
                     + 1000 * (not (frame.x0 <= bb.x0 and bb.x1 <= frame.x1 and frame.y0 <= bb.y0 and bb.y1 <= frame.y1)))
             if best is None or cost < best[0]:

@@ -40,11 +40,10 @@ def plot_check(report, path: str | None = None, title: str | None = None) -> Fig
     roofs: dict[float, list] = {}  # levels measured at the same bandwidth share one roof and one label
     for level in sorted(machine.levels, key=lambda l: l.size_bytes):
         roofs.setdefault(level.bytes_per_s, []).append(level)
-    roof_labels = []  # each at its roof's knee
-    for bw, levels in roofs.items():
-        ax.loglog(x, np.minimum(peak, x * bw) / scale, color="0.55", lw=1, ls="-.")
+    for bw, levels in roofs.items():  # named in the legend: at their knees the labels ran into each other
         names = ", ".join(f"{lvl.name} ({lvl.size_bytes / MIB:,.3g} MiB)" for lvl in levels)
-        roof_labels.append((max(peak / bw, lo), peak / scale, f"{names} {bw / GIGA:,.0f} GB/s"))
+        ax.loglog(x, np.minimum(peak, x * bw) / scale, color="0.55", lw=1, ls="-.",
+                  label=f"cache roof: {names} {bw / GIGA:,.0f} GB/s")
     labels = []
     for op in sorted(ops, key=lambda o: o.intensity):
         side = MEMORY_RED if op.bound == "memory" else COMPUTE_BLUE
@@ -70,9 +69,23 @@ def plot_check(report, path: str | None = None, title: str | None = None) -> Fig
                 top=max(peak, lo * fastest) / scale * 4)
     ax.legend(loc="upper left", fontsize=7.5, framealpha=0.9)
     fig.tight_layout()
-    _place_labels(ax, roof_labels, fontsize=7, color="0.4")
     _place_labels(ax, labels)
     return _done(fig, path)
+
+
+def _short(text: str, n: int) -> str:
+    """``text`` cut to ``n`` characters with '...', its parentheses closed (a shape cut inside one)."""
+    if len(text) <= n:
+        return text
+    cut = text[: n - 3].rstrip(" ,")
+    return cut + "..." + ")" * max(cut.count("(") - cut.count(")"), 0)
+
+
+def not_drawn(report) -> tuple[int, float]:
+    """(rows, seconds) of a profile that plot_profile leaves off the roofline: no FLOPs (a sort's
+    comparisons, a copy), no bytes or no measured time."""
+    left = [op for op in report.ops if not (op.flops > 0 and op.bytes > 0 and op.measured_s > 0)]
+    return len(left), float(sum(op.measured_s for op in left))
 
 
 def plot_profile(report, machine, path: str | None = None, title: str | None = None, label: int = 8) -> Figure:
@@ -105,11 +118,7 @@ def plot_profile(report, machine, path: str | None = None, title: str | None = N
         ax.plot([op.intensity, op.intensity], [achieved, roof], color="0.75", lw=0.8, zorder=1)
         ax.plot(op.intensity, achieved, "o", color=color, ms=6, mec="white", mew=0.6, zorder=3)
         floor = achieved if floor is None else min(floor, achieved)
-    for op in sorted(ops, key=lambda o: -o.lost_s)[:label]:
-        achieved = op.flops * op.calls / op.measured_s / TERA
-        tag = f" {op.dtype}" if len(dtypes) > 1 else ""
-        ax.annotate(f"{op.name.removeprefix('aten::')[:28]} {op.shapes[:24]}{tag} ({op.speed_of_light:.1%})",
-                    (op.intensity, achieved), textcoords="offset points", xytext=(6, -3), fontsize=7, va="top")
+    labelled = [(op, op.flops * op.calls / op.measured_s / TERA) for op in sorted(ops, key=lambda o: -o.lost_s)[:label]]
     ax.plot([], [], "o", color=MEMORY_RED, label="memory-bound op (measured)")
     ax.plot([], [], "o", color=COMPUTE_BLUE, label="compute-bound op (measured)")
     ax.set_xlabel("arithmetic intensity (FLOP per byte)")
@@ -123,4 +132,7 @@ def plot_profile(report, machine, path: str | None = None, title: str | None = N
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(loc="upper left", fontsize=7.5, framealpha=0.9)
     fig.tight_layout()
+    tag = len(dtypes) > 1
+    _place_labels(ax, [(op.intensity, y, f"{_short(op.name.removeprefix('aten::'), 28)} {_short(op.shapes, 24)}"
+                        f"{' ' + op.dtype if tag else ''} ({op.speed_of_light:.1%})") for op, y in labelled], fontsize=7)
     return _done(fig, path)
