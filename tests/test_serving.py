@@ -916,3 +916,15 @@ def test_a_disaggregated_prefill_pool_is_not_called_memory_bound(capsys):
     d = json.loads(capsys.readouterr().out)
     assert not any(n.startswith("prefill pool: memory-bound") for n in d["notes"])
     assert "prefill pool 3 replica(s) of H100 SXM x 1" in d["description"]
+
+
+def test_a_single_runs_json_says_overloaded_and_short_samples_as_keys(capsys):
+    """Sweep points carried 'overloaded'; a single run said it only inside its notes' words."""
+    assert main(["serving", "--rate", "50", "--json"]) == 0  # about twice the 23/s an H100 holds
+    d = json.loads(capsys.readouterr().out)
+    assert d["overloaded"] is True and any(n.startswith("overloaded:") for n in d["notes"])
+    assert main(["serving", "--rate", "2", "--requests", "2000", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["overloaded"] is False and d["mostly_ramp_and_drain"] is False
+    assert main(["serving", "--rate", "30", "--requests", "100", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["mostly_ramp_and_drain"] is True

@@ -151,7 +151,11 @@ class ServingResult(Tabular):
         lengths = ({"input_tokens_mean": float(np.mean(self.request_input)), "output_tokens_mean": float(np.mean(self.request_output))}
                    if len(self.request_input) else {})
         return {**self.settings, "description": self.description, "workload": self.workload, "gpus": self.gpus, **lengths,
-                "engine": dataclasses.asdict(self.engine), **metrics, "notes": list(self.shown_notes())}
+                "engine": dataclasses.asdict(self.engine), **metrics,
+                # what the notes say in words, as keys a script can test: the queue grows (no steady state at
+                # this rate), and the sample is mostly its ramp and drain
+                "overloaded": self.overloaded, "mostly_ramp_and_drain": self.sample_note() is not None,
+                "notes": list(self.shown_notes())}
 
     def to_json(self) -> str:
         return dump_json(self.to_dict())
