@@ -928,3 +928,13 @@ def test_a_single_runs_json_says_overloaded_and_short_samples_as_keys(capsys):
     assert d["overloaded"] is False and d["mostly_ramp_and_drain"] is False
     assert main(["serving", "--rate", "30", "--requests", "100", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["mostly_ramp_and_drain"] is True
+
+
+def test_expert_parallelism_across_nodes_says_its_all_to_all_is_pessimistic(capsys):
+    """EP 16 on H100 nodes of 8 puts the whole all-to-all on InfiniBand (no per-node dedup, bf16):
+    said, so a reviewer does not read the 4x drop per GPU from EP 8 as the engine's."""
+    argv = ["serving", "--model", "qwen3-235b-a22b", "--dtype", "fp8", "--ep", "--concurrency", "16", "--requests", "32"]
+    assert main([*argv, "--tp", "16"]) == 0
+    assert "spans nodes, so every all-to-all byte is costed over infiniband" in capsys.readouterr().out
+    assert main([*argv, "--tp", "8"]) == 0
+    assert "spans nodes" not in capsys.readouterr().out

@@ -250,4 +250,10 @@ class StepLayout:
                     "the experts; two all-to-alls per MoE layer; a step runs at its busiest GPU's pace (its ceil(n/g) "
                     "decodes, the largest prompt chunk, at least ceil(T/g) of the T experts the step touches); routing "
                     "otherwise assumed balanced",)
+            from roofline.plan.parallel import CROSS_NODE_LINKS
+
+            if self.link in CROSS_NODE_LINKS:
+                out += (f"the expert-parallel group spans nodes, so every all-to-all byte is costed over {self.link}: "
+                        "pessimistic, as DeepEP-style kernels send a token once per remote node (the rest over NVLink) and "
+                        "dispatch in fp8; read a cross-node EP figure as a lower bound on throughput",)
         return out + ((self.note_model,) if self.note_model else ())
