@@ -379,18 +379,18 @@ def test_peer_links_must_name_one_of_the_machines_links():
 
 
 @pytest.mark.parametrize("key, mib", [("h100-sxm", 81_559), ("a100-80gb", 81_920), ("a100-40gb", 40_960),
-                                      ("l40s", 46_068), ("l4", 23_034)])
+                                      ("l40s", 46_068), ("l4", 23_034), ("h200", 143_771)])
 def test_capacity_is_what_the_driver_reports_where_a_source_gives_it(key, mib):
     # nvidia-smi's totals in MiB (NVIDIA/nccl issue #1264 for the H100; modal-labs/modal-client pull
     # request #2797 for all five): what an engine sizes its KV cache from, above the datasheet's label
     m = get_machine(key)
     assert m.usable_memory_bytes == m.capacity_bytes == mib * 2**20 > m.memory_bytes
     assert "as the driver reports" in m.capacity_text and m.capacity_notes
-    assert "SMI-MODAL" in dict(m.sources)["usable_memory_bytes"]
+    assert dict(m.sources)["usable_memory_bytes"].startswith(("SMI-MODAL", "SMI-H100", "SMI-H200"))
 
 
 def test_capacity_falls_back_to_the_datasheet_without_a_driver_figure():
-    h200 = get_machine("h200")
-    assert h200.usable_memory_bytes is None and h200.capacity_bytes == h200.memory_bytes == 141e9
-    assert h200.capacity_text == "141 GB (the datasheet's; no driver figure on file)"
-    assert len(h200.capacity_notes) == 1 and "may be that much short" in h200.capacity_notes[0]
+    b200 = get_machine("b200")  # no citable nvidia-smi total on file (the H200's came from ollama/ollama#9031)
+    assert b200.usable_memory_bytes is None and b200.capacity_bytes == b200.memory_bytes == 180e9
+    assert b200.capacity_text == "180 GB (the datasheet's; no driver figure on file)"
+    assert len(b200.capacity_notes) == 1 and "may be that much short" in b200.capacity_notes[0]

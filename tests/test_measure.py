@@ -104,6 +104,8 @@ def test_check_end_to_end_contract(profile, capsys, tmp_path):
         assert d["block"][f] == pytest.approx(sum(op[f] for op in d["ops"]))
         assert all(op[f] > 0 for op in d["ops"])
     assert all(op["calibrated_low_s"] <= op["calibrated_s"] <= op["calibrated_high_s"] for op in d["ops"])
+    # each op says where its calibrated figure came from, as `layer --json` and `profile --json` do
+    assert all(op["calibrated_basis"] and isinstance(op["extrapolated"], bool) for op in d["ops"])
     # each error is the prediction against the measurement of the same run: predicted / measured - 1
     for op in d["ops"]:
         for p in ("roofline", "seed", "calibrated"):

@@ -75,6 +75,8 @@ class CheckOp:
     flag: str = ""  # "", "below roof", "in cache", "far"
     diagnosis: str = ""
     shape: str = ""
+    calibrated_basis: str = ""  # which measured points the calibrated prediction came from (CalibratedOpPrediction.basis)
+    extrapolated: bool = False  # ... and whether the op lies outside them (its interval widened)
 
     @property
     def intensity(self) -> float:
@@ -309,6 +311,7 @@ def build_report(runs: Sequence[OpRun], machine: Machine, calibrated: Calibrated
             calibrated_high_s=c.high_s, bound_s=bound_s, bound_level=level,
             bound=binds(k.flops / machine.peak(k.dtype), bound_s),
             residual_source=c.residual_source, flag=flag, diagnosis=why, shape=run.shape,
+            calibrated_basis=getattr(c, "basis", ""), extrapolated=bool(getattr(c, "extrapolated", False)),
         ))
     return CheckReport(ops=tuple(ops), block=block_sum(ops), machine=machine.name, profile_machine=machine,
                        cold=calibrated.cold, **meta)
