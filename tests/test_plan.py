@@ -494,9 +494,12 @@ def test_unequal_pipeline_stages_are_costed_at_the_largest():
     lay = make_layout(16, pipeline_parallel=16, seq_len=8192)
     mem = train_memory("llama3-405b", "h100-sxm", lay, 8192)
     assert dict(mem.settings)["layers_per_stage"] == 8
-    # the Hub's safetensors total of meta-llama/Llama-3.1-405B is 405,853,388,800 parameters (as in
-    # test_model_presets); 8 of its 126 layers' share: 405,853,388,800 x 8 / 126 = 25,768,469,130.2
-    assert dict(mem.settings)["params_per_gpu"] == pytest.approx(405_853_388_800 * 8 / 126, rel=1e-12)
+    # a middle stage holds 8 whole layers: attention 16,384 x (16,384 + 2 x 1,024) + 16,384^2, MLP
+    # 3 x 16,384 x 53,248, norms 2 x 16,384: 3,187,703,808 a layer, 25,501,630,464 for 8; an end stage's
+    # 7 layers and the 128,256 x 16,384 embedding (or LM head) are fewer (24.4e9)
+    layer = 16384 * (16384 + 2 * 1024) + 16384**2 + 3 * 16384 * 53248 + 2 * 16384
+    assert dict(mem.settings)["params_per_gpu"] == 8 * layer == 25_501_630_464
+    assert 7 * layer + 128256 * 16384 + 16384 < 8 * layer
     assert any("14 of 8 and 2 of 7" in n for n in mem.notes)
     plan = train_plan("llama3-405b", 1e12, 16, pipeline_parallel=16)
     assert any("14 of 8 and 2 of 7" in n for n in plan.notes)
@@ -680,3 +683,23 @@ def test_a_dtype_flag_over_a_quantised_checkpoint_says_what_it_set_aside():
     stored = Precision.resolve("gpt-oss-20b", H100_SXM)
     assert stored.stored is not None and stored.replaces == "" and "set aside" not in stored.label()
     assert Precision.resolve("llama3-8b", H100_SXM, "fp8").replaces == ""  # nothing stored to set aside
+
+
+def test_pipeline_stages_hold_their_layers_and_the_ends_the_embedding_and_head():
+    """A reviewer's `train --tp 8 --pp 16` on Llama 3.1 405B with data parallel ranks failed ('n
+    must be a whole number, got 3221288927.49': the stage's share of the parameters, prorated), and
+    the stage's weights spread the embedding and LM head over every layer. Llama 3 8B over 4
+    stages: a layer is 4,096 x (4,096 + 2 x 1,024) + 4,096^2 (attention) + 3 x 4,096 x 14,336 (MLP) +
+    2 x 4,096 (norms) = 218,112,000; the last stage holds 8 of them, the 128,256 x 4,096 LM head and
+    the final norm: 2,270,277,632, the largest (the first holds the embedding, the same size, no norm)."""
+    from roofline.plan.train_memory import make_layout, stage_layers, stage_params
+
+    assert stage_layers(126, 16) == [7] + [8] * 14 + [7]  # Meta's 405B: the end stages one layer short
+    assert stage_layers(32, 4) == [8] * 4 and sum(stage_layers(61, 4)) == 61
+    layer = 4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336 + 2 * 4096
+    assert stage_params("llama3-8b", make_layout(4, pipeline_parallel=4)) == 8 * layer + 128256 * 4096 + 4096
+    assert stage_params("llama3-8b", make_layout(1)) == 8_030_261_248
+    # the 405B recipe, TP 8 x PP 16 x DP 128 with ZeRO 1, plans (its gradient all-reduce a whole stage's)
+    plan = train_plan("llama3-405b", 15.6e12, 16384, tensor_parallel=8, pipeline_parallel=16, zero=1,
+                      global_batch_tokens=16777216)
+    assert "gradient all-reduce" in str(plan.to_dict()["communication"]) and plan.step_communication_s > 0

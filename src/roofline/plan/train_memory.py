@@ -128,6 +128,42 @@ def check_pipeline(cfg, layout: Layout) -> int:
     return -(-L // p)
 
 
+def stage_layers(n_layers: int, p: int) -> list[int]:
+    """Layers per pipeline stage, first to last: ceil(L / p) each, the stages one layer short at
+    the ends (first, last, second, second to last, ...), where the embedding and the LM head sit
+    (Llama 3.1 405B: 126 layers over 16 stages, 7 + 14 x 8 + 7)."""
+    big, short = n_layers - (n_layers // p) * p, p - (n_layers - (n_layers // p) * p)
+    if big == 0:
+        return [n_layers // p] * p
+    counts = [-(-n_layers // p)] * p
+    ends = [i for pair in zip(range(p), range(p - 1, -1, -1)) for i in pair]
+    for i in list(dict.fromkeys(ends))[:short]:
+        counts[i] -= 1
+    return counts
+
+
+def stage_params(cfg, layout: Layout) -> int:
+    """Parameters one GPU of the largest pipeline stage holds (its tensor-parallel slice): the
+    layers of its stage (stage_layers), the embedding (and learned positions) on the first stage,
+    the final norm and the LM head on the last (a tied embedding's copy there too, as Megatron-LM
+    keeps it). p = 1: every parameter."""
+    cfg = get_model(cfg)
+    sh = shard(cfg, layout.tensor_parallel)
+    whole = count_params(sh)
+    p = layout.pipeline_parallel
+    if p <= 1:
+        return int(whole["total"])
+    per_layer = [sum(layer.parts(sh.d_model).values()) for layer in sh.layers]
+    final_norm = whole["norms"] - sum(layer.parts(sh.d_model)["norms"] for layer in sh.layers)
+    first_extra = whole["embedding"] + whole["position"]
+    last_extra = (whole["lm_head"] or whole["embedding"]) + final_norm
+    out, start = [], 0
+    for i, n in enumerate(stage_layers(cfg.n_layers, p)):
+        out.append(sum(per_layer[start:start + n]) + (first_extra if i == 0 else 0) + (last_extra if i == p - 1 else 0))
+        start += n
+    return int(max(out))
+
+
 def stage_note(cfg, layout: Layout) -> str:
     """The stages' layer counts when p does not divide L ("" when it does)."""
     p, L = layout.pipeline_parallel, cfg.n_layers
@@ -150,7 +186,7 @@ def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = 
     check_number("seq_len", seq_len, maximum=1e8, integer=True)
     per_stage = check_pipeline(cfg, layout)
     in_flight = min(layout.pipeline_parallel, layout.micro_batches(seq_len))
-    params = count_params(shard(cfg, layout.tensor_parallel))["total"] * per_stage / cfg.n_layers  # the largest stage's share
+    params = stage_params(cfg, layout)  # the largest stage's, its end's embedding or LM head included
     states = model_state_bytes(params, layout.data_parallel, layout.zero)
     heads = getattr(cfg.first_attention, "heads", 0)  # the score terms of attention layers (0 for SSM-only models)
     acts = in_flight * per_stage * activation_bytes_per_layer(seq_len, layout.micro_batch, cfg.d_model, heads,
@@ -174,8 +210,8 @@ def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = 
         notes += (stage_note(cfg, layout),)
     if layout.pipeline_parallel > 1:
         notes += (f"pipeline: the first stage holds min(p {layout.pipeline_parallel}, m {layout.micro_batches(seq_len)}) = "
-                  f"{in_flight} micro-batches in flight x {per_stage} layers (1F1B); the embedding and LM head on the end "
-                  "stages are not added",)
+                  f"{in_flight} micro-batches in flight x {per_stage} layers (1F1B); the model states are the largest "
+                  "stage's (its layers, and on an end stage the embedding or the LM head)",)
     plan = MemoryPlan("train", cfg.key or cfg.name, m.key or m.name, parts, m.capacity_bytes, settings, (), "", notes, m.name)
     if plan.fits is False:
         plan = dataclasses.replace(plan, advice=_train_advice(cfg, m, layout, seq_len, recompute, attention))

@@ -29,12 +29,12 @@ from roofline.kernels import all_gather_kernel, all_reduce_kernel, reduce_scatte
 from roofline.machines import get_machine
 from roofline.plan.memory import MemoryPlan
 from roofline.plan.model_ops import CountedOp, predict_counted
-from roofline.plan.parallel import SCALE_UP_LINKS, default_link, resolve_link, shard
+from roofline.plan.parallel import SCALE_UP_LINKS, default_link, resolve_link
 from roofline.plan.precision import computes_in
-from roofline.plan.train_memory import (Layout, check_pipeline, make_layout, stage_note, train_flops_per_token,
+from roofline.plan.train_memory import (Layout, check_pipeline, make_layout, stage_note, stage_params, train_flops_per_token,
                                         train_memory)
 from roofline.tables import Tabular, dump_json
-from roofline.transformer import active_params, count_params, get_model, matmul_params
+from roofline.transformer import active_params, get_model, matmul_params
 from roofline.units import DTYPE_BYTES
 
 
@@ -85,7 +85,7 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
                               name=f"TP all-reduce ({tp_link})")
         ops.append(CountedOp(k, count))
     if layout.data_parallel > 1 and dp_link:
-        grads = count_params(shard(cfg, layout.tensor_parallel))["total"] * per_stage / cfg.n_layers  # the largest stage's
+        grads = stage_params(cfg, layout)  # the largest stage's: a whole number of parameters
         d = layout.data_parallel
         if layout.zero >= 3:  # the weights are gathered for every micro-batch's forward and backward (FSDP / ZeRO-3)
             mb = layout.micro_batches(seq_len)
