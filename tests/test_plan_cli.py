@@ -337,3 +337,20 @@ def test_memory_refuses_a_flag_its_mode_ignores(capsys, argv, flag):
 def test_a_flag_that_would_change_nothing_is_refused(capsys, argv, flag):
     code, _, err = run(capsys, *argv)
     assert code == 2 and err.startswith(f"roofline: error: {flag} does not apply"), err
+
+
+def test_train_prices_its_tensor_parallel_ring_on_the_link_it_crosses_and_says_what_cannot_be(capsys):
+    """A reviewer's TP 16 on H100 nodes of 8 was priced over NVLink (444 GB/s for a ring that leaves
+    the node); decode said InfiniBand. And a run whose links outlast its compute, or whose pipeline
+    holds 1 micro-batch for 4 stages (a 75% bubble, (4 - 1) / (1 + 4 - 1)), printed its 40% MFU without
+    a word."""
+    assert main(["train", "--model", "llama3-405b", "--tokens", "1e12", "--gpus", "32", "--tp", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "TP all-reduce (infiniband)" in out and "TP all-reduce (nvlink)" not in out
+    assert "!! link-bound:" in out and "MFU at most" in out
+    assert main(["train", "--model", "llama3-70b", "--tokens", "1e12", "--gpus", "64", "--tp", "8", "--pp", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "leave each stage idle 75% of a step" in out and "!! pipeline:" in out and "MFU can be at most 25%" in out
+    assert "TP all-reduces" in out and "sit on the critical path" in out
+    assert main(["train", "--tokens", "1e12", "--gpus", "64", "--tp", "8"]) == 0
+    assert "!!" not in capsys.readouterr().out  # one node's NVLink, no pipeline: nothing it cannot be

@@ -200,6 +200,7 @@ def train_table(plan) -> str:
     if plan.cost is not None:
         rows.append(["cost", f"${plan.cost:,.0f}", f"at ${plan.price_per_gpu_hour:,.2f} per GPU-hour"])
     lines.append(grid(["", "value", "how"], rows, [False, True, False]))
+    lines += _train_limits(plan)
     lines += ["", plan.memory.to_table(), ""]
     lines.append(f"one optimizer step: {lay.global_batch_tokens:,.0f} tokens, {plan.steps:,.0f} steps; compute "
                  f"{plan.step_compute_s:,.3f} s per step at this utilisation")
@@ -210,15 +211,43 @@ def train_table(plan) -> str:
         lines.append(grid(["collective per GPU per step", "bytes sent", "seconds", "of compute", "bound"], rows,
                           [False, True, True, True, False]))
         share = plan.step_communication_s / plan.step_compute_s
+        tp_s = sum(op.time_s for op in plan.step.ops if op.name.startswith("TP "))
         verdict = ("the links would take longer than the compute: link-bound even with perfect overlap"
                    if share > 1 else "it must overlap with the backward pass to stay hidden" if share > 0.3
                    else "small enough to hide behind the backward pass")
+        if tp_s and share <= 1:  # Megatron-LM's TP all-reduces sit between a layer's matmuls: nothing to hide them
+            verdict = (f"the TP all-reduces ({tp_s:,.3f} s, {tp_s / plan.step_compute_s:.0%}) sit on the critical path "
+                       "between a layer's matmuls; " + verdict.replace("it must overlap", "the rest must overlap")
+                       .replace("small enough", "the rest small enough"))
         lines.append(f"communication {plan.step_communication_s:,.3f} s per step = {share:.0%} of compute: {verdict} "
                      "(links at full per-direction bandwidth; ring algorithms)")
     else:
         lines.append("no collectives costed" if plan.notes else "no collectives (one GPU)")
     lines += [note_line(n) for n in plan.notes]
     return "\n".join(lines)
+
+
+def _train_limits(plan) -> list[str]:
+    """What the utilisation asked for cannot be: a step whose links outlast its compute (the time
+    and MFU above assume they hide), and a pipeline's 1F1B bubble, (p - 1) / (m + p - 1) of a step
+    idle with m micro-batches in flight per step."""
+    out = []
+    if plan.step is not None and plan.step_communication_s > plan.step_compute_s:
+        slow = plan.step_communication_s / plan.step_compute_s
+        out.append(f"!! link-bound: {plan.step_communication_s:,.3f} s of communication per step outlasts its "
+                   f"{plan.step_compute_s:,.3f} s of compute: the time and MFU above assume the links hide; a step takes "
+                   f"at least {plan.step_communication_s:,.3f} s, the run at least {plan.days * slow:,.1f} days, MFU at most "
+                   f"{plan.mfu / slow:.1%}")
+    lay = plan.layout
+    if lay.pipeline_parallel > 1:
+        p, m = lay.pipeline_parallel, lay.micro_batches(plan.seq_len)
+        bubble = (p - 1) / (m + p - 1)
+        line = (f"pipeline: {m:,} micro-batch(es) per step through {p} stages leave each stage idle {bubble:.0%} of a "
+                f"step under 1F1B ((p - 1) / (m + p - 1)): MFU can be at most {1 - bubble:.0%}")
+        if plan.mfu > 1 - bubble:
+            line = "!! " + line + f": the MFU asked, {plan.mfu:.1%}, is past it (more micro-batches per step, --global-batch, shrink the bubble)"
+        out.append(line)
+    return out
 
 
 def _pct1(x) -> str:

@@ -61,7 +61,13 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
     m = get_machine(machine)
     per_stage = check_pipeline(cfg, layout)
     ops, notes = [], []
-    tp_link = _link(m, tp_link, "tp_link", SCALE_UP_LINKS, notes) if layout.tensor_parallel > 1 else None
+    if layout.tensor_parallel > 1:  # decode's choice: past a node (or an NVLink bridge's pair) the ring leaves it
+        from roofline.plan.parallel import tp_link as ring_link
+
+        tp_link = (_link(m, tp_link, "tp_link", SCALE_UP_LINKS, notes) if not m.links
+                   else ring_link(m, tp_link, layout.tensor_parallel, gpus_per_node))
+    else:
+        tp_link = None
     if layout.data_parallel > 1:
         from roofline.plan.parallel import check_scale_up
 
