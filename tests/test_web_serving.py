@@ -377,6 +377,18 @@ def _browser_or_skip():
         pytest.skip(CHROMIUM_MISSING)
 
 
+def test_the_serving_caption_names_the_precision_as_simulated(client):
+    """A reviewer's fp8 on an A100 (no fp8 peak: fp8 weights, bf16 matmuls and KV) and on an H100
+    (W8A8, an fp8 KV cache) drew under one caption naming neither; the caption is the run's own
+    description, the CLI's header line."""
+    a100 = client.get("/api/serving", params={"machine": "a100-80gb", "dtype": "fp8", "max_users": 4}).json()
+    h100 = client.get("/api/serving", params={"machine": "h100-sxm", "dtype": "fp8", "max_users": 4}).json()
+    assert a100["caption"].startswith(a100["description"].split(";")[0]) and "A100" in a100["caption"]
+    assert "weights fp8, activations bf16, KV bf16" in a100["caption"]
+    assert "KV bf16" not in h100["caption"] and "H100" in h100["caption"]
+    assert "the whole sweep within about" in a100["caption"]
+
+
 @pytest.fixture(scope="module")
 def base_url_web():
     _browser_or_skip()

@@ -270,7 +270,8 @@ def serving_sentence(sweep, index: int, model_name: str, machine_name: str, gpus
 def bound_text(bound: dict) -> str:
     """What the view's bound did: the requests per point, and the points it left out."""
     text = ("Each point simulates 8 requests per user, at most 2,000 (one per user past 2,000 users), seed 0, "
-            f"within about {bound['budget_s']:g} s of simulation a request")
+            f"the whole sweep within about {bound['budget_s']:g} s of simulation; the CLI's "
+            "`roofline serving --sweep C --requests N` reproduces a point")
     if bound["left_out"]:
         left = bound["left_out"]
         text += (f"; {', '.join(f'{u:,}' for u in left)} users left out (they would simulate past that bound: "
@@ -308,7 +309,8 @@ def serving_payload(sweep, step, engine, q, bound: dict, model_name: str) -> dic
         "latency_chart": charts["latency"],
         "breakdown": serving_breakdown(step, sweep.results[index], sweep.values[index]),
         "notes": notes,
-        "caption": (f"{sweep.to_dict()['model']}. Closed loop: each user sends its next request when the last one "
+        # the description names the precision as simulated (fp8 on an A100 is weight-only, on an H100 W8A8)
+        "caption": (f"{sweep.results[0].description}. Closed loop: each user sends its next request when the last one "
                     f"finishes; engine max_seqs {engine.max_seqs:,}, max_tokens {engine.max_tokens:,}, memory fraction "
                     f"{engine.memory_fraction:g}, prefix hits {engine.prefix_hit:g}. {bound_text(bound)}"),
     }
