@@ -379,7 +379,7 @@ def test_what_a_reviewer_found_assumed_silently_is_refused_or_said():
     # 'the checkpoint stores bf16' is claimed beside a trace at fp32 (a reviewer saw it asserted)
     bare = {k: v for k, v in gpt2.items() if k != "torch_dtype"}
     assert any(n.startswith("the config names no torch_dtype: weights taken as bf16") for n in from_hf_config(bare).notes)
-    from roofline.cli.core import storage_note
+    from roofline.blocks import storage_note
     assert from_hf_config(bare).storage.assumed and storage_note(from_hf_config(bare), "fp32") is None
     assert storage_note(from_hf_config(dict(bare, torch_dtype="bfloat16")), "fp32").startswith("every weight is priced at fp32")
     assert "n_ctx 512 differs" in from_hf_config(dict(gpt2, n_ctx=512)).notes[0]

@@ -1040,3 +1040,11 @@ def test_head_of_the_page_is_answered(client):
 def test_a_repeated_query_parameter_is_refused_not_the_last_taken(client):
     r = client.get("/api/layer?tokens=1&tokens=2")
     assert r.status_code == 422 and r.json()["field"] == "tokens" and "2 times" in r.text
+
+
+def test_the_layer_view_says_a_quantised_checkpoint_is_priced_at_its_dtype(client):
+    """A reviewer read gpt-oss's note 'the experts are stored in MXFP4' under a layer priced at bf16
+    (the CLI says so; the API dropped it): the API's notes carry it."""
+    notes = client.get("/api/layer", params={"model": "gpt-oss-120b"}).json()["notes"]
+    assert any(n.startswith("every weight is priced at bf16 here; the checkpoint stores experts mxfp4") for n in notes)
+    assert not any("priced at" in n for n in client.get("/api/layer").json()["notes"])  # a bf16 checkpoint at bf16

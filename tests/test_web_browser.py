@@ -386,6 +386,11 @@ def test_decode_view_shows_throughput_against_batch(page, base_url_web, tmp_path
     assert text(page, "#decode-throughput-sub") == "fits in memory"
     type_value(page, "#tokens-number", 4096, "tokens=4096")
     assert text(page, "#decode-max-batch") == "250"  # the same over 4,096 x 131,072 B: 250.9
+    assert "context 4,096 is past" not in text(page, "#decode-notes")
+    # the library's notes show under the charts: a reviewer saw 131,072 tokens drawn without the API's
+    # word that Llama 3 8B was trained to 8,192
+    type_value(page, "#tokens-number", 131072, "tokens=131072")
+    assert "context 131,072 is past Llama 3 8B's max_position_embeddings 8,192" in text(page, "#decode-notes")
     assert errors == []
 
 

@@ -46,7 +46,7 @@ from roofline.machines import Machine, get_machine
 from roofline.mixers import MLP, Attention, LatentAttention, Mamba, Mamba2, MoE
 from roofline.model_sources import get_model
 from roofline.tables import Tabular
-from roofline.units import dtype_bytes
+from roofline.units import DTYPE_BYTES, dtype_bytes
 from roofline.workload import ATTENTIONS, PHASES, Workload, check_size, checked_workload
 
 SOFTMAX = FLOPS_PER_ELEMENT["softmax"]  # per score element, in the attention ops
@@ -361,3 +361,17 @@ __all__ = [
     "PHASES", "ATTENTIONS", "Workload", "check_size", "checked_workload",  # re-exported from workload.py
     "expected_experts_touched", "layer_kernels", "block_kernels", "LayerReport", "layer_reports", "layer_report",
 ]
+
+
+def storage_note(cfg, dtype: str, given: bool = False, doing: str = "priced") -> str | None:
+    """What `layer` and the web's layer view (``doing`` 'priced') and `trace` ('traced') say when the checkpoint stores
+    weights otherwise than the one ``dtype`` they use (a plain width only where ``dtype`` was not
+    ``given`` by a flag: then it is the user's choice)."""
+    if cfg.storage.parts:
+        return (f"every weight is {doing} at {dtype} here; the checkpoint stores {cfg.storage.label()}: "
+                "`roofline decode` and `roofline memory` price them as stored")
+    if not given and not cfg.storage.assumed and DTYPE_BYTES.get(cfg.storage.default) != DTYPE_BYTES.get(dtype):
+        verb = {"priced": "prices", "traced": "traces"}.get(doing, doing)
+        return (f"every weight is {doing} at {dtype} here; the checkpoint stores {cfg.storage.default}: "
+                f"--dtype {cfg.storage.default} {verb} it as stored")
+    return None

@@ -7,9 +7,10 @@ import json
 import sys
 
 from roofline.cli.args import calibrated_or_cost_model, cost_model_from_args, kernel_params, machine_from_args
+from roofline.blocks import storage_note  # noqa: F401 - re-exported for trace's use
 from roofline.errors import RooflineError
 from roofline.tables import dump_json
-from roofline.units import DTYPE_BYTES, GIGA, TERA, US
+from roofline.units import GIGA, TERA, US
 
 
 def _layers(args):
@@ -52,18 +53,6 @@ def layer_dtype_notes(dtype: str, machine) -> list[str]:
             f"--dtype {dtype}` and the web's Whole model view price that"]
 
 
-def storage_note(cfg, dtype: str, given: bool = False, doing: str = "priced") -> str | None:
-    """What `layer` (``doing`` 'priced') and `trace` ('traced') say when the checkpoint stores
-    weights otherwise than the one ``dtype`` they use (a plain width only where ``dtype`` was not
-    ``given`` by a flag: then it is the user's choice)."""
-    if cfg.storage.parts:
-        return (f"every weight is {doing} at {dtype} here; the checkpoint stores {cfg.storage.label()}: "
-                "`roofline decode` and `roofline memory` price them as stored")
-    if not given and not cfg.storage.assumed and DTYPE_BYTES.get(cfg.storage.default) != DTYPE_BYTES.get(dtype):
-        verb = {"priced": "prices", "traced": "traces"}.get(doing, doing)
-        return (f"every weight is {doing} at {dtype} here; the checkpoint stores {cfg.storage.default}: "
-                f"--dtype {cfg.storage.default} {verb} it as stored")
-    return None
 
 
 def cmd_layer(args):

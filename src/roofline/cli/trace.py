@@ -40,7 +40,7 @@ _shape.__name__ = "--input-shape"
 def _config_notes(args, dtype_given: bool) -> list[str]:
     """What a traced preset or config.json says beyond the builder's notes: weights traced at
     another width than the checkpoint stores, and a context past its max_position_embeddings."""
-    from roofline.cli.core import storage_note
+    from roofline.blocks import storage_note
     from roofline.transformer import get_model
 
     cfg = get_model(args.model)

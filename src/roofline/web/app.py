@@ -207,7 +207,10 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         body["ops_table"] = op_rows(report, machine, cost_model)
         body["fixes"] = fix_lists(report, machine, cost_model)
         body["fix_first"] = fix_first(report, workshop.layer_alternatives(q, machine, report.dtype))
-        body["notes"] = list(models[q.model].header_lines())  # what the loader left out or noted, shown under the charts
+        from roofline.blocks import storage_note
+
+        stored = storage_note(models[q.model], report.dtype, True)  # a quantised checkpoint priced at the page's dtype
+        body["notes"] = list(models[q.model].header_lines()) + ([stored] if stored else [])  # shown under the charts
         if body["notes"]:
             body["caption"] += " " + " ".join(n[0].upper() + n[1:] + "." for n in body["notes"])
         return body

@@ -698,6 +698,7 @@
       "compute_bound", "compute_bound_sub", "max_batch", "max_batch_sub", "kv", "kv_sub"]);
     setText("decode-sentence", data.sentence);
     setText("decode-note", data.caption);
+    showNotes("decode-notes", data.notes || []);
     const c = data.chart;
     return Promise.all([
       drawBatchCurve("decode-throughput-chart", c, "tokens_per_s"),
@@ -776,10 +777,14 @@
     setText("serving-verdict-text", data.verdict.text);
     $("serving-curve-key").hidden = data.verdict.state === "none"; // no targets: nothing met or missed
     setText("serving-note", data.caption);
-    const notes = $("serving-notes");
-    notes.replaceChildren(...data.notes.map((n) => { const li = document.createElement("li"); li.textContent = n; return li; }));
+    showNotes("serving-notes", data.notes);
     drawBreakdown(data.breakdown);
     return Promise.all([drawServingCurve(data.chart), drawServingLatency(data.latency_chart)]);
+  }
+
+  // A view's notes (the library's: a context past the model's trained length, what memory leaves out), one item each.
+  function showNotes(id, notes) {
+    $(id).replaceChildren(...notes.map((n) => { const li = document.createElement("li"); li.textContent = n; return li; }));
   }
 
   function drawBreakdown(b) {
