@@ -1048,3 +1048,16 @@ def test_the_layer_view_says_a_quantised_checkpoint_is_priced_at_its_dtype(clien
     notes = client.get("/api/layer", params={"model": "gpt-oss-120b"}).json()["notes"]
     assert any(n.startswith("every weight is priced at bf16 here; the checkpoint stores experts mxfp4") for n in notes)
     assert not any("priced at" in n for n in client.get("/api/layer").json()["notes"])  # a bf16 checkpoint at bf16
+
+
+def test_a_context_in_the_link_and_an_unbounded_context_are_said(client):
+    """A reviewer's link with context=4096 gave a 512-token layer a 574 us figure under a sentence
+    that read as a plain 512-token prefill (404 us); and a windowed model's 'one sequence can grow
+    to 16,777,216 tokens' was the search's cap, not a limit."""
+    chunk = client.get("/api/layer", params={"tokens": 512, "context": 4096}).json()["sentence"]
+    assert chunk.startswith("For one 512-token sequence over a context of 4,096")
+    assert "over a context" not in client.get("/api/layer", params={"tokens": 512}).json()["sentence"]
+    limits = client.get("/api/model", params={"model": "mistral-7b"}).json()["memory_limits_text"]
+    assert "can grow without bound" in limits and "16,777,216 tokens" in limits.split("searched to")[1]
+    mla = client.get("/api/layer", params={"model": "deepseek-v3", "machine": "h200"}).json()
+    assert mla["attention"] == "flash (MLA: costed fused only, not naive)"

@@ -222,6 +222,18 @@ def _ssm_ops(o: _Ops, s, B, T, decode: bool, D) -> list[Kernel]:
             o.mm("out proj", M, D, inner, "ssm")]
 
 
+def attention_used(layer: Layer, attention: str) -> str:
+    """The attention a layer of this kind is costed with, as its header says it: ``attention``
+    (naive or flash) for standard attention; latent attention (MLA) is costed fused whatever is
+    asked (its absorbed form: no T x S scores in memory), said where naive was; a layer with no
+    attention (state-space, or none) says no."""
+    if isinstance(layer.mixer, LatentAttention) and attention != "flash":
+        return "flash (MLA: costed fused only, not naive)"
+    if not isinstance(layer.mixer, (Attention, LatentAttention)):
+        return "no"
+    return attention
+
+
 def layer_kernels(layer: Layer, d_model: int, decode: bool, T, B, S, attention: str, dtype: str) -> list[Kernel]:
     """The ops of one layer of this kind, in execution order (trusted, validated sizes)."""
     o = _Ops(dtype_bytes(dtype), dtype_name(dtype))
@@ -340,7 +352,7 @@ def layer_reports(model="llama3-8b", machine="h100-sxm", phase: str = "prefill",
     for kind, n, index in picks:
         kernels = layer_kernels(kind, cfg.d_model, w.decode, w.tokens, w.batch, w.context, attention, dtype)
         out.append(LayerReport(machine_key=m.key or m.name, model=cfg.key or cfg.name, phase=w.phase, tokens=w.tokens,
-                               batch=batch, context=w.context, attention=attention, dtype=dtype,
+                               batch=batch, context=w.context, attention=attention_used(kind, attention), dtype=dtype,
                                prediction=cost_model.predict(kernels, m), layer_kind=kind.label, layer_count=n,
                                layer_index=index, n_layers=cfg.n_layers))
     return out

@@ -109,7 +109,13 @@ def _limits_text(memory: MemoryPlan, batch: int, context: int) -> str:
     mb, mc = limits["max_batch_at_context"], limits["max_context_at_batch"]
     if mb == 0:
         return f"Not one sequence of {context:,} tokens fits beside the weights."
-    grow = f"one sequence can grow to {mc:,} tokens" if batch == 1 else f"a batch of {batch:,} to {mc:,} tokens each"
+    from roofline.plan.limits import MAX_CONTEXT
+
+    if mc >= MAX_CONTEXT:  # the search's cap, not a limit: windowed or state-space layers stop the cache growing
+        grow = (f"{'one sequence' if batch == 1 else f'a batch of {batch:,}'} can grow without bound (the cache stops "
+                f"growing: windowed or state-space layers; searched to {MAX_CONTEXT:,} tokens)")
+    else:
+        grow = f"one sequence can grow to {mc:,} tokens" if batch == 1 else f"a batch of {batch:,} to {mc:,} tokens each"
     return f"Up to {mb:,} sequence{'s' if mb != 1 else ''} of {context:,} tokens fit; {grow}."
 
 

@@ -88,7 +88,8 @@ def readouts(report: LayerReport) -> dict:
 def _workload_phrase(report: LayerReport) -> str:
     B, S, T = report.batch, report.context, report.tokens
     if report.phase == "prefill":
-        return f"one {T:,}-token sequence" if B == 1 else f"a batch of {B:,} sequences of {T:,} tokens"
+        over = f" over a context of {S:,} (a chunk of a longer prompt)" if S != T else ""  # the link's context=, said
+        return (f"one {T:,}-token sequence{over}" if B == 1 else f"a batch of {B:,} sequences of {T:,} tokens{over}")
     who = "one sequence" if B == 1 else f"a batch of {B:,} sequences"
     return f"one decode step of {who} at {S:,} token{'s' if S != 1 else ''} of context"
 
