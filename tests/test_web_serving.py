@@ -496,3 +496,25 @@ def test_the_serving_tab_draws_the_sweep_and_reads_as_the_api(page, base_url_web
     assert "input_len" not in page.evaluate("document.body.dataset.query")
     assert _text(page, "#total") == "8,756 µs"
     assert errors == []
+
+
+def test_a_refusal_made_while_a_request_is_out_is_not_cleared_by_its_answer(page, base_url_web):
+    """A reviewer typed input tokens 32,768 (a request went out), then at once an output of 40,000
+    (refused in the page): the first answer's arrival cleared the refusal and un-greyed results
+    drawn for 256 output tokens. The answer is drawn, the refusal and the grey stay. The server is
+    slowed so that the answer is surely still out when the refusal is made."""
+    import time as _time
+
+    page.set_viewport_size({"width": 1400, "height": 800})
+    page.goto(base_url_web + "/?view=serving")
+    _wait(page, 0)
+    page.route("**/api/serving?*", lambda route: (_time.sleep(0.8), route.continue_()))
+    before = _renders(page)
+    page.fill("#input-len", "2048")
+    page.press("#input-len", "Enter")  # out for 0.8 s at least
+    page.fill("#output-len", "40000")
+    page.press("#output-len", "Enter")  # refused in the page at once
+    assert page.is_visible("#error")
+    _wait(page, before, "input_len=2048")  # the earlier answer arrives and is drawn
+    assert page.is_visible("#error") and "Output" in _text(page, "#error")
+    assert page.evaluate("document.body.dataset.stale") == "1"

@@ -61,6 +61,8 @@
   let renderCount = 0;
   let running = false; // a request is on its way: a newer change waits for it, then asks for the latest
   let pending = false;
+  let asked = 0; // requests sent, counted
+  let refusedAt = -1; // the request count when a typed value was last refused: an answer sent before it may not clear it
   let limits = {}; // each number control's [min, max], as the API checks them (from /api/options)
   let pin = null; // the pinned baseline: {view, qs (its API query), state}
   let shownBase = null; // the baseline's body while the view it was pinned in is drawn
@@ -266,7 +268,7 @@
   function set(name, value, mode = "push") {
     const text = String(value);
     const problem = invalid(name, text);
-    if (problem !== null) { showStale(problem, name); return; }
+    if (problem !== null) { refusedAt = asked; showStale(problem, name); return; }
     if (state[name] === text && !document.body.dataset.stale) {
       if (mode === "push") writeUrl("push");
       return; // Enter and change both report a typed value
@@ -403,6 +405,7 @@
     }
     setDownloads(qs);
     let resp, body;
+    const sent = ++asked;
     try {
       resp = await fetch(`${VIEWS[shown].endpoint}?${qs}`);
       body = await resp.json();
@@ -423,6 +426,11 @@
         return;
       }
       showStale(apiMessage(body, resp.status), field);
+      return;
+    }
+    if (refusedAt >= sent) { // a value typed while this was on its way was refused: draw, but keep the refusal
+      await render(shown, body, pageQs, await baselineFor(shown));
+      document.body.dataset.stale = "1";
       return;
     }
     showError(null, null);
