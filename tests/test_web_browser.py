@@ -472,3 +472,20 @@ def test_every_view_draws_with_the_bar_and_scatter_bundle_and_nothing_over_the_d
         assert charts and all(n > 0 for n in charts), (view, charts)
         assert page.locator(".modebar").count() == 0
     assert errors == []
+
+
+@pytest.mark.parametrize("link, words", [
+    ("/?view=layer&machine=a100-80gb&dtype=fp8", "no fp8 peak"),   # dtype: back to the machine's
+    ("/?view=model&model=llama3-70b&tp=3", "tp 3 must divide"),      # tp: back to 1
+    ("/?view=serving&model=llama3-70b", "page's defaults"),          # 70B on one H100 serves nothing: the defaults
+])
+def test_a_link_the_server_refuses_falls_back_and_draws(page, base_url_web, link, words):
+    """A reviewer's links with a dtype the machine lacks, a tp that does not divide the heads, or a
+    model one GPU cannot serve left blank charts under 'the results below are for the last settings
+    that worked': on a first load the refused value falls back (or the page's defaults), a notice
+    says which, and the view is drawn."""
+    errors = open_page(page, base_url_web + link)
+    page.wait_for_function("!document.body.dataset.busy && Number(document.body.dataset.renderCount || 0) > 0")
+    assert page.is_visible("#notice") and words in text(page, "#notice")
+    assert page.is_hidden("#error") and not page.evaluate("document.body.dataset.stale")
+    assert errors == []

@@ -416,10 +416,25 @@
     if (pending) return; // a newer state is asked for next; this one is already stale
     if (!resp.ok) {
       const field = body && body.field;
-      if (renderCount === 0 && field && defaults[field] !== undefined && String(defaults[field]) !== state[field]) {
+      // an optional control's own default: tp 1, the machine's dtype (the empty choice)
+      const fallback = defaults[field] !== undefined ? String(defaults[field]) : (field === "tp" ? "1" : OPTIONAL.has(field) ? "" : undefined);
+      if (renderCount === 0 && field && fallback !== undefined && fallback !== (state[field] || "")) {
         // nothing drawn yet (a link): the refused value goes back to its default, and the notice says so
-        showNotice([`${apiMessage(body, resp.status)}; using ${CONTROLS[field] ? labelOf(field) : field} ${defaults[field]}`]);
-        state[field] = String(defaults[field]);
+        showNotice([`${apiMessage(body, resp.status)}; using ${CONTROLS[field] ? labelOf(field) : field} ${fallback || "its default"}`]);
+        if (fallback === "") delete state[field]; else state[field] = fallback;
+        showControls();
+        writeUrl("replace");
+        pending = true;
+        return;
+      }
+      if (renderCount === 0 && Object.keys(state).some((k) => defaults[k] !== undefined && String(defaults[k]) !== state[k])) {
+        // still nothing drawn, and the refused field is already at its default: the page's defaults, said
+        showNotice([`${apiMessage(body, resp.status)}; using the page's defaults`]);
+        const keep = view;
+        state = {};
+        for (const [name, value] of Object.entries(defaults)) state[name] = String(value);
+        view = keep;
+        followDefaults();
         showControls();
         writeUrl("replace");
         pending = true;
