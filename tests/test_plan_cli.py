@@ -354,3 +354,17 @@ def test_train_prices_its_tensor_parallel_ring_on_the_link_it_crosses_and_says_w
     assert "TP all-reduces" in out and "sit on the critical path" in out
     assert main(["train", "--tokens", "1e12", "--gpus", "64", "--tp", "8"]) == 0
     assert "!!" not in capsys.readouterr().out  # one node's NVLink, no pipeline: nothing it cannot be
+
+
+def test_decode_shows_its_launch_share_where_launches_are_much_of_a_step(capsys):
+    """A reviewer's DeepSeek-V3 TP 8 batch-1 step spent 4.0 of its 5.83 ms launching kernels (69%,
+    by the breakdown's launch column) under a table that named only 'memory': the share is a column
+    where some batch spends 10% or more launching, and a line says how engines avoid it."""
+    assert main(["decode", "--model", "deepseek-v3", "--machine", "h200", "--tp", "8", "--batch", "1", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["launch_share"] == pytest.approx(0.69, abs=0.02)
+    assert main(["decode", "--model", "deepseek-v3", "--machine", "h200", "--tp", "8", "--batch", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "launch  fits" in out and "launches are 69% of the step at batch 1" in out
+    assert main(["decode", "--model", "deepseek-v3", "--machine", "h200", "--tp", "8", "--batch", "1", "--cuda-graph"]) == 0
+    assert "launches are" not in capsys.readouterr().out

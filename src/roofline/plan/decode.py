@@ -139,7 +139,7 @@ class DecodePlan(Tabular):
         arr = {k: np.broadcast_to(np.asarray(v), (n,)) for k, v in dict(
             step_s=s.time_s, tokens_per_s=s.tokens_per_s, intensity=s.intensity, bound=s.bound, gemm_bound=s.gemm_bound,
             weights_intensity=s.weights_intensity, weight_bytes=s.weight_bytes, kv_bytes=s.kv_bytes,
-            memory_bound_share=s.memory_bound_share, link_share=s.link_share).items()}
+            memory_bound_share=s.memory_bound_share, link_share=s.link_share, launch_share=s.launch_share).items()}
         weights = self.memory.parts[0].bytes
         out = []
         for i, b in enumerate(self.batches):

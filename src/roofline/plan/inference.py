@@ -99,6 +99,11 @@ class ModelPrediction(Tabular):
         return self.totals.link_time_s / self.time_s
 
     @property
+    def launch_share(self):
+        """The share of the time that is kernel launches (one per op, or one per pass with a CUDA graph)."""
+        return self.totals.launch_s / self.time_s
+
+    @property
     def bound(self):
         """"memory", "compute" or "link": whichever holds the larger share of the time."""
         t = self.totals

@@ -47,6 +47,9 @@ def _cost_line(cm) -> str:
     return cm.describe()
 
 
+LAUNCH_SHOWN = 0.10  # a decode table shows its launch share once some batch spends this much of its step launching
+
+
 def decode_table(plan) -> str:
     """The decode-versus-batch table with its header and the planner's readouts."""
     s = plan.step
@@ -66,8 +69,10 @@ def decode_table(plan) -> str:
     if plan.prefill is not None:
         head.append(f"time to first token for {indefinite_article(S)} {S:,}-token prompt at batch 1: {_ms(plan.prefill.time_s)} ms")
     show_link = any(r["link_share"] > 0 for r in rows)
+    show_launch = any(r["launch_share"] >= LAUNCH_SHOWN for r in rows)  # a reviewer saw a 69% launch share unshown
     headers = ["batch", "step ms", "tokens/s", "FLOP/B", "weights read GB", "KV read GB", "matmuls", "step", "mem-bound"]
     headers += ["link-bound"] if show_link else []
+    headers += ["launch"] if show_launch else []
     headers += ["fits"]
     table = []
     for r in rows:
@@ -75,9 +80,11 @@ def decode_table(plan) -> str:
                f"{r['weight_bytes'] / GIGA:,.2f}", f"{r['kv_bytes'] / GIGA:,.2f}", r["gemm_bound"], r["bound"],
                _pct(r["memory_bound_share"])]
         row += [_pct(r["link_share"])] if show_link else []
+        row += [_pct(r["launch_share"])] if show_launch else []
         row += ["-" if r["fits"] is None else ("yes" if r["fits"] else "no")]
         table.append(row)
-    right = [True, True, True, True, True, True, False, False, True] + ([True] if show_link else []) + [False]
+    right = ([True, True, True, True, True, True, False, False, True] + ([True] if show_link else [])
+             + ([True] if show_launch else []) + [False])
     ridge = s.machine_spec.ridge(s.precision.compute)
     cm = s.cost_model
     lines = head + ["", grid(headers, table, right), ""]
@@ -100,6 +107,11 @@ def decode_table(plan) -> str:
                       f"{ridge:,.0f} FLOP/B{at_fractions})")
     scb = plan.step_compute_bound_batch
     lines.append(f"the whole step turns compute-bound at batch {scb:,}" if scb else _step_limit_text(plan))
+    worst = max(rows, key=lambda r: r["launch_share"])
+    if worst["launch_share"] >= 0.2 and not s.cost_model.cuda_graph:
+        lines.append(f"launches are {_pct(worst['launch_share'])} of the step at batch {worst['batch']:,} (a "
+                     f"{s.cost_model.launch_overhead_s * 1e6:g} us launch per kernel): engines capture decode steps as "
+                     "CUDA graphs, one launch a step; --cuda-graph prices that")
     if plan.max_batch_in_memory is None:
         lines.append("largest batch in memory: unknown (the machine gives no capacity)")
     elif plan.max_batch_in_memory == 0:
