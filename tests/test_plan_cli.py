@@ -368,3 +368,17 @@ def test_decode_shows_its_launch_share_where_launches_are_much_of_a_step(capsys)
     assert "launch  fits" in out and "launches are 69% of the step at batch 1" in out
     assert main(["decode", "--model", "deepseek-v3", "--machine", "h200", "--tp", "8", "--batch", "1", "--cuda-graph"]) == 0
     assert "launches are" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["train", "--tokens", "1e12", "--gpus", "8", "--tp-link", "infiniband"], "--tp-link does not apply with --tp 1"),
+    (["train", "--tokens", "1e12", "--gpus", "8", "--no-sequence-parallel"], "--no-sequence-parallel does not apply"),
+    (["sweep", "--over", "batch", "--batch", "8"], "--batch does not apply to --over batch"),
+    (["sweep", "--over", "tokens", "--tokens", "999"], "--tokens does not apply to --over tokens"),
+    (["sweep", "--over", "context", "--context", "999"], "--context does not apply to --over context"),
+])
+def test_flags_that_would_change_nothing_are_refused(argv, words, capsys):
+    """A reviewer's flags accepted and ignored: a TP link without a TP group, the swept size's own flag."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and len(err.strip().splitlines()) == 1

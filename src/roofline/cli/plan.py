@@ -67,6 +67,9 @@ class _WithBreakdown:
 def cmd_train(args):
     from roofline.plan.training import train_plan
 
+    if args.tp == 1:  # no tensor-parallel group: nothing for these to shape
+        refuse_unused(args, {"tp_link": None, "no_sequence_parallel": False},
+                      "with --tp 1 (no tensor-parallel collectives); give --tp N")
     _output(args.output)
     m = machine_from_args(args)
     plan = train_plan(args.model, args.tokens, args.gpus, m, args.mfu, args.hfu, args.seq_len, args.recompute, args.flops,
@@ -155,6 +158,10 @@ def cmd_sweep(args):
 
     if args.over == "machines":
         refuse_unused(args, {"values": None}, "to --over machines (the machines are --machine A,B,...)")
+    default = {"batch": 1, "tokens": 4096, "context": 4096}.get(args.over)
+    if default is not None and getattr(args, args.over) != default:  # the swept size comes from --values
+        raise RooflineError(f"--{args.over} does not apply to --over {args.over}: the swept {args.over} values are "
+                            "--values", field=None)
     phase = args.phase or ("prefill" if args.over == "tokens" else "decode")
     if phase == "prefill" and args.over != "context":  # a prefill attends over its own tokens
         refuse_unused(args, {"context": 4096}, "to a prefill sweep (it attends over its own tokens)")
