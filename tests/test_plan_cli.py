@@ -382,3 +382,17 @@ def test_flags_that_would_change_nothing_are_refused(argv, words, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1
+
+
+def test_decode_names_a_state_space_models_cache_and_a_tied_heads_reads(capsys):
+    """Mamba-2's decode header said 'flash attention' and 'KV cache' (it has neither), its table's
+    'KV read' column held the state read and written back; and a tied-embedding model was said to
+    read 'all but the embedding table' (its LM head is that table: Llama 3.2 1B reads all 2.47 GB)."""
+    assert main(["decode", "--model", "mamba2-2.7b", "--batch", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "no attention (state-space layers)" in out and "SSM state 86 MB per sequence" in out
+    assert "state r+w GB" in out and "KV read GB" not in out and "flash attention" not in out
+    assert main(["decode", "--model", "llama3.2-1b", "--batch", "1"]) == 0
+    assert "a step reads all of them: the LM head is the tied embedding table" in capsys.readouterr().out
+    assert main(["decode", "--batch", "1"]) == 0
+    assert "a step reads all but the embedding table" in capsys.readouterr().out

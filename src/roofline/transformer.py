@@ -273,3 +273,12 @@ __all__ = [
     "hf_config_to_model", "uniform_config", "model_summary", "DTYPE_BYTES",
     "config_name", "preset_from_table", "PRESET_KEYS",  # re-exported from model_sources.py, with those above
 ]
+
+
+def cache_name(model) -> str:
+    """What a sequence's cache holds, by name: "KV cache" (attention layers, MLA latents included),
+    "SSM state" (state-space layers only: a constant state per sequence, not keys and values) or
+    "KV cache + SSM state" (hybrids)."""
+    cfg = get_model(model) if isinstance(model, str) else model
+    ssm, attention = any(k.is_ssm for k in cfg.kinds), any(k.is_attention for k in cfg.kinds)
+    return "KV cache + SSM state" if ssm and attention else "SSM state" if ssm else "KV cache"

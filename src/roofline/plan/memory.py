@@ -35,15 +35,6 @@ def inference_weight_bytes(model, precision: Precision | None = None, tensor_par
     return float(sum(v * precision.weight_width(k) for k, v in p.items() if k != "total"))
 
 
-def cache_name(model) -> str:
-    """What a sequence's cache holds, by name: "KV cache" (attention layers, MLA latents included),
-    "SSM state" (state-space layers only: a constant state per sequence, not keys and values) or
-    "KV cache + SSM state" (hybrids)."""
-    cfg = get_model(model) if isinstance(model, str) else model
-    ssm, attention = any(k.is_ssm for k in cfg.kinds), any(k.is_attention for k in cfg.kinds)
-    return "KV cache + SSM state" if ssm and attention else "SSM state" if ssm else "KV cache"
-
-
 def kv_bytes_per_token(model, precision: Precision | None = None, tensor_parallel: int = 1) -> float:
     """What each further cached token adds on one GPU at long context (full-attention and MLA
     layers; windowed and state-space layers add nothing past their window): 2 L K d_head w for a

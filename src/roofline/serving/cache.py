@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from roofline.errors import RooflineError
-from roofline.plan.memory import cache_name, inference_weight_bytes
+from roofline.plan.memory import inference_weight_bytes
+from roofline.transformer import cache_name
 from roofline.plan.step import StepCost, kv_cache_budget, sequence_cache_bytes
 from roofline.serving.engine import Engine
 from roofline.units import GIGA

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roofline.errors import MAX_REQUESTS
-from roofline.plan.memory import cache_name
+from roofline.transformer import cache_name
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
 from roofline.tables import Tabular, dump_json

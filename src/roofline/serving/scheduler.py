@@ -37,7 +37,7 @@ from roofline.plan.step import StepCost
 from roofline.serving.cache import cache_growth, replica_cache
 from roofline.serving.engine import Engine
 from roofline.serving.requests import Requests
-from roofline.plan.memory import cache_name
+from roofline.transformer import cache_name
 from roofline.serving.results import (OVERLOADED, PERCENTILES, ServingResult, _weighted_percentiles, overload_note,
                                       step_settings)
 from roofline.units import GIGA
