@@ -396,3 +396,10 @@ def test_decode_names_a_state_space_models_cache_and_a_tied_heads_reads(capsys):
     assert "a step reads all of them: the LM head is the tied embedding table" in capsys.readouterr().out
     assert main(["decode", "--batch", "1"]) == 0
     assert "a step reads all but the embedding table" in capsys.readouterr().out
+
+
+def test_a_moes_compute_bound_batch_says_it_is_the_matmuls_summed(capsys):
+    """Mixtral on an MI300X 'turns compute-bound at batch 794' while its expert GEMMs, 794 x 2 / 8 =
+    198.5 FLOP/B, are still under the 203 of e_c/e_m: the verdict is the step's matmuls summed."""
+    assert main(["decode", "--model", "mixtral-8x7b", "--machine", "mi300x", "--batch", "794"]) == 0
+    assert "summed over every matmul of the step" in capsys.readouterr().out

@@ -123,6 +123,9 @@ def decode_table(plan) -> str:
     else:
         lines[-1] += (f" (weights-only intensity = {view} with {s.precision.weights} weights; {s.precision.compute} ridge "
                       f"{ridge:,.0f} FLOP/B{at_fractions})")
+    if plan.experts and cb:  # the verdict is the step's matmuls summed: the dense ones cross first, the experts' later
+        lines[-1] += ("; summed over every matmul of the step (the dense projections cross first, the routed experts' "
+                      "at their own intensity, later: --breakdown B shows each)")
     scb = plan.step_compute_bound_batch
     lines.append(f"the whole step turns compute-bound at batch {scb:,}" if scb else _step_limit_text(plan))
     worst = max(rows, key=lambda r: r["launch_share"])
