@@ -403,3 +403,12 @@ def test_a_moes_compute_bound_batch_says_it_is_the_matmuls_summed(capsys):
     198.5 FLOP/B, are still under the 203 of e_c/e_m: the verdict is the step's matmuls summed."""
     assert main(["decode", "--model", "mixtral-8x7b", "--machine", "mi300x", "--batch", "794"]) == 0
     assert "summed over every matmul of the step" in capsys.readouterr().out
+
+
+def test_a_token_budget_under_one_global_batch_is_said_not_printed_as_zero(capsys):
+    """1e6 tokens on 1,024 GPUs (a global batch of 1,024 x 8,192 = 8,388,608 tokens) printed 'time
+    0.0 days 0 s', 'GPU-hours 0': 6 x 8.03e9 x 1e6 FLOPs / (1,024 x 0.4 x 989e12) = 0.119 s."""
+    assert main(["train", "--tokens", "1e6", "--gpus", "1024"]) == 0
+    out = capsys.readouterr().out
+    assert "0.119 s" in out and "0.12 of one global batch (8,388,608 tokens)" in out
+    assert "0.0 days" not in out

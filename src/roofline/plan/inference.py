@@ -6,7 +6,7 @@ count); quantisation in precision.py, tensor parallelism in parallel.py.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -47,6 +47,7 @@ class ModelPrediction(Tabular):
     machine_spec: Machine
     cost_model: CostModel
     totals: Totals
+    config: object = field(default=None, compare=False, repr=False)  # the Model (a config file's has no preset key)
 
     @functools.cached_property
     def prediction(self) -> WorkloadPrediction:
@@ -179,7 +180,7 @@ def predict_model(model="llama3-8b", machine="h100-sxm", phase="decode", tokens=
     return ModelPrediction(
         model=cfg.key or cfg.name, machine=m.key or m.name, phase=phase, tokens=tokens if phase == "prefill" else 1,
         batch=batch, context=S, attention=attention, precision=precision, tensor_parallel=int(tensor_parallel),
-        ops=tuple(ops), machine_spec=m, cost_model=cost_model, totals=totals(ops, m, cost_model),
+        ops=tuple(ops), machine_spec=m, cost_model=cost_model, totals=totals(ops, m, cost_model), config=cfg,
     )
 
 

@@ -57,7 +57,7 @@ def _attention_text(step) -> str:
     """'flash attention', or what a model without (standard) attention layers is costed with."""
     from roofline.transformer import get_model
 
-    kinds = get_model(step.model).kinds
+    kinds = (step.config or get_model(step.model)).kinds
     if not any(k.is_attention for k in kinds):
         return "no attention (state-space layers)"
     return f"{step.attention} attention"
@@ -79,7 +79,7 @@ def decode_table(plan) -> str:
         f"{s.precision.label()}{tp}",
         _cost_line(s.cost_model),
         f"weights {format_si(mem.parts[0].bytes, 'B')} per GPU ({_weights_read(plan, rows)}); "
-        f"{_cache_name(s.model)} {format_si(plan.kv_per_sequence_bytes, 'B')} per sequence"
+        f"{_cache_name(s.config or s.model)} {format_si(plan.kv_per_sequence_bytes, 'B')} per sequence"
         f"{' per GPU' if s.tensor_parallel > 1 else ''}; "
         f"memory {format_si(cap, 'B') if cap else 'unknown'}",
     ]
@@ -87,7 +87,7 @@ def decode_table(plan) -> str:
         head.append(f"time to first token for {indefinite_article(S)} {S:,}-token prompt at batch 1: {_ms(plan.prefill.time_s)} ms")
     show_link = any(r["link_share"] > 0 for r in rows)
     show_launch = any(r["launch_share"] >= LAUNCH_SHOWN for r in rows)  # a reviewer saw a 69% launch share unshown
-    cache = {"KV cache": "KV read GB", "SSM state": "state r+w GB", "KV cache + SSM state": "KV+state GB"}[_cache_name(s.model)]
+    cache = {"KV cache": "KV read GB", "SSM state": "state r+w GB", "KV cache + SSM state": "KV+state GB"}[_cache_name(s.config or s.model)]
     headers = ["batch", "step ms", "tokens/s", "FLOP/B", "weights read GB", cache, "matmuls", "step", "mem-bound"]
     headers += ["link-bound"] if show_link else []
     headers += ["launch"] if show_launch else []
@@ -158,7 +158,7 @@ def _weights_read(plan, rows) -> str:
     if not plan.experts:
         from roofline.transformer import get_model
 
-        if get_model(plan.step.model).tied_embeddings:  # the LM head is the embedding: a step reads it whole
+        if (plan.step.config or get_model(plan.step.model)).tied_embeddings:  # the LM head is the embedding: a step reads it whole
             return "a step reads all of them: the LM head is the tied embedding table"
         return "a step reads all but the embedding table"
     E, k = plan.experts
@@ -231,8 +231,10 @@ def train_table(plan) -> str:
         ["hardware FLOPs", f"{plan.hardware_flops:.3g}", "executed, recomputation included"],
         ["MFU", _pct1(plan.mfu), "model FLOPs / (GPUs x peak x time)"],
         ["HFU", _pct1(plan.hfu), "hardware FLOPs / (GPUs x peak x time)"],
-        ["time", f"{plan.days:,.1f} days", f"{plan.seconds:,.0f} s"],
-        ["GPU-hours", f"{plan.gpu_hours:,.0f}", ""],
+        ["time", f"{plan.days:,.1f} days" if plan.days >= 0.1 else f"{plan.seconds / 3600:,.3g} hours"
+         if plan.seconds >= 360 else f"{plan.seconds:,.3g} s",
+         f"{plan.seconds:,.0f} s" if plan.seconds >= 100 else f"{plan.seconds:,.3g} s"],
+        ["GPU-hours", f"{plan.gpu_hours:,.0f}" if plan.gpu_hours >= 100 else f"{plan.gpu_hours:,.3g}", ""],
     ]
     if plan.cost is not None:
         rows.append(["cost", f"${plan.cost:,.0f}", f"at ${plan.price_per_gpu_hour:,.2f} per GPU-hour"])
@@ -269,6 +271,10 @@ def _train_limits(plan) -> list[str]:
     and MFU above assume they hide), and a pipeline's 1F1B bubble, (p - 1) / (m + p - 1) of a step
     idle with m micro-batches in flight per step."""
     out = []
+    if plan.tokens < plan.layout.global_batch_tokens:
+        out.append(f"!! {count_text(plan.tokens)} tokens are {plan.tokens / plan.layout.global_batch_tokens:.2g} of one global "
+                   f"batch ({plan.layout.global_batch_tokens:,.0f} tokens): the run is a fraction of one optimizer step "
+                   "(--global-batch sets it)")
     if plan.step is not None and plan.step_communication_s > plan.step_compute_s:
         slow = plan.step_communication_s / plan.step_compute_s
         out.append(f"!! link-bound: {plan.step_communication_s:,.3f} s of communication per step outlasts its "
