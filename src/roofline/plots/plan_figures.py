@@ -165,7 +165,9 @@ def plot_sweep(result, path: str | None = None, title: str | None = None) -> Fig
     ax.legend(handles=_bound_legend(ax, bounds), loc="lower right", fontsize=8)
     ax2.legend(loc="lower right" if result.over != "tokens" else "upper right", fontsize=8)
     fixed = ", ".join(f"{k} {v:,}" for k, v in result.fixed)
-    head = title or f"{model_name(result.model)} {result.phase} sweep over {result.over} ({fixed}, {result.precision.label()})"
+    tp = f", tensor parallel {result.tensor_parallel}" if result.tensor_parallel > 1 else ""  # the table says it: so does the figure
+    head = title or (f"{model_name(result.model)} {result.phase} sweep over {result.over} ({fixed}, {result.precision.label()}"
+                     f"{tp})")
     fig.suptitle(head + "\nred: memory-bound, blue: compute-bound", fontsize=10)
     fig.tight_layout()
     return _done(fig, path)
