@@ -389,13 +389,6 @@ def test_the_serving_caption_names_the_precision_as_simulated(client):
     assert "the whole sweep within about" in a100["caption"]
 
 
-def test_a_note_advising_cli_flags_names_the_cli_on_the_page(client):
-    """The lockstep note told a page user to give --input-len LO-HI, a control the page lacks."""
-    notes = client.get("/api/serving", params={"max_users": 4}).json()["notes"]
-    lockstep = [n for n in notes if "move in step" in n]
-    assert lockstep and "the page runs fixed lengths: `roofline serving --input-len LO-HI`" in lockstep[0]
-
-
 @pytest.fixture(scope="module")
 def base_url_web():
     _browser_or_skip()

@@ -279,14 +279,6 @@ def bound_text(bound: dict) -> str:
     return text + "."
 
 
-def _for_the_page(note: str) -> str:
-    """A library note as the page gives it: the advice to give length ranges names the CLI, since
-    the page runs fixed lengths (a reviewer looked for an --input-len control that is not there)."""
-    return note.replace("give length ranges (--input-len LO-HI) or --lengths for the spread a real workload has",
-                        "the page runs fixed lengths: `roofline serving --input-len LO-HI` or `--lengths FILE` gives the "
-                        "spread a real workload has")
-
-
 def serving_payload(sweep, step, engine, q, bound: dict, model_name: str) -> dict:
     """The /api/serving body: the library's ``ServingSweep.to_dict()`` plus what the page draws."""
     index = serving_representative(sweep)
@@ -294,7 +286,7 @@ def serving_payload(sweep, step, engine, q, bound: dict, model_name: str) -> dic
     m = step.machine
     gpus = sweep.results[0].gpus
     charts = serving_charts(sweep, index if best is not None else None, q.percentile)
-    notes = [_for_the_page(n) for n in list(sweep.to_dict()["notes"]) + list(step.model.header_lines())]
+    notes = list(sweep.to_dict()["notes"]) + list(step.model.header_lines())  # the CLI's, word for word
     body = {
         **sweep.to_dict(),
         "model_name": model_name,
