@@ -122,8 +122,9 @@ class Precision:
         w, a = weights or base.weights, activations or base.activations
         # W8A8's matmul dtype holds while the weights are no wider than it (int4 weights under fp8: W4A8)
         # and the activations are not set to another (then matmuls compute in the wider of the two)
+        # (--activations naming the dtype W8A8 already keeps between ops, bf16, is that default, not another mode)
         matmul = (base.matmul if base.matmul is not None and DTYPE_BYTES[w] <= DTYPE_BYTES[base.matmul]
-                  and activations in (None, base.matmul) else None)
+                  and activations in (None, base.matmul, base.activations) else None)
         replaces = ""
         if storage.parts:  # --dtype or --weights set a quantised checkpoint aside
             replaces = f"the dtype flags set aside the checkpoint's own storage ({storage.label()})"
