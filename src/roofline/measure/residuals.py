@@ -332,16 +332,20 @@ def _fitted(residuals: dict, category_bands: dict, class_bands: dict, spread, ke
     cls = fit_class(kernel)
     size = np.log(max(float(np.max(kernel.bytes)), 1.0))
     tag = "-cold" if cold else ""
-    for source, key in (("aten" + tag, fit_op(kernel)), ("class" + tag, cls)):
-        fit = residuals.get((source, kernel.dtype, key))
-        if fit is None:
-            continue
+    c_lo, c_hi = class_bands.get(cls + (" cold" if cold else ""), (lo, hi))
+
+    def from_curve(fit, source, widen, outside, borrowed=""):
+        """The residual of a (log bytes, log r) curve at the op's size, the class's band widened."""
         x, logr = fit
         r = float(np.exp(np.interp(size, x, logr)))
-        c_lo, c_hi = class_bands.get(cls + (" cold" if cold else ""), (lo, hi))
-        outside = not (x[0] <= size <= x[-1])
-        widen = OUTSIDE_WIDENING if outside else 1.0
-        return Residual(r, min(lo, c_lo * spread_lo) / widen, max(hi, c_hi * spread_hi) * widen, source, outside)
+        return Residual(r, min(lo, c_lo * spread_lo) / widen, max(hi, c_hi * spread_hi) * widen, source, outside,
+                        borrowed=borrowed)
+
+    for source, key in (("aten" + tag, fit_op(kernel)), ("class" + tag, cls)):
+        fit = residuals.get((source, kernel.dtype, key))
+        if fit is not None:
+            outside = not (fit[0][0] <= size <= fit[0][-1])
+            return from_curve(fit, source, OUTSIDE_WIDENING if outside else 1.0, outside)
     fit = residuals.get(("category", kernel.dtype, kernel.category))
     if fit is not None:
         r, r_lo, r_hi = fit
@@ -354,14 +358,8 @@ def _fitted(residuals: dict, category_bands: dict, class_bands: dict, spread, ke
     for other in others:
         for source, key in ((("op", kernel.name),) if not cold else ()) + (("aten" + tag, fit_op(kernel)), ("class" + tag, cls)):
             fit = residuals.get((source, other, key))
-            if fit is None:
-                continue
-            x, logr = fit
-            r = float(np.exp(np.interp(size, x, logr)))
-            c_lo, c_hi = class_bands.get(cls + (" cold" if cold else ""), (lo, hi))
-            widen = OUTSIDE_WIDENING**2
-            return Residual(r, min(lo, c_lo * spread_lo) / widen, max(hi, c_hi * spread_hi) * widen, source, True,
-                            borrowed=other)
+            if fit is not None:
+                return from_curve(fit, source, OUTSIDE_WIDENING**2, True, borrowed=other)
     # nothing of its class at all: uncorrected, its category's band (else the timing spread) widened as outside
     # the measured points
     return Residual(1.0, lo / OUTSIDE_WIDENING, hi * OUTSIDE_WIDENING, "none", True)

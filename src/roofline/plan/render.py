@@ -47,17 +47,22 @@ def _cost_line(cm) -> str:
     return cm.describe()
 
 
-def _cache_name(model) -> str:
+def _config(step):
+    """The Model a prediction is of (a config file's has no preset key to look up)."""
+    from roofline.transformer import get_model
+
+    return step.config or get_model(step.model)
+
+
+def _cache_name(step) -> str:
     from roofline.transformer import cache_name
 
-    return cache_name(model)
+    return cache_name(_config(step))
 
 
 def _attention_text(step) -> str:
     """'flash attention', or what a model without (standard) attention layers is costed with."""
-    from roofline.transformer import get_model
-
-    kinds = (step.config or get_model(step.model)).kinds
+    kinds = _config(step).kinds
     if not any(k.is_attention for k in kinds):
         return "no attention (state-space layers)"
     return f"{step.attention} attention"
@@ -79,7 +84,7 @@ def decode_table(plan) -> str:
         f"{s.precision.label()}{tp}",
         _cost_line(s.cost_model),
         f"weights {format_si(mem.parts[0].bytes, 'B')} per GPU ({_weights_read(plan, rows)}); "
-        f"{_cache_name(s.config or s.model)} {format_si(plan.kv_per_sequence_bytes, 'B')} per sequence"
+        f"{_cache_name(s)} {format_si(plan.kv_per_sequence_bytes, 'B')} per sequence"
         f"{' per GPU' if s.tensor_parallel > 1 else ''}; "
         f"memory {format_si(cap, 'B') if cap else 'unknown'}",
     ]
@@ -87,7 +92,7 @@ def decode_table(plan) -> str:
         head.append(f"time to first token for {indefinite_article(S)} {S:,}-token prompt at batch 1: {_ms(plan.prefill.time_s)} ms")
     show_link = any(r["link_share"] > 0 for r in rows)
     show_launch = any(r["launch_share"] >= LAUNCH_SHOWN for r in rows)  # a reviewer saw a 69% launch share unshown
-    cache = {"KV cache": "KV read GB", "SSM state": "state r+w GB", "KV cache + SSM state": "KV+state GB"}[_cache_name(s.config or s.model)]
+    cache = {"KV cache": "KV read GB", "SSM state": "state r+w GB", "KV cache + SSM state": "KV+state GB"}[_cache_name(s)]
     headers = ["batch", "step ms", "tokens/s", "FLOP/B", "weights read GB", cache, "matmuls", "step", "mem-bound"]
     headers += ["link-bound"] if show_link else []
     headers += ["launch"] if show_launch else []
@@ -156,9 +161,7 @@ def _weights_read(plan, rows) -> str:
     """What a decode step reads of the weights: all but the embedding table (dense), or the
     experts its tokens touch (MoE: E(1 - (1 - k/E)^B) of E per layer, on average)."""
     if not plan.experts:
-        from roofline.transformer import get_model
-
-        if (plan.step.config or get_model(plan.step.model)).tied_embeddings:  # the LM head is the embedding: a step reads it whole
+        if _config(plan.step).tied_embeddings:  # the LM head is the embedding: a step reads it whole
             return "a step reads all of them: the LM head is the tied embedding table"
         return "a step reads all but the embedding table"
     E, k = plan.experts

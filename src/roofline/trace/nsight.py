@@ -123,7 +123,7 @@ class MeasuredKernel:
 
         if self.bound == "bytes only":
             return "collect FLOP metrics to know the compute side"
-        if self.bound == "compute" and self.gpu and not self.tensor and self.speed_of_light < 0.6 <= 1:
+        if self.bound == "compute" and self.gpu and not self.tensor and self.speed_of_light < 0.6:
             return "CUDA-core math: fewer instructions, occupancy (tensor cores only if it is a matmul)"
         return advice(self.bound, "other", self.speed_of_light, self.gpu)
 
