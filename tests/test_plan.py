@@ -616,6 +616,24 @@ def test_bridged_pcie_cards_cross_pcie_past_a_pair():
     assert tp_link(get_machine("h100-sxm"), None, 8) == "nvlink"  # an HGX node: all 8 on NVLink
 
 
+def test_a_data_parallel_ring_of_bridged_pcie_cards_crosses_pcie_past_a_pair():
+    """Training's data-parallel collectives follow the same bridge rule: ZeRO 3 over 8 H100 PCIe
+    cards is a ring over PCIe (the bridge joins 2, HPCT-H100), over 2 it stays on NVLink; naming
+    nvlink for 8 is refused. Llama 3 8B's gradient reduce-scatter: 8,030,261,248 bf16 parameters,
+    7/8 of 2 x 8,030,261,248 B = 14.05 GB per GPU over pcie's 64 GB/s per direction."""
+    plan8 = train_plan("llama3-8b", 1e9, 8, machine="h100-pcie", zero=3)
+    links8 = {op.name.split(" x")[0] for op in plan8.step.ops}
+    assert links8 == {"gradient reduce-scatter (pcie)", "weight all-gather (pcie)"}
+    rs = next(op for op in plan8.step.ops if op.name.startswith("gradient"))
+    assert rs.time_s == pytest.approx(7 / 8 * 2 * 8_030_261_248 / 64e9, rel=1e-3)
+    plan2 = train_plan("llama3-8b", 1e9, 2, machine="h100-pcie", zero=3)
+    assert {op.name.split(" x")[0] for op in plan2.step.ops} == {"gradient reduce-scatter (nvlink)", "weight all-gather (nvlink)"}
+    with pytest.raises(RooflineError, match="dp_link nvlink: the H100 PCIe's NVLink bridge joins 2 cards"):
+        train_plan("llama3-8b", 1e9, 8, machine="h100-pcie", zero=3, dp_link="nvlink")
+    assert {op.name.split(" x")[0] for op in train_plan("llama3-8b", 1e9, 8, zero=3).step.ops} == {
+        "gradient reduce-scatter (nvlink)", "weight all-gather (nvlink)"}  # an HGX H100 SXM node: NVLink for all 8
+
+
 def test_a_point_to_point_mesh_gives_a_group_of_g_gpus_g_minus_1_peer_links():
     """MI300X: xGMI is 7 links of 64 GB/s per direction, one to each peer (MLE-NET; its measured
     all-reduce bus bandwidth is 47.7 GB/s at 2 GPUs and 312.9 at 8). A ring of 2 gets one link, 64

@@ -12,7 +12,8 @@ FLOPs conventions (the roofline chapter, section 2.3 and exercise 4):
 MFU = model FLOPs / (GPUs x peak x time); HFU counts the FLOPs executed, recomputation included.
 
 Links: the tensor-parallel all-reduces default to the machine's scale-up link (parallel.SCALE_UP_LINKS);
-the data-parallel collectives to the scale-up link within one node, and across nodes to
+the data-parallel collectives to the scale-up link within one node (PCIe past a bridged NVLink pair:
+an H100 PCIe's bridge joins 2 cards), and across nodes to
 infiniband, else roce, else ici (a TPU pod), else pcie (a scale-out NIC sits behind PCIe, so PCIe
 bounds it), else the scale-up link; a fallback is said in the plan's notes.
 
@@ -74,6 +75,13 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
         check_scale_up(m, gpus_per_node, layout.gpus, f"a data-parallel group of {layout.gpus} GPUs")
         one_node = layout.gpus <= gpus_per_node
         chosen = dp_link is not None
+        pair = m.nvlink_gpus  # bridged cards: NVLink joins a pair, a ring over more GPUs crosses PCIe
+        if one_node and pair and layout.gpus > pair and "pcie" in dict(m.links):
+            if chosen and str(dp_link).strip().lower() == "nvlink":
+                raise RooflineError(f"dp_link nvlink: {m.the_name}'s NVLink bridge joins {pair} cards, so the data-parallel "
+                                    f"ring over {layout.gpus} GPUs crosses PCIe: give --dp-link pcie (or at most "
+                                    f"--gpus {pair})", field="dp_link")
+            dp_link = dp_link or "pcie"
         dp_link = _link(m, dp_link, "dp_link", SCALE_UP_LINKS if one_node else SCALE_OUT_LINKS, notes)
         if dp_link and not one_node and dp_link not in ("infiniband", "roce"):
             if chosen:  # the user's choice: say what it means, not that the machine lacks a NIC
