@@ -20,8 +20,15 @@ class RooflineError(ValueError):
         self.field = field
 
 
-def _describe(value) -> str:
+def _describe(value, bad=None) -> str:
+    """The value as an error names it; of an array with a ``bad`` mask, the first bad entry and
+    where it sits ("1e+12 (value 2 of 2)"), not the whole array."""
     if isinstance(value, np.ndarray):
+        if bad is not None and value.ndim == 1 and np.any(bad):
+            i = int(np.flatnonzero(bad)[0])
+            v = float(value[i])
+            shown = f"{int(v):,}" if v.is_integer() and abs(v) < 1e9 else f"{v:g}"
+            return f"{shown} (value {i + 1:,} of {value.size:,})"
         return f"array {np.array2string(value, threshold=6)}"
     return repr(value)
 
@@ -54,19 +61,19 @@ def check_number(
     if arr.size == 0:
         raise RooflineError(f"{name} must not be empty", field=name)
     if not np.all(np.isfinite(arr)):
-        raise RooflineError(f"{name} must be a finite number, got {_describe(value)}", field=name)
+        raise RooflineError(f"{name} must be a finite number, got {_describe(value, ~np.isfinite(arr))}", field=name)
     if minimum is not None:
         bad = arr <= minimum if strictly else arr < minimum
         if np.any(bad):
             relation = "greater than" if strictly else "at least"
-            raise RooflineError(f"{name} must be {relation} {_bound(minimum)}, got {_describe(value)}", field=name)
+            raise RooflineError(f"{name} must be {relation} {_bound(minimum)}, got {_describe(value, bad)}", field=name)
         if strictly and minimum == 0 and np.any(arr < TINY):  # 5e-324 passes "> 0" and overflows every ratio
             raise RooflineError(f"{name} must be at least {TINY:g} (no physical quantity in SI units is smaller), "
-                                f"got {_describe(value)}", field=name)
+                                f"got {_describe(value, arr < TINY)}", field=name)
     if maximum is not None and np.any(arr > maximum):
-        raise RooflineError(f"{name} must be at most {_bound(maximum)}, got {_describe(value)}", field=name)
+        raise RooflineError(f"{name} must be at most {_bound(maximum)}, got {_describe(value, arr > maximum)}", field=name)
     if integer and np.any(arr != np.round(arr)):
-        raise RooflineError(f"{name} must be a whole number, got {_describe(value)}", field=name)
+        raise RooflineError(f"{name} must be a whole number, got {_describe(value, arr != np.round(arr))}", field=name)
     return value
 
 

@@ -14,7 +14,7 @@ from roofline.architecture import LatentAttention
 from roofline.cost import _jsonable
 from roofline.errors import MAX_COUNT, RooflineError, check_fraction, check_number
 from roofline.machines import get_machine, the_name
-from roofline.plan.limits import MAX_CONTEXT
+from roofline.plan.limits import MAX_CONTEXT, SEARCH_MAX_BATCH
 from roofline.plan.model_ops import _model_ops
 from roofline.plan.parallel import shard
 from roofline.plan.precision import Precision
@@ -191,8 +191,8 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
     cfg = get_model(model)
     m = get_machine(machine)
     precision = precision or Precision()
-    check_number("batch", batch, maximum=MAX_COUNT, integer=True)
-    check_number("context", context, maximum=MAX_COUNT, integer=True)
+    check_number("batch", batch, maximum=SEARCH_MAX_BATCH, integer=True)  # decode's own bounds
+    check_number("context", context, maximum=MAX_CONTEXT, integer=True)
     check_fraction("memory_fraction", memory_fraction)
     weights = inference_weight_bytes(cfg, precision, tensor_parallel)
     per_token = kv_bytes_per_token(cfg, precision, tensor_parallel)

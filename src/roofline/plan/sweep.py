@@ -15,6 +15,7 @@ import numpy as np
 from roofline.cost import CostModel, _jsonable
 from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_number
 from roofline.machines import Machine, get_machine
+from roofline.plan.limits import MAX_CONTEXT, SEARCH_MAX_BATCH
 from roofline.plan.precision import Precision
 from roofline.plan.model_ops import default_cost_model
 from roofline.plan.memory import inference_weight_bytes, kv_bytes_per_sequence
@@ -139,13 +140,14 @@ def sweep(model="llama3-8b", machines=("h100-sxm",), over="batch", values=None, 
     if over == "machines":
         values = None
     sizes = {"tokens": tokens, "batch": batch, "context": context}
+    bounds = {"tokens": MAX_COUNT, "batch": SEARCH_MAX_BATCH, "context": MAX_CONTEXT}  # decode's and memory's bounds
     if over != "machines":
         values = np.asarray(DEFAULT_VALUES[over] if values is None else values, dtype=float)
-        check_number(over, values, maximum=MAX_COUNT, integer=True)
+        check_number(over, values, maximum=bounds[over], integer=True)
         sizes[over] = values.astype(np.int64)
     for name, v in sizes.items():
         if name != over:
-            check_number(name, v, maximum=MAX_COUNT, integer=True)
+            check_number(name, v, maximum=bounds[name], integer=True)
     series = tuple(_series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, cost_model, gpus_per_node)
                    for m in machines)
     fixed = tuple((k, v) for k, v in sizes.items() if k != over and not (phase == "decode" and k == "tokens")
