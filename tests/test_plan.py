@@ -355,6 +355,7 @@ def test_train_memory_parts_and_advice():
     assert parts["weights"] == parts["gradients"] == 2 * 8_030_261_248
     assert parts["optimizer"] == 12 * 8_030_261_248
     assert parts["activations"] == 32 * 8192 * 4096 * 34  # L s h 34, flash attention
+    assert parts["output_layer"] == 4 * 8192 * 4096 * (1 + 128_256 / 4096)  # 4sbh (1 + v/h), Korthikanti 4.3
     assert plan.memory.fits is False and "ZeRO 1" in plan.memory.verdict
     assert train_plan("llama3-8b", 15e12, 1024, mfu=0.4, zero=1).memory.fits
 
@@ -476,14 +477,23 @@ def test_moe_decode_header_gives_the_experts_read_not_all_weights():
 def test_pipeline_activations_hold_min_p_m_micro_batches_of_l_over_p_layers():
     per_layer = 8192 * 1 * 4096 * 34  # Llama 3 8B, s b h x 34 (flash attention, t = 1)
 
-    def acts(global_batch):
-        lay = make_layout(4, pipeline_parallel=4, seq_len=8192, global_batch_tokens=global_batch)
-        return dict((p.name, p.bytes) for p in train_memory("llama3-8b", "h100-sxm", lay, 8192).parts)["activations"]
+    output = 4 * 8192 * (4096 + 128_256)  # the output layer, 4sbh (1 + v/h): Korthikanti 4.3, 4,336,910,336 B
 
-    assert acts(None) == 1 * 8 * per_layer  # m = 1 micro-batch in flight x 32/4 layers
-    assert acts(2 * 8192) == 2 * 8 * per_layer  # m = 2 < p = 4
+    def parts(global_batch):
+        lay = make_layout(4, pipeline_parallel=4, seq_len=8192, global_batch_tokens=global_batch)
+        return dict((p.name, p.bytes) for p in train_memory("llama3-8b", "h100-sxm", lay, 8192).parts)
+
+    def acts(global_batch):
+        return parts(global_batch)["activations"]
+
+    # m = 1: the first stage holds 1 micro-batch x 32/4 layers, the last the same 8 layers plus the
+    # output layer's 4.34 GB: the last stage is the larger, and its output layer is a part of its own
+    assert acts(None) == 1 * 8 * per_layer and parts(None)["output_layer"] == output
+    assert acts(2 * 8192) == 2 * 8 * per_layer  # m = 2 < p = 4: 18.2 GB over the last stage's 9.1 + 4.3
+    assert "output_layer" not in parts(2 * 8192)
     assert acts(8 * 8192) == 4 * 8 * per_layer  # m = 8 >= p: p x L/p = L layers (Korthikanti 4.2.3)
-    assert train_memory("llama3-8b", "h100-sxm", make_layout(1), 8192).parts[-1].bytes == 32 * per_layer  # p = 1
+    whole = dict((p.name, p.bytes) for p in train_memory("llama3-8b", "h100-sxm", make_layout(1), 8192).parts)
+    assert whole["activations"] == 32 * per_layer and whole["output_layer"] == output  # p = 1: one GPU holds both
     with pytest.raises(RooflineError, match="pipeline_parallel 64 is more stages than Llama 3 8B's 32 layers"):
         train_plan("llama3-8b", 1e12, 64, pipeline_parallel=64)
 

@@ -91,7 +91,7 @@ def test_memory_json_has_parts_and_total(capsys):
     assert d["total_bytes"] == d["weights_bytes"] + d["kv_cache_bytes"] and d["fits"] is True
     code, out, _ = run(capsys, "memory", "--mode", "train", "--gpus", "8", "--zero", "3", "--json")
     d = json.loads(out)
-    parts = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes")
+    parts = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "output_layer_bytes")
     assert all(p in d for p in parts) and d["total_bytes"] == pytest.approx(sum(d[p] for p in parts))
     assert d["optimizer_bytes"] == pytest.approx(12 * 8_030_261_248 / 8)  # ZeRO 3 over 8 ranks
 

@@ -13,6 +13,7 @@ from roofline.errors import RooflineError, check_choice, check_number
 from roofline.machines import get_machine
 from roofline.plan.memory import MemoryPart, MemoryPlan
 from roofline.plan.parallel import shard
+from roofline.units import format_si
 from roofline.transformer import (active_params, attention_flops_per_token_forward, count_params, flops_per_token,
                                   get_model, model_state_bytes, train_flops_per_forward)
 
@@ -118,6 +119,17 @@ def make_layout(gpus, tensor_parallel=1, pipeline_parallel=1, zero=0, micro_batc
     return Layout(dp, tp, pp, int(zero), int(micro_batch), float(global_batch_tokens), bool(sequence_parallel))
 
 
+def output_layer_bytes(seq_len, micro_batch, d_model, vocab, tensor_parallel=1) -> float:
+    """Activations the output layer keeps for the backward pass, in bytes: Korthikanti et al. 2022
+    (arXiv:2205.05198) section 4.3, 4sbh/t (1 + v/h) = 4sbh/t + 4sbv/t: the final layer norm's and
+    the LM head's 16-bit inputs (2sbh/t each) and the logits, kept in fp32 for the cross entropy
+    (4sbv/t, the vocabulary split t ways). The input embedding's dropout mask is left out (Llama
+    trains without dropout). A fused linear cross-entropy (Liger, Apple's Cut Cross-Entropy) never
+    materialises the logits: this counts the unfused loss."""
+    s, b, h, v, t = (float(x) for x in (seq_len, micro_batch, d_model, vocab, tensor_parallel))
+    return 4.0 * s * b * h / t * (1.0 + v / h)
+
+
 def check_pipeline(cfg, layout: Layout) -> int:
     """Layers of the largest pipeline stage, ceil(L / p): the stage that bounds memory and the step's
     pace. p may leave a remainder (Llama 3.1 405B's 126 layers over 16 stages: 14 of 8 and 2 of 7,
@@ -189,17 +201,37 @@ def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = 
     params = stage_params(cfg, layout)  # the largest stage's, its end's embedding or LM head included
     states = model_state_bytes(params, layout.data_parallel, layout.zero)
     heads = getattr(cfg.first_attention, "heads", 0)  # the score terms of attention layers (0 for SSM-only models)
-    acts = in_flight * per_stage * activation_bytes_per_layer(seq_len, layout.micro_batch, cfg.d_model, heads,
-                                                              layout.tensor_parallel, layout.sequence_parallel, recompute,
-                                                              attention)
+    per_layer = activation_bytes_per_layer(seq_len, layout.micro_batch, cfg.d_model, heads, layout.tensor_parallel,
+                                           layout.sequence_parallel, recompute, attention)
+    output = output_layer_bytes(seq_len, layout.micro_batch, cfg.d_model, cfg.vocab, layout.tensor_parallel)
+    acts = in_flight * per_stage * per_layer
+    stage_notes = ()
+    if layout.pipeline_parallel > 1:  # the LM head sits on the last stage, one micro-batch in flight under 1F1B
+        last = stage_layers(cfg.n_layers, layout.pipeline_parallel)[-1] * per_layer + output
+        if last > acts:
+            stage_notes = (f"pipeline: the last stage's activations (1 micro-batch in flight under 1F1B, its "
+                           f"{stage_layers(cfg.n_layers, layout.pipeline_parallel)[-1]} layers and the output layer) "
+                           f"exceed the first stage's {format_si(acts, 'B')}: counted here",)
+            acts, extra = last - output, output
+        else:
+            stage_notes = (f"pipeline: the output layer's {format_si(output, 'B')} of activations sits on the last stage (1 "
+                           f"micro-batch in flight under 1F1B), whose {format_si(last, 'B')} stays under the first stage's "
+                           f"{format_si(acts, 'B')}, counted here",)
+            extra = 0.0
+    else:
+        extra = output
     parts = tuple(MemoryPart(k, v) for k, v in states.items()) + (MemoryPart("activations", acts),)
+    if extra:
+        parts += (MemoryPart("output_layer", extra),)
     settings = (("gpus", layout.gpus), ("data_parallel", layout.data_parallel), ("tensor_parallel", layout.tensor_parallel),
                 ("pipeline_parallel", layout.pipeline_parallel), ("zero", layout.zero), ("micro_batch", layout.micro_batch),
                 ("seq_len", int(seq_len)), ("recompute", recompute), ("attention", attention),
                 ("sequence_parallel", layout.sequence_parallel),
                 ("params_per_gpu", params), ("micro_batches_in_flight", in_flight), ("layers_per_stage", per_stage))
     notes = cfg.header_lines() + m.capacity_notes
-    notes += ("activations: Korthikanti et al. 2022, Table 2 (GPT layer; an estimate for gated MLPs and GQA)",)
+    notes += ("activations: Korthikanti et al. 2022, Table 2 (GPT layer; an estimate for gated MLPs and GQA); the output "
+              "layer's 4sbh/t (1 + v/h), section 4.3: fp32 logits for an unfused cross entropy (a fused one, as Liger's, "
+              "keeps none of them)",) + stage_notes
     unusual = sorted({k.mixer.kind for k in cfg.kinds if k.mixer is not None and (k.is_ssm or k.mixer.span or not k.is_attention
                                                                                   or type(k.mixer).__name__ != "Attention")}
                      | ({"MoE"} if cfg.is_moe else set()))
