@@ -731,3 +731,20 @@ def test_pipeline_stages_hold_their_layers_and_the_ends_the_embedding_and_head()
     plan = train_plan("llama3-405b", 15.6e12, 16384, tensor_parallel=8, pipeline_parallel=16, zero=1,
                       global_batch_tokens=16777216)
     assert "gradient all-reduce" in str(plan.to_dict()["communication"]) and plan.step_communication_s > 0
+
+
+def test_a_4_bit_flag_says_its_block_scales_are_not_counted():
+    """4-bit formats carry block scales (NVFP4: an fp8 per 16 values, +1/16 B a value = 12.5% of
+    0.5 B; int4 AWQ: an fp16 per 128, 2/128 B = 3.1%), which 0.5 B a value leaves out: the label
+    says so for 4-bit weights or KV set by a flag, not for 8-bit, and once in a sweep over machines."""
+    from roofline.plan.precision import Precision
+
+    assert "block scales not counted" in Precision("int4", "bf16", "bf16").label()
+    assert "4-bit KV at 0.5 B" in Precision("bf16", "bf16", "fp4").label()
+    assert "block scales" not in Precision("fp8", "fp8", "fp8").label()
+    assert "block scales" not in Precision("int4", "bf16", "bf16").label(scales=False)
+    from roofline.plan.render import sweep_table
+
+    table = sweep_table(sweep("llama3-8b", ["b200", "h100-sxm"], over="machines",
+                              precision=lambda m: Precision.resolve("llama3-8b", m, "fp4")))
+    assert table.splitlines()[0].count("block scales not counted") == 1

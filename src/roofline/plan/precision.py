@@ -151,9 +151,23 @@ class Precision:
         """Weights stored narrower than the matmuls compute in (dequantised on the fly)."""
         return DTYPE_BYTES[self.weights] < DTYPE_BYTES[self.compute]
 
-    def label(self) -> str:
+    def label(self, scales: bool = True) -> str:
+        """The precision in words; ``scales`` adds what a 4-bit flag leaves out (scales_left_out),
+        which a figure's title and a list of machines' labels say once, not per machine."""
         text = self._label()
-        return text + (f"; {self.replaces}" if self.replaces else "")
+        return text + (f"; {self.replaces}" if self.replaces else "") + (self.scales_left_out() if scales else "")
+
+    def scales_left_out(self) -> str:
+        """What a 4-bit flag leaves out: the block scales every 4-bit format carries (a checkpoint's
+        own storage counts them: MXFP4's 4.25 bits). NVFP4, an fp8 E4M3 scale per 16 values
+        (NVIDIA, "Introducing NVFP4", 2025): +12.5%; MXFP4, an E8M0 scale per 32 (OCP MX v1.0):
+        +3.1%; int4 AWQ/GPTQ, an fp16 scale per group of 128: +3.1%."""
+        four = (["weights"] if self.stored is None and DTYPE_BYTES[self.weights] == 0.5 else []) + (
+            ["KV"] if DTYPE_BYTES[self.kv_cache] == 0.5 else [])
+        if not four:
+            return ""
+        return (f"; 4-bit {' and '.join(four)} at 0.5 B a value, block scales not counted (NVFP4's fp8 per 16 adds "
+                "12.5%, MXFP4's and int4 groups of 128 about 3%)")
 
     def _label(self) -> str:
         if self.stored is not None:

@@ -305,7 +305,8 @@ def sweep_table(result) -> str:
     fixed = ", ".join(f"{k} {v:,}" for k, v in result.fixed)
     precision = result.precision.label()
     if result.precisions:
-        precision = "; ".join(f"{m}: {p.label()}" for m, p in result.precisions)
+        precision = "; ".join(f"{m}: {p.label(scales=False)}" for m, p in result.precisions) + next(
+            (p.scales_left_out() for _, p in result.precisions if p.scales_left_out()), "")
     if result.tensor_parallel > 1:
         links = {s.link for s in result.series}
         over_link = links.pop() if len(links) == 1 else ", ".join(f"{s.machine} {s.link}" for s in result.series)

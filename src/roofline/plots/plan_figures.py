@@ -95,7 +95,7 @@ def plot_decode(plan, path: str | None = None, title: str | None = None) -> Figu
     ax2.set_ylabel("time of one decode step, and of its parts (ms)")
     ax2.legend(loc="upper left", fontsize=8)
     head = title or (f"{model_name(s.model)} decode on {s.machine_spec.name}: context {int(s.context):,}, "
-                     f"{s.precision.label()}" + (f", tensor parallel {s.tensor_parallel}" if s.tensor_parallel > 1 else ""))
+                     f"{s.precision.label(scales=False)}" + (f", tensor parallel {s.tensor_parallel}" if s.tensor_parallel > 1 else ""))
     cm = s.cost_model
     sub = (f"e_c {cm.compute_efficiency:g}, e_m {cm.memory_efficiency:g}, launch {cm.launch_overhead_s / US:g} us"
            f"{' (CUDA graph)' if cm.cuda_graph else ' per kernel'}; red: memory-bound step, blue: compute-bound; "
@@ -166,7 +166,7 @@ def plot_sweep(result, path: str | None = None, title: str | None = None) -> Fig
     ax2.legend(loc="lower right" if result.over != "tokens" else "upper right", fontsize=8)
     fixed = ", ".join(f"{k} {v:,}" for k, v in result.fixed)
     tp = f", tensor parallel {result.tensor_parallel}" if result.tensor_parallel > 1 else ""  # the table says it: so does the figure
-    head = title or (f"{model_name(result.model)} {result.phase} sweep over {result.over} ({fixed}, {result.precision.label()}"
+    head = title or (f"{model_name(result.model)} {result.phase} sweep over {result.over} ({fixed}, {result.precision.label(scales=False)}"
                      f"{tp})")
     fig.suptitle(head + "\nred: memory-bound, blue: compute-bound", fontsize=10)
     fig.tight_layout()
@@ -191,7 +191,7 @@ def _plot_machines(result, path, title):
     ax.grid(True, axis="x", alpha=0.25)
     ax.legend(handles=_bound_legend(ax, bounds), loc="upper right", fontsize=8)
     fixed = ", ".join(f"{k} {v:,}" for k, v in result.fixed)
-    ax.set_title(title or f"{model_name(result.model)} {result.phase} ({fixed}, {result.precision.label()}) on each machine",
+    ax.set_title(title or f"{model_name(result.model)} {result.phase} ({fixed}, {result.precision.label(scales=False)}) on each machine",
                  fontsize=10)
     fig.tight_layout()
     return _done(fig, path)
