@@ -331,7 +331,8 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
              f"weights {parts['weights_bytes'] / GIGA:,.1f} GB"
              + (f", the draft's {parts['draft_weights_bytes'] / GIGA:,.1f} GB" if "draft_weights_bytes" in parts else "")
              + f" and a full step's activations {parts['activations_bytes'] / GIGA:,.2f} GB (an estimate: "
-             f"{engine.max_tokens:,} rows of the widest op) per GPU",
+             f"{engine.max_tokens:,} rows of the widest op) per GPU; not counted: the CUDA context, NCCL buffers and "
+             "CUDA graph pools (vLLM logs 0.1 GiB of non-torch memory at tensor-parallel 1, up to ~2 GiB at 8)",
              "scheduler: decodes first, then prompt chunks within max_tokens (vLLM V1 with chunked prefill); "
              "preemption recomputes the newest sequence; "
              + (f"cache in blocks of {engine.block_size} tokens" if what != "SSM state" else
