@@ -938,3 +938,28 @@ def test_expert_parallelism_across_nodes_says_its_all_to_all_is_pessimistic(caps
     assert "spans nodes, so every all-to-all byte is costed over infiniband" in capsys.readouterr().out
     assert main([*argv, "--tp", "8"]) == 0
     assert "spans nodes" not in capsys.readouterr().out
+
+
+def test_a_single_run_gives_its_spread_over_seeds(step, capsys):
+    """A Poisson run is one sample: the CLI reruns it with the next seeds (3 by default) and reports
+    each metric's low and high; the spread's ends are the seeds' own runs (checked here by running
+    each seed through the library), a closed loop of fixed lengths draws nothing and prints none."""
+    from roofline.serving import seed_spread
+
+    runs = [simulate(step, poisson_requests(10, 200, 1024, 128, seed)) for seed in (5, 6, 7)]
+    spread = seed_spread(runs[0], lambda seed: runs[seed - 5], [5, 6, 7])
+    tput = sorted(r.output_tokens_per_s for r in runs)
+    assert spread["seeds"] == [5, 6, 7] and spread["output_tokens_per_s"] == [tput[0], tput[-1]]
+    p99 = sorted(r.percentile("ttft", 99) for r in runs)
+    assert spread["ttft_p99_s"] == [p99[0], p99[-1]] and p99[0] < p99[-1]  # Poisson samples differ
+    same = simulate(step, closed_requests(4, 16, 256, 16))
+    assert seed_spread(same, lambda seed: same, [0, 1]) is None
+    assert main(["serving", "--rate", "10", "--requests", "200", "--input-len", "1024", "--output-len", "128",
+                 "--seed", "5", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["seed_spread"]["seeds"] == [5, 6, 7] and any(n.startswith("seed spread: over seeds 5-7") for n in d["notes"])
+    assert main(["serving", "--rate", "10", "--requests", "200", "--seeds", "1", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert "seed_spread" not in d and not any(n.startswith("seed spread") for n in d["notes"])
+    assert main(["serving", "--sweep", "1,2", "--seeds", "3"]) == 2
+    assert "--seeds reruns a single run" in capsys.readouterr().err

@@ -150,6 +150,9 @@ def _cmd_serving(args):
     if (args.disagg is not None or args.disagg_search is not None) and args.pp != 1:
         raise RooflineError(f"--pp {args.pp} with {'--disagg' if args.disagg is not None else '--disagg-search'} is not "
                             "modelled: the pools are simulated as tensor-parallel replicas (give --pp 1)", field="pp")
+    if args.seeds is not None and (args.sweep or slo or args.disagg is not None or args.disagg_search is not None):
+        raise RooflineError("--seeds reruns a single run (--rate or --concurrency) to show its spread; the sweep, the SLO "
+                            "search and --disagg run one seed (--seed)", field="seeds")
     if args.disagg_search is not None:
         if not slo or args.sweep or args.rate is not None or args.concurrency is not None or args.disagg is not None:
             raise RooflineError("--disagg-search G needs an SLO (--slo-ttft/--slo-tpot) and no --rate, --concurrency, "
@@ -192,10 +195,27 @@ def _cmd_serving(args):
                                                                     flush=True)) if n >= PROGRESS_SEARCH_REQUESTS else None)
     else:
         n = args.requests or 1000
-        reqs = (poisson_requests(args.rate, n, args.input_len, args.output_len, args.seed, burstiness) if args.rate is not None else
-                closed_requests(args.concurrency or 64, n, args.input_len, args.output_len, args.seed))
-        result = simulate(step, reqs, engine, args.price, draft=draft,
+
+        def make(seed):
+            return (poisson_requests(args.rate, n, args.input_len, args.output_len, seed, burstiness)
+                    if args.rate is not None else
+                    closed_requests(args.concurrency or 64, n, args.input_len, args.output_len, seed))
+
+        result = simulate(step, make(args.seed), engine, args.price, draft=draft,
                           progress=_requests_progress if n >= PROGRESS_REQUESTS else None)
+        seeds = 3 if args.seeds is None else args.seeds
+        if seeds > 1:
+            from roofline.serving.search import seed_spread, spread_note
+
+            def rerun(seed):
+                if n >= PROGRESS_REQUESTS:
+                    print(f"  seed {seed} ({seed - args.seed + 1} of {seeds}): the spread", file=sys.stderr, flush=True)
+                return simulate(step, make(seed), engine, args.price, draft=draft)
+
+            spread = seed_spread(result, rerun, list(range(args.seed, args.seed + seeds)))
+            if spread is not None:
+                result = dataclasses.replace(result, notes=tuple(result.notes) + (spread_note(spread),),
+                                             settings={**result.settings, "seed_spread": spread})
     breakdown = _breakdown(step, result, engine, args, draft) if args.breakdown else None
     if args.json:
         from roofline.tables import dump_json
@@ -408,6 +428,9 @@ def register(sub):
     p.add_argument("--price", type=number_arg("--price", maximum=1e6), default=None, help="$ per GPU-hour: cost per token")
     p.add_argument("--seed", type=number_arg("--seed", strictly=False, integer=True, maximum=2**32 - 1), default=0,
                    help="random seed of arrivals and lengths")
+    p.add_argument("--seeds", type=number_arg("--seeds", integer=True, maximum=100), default=None,
+                   help="a single run (--rate or --concurrency): also rerun with this many seeds from --seed and print "
+                        "the spread of throughput, TTFT and TPOT (default 3; 1 for none)")
     p.add_argument("--breakdown", action="store_true",
                    help="also print a decode step and a step with a prompt chunk of the run, op by op")
     _add_precision(p)

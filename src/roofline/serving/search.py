@@ -246,3 +246,48 @@ def _rate_search(run_at, hi: float, slo: dict, target_rate=None, flood_requests:
     slo["best"] = best
     values = tuple(sorted(tried))
     return ServingSweep("rate", values, tuple(tried[v] for v in values), slo, target_rate)
+
+
+SPREAD_METRICS = (("output tokens/s", "output_tokens_per_s", None), ("TTFT p90", "ttft", 90), ("TTFT p99", "ttft", 99),
+                  ("TPOT p90", "tpot", 90), ("TPOT p99", "tpot", 99))  # (words, what, percentile)
+
+
+def _spread_key(what: str, p) -> str:
+    return what if p is None else f"{what}_p{p}_s"
+
+
+def seed_spread(result: ServingResult, rerun, seeds) -> dict | None:
+    """How much of a run is its random sample: ``rerun(seed)`` simulates the same configuration with
+    another seed's arrivals and lengths, for each of ``seeds`` (``result`` is the first seed's run).
+    Returns {"seeds", key: [low, high], ...} over all of them (output_tokens_per_s; ttft_p90_s,
+    ttft_p99_s, tpot_p90_s, tpot_p99_s in seconds), or None when every seed gives the same run (a closed
+    loop of fixed lengths draws nothing). Each metric's spread is the sampling's, not the model's."""
+    runs = [result] + [rerun(s) for s in seeds[1:]]
+    out = {"seeds": list(seeds)}
+    for label, what, p in SPREAD_METRICS:
+        vals = [r.output_tokens_per_s if p is None else r.percentile(what, p) for r in runs]
+        vals = [v for v in vals if math.isfinite(v)]
+        if vals:
+            out[_spread_key(what, p)] = [min(vals), max(vals)]
+    if all(v[1] - v[0] <= 1e-12 * max(abs(v[1]), 1e-30) for k, v in out.items() if k != "seeds"):
+        return None
+    return out
+
+
+def spread_note(spread: dict) -> str:
+    """seed_spread in words: 'over seeds 0-2 of these arrivals and lengths: output 2,470-2,490 tokens/s; ...'."""
+    seeds = spread["seeds"]
+    which = f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[0] + len(seeds))) else ", ".join(map(str, seeds))
+    parts = []
+    for label, what, p in SPREAD_METRICS:
+        if _spread_key(what, p) not in spread:
+            continue
+        lo, hi = spread[_spread_key(what, p)]
+        if p is None:
+            a, b, unit = f"{lo:,.0f}", f"{hi:,.0f}", "output tokens/s"
+        else:
+            unit, scale = ("s", 1.0) if hi >= 10 else ("ms", 1e-3)  # one unit for both ends
+            a, b = f"{lo / scale:,.3g}", f"{hi / scale:,.3g}"
+        parts.append(" ".join(x for x in (label if p is not None else "", a if a == b else f"{a}-{b}", unit) if x))
+    return (f"seed spread: over seeds {which} of these arrivals and lengths, " + "; ".join(parts)
+            + " (the sample's spread, not the model's error; --seeds N for more, --requests for a longer sample)")
