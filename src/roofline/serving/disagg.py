@@ -8,13 +8,13 @@ import dataclasses
 
 import numpy as np
 
-from roofline.errors import RooflineError, check_number
+from roofline.errors import MAX_REQUESTS, RooflineError, check_number
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
 from roofline.serving.requests import Requests, poisson_requests
 from roofline.serving.results import PERCENTILES, ServingResult, _weighted_percentiles, overload_note, step_settings
 from roofline.serving.scheduler import simulate
-from roofline.serving.search import FLOOD_BATCHES, _rate_search, _slo, max_rate_within
+from roofline.serving.search import CHECK_FACTOR, FLOOD_BATCHES, _rate_search, _slo, max_rate_within
 from roofline.units import MS
 
 
@@ -164,7 +164,8 @@ def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_toke
     plain (co-located) replicas: {"splits": [(P, D, best rate)], "best": (P, D, rate),
     "colocated": rate of replicas x one replica's best, "notes": the co-located search's and the
     best split's notes, once each}. Each split's rate comes from the same bisection as max_rate_within,
-    on simulate_disaggregated; ``progress(done, of, rate)`` is called after each split."""
+    on simulate_disaggregated, its answer checked the same way (a run CHECK_FACTOR times longer, the
+    rate lowered until one meets the targets), so split and co-located answers compare alike; ``progress(done, of, rate)`` is called after each split."""
     slo = _slo(ttft_s, tpot_s, percentile)
     if slo is None:
         raise RooflineError("the split search needs a target: a TTFT or a TPOT", field="slo_ttft")
@@ -179,7 +180,8 @@ def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_toke
         # as many requests per replica as the co-located search runs on one: g x requests in all
         sw = _rate_search(lambda rate, n=requests * g, p=p, d=d: simulate_disaggregated(
             step, step, poisson_requests(rate, n, input_tokens, output_tokens, seed, burstiness), engine, engine, p, d,
-            kv_link, seed, price_per_gpu_hour), hi, dict(slo), flood_requests=max(requests * g, FLOOD_BATCHES * engine.max_seqs * d))
+            kv_link, seed, price_per_gpu_hour), hi, dict(slo), flood_requests=max(requests * g, FLOOD_BATCHES * engine.max_seqs * d),
+            check_requests=min(CHECK_FACTOR * requests * g, MAX_REQUESTS))  # checked as the co-located answer is
         splits.append((p, d, sw.slo["best"]))
         if progress is not None:
             progress(p, g - 1, sw.slo["best"])
@@ -188,5 +190,5 @@ def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_toke
     ok = [s for s in splits if s[2] is not None]
     best = max(ok, key=lambda s: s[2]) if ok else None
     notes = list(one.to_dict()["notes"]) + list(split_notes.get(best[:2], ()) if best else ())
-    return {"splits": splits, "best": best, "colocated": colocated,
+    return {"splits": splits, "best": best, "colocated": colocated, "checked_requests": min(CHECK_FACTOR * requests * g, MAX_REQUESTS),
             "gpus": g * step.tensor_parallel, "slo": slo, "notes": list(dict.fromkeys(notes))}
