@@ -51,6 +51,7 @@ class StepLayout:
         self.verify_tokens = int(check_number("verify_tokens", verify_tokens, maximum=64, integer=True))
         self.tensor_parallel = int(check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True))
         self.link = tp_link(self.machine, link, self.tensor_parallel, gpus_per_node) if self.tensor_parallel > 1 else None
+        self.gpus_per_node = int(gpus_per_node)
         # expert parallelism with data-parallel attention (DeepSeek-V3's, SGLang's and vLLM's layout for MoE): each of
         # the g GPUs runs attention and the dense ops for its own 1/g of the sequences with the whole weights, holds
         # E/g whole experts, and the routed tokens go to their experts' GPUs and back (two all-to-alls per MoE layer)
@@ -165,19 +166,58 @@ class StepLayout:
         return Kernel.trusted(f"PP send ({self.pp_link})", 0.0 * sent, sent, "collective", self.precision.activations,
                               self.pp_link, shape=(SEND, 2, sent))
 
+    def dispatch_dtype(self) -> tuple[str, float]:
+        """(dtype, bytes per value) the expert-parallel dispatch sends: under W8A8 the matmul dtype
+        with an fp32 scale per 128 values (DeepEP's fp8 dispatch, the expert GEMM's input quantised
+        before it is sent: 1 + 4/128 B), else the activations; the combine sends activations."""
+        p = self.precision
+        if p.matmul is not None and DTYPE_BYTES[p.matmul] < DTYPE_BYTES[p.activations]:
+            return p.matmul, DTYPE_BYTES[p.matmul] + 4.0 / 128
+        return p.activations, DTYPE_BYTES[p.activations]
+
+    def ep_nodes(self) -> int:
+        """Nodes the expert-parallel group spans (1 within a node)."""
+        from roofline.plan.parallel import CROSS_NODE_LINKS
+
+        if not self.expert_parallel or self.link not in CROSS_NODE_LINKS:
+            return 1
+        return -(-self.tensor_parallel // self.gpus_per_node)
+
+    @staticmethod
+    def remote_nodes_per_token(n_experts: int, top_k: int, nodes: int) -> float:
+        """Expected remote nodes holding at least one of a token's k distinct experts, E experts
+        spread evenly over N nodes: (N - 1) (1 - C(E - E/N, k) / C(E, k)). DeepSeek-V3 (E 256,
+        k 8) over 2 nodes: 1 - C(128, 8) / C(256, 8) = 0.9965."""
+        from math import comb
+
+        if nodes <= 1:
+            return 0.0
+        per = n_experts // nodes
+        return (nodes - 1) * (1.0 - comb(n_experts - per, top_k) / comb(n_experts, top_k))
+
     def _all_to_alls(self, kind, M) -> list[Kernel]:
-        """Expert parallelism: the dispatch and the combine of one MoE layer, the busiest GPU sending
-        its M rows' k hidden vectors to the experts' GPUs ((g - 1) / g of them elsewhere) and getting
-        as many back: M k D w (g - 1) / g bytes each way, over the link, plus its latency."""
+        """Expert parallelism: the dispatch and the combine of one MoE layer for the busiest GPU's M
+        rows. Within a node: each row's k hidden vectors go to the experts' GPUs ((g - 1) / g of
+        them elsewhere) and as many come back, M k D w (g - 1) / g bytes each way over the link.
+        Across N nodes (DeepEP's internode kernels): a row crosses the scale-out link once per
+        remote node holding one of its experts (remote_nodes_per_token), its forwarding inside that
+        node over NVLink overlapped with the transfer and not costed; the combine reduces on the
+        node and returns once per node the same way: M D w R bytes each way. The dispatch sends
+        dispatch_dtype's width (fp8 with its scales under W8A8), the combine the activations'."""
         from roofline.architecture import MoE
 
         if not self.expert_parallel or not isinstance(kind.mlp, MoE):
             return []
-        g, w = self._dp, DTYPE_BYTES[self.precision.activations]
-        sent = M * kind.mlp.top_k * self.sharded.d_model * w * (g - 1) / g  # M: the busiest GPU's rows
-        return [Kernel.trusted(f"EP all-to-all {what} ({self.link})", 0.0 * sent, sent, "collective",
-                               self.precision.activations, self.link, shape=(ALL_TO_ALL, g, sent))
-                for what in ("dispatch", "combine")]
+        g, D, k = self._dp, self.sharded.d_model, kind.mlp.top_k
+        nodes = self.ep_nodes()
+        share = k * (g - 1) / g if nodes == 1 else self.remote_nodes_per_token(kind.mlp.n_experts, k, nodes)
+        out = []
+        for what, (dtype, w) in (("dispatch", self.dispatch_dtype()),
+                                 ("combine", (self.precision.activations, DTYPE_BYTES[self.precision.activations]))):
+            sent = M * D * w * share  # M: the busiest GPU's rows
+            out.append(Kernel.trusted(f"EP all-to-all {what} ({self.link})", 0.0 * sent, sent, "collective", dtype,
+                                      self.link, shape=(ALL_TO_ALL, g, sent)))
+        return out
 
     def _final_norm(self, R) -> Kernel:
         sh, wa = self.sharded, self.precision.activations
@@ -250,10 +290,20 @@ class StepLayout:
                     "the experts; two all-to-alls per MoE layer; a step runs at its busiest GPU's pace (its ceil(n/g) "
                     "decodes, the largest prompt chunk, at least ceil(T/g) of the T experts the step touches); routing "
                     "otherwise assumed balanced",)
+            from roofline.architecture import MoE
             from roofline.plan.parallel import CROSS_NODE_LINKS
 
+            dtype, w = self.dispatch_dtype()
+            if dtype != self.precision.activations:
+                out += (f"the expert-parallel dispatch sends {dtype} with an fp32 scale per 128 values ({w:g} B a value; "
+                        f"DeepEP's fp8 dispatch under W8A8), the combine {self.precision.activations}",)
             if self.link in CROSS_NODE_LINKS:
-                out += (f"the expert-parallel group spans nodes, so every all-to-all byte is costed over {self.link}: "
-                        "pessimistic, as DeepEP-style kernels send a token once per remote node (the rest over NVLink) and "
-                        "dispatch in fp8; read a cross-node EP figure as a lower bound on throughput",)
+                nodes = self.ep_nodes()
+                moe = next(kd.mlp for kd in self.model.kinds if isinstance(kd.mlp, MoE))
+                r = self.remote_nodes_per_token(moe.n_experts, moe.top_k, nodes)
+                out += (f"the expert-parallel group spans {nodes} nodes of {self.gpus_per_node}: a token crosses "
+                        f"{self.link} once per remote node holding one of its {moe.top_k} experts ({r:.2f} of {nodes - 1} "
+                        "on average, uniform routing), as DeepEP's internode kernels send it, and the combine returns the "
+                        "same way; the forwarding inside a node over NVLink is taken as overlapped with the transfer "
+                        "(DeepEP pipelines the two) and not costed",)
         return out + ((self.note_model,) if self.note_model else ())
