@@ -345,8 +345,8 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     if closed and n > 1 and np.ptp(inp) == 0 and np.ptp(out) == 0:
         notes += ("a closed loop of identical requests: several users start together and resubmit as they finish, so "
                   "they move in step, one prompt wave after another: the percentiles are a few waves repeated, not a spread "
-                  "(the first wave, every user's prompt at once, is the slowest); give length ranges "
-                  "(--input-len LO-HI) or --lengths for the spread a real workload has",)
+                  "(the first wave, every user's prompt at once, is the slowest); lengths drawn from a range or a dataset "
+                  "give the spread a real workload has (the CLI's --input-len LO-HI or --lengths FILE)",)
     past = step.model.context_note(inp + out)
     if past:
         notes = (past,) + notes
