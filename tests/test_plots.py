@@ -125,3 +125,21 @@ def test_a_profile_figure_label_is_cut_with_its_parentheses_closed():
 
     assert _short("512x1024, 512x1024 (strided)", 24) == "512x1024, 512x1024 (s...)"
     assert _short("64x64", 24) == "64x64" and len(_short("x" * 40, 28)) == 28
+
+
+def test_a_sweeps_points_that_do_not_fit_are_hollow():
+    """Llama 3 8B at context 4,096: 16.1 GB of weights and 537 MB of KV per sequence (32 layers x
+    2 x 8 x 128 x 2 B x 4,096) fit 85.5 GB up to batch 129, so batches 256 and 512 do not: the
+    table says 'no', and the figure draws those two points hollow and says so in its title."""
+    from roofline.plan.sweep import sweep
+    from roofline.plots import plot_sweep
+
+    result = sweep("llama3-8b", "h100-sxm", over="batch", values=[1, 64, 256, 512])
+    assert list(result.series[0].fits) == [True, True, False, False]
+    fig = plot_sweep(result)
+    ax = fig.axes[0]
+    hollow = [c for c in ax.collections if len(c.get_facecolors()) and (c.get_facecolors()[:, :3] == 1.0).all()]
+    assert len(hollow) == 1 and len(hollow[0].get_offsets()) == 2
+    assert "hollow: needs more memory than one GPU has" in fig._suptitle.get_text()
+    full = plot_sweep(sweep("llama3-8b", "h100-sxm", over="batch", values=[1, 64]))
+    assert "hollow" not in full._suptitle.get_text()

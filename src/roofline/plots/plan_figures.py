@@ -119,6 +119,7 @@ def plot_sweep(result, path: str | None = None, title: str | None = None) -> Fig
     right = {"tokens": ("memory_bound_share", "share of time in memory-bound ops"),
              "batch": ("tokens_per_s", "throughput (tokens/s)"),
              "context": (None, "KV-cache bytes / weight bytes read per step")}[result.over]
+    unfit = False
     for i, srs in enumerate(result.series):
         color = SERIES_COLORS[i % len(SERIES_COLORS)]
         x = srs.values
@@ -130,7 +131,13 @@ def plot_sweep(result, path: str | None = None, title: str | None = None) -> Fig
         else:
             y_right = srs.memory_bound_share * 100
         ax.plot(x, y_left, color=color, lw=1.5, label=srs.machine_name)
-        ax.scatter(x, y_left, c=_bound_colors(srs.bound), s=22, zorder=3, edgecolor="white", lw=0.5)
+        fits = np.ones(len(x), dtype=bool) if srs.fits is None else np.broadcast_to(np.asarray(srs.fits, dtype=bool), np.shape(x))
+        colors = np.array(_bound_colors(np.broadcast_to(srs.bound, np.shape(x))), dtype=object)
+        ax.scatter(np.asarray(x)[fits], np.asarray(y_left)[fits], c=list(colors[fits]), s=22, zorder=3, edgecolor="white", lw=0.5)
+        if not fits.all():  # more memory than one GPU has: hollow, as the table's 'no'
+            ax.scatter(np.asarray(x)[~fits], np.asarray(y_left)[~fits], facecolors="white", edgecolors=list(colors[~fits]),
+                       s=26, zorder=3, lw=1.2)
+            unfit = True
         if result.over == "context":  # a property of the model, the same on every machine: drawn once
             if i == 0:
                 ax2.plot(x, y_right, color="black", lw=1.5, marker="o", ms=3, label="every machine")
@@ -168,7 +175,8 @@ def plot_sweep(result, path: str | None = None, title: str | None = None) -> Fig
     tp = f", tensor parallel {result.tensor_parallel}" if result.tensor_parallel > 1 else ""  # the table says it: so does the figure
     head = title or (f"{model_name(result.model)} {result.phase} sweep over {result.over} ({fixed}, {result.precision.label(scales=False)}"
                      f"{tp})")
-    fig.suptitle(head + "\nred: memory-bound, blue: compute-bound", fontsize=10)
+    fig.suptitle(head + "\nred: memory-bound, blue: compute-bound" + ("; hollow: needs more memory than one GPU has"
+                                                                      if unfit else ""), fontsize=10)
     fig.tight_layout()
     return _done(fig, path)
 
