@@ -43,3 +43,13 @@ def test_indefinite_article_follows_the_spoken_number(n, article):
     from roofline.units import indefinite_article
 
     assert indefinite_article(n) == article
+
+
+def test_a_time_can_take_another_times_unit():
+    """A before and an after read alike: 9.32e-3 s in the unit of 18.6e-3 s (ms) is '9.32 ms', not
+    the plate's whole microseconds '9,320 µs'; alone it keeps its own unit."""
+    from roofline.units import format_duration
+
+    assert format_duration(0.00932, unit_of=0.0186) == "9.32 ms"
+    assert format_duration(0.00932) == "9,320 µs"
+    assert format_duration(2.5e-5, unit_of=float("nan")) == "25 µs"

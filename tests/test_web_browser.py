@@ -445,6 +445,8 @@ def test_a_model_with_several_layer_kinds_offers_each_kind(page, base_url_web, t
     sliding = text(page, "#total")
     choose(page, "#layer", "5", "layer=5")
     assert "layer 5: full attention" in text(page, "#config-note") and text(page, "#total") != sliding
+    # a long choice is cut short in the closed select: its title (shown on hover) is the whole of it
+    assert page.get_attribute("#layer", "title") == "layer 5: full attention + gated MLP 21504 (10 layers)"
     assert "vision tower" in text(page, "#config-note")  # what the loader left out is on the page
     screenshot(page, tmp_path, "workshop-gemma3.png")
     choose(page, "#model", "llama3-8b", "model=llama3-8b")

@@ -167,13 +167,14 @@ def time_unit(seconds: float) -> tuple[str, float]:
     return next((symbol, scale) for symbol, scale, below in TIME_UNITS if a < below)
 
 
-def format_duration(seconds) -> str:
+def format_duration(seconds, unit_of=None) -> str:
     """A time auto-scaled (time_unit): '194 ns', '3.4 µs', '205 µs', '8,756 µs' (whole microseconds
     from 10 µs, as the 'Predicting a Kernel's Time' plate writes them), '35.7 ms', '357 ms', '2.01 s', '35.7 s', '5.95 min',
-    '2.5 h', '20.6 days'; '—' for None or a time that is not finite."""
+    '2.5 h', '20.6 days'; '—' for None or a time that is not finite. ``unit_of``: another time whose
+    unit this one takes, so that a before and an after read alike ('18.6 ms to 9.32 ms')."""
     if seconds is None or not math.isfinite(float(seconds)):
         return DASH
-    symbol, scale = time_unit(seconds)
+    symbol, scale = time_unit(seconds if unit_of is None or not math.isfinite(float(unit_of)) else unit_of)
     v = float(seconds) / scale
     text = f"{v:,.0f}" if symbol == "µs" and abs(v) >= 10 else format_number(v)
     return f"{text} {symbol}"

@@ -86,7 +86,7 @@ def fix_first(report: LayerReport, alternatives: list[tuple[str, Callable[[], La
         if after < now:
             tried.append((now - after, what, after))
     tried.sort(reverse=True)
-    options = [{"change": what, "before": format_us(now), "after": format_us(after),
+    options = [{"change": what, "before": format_us(now), "after": format_us(after, unit_of=now),
                 "saves": format_share(saved / now), "after_s": after} for saved, what, after in tried]
     if not options:
         return {"text": "Nothing on this page's list (flash attention, fp8, CUDA graphs) shortens this layer.",

@@ -200,8 +200,10 @@
       const option = document.createElement("option");
       option.value = String(k.first_layer);
       option.textContent = `layer ${k.first_layer}: ${k.kind} (${k.count} layers)`;
+      option.title = option.textContent;
       select.append(option);
     }
+
     $("layer-control").hidden = kinds.length < 2 || view !== "layer"; // only the layer view draws one layer
     if (kinds.length < 2) {
       delete state.layer;
@@ -218,6 +220,12 @@
       else $(c.input).value = value;
       if (c.slider) $(c.slider).value = c.stops ? stopIndex(value) : value;
       if (c.slider) $(c.slider).setAttribute("aria-valuetext", c.stops ? `${countFormat.format(Number(value))} tokens` : value);
+    }
+    // a closed select shows what fits of a long choice ("layer 0: latent attention (MLA) + gated MLP
+    // 18432 (3 layers)"): its title, shown on hover, is the whole of it
+    for (const id of ["layer", "model", "machine"]) {
+      const sel = $(id);
+      if (sel && sel.selectedOptions) sel.title = sel.selectedOptions[0] ? sel.selectedOptions[0].textContent : "";
     }
     $("machine-detail").textContent = machineDetail.get(state.machine) || "";
     $("tokens-label").textContent = state.phase === "decode" || view === "decode"
