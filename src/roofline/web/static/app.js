@@ -884,7 +884,9 @@
     // latencies and targets come in the unit of the slowest (c.axis), named in its title
     const shapes = c.targets.map((target) => ({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: target.value,
       y1: target.value, line: { color: target.color, width: 1.5, dash: "dot" } }));
-    const annotations = c.targets.map((target) => ({ xref: "paper", yref: "y", x: 0.99, y: target.value_log10, xanchor: "right",
+    // each target's label at the left end, above its line: latencies grow with users, so the curves
+    // sit below a target there and cross it to the right (where a right-hand label sat on them)
+    const annotations = c.targets.map((target) => ({ xref: "paper", yref: "y", x: 0.01, y: target.value_log10, xanchor: "left",
       yanchor: "bottom", text: target.text, showarrow: false, font: { size: 11, color: target.color } }));
     const layout = {
       margin: { l: 8, r: 16, t: 12, b: 44 },
