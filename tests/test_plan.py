@@ -512,7 +512,8 @@ def test_unequal_pipeline_stages_are_costed_at_the_largest():
     assert 7 * layer + 128256 * 16384 + 16384 < 8 * layer
     assert any("14 of 8 and 2 of 7" in n for n in mem.notes)
     plan = train_plan("llama3-405b", 1e12, 16, pipeline_parallel=16)
-    assert any("14 of 8 and 2 of 7" in n for n in plan.notes)
+    assert any("14 of 8 and 2 of 7" in n for n in plan.memory.notes)
+    assert plan.to_table().count("14 of 8 and 2 of 7") == 1  # said once, with the memory table (it was twice)
 
 
 def test_zero3_gathers_the_weights_for_every_micro_batch():
@@ -638,7 +639,7 @@ def test_a_data_parallel_ring_of_bridged_pcie_cards_crosses_pcie_past_a_pair():
     assert rs.time_s == pytest.approx(7 / 8 * 2 * 8_030_261_248 / 64e9, rel=1e-3)
     plan2 = train_plan("llama3-8b", 1e9, 2, machine="h100-pcie", zero=3)
     assert {op.name.split(" x")[0] for op in plan2.step.ops} == {"gradient reduce-scatter (nvlink)", "weight all-gather (nvlink)"}
-    with pytest.raises(RooflineError, match="dp_link nvlink: the H100 PCIe's NVLink bridge joins 2 cards"):
+    with pytest.raises(RooflineError, match="dp_link nvlink: the H100 PCIe's NVLink bridge joins 2 cards, and the 8 data-parallel ranks"):
         train_plan("llama3-8b", 1e9, 8, machine="h100-pcie", zero=3, dp_link="nvlink")
     assert {op.name.split(" x")[0] for op in train_plan("llama3-8b", 1e9, 8, zero=3).step.ops} == {
         "gradient reduce-scatter (nvlink)", "weight all-gather (nvlink)"}  # an HGX H100 SXM node: NVLink for all 8

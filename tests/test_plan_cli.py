@@ -226,7 +226,7 @@ def test_sweep_values_file_errors_name_the_line(capsys, tmp_path):
         (["decode", "--batch", "65537"], "--batch"),
         (["decode", "--context", "1e12"], "--context must be at most"),
         # memory and sweep keep decode's bounds (2^24 = 16,777,216 tokens, batch 65,536): a 1e12 batch was a 1.07e+03 EB plan
-        (["memory", "--context", "1e12"], "--context must be at most 16,777,216, got 1000000000000"),
+        (["memory", "--context", "1e12"], "--context must be at most 16,777,216, got 1e+12"),
         (["memory", "--batch", "65537"], "--batch must be at most 65,536"),
         (["sweep", "--over", "context", "--values", "1024,1e12"], "--values must be at most 16,777,216, got 1e+12 (value 2 of 2)"),
         (["sweep", "--over", "batch", "--values", "1,1e6"], "--values must be at most 65,536, got 1,000,000 (value 2 of 2)"),

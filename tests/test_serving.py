@@ -827,7 +827,7 @@ def test_a_long_run_says_how_far_it_has_got_and_the_cap_is_a_million(step, capsy
     simulate(step, closed_requests(8, 50, 128, 8), progress=lambda done, of: seen.append(done))
     assert seen == [8, 16, 24, 32, 40, 48]
     assert main(["serving", "--requests", "1000001"]) == 2
-    assert "argument --requests: must be at most 1,000,000, got 1000001" in capsys.readouterr().err
+    assert "argument --requests: must be at most 1,000,000, got 1,000,001" in capsys.readouterr().err
     with pytest.raises(RooflineError, match="at most 1,000,000"):
         closed_requests(4, 1_000_001, 128, 8)
 

@@ -30,6 +30,10 @@ def _describe(value, bad=None) -> str:
             shown = f"{int(v):,}" if v.is_integer() and abs(v) < 1e9 else f"{v:g}"
             return f"{shown} (value {i + 1:,} of {value.size:,})"
         return f"array {np.array2string(value, threshold=6)}"
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        v = float(value)
+        if np.isfinite(v) and v.is_integer() and abs(v) >= 1e6:  # a big count as its bound is written
+            return f"{int(v):,}" if abs(v) < 1e9 else f"{v:g}"
     return repr(value)
 
 

@@ -255,15 +255,24 @@ def _fit_advice(cfg, m, capacity, weights, batch, context, precision, tensor_par
         p = precision if weights_dtype is None else dataclasses.replace(precision, weights=weights_dtype, stored=None)
         return inference_weight_bytes(cfg, p, t) + batch * float(kv_bytes_per_sequence(cfg, context, p, t))
 
-    advice = head + "It does not fit even on 64 tensor-parallel GPUs."
+    widest = None  # the most GPUs tried whose split the model takes (its heads must divide)
+    advice = ""
     for t in (2, 4, 8, 16, 32, 64):
         try:
             n = need(tensor_parallel * t, None)
         except RooflineError:
             continue
+        widest = tensor_parallel * t
         if n <= capacity:
             advice = head + f"It fits on {tensor_parallel * t} GPUs with tensor parallelism (--tp {tensor_parallel * t}: {format_si(n, 'B')} each)"
             break
+    if not advice:
+        kv = getattr(cfg.first_attention, "kv_heads", 0)
+        replicated = (f"; past {kv} GPUs, its KV heads, each holds a whole head's cache, so the cache per GPU stops shrinking there"
+                      if kv and widest and widest > kv else "")
+        advice = head + (f"It does not fit even on {widest} tensor-parallel GPUs (the widest split of {cfg.name} up to "
+                         f"{tensor_parallel * 64}{replicated})." if widest else
+                         f"It does not fit, and {cfg.name} takes no wider tensor-parallel split.")
     for q in ("fp8", "int4"):
         if DTYPE_BYTES[q] < DTYPE_BYTES[precision.weights] and precision.stored is None and need(tensor_parallel, q) <= capacity:
             n = need(tensor_parallel, q)

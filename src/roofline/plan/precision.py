@@ -157,17 +157,19 @@ class Precision:
         text = self._label()
         return text + (f"; {self.replaces}" if self.replaces else "") + (self.scales_left_out() if scales else "")
 
-    def scales_left_out(self) -> str:
+    def scales_left_out(self, parts: bool = True) -> str:
         """What a 4-bit flag leaves out: the block scales every 4-bit format carries (a checkpoint's
-        own storage counts them: MXFP4's 4.25 bits). NVFP4, an fp8 E4M3 scale per 16 values
-        (NVIDIA, "Introducing NVFP4", 2025): +12.5%; MXFP4, an E8M0 scale per 32 (OCP MX v1.0):
-        +3.1%; int4 AWQ/GPTQ, an fp16 scale per group of 128: +3.1%."""
+        own storage counts them: MXFP4's 4.25 bits). Over 4 bits a value: NVFP4, an fp8 E4M3 scale
+        per 16 values (NVIDIA, "Introducing NVFP4", 2025), 8/16 bit: +12.5%; MXFP4, an E8M0 scale
+        per 32 (OCP MX v1.0), 8/32 bit: +6.25%; int4 AWQ/GPTQ, an fp16 scale per group of 128,
+        16/128 bit: +3.1%. ``parts`` False words it for several machines at once ("4-bit values")."""
         four = (["weights"] if self.stored is None and DTYPE_BYTES[self.weights] == 0.5 else []) + (
             ["KV"] if DTYPE_BYTES[self.kv_cache] == 0.5 else [])
         if not four:
             return ""
-        return (f"; 4-bit {' and '.join(four)} at 0.5 B a value, block scales not counted (NVFP4's fp8 per 16 adds "
-                "12.5%, MXFP4's and int4 groups of 128 about 3%)")
+        what = " and ".join(four) if parts else "values"
+        return (f"; 4-bit {what} at 0.5 B a value, block scales not counted (NVFP4's fp8 per 16 adds 12.5%, "
+                "MXFP4's per 32 6.25%, int4's fp16 per group of 128 3.1%)")
 
     def _label(self) -> str:
         if self.stored is not None:

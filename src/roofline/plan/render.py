@@ -236,7 +236,7 @@ def train_table(plan) -> str:
         ["HFU", _pct1(plan.hfu), "hardware FLOPs / (GPUs x peak x time)"],
         ["time", f"{plan.days:,.1f} days" if plan.days >= 0.1 else f"{plan.seconds / 3600:,.3g} hours"
          if plan.seconds >= 360 else f"{plan.seconds:,.3g} s",
-         f"{plan.seconds:,.0f} s" if plan.seconds >= 100 else f"{plan.seconds:,.3g} s"],
+         f"{plan.seconds:,.0f} s" if plan.seconds >= 360 else ""],  # the value is in seconds below 360 s
         ["GPU-hours", f"{plan.gpu_hours:,.0f}" if plan.gpu_hours >= 100 else f"{plan.gpu_hours:,.3g}", ""],
     ]
     if plan.cost is not None:
@@ -244,7 +244,8 @@ def train_table(plan) -> str:
     lines.append(grid(["", "value", "how"], rows, [False, True, False]))
     lines += _train_limits(plan)
     lines += ["", plan.memory.to_table(), ""]
-    lines.append(f"one optimizer step: {lay.global_batch_tokens:,.0f} tokens, {plan.steps:,.0f} steps; compute "
+    steps = f"{plan.steps:,.0f} steps" if plan.steps >= 1 else f"the run is {plan.steps:.2g} of a step"
+    lines.append(f"one optimizer step: {lay.global_batch_tokens:,.0f} tokens, {steps}; compute "
                  f"{plan.step_compute_s:,.3f} s per step at this utilisation")
     if plan.step is not None:
         rows = []
@@ -306,7 +307,7 @@ def sweep_table(result) -> str:
     precision = result.precision.label()
     if result.precisions:
         precision = "; ".join(f"{m}: {p.label(scales=False)}" for m, p in result.precisions) + next(
-            (p.scales_left_out() for _, p in result.precisions if p.scales_left_out()), "")
+            (p.scales_left_out(parts=False) for _, p in result.precisions if p.scales_left_out()), "")
     if result.tensor_parallel > 1:
         links = {s.link for s in result.series}
         over_link = links.pop() if len(links) == 1 else ", ".join(f"{s.machine} {s.link}" for s in result.series)

@@ -32,7 +32,7 @@ from roofline.plan.memory import MemoryPlan
 from roofline.plan.model_ops import CountedOp, predict_counted
 from roofline.plan.parallel import SCALE_UP_LINKS, default_link, resolve_link
 from roofline.plan.precision import computes_in
-from roofline.plan.train_memory import (Layout, check_pipeline, make_layout, stage_note, stage_params, train_flops_per_token,
+from roofline.plan.train_memory import (Layout, check_pipeline, make_layout, stage_params, train_flops_per_token,
                                         train_memory)
 from roofline.tables import Tabular, dump_json
 from roofline.transformer import active_params, get_model, matmul_params
@@ -78,9 +78,9 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
         pair = m.nvlink_gpus  # bridged cards: NVLink joins a pair, a ring over more GPUs crosses PCIe
         if one_node and pair and layout.gpus > pair and "pcie" in dict(m.links):
             if chosen and str(dp_link).strip().lower() == "nvlink":
-                raise RooflineError(f"dp_link nvlink: {m.the_name}'s NVLink bridge joins {pair} cards, so the data-parallel "
-                                    f"ring over {layout.gpus} GPUs crosses PCIe: give --dp-link pcie (or at most "
-                                    f"--gpus {pair})", field="dp_link")
+                raise RooflineError(f"dp_link nvlink: {m.the_name}'s NVLink bridge joins {pair} cards, and the "
+                                    f"{layout.data_parallel} data-parallel ranks spread over {layout.gpus} GPUs sit on "
+                                    "different bridges, so their ring crosses PCIe: give --dp-link pcie", field="dp_link")
             dp_link = dp_link or "pcie"
         dp_link = _link(m, dp_link, "dp_link", SCALE_UP_LINKS if one_node else SCALE_OUT_LINKS, notes)
         if dp_link and not one_node and dp_link not in ("infiniband", "roce"):
@@ -107,8 +107,7 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
             ops.append(CountedOp(all_gather_kernel(grads, d, dp_link, "bf16", name=f"weight all-gather ({dp_link})"), 2 * mb))
         else:
             ops.append(CountedOp(all_reduce_kernel(grads, d, dp_link, "bf16", name=f"gradient all-reduce ({dp_link})"), 1))
-    if stage_note(cfg, layout):
-        notes.append(stage_note(cfg, layout))
+    # the stages' layer counts (stage_note) are the memory plan's note, printed with its table
     if layout.pipeline_parallel > 1:
         notes.append("pipeline sends between stages (b s D activations per micro-batch) are not costed")
     return ops, notes

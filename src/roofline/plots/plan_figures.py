@@ -12,7 +12,7 @@ import numpy as np
 from roofline.palette import (BOUND_COLORS, COMPUTE_BLUE, LAUNCH_GREY, LINK_GREEN, MEMORY_RED, PART_COLORS,
                               VECTOR_OPS_ORANGE)
 from roofline.plots.figure import _done, _figure
-from roofline.units import GIGA, MS, US
+from roofline.units import GIGA, MS, US, format_si
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -87,7 +87,7 @@ def plot_decode(plan, path: str | None = None, title: str | None = None) -> Figu
                     fontsize=8, color=COMPUTE_BLUE)
     if mb is not None and mb < b.max():
         cap = plan.memory.capacity_bytes / GIGA
-        ax.annotate(f"weights + KV cache\nexceed {cap:,.0f} GB\nbeyond batch {mb:,}", (max(mb, 1), ymax * 0.45), xytext=(4, 0),
+        ax.annotate(f"weights + KV cache\nexceed {format_si(cap * GIGA, 'B')}\nbeyond batch {mb:,}", (max(mb, 1), ymax * 0.45), xytext=(4, 0),
                     textcoords="offset points", fontsize=8, color="0.3", va="top")
     ax.set_ylabel("decode throughput (tokens/s, all sequences)")
     handles = _bound_legend(ax, s.bound)
@@ -143,6 +143,9 @@ def plot_sweep(result, path: str | None = None, title: str | None = None) -> Fig
                 ax2.plot(x, y_right, color="black", lw=1.5, marker="o", ms=3, label="every machine")
             continue
         ax2.plot(x, y_right, color=color, lw=1.5, marker="o", ms=3, label=srs.machine_name)
+        if not fits.all():  # the same points hollow here as on the left
+            ax2.scatter(np.asarray(x)[~fits], np.asarray(y_right)[~fits], facecolors="white", edgecolors=color, s=26,
+                        zorder=3, lw=1.2)
     if result.over == "batch":
         ax.set_ylabel("decode throughput (tokens/s)")
         ax2.set_ylabel("decode step (ms)")
@@ -222,12 +225,13 @@ def _memory_bars(ax, plans):
             left += gb
         verdict = "" if plan.fits is None else ("fits" if plan.fits else "does not fit")
         ax.annotate(f"{left:,.1f} GB {verdict}", (left, yi), xytext=(4, 0), textcoords="offset points", va="center",
-                    fontsize=8, color="black" if plan.fits is not False else MEMORY_RED)
+                    fontsize=8, color="black" if plan.fits is not False else MEMORY_RED, zorder=4,
+                    bbox=dict(facecolor="white", edgecolor="none", pad=1.0, alpha=0.85))  # legible across the capacity line
     cap = plans[0][1].capacity_bytes
     top = max(p.total_bytes for _, p in plans) / GIGA
     if cap:
         ax.axvline(cap / GIGA, color="black", ls="--", lw=1.2)
-        ax.annotate(f"{plans[0][1].machine_name or plans[0][1].machine}: {cap / GIGA:,.0f} GB", (cap / GIGA, y.max() + 0.45),
+        ax.annotate(f"{plans[0][1].machine_name or plans[0][1].machine}: {format_si(cap, 'B')}", (cap / GIGA, y.max() + 0.45),
                     xytext=(3, 0), textcoords="offset points", fontsize=8)
         top = max(top, cap / GIGA)
     ax.set_xlim(0, top * 1.3)
