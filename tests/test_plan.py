@@ -748,4 +748,9 @@ def test_a_4_bit_flag_says_its_block_scales_are_not_counted():
 
     table = sweep_table(sweep("llama3-8b", ["b200", "h100-sxm"], over="machines",
                               precision=lambda m: Precision.resolve("llama3-8b", m, "fp4")))
-    assert table.splitlines()[0].count("block scales not counted") == 1
+    assert table.splitlines()[0].count("block scales not counted") == 1 and "4-bit values at 0.5 B" in table
+    assert "MXFP4's per 32 6.25%" in table  # an 8-bit scale per 32 4-bit values: 8/32 = 0.25 bit of 4
+    from roofline.plan.memory import inference_memory
+
+    assert any("4-bit weights at 0.5 B a value, block scales not counted" in n
+               for n in inference_memory(precision=Precision("int4", "bf16", "bf16")).notes)

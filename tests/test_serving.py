@@ -984,9 +984,56 @@ def test_a_single_run_gives_its_spread_over_seeds(step, capsys):
     assert d["seed_spread"]["seeds"] == [5, 6, 7] and any(n.startswith("seed spread: over seeds 5-7") for n in d["notes"])
     assert main(["serving", "--rate", "10", "--requests", "200", "--seeds", "1", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert "seed_spread" not in d and not any(n.startswith("seed spread") for n in d["notes"])
+    assert d["seed_spread"] is None and not any(n.startswith("seed spread") for n in d["notes"])
     assert main(["serving", "--sweep", "1,2", "--seeds", "3"]) == 2
     assert "--seeds reruns a single run" in capsys.readouterr().err
+    # every seed named can be rerun: at --seed's bound, 2^32 - 1, the spread takes the seeds below it
+    from roofline.serving.search import spread_seeds
+
+    assert spread_seeds(2**32 - 1, 3) == [2**32 - 1, 2**32 - 2, 2**32 - 3] and spread_seeds(7, 3) == [7, 8, 9]
+    # a closed loop of fixed lengths draws nothing: --seeds asked for says so
+    assert main(["serving", "--concurrency", "8", "--requests", "16", "--seeds", "4", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["seed_spread"] is None and any(n.startswith("--seeds 4: this run draws nothing at random") for n in d["notes"])
+
+
+def test_the_rate_search_table_marks_its_longer_runs(capsys):
+    """The SLO search's check replaces the short run at the rate it checks: that row is the longer
+    run (marked so), and short-run passes above a refused answer are named, not left to contradict it."""
+    assert main(["serving", "--slo-ttft", "500ms", "--slo-tpot", "30ms", "--requests", "300"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.rstrip().endswith(("yes", "no", "longer run", ")"))]
+    assert any(r.rstrip().endswith("yes, longer run") for r in rows)  # the answer's own check
+    assert "('longer run' rows)" in out
+
+
+def test_the_split_search_reports_as_other_searches_do(capsys):
+    """--disagg-search's JSON carries the preset keys every --json has (model, machine, ...), how
+    requests arrived, and what was checked; with a target no split meets it says why."""
+    assert main(["serving", "--disagg-search", "2", "--slo-ttft", "1s", "--requests", "60", "--burstiness", "0.5",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["model"] == "llama3-8b" and d["machine"] == "h100-sxm" and d["description"].startswith("Llama 3 8B")
+    assert d["arrivals"] == "gamma" and d["burstiness"] == 0.5 and d["expert_parallel"] is False
+    assert d["checked_requests"] == 4 * 60 * 2 if d["best"] else d["checked_requests"] is None
+    assert main(["serving", "--disagg-search", "2", "--slo-tpot", "1ms", "--requests", "40"]) == 0
+    out = capsys.readouterr().out
+    assert "no split meets the targets: co-located at the lightest load tried" in out
+    assert "arrivals Poisson" in out.splitlines()[1]
+
+
+def test_expert_parallel_runs_say_so_and_what_their_all_to_alls_send(capsys):
+    """JSON tells an EP run from a TP one; the all-to-alls send fp8 (with scales) only under fp8
+    W8A8; an int8 W8A8 run sends bf16 and says an int8 dispatch is not modelled; fp8 activations
+    throughout send fp8 both ways."""
+    argv = ["serving", "--model", "qwen3-235b-a22b", "--ep", "--tp", "8", "--concurrency", "8", "--requests", "16"]
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["expert_parallel"] is True
+    assert main([*argv, "--dtype", "int8"]) == 0
+    out = capsys.readouterr().out
+    assert "send bf16 both ways: an int8 dispatch is not modelled" in out and "DeepEP's fp8 dispatch under W8A8" not in out
+    assert main([*argv, "--activations", "fp8"]) == 0
+    assert "all-to-alls send the activations' fp8 both ways" in capsys.readouterr().out
 
 
 def test_a_splits_answer_is_checked_by_a_longer_run_as_the_co_located_one_is(step):

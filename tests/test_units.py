@@ -53,3 +53,18 @@ def test_a_time_can_take_another_times_unit():
     assert format_duration(0.00932, unit_of=0.0186) == "9.32 ms"
     assert format_duration(0.00932) == "9,320 µs"
     assert format_duration(2.5e-5, unit_of=float("nan")) == "25 µs"
+
+
+def test_a_bound_is_written_as_a_reader_writes_it():
+    """Whole numbers in full with separators where %g would round them (2^32 - 1 = 4,294,967,295,
+    not 4.29497e+09), round powers of ten as %g (1e+12); an array's bad value named with its place."""
+    import numpy as np
+
+    from roofline.errors import RooflineError, _bound, check_number
+
+    assert _bound(2**32 - 1) == "4,294,967,295" and _bound(1e12) == "1e+12" and _bound(16_777_216) == "16,777,216"
+    assert _bound(0.001) == "0.001"
+    with pytest.raises(RooflineError, match=r"got 1e\+12 \(value 2 of 2\)"):
+        check_number("context", np.array([1024.0, 1e12]), maximum=2**24)
+    with pytest.raises(RooflineError, match="got 4,294,967,296"):
+        check_number("seed", 2**32, maximum=2**32 - 1)

@@ -27,19 +27,22 @@ def _describe(value, bad=None) -> str:
         if bad is not None and value.ndim == 1 and np.any(bad):
             i = int(np.flatnonzero(bad)[0])
             v = float(value[i])
-            shown = f"{int(v):,}" if v.is_integer() and abs(v) < 1e9 else f"{v:g}"
+            shown = _bound(v) if v.is_integer() else f"{v:g}"
             return f"{shown} (value {i + 1:,} of {value.size:,})"
         return f"array {np.array2string(value, threshold=6)}"
     if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
         v = float(value)
         if np.isfinite(v) and v.is_integer() and abs(v) >= 1e6:  # a big count as its bound is written
-            return f"{int(v):,}" if abs(v) < 1e9 else f"{v:g}"
+            return _bound(v)
     return repr(value)
 
 
 def _bound(x: float) -> str:
-    """A bound as a reader writes it: 16,777,216 and 1,000,000 in full, 1e+12 and 0.001 as %g."""
-    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e9 else f"{x:g}"
+    """A bound as a reader writes it: 16,777,216, 1,000,000 and 4,294,967,295 in full, 1e+12 and
+    0.001 as %g (a whole number in full where %g would round it)."""
+    x = float(x)
+    whole = x.is_integer() and (abs(x) < 1e9 or float(f"{x:g}") != x)
+    return f"{int(x):,}" if whole else f"{x:g}"
 
 
 def check_number(

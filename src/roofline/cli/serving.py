@@ -169,7 +169,9 @@ def _cmd_serving(args):
         if args.json:
             from roofline.tables import dump_json
 
-            print(dump_json({"model": step.describe(), **found}))
+            from roofline.serving.results import step_settings
+
+            print(dump_json({"description": step.describe(), **step_settings(step), **found}))
         else:
             print(_split_table(step, found))
         return None
@@ -204,18 +206,30 @@ def _cmd_serving(args):
         result = simulate(step, make(args.seed), engine, args.price, draft=draft,
                           progress=_requests_progress if n >= PROGRESS_REQUESTS else None)
         seeds = 3 if args.seeds is None else args.seeds
-        if seeds > 1:
-            from roofline.serving.search import seed_spread, spread_note
+        spread = None
+        if seeds > 1 and not result.overloaded:  # an overloaded run's latencies grow with --requests, not by seed
+            import numpy as np
+
+            from roofline.serving.search import seed_spread, spread_note, spread_seeds
+
+            chosen = spread_seeds(args.seed, seeds)
 
             def rerun(seed):
                 if n >= PROGRESS_REQUESTS:
-                    print(f"  seed {seed} ({seed - args.seed + 1} of {seeds}): the spread", file=sys.stderr, flush=True)
+                    print(f"  seed {seed} ({chosen.index(seed) + 1} of {seeds}): the spread", file=sys.stderr, flush=True)
                 return simulate(step, make(seed), engine, args.price, draft=draft)
 
-            spread = seed_spread(result, rerun, list(range(args.seed, args.seed + seeds)))
+            spread = seed_spread(result, rerun, chosen)
             if spread is not None:
-                result = dataclasses.replace(result, notes=tuple(result.notes) + (spread_note(spread),),
-                                             settings={**result.settings, "seed_spread": spread})
+                drawn = "arrivals and lengths" if args.rate is not None else "lengths"
+                if args.rate is not None and np.ptp(result.request_input) == 0 and np.ptp(result.request_output) == 0:
+                    drawn = "arrivals"
+                result = dataclasses.replace(result, notes=tuple(result.notes) + (spread_note(spread, drawn),))
+            elif args.seeds is not None:
+                result = dataclasses.replace(result, notes=tuple(result.notes) + (
+                    f"--seeds {seeds}: this run draws nothing at random (a closed loop of fixed lengths), so every seed "
+                    "gives the same run: no spread",))
+        result = dataclasses.replace(result, settings={**result.settings, "seed_spread": spread})
     breakdown = _breakdown(step, result, engine, args, draft) if args.breakdown else None
     if args.json:
         from roofline.tables import dump_json
@@ -256,17 +270,31 @@ def _split_table(step, found: dict) -> str:
     co = found["colocated"]
     rows.append(["co-located", "-" if co is None else f"{co:,.3g}"])
     g = found["gpus"]
-    lines = [step.describe(), f"{g} GPUs in replicas of {step.tensor_parallel}: the highest request rate within {targets}", "",
-             grid(["prefill:decode replicas", "requests/s"], rows, [False, True]), ""]
+    arrivals = ("arrivals Poisson" if found.get("arrivals", "poisson") == "poisson" else
+                f"arrivals with gamma gaps of burstiness {found['burstiness']:g}")
+    lines = [step.describe(), f"{g} GPUs in replicas of {step.tensor_parallel}: the highest request rate within {targets}; "
+             f"{arrivals}", "", grid(["prefill:decode replicas", "requests/s"], rows, [False, True]), ""]
     best = found["best"]
     if best is None:
-        lines.append("no split meets the targets")
+        low = found["lightest"]
+        q = slo["percentile"]
+        lines.append(f"no split meets the targets: co-located at the lightest load tried ({low['rate_per_s']:,.3g} requests/s) "
+                     f"TTFT p{q:g} is {_lat(low['ttft_s'])} and TPOT p{q:g} {_lat(low['tpot_s'])}; a target below what a "
+                     "request alone takes is not met at any split")
     else:
         p, d, r = best
         better = co is None or r > co
         lines.append(f"best: {p} prefill + {d} decode replicas, {r:,.3g} requests/s"
                      + (f" ({r / co:.2f}x the co-located replicas)" if co else "")
                      + ("" if better else "; co-located replicas serve more"))
+        if found.get("checked_requests"):
+            refused = "; ".join(f"{k} {', '.join(f'{v:,.4g}' for v in vs)}" for k, vs in found.get("failed_checks", {}).items())
+            lines.append(f"each split's answer checked again with {found['checked_requests']:,} requests"
+                         + (f" (the co-located one with {found['colocated_checked_requests']:,} on one replica)"
+                            if found.get("colocated_checked_requests") else "")
+                         + ": near capacity a short run's queue has not settled"
+                         + (f"; rates a longer run refused, each answer then stepped down: {refused} requests/s"
+                            if refused else ""))
     from roofline.plan.render import note_line
 
     lines += [note_line(n) for n in found.get("notes", ())]

@@ -12,7 +12,7 @@ import numpy as np
 
 from roofline.architecture import LatentAttention
 from roofline.cost import _jsonable
-from roofline.errors import MAX_COUNT, RooflineError, check_fraction, check_number
+from roofline.errors import RooflineError, check_fraction, check_number
 from roofline.machines import get_machine, the_name
 from roofline.plan.limits import MAX_CONTEXT, SEARCH_MAX_BATCH
 from roofline.plan.model_ops import _model_ops
@@ -210,7 +210,9 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
                 ("tensor_parallel", int(tensor_parallel)), ("kv_bytes_per_token", per_token),
                 ("kv_bytes_per_sequence", per_seq)) + ((("memory_fraction", float(memory_fraction)),)
                                                        if memory_fraction != 1.0 else ())
+    scales = precision.scales_left_out().removeprefix("; ")  # what a 4-bit flag leaves out of the bytes
     notes = m.capacity_notes + _cache_notes(cfg, context) + ((precision.replaces,) if precision.replaces else ()) + (
+        (scales,) if scales else ()) + (
         "not counted: a step's activations and the runtime's workspace (`roofline serving` takes a full step's "
         "activations out of its KV cache; --memory-fraction leaves room for both)",)
     longest = dict(limits).get("max_context_at_batch", 0)

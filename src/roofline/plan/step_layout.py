@@ -167,11 +167,12 @@ class StepLayout:
                               self.pp_link, shape=(SEND, 2, sent))
 
     def dispatch_dtype(self) -> tuple[str, float]:
-        """(dtype, bytes per value) the expert-parallel dispatch sends: under W8A8 the matmul dtype
-        with an fp32 scale per 128 values (DeepEP's fp8 dispatch, the expert GEMM's input quantised
-        before it is sent: 1 + 4/128 B), else the activations; the combine sends activations."""
+        """(dtype, bytes per value) the expert-parallel dispatch sends: under fp8 W8A8, fp8 with an
+        fp32 scale per 128 values (DeepEP's fp8 dispatch, the expert GEMM's input quantised before
+        it is sent: 1 + 4/128 B); else the activations (an int8 or fp4 dispatch is not modelled: no
+        kernel we cite sends one). The combine sends the activations."""
         p = self.precision
-        if p.matmul is not None and DTYPE_BYTES[p.matmul] < DTYPE_BYTES[p.activations]:
+        if p.matmul == "fp8" and DTYPE_BYTES[p.matmul] < DTYPE_BYTES[p.activations]:
             return p.matmul, DTYPE_BYTES[p.matmul] + 4.0 / 128
         return p.activations, DTYPE_BYTES[p.activations]
 
@@ -294,9 +295,15 @@ class StepLayout:
             from roofline.plan.parallel import CROSS_NODE_LINKS
 
             dtype, w = self.dispatch_dtype()
-            if dtype != self.precision.activations:
+            a = self.precision.activations
+            if dtype != a:
                 out += (f"the expert-parallel dispatch sends {dtype} with an fp32 scale per 128 values ({w:g} B a value; "
-                        f"DeepEP's fp8 dispatch under W8A8), the combine {self.precision.activations}",)
+                        f"DeepEP's fp8 dispatch under W8A8), the combine {a}",)
+            elif self.precision.matmul is not None and self.precision.matmul != a:
+                out += (f"the expert-parallel all-to-alls send {a} both ways: an {self.precision.matmul} dispatch is not "
+                        "modelled (DeepEP's narrow dispatch is fp8)",)
+            elif DTYPE_BYTES[a] < 2:
+                out += (f"the expert-parallel all-to-alls send the activations' {a} both ways",)
             if self.link in CROSS_NODE_LINKS:
                 nodes = self.ep_nodes()
                 moe = next(kd.mlp for kd in self.model.kinds if isinstance(kd.mlp, MoE))

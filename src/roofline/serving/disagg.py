@@ -174,15 +174,18 @@ def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_toke
                           burstiness=burstiness)
     colocated = None if one.slo["best"] is None else g * one.slo["best"]
     hi = 1.5 * g * max(one.values)
-    splits, split_notes = [], {}
+    splits, split_notes, failed = [], {}, {}
+    checked = min(CHECK_FACTOR * requests * g, MAX_REQUESTS)
     for p in range(1, g):
         d = g - p
         # as many requests per replica as the co-located search runs on one: g x requests in all
         sw = _rate_search(lambda rate, n=requests * g, p=p, d=d: simulate_disaggregated(
             step, step, poisson_requests(rate, n, input_tokens, output_tokens, seed, burstiness), engine, engine, p, d,
             kv_link, seed, price_per_gpu_hour), hi, dict(slo), flood_requests=max(requests * g, FLOOD_BATCHES * engine.max_seqs * d),
-            check_requests=min(CHECK_FACTOR * requests * g, MAX_REQUESTS))  # checked as the co-located answer is
+            check_requests=checked)  # checked as the co-located answer is
         splits.append((p, d, sw.slo["best"]))
+        if sw.slo.get("failed_checks"):
+            failed[f"{p}:{d}"] = list(sw.slo["failed_checks"])
         if progress is not None:
             progress(p, g - 1, sw.slo["best"])
         if sw.slo["best"] is not None:  # the split's own notes at its best rate (the KV transfer, each pool's)
@@ -190,5 +193,13 @@ def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_toke
     ok = [s for s in splits if s[2] is not None]
     best = max(ok, key=lambda s: s[2]) if ok else None
     notes = list(one.to_dict()["notes"]) + list(split_notes.get(best[:2], ()) if best else ())
-    return {"splits": splits, "best": best, "colocated": colocated, "checked_requests": min(CHECK_FACTOR * requests * g, MAX_REQUESTS),
+    low = one.results[0]
+    q = slo["percentile"]
+    return {"splits": splits, "best": best, "colocated": colocated,
+            # each answer was run again this long (None where no rate met the targets: nothing to check)
+            "checked_requests": checked if ok else None,
+            "colocated_checked_requests": one.slo.get("checked_requests") if colocated is not None else None,
+            "failed_checks": failed, "arrivals": "poisson" if burstiness == 1.0 else "gamma", "burstiness": float(burstiness),
+            "lightest": {"rate_per_s": float(one.values[0]), "ttft_s": low.percentile("ttft", q),
+                         "tpot_s": low.percentile("tpot", q)},  # the co-located search's lightest load: why none may meet
             "gpus": g * step.tensor_parallel, "slo": slo, "notes": list(dict.fromkeys(notes))}

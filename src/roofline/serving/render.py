@@ -78,7 +78,8 @@ def serving_sweep_table(sw) -> str:
         q = f"p{slo['percentile']:g}"
         hdr += [f"TTFT {q}", f"TPOT {q}", "SLO"]
     rows = []
-    for row in sw.rows():
+    checked_n = (slo or {}).get("checked_requests") if sw.over == "rate" else None
+    for row, run in zip(sw.rows(), sw.results):
         v = row[sw.over]
         # a rate to 4 figures: a search's bisections differ in the 4th
         cells = [f"{v:,}" if sw.over == "concurrency" else f"{v:,.4g}", f"{row['requests_per_s']:,.2f}",
@@ -92,6 +93,8 @@ def serving_sweep_table(sw) -> str:
         if slo:
             verdict = ("yes" if row["meets_slo"] else "no (overloaded)" if row["overloaded"]
                        else "no (over capacity)" if row["over_capacity"] else "no")
+            if checked_n and run.requests == checked_n and slo.get("best") is not None:
+                verdict += ", longer run"  # the check's own run, which replaced the search's at this rate
             cells += [_lat(row[f"ttft_{q}_s"]), _lat(row[f"tpot_{q}_s"]), verdict]
         rows.append(cells)
     out = "\n".join(head) + grid(hdr, rows, [True] * len(hdr))
@@ -114,10 +117,15 @@ def serving_sweep_table(sw) -> str:
                     "from first arrival to last completion, the drain included"
                     + (f": ${cost:,.3f} per million output tokens at that rate)" if cost is not None else ")"))
             if slo.get("checked_requests"):
-                out += (f"\nchecked again with {slo['checked_requests']:,} requests: near capacity a queue settles slowly, "
-                        "so a short sample's latencies can meet a target that a longer run misses"
-                        + (f": {', '.join(f'{v:,.4g}' for v in slo['failed_checks'])} requests/s met the targets in the "
-                           "search's runs and missed them in the longer one" if slo.get("failed_checks") else ""))
+                failed = slo.get("failed_checks") or []
+                passed_above = slo.get("short_passes_above") or []
+                out += (f"\nchecked again with {slo['checked_requests']:,} requests ('longer run' rows): near capacity a "
+                        "queue settles slowly, so a short sample's latencies can meet a target that a longer run misses"
+                        + (f": {', '.join(f'{v:,.4g}' for v in failed)} requests/s met the targets in the search's runs "
+                           f"and missed them in the longer one, so the answer steps down {slo['check_backoff'] - 1:.0%} at a time "
+                           "to a rate a longer run meets" if failed else "")
+                        + (f"; {', '.join(f'{v:,.4g}' for v in passed_above)} met them in short runs only (not run longer)"
+                           if failed and passed_above else ""))
             if slo.get("capacity_per_s"):
                 out += (f"\ncapacity {slo['capacity_per_s']:,.3g} requests/s (all requests at once: the middle half of their "
                         "completions); a rate above it queues without end and meets no target")

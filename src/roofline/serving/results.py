@@ -307,6 +307,9 @@ def step_settings(step: StepCost) -> dict:
     group's (None for one GPU: no collective), a disaggregated run's KV link is "kv_link"."""
     return {"model": step.model.key or step.model.name, "machine": step.machine.key or step.machine.name,
             "precision": step.precision.to_dict(), "tensor_parallel": step.tensor_parallel, "link": step.link,
+            # with expert parallelism tensor_parallel is the group's GPUs: the experts split over them, attention
+            # data-parallel across them (no tensor-parallel slicing)
+            "expert_parallel": bool(step.expert_parallel),
             "kv_cache_gpus": step._dp,  # GPUs the cache_bytes is spread over (attention data parallel), else 1: per GPU
             "cache": cache_name(step.model)}  # what the cache holds: "KV cache", "SSM state" or both
 

@@ -243,6 +243,10 @@ def _rate_search(run_at, hi: float, slo: dict, target_rate=None, flood_requests:
         else:
             best = None
         slo["checked_requests"], slo["failed_checks"] = int(check_requests), failed
+        slo["check_backoff"] = CHECK_BACKOFF
+        # the short runs that met the targets above the answer and were not run longer (said under the table)
+        slo["short_passes_above"] = [] if best is None else sorted(
+            v for v, r in tried.items() if v > best and r.requests != check_requests and meets_slo(r, slo))
     slo["best"] = best
     values = tuple(sorted(tried))
     return ServingSweep("rate", values, tuple(tried[v] for v in values), slo, target_rate)
@@ -274,8 +278,16 @@ def seed_spread(result: ServingResult, rerun, seeds) -> dict | None:
     return out
 
 
-def spread_note(spread: dict) -> str:
-    """seed_spread in words: 'over seeds 0-2 of these arrivals and lengths: output 2,470-2,490 tokens/s; ...'."""
+def spread_seeds(seed: int, count: int, largest: int = 2**32 - 1) -> list[int]:
+    """The seeds a spread runs: ``seed`` and the next count - 1, or, where those would pass
+    ``largest`` (the CLI's --seed bound), the ones below it, so every seed named can be rerun."""
+    seeds = list(range(seed, seed + count))
+    return seeds if seeds[-1] <= largest else [seed - i for i in range(count)]
+
+
+def spread_note(spread: dict, drawn: str = "arrivals and lengths") -> str:
+    """seed_spread in words: 'over seeds 0-2 of these arrivals and lengths: 2,470-2,490 output
+    tokens/s; ...' (``drawn``: what the seeds draw, 'lengths' for a closed loop)."""
     seeds = spread["seeds"]
     which = f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[0] + len(seeds))) else ", ".join(map(str, seeds))
     parts = []
@@ -287,7 +299,9 @@ def spread_note(spread: dict) -> str:
             a, b, unit = f"{lo:,.0f}", f"{hi:,.0f}", "output tokens/s"
         else:
             unit, scale = ("s", 1.0) if hi >= 10 else ("ms", 1e-3)  # one unit for both ends
-            a, b = f"{lo / scale:,.3g}", f"{hi / scale:,.3g}"
+            top = hi / scale
+            places = max(0, 2 - math.floor(math.log10(top))) if top > 0 else 0  # both ends to the high end's 3 figures
+            a, b = f"{lo / scale:,.{places}f}", f"{top:,.{places}f}"
         parts.append(" ".join(x for x in (label if p is not None else "", a if a == b else f"{a}-{b}", unit) if x))
-    return (f"seed spread: over seeds {which} of these arrivals and lengths, " + "; ".join(parts)
+    return (f"seed spread: over seeds {which} of these {drawn}, " + "; ".join(parts)
             + " (the sample's spread, not the model's error; --seeds N for more, --requests for a longer sample)")
