@@ -108,7 +108,7 @@ def _cmd_serving(args):
         raise RooflineError("--target-rate sizes the deployment from the SLO rate search: give --slo-ttft and/or --slo-tpot "
                             "(without --sweep)", field="target_rate")
     if out and not (args.sweep or slo):
-        raise RooflineError("-o draws the throughput-latency curve: give --sweep C1,C2,... or an SLO (--slo-ttft/--slo-tpot)",
+        raise RooflineError("-o/--output draws the throughput-latency curve: give --sweep C1,C2,... or an SLO (--slo-ttft/--slo-tpot)",
                             field="output")
     if args.breakdown and args.csv:
         raise RooflineError("--breakdown is a table of ops: use it without --csv (with --json it is the \"breakdown\" key)",
