@@ -754,3 +754,19 @@ def test_a_4_bit_flag_says_its_block_scales_are_not_counted():
 
     assert any("4-bit weights at 0.5 B a value, block scales not counted" in n
                for n in inference_memory(precision=Precision("int4", "bf16", "bf16")).notes)
+
+
+def test_a_kv_cache_in_a_dtype_the_gpu_cannot_compute_in_is_said_to_be_storage():
+    """An fp4 KV cache on an H100 (no fp4 peak on the datasheet) or fp8 on an A100 is costed as
+    storage the attention dequantises as it reads it: the notes say so, and what to check; on a
+    B200 (fp4 peak) and for fp8 on an H100 nothing is said."""
+    from roofline.plan.memory import inference_memory
+
+    def noted(machine, kv):
+        return [n for n in inference_memory("llama3-8b", machine, precision=Precision("bf16", "bf16", kv)).notes
+                if "which has no" in n]
+
+    assert noted("h100-sxm", "fp4") == ["KV cache fp4 on the H100 SXM, which has no fp4 arithmetic: costed as 0.5 B a "
+                                        "value of storage that the attention dequantises to bf16 as it reads it; check "
+                                        "that your engine's attention kernels read an fp4 cache on this GPU"]
+    assert noted("a100-80gb", "fp8") and not noted("b200", "fp4") and not noted("h100-sxm", "fp8")

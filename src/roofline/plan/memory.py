@@ -211,8 +211,9 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
                 ("kv_bytes_per_sequence", per_seq)) + ((("memory_fraction", float(memory_fraction)),)
                                                        if memory_fraction != 1.0 else ())
     scales = precision.scales_left_out().removeprefix("; ")  # what a 4-bit flag leaves out of the bytes
+    stored = precision.storage_note(m)
     notes = m.capacity_notes + _cache_notes(cfg, context) + ((precision.replaces,) if precision.replaces else ()) + (
-        (scales,) if scales else ()) + (
+        (scales,) if scales else ()) + ((stored,) if stored else ()) + (
         "not counted: a step's activations and the runtime's workspace (`roofline serving` takes a full step's "
         "activations out of its KV cache; --memory-fraction leaves room for both)",)
     longest = dict(limits).get("max_context_at_batch", 0)

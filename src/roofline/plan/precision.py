@@ -188,6 +188,17 @@ class Precision:
         text += f" (matmuls in {self.compute})" if self.matmul is not None and not self.weight_only else ""
         return text + (f"; {kept}" if kept else "")
 
+    def storage_note(self, machine: Machine) -> str | None:
+        """A KV cache stored in a dtype the machine has no arithmetic for (fp4 on an H100): what the
+        model takes it to be (storage the attention dequantises as it reads) and what to check."""
+        machine = get_machine(machine)
+        kv = self.kv_cache
+        if kv == self.activations or computes_in(machine, kv) or DTYPE_BYTES[kv] >= DTYPE_BYTES[self.activations]:
+            return None
+        return (f"KV cache {kv} on {machine.the_name}, which has no {kv} arithmetic: costed as {DTYPE_BYTES[kv]:g} B a value "
+                f"of storage that the attention dequantises to {self.activations} as it reads it; check that your engine's "
+                f"attention kernels read an {kv} cache on this GPU")
+
     def check_machine(self, machine: Machine) -> "Precision":
         """Raise unless the machine computes in the activation dtype (every non-matmul op) and the
         matmul dtype; weights and KV cache are storage and may be narrower."""

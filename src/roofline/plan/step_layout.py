@@ -313,4 +313,5 @@ class StepLayout:
                         "on average, uniform routing), as DeepEP's internode kernels send it, and the combine returns the "
                         "same way; the forwarding inside a node over NVLink is taken as overlapped with the transfer "
                         "(DeepEP pipelines the two) and not costed",)
-        return out + ((self.note_model,) if self.note_model else ())
+        stored = self.precision.storage_note(self.machine)
+        return out + ((stored,) if stored else ()) + ((self.note_model,) if self.note_model else ())
