@@ -1049,3 +1049,22 @@ def test_a_splits_answer_is_checked_by_a_longer_run_as_the_co_located_one_is(ste
     long = simulate_disaggregated(step, step, poisson_requests(rate, found["checked_requests"], 1024, 128), prefill_replicas=p,
                                   decode_replicas=d)
     assert meets_slo(long, found["slo"])
+
+
+def test_the_engines_own_time_per_step_adds_to_every_step(step, capsys):
+    """--step-overhead o: a lone request of 64 output tokens takes 1 prefill step and 63 decode
+    steps, so its end-to-end latency grows by 64 o and its TTFT by o (hand arithmetic); the
+    breakdown lists it as a row; the default is 0 and the notes say the engine's time is not counted."""
+    one = closed_requests(1, 1, 512, 64)
+    base = simulate(step, one)
+    more = simulate(step, one, Engine(step_overhead_s=2e-3))
+    assert more.e2e_s[0] - base.e2e_s[0] == pytest.approx(64 * 2e-3, rel=1e-9)
+    assert more.ttft_s[0] - base.ttft_s[0] == pytest.approx(2e-3, rel=1e-9)
+    assert any("the engine's own time between steps" in n and "not counted" in n for n in base.notes)
+    assert any(n.startswith("each step adds 2 ms of the engine's own time") for n in more.notes)
+    assert main(["serving", "--concurrency", "1", "--requests", "2", "--step-overhead", "2ms", "--breakdown", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    row = next(o for o in d["breakdown"]["decode_step"]["ops"] if o["part"] == "engine")
+    assert row["time_s"] == 2e-3
+    assert main(["serving", "--step-overhead", "2s", "--rate", "5"]) == 2
+    assert "--step-overhead: must be at most 1 s, got 2 s" in capsys.readouterr().err

@@ -518,3 +518,12 @@ def test_a_refusal_made_while_a_request_is_out_is_not_cleared_by_its_answer(page
     _wait(page, before, "input_len=2048")  # the earlier answer arrives and is drawn
     assert page.is_visible("#error") and "Output" in _text(page, "#error")
     assert page.evaluate("document.body.dataset.stale") == "1"
+
+
+def test_the_engines_time_per_step_reaches_the_api_as_the_cli_takes_it(client):
+    """step_overhead_ms=2 on the API is --step-overhead 2ms on the CLI: the same points."""
+    body = client.get("/api/serving", params={**BASE, "max_users": 2, "step_overhead_ms": 2}).json()
+    for users, n, point in zip(body["concurrencies"], body["requests_per_point"], body["points"]):
+        cli = _cli_json("serving", "--sweep", str(users), "--requests", str(n), *CLI_BASE, "--step-overhead", "2ms", "--json")
+        _close(point, cli["points"][0], f"users {users}")
+    assert client.get("/api/serving", params={**BASE, "step_overhead_ms": -1}).status_code == 422

@@ -106,15 +106,19 @@ def add_deprecated_alias(p, old: str, new: str) -> None:
 
 # -- argument types: each names the flag in its message ------------------------------------------
 
-def number_arg(flag, *, minimum=0.0, strictly=True, maximum=None, integer=False, parser=None):
+def number_arg(flag, *, minimum=0.0, strictly=True, maximum=None, integer=False, parser=None, seconds=False):
+    """An argparse type: the text parsed (parse_number, or ``parser``) and bounded. ``seconds``: a
+    time, whose bound and value an error gives with their units ('at most 1 s, got 2 s')."""
     def convert(text):
         from roofline.errors import check_number
-        from roofline.units import parse_number
+        from roofline.units import format_duration, parse_number
 
         try:
             value = (parser or parse_number)(text, flag)
             if integer and isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
                 value = int(value)  # so that a message echoes -5, not -5.0
+            if seconds and maximum is not None and isinstance(value, float) and value > maximum:
+                raise RooflineError(f"must be at most {format_duration(maximum)}, got {format_duration(value)}")
             check_number("value", value, minimum=minimum, strictly=strictly, maximum=maximum, integer=integer)
         except RooflineError as exc:  # argparse prefixes "argument --flag: "
             raise argparse.ArgumentTypeError(str(exc).removeprefix("value ").removeprefix(f"{flag}: ").removeprefix(f"{flag} ")) from None
@@ -127,7 +131,7 @@ def number_arg(flag, *, minimum=0.0, strictly=True, maximum=None, integer=False,
 def time_arg(flag):
     from roofline.units import parse_time_s
 
-    return number_arg(flag, strictly=False, maximum=1.0, parser=parse_time_s)
+    return number_arg(flag, strictly=False, maximum=1.0, parser=parse_time_s, seconds=True)
 
 
 COUNT = dict(integer=True, maximum=1e12)

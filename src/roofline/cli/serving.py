@@ -59,7 +59,7 @@ def _engine(args):
     from roofline.serving.engine import Engine
 
     return Engine(args.max_seqs, args.max_tokens, args.block_size, args.memory_fraction, args.prefix_hit,
-                  args.spec_tokens, args.acceptance or 0.0)
+                  args.spec_tokens, args.acceptance or 0.0, args.step_overhead)
 
 
 def cmd_serving(args):
@@ -361,6 +361,11 @@ def _breakdown(step, result, engine, args, draft=None) -> dict:
                 draft.seconds([], fed, sampled=0)
             out["mixed_step"]["draft_s"] = d
             out["mixed_step"]["time_s"] += d
+    if engine.step_overhead_s:  # the engine's own time, a row of each step as the simulator adds it
+        for s in out.values():
+            s["ops"].append({"name": "engine time (--step-overhead)", "part": "engine", "count": 1, "flops": 0.0,
+                             "bytes": 0.0, "time_s": engine.step_overhead_s, "bound": "engine"})
+            s["time_s"] += engine.step_overhead_s
     return out
 
 
@@ -416,9 +421,9 @@ def register(sub):
                    help="closed loop: users each sending the next request when the last finishes (default 64)")
     p.add_argument("--sweep", type=count_list("--sweep", maximum=1 << 24), default=None,
                    help="concurrencies to run, e.g. 1,4,16,64,256: the throughput-latency curve")
-    p.add_argument("--slo-ttft", type=number_arg("--slo-ttft", maximum=1e6, parser=_slo_time_s), default=None,
+    p.add_argument("--slo-ttft", type=number_arg("--slo-ttft", maximum=1e6, parser=_slo_time_s, seconds=True), default=None,
                    help="time-to-first-token target, e.g. 500ms: without --sweep, search the highest rate within the targets")
-    p.add_argument("--slo-tpot", type=number_arg("--slo-tpot", maximum=1e6, parser=_slo_time_s), default=None,
+    p.add_argument("--slo-tpot", type=number_arg("--slo-tpot", maximum=1e6, parser=_slo_time_s, seconds=True), default=None,
                    help="time-per-output-token target, e.g. 30ms")
     p.add_argument("--percentile", type=number_arg("--percentile", maximum=100.0), default=90.0,
                    help="the percentile the targets hold for (default 90)")
@@ -432,6 +437,9 @@ def register(sub):
                    help="tokens per KV-cache block (default 16)")
     p.add_argument("--memory-fraction", type=number_arg("--memory-fraction", maximum=1.0), default=0.9,
                    help="share of GPU memory the engine takes (vLLM gpu_memory_utilization, default 0.9)")
+    p.add_argument("--step-overhead", type=number_arg("--step-overhead", strictly=False, maximum=1.0, parser=_slo_time_s, seconds=True),
+                   default=0.0, help="the engine's own time per step, not overlapped with the GPU (scheduling, sampling, "
+                                     "detokenising), e.g. 2ms (default 0: the GPU's work alone)")
     p.add_argument("--prefix-hit", type=number_arg("--prefix-hit", strictly=False, maximum=1.0), default=0.0,
                    help="share of each prompt found in the prefix cache (default 0)")
     p.add_argument("--spec-tokens", type=number_arg("--spec-tokens", strictly=False, integer=True, maximum=16), default=0,

@@ -22,6 +22,9 @@ class Engine:
     prefix_hit: float = 0.0
     spec_tokens: int = 0  # speculative decoding: draft tokens proposed per sequence and step (0: none)
     acceptance: float = 0.0  # the chance each draft token is accepted (independent positions)
+    # the engine's own time per step that does not overlap the GPU's (scheduling, preparing inputs, sampling,
+    # detokenising and streaming): 0 unless given, as the GPU's work alone is what the step costs
+    step_overhead_s: float = 0.0
 
     @property
     def tokens_per_verify(self) -> float:
@@ -38,6 +41,7 @@ class Engine:
         check_fraction("memory_fraction", self.memory_fraction)
         check_number("prefix_hit", self.prefix_hit, strictly=False, maximum=1.0)
         check_number("spec_tokens", self.spec_tokens, strictly=False, maximum=16, integer=True)
+        check_number("step_overhead_s", self.step_overhead_s, strictly=False, maximum=1.0)
         if self.spec_tokens:
             check_number("acceptance", self.acceptance, maximum=0.999)
         elif self.acceptance:

@@ -231,7 +231,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             K = int(min((out[reqs] - gen[reqs]).min(), STRETCH))
             if K > 1:
                 ctx0 = s_ctx[dec]  # step k feeds one token against ctx0 + 1 + k
-                times = step.decode_steps_seconds(ctx0, K)
+                times = step.decode_steps_seconds(ctx0, K) + engine.step_overhead_s
                 cum = np.cumsum(times)
                 if next_i < n and np.isfinite(arrival[next_i]):  # stop at the step during which one arrives
                     K = min(K, int(np.searchsorted(cum, arrival[next_i] - now, side="left")) + 1)
@@ -263,7 +263,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         ctx1 = s_ctx[dec] + T
         M = nd * T + sum(c for c, _ in chunks)
         completing = sum(1 for (c, p), slot in zip(chunks, chunk_slots) if p + c >= need[s_req[slot]])
-        dt = step.step_seconds(nd, float(ctx1.sum()), ctx1, M, nd * T + completing, chunks)
+        dt = step.step_seconds(nd, float(ctx1.sum()), ctx1, M, nd * T + completing, chunks) + engine.step_overhead_s
         if draft is not None:  # k draft decode steps, and the draft's own prefill of the chunks
             if nd:
                 dt += float(draft.decode_steps_seconds(s_ctx[dec], T - 1).sum())
@@ -342,6 +342,13 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
              "capture decode batches only"
              if step.cost_model.cuda_graph else "each replica simulated alone; every op of a step pays a launch (no CUDA graph)")
     notes += (VALIDATION_NOTE,)
+    if engine.step_overhead_s:
+        notes += (f"each step adds {engine.step_overhead_s / 1e-3:,.3g} ms of the engine's own time (scheduling, inputs, "
+                  "sampling, detokenising), not overlapped with the GPU's work",)
+    else:
+        notes += ("a step is the GPU's work alone: the engine's own time between steps (scheduling, sampling, "
+                  "detokenising; a few ms at small batch in the published runs, docs/serving-validation.md) is not "
+                  "counted (the CLI's --step-overhead adds it)",)
     if closed and n > 1 and np.ptp(inp) == 0 and np.ptp(out) == 0:
         notes += ("a closed loop of identical requests: several users start together and resubmit as they finish, so "
                   "they move in step, one prompt wave after another: the percentiles are a few waves repeated, not a spread "

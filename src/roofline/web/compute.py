@@ -231,7 +231,7 @@ class Workshop:
             precision = self.precision_of(q, machine)
             cost_model = dataclasses.replace(self.cost_model_of(q), cuda_graph=True)  # `roofline serving` without --eager
             engine = Engine(max_seqs=q.max_seqs, max_tokens=q.max_tokens, memory_fraction=q.memory_fraction,
-                            prefix_hit=q.prefix_hit)
+                            prefix_hit=q.prefix_hit, step_overhead_s=q.step_overhead_ms * 1e-3)
             step = StepCost(self.models[q.model], machine, precision, tensor_parallel=q.tp, cost_model=cost_model,
                             attention=q.attention, max_tokens=engine.max_tokens, max_seqs=engine.max_seqs)
             cap, _ = kv_cache_budget(step, engine.memory_fraction)

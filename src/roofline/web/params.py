@@ -118,6 +118,7 @@ class ServingQuery:
     overlap: float
     weights: Optional[str] = None  # each part's storage over dtype, as the plan views
     kv_cache: Optional[str] = None
+    step_overhead_ms: float = 0.0  # the engine's own time per step, as `roofline serving --step-overhead`
 
 
 def query_dependencies(machines, models) -> tuple:
@@ -229,10 +230,14 @@ def query_dependencies(machines, models) -> tuple:
         overlap: Overlap = SEED_DEFAULTS["overlap"],
         weights: Weights = None,
         kv_cache: KvCache = None,
+        step_overhead_ms: float = Query(0.0, ge=0, le=1000, allow_inf_nan=False, description="the engine's own time per "
+                                        "step in ms, not overlapped with the GPU (scheduling, sampling, detokenising), as "
+                                        "`roofline serving --step-overhead`; default 0: the GPU's work alone"),
     ) -> ServingQuery:
         return ServingQuery(machine, model, dtype, tp, input_len, output_len, max_users, max_seqs, max_tokens, memory_fraction,
                             prefix_hit, slo_ttft_ms, slo_tpot_ms, percentile, price_per_gpu_hour, attention,
-                            compute_efficiency, memory_efficiency, launch_overhead_us, overlap, weights, kv_cache)
+                            compute_efficiency, memory_efficiency, launch_overhead_us, overlap, weights, kv_cache,
+                            step_overhead_ms)
 
     return layer_query, plan_query, serving_query
 
