@@ -4,6 +4,7 @@ Truths: Llama 3 8B has 8.03e9 parameters (Meta's model card; the preset's publis
 layers, 8 KV heads of 128; the H100 SXM has 989 TFLOP/s dense bf16 and 3.35 TB/s (NVIDIA's
 datasheet, data/machines.toml). Seed 003's cost model: e_c 0.70, e_m 0.85."""
 
+import dataclasses
 import json
 import math
 
@@ -1068,3 +1069,27 @@ def test_the_engines_own_time_per_step_adds_to_every_step(step, capsys):
     assert row["time_s"] == 2e-3
     assert main(["serving", "--step-overhead", "2s", "--rate", "5"]) == 2
     assert "--step-overhead: must be at most 1 s, got 2 s" in capsys.readouterr().err
+
+
+def test_the_parallelism_search_finds_the_size_needing_the_fewest_gpus(capsys):
+    """--tp-search 1,2,4 --target-rate 30: each size's rate is the SLO search's at that --tp (the same
+    search run alone), its replicas ceil(30 / rate) and GPUs replicas x size (hand arithmetic), the
+    best the fewest GPUs; a size the model cannot split is refused by name, not dropped."""
+    from roofline.serving import max_rate_within
+
+    argv = ["serving", "--model", "llama3-8b", "--slo-ttft", "500ms", "--slo-tpot", "20ms", "--requests", "200"]
+    assert main([*argv, "--tp-search", "1,2,3", "--target-rate", "30", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    one, two, three = d["sizes"]
+    assert three["refused"] and "must divide" in three["refused"]
+    alone = max_rate_within(StepCost("llama3-8b", "h100-sxm", tensor_parallel=2, cost_model=dataclasses.replace(
+        seed_cost_model(), cuda_graph=True)), 1024, 256, 0.5, 0.02, requests=200)
+    assert two["rate_per_s"] == pytest.approx(alone.slo["best"], rel=1e-12)
+    for r in (one, two):
+        assert r["replicas"] == math.ceil(30 / r["rate_per_s"]) and r["gpus"] == r["replicas"] * r["gpus_per_replica"]
+    best = d["sizes"][d["best"]]
+    assert best["gpus"] == min(one["gpus"], two["gpus"])
+    assert main([*argv, "--tp-search", "1,2", "--rate", "5"]) == 2
+    assert "--rate would be ignored" in capsys.readouterr().err
+    assert main(["serving", "--tp-search", "1,2", "--concurrency", "4"]) == 2
+    assert "--tp-search S1,S2,... compares replica sizes by the SLO rate search" in capsys.readouterr().err

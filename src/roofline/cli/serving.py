@@ -113,7 +113,7 @@ def _cmd_serving(args):
     if args.breakdown and args.csv:
         raise RooflineError("--breakdown is a table of ops: use it without --csv (with --json it is the \"breakdown\" key)",
                             field="breakdown")
-    if args.tp == 1 and args.pp == 1:
+    if args.tp == 1 and args.pp == 1 and args.tp_search is None:
         refuse_unused(args, {"tp_link": None, "gpus_per_node": 8}, "with --tp 1 (one GPU: no tensor-parallel collectives)")
     m = machine_from_args(args)
     cm = cost_model_from_args(args, m)
@@ -153,6 +153,18 @@ def _cmd_serving(args):
     if args.seeds is not None and (args.sweep or slo or args.disagg is not None or args.disagg_search is not None):
         raise RooflineError("--seeds reruns a single run (--rate or --concurrency) to show its spread; the sweep, the SLO "
                             "search and --disagg run one seed (--seed)", field="seeds")
+    if args.tp_search is not None:
+        others = [f for f, v in (("--sweep", args.sweep), ("--rate", args.rate), ("--concurrency", args.concurrency),
+                                 ("--disagg", args.disagg), ("--disagg-search", args.disagg_search)) if v is not None]
+        if not slo or others:
+            raise RooflineError("--tp-search S1,S2,... compares replica sizes by the SLO rate search: give --slo-ttft "
+                                "and/or --slo-tpot" + (f", without {' and '.join(others)}" if others else ""),
+                                field="tp_search")
+        if args.tp != 1 or args.pp != 1:
+            raise RooflineError("--tp-search sets each replica's --tp itself: drop --tp/--pp", field="tp_search")
+        refuse_unused(args, {"csv": False, "output": None, "breakdown": False, "draft": None},
+                      "to --tp-search (it prints a replica size a row)")
+        return _tp_search(args, m, cm, engine, precision, burstiness)
     if args.disagg_search is not None:
         if not slo or args.sweep or args.rate is not None or args.concurrency is not None or args.disagg is not None:
             raise RooflineError("--disagg-search G needs an SLO (--slo-ttft/--slo-tpot) and no --rate, --concurrency, "
@@ -252,6 +264,79 @@ def _cmd_serving(args):
 
         plot_serving(result, out)
         print(f"wrote {out}", file=sys.stderr if (args.json or args.csv) else sys.stdout)
+
+
+def _tp_search(args, m, cm, engine, precision, burstiness):
+    """--tp-search: the SLO rate of a replica of each size, and the replicas and GPUs for --target-rate."""
+    from roofline.plan.step import StepCost
+    from roofline.serving.search import best_parallelism
+
+    def make(size):
+        return StepCost(args.model, m, precision, size, args.tp_link, cm, args.attention, engine.max_tokens,
+                        engine.max_seqs, args.gpus_per_node, 1, args.ep)
+
+    found = best_parallelism(make, args.tp_search, args.input_len, args.output_len, args.slo_ttft, args.slo_tpot,
+                             args.percentile, engine, args.requests or 1000, args.seed, args.price, args.target_rate,
+                             burstiness, progress=lambda done, of, rate: print(
+                                 f"  size {args.tp_search[done - 1]} searched ({done} of {of})", file=sys.stderr, flush=True))
+    if args.json:
+        from roofline.tables import dump_json
+
+        print(dump_json({"model": args.model, "machine": m.key or m.name, "expert_parallel": bool(args.ep), **found}))
+        return None
+    from roofline.serving.render import _lat
+    from roofline.tables import grid
+    from roofline.plan.render import note_line
+
+    slo = found["slo"]
+    q = f"p{slo['percentile']:g}"
+    targets = " and ".join(t for t in (f"TTFT {q} <= {_lat(slo['ttft_s'])}" if slo.get("ttft_s") else "",
+                                       f"TPOT {q} <= {_lat(slo['tpot_s'])}" if slo.get("tpot_s") else "") if t)
+    from roofline.transformer import get_model
+
+    kind = "expert-parallel" if args.ep else "tensor-parallel"
+    target = found["target_rate"]
+    arrivals = "Poisson" if burstiness == 1.0 else f"gamma gaps of burstiness {burstiness:g}"
+    head = (f"{get_model(args.model).name} on {m.name}, {precision.label()}; {cm.describe('decode-only step')}\n"
+            f"the highest request rate per replica within {targets}, by {kind} size"
+            + (f", and the replicas for {target:,.4g} requests/s" if target is not None else "")
+            + f" ({args.requests or 1000:,} requests a run, arrivals {arrivals})")
+    hdr = ["GPUs per replica", "req/s per replica", "req/s per GPU", "tok/s/GPU"]
+    if target is not None:
+        hdr += ["replicas", "GPUs"]
+    if args.price is not None:
+        hdr.append("$/M out")
+    rows = []
+    for r in found["sizes"]:
+        if r["refused"]:
+            rows.append([f"{r['gpus_per_replica']:,}", "refused"] + [""] * (len(hdr) - 2))
+            continue
+        if r["rate_per_s"] is None:
+            rows.append([f"{r['gpus_per_replica']:,}", "-", "-", "-"] + ["-"] * (len(hdr) - 4))
+            continue
+        cells = [f"{r['gpus_per_replica']:,}", f"{r['rate_per_s']:,.3g}", f"{r['rate_per_gpu']:,.3g}",
+                 f"{r['output_tokens_per_s_per_gpu']:,.0f}"]
+        if target is not None:
+            cells += [f"{r['replicas']:,}", f"{r['gpus']:,}"]
+        if args.price is not None:
+            c = r["cost_per_million_output_tokens"]
+            cells.append("-" if c is None else f"{c:,.3f}")
+        rows.append(cells)
+    lines = [head, "", grid(hdr, rows, [True] * len(hdr)), ""]
+    best = found["best"]
+    if best is None:
+        lines.append("no replica size meets the targets (a target below what a request alone takes is met by none)")
+    else:
+        b = found["sizes"][best]
+        lines.append(f"best: replicas of {b['gpus_per_replica']} GPU(s)"
+                     + (f", {b['replicas']:,} of them: {b['gpus']:,} GPUs for {target:,.4g} requests/s" if target is not None
+                        else f", {b['rate_per_gpu']:,.3g} requests/s per GPU"))
+    for r in found["sizes"]:
+        if r["refused"]:
+            lines.append(f"size {r['gpus_per_replica']} refused: {r['refused']}")
+    lines += [note_line(n) for n in found["notes"]]
+    print("\n".join(lines))
+    return None
 
 
 def _slo_time_s(text, field):
@@ -454,6 +539,9 @@ def register(sub):
                         "and combine) instead of tensor parallelism")
     p.add_argument("--disagg", type=_split_arg, default=None, metavar="P:D",
                    help="prefill/decode disaggregation: P prefill and D decode replicas of --tp GPUs each (with --rate)")
+    p.add_argument("--tp-search", type=count_list("--tp-search", maximum=4096), default=None, metavar="S1,S2,...",
+                   help="with an SLO: the rate search at each replica size (--tp, or the --ep group), and with "
+                        "--target-rate the size needing the fewest GPUs")
     p.add_argument("--disagg-search", type=number_arg("--disagg-search", minimum=2, strictly=False, integer=True, maximum=64),
                    default=None, metavar="G",
                    help="with an SLO: the best split of G replicas into prefill and decode pools, against co-located")

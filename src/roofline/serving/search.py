@@ -305,3 +305,57 @@ def spread_note(spread: dict, drawn: str = "arrivals and lengths") -> str:
         parts.append(" ".join(x for x in (label if p is not None else "", a if a == b else f"{a}-{b}", unit) if x))
     return (f"seed spread: over seeds {which} of these {drawn}, " + "; ".join(parts)
             + " (the sample's spread, not the model's error; --seeds N for more, --requests for a longer sample)")
+
+
+def best_parallelism(make_step, sizes, input_tokens, output_tokens, ttft_s=None, tpot_s=None, percentile=90.0,
+                     engine: Engine = Engine(), requests: int = 1000, seed: int = 0, price_per_gpu_hour=None,
+                     target_rate=None, burstiness: float = 1.0, progress=None) -> dict:
+    """The replica size that serves a target rate within the SLO on the fewest GPUs: for each of
+    ``sizes`` (GPUs per replica), ``make_step(size)`` -> StepCost (or a RooflineError: that size is
+    refused, its reason kept), max_rate_within its best rate per replica, and with ``target_rate``
+    the replicas ceil(target / best) and GPUs replicas x size. The best: the fewest GPUs for the
+    target (ties: the higher rate per GPU), or without a target the highest rate per GPU. Returns
+    {"sizes": [{"gpus_per_replica", "rate_per_s", "rate_per_gpu", "replicas", "gpus", "cost_per_million_output_tokens",
+    "output_tokens_per_s_per_gpu", "refused"}], "best": index or None, "slo", "target_rate", "notes": the best
+    size's run's}."""
+    slo = _slo(ttft_s, tpot_s, percentile)
+    if slo is None:
+        raise RooflineError("the parallelism search needs a target: a TTFT or a TPOT", field="slo_ttft")
+    rows, notes = [], []
+    for i, size in enumerate(sizes):
+        row = {"gpus_per_replica": int(size), "rate_per_s": None, "rate_per_gpu": None, "replicas": None, "gpus": None,
+               "cost_per_million_output_tokens": None, "output_tokens_per_s_per_gpu": None, "refused": None}
+        try:
+            step = make_step(int(size))
+            sw = max_rate_within(step, input_tokens, output_tokens, ttft_s, tpot_s, percentile, engine, requests, seed,
+                                 price_per_gpu_hour, target_rate, burstiness=burstiness)
+        except RooflineError as exc:
+            row["refused"] = str(exc)
+            rows.append(row)
+            notes.append([])
+            if progress is not None:
+                progress(i + 1, len(sizes), None)
+            continue
+        best = sw.slo["best"]
+        if best is not None:
+            r = sw.results[sw.values.index(best)]
+            row.update(rate_per_s=best, rate_per_gpu=best / size, output_tokens_per_s_per_gpu=r.output_tokens_per_s / r.gpus,
+                       cost_per_million_output_tokens=r.cost_per_million_output_tokens)
+            if target_rate is not None:
+                row["replicas"] = sw.replicas_needed
+                row["gpus"] = sw.replicas_needed * int(size)
+            notes.append(list(r.notes))
+        else:
+            notes.append([])
+        rows.append(row)
+        if progress is not None:
+            progress(i + 1, len(sizes), best)
+    ok = [i for i, r in enumerate(rows) if r["rate_per_s"] is not None]
+    if not ok:
+        best = None
+    elif target_rate is not None:
+        best = min(ok, key=lambda i: (rows[i]["gpus"], -rows[i]["rate_per_gpu"]))
+    else:
+        best = max(ok, key=lambda i: rows[i]["rate_per_gpu"])
+    return {"sizes": rows, "best": best, "slo": slo, "target_rate": target_rate,
+            "notes": notes[best] if best is not None else []}  # the best size's own notes (its cache, its links)
