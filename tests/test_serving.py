@@ -1087,9 +1087,38 @@ def test_the_parallelism_search_finds_the_size_needing_the_fewest_gpus(capsys):
     assert two["rate_per_s"] == pytest.approx(alone.slo["best"], rel=1e-12)
     for r in (one, two):
         assert r["replicas"] == math.ceil(30 / r["rate_per_s"]) and r["gpus"] == r["replicas"] * r["gpus_per_replica"]
-    best = d["sizes"][d["best"]]
-    assert best["gpus"] == min(one["gpus"], two["gpus"])
+    best = d["sizes"][d["best_index"]]
+    assert best["gpus"] == min(one["gpus"], two["gpus"]) and d["best"] == best["gpus_per_replica"]
+    assert d["arrivals"] == "poisson" and d["requests"] == 200 and d["checked_requests"] == 800
+    assert d["engine"]["step_overhead_s"] == 0.0
     assert main([*argv, "--tp-search", "1,2", "--rate", "5"]) == 2
     assert "--rate would be ignored" in capsys.readouterr().err
     assert main(["serving", "--tp-search", "1,2", "--concurrency", "4"]) == 2
     assert "--tp-search S1,S2,... compares replica sizes by the SLO rate search" in capsys.readouterr().err
+    # expert-parallel sizes from the CLI (the default --tp 1 is no EP group: it is not built first), a price at the target
+    assert main(["serving", "--model", "qwen3-235b-a22b", "--dtype", "fp8", "--ep", "--tp-search", "8", "--slo-ttft", "1s",
+                 "--requests", "100", "--target-rate", "10", "--price", "2", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    row = d["sizes"][0]
+    assert d["expert_parallel"] is True and row["rate_per_s"] is not None
+    # 2 $/GPU-hour x the row's GPUs over the target's output tokens (10 requests/s x 256 tokens) a second, per million
+    assert row["cost_at_target_per_million_output_tokens"] == pytest.approx(2 * row["gpus"] / 3600 / (10 * 256) * 1e6)
+
+
+def test_a_search_whose_longer_runs_refuse_every_step_down_still_answers():
+    """Qwen3 235B-A22B fp8 on 8 H100s (EP), a 1 s TTFT, 100 requests a run: the short search's
+    answer (~42/s, at the 42.7/s capacity) and every 5% step down missed in the 400-request runs,
+    and eight such steps ended in no answer, which read as 'a target below what a request alone
+    takes' though the lightest load's TTFT p90 is 55 ms. The check now bisects with longer runs: an
+    answer that a longer run meets, below every rate a longer run refused."""
+    from roofline.machines import get_machine
+    from roofline.plan.precision import Precision
+
+    m = get_machine("h100-sxm")
+    ep8 = StepCost("qwen3-235b-a22b", m, Precision.resolve("qwen3-235b-a22b", m, "fp8"), 8,
+                   cost_model=dataclasses.replace(seed_cost_model(), cuda_graph=True), expert_parallel=True)
+    sw = max_rate_within(ep8, 1024, 256, ttft_s=1.0, requests=100)
+    best = sw.slo["best"]
+    assert best is not None and len(sw.slo["failed_checks"]) >= 2
+    shown = sw.results[sw.values.index(best)]
+    assert shown.requests == 400 and meets_slo(shown, sw.slo) and best < min(sw.slo["failed_checks"])

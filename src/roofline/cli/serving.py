@@ -138,6 +138,21 @@ def _cmd_serving(args):
                             "(multi-token-prediction heads are not modelled)", field="spec_tokens")
     engine = _engine(args)
     precision = _precision(args, m)
+    if args.tp_search is not None:
+        others = [f for f, v in (("--sweep", args.sweep), ("--rate", args.rate), ("--concurrency", args.concurrency),
+                                 ("--disagg", args.disagg), ("--disagg-search", args.disagg_search)) if v is not None]
+        if not slo or others:
+            raise RooflineError("--tp-search S1,S2,... compares replica sizes by the SLO rate search: give --slo-ttft "
+                                "and/or --slo-tpot" + (f", without {' and '.join(others)}" if others else ""),
+                                field="tp_search")
+        if args.tp != 1:
+            raise RooflineError("--tp-search sets each replica's --tp itself: drop --tp", field="tp_search")
+        if args.pp != 1:
+            raise RooflineError("--tp-search searches tensor-parallel (or --ep) sizes of one-stage replicas: drop --pp",
+                                field="tp_search")
+        refuse_unused(args, {"csv": False, "output": None, "breakdown": False, "draft": None},
+                      "to --tp-search (it prints a replica size a row)")
+        return _tp_search(args, m, cm, engine, precision, burstiness)
     step = StepCost(args.model, m, precision, args.tp, args.tp_link, cm, args.attention, engine.max_tokens,
                     engine.max_seqs, args.gpus_per_node, engine.spec_tokens + 1, args.ep, args.pp)
     draft = None
@@ -153,18 +168,6 @@ def _cmd_serving(args):
     if args.seeds is not None and (args.sweep or slo or args.disagg is not None or args.disagg_search is not None):
         raise RooflineError("--seeds reruns a single run (--rate or --concurrency) to show its spread; the sweep, the SLO "
                             "search and --disagg run one seed (--seed)", field="seeds")
-    if args.tp_search is not None:
-        others = [f for f, v in (("--sweep", args.sweep), ("--rate", args.rate), ("--concurrency", args.concurrency),
-                                 ("--disagg", args.disagg), ("--disagg-search", args.disagg_search)) if v is not None]
-        if not slo or others:
-            raise RooflineError("--tp-search S1,S2,... compares replica sizes by the SLO rate search: give --slo-ttft "
-                                "and/or --slo-tpot" + (f", without {' and '.join(others)}" if others else ""),
-                                field="tp_search")
-        if args.tp != 1 or args.pp != 1:
-            raise RooflineError("--tp-search sets each replica's --tp itself: drop --tp/--pp", field="tp_search")
-        refuse_unused(args, {"csv": False, "output": None, "breakdown": False, "draft": None},
-                      "to --tp-search (it prints a replica size a row)")
-        return _tp_search(args, m, cm, engine, precision, burstiness)
     if args.disagg_search is not None:
         if not slo or args.sweep or args.rate is not None or args.concurrency is not None or args.disagg is not None:
             raise RooflineError("--disagg-search G needs an SLO (--slo-ttft/--slo-tpot) and no --rate, --concurrency, "
@@ -280,9 +283,12 @@ def _tp_search(args, m, cm, engine, precision, burstiness):
                              burstiness, progress=lambda done, of, rate: print(
                                  f"  size {args.tp_search[done - 1]} searched ({done} of {of})", file=sys.stderr, flush=True))
     if args.json:
+        import dataclasses
+
         from roofline.tables import dump_json
 
-        print(dump_json({"model": args.model, "machine": m.key or m.name, "expert_parallel": bool(args.ep), **found}))
+        print(dump_json({"model": args.model, "machine": m.key or m.name, "precision": precision.to_dict(),
+                         "expert_parallel": bool(args.ep), "engine": dataclasses.asdict(engine), **found}))
         return None
     from roofline.serving.render import _lat
     from roofline.tables import grid
@@ -300,12 +306,13 @@ def _tp_search(args, m, cm, engine, precision, burstiness):
     head = (f"{get_model(args.model).name} on {m.name}, {precision.label()}; {cm.describe('decode-only step')}\n"
             f"the highest request rate per replica within {targets}, by {kind} size"
             + (f", and the replicas for {target:,.4g} requests/s" if target is not None else "")
-            + f" ({args.requests or 1000:,} requests a run, arrivals {arrivals})")
+            + f" ({found['requests']:,} requests a run, each answer checked with "
+               f"{found['checked_requests'] or 4 * found['requests']:,}; arrivals {arrivals})")
     hdr = ["GPUs per replica", "req/s per replica", "req/s per GPU", "tok/s/GPU"]
     if target is not None:
         hdr += ["replicas", "GPUs"]
     if args.price is not None:
-        hdr.append("$/M out")
+        hdr.append("$/M out at target" if target is not None else "$/M out")
     rows = []
     for r in found["sizes"]:
         if r["refused"]:
@@ -319,18 +326,22 @@ def _tp_search(args, m, cm, engine, precision, burstiness):
         if target is not None:
             cells += [f"{r['replicas']:,}", f"{r['gpus']:,}"]
         if args.price is not None:
-            c = r["cost_per_million_output_tokens"]
+            c = r.get("cost_at_target_per_million_output_tokens") if target is not None else r["cost_per_million_output_tokens"]
             cells.append("-" if c is None else f"{c:,.3f}")
         rows.append(cells)
     lines = [head, "", grid(hdr, rows, [True] * len(hdr)), ""]
-    best = found["best"]
-    if best is None:
+    best = found["best_index"]
+    if best is None and all(r["refused"] for r in found["sizes"]):
+        lines.append("no replica size could be costed: each is refused (below)")
+    elif best is None:
         lines.append("no replica size meets the targets (a target below what a request alone takes is met by none)")
     else:
         b = found["sizes"][best]
         lines.append(f"best: replicas of {b['gpus_per_replica']} GPU(s)"
                      + (f", {b['replicas']:,} of them: {b['gpus']:,} GPUs for {target:,.4g} requests/s" if target is not None
-                        else f", {b['rate_per_gpu']:,.3g} requests/s per GPU"))
+                        else f", {b['rate_per_gpu']:,.3g} requests/s per GPU")
+                     + ("; $/M out at target: the GPUs of the row serving the target's output tokens"
+                        if target is not None and args.price is not None else ""))
     for r in found["sizes"]:
         if r["refused"]:
             lines.append(f"size {r['gpus_per_replica']} refused: {r['refused']}")
@@ -340,7 +351,10 @@ def _tp_search(args, m, cm, engine, precision, burstiness):
 
 
 def _slo_time_s(text, field):
-    """An SLO target with its unit (500ms, 0.5s): a bare 500 is as likely ms as s, so it is refused."""
+    """An SLO target with its unit (500ms, 0.5s): a bare 500 is as likely ms as s, so it is refused
+    (a bare 0 is none in any unit)."""
+    if str(text).strip() in ("0", "0.0"):
+        return 0.0
     return parse_time_s(text, field, unit_required=True)
 
 

@@ -121,8 +121,8 @@ def serving_sweep_table(sw) -> str:
                 passed_above = slo.get("short_passes_above") or []
                 out += (f"\nchecked again with {slo['checked_requests']:,} requests ('longer run' rows): near capacity a "
                         "queue settles slowly, so a short sample's latencies can meet a target that a longer run misses"
-                        + (f": {', '.join(f'{v:,.4g}' for v in failed)} requests/s met the targets in the search's runs "
-                           f"and missed them in the longer one, so the answer steps down {slo['check_backoff'] - 1:.0%} at a time "
+                        + (f": {', '.join(f'{v:,.4g}' for v in failed)} requests/s missed them in longer runs, so the answer "
+                           f"steps down from the search's ({slo['check_backoff'] - 1:.0%}, then a bisection with longer runs) "
                            "to a rate a longer run meets" if failed else "")
                         + (f"; {', '.join(f'{v:,.4g}' for v in passed_above)} met them in short runs only (not run longer)"
                            if failed and passed_above else ""))

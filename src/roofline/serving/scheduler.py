@@ -40,7 +40,7 @@ from roofline.serving.requests import Requests
 from roofline.transformer import cache_name
 from roofline.serving.results import (OVERLOADED, PERCENTILES, ServingResult, _weighted_percentiles, overload_note,
                                       step_settings)
-from roofline.units import GIGA
+from roofline.units import GIGA, format_typed_ms
 
 
 STRETCH = 4096  # decode-only steps run at once between events, at most
@@ -343,7 +343,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
              if step.cost_model.cuda_graph else "each replica simulated alone; every op of a step pays a launch (no CUDA graph)")
     notes += (VALIDATION_NOTE,)
     if engine.step_overhead_s:
-        notes += (f"each step adds {engine.step_overhead_s / 1e-3:,.3g} ms of the engine's own time (scheduling, inputs, "
+        notes += (f"each step adds {format_typed_ms(engine.step_overhead_s)} of the engine's own time (scheduling, inputs, "
                   "sampling, detokenising), not overlapped with the GPU's work",)
     else:
         notes += ("a step is the GPU's work alone: the engine's own time between steps (scheduling, sampling, "
