@@ -290,15 +290,13 @@ def _tp_search(args, m, cm, engine, precision, burstiness):
         print(dump_json({"model": args.model, "machine": m.key or m.name, "precision": precision.to_dict(),
                          "expert_parallel": bool(args.ep), "engine": dataclasses.asdict(engine), **found}))
         return None
-    from roofline.serving.render import _lat
+    from roofline.serving.render import targets_text
     from roofline.tables import grid
     from roofline.plan.render import note_line
-
-    slo = found["slo"]
-    q = f"p{slo['percentile']:g}"
-    targets = " and ".join(t for t in (f"TTFT {q} <= {_lat(slo['ttft_s'])}" if slo.get("ttft_s") else "",
-                                       f"TPOT {q} <= {_lat(slo['tpot_s'])}" if slo.get("tpot_s") else "") if t)
+    from roofline.serving.search import CHECK_FACTOR
     from roofline.transformer import get_model
+
+    targets = targets_text(found["slo"])
 
     kind = "expert-parallel" if args.ep else "tensor-parallel"
     target = found["target_rate"]
@@ -307,7 +305,7 @@ def _tp_search(args, m, cm, engine, precision, burstiness):
             f"the highest request rate per replica within {targets}, by {kind} size"
             + (f", and the replicas for {target:,.4g} requests/s" if target is not None else "")
             + f" ({found['requests']:,} requests a run, each answer checked with "
-               f"{found['checked_requests'] or 4 * found['requests']:,}; arrivals {arrivals})")
+               f"{found['checked_requests'] or CHECK_FACTOR * found['requests']:,}; arrivals {arrivals})")
     hdr = ["GPUs per replica", "req/s per replica", "req/s per GPU", "tok/s/GPU"]
     if target is not None:
         hdr += ["replicas", "GPUs"]
@@ -359,12 +357,11 @@ def _slo_time_s(text, field):
 
 
 def _split_table(step, found: dict) -> str:
-    from roofline.serving.render import _lat
+    from roofline.serving.render import _lat, targets_text
     from roofline.tables import grid
 
     slo = found["slo"]
-    targets = " and ".join(t for t in (f"TTFT p{slo['percentile']:g} <= {_lat(slo['ttft_s'])}" if slo.get("ttft_s") else "",
-                                       f"TPOT p{slo['percentile']:g} <= {_lat(slo['tpot_s'])}" if slo.get("tpot_s") else "") if t)
+    targets = targets_text(slo)
     rows = [[f"{p}:{d}", "-" if r is None else f"{r:,.3g}"] for p, d, r in found["splits"]]
     co = found["colocated"]
     rows.append(["co-located", "-" if co is None else f"{co:,.3g}"])

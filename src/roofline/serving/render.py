@@ -20,6 +20,13 @@ def _lat(seconds) -> str:
     return f"{v / MS:,.1f} ms" if v < 10 else f"{v:,.1f} s"
 
 
+def targets_text(slo: dict) -> str:
+    """An SLO's targets in words: 'TTFT p90 <= 500.0 ms and TPOT p90 <= 30.0 ms' (one where one is set)."""
+    q = f"p{slo['percentile']:g}"
+    return " and ".join(t for t in (f"TTFT {q} <= {_lat(slo['ttft_s'])}" if slo.get("ttft_s") else "",
+                                    f"TPOT {q} <= {_lat(slo['tpot_s'])}" if slo.get("tpot_s") else "") if t)
+
+
 def serving_table(r) -> str:
     """One simulated serving run: throughput, latency percentiles, the scheduler's figures."""
     m = r.to_dict()
@@ -99,8 +106,7 @@ def serving_sweep_table(sw) -> str:
         rows.append(cells)
     out = "\n".join(head) + grid(hdr, rows, [True] * len(hdr))
     if slo:
-        targets = " and ".join(t for t in (f"TTFT p{slo['percentile']:g} <= {_lat(slo['ttft_s'])}" if slo.get("ttft_s") else "",
-                                           f"TPOT p{slo['percentile']:g} <= {_lat(slo['tpot_s'])}" if slo.get("tpot_s") else "") if t)
+        targets = targets_text(slo)
         best = slo.get("best")
         if best is None:
             low = sw.results[0]
