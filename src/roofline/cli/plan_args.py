@@ -57,10 +57,8 @@ def _flagged(command):
         except RooflineError as exc:
             field, text = exc.field, str(exc)
             flag = _flags_for(args).get(field)
-            if flag and text.startswith(f"{field} "):
-                text = flag + text[len(field):]
-            elif flag and not text.startswith(flag):
-                text = f"{flag}: {text}"
+            if flag:
+                text = flag_text(args, field, text)
             elif not _values_too_large(args, text):
                 raise
             if _values_too_large(args, text):
@@ -68,6 +66,17 @@ def _flagged(command):
             raise RooflineError(text, field=field) from None
 
     return run
+
+
+def flag_text(args, field, text: str) -> str:
+    """A library message naming a parameter, as the CLI names it: the leading parameter name becomes
+    its flag ("tensor_parallel 3 must ..." -> "--tp 3 must ..."), or the flag is put in front."""
+    flag = _flags_for(args).get(field)
+    if flag and text.startswith(f"{field} "):
+        return flag + text[len(field):]
+    if flag and not text.startswith(flag):
+        return f"{flag}: {text}"
+    return text
 
 
 def _values_too_large(args, text: str) -> bool:

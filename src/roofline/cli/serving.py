@@ -340,9 +340,11 @@ def _tp_search(args, m, cm, engine, precision, burstiness):
                         else f", {b['rate_per_gpu']:,.3g} requests/s per GPU")
                      + ("; $/M out at target: the GPUs of the row serving the target's output tokens"
                         if target is not None and args.price is not None else ""))
+    from roofline.cli.plan_args import flag_text
+
     for r in found["sizes"]:
-        if r["refused"]:
-            lines.append(f"size {r['gpus_per_replica']} refused: {r['refused']}")
+        if r["refused"]:  # named as the CLI names it (tensor_parallel -> --tp: the size the row tried)
+            lines.append(f"size {r['gpus_per_replica']} refused: {flag_text(args, r.get('refused_field'), r['refused'])}")
     lines += [note_line(n) for n in found["notes"]]
     print("\n".join(lines))
     return None

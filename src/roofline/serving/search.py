@@ -346,7 +346,7 @@ def best_parallelism(make_step, sizes, input_tokens, output_tokens, ttft_s=None,
             sw = max_rate_within(step, input_tokens, output_tokens, ttft_s, tpot_s, percentile, engine, requests, seed,
                                  price_per_gpu_hour, target_rate, burstiness=burstiness)
         except RooflineError as exc:
-            row["refused"] = str(exc)
+            row["refused"], row["refused_field"] = str(exc), exc.field
             rows.append(row)
             notes.append([])
             if progress is not None:
