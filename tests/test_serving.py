@@ -1066,6 +1066,7 @@ def test_the_engines_own_time_per_step_adds_to_every_step(step, capsys):
     assert main(["serving", "--concurrency", "1", "--requests", "2", "--step-overhead", "2ms", "--breakdown", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     row = next(o for o in d["breakdown"]["decode_step"]["ops"] if o["part"] == "engine")
+    assert row["name"] == "engine time per step"
     assert row["time_s"] == 2e-3
     assert main(["serving", "--step-overhead", "2s", "--rate", "5"]) == 2
     assert "--step-overhead: must be at most 1 s, got 2 s" in capsys.readouterr().err

@@ -527,3 +527,13 @@ def test_the_engines_time_per_step_reaches_the_api_as_the_cli_takes_it(client):
         cli = _cli_json("serving", "--sweep", str(users), "--requests", str(n), *CLI_BASE, "--step-overhead", "2ms", "--json")
         _close(point, cli["points"][0], f"users {users}")
     assert client.get("/api/serving", params={**BASE, "step_overhead_ms": -1}).status_code == 422
+
+
+def test_the_web_step_table_counts_the_engines_time_as_the_cli_does(client):
+    """With step_overhead_ms the page's decode step lists the engine's time as a row and its title's
+    time includes it, as --breakdown's does."""
+    body = client.get("/api/serving", params={**BASE, "max_users": 2, "step_overhead_ms": 3}).json()
+    b = body["breakdown"]
+    engine = [o for o in b["ops"] if o["part"] == "engine"]
+    assert len(engine) == 1 and engine[0]["time_s"] == pytest.approx(3e-3)
+    assert sum(o["time_s"] for o in b["ops"]) == pytest.approx(b["time_s"], rel=1e-9)

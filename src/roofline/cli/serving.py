@@ -459,11 +459,11 @@ def _breakdown(step, result, engine, args, draft=None) -> dict:
                 draft.seconds([], fed, sampled=0)
             out["mixed_step"]["draft_s"] = d
             out["mixed_step"]["time_s"] += d
-    if engine.step_overhead_s:  # the engine's own time, a row of each step as the simulator adds it
+    row = engine.overhead_op()
+    if row is not None:  # the engine's own time, a row of each step as the simulator adds it
         for s in out.values():
-            s["ops"].append({"name": "engine time (--step-overhead)", "part": "engine", "count": 1, "flops": 0.0,
-                             "bytes": 0.0, "time_s": engine.step_overhead_s, "bound": "engine"})
-            s["time_s"] += engine.step_overhead_s
+            s["ops"].append(row.to_dict())
+            s["time_s"] += row.time_s
     return out
 
 

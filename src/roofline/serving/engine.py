@@ -34,6 +34,15 @@ class Engine:
         k, a = self.spec_tokens, self.acceptance
         return float(sum(a ** i for i in range(k + 1)))
 
+    def overhead_op(self):
+        """The engine's own time as a row of a step op by op (--breakdown, the web's step table), or
+        None when it is 0."""
+        if not self.step_overhead_s:
+            return None
+        from roofline.plan.step import StepOp
+
+        return StepOp("engine time per step", "engine", 1, 0.0, 0.0, float(self.step_overhead_s), "engine")
+
     def __post_init__(self):
         check_number("max_seqs", self.max_seqs, maximum=1 << 20, integer=True)
         check_number("max_tokens", self.max_tokens, maximum=1 << 20, integer=True)

@@ -54,7 +54,8 @@ MIN_TARGET_MS, MIN_PRICE = 1e-3, 1e-6  # a microsecond; a millionth of a dollar 
 # What the page starts with (the API's own defaults leave the targets out): the workshop's model and
 # machine, the CLI's workload (1,024 in, 256 out), targets of TTFT p90 <= 500 ms, TPOT p90 <= 30 ms.
 SERVING_DEFAULTS = MappingProxyType({"input_len": 1024, "output_len": 256, "max_users": 256, "slo_ttft_ms": 500.0,
-                                     "slo_tpot_ms": 30.0})
+                                     "slo_tpot_ms": 30.0, "step_overhead_ms": 0.0})
+MAX_STEP_OVERHEAD_MS = 1000.0  # the CLI's --step-overhead bound, 1 s
 SERVING_QUERY_DEFAULTS = MappingProxyType({"max_seqs": 256, "max_tokens": 8192, "memory_fraction": 0.9, "prefix_hit": 0.0,
                                            "percentile": 90.0, "tp": 1})
 
@@ -230,7 +231,7 @@ def query_dependencies(machines, models) -> tuple:
         overlap: Overlap = SEED_DEFAULTS["overlap"],
         weights: Weights = None,
         kv_cache: KvCache = None,
-        step_overhead_ms: float = Query(0.0, ge=0, le=1000, allow_inf_nan=False, description="the engine's own time per "
+        step_overhead_ms: float = Query(SERVING_DEFAULTS["step_overhead_ms"], ge=0, le=MAX_STEP_OVERHEAD_MS, allow_inf_nan=False, description="the engine's own time per "
                                         "step in ms, not overlapped with the GPU (scheduling, sampling, detokenising), as "
                                         "`roofline serving --step-overhead`; default 0: the GPU's work alone"),
     ) -> ServingQuery:
@@ -262,5 +263,5 @@ def options_payload(endpoint_names: dict) -> dict:
                    "input_len": [1, MAX_INPUT_LEN], "output_len": [1, MAX_OUTPUT_LEN], "max_users": [1, MAX_USERS],
                    "compute_efficiency": [MIN_EFFICIENCY, 1], "memory_efficiency": [MIN_EFFICIENCY, 1],
                    "overlap": [0, 1], "slo_ttft_ms": [MIN_TARGET_MS, 1e9], "slo_tpot_ms": [MIN_TARGET_MS, 1e9],
-                   "tp": [1, MAX_TP]},
+                   "tp": [1, MAX_TP], "step_overhead_ms": [0, MAX_STEP_OVERHEAD_MS]},
     }

@@ -47,11 +47,14 @@ def serving_representative(sweep) -> int:
 def serving_breakdown(step, result, users: int) -> dict:
     """One decode step of a point op by op, as `roofline serving --breakdown` gives it: its mean
     decode batch at its mean context (a decoding sequence halfway through its answer), with a table
-    of the ops by time."""
+    of the ops by time (the engine's own time per step a row of it, where given)."""
     batch = max(1, round(result.mean_decode_batch))
     context = max(1, round(result.input_tokens / result.requests + result.output_tokens / result.requests / 2))
     ops = step.ops([context] * batch)
     time_s = step.seconds([context] * batch)
+    engine_row = result.engine.overhead_op()
+    if engine_row is not None:
+        ops, time_s = ops + [engine_row], time_s + engine_row.time_s
     total = sum(o.time_s for o in ops) or 1.0
     ranked = sorted(ops, key=lambda o: o.time_s, reverse=True)
     shown, rest = ranked[:10], ranked[10:]

@@ -25,6 +25,7 @@
     max_users: { input: "max-users" },
     slo_ttft_ms: { input: "slo-ttft" },
     slo_tpot_ms: { input: "slo-tpot" },
+    step_overhead_ms: { input: "step-overhead" },
     weights: { input: "weights" },
     kv_cache: { input: "kv-cache" },
     tp: { input: "tp" },
@@ -32,7 +33,7 @@
   };
   // API parameters with no control, kept when in the URL
   const PASS_THROUGH = ["context", "max_seqs", "max_tokens", "memory_fraction", "prefix_hit", "percentile",
-    "price_per_gpu_hour", "step_overhead_ms"];
+    "price_per_gpu_hour"];
   // Parameters whose empty value means "none": left out of the API's query. A target left empty stays
   // in the page's URL as `slo_ttft_ms=` (no target), since an absent one is the page's default.
   const OPTIONAL = new Set(["dtype", "slo_ttft_ms", "slo_tpot_ms", "weights", "kv_cache", "tp", "cuda_graph"]);
