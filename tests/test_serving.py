@@ -1123,3 +1123,15 @@ def test_a_search_whose_longer_runs_refuse_every_step_down_still_answers():
     assert best is not None and len(sw.slo["failed_checks"]) >= 2
     shown = sw.results[sw.values.index(best)]
     assert shown.requests == 400 and meets_slo(shown, sw.slo) and best < min(sw.slo["failed_checks"])
+
+
+def test_the_spread_note_says_what_the_seeds_draw(tmp_path, capsys):
+    """Seeds draw Poisson arrivals and lengths from a range; a lengths file's rows are taken in
+    order, so with a file at a rate only the arrivals are drawn."""
+    f = tmp_path / "lengths.csv"
+    f.write_text("input,output\n100,20\n2000,300\n500,50\n")
+    for argv, drawn in ((["--lengths", str(f), "--requests", "60", "--rate", "5"], "arrivals,"),
+                        (["--rate", "5", "--requests", "60", "--input-len", "100-900"], "arrivals and lengths,"),
+                        (["--concurrency", "4", "--requests", "40", "--input-len", "100-900"], "lengths,")):
+        assert main(["serving", *argv]) == 0
+        assert f"seed spread: over seeds 0-2 of these {drawn}" in capsys.readouterr().out

@@ -223,8 +223,6 @@ def _cmd_serving(args):
         seeds = 3 if args.seeds is None else args.seeds
         spread = None
         if seeds > 1 and not result.overloaded:  # an overloaded run's latencies grow with --requests, not by seed
-            import numpy as np
-
             from roofline.serving.search import seed_spread, spread_note, spread_seeds
 
             chosen = spread_seeds(args.seed, seeds)
@@ -235,10 +233,9 @@ def _cmd_serving(args):
                 return simulate(step, make(seed), engine, args.price, draft=draft)
 
             spread = seed_spread(result, rerun, chosen)
-            if spread is not None:
-                drawn = "arrivals and lengths" if args.rate is not None else "lengths"
-                if args.rate is not None and np.ptp(result.request_input) == 0 and np.ptp(result.request_output) == 0:
-                    drawn = "arrivals"
+            if spread is not None:  # what the seeds draw: arrivals at a rate, lengths from a range (a file's are fixed)
+                ranged = isinstance(args.input_len, tuple) or isinstance(args.output_len, tuple)
+                drawn = ("arrivals and lengths" if ranged else "arrivals") if args.rate is not None else "lengths"
                 result = dataclasses.replace(result, notes=tuple(result.notes) + (spread_note(spread, drawn),))
             elif args.seeds is not None:
                 result = dataclasses.replace(result, notes=tuple(result.notes) + (
