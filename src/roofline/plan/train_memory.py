@@ -207,10 +207,11 @@ def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = 
     acts = in_flight * per_stage * per_layer
     stage_notes = ()
     if layout.pipeline_parallel > 1:  # the LM head sits on the last stage, one micro-batch in flight under 1F1B
-        last = stage_layers(cfg.n_layers, layout.pipeline_parallel)[-1] * per_layer + output
+        last_layers = stage_layers(cfg.n_layers, layout.pipeline_parallel)[-1]
+        last = last_layers * per_layer + output
         if last > acts:
             stage_notes = (f"pipeline: the last stage's activations (1 micro-batch in flight under 1F1B, its "
-                           f"{stage_layers(cfg.n_layers, layout.pipeline_parallel)[-1]} layers and the output layer) "
+                           f"{last_layers} layers and the output layer) "
                            f"exceed the first stage's {format_si(acts, 'B')}: counted here",)
             acts, extra = last - output, output
         else:
