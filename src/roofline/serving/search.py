@@ -217,21 +217,25 @@ def _rate_search(run_at, hi: float, slo: dict, target_rate=None, flood_requests:
             progress(len(tried), rate)
         return meets_slo(tried[rate], slo)
 
+    def bisect(low, high, n=None):
+        """The highest rate in (low, high) whose run of n requests meets the targets, low (which met
+        them) where none does, to SEARCH_RESOLUTION in log rate; and the rates refused."""
+        found, refused = low, []
+        for _ in range(SEARCH_STEPS):
+            if high / low < 1.0 + SEARCH_RESOLUTION:
+                break
+            mid = math.sqrt(low * high)
+            if run(mid, n):
+                low = found = mid
+            else:
+                high = mid
+                refused.append(mid)
+        return found, refused
+
     best = None
     floor = lo
     if run(lo):
-        best = lo
-        if run(hi):
-            best = hi
-        else:
-            for _ in range(SEARCH_STEPS):
-                if hi / lo < 1.0 + SEARCH_RESOLUTION:
-                    break
-                mid = math.sqrt(lo * hi)
-                if run(mid):
-                    lo = best = mid
-                else:
-                    hi = mid
+        best = hi if run(hi) else bisect(lo, hi)[0]
     if best is not None and check_requests:
         failed = []
         if not run(best, check_requests):  # one step down, where the short sample was a little optimistic ...
@@ -245,16 +249,8 @@ def _rate_search(run_at, hi: float, slo: dict, target_rate=None, flood_requests:
                 if not run(floor, check_requests):
                     best = None
                 else:
-                    best, lo_c, hi_c = floor, floor, min(step_down, failed[-1])
-                    for _ in range(SEARCH_STEPS):
-                        if hi_c / lo_c < 1.0 + SEARCH_RESOLUTION:
-                            break
-                        mid = math.sqrt(lo_c * hi_c)
-                        if run(mid, check_requests):
-                            lo_c = best = mid
-                        else:
-                            hi_c = mid
-                            failed.append(mid)
+                    best, refused = bisect(floor, min(step_down, failed[-1]), check_requests)
+                    failed += refused
         slo["checked_requests"], slo["failed_checks"] = int(check_requests), sorted(failed, reverse=True)
         slo["check_backoff"] = CHECK_BACKOFF
         # the short runs that met the targets above the answer and were not run longer (said under the table)
