@@ -27,8 +27,7 @@ def _describe(value, bad=None) -> str:
         if bad is not None and value.ndim == 1 and np.any(bad):
             i = int(np.flatnonzero(bad)[0])
             v = float(value[i])
-            shown = _bound(v) if v.is_integer() else f"{v:g}"
-            return f"{shown} (value {i + 1:,} of {value.size:,})"
+            return f"{_bound(v)} (value {i + 1:,} of {value.size:,})"
         return f"array {np.array2string(value, threshold=6)}"
     if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
         v = float(value)

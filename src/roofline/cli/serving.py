@@ -17,6 +17,7 @@ from roofline.cli.args import (add_cost_flags, add_machine_flags, cost_model_fro
 from roofline.cli.plan_args import (_add_format, _add_model, _add_precision, _add_tp, _flagged, _output, _precision,
                                     count_list)
 from roofline.errors import MAX_CONTEXT, MAX_REQUESTS, RooflineError
+from roofline.serving.engine import MAX_STEP_OVERHEAD_S
 from roofline.units import MS, US, parse_time_s
 
 
@@ -532,7 +533,8 @@ def register(sub):
                    help="tokens per KV-cache block (default 16)")
     p.add_argument("--memory-fraction", type=number_arg("--memory-fraction", maximum=1.0), default=0.9,
                    help="share of GPU memory the engine takes (vLLM gpu_memory_utilization, default 0.9)")
-    p.add_argument("--step-overhead", type=number_arg("--step-overhead", strictly=False, maximum=1.0, parser=_slo_time_s, seconds=True),
+    p.add_argument("--step-overhead", type=number_arg("--step-overhead", strictly=False, maximum=MAX_STEP_OVERHEAD_S, parser=_slo_time_s,
+                                                                  seconds=True),
                    default=0.0, help="the engine's own time per step, not overlapped with the GPU (scheduling, sampling, "
                                      "detokenising), e.g. 2ms (default 0: the GPU's work alone)")
     p.add_argument("--prefix-hit", type=number_arg("--prefix-hit", strictly=False, maximum=1.0), default=0.0,

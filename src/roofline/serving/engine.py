@@ -10,6 +10,9 @@ from roofline.errors import RooflineError, check_fraction, check_number
 from roofline.plan.memory import ENGINE_MEMORY_FRACTION
 
 
+MAX_STEP_OVERHEAD_S = 1.0  # an engine time per step past a second is a typo (the CLI's and the API's bound)
+
+
 @dataclass(frozen=True)
 class Engine:
     """The scheduler's settings (vLLM's names: max_num_seqs, max_num_batched_tokens, block_size,
@@ -50,7 +53,7 @@ class Engine:
         check_fraction("memory_fraction", self.memory_fraction)
         check_number("prefix_hit", self.prefix_hit, strictly=False, maximum=1.0)
         check_number("spec_tokens", self.spec_tokens, strictly=False, maximum=16, integer=True)
-        check_number("step_overhead_s", self.step_overhead_s, strictly=False, maximum=1.0)
+        check_number("step_overhead_s", self.step_overhead_s, strictly=False, maximum=MAX_STEP_OVERHEAD_S)
         if self.spec_tokens:
             check_number("acceptance", self.acceptance, maximum=0.999)
         elif self.acceptance:

@@ -17,6 +17,7 @@ from typing import Annotated, Literal, Optional
 from roofline.blocks import ATTENTIONS, PHASES
 from roofline.cost import MIN_EFFICIENCY
 from roofline.plan.precision import QUANT_DTYPES
+from roofline.serving.engine import MAX_STEP_OVERHEAD_S
 from roofline.units import DTYPE_BYTES
 
 MAX_TOKENS = 131072  # the slider's range, 2^17
@@ -55,7 +56,7 @@ MIN_TARGET_MS, MIN_PRICE = 1e-3, 1e-6  # a microsecond; a millionth of a dollar 
 # machine, the CLI's workload (1,024 in, 256 out), targets of TTFT p90 <= 500 ms, TPOT p90 <= 30 ms.
 SERVING_DEFAULTS = MappingProxyType({"input_len": 1024, "output_len": 256, "max_users": 256, "slo_ttft_ms": 500.0,
                                      "slo_tpot_ms": 30.0, "step_overhead_ms": 0.0})
-MAX_STEP_OVERHEAD_MS = 1000.0  # the CLI's --step-overhead bound, 1 s
+MAX_STEP_OVERHEAD_MS = MAX_STEP_OVERHEAD_S * 1e3  # the engine's bound (the CLI's --step-overhead), in ms
 SERVING_QUERY_DEFAULTS = MappingProxyType({"max_seqs": 256, "max_tokens": 8192, "memory_fraction": 0.9, "prefix_hit": 0.0,
                                            "percentile": 90.0, "tp": 1})
 
