@@ -5,6 +5,8 @@ machine without CUDA, and the browser tests where test.sh found no Chromium and 
 
 import os
 
+import pytest
+
 GPU_WORDS = ("cuda", "gpu")
 BROWSER_WORDS = ("chromium",)
 
@@ -28,10 +30,31 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = 1
 
 
+# -- the tiers: markers the fast loop leaves out (docs/development.md) -----------------------------
+# `slow` is put on a test by hand (@pytest.mark.slow: a search or a calibration of seconds); the
+# others follow from what a test is: it drives Chromium (browser), it is a fuzz file (fuzz), it runs
+# the documentation's examples or the notebook (docs).
+
+FUZZ_FILES = {"test_cli_fuzz.py", "test_web_fuzz.py"}
+DOCS_FILES = {"test_docs.py", "test_notebook.py"}
+BROWSER_FIXTURES = {"page", "browser", "base_url_web"}  # pytest-playwright's, and the server the browser tests load
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = item.path.name
+        if name in FUZZ_FILES:
+            item.add_marker(pytest.mark.fuzz)
+        if name in DOCS_FILES:
+            item.add_marker(pytest.mark.docs)
+        params = item.callspec.params if hasattr(item, "callspec") else {}  # a parameter named page is no browser page
+        if BROWSER_FIXTURES & (set(getattr(item, "fixturenames", ())) - set(params)):
+            item.add_marker(pytest.mark.browser)
+
+
 # -- the browser tests' two fixtures (test_web_*.py): one home ------------------------------------
 # Imported lazily, so the suite's other tests need neither the web extra nor Playwright.
 
-import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="session")

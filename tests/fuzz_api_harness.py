@@ -100,7 +100,9 @@ def combination_refusal(exc: BaseException, response, query=None, resend=None) -
     prefill context shorter than its tokens, batch x tokens past the limit, a layer index past the
     model's layers; in /api/serving a tensor-parallel size the model's heads do not divide or whose
     shards leave no KV cache, max_seqs past max_tokens, a request whose cache does not fit, lengths
-    past the view's simulation bound. Anything else schemathesis finds is a failure."""
+    past the view's simulation bound; a memory fraction that leaves the model's weights no room (its
+    422 names every parameter of the combination: RooflineError.also). Anything else schemathesis
+    finds is a failure."""
     from schemathesis.openapi.checks import RejectedPositiveData
 
     found = list(exc.exceptions) if isinstance(exc, BaseExceptionGroup) else [exc]
@@ -111,6 +113,8 @@ def combination_refusal(exc: BaseException, response, query=None, resend=None) -
     if not detail or not all(d.get("type") == "roofline_error" for d in detail):
         return False
     field = body.get("field")
+    if len(body.get("fields", ())) > 1:  # the server names the parameters whose combination it refuses
+        return True
     if field in SIZE_FIELDS or resend is None:  # sizes are refused against each other and the model
         return True
     # any other field: refused alone (the defaults for the rest) means the schema is looser than the server

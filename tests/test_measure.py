@@ -92,6 +92,7 @@ def test_calibrate_writes_a_profile_every_command_reads(profile, capsys):
     assert json.loads(capsys.readouterr().out)["machine"] == "local-cpu"
 
 
+@pytest.mark.slow
 def test_check_end_to_end_contract(profile, capsys, tmp_path):
     """The report's shape and sums. Whether the calibrated model's errors are smaller than the plain
     roofline's at these held-out sizes is a timing: benchmarks/bench_check_errors.py prints it."""
@@ -386,6 +387,7 @@ def test_a_thread_count_that_is_not_one_is_refused_by_name(profile, tmp_path, va
         load_profile(bad)
 
 
+@pytest.mark.slow
 def test_calibrate_with_class_probes_measures_the_framework_gap():
     """A plan with class probes (here at 16 rows only) also runs the framework probe on the CPU."""
     import dataclasses
@@ -451,6 +453,7 @@ def test_nsight_kernels_against_a_cpu_profile_say_they_compare_unlike_machines(p
     assert "CPU profile" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_calibration_records_without_kinetos_start_and_stop_lines():
     """`calibrate --quiet` printed a 'USDT: ... profiler_start' / 'profiler_stop' pair for every
     recording (kineto's own log on stderr): the recordings set KINETO_LOG_LEVEL past that level

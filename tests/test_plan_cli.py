@@ -247,6 +247,7 @@ PLAN_FLAGS = [("decode", "--context"), ("decode", "--batch"), ("decode", "--tp")
 
 @given(st.sampled_from(PLAN_FLAGS), st.one_of(st.text(max_size=10), st.floats(allow_nan=True).map(repr),
                                                st.integers(min_value=-10**15, max_value=10**15).map(str)))
+@pytest.mark.fuzz
 @settings(max_examples=120, deadline=None)
 def test_plan_flags_never_crash(command_flag, value):
     command, flag = command_flag

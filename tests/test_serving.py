@@ -426,6 +426,7 @@ def test_cli_disagg(capsys):
     assert "--rate" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_best_split_is_the_fastest_of_the_splits_tried(step, capsys):
     """G = 3 replicas: the splits 1:2 and 2:1 each get a rate search; the best is the larger, and
     co-located is 3 x one replica's best rate (identical replicas, requests spread evenly)."""
@@ -644,6 +645,7 @@ def test_a_short_rate_sample_is_called_so(capsys):
     assert "not a steady state; give more --requests" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_split_search_with_a_ttft_target_only_reports_rates_the_split_holds(step):
     """TTFT comes from the prefill pool, so a TTFT target alone never sees the decode pool's queue:
     each split's best rate must be one its run holds (not overloaded), at most 1.1x what the
@@ -790,7 +792,9 @@ def test_the_curve_marks_overloaded_points_and_the_capacity(step):
     where = sorted((r["per_user_tokens_per_s"], r["output_tokens_per_s_per_gpu"]) for r in over)
     red = [sorted(map(tuple, c.get_offsets().tolist())) for c in left.collections
            if len(c.get_offsets()) and tuple(c.get_facecolor()[0]) == to_rgba(MEMORY_RED)]
-    assert red == [pytest.approx(where)], "the overloaded points are not the red marks"
+    assert len(red) == 1 and len(red[0]) == len(where), "the overloaded points are not the red marks"
+    for mark, point in zip(red[0], where):  # pytest.approx takes no nested lists (pytest 9.2): point by point
+        assert mark == pytest.approx(point), "an overloaded point is not at its red mark"
     labels = [t.get_text() for t in right.get_legend().get_texts()]
     assert any(t.startswith(f"capacity {sw.slo['capacity_per_s']:,.4g}/s") for t in labels)
     clean = sweep_concurrency(step, [1, 4], 256, 16, requests=8)
@@ -998,6 +1002,7 @@ def test_a_single_run_gives_its_spread_over_seeds(step, capsys):
     assert d["seed_spread"] is None and any(n.startswith("--seeds 4: this run draws nothing at random") for n in d["notes"])
 
 
+@pytest.mark.slow
 def test_the_rate_search_table_marks_its_longer_runs(capsys):
     """The SLO search's check replaces the short run at the rate it checks: that row is the longer
     run (marked so), and short-run passes above a refused answer are named, not left to contradict it."""
@@ -1072,6 +1077,7 @@ def test_the_engines_own_time_per_step_adds_to_every_step(step, capsys):
     assert "--step-overhead: must be at most 1 s, got 2 s" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_parallelism_search_finds_the_size_needing_the_fewest_gpus(capsys):
     """--tp-search 1,2,4 --target-rate 30: each size's rate is the SLO search's at that --tp (the same
     search run alone), its replicas ceil(30 / rate) and GPUs replicas x size (hand arithmetic), the

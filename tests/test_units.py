@@ -68,3 +68,29 @@ def test_a_bound_is_written_as_a_reader_writes_it():
         check_number("context", np.array([1024.0, 1e12]), maximum=2**24)
     with pytest.raises(RooflineError, match="got 4,294,967,296"):
         check_number("seed", 2**32, maximum=2**32 - 1)
+
+
+def test_a_time_of_any_finite_size_formats():
+    """The largest double (1.7976931348623157e308 s) rounds to 1.8e308 at three figures, past the
+    largest double: the unit is still found (it raised StopIteration). A time past a million billion
+    days is written with an exponent: 1e300 s / 86,400 s a day = 1.157e295 days."""
+    import sys
+
+    from roofline.units import format_duration, format_number, time_unit
+
+    assert time_unit(sys.float_info.max) == ("days", 86400.0)
+    assert format_duration(1e300) == "1.16e+295 days"
+    assert format_number(2.5e15) == "2.5e+15"
+    assert format_number(999_999_999_999_999) == "999,999,999,999,999"  # just under the exponent's start
+
+
+@pytest.mark.parametrize("value, echoed", [
+    ("1.7950000000000001e+308", "1.795e+308 s"), ("1e300", "1e+300 s"), ("100", "100 s"), ("2s", "2 s")])
+def test_an_absurd_time_flag_is_refused_by_its_bound_and_echoed_as_typed(capsys, value, echoed):
+    """--launch-overhead is at most 1 s: an absurd value gets that message, in seconds as it was typed
+    (it was a StopIteration traceback at 1.795e308 s and a 300-digit 'days' figure at 1e300 s)."""
+    from roofline.cli import main
+
+    code = main(["layer", f"--launch-overhead={value}"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--launch-overhead: must be at most 1 s, got {echoed}" in err, err

@@ -797,6 +797,7 @@ def test_library_errors_of_the_planner_are_422_naming_their_field(client):
         assert r.status_code == 422 and r.json()["field"] == "dtype", endpoint
 
 
+@pytest.mark.slow
 def test_every_preset_machine_and_model_answers(client):
     for m in list_machines():
         for endpoint in ("/api/layer", *PLAN_ENDPOINTS):

@@ -13,11 +13,15 @@ import numpy as np
 
 
 class RooflineError(ValueError):
-    """Bad input. ``field`` names the parameter (CLI flag or API field) when known."""
+    """Bad input. ``field`` names the parameter (CLI flag or API field) when known; ``also`` the
+    other parameters when the refusal is of their combination, not of ``field``'s value alone (a
+    memory fraction that leaves this model's weights no room on this machine): each value may be
+    inside its own range, so the API's 422 names them all (its ``fields``)."""
 
-    def __init__(self, message: str, field: str | None = None):
+    def __init__(self, message: str, field: str | None = None, also: tuple[str, ...] = ()):
         super().__init__(message)
         self.field = field
+        self.also = tuple(also)
 
 
 def _describe(value, bad=None) -> str:

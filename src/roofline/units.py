@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 
 from roofline.errors import RooflineError
 
@@ -140,13 +141,19 @@ TIME_UNITS = (("ns", NS, US), ("µs", US, 10 * MS), ("ms", MS, 1.0), ("s", 1.0, 
               ("h", 3600.0, 48 * 3600.0), ("days", 86400.0, math.inf))
 
 
+EXPONENT_FROM = 1e15  # format_number writes a number this large with an exponent
+
+
 def format_number(value: float) -> str:
-    """About three significant figures, never an exponent: three below 100 (trailing zeros
-    dropped, as format_si), whole numbers with thousands separators from 100: 0.194 -> '0.194',
-    1.4667 -> '1.47', 24.43 -> '24.4', 244.33 -> '244', 1638.4 -> '1,638'."""
+    """About three significant figures, no exponent below a million billion: three below 100
+    (trailing zeros dropped, as format_si), whole numbers with thousands separators from 100:
+    0.194 -> '0.194', 1.4667 -> '1.47', 24.43 -> '24.4', 244.33 -> '244', 1638.4 -> '1,638'. From
+    EXPONENT_FROM an exponent, as an out-of-bound count is echoed: 1e300 -> '1e+300' (not 301 digits)."""
     v = float(value)
     if not math.isfinite(v):
         return DASH
+    if abs(v) >= EXPONENT_FROM:
+        return f"{v:.3g}"
     r = float(f"{v:.3g}")
     if r == 0:
         return "0"
@@ -163,7 +170,7 @@ def time_unit(seconds: float) -> tuple[str, float]:
     a = abs(float(seconds))
     if a == 0 or not math.isfinite(a):
         return "µs", US
-    a = float(f"{a:.3g}")  # 9,999.6 µs is '10 ms', not '10,000 µs'
+    a = min(float(f"{a:.3g}"), sys.float_info.max)  # 9,999.6 µs is '10 ms', not '10,000 µs'; 1.796e308 stays finite
     return next((symbol, scale) for symbol, scale, below in TIME_UNITS if a < below)
 
 
@@ -202,9 +209,9 @@ def format_rate(per_s, unit: str = "tokens/s") -> str:
 
 def format_typed_ms(seconds: float) -> str:
     """A target the page takes in ms, written back as typed: '500 ms', '8 ms', '0.001 ms'; a
-    second or more as format_duration ('2.5 s')."""
+    second or more in seconds ('2.5 s', '100 s', '1e+300 s'), as a flag's time is typed."""
     ms = seconds / MS
-    return f"{ms:.4g} ms" if ms < 1000 else format_duration(seconds)
+    return f"{ms:.4g} ms" if ms < 1000 else f"{seconds:.4g} s"
 
 
 def format_plain(value: float, digits: int = 6) -> str:

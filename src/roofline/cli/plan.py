@@ -13,7 +13,7 @@ import argparse
 
 from roofline.cli.args import (COUNT, add_cost_flags, add_machine_flags, calibrated_or_cost_model, machine_from_args,
                                number_arg, refuse_unused)
-from roofline.cli.plan_args import (SWEEP_MACHINES, _add_format, _add_model, _add_precision, _add_tp, _emit, _flagged,
+from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, SWEEP_MACHINES, _add_format, _add_model, _add_precision, _add_tp, _emit, _flagged,
                                     _output, _precision, count_list)
 from roofline.errors import RooflineError
 from roofline.plan.limits import SEARCH_MAX_BATCH
@@ -195,7 +195,7 @@ def register(sub):
     p.add_argument("--attention", choices=("flash", "naive"), default="flash")
     _add_precision(p)
     _add_tp(p)
-    p.add_argument("--memory-fraction", type=number_arg("--memory-fraction", maximum=1.0), default=1.0,
+    p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=1.0,
                    help="share of GPU memory for weights + KV cache (default 1; servers keep ~0.9)")
     p.add_argument("--breakdown", type=number_arg("--breakdown", integer=True, maximum=SEARCH_MAX_BATCH), default=None,
                    metavar="BATCH", help="also print the whole step op by op at this batch (--json: the \"breakdown\" key)")
@@ -247,7 +247,7 @@ def register(sub):
                    help="inference: tokens in each sequence's KV cache, S")
     _add_precision(p)
     p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1, help="tensor parallel")
-    p.add_argument("--memory-fraction", type=number_arg("--memory-fraction", maximum=1.0), default=1.0)
+    p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=1.0)
     p.add_argument("--gpus", type=number_arg("--gpus", integer=True, maximum=1e7), default=None, help="train: GPUs (default tp x pp)")
     p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=4096), default=1, help="train: pipeline parallel")
     p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="train: ZeRO stage")

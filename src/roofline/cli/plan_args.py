@@ -11,10 +11,13 @@ import sys
 
 from roofline.cli.args import COUNT, add_deprecated_alias, number_arg
 from roofline.errors import RooflineError
+from roofline.plan.limits import MIN_MEMORY_FRACTION
 from roofline.plan.precision import QUANT_DTYPES
 
 
 SWEEP_MACHINES = "h100-sxm,h200,b200,a100-80gb,mi300x,l40s"
+# --memory-fraction's type: the library's bound (plan.limits.check_memory_fraction), as the API's
+MEMORY_FRACTION_ARG = number_arg("--memory-fraction", minimum=MIN_MEMORY_FRACTION, strictly=False, maximum=1.0)
 
 # The library's parameter names (RooflineError.field) and the flags that set them.
 FLAGS = {

@@ -14,7 +14,7 @@ import sys
 
 from roofline.cli.args import (add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args,
                                number_arg, refuse_unused)
-from roofline.cli.plan_args import (_add_format, _add_model, _add_precision, _add_tp, _flagged, _output, _precision,
+from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, _add_format, _add_model, _add_precision, _add_tp, _flagged, _output, _precision,
                                     count_list)
 from roofline.errors import MAX_CONTEXT, MAX_REQUESTS, RooflineError
 from roofline.serving.engine import MAX_STEP_OVERHEAD_S
@@ -531,7 +531,7 @@ def register(sub):
                    help="tokens per step (vLLM max_num_batched_tokens, default 8,192)")
     p.add_argument("--block-size", type=number_arg("--block-size", integer=True, maximum=1 << 16), default=16,
                    help="tokens per KV-cache block (default 16)")
-    p.add_argument("--memory-fraction", type=number_arg("--memory-fraction", maximum=1.0), default=0.9,
+    p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=0.9,
                    help="share of GPU memory the engine takes (vLLM gpu_memory_utilization, default 0.9)")
     p.add_argument("--step-overhead", type=number_arg("--step-overhead", strictly=False, maximum=MAX_STEP_OVERHEAD_S, parser=_slo_time_s,
                                                                   seconds=True),

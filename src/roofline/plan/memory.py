@@ -12,7 +12,8 @@ import numpy as np
 
 from roofline.architecture import LatentAttention
 from roofline.cost import _jsonable
-from roofline.errors import RooflineError, check_fraction, check_number
+from roofline.errors import RooflineError, check_number
+from roofline.plan.limits import check_memory_fraction
 from roofline.machines import get_machine, the_name
 from roofline.plan.limits import MAX_CONTEXT, SEARCH_MAX_BATCH
 from roofline.plan.model_ops import _model_ops
@@ -193,7 +194,7 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
     precision = precision or Precision()
     check_number("batch", batch, maximum=SEARCH_MAX_BATCH, integer=True)  # decode's own bounds
     check_number("context", context, maximum=MAX_CONTEXT, integer=True)
-    check_fraction("memory_fraction", memory_fraction)
+    check_memory_fraction(memory_fraction)
     weights = inference_weight_bytes(cfg, precision, tensor_parallel)
     per_token = kv_bytes_per_token(cfg, precision, tensor_parallel)
     per_seq = float(kv_bytes_per_sequence(cfg, context, precision, tensor_parallel))

@@ -22,7 +22,8 @@ SCALE_UP_LINKS = ("nvlink", "xgmi", "ici", "roce", "pcie")  # the tensor-paralle
 def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
     def need(what, n):
         if n % t:
-            raise RooflineError(f"tensor_parallel {t} must divide {name}'s {what} {n}", field="tensor_parallel")
+            raise RooflineError(f"tensor_parallel {t} must divide {name}'s {what} {n}", field="tensor_parallel",
+                                also=("model",))
         return n // t
 
     mix, ff = layer.mixer, layer.mlp
@@ -31,7 +32,7 @@ def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
         need("attention heads", H)
         if K % t and t % K:
             raise RooflineError(f"tensor_parallel {t} must divide {name}'s {K} kv heads or be a multiple of them",
-                                field="tensor_parallel")
+                                field="tensor_parallel", also=("model",))
         mix = dataclasses.replace(mix, heads=H // t, kv_heads=max(1, K // t))
     elif isinstance(mix, LatentAttention):
         mix = dataclasses.replace(mix, heads=need("attention heads", mix.heads))  # the latent is replicated

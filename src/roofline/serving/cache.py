@@ -69,7 +69,8 @@ def replica_cache(step: StepCost, engine: Engine, inp: np.ndarray, out: np.ndarr
                             f"leave no memory for a {cache_name(step.model)} on one {step.machine.name} at memory_fraction "
                             f"{engine.memory_fraction:g}; use {more} or narrower weights"
                             + (", or a larger memory_fraction" if engine.memory_fraction < 0.9 else ""),
-                            field="memory_fraction" if engine.memory_fraction < 0.9 else "tensor_parallel")
+                            field="memory_fraction" if engine.memory_fraction < 0.9 else "tensor_parallel",
+                            also=("memory_fraction", "tensor_parallel", "model", "machine", "dtype"))
     biggest = int(np.argmax(inp + out))
     if table[-(-int(inp[biggest] + out[biggest]) // bs)] > cap:
         raise RooflineError(f"one request of {int(inp[biggest]):,} + {int(out[biggest]):,} tokens needs "

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roofline.errors import RooflineError, check_fraction, check_number
+from roofline.errors import RooflineError, check_number
+from roofline.plan.limits import check_memory_fraction
 from roofline.plan.memory import ENGINE_MEMORY_FRACTION
 
 
@@ -50,7 +51,7 @@ class Engine:
         check_number("max_seqs", self.max_seqs, maximum=1 << 20, integer=True)
         check_number("max_tokens", self.max_tokens, maximum=1 << 20, integer=True)
         check_number("block_size", self.block_size, maximum=1 << 16, integer=True)
-        check_fraction("memory_fraction", self.memory_fraction)
+        check_memory_fraction(self.memory_fraction)
         check_number("prefix_hit", self.prefix_hit, strictly=False, maximum=1.0)
         check_number("spec_tokens", self.spec_tokens, strictly=False, maximum=16, integer=True)
         check_number("step_overhead_s", self.step_overhead_s, strictly=False, maximum=MAX_STEP_OVERHEAD_S)
@@ -62,4 +63,4 @@ class Engine:
             raise RooflineError(f"max_tokens {self.max_tokens:,} is under max_seqs {self.max_seqs:,} x "
                                 f"{self.spec_tokens + 1} token{'s' if self.spec_tokens else ''} each: every decoding "
                                 "sequence needs its tokens of the step's budget (raise the token budget or lower the "
-                                "sequences)", field="max_tokens")
+                                "sequences)", field="max_tokens", also=("max_seqs", "spec_tokens"))

@@ -76,7 +76,10 @@ _API_FIELD = {"launch_overhead_s": "launch_overhead_us", "weights dtype": "dtype
 
 
 def _error_response(errors: list[dict]) -> JSONResponse:
+    """A 422: ``field`` the first parameter named, ``fields`` every one, a combination's others too
+    (RooflineError.also, in an error's ``also``)."""
     fields = [e["loc"][-1] for e in errors if e.get("loc")]
+    fields += [f for e in errors for f in e.get("also", ()) if f not in fields]
     return JSONResponse(status_code=422, content={"field": fields[0] if fields else None, "fields": fields, "detail": errors})
 
 
@@ -178,7 +181,10 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
     @app.exception_handler(RooflineError)
     async def _roofline_error(request: Request, exc: RooflineError):
         field = _API_FIELD.get(exc.field or "", exc.field) or "query"
-        return _error_response([{"loc": ["query", field], "msg": str(exc), "type": "roofline_error"}])
+        error = {"loc": ["query", field], "msg": str(exc), "type": "roofline_error"}
+        takes = endpoint_names.get(request.url.path, frozenset())  # a combination's parameters this endpoint has
+        also = [a for a in dict.fromkeys(_API_FIELD.get(f, f) for f in exc.also) if a != field and a in takes]
+        return _error_response([{**error, "also": also} if also else error])
 
     layer_query, plan_query, serving_query = query_dependencies(machines, models)
     workshop = Workshop(machines, models)

@@ -93,7 +93,7 @@ def library_call(q: LayerQuery):
         if part and getattr(q, part):  # the part the query gave, else the dtype it came from
             exc.field = part
         if exc.field == "tensor_parallel":  # as this API spells it: "tp 3 must divide ..."
-            raise RooflineError(str(exc).replace("tensor_parallel", "tp"), field="tp") from None
+            raise RooflineError(str(exc).replace("tensor_parallel", "tp"), field="tp", also=exc.also) from None
         raise
 
 
@@ -109,6 +109,8 @@ def serving_call():
         with np.errstate(over="ignore", invalid="ignore"):
             yield
     except RooflineError as exc:
+        if exc.field == "tensor_parallel":  # as this API spells it: "tp 3 must divide ..."
+            raise RooflineError(str(exc).replace("tensor_parallel", "tp"), field="tp", also=exc.also) from None
         exc.field = _SERVING_FIELD.get(exc.field or "", exc.field)
         raise
 

@@ -16,6 +16,7 @@ from typing import Annotated, Literal, Optional
 
 from roofline.blocks import ATTENTIONS, PHASES
 from roofline.cost import MIN_EFFICIENCY
+from roofline.plan.limits import MIN_MEMORY_FRACTION
 from roofline.plan.precision import QUANT_DTYPES
 from roofline.serving.engine import MAX_STEP_OVERHEAD_S
 from roofline.units import DTYPE_BYTES
@@ -213,7 +214,7 @@ def query_dependencies(machines, models) -> tuple:
                               "(vLLM max_num_seqs; at most max_tokens)"),
         max_tokens: int = Query(SERVING_QUERY_DEFAULTS["max_tokens"], ge=1, le=MAX_STEP_TOKENS, description="tokens per "
                                 "step (vLLM max_num_batched_tokens)"),
-        memory_fraction: float = Query(SERVING_QUERY_DEFAULTS["memory_fraction"], ge=0.001, le=1, allow_inf_nan=False,
+        memory_fraction: float = Query(SERVING_QUERY_DEFAULTS["memory_fraction"], ge=MIN_MEMORY_FRACTION, le=1, allow_inf_nan=False,
                                        description="share of GPU memory the engine takes (vLLM gpu_memory_utilization)"),
         prefix_hit: float = Query(SERVING_QUERY_DEFAULTS["prefix_hit"], ge=0, le=1, allow_inf_nan=False,
                                   description="share of each prompt found in the prefix cache"),
