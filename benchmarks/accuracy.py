@@ -11,6 +11,10 @@ Figures are printed and written, never asserted: timings belong here, not in the
 
 Targets (docs/accuracy.md): calibrated per block within 10% of measured on a CPU (5% on a GPU); per-op
 median absolute error 20% on a CPU (10% on a GPU).
+
+With ROOFLINE_BENCH_SMOKE=1 (benchmarks/smoke.py): a tiny calibration plan and budget, two small
+held-out blocks, 0.3 s of timing each; every file (the report, --json, --plot, --profile-out) goes
+to a temporary directory, never to docs/. The figures mean nothing.
 """
 
 from __future__ import annotations
@@ -28,11 +32,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from roofline.diagnose.check_report import PREDICTORS  # noqa: E402
+from smoke import SMOKE, announce, output, smoke_or  # noqa: E402  (benchmarks/ is on sys.path as a script)
 
 HELD_OUT = {  # (d_model, tokens, attention): none of these is a calibration probe size
     "cpu": [(1024, 512, "naive"), (1280, 640, "naive"), (640, 1536, "naive"), (1024, 512, "flash")],
     "cuda": [(4096, 4096, "naive"), (3072, 2048, "naive"), (2048, 8192, "naive"), (4096, 4096, "flash")],
 }
+if SMOKE:  # small blocks, the naive and the flash path each once
+    HELD_OUT = {"cpu": [(192, 96, "naive"), (192, 96, "flash")], "cuda": [(512, 256, "naive"), (512, 256, "flash")]}
 TARGETS = {"cpu": (0.10, 0.20), "cuda": (0.05, 0.10)}  # (block, per-op median)
 
 
@@ -102,6 +109,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="also write every report as JSON here (rewritten as each check completes)")
     ap.add_argument("--plot", default=None, help="also draw the first held-out check here (PNG/SVG)")
     args = ap.parse_args(argv)
+    announce()
+    for name in ("out", "profile_out", "json", "plot"):  # smoke mode: into a temporary directory
+        setattr(args, name, output(getattr(args, name)))
 
     from roofline.measure import calibrate, write_profile
     from roofline.measure.run_check import run_check  # the module's name: `from roofline.measure import run_check` is it
@@ -111,8 +121,8 @@ def main(argv=None) -> int:
     device = args.device
     dtype = args.dtype or ("fp32" if device == "cpu" else "bf16")
     threads = args.threads if args.threads is not None else (1 if device == "cpu" else None)
-    budget = args.budget or (60.0 if device == "cpu" else 90.0)
-    check_budget = args.check_budget or (15.0 if device == "cpu" else 10.0)
+    budget = smoke_or(args.budget or (60.0 if device == "cpu" else 90.0), 1.0)
+    check_budget = smoke_or(args.check_budget or (15.0 if device == "cpu" else 10.0), 0.3)
     command = "python benchmarks/accuracy.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
 
     started = time.time()
@@ -126,7 +136,14 @@ def main(argv=None) -> int:
                f"-o {profile.name}   # {cal.date}")
     else:
         bar = ProgressBar("calibrate")
-        cal = calibrate(device, dtype, budget, bar, threads=threads)
+        plan = None
+        if SMOKE:  # bench_check_errors.py's tiny plan (tests/test_measure.py's), in this dtype
+            import dataclasses
+
+            from bench_check_errors import TINY
+
+            plan = dataclasses.replace(TINY, matmul_dtypes=(dtype,), probe_dtype=dtype)
+        cal = calibrate(device, dtype, budget, bar, plan=plan, threads=threads)
         bar.close()
         profile = Path(args.profile_out) if args.profile_out else Path(tempfile.mkdtemp()) / f"roofline-{device}.toml"
         write_profile(cal, profile)

@@ -13,6 +13,10 @@ to a Markdown report, never asserted.
 Targets (docs/accuracy.md; this 2-core CPU, one thread): whole forward within 10% in prefill and 15% in
 decode; per-class median error within 20% for matmul, attention, norm and elementwise; calibrated
 better than seed on every class; measured time inside the interval for >= 80% of ops.
+
+With ROOFLINE_BENCH_SMOKE=1 (benchmarks/smoke.py): a tiny calibration plan and budget, each
+model at batch 1 only, 16 tokens and a cache of 32, one recorded forward and 3 timed; the
+report goes to a temporary directory, never to docs/. The figures mean nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from roofline.kernels import Kernel  # noqa: E402
 from roofline.machines import get_machine  # noqa: E402
 from roofline.trace.profiler import profile_report  # noqa: E402
 from roofline.trace.result import peak_dtype  # noqa: E402
+from smoke import SMOKE, announce, output, smoke_or  # noqa: E402  (benchmarks/ is on sys.path as a script)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,6 +70,8 @@ MODELS = (
     Cfg("Llama-like GQA (d 512, 8 heads over 2 kv, SwiGLU, RoPE)", 512, 8, 2, 1408),
     Cfg("Mixtral-like MoE (d 256, 8 experts top-2, SwiGLU)", 256, 4, 4, 512, experts=8, top_k=2),
 )
+BATCHES = smoke_or((1, 4), (1,))
+WALL_REPEATS = smoke_or(15, 3)
 
 
 def rope(x, pos):
@@ -188,7 +195,7 @@ def runs_of(model: Model, phase: str, batch: int, tokens: int, context: int, dty
     return lambda: model(ids, caches, context)
 
 
-def wall_s(fn, repeats: int = 15) -> float:
+def wall_s(fn, repeats: int = WALL_REPEATS) -> float:
     for _ in range(3):
         fn()
     times = []
@@ -282,6 +289,10 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=5, help="forwards recorded by the profiler")
     ap.add_argument("--out", default=str(ROOT / "docs" / "accuracy-models.md"))
     args = ap.parse_args(argv)
+    announce()
+    if SMOKE:
+        args.budget, args.tokens, args.context, args.runs = 1.0, 16, 32, 1
+        args.out = output(args.out)  # a temporary directory, never docs/
     if args.threads:
         torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
@@ -294,7 +305,14 @@ def main(argv=None) -> int:
 
         t0 = time.perf_counter()
         print(f"calibrating ({args.dtype}, {threads} thread(s), budget {args.budget:g} s) ...", flush=True)
-        cal = calibrate("cpu", args.dtype, args.budget, threads=threads)
+        plan = None
+        if SMOKE:  # bench_check_errors.py's tiny plan (tests/test_measure.py's), in this dtype
+            import dataclasses
+
+            from bench_check_errors import TINY
+
+            plan = dataclasses.replace(TINY, matmul_dtypes=(args.dtype,), probe_dtype=args.dtype)
+        cal = calibrate("cpu", args.dtype, args.budget, plan=plan, threads=threads)
         profile = str(write_profile(cal, tmp / "profile.toml"))
         print(f"  done in {time.perf_counter() - t0:.0f} s: {profile}")
     machine = get_machine(profile)
@@ -306,7 +324,7 @@ def main(argv=None) -> int:
     for c in MODELS:
         model = Model(c).to(dtype).eval()
         for phase in ("prefill", "decode"):
-            for batch in (1, 4):
+            for batch in BATCHES:
                 fn = runs_of(model, phase, batch, args.tokens, args.context, dtype)
                 with torch.no_grad():
                     before = reference_s(dtype)
@@ -358,7 +376,7 @@ def write_report(args, rows, scored, threads, machine, cal, given_profile=False)
         "Llama 3 8B block, square and skinny-M GEMMs, class probes, the framework probe's decode steps of tiny_llama and tiny_gpt2 at width 64; none of the models below).",
         "",
         f"Each model: 2 layers, prefill of {args.tokens} tokens, or one decode step against a KV cache of "
-        f"{args.context} tokens; batch 1 and 4. Wall = median of 15 forwards; ops = the aten ops `roofline profile` "
+        f"{args.context} tokens; batch {' and '.join(map(str, BATCHES))}. Wall = median of {WALL_REPEATS} forwards; ops = the aten ops `roofline profile` "
         "costs, measured by torch.profiler (CPU time of each op), per forward. The calibrated whole-forward "
         f"prediction adds a framework line ({cal.framework_text}: the forward's gaps between top-level ops "
         "times the framework probe's time per gap); the roofline and seed models have none. Between ops = the time the profiled forward spent between its top-level "

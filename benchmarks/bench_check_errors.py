@@ -7,6 +7,10 @@ one process, with the machine and the date; asserts nothing (timings belong here
 tests: on a busy machine one run can go either way).
 
     python benchmarks/bench_check_errors.py [N]      # ~10 s a run on one thread
+
+With ROOFLINE_BENCH_SMOKE=1 (benchmarks/smoke.py): a 0.5 s calibration, one run timed for 0.1 s;
+the figures mean nothing. TINY is also the plan accuracy.py and accuracy_models.py calibrate with
+in smoke mode.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from roofline.diagnose.check_report import PREDICTORS  # noqa: E402
 from roofline.measure.machine_file import write_profile  # noqa: E402
 from roofline.measure import CalibrationPlan, calibrate  # noqa: E402
 from roofline.measure.run_check import run_check  # noqa: E402
+from smoke import announce, smoke_or  # noqa: E402  (benchmarks/ is on sys.path as a script)
 
 TINY = CalibrationPlan(  # tests/test_measure.py's TINY
     matmul_dtypes=("fp32",),
@@ -34,7 +39,8 @@ TINY = CalibrationPlan(  # tests/test_measure.py's TINY
     probe_sizes=((128, 64), (256, 32), (256, 128)),
     probe_dtype="fp32",
 )
-HELD_OUT = dict(d_model=192, tokens=96, budget_s=0.5, threads=1)  # no probe at d_model 192
+HELD_OUT = dict(d_model=192, tokens=96, budget_s=smoke_or(0.5, 0.1), threads=1)  # no probe at d_model 192
+CALIBRATION_S = smoke_or(2.0, 0.5)
 
 
 def cpu_name() -> str:
@@ -46,14 +52,15 @@ def cpu_name() -> str:
 
 
 def main():
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else smoke_or(5, 1)
+    announce()
     cpu = cpu_name()
     print(f"{platform.node()} ({cpu}, {os.cpu_count()} CPUs), Python {platform.python_version()}, "
           f"{datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         profile = Path(tmp) / "cpu.toml"
-        write_profile(calibrate("cpu", "fp32", 2.0, None, plan=TINY, threads=1), profile)
+        write_profile(calibrate("cpu", "fp32", CALIBRATION_S, None, plan=TINY, threads=1), profile)
         print(f"calibration (tiny plan, 1 thread): {time.perf_counter() - t0:.1f} s")
         print(f"held out: d_model {HELD_OUT['d_model']}, {HELD_OUT['tokens']} tokens; median |error| over the block's ops")
         print("run  " + "  ".join(f"{p:>10}" for p in PREDICTORS) + "  calibrated/roofline")

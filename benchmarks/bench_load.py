@@ -4,11 +4,16 @@ with a 200 or a deliberate 503 carrying Retry-After (nothing else), p95 of the a
 the server's RSS under 300 MB throughout, and a light /api/layer request sent in the middle of the
 /api/decode burst answered in under 200 ms.
 
-    python3 benchmarks/bench_load.py [--concurrent 200] [--port 8765]
+    python3 benchmarks/bench_load.py [--concurrent 200] [--port PORT]   # default: a free loopback port
 
 Prints one row per endpoint: 200s, 503s, other answers (errors), p50/p95/p99 of the answered in ms,
 and the server's RSS before, at its peak (sampled every 20 ms from /proc) and after, in MB; then the
-light request's time. Needs the web extra and httpx. Only loopback traffic; every loop is bounded.
+light request's time. Needs the web extra and httpx. Only loopback traffic (127.0.0.1); every loop
+is bounded; the server is stopped on the way out. Exits 1 when a target is missed.
+
+With ROOFLINE_BENCH_SMOKE=1 (benchmarks/smoke.py): 10 requests per endpoint; the figures mean
+nothing, and only an answer other than a 200 or a 503 with Retry-After fails the run (exit 1), not
+a timing or memory target.
 """
 
 from __future__ import annotations
@@ -20,12 +25,22 @@ import os
 import statistics
 import subprocess
 import sys
+import socket
 import threading
 import time
+
+from smoke import SMOKE, announce, smoke_or  # benchmarks/ is on sys.path when run as a script
 
 ENDPOINTS = ("/api/decode", "/api/model", "/api/layer", "/api/layer.csv", "/api/machines")
 MODELS = ("llama3-8b", "gpt-oss-120b", "deepseek-v3", "jamba", "gemma3-27b", "qwen3-30b-a3b")
 MACHINES = ("h100-sxm", "a100-80gb", "mi300x", "b200")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` now (the OS picks it: bind to port 0)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 def rss_mb(pid: int) -> float:
@@ -96,7 +111,8 @@ async def burst(base: str, endpoint: str, n: int, light_probe: bool):
 def wait_ready(base: str, proc: subprocess.Popen) -> None:
     import httpx
 
-    for _ in range(200):
+    deadline = time.monotonic() + 30  # a busy machine starts the server slowly
+    while time.monotonic() < deadline:
         if proc.poll() is not None:
             sys.exit(f"the server exited: {proc.stderr.read().decode()[-2000:]}")
         try:
@@ -105,18 +121,20 @@ def wait_ready(base: str, proc: subprocess.Popen) -> None:
         except httpx.HTTPError:
             pass
         time.sleep(0.05)
-    sys.exit("the server did not start within 10 s")
+    sys.exit("the server did not start within 30 s")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--concurrent", type=int, default=200)
-    ap.add_argument("--port", type=int, default=8765)
+    ap.add_argument("--concurrent", type=int, default=smoke_or(200, 10))
+    ap.add_argument("--port", type=int, default=0, help="the server's port on 127.0.0.1 (default 0: a free one)")
     args = ap.parse_args(argv)
-    base = f"http://127.0.0.1:{args.port}"
-    proc = subprocess.Popen([sys.executable, "-m", "roofline", "serve", "--port", str(args.port)],
+    announce()
+    port = args.port or free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-m", "roofline", "serve", "--host", "127.0.0.1", "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    ok = True
+    ok = answered = True
     try:
         wait_ready(base, proc)
         cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
@@ -144,17 +162,23 @@ def main(argv=None) -> int:
             for code, _, text in other[:3]:
                 print(f"    {code}: {text}")
             ok &= not other and p95 < 2000 and max(sampler.peak, after) < 300
+            answered &= not other
             if light is not None:
                 light_s = light
         if light_s is not None:
             code, dt = light_s
             print(f"a light /api/layer sent during the /api/decode burst: {code} in {1e3 * dt:.0f} ms")
             ok &= code == 200 and dt < 0.2
-        print("targets met" if ok else "TARGETS MISSED (200/503 only, p95 < 2 s, RSS < 300 MB, light < 200 ms)")
+        print("targets met" if ok else "TARGETS MISSED (200/503 only, p95 < 2 s, RSS < 300 MB, light < 200 ms)"
+              + (" (smoke mode: only answers other than 200/503 fail the run)" if SMOKE else ""))
     finally:
         proc.terminate()
-        proc.wait(10)
-    return 0 if ok else 1
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    return 0 if (answered if SMOKE else ok) else 1
 
 
 if __name__ == "__main__":

@@ -3,6 +3,9 @@
 in about a second. Prints the best of N runs per case and the simulated steps per second.
 
     python benchmarks/bench_serving.py [N]
+
+With ROOFLINE_BENCH_SMOKE=1 (benchmarks/smoke.py): 200 requests a case, a sweep of the first 3
+concurrencies, one run; the figures mean nothing.
 """
 
 import os
@@ -13,16 +16,20 @@ import time
 from bench_model import one_core  # benchmarks/ is on sys.path when run as a script
 from roofline.serving import closed_requests, poisson_requests, simulate, sweep_concurrency
 from roofline.plan.step import StepCost
+from smoke import announce, smoke_or  # benchmarks/ is on sys.path as a script
+
+REQUESTS = smoke_or(10_000, 200)
 
 CASES = [
     ("llama3-8b, Poisson 10 req/s (light load: short decode stretches), 1,024 in / 256 out",
-     lambda: poisson_requests(10, 10_000, 1024, 256)),
-    ("llama3-8b, Poisson 40 req/s (saturated), 1,024 in / 256 out", lambda: poisson_requests(40, 10_000, 1024, 256)),
-    ("llama3-8b, 256 users, 512 in / 256 out", lambda: closed_requests(256, 10_000, 512, 256)),
+     lambda: poisson_requests(10, REQUESTS, 1024, 256)),
+    ("llama3-8b, Poisson 40 req/s (saturated), 1,024 in / 256 out", lambda: poisson_requests(40, REQUESTS, 1024, 256)),
+    ("llama3-8b, 256 users, 512 in / 256 out", lambda: closed_requests(256, REQUESTS, 512, 256)),
     ("llama3-8b, 64 users, lengths uniform 100-2,000 in / 10-500 out",
-     lambda: closed_requests(64, 10_000, (100, 2000), (10, 500))),
+     lambda: closed_requests(64, REQUESTS, (100, 2000), (10, 500))),
 ]
 SWEEP = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512, 768, 1024]
+SWEEP = smoke_or(SWEEP, SWEEP[:3])
 
 
 def best_of(runs, fn):
@@ -35,7 +42,8 @@ def best_of(runs, fn):
 
 
 def main():
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else smoke_or(3, 1)
+    announce()
     print(f"serving simulation ({platform.processor() or platform.machine()}, {os.cpu_count()} cores, {one_core()}, "
           f"best of {runs}, {time.strftime('%Y-%m-%d')})")
     t0 = time.perf_counter()
@@ -46,7 +54,7 @@ def main():
         secs, r = best_of(runs, lambda: simulate(step, reqs))
         print(f"  {label}: {secs:.3f} s for {reqs.n:,} requests ({r.steps:,} steps, {r.steps / secs:,.0f} steps/s)")
     secs, sw = best_of(runs, lambda: sweep_concurrency(step, SWEEP, 1024, 256))
-    print(f"  sweep of {len(SWEEP)} concurrencies (1 to 1,024 users, 8 per user, 200 to 20,000 requests each): {secs:.2f} s "
+    print(f"  sweep of {len(SWEEP)} concurrencies ({SWEEP[0]:,} to {SWEEP[-1]:,} users, 8 per user, 200 to 20,000 requests each): {secs:.2f} s "
           f"({sum(r.requests for r in sw.results):,} requests)")
 
 

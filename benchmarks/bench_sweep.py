@@ -1,11 +1,19 @@
 """Sweep throughput: whole-model predictions (configuration x size) per second on one core.
 
-Each case is one `roofline.plan.sweep.sweep` call: a model on one or several machines over 10^6 sizes
-(batch, prompt tokens or context), every size a full prediction of the whole model (L blocks,
-embedding, final norm, LM head; per-op compute, memory and launch time; bound; memory-bound
-share). Prints the best of N runs per case; the target is at least 1,000,000 per second.
+Each case is one `roofline.plan.sweep.sweep` call: a model on one or several machines over 10^6
+sizes, every size a full prediction of the whole model (L blocks, embedding, final norm, LM head;
+per-op compute, memory and launch time; bound; memory-bound share). The library refuses a size past
+its bounds (a decode batch past roofline.plan.limits.SEARCH_MAX_BATCH, 65,536; a context past
+MAX_CONTEXT; a prompt past roofline.errors.MAX_COUNT), so a case whose axis is bounded below 10^6
+sweeps every size 1..bound, repeated (the values tiled) until the call holds 10^6 of them: still
+10^6 predictions in one call, but of at most `bound` distinct sizes (the header line of each case
+says which). Prints the best of N runs per case; the target is at least 1,000,000 per second.
+Then `roofline sweep --values` with 20,000 values, in process, stage by stage.
 
     python benchmarks/bench_sweep.py [N]
+
+With ROOFLINE_BENCH_SMOKE=1 (benchmarks/smoke.py): 100,000 sizes a case (still past the batch
+bound, so tiled), 2,000 values for the CLI and one run; the figures mean nothing.
 """
 
 import os
@@ -14,16 +22,21 @@ import time
 
 import numpy as np
 
+from roofline.errors import MAX_COUNT
+from roofline.plan.limits import MAX_CONTEXT, SEARCH_MAX_BATCH
 from roofline.plan.sweep import sweep
+from smoke import announce, smoke_or  # benchmarks/ is on sys.path when run as a script
 
-SIZES = 1_000_000
+SIZES = smoke_or(1_000_000, 100_000)  # predictions per case (a case over several machines splits them)
+CLI_VALUES = smoke_or(20_000, 2_000)
+BOUNDS = {"tokens": MAX_COUNT, "batch": SEARCH_MAX_BATCH, "context": MAX_CONTEXT}  # what sweep() accepts per axis
 CASES = [
-    ("llama3-8b decode over batch 1..1e6", dict(model="llama3-8b", machines=["h100-sxm"], over="batch")),
-    ("llama3-8b prefill over tokens 1..1e6", dict(model="llama3-8b", machines=["h100-sxm"], over="tokens")),
-    ("llama3-8b decode over context 1..1e6", dict(model="llama3-8b", machines=["h100-sxm"], over="context")),
-    ("mixtral-8x7b decode over batch, 4 machines x 250k",
-     dict(model="mixtral-8x7b", machines=["h100-sxm", "h200", "mi300x", "b200"], over="batch", n=SIZES // 4)),
-    ("llama3-70b TP 8 decode over batch 1..1e6", dict(model="llama3-70b", machines=["h100-sxm"], over="batch", tensor_parallel=8)),
+    ("llama3-8b decode over batch", dict(model="llama3-8b", machines=["h100-sxm"], over="batch")),
+    ("llama3-8b prefill over tokens", dict(model="llama3-8b", machines=["h100-sxm"], over="tokens")),
+    ("llama3-8b decode over context", dict(model="llama3-8b", machines=["h100-sxm"], over="context")),
+    ("mixtral-8x7b decode over batch, 4 machines x",
+     dict(model="mixtral-8x7b", machines=["h100-sxm", "h200", "mi300x", "b200"], over="batch")),
+    ("llama3-70b TP 8 decode over batch", dict(model="llama3-70b", machines=["h100-sxm"], over="batch", tensor_parallel=8)),
 ]
 
 
@@ -34,14 +47,27 @@ def one_core():
     return "not pinned (no sched_setaffinity)"
 
 
+def case_values(over: str, n: int) -> tuple[np.ndarray, str]:
+    """``n`` sizes for a sweep over ``over``: 1..n, or, past the axis's bound, 1..bound tiled to n
+    values; and the words that say which."""
+    top = int(min(n, BOUNDS[over]))
+    values = np.resize(np.arange(1, top + 1), n)  # repeats 1..top cyclically up to n values
+    if top == n:
+        return values, f"1..{n:,}"
+    return values, f"1..{top:,} tiled to {n:,}"
+
+
 def main():
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    print(f"whole-model predictions per second ({one_core()}, best of {runs})")
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else smoke_or(3, 1)
+    announce()
+    print(f"whole-model predictions per second ({one_core()}, best of {runs}); {SIZES:,} predictions a case, "
+          f"an axis bounded below that (batch <= {SEARCH_MAX_BATCH:,}) sweeps 1..bound tiled to {SIZES:,} values")
     rates = []
     for label, case in CASES:
         case = dict(case)
-        n = case.pop("n", SIZES)
-        values = np.arange(1, n + 1)
+        n = SIZES // len(case["machines"])
+        values, sizes = case_values(case["over"], n)
+        label = f"{label} {sizes}"
         best = float("inf")
         for _ in range(runs):
             t0 = time.perf_counter()
@@ -50,13 +76,13 @@ def main():
         assert result.predictions == n * len(case["machines"])
         rate = result.predictions / best
         rates.append(rate)
-        print(f"  {label:<52} {result.predictions:>9,} in {best:6.3f} s = {rate:>12,.0f} /s")
+        print(f"  {label:<74} {result.predictions:>9,} in {best:6.3f} s = {rate:>12,.0f} /s")
     print(f"slowest case: {min(rates):,.0f} predictions/s (target >= 1,000,000)")
     cli_values(runs)
 
 
 def cli_values(runs):
-    """`roofline sweep --over batch --values ...` with 20,000 values, in process, stage by stage."""
+    """`roofline sweep --over batch --values ...` with CLI_VALUES values, in process, stage by stage."""
     import contextlib
     import io
 
@@ -72,12 +98,13 @@ def cli_values(runs):
             times.append(time.perf_counter() - t0)
         return min(times), out
 
-    listed = ",".join(str(i) for i in range(1, 20_001))
-    print(f"roofline sweep --values with 20,000 values, in process (best of {runs})")
-    for label, text in (("parse a comma list of 20,000", listed), ("parse the range 1:20000:lin:20000", "1:20000:lin:20000")):
+    n = min(CLI_VALUES, SEARCH_MAX_BATCH)  # batches: within the decode batch bound
+    listed = ",".join(str(i) for i in range(1, n + 1))
+    print(f"roofline sweep --values with {n:,} values, in process (best of {runs})")
+    for label, text in ((f"parse a comma list of {n:,}", listed), (f"parse the range 1:{n}:lin:{n}", f"1:{n}:lin:{n}")):
         t, values = best(lambda: count_list("--values", ranges=True)(text))
         print(f"  {label:<40} {t * 1e3:8.1f} ms  ({len(values):,} values)")
-    result = sweep("llama3-8b", ["h100-sxm"], "batch", np.arange(1, 20_001))
+    result = sweep("llama3-8b", ["h100-sxm"], "batch", np.arange(1, n + 1))
     for label, fmt in (("table", result.to_table), ("CSV", result.to_csv), ("JSON", result.to_json)):
         t, text = best(fmt)
         t_check, _ = best(lambda: check_finite_text(text))
@@ -85,7 +112,8 @@ def cli_values(runs):
     for flag in ("", "--csv", "--json"):
         argv = ["sweep", "--over", "batch", "--values", listed] + ([flag] if flag else [])
         with contextlib.redirect_stdout(io.StringIO()):
-            t, _ = best(lambda: main(argv))
+            t, code = best(lambda: main(argv))
+        assert not code, f"roofline {' '.join(argv[:4])} ... exited {code}"
         print(f"  whole command {flag or '(table)':<8} {t * 1e3:8.1f} ms")
 
 

@@ -6,6 +6,9 @@ meta device, and how much memory it uses. Prints figures; asserts nothing (timin
 Memory is measured two ways in this one process: the peak resident set (ru_maxrss, which includes
 the ~0.3 GB that `import torch` itself costs, printed separately) and tracemalloc's peak of Python
 allocations during the trace alone.
+
+With ROOFLINE_BENCH_SMOKE=1 (benchmarks/smoke.py): 8 tokens (both models, still built and traced
+whole on the meta device); the figures mean nothing.
 """
 
 import resource
@@ -13,13 +16,16 @@ import sys
 import time
 import tracemalloc
 
+from smoke import announce, smoke_or  # benchmarks/ is on sys.path when run as a script
+
 
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
 
 
 def main():
-    tokens = int(sys.argv[1]) if len(sys.argv) > 1 else 128
+    tokens = int(sys.argv[1]) if len(sys.argv) > 1 else smoke_or(128, 8)
+    announce()
     base = rss_mb()
     t0 = time.perf_counter()
     import torch

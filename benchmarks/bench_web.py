@@ -14,7 +14,11 @@
     python3 benchmarks/bench_web.py [--requests 300] [--changes 30] [--drags 10] [--loads 10]
 
 Needs the web extra and httpx; the browser part needs playwright and /usr/bin/chromium and is
-skipped with a note otherwise. Only loopback traffic; every loop is bounded.
+skipped with a note otherwise. Only loopback traffic (a free port on 127.0.0.1, tests/web_harness.py's
+background_server, stopped on the way out); every loop is bounded.
+
+With ROOFLINE_BENCH_SMOKE=1 (benchmarks/smoke.py): 2 API requests after 2 of warm-up, 2 control
+changes after one of warm-up, 2 drags and 2 first loads; the figures mean nothing.
 """
 
 from __future__ import annotations
@@ -30,6 +34,11 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # web_harness: test-only code
+
+from smoke import announce, smoke_or  # noqa: E402  (benchmarks/ is on sys.path as a script)
+
+API_WARMUP = smoke_or(20, 2)
+BROWSER_WARMUP = smoke_or(3, 1)
 
 
 def quantiles_ms(samples_s: list[float]) -> tuple[float, float]:
@@ -49,7 +58,7 @@ def bench_api(base_url: str, n_requests: int) -> list[float]:
     )
     samples = []
     with httpx.Client(base_url=base_url, timeout=30) as client:
-        for _ in range(20):  # warm-up
+        for _ in range(API_WARMUP):
             client.get("/api/layer", params=next(params)).raise_for_status()
         for _ in range(n_requests):
             p = next(params)
@@ -152,7 +161,7 @@ def bench_browser(browser, base_url: str, n_changes: int, n_drags: int) -> tuple
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(base_url + "/")
     page.wait_for_function("Number(document.body.dataset.renderCount || 0) >= 1", timeout=30000)
-    for _ in range(3):  # warm-up
+    for _ in range(BROWSER_WARMUP):
         page.evaluate(CHANGE_JS, list(next(changes)))
     for _ in range(n_changes):
         samples.append(page.evaluate(CHANGE_JS, list(next(changes))) / 1e3)
@@ -198,11 +207,12 @@ def machine_line() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=300, help="timed API requests (default 300)")
-    parser.add_argument("--changes", type=int, default=30, help="timed control changes in the browser (default 30)")
-    parser.add_argument("--drags", type=int, default=10, help="timed slider drags in the browser (default 10)")
-    parser.add_argument("--loads", type=int, default=10, help="timed first loads, each in a fresh context (default 10)")
+    parser.add_argument("--requests", type=int, default=smoke_or(300, 2), help="timed API requests (default 300)")
+    parser.add_argument("--changes", type=int, default=smoke_or(30, 2), help="timed control changes in the browser (default 30)")
+    parser.add_argument("--drags", type=int, default=smoke_or(10, 2), help="timed slider drags in the browser (default 10)")
+    parser.add_argument("--loads", type=int, default=smoke_or(10, 2), help="timed first loads, each in a fresh context (default 10)")
     args = parser.parse_args()
+    announce()
     warnings.simplefilter("ignore")
 
     from roofline.web.app import create_app

@@ -7,6 +7,9 @@ errors that are not one line naming an input, NaN/inf printed, 5xx, non-conformi
     python3 benchmarks/fuzz.py [--cli 10000] [--api 10000] [--seed 0]
 
 The test suite runs a bounded sample of the same (tests/test_cli_fuzz.py, tests/test_web_fuzz.py).
+
+With ROOFLINE_BENCH_SMOKE=1 (benchmarks/smoke.py): 20 command lines and 20 API requests by
+default; a broken contract still fails the run (exit 1), as in a full run.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from smoke import announce, smoke_or  # noqa: E402  (benchmarks/ is on sys.path as a script)
 
 
 def fuzz_cli(n: int, seed: int) -> tuple[int, list[tuple[list[str], str]]]:
@@ -65,11 +70,12 @@ def fuzz_api(n: int, seed: int) -> tuple[int, list[str]]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cli", type=int, default=10_000, help="command lines to run (0: none)")
-    ap.add_argument("--api", type=int, default=10_000, help="API requests to send (0: none)")
+    ap.add_argument("--cli", type=int, default=smoke_or(10_000, 20), help="command lines to run (0: none)")
+    ap.add_argument("--api", type=int, default=smoke_or(10_000, 20), help="API requests to send (0: none)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show", type=int, default=3, help="examples to print per kind of failure")
     args = ap.parse_args(argv)
+    announce()
     ok = True
     if args.cli:
         t0 = time.perf_counter()

@@ -12,6 +12,9 @@ the profiler's own allocations (the shapes it keeps) move glibc's heap top, free
 back to the kernel and the next large activation (a 786 kB GELU output) is faulted in page by page,
 inside whichever op allocates it. No trace records this; `roofline profile` predicts the op
 without it. Counted with getrusage's ru_minflt around the recorded forwards.
+
+With ROOFLINE_BENCH_SMOKE=1 (benchmarks/smoke.py): 2 forwards each, 16 tokens and a cache of 32;
+the figures mean nothing.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import torch  # noqa: E402
 
 import accuracy_models as am  # noqa: E402
+from smoke import announce, smoke_or  # noqa: E402
 
-RUNS = 10
+RUNS = smoke_or(10, 2)
+TOKENS, CONTEXT = smoke_or((128, 256), (16, 32))
 
 
 def _faults() -> int:
@@ -62,6 +67,7 @@ def measure(fn, shapes: bool | None):
 
 
 def main() -> int:
+    announce()
     torch.set_num_threads(1)
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, 1 thread, {RUNS} forwards each; faults = minor page faults per forward")
@@ -70,7 +76,7 @@ def main() -> int:
     for c in am.MODELS:
         model = am.Model(c).eval()
         for phase in ("prefill", "decode"):
-            fn = am.runs_of(model, phase, 1, 128, 256, torch.float32)
+            fn = am.runs_of(model, phase, 1, TOKENS, CONTEXT, torch.float32)
             with torch.no_grad():
                 plain = measure(fn, None)
                 bare = measure(fn, False)

@@ -4,6 +4,10 @@ published per row, summarised by source, model and metric, written to docs/servi
 No per-case tuning: the settings are the same for every row.
 
     python benchmarks/serving_validation.py [--out docs/serving-validation.md] [--limit N]
+
+With ROOFLINE_BENCH_SMOKE=1 (benchmarks/smoke.py): only the first row of each kind (load at a
+rate, at maximum load or at a concurrency, times each metric), ~10 rows, and the report goes to a
+temporary directory, never to docs/. The figures mean nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from roofline.machines import get_machine  # noqa: E402
 from roofline.plan import Precision  # noqa: E402
 from roofline.serving import Engine, closed_requests, poisson_requests, simulate  # noqa: E402
 from roofline.plan.step import StepCost  # noqa: E402
+from smoke import SMOKE, announce, output  # noqa: E402  (benchmarks/ is on sys.path as a script)
 
 # The one set of settings for every row (stated in the report).
 MAX_SEQS = 2048  # sequences in flight at most (trtllm-bench pads CUDA graphs to batch 8192; vLLM's default is 256)
@@ -92,6 +97,11 @@ def simulate_row(r: dict, source: dict):
     return simulate(step, reqs, engine)
 
 
+def _load(r: dict) -> str:
+    """How a row loads the engine: at a request rate, at maximum load, or at a concurrency."""
+    return "rate" if r.get("request_rate_per_s") else "max" if str(r["concurrency"]) == "max" else "concurrency"
+
+
 def predicted(res, metric: str, gpus: int) -> float:
     m = res.metrics()
     return {"output_tokens_per_s": m["output_tokens_per_s"], "output_tokens_per_s_per_gpu": m["output_tokens_per_s"] / gpus,
@@ -105,8 +115,15 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(ROOT / "docs" / "serving-validation.md"))
     ap.add_argument("--limit", type=int, default=0, help="only the first N rows (a quick look)")
     args = ap.parse_args(argv)
+    announce()
+    args.out = output(args.out)  # smoke mode: a temporary directory, never docs/
     doc = tomllib.loads(Path(args.data).read_text())
     rows = doc["row"][: args.limit or None]
+    if SMOKE:  # the first row of each kind
+        firsts: dict = {}
+        for r in rows:
+            firsts.setdefault((_load(r), r["metric"]), r)
+        rows = list(firsts.values())
     t0 = time.perf_counter()
     cache: dict = {}
     out = []
@@ -126,7 +143,7 @@ def main(argv=None) -> int:
         if (i + 1) % 50 == 0:
             print(f"{i + 1} rows, {len(cache)} runs, {time.perf_counter() - t0:.0f} s", flush=True)
     write_report(args, doc, out, time.perf_counter() - t0, len(cache))
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} ({len(out)} rows, {len(cache)} simulated runs, {time.perf_counter() - t0:.1f} s)")
     return 0
 
 

@@ -1,0 +1,91 @@
+"""Every benchmark in benchmarks/ runs, in smoke mode (ROOFLINE_BENCH_SMOKE=1, benchmarks/smoke.py):
+its own code path at a tiny size, so a benchmark cannot rot unseen (issue 33). Each runs as a user
+runs it, a subprocess from the repository root, and must exit 0 with no traceback and print its
+figures. What a smoke run writes goes to a temporary directory (here the test's own, as TMPDIR),
+never over a committed report in docs/. Timings are not looked at: smoke figures mean nothing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+NOT_BENCHMARKS = {"smoke.py"}  # the shared smoke-mode helper, imported by the benchmarks
+HEADER = "smoke mode: sizes cut, figures not meaningful"  # benchmarks/smoke.py's HEADER
+TIMEOUT_S = 120
+
+# Each benchmark and text its output always holds (a figure's label).
+EXPECTED = {
+    "accuracy.py": "per-op median |err|",
+    "accuracy_models.py": "decode  B=1: wall",
+    "bench_check_errors.py": "calibrated / roofline median error",
+    "bench_cli_startup.py": "roofline layer --json     median",
+    "bench_load.py": "/api/decode",
+    "bench_model.py": "llama3-8b prefill 8192 + decode step",
+    "bench_serving.py": "steps/s",
+    "bench_sweep.py": "slowest case:",
+    "bench_trace.py": "TFLOP",
+    "bench_web.py": "GET /api/layer (uvicorn, loopback)",
+    "fuzz.py": "broke the contract",
+    "gpu_check.sh": "held-out check(s) finished",
+    "profiler_faults.py": "profiled, shapes",
+    "serving_validation.py": "simulated runs",
+}
+# The reports in docs/ a full run writes: a smoke run must leave them alone.
+WRITES_DOCS = {
+    "accuracy.py": ["accuracy.md"],
+    "accuracy_models.py": ["accuracy-models.md"],
+    "serving_validation.py": ["serving-validation.md"],
+}
+MARKS = {"bench_web.py": [pytest.mark.browser]}  # drives Chromium through Playwright
+LONGER = {"gpu_check.sh": 180}  # three Python processes, one of them accuracy.py
+
+
+def run_smoke(name: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    path = BENCHMARKS / name
+    argv = ["bash", str(path)] if path.suffix == ".sh" else [sys.executable, str(path)]
+    env = {**os.environ, "ROOFLINE_BENCH_SMOKE": "1", "TMPDIR": str(tmp_path), "PYTHON": sys.executable,
+           "OUT": str(tmp_path / "out")}
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group: a timeout ends its children too
+    try:
+        out, err = proc.communicate(timeout=LONGER.get(name, TIMEOUT_S))
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{name} in smoke mode ran past {LONGER.get(name, TIMEOUT_S)} s\n--- stdout\n{out[-3000:]}\n"
+                    f"--- stderr\n{err[-3000:]}")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=MARKS.get(n, [])) for n in sorted(EXPECTED)])
+def test_benchmark_runs_in_smoke_mode(name, tmp_path):
+    docs = [ROOT / "docs" / f for f in WRITES_DOCS.get(name, [])]
+    before = {p: p.stat().st_mtime_ns for p in docs if p.exists()}
+    r = run_smoke(name, tmp_path)
+    shown = f"--- stdout\n{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}"
+    assert r.returncode == 0, f"{name} exited {r.returncode}\n{shown}"
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout, shown
+    assert HEADER in r.stdout, shown
+    assert EXPECTED[name] in r.stdout, shown
+    if name == "bench_web.py" and os.environ.get("ROOFLINE_NO_BROWSER") != "1":  # the browser part ran too
+        assert "control change -> redrawn chart" in r.stdout, shown
+    assert {p: p.stat().st_mtime_ns for p in docs if p.exists()} == before, f"{name} wrote into docs/ in smoke mode"
+    if name in WRITES_DOCS:  # its report went to the temporary directory instead
+        assert f"wrote {tmp_path}" in r.stdout, shown
+
+
+def test_every_benchmark_is_smoke_tested():
+    """A new file in benchmarks/ joins EXPECTED (and so runs above), and each one has a smoke mode."""
+    found = {p.name for p in BENCHMARKS.iterdir() if p.is_file() and p.suffix in (".py", ".sh")} - NOT_BENCHMARKS
+    assert found == set(EXPECTED), f"not smoke-tested: {sorted(found - set(EXPECTED))}; gone: {sorted(set(EXPECTED) - found)}"
+    for name in sorted(found):
+        assert "smoke" in (BENCHMARKS / name).read_text(encoding="utf-8"), f"{name} has no smoke mode (benchmarks/smoke.py)"
