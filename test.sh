@@ -6,7 +6,7 @@
 #   - the CPU build of PyTorch 2.13.0: pip's find-links folder holds its wheel
 #     (torch-2.13.0+cpu, a file already on disk), which satisfies ==2.13.0; a bare `torch` from the
 #     index would pull a CUDA build,
-#   - the package with its web, test and dev extras, at the exact versions of constraints.txt
+#   - the package with its web, test, dev and measured extras, at the exact versions of constraints.txt
 #     (tools/update-constraints.sh re-pins them), so a release overnight changes nothing here.
 # ./test.sh --fast: the edit loop, the same install then everything but the slow, browser, fuzz and
 # docs tiers (pyproject.toml's markers), on every core; further arguments go to pytest.
@@ -62,7 +62,7 @@ if ! in_venv && { [ "$(id -u)" -ne 0 ] || externally_managed; }; then
 fi
 pip() { python3 -m pip --disable-pip-version-check --quiet "$@"; }
 pip install torch==2.13.0
-pip install -c constraints.txt -e '.[web,web-test,torch,dev]'
+pip install -c constraints.txt -e '.[web,web-test,torch,dev,measured]'
 if [ "${1:-}" = --fast ]; then
     shift
     exec python3 -m pytest -m 'not (slow or browser or fuzz or docs)' -n auto "$@"

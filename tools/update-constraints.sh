@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Re-pin the test environment: every package the tests install (the web, web-test, torch and dev
-# extras and all they pull in), resolved afresh in a new virtual environment from today's releases,
+# Re-pin the test environment: every package the tests install (the web, web-test, torch, dev and
+# measured extras and all they pull in), resolved afresh in a new virtual environment from today's releases,
 # written to constraints.txt with its exact versions. test.sh installs with `-c constraints.txt`, so
 # CI and every developer's ./test.sh take these versions until this script is run again and its
 # change committed (run the suite with it first). The runtime dependencies in pyproject.toml keep
@@ -17,7 +17,7 @@ trap 'rm -rf "$tmp"' EXIT
 python3 -m venv "$tmp/venv"
 pip() { "$tmp/venv/bin/python3" -m pip --disable-pip-version-check --quiet "$@"; }
 pip install torch==2.13.0
-pip install '.[web,web-test,torch,dev]'
+pip install '.[web,web-test,torch,dev,measured]'
 {
     echo "# The test environment's exact versions: test.sh installs with -c constraints.txt."
     echo "# Made by tools/update-constraints.sh on $(date -u +%Y-%m-%d) with $("$tmp/venv/bin/python3" -V);"

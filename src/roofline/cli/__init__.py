@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("machines", help="list machine presets")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--measured", action="store_true",
+                   help="list the measured kernel tables instead (GPU, engine, versions, op families, points): the "
+                        "roofline[measured] extra")
     p.set_defaults(func=cmd_machines)
 
     p = sub.add_parser("models", help="list model presets, or describe one model (a preset or a config.json)")

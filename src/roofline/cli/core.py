@@ -133,6 +133,8 @@ def cmd_layer(args):
 
 
 def cmd_machines(args):
+    if args.measured:
+        return _measured_tables(args)
     from roofline.machines import list_machines
 
     ms = list_machines()
@@ -152,6 +154,38 @@ def cmd_machines(args):
     print("\nDense peaks (no 2:4 sparsity) at the default dtype. GB: the datasheet's memory; driver GB: what nvidia-smi "
           "reports, where a source gives it (plans size the KV cache and check fits against it). Every figure's source: "
           "`roofline machines --json`.")
+
+
+def _measured_tables(args):
+    """`roofline machines --measured`: each GPU and engine with measured kernel tables, its versions,
+    and per op family the points of its newest version (measured.inventory)."""
+    from roofline.measured import inventory
+    from roofline.measured.tables import ENGINES
+    from roofline.measured.tables import resolve, version_key
+
+    sets = inventory()
+    groups: dict = {}
+    for ts in sets:
+        groups.setdefault((ts.gpu, ts.engine), []).append(ts)
+    out = []
+    for (gpu, engine), items in sorted(groups.items()):
+        newest = {f: resolve(items[0].machine, engine, f) if items[0].machine and engine in ENGINES else
+                  max((t for t in items if t.family == f), key=lambda t: version_key(t.version))
+                  for f in {t.family for t in items}}
+        out.append({"gpu": gpu, "machine": items[0].machine, "engine": engine,
+                    "versions": sorted({t.version for t in items}, key=version_key),
+                    "families": {f: {"version": t.version, "points": t.rows} for f, t in sorted(newest.items())}})
+    if args.json:
+        print(dump_json(out))
+        return
+    from roofline.tables import grid
+
+    rows = [[o["machine"] or f"({o['gpu']})", o["engine"], ", ".join(o["versions"]),
+             ", ".join(f"{f} {v['points']:,}" for f, v in o["families"].items())] for o in out]
+    print(grid(["machine", "engine", "versions", "op families: points of the version used by default"], rows, [False] * 4))
+    print("\nMeasured kernel latencies of aiconfigurator-core (Apache-2.0), read directly. A GPU in parentheses has no "
+          "preset here and cannot be chosen; `--kernels ENGINE[@VERSION]` picks an engine: by default the version the package queries (trtllm 1.3.0rc20, "
+          "vllm 0.24.0, sglang 0.5.14 on most GPUs) where it holds the family, else the newest that does.")
 
 
 def _machine_dict(m):

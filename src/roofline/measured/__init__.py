@@ -1,0 +1,13 @@
+"""Measured kernels (issue 34): the engines' measured kernel tables of the ``roofline[measured]``
+extra (aiconfigurator-core), read directly, and ops priced from them against their roofline.
+
+tables.py finds and lists the tables (``roofline machines --measured``) and reads them once per
+process; gemm.py prices a GEMM from an engine's GEMM table. pyarrow and the package are imported
+only when a table is read.
+"""
+
+from roofline.measured.gemm import GemmEstimate, GemmTable, gemm_table, gemm_time
+from roofline.measured.tables import INSTALL, PRESET_OF_GPU, TableSet, inventory, resolve
+
+__all__ = ["GemmEstimate", "GemmTable", "gemm_table", "gemm_time", "INSTALL", "PRESET_OF_GPU", "TableSet", "inventory",
+           "resolve"]

@@ -1,0 +1,170 @@
+"""Measured kernel tables: where they lie, what they hold, and reading them.
+
+The tables are those of the ``aiconfigurator-core`` package (Apache-2.0, NVIDIA's AIConfigurator),
+installed by the ``roofline[measured]`` extra: kernel latencies measured per GPU, op family, engine
+and engine version, laid out as ``systems/data/<gpu>/<family>/<engine>/<version>/<table>.parquet``
+beside a ``collection_meta.yaml``; a version folder holding a ``reuse.yaml`` instead borrows a
+table from another version of the same engine. They are read here directly with pyarrow, never
+through the package's own estimator (which is not imported), lazily and each table once per
+process. Latencies in these tables are in milliseconds (the GEMM table's ``latency`` for m x k by
+k x n; its rows are checked against the roofline in tests/test_measured.py); everything returned
+from here is in seconds.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from roofline.errors import RooflineError, unknown_name
+
+PACKAGE = "aiconfigurator_core"
+INSTALL = "pip install 'roofline[measured]'"
+MS = 1e-3
+
+# The package's GPU folders and the machine presets they measured (its systems/<gpu>.yaml give
+# each one's memory: a100_sxm 80 GiB, h200_sxm 141 GB, l40s 46,068 MiB, gb200 189,471 MiB). GPUs
+# measured that have no preset here (b300_sxm, gb300, rtx_pro_6000_server, b60) are listed by
+# `roofline machines --measured` under their folder names and cannot be chosen.
+PRESET_OF_GPU = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "gb200",
+                 "a100_sxm": "a100-80gb", "l40s": "l40s"}
+ENGINES = ("trtllm", "vllm", "sglang")  # the serving engines; comm/ also holds nccl and oneccl
+
+
+def data_root() -> Path:
+    """The package's data folder, found without importing the package; a missing package is one
+    line saying how to install it."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RooflineError(f"measured kernel tables need the aiconfigurator-core package: {INSTALL}", field="kernels")
+    root = Path(list(spec.submodule_search_locations)[0]) / "systems" / "data"
+    if not root.is_dir():
+        raise RooflineError(f"aiconfigurator-core is installed but holds no tables at {root}: reinstall it ({INSTALL})",
+                            field="kernels")
+    return root
+
+
+def version_key(version: str) -> tuple:
+    """Newest last: 1.3.0rc20 < 1.3.0rc23 < 1.3.0; 0.5.6.post2 > 0.5.6 (PEP 440, as packaging reads it)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (1, Version(version))
+    except InvalidVersion:
+        return (0, tuple(int(x) if x.isdigit() else -1 for x in re.findall(r"\d+|[a-z]+", version)))
+
+
+@dataclass(frozen=True)
+class TableSet:
+    """One version folder: a GPU's measured tables of one op family by one engine version.
+    ``tables``: (table name, rows, the version whose file holds it: this one, or the one a
+    reuse.yaml borrows from)."""
+
+    gpu: str
+    family: str
+    engine: str
+    version: str
+    tables: tuple[tuple[str, int, str], ...]
+
+    @property
+    def machine(self) -> str | None:
+        return PRESET_OF_GPU.get(self.gpu)
+
+    @property
+    def rows(self) -> int:
+        return sum(n for _, n, _ in self.tables)
+
+
+def _reused(folder: Path) -> dict[str, str]:
+    """{table: from_version} of a folder's reuse.yaml ({} without one)."""
+    path = folder / "reuse.yaml"
+    if not path.is_file():
+        return {}
+    import yaml  # the extra's own dependency (aiconfigurator-core requires pyyaml)
+
+    doc = yaml.safe_load(path.read_text()) or {}
+    return {str(r["table"]): str(r["from_version"]) for r in doc.get("reuse", []) if "table" in r and "from_version" in r}
+
+
+@functools.cache
+def inventory() -> tuple[TableSet, ...]:
+    """Every version folder with a table, its rows read from the parquet footers (no data read)."""
+    import pyarrow.parquet as pq
+
+    out = []
+    root = data_root()
+    for folder in sorted(p for p in root.glob("*/*/*/*") if p.is_dir()):
+        gpu, family, engine, version = folder.relative_to(root).parts
+        tables = [(f.stem, pq.read_metadata(f).num_rows, version) for f in sorted(folder.glob("*.parquet"))]
+        for table, donor in _reused(folder).items():
+            src = folder.parent / donor / f"{table}.parquet"
+            if src.is_file() and table not in {t for t, _, _ in tables}:
+                tables.append((table, pq.read_metadata(src).num_rows, donor))
+        if tables:
+            out.append(TableSet(gpu, family, engine, version, tuple(tables)))
+    return tuple(out)
+
+
+def _gpu_of(machine_key: str) -> str:
+    gpus = {ts.gpu for ts in inventory()}
+    for gpu, preset in PRESET_OF_GPU.items():
+        if preset == machine_key and gpu in gpus:
+            return gpu
+    measured = sorted(PRESET_OF_GPU[g] for g in gpus if g in PRESET_OF_GPU)
+    raise RooflineError(f"no measured kernel tables for {machine_key}: they exist for {', '.join(measured)}",
+                        field="machine")
+
+
+@functools.cache
+def current_versions() -> dict[tuple[str, str], str]:
+    """{(gpu, engine): version} the package itself queries by default (systems/query_versions.yaml:
+    its defaults, then each GPU's overrides; ('*', engine) for the defaults). A newer folder may
+    hold a partial collection (h100_sxm moe trtllm 1.3.0rc23: two Nemotron models' shapes only)."""
+    import yaml
+
+    doc = yaml.safe_load((data_root().parent / "query_versions.yaml").read_text()) or {}
+    out = {("*", e): str(v["current"]) for e, v in (doc.get("defaults") or {}).items() if v and v.get("current")}
+    for gpu, engines in (doc.get("overrides") or {}).items():
+        out.update({(gpu, e): str(v["current"]) for e, v in (engines or {}).items() if v and v.get("current")})
+    return out
+
+
+def resolve(machine_key: str, kernels: str, family: str) -> TableSet:
+    """The table set of ``family`` for a machine preset and ``ENGINE[@VERSION]``: by default the
+    version the package itself queries (current_versions) where it holds the family, else the
+    newest that does; refused by name with what exists."""
+    engine, _, version = kernels.partition("@")
+    if engine not in ENGINES:
+        raise unknown_name("kernel engine", engine, ENGINES, field="kernels")
+    gpu = _gpu_of(machine_key)
+    sets = [ts for ts in inventory() if ts.gpu == gpu and ts.family == family and ts.engine == engine]
+    if not sets:
+        have = sorted({ts.engine for ts in inventory() if ts.gpu == gpu and ts.family == family})
+        raise RooflineError(f"no measured {family} tables of {engine} on {machine_key}"
+                            + (f": {', '.join(have)} have them" if have else ""), field="kernels")
+    if version:
+        chosen = [ts for ts in sets if ts.version == version]
+        if not chosen:
+            raise RooflineError(f"no {engine} {version} {family} tables on {machine_key}; measured versions: "
+                                f"{', '.join(sorted((ts.version for ts in sets), key=version_key))}", field="kernels")
+        return chosen[0]
+    current = current_versions()
+    default = current.get((gpu, engine), current.get(("*", engine)))
+    return next((ts for ts in sets if ts.version == default), None) or max(sets, key=lambda ts: version_key(ts.version))
+
+
+@functools.cache
+def read_table(gpu: str, family: str, engine: str, version: str, table: str, columns: tuple[str, ...]):
+    """Columns of one table as numpy arrays (strings as Python lists' arrays), read once per process."""
+    import pyarrow.parquet as pq
+
+    ts = next((t for t in inventory() if (t.gpu, t.family, t.engine, t.version) == (gpu, family, engine, version)), None)
+    donor = next((v for name, _, v in (ts.tables if ts else ()) if name == table), None)
+    if donor is None:
+        raise RooflineError(f"no table {table} in {gpu}/{family}/{engine}/{version}", field="kernels")
+    path = data_root() / gpu / family / engine / donor / f"{table}.parquet"
+    data = pq.read_table(path, columns=list(columns))
+    return {c: data.column(c).to_numpy() for c in columns}
