@@ -11,6 +11,10 @@ from roofline.machines import Machine, MemoryLevel
 
 FAST = Machine("far too fast", 1e18, 1e16)  # every real measurement is slower than its bound here
 SLOW = Machine("far too slow", 1e3, 1e3)  # every real measurement beats its bound here: impossible
+# A recording is retaken when a wrapper (aten::layer_norm around native_layer_norm) was descheduled
+# long enough to read as a kernel of its own (>= 80% of >= 20 us outside its callee: seen once on a
+# loaded CI machine); an op with no rule is unsupported in every recording, so it still fails.
+RECORDINGS = 3
 
 
 @pytest.fixture(scope="module")
@@ -22,17 +26,22 @@ def recorded(tmp_path_factory):
 
     from roofline.trace import models, trace
 
+    from roofline.trace.profiler import profile_report
+
     out = {}
     torch.manual_seed(0)
     for name in ("tiny_llama", "tiny_gpt2"):
         model = getattr(models, name)().eval()
         ids = torch.randint(0, 256, (2, 16))
-        with torch.no_grad():
-            model(ids)  # warm up outside the recording
-            with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-                model(ids)
         path = tmp_path_factory.mktemp("traces") / f"{name}.json"
-        prof.export_chrome_trace(str(path))
+        for _ in range(RECORDINGS):
+            with torch.no_grad():
+                model(ids)  # warm up outside the recording
+                with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+                    model(ids)
+            prof.export_chrome_trace(str(path))
+            if profile_report(path, FAST).unsupported == ():
+                break  # else the scheduler stalled a wrapper past its callee (on a busy machine): record again
         out[name] = (path, trace(model, ids))
     return out
 
