@@ -3,7 +3,7 @@
 where the step turns compute-bound.
 """
 
-from roofline.errors import MAX_CONTEXT  # 16,777,216 tokens, shared with serving's request lengths
+from roofline.errors import MAX_CONTEXT, check_number  # MAX_CONTEXT: 16,777,216 tokens, shared with serving's request lengths
 
 __all__ = ["MAX_CONTEXT", "SEARCH_MAX_BATCH", "MIN_MEMORY_FRACTION", "check_memory_fraction"]
 
@@ -16,6 +16,4 @@ MIN_MEMORY_FRACTION = 1e-3
 
 def check_memory_fraction(value, name: str = "memory_fraction") -> float:
     """A share of a GPU's memory: MIN_MEMORY_FRACTION <= value <= 1."""
-    from roofline.errors import check_number
-
     return check_number(name, value, minimum=MIN_MEMORY_FRACTION, strictly=False, maximum=1.0)

@@ -13,9 +13,8 @@ import numpy as np
 from roofline.architecture import LatentAttention
 from roofline.cost import _jsonable
 from roofline.errors import RooflineError, check_number
-from roofline.plan.limits import check_memory_fraction
 from roofline.machines import get_machine, the_name
-from roofline.plan.limits import MAX_CONTEXT, SEARCH_MAX_BATCH
+from roofline.plan.limits import MAX_CONTEXT, SEARCH_MAX_BATCH, check_memory_fraction
 from roofline.plan.model_ops import _model_ops
 from roofline.plan.parallel import shard
 from roofline.plan.precision import Precision

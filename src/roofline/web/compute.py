@@ -92,9 +92,15 @@ def library_call(q: LayerQuery):
         part = {"weights dtype": "weights", "kv_cache dtype": "kv_cache"}.get(exc.field)
         if part and getattr(q, part):  # the part the query gave, else the dtype it came from
             exc.field = part
-        if exc.field == "tensor_parallel":  # as this API spells it: "tp 3 must divide ..."
-            raise RooflineError(str(exc).replace("tensor_parallel", "tp"), field="tp", also=exc.also) from None
+        _refuse_as_tp(exc)
         raise
+
+
+def _refuse_as_tp(exc: RooflineError) -> None:
+    """A refusal of the library's tensor_parallel raised again as the API spells it ("tp 3 must
+    divide ..."), the combination's other parameters kept; any other error is left to its caller."""
+    if exc.field == "tensor_parallel":
+        raise RooflineError(str(exc).replace("tensor_parallel", "tp"), field="tp", also=exc.also) from None
 
 
 # The library's field names that /api/serving spells differently.
@@ -109,8 +115,7 @@ def serving_call():
         with np.errstate(over="ignore", invalid="ignore"):
             yield
     except RooflineError as exc:
-        if exc.field == "tensor_parallel":  # as this API spells it: "tp 3 must divide ..."
-            raise RooflineError(str(exc).replace("tensor_parallel", "tp"), field="tp", also=exc.also) from None
+        _refuse_as_tp(exc)
         exc.field = _SERVING_FIELD.get(exc.field or "", exc.field)
         raise
 
