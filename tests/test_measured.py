@@ -100,3 +100,61 @@ def test_machines_measured_lists_each_gpu_engine_and_family_with_its_points(caps
     assert {r["machine"] for r in rows} >= {"h100-sxm", "h200", "b200"}
     assert main(["machines", "--measured"]) == 0
     assert "h100-sxm" in capsys.readouterr().out
+
+
+def test_layer_with_kernels_gives_every_op_a_basis_and_a_measured_gemm_its_latency(capsys):
+    """Llama 3 70B's QKV projection at a prefill of 8,192 tokens is an fp8 GEMM of m 8192, n (64 + 2 x 8)
+    x 128 = 10,240, k 8192: a point of the H100 table, so its time is that row's latency plus the
+    3 us launch. The attention and the norms keep the cost model, and say so."""
+    rows = {(r["m"], r["n"], r["k"]): r["latency"] * 1e-3 for r in _gemm_rows() if r["gemm_dtype"] == "fp8"}
+    code = main(["layer", "--model", "llama3-70b", "--machine", "h100-sxm", "--dtype", "fp8", "--kernels", "trtllm",
+                 "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["cost_model"] == "measured kernels" and out["kernels"] == "trtllm"
+    ops = {op["name"]: op for op in out["ops"]}
+    assert all(op["basis"] in ("measured", "interpolated", "extrapolated", "cost model") for op in ops.values())
+    qkv = ops["QKV proj"]
+    assert qkv["basis"] == "measured" and qkv["source"] == "trtllm 1.3.0rc20 gemm_perf (h100_sxm)"
+    assert qkv["time_s"] - qkv["launch_s"] == pytest.approx(rows[(8192, 10240, 8192)], rel=1e-9)
+    assert 0 < qkv["speed_of_light"] <= 1 and qkv["roofline_s"] < qkv["time_s"]
+    assert ops["attn norm"]["basis"] == "cost model" and "norm" in ops["attn norm"]["source"]
+    assert sum(op["time_s"] for op in ops.values()) == pytest.approx(out["total_s"])
+
+
+def test_layer_table_shows_each_ops_roofline_and_basis(capsys):
+    assert main(["layer", "--kernels", "trtllm"]) == 0
+    out = capsys.readouterr().out
+    assert "matmuls from trtllm 1.3.0rc20's measured GEMMs on h100_sxm" in out
+    assert "roofline us" in out and "basis" in out
+    qkv = next(line for line in out.splitlines() if line.startswith("QKV proj"))
+    assert qkv.split()[-1] == "measured"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--machine", "mi300x"], "no measured kernel tables for mi300x: they exist for"),
+    (["--kernels", "tensorrt"], "unknown kernel engine 'tensorrt'"),
+    (["--kernels", "vllm@0.0.1"], "no vllm 0.0.1 gemm tables on h100-sxm; measured versions:"),
+])
+def test_layer_kernels_without_tables_is_one_line_naming_what_exists(capsys, argv, needle):
+    args = ["layer", "--kernels", "trtllm", *argv]
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_ops_outside_the_gemm_table_keep_the_cost_model_and_say_why():
+    """A batched matmul (8 matrices: the GEMM table measured single ones), an fp16 matmul (no fp16
+    rows) and an attention op (no attention family yet) are priced as the cost model prices them."""
+    from roofline.cost import CostModel
+    from roofline.kernels import Kernel
+    from roofline.machines import get_machine
+    from roofline.measured.model import MeasuredKernels
+
+    m = get_machine("h100-sxm")
+    cm, plain = MeasuredKernels.for_machine(m, "trtllm"), CostModel()
+    cases = [(Kernel("bmm", 2 * 8 * 64**3, 8 * 3 * 64 * 64 * 2, "matmul", "bf16", shape=(8, 64, 64, 64)), "batched matmul"),
+             (Kernel("half", 2 * 64**3, 3 * 64 * 64 * 2, "matmul", "fp16", shape=(1, 64, 64, 64)), "no measured fp16"),
+             (Kernel("qk", 2 * 64**3, 3 * 64 * 64 * 2, "attention", "bf16"), "no measured attention family")]
+    for k, why in cases:
+        got = cm.predict_op(k, m)
+        assert got.basis == "cost model" and why in got.source and got.time_s == pytest.approx(plain.predict_op(k, m).time_s)

@@ -38,17 +38,22 @@ def _mag(x: float) -> str:
 def workload_table(pred) -> str:
     """A WorkloadPrediction as the per-op table plus the seed's readouts."""
     headers = ["op", "FLOPs", "bytes", "FLOP/B", "compute us", "memory us", "launch us", "time us", "share", "bound"]
+    # ops priced from measured kernels (measured.model) show their speed of light and what they rest on
+    measured = bool(pred.ops) and all(hasattr(op, "roofline_s") for op in pred.ops)
+    if measured:
+        headers += ["roofline us", "of roofline", "basis"]
     rows = []
     for op in pred.ops:
         rows.append([
             op.name, _mag(op.flops), _mag(op.bytes), format_intensity(op.intensity), _us(op.compute_s), _us(op.memory_s),
             _us(op.launch_s), _us(op.time_s), f"{op.time_s / pred.total_s:.1%}", op.bound,
-        ])
+        ] + ([_us(op.roofline_s), f"{op.speed_of_light:.0%}", op.basis] if measured else []))
     rows.append(["total", _mag(sum(o.flops for o in pred.ops)), _mag(sum(o.bytes for o in pred.ops)), "",
-                 _us(pred.flops_only_s), _us(pred.bytes_only_s), _us(pred.launch_s), _us(pred.total_s), "100%", ""])
+                 _us(pred.flops_only_s), _us(pred.bytes_only_s), _us(pred.launch_s), _us(pred.total_s), "100%", ""]
+                + ([_us(sum(o.roofline_s for o in pred.ops)), "", ""] if measured else []))
     n = len(pred.ops)
     lines = [
-        grid(headers, rows, [False] + [True] * 8 + [False]),
+        grid(headers, rows, [False] + [True] * 8 + [False] + ([True, True, False] if measured else [])),
         "",
         f"total {_us(pred.total_s)} us ({format_time(pred.total_s)})",
         f"FLOPs-only {_us(pred.flops_only_s)} us: total is {pred.total_s / pred.flops_only_s:.2f}x"

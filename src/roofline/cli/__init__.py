@@ -21,7 +21,8 @@ import argparse
 import contextlib
 import sys
 
-from roofline.cli.args import Parser, VersionAction, add_cost_flags, add_layer_flags, add_machine_flags, kernel_param
+from roofline.cli.args import (Parser, VersionAction, add_cost_flags, add_kernels_flag, add_layer_flags, add_machine_flags,
+                               kernel_param)
 from roofline.cli.core import cmd_kernel, cmd_layer, cmd_machines, cmd_models, cmd_plot
 from roofline.errors import RooflineError
 
@@ -41,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("layer", help="one transformer block op by op (by default the workshop's: Llama 3 8B, 8,192 tokens, e_c 0.7, e_m 0.85, launch 3 µs)")
     add_layer_flags(p)
+    add_kernels_flag(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
@@ -73,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plot", help="draw a figure: roofline or layer")
     p.add_argument("what", choices=("roofline", "layer"))
     p.add_argument("-o", "--output", required=True, help="FILE.png or FILE.svg")
-    p.add_argument("--kernels", choices=("seed", "layer"), default="seed",
+    p.add_argument("--kernels", choices=("seed", "layer"), default="seed", dest="plot_kernels",  # not --kernels ENGINE
                    help="roofline: the roofline chapter's seven kernels, or the layer's ops")
     add_layer_flags(p)
     p.set_defaults(func=cmd_plot)

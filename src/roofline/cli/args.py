@@ -172,7 +172,12 @@ def cost_model_from_args(args, machine):
                         ("launch_overhead", "launch_overhead_s")):
         if getattr(args, flag) is not None:
             changes[field] = getattr(args, flag)
-    return dataclasses.replace(seed, **changes)
+    model = dataclasses.replace(seed, **changes)
+    if getattr(args, "kernels", None):  # an engine's measured kernels price the ops of their families
+        from roofline.measured.model import MeasuredKernels
+
+        return MeasuredKernels.for_machine(machine, args.kernels, **dataclasses.asdict(model))
+    return model
 
 
 def calibrated_or_cost_model(args, machine):
@@ -205,6 +210,13 @@ def calibrated_or_cost_model(args, machine):
             weights = count_params(getattr(args, "model", None) or "llama3-8b")["total"] * DTYPE_BYTES.get(dtype, 2.0)
             return model.for_forward(weights)
     return cost_model_from_args(args, machine)
+
+
+def add_kernels_flag(p):
+    """--kernels ENGINE[@VERSION]: the roofline[measured] extra's measured kernels (measured.model)."""
+    p.add_argument("--kernels", default=None, metavar="ENGINE[@VERSION]",
+                   help="price matmuls from an engine's measured kernels (trtllm, vllm, sglang; e.g. vllm@0.24.0; "
+                        "`roofline machines --measured` lists them); the other ops keep the cost model")
 
 
 def add_layer_flags(p):

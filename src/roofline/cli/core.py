@@ -112,14 +112,18 @@ def cmd_layer(args):
         print(f"{cfg.name}: {what}, {report.phase} {where}, batch {report.batch}, {report.attention} attention, "
               f"{report.dtype}, on {pred.machine}")
         if getattr(m, "compute_efficiency", None) is not None:
+            measured = m.measured_text(machine_from_args(args)) if hasattr(m, "measured_text") else ""
             print(f"e_c {m.compute_efficiency:.2f}, e_m {m.memory_efficiency:.2f}, launch {m.launch_overhead_s / US:g} us"
-                  f"{' (CUDA graph)' if m.cuda_graph else ''}, overlap {m.overlap:g}\n")
+                  f"{' (CUDA graph)' if m.cuda_graph else ''}, overlap {m.overlap:g}" + (f"\n{measured}" if measured else "")
+                  + "\n")
         else:  # a calibrated profile: its own description (one home: CalibratedModel.describe)
             print(f"{m.describe()}; each op's compute and memory columns include its fitted correction\n")
         print(pred.to_table())
         from roofline.measure.calibrated_predictions import calibration_notes
 
-        for line in calibration_notes(pred.ops):
+        from roofline.measured.model import measured_notes
+
+        for line in calibration_notes(pred.ops) + measured_notes(pred.ops):
             print(f"note: {line}")
     if len(reports) > 1:
         total = sum(r.prediction.total_s * r.layer_count for r in reports)
@@ -273,7 +277,7 @@ def cmd_plot(args):
         if not names:
             raise RooflineError(f"--machine: no machine named in {args.machine!r}", field="machine")
         machines = [machine_from_args(args, m) for m in names]
-        if args.kernels == "seed":
+        if args.plot_kernels == "seed":
             kernels = seed_kernels()
         else:
             from roofline.blocks import block_kernels

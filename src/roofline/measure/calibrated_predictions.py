@@ -58,7 +58,7 @@ def calibration_notes(ops) -> tuple[str, ...]:
     """What a calibrated table's rows do not show: the ops with no correction of their own dtype
     (borrowed from another dtype's probes, or none at all) and the ops outside the measured points
     (their rate clamped or extrapolated, their interval widened). Empty for a plain cost model's."""
-    ops = [o for o in ops if hasattr(o, "basis")]
+    ops = [o for o in ops if isinstance(o, CalibratedOpPrediction)]
     borrowed = [o.name for o in ops if "borrowed from the" in o.basis]
     bare = [o.name for o in ops if o.residual_source == "none"]
     outside = [o.name for o in ops if o.extrapolated and o.name not in borrowed and o.name not in bare]

@@ -1,0 +1,144 @@
+"""MeasuredKernels: the plate's cost model with its matmuls priced from an engine's measured GEMMs.
+
+A matmul with one (M, N, K) shape (a linear layer: batch 1) in a dtype the GEMM table measured
+(bf16, fp8, fp4 where the GPU has it) takes the measured kernel time at its shape
+(measured.gemm: each point's efficiency against its roofline, interpolated in log shape) plus the
+model's launch, as the plate adds t_launch to a kernel's time; the engines' tables time kernels on
+the GPU, without the CPU's launch. Every other op (attention, norms, activations, residual adds,
+collectives, and batched matmuls such as unfused attention's QK^T, which the GEMM table does not
+hold) keeps the cost model, e_c and e_m. Each op says which: its ``basis``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.cost import (CostModel, OpPrediction, WorkloadPrediction, _jsonable, overlapped_s, roofline_bound,
+                           time_lower_bound)
+from roofline.errors import RooflineError
+from roofline.kernels import Kernel
+from roofline.machines import Machine
+from roofline.measured.gemm import TABLE_DTYPE, gemm_table
+from roofline.measured.tables import resolve
+
+
+@dataclass(frozen=True)
+class MeasuredOpPrediction(OpPrediction):
+    """An OpPrediction with what it rests on: ``basis`` ("measured", "interpolated", "extrapolated"
+    for a measured family's op, "cost model" for the rest), ``source`` (the table, or why none),
+    the measured ``points`` used, and ``roofline_s``, the op's speed of light (no efficiency, no
+    launch), so that its share of it shows how far the kernel sits from its bound."""
+
+    basis: str = "cost model"
+    source: str = ""
+    points: int = 0
+    roofline_s: float = 0.0
+
+    @property
+    def speed_of_light(self) -> float:
+        """roofline / (time - launch): the share of the bound the kernel itself reaches."""
+        body = self.time_s - self.launch_s
+        return float(self.roofline_s / body) if body > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), **{k: _jsonable(getattr(self, k)) for k in MEASURED_FIELDS}}
+
+
+MEASURED_FIELDS = ("roofline_s", "speed_of_light", "basis", "points", "source")  # what a measured op adds to OP_FIELDS
+
+
+@dataclass(frozen=True)
+class MeasuredWorkloadPrediction(WorkloadPrediction):
+    """A WorkloadPrediction whose JSON says which tables priced it: "model": "measured kernels",
+    "kernels" as asked (ENGINE[@VERSION]) and ``kernels_source``, the tables the matmuls read."""
+
+    def to_dict(self) -> dict:
+        ops = [o for o in self.ops if isinstance(o, MeasuredOpPrediction) and o.points]
+        return {**super().to_dict(), "model": "measured kernels", "kernels": self.model.kernels,
+                "kernels_source": sorted({o.source for o in ops})}
+
+    def to_csv(self) -> str:
+        from roofline.cost import OP_FIELDS
+        from roofline.tables import rows_to_csv
+
+        return rows_to_csv([op.to_dict() for op in self.ops], (*OP_FIELDS, *MEASURED_FIELDS))
+
+
+@dataclass(frozen=True)
+class MeasuredKernels(CostModel):
+    """The cost model (e_c, e_m, launch, overlap, CUDA graph, as CostModel) with ``kernels``, an
+    engine's measured tables (``ENGINE[@VERSION]``: trtllm, vllm, sglang), pricing the ops of a
+    measured family. Build it with for_machine, which refuses a GPU or engine without tables."""
+
+    kernels: str = "trtllm"
+
+    @classmethod
+    def for_machine(cls, machine: Machine, kernels: str, **cost) -> "MeasuredKernels":
+        resolve(machine.key, kernels, "gemm")  # refused by name here: a GPU, engine or version without tables
+        return cls(kernels=kernels, **cost)
+
+    def predict(self, kernels, machine) -> MeasuredWorkloadPrediction:
+        base = super().predict(kernels, machine)
+        return MeasuredWorkloadPrediction(**vars(base))
+
+    def measured_text(self, machine: Machine) -> str:
+        """One line for a header: which tables priced which ops."""
+        ts = resolve(machine.key, self.kernels, "gemm")
+        return (f"matmuls from {ts.engine} {ts.version}'s measured GEMMs on {ts.gpu} (aiconfigurator-core) plus the "
+                f"launch; the other ops by the cost model")
+
+    def _gemm(self, kernel: Kernel, machine: Machine):
+        """(GemmEstimate, None) for a matmul the GEMM table prices, else (None, why not)."""
+        if kernel.category != "matmul":
+            return None, f"no measured {kernel.category} family yet"
+        if len(kernel.shape) != 4 or not all(np.ndim(x) == 0 for x in kernel.shape):
+            return None, "a matmul of unknown shape"
+        batch, M, N, K = (float(x) for x in kernel.shape)
+        if batch != 1:
+            return None, f"a batched matmul ({batch:,.0f} matrices): the GEMM table measured single ones"
+        if kernel.dtype not in TABLE_DTYPE:
+            return None, f"no measured {kernel.dtype} GEMMs"
+        try:
+            return gemm_table(machine.key, self.kernels, kernel.dtype).estimate(M, N, K), None
+        except RooflineError as exc:  # a dtype this engine did not measure on this GPU: said in the op's source
+            return None, str(exc)
+
+    def op_seconds(self, kernel: Kernel, machine: Machine, launch_s: float, *floor):
+        est, _ = self._gemm(kernel, machine)
+        c, m, t = super().op_seconds(kernel, machine, launch_s, *floor)
+        if est is None:
+            return c, m, t
+        body = overlapped_s(c, m, self.overlap)
+        r = est.time_s / body  # the columns carry the measured time, as a calibrated model's carry its correction
+        return c * r, m * r, launch_s + est.time_s
+
+    def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None, *floor) -> MeasuredOpPrediction:
+        p = super().predict_op(kernel, machine, launch_s, *floor)
+        est, why = self._gemm(kernel, machine)
+        sol = time_lower_bound(kernel, machine)
+        if est is None:
+            return MeasuredOpPrediction(**vars(p), basis="cost model", source=why, roofline_s=sol)
+        body = overlapped_s(p.compute_s, p.memory_s, self.overlap)
+        r = est.time_s / body
+        compute_s, memory_s = p.compute_s * r, p.memory_s * r
+        fields = {**vars(p), "compute_s": compute_s, "memory_s": memory_s, "time_s": p.launch_s + est.time_s,
+                  "bound": roofline_bound(kernel, machine)}  # the roofline's verdict, as a calibrated op's
+        return MeasuredOpPrediction(**fields, basis=est.basis, source=est.source, points=est.points, roofline_s=sol)
+
+
+def measured_notes(ops) -> tuple[str, ...]:
+    """What a measured table's rows rest on that the reader should be told: the ops priced past the
+    measured shapes (extrapolated: the nearest edge's efficiency) and the matmuls the tables could
+    not price (their reason). Empty for other models' ops."""
+    ops = [o for o in ops if isinstance(o, MeasuredOpPrediction)]
+    out = []
+    outside = [o.name for o in ops if o.basis == "extrapolated"]
+    if outside:
+        out.append(f"{', '.join(outside)}: past the measured shapes, at the efficiency of the nearest measured edge "
+                   "(extrapolated)")
+    for o in ops:
+        if o.basis == "cost model" and o.category == "matmul":
+            out.append(f"{o.name}: the cost model ({o.source})")
+    return tuple(out)
