@@ -124,7 +124,7 @@ def test_layer_with_kernels_gives_every_op_a_basis_and_a_measured_gemm_its_laten
 def test_layer_table_shows_each_ops_roofline_and_basis(capsys):
     assert main(["layer", "--kernels", "trtllm"]) == 0
     out = capsys.readouterr().out
-    assert "matmuls from trtllm 1.3.0rc20's measured GEMMs on h100_sxm" in out
+    assert "matmuls and fused attention from trtllm 1.3.0rc20's measured kernels on h100_sxm" in out
     assert "roofline us" in out and "basis" in out
     qkv = next(line for line in out.splitlines() if line.startswith("QKV proj"))
     assert qkv.split()[-1] == "measured"
@@ -158,3 +158,39 @@ def test_ops_outside_the_gemm_table_keep_the_cost_model_and_say_why():
     for k, why in cases:
         got = cm.predict_op(k, m)
         assert got.basis == "cost model" and why in got.source and got.time_s == pytest.approx(plain.predict_op(k, m).time_s)
+
+
+def _attention_rows(table):
+    path = _data() / "h100_sxm" / "attention" / "trtllm" / "1.3.0rc20" / f"{table}.parquet"
+    return pa.read_table(path).to_pylist()
+
+
+@pytest.mark.parametrize("phase, argv, table, key", [
+    # Llama 3 8B: 32 heads, 8 KV heads of 128, no window. Prefill of 8,192 tokens: the context row of
+    # isl 8192, batch 1, bf16 attention and cache.
+    ("prefill", ["--tokens", "8192"], "context_attention_perf",
+     dict(batch_size=1, isl=8192, num_heads=32, num_key_value_heads=8, head_dim=128, window_size=0,
+          attn_dtype="bfloat16", kv_cache_dtype="bfloat16")),
+    # decode of 16 sequences over 4,096 cached tokens: the generation row of isl 1 + step 4095
+    ("decode", ["--batch", "16", "--context", "4096"], "generation_attention_perf",
+     dict(batch_size=16, isl=1, step=4095, num_heads=32, num_key_value_heads=8, head_dim=128, window_size=0,
+          kv_cache_dtype="bfloat16")),
+])
+def test_a_fused_attention_on_the_measured_grid_comes_back_at_its_measured_latency(capsys, phase, argv, table, key):
+    row = [r for r in _attention_rows(table) if all(r[k] == v for k, v in key.items())]
+    assert len(row) == 1
+    assert main(["layer", "--kernels", "trtllm", "--attention", "flash", "--phase", phase, *argv, "--json"]) == 0
+    op = next(o for o in json.loads(capsys.readouterr().out)["ops"] if o["name"] == "flash attention")
+    assert op["basis"] == "measured" and op["family"] == "attention" and table in op["source"]
+    assert op["time_s"] - op["launch_s"] == pytest.approx(row[0]["latency"] * 1e-3, rel=1e-9)
+    assert 0 < op["speed_of_light"] <= 1
+
+
+def test_an_attention_the_tables_lack_keeps_the_cost_model_and_the_note_says_why(capsys):
+    """Gemma 3's sliding layers attend within 1,024 tokens: TensorRT-LLM's H100 tables measured
+    windows of 128 and 8,192 only; a prefill over a cached prefix is not in the context table."""
+    assert main(["layer", "--kernels", "trtllm", "--attention", "flash", "--model", "gemma3-27b"]) == 0
+    out = capsys.readouterr().out
+    assert "flash attention: the cost model (no measured prefill attention with 16 KV heads of 128 and window 1024" in out
+    assert main(["layer", "--kernels", "trtllm", "--attention", "flash", "--tokens", "2048", "--context", "4096"]) == 0
+    assert "a prefill over a cached prefix: the context table measured T = S only" in capsys.readouterr().out

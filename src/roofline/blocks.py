@@ -41,7 +41,7 @@ from roofline.architecture import Layer
 from roofline.attention_pairs import attended_pairs
 from roofline.cost import CostModel, WorkloadPrediction, seed_cost_model
 from roofline.errors import MAX_COUNT, check_number
-from roofline.kernels import FLOPS_PER_ELEMENT, Kernel, dtype_name, norm_flops_per_element
+from roofline.kernels import FLOPS_PER_ELEMENT, FUSED_ATTENTION, Kernel, dtype_name, norm_flops_per_element
 from roofline.machines import Machine, get_machine
 from roofline.mixers import MLP, Attention, LatentAttention, Mamba, Mamba2, MoE
 from roofline.model_sources import get_model
@@ -155,7 +155,8 @@ def _attention_ops(o: _Ops, a: Attention, B, T, S, decode: bool, attention: str,
                 Kernel.trusted("PV", 2.0 * n_s * dv, w * (n_s + v + out), "attention", o.dtype, cache_elems=B * K * cached * dv)]
     else:
         ops.append(Kernel.trusted("flash attention", 2.0 * n_s * (d + dv) + SOFTMAX * n_s, w * (q + k_ + v + out), "attention", o.dtype,
-                          cache_elems=B * K * cached * (d + dv)))
+                          cache_elems=B * K * cached * (d + dv),
+                          shape=(FUSED_ATTENTION, B, T, S, H, K, d, dv, a.span, bool(a.chunk), decode)))
     ops.append(o.mm("out proj", M, D, H * dv, "attention"))
     return ops
 

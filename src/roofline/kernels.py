@@ -44,7 +44,7 @@ class Kernel:
     weight_elems: object = 0.0  # elements of weights among the bytes (parameter part ``part``)
     cache_elems: object = 0.0  # elements of KV cache or SSM state read or written among the bytes
     part: str = ""
-    shape: tuple = ()  # a matmul's (batch, M, N, K), a row-wise op's (rows, width), an all-reduce's ("all-reduce", GPUs, bytes): what a measured rate is read at
+    shape: tuple = ()  # a matmul's (batch, M, N, K), a row-wise op's (rows, width), an all-reduce's ("all-reduce", GPUs, bytes), a fused attention's (FUSED_ATTENTION, ...): what a measured rate is read at
 
     def __post_init__(self):
         f, b = self.flops, self.bytes
@@ -373,6 +373,9 @@ def all_reduce_kernel(n, gpus, link="nvlink", bytes_per_elem=2.0, name=None) -> 
                   shape=(ALL_REDUCE, gpus, w * n))
 
 
+# The tag of a fused attention kernel's shape: (FUSED_ATTENTION, B, T, S, heads, KV heads, head dim, V head dim,
+# window (0: none), chunked, decode), what a measured attention table is read at (measured.attention)
+FUSED_ATTENTION = "fused attention"
 ALL_REDUCE = "all-reduce"  # the tags of a collective kernel's shape (TAG, GPUs, bytes each GPU holds)
 ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, SEND = "all-gather", "reduce-scatter", "all-to-all", "send"
 COLLECTIVES = (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, SEND)

@@ -4,23 +4,21 @@ point's efficiency against its roofline, interpolated between points.
 A GEMM of m x k by k x n in the table's dtype was measured on a grid of (m, n, k); its roofline is
 max(2 m n k / peak, bytes / bandwidth) with the machine preset's datasheet peak and bandwidth and
 bytes = b (m k + k n) + 2 m n (b bytes per input element, bf16 out). Each point's efficiency is
-roofline / measured. A query's efficiency is interpolated in log(m), log(n), log(k) between the
-up to eight grid points around it (log-linear in the efficiency; corners not measured left out and
-the rest reweighted), and its time is its own roofline / that efficiency: on a grid point exactly
-the measured latency ("measured"), between points "interpolated", and outside the measured range
-of any axis the efficiency of the nearest edge ("extrapolated", said in the basis).
+roofline / measured, interpolated in log(m), log(n), log(k) (grid.LogGrid), and a query's time is
+its own roofline / that efficiency: on a grid point exactly the measured latency ("measured"),
+between points "interpolated", past the measured range "extrapolated".
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
 
 from roofline.errors import RooflineError, check_number
 from roofline.machines import Machine, get_machine
+from roofline.measured.grid import LogGrid
 from roofline.measured.tables import MS, read_table, resolve
 from roofline.units import DTYPE_BYTES
 
@@ -59,52 +57,20 @@ def roofline_s(machine: Machine, dtype: str, m, n, k):
 
 @dataclass(frozen=True)
 class GemmTable:
-    """One engine's measured GEMMs of one dtype on one GPU, on their grid: ``latency_s`` and
-    ``efficiency`` by (m, n, k) index, NaN where a point was not measured."""
+    """One engine's measured GEMMs of one dtype on one GPU: their efficiencies on the (m, n, k)
+    grid (grid.LogGrid), NaN where a point was not measured."""
 
     machine: Machine
     dtype: str
     source: str
-    m: np.ndarray
-    n: np.ndarray
-    k: np.ndarray
-    latency_s: np.ndarray
-    efficiency: np.ndarray
+    grid: LogGrid
 
     def estimate(self, m: float, n: float, k: float) -> GemmEstimate:
         for name, v in (("m", m), ("n", n), ("k", k)):
             check_number(f"GEMM {name}", v)
-        axes = []
-        outside = False
-        for axis, x in ((self.m, m), (self.n, n), (self.k, k)):
-            lx, la = np.log(x), np.log(axis)
-            if x <= axis[0] or x >= axis[-1]:
-                outside |= not (x == axis[0] or x == axis[-1])
-                i = 0 if x <= axis[0] else len(axis) - 1
-                axes.append(((i, 1.0),))
-                continue
-            j = int(np.searchsorted(axis, x, side="right")) - 1
-            w = float((lx - la[j]) / (la[j + 1] - la[j]))
-            axes.append(((j, 1.0 - w), (j + 1, w)))
-        weights, logs = [], []
-        for corner in itertools.product(*axes):
-            w = float(np.prod([cw for _, cw in corner]))
-            e = self.efficiency[tuple(i for i, _ in corner)]
-            if w > 0 and np.isfinite(e):
-                weights.append(w)
-                logs.append(np.log(e))
+        eff, basis, points = self.grid.estimate((m, n, k))
         bound = float(roofline_s(self.machine, self.dtype, m, n, k))
-        if weights and sum(weights) > 1e-9:
-            eff = float(np.exp(np.dot(weights, logs) / sum(weights)))
-            exact = len(weights) == 1 and abs(weights[0] - 1.0) < 1e-12
-            basis = "extrapolated" if outside else ("measured" if exact else "interpolated")
-            return GemmEstimate(bound / eff, bound, basis, len(weights), self.source)
-        # no measured corner around it: the nearest measured point's efficiency, in log-shape distance
-        grid = np.stack(np.meshgrid(np.log(self.m), np.log(self.n), np.log(self.k), indexing="ij"), axis=-1)
-        d = np.linalg.norm(grid - np.log([m, n, k]), axis=-1)
-        d[~np.isfinite(self.efficiency)] = np.inf
-        eff = float(self.efficiency.flat[int(np.argmin(d))])
-        return GemmEstimate(bound / eff, bound, "extrapolated", 1, self.source)
+        return GemmEstimate(bound / eff, bound, basis, points, self.source)
 
 
 @functools.cache
@@ -122,16 +88,9 @@ def gemm_table(machine_key: str, kernels: str, dtype: str) -> GemmTable:
         raise RooflineError(f"{ts.engine} {ts.version} measured no {dtype} GEMMs on {machine.name}; it has "
                             f"{', '.join(have)}", field="dtype")
     m, n, k, lat = (cols[c][rows] for c in ("m", "n", "k", "latency"))
-    axes = [np.unique(v).astype(float) for v in (m, n, k)]
-    idx = tuple(np.searchsorted(a, v) for a, v in zip(axes, (m, n, k)))
-    latency = np.full([len(a) for a in axes], np.nan)
-    seconds = lat.astype(float) * MS
-    order = np.arange(len(seconds))[::-1]  # the first row of a repeated key wins, as the package reads them
-    latency[tuple(i[order] for i in idx)] = seconds[order]
-    mm, nn, kk = np.meshgrid(*axes, indexing="ij")
-    eff = roofline_s(machine, dtype, mm, nn, kk) / latency
+    eff = roofline_s(machine, dtype, m, n, k) / (lat.astype(float) * MS)
     source = f"{ts.engine} {ts.version} gemm_perf ({ts.gpu})"
-    return GemmTable(machine, dtype, source, *axes, latency, eff)
+    return GemmTable(machine, dtype, source, LogGrid.from_points((m, n, k), eff))
 
 
 def gemm_time(machine_key: str, kernels: str, dtype: str, m: float, n: float, k: float) -> GemmEstimate:

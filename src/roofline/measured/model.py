@@ -20,6 +20,8 @@ from roofline.cost import (CostModel, OpPrediction, WorkloadPrediction, _jsonabl
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel
 from roofline.machines import Machine
+from roofline.kernels import FUSED_ATTENTION
+from roofline.measured.attention import attention_table
 from roofline.measured.gemm import TABLE_DTYPE, gemm_table
 from roofline.measured.tables import resolve
 
@@ -35,6 +37,7 @@ class MeasuredOpPrediction(OpPrediction):
     source: str = ""
     points: int = 0
     roofline_s: float = 0.0
+    family: str = ""  # the measured family the op belongs to ("gemm", "attention"), whether or not it priced it
 
     @property
     def speed_of_light(self) -> float:
@@ -46,7 +49,7 @@ class MeasuredOpPrediction(OpPrediction):
         return {**super().to_dict(), **{k: _jsonable(getattr(self, k)) for k in MEASURED_FIELDS}}
 
 
-MEASURED_FIELDS = ("roofline_s", "speed_of_light", "basis", "points", "source")  # what a measured op adds to OP_FIELDS
+MEASURED_FIELDS = ("roofline_s", "speed_of_light", "basis", "family", "points", "source")  # what a measured op adds to OP_FIELDS
 
 
 @dataclass(frozen=True)
@@ -86,11 +89,22 @@ class MeasuredKernels(CostModel):
     def measured_text(self, machine: Machine) -> str:
         """One line for a header: which tables priced which ops."""
         ts = resolve(machine.key, self.kernels, "gemm")
-        return (f"matmuls from {ts.engine} {ts.version}'s measured GEMMs on {ts.gpu} (aiconfigurator-core) plus the "
-                f"launch; the other ops by the cost model")
+        return (f"matmuls and fused attention from {ts.engine} {ts.version}'s measured kernels on {ts.gpu} "
+                f"(aiconfigurator-core) plus the launch; the other ops by the cost model")
+
+    @staticmethod
+    def family_of(kernel: Kernel) -> str:
+        """The measured family an op belongs to: "attention" (a fused attention), "gemm" (a matmul),
+        "" (none measured yet)."""
+        if kernel.shape and kernel.shape[0] == FUSED_ATTENTION:
+            return "attention"
+        return "gemm" if kernel.category == "matmul" else ""
 
     def _gemm(self, kernel: Kernel, machine: Machine):
-        """(GemmEstimate, None) for a matmul the GEMM table prices, else (None, why not)."""
+        """(GemmEstimate, None) for an op a measured table prices (a matmul, a fused attention),
+        else (None, why not)."""
+        if kernel.shape and kernel.shape[0] == FUSED_ATTENTION:
+            return self._attention(kernel, machine)
         if kernel.category != "matmul":
             return None, f"no measured {kernel.category} family yet"
         if len(kernel.shape) != 4 or not all(np.ndim(x) == 0 for x in kernel.shape):
@@ -103,6 +117,19 @@ class MeasuredKernels(CostModel):
         try:
             return gemm_table(machine.key, self.kernels, kernel.dtype).estimate(M, N, K), None
         except RooflineError as exc:  # a dtype this engine did not measure on this GPU: said in the op's source
+            return None, str(exc)
+
+    def _attention(self, kernel: Kernel, machine: Machine):
+        _, B, T, S, H, K, d, dv, window, chunked, decode = kernel.shape
+        if not all(np.ndim(x) == 0 for x in (B, T, S)):
+            return None, "an attention of many sizes at once: priced one size at a time only"
+        if dv != d or chunked:
+            return None, ("a V head dim unlike the K one" if dv != d else "chunked attention") + \
+                ": the attention tables measured neither"
+        try:
+            table = attention_table(machine.key, self.kernels, bool(decode))
+            return table.estimate(kernel.dtype, B, T, S, H, K, d, int(window or 0)), None
+        except RooflineError as exc:
             return None, str(exc)
 
     def op_seconds(self, kernel: Kernel, machine: Machine, launch_s: float, *floor):
@@ -118,20 +145,22 @@ class MeasuredKernels(CostModel):
         p = super().predict_op(kernel, machine, launch_s, *floor)
         est, why = self._gemm(kernel, machine)
         sol = time_lower_bound(kernel, machine)
+        family = self.family_of(kernel)
         if est is None:
-            return MeasuredOpPrediction(**vars(p), basis="cost model", source=why, roofline_s=sol)
+            return MeasuredOpPrediction(**vars(p), basis="cost model", source=why, roofline_s=sol, family=family)
         body = overlapped_s(p.compute_s, p.memory_s, self.overlap)
         r = est.time_s / body
         compute_s, memory_s = p.compute_s * r, p.memory_s * r
         fields = {**vars(p), "compute_s": compute_s, "memory_s": memory_s, "time_s": p.launch_s + est.time_s,
                   "bound": roofline_bound(kernel, machine)}  # the roofline's verdict, as a calibrated op's
-        return MeasuredOpPrediction(**fields, basis=est.basis, source=est.source, points=est.points, roofline_s=sol)
+        return MeasuredOpPrediction(**fields, basis=est.basis, source=est.source, points=est.points, roofline_s=sol,
+                                    family=family)
 
 
 def measured_notes(ops) -> tuple[str, ...]:
     """What a measured table's rows rest on that the reader should be told: the ops priced past the
-    measured shapes (extrapolated: the nearest edge's efficiency) and the matmuls the tables could
-    not price (their reason). Empty for other models' ops."""
+    measured shapes (extrapolated: the nearest edge's efficiency) and the ops of a measured family
+    its tables could not price (their reason). Empty for other models' ops."""
     ops = [o for o in ops if isinstance(o, MeasuredOpPrediction)]
     out = []
     outside = [o.name for o in ops if o.basis == "extrapolated"]
@@ -139,6 +168,6 @@ def measured_notes(ops) -> tuple[str, ...]:
         out.append(f"{', '.join(outside)}: past the measured shapes, at the efficiency of the nearest measured edge "
                    "(extrapolated)")
     for o in ops:
-        if o.basis == "cost model" and o.category == "matmul":
+        if o.basis == "cost model" and o.family:  # of a measured family, but not in its tables
             out.append(f"{o.name}: the cost model ({o.source})")
     return tuple(out)

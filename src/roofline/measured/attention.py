@@ -1,0 +1,99 @@
+"""Attention's time from measured kernels: an engine's fused attention kernels, prefill (context)
+and decode (generation), as measured on one GPU.
+
+The context table times B sequences of T new tokens attending causally to themselves (no cached
+prefix), by (attention dtype, KV-cache dtype, KV heads, head dim, window), then heads, T and B. The
+generation table times one new token for each of B sequences reading S cached tokens (its kv tokens
+= isl + step), by (KV-cache dtype, KV heads, head dim, window), then heads, S and B. Latencies are in
+milliseconds. Each point is read as its efficiency against its roofline: max(4 B H P d / peak,
+w (2 B H T d + 2 B K S' d) / bandwidth) with P the attended (query, key) pairs per head and
+sequence (attention_pairs.attended_pairs: causal, within the window) and S' the keys read; the
+query's efficiency is interpolated over (heads, length, batch) within its site (grid.LogGrid).
+A site the table lacks (another KV-head count, head dim or window) is refused, never borrowed.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from roofline.attention_pairs import attended_pairs
+from roofline.errors import RooflineError
+from roofline.machines import Machine, get_machine
+from roofline.measured.gemm import GemmEstimate
+from roofline.measured.grid import LogGrid
+from roofline.measured.tables import MS, read_table, resolve
+from roofline.units import DTYPE_BYTES
+
+TABLE_DTYPE = {"bf16": "bfloat16", "fp8": "fp8"}
+COLUMNS = ("batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", "window_size", "attn_dtype",
+           "kv_cache_dtype", "step", "latency")
+
+
+def attention_roofline_s(machine: Machine, dtype: str, B, T, S, H, K, d, window: int, decode: bool):
+    """The fused attention's bound for B sequences of T queries over S keys (decode: T = 1)."""
+    B, T, S, H, K, d = (np.asarray(x, dtype=float) for x in (B, T, S, H, K, d))
+    pairs = attended_pairs(T, S, int(window), causal=not decode)
+    keys = np.minimum(S, window) if window else S
+    w = DTYPE_BYTES[dtype]
+    flops = 4.0 * B * H * pairs * d
+    moved = w * (2.0 * B * H * T * d + 2.0 * B * K * keys * d)
+    return np.maximum(flops / machine.peak(dtype), moved / machine.bandwidth)
+
+
+@dataclass(frozen=True)
+class AttentionTable:
+    """One engine's measured attention of one phase on one GPU: a LogGrid over (heads, length,
+    batch) per site."""
+
+    machine: Machine
+    decode: bool
+    source: str
+    sites: dict
+
+    def estimate(self, dtype: str, B, T, S, H, K, d, window: int) -> GemmEstimate:
+        if dtype not in TABLE_DTYPE:
+            raise RooflineError(f"no measured {dtype} attention", field="dtype")
+        if not self.decode and T != S:
+            raise RooflineError("a prefill over a cached prefix: the context table measured T = S only", field="context")
+        key = ((TABLE_DTYPE[dtype],) if not self.decode else ()) + (TABLE_DTYPE[dtype], int(K), int(d), int(window))
+        grid = self.sites.get(key)
+        if grid is None:
+            raise RooflineError(f"no measured {'decode' if self.decode else 'prefill'} attention with {K} KV heads of "
+                                f"{d} and window {window} in {dtype}", field="model")
+        eff, basis, points = grid.estimate((H, S, B))
+        bound = float(attention_roofline_s(self.machine, dtype, B, T, S, H, K, d, window, self.decode))
+        return GemmEstimate(bound / eff, bound, basis, points, self.source)
+
+
+@functools.cache
+def attention_table(machine_key: str, kernels: str, decode: bool) -> AttentionTable:
+    """The measured context (``decode`` False) or generation attention of ``kernels`` on a preset."""
+    machine = get_machine(machine_key)
+    ts = resolve(machine_key, kernels, "attention")
+    name = "generation_attention_perf" if decode else "context_attention_perf"
+    cols = read_table(ts.gpu, ts.family, ts.engine, ts.version, name, COLUMNS)
+    B, H, K, d, win = (cols[c].astype(float) for c in ("batch_size", "num_heads", "num_key_value_heads", "head_dim",
+                                                        "window_size"))
+    T = np.ones_like(B) if decode else cols["isl"].astype(float)
+    S = cols["isl"].astype(float) + cols["step"].astype(float) if decode else T
+    lat = cols["latency"].astype(float) * MS
+    attn, kv = np.asarray(cols["attn_dtype"]).astype(str), np.asarray(cols["kv_cache_dtype"]).astype(str)
+    ours = {v: k for k, v in TABLE_DTYPE.items()}
+    fields = ((kv,) if decode else (attn, kv)) + (K.astype(int), d.astype(int), win.astype(int))
+    keys = list(zip(*fields))
+    uniq, which = np.unique(np.array([hash(k) for k in keys]), return_inverse=True)
+    first = {int(w): keys[i] for i, w in reversed(list(enumerate(which)))}  # a site's key by its index
+    sites = {}
+    for i, key in first.items():
+        dtype = ours.get(str(key[0]))
+        if dtype is None:
+            continue
+        rows = which == i
+        bound = attention_roofline_s(machine, dtype, B[rows], T[rows], S[rows], H[rows], K[rows], d[rows], int(key[-1]),
+                                     decode)
+        sites[tuple(str(x) if isinstance(x, str) else int(x) for x in key)] = LogGrid.from_points(
+            (H[rows], S[rows], B[rows]), bound / lat[rows])
+    return AttentionTable(machine, decode, f"{ts.engine} {ts.version} {name} ({ts.gpu})", sites)
