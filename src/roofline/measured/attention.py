@@ -33,14 +33,14 @@ COLUMNS = ("batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", 
 
 
 def attention_roofline_s(machine: Machine, dtype: str, B, T, S, H, K, d, window: int, decode: bool):
-    """The fused attention's bound for B sequences of T queries over S keys (decode: T = 1)."""
-    B, T, S, H, K, d = (np.asarray(x, dtype=float) for x in (B, T, S, H, K, d))
+    """The fused attention's bound for B sequences of T queries over S keys (decode: T = 1): plain
+    floats in, a float out (a lookup's microseconds), or arrays in, an array out (a table's points)."""
     pairs = attended_pairs(T, S, int(window), causal=not decode)
-    keys = np.minimum(S, window) if window else S
-    w = DTYPE_BYTES[dtype]
+    keys = (np.minimum(S, window) if np.ndim(S) else min(S, window)) if window else S
     flops = 4.0 * B * H * pairs * d
-    moved = w * (2.0 * B * H * T * d + 2.0 * B * K * keys * d)
-    return np.maximum(flops / machine.peak(dtype), moved / machine.bandwidth)
+    moved = DTYPE_BYTES[dtype] * (2.0 * B * H * T * d + 2.0 * B * K * keys * d)
+    peak, bw = machine.peak(dtype), machine.bandwidth
+    return np.maximum(flops / peak, moved / bw) if np.ndim(flops) else max(flops / peak, moved / bw)
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class AttentionTable:
             raise RooflineError(f"no measured {'decode' if self.decode else 'prefill'} attention with {K} KV heads of "
                                 f"{d} and window {window} in {dtype}", field="model")
         eff, basis, points = grid.estimate((H, S, B))
-        bound = float(attention_roofline_s(self.machine, dtype, B, T, S, H, K, d, window, self.decode))
+        bound = attention_roofline_s(self.machine, dtype, *(float(x) for x in (B, T, S, H, K, d)), window, self.decode)
         return GemmEstimate(bound / eff, bound, basis, points, self.source)
 
 

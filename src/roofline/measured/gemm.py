@@ -12,6 +12,7 @@ between points "interpolated", past the measured range "extrapolated".
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,11 +49,12 @@ class GemmEstimate:
 
 
 def roofline_s(machine: Machine, dtype: str, m, n, k):
-    """The GEMM's bound: max(2 m n k / peak, (b (m k + k n) + 2 m n) / bandwidth)."""
-    m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
+    """The GEMM's bound: max(2 m n k / peak, (b (m k + k n) + 2 m n) / bandwidth); plain floats in,
+    a float out (a lookup), or arrays in, an array out (a table's points)."""
     flops = 2.0 * m * n * k
     moved = INPUT_BYTES[dtype] * (m * k + k * n) + OUTPUT_BYTES * m * n
-    return np.maximum(flops / machine.peak(PEAK_DTYPE[dtype]), moved / machine.bandwidth)
+    peak, bw = machine.peak(PEAK_DTYPE[dtype]), machine.bandwidth
+    return np.maximum(flops / peak, moved / bw) if np.ndim(flops) else max(flops / peak, moved / bw)
 
 
 @dataclass(frozen=True)
@@ -66,10 +68,12 @@ class GemmTable:
     grid: LogGrid
 
     def estimate(self, m: float, n: float, k: float) -> GemmEstimate:
-        for name, v in (("m", m), ("n", n), ("k", k)):
-            check_number(f"GEMM {name}", v)
+        m, n, k = float(m), float(n), float(k)
+        if not all(0.0 < v < math.inf for v in (m, n, k)):  # the message from the one validator
+            for name, v in (("m", m), ("n", n), ("k", k)):
+                check_number(f"GEMM {name}", v)
         eff, basis, points = self.grid.estimate((m, n, k))
-        bound = float(roofline_s(self.machine, self.dtype, m, n, k))
+        bound = roofline_s(self.machine, self.dtype, m, n, k)
         return GemmEstimate(bound / eff, bound, basis, points, self.source)
 
 
@@ -88,7 +92,7 @@ def gemm_table(machine_key: str, kernels: str, dtype: str) -> GemmTable:
         raise RooflineError(f"{ts.engine} {ts.version} measured no {dtype} GEMMs on {machine.name}; it has "
                             f"{', '.join(have)}", field="dtype")
     m, n, k, lat = (cols[c][rows] for c in ("m", "n", "k", "latency"))
-    eff = roofline_s(machine, dtype, m, n, k) / (lat.astype(float) * MS)
+    eff = roofline_s(machine, dtype, *(v.astype(float) for v in (m, n, k))) / (lat.astype(float) * MS)
     source = f"{ts.engine} {ts.version} gemm_perf ({ts.gpu})"
     return GemmTable(machine, dtype, source, LogGrid.from_points((m, n, k), eff))
 

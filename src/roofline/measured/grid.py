@@ -11,7 +11,9 @@ in log-shape distance ("extrapolated"). The caller divides the query's own roofl
 
 from __future__ import annotations
 
+import bisect
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,30 +38,39 @@ class LogGrid:
         eff[tuple(i[order] for i in idx)] = np.asarray(efficiency, dtype=float)[order]
         return cls(axes, eff)
 
+    def __post_init__(self):
+        # the axes' logs as plain floats: a lookup is a few microseconds of Python, no numpy per call
+        object.__setattr__(self, "_logs", tuple([math.log(float(v)) for v in a] for a in self.axes))
+        object.__setattr__(self, "_eff", self.efficiency.tolist())
+
     def estimate(self, point) -> tuple[float, str, int]:
         """(efficiency, basis, points used) at ``point`` (one value per axis)."""
         corners = []
         outside = False
-        for axis, x in zip(self.axes, point):
-            x = float(x)
-            if x <= axis[0] or x >= axis[-1]:
-                outside |= x < axis[0] or x > axis[-1]
-                corners.append(((0 if x <= axis[0] else len(axis) - 1, 1.0),))
+        for logs, x in zip(self._logs, point):
+            lx = math.log(float(x))
+            if lx <= logs[0] or lx >= logs[-1]:
+                outside |= lx < logs[0] or lx > logs[-1]
+                corners.append(((0 if lx <= logs[0] else len(logs) - 1, 1.0),))
                 continue
-            j = int(np.searchsorted(axis, x, side="right")) - 1
-            w = float((np.log(x) - np.log(axis[j])) / (np.log(axis[j + 1]) - np.log(axis[j])))
+            j = bisect.bisect_right(logs, lx) - 1
+            w = (lx - logs[j]) / (logs[j + 1] - logs[j])
             corners.append(((j, 1.0 - w), (j + 1, w)))
-        weights, logs = [], []
+        total = acc = 0.0
+        used = 0
         for corner in itertools.product(*corners):
-            w = float(np.prod([cw for _, cw in corner]))
-            e = self.efficiency[tuple(i for i, _ in corner)]
-            if w > 0 and np.isfinite(e):
-                weights.append(w)
-                logs.append(np.log(e))
-        if weights and sum(weights) > 1e-9:
-            exact = len(weights) == 1 and abs(weights[0] - 1.0) < 1e-12
+            w, e = 1.0, self._eff
+            for i, cw in corner:
+                w *= cw
+                e = e[i]
+            if w > 0 and e == e:  # a measured point (NaN where none)
+                total += w
+                acc += w * math.log(e)
+                used += 1
+        if used and total > 1e-9:
+            exact = used == 1 and abs(total - 1.0) < 1e-12
             basis = "extrapolated" if outside else ("measured" if exact else "interpolated")
-            return float(np.exp(np.dot(weights, logs) / sum(weights))), basis, len(weights)
+            return math.exp(acc / total), basis, used
         grid = np.stack(np.meshgrid(*(np.log(a) for a in self.axes), indexing="ij"), axis=-1)
         d = np.linalg.norm(grid - np.log(np.asarray(point, dtype=float)), axis=-1)
         d[~np.isfinite(self.efficiency)] = np.inf
