@@ -194,3 +194,33 @@ def test_an_attention_the_tables_lack_keeps_the_cost_model_and_the_note_says_why
     assert "flash attention: the cost model (no measured prefill attention with 16 KV heads of 128 and window 1024" in out
     assert main(["layer", "--kernels", "trtllm", "--attention", "flash", "--tokens", "2048", "--context", "4096"]) == 0
     assert "a prefill over a cached prefix: the context table measured T = S only" in capsys.readouterr().out
+
+
+def test_the_atlas_places_each_measured_op_under_its_roofline():
+    """No measured kernel beats its bound: roofline_s <= kernel time for every point (the tables'
+    latencies in ms, the presets' datasheet peaks); both families and both phases are drawn."""
+    from roofline.measured.atlas import atlas
+
+    a = atlas("llama3-70b", "h100-sxm", "trtllm", "fp8")
+    assert {(p.family, p.phase) for p in a.points} == {("gemm", "prefill"), ("gemm", "decode"),
+                                                     ("attention", "prefill"), ("attention", "decode")}
+    assert all(p.roofline_s <= p.kernel_s * 1.0001 for p in a.points)
+    assert all(p.basis in ("measured", "interpolated", "extrapolated") for p in a.points)
+    # 3 prefill lengths + 4 decode batches, each with QKV, out, gate+up and down projections and one attention
+    assert len(a.points) == 7 * 5 and a.left_out == ()
+
+
+def test_plot_atlas_draws_and_names_what_it_left_out(capsys, tmp_path):
+    out = tmp_path / "atlas.png"
+    assert main(["plot", "atlas", "--machine", "b200", "--kernels", "trtllm", "--model", "llama3-70b", "--dtype", "fp4",
+                 "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert out.stat().st_size > 10_000 and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "note: flash attention left out: no measured fp4 attention" in printed
+    assert main(["plot", "atlas", "-o", str(out)]) == 2
+    assert "give --kernels trtllm, vllm or sglang" in capsys.readouterr().err
+
+
+def test_the_roofline_plots_old_kernels_flag_still_draws_and_says_it_is_now_ops(capsys, tmp_path):
+    assert main(["plot", "roofline", "--kernels", "layer", "-o", str(tmp_path / "r.png")]) == 0
+    assert "--kernels layer is deprecated and goes in the next release: use --ops layer" in capsys.readouterr().err

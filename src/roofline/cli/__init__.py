@@ -72,11 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_kernel, compute_efficiency=1.0, memory_efficiency=1.0, launch_overhead=0.0)
 
-    p = sub.add_parser("plot", help="draw a figure: roofline or layer")
-    p.add_argument("what", choices=("roofline", "layer"))
+    p = sub.add_parser("plot", help="draw a figure: roofline, layer, or atlas (measured kernels on the roofline)")
+    p.add_argument("what", choices=("roofline", "layer", "atlas"))
     p.add_argument("-o", "--output", required=True, help="FILE.png or FILE.svg")
-    p.add_argument("--kernels", choices=("seed", "layer"), default="seed", dest="plot_kernels",  # not --kernels ENGINE
+    p.add_argument("--ops", choices=("seed", "layer"), default="seed",
                    help="roofline: the roofline chapter's seven kernels, or the layer's ops")
+    p.add_argument("--kernels", default=None, metavar="ENGINE[@VERSION]",
+                   help="atlas: the engine whose measured kernels to draw (trtllm, vllm, sglang); the roofline's "
+                        "old --kernels seed|layer is --ops")
     add_layer_flags(p)
     p.set_defaults(func=cmd_plot)
 
@@ -111,7 +114,7 @@ def main(argv=None) -> int:
     notes: list[str] = []  # old flag spellings used (args.DeprecatedAlias)
     try:
         args = build_parser().parse_args(argv)
-        notes = getattr(args, "deprecation_notes", [])
+        notes = vars(args).setdefault("deprecation_notes", [])  # a command may add one (an old value's spelling)
         if args.command in STREAMING_COMMANDS:
             _print_notes(notes)
             notes = []

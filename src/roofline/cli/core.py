@@ -277,7 +277,14 @@ def cmd_plot(args):
         if not names:
             raise RooflineError(f"--machine: no machine named in {args.machine!r}", field="machine")
         machines = [machine_from_args(args, m) for m in names]
-        if args.plot_kernels == "seed":
+        if args.kernels in ("seed", "layer"):  # the old spelling of --ops, kept for a release
+            args.deprecation_notes.append(f"--kernels {args.kernels} is deprecated and goes in the next release: use "
+                                          f"--ops {args.kernels} (--kernels names an engine's measured kernels)")
+            args.ops = args.kernels
+        elif args.kernels is not None:
+            raise RooflineError("--kernels draws measured kernels in `roofline plot atlas`; the roofline's kernel set "
+                                "is --ops seed|layer", field="kernels")
+        if args.ops == "seed":
             kernels = seed_kernels()
         else:
             from roofline.blocks import block_kernels
@@ -285,6 +292,20 @@ def cmd_plot(args):
             kernels = block_kernels(args.model, args.phase, args.tokens, args.batch, args.context, args.attention,
                                     args.dtype or machines[0].default_dtype)
         plot_roofline(machines, kernels, out)
+    elif args.what == "atlas":
+        if not args.kernels:
+            raise RooflineError("plot atlas draws an engine's measured kernels: give --kernels trtllm, vllm or sglang "
+                                "(`roofline machines --measured` lists them)", field="kernels")
+        from roofline.measured.atlas import atlas
+        from roofline.plots import plot_atlas
+
+        m = machine_from_args(args)
+        result = atlas(args.model, m, args.kernels, args.dtype or m.default_dtype)
+        plot_atlas(result, out)
+        shares = sorted({p.family for p in result.points})
+        print(f"{len(result.points)} measured ops of {result.model} ({', '.join(shares)}) from {result.tables} on {m.name}")
+        for name, why in result.left_out:
+            print(f"note: {name} left out: {why}")
     else:
         from roofline.plots import plot_layer
 
