@@ -224,3 +224,26 @@ def test_plot_atlas_draws_and_names_what_it_left_out(capsys, tmp_path):
 def test_the_roofline_plots_old_kernels_flag_still_draws_and_says_it_is_now_ops(capsys, tmp_path):
     assert main(["plot", "roofline", "--kernels", "layer", "-o", str(tmp_path / "r.png")]) == 0
     assert "--kernels layer is deprecated and goes in the next release: use --ops layer" in capsys.readouterr().err
+
+
+def test_decode_with_kernels_prices_each_batch_from_the_tables(capsys):
+    """A decode step at batch 64 is the sum of its ops; its QKV projection is a GEMM of m 64, n 6,144
+    ((32 + 2 x 8) x 128), k 4,096, a point of the table, run 32 times, each at that row's latency plus
+    the 3 us launch. The batch table's step at 64 (the vectorised path) is the same sum."""
+    rows = {(r["m"], r["n"], r["k"]): r["latency"] * 1e-3 for r in _gemm_rows() if r["gemm_dtype"] == "bfloat16"}
+    assert main(["decode", "--kernels", "trtllm", "--batch", "1,64", "--breakdown", "64", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ops = {op["name"]: op for op in out["breakdown"]["ops"]}
+    qkv = ops["QKV proj x32"]
+    assert qkv["basis"] == "measured"
+    assert qkv["time_s"] == pytest.approx(32 * (rows[(64, 6144, 4096)] + 3e-6), rel=1e-9)
+    assert qkv["roofline_s"] < qkv["time_s"]
+    step = next(r for r in out["rows"] if r["batch"] == 64)
+    assert step["step_s"] == pytest.approx(out["breakdown"]["total_s"], rel=1e-9)
+    assert out["compute_efficiency"] == 0.7  # the cost model still prices the ops with no table
+
+
+def test_decode_kernels_on_a_gpu_without_tables_is_one_line(capsys):
+    assert main(["decode", "--kernels", "trtllm", "--machine", "mi300x"]) == 2
+    err = capsys.readouterr().err
+    assert "no measured kernel tables for mi300x: they exist for" in err and len(err.strip().splitlines()) == 1

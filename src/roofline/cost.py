@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from roofline.tables import Tabular, dump_json  # noqa: E402
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -261,6 +262,12 @@ class OpPrediction:
 
     def to_dict(self) -> dict:
         return {k: _jsonable(getattr(self, k)) for k in OP_FIELDS}
+
+    def times(self, n) -> "OpPrediction":
+        """The op run ``n`` times (its layers): "name xn", every sum multiplied by n."""
+        return dataclasses.replace(self, name=f"{self.name} x{n}", flops=self.flops * n, bytes=self.bytes * n,
+                                   compute_s=self.compute_s * n, memory_s=self.memory_s * n, launch_s=self.launch_s * n,
+                                   time_s=self.time_s * n)
 
 
 SUMMARY_FIELDS = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from roofline.cli.args import (COUNT, add_cost_flags, add_machine_flags, calibrated_or_cost_model, machine_from_args,
+from roofline.cli.args import (COUNT, add_cost_flags, add_kernels_flag, add_machine_flags, calibrated_or_cost_model, machine_from_args,
                                number_arg, refuse_unused)
 from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, SWEEP_MACHINES, _add_format, _add_model, _add_precision, _add_tp, _emit, _flagged,
                                     _output, _precision, count_list)
@@ -43,8 +43,12 @@ def cmd_decode(args):
         step = decode_step(args.model, m, args.breakdown, args.context, attention=args.attention, precision=precision,
                            tensor_parallel=args.tp, link=args.tp_link, cost_model=cm, gpus_per_node=args.gpus_per_node)
         if not args.json:
+            from roofline.measured.model import measured_notes
+
             print(f"one decode step at batch {args.breakdown:,}, op by op (each op times its count over the layers):\n")
             print(step.to_table() + "\n")
+            for line in measured_notes(step.prediction.ops):
+                print(f"note: {line}")
 
     def draw(path):
         from roofline.plots import plot_decode
@@ -200,6 +204,7 @@ def register(sub):
     p.add_argument("--breakdown", type=number_arg("--breakdown", integer=True, maximum=SEARCH_MAX_BATCH), default=None,
                    metavar="BATCH", help="also print the whole step op by op at this batch (--json: the \"breakdown\" key)")
     add_cost_flags(p)
+    add_kernels_flag(p)
     _add_format(p)
     p.set_defaults(func=_flagged(cmd_decode))
 

@@ -11,6 +11,7 @@ hold) keeps the cost model, e_c and e_m. Each op says which: its ``basis``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,11 +40,15 @@ class MeasuredOpPrediction(OpPrediction):
     roofline_s: float = 0.0
     family: str = ""  # the measured family the op belongs to ("gemm", "attention"), whether or not it priced it
 
+    def times(self, n) -> "MeasuredOpPrediction":
+        return dataclasses.replace(super().times(n), roofline_s=self.roofline_s * n)
+
     @property
     def speed_of_light(self) -> float:
         """roofline / (time - launch): the share of the bound the kernel itself reaches."""
-        body = self.time_s - self.launch_s
-        return float(self.roofline_s / body) if body > 0 else 0.0
+        body = np.asarray(self.time_s - self.launch_s, dtype=float)
+        share = np.divide(self.roofline_s, body, out=np.zeros_like(body), where=body > 0)
+        return float(share) if share.ndim == 0 else share
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), **{k: _jsonable(getattr(self, k)) for k in MEASURED_FIELDS}}
@@ -76,11 +81,17 @@ class MeasuredKernels(CostModel):
     measured family. Build it with for_machine, which refuses a GPU or engine without tables."""
 
     kernels: str = "trtllm"
+    tables: str = ""  # for a header: "trtllm 1.3.0rc20 on h100_sxm" (for_machine)
 
     @classmethod
     def for_machine(cls, machine: Machine, kernels: str, **cost) -> "MeasuredKernels":
-        resolve(machine.key, kernels, "gemm")  # refused by name here: a GPU, engine or version without tables
-        return cls(kernels=kernels, **cost)
+        ts = resolve(machine.key, kernels, "gemm")  # refused by name here: a GPU, engine or version without tables
+        return cls(kernels=kernels, tables=f"{ts.engine} {ts.version} on {ts.gpu}", **cost)
+
+    def describe(self, graph_steps: str = "") -> str:
+        """The cost model's line, and which ops the measured kernels price."""
+        return (super().describe(graph_steps) + f"; matmuls and fused attention from {self.tables or self.kernels}'s "
+                "measured kernels (aiconfigurator-core) plus the launch")
 
     def predict(self, kernels, machine) -> MeasuredWorkloadPrediction:
         base = super().predict(kernels, machine)
@@ -100,16 +111,17 @@ class MeasuredKernels(CostModel):
             return "attention"
         return "gemm" if kernel.category == "matmul" else ""
 
-    def _gemm(self, kernel: Kernel, machine: Machine):
-        """(GemmEstimate, None) for an op a measured table prices (a matmul, a fused attention),
-        else (None, why not)."""
-        if kernel.shape and kernel.shape[0] == FUSED_ATTENTION:
-            return self._attention(kernel, machine)
+    def _gemm(self, kernel: Kernel, machine: Machine, shape=None):
+        """(GemmEstimate, None) for an op of one size a measured table prices (a matmul, a fused
+        attention), else (None, why not). ``shape``: one element of an op of many sizes (_measured_s)."""
+        shape = kernel.shape if shape is None else shape
+        if shape and shape[0] == FUSED_ATTENTION:
+            return self._attention(kernel, machine, shape)
         if kernel.category != "matmul":
             return None, f"no measured {kernel.category} family yet"
-        if len(kernel.shape) != 4 or not all(np.ndim(x) == 0 for x in kernel.shape):
+        if len(shape) != 4 or not all(np.ndim(x) == 0 for x in shape):
             return None, "a matmul of unknown shape"
-        batch, M, N, K = (float(x) for x in kernel.shape)
+        batch, M, N, K = (float(x) for x in shape)
         if batch != 1:
             return None, f"a batched matmul ({batch:,.0f} matrices): the GEMM table measured single ones"
         if kernel.dtype not in TABLE_DTYPE:
@@ -119,10 +131,8 @@ class MeasuredKernels(CostModel):
         except RooflineError as exc:  # a dtype this engine did not measure on this GPU: said in the op's source
             return None, str(exc)
 
-    def _attention(self, kernel: Kernel, machine: Machine):
-        _, B, T, S, H, K, d, dv, window, chunked, decode = kernel.shape
-        if not all(np.ndim(x) == 0 for x in (B, T, S)):
-            return None, "an attention of many sizes at once: priced one size at a time only"
+    def _attention(self, kernel: Kernel, machine: Machine, shape):
+        _, B, T, S, H, K, d, dv, window, chunked, decode = shape
         if dv != d or chunked:
             return None, ("a V head dim unlike the K one" if dv != d else "chunked attention") + \
                 ": the attention tables measured neither"
@@ -132,20 +142,56 @@ class MeasuredKernels(CostModel):
         except RooflineError as exc:
             return None, str(exc)
 
+    def _measured_s(self, kernel: Kernel, machine: Machine):
+        """The measured kernel time of an op, NaN where the tables do not price it: a float for an op
+        of one size, an array for an op of many (a decode curve's batches), each size looked up."""
+        shape = kernel.shape
+        if not shape or all(np.ndim(x) == 0 for x in shape):
+            est, _ = self._gemm(kernel, machine)
+            return est.time_s if est is not None else np.nan
+        if not self.family_of(kernel):
+            return np.nan
+        numeric = [i for i, x in enumerate(shape) if np.ndim(x)]
+        arrays = np.broadcast_arrays(*(np.asarray(shape[i], dtype=float) for i in numeric))
+        out = np.full(arrays[0].shape, np.nan)
+        seen: dict = {}
+        for idx in np.ndindex(out.shape):
+            at = list(shape)
+            for i, arr in zip(numeric, arrays):
+                at[i] = float(arr[idx])
+            key = tuple(at)
+            if key not in seen:
+                est, _ = self._gemm(kernel, machine, key)
+                seen[key] = est.time_s if est is not None else np.nan
+            out[idx] = seen[key]
+        return out
+
     def op_seconds(self, kernel: Kernel, machine: Machine, launch_s: float, *floor):
-        est, _ = self._gemm(kernel, machine)
+        """The cost model's (compute_s, memory_s, time_s), with each size the tables price at its
+        measured kernel time plus the launch; the columns scaled to it, as a calibrated model's."""
         c, m, t = super().op_seconds(kernel, machine, launch_s, *floor)
-        if est is None:
+        measured = self._measured_s(kernel, machine)
+        if np.all(np.isnan(measured)):
             return c, m, t
         body = overlapped_s(c, m, self.overlap)
-        r = est.time_s / body  # the columns carry the measured time, as a calibrated model's carry its correction
-        return c * r, m * r, launch_s + est.time_s
+        r = np.where(np.isnan(measured), 1.0, measured / body)
+        time_s = np.where(np.isnan(measured), t, launch_s + np.nan_to_num(measured))
+        if np.ndim(time_s) == 0:
+            return float(c * r), float(m * r), float(time_s)
+        return c * r, m * r, time_s
 
     def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None, *floor) -> MeasuredOpPrediction:
         p = super().predict_op(kernel, machine, launch_s, *floor)
-        est, why = self._gemm(kernel, machine)
         sol = time_lower_bound(kernel, machine)
         family = self.family_of(kernel)
+        if kernel.shape and not all(np.ndim(x) == 0 for x in kernel.shape):  # many sizes: each looked up
+            c, m, t = self.op_seconds(kernel, machine, p.launch_s, *floor)
+            priced = ~np.isnan(np.asarray(self._measured_s(kernel, machine), dtype=float))
+            basis = "measured per size" if priced.all() else ("measured where tabled" if priced.any() else "cost model")
+            return MeasuredOpPrediction(**{**vars(p), "compute_s": c, "memory_s": m, "time_s": t}, basis=basis,
+                                        source="each size looked up in its table" if priced.any() else
+                                        "no size of it in the tables", roofline_s=sol, family=family)
+        est, why = self._gemm(kernel, machine)
         if est is None:
             return MeasuredOpPrediction(**vars(p), basis="cost model", source=why, roofline_s=sol, family=family)
         body = overlapped_s(p.compute_s, p.memory_s, self.overlap)

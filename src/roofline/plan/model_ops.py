@@ -19,7 +19,6 @@ F d_ff, V vocab, L layers, E experts, t tensor-parallel degree.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from roofline.blocks import Workload, check_size, layer_kernels
@@ -130,7 +129,8 @@ def _model_ops(model, phase, tokens, batch, context, attention, precision, tenso
                               2.0 * w_a * w.batch * D, "norm", wa), 1))
     B, V = w.batch, sh.vocab  # the LM head on the last token of each sequence: (B, D) @ (D, V)
     ops.append(counted(Kernel.trusted("LM head", 2.0 * B * V * D, w_a * (B * D + D * V + B * V), "matmul", wa,
-                              weight_elems=D * V, part="embedding" if cfg.tied_embeddings else "lm_head"), 1))
+                              weight_elems=D * V, part="embedding" if cfg.tied_embeddings else "lm_head",
+                              shape=(1, B, V, D)), 1))
     return ops
 
 
@@ -143,11 +143,7 @@ def predict_counted(ops: list[CountedOp], machine, cost_model: CostModel) -> Wor
     preds = []
     for op in ops:
         p = cost_model.predict_op(op.kernel, machine, per_run)
-        n = op.count
-        if n != 1:
-            p = dataclasses.replace(p, name=f"{p.name} x{n}", flops=p.flops * n, bytes=p.bytes * n, compute_s=p.compute_s * n,
-                                    memory_s=p.memory_s * n, launch_s=p.launch_s * n, time_s=p.time_s * n)
-        preds.append(p)
+        preds.append(p.times(op.count) if op.count != 1 else p)
     return WorkloadPrediction.from_ops(machine.name, cost_model, tuple(preds))
 
 
