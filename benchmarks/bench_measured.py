@@ -56,12 +56,12 @@ def main() -> int:
     batches = np.exp(rng.uniform(0, np.log(64), size=n)).round()
     t0 = time.perf_counter()
     for s, b in zip(lengths, batches):
-        ctx.estimate("bf16", b, s, s, 32, 8, 128, 0)
+        ctx.estimate("bf16", "bf16", b, s, s, 32, 8, 128, 0)
     per = (time.perf_counter() - t0) / n
     print(f"  lookup context attention        {per * 1e6:8.1f} us each = {1 / per:,.0f} /s")
     t0 = time.perf_counter()
     for s, b in zip(lengths, batches):
-        gen.estimate("bf16", b, 1, s, 32, 8, 128, 0)
+        gen.estimate("bf16", "bf16", b, 1, s, 32, 8, 128, 0)
     per = (time.perf_counter() - t0) / n
     print(f"  lookup generation attention     {per * 1e6:8.1f} us each = {1 / per:,.0f} /s")
     print(f"peak resident memory {rss_mb():,.0f} MB (target under 300 MB)")

@@ -124,7 +124,7 @@ def test_layer_with_kernels_gives_every_op_a_basis_and_a_measured_gemm_its_laten
 def test_layer_table_shows_each_ops_roofline_and_basis(capsys):
     assert main(["layer", "--kernels", "trtllm"]) == 0
     out = capsys.readouterr().out
-    assert "matmuls and fused attention from trtllm 1.3.0rc20's measured kernels on h100_sxm" in out
+    assert "matmuls, fused attention and routed experts from trtllm 1.3.0rc20's measured kernels on h100_sxm" in out
     assert "roofline us" in out and "basis" in out
     qkv = next(line for line in out.splitlines() if line.startswith("QKV proj"))
     assert qkv.split()[-1] == "measured"
@@ -206,8 +206,9 @@ def test_the_atlas_places_each_measured_op_under_its_roofline():
                                                      ("attention", "prefill"), ("attention", "decode")}
     assert all(p.roofline_s <= p.kernel_s * 1.0001 for p in a.points)
     assert all(p.basis in ("measured", "interpolated", "extrapolated") for p in a.points)
-    # 3 prefill lengths + 4 decode batches, each with QKV, out, gate+up and down projections and one attention
-    assert len(a.points) == 7 * 5 and a.left_out == ()
+    # 3 prefill lengths + 4 decode batches, each with QKV, out, gate+up and down projections, the LM head and one
+    # attention (each summed over the 80 layers)
+    assert len(a.points) == 7 * 6 and a.left_out == ()
 
 
 def test_plot_atlas_draws_and_names_what_it_left_out(capsys, tmp_path):
@@ -216,7 +217,7 @@ def test_plot_atlas_draws_and_names_what_it_left_out(capsys, tmp_path):
                  "-o", str(out)]) == 0
     printed = capsys.readouterr().out
     assert out.stat().st_size > 10_000 and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "note: flash attention left out: no measured fp4 attention" in printed
+    assert "note: flash attention x80 left out: no measured fp4 KV-cache attention" in printed  # W4A4: fp4 KV
     assert main(["plot", "atlas", "-o", str(out)]) == 2
     assert "give --kernels trtllm, vllm or sglang" in capsys.readouterr().err
 
@@ -247,3 +248,34 @@ def test_decode_kernels_on_a_gpu_without_tables_is_one_line(capsys):
     assert main(["decode", "--kernels", "trtllm", "--machine", "mi300x"]) == 2
     err = capsys.readouterr().err
     assert "no measured kernel tables for mi300x: they exist for" in err and len(err.strip().splitlines()) == 1
+
+
+def test_decode_prices_gpt_oss_mxfp4_experts_from_the_moe_table(capsys):
+    """gpt-oss-120b's experts are MXFP4 with bf16 compute on Hopper: the MoE table's w4a16_mxfp4
+    module of hidden 2,880, d_ff 2,880, top-4 of 128, at 64 tokens (balanced routing, no tensor or
+    expert split). Its time goes 2:1 to the gate+up and down GEMMs (their FLOPs, 2 x 2 D F : 2 D F);
+    the activation is fused into them. 18 layers of each kind, each op with its 3 us launch."""
+    path = _data() / "h200_sxm" / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
+    row = [r for r in pa.read_table(path).to_pylist()
+           if (r["moe_dtype"], r["num_tokens"], r["hidden_size"], r["inter_size"], r["topk"], r["num_experts"],
+               r["moe_tp_size"], r["moe_ep_size"], r["distribution"]) ==
+           ("w4a16_mxfp4", 64, 2880, 2880, 4, 128, 1, 1, "balanced")]
+    assert len(row) == 1
+    module_s = row[0]["latency"] * 1e-3
+    assert main(["decode", "--model", "gpt-oss-120b", "--machine", "h200", "--kernels", "trtllm", "--breakdown", "64",
+                 "--json"]) == 0
+    ops = {op["name"]: op for op in json.loads(capsys.readouterr().out)["breakdown"]["ops"]}
+    up, down, act = ops["A: expert gate+up proj x18"], ops["A: expert down proj x18"], ops["A: silu*mul x18"]
+    assert up["family"] == "moe" and up["basis"] == "measured" and "moe_perf" in up["source"]
+    assert up["time_s"] == pytest.approx(18 * (module_s * 2 / 3 + 3e-6), rel=1e-9)
+    assert down["time_s"] == pytest.approx(18 * (module_s / 3 + 3e-6), rel=1e-9)
+    assert act["basis"] == "fused" and act["time_s"] == pytest.approx(18 * 3e-6)
+
+
+def test_a_moe_the_table_lacks_keeps_the_cost_model_and_says_why(capsys):
+    """Qwen3 30B-A3B's expert shape (hidden 2,048, d_ff 768, top-8 of 128) is in the H200 MoE table,
+    but no MoE with int4 weights is (TensorRT-LLM's table: bf16, fp8, fp8_block, MXFP4)."""
+    assert main(["decode", "--model", "qwen3-30b-a3b", "--machine", "h200", "--kernels", "trtllm", "--weights", "int4",
+                 "--breakdown", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "expert gate+up proj x48: the cost model (no measured MoE with int4 experts computing in bf16)" in out

@@ -41,7 +41,7 @@ from roofline.architecture import Layer
 from roofline.attention_pairs import attended_pairs
 from roofline.cost import CostModel, WorkloadPrediction, seed_cost_model
 from roofline.errors import MAX_COUNT, check_number
-from roofline.kernels import FLOPS_PER_ELEMENT, FUSED_ATTENTION, Kernel, dtype_name, norm_flops_per_element
+from roofline.kernels import FLOPS_PER_ELEMENT, FUSED_ATTENTION, MOE_EXPERTS, Kernel, dtype_name, norm_flops_per_element
 from roofline.machines import Machine, get_machine
 from roofline.mixers import MLP, Attention, LatentAttention, Mamba, Mamba2, MoE
 from roofline.model_sources import get_model
@@ -81,8 +81,10 @@ class _Ops:
         n = rows * width
         return Kernel.trusted(name, norm_flops_per_element(kind) * n, 2.0 * self.w * n, "norm", self.dtype)
 
-    def ew(self, name, n, n_in=1, n_out=1, flops_per_elem=FLOPS_PER_ELEMENT["elementwise"], category="elementwise", cache=0.0):
-        return Kernel.trusted(name, flops_per_elem * n, self.w * n * (n_in + n_out), category, self.dtype, cache_elems=cache)
+    def ew(self, name, n, n_in=1, n_out=1, flops_per_elem=FLOPS_PER_ELEMENT["elementwise"], category="elementwise", cache=0.0,
+           shape=()):
+        return Kernel.trusted(name, flops_per_elem * n, self.w * n * (n_in + n_out), category, self.dtype, cache_elems=cache,
+                              shape=shape)
 
 
 def _act_name(mlp, gated: bool) -> str:
@@ -111,14 +113,15 @@ def _moe_ops(o: _Ops, moe: MoE, M, D, touched=None) -> list[Kernel]:
     touched = expected_experts_touched(E, k, M) if touched is None else touched
     rows = M * k
     up = 2 if moe.gated else 1
+    shape = (MOE_EXPERTS, M, D, F, k, E, moe.gated, o.dtype, o.dtype)  # weights and compute: model_ops sets them
     ops = [o.mm("router", M, E, D, "router")]
     ops.append(Kernel.trusted("expert gate+up proj" if moe.gated else "expert up proj", 2.0 * rows * D * F * up,
                       w * (rows * D + touched * up * D * F + rows * up * F), "matmul", o.dtype,
-                      weight_elems=touched * up * D * F, part="experts"))
+                      weight_elems=touched * up * D * F, part="experts", shape=shape))
     ops.append(o.ew(_act_name(moe, moe.gated), rows * F, 2 if moe.gated else 1, 1,
-                    FLOPS_PER_ELEMENT["gated_activation" if moe.gated else "gelu"]))
+                    FLOPS_PER_ELEMENT["gated_activation" if moe.gated else "gelu"], shape=shape))
     ops.append(Kernel.trusted("expert down proj", 2.0 * rows * F * D, w * (rows * F + touched * F * D + rows * D), "matmul",
-                      o.dtype, weight_elems=touched * F * D, part="experts"))
+                      o.dtype, weight_elems=touched * F * D, part="experts", shape=shape))
     if moe.shared_d_ff:
         ops += _mlp_ops(o, moe.shared, M, D, "shared ", "shared_experts")
         if moe.shared_gate:
@@ -156,7 +159,7 @@ def _attention_ops(o: _Ops, a: Attention, B, T, S, decode: bool, attention: str,
     else:
         ops.append(Kernel.trusted("flash attention", 2.0 * n_s * (d + dv) + SOFTMAX * n_s, w * (q + k_ + v + out), "attention", o.dtype,
                           cache_elems=B * K * cached * (d + dv),
-                          shape=(FUSED_ATTENTION, B, T, S, H, K, d, dv, a.span, bool(a.chunk), decode)))
+                          shape=(FUSED_ATTENTION, B, T, S, H, K, d, dv, a.span, bool(a.chunk), decode, o.dtype)))
     ops.append(o.mm("out proj", M, D, H * dv, "attention"))
     return ops
 

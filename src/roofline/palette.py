@@ -16,6 +16,7 @@ PART_COLORS = {"weights": "#4d4d4d", "gradients": "#9467bd", "optimizer": "#8c56
                "kv_cache": "#17becf"}
 UNNAMED_PART_GREY = "#999999"  # a memory part without a colour of its own
 VECTOR_OPS_ORANGE = "#f0a35e"  # norms, activations and embedding, beside matmuls, attention and collectives
+MOE_PURPLE = "#9467bd"  # routed experts (the atlas's MoE family; tab:purple)
 
 # the serving view's series
 TTFT_COLOR = COMPUTE_BLUE  # time to first token

@@ -47,7 +47,7 @@ def workload_table(pred) -> str:
         rows.append([
             op.name, _mag(op.flops), _mag(op.bytes), format_intensity(op.intensity), _us(op.compute_s), _us(op.memory_s),
             _us(op.launch_s), _us(op.time_s), f"{op.time_s / pred.total_s:.1%}", op.bound,
-        ] + ([_us(op.roofline_s), f"{op.speed_of_light:.0%}", op.basis] if measured else []))
+        ] + ([_us(op.roofline_s), f"{op.speed_of_light:.0%}" if op.speed_of_light else "-", op.basis] if measured else []))
     rows.append(["total", _mag(sum(o.flops for o in pred.ops)), _mag(sum(o.bytes for o in pred.ops)), "",
                  _us(pred.flops_only_s), _us(pred.bytes_only_s), _us(pred.launch_s), _us(pred.total_s), "100%", ""]
                 + ([_us(sum(o.roofline_s for o in pred.ops)), "", ""] if measured else []))

@@ -300,7 +300,7 @@ def cmd_plot(args):
         from roofline.plots import plot_atlas
 
         m = machine_from_args(args)
-        result = atlas(args.model, m, args.kernels, args.dtype or m.default_dtype)
+        result = atlas(args.model, m, args.kernels, args.dtype)  # None: as stored, else the machine's dtype
         plot_atlas(result, out)
         shares = sorted({p.family for p in result.points})
         print(f"{len(result.points)} measured ops of {result.model} ({', '.join(shares)}) from {result.tables} on {m.name}")

@@ -32,7 +32,7 @@ from typing import Sequence
 import numpy as np
 
 from roofline.cost import hierarchical_lower_bound, overlapped_s, roofline_bound
-from roofline.kernels import Kernel
+from roofline.kernels import Kernel, matmul_dims
 from roofline.machines import Machine, get_machine
 from roofline.measure.calibrated_predictions import CalibratedOpPrediction, CalibratedWorkloadPrediction
 from roofline.measure.machine_file import load_profile
@@ -193,15 +193,16 @@ class CalibratedModel:
         unknown, or M is past the family's largest (the square sweep's rate by size holds there).
         A batch of b matrices runs at one matrix's rate."""
         pts = None
+        dims = matmul_dims(kernel.shape)
         streamed = self.cold or self.weights_cold
-        if kernel.shape and streamed:
+        if dims and streamed:
             pts = gemm_points(self.calibration, kernel.dtype, cold=True)
             streamed = pts is not None
-        if pts is None and kernel.shape:
+        if pts is None and dims:
             pts = gemm_points(self.calibration, kernel.dtype)
-        if pts is None or not all(_scalar(x) for x in kernel.shape):
+        if pts is None or not all(_scalar(x) for x in dims):
             return None
-        _, M, N, K = (float(x) for x in kernel.shape)
+        _, M, N, K = (float(x) for x in dims)
         got = _grid_rate(pts, M, N * K)
         if got is None:
             return None

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
-from roofline.kernels import Kernel
+from roofline.kernels import Kernel, matmul_dims
 from roofline.measure.measurements import Calibration, matmul_rates
 
 
@@ -47,7 +47,8 @@ def op_class(kernel: Kernel) -> str:
     product, or unknown shape) and "bmm" (a batch of them). Every op has one: a block op, a traced
     aten op and a profiled one alike."""
     if kernel.category == "matmul":
-        return "bmm" if kernel.shape and _scalar(kernel.shape[0]) and kernel.shape[0] > 1 else "gemm"
+        dims = matmul_dims(kernel.shape)
+        return "bmm" if dims and _scalar(dims[0]) and dims[0] > 1 else "gemm"
     return kernel.category
 
 

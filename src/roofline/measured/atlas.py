@@ -36,6 +36,7 @@ class AtlasPoint:
     bytes: float
     kernel_s: float
     roofline_s: float
+    dtype: str = ""  # the dtype it computes in: its roof's peak
 
     @property
     def intensity(self) -> float:
@@ -52,7 +53,8 @@ class Atlas:
 
     model: str
     machine: str
-    dtype: str
+    dtype: str  # the dtype the matmuls compute in (the roof's peak)
+    precision: str  # each part's dtype in words (Precision.label)
     tables: str  # "trtllm 1.3.0rc20"
     sources: tuple[str, ...]
     points: tuple[AtlasPoint, ...]
@@ -64,16 +66,19 @@ class Atlas:
 
 def atlas(model, machine, kernels: str, dtype: str | None = None, prefill_tokens=PREFILL_TOKENS,
           decode_batches=DECODE_BATCHES, context: int = DECODE_CONTEXT) -> Atlas:
-    """The measured GEMMs and fused attention of ``model`` on ``machine`` from ``kernels``
-    (ENGINE[@VERSION]) at each prefill length and decode batch (decode at ``context`` tokens)."""
-    from roofline.blocks import layer_reports
+    """The measured GEMMs, fused attention and routed experts of ``model`` on ``machine`` from
+    ``kernels`` (ENGINE[@VERSION]) at each prefill length and decode batch (decode at ``context``
+    tokens), every op of the whole pass (its layers counted), in ``dtype`` as `roofline decode
+    --dtype` takes it (default: the checkpoint's storage, else the machine's dtype)."""
     from roofline.machines import get_machine
     from roofline.measured.model import MeasuredKernels, MeasuredOpPrediction
+    from roofline.plan import Precision
+    from roofline.plan.inference import predict_model
     from roofline.transformer import get_model
 
     m = get_machine(machine)
     cfg = get_model(model)
-    dtype = dtype or m.default_dtype
+    precision = Precision.resolve(cfg, m, dtype).check_machine(m)  # as `roofline decode --dtype` (as stored by default)
     for t in prefill_tokens:
         check_number("prefill tokens", t, integer=True, maximum=1e6)
     for b in decode_batches:
@@ -81,22 +86,25 @@ def atlas(model, machine, kernels: str, dtype: str | None = None, prefill_tokens
     cm = MeasuredKernels.for_machine(m, kernels, launch_overhead_s=0.0)
     points, left, sources = [], {}, set()
     runs = [("prefill", t, dict(tokens=t, batch=1, context=None)) for t in prefill_tokens]
-    runs += [("decode", b, dict(tokens=context, batch=b, context=None)) for b in decode_batches]  # decode: tokens is S
+    runs += [("decode", b, dict(tokens=1, batch=b, context=context)) for b in decode_batches]
     for phase, size, kw in runs:
-        for report in layer_reports(cfg, m, phase, kw["tokens"], kw["batch"], kw["context"], "flash", dtype, cm):
-            kind = "" if cfg.is_uniform else f" ({report.layer_kind})"
-            for op in report.prediction.ops:
-                if not isinstance(op, MeasuredOpPrediction) or not op.family:
-                    continue
-                if op.basis == "cost model":
-                    left.setdefault(op.name + kind, op.source)
-                    continue
-                sources.add(op.source)
-                points.append(AtlasPoint(op.name + kind, phase, size, op.family, op.basis, float(op.flops),
-                                         float(op.bytes), float(op.time_s - op.launch_s), float(op.roofline_s)))
+        ops = predict_model(cfg, m, phase, kw["tokens"], kw["batch"], kw["context"], "flash", precision,
+                            cost_model=cm).prediction.ops
+        for op in ops:
+            if not isinstance(op, MeasuredOpPrediction) or not op.family:
+                continue
+            if op.basis == "cost model":
+                left.setdefault(op.name, op.source)
+                continue
+            if op.basis == "fused":  # no time of its own: inside its module's (a MoE's activation)
+                continue
+            sources.add(op.source.split(":")[0])
+            points.append(AtlasPoint(op.name, phase, size, op.family, op.basis, float(op.flops), float(op.bytes),
+                                     float(op.time_s - op.launch_s), float(op.roofline_s), op.dtype))
     if not points:
-        raise RooflineError(f"no op of {cfg.name} in {dtype} is in {kernels}'s measured tables on {m.name}"
+        raise RooflineError(f"no op of {cfg.name} ({precision.label(scales=False)}) is in {kernels}'s measured tables on "
+                            f"{m.name}"
                             + (f" ({'; '.join(f'{k}: {v}' for k, v in left.items())})" if left else ""), field="kernels")
     ts = resolve(m.key, kernels, "gemm")
-    return Atlas(cfg.name, m.key, dtype, f"{ts.engine} {ts.version}", tuple(sorted(sources)), tuple(points),
+    return Atlas(cfg.name, m.key, precision.compute, precision.label(scales=False), f"{ts.engine} {ts.version}", tuple(sorted(sources)), tuple(points),
                  tuple(left.items()), tuple(prefill_tokens), tuple(decode_batches), context)

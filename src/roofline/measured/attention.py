@@ -24,7 +24,7 @@ from roofline.errors import RooflineError
 from roofline.machines import Machine, get_machine
 from roofline.measured.gemm import GemmEstimate
 from roofline.measured.grid import LogGrid
-from roofline.measured.tables import MS, read_table, resolve
+from roofline.measured.tables import MS, group_rows, read_table, resolve
 from roofline.units import DTYPE_BYTES
 
 TABLE_DTYPE = {"bf16": "bfloat16", "fp8": "fp8"}
@@ -53,16 +53,20 @@ class AttentionTable:
     source: str
     sites: dict
 
-    def estimate(self, dtype: str, B, T, S, H, K, d, window: int) -> GemmEstimate:
-        if dtype not in TABLE_DTYPE:
-            raise RooflineError(f"no measured {dtype} attention", field="dtype")
+    def estimate(self, dtype: str, kv_dtype: str, B, T, S, H, K, d, window: int) -> GemmEstimate:
+        """The fused attention computing in ``dtype`` over a ``kv_dtype`` cache (decode: the cache's
+        dtype alone keys the table)."""
+        if dtype not in TABLE_DTYPE or kv_dtype not in TABLE_DTYPE:
+            bad = dtype if dtype not in TABLE_DTYPE else f"{kv_dtype} KV-cache"
+            raise RooflineError(f"no measured {bad} attention", field="dtype")
         if not self.decode and T != S:
             raise RooflineError("a prefill over a cached prefix: the context table measured T = S only", field="context")
-        key = ((TABLE_DTYPE[dtype],) if not self.decode else ()) + (TABLE_DTYPE[dtype], int(K), int(d), int(window))
+        key = ((TABLE_DTYPE[dtype],) if not self.decode else ()) + (TABLE_DTYPE[kv_dtype], int(K), int(d), int(window))
         grid = self.sites.get(key)
         if grid is None:
             raise RooflineError(f"no measured {'decode' if self.decode else 'prefill'} attention with {K} KV heads of "
-                                f"{d} and window {window} in {dtype}", field="model")
+                                f"{d} and window {window} in {dtype}" + (f" over a {kv_dtype} cache" if kv_dtype != dtype
+                                                                         else ""), field="model")
         eff, basis, points = grid.estimate((H, S, B))
         bound = attention_roofline_s(self.machine, dtype, *(float(x) for x in (B, T, S, H, K, d)), window, self.decode)
         return GemmEstimate(bound / eff, bound, basis, points, self.source)
@@ -82,18 +86,12 @@ def attention_table(machine_key: str, kernels: str, decode: bool) -> AttentionTa
     lat = cols["latency"].astype(float) * MS
     attn, kv = np.asarray(cols["attn_dtype"]).astype(str), np.asarray(cols["kv_cache_dtype"]).astype(str)
     ours = {v: k for k, v in TABLE_DTYPE.items()}
-    fields = ((kv,) if decode else (attn, kv)) + (K.astype(int), d.astype(int), win.astype(int))
-    keys = list(zip(*fields))
-    uniq, which = np.unique(np.array([hash(k) for k in keys]), return_inverse=True)
-    first = {int(w): keys[i] for i, w in reversed(list(enumerate(which)))}  # a site's key by its index
+    site_columns = ((kv,) if decode else (attn, kv)) + (K, d, win)
     sites = {}
-    for i, key in first.items():
-        dtype = ours.get(str(key[0]))
+    for key, i in group_rows(*site_columns).items():
+        dtype = ours.get(key[0])
         if dtype is None:
             continue
-        rows = which == i
-        bound = attention_roofline_s(machine, dtype, B[rows], T[rows], S[rows], H[rows], K[rows], d[rows], int(key[-1]),
-                                     decode)
-        sites[tuple(str(x) if isinstance(x, str) else int(x) for x in key)] = LogGrid.from_points(
-            (H[rows], S[rows], B[rows]), bound / lat[rows])
+        bound = attention_roofline_s(machine, dtype, B[i], T[i], S[i], H[i], K[i], d[i], key[-1], decode)
+        sites[key] = LogGrid.from_points((H[i], S[i], B[i]), bound / lat[i])
     return AttentionTable(machine, decode, f"{ts.engine} {ts.version} {name} ({ts.gpu})", sites)

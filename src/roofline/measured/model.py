@@ -21,8 +21,9 @@ from roofline.cost import (CostModel, OpPrediction, WorkloadPrediction, _jsonabl
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel
 from roofline.machines import Machine
-from roofline.kernels import FUSED_ATTENTION
+from roofline.kernels import FUSED_ATTENTION, MOE_EXPERTS, matmul_dims
 from roofline.measured.attention import attention_table
+from roofline.measured.moe import moe_table
 from roofline.measured.gemm import TABLE_DTYPE, gemm_table
 from roofline.measured.tables import resolve
 
@@ -90,8 +91,8 @@ class MeasuredKernels(CostModel):
 
     def describe(self, graph_steps: str = "") -> str:
         """The cost model's line, and which ops the measured kernels price."""
-        return (super().describe(graph_steps) + f"; matmuls and fused attention from {self.tables or self.kernels}'s "
-                "measured kernels (aiconfigurator-core) plus the launch")
+        return (super().describe(graph_steps) + f"; matmuls, fused attention and routed experts from "
+                f"{self.tables or self.kernels}'s measured kernels (aiconfigurator-core) plus the launch")
 
     def predict(self, kernels, machine) -> MeasuredWorkloadPrediction:
         base = super().predict(kernels, machine)
@@ -100,8 +101,8 @@ class MeasuredKernels(CostModel):
     def measured_text(self, machine: Machine) -> str:
         """One line for a header: which tables priced which ops."""
         ts = resolve(machine.key, self.kernels, "gemm")
-        return (f"matmuls and fused attention from {ts.engine} {ts.version}'s measured kernels on {ts.gpu} "
-                f"(aiconfigurator-core) plus the launch; the other ops by the cost model")
+        return (f"matmuls, fused attention and routed experts from {ts.engine} {ts.version}'s measured kernels on "
+                f"{ts.gpu} (aiconfigurator-core) plus the launch; the other ops by the cost model")
 
     @staticmethod
     def family_of(kernel: Kernel) -> str:
@@ -109,19 +110,25 @@ class MeasuredKernels(CostModel):
         "" (none measured yet)."""
         if kernel.shape and kernel.shape[0] == FUSED_ATTENTION:
             return "attention"
+        if kernel.shape and kernel.shape[0] == MOE_EXPERTS:
+            return "moe"
         return "gemm" if kernel.category == "matmul" else ""
 
-    def _gemm(self, kernel: Kernel, machine: Machine, shape=None):
+    def _gemm(self, kernel: Kernel, machine: Machine, shape=None, flops=None):
         """(GemmEstimate, None) for an op of one size a measured table prices (a matmul, a fused
-        attention), else (None, why not). ``shape``: one element of an op of many sizes (_measured_s)."""
+        attention, a routed expert's share of its module), else (None, why not). ``shape`` and
+        ``flops``: one element of an op of many sizes (_measured_s)."""
         shape = kernel.shape if shape is None else shape
         if shape and shape[0] == FUSED_ATTENTION:
             return self._attention(kernel, machine, shape)
+        if shape and shape[0] == MOE_EXPERTS:
+            return self._moe(machine, shape, kernel.category, kernel.flops if flops is None else flops)
         if kernel.category != "matmul":
             return None, f"no measured {kernel.category} family yet"
-        if len(shape) != 4 or not all(np.ndim(x) == 0 for x in shape):
+        dims = matmul_dims(shape)
+        if dims is None or not all(np.ndim(x) == 0 for x in dims):
             return None, "a matmul of unknown shape"
-        batch, M, N, K = (float(x) for x in shape)
+        batch, M, N, K = (float(x) for x in dims)
         if batch != 1:
             return None, f"a batched matmul ({batch:,.0f} matrices): the GEMM table measured single ones"
         if kernel.dtype not in TABLE_DTYPE:
@@ -132,15 +139,32 @@ class MeasuredKernels(CostModel):
             return None, str(exc)
 
     def _attention(self, kernel: Kernel, machine: Machine, shape):
-        _, B, T, S, H, K, d, dv, window, chunked, decode = shape
+        _, B, T, S, H, K, d, dv, window, chunked, decode, kv_dtype = shape
         if dv != d or chunked:
             return None, ("a V head dim unlike the K one" if dv != d else "chunked attention") + \
                 ": the attention tables measured neither"
         try:
             table = attention_table(machine.key, self.kernels, bool(decode))
-            return table.estimate(kernel.dtype, B, T, S, H, K, d, int(window or 0)), None
+            return table.estimate(kernel.dtype, kv_dtype, B, T, S, H, K, d, int(window or 0)), None
         except RooflineError as exc:
             return None, str(exc)
+
+    def _moe(self, machine: Machine, shape, category: str, flops):
+        """A routed-expert op's share of the measured MoE module, whose one kernel runs the gate+up
+        GEMM, the activation (fused into it: its time and bytes are the GEMMs') and the down GEMM:
+        the module's time split between the two GEMMs by their FLOPs (up:1, as their weights split
+        too), nothing apart for the activation ("fused")."""
+        _, M, D, F, k, E, gated, weights, compute = shape
+        try:
+            est = moe_table(machine.key, self.kernels).estimate(compute, weights, M, D, F, k, E)
+        except RooflineError as exc:
+            return None, str(exc)
+        if category != "matmul":
+            return dataclasses.replace(est, time_s=0.0, basis="fused",
+                                       source=f"{est.source}: inside the module's time, fused into its GEMMs"), None
+        share = float(flops) / (2.0 * float(M) * float(k) * D * F * ((2 if gated else 1) + 1))
+        return dataclasses.replace(est, time_s=est.time_s * share,
+                                   source=f"{est.source}: the module's time x this GEMM's {share:.1%} of its FLOPs"), None
 
     def _measured_s(self, kernel: Kernel, machine: Machine):
         """The measured kernel time of an op, NaN where the tables do not price it: a float for an op
@@ -152,29 +176,32 @@ class MeasuredKernels(CostModel):
         if not self.family_of(kernel):
             return np.nan
         numeric = [i for i, x in enumerate(shape) if np.ndim(x)]
-        arrays = np.broadcast_arrays(*(np.asarray(shape[i], dtype=float) for i in numeric))
-        out = np.full(arrays[0].shape, np.nan)
+        *arrays, flops = np.broadcast_arrays(*(np.asarray(shape[i], dtype=float) for i in numeric),
+                                             np.asarray(kernel.flops, dtype=float))
+        out = np.full(flops.shape, np.nan)
         seen: dict = {}
         for idx in np.ndindex(out.shape):
             at = list(shape)
             for i, arr in zip(numeric, arrays):
                 at[i] = float(arr[idx])
-            key = tuple(at)
+            key = (tuple(at), float(flops[idx]))
             if key not in seen:
-                est, _ = self._gemm(kernel, machine, key)
+                est, _ = self._gemm(kernel, machine, *key)
                 seen[key] = est.time_s if est is not None else np.nan
             out[idx] = seen[key]
         return out
 
     def op_seconds(self, kernel: Kernel, machine: Machine, launch_s: float, *floor):
         """The cost model's (compute_s, memory_s, time_s), with each size the tables price at its
-        measured kernel time plus the launch; the columns scaled to it, as a calibrated model's."""
+        measured kernel time plus the launch; the columns scaled to it, as a calibrated model's
+        (a fused op's to 0)."""
         c, m, t = super().op_seconds(kernel, machine, launch_s, *floor)
         measured = self._measured_s(kernel, machine)
         if np.all(np.isnan(measured)):
             return c, m, t
         body = overlapped_s(c, m, self.overlap)
-        r = np.where(np.isnan(measured), 1.0, measured / body)
+        r = np.where(np.isnan(measured), 1.0, np.divide(np.nan_to_num(measured), body, out=np.zeros_like(
+            np.asarray(body, dtype=float)), where=np.asarray(body) > 0))
         time_s = np.where(np.isnan(measured), t, launch_s + np.nan_to_num(measured))
         if np.ndim(time_s) == 0:
             return float(c * r), float(m * r), float(time_s)
@@ -195,7 +222,7 @@ class MeasuredKernels(CostModel):
         if est is None:
             return MeasuredOpPrediction(**vars(p), basis="cost model", source=why, roofline_s=sol, family=family)
         body = overlapped_s(p.compute_s, p.memory_s, self.overlap)
-        r = est.time_s / body
+        r = est.time_s / body if body > 0 else 0.0
         compute_s, memory_s = p.compute_s * r, p.memory_s * r
         fields = {**vars(p), "compute_s": compute_s, "memory_s": memory_s, "time_s": p.launch_s + est.time_s,
                   "bound": roofline_bound(kernel, machine)}  # the roofline's verdict, as a calibrated op's

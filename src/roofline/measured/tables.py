@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from roofline.errors import RooflineError, unknown_name
 
 PACKAGE = "aiconfigurator_core"
@@ -168,3 +170,13 @@ def read_table(gpu: str, family: str, engine: str, version: str, table: str, col
     path = data_root() / gpu / family / engine / donor / f"{table}.parquet"
     data = pq.read_table(path, columns=list(columns))
     return {c: data.column(c).to_numpy() for c in columns}
+
+
+def group_rows(*columns) -> dict[tuple, np.ndarray]:
+    """The rows of a table by the values of ``columns`` (a site): {(v1, v2, ...): row indices},
+    with each value as a plain str or int."""
+    groups: dict[tuple, list[int]] = {}
+    plain = [[str(v) if isinstance(v, str) else int(v) for v in np.asarray(c).tolist()] for c in columns]
+    for i, key in enumerate(zip(*plain)):
+        groups.setdefault(key, []).append(i)
+    return {k: np.asarray(v) for k, v in groups.items()}

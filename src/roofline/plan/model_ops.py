@@ -25,7 +25,7 @@ from roofline.blocks import Workload, check_size, layer_kernels
 from roofline.cost import (CostModel, WorkloadPrediction, bytes_bind, bytes_per_s, link_latency_s, overlapped_s,
                            seed_cost_model)
 from roofline.errors import RooflineError
-from roofline.kernels import Kernel, _PLAIN, all_reduce_kernel, norm_flops_per_element
+from roofline.kernels import FUSED_ATTENTION, MOE_EXPERTS, Kernel, _PLAIN, all_reduce_kernel, norm_flops_per_element
 from roofline.machines import Machine, get_machine
 from roofline.plan.parallel import shard
 from roofline.plan.precision import Precision
@@ -52,11 +52,16 @@ def _requantised(k: Kernel, precision: Precision) -> tuple[Kernel, object, objec
     wa, wkv = DTYPE_BYTES[precision.activations], DTYPE_BYTES[precision.kv_cache]
     ww = precision.weight_width(k.part)
     dtype = precision.compute_for(k.part) if k.category == "matmul" else precision.activations
-    if ww == wa and wkv == wa and dtype == k.dtype:  # the kernel is already priced at these widths
+    shape = k.shape
+    if shape and shape[0] == MOE_EXPERTS:  # the experts' weights as stored or quantised (a measured MoE table's key)
+        shape = (*shape[:-2], precision.weight_format("experts"), precision.compute_for("experts"))
+    elif shape and shape[0] == FUSED_ATTENTION:  # the KV cache's dtype (a measured attention table's key)
+        shape = (*shape[:-1], precision.kv_cache)
+    if ww == wa and wkv == wa and dtype == k.dtype and shape == k.shape:  # already priced at these widths
         return k, ww * k.weight_elems, wkv * k.cache_elems
     moved = k.bytes + (ww - wa) * k.weight_elems + (wkv - wa) * k.cache_elems
     return (Kernel.trusted(k.name, k.flops, moved, k.category, dtype, k.link, k.weight_elems, k.cache_elems, k.part,
-                           k.shape), ww * k.weight_elems, wkv * k.cache_elems)
+                           shape), ww * k.weight_elems, wkv * k.cache_elems)
 
 
 def context_of(phase: str, tokens, context):

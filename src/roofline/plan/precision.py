@@ -86,6 +86,16 @@ class Precision:
         base = DTYPE_BYTES[self.weights]
         return self.stored.width(part, base) if self.stored is not None else base
 
+    def weight_format(self, part: str) -> str:
+        """The format a part's weights are stored in: the checkpoint's (its format's first word:
+        mxfp4, fp8, int4) for a part it lists, KEPT_DTYPE for a part kept unquantised, else ``weights``."""
+        if self.kept(part):
+            return KEPT_DTYPE
+        for name, fmt, _ in (self.stored.parts if self.stored is not None else ()):
+            if name == part:
+                return fmt.split()[0]
+        return self.weights
+
     def compute_for(self, part: str) -> str:
         """The dtype a part's matmul computes in: ``compute``, or KEPT_DTYPE for a part kept unquantised."""
         return KEPT_DTYPE if self.kept(part) else self.compute

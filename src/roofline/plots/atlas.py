@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from roofline.machines import get_machine
-from roofline.palette import COMPUTE_BLUE, TPOT_COLOR
+from roofline.palette import COMPUTE_BLUE, MOE_PURPLE, TPOT_COLOR
 from roofline.plots.figure import _done, _figure
 from roofline.units import TERA
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-FAMILY_COLORS = {"gemm": COMPUTE_BLUE, "attention": TPOT_COLOR}
+FAMILY_COLORS = {"gemm": COMPUTE_BLUE, "attention": TPOT_COLOR, "moe": MOE_PURPLE}
 PHASE_MARKERS = {"prefill": "o", "decode": "s"}
 
 
@@ -36,6 +36,9 @@ def plot_atlas(result, path: str | None = None, title: str | None = None) -> "Fi
     fig, ax = _figure(figsize=(9.5, 6))
     ax.loglog(x, np.minimum(peak, x * m.bandwidth) / TERA, color="black", lw=2.2,
               label=f"{m.name} roofline: {peak / TERA:,.0f} TFLOP/s {result.dtype}, {m.bandwidth / TERA:.2f} TB/s")
+    for other in sorted({p.dtype for p in pts} - {result.dtype, ""}):  # ops computing in another dtype: its roof too
+        ax.loglog(x, np.minimum(m.peak(other), x * m.bandwidth) / TERA, color="black", lw=1.0, ls="--",
+                  label=f"{other} roof ({m.peak(other) / TERA:,.0f} TFLOP/s): the ops computing in {other}")
     ax.axvline(peak / m.bandwidth, color="black", ls="--", lw=0.8, alpha=0.5)
     for family, color in FAMILY_COLORS.items():
         mine = [p for p in pts if p.family == family]
@@ -54,7 +57,7 @@ def plot_atlas(result, path: str | None = None, title: str | None = None) -> "Fi
                            facecolors="none" if extrapolated else color,
                            label=(f"{family} {phase}, extrapolated" if extrapolated
                                   else f"{family} {phase}: median {share:.0%} of its roofline"))
-                roof = np.minimum(peak, xs * m.bandwidth) / TERA
+                roof = np.array([min(m.peak(p.dtype or result.dtype), p.intensity * m.bandwidth) for p in group]) / TERA
                 ax.vlines(xs, ys, roof, colors=color, linestyles=":", lw=0.7, alpha=0.6)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved TFLOP/s (measured kernel, no launch)")
@@ -62,8 +65,8 @@ def plot_atlas(result, path: str | None = None, title: str | None = None) -> "Fi
     ys_all = np.array([p.flops_per_s for p in pts]) / TERA
     ax.set_ylim(max(ys_all.min() / 5, 1e-4), peak / TERA * 2)
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(title or f"{result.model} {result.dtype}: {result.tables}'s measured kernels on {m.name} against the "
+    ax.legend(fontsize=8, loc="upper left")  # above the roof: no point can be there
+    ax.set_title(title or f"{result.model}, {result.dtype} matmuls: {result.tables}'s measured kernels on {m.name} against the "
                  f"roofline\nprefill {', '.join(f'{t:,}' for t in result.prefill_tokens)} tokens; decode batches "
                  f"{', '.join(f'{b:,}' for b in result.decode_batches)} at {result.context:,} tokens", fontsize=9)
     fig.tight_layout()
