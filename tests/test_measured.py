@@ -124,7 +124,7 @@ def test_layer_with_kernels_gives_every_op_a_basis_and_a_measured_gemm_its_laten
 def test_layer_table_shows_each_ops_roofline_and_basis(capsys):
     assert main(["layer", "--kernels", "trtllm"]) == 0
     out = capsys.readouterr().out
-    assert "matmuls, fused attention and routed experts from trtllm 1.3.0rc20's measured kernels on h100_sxm" in out
+    assert "from trtllm 1.3.0rc20's measured kernels on h100_sxm (aiconfigurator-core)" in out
     assert "roofline us" in out and "basis" in out
     qkv = next(line for line in out.splitlines() if line.startswith("QKV proj"))
     assert qkv.split()[-1] == "measured"
@@ -279,3 +279,18 @@ def test_a_moe_the_table_lacks_keeps_the_cost_model_and_says_why(capsys):
                  "--breakdown", "8"]) == 0
     out = capsys.readouterr().out
     assert "expert gate+up proj x48: the cost model (no measured MoE with int4 experts computing in bf16)" in out
+
+
+def test_a_tensor_parallel_all_reduce_comes_back_at_the_engines_measured_latency(capsys):
+    """Llama 3 70B over 4 GPUs: each layer all-reduces the attention and the MLP outputs, 64 tokens
+    x 8,192 x 2 bytes = 1 MiB = 524,288 bf16 elements (message_size counts elements), 160 times a
+    step; TensorRT-LLM's custom all-reduce across 4 GPUs at that size, plus the 3 us launch."""
+    path = _data() / "h100_sxm" / "comm" / "trtllm" / "1.3.0rc20" / "custom_allreduce_perf.parquet"
+    row = [r for r in pa.read_table(path).to_pylist() if r["num_gpus"] == 4 and r["message_size"] == 524288]
+    assert len(row) == 1
+    assert main(["decode", "--model", "llama3-70b", "--tp", "4", "--dtype", "fp8", "--kernels", "trtllm",
+                 "--breakdown", "64", "--json"]) == 0
+    ops = {op["name"]: op for op in json.loads(capsys.readouterr().out)["breakdown"]["ops"]}
+    ar = ops["TP all-reduce (nvlink) x160"]
+    assert ar["family"] == "all-reduce" and ar["basis"] == "measured" and "custom_allreduce_perf" in ar["source"]
+    assert ar["time_s"] == pytest.approx(160 * (row[0]["latency"] * 1e-3 + 3e-6), rel=1e-9)

@@ -21,8 +21,9 @@ from roofline.cost import (CostModel, OpPrediction, WorkloadPrediction, _jsonabl
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel
 from roofline.machines import Machine
-from roofline.kernels import FUSED_ATTENTION, MOE_EXPERTS, matmul_dims
+from roofline.kernels import ALL_REDUCE, FUSED_ATTENTION, MOE_EXPERTS, matmul_dims
 from roofline.measured.attention import attention_table
+from roofline.measured.comm import all_reduce_table
 from roofline.measured.moe import moe_table
 from roofline.measured.gemm import TABLE_DTYPE, gemm_table
 from roofline.measured.tables import resolve
@@ -91,7 +92,7 @@ class MeasuredKernels(CostModel):
 
     def describe(self, graph_steps: str = "") -> str:
         """The cost model's line, and which ops the measured kernels price."""
-        return (super().describe(graph_steps) + f"; matmuls, fused attention and routed experts from "
+        return (super().describe(graph_steps) + f"; matmuls, fused attention, routed experts and all-reduces from "
                 f"{self.tables or self.kernels}'s measured kernels (aiconfigurator-core) plus the launch")
 
     def predict(self, kernels, machine) -> MeasuredWorkloadPrediction:
@@ -101,7 +102,7 @@ class MeasuredKernels(CostModel):
     def measured_text(self, machine: Machine) -> str:
         """One line for a header: which tables priced which ops."""
         ts = resolve(machine.key, self.kernels, "gemm")
-        return (f"matmuls, fused attention and routed experts from {ts.engine} {ts.version}'s measured kernels on "
+        return (f"matmuls, fused attention, routed experts and all-reduces from {ts.engine} {ts.version}'s measured kernels on "
                 f"{ts.gpu} (aiconfigurator-core) plus the launch; the other ops by the cost model")
 
     @staticmethod
@@ -112,6 +113,8 @@ class MeasuredKernels(CostModel):
             return "attention"
         if kernel.shape and kernel.shape[0] == MOE_EXPERTS:
             return "moe"
+        if kernel.shape and kernel.shape[0] == ALL_REDUCE:
+            return "all-reduce"
         return "gemm" if kernel.category == "matmul" else ""
 
     def _gemm(self, kernel: Kernel, machine: Machine, shape=None, flops=None):
@@ -123,6 +126,11 @@ class MeasuredKernels(CostModel):
             return self._attention(kernel, machine, shape)
         if shape and shape[0] == MOE_EXPERTS:
             return self._moe(machine, shape, kernel.category, kernel.flops if flops is None else flops)
+        if shape and shape[0] == ALL_REDUCE:
+            try:
+                return all_reduce_table(machine.key, self.kernels).estimate(shape[1], shape[2]), None
+            except RooflineError as exc:
+                return None, str(exc)
         if kernel.category != "matmul":
             return None, f"no measured {kernel.category} family yet"
         dims = matmul_dims(shape)
