@@ -124,7 +124,7 @@ def test_layer_with_kernels_gives_every_op_a_basis_and_a_measured_gemm_its_laten
 def test_layer_table_shows_each_ops_roofline_and_basis(capsys):
     assert main(["layer", "--kernels", "trtllm"]) == 0
     out = capsys.readouterr().out
-    assert "from trtllm 1.3.0rc20's measured kernels on h100_sxm (aiconfigurator-core)" in out
+    assert "from the measured kernels of trtllm 1.3.0rc20 on h100_sxm (aiconfigurator-core)" in out
     assert "roofline us" in out and "basis" in out
     qkv = next(line for line in out.splitlines() if line.startswith("QKV proj"))
     assert qkv.split()[-1] == "measured"
@@ -294,3 +294,15 @@ def test_a_tensor_parallel_all_reduce_comes_back_at_the_engines_measured_latency
     ar = ops["TP all-reduce (nvlink) x160"]
     assert ar["family"] == "all-reduce" and ar["basis"] == "measured" and "custom_allreduce_perf" in ar["source"]
     assert ar["time_s"] == pytest.approx(160 * (row[0]["latency"] * 1e-3 + 3e-6), rel=1e-9)
+
+
+def test_a_sweep_on_measured_kernels_says_so_and_agrees_with_decode(capsys):
+    """The sweep's step at batch 64 is decode's (one vectorised table read each), and a note names
+    the tables."""
+    assert main(["sweep", "--over", "batch", "--values", "1,64", "--kernels", "trtllm", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert any("measured kernels of trtllm 1.3.0rc20 on h100_sxm" in n for n in out["notes"])
+    assert main(["decode", "--kernels", "trtllm", "--batch", "64", "--json"]) == 0
+    step = json.loads(capsys.readouterr().out)["rows"][0]["step_s"]
+    swept = next(r for r in out["rows"] if r["batch"] == 64)["time_s"]
+    assert swept == pytest.approx(step, rel=1e-12)

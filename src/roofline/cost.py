@@ -162,6 +162,11 @@ class CostModel:
                         self.memory_efficiency, launch_s, self.overlap,
                         link_latency_s(kernel, bw, self.memory_efficiency, self.launch_overhead_s))
 
+    def priced_by(self) -> str:
+        """What prices ops beyond this model's e_c, e_m and launch, for a result's notes: nothing here
+        (measured.model.MeasuredKernels names its tables)."""
+        return ""
+
     def describe(self, graph_steps: str = "") -> str:
         """One line for a table header. ``graph_steps``: which steps replay the CUDA graph, when not
         every pass does (a serving step with a prompt chunk launches each kernel)."""

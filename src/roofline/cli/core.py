@@ -112,7 +112,7 @@ def cmd_layer(args):
         print(f"{cfg.name}: {what}, {report.phase} {where}, batch {report.batch}, {report.attention} attention, "
               f"{report.dtype}, on {pred.machine}")
         if getattr(m, "compute_efficiency", None) is not None:
-            measured = m.measured_text(machine_from_args(args)) if hasattr(m, "measured_text") else ""
+            measured = m.priced_by()
             print(f"e_c {m.compute_efficiency:.2f}, e_m {m.memory_efficiency:.2f}, launch {m.launch_overhead_s / US:g} us"
                   f"{' (CUDA graph)' if m.cuda_graph else ''}, overlap {m.overlap:g}" + (f"\n{measured}" if measured else "")
                   + "\n")

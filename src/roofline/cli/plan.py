@@ -285,6 +285,7 @@ def register(sub):
     _add_precision(p)
     _add_tp(p)
     add_cost_flags(p)
+    add_kernels_flag(p)
     _add_format(p)
     p.set_defaults(func=_flagged(cmd_sweep))
 

@@ -56,20 +56,35 @@ class AttentionTable:
     def estimate(self, dtype: str, kv_dtype: str, B, T, S, H, K, d, window: int) -> GemmEstimate:
         """The fused attention computing in ``dtype`` over a ``kv_dtype`` cache (decode: the cache's
         dtype alone keys the table)."""
+        if not self.decode and T != S:
+            raise RooflineError("a prefill over a cached prefix: the context table measured T = S only", field="context")
+        grid = self._site(dtype, kv_dtype, K, d, window)
+        eff, basis, points = grid.estimate((H, S, B))
+        bound = attention_roofline_s(self.machine, dtype, *(float(x) for x in (B, T, S, H, K, d)), window, self.decode)
+        return GemmEstimate(bound / eff, bound, basis, points, self.source)
+
+    def times(self, dtype: str, kv_dtype: str, B, T, S, H, K, d, window: int) -> np.ndarray:
+        """estimate's time for arrays of B, T and S (broadcast) in one numpy pass; NaN for a prefill
+        over a cached prefix (T < S), which the context table did not measure."""
+        grid = self._site(dtype, kv_dtype, K, d, window)
+        B, T, S = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (B, T, S)))
+        Hs = np.full(B.shape, float(H))
+        eff = grid.estimate_many(np.stack([Hs.ravel(), S.ravel(), B.ravel()], axis=1))[0].reshape(B.shape)
+        bound = attention_roofline_s(self.machine, dtype, B, T, S, Hs, float(K), float(d), window, self.decode)
+        out = bound / eff
+        return out if self.decode else np.where(T == S, out, np.nan)
+
+    def _site(self, dtype: str, kv_dtype: str, K, d, window: int) -> LogGrid:
         if dtype not in TABLE_DTYPE or kv_dtype not in TABLE_DTYPE:
             bad = dtype if dtype not in TABLE_DTYPE else f"{kv_dtype} KV-cache"
             raise RooflineError(f"no measured {bad} attention", field="dtype")
-        if not self.decode and T != S:
-            raise RooflineError("a prefill over a cached prefix: the context table measured T = S only", field="context")
         key = ((TABLE_DTYPE[dtype],) if not self.decode else ()) + (TABLE_DTYPE[kv_dtype], int(K), int(d), int(window))
         grid = self.sites.get(key)
         if grid is None:
             raise RooflineError(f"no measured {'decode' if self.decode else 'prefill'} attention with {K} KV heads of "
                                 f"{d} and window {window} in {dtype}" + (f" over a {kv_dtype} cache" if kv_dtype != dtype
                                                                          else ""), field="model")
-        eff, basis, points = grid.estimate((H, S, B))
-        bound = attention_roofline_s(self.machine, dtype, *(float(x) for x in (B, T, S, H, K, d)), window, self.decode)
-        return GemmEstimate(bound / eff, bound, basis, points, self.source)
+        return grid
 
 
 @functools.cache

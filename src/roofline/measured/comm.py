@@ -35,16 +35,28 @@ class AllReduceTable:
 
     def estimate(self, gpus, message_bytes) -> GemmEstimate:
         g = int(gpus)
-        grid = self.sites.get(g)
-        if grid is None:
-            raise RooflineError(f"no measured all-reduce across {g} GPUs: the engine's was measured across "
-                                f"{', '.join(map(str, sorted(self.sites)))} (one node)", field="tensor_parallel")
+        grid = self._site(g)
         n = float(message_bytes) / ELEMENT_BYTES
         low_n, low_s = self.smallest[g]
         if n < low_n:  # latency-bound: the smallest message's time
             return GemmEstimate(low_s, 0.0, "extrapolated", 1, self.source)
         rate, basis, points = grid.estimate((n,))
         return GemmEstimate(n / rate, 0.0, basis, points, self.source)
+
+    def times(self, gpus, message_bytes) -> np.ndarray:
+        """The all-reduce's time for an array of message sizes, in one numpy pass."""
+        g = int(gpus)
+        n = np.asarray(message_bytes, dtype=float) / ELEMENT_BYTES
+        rate = self._site(g).estimate_many(n.reshape(-1, 1))[0].reshape(n.shape)
+        low_n, low_s = self.smallest[g]
+        return np.where(n < low_n, low_s, n / rate)
+
+    def _site(self, g: int) -> LogGrid:
+        grid = self.sites.get(g)
+        if grid is None:
+            raise RooflineError(f"no measured all-reduce across {g} GPUs: the engine's was measured across "
+                                f"{', '.join(map(str, sorted(self.sites)))} (one node)", field="tensor_parallel")
+        return grid
 
 
 @functools.cache

@@ -76,6 +76,12 @@ class GemmTable:
         bound = roofline_s(self.machine, self.dtype, m, n, k)
         return GemmEstimate(bound / eff, bound, basis, points, self.source)
 
+    def times(self, m, n, k) -> np.ndarray:
+        """The measured-basis time of each of many GEMMs (arrays, broadcast), in one numpy pass."""
+        m, n, k = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (m, n, k)))
+        eff = self.grid.estimate_many(np.stack([m.ravel(), n.ravel(), k.ravel()], axis=1))[0].reshape(m.shape)
+        return roofline_s(self.machine, self.dtype, m, n, k) / eff
+
 
 @functools.cache
 def gemm_table(machine_key: str, kernels: str, dtype: str) -> GemmTable:

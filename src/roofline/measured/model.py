@@ -90,20 +90,17 @@ class MeasuredKernels(CostModel):
         ts = resolve(machine.key, kernels, "gemm")  # refused by name here: a GPU, engine or version without tables
         return cls(kernels=kernels, tables=f"{ts.engine} {ts.version} on {ts.gpu}", **cost)
 
+    def priced_by(self) -> str:
+        return (f"matmuls, fused attention, routed experts and all-reduces from the measured kernels of "
+                f"{self.tables or self.kernels} (aiconfigurator-core) plus the launch; the other ops by the cost model")
+
     def describe(self, graph_steps: str = "") -> str:
         """The cost model's line, and which ops the measured kernels price."""
-        return (super().describe(graph_steps) + f"; matmuls, fused attention, routed experts and all-reduces from "
-                f"{self.tables or self.kernels}'s measured kernels (aiconfigurator-core) plus the launch")
+        return super().describe(graph_steps) + "; " + self.priced_by()
 
     def predict(self, kernels, machine) -> MeasuredWorkloadPrediction:
         base = super().predict(kernels, machine)
         return MeasuredWorkloadPrediction(**vars(base))
-
-    def measured_text(self, machine: Machine) -> str:
-        """One line for a header: which tables priced which ops."""
-        ts = resolve(machine.key, self.kernels, "gemm")
-        return (f"matmuls, fused attention, routed experts and all-reduces from {ts.engine} {ts.version}'s measured kernels on "
-                f"{ts.gpu} (aiconfigurator-core) plus the launch; the other ops by the cost model")
 
     @staticmethod
     def family_of(kernel: Kernel) -> str:
@@ -181,23 +178,35 @@ class MeasuredKernels(CostModel):
         if not shape or all(np.ndim(x) == 0 for x in shape):
             est, _ = self._gemm(kernel, machine)
             return est.time_s if est is not None else np.nan
-        if not self.family_of(kernel):
+        try:
+            return self._times(kernel, machine)
+        except RooflineError:  # a site, dtype or size the tables lack: the cost model's, as one size says
             return np.nan
-        numeric = [i for i, x in enumerate(shape) if np.ndim(x)]
-        *arrays, flops = np.broadcast_arrays(*(np.asarray(shape[i], dtype=float) for i in numeric),
-                                             np.asarray(kernel.flops, dtype=float))
-        out = np.full(flops.shape, np.nan)
-        seen: dict = {}
-        for idx in np.ndindex(out.shape):
-            at = list(shape)
-            for i, arr in zip(numeric, arrays):
-                at[i] = float(arr[idx])
-            key = (tuple(at), float(flops[idx]))
-            if key not in seen:
-                est, _ = self._gemm(kernel, machine, *key)
-                seen[key] = est.time_s if est is not None else np.nan
-            out[idx] = seen[key]
-        return out
+
+    def _times(self, kernel: Kernel, machine: Machine):
+        """_measured_s for an op of many sizes: each family's table read in one numpy pass."""
+        shape, family = kernel.shape, self.family_of(kernel)
+        if family == "gemm":
+            dims = matmul_dims(shape)
+            if dims is None or np.any(np.asarray(dims[0]) != 1) or kernel.dtype not in TABLE_DTYPE:
+                return np.nan
+            return gemm_table(machine.key, self.kernels, kernel.dtype).times(*dims[1:])
+        if family == "attention":
+            _, B, T, S, H, K, d, dv, window, chunked, decode, kv_dtype = shape
+            if dv != d or chunked:
+                return np.nan
+            return attention_table(machine.key, self.kernels, bool(decode)).times(
+                kernel.dtype, kv_dtype, B, T, S, H, K, d, int(window or 0))
+        if family == "moe":
+            _, M, D, F, k, E, gated, weights, compute = shape
+            module = moe_table(machine.key, self.kernels).times(compute, weights, M, D, F, k, E)
+            if kernel.category != "matmul":
+                return np.zeros_like(module)  # fused into the module's GEMMs
+            return module * np.asarray(kernel.flops, dtype=float) / (2.0 * np.asarray(M, dtype=float) * k * D * F
+                                                                   * ((2 if gated else 1) + 1))
+        if family == "all-reduce":
+            return all_reduce_table(machine.key, self.kernels).times(shape[1], shape[2])
+        return np.nan
 
     def op_seconds(self, kernel: Kernel, machine: Machine, launch_s: float, *floor):
         """The cost model's (compute_s, memory_s, time_s), with each size the tables price at its

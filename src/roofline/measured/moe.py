@@ -47,16 +47,24 @@ class MoETable:
     def estimate(self, compute: str, weights: str, tokens, hidden, d_ff, top_k, experts) -> GemmEstimate:
         """The module's time for ``tokens`` tokens; its roofline_s is left 0 (the op's own is the
         caller's, each op's)."""
+        rate, basis, points = self._site(compute, weights, hidden, d_ff, top_k, experts).estimate((tokens,))
+        return GemmEstimate(float(tokens) / rate, 0.0, basis, points, self.source)
+
+    def times(self, compute: str, weights: str, tokens, hidden, d_ff, top_k, experts) -> np.ndarray:
+        """The module's time for an array of token counts, in one numpy pass."""
+        tokens = np.asarray(tokens, dtype=float)
+        grid = self._site(compute, weights, hidden, d_ff, top_k, experts)
+        return tokens / grid.estimate_many(tokens.reshape(-1, 1))[0].reshape(tokens.shape)
+
+    def _site(self, compute: str, weights: str, hidden, d_ff, top_k, experts) -> LogGrid:
         dtype = TABLE_DTYPE.get((compute, weights))
         if dtype is None:
             raise RooflineError(f"no measured MoE with {weights} experts computing in {compute}", field="dtype")
-        key = (dtype, int(hidden), int(d_ff), int(top_k), int(experts))
-        grid = self.sites.get(key)
+        grid = self.sites.get((dtype, int(hidden), int(d_ff), int(top_k), int(experts)))
         if grid is None:
             raise RooflineError(f"no measured MoE of hidden {int(hidden):,}, expert d_ff {int(d_ff):,} per GPU, top-{int(top_k)} "
                                 f"of {int(experts)} experts in {dtype}", field="model")
-        rate, basis, points = grid.estimate((tokens,))
-        return GemmEstimate(float(tokens) / rate, 0.0, basis, points, self.source)
+        return grid
 
 
 @functools.cache

@@ -51,6 +51,7 @@ class SweepSeries:
     link: str | None = None  # of the tensor-parallel all-reduces (t > 1)
     memory_bytes: np.ndarray | None = None  # weights + the cache of every sequence, per GPU
     fits: np.ndarray | None = None  # memory_bytes within the machine's memory (None: no capacity given)
+    priced_by: str = ""  # what prices its ops beyond the plate's cost model (CostModel.priced_by): measured kernels
 
 
 @dataclass(frozen=True)
@@ -155,8 +156,9 @@ def sweep(model="llama3-8b", machines=("h100-sxm",), over="batch", values=None, 
     from roofline.plan.memory import _cache_notes
 
     top = sizes["context"] if phase == "decode" else sizes["tokens"]
+    priced = tuple(f"{s.machine}: {s.priced_by}" if len(series) > 1 else s.priced_by for s in series if s.priced_by)
     return SweepResult(cfg.key or cfg.name, over, phase, fixed, attention, series[0].precision, int(tensor_parallel), series,
-                       _cache_notes(cfg, top))
+                       priced + _cache_notes(cfg, top))
 
 
 CHUNK = 32768  # sizes per vectorised call: arrays this long stay in cache (1e6 at once is ~3x slower)
@@ -187,4 +189,5 @@ def _series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, c
     held = np.broadcast_to(held, swept.shape)
     fits = None if not m.capacity_bytes else held <= m.capacity_bytes
     return SweepSeries(machine=m.key or m.name, machine_name=m.name, values=swept, **cols, precision=precision,
-                       link=link if int(tensor_parallel) > 1 else None, memory_bytes=held, fits=fits)
+                       link=link if int(tensor_parallel) > 1 else None, memory_bytes=held, fits=fits,
+                       priced_by=cm.priced_by() if hasattr(cm, "priced_by") else "")
