@@ -306,3 +306,22 @@ def test_a_sweep_on_measured_kernels_says_so_and_agrees_with_decode(capsys):
     step = json.loads(capsys.readouterr().out)["rows"][0]["step_s"]
     swept = next(r for r in out["rows"] if r["batch"] == 64)["time_s"]
     assert swept == pytest.approx(step, rel=1e-12)
+
+
+def test_many_lookups_at_once_equal_one_at_a_time():
+    """The vectorised grid read (decode curves, sweeps) gives each point what the scalar read gives:
+    points on, between and past the H100 bf16 GEMM grid (m past 32,768, n and k past 65,536 and
+    under 32)."""
+    import numpy as np
+
+    from roofline.measured.gemm import gemm_table
+    from roofline.measured.grid import BASES
+
+    grid = gemm_table("h100-sxm", "trtllm", "bf16").grid
+    rng = np.random.default_rng(1)
+    pts = np.exp(rng.uniform(np.log([1, 16, 16]), np.log([70000, 100000, 100000]), size=(500, 3)))
+    pts[:3] = [[4096, 4096, 4096], [3000, 4096, 4096], [1, 32, 32]]
+    eff, basis, used = grid.estimate_many(pts)
+    for i, p in enumerate(pts):
+        e, b, u = grid.estimate(p)
+        assert eff[i] == pytest.approx(e, rel=1e-12) and BASES[basis[i]] == b and used[i] == u
