@@ -25,7 +25,7 @@ from fuzz_harness import NAME_VALUES, NAN_INF, SPECIAL_VALUES
 ENDPOINTS = ("/api/layer", "/api/layer.csv", "/api/layer.json", "/api/model", "/api/decode", "/api/serving",
              "/api/machines", "/api/models", "/api/options")
 PARAMS = ("machine", "model", "phase", "tokens", "batch", "context", "attention", "dtype", "compute_efficiency",
-          "memory_efficiency", "launch_overhead_us", "overlap", "layer",
+          "memory_efficiency", "launch_overhead_us", "overlap", "layer", "kernels",
           # /api/serving's own (each endpoint refuses the others')
           "tp", "input_len", "output_len", "max_users", "max_seqs", "max_tokens", "memory_fraction", "prefix_hit",
           "slo_ttft_ms", "slo_tpot_ms", "percentile", "price_per_gpu_hour")

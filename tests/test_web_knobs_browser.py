@@ -76,3 +76,16 @@ def test_tp_and_the_cuda_graph_reach_the_query(page, base_url_web):
     page.wait_for_selector("#error:not([hidden])")
     assert "tp 3 must divide" in text(page, "#error")
     assert page.get_attribute("#tp", "aria-invalid") == "true"
+
+
+def test_the_kernels_select_prices_the_layer_from_measured_kernels(page, base_url_web):
+    """Beside the machine, the engine's measured kernels: the caption names the tables and the op
+    table says each projection was measured; a machine without tables is refused in words."""
+    errors = open_page(page, base_url_web + "/?view=layer")
+    choose(page, "#kernels", "trtllm", "kernels=trtllm")
+    body = page.inner_text("body")
+    assert "measured kernels of trtllm 1.3.0rc20 on h100_sxm" in body
+    before = render_count(page)
+    page.select_option("#machine", "mi300x")
+    page.wait_for_function("() => document.body.innerText.includes('no measured kernel tables for mi300x')")
+    assert render_count(page) >= before and errors == []

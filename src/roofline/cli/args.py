@@ -212,9 +212,21 @@ def calibrated_or_cost_model(args, machine):
     return cost_model_from_args(args, machine)
 
 
+def kernels_arg(text: str) -> str:
+    """--kernels' type: ENGINE[@VERSION] checked (measured.tables.parse_kernels, without reading any
+    table) and written as the tables name it: trtllm, trtllm@1.3.0rc20."""
+    from roofline.measured.tables import parse_kernels
+
+    try:
+        engine, version = parse_kernels(text)
+    except RooflineError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(f"--kernels {text!r}").lstrip(": ")) from None
+    return f"{engine}@{version}" if version else engine
+
+
 def add_kernels_flag(p):
     """--kernels ENGINE[@VERSION]: the roofline[measured] extra's measured kernels (measured.model)."""
-    p.add_argument("--kernels", default=None, metavar="ENGINE[@VERSION]",
+    p.add_argument("--kernels", type=kernels_arg, default=None, metavar="ENGINE[@VERSION]",
                    help="price matmuls from an engine's measured kernels (trtllm, vllm, sglang; e.g. vllm@0.24.0; "
                         "`roofline machines --measured` lists them); the other ops keep the cost model")
 

@@ -74,6 +74,21 @@ class AttentionTable:
         out = bound / eff
         return out if self.decode else np.where(T == S, out, np.nan)
 
+    def _measured(self, key: tuple) -> str:
+        """What the table holds nearest a site it lacks, in words: the KV-head counts at its head dim
+        and window, else the windows at its head dim, else the head dims, else the dtypes."""
+        same = [k[-3:] for k in self.sites if k[:-3] == key[:-3]]  # (KV heads, head dim, window) in these dtypes
+        K, d, window = key[-3:]
+        if not same:
+            return "measured dtypes (attention, cache): " + ", ".join(sorted({"/".join(k[:-3]) for k in self.sites}))
+        heads = sorted({k for k, dd, w in same if dd == d and w == window})
+        if heads:
+            return f"measured at head dim {d}, window {window}: {', '.join(map(str, heads))} KV heads"
+        windows = sorted({w for k, dd, w in same if dd == d})
+        if windows:
+            return f"measured windows at head dim {d}: {', '.join(map(str, windows))}"
+        return f"measured head dims: {', '.join(map(str, sorted({dd for _, dd, _ in same})))}"
+
     def _site(self, dtype: str, kv_dtype: str, K, d, window: int) -> LogGrid:
         if dtype not in TABLE_DTYPE or kv_dtype not in TABLE_DTYPE:
             bad = dtype if dtype not in TABLE_DTYPE else f"{kv_dtype} KV-cache"
@@ -83,7 +98,8 @@ class AttentionTable:
         if grid is None:
             raise RooflineError(f"no measured {'decode' if self.decode else 'prefill'} attention with {K} KV heads of "
                                 f"{d} and window {window} in {dtype}" + (f" over a {kv_dtype} cache" if kv_dtype != dtype
-                                                                         else ""), field="model")
+                                                                         else "") + "; " + self._measured(key),
+                                field="model")
         return grid
 
 
@@ -93,7 +109,7 @@ def attention_table(machine_key: str, kernels: str, decode: bool) -> AttentionTa
     machine = get_machine(machine_key)
     ts = resolve(machine_key, kernels, "attention")
     name = "generation_attention_perf" if decode else "context_attention_perf"
-    cols = read_table(ts.gpu, ts.family, ts.engine, ts.version, name, COLUMNS)
+    cols = read_table(ts.gpu, ts.family, ts.engine, ts.version, name, COLUMNS, (("window_size", 0),))
     B, H, K, d, win = (cols[c].astype(float) for c in ("batch_size", "num_heads", "num_key_value_heads", "head_dim",
                                                         "window_size"))
     T = np.ones_like(B) if decode else cols["isl"].astype(float)

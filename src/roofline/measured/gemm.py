@@ -99,7 +99,7 @@ def gemm_table(machine_key: str, kernels: str, dtype: str) -> GemmTable:
                             f"{', '.join(have)}", field="dtype")
     m, n, k, lat = (cols[c][rows] for c in ("m", "n", "k", "latency"))
     eff = roofline_s(machine, dtype, *(v.astype(float) for v in (m, n, k))) / (lat.astype(float) * MS)
-    source = f"{ts.engine} {ts.version} gemm_perf ({ts.gpu})"
+    source = f"{ts.engine} {ts.version} gemm_perf {TABLE_DTYPE[dtype]} ({ts.gpu})"
     return GemmTable(machine, dtype, source, LogGrid.from_points((m, n, k), eff))
 
 

@@ -29,6 +29,16 @@ from roofline.measured.gemm import TABLE_DTYPE, gemm_table
 from roofline.measured.tables import resolve
 
 
+def at_least_roofline(kernel_s, kernel: Kernel, machine: Machine):
+    """A table's kernel time, never under the op's roofline (time_lower_bound, our FLOPs and bytes at
+    the datasheet's peak and bandwidth): a row that beats it measured a kernel whose operands sat in
+    cache between runs (an L40S's 96 MB L2 holds an 8B model's QKV weights), or is mislabelled; in a
+    model's forward its operands come from memory. A fused op's 0 stays 0 (its time is its module's)."""
+    sol = time_lower_bound(kernel, machine)
+    return np.where(np.asarray(kernel_s) > 0, np.maximum(kernel_s, sol), kernel_s) if np.ndim(kernel_s) or np.ndim(sol) \
+        else (max(kernel_s, sol) if kernel_s > 0 else kernel_s)
+
+
 @dataclass(frozen=True)
 class MeasuredOpPrediction(OpPrediction):
     """An OpPrediction with what it rests on: ``basis`` ("measured", "interpolated", "extrapolated"
@@ -41,6 +51,7 @@ class MeasuredOpPrediction(OpPrediction):
     points: int = 0
     roofline_s: float = 0.0
     family: str = ""  # the measured family the op belongs to ("gemm", "attention"), whether or not it priced it
+    beat_roofline: float = 0.0  # the table's time was under the op's roofline: its roofline / that time (taken at the roofline)
 
     def times(self, n) -> "MeasuredOpPrediction":
         return dataclasses.replace(super().times(n), roofline_s=self.roofline_s * n)
@@ -53,10 +64,13 @@ class MeasuredOpPrediction(OpPrediction):
         return float(share) if share.ndim == 0 else share
 
     def to_dict(self) -> dict:
-        return {**super().to_dict(), **{k: _jsonable(getattr(self, k)) for k in MEASURED_FIELDS}}
+        out = {**super().to_dict(), **{k: _jsonable(getattr(self, k)) for k in MEASURED_FIELDS}}
+        if self.basis == "fused":  # no time of its own: no share of a roofline either
+            out["speed_of_light"] = None
+        return out
 
 
-MEASURED_FIELDS = ("roofline_s", "speed_of_light", "basis", "family", "points", "source")  # what a measured op adds to OP_FIELDS
+MEASURED_FIELDS = ("roofline_s", "speed_of_light", "basis", "family", "points", "source", "beat_roofline")  # what a measured op adds to OP_FIELDS
 
 
 @dataclass(frozen=True)
@@ -67,7 +81,7 @@ class MeasuredWorkloadPrediction(WorkloadPrediction):
     def to_dict(self) -> dict:
         ops = [o for o in self.ops if isinstance(o, MeasuredOpPrediction) and o.points]
         return {**super().to_dict(), "model": "measured kernels", "kernels": self.model.kernels,
-                "kernels_source": sorted({o.source for o in ops})}
+                "kernels_source": sorted({o.source for o in ops}), "kernel_notes": list(measured_notes(self.ops))}
 
     def to_csv(self) -> str:
         from roofline.cost import OP_FIELDS
@@ -128,6 +142,9 @@ class MeasuredKernels(CostModel):
                 return all_reduce_table(machine.key, self.kernels).estimate(shape[1], shape[2]), None
             except RooflineError as exc:
                 return None, str(exc)
+        if kernel.category == "attention":
+            return None, ("unfused attention (QK^T, PV) and MLA's latent attention have no measured family here; the "
+                          "tables hold fused attention, --attention flash")
         if kernel.category != "matmul":
             return None, f"no measured {kernel.category} family yet"
         dims = matmul_dims(shape)
@@ -173,13 +190,14 @@ class MeasuredKernels(CostModel):
 
     def _measured_s(self, kernel: Kernel, machine: Machine):
         """The measured kernel time of an op, NaN where the tables do not price it: a float for an op
-        of one size, an array for an op of many (a decode curve's batches), each size looked up."""
+        of one size, an array for an op of many (a decode curve's batches), each size looked up; never
+        under the op's roofline (at_least_roofline)."""
         shape = kernel.shape
         if not shape or all(np.ndim(x) == 0 for x in shape):
             est, _ = self._gemm(kernel, machine)
-            return est.time_s if est is not None else np.nan
+            return at_least_roofline(est.time_s, kernel, machine) if est is not None else np.nan
         try:
-            return self._times(kernel, machine)
+            return at_least_roofline(self._times(kernel, machine), kernel, machine)
         except RooflineError:  # a site, dtype or size the tables lack: the cost model's, as one size says
             return np.nan
 
@@ -238,19 +256,22 @@ class MeasuredKernels(CostModel):
         est, why = self._gemm(kernel, machine)
         if est is None:
             return MeasuredOpPrediction(**vars(p), basis="cost model", source=why, roofline_s=sol, family=family)
+        kernel_s = at_least_roofline(est.time_s, kernel, machine)
         body = overlapped_s(p.compute_s, p.memory_s, self.overlap)
-        r = est.time_s / body if body > 0 else 0.0
+        r = kernel_s / body if body > 0 else 0.0
         compute_s, memory_s = p.compute_s * r, p.memory_s * r
-        fields = {**vars(p), "compute_s": compute_s, "memory_s": memory_s, "time_s": p.launch_s + est.time_s,
+        fields = {**vars(p), "compute_s": compute_s, "memory_s": memory_s, "time_s": p.launch_s + kernel_s,
                   "bound": roofline_bound(kernel, machine)}  # the roofline's verdict, as a calibrated op's
         return MeasuredOpPrediction(**fields, basis=est.basis, source=est.source, points=est.points, roofline_s=sol,
-                                    family=family)
+                                    family=family, beat_roofline=float(sol / est.time_s) if kernel_s > est.time_s else 0.0)
 
 
 def measured_notes(ops) -> tuple[str, ...]:
     """What a measured table's rows rest on that the reader should be told: the ops priced past the
-    measured shapes (extrapolated: the nearest edge's efficiency) and the ops of a measured family
-    its tables could not price (their reason). Empty for other models' ops."""
+    measured shapes (extrapolated: the nearest edge's efficiency), those whose table time beat their
+    roofline (taken at it), and the ops the tables could not price, grouped by the reason (an
+    attention's or a matmul's; the plain vector ops have no family and need no word). Empty for other
+    models' ops."""
     ops = [o for o in ops if isinstance(o, MeasuredOpPrediction)]
     out = []
     outside = [o.name for o in ops if o.basis == "extrapolated"]
@@ -258,6 +279,13 @@ def measured_notes(ops) -> tuple[str, ...]:
         out.append(f"{', '.join(outside)}: past the measured shapes, at the efficiency of the nearest measured edge "
                    "(extrapolated)")
     for o in ops:
-        if o.basis == "cost model" and o.family:  # of a measured family, but not in its tables
-            out.append(f"{o.name}: the cost model ({o.source})")
+        if o.beat_roofline:
+            out.append(f"{o.name}: the table's time beats its roofline {o.beat_roofline:.2f}x, faster than the datasheet "
+                       "allows (its operands cached between the benchmark's runs, or a mislabelled row): taken at its "
+                       "roofline")
+    left: dict[str, list[str]] = {}
+    for o in ops:
+        if o.basis == "cost model" and (o.family or o.category in ("attention", "matmul")):
+            left.setdefault(o.source, []).append(o.name)
+    out += [f"{', '.join(names)}: the cost model ({why})" for why, names in left.items()]
     return tuple(out)

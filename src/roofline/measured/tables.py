@@ -117,7 +117,7 @@ def _gpu_of(machine_key: str) -> str:
             return gpu
     measured = sorted(PRESET_OF_GPU[g] for g in gpus if g in PRESET_OF_GPU)
     raise RooflineError(f"no measured kernel tables for {machine_key}: they exist for {', '.join(measured)}",
-                        field="machine")
+                        field="machine", also=("kernels",))
 
 
 @functools.cache
@@ -138,9 +138,7 @@ def resolve(machine_key: str, kernels: str, family: str) -> TableSet:
     """The table set of ``family`` for a machine preset and ``ENGINE[@VERSION]``: by default the
     version the package itself queries (current_versions) where it holds the family, else the
     newest that does; refused by name with what exists."""
-    engine, _, version = kernels.partition("@")
-    if engine not in ENGINES:
-        raise unknown_name("kernel engine", engine, ENGINES, field="kernels")
+    engine, version = parse_kernels(kernels)
     gpu = _gpu_of(machine_key)
     sets = [ts for ts in inventory() if ts.gpu == gpu and ts.family == family and ts.engine == engine]
     if not sets:
@@ -159,8 +157,11 @@ def resolve(machine_key: str, kernels: str, family: str) -> TableSet:
 
 
 @functools.cache
-def read_table(gpu: str, family: str, engine: str, version: str, table: str, columns: tuple[str, ...]):
-    """Columns of one table as numpy arrays (strings as Python lists' arrays), read once per process."""
+def read_table(gpu: str, family: str, engine: str, version: str, table: str, columns: tuple[str, ...],
+               defaults: tuple[tuple[str, object], ...] = ()):
+    """Columns of one table as numpy arrays, read once per process. A column some collections lack
+    takes its value from ``defaults`` (the A100's vLLM and SGLang attention tables have no
+    window_size: they measured no window); any other missing column is refused by name."""
     import pyarrow.parquet as pq
 
     ts = next((t for t in inventory() if (t.gpu, t.family, t.engine, t.version) == (gpu, family, engine, version)), None)
@@ -168,8 +169,31 @@ def read_table(gpu: str, family: str, engine: str, version: str, table: str, col
     if donor is None:
         raise RooflineError(f"no table {table} in {gpu}/{family}/{engine}/{version}", field="kernels")
     path = data_root() / gpu / family / engine / donor / f"{table}.parquet"
-    data = pq.read_table(path, columns=list(columns))
-    return {c: data.column(c).to_numpy() for c in columns}
+    have = set(pq.read_schema(path).names)
+    fill = dict(defaults)
+    missing = [c for c in columns if c not in have and c not in fill]
+    if missing:
+        raise RooflineError(f"{gpu}/{family}/{engine}/{donor}/{table} has no {', '.join(missing)} column: a table layout "
+                            "this reader does not know", field="kernels")
+    data = pq.read_table(path, columns=[c for c in columns if c in have])
+    rows = data.num_rows
+    return {c: data.column(c).to_numpy() if c in have else np.full(rows, fill[c]) for c in columns}
+
+
+def parse_kernels(kernels: str) -> tuple[str, str]:
+    """(engine, version) of ``ENGINE[@VERSION]``: the engine case-insensitive (TRTLLM is trtllm), the
+    version as the tables name it ("" for the default); a missing engine or version is refused."""
+    text = str(kernels).strip()
+    engine, at, version = text.partition("@")
+    engine, version = engine.strip().lower(), version.strip()
+    if not engine:
+        raise RooflineError(f"--kernels {kernels!r} names no engine: give trtllm, vllm or sglang, optionally "
+                            "@VERSION (roofline machines --measured lists them)", field="kernels")
+    if at and not version:
+        raise RooflineError(f"--kernels {kernels!r}: a version after @, or no @ for the default one", field="kernels")
+    if engine not in ENGINES:
+        raise unknown_name("kernel engine", engine, ENGINES, field="kernels")
+    return engine, version
 
 
 def group_rows(*columns) -> dict[tuple, np.ndarray]:

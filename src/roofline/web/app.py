@@ -217,6 +217,10 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
 
         stored = storage_note(models[q.model], report.dtype, True)  # a quantised checkpoint priced at the page's dtype
         body["notes"] = list(models[q.model].header_lines()) + ([stored] if stored else [])  # shown under the charts
+        if cost_model.priced_by():  # measured kernels: which tables, and what they left to the cost model
+            from roofline.measured.model import measured_notes
+
+            body["notes"] += [cost_model.priced_by(), *measured_notes(report.prediction.ops)]
         if body["notes"]:
             body["caption"] += " " + " ".join(n[0].upper() + n[1:] + "." for n in body["notes"])
         return body

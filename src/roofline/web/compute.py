@@ -141,8 +141,13 @@ class Workshop:
         return machine
 
     def cost_model_of(self, q) -> CostModel:
-        return CostModel(q.compute_efficiency, q.memory_efficiency, q.launch_overhead_us * US, q.overlap,
-                         getattr(q, "cuda_graph", False))
+        model = CostModel(q.compute_efficiency, q.memory_efficiency, q.launch_overhead_us * US, q.overlap,
+                          getattr(q, "cuda_graph", False))
+        if getattr(q, "kernels", None):  # an engine's measured kernels, as `--kernels` (measured.model)
+            from roofline.measured.model import MeasuredKernels
+
+            return MeasuredKernels.for_machine(self.machine_of(q), q.kernels, **dataclasses.asdict(model))
+        return model
 
     def compute(self, q: LayerQuery):
         machine, cost_model = self.machine_of(q), self.cost_model_of(q)

@@ -42,6 +42,10 @@ def op_rows(report: LayerReport, machine: Machine, cost_model: CostModel) -> lis
                f"{format_us_fine(op.memory_s)}, FLOPs {format_us_fine(op.compute_s)}")
         if op.launch_s > max(op.compute_s, op.memory_s):
             why += f"; the launch ({format_us_fine(op.launch_s)}) is longer than both"
+        basis = getattr(op, "basis", None)  # priced from measured kernels (measured.model): what it rests on
+        if basis is not None:
+            why += (f"; {basis} ({op.source}), {format_share(op.speed_of_light)} of its roofline"
+                    if op.points or basis == "fused" else f"; the cost model ({op.source})")
         helps, cannot = fixes(op.bound, op.category, op.bytes, machine)
         rows.append({
             "index": i,

@@ -19,6 +19,7 @@ from roofline.cost import MIN_EFFICIENCY
 from roofline.plan.limits import MIN_MEMORY_FRACTION
 from roofline.plan.precision import QUANT_DTYPES
 from roofline.serving.engine import MAX_STEP_OVERHEAD_S
+from roofline.measured.tables import ENGINES as KERNEL_ENGINES  # no pyarrow imported: the extra is read when used
 from roofline.units import DTYPE_BYTES
 
 MAX_TOKENS = 131072  # the slider's range, 2^17
@@ -93,6 +94,7 @@ class LayerQuery:
     weights: Optional[str] = None  # the plan views: weights and KV cache over dtype, tensor-parallel GPUs
     kv_cache: Optional[str] = None
     tp: int = 1
+    kernels: Optional[str] = None  # an engine's measured kernels price the ops of their families (`--kernels`)
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,7 @@ def query_dependencies(machines, models) -> tuple:
     Attention = Literal[ATTENTIONS]
     Dtype = Literal[tuple(DTYPE_BYTES)]
     PlanDtype = Literal[QUANT_DTYPES]
+    Engine = Literal[KERNEL_ENGINES]
 
     # The parameters the layer, whole-model and serving queries share, declared once as Annotated
     # types: the Query holds the validation and the description, each signature the default
@@ -178,9 +181,13 @@ def query_dependencies(machines, models) -> tuple:
             layer: Optional[int] = Query(None, ge=0, le=1000, description="the layer view: layer index (default 0; models with one layer kind ignore it)"),
             cuda_graph: bool = Query(False, description="one launch for the whole pass, shared by its ops (a CUDA graph "
                                      "replayed), as the CLI's --cuda-graph; default: one launch per op"),
+            kernels: Optional[Engine] = Query(None, description="price matmuls, fused attention, routed experts and "
+                                              "all-reduces from this engine's measured kernels (the roofline[measured] "
+                                              "extra), as the CLI's --kernels; default: the cost model alone"),
         ) -> LayerQuery:
             return LayerQuery(machine, model, phase, tokens, batch, context, attention, dtype,
-                              compute_efficiency, memory_efficiency, launch_overhead_us, overlap, layer, cuda_graph)
+                              compute_efficiency, memory_efficiency, launch_overhead_us, overlap, layer, cuda_graph,
+                              kernels=kernels)
 
         return query
 

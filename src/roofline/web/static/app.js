@@ -30,13 +30,14 @@
     kv_cache: { input: "kv-cache" },
     tp: { input: "tp" },
     cuda_graph: { input: "cuda-graph", check: true }, // a checkbox: "true" when ticked, "" (left out) when not
+    kernels: { input: "kernels" }, // an engine's measured kernels (the empty choice: the cost model alone)
   };
   // API parameters with no control, kept when in the URL
   const PASS_THROUGH = ["context", "max_seqs", "max_tokens", "memory_fraction", "prefix_hit", "percentile",
     "price_per_gpu_hour"];
   // Parameters whose empty value means "none": left out of the API's query. A target left empty stays
   // in the page's URL as `slo_ttft_ms=` (no target), since an absent one is the page's default.
-  const OPTIONAL = new Set(["dtype", "slo_ttft_ms", "slo_tpot_ms", "weights", "kv_cache", "tp", "cuda_graph"]);
+  const OPTIONAL = new Set(["dtype", "slo_ttft_ms", "slo_tpot_ms", "weights", "kv_cache", "tp", "cuda_graph", "kernels"]);
   const EMPTY_IN_URL = new Set(["slo_ttft_ms", "slo_tpot_ms"]);
   // The views: which endpoint each reads and how it is drawn (the draw functions are below).
   const VIEWS = {
