@@ -30,6 +30,7 @@ EXPECTED = {
     "bench_cli_startup.py": "roofline layer --json     median",
     "bench_load.py": "/api/decode",
     "bench_measured.py": "peak resident memory",
+    "measured_efficiency.py": "median share of the roofline",
     "bench_model.py": "llama3-8b prefill 8192 + decode step",
     "bench_serving.py": "steps/s",
     "bench_sweep.py": "slowest case:",
