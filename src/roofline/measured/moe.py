@@ -59,11 +59,16 @@ class MoETable:
     def _site(self, compute: str, weights: str, hidden, d_ff, top_k, experts) -> LogGrid:
         dtype = TABLE_DTYPE.get((compute, weights))
         if dtype is None:
-            raise RooflineError(f"no measured MoE with {weights} experts computing in {compute}", field="dtype")
+            have = sorted({k[0] for k in self.sites})
+            raise RooflineError(f"no measured MoE with {weights} experts computing in {compute}; measured: "
+                                f"{', '.join(have)}", field="dtype")
         grid = self.sites.get((dtype, int(hidden), int(d_ff), int(top_k), int(experts)))
         if grid is None:
+            shapes = sorted(k[1:] for k in self.sites if k[0] == dtype)
+            have = "; ".join(f"{h:,} x {f:,} top-{k} of {e}" for h, f, k, e in shapes[:8])
             raise RooflineError(f"no measured MoE of hidden {int(hidden):,}, expert d_ff {int(d_ff):,} per GPU, top-{int(top_k)} "
-                                f"of {int(experts)} experts in {dtype}", field="model")
+                                f"of {int(experts)} experts in {dtype}; measured in {dtype} (hidden x d_ff per GPU): "
+                                f"{have or 'none'}{', ...' if len(shapes) > 8 else ''}", field="model")
         return grid
 
 
