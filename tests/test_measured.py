@@ -279,7 +279,7 @@ def test_a_moe_the_table_lacks_keeps_the_cost_model_and_says_why(capsys):
                  "--breakdown", "8"]) == 0
     out = capsys.readouterr().out
     assert ("expert gate+up proj x48, silu*mul x48, expert down proj x48: the cost model (no measured MoE with int4 "
-            "experts computing in bf16)") in out
+            "experts computing in bf16; measured: bfloat16, fp8, fp8_block, w4a16_mxfp4)") in out
 
 
 def test_a_tensor_parallel_all_reduce_comes_back_at_the_engines_measured_latency(capsys):
