@@ -2,7 +2,9 @@
 extra (aiconfigurator-core), read directly, and ops priced from them against their roofline.
 
 tables.py finds and lists the tables (``roofline machines --measured``) and reads them once per
-process; gemm.py prices a GEMM from an engine's GEMM table. pyarrow and the package are imported
+process; grid.py interpolates between measured points; gemm.py, attention.py, moe.py and comm.py
+read one family each; model.py is the cost model that uses them (``--kernels``); atlas.py places a
+model's measured ops on the roofline (``roofline plot atlas``). pyarrow and the package are imported
 only when a table is read.
 """
 

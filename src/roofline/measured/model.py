@@ -1,12 +1,18 @@
-"""MeasuredKernels: the plate's cost model with its matmuls priced from an engine's measured GEMMs.
+"""MeasuredKernels: the plate's cost model with the ops of the measured families priced from an
+engine's measured kernels.
 
-A matmul with one (M, N, K) shape (a linear layer: batch 1) in a dtype the GEMM table measured
-(bf16, fp8, fp4 where the GPU has it) takes the measured kernel time at its shape
-(measured.gemm: each point's efficiency against its roofline, interpolated in log shape) plus the
-model's launch, as the plate adds t_launch to a kernel's time; the engines' tables time kernels on
-the GPU, without the CPU's launch. Every other op (attention, norms, activations, residual adds,
-collectives, and batched matmuls such as unfused attention's QK^T, which the GEMM table does not
-hold) keeps the cost model, e_c and e_m. Each op says which: its ``basis``.
+An op of a measured family takes its table's kernel time at its shape plus the model's launch, as
+the plate adds t_launch to a kernel's time (the engines' tables time kernels on the GPU, without the
+CPU's launch), never under the op's roofline (at_least_roofline):
+
+- a matmul of one (M, N, K) shape (a linear layer) in a dtype the GEMM table measured: measured.gemm;
+- a fused attention (its shape tagged FUSED_ATTENTION): measured.attention;
+- a MoE layer's routed experts (MOE_EXPERTS): their share of the measured module, measured.moe;
+- a tensor-parallel all-reduce within a node (ALL_REDUCE): measured.comm.
+
+Every other op (norms, activations, residual adds, unfused attention, MLA, batched matmuls, sites
+the tables lack) keeps the cost model, e_c and e_m. Each op says which and why: its ``basis``,
+``family`` and ``source``; measured_notes words them under a table.
 """
 
 from __future__ import annotations
@@ -19,13 +25,12 @@ import numpy as np
 from roofline.cost import (CostModel, OpPrediction, WorkloadPrediction, _jsonable, overlapped_s, roofline_bound,
                            time_lower_bound)
 from roofline.errors import RooflineError
-from roofline.kernels import Kernel
+from roofline.kernels import ALL_REDUCE, FUSED_ATTENTION, MOE_EXPERTS, Kernel, matmul_dims
 from roofline.machines import Machine
-from roofline.kernels import ALL_REDUCE, FUSED_ATTENTION, MOE_EXPERTS, matmul_dims
 from roofline.measured.attention import attention_table
 from roofline.measured.comm import all_reduce_table
-from roofline.measured.moe import moe_table
 from roofline.measured.gemm import TABLE_DTYPE, gemm_table
+from roofline.measured.moe import moe_table
 from roofline.measured.tables import resolve
 
 
