@@ -362,8 +362,10 @@ def test_the_web_api_takes_kernels_beside_the_machine():
     assert "measured (trtllm 1.3.0rc20 gemm_perf bfloat16 (h100_sxm))" in whys["QKV proj"]
     assert "the cost model" in whys["attn norm"]
     assert any("measured kernels of trtllm 1.3.0rc20 on h100_sxm" in n for n in body["notes"])
-    for path in ("/api/model", "/api/decode"):
-        assert client.get(path, params={"kernels": "vllm"}).status_code == 200
+    for path in ("/api/model", "/api/decode"):  # the caption says what priced the view
+        r = client.get(path, params={"kernels": "vllm"})
+        assert r.status_code == 200 and "measured kernels of vllm 0.24.0 on h100_sxm" in r.json()["caption"]
+        assert "measured kernels" not in client.get(path).json()["caption"]
     r = client.get("/api/layer", params={"kernels": "trtllm", "machine": "mi300x"})
     assert r.status_code == 422 and r.json()["fields"] == ["machine", "kernels"]
     assert client.get("/api/layer", params={"kernels": "tensorrt"}).json()["field"] == "kernels"

@@ -83,6 +83,17 @@ def _error_response(errors: list[dict]) -> JSONResponse:
     return JSONResponse(status_code=422, content={"field": fields[0] if fields else None, "fields": fields, "detail": errors})
 
 
+def _priced(body: dict, cost_model, ops) -> dict:
+    """A view's body with what priced it beyond the cost model said in its caption (measured kernels:
+    CostModel.priced_by) and, for the ops given, what the tables left to the cost model."""
+    said = cost_model.priced_by() if hasattr(cost_model, "priced_by") else ""
+    if said:
+        from roofline.measured.model import measured_notes
+
+        body["caption"] = " ".join([body["caption"], *(n[0].upper() + n[1:] + "." for n in (said, *measured_notes(ops)))])
+    return body
+
+
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]", "testserver")  # testserver: Starlette's test client
 
 
@@ -246,7 +257,8 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
     def api_model(q: LayerQuery = Depends(plan_query), _slot: None = Depends(plan_slot)) -> dict:
         q = workshop.settle(q, "model")
         pred, memory, crossover = workshop.compute_model(q)
-        return model_payload(pred, memory, crossover, models[q.model].name, models[q.model].n_layers, q.launch_overhead_us)
+        return _priced(model_payload(pred, memory, crossover, models[q.model].name, models[q.model].n_layers,
+                                     q.launch_overhead_us), pred.cost_model, pred.prediction.ops)
 
     @app.get("/api/decode", summary="Decode latency and throughput versus batch (1 to 1,024 and the query's batch) at a "
              "context (context, else tokens): compute-bound batch, largest batch in memory, KV-overtakes-weights context")
@@ -255,7 +267,8 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
         plan, crossover = workshop.compute_decode(q)
         with library_call(q):
             runs = step_bound_runs(models[q.model], plan)  # where the whole step is compute-bound, and where not
-        return decode_payload(plan, q.batch, crossover, models[q.model].name, q.launch_overhead_us, runs)
+        return _priced(decode_payload(plan, q.batch, crossover, models[q.model].name, q.launch_overhead_us, runs),
+                       plan.step.cost_model, ())
 
     @app.get("/api/serving", summary="A deployment under load, as `roofline serving --sweep 1,2,4,...,max_users`: "
              "output tokens/s per GPU against tokens/s per user, TTFT and TPOT percentiles against concurrent users, "
