@@ -186,7 +186,7 @@ def _measured_tables(args):
 
     rows = [[o["machine"] or f"({o['gpu']})", o["engine"], ", ".join(o["versions"]),
              ", ".join(f"{f} {v['points']:,}" for f, v in o["families"].items())] for o in out]
-    print(grid(["machine", "engine", "versions", "op families: points of the version used by default"], rows, [False] * 4))
+    print(grid(["machine", "engine", "versions (of any family)", "op families: points of the version used by default"], rows, [False] * 4))
     print("\nMeasured kernel latencies of aiconfigurator-core (Apache-2.0), read directly. A GPU in parentheses has no "
           "preset here and cannot be chosen; `--kernels ENGINE[@VERSION]` picks an engine: by default the version the package queries (trtllm 1.3.0rc20, "
           "vllm 0.24.0, sglang 0.5.14 on most GPUs) where it holds the family, else the newest that does.")
