@@ -252,23 +252,28 @@ def test_decode_kernels_on_a_gpu_without_tables_is_one_line(capsys):
 
 def test_decode_prices_gpt_oss_mxfp4_experts_from_the_moe_table(capsys):
     """gpt-oss-120b's experts are MXFP4 with bf16 compute on Hopper: the MoE table's w4a16_mxfp4
-    module of hidden 2,880, d_ff 2,880, top-4 of 128, at 64 tokens (balanced routing, no tensor or
-    expert split). Its time goes 2:1 to the gate+up and down GEMMs (their FLOPs, 2 x 2 D F : 2 D F);
-    the activation is fused into them. 18 layers of each kind, each op with its 3 us launch."""
+    module of hidden 2,880, d_ff 2,880, top-4 of 128, at 64 tokens (balanced routing: 256 expert rows
+    touch all 128 experts). Its roofline on the H200 (4.8 TB/s, 989 TFLOP/s bf16): weights 128 x 3 x
+    2,880^2 x 0.53125 B (MXFP4: 4.25 bits) = 1.6913e9 B, activations 2 B x 256 x (2 x 2,880 + 3 x 2,880)
+    = 7.373e6 B, over 4.8e12 B/s = 353.9 us, above 2 x 256 x 2,880^2 x 3 / 989e12 = 12.9 us. Each
+    expert GEMM takes its own roofline over that efficiency, 18 layers of each kind plus a 3 us launch;
+    the activation is fused into the module."""
     path = _data() / "h200_sxm" / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
     row = [r for r in pa.read_table(path).to_pylist()
            if (r["moe_dtype"], r["num_tokens"], r["hidden_size"], r["inter_size"], r["topk"], r["num_experts"],
                r["moe_tp_size"], r["moe_ep_size"], r["distribution"]) ==
            ("w4a16_mxfp4", 64, 2880, 2880, 4, 128, 1, 1, "balanced")]
     assert len(row) == 1
-    module_s = row[0]["latency"] * 1e-3
+    module_bound = (128 * 3 * 2880**2 * 0.53125 + 2 * 256 * 5 * 2880) / 4.8e12
+    efficiency = module_bound / (row[0]["latency"] * 1e-3)
     assert main(["decode", "--model", "gpt-oss-120b", "--machine", "h200", "--kernels", "trtllm", "--breakdown", "64",
                  "--json"]) == 0
     ops = {op["name"]: op for op in json.loads(capsys.readouterr().out)["breakdown"]["ops"]}
     up, down, act = ops["A: expert gate+up proj x18"], ops["A: expert down proj x18"], ops["A: silu*mul x18"]
     assert up["family"] == "moe" and up["basis"] == "measured" and "moe_perf" in up["source"]
-    assert up["time_s"] == pytest.approx(18 * (module_s * 2 / 3 + 3e-6), rel=1e-9)
-    assert down["time_s"] == pytest.approx(18 * (module_s / 3 + 3e-6), rel=1e-9)
+    for op in (up, down):
+        assert op["time_s"] == pytest.approx(op["roofline_s"] / efficiency + 18 * 3e-6, rel=1e-9)
+        assert op["speed_of_light"] == pytest.approx(efficiency, rel=1e-9)
     assert act["basis"] == "fused" and act["time_s"] == pytest.approx(18 * 3e-6)
 
 

@@ -55,17 +55,40 @@ def cmd_decode(args):
 
         plot_decode(plan, path)
 
-    _emit(args, _WithBreakdown(plan, step) if step is not None and args.json else plan, draw)
+    kernel_notes: tuple = ()
+    if cm.priced_by() if hasattr(cm, "priced_by") else "":  # measured kernels: what they left to the cost model
+        from roofline.measured.model import measured_notes
+
+        at = step if step is not None else decode_step(args.model, m, int(plan.batches[-1]), args.context,
+                                                       attention=args.attention, precision=precision,
+                                                       tensor_parallel=args.tp, link=args.tp_link, cost_model=cm,
+                                                       gpus_per_node=args.gpus_per_node)
+        kernel_notes = measured_notes(at.prediction.ops)
+    _emit(args, _DecodeOutput(plan, step if args.json else None, cm, kernel_notes), draw)
+    if not args.json and not args.csv and step is None:  # under --breakdown they follow its table
+        for line in kernel_notes:
+            print(f"note: {line}")
 
 
-class _WithBreakdown:
-    """A decode plan whose JSON carries the --breakdown step op by op under "breakdown"."""
+class _DecodeOutput:
+    """A decode plan whose JSON also carries the --breakdown step op by op under "breakdown" and, on
+    measured kernels, which priced it ("kernels", "priced_by") and what they left ("kernel_notes")."""
 
-    def __init__(self, plan, step):
-        self.plan, self.step = plan, step
+    def __init__(self, plan, step, cost_model, kernel_notes):
+        self.plan, self.step, self.cost_model, self.kernel_notes = plan, step, cost_model, kernel_notes
+
+    def to_table(self) -> str:
+        return self.plan.to_table()
+
+    def to_csv(self) -> str:
+        return self.plan.to_csv()
 
     def to_json(self) -> str:
-        return dump_json({**self.plan.to_dict(), "breakdown": self.step.to_dict()})
+        extra = {"breakdown": self.step.to_dict()} if self.step is not None else {}
+        if getattr(self.cost_model, "kernels", None):
+            extra.update(kernels=self.cost_model.kernels, priced_by=self.cost_model.priced_by(),
+                         kernel_notes=list(self.kernel_notes))
+        return dump_json({**self.plan.to_dict(), **extra})
 
 
 def cmd_train(args):

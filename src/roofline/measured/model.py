@@ -29,7 +29,7 @@ from roofline.kernels import ALL_REDUCE, FUSED_ATTENTION, MOE_EXPERTS, Kernel, m
 from roofline.machines import Machine
 from roofline.measured.attention import attention_table
 from roofline.measured.comm import all_reduce_table
-from roofline.measured.gemm import TABLE_DTYPE, gemm_table
+from roofline.measured.gemm import TABLE_DTYPE, GemmEstimate, gemm_table
 from roofline.measured.moe import moe_table
 from roofline.measured.tables import resolve
 
@@ -133,15 +133,15 @@ class MeasuredKernels(CostModel):
             return "all-reduce"
         return "gemm" if kernel.category == "matmul" else ""
 
-    def _gemm(self, kernel: Kernel, machine: Machine, shape=None, flops=None):
+    def _gemm(self, kernel: Kernel, machine: Machine, shape=None):
         """(GemmEstimate, None) for an op of one size a measured table prices (a matmul, a fused
-        attention, a routed expert's share of its module), else (None, why not). ``shape`` and
-        ``flops``: one element of an op of many sizes (_measured_s)."""
+        attention, a routed expert from its module, an all-reduce), else (None, why not). ``shape``:
+        the kernel's unless given."""
         shape = kernel.shape if shape is None else shape
         if shape and shape[0] == FUSED_ATTENTION:
             return self._attention(kernel, machine, shape)
         if shape and shape[0] == MOE_EXPERTS:
-            return self._moe(machine, shape, kernel.category, kernel.flops if flops is None else flops)
+            return self._moe(kernel, machine, shape)
         if shape and shape[0] == ALL_REDUCE:
             try:
                 return all_reduce_table(machine.key, self.kernels).estimate(shape[1], shape[2]), None
@@ -176,22 +176,21 @@ class MeasuredKernels(CostModel):
         except RooflineError as exc:
             return None, str(exc)
 
-    def _moe(self, machine: Machine, shape, category: str, flops):
-        """A routed-expert op's share of the measured MoE module, whose one kernel runs the gate+up
-        GEMM, the activation (fused into it: its time and bytes are the GEMMs') and the down GEMM:
-        the module's time split between the two GEMMs by their FLOPs (up:1, as their weights split
-        too), nothing apart for the activation ("fused")."""
+    def _moe(self, kernel: Kernel, machine: Machine, shape):
+        """A routed-expert op from the measured MoE module, whose one kernel runs the gate+up GEMM,
+        the activation (fused into it: its time and bytes are the GEMMs') and the down GEMM: the op's
+        own roofline (its tokens' expected experts, its bytes) over the module's measured efficiency
+        at its token count (measured.moe); nothing apart for the activation ("fused")."""
         _, M, D, F, k, E, gated, weights, compute = shape
         try:
-            est = moe_table(machine.key, self.kernels).estimate(compute, weights, M, D, F, k, E)
+            eff, basis, points, source = moe_table(machine.key, self.kernels).efficiency(compute, weights, M, D, F, k, E)
         except RooflineError as exc:
             return None, str(exc)
-        if category != "matmul":
-            return dataclasses.replace(est, time_s=0.0, basis="fused",
-                                       source=f"{est.source}: inside the module's time, fused into its GEMMs"), None
-        share = float(flops) / (2.0 * float(M) * float(k) * D * F * ((2 if gated else 1) + 1))
-        return dataclasses.replace(est, time_s=est.time_s * share,
-                                   source=f"{est.source}: the module's time x this GEMM's {share:.1%} of its FLOPs"), None
+        if kernel.category != "matmul":
+            return GemmEstimate(0.0, 0.0, "fused", points, f"{source}: inside the module's time, fused into its GEMMs"), None
+        sol = time_lower_bound(kernel, machine)
+        return GemmEstimate(sol / eff, sol, basis, points,
+                            f"{source}: the module's {eff:.0%} of its roofline at {float(M):,.0f} tokens"), None
 
     def _measured_s(self, kernel: Kernel, machine: Machine):
         """The measured kernel time of an op, NaN where the tables do not price it: a float for an op
@@ -222,11 +221,10 @@ class MeasuredKernels(CostModel):
                 kernel.dtype, kv_dtype, B, T, S, H, K, d, int(window or 0))
         if family == "moe":
             _, M, D, F, k, E, gated, weights, compute = shape
-            module = moe_table(machine.key, self.kernels).times(compute, weights, M, D, F, k, E)
+            eff = moe_table(machine.key, self.kernels).efficiencies(compute, weights, M, D, F, k, E)
             if kernel.category != "matmul":
-                return np.zeros_like(module)  # fused into the module's GEMMs
-            return module * np.asarray(kernel.flops, dtype=float) / (2.0 * np.asarray(M, dtype=float) * k * D * F
-                                                                   * ((2 if gated else 1) + 1))
+                return np.zeros_like(eff)  # fused into the module's GEMMs
+            return time_lower_bound(kernel, machine) / eff
         if family == "all-reduce":
             return all_reduce_table(machine.key, self.kernels).times(shape[1], shape[2])
         return np.nan

@@ -4,19 +4,19 @@ GEMM, the activation and the down GEMM in one), as measured on one GPU.
 The MoE table times the module for one model's expert shape (its dtype, hidden size, expert d_ff,
 top-k and expert count: a site), at a tensor- and expert-parallel split and a routing distribution,
 over token counts 1 to 16,384. A site is matched exactly, never borrowed from another model's: the
-per-GPU expert d_ff (d_ff / moe_tp) must be ours with expert parallelism 1; routing is the
-table's "balanced" distribution, the uniform routing the rest of the tool assumes. Between token
-counts the throughput (tokens / latency) is interpolated log-linearly (grid.LogGrid), past the
-largest count held (the module's time then grows with its tokens: "extrapolated"). Latencies are
-in milliseconds. The module's time is shared among our three ops (gate+up, activation, down) in
-proportion to their FLOPs, so that they sum to it.
+per-GPU expert d_ff (d_ff / moe_tp) must be ours, with expert parallelism 1. The rows read are the
+"balanced" ones: M tokens' M k expert rows spread evenly, so min(E, M k) experts are touched (all of
+them from M k = E on), where the rest of the tool expects random routing to touch E (1 - (1 - k/E)^M)
+(blocks.expected_experts_touched): fewer at small batch. So each row is read as its efficiency
+against the module's roofline at the balanced count (module_roofline_s), interpolated log-linearly
+over tokens (grid.LogGrid), and each of our ops takes its own roofline (our touched experts, our
+bytes) over that efficiency: the module's measured efficiency, not its balanced time. Latencies are
+in milliseconds. The activation is fused into the module's GEMMs ("fused": no time of its own).
 
 The table's dtype names the weights and the compute: bfloat16, fp8, fp8_block, nvfp4 (weights and
 compute alike), w4a16_mxfp4 (MXFP4 weights, bf16 compute: gpt-oss on Hopper), w4a8_mxfp4_mxfp8
 (MXFP4 weights, fp8 compute, Blackwell).
 """
-
-from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
@@ -24,13 +24,32 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline.errors import RooflineError
-from roofline.measured.gemm import GemmEstimate
+from roofline.machines import get_machine
 from roofline.measured.grid import LogGrid
 from roofline.measured.tables import MS, group_rows, read_table, resolve
 
 DISTRIBUTION = "balanced"
 COLUMNS = ("moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size",
-           "distribution", "latency")
+           "distribution", "kernel_source", "latency")
+# the table's dtype -> (bytes per weight, bytes per activation, the peak the matmuls compute at): MXFP4 is 4-bit
+# values with an 8-bit scale per 32 (4.25 bits), NVFP4 an 8-bit scale per 16 (4.5 bits); block fp8's scales are
+# one fp32 per 128 x 128 (left out)
+DTYPE_WIDTHS = {"bfloat16": (2.0, 2.0, "bf16"), "fp8": (1.0, 1.0, "fp8"), "fp8_block": (1.0, 1.0, "fp8"),
+                "nvfp4": (0.5625, 0.5625, "fp4"), "w4a16_mxfp4": (0.53125, 2.0, "bf16"),
+                "w4a8_mxfp4_mxfp8": (0.53125, 1.0, "fp8")}
+
+
+def module_roofline_s(machine, dtype: str, tokens, hidden, d_ff, top_k, experts, gated: bool = True):
+    """The fused module's bound for ``tokens`` tokens routed "balanced": 2 M k D F (up + 1) FLOPs at
+    the compute dtype's peak, or the weights of the min(E, M k) experts touched and the activations
+    (in, gate+up out, down in, out) over the bandwidth; arrays of tokens allowed."""
+    ww, wa, peak_dtype = DTYPE_WIDTHS[dtype]
+    up = 2 if gated else 1
+    rows = np.asarray(tokens, dtype=float) * top_k
+    touched = np.minimum(float(experts), rows)
+    flops = 2.0 * rows * hidden * d_ff * (up + 1)
+    moved = ww * touched * (up + 1) * hidden * d_ff + wa * rows * (2 * hidden + (up + 1) * d_ff)
+    return np.maximum(flops / machine.peak(peak_dtype), moved / machine.bandwidth)
 # (compute dtype, experts' weight format) -> the table's moe_dtype
 TABLE_DTYPE = {("bf16", "bf16"): "bfloat16", ("fp8", "fp8"): "fp8", ("fp4", "fp4"): "nvfp4",
                ("bf16", "mxfp4"): "w4a16_mxfp4", ("fp8", "mxfp4"): "w4a8_mxfp4_mxfp8"}
@@ -38,38 +57,40 @@ TABLE_DTYPE = {("bf16", "bf16"): "bfloat16", ("fp8", "fp8"): "fp8", ("fp4", "fp4
 
 @dataclass(frozen=True)
 class MoETable:
-    """One engine's measured MoE modules on one GPU: a LogGrid over tokens per (moe_dtype, hidden,
-    per-GPU expert d_ff, top-k, experts), each with the table's inter_size and moe_tp."""
+    """One engine's measured MoE modules on one GPU: the module's efficiency against its roofline
+    (module_roofline_s) as a LogGrid over tokens per (moe_dtype, hidden, per-GPU expert d_ff, top-k,
+    experts), and the kernels each site's rows name."""
 
     source: str
     sites: dict
+    kernels: dict
 
-    def estimate(self, compute: str, weights: str, tokens, hidden, d_ff, top_k, experts) -> GemmEstimate:
-        """The module's time for ``tokens`` tokens; its roofline_s is left 0 (the op's own is the
-        caller's, each op's)."""
-        rate, basis, points = self._site(compute, weights, hidden, d_ff, top_k, experts).estimate((tokens,))
-        return GemmEstimate(float(tokens) / rate, 0.0, basis, points, self.source)
+    def efficiency(self, compute: str, weights: str, tokens, hidden, d_ff, top_k, experts) -> tuple[float, str, int, str]:
+        """(efficiency, basis, points, source) of the module at ``tokens`` tokens."""
+        key = self._key(compute, weights, hidden, d_ff, top_k, experts)
+        eff, basis, points = self.sites[key].estimate((tokens,))
+        return eff, basis, points, f"{self.source}; {self.kernels[key]}"
 
-    def times(self, compute: str, weights: str, tokens, hidden, d_ff, top_k, experts) -> np.ndarray:
-        """The module's time for an array of token counts, in one numpy pass."""
+    def efficiencies(self, compute: str, weights: str, tokens, hidden, d_ff, top_k, experts) -> np.ndarray:
+        """efficiency for an array of token counts, in one numpy pass."""
         tokens = np.asarray(tokens, dtype=float)
-        grid = self._site(compute, weights, hidden, d_ff, top_k, experts)
-        return tokens / grid.estimate_many(tokens.reshape(-1, 1))[0].reshape(tokens.shape)
+        grid = self.sites[self._key(compute, weights, hidden, d_ff, top_k, experts)]
+        return grid.estimate_many(tokens.reshape(-1, 1))[0].reshape(tokens.shape)
 
-    def _site(self, compute: str, weights: str, hidden, d_ff, top_k, experts) -> LogGrid:
+    def _key(self, compute: str, weights: str, hidden, d_ff, top_k, experts) -> tuple:
         dtype = TABLE_DTYPE.get((compute, weights))
         if dtype is None:
             have = sorted({k[0] for k in self.sites})
             raise RooflineError(f"no measured MoE with {weights} experts computing in {compute}; measured: "
                                 f"{', '.join(have)}", field="dtype")
-        grid = self.sites.get((dtype, int(hidden), int(d_ff), int(top_k), int(experts)))
-        if grid is None:
+        key = (dtype, int(hidden), int(d_ff), int(top_k), int(experts))
+        if key not in self.sites:
             shapes = sorted(k[1:] for k in self.sites if k[0] == dtype)
             have = "; ".join(f"{h:,} x {f:,} top-{k} of {e}" for h, f, k, e in shapes[:8])
             raise RooflineError(f"no measured MoE of hidden {int(hidden):,}, expert d_ff {int(d_ff):,} per GPU, top-{int(top_k)} "
                                 f"of {int(experts)} experts in {dtype}; measured in {dtype} (hidden x d_ff per GPU): "
                                 f"{have or 'none'}{', ...' if len(shapes) > 8 else ''}", field="model")
-        return grid
+        return key
 
 
 @functools.cache
@@ -82,7 +103,16 @@ def moe_table(machine_key: str, kernels: str) -> MoETable:
     per_gpu = (cols["inter_size"] // cols["moe_tp_size"])[rows]
     hidden, topk, experts = (cols[c][rows] for c in ("hidden_size", "topk", "num_experts"))
     tokens = cols["num_tokens"][rows].astype(float)
-    rate = tokens / (cols["latency"][rows].astype(float) * MS)
-    sites = {key: LogGrid.from_points((tokens[i],), rate[i])
-             for key, i in group_rows(dtype, hidden, per_gpu, topk, experts).items()}
-    return MoETable(f"{ts.engine} {ts.version} moe_perf ({ts.gpu}, {DISTRIBUTION} routing)", sites)
+    seconds = cols["latency"][rows].astype(float) * MS
+    source_names = np.asarray(cols["kernel_source"]).astype(str)[rows]
+    machine = get_machine(machine_key)
+    sites, kernels = {}, {}
+    for key, i in group_rows(dtype, hidden, per_gpu, topk, experts).items():
+        if key[0] not in DTYPE_WIDTHS:
+            continue
+        names = sorted(set(source_names[i].tolist()))
+        gated = not any("nongated" in n for n in names)  # TensorRT-LLM names its non-gated MoE kernels so
+        bound = module_roofline_s(machine, key[0], tokens[i], *key[1:], gated=gated)
+        sites[key] = LogGrid.from_points((tokens[i],), bound / seconds[i])
+        kernels[key] = "kernel " + ", ".join(names)
+    return MoETable(f"{ts.engine} {ts.version} moe_perf ({ts.gpu}, balanced routing)", sites, kernels)
