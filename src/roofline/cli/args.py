@@ -185,7 +185,7 @@ def calibrated_or_cost_model(args, machine):
     calibrated model, unless efficiencies or a launch overhead are given on the command line;
     anything else uses the plain cost model from the flags."""
     explicit = [f for f in ("compute_efficiency", "memory_efficiency", "launch_overhead") if getattr(args, f, None) is not None]
-    if str(args.machine).endswith(".toml"):
+    if str(args.machine).endswith(".toml") and not getattr(args, "kernels", None):  # --kernels: measured kernels price
         from roofline.measure.calibrated import calibrated_model_for
 
         model = calibrated_model_for(args.machine)
@@ -214,8 +214,13 @@ def calibrated_or_cost_model(args, machine):
 
 def kernels_arg(text: str) -> str:
     """--kernels' type: ENGINE[@VERSION] checked (measured.tables.parse_kernels, without reading any
-    table) and written as the tables name it: trtllm, trtllm@1.3.0rc20."""
+    table) and written as the tables name it: trtllm, trtllm@1.3.0rc20; or a calibration profile's
+    path (measured.profile), read when the model is built."""
+    from roofline.measured.profile import is_profile
     from roofline.measured.tables import parse_kernels
+
+    if is_profile(text):
+        return text.strip()
 
     try:
         engine, version = parse_kernels(text)
@@ -226,9 +231,11 @@ def kernels_arg(text: str) -> str:
 
 def add_kernels_flag(p):
     """--kernels ENGINE[@VERSION]: the roofline[measured] extra's measured kernels (measured.model)."""
-    p.add_argument("--kernels", type=kernels_arg, default=None, metavar="ENGINE[@VERSION]",
+    p.add_argument("--kernels", type=kernels_arg, default=None, metavar="ENGINE[@VERSION]|PROFILE",
                    help="price matmuls from an engine's measured kernels (trtllm, vllm, sglang; e.g. vllm@0.24.0; "
-                        "`roofline machines --measured` lists them); the other ops keep the cost model")
+                        "`roofline machines --measured` lists them), or from the GEMMs and attention of your own "
+                        "`roofline calibrate` profile (PROFILE.toml, with --machine PROFILE.toml); the other ops keep "
+                        "the cost model")
 
 
 def add_layer_flags(p):

@@ -24,6 +24,7 @@ from roofline.errors import RooflineError
 from roofline.machines import Machine, get_machine
 from roofline.measured.gemm import GemmEstimate
 from roofline.measured.grid import LogGrid
+from roofline.measured.profile import is_profile
 from roofline.measured.tables import MS, group_rows, read_table, resolve
 from roofline.units import DTYPE_BYTES
 
@@ -105,7 +106,12 @@ class AttentionTable:
 
 @functools.cache
 def attention_table(machine_key: str, kernels: str, decode: bool) -> AttentionTable:
-    """The measured context (``decode`` False) or generation attention of ``kernels`` on a preset."""
+    """The measured context (``decode`` False) or generation attention of ``kernels`` on a preset
+    (or a calibration profile's probes, measured.profile)."""
+    if is_profile(kernels):
+        from roofline.measured import profile
+
+        return profile.attention_table(machine_key, kernels, decode)
     machine = get_machine(machine_key)
     ts = resolve(machine_key, kernels, "attention")
     name = "generation_attention_perf" if decode else "context_attention_perf"

@@ -19,7 +19,9 @@ import numpy as np
 
 from roofline.errors import RooflineError, check_number
 from roofline.machines import Machine, get_machine
+from roofline.measured import profile
 from roofline.measured.grid import LogGrid
+from roofline.measured.profile import is_profile
 from roofline.measured.tables import MS, read_table, resolve
 from roofline.units import DTYPE_BYTES
 
@@ -85,10 +87,12 @@ class GemmTable:
 
 @functools.cache
 def gemm_table(machine_key: str, kernels: str, dtype: str) -> GemmTable:
-    """The measured GEMM grid of ``kernels`` (ENGINE[@VERSION]) for a machine preset and our dtype
+    """The measured GEMM grid of ``kernels`` (ENGINE[@VERSION], or a calibration profile's path) for a machine preset and our dtype
     (bf16, fp8, fp8_block, fp4), read once per process."""
     if dtype not in TABLE_DTYPE:
         raise RooflineError(f"no measured GEMMs in {dtype}: the tables hold {', '.join(TABLE_DTYPE)}", field="dtype")
+    if is_profile(kernels):  # a user's calibration: the same table from its own points
+        return profile.gemm_table(machine_key, kernels, dtype)
     machine = get_machine(machine_key)
     ts = resolve(machine_key, kernels, "gemm")
     cols = read_table(ts.gpu, ts.family, ts.engine, ts.version, "gemm_perf", ("gemm_dtype", "m", "n", "k", "latency"))

@@ -31,6 +31,8 @@ from roofline.measured.attention import attention_table
 from roofline.measured.comm import all_reduce_table
 from roofline.measured.gemm import TABLE_DTYPE, GemmEstimate, gemm_table
 from roofline.measured.moe import moe_table
+from roofline.measured import profile
+from roofline.measured.profile import is_profile
 from roofline.measured.tables import resolve
 
 
@@ -98,18 +100,26 @@ class MeasuredWorkloadPrediction(WorkloadPrediction):
 @dataclass(frozen=True)
 class MeasuredKernels(CostModel):
     """The cost model (e_c, e_m, launch, overlap, CUDA graph, as CostModel) with ``kernels``, an
-    engine's measured tables (``ENGINE[@VERSION]``: trtllm, vllm, sglang), pricing the ops of a
-    measured family. Build it with for_machine, which refuses a GPU or engine without tables."""
+    engine's measured tables (``ENGINE[@VERSION]``: trtllm, vllm, sglang) or a calibration profile's
+    (its path: measured.profile), pricing the ops of a measured family. Build it with for_machine, which refuses a GPU or engine without tables."""
 
     kernels: str = "trtllm"
     tables: str = ""  # for a header: "trtllm 1.3.0rc20 on h100_sxm" (for_machine)
 
     @classmethod
     def for_machine(cls, machine: Machine, kernels: str, **cost) -> "MeasuredKernels":
+        """The model of ``kernels`` (ENGINE[@VERSION], or the path of a `roofline calibrate` profile
+        measured on this machine: measured.profile) on a machine, refused by name where no tables are."""
+        if is_profile(kernels):
+            profile.machine_of(machine.key, kernels)  # refused by name unless the profile measured this machine
+            return cls(kernels=kernels, tables=profile.source(kernels), **cost)
         ts = resolve(machine.key, kernels, "gemm")  # refused by name here: a GPU, engine or version without tables
         return cls(kernels=kernels, tables=f"{ts.engine} {ts.version} on {ts.gpu}", **cost)
 
     def priced_by(self) -> str:
+        if is_profile(self.kernels):
+            return (f"matmuls and fused attention from the kernels measured by {self.tables or self.kernels} plus the "
+                    "launch; the other ops by the cost model")
         return (f"matmuls, fused attention, routed experts and all-reduces from the measured kernels of "
                 f"{self.tables or self.kernels} (aiconfigurator-core) plus the launch; the other ops by the cost model")
 

@@ -138,6 +138,11 @@ def resolve(machine_key: str, kernels: str, family: str) -> TableSet:
     """The table set of ``family`` for a machine preset and ``ENGINE[@VERSION]``: by default the
     version the package itself queries (current_versions) where it holds the family, else the
     newest that does; refused by name with what exists."""
+    from roofline.measured.profile import is_profile
+
+    if is_profile(kernels):
+        raise RooflineError(f"--kernels {kernels!r}: roofline calibrate measures no {family} kernels (its profile "
+                            "holds GEMMs and fused attention)", field="kernels")
     engine, version = parse_kernels(kernels)
     gpu = _gpu_of(machine_key)
     sets = [ts for ts in inventory() if ts.gpu == gpu and ts.family == family and ts.engine == engine]
