@@ -376,3 +376,44 @@ def test_the_web_api_takes_kernels_beside_the_machine():
     assert client.get("/api/layer", params={"kernels": "tensorrt"}).json()["field"] == "kernels"
     options = client.get("/api/options").json()
     assert "kernels" in options["view_parameters"]["layer"] and "kernels" not in options["view_parameters"]["serving"]
+
+
+def test_a_serving_step_prices_its_decode_attention_and_gemms_from_the_tables():
+    """A decode step of Llama 3 8B on one H100 with trtllm's kernels, 16 sequences at 4,096
+    positions each: its attention is the generation row of batch 16, isl 1 + step 4095 (32 layers of
+    it), its QKV projection the GEMM row m 16, n 6,144 (32 + 2 x 8 heads of 128), k 4,096; no
+    launch inside the decode step's CUDA graph."""
+    from roofline.machines import get_machine
+    from roofline.measured.model import MeasuredKernels
+    from roofline.plan.step import StepCost
+
+    m = get_machine("h100-sxm")
+    cm = MeasuredKernels.for_machine(m, "trtllm")
+    step = StepCost("llama3-8b", m, cost_model=__import__("dataclasses").replace(cm, cuda_graph=True))
+    ops = {o.name: o for o in step.ops([4096.0] * 16)}
+    key = dict(batch_size=16, isl=1, step=4095, num_heads=32, num_key_value_heads=8, head_dim=128, window_size=0,
+               kv_cache_dtype="bfloat16")
+    row = [r for r in _attention_rows("generation_attention_perf") if all(r[k] == v for k, v in key.items())]
+    assert len(row) == 1
+    assert ops["flash attention (decode)"].time_s == pytest.approx(32 * row[0]["latency"] * 1e-3, rel=1e-6)
+    gemm = [r for r in _gemm_rows() if r["gemm_dtype"] == "bfloat16" and (r["m"], r["n"], r["k"]) == (16, 6144, 4096)]
+    assert len(gemm) == 1
+    assert ops["QKV proj"].time_s == pytest.approx(32 * gemm[0]["latency"] * 1e-3, rel=1e-9)
+    # the simulator's hot path agrees with the op list, and a stretch of decode steps with both
+    total = sum(o.time_s for o in ops.values())
+    assert step.seconds([4096.0] * 16) == pytest.approx(total, rel=1e-9)
+    import numpy as np
+
+    stretch = step.decode_steps_seconds(np.full(16, 4095.0), 3)
+    assert stretch[0] == pytest.approx(total, rel=1e-9)
+    assert stretch[2] == pytest.approx(step.seconds([4098.0] * 16), rel=1e-9)
+
+
+def test_serving_with_kernels_says_what_priced_it_and_refuses_a_gpu_without_tables(capsys):
+    argv = ["serving", "--concurrency", "4", "--requests", "16", "--input-len", "512", "--output-len", "64",
+            "--seeds", "1", "--kernels", "trtllm"]
+    assert main(argv) == 0
+    assert "from the measured kernels of trtllm 1.3.0rc20 on h100_sxm" in capsys.readouterr().out
+    assert main(argv + ["--machine", "mi300x"]) == 2
+    err = capsys.readouterr().err
+    assert "no measured kernel tables for mi300x" in err and "Traceback" not in err

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from roofline.cli.args import (add_cost_flags, add_machine_flags, cost_model_from_args, machine_from_args,
+from roofline.cli.args import (add_cost_flags, add_kernels_flag, add_machine_flags, cost_model_from_args, machine_from_args,
                                number_arg, refuse_unused)
 from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, _add_format, _add_model, _add_precision, _add_tp, _flagged, _output, _precision,
                                     count_list)
@@ -572,5 +572,6 @@ def register(sub):
     _add_precision(p)
     _add_tp(p)
     add_cost_flags(p)
+    add_kernels_flag(p)
     _add_format(p)
     p.set_defaults(func=_flagged(cmd_serving))

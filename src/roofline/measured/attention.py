@@ -108,10 +108,16 @@ class AttentionTable:
 def attention_table(machine_key: str, kernels: str, decode: bool) -> AttentionTable:
     """The measured context (``decode`` False) or generation attention of ``kernels`` on a preset
     (or a calibration profile's probes, measured.profile)."""
-    if is_profile(kernels):
+    if is_profile(kernels):  # a user's calibration: the same table from its probes
         from roofline.measured import profile
 
-        return profile.attention_table(machine_key, kernels, decode)
+        machine, points, source = profile.attention_points(machine_key, kernels, decode, TABLE_DTYPE)
+        sites = {}
+        for key, rows in points.items():
+            T, S, H, d = (np.asarray([r[i] for r in rows]) for i in range(4))
+            bound = attention_roofline_s(machine, rows[0][4], 1.0, T, S, H, H, d, 0, decode)
+            sites[key] = LogGrid.from_points((H, S, np.ones_like(S)), bound / np.asarray([r[5] for r in rows]))
+        return AttentionTable(machine, decode, source, sites)
     machine = get_machine(machine_key)
     ts = resolve(machine_key, kernels, "attention")
     name = "generation_attention_perf" if decode else "context_attention_perf"

@@ -92,7 +92,8 @@ def gemm_table(machine_key: str, kernels: str, dtype: str) -> GemmTable:
     if dtype not in TABLE_DTYPE:
         raise RooflineError(f"no measured GEMMs in {dtype}: the tables hold {', '.join(TABLE_DTYPE)}", field="dtype")
     if is_profile(kernels):  # a user's calibration: the same table from its own points
-        return profile.gemm_table(machine_key, kernels, dtype)
+        machine, (m, n, k), body, source = profile.gemm_points(machine_key, kernels, dtype)
+        return GemmTable(machine, dtype, source, LogGrid.from_points((m, n, k), roofline_s(machine, dtype, m, n, k) / body))
     machine = get_machine(machine_key)
     ts = resolve(machine_key, kernels, "gemm")
     cols = read_table(ts.gpu, ts.family, ts.engine, ts.version, "gemm_perf", ("gemm_dtype", "m", "n", "k", "latency"))

@@ -27,7 +27,6 @@ import numpy as np
 
 from roofline.errors import RooflineError
 from roofline.machines import Machine
-from roofline.measured.grid import LogGrid
 
 PROFILE_SUFFIX = ".toml"
 # the attention probes' shape text, as measure.families.attention_families writes it
@@ -69,12 +68,10 @@ def source(path: str) -> str:
     return f"roofline calibrate {cal.date} ({cal.device_name}, {Path(path).name})"
 
 
-@functools.cache
-def gemm_table(machine_key: str, path: str, dtype: str):
-    """The profile's GEMMs of ``dtype`` as a gemm.GemmTable: the skinny-M family (cold where timed)
-    and the square matmul sweep on one (m, n, k) grid."""
+def gemm_points(machine_key: str, path: str, dtype: str):
+    """(machine, (m, n, k), body seconds, source) of the profile's GEMMs of ``dtype``: the skinny-M
+    family (cold where timed) and the square matmul sweep, for gemm.gemm_table to grid."""
     from roofline.measure.measurements import body_s
-    from roofline.measured.gemm import GemmTable, roofline_s
 
     machine = machine_of(machine_key, path)
     _, cal = load(path)
@@ -97,34 +94,30 @@ def gemm_table(machine_key: str, path: str, dtype: str):
         have = sorted({c.dtype for c in (*cal.gemm, *cal.matmul)})
         raise RooflineError(f"--kernels {path!r} measured no {dtype} GEMMs; it has {', '.join(have) or 'none'}",
                             field="dtype")
-    m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
-    eff = roofline_s(machine, dtype, m, n, k) / body_s(t, cal.launch_s)
     what = "skinny-M GEMMs (weights streamed)" if family == "gemm_cold" else "skinny-M GEMMs"
-    return GemmTable(machine, dtype, f"{source(path)}: {what} and square matmuls", LogGrid.from_points((m, n, k), eff))
+    coords = tuple(np.asarray(x, dtype=float) for x in (m, n, k))
+    return machine, coords, body_s(t, cal.launch_s), f"{source(path)}: {what} and square matmuls"
 
 
-@functools.cache
-def attention_table(machine_key: str, path: str, decode: bool):
-    """The profile's fused attention probes of one phase as an attention.AttentionTable: one site
-    per dtype (their heads, head dim, no window), a grid over (heads, length, batch)."""
+def attention_points(machine_key: str, path: str, decode: bool, dtypes: dict):
+    """(machine, {site: [(T, S, H, d, dtype, body seconds)]}, source) of the profile's fused
+    attention probes of one phase, a site keyed as attention.attention_table keys the engines'
+    (``dtypes``: ours -> the tables' names): batch 1, as many KV heads as heads, no window."""
     from roofline.measure.measurements import body_s
-    from roofline.measured.attention import TABLE_DTYPE, AttentionTable, attention_roofline_s
 
     machine = machine_of(machine_key, path)
     _, cal = load(path)
     points: dict[tuple, list] = {}
     for p in cal.probes:
         match = ATTENTION_PROBE.match(p.shape.strip())
-        if not match or (match.group(1) == "decode") != decode or match.group(6) not in TABLE_DTYPE:
+        if not match or (match.group(1) == "decode") != decode or match.group(6) not in dtypes:
             continue
         _, T, S, H, d, dtype = match.groups()
-        table = TABLE_DTYPE[dtype]
+        table = dtypes[dtype]
         key = (table, int(H), int(d), 0) if decode else (table, table, int(H), int(d), 0)
-        bound = attention_roofline_s(machine, dtype, 1.0, float(T), float(S), float(H), float(H), float(d), 0, decode)
-        points.setdefault(key, []).append((float(H), float(S), 1.0, bound / float(body_s(p.measured_s, cal.launch_s))))
+        points.setdefault(key, []).append((float(T), float(S), float(H), float(d), dtype,
+                                           float(body_s(p.measured_s, cal.launch_s))))
     if not points:
         raise RooflineError(f"--kernels {path!r} holds no {'decode' if decode else 'prefill'} attention probes",
                             field="kernels")
-    sites = {key: LogGrid.from_points(tuple(np.asarray(c) for c in zip(*rows))[:3], np.asarray([r[3] for r in rows]))
-             for key, rows in points.items()}
-    return AttentionTable(machine, decode, f"{source(path)}: fused attention probes", sites)
+    return machine, points, f"{source(path)}: fused attention probes"

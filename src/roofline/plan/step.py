@@ -64,6 +64,38 @@ class StepOp:
         return dataclasses.asdict(self)
 
 
+MEASURED_CONTEXTS = np.geomspace(1.0, 2.0**21, 64)  # the decode attention grid's contexts (log-spaced to 2M)
+EXACT_SEQUENCES = 64  # the grid's sequence counts: every one up to this, then log-spaced to max_seqs
+
+
+@dataclass(frozen=True)
+class MeasuredSeqOp:
+    """A decode sequence op (a fused attention) priced from measured kernels: its body seconds for
+    n sequences at a mean context s, tabulated once on a grid of (n, s) from the cost model's
+    measured tables (MeasuredKernels: each point that table's kernel time, at least the op's
+    roofline) and interpolated log-linearly in n and in s. A step's sequences have different
+    contexts; the measured kernel ran n of one length: the step is priced at their mean (decode
+    attention reads each sequence's keys once, so its bytes follow the sum)."""
+
+    counts: np.ndarray  # the sequence counts of the grid (sorted)
+    log_s: np.ndarray  # log of MEASURED_CONTEXTS
+    log_t: np.ndarray  # (len(counts), len(log_s)): log body seconds
+    lo: np.ndarray  # for n = 0 .. max: the grid row at or below n
+    w: np.ndarray  # and the weight of the row above it (log n)
+    basis: str  # "measured per size", as the op's prediction says
+    source: str
+
+    def seconds(self, n: int, mean_s):
+        """Body seconds of n sequences at mean context ``mean_s`` (a float or an array of them)."""
+        n = min(int(n), len(self.lo) - 1)
+        i, w = int(self.lo[n]), float(self.w[n])
+        x = np.log(np.maximum(mean_s, 1.0))
+        t = np.interp(x, self.log_s, self.log_t[i])
+        if w > 0:
+            t = (1.0 - w) * t + w * np.interp(x, self.log_s, self.log_t[i + 1])
+        return np.exp(t)
+
+
 class StepCost(StepLayout):
     """Seconds of an engine step for one configuration (see the module docstring).
 
@@ -97,6 +129,7 @@ class StepCost(StepLayout):
         self._decode_fits = []  # per kind: (layers, span, [(name, category, dtype, link, F coefs, B coefs, rates)])
         self._chunk_names = []  # per kind: the names of its sequence ops in prefill
         self._chunk_cache: dict = {}
+        self._seq_notes: list[str] = []  # the sequence ops measured kernels could not price, and why
         runs = 0
         reduces = 0
         multi = len(sh.kinds) > 1
@@ -185,8 +218,35 @@ class StepCost(StepLayout):
             if not (np.isclose(row @ cf, float(k3.flops), rtol=1e-9) and np.isclose(row @ cb, float(k3.bytes), rtol=1e-9)):
                 raise RooflineError(f"{self.model.name}: the decode op {name!r} is not linear in the sequences and their "
                                     "contexts; the serving model cannot reduce it", field="model")
-            out.append((name, k0.category, k0.dtype, k0.link, cf, cb, self._rates(k0)))
+            out.append((name, k0.category, k0.dtype, k0.link, cf, cb, self._rates(k0),
+                        self._measured_decode(kind, name, k0) if T == 1 else None))
         return out
+
+    def _measured_decode(self, kind, name: str, k0: Kernel) -> MeasuredSeqOp | None:
+        """The decode op ``name`` of ``kind`` tabulated from the cost model's measured kernels over
+        (sequences, mean context) (MeasuredSeqOp), or None where the model has none or its tables
+        do not price the op (then the op keeps the linear fit and the cost model, and notes() says
+        why)."""
+        cm = self.cost_model
+        if not hasattr(cm, "family_of") or not cm.family_of(k0):
+            return None
+        top = max(-(-self.max_seqs // self._dp), 1)
+        counts = np.unique(np.concatenate([np.arange(1.0, min(top, EXACT_SEQUENCES) + 1.0),
+                                           np.round(np.geomspace(1.0, top, 48))]))
+        B, S = np.meshgrid(counts, MEASURED_CONTEXTS, indexing="ij")
+        k = {x.name: x for x in self._kernels(kind, True, 1, B.ravel(), S.ravel())}[name]
+        measured = np.asarray(cm._measured_s(k, self.machine), dtype=float)
+        one = cm.predict_op({x.name: x for x in self._kernels(kind, True, 1, 1, 1024)}[name], self.machine)
+        if not np.isfinite(measured).all() or one.basis == "cost model":
+            self._seq_notes.append(f"{name} (decode): the cost model ({one.source or 'not in the tables'})")
+            return None
+        body = self._op_time(k)[2].reshape(B.shape)
+        ns = np.arange(0, top + 1, dtype=float)
+        lo = np.clip(np.searchsorted(counts, np.maximum(ns, 1.0), side="right") - 1, 0, len(counts) - 1)
+        hi = np.minimum(lo + 1, len(counts) - 1)
+        span = np.log(counts[hi]) - np.log(counts[lo])
+        w = np.divide(np.log(np.maximum(ns, 1.0)) - np.log(counts[lo]), span, out=np.zeros_like(ns), where=span > 0)
+        return MeasuredSeqOp(counts, np.log(MEASURED_CONTEXTS), np.log(body), lo, w, "measured per size", one.source)
 
     # -- costing a step --------------------------------------------------------------------------
     def _seq_time(self, F: float, B: float, rates) -> float:
@@ -201,7 +261,10 @@ class StepCost(StepLayout):
         n = -(-n // dp) if dp > 1 else n
         for layers, span, _, fits in self._decode_fits:
             s = (sum_s if not span else float(np.minimum(contexts, span).sum())) * scale
-            for _, _, _, _, cf, cb, rates in fits:
+            for _, _, _, _, cf, cb, rates, table in fits:
+                if table is not None:
+                    t += layers * float(table.seconds(n, s / n)) if n else 0.0
+                    continue
                 t += layers * self._seq_time(cf[0] + cf[1] * n + cf[2] * s, cb[0] + cb[1] * n + cb[2] * s, rates)
         return t
 
@@ -213,28 +276,40 @@ class StepCost(StepLayout):
             got = []
             for (kind, n, label, _), names in zip(self._token_kinds, self._chunk_names):
                 ks = {k.name: k for k in self._kernels(kind, False, C, 1, P + C)}
-                got.append([(float(ks[nm].flops), float(ks[nm].bytes), self._rates(ks[nm]), n, label + nm, ks[nm].category)
-                            for nm in names])
+                got.append([(float(ks[nm].flops), float(ks[nm].bytes), self._rates(ks[nm]), n, label + nm, ks[nm].category,
+                             self._measured_chunk(ks[nm])) for nm in names])
             if len(self._chunk_cache) < 1_000_000:
                 self._chunk_cache[key] = got
         return got
 
+    def _measured_chunk(self, k: Kernel) -> float:
+        """A chunk's sequence op's measured body seconds (its attention: a prompt with no cached
+        prefix, as the context tables measured it), NaN where the cost model has no measured kernels
+        or its tables do not price the op (then the chunk ops' summed FLOPs and bytes are costed)."""
+        cm = self.cost_model
+        if not hasattr(cm, "family_of") or not cm.family_of(k):
+            return float("nan")
+        return float(cm._measured_s(k, self.machine))
+
     def _chunk_sums(self, chunks) -> dict:
-        """name -> [FLOPs, bytes, rates, layers] of each chunk op summed over the step's chunks (one
-        varlen kernel runs them all)."""
+        """name -> [FLOPs, bytes, rates, layers, measured seconds] of each chunk op summed over the
+        step's chunks (one varlen kernel runs them all; the measured seconds NaN unless every chunk's
+        was measured)."""
         sums: dict = {}
         for C, P in chunks:
             for per_kind in self._chunk_costs(int(C), int(P)):
-                for F, B, rates, n, name, _ in per_kind:
-                    acc = sums.setdefault(name, [0.0, 0.0, rates, n])
+                for F, B, rates, n, name, _, t in per_kind:
+                    acc = sums.setdefault(name, [0.0, 0.0, rates, n, 0.0])
                     acc[0] += F
                     acc[1] += B
+                    acc[4] += t
         return sums
 
     def _chunks_seconds(self, chunks) -> float:
         if not chunks:
             return 0.0
-        return sum(n * self._seq_time(F, B, rates) for F, B, rates, n in self._chunk_share(chunks).values())
+        return sum(n * (t if t == t else self._seq_time(F, B, rates)) for F, B, rates, n, t in
+                   self._chunk_share(chunks).values())
 
     def _chunk_share(self, chunks) -> dict:
         """The chunk ops one GPU runs: all of them, or with data-parallel attention 1/g of them but
@@ -244,7 +319,8 @@ class StepCost(StepLayout):
         if dp == 1:
             return sums
         big = self._chunk_sums([max(chunks)])
-        return {k: [max(F / dp, big[k][0]), max(B / dp, big[k][1]), r, n] for k, (F, B, r, n) in sums.items()}
+        return {k: [max(F / dp, big[k][0]), max(B / dp, big[k][1]), r, n, max(t / dp, big[k][4])]
+                for k, (F, B, r, n, t) in sums.items()}
 
     def seconds(self, decode_contexts=(), chunks=(), sampled: int | None = None) -> float:
         """One step: the decoding sequences' contexts (positions attended by their last token fed:
@@ -298,7 +374,10 @@ class StepCost(StepLayout):
                 s = s * ng / n
             else:
                 s = sums * ng / n
-            for _, _, _, _, cf, cb, (rc, rm) in fits:
+            for _, _, _, _, cf, cb, (rc, rm), table in fits:
+                if table is not None:
+                    t += layers * table.seconds(ng, s / ng)
+                    continue
                 c = (cf[0] + cf[1] * ng + cf[2] * s) * rc
                 m = (cb[0] + cb[1] * ng + cb[2] * s) * rm
                 t += layers * overlapped_s(c, m, self.cost_model.overlap)
@@ -324,12 +403,14 @@ class StepCost(StepLayout):
         launch = 0.0 if graph else self.cost_model.launch_overhead_s
         out = []
 
-        def add(name, part, count, F, B, rates_or_kernel):
+        def add(name, part, count, F, B, rates_or_kernel, measured_s=None):
             if isinstance(rates_or_kernel, Kernel):
                 c, m, t = (float(x) for x in self._op_time(rates_or_kernel))
             else:
                 c, m = F * rates_or_kernel[0], B * rates_or_kernel[1]
                 t = self._seq_time(F, B, rates_or_kernel)
+            if measured_s is not None and measured_s == measured_s:  # a measured kernel's time, its bound the roofline's
+                t = measured_s
             out.append(StepOp(name, part, count, F * count, B * count, (t + launch) * count,
                               binds(c, m)))
 
@@ -354,12 +435,12 @@ class StepCost(StepLayout):
             for layers, span, label, fits in self._decode_fits:
                 ng = -(-n // dp)
                 s = (float(ctx.sum()) if not span else float(np.minimum(ctx, span).sum())) * ng / n
-                for name, _, _, _, cf, cb, rates in fits:
+                for name, _, _, _, cf, cb, rates, table in fits:
                     add(f"{label}{name} (decode)", "decode", layers, cf[0] + cf[1] * ng + cf[2] * s,
-                        cb[0] + cb[1] * ng + cb[2] * s, rates)
+                        cb[0] + cb[1] * ng + cb[2] * s, rates, None if table is None else float(table.seconds(ng, s / ng)))
         if chunks:
-            for name, (F, B, rates, layers) in self._chunk_share(chunks).items():
-                add(f"{name} (chunks)", "chunk", layers, F, B, rates)
+            for name, (F, B, rates, layers, t) in self._chunk_share(chunks).items():
+                add(f"{name} (chunks)", "chunk", layers, F, B, rates, t)
         if R:
             Rg = float(-(-R // dp))
             fn = self._final_norm(Rg)

@@ -37,7 +37,9 @@ class StepLayout:
         self.precision = precision or Precision(*(3 * (self.machine.default_dtype,)))
         self.precision.check_machine(self.machine)
         cm = cost_model or seed_cost_model(launch_overhead_s=self.machine.launch_overhead_s)
-        if type(cm) is not CostModel:
+        from roofline.measured.model import MeasuredKernels  # numpy only: its tables are read when an op is priced
+
+        if type(cm) is not CostModel and not isinstance(cm, MeasuredKernels):
             cm = seed_cost_model(launch_overhead_s=self.machine.launch_overhead_s)
             self.note_model = ("a calibrated profile's per-op model is not used for serving: its measured peaks and "
                                "bandwidth with the workshop's e_c 0.70, e_m 0.85")
@@ -314,4 +316,5 @@ class StepLayout:
                         "same way; the forwarding inside a node over NVLink is taken as overlapped with the transfer "
                         "(DeepEP pipelines the two) and not costed",)
         stored = self.precision.storage_note(self.machine)
+        out += tuple(getattr(self, "_seq_notes", ()))
         return out + ((stored,) if stored else ()) + ((self.note_model,) if self.note_model else ())
