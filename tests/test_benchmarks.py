@@ -40,12 +40,14 @@ EXPECTED = {
     "gpu_check.sh": "held-out check(s) finished",
     "profiler_faults.py": "profiled, shapes",
     "serving_validation.py": "simulated runs",
+    "silicon_validation.py": "TPOT median |error|",
 }
 # The reports in docs/ a full run writes: a smoke run must leave them alone.
 WRITES_DOCS = {
     "accuracy.py": ["accuracy.md"],
     "accuracy_models.py": ["accuracy-models.md"],
     "serving_validation.py": ["serving-validation.md"],
+    "silicon_validation.py": ["serving-validation-measured.md"],
 }
 MARKS = {"bench_web.py": [pytest.mark.browser]}  # drives Chromium through Playwright
 LONGER = {"gpu_check.sh": 180}  # three Python processes, one of them accuracy.py

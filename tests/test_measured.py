@@ -417,3 +417,23 @@ def test_serving_with_kernels_says_what_priced_it_and_refuses_a_gpu_without_tabl
     assert main(argv + ["--machine", "mi300x"]) == 2
     err = capsys.readouterr().err
     assert "no measured kernel tables for mi300x" in err and "Traceback" not in err
+
+
+def test_block_scaled_fp8_reads_the_tables_fp8_block_rows(capsys):
+    """--fp8-scaling block: an fp8 GEMM of the H100 trtllm table at m 16, n 4096, k 4096 comes back
+    at the fp8_block row's latency, not the per-tensor one's; without --kernels the flag is refused."""
+    rows = {r["gemm_dtype"]: r["latency"] for r in _gemm_rows() if (r["m"], r["n"], r["k"]) == (16, 4096, 4096)}
+    assert {"fp8", "fp8_block"} <= set(rows) and rows["fp8"] != rows["fp8_block"]
+    from roofline.kernels import Kernel
+    from roofline.machines import get_machine
+    from roofline.measured.model import MeasuredKernels
+
+    m = get_machine("h100-sxm")
+    k = Kernel("proj", 2.0 * 16 * 4096 * 4096, 16 * 4096 + 4096 * 4096 + 2 * 16 * 4096, "matmul", "fp8",
+               shape=(1, 16, 4096, 4096))
+    for scaling, table in (("tensor", "fp8"), ("block", "fp8_block")):
+        p = MeasuredKernels.for_machine(m, "trtllm", fp8_scaling=scaling).predict_op(k, m)
+        assert p.time_s - p.launch_s == pytest.approx(max(rows[table] * 1e-3, p.roofline_s), rel=1e-9)
+        assert f"gemm_perf {table} " in p.source
+    assert main(["layer", "--dtype", "fp8", "--fp8-scaling", "block"]) == 2
+    assert "give --kernels" in capsys.readouterr().err

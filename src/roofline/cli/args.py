@@ -173,10 +173,15 @@ def cost_model_from_args(args, machine):
         if getattr(args, flag) is not None:
             changes[field] = getattr(args, flag)
     model = dataclasses.replace(seed, **changes)
+    scaling = getattr(args, "fp8_scaling", None)
     if getattr(args, "kernels", None):  # an engine's measured kernels price the ops of their families
         from roofline.measured.model import MeasuredKernels
 
-        return MeasuredKernels.for_machine(machine, args.kernels, **dataclasses.asdict(model))
+        return MeasuredKernels.for_machine(machine, args.kernels, **dataclasses.asdict(model),
+                                           **({"fp8_scaling": scaling} if scaling else {}))
+    if scaling:
+        raise RooflineError("--fp8-scaling picks the measured tables' fp8 rows (per-tensor or 128-blocks): give --kernels "
+                            "ENGINE too", field="fp8_scaling", also=("kernels",))
     return model
 
 
@@ -236,6 +241,10 @@ def add_kernels_flag(p):
                         "`roofline machines --measured` lists them), or from the GEMMs and attention of your own "
                         "`roofline calibrate` profile (PROFILE.toml, with --machine PROFILE.toml); the other ops keep "
                         "the cost model")
+    p.add_argument("--fp8-scaling", choices=("tensor", "block"), default=None,
+                   help="with --kernels: fp8 weights scaled per tensor (default; ModelOpt and the engines' on-the-fly "
+                        "fp8) or per 128 x 128 block (DeepSeek-V3/R1's and Qwen3's FP8 checkpoints): each has its own "
+                        "kernels and table rows")
 
 
 def add_layer_flags(p):

@@ -77,6 +77,7 @@ class MeasuredOpPrediction(OpPrediction):
         return out
 
 
+FP8_SCALINGS = ("tensor", "block")  # MeasuredKernels.fp8_scaling
 MEASURED_FIELDS = ("roofline_s", "speed_of_light", "basis", "family", "points", "source", "beat_roofline")  # what a measured op adds to OP_FIELDS
 
 
@@ -105,6 +106,21 @@ class MeasuredKernels(CostModel):
 
     kernels: str = "trtllm"
     tables: str = ""  # for a header: "trtllm 1.3.0rc20 on h100_sxm" (for_machine)
+    # how fp8 weights are scaled, which picks the tables' fp8 rows: "tensor" (one scale a tensor: ModelOpt and the
+    # engines' on-the-fly fp8) or "block" (one per 128 x 128 block: DeepSeek-V3/R1's and Qwen3's own FP8 checkpoints,
+    # whose config.json names weight_block_size [128, 128]), each its own kernel in the engines (FP8_SCALINGS)
+    fp8_scaling: str = "tensor"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.fp8_scaling not in FP8_SCALINGS:
+            from roofline.errors import unknown_name
+
+            raise unknown_name("fp8 scaling", self.fp8_scaling, FP8_SCALINGS, field="fp8_scaling")
+
+    def table_dtype(self, dtype: str) -> str:
+        """The GEMM table's dtype for our ``dtype``: fp8 as fp8_block with block scaling."""
+        return "fp8_block" if dtype == "fp8" and self.fp8_scaling == "block" else dtype
 
     @classmethod
     def for_machine(cls, machine: Machine, kernels: str, **cost) -> "MeasuredKernels":
@@ -171,7 +187,7 @@ class MeasuredKernels(CostModel):
         if kernel.dtype not in TABLE_DTYPE:
             return None, f"no measured {kernel.dtype} GEMMs"
         try:
-            return gemm_table(machine.key, self.kernels, kernel.dtype).estimate(M, N, K), None
+            return gemm_table(machine.key, self.kernels, self.table_dtype(kernel.dtype)).estimate(M, N, K), None
         except RooflineError as exc:  # a dtype this engine did not measure on this GPU: said in the op's source
             return None, str(exc)
 
@@ -193,7 +209,8 @@ class MeasuredKernels(CostModel):
         at its token count (measured.moe); nothing apart for the activation ("fused")."""
         _, M, D, F, k, E, gated, weights, compute = shape
         try:
-            eff, basis, points, source = moe_table(machine.key, self.kernels).efficiency(compute, weights, M, D, F, k, E)
+            eff, basis, points, source = moe_table(machine.key, self.kernels).efficiency(
+                compute, self.table_dtype(weights), M, D, F, k, E)
         except RooflineError as exc:
             return None, str(exc)
         if kernel.category != "matmul":
@@ -222,7 +239,7 @@ class MeasuredKernels(CostModel):
             dims = matmul_dims(shape)
             if dims is None or np.any(np.asarray(dims[0]) != 1) or kernel.dtype not in TABLE_DTYPE:
                 return np.nan
-            return gemm_table(machine.key, self.kernels, kernel.dtype).times(*dims[1:])
+            return gemm_table(machine.key, self.kernels, self.table_dtype(kernel.dtype)).times(*dims[1:])
         if family == "attention":
             _, B, T, S, H, K, d, dv, window, chunked, decode, kv_dtype = shape
             if dv != d or chunked:
@@ -231,7 +248,7 @@ class MeasuredKernels(CostModel):
                 kernel.dtype, kv_dtype, B, T, S, H, K, d, int(window or 0))
         if family == "moe":
             _, M, D, F, k, E, gated, weights, compute = shape
-            eff = moe_table(machine.key, self.kernels).efficiencies(compute, weights, M, D, F, k, E)
+            eff = moe_table(machine.key, self.kernels).efficiencies(compute, self.table_dtype(weights), M, D, F, k, E)
             if kernel.category != "matmul":
                 return np.zeros_like(eff)  # fused into the module's GEMMs
             return time_lower_bound(kernel, machine) / eff

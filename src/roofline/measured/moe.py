@@ -51,7 +51,7 @@ def module_roofline_s(machine, dtype: str, tokens, hidden, d_ff, top_k, experts,
     moved = ww * touched * (up + 1) * hidden * d_ff + wa * rows * (2 * hidden + (up + 1) * d_ff)
     return np.maximum(flops / machine.peak(peak_dtype), moved / machine.bandwidth)
 # (compute dtype, experts' weight format) -> the table's moe_dtype
-TABLE_DTYPE = {("bf16", "bf16"): "bfloat16", ("fp8", "fp8"): "fp8", ("fp4", "fp4"): "nvfp4",
+TABLE_DTYPE = {("bf16", "bf16"): "bfloat16", ("fp8", "fp8"): "fp8", ("fp8", "fp8_block"): "fp8_block", ("fp4", "fp4"): "nvfp4",
                ("bf16", "mxfp4"): "w4a16_mxfp4", ("fp8", "mxfp4"): "w4a8_mxfp4_mxfp8"}
 
 

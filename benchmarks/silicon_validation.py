@@ -1,0 +1,287 @@
+"""Predicted against measured deployments: the aggregated (co-located prefill and decode) rows of
+``systems/silicon_sample.csv`` shipped with aiconfigurator-core (the roofline[measured] extra), each
+a real engine run at a fixed concurrency with its measured mean TTFT and TPOT, simulated by
+`roofline serving` with ONE set of settings (below), twice: on the plate's cost model and on the
+engine's measured kernels (``--kernels ENGINE``). Nothing is fitted or tuned per row. The report
+(median |error| by engine, GPU, model, concurrency band and GPU count, the refusals with their
+reasons) goes to docs/serving-validation-measured.md.
+
+    python benchmarks/silicon_validation.py [--out FILE] [--limit N] [--jobs J]
+
+With ROOFLINE_BENCH_SMOKE=1: a handful of rows, the report to a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import statistics
+import sys
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from smoke import SMOKE, announce, output, smoke_or  # noqa: E402
+
+# Our presets for the sample's models (same shapes: Llama 3.1 is Llama 3's architecture; DeepSeek-R1
+# is DeepSeek-V3's). Models without a preset (MiniMax-M2.5, Qwen3.5-397B, Kimi-K2.5, GLM-5) are
+# refused by name: issue 36.
+MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama3-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama3-8b",
+          "meta-llama/Llama-3.1-70B": "llama3-70b", "Qwen/Qwen3-32B": "qwen3-32b", "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
+          "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b", "deepseek-ai/DeepSeek-R1": "deepseek-v3",
+          "deepseek-ai/DeepSeek-V3": "deepseek-v3", "nvidia/DeepSeek-R1-NVFP4": "deepseek-v3",
+          "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3", "openai/gpt-oss-120b": "gpt-oss-120b"}
+GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "gb200"}
+DTYPES = {"fp8": "fp8", "fp4": "fp4", "bf16": "bf16", "": "bf16", "int4": "int4"}  # the row's precision; none: bf16
+# Checkpoints whose config.json quantization_config scales fp8 weights per 128 x 128 block ("weight_block_size":
+# [128, 128]: DeepSeek-V3 and R1, Qwen3's own -FP8 releases): their GEMMs and experts read the tables' fp8_block rows
+# (MeasuredKernels.fp8_scaling "block"); every other fp8 row is per-tensor (ModelOpt checkpoints, and the base
+# models quantised by the engine on load).
+BLOCK_FP8 = {"deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B-FP8"}
+KV_CACHE = "bf16"  # the engines' default kv-cache dtype "auto" follows the checkpoint (vLLM: the model's dtype;
+# TensorRT-LLM's KvCacheConfig.dtype: the checkpoint's kv_cache_quant_algo); the sample does not state one: bf16
+
+# The one set of settings for every row (stated in the report).
+MAX_TOKENS = 8192  # tokens per step (vLLM's and TensorRT-LLM's default max_num_batched_tokens)
+MIN_MAX_SEQS = 256  # sequences per step at least (vLLM's default); a row's concurrency above it raises it
+MEMORY_FRACTION = 0.9  # vLLM's gpu_memory_utilization default
+REQUESTS_PER_USER = 4  # closed loop: each of the row's users sends this many requests (at least MIN_REQUESTS in all)
+MIN_REQUESTS = 32
+
+
+def settings_text() -> str:
+    return (f"flash attention; at most max({MIN_MAX_SEQS}, concurrency) sequences and {MAX_TOKENS:,} tokens per step, "
+            f"vLLM's scheduler (decodes first, chunked prefill) for every engine, memory fraction {MEMORY_FRACTION:g}, "
+            "blocks of 16 tokens, a CUDA graph for decode-only steps, no engine time per step; a closed loop of the row's "
+            f"concurrency, {REQUESTS_PER_USER} requests a user (at least {MIN_REQUESTS}), every request the row's input "
+            "and output length; the row's precision as `--dtype` (fp8: W8A8), with a bf16 KV cache (the engines' "
+            "default 'auto' follows the checkpoint; the sample states none); no precision given: bf16; fp8 as "
+            "block-scaled (`--fp8-scaling block`) for the checkpoints that are (DeepSeek-V3/R1, Qwen3-235B-A22B-FP8: "
+            "weight_block_size [128, 128] in their config.json), else per-tensor; the row's tensor parallelism, or with attention data "
+            "parallelism equal to MoE expert parallelism `--ep` over those GPUs; mean TTFT and TPOT compared. "
+            "`plate`: the workshop plate's cost model (e_c 0.70, e_m 0.85, launch 3 us); `kernels`: the row's engine's "
+            "measured kernels on its GPU at the row's engine version where the tables hold it, else the version the "
+            "package queries by default")
+
+
+def read_rows(path: Path) -> list[dict]:
+    with path.open(newline="") as f:
+        return [r for r in csv.DictReader(f) if r["mode"] == "agg"]
+
+
+def _int(x: str, default: int = 1) -> int:
+    try:
+        v = float(x)
+    except ValueError:
+        return default
+    return int(v) if v == v and v > 0 else default
+
+
+def layout(r: dict):
+    """(model, machine, dtype, gpus, expert_parallel) for a row, or a refusal's reason (a str)."""
+    model = MODELS.get(r["model_path"])
+    if model is None:
+        return f"no preset for {r['model_path']} (issue 36)"
+    machine = GPUS.get(r["system"])
+    if machine is None:
+        return f"no machine preset for {r['system']}"
+    prec = (r["precision"] or "").strip()
+    if prec not in DTYPES:
+        return f"precision {prec!r}"
+    tp, dp, pp = _int(r["tp_size"]), _int(r["attention_dp_size"]), _int(r["pp_size"])
+    mtp, mep = _int(r["moe_tp_size"]), _int(r["moe_ep_size"])
+    if pp > 1:
+        return "pipeline parallelism in the sample (not mapped)"
+    if dp == 1 and mep == 1:
+        return model, machine, DTYPES[prec], tp, False
+    if tp == 1 and dp == mep and mtp == 1:
+        return model, machine, DTYPES[prec], dp, True
+    return f"attention TP {tp} x DP {dp} with MoE TP {mtp} x EP {mep}: a mixed layout the simulator does not model"
+
+
+def kernels_for(r: dict, machine: str) -> str:
+    """The row's engine at its version where the tables hold that version's GEMMs, else its default."""
+    from roofline.errors import RooflineError
+    from roofline.measured.tables import resolve
+
+    engine, version = r["backend"], (r["backend_version"] or "").strip()
+    if version:
+        try:
+            resolve(machine, f"{engine}@{version}", "gemm")
+            return f"{engine}@{version}"
+        except RooflineError:
+            pass
+    return engine
+
+
+_STEPS: dict = {}
+
+
+def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, block):
+    from roofline.cost import seed_cost_model
+    from roofline.machines import get_machine
+    from roofline.measured.model import MeasuredKernels
+    from roofline.plan import Precision
+    from roofline.plan.step import StepCost
+
+    import dataclasses
+
+    key = (model, machine, dtype, gpus, ep, kernels, max_seqs, block)
+    if key not in _STEPS:
+        m = get_machine(machine)
+        cm = seed_cost_model(launch_overhead_s=m.launch_overhead_s, cuda_graph=True)
+        if kernels:
+            cm = MeasuredKernels.for_machine(m, kernels, **{k: getattr(cm, k) for k in (
+                "compute_efficiency", "memory_efficiency", "launch_overhead_s", "overlap", "cuda_graph")},
+                fp8_scaling="block" if block else "tensor")
+        precision = dataclasses.replace(Precision.uniform(dtype, m), kv_cache=KV_CACHE)
+        _STEPS[key] = StepCost(model, m, precision, gpus, None, cm, "flash", MAX_TOKENS, max_seqs,
+                               expert_parallel=ep)
+    return _STEPS[key]
+
+
+def run_row(r: dict) -> dict:
+    """One row simulated on the plate and on the engine's kernels: its predicted mean TTFT and TPOT
+    (s), or the refusal's reason."""
+    from roofline.errors import RooflineError
+    from roofline.serving import Engine, closed_requests, simulate
+
+    out = {"id": r["id"], "ttft_s": float(r["silicon_ttft_ms"]) / 1e3, "tpot_s": float(r["silicon_tpot_ms"]) / 1e3}
+    got = layout(r)
+    if isinstance(got, str):
+        return {**out, "refused": got}
+    model, machine, dtype, gpus, ep = got
+    c, isl, osl = _int(r["batch_size"]), _int(r["isl"]), _int(r["osl"])
+    out.update(model=model, machine=machine, dtype=dtype, gpus=gpus, ep=ep, engine=r["backend"], concurrency=c)
+    max_seqs = max(MIN_MAX_SEQS, c)
+    engine = Engine(max_seqs, max(MAX_TOKENS, max_seqs), 16, MEMORY_FRACTION)
+    reqs = closed_requests(c, max(MIN_REQUESTS, REQUESTS_PER_USER * c), isl, osl)
+    t0 = time.perf_counter()
+    for name, kernels in (("plate", ""), ("kernels", kernels_for(r, machine))):
+        try:
+            block = dtype == "fp8" and r["model_path"] in BLOCK_FP8
+            res = simulate(_step(model, machine, dtype, gpus, ep, kernels, max_seqs, block), reqs, engine)
+            m = res.metrics()
+            out[name] = {"ttft_s": m["ttft_mean_s"], "tpot_s": m["tpot_mean_s"], "kernels": kernels}
+        except RooflineError as exc:
+            return {**out, "refused": f"{name}: {exc}"}
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def _err(pred: float, meas: float) -> float:
+    return abs(pred / meas - 1.0)
+
+
+def _band(c: int) -> str:
+    return "1-4" if c <= 4 else "8-32" if c <= 32 else "64-256" if c <= 256 else "512+"
+
+
+def summarise(done: list[dict], key) -> list[tuple]:
+    groups = defaultdict(list)
+    for d in done:
+        groups[key(d)].append(d)
+    rows = []
+    for k in sorted(groups, key=str):
+        g = groups[k]
+        cells = [k, len(g)]
+        for name in ("plate", "kernels"):
+            for what in ("tpot_s", "ttft_s"):
+                cells.append(statistics.median(_err(d[name][what], d[what]) for d in g))
+        ratios = [d["kernels"]["tpot_s"] / d["tpot_s"] for d in g]
+        cells.append(sum(1 for x in ratios if 1 / 1.5 <= x <= 1.5) / len(g))
+        cells.append(statistics.median(ratios))
+        rows.append(tuple(cells))
+    return rows
+
+
+def table(title: str, rows: list[tuple]) -> list[str]:
+    out = [f"## By {title}", "", f"| {title} | rows | plate TPOT err | plate TTFT err | kernels TPOT err | kernels TTFT err "
+           "| kernels TPOT within 1.5x | kernels TPOT ratio (median) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for k, n, pt, pf, kt, kf, within, ratio in rows:
+        label = " ".join(map(str, k)) if isinstance(k, tuple) else str(k)
+        out.append(f"| {label} | {n} | {pt:.0%} | {pf:.0%} | {kt:.0%} | {kf:.0%} | {within:.0%} | {ratio:.2f} |")
+    return out + [""]
+
+
+def main(argv=None) -> int:
+    announce()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "docs" / "serving-validation-measured.md"))
+    ap.add_argument("--limit", type=int, default=0, help="only the first N rows the tool can express (a quick look)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--rows", default=None, metavar="FILE", help="also write each row's measured and predicted figures "
+                    "as JSON lines")
+    args = ap.parse_args(argv)
+    from roofline.measured.tables import data_root
+
+    sample = data_root().parent / "silicon_sample.csv"
+    rows = read_rows(sample)
+    limit = smoke_or(args.limit, 6)
+    if limit:
+        rows = [r for r in rows if not isinstance(layout(r), str)][:limit]
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(run_row, rows, chunksize=4))
+    wall = time.perf_counter() - t0
+    done = [d for d in results if "refused" not in d]
+    refused = defaultdict(int)
+    for d in results:
+        if "refused" in d:
+            refused[d["refused"]] += 1
+    lines = write_report(args, sample, results, done, refused, wall)
+    if args.rows:
+        import json
+
+        Path(args.rows).write_text("".join(json.dumps(d) + "\n" for d in results))
+    path = output(Path(args.out))
+    path.write_text("\n".join(lines) + "\n")
+    for line in lines[:12]:
+        print(line)
+    print(f"wrote {path}")
+    return 0
+
+
+def write_report(args, sample, results, done, refused, wall) -> list[str]:
+    import importlib.metadata as md
+
+    version = md.version("aiconfigurator-core")
+    n = len(done)
+    lines = ["# Serving: predicted against measured deployments (aiconfigurator-core's silicon sample)", "",
+             f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/silicon_validation.py` on "
+             f"{os.cpu_count()} CPU core(s): {len(results):,} aggregated rows of `systems/silicon_sample.csv` "
+             f"(aiconfigurator-core {version}), {n:,} simulated, {len(results) - n:,} refused; {wall:.0f} s in all.", "",
+             f"One set of settings for every row: {settings_text()}.", ""]
+    if n:
+        for name in ("plate", "kernels"):
+            tp = [_err(d[name]["tpot_s"], d["tpot_s"]) for d in done]
+            tf = [_err(d[name]["ttft_s"], d["ttft_s"]) for d in done]
+            ratio = [d[name]["tpot_s"] / d["tpot_s"] for d in done]
+            within = sum(1 for x in ratio if 1 / 1.5 <= x <= 1.5) / n
+            beyond = sum(1 for x in ratio if not 0.5 <= x <= 2.0) / n
+            lines.append(f"**{name}: TPOT median |error| {statistics.median(tp):.0%} (median ratio "
+                         f"{statistics.median(ratio):.2f}, {within:.0%} within 1.5x, {beyond:.0%} beyond 2x); TTFT median "
+                         f"|error| {statistics.median(tf):.0%}** ({n:,} rows).")
+            lines.append("")
+        lines += table("engine", summarise(done, lambda d: d["engine"]))
+        lines += table("GPU", summarise(done, lambda d: d["machine"]))
+        lines += table("model", summarise(done, lambda d: d["model"]))
+        lines += table("concurrency", summarise(done, lambda d: _band(d["concurrency"])))
+        lines += table("GPUs", summarise(done, lambda d: (d["gpus"], "EP" if d["ep"] else "TP")))
+        lines += table("engine, GPU and model", summarise(done, lambda d: (d["engine"], d["machine"], d["model"])))
+    lines += ["## Refused", "", "| reason | rows |", "| --- | --- |"]
+    lines += [f"| {why} | {k} |" for why, k in sorted(refused.items(), key=lambda x: -x[1])]
+    secs = [d["seconds"] for d in done]
+    if secs:
+        lines += ["", f"Time per row (both models): median {statistics.median(secs):.2f} s, max {max(secs):.1f} s."]
+    return lines
+
+
+if __name__ == "__main__":
+    sys.exit(main())
