@@ -50,9 +50,8 @@ KV_CACHE = "bf16"  # the engines' default kv-cache dtype "auto" follows the chec
 # TensorRT-LLM's KvCacheConfig.dtype: the checkpoint's kv_cache_quant_algo); the sample does not state one: bf16
 
 # The one set of settings for every row (stated in the report).
-MAX_TOKENS = 8192  # tokens per step (vLLM's and TensorRT-LLM's default max_num_batched_tokens)
-MIN_MAX_SEQS = 256  # sequences per step at least (vLLM's default); a row's concurrency above it raises it
-MEMORY_FRACTION = 0.9  # vLLM's gpu_memory_utilization default
+# Each row's engine as it runs by default (`--engine`: data/engines.toml, serving/engines.py), its max_seqs raised to
+# the row's concurrency where that is more (a deployment benchmarked at concurrency c admits c).
 # The one constant fitted from these rows: each engine's own time per step (scheduling, sampling, detokenising,
 # streaming: what a step costs beyond the GPU's work), the median over the FIT_MODELS rows of measured minus predicted
 # TPOT on the engine's kernels (a step adds its time to every output token), at least 0; reported on the other models.
@@ -62,9 +61,9 @@ MIN_REQUESTS = 32
 
 
 def settings_text() -> str:
-    return (f"flash attention; at most max({MIN_MAX_SEQS}, concurrency) sequences and {MAX_TOKENS:,} tokens per step, "
-            f"vLLM's scheduler (decodes first, chunked prefill) for every engine, memory fraction {MEMORY_FRACTION:g}, "
-            "blocks of 16 tokens, a CUDA graph for decode-only steps, no engine time per step; a closed loop of the row's "
+    return ("flash attention; each row's engine as it runs by default (`--engine ENGINE`: its scheduler, chunked "
+            "prefill or not, token budget, cache blocks and memory share, each cited in data/engines.toml), its "
+            "max_seqs raised to the row's concurrency where that is more; a CUDA graph for decode-only steps; a closed loop of the row's "
             f"concurrency, {REQUESTS_PER_USER} requests a user (at least {MIN_REQUESTS}), every request the row's input "
             "and output length; the row's precision as `--dtype` (fp8: W8A8), with a bf16 KV cache (the engines' "
             "default 'auto' follows the checkpoint; the sample states none); no precision given: bf16; fp8 as "
@@ -129,7 +128,7 @@ def kernels_for(r: dict, machine: str) -> str:
 _STEPS: dict = {}
 
 
-def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, block):
+def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block):
     from roofline.cost import seed_cost_model
     from roofline.machines import get_machine
     from roofline.measured.model import MeasuredKernels
@@ -138,7 +137,7 @@ def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, block):
 
     import dataclasses
 
-    key = (model, machine, dtype, gpus, ep, kernels, max_seqs, block)
+    key = (model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block)
     if key not in _STEPS:
         m = get_machine(machine)
         cm = seed_cost_model(launch_overhead_s=m.launch_overhead_s, cuda_graph=True)
@@ -147,7 +146,7 @@ def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, block):
                 "compute_efficiency", "memory_efficiency", "launch_overhead_s", "overlap", "cuda_graph")},
                 fp8_scaling="block" if block else "tensor")
         precision = dataclasses.replace(Precision.uniform(dtype, m), kv_cache=KV_CACHE)
-        _STEPS[key] = StepCost(model, m, precision, gpus, None, cm, "flash", MAX_TOKENS, max_seqs,
+        _STEPS[key] = StepCost(model, m, precision, gpus, None, cm, "flash", max_tokens, max_seqs,
                                expert_parallel=ep)
     return _STEPS[key]
 
@@ -157,7 +156,9 @@ def run_row(r: dict, overheads: dict | None = None) -> dict:
     (s), or the refusal's reason; with ``overheads`` ({engine: seconds per step}) only on the
     engine's kernels with its time per step ("kernels+engine")."""
     from roofline.errors import RooflineError
-    from roofline.serving import Engine, closed_requests, simulate
+    from roofline.machines import get_machine
+    from roofline.serving import closed_requests, simulate
+    from roofline.serving.engines import preset
 
     out = {"id": r["id"], "ttft_s": float(r["silicon_ttft_ms"]) / 1e3, "tpot_s": float(r["silicon_tpot_ms"]) / 1e3}
     got = layout(r)
@@ -166,8 +167,9 @@ def run_row(r: dict, overheads: dict | None = None) -> dict:
     model, machine, dtype, gpus, ep = got
     c, isl, osl = _int(r["batch_size"]), _int(r["isl"]), _int(r["osl"])
     out.update(model=model, machine=machine, dtype=dtype, gpus=gpus, ep=ep, engine=r["backend"], concurrency=c)
-    max_seqs = max(MIN_MAX_SEQS, c)
-    engine = Engine(max_seqs, max(MAX_TOKENS, max_seqs), 16, MEMORY_FRACTION)
+    defaults = preset(r["backend"], get_machine(machine)).engine(step_overhead_s=0.0)
+    engine = dataclasses.replace(defaults, max_seqs=max(defaults.max_seqs, c), max_tokens=max(
+        defaults.max_tokens, c if defaults.mixed_steps else 0))
     reqs = closed_requests(c, max(MIN_REQUESTS, REQUESTS_PER_USER * c), isl, osl)
     t0 = time.perf_counter()
     runs = (("plate", ""), ("kernels", kernels_for(r, machine))) if overheads is None else \
@@ -177,7 +179,8 @@ def run_row(r: dict, overheads: dict | None = None) -> dict:
             block = dtype == "fp8" and r["model_path"] in BLOCK_FP8
             if overheads is not None:
                 engine = dataclasses.replace(engine, step_overhead_s=overheads[r["backend"]])
-            res = simulate(_step(model, machine, dtype, gpus, ep, kernels, max_seqs, block), reqs, engine)
+            step = _step(model, machine, dtype, gpus, ep, kernels, engine.max_seqs, engine.step_tokens, block)
+            res = simulate(step, reqs, engine)
             m = res.metrics()
             out[name] = {"ttft_s": m["ttft_mean_s"], "tpot_s": m["tpot_mean_s"], "kernels": kernels}
         except RooflineError as exc:
@@ -291,6 +294,11 @@ def main(argv=None) -> int:
     path.write_text("\n".join(lines) + "\n")
     for line in lines[:12]:
         print(line)
+    from roofline.serving.engines import _doc
+
+    for e, sec in overheads.items():
+        print(f"fitted {e} time per step {sec * 1e3:.2f} ms (data/engines.toml: "
+              f"{_doc()['engines'][e]['step_overhead_s']['value'] * 1e3:.2f} ms)")
     print(f"wrote {path}")
     return 0
 

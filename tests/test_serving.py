@@ -1141,3 +1141,84 @@ def test_the_spread_note_says_what_the_seeds_draw(tmp_path, capsys):
                         (["--concurrency", "4", "--requests", "40", "--input-len", "100-900"], "lengths,")):
         assert main(["serving", *argv]) == 0
         assert f"seed spread: over seeds 0-2 of these {drawn}" in capsys.readouterr().out
+
+
+def test_without_chunked_prefill_every_step_feeds_whole_prompts():
+    """TensorRT-LLM's default (enable_chunked_prefill False): a prompt is fed whole in one step, so
+    with 1,500-token prompts every step's prompt tokens are a multiple of 1,500 and a step of a
+    2,048-token budget feeds at most one; with chunking some step feeds a part of one."""
+    from roofline.plan.step import StepCost
+    from roofline.serving import Engine, closed_requests, simulate
+
+    step = StepCost("llama3-8b", "h100-sxm", max_tokens=2048, max_seqs=64)
+    reqs = closed_requests(8, 24, 1500, 50)
+    whole = simulate(step, reqs, Engine(64, 2048, chunked_prefill=False))
+    fed = whole.step_chunk_tokens[whole.step_chunk_tokens > 0]
+    assert len(fed) and all(t == 1500 for t in fed)
+    chunked = simulate(step, reqs, Engine(64, 2048))
+    fed = chunked.step_chunk_tokens[chunked.step_chunk_tokens > 0]
+    assert any(t % 1500 for t in fed)
+    assert whole.output_tokens == chunked.output_tokens == 24 * 50
+
+
+def test_a_prompt_past_the_budget_without_chunked_prefill_is_refused_by_name():
+    from roofline.plan.step import StepCost
+    from roofline.serving import Engine, closed_requests, simulate
+
+    step = StepCost("llama3-8b", "h100-sxm", max_tokens=2048, max_seqs=64)
+    with pytest.raises(RooflineError, match="without chunked prefill.*3,000 tokens.*2,048"):
+        simulate(step, closed_requests(2, 4, 3000, 10), Engine(64, 2048, chunked_prefill=False))
+
+
+def test_prefill_first_steps_never_mix_decodes_and_prompts():
+    """SGLang's default (no --enable-mixed-chunk): a step of prompts runs alone, the decodes wait;
+    vLLM's mixed steps carry both. Both runs make the same tokens; the waits make the prefill-first
+    run's decodes slower per token here, where prompts keep arriving."""
+    from roofline.plan.step import StepCost
+    from roofline.serving import Engine, closed_requests, simulate
+
+    step = StepCost("llama3-8b", "h100-sxm", max_tokens=2048, max_seqs=64)
+    reqs = closed_requests(16, 64, [200, 1800], [20, 200])
+    first = simulate(step, reqs, Engine(64, 2048, mixed_steps=False))
+    both = (first.step_decodes > 0) & (first.step_chunk_tokens > 0)
+    assert first.steps and not both.any() and (first.step_chunk_tokens > 0).any()
+    mixed = simulate(step, reqs, Engine(64, 2048))
+    assert ((mixed.step_decodes > 0) & (mixed.step_chunk_tokens > 0)).any()
+    assert first.output_tokens == mixed.output_tokens
+
+
+@pytest.mark.parametrize("engine, machine, seqs, tokens", [
+    # vLLM's get_batch_defaults: >= 70 GiB and not an A100 -> 1024 sequences, 8192 tokens (the H100's driver
+    # reports 85.5e9 B = 79.6 GiB); an A100 80GB keeps 256 and 2048 (PR #17885), and so does the 48 GB L40S
+    ("vllm", "h100-sxm", 1024, 8192), ("vllm", "a100-80gb", 256, 2048), ("vllm", "l40s", 256, 2048),
+    # SGLang's chunked_prefill_size: 8192 under 160 GiB (H200: 150.8e9 B = 140 GiB), 16384 from it (B200)
+    ("sglang", "h200", 4096, 8192), ("sglang", "b200", 4096, 16384),
+    ("trtllm", "h100-sxm", 2048, 8192),
+])
+def test_an_engine_runs_with_its_documented_defaults_on_each_gpu(engine, machine, seqs, tokens):
+    from roofline.machines import get_machine
+    from roofline.serving.engines import preset
+
+    p = preset(engine, get_machine(machine))
+    e = p.engine()
+    assert (e.max_seqs, e.max_tokens) == (seqs, tokens)
+    assert e.chunked_prefill == (engine != "trtllm") and e.mixed_steps == (engine != "sglang")
+    assert set(p.sources) == {"max_seqs", "max_tokens", "block_size", "memory_fraction", "step_overhead_s",
+                              "chunked_prefill", "mixed_steps"} and all(p.sources.values())
+    assert e.label.startswith("engine: ")
+
+
+def test_serving_engine_flag_takes_the_defaults_and_a_given_flag_wins(capsys):
+    argv = ["serving", "--concurrency", "4", "--requests", "8", "--input-len", "512", "--output-len", "32", "--seeds", "1",
+            "--engine", "trtllm", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    text = json.dumps(out)
+    assert "TensorRT-LLM" in text and "whole prompts" in text
+    assert main(argv[:-1] + ["--max-seqs", "8"]) == 0
+    assert "at most 8 sequences" in capsys.readouterr().out
+    assert main(argv[:-1] + ["--input-len", "9000"]) == 2
+    err = capsys.readouterr().err
+    assert "without chunked prefill" in err and "9,000" in err and "Traceback" not in err
+    assert main(["serving", "--engine", "tgi"]) == 2
+    assert "unknown engine 'tgi'" in capsys.readouterr().err

@@ -56,11 +56,47 @@ def _split_arg(text):
     return one(parts[0]), one(parts[1])
 
 
-def _engine(args):
+# the scheduler's settings without --engine (vLLM's older defaults), each a flag that --engine's preset replaces
+PLAIN_ENGINE = {"max_seqs": 256, "max_tokens": 8192, "block_size": 16, "memory_fraction": 0.9, "step_overhead_s": 0.0}
+
+
+def _given(args) -> dict:
+    """The scheduler settings given on the command line (None: not given)."""
+    return {"max_seqs": args.max_seqs, "max_tokens": args.max_tokens, "block_size": args.block_size,
+            "memory_fraction": args.memory_fraction, "step_overhead_s": args.step_overhead}
+
+
+def _engine(args, machine=None):
+    """The Engine of the flags: --engine's defaults on the machine (serving.engines), or PLAIN_ENGINE's,
+    with every flag given over them."""
     from roofline.serving.engine import Engine
 
-    return Engine(args.max_seqs, args.max_tokens, args.block_size, args.memory_fraction, args.prefix_hit,
-                  args.spec_tokens, args.acceptance or 0.0, args.step_overhead)
+    rest = {"prefix_hit": args.prefix_hit, "spec_tokens": args.spec_tokens, "acceptance": args.acceptance or 0.0}
+    if getattr(args, "engine", None):
+        from roofline.serving.engines import preset
+
+        return preset(args.engine, machine).engine(**_given(args), **rest)
+    return Engine(**{k: (v if v is not None else PLAIN_ENGINE[k]) for k, v in _given(args).items()}, **rest)
+
+
+def _engine_kernels(args, machine) -> None:
+    """--engine without --kernels: the engine's measured kernels where the tables hold this GPU (and
+    the extra is installed), said in a note; else the cost model, said too."""
+    if not getattr(args, "engine", None) or args.kernels:
+        return
+    from roofline.measured.tables import resolve
+    from roofline.serving.engines import preset
+
+    kernels = preset(args.engine, machine).kernels
+    try:
+        resolve(machine.key, kernels, "gemm")
+    except RooflineError as exc:
+        if "version" in str(exc) or "measured versions" in str(exc):
+            raise  # an engine version the tables lack: refused by name, as --kernels would be
+        args.cost_notes = [*getattr(args, "cost_notes", []), f"--engine {args.engine}: no measured kernels ({exc}); the "
+                           "plate's cost model prices the ops"]
+        return
+    args.kernels = kernels
 
 
 def cmd_serving(args):
@@ -117,6 +153,7 @@ def _cmd_serving(args):
     if args.tp == 1 and args.pp == 1 and args.tp_search is None:
         refuse_unused(args, {"tp_link": None, "gpus_per_node": 8}, "with --tp 1 (one GPU: no tensor-parallel collectives)")
     m = machine_from_args(args)
+    _engine_kernels(args, m)
     cm = cost_model_from_args(args, m)
     import dataclasses
 
@@ -137,7 +174,7 @@ def _cmd_serving(args):
     if (args.spec_tokens > 0) != (args.draft is not None) or (args.spec_tokens > 0) != (args.acceptance is not None):
         raise RooflineError("speculative decoding takes --spec-tokens K, --acceptance A and --draft MODEL together "
                             "(multi-token-prediction heads are not modelled)", field="spec_tokens")
-    engine = _engine(args)
+    engine = _engine(args, m)
     precision = _precision(args, m)
     if args.tp_search is not None:
         others = [f for f, v in (("--sweep", args.sweep), ("--rate", args.rate), ("--concurrency", args.concurrency),
@@ -154,12 +191,12 @@ def _cmd_serving(args):
         refuse_unused(args, {"csv": False, "output": None, "breakdown": False, "draft": None},
                       "to --tp-search (it prints a replica size a row)")
         return _tp_search(args, m, cm, engine, precision, burstiness)
-    step = StepCost(args.model, m, precision, args.tp, args.tp_link, cm, args.attention, engine.max_tokens,
+    step = StepCost(args.model, m, precision, args.tp, args.tp_link, cm, args.attention, engine.step_tokens,
                     engine.max_seqs, args.gpus_per_node, engine.spec_tokens + 1, args.ep, args.pp)
     draft = None
     if args.draft is not None:
         try:
-            draft = StepCost(args.draft, m, precision, args.tp, args.tp_link, cm, args.attention, engine.max_tokens,
+            draft = StepCost(args.draft, m, precision, args.tp, args.tp_link, cm, args.attention, engine.step_tokens,
                              engine.max_seqs, args.gpus_per_node)
         except RooflineError as exc:  # the draft's model is --draft's, not --model's
             raise RooflineError(str(exc), field="draft" if exc.field == "model" else exc.field) from None
@@ -273,7 +310,7 @@ def _tp_search(args, m, cm, engine, precision, burstiness):
     from roofline.serving.search import best_parallelism
 
     def make(size):
-        return StepCost(args.model, m, precision, size, args.tp_link, cm, args.attention, engine.max_tokens,
+        return StepCost(args.model, m, precision, size, args.tp_link, cm, args.attention, engine.step_tokens,
                         engine.max_seqs, args.gpus_per_node, 1, args.ep)
 
     found = best_parallelism(make, args.tp_search, args.input_len, args.output_len, args.slo_ttft, args.slo_tpot,
@@ -525,18 +562,22 @@ def register(sub):
                    help="the percentile the targets hold for (default 90)")
     p.add_argument("--target-rate", type=number_arg("--target-rate", maximum=1e9), default=None,
                    help="requests/s to serve: with an SLO, the replicas and GPUs needed")
-    p.add_argument("--max-seqs", type=number_arg("--max-seqs", integer=True, maximum=1 << 20), default=256,
-                   help="sequences running at once (vLLM max_num_seqs, default 256)")
-    p.add_argument("--max-tokens", type=number_arg("--max-tokens", integer=True, maximum=1 << 20), default=8192,
-                   help="tokens per step (vLLM max_num_batched_tokens, default 8,192)")
-    p.add_argument("--block-size", type=number_arg("--block-size", integer=True, maximum=1 << 16), default=16,
-                   help="tokens per KV-cache block (default 16)")
-    p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=0.9,
-                   help="share of GPU memory the engine takes (vLLM gpu_memory_utilization, default 0.9)")
+    p.add_argument("--engine", default=None, metavar="ENGINE[@VERSION]",
+                   help="vllm, sglang or trtllm as it runs by default (data/engines.toml, each setting cited): its "
+                        "scheduler, budgets, cache blocks, memory share and time per step, and its measured kernels "
+                        "(--kernels) where the tables hold this GPU; any flag below given wins")
+    p.add_argument("--max-seqs", type=number_arg("--max-seqs", integer=True, maximum=1 << 20), default=None,
+                   help="sequences running at once (vLLM max_num_seqs; default 256, or --engine's)")
+    p.add_argument("--max-tokens", type=number_arg("--max-tokens", integer=True, maximum=1 << 20), default=None,
+                   help="tokens per step (vLLM max_num_batched_tokens; default 8,192, or --engine's)")
+    p.add_argument("--block-size", type=number_arg("--block-size", integer=True, maximum=1 << 16), default=None,
+                   help="tokens per KV-cache block (default 16, or --engine's)")
+    p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=None,
+                   help="share of GPU memory the engine takes (vLLM gpu_memory_utilization; default 0.9, or --engine's)")
     p.add_argument("--step-overhead", type=number_arg("--step-overhead", strictly=False, maximum=MAX_STEP_OVERHEAD_S, parser=_slo_time_s,
                                                                   seconds=True),
-                   default=0.0, help="the engine's own time per step, not overlapped with the GPU (scheduling, sampling, "
-                                     "detokenising), e.g. 2ms (default 0: the GPU's work alone)")
+                   default=None, help="the engine's own time per step, not overlapped with the GPU (scheduling, sampling, "
+                                      "detokenising), e.g. 2ms (default 0: the GPU's work alone; --engine's fitted one)")
     p.add_argument("--prefix-hit", type=number_arg("--prefix-hit", strictly=False, maximum=1.0), default=0.0,
                    help="share of each prompt found in the prefix cache (default 0)")
     p.add_argument("--spec-tokens", type=number_arg("--spec-tokens", strictly=False, integer=True, maximum=16), default=0,

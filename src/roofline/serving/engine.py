@@ -29,6 +29,19 @@ class Engine:
     # the engine's own time per step that does not overlap the GPU's (scheduling, preparing inputs, sampling,
     # detokenising and streaming): 0 unless given, as the GPU's work alone is what the step costs
     step_overhead_s: float = 0.0
+    # how a step is made (engines.toml names each engine's): chunked_prefill, a prompt fed in chunks within the step's
+    # token budget (vLLM V1, SGLang) or whole in one step (TensorRT-LLM's default: enable_chunked_prefill False);
+    # mixed_steps, decodes and prompt chunks in one step (vLLM, TensorRT-LLM) or a step of prompts alone that the
+    # decodes wait out (SGLang without --enable-mixed-chunk: a new prefill batch runs before the decode batch)
+    chunked_prefill: bool = True
+    mixed_steps: bool = True
+    label: str = ""  # what set these (serving.engines: an engine's defaults, cited), said under a run
+
+    @property
+    def step_tokens(self) -> int:
+        """The most tokens a step feeds: max_tokens, or a decode step of every sequence where prompt
+        steps run apart (not mixed_steps: the budget bounds the prompts alone)."""
+        return max(self.max_tokens, self.max_seqs * (self.spec_tokens + 1))
 
     @property
     def tokens_per_verify(self) -> float:
@@ -59,7 +72,7 @@ class Engine:
             check_number("acceptance", self.acceptance, maximum=0.999)
         elif self.acceptance:
             raise RooflineError("acceptance applies to speculative decoding: give spec_tokens too", field="acceptance")
-        if self.max_seqs * (self.spec_tokens + 1) > self.max_tokens:
+        if self.mixed_steps and self.max_seqs * (self.spec_tokens + 1) > self.max_tokens:
             raise RooflineError(f"max_tokens {self.max_tokens:,} is under max_seqs {self.max_seqs:,} x "
                                 f"{self.spec_tokens + 1} token{'s' if self.spec_tokens else ''} each: every decoding "
                                 "sequence needs its tokens of the step's budget (raise the token budget or lower the "

@@ -52,6 +52,15 @@ VALIDATION_NOTE = ("against published engine benchmarks (docs/serving-validation
                    "and its latencies as a lower bound on what an engine delivers")
 
 
+def scheduler_words(engine: Engine) -> str:
+    """How the engine makes a step, in words (the run's scheduler note)."""
+    feed = "prompt chunks" if engine.chunked_prefill else "whole prompts"
+    if engine.mixed_steps:
+        how = f"decodes first, then {feed} within max_tokens in the same step"
+        return how + (" (vLLM V1 with chunked prefill)" if engine.chunked_prefill else " (TensorRT-LLM without chunked prefill)")
+    return f"a step of {feed} alone (within max_tokens) whenever one can start, the decodes waiting it out; else a decode step"
+
+
 def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), price_per_gpu_hour: float | None = None,
              max_steps: int = 50_000_000, draft: StepCost | None = None, _stage_engine: bool = False,
              progress=None) -> ServingResult:
@@ -147,23 +156,11 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             arrival[next_closed] = now
             next_closed += 1
 
-    report_every = max(n // 10, 1)
-    next_report = report_every
-    while finished < n:
-        if progress is not None and finished >= next_report:
-            progress(finished, n)
-            next_report = (finished // report_every + 1) * report_every
-        if steps >= max_steps:
-            raise RooflineError(f"the simulation ran {max_steps:,} steps without finishing", field="requests")
-        while next_i < n and arrival[next_i] <= now:
-            waiting.append(next_i)
-            in_system += 1
-            in_system_integral += now - arrival[next_i]  # it arrived during the last step
-            next_i += 1
-        if t0 is None and waiting:
-            t0 = now
+    def grow_decodes():
+        """The decoding slots, their next blocks taken; the newest sequences preempted while those do
+        not fit."""
+        nonlocal used, preemptions
         dec = np.flatnonzero(s_dec)
-        # the decodes' next blocks, preempting the newest sequences while they do not fit
         while len(dec):
             grow_to = -(-(s_ctx[dec] + T) // bs)  # blocks to hold the ctx + T tokens the step writes
             extra = float((table[grow_to] - table[s_blocks[dec]]).sum())
@@ -182,6 +179,26 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             waiting.appendleft(r)
             preemptions += 1
             dec = np.flatnonzero(s_dec)
+        return dec
+
+    report_every = max(n // 10, 1)
+    next_report = report_every
+    while finished < n:
+        if progress is not None and finished >= next_report:
+            progress(finished, n)
+            next_report = (finished // report_every + 1) * report_every
+        if steps >= max_steps:
+            raise RooflineError(f"the simulation ran {max_steps:,} steps without finishing", field="requests")
+        while next_i < n and arrival[next_i] <= now:
+            waiting.append(next_i)
+            in_system += 1
+            in_system_integral += now - arrival[next_i]  # it arrived during the last step
+            next_i += 1
+        if t0 is None and waiting:
+            t0 = now
+        # a step of prompts alone (not mixed_steps: SGLang's new prefill batch first) while there is prompt work
+        prefill_only = not engine.mixed_steps and bool(prefilling or (waiting and free_slots))
+        dec = np.zeros(0, dtype=np.int64) if prefill_only else grow_decodes()
         budget = engine.max_tokens - len(dec) * T
         chunks, chunk_slots = [], []
         for slot in list(prefilling):
@@ -204,6 +221,13 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             if not seen[r] and hit:
                 start = int(min(math.floor(hit * inp[r]), inp[r] - 1))
             c = int(min(need[r] - start, budget))
+            if c < need[r] - start and not engine.chunked_prefill:  # a whole prompt or none (it waits a step)
+                if need[r] - start > engine.max_tokens:
+                    raise RooflineError(f"without chunked prefill a prompt is fed whole in one step: {int(need[r] - start):,} "
+                                        f"tokens (a prompt, or one preempted with what it had generated) exceed the step's "
+                                        f"budget of {engine.max_tokens:,} (raise max_tokens, or use chunked prefill)",
+                                        field="max_tokens", also=("input_len",))
+                break
             blocks = -(-(start + c) // bs)
             if used + table[blocks] > cap:
                 break
@@ -219,6 +243,8 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             chunks.append((c, start))
             chunk_slots.append(slot)
             budget -= c
+        if prefill_only and not chunks:  # no prompt could start (cache or budget): the decodes run instead
+            dec = grow_decodes()
         nd = len(dec)
         if not nd and not chunks:
             if next_i < n and np.isfinite(arrival[next_i]):
@@ -333,9 +359,9 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
              + f" and a full step's activations {parts['activations_bytes'] / GIGA:,.2f} GB (an estimate: "
              f"{engine.max_tokens:,} rows of the widest op) per GPU; not counted: the CUDA context, NCCL buffers and "
              "CUDA graph pools (vLLM logs 0.1 GiB of non-torch memory at tensor-parallel 1, up to ~2 GiB at 8)",
-             "scheduler: decodes first, then prompt chunks within max_tokens (vLLM V1 with chunked prefill); "
-             "preemption recomputes the newest sequence; "
-             + (f"cache in blocks of {engine.block_size} tokens" if what != "SSM state" else
+             *((engine.label,) if engine.label else ()),
+             "scheduler: " + scheduler_words(engine) + "; preemption recomputes the newest sequence; "
+             + ((f"cache in blocks of {engine.block_size} tokens" if engine.block_size > 1 else "cache a token a slot (no blocks)") if what != "SSM state" else
                 "one state per sequence, its size fixed (no blocks)") + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""),
              "each replica simulated alone; a decode-only step replays a CUDA graph (one launch); a step with a "
              f"prompt chunk launches each kernel ({step.cost_model.launch_overhead_s / 1e-6:g} us each), as engines "

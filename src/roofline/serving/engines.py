@@ -1,0 +1,103 @@
+"""Serving engines as they run by default (``roofline serving --engine ENGINE[@VERSION]``): the settings
+of data/engines.toml, each an engine's own default cited to the source that sets it, resolved for a
+GPU (some defaults follow its memory) into the Engine the simulator takes.
+
+``preset(name, machine)`` is an EnginePreset: the engine's key, its Engine settings, the version
+asked (for its measured kernels: ``--kernels`` defaults to the engine's tables), and each setting's
+value with its source (``sources``), so that a run can say what it assumed and why.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from importlib import resources
+
+from roofline.errors import RooflineError, unknown_name
+from roofline.machines import Machine
+from roofline.serving.engine import Engine
+
+SETTINGS = ("max_seqs", "max_tokens", "block_size", "memory_fraction", "step_overhead_s", "chunked_prefill", "mixed_steps")
+GIB = 2.0**30
+
+
+@functools.cache
+def _doc() -> dict:
+    import tomllib
+
+    return tomllib.loads(resources.files("roofline").joinpath("data/engines.toml").read_text(encoding="utf-8"))
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_doc()["engines"])
+
+
+@dataclass(frozen=True)
+class EnginePreset:
+    """An engine's defaults on one GPU: ``settings`` (the Engine's fields), ``sources`` ({setting:
+    'value: the source's text'}), the engine's ``key`` and display ``name``, and ``version`` as asked
+    ("" for the default)."""
+
+    key: str
+    name: str
+    version: str
+    versions: str  # the versions whose defaults the file gives
+    settings: dict = field(default_factory=dict)
+    sources: dict = field(default_factory=dict)
+
+    def engine(self, **given) -> Engine:
+        """The Engine of these defaults, with ``given`` (the settings a user gave) over them."""
+        given = {k: v for k, v in given.items() if v is not None}
+        return Engine(**{**self.settings, **given}, label=self.note(tuple(k for k in given if k in SETTINGS)))
+
+    @property
+    def kernels(self) -> str:
+        """The engine's measured kernels, ENGINE[@VERSION]."""
+        return f"{self.key}@{self.version}" if self.version else self.key
+
+    def note(self, given=()) -> str:
+        """One line: the engine's defaults this run took (the settings in ``given`` left out: the user's)."""
+        shown = []
+        for k in SETTINGS:
+            if k in given:
+                continue
+            v = self.settings[k]
+            text = (f"{v * 1e3:g} ms" if k == "step_overhead_s" else ("on" if v else "off") if isinstance(v, bool)
+                    else f"{v:,}" if isinstance(v, int) else f"{v:g}")
+            shown.append(f"{k.replace('_s', '') if k == 'step_overhead_s' else k} {text}")
+        return (f"engine: {self.name} {self.versions} as it runs by default (data/engines.toml, each cited): "
+                + ", ".join(shown) + (" (step_overhead fitted on measured deployments, not documented)"
+                                      if "step_overhead_s" not in given else ""))
+
+
+def parse(text: str) -> tuple[str, str]:
+    """(engine, version) of ``ENGINE[@VERSION]``; an unknown engine is refused with the known ones."""
+    engine, at, version = str(text).strip().partition("@")
+    engine, version = engine.strip().lower(), version.strip()
+    if engine not in names():
+        raise unknown_name("engine", engine, names(), field="engine")
+    if at and not version:
+        raise RooflineError(f"--engine {text!r}: a version after @, or no @ for the default one", field="engine")
+    return engine, version
+
+
+def preset(text: str, machine: Machine) -> EnginePreset:
+    """The defaults of ``ENGINE[@VERSION]`` on ``machine``."""
+    key, version = parse(text)
+    doc = _doc()
+    spec = doc["engines"][key]
+    gib = machine.capacity_bytes / GIB if machine.capacity_bytes else None
+    settings, sources = {}, {}
+    for name in SETTINGS:
+        entry = spec[name]
+        value = entry["value"]
+        below, above = entry.get("below"), entry.get("above")
+        if machine.key in entry.get("small_gpus", ()) and below:
+            value = below["value"]
+        elif gib is not None and below and gib < below["gib"]:
+            value = below["value"]
+        elif gib is not None and above and gib >= above["gib"]:
+            value = above["value"]
+        settings[name] = value
+        sources[name] = doc["sources"][entry["source"]] + (f" ({entry['note']})" if "note" in entry else "")
+    return EnginePreset(key, spec["name"], version, spec["versions"], settings, sources)
