@@ -770,3 +770,21 @@ def test_a_kv_cache_in_a_dtype_the_gpu_cannot_compute_in_is_said_to_be_storage()
                                         "value of storage that the attention dequantises to bf16 as it reads it; check "
                                         "that your engine's attention kernels read an fp4 cache on this GPU"]
     assert noted("a100-80gb", "fp8") and not noted("b200", "fp4") and not noted("h100-sxm", "fp8")
+
+
+@pytest.mark.parametrize("model", ["llama3-8b", "gemma3-27b", "mamba2-2.7b", "deepseek-v3"])
+def test_a_chunks_closed_form_costs_what_its_kernels_cost(model):
+    """A prompt chunk's sequence ops from their closed form in (C, P) equal the same ops built as
+    kernels, with and without a cached prefix, far past the fitting points; a windowed kind has no
+    closed form (its sums are not polynomial past the window) and builds its kernels."""
+    from roofline.plan.step import StepCost
+
+    fast = StepCost(model, "h200", tensor_parallel=8 if model == "deepseek-v3" else 1)
+    slow = StepCost(model, "h200", tensor_parallel=8 if model == "deepseek-v3" else 1)
+    slow._chunk_fits = [(None, None)] * len(slow._chunk_fits)
+    for C, P in [(1, 0), (7, 0), (1000, 0), (3, 5), (512, 70_000), (8192, 131_072)]:
+        for a, b in zip(fast._chunk_costs(C, P), slow._chunk_costs(C, P)):
+            for x, y in zip(a, b):
+                assert x[0] == pytest.approx(y[0], rel=1e-9) and x[1] == pytest.approx(y[1], rel=1e-9)
+    if model == "gemma3-27b":
+        assert fast._chunk_fits[0] == (None, None)  # its sliding-window kind

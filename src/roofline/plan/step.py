@@ -129,6 +129,8 @@ class StepCost(StepLayout):
         self._decode_fits = []  # per kind: (layers, span, [(name, category, dtype, link, F coefs, B coefs, rates)])
         self._chunk_names = []  # per kind: the names of its sequence ops in prefill
         self._chunk_cache: dict = {}
+        self._measures_chunks = hasattr(self.cost_model, "family_of")  # measured kernels price a chunk's attention
+        self._chunk_fits = []  # per kind: the chunk ops' FLOPs and bytes in closed form in (C, P), or None
         self._seq_notes: list[str] = []  # the sequence ops measured kernels could not price, and why
         runs = 0
         reduces = 0
@@ -155,6 +157,8 @@ class StepCost(StepLayout):
                                     "verify step's window sums are not linear in the contexts)", field="spec_tokens")
             self._decode_fits.append((n, span, label, self._decode_fit(kind, token_names, span)))
             self._chunk_names.append([k.name for k in self._kernels(kind, False, 8, 1, 8) if k.name not in token_names])
+            self._chunk_fits.append((self._chunk_fit(kind, self._chunk_names[-1], True),
+                                     self._chunk_fit(kind, self._chunk_names[-1], False)))
             reduces += n * (1 if kind.parallel else (kind.mixer is not None) + (kind.mlp is not None))
         token_body += self._op_time(self._embedding(Mpos))[2]
         runs += 1
@@ -268,13 +272,55 @@ class StepCost(StepLayout):
                 t += layers * self._seq_time(cf[0] + cf[1] * n + cf[2] * s, cb[0] + cb[1] * n + cb[2] * s, rates)
         return t
 
+    @staticmethod
+    def _chunk_basis(C, P) -> np.ndarray:
+        """The closed form's terms: (1, C, P, C P, C^2)."""
+        return np.array([1.0, C, P, C * P, C * C])
+
+    def _chunk_fit(self, kind, names, fresh: bool):
+        """Each chunk op of ``kind`` as F, B = c . _chunk_basis(C, P), C prompt tokens after P cached,
+        for P = 0 (``fresh``: a prompt with no prefix, T = S, whose causal count is its own) or P > 0,
+        from exact points, checked at three more, two of them far past any window or attention chunk
+        (a windowed op, not polynomial there, fails the check): {name: (F coefs, B coefs, rates,
+        category)}, or None when an op is not of that form (its chunks are then costed from their
+        kernels, per (C, P))."""
+        if fresh:  # P = 0: three terms (1, C, C^2); the P columns stay 0
+            pts, checks = [(8, 0), (16, 0), (32, 0)], [(24, 0), (8192, 0), (1 << 20, 0)]
+            cols = [0, 1, 4]
+        else:
+            pts, checks = [(8, 8), (16, 8), (8, 32), (16, 64), (32, 16)], [(24, 48), (8192, 1), (4096, 1 << 20)]
+            cols = [0, 1, 2, 3, 4]
+        basis = [self._chunk_basis(C, P)[cols] for C, P in pts]
+        evals = [{k.name: k for k in self._kernels(kind, False, C, 1, P + C)} for C, P in pts + checks]
+        out = {}
+        for nm in names:
+            cf, cb = np.zeros(5), np.zeros(5)
+            cf[cols] = np.linalg.solve(basis, [float(e[nm].flops) for e in evals[:len(pts)]])
+            cb[cols] = np.linalg.solve(basis, [float(e[nm].bytes) for e in evals[:len(pts)]])
+            for (C, P), e in zip(checks, evals[len(pts):]):
+                row = self._chunk_basis(C, P)
+                if not (np.isclose(row @ cf, float(e[nm].flops), rtol=1e-9) and np.isclose(row @ cb, float(e[nm].bytes), rtol=1e-9)):
+                    return None
+            out[nm] = (cf, cb, self._rates(evals[0][nm]), evals[0][nm].category)
+        return out
+
     def _chunk_costs(self, C: int, P: int):
-        """Per kind, per sequence op: (F, B, rates, name, category) of one chunk (cached by (C, P))."""
+        """Per kind, per sequence op: (F, B, rates, layers, name, category, measured seconds) of one
+        chunk (cached by (C, P)): from the closed form where the kind has one (_chunk_fit), else from
+        the chunk's kernels."""
         key = (C, P)
         got = self._chunk_cache.get(key)
         if got is None:
             got = []
-            for (kind, n, label, _), names in zip(self._token_kinds, self._chunk_names):
+            row = self._chunk_basis(C, P)
+            for (kind, n, label, _), names, fits in zip(self._token_kinds, self._chunk_names, self._chunk_fits):
+                fit = fits[0] if P == 0 else fits[1]  # (no prefix, after a prefix)
+                # measured kernels time a prompt with no prefix (the context tables measured T = S only): its chunks
+                # read them per C; a chunk after a prefix has no measured time (NaN), its cost the closed form's
+                if fit is not None and not (P == 0 and self._measures_chunks):
+                    got.append([(float(row @ fit[nm][0]), float(row @ fit[nm][1]), fit[nm][2], n, label + nm, fit[nm][3],
+                                 float("nan")) for nm in names])
+                    continue
                 ks = {k.name: k for k in self._kernels(kind, False, C, 1, P + C)}
                 got.append([(float(ks[nm].flops), float(ks[nm].bytes), self._rates(ks[nm]), n, label + nm, ks[nm].category,
                              self._measured_chunk(ks[nm])) for nm in names])
