@@ -131,7 +131,8 @@ def test_layer_table_shows_each_ops_roofline_and_basis(capsys):
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--machine", "mi300x"], "no measured kernel tables for mi300x: they exist for"),
+    (["--machine", "v100"], "no measured kernel tables for v100: they exist for"),
+    (["--machine", "mi300x"], "trtllm runs on NVIDIA GPUs only"),
     (["--kernels", "tensorrt"], "unknown kernel engine 'tensorrt'"),
     (["--kernels", "vllm@0.0.1"], "no vllm 0.0.1 gemm tables on h100-sxm; measured versions:"),
 ])
@@ -245,9 +246,9 @@ def test_decode_with_kernels_prices_each_batch_from_the_tables(capsys):
 
 
 def test_decode_kernels_on_a_gpu_without_tables_is_one_line(capsys):
-    assert main(["decode", "--kernels", "trtllm", "--machine", "mi300x"]) == 2
+    assert main(["decode", "--kernels", "trtllm", "--machine", "v100"]) == 2  # no tables, no counterpart to transfer from
     err = capsys.readouterr().err
-    assert "no measured kernel tables for mi300x: they exist for" in err and len(err.strip().splitlines()) == 1
+    assert "no measured kernel tables for v100: they exist for" in err and len(err.strip().splitlines()) == 1
 
 
 def test_decode_prices_gpt_oss_mxfp4_experts_from_the_moe_table(capsys):
@@ -414,9 +415,9 @@ def test_serving_with_kernels_says_what_priced_it_and_refuses_a_gpu_without_tabl
             "--seeds", "1", "--kernels", "trtllm"]
     assert main(argv) == 0
     assert "from the measured kernels of trtllm 1.3.0rc20 on h100_sxm" in capsys.readouterr().out
-    assert main(argv + ["--machine", "mi300x"]) == 2
+    assert main(argv + ["--machine", "v100"]) == 2
     err = capsys.readouterr().err
-    assert "no measured kernel tables for mi300x" in err and "Traceback" not in err
+    assert "no measured kernel tables for v100" in err and "Traceback" not in err
 
 
 def test_block_scaled_fp8_reads_the_tables_fp8_block_rows(capsys):
@@ -437,3 +438,34 @@ def test_block_scaled_fp8_reads_the_tables_fp8_block_rows(capsys):
         assert f"gemm_perf {table} " in p.source
     assert main(["layer", "--dtype", "fp8", "--fp8-scaling", "block"]) == 2
     assert "give --kernels" in capsys.readouterr().err
+
+
+def test_a_gpu_without_tables_takes_the_nearest_measured_gpus_efficiencies_marked_transferred(capsys):
+    """MI300X (no tables) with vllm: a bf16 GEMM of 16 x 4096 by 4096 x 6144 keeps the efficiency of
+    vLLM's H200 row at that shape and runs at the MI300X's roofline over it. Rooflines by hand from the
+    presets' datasheet figures: bytes 2 (16 x 4096 + 4096 x 6144 + 16 x 6144) = 50,659,328 (memory-bound
+    on both: 805M FLOPs take under 1 us at their peaks), over 4.8 TB/s (H200) and 5.3 TB/s (MI300X)."""
+    rows = [r for r in _gemm_rows("h200_sxm", "vllm", "0.24.0") if r["gemm_dtype"] == "bfloat16"
+            and (r["m"], r["n"], r["k"]) == (16, 6144, 4096)]
+    assert len(rows) == 1
+    moved = 2 * (16 * 4096 + 4096 * 6144 + 16 * 6144)
+    eff = (moved / 4.8e12) / (rows[0]["latency"] * 1e-3)
+    from roofline.kernels import Kernel
+    from roofline.machines import get_machine
+    from roofline.measured.model import MeasuredKernels
+
+    m = get_machine("mi300x")
+    cm = MeasuredKernels.for_machine(m, "vllm")
+    assert cm.measured_on == "h200"
+    k = Kernel("proj", 2.0 * 16 * 6144 * 4096, moved, "matmul", "bf16", shape=(1, 16, 6144, 4096))
+    p = cm.predict_op(k, m)
+    assert p.time_s - p.launch_s == pytest.approx((moved / 5.3e12) / eff, rel=1e-9)
+    assert "transferred to MI300X" in p.source
+    assert main(["layer", "--machine", "mi300x", "--kernels", "vllm", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kernels_transferred_from"] == "h200" and any("transferred" in n for n in out["kernel_notes"])
+    assert main(["layer", "--machine", "mi300x", "--kernels", "trtllm"]) == 2
+    assert "NVIDIA GPUs only" in capsys.readouterr().err
+    assert main(["decode", "--machine", "mi300x", "--kernels", "sglang", "--model", "llama3-70b", "--tp", "4",
+                 "--breakdown", "8"]) == 0
+    assert "not transferred from h200" in capsys.readouterr().out  # the all-reduce: its machine's interconnect

@@ -84,12 +84,12 @@ def _engine_kernels(args, machine) -> None:
     the extra is installed), said in a note; else the cost model, said too."""
     if not getattr(args, "engine", None) or args.kernels:
         return
-    from roofline.measured.tables import resolve
+    from roofline.measured.model import MeasuredKernels
     from roofline.serving.engines import preset
 
     kernels = preset(args.engine, machine).kernels
     try:
-        resolve(machine.key, kernels, "gemm")
+        MeasuredKernels.for_machine(machine, kernels)  # its own tables, or the nearest measured GPU's transferred
     except RooflineError as exc:
         if "version" in str(exc) or "measured versions" in str(exc):
             raise  # an engine version the tables lack: refused by name, as --kernels would be

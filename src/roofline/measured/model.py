@@ -33,7 +33,7 @@ from roofline.measured.gemm import TABLE_DTYPE, GemmEstimate, gemm_table
 from roofline.measured.moe import moe_table
 from roofline.measured import profile
 from roofline.measured.profile import is_profile
-from roofline.measured.tables import resolve
+from roofline.measured.tables import resolve, transfer_source
 
 
 def at_least_roofline(kernel_s, kernel: Kernel, machine: Machine):
@@ -89,6 +89,7 @@ class MeasuredWorkloadPrediction(WorkloadPrediction):
     def to_dict(self) -> dict:
         ops = [o for o in self.ops if isinstance(o, MeasuredOpPrediction) and o.points]
         return {**super().to_dict(), "model": "measured kernels", "kernels": self.model.kernels,
+                "kernels_transferred_from": self.model.measured_on or None,
                 "kernels_source": sorted({o.source for o in ops}), "kernel_notes": list(measured_notes(self.ops))}
 
     def to_csv(self) -> str:
@@ -110,6 +111,9 @@ class MeasuredKernels(CostModel):
     # engines' on-the-fly fp8) or "block" (one per 128 x 128 block: DeepSeek-V3/R1's and Qwen3's own FP8 checkpoints,
     # whose config.json names weight_block_size [128, 128]), each its own kernel in the engines (FP8_SCALINGS)
     fp8_scaling: str = "tensor"
+    # a preset with no tables of its own: the measured preset whose kernels' efficiencies are read and applied to
+    # this machine's roofline ("" for measured on the machine itself; tables.NEAREST_MEASURED)
+    measured_on: str = ""
 
     def __post_init__(self):
         super().__post_init__()
@@ -129,13 +133,33 @@ class MeasuredKernels(CostModel):
         if is_profile(kernels):
             profile.machine_of(machine.key, kernels)  # refused by name unless the profile measured this machine
             return cls(kernels=kernels, tables=profile.source(kernels), **cost)
-        ts = resolve(machine.key, kernels, "gemm")  # refused by name here: a GPU, engine or version without tables
+        near = transfer_source(machine, kernels)
+        ts = resolve(near or machine.key, kernels, "gemm")  # refused by name here: a GPU, engine or version without tables
+        if near:
+            return cls(kernels=kernels, tables=f"{ts.engine} {ts.version} on {ts.gpu}, transferred to {machine.name}",
+                       measured_on=near, **cost)
         return cls(kernels=kernels, tables=f"{ts.engine} {ts.version} on {ts.gpu}", **cost)
+
+    def _source(self, machine: Machine) -> str:
+        """The preset whose tables price this machine's ops: its own, or the one they transfer from."""
+        return self.measured_on or machine.key
+
+    def _onto(self, table, machine: Machine):
+        """A GEMM or attention table of the source preset read against ``machine``'s roofline: each
+        point's efficiency kept, the bound this machine's (transferred), said in its source."""
+        if not self.measured_on:
+            return table
+        return dataclasses.replace(table, machine=machine, source=f"{table.source}, transferred to {machine.name}")
 
     def priced_by(self) -> str:
         if is_profile(self.kernels):
             return (f"matmuls and fused attention from the kernels measured by {self.tables or self.kernels} plus the "
                     "launch; the other ops by the cost model")
+        if self.measured_on:
+            return (f"matmuls, fused attention and routed experts at the efficiencies of the measured kernels of "
+                    f"{self.tables or self.kernels} (aiconfigurator-core; transferred: each shape's share of its roofline "
+                    f"on the {self.measured_on} applied to this machine's, not measured on it) plus the launch; the other "
+                    "ops, all-reduces included, by the cost model")
         return (f"matmuls, fused attention, routed experts and all-reduces from the measured kernels of "
                 f"{self.tables or self.kernels} (aiconfigurator-core) plus the launch; the other ops by the cost model")
 
@@ -169,6 +193,9 @@ class MeasuredKernels(CostModel):
         if shape and shape[0] == MOE_EXPERTS:
             return self._moe(kernel, machine, shape)
         if shape and shape[0] == ALL_REDUCE:
+            if self.measured_on:
+                return None, (f"an all-reduce's table is its machine's interconnect: not transferred from "
+                              f"{self.measured_on}")
             try:
                 return all_reduce_table(machine.key, self.kernels).estimate(shape[1], shape[2]), None
             except RooflineError as exc:
@@ -187,7 +214,8 @@ class MeasuredKernels(CostModel):
         if kernel.dtype not in TABLE_DTYPE:
             return None, f"no measured {kernel.dtype} GEMMs"
         try:
-            return gemm_table(machine.key, self.kernels, self.table_dtype(kernel.dtype)).estimate(M, N, K), None
+            return self._onto(gemm_table(self._source(machine), self.kernels, self.table_dtype(kernel.dtype)),
+                              machine).estimate(M, N, K), None
         except RooflineError as exc:  # a dtype this engine did not measure on this GPU: said in the op's source
             return None, str(exc)
 
@@ -197,7 +225,7 @@ class MeasuredKernels(CostModel):
             return None, ("a V head dim unlike the K one" if dv != d else "chunked attention") + \
                 ": the attention tables measured neither"
         try:
-            table = attention_table(machine.key, self.kernels, bool(decode))
+            table = self._onto(attention_table(self._source(machine), self.kernels, bool(decode)), machine)
             return table.estimate(kernel.dtype, kv_dtype, B, T, S, H, K, d, int(window or 0)), None
         except RooflineError as exc:
             return None, str(exc)
@@ -209,8 +237,10 @@ class MeasuredKernels(CostModel):
         at its token count (measured.moe); nothing apart for the activation ("fused")."""
         _, M, D, F, k, E, gated, weights, compute = shape
         try:
-            eff, basis, points, source = moe_table(machine.key, self.kernels).efficiency(
+            eff, basis, points, source = moe_table(self._source(machine), self.kernels).efficiency(
                 compute, self.table_dtype(weights), M, D, F, k, E)
+            if self.measured_on:
+                source = f"{source}, transferred to {machine.name}"
         except RooflineError as exc:
             return None, str(exc)
         if kernel.category != "matmul":
@@ -239,20 +269,23 @@ class MeasuredKernels(CostModel):
             dims = matmul_dims(shape)
             if dims is None or np.any(np.asarray(dims[0]) != 1) or kernel.dtype not in TABLE_DTYPE:
                 return np.nan
-            return gemm_table(machine.key, self.kernels, self.table_dtype(kernel.dtype)).times(*dims[1:])
+            return self._onto(gemm_table(self._source(machine), self.kernels, self.table_dtype(kernel.dtype)),
+                              machine).times(*dims[1:])
         if family == "attention":
             _, B, T, S, H, K, d, dv, window, chunked, decode, kv_dtype = shape
             if dv != d or chunked:
                 return np.nan
-            return attention_table(machine.key, self.kernels, bool(decode)).times(
+            return self._onto(attention_table(self._source(machine), self.kernels, bool(decode)), machine).times(
                 kernel.dtype, kv_dtype, B, T, S, H, K, d, int(window or 0))
         if family == "moe":
             _, M, D, F, k, E, gated, weights, compute = shape
-            eff = moe_table(machine.key, self.kernels).efficiencies(compute, self.table_dtype(weights), M, D, F, k, E)
+            eff = moe_table(self._source(machine), self.kernels).efficiencies(compute, self.table_dtype(weights), M, D, F, k, E)
             if kernel.category != "matmul":
                 return np.zeros_like(eff)  # fused into the module's GEMMs
             return time_lower_bound(kernel, machine) / eff
         if family == "all-reduce":
+            if self.measured_on:
+                return np.nan
             return all_reduce_table(machine.key, self.kernels).times(shape[1], shape[2])
         return np.nan
 
@@ -304,6 +337,10 @@ def measured_notes(ops) -> tuple[str, ...]:
     models' ops."""
     ops = [o for o in ops if isinstance(o, MeasuredOpPrediction)]
     out = []
+    moved = sorted({o.source.rsplit(", transferred to ", 1)[1] for o in ops if ", transferred to " in o.source})
+    if moved:
+        out.append(f"the measured ops' times are transferred to the {', '.join(moved)}: each shape's efficiency on the "
+                   "nearest measured GPU's kernels applied to this machine's roofline, not measured on it")
     outside = [o.name for o in ops if o.basis == "extrapolated"]
     if outside:
         out.append(f"{', '.join(outside)}: past the measured shapes, at the efficiency of the nearest measured edge "

@@ -35,6 +35,16 @@ PRESET_OF_GPU = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200",
                  "a100_sxm": "a100-80gb", "l40s": "l40s"}
 ENGINES = ("trtllm", "vllm", "sglang")  # the serving engines; comm/ also holds nccl and oneccl
 
+# Presets with no measured tables and the measured preset nearest in architecture, whose kernels' efficiencies
+# (roofline / measured time, per shape) are transferred onto their own roofline (MeasuredKernels.measured_on),
+# marked as transferred wherever they are shown: the same generation of memory and a ridge point within 20%
+# (FLOP/B at the default dtype: MI300X 247 and MI325X 218 against the H200's 206; the H100 PCIe and NVL are
+# the SXM's chip; the A100 40GB the 80GB's; the L4 and RTX 4090 the L40S's Ada generation). TPUs, Gaudi and
+# older GPUs have no counterpart and are refused.
+NEAREST_MEASURED = {"mi300x": "h200", "mi325x": "h200", "h100-pcie": "h100-sxm", "h100-nvl": "h100-sxm",
+                    "a100-40gb": "a100-80gb", "l4": "l40s", "rtx-4090": "l40s"}
+NVIDIA_ONLY = ("trtllm",)  # engines that run on NVIDIA GPUs alone: never transferred to another vendor's
+
 
 def data_root() -> Path:
     """The package's data folder, found without importing the package; a missing package is one
@@ -108,6 +118,29 @@ def inventory() -> tuple[TableSet, ...]:
         if tables:
             out.append(TableSet(gpu, family, engine, version, tuple(tables)))
     return tuple(out)
+
+
+def has_tables(machine_key: str) -> bool:
+    """Whether the tables measured this preset's GPU."""
+    gpus = {ts.gpu for ts in inventory()}
+    return any(PRESET_OF_GPU.get(g) == machine_key for g in gpus)
+
+
+def transfer_source(machine, kernels: str) -> str | None:
+    """The measured preset whose tables ``kernels`` transfer onto ``machine`` (NEAREST_MEASURED), or
+    None where the machine has tables or no counterpart; an NVIDIA-only engine on another vendor's GPU
+    is refused by name."""
+    if has_tables(machine.key):
+        return None
+    near = NEAREST_MEASURED.get(machine.key)
+    if near is None:
+        return None
+    engine, _ = parse_kernels(kernels)
+    if engine in NVIDIA_ONLY and machine.vendor and machine.vendor.upper() != "NVIDIA":
+        raise RooflineError(f"{engine} runs on NVIDIA GPUs only: no {engine} kernels for the {machine.vendor} "
+                            f"{machine.name} (vllm and sglang run on it; their tables transfer from {near})",
+                            field="machine", also=("kernels",))
+    return near
 
 
 def _gpu_of(machine_key: str) -> str:
