@@ -38,14 +38,17 @@ MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama3-8b", "nvidia/Llama-3.1-8B-
           "meta-llama/Llama-3.1-70B": "llama3-70b", "Qwen/Qwen3-32B": "qwen3-32b", "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
           "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b", "deepseek-ai/DeepSeek-R1": "deepseek-v3",
           "deepseek-ai/DeepSeek-V3": "deepseek-v3", "nvidia/DeepSeek-R1-NVFP4": "deepseek-v3",
-          "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3", "openai/gpt-oss-120b": "gpt-oss-120b"}
+          "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3", "openai/gpt-oss-120b": "gpt-oss-120b",
+          "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5"}
+# models read from the config.json aiconfigurator-core ships (its model_configs/), by our label
+CONFIGS = {"minimax-m2.5": "MiniMaxAI--MiniMax-M2.5_config.json"}
 GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "gb200"}
 DTYPES = {"fp8": "fp8", "fp4": "fp4", "bf16": "bf16", "": "bf16", "int4": "int4"}  # the row's precision; none: bf16
 # Checkpoints whose config.json quantization_config scales fp8 weights per 128 x 128 block ("weight_block_size":
 # [128, 128]: DeepSeek-V3 and R1, Qwen3's own -FP8 releases): their GEMMs and experts read the tables' fp8_block rows
 # (MeasuredKernels.fp8_scaling "block"); every other fp8 row is per-tensor (ModelOpt checkpoints, and the base
 # models quantised by the engine on load).
-BLOCK_FP8 = {"deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B-FP8"}
+BLOCK_FP8 = {"deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B-FP8", "MiniMaxAI/MiniMax-M2.5"}
 KV_CACHE = "bf16"  # the engines' default kv-cache dtype "auto" follows the checkpoint (vLLM: the model's dtype;
 # TensorRT-LLM's KvCacheConfig.dtype: the checkpoint's kv_cache_quant_algo); the sample does not state one: bf16
 
@@ -67,7 +70,7 @@ def settings_text() -> str:
             f"concurrency, {REQUESTS_PER_USER} requests a user (at least {MIN_REQUESTS}), every request the row's input "
             "and output length; the row's precision as `--dtype` (fp8: W8A8), with a bf16 KV cache (the engines' "
             "default 'auto' follows the checkpoint; the sample states none); no precision given: bf16; fp8 as "
-            "block-scaled (`--fp8-scaling block`) for the checkpoints that are (DeepSeek-V3/R1, Qwen3-235B-A22B-FP8: "
+            "block-scaled (`--fp8-scaling block`) for the checkpoints that are (DeepSeek-V3/R1, Qwen3-235B-A22B-FP8, MiniMax-M2.5: "
             "weight_block_size [128, 128] in their config.json), else per-tensor; the row's tensor parallelism, or with attention data "
             "parallelism equal to MoE expert parallelism `--ep` over those GPUs; mean TTFT and TPOT compared. "
             "`plate`: the workshop plate's cost model (e_c 0.70, e_m 0.85, launch 3 us); `kernels`: the row's engine's "
@@ -146,7 +149,12 @@ def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block)
                 "compute_efficiency", "memory_efficiency", "launch_overhead_s", "overlap", "cuda_graph")},
                 fp8_scaling="block" if block else "tensor")
         precision = dataclasses.replace(Precision.uniform(dtype, m), kv_cache=KV_CACHE)
-        _STEPS[key] = StepCost(model, m, precision, gpus, None, cm, "flash", max_tokens, max_seqs,
+        source = model
+        if model in CONFIGS:
+            from roofline.measured.tables import data_root
+
+            source = str(data_root().parent.parent / "model_configs" / CONFIGS[model])
+        _STEPS[key] = StepCost(source, m, precision, gpus, None, cm, "flash", max_tokens, max_seqs,
                                expert_parallel=ep)
     return _STEPS[key]
 

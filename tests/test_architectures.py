@@ -283,7 +283,7 @@ def test_unknown_quantisation_is_refused_by_name():
 
 def test_every_supported_family_has_a_preset_or_a_test():
     presets = {m.model_type for m in __import__("roofline.transformer", fromlist=["list_models"]).list_models()}
-    tested_here = {"gemma", "gemma3", "llama4", "qwen2_moe", "deepseek_v2", "kimi_k2", "mamba2"}
+    tested_here = {"gemma", "gemma3", "llama4", "qwen2_moe", "deepseek_v2", "kimi_k2", "mamba2", "minimax_m2"}
     assert set(SUPPORTED) <= presets | tested_here
 
 
@@ -429,3 +429,46 @@ def test_qwen2_sliding_window_applies_only_with_use_sliding_window():
     on = from_hf_config(dict(cfg, use_sliding_window=True))
     assert [layer.mixer.span for layer in on.layers] == [0, 0, 16, 16]  # layers from max_window_layers on
     assert on.notes == () and from_hf_config(cfg).notes == ()
+
+
+# MiniMax-M2.5's config.json as published (MiniMaxAI/MiniMax-M2.5; the keys that shape the weights)
+MINIMAX_M25 = {"model_type": "minimax_m2", "num_hidden_layers": 62, "hidden_size": 3072, "num_attention_heads": 48,
+               "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 1536, "vocab_size": 200064,
+               "num_experts_per_tok": 8, "num_local_experts": 256, "max_position_embeddings": 196608,
+               "rotary_dim": 64, "hidden_act": "silu", "rms_norm_eps": 1e-06, "tie_word_embeddings": False,
+               "use_qk_norm": True, "qk_norm_type": "per_layer", "use_routing_bias": True, "use_mtp": True,
+               "mtp_transformer_layers": 1, "num_mtp_modules": 3, "shared_intermediate_size": 0,
+               "scoring_func": "sigmoid", "torch_dtype": "bfloat16",
+               "quantization_config": {"quant_method": "fp8", "fmt": "float8_e4m3fn", "activation_scheme": "dynamic",
+                                       "weight_block_size": [128, 128],
+                                       "modules_to_not_convert": ["gate", "e_score_correction_bias", "lm_head"]}}
+
+
+def test_minimax_m2_counts_by_hand_and_to_its_published_active_parameters():
+    """Per layer: q 3072 x 6144, k and v 3072 x 1024 each, o 6144 x 3072 = 44,040,192; the q/k norms
+    across all heads (per_layer) 6,144 + 1,024; router 3072 x 256 = 786,432; 256 experts of 3 x 3072 x
+    1536 = 3,623,878,656; two norms 6,144. Embedding and LM head 200,064 x 3072 each; final norm 3,072.
+    Active: 8 experts (113,246,208) instead of 256. MiniMax's report (M2 series, M2.5 the same
+    backbone) gives 9.8B activated per token: ours without the embedding and LM head."""
+    m = from_hf_config(MINIMAX_M25)
+    per_layer = 44_040_192 + 6_144 + 1_024 + 786_432 + 3_623_878_656 + 6_144
+    emb = 2 * 200_064 * 3072
+    c = count_params(m)
+    assert c["total"] == 62 * per_layer + emb + 3072
+    active = 62 * (per_layer - 3_623_878_656 + 8 * 3 * 3072 * 1536) + emb + 3072
+    from roofline.transformer import active_params
+
+    assert active_params(m) == active
+    assert abs((active - emb) / 9.8e9 - 1) < 0.005  # 9.80B without the embedding and LM head
+    assert any("multi-token-prediction" in o for o in m.omitted)
+    # the skip list's bare "gate" is the router (kept bf16), its correction bias a buffer
+    assert m.storage.width("router", 2.0) == 2.0 and m.storage.width("experts", 2.0) < 1.1
+
+
+def test_kimi_k25_is_kimi_k2s_language_model_in_a_text_config():
+    inner = {"model_type": "kimi_k2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "vocab_size": 100, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8,
+             "q_lora_rank": 0, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+             "intermediate_size": 128, "first_k_dense_replace": 1, "n_shared_experts": 1}
+    wrapped = from_hf_config({"model_type": "kimi_k25", "text_config": inner, "vision_config": {"hidden_size": 8}})
+    assert count_params(wrapped) == count_params(from_hf_config(inner)) and "vision" in wrapped.omitted[0]

@@ -469,3 +469,24 @@ def test_a_gpu_without_tables_takes_the_nearest_measured_gpus_efficiencies_marke
     assert main(["decode", "--machine", "mi300x", "--kernels", "sglang", "--model", "llama3-70b", "--tp", "4",
                  "--breakdown", "8"]) == 0
     assert "not transferred from h200" in capsys.readouterr().out  # the all-reduce: its machine's interconnect
+
+
+def test_a_kernel_far_under_its_roofline_is_said_not_corrected():
+    """vLLM 0.24.0's B200 block-fp8 GEMM at m 8, n 2048, k 3072 (MiniMax-M2.5's QKV over TP4): its
+    row's latency against its roofline (bytes 8 x 3072 + 3072 x 2048 + 2 x 8 x 2048 = 6,348,800 at
+    7.7 TB/s: 0.82 us) is under 2%; the op keeps that time and a note says so."""
+    rows = [r for r in _gemm_rows("b200_sxm", "vllm", "0.24.0") if r["gemm_dtype"] == "fp8_block"
+            and (r["m"], r["n"], r["k"]) == (8, 2048, 3072)]
+    assert len(rows) == 1
+    bound = (8 * 3072 + 3072 * 2048 + 2 * 8 * 2048) / 7.7e12
+    assert bound / (rows[0]["latency"] * 1e-3) < 0.02
+    from roofline.kernels import Kernel
+    from roofline.machines import get_machine
+    from roofline.measured.model import MeasuredKernels, measured_notes
+
+    m = get_machine("b200")
+    k = Kernel("QKV proj", 2.0 * 8 * 2048 * 3072, 8 * 3072 + 3072 * 2048 + 2 * 8 * 2048, "matmul", "fp8",
+               shape=(1, 8, 2048, 3072))
+    p = MeasuredKernels.for_machine(m, "vllm", fp8_scaling="block").predict_op(k, m)
+    assert p.time_s - p.launch_s == pytest.approx(rows[0]["latency"] * 1e-3, rel=1e-9)
+    assert any(n.startswith("QKV proj: the table's kernel reaches under 2%") for n in measured_notes([p]))

@@ -32,7 +32,8 @@ class Attention:
     ``window`` W > 0: sliding window, each query sees the last W positions (itself included);
     ``chunk`` C > 0: chunked local attention, each query sees its own chunk of C positions so far
     (Llama 4). ``qk_norm``: "" none, "rmsnorm" (a d-wide scale on q and on k: Qwen3, Gemma 3),
-    "l2" (no weights: Llama 4). ``sinks``: one learned logit per head (gpt-oss)."""
+    "rmsnorm_full" (one norm over all heads' q and one over all k, scales H d and K d wide: MiniMax-M2's
+    qk_norm_type per_layer), "l2" (no weights: Llama 4). ``sinks``: one learned logit per head (gpt-oss)."""
 
     heads: int
     kv_heads: int
@@ -52,8 +53,8 @@ class Attention:
             raise RooflineError(f"attention: heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
         if self.window and self.chunk:
             raise RooflineError("attention: a layer is sliding-window or chunked, not both")
-        if self.qk_norm not in ("", "rmsnorm", "l2"):
-            raise RooflineError(f"attention: qk_norm must be '', 'rmsnorm' or 'l2', got {self.qk_norm!r}")
+        if self.qk_norm not in ("", "rmsnorm", "rmsnorm_full", "l2"):
+            raise RooflineError(f"attention: qk_norm must be '', 'rmsnorm', 'rmsnorm_full' or 'l2', got {self.qk_norm!r}")
         if not self.v_head_dim:
             object.__setattr__(self, "v_head_dim", self.head_dim)
 
@@ -79,6 +80,8 @@ class Attention:
             n += D
         if self.qk_norm == "rmsnorm":
             n += 2 * d
+        elif self.qk_norm == "rmsnorm_full":
+            n += H * d + K * d
         if self.sinks:
             n += H
         return n

@@ -135,6 +135,39 @@ def _qwen3_moe(c: _Keys) -> Model:
                        moe=_qwen_moe_layers(c, L, shared=False))
 
 
+@loader("minimax_m2")
+def _minimax_m2(c: _Keys) -> Model:
+    """MiniMaxM2Config (MiniMax-M2, M2.5): full attention of num_attention_heads x head_dim (wider than
+    hidden_size) over num_key_value_heads; q and k RMS-normed across all heads (use_qk_norm with
+    qk_norm_type per_layer: scales H d and K d wide; per_head would be Qwen3's d); partial rotary
+    (rotary_dim: no weights); MoE on every layer: num_local_experts experts of intermediate_size,
+    top num_experts_per_tok, a router (D, E), sigmoid scores with a per-expert correction bias
+    (use_routing_bias: a buffer, not counted, as DeepSeek-V3's), no shared expert
+    (shared_intermediate_size 0); tie False. The multi-token-prediction modules (use_mtp,
+    num_mtp_modules) are left out, said."""
+    L = c.pos("num_hidden_layers")
+    norm = ""
+    if c.flag("use_qk_norm", False):
+        kind = c.get("qk_norm_type", "per_layer")
+        if kind not in ("per_layer", "per_head"):
+            raise RooflineError(f"{c.name}: qk_norm_type must be 'per_layer' or 'per_head', got {kind!r}", field="model")
+        norm = "rmsnorm_full" if kind == "per_layer" else "rmsnorm"
+    if c.int("shared_intermediate_size", 0):
+        raise RooflineError(f"{c.name}: a MiniMax-M2 shared expert (shared_intermediate_size "
+                            f"{c.raw['shared_intermediate_size']}) is not modelled", field="model")
+    for key in ("rotary_dim", "use_routing_bias", "scoring_func", "mtp_transformer_layers"):
+        c.get(key)  # read: no weights of their own (partial RoPE, the routing bias buffer, the score function)
+    E, k, F = c.pos("num_local_experts"), c.pos("num_experts_per_tok"), c.pos("intermediate_size")
+    mtp = c.int("num_mtp_modules", 1) if c.flag("use_mtp", False) else 0  # read before the model is assembled
+    model = _llama_like(c, qk_norm=norm, head_dim_default=128, moe=lambda i: MoE(E, k, F), dense_ff=F)
+    if mtp:
+        import dataclasses
+
+        model = dataclasses.replace(model, omitted=model.omitted + (
+            f"multi-token-prediction modules ({mtp}, use_mtp): not counted",))
+    return model
+
+
 # ---------------------------------------------------------------------------------------------
 # Gemma
 # ---------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from roofline.hf_configs.shared import SUPPORTED
 
 FAMILIES = (llama, moe, gpt, ssm)  # importing them registers their loaders in SUPPORTED
 
-NESTED = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+NESTED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2"}  # Kimi K2.5: K2's text model
 
 
 def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Model:

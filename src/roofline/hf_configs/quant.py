@@ -17,6 +17,7 @@ _PART_PATTERNS = (("shared_expert", "shared_experts"), ("experts", "experts"), (
                   ("mamba", "ssm"), ("embed", "embedding"), ("lm_head", "lm_head"), ("mlp", "mlp"))
 # modules of a part the loader leaves out of the count (a vision tower): skipping them changes nothing priced
 _UNPRICED_PATTERNS = ("visual", "vision", "multi_modal", "mm_projector")
+_BUFFERS = ("e_score_correction_bias",)  # a router's correction bias: a buffer, not a weight (not counted)
 _LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
 _PROJECTION = re.compile(r"\.(\w*_proj|fc\d|w\d|dense\w*|c_fc|c_proj)$")
 
@@ -29,8 +30,11 @@ def _skipped_parts(skip: list[str], name: str, n_layers: int) -> tuple[dict[str,
     notes = []
     for pattern in skip:
         low = pattern.lower()
-        if any(u in low for u in _UNPRICED_PATTERNS):
-            continue  # the vision tower is not counted (said in the model's left-out line)
+        if any(u in low for u in _UNPRICED_PATTERNS) or low.rsplit(".", 1)[-1] in _BUFFERS:
+            continue  # the vision tower is not counted (said in the model's left-out line), nor a buffer
+        if low.rsplit(".", 1)[-1] == "gate":  # a bare "gate" (MiniMax's, Mixtral's block_sparse_moe.gate): the router
+            parts["router"] = None
+            continue
         hit = next((part for key, part in _PART_PATTERNS
                     if (low.endswith(key) if key == "mlp.gate" else key in low)), None)
         if hit is None:

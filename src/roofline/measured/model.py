@@ -78,6 +78,7 @@ class MeasuredOpPrediction(OpPrediction):
 
 
 FP8_SCALINGS = ("tensor", "block")  # MeasuredKernels.fp8_scaling
+IMPLAUSIBLY_SLOW = 0.02  # a measured kernel under this share of its roofline is said (measured_notes)
 MEASURED_FIELDS = ("roofline_s", "speed_of_light", "basis", "family", "points", "source", "beat_roofline")  # what a measured op adds to OP_FIELDS
 
 
@@ -345,6 +346,13 @@ def measured_notes(ops) -> tuple[str, ...]:
     if outside:
         out.append(f"{', '.join(outside)}: past the measured shapes, at the efficiency of the nearest measured edge "
                    "(extrapolated)")
+    slow = [o for o in ops if o.points and o.basis in ("measured", "interpolated", "extrapolated")
+            and np.ndim(o.speed_of_light) == 0 and 0 < float(o.speed_of_light) < IMPLAUSIBLY_SLOW]
+    if slow:
+        out.append(f"{', '.join(o.name for o in slow)}: the table's kernel reaches under {IMPLAUSIBLY_SLOW:.0%} of its "
+                   f"roofline ({', '.join(f'{float(o.speed_of_light):.1%}' for o in slow)}), a fallback path in the engine's "
+                   "benchmark more likely than its served kernel (vLLM 0.24.0's block-fp8 GEMMs: a median 1.6% on a B200, "
+                   "SGLang's and TensorRT-LLM's 24-27%): taken as measured; compare another engine's tables")
     for o in ops:
         if o.beat_roofline:
             out.append(f"{o.name}: the table's time beats its roofline {o.beat_roofline:.2f}x, faster than the datasheet "
