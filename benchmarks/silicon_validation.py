@@ -53,6 +53,10 @@ KV_CACHE = "bf16"  # the engines' default kv-cache dtype "auto" follows the chec
 # TensorRT-LLM's KvCacheConfig.dtype: the checkpoint's kv_cache_quant_algo); the sample does not state one: bf16
 
 # The one set of settings for every row (stated in the report).
+# Tensor-parallel attention with the experts split whole over the same GPUs (the engines' expert parallelism without
+# data-parallel attention): costed as tensor parallelism, whose per-GPU FLOPs and expected bytes are the same under
+# balanced routing (each GPU computes M k / g expert rows either way, and reads 1/g of the touched experts' weights);
+# the engines' EP kernels and any routing imbalance are not modelled. Its rows are shown apart ("TP, MoE EP").
 # Each row's engine as it runs by default (`--engine`: data/engines.toml, serving/engines.py), its max_seqs raised to
 # the row's concurrency where that is more (a deployment benchmarked at concurrency c admits c).
 # The one constant fitted from these rows: each engine's own time per step (scheduling, sampling, detokenising,
@@ -71,7 +75,8 @@ def settings_text() -> str:
             "and output length; the row's precision as `--dtype` (fp8: W8A8), with a bf16 KV cache (the engines' "
             "default 'auto' follows the checkpoint; the sample states none); no precision given: bf16; fp8 as "
             "block-scaled (`--fp8-scaling block`) for the checkpoints that are (DeepSeek-V3/R1, Qwen3-235B-A22B-FP8, MiniMax-M2.5: "
-            "weight_block_size [128, 128] in their config.json), else per-tensor; the row's tensor parallelism, or with attention data "
+            "weight_block_size [128, 128] in their config.json), else per-tensor; the row's tensor parallelism (its experts "
+            "split over the same GPUs costed as tensor-parallel: 'TP, MoE EP'), or with attention data "
             "parallelism equal to MoE expert parallelism `--ep` over those GPUs; mean TTFT and TPOT compared. "
             "`plate`: the workshop plate's cost model (e_c 0.70, e_m 0.85, launch 3 us); `kernels`: the row's engine's "
             "measured kernels on its GPU at the row's engine version where the tables hold it, else the version the "
@@ -92,7 +97,9 @@ def _int(x: str, default: int = 1) -> int:
 
 
 def layout(r: dict):
-    """(model, machine, dtype, gpus, expert_parallel) for a row, or a refusal's reason (a str)."""
+    """(model, machine, dtype, gpus, expert_parallel, label) for a row, or a refusal's reason (a str).
+    Tensor-parallel attention with the experts split over the same GPUs (MoE EP, or MoE TP x EP) is
+    costed as tensor parallelism (TP_MOE_EP)."""
     model = MODELS.get(r["model_path"])
     if model is None:
         return f"no preset for {r['model_path']} (issue 36)"
@@ -107,9 +114,11 @@ def layout(r: dict):
     if pp > 1:
         return "pipeline parallelism in the sample (not mapped)"
     if dp == 1 and mep == 1:
-        return model, machine, DTYPES[prec], tp, False
+        return model, machine, DTYPES[prec], tp, False, "TP"
     if tp == 1 and dp == mep and mtp == 1:
-        return model, machine, DTYPES[prec], dp, True
+        return model, machine, DTYPES[prec], dp, True, "EP"
+    if dp == 1 and mtp * mep == tp:
+        return model, machine, DTYPES[prec], tp, False, "TP, MoE EP"
     return f"attention TP {tp} x DP {dp} with MoE TP {mtp} x EP {mep}: a mixed layout the simulator does not model"
 
 
@@ -172,9 +181,10 @@ def run_row(r: dict, overheads: dict | None = None) -> dict:
     got = layout(r)
     if isinstance(got, str):
         return {**out, "refused": got}
-    model, machine, dtype, gpus, ep = got
+    model, machine, dtype, gpus, ep, label = got
     c, isl, osl = _int(r["batch_size"]), _int(r["isl"]), _int(r["osl"])
-    out.update(model=model, machine=machine, dtype=dtype, gpus=gpus, ep=ep, engine=r["backend"], concurrency=c)
+    out.update(model=model, machine=machine, dtype=dtype, gpus=gpus, ep=ep, layout=label, engine=r["backend"],
+               concurrency=c)
     defaults = preset(r["backend"], get_machine(machine)).engine(step_overhead_s=0.0)
     engine = dataclasses.replace(defaults, max_seqs=max(defaults.max_seqs, c), max_tokens=max(
         defaults.max_tokens, c if defaults.mixed_steps else 0))
@@ -343,7 +353,7 @@ def write_report(args, sample, results, done, refused, wall, overheads) -> list[
         lines += table("GPU", summarise(done, lambda d: d["machine"]))
         lines += table("model", summarise(done, lambda d: d["model"]))
         lines += table("concurrency", summarise(done, lambda d: _band(d["concurrency"])))
-        lines += table("GPUs", summarise(done, lambda d: (d["gpus"], "EP" if d["ep"] else "TP")))
+        lines += table("GPUs", summarise(done, lambda d: (d["gpus"], d["layout"])))
         lines += table("engine, GPU and model", summarise(done, lambda d: (d["engine"], d["machine"], d["model"])))
     lines += ["## Refused", "", "| reason | rows |", "| --- | --- |"]
     lines += [f"| {why} | {k} |" for why, k in sorted(refused.items(), key=lambda x: -x[1])]

@@ -47,9 +47,9 @@ STRETCH = 4096  # decode-only steps run at once between events, at most
 
 
 # what every serving figure carries: its validation's direction (docs/serving-validation.md)
-MEASURED_VALIDATION_NOTE = ("against 2,215 measured deployments (docs/serving-validation-measured.md), an engine's "
+MEASURED_VALIDATION_NOTE = ("against 2,501 measured deployments (docs/serving-validation-measured.md), an engine's "
                             "defaults (--engine) on its measured kernels predicted time per output token within a median "
-                            "28% on models held out of its one fitted figure (72% of rows within 1.5x), time to first "
+                            "28% on models held out of its one fitted figure (71% of rows within 1.5x), time to first "
                             "token within ~50% either way")
 VALIDATION_NOTE = ("against published engine benchmarks (docs/serving-validation.md) this model is optimistic in most "
                    "rows, most where a server queues and for multi-GPU latency: read its throughput as an upper bound "
