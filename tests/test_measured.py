@@ -490,3 +490,23 @@ def test_a_kernel_far_under_its_roofline_is_said_not_corrected():
     p = MeasuredKernels.for_machine(m, "vllm", fp8_scaling="block").predict_op(k, m)
     assert p.time_s - p.launch_s == pytest.approx(rows[0]["latency"] * 1e-3, rel=1e-9)
     assert any(n.startswith("QKV proj: the table's kernel reaches under 2%") for n in measured_notes([p]))
+
+
+def test_mla_decode_attention_comes_back_at_the_engines_measured_latency():
+    """DeepSeek-V3 over 8 H200s decodes 16 heads a GPU (128 / 8): a decode step of 16 sequences at
+    4,096 positions reads TensorRT-LLM's generation MLA row of 16 heads, batch 16, isl + step 4,096
+    (bf16 cache), once for each of the 58 MoE layers (kind B) inside the step's CUDA graph."""
+    import dataclasses
+
+    path = _data() / "h200_sxm" / "mla" / "trtllm" / "1.3.0rc20" / "generation_mla_perf.parquet"
+    rows = [r for r in pa.read_table(path).to_pylist() if r["num_heads"] == 16 and r["batch_size"] == 16
+            and r["isl"] + r["step"] == 4096 and r["kv_cache_dtype"] == "bfloat16" and r["mla_dtype"] == "bfloat16"]
+    assert len(rows) == 1
+    from roofline.machines import get_machine
+    from roofline.measured.model import MeasuredKernels
+    from roofline.plan.step import StepCost
+
+    m = get_machine("h200")
+    cm = dataclasses.replace(MeasuredKernels.for_machine(m, "trtllm"), cuda_graph=True)
+    ops = {o.name: o for o in StepCost("deepseek-v3", m, tensor_parallel=8, cost_model=cm).ops([4096.0] * 16)}
+    assert ops["B: latent attention (decode)"].time_s == pytest.approx(58 * rows[0]["latency"] * 1e-3, rel=1e-6)

@@ -388,6 +388,21 @@ def matmul_dims(shape: tuple) -> tuple | None:
     tagged tuples) or none."""
     return shape if len(shape) == 4 and not any(isinstance(x, str) for x in shape) else None
 ALL_REDUCE = "all-reduce"  # the tags of a collective kernel's shape (TAG, GPUs, bytes each GPU holds)
+# The tag of MLA's absorbed decode attention (FUSED_MLA, B, S, heads, kv_lora_rank, rope dims, KV-cache dtype): what a
+# measured MLA generation table is read at (measured.mla)
+FUSED_MLA = "fused latent attention"
+
+
+def latent_decode_cost(B, S, H, r, rope, bytes_per_elem, softmax_flops):
+    """(FLOPs, bytes, cached elements) of MLA's absorbed decode attention, one query token per
+    sequence (DeepSeek-V2, arXiv:2405.04434 section 2.1, absorbed): each of H heads scores its (r +
+    rope)-wide query against the S cached latents and rope keys of its sequence (2 S (r + rope)
+    FLOPs), weights the r-wide latents (2 S r) and takes a softmax; it reads the queries, the cache
+    (B S (r + rope)) and writes H r outputs a sequence. Plain numbers or arrays."""
+    n_s = B * H * S
+    cache = B * S * (r + rope)
+    flops = 2.0 * n_s * (r + rope) + 2.0 * n_s * r + softmax_flops * n_s
+    return flops, bytes_per_elem * (B * H * (r + rope) + cache + B * H * r), cache
 ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, SEND = "all-gather", "reduce-scatter", "all-to-all", "send"
 COLLECTIVES = (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, SEND)
 

@@ -8,7 +8,8 @@ CPU's launch), never under the op's roofline (at_least_roofline):
 - a matmul of one (M, N, K) shape (a linear layer) in a dtype the GEMM table measured: measured.gemm;
 - a fused attention (its shape tagged FUSED_ATTENTION): measured.attention;
 - a MoE layer's routed experts (MOE_EXPERTS): their share of the measured module, measured.moe;
-- a tensor-parallel all-reduce within a node (ALL_REDUCE): measured.comm.
+- a tensor-parallel all-reduce within a node (ALL_REDUCE): measured.comm;
+- MLA's absorbed decode attention (FUSED_MLA): measured.mla.
 
 Every other op (norms, activations, residual adds, unfused attention, MLA, batched matmuls, sites
 the tables lack) keeps the cost model, e_c and e_m. Each op says which and why: its ``basis``,
@@ -25,11 +26,12 @@ import numpy as np
 from roofline.cost import (CostModel, OpPrediction, WorkloadPrediction, _jsonable, overlapped_s, roofline_bound,
                            time_lower_bound)
 from roofline.errors import RooflineError
-from roofline.kernels import ALL_REDUCE, FUSED_ATTENTION, MOE_EXPERTS, Kernel, matmul_dims
+from roofline.kernels import ALL_REDUCE, FUSED_ATTENTION, FUSED_MLA, MOE_EXPERTS, Kernel, matmul_dims
 from roofline.machines import Machine
 from roofline.measured.attention import attention_table
 from roofline.measured.comm import all_reduce_table
 from roofline.measured.gemm import TABLE_DTYPE, GemmEstimate, gemm_table
+from roofline.measured.mla import mla_table
 from roofline.measured.moe import moe_table
 from roofline.measured import profile
 from roofline.measured.profile import is_profile
@@ -161,7 +163,7 @@ class MeasuredKernels(CostModel):
                     f"{self.tables or self.kernels} (aiconfigurator-core; transferred: each shape's share of its roofline "
                     f"on the {self.measured_on} applied to this machine's, not measured on it) plus the launch; the other "
                     "ops, all-reduces included, by the cost model")
-        return (f"matmuls, fused attention, routed experts and all-reduces from the measured kernels of "
+        return (f"matmuls, fused attention, MLA decode, routed experts and all-reduces from the measured kernels of "
                 f"{self.tables or self.kernels} (aiconfigurator-core) plus the launch; the other ops by the cost model")
 
     def describe(self, graph_steps: str = "") -> str:
@@ -182,6 +184,8 @@ class MeasuredKernels(CostModel):
             return "moe"
         if kernel.shape and kernel.shape[0] == ALL_REDUCE:
             return "all-reduce"
+        if kernel.shape and kernel.shape[0] == FUSED_MLA:
+            return "mla"
         return "gemm" if kernel.category == "matmul" else ""
 
     def _gemm(self, kernel: Kernel, machine: Machine, shape=None):
@@ -193,6 +197,13 @@ class MeasuredKernels(CostModel):
             return self._attention(kernel, machine, shape)
         if shape and shape[0] == MOE_EXPERTS:
             return self._moe(kernel, machine, shape)
+        if shape and shape[0] == FUSED_MLA:
+            _, B, S, H, r, rope, kv_dtype = shape
+            try:
+                table = self._onto(mla_table(self._source(machine), self.kernels), machine)
+                return table.estimate(kv_dtype, B, S, H, int(r), int(rope)), None
+            except RooflineError as exc:
+                return None, str(exc)
         if shape and shape[0] == ALL_REDUCE:
             if self.measured_on:
                 return None, (f"an all-reduce's table is its machine's interconnect: not transferred from "
@@ -202,8 +213,8 @@ class MeasuredKernels(CostModel):
             except RooflineError as exc:
                 return None, str(exc)
         if kernel.category == "attention":
-            return None, ("unfused attention (QK^T, PV) and MLA's latent attention have no measured family here; the "
-                          "tables hold fused attention, --attention flash")
+            return None, ("unfused attention (QK^T, PV), MLA's prefill and a verify step's latent attention have no "
+                          "measured family here; the tables hold fused attention (--attention flash) and MLA's decode")
         if kernel.category != "matmul":
             return None, f"no measured {kernel.category} family yet"
         dims = matmul_dims(shape)
@@ -284,6 +295,10 @@ class MeasuredKernels(CostModel):
             if kernel.category != "matmul":
                 return np.zeros_like(eff)  # fused into the module's GEMMs
             return time_lower_bound(kernel, machine) / eff
+        if family == "mla":
+            _, B, S, H, r, rope, kv_dtype = shape
+            return self._onto(mla_table(self._source(machine), self.kernels), machine).times(kv_dtype, B, S, H, int(r),
+                                                                                           int(rope))
         if family == "all-reduce":
             if self.measured_on:
                 return np.nan
