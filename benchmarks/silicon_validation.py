@@ -70,7 +70,9 @@ MIN_REQUESTS = 32
 def settings_text() -> str:
     return ("flash attention; each row's engine as it runs by default (`--engine ENGINE`: its scheduler, chunked "
             "prefill or not, token budget, cache blocks and memory share, each cited in data/engines.toml), its "
-            "max_seqs raised to the row's concurrency where that is more; a CUDA graph for decode-only steps; a closed loop of the row's "
+            "max_seqs raised to the row's concurrency where that is more, and an engine that feeds whole prompts "
+            "(TensorRT-LLM) its token budget raised to a prompt plus a token per user where that is more (else a long "
+            "prompt never starts beside the decodes); a CUDA graph for decode-only steps; a closed loop of the row's "
             f"concurrency, {REQUESTS_PER_USER} requests a user (at least {MIN_REQUESTS}), every request the row's input "
             "and output length; the row's precision as `--dtype` (fp8: W8A8), with a bf16 KV cache (the engines' "
             "default 'auto' follows the checkpoint; the sample states none); no precision given: bf16; fp8 as "
@@ -186,8 +188,11 @@ def run_row(r: dict, overheads: dict | None = None) -> dict:
     out.update(model=model, machine=machine, dtype=dtype, gpus=gpus, ep=ep, layout=label, engine=r["backend"],
                concurrency=c)
     defaults = preset(r["backend"], get_machine(machine)).engine(step_overhead_s=0.0)
+    # an engine that feeds whole prompts must fit one beside the running decodes, or a long prompt never starts:
+    # a deployment of these lengths is configured so (the budget raised to the prompt plus a token per user)
+    need = 0 if defaults.chunked_prefill else isl + c
     engine = dataclasses.replace(defaults, max_seqs=max(defaults.max_seqs, c), max_tokens=max(
-        defaults.max_tokens, c if defaults.mixed_steps else 0))
+        defaults.max_tokens, c if defaults.mixed_steps else 0, need))
     reqs = closed_requests(c, max(MIN_REQUESTS, REQUESTS_PER_USER * c), isl, osl)
     t0 = time.perf_counter()
     runs = (("plate", ""), ("kernels", kernels_for(r, machine))) if overheads is None else \
