@@ -371,6 +371,11 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
              f"prompt chunk launches each kernel ({step.cost_model.launch_overhead_s / 1e-6:g} us each), as engines "
              "capture decode batches only"
              if step.cost_model.cuda_graph else "each replica simulated alone; every op of a step pays a launch (no CUDA graph)")
+    if not engine.chunked_prefill and int(inp.max()) > engine.max_tokens // 2:
+        notes += (f"without chunked prefill a prompt of up to {int(inp.max()):,} tokens starts only in a step whose decodes "
+                  f"leave it room in max_tokens {engine.max_tokens:,}: under load it waits for decodes to end (a "
+                  "TensorRT-LLM deployment of such lengths raises max_num_tokens or enables chunked prefill: "
+                  "--max-tokens)",)
     measured = hasattr(step.cost_model, "family_of")  # measured kernels price the step (MeasuredKernels)
     notes += (MEASURED_VALIDATION_NOTE if measured else VALIDATION_NOTE,)
     if engine.step_overhead_s:
