@@ -212,6 +212,13 @@ def run_row(r: dict, overheads: dict | None = None) -> dict:
     return out
 
 
+def fitted_in_file() -> dict:
+    """{engine: seconds per step} as data/engines.toml holds them (the last fit's figures)."""
+    from roofline.serving.engines import _doc
+
+    return {e: float(spec["step_overhead_s"]["value"]) for e, spec in _doc()["engines"].items()}
+
+
 def fit_overheads(results: list[dict]) -> dict:
     """{engine: seconds per step}: the median of measured minus predicted TPOT (on the engine's
     kernels) over the FIT_MODELS rows of each engine, at least 0; 0 for an engine with no such rows."""

@@ -41,6 +41,7 @@ EXPECTED = {
     "profiler_faults.py": "profiled, shapes",
     "serving_validation.py": "simulated runs",
     "silicon_validation.py": "TPOT median |error|",
+    "peer_comparison.py": "roofline against AIConfigurator",
 }
 # The reports in docs/ a full run writes: a smoke run must leave them alone.
 WRITES_DOCS = {
@@ -48,6 +49,7 @@ WRITES_DOCS = {
     "accuracy_models.py": ["accuracy-models.md"],
     "serving_validation.py": ["serving-validation.md"],
     "silicon_validation.py": ["serving-validation-measured.md"],
+    "peer_comparison.py": ["serving-peer-comparison.md"],
 }
 MARKS = {"bench_web.py": [pytest.mark.browser]}  # drives Chromium through Playwright
 LONGER = {"gpu_check.sh": 180}  # three Python processes, one of them accuracy.py

@@ -1,0 +1,157 @@
+"""Side by side with NVIDIA's AIConfigurator on measured deployments: a fixed sample of the
+silicon sample's aggregated rows (every n-th row this tool can express, by id), each predicted by
+`roofline serving --engine` (as benchmarks/silicon_validation.py runs it: the engine's defaults,
+its measured kernels and its fitted time per step) and by AIConfigurator's own estimator
+(`aiconfigurator cli estimate`, same engine, version where its database holds it, layout and
+quantisation), with the time each tool takes a row. A benchmark run by hand, not in CI: the peer
+takes seconds a row and is installed apart (its `aiconfigurator` distribution, e.g. in a virtual
+environment: `python -m venv /tmp/aic && /tmp/aic/bin/pip install aiconfigurator==0.12.0`).
+
+    python benchmarks/peer_comparison.py --aiconfigurator /tmp/aic/bin/aiconfigurator [--rows 120] [--out FILE]
+
+With ROOFLINE_BENCH_SMOKE=1: two rows, and without the peer installed only this tool's side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from smoke import announce, output, smoke_or  # noqa: E402
+import silicon_validation as sv  # noqa: E402  (benchmarks/ is on sys.path as a script)
+
+NUMBER = r"([0-9.]+) ms"
+# the sample's model paths the peer knows under another name (its model_configs/ ship Meta-Llama-3.1-*)
+PEER_MODEL = {"meta-llama/Llama-3.1-70B": "meta-llama/Meta-Llama-3.1-70B",
+              "meta-llama/Llama-3.1-8B-Instruct": "meta-llama/Meta-Llama-3.1-8B"}
+# checkpoints whose config.json carries their own quantization_config: the peer reads it; the row's modes are
+# passed only for models the engine quantises on load
+OWN_QUANTISATION = {"openai/gpt-oss-120b", "deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B-FP8",
+                    "MiniMaxAI/MiniMax-M2.5", "nvidia/Llama-3.1-8B-Instruct-FP8", "nvidia/Qwen3-32B-NVFP4",
+                    "nvidia/DeepSeek-R1-NVFP4", "nvidia/DeepSeek-V3.1-NVFP4"}
+
+
+def sample(rows: list[dict], n: int) -> list[dict]:
+    """Every k-th of the rows this tool can express, ordered by id: a fixed sample of about n."""
+    ok = sorted((r for r in rows if not isinstance(sv.layout(r), str)), key=lambda r: r["id"])
+    step = max(1, len(ok) // n)
+    return ok[::step][:n]
+
+
+def peer_args(r: dict) -> list[str]:
+    """The row as `aiconfigurator cli estimate` flags: its engine and version, layout, quantisation."""
+    args = ["estimate", "--model-path", PEER_MODEL.get(r["model_path"], r["model_path"]), "--system", r["system"], "--backend", r["backend"],
+            "--isl", r["isl"], "--osl", r["osl"], "--batch-size", str(sv._int(r["batch_size"])), "--estimate-mode", "agg",
+            "--tp-size", str(sv._int(r["tp_size"])), "--attention-dp-size", str(sv._int(r["attention_dp_size"])),
+            "--moe-tp-size", str(sv._int(r["moe_tp_size"])), "--moe-ep-size", str(sv._int(r["moe_ep_size"])),
+            "--log-level", "ERROR"]
+    if (r["backend_version"] or "").strip():
+        args += ["--perf-db-version", r["backend_version"].strip()]
+    for flag, col in (("--gemm-quant-mode", "gemm_quant_mode"), ("--moe-quant-mode", "moe_quant_mode")):
+        if (r[col] or "").strip() and r["model_path"] not in OWN_QUANTISATION:
+            args += [flag, r[col].strip()]
+    return args
+
+
+def run_peer(exe: str, r: dict) -> dict:
+    """The peer's TTFT and TPOT (s) and its seconds, or why it gave none. A version its database
+    lacks is retried at its default version (said in the result)."""
+    t0 = time.perf_counter()
+    args = peer_args(r)
+    out = subprocess.run([exe, "cli", *args], capture_output=True, text=True, timeout=600)
+    note = ""
+    if out.returncode and "--perf-db-version" in args:
+        i = args.index("--perf-db-version")
+        out = subprocess.run([exe, "cli", *(args[:i] + args[i + 2:])], capture_output=True, text=True, timeout=600)
+        note = "its default version"
+    seconds = time.perf_counter() - t0
+    ttft = re.search(r"TTFT:\s+" + NUMBER, out.stdout)
+    tpot = re.search(r"TPOT:\s+" + NUMBER, out.stdout)
+    if out.returncode or not (ttft and tpot):
+        last = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
+        return {"error": last[0][:160], "seconds": seconds}
+    return {"ttft_s": float(ttft.group(1)) / 1e3, "tpot_s": float(tpot.group(1)) / 1e3, "seconds": seconds, "note": note}
+
+
+def main(argv=None) -> int:
+    announce()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--aiconfigurator", default=shutil.which("aiconfigurator") or "",
+                    help="the peer's command (its own virtual environment's bin/aiconfigurator)")
+    ap.add_argument("--rows", type=int, default=120)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--out", default=str(ROOT / "docs" / "serving-peer-comparison.md"))
+    args = ap.parse_args(argv)
+    from roofline.measured.tables import data_root
+
+    rows = sample(sv.read_rows(data_root().parent / "silicon_sample.csv"), smoke_or(args.rows, 2))
+    ours = []
+    for r in rows:
+        t0 = time.perf_counter()
+        d = sv.run_row(r, overheads=sv.fitted_in_file())
+        d["ours_seconds"] = time.perf_counter() - t0
+        ours.append(d)
+    peer = [{} for _ in rows]
+    if args.aiconfigurator:
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            peer = list(pool.map(lambda r: run_peer(args.aiconfigurator, r), rows))
+    lines = report(rows, ours, peer, args)
+    path = output(Path(args.out))
+    path.write_text("\n".join(lines) + "\n")
+    for line in lines[:10]:
+        print(line)
+    print(f"wrote {path}")
+    return 0
+
+
+def _err(pred, meas):
+    return abs(pred / meas - 1.0)
+
+
+def report(rows, ours, peer, args) -> list[str]:
+    both = [(r, o, p) for r, o, p in zip(rows, ours, peer) if "refused" not in o and "ttft_s" in p]
+    lines = ["# Serving: roofline against AIConfigurator on measured deployments", "",
+             f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/peer_comparison.py` on {os.cpu_count()} CPU "
+             f"core(s): {len(rows)} rows of aiconfigurator-core's silicon sample (every n-th aggregated row this tool can "
+             f"express, by id), {len(both)} predicted by both. Ours: `roofline serving --engine ENGINE` as "
+             "benchmarks/silicon_validation.py runs it (the engine's defaults, its measured kernels, its time per step "
+             "from data/engines.toml). The peer: `aiconfigurator cli estimate --estimate-mode agg` with the row's engine "
+             "and version (its default where its database lacks the version), layout and quantisation modes.", ""]
+    if both:
+        lines += ["| tool | rows | TPOT median abs. error | TPOT within 1.5x | TTFT median abs. error | seconds a row (median) |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for name, pick, secs in (("roofline", lambda o, p: o["kernels+engine"], lambda o, p: o["ours_seconds"]),
+                                 ("AIConfigurator", lambda o, p: p, lambda o, p: p["seconds"])):
+            tp = [_err(pick(o, p)["tpot_s"], o["tpot_s"]) for r, o, p in both]
+            tf = [_err(pick(o, p)["ttft_s"], o["ttft_s"]) for r, o, p in both]
+            within = sum(1 for r, o, p in both if 1 / 1.5 <= pick(o, p)["tpot_s"] / o["tpot_s"] <= 1.5) / len(both)
+            lines.append(f"| {name} | {len(both)} | {statistics.median(tp):.0%} | {within:.0%} | {statistics.median(tf):.0%} "
+                         f"| {statistics.median(secs(o, p) for r, o, p in both):.2f} |")
+        lines += ["", "| row | measured TPOT ms | roofline | AIConfigurator | measured TTFT ms | roofline | AIConfigurator |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for r, o, p in both:
+            lines.append(f"| {r['id'][:70]} | {o['tpot_s'] * 1e3:.2f} | {o['kernels+engine']['tpot_s'] * 1e3:.2f} | "
+                         f"{p['tpot_s'] * 1e3:.2f} | {o['ttft_s'] * 1e3:.1f} | {o['kernels+engine']['ttft_s'] * 1e3:.1f} | "
+                         f"{p['ttft_s'] * 1e3:.1f} |")
+    misses = [(r, o, p) for r, o, p in zip(rows, ours, peer) if "refused" in o or "error" in p or not p]
+    if misses:
+        lines += ["", "## Rows one tool could not predict", "", "| row | roofline | AIConfigurator |", "| --- | --- | --- |"]
+        for r, o, p in misses:
+            lines.append(f"| {r['id'][:70]} | {o.get('refused', 'ok')[:120]} | "
+                         f"{p.get('error', 'ok') if p else 'not run'} |")
+    return lines
+
+
+if __name__ == "__main__":
+    sys.exit(main())
