@@ -31,11 +31,11 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from smoke import SMOKE, announce, output, smoke_or  # noqa: E402
 
-# Our presets for the sample's models (same shapes: Llama 3.1 is Llama 3's architecture; DeepSeek-R1
-# is DeepSeek-V3's). Models without a preset (MiniMax-M2.5, Qwen3.5-397B, Kimi-K2.5, GLM-5) are
+# Our presets for the sample's models (DeepSeek-R1 is DeepSeek-V3's architecture), or a config aiconfigurator-core
+# ships (CONFIGS). Models no loader reads yet (Qwen3.5-397B, Kimi-K2.5's compressed-tensors checkpoint, GLM-5) are
 # refused by name: issue 36.
-MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama3-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama3-8b",
-          "meta-llama/Llama-3.1-70B": "llama3-70b", "Qwen/Qwen3-32B": "qwen3-32b", "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
+MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama3.1-8b",
+          "meta-llama/Llama-3.1-70B": "llama3.1-70b", "Qwen/Qwen3-32B": "qwen3-32b", "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
           "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b", "deepseek-ai/DeepSeek-R1": "deepseek-v3",
           "deepseek-ai/DeepSeek-V3": "deepseek-v3", "nvidia/DeepSeek-R1-NVFP4": "deepseek-v3",
           "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3", "openai/gpt-oss-120b": "gpt-oss-120b",
@@ -62,7 +62,7 @@ KV_CACHE = "bf16"  # the engines' default kv-cache dtype "auto" follows the chec
 # The one constant fitted from these rows: each engine's own time per step (scheduling, sampling, detokenising,
 # streaming: what a step costs beyond the GPU's work), the median over the FIT_MODELS rows of measured minus predicted
 # TPOT on the engine's kernels (a step adds its time to every output token), at least 0; reported on the other models.
-FIT_MODELS = ("llama3-8b", "qwen3-32b", "deepseek-v3")
+FIT_MODELS = ("llama3.1-8b", "qwen3-32b", "deepseek-v3")
 REQUESTS_PER_USER = 4  # closed loop: each of the row's users sends this many requests (at least MIN_REQUESTS in all)
 MIN_REQUESTS = 32
 

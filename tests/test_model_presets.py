@@ -39,6 +39,9 @@ PUBLISHED_TOTAL = {
     # HF safetensors total of meta-llama/Llama-3.1-70B (same shapes as Meta-Llama-3-70B; the Hub
     # page shows 70.6B for both).
     "llama3-70b": 70_553_706_496,
+    # the same totals for the Llama 3.1 presets (Llama 3's shapes, longer positions: no weights)
+    "llama3.1-8b": 8_030_261_248,
+    "llama3.1-70b": 70_553_706_496,
     # HF safetensors total of meta-llama/Llama-3.1-405B.
     "llama3-405b": 405_853_388_800,
     # KerasHub preset llama2_7b_en "params" (= transformers num_parameters() of
