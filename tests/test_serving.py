@@ -1205,7 +1205,7 @@ def test_an_engine_runs_with_its_documented_defaults_on_each_gpu(engine, machine
     assert e.chunked_prefill == (engine != "trtllm") and e.mixed_steps == (engine != "sglang")
     assert set(p.sources) == {"max_seqs", "max_tokens", "block_size", "memory_fraction", "step_overhead_s",
                               "chunked_prefill", "mixed_steps"} and all(p.sources.values())
-    assert e.label.startswith("engine: ")
+    assert e.label.startswith("engine: ") and e.preset == engine
 
 
 def test_serving_engine_flag_takes_the_defaults_and_a_given_flag_wins(capsys):

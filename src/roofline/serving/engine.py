@@ -35,6 +35,7 @@ class Engine:
     # decodes wait out (SGLang without --enable-mixed-chunk: a new prefill batch runs before the decode batch)
     chunked_prefill: bool = True
     mixed_steps: bool = True
+    preset: str = ""  # the engine whose defaults these are (serving.engines: "vllm", "sglang", "trtllm"; "" for none)
     label: str = ""  # what set these (serving.engines: an engine's defaults, cited), said under a run
 
     @property

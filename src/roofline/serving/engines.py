@@ -48,7 +48,8 @@ class EnginePreset:
     def engine(self, **given) -> Engine:
         """The Engine of these defaults, with ``given`` (the settings a user gave) over them."""
         given = {k: v for k, v in given.items() if v is not None}
-        return Engine(**{**self.settings, **given}, label=self.note(tuple(k for k in given if k in SETTINGS)))
+        return Engine(**{**self.settings, **given}, preset=self.key,
+                      label=self.note(tuple(k for k in given if k in SETTINGS)))
 
     @property
     def kernels(self) -> str:
