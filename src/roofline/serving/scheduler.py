@@ -56,6 +56,37 @@ VALIDATION_NOTE = ("against published engine benchmarks (docs/serving-validation
                    "and its latencies as a lower bound on what an engine delivers")
 
 
+class _StepRecords:
+    """Every step's seconds, decodes, prompt tokens, their mean prefix and chunks: single steps kept
+    as plain floats until a stretch of decode-only steps (arrays) or the end, so that a step costs
+    no array of its own."""
+
+    def __init__(self):
+        self.parts: list[list[np.ndarray]] = [[], [], [], [], []]
+        self.pending: list[list[float]] = [[], [], [], [], []]
+
+    def one(self, dt, nd, fed, prefix, chunks):
+        for column, value in zip(self.pending, (dt, nd, fed, prefix, chunks)):
+            column.append(value)
+
+    def stretch(self, dts: np.ndarray, nd: int):
+        """K decode-only steps of ``nd`` decodes each, their seconds ``dts``."""
+        self._flush()
+        zeros = np.zeros(len(dts))
+        for part, values in zip(self.parts, (dts, np.full(len(dts), float(nd)), zeros, zeros, zeros)):
+            part.append(values)
+
+    def _flush(self):
+        if self.pending[0]:
+            for part, column in zip(self.parts, self.pending):
+                part.append(np.array(column, dtype=float))
+                column.clear()
+
+    def arrays(self) -> list[np.ndarray]:
+        self._flush()
+        return [np.concatenate(part) if part else np.zeros(0) for part in self.parts]
+
+
 def scheduler_words(engine: Engine) -> str:
     """How the engine makes a step, in words (the run's scheduler note)."""
     feed = "prompt chunks" if engine.chunked_prefill else "whole prompts"
@@ -129,8 +160,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     next_closed = min(requests.concurrency, n) if closed else n
     now = 0.0
     t0 = None
-    step_dt, step_nd = [], []
-    step_ck, step_pf, step_nc = [], [], []  # per step: prompt tokens (0: decodes only), their mean prefix, chunks (--breakdown)
+    records = _StepRecords()  # per step: seconds, decodes, prompt tokens, their mean prefix, chunks (--breakdown)
     steps = 0
     tokens_sum = 0
     kv_integral = kv_peak = 0.0
@@ -280,11 +310,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                     now += span
                     steps += K
                     tokens_sum += nd * K
-                    step_dt.append(dts)
-                    step_nd.append(np.full(K, nd))
-                    step_ck.append(np.zeros(K))
-                    step_pf.append(np.zeros(K))
-                    step_nc.append(np.zeros(K))
+                    records.stretch(dts, nd)
                     s_ctx[dec] += K
                     gen[reqs] += K
                     for slot in dec[gen[reqs] >= out[reqs]]:
@@ -303,12 +329,8 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         now += dt
         steps += 1
         tokens_sum += M
-        step_dt.append(np.array([dt]))
-        step_nd.append(np.array([nd]))
         fed = sum(c for c, _ in chunks)
-        step_ck.append(np.array([float(fed)]))
-        step_pf.append(np.array([sum(c * p for c, p in chunks) / fed if fed else 0.0]))
-        step_nc.append(np.array([float(len(chunks))]))
+        records.one(dt, nd, fed, sum(c * p for c, p in chunks) / fed if fed else 0.0, len(chunks))
         kv_integral += used * dt
         kv_peak = max(kv_peak, used)
         computed += M - nd * T
@@ -350,7 +372,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     ttft = first_t - real_arrival
     e2e = finish_t - real_arrival
     tpot = np.where(out > 1, (finish_t - first_t) / np.maximum(out - 1, 1), np.nan)
-    dts, nds = np.concatenate(step_dt), np.concatenate(step_nd).astype(float)
+    dts, nds, step_ck, step_pf, step_nc = records.arrays()
     busy = float(dts.sum())
     per_gpu = cap / step._dp  # what each GPU keeps for its cache (the draft's weights out): the engine line's
     gpus = step.tensor_parallel * step.pipeline_stages  # the replica's GPUs
@@ -420,7 +442,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         kv_integral / busy / cap if busy else 0.0, kv_peak / cap, preemptions,
         in_system_integral / max(float(np.nanmax(finish_t)) - t_start, 1e-300), cap, notes, price_per_gpu_hour, dts, nds,
         arrival.copy(), inp, out, {**step_settings(step), **requests.settings},
-        np.concatenate(step_ck), np.concatenate(step_pf), np.concatenate(step_nc))
+        step_ck, step_pf, step_nc)
 
 
 # ---------------------------------------------------------------------------------------------
