@@ -1222,3 +1222,17 @@ def test_serving_engine_flag_takes_the_defaults_and_a_given_flag_wins(capsys):
     assert "without chunked prefill" in err and "9,000" in err and "Traceback" not in err
     assert main(["serving", "--engine", "tgi"]) == 2
     assert "unknown engine 'tgi'" in capsys.readouterr().err
+
+
+def test_an_nvidia_only_engine_on_another_vendors_gpu_is_refused(capsys):
+    assert main(["serving", "--machine", "mi300x", "--engine", "trtllm", "--concurrency", "2", "--requests", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "trtllm runs on NVIDIA GPUs only" in err and "Traceback" not in err
+
+
+def test_the_breakdown_of_a_run_with_long_prompts_keeps_to_the_step_budget(capsys):
+    """9,000-token prompts are chunked under an 8,192 budget: the breakdown's mean prompt step stays
+    within it (its mean chunk and decodes could round past it together)."""
+    assert main(["serving", "--concurrency", "16", "--input-len", "9000", "--output-len", "128", "--seeds", "1",
+                 "--requests", "100", "--breakdown"]) == 0
+    assert "a step with a prompt chunk" in capsys.readouterr().out

@@ -480,6 +480,11 @@ def _breakdown(step, result, engine, args, draft=None) -> dict:
             count = max(1, round(seen["chunks"]))
         else:
             batch_c = batch
+        # means of steps each within the budget can round past it together (a long prompt's chunks fill what the
+        # decodes leave): the representative step keeps to the budget, its chunks trimmed to what is left
+        room = max(1, engine.max_tokens - batch_c * T)
+        count = min(count, room)
+        chunk = max(1, min(chunk, room // count))
         ctx = [context + T - 1] * batch_c
         fed = [(chunk, prefix)] * count
         out["mixed_step"] = {"decode_batch": batch_c, "context": context if batch_c else 0, "chunk": chunk, "prefix": prefix,

@@ -316,7 +316,8 @@ class MeasuredKernels(CostModel):
         body = overlapped_s(c, m, self.overlap)
         r = np.where(np.isnan(measured), 1.0, np.divide(np.nan_to_num(measured), body, out=np.zeros_like(
             np.asarray(body, dtype=float)), where=np.asarray(body) > 0))
-        time_s = np.where(np.isnan(measured), t, launch_s + np.nan_to_num(measured))
+        fused = self.family_of(kernel) == "moe" and kernel.category != "matmul"  # inside the module's kernel
+        time_s = np.where(np.isnan(measured), t, (0.0 if fused else launch_s) + np.nan_to_num(measured))
         if np.ndim(time_s) == 0:
             return float(c * r), float(m * r), float(time_s)
         return c * r, m * r, time_s
@@ -339,7 +340,8 @@ class MeasuredKernels(CostModel):
         body = overlapped_s(p.compute_s, p.memory_s, self.overlap)
         r = kernel_s / body if body > 0 else 0.0
         compute_s, memory_s = p.compute_s * r, p.memory_s * r
-        fields = {**vars(p), "compute_s": compute_s, "memory_s": memory_s, "time_s": p.launch_s + kernel_s,
+        launch_s = 0.0 if est.basis == "fused" else p.launch_s  # fused into another op's kernel: no launch of its own
+        fields = {**vars(p), "compute_s": compute_s, "memory_s": memory_s, "time_s": launch_s + kernel_s, "launch_s": launch_s,
                   "bound": roofline_bound(kernel, machine)}  # the roofline's verdict, as a calibrated op's
         return MeasuredOpPrediction(**fields, basis=est.basis, source=est.source, points=est.points, roofline_s=sol,
                                     family=family, beat_roofline=float(sol / est.time_s) if kernel_s > est.time_s else 0.0)

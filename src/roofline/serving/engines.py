@@ -85,6 +85,11 @@ def parse(text: str) -> tuple[str, str]:
 def preset(text: str, machine: Machine) -> EnginePreset:
     """The defaults of ``ENGINE[@VERSION]`` on ``machine``."""
     key, version = parse(text)
+    from roofline.measured.tables import NVIDIA_ONLY
+
+    if key in NVIDIA_ONLY and machine.vendor and machine.vendor.upper() != "NVIDIA":
+        raise RooflineError(f"{key} runs on NVIDIA GPUs only, not the {machine.vendor} {machine.name}: vllm and sglang "
+                            "run on it", field="engine", also=("machine",))
     doc = _doc()
     spec = doc["engines"][key]
     gib = machine.capacity_bytes / GIB if machine.capacity_bytes else None

@@ -259,7 +259,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                 if need[r] - start > engine.max_tokens:
                     raise RooflineError(f"without chunked prefill a prompt is fed whole in one step: {int(need[r] - start):,} "
                                         f"tokens (a prompt, or one preempted with what it had generated) exceed the step's "
-                                        f"budget of {engine.max_tokens:,} (raise max_tokens, or use chunked prefill)",
+                                        f"budget of {engine.max_tokens:,} (raise max_tokens, or use an engine that chunks prompts: vllm, sglang)",
                                         field="max_tokens", also=("input_len",))
                 break
             blocks = -(-(start + c) // bs)
