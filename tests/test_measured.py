@@ -438,6 +438,8 @@ def test_block_scaled_fp8_reads_the_tables_fp8_block_rows(capsys):
         assert f"gemm_perf {table} " in p.source
     assert main(["layer", "--dtype", "fp8", "--fp8-scaling", "block"]) == 2
     assert "give --kernels" in capsys.readouterr().err
+    assert main(["layer", "--dtype", "fp8", "--kernels", "trtllm", "--fp8-scaling", "block", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fp8_scaling"] == "block"  # the run says which rows priced it
 
 
 def test_a_gpu_without_tables_takes_the_nearest_measured_gpus_efficiencies_marked_transferred(capsys):

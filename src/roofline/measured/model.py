@@ -92,7 +92,7 @@ class MeasuredWorkloadPrediction(WorkloadPrediction):
     def to_dict(self) -> dict:
         ops = [o for o in self.ops if isinstance(o, MeasuredOpPrediction) and o.points]
         return {**super().to_dict(), "model": "measured kernels", "kernels": self.model.kernels,
-                "kernels_transferred_from": self.model.measured_on or None,
+                "fp8_scaling": self.model.fp8_scaling, "kernels_transferred_from": self.model.measured_on or None,
                 "kernels_source": sorted({o.source for o in ops}), "kernel_notes": list(measured_notes(self.ops))}
 
     def to_csv(self) -> str:
@@ -155,6 +155,10 @@ class MeasuredKernels(CostModel):
         return dataclasses.replace(table, machine=machine, source=f"{table.source}, transferred to {machine.name}")
 
     def priced_by(self) -> str:
+        return self._priced_by() + ("; fp8 weights read from the tables' 128-block-scaled rows (--fp8-scaling block)"
+                                    if self.fp8_scaling == "block" else "")
+
+    def _priced_by(self) -> str:
         if is_profile(self.kernels):
             return (f"matmuls and fused attention from the kernels measured by {self.tables or self.kernels} plus the "
                     "launch; the other ops by the cost model")
