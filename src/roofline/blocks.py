@@ -42,7 +42,7 @@ from roofline.attention_pairs import attended_pairs
 from roofline.cost import CostModel, WorkloadPrediction, seed_cost_model
 from roofline.errors import MAX_COUNT, check_number
 from roofline.kernels import (FLOPS_PER_ELEMENT, FUSED_ATTENTION, FUSED_MLA, MOE_EXPERTS, Kernel, dtype_name,
-                              latent_decode_cost, norm_flops_per_element)
+                              latent_attention_cost, norm_flops_per_element)
 from roofline.machines import Machine, get_machine
 from roofline.mixers import MLP, Attention, LatentAttention, Mamba, Mamba2, MoE
 from roofline.model_sources import get_model
@@ -181,13 +181,10 @@ def _latent_ops(o: _Ops, a: LatentAttention, B, T, S, decode: bool, D) -> list[K
     n_s = B * H * pairs
     if decode:
         cache = B * S * (r + rope)
-        if type(T) in (int, float) and T == 1:  # one query a sequence: the absorbed kernel the MLA tables measured
-            flops, nbytes, _ = latent_decode_cost(B, S, H, r, rope, w, SOFTMAX)
-            core = Kernel.trusted("latent attention", flops, nbytes, "attention", o.dtype, cache_elems=cache,
-                                  shape=(FUSED_MLA, B, S, H, r, rope, o.dtype))
-        else:
-            core = Kernel.trusted("latent attention", 2.0 * n_s * (r + rope) + 2.0 * n_s * r + SOFTMAX * n_s,
-                                  w * (M * H * (r + rope) + cache + M * H * r), "attention", o.dtype, cache_elems=cache)
+        flops, nbytes = latent_attention_cost(M, n_s, cache, H, r, rope, w, SOFTMAX)
+        one_query = type(T) in (int, float) and T == 1  # the absorbed decode kernel the MLA tables measured
+        core = Kernel.trusted("latent attention", flops, nbytes, "attention", o.dtype, cache_elems=cache,
+                              shape=(FUSED_MLA, B, S, H, r, rope, o.dtype) if one_query else ())
         ops += [Kernel.trusted("q absorb (W_UK)", 2.0 * M * H * nope * r, w * (M * H * nope + H * nope * r + M * H * r), "matmul",
                        o.dtype, weight_elems=H * nope * r, part="attention"),
                 core,

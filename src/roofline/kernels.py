@@ -393,16 +393,22 @@ ALL_REDUCE = "all-reduce"  # the tags of a collective kernel's shape (TAG, GPUs,
 FUSED_MLA = "fused latent attention"
 
 
+def latent_attention_cost(queries, scores, cache, H, r, rope, bytes_per_elem, softmax_flops):
+    """(FLOPs, bytes) of MLA's absorbed attention (DeepSeek-V2, arXiv:2405.04434 section 2.1): each of
+    ``scores`` (query, key) pairs, over all heads, scores an (r + rope)-wide query against a cached
+    latent and rope key (2 (r + rope) FLOPs), weights the r-wide latent (2 r) and takes a softmax; it
+    reads the ``queries`` x H queries and the ``cache`` elements and writes H r outputs a query.
+    Plain numbers or arrays."""
+    flops = 2.0 * scores * (r + rope) + 2.0 * scores * r + softmax_flops * scores
+    return flops, bytes_per_elem * (queries * H * (r + rope) + cache + queries * H * r)
+
+
 def latent_decode_cost(B, S, H, r, rope, bytes_per_elem, softmax_flops):
-    """(FLOPs, bytes, cached elements) of MLA's absorbed decode attention, one query token per
-    sequence (DeepSeek-V2, arXiv:2405.04434 section 2.1, absorbed): each of H heads scores its (r +
-    rope)-wide query against the S cached latents and rope keys of its sequence (2 S (r + rope)
-    FLOPs), weights the r-wide latents (2 S r) and takes a softmax; it reads the queries, the cache
-    (B S (r + rope)) and writes H r outputs a sequence. Plain numbers or arrays."""
-    n_s = B * H * S
+    """latent_attention_cost of one query token per sequence over its S cached latents (the kernel
+    the MLA generation tables measured): (FLOPs, bytes, cached elements)."""
     cache = B * S * (r + rope)
-    flops = 2.0 * n_s * (r + rope) + 2.0 * n_s * r + softmax_flops * n_s
-    return flops, bytes_per_elem * (B * H * (r + rope) + cache + B * H * r), cache
+    flops, nbytes = latent_attention_cost(B, B * H * S, cache, H, r, rope, bytes_per_elem, softmax_flops)
+    return flops, nbytes, cache
 ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, SEND = "all-gather", "reduce-scatter", "all-to-all", "send"
 COLLECTIVES = (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, SEND)
 

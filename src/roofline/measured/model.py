@@ -61,6 +61,7 @@ class MeasuredOpPrediction(OpPrediction):
     roofline_s: float = 0.0
     family: str = ""  # the measured family the op belongs to ("gemm", "attention"), whether or not it priced it
     beat_roofline: float = 0.0  # the table's time was under the op's roofline: its roofline / that time (taken at the roofline)
+    transferred_from: str = ""  # the preset whose kernels' efficiencies priced it, when not this machine's own
 
     def times(self, n) -> "MeasuredOpPrediction":
         return dataclasses.replace(super().times(n), roofline_s=self.roofline_s * n)
@@ -147,6 +148,20 @@ class MeasuredKernels(CostModel):
         """The preset whose tables price this machine's ops: its own, or the one they transfer from."""
         return self.measured_on or machine.key
 
+    def _gemm_table(self, machine: Machine, dtype: str):
+        return self._onto(gemm_table(self._source(machine), self.kernels, self.table_dtype(dtype)), machine)
+
+    def _attention_table(self, machine: Machine, decode: bool):
+        return self._onto(attention_table(self._source(machine), self.kernels, bool(decode)), machine)
+
+    def _mla_table(self, machine: Machine):
+        return self._onto(mla_table(self._source(machine), self.kernels), machine)
+
+    @staticmethod
+    def _fused(kernel: Kernel) -> bool:
+        """An op inside a measured module's one kernel (a MoE's activation): no time or launch of its own."""
+        return bool(kernel.shape) and kernel.shape[0] == MOE_EXPERTS and kernel.category != "matmul"
+
     def _onto(self, table, machine: Machine):
         """A GEMM or attention table of the source preset read against ``machine``'s roofline: each
         point's efficiency kept, the bound this machine's (transferred), said in its source."""
@@ -204,8 +219,7 @@ class MeasuredKernels(CostModel):
         if shape and shape[0] == FUSED_MLA:
             _, B, S, H, r, rope, kv_dtype = shape
             try:
-                table = self._onto(mla_table(self._source(machine), self.kernels), machine)
-                return table.estimate(kv_dtype, B, S, H, int(r), int(rope)), None
+                return self._mla_table(machine).estimate(kv_dtype, B, S, H, int(r), int(rope)), None
             except RooflineError as exc:
                 return None, str(exc)
         if shape and shape[0] == ALL_REDUCE:
@@ -230,8 +244,7 @@ class MeasuredKernels(CostModel):
         if kernel.dtype not in TABLE_DTYPE:
             return None, f"no measured {kernel.dtype} GEMMs"
         try:
-            return self._onto(gemm_table(self._source(machine), self.kernels, self.table_dtype(kernel.dtype)),
-                              machine).estimate(M, N, K), None
+            return self._gemm_table(machine, kernel.dtype).estimate(M, N, K), None
         except RooflineError as exc:  # a dtype this engine did not measure on this GPU: said in the op's source
             return None, str(exc)
 
@@ -241,8 +254,7 @@ class MeasuredKernels(CostModel):
             return None, ("a V head dim unlike the K one" if dv != d else "chunked attention") + \
                 ": the attention tables measured neither"
         try:
-            table = self._onto(attention_table(self._source(machine), self.kernels, bool(decode)), machine)
-            return table.estimate(kernel.dtype, kv_dtype, B, T, S, H, K, d, int(window or 0)), None
+            return self._attention_table(machine, decode).estimate(kernel.dtype, kv_dtype, B, T, S, H, K, d, int(window or 0)), None
         except RooflineError as exc:
             return None, str(exc)
 
@@ -285,24 +297,22 @@ class MeasuredKernels(CostModel):
             dims = matmul_dims(shape)
             if dims is None or np.any(np.asarray(dims[0]) != 1) or kernel.dtype not in TABLE_DTYPE:
                 return np.nan
-            return self._onto(gemm_table(self._source(machine), self.kernels, self.table_dtype(kernel.dtype)),
-                              machine).times(*dims[1:])
+            return self._gemm_table(machine, kernel.dtype).times(*dims[1:])
         if family == "attention":
             _, B, T, S, H, K, d, dv, window, chunked, decode, kv_dtype = shape
             if dv != d or chunked:
                 return np.nan
-            return self._onto(attention_table(self._source(machine), self.kernels, bool(decode)), machine).times(
+            return self._attention_table(machine, decode).times(
                 kernel.dtype, kv_dtype, B, T, S, H, K, d, int(window or 0))
         if family == "moe":
             _, M, D, F, k, E, gated, weights, compute = shape
             eff = moe_table(self._source(machine), self.kernels).efficiencies(compute, self.table_dtype(weights), M, D, F, k, E)
-            if kernel.category != "matmul":
+            if self._fused(kernel):
                 return np.zeros_like(eff)  # fused into the module's GEMMs
             return time_lower_bound(kernel, machine) / eff
         if family == "mla":
             _, B, S, H, r, rope, kv_dtype = shape
-            return self._onto(mla_table(self._source(machine), self.kernels), machine).times(kv_dtype, B, S, H, int(r),
-                                                                                           int(rope))
+            return self._mla_table(machine).times(kv_dtype, B, S, H, int(r), int(rope))
         if family == "all-reduce":
             if self.measured_on:
                 return np.nan
@@ -320,8 +330,7 @@ class MeasuredKernels(CostModel):
         body = overlapped_s(c, m, self.overlap)
         r = np.where(np.isnan(measured), 1.0, np.divide(np.nan_to_num(measured), body, out=np.zeros_like(
             np.asarray(body, dtype=float)), where=np.asarray(body) > 0))
-        fused = self.family_of(kernel) == "moe" and kernel.category != "matmul"  # inside the module's kernel
-        time_s = np.where(np.isnan(measured), t, (0.0 if fused else launch_s) + np.nan_to_num(measured))
+        time_s = np.where(np.isnan(measured), t, (0.0 if self._fused(kernel) else launch_s) + np.nan_to_num(measured))
         if np.ndim(time_s) == 0:
             return float(c * r), float(m * r), float(time_s)
         return c * r, m * r, time_s
@@ -344,11 +353,12 @@ class MeasuredKernels(CostModel):
         body = overlapped_s(p.compute_s, p.memory_s, self.overlap)
         r = kernel_s / body if body > 0 else 0.0
         compute_s, memory_s = p.compute_s * r, p.memory_s * r
-        launch_s = 0.0 if est.basis == "fused" else p.launch_s  # fused into another op's kernel: no launch of its own
+        launch_s = 0.0 if self._fused(kernel) else p.launch_s
         fields = {**vars(p), "compute_s": compute_s, "memory_s": memory_s, "time_s": launch_s + kernel_s, "launch_s": launch_s,
                   "bound": roofline_bound(kernel, machine)}  # the roofline's verdict, as a calibrated op's
         return MeasuredOpPrediction(**fields, basis=est.basis, source=est.source, points=est.points, roofline_s=sol,
-                                    family=family, beat_roofline=float(sol / est.time_s) if kernel_s > est.time_s else 0.0)
+                                    family=family, beat_roofline=float(sol / est.time_s) if kernel_s > est.time_s else 0.0,
+                                    transferred_from=self.measured_on)
 
 
 def measured_notes(ops) -> tuple[str, ...]:
@@ -359,10 +369,10 @@ def measured_notes(ops) -> tuple[str, ...]:
     models' ops."""
     ops = [o for o in ops if isinstance(o, MeasuredOpPrediction)]
     out = []
-    moved = sorted({o.source.rsplit(", transferred to ", 1)[1] for o in ops if ", transferred to " in o.source})
+    moved = sorted({o.transferred_from for o in ops if o.transferred_from and o.points})
     if moved:
-        out.append(f"the measured ops' times are transferred to the {', '.join(moved)}: each shape's efficiency on the "
-                   "nearest measured GPU's kernels applied to this machine's roofline, not measured on it")
+        out.append(f"the measured ops' times are transferred from the {', '.join(moved)}'s kernels: each shape's "
+                   "efficiency there applied to this machine's roofline, not measured on it")
     outside = [o.name for o in ops if o.basis == "extrapolated"]
     if outside:
         out.append(f"{', '.join(outside)}: past the measured shapes, at the efficiency of the nearest measured edge "

@@ -129,7 +129,6 @@ class StepCost(StepLayout):
         self._decode_fits = []  # per kind: (layers, span, [(name, category, dtype, link, F coefs, B coefs, rates)])
         self._chunk_names = []  # per kind: the names of its sequence ops in prefill
         self._chunk_cache: dict = {}
-        self._measures_chunks = hasattr(self.cost_model, "family_of")  # measured kernels price a chunk's attention
         self._chunk_fits = []  # per kind: the chunk ops' FLOPs and bytes in closed form in (C, P), or None
         self._seq_notes: list[str] = []  # the sequence ops measured kernels could not price, and why
         runs = 0
@@ -232,7 +231,7 @@ class StepCost(StepLayout):
         do not price the op (then the op keeps the linear fit and the cost model, and notes() says
         why)."""
         cm = self.cost_model
-        if not hasattr(cm, "family_of") or not cm.family_of(k0):
+        if not self.measured or not cm.family_of(k0):
             return None
         top = max(-(-self.max_seqs // self._dp), 1)
         counts = np.unique(np.concatenate([np.arange(1.0, min(top, EXACT_SEQUENCES) + 1.0),
@@ -317,7 +316,7 @@ class StepCost(StepLayout):
                 fit = fits[0] if P == 0 else fits[1]  # (no prefix, after a prefix)
                 # measured kernels time a prompt with no prefix (the context tables measured T = S only): its chunks
                 # read them per C; a chunk after a prefix has no measured time (NaN), its cost the closed form's
-                if fit is not None and not (P == 0 and self._measures_chunks):
+                if fit is not None and not (P == 0 and self.measured):
                     got.append([(float(row @ fit[nm][0]), float(row @ fit[nm][1]), fit[nm][2], n, label + nm, fit[nm][3],
                                  float("nan")) for nm in names])
                     continue
@@ -333,7 +332,7 @@ class StepCost(StepLayout):
         prefix, as the context tables measured it), NaN where the cost model has no measured kernels
         or its tables do not price the op (then the chunk ops' summed FLOPs and bytes are costed)."""
         cm = self.cost_model
-        if not hasattr(cm, "family_of") or not cm.family_of(k):
+        if not self.measured or not cm.family_of(k):
             return float("nan")
         return float(cm._measured_s(k, self.machine))
 

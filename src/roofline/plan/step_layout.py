@@ -46,6 +46,7 @@ class StepLayout:
         else:
             self.note_model = ""
         self.cost_model = cm
+        self.measured = isinstance(cm, MeasuredKernels)  # an engine's (or a profile's) measured kernels price the ops
         self.attention = attention
         self.max_tokens = int(check_number("max_tokens", max_tokens, maximum=MAX_STEP_TOKENS, integer=True))
         self.max_seqs = int(check_number("max_seqs", max_seqs, maximum=MAX_STEP_TOKENS, integer=True))

@@ -398,8 +398,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                   f"leave it room in max_tokens {engine.max_tokens:,}: under load it waits for decodes to end (a "
                   "TensorRT-LLM deployment of such lengths raises max_num_tokens or enables chunked prefill: "
                   "--max-tokens)",)
-    measured = hasattr(step.cost_model, "family_of")  # measured kernels price the step (MeasuredKernels)
-    notes += (MEASURED_VALIDATION_NOTE if measured else VALIDATION_NOTE,)
+    notes += (MEASURED_VALIDATION_NOTE if step.measured else VALIDATION_NOTE,)
     if engine.step_overhead_s:
         notes += (f"each step adds {format_typed_ms(engine.step_overhead_s)} of the engine's own time (scheduling, inputs, "
                   "sampling, detokenising), not overlapped with the GPU's work",)
