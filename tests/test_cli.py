@@ -53,6 +53,27 @@ def test_layer_flags(capsys):
     assert len(d["ops"]) == 10  # flash: one attention op
 
 
+def test_layer_tensor_parallel_is_one_gpus_slice_and_its_all_reduces(capsys):
+    """`layer --tp 4`: Llama 3 8B decode at batch 16 on one GPU of four. QKV's weights are
+    4096 x (4096 + 2 x 1024) = 25,165,824 bf16 elements, a quarter each: 12,582,912 bytes, plus its
+    input 16 x 4096 x 2 = 131,072 and output 16 x 1536 x 2 = 49,152 bytes. Two all-reduces (after
+    attention and after the MLP), each a ring over 4 GPUs of 16 x 4096 bf16 (131,072 bytes):
+    2 x 3/4 x 131,072 = 196,608 bytes on the link."""
+    code, out, _ = run(capsys, "layer", "--json", "--tp", "4", "--phase", "decode", "--batch", "16",
+                       "--context", "4096", "--attention", "flash")
+    assert code == 0
+    d = json.loads(out)
+    assert d["tensor_parallel"] == 4
+    ops = {op["name"]: op for op in d["ops"]}
+    assert ops["QKV proj"]["bytes"] == 12_582_912 + 131_072 + 49_152
+    reduces = [op for op in d["ops"] if op["name"].startswith("TP all-reduce")]
+    assert len(reduces) == 2 and {op["bytes"] for op in reduces} == {196_608}
+    code, out, _ = run(capsys, "layer", "--tp", "4", "--phase", "decode")
+    assert "one GPU's 1/4 (tensor parallel; 2 all-reduces over nvlink)" in out
+    code, _, err = run(capsys, "layer", "--tp", "3")
+    assert code == 2 and "--tp 3 must divide" in err and "heads 32" in err
+
+
 def test_launch_overhead_in_seconds_too(capsys):
     _, a, _ = run(capsys, "layer", "--json", "--launch-overhead", "3e-6")
     _, b, _ = run(capsys, "layer", "--json", "--launch-overhead", "3us")

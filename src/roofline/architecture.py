@@ -88,6 +88,12 @@ class Layer:
         return " + ".join(parts)
 
     @property
+    def tp_all_reduces(self) -> int:
+        """All-reduces of this layer under tensor parallelism (Megatron-LM): one after each mixer's
+        row-parallel output projection, one for a parallel block (attention and MLP summed first)."""
+        return 1 if self.parallel else (self.mixer is not None) + (self.mlp is not None)
+
+    @property
     def is_attention(self) -> bool:
         return isinstance(self.mixer, ATTENTION_MIXERS)
 

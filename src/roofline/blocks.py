@@ -316,6 +316,7 @@ class LayerReport(Tabular):
     layer_count: int = 1
     layer_index: int = 0
     n_layers: int = 1
+    tensor_parallel: int = 1  # > 1: one GPU's slice of the layer and its all-reduces
 
     def to_dict(self) -> dict:
         pred = self.prediction.to_dict()
@@ -336,15 +337,19 @@ class LayerReport(Tabular):
             "layer_count": self.layer_count,
             "layer_index": self.layer_index,
             "n_layers": self.n_layers,
+            "tensor_parallel": self.tensor_parallel,
         }
         return {**head, "cost_model": cost_model, **pred}
 
 
 def layer_reports(model="llama3-8b", machine="h100-sxm", phase: str = "prefill", tokens: int | None = None,
                   batch: int = 1, context: int | None = None, attention: str = "naive", dtype: str = "bf16",
-                  cost_model: CostModel | None = None, layer: int | None = None) -> list[LayerReport]:
+                  cost_model: CostModel | None = None, layer: int | None = None, tensor_parallel: int = 1,
+                  all_reduce=None) -> list[LayerReport]:
     """One report per distinct layer kind of ``model`` (with how many layers have it), or one for
-    layer index ``layer``. Defaults: the workshop's cost model with the machine's launch overhead."""
+    layer index ``layer``. Defaults: the workshop's cost model with the machine's launch overhead.
+    ``tensor_parallel`` t > 1: ``model`` is one GPU's slice (plan.parallel.shard) and
+    ``all_reduce(M, i)`` the Kernel of the layer's i-th all-reduce of M rows (Layer.tp_all_reduces of them)."""
     cfg = get_model(model)
     m: Machine = get_machine(machine)
     if cost_model is None:
@@ -359,10 +364,13 @@ def layer_reports(model="llama3-8b", machine="h100-sxm", phase: str = "prefill",
     out = []
     for kind, n, index in picks:
         kernels = layer_kernels(kind, cfg.d_model, w.decode, w.tokens, w.batch, w.context, attention, dtype)
+        if all_reduce is not None:
+            rows = w.batch * (1 if w.decode else w.tokens)  # the (rows, D) activations each all-reduce sums
+            kernels += [all_reduce(rows, i + 1) for i in range(kind.tp_all_reduces)]
         out.append(LayerReport(machine_key=m.key or m.name, model=cfg.key or cfg.name, phase=w.phase, tokens=w.tokens,
                                batch=batch, context=w.context, attention=attention_used(kind, attention), dtype=dtype,
                                prediction=cost_model.predict(kernels, m), layer_kind=kind.label, layer_count=n,
-                               layer_index=index, n_layers=cfg.n_layers))
+                               layer_index=index, n_layers=cfg.n_layers, tensor_parallel=int(tensor_parallel)))
     return out
 
 

@@ -18,9 +18,22 @@ def _layers(args):
 
     args.cost_notes = getattr(args, "cost_notes", [])  # calibrated_or_cost_model says here what it chose over a profile
     machine = machine_from_args(args)
-    return layer_reports(args.model, machine, args.phase, args.tokens, args.batch, args.context, args.attention,
-                         args.dtype or machine.default_dtype, calibrated_or_cost_model(args, machine),
-                         getattr(args, "layer", None))
+    dtype = args.dtype or machine.default_dtype
+    model, t, all_reduce = args.model, int(getattr(args, "tp", 1) or 1), None
+    if t > 1:  # one GPU's slice and its all-reduces, as the plan commands and serving shard it
+        from roofline.kernels import all_reduce_kernel
+        from roofline.plan.parallel import shard, tp_link
+        from roofline.units import DTYPE_BYTES
+
+        model = shard(model, t)
+        link = tp_link(machine, args.tp_link, t, args.gpus_per_node)
+        args.tp_link_used = link
+
+        def all_reduce(rows, i):  # named as the layer's other repeated ops are: "residual add 2"
+            return all_reduce_kernel(rows * model.d_model, t, link, DTYPE_BYTES[dtype],
+                                     name=f"TP all-reduce{' ' + str(i) if i > 1 else ''} ({link})")
+    return layer_reports(model, machine, args.phase, args.tokens, args.batch, args.context, args.attention,
+                         dtype, calibrated_or_cost_model(args, machine), getattr(args, "layer", None), t, all_reduce)
 
 
 def _layer(args):
@@ -109,8 +122,13 @@ def cmd_layer(args):
         m = pred.model
         if i:
             print()
+        tp = ""
+        if report.tensor_parallel > 1:
+            n = cfg.layer(report.layer_index).tp_all_reduces
+            tp = (f", one GPU's 1/{report.tensor_parallel} (tensor parallel; {n} all-reduce{'s' if n > 1 else ''} "
+                  f"over {args.tp_link_used})")
         print(f"{cfg.name}: {what}, {report.phase} {where}, batch {report.batch}, {report.attention} attention, "
-              f"{report.dtype}, on {pred.machine}")
+              f"{report.dtype}{tp}, on {pred.machine}")
         if getattr(m, "compute_efficiency", None) is not None:
             measured = m.priced_by()
             print(f"e_c {m.compute_efficiency:.2f}, e_m {m.memory_efficiency:.2f}, launch {m.launch_overhead_s / US:g} us"

@@ -158,7 +158,7 @@ class StepCost(StepLayout):
             self._chunk_names.append([k.name for k in self._kernels(kind, False, 8, 1, 8) if k.name not in token_names])
             self._chunk_fits.append((self._chunk_fit(kind, self._chunk_names[-1], True),
                                      self._chunk_fit(kind, self._chunk_names[-1], False)))
-            reduces += n * (1 if kind.parallel else (kind.mixer is not None) + (kind.mlp is not None))
+            reduces += n * kind.tp_all_reduces
         token_body += self._op_time(self._embedding(Mpos))[2]
         runs += 1
         self._reduces = reduces
