@@ -243,13 +243,18 @@ def test_quantisation_reprices_each_part_and_uses_the_matching_peak():
 
 
 def test_largest_batch_in_memory():
-    # (81,559 MiB = 85,520,809,984 B as the driver reports - 16,060,522,496 bytes of weights) /
-    # (4,096 x 131,072 bytes per sequence) = 129.38
+    # (0.9 (vLLM's gpu_memory_utilization, as serving) x 81,559 MiB = 76,968,728,985.6 B of the 85,520,809,984
+    # the driver reports - 16,060,522,496 bytes of weights - 869,531,648 of a step's activations) /
+    # (4,096 x 131,072 bytes per sequence) = 111.8;
+    # Llama 3 8B's activations of an engine step (serving's): 8,192 tokens x (2 x 14,336 + 4 x 4,096) x 2 B
+    # = 738,197,504 plus 256 sequences of fp32 logits, 256 x 128,256 x 4 = 131,334,144: 869,531,648 B
     plan = decode_plan("llama3-8b", "h100-sxm", context=4096)
-    assert plan.max_batch_in_memory == 129
+    assert plan.max_batch_in_memory == 111
     rows = plan.rows()
     assert [r["batch"] for r in rows] == [2**i for i in range(11)]
-    assert all(r["fits"] == (r["batch"] <= 129) for r in rows)
+    assert all(r["fits"] == (r["batch"] <= 111) for r in rows)
+    # the whole card, as before engines' share: (85,520,809,984 - 16,060,522,496 - 869,531,648) / 536,870,912 = 127.8
+    assert decode_plan("llama3-8b", "h100-sxm", context=4096, memory_fraction=1.0).max_batch_in_memory == 127
 
 
 def test_compute_bound_batch_is_where_the_matmuls_cross_the_ridge():
@@ -608,8 +613,10 @@ def test_shared_helpers():
     norm = model_ops("gpt2", "decode", 1, 2, 16)[-2].kernel  # GPT-2's final LayerNorm, from blocks._norm
     assert norm.name == "final norm" and norm.category == block_kernels("gpt2", "decode", 1, 2, 16)[0].category
     mem = inference_memory("llama3-8b", "h100-sxm", 1, 8192)
-    # 8,030,261,248 x 2 bytes of weights; 8,192 x 128 KiB = 2^30 of KV cache
-    assert mem.to_csv() == "part,bytes\nweights,16060522496.0\nkv_cache,1073741824.0\ntotal,17134264320.0\n"
+    # 8,030,261,248 x 2 bytes of weights; 8,192 x 128 KiB = 2^30 of KV cache; a step's activations:
+    # 8,192 x (2 x 14,336 + 4 x 4,096) x 2 + 256 x 128,256 x 4 = 869,531,648; total 18,003,795,968
+    assert mem.to_csv() == ("part,bytes\nweights,16060522496.0\nkv_cache,1073741824.0\nactivations,869531648.0\n"
+                            "total,18003795968.0\n")
     assert train_plan("llama3-8b", 1e12, 8).to_csv().startswith("quantity,value\nmodel,llama3-8b\n")
 
 
@@ -674,10 +681,13 @@ def test_fit_advice_says_when_the_fit_is_past_an_engines_memory_budget():
     from roofline.serving import Engine
 
     assert ENGINE_MEMORY_FRACTION == 0.9 == Engine().memory_fraction
-    advice = inference_memory("llama3-70b", "h100-sxm", batch=1, context=32768).advice
-    assert "or on 1 with fp8 weights (83.4 GB: 98% of the memory, past the 0.9" in advice
-    assert "past the" not in inference_memory("llama3-70b", "h100-sxm", batch=1, context=8192).advice  # 75.3 GB: 88%
-    assert "past the" not in inference_memory("llama3-70b", "h200", batch=1, context=8192).advice  # 141 GB: room to spare
+    # the whole card (memory_fraction 1; the default is the engine's 0.9 already), plus a step's activations:
+    # 8,192 x (2 x 28,672 + 4 x 8,192) x 2 + 256 x 128,256 x 4 = 1,476,395,008 + 131,334,144 B: 84.99 GB, 99%
+    advice = inference_memory("llama3-70b", "h100-sxm", batch=1, context=32768, memory_fraction=1.0).advice
+    assert "or on 1 with fp8 weights (85 GB: 99% of the memory, past the 0.9" in advice
+    whole = dict(memory_fraction=1.0)
+    assert "past the" not in inference_memory("llama3-70b", "h100-sxm", batch=1, context=8192, **whole).advice  # 76.9 GB: 90%
+    assert "past the" not in inference_memory("llama3-70b", "h200", batch=1, context=8192, **whole).advice  # 141 GB: room to spare
 
 
 def test_fp8_is_w8a8_with_bf16_between_ops():

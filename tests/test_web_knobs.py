@@ -53,7 +53,10 @@ def test_int4_weights_hold_a_quarter_of_the_bf16_weights(client):
     assert int4["memory"]["weights_bytes"] == pytest.approx(INT4_WEIGHT_BYTES, rel=1e-12)
     assert int4["memory"]["kv_cache_bytes"] == bf16["kv_cache_bytes"]  # the cache stays at the precision's bf16
     # the memory card reads the new total, and the caption names each part's dtype
-    assert int4["readouts"]["memory_total_bytes"] == pytest.approx(INT4_WEIGHT_BYTES + bf16["kv_cache_bytes"], rel=1e-12)
+    # (and a step's activations, at the activations' bf16 either way)
+    assert int4["memory"]["activations_bytes"] == bf16["activations_bytes"]
+    assert int4["readouts"]["memory_total_bytes"] == pytest.approx(INT4_WEIGHT_BYTES + bf16["kv_cache_bytes"]
+                                                                   + bf16["activations_bytes"], rel=1e-12)
     assert "weights int4, activations bf16, KV bf16" in int4["caption"]
     # weights-only quantisation: the matmuls still compute in bf16, so the prefill FLOPs are unchanged
     assert int4["precision"]["compute"] == "bf16"

@@ -16,7 +16,7 @@ from roofline.cli.args import (COUNT, add_cost_flags, add_kernels_flag, add_mach
 from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, SWEEP_MACHINES, _add_format, _add_model, _add_precision, _add_tp, _emit, _flagged,
                                     _output, _precision, count_list)
 from roofline.errors import RooflineError
-from roofline.plan.limits import SEARCH_MAX_BATCH
+from roofline.plan.limits import ENGINE_MEMORY_FRACTION, SEARCH_MAX_BATCH
 from roofline.plan.precision import QUANT_DTYPES
 from roofline.tables import dump_json
 
@@ -130,7 +130,7 @@ def _zero_options(args, m):
 # would be silently ignored, so they are refused by name instead.
 MEMORY_TRAIN_ONLY = {"gpus": None, "pp": 1, "zero": 0, "micro_batch": 1, "global_batch": None, "seq_len": 8192,
                      "recompute": "none", "attention": "flash"}
-MEMORY_INFERENCE_ONLY = {"batch": 1, "context": 8192, "memory_fraction": 1.0, "dtype": None, "weights": None,
+MEMORY_INFERENCE_ONLY = {"batch": 1, "context": 8192, "memory_fraction": ENGINE_MEMORY_FRACTION, "dtype": None, "weights": None,
                          "activations": None, "kv_cache": None}
 
 
@@ -222,8 +222,9 @@ def register(sub):
     p.add_argument("--attention", choices=("flash", "naive"), default="flash")
     _add_precision(p)
     _add_tp(p)
-    p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=1.0,
-                   help="share of GPU memory for weights + KV cache (default 1; servers keep ~0.9)")
+    p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=ENGINE_MEMORY_FRACTION,
+                   help="the share of the memory an engine uses for weights, a step's activations and the KV cache "
+                        "(default: vLLM's 0.9, as `serving`)")
     p.add_argument("--breakdown", type=number_arg("--breakdown", integer=True, maximum=SEARCH_MAX_BATCH), default=None,
                    metavar="BATCH", help="also print the whole step op by op at this batch (--json: the \"breakdown\" key)")
     add_cost_flags(p)
@@ -275,7 +276,8 @@ def register(sub):
                    help="inference: tokens in each sequence's KV cache, S")
     _add_precision(p)
     p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1, help="tensor parallel")
-    p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=1.0)
+    p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=ENGINE_MEMORY_FRACTION,
+                   help="inference: the share of the memory an engine uses (default: vLLM's 0.9, as `serving`)")
     p.add_argument("--gpus", type=number_arg("--gpus", integer=True, maximum=1e7), default=None, help="train: GPUs (default tp x pp)")
     p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=4096), default=1, help="train: pipeline parallel")
     p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="train: ZeRO stage")

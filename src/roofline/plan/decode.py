@@ -12,7 +12,7 @@ from roofline.cost import CostModel, _jsonable
 from roofline.errors import MAX_COUNT, check_choice, check_number
 from roofline.machines import get_machine
 from roofline.plan.inference import ModelPrediction, decode_step, time_by_limit, time_to_first_token
-from roofline.plan.limits import MAX_CONTEXT, SEARCH_MAX_BATCH
+from roofline.plan.limits import ENGINE_MEMORY_FRACTION, MAX_CONTEXT, SEARCH_MAX_BATCH
 from roofline.plan.memory import (MemoryPlan, inference_memory, kv_bytes_per_sequence,
                                   kv_overtakes_weights_context)
 from roofline.plan.model_ops import default_cost_model
@@ -182,7 +182,7 @@ class DecodePlan(Tabular):
 
 def decode_plan(model="llama3-8b", machine="h100-sxm", batches=DEFAULT_BATCHES, context=4096, attention="flash",
                 precision: Precision | None = None, tensor_parallel=1, link=None, cost_model: CostModel | None = None,
-                memory_fraction: float = 1.0, curve: str = "every", gpus_per_node: int = 8) -> DecodePlan:
+                memory_fraction: float = ENGINE_MEMORY_FRACTION, curve: str = "every", gpus_per_node: int = 8) -> DecodePlan:
     """Decode latency and throughput versus batch (each at most SEARCH_MAX_BATCH) at one context
     (one vectorised call), with the compute-bound batches, the largest batch that fits, and the
     time to first token of a prompt of ``context`` tokens at batch 1. ``curve`` "every" adds the

@@ -8,23 +8,20 @@ from __future__ import annotations
 import numpy as np
 
 from roofline.errors import RooflineError
+from roofline.plan.memory import step_activation_bytes
 from roofline.plan.step_layout import StepLayout
-from roofline.units import DTYPE_BYTES
 
 
 def kv_cache_budget(step: StepLayout, memory_fraction: float) -> tuple[float, dict]:
     """(bytes, parts): what one GPU has for the KV cache: its memory times ``memory_fraction`` less
-    the weights and the activations of a full step (``max_tokens`` rows of the widest op, 2 d_ff
-    for a gated MLP or 4 d_model, plus 4 d_model of residual and attention rows, and fp32 logits
-    for ``max_seqs`` rows: an estimate, said in the output). Parts in bytes."""
+    the weights and the activations of a full step (plan.memory.step_activation_bytes at the step's
+    ``max_tokens`` and ``max_seqs``: an estimate, said in the output), as `roofline memory` counts
+    what fits. Parts in bytes."""
     m = step.machine
     if not m.capacity_bytes:
         raise RooflineError(f"{m.the_name} gives no memory capacity: the KV cache cannot be sized", field="machine")
-    sh = step.sharded
     weights = step.weight_bytes_per_gpu()
-    w = DTYPE_BYTES[step.precision.activations]
-    widest = max([getattr(k.mlp, "d_ff", 0) * 2 for k in sh.kinds] + [sh.d_model * 4])
-    activations = step.max_tokens * (widest + 4 * sh.d_model) * w + step.max_seqs * sh.vocab * 4.0
+    activations = step_activation_bytes(step.sharded, step.precision, step.max_tokens, step.max_seqs)
     capacity = m.capacity_bytes * memory_fraction
     free = (capacity - weights - activations) * step._dp  # data-parallel attention: each GPU caches its sequences
     return max(free, 0.0), {"capacity_bytes": capacity, "weights_bytes": weights, "activations_bytes": activations,

@@ -14,7 +14,8 @@ from roofline.architecture import LatentAttention
 from roofline.cost import _jsonable
 from roofline.errors import RooflineError, check_number
 from roofline.machines import get_machine, the_name
-from roofline.plan.limits import MAX_CONTEXT, SEARCH_MAX_BATCH, check_memory_fraction
+from roofline.plan.limits import (ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS, MAX_CONTEXT,  # noqa: F401
+                                  SEARCH_MAX_BATCH, check_memory_fraction)
 from roofline.plan.model_ops import _model_ops
 from roofline.plan.parallel import shard
 from roofline.plan.precision import Precision
@@ -23,7 +24,17 @@ from roofline.transformer import cache_bytes_per_sequence, count_params, get_mod
 from roofline.units import DTYPE_BYTES
 
 
-ENGINE_MEMORY_FRACTION = 0.9  # vLLM's default gpu_memory_utilization: what an engine lets itself use
+
+
+def step_activation_bytes(model, precision: Precision, max_tokens: int, max_seqs: int) -> float:
+    """The activations of an engine step of ``max_tokens`` tokens over ``max_seqs`` sequences on one
+    GPU of ``model`` (a tensor-parallel slice where there is one): max_tokens rows of the widest op
+    (2 d_ff of a gated MLP or expert, or 4 d_model) plus 4 d_model of residual and attention rows, at
+    the activations' width, and fp32 logits of max_seqs rows. An estimate (engines measure theirs in
+    a profiling run), said wherever it is counted."""
+    w = DTYPE_BYTES[precision.activations]
+    widest = max([getattr(k.mlp, "d_ff", 0) * 2 for k in model.kinds] + [model.d_model * 4])
+    return float(max_tokens * (widest + 4 * model.d_model) * w + max_seqs * model.vocab * 4.0)
 
 
 def inference_weight_bytes(model, precision: Precision | None = None, tensor_parallel: int = 1) -> float:
@@ -183,11 +194,13 @@ def _max_count(free_bytes: float, per_unit_bytes: float) -> int:
 
 
 def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=8192, precision: Precision | None = None,
-                     tensor_parallel: int = 1, memory_fraction: float = 1.0) -> MemoryPlan:
-    """Weights + KV cache of ``batch`` sequences of ``context`` tokens on one GPU, with the largest
-    batch (at this context) and the largest context (at this batch) that fit in
-    ``memory_fraction`` of the machine's memory. Activations of a decode step (B D-sized rows) and
-    the runtime's workspace are not counted: keep memory_fraction below 1 for them."""
+                     tensor_parallel: int = 1, memory_fraction: float = ENGINE_MEMORY_FRACTION) -> MemoryPlan:
+    """Weights + KV cache of ``batch`` sequences of ``context`` tokens on one GPU, and the
+    activations of an engine's largest step (step_activation_bytes at ENGINE_STEP_TOKENS and
+    ENGINE_STEP_SEQS), with the largest batch (at this context) and the largest context (at this
+    batch) that fit in ``memory_fraction`` of the machine's memory: what `roofline serving` gives
+    its KV cache, the same way. The runtime's workspace (CUDA graphs, NCCL buffers) is left to the
+    memory outside the fraction."""
     cfg = get_model(model)
     m = get_machine(machine)
     precision = precision or Precision()
@@ -197,11 +210,12 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
     weights = inference_weight_bytes(cfg, precision, tensor_parallel)
     per_token = kv_bytes_per_token(cfg, precision, tensor_parallel)
     per_seq = float(kv_bytes_per_sequence(cfg, context, precision, tensor_parallel))
-    parts = (MemoryPart("weights", weights), MemoryPart("kv_cache", batch * per_seq))
+    acts = step_activation_bytes(shard(cfg, tensor_parallel), precision, ENGINE_STEP_TOKENS, ENGINE_STEP_SEQS)
+    parts = (MemoryPart("weights", weights), MemoryPart("kv_cache", batch * per_seq), MemoryPart("activations", acts))
     capacity = m.capacity_bytes * memory_fraction if m.capacity_bytes else None
     limits, advice = (), ""
     if capacity is not None:
-        free = capacity - weights
+        free = capacity - weights - acts
         limits = (("max_batch_at_context", _max_count(free, per_seq)),
                   ("max_context_at_batch", max_context_within(cfg, free, int(batch), precision, tensor_parallel, MAX_CONTEXT)))
         advice = _fit_advice(cfg, m, capacity, weights, int(batch), int(context), precision, tensor_parallel,
@@ -214,8 +228,10 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
     stored = precision.storage_note(m)
     notes = m.capacity_notes + _cache_notes(cfg, context) + ((precision.replaces,) if precision.replaces else ()) + (
         (scales,) if scales else ()) + ((stored,) if stored else ()) + (
-        "not counted: a step's activations and the runtime's workspace (`roofline serving` takes a full step's "
-        "activations out of its KV cache; --memory-fraction leaves room for both)",)
+        f"usable: {memory_fraction:g} of the memory less the activations of an engine step of {ENGINE_STEP_TOKENS:,} tokens "
+        f"and {ENGINE_STEP_SEQS} sequences (an estimate), as `roofline serving` sizes its KV cache by default"
+        + ("; the runtime's workspace (CUDA graphs, NCCL buffers) is left to the rest" if memory_fraction < 1 else
+           "; the runtime's workspace (CUDA graphs, NCCL buffers) is not counted"),)
     longest = dict(limits).get("max_context_at_batch", 0)
     if cfg.max_context and longest > cfg.max_context:
         notes += (f"the longest context that fits ({longest:,}) is past {cfg.name}'s max_position_embeddings "
@@ -256,7 +272,8 @@ def _fit_advice(cfg, m, capacity, weights, batch, context, precision, tensor_par
         head = f"{cfg.name}'s {stored} alone are {shown}, more than {room}. "
     def need(t, weights_dtype):
         p = precision if weights_dtype is None else dataclasses.replace(precision, weights=weights_dtype, stored=None)
-        return inference_weight_bytes(cfg, p, t) + batch * float(kv_bytes_per_sequence(cfg, context, p, t))
+        return (inference_weight_bytes(cfg, p, t) + batch * float(kv_bytes_per_sequence(cfg, context, p, t))
+                + step_activation_bytes(shard(cfg, t), p, ENGINE_STEP_TOKENS, ENGINE_STEP_SEQS))
 
     widest = None  # the most GPUs tried whose split the model takes (its heads must divide)
     advice = ""

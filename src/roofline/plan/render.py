@@ -143,8 +143,10 @@ def decode_table(plan) -> str:
     elif plan.max_batch_in_memory == 0:
         lines.append(f"largest batch in memory: 0. {mem.verdict}")
     else:
-        lines.append(f"largest batch whose weights + KV cache fit in {format_si(cap, 'B')} at context {S:,}: "
-                     f"{plan.max_batch_in_memory:,}")
+        share = dict(mem.settings).get("memory_fraction")
+        of = f" ({share:g} of {format_si(cap / share, 'B')})" if share is not None else ""
+        lines.append(f"largest batch whose weights, KV cache and a step's activations fit in {format_si(cap, 'B')}{of} "
+                     f"at context {S:,}: {plan.max_batch_in_memory:,}")
     cross = plan.kv_crossover_context
     if cross is None:
         lines.append("KV-cache reads never overtake weight reads at batch 1: the cache stops growing (windowed or "

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from roofline.errors import RooflineError, check_number
 from roofline.plan.limits import check_memory_fraction
-from roofline.plan.memory import ENGINE_MEMORY_FRACTION
+from roofline.plan.memory import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS
 
 
 MAX_STEP_OVERHEAD_S = 1.0  # an engine time per step past a second is a typo (the CLI's and the API's bound)
@@ -19,8 +19,8 @@ class Engine:
     """The scheduler's settings (vLLM's names: max_num_seqs, max_num_batched_tokens, block_size,
     gpu_memory_utilization, prefix caching)."""
 
-    max_seqs: int = 256
-    max_tokens: int = 8192
+    max_seqs: int = ENGINE_STEP_SEQS
+    max_tokens: int = ENGINE_STEP_TOKENS
     block_size: int = 16
     memory_fraction: float = ENGINE_MEMORY_FRACTION  # vLLM's gpu_memory_utilization default, 0.9
     prefix_hit: float = 0.0

@@ -78,8 +78,9 @@ def parts_chart(parts: list[dict], total_s: float) -> dict:
 
 
 def memory_chart(memory: MemoryPlan) -> dict:
-    """One stacked bar in GB (weights, then KV cache) against the machine's capacity."""
-    labels = {"weights": "weights", "kv_cache": "KV cache"}
+    """One stacked bar in GB (weights, KV cache, then a step's activations) against the share of the
+    machine's memory an engine uses."""
+    labels = {"weights": "weights", "kv_cache": "KV cache", "activations": "a step's activations"}
     total_gb = memory.total_bytes / GIGA
     cap_gb = None if memory.capacity_bytes is None else memory.capacity_bytes / GIGA
     segments = [
@@ -89,7 +90,7 @@ def memory_chart(memory: MemoryPlan) -> dict:
     ]
     name = memory.machine_name or memory.machine
     return {
-        "label": "weights + KV cache",
+        "label": "weights + KV cache + activations",
         "segments": segments,
         "total_gb": total_gb,
         "total_text": f"{format_si(memory.total_bytes, 'B')}" + ("" if memory.fits is None else (" fits" if memory.fits else " does not fit")),

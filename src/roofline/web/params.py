@@ -16,7 +16,7 @@ from typing import Annotated, Literal, Optional
 
 from roofline.blocks import ATTENTIONS, PHASES
 from roofline.cost import MIN_EFFICIENCY
-from roofline.plan.limits import MIN_MEMORY_FRACTION
+from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS, MIN_MEMORY_FRACTION
 from roofline.plan.precision import QUANT_DTYPES
 from roofline.serving.engine import MAX_STEP_OVERHEAD_S
 from roofline.measured.tables import ENGINES as KERNEL_ENGINES  # no pyarrow imported: the extra is read when used
@@ -59,7 +59,8 @@ MIN_TARGET_MS, MIN_PRICE = 1e-3, 1e-6  # a microsecond; a millionth of a dollar 
 SERVING_DEFAULTS = MappingProxyType({"input_len": 1024, "output_len": 256, "max_users": 256, "slo_ttft_ms": 500.0,
                                      "slo_tpot_ms": 30.0, "step_overhead_ms": 0.0})
 MAX_STEP_OVERHEAD_MS = MAX_STEP_OVERHEAD_S * 1e3  # the engine's bound (the CLI's --step-overhead), in ms
-SERVING_QUERY_DEFAULTS = MappingProxyType({"max_seqs": 256, "max_tokens": 8192, "memory_fraction": 0.9, "prefix_hit": 0.0,
+SERVING_QUERY_DEFAULTS = MappingProxyType({"max_seqs": ENGINE_STEP_SEQS, "max_tokens": ENGINE_STEP_TOKENS,
+                                           "memory_fraction": ENGINE_MEMORY_FRACTION, "prefix_hit": 0.0,
                                            "percentile": 90.0, "tp": 1})
 
 
