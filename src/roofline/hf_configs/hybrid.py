@@ -68,9 +68,9 @@ def _hybrid(c: _Keys, channel) -> Model:
     layers = [Layer(gdn if types[i] == LINEAR else attn, channel(i)) for i in range(L)]
     dtype = c.get("mamba_ssm_dtype")
     if dtype not in (None, "bfloat16", "bf16", "auto"):
-        notes.append(f"mamba_ssm_dtype {dtype!r}: engines keep Gated DeltaNet's recurrent state in {dtype}; here it is "
-                     "priced at the KV cache dtype like every cache, so it holds more bytes than shown (float32: "
-                     "twice a bf16 cache's)")
+        notes.append(f"mamba_ssm_dtype {dtype!r}: the checkpoint asks for Gated DeltaNet's recurrent state in {dtype}; "
+                     "here it is priced at the KV cache dtype like every cache: an engine that keeps it in "
+                     f"{dtype} holds more bytes than shown (float32: twice a bf16 cache's)")
     mtp = c.int("mtp_num_hidden_layers", 0)
     c.get("mtp_use_dedicated_embeddings")
     omitted = (f"multi-token-prediction module ({mtp} layer{'s' if mtp != 1 else ''}, mtp_num_hidden_layers): not "
