@@ -198,6 +198,14 @@ def test_what_cannot_be_costed_is_refused_by_name():
     assert sum(k.is_attention for k in odd.layers) == 2
 
 
+def test_a_skipped_linear_attn_module_is_the_gated_deltanet_not_the_attention():
+    """Gated DeltaNet's modules are named linear_attn (weights in the ssm part): a quantization_config
+    that skips them keeps the ssm part at bf16, not the attention."""
+    quant = {"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": ["linear_attn"]}
+    m = from_hf_config(dict(QWEN3_NEXT_80B, quantization_config=quant))
+    assert m.storage.width("ssm", 2.0) == 2.0 and m.storage.width("attention", 2.0) < 1.1
+
+
 def test_serving_runs_on_qwen35_397b_at_tensor_parallel_8(tmp_path, capsys):
     path = tmp_path / "qwen3.5-397b" / "config.json"
     path.parent.mkdir()
