@@ -133,6 +133,10 @@ def test_qwen35_27b_dense_counts_to_its_published_27b():
     assert round(total / 1e9) == 27
     with pytest.raises(RooflineError, match="mlp_only_layers"):
         from_hf_config(dict(text, mlp_only_layers=[0]))
+    # Qwen3.6-27B's config adds output_gate_type "swish": no weights, read and said, the count unchanged
+    swish = from_hf_config(dict(text, output_gate_type="swish"))
+    assert count_params(swish)["total"] == total and any("output_gate_type 'swish'" in n for n in swish.notes)
+    assert not any("not understood" in n for n in swish.notes)
 
 
 def test_state_per_sequence_and_its_tensor_parallel_split_by_hand():

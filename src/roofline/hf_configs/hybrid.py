@@ -71,6 +71,11 @@ def _hybrid(c: _Keys, channel) -> Model:
         notes.append(f"mamba_ssm_dtype {dtype!r}: the checkpoint asks for Gated DeltaNet's recurrent state in {dtype}; "
                      "here it is priced at the KV cache dtype like every cache: an engine that keeps it in "
                      f"{dtype} holds more bytes than shown (float32: twice a bf16 cache's)")
+    gate = c.get("output_gate_type")  # Qwen3.6's configs: "swish"; transformers reads no such key
+    if gate is not None:
+        notes.append(f"output_gate_type {gate!r}: a gate's activation (transformers reads no such key: sigmoid on the "
+                     "attention output, silu in Gated DeltaNet's norm); no weights, and both gates are costed as one "
+                     "activation and a multiply an element whichever it is")
     mtp = c.int("mtp_num_hidden_layers", 0)
     c.get("mtp_use_dedicated_embeddings")
     omitted = (f"multi-token-prediction module ({mtp} layer{'s' if mtp != 1 else ''}, mtp_num_hidden_layers): not "
