@@ -5,7 +5,7 @@ once: ``kinds`` holds each distinct ``Layer`` and ``order`` gives, layer by laye
 kind (Gemma 3 27B: 2 kinds, sliding and full, in a 5:1 pattern over 62 layers).
 
 A layer has a token mixer, a channel mixer, or both (mixers.py: Attention, LatentAttention, Mamba2,
-Mamba; MLP, MoE). This module re-exports them, and attention_pairs.attended_pairs, so that
+Mamba, GatedDeltaNet; MLP, MoE). This module re-exports them, and attention_pairs.attended_pairs, so that
 ``from roofline.architecture import ...`` names every piece of a model.
 
 Conventions (said once here, used everywhere):
@@ -18,7 +18,8 @@ Conventions (said once here, used everywhere):
 - Cache: attention keeps K and V of each cached token (K d_head + K d_v elements); sliding and
   chunked layers keep at most W (C) tokens; MLA keeps its compressed latent, kv_lora_rank +
   qk_rope_head_dim elements per token (the absorbed form engines run); state-space layers keep a
-  constant state per sequence (SSM state + convolution window), whatever the context.
+  constant state per sequence (SSM state + convolution window), whatever the context, and so does
+  Gated DeltaNet (its recurrent state + convolution window): it is in the state-space family.
 - Attention pairs for T new tokens that are the last T of S positions, causal: the closed forms of
   attention_pairs.py (full attention's T S - T (T - 1) / 2; T S / 2 when T = S).
 
@@ -42,6 +43,7 @@ from roofline.mixers import (
     SSM_MIXERS,
     Attention,
     ChannelMixer,
+    GatedDeltaNet,
     LatentAttention,
     Mamba,
     Mamba2,
@@ -286,6 +288,6 @@ class Model:
 
 __all__ = [
     "NORMS", "Layer", "WeightStorage", "Model",
-    "Attention", "LatentAttention", "Mamba2", "Mamba", "Mixer", "SSM_MIXERS", "ATTENTION_MIXERS", "MLP", "MoE", "ChannelMixer",
+    "Attention", "LatentAttention", "Mamba2", "Mamba", "GatedDeltaNet", "Mixer", "SSM_MIXERS", "ATTENTION_MIXERS", "MLP", "MoE", "ChannelMixer",
     "attended_pairs",
 ]

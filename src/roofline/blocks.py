@@ -18,8 +18,9 @@ the latent space, one shared latent "head" of kv_lora_rank + rope read from the 
 multiplied back by W_UV). Its attention is one fused kernel in both forms, whatever ``attention``
 says.
 
-State-space layers are costed in their recurrent form: 6 FLOPs per state element per token, the
-state read and written once per decode step (kept on chip through a prefill, written once).
+State-space layers are costed in their recurrent form: 6 FLOPs per state element per token (7 for
+Gated DeltaNet's delta rule), the state read and written once per decode step (kept on chip through
+a prefill, written once).
 
 Byte counts (w bytes per element): matmul w (MK + KN + MN); a norm reads and writes the (BT, D)
 activations; a residual add reads two (three for a parallel block) and writes one; an activation
@@ -44,7 +45,7 @@ from roofline.errors import MAX_COUNT, check_number
 from roofline.kernels import (FLOPS_PER_ELEMENT, FUSED_ATTENTION, FUSED_MLA, MOE_EXPERTS, Kernel, dtype_name,
                               latent_attention_cost, norm_flops_per_element)
 from roofline.machines import Machine, get_machine
-from roofline.mixers import MLP, Attention, LatentAttention, Mamba, Mamba2, MoE
+from roofline.mixers import MLP, Attention, GatedDeltaNet, LatentAttention, Mamba, Mamba2, MoE
 from roofline.model_sources import get_model
 from roofline.tables import Tabular
 from roofline.units import DTYPE_BYTES, dtype_bytes
@@ -149,7 +150,7 @@ def _attention_ops(o: _Ops, a: Attention, B, T, S, decode: bool, attention: str,
     n_s = B * H * pairs
     keys = _keys_read(S, T, a.span)
     cached = keys if decode else _at_least_0(keys - T)  # keys that come from the cache
-    ops = [o.mm("QKV proj", M, H * d + K * (d + dv), D, "attention")]
+    ops = [o.mm("QKV proj", M, H * d * (2 if a.output_gate else 1) + K * (d + dv), D, "attention")]  # + the gate's half
     if a.qk_norm:
         ops.append(o.norm("q/k norm", M * (H + K), d))
     q, k_, v, out = B * H * T * d, B * K * keys * d, B * K * keys * dv, B * H * T * dv
@@ -161,6 +162,8 @@ def _attention_ops(o: _Ops, a: Attention, B, T, S, decode: bool, attention: str,
         ops.append(Kernel.trusted("flash attention", 2.0 * n_s * (d + dv) + SOFTMAX * n_s, w * (q + k_ + v + out), "attention", o.dtype,
                           cache_elems=B * K * cached * (d + dv),
                           shape=(FUSED_ATTENTION, B, T, S, H, K, d, dv, a.span, bool(a.chunk), decode, o.dtype)))
+    if a.output_gate:  # out * sigmoid(gate), the gate from q_proj's second half
+        ops.append(o.ew("output gate (sigmoid*mul)", M * H * dv, 2, 1, FLOPS_PER_ELEMENT["gated_activation"]))
     ops.append(o.mm("out proj", M, D, H * dv, "attention"))
     return ops
 
@@ -230,6 +233,25 @@ def _ssm_ops(o: _Ops, s, B, T, decode: bool, D) -> list[Kernel]:
             o.mm("out proj", M, D, inner, "ssm")]
 
 
+def _gdn_ops(o: _Ops, g: GatedDeltaNet, B, T, decode: bool, D) -> list[Kernel]:
+    """Gated DeltaNet in its recurrent form: in proj (q, k, v, z, b, a); the conv over q, k, v (2 k
+    FLOPs a channel; its window of conv_kernel - 1 tokens in the bytes); the delta rule
+    (GatedDeltaNet.scan_flops_per_token's 7 FLOPs per state element; reads q, k, v, g and beta,
+    writes the output; the state read and written once per decode step, written once by a
+    prefill); the gated norm; out proj."""
+    M, C, Hv = B * T, g.conv_channels, g.v_heads
+    state = B * Hv * g.k_head_dim * g.v_head_dim
+    state_io = 2.0 * state if decode else state
+    conv_io = (2.0 if decode else 1.0) * B * (g.conv_kernel - 1) * C  # its window read and written (prefill: written)
+    return [o.mm("in proj", M, g.in_proj_width, D, "ssm"),
+            Kernel.trusted("conv1d", 2.0 * g.conv_kernel * M * C, o.w * (2 * M * C + conv_io), "elementwise", o.dtype,
+                           cache_elems=conv_io),
+            Kernel.trusted("gated delta rule", 7.0 * M * Hv * g.k_head_dim * g.v_head_dim,
+                           o.w * (M * (C + 2 * Hv) + M * g.value_dim + state_io), "scan", o.dtype, cache_elems=state_io),
+            o.ew("gated norm", M * g.value_dim, 2, 1, FLOPS_PER_ELEMENT["gated_rmsnorm"]),
+            o.mm("out proj", M, D, g.value_dim, "ssm")]
+
+
 def attention_used(layer: Layer, attention: str) -> str:
     """The attention a layer of this kind is costed with, as its header says it: ``attention``
     (naive or flash) for standard attention; latent attention (MLA) is costed fused whatever is
@@ -253,6 +275,8 @@ def layer_kernels(layer: Layer, d_model: int, decode: bool, T, B, S, attention: 
         mixer = _latent_ops(o, mix, B, T, S, decode, D)
     elif isinstance(mix, (Mamba2, Mamba)):
         mixer = _ssm_ops(o, mix, B, T, decode, D)
+    elif isinstance(mix, GatedDeltaNet):
+        mixer = _gdn_ops(o, mix, B, T, decode, D)
     else:
         mixer = []
     ff = layer.mlp

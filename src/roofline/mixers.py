@@ -1,8 +1,9 @@
 """The parts of a layer: token mixers (attention and state-space) and channel mixers (MLP, MoE).
 
     token mixers    Attention (full causal, sliding window W, chunked local C; GQA, q/k norms,
-                    biases, sinks), LatentAttention (DeepSeek's MLA), Mamba2 (SSD), Mamba (v1,
-                    Jamba's), each with its parameters, cache and per-token cost;
+                    biases, sinks, a sigmoid output gate), LatentAttention (DeepSeek's MLA), Mamba2
+                    (SSD), Mamba (v1, Jamba's), GatedDeltaNet (Qwen3-Next's linear attention), each
+                    with its parameters, cache and per-token cost;
     channel mixers  MLP (gated or not), MoE (routed experts, shared experts, router).
 
 Each part counts its parameters at a model width D (``params(d_model)``) and each token mixer its
@@ -33,7 +34,9 @@ class Attention:
     ``chunk`` C > 0: chunked local attention, each query sees its own chunk of C positions so far
     (Llama 4). ``qk_norm``: "" none, "rmsnorm" (a d-wide scale on q and on k: Qwen3, Gemma 3),
     "rmsnorm_full" (one norm over all heads' q and one over all k, scales H d and K d wide: MiniMax-M2's
-    qk_norm_type per_layer), "l2" (no weights: Llama 4). ``sinks``: one learned logit per head (gpt-oss)."""
+    qk_norm_type per_layer), "l2" (no weights: Llama 4). ``sinks``: one learned logit per head (gpt-oss).
+    ``output_gate``: q_proj is twice as wide (D, 2 H d), its second half a gate g applied to the
+    attention output before o_proj, out * sigmoid(g) (Qwen3-Next and Qwen3.5's gated attention)."""
 
     heads: int
     kv_heads: int
@@ -45,6 +48,7 @@ class Attention:
     out_bias: bool = False
     qk_norm: str = ""
     sinks: bool = False
+    output_gate: bool = False
 
     def __post_init__(self):
         check_counts("attention", heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim)
@@ -57,6 +61,9 @@ class Attention:
             raise RooflineError(f"attention: qk_norm must be '', 'rmsnorm', 'rmsnorm_full' or 'l2', got {self.qk_norm!r}")
         if not self.v_head_dim:
             object.__setattr__(self, "v_head_dim", self.head_dim)
+        if self.output_gate and self.v_head_dim != self.head_dim:
+            raise RooflineError(f"attention: an output gate multiplies the output (H x v_head_dim {self.v_head_dim}) by "
+                                f"q_proj's gate half (H x head_dim {self.head_dim}); they must be equal")
 
     @property
     def kind(self) -> str:
@@ -74,6 +81,8 @@ class Attention:
     def params(self, d_model: int) -> int:
         D, H, K, d, dv = d_model, self.heads, self.kv_heads, self.head_dim, self.v_head_dim
         n = D * H * d + D * K * d + D * K * dv + H * dv * D  # Wq, Wk, Wv, Wo
+        if self.output_gate:
+            n += D * H * d  # the gate's half of q_proj
         if self.qkv_bias:
             n += H * d + K * d + K * dv
         if self.out_bias:
@@ -221,8 +230,75 @@ class Mamba:
         return 6.0 * self.d_inner * self.d_state + 2.0 * self.conv_kernel * self.d_inner
 
 
-Mixer = Union[Attention, LatentAttention, Mamba2, Mamba]
-SSM_MIXERS = (Mamba2, Mamba)
+@dataclass(frozen=True)
+class GatedDeltaNet:
+    """Gated DeltaNet linear attention (Yang et al. 2024, arXiv:2412.06464; transformers
+    Qwen3NextGatedDeltaNet, Qwen3_5GatedDeltaNet). Projections D -> q, k (``k_heads`` x
+    ``k_head_dim`` each), v and the output gate z (``v_heads`` x ``v_head_dim`` each), b and a (one
+    per value head): Qwen3-Next fuses them as in_proj_qkvz and in_proj_ba, Qwen3.5 splits them as
+    in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, the same widths; a depthwise causal conv of width
+    ``conv_kernel`` over the q, k, v channels, no bias; dt_bias and A_log per value head; an RMSNorm
+    over v_head_dim gated by silu(z), one scale shared by the heads; out_proj v_heads v_head_dim -> D.
+    Each value head keeps a (k_head_dim x v_head_dim) state; a key head serves v_heads / k_heads of them."""
+
+    k_heads: int
+    v_heads: int
+    k_head_dim: int
+    v_head_dim: int
+    conv_kernel: int = 4
+
+    def __post_init__(self):
+        check_counts("gated deltanet", k_heads=self.k_heads, v_heads=self.v_heads, k_head_dim=self.k_head_dim,
+                     v_head_dim=self.v_head_dim, conv_kernel=self.conv_kernel)
+        if self.v_heads % self.k_heads:
+            raise RooflineError(f"gated deltanet: value heads {self.v_heads} are not a multiple of key heads {self.k_heads}")
+
+    kind = "gated deltanet (linear attention)"
+    span = 0
+
+    @property
+    def key_dim(self) -> int:
+        return self.k_heads * self.k_head_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.v_heads * self.v_head_dim
+
+    @property
+    def conv_channels(self) -> int:
+        """q, k and v: 2 k_heads k_head_dim + v_heads v_head_dim."""
+        return 2 * self.key_dim + self.value_dim
+
+    @property
+    def in_proj_width(self) -> int:
+        """q, k, v, z, b, a: 2 key_dim + 2 value_dim + 2 v_heads."""
+        return 2 * self.key_dim + 2 * self.value_dim + 2 * self.v_heads
+
+    def params(self, d_model: int) -> int:
+        D = d_model
+        n = D * self.in_proj_width  # in_proj_qkvz + in_proj_ba (or the four split projections), no biases
+        n += self.conv_channels * self.conv_kernel  # depthwise conv, no bias
+        n += 2 * self.v_heads + self.v_head_dim  # dt_bias, A_log; the gated norm's scale
+        n += self.value_dim * D  # out_proj
+        return n
+
+    def state_elems(self) -> int:
+        """Per sequence: the recurrent state, v_heads x k_head_dim x v_head_dim, and the conv window,
+        (conv_kernel - 1) x conv_channels (vLLM's gated_delta_net_state_shape)."""
+        return self.v_heads * self.k_head_dim * self.v_head_dim + (self.conv_kernel - 1) * self.conv_channels
+
+    def scan_flops_per_token(self) -> float:
+        """The delta rule in its recurrent form, per value head, state S (d_k x d_v):
+        S <- exp(g) S (d_k d_v multiplies), u = k^T S (2 d_k d_v), S <- S + k (beta (v - u))^T (2 d_k d_v),
+        o = q^T S (2 d_k d_v): 7 FLOPs per state element, plus the depthwise conv (2 k per channel).
+        The O(d) terms per head (v - u, the beta scaling, the q and k L2 norms, the decay's exp and
+        softplus) are left out: 2 d_v / (7 d_k d_v), 0.2% at d_k = 128. Prefill kernels run the chunked
+        form (WY representation, chunks of 64), which does more FLOPs than this."""
+        return 7.0 * self.v_heads * self.k_head_dim * self.v_head_dim + 2.0 * self.conv_kernel * self.conv_channels
+
+
+Mixer = Union[Attention, LatentAttention, Mamba2, Mamba, GatedDeltaNet]
+SSM_MIXERS = (Mamba2, Mamba, GatedDeltaNet)
 ATTENTION_MIXERS = (Attention, LatentAttention)
 
 

@@ -120,9 +120,10 @@ def uniform_config(model, what: str = "this") -> TransformerConfig:
     problems = []
     if not isinstance(a, Attention):
         problems.append(f"token mixer {getattr(a, 'kind', 'none')}")
-    elif a.span or a.qk_norm or a.sinks or a.v_head_dim != a.head_dim:
+    elif a.span or a.qk_norm or a.sinks or a.output_gate or a.v_head_dim != a.head_dim:
         kind = a.kind if "attention" in a.kind else f"attention {a.kind}"
-        problems.append(f"{kind}{' with q/k norms' if a.qk_norm else ''}{' with sinks' if a.sinks else ''}")
+        problems.append(f"{kind}{' with q/k norms' if a.qk_norm else ''}{' with sinks' if a.sinks else ''}"
+                        f"{' with an output gate' if a.output_gate else ''}")
     if ff is None:
         problems.append("no MLP")
     elif isinstance(ff, MoE) and (ff.shared_gate or ff.router_bias or ff.bias):

@@ -14,7 +14,7 @@ counts QK^T and PV in full, ignoring causal masking: the PaLM / Megatron convent
 
 from __future__ import annotations
 
-from roofline.architecture import Attention, LatentAttention, Layer, Mamba, Mamba2, Model, MoE
+from roofline.architecture import Attention, GatedDeltaNet, LatentAttention, Layer, Mamba, Mamba2, Model, MoE
 from roofline.errors import MAX_COUNT, check_choice, check_fraction, check_number
 from roofline.model_sources import (
     PRESET_KEYS,
@@ -83,9 +83,12 @@ def _matmul_params_of(layer: Layer, D: int) -> int:
     elif isinstance(mixer, Mamba):
         n += D * 2 * mixer.d_inner + mixer.d_inner * (mixer.dt_rank + 2 * mixer.d_state) + mixer.dt_rank * mixer.d_inner \
             + mixer.d_inner * D
+    elif isinstance(mixer, GatedDeltaNet):
+        n += D * mixer.in_proj_width + mixer.value_dim * D
     elif isinstance(mixer, Attention):
         a = mixer
         n += D * a.heads * a.head_dim + D * a.kv_heads * (a.head_dim + a.v_head_dim) + a.heads * a.v_head_dim * D
+        n += D * a.heads * a.head_dim if a.output_gate else 0  # q_proj's gate half
     elif isinstance(mixer, LatentAttention):
         n += mixer.params(D) - mixer.q_lora_rank - mixer.kv_lora_rank  # less the two norms
     ff = layer.mlp

@@ -7,8 +7,8 @@ default where a key is absent, and says what it did not use:
   silently dropped; keys that change no parameter, cache or FLOP count (epsilons, rotary bases,
   token ids, dropouts, initialisers) are listed as cost-neutral and pass without a word;
 - an unknown ``model_type`` is refused with the list of supported ones, never read as a Llama;
-- a nested ``text_config`` (Gemma 3, Llama 4) is read, and the vision tower it sits beside is
-  named in ``Model.omitted``;
+- a nested ``text_config`` (Gemma 3, Llama 4, Qwen3-VL, Qwen3.5) is read, and the vision tower it
+  sits beside is named in ``Model.omitted``;
 - ``quantization_config`` sets the stored width of the modules the format quantises
   (WeightStorage); a quantisation method it does not know is refused by name.
 
@@ -22,6 +22,7 @@ modeling_<family>.py; each loader's docstring says which.
     moe.py      Llama 4, DeepSeek V2/V3 (and Kimi K2), gpt-oss
     gpt.py      Phi, Phi-3, GPT-2, GPT-NeoX
     ssm.py      state-space and hybrid: Mamba-2, mamba_ssm, Jamba, Nemotron-H
+    hybrid.py   linear-attention hybrids: Qwen3-Next, Qwen3.5 / 3.6 (Gated DeltaNet + gated attention)
     quant.py    the stored width of the weights: torch_dtype and quantization_config
     load.py     from_hf_config: nesting (text_config), dispatch by model_type, storage
 

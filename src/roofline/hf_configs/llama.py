@@ -120,16 +120,19 @@ def _qwen2_moe(c: _Keys) -> Model:
                        moe=_qwen_moe_layers(c, L, shared=True))
 
 
-@loader("qwen3")
+@loader("qwen3", "qwen3_vl_text")
 def _qwen3(c: _Keys) -> Model:
-    """Qwen3Config: q_norm and k_norm (RMSNorm of head_dim); attention_bias False; head_dim given (default 128)."""
+    """Qwen3Config: q_norm and k_norm (RMSNorm of head_dim); attention_bias False; head_dim given (default 128).
+    Also Qwen3-VL's language model (Qwen3VLTextConfig, its text_config): Qwen3's layers; MRoPE changes
+    no weights, and the deepstack visual features are added by the vision tower's mergers."""
     L = c.pos("num_hidden_layers")
     return _llama_like(c, qk_norm="rmsnorm", types_default=_qwen_types(c, L), head_dim_default=128)
 
 
-@loader("qwen3_moe")
+@loader("qwen3_moe", "qwen3_vl_moe_text")
 def _qwen3_moe(c: _Keys) -> Model:
-    """Qwen3MoeConfig: Qwen3 attention; MoE as Qwen2-MoE without shared experts."""
+    """Qwen3MoeConfig: Qwen3 attention; MoE as Qwen2-MoE without shared experts. Also Qwen3-VL-MoE's
+    language model (Qwen3VLMoeTextConfig: Qwen3MoeDecoderLayer's layers)."""
     L = c.pos("num_hidden_layers")
     return _llama_like(c, qk_norm="rmsnorm", types_default=_qwen_types(c, L), head_dim_default=128,
                        moe=_qwen_moe_layers(c, L, shared=False))

@@ -11,13 +11,16 @@ import roofline.hf_configs.llama as llama  # the order SUPPORTED was filled in b
 import roofline.hf_configs.moe as moe
 import roofline.hf_configs.gpt as gpt
 import roofline.hf_configs.ssm as ssm
+import roofline.hf_configs.hybrid as hybrid
 from roofline.hf_configs.keys import COST_NEUTRAL, _Keys
 from roofline.hf_configs.quant import _dtype, _dtype_note, _storage
 from roofline.hf_configs.shared import SUPPORTED
 
-FAMILIES = (llama, moe, gpt, ssm)  # importing them registers their loaders in SUPPORTED
+FAMILIES = (llama, moe, gpt, ssm, hybrid)  # importing them registers their loaders in SUPPORTED
 
-NESTED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2"}  # Kimi K2.5: K2's text model
+NESTED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2",  # Kimi K2.5: K2's text model
+          "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text",  # Qwen3-VL: Qwen3 (MoE) language models
+          "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}  # Qwen3.5 / 3.6
 
 
 def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Model:

@@ -13,7 +13,8 @@ QUANTISED_PARTS = ("attention", "ssm", "mlp", "experts", "shared_experts")
 
 
 _PART_PATTERNS = (("shared_expert", "shared_experts"), ("experts", "experts"), ("router", "router"),
-                  ("mlp.gate", "router"), ("self_attn", "attention"), ("attn", "attention"), ("mixer", "ssm"),
+                  ("mlp.gate", "router"), ("linear_attn", "ssm"), ("self_attn", "attention"), ("attn", "attention"),
+                  ("mixer", "ssm"),
                   ("mamba", "ssm"), ("embed", "embedding"), ("lm_head", "lm_head"), ("mlp", "mlp"))
 # modules of a part the loader leaves out of the count (a vision tower): skipping them changes nothing priced
 _UNPRICED_PATTERNS = ("visual", "vision", "multi_modal", "mm_projector")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.architecture import LatentAttention
+from roofline.architecture import GatedDeltaNet, LatentAttention
 from roofline.cost import _jsonable
 from roofline.errors import RooflineError, check_number
 from roofline.machines import get_machine, the_name
@@ -251,7 +251,9 @@ def _cache_notes(cfg, context) -> tuple[str, ...]:
     if windows:
         notes.append(f"windowed/chunked layers keep at most {', '.join(f'{w:,}' for w in windows)} tokens of KV each")
     if any(k.is_ssm for k in cfg.kinds):
-        notes.append("state-space layers keep a constant state per sequence (SSM state + conv window), stored at the KV dtype")
+        notes.append("state-space layers keep a constant state per sequence (SSM state + conv window), stored at the KV dtype"
+                     + (" (Gated DeltaNet's recurrent state included)" if any(isinstance(k.mixer, GatedDeltaNet) for k in cfg.kinds)
+                        else ""))
     if any(isinstance(k.mixer, LatentAttention) for k in cfg.kinds):
         notes.append("MLA layers cache the compressed latent (kv_lora_rank + qk_rope_head_dim per token)")
     return tuple(notes)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from roofline.architecture import Attention, LatentAttention, Layer, Mamba, Mamba2, MoE, Model
+from roofline.architecture import Attention, GatedDeltaNet, LatentAttention, Layer, Mamba, Mamba2, MoE, Model
 from roofline.errors import RooflineError, check_number
 from roofline.machines import Machine
 from roofline.transformer import get_model
@@ -41,6 +41,9 @@ def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
                                   n_groups=need("SSM groups", mix.n_groups))
     elif isinstance(mix, Mamba):
         mix = dataclasses.replace(mix, d_inner=need("SSM d_inner", mix.d_inner))
+    elif isinstance(mix, GatedDeltaNet):  # vLLM splits the key and the value heads (and their conv channels)
+        mix = dataclasses.replace(mix, k_heads=need("linear-attention key heads", mix.k_heads),
+                                  v_heads=need("linear-attention value heads", mix.v_heads))
     if isinstance(ff, MoE):
         ff = dataclasses.replace(ff, d_ff=need("expert d_ff", ff.d_ff),
                                  shared_d_ff=need("shared expert d_ff", ff.shared_d_ff) if ff.shared_d_ff else 0)
@@ -51,7 +54,8 @@ def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
 
 def shard(model, tensor_parallel: int = 1) -> Model:
     """One GPU's slice under Megatron-LM tensor parallelism t: query heads, d_ff (of each expert,
-    and of the shared expert), SSM heads and inner width, and the vocabulary split t ways; kv
+    and of the shared expert), SSM heads and inner width, Gated DeltaNet's key and value heads, and
+    the vocabulary split t ways; kv
     heads split too, or replicated once t exceeds them; MLA's latent projections, norms and the
     router replicated. count_params of the slice is the weights one GPU holds."""
     cfg = get_model(model)

@@ -1,0 +1,137 @@
+"""Loaders of the linear-attention hybrids: Qwen3-Next and Qwen3.5 / Qwen3.6 (dense and MoE), Gated
+DeltaNet layers beside gated full attention, three to one."""
+
+from __future__ import annotations
+
+from roofline.architecture import MLP, Attention, GatedDeltaNet, Layer, Model, MoE
+from roofline.errors import RooflineError
+from roofline.hf_configs.keys import _Keys
+from roofline.hf_configs.llama import _qwen_moe_layers
+from roofline.hf_configs.shared import _act, _assemble, loader
+
+LINEAR, FULL = "linear_attention", "full_attention"
+
+# The config classes' defaults (transformers configuration_qwen3_next.py, configuration_qwen3_5.py,
+# configuration_qwen3_5_moe.py) for the keys a published file may omit.
+_GDN_DEFAULTS = {"linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+                 "linear_num_key_heads": 16, "linear_num_value_heads": 32, "head_dim": 256, "num_attention_heads": 16}
+DEFAULTS = {
+    "qwen3_next": {**_GDN_DEFAULTS, "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 5632,
+                   "num_hidden_layers": 48, "num_key_value_heads": 2, "decoder_sparse_step": 1,
+                   "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "num_experts_per_tok": 10,
+                   "num_experts": 512},
+    "qwen3_5_text": {**_GDN_DEFAULTS, "vocab_size": 248320, "hidden_size": 4096, "intermediate_size": 12288,
+                     "num_hidden_layers": 32, "num_key_value_heads": 4},
+    "qwen3_5_moe_text": {**_GDN_DEFAULTS, "vocab_size": 248320, "hidden_size": 2048, "num_hidden_layers": 40,
+                         "num_key_value_heads": 2, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+                         "num_experts_per_tok": 8, "num_experts": 256},
+}
+
+
+def _types(c: _Keys, L: int) -> tuple[list[str], list[str]]:
+    """layer_types as published (linear_attention / full_attention), else full attention on every
+    full_attention_interval-th layer (4: layers 3, 7, ...), as the config classes build it."""
+    interval = c.pos("full_attention_interval", 4)
+    by_interval = [FULL if (i + 1) % interval == 0 else LINEAR for i in range(L)]
+    types = c.get("layer_types")
+    if types is None:
+        return by_interval, []
+    if not isinstance(types, list) or len(types) != L:
+        raise RooflineError(f"{c.name}: layer_types must list {L} layers", field="model")
+    bad = sorted(set(map(str, types)) - {LINEAR, FULL})
+    if bad:
+        raise RooflineError(f"{c.name}: layer_types {bad} not understood (known: {FULL}, {LINEAR})", field="model")
+    notes = []
+    if "full_attention_interval" in c.raw and types != by_interval:
+        notes.append(f"full_attention_interval {interval} disagrees with layer_types: layer_types is used, as "
+                     "transformers does")
+    return list(types), notes
+
+
+def _hybrid(c: _Keys, channel) -> Model:
+    """The layer list: Gated DeltaNet or gated attention by layer_types, ``channel(i)`` after each;
+    two RMSNorms a layer, a final norm; the multi-token-prediction layers left out, said."""
+    D, L, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("vocab_size")
+    H, d = c.pos("num_attention_heads"), c.pos("head_dim")
+    if c.flag("attention_bias", False):
+        raise RooflineError(f"{c.name}: attention_bias true (biases on a gated q_proj twice as wide) is not modelled",
+                            field="model")
+    if not c.flag("attn_output_gate", True):
+        raise RooflineError(f"{c.name}: attn_output_gate false: transformers' Qwen3-Next attention always builds the "
+                            "gate (q_proj 2 H d wide) and vLLM drops it, so the checkpoint's q_proj width is unknown; "
+                            "not supported", field="model")
+    attn = Attention(H, c.pos("num_key_value_heads", H), d, qk_norm="rmsnorm", output_gate=True)
+    gdn = GatedDeltaNet(c.pos("linear_num_key_heads"), c.pos("linear_num_value_heads"), c.pos("linear_key_head_dim"),
+                        c.pos("linear_value_head_dim"), c.pos("linear_conv_kernel_dim"))
+    types, notes = _types(c, L)
+    c.get("use_sliding_window")  # Qwen3-Next's attention has no window; the key is a leftover of Qwen2's config
+    layers = [Layer(gdn if types[i] == LINEAR else attn, channel(i)) for i in range(L)]
+    dtype = c.get("mamba_ssm_dtype")
+    if dtype not in (None, "bfloat16", "bf16", "auto"):
+        notes.append(f"mamba_ssm_dtype {dtype!r}: the checkpoint asks for Gated DeltaNet's recurrent state in {dtype}; "
+                     "here it is priced at the KV cache dtype like every cache: an engine that keeps it in "
+                     f"{dtype} holds more bytes than shown (float32: twice a bf16 cache's)")
+    gate = c.get("output_gate_type")  # Qwen3.6's configs: "swish"; transformers reads no such key
+    if gate is not None:
+        notes.append(f"output_gate_type {gate!r}: a gate's activation (transformers reads no such key: sigmoid on the "
+                     "attention output, silu in Gated DeltaNet's norm); no weights, and both gates are costed as one "
+                     "activation and a multiply an element whichever it is")
+    mtp = c.int("mtp_num_hidden_layers", 0)
+    c.get("mtp_use_dedicated_embeddings")
+    omitted = (f"multi-token-prediction module ({mtp} layer{'s' if mtp != 1 else ''}, mtp_num_hidden_layers): not "
+               "instantiated by transformers, not counted",) if mtp else ()
+    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted, notes=notes)
+
+
+@loader("qwen3_next")
+def _qwen3_next(c: _Keys) -> Model:
+    """Qwen3NextConfig (Qwen3-Next-80B-A3B): layer_types (or every full_attention_interval-th layer,
+    4) full attention, the others Gated DeltaNet (linear_num_key_heads 16 x linear_key_head_dim 128,
+    linear_num_value_heads 32 x linear_value_head_dim 128, linear_conv_kernel_dim 4; in_proj_qkvz and
+    in_proj_ba). Full attention: num_attention_heads x head_dim (256) over num_key_value_heads, q_proj
+    twice as wide for the sigmoid output gate, q and k RMSNorms of head_dim, partial rotary (no
+    weights). MoE as Qwen2-MoE: on layers (i + 1) % decoder_sparse_step == 0 not in mlp_only_layers,
+    num_experts of moe_intermediate_size, top num_experts_per_tok, a shared expert of
+    shared_expert_intermediate_size with its sigmoid gate (D, 1); dense layers intermediate_size.
+    tie False. The MTP layers (mtp_num_hidden_layers) are left out."""
+    c.defaults = DEFAULTS["qwen3_next"]
+    L = c.pos("num_hidden_layers")
+    moe = _qwen_moe_layers(c, L, shared=True)
+    dense = MLP(c.pos("intermediate_size"), activation=_act(c))
+    return _hybrid(c, lambda i: moe(i) or dense)
+
+
+@loader("qwen3_5_text")
+def _qwen3_5_text(c: _Keys) -> Model:
+    """Qwen3_5TextConfig (Qwen3.5-27B, Qwen3.6-27B; the text_config of model_type qwen3_5): Qwen3-Next's
+    layers with Gated DeltaNet's projections split (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a: the
+    same widths) and a dense gated MLP of intermediate_size on every layer (the class has no MoE keys;
+    mlp_only_layers must be empty). tie False. The MTP layers are left out."""
+    c.defaults = DEFAULTS["qwen3_5_text"]
+    _all_one_kind(c, "a dense MLP")
+    dense = MLP(c.pos("intermediate_size"), activation=_act(c))
+    return _hybrid(c, lambda i: dense)
+
+
+@loader("qwen3_5_moe_text")
+def _qwen3_5_moe_text(c: _Keys) -> Model:
+    """Qwen3_5MoeTextConfig (Qwen3.5-35B-A3B to 397B-A17B, Qwen3.6-35B-A3B; the text_config of model_type
+    qwen3_5_moe): Qwen3.5's layers with a MoE on every layer: num_experts of moe_intermediate_size, top
+    num_experts_per_tok, router (D, E) without bias, a shared expert of shared_expert_intermediate_size
+    with its sigmoid gate (D, 1). The class has no intermediate_size, decoder_sparse_step or
+    mlp_only_layers (an empty mlp_only_layers passes). tie False. The MTP layers are left out."""
+    c.defaults = DEFAULTS["qwen3_5_moe_text"]
+    _all_one_kind(c, "a mixture of experts")
+    moe = MoE(c.pos("num_experts"), c.pos("num_experts_per_tok"), c.pos("moe_intermediate_size"),
+              shared_d_ff=c.pos("shared_expert_intermediate_size"), shared_gate=True, activation=_act(c))
+    return _hybrid(c, lambda i: moe)
+
+
+def _all_one_kind(c: _Keys, what: str) -> None:
+    """Qwen3.5's decoder layers all have ``what``: an mlp_only_layers or decoder_sparse_step asking
+    otherwise (keys its class does not have) is refused, not obeyed or dropped."""
+    only, step = c.get("mlp_only_layers") or [], c.get("decoder_sparse_step", 1)
+    if only or step != 1:
+        raise RooflineError(f"{c.name}: mlp_only_layers {only!r} / decoder_sparse_step {step!r}: every "
+                            f"{c.raw.get('model_type')} decoder layer has {what} in transformers; a config asking "
+                            "otherwise is not supported", field="model")
