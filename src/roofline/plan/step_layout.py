@@ -141,11 +141,11 @@ class StepLayout:
             return dense
         import types
 
-        from roofline.blocks import _moe_ops, _Ops
+        from roofline.blocks import _Ops, _routed_ops
         from roofline.kernels import dtype_name
         from roofline.units import dtype_bytes
 
-        # the routed experts only (the shared expert and the router are dense ops above): E / g experts, k / g of each token
+        # the routed experts only (the shared expert, the router and any latent projections are dense ops above): E / g experts, k / g of each token
         E, top = kind.mlp.n_experts, kind.mlp.top_k
         moe = types.SimpleNamespace(n_experts=E / g, top_k=top / g, d_ff=kind.mlp.d_ff,
                                     gated=kind.mlp.gated, activation=kind.mlp.activation, shared_d_ff=0)
@@ -157,7 +157,8 @@ class StepLayout:
         whole = expected_experts_touched(E, top, M)
         busiest = np.minimum(E / g, np.maximum(expected_experts_touched(E / g, top / g, M), np.ceil(whole / g - 1e-9)))
         wa = self.precision.activations
-        for k in _moe_ops(_Ops(dtype_bytes(wa), dtype_name(wa)), moe, M, self.sharded.d_model, touched=busiest)[1:]:
+        width = kind.mlp.expert_width(self.sharded.d_model)  # a latent MoE's projections are dense ops above
+        for k in _routed_ops(_Ops(dtype_bytes(wa), dtype_name(wa)), moe, M, width, touched=busiest):
             dense[k.name] = _requantised(k, self.precision)[0]
         return dense
 

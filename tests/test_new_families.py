@@ -1,0 +1,140 @@
+"""Families added for the configs aiconfigurator-core ships: each counted by hand (one layer of each
+kind, the arithmetic in the comment) and against the publisher's total. The configs' architecture
+keys are inline, so the tests stand without the package; one test reads the shipped files when the
+package is there."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from roofline.blocks import layer_kernels
+from roofline.hf_configs import from_hf_config
+from roofline.transformer import active_params, count_params, matmul_params
+
+# ---------------------------------------------------------------------------------------------
+# Nemotron-3 (nemotron_h with MoE layers)
+# ---------------------------------------------------------------------------------------------
+
+NANO_PATTERN = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"  # 23 M, 23 E, 6 *
+NANO = {"model_type": "nemotron_h", "hidden_size": 2688, "hybrid_override_pattern": NANO_PATTERN, "num_hidden_layers": 52,
+        "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "attention_bias": False,
+        "mamba_num_heads": 64, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4,
+        "use_conv_bias": True, "mamba_proj_bias": False, "expand": 2, "intermediate_size": 1856, "mlp_bias": False,
+        "mlp_hidden_act": "relu2", "moe_intermediate_size": 1856, "moe_shared_expert_intermediate_size": 3712,
+        "n_routed_experts": 128, "n_shared_experts": 1, "num_experts_per_tok": 6, "vocab_size": 131072,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16", "sliding_window": None}
+SUPER_PATTERN = ("MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME")
+SUPER = dict(NANO, hidden_size=4096, hybrid_override_pattern=SUPER_PATTERN, num_hidden_layers=88, mamba_num_heads=128,
+             intermediate_size=2688, moe_intermediate_size=2688, moe_latent_size=1024,
+             moe_shared_expert_intermediate_size=5376, n_routed_experts=512, num_experts_per_tok=22,
+             num_nextn_predict_layers=1, mtp_hybrid_override_pattern="*E")
+ULTRA_PATTERN = ("MEMEMEM*EMEMEM*EMEMEMEM*EMEMEMEM*EMEMEM*EMEMEMEM*EMEMEMEM*EMEMEM*EMEMEMEM*EMEMEMEM*EMEMEM*"
+                 "EMEMEMEM*EMEMEMEME")  # 48 M, 48 E, 12 *
+ULTRA_WORDS = {"M": "mamba", "E": "moe", "*": "attention"}
+ULTRA = dict(SUPER, hidden_size=8192, mamba_num_heads=256, num_attention_heads=64, intermediate_size=5120,
+             moe_intermediate_size=5120, moe_latent_size=2048, moe_shared_expert_intermediate_size=10240,
+             layers_block_type=[ULTRA_WORDS[ch] for ch in ULTRA_PATTERN], mtp_layers_block_type=["attention", "moe"])
+del ULTRA["hybrid_override_pattern"], ULTRA["num_hidden_layers"], ULTRA["mtp_hybrid_override_pattern"]
+
+
+def test_nemotron3_nano_counts_by_hand_and_to_its_model_card():
+    """D 2688. Mamba-2 layer: d_inner 64 x 64 = 4096; in_proj 2688 x (2 x 4096 + 2 x 8 x 128 + 64 = 10,304)
+    = 27,697,152; conv (4096 + 2048 = 6144 channels) x 4 + 6144 bias = 30,720; dt_bias, A_log, D 3 x 64 = 192;
+    gated norm 4096; out_proj 4096 x 2688 = 11,010,048; the layer norm 2688: 38,744,896.
+    Attention layer: q 2688 x 4096 = 11,010,048, k and v 2688 x 256 each = 1,376,256, o 11,010,048, norm 2688:
+    23,399,040. MoE layer: 128 experts x (up 2688 x 1856 + down 1856 x 2688 = 9,977,856) = 1,277,165,568;
+    shared expert 2 x 2688 x 3712 = 19,955,712; router 2688 x 128 = 344,064; norm 2688: 1,297,468,032.
+    Embedding and LM head 2 x 131072 x 2688 = 704,643,072; final norm 2688.
+    The model card (https://huggingface.co/nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, and the
+    technical report, arXiv:2512.20848): 31.6B total, 3.2B active (3.6B including embeddings)."""
+    m = from_hf_config(NANO)
+    mamba, attn, moe = 38_744_896, 23_399_040, 1_297_468_032
+    assert {k.label: n for k, n in m.kind_counts()} == {"mamba2 (SSD)": 23, "MoE 6 of 128 x 1856 + shared 3712": 23,
+                                                         "full attention": 6}
+    total = 23 * mamba + 23 * moe + 6 * attn + 704_643_072 + 2688
+    assert count_params(m)["total"] == total
+    # active: 6 of the 128 experts in each MoE layer
+    active = total - 23 * (128 - 6) * 9_977_856
+    assert active_params(m) == active
+    assert round(total / 1e9, 1) == 31.6
+    assert round(active / 1e9, 1) == 3.6 and round((active - 131072 * 2688) / 1e9, 1) == 3.2
+
+
+def test_nemotron3_super_latent_moe_by_hand_and_to_its_published_total():
+    """D 4096, latent 1024. MoE layer: 512 experts x (2 x 1024 x 2688 = 5,505,024) = 2,818,572,288;
+    latent down 4096 x 1024 and up 1024 x 4096 = 8,388,608; shared expert 2 x 4096 x 5376 = 44,040,192;
+    router 4096 x 512 = 2,097,152; norm 4096: 2,873,102,336. Mamba-2 layer: d_inner 128 x 64 = 8192;
+    in_proj 4096 x (2 x 8192 + 2048 + 128 = 18,560) = 76,021,760; conv (8192 + 2048 = 10,240) x 5 = 51,200;
+    3 x 128 = 384; gated norm 8192; out_proj 8192 x 4096 = 33,554,432; norm 4096: 109,640,064. Attention:
+    q and o 4096 x 4096 each = 33,554,432, k and v 4096 x 256 each = 2,097,152, norm 4096: 35,655,680.
+    40 Mamba-2, 40 MoE, 8 attention layers; embedding and LM head 2 x 131072 x 4096 = 1,073,741,824.
+    Published (https://research.nvidia.com/labs/nemotron/Nemotron-3-Super and the model card
+    https://huggingface.co/nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8): 120B total, 12B active,
+    the MTP layer not counted (said)."""
+    m = from_hf_config(SUPER)
+    moe, mamba, attn = 2_873_102_336, 109_640_064, 35_655_680
+    total = 40 * moe + 40 * mamba + 8 * attn + 1_073_741_824 + 4096
+    assert count_params(m)["total"] == total
+    active = total - 40 * (512 - 22) * 5_505_024
+    assert active_params(m) == active
+    assert abs(total / 120e9 - 1) < 0.01  # "120B", a rounded figure: ours 120.67B
+    assert round((active - 131072 * 4096) / 1e9) == 12
+    assert any("multi-token-prediction" in o for o in m.omitted)
+
+
+def test_nemotron3_ultra_reads_layers_block_type_and_matches_its_published_total():
+    """Ultra has no hybrid_override_pattern: layers_block_type lists 108 layers (48 mamba, 48 moe, 12
+    attention in ULTRA_PATTERN). Published (https://huggingface.co/nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16):
+    550B total, 55B active."""
+    m = from_hf_config(ULTRA)
+    assert m.n_layers == 108 and ULTRA_PATTERN.count("*") == 12
+    total, active = count_params(m)["total"], active_params(m, embeddings=False)
+    assert abs(total / 550e9 - 1) < 0.01 and round(active / 1e9) == 55
+    # the same model written as a pattern string counts the same
+    legacy = dict(ULTRA, hybrid_override_pattern=ULTRA_PATTERN)
+    del legacy["layers_block_type"]
+    assert count_params(from_hf_config(legacy)) == count_params(m)
+
+
+def test_latent_moe_kernels_multiply_by_the_weights_a_token_uses():
+    """One decode token through a Super MoE layer: router 4096 x 512, latent down and up 2 x 4096 x 1024,
+    22 experts x 2 x 1024 x 2688, shared 2 x 4096 x 5376: matmul FLOPs = 2 x those weights."""
+    m = from_hf_config(SUPER)
+    layer = next(k for k in m.kinds if k.is_moe)
+    ops = layer_kernels(layer, 4096, True, 1, 1, 1, "naive", "bf16")
+    weights = 4096 * 512 + 2 * 4096 * 1024 + 22 * 2 * 1024 * 2688 + 2 * 4096 * 5376
+    assert sum(k.flops for k in ops if k.category == "matmul") == 2 * weights
+    assert matmul_params(m) > 0
+
+
+def test_nemotron_h_refuses_what_it_cannot_count():
+    with pytest.raises(Exception, match="layer codes"):
+        from_hf_config(dict(NANO, hybrid_override_pattern="MEX" + NANO_PATTERN[3:]))
+    with pytest.raises(Exception, match="num_hidden_layers"):
+        from_hf_config(dict(NANO, num_hidden_layers=51))
+    with pytest.raises(Exception, match="layers_block_type"):
+        from_hf_config(dict(ULTRA, layers_block_type=["mamba", "conv"]))
+    with pytest.raises(Exception, match="n_shared_experts"):
+        from_hf_config(dict(NANO, n_shared_experts=2))
+
+
+# ---------------------------------------------------------------------------------------------
+# The shipped files, where aiconfigurator-core is installed
+# ---------------------------------------------------------------------------------------------
+
+
+def _shipped(name):
+    core = pytest.importorskip("aiconfigurator_core")
+    with open(os.path.join(os.path.dirname(core.__file__), "model_configs", name)) as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("name, inline", [("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16_config.json", NANO),
+                                          ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8_config.json", SUPER),
+                                          ("nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16_config.json", ULTRA),
+                                          ("nvidia--NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4_config.json", NANO)])
+def test_shipped_configs_count_as_the_inline_keys(name, inline):
+    assert count_params(from_hf_config(_shipped(name), name)) == count_params(from_hf_config(inline))
