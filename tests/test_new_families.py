@@ -122,6 +122,58 @@ def test_nemotron_h_refuses_what_it_cannot_count():
 
 
 # ---------------------------------------------------------------------------------------------
+# MiMo
+# ---------------------------------------------------------------------------------------------
+
+MIMO_7B = {"model_type": "mimo", "num_hidden_layers": 36, "hidden_size": 4096, "num_attention_heads": 32,
+           "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 11008, "vocab_size": 151680,
+           "attention_bias": True, "sliding_window": 32768, "max_window_layers": 32, "use_sliding_window": False,
+           "use_mrope": False, "num_nextn_predict_layers": 1, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+MIMO_V2_SWA = [0, 1, 1, 1, 1] + [0, 1, 1, 1, 1, 1] * 7 + [0]  # 9 full, 39 sliding
+MIMO_V2 = {"model_type": "mimo_v2_flash", "num_hidden_layers": 48, "hidden_size": 4096, "num_attention_heads": 64,
+           "num_key_value_heads": 4, "head_dim": 192, "v_head_dim": 128, "intermediate_size": 16384, "vocab_size": 152576,
+           "sliding_window": 128, "sliding_window_size": 128, "attention_chunk_size": 128, "swa_num_attention_heads": 64,
+           "swa_num_key_value_heads": 8, "swa_head_dim": 192, "swa_v_head_dim": 128, "hybrid_layer_pattern": MIMO_V2_SWA,
+           "moe_layer_freq": [0] + [1] * 47, "moe_intermediate_size": 2048, "n_routed_experts": 256,
+           "n_shared_experts": None, "num_experts_per_tok": 8, "hidden_act": "silu", "attention_bias": False,
+           "attention_value_scale": 0.707, "add_swa_attention_sink_bias": True, "add_full_attention_sink_bias": False,
+           "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+def test_mimo_7b_is_qwen2_with_its_mtp_layer_left_out():
+    """Per layer: q 4096 x 4096 = 16,777,216 and its bias 4096; k and v 4096 x 1024 each = 8,388,608 and
+    biases 2048; o 16,777,216 (no bias); gated MLP 3 x 4096 x 11008 = 135,266,304; 2 norms 8192:
+    177,223,680. 36 layers, embedding and LM head 2 x 151680 x 4096 = 1,242,562,560, final norm 4096.
+    The MTP layer (input_proj 2 x 4096 x 4096, one attention and MLP as above, five norms: 210,788,352)
+    is left out and said."""
+    m = from_hf_config(MIMO_7B)
+    assert count_params(m)["total"] == 36 * 177_223_680 + 1_242_562_560 + 4096
+    assert any("multi-token-prediction" in o for o in m.omitted) and not m.notes
+
+
+def test_mimo_v2_flash_by_hand_and_to_its_model_card():
+    """D 4096. Full attention: q 4096 x 64 x 192 = 50,331,648, k 4096 x 4 x 192 = 3,145,728, v 4096 x 4 x 128
+    = 2,097,152, o 64 x 128 x 4096 = 33,554,432: 89,128,960. Sliding (8 kv heads, a sink per head): 50,331,648
+    + 6,291,456 + 4,194,304 + 33,554,432 + 64 = 94,371,904. MoE: 256 x 3 x 4096 x 2048 = 6,442,450,944 and router
+    4096 x 256 = 1,048,576. Layer 0's dense MLP 3 x 4096 x 16384 = 201,326,592. 2 norms a layer (8192);
+    embedding and LM head 2 x 152576 x 4096 = 1,249,902,592; final norm 4096. 9 full and 39 sliding layers,
+    47 MoE. The model card (https://huggingface.co/XiaomiMiMo/MiMo-V2-Flash): 309B total, 15B active."""
+    m = from_hf_config(MIMO_V2)
+    total = (9 * 89_128_960 + 39 * 94_371_904 + 47 * (6_442_450_944 + 1_048_576) + 201_326_592 + 48 * 8192
+             + 1_249_902_592 + 4096)
+    assert count_params(m)["total"] == total
+    active = total - 47 * (256 - 8) * 3 * 4096 * 2048
+    assert active_params(m) == active
+    assert round(total / 1e9) == 309 and round(active / 1e9) == 15
+    windows = {k.mixer.window for k in m.kinds}
+    assert windows == {0, 128}
+    with pytest.raises(Exception, match="attention_chunk_size"):
+        from_hf_config(dict(MIMO_V2, attention_chunk_size=256))
+    with pytest.raises(Exception, match="hybrid_layer_pattern"):
+        from_hf_config(dict(MIMO_V2, hybrid_layer_pattern=[0, 1]))
+
+
+# ---------------------------------------------------------------------------------------------
 # The shipped files, where aiconfigurator-core is installed
 # ---------------------------------------------------------------------------------------------
 
@@ -135,6 +187,8 @@ def _shipped(name):
 @pytest.mark.parametrize("name, inline", [("nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16_config.json", NANO),
                                           ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8_config.json", SUPER),
                                           ("nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16_config.json", ULTRA),
-                                          ("nvidia--NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4_config.json", NANO)])
+                                          ("nvidia--NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4_config.json", NANO),
+                                          ("XiaomiMiMo--MiMo-7B-Base_config.json", MIMO_7B),
+                                          ("XiaomiMiMo--MiMo-V2-Flash_config.json", MIMO_V2)])
 def test_shipped_configs_count_as_the_inline_keys(name, inline):
     assert count_params(from_hf_config(_shipped(name), name)) == count_params(from_hf_config(inline))

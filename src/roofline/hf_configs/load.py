@@ -11,11 +11,12 @@ import roofline.hf_configs.llama as llama  # the order SUPPORTED was filled in b
 import roofline.hf_configs.moe as moe
 import roofline.hf_configs.gpt as gpt
 import roofline.hf_configs.ssm as ssm
+import roofline.hf_configs.mimo as mimo
 from roofline.hf_configs.keys import COST_NEUTRAL, _Keys
 from roofline.hf_configs.quant import _dtype, _dtype_note, _storage
 from roofline.hf_configs.shared import SUPPORTED
 
-FAMILIES = (llama, moe, gpt, ssm)  # importing them registers their loaders in SUPPORTED
+FAMILIES = (llama, moe, gpt, ssm, mimo)  # importing them registers their loaders in SUPPORTED
 
 NESTED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2"}  # Kimi K2.5: K2's text model
 
