@@ -174,6 +174,68 @@ def test_mimo_v2_flash_by_hand_and_to_its_model_card():
 
 
 # ---------------------------------------------------------------------------------------------
+# Llama-3.3-Nemotron-Super-49B (nemotron-nas) and Step-3.7-Flash (refused)
+# ---------------------------------------------------------------------------------------------
+
+
+def _nas_block(attention: bool, ffn_mult: float) -> dict:
+    attn = {"n_heads_in_group": 8 if attention else None, "no_op": not attention, "num_sink_tokens": None,
+            "replace_with_linear": False, "sparsify": None, "unshifted_sink": False,
+            "use_prefill_window_in_sink_attention": False, "window_length": None}
+    return {"attention": attn, "ffn": {"ffn_mult": ffn_mult, "no_op": False, "replace_with_linear": False, "sparsify": None}}
+
+
+# the 80 block_configs of Llama-3_3-Nemotron-Super-49B-v1, by kind (their order changes no count)
+NAS_KINDS = [(True, 5.25, 48), (True, 2.625, 1), (False, 5.25, 1), (False, 2.625, 5), (False, 3.28125, 1),
+             (False, 1.3125, 10), (False, 1.0, 8), (False, 0.5, 6)]
+NAS_49B = {"model_type": "nemotron-nas", "hidden_size": 8192, "num_attention_heads": 64, "num_hidden_layers": 80,
+           "num_key_value_heads": None, "intermediate_size": None, "vocab_size": 128256, "hidden_act": "silu",
+           "attention_bias": False, "mlp_bias": False, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+           "block_configs": [_nas_block(a, f) for a, f, n in NAS_KINDS for _ in range(n)]}
+
+
+def test_nemotron_nas_super_49b_by_hand_and_to_its_model_card():
+    """D 8192, 64 heads of 128. Attention (49 layers): q and o 8192 x 8192 = 67,108,864 each, k and v 8192 x
+    1024 each (64 / 8 = 8 kv heads): 150,994,944. MLP widths int(2 mult 8192 / 3) rounded up to 256:
+    5.25 -> 28672, 2.625 -> 14336, 3.28125 -> 17920, 1.3125 -> 7168, 1.0 -> 5461 -> 5632, 0.5 -> 2730 ->
+    2816; each 3 x 8192 x F. Norms: one per kept part, 49 + 80 = 129 x 8192 = 1,056,768. Embedding and LM
+    head 2 x 128256 x 8192 = 2,101,346,304; final norm 8192. The model card
+    (https://huggingface.co/nvidia/Llama-3_3-Nemotron-Super-49B-v1): 49.9B parameters."""
+    m = from_hf_config(NAS_49B)
+    mlp = 3 * 8192 * (49 * 28672 + 6 * 14336 + 17920 + 10 * 7168 + 8 * 5632 + 6 * 2816)
+    total = 49 * 150_994_944 + mlp + 129 * 8192 + 2_101_346_304 + 8192
+    assert count_params(m)["total"] == total
+    assert round(total / 1e9, 1) == 49.9
+    counts = {k.label: n for k, n in m.kind_counts()}
+    assert counts["full attention + gated MLP 28672"] == 48 and counts["gated MLP 5632"] == 8
+    assert sum(n for k, n in m.kind_counts() if k.is_attention) == 49
+
+
+def test_nemotron_nas_refuses_blocks_it_cannot_cost():
+    linear = dict(NAS_49B, block_configs=[dict(b) for b in NAS_49B["block_configs"]])
+    linear["block_configs"][0] = {"attention": dict(NAS_49B["block_configs"][0]["attention"], replace_with_linear=True),
+                                  "ffn": NAS_49B["block_configs"][0]["ffn"]}
+    with pytest.raises(Exception, match="not yet supported"):
+        from_hf_config(linear)
+    with pytest.raises(Exception, match="block_configs must list 80"):
+        from_hf_config(dict(NAS_49B, block_configs=NAS_49B["block_configs"][:79]))
+    empty = dict(NAS_49B, block_configs=list(NAS_49B["block_configs"]))
+    empty["block_configs"][0] = {"attention": {"no_op": True}, "ffn": {"no_op": True}}
+    with pytest.raises(Exception, match="not yet supported"):
+        from_hf_config(empty)
+
+
+def test_step3p7_is_refused_as_not_yet_supported_and_not_listed_as_supported():
+    step = {"model_type": "step3p7", "num_hidden_layers": 45, "hidden_size": 4096, "num_attention_heads": 64,
+            "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 128896}
+    with pytest.raises(Exception, match="not yet supported.*g_proj.*attention_other_setting"):
+        from_hf_config(step)
+    with pytest.raises(Exception, match="supported: ") as refusal:
+        from_hf_config({"model_type": "no_such_family"})
+    assert "step3p7" not in str(refusal.value) and "nemotron-nas" in str(refusal.value)
+
+
+# ---------------------------------------------------------------------------------------------
 # The shipped files, where aiconfigurator-core is installed
 # ---------------------------------------------------------------------------------------------
 
@@ -189,6 +251,7 @@ def _shipped(name):
                                           ("nvidia--NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16_config.json", ULTRA),
                                           ("nvidia--NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4_config.json", NANO),
                                           ("XiaomiMiMo--MiMo-7B-Base_config.json", MIMO_7B),
-                                          ("XiaomiMiMo--MiMo-V2-Flash_config.json", MIMO_V2)])
+                                          ("XiaomiMiMo--MiMo-V2-Flash_config.json", MIMO_V2),
+                                          ("nvidia--Llama-3_3-Nemotron-Super-49B-v1_config.json", NAS_49B)])
 def test_shipped_configs_count_as_the_inline_keys(name, inline):
     assert count_params(from_hf_config(_shipped(name), name)) == count_params(from_hf_config(inline))
