@@ -61,6 +61,8 @@ def test_nemotron3_nano_counts_by_hand_and_to_its_model_card():
     assert active_params(m) == active
     assert round(total / 1e9, 1) == 31.6
     assert round(active / 1e9, 1) == 3.6 and round((active - 131072 * 2688) / 1e9, 1) == 3.2
+    # the float32 SSM state the checkpoint keeps is said, not silently priced at the KV dtype
+    assert any("mamba_ssm_cache_dtype float32" in n for n in from_hf_config(dict(NANO, mamba_ssm_cache_dtype="float32")).notes)
 
 
 def test_nemotron3_super_latent_moe_by_hand_and_to_its_published_total():
@@ -255,3 +257,20 @@ def _shipped(name):
                                           ("nvidia--Llama-3_3-Nemotron-Super-49B-v1_config.json", NAS_49B)])
 def test_shipped_configs_count_as_the_inline_keys(name, inline):
     assert count_params(from_hf_config(_shipped(name), name)) == count_params(from_hf_config(inline))
+
+
+def test_latent_moe_under_expert_parallelism_sends_latent_rows():
+    """A tiny latent MoE (D 256, R 64, 8 experts, top 2) over 4 GPUs: a step of 64 decode tokens gives
+    each GPU 16 rows; each sends its 2 routed copies of a 64-wide latent row (2 B each), 3/4 of them to
+    other GPUs, at each of 2 MoE layers, each way: 16 x 2 x 64 x 2 x 3/4 x 2 = 6,144 B (not D's 24,576)."""
+    from roofline.plan.step import StepCost
+
+    tiny = dict(NANO, hidden_size=256, hybrid_override_pattern="M*EE", num_hidden_layers=4, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=64, mamba_num_heads=8, mamba_head_dim=32, ssm_state_size=16,
+                n_groups=2, n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=64, moe_latent_size=64,
+                moe_shared_expert_intermediate_size=128, vocab_size=1000)
+    ep = StepCost(from_hf_config(tiny), "h100-sxm", tensor_parallel=4, expert_parallel=True)
+    ops = {o.name: o for o in ep.ops([2048] * 64)}
+    assert ops["C: EP all-to-all dispatch (nvlink)"].bytes == pytest.approx(6_144)  # C: the MoE layers' kind
+    assert ops["C: EP all-to-all combine (nvlink)"].bytes == pytest.approx(6_144)
+    assert "C: latent down proj" in ops and "C: expert up proj" in ops

@@ -158,4 +158,10 @@ def _nemotron_h(c: _Keys) -> Model:
     mtp = c.int("num_nextn_predict_layers", 0)
     omitted = (f"multi-token-prediction layers ({mtp} x {c.raw.get('mtp_layers_block_type') or c.raw.get('mtp_hybrid_override_pattern') or 'attention + moe'}, "
                "num_nextn_predict_layers): not counted",) if mtp else ()
-    return _assemble(c, [kinds[t] for t in types], D, V, c.flag("tie_word_embeddings", False), omitted=omitted)
+    notes = []
+    state = c.get("mamba_ssm_cache_dtype")
+    if state is not None and str(state) not in ("bfloat16", "float16"):
+        notes.append(f"mamba_ssm_cache_dtype {state}: the checkpoint keeps the SSM state in {state}; it is priced at the "
+                     "KV-cache dtype here (in float32 the SSM state takes twice its bf16 bytes)")
+    return _assemble(c, [kinds[t] for t in types], D, V, c.flag("tie_word_embeddings", False), omitted=omitted,
+                     notes=notes)

@@ -208,12 +208,13 @@ class StepLayout:
         remote node holding one of its experts (remote_nodes_per_token), its forwarding inside that
         node over NVLink overlapped with the transfer and not costed; the combine reduces on the
         node and returns once per node the same way: M D w R bytes each way. The dispatch sends
-        dispatch_dtype's width (fp8 with its scales under W8A8), the combine the activations'."""
+        dispatch_dtype's width (fp8 with its scales under W8A8), the combine the activations'. D is the
+        experts' width: a latent MoE (Nemotron-3 Super) projects to its latent R before the dispatch."""
         from roofline.architecture import MoE
 
         if not self.expert_parallel or not isinstance(kind.mlp, MoE):
             return []
-        g, D, k = self._dp, self.sharded.d_model, kind.mlp.top_k
+        g, D, k = self._dp, kind.mlp.expert_width(self.sharded.d_model), kind.mlp.top_k  # a latent MoE sends R wide
         nodes = self.ep_nodes()
         share = k * (g - 1) / g if nodes == 1 else self.remote_nodes_per_token(kind.mlp.n_experts, k, nodes)
         out = []
