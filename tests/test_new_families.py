@@ -119,6 +119,9 @@ def test_nemotron_h_refuses_what_it_cannot_count():
         from_hf_config(dict(NANO, num_hidden_layers=51))
     with pytest.raises(Exception, match="layers_block_type"):
         from_hf_config(dict(ULTRA, layers_block_type=["mamba", "conv"]))
+    with pytest.raises(Exception, match="list different layers"):
+        from_hf_config(dict(ULTRA, hybrid_override_pattern="M" * 108))
+    assert count_params(from_hf_config(dict(ULTRA, hybrid_override_pattern=ULTRA_PATTERN))) == count_params(from_hf_config(ULTRA))
     with pytest.raises(Exception, match="n_shared_experts"):
         from_hf_config(dict(NANO, n_shared_experts=2))
 

@@ -93,6 +93,10 @@ def _nemotron_h_types(c: _Keys) -> list[str]:
             raise RooflineError(f"{c.name}: layers_block_type must list layer types from {', '.join(NEMOTRON_H_TYPES)}, "
                                 f"got {words!r}"[:300], field="model")
         types = [NEMOTRON_H_TYPES[w] for w in words]
+        pattern = c.raw.get("hybrid_override_pattern")
+        if pattern is not None and [NEMOTRON_H_CODES.get(ch) for ch in str(pattern)] != types:
+            raise RooflineError(f"{c.name}: layers_block_type and hybrid_override_pattern list different layers",
+                                field="model")
     else:
         pattern = str(c.need("hybrid_override_pattern"))
         bad = sorted(set(pattern) - set(NEMOTRON_H_CODES))
