@@ -120,7 +120,7 @@ def _nemotron_h_moe(c: _Keys) -> MoE:
                             "shared expert (of moe_shared_expert_intermediate_size)", field="model")
     if c.flag("mlp_bias", False):
         raise RooflineError(f"{c.name}: mlp_bias true in a Nemotron-H MoE layer (expert, shared-expert and latent "
-                            "biases) is not supported", field="model")
+                            "biases) is not yet supported", field="model")
     c.get("moe_shared_expert_overlap")  # a schedule (shared expert beside the routed ones), not a weight
     act = str(c.get("mlp_hidden_act", "relu2"))
     return MoE(c.pos("n_routed_experts"), c.pos("num_experts_per_tok"), c.pos("moe_intermediate_size"), gated=False,
@@ -160,8 +160,9 @@ def _nemotron_h(c: _Keys) -> Model:
     for k in ("mtp_layers_block_type", "mtp_hybrid_override_pattern"):
         c.get(k)
     mtp = c.int("num_nextn_predict_layers", 0)
-    omitted = (f"multi-token-prediction layers ({mtp} x {c.raw.get('mtp_layers_block_type') or c.raw.get('mtp_hybrid_override_pattern') or 'attention + moe'}, "
-               "num_nextn_predict_layers): not counted",) if mtp else ()
+    each = c.raw.get("mtp_layers_block_type") or c.raw.get("mtp_hybrid_override_pattern") or ["attention", "moe"]
+    each = " + ".join(each) if isinstance(each, list) else str(each)
+    omitted = (f"multi-token-prediction layers ({mtp} x {each}, num_nextn_predict_layers): not counted",) if mtp else ()
     notes = []
     state = c.get("mamba_ssm_cache_dtype")
     if state is not None and str(state) not in ("bfloat16", "float16"):
