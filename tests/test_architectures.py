@@ -102,7 +102,9 @@ def test_gemma3_27b_cache_at_128k_and_the_fit_on_one_h100():
     mem = inference_memory("gemma3-27b", "h100-sxm", 1, 131072)
     # weights 27,009,346,304 x 2 bytes = 54,018,692,608; with the cache 65.2 GB of 80 GB
     assert mem.parts[0].bytes == 54_018_692_608 and mem.fits
-    assert mem.total_bytes == 54_018_692_608 + kv
+    # and a step's activations (as serving reserves them): 8,192 x (2 x 21,504 + 4 x 5,376) x 2
+    # + 256 x 262,208 x 4 = 1,056,964,608 + 268,500,992 = 1,325,465,600
+    assert mem.total_bytes == 54_018_692_608 + kv + 1_325_465_600
 
 
 def test_gpt_oss_120b_mxfp4_fits_one_80gb_gpu():
@@ -285,6 +287,7 @@ def test_every_supported_family_has_a_preset_or_a_test():
     presets = {m.model_type for m in __import__("roofline.transformer", fromlist=["list_models"]).list_models()}
     tested_here = {"gemma", "gemma3", "llama4", "qwen2_moe", "deepseek_v2", "kimi_k2", "mamba2", "minimax_m2",
                    "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_vl_text", "qwen3_vl_moe_text"}  # test_hybrid_linear
+    tested_here |= {"mimo", "mimo_v2_flash", "nemotron-nas", "step3p7"}  # tests/test_new_families.py
     assert set(SUPPORTED) <= presets | tested_here
 
 

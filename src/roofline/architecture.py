@@ -109,14 +109,16 @@ class Layer:
 
     def parts(self, d_model: int) -> dict[str, int]:
         """Parameters by part: attention or ssm (the mixer), mlp (dense), experts (all routed experts'
-        weight matrices), expert_biases (their biases, gpt-oss), shared_experts, router, norms."""
+        weight matrices, and the latent projections around them where the MoE has them), expert_biases
+        (their biases, gpt-oss), shared_experts, router, norms."""
         out = dict.fromkeys(("attention", "ssm", "mlp", "experts", "expert_biases", "shared_experts", "router", "norms"), 0)
         if self.mixer is not None:
             out["ssm" if self.is_ssm else "attention"] = self.mixer.params(d_model)
         if isinstance(self.mlp, MoE):
-            matrices = MLP(self.mlp.d_ff, self.mlp.gated).params(d_model)
-            out["experts"] = self.mlp.n_experts * matrices
-            out["expert_biases"] = self.mlp.n_experts * (self.mlp.expert.params(d_model) - matrices)
+            width = self.mlp.expert_width(d_model)  # the latent R where the experts work at one
+            matrices = MLP(self.mlp.d_ff, self.mlp.gated).params(width)
+            out["experts"] = self.mlp.n_experts * matrices + self.mlp.latent_params(d_model)
+            out["expert_biases"] = self.mlp.n_experts * (self.mlp.expert.params(width) - matrices)
             out["shared_experts"] = self.mlp.shared_params(d_model)
             out["router"] = self.mlp.router_params(d_model)
         elif self.mlp is not None:

@@ -107,28 +107,39 @@ def _mlp_ops(o: _Ops, mlp: MLP, M, D, prefix="", part="mlp") -> list[Kernel]:
 
 
 def _moe_ops(o: _Ops, moe: MoE, M, D, touched=None) -> list[Kernel]:
-    """Router (M, E); routed experts on M k token-expert rows, reading the weights of the experts
-    the M tokens are expected to touch (expected_experts_touched, unless ``touched`` is given); a
-    shared expert on all M rows."""
+    """Router (M, E); the routed experts (_routed_ops), between the latent down (D -> R) and up
+    (R -> D) projections on all M rows where the MoE has a latent R; a shared expert on all M rows."""
+    R = moe.latent
+    ops = [o.mm("router", M, moe.n_experts, D, "router")]
+    if R:
+        ops.append(o.mm("latent down proj", M, R, D, "experts"))
+    ops += _routed_ops(o, moe, M, R or D, touched)
+    if R:
+        ops.append(o.mm("latent up proj", M, D, R, "experts"))
+    if moe.shared_d_ff:
+        ops += _mlp_ops(o, moe.shared, M, D, "shared ", "shared_experts")
+        if moe.shared_gate:
+            ops.append(o.mm("shared gate", M, 1, D, "shared_experts"))
+    return ops
+
+
+def _routed_ops(o: _Ops, moe, M, D, touched=None) -> list[Kernel]:
+    """Routed experts of width D (the model's, or the MoE's latent) on M k token-expert rows,
+    reading the weights of the experts the M tokens are expected to touch
+    (expected_experts_touched, unless ``touched`` is given)."""
     w = o.w
     k, E, F = moe.top_k, moe.n_experts, moe.d_ff
     touched = expected_experts_touched(E, k, M) if touched is None else touched
     rows = M * k
     up = 2 if moe.gated else 1
     shape = (MOE_EXPERTS, M, D, F, k, E, moe.gated, o.dtype, o.dtype)  # weights and compute: model_ops sets them
-    ops = [o.mm("router", M, E, D, "router")]
-    ops.append(Kernel.trusted("expert gate+up proj" if moe.gated else "expert up proj", 2.0 * rows * D * F * up,
-                      w * (rows * D + touched * up * D * F + rows * up * F), "matmul", o.dtype,
-                      weight_elems=touched * up * D * F, part="experts", shape=shape))
-    ops.append(o.ew(_act_name(moe, moe.gated), rows * F, 2 if moe.gated else 1, 1,
-                    FLOPS_PER_ELEMENT["gated_activation" if moe.gated else "gelu"], shape=shape))
-    ops.append(Kernel.trusted("expert down proj", 2.0 * rows * F * D, w * (rows * F + touched * F * D + rows * D), "matmul",
-                      o.dtype, weight_elems=touched * F * D, part="experts", shape=shape))
-    if moe.shared_d_ff:
-        ops += _mlp_ops(o, moe.shared, M, D, "shared ", "shared_experts")
-        if moe.shared_gate:
-            ops.append(o.mm("shared gate", M, 1, D, "shared_experts"))
-    return ops
+    return [Kernel.trusted("expert gate+up proj" if moe.gated else "expert up proj", 2.0 * rows * D * F * up,
+                           w * (rows * D + touched * up * D * F + rows * up * F), "matmul", o.dtype,
+                           weight_elems=touched * up * D * F, part="experts", shape=shape),
+            o.ew(_act_name(moe, moe.gated), rows * F, 2 if moe.gated else 1, 1,
+                 FLOPS_PER_ELEMENT["gated_activation" if moe.gated else "gelu"], shape=shape),
+            Kernel.trusted("expert down proj", 2.0 * rows * F * D, w * (rows * F + touched * F * D + rows * D), "matmul",
+                           o.dtype, weight_elems=touched * F * D, part="experts", shape=shape)]
 
 
 def _keys_read(S, T, span):

@@ -337,7 +337,10 @@ class MoE:
     MLP of ``d_ff``; ``shared_d_ff`` > 0 adds an always-active shared MLP of that width (DeepSeek's
     n_shared_experts x moe_intermediate_size; Llama 4's and Qwen2-MoE's shared expert), with a
     sigmoid gate (D, 1) when ``shared_gate`` (Qwen2-MoE). ``router_bias``: the router's bias (E).
-    DeepSeek-V3's e_score_correction_bias is a buffer, not a parameter, and is not counted."""
+    DeepSeek-V3's e_score_correction_bias is a buffer, not a parameter, and is not counted.
+    ``latent`` R > 0: the routed experts work at width R, between a down projection (D, R) and an up
+    projection (R, D) every token takes (Nemotron-3 Super/Ultra's moe_latent_size; no biases); the
+    router and the shared expert still read width D."""
 
     n_experts: int
     top_k: int
@@ -348,17 +351,27 @@ class MoE:
     shared_gate: bool = False
     router_bias: bool = False
     activation: str = "silu"
+    latent: int = 0
 
     def __post_init__(self):
         check_counts("moe", n_experts=self.n_experts, top_k=self.top_k, d_ff=self.d_ff)
-        check_counts_or_zero("moe", shared_d_ff=self.shared_d_ff)
+        check_counts_or_zero("moe", shared_d_ff=self.shared_d_ff, latent=self.latent)
         if self.top_k > self.n_experts:
             raise RooflineError(f"moe: top_k {self.top_k} exceeds n_experts {self.n_experts}")
 
     @property
     def kind(self) -> str:
         shared = f" + shared {self.shared_d_ff}" if self.shared_d_ff else ""
-        return f"MoE {self.top_k} of {self.n_experts} x {self.d_ff}{shared}"
+        latent = f" at latent {self.latent}" if self.latent else ""
+        return f"MoE {self.top_k} of {self.n_experts} x {self.d_ff}{latent}{shared}"
+
+    def expert_width(self, d_model: int) -> int:
+        """The width the routed experts read and write: the latent R, or D."""
+        return self.latent or d_model
+
+    def latent_params(self, d_model: int) -> int:
+        """The latent down and up projections: 2 D R (0 without a latent)."""
+        return 2 * d_model * self.latent
 
     @property
     def expert(self) -> MLP:
@@ -375,7 +388,8 @@ class MoE:
         return (self.shared.params(d_model) if self.shared_d_ff else 0) + (d_model if self.shared_gate else 0)
 
     def params(self, d_model: int) -> int:
-        return self.n_experts * self.expert.params(d_model) + self.shared_params(d_model) + self.router_params(d_model)
+        return (self.n_experts * self.expert.params(self.expert_width(d_model)) + self.latent_params(d_model)
+                + self.shared_params(d_model) + self.router_params(d_model))
 
 
 ChannelMixer = Union[MLP, MoE]

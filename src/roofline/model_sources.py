@@ -126,9 +126,9 @@ def uniform_config(model, what: str = "this") -> TransformerConfig:
                         f"{' with an output gate' if a.output_gate else ''}")
     if ff is None:
         problems.append("no MLP")
-    elif isinstance(ff, MoE) and (ff.shared_gate or ff.router_bias or ff.bias):
+    elif isinstance(ff, MoE) and (ff.shared_gate or ff.router_bias or ff.bias or ff.latent):
         what_moe = [w for w, on in (("a shared-expert gate", ff.shared_gate), ("a router bias", ff.router_bias),
-                                    ("expert biases", ff.bias)) if on]
+                                    ("expert biases", ff.bias), ("latent projections", ff.latent)) if on]
         problems.append(f"a mixture of experts ({ff.kind}) with {' and '.join(what_moe)}")
     if layer.parallel or m.lm_head_bias or layer.n_norms != 2:
         problems.append("parallel attention + MLP, extra norms or an LM-head bias")

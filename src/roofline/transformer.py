@@ -59,7 +59,8 @@ def count_params(model) -> dict[str, int]:
 
 def _inactive_experts(m: Model) -> int:
     """Parameters of the routed experts one token does not use: (E - k) experts per MoE layer."""
-    return sum(n * (k.mlp.n_experts - k.mlp.top_k) * k.mlp.expert.params(m.d_model) for k, n in m.kind_counts() if k.is_moe)
+    return sum(n * (k.mlp.n_experts - k.mlp.top_k) * k.mlp.expert.params(k.mlp.expert_width(m.d_model))
+               for k, n in m.kind_counts() if k.is_moe)
 
 
 def active_params(model, embeddings: bool = True) -> int:
@@ -93,7 +94,7 @@ def _matmul_params_of(layer: Layer, D: int) -> int:
         n += mixer.params(D) - mixer.q_lora_rank - mixer.kv_lora_rank  # less the two norms
     ff = layer.mlp
     if isinstance(ff, MoE):
-        n += ff.top_k * 2 * D * ff.d_ff * (1.5 if ff.gated else 1.0)
+        n += ff.top_k * 2 * ff.expert_width(D) * ff.d_ff * (1.5 if ff.gated else 1.0) + ff.latent_params(D)
         n += (ff.shared.params(D) - (0 if not ff.shared.bias else 0)) if ff.shared_d_ff else 0
         n += D * ff.n_experts + (D if ff.shared_gate else 0)
     elif ff is not None:

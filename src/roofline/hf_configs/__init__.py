@@ -21,7 +21,10 @@ modeling_<family>.py; each loader's docstring says which.
     llama.py    Llama-like families: Llama, Mistral, Mixtral, Qwen2/3 (and MoE), Gemma 1-3
     moe.py      Llama 4, DeepSeek V2/V3 (and Kimi K2), gpt-oss
     gpt.py      Phi, Phi-3, GPT-2, GPT-NeoX
-    ssm.py      state-space and hybrid: Mamba-2, mamba_ssm, Jamba, Nemotron-H
+    ssm.py      state-space and hybrid: Mamba-2, mamba_ssm, Jamba, Nemotron-H (and Nemotron-3's MoE)
+    mimo.py     Xiaomi's MiMo-7B and MiMo-V2-Flash
+    nvidia.py   Llama-Nemotron NAS models (nemotron-nas: per-layer block_configs)
+    step.py     Step-3.7-Flash, refused by name as not yet supported
     hybrid.py   linear-attention hybrids: Qwen3-Next, Qwen3.5 / 3.6 (Gated DeltaNet + gated attention)
     quant.py    the stored width of the weights: torch_dtype and quantization_config
     load.py     from_hf_config: nesting (text_config), dispatch by model_type, storage

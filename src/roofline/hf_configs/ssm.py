@@ -78,21 +78,67 @@ def _jamba(c: _Keys) -> Model:
     return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", True))
 
 
+NEMOTRON_H_CODES = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}  # hybrid_override_pattern's letters
+NEMOTRON_H_TYPES = {"mamba": "mamba", "linear_attention": "mamba", "attention": "attention",
+                    "full_attention": "attention", "mlp": "mlp", "moe": "moe"}  # layers_block_type's words, old and new
+
+
+def _nemotron_h_types(c: _Keys) -> list[str]:
+    """The layer list: layers_block_type (Nemotron-3 Ultra, 3.5; transformers 5 saves this) or the
+    older hybrid_override_pattern string, one letter a layer."""
+    if c.has("layers_block_type"):
+        words = c.get("layers_block_type")
+        c.get("hybrid_override_pattern")
+        if not isinstance(words, list) or any(w not in NEMOTRON_H_TYPES for w in words):
+            raise RooflineError(f"{c.name}: layers_block_type must list layer types from {', '.join(NEMOTRON_H_TYPES)}, "
+                                f"got {words!r}"[:300], field="model")
+        types = [NEMOTRON_H_TYPES[w] for w in words]
+        pattern = c.raw.get("hybrid_override_pattern")
+        if pattern is not None and [NEMOTRON_H_CODES.get(ch) for ch in str(pattern)] != types:
+            raise RooflineError(f"{c.name}: layers_block_type and hybrid_override_pattern list different layers",
+                                field="model")
+    else:
+        pattern = str(c.need("hybrid_override_pattern"))
+        bad = sorted(set(pattern) - set(NEMOTRON_H_CODES))
+        if bad:
+            raise RooflineError(f"{c.name}: hybrid_override_pattern layer codes {bad} not supported (known: M mamba2, "
+                                "* attention, - MLP, E MoE)", field="model")
+        types = [NEMOTRON_H_CODES[ch] for ch in pattern]
+    if c.has("num_hidden_layers") and c.int("num_hidden_layers") != len(types):
+        raise RooflineError(f"{c.name}: the layer list has {len(types)} layers, num_hidden_layers "
+                            f"{c.raw['num_hidden_layers']}", field="model")
+    return types
+
+
+def _nemotron_h_moe(c: _Keys) -> MoE:
+    """NemotronHMoE: n_routed_experts plain (up, down) experts of moe_intermediate_size with
+    mlp_hidden_act (relu2), top num_experts_per_tok, a router (E, D) without bias (sigmoid scores;
+    e_score_correction_bias a buffer), a shared expert NemotronHMLP(moe_shared_expert_intermediate_size),
+    and, with moe_latent_size, the experts at that width between fc1/fc2_latent_proj."""
+    if c.int("n_shared_experts", 1) != 1:
+        raise RooflineError(f"{c.name}: n_shared_experts {c.raw['n_shared_experts']}: NemotronHMoE builds exactly one "
+                            "shared expert (of moe_shared_expert_intermediate_size)", field="model")
+    if c.flag("mlp_bias", False):
+        raise RooflineError(f"{c.name}: mlp_bias true in a Nemotron-H MoE layer (expert, shared-expert and latent "
+                            "biases) is not yet supported", field="model")
+    c.get("moe_shared_expert_overlap")  # a schedule (shared expert beside the routed ones), not a weight
+    act = str(c.get("mlp_hidden_act", "relu2"))
+    return MoE(c.pos("n_routed_experts"), c.pos("num_experts_per_tok"), c.pos("moe_intermediate_size"), gated=False,
+               shared_d_ff=c.int("moe_shared_expert_intermediate_size", 7688), activation=act,
+               latent=c.int("moe_latent_size", 0))
+
+
 @loader("nemotron_h")
 def _nemotron_h(c: _Keys) -> Model:
-    """NemotronHConfig: hybrid_override_pattern, one character a layer: M a Mamba-2 mixer
-    (mamba_num_heads x mamba_head_dim inner, ssm_state_size, n_groups, conv_kernel, use_conv_bias,
-    mamba_proj_bias), * attention (num_attention_heads, num_key_value_heads, head_dim, attention_bias),
-    - a plain MLP (intermediate_size, relu2, mlp_bias); each layer one RMSNorm; a final norm_f. tie False."""
+    """NemotronHConfig: the layer list (layers_block_type, or hybrid_override_pattern with one
+    letter a layer): mamba / M a Mamba-2 mixer (mamba_num_heads x mamba_head_dim inner,
+    ssm_state_size, n_groups, conv_kernel, use_conv_bias, mamba_proj_bias), attention / * attention
+    (num_attention_heads, num_key_value_heads, head_dim, attention_bias), mlp / - a plain MLP
+    (intermediate_size, relu2, mlp_bias), moe / E a mixture of experts (_nemotron_h_moe); each
+    layer one RMSNorm and one of these; a final norm_f. tie False. The multi-token-prediction
+    layers (num_nextn_predict_layers, of mtp_layers_block_type) are left out, said."""
     D, V = c.pos("hidden_size"), c.pos("vocab_size")
-    pattern = str(c.need("hybrid_override_pattern"))
-    L = c.int("num_hidden_layers", len(pattern))
-    if len(pattern) != L:
-        raise RooflineError(f"{c.name}: hybrid_override_pattern has {len(pattern)} layers, num_hidden_layers {L}", field="model")
-    bad = sorted(set(pattern) - set("M*-"))
-    if bad:
-        raise RooflineError(f"{c.name}: hybrid_override_pattern layer codes {bad} not supported (known: M mamba2, "
-                            "* attention, - MLP)", field="model")
+    types = _nemotron_h_types(c)
     H = c.pos("num_attention_heads")
     kv = c.int("num_key_value_heads", H)
     d = c.int("head_dim", 0) or c.int("attention_head_dim", D // H)
@@ -101,6 +147,26 @@ def _nemotron_h(c: _Keys) -> Model:
     mamba = Mamba2(heads * hd, c.pos("ssm_state_size"), c.int("n_groups", 8), heads, c.int("conv_kernel", 4),
                    bool(c.get("use_conv_bias", True)), bool(c.get("mamba_proj_bias", c.get("use_bias", False))))
     c.get("expand"), c.get("mamba_hidden_act"), c.get("use_bias"), c.get("mlp_hidden_act")
-    mlp = MLP(c.pos("intermediate_size"), gated=False, bias=bool(c.get("mlp_bias", False)), activation="relu2")
-    kinds = {"M": Layer(mamba, None), "*": Layer(Attention(H, kv, d, qkv_bias=bias, out_bias=bias), None), "-": Layer(None, mlp)}
-    return _assemble(c, [kinds[ch] for ch in pattern], D, V, c.flag("tie_word_embeddings", False))
+    kinds = {"mamba": Layer(mamba, None), "attention": Layer(Attention(H, kv, d, qkv_bias=bias, out_bias=bias), None)}
+    if "mlp" in types:
+        kinds["mlp"] = Layer(None, MLP(c.pos("intermediate_size"), gated=False, bias=bool(c.get("mlp_bias", False)),
+                                       activation="relu2"))
+    if "moe" in types:
+        kinds["moe"] = Layer(None, _nemotron_h_moe(c))
+    c.get("intermediate_size"), c.get("norm_eps")  # a width no layer has; an epsilon
+    if c.get("sliding_window") is not None:
+        raise RooflineError(f"{c.name}: sliding_window {c.raw['sliding_window']!r}: NemotronHAttention has no window; "
+                            "give null", field="model")
+    for k in ("mtp_layers_block_type", "mtp_hybrid_override_pattern"):
+        c.get(k)
+    mtp = c.int("num_nextn_predict_layers", 0)
+    each = c.raw.get("mtp_layers_block_type") or c.raw.get("mtp_hybrid_override_pattern") or ["attention", "moe"]
+    each = " + ".join(each) if isinstance(each, list) else str(each)
+    omitted = (f"multi-token-prediction layers ({mtp} x {each}, num_nextn_predict_layers): not counted",) if mtp else ()
+    notes = []
+    state = c.get("mamba_ssm_cache_dtype")
+    if state is not None and str(state) not in ("bfloat16", "float16"):
+        notes.append(f"mamba_ssm_cache_dtype {state}: the checkpoint keeps the SSM state in {state}; it is priced at the "
+                     "KV-cache dtype here (in float32 the SSM state takes twice its bf16 bytes)")
+    return _assemble(c, [kinds[t] for t in types], D, V, c.flag("tie_word_embeddings", False), omitted=omitted,
+                     notes=notes)

@@ -55,9 +55,9 @@ def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
 def shard(model, tensor_parallel: int = 1) -> Model:
     """One GPU's slice under Megatron-LM tensor parallelism t: query heads, d_ff (of each expert,
     and of the shared expert), SSM heads and inner width, Gated DeltaNet's key and value heads, and
-    the vocabulary split t ways; kv
-    heads split too, or replicated once t exceeds them; MLA's latent projections, norms and the
-    router replicated. count_params of the slice is the weights one GPU holds."""
+    the vocabulary split t ways; kv heads split too, or replicated once t exceeds them; MLA's latent
+    projections, norms, the router and a latent MoE's D <-> R projections replicated. count_params of
+    the slice is the weights one GPU holds."""
     cfg = get_model(model)
     if type(tensor_parallel) is int and tensor_parallel == 1:
         return cfg

@@ -141,11 +141,11 @@ class StepLayout:
             return dense
         import types
 
-        from roofline.blocks import _moe_ops, _Ops
+        from roofline.blocks import _Ops, _routed_ops
         from roofline.kernels import dtype_name
         from roofline.units import dtype_bytes
 
-        # the routed experts only (the shared expert and the router are dense ops above): E / g experts, k / g of each token
+        # the routed experts only (the shared expert, the router and any latent projections are dense ops above): E / g experts, k / g of each token
         E, top = kind.mlp.n_experts, kind.mlp.top_k
         moe = types.SimpleNamespace(n_experts=E / g, top_k=top / g, d_ff=kind.mlp.d_ff,
                                     gated=kind.mlp.gated, activation=kind.mlp.activation, shared_d_ff=0)
@@ -157,7 +157,8 @@ class StepLayout:
         whole = expected_experts_touched(E, top, M)
         busiest = np.minimum(E / g, np.maximum(expected_experts_touched(E / g, top / g, M), np.ceil(whole / g - 1e-9)))
         wa = self.precision.activations
-        for k in _moe_ops(_Ops(dtype_bytes(wa), dtype_name(wa)), moe, M, self.sharded.d_model, touched=busiest)[1:]:
+        width = kind.mlp.expert_width(self.sharded.d_model)  # a latent MoE's projections are dense ops above
+        for k in _routed_ops(_Ops(dtype_bytes(wa), dtype_name(wa)), moe, M, width, touched=busiest):
             dense[k.name] = _requantised(k, self.precision)[0]
         return dense
 
@@ -207,12 +208,13 @@ class StepLayout:
         remote node holding one of its experts (remote_nodes_per_token), its forwarding inside that
         node over NVLink overlapped with the transfer and not costed; the combine reduces on the
         node and returns once per node the same way: M D w R bytes each way. The dispatch sends
-        dispatch_dtype's width (fp8 with its scales under W8A8), the combine the activations'."""
+        dispatch_dtype's width (fp8 with its scales under W8A8), the combine the activations'. D is the
+        experts' width: a latent MoE (Nemotron-3 Super) projects to its latent R before the dispatch."""
         from roofline.architecture import MoE
 
         if not self.expert_parallel or not isinstance(kind.mlp, MoE):
             return []
-        g, D, k = self._dp, self.sharded.d_model, kind.mlp.top_k
+        g, D, k = self._dp, kind.mlp.expert_width(self.sharded.d_model), kind.mlp.top_k  # a latent MoE sends R wide
         nodes = self.ep_nodes()
         share = k * (g - 1) / g if nodes == 1 else self.remote_nodes_per_token(kind.mlp.n_experts, k, nodes)
         out = []
