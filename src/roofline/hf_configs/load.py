@@ -18,6 +18,9 @@ from roofline.hf_configs.shared import SUPPORTED
 FAMILIES = (llama, moe, gpt, ssm)  # importing them registers their loaders in SUPPORTED
 
 NESTED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2"}  # Kimi K2.5: K2's text model
+# other model_types a nested text_config may carry for the same language model: NVIDIA's Kimi K2.5 NVFP4 exports name
+# K2's text model deepseek_v3, the architecture K2 is (its loader is DeepSeek-V3's)
+NESTED_ALSO = {"kimi_k25": ("deepseek_v3",)}
 
 
 def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Model:
@@ -43,7 +46,7 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
                            "language model's")
         inner = dict(text)
         inner.setdefault("model_type", NESTED[model_type])
-        if inner["model_type"] != NESTED[model_type]:
+        if inner["model_type"] != NESTED[model_type] and inner["model_type"] not in NESTED_ALSO.get(model_type, ()):
             raise RooflineError(f"{name}: a {model_type!r} config keeps a {NESTED[model_type]!r} language model in "
                                 f"text_config; its model_type is {inner['model_type']!r}", field="model")
         for k in ("tie_word_embeddings", "torch_dtype", "quantization_config"):
@@ -67,7 +70,7 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
     storage, qnotes = (WeightStorage(_dtype(raw), assumed=not preset and (raw.get("torch_dtype") or raw.get("dtype")) is None), [])
     if raw.get("quantization_config") is not None:
         storage, qnotes = _storage(raw["quantization_config"], name, _dtype(raw), model)
-        present = {p for layer in model.kinds for p, n in layer.parts(model.d_model).items() if n}
+        present = {p for layer in model.kinds for p, n in layer.parts(model.d_model).items() if n} | {"lm_head"}
         if storage.method == "mxfp4" and "experts" not in present:
             raise RooflineError(f"{name}: quantization_config mxfp4 quantises experts, and this model has none",
                                 field="model")
