@@ -22,7 +22,10 @@ modeling_<family>.py; each loader's docstring says which.
     moe.py      Llama 4, DeepSeek V2/V3 (and Kimi K2), gpt-oss
     gpt.py      Phi, Phi-3, GPT-2, GPT-NeoX
     ssm.py      state-space and hybrid: Mamba-2, mamba_ssm, Jamba, Nemotron-H
-    quant.py    the stored width of the weights: torch_dtype and quantization_config
+    quant.py    the stored width of the weights: torch_dtype and quantization_config (mxfp4, fp8,
+                gptq, awq), dispatch to the other formats
+    quant_formats.py  compressed-tensors, modelopt (and hf_quant_config.json), fbgemm_fp8, bitsandbytes
+    quant_parts.py    Scheme (one quantised matrix's bytes as stored), each part's matrices, skip lists
     load.py     from_hf_config: nesting (text_config), dispatch by model_type, storage
 
 The names below are those the module roofline.hf_configs held before it became this package.

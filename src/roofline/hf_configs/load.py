@@ -29,6 +29,10 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
     if not isinstance(raw, dict):
         raise RooflineError(f"{name}: a config.json must hold a JSON object", field="model")
     model_type = raw.get("model_type")
+    if model_type is None and isinstance(raw.get("quantization"), dict) and "producer" in raw:
+        raise RooflineError(f"{name}: this is a ModelOpt hf_quant_config.json, the companion of a checkpoint's "
+                            "config.json, not a model config: pass the config.json beside it (its quantisation is "
+                            "read from there)", field="model")
     if model_type is None and "ssm_cfg" in raw:
         model_type = "mamba_ssm"
     omitted: list[str] = []
