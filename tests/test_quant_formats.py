@@ -320,3 +320,73 @@ def test_a_skip_list_naming_norms_changes_nothing_and_a_name_of_no_weight_is_ref
 
     for f in ("Qwen--Qwen3-235B-A22B-FP8_config.json", "Qwen--Qwen3-30B-A3B-FP8_config.json"):
         assert get_model(os.path.join(os.path.dirname(core.__file__), "model_configs", f)).storage.method == "fp8"
+
+
+# Llama 4 Maverick's text model (meta-llama/Llama-4-Maverick-17B-128E config.json, as data/models.toml keeps it)
+MAVERICK_TEXT = {"attention_bias": False, "attention_chunk_size": 8192, "head_dim": 128, "hidden_size": 5120,
+                 "interleave_moe_layer_step": 2, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+                 "max_position_embeddings": 1048576, "model_type": "llama4_text", "num_attention_heads": 40,
+                 "num_experts_per_tok": 1, "num_hidden_layers": 48, "num_key_value_heads": 8, "num_local_experts": 128,
+                 "use_qk_norm": False, "vocab_size": 202048}
+
+
+def test_fbgemm_fp8_maverick_experts_per_channel():
+    """Meta's Maverick FP8 recipe converts the routed experts (FbgemmFp8Llama4TextExperts): 24 MoE layers x 128
+    experts x (gate 8192 x 5120 + up 8192 x 5120 + down 5120 x 8192) = 386,547,056,640 fp8 weights, and an fp32 scale
+    per output channel, 24 x 128 x (8192 + 8192 + 5120) x 4 = 264,241,152 B. The skip list here (attention, router,
+    shared expert, the dense layers' feed_forward, LM head, vision) is representative: the rest at bf16."""
+    skip = (["language_model.model.layers.*.self_attn", "language_model.model.layers.*.feed_forward.router",
+             "language_model.model.layers.*.feed_forward.shared_expert", "language_model.lm_head", "vision_model",
+             "multi_modal_projector"] + [f"language_model.model.layers.{i}.feed_forward" for i in range(0, 48, 2)])
+    m = from_hf_config({"model_type": "llama4", "torch_dtype": "bfloat16", "text_config": MAVERICK_TEXT,
+                        "vision_config": {"hidden_size": 1408},
+                        "quantization_config": {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0,
+                                                "modules_to_not_convert": skip}})
+    from roofline.transformer import count_params
+
+    experts = 24 * 128 * 3 * 5120 * 8192
+    assert count_params(m)["experts"] == experts == 386_547_056_640
+    assert [p for p, _, _ in m.storage.parts] == ["experts"]
+    assert weight_bytes(m) == experts + 264_241_152 + 2 * (count_params(m)["total"] - experts)
+
+
+def test_bitsandbytes_without_quant_method_and_an_explicit_skip_list():
+    # transformers' BitsAndBytesConfig wrote no quant_method before 4.3x: load_in_4bit says what it is
+    old = {"load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}
+    assert stored(old) == stored(dict(old, quant_method="bitsandbytes"))
+    # an llm_int8_skip_modules list replaces transformers' default (the LM head): one leaving the LM head out quantises it
+    # (100 x 256 / 2 + 400 absmax x 4 + 64 B for its 51,200 B at bf16)
+    listed = dict(old, llm_int8_skip_modules=[])
+    assert stored(listed) == stored(old) - 100 * 256 * 2 + (100 * 256 / 2 + 400 * 4 + 64)
+
+
+def test_a_skip_list_naming_a_matrix_the_tool_does_not_hold_apart_keeps_the_whole_part_and_says_so():
+    # Phi-3 fuses q, k and v into qkv_proj; the tool holds q_proj, k_proj, v_proj: layer 0's attention is kept whole
+    q = {"quant_method": "fbgemm_fp8", "modules_to_not_convert": ["lm_head", "model.layers.0.self_attn.qkv_proj"]}
+    m = from_hf_config(dict(SMALL, quantization_config=q))
+    attention = sum(n * k for n, k in ATTENTION)
+    assert weight_bytes(m) == stored(dict(q, modules_to_not_convert=["lm_head"])) - sum(
+        n * k + 4 * n for n, k in ATTENTION) + 2 * attention
+    assert any("qkv_proj" in n and "whole attention" in n for n in m.notes)
+
+
+def test_deepseek_nvfp4_keeps_single_matrices_and_may_name_its_mtp_layer():
+    # nvidia/DeepSeek-V3.1-NVFP4 excludes q_a, q_b, kv_a and kv_b of every layer (o_proj stays NVFP4) and
+    # model.layers.61*, the multi-token-prediction layer after the model's 61
+    cfg = {"model_type": "deepseek_v3", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "vocab_size": 100, "kv_lora_rank": 64, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32,
+           "q_lora_rank": 128, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+           "intermediate_size": 512, "first_k_dense_replace": 1, "n_shared_experts": 1, "num_nextn_predict_layers": 1,
+           "torch_dtype": "bfloat16"}
+    kept = [f"model.layers.{i}.self_attn.{p}" for i in range(2)
+            for p in ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj")]
+    q = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head", *kept]}
+    m = from_hf_config(dict(cfg, quantization_config=q))
+    # attention per layer: q_a 128 x 256, q_b 4 x 48 x 128, kv_a 80 x 256, kv_b 4 x 64 x 64 at bf16 (2 B), their
+    # norms 128 + 64 at bf16; o_proj 256 x 128 at NVFP4: 32,768 / 2 + 32,768 / 16 + 8 = 18,440 B
+    bf16 = 2 * (128 * 256 + 192 * 128 + 80 * 256 + 256 * 64 + 128 + 64)
+    params = 128 * 256 + 192 * 128 + 80 * 256 + 256 * 64 + 128 + 64 + 256 * 128
+    assert m.storage.width("attention", 2.0) == pytest.approx((bf16 + 18_440) / params)
+    assert stored(dict(q, exclude_modules=[*q["exclude_modules"], "model.layers.2*"]), cfg) == weight_bytes(m)
+    with pytest.raises(RooflineError, match="layer 3"):
+        stored(dict(q, exclude_modules=["model.layers.3*"]), cfg)

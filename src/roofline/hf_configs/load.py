@@ -73,7 +73,10 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
         raise RooflineError(f"{keys.name} (model_type {model_type!r}): {exc}", field="model") from None
     storage, qnotes = (WeightStorage(_dtype(raw), assumed=not preset and (raw.get("torch_dtype") or raw.get("dtype")) is None), [])
     if raw.get("quantization_config") is not None:
-        storage, qnotes = _storage(raw["quantization_config"], name, _dtype(raw), model)
+        # DeepSeek's multi-token-prediction layers follow the model's (layer 61 of V3's 61): a skip list may name them
+        mtp = raw.get("num_nextn_predict_layers")
+        storage, qnotes = _storage(raw["quantization_config"], name, _dtype(raw), model,
+                                   mtp if isinstance(mtp, int) and not isinstance(mtp, bool) and 0 < mtp < 100 else 0)
         present = {p for layer in model.kinds for p, n in layer.parts(model.d_model).items() if n} | {"lm_head"}
         if storage.method == "mxfp4" and "experts" not in present:
             raise RooflineError(f"{name}: quantization_config mxfp4 quantises experts, and this model has none",

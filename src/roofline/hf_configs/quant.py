@@ -90,12 +90,16 @@ def _method(q: dict) -> str:
     producer = q.get("producer")
     if not method and isinstance(producer, dict) and str(producer.get("name", "")).lower() == "modelopt":
         return "modelopt"  # ModelOpt's exports write its producer and no quant_method (Qwen3-32B-FP8-Static-PerTensor)
+    if not method and (q.get("load_in_4bit") is True or q.get("load_in_8bit") is True):
+        return "bitsandbytes"  # transformers' BitsAndBytesConfig before it wrote quant_method
     return method
 
 
-def _storage(q: dict, name: str, default: str, model) -> tuple[WeightStorage, list[str]]:
+def _storage(q: dict, name: str, default: str, model, mtp_layers: int = 0) -> tuple[WeightStorage, list[str]]:
     """WeightStorage from a quantization_config for ``model`` (its parts and layers), and notes on
-    what was read: the format, what it left at ``default``, what it assumed."""
+    what was read: the format, what it left at ``default``, what it assumed. ``mtp_layers``: the
+    multi-token-prediction layers numbered after the model's, left out of the count (a skip list
+    naming them changes nothing)."""
     from roofline.hf_configs import quant_formats
 
     if not isinstance(q, dict):
@@ -108,14 +112,14 @@ def _storage(q: dict, name: str, default: str, model) -> tuple[WeightStorage, li
                             f"(known: {', '.join(sorted(readers))}); remove it and set the weight width with --weights",
                             field="model")
     skip, key = _skip_list(q, name, *quant_formats.SKIP_KEYS.get(method, ("modules_to_not_convert", "ignored_layers")))
-    rules, loose = skip_rules(skip, name, model.n_layers, key)
+    rules, loose = skip_rules(skip, name, model.n_layers, key, mtp_layers)
     schemes, kept, assumed = readers[method](q, name, default)
     if method == "mxfp4" and any(r.part == "experts" for r in rules):
         raise RooflineError(f"{name}: mxfp4 with the experts in modules_to_not_convert is not understood", field="model")
     if not model.is_moe or any(r.part == "router" for r in rules):
         assumed = [n for n in assumed if n != quant_formats.ROUTER_NOTE.format(d=default)]
     storage, said = priced(model, schemes, rules, default, method)
-    stored = "; ".join(dict.fromkeys(f"{fmt}" for _, fmt, _ in storage.parts))
+    stored = "; ".join(dict.fromkeys(schemes[p].label for p, _, _ in storage.parts))
     head = f"{method}: weights stored as {stored or default}; {kept}"
     return storage, [head, *said, *loose, *assumed]
 

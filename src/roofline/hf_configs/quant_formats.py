@@ -195,7 +195,8 @@ def _bitsandbytes(q: dict, name: str, default: str):
     bnb_4bit_quant_storage, a container of the same bytes), an fp32 absmax per 64 values and a
     16-entry fp32 code; with double quant the absmax is uint8, with an fp32 absmax per 256 of them
     and a 256-entry fp32 code. 8-bit (Int8Params): int8 weights and an fp32 SCB per row. The LM
-    head stays unquantised (transformers' default skip list)."""
+    head stays unquantised (transformers' default skip list) unless llm_int8_skip_modules, a list
+    that replaces that default, leaves it out."""
     four, eight = q.get("load_in_4bit") is True, q.get("load_in_8bit") is True
     if four == eight:
         raise _refuse(name, "bitsandbytes needs exactly one of load_in_4bit and load_in_8bit true")
@@ -207,15 +208,18 @@ def _bitsandbytes(q: dict, name: str, default: str):
         kind = str(q.get("bnb_4bit_quant_type") or "fp4")
         if kind not in ("nf4", "fp4"):
             raise _refuse(name, f"bitsandbytes bnb_4bit_quant_type {kind!r} is not read (read: nf4, fp4)")
+        label = "nf4" if kind == "nf4" else "bnb_fp4"  # bitsandbytes' own fp4, not NVFP4 or MXFP4
         if q.get("bnb_4bit_use_double_quant"):
             # uint8 absmax per 64 values; an fp32 absmax per 256 absmax: 4 / (64 x 256) B a value; codes 256 x 4 + 16 x 4 B
-            scheme = Scheme(f"{kind} (bitsandbytes: absmax per 64 quantised to uint8, double quant)",
+            scheme = Scheme(f"{label} (bitsandbytes: absmax per 64 quantised to uint8, double quant)",
                             4 + 8 * 4 / (64 * 256), scale_bytes=1.0, group=64, tensor_bytes=1024.0 + 64.0)
         else:
-            scheme = Scheme(f"{kind} (bitsandbytes: fp32 absmax per 64)", 4, scale_bytes=4.0, group=64, tensor_bytes=64.0)
+            scheme = Scheme(f"{label} (bitsandbytes: fp32 absmax per 64)", 4, scale_bytes=4.0, group=64, tensor_bytes=64.0)
     notes = [ROUTER_NOTE.format(d=default)] + ([] if eight else ["bitsandbytes' quant-state JSON (about 100 bytes a matrix) is "
                                                               "not counted"])
-    return (dict.fromkeys(QUANTISED_PARTS, scheme), f"embedding, LM head and what llm_int8_skip_modules names at {default}",
+    if isinstance(q.get("llm_int8_skip_modules"), list):  # a list given replaces transformers' default (the LM head)
+        return dict.fromkeys(LINEAR_PARTS, scheme), f"embedding and what llm_int8_skip_modules names at {default}", notes
+    return (dict.fromkeys(QUANTISED_PARTS, scheme), f"embedding and LM head (transformers' default skip list) at {default}",
             notes)
 
 

@@ -110,7 +110,9 @@ def layer_matrices(layer, d: int) -> dict[str, list[tuple[str, int, int, int]] |
 
 _PART_PATTERNS = (("shared_expert", "shared_experts"), ("experts", "experts"), ("router", "router"),
                   ("mlp.gate", "router"), ("self_attn", "attention"), ("attn", "attention"), ("mixer", "ssm"),
-                  ("mamba", "ssm"), ("embed", "embedding"), ("lm_head", "lm_head"), ("mlp", "mlp"))
+                  ("mamba", "ssm"), ("embed", "embedding"), ("lm_head", "lm_head"), ("mlp", "mlp"),
+                  ("feed_forward", "mlp"), ("block_sparse_moe", "mlp"))
+_MLP_BLOCKS = ("mlp", "feed_forward", "block_sparse_moe")  # a layer's whole channel mixer (Llama 4's, Mixtral's names)
 # modules the loader leaves out of the count (a vision tower, multi-token prediction): skipping them changes nothing priced
 _UNPRICED_PATTERNS = ("visual", "vision", "multi_modal", "mm_projector", "mtp")
 # weights no format here quantises (not Linear layers): naming them changes nothing
@@ -142,11 +144,13 @@ def _plain(pattern: str) -> str:
     return low.strip("*").rstrip(".")
 
 
-def skip_rules(skip: list[str], name: str, n_layers: int, key: str = "modules_to_not_convert") -> tuple[list[Skip], list[str]]:
+def skip_rules(skip: list[str], name: str, n_layers: int, key: str = "modules_to_not_convert",
+               mtp_layers: int = 0) -> tuple[list[Skip], list[str]]:
     """The Skip rules a modules_to_not_convert / ignored_layers / ignore / exclude_modules list
     names, and notes on what was read loosely. A name of a weight no format quantises (a norm) or
-    of a module left out of the count (a vision tower) changes nothing; one that names no module is
-    refused rather than guessed; one naming a layer past the model's is refused."""
+    of a module left out of the count (a vision tower, one of the ``mtp_layers`` multi-token-prediction
+    layers numbered after the model's) changes nothing; one that names no module is refused rather
+    than guessed; one naming a layer past those is refused."""
     rules: list[Skip] = []
     notes: list[str] = []
     for pattern in skip:
@@ -158,6 +162,8 @@ def skip_rules(skip: list[str], name: str, n_layers: int, key: str = "modules_to
         layers = None
         if index:
             i = int(index.group(1))
+            if n_layers <= i < n_layers + mtp_layers:
+                continue  # a multi-token-prediction layer, left out of the count
             if i >= n_layers:
                 raise RooflineError(f"{name}: quantization_config {key} names {pattern!r}, layer {i}, and the model has "
                                     f"layers 0 to {n_layers - 1}", field="model")
@@ -181,7 +187,7 @@ def skip_rules(skip: list[str], name: str, n_layers: int, key: str = "modules_to
             notes.append(f"{key} names {pattern!r}, one matrix of the {hit.replace('_', ' ')}: taken as the whole "
                          f"{hit.replace('_', ' ')} (its other matrices are priced unquantised too)")
         hits = [hit]
-        if hit == "mlp" and "expert" not in low and low.endswith("mlp"):
+        if hit == "mlp" and "expert" not in low and low.endswith(_MLP_BLOCKS):
             hits = ["mlp", "experts", "shared_experts"]  # a layer's whole MLP block: its experts too
         rules += [Skip(h, layers) for h in hits]
     return rules, notes
@@ -213,7 +219,7 @@ def priced(model, schemes: dict[str, Scheme], rules: list[Skip], default: str, m
     parts, kept_whole, kept_some, notes = [], [], [], []
     for p, scheme in schemes.items():
         total = stored = 0.0
-        kept_layers, unknown, held = set(), False, 0
+        kept_layers, kept_mats, unknown, held, stray = set(), set(), False, 0, set()
         for i, n, mats in _units(model, p):
             if not n:
                 continue
@@ -227,11 +233,17 @@ def priced(model, schemes: dict[str, Scheme], rules: list[Skip], default: str, m
                     unknown = True
                     stored += n * scheme.per_value()
                 continue
+            names = {m[0] for m in mats}
+            applies = [r for r in rules if r.part == p and (r.layers is None or i in r.layers)]
+            stray.update(r.matrix for r in applies if r.matrix and r.matrix not in names)
+            whole = any(r.matrix is None or r.matrix not in names for r in applies)
             elems = sum(c * a * b for _, a, b, c in mats)
             layer_bytes = (n - elems) * base
             for mname, a, b, c in mats:
-                if any(r.keeps(p, i, mname) for r in rules):
+                if whole or any(r.matrix == mname for r in applies):
                     kept_layers.add(i)
+                    if not whole:
+                        kept_mats.add(mname)
                     layer_bytes += c * a * b * base
                 else:
                     layer_bytes += c * scheme.matrix_bytes(a, b)
@@ -245,9 +257,14 @@ def priced(model, schemes: dict[str, Scheme], rules: list[Skip], default: str, m
             continue
         fmt = scheme.label
         if kept_layers:
-            fmt += f"; some matrices at {default} in {len(kept_layers)} of {held} layers"
-            kept_some.append(f"{label} in layer(s) {_layers_text(kept_layers)}")
+            what = f"{', '.join(sorted(kept_mats))} of the {label}" if kept_mats else label
+            where = "every layer" if len(kept_layers) == held else f"layer(s) {_layers_text(kept_layers)}"
+            fmt += f" ({', '.join(sorted(kept_mats)) or 'all'} at {default} in {len(kept_layers)} of {held} layers)"
+            kept_some.append(f"{what} in {where}")
         parts.append((p, fmt, width))
+        if stray:
+            notes.append(f"the skip list names {', '.join(sorted(stray))}, which the {label} does not hold apart here: "
+                         f"the whole {label} of those layers taken as kept")
         if unknown and scheme.shape_terms:
             notes.append(f"{label}: its matrices' shapes are not known to the quantisation reader; their per-row or "
                          "per-tensor scales are not counted")
