@@ -11,8 +11,6 @@ from roofline.architecture import WeightStorage
 from roofline.errors import RooflineError
 from roofline.hf_configs.quant_parts import QUANTISED_PARTS, Scheme, priced, skip_rules
 
-__all__ = ["QUANTISED_PARTS", "TORCH_DTYPES", "_storage", "_dtype", "_dtype_note"]
-
 
 def _positive_number(q: dict, key: str, default, name: str, whole: bool = True):
     v = q.get(key, default)
@@ -70,7 +68,8 @@ def _gptq_awq(q, method, name, default):
         raise RooflineError(f"{name}: {method} checkpoint_format/version {packing!r} is not read (known: gptq, gptq_v2 "
                             "for GPTQ; gemm for AWQ): its packing differs", field="model")
     # AutoGPTQ's and AutoAWQ's QuantLinear: packed int32 values, an fp16 scale and a packed zero (bits/8 B) per
-    # group of each output; GPTQ also keeps g_idx, one int32 per input channel, whatever desc_act
+    # group of each output (qzeros are stored symmetric or not); AutoGPTQ's QuantLinear also registers g_idx, one
+    # int32 per input channel, whatever desc_act, and saves it (group_size -1: one group of all K inputs)
     g_idx = 4.0 if method == "gptq" else 0.0
     if group == -1:
         if method != "gptq":
@@ -83,6 +82,14 @@ def _gptq_awq(q, method, name, default):
         scheme = Scheme(f"int{bits} ({method}, group {group}: fp16 scale + zero per group{extra})", bits, 2.0, bits / 8,
                         group=group, input_bytes=g_idx)
     return dict.fromkeys(QUANTISED_PARTS, scheme), f"embedding and LM head at {default}", assumed
+
+
+def _gptq(q, name, default):
+    return _gptq_awq(q, "gptq", name, default)
+
+
+def _awq(q, name, default):
+    return _gptq_awq(q, "awq", name, default)
 
 
 def _method(q: dict) -> str:
@@ -105,8 +112,7 @@ def _storage(q: dict, name: str, default: str, model, mtp_layers: int = 0) -> tu
     if not isinstance(q, dict):
         raise RooflineError(f"{name}: quantization_config must be an object", field="model")
     method = _method(q)
-    readers = {"mxfp4": _mxfp4, "fp8": _fp8, "gptq": lambda *a: _gptq_awq(q, "gptq", name, default),
-               "awq": lambda *a: _gptq_awq(q, "awq", name, default), **quant_formats.READERS}
+    readers = {"mxfp4": _mxfp4, "fp8": _fp8, "gptq": _gptq, "awq": _awq, **quant_formats.READERS}
     if method not in readers:
         raise RooflineError(f"{name}: quantization_config quant_method {method or '(none)'!r} is not understood "
                             f"(known: {', '.join(sorted(readers))}); remove it and set the weight width with --weights",

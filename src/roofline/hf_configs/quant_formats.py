@@ -94,7 +94,8 @@ def _ct_scheme(w: dict, inputs, fmt: str, default: str, name: str) -> Scheme:
             shape = shape.split("x")
         if not isinstance(shape, list) or len(shape) != 2:
             raise _refuse(name, f"compressed-tensors block_structure {shape!r} is not [rows, cols]")
-        block = tuple(_int(int(b), "compressed-tensors block_structure", name) for b in shape)
+        block = tuple(_int(int(b) if str(b).strip().isdigit() else b, "compressed-tensors block_structure", name)
+                      for b in shape)
         words.append(f"{block[0]}x{block[1]} blocks")
     elif strategy == "tensor":
         tensor += scale + zero
@@ -210,7 +211,8 @@ def _bitsandbytes(q: dict, name: str, default: str):
             raise _refuse(name, f"bitsandbytes bnb_4bit_quant_type {kind!r} is not read (read: nf4, fp4)")
         label = "nf4" if kind == "nf4" else "bnb_fp4"  # bitsandbytes' own fp4, not NVFP4 or MXFP4
         if q.get("bnb_4bit_use_double_quant"):
-            # uint8 absmax per 64 values; an fp32 absmax per 256 absmax: 4 / (64 x 256) B a value; codes 256 x 4 + 16 x 4 B
+            # uint8 absmax per 64 values; an fp32 absmax per 256 absmax: 4 / (64 x 256) B a value (spread over the
+            # values: within 4 B a matrix of ceil(ceil(N K / 64) / 256) of them); codes 256 x 4 + 16 x 4 B
             scheme = Scheme(f"{label} (bitsandbytes: absmax per 64 quantised to uint8, double quant)",
                             4 + 8 * 4 / (64 * 256), scale_bytes=1.0, group=64, tensor_bytes=1024.0 + 64.0)
         else:

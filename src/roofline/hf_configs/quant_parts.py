@@ -252,6 +252,9 @@ def priced(model, schemes: dict[str, Scheme], rules: list[Skip], default: str, m
             continue
         width = stored / total
         label = p.replace("_", " ")
+        if stray:
+            notes.append(f"the skip list names {', '.join(sorted(stray))}, which the {label} does not hold apart here: "
+                         f"the whole {label} of those layers taken as kept")
         if kept_layers and abs(width - base) <= 1e-12 * base:
             kept_whole.append(label)
             continue
@@ -262,9 +265,6 @@ def priced(model, schemes: dict[str, Scheme], rules: list[Skip], default: str, m
             fmt += f" ({', '.join(sorted(kept_mats)) or 'all'} at {default} in {len(kept_layers)} of {held} layers)"
             kept_some.append(f"{what} in {where}")
         parts.append((p, fmt, width))
-        if stray:
-            notes.append(f"the skip list names {', '.join(sorted(stray))}, which the {label} does not hold apart here: "
-                         f"the whole {label} of those layers taken as kept")
         if unknown and scheme.shape_terms:
             notes.append(f"{label}: its matrices' shapes are not known to the quantisation reader; their per-row or "
                          "per-tensor scales are not counted")
