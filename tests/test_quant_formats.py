@@ -301,6 +301,8 @@ def test_gptq_per_channel_group_and_g_idx():
     assert stored(dict(q, group_size=128)) == per_layer(lambda n, k: n * k / 2 + 2.5 * n * k / 128 + 4 * k) + REST
     with pytest.raises(RooflineError, match="'marlin'"):
         stored(dict(q, checkpoint_format="marlin"))
+    with pytest.raises(RooflineError, match="modules_in_block_to_quantize"):  # some modules only: not guessed
+        stored(dict(q, modules_in_block_to_quantize=[["self_attn.q_proj"]]))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -57,6 +57,10 @@ def _gptq_awq(q, method, name, default):
     if "bits" not in q and "w_bit" not in q:
         raise RooflineError(f"{name}: quantization_config {method} gives no bits (or w_bit): the stored width "
                             "is not guessed", field="model")
+    for key in ("modules_in_block_to_quantize", "dynamic"):  # quantise some modules only, or some otherwise (GPTQModel)
+        if q.get(key):
+            raise RooflineError(f"{name}: {method} {key} (which modules are quantised, and how) is not read: remove "
+                                "quantization_config and set the weight width with --weights", field="model")
     bits = _positive_number(q, "bits" if "bits" in q else "w_bit", None, name)
     if bits not in (2, 3, 4, 8):
         raise RooflineError(f"{name}: {method} bits {bits} is not one of 2, 3, 4, 8", field="model")
