@@ -276,11 +276,12 @@ def test_nested_text_config_is_read_and_the_vision_tower_said():
 
 
 def test_unknown_quantisation_is_refused_by_name():
-    with pytest.raises(RooflineError, match="'bitsandbytes'"):
-        from_hf_config(dict(TINY_LLAMA, quantization_config={"quant_method": "bitsandbytes"}))
-    # fp8 with 128 x 128 blocks: 1 byte + a 4-byte scale per 16,384 weights
+    with pytest.raises(RooflineError, match="'hqq'"):
+        from_hf_config(dict(TINY_LLAMA, quantization_config={"quant_method": "hqq"}))
+    # fp8 with 128 x 128 blocks: 1 byte a weight + a 4-byte scale per block; TINY's attention matrices q, o
+    # (64 x 64) and k, v (32 x 64) are one block each: (12,288 + 4 x 4) / 12,288 weights
     m = from_hf_config(dict(TINY_LLAMA, quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128]}))
-    assert m.storage.width("attention", 2.0) == 1 + 4 / 16384 and m.storage.width("embedding", 2.0) == 2.0
+    assert m.storage.width("attention", 2.0) == (12288 + 16) / 12288 and m.storage.width("embedding", 2.0) == 2.0
 
 
 def test_every_supported_family_has_a_preset_or_a_test():
@@ -318,13 +319,20 @@ def test_a_uniform_model_built_by_hand():
     assert count_params(m)["total"] == 2 * (12288 + 24576 + 128) + 2 * 6400 + 64
 
 
+# TINY_LLAMA as GPTQ int4, group 128, stores each matrix (N out, K in): N K / 2 B of values, N ceil(K / 128) groups of
+# an fp16 scale and a 4-bit zero (2.5 B), and g_idx, 4 B per input. Attention: q and o (64 x 64) 2,048 + 64 x 2.5 +
+# 256 = 2,464 B each; k and v (32 x 64) 1,024 + 80 + 256 = 1,360 each: 7,648 B for 12,288 weights. MLP: gate and up
+# (128 x 64) 4,096 + 320 + 256 = 4,672 each; down (64 x 128) 4,096 + 160 + 512 = 4,768: 14,112 B for 24,576 weights.
+GPTQ_ATTENTION, GPTQ_MLP = 2 * 2464 + 2 * 1360, 2 * 4672 + 4768
+
+
 def test_quantisation_skip_lists_and_bad_fields():
     base = dict(TINY_LLAMA, quantization_config={"quant_method": "gptq", "bits": 4, "group_size": 128,
                                                  "modules_to_not_convert": ["model.layers.*.mlp"]})
     m = from_hf_config(base)
-    # attention at int4 + 2.5/128 bytes; the skipped MLP stays bf16; parts the model lacks are not listed
+    # the skipped MLP stays bf16; parts the model lacks are not listed; attention as GPTQ stores it (GPTQ_ATTENTION)
     assert [p for p, _, _ in m.storage.parts] == ["attention"]
-    assert m.storage.width("mlp", 2.0) == 2.0 and m.storage.width("attention", 2.0) == 0.5 + 2.5 / 128
+    assert m.storage.width("mlp", 2.0) == 2.0 and m.storage.width("attention", 2.0) == GPTQ_ATTENTION / 12288
     for bad in ({"bits": 0}, {"group_size": "x"}, {"modules_to_not_convert": ["model.weird_block"]}):
         with pytest.raises(RooflineError):
             from_hf_config(dict(TINY_LLAMA, quantization_config={"quant_method": "gptq", **bad}))
@@ -338,10 +346,9 @@ def test_a_skip_list_naming_one_layer_keeps_that_layer_only_and_names_no_part_th
     cfg = dict(TINY_LLAMA, num_hidden_layers=4)
     q = {"quant_method": "gptq", "bits": 4, "group_size": 128}
     one = from_hf_config(dict(cfg, quantization_config=dict(q, modules_to_not_convert=["model.layers.0.mlp"])))
-    # int4 g128: 0.5 + 2.5 / 128 bytes a parameter; one MLP of four (equal layers) at bf16's 2 bytes:
-    # mean 1/4 x 2 + 3/4 x (0.5 + 2.5 / 128)
-    assert one.storage.width("mlp", 2.0) == pytest.approx(0.25 * 2 + 0.75 * (0.5 + 2.5 / 128))
-    assert one.storage.width("attention", 2.0) == 0.5 + 2.5 / 128
+    # GPTQ_MLP bytes a layer's MLP as stored; one MLP of four (equal layers) at bf16's 2 bytes a weight
+    assert one.storage.width("mlp", 2.0) == pytest.approx((2 * 24576 + 3 * GPTQ_MLP) / (4 * 24576))
+    assert one.storage.width("attention", 2.0) == GPTQ_ATTENTION / 12288
     said = " ".join(one.notes)
     assert "mlp in layer(s) 0" in said and "experts" not in said  # a dense model: no experts to name
     every = from_hf_config(dict(cfg, quantization_config=dict(
@@ -349,12 +356,13 @@ def test_a_skip_list_naming_one_layer_keeps_that_layer_only_and_names_no_part_th
     assert every.storage.width("mlp", 2.0) == 2.0  # all four layers named: the whole MLP kept
     with pytest.raises(RooflineError, match="layer 9"):
         from_hf_config(dict(cfg, quantization_config=dict(q, modules_to_not_convert=["model.layers.9.mlp"])))
-    # one matrix named: taken as its part, and said
+    # one matrix named: that matrix kept, in that layer only (down_proj: 4,768 B as GPTQ stores it, 64 x 128 x 2 at bf16)
     part = from_hf_config(dict(cfg, quantization_config=dict(q, modules_to_not_convert=["model.layers.1.mlp.down_proj"])))
-    assert any("down_proj" in n and "whole mlp" in n for n in part.notes)
+    assert part.storage.width("mlp", 2.0) == pytest.approx((4 * GPTQ_MLP - 4768 + 64 * 128 * 2) / (4 * 24576))
+    assert "mlp in layer(s) 1" in " ".join(part.notes)
     # a vision tower's modules (Qwen2.5-VL AWQ skips "visual") are not priced: nothing changes, nothing refused
     vis = from_hf_config(dict(cfg, quantization_config=dict(q, modules_to_not_convert=["visual"])))
-    assert vis.storage.width("mlp", 2.0) == 0.5 + 2.5 / 128
+    assert vis.storage.width("mlp", 2.0) == GPTQ_MLP / 24576
 
 
 def test_what_a_reviewer_found_assumed_silently_is_refused_or_said():

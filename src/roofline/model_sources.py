@@ -229,17 +229,52 @@ def load_hf_config(path: str | Path) -> Model:
         raise RooflineError(f"{str(p)!r} is not valid JSON ({exc.msg} at line {exc.lineno})", field="model") from None
     except (ValueError, RecursionError) as exc:  # integers of thousands of digits, nesting past the recursion limit
         raise RooflineError(f"{str(p)!r} could not be read as JSON ({json_failure(exc)})", field="model") from None
+    raw, companion = _with_companion(raw, p)
     name = config_name(raw, p)
     if _preset_key(name) is not None:  # a folder named like a preset: the name would title the preset's results
         name = f"{name} ({p})"
     if isinstance(raw, dict) and raw.get("_name_or_path"):  # from_hf_config names a model by it: the shortened one
         raw = {**raw, "_name_or_path": name}
     try:
-        return hf_config_to_model(raw, name=name)
+        model = hf_config_to_model(raw, name=name)
+        return dataclasses.replace(model, notes=model.notes + companion) if companion else model
     except RooflineError as exc:  # say which file: the model's name is its folder's, often not the file's
         msg = str(exc)
         msg = msg[len(name) + 2:] if msg.startswith(f"{name}: ") else msg
         raise RooflineError(f"model config {str(p)!r}: {msg}", field=exc.field or "model") from None
+
+
+def _companion_path(p: Path) -> Path | None:
+    """The ModelOpt companion beside a config.json: hf_quant_config.json in its folder, or, for a
+    file named NAME_config.json, NAME_hf_quant_config.json (as collections of configs name them)."""
+    stem = p.name[: -len("_config.json")] if p.name.endswith("_config.json") else None
+    for c in ((p.parent / f"{stem}_hf_quant_config.json") if stem else None, p.parent / "hf_quant_config.json"):
+        if c is not None and c.is_file() and c.resolve() != p.resolve():
+            return c
+    return None
+
+
+def _with_companion(raw, p: Path) -> tuple[object, tuple[str, ...]]:
+    """``raw`` with the quantization_config of the ModelOpt hf_quant_config.json beside it, where
+    config.json has none of its own (NVIDIA's FP8 and NVFP4 exports keep it there alone), and a
+    note saying it was read (or why not)."""
+    from roofline.files import read_text
+    from roofline.hf_configs.quant_formats import modelopt_companion
+
+    c = _companion_path(p)
+    if c is None or not isinstance(raw, dict):
+        return raw, ()
+    held = raw.get("quantization_config") or (raw.get("text_config") or {}).get("quantization_config")
+    if held is not None:
+        return raw, (f"{c.name} beside the config not read: the config's own quantization_config is",)
+    try:
+        companion = json.loads(read_text(c, "ModelOpt quantization config", "model", 16 * 2**20))
+    except (ValueError, RecursionError):
+        raise RooflineError(f"{str(c)!r} (the ModelOpt quantization config beside {p.name}) is not valid JSON",
+                            field="model") from None
+    q = modelopt_companion(companion, str(c))
+    return {**raw, "quantization_config": q}, (f"quantisation read from {c.name} beside the config (ModelOpt "
+                                               f"{q.get('quant_algo')})",)
 
 
 def _preset_key(name) -> str | None:

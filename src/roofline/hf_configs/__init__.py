@@ -26,7 +26,10 @@ modeling_<family>.py; each loader's docstring says which.
     nvidia.py   Llama-Nemotron NAS models (nemotron-nas: per-layer block_configs)
     step.py     Step-3.7-Flash, refused by name as not yet supported
     hybrid.py   linear-attention hybrids: Qwen3-Next, Qwen3.5 / 3.6 (Gated DeltaNet + gated attention)
-    quant.py    the stored width of the weights: torch_dtype and quantization_config
+    quant.py    the stored width of the weights: torch_dtype and quantization_config (mxfp4, fp8,
+                gptq, awq), dispatch to the other formats
+    quant_formats.py  compressed-tensors, modelopt (and hf_quant_config.json), fbgemm_fp8, bitsandbytes
+    quant_parts.py    Scheme (one quantised matrix's bytes as stored), each part's matrices, skip lists
     load.py     from_hf_config: nesting (text_config), dispatch by model_type, storage
 
 The names below are those the module roofline.hf_configs held before it became this package.

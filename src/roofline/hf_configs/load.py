@@ -24,6 +24,9 @@ FAMILIES = (llama, moe, gpt, ssm, hybrid, mimo, nvidia, step)  # importing them 
 NESTED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2",  # Kimi K2.5: K2's text model
           "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text",  # Qwen3-VL: Qwen3 (MoE) language models
           "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}  # Qwen3.5 / 3.6
+# other model_types a nested text_config may carry for the same language model: NVIDIA's Kimi K2.5 NVFP4 exports name
+# K2's text model deepseek_v3, the architecture K2 is (its loader is DeepSeek-V3's)
+NESTED_ALSO = {"kimi_k25": ("deepseek_v3",)}
 
 
 def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Model:
@@ -32,6 +35,10 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
     if not isinstance(raw, dict):
         raise RooflineError(f"{name}: a config.json must hold a JSON object", field="model")
     model_type = raw.get("model_type")
+    if model_type is None and isinstance(raw.get("quantization"), dict) and "producer" in raw:
+        raise RooflineError(f"{name}: this is a ModelOpt hf_quant_config.json, the companion of a checkpoint's "
+                            "config.json, not a model config: pass the config.json beside it (its quantisation is "
+                            "read from there)", field="model")
     if model_type is None and "ssm_cfg" in raw:
         model_type = "mamba_ssm"
     omitted: list[str] = []
@@ -49,7 +56,7 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
                            "language model's")
         inner = dict(text)
         inner.setdefault("model_type", NESTED[model_type])
-        if inner["model_type"] != NESTED[model_type]:
+        if inner["model_type"] != NESTED[model_type] and inner["model_type"] not in NESTED_ALSO.get(model_type, ()):
             raise RooflineError(f"{name}: a {model_type!r} config keeps a {NESTED[model_type]!r} language model in "
                                 f"text_config; its model_type is {inner['model_type']!r}", field="model")
         for k in ("tie_word_embeddings", "torch_dtype", "quantization_config"):
@@ -73,8 +80,11 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
         raise RooflineError(f"{keys.name} (model_type {model_type!r}): {exc}", field="model") from None
     storage, qnotes = (WeightStorage(_dtype(raw), assumed=not preset and (raw.get("torch_dtype") or raw.get("dtype")) is None), [])
     if raw.get("quantization_config") is not None:
-        storage, qnotes = _storage(raw["quantization_config"], name, _dtype(raw), model)
-        present = {p for layer in model.kinds for p, n in layer.parts(model.d_model).items() if n}
+        # DeepSeek's multi-token-prediction layers follow the model's (layer 61 of V3's 61): a skip list may name them
+        mtp = raw.get("num_nextn_predict_layers")
+        storage, qnotes = _storage(raw["quantization_config"], name, _dtype(raw), model,
+                                   mtp if isinstance(mtp, int) and not isinstance(mtp, bool) and 0 < mtp < 100 else 0)
+        present = {p for layer in model.kinds for p, n in layer.parts(model.d_model).items() if n} | {"lm_head"}
         if storage.method == "mxfp4" and "experts" not in present:
             raise RooflineError(f"{name}: quantization_config mxfp4 quantises experts, and this model has none",
                                 field="model")

@@ -1,72 +1,15 @@
-"""The stored width of the weights: torch_dtype, and quantization_config (mxfp4, fp8, gptq, awq) as
-a WeightStorage of the modules the format quantises; a method or skip list not understood is refused."""
+"""The stored width of the weights: torch_dtype, and quantization_config as a WeightStorage of the
+modules the format quantises, priced as stored (quant_parts: values, scales, zero points, group
+indices). Formats: mxfp4, fp8, gptq, awq here; compressed-tensors, modelopt, fbgemm_fp8 and
+bitsandbytes in quant_formats. A method, variant or skip list not understood is refused by name."""
 
 from __future__ import annotations
 
 import math
-import re
 
 from roofline.architecture import WeightStorage
 from roofline.errors import RooflineError
-
-QUANTISED_PARTS = ("attention", "ssm", "mlp", "experts", "shared_experts")
-
-
-_PART_PATTERNS = (("shared_expert", "shared_experts"), ("experts", "experts"), ("router", "router"),
-                  ("mlp.gate", "router"), ("linear_attn", "ssm"), ("self_attn", "attention"), ("attn", "attention"),
-                  ("mixer", "ssm"),
-                  ("mamba", "ssm"), ("embed", "embedding"), ("lm_head", "lm_head"), ("mlp", "mlp"))
-# modules of a part the loader leaves out of the count (a vision tower): skipping them changes nothing priced
-_UNPRICED_PATTERNS = ("visual", "vision", "multi_modal", "mm_projector")
-_BUFFERS = ("e_score_correction_bias",)  # a router's correction bias: a buffer, not a weight (not counted)
-_LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
-_PROJECTION = re.compile(r"\.(\w*_proj|fc\d|w\d|dense\w*|c_fc|c_proj)$")
-
-
-def _skipped_parts(skip: list[str], name: str, n_layers: int) -> tuple[dict[str, set[int] | None], list[str]]:
-    """The parameter parts a modules_to_not_convert / ignored_layers list names: part -> the layer
-    indices it names (None: every layer), and notes on what was read loosely. A pattern that names
-    no part is refused rather than guessed; one naming a layer past the model's is refused."""
-    parts: dict[str, set[int] | None] = {}
-    notes = []
-    for pattern in skip:
-        low = pattern.lower()
-        if any(u in low for u in _UNPRICED_PATTERNS) or low.rsplit(".", 1)[-1] in _BUFFERS:
-            continue  # the vision tower is not counted (said in the model's left-out line), nor a buffer
-        if low.rsplit(".", 1)[-1] == "gate":  # a bare "gate" (MiniMax's, Mixtral's block_sparse_moe.gate): the router
-            parts["router"] = None
-            continue
-        hit = next((part for key, part in _PART_PATTERNS
-                    if (low.endswith(key) if key == "mlp.gate" else key in low)), None)
-        if hit is None:
-            raise RooflineError(f"{name}: quantization_config skips {pattern!r}, which names no module this tool "
-                                "prices apart (attention, mlp, experts, shared experts, ssm, router, embedding, "
-                                "lm_head)", field="model")
-        index = _LAYER_INDEX.search(low)
-        layers = None
-        if index:
-            i = int(index.group(1))
-            if i >= n_layers:
-                raise RooflineError(f"{name}: quantization_config skips {pattern!r}, layer {i}, and the model has layers "
-                                    f"0 to {n_layers - 1}", field="model")
-            layers = {i}
-        if _PROJECTION.search(low) and hit not in ("router", "embedding", "lm_head"):
-            notes.append(f"modules_to_not_convert names {pattern!r}, one matrix of the {hit.replace('_', ' ')}: taken "
-                         f"as the whole {hit.replace('_', ' ')} (its other matrices are priced unquantised too)")
-        hits = {hit}
-        if hit == "mlp" and "expert" not in low and low.rstrip(".*").endswith("mlp"):
-            hits = {"mlp", "experts", "shared_experts"}  # a layer's whole MLP block: its experts too
-        for h in hits:
-            if h in parts and parts[h] is None or layers is None:
-                parts[h] = None
-            else:
-                parts[h] = parts.get(h, set()) | layers
-    return parts, notes
-
-
-def _layers_text(indices: set[int]) -> str:
-    shown = sorted(indices)
-    return ", ".join(map(str, shown[:8])) + (f" and {len(shown) - 8} more" if len(shown) > 8 else "")
+from roofline.hf_configs.quant_parts import QUANTISED_PARTS, Scheme, priced, skip_rules
 
 
 def _positive_number(q: dict, key: str, default, name: str, whole: bool = True):
@@ -76,90 +19,119 @@ def _positive_number(q: dict, key: str, default, name: str, whole: bool = True):
     return int(v) if whole else float(v)
 
 
-def _storage(q: dict, name: str, default: str, model) -> tuple[WeightStorage, list[str]]:
+def _skip_list(q: dict, name: str, *keys: str) -> tuple[list[str], str]:
+    for key in keys:
+        v = q.get(key)
+        if v is None:
+            continue
+        if not isinstance(v, list):
+            raise RooflineError(f"{name}: quantization_config {key} must be a list", field="model")
+        return [str(m) for m in v], key
+    return [], keys[0]
+
+
+def _mxfp4(q, name, default):
+    # OCP MX: 32 FP4 (E2M1) values share one 8-bit E8M0 scale: (32 x 4 + 8) / 32 = 4.25 bits
+    scheme = Scheme("mxfp4 (4.25 bits: 4-bit values, one 8-bit scale per 32)", 4, scale_bytes=1, group=32)
+    return {"experts": scheme}, (f"the routed experts' weight matrices are stored in MXFP4; attention, router, "
+                                 f"embedding, LM head and biases at {default} (transformers' Mxfp4 quantizer "
+                                 "converts experts only)"), []
+
+
+def _fp8(q, name, default):
+    block = q.get("weight_block_size")
+    if block:
+        if not isinstance(block, list) or len(block) != 2:
+            raise RooflineError(f"{name}: quantization_config weight_block_size must be [rows, cols], got {block!r}",
+                                field="model")
+        bh, bw = (_positive_number({"weight_block_size": b}, "weight_block_size", None, name) for b in block)
+        # transformers' FP8Linear: fp8 values and weight_scale_inv, one fp32 per (bh x bw) block
+        scheme = Scheme(f"fp8 ({bh}x{bw} blocks, fp32 scales)", 8, scale_bytes=4, block=(bh, bw))
+    else:
+        scheme = Scheme("fp8 (per-tensor scale)", 8, tensor_bytes=4)
+    return dict.fromkeys(QUANTISED_PARTS, scheme), f"embedding, LM head, router and norms at {default}", []
+
+
+def _gptq_awq(q, method, name, default):
+    assumed = []
+    if "bits" not in q and "w_bit" not in q:
+        raise RooflineError(f"{name}: quantization_config {method} gives no bits (or w_bit): the stored width "
+                            "is not guessed", field="model")
+    for key in ("modules_in_block_to_quantize", "dynamic"):  # quantise some modules only, or some otherwise (GPTQModel)
+        if q.get(key):
+            raise RooflineError(f"{name}: {method} {key} (which modules are quantised, and how) is not read: remove "
+                                "quantization_config and set the weight width with --weights", field="model")
+    bits = _positive_number(q, "bits" if "bits" in q else "w_bit", None, name)
+    if bits not in (2, 3, 4, 8):
+        raise RooflineError(f"{name}: {method} bits {bits} is not one of 2, 3, 4, 8", field="model")
+    if "group_size" not in q and "q_group_size" not in q:
+        assumed.append(f"{method}: no group_size given: 128, the default of transformers' {method.upper()}Config")
+    group = q.get("group_size", q.get("q_group_size", 128))
+    packing = str(q.get("checkpoint_format") or q.get("version") or method).lower()
+    if packing not in ("gptq", "gptq_v2", "awq", "gemm"):
+        raise RooflineError(f"{name}: {method} checkpoint_format/version {packing!r} is not read (known: gptq, gptq_v2 "
+                            "for GPTQ; gemm for AWQ): its packing differs", field="model")
+    # AutoGPTQ's and AutoAWQ's QuantLinear: packed int32 values, an fp16 scale and a packed zero (bits/8 B) per
+    # group of each output (qzeros are stored symmetric or not); AutoGPTQ's QuantLinear also registers g_idx, one
+    # int32 per input channel, whatever desc_act, and saves it (group_size -1: one group of all K inputs)
+    g_idx = 4.0 if method == "gptq" else 0.0
+    if group == -1:
+        if method != "gptq":
+            raise RooflineError(f"{name}: awq group_size -1 is not read", field="model")
+        scheme = Scheme(f"int{bits} (gptq, one fp16 scale + zero per output channel, int32 g_idx)", bits, 2.0, bits / 8,
+                        rows=True, input_bytes=g_idx)
+    else:
+        group = _positive_number({"group_size": group}, "group_size", None, name)
+        extra = ", int32 g_idx" if g_idx else ""
+        scheme = Scheme(f"int{bits} ({method}, group {group}: fp16 scale + zero per group{extra})", bits, 2.0, bits / 8,
+                        group=group, input_bytes=g_idx)
+    return dict.fromkeys(QUANTISED_PARTS, scheme), f"embedding and LM head at {default}", assumed
+
+
+def _gptq(q, name, default):
+    return _gptq_awq(q, "gptq", name, default)
+
+
+def _awq(q, name, default):
+    return _gptq_awq(q, "awq", name, default)
+
+
+def _method(q: dict) -> str:
+    method = str(q.get("quant_method", "")).lower()
+    producer = q.get("producer")
+    if not method and isinstance(producer, dict) and str(producer.get("name", "")).lower() == "modelopt":
+        return "modelopt"  # ModelOpt's exports write its producer and no quant_method (Qwen3-32B-FP8-Static-PerTensor)
+    if not method and (q.get("load_in_4bit") is True or q.get("load_in_8bit") is True):
+        return "bitsandbytes"  # transformers' BitsAndBytesConfig before it wrote quant_method
+    return method
+
+
+def _storage(q: dict, name: str, default: str, model, mtp_layers: int = 0) -> tuple[WeightStorage, list[str]]:
     """WeightStorage from a quantization_config for ``model`` (its parts and layers), and notes on
-    what it assumed. A part left unquantised in some layers only is stored at the parameter-weighted
-    mean of the two widths over its layers: exact for its bytes (what memory and a memory-bound step
-    read); a step is priced as if every layer held that mean width."""
+    what was read: the format, what it left at ``default``, what it assumed. ``mtp_layers``: the
+    multi-token-prediction layers numbered after the model's, left out of the count (a skip list
+    naming them changes nothing)."""
+    from roofline.hf_configs import quant_formats
+
     if not isinstance(q, dict):
         raise RooflineError(f"{name}: quantization_config must be an object", field="model")
-    method = str(q.get("quant_method", "")).lower()
-    skip_list = q.get("modules_to_not_convert") or q.get("ignored_layers") or []
-    if not isinstance(skip_list, list):
-        raise RooflineError(f"{name}: quantization_config modules_to_not_convert must be a list", field="model")
-    skip = [str(m) for m in skip_list]
-    skipped, loose = _skipped_parts(skip, name, model.n_layers)
-    assumed: list[str] = []
-    present = {p for layer in model.kinds for p, n in layer.parts(model.d_model).items() if n}
-    if method == "mxfp4":
-        # OCP MX: 32 FP4 (E2M1) values share one 8-bit E8M0 scale: (32 x 4 + 8) / 32 = 4.25 bits
-        if "experts" in skipped:
-            raise RooflineError(f"{name}: mxfp4 with the experts in modules_to_not_convert is not understood", field="model")
-        parts = (("experts", "mxfp4 (4.25 bits: 4-bit values, one 8-bit scale per 32)", 4.25 / 8),)
-        return WeightStorage(default, parts, "mxfp4"), ["mxfp4: the routed experts' weight matrices are stored in "
-                                                        "MXFP4; attention, router, embedding, LM head and biases at "
-                                                        f"{default} (transformers' Mxfp4 quantizer converts experts only)"]
-    if method == "fp8":
-        block = q.get("weight_block_size")
-        if block:
-            if not isinstance(block, list) or len(block) != 2:
-                raise RooflineError(f"{name}: quantization_config weight_block_size must be [rows, cols], got {block!r}",
-                                    field="model")
-            bh, bw = (_positive_number({"weight_block_size": b}, "weight_block_size", None, name) for b in block)
-            width = 1.0 + 4.0 / (bh * bw)  # fp8 values + one fp32 scale per block
-            fmt = f"fp8 ({bh}x{bw} blocks, fp32 scales)"
-        else:
-            width, fmt = 1.0, "fp8 (per-tensor scale)"
-        kept = f"embedding, LM head, router and norms at {default}"
-    elif method in ("gptq", "awq"):
-        if "bits" not in q and "w_bit" not in q:
-            raise RooflineError(f"{name}: quantization_config {method} gives no bits (or w_bit): the stored width "
-                                "is not guessed", field="model")
-        bits = _positive_number(q, "bits" if "bits" in q else "w_bit", None, name)
-        if bits not in (2, 3, 4, 8):
-            raise RooflineError(f"{name}: {method} bits {bits} is not one of 2, 3, 4, 8", field="model")
-        if "group_size" not in q and "q_group_size" not in q:
-            assumed.append(f"{method}: no group_size given: 128, the default of transformers' {method.upper()}Config")
-        group = q.get("group_size", q.get("q_group_size", 128))
-        if group == -1:
-            raise RooflineError(f"{name}: {method} group_size -1 (one scale per output channel) is not supported",
-                                field="model")
-        group = _positive_number({"group_size": group}, "group_size", None, name)
-        width = bits / 8 + (2.0 + bits / 8) / group  # packed values + an fp16 scale and a packed zero per group
-        fmt = f"int{bits} ({method}, group {group}: fp16 scale + zero per group)"
-        kept = f"embedding and LM head at {default}"
-    else:
+    method = _method(q)
+    readers = {"mxfp4": _mxfp4, "fp8": _fp8, "gptq": _gptq, "awq": _awq, **quant_formats.READERS}
+    if method not in readers:
         raise RooflineError(f"{name}: quantization_config quant_method {method or '(none)'!r} is not understood "
-                            "(known: mxfp4, fp8, gptq, awq); remove it and set the weight width with --weights",
+                            f"(known: {', '.join(sorted(readers))}); remove it and set the weight width with --weights",
                             field="model")
-    from roofline.units import DTYPE_BYTES
-
-    parts, whole, some = [], [], []
-    for p in QUANTISED_PARTS:
-        if p not in present:
-            continue
-        layers = skipped.get(p, set())
-        if layers is None:
-            whole.append(p)
-            continue
-        per_layer = [layer.parts(model.d_model)[p] for layer in model.layers]
-        kept_params = sum(per_layer[i] for i in layers)
-        if kept_params >= sum(per_layer):
-            whole.append(p)
-        elif kept_params == 0:
-            parts.append((p, fmt, width))
-        else:
-            share = kept_params / sum(per_layer)
-            mean = share * DTYPE_BYTES[default] + (1.0 - share) * width
-            held = sum(1 for n in per_layer if n)
-            parts.append((p, f"{fmt} in {held - len(layers)} of {held} layers, {default} in layer(s) "
-                             f"{_layers_text(layers)}", mean))
-            some.append(f"{p.replace('_', ' ')} in layer(s) {_layers_text(layers)} (priced at the mean width over "
-                        f"its layers, {mean:.3g} bytes a parameter: exact for the bytes, each layer's step as if "
-                        "all held it)")
-    said = "".join(f"; left at {default} by modules_to_not_convert: {', '.join(x)}" for x in (whole + some,) if x)
-    return WeightStorage(default, tuple(parts), method), [f"{method}: linear layers of the blocks stored as {fmt}; "
-                                                          f"{kept}{said}", *loose, *assumed]
+    skip, key = _skip_list(q, name, *quant_formats.SKIP_KEYS.get(method, ("modules_to_not_convert", "ignored_layers")))
+    rules, loose = skip_rules(skip, name, model.n_layers, key, mtp_layers)
+    schemes, kept, assumed = readers[method](q, name, default)
+    if method == "mxfp4" and any(r.part == "experts" for r in rules):
+        raise RooflineError(f"{name}: mxfp4 with the experts in modules_to_not_convert is not understood", field="model")
+    if not model.is_moe or any(r.part == "router" for r in rules):
+        assumed = [n for n in assumed if n != quant_formats.ROUTER_NOTE.format(d=default)]
+    storage, said = priced(model, schemes, rules, default, method)
+    stored = "; ".join(dict.fromkeys(schemes[p].label for p, _, _ in storage.parts))
+    head = f"{method}: weights stored as {stored or default}; {kept}"
+    return storage, [head, *said, *loose, *assumed]
 
 
 TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}

@@ -1,0 +1,281 @@
+"""What a quantised checkpoint stores, matrix by matrix: a Scheme (the bytes of one quantised
+weight matrix of N outputs x K inputs: values, scales, zero points, per-tensor scalars, group
+indices), the weight matrices of each part of a layer (their shapes), the modules a skip or ignore
+list names (parts, layers, single matrices), and the WeightStorage these price: each part at the
+mean width of its bytes as stored over its parameters."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from roofline.architecture import WeightStorage
+from roofline.errors import RooflineError
+from roofline.mixers import MLP, Attention, GatedDeltaNet, LatentAttention, Mamba, Mamba2, MoE
+from roofline.units import DTYPE_BYTES
+
+QUANTISED_PARTS = ("attention", "ssm", "mlp", "experts", "shared_experts")
+LAYER_PARTS = QUANTISED_PARTS + ("router",)
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """How a format stores one quantised weight matrix of N outputs x K inputs, in bytes:
+    N K bits / 8 for the values; a scale (and a zero point, ``zero_bytes`` > 0 for asymmetric
+    formats) per ``group`` inputs of each row (N ceil(K / g) of them), per ``block`` (ceil(N / bh)
+    ceil(K / bw)) or per row (``rows``: N); ``tensor_bytes`` whatever its size (per-tensor and
+    global scales, a static input scale, a stored shape); ``input_bytes`` per input column (GPTQ's
+    g_idx, int32). ``label`` begins with the stored value type (fp8, int4, fp4, mxfp4, nf4)."""
+
+    label: str
+    bits: float
+    scale_bytes: float = 0.0
+    zero_bytes: float = 0.0
+    group: int = 0
+    block: tuple[int, int] | None = None
+    rows: bool = False
+    tensor_bytes: float = 0.0
+    input_bytes: float = 0.0
+
+    def matrix_bytes(self, n: int, k: int) -> float:
+        """N K bits/8 + scales x (scale + zero bytes) + tensor_bytes + K input_bytes."""
+        if self.group:
+            scales = n * math.ceil(k / self.group)
+        elif self.block:
+            scales = math.ceil(n / self.block[0]) * math.ceil(k / self.block[1])
+        else:
+            scales = n if self.rows else 0
+        return n * k * self.bits / 8 + scales * (self.scale_bytes + self.zero_bytes) + self.tensor_bytes + k * self.input_bytes
+
+    def per_value(self) -> float:
+        """Bytes a weight where the matrices' shapes are not known: values and group or block
+        scales spread over them (per-row, per-tensor and per-column terms left out)."""
+        w = self.bits / 8
+        if self.group:
+            w += (self.scale_bytes + self.zero_bytes) / self.group
+        elif self.block:
+            w += self.scale_bytes / (self.block[0] * self.block[1])
+        return w
+
+    @property
+    def shape_terms(self) -> bool:
+        return bool(self.rows or self.tensor_bytes or self.input_bytes)
+
+
+def _mlp_matrices(mlp: MLP, d: int, count: int = 1) -> list[tuple[str, int, int, int]]:
+    gated = [("gate_proj", mlp.d_ff, d, count)] if mlp.gated else []
+    return gated + [("up_proj", mlp.d_ff, d, count), ("down_proj", d, mlp.d_ff, count)]
+
+
+def layer_matrices(layer, d: int) -> dict[str, list[tuple[str, int, int, int]] | None]:
+    """The weight matrices of each part of a layer as (name, N out, K in, how many), the names
+    transformers gives them; None for a part whose mixer this reader does not know."""
+    out: dict[str, list | None] = {}
+    m = layer.mixer
+    if isinstance(m, Attention):
+        H, K, hd, vd = m.heads, m.kv_heads, m.head_dim, m.v_head_dim
+        q = H * hd * (2 if m.output_gate else 1)  # a gated attention's q_proj carries the gate too (Qwen3-Next)
+        out["attention"] = [("q_proj", q, d, 1), ("k_proj", K * hd, d, 1), ("v_proj", K * vd, d, 1),
+                            ("o_proj", d, H * vd, 1)]
+    elif isinstance(m, LatentAttention):
+        H, r, q = m.heads, m.kv_lora_rank, m.q_lora_rank
+        query = ([("q_a_proj", q, d, 1), ("q_b_proj", H * m.qk_head_dim, q, 1)] if q
+                 else [("q_proj", H * m.qk_head_dim, d, 1)])
+        out["attention"] = query + [("kv_a_proj_with_mqa", r + m.qk_rope_head_dim, d, 1),
+                                    ("kv_b_proj", H * (m.qk_nope_head_dim + m.v_head_dim), r, 1),
+                                    ("o_proj", d, H * m.v_head_dim, 1)]
+    elif isinstance(m, GatedDeltaNet):  # Qwen3-Next's fused names; Qwen3.5 splits them, the same widths
+        out["ssm"] = [("in_proj_qkvz", 2 * m.key_dim + 2 * m.value_dim, d, 1), ("in_proj_ba", 2 * m.v_heads, d, 1),
+                      ("out_proj", d, m.value_dim, 1)]
+    elif isinstance(m, Mamba2):
+        out["ssm"] = [("in_proj", m.in_proj_width, d, 1), ("out_proj", d, m.d_inner, 1)]
+    elif isinstance(m, Mamba):
+        I, N, R = m.d_inner, m.d_state, m.dt_rank
+        out["ssm"] = [("in_proj", 2 * I, d, 1), ("x_proj", R + 2 * N, I, 1), ("dt_proj", I, R, 1), ("out_proj", d, I, 1)]
+    elif m is not None:
+        out["ssm" if layer.is_ssm else "attention"] = None
+    f = layer.mlp
+    if isinstance(f, MoE):
+        w = f.expert_width(d)  # a latent MoE's experts work at its latent R, between two projections (Nemotron-3)
+        out["experts"] = _mlp_matrices(f.expert, w, f.n_experts) + (
+            [("fc1_latent_proj", f.latent, d, 1), ("fc2_latent_proj", d, f.latent, 1)] if f.latent else [])
+        shared = _mlp_matrices(f.shared, d) if f.shared_d_ff else []
+        out["shared_experts"] = shared + ([("shared_expert_gate", 1, d, 1)] if f.shared_gate else [])
+        out["router"] = [("gate", f.n_experts, d, 1)]
+    elif isinstance(f, MLP):
+        out["mlp"] = _mlp_matrices(f, d)
+    elif f is not None:
+        out["mlp"] = None
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Skip and ignore lists
+# ---------------------------------------------------------------------------------------------
+
+_PART_PATTERNS = (("shared_expert", "shared_experts"), ("experts", "experts"), ("router", "router"),
+                  ("mlp.gate", "router"), ("linear_attn", "ssm"), ("self_attn", "attention"), ("attn", "attention"), ("mixer", "ssm"),
+                  ("mamba", "ssm"), ("embed", "embedding"), ("lm_head", "lm_head"), ("mlp", "mlp"),
+                  ("feed_forward", "mlp"), ("block_sparse_moe", "mlp"))
+_MLP_BLOCKS = ("mlp", "feed_forward", "block_sparse_moe")  # a layer's whole channel mixer (Llama 4's, Mixtral's names)
+# modules the loader leaves out of the count (a vision tower, multi-token prediction): skipping them changes nothing priced
+_UNPRICED_PATTERNS = ("visual", "vision", "multi_modal", "mm_projector", "mtp")
+# weights no format here quantises (not Linear layers): naming them changes nothing
+_NEVER_QUANTISED = ("norm", "conv1d", "e_score_correction_bias", "rotary_emb", "a_log", "dt_bias")
+_LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)(?=[.*]|$)")
+_MATRIX = re.compile(r"\.(\w+_proj(?:_with_mqa)?|shared_expert_gate)$")
+_PROJECTION = re.compile(r"\.(\w*_proj|fc\d|w\d|dense\w*|c_fc|c_proj)$")
+
+
+@dataclass(frozen=True)
+class Skip:
+    """One entry of a skip list as read: the part it names, the layers (None: all) and the one
+    matrix (None: the whole part) it keeps unquantised."""
+
+    part: str
+    layers: frozenset[int] | None = None
+    matrix: str | None = None
+
+    def keeps(self, part: str, layer: int, matrix: str) -> bool:
+        return (self.part == part and (self.layers is None or layer in self.layers)
+                and (self.matrix is None or self.matrix == matrix))
+
+
+def _plain(pattern: str) -> str:
+    """A name, glob or ``re:`` regex reduced to the dotted text the part patterns look for."""
+    low = pattern.strip().lower()
+    if low.startswith("re:"):
+        low = low[3:].lstrip("^").rstrip("$").replace("\\.", ".").replace(".*", "*")
+    return low.strip("*").rstrip(".")
+
+
+def skip_rules(skip: list[str], name: str, n_layers: int, key: str = "modules_to_not_convert",
+               mtp_layers: int = 0) -> tuple[list[Skip], list[str]]:
+    """The Skip rules a modules_to_not_convert / ignored_layers / ignore / exclude_modules list
+    names, and notes on what was read loosely. A name of a weight no format quantises (a norm) or
+    of a module left out of the count (a vision tower, one of the ``mtp_layers`` multi-token-prediction
+    layers numbered after the model's) changes nothing; one that names no module is refused rather
+    than guessed; one naming a layer past those is refused."""
+    rules: list[Skip] = []
+    notes: list[str] = []
+    for pattern in skip:
+        low = _plain(str(pattern))
+        last = low.rsplit(".", 1)[-1]
+        if any(u in low for u in _UNPRICED_PATTERNS) or any(n in last for n in _NEVER_QUANTISED):
+            continue
+        index = _LAYER_INDEX.search(low)
+        layers = None
+        if index:
+            i = int(index.group(1))
+            if n_layers <= i < n_layers + mtp_layers:
+                continue  # a multi-token-prediction layer, left out of the count
+            if i >= n_layers:
+                raise RooflineError(f"{name}: quantization_config {key} names {pattern!r}, layer {i}, and the model has "
+                                    f"layers 0 to {n_layers - 1}", field="model")
+            layers = frozenset((i,))
+        if last == "gate" and "shared" not in low:  # a bare "gate" (MiniMax's, Mixtral's block_sparse_moe.gate): the router
+            rules.append(Skip("router", layers))
+            continue
+        hit = next((part for k, part in _PART_PATTERNS if (low.endswith(k) if k == "mlp.gate" else k in low)), None)
+        if hit is None and index and low[index.end():].strip(".*") == "":
+            rules += [Skip(p, layers) for p in LAYER_PARTS]  # "model.layers.0*": the whole layer
+            continue
+        if hit is None:
+            raise RooflineError(f"{name}: quantization_config {key} names {pattern!r}, which names no module this tool "
+                                "prices apart (attention, mlp, experts, shared experts, ssm, router, embedding, "
+                                "lm_head) nor a weight left unquantised anyway (norms)", field="model")
+        matrix = _MATRIX.search(low)
+        if matrix and hit in QUANTISED_PARTS:
+            rules.append(Skip(hit, layers, matrix.group(1)))
+            continue
+        if _PROJECTION.search(low) and hit in QUANTISED_PARTS:
+            notes.append(f"{key} names {pattern!r}, one matrix of the {hit.replace('_', ' ')}: taken as the whole "
+                         f"{hit.replace('_', ' ')} (its other matrices are priced unquantised too)")
+        hits = [hit]
+        if hit == "mlp" and "expert" not in low and low.endswith(_MLP_BLOCKS):
+            hits = ["mlp", "experts", "shared_experts"]  # a layer's whole MLP block: its experts too
+        rules += [Skip(h, layers) for h in hits]
+    return rules, notes
+
+
+def _layers_text(indices) -> str:
+    shown = sorted(indices)
+    return ", ".join(map(str, shown[:8])) + (f" and {len(shown) - 8} more" if len(shown) > 8 else "")
+
+
+def _units(model, part: str):
+    """(layer index, parameters, matrices) of ``part`` in each layer; the LM head as layer -1."""
+    if part == "lm_head":
+        yield -1, (0 if model.tied_embeddings else model.vocab * model.d_model), [("lm_head", model.vocab, model.d_model, 1)]
+        return
+    for i, layer in enumerate(model.layers):
+        yield i, layer.parts(model.d_model).get(part, 0), layer_matrices(layer, model.d_model).get(part)
+
+
+def priced(model, schemes: dict[str, Scheme], rules: list[Skip], default: str, method: str
+           ) -> tuple[WeightStorage, list[str]]:
+    """The WeightStorage of ``model`` whose parts in ``schemes`` are stored so, except the matrices
+    ``rules`` keep at ``default``, and a note per part kept whole or in some layers. Each part's
+    width is its bytes as stored over its parameters: its matrices by Scheme.matrix_bytes, its other
+    parameters (biases, norm scales inside it) at ``default``; a part whose matrices this reader
+    does not know takes Scheme.per_value for all its parameters (said). Exact for the bytes (what
+    memory and a memory-bound step read); a step prices every layer at the part's mean width."""
+    base = DTYPE_BYTES[default]
+    parts, kept_whole, kept_some, notes = [], [], [], []
+    for p, scheme in schemes.items():
+        total = stored = 0.0
+        kept_layers, kept_mats, unknown, held, stray = set(), set(), False, 0, set()
+        for i, n, mats in _units(model, p):
+            if not n:
+                continue
+            held += 1
+            total += n
+            if mats is None:
+                if any(r.keeps(p, i, r.matrix or "") for r in rules):
+                    kept_layers.add(i)
+                    stored += n * base
+                else:
+                    unknown = True
+                    stored += n * scheme.per_value()
+                continue
+            names = {m[0] for m in mats}
+            applies = [r for r in rules if r.part == p and (r.layers is None or i in r.layers)]
+            stray.update(r.matrix for r in applies if r.matrix and r.matrix not in names)
+            whole = any(r.matrix is None or r.matrix not in names for r in applies)
+            elems = sum(c * a * b for _, a, b, c in mats)
+            layer_bytes = (n - elems) * base
+            for mname, a, b, c in mats:
+                if whole or any(r.matrix == mname for r in applies):
+                    kept_layers.add(i)
+                    if not whole:
+                        kept_mats.add(mname)
+                    layer_bytes += c * a * b * base
+                else:
+                    layer_bytes += c * scheme.matrix_bytes(a, b)
+            stored += layer_bytes
+        if not total:
+            continue
+        width = stored / total
+        label = p.replace("_", " ")
+        if stray:
+            notes.append(f"the skip list names {', '.join(sorted(stray))}, which the {label} does not hold apart here: "
+                         f"the whole {label} of those layers taken as kept")
+        if kept_layers and abs(width - base) <= 1e-12 * base:
+            kept_whole.append(label)
+            continue
+        fmt = scheme.label
+        if kept_layers:
+            what = f"{', '.join(sorted(kept_mats))} of the {label}" if kept_mats else label
+            where = "every layer" if len(kept_layers) == held else f"layer(s) {_layers_text(kept_layers)}"
+            fmt += f" ({', '.join(sorted(kept_mats)) or 'all'} at {default} in {len(kept_layers)} of {held} layers)"
+            kept_some.append(f"{what} in {where}")
+        parts.append((p, fmt, width))
+        if unknown and scheme.shape_terms:
+            notes.append(f"{label}: its matrices' shapes are not known to the quantisation reader; their per-row or "
+                         "per-tensor scales are not counted")
+    said = []
+    if kept_whole or kept_some:
+        said.append(f"left at {default} by the checkpoint's skip list: {', '.join(kept_whole + kept_some)}"
+                    + (" (each part priced at its mean width over its layers: exact for the bytes)" if kept_some else ""))
+    return WeightStorage(default, tuple(parts), method), said + notes
