@@ -45,6 +45,7 @@ class Attention:
     out_bias: bool = False
     qk_norm: str = ""
     sinks: bool = False
+    k_eq_v: bool = False
 
     def __post_init__(self):
         check_counts("attention", heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim)
@@ -57,6 +58,8 @@ class Attention:
             raise RooflineError(f"attention: qk_norm must be '', 'rmsnorm', 'rmsnorm_full' or 'l2', got {self.qk_norm!r}")
         if not self.v_head_dim:
             object.__setattr__(self, "v_head_dim", self.head_dim)
+        if self.k_eq_v and self.v_head_dim != self.head_dim:
+            raise RooflineError("attention: values taken from the keys (k_eq_v) need v_head_dim = head_dim")
 
     @property
     def kind(self) -> str:
@@ -71,11 +74,16 @@ class Attention:
         """The most keys a query sees (0: unlimited)."""
         return self.window or self.chunk
 
+    @property
+    def qkv_width(self) -> int:
+        """Output width of the q, k and v projections: H d + K d + K d_v (no K d_v when k_eq_v)."""
+        return self.heads * self.head_dim + self.kv_heads * (self.head_dim + (0 if self.k_eq_v else self.v_head_dim))
+
     def params(self, d_model: int) -> int:
         D, H, K, d, dv = d_model, self.heads, self.kv_heads, self.head_dim, self.v_head_dim
-        n = D * H * d + D * K * d + D * K * dv + H * dv * D  # Wq, Wk, Wv, Wo
+        n = D * self.qkv_width + H * dv * D  # Wq, Wk, Wv (none when k_eq_v), Wo
         if self.qkv_bias:
-            n += H * d + K * d + K * dv
+            n += self.qkv_width
         if self.out_bias:
             n += D
         if self.qk_norm == "rmsnorm":
@@ -261,6 +269,7 @@ class MoE:
     MLP of ``d_ff``; ``shared_d_ff`` > 0 adds an always-active shared MLP of that width (DeepSeek's
     n_shared_experts x moe_intermediate_size; Llama 4's and Qwen2-MoE's shared expert), with a
     sigmoid gate (D, 1) when ``shared_gate`` (Qwen2-MoE). ``router_bias``: the router's bias (E).
+    ``router_scales``: Gemma 4's router scales its normed input (D) and each expert's weight (E).
     DeepSeek-V3's e_score_correction_bias is a buffer, not a parameter, and is not counted."""
 
     n_experts: int
@@ -272,6 +281,7 @@ class MoE:
     shared_gate: bool = False
     router_bias: bool = False
     activation: str = "silu"
+    router_scales: bool = False
 
     def __post_init__(self):
         check_counts("moe", n_experts=self.n_experts, top_k=self.top_k, d_ff=self.d_ff)
@@ -293,7 +303,8 @@ class MoE:
         return MLP(self.shared_d_ff, self.gated, False, self.activation) if self.shared_d_ff else None
 
     def router_params(self, d_model: int) -> int:
-        return d_model * self.n_experts + (self.n_experts if self.router_bias else 0)
+        return (d_model * self.n_experts + (self.n_experts if self.router_bias else 0)
+                + (d_model + self.n_experts if self.router_scales else 0))
 
     def shared_params(self, d_model: int) -> int:
         return (self.shared.params(d_model) if self.shared_d_ff else 0) + (d_model if self.shared_gate else 0)

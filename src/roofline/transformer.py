@@ -85,7 +85,7 @@ def _matmul_params_of(layer: Layer, D: int) -> int:
             + mixer.d_inner * D
     elif isinstance(mixer, Attention):
         a = mixer
-        n += D * a.heads * a.head_dim + D * a.kv_heads * (a.head_dim + a.v_head_dim) + a.heads * a.v_head_dim * D
+        n += D * a.qkv_width + a.heads * a.v_head_dim * D
     elif isinstance(mixer, LatentAttention):
         n += mixer.params(D) - mixer.q_lora_rank - mixer.kv_lora_rank  # less the two norms
     ff = layer.mlp

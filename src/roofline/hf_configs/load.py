@@ -17,7 +17,8 @@ from roofline.hf_configs.shared import SUPPORTED
 
 FAMILIES = (llama, moe, gpt, ssm)  # importing them registers their loaders in SUPPORTED
 
-NESTED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2"}  # Kimi K2.5: K2's text model
+NESTED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2",  # Kimi K2.5: K2's text model
+          "gemma4": "gemma4_text"}
 
 
 def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Model:
@@ -41,6 +42,8 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
         if raw.get("vision_config") is not None:
             omitted.append("vision tower and multimodal projector (vision_config): not counted; costs are the "
                            "language model's")
+        if raw.get("audio_config") is not None:
+            omitted.append("audio tower (audio_config): not counted; costs are the language model's")
         inner = dict(text)
         inner.setdefault("model_type", NESTED[model_type])
         if inner["model_type"] != NESTED[model_type]:
@@ -49,7 +52,7 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
         for k in ("tie_word_embeddings", "torch_dtype", "quantization_config"):
             if k in raw and k not in inner:
                 inner[k] = raw[k]
-        known_top = {"text_config", "vision_config", "tie_word_embeddings", "torch_dtype", "quantization_config"}
+        known_top = {"text_config", "vision_config", "audio_config", "tie_word_embeddings", "torch_dtype", "quantization_config"}
         outer_notes = [f"config key {k!r} not understood: ignored" for k in sorted(raw)
                        if k not in known_top and k not in COST_NEUTRAL and not k.startswith("_")]
         raw, model_type = inner, inner["model_type"]
