@@ -107,3 +107,30 @@ def test_gemma4_shipped_configs_load():
         raw.pop("quantization_config", None)  # NVFP4: the storage format is another loader's; the count is the same
         total = count_params(from_hf_config(raw, name))["total"]
         assert total == (30_697_345_280 if "31B" in name else 25_233_141_760)
+
+
+# ---------------------------------------------------------------------------------------------
+# Families refused as not yet supported (docs/models.md, "Not yet supported")
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("config, words", [
+    ({"model_type": "kimi_k3", "text_config": {"model_type": "kimi_linear"}}, "Kimi Delta Attention"),
+    ({"model_type": "kimi_linear"}, "latent MoE"),
+    ({"model_type": "minimax_m3"}, "MiniMax Sparse Attention"),
+    ({"model_type": "minimax_m3_vl", "text_config": {}}, "MiniMax Sparse Attention"),
+    ({"model_type": "deepseek_v4"}, "hyper-connections"),
+    ({"model_type": "deepseek_ref"}, "compressed attention"),
+])
+def test_families_without_a_cost_model_are_refused_by_name(config, words):
+    with pytest.raises(RooflineError, match="not yet supported") as exc:
+        from_hf_config(config, "cfg")
+    assert words in str(exc.value)
+
+
+def test_shipped_configs_of_refused_families_say_not_yet_supported():
+    for name in ("moonshotai--Kimi-K3_config.json", "MiniMaxAI--MiniMax-M3_config.json", "nvidia--MiniMax-M3-NVFP4_config.json",
+                 "deepseek-ai--DeepSeek-V4-Flash_config.json", "deepseek-ai--DeepSeek-V4-Pro_config.json",
+                 "sgl-project--DeepSeek-V4-Flash-FP8_config.json", "sgl-project--DeepSeek-V4-Pro-FP8_config.json"):
+        with pytest.raises(RooflineError, match="not yet supported"):
+            from_hf_config(_shipped(name), name)
