@@ -134,3 +134,21 @@ def test_shipped_configs_of_refused_families_say_not_yet_supported():
                  "sgl-project--DeepSeek-V4-Flash-FP8_config.json", "sgl-project--DeepSeek-V4-Pro-FP8_config.json"):
         with pytest.raises(RooflineError, match="not yet supported"):
             from_hf_config(_shipped(name), name)
+
+
+def test_gemma4_full_layer_kernels_have_no_v_projection_and_the_router_its_scales():
+    """Tiny Gemma 4: D 64, 4 heads; full layers of 2 kv heads x 32 with values = keys. One token:
+    QKV proj 2 x 64 x (4 x 32 + 2 x 32) = 24,576 FLOPs (no 2 x 32 for v); the router 64 x 8 + 64 + 8."""
+    from roofline.blocks import layer_kernels
+
+    tiny = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+            "global_head_dim": 32, "num_global_key_value_heads": 2, "attention_k_eq_v": True, "intermediate_size": 96,
+            "enable_moe_block": True, "num_experts": 8, "top_k_experts": 2, "moe_intermediate_size": 32, "vocab_size": 100,
+            "sliding_window": 16, "hidden_size_per_layer_input": 0, "layer_types": ["sliding_attention", "full_attention"]}
+    m = from_hf_config(_gemma4(tiny))
+    full = m.layer(1)
+    ops = {k.name: k for k in layer_kernels(full, 64, decode=True, T=1, B=1, S=10, attention="flash", dtype="bf16")}
+    assert ops["QKV proj"].flops == 2 * 64 * (4 * 32 + 2 * 32) == 24_576
+    assert full.mixer.params(64) == 64 * (4 * 32 + 2 * 32) + 4 * 32 * 64 + 2 * 32  # q, k, o, q/k norms
+    assert full.mlp.router_params(64) == 64 * 8 + 64 + 8
+    assert "values = keys" in full.label

@@ -67,7 +67,7 @@ class Attention:
             return f"sliding {self.window}"
         if self.chunk:
             return f"chunked {self.chunk}"
-        return "full attention"
+        return "full attention (values = keys)" if self.k_eq_v else "full attention"
 
     @property
     def span(self) -> int:
