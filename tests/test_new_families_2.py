@@ -95,6 +95,8 @@ def test_gemma4_refuses_what_it_does_not_model():
     for key, value in (("hidden_size_per_layer_input", 256), ("num_kv_shared_layers", 20)):
         with pytest.raises(RooflineError, match="not yet supported"):
             from_hf_config(_gemma4({**GEMMA4_31B, key: value}))
+    with pytest.raises(RooflineError, match="not yet supported"):
+        from_hf_config(_gemma4({**GEMMA4_31B, "use_bidirectional_attention": "all"}))
     absent = {k: v for k, v in GEMMA4_31B.items() if k != "hidden_size_per_layer_input"}  # the class default is 256
     with pytest.raises(RooflineError, match="not yet supported"):
         from_hf_config(_gemma4(absent))

@@ -243,7 +243,8 @@ def _gemma4_text(c: _Keys) -> Model:
     enable_moe_block every layer adds to its dense MLP (intermediate_size) num_experts experts of
     moe_intermediate_size, top top_k_experts, a router (D, E) with its input scale (D) and per-expert
     scale (E), and 3 more norms. Per-layer input embeddings (hidden_size_per_layer_input, default
-    256) and KV-shared layers (num_kv_shared_layers) are refused as not yet supported."""
+    256), KV-shared layers (num_kv_shared_layers) and use_bidirectional_attention "all" (non-causal)
+    are refused as not yet supported."""
     c.defaults = {"vocab_size": 262144, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 30,
                   "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 512,
                   "global_head_dim": 512, "hidden_size_per_layer_input": 256}
@@ -254,11 +255,14 @@ def _gemma4_text(c: _Keys) -> Model:
                                 "embeddings or KV-shared layers, the E2B/E4B models) is not yet supported", field="model")
     c.get("vocab_size_per_layer_input")  # sizes the per-layer embeddings, refused above
     c.get("use_double_wide_mlp")  # applies only to KV-shared layers, refused above
-    c.get("use_bidirectional_attention")  # vision tokens see each other: a mask, no weights
+    if c.get("use_bidirectional_attention") == "all":  # "vision": only image tokens see each other, text stays causal
+        raise RooflineError(f"{c.name}: Gemma 4 with use_bidirectional_attention 'all' (non-causal attention) is not yet "
+                            "supported", field="model")
     K, d, W = c.pos("num_key_value_heads"), c.pos("head_dim"), c.pos("sliding_window")
     k_eq_v = c.flag("attention_k_eq_v", False)
     d_full = c.pos("global_head_dim") if c.get("global_head_dim") else d
-    K_full = c.pos("num_global_key_value_heads") if k_eq_v and c.has("num_global_key_value_heads") else K
+    global_kv = c.has("num_global_key_value_heads")  # read either way: it applies only with attention_k_eq_v
+    K_full = c.pos("num_global_key_value_heads") if k_eq_v and global_kv else K
     bias = c.flag("attention_bias", False)
     types = _layer_types(c, L, lambda i: "sliding_attention" if (i + 1) % 6 else "full_attention")
     notes = []
