@@ -19,7 +19,7 @@ _KIMI_K3 = ("Kimi Delta Attention layers (linear_attn_config kda_layers: a gated
             "(attn_res_block_size) and output-gated MLA")
 _MINIMAX_M3 = ("MiniMax Sparse Attention (sparse_attention_config: each query reads the sparse_topk_blocks blocks of "
                "sparse_block_size keys an indexer of sparse_num_index_heads x sparse_index_dim picks, the indexer's keys "
-               "cached beside K and V; the rest, GQA and dense and MoE MLPs, is as MiniMax-M2's)")
+               "cached beside K and V; its GQA, dense MLP and MoE with a shared expert alone would be costed)")
 _DEEPSEEK_V4 = ("manifold-constrained hyper-connections (hc_mult residual streams mixed by Sinkhorn), compressed "
                 "attention (compress_ratios: 4 or 128 keys pooled into one by compressors with their own weights) with a "
                 "sparse indexer (index_n_heads x index_head_dim, top index_topk) beside a sliding window, a grouped "
