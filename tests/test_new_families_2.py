@@ -56,8 +56,8 @@ def test_gemma4_31b_counts_by_hand_and_to_its_published_total():
     88,080,384, q/k norms 2 x 512 -> 187,171,840. MLP 3 x 5376 x 21504 = 346,816,512; 4 norms 21,504.
     50 x 478,959,104 + 10 x 534,009,856 + embedding 262144 x 5376 = 1,409,286,144 (tied) + final norm
     5376 = 30,697,345,280. Google's model card (https://huggingface.co/google/gemma-4-31B-it) and
-    NVIDIA's (https://huggingface.co/nvidia/Gemma-4-31B-IT-NVFP4, "Number of model parameters: 30.7B")
-    give 30.7B for the language model (the ~550M vision encoder apart)."""
+    NVIDIA's (https://huggingface.co/nvidia/Gemma-4-31B-IT-NVFP4, "Number of model parameters: 30.7B";
+    https://docs.api.nvidia.com/nim/reference/google-gemma-4-31b-it, "Total Parameters: 30.7B") give 30.7B for the language model (the ~550M vision encoder apart)."""
     m = from_hf_config(_gemma4(GEMMA4_31B))
     sliding = 44_040_192 + 2 * 22_020_096 + 44_040_192 + 512 + 346_816_512 + 21_504
     full = 88_080_384 + 11_010_048 + 88_080_384 + 1024 + 346_816_512 + 21_504
