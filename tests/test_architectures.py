@@ -284,7 +284,8 @@ def test_unknown_quantisation_is_refused_by_name():
 def test_every_supported_family_has_a_preset_or_a_test():
     presets = {m.model_type for m in __import__("roofline.transformer", fromlist=["list_models"]).list_models()}
     tested_here = {"gemma", "gemma3", "llama4", "qwen2_moe", "deepseek_v2", "kimi_k2", "mamba2", "minimax_m2"}
-    tested_here |= {"gemma4_text"}  # tests/test_new_families_2.py
+    tested_here |= {"gemma4_text", "kimi_k3", "kimi_linear", "minimax_m3", "minimax_m3_vl", "deepseek_v4",
+                    "deepseek_ref"}  # tests/test_new_families_2.py
     assert set(SUPPORTED) <= presets | tested_here
 
 

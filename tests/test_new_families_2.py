@@ -154,3 +154,10 @@ def test_gemma4_full_layer_kernels_have_no_v_projection_and_the_router_its_scale
     assert full.mixer.params(64) == 64 * (4 * 32 + 2 * 32) + 4 * 32 * 64 + 2 * 32  # q, k, o, q/k norms
     assert full.mlp.router_params(64) == 64 * 8 + 64 + 8
     assert "values = keys" in full.label
+
+
+def test_refused_families_are_not_listed_as_supported():
+    with pytest.raises(RooflineError) as exc:
+        from_hf_config({"model_type": "no_such_family"})
+    listed = str(exc.value).split("supported: ")[1]
+    assert "gemma4" in listed and not any(t in listed for t in ("kimi_k3", "minimax_m3", "deepseek_v4", "deepseek_ref"))

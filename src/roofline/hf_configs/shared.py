@@ -13,23 +13,6 @@ from roofline.hf_configs.keys import MAX_LAYERS, _Keys
 
 SUPPORTED: dict[str, Callable] = {}
 
-# Families recognised by model_type whose layers have no cost model yet: (family, what is missing), said in the refusal.
-_KIMI_K3 = ("Kimi Delta Attention layers (linear_attn_config kda_layers: a gated delta-rule linear attention with "
-            "short convolutions), a latent MoE (routed experts at routed_expert_hidden_size), attention residuals "
-            "(attn_res_block_size) and output-gated MLA")
-_MINIMAX_M3 = ("MiniMax Sparse Attention (sparse_attention_config: each query reads the sparse_topk_blocks blocks of "
-               "sparse_block_size keys an indexer of sparse_num_index_heads x sparse_index_dim picks, the indexer's keys "
-               "cached beside K and V; its GQA, dense MLP and MoE with a shared expert alone would be costed)")
-_DEEPSEEK_V4 = ("manifold-constrained hyper-connections (hc_mult residual streams mixed by Sinkhorn), compressed "
-                "attention (compress_ratios: 4 or 128 keys pooled into one by compressors with their own weights) with a "
-                "sparse indexer (index_n_heads x index_head_dim, top index_topk) beside a sliding window, a grouped "
-                "low-rank output projection (o_groups, o_lora_rank) and hash-routed MoE layers (num_hash_layers)")
-NOT_YET_SUPPORTED = {
-    "kimi_k3": ("Kimi K3", _KIMI_K3), "kimi_linear": ("Kimi Linear / Kimi K3's language model", _KIMI_K3),
-    "minimax_m3": ("MiniMax M3", _MINIMAX_M3), "minimax_m3_vl": ("MiniMax M3", _MINIMAX_M3),
-    "deepseek_v4": ("DeepSeek V4", _DEEPSEEK_V4), "deepseek_ref": ("DeepSeek V4 (SGLang's reference config)", _DEEPSEEK_V4),
-}
-
 
 def loader(*model_types: str):
     def deco(fn):
