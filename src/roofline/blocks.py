@@ -161,7 +161,7 @@ def _attention_ops(o: _Ops, a: Attention, B, T, S, decode: bool, attention: str,
     n_s = B * H * pairs
     keys = _keys_read(S, T, a.span)
     cached = keys if decode else _at_least_0(keys - T)  # keys that come from the cache
-    ops = [o.mm("QKV proj", M, H * d * (2 if a.output_gate else 1) + K * (d + dv), D, "attention")]  # + the gate's half
+    ops = [o.mm("QKV proj", M, a.qkv_width, D, "attention")]
     if a.qk_norm:
         ops.append(o.norm("q/k norm", M * (H + K), d))
     q, k_, v, out = B * H * T * d, B * K * keys * d, B * K * keys * dv, B * H * T * dv

@@ -49,6 +49,7 @@ class Attention:
     qk_norm: str = ""
     sinks: bool = False
     output_gate: bool = False
+    k_eq_v: bool = False
 
     def __post_init__(self):
         check_counts("attention", heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim)
@@ -64,6 +65,8 @@ class Attention:
         if self.output_gate and self.v_head_dim != self.head_dim:
             raise RooflineError(f"attention: an output gate multiplies the output (H x v_head_dim {self.v_head_dim}) by "
                                 f"q_proj's gate half (H x head_dim {self.head_dim}); they must be equal")
+        if self.k_eq_v and self.v_head_dim != self.head_dim:
+            raise RooflineError("attention: values taken from the keys (k_eq_v) need v_head_dim = head_dim")
 
     @property
     def kind(self) -> str:
@@ -71,20 +74,25 @@ class Attention:
             return f"sliding {self.window}"
         if self.chunk:
             return f"chunked {self.chunk}"
-        return "full attention"
+        return "full attention (values = keys)" if self.k_eq_v else "full attention"
 
     @property
     def span(self) -> int:
         """The most keys a query sees (0: unlimited)."""
         return self.window or self.chunk
 
+    @property
+    def qkv_width(self) -> int:
+        """Output width of the q, k and v projections: H d (2 H d with an output gate: q_proj carries
+        the gate too) + K d + K d_v (no K d_v when k_eq_v)."""
+        q = self.heads * self.head_dim * (2 if self.output_gate else 1)
+        return q + self.kv_heads * (self.head_dim + (0 if self.k_eq_v else self.v_head_dim))
+
     def params(self, d_model: int) -> int:
         D, H, K, d, dv = d_model, self.heads, self.kv_heads, self.head_dim, self.v_head_dim
-        n = D * H * d + D * K * d + D * K * dv + H * dv * D  # Wq, Wk, Wv, Wo
-        if self.output_gate:
-            n += D * H * d  # the gate's half of q_proj
+        n = D * self.qkv_width + H * dv * D  # Wq, Wk, Wv (none when k_eq_v), Wo
         if self.qkv_bias:
-            n += H * d + K * d + K * dv
+            n += self.qkv_width
         if self.out_bias:
             n += D
         if self.qk_norm == "rmsnorm":
@@ -337,6 +345,7 @@ class MoE:
     MLP of ``d_ff``; ``shared_d_ff`` > 0 adds an always-active shared MLP of that width (DeepSeek's
     n_shared_experts x moe_intermediate_size; Llama 4's and Qwen2-MoE's shared expert), with a
     sigmoid gate (D, 1) when ``shared_gate`` (Qwen2-MoE). ``router_bias``: the router's bias (E).
+    ``router_scales``: Gemma 4's router scales its normed input (D) and each expert's weight (E).
     DeepSeek-V3's e_score_correction_bias is a buffer, not a parameter, and is not counted.
     ``latent`` R > 0: the routed experts work at width R, between a down projection (D, R) and an up
     projection (R, D) every token takes (Nemotron-3 Super/Ultra's moe_latent_size; no biases); the
@@ -352,6 +361,7 @@ class MoE:
     router_bias: bool = False
     activation: str = "silu"
     latent: int = 0
+    router_scales: bool = False
 
     def __post_init__(self):
         check_counts("moe", n_experts=self.n_experts, top_k=self.top_k, d_ff=self.d_ff)
@@ -382,7 +392,8 @@ class MoE:
         return MLP(self.shared_d_ff, self.gated, False, self.activation) if self.shared_d_ff else None
 
     def router_params(self, d_model: int) -> int:
-        return d_model * self.n_experts + (self.n_experts if self.router_bias else 0)
+        return (d_model * self.n_experts + (self.n_experts if self.router_bias else 0)
+                + (d_model + self.n_experts if self.router_scales else 0))
 
     def shared_params(self, d_model: int) -> int:
         return (self.shared.params(d_model) if self.shared_d_ff else 0) + (d_model if self.shared_gate else 0)

@@ -120,15 +120,16 @@ def uniform_config(model, what: str = "this") -> TransformerConfig:
     problems = []
     if not isinstance(a, Attention):
         problems.append(f"token mixer {getattr(a, 'kind', 'none')}")
-    elif a.span or a.qk_norm or a.sinks or a.output_gate or a.v_head_dim != a.head_dim:
+    elif a.span or a.qk_norm or a.sinks or a.output_gate or a.v_head_dim != a.head_dim or a.k_eq_v:
         kind = a.kind if "attention" in a.kind else f"attention {a.kind}"
         problems.append(f"{kind}{' with q/k norms' if a.qk_norm else ''}{' with sinks' if a.sinks else ''}"
-                        f"{' with an output gate' if a.output_gate else ''}")
+                        f"{' with an output gate' if a.output_gate else ''}{' with values from the keys' if a.k_eq_v else ''}")
     if ff is None:
         problems.append("no MLP")
-    elif isinstance(ff, MoE) and (ff.shared_gate or ff.router_bias or ff.bias or ff.latent):
+    elif isinstance(ff, MoE) and (ff.shared_gate or ff.router_bias or ff.bias or ff.latent or ff.router_scales):
         what_moe = [w for w, on in (("a shared-expert gate", ff.shared_gate), ("a router bias", ff.router_bias),
-                                    ("expert biases", ff.bias), ("latent projections", ff.latent)) if on]
+                                    ("expert biases", ff.bias), ("latent projections", ff.latent),
+                                    ("router scales", ff.router_scales)) if on]
         problems.append(f"a mixture of experts ({ff.kind}) with {' and '.join(what_moe)}")
     if layer.parallel or m.lm_head_bias or layer.n_norms != 2:
         problems.append("parallel attention + MLP, extra norms or an LM-head bias")

@@ -88,8 +88,7 @@ def _matmul_params_of(layer: Layer, D: int) -> int:
         n += D * mixer.in_proj_width + mixer.value_dim * D
     elif isinstance(mixer, Attention):
         a = mixer
-        n += D * a.heads * a.head_dim + D * a.kv_heads * (a.head_dim + a.v_head_dim) + a.heads * a.v_head_dim * D
-        n += D * a.heads * a.head_dim if a.output_gate else 0  # q_proj's gate half
+        n += D * a.qkv_width + a.heads * a.v_head_dim * D
     elif isinstance(mixer, LatentAttention):
         n += mixer.params(D) - mixer.q_lora_rank - mixer.kv_lora_rank  # less the two norms
     ff = layer.mlp

@@ -6,9 +6,10 @@ default where a key is absent, and says what it did not use:
 - a key the loader does not know is named in ``Model.notes`` ("not understood: ignored"), never
   silently dropped; keys that change no parameter, cache or FLOP count (epsilons, rotary bases,
   token ids, dropouts, initialisers) are listed as cost-neutral and pass without a word;
-- an unknown ``model_type`` is refused with the list of supported ones, never read as a Llama;
-- a nested ``text_config`` (Gemma 3, Llama 4, Qwen3-VL, Qwen3.5) is read, and the vision tower it
-  sits beside is named in ``Model.omitted``;
+- an unknown ``model_type`` is refused with the list of supported ones, never read as a Llama; a
+  family known but not yet modelled has a loader that refuses it saying what it lacks (``not_yet``);
+- a nested ``text_config`` (Gemma 3 and 4, Llama 4, Qwen3-VL, Qwen3.5) is read, and the vision tower
+  it sits beside is named in ``Model.omitted``;
 - ``quantization_config`` sets the stored width of the modules the format quantises
   (WeightStorage); a quantisation method it does not know is refused by name.
 
@@ -18,7 +19,7 @@ modeling_<family>.py; each loader's docstring says which.
     keys.py     _Keys: a config dict that records the keys read and refuses malformed values;
                 COST_NEUTRAL, the keys that change no count
     shared.py   the loader registry (SUPPORTED, @loader) and the pieces every loader builds with
-    llama.py    Llama-like families: Llama, Mistral, Mixtral, Qwen2/3 (and MoE), Gemma 1-3
+    llama.py    Llama-like families: Llama, Mistral, Mixtral, Qwen2/3 (and MoE), Gemma 1-4
     moe.py      Llama 4, DeepSeek V2/V3 (and Kimi K2), gpt-oss
     gpt.py      Phi, Phi-3, GPT-2, GPT-NeoX
     ssm.py      state-space and hybrid: Mamba-2, mamba_ssm, Jamba, Nemotron-H (and Nemotron-3's MoE)

@@ -28,6 +28,7 @@ use_mamba_kernels mamba_chunk_size chunk_size num_logits_to_keep boi_token_index
 mm_tokens_per_image image_token_id boa_token_id audio_token_id video_token_id initializer_cutoff_factor
 initial_context_length swiglu_alpha for_llm_compressor mlp_only_layers_ids original_max_position_embeddings
 vision_start_token_id vision_end_token_id
+boi_token_id eoi_token_id eoa_token_id eoa_token_index vision_soft_tokens_per_image
 """.split())
 
 MAX_DIM = 10**8  # a width, count or vocabulary beyond this is a typo

@@ -171,6 +171,24 @@ def _minimax_m2(c: _Keys) -> Model:
     return model
 
 
+@loader("minimax_m3", "minimax_m3_vl")
+def _minimax_m3(c: _Keys):
+    """MiniMax M3 (minimax_m3; minimax_m3_vl with a vision tower): GQA with per-head q/k norms,
+    dense MLPs on the first layers, then MoE with a shared expert, as this tool costs; but every
+    layer past the first few runs MiniMax Sparse Attention (sparse_attention_config: each query
+    reads the sparse_topk_blocks blocks of sparse_block_size keys that an indexer of
+    sparse_num_index_heads x sparse_index_dim picks, the indexer's keys cached beside K and V), which
+    has no cost model here: refused as not yet supported."""
+    raise RooflineError(f"{c.name}: model_type {c.raw.get('model_type')!r} (MiniMax M3) is not yet supported: no cost "
+                        "model yet for its MiniMax Sparse Attention (sparse_attention_config: each query reads the "
+                        "sparse_topk_blocks blocks of sparse_block_size keys an indexer of sparse_num_index_heads x "
+                        "sparse_index_dim picks, the indexer's keys cached beside K and V); its GQA, dense MLPs and MoE "
+                        "with a shared expert alone would be costed", field="model")
+
+
+_minimax_m3.not_yet = True  # left out of the supported list that an unknown model_type's refusal prints
+
+
 # ---------------------------------------------------------------------------------------------
 # Gemma
 # ---------------------------------------------------------------------------------------------
@@ -234,3 +252,63 @@ def _gemma3_text(c: _Keys) -> Model:
     return _llama_like(c, tie_default=True, n_norms=4, qk_norm="rmsnorm", head_dim_default=256, vocab_default=262208,
                        sliding_default=window, types_default=lambda i: "sliding_attention" if (i + 1) % pattern else "full_attention",
                        act_default=GEMMA_ACT, softcap=True)
+
+
+@loader("gemma4_text")
+def _gemma4_text(c: _Keys) -> Model:
+    """Gemma4TextConfig (transformers' modeling_gemma4): tie True; 4 norms per layer; q_norm and
+    k_norm (head_dim wide), a v_norm without weights; sliding layers: num_key_value_heads x head_dim,
+    window sliding_window (512); full layers: global_head_dim (512) wide heads and, with
+    attention_k_eq_v, num_global_key_value_heads kv heads whose values are the keys' projection (no
+    v_proj). layer_types default: sliding but every 6th, the last layer always full. With
+    enable_moe_block every layer adds to its dense MLP (intermediate_size) num_experts experts of
+    moe_intermediate_size, top top_k_experts, a router (D, E) with its input scale (D) and per-expert
+    scale (E), and 3 more norms. Per-layer input embeddings (hidden_size_per_layer_input, default
+    256), KV-shared layers (num_kv_shared_layers) and use_bidirectional_attention "all" (non-causal)
+    are refused as not yet supported."""
+    c.defaults = {"vocab_size": 262144, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 30,
+                  "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 512,
+                  "global_head_dim": 512, "hidden_size_per_layer_input": 256}
+    D, L, H, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("num_attention_heads"), c.pos("vocab_size")
+    for key in ("hidden_size_per_layer_input", "num_kv_shared_layers"):
+        if c.int(key, 0):
+            raise RooflineError(f"{c.name}: Gemma 4 with {key} {c.raw.get(key, c.defaults.get(key))} (per-layer input "
+                                "embeddings or KV-shared layers, the E2B/E4B models) is not yet supported", field="model")
+    c.get("vocab_size_per_layer_input")  # sizes the per-layer embeddings, refused above
+    c.get("use_double_wide_mlp")  # applies only to KV-shared layers, refused above
+    if c.get("use_bidirectional_attention") == "all":  # "vision": only image tokens see each other, text stays causal
+        raise RooflineError(f"{c.name}: Gemma 4 with use_bidirectional_attention 'all' (non-causal attention) is not yet "
+                            "supported", field="model")
+    K, d, W = c.pos("num_key_value_heads"), c.pos("head_dim"), c.pos("sliding_window")
+    k_eq_v = c.flag("attention_k_eq_v", False)
+    d_full = c.pos("global_head_dim") if c.get("global_head_dim") else d
+    global_kv = c.has("num_global_key_value_heads")  # read either way: it applies only with attention_k_eq_v
+    K_full = c.pos("num_global_key_value_heads") if k_eq_v and global_kv else K
+    bias = c.flag("attention_bias", False)
+    types = _layer_types(c, L, lambda i: "sliding_attention" if (i + 1) % 6 else "full_attention")
+    notes = []
+    if types[-1] != "full_attention":  # Gemma4TextConfig forces it
+        types[-1] = "full_attention"
+        notes.append("layer_types ends with a sliding layer: the last layer is full attention, as transformers makes it")
+    if "chunked_attention" in types:
+        raise RooflineError(f"{c.name}: Gemma 4 layer_types has no chunked_attention", field="model")
+    act = _act(c, GEMMA_ACT)
+    dense = MLP(c.pos("intermediate_size"), True, False, act)
+    ff = dense
+    alias = c.get("expert_intermediate_size")  # an older name; null in published configs
+    if c.flag("enable_moe_block", False):
+        if alias is not None and alias != c.get("moe_intermediate_size"):
+            raise RooflineError(f"{c.name}: expert_intermediate_size {alias!r} and moe_intermediate_size "
+                                f"{c.get('moe_intermediate_size')!r} disagree", field="model")
+        ff = MoE(c.pos("num_experts"), c.pos("top_k_experts"), c.pos("moe_intermediate_size"), shared_d_ff=dense.d_ff,
+                 activation=act, router_scales=True)
+    else:
+        for key in ("num_experts", "top_k_experts", "moe_intermediate_size"):
+            c.get(key)  # sizes of the MoE block, which enable_moe_block false leaves out
+    sliding = Layer(Attention(H, K, d, window=W, qkv_bias=bias, out_bias=bias, qk_norm="rmsnorm"), ff,
+                    n_norms=7 if ff is not dense else 4)
+    full = Layer(Attention(H, K_full, d_full, qkv_bias=bias, out_bias=bias, qk_norm="rmsnorm", k_eq_v=k_eq_v), ff,
+                 n_norms=sliding.n_norms)
+    layers = [sliding if t == "sliding_attention" else full for t in types]
+    notes += list(_softcap_notes(c, d, D))
+    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", True), notes=tuple(notes))

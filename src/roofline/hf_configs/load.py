@@ -23,7 +23,8 @@ FAMILIES = (llama, moe, gpt, ssm, hybrid, mimo, nvidia, step)  # importing them 
 
 NESTED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2",  # Kimi K2.5: K2's text model
           "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text",  # Qwen3-VL: Qwen3 (MoE) language models
-          "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}  # Qwen3.5 / 3.6
+          "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",  # Qwen3.5 / 3.6
+          "gemma4": "gemma4_text"}
 # other model_types a nested text_config may carry for the same language model: NVIDIA's Kimi K2.5 NVFP4 exports name
 # K2's text model deepseek_v3, the architecture K2 is (its loader is DeepSeek-V3's)
 NESTED_ALSO = {"kimi_k25": ("deepseek_v3",)}
@@ -54,6 +55,8 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
         if raw.get("vision_config") is not None:
             omitted.append("vision tower and multimodal projector (vision_config): not counted; costs are the "
                            "language model's")
+        if raw.get("audio_config") is not None:
+            omitted.append("audio tower (audio_config): not counted; costs are the language model's")
         inner = dict(text)
         inner.setdefault("model_type", NESTED[model_type])
         if inner["model_type"] != NESTED[model_type] and inner["model_type"] not in NESTED_ALSO.get(model_type, ()):
@@ -62,7 +65,7 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
         for k in ("tie_word_embeddings", "torch_dtype", "quantization_config"):
             if k in raw and k not in inner:
                 inner[k] = raw[k]
-        known_top = {"text_config", "vision_config", "tie_word_embeddings", "torch_dtype", "quantization_config"}
+        known_top = {"text_config", "vision_config", "audio_config", "tie_word_embeddings", "torch_dtype", "quantization_config"}
         outer_notes = [f"config key {k!r} not understood: ignored" for k in sorted(raw)
                        if k not in known_top and k not in COST_NEUTRAL and not k.startswith("_")]
         raw, model_type = inner, inner["model_type"]

@@ -65,6 +65,39 @@ def _deepseek(c: _Keys) -> Model:
     return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted)
 
 
+@loader("kimi_k3", "kimi_linear")
+def _kimi_k3(c: _Keys):
+    """Kimi K3 (a Kimi Linear language model in text_config): beside K2's MLA (here output-gated) it
+    runs Kimi Delta Attention layers (linear_attn_config kda_layers: a gated delta-rule linear
+    attention with short convolutions and a per-sequence state), a latent MoE (routed experts at
+    routed_expert_hidden_size) and attention residuals (attn_res_block_size). None has a cost model
+    here: refused as not yet supported."""
+    raise RooflineError(f"{c.name}: model_type {c.raw.get('model_type')!r} (Kimi K3 / Kimi Linear) is not yet supported: "
+                        "no cost model yet for its Kimi Delta Attention layers (linear_attn_config kda_layers: a gated "
+                        "delta-rule linear attention with short convolutions), a latent MoE (routed experts at "
+                        "routed_expert_hidden_size), attention residuals (attn_res_block_size) and output-gated MLA",
+                        field="model")
+
+
+@loader("deepseek_v4", "deepseek_ref")
+def _deepseek_v4(c: _Keys):
+    """DeepSeek V4 (deepseek_v4; SGLang's reference configs say deepseek_ref): manifold-constrained
+    hyper-connections (hc_mult residual streams mixed by Sinkhorn), compressed attention
+    (compress_ratios: 4 or 128 keys pooled into one by compressors with their own weights) with a
+    sparse indexer (index_n_heads x index_head_dim, top index_topk) beside a sliding window, a grouped
+    low-rank output projection (o_groups, o_lora_rank), hash-routed MoE layers (num_hash_layers).
+    None has a cost model here: refused as not yet supported."""
+    raise RooflineError(f"{c.name}: model_type {c.raw.get('model_type')!r} (DeepSeek V4) is not yet supported: no cost "
+                        "model yet for its manifold-constrained hyper-connections (hc_mult residual streams mixed by "
+                        "Sinkhorn), compressed attention (compress_ratios: 4 or 128 keys pooled into one by compressors "
+                        "with their own weights) with a sparse indexer (index_n_heads x index_head_dim, top index_topk) "
+                        "beside a sliding window, grouped low-rank output projection (o_groups, o_lora_rank) and "
+                        "hash-routed MoE layers (num_hash_layers)", field="model")
+
+
+_kimi_k3.not_yet = _deepseek_v4.not_yet = True  # left out of the supported list that an unknown model_type's refusal prints
+
+
 @loader("gpt_oss")
 def _gpt_oss(c: _Keys) -> Model:
     """GptOssConfig: attention with biases on q, k, v, o and a learned sink per head; layer_types

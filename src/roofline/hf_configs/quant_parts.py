@@ -76,8 +76,8 @@ def layer_matrices(layer, d: int) -> dict[str, list[tuple[str, int, int, int]] |
     if isinstance(m, Attention):
         H, K, hd, vd = m.heads, m.kv_heads, m.head_dim, m.v_head_dim
         q = H * hd * (2 if m.output_gate else 1)  # a gated attention's q_proj carries the gate too (Qwen3-Next)
-        out["attention"] = [("q_proj", q, d, 1), ("k_proj", K * hd, d, 1), ("v_proj", K * vd, d, 1),
-                            ("o_proj", d, H * vd, 1)]
+        v = [] if m.k_eq_v else [("v_proj", K * vd, d, 1)]  # Gemma 4's full layers take values from the keys
+        out["attention"] = [("q_proj", q, d, 1), ("k_proj", K * hd, d, 1), *v, ("o_proj", d, H * vd, 1)]
     elif isinstance(m, LatentAttention):
         H, r, q = m.heads, m.kv_lora_rank, m.q_lora_rank
         query = ([("q_a_proj", q, d, 1), ("q_b_proj", H * m.qk_head_dim, q, 1)] if q
