@@ -283,7 +283,8 @@ def test_unknown_quantisation_is_refused_by_name():
 
 def test_every_supported_family_has_a_preset_or_a_test():
     presets = {m.model_type for m in __import__("roofline.transformer", fromlist=["list_models"]).list_models()}
-    tested_here = {"gemma", "gemma3", "llama4", "qwen2_moe", "deepseek_v2", "kimi_k2", "mamba2", "minimax_m2"}
+    tested_here = {"gemma", "gemma3", "llama4", "qwen2_moe", "deepseek_v2", "kimi_k2", "mamba2", "minimax_m2",
+                   "deepseek_v32", "glm_moe_dsa"}  # the last two: tests/test_sparse_attention.py
     assert set(SUPPORTED) <= presets | tested_here
 
 

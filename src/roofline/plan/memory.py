@@ -238,6 +238,9 @@ def _cache_notes(cfg, context) -> tuple[str, ...]:
         notes.append("state-space layers keep a constant state per sequence (SSM state + conv window), stored at the KV dtype")
     if any(isinstance(k.mixer, LatentAttention) for k in cfg.kinds):
         notes.append("MLA layers cache the compressed latent (kv_lora_rank + qk_rope_head_dim per token)")
+    if any(isinstance(k.mixer, LatentAttention) and k.mixer.index_heads for k in cfg.kinds):
+        notes.append("DSA layers also cache the indexer's key (index_head_dim per token, at the KV dtype; DeepSeek's "
+                     "kernels store it FP8 with an fp32 scale per 128) and keep every token: only attention reads the top-k")
     return tuple(notes)
 
 
