@@ -18,7 +18,8 @@ from roofline.cli import main
 from roofline.errors import RooflineError
 from roofline.hf_configs import from_hf_config
 from roofline.plan.step import StepCost
-from roofline.transformer import active_params, count_params, kv_cache_bytes_per_token
+from roofline.transformer import (active_params, attention_flops_per_token_forward, count_params, kv_cache_bytes_per_token,
+                                 matmul_params)
 
 DEEPSEEK_V32 = {
     "model_type": "deepseek_v32", "architectures": ["DeepseekV32ForCausalLM"], "attention_bias": False,
@@ -209,3 +210,14 @@ def test_cli_serving_with_measured_kernels_says_the_sparse_attention_is_the_cost
                  "--kernels", "vllm"]) == 0
     out = capsys.readouterr().out
     assert out.count(f"{SPARSE_ATTENTION} (decode): the cost model at the min(S, 2048) latents") == 1
+
+
+def test_training_flops_count_the_indexer_and_k_keys(v32):
+    # matmul weights a token multiplies by: the indexer's, less k_norm's 256 (a norm): 61 x 13,959,168
+    assert matmul_params(v32) - matmul_params("deepseek-v3") == 61 * (V32_INDEXER - 256)
+    # attention at s = 4,096, forward, full count: 61 x (2 x 128 heads x (192 + 128) x 2,048 keys
+    # + the indexer's 2 x 64 x 128 x 4,096) = 61 x (167,772,160 + 67,108,864) = 14,327,742,464
+    assert attention_flops_per_token_forward(v32, 4096) == 61 * (167_772_160 + 67_108_864) == 14_327_742_464
+    # below k it is MLA's own term plus the indexer's
+    dense = attention_flops_per_token_forward("deepseek-v3", 1024)
+    assert attention_flops_per_token_forward(v32, 1024) == dense + 61 * 2 * 64 * 128 * 1024
