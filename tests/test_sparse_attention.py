@@ -221,3 +221,16 @@ def test_training_flops_count_the_indexer_and_k_keys(v32):
     # below k it is MLA's own term plus the indexer's
     dense = attention_flops_per_token_forward("deepseek-v3", 1024)
     assert attention_flops_per_token_forward(v32, 1024) == dense + 61 * 2 * 64 * 128 * 1024
+
+
+def test_a_decode_step_reads_less_of_a_dsa_cache_than_it_keeps(v32):
+    from roofline.plan.memory import kv_bytes_per_sequence, kv_bytes_read_per_sequence, kv_overtakes_weights_context
+
+    # at 100,000 tokens, bf16: kept 61 x 100,000 x 704 x 2 = 8,588,800,000 bytes; read 61 x (100,000 x 128
+    # index keys 12,800,000 + 2,048 x 576 latents 1,179,648) x 2 = 61 x 13,979,648 x 2 = 1,705,517,056
+    assert kv_bytes_per_sequence(v32, 100_000) == 61 * 100_000 * 704 * 2 == 8_588_800_000
+    assert kv_bytes_read_per_sequence(v32, 100_000) == 61 * (100_000 * 128 + 2048 * 576) * 2 == 1_705_517_056
+    assert kv_bytes_read_per_sequence(v32, 1000) == kv_bytes_per_sequence(v32, 1000)  # under k: all of it
+    assert kv_bytes_read_per_sequence("deepseek-v3", 100_000) == kv_bytes_per_sequence("deepseek-v3", 100_000)
+    # the crossover with the weights comes later than the stored cache would say
+    assert kv_overtakes_weights_context(v32) > kv_overtakes_weights_context("deepseek-v3")
