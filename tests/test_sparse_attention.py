@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from roofline.architecture import LatentAttention
@@ -234,3 +235,20 @@ def test_a_decode_step_reads_less_of_a_dsa_cache_than_it_keeps(v32):
     assert kv_bytes_read_per_sequence("deepseek-v3", 100_000) == kv_bytes_per_sequence("deepseek-v3", 100_000)
     # the crossover with the weights comes later than the stored cache would say
     assert kv_overtakes_weights_context(v32) > kv_overtakes_weights_context("deepseek-v3")
+
+
+def test_a_dsa_model_steps_the_same_at_once_and_one_by_one(v32, monkeypatch):
+    """Contexts cross k = 2,048 during the run: the stretch's min(S, k) sums for the sparse attention
+    and the indexer's full sums agree with stepping one at a time."""
+    import roofline.serving.scheduler as serving
+    from roofline.serving import Engine, closed_requests, simulate
+
+    from roofline.plan.precision import Precision
+
+    s = StepCost(v32, "h200", Precision(weights="fp8"), tensor_parallel=8, max_tokens=8192, max_seqs=16)
+    reqs = closed_requests(4, 8, (1500, 2500), (100, 900), seed=2)
+    fast = simulate(s, reqs, Engine(max_seqs=16))
+    monkeypatch.setattr(serving, "STRETCH", 1)
+    slow = simulate(s, reqs, Engine(max_seqs=16))
+    assert fast.steps == slow.steps
+    np.testing.assert_allclose(fast.e2e_s, slow.e2e_s, rtol=1e-9)
