@@ -252,3 +252,22 @@ def test_a_dsa_model_steps_the_same_at_once_and_one_by_one(v32, monkeypatch):
     slow = simulate(s, reqs, Engine(max_seqs=16))
     assert fast.steps == slow.steps
     np.testing.assert_allclose(fast.e2e_s, slow.e2e_s, rtol=1e-9)
+
+
+def test_a_top_k_under_the_fit_contexts_still_reduces(v32):
+    """k = 100 sits inside the decode fit's probe contexts (64 to 224): the sparse attention is fitted
+    under k, the indexer and top-k over all S; 4 sequences at 5,000 read 4 x 100 latents a layer:
+    2 x (4 x 16 x 576 + 4 x 100 x 576 + 4 x 16 x 512) = 2 x 300,032 = 600,064 bytes, x 61 layers."""
+    import dataclasses
+
+    from roofline.plan.precision import Precision
+
+    small = dataclasses.replace(v32, kinds=tuple(dataclasses.replace(k, mixer=dataclasses.replace(k.mixer, index_topk=100))
+                                                 for k in v32.kinds))
+    s = StepCost(small, "h200", Precision(weights="fp8"), tensor_parallel=8, max_tokens=4096, max_seqs=8)
+    ops = [o for o in s.ops([5000] * 4) if o.part == "decode" and SPARSE_ATTENTION in o.name]
+    assert sum(o.bytes for o in ops) == pytest.approx(61 * 600_064, rel=1e-9)
+    tiny = dataclasses.replace(v32, kinds=tuple(dataclasses.replace(k, mixer=dataclasses.replace(k.mixer, index_topk=3))
+                                                for k in v32.kinds))
+    with pytest.raises(RooflineError, match="index_topk 3"):
+        StepCost(tiny, "h200", Precision(weights="fp8"), tensor_parallel=8, max_seqs=8)

@@ -236,9 +236,10 @@ def _indexer_ops(o: _Ops, a: LatentAttention, B, T, S, decode: bool, D) -> list[
 
 def _topk_op(o: _Ops, a: LatentAttention, B, T, S, decode: bool) -> Kernel:
     """Top-k selection over each query's indexer logits: one compare a logit (a radix select reads
-    each once); reads the fp32 logits and writes min(p, k) int32 positions a query."""
+    each once); reads the fp32 logits and writes k int32 positions a query (a buffer k wide, padded
+    where fewer than k keys exist, as vLLM's and DeepSeek's kernels keep it)."""
     pairs = B * attended_pairs(T, S, causal=not decode)
-    chosen = B * attended_pairs(T, S, a.index_topk, causal=not decode)
+    chosen = B * T * a.index_topk
     return Kernel.trusted("top-k select", pairs, INDEX_SCORE_BYTES * pairs + INDEX_BYTES * chosen, "elementwise", o.dtype)
 
 

@@ -157,6 +157,9 @@ class StepCost(StepLayout):
                                     "verify step's window sums are not linear in the contexts)", field="spec_tokens")
             topk = int(getattr(kind.mixer, "index_topk", 0) or 0)
             if topk:  # DSA: the indexer's ops read all S, the attention min(S, k): two groups of one kind
+                if topk < 4:
+                    raise RooflineError(f"{self.model.name}: index_topk {topk}: the serving model fits the sparse attention "
+                                        "at contexts under k and needs k of at least 4", field="model")
                 if self.verify_tokens > 1:
                     raise RooflineError(f"{self.model.name}: speculative decoding over DeepSeek Sparse Attention is not "
                                         "modelled (a verify step's top-k selections are not linear in the contexts)",
