@@ -291,6 +291,7 @@ def test_every_supported_family_has_a_preset_or_a_test():
     tested_here |= {"mimo", "mimo_v2_flash", "nemotron-nas", "step3p7"}  # tests/test_new_families.py
     tested_here |= {"gemma4_text", "kimi_k3", "kimi_linear", "minimax_m3", "minimax_m3_vl", "deepseek_v4",
                     "deepseek_ref"}  # tests/test_new_families_2.py
+    tested_here |= {"deepseek_v32", "glm_moe_dsa", "glm4_moe"}  # tests/test_sparse_attention.py
     assert set(SUPPORTED) <= presets | tested_here
 
 
@@ -486,3 +487,38 @@ def test_kimi_k25_is_kimi_k2s_language_model_in_a_text_config():
              "intermediate_size": 128, "first_k_dense_replace": 1, "n_shared_experts": 1}
     wrapped = from_hf_config({"model_type": "kimi_k25", "text_config": inner, "vision_config": {"hidden_size": 8}})
     assert count_params(wrapped) == count_params(from_hf_config(inner)) and "vision" in wrapped.omitted[0]
+
+
+# GLM-4.5-Air's config.json (zai-org/GLM-4.5-Air on Hugging Face), its architecture keys
+GLM45_AIR = {"model_type": "glm4_moe", "attention_bias": True, "first_k_dense_replace": 1, "head_dim": 128,
+             "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 10944, "max_position_embeddings": 131072,
+             "moe_intermediate_size": 1408, "n_group": 1, "n_routed_experts": 128, "n_shared_experts": 1,
+             "norm_topk_prob": True, "num_attention_heads": 96, "num_experts_per_tok": 8, "num_hidden_layers": 46,
+             "num_key_value_heads": 8, "num_nextn_predict_layers": 1, "partial_rotary_factor": 0.5,
+             "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 1000000, "routed_scaling_factor": 1.0,
+             "tie_word_embeddings": False, "topk_group": 1, "torch_dtype": "bfloat16", "use_qk_norm": False,
+             "vocab_size": 151552}
+
+
+def test_glm45_air_counts_to_its_published_106b():
+    # GLM-4.5 README (github.com/zai-org/GLM-4.5; arXiv:2508.06471): GLM-4.5-Air "106 billion total
+    # parameters and 12 billion active". By hand: attention q 4,096 x 96 x 128 = 50,331,648, k and v
+    # 2 x 4,096 x 8 x 128 = 8,388,608, o 50,331,648, q/k/v biases 12,288 + 2,048: 109,066,240 x 46 =
+    # 5,017,047,040; 1 dense MLP 3 x 4,096 x 10,944 = 134,479,872; 45 MoE layers x ((128 + 1 shared) x
+    # 3 x 4,096 x 1,408 + router 128 x 4,096) = 45 x 2,232,418,304 = 100,458,823,680; norms 2 x 4,096
+    # x 46 + 4,096 = 380,928; embedding and head 2 x 151,552 x 4,096 = 1,241,513,984: 106,852,245,504,
+    # which the README truncates to 106B
+    m = from_hf_config(GLM45_AIR, "GLM-4.5-Air")
+    total = 5_017_047_040 + 134_479_872 + 100_458_823_680 + 380_928 + 1_241_513_984
+    assert count_params(m)["total"] == total == 106_852_245_504
+    assert [layer.is_moe for layer in m.layers[:2]] == [False, True]
+    assert m.layers[1].mlp.shared_d_ff == 1408 and m.layers[0].mixer.qkv_bias and not m.layers[0].mixer.out_bias
+    # active: 8 routed + the shared expert + router a MoE layer, 45 x 156,237,824 = 7,030,702,080; with
+    # attention, the dense layer and the norms 12,182,609,920 without either embedding table (the README's 12B)
+    from roofline.transformer import active_params
+
+    assert active_params(m, embeddings=False) - 151_552 * 4096 == 7_030_702_080 + 5_151_526_912 + 380_928 == 12_182_609_920
+    assert any("multi-token-prediction" in x for x in m.omitted) and not m.notes
+    # GLM-4.5's per-head q/k norm (use_qk_norm): 2 x 128 more a layer
+    normed = from_hf_config(dict(GLM45_AIR, use_qk_norm=True), "x")
+    assert count_params(normed)["total"] - total == 46 * 256

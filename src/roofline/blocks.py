@@ -16,7 +16,11 @@ prefill expanded (the latent of all S positions decompressed by kv_b_proj to per
 values, then attention with d_qk = nope + rope and d_v), decode absorbed (queries multiplied into
 the latent space, one shared latent "head" of kv_lora_rank + rope read from the cache, outputs
 multiplied back by W_UV). Its attention is one fused kernel in both forms, whatever ``attention``
-says.
+says. DeepSeek Sparse Attention (DSA: DeepSeek-V3.2, GLM-5) adds the lightning indexer's ops (its
+projections, a score for every (query, key) pair a query may see, the top-k selection) and
+attends each query to its top k: decode reads min(S, k) latents a sequence; prefill keeps the
+expanded form over all S positions with min(p, k) keys a query (the V3.2 report's masked-MHA
+prefill; an engine that runs prefill absorbed through sparse MQA kernels spends more FLOPs a pair).
 
 State-space layers are costed in their recurrent form: 6 FLOPs per state element per token (7 for
 Gated DeltaNet's delta rule), the state read and written once per decode step (kept on chip through
@@ -180,7 +184,8 @@ def _attention_ops(o: _Ops, a: Attention, B, T, S, decode: bool, attention: str,
 
 
 def _latent_ops(o: _Ops, a: LatentAttention, B, T, S, decode: bool, D) -> list[Kernel]:
-    """MLA: prefill expanded, decode absorbed (module docstring)."""
+    """MLA: prefill expanded, decode absorbed (module docstring); under DSA, the indexer's ops
+    (_indexer_ops) and an attention that reads each query's top-k latents only."""
     H, r, rope, nope, dv = a.heads, a.kv_lora_rank, a.qk_rope_head_dim, a.qk_nope_head_dim, a.v_head_dim
     M = B * T
     w = o.w
@@ -191,14 +196,17 @@ def _latent_ops(o: _Ops, a: LatentAttention, B, T, S, decode: bool, D) -> list[K
     else:
         ops.append(o.mm("q proj", M, H * a.qk_head_dim, D, "attention"))
     ops += [o.mm("kv_a proj", M, r + rope, D, "attention"), o.norm("kv_a norm", M, r)]
-    pairs = attended_pairs(T, S, causal=not decode)
+    if a.index_heads:  # a layer sharing an earlier layer's top-k (GLM-5.2) reads its positions: not an op of its own
+        ops += _indexer_ops(o, a, B, T, S, decode, D)
+    pairs = attended_pairs(T, S, a.index_topk, causal=not decode)  # top-k: min(p, k) keys a query, as a window's count
     n_s = B * H * pairs
     if decode:
-        cache = B * S * (r + rope)
+        cache = B * a.attended(S) * (r + rope)
         flops, nbytes = latent_attention_cost(M, n_s, cache, H, r, rope, w, SOFTMAX)
         one_query = type(T) in (int, float) and T == 1  # the absorbed decode kernel the MLA tables measured
-        core = Kernel.trusted("latent attention", flops, nbytes, "attention", o.dtype, cache_elems=cache,
-                              shape=(FUSED_MLA, B, S, H, r, rope, o.dtype) if one_query else ())
+        core = Kernel.trusted(SPARSE_ATTENTION if a.index_topk else "latent attention", flops, nbytes, "attention", o.dtype,
+                              cache_elems=cache,
+                              shape=(FUSED_MLA, B, S, H, r, rope, o.dtype) if one_query and not a.index_topk else ())
         ops += [Kernel.trusted("q absorb (W_UK)", 2.0 * M * H * nope * r, w * (M * H * nope + H * nope * r + M * H * r), "matmul",
                        o.dtype, weight_elems=H * nope * r, part="attention"),
                 core,
@@ -215,6 +223,38 @@ def _latent_ops(o: _Ops, a: LatentAttention, B, T, S, decode: bool, D) -> list[K
                        o.dtype)]
     ops.append(o.mm("out proj", M, D, H * dv, "attention"))
     return ops
+
+
+SPARSE_ATTENTION = "sparse latent attention"  # DSA's decode attention: reads min(S, k) latents a query
+INDEX_SCORE_BYTES = 4.0  # the indexer's logits are fp32 (DeepGEMM's fp8_mqa_logits, DeepSeek's fp8_index)
+INDEX_BYTES = 4.0  # the top-k positions are int32
+
+
+def _indexer_ops(o: _Ops, a: LatentAttention, B, T, S, decode: bool, D) -> list[Kernel]:
+    """DSA's lightning indexer (DeepSeek-V3.2-Exp report, section 2.1): per token wq_b (q_lora_rank ->
+    H_I d_I), wk (D -> d_I) and its LayerNorm, weights_proj (D -> H_I); then each query scores every
+    key it may see (the causal pairs, all S in decode), sum_h w_h relu(q_h . k): 2 d_I + 3 FLOPs per
+    head and pair, reading the index keys of the S positions (the cached S - T from the cache, d_I
+    each) and writing one fp32 logit a pair; then the top-k selection over those logits."""
+    HI, dI = a.index_heads, a.index_head_dim
+    M = B * T
+    pairs = B * attended_pairs(T, S, causal=not decode)  # scores, summed over heads: one per (query, key)
+    cached = B * (S if decode else _at_least_0(S - T)) * dI
+    score = Kernel.trusted("indexer scores", (2.0 * dI + 3.0) * HI * pairs,
+                           o.w * (M * HI * dI + M * HI + B * S * dI) + INDEX_SCORE_BYTES * pairs, "attention", o.dtype,
+                           cache_elems=cached)
+    return [o.mm("index q proj (wq_b)", M, HI * dI, a.q_lora_rank, "attention"),
+            o.mm("index k proj (wk)", M, dI, D, "attention"), o.norm("index k norm", M, dI, "layernorm"),
+            o.mm("index weights proj", M, HI, D, "attention"), score, _topk_op(o, a, B, T, S, decode)]
+
+
+def _topk_op(o: _Ops, a: LatentAttention, B, T, S, decode: bool) -> Kernel:
+    """Top-k selection over each query's indexer logits: one compare a logit (a radix select reads
+    each once); reads the fp32 logits and writes k int32 positions a query (a buffer k wide, padded
+    where fewer than k keys exist, as vLLM's and DeepSeek's kernels keep it)."""
+    pairs = B * attended_pairs(T, S, causal=not decode)
+    chosen = B * T * a.index_topk
+    return Kernel.trusted("top-k select", pairs, INDEX_SCORE_BYTES * pairs + INDEX_BYTES * chosen, "elementwise", o.dtype)
 
 
 def _ssm_ops(o: _Ops, s, B, T, decode: bool, D) -> list[Kernel]:

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
+import numpy as np
+
 from roofline.errors import RooflineError, check_counts, check_counts_or_zero
 
 # ---------------------------------------------------------------------------------------------
@@ -113,7 +115,15 @@ class LatentAttention:
     """Multi-head latent attention (DeepSeek-V2/V3, arXiv:2405.04434 section 2.1). Queries: a
     low-rank path D -> q_lora_rank -> H (nope + rope) with a norm between (or a plain D -> H
     (nope + rope) projection when q_lora_rank is 0). Keys and values: D -> kv_lora_rank + rope (the
-    latent and a shared rotary key, the cached part), a norm, then kv_lora_rank -> H (nope + v)."""
+    latent and a shared rotary key, the cached part), a norm, then kv_lora_rank -> H (nope + v).
+
+    ``index_topk`` k > 0: DeepSeek Sparse Attention (DSA; DeepSeek-V3.2-Exp report, GLM-5): each
+    query attends to at most k latent tokens, chosen by a lightning indexer of ``index_heads`` heads
+    of ``index_head_dim`` d_I: wq_b (q_lora_rank -> H_I d_I) from the query latent, wk (D -> d_I)
+    with a LayerNorm (weight and bias) on k, weights_proj (D -> H_I). The indexer scores every
+    cached token, so its keys (d_I a token) are cached beside the latent. ``index_heads`` 0 with a
+    k: the layer reuses an earlier layer's top-k (GLM-5.2's "shared" layers), no indexer of its
+    own. The whole cache is kept (``span`` stays 0); only the attention reads k tokens of it."""
 
     heads: int
     kv_lora_rank: int
@@ -121,15 +131,37 @@ class LatentAttention:
     qk_rope_head_dim: int
     v_head_dim: int
     q_lora_rank: int = 0
+    index_topk: int = 0
+    index_heads: int = 0
+    index_head_dim: int = 0
 
     def __post_init__(self):
         check_counts("latent attention", heads=self.heads, kv_lora_rank=self.kv_lora_rank,
                   qk_nope_head_dim=self.qk_nope_head_dim, qk_rope_head_dim=self.qk_rope_head_dim,
                   v_head_dim=self.v_head_dim)
-        check_counts_or_zero("latent attention", q_lora_rank=self.q_lora_rank)
+        check_counts_or_zero("latent attention", q_lora_rank=self.q_lora_rank, index_topk=self.index_topk,
+                             index_heads=self.index_heads, index_head_dim=self.index_head_dim)
+        if (self.index_heads or self.index_head_dim) and not self.index_topk:
+            raise RooflineError("latent attention: an indexer (index_heads, index_head_dim) needs index_topk")
+        if bool(self.index_heads) != bool(self.index_head_dim):
+            raise RooflineError("latent attention: the indexer needs both index_heads and index_head_dim")
+        if self.index_heads and not self.q_lora_rank:
+            raise RooflineError("latent attention: the DSA indexer reads the query latent; q_lora_rank is 0")
 
-    kind = "latent attention (MLA)"
     span = 0
+
+    @property
+    def kind(self) -> str:
+        if not self.index_topk:
+            return "latent attention (MLA)"
+        own = f"indexer {self.index_heads}x{self.index_head_dim}" if self.index_heads else "shared top-k"
+        return f"sparse latent attention (MLA + DSA top-{self.index_topk}, {own})"
+
+    def attended(self, context):
+        """Keys one query's attention reads of ``context`` cached: all of them, or min(S, k) under DSA."""
+        if not self.index_topk:
+            return context
+        return min(context, self.index_topk) if type(context) in (int, float) else np.minimum(context, self.index_topk)
 
     @property
     def qk_head_dim(self) -> int:
@@ -142,11 +174,19 @@ class LatentAttention:
         else:
             q = D * H * self.qk_head_dim
         kv = D * (r + self.qk_rope_head_dim) + r + r * H * (self.qk_nope_head_dim + self.v_head_dim)
-        return q + kv + H * self.v_head_dim * D
+        return q + kv + H * self.v_head_dim * D + self.indexer_params(d_model)
+
+    def indexer_params(self, d_model: int) -> int:
+        """The DSA indexer: wq_b (q_lora_rank, H_I d_I), wk (D, d_I), k_norm's weight and bias (2 d_I),
+        weights_proj (D, H_I); 0 without one."""
+        HI, dI = self.index_heads, self.index_head_dim
+        return self.q_lora_rank * HI * dI + d_model * dI + 2 * dI + d_model * HI
 
     def cache_elems_per_token(self) -> int:
-        """The latent and the shared rotary key: kv_lora_rank + qk_rope_head_dim."""
-        return self.kv_lora_rank + self.qk_rope_head_dim
+        """The latent and the shared rotary key: kv_lora_rank + qk_rope_head_dim; and the indexer's
+        key (index_head_dim) where the layer has one, at the cache's width (DeepSeek's kernels keep
+        it FP8 with an fp32 scale per 128: 132 bytes for 128, which an FP8 cache prices as 128)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim + self.index_head_dim
 
 
 @dataclass(frozen=True)

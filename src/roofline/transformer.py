@@ -90,7 +90,7 @@ def _matmul_params_of(layer: Layer, D: int) -> int:
         a = mixer
         n += D * a.qkv_width + a.heads * a.v_head_dim * D
     elif isinstance(mixer, LatentAttention):
-        n += mixer.params(D) - mixer.q_lora_rank - mixer.kv_lora_rank  # less the two norms
+        n += mixer.params(D) - mixer.q_lora_rank - mixer.kv_lora_rank - 2 * mixer.index_head_dim  # less the norms
     ff = layer.mlp
     if isinstance(ff, MoE):
         n += ff.top_k * 2 * ff.expert_width(D) * ff.d_ff * (1.5 if ff.gated else 1.0) + ff.latent_params(D)
@@ -119,7 +119,9 @@ def attention_flops_per_token_forward(model, seq_len) -> float:
     """Attention's context term per token, forward, full (non-causal) count: per attention layer
     2 H (d_qk + d_v) s_eff, QK^T and PV, with s_eff = min(s, W) for sliding and chunked layers.
     For a plain model (d_qk = d_v = d_head, h = H d_head) that is the 4 L h s of the MFU convention.
-    MLA counts its expanded per-head form (d_qk = nope + rope, d_v), as training runs it."""
+    MLA counts its expanded per-head form (d_qk = nope + rope, d_v), as training runs it; under
+    DeepSeek Sparse Attention over s_eff = min(s, k), plus the indexer's scores over all s
+    (2 H_I d_I s)."""
     check_number("seq_len", seq_len, minimum=0, strictly=False, maximum=MAX_COUNT)
     m = get_model(model)
     total = 0.0
@@ -129,7 +131,8 @@ def attention_flops_per_token_forward(model, seq_len) -> float:
             s = min(seq_len, a.span) if a.span else seq_len
             total += n * 2.0 * a.heads * (a.head_dim + a.v_head_dim) * s
         elif isinstance(a, LatentAttention):
-            total += n * 2.0 * a.heads * (a.qk_head_dim + a.v_head_dim) * seq_len
+            total += n * 2.0 * a.heads * (a.qk_head_dim + a.v_head_dim) * a.attended(seq_len)
+            total += n * 2.0 * a.index_heads * a.index_head_dim * seq_len
     return total
 
 

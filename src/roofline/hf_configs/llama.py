@@ -1,4 +1,4 @@
-"""Loaders of the Llama-like families (Llama, Mistral, Mixtral, Qwen2/3 and their MoE, Gemma 1-3),
+"""Loaders of the Llama-like families (Llama, Mistral, Mixtral, Qwen2/3 and their MoE, GLM-4 MoE, Gemma 1-3),
 all built by _llama_like: grouped-query attention, an optional window per layer, a gated MLP or MoE."""
 
 from __future__ import annotations
@@ -187,6 +187,33 @@ def _minimax_m3(c: _Keys):
 
 
 _minimax_m3.not_yet = True  # left out of the supported list that an unknown model_type's refusal prints
+
+
+@loader("glm4_moe")
+def _glm4_moe(c: _Keys) -> Model:
+    """Glm4MoeConfig (GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7): grouped-query attention of head_dim
+    (128) with biases on q, k, v when attention_bias (o has none), a per-head RMSNorm on q and k when
+    use_qk_norm, partial rotary (partial_rotary_factor: no weights); the first first_k_dense_replace
+    (1) layers dense (intermediate_size), the others MoE: n_routed_experts of moe_intermediate_size,
+    top num_experts_per_tok, n_shared_experts (1) x moe_intermediate_size shared, a router (D, E)
+    with sigmoid scores and e_score_correction_bias (a buffer, not counted, as DeepSeek-V3's); tie
+    False. The multi-token-prediction layers (num_nextn_predict_layers) are left out, said."""
+    L = c.pos("num_hidden_layers")
+    E, k, F = c.pos("n_routed_experts"), c.pos("num_experts_per_tok"), c.pos("moe_intermediate_size")
+    moe = MoE(E, k, F, shared_d_ff=c.int("n_shared_experts", 1) * F)
+    first = c.int("first_k_dense_replace", 1)
+    if c.get("mlp_bias", False):
+        raise RooflineError(f"{c.name}: mlp_bias true is not modelled for GLM-4 MoE", field="model")
+    bias = c.flag("attention_bias", False)
+    mtp = c.int("num_nextn_predict_layers", 0)  # read before the model is assembled
+    model = _llama_like(c, qkv_bias=bias, out_bias=False, qk_norm="rmsnorm" if c.flag("use_qk_norm", False) else "",
+                        windowed=False, head_dim_default=128, moe=lambda i: moe if i >= first else None)
+    if not mtp:
+        return model
+    import dataclasses
+
+    return dataclasses.replace(model, omitted=model.omitted + (
+        f"multi-token-prediction module ({mtp} layer{'s' if mtp != 1 else ''}, num_nextn_predict_layers): not counted",))
 
 
 # ---------------------------------------------------------------------------------------------

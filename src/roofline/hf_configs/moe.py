@@ -1,7 +1,9 @@
-"""Loaders of Llama 4, DeepSeek V2/V3 (and Kimi K2) and gpt-oss: mixture-of-experts models whose
-attention or expert layout is their own."""
+"""Loaders of Llama 4, DeepSeek V2/V3 (and Kimi K2), DeepSeek-V3.2 and GLM-5 (sparse attention) and gpt-oss:
+mixture-of-experts models whose attention or expert layout is their own."""
 
 from __future__ import annotations
+
+import dataclasses
 
 from roofline.architecture import MLP, Attention, LatentAttention, Layer, Model, MoE
 from roofline.errors import RooflineError
@@ -39,25 +41,29 @@ def _llama4_text(c: _Keys) -> Model:
 
 
 @loader("deepseek_v3", "deepseek_v2", "kimi_k2")
-def _deepseek(c: _Keys) -> Model:
+def _deepseek(c: _Keys, indexers: list | None = None, mlp_types: list | None = None) -> Model:
     """DeepseekV3Config (also Kimi K2, which reuses it): multi-head latent attention (q_lora_rank,
     kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim); the first first_k_dense_replace
     layers dense (intermediate_size), then MoE every moe_layer_freq-th: n_routed_experts of
     moe_intermediate_size, top num_experts_per_tok, n_shared_experts x moe_intermediate_size shared,
     a router (D, E) (V3's e_score_correction_bias is a buffer, not counted). tie False. The multi-token-prediction
-    module (num_nextn_predict_layers) is not instantiated by transformers and is left out."""
+    module (num_nextn_predict_layers) is not instantiated by transformers and is left out.
+    ``indexers``: each layer's DSA fields (_dsa_indexers), for DeepSeek-V3.2 and GLM-5; ``mlp_types``:
+    each layer's "dense" or "sparse" (GLM-5's mlp_layer_types) in place of first_k_dense_replace."""
     D, L, H, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("num_attention_heads"), c.pos("vocab_size")
-    mla = LatentAttention(H, c.pos("kv_lora_rank"), c.pos("qk_nope_head_dim"), c.pos("qk_rope_head_dim"),
-                          c.pos("v_head_dim"), c.int("q_lora_rank", 0))
+    mla = dict(heads=H, kv_lora_rank=c.pos("kv_lora_rank"), qk_nope_head_dim=c.pos("qk_nope_head_dim"),
+               qk_rope_head_dim=c.pos("qk_rope_head_dim"), v_head_dim=c.pos("v_head_dim"), q_lora_rank=c.int("q_lora_rank", 0))
     if c.get("attention_bias", False):
         raise RooflineError(f"{c.name}: attention_bias true in an MLA model is not supported", field="model")
     c.get("num_key_value_heads")  # MLA has no kv heads of its own; the key is a leftover
     E, k, F = c.pos("n_routed_experts"), c.pos("num_experts_per_tok"), c.pos("moe_intermediate_size")
     shared = c.int("n_shared_experts", 0) * F
     first_dense, freq = c.int("first_k_dense_replace", 0), c.int("moe_layer_freq", 1)
+    moe_at = mlp_types or ["sparse" if (i >= first_dense and i % freq == 0) else "dense" for i in range(L)]
     dense = MLP(c.pos("intermediate_size"))
-    layers = [Layer(mla, MoE(E, k, F, shared_d_ff=shared)
-                    if (i >= first_dense and i % freq == 0) else dense) for i in range(L)]
+    indexers = indexers or [{}] * L
+    layers = [Layer(LatentAttention(**mla, **indexers[i]), MoE(E, k, F, shared_d_ff=shared) if moe_at[i] == "sparse" else dense)
+              for i in range(L)]
     omitted = ()
     if c.int("num_nextn_predict_layers", 0):
         omitted = (f"multi-token-prediction module ({c.raw['num_nextn_predict_layers']} layer{'s' if c.raw['num_nextn_predict_layers'] != 1 else ''}): not instantiated by "
@@ -96,6 +102,85 @@ def _deepseek_v4(c: _Keys):
 
 
 _kimi_k3.not_yet = _deepseek_v4.not_yet = True  # left out of the supported list that an unknown model_type's refusal prints
+
+
+def _dsa_indexers(c: _Keys, L: int, types: list[str] | None = None) -> list[dict]:
+    """Each layer's DeepSeek Sparse Attention fields: index_topk, and index_n_heads x index_head_dim
+    for a layer that runs its own indexer ("full"); a "shared" layer (GLM-5.2's indexer_types) reuses
+    the previous full layer's top-k and has no indexer weights or index keys of its own."""
+    if not c.get("q_lora_rank"):
+        raise RooflineError(f"{c.name}: the DSA indexer projects the query latent, and q_lora_rank is absent", field="model")
+    own = dict(index_topk=c.pos("index_topk"), index_heads=c.pos("index_n_heads"), index_head_dim=c.pos("index_head_dim"))
+    types = types or ["full"] * L
+    return [own if t == "full" else dict(index_topk=own["index_topk"]) for t in types]
+
+
+@loader("deepseek_v32")
+def _deepseek_v32(c: _Keys) -> Model:
+    """DeepSeek-V3.2 (and V3.2-Exp): DeepSeek-V3 (_deepseek) with DeepSeek Sparse Attention: a
+    lightning indexer in every layer (index_n_heads x index_head_dim, top index_topk keys a query)."""
+    return _deepseek(c, _dsa_indexers(c, c.pos("num_hidden_layers")))
+
+
+def _listed(c: _Keys, key: str, L: int, known: tuple[str, ...]) -> list[str] | None:
+    """A per-layer list of words from ``known``, or None when the config leaves it out."""
+    v = c.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, list) or len(v) != L or not set(v) <= set(known):
+        raise RooflineError(f"{c.name}: {key} must list {L} layers, each one of {', '.join(known)}", field="model")
+    return list(v)
+
+
+@loader("glm_moe_dsa")
+def _glm_moe_dsa(c: _Keys) -> Model:
+    """GlmMoeDsaConfig (GLM-5, 5.1, 5.2, 5.3; transformers modeling_glm_moe_dsa): DeepSeek-V3.2's layer
+    (MLA, DSA indexer, MoE with a shared expert, sigmoid routing) at GLM's sizes. mlp_layer_types
+    ("dense"/"sparse", default first_k_dense_replace dense); indexer_types ("full"/"shared"), else as
+    transformers derives it: from index_topk_pattern ("F"/"S"), else full where
+    max(i - index_skip_topk_offset + 1, 0) % index_topk_freq == 0 (defaults 2, 1: all full).
+    head_dim is set to qk_rope_head_dim by transformers (cost-neutral); qk_head_dim must be
+    nope + rope. The MTP layers are left out, as DeepSeek's."""
+    L = c.pos("num_hidden_layers")
+    if c.get("mlp_bias", False):
+        raise RooflineError(f"{c.name}: mlp_bias true is not modelled for GLM-MoE-DSA", field="model")
+    if c.int("moe_layer_freq", 1) != 1:
+        raise RooflineError(f"{c.name}: moe_layer_freq {c.raw['moe_layer_freq']}: GLM-MoE-DSA places its MoE layers by "
+                            "mlp_layer_types; a frequency other than 1 is not understood", field="model")
+    qk = c.get("qk_head_dim")
+    if qk is not None and qk != c.pos("qk_nope_head_dim") + c.pos("qk_rope_head_dim"):
+        raise RooflineError(f"{c.name}: qk_head_dim {qk} is not qk_nope_head_dim + qk_rope_head_dim", field="model")
+    c.get("head_dim")  # transformers sets it to qk_rope_head_dim: the rotary slice, no weights
+    for key in ("indexer_rope_interleave", "index_share_for_mtp_iteration", "moe_router_dtype"):
+        c.get(key)  # rotary layout, the MTP layer's reuse of top-k (MTP is left out), the router's compute dtype
+    _listed(c, "layer_types", L, ("deepseek_sparse_attention",))  # the only kind transformers builds
+    types = _listed(c, "indexer_types", L, ("full", "shared"))
+    if types is None:
+        pattern = c.get("index_topk_pattern")
+        if pattern is not None:
+            if not isinstance(pattern, str) or len(pattern) != L or not set(pattern) <= {"F", "S"}:
+                raise RooflineError(f"{c.name}: index_topk_pattern must be {L} letters F or S", field="model")
+            types = ["full" if ch == "F" else "shared" for ch in pattern]
+        else:
+            freq, offset = max(c.int("index_topk_freq", 1), 1), c.int("index_skip_topk_offset", 2)
+            types = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(L)]
+    else:  # the schedule the list was written from
+        c.get("index_topk_pattern"), c.get("index_topk_freq"), c.get("index_skip_topk_offset")
+    if types[0] != "full":
+        raise RooflineError(f"{c.name}: layer 0's indexer is 'shared', with no earlier layer to share", field="model")
+    mlp_types = _listed(c, "mlp_layer_types", L, ("dense", "sparse"))
+    if mlp_types is None:
+        n_dense = min(c.int("first_k_dense_replace", 3), L)
+        mlp_types = ["dense"] * n_dense + ["sparse"] * (L - n_dense)
+    else:
+        c.get("first_k_dense_replace")
+    model = _deepseek(c, _dsa_indexers(c, L, types), mlp_types)
+    shared = types.count("shared")
+    if not shared:
+        return model
+    note = (f"{shared} of {L} layers reuse the previous full layer's top-k (indexer_types 'shared'): no indexer "
+            "weights or index keys counted there, as the FP8 checkpoint lists indexer modules on full layers only")
+    return dataclasses.replace(model, notes=model.notes + (note,))
 
 
 @loader("gpt_oss")

@@ -231,8 +231,9 @@ class MeasuredKernels(CostModel):
             except RooflineError as exc:
                 return None, str(exc)
         if kernel.category == "attention":
-            return None, ("unfused attention (QK^T, PV), MLA's prefill and a verify step's latent attention have no "
-                          "measured family here; the tables hold fused attention (--attention flash) and MLA's decode")
+            return None, ("unfused attention (QK^T, PV), MLA's prefill, a verify step's latent attention and DeepSeek "
+                          "Sparse Attention's indexer and top-k attention have no measured family here; the tables hold "
+                          "fused attention (--attention flash) and MLA's dense decode")
         if kernel.category != "matmul":
             return None, f"no measured {kernel.category} family yet"
         dims = matmul_dims(shape)

@@ -13,7 +13,7 @@ from roofline.errors import MAX_COUNT, check_choice, check_number
 from roofline.machines import get_machine
 from roofline.plan.inference import ModelPrediction, decode_step, time_by_limit, time_to_first_token
 from roofline.plan.limits import ENGINE_MEMORY_FRACTION, MAX_CONTEXT, SEARCH_MAX_BATCH
-from roofline.plan.memory import (MemoryPlan, inference_memory, kv_bytes_per_sequence,
+from roofline.plan.memory import (MemoryPlan, inference_memory, kv_bytes_per_sequence, kv_bytes_read_per_sequence,
                                   kv_overtakes_weights_context)
 from roofline.plan.model_ops import default_cost_model
 from roofline.plan.parallel import tp_link
@@ -128,6 +128,7 @@ class DecodePlan(Tabular):
     curve: ModelPrediction | None = None  # for plots: every batch from 1 to the largest asked, or a log grid
     step_limit: str | None = None
     experts: tuple[int, int] | None = None
+    kv_read_per_sequence_bytes: float | None = None  # what a step reads of it, where less (DSA); None: all of it
     link: str | None = None
     @property
     def batches(self):
@@ -180,6 +181,12 @@ class DecodePlan(Tabular):
         return decode_table(self)
 
 
+def _kv_read_if_less(cfg, context, precision, tensor_parallel) -> float | None:
+    """What a decode step reads of one sequence's cache, where less than the whole (DSA); else None."""
+    read = float(kv_bytes_read_per_sequence(cfg, context, precision, tensor_parallel))
+    return read if read < float(kv_bytes_per_sequence(cfg, context, precision, tensor_parallel)) else None
+
+
 def decode_plan(model="llama3-8b", machine="h100-sxm", batches=DEFAULT_BATCHES, context=4096, attention="flash",
                 precision: Precision | None = None, tensor_parallel=1, link=None, cost_model: CostModel | None = None,
                 memory_fraction: float = ENGINE_MEMORY_FRACTION, curve: str = "every", gpus_per_node: int = 8) -> DecodePlan:
@@ -224,6 +231,7 @@ def decode_plan(model="llama3-8b", machine="h100-sxm", batches=DEFAULT_BATCHES, 
         max_batch_in_memory=limits.get("max_batch_at_context"),
         kv_per_sequence_bytes=float(kv_bytes_per_sequence(cfg, context, precision, tensor_parallel)),
         kv_crossover_context=kv_overtakes_weights_context(cfg, 1, precision, tensor_parallel),
+        kv_read_per_sequence_bytes=_kv_read_if_less(cfg, context, precision, tensor_parallel),
         prefill=time_to_first_token(cfg, m, context, 1, **common),
         curve=None if grid is None else decode_step(cfg, m, grid, context, **common),
         step_limit=step_limit,

@@ -21,7 +21,7 @@ from roofline.plan.parallel import shard
 from roofline.plan.precision import Precision
 from roofline.tables import Tabular, dump_json
 from roofline.transformer import cache_bytes_per_sequence, count_params, get_model, kv_cache_bytes_per_token
-from roofline.units import DTYPE_BYTES
+from roofline.units import DTYPE_BYTES, dtype_bytes
 
 
 
@@ -61,6 +61,21 @@ def kv_bytes_per_sequence(model, context, precision: Precision | None = None, te
     return cache_bytes_per_sequence(shard(model, tensor_parallel), context, precision.kv_cache)
 
 
+def kv_bytes_read_per_sequence(model, context, precision: Precision | None = None, tensor_parallel: int = 1):
+    """What a decode step reads of one sequence's cache at ``context`` on one GPU: the whole cache
+    (kv_bytes_per_sequence), less the latents DeepSeek Sparse Attention keeps but does not read
+    (S - min(S, k) a DSA layer; its indexer reads every index key, its attention k latents)."""
+    precision = precision or Precision()
+    whole = kv_bytes_per_sequence(model, context, precision, tensor_parallel)
+    sparse = [(k.mixer, n) for k, n in get_model(model).kind_counts()
+              if isinstance(k.mixer, LatentAttention) and k.mixer.index_topk]
+    if not sparse:
+        return whole
+    S = np.asarray(context, dtype=float)
+    unread = sum(n * (S - a.attended(S)) * (a.kv_lora_rank + a.qk_rope_head_dim) for a, n in sparse)
+    return whole - unread * dtype_bytes(precision.kv_cache)
+
+
 def max_context_within(model, free_bytes: float, batch: int, precision: Precision | None = None,
                        tensor_parallel: int = 1, limit: int = 2**24) -> int:
     """The longest context S (at most ``limit``) whose cache for ``batch`` sequences fits in
@@ -81,9 +96,9 @@ def max_context_within(model, free_bytes: float, batch: int, precision: Precisio
 
 
 def kv_overtakes_weights_context(model, batch=1, precision: Precision | None = None, tensor_parallel: int = 1):
-    """The smallest context S at which a decode step reads at least as much cache (B times the
-    cache of one sequence at S) as weights. Weight bytes read are the matmul weights (the experts a
-    batch of B touches, for MoE), not the embedding table. None when the cache stops growing before
+    """The smallest context S at which a decode step reads at least as much cache (B times what it
+    reads of one sequence's cache at S: kv_bytes_read_per_sequence) as weights. Weight bytes read
+    are the matmul weights (the experts a batch of B touches, for MoE), not the embedding table. None when the cache stops growing before
     it gets there (windowed and state-space layers only), up to 2^24 tokens."""
     precision = precision or Precision()
     step = _model_ops(model, "decode", 1, batch, 1, "flash", precision, tensor_parallel, None)
@@ -93,19 +108,19 @@ def kv_overtakes_weights_context(model, batch=1, precision: Precision | None = N
         per_token = kv_bytes_per_token(model, precision, tensor_parallel)
         if per_token > 0:
             guess = int(np.ceil(read_b / (b * per_token)))
-            if float(b * kv_bytes_per_sequence(model, guess, precision, tensor_parallel)) >= read_b:
+            if float(b * kv_bytes_read_per_sequence(model, guess, precision, tensor_parallel)) >= read_b:
                 lo, hi = 0, guess  # windows only add bytes: the exact S is at or below the full-attention guess
                 while hi - lo > 1:
                     mid = (lo + hi) // 2
-                    lo, hi = (lo, mid) if float(b * kv_bytes_per_sequence(model, mid, precision, tensor_parallel)) >= read_b else (mid, hi)
+                    lo, hi = (lo, mid) if float(b * kv_bytes_read_per_sequence(model, mid, precision, tensor_parallel)) >= read_b else (mid, hi)
                 return hi
         top = 2**24
-        if float(b * kv_bytes_per_sequence(model, top, precision, tensor_parallel)) < read_b:
+        if float(b * kv_bytes_read_per_sequence(model, top, precision, tensor_parallel)) < read_b:
             return None
         lo, hi = 0, top
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if float(b * kv_bytes_per_sequence(model, mid, precision, tensor_parallel)) >= read_b else (mid, hi)
+            lo, hi = (lo, mid) if float(b * kv_bytes_read_per_sequence(model, mid, precision, tensor_parallel)) >= read_b else (mid, hi)
         return hi
 
     if np.ndim(read) == 0 and np.ndim(batch) == 0:
@@ -256,6 +271,9 @@ def _cache_notes(cfg, context) -> tuple[str, ...]:
                         else ""))
     if any(isinstance(k.mixer, LatentAttention) for k in cfg.kinds):
         notes.append("MLA layers cache the compressed latent (kv_lora_rank + qk_rope_head_dim per token)")
+    if any(isinstance(k.mixer, LatentAttention) and k.mixer.index_heads for k in cfg.kinds):
+        notes.append("DSA layers also cache the indexer's key (index_head_dim per token, at the KV dtype; DeepSeek's "
+                     "kernels store it FP8 with an fp32 scale per 128) and keep every token: only attention reads the top-k")
     return tuple(notes)
 
 

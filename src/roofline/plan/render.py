@@ -179,7 +179,8 @@ def _step_limit_text(plan) -> str:
     if limit == "link":
         return (f"the step as a whole never turns compute-bound up to batch {n:,}: its tensor-parallel all-reduces over "
                 f"{plan.link or _tp_link(plan.step)} take longer than its FLOPs (link-bound)")
-    kv = format_si(plan.kv_per_sequence_bytes, "B")
+    read = plan.kv_read_per_sequence_bytes  # DSA reads less than it keeps
+    kv = format_si(plan.kv_per_sequence_bytes if read is None else read, "B")
     why = {"kv_cache": f"each sequence's KV-cache reads ({kv}) take longer than its FLOPs",
            "weights": "its weight reads take longer than its FLOPs",
            "activations": "its activation reads and writes (norms, element-wise ops) take longer than its FLOPs"}

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.blocks import SPARSE_ATTENTION
 from roofline.cost import binds, overlapped_s
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel
@@ -154,7 +155,23 @@ class StepCost(StepLayout):
             if span and self.verify_tokens > 1:
                 raise RooflineError(f"{self.model.name}: speculative decoding over sliding-window layers is not modelled (a "
                                     "verify step's window sums are not linear in the contexts)", field="spec_tokens")
-            self._decode_fits.append((n, span, label, self._decode_fit(kind, token_names, span)))
+            topk = int(getattr(kind.mixer, "index_topk", 0) or 0)
+            if topk:  # DSA: the indexer's ops read all S, the attention min(S, k): two groups of one kind
+                if topk < 4:
+                    raise RooflineError(f"{self.model.name}: index_topk {topk}: the serving model fits the sparse attention "
+                                        "at contexts under k and needs k of at least 4", field="model")
+                if self.verify_tokens > 1:
+                    raise RooflineError(f"{self.model.name}: speculative decoding over DeepSeek Sparse Attention is not "
+                                        "modelled (a verify step's top-k selections are not linear in the contexts)",
+                                        field="spec_tokens")
+                self._decode_fits.append((n, 0, label, self._decode_fit(kind, token_names + [SPARSE_ATTENTION], 0)))
+                self._decode_fits.append((n, topk, label, self._decode_fit(kind, token_names, topk, only=SPARSE_ATTENTION)))
+                note = (f"{SPARSE_ATTENTION} (decode): the cost model at the min(S, {topk}) latents it reads (the "
+                        "measured MLA tables time dense decode attention)")
+                if self.measured and note not in self._seq_notes:
+                    self._seq_notes.append(note)
+            else:
+                self._decode_fits.append((n, span, label, self._decode_fit(kind, token_names, span)))
             self._chunk_names.append([k.name for k in self._kernels(kind, False, 8, 1, 8) if k.name not in token_names])
             self._chunk_fits.append((self._chunk_fit(kind, self._chunk_names[-1], True),
                                      self._chunk_fit(kind, self._chunk_names[-1], False)))
@@ -195,11 +212,14 @@ class StepCost(StepLayout):
         order = [k.name for k in self._kernels(kind, False, 4, 1, 4)]
         return [n for n in order if n in same]
 
-    def _decode_fit(self, kind, token_names, span):
-        """Each decode sequence op of ``kind`` as F, B = c0 + c1 n + c2 sum(S), from exact points,
-        checked at one more; refused by name when it is not linear there."""
-        pts = [(1, _PROBE_S[0]), (2, _PROBE_S[0]), (1, _PROBE_S[1])]
-        check = (3, _PROBE_S[2])
+    def _decode_fit(self, kind, token_names, span, only: str = ""):
+        """Each decode sequence op of ``kind`` (or the one named ``only``) as F, B = c0 + c1 n + c2 sum(S),
+        from exact points, checked at one more; refused by name when it is not linear there."""
+        probe = _PROBE_S
+        if only and span < _PROBE_S[2]:  # a top-k under the probes: contexts inside it (k >= 4)
+            probe = tuple(max(1, span * j // 4) for j in (1, 2, 3, 4))
+        pts = [(1, probe[0]), (2, probe[0]), (1, probe[1])]
+        check = (3, probe[2])
         if span:
             pts = [(b, min(s, span)) for b, s in pts]
             check = (3, min(check[1], span))
@@ -212,6 +232,8 @@ class StepCost(StepLayout):
                      for b, s in pts + [check]]
         out = []
         for name, k0 in evals[0].items():
+            if only and name != only:
+                continue
             Fs = np.array([float(e[name].flops) for e in evals[:3]])
             Bs = np.array([float(e[name].bytes) for e in evals[:3]])
             cf, cb = np.linalg.solve(design, Fs), np.linalg.solve(design, Bs)
