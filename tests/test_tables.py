@@ -88,7 +88,7 @@ def test_every_result_type_has_the_protocol():
 
 @pytest.mark.parametrize("make, rows", [
     (lambda step: decode_plan(batches=(1, 8, 64)), 3),  # one row per batch asked
-    (lambda step: inference_memory(), 2),  # weights, KV cache
+    (lambda step: inference_memory(), 3),  # weights, KV cache, a step's activations
     (lambda step: sweep(over="batch", values=[1, 2, 4, 8]), 4),
     (lambda step: train_plan(), 1),  # no rows: one row of its figures
     (lambda step: diagnose(matmul_kernel(64, 4096, 4096), "h100-sxm", 1e-4), 7),  # seed 000 section 4's symptom table
