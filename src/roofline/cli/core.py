@@ -130,7 +130,7 @@ def cmd_layer(args):
         print(f"{cfg.name}: {what}, {report.phase} {where}, batch {report.batch}, {report.attention} attention, "
               f"{report.dtype}{tp}, on {pred.machine}")
         if getattr(m, "compute_efficiency", None) is not None:
-            measured = m.priced_by()
+            measured = m.priced_by(cfg, report.tensor_parallel) if hasattr(m, "measured_on") else m.priced_by()
             print(f"e_c {m.compute_efficiency:.2f}, e_m {m.memory_efficiency:.2f}, launch {m.launch_overhead_s / US:g} us"
                   f"{' (CUDA graph)' if m.cuda_graph else ''}, overlap {m.overlap:g}" + (f"\n{measured}" if measured else "")
                   + "\n")

@@ -18,6 +18,7 @@ from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, _add_format, _add_model
                                     count_list)
 from roofline.errors import MAX_CONTEXT, MAX_REQUESTS, RooflineError
 from roofline.serving.engine import MAX_STEP_OVERHEAD_S
+from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS
 from roofline.units import MS, US, parse_time_s
 
 
@@ -57,7 +58,9 @@ def _split_arg(text):
 
 
 # the scheduler's settings without --engine (vLLM's older defaults), each a flag that --engine's preset replaces
-PLAIN_ENGINE = {"max_seqs": 256, "max_tokens": 8192, "block_size": 16, "memory_fraction": 0.9, "step_overhead_s": 0.0}
+# serving.Engine's defaults (without --engine): the step budgets and memory share plan.limits declares once
+PLAIN_ENGINE = {"max_seqs": ENGINE_STEP_SEQS, "max_tokens": ENGINE_STEP_TOKENS, "block_size": 16,
+                "memory_fraction": ENGINE_MEMORY_FRACTION, "step_overhead_s": 0.0}
 
 
 def _given(args) -> dict:

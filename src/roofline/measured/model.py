@@ -169,11 +169,25 @@ class MeasuredKernels(CostModel):
             return table
         return dataclasses.replace(table, machine=machine, source=f"{table.source}, transferred to {machine.name}")
 
-    def priced_by(self) -> str:
-        return self._priced_by() + ("; fp8 weights read from the tables' 128-block-scaled rows (--fp8-scaling block)"
-                                    if self.fp8_scaling == "block" else "")
+    def priced_by(self, model=None, tensor_parallel: int = 1) -> str:
+        """Which ops the measured kernels price: every family the tables hold, or those ``model``
+        has (MLA decode, routed experts) and its layout needs (all-reduces past one GPU)."""
+        return self._priced_by(model, tensor_parallel) + (
+            "; fp8 weights read from the tables' 128-block-scaled rows (--fp8-scaling block)"
+            if self.fp8_scaling == "block" else "")
 
-    def _priced_by(self) -> str:
+    @staticmethod
+    def _families(model, tensor_parallel: int) -> str:
+        from roofline.architecture import LatentAttention
+
+        has = (lambda test: True) if model is None else (lambda test: any(test(k) for k in model.kinds))
+        names = ["matmuls", "fused attention"]
+        names += ["MLA decode"] if has(lambda k: isinstance(k.mixer, LatentAttention)) else []
+        names += ["routed experts"] if has(lambda k: k.is_moe) else []
+        names += ["all-reduces"] if model is None or tensor_parallel > 1 else []
+        return ", ".join(names[:-1]) + " and " + names[-1]
+
+    def _priced_by(self, model=None, tensor_parallel: int = 1) -> str:
         if is_profile(self.kernels):
             return (f"matmuls and fused attention from the kernels measured by {self.tables or self.kernels} plus the "
                     "launch; the other ops by the cost model")
@@ -182,12 +196,12 @@ class MeasuredKernels(CostModel):
                     f"{self.tables or self.kernels} (aiconfigurator-core; transferred: each shape's share of its roofline "
                     f"on the {self.measured_on} applied to this machine's, not measured on it) plus the launch; the other "
                     "ops, all-reduces included, by the cost model")
-        return (f"matmuls, fused attention, MLA decode, routed experts and all-reduces from the measured kernels of "
+        return (f"{self._families(model, tensor_parallel)} from the measured kernels of "
                 f"{self.tables or self.kernels} (aiconfigurator-core) plus the launch; the other ops by the cost model")
 
-    def describe(self, graph_steps: str = "") -> str:
-        """The cost model's line, and which ops the measured kernels price."""
-        return super().describe(graph_steps) + "; " + self.priced_by()
+    def describe(self, graph_steps: str = "", model=None, tensor_parallel: int = 1) -> str:
+        """The cost model's line, and which ops the measured kernels price (those ``model`` has)."""
+        return super().describe(graph_steps) + "; " + self.priced_by(model, tensor_parallel)
 
     def predict(self, kernels, machine) -> MeasuredWorkloadPrediction:
         base = super().predict(kernels, machine)

@@ -56,6 +56,35 @@ VALIDATION_NOTE = ("against published engine benchmarks (docs/serving-validation
                    "and its latencies as a lower bound on what an engine delivers")
 
 
+def _kernel_version_words(step, engine) -> str:
+    """Where an engine's defaults (cited for the versions engines.toml names) meet its measured
+    kernels of another version: said, with what is assumed."""
+    tables = getattr(step.cost_model, "tables", "") if step.measured else ""
+    if not tables or not engine.preset or not tables.lower().startswith(engine.preset):
+        return ""
+    return (f"; its kernels are the measured tables of {tables}: where that version is outside those the defaults "
+            "were read for, the defaults are assumed to hold in it")
+
+
+def validation_note(step, engine) -> str:
+    """What the run's figures were validated against: an engine's defaults on its own measured
+    kernels (the measured deployments), measured kernels alone or moved to another GPU (not
+    validated as such: said), or the plate's model (the published benchmarks)."""
+    if not step.measured:
+        return VALIDATION_NOTE
+    moved = getattr(step.cost_model, "measured_on", "")
+    if moved:
+        from roofline.machines import get_machine
+
+        return (f"kernels transferred from the {get_machine(moved).name}: the measured deployments (docs/serving-validation-measured.md) "
+                "ran on the GPUs their tables were measured on, so this GPU's forecast is not validated; read it as an "
+                "estimate of the measured GPU's efficiency on this one's roofline")
+    if not engine.preset:
+        return (MEASURED_VALIDATION_NOTE + "; this run took measured kernels without an engine's defaults (--engine), "
+                "which that validation did not cover")
+    return MEASURED_VALIDATION_NOTE
+
+
 class _StepRecords:
     """Every step's seconds, decodes, prompt tokens, their mean prefix and chunks: single steps kept
     as plain floats until a stretch of decode-only steps (arrays) or the end, so that a step costs
@@ -384,8 +413,9 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
              + (f", the draft's {parts['draft_weights_bytes'] / GIGA:,.1f} GB" if "draft_weights_bytes" in parts else "")
              + f" and a full step's activations {parts['activations_bytes'] / GIGA:,.2f} GB (an estimate: "
              f"{engine.max_tokens:,} rows of the widest op) per GPU; not counted: the CUDA context, NCCL buffers and "
-             "CUDA graph pools (vLLM logs 0.1 GiB of non-torch memory at tensor-parallel 1, up to ~2 GiB at 8)",
-             *((engine.label,) if engine.label else ()),
+             "CUDA graph pools" + (" (vLLM logs 0.1 GiB of non-torch memory at tensor-parallel 1, up to ~2 GiB at 8)"
+                                   if engine.preset in ("", "vllm") else ""),
+             *((engine.label + _kernel_version_words(step, engine),) if engine.label else ()),
              "scheduler: " + scheduler_words(engine) + "; preemption recomputes the newest sequence; "
              + ((f"cache in blocks of {engine.block_size} tokens" if engine.block_size > 1 else "cache a token a slot (no blocks)") if what != "SSM state" else
                 "one state per sequence, its size fixed (no blocks)") + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""),
@@ -398,7 +428,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                   f"leave it room in max_tokens {engine.max_tokens:,}: under load it waits for decodes to end (a "
                   "TensorRT-LLM deployment of such lengths raises max_num_tokens or enables chunked prefill: "
                   "--max-tokens)",)
-    notes += (MEASURED_VALIDATION_NOTE if step.measured else VALIDATION_NOTE,)
+    notes += (validation_note(step, engine),)
     if engine.step_overhead_s:
         notes += (f"each step adds {format_typed_ms(engine.step_overhead_s)} of the engine's own time (scheduling, inputs, "
                   "sampling, detokenising), not overlapped with the GPU's work",)
