@@ -165,11 +165,39 @@ class WeightStorage:
 
 
 @dataclass(frozen=True)
+class MtpModule:
+    """A multi-token-prediction module (DeepSeek-V3, arXiv:2412.19437 section 2.2; the checkpoint's
+    model.layers.61, README_WEIGHTS.md): ``depth`` modules in sequence, each an RMSNorm on the previous
+    depth's hidden state (hnorm) and one on the next token's embedding (enorm), their concatenation
+    projected by M (2D -> D, eh_proj), one transformer block ``layer`` (the main model's layer kind), and
+    the RMSNorm before the output head (shared_head.norm). The embedding and the output head are the
+    main model's, shared: not counted here. ``source``: the config key that set ``depth``."""
+
+    layer: Layer
+    depth: int = 1
+    source: str = "num_nextn_predict_layers"
+
+    def __post_init__(self):
+        check_counts("multi-token-prediction module", depth=self.depth)
+
+    def params_per_depth(self, d_model: int) -> int:
+        """One module's own parameters: the block's + eh_proj 2 D x D + 3 RMSNorms of D (enorm,
+        hnorm, shared_head.norm)."""
+        return sum(self.layer.parts(d_model).values()) + 2 * d_model * d_model + 3 * d_model
+
+    def params(self, d_model: int) -> int:
+        """Every module's own parameters (depth x params_per_depth; the shared embedding and head out)."""
+        return self.depth * self.params_per_depth(d_model)
+
+
+@dataclass(frozen=True)
 class Model:
     """A decoder: embedding (V, D), learned positions (``positions`` x D, 0 for rotary), the
     layers (``kinds[order[i]]`` is layer i), a final norm and an LM head (V, D; tied shares the
     embedding; ``lm_head_bias``). ``omitted`` names what the loader left out of the count (a
-    vision tower, a multi-token-prediction module); ``notes`` what it assumed."""
+    vision tower, a multi-token-prediction module); ``notes`` what it assumed. ``mtp``: the
+    multi-token-prediction module the checkpoint ships beside the model (None: none), counted apart
+    from the model's total (the published totals leave it out: DeepSeek-V3's 671B)."""
 
     name: str
     d_model: int
@@ -186,6 +214,7 @@ class Model:
     key: str = ""
     model_type: str = ""
     max_context: int = 0  # the config's max_position_embeddings (0: not given)
+    mtp: MtpModule | None = None
 
     def __post_init__(self):
         check_counts(self.name, d_model=self.d_model, vocab=self.vocab)
@@ -289,7 +318,7 @@ class Model:
 
 
 __all__ = [
-    "NORMS", "Layer", "WeightStorage", "Model",
+    "NORMS", "Layer", "WeightStorage", "Model", "MtpModule",
     "Attention", "LatentAttention", "Mamba2", "Mamba", "GatedDeltaNet", "Mixer", "SSM_MIXERS", "ATTENTION_MIXERS", "MLP", "MoE", "ChannelMixer",
     "attended_pairs",
 ]
