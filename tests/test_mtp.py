@@ -166,3 +166,19 @@ def test_mtp_draft_refused_without_an_mtp_module(capsys):
         simulate(StepCost(from_hf_config(SMALL, "small"), "h100-sxm", max_seqs=16, verify_tokens=2),
                  closed_requests(1, 1, 64, 8), Engine(max_seqs=16, spec_tokens=1, acceptance=0.8),
                  draft=MtpStepCost(other, "h100-sxm", max_seqs=16))
+
+
+def test_memory_holds_the_mtp_module_when_asked(capsys):
+    """The small model at bf16, one GPU: the module's own 32,112 parameters x 2 B = 64,224 B; the cache
+    per token of its 3 MLA layers, 3 x (16 + 4) x 2 B = 120 B, and with the MTP block's 4 x 20 x 2 = 160 B:
+    a sequence of 1,000 tokens 160,000 B."""
+    from roofline.plan.memory import inference_memory, mtp_weight_bytes
+
+    m = from_hf_config(SMALL, "small")
+    plain = dict((p.name, p.bytes) for p in inference_memory(m, "h100-sxm", 1, 1000).parts)
+    held = dict((p.name, p.bytes) for p in inference_memory(m, "h100-sxm", 1, 1000, mtp=True).parts)
+    assert mtp_weight_bytes(m) == held["mtp_weights"] == 64_224 and "mtp_weights" not in plain
+    assert (plain["kv_cache"], held["kv_cache"]) == (120_000, 160_000)
+    assert plain["weights"] == held["weights"]
+    assert main(["memory", "--model", "llama3-8b", "--mtp"]) == 2
+    assert "no multi-token-prediction module" in capsys.readouterr().err

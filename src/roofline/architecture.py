@@ -29,6 +29,7 @@ N SSM state size, G SSM groups, W window, C chunk.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import Counter
 from dataclasses import dataclass, field
@@ -188,6 +189,21 @@ class MtpModule:
     def params(self, d_model: int) -> int:
         """Every module's own parameters (depth x params_per_depth; the shared embedding and head out)."""
         return self.depth * self.params_per_depth(d_model)
+
+    def as_model(self, main: "Model") -> "Model":
+        """One module as a one-layer model of ``main``'s width and vocabulary: its block, ``main``'s
+        embedding and LM head (the same weights, shared) and its RMSNorm before the head as the final
+        norm (eh_proj, enorm and hnorm are not in it: plan.step_mtp prices them)."""
+        return Model(name=f"{main.name} MTP", d_model=main.d_model, vocab=main.vocab, kinds=(self.layer,), order=(0,),
+                     tied_embeddings=main.tied_embeddings, final_norm="rmsnorm", storage=main.storage,
+                     model_type=main.model_type, max_context=main.max_context)
+
+    def with_model(self, main: "Model") -> "Model":
+        """``main`` with the modules' blocks as layers after its own (what the cache holds when they
+        run: each block caches its context as the main model's layers of its kind do)."""
+        k = len(main.kinds)
+        return dataclasses.replace(main, name=f"{main.name} with MTP", kinds=main.kinds + (self.layer,),
+                                   order=main.order + (k,) * self.depth, mtp=None)
 
 
 @dataclass(frozen=True)

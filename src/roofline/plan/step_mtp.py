@@ -37,9 +37,7 @@ def mtp_model(model) -> Model:
                             "num_nextn_predict_layers, or its loader does not read one yet: DeepSeek-V3/R1, V3.2 and "
                             "GLM-5 do): --draft mtp needs one; give --draft a draft model (a preset or config.json)",
                             field="draft")
-    return Model(name=f"{m.name} MTP", d_model=m.d_model, vocab=m.vocab, kinds=(m.mtp.layer,), order=(0,),
-                 tied_embeddings=m.tied_embeddings, final_norm="rmsnorm", storage=m.storage, model_type=m.model_type,
-                 max_context=m.max_context)
+    return m.mtp.as_model(m)
 
 
 class MtpStepCost(StepCost):
@@ -65,19 +63,15 @@ class MtpStepCost(StepCost):
         return [norms, _requantised(proj, self.precision)[0]]
 
     def held_weight_bytes(self) -> float:
-        """The module's own weights one GPU holds (every depth's): the block's tensor-parallel slice
-        (with expert parallelism whole but 1/g of the routed experts), its three RMSNorms and M whole,
-        each part at its width; the embedding and LM head are the main model's, not counted again."""
-        from roofline.plan.parallel import shard
+        """The module's own weights one GPU holds (plan.memory.mtp_weight_bytes); with expert
+        parallelism the whole block but 1/g of its routed experts."""
+        from roofline.plan.memory import mtp_weight_bytes
 
-        p = self.precision
-        D = self.model.d_model
-        sliced = count_params(self.model if self.expert_parallel else shard(self.model, self.tensor_parallel))
-        own = sum(v * p.weight_width(k) for k, v in sliced.items() if k not in ("total", "embedding", "lm_head"))
-        if self.expert_parallel:
-            own -= sliced["experts"] * p.weight_width("experts") * (1.0 - 1.0 / self.tensor_parallel)
-        own += 2 * D * D * p.weight_width("mtp") + 2 * D * p.weight_width("norms")
-        return float(self.target.mtp.depth * own)
+        if not self.expert_parallel:
+            return mtp_weight_bytes(self.target, self.precision, self.tensor_parallel)
+        experts = count_params(self.model)["experts"] * self.precision.weight_width("experts")
+        g = self.tensor_parallel
+        return mtp_weight_bytes(self.target, self.precision, 1) - self.target.mtp.depth * experts * (1.0 - 1.0 / g)
 
 
 __all__ = ["MTP_DRAFT", "MtpStepCost", "mtp_model"]
