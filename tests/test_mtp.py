@@ -180,5 +180,24 @@ def test_memory_holds_the_mtp_module_when_asked(capsys):
     assert mtp_weight_bytes(m) == held["mtp_weights"] == 64_224 and "mtp_weights" not in plain
     assert (plain["kv_cache"], held["kv_cache"]) == (120_000, 160_000)
     assert plain["weights"] == held["weights"]
+    # two modules: twice the weights, and two blocks caching 20 x 2 B a token each: 120 + 80 = 200 B
+    two = dict((p.name, p.bytes) for p in inference_memory(from_hf_config({**SMALL, "num_nextn_predict_layers": 2}),
+                                                             "h100-sxm", 1, 1000, mtp=True).parts)
+    assert (two["mtp_weights"], two["kv_cache"]) == (2 * 64_224, 200_000)
     assert main(["memory", "--model", "llama3-8b", "--mtp"]) == 2
     assert "no multi-token-prediction module" in capsys.readouterr().err
+
+
+def test_serving_replica_holds_the_mtp_weights_and_cache():
+    """The small model, bf16, blocks of 16: a block of the model's cache is 16 x 120 B = 1,920 B, with
+    the MTP block's 16 x 40 B = 2,560 B; the draft's weights the module's own 64,224 B."""
+    from roofline.serving.cache import replica_cache
+
+    m = from_hf_config(SMALL, "small")
+    engine = Engine(max_seqs=16, spec_tokens=2, acceptance=0.8)
+    target = StepCost(m, "h100-sxm", max_seqs=16, verify_tokens=3)
+    lens = np.array([64]), np.array([32])
+    _, parts, table, _ = replica_cache(target, engine, *lens, draft=MtpStepCost(m, "h100-sxm", max_seqs=16))
+    _, alone, plain, _ = replica_cache(target, engine, *lens)
+    assert parts["draft_weights_bytes"] == 64_224 and "draft_weights_bytes" not in alone
+    assert (plain[1], table[1]) == (1_920, 2_560)

@@ -64,7 +64,8 @@ def replica_cache(step: StepCost, engine: Engine, inp: np.ndarray, out: np.ndarr
         parts["draft_weights_bytes"] = (draft.held_weight_bytes() if mtp else
                                         inference_weight_bytes(draft.model, draft.precision, draft.tensor_parallel))
         cap = max(cap - parts["draft_weights_bytes"] * step._dp, 0.0)  # each GPU holds the draft (a data-parallel group's cache: dp GPUs)
-        table = table + sequence_cache_bytes(draft, bs, max_blocks)
+        # an MTP draft: each of the depth modules' blocks caches the context (engines allocate every module's)
+        table = table + sequence_cache_bytes(draft, bs, max_blocks) * (draft.target.mtp.depth if mtp else 1)
     linear_table = bool(np.allclose(table, np.arange(len(table)) * table[1], rtol=1e-12, atol=0.0))
     if cap <= 0:
         gpus = step.tensor_parallel * step.pipeline_stages
