@@ -564,7 +564,7 @@ def _breakdown_table(b: dict) -> str:
 def _acceptance_arg(text):
     """--acceptance: one rate (a float) or a comma-separated rate per draft position (a tuple)."""
     one = number_arg("--acceptance", maximum=0.999)
-    parts = [x for x in text.split(",")]
+    parts = text.split(",")
     return one(text) if len(parts) == 1 else tuple(one(x.strip()) for x in parts)
 
 

@@ -57,7 +57,7 @@ class Engine:
         """Expected tokens a sequence emits per step: 1 + sum_{i=1..k} prod_{j<=i} a_j, the one corrected
         or bonus token and draft i accepted only when drafts 1..i are (position-wise rates, as vLLM
         reports them per position); one rate a for every position gives sum_{i=0..k} a^i =
-        (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023, arXiv:2211.17192, equation 1). 1 without
+        (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023, arXiv:2211.17192, section 3). 1 without
         speculation."""
         total, run = 1.0, 1.0
         for a in self.acceptance_rates:
@@ -87,6 +87,8 @@ class Engine:
         check_number("prefix_hit", self.prefix_hit, strictly=False, maximum=1.0)
         check_number("spec_tokens", self.spec_tokens, strictly=False, maximum=16, integer=True)
         check_number("step_overhead_s", self.step_overhead_s, strictly=False, maximum=MAX_STEP_OVERHEAD_S)
+        if isinstance(self.acceptance, list):  # a rate per position, as a library caller may give them
+            object.__setattr__(self, "acceptance", tuple(self.acceptance))
         if self.spec_tokens:
             if isinstance(self.acceptance, tuple) and len(self.acceptance) != self.spec_tokens:
                 raise RooflineError(f"acceptance lists {len(self.acceptance)} rates for {self.spec_tokens} draft "
