@@ -29,6 +29,7 @@ N SSM state size, G SSM groups, W window, C chunk.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections import Counter
 from dataclasses import dataclass, field
@@ -165,11 +166,54 @@ class WeightStorage:
 
 
 @dataclass(frozen=True)
+class MtpModule:
+    """A multi-token-prediction module (DeepSeek-V3, arXiv:2412.19437 section 2.2; the checkpoint's
+    model.layers.61, README_WEIGHTS.md): ``depth`` modules in sequence, each an RMSNorm on the previous
+    depth's hidden state (hnorm) and one on the next token's embedding (enorm), their concatenation
+    projected by M (2D -> D, eh_proj), one transformer block ``layer`` (the main model's layer kind), and
+    the RMSNorm before the output head (shared_head.norm). The embedding and the output head are the
+    main model's, shared: not counted here. ``source``: the config key that set ``depth``."""
+
+    layer: Layer
+    depth: int = 1
+    source: str = "num_nextn_predict_layers"
+
+    def __post_init__(self):
+        check_counts("multi-token-prediction module", depth=self.depth)
+
+    def params_per_depth(self, d_model: int) -> int:
+        """One module's own parameters: the block's + eh_proj 2 D x D + 3 RMSNorms of D (enorm,
+        hnorm, shared_head.norm)."""
+        return sum(self.layer.parts(d_model).values()) + 2 * d_model * d_model + 3 * d_model
+
+    def params(self, d_model: int) -> int:
+        """Every module's own parameters (depth x params_per_depth; the shared embedding and head out)."""
+        return self.depth * self.params_per_depth(d_model)
+
+    def as_model(self, main: "Model") -> "Model":
+        """One module as a one-layer model of ``main``'s width and vocabulary: its block, ``main``'s
+        embedding and LM head (the same weights, shared) and its RMSNorm before the head as the final
+        norm (eh_proj, enorm and hnorm are not in it: plan.step_mtp prices them)."""
+        return Model(name=f"{main.name} MTP", d_model=main.d_model, vocab=main.vocab, kinds=(self.layer,), order=(0,),
+                     tied_embeddings=main.tied_embeddings, final_norm="rmsnorm", storage=main.storage,
+                     model_type=main.model_type, max_context=main.max_context)
+
+    def with_model(self, main: "Model") -> "Model":
+        """``main`` with the modules' blocks as layers after its own (what the cache holds when they
+        run: each block caches its context as the main model's layers of its kind do)."""
+        k = len(main.kinds)
+        return dataclasses.replace(main, name=f"{main.name} with MTP", kinds=main.kinds + (self.layer,),
+                                   order=main.order + (k,) * self.depth, mtp=None)
+
+
+@dataclass(frozen=True)
 class Model:
     """A decoder: embedding (V, D), learned positions (``positions`` x D, 0 for rotary), the
     layers (``kinds[order[i]]`` is layer i), a final norm and an LM head (V, D; tied shares the
     embedding; ``lm_head_bias``). ``omitted`` names what the loader left out of the count (a
-    vision tower, a multi-token-prediction module); ``notes`` what it assumed."""
+    vision tower, a multi-token-prediction module); ``notes`` what it assumed. ``mtp``: the
+    multi-token-prediction module the checkpoint ships beside the model (None: none), counted apart
+    from the model's total (the published totals leave it out: DeepSeek-V3's 671B)."""
 
     name: str
     d_model: int
@@ -186,6 +230,7 @@ class Model:
     key: str = ""
     model_type: str = ""
     max_context: int = 0  # the config's max_position_embeddings (0: not given)
+    mtp: MtpModule | None = None
 
     def __post_init__(self):
         check_counts(self.name, d_model=self.d_model, vocab=self.vocab)
@@ -289,7 +334,7 @@ class Model:
 
 
 __all__ = [
-    "NORMS", "Layer", "WeightStorage", "Model",
+    "NORMS", "Layer", "WeightStorage", "Model", "MtpModule",
     "Attention", "LatentAttention", "Mamba2", "Mamba", "GatedDeltaNet", "Mixer", "SSM_MIXERS", "ATTENTION_MIXERS", "MLP", "MoE", "ChannelMixer",
     "attended_pairs",
 ]

@@ -268,6 +268,9 @@ def model_summary(model) -> dict:
         "kv_bytes_per_token_past_windows_bf16": kv_cache_bytes_per_token(m),
         "cache_bytes_per_sequence_bf16": {str(S): float(cache_bytes_per_sequence(m, S)) for S in (4096, 32768, 131072)},
         "max_context": m.max_context or None,
+        # the multi-token-prediction module, counted apart from "params" (its own weights; the embedding and head shared)
+        "mtp": None if m.mtp is None else {"depth": m.mtp.depth, "layer_kind": m.mtp.layer.label,
+                                           "params": m.mtp.params(m.d_model), "source": m.mtp.source},
     }
 
 

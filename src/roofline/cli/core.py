@@ -236,6 +236,11 @@ def cmd_models(args):
         print(f"{m.name} ({m.model_type}): {d['params']:,} parameters"
               + (f", {d['active_params']:,} active per token (embedding and LM head in)" if m.is_moe else ""))
         print(f"layers: {m.pattern()}")
+        if d["mtp"]:
+            t = d["mtp"]
+            print(f"multi-token prediction: {t['depth']} x ({t['layer_kind']} + eh_proj 2D -> D + 3 RMSNorms), "
+                  f"{t['params']:,} parameters of its own, not in the total above (the embedding and LM head shared "
+                  f"with the model; {t['source']}); `roofline serving --draft mtp` drafts with it")
         print(f"weights as stored: {d['weights_stored']}")
         for line in m.header_lines():
             print(line)

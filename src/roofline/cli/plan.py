@@ -131,7 +131,7 @@ def _zero_options(args, m):
 MEMORY_TRAIN_ONLY = {"gpus": None, "pp": 1, "zero": 0, "micro_batch": 1, "global_batch": None, "seq_len": 8192,
                      "recompute": "none", "attention": "flash"}
 MEMORY_INFERENCE_ONLY = {"batch": 1, "context": 8192, "memory_fraction": ENGINE_MEMORY_FRACTION, "dtype": None, "weights": None,
-                         "activations": None, "kv_cache": None}
+                         "activations": None, "kv_cache": None, "mtp": False}
 
 
 def cmd_memory(args):
@@ -146,7 +146,8 @@ def cmd_memory(args):
     else:
         from roofline.plan.memory import inference_memory
 
-        plan = inference_memory(args.model, m, args.batch, args.context, _precision(args, m), args.tp, args.memory_fraction)
+        plan = inference_memory(args.model, m, args.batch, args.context, _precision(args, m), args.tp, args.memory_fraction,
+                                args.mtp)
         options = lambda: _batch_options(args, m, plan)  # noqa: E731
 
     def draw(path):
@@ -278,6 +279,9 @@ def register(sub):
     p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1, help="tensor parallel")
     p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=ENGINE_MEMORY_FRACTION,
                    help="inference: the share of the memory an engine uses (default: vLLM's 0.9, as `serving`)")
+    p.add_argument("--mtp", action="store_true",
+                   help="inference: hold the model's multi-token-prediction module too (its weights and cache), as "
+                        "`serving --draft mtp` does")
     p.add_argument("--gpus", type=number_arg("--gpus", integer=True, maximum=1e7), default=None, help="train: GPUs (default tp x pp)")
     p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=4096), default=1, help="train: pipeline parallel")
     p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="train: ZeRO stage")

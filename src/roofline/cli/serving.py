@@ -175,8 +175,9 @@ def _cmd_serving(args):
                             "(the tables print p50, p90 and p99)", field="percentile")
     cm = dataclasses.replace(cm, cuda_graph=not args.eager)
     if (args.spec_tokens > 0) != (args.draft is not None) or (args.spec_tokens > 0) != (args.acceptance is not None):
-        raise RooflineError("speculative decoding takes --spec-tokens K, --acceptance A and --draft MODEL together "
-                            "(multi-token-prediction heads are not modelled)", field="spec_tokens")
+        raise RooflineError("speculative decoding takes --spec-tokens K, --acceptance A (or A1,...,AK by position) and "
+                            "--draft MODEL (or --draft mtp, the model's own multi-token-prediction module) together",
+                            field="spec_tokens")
     engine = _engine(args, m)
     precision = _precision(args, m)
     if args.tp_search is not None:
@@ -198,9 +199,13 @@ def _cmd_serving(args):
                     engine.max_seqs, args.gpus_per_node, engine.spec_tokens + 1, args.ep, args.pp)
     draft = None
     if args.draft is not None:
-        try:
-            draft = StepCost(args.draft, m, precision, args.tp, args.tp_link, cm, args.attention, engine.step_tokens,
-                             engine.max_seqs, args.gpus_per_node)
+        from roofline.plan.step_mtp import MTP_DRAFT, MtpStepCost
+
+        try:  # the target's own MTP module runs with the target's expert parallelism; a draft model tensor-parallel
+            draft = (MtpStepCost(args.model, m, precision, args.tp, args.tp_link, cm, args.attention, engine.step_tokens,
+                                 engine.max_seqs, args.gpus_per_node, 1, args.ep) if args.draft == MTP_DRAFT else
+                     StepCost(args.draft, m, precision, args.tp, args.tp_link, cm, args.attention, engine.step_tokens,
+                              engine.max_seqs, args.gpus_per_node))
         except RooflineError as exc:  # the draft's model is --draft's, not --model's
             raise RooflineError(str(exc), field="draft" if exc.field == "model" else exc.field) from None
     if (args.disagg is not None or args.disagg_search is not None) and args.pp != 1:
@@ -468,6 +473,7 @@ def _breakdown(step, result, engine, args, draft=None) -> dict:
         d = float(draft.decode_steps_seconds(np.full(batch, context - 1), T - 1).sum())
         out["decode_step"]["draft_s"] = d
         out["decode_step"]["time_s"] += d
+        out["decode_step"]["ops"] += _draft_ops(draft, batch, context, T - 1)
     if args.disagg is not None and chunk > 0:  # the pools run apart: the prefill pool's step is a chunk alone
         chunk = int(min(mean_in, engine.max_tokens))
         out["prefill_step"] = {"decode_batch": 0, "context": 0, "chunk": chunk, "prefix": 0,
@@ -498,16 +504,34 @@ def _breakdown(step, result, engine, args, draft=None) -> dict:
         if draft is not None:
             import numpy as np
 
-            d = float(draft.decode_steps_seconds(np.full(batch_c, context - 1), T - 1).sum()) + \
-                draft.seconds([], fed, sampled=0)
+            d = (float(draft.decode_steps_seconds(np.full(batch_c, context - 1), T - 1).sum()) if batch_c else 0.0) + \
+                draft.seconds([], fed, sampled=0)  # a step of chunks alone runs no draft decodes
             out["mixed_step"]["draft_s"] = d
             out["mixed_step"]["time_s"] += d
+            out["mixed_step"]["ops"] += _draft_ops(draft, batch_c, context, T - 1, fed)
     row = engine.overhead_op()
     if row is not None:  # the engine's own time, a row of each step as the simulator adds it
         for s in out.values():
             s["ops"].append(row.to_dict())
             s["time_s"] += row.time_s
     return out
+
+
+def _draft_ops(draft, batch: int, context: int, k: int, chunks=()) -> list[dict]:
+    """The draft's work in a step op by op, each op summed over its k runs (run i feeds each of the
+    ``batch`` sequences one token against context + i, as the simulator's draft steps) and, with
+    ``chunks``, its own prefill of the step's prompt chunks; each op named "draft: ...", part "draft"."""
+    runs = [draft.ops([context + i] * batch) for i in range(k) if batch] + ([draft.ops([], chunks, 0)] if chunks else [])
+    merged: dict = {}
+    for ops in runs:
+        for o in ops:
+            row = merged.setdefault(o.name, {"name": f"draft: {o.name}", "part": "draft", "count": 0, "flops": 0.0,
+                                             "bytes": 0.0, "time_s": 0.0, "bound": o.bound})
+            row["count"] += o.count
+            row["flops"] += o.flops
+            row["bytes"] += o.bytes
+            row["time_s"] += o.time_s
+    return list(merged.values())
 
 
 def _breakdown_table(b: dict) -> str:
@@ -531,13 +555,20 @@ def _breakdown_table(b: dict) -> str:
             if s.get("mean_of_steps"):
                 what += f"; the mean of the run's {s['mean_of_steps']:,} steps that fed a prompt"
         if "draft_s" in s:
-            what += f"; the draft's work adds {s['draft_s'] / MS:,.3f} ms, not listed op by op"
+            what += f"; the draft's work adds {s['draft_s'] / MS:,.3f} ms (its ops: part draft, summed over its runs)"
         rows = [[o["name"], o["part"], f"{o['count']:,}", format_si(o["flops"], "FLOP"), format_si(o["bytes"], "B"),
                  o["bound"], f"{o['time_s'] / US:,.1f}"] for o in s["ops"]]
         parts.append(f"{title} ({what}): {s['time_s'] / MS:,.3f} ms, op by op (each op summed over its layers)\n"
                      + grid(["op", "part", "runs", "FLOPs", "bytes", "bound", "us"], rows,
                             [False, False, True, True, True, False, True]))
     return "\n\n".join(parts)
+
+
+def _acceptance_arg(text):
+    """--acceptance: one rate (a float) or a comma-separated rate per draft position (a tuple)."""
+    one = number_arg("--acceptance", maximum=0.999)
+    parts = text.split(",")
+    return one(text) if len(parts) == 1 else tuple(one(x.strip()) for x in parts)
 
 
 def register(sub):
@@ -590,9 +621,11 @@ def register(sub):
                    help="share of each prompt found in the prefix cache (default 0)")
     p.add_argument("--spec-tokens", type=number_arg("--spec-tokens", strictly=False, integer=True, maximum=16), default=0,
                    help="speculative decoding: draft tokens per sequence and step (with --draft and --acceptance)")
-    p.add_argument("--acceptance", type=number_arg("--acceptance", maximum=0.999), default=None,
-                   help="the chance each draft token is accepted, e.g. 0.7")
-    p.add_argument("--draft", default=None, help="the draft model (a preset or config.json), on the same GPUs")
+    p.add_argument("--acceptance", type=_acceptance_arg, default=None, metavar="A or A1,...,AK",
+                   help="the chance each draft token is accepted, e.g. 0.7; or one rate per draft position, each given "
+                        "the earlier ones were accepted, e.g. 0.85,0.7,0.6 (no default: measure it for your data)")
+    p.add_argument("--draft", default=None, help="the draft model (a preset or config.json), on the same GPUs; or "
+                                                 "'mtp': the model's own multi-token-prediction module (DeepSeek-V3)")
     p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=1024), default=1,
                    help="pipeline stages of --tp GPUs each, a micro-batch per stage in flight (default 1)")
     p.add_argument("--ep", action="store_true",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from roofline.architecture import MLP, Attention, LatentAttention, Layer, Model, MoE
+from roofline.architecture import MLP, Attention, LatentAttention, Layer, Model, MoE, MtpModule
 from roofline.errors import RooflineError
 from roofline.hf_configs.keys import _Keys
 from roofline.hf_configs.shared import _assemble, _gqa, _layer_types, _windowed, loader
@@ -47,7 +47,8 @@ def _deepseek(c: _Keys, indexers: list | None = None, mlp_types: list | None = N
     layers dense (intermediate_size), then MoE every moe_layer_freq-th: n_routed_experts of
     moe_intermediate_size, top num_experts_per_tok, n_shared_experts x moe_intermediate_size shared,
     a router (D, E) (V3's e_score_correction_bias is a buffer, not counted). tie False. The multi-token-prediction
-    module (num_nextn_predict_layers) is not instantiated by transformers and is left out.
+    module (num_nextn_predict_layers) is not instantiated by transformers: it is left out of the total and
+    recorded apart as Model.mtp (an MoE layer of the model's, with eh_proj and three RMSNorms).
     ``indexers``: each layer's DSA fields (_dsa_indexers), for DeepSeek-V3.2 and GLM-5; ``mlp_types``:
     each layer's "dense" or "sparse" (GLM-5's mlp_layer_types) in place of first_k_dense_replace."""
     D, L, H, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("num_attention_heads"), c.pos("vocab_size")
@@ -64,11 +65,14 @@ def _deepseek(c: _Keys, indexers: list | None = None, mlp_types: list | None = N
     indexers = indexers or [{}] * L
     layers = [Layer(LatentAttention(**mla, **indexers[i]), MoE(E, k, F, shared_d_ff=shared) if moe_at[i] == "sparse" else dense)
               for i in range(L)]
-    omitted = ()
-    if c.int("num_nextn_predict_layers", 0):
-        omitted = (f"multi-token-prediction module ({c.raw['num_nextn_predict_layers']} layer{'s' if c.raw['num_nextn_predict_layers'] != 1 else ''}): not instantiated by "
-                   "transformers, not counted",)
-    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted)
+    omitted, mtp = (), None
+    depth = c.int("num_nextn_predict_layers", 0)
+    if depth:  # DeepSeek's MTP block is an MoE layer (model.layers.61 of V3: README_WEIGHTS.md), with the indexer where the model has one
+        mtp = MtpModule(Layer(LatentAttention(**mla, **indexers[0]), MoE(E, k, F, shared_d_ff=shared)), depth)
+        omitted = (f"multi-token-prediction module ({depth} layer{'s' if depth != 1 else ''}): not instantiated by "
+                   "transformers and not in the total (the published count's convention); counted apart (`roofline "
+                   "models` shows it; `roofline serving --draft mtp` runs it)",)
+    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted, mtp=mtp)
 
 
 @loader("kimi_k3", "kimi_linear")

@@ -46,6 +46,22 @@ def inference_weight_bytes(model, precision: Precision | None = None, tensor_par
     return float(sum(v * precision.weight_width(k) for k, v in p.items() if k != "total"))
 
 
+def mtp_weight_bytes(model, precision: Precision | None = None, tensor_parallel: int = 1) -> float:
+    """The multi-token-prediction module's own weights one GPU holds (Model.mtp, every depth; 0 without
+    one): its block's tensor-parallel slice, and eh_proj (2D x D) and its RMSNorms whole (replicated, as
+    vLLM's deepseek_mtp runs them), each part at its width (eh_proj as part "mtp": the checkpoint's
+    dtype, DeepSeek-V3's bf16). The embedding and LM head are the model's, in inference_weight_bytes."""
+    cfg = get_model(model)
+    if cfg.mtp is None:
+        return 0.0
+    precision = precision or Precision()
+    D = cfg.d_model
+    p = count_params(shard(cfg.mtp.as_model(cfg), tensor_parallel))
+    own = sum(v * precision.weight_width(k) for k, v in p.items() if k not in ("total", "embedding", "lm_head"))
+    own += 2 * D * D * precision.weight_width("mtp") + 2 * D * precision.weight_width("norms")
+    return float(cfg.mtp.depth * own)
+
+
 def kv_bytes_per_token(model, precision: Precision | None = None, tensor_parallel: int = 1) -> float:
     """What each further cached token adds on one GPU at long context (full-attention and MLA
     layers; windowed and state-space layers add nothing past their window): 2 L K d_head w for a
@@ -209,36 +225,44 @@ def _max_count(free_bytes: float, per_unit_bytes: float) -> int:
 
 
 def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=8192, precision: Precision | None = None,
-                     tensor_parallel: int = 1, memory_fraction: float = ENGINE_MEMORY_FRACTION) -> MemoryPlan:
+                     tensor_parallel: int = 1, memory_fraction: float = ENGINE_MEMORY_FRACTION,
+                     mtp: bool = False) -> MemoryPlan:
     """Weights + KV cache of ``batch`` sequences of ``context`` tokens on one GPU, and the
     activations of an engine's largest step (step_activation_bytes at ENGINE_STEP_TOKENS and
     ENGINE_STEP_SEQS), with the largest batch (at this context) and the largest context (at this
     batch) that fit in ``memory_fraction`` of the machine's memory: what `roofline serving` gives
     its KV cache, the same way. The runtime's workspace (CUDA graphs, NCCL buffers) is left to the
-    memory outside the fraction."""
+    memory outside the fraction. ``mtp``: the model's multi-token-prediction module held too, as for
+    speculative decoding with it (`serving --draft mtp`): its own weights (mtp_weight_bytes) and its
+    blocks' cache of each sequence; refused for a model without one."""
     cfg = get_model(model)
     m = get_machine(machine)
+    if mtp and cfg.mtp is None:
+        raise RooflineError(f"{cfg.name} has no multi-token-prediction module to hold (mtp)", field="mtp")
+    kept = cfg.mtp.with_model(cfg) if mtp else cfg  # the cache: the module's blocks cache as the model's layers do
     precision = precision or Precision()
     check_number("batch", batch, maximum=SEARCH_MAX_BATCH, integer=True)  # decode's own bounds
     check_number("context", context, maximum=MAX_CONTEXT, integer=True)
     check_memory_fraction(memory_fraction)
     weights = inference_weight_bytes(cfg, precision, tensor_parallel)
-    per_token = kv_bytes_per_token(cfg, precision, tensor_parallel)
-    per_seq = float(kv_bytes_per_sequence(cfg, context, precision, tensor_parallel))
+    extra = mtp_weight_bytes(cfg, precision, tensor_parallel) if mtp else 0.0
+    per_token = kv_bytes_per_token(kept, precision, tensor_parallel)
+    per_seq = float(kv_bytes_per_sequence(kept, context, precision, tensor_parallel))
     acts = step_activation_bytes(shard(cfg, tensor_parallel), precision, ENGINE_STEP_TOKENS, ENGINE_STEP_SEQS)
-    parts = (MemoryPart("weights", weights), MemoryPart("kv_cache", batch * per_seq), MemoryPart("activations", acts))
+    parts = ((MemoryPart("weights", weights),) + ((MemoryPart("mtp_weights", extra),) if mtp else ())
+             + (MemoryPart("kv_cache", batch * per_seq), MemoryPart("activations", acts)))
     capacity = m.capacity_bytes * memory_fraction if m.capacity_bytes else None
     limits, advice = (), ""
     if capacity is not None:
-        free = capacity - weights - acts
+        free = capacity - weights - extra - acts
         limits = (("max_batch_at_context", _max_count(free, per_seq)),
-                  ("max_context_at_batch", max_context_within(cfg, free, int(batch), precision, tensor_parallel, MAX_CONTEXT)))
-        advice = _fit_advice(cfg, m, capacity, weights, int(batch), int(context), precision, tensor_parallel,
-                             engine_share=memory_fraction == 1.0)
+                  ("max_context_at_batch", max_context_within(kept, free, int(batch), precision, tensor_parallel, MAX_CONTEXT)))
+        advice = _fit_advice(cfg, m, capacity, weights + extra, int(batch), int(context), precision, tensor_parallel,
+                             engine_share=memory_fraction == 1.0, mtp=mtp)
     settings = (("batch", int(batch)), ("context", int(context)), ("precision", precision.to_dict()),
                 ("tensor_parallel", int(tensor_parallel)), ("kv_bytes_per_token", per_token),
                 ("kv_bytes_per_sequence", per_seq)) + ((("memory_fraction", float(memory_fraction)),)
-                                                       if memory_fraction != 1.0 else ())
+                                                       if memory_fraction != 1.0 else ()) + ((("mtp", True),) if mtp else ())
     scales = precision.scales_left_out().removeprefix("; ")  # what a 4-bit flag leaves out of the bytes
     stored = precision.storage_note(m)
     notes = m.capacity_notes + _cache_notes(cfg, context) + ((precision.replaces,) if precision.replaces else ()) + (
@@ -247,6 +271,10 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
         f"and {ENGINE_STEP_SEQS} sequences (an estimate), as `roofline serving` sizes its KV cache by default"
         + ("; the runtime's workspace (CUDA graphs, NCCL buffers) is left to the rest" if memory_fraction < 1 else
            "; the runtime's workspace (CUDA graphs, NCCL buffers) is not counted"),)
+    if mtp:
+        notes += (f"held for speculative decoding: the multi-token-prediction module's own weights ({cfg.mtp.depth} x "
+                  f"{cfg.mtp.layer.label} + eh_proj and 3 RMSNorms; the embedding and LM head are the model's) and its "
+                  "blocks' cache of each sequence, in the KV cache",)
     longest = dict(limits).get("max_context_at_batch", 0)
     if cfg.max_context and longest > cfg.max_context:
         notes += (f"the longest context that fits ({longest:,}) is past {cfg.name}'s max_position_embeddings "
@@ -277,7 +305,8 @@ def _cache_notes(cfg, context) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def _fit_advice(cfg, m, capacity, weights, batch, context, precision, tensor_parallel, engine_share=True) -> str:
+def _fit_advice(cfg, m, capacity, weights, batch, context, precision, tensor_parallel, engine_share=True,
+                mtp: bool = False) -> str:
     """Where it fits if it does not: more GPUs, then narrower weights. ``engine_share``: say when a
     fit is past the ENGINE_MEMORY_FRACTION of the memory an engine uses (off when the caller gave a
     memory_fraction of its own: the capacity is already that share)."""
@@ -292,7 +321,9 @@ def _fit_advice(cfg, m, capacity, weights, batch, context, precision, tensor_par
         head = f"{cfg.name}'s {stored} alone are {shown}, more than {room}. "
     def need(t, weights_dtype):
         p = precision if weights_dtype is None else dataclasses.replace(precision, weights=weights_dtype, stored=None)
-        return (inference_weight_bytes(cfg, p, t) + batch * float(kv_bytes_per_sequence(cfg, context, p, t))
+        kept = cfg.mtp.with_model(cfg) if mtp else cfg  # with the MTP module: its weights and its blocks' cache
+        return (inference_weight_bytes(cfg, p, t) + (mtp_weight_bytes(cfg, p, t) if mtp else 0.0)
+                + batch * float(kv_bytes_per_sequence(kept, context, p, t))
                 + step_activation_bytes(shard(cfg, t), p, ENGINE_STEP_TOKENS, ENGINE_STEP_SEQS))
 
     widest = None  # the most GPUs tried whose split the model takes (its heads must divide)

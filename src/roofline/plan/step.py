@@ -178,6 +178,9 @@ class StepCost(StepLayout):
             reduces += n * kind.tp_all_reduces
         token_body += self._op_time(self._embedding(Mpos))[2]
         runs += 1
+        for k in self._head_kernels(Mpos):
+            token_body += self._op_time(k)[2]
+            runs += 1
         self._reduces = reduces
         if self.tensor_parallel > 1 and not self.expert_parallel:
             token_body += self._op_time(self._tp_all_reduce(Mpos))[2] * reduces
@@ -486,6 +489,8 @@ class StepCost(StepLayout):
         if M:
             emb = self._embedding(x)
             add("embedding", "token", 1, float(emb.flops), float(emb.bytes), emb)
+            for k in self._head_kernels(float(x)):
+                add(k.name, "token", 1, float(k.flops), float(k.bytes), k)
             for kind, layers, label, names in self._token_kinds:
                 ks = self._token_kernels(kind, float(M), float(x))
                 for nm in names:

@@ -107,6 +107,11 @@ class StepLayout:
         return _requantised(Kernel.trusted("embedding", 0.0 * M, 2.0 * w_a * M * D, "gather", self.precision.activations,
                                            weight_elems=M * D, part="embedding"), self.precision)[0]
 
+    def _head_kernels(self, M) -> list[Kernel]:
+        """Token ops of M rows that run once a step before the layers, beside the embedding: none for a
+        model (a multi-token-prediction draft's norms and projection: plan.step_mtp)."""
+        return []
+
     def _tp_all_reduce(self, M) -> Kernel:
         """One tensor-parallel all-reduce of the (M, D) activations over the link."""
         return all_reduce_kernel(M * self.sharded.d_model, self.tensor_parallel, self.link,

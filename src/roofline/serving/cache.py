@@ -11,6 +11,7 @@ from roofline.errors import RooflineError
 from roofline.plan.memory import inference_weight_bytes
 from roofline.transformer import cache_name
 from roofline.plan.step import StepCost, kv_cache_budget, sequence_cache_bytes
+from roofline.plan.step_mtp import MtpStepCost
 from roofline.serving.engine import Engine
 from roofline.units import GIGA
 
@@ -41,8 +42,11 @@ def replica_cache(step: StepCost, engine: Engine, inp: np.ndarray, out: np.ndarr
     longest = int((inp + out).max()) + T
     max_blocks = -(-longest // bs)
     table = sequence_cache_bytes(step, bs, max_blocks)
-    if draft is not None:
-
+    mtp = isinstance(draft, MtpStepCost)  # the target's own multi-token-prediction module
+    if mtp and draft.target.name != step.model.name:
+        raise RooflineError(f"the multi-token-prediction draft is {draft.target.name}'s, the target {step.model.name}",
+                            field="draft")
+    if draft is not None and not mtp:
         if draft.model.vocab != step.model.vocab:
             raise RooflineError(f"the draft {draft.model.name} has a vocabulary of {draft.model.vocab:,}, the target "
                                 f"{step.model.name} {step.model.vocab:,}: a draft must share the target's tokenizer",
@@ -52,12 +56,16 @@ def replica_cache(step: StepCost, engine: Engine, inp: np.ndarray, out: np.ndarr
         if count_params(draft.model)["total"] >= count_params(step.model)["total"]:
             raise RooflineError(f"the draft {draft.model.name} is not smaller than the target {step.model.name}",
                                 field="draft")
+    if draft is not None:
         if draft.verify_tokens != 1 or draft.max_tokens < engine.max_tokens or draft.max_seqs < engine.max_seqs:
             raise RooflineError("the draft's step model must feed one token per sequence and hold the engine's tokens and "
                                 "sequences", field="draft")
-        parts["draft_weights_bytes"] = inference_weight_bytes(draft.model, draft.precision, draft.tensor_parallel)
+        # an MTP module's own weights (the embedding and LM head are the target's), else the draft model's
+        parts["draft_weights_bytes"] = (draft.held_weight_bytes() if mtp else
+                                        inference_weight_bytes(draft.model, draft.precision, draft.tensor_parallel))
         cap = max(cap - parts["draft_weights_bytes"] * step._dp, 0.0)  # each GPU holds the draft (a data-parallel group's cache: dp GPUs)
-        table = table + sequence_cache_bytes(draft, bs, max_blocks)
+        # an MTP draft: each of the depth modules' blocks caches the context (engines allocate every module's)
+        table = table + sequence_cache_bytes(draft, bs, max_blocks) * (draft.target.mtp.depth if mtp else 1)
     linear_table = bool(np.allclose(table, np.arange(len(table)) * table[1], rtol=1e-12, atol=0.0))
     if cap <= 0:
         gpus = step.tensor_parallel * step.pipeline_stages

@@ -25,7 +25,9 @@ class Engine:
     memory_fraction: float = ENGINE_MEMORY_FRACTION  # vLLM's gpu_memory_utilization default, 0.9
     prefix_hit: float = 0.0
     spec_tokens: int = 0  # speculative decoding: draft tokens proposed per sequence and step (0: none)
-    acceptance: float = 0.0  # the chance each draft token is accepted (independent positions)
+    # the chance each draft token is accepted: one rate for every position (independent, as Leviathan et al. 2023), or
+    # a rate per position (a_i: the chance draft i is accepted given drafts 1..i-1 were; an MTP draft's fall with i)
+    acceptance: float | tuple[float, ...] = 0.0
     # the engine's own time per step that does not overlap the GPU's (scheduling, preparing inputs, sampling,
     # detokenising and streaming): 0 unless given, as the GPU's work alone is what the step costs
     step_overhead_s: float = 0.0
@@ -45,12 +47,28 @@ class Engine:
         return max(self.max_tokens, self.max_seqs * (self.spec_tokens + 1))
 
     @property
+    def acceptance_rates(self) -> tuple[float, ...]:
+        """The acceptance rate of each of the k draft positions (one rate given: the same for each)."""
+        a = self.acceptance
+        return tuple(float(x) for x in a) if isinstance(a, tuple) else (float(a),) * self.spec_tokens
+
+    @property
     def tokens_per_verify(self) -> float:
-        """Expected tokens a sequence emits per step: sum_{i=0..k} a^i = (1 - a^(k+1)) / (1 - a)
-        (Leviathan et al. 2023, the accepted drafts and the one corrected or bonus token); 1 without
+        """Expected tokens a sequence emits per step: 1 + sum_{i=1..k} prod_{j<=i} a_j, the one corrected
+        or bonus token and draft i accepted only when drafts 1..i are (position-wise rates, as vLLM
+        reports them per position); one rate a for every position gives sum_{i=0..k} a^i =
+        (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023, arXiv:2211.17192, section 3). 1 without
         speculation."""
-        k, a = self.spec_tokens, self.acceptance
-        return float(sum(a ** i for i in range(k + 1)))
+        total, run = 1.0, 1.0
+        for a in self.acceptance_rates:
+            run *= a
+            total += run
+        return total
+
+    def acceptance_words(self) -> str:
+        """The acceptance as given, in words: "0.7" or "0.85, 0.7, 0.6 by position"."""
+        a = self.acceptance
+        return ", ".join(f"{x:g}" for x in a) + " by position" if isinstance(a, tuple) else f"{a:g}"
 
     def overhead_op(self):
         """The engine's own time as a row of a step op by op (--breakdown, the web's step table), or
@@ -69,8 +87,14 @@ class Engine:
         check_number("prefix_hit", self.prefix_hit, strictly=False, maximum=1.0)
         check_number("spec_tokens", self.spec_tokens, strictly=False, maximum=16, integer=True)
         check_number("step_overhead_s", self.step_overhead_s, strictly=False, maximum=MAX_STEP_OVERHEAD_S)
+        if isinstance(self.acceptance, list):  # a rate per position, as a library caller may give them
+            object.__setattr__(self, "acceptance", tuple(self.acceptance))
         if self.spec_tokens:
-            check_number("acceptance", self.acceptance, maximum=0.999)
+            if isinstance(self.acceptance, tuple) and len(self.acceptance) != self.spec_tokens:
+                raise RooflineError(f"acceptance lists {len(self.acceptance)} rates for {self.spec_tokens} draft "
+                                    "positions: give one rate, or one per position", field="acceptance")
+            for a in self.acceptance_rates:
+                check_number("acceptance", a, maximum=0.999)
         elif self.acceptance:
             raise RooflineError("acceptance applies to speculative decoding: give spec_tokens too", field="acceptance")
         if self.mixed_steps and self.max_seqs * (self.spec_tokens + 1) > self.max_tokens:

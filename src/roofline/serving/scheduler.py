@@ -131,7 +131,8 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     """Run the scheduler of the module docstring over ``requests``; see ServingResult.
 
     Speculative decoding (``engine.spec_tokens`` k > 0, a ``draft`` model's StepCost built for one
-    token per step, and ``step`` built with verify_tokens k + 1): each decode step runs the draft k
+    token per step, or the target's own multi-token-prediction module's MtpStepCost, and ``step``
+    built with verify_tokens k + 1): each decode step runs the draft k
     times (one token per sequence each, against the growing context) and then the target once over
     k + 1 tokens per sequence; each sequence emits engine.tokens_per_verify tokens on average
     (carried as a fraction from step to step: the expected value, not a random draw). The draft's
@@ -148,8 +149,9 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         raise RooflineError(f"the step model feeds {step.verify_tokens} tokens per decoding sequence; the engine's "
                             f"speculation needs {T} (StepCost(..., verify_tokens={T}))", field="spec_tokens")
     if (draft is None) != (T == 1):
-        raise RooflineError("speculative decoding needs a draft model (and a draft model needs spec_tokens > 0); "
-                            "multi-token-prediction heads are not modelled", field="draft")
+        raise RooflineError("speculative decoding needs a draft (a draft model's StepCost, or plan.step_mtp's MtpStepCost "
+                            "of the model's own multi-token-prediction module), and a draft needs spec_tokens > 0",
+                            field="draft")
     if engine.max_tokens > step.max_tokens or engine.max_seqs > step.max_seqs:
         raise RooflineError(f"the step model was built for {step.max_tokens:,} tokens and {step.max_seqs:,} sequences per "
                             f"step; the engine asks {engine.max_tokens:,} and {engine.max_seqs:,}", field="max_tokens")
@@ -457,7 +459,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             notes = (over,) + notes
     if draft is not None:
         notes += (f"speculative decoding: {draft.model.name} drafts {T - 1} tokens per step, each accepted with probability "
-                  f"{engine.acceptance:g}: {E:.2f} tokens per sequence and step on average (the expected value, carried "
+                  f"{engine.acceptance_words()}: {E:.2f} tokens per sequence and step on average (the expected value, carried "
                   "from step to step; acceptance is not drawn at random); inter-token latency is the gap between a "
                   "sequence's deliveries, several tokens each; the draft's weights "
                   f"({parts['draft_weights_bytes'] / GIGA:,.1f} GB) and KV cache share the memory",)
