@@ -80,7 +80,7 @@ def cmd_trace(args):
             dt = DTYPE_BY_NAME[args.input_dtype]
             inputs.append(torch.zeros(shape, dtype=dt, device="meta"))
     else:
-        inputs = step_inputs(model.cfg, args, torch, DTYPE_BY_NAME[args.dtype])
+        inputs = step_inputs(model, args, torch, DTYPE_BY_NAME[args.dtype])
     try:  # the inputs keep --input-dtype: the header says what ran
         result = trace(model, *inputs, dtype=DTYPE_BY_NAME[args.dtype], fused=not args.unfused, cast_inputs=False)
     except RooflineError:
@@ -100,6 +100,8 @@ def cmd_trace(args):
             cost_model = calibrated.for_forward(result.total_bytes)
     pred = result.predict(machine, cost_model)
     notes = list(getattr(model, "notes", []))  # what the builder assumed (trace.models: MoE routing)
+    if not factory and (args.phase or "prefill") == "prefill" and hasattr(model, "prefill_notes"):
+        notes += model.prefill_notes(args.tokens or 128)  # trace.decoder: a window shorter than the prefill
     if getattr(cost_model, "calibration", None) is not None:
         gap = cost_model.calibration.framework_gap_s
         notes.append("the eager framework's time between ops (Python, module calls) is not in this prediction: "
