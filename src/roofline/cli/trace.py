@@ -314,7 +314,7 @@ def register(sub):
                                    "roofline trace llama3-8b --phase decode --context 8192 --batch 8; "
                                    "roofline trace path/to/config.json --tokens 2048")
     p.add_argument("model", help="PACKAGE.MODULE:FACTORY (a zero-argument function returning an nn.Module), or a "
-                                 "preset or config.json of a Llama-like (dense or MoE) or GPT-2-like model (built on meta)")
+                                 "preset or config.json of an attention model (built on meta; docs/tracing.md lists the families)")
     p.add_argument("--phase", choices=("prefill", "decode"), default=None,
                    help="preset/config: a prefill of --tokens, or one decode step against a KV cache of --context")
     p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None, help="prefill: new tokens per sequence, T (default 128)")

@@ -28,8 +28,8 @@ POST_NORM_TYPES = ("olmo2",)  # model_types whose two norms follow their sub-lay
 
 SLIDING_NOTE = ("sliding-window layers (window {W}) ran a prefill of {T} tokens as eager PyTorch does, attention with a "
                 "band mask: the fused kernel's FLOPs count the full {T} x {T} square, the masked scores included; a "
-                "windowed kernel (FlashAttention's window_size) skips them, and the analytic count (`roofline layer`) "
-                "counts the window's pairs only")
+                "windowed kernel (FlashAttention's window_size) skips them, and the analytic count (`roofline layer`, "
+                "flops_per_token) counts the window's pairs only")
 
 
 def _norm(kind: str, width: int) -> nn.Module:
@@ -58,7 +58,7 @@ def unbuildable(model: Model) -> list[str]:
                          if on]
         if layer.parallel:
             problems.append("parallel attention + MLP")
-        if layer.n_norms not in (2, 4):
+        elif a is not None and ff is not None and layer.n_norms not in (2, 4):
             problems.append(f"{layer.n_norms} norms a layer")
     return list(dict.fromkeys(problems))
 

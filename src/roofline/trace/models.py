@@ -302,7 +302,7 @@ def _model_notes(model) -> tuple:
     m = get_model(model)
     notes = tuple(getattr(m, "notes", ()))
     if str(getattr(m, "model_type", "")).startswith("gemma"):
-        notes += ("Gemma traced as a Llama-like block with its GELU MLP: its embedding scale (x sqrt(d_model), one "
+        notes += ("Gemma traced with its GELU MLP: its embedding scale (x sqrt(d_model), one "
                   "elementwise op a forward) and its norms' (1 + w) weights are not traced",)
     return notes
 
