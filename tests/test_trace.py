@@ -632,14 +632,13 @@ def test_gemma2_sliding_and_full_layers_prefill_and_decode(torch, tmp_path, caps
     assert "band mask" not in capsys.readouterr().out  # a decode step reads the window's cache, no mask
 
 
-def test_a_family_the_decoder_cannot_build_is_refused_by_name(capsys, torch, tmp_path):
-    path = tmp_path / "dsv3.json"
-    path.write_text(json.dumps({**TINY, "model_type": "deepseek_v3", "kv_lora_rank": 32, "q_lora_rank": 48,
-                                "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "n_routed_experts": 4,
-                                "num_experts_per_tok": 2, "moe_intermediate_size": 32, "n_shared_experts": 1,
-                                "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}))
-    assert main(["trace", str(path)]) == 2
-    assert "latent attention (MLA)" in capsys.readouterr().err
+@pytest.mark.parametrize("preset,needle", [("gpt-oss-20b", "attention sinks"), ("llama4-scout", "chunked attention"),
+                                           ("mamba2-2.7b", "token mixer mamba2 (SSD)"),
+                                           ("pythia-6.9b", "parallel attention + MLP")])
+def test_a_family_the_decoder_cannot_build_is_refused_by_name(capsys, torch, preset, needle):
+    assert main(["trace", preset]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "PACKAGE.MODULE:FACTORY" in err
 
 
 def test_an_op_without_a_rule_in_a_family_trace_is_named(torch, tmp_path, capsys, monkeypatch):

@@ -406,6 +406,10 @@ MOE_FAMILIES = {
     "qwen3_moe": dict(model_type="qwen3_moe"),
     "qwen3_moe_dense_first": dict(model_type="qwen3_moe", mlp_only_layers=[0]),  # two layer kinds
     "mixtral": dict(model_type="mixtral", num_local_experts=4, intermediate_size=32),
+    # latent attention: q latent 48, kv latent 32, heads of 16 nope + 8 rope, values 16; layer 0 dense
+    "deepseek_v3": dict(model_type="deepseek_v3", kv_lora_rank=32, q_lora_rank=48, qk_nope_head_dim=16,
+                        qk_rope_head_dim=8, v_head_dim=16, n_routed_experts=4, n_shared_experts=1,
+                        first_k_dense_replace=1, n_group=1, topk_group=1),
 }
 
 
@@ -466,3 +470,21 @@ def test_moe_family_in_fp32(torch, tmp_path):
     assert fp32_run.unsupported == () and fp32_run.total_flops == bf16_run.total_flops
     mm = [sum(op.bytes for op in r.ops if op.category == "matmul") for r in (bf16_run, fp32_run)]
     assert mm[1] == 2 * mm[0]
+
+
+def test_deepseek_v3_latent_attention_prefill_by_hand_and_no_decode(torch, tmp_path, capsys):
+    from roofline.cli import main
+
+    path, model, result = _traced_config(torch, tmp_path, MOE_FAMILIES["deepseek_v3"])
+    mm = defaultdict(float)
+    for op in result.ops:
+        if op.category == "matmul" and op.module.startswith("layers.0.attn."):
+            mm[op.module.rsplit(".", 1)[-1]] += op.flops
+    # T = 8, each matmul 2 M N K: q_a 2 x 8 x 64 x 48 = 49,152, q_b 2 x 8 x 48 x (4 x 24) = 73,728,
+    # kv_a 2 x 8 x 64 x (32 + 8) = 40,960, kv_b 2 x 8 x 32 x (4 x (16 + 16)) = 65,536, o 2 x 8 x 64 x 64 = 65,536
+    assert dict(mm) == {"q_a": 49_152, "q_b": 73_728, "kv_a": 40_960, "kv_b": 65_536, "wo": 65_536}
+    # attention 2 B H T S (d_qk + d_v) = 2 x 4 x 8 x 8 x (24 + 16) = 20,480 a layer
+    assert [op.flops for op in result.ops if op.category == "attention"] == [20_480, 20_480]
+    # a decode step of MLA is refused by name (engines run it absorbed over the latent cache)
+    assert main(["trace", path, "--phase", "decode", "--context", "16"]) == 2
+    assert "latent attention (MLA) is not built" in capsys.readouterr().err

@@ -3,7 +3,8 @@ loader reads): the torch module `roofline trace CONFIG.json` runs for the attent
 LlamaLike (one repeated plain block) does not build: several layer kinds (Gemma 2/3's sliding and
 full layers, dense layers among MoE ones), q/k norms (Qwen3 and Gemma 3 per head; OLMo-2 and
 MiniMax-M2 over the whole projection; Llama 4's L2 without weights), Gemma's four norms a layer,
-OLMo-2's norms after each sub-layer, and a MoE with a sigmoid-gated shared expert (Qwen2-MoE).
+OLMo-2's norms after each sub-layer, a MoE with a sigmoid-gated shared expert (Qwen2-MoE), and
+DeepSeek-V2/V3's latent attention (MLA, a prefill: LatentAttentionModule).
 
 Built from the same Model the analytic counts read, its parameters are ``count_params(model)``'s,
 so its traced FLOPs and bytes compare with the analytic ones (tests/test_trace.py, tests/test_trace_moe.py).
@@ -20,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from roofline.architecture import MLP, Attention, Layer, Model, MoE
+from roofline.architecture import MLP, Attention, LatentAttention, Layer, Model, MoE
 from roofline.errors import RooflineError
 from roofline.trace.models import UNIFORM_ROUTING, activation, rope_tables, rotate_half, route_uniform
 
@@ -43,7 +44,10 @@ def unbuildable(model: Model) -> list[str]:
         problems.append(f"learned positions ({model.positions})")
     for layer, _ in model.kind_counts():
         a, ff = layer.mixer, layer.mlp
-        if not isinstance(a, Attention):
+        if isinstance(a, LatentAttention):
+            if a.index_topk:
+                problems.append(f"token mixer {a.kind}")
+        elif not isinstance(a, Attention):
             problems.append(f"token mixer {getattr(a, 'kind', 'none')}")
         else:
             extra = [w for w, on in (("chunked attention", a.chunk), ("attention sinks", a.sinks),
@@ -143,6 +147,46 @@ class DecoderAttention(nn.Module):
         return self.wo(y.transpose(1, 2).reshape(B, T, H * d))
 
 
+class LatentAttentionModule(nn.Module):
+    """DeepSeek-V2/V3's multi-head latent attention as transformers' eager DeepseekV3Attention runs
+    a prefill (the expanded form, as training runs it and the analytic count takes it): q through
+    the q_lora_rank latent and its norm (or one projection), the kv latent (kv_lora_rank) and one
+    shared rotary key from kv_a, the latent normed and expanded per head by kv_b to keys' nope part
+    and values, rotary on the rope parts, SDPA with d_qk = nope + rope and d_v."""
+
+    def __init__(self, d_model: int, a: LatentAttention):
+        super().__init__()
+        self.a = a
+        H, r = a.heads, a.kv_lora_rank
+        if a.q_lora_rank:
+            self.q_a = nn.Linear(d_model, a.q_lora_rank, bias=False)
+            self.q_a_norm = nn.RMSNorm(a.q_lora_rank)
+            self.q_b = nn.Linear(a.q_lora_rank, H * a.qk_head_dim, bias=False)
+        else:
+            self.q_proj = nn.Linear(d_model, H * a.qk_head_dim, bias=False)
+        self.kv_a = nn.Linear(d_model, r + a.qk_rope_head_dim, bias=False)
+        self.kv_a_norm = nn.RMSNorm(r)
+        self.kv_b = nn.Linear(r, H * (a.qk_nope_head_dim + a.v_head_dim), bias=False)
+        self.wo = nn.Linear(H * a.v_head_dim, d_model, bias=False)
+
+    def forward(self, x, cos, sin, mask=None, cache=None):
+        B, T, _ = x.shape
+        a = self.a
+        H, nope, rope, dv = a.heads, a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim
+        q = self.q_b(self.q_a_norm(self.q_a(x))) if a.q_lora_rank else self.q_proj(x)
+        q_nope, q_rot = q.view(B, T, H, nope + rope).transpose(1, 2).split([nope, rope], dim=-1)
+        latent, k_rot = self.kv_a(x).split([a.kv_lora_rank, rope], dim=-1)
+        kv = self.kv_b(self.kv_a_norm(latent)).view(B, T, H, nope + dv).transpose(1, 2)
+        k_nope, v = kv.split([nope, dv], dim=-1)
+        k_rot = k_rot.view(B, 1, T, rope)
+        q_rot = q_rot * cos + rotate_half(q_rot) * sin
+        k_rot = k_rot * cos + rotate_half(k_rot) * sin
+        q = torch.cat([q_nope, q_rot], dim=-1)
+        k = torch.cat([k_nope, k_rot.expand(B, H, T, rope)], dim=-1)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(y.transpose(1, 2).reshape(B, T, H * dv))
+
+
 class DecoderBlock(nn.Module):
     """One Layer: pre-norm (x + f(norm(x))), Gemma's sandwich of four norms (x + post(f(pre(x)))),
     or OLMo-2's post-norm (x + norm(f(x)))."""
@@ -153,7 +197,8 @@ class DecoderBlock(nn.Module):
         self.attn_norm, self.ffn_norm = _norm(layer.norm, d_model), _norm(layer.norm, d_model)
         if self.sandwich:
             self.attn_post_norm, self.ffn_post_norm = _norm(layer.norm, d_model), _norm(layer.norm, d_model)
-        self.attn = DecoderAttention(d_model, layer.mixer)
+        latent = isinstance(layer.mixer, LatentAttention)
+        self.attn = (LatentAttentionModule if latent else DecoderAttention)(d_model, layer.mixer)
         self.mlp = RoutedMoE(d_model, layer.mlp) if isinstance(layer.mlp, MoE) else FFN(d_model, layer.mlp)
 
     def forward(self, x, cos, sin, mask=None, cache=None):
@@ -198,6 +243,10 @@ class Decoder(nn.Module):
         """Each layer's K and V for a decode step against ``context`` tokens: (B, kv heads, S, d),
         S = min(context, W) on a sliding layer (what it keeps)."""
         shapes = []
+        if any(isinstance(ly.mixer, LatentAttention) for ly in self.model.kinds):
+            raise RooflineError(f"{self.model.name}: a decode step of latent attention (MLA) is not built: engines run "
+                                "it absorbed over the latent cache, and the eager form would expand every cached token "
+                                "per head; trace a prefill (--phase prefill)", field="phase")
         for layer in self.model.layers:
             a = layer.mixer
             S = min(context, a.window) if a.window else context
@@ -206,7 +255,7 @@ class Decoder(nn.Module):
 
     def prefill_notes(self, tokens: int) -> list[str]:
         """SLIDING_NOTE for each window shorter than a prefill of ``tokens``."""
-        windows = sorted({ly.mixer.window for ly in self.model.kinds if 0 < ly.mixer.window < tokens})
+        windows = sorted({ly.mixer.span for ly in self.model.kinds if 0 < ly.mixer.span < tokens})
         return [SLIDING_NOTE.format(W=w, T=tokens) for w in windows]
 
     def forward(self, ids, *cache):
@@ -218,10 +267,12 @@ class Decoder(nn.Module):
         tables, masks = {}, {}
         for i, (layer, block) in enumerate(zip(self.model.layers, self.layers)):
             a = layer.mixer
-            if a.head_dim not in tables:
-                tables[a.head_dim] = rope_tables(T, a.head_dim, device=x.device, dtype=x.dtype, start=S)
-            if not cache and a.window and a.window < T and a.window not in masks:
-                masks[a.window] = band_mask(T, a.window, x.device)
-            mask = None if cache else masks.get(a.window)
-            x = block(x, *tables[a.head_dim], mask, cache[2 * i:2 * i + 2] if cache else None)
+            rotary = a.qk_rope_head_dim if isinstance(a, LatentAttention) else a.head_dim
+            if rotary not in tables:
+                tables[rotary] = rope_tables(T, rotary, device=x.device, dtype=x.dtype, start=S)
+            W = a.span  # a window (LatentAttention has none)
+            if not cache and W and W < T and W not in masks:
+                masks[W] = band_mask(T, W, x.device)
+            mask = None if cache else masks.get(W)
+            x = block(x, *tables[rotary], mask, cache[2 * i:2 * i + 2] if cache else None)
         return self.lm_head(self.norm(x))
