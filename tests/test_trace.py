@@ -629,7 +629,9 @@ def test_gemma2_sliding_and_full_layers_prefill_and_decode(torch, tmp_path, caps
     out = capsys.readouterr().out
     assert "Decoder (" in out and "band mask" in out and "final_logit_softcapping 30" in out
     assert main(["trace", path, "--phase", "decode", "--context", "10"]) == 0
-    assert "band mask" not in capsys.readouterr().out  # a decode step reads the window's cache, no mask
+    out = capsys.readouterr().out
+    assert "band mask" not in out  # a decode step reads the window's cache, no mask
+    assert "against a KV cache of 10 tokens (4 cache tensors, sliding layers keeping their window" in out
 
 
 @pytest.mark.parametrize("preset,needle", [("gpt-oss-20b", "attention sinks"), ("llama4-scout", "chunked attention"),

@@ -127,8 +127,11 @@ def cmd_trace(args):
     elif (args.phase or "prefill") == "prefill":
         ins = f"a prefill of {result.inputs[0][1]:,} tokens at batch {result.inputs[0][0]}"
     else:
-        ins = (f"one decode step at batch {result.inputs[0][0]} against a KV cache of {result.inputs[1][2]:,} tokens "
-               f"({len(result.inputs) - 1} cache tensors, appended with cat as eager code does)")
+        S = args.context or 4096
+        windowed = any(shape[2] < S for shape in result.inputs[1:])  # trace.decoder: a sliding layer keeps its window
+        ins = (f"one decode step at batch {result.inputs[0][0]} against a KV cache of {S:,} tokens "
+               f"({len(result.inputs) - 1} cache tensors{', sliding layers keeping their window' if windowed else ''}, "
+               "appended with cat as eager code does)")
     free = sum(1 for op in result.ops if op.bytes == 0)
     if result.fused:  # name the fused kernels the model has (a GPT-2 has attention and LayerNorm, no RMSNorm)
         kinds = [k for k, key in (("attention", "attention"), ("RMSNorm", "rms_norm"))
