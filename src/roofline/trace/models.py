@@ -11,7 +11,9 @@ LlamaMoE is Hugging Face's eager Mixtral block (router, softmax, top-k, each exp
 gathered and added back), routed uniformly on the meta device.
 
 Factories (zero-argument, for ``roofline trace roofline.trace.models:FACTORY``): llama2_7b,
-llama3_8b, gpt2, tiny_llama, tiny_gpt2, tiny_mixtral.
+llama3_8b, gpt2, tiny_llama, tiny_gpt2, tiny_mixtral. ``from_config`` builds a preset or a
+config.json: these for one repeated plain block, trace.decoder.Decoder for the other attention
+families (layer kinds, q/k norms, post- and sandwich norms, gated shared experts, MLA).
 """
 
 from __future__ import annotations
