@@ -292,6 +292,7 @@ def test_every_supported_family_has_a_preset_or_a_test():
     tested_here |= {"gemma4_text", "kimi_k3", "kimi_linear", "minimax_m3", "minimax_m3_vl", "deepseek_v4",
                     "deepseek_ref"}  # tests/test_new_families_2.py
     tested_here |= {"deepseek_v32", "glm_moe_dsa", "glm4_moe"}  # tests/test_sparse_attention.py
+    tested_here |= {"olmo2"}  # test_olmo2_7b_counts_by_hand_to_its_published_7_30b
     assert set(SUPPORTED) <= presets | tested_here
 
 
@@ -522,3 +523,27 @@ def test_glm45_air_counts_to_its_published_106b():
     # GLM-4.5's per-head q/k norm (use_qk_norm): 2 x 128 more a layer
     normed = from_hf_config(dict(GLM45_AIR, use_qk_norm=True), "x")
     assert count_params(normed)["total"] - total == 46 * 256
+
+
+# OLMo 2 7B's config.json (huggingface.co/allenai/OLMo-2-1124-7B), its keys inline
+OLMO2_7B = {"architectures": ["Olmo2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+            "eos_token_id": 100257, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+            "intermediate_size": 11008, "max_position_embeddings": 4096, "model_type": "olmo2",
+            "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "pad_token_id": 100277,
+            "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 500000, "tie_word_embeddings": False,
+            "torch_dtype": "float32", "use_cache": True, "vocab_size": 100352}
+
+
+def test_olmo2_7b_counts_by_hand_to_its_published_7_30b():
+    # https://huggingface.co/allenai/OLMo-2-1124-7B: 7.30B parameters (the card's safetensors total).
+    # By hand: attention 4 x 4,096 x 4,096 = 67,108,864 with q_norm and k_norm over the whole
+    # projection, 4,096 + 4,096; MLP 3 x 4,096 x 11,008 = 135,266,304; 2 norms 8,192: 202,391,552 a
+    # layer x 32 = 6,476,529,664; embedding and untied head 2 x 100,352 x 4,096 = 822,083,584; final
+    # norm 4,096: 7,298,617,344
+    m = from_hf_config(OLMO2_7B, "OLMo-2-7B")
+    assert count_params(m)["total"] == 6_476_529_664 + 822_083_584 + 4_096 == 7_298_617_344
+    assert round(count_params(m)["total"] / 1e9, 2) == 7.30
+    assert m.layers[0].mixer.qk_norm == "rmsnorm_full" and m.layers[0].n_norms == 2 and not m.notes
+    # grouped-query OLMo 2 (the 32B's 8 kv heads): k_norm is K d wide, 8 x 128 = 1,024
+    gqa = from_hf_config(dict(OLMO2_7B, num_key_value_heads=8), "x")
+    assert gqa.layers[0].mixer.params(4096) == 4096 * (4096 + 2 * 1024) + 4096 * 4096 + 4096 + 1024

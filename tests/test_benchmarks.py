@@ -42,6 +42,7 @@ EXPECTED = {
     "serving_validation.py": "simulated runs",
     "silicon_validation.py": "TPOT median |error|",
     "peer_comparison.py": "roofline against AIConfigurator",
+    "trace_vs_transformers.py": "families agree",
 }
 # The reports in docs/ a full run writes: a smoke run must leave them alone.
 WRITES_DOCS = {

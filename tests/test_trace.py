@@ -4,6 +4,7 @@ against torch.utils.flop_counter.FlopCounterMode and against the analytic block,
 Tests that need torch take the ``torch`` fixture, which skips them when it is not installed."""
 
 import json
+import math
 from collections import defaultdict
 
 import pytest
@@ -498,3 +499,157 @@ def test_trace_from_a_preset_builds_a_decode_step_against_a_kv_cache(capsys):
     assert all(o["bytes"] == 2 * 8 * 64 * 2 * (1024 + 1 + 1025) for o in cache_cats)
     assert main(["trace", "llama3.2-1b", "--tokens", "64"]) == 0
     assert "a prefill of 64 tokens at batch 1" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------
+# config.json of the families LlamaLike does not build (trace.decoder.Decoder): q/k norms, layer
+# kinds, sandwich and post norms, agreeing with the analytic Model they are built from
+# ---------------------------------------------------------------------------------------------
+
+# 2 layers, d_model 64, 4 heads of 16 over 2 kv heads, d_ff 128, vocab 256 (untied unless said)
+TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=16, vocab_size=256, tie_word_embeddings=False, torch_dtype="bfloat16")
+FAMILIES = {
+    "qwen3": dict(model_type="qwen3"),
+    "olmo2": dict(model_type="olmo2"),
+    "gemma2": dict(model_type="gemma2", sliding_window=8, query_pre_attn_scalar=16, attn_logit_softcapping=50.0,
+                   final_logit_softcapping=30.0, tie_word_embeddings=True),
+    "gemma3_text": dict(model_type="gemma3_text", sliding_window=8, sliding_window_pattern=2,
+                        query_pre_attn_scalar=16, tie_word_embeddings=True),
+    "mistral": dict(model_type="mistral", sliding_window=8),  # a window on every layer
+    "phi3": dict(model_type="phi3"),
+    "llama": dict(model_type="llama"),
+}
+
+
+def family_config(tmp_path, family, **changes):
+    path = tmp_path / f"{family}.json"
+    path.write_text(json.dumps({**TINY, **FAMILIES.get(family, {}), **changes}))
+    return str(path)
+
+
+def traced_family(torch, path, tokens=8, *cache):
+    from roofline.trace import trace
+    from roofline.trace.models import from_config
+
+    with torch.device("meta"):
+        model = from_config(path)
+    return model, trace(model, torch.zeros(1, tokens, dtype=torch.long), *cache, dtype="bf16")
+
+
+def flops_by(result, key="name"):
+    out = defaultdict(float)
+    for op in result.ops:
+        out[getattr(op, key)] += op.flops
+    return out
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_family_config_traces_and_agrees_with_the_analytic_model(torch, tmp_path, family):
+    """Every op has a rule; the module's parameters are the analytic count's; its matmul and
+    attention FLOPs are T x the analytic forward FLOPs per token (2 N_matmul + attention's context
+    term), at T = 8 tokens within every window (both sides count the full T x T square then)."""
+    from roofline.transformer import count_params, flops_per_token
+
+    path = family_config(tmp_path, family)
+    model, result = traced_family(torch, path)
+    assert result.unsupported == ()
+    assert sum(p.numel() for p in model.parameters()) == count_params(path)["total"]
+    by = flops_by(result, "category")
+    assert by["matmul"] + by["attention"] == 8 * flops_per_token(path, 8, mode="forward")
+
+
+def test_qwen3_by_hand(torch, tmp_path):
+    """Qwen3, 2 layers of width 64: q/k norms per head of 16."""
+    path = family_config(tmp_path, "qwen3")
+    model, result = traced_family(torch, path)
+    assert type(model).__name__ == "Decoder"
+    # embed 256 x 64 = 16,384, untied LM head 16,384; a layer: qkv 64 x (64 + 32 + 32) = 8,192,
+    # o 64 x 64 = 4,096, q_norm and k_norm 16 + 16, MLP 3 x 64 x 128 = 24,576, 2 norms 128:
+    # 37,024; 2 layers 74,048; final norm 64: 106,880
+    assert sum(p.numel() for p in model.parameters()) == 106_880
+    by = flops_by(result)
+    # T = 8, each matmul 2 M N K: qkv 2 x 8 x 64 x 128 = 131,072, o 2 x 8 x 64 x 64 = 65,536,
+    # gate+up 2 x 8 x 64 x 256 = 262,144, down 2 x 8 x 128 x 64 = 131,072: 589,824 a layer,
+    # 1,179,648 for 2; LM head 2 x 8 x 64 x 256 = 262,144: 1,441,792
+    assert by["aten::mm"] == 1_441_792
+    # attention 2 B H T S (d + d_v) = 2 x 4 x 8 x 8 x 32 = 16,384 a layer
+    assert by["aten::_scaled_dot_product_flash_attention"] == 2 * 16_384
+    # RMSNorm elements: 2 a layer x 8 x 64 = 1,024 (2,048 for 2 layers), final 512, q_norm 8 x 4 x 16 =
+    # 512 and k_norm 8 x 2 x 16 = 256 a layer (1,536 for 2): 4,096 elements
+    norms = [op for op in result.ops if op.name == "aten::_fused_rms_norm"]
+    assert sum(math.prod(op.shapes[0]) for op in norms) == 2_048 + 512 + 1_536
+    assert {op.shapes[0] for op in norms if op.module.endswith("q_norm")} == {(1, 8, 4, 16)}  # per head
+
+
+def test_olmo2_normalises_q_and_k_over_the_whole_projection_after_each_sublayer(torch, tmp_path):
+    path = family_config(tmp_path, "olmo2")
+    model, result = traced_family(torch, path)
+    # a layer: qkv 8,192, o 4,096, q_norm 4 x 16 = 64 and k_norm 2 x 16 = 32 wide, MLP 24,576, norms
+    # 128: 37,088; 2 layers 74,176; embed + LM head 32,768; final norm 64: 107,008
+    assert sum(p.numel() for p in model.parameters()) == 107_008
+    norms = {op.module: op.shapes[0] for op in result.ops if op.name == "aten::_fused_rms_norm"}
+    assert norms["layers.0.attn.q_norm"] == (1, 8, 64) and norms["layers.0.attn.k_norm"] == (1, 8, 32)
+    order = [op.module for op in result.ops if op.module.startswith("layers.0.") and op.flops]
+    # post-norm: the attention's norm comes after its output projection, the MLP's after its down projection
+    assert order.index("layers.0.attn_norm") > order.index("layers.0.attn.wo")
+    assert order.index("layers.0.ffn_norm") > order.index("layers.0.mlp.w2")
+
+
+def test_gemma2_sliding_and_full_layers_prefill_and_decode(torch, tmp_path, capsys):
+    """Gemma 2, layer 0 sliding (window 4), layer 1 full; four norms a layer."""
+    from roofline.transformer import attention_flops_per_token_forward
+
+    path = family_config(tmp_path, "gemma2", sliding_window=4)
+    model, result = traced_family(torch, path)
+    # a layer: qkv 8,192, o 4,096, MLP 24,576, 4 norms 256: 37,120; 2 layers 74,240; tied
+    # embedding 16,384; final norm 64: 90,688
+    assert sum(p.numel() for p in model.parameters()) == 90_688
+    attn = {op.module: op for op in result.ops if op.category == "attention"}
+    # 8 tokens past the window of 4: layer 0 runs with a band mask (the efficient kernel), layer 1 causal (flash);
+    # both count the full square, 2 x 4 x 8 x 8 x 32 = 16,384
+    assert attn["layers.0.attn"].name == "aten::_scaled_dot_product_efficient_attention"
+    assert attn["layers.1.attn"].name == "aten::_scaled_dot_product_flash_attention"
+    assert [op.flops for op in attn.values()] == [16_384, 16_384]
+    assert result.unsupported == ()
+
+    # decode against 10 cached tokens: the sliding layer keeps 4 and attends the last 4 positions,
+    # 2 x 4 x 1 x 4 x 32 = 1,024; the full layer keeps 10 and attends 11: 2 x 4 x 11 x 32 = 2,816
+    from roofline.cli.trace_model import cache_shapes
+
+    shapes = cache_shapes(model, 1, 10)
+    assert shapes == [(1, 2, 4, 16)] * 2 + [(1, 2, 10, 16)] * 2
+    cache = [torch.zeros(s, dtype=torch.bfloat16) for s in shapes]
+    _, step = traced_family(torch, path, 1, *cache)
+    decode = [op.flops for op in step.ops if op.category == "attention"]
+    assert decode == [1_024, 2_816]
+    assert sum(decode) == attention_flops_per_token_forward(path, 11)  # the analytic count at position 10
+
+    assert main(["trace", path, "--tokens", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "Decoder (" in out and "band mask" in out and "final_logit_softcapping 30" in out
+    assert main(["trace", path, "--phase", "decode", "--context", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "band mask" not in out  # a decode step reads the window's cache, no mask
+    assert "against a KV cache of 10 tokens (4 cache tensors, sliding layers keeping their window" in out
+
+
+@pytest.mark.parametrize("preset,needle", [("gpt-oss-20b", "attention sinks"), ("llama4-scout", "chunked attention"),
+                                           ("mamba2-2.7b", "token mixer mamba2 (SSD)"),
+                                           ("pythia-6.9b", "parallel attention + MLP")])
+def test_a_family_the_decoder_cannot_build_is_refused_by_name(capsys, torch, preset, needle):
+    assert main(["trace", preset]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "PACKAGE.MODULE:FACTORY" in err
+
+
+def test_an_op_without_a_rule_in_a_family_trace_is_named(torch, tmp_path, capsys, monkeypatch):
+    """OLMo-2's q/k norms with the RMSNorm rule taken away: listed by name and count, not costed."""
+    monkeypatch.delitem(RULES, "aten::_fused_rms_norm")
+    path = family_config(tmp_path, "olmo2")
+    _, result = traced_family(torch, path)
+    # 2 layers x (2 post norms + q_norm + k_norm) + the final norm = 9 calls
+    assert dict(result.unsupported_calls) == {"aten::_fused_rms_norm": 9}
+    assert not any(op.name == "aten::_fused_rms_norm" for op in result.ops)
+    assert main(["trace", path, "--tokens", "8"]) == 0
+    assert "unsupported (no rule; not counted): aten::_fused_rms_norm x9" in capsys.readouterr().out

@@ -373,3 +373,118 @@ def test_roofline_trace_takes_a_mixtral_config_and_says_routing_is_assumed(torch
     assert "note: MoE routing assumed uniform: the tokens x 2 (token, expert) pairs are spread evenly over the 8" in out and "aten::index_add_" in out
     assert main(["trace", str(path), "--phase", "decode", "--context", "64", "--json"]) == 0
     assert any("uniform" in n for n in json.loads(capsys.readouterr().out)["notes"])
+
+
+def test_experts_trace_in_fp32_on_meta_at_fp32_width(torch):
+    """torch._grouped_mm's meta kernel accepts bf16 only ("Expected inputs of BF16 type", what a
+    transformers 5 MoE traced in fp32 stopped at); the trace takes the output's shape from bf16
+    stand-ins and costs the call at the fp32 it runs at (the CPU and CUDA kernels run fp32)."""
+    from roofline.trace import trace
+
+    with torch.device("meta"):
+        experts = _experts(torch)
+    result = trace(experts, torch.empty(16, D), torch.empty(E, dtype=torch.int32), dtype="fp32")
+    assert result.unsupported == ()
+    grouped = [op for op in result.ops if op.name == "aten::_grouped_mm"]
+    assert sum(op.flops for op in grouped) == 49_152  # as in bf16 (test_experts_trace_in_full)
+    assert {op.dtype for op in grouped} == {"fp32"}
+    # 4 bytes an element: rows 16 x 16 and 16 x 32 read, 16 x 64 and 16 x 16 written, the weights
+    # 4 x (16 x 64 + 32 x 16), the offs 2 x 4 int32
+    assert sum(op.bytes for op in grouped) == 4 * (16 * 16 + 16 * 32 + 16 * 64 + 16 * 16) + 4 * 4 * (16 * 64 + 32 * 16) + 2 * 16
+
+
+# ---------------------------------------------------------------------------------------------
+# MoE families from a config.json (trace.decoder.Decoder, models.LlamaLike)
+# ---------------------------------------------------------------------------------------------
+
+# 2 layers, d_model 64, 4 heads of 16 over 2 kv heads, dense d_ff 128, vocab 256, 4 experts of 32, top 2
+MOE = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+           head_dim=16, vocab_size=256, tie_word_embeddings=False, torch_dtype="bfloat16", num_experts=4,
+           num_experts_per_tok=2, moe_intermediate_size=32)
+MOE_FAMILIES = {
+    "qwen2_moe": dict(model_type="qwen2_moe", shared_expert_intermediate_size=64),
+    "qwen3_moe": dict(model_type="qwen3_moe"),
+    "qwen3_moe_dense_first": dict(model_type="qwen3_moe", mlp_only_layers=[0]),  # two layer kinds
+    "mixtral": dict(model_type="mixtral", num_local_experts=4, intermediate_size=32),
+    # latent attention: q latent 48, kv latent 32, heads of 16 nope + 8 rope, values 16; layer 0 dense
+    "deepseek_v3": dict(model_type="deepseek_v3", kv_lora_rank=32, q_lora_rank=48, qk_nope_head_dim=16,
+                        qk_rope_head_dim=8, v_head_dim=16, n_routed_experts=4, n_shared_experts=1,
+                        first_k_dense_replace=1, n_group=1, topk_group=1),
+}
+
+
+def _traced_config(torch, tmp_path, changes, tokens=8, dtype="bf16"):
+    import json
+
+    from roofline.trace import trace
+    from roofline.trace.models import from_config
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**MOE, **changes}))
+    with torch.device("meta"):
+        model = from_config(str(path))
+    return str(path), model, trace(model, torch.zeros(1, tokens, dtype=torch.long), dtype=dtype)
+
+
+@pytest.mark.parametrize("family", sorted(MOE_FAMILIES))
+def test_moe_family_config_traces_and_agrees_with_the_analytic_model(torch, tmp_path, family):
+    """Every op has a rule; the parameters are the analytic count's; matmul and attention FLOPs are
+    T x the analytic forward FLOPs per token (the top-k experts' share of every token, uniform)."""
+    from roofline.transformer import count_params, flops_per_token
+
+    path, model, result = _traced_config(torch, tmp_path, MOE_FAMILIES[family])
+    assert result.unsupported == ()
+    assert sum(p.numel() for p in model.parameters()) == count_params(path)["total"]
+    flops = sum(op.flops for op in result.ops if op.category in ("matmul", "attention"))
+    assert flops == 8 * flops_per_token(path, 8, mode="forward")
+    assert any("MoE routing assumed uniform" in n for n in model.notes)
+
+
+def test_qwen2_moe_shared_expert_gate_by_hand(torch, tmp_path):
+    _, model, result = _traced_config(torch, tmp_path, MOE_FAMILIES["qwen2_moe"])
+    # a layer: qkv 64 x 128 = 8,192 and its bias 128, o 4,096, router 64 x 4 = 256, experts 4 x 3 x
+    # 64 x 32 = 24,576, shared expert 3 x 64 x 64 = 12,288, its gate 64 x 1 = 64, norms 128: 49,728;
+    # 2 layers 99,456; embedding and head 2 x 16,384; final norm 64: 132,288
+    assert sum(p.numel() for p in model.parameters()) == 132_288
+    flops = defaultdict(float)
+    for op in result.ops:
+        flops[op.module.split(".", 2)[-1] if op.module.startswith("layers.") else op.module] += (
+            op.flops if op.category == "matmul" else 0)
+    # T = 8, 2 layers, each matmul 2 M N K
+    assert flops["attn.wqkv"] == 2 * (2 * 8 * 64 * 128)  # 131,072 a layer (the bias add not counted)
+    assert flops["mlp.router"] == 2 * (2 * 8 * 64 * 4)  # 4,096
+    assert flops["mlp.shared_gate"] == 2 * (2 * 8 * 64 * 1)  # 1,024
+    assert flops["mlp.shared.w13"] == 2 * (2 * 8 * 64 * 128)  # 131,072
+    # 8 tokens x top 2 = 16 rows, 4 for each of 4 experts: gate+up 2 x 4 x 64 x 64 = 32,768, down
+    # 2 x 4 x 32 x 64 = 16,384, by 4 experts
+    experts = sum(v for k, v in flops.items() if k.startswith("mlp.experts."))
+    assert experts == 2 * 4 * (32_768 + 16_384)
+    sigmoid = [op for op in result.ops if op.name == "aten::sigmoid"]
+    assert [op.shapes[0] for op in sigmoid] == [(8, 1)] * 2  # the gate's one value a token
+
+
+def test_moe_family_in_fp32(torch, tmp_path):
+    """--dtype fp32: the same FLOPs, the weights' bytes twice bf16's."""
+    _, _, bf16_run = _traced_config(torch, tmp_path, MOE_FAMILIES["qwen3_moe"])
+    _, _, fp32_run = _traced_config(torch, tmp_path, MOE_FAMILIES["qwen3_moe"], dtype="fp32")
+    assert fp32_run.unsupported == () and fp32_run.total_flops == bf16_run.total_flops
+    mm = [sum(op.bytes for op in r.ops if op.category == "matmul") for r in (bf16_run, fp32_run)]
+    assert mm[1] == 2 * mm[0]
+
+
+def test_deepseek_v3_latent_attention_prefill_by_hand_and_no_decode(torch, tmp_path, capsys):
+    from roofline.cli import main
+
+    path, model, result = _traced_config(torch, tmp_path, MOE_FAMILIES["deepseek_v3"])
+    mm = defaultdict(float)
+    for op in result.ops:
+        if op.category == "matmul" and op.module.startswith("layers.0.attn."):
+            mm[op.module.rsplit(".", 1)[-1]] += op.flops
+    # T = 8, each matmul 2 M N K: q_a 2 x 8 x 64 x 48 = 49,152, q_b 2 x 8 x 48 x (4 x 24) = 73,728,
+    # kv_a 2 x 8 x 64 x (32 + 8) = 40,960, kv_b 2 x 8 x 32 x (4 x (16 + 16)) = 65,536, o 2 x 8 x 64 x 64 = 65,536
+    assert dict(mm) == {"q_a": 49_152, "q_b": 73_728, "kv_a": 40_960, "kv_b": 65_536, "wo": 65_536}
+    # attention 2 B H T S (d_qk + d_v) = 2 x 4 x 8 x 8 x (24 + 16) = 20,480 a layer
+    assert [op.flops for op in result.ops if op.category == "attention"] == [20_480, 20_480]
+    # a decode step of MLA is refused by name (engines run it absorbed over the latent cache)
+    assert main(["trace", path, "--phase", "decode", "--context", "16"]) == 2
+    assert "latent attention (MLA) is not built" in capsys.readouterr().err

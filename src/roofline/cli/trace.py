@@ -80,7 +80,7 @@ def cmd_trace(args):
             dt = DTYPE_BY_NAME[args.input_dtype]
             inputs.append(torch.zeros(shape, dtype=dt, device="meta"))
     else:
-        inputs = step_inputs(model.cfg, args, torch, DTYPE_BY_NAME[args.dtype])
+        inputs = step_inputs(model, args, torch, DTYPE_BY_NAME[args.dtype])
     try:  # the inputs keep --input-dtype: the header says what ran
         result = trace(model, *inputs, dtype=DTYPE_BY_NAME[args.dtype], fused=not args.unfused, cast_inputs=False)
     except RooflineError:
@@ -100,6 +100,8 @@ def cmd_trace(args):
             cost_model = calibrated.for_forward(result.total_bytes)
     pred = result.predict(machine, cost_model)
     notes = list(getattr(model, "notes", []))  # what the builder assumed (trace.models: MoE routing)
+    if not factory and (args.phase or "prefill") == "prefill" and hasattr(model, "prefill_notes"):
+        notes += model.prefill_notes(args.tokens or 128)  # trace.decoder: a window shorter than the prefill
     if getattr(cost_model, "calibration", None) is not None:
         gap = cost_model.calibration.framework_gap_s
         notes.append("the eager framework's time between ops (Python, module calls) is not in this prediction: "
@@ -125,8 +127,11 @@ def cmd_trace(args):
     elif (args.phase or "prefill") == "prefill":
         ins = f"a prefill of {result.inputs[0][1]:,} tokens at batch {result.inputs[0][0]}"
     else:
-        ins = (f"one decode step at batch {result.inputs[0][0]} against a KV cache of {result.inputs[1][2]:,} tokens "
-               f"({len(result.inputs) - 1} cache tensors, appended with cat as eager code does)")
+        S = args.context or 4096
+        windowed = any(shape[2] < S for shape in result.inputs[1:])  # trace.decoder: a sliding layer keeps its window
+        ins = (f"one decode step at batch {result.inputs[0][0]} against a KV cache of {S:,} tokens "
+               f"({len(result.inputs) - 1} cache tensors{', sliding layers keeping their window' if windowed else ''}, "
+               "appended with cat as eager code does)")
     free = sum(1 for op in result.ops if op.bytes == 0)
     if result.fused:  # name the fused kernels the model has (a GPT-2 has attention and LayerNorm, no RMSNorm)
         kinds = [k for k, key in (("attention", "attention"), ("RMSNorm", "rms_norm"))
@@ -312,7 +317,7 @@ def register(sub):
                                    "roofline trace llama3-8b --phase decode --context 8192 --batch 8; "
                                    "roofline trace path/to/config.json --tokens 2048")
     p.add_argument("model", help="PACKAGE.MODULE:FACTORY (a zero-argument function returning an nn.Module), or a "
-                                 "preset or config.json of a Llama-like (dense or MoE) or GPT-2-like model (built on meta)")
+                                 "preset or config.json of an attention model (built on meta; docs/tracing.md lists the families)")
     p.add_argument("--phase", choices=("prefill", "decode"), default=None,
                    help="preset/config: a prefill of --tokens, or one decode step against a KV cache of --context")
     p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None, help="prefill: new tokens per sequence, T (default 128)")

@@ -85,32 +85,42 @@ def build_model(spec: str):
     return model.eval()
 
 
-def _within_positions(cfg, flag: str, value: int, positions: int) -> None:
+def _within_positions(table: int, flag: str, value: int, positions: int) -> None:
     """A prefill or a cache no longer than the model's learned position table (GPT-2's n_positions:
     past it the embedding has no row); 10 million otherwise."""
     from roofline.errors import check_number
 
     check_number(flag.lstrip("-"), value, integer=True, maximum=10**7)
-    table = cfg.max_position_embeddings
     if table and positions > table:
         raise RooflineError(f"{flag} {value:,} needs {positions:,} positions and the model learned {table:,} "
                             "(n_positions: its position table has no row past that)", field=flag.lstrip("-"))
 
 
-def step_inputs(cfg, args, torch, dtype):
+def cache_shapes(model, batch: int, context: int) -> list[tuple[int, ...]]:
+    """Each layer's K and V, (B, kv heads, S, d), for a decode step against ``context`` tokens: the
+    model's own cache_shapes (trace.decoder.Decoder: a sliding layer keeps its window), else all
+    layers alike from its TransformerConfig (LlamaLike, GPT2Like)."""
+    if hasattr(model, "cache_shapes"):
+        return model.cache_shapes(batch, context)
+    cfg = model.cfg
+    return [(batch, cfg.n_kv_heads or cfg.n_heads, context, cfg.head_dim)] * (2 * cfg.n_layers)
+
+
+def step_inputs(model, args, torch, dtype):
     """Token ids for a prefill of --tokens at --batch, or one decode step's: one new token per
     sequence and each layer's K and V cache of --context tokens (meta tensors: nothing allocated)."""
     phase, batch = args.phase or "prefill", args.batch or 1
+    cfg = getattr(model, "cfg", None)
+    table = cfg.max_position_embeddings if cfg is not None else getattr(model, "max_position_embeddings", 0)
     if phase == "prefill":
         if args.context is not None:
             raise RooflineError("--context is the cache a decode step attends to: give --phase decode", field="context")
         tokens = args.tokens or 128
-        _within_positions(cfg, "--tokens", tokens, tokens)
+        _within_positions(table, "--tokens", tokens, tokens)
         return [torch.zeros(batch, tokens, dtype=torch.int64, device="meta")]
     if args.tokens is not None:
         raise RooflineError("--tokens is a prefill's length; a decode step makes one token: give --context", field="tokens")
     S = args.context or 4096
-    _within_positions(cfg, "--context", S, S + 1)  # the new token sits at position S
-    kv, d = cfg.n_kv_heads or cfg.n_heads, cfg.head_dim
-    cache = [torch.zeros(batch, kv, S, d, dtype=dtype, device="meta") for _ in range(2 * cfg.n_layers)]
+    _within_positions(table, "--context", S, S + 1)  # the new token sits at position S
+    cache = [torch.zeros(shape, dtype=dtype, device="meta") for shape in cache_shapes(model, batch, S)]
     return [torch.zeros(batch, 1, dtype=torch.int64, device="meta"), *cache]

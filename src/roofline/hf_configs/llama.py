@@ -1,4 +1,4 @@
-"""Loaders of the Llama-like families (Llama, Mistral, Mixtral, Qwen2/3 and their MoE, GLM-4 MoE, Gemma 1-3),
+"""Loaders of the Llama-like families (Llama, OLMo 2, Mistral, Mixtral, Qwen2/3 and their MoE, GLM-4 MoE, Gemma 1-3),
 all built by _llama_like: grouped-query attention, an optional window per layer, a gated MLP or MoE."""
 
 from __future__ import annotations
@@ -56,6 +56,15 @@ def _llama(c: _Keys) -> Model:
     head_dim = hidden_size / heads; no sliding window (LlamaAttention reads none: a sliding_window
     key is reported as not understood)."""
     return _llama_like(c, windowed=False)
+
+
+@loader("olmo2")
+def _olmo2(c: _Keys) -> Model:
+    """Olmo2Config (OLMo 2, transformers' modeling_olmo2): Llama's projections and SwiGLU MLP;
+    q_norm and k_norm over the whole projection (RMSNorm of H d and of K d, the "rmsnorm_full" kind);
+    two RMSNorms a layer, after attention and after the MLP (post_attention_layernorm,
+    post_feedforward_layernorm: x + norm(f(x)), the same count as pre-norm); tie False; no window."""
+    return _llama_like(c, qk_norm="rmsnorm_full", windowed=False)
 
 
 @loader("mistral")

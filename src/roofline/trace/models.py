@@ -11,7 +11,9 @@ LlamaMoE is Hugging Face's eager Mixtral block (router, softmax, top-k, each exp
 gathered and added back), routed uniformly on the meta device.
 
 Factories (zero-argument, for ``roofline trace roofline.trace.models:FACTORY``): llama2_7b,
-llama3_8b, gpt2, tiny_llama, tiny_gpt2, tiny_mixtral.
+llama3_8b, gpt2, tiny_llama, tiny_gpt2, tiny_mixtral. ``from_config`` builds a preset or a
+config.json: these for one repeated plain block, trace.decoder.Decoder for the other attention
+families (layer kinds, q/k norms, post- and sandwich norms, gated shared experts, MLA).
 """
 
 from __future__ import annotations
@@ -123,21 +125,29 @@ class LlamaMoE(nn.Module):
     def forward(self, x):
         B, T, D = x.shape
         flat = x.reshape(-1, D)
-        N, E, k = flat.shape[0], self.n_experts, self.top_k
-        weights, _ = torch.softmax(self.router(flat), dim=-1, dtype=torch.float32).topk(k, dim=-1)
-        weights = (weights / weights.sum(dim=-1, keepdim=True)).to(x.dtype).reshape(-1)
-        out = torch.zeros_like(flat)
-        pairs = N * k
-        for e, expert in enumerate(self.experts):
-            n = pairs // E + (1 if e < pairs % E else 0)
-            if n == 0:  # no token chose this expert: its weights are not read
-                continue
-            rows = torch.arange(n, device=x.device) % N  # the uniform share (class docstring)
-            y = expert(flat[rows]) * weights[:n, None]
-            out.index_add_(0, rows, y)
+        out = route_uniform(flat, self.router, self.experts, self.top_k)
         if self.shared is not None:
             out = out + self.shared(flat)
         return out.view(B, T, D)
+
+
+def route_uniform(flat, router, experts, k: int):
+    """Top-k routing of ``flat`` (N, D) as Hugging Face's eager Mixtral block runs it (LlamaMoE's
+    docstring), each expert given its uniform share of the N k pairs: (N, D), the shared expert not
+    added."""
+    N, E = flat.shape[0], len(experts)
+    weights, _ = torch.softmax(router(flat), dim=-1, dtype=torch.float32).topk(k, dim=-1)
+    weights = (weights / weights.sum(dim=-1, keepdim=True)).to(flat.dtype).reshape(-1)
+    out = torch.zeros_like(flat)
+    pairs = N * k
+    for e, expert in enumerate(experts):
+        n = pairs // E + (1 if e < pairs % E else 0)
+        if n == 0:  # no token chose this expert: its weights are not read
+            continue
+        rows = torch.arange(n, device=flat.device) % N  # the uniform share (LlamaMoE's docstring)
+        y = expert(flat[rows]) * weights[:n, None]
+        out.index_add_(0, rows, y)
+    return out
 
 
 class LlamaBlock(nn.Module):
@@ -294,27 +304,48 @@ def _model_notes(model) -> tuple:
     m = get_model(model)
     notes = tuple(getattr(m, "notes", ()))
     if str(getattr(m, "model_type", "")).startswith("gemma"):
-        notes += ("Gemma traced as a Llama-like block with its GELU MLP: its embedding scale (x sqrt(d_model), one "
+        notes += ("Gemma traced with its GELU MLP: its embedding scale (x sqrt(d_model), one "
                   "elementwise op a forward) and its norms' (1 + w) weights are not traced",)
     return notes
 
 
 def from_config(model):
     """A preset key, a config.json path (or a Model) as one of these torch modules, for tracing:
-    SwiGLU RMSNorm models, dense or with experts (Mixtral-like), as LlamaLike, LayerNorm GELU models with learned positions as
-    GPT2Like; anything else is refused by name (give a PACKAGE.MODULE:FACTORY for it)."""
+    SwiGLU RMSNorm models of one plain block, dense or with experts (Mixtral-like), as LlamaLike;
+    LayerNorm GELU models with learned positions as GPT2Like; any other attention model (layer
+    kinds, q/k norms, post- or sandwich norms, a gated shared expert) as decoder.Decoder, built
+    layer by layer from its Model; what none builds is refused by name (give a
+    PACKAGE.MODULE:FACTORY for it)."""
     from roofline.errors import RooflineError
 
-    cfg = _cfg(model)
+    if isinstance(model, TransformerConfig):
+        cfg = model
+    else:
+        try:
+            cfg = _cfg(model)
+        except RooflineError:
+            return _decoder(model)
     notes = [] if isinstance(model, TransformerConfig) else list(_model_notes(model))
     built = None
     if cfg.gated_mlp and cfg.norm == "rmsnorm":
         built = LlamaLike(cfg)
     elif not cfg.is_moe and not cfg.gated_mlp and cfg.norm == "layernorm" and cfg.n_kv_heads in (None, cfg.n_heads):
         built = GPT2Like(cfg)
+    if built is None and not isinstance(model, TransformerConfig):
+        return _decoder(model)
     if built is not None:
         built.notes = notes + list(getattr(built, "notes", []))  # what the config's loader ignored or assumed
         return built
     raise RooflineError(f"{cfg.name}: roofline trace builds Llama-like (SwiGLU, RMSNorm; dense or MoE) and GPT-2-like "
                         "(GELU, LayerNorm) models from a config; for this one give a PACKAGE.MODULE:FACTORY "
                         "that builds it", field="model")
+
+
+def _decoder(model):
+    """The Model of a preset key or config.json as a decoder.Decoder, with its loader's notes."""
+    from roofline.model_sources import get_model
+    from roofline.trace.decoder import Decoder
+
+    built = Decoder(get_model(model))
+    built.notes = list(_model_notes(model)) + built.notes
+    return built

@@ -82,6 +82,23 @@ def apply_rule(rule, call: Call):
         return None
 
 
+_GROUPED_MM = torch.ops.aten._grouped_mm.default
+
+
+def _grouped_mm_any_dtype(func, args, kwargs):
+    """torch._grouped_mm(A, B, offs): its meta kernel accepts bf16 only ("Expected inputs of BF16
+    type"; transformers 5's MoE experts call it), while the CPU and CUDA kernels also run fp32 and
+    fp16. On meta tensors of another dtype the output's shape is taken from the meta kernel run on
+    bf16 stand-ins and the output made at the inputs' dtype (or ``out_dtype``): the rule then costs
+    the call as it runs, its bytes at the real width. Anything else runs as given."""
+    a, b = args[0], args[1]
+    if not (a.is_meta and b.is_meta and a.dtype == b.dtype and a.dtype in (torch.float32, torch.float16)):
+        return func(*args, **kwargs)
+    stand_in = func(a.to(torch.bfloat16), b.to(torch.bfloat16), *args[2:], **kwargs)
+    dtype = kwargs.get("out_dtype") or (args[4] if len(args) > 4 and args[4] is not None else a.dtype)
+    return torch.empty(stand_in.shape, dtype=dtype, device="meta")
+
+
 class Recorder(TorchDispatchMode):
     """Costs every aten op dispatched inside it. ``modules`` is the nn.Module path stack kept by
     the module hooks (see trace)."""
@@ -95,7 +112,7 @@ class Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        out = _grouped_mm_any_dtype(func, args, kwargs) if func is _GROUPED_MM else func(*args, **kwargs)
         if not self.paused:
             self.record(make_call(func, args, kwargs, out))
         return out
