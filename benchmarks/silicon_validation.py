@@ -32,23 +32,26 @@ sys.path.insert(0, str(ROOT / "src"))
 from smoke import SMOKE, announce, output, smoke_or  # noqa: E402
 
 # Our presets for the sample's models (DeepSeek-R1 is DeepSeek-V3's architecture), or a config aiconfigurator-core
-# ships (CONFIGS). Models no loader reads yet (Qwen3.5-397B, Kimi-K2.5's compressed-tensors checkpoint, GLM-5) are
-# refused by name: issue 36.
+# ships (CONFIGS): Qwen3.5-397B (Gated DeltaNet hybrid), Kimi-K2.5 (its compressed-tensors INT4 experts as stored
+# where the row gives no narrower precision), GLM-5 (DeepSeek Sparse Attention).
 MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama3.1-8b",
           "meta-llama/Llama-3.1-70B": "llama3.1-70b", "Qwen/Qwen3-32B": "qwen3-32b", "nvidia/Qwen3-32B-NVFP4": "qwen3-32b",
           "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b", "deepseek-ai/DeepSeek-R1": "deepseek-v3",
           "deepseek-ai/DeepSeek-V3": "deepseek-v3", "nvidia/DeepSeek-R1-NVFP4": "deepseek-v3",
           "nvidia/DeepSeek-V3.1-NVFP4": "deepseek-v3", "openai/gpt-oss-120b": "gpt-oss-120b",
-          "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5"}
+          "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5", "Qwen/Qwen3.5-397B-A17B": "qwen3.5-397b-a17b",
+          "moonshotai/Kimi-K2.5": "kimi-k2.5", "zhipuai/GLM-5": "glm-5"}
 # models read from the config.json aiconfigurator-core ships (its model_configs/), by our label
-CONFIGS = {"minimax-m2.5": "MiniMaxAI--MiniMax-M2.5_config.json"}
+CONFIGS = {"minimax-m2.5": "MiniMaxAI--MiniMax-M2.5_config.json", "qwen3.5-397b-a17b": "Qwen--Qwen3.5-397B-A17B_config.json",
+           "kimi-k2.5": "moonshotai--Kimi-K2.5_config.json", "glm-5": "zai-org--GLM-5_config.json"}
 GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "gb200"}
 DTYPES = {"fp8": "fp8", "fp4": "fp4", "bf16": "bf16", "": "bf16", "int4": "int4"}  # the row's precision; none: bf16
 # Checkpoints whose config.json quantization_config scales fp8 weights per 128 x 128 block ("weight_block_size":
 # [128, 128]: DeepSeek-V3 and R1, Qwen3's own -FP8 releases): their GEMMs and experts read the tables' fp8_block rows
 # (MeasuredKernels.fp8_scaling "block"); every other fp8 row is per-tensor (ModelOpt checkpoints, and the base
 # models quantised by the engine on load).
-BLOCK_FP8 = {"deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B-FP8", "MiniMaxAI/MiniMax-M2.5"}
+BLOCK_FP8 = {"deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B-FP8", "MiniMaxAI/MiniMax-M2.5",
+             "Qwen/Qwen3.5-397B-A17B", "zhipuai/GLM-5"}  # Qwen3.5 and GLM-5: the sample's own moe_quant_mode fp8_block
 KV_CACHE = "bf16"  # the engines' default kv-cache dtype "auto" follows the checkpoint (vLLM: the model's dtype;
 # TensorRT-LLM's KvCacheConfig.dtype: the checkpoint's kv_cache_quant_algo); the sample does not state one: bf16
 
@@ -77,7 +80,8 @@ def settings_text() -> str:
             "and output length; the row's precision as `--dtype` (fp8: W8A8), with a bf16 KV cache (the engines' "
             "default 'auto' follows the checkpoint; the sample states none); no precision given: bf16; fp8 as "
             "block-scaled (`--fp8-scaling block`) for the checkpoints that are (DeepSeek-V3/R1, Qwen3-235B-A22B-FP8, MiniMax-M2.5: "
-            "weight_block_size [128, 128] in their config.json), else per-tensor; the row's tensor parallelism (its experts "
+            "weight_block_size [128, 128] in their config.json; Qwen3.5-397B and GLM-5: the sample's moe_quant_mode "
+            "fp8_block), else per-tensor; a GB200's 72 GPUs joined by its NVLink (--gpus-per-node 72); the row's tensor parallelism (its experts "
             "split over the same GPUs costed as tensor-parallel: 'TP, MoE EP'), or with attention data "
             "parallelism equal to MoE expert parallelism `--ep` over those GPUs; mean TTFT and TPOT compared. "
             "`plate`: the workshop plate's cost model (e_c 0.70, e_m 0.85, launch 3 us); `kernels`: the row's engine's "
@@ -165,8 +169,9 @@ def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block)
             from roofline.measured.tables import data_root
 
             source = str(data_root().parent.parent / "model_configs" / CONFIGS[model])
+        # a GB200 NVL72's NVLink joins its 72 GPUs (the row's system), an HGX node's 8
         _STEPS[key] = StepCost(source, m, precision, gpus, None, cm, "flash", max_tokens, max_seqs,
-                               expert_parallel=ep)
+                               gpus_per_node=m.scale_up_gpus or 8, expert_parallel=ep)
     return _STEPS[key]
 
 
