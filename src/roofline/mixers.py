@@ -287,13 +287,16 @@ class GatedDeltaNet:
     in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, the same widths; a depthwise causal conv of width
     ``conv_kernel`` over the q, k, v channels, no bias; dt_bias and A_log per value head; an RMSNorm
     over v_head_dim gated by silu(z), one scale shared by the heads; out_proj v_heads v_head_dim -> D.
-    Each value head keeps a (k_head_dim x v_head_dim) state; a key head serves v_heads / k_heads of them."""
+    Each value head keeps a (k_head_dim x v_head_dim) state; a key head serves v_heads / k_heads of them.
+    ``split_projections``: the checkpoint stores the four split matrices (Qwen3.5), not the two fused
+    ones; the same parameters, but a quantised format keeps scales per matrix."""
 
     k_heads: int
     v_heads: int
     k_head_dim: int
     v_head_dim: int
     conv_kernel: int = 4
+    split_projections: bool = False
 
     def __post_init__(self):
         check_counts("gated deltanet", k_heads=self.k_heads, v_heads=self.v_heads, k_head_dim=self.k_head_dim,

@@ -48,9 +48,10 @@ def _types(c: _Keys, L: int) -> tuple[list[str], list[str]]:
     return list(types), notes
 
 
-def _hybrid(c: _Keys, channel) -> Model:
-    """The layer list: Gated DeltaNet or gated attention by layer_types, ``channel(i)`` after each;
-    two RMSNorms a layer, a final norm; the multi-token-prediction layers left out, said."""
+def _hybrid(c: _Keys, channel, split: bool = False) -> Model:
+    """The layer list: Gated DeltaNet (its projections ``split`` as Qwen3.5 stores them) or gated
+    attention by layer_types, ``channel(i)`` after each; two RMSNorms a layer, a final norm; the
+    multi-token-prediction layers left out, said."""
     D, L, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("vocab_size")
     H, d = c.pos("num_attention_heads"), c.pos("head_dim")
     if c.flag("attention_bias", False):
@@ -62,7 +63,7 @@ def _hybrid(c: _Keys, channel) -> Model:
                             "not supported", field="model")
     attn = Attention(H, c.pos("num_key_value_heads", H), d, qk_norm="rmsnorm", output_gate=True)
     gdn = GatedDeltaNet(c.pos("linear_num_key_heads"), c.pos("linear_num_value_heads"), c.pos("linear_key_head_dim"),
-                        c.pos("linear_value_head_dim"), c.pos("linear_conv_kernel_dim"))
+                        c.pos("linear_value_head_dim"), c.pos("linear_conv_kernel_dim"), split_projections=split)
     types, notes = _types(c, L)
     c.get("use_sliding_window")  # Qwen3-Next's attention has no window; the key is a leftover of Qwen2's config
     layers = [Layer(gdn if types[i] == LINEAR else attn, channel(i)) for i in range(L)]
@@ -110,7 +111,7 @@ def _qwen3_5_text(c: _Keys) -> Model:
     c.defaults = DEFAULTS["qwen3_5_text"]
     _all_one_kind(c, "a dense MLP")
     dense = MLP(c.pos("intermediate_size"), activation=_act(c))
-    return _hybrid(c, lambda i: dense)
+    return _hybrid(c, lambda i: dense, split=True)
 
 
 @loader("qwen3_5_moe_text")
@@ -124,7 +125,7 @@ def _qwen3_5_moe_text(c: _Keys) -> Model:
     _all_one_kind(c, "a mixture of experts")
     moe = MoE(c.pos("num_experts"), c.pos("num_experts_per_tok"), c.pos("moe_intermediate_size"),
               shared_d_ff=c.pos("shared_expert_intermediate_size"), shared_gate=True, activation=_act(c))
-    return _hybrid(c, lambda i: moe)
+    return _hybrid(c, lambda i: moe, split=True)
 
 
 def _all_one_kind(c: _Keys, what: str) -> None:

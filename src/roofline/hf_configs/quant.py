@@ -128,8 +128,13 @@ def _storage(q: dict, name: str, default: str, model, mtp_layers: int = 0) -> tu
         raise RooflineError(f"{name}: mxfp4 with the experts in modules_to_not_convert is not understood", field="model")
     if not model.is_moe or any(r.part == "router" for r in rules):
         assumed = [n for n in assumed if n != quant_formats.ROUTER_NOTE.format(d=default)]
-    storage, said = priced(model, schemes, rules, default, method)
-    stored = "; ".join(dict.fromkeys(schemes[p].label for p, _, _ in storage.parts))
+    kept_by = "the checkpoint's skip list"
+    if method == "modelopt" and quant_formats.modelopt_mixed(q):
+        rules += quant_formats.mixed_rules(q, name, model, mtp_layers)  # after the exclusions: they win, as in vLLM
+        kept_by = "not being in quantized_layers (or by exclude_modules)"
+    storage, said = priced(model, schemes, rules, default, method, kept_by)
+    labels = [*(schemes[p].label for p, _, _ in storage.parts if p in schemes), *(r.scheme.label for r in rules if r.scheme)]
+    stored = "; ".join(dict.fromkeys(labels))
     head = f"{method}: weights stored as {stored or default}; {kept}"
     return storage, [head, *said, *loose, *assumed]
 
