@@ -223,6 +223,7 @@ def _groups_disagree(q: dict) -> list[str]:
 
 
 _EXPERT_INDEX = re.compile(r"\.experts\.(\d+)\.")
+_EXPERT_W = re.compile(r"(\.experts\.\d+)\.w([123])$")
 
 
 def mixed_rules(q: dict, name: str, model, mtp_layers: int = 0) -> list[Skip]:
@@ -239,7 +240,9 @@ def mixed_rules(q: dict, name: str, model, mtp_layers: int = 0) -> list[Skip]:
         if not isinstance(entry, dict):
             raise _refuse(name, f"modelopt quantized_layers {module!r} is not an object")
         scheme = _modelopt_scheme(str(entry.get("quant_algo") or "").upper(), entry.get("group_size"), name)
-        rules, loose = skip_rules([str(module)], name, model.n_layers, "quantized_layers", mtp_layers)
+        # Mixtral's and MiniMax's expert names: w1 gate, w3 up, w2 down
+        plain = _EXPERT_W.sub(lambda m: f"{m.group(1)}.{ {'1': 'gate', '2': 'down', '3': 'up'}[m.group(2)]}_proj", str(module))
+        rules, loose = skip_rules([plain], name, model.n_layers, "quantized_layers", mtp_layers)
         if loose:
             raise _refuse(name, f"modelopt quantized_layers names {module!r}, which this reader does not hold apart")
         for r in rules:

@@ -77,7 +77,9 @@ def layer_matrices(layer, d: int) -> dict[str, list[tuple[str, int, int, int]] |
         H, K, hd, vd = m.heads, m.kv_heads, m.head_dim, m.v_head_dim
         q = H * hd * (2 if m.output_gate else 1)  # a gated attention's q_proj carries the gate too (Qwen3-Next)
         v = [] if m.k_eq_v else [("v_proj", K * vd, d, 1)]  # Gemma 4's full layers take values from the keys
-        out["attention"] = [("q_proj", q, d, 1), ("k_proj", K * hd, d, 1), *v, ("o_proj", d, H * vd, 1)]
+        index = [("index_q_proj", m.index_heads * m.index_head_dim, d, 1), ("index_k_proj", m.index_head_dim, d, 1)]
+        out["attention"] = [("q_proj", q, d, 1), ("k_proj", K * hd, d, 1), *v, ("o_proj", d, H * vd, 1),
+                            *(index if m.index_topk else [])]  # MiniMax-M3's MSA block indexer
     elif isinstance(m, LatentAttention):
         H, r, q = m.heads, m.kv_lora_rank, m.q_lora_rank
         query = ([("q_a_proj", q, d, 1), ("q_b_proj", H * m.qk_head_dim, q, 1)] if q
@@ -123,7 +125,7 @@ _PART_PATTERNS = (("shared_expert", "shared_experts"), ("experts", "experts"), (
                   ("feed_forward", "mlp"), ("block_sparse_moe", "mlp"))
 _MLP_BLOCKS = ("mlp", "feed_forward", "block_sparse_moe")  # a layer's whole channel mixer (Llama 4's, Mixtral's names)
 # modules the loader leaves out of the count (a vision tower, multi-token prediction): skipping them changes nothing priced
-_UNPRICED_PATTERNS = ("visual", "vision", "multi_modal", "mm_projector", "mtp")
+_UNPRICED_PATTERNS = ("visual", "vision", "multi_modal", "mm_projector", "patch_merge", "mtp")
 # weights no format here quantises (not Linear layers): naming them changes nothing
 _NEVER_QUANTISED = ("norm", "conv1d", "e_score_correction_bias", "rotary_emb", "a_log", "dt_bias")
 _ATTENTION_MATRICES = ("q_proj", "k_proj", "v_proj", "o_proj")
