@@ -292,6 +292,7 @@ def test_every_supported_family_has_a_preset_or_a_test():
     tested_here |= {"gemma4_text", "kimi_k3", "kimi_linear", "deepseek_v4", "deepseek_ref"}  # tests/test_new_families_2.py
     tested_here |= {"deepseek_v32", "glm_moe_dsa", "glm4_moe"}  # tests/test_sparse_attention.py
     tested_here |= {"minimax_m3"}  # tests/test_msa.py
+    tested_here |= {"kimi_linear"}  # tests/test_kimi_linear.py
     assert set(SUPPORTED) <= presets | tested_here
 
 

@@ -118,7 +118,7 @@ def test_gemma4_shipped_configs_load():
 
 @pytest.mark.parametrize("config, words", [
     ({"model_type": "kimi_k3", "text_config": {"model_type": "kimi_linear"}}, "Kimi Delta Attention"),
-    ({"model_type": "kimi_linear"}, "latent MoE"),
+    ({"model_type": "kimi_linear", "routed_expert_hidden_size": 3584}, "latent MoE"),  # K3's text model
     ({"model_type": "deepseek_v4"}, "hyper-connections"),
     ({"model_type": "deepseek_ref"}, "compressed attention"),
 ])

@@ -324,16 +324,19 @@ def _gdn_ops(o: _Ops, g: GatedDeltaNet, B, T, decode: bool, D) -> list[Kernel]:
     FLOPs a channel; its window of conv_kernel - 1 tokens in the bytes); the delta rule
     (GatedDeltaNet.scan_flops_per_token's 7 FLOPs per state element; reads q, k, v, g and beta,
     writes the output; the state read and written once per decode step, written once by a
-    prefill); the gated norm; out proj."""
+    prefill); the gated norm; out proj. Kimi Delta Attention adds the rank-r gates' up projections
+    and reads a decay per key channel; its gate's activations (O(key_dim) a token) are left out."""
     M, C, Hv = B * T, g.conv_channels, g.v_heads
     state = B * Hv * g.k_head_dim * g.v_head_dim
     state_io = 2.0 * state if decode else state
     conv_io = (2.0 if decode else 1.0) * B * (g.conv_kernel - 1) * C  # its window read and written (prefill: written)
-    return [o.mm("in proj", M, g.in_proj_width, D, "ssm"),
+    gates = [o.mm("gate up proj (f_b, g_b)", M, g.gate_up_width, g.gate_rank, "ssm")] if g.gate_rank else []
+    return [o.mm("in proj", M, g.in_proj_width, D, "ssm"), *gates,
             Kernel.trusted("conv1d", 2.0 * g.conv_kernel * M * C, o.w * (2 * M * C + conv_io), "elementwise", o.dtype,
                            cache_elems=conv_io),
             Kernel.trusted("gated delta rule", 7.0 * M * Hv * g.k_head_dim * g.v_head_dim,
-                           o.w * (M * (C + 2 * Hv) + M * g.value_dim + state_io), "scan", o.dtype, cache_elems=state_io),
+                           o.w * (M * (C + g.gate_elems_per_token) + M * g.value_dim + state_io), "scan", o.dtype,
+                           cache_elems=state_io),
             o.ew("gated norm", M * g.value_dim, 2, 1, FLOPS_PER_ELEMENT["gated_rmsnorm"]),
             o.mm("out proj", M, D, g.value_dim, "ssm")]
 

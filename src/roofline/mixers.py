@@ -326,7 +326,13 @@ class GatedDeltaNet:
     over v_head_dim gated by silu(z), one scale shared by the heads; out_proj v_heads v_head_dim -> D.
     Each value head keeps a (k_head_dim x v_head_dim) state; a key head serves v_heads / k_heads of them.
     ``split_projections``: the checkpoint stores the four split matrices (Qwen3.5), not the two fused
-    ones; the same parameters, but a quantised format keeps scales per matrix."""
+    ones; the same parameters, but a quantised format keeps scales per matrix.
+
+    ``gate_rank`` r > 0: Kimi Delta Attention (Kimi Linear, arXiv:2510.26692; vLLM's
+    KimiDeltaAttention): the decay is per channel, not per head, and it and the output gate come
+    through rank-r projections (f_a_proj D -> r, f_b_proj r -> key_dim; g_a_proj D -> r, g_b_proj
+    r -> value_dim); b_proj D -> v_heads; dt_bias per key channel, A_log per head; q, k and v convolved
+    apart (the same channels); the norm gated by a sigmoid. The same state and delta rule."""
 
     k_heads: int
     v_heads: int
@@ -334,15 +340,20 @@ class GatedDeltaNet:
     v_head_dim: int
     conv_kernel: int = 4
     split_projections: bool = False
+    gate_rank: int = 0
 
     def __post_init__(self):
         check_counts("gated deltanet", k_heads=self.k_heads, v_heads=self.v_heads, k_head_dim=self.k_head_dim,
                      v_head_dim=self.v_head_dim, conv_kernel=self.conv_kernel)
         if self.v_heads % self.k_heads:
             raise RooflineError(f"gated deltanet: value heads {self.v_heads} are not a multiple of key heads {self.k_heads}")
+        check_counts_or_zero("gated deltanet", gate_rank=self.gate_rank)
 
-    kind = "gated deltanet (linear attention)"
     span = 0
+
+    @property
+    def kind(self) -> str:
+        return "kimi delta attention (linear attention)" if self.gate_rank else "gated deltanet (linear attention)"
 
     @property
     def key_dim(self) -> int:
@@ -359,14 +370,30 @@ class GatedDeltaNet:
 
     @property
     def in_proj_width(self) -> int:
-        """q, k, v, z, b, a: 2 key_dim + 2 value_dim + 2 v_heads."""
+        """The projections from D: q, k, v, z, b, a: 2 key_dim + 2 value_dim + 2 v_heads; under KDA q, k,
+        v, b and the two rank-r gate inputs: 2 key_dim + value_dim + v_heads + 2 r."""
+        if self.gate_rank:
+            return 2 * self.key_dim + self.value_dim + self.v_heads + 2 * self.gate_rank
         return 2 * self.key_dim + 2 * self.value_dim + 2 * self.v_heads
+
+    @property
+    def gate_up_width(self) -> int:
+        """KDA's projections from its rank-r gate inputs: the decay (key_dim) and the output gate
+        (value_dim); 0 for Gated DeltaNet."""
+        return self.key_dim + self.value_dim if self.gate_rank else 0
+
+    @property
+    def gate_elems_per_token(self) -> int:
+        """What the delta rule reads a token beside q, k, v: the decay and beta, one each a value head
+        (KDA: the decay per key channel)."""
+        return (self.key_dim if self.gate_rank else self.v_heads) + self.v_heads
 
     def params(self, d_model: int) -> int:
         D = d_model
-        n = D * self.in_proj_width  # in_proj_qkvz + in_proj_ba (or the four split projections), no biases
+        n = D * self.in_proj_width + self.gate_rank * self.gate_up_width  # no biases
         n += self.conv_channels * self.conv_kernel  # depthwise conv, no bias
-        n += 2 * self.v_heads + self.v_head_dim  # dt_bias, A_log; the gated norm's scale
+        n += (self.key_dim if self.gate_rank else self.v_heads) + self.v_heads  # dt_bias (per head; KDA per channel), A_log
+        n += self.v_head_dim  # the gated norm's scale
         n += self.value_dim * D  # out_proj
         return n
 

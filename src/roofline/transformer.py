@@ -85,7 +85,7 @@ def _matmul_params_of(layer: Layer, D: int) -> int:
         n += D * 2 * mixer.d_inner + mixer.d_inner * (mixer.dt_rank + 2 * mixer.d_state) + mixer.dt_rank * mixer.d_inner \
             + mixer.d_inner * D
     elif isinstance(mixer, GatedDeltaNet):
-        n += D * mixer.in_proj_width + mixer.value_dim * D
+        n += D * mixer.in_proj_width + mixer.gate_rank * mixer.gate_up_width + mixer.value_dim * D
     elif isinstance(mixer, Attention):
         a = mixer
         n += D * a.qkv_width + a.heads * a.v_head_dim * D + a.indexer_params(D) - 2 * a.index_head_dim  # less its norms

@@ -27,7 +27,8 @@ modeling_<family>.py; each loader's docstring says which.
     minimax.py  MiniMax-M3 (MiniMax Sparse Attention: GQA with a block indexer)
     nvidia.py   Llama-Nemotron NAS models (nemotron-nas: per-layer block_configs)
     step.py     Step-3.7-Flash, refused by name as not yet supported
-    hybrid.py   linear-attention hybrids: Qwen3-Next, Qwen3.5 / 3.6 (Gated DeltaNet + gated attention)
+    hybrid.py   linear-attention hybrids: Qwen3-Next, Qwen3.5 / 3.6 (Gated DeltaNet + gated attention),
+                Kimi Linear (Kimi Delta Attention + MLA)
     quant.py    the stored width of the weights: torch_dtype and quantization_config (mxfp4, fp8,
                 gptq, awq), dispatch to the other formats
     quant_formats.py  compressed-tensors, modelopt (and hf_quant_config.json), fbgemm_fp8, bitsandbytes

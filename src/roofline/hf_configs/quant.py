@@ -122,6 +122,10 @@ def _storage(q: dict, name: str, default: str, model, mtp_layers: int = 0) -> tu
                             f"(known: {', '.join(sorted(readers))}); remove it and set the weight width with --weights",
                             field="model")
     skip, key = _skip_list(q, name, *quant_formats.SKIP_KEYS.get(method, ("modules_to_not_convert", "ignored_layers")))
+    if any(getattr(k.mixer, "gate_rank", 0) for k in model.kinds) and any("self_attn" in m for m in skip):
+        raise RooflineError(f"{name}: quantization_config {key} names self_attn modules, which in Kimi Linear are its "
+                            "Kimi Delta Attention layers as well as its MLA ones: not read (remove quantization_config "
+                            "and set the weight width with --weights)", field="model")
     rules, loose = skip_rules(skip, name, model.n_layers, key, mtp_layers)
     schemes, kept, assumed = readers[method](q, name, default)
     if method == "mxfp4" and any(r.part == "experts" for r in rules):

@@ -87,6 +87,11 @@ def layer_matrices(layer, d: int) -> dict[str, list[tuple[str, int, int, int]] |
         out["attention"] = query + [("kv_a_proj_with_mqa", r + m.qk_rope_head_dim, d, 1),
                                     ("kv_b_proj", H * (m.qk_nope_head_dim + m.v_head_dim), r, 1),
                                     ("o_proj", d, H * m.v_head_dim, 1)]
+    elif isinstance(m, GatedDeltaNet) and m.gate_rank:  # Kimi Delta Attention (vLLM's names)
+        r = m.gate_rank
+        out["ssm"] = [("q_proj", m.key_dim, d, 1), ("k_proj", m.key_dim, d, 1), ("v_proj", m.value_dim, d, 1),
+                      ("b_proj", m.v_heads, d, 1), ("f_a_proj", r, d, 1), ("f_b_proj", m.key_dim, r, 1),
+                      ("g_a_proj", r, d, 1), ("g_b_proj", m.value_dim, r, 1), ("o_proj", d, m.value_dim, 1)]
     elif isinstance(m, GatedDeltaNet) and m.split_projections:  # Qwen3.5's names
         out["ssm"] = [("in_proj_qkv", 2 * m.key_dim + m.value_dim, d, 1), ("in_proj_z", m.value_dim, d, 1),
                       ("in_proj_b", m.v_heads, d, 1), ("in_proj_a", m.v_heads, d, 1), ("out_proj", d, m.value_dim, 1)]
