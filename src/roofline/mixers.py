@@ -45,7 +45,8 @@ class Attention:
     sparse_block_size) that a block indexer picks: index_q_proj (D -> H_I d_I) and index_k_proj (D ->
     d_I, one key head), a Gemma RMSNorm of d_I on each (the rotary too, no weights). The indexer
     scores every cached key, so its keys (d_I a token) are cached beside K and V; the whole cache is
-    kept (``span`` stays 0), only the attention reads k keys of it."""
+    kept (``span`` stays 0), only the attention reads k keys of it (min(p, k) counted: the query's
+    own block, forced into the top-k, holds only the keys up to it, so this is at most one block over)."""
 
     heads: int
     kv_heads: int

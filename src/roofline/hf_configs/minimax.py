@@ -60,8 +60,8 @@ def _minimax_m3(c: _Keys) -> Model:
     rotary (no weights). Layers with sparse_attention_freq 1 run MSA: a block indexer
     (index_q_proj D -> sparse_num_index_heads x sparse_index_dim, index_k_proj D -> sparse_index_dim,
     a norm of sparse_index_dim on each) picks each query's sparse_topk_blocks blocks of
-    sparse_block_size keys (the local block among them, taken as one of the top-k: a query reads at
-    most k = blocks x block keys). moe_layer_freq 0 layers have a dense gated MLP of
+    sparse_block_size keys (the local block forced among them: a query reads at most k = blocks x
+    block keys, its own block only up to itself; min(p, k) is counted, at most one block over). moe_layer_freq 0 layers have a dense gated MLP of
     dense_intermediate_size, 1 layers a MoE: num_local_experts of intermediate_size (w1, w3, w2),
     top num_experts_per_tok, a router (D, E) with sigmoid scores and a per-expert correction bias
     (use_routing_bias: a buffer, not counted, as MiniMax-M2's), one shared expert of
