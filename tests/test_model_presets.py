@@ -9,7 +9,9 @@ Hub's count of the tensors stored in the checkpoint (model API field ``safetenso
 from __future__ import annotations
 
 import json
+import os
 import sys
+from importlib import resources
 
 import pytest
 
@@ -23,6 +25,7 @@ from roofline.transformer import (
     list_models,
     load_hf_config,
     matmul_params,
+    weight_bytes,
 )
 
 if sys.version_info >= (3, 11):
@@ -42,8 +45,11 @@ PUBLISHED_TOTAL = {
     # the same totals for the Llama 3.1 presets (Llama 3's shapes, longer positions: no weights)
     "llama3.1-8b": 8_030_261_248,
     "llama3.1-70b": 70_553_706_496,
-    # HF safetensors total of meta-llama/Llama-3.1-405B.
-    "llama3-405b": 405_853_388_800,
+    # HF safetensors total of meta-llama/Llama-3.3-70B-Instruct (Llama 3.1 70B's shapes, the same count:
+    # https://huggingface.co/meta-llama/Llama-3.3-70B-Instruct)
+    "llama3.3-70b": 70_553_706_496,
+    # HF safetensors total of meta-llama/Llama-3.1-405B (its old key llama3-405b an alias).
+    "llama3.1-405b": 405_853_388_800,
     # KerasHub preset llama2_7b_en "params" (= transformers num_parameters() of
     # meta-llama/Llama-2-7b-hf). The Hub's safetensors total is 6,738,417,664: see
     # test_llama2_hub_totals_include_rotary_buffers.
@@ -89,6 +95,25 @@ PUBLISHED_TOTAL = {
     "pythia-6.9b": 6_857_302_016,  # Pythia README table (EleutherAI), "Naming convention and parameter count"
 }
 
+# The newest families' exact totals by hand, the arithmetic written in the family tests named (each
+# also checked there against its publisher's figure, and below against the rounded one).
+HAND_TOTAL = {
+    "qwen3-next-80b-a3b": 79_674_391_296,  # tests/test_hybrid_linear.py, Qwen3-Next 80B
+    "qwen3.5-397b-a17b": 396_346_350_336,  # tests/test_hybrid_linear.py, Qwen3.5-397B (language model)
+    "glm-5": 743_911_199_232,  # tests/test_sparse_attention.py, GLM-5
+    "glm-4.5-air": 106_852_245_504,  # tests/test_architectures.py, GLM-4.5-Air
+    "gemma-4-31b": 30_697_345_280,  # tests/test_new_families_2.py, Gemma 4 31B (language model)
+    # tests/test_architectures.py, MiniMax-M2.5: 62 x 3,668,718,592 a layer + 2 x 200,064 x 3072 + 3072
+    "minimax-m2.5": 228_689_748_992,
+    # tests/test_quant_formats.py, Kimi K2.5: 60 x 384 x 3 x 7168 x 2048 = 1,014,686,023,680 experts + the
+    # rest 11,722,185,728
+    "kimi-k2.5": 1_026_408_209_408,
+    # tests/test_new_families.py: Nano 23 x 38,744,896 + 23 x 1,297,468,032 + 6 x 23,399,040 + 704,643,072 + 2688;
+    # Super 40 x 2,873,102,336 + 40 x 109,640,064 + 8 x 35,655,680 + 1,073,741,824 + 4096
+    "nemotron-3-nano-30b-a3b": 31_577_937_344,
+    "nemotron-3-super-120b-a12b": 120_668_687_360,
+}
+
 # Presets whose publisher prints a rounded total: (published figure, half its last printed digit,
 # what it counts). A vision tower the preset leaves out is subtracted as the publisher sizes it.
 PUBLISHED_ROUNDED = {
@@ -112,6 +137,23 @@ PUBLISHED_ROUNDED = {
     # names only: "Nemotron-H 8B", "Mamba-2 2.7B"
     "nemotron-h-8b": (8e9, 0.5e9),
     "mamba2-2.7b": (2.7e9, 0.05e9),
+    # Qwen3-Next-80B-A3B card (https://huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct): "80B in total"
+    "qwen3-next-80b-a3b": (80e9, 0.5e9),
+    # GLM-5 card (https://huggingface.co/zai-org/GLM-5) and report (arXiv:2602.15763): "744B parameters"
+    "glm-5": (744e9, 0.5e9),
+    # Gemma 4 31B: 30.7B for the language model (https://huggingface.co/google/gemma-4-31B-it;
+    # https://huggingface.co/nvidia/Gemma-4-31B-IT-NVFP4, "Number of model parameters: 30.7B")
+    "gemma-4-31b": (30.7e9, 0.05e9),
+    # Nemotron 3 Nano card (https://huggingface.co/nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16): 31.6B total
+    "nemotron-3-nano-30b-a3b": (31.6e9, 0.05e9),
+    # Nemotron 3 Super (https://research.nvidia.com/labs/nemotron/Nemotron-3-Super): "120B total", a name
+    # as much as a count (ours 120.67B, the MTP layer apart): within 1%, as tests/test_new_families.py
+    "nemotron-3-super-120b-a12b": (120e9, 1.2e9),
+    # MiniMax-M2 card (https://huggingface.co/MiniMaxAI/MiniMax-M2; M2.5 the same backbone): "230 billion
+    # total parameters", two digits
+    "minimax-m2.5": (230e9, 5e9),
+    # Kimi K2.5 card (https://huggingface.co/moonshotai/Kimi-K2.5): "1T" total, one digit
+    "kimi-k2.5": (1e12, 0.5e12),
 }
 
 # Active parameters per token, with the publisher's own convention for the embeddings.
@@ -130,6 +172,10 @@ PUBLISHED_ACTIVE = {
     "llama4-scout": (17e9, 0.5e9, True),
     "llama4-maverick": (17e9, 0.5e9, True),
     "jamba": (12e9, 0.5e9, True),
+    # Qwen3.5-397B-A17B card: "17B activated" (17.35B with both tables)
+    "qwen3.5-397b-a17b": (17e9, 0.5e9, True),
+    # Nemotron 3 Nano card: "3.6B including embeddings" (3.2B without)
+    "nemotron-3-nano-30b-a3b": (3.6e9, 0.05e9, True),
 }
 
 # Gemma 3 27B: the Hub checkpoint's 27,432,406,640 (kvfit registry; KerasHub medgemma 27B) holds
@@ -149,13 +195,13 @@ LLAMA4_SCOUT_TOTAL = 109e9
 GPT3_PUBLISHED = 175e9
 GPT3_TOLERANCE = 0.005
 
-ALL_PRESETS = sorted(PUBLISHED_TOTAL) + sorted(PUBLISHED_ROUNDED) + ["gemma3-27b", "llama4-scout", "gpt3-175b"]
+# DeepSeek-V3.2 is DeepSeek-V3 (671B, above) with an indexer a layer: test_deepseek_v32_is_v3_with_an_indexer_a_layer
+ALL_PRESETS = sorted({*PUBLISHED_TOTAL, *PUBLISHED_ROUNDED, *HAND_TOTAL, "gemma3-27b", "llama4-scout", "gpt3-175b",
+                      "deepseek-v3.2"})
 
 
 def _preset_tables() -> dict:
     """The data file itself, parsed independently of the loader."""
-    from importlib import resources
-
     text = resources.files("roofline").joinpath("data/models.toml").read_text(encoding="utf-8")
     return tomllib.loads(text)["models"]
 
@@ -183,7 +229,9 @@ def test_preset_has_name_and_source(key):
 def test_preset_config_is_read_without_a_word_left_over(key):
     # a preset is a published config.json's architecture keys: the loader must understand all of them
     table = _preset_tables()[key]
-    assert "model_type" in table["config"] or "ssm_cfg" in table["config"]
+    config = table.get("config") or json.loads(
+        resources.files("roofline").joinpath("data", *table["config_file"].split("/")).read_text(encoding="utf-8"))
+    assert "model_type" in config or "ssm_cfg" in config
     assert not [n for n in get_model(key).notes if "not understood" in n]
 
 
@@ -218,6 +266,119 @@ def test_total_params_match_the_rounded_published_figure(key):
 def test_active_params_match_the_published_figure_with_its_convention(key):
     figure, half_digit, embeddings_in = PUBLISHED_ACTIVE[key]
     assert abs(active_params(get_model(key), embeddings=embeddings_in) - figure) <= half_digit
+
+
+@pytest.mark.parametrize("key", sorted(HAND_TOTAL))
+def test_total_params_equal_the_family_tests_hand_count(key):
+    assert count_params(get_model(key))["total"] == HAND_TOTAL[key]
+
+
+def test_deepseek_v32_is_v3_with_an_indexer_a_layer():
+    # DeepSeek-V3.2 (https://huggingface.co/deepseek-ai/DeepSeek-V3.2) is V3's shapes plus a lightning
+    # indexer a layer: wq_b 1,536 x (64 x 128) = 12,582,912, wk 7,168 x 128 = 917,504, k_norm 256,
+    # weights_proj 7,168 x 64 = 458,752: 13,959,424 x 61 (tests/test_sparse_attention.py)
+    assert count_params(get_model("deepseek-v3.2"))["total"] == count_params(get_model("deepseek-v3"))["total"] + 61 * 13_959_424
+    assert get_model("deepseek-v3.2").storage.width("experts", 2.0) < 1.1  # its FP8 checkpoint, as published
+
+
+def test_glm45_air_is_the_readmes_106b_truncated():
+    # GLM-4.5 README (github.com/zai-org/GLM-4.5): "106 billion total parameters", 106.85B truncated
+    assert int(count_params(get_model("glm-4.5-air"))["total"] // 1e9) == 106
+
+
+def test_qwen35_397b_language_model_is_the_published_397b_less_its_vision_tower():
+    # the card's "397B" counts the vision encoder (27 blocks of width 1152, ~0.4B); the language model
+    # alone, [396B, 397.5B) as tests/test_hybrid_linear.py allows
+    m = get_model("qwen3.5-397b-a17b")
+    assert 396e9 <= count_params(m)["total"] < 397.5e9 and any("vision tower" in o for o in m.omitted)
+
+
+def test_kimi_k25_and_minimax_m25_store_their_weights_as_published():
+    # Kimi K2.5's INT4 experts: tests/test_quant_formats.py's hand count, 570,761,994,240 B of experts
+    # (int4, a bf16 scale per 32) + 2 x 11,722,185,728 B for the rest at bf16
+    assert weight_bytes(get_model("kimi-k2.5")) == 594_206_365_696
+    # MiniMax-M2.5's FP8 blocks: attention and experts fp8, the router and LM head bf16 (its skip list)
+    m = get_model("minimax-m2.5")
+    assert m.storage.width("experts", 2.0) < 1.1 and m.storage.width("router", 2.0) == 2.0
+    assert m.storage.width("lm_head", 2.0) == 2.0
+
+
+def test_llama3_405b_is_an_alias_of_llama31_405b():
+    # there is no Llama 3 405B: the old key answers with the Llama 3.1 405B preset
+    assert get_model("llama3-405b") is get_model("llama3.1-405b") is get_model("Llama3_405B")
+    assert "llama3-405b" not in {m.key for m in list_models()}
+    assert _preset_tables()["llama3.1-405b"]["aliases"] == ["llama3-405b"]
+
+
+def test_models_lists_the_new_presets_and_says_the_alias(capsys):
+    from roofline.cli import main
+
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    for key in [*HAND_TOTAL, "llama3.3-70b", "llama3.1-405b", "deepseek-v3.2"]:
+        assert f"\n{key} " in out
+    assert "llama3-405b = llama3.1-405b" in out
+
+
+CORE_CONFIGS = {  # presets whose config.json aiconfigurator-core ships: the preset keeps every count of it
+    "qwen3.5-397b-a17b": "Qwen--Qwen3.5-397B-A17B", "deepseek-v3.2": "deepseek-ai--DeepSeek-V3.2",
+    "glm-5": "zai-org--GLM-5", "kimi-k2.5": "moonshotai--Kimi-K2.5", "minimax-m2.5": "MiniMaxAI--MiniMax-M2.5",
+    "nemotron-3-nano-30b-a3b": "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "llama3.1-405b": "meta-llama--Meta-Llama-3.1-405B",
+    "llama3.1-70b": "meta-llama--Meta-Llama-3.1-70B", "llama3.1-8b": "meta-llama--Meta-Llama-3.1-8B",
+}
+
+
+@pytest.mark.parametrize("key", sorted(CORE_CONFIGS))
+def test_preset_counts_as_the_whole_published_config(key):
+    # the keys a preset leaves out change no count: the published file gives the same parameters and bytes
+    core = pytest.importorskip("aiconfigurator_core")
+    raw = json.load(open(os.path.join(os.path.dirname(core.__file__), "model_configs", f"{CORE_CONFIGS[key]}_config.json")))
+    full, preset = hf_config_to_model(raw, name=key), get_model(key)
+    assert count_params(full) == count_params(preset) and weight_bytes(full) == weight_bytes(preset)
+    assert active_params(full) == active_params(preset) and full.max_context == preset.max_context
+
+
+def test_a_preset_config_file_outside_data_configs_is_refused():
+    from roofline.model_sources import preset_from_table
+
+    for bad in ("../models.toml", "/etc/x.json", "configs/absent.json", "configs/x.toml"):
+        with pytest.raises(RooflineError, match="config_file"):
+            preset_from_table("x", {"name": "x", "source": "y", "config_file": bad})
+    with pytest.raises(RooflineError, match="one of config or config_file"):
+        preset_from_table("x", {"name": "x", "source": "y", "config": {"model_type": "llama"},
+                                "config_file": "configs/kimi-k2.5.json"})
+
+
+# mistralai/Mistral-Small-3.1-24B-Instruct-2503 config.json (Hugging Face), as published: a mistral3 wrapper
+# of Mistral Small 3's text model (32,768 positions there; 131,072 here, rope_theta 1e9) and a Pixtral tower
+MISTRAL_SMALL_31 = {
+    "architectures": ["Mistral3ForConditionalGeneration"], "image_token_index": 10, "model_type": "mistral3",
+    "multimodal_projector_bias": False, "projector_hidden_act": "gelu", "spatial_merge_size": 2,
+    "text_config": {"attention_dropout": 0.0, "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120,
+                    "initializer_range": 0.02, "intermediate_size": 32768, "max_position_embeddings": 131072,
+                    "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 40, "num_key_value_heads": 8,
+                    "rms_norm_eps": 1e-05, "rope_theta": 1000000000.0, "sliding_window": None, "use_cache": True,
+                    "vocab_size": 131072},
+    "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0",
+    "vision_config": {"attention_dropout": 0.0, "head_dim": 64, "hidden_act": "silu", "hidden_size": 1024,
+                      "image_size": 1540, "initializer_range": 0.02, "intermediate_size": 4096, "model_type": "pixtral",
+                      "num_attention_heads": 16, "num_channels": 3, "num_hidden_layers": 24, "patch_size": 14,
+                      "rope_theta": 10000.0},
+    "vision_feature_layer": -1,
+}
+
+
+def test_mistral3_unwraps_mistral_small_31_to_mistral_small_3s_text_model(tmp_path):
+    # the text model is Mistral Small 24B (2501)'s: the Hub's 23,572,403,200 (PUBLISHED_TOTAL), the Pixtral
+    # tower and projector left out and said; the projector's keys are the wrapper's, not "not understood"
+    path = _write(tmp_path, "Mistral-Small-3.1-24B-Instruct-2503", json.dumps(MISTRAL_SMALL_31))
+    m = load_hf_config(path)
+    assert count_params(m) == count_params(get_model("mistral-small-24b"))
+    assert count_params(m)["total"] == PUBLISHED_TOTAL["mistral-small-24b"]
+    assert any("vision tower" in o for o in m.omitted) and m.notes == ()
+    assert (m.model_type, m.max_context, m.only_kind().mixer.span) == ("mistral", 131072, 0)
+    with pytest.raises(RooflineError, match="'mistral' language model"):
+        hf_config_to_model(dict(MISTRAL_SMALL_31, text_config=dict(MISTRAL_SMALL_31["text_config"], model_type="ministral3")))
 
 
 def test_gemma3_27b_is_the_checkpoint_less_its_vision_tower():
@@ -501,3 +662,16 @@ def test_missing_hidden_size_is_named(tmp_path):
 def test_missing_config_file_is_a_roofline_error(tmp_path):
     with pytest.raises(RooflineError):
         load_hf_config(tmp_path / "absent" / "config.json")
+
+
+def test_every_preset_config_file_is_package_data():
+    """A wheel installs what pyproject's package-data globs match: every config_file among them."""
+    import fnmatch
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    if not pyproject.is_file():
+        pytest.skip("no pyproject.toml beside the tests")
+    globs = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["setuptools"]["package-data"]["roofline"]
+    files = [t["config_file"] for t in _preset_tables().values() if "config_file" in t]
+    assert files and all(any(fnmatch.fnmatch(f"data/{f}", g) for g in globs) for f in files)

@@ -152,24 +152,53 @@ def uniform_config(model, what: str = "this") -> TransformerConfig:
 # Presets and Hugging Face config.json files
 # ---------------------------------------------------------------------------------------------
 
-PRESET_KEYS = {"name", "source", "config", "notes"}
+PRESET_KEYS = {"name", "source", "config", "config_file", "aliases", "notes"}
 
 
 def preset_from_table(key: str, table: dict, origin: str = "data/models.toml") -> Model:
-    """A preset: its published config.json keys (``config``) read by the family's loader, with the
-    preset's ``name`` and ``source``."""
+    """A preset: its published config.json keys (``config``, or ``config_file``: a JSON file under
+    data/ in the package, for configs too long to write as TOML) read by the family's loader, with
+    the preset's ``name`` and ``source``."""
     unknown = set(table) - PRESET_KEYS
-    if unknown or "config" not in table or "name" not in table or "source" not in table:
-        raise RooflineError(f"{origin}: models.{key} needs name, source and config (unknown keys: {sorted(unknown)})",
-                            field="model")
-    m = from_hf_config(dict(table["config"]), name=str(table["name"]), preset=True)
+    if unknown or ("config" in table) == ("config_file" in table) or "name" not in table or "source" not in table:
+        raise RooflineError(f"{origin}: models.{key} needs name, source and one of config or config_file (unknown "
+                            f"keys: {sorted(unknown)})", field="model")
+    raw = _config_file(key, table["config_file"], origin) if "config_file" in table else dict(table["config"])
+    m = from_hf_config(raw, name=str(table["name"]), preset=True)
     return dataclasses.replace(m, name=str(table["name"]), key=key)
+
+
+def _config_file(key: str, rel, origin: str) -> dict:
+    """The config.json a preset names by ``config_file``: a path under the package's data/ folder
+    (configs/NAME.json), read as JSON."""
+    parts = str(rel).split("/")
+    if not isinstance(rel, str) or not rel.endswith(".json") or rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise RooflineError(f"{origin}: models.{key}.config_file {rel!r} must be a relative path to a .json file "
+                            "under data/ (configs/NAME.json)", field="model")
+    try:
+        return json.loads(resources.files("roofline").joinpath("data", *parts).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RooflineError(f"{origin}: models.{key}.config_file {rel!r} could not be read ({exc})", field="model") from None
 
 
 @functools.lru_cache(maxsize=1)
 def _preset_tables() -> dict[str, dict]:
     text = resources.files("roofline").joinpath("data/models.toml").read_text(encoding="utf-8")
     return tomllib.loads(text)["models"]
+
+
+@functools.lru_cache(maxsize=1)
+def preset_aliases() -> dict[str, str]:
+    """Other keys a preset answers to (its table's ``aliases``): {alias: key}. An old name kept
+    working (llama3-405b, for the model whose name is Llama 3.1 405B)."""
+    tables, out = _preset_tables(), {}
+    for key, table in tables.items():
+        for alias in table.get("aliases", ()):
+            if not isinstance(alias, str) or alias in tables or alias in out:
+                raise RooflineError(f"data/models.toml: models.{key}.aliases: {alias!r} is already a preset key or "
+                                    "alias", field="model")
+            out[alias] = key
+    return out
 
 
 @functools.lru_cache(maxsize=None)
@@ -281,7 +310,7 @@ def _with_companion(raw, p: Path) -> tuple[object, tuple[str, ...]]:
 def _preset_key(name) -> str | None:
     """The preset key ``name`` spells ('Llama3_8B' -> 'llama3-8b'), or None."""
     key = str(name).strip().lower().replace("_", "-").replace(" ", "-")
-    return key if key in _preset_tables() else None
+    return key if key in _preset_tables() else preset_aliases().get(key)
 
 
 def get_model(name) -> Model:

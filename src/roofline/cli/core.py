@@ -252,6 +252,10 @@ def cmd_models(args):
         active = f"{d['active_params']:,}" if m.is_moe else "-"
         rows.append([m.key, m.name, f"{d['params']:,}", active, m.n_layers, kinds])
     print(grid(["key", "name", "params", "active", "L", "layer kinds"], rows, [False, False, True, True, True, False]))
+    from roofline.model_sources import preset_aliases
+
+    if preset_aliases():
+        print("\nAliases (older keys that still work): " + ", ".join(f"{a} = {k}" for a, k in preset_aliases().items()) + ".")
     print("\nActive: parameters one token touches, embedding and LM head in. `roofline models MODEL` for one model's "
           "layer pattern, storage and notes; --json for every count.")
 

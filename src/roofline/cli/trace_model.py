@@ -62,9 +62,10 @@ def build_model(spec: str):
     torch = require_torch("roofline trace")
     if not is_factory(spec):
         from roofline.trace.build import from_config
+        from roofline.model_sources import preset_aliases
         from roofline.transformer import list_models
 
-        if spec not in {m.key for m in list_models()} and not os.path.exists(spec):
+        if spec not in {m.key for m in list_models()} | set(preset_aliases()) and not os.path.exists(spec):
             raise RooflineError(f"model {spec!r} is not a preset (see `roofline models`) or a config.json path; for "
                                 "code give PACKAGE.MODULE:FACTORY, e.g. roofline.trace.models:llama2_7b", field="model")
         try:

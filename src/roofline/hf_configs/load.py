@@ -25,10 +25,14 @@ FAMILIES = (llama, moe, gpt, ssm, hybrid, mimo, minimax, nvidia, step)  # import
 NESTED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2",  # Kimi K2.5: K2's text model
           "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text",  # Qwen3-VL: Qwen3 (MoE) language models
           "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",  # Qwen3.5 / 3.6
-          "gemma4": "gemma4_text", "minimax_m3_vl": "minimax_m3"}
+          "gemma4": "gemma4_text", "minimax_m3_vl": "minimax_m3",
+          "mistral3": "mistral"}  # Mistral Small 3.1 / 3.2: Mistral Small 3's text model
 # other model_types a nested text_config may carry for the same language model: NVIDIA's Kimi K2.5 NVFP4 exports name
 # K2's text model deepseek_v3, the architecture K2 is (its loader is DeepSeek-V3's)
 NESTED_ALSO = {"kimi_k25": ("deepseek_v3",)}
+# a wrapper's own keys for the projector between its vision tower and the language model: left out with the tower
+NESTED_VISION_KEYS = {"mistral3": ("projector_hidden_act", "vision_feature_layer", "multimodal_projector_bias",
+                                   "spatial_merge_size")}
 
 
 def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Model:
@@ -66,7 +70,8 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
         for k in ("tie_word_embeddings", "torch_dtype", "quantization_config"):
             if k in raw and k not in inner:
                 inner[k] = raw[k]
-        known_top = {"text_config", "vision_config", "audio_config", "tie_word_embeddings", "torch_dtype", "quantization_config"}
+        known_top = {"text_config", "vision_config", "audio_config", "tie_word_embeddings", "torch_dtype", "quantization_config",
+                     *NESTED_VISION_KEYS.get(model_type, ())}
         outer_notes = [f"config key {k!r} not understood: ignored" for k in sorted(raw)
                        if k not in known_top and k not in COST_NEUTRAL and not k.startswith("_")]
         raw, model_type = inner, inner["model_type"]
