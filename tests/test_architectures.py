@@ -293,6 +293,7 @@ def test_every_supported_family_has_a_preset_or_a_test():
                     "deepseek_ref"}  # tests/test_new_families_2.py
     tested_here |= {"deepseek_v32", "glm_moe_dsa", "glm4_moe"}  # tests/test_sparse_attention.py
     tested_here |= {"olmo2"}  # test_olmo2_7b_counts_by_hand_to_its_published_7_30b
+    tested_here |= {"falcon_h1"}  # tests/test_falcon_h1.py
     assert set(SUPPORTED) <= presets | tested_here
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from roofline.architecture import Attention, GatedDeltaNet, LatentAttention, Layer, Mamba, Mamba2, MoE, Model
+from roofline.architecture import (Attention, GatedDeltaNet, LatentAttention, Layer, Mamba, Mamba2, MoE, Model,
+                                   ParallelMixer)
 from roofline.errors import RooflineError, check_number
 from roofline.machines import Machine
 from roofline.transformer import get_model
@@ -27,6 +28,10 @@ def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
         return n // t
 
     mix, ff = layer.mixer, layer.mlp
+    if isinstance(mix, ParallelMixer):  # both split: attention by heads, the SSM by heads and inner width
+        parts = [_shard_layer(Layer(m, None), t, name).mixer for m in mix.parts]
+        rest = _shard_layer(dataclasses.replace(layer, mixer=None), t, name) if ff is not None else layer
+        return dataclasses.replace(rest, mixer=ParallelMixer(*parts))
     if isinstance(mix, Attention):
         H, K = mix.heads, mix.kv_heads
         need("attention heads", H)
@@ -37,8 +42,10 @@ def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
     elif isinstance(mix, LatentAttention):
         mix = dataclasses.replace(mix, heads=need("attention heads", mix.heads))  # the latent is replicated
     elif isinstance(mix, Mamba2):
+        G = mix.n_groups  # fewer groups than GPUs: each GPU keeps a copy of its group's B and C (vLLM's MambaMixer2)
+        groups = need("SSM groups", G) if G % t == 0 or t % G else max(1, G // t)
         mix = dataclasses.replace(mix, d_inner=need("SSM d_inner", mix.d_inner), heads=need("SSM heads", mix.heads),
-                                  n_groups=need("SSM groups", mix.n_groups))
+                                  n_groups=groups)
     elif isinstance(mix, Mamba):
         mix = dataclasses.replace(mix, d_inner=need("SSM d_inner", mix.d_inner))
     elif isinstance(mix, GatedDeltaNet):  # vLLM splits the key and the value heads (and their conv channels)
