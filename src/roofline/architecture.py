@@ -95,7 +95,8 @@ class Layer:
     @property
     def tp_all_reduces(self) -> int:
         """All-reduces of this layer under tensor parallelism (Megatron-LM): one after each mixer's
-        row-parallel output projection, one for a parallel block (attention and MLP summed first)."""
+        row-parallel output projection, one for a parallel block (attention and MLP summed first); a
+        parallel mixer's attention and SSM reduce apart, two (vLLM's FalconH1 o_proj and out_proj)."""
         return 1 if self.parallel else len(token_mixers(self.mixer)) + (self.mlp is not None)
 
     @property
