@@ -61,7 +61,9 @@ def _model(cfg=FALCON_H1_7B, name="Falcon-H1-7B-Instruct"):
 
 def test_falcon_h1_7b_counts_by_hand_and_matches_the_model_card():
     m = _model()
-    assert m.n_layers == 44 and m.is_uniform and not m.notes and not m.tied_embeddings
+    assert m.n_layers == 44 and m.is_uniform and not m.tied_embeddings
+    # the only note: the muP multipliers, elementwise scales not counted as ops (no key went unread)
+    assert len(m.notes) == 1 and "muP multipliers" in m.notes[0] and "ssm_multipliers" in m.notes[0]
     layer = m.kinds[0]
     assert isinstance(layer.mixer, ParallelMixer) and layer.is_parallel_hybrid and layer.attends and layer.keeps_state
     p = count_params(m)
@@ -131,6 +133,8 @@ def test_falcon_h1_refuses_what_it_cannot_build():
         _model({**FALCON_H1_7B, "mamba_use_mlp": False})
     assert "attn_layer_indices" in " ".join(_model({**FALCON_H1_7B, "attn_layer_indices": [0, 1]}).notes)
     assert "not understood" in " ".join(_model({**FALCON_H1_7B, "mamba_new_thing": 3}).notes)
+    plain = {k: v for k, v in FALCON_H1_7B.items() if "multiplier" not in k}  # the class's defaults: all 1
+    assert not _model(plain).notes
 
 
 def test_decode_and_serving_run_on_falcon_h1_7b(tmp_path, capsys):

@@ -219,9 +219,12 @@ def _falcon_h1(c: _Keys) -> Model:
     if types is not None and any(t != "hybrid" for t in types):
         raise RooflineError(f"{c.name}: layers_block_type {sorted(set(types))}: Falcon-H1's layers are all 'hybrid'",
                             field="model")
-    for k in FALCON_H1_MULTIPLIERS:
-        c.get(k)
+    scaled = [k for k in FALCON_H1_MULTIPLIERS[:-1] if c.get(k) not in (None, 1, 1.0, [1.0, 1.0], [1.0] * 5)]
+    c.get("mamba_norm_before_gate")  # where the gate multiplies, not how much
     notes = []
+    if scaled:
+        notes.append(f"muP multipliers ({', '.join(scaled)}) scale activations: elementwise multiplies (vLLM runs them "
+                     "apart, e.g. the SSM's in_proj output by mup_vector) not counted as ops; no weights")
     if c.get("attn_layer_indices") is not None:
         notes.append("attn_layer_indices is ignored, as transformers does: every layer runs attention beside its SSM")
     layer = Layer(ParallelMixer(Attention(H, kv, d, qkv_bias=bias, out_bias=bias), ssm), mlp)
