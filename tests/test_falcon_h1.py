@@ -107,6 +107,10 @@ def test_falcon_h1_tensor_parallel_splits_both_mixers():
     assert (mix.ssm.d_inner, mix.ssm.heads, mix.ssm.n_groups) == (768, 6, 1)
     assert sliced.kinds[0].mlp.d_ff == 3072
     assert sliced.kinds[0].tp_all_reduces == 3  # o_proj, the mamba out_proj and down_proj each reduce (vLLM)
+    # one of 2 GPUs, the Mamba part by hand: in_proj 3072 x (2 x 1536 + 2 x 256 (B and C whole) + 12) = 11,046,912;
+    # conv (1536 + 512) x 4 + 2,048 bias = 10,240; dt_bias, A_log, D 3 x 12 = 36; norm 1,536;
+    # out_proj 1536 x 3072 = 4,718,592 -> 15,777,316
+    assert shard(_model(), 2).kinds[0].mixer.ssm.params(3072) == 15_777_316
     with pytest.raises(RooflineError, match="attention heads"):
         shard(_model(), 8)  # 12 heads do not split 8 ways
 

@@ -42,8 +42,8 @@ def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
     elif isinstance(mix, LatentAttention):
         mix = dataclasses.replace(mix, heads=need("attention heads", mix.heads))  # the latent is replicated
     elif isinstance(mix, Mamba2):
-        G = mix.n_groups  # fewer groups than GPUs: each GPU keeps a copy of its group's B and C (vLLM's MambaMixer2)
-        groups = need("SSM groups", G) if G % t == 0 or t % G else max(1, G // t)
+        G = mix.n_groups  # one group: every GPU keeps its B and C (vLLM's MambaMixer2 takes n_groups 1 or a multiple of t)
+        groups = 1 if G == 1 else need("SSM groups", G)
         mix = dataclasses.replace(mix, d_inner=need("SSM d_inner", mix.d_inner), heads=need("SSM heads", mix.heads),
                                   n_groups=groups)
     elif isinstance(mix, Mamba):
@@ -63,7 +63,8 @@ def shard(model, tensor_parallel: int = 1) -> Model:
     """One GPU's slice under Megatron-LM tensor parallelism t: query heads, d_ff (of each expert,
     and of the shared expert), SSM heads and inner width, Gated DeltaNet's key and value heads, and
     the vocabulary split t ways; kv heads split too, or replicated once t exceeds them; MLA's latent
-    projections, norms, the router and a latent MoE's D <-> R projections replicated. count_params of
+    projections, norms, the router, a latent MoE's D <-> R projections and a single SSM group's B and C
+    (Falcon-H1's n_groups 1, as vLLM keeps it) replicated. count_params of
     the slice is the weights one GPU holds."""
     cfg = get_model(model)
     if type(tensor_parallel) is int and tensor_parallel == 1:
