@@ -19,7 +19,8 @@ Conventions (said once here, used everywhere):
   chunked layers keep at most W (C) tokens; MLA keeps its compressed latent, kv_lora_rank +
   qk_rope_head_dim elements per token (the absorbed form engines run); state-space layers keep a
   constant state per sequence (SSM state + convolution window), whatever the context, and so does
-  Gated DeltaNet (its recurrent state + convolution window): it is in the state-space family.
+  Gated DeltaNet (its recurrent state + convolution window): it is in the state-space family. A
+  parallel mixer (Falcon-H1) keeps both its attention's K and V per token and its SSM's state.
 - Attention pairs for T new tokens that are the last T of S positions, causal: the closed forms of
   attention_pairs.py (full attention's T S - T (T - 1) / 2; T S / 2 when T = S).
 
