@@ -1,5 +1,5 @@
 """`roofline trace CONFIG.json` against transformers' own modules: for a small config of each family,
-the package's decoder (roofline.trace.models.from_config) and transformers'
+the package's decoder (roofline.trace.build.from_config) and transformers'
 AutoModelForCausalLM.from_config are both built on the meta device and traced at 8 tokens; their
 parameters and their matmul + attention FLOPs must be equal, and equal to the analytic count's
 (count_params, T x flops_per_token). transformers is not a dependency of the package: without it
@@ -69,7 +69,7 @@ def main() -> int:
     import torch
 
     from roofline.trace import trace
-    from roofline.trace.models import from_config
+    from roofline.trace.build import from_config
     from roofline.transformer import count_params, flops_per_token
 
     try:

@@ -289,10 +289,11 @@ def test_every_supported_family_has_a_preset_or_a_test():
     tested_here = {"gemma", "gemma3", "llama4", "qwen2_moe", "deepseek_v2", "kimi_k2", "mamba2", "minimax_m2",
                    "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_vl_text", "qwen3_vl_moe_text"}  # test_hybrid_linear
     tested_here |= {"mimo", "mimo_v2_flash", "nemotron-nas", "step3p7"}  # tests/test_new_families.py
-    tested_here |= {"gemma4_text", "kimi_k3", "kimi_linear", "minimax_m3", "minimax_m3_vl", "deepseek_v4",
-                    "deepseek_ref"}  # tests/test_new_families_2.py
+    tested_here |= {"gemma4_text", "kimi_k3", "kimi_linear", "deepseek_v4", "deepseek_ref"}  # tests/test_new_families_2.py
     tested_here |= {"deepseek_v32", "glm_moe_dsa", "glm4_moe"}  # tests/test_sparse_attention.py
     tested_here |= {"olmo2"}  # test_olmo2_7b_counts_by_hand_to_its_published_7_30b
+    tested_here |= {"minimax_m3"}  # tests/test_msa.py
+    tested_here |= {"kimi_linear"}  # tests/test_kimi_linear.py
     tested_here |= {"falcon_h1"}  # tests/test_falcon_h1.py
     assert set(SUPPORTED) <= presets | tested_here
 

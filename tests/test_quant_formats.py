@@ -248,6 +248,89 @@ def test_the_shipped_companions_are_read():
     assert m.storage.method == "modelopt"
 
 
+def mixed(listing: dict, **extra) -> dict:
+    """ModelOpt's MIXED_PRECISION quantization_config: each module's algorithm in quantized_layers."""
+    return {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "producer": {"name": "modelopt"},
+            "quantized_layers": listing, **extra}
+
+
+FP8, W4A16 = {"quant_algo": "FP8"}, {"quant_algo": "W4A16_NVFP4", "group_size": 16}
+
+
+def test_modelopt_mixed_precision_prices_each_listed_module_by_its_own_algorithm():
+    listing = {f"model.layers.0.self_attn.{p}": FP8 for p in ("q_proj", "k_proj", "v_proj", "o_proj")}
+    listing |= {f"model.layers.{i}.mlp.{p}": W4A16 for i in range(2) for p in ("gate_proj", "up_proj", "down_proj")}
+    listing["lm_head"] = {"quant_algo": "NVFP4", "group_size": 16}
+    m = from_hf_config(dict(SMALL, quantization_config=mixed(listing)))
+    # layer 0's attention FP8: fp8 values + fp32 weight_scale and input_scale (8 B) a matrix:
+    #   q, o 65,536 + 8 = 65,544 each; k, v 32,768 + 8 = 32,776 each: 196,640
+    # layer 1's attention not listed, bf16: (2 x 65,536 + 2 x 32,768) x 2 = 393,216
+    # both MLPs W4A16_NVFP4: 131,072 / 2 values + 8,192 fp8 scales (one per 16) + 4 (weight_scale_2, no input_scale)
+    #   = 73,732 a matrix, 3 x 2 of them: 442,392
+    # LM head NVFP4: 25,600 / 2 + 1,600 + 8 = 14,408; embedding and norms bf16: 51,200 + 2,560 = 53,760
+    assert weight_bytes(m) == 196_640 + 393_216 + 442_392 + 14_408 + 53_760 == 1_100_416
+    said = " ".join(m.notes)
+    assert "W4A16_NVFP4" in said and "not being in quantized_layers" in said and "attention in layer(s) 1" in said
+    # exclude_modules wins over the listing (vLLM reads it first): layer 0's attention back at bf16
+    assert stored(mixed(listing, exclude_modules=["model.layers.0.self_attn*"])) == 1_100_416 - 196_640 + 393_216
+
+
+def test_modelopt_mixed_precision_refuses_what_it_cannot_price_exactly():
+    with pytest.raises(RooflineError, match="'W4A8_AWQ'"):
+        stored(mixed({"model.layers.0.mlp.up_proj": {"quant_algo": "W4A8_AWQ"}}))
+    with pytest.raises(RooflineError, match="two ways"):  # one matrix, two algorithms
+        stored(mixed({"model.layers.0.mlp.up_proj": FP8, "model.layers.0.mlp.up_proj.": W4A16}))
+    with pytest.raises(RooflineError, match="no such matrix"):  # a matrix the layer does not hold
+        stored(mixed({"model.layers.0.mlp.w9_proj": FP8}))
+    with pytest.raises(RooflineError, match="layer 5"):
+        stored(mixed({"model.layers.5.mlp.up_proj": FP8}))
+    with pytest.raises(RooflineError, match="quantized_layers"):
+        stored(mixed({}))
+    moe = {"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32, "vocab_size": 100, "num_experts": 4,
+           "num_experts_per_tok": 2, "moe_intermediate_size": 32, "torch_dtype": "bfloat16"}
+    every = {f"model.layers.0.mlp.experts.{e}.{p}": W4A16 for e in range(4) for p in ("gate_proj", "up_proj", "down_proj")}
+    # all four experts listed one by one: their 12 matrices of 32 x 64 at 1,024 + 128 + 4 = 1,156 B, not 4,096
+    assert stored(mixed(every), moe) == stored(mixed({}, quant_algo="NVFP4", exclude_modules=[
+        "lm_head", "model.layers.0.self_attn*", "model.layers.0.mlp.gate"]), moe) - 12 * 4
+    with pytest.raises(RooflineError, match="3 of layer 0's 4 experts"):
+        stored(mixed({k: v for k, v in every.items() if ".experts.3." not in k}), moe)
+
+
+def test_modelopt_mixed_precision_prices_qwen35_gated_deltanet_split_as_stored():
+    # a small Qwen3.5: D 64, 4 layers (3 Gated DeltaNet, 1 attention), key heads 2 x 16, value heads 4 x 16
+    text = {"model_type": "qwen3_5_text", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "head_dim": 32, "intermediate_size": 128, "vocab_size": 100,
+            "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+            "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4, "torch_dtype": "bfloat16"}
+    listing = {f"model.layers.{i}.linear_attn.{p}": FP8 for i in range(3) for p in ("in_proj_qkv", "in_proj_z", "out_proj")}
+    # a Gated DeltaNet layer at bf16: in_proj_qkv (2 x 32 + 64) x 64, in_proj_z 64 x 64, in_proj_b and in_proj_a
+    # 4 x 64 each, out_proj 64 x 64, conv 128 x 4, dt_bias and A_log 4 each, norm 16: 17,432 x 2 B = 34,864 B.
+    # FP8 for qkv, z, out (each + 8 B of scales): 8,200 + 4,104 + 4,104; b and a stay bf16 (not listed): 512 + 512;
+    # conv, dt_bias, A_log, norm bf16: 1,024 + 16 + 32: 18,504 B. Three such layers: 3 x (34,864 - 18,504) = 49,080
+    assert weight_bytes(from_hf_config(text)) - stored(mixed(listing), text) == 49_080
+    assert "in_proj_a, in_proj_b of the ssm in every layer" in " ".join(from_hf_config(
+        dict(text, quantization_config=mixed(listing))).notes)
+
+
+def test_the_shipped_mixed_precision_checkpoints_load():
+    core = pytest.importorskip("aiconfigurator_core")
+    import os
+
+    d = os.path.join(os.path.dirname(core.__file__), "model_configs")
+    for f, parts in (("nvidia--Qwen3.6-27B-NVFP4", {"ssm", "attention", "mlp", "lm_head"}),
+                     ("nvidia--Qwen3.6-35B-A3B-NVFP4", {"ssm", "attention", "experts", "shared_experts", "lm_head"}),
+                     ("nvidia--NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4", {"ssm", "experts", "shared_experts",
+                                                                             "lm_head"})):
+        m = get_model(os.path.join(d, f"{f}_config.json"))
+        assert m.storage.method == "modelopt" and {p for p, _, _ in m.storage.parts} == parts, f
+        # FP8 token mixers, W4A16_NVFP4 MLPs / experts and LM head; attention and router at bf16 in Nemotron
+        assert {fmt.split(" ")[0] for _, fmt, _ in m.storage.parts} == {"fp8", "fp4"}, f
+    # Nemotron-3 Nano's exclude list names its attention layers' mixer.q_proj ... o_proj: kept at bf16
+    nano = get_model(os.path.join(d, "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4_config.json"))
+    assert "attention" not in {p for p, _, _ in nano.storage.parts}
+
+
 def test_kimi_k25_nvfp4_keeps_k2s_text_model_as_deepseek_v3():
     inner = {"model_type": "deepseek_v3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
              "vocab_size": 100, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8,

@@ -530,7 +530,7 @@ def family_config(tmp_path, family, **changes):
 
 def traced_family(torch, path, tokens=8, *cache):
     from roofline.trace import trace
-    from roofline.trace.models import from_config
+    from roofline.trace.build import from_config
 
     with torch.device("meta"):
         model = from_config(path)

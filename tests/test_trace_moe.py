@@ -417,7 +417,7 @@ def _traced_config(torch, tmp_path, changes, tokens=8, dtype="bf16"):
     import json
 
     from roofline.trace import trace
-    from roofline.trace.models import from_config
+    from roofline.trace.build import from_config
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**MOE, **changes}))

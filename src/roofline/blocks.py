@@ -21,6 +21,10 @@ projections, a score for every (query, key) pair a query may see, the top-k sele
 attends each query to its top k: decode reads min(S, k) latents a sequence; prefill keeps the
 expanded form over all S positions with min(p, k) keys a query (the V3.2 report's masked-MHA
 prefill; an engine that runs prefill absorbed through sparse MQA kernels spends more FLOPs a pair).
+MiniMax Sparse Attention (MSA: MiniMax-M3) on grouped-query attention adds a block indexer's ops
+(its projections, a score for every (query, key) pair pooled to one a block, the top-k blocks) and
+one sparse attention kernel over each query's top min(p, k) keys: decode reads min(S, k) keys a
+sequence, a prefill chunk all S (its queries' selections together).
 
 A parallel mixer (Falcon-H1) runs the attention's ops and the Mamba-2 mixer's on the one normed
 input, then one add of their two outputs; its multipliers are constants folded into neighbouring ops.
@@ -165,15 +169,21 @@ def _attention_ops(o: _Ops, a: Attention, B, T, S, decode: bool, attention: str,
     H, K, d, dv = a.heads, a.kv_heads, a.head_dim, a.v_head_dim
     M = B * T
     w = o.w
-    pairs = attended_pairs(T, S, a.span, bool(a.chunk), causal=not decode)  # per head, per sequence
+    pairs = attended_pairs(T, S, a.index_topk or a.span, bool(a.chunk), causal=not decode)  # per head, per sequence
     n_s = B * H * pairs
     keys = _keys_read(S, T, a.span)
     cached = keys if decode else _at_least_0(keys - T)  # keys that come from the cache
     ops = [o.mm("QKV proj", M, a.qkv_width, D, "attention")]
     if a.qk_norm:
         ops.append(o.norm("q/k norm", M * (H + K), d))
+    if a.index_topk:
+        ops += _block_indexer_ops(o, a, B, T, S, decode, D)
+        keys = a.attended(S) if decode else S  # decode reads its top k; a prefill chunk's queries together all S
     q, k_, v, out = B * H * T * d, B * K * keys * d, B * K * keys * dv, B * H * T * dv
-    if attention == "naive":
+    if a.index_topk:  # one sparse kernel whatever ``attention`` says (MiniMax's MSA kernels)
+        ops.append(Kernel.trusted(SPARSE_GQA, 2.0 * n_s * (d + dv) + SOFTMAX * n_s, w * (q + k_ + v + out), "attention",
+                                  o.dtype, cache_elems=B * K * (keys if decode else _at_least_0(S - T)) * (d + dv)))
+    elif attention == "naive":
         ops += [Kernel.trusted("QK^T", 2.0 * n_s * d, w * (q + k_ + n_s), "attention", o.dtype, cache_elems=B * K * cached * d),
                 Kernel.trusted("softmax", SOFTMAX * n_s, 2.0 * w * n_s, "softmax", o.dtype),
                 Kernel.trusted("PV", 2.0 * n_s * dv, w * (n_s + v + out), "attention", o.dtype, cache_elems=B * K * cached * dv)]
@@ -261,6 +271,31 @@ def _topk_op(o: _Ops, a: LatentAttention, B, T, S, decode: bool) -> Kernel:
     return Kernel.trusted("top-k select", pairs, INDEX_SCORE_BYTES * pairs + INDEX_BYTES * chosen, "elementwise", o.dtype)
 
 
+SPARSE_GQA = "sparse attention"  # MSA's attention: each query reads its top min(S, k) keys
+
+
+def _block_indexer_ops(o: _Ops, a: Attention, B, T, S, decode: bool, D) -> list[Kernel]:
+    """MSA's block indexer (MiniMax-M3; vLLM's MiniMaxM3SparseAttention): per token index_q_proj
+    (D -> H_I d_I) and index_k_proj (D -> d_I) and their norms; each query scores every key it may
+    see (the causal pairs, all S in decode), q_h . k for each of H_I heads, 2 d_I FLOPs a head and
+    pair, pooled on chip to one fp32 score a block of ``index_block`` keys (the max, one compare a
+    head and pair), reading the index keys of the S positions (the cached S - T from the cache);
+    then the top k / index_block blocks of each query's scores. Blocks counted as p / block a query
+    (linear in the contexts; a partial last block is under one score short)."""
+    HI, dI, bs = a.index_heads, a.index_head_dim, a.index_block
+    M = B * T
+    pairs = B * attended_pairs(T, S, causal=not decode)
+    blocks = pairs / bs  # p / block scores a query at position p (its last, partial block counted in part)
+    cached = B * (S if decode else _at_least_0(S - T)) * dI
+    score = Kernel.trusted("indexer block scores", (2.0 * dI + 1.0) * HI * pairs,
+                           o.w * (M * HI * dI + B * S * dI) + INDEX_SCORE_BYTES * blocks, "attention", o.dtype,
+                           cache_elems=cached)
+    top = Kernel.trusted("top-k blocks", blocks, INDEX_SCORE_BYTES * blocks + INDEX_BYTES * M * (a.index_topk // bs),
+                         "elementwise", o.dtype)
+    return [o.mm("index q/k proj", M, HI * dI + dI, D, "attention"), o.norm("index q/k norm", M * (HI + 1), dI),
+            score, top]
+
+
 def _ssm_ops(o: _Ops, s, B, T, decode: bool, D) -> list[Kernel]:
     M = B * T
     state = B * s.d_inner * s.d_state
@@ -294,16 +329,19 @@ def _gdn_ops(o: _Ops, g: GatedDeltaNet, B, T, decode: bool, D) -> list[Kernel]:
     FLOPs a channel; its window of conv_kernel - 1 tokens in the bytes); the delta rule
     (GatedDeltaNet.scan_flops_per_token's 7 FLOPs per state element; reads q, k, v, g and beta,
     writes the output; the state read and written once per decode step, written once by a
-    prefill); the gated norm; out proj."""
+    prefill); the gated norm; out proj. Kimi Delta Attention adds the rank-r gates' up projections
+    and reads a decay per key channel; its gate's activations (O(key_dim) a token) are left out."""
     M, C, Hv = B * T, g.conv_channels, g.v_heads
     state = B * Hv * g.k_head_dim * g.v_head_dim
     state_io = 2.0 * state if decode else state
     conv_io = (2.0 if decode else 1.0) * B * (g.conv_kernel - 1) * C  # its window read and written (prefill: written)
-    return [o.mm("in proj", M, g.in_proj_width, D, "ssm"),
+    gates = [o.mm("gate up proj (f_b, g_b)", M, g.gate_up_width, g.gate_rank, "ssm")] if g.gate_rank else []
+    return [o.mm("in proj", M, g.in_proj_width, D, "ssm"), *gates,
             Kernel.trusted("conv1d", 2.0 * g.conv_kernel * M * C, o.w * (2 * M * C + conv_io), "elementwise", o.dtype,
                            cache_elems=conv_io),
             Kernel.trusted("gated delta rule", 7.0 * M * Hv * g.k_head_dim * g.v_head_dim,
-                           o.w * (M * (C + 2 * Hv) + M * g.value_dim + state_io), "scan", o.dtype, cache_elems=state_io),
+                           o.w * (M * (C + g.gate_elems_per_token) + M * g.value_dim + state_io), "scan", o.dtype,
+                           cache_elems=state_io),
             o.ew("gated norm", M * g.value_dim, 2, 1, FLOPS_PER_ELEMENT["gated_rmsnorm"]),
             o.mm("out proj", M, D, g.value_dim, "ssm")]
 

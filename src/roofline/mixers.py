@@ -1,7 +1,7 @@
 """The parts of a layer: token mixers (attention and state-space) and channel mixers (MLP, MoE).
 
     token mixers    Attention (full causal, sliding window W, chunked local C; GQA, q/k norms,
-                    biases, sinks, a sigmoid output gate), LatentAttention (DeepSeek's MLA), Mamba2
+                    biases, sinks, a sigmoid output gate, MiniMax's block-sparse MSA), LatentAttention (DeepSeek's MLA), Mamba2
                     (SSD), Mamba (v1, Jamba's), GatedDeltaNet (Qwen3-Next's linear attention), each
                     with its parameters, cache and per-token cost; ParallelMixer (attention and
                     Mamba-2 side by side on one input: Falcon-H1);
@@ -39,7 +39,15 @@ class Attention:
     "rmsnorm_full" (one norm over all heads' q and one over all k, scales H d and K d wide: MiniMax-M2's
     qk_norm_type per_layer), "l2" (no weights: Llama 4). ``sinks``: one learned logit per head (gpt-oss).
     ``output_gate``: q_proj is twice as wide (D, 2 H d), its second half a gate g applied to the
-    attention output before o_proj, out * sigmoid(g) (Qwen3-Next and Qwen3.5's gated attention)."""
+    attention output before o_proj, out * sigmoid(g) (Qwen3-Next and Qwen3.5's gated attention).
+
+    ``index_topk`` k > 0: MiniMax Sparse Attention (MSA, MiniMax-M3): each query attends to at most
+    k keys, the top k / ``index_block`` blocks of ``index_block`` keys (sparse_topk_blocks x
+    sparse_block_size) that a block indexer picks: index_q_proj (D -> H_I d_I) and index_k_proj (D ->
+    d_I, one key head), a Gemma RMSNorm of d_I on each (the rotary too, no weights). The indexer
+    scores every cached key, so its keys (d_I a token) are cached beside K and V; the whole cache is
+    kept (``span`` stays 0), only the attention reads k keys of it (min(p, k) counted: the query's
+    own block, forced into the top-k, holds only the keys up to it, so this is at most one block over)."""
 
     heads: int
     kv_heads: int
@@ -53,10 +61,22 @@ class Attention:
     sinks: bool = False
     output_gate: bool = False
     k_eq_v: bool = False
+    index_topk: int = 0
+    index_heads: int = 0
+    index_head_dim: int = 0
+    index_block: int = 0
 
     def __post_init__(self):
         check_counts("attention", heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim)
-        check_counts_or_zero("attention", v_head_dim=self.v_head_dim, window=self.window, chunk=self.chunk)
+        check_counts_or_zero("attention", v_head_dim=self.v_head_dim, window=self.window, chunk=self.chunk,
+                             index_topk=self.index_topk, index_heads=self.index_heads,
+                             index_head_dim=self.index_head_dim, index_block=self.index_block)
+        if bool(self.index_topk) != bool(self.index_heads) or bool(self.index_heads) != bool(self.index_head_dim) \
+                or bool(self.index_head_dim) != bool(self.index_block):
+            raise RooflineError("attention: a block indexer needs index_topk, index_heads, index_head_dim and index_block")
+        if self.index_topk and (self.index_topk % self.index_block or self.window or self.chunk):
+            raise RooflineError(f"attention: index_topk {self.index_topk} must be whole blocks of {self.index_block}, "
+                                "on a layer with no window or chunk")
         if self.heads % self.kv_heads:
             raise RooflineError(f"attention: heads {self.heads} is not a multiple of kv_heads {self.kv_heads}")
         if self.window and self.chunk:
@@ -73,6 +93,9 @@ class Attention:
 
     @property
     def kind(self) -> str:
+        if self.index_topk:
+            return (f"sparse attention (MSA top-{self.index_topk // self.index_block} blocks of {self.index_block}, "
+                    f"indexer {self.index_heads}x{self.index_head_dim})")
         if self.window:
             return f"sliding {self.window}"
         if self.chunk:
@@ -83,6 +106,14 @@ class Attention:
     def span(self) -> int:
         """The most keys a query sees (0: unlimited)."""
         return self.window or self.chunk
+
+    def attended(self, context):
+        """Keys one query's attention reads of ``context`` cached: all (min(S, W) windowed), or min(S, k)
+        under MSA."""
+        k = self.index_topk or self.span
+        if not k:
+            return context
+        return min(context, k) if type(context) in (int, float) else np.minimum(context, k)
 
     @property
     def qkv_width(self) -> int:
@@ -104,11 +135,18 @@ class Attention:
             n += H * d + K * d
         if self.sinks:
             n += H
-        return n
+        return n + self.indexer_params(d_model)
+
+    def indexer_params(self, d_model: int) -> int:
+        """MSA's block indexer: index_q_proj (D, H_I d_I), index_k_proj (D, d_I), their norms' scales
+        (2 d_I); 0 without one."""
+        HI, dI = self.index_heads, self.index_head_dim
+        return d_model * (HI * dI + dI) + 2 * dI
 
     def cache_elems_per_token(self) -> int:
-        """K and V of one cached token: K (d + d_v) elements."""
-        return self.kv_heads * (self.head_dim + self.v_head_dim)
+        """K and V of one cached token: K (d + d_v) elements; and MSA's index key (d_I), at the
+        cache's width."""
+        return self.kv_heads * (self.head_dim + self.v_head_dim) + self.index_head_dim
 
 
 @dataclass(frozen=True)
@@ -295,22 +333,36 @@ class GatedDeltaNet:
     in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, the same widths; a depthwise causal conv of width
     ``conv_kernel`` over the q, k, v channels, no bias; dt_bias and A_log per value head; an RMSNorm
     over v_head_dim gated by silu(z), one scale shared by the heads; out_proj v_heads v_head_dim -> D.
-    Each value head keeps a (k_head_dim x v_head_dim) state; a key head serves v_heads / k_heads of them."""
+    Each value head keeps a (k_head_dim x v_head_dim) state; a key head serves v_heads / k_heads of them.
+    ``split_projections``: the checkpoint stores the four split matrices (Qwen3.5), not the two fused
+    ones; the same parameters, but a quantised format keeps scales per matrix.
+
+    ``gate_rank`` r > 0: Kimi Delta Attention (Kimi Linear, arXiv:2510.26692; vLLM's
+    KimiDeltaAttention): the decay is per channel, not per head, and it and the output gate come
+    through rank-r projections (f_a_proj D -> r, f_b_proj r -> key_dim; g_a_proj D -> r, g_b_proj
+    r -> value_dim); b_proj D -> v_heads; dt_bias per key channel, A_log per head; q, k and v convolved
+    apart (the same channels); the norm gated by a sigmoid. The same state and delta rule."""
 
     k_heads: int
     v_heads: int
     k_head_dim: int
     v_head_dim: int
     conv_kernel: int = 4
+    split_projections: bool = False
+    gate_rank: int = 0
 
     def __post_init__(self):
         check_counts("gated deltanet", k_heads=self.k_heads, v_heads=self.v_heads, k_head_dim=self.k_head_dim,
                      v_head_dim=self.v_head_dim, conv_kernel=self.conv_kernel)
         if self.v_heads % self.k_heads:
             raise RooflineError(f"gated deltanet: value heads {self.v_heads} are not a multiple of key heads {self.k_heads}")
+        check_counts_or_zero("gated deltanet", gate_rank=self.gate_rank)
 
-    kind = "gated deltanet (linear attention)"
     span = 0
+
+    @property
+    def kind(self) -> str:
+        return "kimi delta attention (linear attention)" if self.gate_rank else "gated deltanet (linear attention)"
 
     @property
     def key_dim(self) -> int:
@@ -327,14 +379,30 @@ class GatedDeltaNet:
 
     @property
     def in_proj_width(self) -> int:
-        """q, k, v, z, b, a: 2 key_dim + 2 value_dim + 2 v_heads."""
+        """The projections from D: q, k, v, z, b, a: 2 key_dim + 2 value_dim + 2 v_heads; under KDA q, k,
+        v, b and the two rank-r gate inputs: 2 key_dim + value_dim + v_heads + 2 r."""
+        if self.gate_rank:
+            return 2 * self.key_dim + self.value_dim + self.v_heads + 2 * self.gate_rank
         return 2 * self.key_dim + 2 * self.value_dim + 2 * self.v_heads
+
+    @property
+    def gate_up_width(self) -> int:
+        """KDA's projections from its rank-r gate inputs: the decay (key_dim) and the output gate
+        (value_dim); 0 for Gated DeltaNet."""
+        return self.key_dim + self.value_dim if self.gate_rank else 0
+
+    @property
+    def gate_elems_per_token(self) -> int:
+        """What the delta rule reads a token beside q, k, v: the decay and beta, one each a value head
+        (KDA: the decay per key channel)."""
+        return (self.key_dim if self.gate_rank else self.v_heads) + self.v_heads
 
     def params(self, d_model: int) -> int:
         D = d_model
-        n = D * self.in_proj_width  # in_proj_qkvz + in_proj_ba (or the four split projections), no biases
+        n = D * self.in_proj_width + self.gate_rank * self.gate_up_width  # no biases
         n += self.conv_channels * self.conv_kernel  # depthwise conv, no bias
-        n += 2 * self.v_heads + self.v_head_dim  # dt_bias, A_log; the gated norm's scale
+        n += (self.key_dim if self.gate_rank else self.v_heads) + self.v_heads  # dt_bias (per head; KDA per channel), A_log
+        n += self.v_head_dim  # the gated norm's scale
         n += self.value_dim * D  # out_proj
         return n
 

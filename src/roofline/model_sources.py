@@ -120,7 +120,7 @@ def uniform_config(model, what: str = "this") -> TransformerConfig:
     problems = []
     if not isinstance(a, Attention):
         problems.append(f"token mixer {getattr(a, 'kind', 'none')}")
-    elif a.span or a.qk_norm or a.sinks or a.output_gate or a.v_head_dim != a.head_dim or a.k_eq_v:
+    elif a.span or a.index_topk or a.qk_norm or a.sinks or a.output_gate or a.v_head_dim != a.head_dim or a.k_eq_v:
         kind = a.kind if "attention" in a.kind else f"attention {a.kind}"
         problems.append(f"{kind}{' with q/k norms' if a.qk_norm else ''}{' with sinks' if a.sinks else ''}"
                         f"{' with an output gate' if a.output_gate else ''}{' with values from the keys' if a.k_eq_v else ''}")

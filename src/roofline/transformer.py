@@ -87,10 +87,10 @@ def _matmul_params_of(layer: Layer, D: int) -> int:
         n += D * 2 * mixer.d_inner + mixer.d_inner * (mixer.dt_rank + 2 * mixer.d_state) + mixer.dt_rank * mixer.d_inner \
             + mixer.d_inner * D
     elif isinstance(mixer, GatedDeltaNet):
-        n += D * mixer.in_proj_width + mixer.value_dim * D
+        n += D * mixer.in_proj_width + mixer.gate_rank * mixer.gate_up_width + mixer.value_dim * D
     elif isinstance(mixer, Attention):
         a = mixer
-        n += D * a.qkv_width + a.heads * a.v_head_dim * D
+        n += D * a.qkv_width + a.heads * a.v_head_dim * D + a.indexer_params(D) - 2 * a.index_head_dim  # less its norms
     elif isinstance(mixer, LatentAttention):
         n += mixer.params(D) - mixer.q_lora_rank - mixer.kv_lora_rank - 2 * mixer.index_head_dim  # less the norms
     ff = layer.mlp
@@ -123,15 +123,15 @@ def attention_flops_per_token_forward(model, seq_len) -> float:
     For a plain model (d_qk = d_v = d_head, h = H d_head) that is the 4 L h s of the MFU convention.
     MLA counts its expanded per-head form (d_qk = nope + rope, d_v), as training runs it; under
     DeepSeek Sparse Attention over s_eff = min(s, k), plus the indexer's scores over all s
-    (2 H_I d_I s)."""
+    (2 H_I d_I s); MiniMax Sparse Attention the same on grouped-query attention."""
     check_number("seq_len", seq_len, minimum=0, strictly=False, maximum=MAX_COUNT)
     m = get_model(model)
     total = 0.0
     for layer, n in m.kind_counts():
         a = next((x for x in layer.mixers if isinstance(x, (Attention, LatentAttention))), None)  # a parallel mixer's too
         if isinstance(a, Attention):
-            s = min(seq_len, a.span) if a.span else seq_len
-            total += n * 2.0 * a.heads * (a.head_dim + a.v_head_dim) * s
+            total += n * 2.0 * a.heads * (a.head_dim + a.v_head_dim) * a.attended(seq_len)
+            total += n * 2.0 * a.index_heads * a.index_head_dim * seq_len
         elif isinstance(a, LatentAttention):
             total += n * 2.0 * a.heads * (a.qk_head_dim + a.v_head_dim) * a.attended(seq_len)
             total += n * 2.0 * a.index_heads * a.index_head_dim * seq_len

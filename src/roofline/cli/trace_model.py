@@ -1,5 +1,5 @@
 """The PyTorch model `roofline trace` runs on the meta device (docs/tracing.md): a
-PACKAGE.MODULE:FACTORY imported and called, or a preset or config.json built by trace.models
+PACKAGE.MODULE:FACTORY imported and called, or a preset or config.json built by trace.build
 (from_config), and the inputs of the step it traces; with what a failure of the user's code or of
 the meta device says, in one line.
 """
@@ -55,13 +55,13 @@ def is_factory(spec: str) -> bool:
 
 
 def build_model(spec: str):
-    """Call the factory (or build the preset or config.json with trace.models.from_config) on the
+    """Call the factory (or build the preset or config.json with trace.build.from_config) on the
     meta device (no weights allocated) and put the model in eval mode."""
     from roofline.extras import require_torch
 
     torch = require_torch("roofline trace")
     if not is_factory(spec):
-        from roofline.trace.models import from_config
+        from roofline.trace.build import from_config
         from roofline.transformer import list_models
 
         if spec not in {m.key for m in list_models()} and not os.path.exists(spec):

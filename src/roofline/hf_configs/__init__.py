@@ -24,9 +24,11 @@ modeling_<family>.py; each loader's docstring says which.
     gpt.py      Phi, Phi-3, GPT-2, GPT-NeoX
     ssm.py      state-space and hybrid: Mamba-2, mamba_ssm, Jamba, Nemotron-H (and Nemotron-3's MoE)
     mimo.py     Xiaomi's MiMo-7B and MiMo-V2-Flash
+    minimax.py  MiniMax-M3 (MiniMax Sparse Attention: GQA with a block indexer)
     nvidia.py   Llama-Nemotron NAS models (nemotron-nas: per-layer block_configs)
     step.py     Step-3.7-Flash, refused by name as not yet supported
-    hybrid.py   linear-attention hybrids: Qwen3-Next, Qwen3.5 / 3.6 (Gated DeltaNet + gated attention)
+    hybrid.py   linear-attention hybrids: Qwen3-Next, Qwen3.5 / 3.6 (Gated DeltaNet + gated attention),
+                Kimi Linear (Kimi Delta Attention + MLA)
     quant.py    the stored width of the weights: torch_dtype and quantization_config (mxfp4, fp8,
                 gptq, awq), dispatch to the other formats
     quant_formats.py  compressed-tensors, modelopt (and hf_quant_config.json), fbgemm_fp8, bitsandbytes

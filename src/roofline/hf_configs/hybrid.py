@@ -1,9 +1,10 @@
 """Loaders of the linear-attention hybrids: Qwen3-Next and Qwen3.5 / Qwen3.6 (dense and MoE), Gated
-DeltaNet layers beside gated full attention, three to one."""
+DeltaNet layers beside gated full attention, three to one; Kimi Linear, Kimi Delta Attention beside
+MLA."""
 
 from __future__ import annotations
 
-from roofline.architecture import MLP, Attention, GatedDeltaNet, Layer, Model, MoE
+from roofline.architecture import MLP, Attention, GatedDeltaNet, LatentAttention, Layer, Model, MoE
 from roofline.errors import RooflineError
 from roofline.hf_configs.keys import _Keys
 from roofline.hf_configs.llama import _qwen_moe_layers
@@ -48,9 +49,10 @@ def _types(c: _Keys, L: int) -> tuple[list[str], list[str]]:
     return list(types), notes
 
 
-def _hybrid(c: _Keys, channel) -> Model:
-    """The layer list: Gated DeltaNet or gated attention by layer_types, ``channel(i)`` after each;
-    two RMSNorms a layer, a final norm; the multi-token-prediction layers left out, said."""
+def _hybrid(c: _Keys, channel, split: bool = False) -> Model:
+    """The layer list: Gated DeltaNet (its projections ``split`` as Qwen3.5 stores them) or gated
+    attention by layer_types, ``channel(i)`` after each; two RMSNorms a layer, a final norm; the
+    multi-token-prediction layers left out, said."""
     D, L, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("vocab_size")
     H, d = c.pos("num_attention_heads"), c.pos("head_dim")
     if c.flag("attention_bias", False):
@@ -62,7 +64,7 @@ def _hybrid(c: _Keys, channel) -> Model:
                             "not supported", field="model")
     attn = Attention(H, c.pos("num_key_value_heads", H), d, qk_norm="rmsnorm", output_gate=True)
     gdn = GatedDeltaNet(c.pos("linear_num_key_heads"), c.pos("linear_num_value_heads"), c.pos("linear_key_head_dim"),
-                        c.pos("linear_value_head_dim"), c.pos("linear_conv_kernel_dim"))
+                        c.pos("linear_value_head_dim"), c.pos("linear_conv_kernel_dim"), split_projections=split)
     types, notes = _types(c, L)
     c.get("use_sliding_window")  # Qwen3-Next's attention has no window; the key is a leftover of Qwen2's config
     layers = [Layer(gdn if types[i] == LINEAR else attn, channel(i)) for i in range(L)]
@@ -110,7 +112,7 @@ def _qwen3_5_text(c: _Keys) -> Model:
     c.defaults = DEFAULTS["qwen3_5_text"]
     _all_one_kind(c, "a dense MLP")
     dense = MLP(c.pos("intermediate_size"), activation=_act(c))
-    return _hybrid(c, lambda i: dense)
+    return _hybrid(c, lambda i: dense, split=True)
 
 
 @loader("qwen3_5_moe_text")
@@ -124,7 +126,7 @@ def _qwen3_5_moe_text(c: _Keys) -> Model:
     _all_one_kind(c, "a mixture of experts")
     moe = MoE(c.pos("num_experts"), c.pos("num_experts_per_tok"), c.pos("moe_intermediate_size"),
               shared_d_ff=c.pos("shared_expert_intermediate_size"), shared_gate=True, activation=_act(c))
-    return _hybrid(c, lambda i: moe)
+    return _hybrid(c, lambda i: moe, split=True)
 
 
 def _all_one_kind(c: _Keys, what: str) -> None:
@@ -135,3 +137,70 @@ def _all_one_kind(c: _Keys, what: str) -> None:
         raise RooflineError(f"{c.name}: mlp_only_layers {only!r} / decoder_sparse_step {step!r}: every "
                             f"{c.raw.get('model_type')} decoder layer has {what} in transformers; a config asking "
                             "otherwise is not supported", field="model")
+
+
+# Kimi K3's additions to Kimi Linear's text model (its text_config is a kimi_linear one): refused by name
+_KIMI_K3_KEYS = {"attn_res_block_size": "attention residuals", "routed_expert_hidden_size": "a latent MoE",
+                 "latent_moe_use_norm": "a latent MoE's norm", "activation_situ_beta": "the situ activation"}
+
+
+@loader("kimi_linear")
+def _kimi_linear(c: _Keys) -> Model:
+    """KimiLinearConfig (Kimi-Linear-48B-A3B; vLLM's kimi_linear.py): linear_attn_config names the
+    Kimi Delta Attention layers (kda_layers, 1-based; num_heads x head_dim, short_conv_kernel_size;
+    GatedDeltaNet with gate_rank head_dim), the others MLA without a query latent (q_lora_rank null;
+    q_proj D -> H (nope + rope), kv_a_proj_with_mqa and its norm, kv_b_proj, o_proj; no rotary,
+    mla_use_nope). Layers from first_k_dense_replace on (every moe_layer_freq-th) a MoE: num_experts
+    of moe_intermediate_size, top num_experts_per_token, num_shared_experts x moe_intermediate_size
+    shared, a router (D, E) with sigmoid scores and e_score_correction_bias (not counted, as
+    DeepSeek-V3's); the others a dense MLP of intermediate_size. silu only. Kimi K3's additions
+    (attention residuals, a latent MoE, output-gated MLA, full-rank KDA gates) are refused."""
+    k3 = [f"{k} ({what})" for k, what in _KIMI_K3_KEYS.items() if c.raw.get(k) is not None]
+    la = c.get("linear_attn_config")
+    if c.raw.get("mla_use_output_gate"):
+        k3.append("mla_use_output_gate (output-gated MLA)")
+    if isinstance(la, dict) and la.get("use_full_rank_gate"):
+        k3.append("linear_attn_config use_full_rank_gate (full-rank KDA gates)")
+    if k3:
+        raise RooflineError(f"{c.name}: Kimi K3's text model is not yet supported: {', '.join(k3)} have no cost model "
+                            "here (Kimi Linear's own layers do)", field="model")
+    D, L, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("vocab_size", 163840)
+    if not isinstance(la, dict):
+        raise RooflineError(f"{c.name}: kimi_linear without linear_attn_config (its KDA layers) is not supported",
+                            field="model")
+    unknown = sorted(set(la) - {"kda_layers", "full_attn_layers", "num_heads", "head_dim", "short_conv_kernel_size",
+                                "gate_lower_bound", "use_full_rank_gate"})
+    if unknown:
+        raise RooflineError(f"{c.name}: linear_attn_config keys {unknown} not understood", field="model")
+    kda = la.get("kda_layers")
+    full = la.get("full_attn_layers", [i for i in range(1, L + 1) if i not in (kda or [])])
+    if not isinstance(kda, list) or not isinstance(full, list) or sorted(kda + full) != list(range(1, L + 1)):
+        raise RooflineError(f"{c.name}: linear_attn_config kda_layers and full_attn_layers must split the layers 1 to {L}",
+                            field="model")
+    keys = _Keys(la, f"{c.name}: linear_attn_config")
+    H, d = keys.pos("num_heads"), keys.pos("head_dim")
+    kda_mixer = GatedDeltaNet(H, H, d, d, keys.pos("short_conv_kernel_size", 4), gate_rank=d)
+    if c.get("q_lora_rank") is not None or not c.flag("mla_use_nope", True):
+        raise RooflineError(f"{c.name}: Kimi Linear's MLA with a query latent (q_lora_rank) or rotary (mla_use_nope "
+                            "false) is not modelled (vLLM asserts neither)", field="model")
+    mla = LatentAttention(c.pos("num_attention_heads"), c.pos("kv_lora_rank"), c.pos("qk_nope_head_dim"),
+                          c.pos("qk_rope_head_dim"), c.pos("v_head_dim"))
+    if _act(c) != "silu":
+        raise RooflineError(f"{c.name}: hidden_act {_act(c)!r} (read: silu) is not modelled", field="model")
+    dense = MLP(c.pos("intermediate_size"))
+    E = c.int("num_experts", 0)
+    moe = None
+    if E:
+        F = c.pos("moe_intermediate_size")
+        moe = MoE(E, c.pos("num_experts_per_token"), F, shared_d_ff=F * c.int("num_shared_experts", 0))
+    first, freq = c.int("first_k_dense_replace", 0), c.pos("moe_layer_freq", 1)
+    for key in ("num_key_value_heads", "head_dim", "moe_renormalize", "moe_router_activation_func", "use_grouped_topk",
+                "num_expert_group", "model_max_length"):
+        c.get(key)  # MLA's heads are num_attention_heads; head_dim is read by no module; routing numerics
+    layers = [Layer(kda_mixer if i + 1 in kda else mla, moe if moe and i >= first and i % freq == 0 else dense)
+              for i in range(L)]
+    mtp = c.int("num_nextn_predict_layers", 0)
+    omitted = (f"multi-token-prediction layers ({mtp}, num_nextn_predict_layers): not counted",) if mtp else ()
+    notes = ["Kimi Delta Attention's dt_bias, A_log, short convolutions and gated norm are fp32 in vLLM; priced at the "
+             "weights' width (under 0.2% of a KDA layer)"]
+    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted, notes=notes)

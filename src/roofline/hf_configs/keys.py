@@ -8,7 +8,8 @@ import math
 
 from roofline.errors import RooflineError
 
-# keys that change no count the tool makes (numerics, positions' frequencies, ids, training knobs)
+# keys that change no count the tool makes (numerics, positions' frequencies, ids, training knobs); the last two lines: a
+# vision tower's and its projector's (MiniMax-M3-VL), left out of the count
 COST_NEUTRAL = frozenset("""
 architectures model_type transformers_version torch_dtype dtype _name_or_path auto_map bos_token_id eos_token_id
 pad_token_id sep_token_id decoder_start_token_id initializer_range initializer_factor rms_norm_eps layer_norm_eps
@@ -29,6 +30,8 @@ mm_tokens_per_image image_token_id boa_token_id audio_token_id video_token_id in
 initial_context_length swiglu_alpha for_llm_compressor mlp_only_layers_ids original_max_position_embeddings
 vision_start_token_id vision_end_token_id
 boi_token_id eoi_token_id eoa_token_id eoa_token_index vision_soft_tokens_per_image
+video_token_index image_seq_length image_grid_pinpoints img_token_compression_config process_image_mode
+vision_feature_layer vision_feature_select_strategy projector_hidden_act projector_hidden_size multimodal_projector_bias
 """.split())
 
 MAX_DIM = 10**8  # a width, count or vocabulary beyond this is a typo

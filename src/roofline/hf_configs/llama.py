@@ -180,24 +180,6 @@ def _minimax_m2(c: _Keys) -> Model:
     return model
 
 
-@loader("minimax_m3", "minimax_m3_vl")
-def _minimax_m3(c: _Keys):
-    """MiniMax M3 (minimax_m3; minimax_m3_vl with a vision tower): GQA with per-head q/k norms,
-    dense MLPs on the first layers, then MoE with a shared expert, as this tool costs; but every
-    layer past the first few runs MiniMax Sparse Attention (sparse_attention_config: each query
-    reads the sparse_topk_blocks blocks of sparse_block_size keys that an indexer of
-    sparse_num_index_heads x sparse_index_dim picks, the indexer's keys cached beside K and V), which
-    has no cost model here: refused as not yet supported."""
-    raise RooflineError(f"{c.name}: model_type {c.raw.get('model_type')!r} (MiniMax M3) is not yet supported: no cost "
-                        "model yet for its MiniMax Sparse Attention (sparse_attention_config: each query reads the "
-                        "sparse_topk_blocks blocks of sparse_block_size keys an indexer of sparse_num_index_heads x "
-                        "sparse_index_dim picks, the indexer's keys cached beside K and V); its GQA, dense MLPs and MoE "
-                        "with a shared expert alone would be costed", field="model")
-
-
-_minimax_m3.not_yet = True  # left out of the supported list that an unknown model_type's refusal prints
-
-
 @loader("glm4_moe")
 def _glm4_moe(c: _Keys) -> Model:
     """Glm4MoeConfig (GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7): grouped-query attention of head_dim

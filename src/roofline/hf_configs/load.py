@@ -13,18 +13,19 @@ import roofline.hf_configs.gpt as gpt
 import roofline.hf_configs.ssm as ssm
 import roofline.hf_configs.hybrid as hybrid
 import roofline.hf_configs.mimo as mimo
+import roofline.hf_configs.minimax as minimax
 import roofline.hf_configs.nvidia as nvidia
 import roofline.hf_configs.step as step
 from roofline.hf_configs.keys import COST_NEUTRAL, _Keys
 from roofline.hf_configs.quant import _dtype, _dtype_note, _storage
 from roofline.hf_configs.shared import SUPPORTED
 
-FAMILIES = (llama, moe, gpt, ssm, hybrid, mimo, nvidia, step)  # importing them registers their loaders in SUPPORTED
+FAMILIES = (llama, moe, gpt, ssm, hybrid, mimo, minimax, nvidia, step)  # importing them registers their loaders in SUPPORTED
 
 NESTED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2",  # Kimi K2.5: K2's text model
           "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text",  # Qwen3-VL: Qwen3 (MoE) language models
           "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text",  # Qwen3.5 / 3.6
-          "gemma4": "gemma4_text"}
+          "gemma4": "gemma4_text", "minimax_m3_vl": "minimax_m3"}
 # other model_types a nested text_config may carry for the same language model: NVIDIA's Kimi K2.5 NVFP4 exports name
 # K2's text model deepseek_v3, the architecture K2 is (its loader is DeepSeek-V3's)
 NESTED_ALSO = {"kimi_k25": ("deepseek_v3",)}

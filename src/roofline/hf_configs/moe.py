@@ -75,18 +75,19 @@ def _deepseek(c: _Keys, indexers: list | None = None, mlp_types: list | None = N
     return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted, mtp=mtp)
 
 
-@loader("kimi_k3", "kimi_linear")
+@loader("kimi_k3")
 def _kimi_k3(c: _Keys):
-    """Kimi K3 (a Kimi Linear language model in text_config): beside K2's MLA (here output-gated) it
-    runs Kimi Delta Attention layers (linear_attn_config kda_layers: a gated delta-rule linear
-    attention with short convolutions and a per-sequence state), a latent MoE (routed experts at
-    routed_expert_hidden_size) and attention residuals (attn_res_block_size). None has a cost model
+    """Kimi K3 (a Kimi Linear language model in text_config): Kimi Linear's layers (KDA beside MLA,
+    hybrid.py's kimi_linear loader) plus attention residuals (attn_res_block_size: each block's
+    input a learned mix of the earlier blocks' outputs), output-gated MLA (mla_use_output_gate), a
+    latent MoE with a norm (routed_expert_hidden_size, latent_moe_use_norm), full-rank KDA gates
+    (use_full_rank_gate) and the situ activation. Their weights are not read from modeling code
     here: refused as not yet supported."""
-    raise RooflineError(f"{c.name}: model_type {c.raw.get('model_type')!r} (Kimi K3 / Kimi Linear) is not yet supported: "
-                        "no cost model yet for its Kimi Delta Attention layers (linear_attn_config kda_layers: a gated "
-                        "delta-rule linear attention with short convolutions), a latent MoE (routed experts at "
-                        "routed_expert_hidden_size), attention residuals (attn_res_block_size) and output-gated MLA",
-                        field="model")
+    raise RooflineError(f"{c.name}: model_type {c.raw.get('model_type')!r} (Kimi K3) is not yet supported: its Kimi Delta "
+                        "Attention and MLA layers are modelled (Kimi Linear, model_type kimi_linear), but not yet its "
+                        "attention residuals (attn_res_block_size), output-gated MLA (mla_use_output_gate), latent MoE "
+                        "with a norm (routed_expert_hidden_size, latent_moe_use_norm), full-rank KDA gates "
+                        "(use_full_rank_gate) or situ activation", field="model")
 
 
 @loader("deepseek_v4", "deepseek_ref")

@@ -122,14 +122,23 @@ def _storage(q: dict, name: str, default: str, model, mtp_layers: int = 0) -> tu
                             f"(known: {', '.join(sorted(readers))}); remove it and set the weight width with --weights",
                             field="model")
     skip, key = _skip_list(q, name, *quant_formats.SKIP_KEYS.get(method, ("modules_to_not_convert", "ignored_layers")))
+    if any(getattr(k.mixer, "gate_rank", 0) for k in model.kinds) and any("self_attn" in m for m in skip):
+        raise RooflineError(f"{name}: quantization_config {key} names self_attn modules, which in Kimi Linear are its "
+                            "Kimi Delta Attention layers as well as its MLA ones: not read (remove quantization_config "
+                            "and set the weight width with --weights)", field="model")
     rules, loose = skip_rules(skip, name, model.n_layers, key, mtp_layers)
     schemes, kept, assumed = readers[method](q, name, default)
     if method == "mxfp4" and any(r.part == "experts" for r in rules):
         raise RooflineError(f"{name}: mxfp4 with the experts in modules_to_not_convert is not understood", field="model")
     if not model.is_moe or any(r.part == "router" for r in rules):
         assumed = [n for n in assumed if n != quant_formats.ROUTER_NOTE.format(d=default)]
-    storage, said = priced(model, schemes, rules, default, method)
-    stored = "; ".join(dict.fromkeys(schemes[p].label for p, _, _ in storage.parts))
+    kept_by = "the checkpoint's skip list"
+    if method == "modelopt" and quant_formats.modelopt_mixed(q):
+        rules += quant_formats.mixed_rules(q, name, model, mtp_layers)  # after the exclusions: they win, as in vLLM
+        kept_by = "not being in quantized_layers (or by exclude_modules)"
+    storage, said = priced(model, schemes, rules, default, method, kept_by)
+    labels = [*(schemes[p].label for p, _, _ in storage.parts if p in schemes), *(r.scheme.label for r in rules if r.scheme)]
+    stored = "; ".join(dict.fromkeys(labels))
     head = f"{method}: weights stored as {stored or default}; {kept}"
     return storage, [head, *said, *loose, *assumed]
 

@@ -5,7 +5,8 @@ part it quantises, what it leaves at the checkpoint's dtype, and notes:
   (num_bits, type int or float, strategy tensor / channel / group / block / tensor_group,
   symmetric, actorder) in the format that packs them (pack-quantized, naive-quantized,
   int-quantized, float-quantized, nvfp4-pack-quantized, mxfp4-pack-quantized), and its ignore list;
-- modelopt (NVIDIA TensorRT Model Optimizer): quant_algo FP8 or NVFP4, from config.json's
+- modelopt (NVIDIA TensorRT Model Optimizer): quant_algo FP8, NVFP4, W4A16_NVFP4 or MXFP8, or
+  MIXED_PRECISION (each module its own, listed in quantized_layers), from config.json's
   quantization_config or the hf_quant_config.json beside it, and its exclude list;
 - fbgemm_fp8: fp8 with one fp32 scale per output channel, modules_to_not_convert;
 - bitsandbytes: 4-bit (nf4/fp4, an absmax per 64 values, optionally quantised again) or 8-bit
@@ -17,8 +18,11 @@ Params4bit / Int8Params); each reader's docstring names them. A variant not list
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 from roofline.errors import RooflineError
-from roofline.hf_configs.quant_parts import QUANTISED_PARTS, Scheme
+from roofline.hf_configs.quant_parts import QUANTISED_PARTS, Scheme, Skip, skip_rules
 from roofline.units import DTYPE_BYTES
 
 LINEAR_PARTS = QUANTISED_PARTS + ("lm_head",)  # what "every Linear" covers (routers: see ROUTER_NOTE)
@@ -160,23 +164,103 @@ def modelopt_companion(companion: dict, name: str) -> dict:
     return {"quant_method": "modelopt", **inner}
 
 
-def _modelopt(q: dict, name: str, default: str):
-    """ModelOpt's export (unified HF checkpoint): FP8 stores fp8 weights, an fp32 weight_scale and
-    an fp32 input_scale per matrix; NVFP4 stores two fp4 values a byte, an fp8 weight_scale per 16
-    values of a row, and an fp32 weight_scale_2 and input_scale per matrix."""
-    algo = str(q.get("quant_algo") or "").upper()
+MODELOPT_ALGOS = ("FP8", "NVFP4", "W4A16_NVFP4", "MXFP8")
+
+
+def _modelopt_scheme(algo: str, group, name: str) -> Scheme:
+    """One ModelOpt algorithm's matrix as its export stores it (vLLM's modelopt.py reads the same
+    tensors): FP8 fp8 values, an fp32 weight_scale and input_scale; NVFP4 two fp4 values a byte,
+    an fp8 weight_scale per 16 values of a row, an fp32 weight_scale_2 and input_scale; W4A16_NVFP4
+    the same weights and no input_scale (its activations stay 16-bit); MXFP8 fp8 values and a uint8
+    (E8M0) weight_scale per 32, no per-tensor scale."""
     if algo == "FP8":
-        scheme = Scheme("fp8 (modelopt: fp32 weight and input scales per tensor)", 8, tensor_bytes=8.0)
-    elif algo == "NVFP4":
-        group = _int(q.get("group_size", 16), "modelopt group_size", name, (16,))
-        scheme = Scheme(f"fp4 (modelopt NVFP4: fp8 scale per {group}, fp32 global and input scales)", 4, scale_bytes=1.0,
-                        group=group, tensor_bytes=8.0)
-    else:
-        raise _refuse(name, f"modelopt quant_algo {algo or '(none)'!r} is not read (read: FP8, NVFP4)")
-    notes = [ROUTER_NOTE.format(d=default)]
+        return Scheme("fp8 (modelopt: fp32 weight and input scales per tensor)", 8, tensor_bytes=8.0)
+    if algo in ("NVFP4", "W4A16_NVFP4"):
+        group = _int(16 if group is None else group, "modelopt group_size", name, (16,))
+        if algo == "NVFP4":
+            return Scheme(f"fp4 (modelopt NVFP4: fp8 scale per {group}, fp32 global and input scales)", 4,
+                          scale_bytes=1.0, group=group, tensor_bytes=8.0)
+        return Scheme(f"fp4 (modelopt W4A16_NVFP4: fp8 scale per {group}, fp32 global scale)", 4, scale_bytes=1.0,
+                      group=group, tensor_bytes=4.0)
+    if algo == "MXFP8":
+        return Scheme("fp8 (modelopt MXFP8: uint8 scale per 32)", 8, scale_bytes=1.0, group=32)
+    raise _refuse(name, f"modelopt quant_algo {algo or '(none)'!r} is not read (read: {', '.join(MODELOPT_ALGOS)}, "
+                        "MIXED_PRECISION)")
+
+
+def modelopt_mixed(q: dict) -> bool:
+    return str(q.get("quant_algo") or "").upper() == "MIXED_PRECISION"
+
+
+def _modelopt(q: dict, name: str, default: str):
+    """ModelOpt's export (unified HF checkpoint), quant_algo one of MODELOPT_ALGOS for every Linear
+    less exclude_modules (_modelopt_scheme); MIXED_PRECISION names each quantised module's own
+    algorithm in quantized_layers (read by mixed_rules), every other module at the checkpoint's dtype."""
+    notes = []
     if q.get("kv_cache_quant_algo") or q.get("kv_cache_scheme"):
         notes.append("the KV cache's fp32 k_scale and v_scale per attention layer (8 bytes) are not counted")
-    return dict.fromkeys(LINEAR_PARTS, scheme), f"embedding, norms and what exclude_modules names at {default}", notes
+    if modelopt_mixed(q):
+        return {}, (f"each module in quantized_layers stored by its own quant_algo; every module not listed there "
+                    f"(embedding, norms, what exclude_modules names) at {default}"), notes + _groups_disagree(q)
+    scheme = _modelopt_scheme(str(q.get("quant_algo") or "").upper(), q.get("group_size"), name)
+    return (dict.fromkeys(LINEAR_PARTS, scheme), f"embedding, norms and what exclude_modules names at {default}",
+            [ROUTER_NOTE.format(d=default), *notes])
+
+
+def _groups_disagree(q: dict) -> list[str]:
+    """A note where config.json's config_groups (written beside quantized_layers by some exports)
+    give a listed module another algorithm: quantized_layers is read, as vLLM reads it."""
+    listed, differ = q.get("quantized_layers") or {}, []
+    for g in (q.get("config_groups") or {}).values():
+        w, a = (g or {}).get("weights") or {}, (g or {}).get("input_activations") or {}
+        algo = {8: "FP8", 4: "NVFP4" if a.get("num_bits") == 4 else "W4A16_NVFP4"}.get(w.get("num_bits"))
+        differ += [t for t in g.get("targets") or [] if str((listed.get(t) or {}).get("quant_algo", algo)).upper() != algo]
+    if not differ:
+        return []
+    return [f"config_groups give {len(differ)} modules (e.g. {differ[0]}) another algorithm than quantized_layers: "
+            "quantized_layers is read, as vLLM's ModelOptMixedPrecisionConfig reads it (NVFP4 against W4A16_NVFP4 "
+            "is an fp32 input_scale, 4 B, a matrix)"]
+
+
+_EXPERT_INDEX = re.compile(r"\.experts\.(\d+)\.")
+_EXPERT_W = re.compile(r"(\.experts\.\d+)\.w([123])$")
+
+
+def mixed_rules(q: dict, name: str, model, mtp_layers: int = 0) -> list[Skip]:
+    """ModelOpt MIXED_PRECISION's quantized_layers ({module: {quant_algo, group_size}}) as rules
+    storing each named matrix (or whole part) by its algorithm. A name read only loosely, two
+    algorithms for one matrix, or one expert's matrix named without all of the layer's experts is
+    refused: a listing says exactly what is quantised, and a guess would misprice the rest."""
+    listed = q.get("quantized_layers")
+    if not isinstance(listed, dict) or not listed:
+        raise _refuse(name, "modelopt MIXED_PRECISION without a quantized_layers object")
+    chosen: dict[tuple, Skip] = {}
+    experts: dict[tuple, set[int]] = {}
+    for module, entry in listed.items():
+        if not isinstance(entry, dict):
+            raise _refuse(name, f"modelopt quantized_layers {module!r} is not an object")
+        scheme = _modelopt_scheme(str(entry.get("quant_algo") or "").upper(), entry.get("group_size"), name)
+        # Mixtral's and MiniMax's expert names: w1 gate, w3 up, w2 down
+        plain = _EXPERT_W.sub(lambda m: f"{m.group(1)}.{ {'1': 'gate', '2': 'down', '3': 'up'}[m.group(2)]}_proj", str(module))
+        rules, loose = skip_rules([plain], name, model.n_layers, "quantized_layers", mtp_layers)
+        if loose:
+            raise _refuse(name, f"modelopt quantized_layers names {module!r}, which this reader does not hold apart")
+        for r in rules:
+            if r.part == "embedding":
+                raise _refuse(name, f"modelopt quantized_layers names {module!r}: a quantised embedding is not read")
+            key = (r.part, r.layers, r.matrix)
+            if chosen.setdefault(key, dataclasses.replace(r, scheme=scheme)).scheme != scheme:
+                raise _refuse(name, f"modelopt quantized_layers stores {module!r} two ways")
+            hit = _EXPERT_INDEX.search(str(module).lower())
+            if hit and r.part == "experts":
+                experts.setdefault(key, set()).add(int(hit.group(1)))
+    for (part, layers, matrix), ids in experts.items():
+        for i in layers or range(model.n_layers):
+            n = getattr(model.layers[i].mlp, "n_experts", 0)
+            if ids != set(range(n)):
+                raise _refuse(name, f"modelopt quantized_layers names {matrix} of {len(ids)} of layer {i}'s {n} experts: "
+                                    "experts stored two ways in one layer are not read")
+    return sorted(chosen.values(), key=lambda r: r.matrix is None)  # a matrix named alone before its whole part
 
 
 # ---------------------------------------------------------------------------------------------

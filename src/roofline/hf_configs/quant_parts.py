@@ -81,7 +81,9 @@ def layer_matrices(layer, d: int) -> dict[str, list[tuple[str, int, int, int]] |
         H, K, hd, vd = m.heads, m.kv_heads, m.head_dim, m.v_head_dim
         q = H * hd * (2 if m.output_gate else 1)  # a gated attention's q_proj carries the gate too (Qwen3-Next)
         v = [] if m.k_eq_v else [("v_proj", K * vd, d, 1)]  # Gemma 4's full layers take values from the keys
-        out["attention"] = [("q_proj", q, d, 1), ("k_proj", K * hd, d, 1), *v, ("o_proj", d, H * vd, 1)]
+        index = [("index_q_proj", m.index_heads * m.index_head_dim, d, 1), ("index_k_proj", m.index_head_dim, d, 1)]
+        out["attention"] = [("q_proj", q, d, 1), ("k_proj", K * hd, d, 1), *v, ("o_proj", d, H * vd, 1),
+                            *(index if m.index_topk else [])]  # MiniMax-M3's MSA block indexer
     elif isinstance(m, LatentAttention):
         H, r, q = m.heads, m.kv_lora_rank, m.q_lora_rank
         query = ([("q_a_proj", q, d, 1), ("q_b_proj", H * m.qk_head_dim, q, 1)] if q
@@ -89,7 +91,15 @@ def layer_matrices(layer, d: int) -> dict[str, list[tuple[str, int, int, int]] |
         out["attention"] = query + [("kv_a_proj_with_mqa", r + m.qk_rope_head_dim, d, 1),
                                     ("kv_b_proj", H * (m.qk_nope_head_dim + m.v_head_dim), r, 1),
                                     ("o_proj", d, H * m.v_head_dim, 1)]
-    elif isinstance(m, GatedDeltaNet):  # Qwen3-Next's fused names; Qwen3.5 splits them, the same widths
+    elif isinstance(m, GatedDeltaNet) and m.gate_rank:  # Kimi Delta Attention (vLLM's names)
+        r = m.gate_rank
+        out["ssm"] = [("q_proj", m.key_dim, d, 1), ("k_proj", m.key_dim, d, 1), ("v_proj", m.value_dim, d, 1),
+                      ("b_proj", m.v_heads, d, 1), ("f_a_proj", r, d, 1), ("f_b_proj", m.key_dim, r, 1),
+                      ("g_a_proj", r, d, 1), ("g_b_proj", m.value_dim, r, 1), ("o_proj", d, m.value_dim, 1)]
+    elif isinstance(m, GatedDeltaNet) and m.split_projections:  # Qwen3.5's names
+        out["ssm"] = [("in_proj_qkv", 2 * m.key_dim + m.value_dim, d, 1), ("in_proj_z", m.value_dim, d, 1),
+                      ("in_proj_b", m.v_heads, d, 1), ("in_proj_a", m.v_heads, d, 1), ("out_proj", d, m.value_dim, 1)]
+    elif isinstance(m, GatedDeltaNet):  # Qwen3-Next's fused names
         out["ssm"] = [("in_proj_qkvz", 2 * m.key_dim + 2 * m.value_dim, d, 1), ("in_proj_ba", 2 * m.v_heads, d, 1),
                       ("out_proj", d, m.value_dim, 1)]
     elif isinstance(m, Mamba2):
@@ -124,26 +134,25 @@ _PART_PATTERNS = (("shared_expert", "shared_experts"), ("experts", "experts"), (
                   ("feed_forward", "mlp"), ("block_sparse_moe", "mlp"))
 _MLP_BLOCKS = ("mlp", "feed_forward", "block_sparse_moe")  # a layer's whole channel mixer (Llama 4's, Mixtral's names)
 # modules the loader leaves out of the count (a vision tower, multi-token prediction): skipping them changes nothing priced
-_UNPRICED_PATTERNS = ("visual", "vision", "multi_modal", "mm_projector", "mtp")
+_UNPRICED_PATTERNS = ("visual", "vision", "multi_modal", "mm_projector", "patch_merge", "mtp")
 # weights no format here quantises (not Linear layers): naming them changes nothing
 _NEVER_QUANTISED = ("norm", "conv1d", "e_score_correction_bias", "rotary_emb", "a_log", "dt_bias")
+_ATTENTION_MATRICES = ("q_proj", "k_proj", "v_proj", "o_proj")
 _LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)(?=[.*]|$)")
-_MATRIX = re.compile(r"\.(\w+_proj(?:_with_mqa)?|shared_expert_gate)$")
+_MATRIX = re.compile(r"\.(\w+_proj(?:_with_mqa|_qkvz?|_z|_ba|_b|_a)?|shared_expert_gate)$")  # in_proj_qkv: Gated DeltaNet
 _PROJECTION = re.compile(r"\.(\w*_proj|fc\d|w\d|dense\w*|c_fc|c_proj)$")
 
 
 @dataclass(frozen=True)
 class Skip:
     """One entry of a skip list as read: the part it names, the layers (None: all) and the one
-    matrix (None: the whole part) it keeps unquantised."""
+    matrix (None: the whole part) it keeps unquantised; or, with a ``scheme``, one entry of a
+    per-module listing (ModelOpt's MIXED_PRECISION), which stores those matrices so."""
 
     part: str
     layers: frozenset[int] | None = None
     matrix: str | None = None
-
-    def keeps(self, part: str, layer: int, matrix: str) -> bool:
-        return (self.part == part and (self.layers is None or layer in self.layers)
-                and (self.matrix is None or self.matrix == matrix))
+    scheme: Scheme | None = None
 
 
 def _plain(pattern: str) -> str:
@@ -182,6 +191,8 @@ def skip_rules(skip: list[str], name: str, n_layers: int, key: str = "modules_to
             rules.append(Skip("router", layers))
             continue
         hit = next((part for k, part in _PART_PATTERNS if (low.endswith(k) if k == "mlp.gate" else k in low)), None)
+        if hit == "ssm" and last in _ATTENTION_MATRICES:
+            hit = "attention"  # Nemotron-H names every layer's token mixer "mixer": its attention's q, k, v, o too
         if hit is None and index and low[index.end():].strip(".*") == "":
             rules += [Skip(p, layers) for p in LAYER_PARTS]  # "model.layers.0*": the whole layer
             continue
@@ -217,46 +228,59 @@ def _units(model, part: str):
         yield i, layer.parts(model.d_model).get(part, 0), layer_matrices(layer, model.d_model).get(part)
 
 
-def priced(model, schemes: dict[str, Scheme], rules: list[Skip], default: str, method: str
-           ) -> tuple[WeightStorage, list[str]]:
+def priced(model, schemes: dict[str, Scheme], rules: list[Skip], default: str, method: str,
+           kept_by: str = "the checkpoint's skip list") -> tuple[WeightStorage, list[str]]:
     """The WeightStorage of ``model`` whose parts in ``schemes`` are stored so, except the matrices
-    ``rules`` keep at ``default``, and a note per part kept whole or in some layers. Each part's
-    width is its bytes as stored over its parameters: its matrices by Scheme.matrix_bytes, its other
-    parameters (biases, norm scales inside it) at ``default``; a part whose matrices this reader
-    does not know takes Scheme.per_value for all its parameters (said). Exact for the bytes (what
-    memory and a memory-bound step read); a step prices every layer at the part's mean width."""
+    ``rules`` keep at ``default`` or store by their own scheme (the first rule naming a matrix
+    decides; a part no scheme names keeps the matrices no rule names at ``default``), and a note per
+    part kept whole or in some layers (``kept_by`` says why). Each part's width is its bytes as
+    stored over its parameters: its matrices by Scheme.matrix_bytes, its other parameters (biases,
+    norm scales inside it) at ``default``; a part whose matrices this reader does not know takes
+    Scheme.per_value for all its parameters (said). Exact for the bytes (what memory and a
+    memory-bound step read); a step prices every layer at the part's mean width. A rule with a
+    scheme that names no matrix of the model is refused: its bytes would go unpriced."""
     base = DTYPE_BYTES[default]
-    parts, kept_whole, kept_some, notes = [], [], [], []
-    for p, scheme in schemes.items():
+    parts, kept_whole, kept_some, notes, used = [], [], [], [], set()
+    for p in dict.fromkeys([*schemes, *(r.part for r in rules if r.scheme is not None)]):
+        scheme = schemes.get(p)
         total = stored = 0.0
-        kept_layers, kept_mats, unknown, held, stray = set(), set(), False, 0, set()
+        kept_layers, kept_mats, unknown, held, stray, labels = set(), set(), False, 0, set(), {}
         for i, n, mats in _units(model, p):
             if not n:
                 continue
             held += 1
             total += n
+            applies = [r for r in rules if r.part == p and (r.layers is None or i in r.layers)]
             if mats is None:
-                if any(r.keeps(p, i, r.matrix or "") for r in rules):
+                if any(r.scheme is not None for r in applies):
+                    raise RooflineError(f"{model.name}: the quantisation listing names modules of the "
+                                        f"{p.replace('_', ' ')} of layer {i}, whose matrices this reader does not "
+                                        "know: not priced", field="model")
+                if applies or scheme is None:
                     kept_layers.add(i)
                     stored += n * base
                 else:
                     unknown = True
                     stored += n * scheme.per_value()
+                    labels[scheme.label] = None
                 continue
             names = {m[0] for m in mats}
-            applies = [r for r in rules if r.part == p and (r.layers is None or i in r.layers)]
-            stray.update(r.matrix for r in applies if r.matrix and r.matrix not in names)
-            whole = any(r.matrix is None or r.matrix not in names for r in applies)
+            used.update(r for r in applies if r.scheme is not None and r.matrix in (None, *names))
+            stray.update(r.matrix for r in applies if r.matrix and r.matrix not in names and r.scheme is None)
             elems = sum(c * a * b for _, a, b, c in mats)
             layer_bytes = (n - elems) * base
             for mname, a, b, c in mats:
-                if whole or any(r.matrix == mname for r in applies):
+                rule = next((r for r in applies if r.matrix in (None, mname)
+                             or (r.scheme is None and r.matrix not in names)), None)
+                chosen = rule.scheme if rule is not None else scheme
+                if chosen is None:
                     kept_layers.add(i)
-                    if not whole:
+                    if rule is None or rule.matrix == mname:
                         kept_mats.add(mname)
                     layer_bytes += c * a * b * base
                 else:
-                    layer_bytes += c * scheme.matrix_bytes(a, b)
+                    labels[chosen.label] = None
+                    layer_bytes += c * chosen.matrix_bytes(a, b)
             stored += layer_bytes
         if not total:
             continue
@@ -265,10 +289,11 @@ def priced(model, schemes: dict[str, Scheme], rules: list[Skip], default: str, m
         if stray:
             notes.append(f"the skip list names {', '.join(sorted(stray))}, which the {label} does not hold apart here: "
                          f"the whole {label} of those layers taken as kept")
-        if kept_layers and abs(width - base) <= 1e-12 * base:
-            kept_whole.append(label)
+        if not labels:
+            if kept_layers:
+                kept_whole.append(label)
             continue
-        fmt = scheme.label
+        fmt = " + ".join(labels)
         if kept_layers:
             what = f"{', '.join(sorted(kept_mats))} of the {label}" if kept_mats else label
             where = "every layer" if len(kept_layers) == held else f"layer(s) {_layers_text(kept_layers)}"
@@ -278,8 +303,15 @@ def priced(model, schemes: dict[str, Scheme], rules: list[Skip], default: str, m
         if unknown and scheme.shape_terms:
             notes.append(f"{label}: its matrices' shapes are not known to the quantisation reader; their per-row or "
                          "per-tensor scales are not counted")
+    missed = [r for r in rules if r.scheme is not None and r not in used]
+    if missed:
+        r = missed[0]
+        where = "every layer" if r.layers is None else f"layer(s) {_layers_text(r.layers)}"
+        raise RooflineError(f"{model.name}: the quantisation listing stores {r.matrix or 'the whole'} of the "
+                            f"{r.part.replace('_', ' ')} in {where} as {r.scheme.label}, and this model holds no such "
+                            "matrix there: its bytes would go unpriced", field="model")
     said = []
     if kept_whole or kept_some:
-        said.append(f"left at {default} by the checkpoint's skip list: {', '.join(kept_whole + kept_some)}"
+        said.append(f"left at {default} by {kept_by}: {', '.join(kept_whole + kept_some)}"
                     + (" (each part priced at its mean width over its layers: exact for the bytes)" if kept_some else ""))
     return WeightStorage(default, tuple(parts), method), said + notes

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.architecture import GatedDeltaNet, LatentAttention
+from roofline.architecture import Attention, GatedDeltaNet, LatentAttention
 from roofline.cost import _jsonable
 from roofline.errors import RooflineError, check_number
 from roofline.machines import get_machine, the_name
@@ -80,15 +80,16 @@ def kv_bytes_per_sequence(model, context, precision: Precision | None = None, te
 def kv_bytes_read_per_sequence(model, context, precision: Precision | None = None, tensor_parallel: int = 1):
     """What a decode step reads of one sequence's cache at ``context`` on one GPU: the whole cache
     (kv_bytes_per_sequence), less the latents DeepSeek Sparse Attention keeps but does not read
-    (S - min(S, k) a DSA layer; its indexer reads every index key, its attention k latents)."""
+    (S - min(S, k) a DSA or MSA layer; its indexer reads every index key, its attention k latents or
+    keys and values)."""
     precision = precision or Precision()
     whole = kv_bytes_per_sequence(model, context, precision, tensor_parallel)
-    sparse = [(k.mixer, n) for k, n in get_model(model).kind_counts()
-              if isinstance(k.mixer, LatentAttention) and k.mixer.index_topk]
+    sparse = [(k.mixer, n) for k, n in shard(model, tensor_parallel).kind_counts()  # one GPU's heads (MSA's kv heads)
+              if isinstance(k.mixer, (LatentAttention, Attention)) and k.mixer.index_topk]
     if not sparse:
         return whole
     S = np.asarray(context, dtype=float)
-    unread = sum(n * (S - a.attended(S)) * (a.kv_lora_rank + a.qk_rope_head_dim) for a, n in sparse)
+    unread = sum(n * (S - a.attended(S)) * (a.cache_elems_per_token() - a.index_head_dim) for a, n in sparse)
     return whole - unread * dtype_bytes(precision.kv_cache)
 
 
@@ -304,6 +305,9 @@ def _cache_notes(cfg, context) -> tuple[str, ...]:
     if any(isinstance(k.mixer, LatentAttention) and k.mixer.index_heads for k in cfg.kinds):
         notes.append("DSA layers also cache the indexer's key (index_head_dim per token, at the KV dtype; DeepSeek's "
                      "kernels store it FP8 with an fp32 scale per 128) and keep every token: only attention reads the top-k")
+    if any(isinstance(k.mixer, Attention) and k.mixer.index_topk for k in cfg.kinds):
+        notes.append("MSA layers also cache the block indexer's key (index_head_dim per token, at the KV dtype; vLLM keeps "
+                     "it at the model dtype under an fp8 KV cache) and keep every token: only attention reads the top-k")
     return tuple(notes)
 
 

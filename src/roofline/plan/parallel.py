@@ -39,6 +39,12 @@ def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
             raise RooflineError(f"tensor_parallel {t} must divide {name}'s {K} kv heads or be a multiple of them",
                                 field="tensor_parallel", also=("model",))
         mix = dataclasses.replace(mix, heads=H // t, kv_heads=max(1, K // t))
+        if mix.index_heads:  # MSA: the indexer's query heads split as the kv heads (vLLM), its one key head replicated
+            HI = layer.mixer.index_heads
+            if HI % t and t % HI:
+                raise RooflineError(f"tensor_parallel {t} must divide {name}'s {HI} index heads or be a multiple of them",
+                                    field="tensor_parallel", also=("model",))
+            mix = dataclasses.replace(mix, index_heads=max(1, HI // t))
     elif isinstance(mix, LatentAttention):
         mix = dataclasses.replace(mix, heads=need("attention heads", mix.heads))  # the latent is replicated
     elif isinstance(mix, Mamba2):
@@ -62,9 +68,9 @@ def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
 def shard(model, tensor_parallel: int = 1) -> Model:
     """One GPU's slice under Megatron-LM tensor parallelism t: query heads, d_ff (of each expert,
     and of the shared expert), SSM heads and inner width, Gated DeltaNet's key and value heads, and
-    the vocabulary split t ways; kv heads split too, or replicated once t exceeds them; MLA's latent
-    projections, norms, the router, a latent MoE's D <-> R projections and a single SSM group's B and C
-    (Falcon-H1's n_groups 1, as vLLM keeps it) replicated. count_params of
+    the vocabulary split t ways; kv heads (and MSA's index heads) split too, or replicated once t exceeds
+    them; MLA's latent projections, norms, the router, a latent MoE's D <-> R projections and a single SSM
+    group's B and C (Falcon-H1's n_groups 1, as vLLM keeps it) replicated. count_params of
     the slice is the weights one GPU holds."""
     cfg = get_model(model)
     if type(tensor_parallel) is int and tensor_parallel == 1:

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.blocks import SPARSE_ATTENTION
+from roofline.blocks import SPARSE_ATTENTION, SPARSE_GQA
+from roofline.mixers import Attention
 from roofline.cost import binds, overlapped_s
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel
@@ -156,18 +157,20 @@ class StepCost(StepLayout):
                 raise RooflineError(f"{self.model.name}: speculative decoding over sliding-window layers is not modelled (a "
                                     "verify step's window sums are not linear in the contexts)", field="spec_tokens")
             topk = int(getattr(kind.mixer, "index_topk", 0) or 0)
-            if topk:  # DSA: the indexer's ops read all S, the attention min(S, k): two groups of one kind
+            if topk:  # DSA, MSA: the indexer's ops read all S, the attention min(S, k): two groups of one kind
+                msa = isinstance(kind.mixer, Attention)
+                sparse, family = (SPARSE_GQA, "MiniMax") if msa else (SPARSE_ATTENTION, "DeepSeek")
                 if topk < 4:
                     raise RooflineError(f"{self.model.name}: index_topk {topk}: the serving model fits the sparse attention "
                                         "at contexts under k and needs k of at least 4", field="model")
                 if self.verify_tokens > 1:
-                    raise RooflineError(f"{self.model.name}: speculative decoding over DeepSeek Sparse Attention is not "
+                    raise RooflineError(f"{self.model.name}: speculative decoding over {family} Sparse Attention is not "
                                         "modelled (a verify step's top-k selections are not linear in the contexts)",
                                         field="spec_tokens")
-                self._decode_fits.append((n, 0, label, self._decode_fit(kind, token_names + [SPARSE_ATTENTION], 0)))
-                self._decode_fits.append((n, topk, label, self._decode_fit(kind, token_names, topk, only=SPARSE_ATTENTION)))
-                note = (f"{SPARSE_ATTENTION} (decode): the cost model at the min(S, {topk}) latents it reads (the "
-                        "measured MLA tables time dense decode attention)")
+                self._decode_fits.append((n, 0, label, self._decode_fit(kind, token_names + [sparse], 0)))
+                self._decode_fits.append((n, topk, label, self._decode_fit(kind, token_names, topk, only=sparse)))
+                note = (f"{sparse} (decode): the cost model at the min(S, {topk}) {'keys' if msa else 'latents'} it reads "
+                        f"(the measured {'attention' if msa else 'MLA'} tables time dense decode attention)")
                 if self.measured and note not in self._seq_notes:
                     self._seq_notes.append(note)
             else:

@@ -233,7 +233,7 @@ def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = 
     notes += ("activations: Korthikanti et al. 2022, Table 2 (GPT layer; an estimate for gated MLPs and GQA); the output "
               "layer's 4sbh/t (1 + v/h), section 4.3: fp32 logits for an unfused cross entropy (a fused one, as Liger's, "
               "keeps none of them)",) + stage_notes
-    unusual = sorted({k.mixer.kind for k in cfg.kinds if k.mixer is not None and (k.is_ssm or k.mixer.span or not k.is_attention
+    unusual = sorted({k.mixer.kind for k in cfg.kinds if k.mixer is not None and (k.is_ssm or k.mixer.span or getattr(k.mixer, "index_topk", 0) or not k.is_attention
                                                                                   or type(k.mixer).__name__ != "Attention")}
                      | ({"MoE"} if cfg.is_moe else set()))
     if unusual:

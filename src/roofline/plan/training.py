@@ -272,7 +272,8 @@ def train_plan(model="llama3-8b", tokens=15e12, gpus=1024, machine="h100-sxm", m
 
 def _context_terms(cfg) -> str:
     """The name of flops_per_token's context terms for this model: 12Lhs for plain attention."""
-    plain = all(k.mixer is None or (type(k.mixer).__name__ == "Attention" and not k.mixer.span) for k in cfg.kinds)
+    plain = all(k.mixer is None or (type(k.mixer).__name__ == "Attention" and not k.mixer.span
+                                                    and not k.mixer.index_topk) for k in cfg.kinds)
     if plain and cfg.has_attention:
         return "12Lhs"
     terms = (["attention over min(s, window)"] if cfg.has_attention else []) + (
