@@ -294,6 +294,7 @@ def test_every_supported_family_has_a_preset_or_a_test():
     tested_here |= {"olmo2"}  # test_olmo2_7b_counts_by_hand_to_its_published_7_30b
     tested_here |= {"minimax_m3"}  # tests/test_msa.py
     tested_here |= {"kimi_linear"}  # tests/test_kimi_linear.py
+    tested_here |= {"falcon_h1"}  # tests/test_falcon_h1.py
     assert set(SUPPORTED) <= presets | tested_here
 
 

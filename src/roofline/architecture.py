@@ -5,7 +5,7 @@ once: ``kinds`` holds each distinct ``Layer`` and ``order`` gives, layer by laye
 kind (Gemma 3 27B: 2 kinds, sliding and full, in a 5:1 pattern over 62 layers).
 
 A layer has a token mixer, a channel mixer, or both (mixers.py: Attention, LatentAttention, Mamba2,
-Mamba, GatedDeltaNet; MLP, MoE). This module re-exports them, and attention_pairs.attended_pairs, so that
+Mamba, GatedDeltaNet, ParallelMixer (attention and Mamba-2 side by side: Falcon-H1); MLP, MoE). This module re-exports them, and attention_pairs.attended_pairs, so that
 ``from roofline.architecture import ...`` names every piece of a model.
 
 Conventions (said once here, used everywhere):
@@ -19,7 +19,8 @@ Conventions (said once here, used everywhere):
   chunked layers keep at most W (C) tokens; MLA keeps its compressed latent, kv_lora_rank +
   qk_rope_head_dim elements per token (the absorbed form engines run); state-space layers keep a
   constant state per sequence (SSM state + convolution window), whatever the context, and so does
-  Gated DeltaNet (its recurrent state + convolution window): it is in the state-space family.
+  Gated DeltaNet (its recurrent state + convolution window): it is in the state-space family. A
+  parallel mixer (Falcon-H1) keeps both its attention's K and V per token and its SSM's state.
 - Attention pairs for T new tokens that are the last T of S positions, causal: the closed forms of
   attention_pairs.py (full attention's T S - T (T - 1) / 2; T S / 2 when T = S).
 
@@ -50,6 +51,8 @@ from roofline.mixers import (
     Mamba2,
     Mixer,
     MoE,
+    ParallelMixer,
+    token_mixers,
 )
 
 NORMS = ("rmsnorm", "layernorm")
@@ -93,8 +96,30 @@ class Layer:
     @property
     def tp_all_reduces(self) -> int:
         """All-reduces of this layer under tensor parallelism (Megatron-LM): one after each mixer's
-        row-parallel output projection, one for a parallel block (attention and MLP summed first)."""
-        return 1 if self.parallel else (self.mixer is not None) + (self.mlp is not None)
+        row-parallel output projection, one for a parallel block (attention and MLP summed first); a
+        parallel mixer's attention and SSM reduce apart, two (vLLM's FalconH1 o_proj and out_proj)."""
+        return 1 if self.parallel else len(token_mixers(self.mixer)) + (self.mlp is not None)
+
+    @property
+    def mixers(self) -> tuple:
+        """The single token mixers this layer runs: a parallel mixer's attention and SSM, else its
+        one mixer (none without one)."""
+        return token_mixers(self.mixer)
+
+    @property
+    def is_parallel_hybrid(self) -> bool:
+        """Attention and an SSM side by side on one input (Falcon-H1): neither is_attention nor is_ssm."""
+        return isinstance(self.mixer, ParallelMixer)
+
+    @property
+    def attends(self) -> bool:
+        """Some attention runs in this layer (alone or beside an SSM)."""
+        return any(isinstance(m, ATTENTION_MIXERS) for m in self.mixers)
+
+    @property
+    def keeps_state(self) -> bool:
+        """Some state-space mixer runs in this layer (alone or beside attention)."""
+        return any(isinstance(m, SSM_MIXERS) for m in self.mixers)
 
     @property
     def is_attention(self) -> bool:
@@ -113,8 +138,8 @@ class Layer:
         weight matrices, and the latent projections around them where the MoE has them), expert_biases
         (their biases, gpt-oss), shared_experts, router, norms."""
         out = dict.fromkeys(("attention", "ssm", "mlp", "experts", "expert_biases", "shared_experts", "router", "norms"), 0)
-        if self.mixer is not None:
-            out["ssm" if self.is_ssm else "attention"] = self.mixer.params(d_model)
+        for m in self.mixers:
+            out["ssm" if isinstance(m, SSM_MIXERS) else "attention"] = m.params(d_model)
         if isinstance(self.mlp, MoE):
             width = self.mlp.expert_width(d_model)  # the latent R where the experts work at one
             matrices = MLP(self.mlp.d_ff, self.mlp.gated).params(width)
@@ -128,10 +153,13 @@ class Layer:
         return out
 
     def cache_elems(self, context) -> object:
-        """Elements this layer caches for one sequence of ``context`` tokens (arrays broadcast)."""
+        """Elements this layer caches for one sequence of ``context`` tokens (arrays broadcast): a
+        parallel mixer's attention K and V and its SSM state together."""
         m = self.mixer
         if m is None:
             return 0.0
+        if isinstance(m, ParallelMixer):
+            return sum(Layer(part, None).cache_elems(context) for part in m.parts)
         if isinstance(m, SSM_MIXERS):
             return float(m.state_elems()) + 0.0 * np.asarray(context, dtype=float)
         kept = np.minimum(context, m.span) if m.span else context
@@ -275,7 +303,7 @@ class Model:
 
     @property
     def has_attention(self) -> bool:
-        return any(k.is_attention for k in self.kinds)
+        return any(k.attends for k in self.kinds)  # a parallel hybrid's attention too
 
     def pattern(self) -> str:
         """The layer list, compactly: '32 x full attention + gated MLP 14336' for one kind, else
@@ -328,13 +356,14 @@ class Model:
     @property
     def first_attention(self) -> Attention | LatentAttention | None:
         for k in self.kinds:
-            if k.is_attention:
-                return k.mixer
+            for m in k.mixers:
+                if isinstance(m, ATTENTION_MIXERS):
+                    return m
         return None
 
 
 __all__ = [
     "NORMS", "Layer", "WeightStorage", "Model", "MtpModule",
-    "Attention", "LatentAttention", "Mamba2", "Mamba", "GatedDeltaNet", "Mixer", "SSM_MIXERS", "ATTENTION_MIXERS", "MLP", "MoE", "ChannelMixer",
+    "Attention", "LatentAttention", "Mamba2", "Mamba", "GatedDeltaNet", "ParallelMixer", "Mixer", "SSM_MIXERS", "ATTENTION_MIXERS", "MLP", "MoE", "ChannelMixer",
     "attended_pairs",
 ]

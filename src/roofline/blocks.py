@@ -26,6 +26,9 @@ MiniMax Sparse Attention (MSA: MiniMax-M3) on grouped-query attention adds a blo
 one sparse attention kernel over each query's top min(p, k) keys: decode reads min(S, k) keys a
 sequence, a prefill chunk all S (its queries' selections together).
 
+A parallel mixer (Falcon-H1) runs the attention's ops and the Mamba-2 mixer's on the one normed
+input, then one add of their two outputs; its multipliers are constants folded into neighbouring ops.
+
 State-space layers are costed in their recurrent form: 6 FLOPs per state element per token (7 for
 Gated DeltaNet's delta rule), the state read and written once per decode step (kept on chip through
 a prefill, written once).
@@ -42,6 +45,7 @@ stored widths.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,7 +57,7 @@ from roofline.errors import MAX_COUNT, check_number
 from roofline.kernels import (FLOPS_PER_ELEMENT, FUSED_ATTENTION, FUSED_MLA, MOE_EXPERTS, Kernel, dtype_name,
                               latent_attention_cost, norm_flops_per_element)
 from roofline.machines import Machine, get_machine
-from roofline.mixers import MLP, Attention, GatedDeltaNet, LatentAttention, Mamba, Mamba2, MoE
+from roofline.mixers import MLP, Attention, GatedDeltaNet, LatentAttention, Mamba, Mamba2, MoE, ParallelMixer
 from roofline.model_sources import get_model
 from roofline.tables import Tabular
 from roofline.units import DTYPE_BYTES, dtype_bytes
@@ -304,7 +308,8 @@ def _ssm_ops(o: _Ops, s, B, T, decode: bool, D) -> list[Kernel]:
                Kernel.trusted("ssm scan", 6.0 * M * s.d_inner * s.d_state,
                       o.w * (M * (s.d_inner + 2 * s.n_groups * s.d_state + s.heads) + M * s.d_inner + state_io),
                       "scan", o.dtype, cache_elems=state_io),
-               o.ew("gated norm", M * s.d_inner, 2, 1, FLOPS_PER_ELEMENT["gated_rmsnorm"]),
+               (o.ew("gated norm", M * s.d_inner, 2, 1, FLOPS_PER_ELEMENT["gated_rmsnorm"]) if s.gated_norm
+                else o.ew("gate (y*silu(z))", M * s.d_inner, 2, 1, FLOPS_PER_ELEMENT["gated_activation"])),
                o.mm("out proj", M, D, s.d_inner, "ssm")]
         return ops
     inner = s.d_inner
@@ -348,7 +353,7 @@ def attention_used(layer: Layer, attention: str) -> str:
     attention (state-space, or none) says no."""
     if isinstance(layer.mixer, LatentAttention) and attention != "flash":
         return "flash (MLA: costed fused only, not naive)"
-    if not isinstance(layer.mixer, (Attention, LatentAttention)):
+    if not layer.attends:
         return "no"
     return attention
 
@@ -358,7 +363,12 @@ def layer_kernels(layer: Layer, d_model: int, decode: bool, T, B, S, attention: 
     o = _Ops(dtype_bytes(dtype), dtype_name(dtype))
     D, M = d_model, B * T
     mix = layer.mixer
-    if isinstance(mix, Attention):
+    if isinstance(mix, ParallelMixer):  # both on the one normed input, their outputs summed (one add, 2 reads, 1 write)
+        ssm = [dataclasses.replace(k, name=k.name if k.name.startswith("ssm") else f"ssm {k.name}")
+               for k in _ssm_ops(o, mix.ssm, B, T, decode, D)]  # "ssm out proj" beside the attention's "out proj"
+        mixer = [*_attention_ops(o, mix.attention, B, T, S, decode, attention, D), *ssm,
+                 o.ew("attention + ssm sum", M * D, 2, 1)]
+    elif isinstance(mix, Attention):
         mixer = _attention_ops(o, mix, B, T, S, decode, attention, D)
     elif isinstance(mix, LatentAttention):
         mixer = _latent_ops(o, mix, B, T, S, decode, D)
@@ -376,7 +386,7 @@ def layer_kernels(layer: Layer, d_model: int, decode: bool, T, B, S, attention: 
     else:
         channel = []
     norm = layer.norm
-    first = "attn norm" if layer.is_attention or layer.parallel else ("norm" if not channel else "mixer norm")
+    first = "attn norm" if layer.attends or layer.parallel else ("norm" if not channel else "mixer norm")
     if layer.parallel:  # one norm (two for NeoX) feeds both; one add of three
         norms = [o.norm(first, M, D, norm)] + [o.norm(f"norm {i + 2}", M, D, norm) for i in range(layer.n_norms - 1)]
         return [*norms, *mixer, *channel, o.ew("residual add", M * D, 3, 1)]

@@ -3,7 +3,8 @@
     token mixers    Attention (full causal, sliding window W, chunked local C; GQA, q/k norms,
                     biases, sinks, a sigmoid output gate, MiniMax's block-sparse MSA), LatentAttention (DeepSeek's MLA), Mamba2
                     (SSD), Mamba (v1, Jamba's), GatedDeltaNet (Qwen3-Next's linear attention), each
-                    with its parameters, cache and per-token cost;
+                    with its parameters, cache and per-token cost; ParallelMixer (attention and
+                    Mamba-2 side by side on one input: Falcon-H1);
     channel mixers  MLP (gated or not), MoE (routed experts, shared experts, router).
 
 Each part counts its parameters at a model width D (``params(d_model)``) and each token mixer its
@@ -231,7 +232,11 @@ class LatentAttention:
 class Mamba2:
     """Mamba-2's SSD mixer (arXiv:2405.21060; transformers Mamba2Mixer). in_proj D -> 2 d_inner +
     2 G N + heads (z, x, B, C, dt); a depthwise conv of width ``conv_kernel`` over x, B, C; dt_bias,
-    A_log and D per head; a gated RMSNorm over d_inner; out_proj d_inner -> D."""
+    A_log and D per head; a gated RMSNorm over d_inner; out_proj d_inner -> D.
+
+    ``gated_norm`` False: no norm, the scan's output is gated as y * silu(z) (Falcon-H1's
+    mamba_rms_norm false). ``out_bias``: out_proj's bias when it differs from in_proj's (Falcon-H1
+    sets in_proj's by mamba_proj_bias, out_proj's by projectors_bias); None: ``proj_bias`` for both."""
 
     d_inner: int
     d_state: int
@@ -240,6 +245,8 @@ class Mamba2:
     conv_kernel: int = 4
     conv_bias: bool = True
     proj_bias: bool = False
+    gated_norm: bool = True
+    out_bias: bool | None = None
 
     def __post_init__(self):
         check_counts("mamba2", d_inner=self.d_inner, d_state=self.d_state, n_groups=self.n_groups, heads=self.heads,
@@ -262,8 +269,9 @@ class Mamba2:
         D, C = d_model, self.conv_channels
         n = D * self.in_proj_width + (self.in_proj_width if self.proj_bias else 0)
         n += C * self.conv_kernel + (C if self.conv_bias else 0)
-        n += 3 * self.heads + self.d_inner  # dt_bias, A_log, D; the gated norm's scale
-        n += self.d_inner * D + (D if self.proj_bias else 0)
+        n += 3 * self.heads + (self.d_inner if self.gated_norm else 0)  # dt_bias, A_log, D; the gated norm's scale
+        out_bias = self.proj_bias if self.out_bias is None else self.out_bias
+        n += self.d_inner * D + (D if out_bias else 0)
         return n
 
     def state_elems(self) -> int:
@@ -413,9 +421,51 @@ class GatedDeltaNet:
         return 7.0 * self.v_heads * self.k_head_dim * self.v_head_dim + 2.0 * self.conv_kernel * self.conv_channels
 
 
-Mixer = Union[Attention, LatentAttention, Mamba2, Mamba, GatedDeltaNet]
+@dataclass(frozen=True)
+class ParallelMixer:
+    """Attention and a Mamba-2 mixer side by side on the same normed input, their outputs (each
+    scaled by a constant multiplier) summed into the residual (Falcon-H1, arXiv:2507.22448; transformers
+    FalconH1DecoderLayer: self_attn and mamba). Its parameters are both mixers'; its cache the
+    attention's K and V per token plus the SSM's fixed state per sequence; its ops both mixers' ops
+    and the sum of their two outputs. The multipliers are constants (mup_vector is a buffer, not a
+    parameter): no weights, and an elementwise scale each the model leaves uncounted."""
+
+    attention: Attention
+    ssm: Mamba2
+
+    def __post_init__(self):
+        if not isinstance(self.attention, Attention) or not isinstance(self.ssm, Mamba2):
+            raise RooflineError("a parallel mixer pairs an Attention with a Mamba2 mixer")
+
+    @property
+    def kind(self) -> str:
+        return f"{self.attention.kind} || {self.ssm.kind}"
+
+    @property
+    def parts(self) -> tuple:
+        """The two mixers, attention first."""
+        return (self.attention, self.ssm)
+
+    @property
+    def span(self) -> int:
+        """The attention's (0: unlimited)."""
+        return self.attention.span
+
+    def params(self, d_model: int) -> int:
+        return self.attention.params(d_model) + self.ssm.params(d_model)
+
+
+Mixer = Union[Attention, LatentAttention, Mamba2, Mamba, GatedDeltaNet, ParallelMixer]
 SSM_MIXERS = (Mamba2, Mamba, GatedDeltaNet)
 ATTENTION_MIXERS = (Attention, LatentAttention)
+
+
+def token_mixers(mixer) -> tuple:
+    """The single mixers a layer's token mixer runs: a parallel mixer's two, else the mixer itself
+    (none for a layer without one)."""
+    if mixer is None:
+        return ()
+    return mixer.parts if isinstance(mixer, ParallelMixer) else (mixer,)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ counts QK^T and PV in full, ignoring causal masking: the PaLM / Megatron convent
 
 from __future__ import annotations
 
-from roofline.architecture import Attention, GatedDeltaNet, LatentAttention, Layer, Mamba, Mamba2, Model, MoE
+from roofline.architecture import Attention, GatedDeltaNet, LatentAttention, Layer, Mamba, Mamba2, Model, MoE, ParallelMixer
 from roofline.errors import MAX_COUNT, check_choice, check_fraction, check_number
 from roofline.model_sources import (
     PRESET_KEYS,
@@ -79,7 +79,9 @@ def _matmul_params_of(layer: Layer, D: int) -> int:
     projections, not its conv, A, D or norm), the active experts, shared experts, router, dense MLP."""
     n = 0
     mixer = layer.mixer
-    if isinstance(mixer, Mamba2):
+    if isinstance(mixer, ParallelMixer):  # both mixers' projections
+        n += sum(_matmul_params_of(Layer(m, None), D) for m in mixer.parts)
+    elif isinstance(mixer, Mamba2):
         n += D * mixer.in_proj_width + mixer.d_inner * D
     elif isinstance(mixer, Mamba):
         n += D * 2 * mixer.d_inner + mixer.d_inner * (mixer.dt_rank + 2 * mixer.d_state) + mixer.dt_rank * mixer.d_inner \
@@ -126,7 +128,7 @@ def attention_flops_per_token_forward(model, seq_len) -> float:
     m = get_model(model)
     total = 0.0
     for layer, n in m.kind_counts():
-        a = layer.mixer
+        a = next((x for x in layer.mixers if isinstance(x, (Attention, LatentAttention))), None)  # a parallel mixer's too
         if isinstance(a, Attention):
             total += n * 2.0 * a.heads * (a.head_dim + a.v_head_dim) * a.attended(seq_len)
             total += n * 2.0 * a.index_heads * a.index_head_dim * seq_len
@@ -139,7 +141,8 @@ def attention_flops_per_token_forward(model, seq_len) -> float:
 def scan_flops_per_token_forward(model) -> float:
     """State-space layers' scan and conv per token (Mamba2.scan_flops_per_token), forward."""
     m = get_model(model)
-    return sum(n * k.mixer.scan_flops_per_token() for k, n in m.kind_counts() if k.is_ssm)
+    return sum(n * x.scan_flops_per_token() for k, n in m.kind_counts() for x in k.mixers
+               if isinstance(x, (Mamba2, Mamba, GatedDeltaNet)))
 
 
 def train_flops_per_forward(recompute: bool = False) -> float:
@@ -250,7 +253,8 @@ def kv_cache_bytes_per_token(model, dtype: str = "bf16") -> float:
     add nothing past their window: use cache_bytes_per_sequence for the whole cache at a context.
     2 L K d_head w for a plain model."""
     m = get_model(model)
-    per = sum(n * k.mixer.cache_elems_per_token() for k, n in m.kind_counts() if k.is_attention and not k.mixer.span)
+    per = sum(n * x.cache_elems_per_token() for k, n in m.kind_counts() for x in k.mixers
+              if isinstance(x, (Attention, LatentAttention)) and not x.span)
     return float(per) * dtype_bytes(dtype)
 
 
@@ -289,5 +293,5 @@ def cache_name(model) -> str:
     "SSM state" (state-space layers only: a constant state per sequence, not keys and values) or
     "KV cache + SSM state" (hybrids)."""
     cfg = get_model(model) if isinstance(model, str) else model
-    ssm, attention = any(k.is_ssm for k in cfg.kinds), any(k.is_attention for k in cfg.kinds)
+    ssm, attention = any(k.keeps_state for k in cfg.kinds), any(k.attends for k in cfg.kinds)
     return "KV cache + SSM state" if ssm and attention else "SSM state" if ssm else "KV cache"

@@ -22,7 +22,8 @@ modeling_<family>.py; each loader's docstring says which.
     llama.py    Llama-like families: Llama, Mistral, Mixtral, Qwen2/3 (and MoE), Gemma 1-4
     moe.py      Llama 4, DeepSeek V2/V3 (and Kimi K2), gpt-oss
     gpt.py      Phi, Phi-3, GPT-2, GPT-NeoX
-    ssm.py      state-space and hybrid: Mamba-2, mamba_ssm, Jamba, Nemotron-H (and Nemotron-3's MoE)
+    ssm.py      state-space and hybrid: Mamba-2, mamba_ssm, Jamba, Nemotron-H (and Nemotron-3's MoE),
+                Falcon-H1 (attention and Mamba-2 in parallel)
     mimo.py     Xiaomi's MiMo-7B and MiMo-V2-Flash
     minimax.py  MiniMax-M3 (MiniMax Sparse Attention: GQA with a block indexer)
     nvidia.py   Llama-Nemotron NAS models (nemotron-nas: per-layer block_configs)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from roofline.architecture import WeightStorage
 from roofline.errors import RooflineError
-from roofline.mixers import MLP, Attention, GatedDeltaNet, LatentAttention, Mamba, Mamba2, MoE
+from roofline.mixers import MLP, Attention, GatedDeltaNet, LatentAttention, Mamba, Mamba2, MoE, ParallelMixer
 from roofline.units import DTYPE_BYTES
 
 QUANTISED_PARTS = ("attention", "ssm", "mlp", "experts", "shared_experts")
@@ -73,6 +73,10 @@ def layer_matrices(layer, d: int) -> dict[str, list[tuple[str, int, int, int]] |
     transformers gives them; None for a part whose mixer this reader does not know."""
     out: dict[str, list | None] = {}
     m = layer.mixer
+    if isinstance(m, ParallelMixer):  # Falcon-H1: self_attn's and mamba's matrices, each its own part
+        for part in m.parts:
+            out.update(layer_matrices(type(layer)(part, None), d))
+        m = None
     if isinstance(m, Attention):
         H, K, hd, vd = m.heads, m.kv_heads, m.head_dim, m.v_head_dim
         q = H * hd * (2 if m.output_gate else 1)  # a gated attention's q_proj carries the gate too (Qwen3-Next)

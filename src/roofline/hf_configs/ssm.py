@@ -1,11 +1,11 @@
 """Loaders of the state-space and hybrid models: Mamba-2 (transformers' and state-spaces' mamba_ssm
-configs), Jamba and Nemotron-H."""
+configs), Jamba, Nemotron-H and Falcon-H1."""
 
 from __future__ import annotations
 
 import math
 
-from roofline.architecture import MLP, Attention, Layer, Mamba, Mamba2, Model, MoE
+from roofline.architecture import MLP, Attention, Layer, Mamba, Mamba2, Model, MoE, ParallelMixer
 from roofline.errors import RooflineError
 from roofline.hf_configs.keys import _Keys
 from roofline.hf_configs.shared import _assemble, _gqa, loader
@@ -170,3 +170,62 @@ def _nemotron_h(c: _Keys) -> Model:
                      "KV-cache dtype here (in float32 the SSM state takes twice its bf16 bytes)")
     return _assemble(c, [kinds[t] for t in types], D, V, c.flag("tie_word_embeddings", False), omitted=omitted,
                      notes=notes)
+
+
+# Falcon-H1's muP multipliers: constants applied to activations (mup_vector is a non-persistent buffer), no weights
+FALCON_H1_MULTIPLIERS = ("lm_head_multiplier", "embedding_multiplier", "mlp_multipliers", "key_multiplier",
+                         "attention_out_multiplier", "attention_in_multiplier", "ssm_multipliers", "ssm_in_multiplier",
+                         "ssm_out_multiplier", "mamba_norm_before_gate")
+
+
+@loader("falcon_h1")
+def _falcon_h1(c: _Keys) -> Model:
+    """FalconH1Config (transformers modeling_falcon_h1.py): every layer one parallel hybrid block,
+    input_layernorm, then self_attn (LlamaAttention: num_attention_heads, num_key_value_heads,
+    head_dim (default hidden_size / heads), attention_bias on q, k, v and o) and mamba (Mamba-2:
+    d_inner = mamba_d_ssm, or mamba_expand x hidden_size when null; mamba_n_heads x mamba_d_head (auto:
+    d_inner / heads); mamba_n_groups, mamba_d_state, mamba_d_conv, mamba_conv_bias; in_proj's bias
+    mamba_proj_bias, out_proj's projectors_bias; the gated RMSNorm only when mamba_rms_norm) side by
+    side on its output, summed into the residual; then pre_ff_layernorm and a SwiGLU MLP
+    (intermediate_size, mlp_bias); a final norm; tie_word_embeddings False by default. The muP
+    multipliers are constants, no weights. Defaults are the config class's."""
+    D, L, V = c.pos("hidden_size", 4096), c.pos("num_hidden_layers", 32), c.pos("vocab_size", 128000)
+    H = c.pos("num_attention_heads", 32)
+    kv = c.pos("num_key_value_heads", H)
+    d = c.pos("head_dim", D // H)
+    bias = c.flag("attention_bias", False)
+    c.read.add("mamba_d_ssm")
+    if "mamba_d_ssm" in c.raw and c.raw["mamba_d_ssm"] is None:
+        inner = c.pos("mamba_expand", 2) * D
+    else:
+        inner = c.pos("mamba_d_ssm", 1024)
+        c.get("mamba_expand")  # unused when mamba_d_ssm is given
+    heads = c.pos("mamba_n_heads", 128)
+    head_dim = c.get("mamba_d_head", "auto")
+    if head_dim != "auto" and c.pos("mamba_d_head") * heads != inner:
+        raise RooflineError(f"{c.name}: mamba_n_heads x mamba_d_head = {heads} x {head_dim} differs from the Mamba "
+                            f"inner width {inner} (mamba_d_ssm, or mamba_expand x hidden_size)", field="model")
+    if inner % heads:
+        raise RooflineError(f"{c.name}: mamba_n_heads {heads} does not divide the Mamba inner width {inner}", field="model")
+    ssm = Mamba2(inner, c.pos("mamba_d_state", 256), c.pos("mamba_n_groups", 1), heads, c.pos("mamba_d_conv", 4),
+                 c.flag("mamba_conv_bias", True), c.flag("mamba_proj_bias", False),
+                 gated_norm=c.flag("mamba_rms_norm", False), out_bias=c.flag("projectors_bias", False))
+    mlp = MLP(c.pos("intermediate_size", 14336), gated=True, bias=c.flag("mlp_bias", False),
+              activation=str(c.get("hidden_act", "silu")))
+    if not c.flag("mamba_use_mlp", True):  # an early config key; the modeling file builds the MLP in every layer
+        raise RooflineError(f"{c.name}: mamba_use_mlp false: transformers' FalconH1DecoderLayer always has its MLP; "
+                            "a Falcon-H1 without one is not supported", field="model")
+    types = c.get("layers_block_type")
+    if types is not None and any(t != "hybrid" for t in types):
+        raise RooflineError(f"{c.name}: layers_block_type {sorted(set(types))}: Falcon-H1's layers are all 'hybrid'",
+                            field="model")
+    scaled = [k for k in FALCON_H1_MULTIPLIERS[:-1] if c.get(k) not in (None, 1, 1.0, [1.0, 1.0], [1.0] * 5)]
+    c.get("mamba_norm_before_gate")  # where the gate multiplies, not how much
+    notes = []
+    if scaled:
+        notes.append(f"muP multipliers ({', '.join(scaled)}) scale activations: elementwise multiplies (vLLM runs them "
+                     "apart, e.g. the SSM's in_proj output by mup_vector) not counted as ops; no weights")
+    if c.get("attn_layer_indices") is not None:
+        notes.append("attn_layer_indices is ignored, as transformers does: every layer runs attention beside its SSM")
+    layer = Layer(ParallelMixer(Attention(H, kv, d, qkv_bias=bias, out_bias=bias), ssm), mlp)
+    return _assemble(c, [layer] * L, D, V, c.flag("tie_word_embeddings", False), notes=notes)

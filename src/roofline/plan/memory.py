@@ -291,13 +291,15 @@ def _cache_notes(cfg, context) -> tuple[str, ...]:
     past = cfg.context_note(context)
     if past:
         notes.append(past)
-    windows = sorted({k.mixer.span for k in cfg.kinds if k.is_attention and k.mixer.span})
+    windows = sorted({k.mixer.span for k in cfg.kinds if (k.is_attention or k.is_parallel_hybrid) and k.mixer.span})
     if windows:
         notes.append(f"windowed/chunked layers keep at most {', '.join(f'{w:,}' for w in windows)} tokens of KV each")
-    if any(k.is_ssm for k in cfg.kinds):
+    if any(k.keeps_state for k in cfg.kinds):
         notes.append("state-space layers keep a constant state per sequence (SSM state + conv window), stored at the KV dtype"
                      + (" (Gated DeltaNet's recurrent state included)" if any(isinstance(k.mixer, GatedDeltaNet) for k in cfg.kinds)
                         else ""))
+    if any(k.is_parallel_hybrid for k in cfg.kinds):
+        notes.append("parallel hybrid layers (attention beside Mamba-2) keep both: K and V of every token and the SSM state")
     if any(isinstance(k.mixer, LatentAttention) for k in cfg.kinds):
         notes.append("MLA layers cache the compressed latent (kv_lora_rank + qk_rope_head_dim per token)")
     if any(isinstance(k.mixer, LatentAttention) and k.mixer.index_heads for k in cfg.kinds):

@@ -127,7 +127,7 @@ def _model_ops(model, phase, tokens, batch, context, attention, precision, tenso
             if multi:
                 k = Kernel.trusted(**{**k.__dict__, "name": f"{group}: {k.name}"})
             ops.append(counted(k, n, group))
-        reduces += n * (1 if kind.parallel else (kind.mixer is not None) + (kind.mlp is not None))
+        reduces += n * kind.tp_all_reduces  # a parallel hybrid's two mixers reduce apart
     if t > 1 and link is not None:
         ops.append(counted(all_reduce_kernel(M * D, t, link, wa, name=f"TP all-reduce ({link})"), reduces))
     ops.append(counted(Kernel.trusted("final norm", norm_flops_per_element(cfg.final_norm) * w.batch * D,

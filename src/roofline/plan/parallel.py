@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from roofline.architecture import Attention, GatedDeltaNet, LatentAttention, Layer, Mamba, Mamba2, MoE, Model
+from roofline.architecture import (Attention, GatedDeltaNet, LatentAttention, Layer, Mamba, Mamba2, MoE, Model,
+                                   ParallelMixer)
 from roofline.errors import RooflineError, check_number
 from roofline.machines import Machine
 from roofline.transformer import get_model
@@ -27,6 +28,10 @@ def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
         return n // t
 
     mix, ff = layer.mixer, layer.mlp
+    if isinstance(mix, ParallelMixer):  # both split: attention by heads, the SSM by heads and inner width
+        parts = [_shard_layer(Layer(m, None), t, name).mixer for m in mix.parts]
+        rest = _shard_layer(dataclasses.replace(layer, mixer=None), t, name) if ff is not None else layer
+        return dataclasses.replace(rest, mixer=ParallelMixer(*parts))
     if isinstance(mix, Attention):
         H, K = mix.heads, mix.kv_heads
         need("attention heads", H)
@@ -43,8 +48,10 @@ def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
     elif isinstance(mix, LatentAttention):
         mix = dataclasses.replace(mix, heads=need("attention heads", mix.heads))  # the latent is replicated
     elif isinstance(mix, Mamba2):
+        G = mix.n_groups  # one group: every GPU keeps its B and C (vLLM's MambaMixer2 takes n_groups 1 or a multiple of t)
+        groups = 1 if G == 1 else need("SSM groups", G)
         mix = dataclasses.replace(mix, d_inner=need("SSM d_inner", mix.d_inner), heads=need("SSM heads", mix.heads),
-                                  n_groups=need("SSM groups", mix.n_groups))
+                                  n_groups=groups)
     elif isinstance(mix, Mamba):
         mix = dataclasses.replace(mix, d_inner=need("SSM d_inner", mix.d_inner))
     elif isinstance(mix, GatedDeltaNet):  # vLLM splits the key and the value heads (and their conv channels)
@@ -62,8 +69,8 @@ def shard(model, tensor_parallel: int = 1) -> Model:
     """One GPU's slice under Megatron-LM tensor parallelism t: query heads, d_ff (of each expert,
     and of the shared expert), SSM heads and inner width, Gated DeltaNet's key and value heads, and
     the vocabulary split t ways; kv heads (and MSA's index heads) split too, or replicated once t exceeds
-    them; MLA's latent
-    projections, norms, the router and a latent MoE's D <-> R projections replicated. count_params of
+    them; MLA's latent projections, norms, the router, a latent MoE's D <-> R projections and a single SSM
+    group's B and C (Falcon-H1's n_groups 1, as vLLM keeps it) replicated. count_params of
     the slice is the weights one GPU holds."""
     cfg = get_model(model)
     if type(tensor_parallel) is int and tensor_parallel == 1:

@@ -63,7 +63,7 @@ def _cache_name(step) -> str:
 def _attention_text(step) -> str:
     """'flash attention', or what a model without (standard) attention layers is costed with."""
     kinds = _config(step).kinds
-    if not any(k.is_attention for k in kinds):
+    if not any(k.attends for k in kinds):
         return "no attention (state-space layers)"
     return f"{step.attention} attention"
 

@@ -277,5 +277,5 @@ def _context_terms(cfg) -> str:
     if plain and cfg.has_attention:
         return "12Lhs"
     terms = (["attention over min(s, window)"] if cfg.has_attention else []) + (
-        ["SSM scans"] if any(k.is_ssm for k in cfg.kinds) else [])
+        ["SSM scans"] if any(k.keeps_state for k in cfg.kinds) else [])
     return "3 x (" + " + ".join(terms) + ")" if terms else "0"
