@@ -46,7 +46,10 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
-        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[a-zA-Z\u00b5/]*$")
+        # -inf and -nan too: read as values, their check names them ("K must be a finite number, got -inf"),
+        # where argparse took -inf for an unknown flag and said "required: K"
+        self._negative_number_matcher = re.compile(r"^-((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[a-zA-Z\u00b5/]*"
+                                                   r"|(?i:inf|infinity|nan))$")
 
     def error(self, message):  # one line, exit 2, no usage dump
         raise RooflineError(message)
@@ -249,7 +252,7 @@ def add_kernels_flag(p):
 
 def add_layer_flags(p):
     add_machine_flags(p)
-    p.add_argument("--model", default="llama3-8b", help="preset (see `roofline models`) or a config.json path")
+    p.add_argument("--model", default="llama3-8b", type=MODEL_NAME, help="preset (see `roofline models`) or a config.json path")
     p.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
     p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None,
                    help="prefill: new tokens per sequence, T (default 8192); decode: the context S when --context is not given")
@@ -268,8 +271,43 @@ def add_layer_flags(p):
 
 
 
+def name_arg(what: str, listing: str, many: bool = False):
+    """--model's and --machine's type: the text as given, refused when it names nothing (empty, or
+    with ``many`` an empty entry between commas, `--machine 'a,,b'`; trailing commas, `a,b,`, are
+    dropped): Path('') is the working folder and '' split on commas is no machine, so an empty name
+    silently took the default."""
+    def convert(text: str) -> str:
+        names = _listed(text) if many else [text]
+        if not names or any(not n.strip() for n in names):
+            where = ("" if len(names) <= 1 else
+                     f" (entry {next(i for i, n in enumerate(names) if not n.strip()) + 1:,} of {len(names):,} is empty)")
+            raise argparse.ArgumentTypeError(f"an empty {what} name {text!r}{where}; give a preset ({listing} lists them) "
+                                             "or a file's path")
+        return text
+
+    convert.__name__ = what
+    return convert
+
+
+def _listed(text: str) -> list[str]:
+    """A comma-separated list's entries, less trailing empty ones (`a,b,`)."""
+    names = text.split(",")
+    while names and not names[-1].strip():
+        names.pop()
+    return names
+
+
+MODEL_NAME = name_arg("model", "`roofline models`")
+
+
+def machine_names(text: str) -> list[str]:
+    """The machines of a --machine A,B,C list (name_arg refused empty entries), stripped."""
+    return [n.strip() for n in _listed(text)]
+
+
 def add_machine_flags(p, default="h100-sxm"):
-    p.add_argument("--machine", default=default, help="preset (see `roofline machines`) or a machine TOML file")
+    p.add_argument("--machine", default=default, type=name_arg("machine", "`roofline machines`", many=True),
+                   help="preset (see `roofline machines`) or a machine TOML file")
     p.add_argument("--compute-scale", type=number_arg("--compute-scale", maximum=1e3), default=1.0,
                    help="what-if: multiply every peak by this (the roofline chapter's exercise 5: 2)")
     p.add_argument("--bandwidth-scale", type=number_arg("--bandwidth-scale", maximum=1e3), default=1.0,

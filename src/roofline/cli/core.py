@@ -291,9 +291,9 @@ def cmd_plot(args):
     if args.what == "roofline":
         from roofline.plots import plot_roofline, seed_kernels
 
-        names = [n.strip() for n in args.machine.split(",") if n.strip()]
-        if not names:
-            raise RooflineError(f"--machine: no machine named in {args.machine!r}", field="machine")
+        from roofline.cli.args import machine_names
+
+        names = machine_names(args.machine)
         machines = [machine_from_args(args, m) for m in names]
         if args.kernels in ("seed", "layer"):  # the old spelling of --ops, kept for a release
             args.deprecation_notes.append(f"--kernels {args.kernels} is deprecated and goes in the next release: use "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from roofline.cli.args import (COUNT, add_cost_flags, add_kernels_flag, add_machine_flags, calibrated_or_cost_model, machine_from_args,
-                               number_arg, refuse_unused)
+                               machine_names, number_arg, refuse_unused)
 from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, SWEEP_MACHINES, _add_format, _add_model, _add_precision, _add_tp, _emit, _flagged,
                                     _output, _precision, count_list)
 from roofline.errors import RooflineError
@@ -195,8 +195,9 @@ def cmd_sweep(args):
     if phase == "decode" and args.over != "tokens":  # a decode step makes one token against --context
         refuse_unused(args, {"tokens": 4096}, "to a decode sweep (one new token per step; set --context)")
     _output(args.output)
-    names = args.machine.split(",") if args.machine else (SWEEP_MACHINES.split(",") if args.over == "machines" else ["h100-sxm"])
-    machines = [machine_from_args(args, n.strip()) for n in names if n.strip()]
+    names = machine_names(args.machine if args.machine is not None else
+                          SWEEP_MACHINES if args.over == "machines" else "h100-sxm")
+    machines = [machine_from_args(args, n) for n in names]
     result = sweep(args.model, machines, args.over, args.values, args.phase, args.tokens, args.batch, args.context,
                    args.attention, lambda mach: _precision(args, mach), args.tp, args.tp_link,
                    lambda mach: calibrated_or_cost_model(args, mach), args.gpus_per_node)

@@ -9,7 +9,7 @@ import argparse
 import functools
 import sys
 
-from roofline.cli.args import COUNT, add_deprecated_alias, number_arg
+from roofline.cli.args import COUNT, MODEL_NAME, add_deprecated_alias, number_arg
 from roofline.errors import RooflineError
 from roofline.plan.limits import MIN_MEMORY_FRACTION
 from roofline.plan.precision import QUANT_DTYPES
@@ -190,7 +190,7 @@ def _output(path):
 
 
 def _add_model(p):
-    p.add_argument("--model", default="llama3-8b", help="preset (see `roofline models`) or a config.json path")
+    p.add_argument("--model", default="llama3-8b", type=MODEL_NAME, help="preset (see `roofline models`) or a config.json path")
 
 
 def _add_precision(p):
