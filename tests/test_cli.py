@@ -74,10 +74,16 @@ def test_layer_tensor_parallel_is_one_gpus_slice_and_its_all_reduces(capsys):
     assert code == 2 and "--tp 3 must divide" in err and "heads 32" in err
 
 
-def test_launch_overhead_in_seconds_too(capsys):
-    _, a, _ = run(capsys, "layer", "--json", "--launch-overhead", "3e-6")
+def test_launch_overhead_takes_its_unit_as_the_slo_targets_do(capsys):
+    """--launch-overhead 3e-6 was taken as seconds while --slo-ttft 500 was refused for having no unit:
+    both refuse a bare number now (3 is as likely 3 us as 3 s), a bare 0 is none in any unit."""
+    _, a, _ = run(capsys, "layer", "--json", "--launch-overhead", "3e-6s")
     _, b, _ = run(capsys, "layer", "--json", "--launch-overhead", "3us")
     assert json.loads(a)["total_s"] == json.loads(b)["total_s"]
+    for argv in (["layer", "--launch-overhead", "3e-6"], ["serving", "--slo-ttft", "500"]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and "has no unit" in one_error_line(err) and argv[-1] in err
+    assert run(capsys, "layer", "--launch-overhead", "0")[0] == 0
 
 
 def test_layer_csv(capsys):
@@ -700,3 +706,59 @@ def test_a_split_search_past_its_budget_is_refused_before_it_runs(capsys):
     line = one_error_line(err)
     assert code == 2 and "--disagg-search 64" in line and f"{DISAGG_BUDGET_REQUESTS:,}" in line and "fits" in line
     assert time.perf_counter() - t0 < 10
+
+
+# -- issue 38: a new user's rough edges ---------------------------------------------------------
+
+
+def test_machines_given_as_sweep_values_are_pointed_to_machine(capsys):
+    code, _, err = run(capsys, "sweep", "--over", "machines", "--values", "h100-sxm,mi300x")
+    line = one_error_line(err)
+    assert code == 2 and "--machine h100-sxm,mi300x" in line and "expected a number" not in line
+
+
+def test_kernel_takes_a_dtype_as_a_flag_or_a_parameter(capsys):
+    # (1 x 4096) @ (4096 x 4096) in fp8, 1 byte an element: 4096 + 4096^2 + 4096 = 16,785,408 bytes
+    for argv in (["--dtype", "fp8"], ["dtype=fp8"]):
+        code, out, _ = run(capsys, "kernel", "matmul", "M=1", "N=4096", "K=4096", *argv, "--json")
+        from roofline.machines import get_machine
+
+        d = json.loads(out)  # and the FLOPs, 2 x 4096^2, at the fp8 peak
+        assert code == 0 and d["bytes"] == 4096 + 4096**2 + 4096
+        assert d["compute_s"] == pytest.approx(2 * 4096**2 / get_machine("h100-sxm").peak("fp8"))
+    code, _, err = run(capsys, "kernel", "matmul", "M=1", "N=4096", "K=4096", "bytes_per_elem=2", "--dtype", "fp8")
+    assert code == 2 and "--dtype fp8" in one_error_line(err)
+
+
+def test_memory_prints_the_kv_bytes_a_token_in_its_table(capsys):
+    # Llama 3 8B: 2 (K, V) x 32 layers x 8 KV heads x 128 x 2 bytes = 131,072 B = 131 kB a token
+    code, out, _ = run(capsys, "memory")
+    assert code == 0 and "kv cache per token (each further one, per GPU): 131 kB" in out
+
+
+def test_tokens_take_binary_prefixes_and_help_says_8k_is_8000(capsys):
+    code, out, _ = run(capsys, "layer", "--tokens", "8Ki", "--json")
+    assert code == 0 and json.loads(out)["tokens"] == 8192
+    with pytest.raises(SystemExit):
+        main(["layer", "--help"])
+    assert "8k = 8,000, 8Ki = 8,192" in capsys.readouterr().out
+
+
+def test_a_mistyped_command_gets_a_suggestion_and_a_bare_roofline_its_usage(capsys):
+    code, _, err = run(capsys, "lyer")
+    assert code == 2 and "did you mean layer?" in one_error_line(err)
+    code, out, _ = run(capsys)
+    assert code == 0 and out.startswith("usage: roofline") and "layer" in out
+
+
+def test_suggestions_rank_names_that_begin_with_the_typed_one_first():
+    from roofline.errors import close_names
+
+    assert close_names("h100", ["v100", "h100-sxm", "h200", "h100-nvl"])[:2] == ["h100-nvl", "h100-sxm"]
+    assert close_names("lyer", ["layer", "machines"]) == ["layer"]
+
+
+def test_gemm_on_b200_counts_its_waves(capsys):
+    # 4096^3 in 128x128 tiles: 32 x 32 = 1,024 tiles on 148 SMs: 7 waves, the last 1,024 - 6 x 148 = 136
+    code, out, _ = run(capsys, "gemm", "4096", "4096", "4096", "--machine", "b200")
+    assert code == 0 and "7 on 148 SMs; the last runs 136 of 148 tiles" in out

@@ -139,10 +139,24 @@ def check_choice(name: str, value: str, choices: Iterable[str]) -> str:
     return value
 
 
+def close_names(name: str, known: Iterable[str], n: int = 4) -> list[str]:
+    """The known names a typed ``name`` most likely meant, best first: those it begins (h100 ->
+    h100-sxm, h100-nvl), then those holding it, then the nearest by edit distance (lyer -> layer).
+    By edit distance alone h100 ranked v100 first."""
+    typed = str(name).strip().lower()
+    known = sorted(known)
+    if not typed:
+        return []
+    first = [k for k in known if k.lower().startswith(typed)]
+    first += [k for k in known if typed in k.lower() and k not in first]
+    first += [k for k in get_close_matches(typed, known, n=n, cutoff=0.5) if k not in first]
+    return first[:n]
+
+
 def unknown_name(kind: str, name: str, known: Iterable[str], field: str | None = None) -> RooflineError:
     """An error for an unknown preset name that lists the close matches (or all names)."""
     known = sorted(known)
-    close = get_close_matches(str(name).lower(), known, n=4, cutoff=0.5)
+    close = close_names(name, known)
     if close:
         hint = f"did you mean {', '.join(close)}?"
     else:

@@ -389,11 +389,10 @@ def _tp_search(args, m, cm, engine, precision, burstiness):
 
 
 def _slo_time_s(text, field):
-    """An SLO target with its unit (500ms, 0.5s): a bare 500 is as likely ms as s, so it is refused
-    (a bare 0 is none in any unit)."""
-    if str(text).strip() in ("0", "0.0"):
-        return 0.0
-    return parse_time_s(text, field, unit_required=True)
+    """An SLO target with its unit (500ms, 0.5s): args.time_with_unit."""
+    from roofline.cli.args import time_with_unit
+
+    return time_with_unit(text, field)
 
 
 def _split_table(step, found: dict) -> str:

@@ -286,7 +286,8 @@ def diagnosis_text(d: Diagnosis) -> str:
         f"{d.kernel} on {d.machine} ({d.dtype}), measured {_us(d.measured_s)}",
         f"  FLOPs {format_si(d.flops, 'FLOP')}, bytes {format_si(d.bytes, 'B')}, intensity {format_intensity(d.intensity)} FLOP/B",
         f"  roofline {_us(d.roofline_s)} ({d.bound}-bound); measured {_us(d.measured_s)}: "
-        f"{d.speed_of_light:.1%} of speed of light, gap {_us(d.gap_s)}",
+        f"{d.speed_of_light:.1%} of speed of light, "
+        + (f"beats the bound by {_us(d.beat_bound_s)}" if d.beat_bound_s > 0 else f"gap {_us(d.gap_s)}"),
         f"  achieved {format_si(d.achieved_flops_per_s, 'FLOP/s')}, {format_si(d.achieved_bytes_per_s, 'B/s')}",
     ]
     if d.problem:
