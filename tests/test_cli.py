@@ -641,6 +641,14 @@ def test_an_integer_too_large_for_a_float_in_config_json_is_one_line(tmp_path, c
     assert code == 2 and out == "" and key in line and "401 digits" in line
 
 
+def test_a_trace_file_integer_past_64_bits_is_one_line(tmp_path, capsys):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0,
+                                                 "dur": 10**400, "args": {}}]}))
+    code, _, err = run(capsys, "profile", str(path))
+    assert code == 2 and "traceEvents[0].dur" in one_error_line(err) and "401 digits" in err
+
+
 def test_the_key_reader_and_check_number_name_a_huge_integer_without_overflowing():
     from roofline.errors import RooflineError, check_number
     from roofline.hf_configs import from_hf_config
