@@ -886,3 +886,25 @@ def test_probes_of_one_op_far_apart_are_said():
     assert [p.name for p in pair] == ["attn norm", "ffn norm"]
     assert "attn norm 299.0 us and ffn norm 83.9 us" in disagreement_text(cal)
     assert disagreement_text(dataclasses.replace(cal, probes=cal.probes[:1] + cal.probes[2:])) is None
+
+
+def test_a_curve_with_no_points_is_one_error_and_no_numpy_warning(tmp_path, capsys):
+    """A profile whose curve arrays are empty: numpy's max/median of nothing warned (RuntimeWarning)
+    before the error; the reader refuses the curve by name first."""
+    import warnings
+
+    from roofline.cli import main
+
+    text = write_profile(synthetic(), tmp_path / "p.toml").read_text()
+    head, rest = text.split("[calibration.local-cpu.matmul.fp32]\n", 1)
+    body, tail = rest.split("\n[", 1)
+    empty = "\n".join(line.split("=")[0] + "= []" if line.split(" =")[0] in ("size", "flops", "bytes", "seconds", "low_s",
+                                                                               "high_s") else line
+                      for line in body.splitlines())
+    path = tmp_path / "empty.toml"
+    path.write_text(head + "[calibration.local-cpu.matmul.fp32]\n" + empty + "\n[" + tail)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["layer", "--machine", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "matmul curve at fp32 has no points" in err[0] and "empty.toml" in err[0]

@@ -74,10 +74,16 @@ def test_layer_tensor_parallel_is_one_gpus_slice_and_its_all_reduces(capsys):
     assert code == 2 and "--tp 3 must divide" in err and "heads 32" in err
 
 
-def test_launch_overhead_in_seconds_too(capsys):
-    _, a, _ = run(capsys, "layer", "--json", "--launch-overhead", "3e-6")
+def test_launch_overhead_takes_its_unit_as_the_slo_targets_do(capsys):
+    """--launch-overhead 3e-6 was taken as seconds while --slo-ttft 500 was refused for having no unit:
+    both refuse a bare number now (3 is as likely 3 us as 3 s), a bare 0 is none in any unit."""
+    _, a, _ = run(capsys, "layer", "--json", "--launch-overhead", "3e-6s")
     _, b, _ = run(capsys, "layer", "--json", "--launch-overhead", "3us")
     assert json.loads(a)["total_s"] == json.loads(b)["total_s"]
+    for argv in (["layer", "--launch-overhead", "3e-6"], ["serving", "--slo-ttft", "500"]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and "has no unit" in one_error_line(err) and argv[-1] in err
+    assert run(capsys, "layer", "--launch-overhead", "0")[0] == 0
 
 
 def test_layer_csv(capsys):
@@ -608,3 +614,159 @@ def test_a_negative_value_with_a_unit_is_a_value_named_by_its_range_check(capsys
     it is, so the range check names it."""
     code, _, err = run(capsys, *argv)
     assert code == 2 and needle in err and "expected one argument" not in err
+
+
+# -- issue 38: the last tracebacks and silent defaults ------------------------------------------
+
+LLAMA_KEYS = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256}
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("roofline: error:"), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("key", ["hidden_size", "rope_theta"])  # a count the loader reads, and a cost-neutral key
+@pytest.mark.parametrize("command", [["memory"], ["layer"], ["decode"], ["models"]])
+def test_an_integer_too_large_for_a_float_in_config_json_is_one_line(tmp_path, capsys, key, command):
+    """hidden_size = 10**400 overflowed the first float() it met (OverflowError, a traceback) in every
+    command taking --model: a file's integers are bounded at 64 bits when it is read."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**LLAMA_KEYS, key: 10**400}))
+    argv = command + ([str(path)] if command == ["models"] else ["--model", str(path)])
+    code, out, err = run(capsys, *argv)
+    line = one_error_line(err)
+    assert code == 2 and out == "" and key in line and "401 digits" in line
+
+
+def test_a_trace_file_integer_past_64_bits_is_one_line(tmp_path, capsys):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0,
+                                                 "dur": 10**400, "args": {}}]}))
+    code, _, err = run(capsys, "profile", str(path))
+    assert code == 2 and "traceEvents[0].dur" in one_error_line(err) and "401 digits" in err
+
+
+def test_the_key_reader_and_check_number_name_a_huge_integer_without_overflowing():
+    from roofline.errors import RooflineError, check_number
+    from roofline.hf_configs import from_hf_config
+
+    with pytest.raises(RooflineError, match="hidden_size must be a whole number .* 401 digits"):
+        from_hf_config({**LLAMA_KEYS, "hidden_size": 10**400}, "x")  # a dict from an API, not a file
+    with pytest.raises(RooflineError, match="x must be a finite number, got an integer of 401 digits"):
+        check_number("x", 10**400)
+
+
+def test_a_machine_file_integer_past_64_bits_is_one_line(tmp_path, capsys):
+    f = tmp_path / "m.toml"
+    f.write_text('[machines.x]\nname = "x"\nmemory_bytes_per_s = { value = 3000000000000, source = "https://x" }\n'
+                 f'[machines.x.peak_flops_per_s]\nbf16 = {{ value = {10**116}, source = "https://x" }}\n')
+    code, _, err = run(capsys, "layer", "--machine", str(f))
+    assert code == 2 and "peak_flops_per_s.bf16.value" in one_error_line(err) and "117 digits" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["sweep", "--over", "batch", "--values", "1,2", "--machine", ""],
+    ["sweep", "--over", "machines", "--machine", "h100-sxm,,a100-80gb"],
+    ["sweep", "--over", "machines", "--machine", ",,"],
+    ["plot", "roofline", "--model", "", "-o", "x.png"],
+    ["decode", "--model", " "],
+    ["layer", "--machine", " "],
+])
+def test_an_empty_name_is_refused_not_taken_as_the_default(capsys, tmp_path, monkeypatch, argv):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and "an empty" in one_error_line(err)
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_get_machine_refuses_an_empty_name():
+    from roofline.errors import RooflineError
+    from roofline.machines import get_machine
+
+    with pytest.raises(RooflineError, match="an empty name"):
+        get_machine("  ")
+
+
+@pytest.mark.parametrize("value", ["-inf", "-Infinity", "-nan"])
+def test_a_negative_infinity_is_named_not_taken_for_a_flag(capsys, value):
+    code, _, err = run(capsys, "gemm", "8192", value, "768")
+    line = one_error_line(err)
+    assert code == 2 and value in line and "required" not in line
+
+
+def test_a_split_search_past_its_budget_is_refused_before_it_runs(capsys):
+    """--disagg-search 64 --requests 40 ran past 120 s: 63 splits x (a flood of 8 x 256 x D requests + 16 runs
+    of 40 x 64 + 2 checks of 4 x 40 x 64); the floods alone are 8 x 256 x (1 + ... + 63) = 2048 x 2016 = 4,128,768."""
+    import time
+
+    from roofline.errors import DISAGG_BUDGET_REQUESTS
+    from roofline.serving.disagg import split_search_requests
+
+    assert split_search_requests(64, 40, 256) > 4_128_768 > DISAGG_BUDGET_REQUESTS
+    # G = 2: one split, a flood of max(80, 2048) + 16 x 80 + 2 x 320 = 2048 + 1280 + 640
+    assert split_search_requests(2, 40, 256) == 3968
+    t0 = time.perf_counter()
+    code, out, err = run(capsys, "serving", "--requests", "40", "--slo-ttft", "500ms", "--slo-tpot", "30ms",
+                         "--disagg-search", "64")
+    line = one_error_line(err)
+    assert code == 2 and "--disagg-search 64" in line and f"{DISAGG_BUDGET_REQUESTS:,}" in line and "fits" in line
+    assert time.perf_counter() - t0 < 10
+
+
+# -- issue 38: a new user's rough edges ---------------------------------------------------------
+
+
+def test_machines_given_as_sweep_values_are_pointed_to_machine(capsys):
+    code, _, err = run(capsys, "sweep", "--over", "machines", "--values", "h100-sxm,mi300x")
+    line = one_error_line(err)
+    assert code == 2 and "--machine h100-sxm,mi300x" in line and "expected a number" not in line
+
+
+def test_kernel_takes_a_dtype_as_a_flag_or_a_parameter(capsys):
+    # (1 x 4096) @ (4096 x 4096) in fp8, 1 byte an element: 4096 + 4096^2 + 4096 = 16,785,408 bytes
+    for argv in (["--dtype", "fp8"], ["dtype=fp8"]):
+        code, out, _ = run(capsys, "kernel", "matmul", "M=1", "N=4096", "K=4096", *argv, "--json")
+        from roofline.machines import get_machine
+
+        d = json.loads(out)  # and the FLOPs, 2 x 4096^2, at the fp8 peak
+        assert code == 0 and d["bytes"] == 4096 + 4096**2 + 4096
+        assert d["compute_s"] == pytest.approx(2 * 4096**2 / get_machine("h100-sxm").peak("fp8"))
+    code, _, err = run(capsys, "kernel", "matmul", "M=1", "N=4096", "K=4096", "bytes_per_elem=2", "--dtype", "fp8")
+    assert code == 2 and "--dtype fp8" in one_error_line(err)
+
+
+def test_memory_prints_the_kv_bytes_a_token_in_its_table(capsys):
+    # Llama 3 8B: 2 (K, V) x 32 layers x 8 KV heads x 128 x 2 bytes = 131,072 B = 131 kB a token
+    code, out, _ = run(capsys, "memory")
+    assert code == 0 and "kv cache per token (each further one, per GPU): 131 kB" in out
+
+
+def test_tokens_take_binary_prefixes_and_help_says_8k_is_8000(capsys):
+    code, out, _ = run(capsys, "layer", "--tokens", "8Ki", "--json")
+    assert code == 0 and json.loads(out)["tokens"] == 8192
+    with pytest.raises(SystemExit):
+        main(["layer", "--help"])
+    assert "8k = 8,000, 8Ki = 8,192" in capsys.readouterr().out
+
+
+def test_a_mistyped_command_gets_a_suggestion_and_a_bare_roofline_its_usage(capsys):
+    code, _, err = run(capsys, "lyer")
+    assert code == 2 and "did you mean layer?" in one_error_line(err)
+    code, out, _ = run(capsys)
+    assert code == 0 and out.startswith("usage: roofline") and "layer" in out
+
+
+def test_suggestions_rank_names_that_begin_with_the_typed_one_first():
+    from roofline.errors import close_names
+
+    assert close_names("h100", ["v100", "h100-sxm", "h200", "h100-nvl"])[:2] == ["h100-nvl", "h100-sxm"]
+    assert close_names("lyer", ["layer", "machines"]) == ["layer"]
+
+
+def test_gemm_on_b200_counts_its_waves(capsys):
+    # 4096^3 in 128x128 tiles: 32 x 32 = 1,024 tiles on 148 SMs: 7 waves, the last 1,024 - 6 x 148 = 136
+    code, out, _ = run(capsys, "gemm", "4096", "4096", "4096", "--machine", "b200")
+    assert code == 0 and "7 on 148 SMs; the last runs 136 of 148 tiles" in out

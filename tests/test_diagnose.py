@@ -36,7 +36,7 @@ def test_memory_bound_elementwise():
     assert d.intensity == 0.25 and d.bound == "memory" and d.problem is None
     assert d.roofline_s == pytest.approx(4e9 / 3.35e12)
     assert d.speed_of_light == pytest.approx(4e9 / 3.35e12 / 1.5e-3)
-    assert d.gap_s == pytest.approx(1.5e-3 - 4e9 / 3.35e12)
+    assert d.gap_s == pytest.approx(1.5e-3 - 4e9 / 3.35e12) and d.beat_bound_s == 0
     assert any("fewer FLOPs" in c for c in d.cannot_help)  # left of the ridge FLOPs do not matter
     assert any("fuse" in h for h in d.helps)
     assert findings(d)["Tensor-core utilisation ~0, high HBM traffic"] is True
@@ -124,3 +124,24 @@ def test_cli_diagnose_bad_input(capsys, argv, needle):
     assert main(["diagnose", *argv]) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1
+
+
+def test_a_measurement_that_beats_the_bound_lost_no_time_and_says_by_how_much():
+    """gap_s was negative (-0.194 ms) when the measurement beat the prediction: time lost is never
+    below 0, and beat_bound_s says by how much the bound was beaten (the bound is not a bound there)."""
+    # bound 4e9 B / 3.35e12 B/s = 1.194 ms, measured 1.0 ms: beaten by 0.194 ms
+    d = diagnose(elementwise_kernel(1e9), "h100-sxm", 1.0e-3)
+    assert d.gap_s == 0 and d.beat_bound_s == pytest.approx(4e9 / 3.35e12 - 1.0e-3) and d.problem
+    assert json.loads(d.to_json())["gap_s"] == 0 and json.loads(d.to_json())["beat_bound_s"] > 0
+
+
+def test_nsight_and_profile_rows_clamp_lost_time_at_zero():
+    from roofline.trace.nsight import MeasuredKernel
+    from roofline.trace.profiler import ProfiledOp
+
+    # roofline 2 us, measured 1 us: beaten by 1 us, nothing lost
+    k = MeasuredKernel("0", "k", "bf16", 1e6, 1e6, "memory", 2e-6, 1e-6)
+    op = ProfiledOp("aten::add", "x", "bf16", "elementwise", 1, 1e6, 1e6, "memory", 2e-6, 1e-6, "device")
+    for row in (k, op):
+        assert row.lost_s == 0 and row.beat_bound_s == pytest.approx(1e-6)
+        assert row.to_dict()["lost_s"] == 0 and row.to_dict()["beat_bound_s"] == pytest.approx(1e-6)

@@ -186,6 +186,7 @@ DATASHEET = [
     ("b200", "memory_bytes", 180e9),  # table 2: B200 (HGX) 180 HBM3e (HGX page)
     ("b200", "bandwidth", 7.7e12),  # table 2: B200 (HGX) 7.7 TB/s (HGX page)
     ("b200", "link:nvlink", 900e9),  # table 7: NVLink 5 (B200/GB200) 900 GB/s per direction
+    ("b200", "sm_count", 148),  # table 2: B200 (HGX) SMs 148 (device-reported); Chips and Cheese: 2 dies x 74 enabled
     ("l4", "peak:bf16", 121e12),  # table 3: L4 BF16/FP16 TC 121 [242*]
     ("l4", "peak:fp8", 242.5e12),  # table 3: L4 FP8 242.5 [485*]
     ("l4", "bandwidth", 300e9),  # table 3: L4 24 GB GDDR6 / 0.300

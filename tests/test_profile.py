@@ -298,8 +298,28 @@ def test_plot_profile_draws_each_dtype_at_its_own_roof(tmp_path, monkeypatch):
     assert any(lbl.startswith("H100 SXM bf16") for lbl in labels) and any(lbl.startswith("H100 SXM fp32") for lbl in labels)
     # intensity 2 x 1024^3 / (12 x 1024^2) = 170.7 FLOP/B: the fp32 stem tops at 67 TFLOP/s (fp32's
     # peak, under 170.7 x 3.35 TB/s = 572 TFLOP/s), the bf16 one (341.3 FLOP/B) at 341.3 x 3.35 = 1,144 -> 989
-    tops = sorted(max(line.get_ydata()) for line in ax.get_lines() if line.get_color() == "0.75")
+    (stems,) = ax.collections  # the stems are one LineCollection, not a Line2D an op
+    tops = sorted(max(seg[:, 1]) for seg in stems.get_segments())
     assert tops == [pytest.approx(h100.peak("fp32") / 1e12), pytest.approx(h100.peak("bf16") / 1e12)]
+
+
+def test_plot_profile_draws_a_fixed_number_of_artists_however_many_ops(tmp_path, monkeypatch):
+    """20,000 ncu kernels took minutes with -o: two Line2D an op (40,000 artists) to lay out and draw.
+    The stems are one collection and the points one line per bound, so 2 ops and 2,000 draw alike."""
+    import roofline.plots as plots
+    import roofline.plots.figure as figure
+    from roofline.machines import get_machine
+    from roofline.trace.profiler import ProfiledOp, ProfileReport
+
+    figs = []
+    monkeypatch.setattr(figure, "_save", lambda fig, path: figs.append(fig))
+    for n in (2, 2000):
+        ops = tuple(ProfiledOp("aten::mm", "x", "bf16", "matmul", 1, 1e9 * (i + 1), 1e7, "compute" if i % 2 else "memory",
+                               1e-5, 1e-4, "device") for i in range(n))
+        plots.plot_profile(ProfileReport("t.json", "h100-sxm", True, ops, (), 0, 0.0), get_machine("h100-sxm"),
+                           str(tmp_path / "p.png"))
+    few, many = (len(f.axes[0].get_lines()) + len(f.axes[0].collections) for f in figs)
+    assert few == many and len(figs[1].axes[0].collections[0].get_segments()) == 2000
 
 
 def test_profile_with_a_calibrated_profile_puts_its_prediction_next_to_each_op(recorded, capsys, tmp_path):

@@ -85,7 +85,7 @@ def test_a_time_of_any_finite_size_formats():
 
 
 @pytest.mark.parametrize("value, echoed", [
-    ("1.7950000000000001e+308", "1.795e+308 s"), ("1e300", "1e+300 s"), ("100", "100 s"), ("2s", "2 s")])
+    ("1.7950000000000001e+308s", "1.795e+308 s"), ("1e300s", "1e+300 s"), ("100s", "100 s"), ("2s", "2 s")])
 def test_an_absurd_time_flag_is_refused_by_its_bound_and_echoed_as_typed(capsys, value, echoed):
     """--launch-overhead is at most 1 s: an absurd value gets that message, in seconds as it was typed
     (it was a StopIteration traceback at 1.795e308 s and a 300-digit 'days' figure at 1e300 s)."""

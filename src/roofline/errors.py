@@ -33,11 +33,23 @@ def _describe(value, bad=None) -> str:
             v = float(value[i])
             return f"{_bound(v)} (value {i + 1:,} of {value.size:,})"
         return f"array {np.array2string(value, threshold=6)}"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_FLOAT:
+        return big_int(value)
     if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
         v = float(value)
         if np.isfinite(v) and v.is_integer() and abs(v) >= 1e6:  # a big count as its bound is written
             return _bound(v)
     return repr(value)
+
+
+MAX_FLOAT = 1.7976931348623157e308  # the largest float: a larger integer cannot become one (OverflowError)
+
+
+def big_int(value: int) -> str:
+    """An integer too large for a float as an error names it, by its size (its digits can run to
+    thousands, and str() refuses past 4,300): "an integer of 401 digits (about 1e+400)"."""
+    digits = len(str(abs(value))) if value.bit_length() < 14_000 else int(value.bit_length() * 0.30103) + 1
+    return f"{'-' if value < 0 else ''}an integer of {digits:,} digits (about {'-' if value < 0 else ''}1e+{digits - 1})"
 
 
 def _bound(x: float) -> str:
@@ -66,6 +78,8 @@ def check_number(
         raise RooflineError(f"{name} must be a number, got {value!r}", field=name)
     try:
         arr = np.asarray(value, dtype=float)
+    except OverflowError:  # an integer past the largest float (10**400 in a file): not a finite number
+        raise RooflineError(f"{name} must be a finite number, got {_describe(value)}", field=name) from None
     except (TypeError, ValueError):
         raise RooflineError(f"{name} must be a number, got {value!r}", field=name) from None
     if arr.size == 0:
@@ -125,10 +139,24 @@ def check_choice(name: str, value: str, choices: Iterable[str]) -> str:
     return value
 
 
+def close_names(name: str, known: Iterable[str], n: int = 4) -> list[str]:
+    """The known names a typed ``name`` most likely meant, best first: those it begins (h100 ->
+    h100-sxm, h100-nvl), then those holding it, then the nearest by edit distance (lyer -> layer).
+    By edit distance alone h100 ranked v100 first."""
+    typed = str(name).strip().lower()
+    known = sorted(known)
+    if not typed:
+        return []
+    first = [k for k in known if k.lower().startswith(typed)]
+    first += [k for k in known if typed in k.lower() and k not in first]
+    first += [k for k in get_close_matches(typed, known, n=n, cutoff=0.5) if k not in first]
+    return first[:n]
+
+
 def unknown_name(kind: str, name: str, known: Iterable[str], field: str | None = None) -> RooflineError:
     """An error for an unknown preset name that lists the close matches (or all names)."""
     known = sorted(known)
-    close = get_close_matches(str(name).lower(), known, n=4, cutoff=0.5)
+    close = close_names(name, known)
     if close:
         hint = f"did you mean {', '.join(close)}?"
     else:
@@ -143,4 +171,8 @@ MAX_BYTES = 1e21
 # requests one serving simulation runs: a million take about a minute and a half on a 2-core CPU
 # (benchmarks/bench_serving.py's rate); its percentiles settle long before
 MAX_REQUESTS = 1_000_000
+# The split search's bound, in requests simulated: about a minute on a 2-core CPU (its splits ran ~5,000
+# requests a second of Llama 3 8B, 1,024 + 256 tokens, 2026-12-06); `--disagg-search 64 --requests 40` was
+# about 8M of them (split_search_requests), past 20 minutes, and ran with no word
+DISAGG_BUDGET_REQUESTS = 300_000
 MAX_CONTEXT = 2**24  # 16,777,216 tokens: published models reach 10M; a longer context or request is a typo

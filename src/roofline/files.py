@@ -72,6 +72,30 @@ def json_failure(exc: BaseException) -> str:
     return text.split(";")[0][:120] or type(exc).__name__
 
 
+MAX_FILE_INT = 2**63 - 1  # TOML's integers are 64-bit (toml.io); JSON's readers in C, Rust and JS hold no more
+
+
+def check_file_numbers(doc, what: str, field: str):
+    """``doc`` (a parsed JSON or TOML file) if every integer in it fits 64 bits, else a RooflineError
+    naming the key and the value: Python reads 10**400 as an int, and the first float() it meets
+    overflows (hidden_size = 10**400 was a traceback in every command taking --model). A float past
+    the largest is already inf, which the validators that read it refuse by name."""
+    stack = [(doc, "")]
+    while stack:  # iterative: a file nested thousands deep was parsed, and must not overflow the stack here
+        node, where = stack.pop()
+        if isinstance(node, dict):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(node))
+        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_FILE_INT:
+            from roofline.errors import big_int
+
+            got = f"{node:,}" if abs(node) < 10**24 else big_int(node)
+            raise RooflineError(f"{what}: key {where or '(top level)'} holds {got}, beyond the 64-bit "
+                                f"integers a file's number is read as (at most {MAX_FILE_INT:,})", field=field)
+    return doc
+
+
 # ---------------------------------------------------------------------------------------------
 # Writing: -o outputs and profiles
 # ---------------------------------------------------------------------------------------------

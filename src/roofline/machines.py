@@ -305,6 +305,9 @@ def parse_machine_file(text: str, origin: str) -> dict[str, Machine]:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RooflineError(f"{origin}: not valid TOML ({exc})", field="machine") from None
+    from roofline.files import check_file_numbers
+
+    check_file_numbers(doc, origin, "machine")
     machines = doc.get("machines")
     if not isinstance(machines, dict) or not machines:
         raise RooflineError(f"{origin}: no [machines.NAME] table found", field="machine")
@@ -351,6 +354,9 @@ def get_machine(name) -> Machine:
         return name
     presets = _presets()
     key = str(name).strip().lower().replace("_", "-").replace(" ", "-")
+    if not key:  # the one place a name is resolved: an empty one names nothing, never a default
+        raise RooflineError(f"machine {str(name)!r}: an empty name; give a preset (see `roofline machines`) or a "
+                            "machine TOML file", field="machine")
     if key in presets:
         return presets[key]
     if str(name).endswith(".toml") or Path(str(name)).is_file():

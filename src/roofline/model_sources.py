@@ -247,7 +247,7 @@ def _config_name(raw, path: Path) -> str:
 
 def load_hf_config(path: str | Path) -> Model:
     """Read a local Hugging Face ``config.json``; nothing is fetched from the network."""
-    from roofline.files import json_failure, read_text
+    from roofline.files import check_file_numbers, json_failure, read_text
 
     p = Path(path)
     if p.is_dir():
@@ -259,6 +259,7 @@ def load_hf_config(path: str | Path) -> Model:
         raise RooflineError(f"{str(p)!r} is not valid JSON ({exc.msg} at line {exc.lineno})", field="model") from None
     except (ValueError, RecursionError) as exc:  # integers of thousands of digits, nesting past the recursion limit
         raise RooflineError(f"{str(p)!r} could not be read as JSON ({json_failure(exc)})", field="model") from None
+    check_file_numbers(raw, f"model config {str(p)!r}", "model")
     raw, companion = _with_companion(raw, p)
     name = config_name(raw, p)
     if _preset_key(name) is not None:  # a folder named like a preset: the name would title the preset's results
@@ -288,7 +289,7 @@ def _with_companion(raw, p: Path) -> tuple[object, tuple[str, ...]]:
     """``raw`` with the quantization_config of the ModelOpt hf_quant_config.json beside it, where
     config.json has none of its own (NVIDIA's FP8 and NVFP4 exports keep it there alone), and a
     note saying it was read (or why not)."""
-    from roofline.files import read_text
+    from roofline.files import check_file_numbers, read_text
     from roofline.hf_configs.quant_formats import modelopt_companion
 
     c = _companion_path(p)
@@ -302,6 +303,7 @@ def _with_companion(raw, p: Path) -> tuple[object, tuple[str, ...]]:
     except (ValueError, RecursionError):
         raise RooflineError(f"{str(c)!r} (the ModelOpt quantization config beside {p.name}) is not valid JSON",
                             field="model") from None
+    check_file_numbers(companion, f"{str(c)!r}", "model")
     q = modelopt_companion(companion, str(c))
     return {**raw, "quantization_config": q}, (f"quantisation read from {c.name} beside the config (ModelOpt "
                                                f"{q.get('quant_algo')})",)

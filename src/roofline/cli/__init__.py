@@ -22,7 +22,7 @@ import contextlib
 import sys
 
 from roofline.cli.args import (Parser, VersionAction, add_cost_flags, add_kernels_flag, add_layer_flags, add_machine_flags,
-                               kernel_param)
+                               kernel_param, layer_dtype)
 from roofline.cli.core import cmd_kernel, cmd_layer, cmd_machines, cmd_models, cmd_plot
 from roofline.cli.plan_args import _add_tp, _flagged
 from roofline.errors import RooflineError
@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="kernel constructor name")
     p.add_argument("param", nargs="*", type=kernel_param, help="NAME=VALUE, e.g. M=8192 N=4096 K=4096 bytes_per_elem=fp8")
     add_machine_flags(p)
+    p.add_argument("--dtype", default=None, type=layer_dtype,
+                   help="the element width and the peak: bf16, fp8, ... (the kernel's bytes_per_elem or "
+                        "bytes_per_param; dtype=NAME among the parameters says the same; default bf16)")
     add_cost_flags(p, launch_default_note="0", seed=False)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_kernel, compute_efficiency=1.0, memory_efficiency=1.0, launch_overhead=0.0)
@@ -114,6 +117,9 @@ def _print_notes(notes) -> None:
 
 def main(argv=None) -> int:
     notes: list[str] = []  # old flag spellings used (args.DeprecatedAlias)
+    if not (sys.argv[1:] if argv is None else argv):  # a bare `roofline`: what it can do, not "required: COMMAND"
+        build_parser().print_help()
+        return 0
     try:
         args = build_parser().parse_args(argv)
         notes = vars(args).setdefault("deprecation_notes", [])  # a command may add one (an old value's spelling)

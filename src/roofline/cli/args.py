@@ -46,9 +46,20 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
-        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[a-zA-Z\u00b5/]*$")
+        # -inf and -nan too: read as values, their check names them ("K must be a finite number, got -inf"),
+        # where argparse took -inf for an unknown flag and said "required: K"
+        self._negative_number_matcher = re.compile(r"^-((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?[a-zA-Z\u00b5/]*"
+                                                   r"|(?i:inf|infinity|nan))$")
 
     def error(self, message):  # one line, exit 2, no usage dump
+        choice = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)$", message)
+        if choice:  # `roofline lyer`: the nearest names first
+            from roofline.errors import close_names
+
+            close = close_names(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
+            if close:
+                message = f"{message[:choice.start()]}invalid choice: {choice.group(1)!r}; did you mean " \
+                          f"{', '.join(close)}? (choose from {choice.group(2)})"
         raise RooflineError(message)
 
     def _get_values(self, action, arg_strings):
@@ -136,13 +147,23 @@ def number_arg(flag, *, minimum=0.0, strictly=True, maximum=None, integer=False,
     return convert
 
 
-def time_arg(flag):
+def time_with_unit(text, field):
+    """A latency or overhead with its unit (3us, 500ms, 0.5s): a bare 500 is as likely ms as s and a
+    bare 3 as likely us as s, so it is refused, for --launch-overhead as for --slo-ttft (a bare 0 is
+    none in any unit). Run budgets (--budget 60) stay bare seconds."""
     from roofline.units import parse_time_s
 
-    return number_arg(flag, strictly=False, maximum=1.0, parser=parse_time_s, seconds=True)
+    if str(text).strip() in ("0", "0.0"):
+        return 0.0
+    return parse_time_s(text, field, unit_required=True)
+
+
+def time_arg(flag):
+    return number_arg(flag, strictly=False, maximum=1.0, parser=time_with_unit, seconds=True)
 
 
 COUNT = dict(integer=True, maximum=1e12)
+PREFIXES = "; counts take SI or binary prefixes: 8k = 8,000, 8Ki = 8,192"  # --tokens 8k is not 8,192: said in --help
 
 
 def add_cost_flags(p, launch_default_note="the machine's preset", seed=True):
@@ -157,7 +178,8 @@ def add_cost_flags(p, launch_default_note="the machine's preset", seed=True):
                    default=None,
                    help=f"achievable fraction of peak bandwidth, e_m (default {e_m})")
     p.add_argument("--launch-overhead", type=time_arg("--launch-overhead"), default=None,
-                   help=f"seconds per kernel launch, e.g. 3us (default: {launch_default_note})")
+                   help=f"time per kernel launch, with its unit: 3us, 0.003ms (a bare number is refused, as for "
+                        f"--slo-ttft; 0 is none) (default: {launch_default_note})")
     p.add_argument("--overlap", type=number_arg("--overlap", strictly=False, maximum=1.0), default=1.0,
                    help="overlap of compute and memory time: 1 = max() (the roofline's perfect overlap), 0 = sum")
     p.add_argument("--cuda-graph", action="store_true", help="one launch for the whole workload")
@@ -249,18 +271,18 @@ def add_kernels_flag(p):
 
 def add_layer_flags(p):
     add_machine_flags(p)
-    p.add_argument("--model", default="llama3-8b", help="preset (see `roofline models`) or a config.json path")
+    p.add_argument("--model", default="llama3-8b", type=MODEL_NAME, help="preset (see `roofline models`) or a config.json path")
     p.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
     p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None,
-                   help="prefill: new tokens per sequence, T (default 8192); decode: the context S when --context is not given")
+                   help="prefill: new tokens per sequence, T (default 8192); decode: the context S when --context is not given" + PREFIXES)
     p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="sequences, B")
     p.add_argument("--context", type=number_arg("--context", **COUNT), default=None,
                    help="decode: tokens already in the KV cache, S (default: --tokens, else 4096); prefill: the positions "
-                        "attended, S >= T (default T; larger is a chunked-prefill step over a cache of S - T)")
+                        "attended, S >= T (default T; larger is a chunked-prefill step over a cache of S - T)" + PREFIXES)
     p.add_argument("--layer", type=number_arg("--layer", minimum=0, strictly=False, integer=True), default=None,
                    help="one layer by index (0-based); default: each distinct layer kind with its count")
     p.add_argument("--attention", choices=("naive", "flash"), default="naive")
-    p.add_argument("--dtype", default=None, type=_layer_dtype,
+    p.add_argument("--dtype", default=None, type=layer_dtype,
                    help="every tensor and the peak, as the workshop plate prices one layer: bf16, fp16, fp8, int8, "
                         "fp32, ... (default: the machine's, bf16 on most); engines' W8A8 is `roofline decode --dtype fp8`")
     add_cost_flags(p)
@@ -268,15 +290,50 @@ def add_layer_flags(p):
 
 
 
+def name_arg(what: str, listing: str, many: bool = False):
+    """--model's and --machine's type: the text as given, refused when it names nothing (empty, or
+    with ``many`` an empty entry between commas, `--machine 'a,,b'`; trailing commas, `a,b,`, are
+    dropped): Path('') is the working folder and '' split on commas is no machine, so an empty name
+    silently took the default."""
+    def convert(text: str) -> str:
+        names = _listed(text) if many else [text]
+        if not names or any(not n.strip() for n in names):
+            where = ("" if len(names) <= 1 else
+                     f" (entry {next(i for i, n in enumerate(names) if not n.strip()) + 1:,} of {len(names):,} is empty)")
+            raise argparse.ArgumentTypeError(f"an empty {what} name {text!r}{where}; give a preset ({listing} lists them) "
+                                             "or a file's path")
+        return text
+
+    convert.__name__ = what
+    return convert
+
+
+def _listed(text: str) -> list[str]:
+    """A comma-separated list's entries, less trailing empty ones (`a,b,`)."""
+    names = text.split(",")
+    while names and not names[-1].strip():
+        names.pop()
+    return names
+
+
+MODEL_NAME = name_arg("model", "`roofline models`")
+
+
+def machine_names(text: str) -> list[str]:
+    """The machines of a --machine A,B,C list (name_arg refused empty entries), stripped."""
+    return [n.strip() for n in _listed(text)]
+
+
 def add_machine_flags(p, default="h100-sxm"):
-    p.add_argument("--machine", default=default, help="preset (see `roofline machines`) or a machine TOML file")
+    p.add_argument("--machine", default=default, type=name_arg("machine", "`roofline machines`", many=True),
+                   help="preset (see `roofline machines`) or a machine TOML file")
     p.add_argument("--compute-scale", type=number_arg("--compute-scale", maximum=1e3), default=1.0,
                    help="what-if: multiply every peak by this (the roofline chapter's exercise 5: 2)")
     p.add_argument("--bandwidth-scale", type=number_arg("--bandwidth-scale", maximum=1e3), default=1.0,
                    help="what-if: multiply memory bandwidth by this")
 
 
-def _layer_dtype(text: str) -> str:
+def layer_dtype(text: str) -> str:
     """--dtype of `layer`: a dtype the units know (argparse names the flag on a refusal)."""
     from roofline.units import DTYPE_BYTES
 
@@ -326,7 +383,7 @@ def parse_kernel_param(text):
     key = key.strip()
     if value.strip().lower() in ("true", "false"):
         return key, value.strip().lower() == "true"
-    if key in ("name", "link"):
+    if key in ("name", "link", "dtype"):
         return key, value.strip()
     if key in ("bytes_per_elem", "bytes_per_param") and not value.replace(".", "", 1).isdigit():
         return key, value.strip()

@@ -260,12 +260,35 @@ def cmd_models(args):
           "layer pattern, storage and notes; --json for every count.")
 
 
+WIDTH_PARAMS = ("bytes_per_elem", "bytes_per_param")  # the kernels' element-width parameters
+
+
+def _with_dtype(name: str, params: dict, dtype: str | None) -> dict:
+    """``params`` with --dtype (or a dtype=NAME parameter) as the kernel's element width
+    (bytes_per_elem or bytes_per_param): one width, refused where two disagree."""
+    from roofline.kernels import kernel_parameters
+
+    given = params.pop("dtype", None)
+    if given is not None and dtype is not None and given != dtype:
+        raise RooflineError(f"dtype={given} and --dtype {dtype} disagree: give one", field="dtype")
+    dtype = dtype or given
+    if dtype is None:
+        return params
+    width = next((p.name for p in kernel_parameters(name) if p.name in WIDTH_PARAMS), None)
+    if width is None:
+        raise RooflineError(f"kernel {name} takes no element width: --dtype {dtype} does not apply", field="dtype")
+    if width in params:
+        raise RooflineError(f"--dtype {dtype} and {width}={params[width]} both give the element width: give one",
+                            field="dtype")
+    return {**params, width: dtype}
+
+
 def cmd_kernel(args):
     from roofline.cost import roofline_bound, time_lower_bound
     from roofline.kernels import build_kernel
 
     machine = machine_from_args(args)
-    kernel = build_kernel(args.name, kernel_params(args.param))
+    kernel = build_kernel(args.name, _with_dtype(args.name, kernel_params(args.param), args.dtype))
     model = cost_model_from_args(args, machine)
     op = model.predict_op(kernel, machine)
     bound = float(time_lower_bound(kernel, machine))
@@ -300,9 +323,9 @@ def cmd_plot(args):
     if args.what == "roofline":
         from roofline.plots import plot_roofline, seed_kernels
 
-        names = [n.strip() for n in args.machine.split(",") if n.strip()]
-        if not names:
-            raise RooflineError(f"--machine: no machine named in {args.machine!r}", field="machine")
+        from roofline.cli.args import machine_names
+
+        names = machine_names(args.machine)
         machines = [machine_from_args(args, m) for m in names]
         if args.kernels in ("seed", "layer"):  # the old spelling of --ops, kept for a release
             args.deprecation_notes.append(f"--kernels {args.kernels} is deprecated and goes in the next release: use "

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from roofline.cli.args import check_output
-from roofline.cli.args import COUNT, add_deprecated_alias, number_arg
+from roofline.cli.args import COUNT, MODEL_NAME, PREFIXES, add_deprecated_alias, number_arg
 from roofline.errors import RooflineError
 from roofline.extras import require_torch
 from roofline.units import GIGA, US, format_bytes
@@ -138,13 +138,15 @@ def register(sub):
                    help="a machine profile from `roofline calibrate` (default roofline-DEVICE.toml if present, else a "
                         "quick calibration)")
     add_deprecated_alias(p, "--profile", "--machine")  # the old spelling: one flag names a machine file everywhere
-    p.add_argument("--model", default="llama3-8b", help="preset or config.json (dense models)")
+    p.add_argument("--model", default="llama3-8b", type=MODEL_NAME, help="preset or config.json (dense models)")
     p.add_argument("--d-model", type=number_arg("--d-model", **COUNT), default=None,
                    help="scale the model to this d_model (CPU default 1024; CUDA default: the model's own)")
-    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None, help="prefill: new tokens per sequence, T (CPU default 512, CUDA 4096)")
+    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None,
+                   help="prefill: new tokens per sequence, T (CPU default 512, CUDA 4096)" + PREFIXES)
     p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1)
     p.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
-    p.add_argument("--context", type=number_arg("--context", **COUNT), default=None, help="decode: tokens in the KV cache, S (default --tokens)")
+    p.add_argument("--context", type=number_arg("--context", **COUNT), default=None,
+                   help="decode: tokens in the KV cache, S (default --tokens)" + PREFIXES)
     p.add_argument("--attention", choices=("naive", "flash"), default="naive")
     p.add_argument("--budget", type=_budget("--budget"), default=None, help="seconds of timing (CPU default 20)")
     p.add_argument("--cold", action="store_true", help="flush caches before every run (main-memory bandwidth)")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from roofline.cli.args import (COUNT, add_cost_flags, add_kernels_flag, add_machine_flags, calibrated_or_cost_model, machine_from_args,
-                               number_arg, refuse_unused)
+from roofline.cli.args import (COUNT, PREFIXES, add_cost_flags, add_kernels_flag, add_machine_flags, calibrated_or_cost_model, machine_from_args,
+                               machine_names, number_arg, refuse_unused)
 from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, SWEEP_MACHINES, _add_format, _add_model, _add_precision, _add_tp, _emit, _flagged,
                                     _output, _precision, count_list)
 from roofline.errors import RooflineError
@@ -196,8 +196,9 @@ def cmd_sweep(args):
     if phase == "decode" and args.over != "tokens":  # a decode step makes one token against --context
         refuse_unused(args, {"tokens": 4096}, "to a decode sweep (one new token per step; set --context)")
     _output(args.output)
-    names = args.machine.split(",") if args.machine else (SWEEP_MACHINES.split(",") if args.over == "machines" else ["h100-sxm"])
-    machines = [machine_from_args(args, n.strip()) for n in names if n.strip()]
+    names = machine_names(args.machine if args.machine is not None else
+                          SWEEP_MACHINES if args.over == "machines" else "h100-sxm")
+    machines = [machine_from_args(args, n) for n in names]
     result = sweep(args.model, machines, args.over, args.values, args.phase, args.tokens, args.batch, args.context,
                    args.attention, lambda mach: _precision(args, mach), args.tp, args.tp_link,
                    lambda mach: calibrated_or_cost_model(args, mach), args.gpus_per_node)
@@ -217,7 +218,8 @@ def register(sub):
     p = sub.add_parser("decode", help="decode latency and throughput versus batch; compute-bound batch; what fits")
     _add_model(p)
     add_machine_flags(p)
-    p.add_argument("--context", type=number_arg("--context", **COUNT), default=4096, help="tokens in each sequence's KV cache, S")
+    p.add_argument("--context", type=number_arg("--context", **COUNT), default=4096,
+                   help="tokens in each sequence's KV cache, S" + PREFIXES)
     p.add_argument("--batch", type=count_list("--batch", maximum=SEARCH_MAX_BATCH), default=None,
                    help=f"batches to tabulate, each at most {SEARCH_MAX_BATCH:,} (default 1,2,4,...,1024)")
     p.add_argument("--attention", choices=("flash", "naive"), default="flash")
@@ -237,7 +239,7 @@ def register(sub):
     _add_model(p)
     add_machine_flags(p)
     p.add_argument("--tokens", type=number_arg("--tokens", maximum=1e18), required=True,
-                   help="training tokens in all, D of 6ND, e.g. 15e12 (not a sequence's length: that is --seq-len)")
+                   help="training tokens in all, D of 6ND, e.g. 15e12 (not a sequence's length: that is --seq-len)" + PREFIXES)
     p.add_argument("--gpus", type=number_arg("--gpus", integer=True, maximum=1e7), required=True)
     util = p.add_mutually_exclusive_group()
     util.add_argument("--mfu", type=number_arg("--mfu", maximum=1.0), default=None, help="model FLOPs utilisation (default 0.40)")
@@ -274,7 +276,7 @@ def register(sub):
     p.add_argument("--mode", choices=("inference", "train"), default="inference")
     p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="inference: sequences")
     p.add_argument("--context", type=number_arg("--context", **COUNT), default=8192,
-                   help="inference: tokens in each sequence's KV cache, S")
+                   help="inference: tokens in each sequence's KV cache, S" + PREFIXES)
     _add_precision(p)
     p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1, help="tensor parallel")
     p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=ENGINE_MEMORY_FRACTION,
@@ -299,17 +301,19 @@ def register(sub):
     p = sub.add_parser("sweep", help="sweep tokens, batch, context or machines (vectorised); table, CSV, JSON, plot")
     _add_model(p)
     add_machine_flags(p, default=None)
-    p.add_argument("--over", choices=("tokens", "batch", "context", "machines"), required=True)
+    p.add_argument("--over", choices=("tokens", "batch", "context", "machines"), required=True,
+                   help="what varies: tokens, batch or context (their sizes in --values), or machines (their list in "
+                        f"--machine A,B,C; default {SWEEP_MACHINES})")
     p.add_argument("--values", type=count_list("--values", ranges=True), default=None,
                    help="sizes: a list 128,1024,8192; a range START:STOP:lin|log:COUNT, ends included, rounded to "
                         "whole numbers, repeats dropped (1:131072:log:18 = 1,2,4,...,131072); or @FILE, one a line or "
                         "comma-separated, # comments (default: powers of 2)")
     p.add_argument("--phase", choices=("prefill", "decode"), default=None, help="default: prefill for tokens, else decode")
     p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=4096,
-                   help="prefill: new tokens per sequence, T, when not swept")
+                   help="prefill: new tokens per sequence, T, when not swept" + PREFIXES)
     p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="batch when not swept")
     p.add_argument("--context", type=number_arg("--context", **COUNT), default=4096,
-                   help="decode: tokens in the KV cache, S, when not swept")
+                   help="decode: tokens in the KV cache, S, when not swept" + PREFIXES)
     p.add_argument("--attention", choices=("flash", "naive"), default="flash")
     _add_precision(p)
     _add_tp(p)

@@ -9,7 +9,7 @@ import argparse
 import functools
 import sys
 
-from roofline.cli.args import COUNT, add_deprecated_alias, number_arg
+from roofline.cli.args import COUNT, MODEL_NAME, add_deprecated_alias, number_arg
 from roofline.errors import RooflineError
 from roofline.plan.limits import MIN_MEMORY_FRACTION
 from roofline.plan.precision import QUANT_DTYPES
@@ -118,10 +118,25 @@ def count_list(flag, maximum=COUNT["maximum"], ranges=False):
             raise argparse.ArgumentTypeError(
                 ("empty item in " + repr(text) + ": " if items else "") + "expected a comma-separated list like 1,2,4"
                 + (", a range like 1:1024:log:11 or @FILE" if ranges else ""))
-        return [v for t in items for v in item(t)]
+        try:
+            return [v for t in items for v in item(t)]
+        except argparse.ArgumentTypeError:
+            if ranges and _names_machines(items):  # `sweep --over machines --values h100-sxm,mi300x`
+                raise argparse.ArgumentTypeError(f"{text!r} names machines, not sizes: a sweep over machines takes them "
+                                                 f"as --machine {','.join(items)} (--values lists sizes: tokens, batch "
+                                                 "or context)") from None
+            raise
 
     convert.__name__ = flag
     return convert
+
+
+def _names_machines(items) -> bool:
+    """Whether every item is a machine preset's key (or a .toml file)."""
+    from roofline.machines import list_machines
+
+    keys = {m.key for m in list_machines()}
+    return all(t.strip().lower() in keys or t.strip().endswith(".toml") for t in items)
 
 
 def count_range(text: str, one) -> list[int]:
@@ -191,7 +206,7 @@ def _output(path):
 
 
 def _add_model(p):
-    p.add_argument("--model", default="llama3-8b", help="preset (see `roofline models`) or a config.json path")
+    p.add_argument("--model", default="llama3-8b", type=MODEL_NAME, help="preset (see `roofline models`) or a config.json path")
 
 
 def _add_precision(p):

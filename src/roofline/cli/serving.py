@@ -16,7 +16,7 @@ from roofline.cli.args import (add_cost_flags, add_kernels_flag, add_machine_fla
                                number_arg, refuse_unused)
 from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, _add_format, _add_model, _add_precision, _add_tp, _flagged, _output, _precision,
                                     count_list)
-from roofline.errors import MAX_CONTEXT, MAX_REQUESTS, RooflineError
+from roofline.errors import DISAGG_BUDGET_REQUESTS, MAX_CONTEXT, MAX_REQUESTS, RooflineError
 from roofline.serving.engine import MAX_STEP_OVERHEAD_S
 from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS
 from roofline.units import MS, US, parse_time_s
@@ -394,11 +394,10 @@ def _tp_search(args, m, cm, engine, precision, burstiness):
 
 
 def _slo_time_s(text, field):
-    """An SLO target with its unit (500ms, 0.5s): a bare 500 is as likely ms as s, so it is refused
-    (a bare 0 is none in any unit)."""
-    if str(text).strip() in ("0", "0.0"):
-        return 0.0
-    return parse_time_s(text, field, unit_required=True)
+    """An SLO target with its unit (500ms, 0.5s): args.time_with_unit."""
+    from roofline.cli.args import time_with_unit
+
+    return time_with_unit(text, field)
 
 
 def _split_table(step, found: dict) -> str:
@@ -638,7 +637,8 @@ def register(sub):
                         "--target-rate the size needing the fewest GPUs")
     p.add_argument("--disagg-search", type=number_arg("--disagg-search", minimum=2, strictly=False, integer=True, maximum=64),
                    default=None, metavar="G",
-                   help="with an SLO: the best split of G replicas into prefill and decode pools, against co-located")
+                   help="with an SLO: the best split of G replicas into prefill and decode pools, against co-located; a search "
+                        f"past {DISAGG_BUDGET_REQUESTS:,} simulated requests (about a minute) is refused, naming the G that fits")
     p.add_argument("--kv-link", default=None,
                    help="link the KV cache crosses from prefill to decode (default: infiniband or roce, else the scale-up link)")
     p.add_argument("--attention", choices=("flash", "naive"), default="flash")

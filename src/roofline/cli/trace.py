@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from roofline.cli.args import (COUNT, add_cost_flags, add_deprecated_alias, add_machine_flags, add_report_flags,
+from roofline.cli.args import (COUNT, PREFIXES, add_cost_flags, add_deprecated_alias, add_machine_flags, add_report_flags,
                                cost_model_from_args, kernel_params, machine_from_args, number_arg, print_csv_notes,
                                print_report, refuse_unused)
 from roofline.cli.trace_model import build_model, data_dependent, first_line, is_factory, step_inputs
@@ -320,10 +320,11 @@ def register(sub):
                                  "preset or config.json of an attention model (built on meta; docs/tracing.md lists the families)")
     p.add_argument("--phase", choices=("prefill", "decode"), default=None,
                    help="preset/config: a prefill of --tokens, or one decode step against a KV cache of --context")
-    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None, help="prefill: new tokens per sequence, T (default 128)")
+    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None,
+                   help="prefill: new tokens per sequence, T (default 128)" + PREFIXES)
     p.add_argument("--batch", type=number_arg("--batch", integer=True, maximum=65536), default=None, help="sequences (default 1)")
     p.add_argument("--context", type=number_arg("--context", **COUNT), default=None,
-                   help="decode: tokens in the KV cache, S (default 4096)")
+                   help="decode: tokens in the KV cache, S (default 4096)" + PREFIXES)
     p.add_argument("--input-shape", type=_shape, action="append", metavar="1,128",
                    help="shape of one input tensor (repeat for several inputs; default 1,128)")
     p.add_argument("--input-dtype", default="int64",

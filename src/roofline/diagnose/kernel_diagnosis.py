@@ -120,7 +120,8 @@ class Diagnosis(Tabular):
     roofline_s: float
     measured_s: float
     speed_of_light: float
-    gap_s: float
+    gap_s: float  # measured - roofline, never below 0: a measurement that beats the bound lost nothing ...
+    beat_bound_s: float  # ... and says here by how much it beat it (the bound is not a bound there: ``problem``)
     achieved_flops_per_s: float
     achieved_bytes_per_s: float
     problem: str | None
@@ -250,7 +251,8 @@ def diagnose(kernel: Kernel, machine, measured_s: float, shape: tuple[int, int, 
     d = dict(kernel=kernel.name, machine=machine.name, dtype=kernel.dtype, category=kernel.category,
              flops=kernel.flops, bytes=kernel.bytes, intensity=kernel.intensity, ridge=ridge,
              bound=roofline_bound(kernel, machine), roofline_s=bound_s, measured_s=measured_s,
-             speed_of_light=bound_s / measured_s, gap_s=measured_s - bound_s,
+             speed_of_light=bound_s / measured_s, gap_s=max(0.0, measured_s - bound_s),
+             beat_bound_s=max(0.0, bound_s - measured_s),
              achieved_flops_per_s=kernel.flops / measured_s, achieved_bytes_per_s=kernel.bytes / measured_s,
              problem=measurement_problem(bound_s, measured_s, kernel.bytes, machine))
     gemm = None
@@ -284,7 +286,8 @@ def diagnosis_text(d: Diagnosis) -> str:
         f"{d.kernel} on {d.machine} ({d.dtype}), measured {_us(d.measured_s)}",
         f"  FLOPs {format_si(d.flops, 'FLOP')}, bytes {format_si(d.bytes, 'B')}, intensity {format_intensity(d.intensity)} FLOP/B",
         f"  roofline {_us(d.roofline_s)} ({d.bound}-bound); measured {_us(d.measured_s)}: "
-        f"{d.speed_of_light:.1%} of speed of light, gap {_us(d.gap_s)}",
+        f"{d.speed_of_light:.1%} of speed of light, "
+        + (f"beats the bound by {_us(d.beat_bound_s)}" if d.beat_bound_s > 0 else f"gap {_us(d.gap_s)}"),
         f"  achieved {format_si(d.achieved_flops_per_s, 'FLOP/s')}, {format_si(d.achieved_bytes_per_s, 'B/s')}",
     ]
     if d.problem:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from roofline.errors import RooflineError
+from roofline.errors import MAX_FLOAT, RooflineError, big_int
 
 # keys that change no count the tool makes (numerics, positions' frequencies, ids, training knobs); the last two lines: a
 # vision tower's and its projector's (MiniMax-M3-VL), left out of the count
@@ -66,9 +66,11 @@ class _Keys:
 
     def int(self, key, default=None) -> int:
         v = self.need(key) if default is None else self.get(key, default)
-        if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v != int(v) or v < 0
-                or v > MAX_DIM):
-            raise RooflineError(f"{self.name}: config key {key} must be a whole number from 0 to {MAX_DIM:,}, got {v!r}",
+        # bounds compared before any float(): an int past the largest float (10**400) overflows math.isfinite
+        if (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= MAX_DIM
+                or (isinstance(v, float) and v != int(v))):
+            got = big_int(v) if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_FLOAT else repr(v)
+            raise RooflineError(f"{self.name}: config key {key} must be a whole number from 0 to {MAX_DIM:,}, got {got}",
                                 field="model")
         if key in LAYER_COUNT_KEYS and v > MAX_LAYERS:  # before a loader builds a list that long
             raise RooflineError(f"{self.name}: config key {key} is {int(v):,}; at most {MAX_LAYERS:,} layers are read",

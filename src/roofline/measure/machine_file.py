@@ -210,6 +210,9 @@ def _curve(kind: str, spec: dict) -> Curve:
     n = {len(a) for a in arrays.values()}
     if len(n) != 1:
         raise ValueError(f"{kind} arrays differ in length")
+    if n == {0}:  # no point to read a rate from: numpy's max and median of nothing warn, then fail
+        raise ValueError(f"{kind} curve at {spec.get('dtype')} has no points: its arrays are empty; run `roofline "
+                         "calibrate` again or delete the table")
     if any(not math.isfinite(x) or x < 0 for a in arrays.values() for x in a) or any(s <= 0 for s in arrays["seconds"]):
         raise ValueError(f"{kind} has a negative, zero or non-finite time")
     return Curve(kind=kind, dtype=str(spec["dtype"]), **arrays)

@@ -376,5 +376,9 @@ def memory_table(plan) -> str:
     labels = {"max_batch_at_context": f"largest batch at context {given.get('context', 0):,}",
               "max_context_at_batch": f"longest context at batch {given.get('batch', 0):,} (tokens)"}
     lines += [_limit_line(plan, labels.get(k, k.replace('_', ' ')), k, v) for k, v in plan.limits]
+    if plan.mode == "inference" and given.get("kv_bytes_per_token") is not None:  # was in --json alone
+        per_seq = given.get("kv_bytes_per_sequence")
+        lines.append(f"kv cache per token (each further one, per GPU): {format_si(given['kv_bytes_per_token'], 'B')}"
+                     + (f"; a sequence of {given.get('context', 0):,}: {format_si(per_seq, 'B')}" if per_seq else ""))
     lines += [note_line(n) for n in plan.notes]
     return "\n".join(lines)

@@ -8,13 +8,13 @@ import dataclasses
 
 import numpy as np
 
-from roofline.errors import MAX_REQUESTS, RooflineError, check_number
+from roofline.errors import DISAGG_BUDGET_REQUESTS, MAX_REQUESTS, RooflineError, check_number
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
 from roofline.serving.requests import Requests, poisson_requests
 from roofline.serving.results import PERCENTILES, ServingResult, _weighted_percentiles, overload_note, step_settings
 from roofline.serving.scheduler import simulate
-from roofline.serving.search import CHECK_FACTOR, FLOOD_BATCHES, _rate_search, _slo, max_rate_within
+from roofline.serving.search import CHECK_FACTOR, FLOOD_BATCHES, SEARCH_STEPS, _rate_search, _slo, max_rate_within
 from roofline.units import MS
 
 
@@ -155,6 +155,33 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
                                    "kv_link": link, "kv_transfer_mean_s": float(np.mean(transfer))})
 
 
+def split_search_requests(replicas: int, requests: int, max_seqs: int) -> int:
+    """About how many requests best_disaggregation simulates for its splits: per split P:D a flood
+    of max(requests x G, FLOOD_BATCHES x max_seqs x D), SEARCH_STEPS + 2 runs of requests x G (the
+    bisection and its ends) and two checks of CHECK_FACTOR times that (the typical path; the
+    co-located search is a split's worth more)."""
+    g, n = int(replicas), int(requests) * int(replicas)
+    floods = sum(max(n, FLOOD_BATCHES * int(max_seqs) * d) for d in range(1, g))
+    return floods + (g - 1) * ((SEARCH_STEPS + 2) * n + 2 * min(CHECK_FACTOR * n, MAX_REQUESTS))
+
+
+def check_split_budget(replicas: int, requests: int, max_seqs: int) -> None:
+    """Refuse a split search past DISAGG_BUDGET_REQUESTS before any of it runs, naming its size and
+    the largest G that fits."""
+    work = split_search_requests(replicas, requests, max_seqs)
+    if work <= DISAGG_BUDGET_REQUESTS:
+        return
+    fits = max((g for g in range(2, int(replicas)) if split_search_requests(g, requests, max_seqs) <= DISAGG_BUDGET_REQUESTS),
+               default=None)
+    hint = (f"--disagg-search {fits} fits with --requests {requests:,}" if fits else
+            f"no G fits with --requests {requests:,} and --max-seqs {max_seqs:,}")
+    raise RooflineError(f"--disagg-search {replicas} would simulate about {work:,} requests ({replicas - 1} splits, each a "
+                        f"rate search over runs of {requests * replicas:,} and a flood of {FLOOD_BATCHES} full batches of "
+                        f"--max-seqs {max_seqs:,} a decode replica), past the split search's budget of "
+                        f"{DISAGG_BUDGET_REQUESTS:,} (about a minute on a 2-core CPU): {hint}; fewer --requests or "
+                        "--max-seqs search more splits", field="disagg_search")
+
+
 def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_tokens, ttft_s=None, tpot_s=None,
                         percentile=90.0, engine: Engine = Engine(), requests: int = 1000, seed: int = 0,
                         kv_link: str | None = None, price_per_gpu_hour: float | None = None,
@@ -165,11 +192,13 @@ def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_toke
     "colocated": rate of replicas x one replica's best, "notes": the co-located search's and the
     best split's notes, once each}. Each split's rate comes from the same bisection as max_rate_within,
     on simulate_disaggregated, its answer checked the same way (a run CHECK_FACTOR times longer, the
-    rate lowered until one meets the targets), so split and co-located answers compare alike; ``progress(done, of, rate)`` is called after each split."""
+    rate lowered until one meets the targets), so split and co-located answers compare alike; ``progress(done, of, rate)`` is called after each split.
+    A search past DISAGG_BUDGET_REQUESTS simulated requests (split_search_requests) is refused before it runs."""
     slo = _slo(ttft_s, tpot_s, percentile)
     if slo is None:
         raise RooflineError("the split search needs a target: a TTFT or a TPOT", field="slo_ttft")
     g = int(check_number("replicas", replicas, minimum=2, strictly=False, maximum=64, integer=True))
+    check_split_budget(g, requests, engine.max_seqs)
     one = max_rate_within(step, input_tokens, output_tokens, ttft_s, tpot_s, percentile, engine, requests, seed,
                           burstiness=burstiness)
     colocated = None if one.slo["best"] is None else g * one.slo["best"]

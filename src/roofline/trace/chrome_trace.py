@@ -65,7 +65,7 @@ OWN_WORK_US = 20.0
 
 
 def load_trace(path) -> dict:
-    from roofline.files import json_failure, read_text
+    from roofline.files import check_file_numbers, json_failure, read_text
 
     import os
 
@@ -78,6 +78,7 @@ def load_trace(path) -> dict:
         raise RooflineError(f"{str(path)!r} is not a Chrome trace JSON file ({exc})", field="trace") from None
     except (ValueError, RecursionError) as exc:
         raise RooflineError(f"{str(path)!r} could not be read as JSON ({json_failure(exc)})", field="trace") from None
+    check_file_numbers(doc, f"trace file {str(path)!r}", "trace")
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc if isinstance(doc, list) else None
     if not isinstance(events, list):
         raise RooflineError(f"{str(path)!r} has no traceEvents: not a torch.profiler Chrome trace", field="trace")

@@ -87,7 +87,15 @@ class ProfiledOp:
 
     @property
     def lost_s(self) -> float:
-        return self.measured_s - self.roofline_s
+        """Time lost to the bound: measured - roofline, never below 0 (a measurement that beats the
+        bound lost nothing; by how much it beat it is beat_bound_s)."""
+        return max(0.0, self.measured_s - self.roofline_s)
+
+    @property
+    def beat_bound_s(self) -> float:
+        """How much faster than the roofline bound the measurement ran (0 when it did not): the bound
+        is not a bound there (a cache-resident working set, a unit or FLOP-convention slip; ``problem``)."""
+        return max(0.0, self.roofline_s - self.measured_s)
 
     @property
     def advice(self) -> str:
@@ -104,7 +112,7 @@ class ProfiledOp:
                 "flops_total": self.flops * self.calls, "bytes_total": self.bytes * self.calls, "intensity": self.intensity,
                 "bound": self.bound, "roofline_s": self.roofline_s, "measured_s": self.measured_s,
                 "speed_of_light": self.speed_of_light if self.measured_s > 0 else None,  # no time: no ratio
-                "lost_s": self.lost_s, "source": self.source,
+                "lost_s": self.lost_s, "beat_bound_s": self.beat_bound_s, "source": self.source,
                 "advice": self.advice, "problem": self.problem, "op_class": self.op_class,
                 "calibrated_s": self.calibrated_s, "calibrated_low_s": self.calibrated_low_s,
                 "calibrated_high_s": self.calibrated_high_s, "calibrated_basis": self.calibrated_basis,
@@ -502,7 +510,7 @@ def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
                     f"{_us(op.calibrated_s)} [{_us(op.calibrated_low_s)}-{_us(op.calibrated_high_s)}]",
                     "" if op.calibrated_s is None or not op.measured_s else f"{op.calibrated_s / op.measured_s - 1:+.0%}"]
         rows.append(row + ["no time" if op.measured_s <= 0 else f"{sol:.1%}" if sol < 10 else f"{sol:,.0f}x",
-                           "-" if op.problem or op.lost_s < 0 else _us(op.lost_s),  # beats the roof: no time lost
+                           "-" if op.problem or op.beat_bound_s > 0 else _us(op.lost_s),  # beats the roof: no time lost
                            "IMPOSSIBLE" if op.problem else op.advice])
     src = ("device kernels (an op that launched none: its CPU wall time)" if rep.device
            else "CPU wall time of each op (no device kernels in the trace)")
