@@ -115,6 +115,50 @@ def test_a_sliding_window_model_steps_the_same_at_once_and_one_by_one(monkeypatc
     assert fast.kv_mean == pytest.approx(slow.kv_mean, rel=1e-9)
 
 
+def _small_cache(step, gb):
+    """The memory fraction that leaves ``gb`` GB for the KV cache after the weights and activations."""
+    from roofline.plan.step import kv_cache_budget
+
+    _, parts = kv_cache_budget(step, 1.0)
+    return (parts["weights_bytes"] + parts["activations_bytes"] + gb * 1e9) / parts["capacity_bytes"]
+
+
+@pytest.mark.parametrize("case", ["poisson", "closed, preempting", "poisson, preempting, small steps",
+                                  "whole prompts, preempting", "prefix hits, token slots", "sliding window"])
+def test_the_simulator_gives_the_step_by_step_runs_figures(step, case):
+    """Issue 35: the default run (decode stretches, each decoding sequence's state kept relative to a
+    step counter, the batch's sums kept between steps) against simulate(..., stepwise=True), which
+    advances and sums the per-slot arrays every step: the same steps, preemptions and tokens, and the
+    same percentiles and means to 1e-12. A cache of 0.5 GB holds ~3,800 tokens (131,072 B each), so
+    8 users of up to 1,500 + 1,500 tokens preempt; Mistral 7B's 4,096-token window is crossed."""
+    engine = Engine()
+    if case == "poisson":
+        reqs = poisson_requests(15, 300, (64, 1500), (8, 400), seed=1)
+    elif case == "closed, preempting":
+        reqs, engine = closed_requests(8, 40, (500, 1500), (200, 1500), seed=2), Engine(memory_fraction=_small_cache(step, 0.5))
+    elif case == "poisson, preempting, small steps":
+        reqs = poisson_requests(30, 200, (100, 3000), (10, 800), seed=4)
+        engine = Engine(memory_fraction=_small_cache(step, 0.5), max_tokens=2048)
+    elif case == "whole prompts, preempting":
+        reqs = closed_requests(16, 60, (100, 2000), (10, 300), seed=3)
+        engine = Engine(chunked_prefill=False, mixed_steps=False, memory_fraction=_small_cache(step, 0.5))
+    elif case == "prefix hits, token slots":
+        reqs, engine = poisson_requests(20, 300, (64, 1500), (8, 400), seed=1), Engine(prefix_hit=0.3, block_size=1)
+    else:
+        step = StepCost("mistral-7b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=64)
+        reqs, engine = closed_requests(6, 12, (3000, 5000), (200, 2500), seed=2), Engine(max_seqs=64)
+    fast, plain = simulate(step, reqs, engine), simulate(step, reqs, engine, stepwise=True)
+    if "preempting" in case:
+        assert plain.preemptions > 0
+    a, b = fast.metrics(), plain.metrics()
+    for key in ("steps", "preemptions", "computed_prompt_tokens", "requests"):
+        assert a[key] == b[key], key
+    assert fast.output_tokens == plain.output_tokens and fast.input_tokens == plain.input_tokens
+    for key, value in b.items():
+        assert a[key] == pytest.approx(value, rel=1e-12, nan_ok=True), key
+    np.testing.assert_allclose(fast.e2e_s, plain.e2e_s, rtol=1e-12)
+
+
 def test_a_full_cache_preempts_and_recomputes(step):
     """A cache of ~0.5 GB (memory fraction just above weights + activations) holds ~4,000 tokens
     (131,072 B each); 8 users of 1,000 + 1,000 tokens cannot all keep theirs: sequences are

@@ -86,34 +86,36 @@ def validation_note(step, engine) -> str:
 
 
 class _StepRecords:
-    """Every step's seconds, decodes, prompt tokens, their mean prefix and chunks: single steps kept
-    as plain floats until a stretch of decode-only steps (arrays) or the end, so that a step costs
-    no array of its own."""
+    """Every step's seconds, decodes, prompt tokens, their mean prefix and chunks: a single step kept
+    as a tuple, a stretch of decode-only steps as its seconds and its decodes, until the end, so that
+    a step or a stretch costs no array of its own."""
 
     def __init__(self):
-        self.parts: list[list[np.ndarray]] = [[], [], [], [], []]
-        self.pending: list[list[float]] = [[], [], [], [], []]
+        self.blocks: list = []  # in step order: lists of single steps' tuples, or a stretch's (seconds, decodes)
+        self.pending: list[tuple] = []
 
     def one(self, dt, nd, fed, prefix, chunks):
-        for column, value in zip(self.pending, (dt, nd, fed, prefix, chunks)):
-            column.append(value)
+        self.pending.append((dt, nd, fed, prefix, chunks))
 
     def stretch(self, dts: np.ndarray, nd: int):
         """K decode-only steps of ``nd`` decodes each, their seconds ``dts``."""
-        self._flush()
-        zeros = np.zeros(len(dts))
-        for part, values in zip(self.parts, (dts, np.full(len(dts), float(nd)), zeros, zeros, zeros)):
-            part.append(values)
-
-    def _flush(self):
-        if self.pending[0]:
-            for part, column in zip(self.parts, self.pending):
-                part.append(np.array(column, dtype=float))
-                column.clear()
+        if self.pending:
+            self.blocks.append(self.pending)
+            self.pending = []
+        self.blocks.append((dts, nd))
 
     def arrays(self) -> list[np.ndarray]:
-        self._flush()
-        return [np.concatenate(part) if part else np.zeros(0) for part in self.parts]
+        blocks = self.blocks + ([self.pending] if self.pending else [])
+        runs = [b for b in blocks if type(b) is tuple]
+        lengths = np.array([len(b[0]) if type(b) is tuple else len(b) for b in blocks], dtype=np.int64)
+        in_run = np.repeat(np.array([type(b) is tuple for b in blocks], dtype=bool), lengths)
+        out = np.zeros((5, int(lengths.sum())))
+        if runs:
+            out[0, in_run] = np.concatenate([dts for dts, _ in runs])
+            out[1, in_run] = np.repeat([float(nd) for _, nd in runs], [len(dts) for dts, _ in runs])
+        if len(runs) < len(blocks):
+            out[:, ~in_run] = np.array([row for b in blocks if type(b) is list for row in b], dtype=float).T
+        return list(out)
 
 
 def scheduler_words(engine: Engine) -> str:
@@ -127,7 +129,7 @@ def scheduler_words(engine: Engine) -> str:
 
 def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), price_per_gpu_hour: float | None = None,
              max_steps: int = 50_000_000, draft: StepCost | None = None, _stage_engine: bool = False,
-             progress=None) -> ServingResult:
+             progress=None, stepwise: bool = False) -> ServingResult:
     """Run the scheduler of the module docstring over ``requests``; see ServingResult.
 
     Speculative decoding (``engine.spec_tokens`` k > 0, a ``draft`` model's StepCost built for one
@@ -138,7 +140,11 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     weights and its KV cache share the GPUs' memory.
 
     ``progress(finished, n)``, when given, is called each time another tenth of the requests has
-    finished (a long run's sign of life)."""
+    finished (a long run's sign of life).
+
+    ``stepwise``: every step on its own, the per-slot arrays advanced and summed as they are (no
+    decode stretches, no sums kept between steps): the plain reference the default is tested
+    against (tests/test_serving.py); far slower."""
     if step.pipeline_stages > 1 and not _stage_engine:
         if draft is not None:
             raise RooflineError("speculative decoding with pipeline stages is not modelled", field="pipeline_stages")
@@ -159,6 +165,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     inp = np.asarray(requests.input_tokens, dtype=np.int64)
     out = np.asarray(requests.output_tokens, dtype=np.int64)
     cap, parts, table, linear_table = replica_cache(step, engine, inp, out, draft)
+    tab = table.tolist()
 
     closed = requests.arrival_s is None
     arrival = np.full(n, np.inf)
@@ -166,8 +173,8 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         arrival[: min(requests.concurrency, n)] = 0.0
     else:
         arrival[:] = requests.arrival_s
-    need = inp.copy()  # prompt tokens to hold before sampling (prompt + generated after a preemption)
-    done = np.zeros(n, dtype=np.int64)
+    need = inp.tolist()  # prompt tokens to hold before sampling (prompt + generated after a preemption)
+    done = [0] * n  # (per-request scalars as lists, the cache bytes by blocks too: plain numbers cost less a step)
     gen = np.zeros(n, dtype=np.int64)
     first_t = np.full(n, np.nan)
     finish_t = np.full(n, np.nan)
@@ -199,10 +206,50 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     computed = 0
     finished = 0
     hit = engine.prefix_hit
+    # one token per step (T == 1): every decoding slot advances each decode step, so its state is kept
+    # relative to ``tick`` (the decode steps run): s_ctx = context - tick, gen = generated - tick, s_fin =
+    # the tick it finishes at, its blocks ceil(context / bs) (into s_blocks when it stops); ``res`` counts
+    # them by s_ctx mod bs (those at a multiple of bs take a block next step), ``sum_base`` sums s_ctx
+    lazy = T == 1 and not stepwise
+    tick = sum_base = 0
+    res = [0] * bs
+    s_fin = np.full(S, np.inf)
+    next_fin = math.inf
+    running = np.zeros(0, dtype=np.int64)  # lazy: the decoding slots (flatnonzero(s_dec)) ...
+    running_stale = False  # ... to be recomputed
+    dt_decode = 0.0  # the last decode-only step's seconds
+
+    def start_decoding(slot, r):
+        nonlocal sum_base, next_fin, running_stale
+        s_dec[slot] = True
+        s_credit[slot] = 0.0
+        running_stale = True
+        if lazy:
+            base = int(s_ctx[slot]) - tick
+            s_ctx[slot] = base
+            gen[r] -= tick
+            s_fin[slot] = out[r] - gen[r]
+            next_fin = min(next_fin, float(s_fin[slot]))
+            res[base % bs] += 1
+            sum_base += base
+
+    def stop_decoding(slot):
+        nonlocal sum_base, running_stale
+        running_stale = True
+        if lazy:
+            base = int(s_ctx[slot])
+            res[base % bs] -= 1
+            sum_base -= base
+            s_ctx[slot] = base + tick
+            gen[s_req[slot]] += tick
+            s_blocks[slot] = -(-(base + tick) // bs)
+            s_fin[slot] = np.inf  # next_fin is refreshed by whoever stops it
 
     def release(slot):
         nonlocal used
-        used -= table[s_blocks[slot]]
+        if s_dec[slot]:
+            stop_decoding(slot)
+        used -= tab[s_blocks[slot]]
         s_req[slot] = -1
         s_dec[slot] = False
         s_blocks[slot] = 0
@@ -219,10 +266,25 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             arrival[next_closed] = now
             next_closed += 1
 
+    def preempt_newest():
+        """The most recently admitted sequence preempted: its cache freed, it waits again at the head
+        of the queue to recompute its prompt and what it had generated."""
+        nonlocal preemptions
+        active = np.flatnonzero(s_req >= 0)
+        victim = int(active[np.argmax(s_order[active])])
+        r = int(s_req[victim])
+        if victim in prefilling:
+            prefilling.remove(victim)
+        release(victim)
+        need[r] = int(inp[r] + gen[r])
+        done[r] = 0
+        waiting.appendleft(r)
+        preemptions += 1
+
     def grow_decodes():
         """The decoding slots, their next blocks taken; the newest sequences preempted while those do
         not fit."""
-        nonlocal used, preemptions
+        nonlocal used
         dec = np.flatnonzero(s_dec)
         while len(dec):
             grow_to = -(-(s_ctx[dec] + T) // bs)  # blocks to hold the ctx + T tokens the step writes
@@ -231,18 +293,40 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                 s_blocks[dec] = grow_to
                 used += extra
                 break
-            active = np.flatnonzero(s_req >= 0)
-            victim = int(active[np.argmax(s_order[active])])
-            r = int(s_req[victim])
-            if victim in prefilling:
-                prefilling.remove(victim)
-            release(victim)
-            need[r] = inp[r] + gen[r]
-            done[r] = 0
-            waiting.appendleft(r)
-            preemptions += 1
+            preempt_newest()
             dec = np.flatnonzero(s_dec)
         return dec
+
+    def decoding():
+        """grow_decodes(); with one token per step (lazy) from the kept counts: in O(1) while no
+        decoding slot needs a block or the cache holds those that do (a linear table: a block each)."""
+        nonlocal used, running, running_stale, next_fin
+        if not lazy:
+            return grow_decodes()
+        while True:
+            if running_stale:
+                running = np.flatnonzero(s_dec)
+                running_stale = False
+            crossing = res[-tick % bs]
+            if not crossing:
+                return running
+            if linear_table:
+                extra = tab[1] * crossing
+            else:
+                ctx = s_ctx[running] + tick
+                extra = float((table[-(-(ctx + 1) // bs)] - table[-(-ctx // bs)]).sum())
+            if used + extra <= cap:
+                used += extra
+                return running
+            preempt_newest()
+            next_fin = float(s_fin.min())
+
+    def finish_decodes():
+        """T == 1: the decoding slots whose last token this tick gave finish."""
+        nonlocal next_fin
+        for slot in np.flatnonzero(s_fin <= tick):
+            finish(int(s_req[slot]), int(slot))
+        next_fin = float(s_fin.min())
 
     report_every = max(n // 10, 1)
     next_report = report_every
@@ -261,7 +345,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             t0 = now
         # a step of prompts alone (not mixed_steps: SGLang's new prefill batch first) while there is prompt work
         prefill_only = not engine.mixed_steps and bool(prefilling or (waiting and free_slots))
-        dec = np.zeros(0, dtype=np.int64) if prefill_only else grow_decodes()
+        dec = np.zeros(0, dtype=np.int64) if prefill_only else decoding()
         budget = engine.max_tokens - len(dec) * T
         chunks, chunk_slots = [], []
         for slot in list(prefilling):
@@ -270,7 +354,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             r = int(s_req[slot])
             c = int(min(need[r] - done[r], budget))
             blocks = -(-(int(done[r]) + c) // bs)
-            extra = table[blocks] - table[s_blocks[slot]]
+            extra = tab[blocks] - tab[s_blocks[slot]]
             if used + extra > cap:
                 break
             used += extra
@@ -292,7 +376,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                                         field="max_tokens", also=("input_len",))
                 break
             blocks = -(-(start + c) // bs)
-            if used + table[blocks] > cap:
+            if used + tab[blocks] > cap:
                 break
             waiting.popleft()
             seen[r] = True
@@ -301,13 +385,13 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             s_req[slot], s_ctx[slot], s_blocks[slot], s_dec[slot] = r, start, blocks, False
             s_order[slot] = order
             order += 1
-            used += table[blocks]
+            used += tab[blocks]
             prefilling.append(slot)
             chunks.append((c, start))
             chunk_slots.append(slot)
             budget -= c
         if prefill_only and not chunks:  # no prompt could start (cache or budget): the decodes run instead
-            dec = grow_decodes()
+            dec = decoding()
         nd = len(dec)
         if not nd and not chunks:
             if next_i < n and np.isfinite(arrival[next_i]):
@@ -315,40 +399,54 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                 continue
             raise RooflineError("the scheduler is stuck: nothing can run and nothing will arrive (the cache holds no "
                                 "waiting request)", field="requests")
-        if nd and not chunks and T == 1:  # decodes only: run steps up to the next event in one go (same arithmetic)
-            reqs = s_req[dec]
-            K = int(min((out[reqs] - gen[reqs]).min(), STRETCH))
+        # decodes only: run the steps up to the next event in one go (same arithmetic), unless one arrives
+        # within two steps (a stretch's arrays cost more than the steps)
+        if (nd and not chunks and lazy and next_fin - tick > 1 and STRETCH > 1
+                and not (next_i < n and arrival[next_i] - now < 2.0 * dt_decode)):
+            K = int(min(next_fin - tick, STRETCH))
+            if linear_table and table[1] > 0:  # past the cache's end at most: nd blocks taken every bs steps
+                K = min(K, bs * -(-(int((cap - used) // table[1]) + 2) // nd) + 1)
+            # step k feeds one token against ctx0 + 1 + k; the contexts themselves only where a sum will not do
+            ctx0 = s_ctx[dec] + tick if step.needs_contexts or not linear_table else None
+            times = step.decode_steps_seconds(ctx0, K, (nd, sum_base + nd * tick))
+            if engine.step_overhead_s:
+                times += engine.step_overhead_s
+            ends = np.cumsum(np.concatenate(([now], times)))[1:]  # each step's end, summed as step by step
+            if next_i < n and arrival[next_i] < math.inf:  # stop at the step during which one arrives
+                K = min(K, int(np.searchsorted(ends, arrival[next_i], side="left")) + 1)
+            if linear_table:  # a block each for the slots whose context is a multiple of bs before step 2 .. K
+                inc = np.asarray(res)[(-1 - tick - np.arange(K - 1)) % bs]
+                used_k = used + table[1] * np.concatenate(([0], np.cumsum(inc)))
+            else:
+                used_k = used + cache_growth(table, False, ctx0, -(-(ctx0 + 1) // bs), K, bs)
+            if used_k[K - 1] > cap:  # the steps before the cache runs out (at least this one: it fit above)
+                K = int(np.flatnonzero(used_k > cap)[0])
             if K > 1:
-                ctx0 = s_ctx[dec]  # step k feeds one token against ctx0 + 1 + k
-                times = step.decode_steps_seconds(ctx0, K) + engine.step_overhead_s
-                cum = np.cumsum(times)
-                if next_i < n and np.isfinite(arrival[next_i]):  # stop at the step during which one arrives
-                    K = min(K, int(np.searchsorted(cum, arrival[next_i] - now, side="left")) + 1)
-                used_k = used + cache_growth(table, linear_table, ctx0, s_blocks[dec], K, bs)
-                over = np.flatnonzero(used_k > cap)
-                if len(over):
-                    K = int(over[0])  # the steps before the cache runs out (at least this one: it fit above)
-                if K > 1:
-                    dts = times[:K]
-                    span = float(cum[K - 1])
-                    in_system_integral += in_system * span
-                    kv_integral += float((used_k[:K] * dts).sum())
-                    kv_peak = max(kv_peak, float(used_k[K - 1]))
-                    used = float(used_k[K - 1])
-                    s_blocks[dec] = -(-(ctx0 + K) // bs)
-                    now += span
-                    steps += K
-                    tokens_sum += nd * K
-                    records.stretch(dts, nd)
-                    s_ctx[dec] += K
-                    gen[reqs] += K
-                    for slot in dec[gen[reqs] >= out[reqs]]:
-                        finish(int(s_req[slot]), int(slot))
-                    continue
-        ctx1 = s_ctx[dec] + T
-        M = nd * T + sum(c for c, _ in chunks)
+                dts = times[:K]
+                span = float(ends[K - 1]) - now
+                in_system_integral += in_system * span
+                kv_integral += float(np.dot(used_k[:K], dts))
+                used = float(used_k[K - 1])
+                kv_peak = max(kv_peak, used)
+                now = float(ends[K - 1])
+                steps += K
+                tokens_sum += nd * K
+                records.stretch(dts, nd)
+                dt_decode = float(dts[-1])
+                tick += K
+                if tick >= next_fin:
+                    finish_decodes()
+                continue
+        if lazy:
+            sum1 = sum_base + nd * (tick + 1)  # the contexts the step's decodes attend
+            ctx1 = s_ctx[dec] + (tick + 1) if nd and step.needs_contexts else None
+        else:
+            ctx1 = s_ctx[dec] + T
+            sum1 = float(ctx1.sum())
+        fed = sum(c for c, _ in chunks)
+        M = nd * T + fed
         completing = sum(1 for (c, p), slot in zip(chunks, chunk_slots) if p + c >= need[s_req[slot]])
-        dt = step.step_seconds(nd, float(ctx1.sum()), ctx1, M, nd * T + completing, chunks) + engine.step_overhead_s
+        dt = step.step_seconds(nd, float(sum1), ctx1, M, nd * T + completing, chunks) + engine.step_overhead_s
         if draft is not None:  # k draft decode steps, and the draft's own prefill of the chunks
             if nd:
                 dt += float(draft.decode_steps_seconds(s_ctx[dec], T - 1).sum())
@@ -358,12 +456,17 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         now += dt
         steps += 1
         tokens_sum += M
-        fed = sum(c for c, _ in chunks)
         records.one(dt, nd, fed, sum(c * p for c, p in chunks) / fed if fed else 0.0, len(chunks))
+        if not chunks:
+            dt_decode = dt
         kv_integral += used * dt
         kv_peak = max(kv_peak, used)
         computed += M - nd * T
-        if nd and T == 1:
+        if nd and lazy:
+            tick += 1
+            if tick >= next_fin:
+                finish_decodes()
+        elif nd and T == 1:  # stepwise: the per-slot arrays advanced as they are
             s_ctx[dec] += 1
             reqs = s_req[dec]
             gen[reqs] += 1
@@ -387,14 +490,13 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             s_ctx[slot] = p + c
             if done[r] >= need[r]:
                 prefilling.remove(slot)
-                if np.isnan(first_t[r]):
+                if first_t[r] != first_t[r]:  # NaN: its first token
                     first_t[r] = now
                 gen[r] += 1
                 if gen[r] >= out[r]:
                     finish(r, slot)
                 else:
-                    s_dec[slot] = True
-                    s_credit[slot] = 0.0
+                    start_decoding(slot, r)
     t_start = t0 or 0.0
     duration = float(np.nanmax(finish_t)) - t_start
     real_arrival = arrival
