@@ -28,6 +28,7 @@ Sweeps and the SLO search are in search.py, prefill/decode disaggregation in dis
 from __future__ import annotations
 
 import collections
+import heapq
 import math
 
 import numpy as np
@@ -208,19 +209,20 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     hit = engine.prefix_hit
     # one token per step (T == 1): every decoding slot advances each decode step, so its state is kept
     # relative to ``tick`` (the decode steps run): s_ctx = context - tick, gen = generated - tick, s_fin =
-    # the tick it finishes at, its blocks ceil(context / bs) (into s_blocks when it stops); ``res`` counts
-    # them by s_ctx mod bs (those at a multiple of bs take a block next step), ``sum_base`` sums s_ctx
+    # the tick it finishes at (``fins`` a heap of (tick, slot), stale ones skipped), its blocks ceil(context
+    # / bs) (into s_blocks when it stops); ``res`` counts them by s_ctx mod bs (those at a multiple of bs
+    # take a block next step), ``sum_base`` sums s_ctx
     lazy = T == 1 and not stepwise
     tick = sum_base = 0
     res = [0] * bs
-    s_fin = np.full(S, np.inf)
-    next_fin = math.inf
+    s_fin = [math.inf] * S
+    fins: list[tuple[int, int]] = []
     running = np.zeros(0, dtype=np.int64)  # lazy: the decoding slots (flatnonzero(s_dec)) ...
     running_stale = False  # ... to be recomputed
     dt_decode = 0.0  # the last decode-only step's seconds
 
     def start_decoding(slot, r):
-        nonlocal sum_base, next_fin, running_stale
+        nonlocal sum_base, running_stale
         s_dec[slot] = True
         s_credit[slot] = 0.0
         running_stale = True
@@ -228,8 +230,8 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             base = int(s_ctx[slot]) - tick
             s_ctx[slot] = base
             gen[r] -= tick
-            s_fin[slot] = out[r] - gen[r]
-            next_fin = min(next_fin, float(s_fin[slot]))
+            s_fin[slot] = int(out[r] - gen[r])
+            heapq.heappush(fins, (s_fin[slot], slot))
             res[base % bs] += 1
             sum_base += base
 
@@ -243,7 +245,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             s_ctx[slot] = base + tick
             gen[s_req[slot]] += tick
             s_blocks[slot] = -(-(base + tick) // bs)
-            s_fin[slot] = np.inf  # next_fin is refreshed by whoever stops it
+            s_fin[slot] = math.inf
 
     def release(slot):
         nonlocal used
@@ -300,12 +302,12 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     def decoding():
         """grow_decodes(); with one token per step (lazy) from the kept counts: in O(1) while no
         decoding slot needs a block or the cache holds those that do (a linear table: a block each)."""
-        nonlocal used, running, running_stale, next_fin
+        nonlocal used, running, running_stale
         if not lazy:
             return grow_decodes()
         while True:
             if running_stale:
-                running = np.flatnonzero(s_dec)
+                running = s_dec.nonzero()[0]
                 running_stale = False
             crossing = res[-tick % bs]
             if not crossing:
@@ -319,14 +321,19 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                 used += extra
                 return running
             preempt_newest()
-            next_fin = float(s_fin.min())
 
     def finish_decodes():
-        """T == 1: the decoding slots whose last token this tick gave finish."""
-        nonlocal next_fin
-        for slot in np.flatnonzero(s_fin <= tick):
-            finish(int(s_req[slot]), int(slot))
-        next_fin = float(s_fin.min())
+        """Lazy: the decoding slots whose last token this tick gave finish (in slot order)."""
+        while fins and fins[0][0] <= tick:
+            fin, slot = heapq.heappop(fins)
+            if s_fin[slot] == fin:
+                finish(int(s_req[slot]), slot)
+
+    def next_finish() -> float:
+        """Lazy: the tick at which the next decoding slot finishes."""
+        while fins and s_fin[fins[0][1]] != fins[0][0]:
+            heapq.heappop(fins)
+        return fins[0][0] if fins else math.inf
 
     report_every = max(n // 10, 1)
     next_report = report_every
@@ -401,9 +408,9 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                                 "waiting request)", field="requests")
         # decodes only: run the steps up to the next event in one go (same arithmetic), unless one arrives
         # within two steps (a stretch's arrays cost more than the steps)
-        if (nd and not chunks and lazy and next_fin - tick > 1 and STRETCH > 1
-                and not (next_i < n and arrival[next_i] - now < 2.0 * dt_decode)):
-            K = int(min(next_fin - tick, STRETCH))
+        if (nd and not chunks and lazy and STRETCH > 1 and not (next_i < n and arrival[next_i] - now < 2.0 * dt_decode)
+                and next_finish() - tick > 1):
+            K = int(min(next_finish() - tick, STRETCH))
             if linear_table and table[1] > 0:  # past the cache's end at most: nd blocks taken every bs steps
                 K = min(K, bs * -(-(int((cap - used) // table[1]) + 2) // nd) + 1)
             # step k feeds one token against ctx0 + 1 + k; the contexts themselves only where a sum will not do
@@ -434,8 +441,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                 records.stretch(dts, nd)
                 dt_decode = float(dts[-1])
                 tick += K
-                if tick >= next_fin:
-                    finish_decodes()
+                finish_decodes()
                 continue
         if lazy:
             sum1 = sum_base + nd * (tick + 1)  # the contexts the step's decodes attend
@@ -464,7 +470,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         computed += M - nd * T
         if nd and lazy:
             tick += 1
-            if tick >= next_fin:
+            if fins and fins[0][0] <= tick:
                 finish_decodes()
         elif nd and T == 1:  # stepwise: the per-slot arrays advanced as they are
             s_ctx[dec] += 1
