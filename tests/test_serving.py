@@ -157,6 +157,36 @@ def test_the_simulator_gives_the_step_by_step_runs_figures(step, case):
     for key, value in b.items():
         assert a[key] == pytest.approx(value, rel=1e-12, nan_ok=True), key
     np.testing.assert_allclose(fast.e2e_s, plain.e2e_s, rtol=1e-12)
+    np.testing.assert_allclose(fast.step_durations_s, plain.step_durations_s, rtol=1e-12)  # every step, in order
+    for a, b in ((fast.step_decodes, plain.step_decodes), (fast.step_chunk_tokens, plain.step_chunk_tokens),
+                 (fast.step_chunk_prefix, plain.step_chunk_prefix), (fast.step_chunk_count, plain.step_chunk_count)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_weighted_percentiles_are_those_of_the_values_repeated_by_their_weights():
+    """Each value counted its weight times, sorted: the p-th percentile is the element at index
+    ceil(p% of the total weight) - 1 (the least value whose weight at or below it reaches p%), ties
+    and zero weights included, whatever the spread of the values (over 4,096 of them, binned by value
+    without a full sort; a few far outliers put most in one bin, binned again)."""
+    from roofline.serving.results import _weighted_percentiles
+
+    rng = np.random.default_rng(0)
+    for trial in range(100):
+        n = int(rng.integers(1, 30000))
+        v = np.round(rng.gamma(2.0, 1.0, n) * rng.choice([1.0, 1e-3]), int(rng.integers(1, 6)))
+        if trial % 3 == 0:
+            v[:10] = 1e3
+        if trial % 7 == 0:
+            v[:] = 0.5
+        w = rng.integers(0, 5, n).astype(float)
+        if not w.sum():
+            continue
+        every = np.sort(np.repeat(v, w.astype(int)))
+        for ps in ((0, 50, 100), (50, 90, 99)):  # with p = 0 the values of weight 0 are left out first
+            got = _weighted_percentiles(v, w, ps)
+            for p in ps:
+                assert got[p] == every[min(max(math.ceil(p / 100 * w.sum()) - 1, 0), len(every) - 1)], (trial, p)
+        assert got["mean"] == pytest.approx(every.mean(), rel=1e-12)
 
 
 def test_a_full_cache_preempts_and_recomputes(step):

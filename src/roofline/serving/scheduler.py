@@ -92,31 +92,39 @@ class _StepRecords:
     a step or a stretch costs no array of its own."""
 
     def __init__(self):
-        self.blocks: list = []  # in step order: lists of single steps' tuples, or a stretch's (seconds, decodes)
-        self.pending: list[tuple] = []
+        self.singles: list[tuple] = []  # each single step's (seconds, decodes, prompt tokens, mean prefix, chunks)
+        self.runs: list[tuple] = []  # each stretch's (single steps before it, seconds, decodes)
 
     def one(self, dt, nd, fed, prefix, chunks):
-        self.pending.append((dt, nd, fed, prefix, chunks))
+        self.singles.append((dt, nd, fed, prefix, chunks))
 
     def stretch(self, dts: np.ndarray, nd: int):
         """K decode-only steps of ``nd`` decodes each, their seconds ``dts``."""
-        if self.pending:
-            self.blocks.append(self.pending)
-            self.pending = []
-        self.blocks.append((dts, nd))
+        self.runs.append((len(self.singles), dts, nd))
 
     def arrays(self) -> list[np.ndarray]:
-        blocks = self.blocks + ([self.pending] if self.pending else [])
-        runs = [b for b in blocks if type(b) is tuple]
-        lengths = np.array([len(b[0]) if type(b) is tuple else len(b) for b in blocks], dtype=np.int64)
-        in_run = np.repeat(np.array([type(b) is tuple for b in blocks], dtype=bool), lengths)
-        out = np.zeros((5, int(lengths.sum())))
-        if runs:
-            out[0, in_run] = np.concatenate([dts for dts, _ in runs])
-            out[1, in_run] = np.repeat([float(nd) for _, nd in runs], [len(dts) for dts, _ in runs])
-        if len(runs) < len(blocks):
-            out[:, ~in_run] = np.array([row for b in blocks if type(b) is list for row in b], dtype=float).T
-        return list(out)
+        """The five columns in step order: segments (a single step, or a stretch) placed in order,
+        repeated by their lengths; a stretch's seconds put in between the single steps'."""
+        one = np.array(self.singles, dtype=float).reshape(-1, 5)
+        if not self.runs:
+            return [column.copy() for column in one.T]
+        at = np.array([k for k, _, _ in self.runs], dtype=np.int64)
+        n1, R = len(one), len(at)
+        segments = np.zeros((5, n1 + R))
+        seg_len = np.ones(n1 + R, dtype=np.int64)
+        singles_at = np.arange(n1) + np.searchsorted(at, np.arange(n1), side="right")  # runs placed before each
+        runs_at = at + np.arange(R)
+        segments[:, singles_at] = one.T
+        segments[1, runs_at] = [nd for _, _, nd in self.runs]
+        seg_len[runs_at] = [len(dts) for _, dts, _ in self.runs]
+        pieces, prev = [], 0
+        for k, dts, _ in self.runs:
+            if k > prev:
+                pieces.append(one[prev:k, 0])
+                prev = k
+            pieces.append(dts)
+        pieces.append(one[prev:, 0])
+        return [np.concatenate(pieces), *np.repeat(segments[1:], seg_len, axis=1)]
 
 
 def scheduler_words(engine: Engine) -> str:
@@ -355,6 +363,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         dec = np.zeros(0, dtype=np.int64) if prefill_only else decoding()
         budget = engine.max_tokens - len(dec) * T
         chunks, chunk_slots = [], []
+        fed = fed_prefix = completing = 0  # the chunks' tokens, their tokens x prefix, those that end a prompt
         for slot in list(prefilling):
             if budget <= 0:
                 break
@@ -369,6 +378,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             chunks.append((c, int(done[r])))
             chunk_slots.append(slot)
             budget -= c
+            fed, fed_prefix, completing = fed + c, fed_prefix + c * int(done[r]), completing + (done[r] + c >= need[r])
         while waiting and budget > 0 and free_slots:
             r = waiting[0]
             start = int(done[r])
@@ -397,6 +407,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             chunks.append((c, start))
             chunk_slots.append(slot)
             budget -= c
+            fed, fed_prefix, completing = fed + c, fed_prefix + c * start, completing + (start + c >= need[r])
         if prefill_only and not chunks:  # no prompt could start (cache or budget): the decodes run instead
             dec = decoding()
         nd = len(dec)
@@ -449,9 +460,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         else:
             ctx1 = s_ctx[dec] + T
             sum1 = float(ctx1.sum())
-        fed = sum(c for c, _ in chunks)
         M = nd * T + fed
-        completing = sum(1 for (c, p), slot in zip(chunks, chunk_slots) if p + c >= need[s_req[slot]])
         dt = step.step_seconds(nd, float(sum1), ctx1, M, nd * T + completing, chunks) + engine.step_overhead_s
         if draft is not None:  # k draft decode steps, and the draft's own prefill of the chunks
             if nd:
@@ -462,7 +471,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         now += dt
         steps += 1
         tokens_sum += M
-        records.one(dt, nd, fed, sum(c * p for c, p in chunks) / fed if fed else 0.0, len(chunks))
+        records.one(dt, nd, fed, fed_prefix / fed if fed else 0.0, len(chunks))
         if not chunks:
             dt_decode = dt
         kv_integral += used * dt
