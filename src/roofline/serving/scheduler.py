@@ -127,6 +127,35 @@ class _StepRecords:
         return [np.concatenate(pieces), *np.repeat(segments[1:], seg_len, axis=1)]
 
 
+def _decode_stretch(step: StepCost, overhead_s: float, K: int, now: float, arrives: float, totals, ctx0, cache,
+                    res: list, tick: int, bs: int):
+    """The decode-only steps to run at once from ``now``: at most K (up to the next finish), to the
+    one during which the next request ``arrives``, and before the cache runs out (``cache``: bytes
+    used, the capacity, the bytes by blocks held, whether those are linear). ``totals`` (sequences,
+    their contexts' sum) and ``ctx0`` (the contexts, or None where the sum will do) as
+    StepCost.decode_steps_seconds takes them; with a linear table the blocks come from ``res``, the
+    decoding slots counted by context - tick mod bs (a block each for those at a multiple of bs
+    before step 2 .. K). Returns (the steps, their seconds, the last one's end, the cache held during
+    each)."""
+    used, cap, table, linear = cache
+    if linear and table[1] > 0:  # past the cache's end at most: n blocks taken every bs steps
+        K = min(K, bs * -(-(int((cap - used) // table[1]) + 2) // totals[0]) + 1)
+    times = step.decode_steps_seconds(ctx0, K, totals)
+    if overhead_s:
+        times += overhead_s
+    ends = np.cumsum(np.concatenate(([now], times)))[1:]  # each step's end, summed as step by step
+    if arrives < math.inf:  # stop at the step during which one arrives
+        K = min(K, int(np.searchsorted(ends, arrives, side="left")) + 1)
+    if linear:
+        inc = np.asarray(res)[(-1 - tick - np.arange(K - 1)) % bs]
+        used_k = used + table[1] * np.concatenate(([0], np.cumsum(inc)))
+    else:
+        used_k = used + cache_growth(table, False, ctx0, -(-(ctx0 + 1) // bs), K, bs)
+    if used_k[K - 1] > cap:  # the steps before the cache runs out (at least the first: it fit)
+        K = int(np.flatnonzero(used_k > cap)[0])
+    return K, times[:K], float(ends[K - 1]), used_k[:K]
+
+
 def scheduler_words(engine: Engine) -> str:
     """How the engine makes a step, in words (the run's scheduler note)."""
     feed = "prompt chunks" if engine.chunked_prefill else "whole prompts"
@@ -421,32 +450,18 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         # within two steps (a stretch's arrays cost more than the steps)
         if (nd and not chunks and lazy and STRETCH > 1 and not (next_i < n and arrival[next_i] - now < 2.0 * dt_decode)
                 and next_finish() - tick > 1):
-            K = int(min(next_finish() - tick, STRETCH))
-            if linear_table and table[1] > 0:  # past the cache's end at most: nd blocks taken every bs steps
-                K = min(K, bs * -(-(int((cap - used) // table[1]) + 2) // nd) + 1)
             # step k feeds one token against ctx0 + 1 + k; the contexts themselves only where a sum will not do
             ctx0 = s_ctx[dec] + tick if step.needs_contexts or not linear_table else None
-            times = step.decode_steps_seconds(ctx0, K, (nd, sum_base + nd * tick))
-            if engine.step_overhead_s:
-                times += engine.step_overhead_s
-            ends = np.cumsum(np.concatenate(([now], times)))[1:]  # each step's end, summed as step by step
-            if next_i < n and arrival[next_i] < math.inf:  # stop at the step during which one arrives
-                K = min(K, int(np.searchsorted(ends, arrival[next_i], side="left")) + 1)
-            if linear_table:  # a block each for the slots whose context is a multiple of bs before step 2 .. K
-                inc = np.asarray(res)[(-1 - tick - np.arange(K - 1)) % bs]
-                used_k = used + table[1] * np.concatenate(([0], np.cumsum(inc)))
-            else:
-                used_k = used + cache_growth(table, False, ctx0, -(-(ctx0 + 1) // bs), K, bs)
-            if used_k[K - 1] > cap:  # the steps before the cache runs out (at least this one: it fit above)
-                K = int(np.flatnonzero(used_k > cap)[0])
+            K, dts, end, used_k = _decode_stretch(
+                step, engine.step_overhead_s, int(min(next_finish() - tick, STRETCH)), now,
+                float(arrival[next_i]) if next_i < n else math.inf, (nd, sum_base + nd * tick), ctx0,
+                (used, cap, table, linear_table), res, tick, bs)
             if K > 1:
-                dts = times[:K]
-                span = float(ends[K - 1]) - now
-                in_system_integral += in_system * span
-                kv_integral += float(np.dot(used_k[:K], dts))
-                used = float(used_k[K - 1])
+                in_system_integral += in_system * (end - now)
+                kv_integral += float(np.dot(used_k, dts))
+                used = float(used_k[-1])
                 kv_peak = max(kv_peak, used)
-                now = float(ends[K - 1])
+                now = end
                 steps += K
                 tokens_sum += nd * K
                 records.stretch(dts, nd)
