@@ -447,8 +447,8 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             raise RooflineError("the scheduler is stuck: nothing can run and nothing will arrive (the cache holds no "
                                 "waiting request)", field="requests")
         # decodes only: run the steps up to the next event in one go (same arithmetic), unless one arrives
-        # within two steps (a stretch's arrays cost more than the steps)
-        if (nd and not chunks and lazy and STRETCH > 1 and not (next_i < n and arrival[next_i] - now < 2.0 * dt_decode)
+        # within four steps (a stretch's arrays cost about as much as four steps)
+        if (nd and not chunks and lazy and STRETCH > 1 and not (next_i < n and arrival[next_i] - now < 4.0 * dt_decode)
                 and next_finish() - tick > 1):
             # step k feeds one token against ctx0 + 1 + k; the contexts themselves only where a sum will not do
             ctx0 = s_ctx[dec] + tick if step.needs_contexts or not linear_table else None
