@@ -211,6 +211,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         arrival[: min(requests.concurrency, n)] = 0.0
     else:
         arrival[:] = requests.arrival_s
+    arrives = arrival.tolist()  # the same, read a step at a time
     need = inp.tolist()  # prompt tokens to hold before sampling (prompt + generated after a preemption)
     done = [0] * n  # (per-request scalars as lists, the cache bytes by blocks too: plain numbers cost less a step)
     gen = np.zeros(n, dtype=np.int64)
@@ -302,7 +303,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         in_system -= 1
         release(slot)
         if closed and next_closed < n:
-            arrival[next_closed] = now
+            arrival[next_closed] = arrives[next_closed] = now
             next_closed += 1
 
     def preempt_newest():
@@ -380,10 +381,10 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             next_report = (finished // report_every + 1) * report_every
         if steps >= max_steps:
             raise RooflineError(f"the simulation ran {max_steps:,} steps without finishing", field="requests")
-        while next_i < n and arrival[next_i] <= now:
+        while next_i < n and arrives[next_i] <= now:
             waiting.append(next_i)
             in_system += 1
-            in_system_integral += now - arrival[next_i]  # it arrived during the last step
+            in_system_integral += now - arrives[next_i]  # it arrived during the last step
             next_i += 1
         if t0 is None and waiting:
             t0 = now
@@ -441,20 +442,20 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             dec = decoding()
         nd = len(dec)
         if not nd and not chunks:
-            if next_i < n and np.isfinite(arrival[next_i]):
-                now = max(now, float(arrival[next_i]))
+            if next_i < n and arrives[next_i] < math.inf:
+                now = max(now, arrives[next_i])
                 continue
             raise RooflineError("the scheduler is stuck: nothing can run and nothing will arrive (the cache holds no "
                                 "waiting request)", field="requests")
         # decodes only: run the steps up to the next event in one go (same arithmetic), unless one arrives
         # within four steps (a stretch's arrays cost about as much as four steps)
-        if (nd and not chunks and lazy and STRETCH > 1 and not (next_i < n and arrival[next_i] - now < 4.0 * dt_decode)
+        if (nd and not chunks and lazy and STRETCH > 1 and not (next_i < n and arrives[next_i] - now < 4.0 * dt_decode)
                 and next_finish() - tick > 1):
             # step k feeds one token against ctx0 + 1 + k; the contexts themselves only where a sum will not do
             ctx0 = s_ctx[dec] + tick if step.needs_contexts or not linear_table else None
             K, dts, end, used_k = _decode_stretch(
                 step, engine.step_overhead_s, int(min(next_finish() - tick, STRETCH)), now,
-                float(arrival[next_i]) if next_i < n else math.inf, (nd, sum_base + nd * tick), ctx0,
+                arrives[next_i] if next_i < n else math.inf, (nd, sum_base + nd * tick), ctx0,
                 (used, cap, table, linear_table), res, tick, bs)
             if K > 1:
                 in_system_integral += in_system * (end - now)
