@@ -150,7 +150,7 @@ def _decode_stretch(step: StepCost, overhead_s: float, K: int, now: float, arriv
         inc = np.asarray(res)[(-1 - tick - np.arange(K - 1)) % bs]
         used_k = used + table[1] * np.concatenate(([0], np.cumsum(inc)))
     else:
-        used_k = used + cache_growth(table, False, ctx0, -(-(ctx0 + 1) // bs), K, bs)
+        used_k = used + cache_growth(table, ctx0, -(-(ctx0 + 1) // bs), K, bs)
     if used_k[K - 1] > cap:  # the steps before the cache runs out (at least the first: it fit)
         K = int(np.flatnonzero(used_k > cap)[0])
     return K, times[:K], float(ends[K - 1]), used_k[:K]
