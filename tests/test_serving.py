@@ -115,6 +115,80 @@ def test_a_sliding_window_model_steps_the_same_at_once_and_one_by_one(monkeypatc
     assert fast.kv_mean == pytest.approx(slow.kv_mean, rel=1e-9)
 
 
+def _small_cache(step, gb):
+    """The memory fraction that leaves ``gb`` GB for the KV cache after the weights and activations."""
+    from roofline.plan.step import kv_cache_budget
+
+    _, parts = kv_cache_budget(step, 1.0)
+    return (parts["weights_bytes"] + parts["activations_bytes"] + gb * 1e9) / parts["capacity_bytes"]
+
+
+@pytest.mark.parametrize("case", ["poisson", "closed, preempting", "poisson, preempting, small steps",
+                                  "whole prompts, preempting", "prefix hits, token slots", "sliding window"])
+def test_the_simulator_gives_the_step_by_step_runs_figures(step, case):
+    """Issue 35: the default run (decode stretches, each decoding sequence's state kept relative to a
+    step counter, the batch's sums kept between steps) against simulate(..., stepwise=True), which
+    advances and sums the per-slot arrays every step: the same steps, preemptions and tokens, and the
+    same percentiles and means to 1e-12. A cache of 0.5 GB holds ~3,800 tokens (131,072 B each), so
+    8 users of up to 1,500 + 1,500 tokens preempt; Mistral 7B's 4,096-token window is crossed."""
+    engine = Engine()
+    if case == "poisson":
+        reqs = poisson_requests(15, 300, (64, 1500), (8, 400), seed=1)
+    elif case == "closed, preempting":
+        reqs, engine = closed_requests(8, 40, (500, 1500), (200, 1500), seed=2), Engine(memory_fraction=_small_cache(step, 0.5))
+    elif case == "poisson, preempting, small steps":
+        reqs = poisson_requests(30, 200, (100, 3000), (10, 800), seed=4)
+        engine = Engine(memory_fraction=_small_cache(step, 0.5), max_tokens=2048)
+    elif case == "whole prompts, preempting":
+        reqs = closed_requests(16, 60, (100, 2000), (10, 300), seed=3)
+        engine = Engine(chunked_prefill=False, mixed_steps=False, memory_fraction=_small_cache(step, 0.5))
+    elif case == "prefix hits, token slots":
+        reqs, engine = poisson_requests(20, 300, (64, 1500), (8, 400), seed=1), Engine(prefix_hit=0.3, block_size=1)
+    else:
+        step = StepCost("mistral-7b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=64)
+        reqs, engine = closed_requests(6, 12, (3000, 5000), (200, 2500), seed=2), Engine(max_seqs=64)
+    fast, plain = simulate(step, reqs, engine), simulate(step, reqs, engine, stepwise=True)
+    if "preempting" in case:
+        assert plain.preemptions > 0
+    a, b = fast.metrics(), plain.metrics()
+    for key in ("steps", "preemptions", "computed_prompt_tokens", "requests"):
+        assert a[key] == b[key], key
+    assert fast.output_tokens == plain.output_tokens and fast.input_tokens == plain.input_tokens
+    for key, value in b.items():
+        assert a[key] == pytest.approx(value, rel=1e-12, nan_ok=True), key
+    np.testing.assert_allclose(fast.e2e_s, plain.e2e_s, rtol=1e-12)
+    np.testing.assert_allclose(fast.step_durations_s, plain.step_durations_s, rtol=1e-12)  # every step, in order
+    for a, b in ((fast.step_decodes, plain.step_decodes), (fast.step_chunk_tokens, plain.step_chunk_tokens),
+                 (fast.step_chunk_prefix, plain.step_chunk_prefix), (fast.step_chunk_count, plain.step_chunk_count)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_weighted_percentiles_are_those_of_the_values_repeated_by_their_weights():
+    """Each value counted its weight times, sorted: the p-th percentile is the element at index
+    ceil(p% of the total weight) - 1 (the least value whose weight at or below it reaches p%), ties
+    and zero weights included, whatever the spread of the values (over 4,096 of them, binned by value
+    without a full sort; a few far outliers put most in one bin, binned again)."""
+    from roofline.serving.results import _weighted_percentiles
+
+    rng = np.random.default_rng(0)
+    for trial in range(100):
+        n = int(rng.integers(1, 30000))
+        v = np.round(rng.gamma(2.0, 1.0, n) * rng.choice([1.0, 1e-3]), int(rng.integers(1, 6)))
+        if trial % 3 == 0:
+            v[:10] = 1e3
+        if trial % 7 == 0:
+            v[:] = 0.5
+        w = rng.integers(0, 5, n).astype(float)
+        if not w.sum():
+            continue
+        every = np.sort(np.repeat(v, w.astype(int)))
+        for ps in ((0, 50, 100), (50, 90, 99)):  # with p = 0 the values of weight 0 are left out first
+            got = _weighted_percentiles(v, w, ps)
+            for p in ps:
+                assert got[p] == every[min(max(math.ceil(p / 100 * w.sum()) - 1, 0), len(every) - 1)], (trial, p)
+        assert got["mean"] == pytest.approx(every.mean(), rel=1e-12)
+
+
 def test_a_full_cache_preempts_and_recomputes(step):
     """A cache of ~0.5 GB (memory fraction just above weights + activations) holds ~4,000 tokens
     (131,072 B each); 8 users of 1,000 + 1,000 tokens cannot all keep theirs: sequences are

@@ -131,6 +131,7 @@ class StepCost(StepLayout):
         self._decode_fits = []  # per kind: (layers, span, [(name, category, dtype, link, F coefs, B coefs, rates)])
         self._chunk_names = []  # per kind: the names of its sequence ops in prefill
         self._chunk_cache: dict = {}
+        self._one_chunk_s: dict = {}  # (C, P) -> seconds of a step's chunk ops when that chunk is its only one
         self._chunk_fits = []  # per kind: the chunk ops' FLOPs and bytes in closed form in (C, P), or None
         self._seq_notes: list[str] = []  # the sequence ops measured kernels could not price, and why
         runs = 0
@@ -206,6 +207,13 @@ class StepCost(StepLayout):
         self._runs_token = runs + 2  # final norm and LM head
         self._runs_chunk = sum(n * len(names) for (_, n, _, _), names in zip(self._token_kinds, self._chunk_names))
         self._runs_decode = sum(layers * len(fits) for layers, _, _, fits in self._decode_fits)
+        # whether a step's decode time needs each context (a window or a top-k), not just their sum
+        self.needs_contexts = any(span for _, span, _, _ in self._decode_fits)
+        # the same as plain floats for a step's scalar arithmetic (numpy scalars cost more a step than the sum)
+        self._token_s, self._logits_s = token_body.tolist(), logits_body.tolist()
+        self._decode_terms = [(layers, span, [(*(float(x) for x in cf), *(float(x) for x in cb), float(rates[0]),
+                                                float(rates[1]), table) for _, _, _, _, cf, cb, rates, table in fits])
+                              for layers, span, _, fits in self._decode_fits]
 
     def _token_names(self, kind) -> list[str]:
         """Names of the kind's ops whose FLOPs and bytes depend on the step's token count only."""
@@ -290,13 +298,15 @@ class StepCost(StepLayout):
         dp = self._dp
         scale = (-(-n // dp)) / n if dp > 1 and n else 1.0
         n = -(-n // dp) if dp > 1 else n
-        for layers, span, _, fits in self._decode_fits:
+        keep = 1.0 - self.cost_model.overlap
+        for layers, span, terms in self._decode_terms:
             s = (sum_s if not span else float(np.minimum(contexts, span).sum())) * scale
-            for _, _, _, _, cf, cb, rates, table in fits:
+            for f0, f1, f2, b0, b1, b2, rc, rm, table in terms:
                 if table is not None:
                     t += layers * float(table.seconds(n, s / n)) if n else 0.0
                     continue
-                t += layers * self._seq_time(cf[0] + cf[1] * n + cf[2] * s, cb[0] + cb[1] * n + cb[2] * s, rates)
+                c, m = (f0 + f1 * n + f2 * s) * rc, (b0 + b1 * n + b2 * s) * rm  # overlapped_s, inline
+                t += layers * (m + keep * c if m > c else c + keep * m)
         return t
 
     @staticmethod
@@ -381,8 +391,15 @@ class StepCost(StepLayout):
     def _chunks_seconds(self, chunks) -> float:
         if not chunks:
             return 0.0
-        return sum(n * (t if t == t else self._seq_time(F, B, rates)) for F, B, rates, n, t in
-                   self._chunk_share(chunks).values())
+        if len(chunks) == 1:  # the common step: one chunk, its seconds kept by (C, P)
+            got = self._one_chunk_s.get(chunks[0])
+            if got is not None:
+                return got
+        t = sum(n * (t if t == t else self._seq_time(F, B, rates)) for F, B, rates, n, t in
+                self._chunk_share(chunks).values())
+        if len(chunks) == 1 and len(self._one_chunk_s) < 1_000_000:
+            self._one_chunk_s[(int(chunks[0][0]), int(chunks[0][1]))] = t
+        return t
 
     def _chunk_share(self, chunks) -> dict:
         """The chunk ops one GPU runs: all of them, or with data-parallel attention 1/g of them but
@@ -415,27 +432,29 @@ class StepCost(StepLayout):
             body = self._token_body[x] + self._expert_body[M] + self._logits_body[min(-(-R // self._dp) + 0, R)]
             body += self._decode_seconds(n, sum_s, contexts) if n else 0.0
         else:
-            body = self._token_body[M] + self._logits_body[R] + self._decode_seconds(n, sum_s, contexts) if n else \
-                self._token_body[M] + self._logits_body[R]
+            body = self._token_s[M] + self._logits_s[R] + self._decode_seconds(n, sum_s, contexts) if n else \
+                self._token_s[M] + self._logits_s[R]
         body += self._chunks_seconds(chunks)
         return body + self.launch_seconds(n, bool(chunks), R > 0)
 
-    def decode_steps_seconds(self, ctx0: np.ndarray, K: int) -> np.ndarray:
+    def decode_steps_seconds(self, ctx0: np.ndarray | None, K: int, totals: tuple[int, int] | None = None) -> np.ndarray:
         """Seconds of K decode-only steps of the same n sequences, step k feeding each one token
         against ctx0 + 1 + k (the simulator's stretch between events). Same arithmetic as
-        step_seconds, vectorised over the steps; the context sums in closed form (a window W:
-        sum_i min(ctx0_i + 1 + k, W) from the sorted contexts' prefix sums)."""
-        n = len(ctx0)
+        step_seconds, vectorised over the steps; the context sums in closed form (affine in k: sum
+        ctx0 + n k; a window W: sum_i min(ctx0_i + 1 + k, W) from the sorted contexts' prefix sums).
+        ``totals`` (n, sum of ctx0) stand for ctx0 (None) where the model needs no single context
+        (not needs_contexts)."""
+        n = len(ctx0) if ctx0 is not None else totals[0]
         k1 = np.arange(1, K + 1, dtype=float)
         if self.verify_tokens != 1:
             raise ValueError("decode_steps_seconds is for one token per sequence and step")
         dp = self._dp
         ng = -(-n // dp)  # the busiest GPU's sequences (all of them without data-parallel attention)
         if dp > 1:
-            t = np.full(K, self._token_body[ng] + self._expert_body[n] + self._logits_body[ng] + self.launch_seconds(n, False))
+            t = self._token_body[ng] + self._expert_body[n] + self._logits_body[ng] + self.launch_seconds(n, False)
         else:
-            t = np.full(K, self._token_body[n] + self._logits_body[n] + self.launch_seconds(n, False))
-        sums = float(ctx0.sum()) + n * k1
+            t = self._token_body[n] + self._logits_body[n] + self.launch_seconds(n, False)
+        sum0 = float(ctx0.sum()) if ctx0 is not None else float(totals[1])
         order = None
         for layers, span, _, fits in self._decode_fits:
             if span:
@@ -446,15 +465,19 @@ class StepCost(StepLayout):
                 s = prefix[below] + below * k1 + (n - below) * float(span)
                 s = s * ng / n
             else:
-                s = sums * ng / n
+                s = None  # the busiest GPU's context sum at step k: (sum0 + n k) ng / n
             for _, _, _, _, cf, cb, (rc, rm), table in fits:
                 if table is not None:
-                    t += layers * table.seconds(ng, s / ng)
+                    t = t + layers * table.seconds(ng, ((sum0 + n * k1) * ng / n if s is None else s) / ng)
                     continue
-                c = (cf[0] + cf[1] * ng + cf[2] * s) * rc
-                m = (cb[0] + cb[1] * ng + cb[2] * s) * rm
-                t += layers * overlapped_s(c, m, self.cost_model.overlap)
-        return t
+                if s is None:  # c and m affine in k: two array ops each
+                    c = (cf[0] + cf[1] * ng + cf[2] * (sum0 * ng / n)) * rc + (cf[2] * ng * rc) * k1
+                    m = (cb[0] + cb[1] * ng + cb[2] * (sum0 * ng / n)) * rm + (cb[2] * ng * rm) * k1
+                else:
+                    c = (cf[0] + cf[1] * ng + cf[2] * s) * rc
+                    m = (cb[0] + cb[1] * ng + cb[2] * s) * rm
+                t = t + layers * overlapped_s(c, m, self.cost_model.overlap)
+        return t if isinstance(t, np.ndarray) else np.full(K, t)
 
     def launch_seconds(self, n_decode: int, has_chunks: bool, samples: bool = True) -> float:
         """The step's launches: one CUDA graph replay for a decode-only step (with cuda_graph), else

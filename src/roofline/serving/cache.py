@@ -16,17 +16,10 @@ from roofline.serving.engine import Engine
 from roofline.units import GIGA
 
 
-def cache_growth(table, linear: bool, ctx0: np.ndarray, blocks0: np.ndarray, K: int, bs: int) -> np.ndarray:
+def cache_growth(table, ctx0: np.ndarray, blocks0: np.ndarray, K: int, bs: int) -> np.ndarray:
     """Cache bytes the decoding sequences add over K steps (index k: after step k's growth):
-    sum_i table[ceil((ctx0_i + 1 + k) / bs)] - table[blocks0_i]. With a linear table (bytes per
-    block constant: full-attention models) in closed form from the contexts' residues mod bs;
-    otherwise element by element."""
-    if linear:
-        # a sequence takes a new block at step x (holding ctx0 + x tokens) when ctx0 + x = 1 mod bs:
-        # the growth is a running count of the contexts' residues (step 1's growth is already in blocks0)
-        hist = np.bincount(ctx0 % bs, minlength=bs)
-        inc = hist[(1 - np.arange(2, K + 1)) % bs]
-        return table[1] * np.concatenate(([0], np.cumsum(inc)))
+    sum_i table[ceil((ctx0_i + 1 + k) / bs)] - table[blocks0_i], element by element (the simulator
+    counts a linear table's blocks in closed form: scheduler._decode_stretch)."""
     x = np.arange(1, K + 1)
     return (table[-(-(ctx0[None, :] + x[:, None]) // bs)] - table[blocks0][None, :]).sum(axis=1)
 

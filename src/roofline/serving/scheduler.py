@@ -28,6 +28,7 @@ Sweeps and the SLO search are in search.py, prefill/decode disaggregation in dis
 from __future__ import annotations
 
 import collections
+import heapq
 import math
 
 import numpy as np
@@ -86,34 +87,73 @@ def validation_note(step, engine) -> str:
 
 
 class _StepRecords:
-    """Every step's seconds, decodes, prompt tokens, their mean prefix and chunks: single steps kept
-    as plain floats until a stretch of decode-only steps (arrays) or the end, so that a step costs
-    no array of its own."""
+    """Every step's seconds, decodes, prompt tokens, their mean prefix and chunks: a single step kept
+    as a tuple, a stretch of decode-only steps as its seconds and its decodes, until the end, so that
+    a step or a stretch costs no array of its own."""
 
     def __init__(self):
-        self.parts: list[list[np.ndarray]] = [[], [], [], [], []]
-        self.pending: list[list[float]] = [[], [], [], [], []]
+        self.singles: list[tuple] = []  # each single step's (seconds, decodes, prompt tokens, mean prefix, chunks)
+        self.runs: list[tuple] = []  # each stretch's (single steps before it, seconds, decodes)
 
     def one(self, dt, nd, fed, prefix, chunks):
-        for column, value in zip(self.pending, (dt, nd, fed, prefix, chunks)):
-            column.append(value)
+        self.singles.append((dt, nd, fed, prefix, chunks))
 
     def stretch(self, dts: np.ndarray, nd: int):
         """K decode-only steps of ``nd`` decodes each, their seconds ``dts``."""
-        self._flush()
-        zeros = np.zeros(len(dts))
-        for part, values in zip(self.parts, (dts, np.full(len(dts), float(nd)), zeros, zeros, zeros)):
-            part.append(values)
-
-    def _flush(self):
-        if self.pending[0]:
-            for part, column in zip(self.parts, self.pending):
-                part.append(np.array(column, dtype=float))
-                column.clear()
+        self.runs.append((len(self.singles), dts, nd))
 
     def arrays(self) -> list[np.ndarray]:
-        self._flush()
-        return [np.concatenate(part) if part else np.zeros(0) for part in self.parts]
+        """The five columns in step order: segments (a single step, or a stretch) placed in order,
+        repeated by their lengths; a stretch's seconds put in between the single steps'."""
+        one = np.array(self.singles, dtype=float).reshape(-1, 5)
+        if not self.runs:
+            return [column.copy() for column in one.T]
+        at = np.array([k for k, _, _ in self.runs], dtype=np.int64)
+        n1, R = len(one), len(at)
+        segments = np.zeros((5, n1 + R))
+        seg_len = np.ones(n1 + R, dtype=np.int64)
+        singles_at = np.arange(n1) + np.searchsorted(at, np.arange(n1), side="right")  # runs placed before each
+        runs_at = at + np.arange(R)
+        segments[:, singles_at] = one.T
+        segments[1, runs_at] = [nd for _, _, nd in self.runs]
+        seg_len[runs_at] = [len(dts) for _, dts, _ in self.runs]
+        pieces, prev = [], 0
+        for k, dts, _ in self.runs:
+            if k > prev:
+                pieces.append(one[prev:k, 0])
+                prev = k
+            pieces.append(dts)
+        pieces.append(one[prev:, 0])
+        return [np.concatenate(pieces), *np.repeat(segments[1:], seg_len, axis=1)]
+
+
+def _decode_stretch(step: StepCost, overhead_s: float, K: int, now: float, arrives: float, totals, ctx0, cache,
+                    res: list, tick: int, bs: int):
+    """The decode-only steps to run at once from ``now``: at most K (up to the next finish), to the
+    one during which the next request ``arrives``, and before the cache runs out (``cache``: bytes
+    used, the capacity, the bytes by blocks held, whether those are linear). ``totals`` (sequences,
+    their contexts' sum) and ``ctx0`` (the contexts, or None where the sum will do) as
+    StepCost.decode_steps_seconds takes them; with a linear table the blocks come from ``res``, the
+    decoding slots counted by context - tick mod bs (a block each for those at a multiple of bs
+    before step 2 .. K). Returns (the steps, their seconds, the last one's end, the cache held during
+    each)."""
+    used, cap, table, linear = cache
+    if linear and table[1] > 0:  # past the cache's end at most: n blocks taken every bs steps
+        K = min(K, bs * -(-(int((cap - used) // table[1]) + 2) // totals[0]) + 1)
+    times = step.decode_steps_seconds(ctx0, K, totals)
+    if overhead_s:
+        times += overhead_s
+    ends = np.cumsum(np.concatenate(([now], times)))[1:]  # each step's end, summed as step by step
+    if arrives < math.inf:  # stop at the step during which one arrives
+        K = min(K, int(np.searchsorted(ends, arrives, side="left")) + 1)
+    if linear:
+        inc = np.asarray(res)[(-1 - tick - np.arange(K - 1)) % bs]
+        used_k = used + table[1] * np.concatenate(([0], np.cumsum(inc)))
+    else:
+        used_k = used + cache_growth(table, ctx0, -(-(ctx0 + 1) // bs), K, bs)
+    if used_k[K - 1] > cap:  # the steps before the cache runs out (at least the first: it fit)
+        K = int(np.flatnonzero(used_k > cap)[0])
+    return K, times[:K], float(ends[K - 1]), used_k[:K]
 
 
 def scheduler_words(engine: Engine) -> str:
@@ -127,7 +167,7 @@ def scheduler_words(engine: Engine) -> str:
 
 def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), price_per_gpu_hour: float | None = None,
              max_steps: int = 50_000_000, draft: StepCost | None = None, _stage_engine: bool = False,
-             progress=None) -> ServingResult:
+             progress=None, stepwise: bool = False) -> ServingResult:
     """Run the scheduler of the module docstring over ``requests``; see ServingResult.
 
     Speculative decoding (``engine.spec_tokens`` k > 0, a ``draft`` model's StepCost built for one
@@ -139,7 +179,11 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     weights and its KV cache share the GPUs' memory.
 
     ``progress(finished, n)``, when given, is called each time another tenth of the requests has
-    finished (a long run's sign of life)."""
+    finished (a long run's sign of life).
+
+    ``stepwise``: every step on its own, the per-slot arrays advanced and summed as they are (no
+    decode stretches, no sums kept between steps): the plain reference the default is tested
+    against (tests/test_serving.py); far slower."""
     if step.pipeline_stages > 1 and not _stage_engine:
         if draft is not None:
             raise RooflineError("speculative decoding with pipeline stages is not modelled", field="pipeline_stages")
@@ -161,6 +205,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     inp = np.asarray(requests.input_tokens, dtype=np.int64)
     out = np.asarray(requests.output_tokens, dtype=np.int64)
     cap, parts, table, linear_table = replica_cache(step, engine, inp, out, draft)
+    tab = table.tolist()
 
     closed = requests.arrival_s is None
     arrival = np.full(n, np.inf)
@@ -168,8 +213,9 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         arrival[: min(requests.concurrency, n)] = 0.0
     else:
         arrival[:] = requests.arrival_s
-    need = inp.copy()  # prompt tokens to hold before sampling (prompt + generated after a preemption)
-    done = np.zeros(n, dtype=np.int64)
+    arrives = arrival.tolist()  # the same, read a step at a time
+    need = inp.tolist()  # prompt tokens to hold before sampling (prompt + generated after a preemption)
+    done = [0] * n  # (per-request scalars as lists, the cache bytes by blocks too: plain numbers cost less a step)
     gen = np.zeros(n, dtype=np.int64)
     first_t = np.full(n, np.nan)
     finish_t = np.full(n, np.nan)
@@ -201,10 +247,51 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     computed = 0
     finished = 0
     hit = engine.prefix_hit
+    # one token per step (T == 1): every decoding slot advances each decode step, so its state is kept
+    # relative to ``tick`` (the decode steps run): s_ctx = context - tick, gen = generated - tick, s_fin =
+    # the tick it finishes at (``fins`` a heap of (tick, slot), stale ones skipped), its blocks ceil(context
+    # / bs) (into s_blocks when it stops); ``res`` counts them by s_ctx mod bs (those at a multiple of bs
+    # take a block next step), ``sum_base`` sums s_ctx
+    lazy = T == 1 and not stepwise
+    tick = sum_base = 0
+    res = [0] * bs
+    s_fin = [math.inf] * S
+    fins: list[tuple[int, int]] = []
+    running = np.zeros(0, dtype=np.int64)  # lazy: the decoding slots (flatnonzero(s_dec)) ...
+    running_stale = False  # ... to be recomputed
+    dt_decode = 0.0  # the last decode-only step's seconds
+
+    def start_decoding(slot, r):
+        nonlocal sum_base, running_stale
+        s_dec[slot] = True
+        s_credit[slot] = 0.0
+        running_stale = True
+        if lazy:
+            base = int(s_ctx[slot]) - tick
+            s_ctx[slot] = base
+            gen[r] -= tick
+            s_fin[slot] = int(out[r] - gen[r])
+            heapq.heappush(fins, (s_fin[slot], slot))
+            res[base % bs] += 1
+            sum_base += base
+
+    def stop_decoding(slot):
+        nonlocal sum_base, running_stale
+        running_stale = True
+        if lazy:
+            base = int(s_ctx[slot])
+            res[base % bs] -= 1
+            sum_base -= base
+            s_ctx[slot] = base + tick
+            gen[s_req[slot]] += tick
+            s_blocks[slot] = -(-(base + tick) // bs)
+            s_fin[slot] = math.inf
 
     def release(slot):
         nonlocal used
-        used -= table[s_blocks[slot]]
+        if s_dec[slot]:
+            stop_decoding(slot)
+        used -= tab[s_blocks[slot]]
         s_req[slot] = -1
         s_dec[slot] = False
         s_blocks[slot] = 0
@@ -218,13 +305,28 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         in_system -= 1
         release(slot)
         if closed and next_closed < n:
-            arrival[next_closed] = now
+            arrival[next_closed] = arrives[next_closed] = now
             next_closed += 1
+
+    def preempt_newest():
+        """The most recently admitted sequence preempted: its cache freed, it waits again at the head
+        of the queue to recompute its prompt and what it had generated."""
+        nonlocal preemptions
+        active = np.flatnonzero(s_req >= 0)
+        victim = int(active[np.argmax(s_order[active])])
+        r = int(s_req[victim])
+        if victim in prefilling:
+            prefilling.remove(victim)
+        release(victim)
+        need[r] = int(inp[r] + gen[r])
+        done[r] = 0
+        waiting.appendleft(r)
+        preemptions += 1
 
     def grow_decodes():
         """The decoding slots, their next blocks taken; the newest sequences preempted while those do
         not fit."""
-        nonlocal used, preemptions
+        nonlocal used
         dec = np.flatnonzero(s_dec)
         while len(dec):
             grow_to = -(-(s_ctx[dec] + T) // bs)  # blocks to hold the ctx + T tokens the step writes
@@ -233,18 +335,45 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                 s_blocks[dec] = grow_to
                 used += extra
                 break
-            active = np.flatnonzero(s_req >= 0)
-            victim = int(active[np.argmax(s_order[active])])
-            r = int(s_req[victim])
-            if victim in prefilling:
-                prefilling.remove(victim)
-            release(victim)
-            need[r] = inp[r] + gen[r]
-            done[r] = 0
-            waiting.appendleft(r)
-            preemptions += 1
+            preempt_newest()
             dec = np.flatnonzero(s_dec)
         return dec
+
+    def decoding():
+        """grow_decodes(); with one token per step (lazy) from the kept counts: in O(1) while no
+        decoding slot needs a block or the cache holds those that do (a linear table: a block each)."""
+        nonlocal used, running, running_stale
+        if not lazy:
+            return grow_decodes()
+        while True:
+            if running_stale:
+                running = s_dec.nonzero()[0]
+                running_stale = False
+            crossing = res[-tick % bs]
+            if not crossing:
+                return running
+            if linear_table:
+                extra = tab[1] * crossing
+            else:
+                ctx = s_ctx[running] + tick
+                extra = float((table[-(-(ctx + 1) // bs)] - table[-(-ctx // bs)]).sum())
+            if used + extra <= cap:
+                used += extra
+                return running
+            preempt_newest()
+
+    def finish_decodes():
+        """Lazy: the decoding slots whose last token this tick gave finish (in slot order)."""
+        while fins and fins[0][0] <= tick:
+            fin, slot = heapq.heappop(fins)
+            if s_fin[slot] == fin:
+                finish(int(s_req[slot]), slot)
+
+    def next_finish() -> float:
+        """Lazy: the tick at which the next decoding slot finishes."""
+        while fins and s_fin[fins[0][1]] != fins[0][0]:
+            heapq.heappop(fins)
+        return fins[0][0] if fins else math.inf
 
     report_every = max(n // 10, 1)
     next_report = report_every
@@ -254,25 +383,26 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             next_report = (finished // report_every + 1) * report_every
         if steps >= max_steps:
             raise RooflineError(f"the simulation ran {max_steps:,} steps without finishing", field="requests")
-        while next_i < n and arrival[next_i] <= now:
+        while next_i < n and arrives[next_i] <= now:
             waiting.append(next_i)
             in_system += 1
-            in_system_integral += now - arrival[next_i]  # it arrived during the last step
+            in_system_integral += now - arrives[next_i]  # it arrived during the last step
             next_i += 1
         if t0 is None and waiting:
             t0 = now
         # a step of prompts alone (not mixed_steps: SGLang's new prefill batch first) while there is prompt work
         prefill_only = not engine.mixed_steps and bool(prefilling or (waiting and free_slots))
-        dec = np.zeros(0, dtype=np.int64) if prefill_only else grow_decodes()
+        dec = np.zeros(0, dtype=np.int64) if prefill_only else decoding()
         budget = engine.max_tokens - len(dec) * T
         chunks, chunk_slots = [], []
+        fed = fed_prefix = completing = 0  # the chunks' tokens, their tokens x prefix, those that end a prompt
         for slot in list(prefilling):
             if budget <= 0:
                 break
             r = int(s_req[slot])
             c = int(min(need[r] - done[r], budget))
             blocks = -(-(int(done[r]) + c) // bs)
-            extra = table[blocks] - table[s_blocks[slot]]
+            extra = tab[blocks] - tab[s_blocks[slot]]
             if used + extra > cap:
                 break
             used += extra
@@ -280,6 +410,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             chunks.append((c, int(done[r])))
             chunk_slots.append(slot)
             budget -= c
+            fed, fed_prefix, completing = fed + c, fed_prefix + c * int(done[r]), completing + (done[r] + c >= need[r])
         while waiting and budget > 0 and free_slots:
             r = waiting[0]
             start = int(done[r])
@@ -294,7 +425,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                                         field="max_tokens", also=("input_len",))
                 break
             blocks = -(-(start + c) // bs)
-            if used + table[blocks] > cap:
+            if used + tab[blocks] > cap:
                 break
             waiting.popleft()
             seen[r] = True
@@ -303,54 +434,52 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             s_req[slot], s_ctx[slot], s_blocks[slot], s_dec[slot] = r, start, blocks, False
             s_order[slot] = order
             order += 1
-            used += table[blocks]
+            used += tab[blocks]
             prefilling.append(slot)
             chunks.append((c, start))
             chunk_slots.append(slot)
             budget -= c
+            fed, fed_prefix, completing = fed + c, fed_prefix + c * start, completing + (start + c >= need[r])
         if prefill_only and not chunks:  # no prompt could start (cache or budget): the decodes run instead
-            dec = grow_decodes()
+            dec = decoding()
         nd = len(dec)
         if not nd and not chunks:
-            if next_i < n and np.isfinite(arrival[next_i]):
-                now = max(now, float(arrival[next_i]))
+            if next_i < n and arrives[next_i] < math.inf:
+                now = max(now, arrives[next_i])
                 continue
             raise RooflineError("the scheduler is stuck: nothing can run and nothing will arrive (the cache holds no "
                                 "waiting request)", field="requests")
-        if nd and not chunks and T == 1:  # decodes only: run steps up to the next event in one go (same arithmetic)
-            reqs = s_req[dec]
-            K = int(min((out[reqs] - gen[reqs]).min(), STRETCH))
+        # decodes only: run the steps up to the next event in one go (same arithmetic), unless one arrives
+        # within four steps (a stretch's arrays cost about as much as four steps)
+        if (nd and not chunks and lazy and STRETCH > 1 and not (next_i < n and arrives[next_i] - now < 4.0 * dt_decode)
+                and next_finish() - tick > 1):
+            # step k feeds one token against ctx0 + 1 + k; the contexts themselves only where a sum will not do
+            ctx0 = s_ctx[dec] + tick if step.needs_contexts or not linear_table else None
+            K, dts, end, used_k = _decode_stretch(
+                step, engine.step_overhead_s, int(min(next_finish() - tick, STRETCH)), now,
+                arrives[next_i] if next_i < n else math.inf, (nd, sum_base + nd * tick), ctx0,
+                (used, cap, table, linear_table), res, tick, bs)
             if K > 1:
-                ctx0 = s_ctx[dec]  # step k feeds one token against ctx0 + 1 + k
-                times = step.decode_steps_seconds(ctx0, K) + engine.step_overhead_s
-                cum = np.cumsum(times)
-                if next_i < n and np.isfinite(arrival[next_i]):  # stop at the step during which one arrives
-                    K = min(K, int(np.searchsorted(cum, arrival[next_i] - now, side="left")) + 1)
-                used_k = used + cache_growth(table, linear_table, ctx0, s_blocks[dec], K, bs)
-                over = np.flatnonzero(used_k > cap)
-                if len(over):
-                    K = int(over[0])  # the steps before the cache runs out (at least this one: it fit above)
-                if K > 1:
-                    dts = times[:K]
-                    span = float(cum[K - 1])
-                    in_system_integral += in_system * span
-                    kv_integral += float((used_k[:K] * dts).sum())
-                    kv_peak = max(kv_peak, float(used_k[K - 1]))
-                    used = float(used_k[K - 1])
-                    s_blocks[dec] = -(-(ctx0 + K) // bs)
-                    now += span
-                    steps += K
-                    tokens_sum += nd * K
-                    records.stretch(dts, nd)
-                    s_ctx[dec] += K
-                    gen[reqs] += K
-                    for slot in dec[gen[reqs] >= out[reqs]]:
-                        finish(int(s_req[slot]), int(slot))
-                    continue
-        ctx1 = s_ctx[dec] + T
-        M = nd * T + sum(c for c, _ in chunks)
-        completing = sum(1 for (c, p), slot in zip(chunks, chunk_slots) if p + c >= need[s_req[slot]])
-        dt = step.step_seconds(nd, float(ctx1.sum()), ctx1, M, nd * T + completing, chunks) + engine.step_overhead_s
+                in_system_integral += in_system * (end - now)
+                kv_integral += float(np.dot(used_k, dts))
+                used = float(used_k[-1])
+                kv_peak = max(kv_peak, used)
+                now = end
+                steps += K
+                tokens_sum += nd * K
+                records.stretch(dts, nd)
+                dt_decode = float(dts[-1])
+                tick += K
+                finish_decodes()
+                continue
+        if lazy:
+            sum1 = sum_base + nd * (tick + 1)  # the contexts the step's decodes attend
+            ctx1 = s_ctx[dec] + (tick + 1) if nd and step.needs_contexts else None
+        else:
+            ctx1 = s_ctx[dec] + T
+            sum1 = float(ctx1.sum())
+        M = nd * T + fed
+        dt = step.step_seconds(nd, float(sum1), ctx1, M, nd * T + completing, chunks) + engine.step_overhead_s
         if draft is not None:  # k draft decode steps, and the draft's own prefill of the chunks
             if nd:
                 dt += float(draft.decode_steps_seconds(s_ctx[dec], T - 1).sum())
@@ -360,12 +489,17 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         now += dt
         steps += 1
         tokens_sum += M
-        fed = sum(c for c, _ in chunks)
-        records.one(dt, nd, fed, sum(c * p for c, p in chunks) / fed if fed else 0.0, len(chunks))
+        records.one(dt, nd, fed, fed_prefix / fed if fed else 0.0, len(chunks))
+        if not chunks:
+            dt_decode = dt
         kv_integral += used * dt
         kv_peak = max(kv_peak, used)
         computed += M - nd * T
-        if nd and T == 1:
+        if nd and lazy:
+            tick += 1
+            if fins and fins[0][0] <= tick:
+                finish_decodes()
+        elif nd and T == 1:  # stepwise: the per-slot arrays advanced as they are
             s_ctx[dec] += 1
             reqs = s_req[dec]
             gen[reqs] += 1
@@ -389,14 +523,13 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
             s_ctx[slot] = p + c
             if done[r] >= need[r]:
                 prefilling.remove(slot)
-                if np.isnan(first_t[r]):
+                if first_t[r] != first_t[r]:  # NaN: its first token
                     first_t[r] = now
                 gen[r] += 1
                 if gen[r] >= out[r]:
                     finish(r, slot)
                 else:
-                    s_dec[slot] = True
-                    s_credit[slot] = 0.0
+                    start_decoding(slot, r)
     t_start = t0 or 0.0
     duration = float(np.nanmax(finish_t)) - t_start
     real_arrival = arrival
