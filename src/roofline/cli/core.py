@@ -127,7 +127,10 @@ def cmd_layer(args):
             n = cfg.layer(report.layer_index).tp_all_reduces
             tp = (f", one GPU's 1/{report.tensor_parallel} (tensor parallel; {n} all-reduce{'s' if n > 1 else ''} "
                   f"over {args.tp_link_used})")
-        print(f"{cfg.name}: {what}, {report.phase} {where}, batch {report.batch}, {report.attention} attention, "
+        # naive is the plate's own view (its unfused layer); the plan commands and serving run flash, as engines do
+        attention = ("naive attention (the plate's unfused layer; engines run flash)" if report.attention == "naive"
+                     else f"{report.attention} attention")
+        print(f"{cfg.name}: {what}, {report.phase} {where}, batch {report.batch}, {attention}, "
               f"{report.dtype}{tp}, on {pred.machine}")
         if getattr(m, "compute_efficiency", None) is not None:
             measured = m.priced_by(cfg, report.tensor_parallel) if hasattr(m, "measured_on") else m.priced_by()
