@@ -152,7 +152,8 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
         float(np.nansum(e2e) / duration), last.cache_bytes, notes, price_per_gpu_hour, durations, decodes,
         arrival.copy(), inp, out, {**step_settings(decode), **requests.settings,
                                    "disaggregated": [int(prefill_replicas), int(decode_replicas)],
-                                   "kv_link": link, "kv_transfer_mean_s": float(np.mean(transfer))})
+                                   "kv_link": link, "kv_transfer_mean_s": float(np.mean(transfer))},
+        overload=over or "")
 
 
 def split_search_requests(replicas: int, requests: int, max_seqs: int) -> int:

@@ -59,6 +59,7 @@ class ServingResult(Tabular):
     step_chunk_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # every step's prompt tokens
     step_chunk_prefix: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # ... and their mean prefix
     step_chunk_count: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # ... in how many chunks
+    overload: str = ""  # overload_note's words where an open-loop run was offered more than it holds ("": it held)
 
     @property
     def requests(self) -> int:
@@ -103,7 +104,7 @@ class ServingResult(Tabular):
     def overloaded(self) -> bool:
         """An open-loop run offered more than it holds (overload_note): its latencies are a queue's
         that grows with the sample, so no SLO is met at this rate."""
-        return any(str(n).startswith(OVERLOADED) for n in self.notes)
+        return bool(self.overload)
 
     @property
     def per_user_tokens_per_s(self) -> float:
@@ -185,7 +186,7 @@ class ServingResult(Tabular):
 
 
 OVERLOAD_SHARE = 0.9  # a run holding under this share of the rate it is offered is overloaded
-OVERLOADED = "overloaded:"  # how overload_note's note begins: ServingResult.overloaded reads it
+OVERLOADED = "overloaded:"  # how overload_note's note begins (ServingResult.overload holds the note itself)
 
 
 def completion_rate_per_s(arrival_s: np.ndarray, e2e_s: np.ndarray) -> float:

@@ -39,7 +39,7 @@ from roofline.serving.cache import cache_growth, replica_cache
 from roofline.serving.engine import Engine
 from roofline.serving.requests import Requests
 from roofline.transformer import cache_name
-from roofline.serving.results import (OVERLOADED, PERCENTILES, ServingResult, _weighted_percentiles, overload_note,
+from roofline.serving.results import (PERCENTILES, ServingResult, _weighted_percentiles, overload_note,
                                       step_settings)
 from roofline.units import GIGA, format_typed_ms
 
@@ -586,10 +586,9 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         notes = (f"memory-bound batch: the {cap / GIGA:,.2f} GB {what} holds about {holds:,.0f} sequence(s) of the mean "
                  f"length ({mean_seq:,.0f} tokens), under half of the {demand:,} that could run at once: more GPUs or a narrower "
                  "cache would batch more",) + notes
-    if not closed and duration > 0:
-        over = overload_note(arrival, e2e, duration, ttft)
-        if over:
-            notes = (over,) + notes
+    over = overload_note(arrival, e2e, duration, ttft) if not closed and duration > 0 else None
+    if over:
+        notes = (over,) + notes
     if draft is not None:
         notes += (f"speculative decoding: {draft.model.name} drafts {T - 1} tokens per step, each accepted with probability "
                   f"{engine.acceptance_words()}: {E:.2f} tokens per sequence and step on average (the expected value, carried "
@@ -606,7 +605,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         kv_integral / busy / cap if busy else 0.0, kv_peak / cap, preemptions,
         in_system_integral / max(float(np.nanmax(finish_t)) - t_start, 1e-300), cap, notes, price_per_gpu_hour, dts, nds,
         arrival.copy(), inp, out, {**step_settings(step), **requests.settings},
-        step_ck, step_pf, step_nc)
+        step_ck, step_pf, step_nc, overload=over or "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -660,15 +659,14 @@ def simulate_pipelined(step: StepCost, requests: Requests, engine: Engine = Engi
              f"decoding at once: {(durations * decodes).sum() / duration if duration else 0.0:,.1f} over the "
              f"{p})",)
     for note in parts[0].notes:  # the first engine's: the memory line is every stage GPU's; its own load is not the replica's
-        if note.startswith(OVERLOADED):
+        if note == parts[0].overload:
             continue  # judged below on the replica's requests
         if note.startswith("memory-bound batch: "):
             note = f"memory-bound batch, each of the {p} virtual engines: " + note[len("memory-bound batch: "):]
         notes += (note,)
-    if not closed and duration > 0:
-        over = overload_note(arrival, e2e, duration, ttft)
-        if over:
-            notes = (over,) + notes
+    over = overload_note(arrival, e2e, duration, ttft) if not closed and duration > 0 else None
+    if over:
+        notes = (over,) + notes
     return ServingResult(
         step.describe(), requests.label, engine, step.tensor_parallel * p, ttft, tpot, e2e,
         _weighted_percentiles(durations, decodes, PERCENTILES), duration, int(out.sum()), int(inp.sum()),
@@ -678,4 +676,4 @@ def simulate_pipelined(step: StepCost, requests: Requests, engine: Engine = Engi
         float(np.mean([r.mean_step_tokens for r in parts])), float(np.mean([r.kv_mean for r in parts])),
         float(max(r.kv_peak for r in parts)), int(sum(r.preemptions for r in parts)), float(np.nansum(e2e) / duration),
         parts[0].cache_bytes, notes, price_per_gpu_hour, durations, decodes, arrival, inp, out,
-        {**step_settings(step), **requests.settings, "pipeline_stages": p})
+        {**step_settings(step), **requests.settings, "pipeline_stages": p}, overload=over or "")
