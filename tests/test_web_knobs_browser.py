@@ -21,8 +21,10 @@ if CHROMIUM is None:
 # Llama 3 8B's 8,030,261,248 parameters (Meta's model card) and one 8,192-token sequence's KV cache,
 # 8,192 x 2 x 32 layers x 8 kv heads x 128 x 2 B = 1,073,741,824 B:
 # bf16 weights 16,060,522,496 B + the cache = 17.1 GB; int4 weights 0.5 B each but the embedding, the
-# LM head (128,256 x 4,096 each) and the 65 norms of 4,096 at 2 B: 5,591,539,712 B + the cache = 6.67 GB
-HELD_BF16, HELD_INT4 = "17.1 GB", "6.67 GB"
+# LM head (128,256 x 4,096 each) and the 65 norms of 4,096 at 2 B: 5,591,539,712 B + the cache = 6.67 GB;
+# each plus a step's activations, as serving reserves them: 8,192 x (2 x 14,336 + 4 x 4,096) x 2
+# + 256 x 128,256 x 4 = 869,531,648 B: 18.0 GB and 7.53 GB
+HELD_BF16, HELD_INT4 = "18 GB", "7.53 GB"
 KNOBS = {"weights": "#weights", "kv_cache": "#kv-cache", "tp": "#tp", "cuda_graph": "#cuda-graph"}
 
 
