@@ -201,3 +201,23 @@ def test_serving_replica_holds_the_mtp_weights_and_cache():
     _, alone, plain, _ = replica_cache(target, engine, *lens)
     assert parts["draft_weights_bytes"] == 64_224 and "draft_weights_bytes" not in alone
     assert (plain[1], table[1]) == (1_920, 2_560)
+
+
+def test_a_verify_step_over_mla_runs_the_absorbed_kernel():
+    """Engines verify k + 1 tokens a sequence through MLA's absorbed decode kernel over the latent cache
+    (FlashMLA takes several queries a sequence), not by expanding every cached latent to per-head keys
+    (the prefill form: DeepSeek-V3's kv_b proj would turn each of S latents into 128 heads x 256)."""
+    from roofline.plan import Precision
+    from roofline.plan.step import StepCost
+
+    kw = dict(precision=Precision.uniform("fp8"), tensor_parallel=8, max_tokens=8192, max_seqs=64)
+    verify = StepCost("deepseek-v3", "h200", verify_tokens=4, **kw)
+    names = {op.name for op in verify.ops([4096] * 8)}
+    assert {"B: latent attention (decode)", "B: q absorb (W_UK) (decode)"} <= names
+    assert not any("expand" in n for n in names)
+    # 4 queries a sequence each read the whole latent cache: the attention's bytes are a plain decode's (one
+    # query) plus 3 more queries' q and output rows, far under the expanded form's S x 128 x 256 keys per layer
+    plain = StepCost("deepseek-v3", "h200", **kw)
+    one = {op.name: op for op in plain.ops([4096] * 8)}["B: latent attention (decode)"]
+    four = {op.name: op for op in verify.ops([4096] * 8)}["B: latent attention (decode)"]
+    assert one.bytes < four.bytes < 1.1 * one.bytes

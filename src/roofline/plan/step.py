@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline.blocks import SPARSE_ATTENTION, SPARSE_GQA
-from roofline.mixers import Attention
+from roofline.mixers import Attention, LatentAttention
 from roofline.cost import binds, overlapped_s
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel
@@ -241,8 +241,11 @@ class StepCost(StepLayout):
         T = self.verify_tokens
         if T == 1:
             evals = [{k.name: k for k in self._kernels(kind, True, 1, b, s) if k.name not in token_names} for b, s in pts + [check]]
-        else:  # a verify step: T queries at the positions S - T + 1 .. S, causal among themselves
-            evals = [{k.name: k for k in self._kernels(kind, False, T, b, s) if k.name not in token_names}
+        else:  # a verify step: T queries at the positions S - T + 1 .. S, causal among themselves; MLA's through
+            # the absorbed decode kernel over the latent cache, as engines verify (FlashMLA takes T queries a
+            # sequence), each query reading all S latents (the T (T - 1) / 2 causal pairs it skips are not taken off)
+            absorbed = isinstance(kind.mixer, LatentAttention)
+            evals = [{k.name: k for k in self._kernels(kind, absorbed, T, b, s) if k.name not in token_names}
                      for b, s in pts + [check]]
         out = []
         for name, k0 in evals[0].items():
