@@ -74,11 +74,15 @@ def test_models_cli_reports_the_mtp_module_apart(capsys):
 
 
 def test_expected_tokens_per_step_with_a_rate_per_position():
-    """Rates 0.85, 0.7, 0.6: 1 + 0.85 + 0.85 x 0.7 + 0.85 x 0.7 x 0.6 = 1 + 0.85 + 0.595 + 0.357 = 2.802;
-    one rate a for all k gives the geometric sum (Leviathan et al. 2023): 0.8, k 2: 1 + 0.8 + 0.64 = 2.44."""
-    assert Engine(spec_tokens=3, acceptance=(0.85, 0.7, 0.6)).tokens_per_verify == pytest.approx(2.802, rel=1e-12)
-    assert Engine(spec_tokens=2, acceptance=(0.8, 0.8)).tokens_per_verify == pytest.approx(2.44, rel=1e-12)
+    """Per-position rates as vLLM reports them (spec_decode_num_accepted_tokens_per_pos[i] / num_drafts:
+    the share of verifies that accepted draft i, drafts before it too): 0.85, 0.7, 0.6 give the mean
+    acceptance length 1 + 0.85 + 0.7 + 0.6 = 3.15; one rate a for all k, each draft accepted
+    independently, gives the geometric sum (Leviathan et al. 2023): 0.8, k 2: 1 + 0.8 + 0.64 = 2.44."""
+    assert Engine(spec_tokens=3, acceptance=(0.85, 0.7, 0.6)).tokens_per_verify == pytest.approx(3.15, rel=1e-12)
+    assert Engine(spec_tokens=2, acceptance=(0.8, 0.64)).tokens_per_verify == pytest.approx(2.44, rel=1e-12)
     assert Engine(spec_tokens=2, acceptance=0.8).tokens_per_verify == pytest.approx(2.44, rel=1e-12)
+    with pytest.raises(RooflineError, match="cannot rise"):
+        Engine(spec_tokens=2, acceptance=(0.6, 0.7))
     with pytest.raises(RooflineError, match="3 rates for 2"):
         Engine(spec_tokens=2, acceptance=(0.8, 0.7, 0.6))
     with pytest.raises(RooflineError, match="acceptance"):
@@ -141,18 +145,19 @@ def test_serving_breakdown_adds_exactly_the_mtp_runs(tmp_path, capsys):
     assert s["draft_s"] == pytest.approx(sum(o["time_s"] for o in drafted.values()), rel=1e-9)
     assert s["draft_s"] == pytest.approx(float(draft.decode_steps_seconds(np.full(n, ctx - 1), 3).sum()), rel=1e-9)
     assert s["time_s"] == pytest.approx(sum(o["time_s"] for o in s["ops"]), rel=1e-12)
-    assert any("2.80 tokens per sequence and step" in x and "0.85, 0.7, 0.6 by position" in x for x in d["notes"])
+    assert any("3.15 tokens per sequence and step" in x and "0.85, 0.7, 0.6 by position" in x for x in d["notes"])
 
 
 def test_speculation_with_mtp_emits_the_expected_tokens():
-    """One request, 64 in, 281 out, rates 0.85, 0.7, 0.6: 2.802 a step carried as a fraction;
-    floor(100 x 2.802) = 280, so the 280 tokens after the first take exactly 100 decode steps."""
+    """One request, 64 in, 281 out, rates 0.85, 0.7, 0.6: 3.15 a step carried as a fraction;
+    floor(89 x 3.15) = 280 (88 steps give 277), so the 280 tokens after the first take 89 decode steps,
+    90 with the prompt's."""
     m = from_hf_config(SMALL, "small")
     engine = Engine(max_seqs=16, spec_tokens=3, acceptance=(0.85, 0.7, 0.6))
     target = StepCost(m, "h100-sxm", cost_model=EAGER, max_seqs=16, verify_tokens=4)
     r = simulate(target, closed_requests(1, 1, 64, 281), engine, draft=MtpStepCost(m, "h100-sxm", cost_model=EAGER,
                                                                                     max_seqs=16))
-    assert r.steps == 101
+    assert r.steps == 90
 
 
 def test_mtp_draft_refused_without_an_mtp_module(capsys):

@@ -621,8 +621,9 @@ def register(sub):
     p.add_argument("--spec-tokens", type=number_arg("--spec-tokens", strictly=False, integer=True, maximum=16), default=0,
                    help="speculative decoding: draft tokens per sequence and step (with --draft and --acceptance)")
     p.add_argument("--acceptance", type=_acceptance_arg, default=None, metavar="A or A1,...,AK",
-                   help="the chance each draft token is accepted, e.g. 0.7; or one rate per draft position, each given "
-                        "the earlier ones were accepted, e.g. 0.85,0.7,0.6 (no default: measure it for your data)")
+                   help="the chance each draft token is accepted, e.g. 0.7; or the rate per draft position as engines "
+                        "report it (vLLM's accepted tokens per position over drafts: non-increasing), e.g. 0.85,0.7,0.6 "
+                        "(no default: measure it for your data)")
     p.add_argument("--draft", default=None, help="the draft model (a preset or config.json), on the same GPUs; or "
                                                  "'mtp': the model's own multi-token-prediction module (DeepSeek-V3)")
     p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=1024), default=1,

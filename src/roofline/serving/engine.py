@@ -48,22 +48,22 @@ class Engine:
 
     @property
     def acceptance_rates(self) -> tuple[float, ...]:
-        """The acceptance rate of each of the k draft positions (one rate given: the same for each)."""
+        """Each draft position's acceptance rate as engines report it per position, the share of
+        verifies whose draft i was accepted (so drafts 1..i all were: r_1 >= r_2 >= ...; vLLM's
+        spec_decode_num_accepted_tokens_per_pos over spec_decode_num_drafts); one rate a for every
+        draft, each accepted independently: r_i = a^i."""
         a = self.acceptance
-        return tuple(float(x) for x in a) if isinstance(a, tuple) else (float(a),) * self.spec_tokens
+        if isinstance(a, tuple):
+            return tuple(float(x) for x in a)
+        return tuple(float(a) ** i for i in range(1, self.spec_tokens + 1))
 
     @property
     def tokens_per_verify(self) -> float:
-        """Expected tokens a sequence emits per step: 1 + sum_{i=1..k} prod_{j<=i} a_j, the one corrected
-        or bonus token and draft i accepted only when drafts 1..i are (position-wise rates, as vLLM
-        reports them per position); one rate a for every position gives sum_{i=0..k} a^i =
-        (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023, arXiv:2211.17192, section 3). 1 without
-        speculation."""
-        total, run = 1.0, 1.0
-        for a in self.acceptance_rates:
-            run *= a
-            total += run
-        return total
+        """Expected tokens a sequence emits per step: the corrected or bonus token and the accepted
+        drafts, 1 + sum_i r_i (the mean acceptance length engines report); one rate a gives
+        sum_{i=0..k} a^i = (1 - a^(k+1)) / (1 - a) (Leviathan et al. 2023, arXiv:2211.17192,
+        section 3). 1 without speculation."""
+        return 1.0 + sum(self.acceptance_rates)
 
     def acceptance_words(self) -> str:
         """The acceptance as given, in words: "0.7" or "0.85, 0.7, 0.6 by position"."""
@@ -95,6 +95,11 @@ class Engine:
                                     "positions: give one rate, or one per position", field="acceptance")
             for a in self.acceptance_rates:
                 check_number("acceptance", a, maximum=0.999)
+            rates = self.acceptance_rates
+            if any(later > earlier for earlier, later in zip(rates, rates[1:])):
+                raise RooflineError(f"acceptance {self.acceptance_words()}: per-position rates, as engines report them "
+                                    "(the share of verifies that accepted draft i, so drafts 1..i), cannot rise from "
+                                    "one position to the next", field="acceptance")
         elif self.acceptance:
             raise RooflineError("acceptance applies to speculative decoding: give spec_tokens too", field="acceptance")
         if self.mixed_steps and self.max_seqs * (self.spec_tokens + 1) > self.max_tokens:
