@@ -103,3 +103,21 @@ def test_the_newest_families_serve_on_eight_gpus(name, machine, capsys):
     assert code == 0, err
     d = json.loads(out)
     assert d["output_tokens_per_s"] > 0 and d["tensor_parallel"] == 8
+
+
+def test_skip_lists_keep_only_what_they_name():
+    """Three published skip lists, read module by module (the second reader's findings):
+    - nvidia/Gemma-4-26B-A4B-NVFP4 excludes `layers.N.mlp*`: in Gemma 4 that is the dense block beside the
+      experts (`layers.N.experts`), so the experts stay NVFP4 (4 bits + an fp8 scale per 16: 0.5625 B a weight);
+    - zai-org/GLM-5-FP8 excludes each layer's `self_attn.indexers_proj` (the indexer's weights projection) and
+      the indexer's k_norm weight and bias: only that matrix stays bf16, the rest of the MLA is fp8;
+    - nvidia/DeepSeek-V3.2-NVFP4 excludes q_a, q_b, kv_a, kv_b and the indexer, not o_proj: o_proj is NVFP4."""
+    gemma = get_model(str(CONFIGS / "nvidia--Gemma-4-26B-A4B-NVFP4_config.json"))
+    widths = {part: width for part, _, width in gemma.storage.parts}
+    assert widths["experts"] == pytest.approx(0.5625, rel=1e-3) and "shared_experts" not in widths
+    glm = get_model(str(CONFIGS / "zai-org--GLM-5-FP8_config.json"))
+    kept = next(n for n in glm.notes if n.startswith("left at bf16"))
+    assert "indexer.weights_proj of the attention" in kept and "wq_b" not in kept and "wk" not in kept
+    ds = get_model(str(CONFIGS / "nvidia--DeepSeek-V3.2-NVFP4_config.json"))
+    kept = next(n for n in ds.notes if n.startswith("left at bf16"))
+    assert "kv_b_proj" in kept and "o_proj" not in kept

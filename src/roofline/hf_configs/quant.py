@@ -126,7 +126,7 @@ def _storage(q: dict, name: str, default: str, model, mtp_layers: int = 0) -> tu
         raise RooflineError(f"{name}: quantization_config {key} names self_attn modules, which in Kimi Linear are its "
                             "Kimi Delta Attention layers as well as its MLA ones: not read (remove quantization_config "
                             "and set the weight width with --weights)", field="model")
-    rules, loose = skip_rules(skip, name, model.n_layers, key, mtp_layers)
+    rules, loose = skip_rules(skip, name, model.n_layers, key, mtp_layers, model.model_type)
     schemes, kept, assumed = readers[method](q, name, default)
     if method == "mxfp4" and any(r.part == "experts" for r in rules):
         raise RooflineError(f"{name}: mxfp4 with the experts in modules_to_not_convert is not understood", field="model")

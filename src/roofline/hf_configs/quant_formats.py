@@ -242,7 +242,7 @@ def mixed_rules(q: dict, name: str, model, mtp_layers: int = 0) -> list[Skip]:
         scheme = _modelopt_scheme(str(entry.get("quant_algo") or "").upper(), entry.get("group_size"), name)
         # Mixtral's and MiniMax's expert names: w1 gate, w3 up, w2 down
         plain = _EXPERT_W.sub(lambda m: f"{m.group(1)}.{ {'1': 'gate', '2': 'down', '3': 'up'}[m.group(2)]}_proj", str(module))
-        rules, loose = skip_rules([plain], name, model.n_layers, "quantized_layers", mtp_layers)
+        rules, loose = skip_rules([plain], name, model.n_layers, "quantized_layers", mtp_layers, model.model_type)
         if loose:
             raise _refuse(name, f"modelopt quantized_layers names {module!r}, which this reader does not hold apart")
         for r in rules:

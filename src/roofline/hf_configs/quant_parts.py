@@ -91,6 +91,10 @@ def layer_matrices(layer, d: int) -> dict[str, list[tuple[str, int, int, int]] |
         out["attention"] = query + [("kv_a_proj_with_mqa", r + m.qk_rope_head_dim, d, 1),
                                     ("kv_b_proj", H * (m.qk_nope_head_dim + m.v_head_dim), r, 1),
                                     ("o_proj", d, H * m.v_head_dim, 1)]
+        if m.index_heads:  # DSA's lightning indexer (vLLM's and DeepSeek's names; GLM-5 calls weights_proj indexers_proj)
+            HI, dI = m.index_heads, m.index_head_dim
+            out["attention"] += [(INDEXER_MATRICES[0], HI * dI, q, 1), (INDEXER_MATRICES[1], dI, d, 1),
+                                 (INDEXER_MATRICES[2], HI, d, 1)]
     elif isinstance(m, GatedDeltaNet) and m.gate_rank:  # Kimi Delta Attention (vLLM's names)
         r = m.gate_rank
         out["ssm"] = [("q_proj", m.key_dim, d, 1), ("k_proj", m.key_dim, d, 1), ("v_proj", m.value_dim, d, 1),
@@ -138,6 +142,12 @@ _UNPRICED_PATTERNS = ("visual", "vision", "multi_modal", "mm_projector", "patch_
 # weights no format here quantises (not Linear layers): naming them changes nothing
 _NEVER_QUANTISED = ("norm", "conv1d", "e_score_correction_bias", "rotary_emb", "a_log", "dt_bias")
 _ATTENTION_MATRICES = ("q_proj", "k_proj", "v_proj", "o_proj")
+INDEXER_MATRICES = ("indexer.wq_b", "indexer.wk", "indexer.weights_proj")  # DSA's indexer, as layer_matrices names them
+_INDEXER_NAMES = {"wq_b": INDEXER_MATRICES[0], "wk": INDEXER_MATRICES[1], "weights_proj": INDEXER_MATRICES[2],
+                  "indexers_proj": INDEXER_MATRICES[2]}  # a skip list's last name -> the matrix (GLM-5: indexers_proj)
+# model types whose MoE layers keep their experts beside the block named "mlp" (Gemma 4: layers.N.experts), so a
+# skip of "mlp" names that dense block (held as the MoE's shared part) and not the experts
+_EXPERTS_BESIDE_MLP = ("gemma4_text",)
 _LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)(?=[.*]|$)")
 _MATRIX = re.compile(r"\.(\w+_proj(?:_with_mqa|_qkvz?|_z|_ba|_b|_a)?|shared_expert_gate)$")  # in_proj_qkv: Gated DeltaNet
 _PROJECTION = re.compile(r"\.(\w*_proj|fc\d|w\d|dense\w*|c_fc|c_proj)$")
@@ -164,7 +174,7 @@ def _plain(pattern: str) -> str:
 
 
 def skip_rules(skip: list[str], name: str, n_layers: int, key: str = "modules_to_not_convert",
-               mtp_layers: int = 0) -> tuple[list[Skip], list[str]]:
+               mtp_layers: int = 0, model_type: str = "") -> tuple[list[Skip], list[str]]:
     """The Skip rules a modules_to_not_convert / ignored_layers / ignore / exclude_modules list
     names, and notes on what was read loosely. A name of a weight no format quantises (a norm) or
     of a module left out of the count (a vision tower, one of the ``mtp_layers`` multi-token-prediction
@@ -174,6 +184,8 @@ def skip_rules(skip: list[str], name: str, n_layers: int, key: str = "modules_to
     notes: list[str] = []
     for pattern in skip:
         low = _plain(str(pattern))
+        if low.rsplit(".", 1)[-1] in ("weight", "bias") and "." in low:  # a module's tensor: the module it belongs to
+            low = low.rsplit(".", 1)[0]
         last = low.rsplit(".", 1)[-1]
         if any(u in low for u in _UNPRICED_PATTERNS) or any(n in last for n in _NEVER_QUANTISED):
             continue
@@ -200,6 +212,10 @@ def skip_rules(skip: list[str], name: str, n_layers: int, key: str = "modules_to
             raise RooflineError(f"{name}: quantization_config {key} names {pattern!r}, which names no module this tool "
                                 "prices apart (attention, mlp, experts, shared experts, ssm, router, embedding, "
                                 "lm_head) nor a weight left unquantised anyway (norms)", field="model")
+        if hit == "attention" and ("indexer" in low or last == "indexers_proj"):  # DSA's indexer: its matrices only
+            named = _INDEXER_NAMES.get(last)
+            rules += [Skip("attention", layers, m) for m in ((named,) if named else INDEXER_MATRICES)]
+            continue
         matrix = _MATRIX.search(low)
         if matrix and hit in QUANTISED_PARTS:
             rules.append(Skip(hit, layers, matrix.group(1)))
@@ -209,7 +225,9 @@ def skip_rules(skip: list[str], name: str, n_layers: int, key: str = "modules_to
                          f"{hit.replace('_', ' ')} (its other matrices are priced unquantised too)")
         hits = [hit]
         if hit == "mlp" and "expert" not in low and low.endswith(_MLP_BLOCKS):
-            hits = ["mlp", "experts", "shared_experts"]  # a layer's whole MLP block: its experts too
+            # a layer's whole MLP block: its experts too, or where they sit beside it, the dense block alone
+            hits = (["mlp", "shared_experts"] if model_type in _EXPERTS_BESIDE_MLP
+                    else ["mlp", "experts", "shared_experts"])
         rules += [Skip(h, layers) for h in hits]
     return rules, notes
 
