@@ -1277,8 +1277,10 @@ def test_an_engine_runs_with_its_documented_defaults_on_each_gpu(engine, machine
     e = p.engine()
     assert (e.max_seqs, e.max_tokens) == (seqs, tokens)
     assert e.chunked_prefill == (engine != "trtllm") and e.mixed_steps == (engine != "sglang")
-    assert set(p.sources) == {"max_seqs", "max_tokens", "block_size", "memory_fraction", "step_overhead_s",
-                              "chunked_prefill", "mixed_steps"} and all(p.sources.values())
+    # TensorRT-LLM's free_gpu_memory_fraction is of what the loaded model leaves; the others' of the whole GPU
+    assert e.memory_of_free == (engine == "trtllm")
+    assert set(p.sources) == {"max_seqs", "max_tokens", "block_size", "memory_fraction", "memory_of_free",
+                              "step_overhead_s", "chunked_prefill", "mixed_steps"} and all(p.sources.values())
     assert e.label.startswith("engine: ") and e.preset == engine
 
 
@@ -1310,3 +1312,21 @@ def test_the_breakdown_of_a_run_with_long_prompts_keeps_to_the_step_budget(capsy
     assert main(["serving", "--concurrency", "16", "--input-len", "9000", "--output-len", "128", "--seeds", "1",
                  "--requests", "100", "--breakdown"]) == 0
     assert "a step with a prompt chunk" in capsys.readouterr().out
+
+
+def test_tensorrt_llms_cache_is_its_share_of_what_the_model_leaves():
+    """TensorRT-LLM's kv_cache_config.free_gpu_memory_fraction 0.9 is of the memory free once the model is
+    loaded: Llama 3 70B over 2 H100s, each holding 70,553,706,496 x 2 / 2 = 70.55 GB of weights, and a step's
+    activations (8,192 rows of the widest op, max(2 x 28,672 / 2, 4 x 8,192) = 32,768, plus 4 x 8,192, at 2 bytes,
+    and 2,048 x 128,256 / 2 fp32 logits) of the 85.52 GB the driver reports: the cache is 0.9 of what is left,
+    where vLLM's 0.9 is of the whole 85.52 GB."""
+    from roofline.plan.kv_budget import kv_cache_budget
+
+    step = StepCost("llama3-70b", "h100-sxm", tensor_parallel=2, max_tokens=8192, max_seqs=2048)
+    whole, parts = kv_cache_budget(step, 0.9)
+    free, _ = kv_cache_budget(step, 0.9, of_free=True)
+    left = 81_559 * 2**20 - parts["weights_bytes"] - parts["activations_bytes"]
+    assert whole == pytest.approx(0.9 * 81_559 * 2**20 - parts["weights_bytes"] - parts["activations_bytes"], rel=1e-12)
+    assert free == pytest.approx(0.9 * left, rel=1e-12)
+    assert parts["activations_bytes"] == 8192 * (32_768 + 4 * 8192) * 2 + 2048 * 64_128 * 4 == 1_599_078_400
+

@@ -12,18 +12,23 @@ from roofline.plan.memory import step_activation_bytes
 from roofline.plan.step_layout import StepLayout
 
 
-def kv_cache_budget(step: StepLayout, memory_fraction: float) -> tuple[float, dict]:
+def kv_cache_budget(step: StepLayout, memory_fraction: float, of_free: bool = False) -> tuple[float, dict]:
     """(bytes, parts): what one GPU has for the KV cache: its memory times ``memory_fraction`` less
     the weights and the activations of a full step (plan.memory.step_activation_bytes at the step's
     ``max_tokens`` and ``max_seqs``: an estimate, said in the output), as `roofline memory` counts
-    what fits. Parts in bytes."""
+    what fits. ``of_free``: the share is of what the weights and activations leave (TensorRT-LLM's
+    free_gpu_memory_fraction) rather than of the whole memory. Parts in bytes."""
     m = step.machine
     if not m.capacity_bytes:
         raise RooflineError(f"{m.the_name} gives no memory capacity: the KV cache cannot be sized", field="machine")
     weights = step.weight_bytes_per_gpu()
     activations = step_activation_bytes(step.sharded, step.precision, step.max_tokens, step.max_seqs)
-    capacity = m.capacity_bytes * memory_fraction
-    free = (capacity - weights - activations) * step._dp  # data-parallel attention: each GPU caches its sequences
+    if of_free:  # the share of what the weights and the step's activations leave
+        capacity = m.capacity_bytes
+        free = (capacity - weights - activations) * memory_fraction * step._dp
+    else:
+        capacity = m.capacity_bytes * memory_fraction
+        free = (capacity - weights - activations) * step._dp  # data-parallel attention: each GPU caches its sequences
     return max(free, 0.0), {"capacity_bytes": capacity, "weights_bytes": weights, "activations_bytes": activations,
                             "kv_cache_bytes": max(free, 0.0)}
 

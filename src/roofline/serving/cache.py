@@ -30,7 +30,7 @@ def replica_cache(step: StepCost, engine: Engine, inp: np.ndarray, out: np.ndarr
     draft model's weights and cache included; refuses a replica with no memory left for a cache, or
     a request whose cache alone outgrows it."""
     T = engine.spec_tokens + 1
-    cap, parts = kv_cache_budget(step, engine.memory_fraction)
+    cap, parts = kv_cache_budget(step, engine.memory_fraction, engine.memory_of_free)
     bs = engine.block_size
     longest = int((inp + out).max()) + T
     max_blocks = -(-longest // bs)

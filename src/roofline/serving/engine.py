@@ -23,6 +23,9 @@ class Engine:
     max_tokens: int = ENGINE_STEP_TOKENS
     block_size: int = 16
     memory_fraction: float = ENGINE_MEMORY_FRACTION  # vLLM's gpu_memory_utilization default, 0.9
+    # the share is of what the weights and a step's activations leave (TensorRT-LLM's free_gpu_memory_fraction), not
+    # of the whole memory (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static)
+    memory_of_free: bool = False
     prefix_hit: float = 0.0
     spec_tokens: int = 0  # speculative decoding: draft tokens proposed per sequence and step (0: none)
     # the chance each draft token is accepted: one rate for every position (independent, as Leviathan et al. 2023), or

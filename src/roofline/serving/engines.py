@@ -17,7 +17,8 @@ from roofline.errors import RooflineError, unknown_name
 from roofline.machines import Machine
 from roofline.serving.engine import Engine
 
-SETTINGS = ("max_seqs", "max_tokens", "block_size", "memory_fraction", "step_overhead_s", "chunked_prefill", "mixed_steps")
+SETTINGS = ("max_seqs", "max_tokens", "block_size", "memory_fraction", "memory_of_free", "step_overhead_s",
+            "chunked_prefill", "mixed_steps")
 GIB = 2.0**30
 
 
@@ -107,3 +108,21 @@ def preset(text: str, machine: Machine) -> EnginePreset:
         settings[name] = value
         sources[name] = doc["sources"][entry["source"]] + (f" ({entry['note']})" if "note" in entry else "")
     return EnginePreset(key, spec["name"], version, spec["versions"], settings, sources)
+
+
+def _release(text: str) -> tuple[int, ...]:
+    """The leading numbers of a version ("0.24.0" -> (0, 24, 0), "1.3.0rc20" -> (1, 3, 0))."""
+    import re
+
+    return tuple(int(x) for x in re.findall(r"\d+", re.match(r"[\d.]*", text.strip()).group(0)))
+
+
+def versions_cover(key: str, version: str) -> bool:
+    """Whether ``version`` lies in the versions engines.toml read ``key``'s defaults for ("0.9-0.19",
+    "0.5": compared on as many numbers as the range gives)."""
+    span = str(_doc()["engines"][key]["versions"]).split(" ")[0]
+    lo, _, hi = span.partition("-")
+    lo, hi = _release(lo), _release(hi or lo)
+    v = _release(version)
+    return bool(v) and lo <= v[:len(lo)] and v[:len(hi)] <= hi
+

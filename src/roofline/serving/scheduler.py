@@ -61,10 +61,15 @@ def _kernel_version_words(step, engine) -> str:
     """Where an engine's defaults (cited for the versions engines.toml names) meet its measured
     kernels of another version: said, with what is assumed."""
     tables = getattr(step.cost_model, "tables", "") if step.measured else ""
-    if not tables or not engine.preset or not tables.lower().startswith(engine.preset):
+    if not tables or not engine.preset or not tables.lower().startswith(engine.preset + " "):
         return ""
-    return (f"; its kernels are the measured tables of {tables}: where that version is outside those the defaults "
-            "were read for, the defaults are assumed to hold in it")
+    from roofline.serving.engines import versions_cover
+
+    version = tables.split(" ")[1]
+    if versions_cover(engine.preset, version):
+        return ""
+    return (f"; its kernels are the measured tables of {tables}, a version past those these defaults were read "
+            "for: the defaults are assumed unchanged in it")
 
 
 def validation_note(step, engine) -> str:
@@ -543,11 +548,12 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     what = cache_name(step.model)
     notes = (f"{what} {per_gpu / GIGA:,.1f} GB per GPU"
              + (f" ({gpus} GPUs in the replica: {per_gpu * gpus / GIGA:,.1f} GB)" if gpus > 1 else "")
-             + f": {engine.memory_fraction:g} of {step.machine.capacity_text} less "
-             f"weights {parts['weights_bytes'] / GIGA:,.1f} GB"
+             + (f": {engine.memory_fraction:g} of what {step.machine.capacity_text} leaves after " if engine.memory_of_free
+                else f": {engine.memory_fraction:g} of {step.machine.capacity_text} less ")
+             + f"weights {parts['weights_bytes'] / GIGA:,.1f} GB"
              + (f", the draft's {parts['draft_weights_bytes'] / GIGA:,.1f} GB" if "draft_weights_bytes" in parts else "")
              + f" and a full step's activations {parts['activations_bytes'] / GIGA:,.2f} GB (an estimate: "
-             f"{engine.max_tokens:,} rows of the widest op) per GPU; not counted: the CUDA context, NCCL buffers and "
+             f"{step.max_tokens:,} rows of the widest op and fp32 logits for {step.max_seqs:,} sequences) per GPU; not counted: the CUDA context, NCCL buffers and "
              "CUDA graph pools" + (" (vLLM logs 0.1 GiB of non-torch memory at tensor-parallel 1, up to ~2 GiB at 8)"
                                    if engine.preset in ("", "vllm") else ""),
              *((engine.label + _kernel_version_words(step, engine),) if engine.label else ()),
