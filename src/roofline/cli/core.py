@@ -243,7 +243,8 @@ def cmd_models(args):
             t = d["mtp"]
             print(f"multi-token prediction: {t['depth']} x ({t['layer_kind']} + eh_proj 2D -> D + 3 RMSNorms), "
                   f"{t['params']:,} parameters of its own, not in the total above (the embedding and LM head shared "
-                  f"with the model; {t['source']}); `roofline serving --draft mtp` drafts with it")
+                  f"with the model; {t['source']})" + ("" if any(getattr(k.mixer, "index_topk", 0) for k in m.kinds) else
+                                                      "; `roofline serving --draft mtp` drafts with it"))
         print(f"weights as stored: {d['weights_stored']}")
         for line in m.header_lines():
             print(line)

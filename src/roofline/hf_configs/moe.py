@@ -69,9 +69,11 @@ def _deepseek(c: _Keys, indexers: list | None = None, mlp_types: list | None = N
     depth = c.int("num_nextn_predict_layers", 0)
     if depth:  # DeepSeek's MTP block is an MoE layer (model.layers.61 of V3: README_WEIGHTS.md), with the indexer where the model has one
         mtp = MtpModule(Layer(LatentAttention(**mla, **indexers[0]), MoE(E, k, F, shared_d_ff=shared)), depth)
+        runs = ("; speculation over its sparse attention is not modelled yet" if indexers[0] else
+                "; `roofline serving --draft mtp` runs it")
         omitted = (f"multi-token-prediction module ({depth} layer{'s' if depth != 1 else ''}): not instantiated by "
                    "transformers and not in the total (the published count's convention); counted apart (`roofline "
-                   "models` shows it; `roofline serving --draft mtp` runs it)",)
+                   f"models` shows it{runs})",)
     return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted, mtp=mtp)
 
 

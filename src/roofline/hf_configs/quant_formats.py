@@ -147,7 +147,9 @@ def _compressed_tensors(q: dict, name: str, default: str):
                 raise _refuse(name, "compressed-tensors with two config groups targeting \"Linear\" is not read")
     notes = [ROUTER_NOTE.format(d=default)]
     if q.get("kv_cache_scheme"):
-        notes.append("kv_cache_scheme: a k_scale and a v_scale per attention layer (a few bytes) are not counted")
+        notes.append("kv_cache_scheme: the checkpoint calibrates a quantised KV cache, priced at the KV dtype given "
+                     "(bf16 unless --kv-cache says otherwise); a k_scale and a v_scale per attention layer (a few "
+                     "bytes) are not counted")
     return schemes, f"embedding, norms and what the ignore list names at {default}", notes
 
 
@@ -197,8 +199,12 @@ def _modelopt(q: dict, name: str, default: str):
     less exclude_modules (_modelopt_scheme); MIXED_PRECISION names each quantised module's own
     algorithm in quantized_layers (read by mixed_rules), every other module at the checkpoint's dtype."""
     notes = []
-    if q.get("kv_cache_quant_algo") or q.get("kv_cache_scheme"):
-        notes.append("the KV cache's fp32 k_scale and v_scale per attention layer (8 bytes) are not counted")
+    kv = q.get("kv_cache_quant_algo") or q.get("kv_cache_scheme")
+    if kv:
+        notes.append(f"the checkpoint calibrates a {str(kv) if isinstance(kv, str) else 'quantised'} KV cache "
+                     "(kv_cache_quant_algo): the cache is priced at the KV dtype given (bf16 unless --kv-cache says "
+                     "otherwise; TensorRT-LLM's 'auto' follows the checkpoint, vLLM takes --kv-cache-dtype fp8); its "
+                     "fp32 k_scale and v_scale per attention layer (8 bytes) are not counted")
     if modelopt_mixed(q):
         return {}, (f"each module in quantized_layers stored by its own quant_algo; every module not listed there "
                     f"(embedding, norms, what exclude_modules names) at {default}"), notes + _groups_disagree(q)

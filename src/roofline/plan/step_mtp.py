@@ -33,9 +33,11 @@ def mtp_model(model) -> Model:
     refused by name when ``model`` has none."""
     m = get_model(model)
     if m.mtp is None:
-        raise RooflineError(f"{m.name} has no multi-token-prediction module (its config names no "
-                            "num_nextn_predict_layers, or its loader does not read one yet: DeepSeek-V3/R1, V3.2 and "
-                            "GLM-5 do): --draft mtp needs one; give --draft a draft model (a preset or config.json)",
+        left_out = any("multi-token" in line for line in m.omitted)
+        raise RooflineError(f"{m.name}" + ("'s multi-token-prediction module is left out of the count and not "
+                                           "modelled yet (DeepSeek-V3/R1's is)" if left_out else
+                                           " has no multi-token-prediction module")
+                            + ": --draft mtp needs one; give --draft a draft model (a preset or config.json)",
                             field="draft")
     return m.mtp.as_model(m)
 

@@ -589,7 +589,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     holds = cap / max(float(table[-(-int(mean_seq) // bs)]), 1.0)
     demand = min(engine.max_seqs, requests.concurrency if closed else n)
     if holds < demand / 2 and (preemptions > 0 or kv_peak >= 0.9 * cap):  # ... and the cache did fill
-        notes = (f"memory-bound batch: the {cap / GIGA:,.2f} GB {what} holds about {holds:,.0f} sequence(s) of the mean "
+        notes = (f"memory-bound batch: the {cap / GIGA:,.2f} GB {what} holds {int(holds):,} sequence(s) of the mean "
                  f"length ({mean_seq:,.0f} tokens), under half of the {demand:,} that could run at once: more GPUs or a narrower "
                  "cache would batch more",) + notes
     over = overload_note(arrival, e2e, duration, ttft) if not closed and duration > 0 else None
