@@ -48,7 +48,7 @@ STRETCH = 4096  # decode-only steps run at once between events, at most
 
 
 # what every serving figure carries: its validation's direction (docs/serving-validation.md)
-MEASURED_VALIDATION_NOTE = ("against 3,090 measured deployments (docs/serving-validation-measured.md), an engine's "
+MEASURED_VALIDATION_NOTE = ("against 3,108 measured deployments (docs/serving-validation-measured.md), an engine's "
                             "defaults (--engine) on its measured kernels predicted time per output token within a median "
                             "23% on models held out of its one fitted figure (79% of rows within 1.5x), time to first "
                             "token within a median 41%")
