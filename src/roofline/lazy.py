@@ -1,4 +1,4 @@
-"""Packages whose public names load on first use (PEP 562), so that a command imports only its path:
+"""Packages whose public names load on first use, so that a command imports only its path:
 ``roofline --version`` loads no numpy, ``roofline layer`` no serving simulator.
 
 A package declares which module holds each of its names and calls ``lazy_package`` once:
@@ -10,6 +10,9 @@ and ``dir()`` lists the names as before. A submodule that shares a name with one
 names (roofline.plan.model_ops and its function model_ops) does not displace that name when it is
 imported: the package hands out the function, as it did when it imported everything up front.
 A submodule not listed (``roofline.units`` after ``import roofline``) loads on attribute access too.
+
+The package's module gets the class LazyPackage rather than a module-level ``__getattr__`` (PEP 562)
+because keeping a listed name against its same-named submodule needs ``__setattr__`` as well.
 """
 
 from __future__ import annotations
