@@ -11,48 +11,29 @@ Core API (all quantities in SI base units: FLOPs, bytes, seconds, FLOP/s, bytes/
     count_params, flops_per_token, ...           transformer.py
     block_kernels, layer_reports                 blocks.py (Workload: workload.py)
 
-Plots (matplotlib) live in roofline.plots and are imported only when used.
+Each name is imported on first use (roofline.lazy); plots (matplotlib) live in roofline.plots.
 """
 
-from roofline.errors import RooflineError
-from roofline.machines import A100_80GB, H100_SXM, Machine, get_machine, list_machines
-from roofline.kernels import (
-    Kernel,
-    attention_pv_kernel,
-    attention_scores_kernel,
-    batched_matmul_kernel,
-    decode_step_kernel,
-    elementwise_kernel,
-    embedding_kernel,
-    flash_attention_kernel,
-    layernorm_kernel,
-    matmul_kernel,
-    naive_attention_kernel,
-    rmsnorm_kernel,
-    softmax_kernel,
-)
-from roofline.cost import CostModel, OpPrediction, WorkloadPrediction, predict, seed_cost_model, speed_of_light, time_lower_bound
-from roofline.architecture import MLP, Attention, LatentAttention, Layer, Mamba, Mamba2, Model, MoE
-from roofline.hf_configs import from_hf_config
-from roofline.transformer import (
-    TransformerConfig,
-    active_params,
-    cache_bytes_per_sequence,
-    kv_cache_bytes_per_token,
-    model_summary,
-    attention_flops_per_token_forward,
-    count_params,
-    flops_per_token,
-    get_model,
-    list_models,
-    load_hf_config,
-    matmul_params,
-    six_nd,
-    training_flops,
-    training_time_s,
-)
-from roofline.blocks import Workload, block_kernels, layer_reports
-import roofline.trace  # noqa: E402  callable package: roofline.trace(module, *inputs); torch loads on use
+from roofline.lazy import lazy_package
+
+# each public name and the module that holds it: loaded on first use, so that `roofline --version`
+# imports no numpy (roofline.lazy)
+_NAMES = lazy_package(__name__, {
+    "roofline.errors": ("RooflineError",),
+    "roofline.machines": ("A100_80GB", "H100_SXM", "Machine", "get_machine", "list_machines"),
+    "roofline.kernels": ("Kernel", "attention_pv_kernel", "attention_scores_kernel", "batched_matmul_kernel",
+                         "decode_step_kernel", "elementwise_kernel", "embedding_kernel", "flash_attention_kernel",
+                         "layernorm_kernel", "matmul_kernel", "naive_attention_kernel", "rmsnorm_kernel", "softmax_kernel"),
+    "roofline.cost": ("CostModel", "OpPrediction", "WorkloadPrediction", "predict", "seed_cost_model", "speed_of_light",
+                      "time_lower_bound"),
+    "roofline.architecture": ("MLP", "Attention", "LatentAttention", "Layer", "Mamba", "Mamba2", "Model", "MoE"),
+    "roofline.hf_configs": ("from_hf_config",),
+    "roofline.transformer": ("TransformerConfig", "active_params", "cache_bytes_per_sequence", "kv_cache_bytes_per_token",
+                             "model_summary", "attention_flops_per_token_forward", "count_params", "flops_per_token",
+                             "get_model", "list_models", "load_hf_config", "matmul_params", "six_nd", "training_flops",
+                             "training_time_s"),
+    "roofline.blocks": ("Workload", "block_kernels", "layer_reports"),
+})
 
 
 def plot_roofline(*args, **kwargs):
@@ -62,5 +43,5 @@ def plot_roofline(*args, **kwargs):
     return _plot(*args, **kwargs)
 
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [*_NAMES, "plot_roofline", "trace"]
 __version__ = "0.1.0"

@@ -9,8 +9,6 @@ from __future__ import annotations
 from difflib import get_close_matches
 from typing import Iterable
 
-import numpy as np
-
 
 class RooflineError(ValueError):
     """Bad input. ``field`` names the parameter (CLI flag or API field) when known; ``also`` the
@@ -27,6 +25,8 @@ class RooflineError(ValueError):
 def _describe(value, bad=None) -> str:
     """The value as an error names it; of an array with a ``bad`` mask, the first bad entry and
     where it sits ("1e+12 (value 2 of 2)"), not the whole array."""
+    import numpy as np  # here, not at the top: the CLI imports this module before it knows it needs numpy
+
     if isinstance(value, np.ndarray):
         if bad is not None and value.ndim == 1 and np.any(bad):
             i = int(np.flatnonzero(bad)[0])
@@ -76,6 +76,8 @@ def check_number(
     """
     if isinstance(value, bool) or value is None:
         raise RooflineError(f"{name} must be a number, got {value!r}", field=name)
+    import numpy as np  # as in _describe
+
     try:
         arr = np.asarray(value, dtype=float)
     except OverflowError:  # an integer past the largest float (10**400 in a file): not a finite number

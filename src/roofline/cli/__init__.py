@@ -22,7 +22,7 @@ import contextlib
 import sys
 
 from roofline.cli.args import (Parser, VersionAction, add_cost_flags, add_kernels_flag, add_layer_flags, add_machine_flags,
-                               kernel_param, layer_dtype)
+                               kernel_param, layer_dtype, package_version)
 from roofline.cli.core import cmd_kernel, cmd_layer, cmd_machines, cmd_models, cmd_plot
 from roofline.cli.plan_args import _add_tp, _flagged
 from roofline.errors import RooflineError
@@ -117,9 +117,13 @@ def _print_notes(notes) -> None:
 
 def main(argv=None) -> int:
     notes: list[str] = []  # old flag spellings used (args.DeprecatedAlias)
-    if not (sys.argv[1:] if argv is None else argv):  # a bare `roofline`: what it can do, not "required: COMMAND"
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:  # a bare `roofline`: what it can do, not "required: COMMAND"
         build_parser().print_help()
         return 0
+    if argv[0] == "--version":  # argparse's answer (VersionAction), without building every command's flags first
+        print(f"roofline {package_version()}")
+        raise SystemExit(0)
     try:
         args = build_parser().parse_args(argv)
         notes = vars(args).setdefault("deprecation_notes", [])  # a command may add one (an old value's spelling)

@@ -7,7 +7,6 @@ import json
 import sys
 
 from roofline.cli.args import calibrated_or_cost_model, cost_model_from_args, kernel_params, machine_from_args
-from roofline.blocks import storage_note  # noqa: F401 - re-exported for trace's use
 from roofline.errors import RooflineError
 from roofline.tables import dump_json
 from roofline.units import GIGA, TERA, US
@@ -69,6 +68,7 @@ def layer_dtype_notes(dtype: str, machine) -> list[str]:
 
 
 def cmd_layer(args):
+    from roofline.blocks import storage_note
     from roofline.transformer import get_model
 
     reports = _layers(args)

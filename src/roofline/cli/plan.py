@@ -16,8 +16,7 @@ from roofline.cli.args import (COUNT, PREFIXES, add_cost_flags, add_kernels_flag
 from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, SWEEP_MACHINES, _add_format, _add_model, _add_precision, _add_tp, _emit, _flagged,
                                     _output, _precision, count_list)
 from roofline.errors import RooflineError
-from roofline.plan.limits import ENGINE_MEMORY_FRACTION, SEARCH_MAX_BATCH
-from roofline.plan.precision import QUANT_DTYPES
+from roofline.plan.limits import ENGINE_MEMORY_FRACTION, QUANT_DTYPES, SEARCH_MAX_BATCH
 from roofline.tables import dump_json
 
 

@@ -11,8 +11,7 @@ import sys
 
 from roofline.cli.args import COUNT, MODEL_NAME, add_deprecated_alias, number_arg
 from roofline.errors import RooflineError
-from roofline.plan.limits import MIN_MEMORY_FRACTION
-from roofline.plan.precision import QUANT_DTYPES
+from roofline.plan.limits import MIN_MEMORY_FRACTION, QUANT_DTYPES
 
 
 SWEEP_MACHINES = "h100-sxm,h200,b200,a100-80gb,mi300x,l40s"

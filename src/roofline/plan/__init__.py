@@ -16,23 +16,21 @@ training, engine steps and sweeps; numpy only, built on the core (blocks, cost, 
     limits.py       the bounds planning searches to (MAX_CONTEXT, SEARCH_MAX_BATCH)
     render.py       the plain-text tables of those results
 
-The names below are those the module roofline.plan held before it became this package.
+The names below are those the module roofline.plan held before it became this package, each
+loaded from its module on first use (roofline.lazy): `roofline.plan.limits` alone loads no model.
 """
 
-from roofline.plan.precision import QUANT_DTYPES, Precision, computes_in, weight_only_compute
-from roofline.plan.parallel import (CROSS_NODE_LINKS, GPUS_PER_NODE, NODE_LINKS, SCALE_UP_LINKS, default_link,
-                                    resolve_link, shard, tp_link)
-from roofline.plan.model_ops import (CountedOp, Totals, context_of, default_cost_model, model_ops, predict_counted,
-                                     totals)
-from roofline.plan.inference import ModelPrediction, decode_step, predict_model, time_by_limit, time_to_first_token
-from roofline.plan.memory import (inference_weight_bytes, kv_bytes_per_sequence, kv_bytes_per_token,
-                                  kv_overtakes_weights_context, max_context_within)
-from roofline.plan.decode import DEFAULT_BATCHES
-from roofline.plan.limits import SEARCH_MAX_BATCH
+from roofline.lazy import lazy_package
 
-__all__ = ["CROSS_NODE_LINKS", "CountedOp", "DEFAULT_BATCHES", "GPUS_PER_NODE", "ModelPrediction", "NODE_LINKS",
-           "Precision", "QUANT_DTYPES", "SCALE_UP_LINKS", "SEARCH_MAX_BATCH", "Totals", "computes_in", "context_of",
-           "decode_step", "default_cost_model", "default_link", "inference_weight_bytes", "kv_bytes_per_sequence",
-           "kv_bytes_per_token", "kv_overtakes_weights_context", "max_context_within", "model_ops", "predict_counted",
-           "predict_model", "resolve_link", "shard", "time_by_limit", "time_to_first_token", "totals", "tp_link",
-           "weight_only_compute"]
+__all__ = lazy_package(__name__, {
+    "roofline.plan.precision": ("Precision", "computes_in", "weight_only_compute"),
+    "roofline.plan.parallel": ("CROSS_NODE_LINKS", "GPUS_PER_NODE", "NODE_LINKS", "SCALE_UP_LINKS", "default_link",
+                               "resolve_link", "shard", "tp_link"),
+    "roofline.plan.model_ops": ("CountedOp", "Totals", "context_of", "default_cost_model", "model_ops", "predict_counted",
+                                "totals"),
+    "roofline.plan.inference": ("ModelPrediction", "decode_step", "predict_model", "time_by_limit", "time_to_first_token"),
+    "roofline.plan.memory": ("inference_weight_bytes", "kv_bytes_per_sequence", "kv_bytes_per_token",
+                             "kv_overtakes_weights_context", "max_context_within"),
+    "roofline.plan.decode": ("DEFAULT_BATCHES",),
+    "roofline.plan.limits": ("QUANT_DTYPES", "SEARCH_MAX_BATCH"),
+})

@@ -6,7 +6,11 @@ where the step turns compute-bound.
 from roofline.errors import MAX_CONTEXT, check_number  # MAX_CONTEXT: 16,777,216 tokens, shared with serving's request lengths
 
 __all__ = ["ENGINE_MEMORY_FRACTION", "ENGINE_STEP_SEQS", "ENGINE_STEP_TOKENS", "MAX_CONTEXT", "SEARCH_MAX_BATCH",
-           "MIN_MEMORY_FRACTION", "check_memory_fraction"]
+           "MIN_MEMORY_FRACTION", "QUANT_DTYPES", "check_memory_fraction"]
+
+# The widths a Precision takes (plan/precision.py): here, where the CLI reads its --precision choices
+# without loading a model
+QUANT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
 
 SEARCH_MAX_BATCH = 65536  # compute-bound batches are searched up to here; the largest decode batch planned
 

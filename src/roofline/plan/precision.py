@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from roofline.architecture import WeightStorage
 from roofline.errors import RooflineError, check_choice
 from roofline.machines import Machine, get_machine
+from roofline.plan.limits import QUANT_DTYPES
 from roofline.transformer import get_model
 from roofline.units import DTYPE_BYTES
 
 
-QUANT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
 # what quantisation tools leave at the model's own width (Precision.kept): ModelOpt's default configs
 # disable "*lm_head*" and the MoE routers ("*router*", "*mlp.gate.*"); embeddings, norms and biases are no Linear
 UNQUANTISED_PARTS = ("lm_head", "embedding", "position", "router", "norms", "expert_biases")

@@ -10,17 +10,18 @@ per-op costs of roofline.plan.step (StepCost).
                   seed_spread: a run's spread over seeds; best_parallelism: the replica size for a rate
     disagg.py     prefill/decode disaggregation
     render.py     the plain-text tables
+
+Each name below is loaded from its module on first use (roofline.lazy).
 """
 
-from roofline.serving.engine import Engine
-from roofline.serving.requests import MAX_REQUESTS, Requests, closed_requests, lengths, poisson_requests, read_lengths
-from roofline.serving.results import PERCENTILES, ServingResult, step_settings
-from roofline.serving.scheduler import simulate, simulate_pipelined
-from roofline.serving.search import (SEARCH_STEPS, ServingSweep, best_parallelism, max_rate_within, meets_slo, seed_spread,
-                                     spread_note, sweep_concurrency)
-from roofline.serving.disagg import best_disaggregation, kv_transfer_seconds, simulate_disaggregated
+from roofline.lazy import lazy_package
 
-__all__ = ["Engine", "MAX_REQUESTS", "PERCENTILES", "Requests", "SEARCH_STEPS", "ServingResult", "ServingSweep",
-           "best_disaggregation", "best_parallelism", "closed_requests", "kv_transfer_seconds", "lengths", "max_rate_within", "meets_slo",
-           "poisson_requests", "read_lengths", "seed_spread", "simulate", "simulate_disaggregated", "simulate_pipelined",
-           "spread_note", "step_settings", "sweep_concurrency"]
+__all__ = lazy_package(__name__, {
+    "roofline.serving.engine": ("Engine",),
+    "roofline.serving.requests": ("MAX_REQUESTS", "Requests", "closed_requests", "lengths", "poisson_requests", "read_lengths"),
+    "roofline.serving.results": ("PERCENTILES", "ServingResult", "step_settings"),
+    "roofline.serving.scheduler": ("simulate", "simulate_pipelined"),
+    "roofline.serving.search": ("SEARCH_STEPS", "ServingSweep", "best_parallelism", "max_rate_within", "meets_slo",
+                                "seed_spread", "spread_note", "sweep_concurrency"),
+    "roofline.serving.disagg": ("best_disaggregation", "kv_transfer_seconds", "simulate_disaggregated"),
+})

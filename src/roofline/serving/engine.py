@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roofline.errors import RooflineError, check_number
-from roofline.plan.limits import check_memory_fraction
-from roofline.plan.memory import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS
+from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS, check_memory_fraction
 
 
 MAX_STEP_OVERHEAD_S = 1.0  # an engine time per step past a second is a typo (the CLI's and the API's bound)
