@@ -32,7 +32,12 @@ vision_start_token_id vision_end_token_id
 boi_token_id eoi_token_id eoa_token_id eoa_token_index vision_soft_tokens_per_image
 video_token_index image_seq_length image_grid_pinpoints img_token_compression_config process_image_mode
 vision_feature_layer vision_feature_select_strategy projector_hidden_act projector_hidden_size multimodal_projector_bias
-""".split())
+ignore_index media_placeholder_token_id use_unified_vision_chunk video_placeholder
+begin_suppress_tokens diversity_penalty do_sample early_stopping encoder_no_repeat_ngram_size
+exponential_decay_length_penalty forced_bos_token_id forced_eos_token_id is_decoder length_penalty max_length
+min_length no_repeat_ngram_size num_beam_groups num_beams num_return_sequences output_scores remove_invalid_values
+repetition_penalty return_dict_in_generate suppress_tokens temperature tf_legacy_loss top_k top_p typical_p
+""".split())  # the last lines: PretrainedConfig's generation defaults, which older exports write out (no weights)
 
 MAX_DIM = 10**8  # a width, count or vocabulary beyond this is a typo
 MAX_LAYERS = 10_000  # published models have at most a few hundred
