@@ -72,6 +72,8 @@ def test_layer_tensor_parallel_is_one_gpus_slice_and_its_all_reduces(capsys):
     assert "one GPU's 1/4 (tensor parallel; 2 all-reduces over nvlink)" in out
     code, _, err = run(capsys, "layer", "--tp", "3")
     assert code == 2 and "--tp 3 must divide" in err and "heads 32" in err
+    code, _, err = run(capsys, "layer", "--tp-link", "pcie")  # a link with no all-reduce to cross it: said
+    assert code == 2 and "--tp-link pcie" in err and "--tp 2 or more" in err
 
 
 def test_launch_overhead_takes_its_unit_as_the_slo_targets_do(capsys):

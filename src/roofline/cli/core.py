@@ -19,6 +19,9 @@ def _layers(args):
     machine = machine_from_args(args)
     dtype = args.dtype or machine.default_dtype
     model, t, all_reduce = args.model, int(getattr(args, "tp", 1) or 1), None
+    if t == 1 and getattr(args, "tp_link", None):
+        raise RooflineError(f"--tp-link {args.tp_link} names the link of tensor-parallel all-reduces: give --tp 2 or more",
+                            field="tp_link")
     if t > 1:  # one GPU's slice and its all-reduces, as the plan commands and serving shard it
         from roofline.kernels import all_reduce_kernel
         from roofline.plan.parallel import shard, tp_link
