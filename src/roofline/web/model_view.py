@@ -89,6 +89,7 @@ def memory_chart(memory: MemoryPlan) -> dict:
         for p in memory.parts
     ]
     name = memory.machine_name or memory.machine
+    share = dict(memory.settings).get("memory_fraction")  # an engine's share of the memory, said beside the line
     return {
         "label": "weights + KV cache + activations",
         "segments": segments,
@@ -97,7 +98,8 @@ def memory_chart(memory: MemoryPlan) -> dict:
         "fits": memory.fits,
         "colors": {"not_fit": MEMORY_RED},
         "capacity_gb": cap_gb,
-        "capacity_text": None if cap_gb is None else f"{name}: {format_si(memory.capacity_bytes, 'B')}",
+        "capacity_text": None if cap_gb is None else f"{name}: {format_si(memory.capacity_bytes, 'B')}" + (
+            f" ({share:g} of {format_si(memory.capacity_bytes / share, 'B')})" if share else ""),
         "capacity_anchor": None if cap_gb is None else ("left" if cap_gb < 0.5 * max(total_gb, cap_gb) * 1.45 else "right"),
         "x_max_gb": max(total_gb, cap_gb or 0.0) * 1.45,  # room for the total's label
     }
