@@ -204,7 +204,7 @@ def closed_requests(concurrency: int, n: int, input_tokens, output_tokens, seed:
     c = int(check_number("concurrency", concurrency, maximum=1 << 24, integer=True))
     n = int(check_number("requests", n, maximum=MAX_REQUESTS, integer=True))
     rng = np.random.default_rng(seed)
-    label = f"concurrency {c:,}" if c <= n else (f"concurrency {c:,} asked, {n:,} in flight at most (only {n:,} "
+    label = f"concurrency {c:,}" if c <= n else (f"concurrency {c:,}, but {n:,} in flight at most (only {n:,} "
                                                  f"request{'s' if n != 1 else ''}: give --requests {c:,} or more)")
     return Requests(lengths(input_tokens, n, rng, "input_len"), lengths(output_tokens, n, rng, "output_len"), None, c,
                     label=label)
