@@ -399,3 +399,21 @@ def test_an_older_summary_in_microseconds_reads_its_unitless_columns_in_the_tota
     assert code == 0 and "1 kernel, 600 us of GPU time" in out
     code, _, err = run(capsys, "nsight", path, "--compute-scale", "2")
     assert code == 2 and "--compute-scale does not apply" in err
+
+
+def test_findings_are_listed_as_far_as_the_table_is(raw):
+    """Five kernels each measured faster than their bound print five '!!' findings; under --limit 2 the
+    report lists two and counts the other three, as its table does (a 20,000-kernel export printed one
+    line a kernel)."""
+    import dataclasses
+
+    from roofline.trace.nsight import NcuReport
+
+    hgemm = next(k for k in load_ncu_csv(raw) if k.id == "1")
+    row = measured_kernel(hgemm, M, "fp16")  # 1e10 FLOPs at 4e12/s: 2.5 ms bound, 2 ms measured
+    rows = tuple(dataclasses.replace(row, id=str(i)) for i in range(5))
+    rep = NcuReport("x.csv", "raw", "m", "fp16", rows)
+    assert sum(line.startswith("!! kernel") for line in rep.to_table(None).splitlines()) == 5
+    short = rep.to_table(2).splitlines()
+    assert sum(line.startswith("!! kernel") for line in short) == 2
+    assert "!! ... 3 more kernels with such a finding" in short[-1]

@@ -242,8 +242,12 @@ class NcuReport:
             lines.append(f"bytes only (no FLOP metrics in the export, bound = DRAM bytes / bandwidth): {len(self.bytes_only)} "
                          f"kernel{'s' if len(self.bytes_only) != 1 else ''}; "
                          "collect sm__sass_thread_inst_executed_op_{f,d,h}{fma,add,mul}_pred_on.sum")
-        for k in self.problems:
+        shown = self.problems if limit is None or limit <= 0 else self.problems[:limit]
+        for k in shown:
             lines.append(f"!! kernel {k.id} {k.name[:60]}: {k.problem}")
+        if len(shown) < len(self.problems):  # a big export's findings, as its table: the first --limit of them
+            lines.append(f"!! ... {len(self.problems) - len(shown)} more kernels with such a finding (--limit 0 shows "
+                         "all; --json lists each)")
         return "\n".join(lines)
 
 
