@@ -101,6 +101,24 @@ class Finding:
                 "applies": self.applies, "why": self.why}
 
 
+class AgainstBound:
+    """A measurement against its roofline bound, for a result type with ``measured_s`` and
+    ``roofline_s`` fields (nsight's MeasuredKernel, the profiler's ProfiledOp): the time lost to the
+    bound and, where the measurement beat it, by how much (one home for both)."""
+
+    @property
+    def lost_s(self) -> float:
+        """Time lost to the bound: measured - roofline, never below 0 (a measurement that beats the
+        bound lost nothing; by how much it beat it is beat_bound_s)."""
+        return max(0.0, self.measured_s - self.roofline_s)
+
+    @property
+    def beat_bound_s(self) -> float:
+        """How much faster than the roofline bound the measurement ran (0 when it did not): the bound
+        is not a bound there (a cache-resident working set, a unit or FLOP-convention slip; ``problem``)."""
+        return max(0.0, self.roofline_s - self.measured_s)
+
+
 @dataclass(frozen=True)
 class Diagnosis(Tabular):
     """A kernel, a machine and a measured time, read with the roofline chapter, section 4. Quantities in SI:

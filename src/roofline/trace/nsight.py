@@ -66,6 +66,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roofline.cost import binds, overlapped_s
+from roofline.diagnose.kernel_diagnosis import AgainstBound
 from roofline.errors import RooflineError
 from roofline.tables import dump_json
 from roofline.trace.nsight_files import NcuKernel, NsysKernel, PRECISIONS, _where, read_nsight
@@ -76,7 +77,7 @@ def _kernels(n: int) -> str:
 
 
 @dataclass(frozen=True)
-class MeasuredKernel:
+class MeasuredKernel(AgainstBound):
     """One ncu kernel launch against its bound: ``flops`` (None: bytes only) and ``bytes`` per
     launch, ``roofline_s`` and ``measured_s`` in seconds, ``speed_of_light`` = roofline_s /
     measured_s (the fraction of the roof achieved). Field names follow roofline.trace.profiler's
@@ -104,18 +105,6 @@ class MeasuredKernel:
     @property
     def speed_of_light(self) -> float:
         return self.roofline_s / self.measured_s
-
-    @property
-    def lost_s(self) -> float:
-        """Time lost to the bound: measured - roofline, never below 0 (a measurement that beats the
-        bound lost nothing; by how much it beat it is beat_bound_s)."""
-        return max(0.0, self.measured_s - self.roofline_s)
-
-    @property
-    def beat_bound_s(self) -> float:
-        """How much faster than the roofline bound the measurement ran (0 when it did not): the bound
-        is not a bound there (a cache-resident working set, a unit or FLOP-convention slip; ``problem``)."""
-        return max(0.0, self.roofline_s - self.measured_s)
 
     @property
     def achieved_flops_per_s(self) -> float | None:

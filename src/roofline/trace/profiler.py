@@ -32,7 +32,7 @@ import statistics
 from dataclasses import dataclass
 
 from roofline.cost import binds, hierarchical_lower_bound, op_times, time_lower_bound
-from roofline.diagnose.kernel_diagnosis import advice, measurement_problem
+from roofline.diagnose.kernel_diagnosis import AgainstBound, advice, measurement_problem
 from roofline.kernels import Kernel
 from roofline.errors import RooflineError, check_number
 from roofline.machines import get_machine
@@ -52,7 +52,7 @@ COMPARISON_OPS = ("aten::sort", "aten::argsort", "aten::msort", "aten::topk", "a
 
 
 @dataclass(frozen=True)
-class ProfiledOp:
+class ProfiledOp(AgainstBound):
     """Calls of one op at one set of input shapes. ``flops`` and ``bytes`` are per call; times
     (s) are summed over the calls; ``speed_of_light`` = roofline_s / measured_s."""
 
@@ -84,18 +84,6 @@ class ProfiledOp:
     @property
     def speed_of_light(self) -> float:
         return self.roofline_s / self.measured_s if self.measured_s > 0 else float("inf")
-
-    @property
-    def lost_s(self) -> float:
-        """Time lost to the bound: measured - roofline, never below 0 (a measurement that beats the
-        bound lost nothing; by how much it beat it is beat_bound_s)."""
-        return max(0.0, self.measured_s - self.roofline_s)
-
-    @property
-    def beat_bound_s(self) -> float:
-        """How much faster than the roofline bound the measurement ran (0 when it did not): the bound
-        is not a bound there (a cache-resident working set, a unit or FLOP-convention slip; ``problem``)."""
-        return max(0.0, self.roofline_s - self.measured_s)
 
     @property
     def advice(self) -> str:
