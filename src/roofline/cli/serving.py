@@ -17,8 +17,8 @@ from roofline.cli.args import (add_cost_flags, add_kernels_flag, add_machine_fla
 from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, _add_format, _add_model, _add_precision, _add_tp, _flagged, _output, _precision,
                                     count_list)
 from roofline.errors import DISAGG_BUDGET_REQUESTS, MAX_CONTEXT, MAX_REQUESTS, RooflineError
-from roofline.serving.engine import MAX_STEP_OVERHEAD_S
 from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS
+from roofline.serving.engine import MAX_STEP_OVERHEAD_S
 from roofline.units import MS, US, parse_time_s
 
 
@@ -57,12 +57,6 @@ def _split_arg(text):
     return one(parts[0]), one(parts[1])
 
 
-# the scheduler's settings without --engine (vLLM's older defaults), each a flag that --engine's preset replaces
-# serving.Engine's defaults (without --engine): the step budgets and memory share plan.limits declares once
-PLAIN_ENGINE = {"max_seqs": ENGINE_STEP_SEQS, "max_tokens": ENGINE_STEP_TOKENS, "block_size": 16,
-                "memory_fraction": ENGINE_MEMORY_FRACTION, "step_overhead_s": 0.0}
-
-
 def _given(args) -> dict:
     """The scheduler settings given on the command line (None: not given)."""
     return {"max_seqs": args.max_seqs, "max_tokens": args.max_tokens, "block_size": args.block_size,
@@ -70,7 +64,7 @@ def _given(args) -> dict:
 
 
 def _engine(args, machine=None):
-    """The Engine of the flags: --engine's defaults on the machine (serving.engines), or PLAIN_ENGINE's,
+    """The Engine of the flags: --engine's defaults on the machine (serving.engines), or serving.Engine's own,
     with every flag given over them."""
     from roofline.serving.engine import Engine
 
@@ -79,7 +73,7 @@ def _engine(args, machine=None):
         from roofline.serving.engines import preset
 
         return preset(args.engine, machine).engine(**_given(args), **rest)
-    return Engine(**{k: (v if v is not None else PLAIN_ENGINE[k]) for k, v in _given(args).items()}, **rest)
+    return Engine(**{k: v for k, v in _given(args).items() if v is not None}, **rest)
 
 
 def _engine_kernels(args, machine) -> None:
@@ -605,13 +599,14 @@ def register(sub):
                         "scheduler, budgets, cache blocks, memory share and time per step, and its measured kernels "
                         "(--kernels) where the tables hold this GPU; any flag below given wins")
     p.add_argument("--max-seqs", type=number_arg("--max-seqs", integer=True, maximum=1 << 20), default=None,
-                   help="sequences running at once (vLLM max_num_seqs; default 256, or --engine's)")
+                   help=f"sequences running at once (vLLM max_num_seqs; default {ENGINE_STEP_SEQS}, or --engine's)")
     p.add_argument("--max-tokens", type=number_arg("--max-tokens", integer=True, maximum=1 << 20), default=None,
-                   help="tokens per step (vLLM max_num_batched_tokens; default 8,192, or --engine's)")
+                   help=f"tokens per step (vLLM max_num_batched_tokens; default {ENGINE_STEP_TOKENS:,}, or --engine's)")
     p.add_argument("--block-size", type=number_arg("--block-size", integer=True, maximum=1 << 16), default=None,
                    help="tokens per KV-cache block (default 16, or --engine's)")
     p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=None,
-                   help="share of GPU memory the engine takes (vLLM gpu_memory_utilization; default 0.9, or --engine's)")
+                   help=f"share of GPU memory the engine takes (vLLM gpu_memory_utilization; default {ENGINE_MEMORY_FRACTION:g}, "
+                        "or --engine's)")
     p.add_argument("--step-overhead", type=number_arg("--step-overhead", strictly=False, maximum=MAX_STEP_OVERHEAD_S, parser=_slo_time_s,
                                                                   seconds=True),
                    default=None, help="the engine's own time per step, not overlapped with the GPU (scheduling, sampling, "
