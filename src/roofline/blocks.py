@@ -439,7 +439,8 @@ class LayerReport(Tabular):
     layer_count: int = 1
     layer_index: int = 0
     n_layers: int = 1
-    tensor_parallel: int = 1  # > 1: one GPU's slice of the layer and its all-reduces
+    tensor_parallel: int = 1  # > 1: one GPU's slice of the layer and its all-reduces ...
+    tp_link: str = ""  # ... over this link
 
     def to_dict(self) -> dict:
         pred = self.prediction.to_dict()
@@ -461,6 +462,7 @@ class LayerReport(Tabular):
             "layer_index": self.layer_index,
             "n_layers": self.n_layers,
             "tensor_parallel": self.tensor_parallel,
+            "tp_link": self.tp_link or None,
         }
         return {**head, "cost_model": cost_model, **pred}
 
@@ -468,7 +470,7 @@ class LayerReport(Tabular):
 def layer_reports(model="llama3-8b", machine="h100-sxm", phase: str = "prefill", tokens: int | None = None,
                   batch: int = 1, context: int | None = None, attention: str = "naive", dtype: str = "bf16",
                   cost_model: CostModel | None = None, layer: int | None = None, tensor_parallel: int = 1,
-                  all_reduce=None) -> list[LayerReport]:
+                  all_reduce=None, tp_link: str = "") -> list[LayerReport]:
     """One report per distinct layer kind of ``model`` (with how many layers have it), or one for
     layer index ``layer``. Defaults: the workshop's cost model with the machine's launch overhead.
     ``tensor_parallel`` t > 1: ``model`` is one GPU's slice (plan.parallel.shard) and
@@ -493,7 +495,7 @@ def layer_reports(model="llama3-8b", machine="h100-sxm", phase: str = "prefill",
         out.append(LayerReport(machine_key=m.key or m.name, model=cfg.key or cfg.name, phase=w.phase, tokens=w.tokens,
                                batch=batch, context=w.context, attention=attention_used(kind, attention), dtype=dtype,
                                prediction=cost_model.predict(kernels, m), layer_kind=kind.label, layer_count=n,
-                               layer_index=index, n_layers=cfg.n_layers, tensor_parallel=int(tensor_parallel)))
+                               layer_index=index, n_layers=cfg.n_layers, tensor_parallel=int(tensor_parallel), tp_link=tp_link))
     return out
 
 

@@ -18,7 +18,7 @@ def _layers(args):
     args.cost_notes = getattr(args, "cost_notes", [])  # calibrated_or_cost_model says here what it chose over a profile
     machine = machine_from_args(args)
     dtype = args.dtype or machine.default_dtype
-    model, t, all_reduce = args.model, int(getattr(args, "tp", 1) or 1), None
+    model, t, all_reduce, link = args.model, int(getattr(args, "tp", 1) or 1), None, ""
     if t == 1 and getattr(args, "tp_link", None):
         raise RooflineError(f"--tp-link {args.tp_link} names the link of tensor-parallel all-reduces: give --tp 2 or more",
                             field="tp_link")
@@ -29,13 +29,12 @@ def _layers(args):
 
         model = shard(model, t)
         link = tp_link(machine, args.tp_link, t, args.gpus_per_node)
-        args.tp_link_used = link
 
         def all_reduce(rows, i):  # named as the layer's other repeated ops are: "residual add 2"
             return all_reduce_kernel(rows * model.d_model, t, link, DTYPE_BYTES[dtype],
                                      name=f"TP all-reduce{' ' + str(i) if i > 1 else ''} ({link})")
     return layer_reports(model, machine, args.phase, args.tokens, args.batch, args.context, args.attention,
-                         dtype, calibrated_or_cost_model(args, machine), getattr(args, "layer", None), t, all_reduce)
+                         dtype, calibrated_or_cost_model(args, machine), getattr(args, "layer", None), t, all_reduce, link)
 
 
 def _layer(args):
@@ -129,7 +128,7 @@ def cmd_layer(args):
         if report.tensor_parallel > 1:
             n = cfg.layer(report.layer_index).tp_all_reduces
             tp = (f", one GPU's 1/{report.tensor_parallel} (tensor parallel; {n} all-reduce{'s' if n > 1 else ''} "
-                  f"over {args.tp_link_used})")
+                  f"over {report.tp_link})")
         # naive is the plate's own view (its unfused layer); the plan commands and serving run flash, as engines do
         attention = ("naive attention (the plate's unfused layer; engines run flash)" if report.attention == "naive"
                      else f"{report.attention} attention")
