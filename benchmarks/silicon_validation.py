@@ -44,7 +44,7 @@ MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama3.1-8b", "nvidia/Llama-3.1-8
 # models read from the config.json aiconfigurator-core ships (its model_configs/), by our label
 CONFIGS = {"minimax-m2.5": "MiniMaxAI--MiniMax-M2.5_config.json", "qwen3.5-397b-a17b": "Qwen--Qwen3.5-397B-A17B_config.json",
            "kimi-k2.5": "moonshotai--Kimi-K2.5_config.json", "glm-5": "zai-org--GLM-5_config.json"}
-GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "gb200"}
+GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "gb200", "b300_sxm": "b300", "gb300": "gb300"}
 DTYPES = {"fp8": "fp8", "fp4": "fp4", "bf16": "bf16", "": "bf16", "int4": "int4"}  # the row's precision; none: bf16
 # Checkpoints whose config.json quantization_config scales fp8 weights per 128 x 128 block ("weight_block_size":
 # [128, 128]: DeepSeek-V3 and R1, Qwen3's own -FP8 releases): their GEMMs and experts read the tables' fp8_block rows

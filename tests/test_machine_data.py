@@ -275,6 +275,14 @@ SPARSE_PRINTED = [
     ("b200", "bf16", 4.5e15),  # table 1: B200 BF16 [4.5 PF]
     ("b200", "tf32", 2.2e15),  # table 1: B200 TF32 [2.2 PF sparse]
     ("b200", "fp4", 18e15),  # table 1: B200 FP4 [18 PF]
+    # NVIDIA's Blackwell Ultra datasheet (HGX B300 and GB300 NVL72 per GPU, sparse): BF16 4.5 / 5, FP8 9 / 10,
+    # INT8 307 / 330 TOPS; NVFP4 printed "18 | 14" (sparse | dense) on the B300, so not halved: below
+    ("b300", "bf16", 4.5e15),
+    ("b300", "fp8", 9e15),
+    ("b300", "int8", 307e12),
+    ("gb300", "bf16", 5e15),
+    ("gb300", "fp8", 10e15),
+    ("gb300", "int8", 330e12),
     ("l4", "bf16", 242e12),  # table 3: L4 BF16 [242*]
     ("rtx-4090", "bf16", 330.3e12),  # table 3: RTX 4090 BF16 [330.3]
     ("mi300x", "bf16", 2614.9e12),  # table 4: MI300X BF16 [2,614.9 sparse]
@@ -380,14 +388,28 @@ def test_peer_links_must_name_one_of_the_machines_links():
 
 
 @pytest.mark.parametrize("key, mib", [("h100-sxm", 81_559), ("a100-80gb", 81_920), ("a100-40gb", 40_960),
-                                      ("l40s", 46_068), ("l4", 23_034), ("h200", 143_771)])
+                                      ("l40s", 46_068), ("l4", 23_034), ("h200", 143_771),
+                                      ("b300", 275_040), ("gb300", 284_208)])
 def test_capacity_is_what_the_driver_reports_where_a_source_gives_it(key, mib):
     # nvidia-smi's totals in MiB (NVIDIA/nccl issue #1264 for the H100; modal-labs/modal-client pull
     # request #2797 for all five): what an engine sizes its KV cache from, above the datasheet's label
     m = get_machine(key)
     assert m.usable_memory_bytes == m.capacity_bytes == mib * 2**20 > m.memory_bytes
     assert "as the driver reports" in m.capacity_text and m.capacity_notes
-    assert dict(m.sources)["usable_memory_bytes"].startswith(("SMI-MODAL", "SMI-H100", "SMI-H200"))
+    assert dict(m.sources)["usable_memory_bytes"].startswith(("SMI-MODAL", "SMI-H100", "SMI-H200", "NV-BWU-DS"))
+
+
+def test_blackwell_ultra_presets_are_the_datasheets_dense_figures():
+    # NVIDIA's Blackwell Ultra datasheet and technical blog: B300 (HGX) NVFP4 "18 | 14" PFLOP/s sparse | dense and
+    # 62 TB/s over 8 GPUs = 7.75 TB/s; GB300 15 PFLOP/s dense NVFP4 and 8 TB/s; both 288 GB HBM3E, NVLink 5 at
+    # 1.8 TB/s bidirectional = 900 GB/s a direction; the HGX B300's ConnectX-8 800 Gb/s a GPU = 100 GB/s
+    b300, gb300 = get_machine("b300"), get_machine("gb300")
+    assert b300.peak("fp4") == 14e15 and gb300.peak("fp4") == 15e15
+    assert b300.bandwidth == 62e12 / 8 and gb300.bandwidth == 8e12
+    assert b300.memory_bytes == gb300.memory_bytes == 288e9
+    assert dict(b300.links)["nvlink"] == dict(gb300.links)["nvlink"] == 1.8e12 / 2
+    assert dict(b300.links)["infiniband"] == 800e9 / 8
+    assert b300.scale_up_gpus == 8 and gb300.scale_up_gpus == 72
 
 
 def test_capacity_falls_back_to_the_datasheet_without_a_driver_figure():

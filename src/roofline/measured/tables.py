@@ -28,10 +28,11 @@ INSTALL = "pip install 'roofline[measured]'"
 MS = 1e-3
 
 # The package's GPU folders and the machine presets they measured (its systems/<gpu>.yaml give
-# each one's memory: a100_sxm 80 GiB, h200_sxm 141 GB, l40s 46,068 MiB, gb200 189,471 MiB). GPUs
-# measured that have no preset here (b300_sxm, gb300, rtx_pro_6000_server, b60) are listed by
-# `roofline machines --measured` under their folder names and cannot be chosen.
+# each one's memory: a100_sxm 80 GiB, h200_sxm 141 GB, l40s 46,068 MiB, gb200 189,471 MiB, b300_sxm
+# 275,040 MiB, gb300 284,208 MiB). GPUs measured that have no preset here (rtx_pro_6000_server, b60) are
+# listed by `roofline machines --measured` under their folder names and cannot be chosen.
 PRESET_OF_GPU = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "gb200",
+                 "b300_sxm": "b300", "gb300": "gb300",
                  "a100_sxm": "a100-80gb", "l40s": "l40s"}
 ENGINES = ("trtllm", "vllm", "sglang")  # the serving engines; comm/ also holds nccl and oneccl
 
