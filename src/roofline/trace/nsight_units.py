@@ -55,5 +55,3 @@ def parse_value(text: str) -> float | None:
     if not math.isfinite(v) or abs(v) > 1e300:
         raise ValueError(s)
     return v
-
-
