@@ -166,6 +166,17 @@ COUNT = dict(integer=True, maximum=1e12)
 PREFIXES = "; counts take SI or binary prefixes: 8k = 8,000, 8Ki = 8,192"  # --tokens 8k is not 8,192: said in --help
 
 
+def grouped_count_arg(flag):
+    """A COUNT that may be written with thousands separators (50,257 or 50_257: a GEMM's sizes)."""
+    convert = number_arg(flag, **COUNT)
+
+    def parse(text):
+        return convert(str(text).replace(",", "").replace("_", ""))
+
+    parse.__name__ = flag
+    return parse
+
+
 def add_cost_flags(p, launch_default_note="the machine's preset", seed=True):
     """The cost model's flags; ``seed`` False for a command that defaults to the bare roofline
     (e_c = e_m = 1: `roofline kernel`), so that its --help says so."""
