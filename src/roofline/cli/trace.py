@@ -236,9 +236,6 @@ def cmd_profile(args):
 
 
 def register(sub):
-    from roofline.cli.args import kernel_param
-    from roofline.units import parse_number
-
     p = sub.add_parser("trace", help="trace a PyTorch model on the meta device: FLOPs and bytes per aten op",
                        description="Examples: roofline trace roofline.trace.models:llama2_7b --input-shape 1,128; "
                                    "roofline trace llama3-8b --phase decode --context 8192 --batch 8; "

@@ -17,7 +17,7 @@ gets the diagnosis of the roofline chapter, section 4. Pure numpy: the timings c
 
 from __future__ import annotations
 
-from roofline.tables import Tabular, dump_json  # noqa: E402
+from roofline.tables import Tabular  # noqa: E402
 
 import csv
 import io
@@ -154,9 +154,6 @@ class CheckReport(Tabular):
             "ops": [op.to_dict() for op in self.ops],
             "block": self.block.to_dict(),
         }
-
-    def to_json(self) -> str:
-        return dump_json(self.to_dict())
 
     def to_csv(self) -> str:
         cols = ("name", "flops", "bytes", "measured_s", "roofline_s", "seed_s", "calibrated_s", "calibrated_low_s",

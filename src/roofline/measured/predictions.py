@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.cost import OpPrediction, WorkloadPrediction, _jsonable
+from roofline.cost import OpPrediction, WorkloadPrediction
+from roofline.tables import jsonable
+
 
 @dataclass(frozen=True)
 class MeasuredOpPrediction(OpPrediction):
@@ -37,7 +39,7 @@ class MeasuredOpPrediction(OpPrediction):
         return float(share) if share.ndim == 0 else share
 
     def to_dict(self) -> dict:
-        out = {**super().to_dict(), **{k: _jsonable(getattr(self, k)) for k in MEASURED_FIELDS}}
+        out = {**super().to_dict(), **{k: jsonable(getattr(self, k)) for k in MEASURED_FIELDS}}
         if self.basis == "fused":  # no time of its own: no share of a roofline either
             out["speed_of_light"] = None
         return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roofline.diagnose.kernel_diagnosis import AgainstBound, advice
-from roofline.tables import Tabular, dump_json
+from roofline.tables import Tabular
 from roofline.trace.chrome_trace import GRAPH_REPLAY
 
 COMPARISON_OPS = ("aten::sort", "aten::argsort", "aten::msort", "aten::topk", "aten::kthvalue", "aten::median")
@@ -180,9 +180,6 @@ class ProfileReport(Tabular):
                                      if self.calibrated_s is not None and self.measured_total_s > 0 else None),
                 "unprofiled_s": self.unprofiled_s, "notes": list(self.notes), "forwards": self.forwards}
 
-    def to_json(self) -> str:
-        return dump_json(self.to_dict())
-
     def to_csv(self) -> str:
         """A row per costed op (kind "op"), then the time outside them, so that the measured_s column
         sums to what was measured: the views, the wrappers' own time, each unsupported op, the time
@@ -208,7 +205,8 @@ class ProfileReport(Tabular):
         return profile_table(self, limit)
 
 def profile_table(rep: ProfileReport, limit: int | None = 20) -> str:
-    from roofline.tables import _us, grid
+    from roofline.tables import grid
+    from roofline.units import format_us_cell as _us
     from roofline.units import format_intensity
 
     rows = []

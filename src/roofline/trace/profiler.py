@@ -36,9 +36,9 @@ from roofline.diagnose.kernel_diagnosis import measurement_problem
 from roofline.kernels import Kernel
 from roofline.errors import RooflineError, check_number
 from roofline.machines import get_machine
-from roofline.trace.chrome_trace import (DeviceEvent, Node, PROFILER_DTYPES, _is_id, _seconds_by_ext,
-                                         between_ops, device_class, device_events, load_trace, op_tree,
-                                         profiler_steps, repeats, select_ops)
+from roofline.trace.chrome_trace import (DeviceEvent, Node, PROFILER_DTYPES, between_ops, device_class, device_events,
+                                         is_event_id, load_trace, op_tree, profiler_steps, repeats, seconds_by_ext,
+                                         select_ops)
 from roofline.trace.profile_result import ProfiledOp, ProfileReport, Unattributed, Unsupported  # noqa: F401 (re-exported)
 from roofline.trace.rebuild import rebuild
 from roofline.trace.result import peak_dtype
@@ -79,7 +79,7 @@ def profile_report(path, machine, calibrated=None, forwards: int | None = None) 
         raise RooflineError(f"{str(path)!r} holds no op events (cpu_op) and no device kernels: record it with "
                             "torch.profiler, activities=[ProfilerActivity.CPU] (and CUDA on a GPU), record_shapes=True",
                             field="trace")
-    walk = _Walk(machine, _seconds_by_ext(devs))
+    walk = _Walk(machine, seconds_by_ext(devs))
     if roots and not any("Input Dims" in n.args for r in roots for n in r.subtree()):
         raise RooflineError(f"{str(path)!r} was recorded without the ops' input shapes: record it with "
                             "torch.profiler's record_shapes=True (no op can be costed without them)", field="trace")
@@ -144,7 +144,7 @@ class _Walk:
         s = 0.0
         for m in n.subtree():
             x = m.args.get("External id")
-            if _is_id(x) and x not in self.claimed and x in self.dev:
+            if is_event_id(x) and x not in self.claimed and x in self.dev:
                 self.claimed.add(x)
                 s += self.dev[x]
         return s
