@@ -178,6 +178,16 @@ def test_report_on_a_round_machine(raw):
     assert len(rep.bytes_only) == 1
 
 
+def test_the_reports_frame_their_kernels(raw, nsys):
+    pytest.importorskip("pandas")
+    rep = nsight_report(raw, M)
+    frame = rep.to_pandas()  # a row per kernel launch (AXPY, HGEMM, COPY), ranked by time lost
+    assert list(frame["id"]) == ["1", "0", "2"] and frame.attrs["measured_s"] == pytest.approx(rep.measured_s)
+    assert rep._repr_html_().count("<tr>") >= 1 + 3
+    summary = nsight_report(nsys, M)
+    assert list(summary.to_pandas()["instances"]) == [3, 1]  # big_kernel's 3 launches first, small_kernel's 1
+
+
 def test_one_dtype_for_every_flop(raw):
     hgemm = next(k for k in load_ncu_csv(raw) if k.id == "1")
     # all 1e10 FLOPs at the fp16 peak: 1e10 / 4e12 = 2.5 ms > 2 ms measured: impossible, and said so

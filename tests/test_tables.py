@@ -22,6 +22,7 @@ from roofline.shapes import GemmAdvice
 from roofline.plan.step import StepCost
 from roofline.plan.sweep import SweepResult, sweep
 from roofline.tables import Tabular
+from roofline.trace.nsight import NcuReport, NsysReport
 from roofline.trace.profiler import ProfileReport
 from roofline.trace.result import TraceResult
 from roofline.plan.training import TrainPlan, train_plan
@@ -78,8 +79,10 @@ def step():
 def test_every_result_type_has_the_protocol():
     # the types a user gets from the library, and the extra types built on them
     for cls in (WorkloadPrediction, ModelPrediction, DecodePlan, MemoryPlan, SweepResult, TrainPlan, ServingResult,
-                ServingSweep, CheckReport, Diagnosis, GemmAdvice, TraceResult, ProfileReport):
+                ServingSweep, CheckReport, Diagnosis, GemmAdvice, TraceResult, ProfileReport, NcuReport, NsysReport):
         assert issubclass(cls, Tabular), cls
+        # one protocol: JSON and CSV come from the mixin or the type's own, never missing
+        assert callable(cls.to_json) and callable(cls.to_csv), cls
     from roofline.blocks import LayerReport
     from roofline.measure.calibrated import CalibratedWorkloadPrediction
 
@@ -122,3 +125,20 @@ def test_the_csvs_the_rows_refactor_touched_are_unchanged(step):
     assert first[0] == "0" and first[2:4] == ["128", "1"] and first[5] == "" and float(first[4]) == run.ttft_s[0]
     mem = inference_memory()
     assert mem.to_csv().splitlines()[-1] == f"total,{mem.total_bytes!r}"
+
+
+def test_the_mixins_json_is_the_dicts_and_its_csv_the_rows():
+    plan = decode_plan(batches=(1, 8))
+    import json
+
+    assert json.loads(plan.to_json()) == json.loads(json.dumps(plan.to_dict()))
+    lines = plan.to_csv().splitlines()
+    assert lines[0].split(",") == list(plan.rows()[0]) and len(lines) == 1 + 2  # a header, a row per batch
+
+
+def test_a_result_without_rows_writes_the_csv_of_its_frame(seed):
+    d = diagnose(matmul_kernel(64, 4096, 4096), "h100-sxm", 1e-4)
+    header = d.to_csv().splitlines()[0].split(",")
+    assert header == list(d.to_pandas().columns)
+    lines = seed.to_csv().splitlines()  # the seed layer: a header and its 12 ops
+    assert len(lines) == 1 + 12 and lines[0].split(",") == list(seed.to_pandas().columns)

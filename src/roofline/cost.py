@@ -9,7 +9,7 @@ over sizes is one call.
 
 from __future__ import annotations
 
-from roofline.tables import Tabular, dump_json  # noqa: E402
+from roofline.tables import Tabular, dump_json, jsonable as _jsonable  # noqa: E402 (_jsonable: measure/ imports it from here)
 
 import dataclasses
 from dataclasses import dataclass
@@ -354,9 +354,3 @@ class WorkloadPrediction(Tabular):
         return rows_to_csv([op.to_dict() for op in self.ops], OP_FIELDS)
 
 
-def _jsonable(x):
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, np.generic):
-        return x.item()
-    return x

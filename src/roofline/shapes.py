@@ -20,7 +20,7 @@ padding or size change removes them (the vocabulary 50,257 -> 50,304 example).
 
 from __future__ import annotations
 
-from roofline.tables import Tabular, dump_json  # noqa: E402
+from roofline.tables import Tabular  # noqa: E402
 
 import math
 from dataclasses import asdict, dataclass
@@ -171,9 +171,6 @@ class GemmAdvice(Tabular):
 
     def to_dict(self) -> dict:
         return {**self.estimate.to_dict(), "suggestions": [s.to_dict() for s in self.suggestions]}
-
-    def to_json(self) -> str:
-        return dump_json(self.to_dict())
 
     def to_text(self) -> str:
         return gemm_text(self)

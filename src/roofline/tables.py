@@ -8,7 +8,7 @@ import math
 import numbers
 from typing import Sequence
 
-from roofline.units import US, format_cell, format_intensity, format_time
+from roofline.units import format_intensity, format_magnitude as _mag, format_time, format_us_cell as _us
 
 
 def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> str:
@@ -22,17 +22,6 @@ def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[
     out = [line(headers), line(["-" * w for w in widths])]
     out += [line(r) for r in rows]
     return "\n".join(out)
-
-
-def _us(seconds: float) -> str:
-    return format_cell(seconds / US)
-
-
-def _mag(x: float) -> str:
-    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:,.2f}{unit}"
-    return f"{x:,.0f}"
 
 
 def workload_table(pred) -> str:
@@ -77,6 +66,20 @@ def rows_to_csv(rows: Sequence[dict], fieldnames: Sequence[str] | None = None) -
     return buf.getvalue()
 
 
+def jsonable(x):
+    """A numpy array or scalar as a Python list or number (what json writes); anything else as is.
+    Reads numpy only where it is loaded: without it no value can be one of its types."""
+    import sys
+
+    np = sys.modules.get("numpy")
+    if np is not None:
+        if isinstance(x, np.ndarray):
+            return x.tolist()
+        if isinstance(x, np.generic):
+            return x.item()
+    return x
+
+
 def dump_json(obj) -> str:
     """JSON with indent 2, refusing NaN and infinity (which json.dumps would write as the invalid
     tokens NaN and Infinity): a result that is not finite is one line naming it, never printed."""
@@ -93,13 +96,27 @@ def dump_json(obj) -> str:
 
 
 class Tabular:
-    """The notebook half of the result protocol, mixed into the frozen result types: ``_repr_html_``
-    (Jupyter shows the result as tables) and ``to_pandas()`` (a DataFrame of its rows), both read
-    from the type's own ``to_dict()``, so no type writes either. The rows are ``to_dict()[ROWS_KEY]``,
-    else the type's ``rows()``; a type with neither is one row of its figures. Nested dicts become
-    dotted columns ("precision.weights"); other lists of row dicts are extra tables in the HTML."""
+    """The result protocol, mixed into the frozen result types: each writes ``to_dict()`` (its
+    figures and rows, SI units) and ``to_table()`` (its text), and gets from them ``to_json()``
+    (dump_json of to_dict), ``to_csv()`` (rows_to_csv of its ``rows()``), ``_repr_html_`` (Jupyter
+    shows the result as tables) and ``to_pandas()`` (a DataFrame of its rows); a type overrides
+    to_json or to_csv only where it writes more. For the notebook half the rows are
+    ``to_dict()[ROWS_KEY]``, else the type's ``rows()``; a type with neither is one row of its
+    figures. Nested dicts become dotted columns ("precision.weights"); other lists of row dicts are
+    extra tables in the HTML."""
 
     ROWS_KEY = "ops"
+
+    def to_json(self) -> str:
+        return dump_json(self.to_dict())
+
+    def to_csv(self) -> str:
+        """The result's ``rows()`` as CSV, its first row's keys the header; a type without rows()
+        writes the rows to_pandas() frames (ROWS_KEY's, else one row of its figures)."""
+        if callable(getattr(self, "rows", None)):
+            return rows_to_csv(self.rows())
+        figures, rows, _ = self._tables()
+        return rows_to_csv(rows if rows is not None else [figures])
 
     def _tables(self) -> tuple[dict, list[dict] | None, list[tuple[str, list[dict]]]]:
         """(figures, rows or None, [(name, rows)] of the other lists of row dicts)."""

@@ -130,6 +130,31 @@ def format_intensity(flop_per_byte: float) -> str:
     return f"{v:.2g}" if abs(v) < 10 else f"{v:,.1f}"
 
 
+def format_us_cell(seconds: float) -> str:
+    """A time for a table column headed in us: format_cell of its microseconds (2.5e-5 -> '25.0')."""
+    return format_cell(seconds / US)
+
+
+def format_magnitude(x: float) -> str:
+    """A count for a table column that names its unit: two decimals and k, M, G or T
+    (1.7e11 -> '170.00G'); whole below a thousand (950 -> '950')."""
+    for unit, scale in (("T", TERA), ("G", GIGA), ("M", MEGA), ("k", KILO)):
+        if abs(x) >= scale:
+            return f"{x / scale:,.2f}{unit}"
+    return f"{x:,.0f}"
+
+
+def format_latency(seconds) -> str:
+    """A latency for the serving tables: ms below 10 s, else s; '-' where there is none (None, NaN).
+    A target of microseconds keeps its figure: 1 us is '0.001 ms', not '0.0 ms'."""
+    if seconds is None or not math.isfinite(float(seconds)):
+        return "-"
+    v = float(seconds)
+    if 0 < v < 0.1 * MS:
+        return f"{v / MS:,.2g} ms"
+    return f"{v / MS:,.1f} ms" if v < 10 else f"{v:,.1f} s"
+
+
 # -- text for the page: about three significant figures, auto-scaled --------------------------------
 # The web workshop's readouts, labels, hover text and axes. The CLI's tables keep format_time and
 # format_intensity above (their outputs are documented in README); both sides share format_si.

@@ -30,6 +30,7 @@ from roofline.errors import RooflineError
 
 # Commands that live in their own modules: each has register(subparsers).
 EXTRA_COMMANDS: tuple[str, ...] = ("roofline.cli.workshop", "roofline.cli.plan", "roofline.cli.measure", "roofline.cli.trace",
+                                   "roofline.cli.diagnose",
                                    "roofline.cli.nsight", "roofline.cli.serving")
 
 EXIT_BAD_INPUT = 2

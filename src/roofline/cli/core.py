@@ -76,33 +76,9 @@ def cmd_layer(args):
     reports = _layers(args)
     cfg = get_model(args.model)
     if args.json:
-        if len(reports) == 1:
-            out = reports[0].to_dict()
-        else:
-            out = {"model": reports[0].model, "machine": reports[0].machine_key, "n_layers": cfg.n_layers,
-                   "pattern": cfg.pattern(), "layer_kinds": [r.to_dict() for r in reports]}
-        stored = storage_note(cfg, reports[0].dtype, getattr(args, 'dtype', None) is not None)
-        out["omitted"], out["notes"] = list(cfg.omitted), (list(cfg.notes) + ([stored] if stored else [])
-                                                           + layer_dtype_notes(reports[0].dtype, machine_from_args(args))
-                                                           + list(dict.fromkeys(args.cost_notes)))
-        print(dump_json(out))
-        return
+        return _print_layer_json(args, cfg, reports)
     if args.csv:
-        from roofline.tables import rows_to_csv
-        from roofline.cost import OP_FIELDS
-
-        stored = storage_note(cfg, reports[0].dtype, getattr(args, 'dtype', None) is not None)
-        from roofline.cli.args import print_csv_notes
-
-        print_csv_notes([*cfg.header_lines(), *([stored] if stored else []),
-                         *layer_dtype_notes(reports[0].dtype, machine_from_args(args)), *dict.fromkeys(args.cost_notes)])
-        if len(reports) == 1:
-            sys.stdout.write(reports[0].prediction.to_csv())
-        else:
-            rows = [{"layer_kind": r.layer_kind, "layers": r.layer_count, **op.to_dict()} for r in reports
-                    for op in r.prediction.ops]
-            sys.stdout.write(rows_to_csv(rows, ("layer_kind", "layers", *OP_FIELDS)))
-        return
+        return _print_layer_csv(args, cfg, reports)
     for line in cfg.header_lines():
         print(line)
     dtype_notes = layer_dtype_notes(reports[0].dtype, machine_from_args(args))
@@ -110,44 +86,9 @@ def cmd_layer(args):
     if stored:
         print(f"note: {stored}")
     for i, report in enumerate(reports):
-        pred = report.prediction
-        if report.phase == "prefill":
-            where = f"T={report.tokens:,}" + (f" of context S={report.context:,}" if report.context != report.tokens else "")
-        else:
-            where = f"context S={report.context:,}"
-        if cfg.is_uniform:
-            what = "one block"
-        elif getattr(args, "layer", None) is not None:
-            what = f"layer {report.layer_index} ({report.layer_kind}; {report.layer_count} of {report.n_layers} layers are this kind)"
-        else:
-            what = f"layer kind {i + 1} of {len(reports)}: {report.layer_kind}, {report.layer_count} of {report.n_layers} layers"
-        m = pred.model
         if i:
             print()
-        tp = ""
-        if report.tensor_parallel > 1:
-            n = cfg.layer(report.layer_index).tp_all_reduces
-            tp = (f", one GPU's 1/{report.tensor_parallel} (tensor parallel; {n} all-reduce{'s' if n > 1 else ''} "
-                  f"over {report.tp_link})")
-        # naive is the plate's own view (its unfused layer); the plan commands and serving run flash, as engines do
-        attention = ("naive attention (the plate's unfused layer; engines run flash)" if report.attention == "naive"
-                     else f"{report.attention} attention")
-        print(f"{cfg.name}: {what}, {report.phase} {where}, batch {report.batch}, {attention}, "
-              f"{report.dtype}{tp}, on {pred.machine}")
-        if getattr(m, "compute_efficiency", None) is not None:
-            measured = m.priced_by(cfg, report.tensor_parallel) if hasattr(m, "measured_on") else m.priced_by()
-            print(f"e_c {m.compute_efficiency:.2f}, e_m {m.memory_efficiency:.2f}, launch {m.launch_overhead_s / US:g} us"
-                  f"{' (CUDA graph)' if m.cuda_graph else ''}, overlap {m.overlap:g}" + (f"\n{measured}" if measured else "")
-                  + "\n")
-        else:  # a calibrated profile: its own description (one home: CalibratedModel.describe)
-            print(f"{m.describe()}; each op's compute and memory columns include its fitted correction\n")
-        print(pred.to_table())
-        from roofline.measure.calibrated_predictions import calibration_notes
-
-        from roofline.measured.model import measured_notes
-
-        for line in calibration_notes(pred.ops) + measured_notes(pred.ops):
-            print(f"note: {line}")
+        _print_layer_report(args, cfg, report, i, len(reports))
     if len(reports) > 1:
         total = sum(r.prediction.total_s * r.layer_count for r in reports)
         print(f"\nall {cfg.n_layers} layers: {total / US:,.0f} us ("
@@ -156,6 +97,79 @@ def cmd_layer(args):
     for line in dtype_notes:
         print(f"\nnote: {line}")
     for line in dict.fromkeys(args.cost_notes):
+        print(f"note: {line}")
+
+
+def _print_layer_json(args, cfg, reports) -> None:
+    """layer --json: one LayerReport's dict, or the model's with one per layer kind; with the notes."""
+    from roofline.blocks import storage_note
+
+    if len(reports) == 1:
+        out = reports[0].to_dict()
+    else:
+        out = {"model": reports[0].model, "machine": reports[0].machine_key, "n_layers": cfg.n_layers,
+               "pattern": cfg.pattern(), "layer_kinds": [r.to_dict() for r in reports]}
+    stored = storage_note(cfg, reports[0].dtype, getattr(args, 'dtype', None) is not None)
+    out["omitted"], out["notes"] = list(cfg.omitted), (list(cfg.notes) + ([stored] if stored else [])
+                                                       + layer_dtype_notes(reports[0].dtype, machine_from_args(args))
+                                                       + list(dict.fromkeys(args.cost_notes)))
+    print(dump_json(out))
+
+
+def _print_layer_csv(args, cfg, reports) -> None:
+    """layer --csv: the notes as # lines, then a row per op (with its layer kind where there are several)."""
+    from roofline.blocks import storage_note
+    from roofline.cli.args import print_csv_notes
+    from roofline.cost import OP_FIELDS
+    from roofline.tables import rows_to_csv
+
+    stored = storage_note(cfg, reports[0].dtype, getattr(args, 'dtype', None) is not None)
+    print_csv_notes([*cfg.header_lines(), *([stored] if stored else []),
+                     *layer_dtype_notes(reports[0].dtype, machine_from_args(args)), *dict.fromkeys(args.cost_notes)])
+    if len(reports) == 1:
+        sys.stdout.write(reports[0].prediction.to_csv())
+    else:
+        rows = [{"layer_kind": r.layer_kind, "layers": r.layer_count, **op.to_dict()} for r in reports
+                for op in r.prediction.ops]
+        sys.stdout.write(rows_to_csv(rows, ("layer_kind", "layers", *OP_FIELDS)))
+
+
+def _print_layer_report(args, cfg, report, i: int, kinds: int) -> None:
+    """One layer (kind ``i`` of ``kinds``) as text: what ran, the cost model, the op table, its notes."""
+    from roofline.measure.calibrated_predictions import calibration_notes
+    from roofline.measured.model import measured_notes
+
+    pred = report.prediction
+    if report.phase == "prefill":
+        where = f"T={report.tokens:,}" + (f" of context S={report.context:,}" if report.context != report.tokens else "")
+    else:
+        where = f"context S={report.context:,}"
+    if cfg.is_uniform:
+        what = "one block"
+    elif getattr(args, "layer", None) is not None:
+        what = f"layer {report.layer_index} ({report.layer_kind}; {report.layer_count} of {report.n_layers} layers are this kind)"
+    else:
+        what = f"layer kind {i + 1} of {kinds}: {report.layer_kind}, {report.layer_count} of {report.n_layers} layers"
+    m = pred.model
+    tp = ""
+    if report.tensor_parallel > 1:
+        n = cfg.layer(report.layer_index).tp_all_reduces
+        tp = (f", one GPU's 1/{report.tensor_parallel} (tensor parallel; {n} all-reduce{'s' if n > 1 else ''} "
+              f"over {report.tp_link})")
+    # naive is the plate's own view (its unfused layer); the plan commands and serving run flash, as engines do
+    attention = ("naive attention (the plate's unfused layer; engines run flash)" if report.attention == "naive"
+                 else f"{report.attention} attention")
+    print(f"{cfg.name}: {what}, {report.phase} {where}, batch {report.batch}, {attention}, "
+          f"{report.dtype}{tp}, on {pred.machine}")
+    if getattr(m, "compute_efficiency", None) is not None:
+        measured = m.priced_by(cfg, report.tensor_parallel) if hasattr(m, "measured_on") else m.priced_by()
+        print(f"e_c {m.compute_efficiency:.2f}, e_m {m.memory_efficiency:.2f}, launch {m.launch_overhead_s / US:g} us"
+              f"{' (CUDA graph)' if m.cuda_graph else ''}, overlap {m.overlap:g}" + (f"\n{measured}" if measured else "")
+              + "\n")
+    else:  # a calibrated profile: its own description (one home: CalibratedModel.describe)
+        print(f"{m.describe()}; each op's compute and memory columns include its fitted correction\n")
+    print(pred.to_table())
+    for line in calibration_notes(pred.ops) + measured_notes(pred.ops):
         print(f"note: {line}")
 
 

@@ -214,6 +214,13 @@ def cmd_sweep(args):
 
 
 def register(sub):
+    _register_decode(sub)
+    _register_train(sub)
+    _register_memory(sub)
+    _register_sweep(sub)
+
+
+def _register_decode(sub):
     p = sub.add_parser("decode", help="decode latency and throughput versus batch; compute-bound batch; what fits")
     _add_model(p)
     add_machine_flags(p)
@@ -234,6 +241,8 @@ def register(sub):
     _add_format(p)
     p.set_defaults(func=_flagged(cmd_decode))
 
+
+def _register_train(sub):
     p = sub.add_parser("train", help="training FLOPs, days, GPU-hours, cost, MFU/HFU, memory per GPU, collectives")
     _add_model(p)
     add_machine_flags(p)
@@ -269,6 +278,8 @@ def register(sub):
     _add_format(p, csv=False)
     p.set_defaults(func=_flagged(cmd_train))
 
+
+def _register_memory(sub):
     p = sub.add_parser("memory", help="memory per GPU: weights + KV cache (inference) or training states + activations")
     _add_model(p)
     add_machine_flags(p)
@@ -297,6 +308,8 @@ def register(sub):
     _add_format(p)
     p.set_defaults(func=_flagged(_memory_entry))
 
+
+def _register_sweep(sub):
     p = sub.add_parser("sweep", help="sweep tokens, batch, context or machines (vectorised); table, CSV, JSON, plot")
     _add_model(p)
     add_machine_flags(p, default=None)

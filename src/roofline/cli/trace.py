@@ -1,4 +1,4 @@
-"""`roofline trace`, `roofline profile`, `roofline gemm` and `roofline diagnose` (docs/tracing.md).
+"""`roofline trace` and `roofline profile` (docs/tracing.md; `gemm` and `diagnose` are in diagnose.py).
 
 Nothing heavy at import: torch is imported when trace or profile runs, and its absence is one line
 naming the extra to install (exit code 2). The model trace runs, and its inputs, are built by
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sys
 
-from roofline.cli.args import (COUNT, PREFIXES, add_cost_flags, add_deprecated_alias, add_machine_flags, add_report_flags,
-                               cost_model_from_args, kernel_params, machine_from_args, number_arg, print_csv_notes,
-                               print_report, refuse_unused)
+from roofline.cli.args import (COUNT, PREFIXES, add_cost_flags, add_machine_flags, add_report_flags, cost_model_from_args,
+                               grouped_count_arg, machine_from_args, number_arg, print_csv_notes, print_report,
+                               refuse_unused)
 from roofline.cli.trace_model import build_model, data_dependent, first_line, is_factory, step_inputs
 from roofline.errors import RooflineError
 from roofline.units import US
@@ -57,10 +57,31 @@ def cmd_trace(args):
     from roofline.extras import require_torch
 
     torch = require_torch("roofline trace")
-    from roofline.trace.record import DTYPE_BY_NAME, trace
-
     machine = machine_from_args(args)
     dtype_given = args.dtype is not None
+    model, result, factory = _traced(args, machine, torch)
+    cost_model = _trace_cost_model(args, machine, result)
+    pred = result.predict(machine, cost_model)
+    notes = _trace_notes(args, model, factory, cost_model, dtype_given)
+    if args.json:
+        print(result.to_json(machine=machine.key or machine.name, weights_dtype=args.dtype,
+                             phase=None if factory else (args.phase or "prefill"), predicted_s=pred.total_s,
+                             roofline_s=result.predict(machine).total_s, notes=notes,
+                             groups=result.group_rows(machine, args.by, cost_model)))
+        return
+    if args.csv:
+        sys.stdout.write(result.to_csv(machine, cost_model))
+        print_csv_notes(notes)
+        return
+    _print_trace(args, result, factory, machine, cost_model, pred, notes)
+
+
+def _traced(args, machine, torch):
+    """(model, TraceResult, factory) for ``trace``: the model built from args.model and run on the
+    meta device at its inputs (a factory's --input-shape, else a step of --phase); sets args.dtype
+    to the machine's where not given."""
+    from roofline.trace.record import DTYPE_BY_NAME, trace
+
     if args.dtype is None:  # the machine's, as layer and plan take it (a CPU profile's fp32), else bf16
         args.dtype = machine.default_dtype if machine.default_dtype in DTYPE_BY_NAME else "bf16"
     for flag, name in (("--dtype", args.dtype), ("--input-dtype", args.input_dtype)):
@@ -90,15 +111,25 @@ def cmd_trace(args):
                if data_dependent(exc) else "")
         raise RooflineError(f"running {args.model} on the meta device failed: {first_line(exc)}{why}",
                             field="model") from None
+    return model, result, factory
+
+
+def _trace_cost_model(args, machine, result):
+    """The flags' cost model; a measured profile without explicit efficiencies predicts with its
+    calibrated model, as layer does."""
     cost_model = cost_model_from_args(args, machine)
     explicit = any(getattr(args, f, None) is not None for f in ("compute_efficiency", "memory_efficiency", "launch_overhead"))
-    if args.machine and not explicit:  # a measured profile predicts with its calibrated model, as layer does
+    if args.machine and not explicit:
         from roofline.measure.calibrated import calibrated_model_for
 
         calibrated = calibrated_model_for(args.machine)
         if calibrated is not None:  # the forward's weights are cold when what it moves outgrows the cache
             cost_model = calibrated.for_forward(result.total_bytes)
-    pred = result.predict(machine, cost_model)
+    return cost_model
+
+
+def _trace_notes(args, model, factory: bool, cost_model, dtype_given: bool) -> list[str]:
+    """What the builder assumed, what the prediction leaves out, and what the config implies."""
     notes = list(getattr(model, "notes", []))  # what the builder assumed (trace.models: MoE routing)
     if not factory and (args.phase or "prefill") == "prefill" and hasattr(model, "prefill_notes"):
         notes += model.prefill_notes(args.tokens or 128)  # trace.decoder: a window shorter than the prefill
@@ -110,16 +141,11 @@ def cmd_trace(args):
                         if gap is not None else "this profile has no framework probe (calibrate again to measure one)"))
     if not factory:
         notes += _config_notes(args, dtype_given)
-    if args.json:
-        print(result.to_json(machine=machine.key or machine.name, weights_dtype=args.dtype,
-                             phase=None if factory else (args.phase or "prefill"), predicted_s=pred.total_s,
-                             roofline_s=result.predict(machine).total_s, notes=notes,
-                             groups=result.group_rows(machine, args.by, cost_model)))
-        return
-    if args.csv:
-        sys.stdout.write(result.to_csv(machine, cost_model))
-        print_csv_notes(notes)
-        return
+    return notes
+
+
+def _print_trace(args, result, factory: bool, machine, cost_model, pred, notes: list[str]) -> None:
+    """trace's text output: what ran, the totals, the op table, the prediction and the notes."""
     from roofline.units import format_bytes, format_si, format_time
 
     if factory:
@@ -205,113 +231,11 @@ def cmd_profile(args):
 
 
 # ---------------------------------------------------------------------------------------------
-# gemm
-# ---------------------------------------------------------------------------------------------
-
-
-def _count(flag):
-    convert = number_arg(flag, **COUNT)
-
-    def parse(text):
-        return convert(str(text).replace(",", "").replace("_", ""))
-
-    parse.__name__ = flag
-    return parse
-
-
-def cmd_gemm(args):
-    from roofline.shapes import gemm_advice, parse_tile
-
-    from roofline.units import dtype_bytes
-
-    machine = machine_from_args(args)
-    dtype = None if args.dtype is None else str(args.dtype).strip().lower()
-    if dtype is not None:
-        dtype_bytes(dtype)  # an unknown dtype is one line naming it
-    advice = gemm_advice(args.M, args.N, args.K, machine, dtype, parse_tile(args.tile))
-    print(advice.to_json() if args.json else advice.to_text())
-
-
-# ---------------------------------------------------------------------------------------------
-# diagnose
-# ---------------------------------------------------------------------------------------------
-
-
-def _diagnose_kernel(args):
-    from roofline.kernels import Kernel, build_kernel, get_kernel_constructor
-
-    if args.name:
-        if args.flops is not None or args.bytes is not None or args.dtype is not None:
-            raise RooflineError("give a kernel (NAME K=V ..., with bytes_per_elem=bf16 for its dtype) or "
-                                "--flops/--bytes/--dtype, not both")
-        ctor = get_kernel_constructor(args.name)
-        params = kernel_params(args.param)
-        kernel = build_kernel(args.name, params)
-        shape = None
-        if ctor.__name__ == "matmul_kernel" and all(k in params for k in "MNK"):
-            shape = (params["M"], params["N"], params["K"])
-        return kernel, shape
-    if args.flops is None or args.bytes is None:
-        raise RooflineError("give a kernel (e.g. matmul M=8192 N=4096 K=4096) or both --flops and --bytes")
-    return Kernel(args.label or "kernel", args.flops, args.bytes, args.category, args.dtype or "bf16"), None
-
-
-def _profiled_op(args, machine):
-    """The kernel, per-call measured time and GEMM shape of row ``--rank`` of a profile."""
-    from roofline.kernels import Kernel
-    from roofline.trace.profiler import profile_report
-    from roofline.trace.result import peak_dtype
-
-    if args.name or args.flops is not None or args.bytes is not None:
-        raise RooflineError("give --trace TRACE.json --rank N, or a kernel, not both")
-    report = profile_report(args.trace, machine)
-    if not 1 <= args.rank <= len(report.ops):
-        raise RooflineError(f"argument --rank: the trace {str(args.trace)!r} has {len(report.ops)} costed ops; got {args.rank}")
-    op = report.ops[args.rank - 1]
-    kernel = Kernel(f"{op.name} {op.shapes}", op.flops, op.bytes, op.category, peak_dtype(op.dtype, machine))
-    shape = None
-    mats = [tuple(int(n) for n in s.split("x")) for s in op.shapes.split(", ") if s.count("x") == 1]
-    if op.name in ("aten::mm", "aten::addmm") and len(mats) == 2:
-        (M, K), (_, N) = mats
-        shape = (M, N, K)
-    return kernel, op.measured_s / op.calls, shape
-
-
-def cmd_diagnose(args):
-    from roofline.diagnose.kernel_diagnosis import diagnose
-
-    if not args.trace:
-        refuse_unused(args, {"rank": 1}, "without --trace (it picks an op of a torch.profiler trace)")
-    if args.label is not None and (not args.label.isprintable() or not args.label.strip()):
-        raise RooflineError(f"--label must be one line of printable text, got {args.label!r}", field="label")
-    machine = machine_from_args(args)
-    if args.trace:
-        kernel, measured, shape = _profiled_op(args, machine)
-    else:
-        if args.measured is None:
-            raise RooflineError("argument --measured is required (or --trace TRACE.json --rank N)")
-        kernel, shape = _diagnose_kernel(args)
-        measured = args.measured
-    d = diagnose(kernel, machine, measured, shape=shape)
-    print(d.to_json() if args.json else d.to_text())
-
-
-# ---------------------------------------------------------------------------------------------
 # registration
 # ---------------------------------------------------------------------------------------------
 
 
-def measured_time_s(text, field="--measured"):
-    """A measured time must carry its unit (parse_time_s with unit_required)."""
-    from roofline.units import parse_time_s
-
-    return parse_time_s(text, field, unit_required=True)
-
-
 def register(sub):
-    from roofline.cli.args import kernel_param
-    from roofline.units import parse_number
-
     p = sub.add_parser("trace", help="trace a PyTorch model on the meta device: FLOPs and bytes per aten op",
                        description="Examples: roofline trace roofline.trace.models:llama2_7b --input-shape 1,128; "
                                    "roofline trace llama3-8b --phase decode --context 8192 --batch 8; "
@@ -344,41 +268,8 @@ def register(sub):
     p = sub.add_parser("profile", help="a torch.profiler trace against the roofline: bound, measured, time lost per op",
                        description="Reads a Chrome trace from torch.profiler with record_shapes=True.")
     p.add_argument("trace", help="TRACE.json written by prof.export_chrome_trace()")
-    p.add_argument("--forwards", type=_count("--forwards"), default=None,
+    p.add_argument("--forwards", type=grouped_count_arg("--forwards"), default=None,
                    help="forwards the trace recorded (totals also per forward); default: its ProfilerStep spans, else 1")
     add_machine_flags(p)
     add_report_flags(p, "ops")
     p.set_defaults(func=cmd_profile)
-
-    p = sub.add_parser("gemm", help="a GEMM's tiles, waves and tensor-core alignment, and what padding buys",
-                       description="Example: roofline gemm 8192 50257 768 (GPT-2's LM head: pad the vocabulary to 50,304)")
-    p.add_argument("M", type=_count("M"))
-    p.add_argument("N", type=_count("N"))
-    p.add_argument("K", type=_count("K"))
-    add_machine_flags(p)
-    p.add_argument("--dtype", default=None, help="default: the machine's (bf16 on most GPUs)")
-    p.add_argument("--tile", default="128x128", help="output tile of the GEMM kernel (default 128x128)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_gemm)
-
-    p = sub.add_parser("diagnose", help="a kernel and its measured time: bound, gap, and which fixes can help",
-                       description="Examples: roofline diagnose matmul M=8192 N=4096 K=4096 --measured 400us; "
-                                   "roofline diagnose --flops 1e9 --bytes 4e9 --measured 1.5ms; "
-                                   "roofline diagnose --trace trace.json --rank 1")
-    p.add_argument("name", nargs="?", default=None, help="kernel constructor (as in `roofline kernel`)")
-    p.add_argument("param", nargs="*", type=kernel_param, help="NAME=VALUE, e.g. M=8192 N=4096 K=4096")
-    p.add_argument("--measured", type=number_arg("--measured", maximum=1e6, parser=measured_time_s), default=None,
-                   help="measured time with its unit: 12us, 1.5ms, 2e-3s")
-    p.add_argument("--trace", default=None, metavar="TRACE.json",
-                   help="instead of a kernel: an op of this torch.profiler trace (as `roofline profile` reads) ...")
-    add_deprecated_alias(p, "--profile", "--trace")  # the old spelling: --profile named a machine file in `check`
-    p.add_argument("--rank", type=number_arg("--rank", **COUNT), default=1,
-                   help="... the op ranked N by time lost in `roofline profile` (default 1), per call")
-    p.add_argument("--flops", type=number_arg("--flops", strictly=False, parser=parse_number), default=None)
-    p.add_argument("--bytes", type=number_arg("--bytes", parser=parse_number), default=None)
-    p.add_argument("--dtype", default=None, help="with --flops/--bytes: the peak to use (default bf16)")
-    p.add_argument("--category", default="other", help="with --flops/--bytes: matmul, attention, elementwise, ...")
-    p.add_argument("--label", default=None, help="with --flops/--bytes: a name for the kernel")
-    add_machine_flags(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_diagnose)

@@ -17,10 +17,8 @@ gets the diagnosis of the roofline chapter, section 4. Pure numpy: the timings c
 
 from __future__ import annotations
 
-from roofline.tables import Tabular, dump_json  # noqa: E402
+from roofline.tables import Tabular, rows_to_csv  # noqa: E402
 
-import csv
-import io
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Sequence
 
@@ -30,7 +28,7 @@ from roofline.cost import CostModel, binds, bytes_bind, hierarchical_lower_bound
 from roofline.diagnose.kernel_diagnosis import measurement_problem
 from roofline.kernels import Kernel
 from roofline.machines import Machine
-from roofline.units import MIB, US, format_cell
+from roofline.units import MIB, US
 
 if TYPE_CHECKING:  # the calibrated model is passed in: diagnose does not import the measure wing
     from roofline.measure.calibrated import CalibratedModel
@@ -155,25 +153,14 @@ class CheckReport(Tabular):
             "block": self.block.to_dict(),
         }
 
-    def to_json(self) -> str:
-        return dump_json(self.to_dict())
-
     def to_csv(self) -> str:
         cols = ("name", "flops", "bytes", "measured_s", "roofline_s", "seed_s", "calibrated_s", "calibrated_low_s",
                 "calibrated_high_s", "bound_s", "roof_fraction", "flag")
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(cols)
-        for op in (*self.ops, self.block):
-            d = op.to_dict()
-            w.writerow([d[c] for c in cols])
-        return buf.getvalue()
+        return rows_to_csv([op.to_dict() for op in (*self.ops, self.block)], cols)
 
     def to_table(self) -> str:
         from roofline.tables import grid
-
-        def us(s):
-            return format_cell(s / US)
+        from roofline.units import format_us_cell as us
 
         def err(op, p):
             return f"{op.error(p):+.0%}"

@@ -9,7 +9,7 @@ place where a measured time meets a bound (diagnose, profile, check) calls it.
 
 from __future__ import annotations
 
-from roofline.tables import Tabular, dump_json  # noqa: E402
+from roofline.tables import Tabular  # noqa: E402
 
 from dataclasses import dataclass
 
@@ -153,9 +153,6 @@ class Diagnosis(Tabular):
         d["steps"], d["helps"], d["cannot_help"] = list(self.steps), list(self.helps), list(self.cannot_help)
         d["findings"] = [f.to_dict() for f in self.findings]
         return d
-
-    def to_json(self) -> str:
-        return dump_json(self.to_dict())
 
     def to_text(self) -> str:
         return diagnosis_text(self)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from roofline.architecture import WeightStorage
 from roofline.errors import RooflineError
@@ -257,68 +257,29 @@ def priced(model, schemes: dict[str, Scheme], rules: list[Skip], default: str, m
     Scheme.per_value for all its parameters (said). Exact for the bytes (what memory and a
     memory-bound step read); a step prices every layer at the part's mean width. A rule with a
     scheme that names no matrix of the model is refused: its bytes would go unpriced."""
-    base = DTYPE_BYTES[default]
     parts, kept_whole, kept_some, notes, used = [], [], [], [], set()
     for p in dict.fromkeys([*schemes, *(r.part for r in rules if r.scheme is not None)]):
         scheme = schemes.get(p)
-        total = stored = 0.0
-        kept_layers, kept_mats, unknown, held, stray, labels = set(), set(), False, 0, set(), {}
-        for i, n, mats in _units(model, p):
-            if not n:
-                continue
-            held += 1
-            total += n
-            applies = [r for r in rules if r.part == p and (r.layers is None or i in r.layers)]
-            if mats is None:
-                if any(r.scheme is not None for r in applies):
-                    raise RooflineError(f"{model.name}: the quantisation listing names modules of the "
-                                        f"{p.replace('_', ' ')} of layer {i}, whose matrices this reader does not "
-                                        "know: not priced", field="model")
-                if applies or scheme is None:
-                    kept_layers.add(i)
-                    stored += n * base
-                else:
-                    unknown = True
-                    stored += n * scheme.per_value()
-                    labels[scheme.label] = None
-                continue
-            names = {m[0] for m in mats}
-            used.update(r for r in applies if r.scheme is not None and r.matrix in (None, *names))
-            stray.update(r.matrix for r in applies if r.matrix and r.matrix not in names and r.scheme is None)
-            elems = sum(c * a * b for _, a, b, c in mats)
-            layer_bytes = (n - elems) * base
-            for mname, a, b, c in mats:
-                rule = next((r for r in applies if r.matrix in (None, mname)
-                             or (r.scheme is None and r.matrix not in names)), None)
-                chosen = rule.scheme if rule is not None else scheme
-                if chosen is None:
-                    kept_layers.add(i)
-                    if rule is None or rule.matrix == mname:
-                        kept_mats.add(mname)
-                    layer_bytes += c * a * b * base
-                else:
-                    labels[chosen.label] = None
-                    layer_bytes += c * chosen.matrix_bytes(a, b)
-            stored += layer_bytes
-        if not total:
+        t = _part_bytes(model, p, scheme, rules, DTYPE_BYTES[default], used)
+        if not t.total:
             continue
-        width = stored / total
+        width = t.stored / t.total
         label = p.replace("_", " ")
-        if stray:
-            notes.append(f"the skip list names {', '.join(sorted(stray))}, which the {label} does not hold apart here: "
+        if t.stray:
+            notes.append(f"the skip list names {', '.join(sorted(t.stray))}, which the {label} does not hold apart here: "
                          f"the whole {label} of those layers taken as kept")
-        if not labels:
-            if kept_layers:
+        if not t.labels:
+            if t.kept_layers:
                 kept_whole.append(label)
             continue
-        fmt = " + ".join(labels)
-        if kept_layers:
-            what = f"{', '.join(sorted(kept_mats))} of the {label}" if kept_mats else label
-            where = "every layer" if len(kept_layers) == held else f"layer(s) {_layers_text(kept_layers)}"
-            fmt += f" ({', '.join(sorted(kept_mats)) or 'all'} at {default} in {len(kept_layers)} of {held} layers)"
+        fmt = " + ".join(t.labels)
+        if t.kept_layers:
+            what = f"{', '.join(sorted(t.kept_mats))} of the {label}" if t.kept_mats else label
+            where = "every layer" if len(t.kept_layers) == t.held else f"layer(s) {_layers_text(t.kept_layers)}"
+            fmt += f" ({', '.join(sorted(t.kept_mats)) or 'all'} at {default} in {len(t.kept_layers)} of {t.held} layers)"
             kept_some.append(f"{what} in {where}")
         parts.append((p, fmt, width))
-        if unknown and scheme.shape_terms:
+        if t.unknown and scheme.shape_terms:
             notes.append(f"{label}: its matrices' shapes are not known to the quantisation reader; their per-row or "
                          "per-tensor scales are not counted")
     missed = [r for r in rules if r.scheme is not None and r not in used]
@@ -333,3 +294,63 @@ def priced(model, schemes: dict[str, Scheme], rules: list[Skip], default: str, m
         said.append(f"left at {default} by {kept_by}: {', '.join(kept_whole + kept_some)}"
                     + (" (each part priced at its mean width over its layers: exact for the bytes)" if kept_some else ""))
     return WeightStorage(default, tuple(parts), method), said + notes
+
+
+@dataclass
+class _PartBytes:
+    """One part's tally over the layers (priced): ``total`` parameters, ``stored`` bytes; the layers
+    and matrices kept at the default width; whether a layer's matrices were unknown; the layers that
+    hold it; skip-list matrices it does not hold apart; the scheme labels used (in order)."""
+
+    total: float = 0.0
+    stored: float = 0.0
+    kept_layers: set = field(default_factory=set)
+    kept_mats: set = field(default_factory=set)
+    unknown: bool = False
+    held: int = 0
+    stray: set = field(default_factory=set)
+    labels: dict = field(default_factory=dict)
+
+
+def _part_bytes(model, p: str, scheme: Scheme | None, rules: list[Skip], base: float, used: set) -> _PartBytes:
+    """Part ``p``'s parameters and bytes as stored, layer by layer (``base``: bytes per parameter at
+    the default width); the rules with a scheme that named a matrix here are added to ``used``."""
+    t = _PartBytes()
+    for i, n, mats in _units(model, p):
+        if not n:
+            continue
+        t.held += 1
+        t.total += n
+        applies = [r for r in rules if r.part == p and (r.layers is None or i in r.layers)]
+        if mats is None:
+            if any(r.scheme is not None for r in applies):
+                raise RooflineError(f"{model.name}: the quantisation listing names modules of the "
+                                    f"{p.replace('_', ' ')} of layer {i}, whose matrices this reader does not "
+                                    "know: not priced", field="model")
+            if applies or scheme is None:
+                t.kept_layers.add(i)
+                t.stored += n * base
+            else:
+                t.unknown = True
+                t.stored += n * scheme.per_value()
+                t.labels[scheme.label] = None
+            continue
+        names = {m[0] for m in mats}
+        used.update(r for r in applies if r.scheme is not None and r.matrix in (None, *names))
+        t.stray.update(r.matrix for r in applies if r.matrix and r.matrix not in names and r.scheme is None)
+        elems = sum(c * a * b for _, a, b, c in mats)
+        layer_bytes = (n - elems) * base
+        for mname, a, b, c in mats:
+            rule = next((r for r in applies if r.matrix in (None, mname)
+                         or (r.scheme is None and r.matrix not in names)), None)
+            chosen = rule.scheme if rule is not None else scheme
+            if chosen is None:
+                t.kept_layers.add(i)
+                if rule is None or rule.matrix == mname:
+                    t.kept_mats.add(mname)
+                layer_bytes += c * a * b * base
+            else:
+                t.labels[chosen.label] = None
+                layer_bytes += c * chosen.matrix_bytes(a, b)
+        t.stored += layer_bytes
+    return t

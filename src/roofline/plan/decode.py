@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.cost import CostModel, _jsonable
+from roofline.cost import CostModel
 from roofline.errors import MAX_COUNT, check_choice, check_number
 from roofline.machines import get_machine
 from roofline.plan.inference import ModelPrediction, decode_step, time_by_limit, time_to_first_token
@@ -18,7 +18,7 @@ from roofline.plan.memory import (MemoryPlan, inference_memory, kv_bytes_per_seq
 from roofline.plan.model_ops import default_cost_model
 from roofline.plan.parallel import tp_link
 from roofline.plan.precision import Precision
-from roofline.tables import Tabular, dump_json
+from roofline.tables import Tabular, jsonable
 from roofline.transformer import get_model
 
 
@@ -145,7 +145,7 @@ class DecodePlan(Tabular):
         out = []
         for i, b in enumerate(self.batches):
             row = {"batch": int(b)}
-            row.update({k: _jsonable(v[i]) for k, v in arr.items()})
+            row.update({k: jsonable(v[i]) for k, v in arr.items()})
             row["memory_bytes"] = weights + int(b) * self.kv_per_sequence_bytes
             row["fits"] = None if self.max_batch_in_memory is None else bool(b <= self.max_batch_in_memory)
             out.append(row)
@@ -166,14 +166,6 @@ class DecodePlan(Tabular):
             "time_to_first_token_s": None if self.prefill is None else float(self.prefill.time_s),
             "rows": self.rows(),
         }
-
-    def to_json(self) -> str:
-        return dump_json(self.to_dict())
-
-    def to_csv(self) -> str:
-        from roofline.tables import rows_to_csv
-
-        return rows_to_csv(self.rows())
 
     def to_table(self) -> str:
         from roofline.plan.render import decode_table

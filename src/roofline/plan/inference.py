@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from roofline.cost import CostModel, WorkloadPrediction, _jsonable, binds
+from roofline.cost import CostModel, WorkloadPrediction, binds
 from roofline.errors import check_number
 from roofline.machines import Machine, get_machine
 from roofline.plan.model_ops import (CountedOp, Totals, context_of, default_cost_model, model_ops, predict_counted,
                                      totals)
 from roofline.plan.parallel import GPUS_PER_NODE, tp_link
 from roofline.plan.precision import Precision
-from roofline.tables import Tabular, dump_json
+from roofline.tables import Tabular, jsonable
 from roofline.transformer import get_model
 
 
@@ -130,10 +130,7 @@ class ModelPrediction(Tabular):
     def to_dict(self) -> dict:
         pred = self.prediction.to_dict()
         pred.pop("machine")
-        return {k: _jsonable(v) for k, v in {**pred, **self.summary()}.items()}
-
-    def to_json(self) -> str:
-        return dump_json(self.to_dict())
+        return {k: jsonable(v) for k, v in {**pred, **self.summary()}.items()}
 
     def to_csv(self) -> str:
         return self.prediction.to_csv()

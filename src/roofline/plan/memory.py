@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline.architecture import Attention, GatedDeltaNet, LatentAttention
-from roofline.cost import _jsonable
 from roofline.errors import RooflineError, check_number
 from roofline.machines import get_machine, the_name
 from roofline.plan.limits import (ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS, MAX_CONTEXT,  # noqa: F401
@@ -19,7 +18,7 @@ from roofline.plan.limits import (ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGI
 from roofline.plan.model_ops import _model_ops
 from roofline.plan.parallel import shard
 from roofline.plan.precision import Precision
-from roofline.tables import Tabular, dump_json
+from roofline.tables import Tabular, jsonable
 from roofline.transformer import cache_bytes_per_sequence, count_params, get_model, kv_cache_bytes_per_token
 from roofline.units import DTYPE_BYTES, dtype_bytes
 
@@ -197,15 +196,12 @@ class MemoryPlan(Tabular):
 
     def to_dict(self) -> dict:
         d = {"mode": self.mode, "model": self.model, "machine": self.machine}
-        d.update({k: _jsonable(v) for k, v in self.settings})
+        d.update({k: jsonable(v) for k, v in self.settings})
         d.update({f"{p.name}_bytes": float(p.bytes) for p in self.parts})
         d.update(total_bytes=self.total_bytes, capacity_bytes=self.capacity_bytes, fits=self.fits, verdict=self.verdict)
-        d.update({k: _jsonable(v) for k, v in self.limits})
+        d.update({k: jsonable(v) for k, v in self.limits})
         d["notes"] = list(self.notes)
         return d
-
-    def to_json(self) -> str:
-        return dump_json(self.to_dict())
 
     def to_table(self) -> str:
         from roofline.plan.render import memory_table

@@ -5,14 +5,14 @@ per size); the result renders to a table, CSV and JSON, and plots.plot_sweep dra
 
 from __future__ import annotations
 
-from roofline.tables import Tabular, dump_json  # noqa: E402
+from roofline.tables import Tabular, jsonable  # noqa: E402
 
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from roofline.cost import CostModel, _jsonable
+from roofline.cost import CostModel
 from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_number
 from roofline.machines import Machine, get_machine
 from roofline.plan.limits import MAX_CONTEXT, SEARCH_MAX_BATCH
@@ -97,19 +97,11 @@ class SweepResult(Tabular):
         return out
 
     def to_dict(self) -> dict:
-        return {"model": self.model, "over": self.over, "phase": self.phase, **{k: _jsonable(v) for k, v in self.fixed},
+        return {"model": self.model, "over": self.over, "phase": self.phase, **{k: jsonable(v) for k, v in self.fixed},
                 "attention": self.attention, "precision": self.precision.to_dict(), "tensor_parallel": self.tensor_parallel,
                 **({"precision_by_machine": {m: p.to_dict() for m, p in self.precisions}} if self.precisions else {}),
                 "tensor_parallel_link": {s.machine: s.link for s in self.series} if self.tensor_parallel > 1 else None,
                 "notes": list(self.notes), "rows": self.rows()}
-
-    def to_json(self) -> str:
-        return dump_json(self.to_dict())
-
-    def to_csv(self) -> str:
-        from roofline.tables import rows_to_csv
-
-        return rows_to_csv(self.rows())
 
     def to_table(self) -> str:
         from roofline.plan.render import sweep_table

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roofline.cost import CostModel, WorkloadPrediction, _jsonable
+from roofline.cost import CostModel, WorkloadPrediction
 from roofline.errors import RooflineError, check_choice, check_fraction, check_number
 from roofline.kernels import all_gather_kernel, all_reduce_kernel, reduce_scatter_kernel
 from roofline.machines import get_machine
@@ -34,7 +34,7 @@ from roofline.plan.parallel import SCALE_UP_LINKS, default_link, resolve_link
 from roofline.plan.precision import computes_in
 from roofline.plan.train_memory import (Layout, check_pipeline, make_layout, stage_params, train_flops_per_token,
                                         train_memory)
-from roofline.tables import Tabular, dump_json
+from roofline.tables import Tabular, dump_json, jsonable
 from roofline.transformer import active_params, get_model, matmul_params
 from roofline.units import DTYPE_BYTES
 
@@ -205,7 +205,7 @@ class TrainPlan(Tabular):
         }
 
     def to_json(self) -> str:
-        return dump_json({k: _jsonable(v) for k, v in self.to_dict().items()})
+        return dump_json({k: jsonable(v) for k, v in self.to_dict().items()})
 
     def to_csv(self) -> str:
         """The plan's scalar figures as quantity,value rows (memory and collectives: see to_json)."""

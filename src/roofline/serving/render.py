@@ -5,19 +5,7 @@ from __future__ import annotations
 
 from roofline.plan.render import note_line
 from roofline.tables import grid
-from roofline.units import GIGA, MS
-
-
-def _lat(seconds) -> str:
-    """A latency for the serving tables: ms below 10 s, else s; '-' where there is none."""
-    import math
-
-    if seconds is None or not math.isfinite(float(seconds)):
-        return "-"
-    v = float(seconds)
-    if 0 < v < 0.1 * MS:  # a target of microseconds: keep its figure (1 us is not '0.0 ms')
-        return f"{v / MS:,.2g} ms"
-    return f"{v / MS:,.1f} ms" if v < 10 else f"{v:,.1f} s"
+from roofline.units import GIGA, format_latency as _lat  # cli/serving.py imports _lat from here
 
 
 def targets_text(slo: dict) -> str:
@@ -106,43 +94,51 @@ def serving_sweep_table(sw) -> str:
         rows.append(cells)
     out = "\n".join(head) + grid(hdr, rows, [True] * len(hdr))
     if slo:
-        targets = targets_text(slo)
-        best = slo.get("best")
-        if best is None:
-            low = sw.results[0]
-            q = slo["percentile"]
-            out += (f"\n\nno {('concurrency' if sw.over == 'concurrency' else 'rate')} tried meets {targets}: at the lightest "
-                    f"load tried ({sw.values[0]:,.3g}{'' if sw.over == 'concurrency' else ' requests/s'}) TTFT p{q:g} is "
-                    f"{_lat(low.percentile('ttft', q))} and TPOT p{q:g} {_lat(low.percentile('tpot', q))}: a target below "
-                    "what a request alone takes is not met at any load or replica count")
-        elif sw.over == "rate":
-            r = sw.results[sw.values.index(best)]
-            cost = r.cost_per_million_output_tokens
-            out += (f"\n\nhighest rate meeting {targets}: {best:,.3g} requests/s offered (the run served "
-                    f"{r.requests_per_s:,.3g} requests/s and {r.output_tokens_per_s / r.gpus:,.0f} output tokens/s per GPU "
-                    "from first arrival to last completion, the drain included"
-                    + (f": ${cost:,.3f} per million output tokens at that rate)" if cost is not None else ")"))
-            if slo.get("checked_requests"):
-                failed = slo.get("failed_checks") or []
-                passed_above = slo.get("short_passes_above") or []
-                out += (f"\nchecked again with {slo['checked_requests']:,} requests ('longer run' rows): near capacity a "
-                        "queue settles slowly, so a short sample's latencies can meet a target that a longer run misses"
-                        + (f": {', '.join(f'{v:,.4g}' for v in failed)} requests/s missed them in longer runs, so the answer "
-                           f"steps down from the search's ({slo['check_backoff'] - 1:.0%}, then a bisection with longer runs) "
-                           "to a rate a longer run meets" if failed else "")
-                        + (f"; {', '.join(f'{v:,.4g}' for v in passed_above)} met them in short runs only (not run longer)"
-                           if failed and passed_above else ""))
-            if slo.get("capacity_per_s"):
-                out += (f"\ncapacity {slo['capacity_per_s']:,.3g} requests/s (all requests at once: the middle half of their "
-                        "completions); a rate above it queues without end and meets no target")
-            short = r.sample_note()
-            if short:
-                out += "\n" + note_line(short)
-            n = sw.replicas_needed
-            if n is not None:
-                out += (f"\n{sw.target_rate:,.3g} requests/s need {n:,} replica(s) of {r.gpus} GPU(s): {n * r.gpus:,} GPUs "
-                        "(requests spread evenly over identical replicas)")
-        else:
-            out += f"\n\nhighest concurrency meeting {targets}: {best:,} users"
+        out += _slo_answer(sw, slo)
     shown = sw.results[sw.values.index(slo["best"])] if slo and slo.get("best") is not None else first  # the answer's notes
     return out + "\n" + "\n".join(note_line(n) for n in (*sw.sweep_notes(), *shown.notes))
+
+
+def _slo_answer(sw, slo: dict) -> str:
+    """Under a sweep's table: the load that meets the SLO (or why none does), and for a rate the
+    longer runs that checked it, the capacity and the replicas a target rate needs."""
+    out = ""
+    targets = targets_text(slo)
+    best = slo.get("best")
+    if best is None:
+        low = sw.results[0]
+        q = slo["percentile"]
+        out += (f"\n\nno {('concurrency' if sw.over == 'concurrency' else 'rate')} tried meets {targets}: at the lightest "
+                f"load tried ({sw.values[0]:,.3g}{'' if sw.over == 'concurrency' else ' requests/s'}) TTFT p{q:g} is "
+                f"{_lat(low.percentile('ttft', q))} and TPOT p{q:g} {_lat(low.percentile('tpot', q))}: a target below "
+                "what a request alone takes is not met at any load or replica count")
+    elif sw.over == "rate":
+        r = sw.results[sw.values.index(best)]
+        cost = r.cost_per_million_output_tokens
+        out += (f"\n\nhighest rate meeting {targets}: {best:,.3g} requests/s offered (the run served "
+                f"{r.requests_per_s:,.3g} requests/s and {r.output_tokens_per_s / r.gpus:,.0f} output tokens/s per GPU "
+                "from first arrival to last completion, the drain included"
+                + (f": ${cost:,.3f} per million output tokens at that rate)" if cost is not None else ")"))
+        if slo.get("checked_requests"):
+            failed = slo.get("failed_checks") or []
+            passed_above = slo.get("short_passes_above") or []
+            out += (f"\nchecked again with {slo['checked_requests']:,} requests ('longer run' rows): near capacity a "
+                    "queue settles slowly, so a short sample's latencies can meet a target that a longer run misses"
+                    + (f": {', '.join(f'{v:,.4g}' for v in failed)} requests/s missed them in longer runs, so the answer "
+                       f"steps down from the search's ({slo['check_backoff'] - 1:.0%}, then a bisection with longer runs) "
+                       "to a rate a longer run meets" if failed else "")
+                    + (f"; {', '.join(f'{v:,.4g}' for v in passed_above)} met them in short runs only (not run longer)"
+                       if failed and passed_above else ""))
+        if slo.get("capacity_per_s"):
+            out += (f"\ncapacity {slo['capacity_per_s']:,.3g} requests/s (all requests at once: the middle half of their "
+                    "completions); a rate above it queues without end and meets no target")
+        short = r.sample_note()
+        if short:
+            out += "\n" + note_line(short)
+        n = sw.replicas_needed
+        if n is not None:
+            out += (f"\n{sw.target_rate:,.3g} requests/s need {n:,} replica(s) of {r.gpus} GPU(s): {n * r.gpus:,} GPUs "
+                    "(requests spread evenly over identical replicas)")
+    else:
+        out += f"\n\nhighest concurrency meeting {targets}: {best:,} users"
+    return out

@@ -14,7 +14,7 @@ from roofline.errors import MAX_REQUESTS
 from roofline.transformer import cache_name
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
-from roofline.tables import Tabular, dump_json
+from roofline.tables import Tabular
 from roofline.units import MEGA
 
 
@@ -157,9 +157,6 @@ class ServingResult(Tabular):
                 # this rate), and the sample is mostly its ramp and drain
                 "overloaded": self.overloaded, "mostly_ramp_and_drain": self.sample_note() is not None,
                 "notes": list(self.shown_notes())}
-
-    def to_json(self) -> str:
-        return dump_json(self.to_dict())
 
     def to_table(self) -> str:
         from roofline.serving.render import serving_table

@@ -14,7 +14,7 @@ from roofline.serving.engine import Engine
 from roofline.serving.requests import check_burstiness, closed_requests, poisson_requests
 from roofline.serving.results import ServingResult, completion_rate_per_s
 from roofline.serving.scheduler import simulate
-from roofline.tables import Tabular, dump_json
+from roofline.tables import Tabular
 
 
 @dataclass(frozen=True)
@@ -91,9 +91,6 @@ class ServingSweep(Tabular):
             n = self.replicas_needed
             out["target"] = {"requests_per_s": self.target_rate, "replicas": n, "gpus": None if n is None else n * first.gpus}
         return out
-
-    def to_json(self) -> str:
-        return dump_json(self.to_dict())
 
     def to_csv(self) -> str:
         from roofline.tables import rows_to_csv

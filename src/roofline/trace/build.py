@@ -5,7 +5,7 @@ from the Model; apart from both so that neither imports the other's builder.
 
 from __future__ import annotations
 
-from roofline.trace.models import GPT2Like, LlamaLike, TransformerConfig, _cfg
+from roofline.trace.models import GPT2Like, LlamaLike, TransformerConfig, as_uniform_config
 
 
 def _model_notes(model) -> tuple:
@@ -34,7 +34,7 @@ def from_config(model):
         cfg = model
     else:
         try:
-            cfg = _cfg(model)
+            cfg = as_uniform_config(model)
         except RooflineError:
             return _decoder(model)
     notes = [] if isinstance(model, TransformerConfig) else list(_model_notes(model))

@@ -120,7 +120,7 @@ def _event_problem(e) -> str | None:
     if "args" in e and e["args"] is not None and not isinstance(e["args"], dict):
         return f"has args = {json.dumps(e['args'])[:40]}, not an object"
     for key in ("pid", "tid"):
-        if key in e and e[key] is not None and not _is_id(e[key]):
+        if key in e and e[key] is not None and not is_event_id(e[key]):
             return f"has {key} = {json.dumps(e[key])[:40]}, not a number or a name"
     return None
 
@@ -216,27 +216,28 @@ def device_events(events: list[dict]) -> list[DeviceEvent]:
     for e in events:
         if _cat(e) in RUNTIME_CATEGORIES:
             a = e.get("args") or {}
-            if _is_id(a.get("correlation")):
+            if is_event_id(a.get("correlation")):
                 launch[a["correlation"]] = (a.get("External id"), "graphlaunch" in str(e.get("name", "")).lower())
     out = []
     for e in events:
         if _cat(e) in DEVICE_CATEGORIES and "dur" in e:
             a = e.get("args") or {}
-            corr = a.get("correlation") if _is_id(a.get("correlation")) else None
+            corr = a.get("correlation") if is_event_id(a.get("correlation")) else None
             ext_of_launch, graph = launch.get(corr, (None, False)) if corr is not None else (None, False)
             ext = a["External id"] if "External id" in a else ext_of_launch
             out.append(DeviceEvent(str(e.get("name", "")), _cat(e), float(e["dur"]) * US,
-                                   ext if _is_id(ext) else None, corr, graph))
+                                   ext if is_event_id(ext) else None, corr, graph))
     return out
 
 
 def device_seconds(events: list[dict]) -> dict:
     """Device time (s) per External id of the CPU op that launched it; empty for a CPU-only trace.
     A graph replay's kernels belong to no op (they were captured elsewhere) and are left out."""
-    return _seconds_by_ext(device_events(events))
+    return seconds_by_ext(device_events(events))
 
 
-def _seconds_by_ext(devs: list[DeviceEvent]) -> dict:
+def seconds_by_ext(devs: list[DeviceEvent]) -> dict:
+    """Device seconds per External id of ``devs``, a graph replay's left out (device_seconds)."""
     out: dict = {}
     for d in devs:
         if d.ext is not None and not d.graph:
@@ -267,7 +268,7 @@ def device_class(d: DeviceEvent) -> str:
     return OTHER_KERNEL
 
 
-def _is_id(x) -> bool:
+def is_event_id(x) -> bool:
     """An External id or correlation id: a number or a string (anything else cannot be matched)."""
     return isinstance(x, (int, float, str)) and not isinstance(x, bool)
 

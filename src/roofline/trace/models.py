@@ -27,7 +27,7 @@ from torch import nn
 from roofline.transformer import TransformerConfig, uniform_config
 
 
-def _cfg(cfg) -> TransformerConfig:
+def as_uniform_config(cfg) -> TransformerConfig:
     """A uniform TransformerConfig: one as given, or a preset / Model's (refused by name when its
     layers are not one plain attention + MLP kind)."""
     return cfg if isinstance(cfg, TransformerConfig) else uniform_config(cfg, "the torch module builder")
@@ -46,7 +46,7 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 class LlamaAttention(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        cfg = _cfg(cfg)
+        cfg = as_uniform_config(cfg)
         self.cfg = cfg
         self.wqkv = nn.Linear(cfg.d_model, cfg.attn_dim + 2 * cfg.kv_dim, bias=cfg.attention_bias)
         self.wo = nn.Linear(cfg.attn_dim, cfg.d_model, bias=cfg.attention_out_bias)
@@ -89,7 +89,7 @@ def activation(name: str, default: str):
 class LlamaMLP(nn.Module):
     def __init__(self, cfg: TransformerConfig, d_ff: int | None = None):
         super().__init__()
-        cfg = _cfg(cfg)
+        cfg = as_uniform_config(cfg)
         d_ff = d_ff or cfg.d_ff
         self.w13 = nn.Linear(cfg.d_model, 2 * d_ff, bias=cfg.mlp_bias)  # gate and up, fused
         self.w2 = nn.Linear(d_ff, cfg.d_model, bias=cfg.mlp_bias)
@@ -116,7 +116,7 @@ class LlamaMoE(nn.Module):
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        cfg = _cfg(cfg)
+        cfg = as_uniform_config(cfg)
         self.n_experts, self.top_k = cfg.n_experts, cfg.experts_per_token
         self.router = nn.Linear(cfg.d_model, cfg.n_experts, bias=False)
         self.experts = nn.ModuleList(LlamaMLP(cfg, cfg.expert_d_ff) for _ in range(cfg.n_experts))
@@ -153,7 +153,7 @@ def route_uniform(flat, router, experts, k: int):
 class LlamaBlock(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        cfg = _cfg(cfg)
+        cfg = as_uniform_config(cfg)
         self.attn_norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
         self.attn = LlamaAttention(cfg)
         self.ffn_norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
@@ -179,7 +179,7 @@ class LlamaLike(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        cfg = _cfg(cfg)
+        cfg = as_uniform_config(cfg)
         if not cfg.gated_mlp or cfg.norm != "rmsnorm":
             raise ValueError(f"{cfg.name}: LlamaLike builds SwiGLU RMSNorm models only")
         self.notes = ([UNIFORM_ROUTING.format(E=cfg.n_experts, k=cfg.experts_per_token)] if cfg.is_moe else [])
@@ -210,7 +210,7 @@ class LlamaLike(nn.Module):
 class GPT2Block(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        cfg = _cfg(cfg)
+        cfg = as_uniform_config(cfg)
         self.cfg = cfg
         D = cfg.d_model
         self.ln_1 = nn.LayerNorm(D)
@@ -238,7 +238,7 @@ class GPT2Like(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        cfg = _cfg(cfg)
+        cfg = as_uniform_config(cfg)
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab, cfg.d_model)
         self.wpe = nn.Embedding(cfg.max_position_embeddings or 1024, cfg.d_model)
@@ -291,6 +291,6 @@ def tiny_mixtral() -> LlamaLike:
 
 def tiny_gpt2() -> GPT2Like:
     """Two layers, d_model 64, 4 heads, vocab 256, 64 positions."""
-    base = _cfg("gpt2")
+    base = as_uniform_config("gpt2")
     return GPT2Like(dataclasses.replace(base, name="tiny gpt2", key="", d_model=64, n_layers=2, n_heads=4, n_kv_heads=None, d_ff=256,
                                         head_dim=None, vocab=256, max_position_embeddings=64, expert_d_ff=None))

@@ -68,8 +68,8 @@ from dataclasses import dataclass
 from roofline.cost import binds, overlapped_s
 from roofline.diagnose.kernel_diagnosis import AgainstBound
 from roofline.errors import RooflineError
-from roofline.tables import dump_json
-from roofline.trace.nsight_files import NcuKernel, NsysKernel, PRECISIONS, _where, read_nsight
+from roofline.tables import Tabular
+from roofline.trace.nsight_files import NcuKernel, NsysKernel, PRECISIONS, quoted_path, read_nsight
 
 
 def _kernels(n: int) -> str:
@@ -154,7 +154,7 @@ def measured_kernel(k: NcuKernel, machine, dtype: str | None = None, path="") ->
                 try:
                     t = f / machine.peak(d)
                 except RooflineError as exc:
-                    raise RooflineError(f"{_where(path)}: kernel {k.id} {k.name[:60]!r} has {d} FLOPs: {exc} "
+                    raise RooflineError(f"{quoted_path(path)}: kernel {k.id} {k.name[:60]!r} has {d} FLOPs: {exc} "
                                         "(--dtype puts every FLOP at one peak)", field="dtype") from None
                 if t >= compute_s:
                     compute_s, peak = t, d
@@ -166,8 +166,10 @@ def measured_kernel(k: NcuKernel, machine, dtype: str | None = None, path="") ->
 
 
 @dataclass(frozen=True)
-class NcuReport:
+class NcuReport(Tabular):
     """Every kernel launch of an ncu export against its bound on ``machine``, ranked by time lost."""
+
+    ROWS_KEY = "kernels"
 
     path: str
     layout: str  # "raw" or "details"
@@ -196,16 +198,14 @@ class NcuReport:
                 "measured_s": self.measured_s, "roofline_s": self.roofline_s, "bytes_only": len(self.bytes_only),
                 "kernels": [k.to_dict() for k in self.kernels]}
 
-    def to_json(self) -> str:
-        return dump_json(self.to_dict())
-
     def to_csv(self) -> str:
         from roofline.tables import rows_to_csv
 
         return rows_to_csv([k.to_dict() for k in self.kernels], CSV_FIELDS)
 
     def to_table(self, limit: int | None = 20) -> str:
-        from roofline.tables import _us, grid
+        from roofline.tables import grid
+        from roofline.units import format_us_cell as _us
         from roofline.units import format_intensity, format_si
 
         shown = self.kernels if limit is None else self.kernels[:limit]
@@ -241,8 +241,10 @@ class NcuReport:
 
 
 @dataclass(frozen=True)
-class NsysReport:
+class NsysReport(Tabular):
     """An nsys kernel summary: times and shares only (nsys counts no FLOPs or bytes)."""
+
+    ROWS_KEY = "kernels"
 
     path: str
     kernels: tuple[NsysKernel, ...]
@@ -280,9 +282,6 @@ class NsysReport:
                 "notes": list(self.notes),
                 "kernels": [{**k.to_dict(), "share": self.share(k)} for k in self.kernels]}
 
-    def to_json(self) -> str:
-        return dump_json(self.to_dict())
-
     def to_csv(self) -> str:
         from roofline.tables import rows_to_csv
 
@@ -290,7 +289,8 @@ class NsysReport:
                            ("name", "instances", "total_s", "avg_s", "med_s", "min_s", "max_s", "stddev_s", "time_pct", "share"))
 
     def to_table(self, limit: int | None = 20) -> str:
-        from roofline.tables import _us, grid
+        from roofline.tables import grid
+        from roofline.units import format_us_cell as _us
 
         def us(x):
             return "-" if x is None else _us(x)

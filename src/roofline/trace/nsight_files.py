@@ -6,12 +6,12 @@ sources are in nsight.py's docstring).
 from __future__ import annotations
 
 import csv
-import math
 import re
 from dataclasses import dataclass
 
 from roofline.errors import MAX_BYTES, MAX_FLOPS, RooflineError
-from roofline.units import GIB, GIGA, KIB, KILO, MEGA, MIB, MS, NS, PETA, TERA, TIB, US
+from roofline.trace.nsight_units import MISSING_TEXT, parse_value, unit_scale  # noqa: F401 (re-exported)
+from roofline.units import MS, NS, US
 
 
 FIELD = "nsight"
@@ -37,57 +37,7 @@ def sass_metric(unit: str, prec: str, op: str) -> str:
     return f"{unit}__sass_thread_inst_executed_op_{prec}{op}_pred_on.sum"
 
 
-# -- units and numbers -------------------------------------------------------------------------
-
-# ncu's own unit names (nsecond, usecond, Kbyte, ...), in units' constants
-_TIME_UNITS = {"nsecond": NS, "usecond": US, "msecond": MS, "second": 1.0, "ns": NS, "us": US, "µs": US, "ms": MS, "s": 1.0}
-_SI = {"": 1.0, "K": KILO, "k": KILO, "M": MEGA, "G": GIGA, "T": TERA, "P": PETA}
-_BIN = {"Ki": KIB, "Mi": MIB, "Gi": GIB, "Ti": TIB}
-_COUNT_BASES = ("", "inst", "instruction", "instructions", "op", "ops", "operation", "operations", "flop", "count")
-_PLAIN = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
-_GROUPED = re.compile(r"[-+]?[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?")
-MISSING_TEXT = ("", "n/a", "na", "-", "--")
-
-
-def unit_scale(unit: str, kind: str) -> float | None:
-    """The factor that turns a value in ``unit`` into seconds ("time"), bytes ("bytes") or a plain
-    count ("count"); None when ``unit`` is not one of that kind."""
-    u = unit.strip()
-    if kind == "time":
-        return _TIME_UNITS.get(u)
-    if kind == "bytes":
-        if u in ("byte", "bytes", "B"):
-            return 1.0
-        for prefix, scale in _BIN.items():
-            if u == f"{prefix}B":
-                return scale
-        for base in ("byte", "B"):
-            if u.endswith(base) and u[: -len(base)] in _SI:
-                return _SI[u[: -len(base)]]
-        return None
-    for base in _COUNT_BASES:
-        if base and u.endswith(base) and u[: -len(base)] in _SI:
-            return _SI[u[: -len(base)]]
-    return 1.0 if u in ("", "(count)") else None
-
-
-def parse_value(text: str) -> float | None:
-    """A finite number from a CSV cell ('1,234.5' has a thousands separator); None when the cell
-    says nothing ('', 'n/a'); ValueError when it is not a number."""
-    s = str(text).strip()
-    if s.lower() in MISSING_TEXT:
-        return None
-    if _GROUPED.fullmatch(s):
-        s = s.replace(",", "")
-    elif not _PLAIN.fullmatch(s):
-        raise ValueError(s)
-    v = float(s)
-    if not math.isfinite(v) or abs(v) > 1e300:
-        raise ValueError(s)
-    return v
-
-
-# -- the measured kernels ----------------------------------------------------------------------
+# -- the measured kernels (the units and numbers are in nsight_units.py) -------------------------
 
 
 @dataclass(frozen=True)
@@ -135,7 +85,8 @@ class NsysKernel:
 # -- reading -----------------------------------------------------------------------------------
 
 
-def _where(path) -> str:
+def quoted_path(path) -> str:
+    """The file as its messages name it: its path, quoted."""
     return repr(str(path))
 
 
@@ -153,7 +104,7 @@ def _cells(path, lineno: int, line: str) -> list[str]:
     try:
         rows = list(csv.reader([line]))
     except csv.Error as exc:
-        raise RooflineError(f"{_where(path)} line {lineno}: not CSV ({exc})", field=FIELD) from None
+        raise RooflineError(f"{quoted_path(path)} line {lineno}: not CSV ({exc})", field=FIELD) from None
     return [c.strip() for c in rows[0]] if rows else []
 
 
@@ -185,7 +136,7 @@ def _header(path, text: str):
         if kind is not None:
             return kind, cells, lineno, lines[k + 1:]
     what = "is empty; expected" if not text.strip() else "has no header of"
-    raise RooflineError(f"{_where(path)} {what} {EXPECTED}", field=FIELD)
+    raise RooflineError(f"{quoted_path(path)} {what} {EXPECTED}", field=FIELD)
 
 
 def _read(path, what: str) -> str:
@@ -209,7 +160,7 @@ def load_ncu_csv(path) -> list[NcuKernel]:
     text = _read(path, "ncu CSV")
     kind, header, _, rest = _header(path, text)
     if kind == "nsys":
-        raise RooflineError(f"{_where(path)} is an nsys kernel summary, not an ncu CSV export "
+        raise RooflineError(f"{quoted_path(path)} is an nsys kernel summary, not an ncu CSV export "
                             "(load_nsys_kernel_summary reads it)", field=FIELD)
     return (_details_rows if kind == "details" else _raw_rows)(path, header, rest)
 
@@ -220,7 +171,7 @@ def load_nsys_kernel_summary(path) -> list[NsysKernel]:
     text = _read(path, "nsys CSV")
     kind, header, _, rest = _header(path, text)
     if kind != "nsys":
-        raise RooflineError(f"{_where(path)} is an ncu CSV export, not an nsys kernel summary "
+        raise RooflineError(f"{quoted_path(path)} is an ncu CSV export, not an nsys kernel summary "
                             "(load_ncu_csv reads it)", field=FIELD)
     return _nsys_rows(path, header, rest)
 
@@ -232,7 +183,7 @@ def _data_rows(path, header: list[str], rest):
             continue
         cells = _cells(path, lineno, line)
         if len(cells) != len(header):
-            raise RooflineError(f"{_where(path)} line {lineno}: {len(cells)} columns where the header has "
+            raise RooflineError(f"{quoted_path(path)} line {lineno}: {len(cells)} columns where the header has "
                                 f"{len(header)} (a line of program output mixed in? write ncu's CSV with --log-file)",
                                 field=FIELD)
         yield lineno, cells
@@ -247,7 +198,7 @@ def _details_rows(path, header, rest) -> list[NcuKernel]:
         metric = cells[col["Metric Name"]]
         k["metrics"].setdefault(metric, (cells[col["Metric Unit"]], cells[col["Metric Value"]], lineno))
     if not kernels:
-        raise RooflineError(f"{_where(path)} has an ncu details header but no metric rows", field=FIELD)
+        raise RooflineError(f"{quoted_path(path)} has an ncu details header but no metric rows", field=FIELD)
     return [_kernel(path, kid, k["name"], k["metrics"]) for kid, k in kernels.items()]
 
 
@@ -255,14 +206,14 @@ def _raw_rows(path, header, rest) -> list[NcuKernel]:
     rows = list(_data_rows(path, header, rest))
     id_col, name_col = header.index("ID"), header.index("Kernel Name")
     if not rows:
-        raise RooflineError(f"{_where(path)} has an ncu raw header but no units row and no kernels", field=FIELD)
+        raise RooflineError(f"{quoted_path(path)} has an ncu raw header but no units row and no kernels", field=FIELD)
     unit_line, units = rows[0]
     if units[id_col] != "" or units[name_col] != "":
-        raise RooflineError(f"{_where(path)} line {unit_line}: expected the units row right after the header "
+        raise RooflineError(f"{quoted_path(path)} line {unit_line}: expected the units row right after the header "
                             "(ncu --page raw --csv writes one: empty ID and Kernel Name, each metric's unit); "
                             f"found ID {units[id_col][:20]!r}", field=FIELD)
     if len(rows) == 1:
-        raise RooflineError(f"{_where(path)} has an ncu raw header and units row but no kernels", field=FIELD)
+        raise RooflineError(f"{quoted_path(path)} has an ncu raw header and units row but no kernels", field=FIELD)
     out = []
     for lineno, cells in rows[1:]:
         # an empty cell is a metric this launch does not have (another launch in the file does)
@@ -295,11 +246,11 @@ def _value(path, kid, name, metrics, metric, kind, required=True) -> float | Non
     who = f"kernel {kid} {name[:60]!r}"
     if metric not in metrics:
         if required:
-            raise RooflineError(f"{_where(path)}: {who} has no {metric} (collect it: ncu --metrics {SUGGESTED_METRICS} "
+            raise RooflineError(f"{quoted_path(path)}: {who} has no {metric} (collect it: ncu --metrics {SUGGESTED_METRICS} "
                                 "--csv --page raw)", field=FIELD)
         return None
     unit, text, lineno = metrics[metric]
-    at = f"{_where(path)} line {lineno}: {who}"
+    at = f"{quoted_path(path)} line {lineno}: {who}"
     scale = unit_scale(unit, kind)
     if scale is None:
         raise RooflineError(f"{at}: {metric} has unit {unit[:20]!r}, not a {kind} unit this reader knows", field=FIELD)
@@ -314,7 +265,7 @@ def _kernel(path, kid: str, name: str, metrics: dict) -> NcuKernel:
     else:
         duration = _value(path, kid, name, metrics, TIME_LABEL, "time")
     if duration <= 0:
-        raise RooflineError(f"{_where(path)}: kernel {kid} {name[:60]!r} has a zero duration", field=FIELD)
+        raise RooflineError(f"{quoted_path(path)}: kernel {kid} {name[:60]!r} has a zero duration", field=FIELD)
     if BYTES_METRIC in metrics:
         dram = _value(path, kid, name, metrics, BYTES_METRIC, "bytes")
     elif BYTES_READ in metrics or BYTES_WRITE in metrics:
@@ -332,7 +283,7 @@ def _kernel(path, kid: str, name: str, metrics: dict) -> NcuKernel:
             m = sass_metric(unit, prec, op)
             if m not in metrics:
                 have = ", ".join(sass_metric(unit, prec, o) for o in SASS_OPS if sass_metric(unit, prec, o) in metrics)
-                raise RooflineError(f"{_where(path)}: kernel {kid} {name[:60]!r} has {have} but not {m}: collect all "
+                raise RooflineError(f"{quoted_path(path)}: kernel {kid} {name[:60]!r} has {have} but not {m}: collect all "
                                     f"three of {dtype}'s fma, add and mul counters", field=FIELD)
             counts[op] = _value(path, kid, name, metrics, m, "count")
         flops[dtype] = flops.get(dtype, 0.0) + 2 * counts["fma"] + counts["add"] + counts["mul"]
@@ -345,7 +296,7 @@ def _kernel(path, kid: str, name: str, metrics: dict) -> NcuKernel:
             flops[dtype] = flops.get(dtype, 0.0) + count
             tensor = tensor or count > 0
     if any(f > MAX_FLOPS for f in flops.values()):
-        raise RooflineError(f"{_where(path)}: kernel {kid} {name[:60]!r} has more than {MAX_FLOPS:g} FLOPs", field=FIELD)
+        raise RooflineError(f"{quoted_path(path)}: kernel {kid} {name[:60]!r} has more than {MAX_FLOPS:g} FLOPs", field=FIELD)
     ordered = tuple((d, flops[d]) for d in PRECISIONS if d in flops)
     return NcuKernel(kid, name, duration, dram, ordered or None, tensor)
 
@@ -392,7 +343,7 @@ def _nsys_rows(path, header, rest) -> list[NsysKernel]:
     pct_col = cols.get("Time(%)", cols.get("Time", (None, None)))[0]
     out = []
     for lineno, cells in _data_rows(path, header, rest):
-        at = f"{_where(path)} line {lineno}"
+        at = f"{quoted_path(path)} line {lineno}"
 
         def num(i, what, scale=1.0, required=True):
             return _checked(cells[i], at, what, scale, 1e7, required)
@@ -410,7 +361,7 @@ def _nsys_rows(path, header, rest) -> list[NsysKernel]:
         out.append(NsysKernel(cells[name_col], int(inst), num(total_col, header[total_col], _NSYS_UNIT[total_unit or "ns"]),
                               time_pct=pct, **times))
     if not out:
-        raise RooflineError(f"{_where(path)} has an nsys kernel summary header but no kernels", field=FIELD)
+        raise RooflineError(f"{quoted_path(path)} has an nsys kernel summary header but no kernels", field=FIELD)
     out.sort(key=lambda k: -k.total_s)
     return out
 

@@ -169,7 +169,8 @@ class TraceResult(Tabular):
 
     def to_table(self, machine=None, by: str = "op", model=None) -> str:
         """Groups with calls, FLOPs, bytes, intensity and, on ``machine``, the predicted time."""
-        from roofline.tables import _mag, _us, grid
+        from roofline.tables import grid
+        from roofline.units import format_magnitude as _mag, format_us_cell as _us
         from roofline.units import format_intensity
 
         groups = self.groups(by)
