@@ -102,11 +102,35 @@
     return qs.toString();
   }
 
-  // The page's URL: the view, the API's query and the targets left empty on purpose.
+  // Controls whose value follows the view or the machine until set by hand: the URL keeps them for
+  // another view only when set by hand (else a link would pin the shown view's attention on the next).
+  const FOLLOWING = new Set(["attention", "launch_overhead_us", "layer"]);
+
+  // The settings the shown view's endpoint does not take but another view does (T set in the layer
+  // view, the lengths of the serving view), where they differ from the defaults: the URL keeps them,
+  // so Back, Forward and a shared link carry every view's state across views.
+  function otherViewsQuery() {
+    const own = new Set(viewNames());
+    const qs = new URLSearchParams();
+    for (const name of [...Object.keys(CONTROLS), ...PASS_THROUGH]) {
+      const value = state[name];
+      if (own.has(name) || value === undefined || value === null) continue;
+      if (FOLLOWING.has(name) && !touched.has(name)) continue;
+      const base = defaults[name] === undefined ? "" : String(defaults[name]);
+      if (value === base || (value !== "" && base !== "" && Number(value) === Number(base))) continue;
+      if (value === "" && !EMPTY_IN_URL.has(name)) continue;
+      qs.set(name, value);
+    }
+    return qs.toString().replace(/=(&|$)/g, "=$1");
+  }
+
+  // The page's URL: the view, the API's query, the targets left empty on purpose and the other
+  // views' settings.
   function pageQuery(apiQuery) {
     const empty = viewNames().filter((name) => EMPTY_IN_URL.has(name) && state[name] === "");
     const pinned = pin ? [`pin=${encodeURIComponent(`view=${pin.view}&${pin.qs}`)}`] : [];
-    return [`view=${view}`, apiQuery, ...empty.map((name) => `${name}=`), ...pinned].filter((part) => part !== "").join("&");
+    return [`view=${view}`, apiQuery, ...empty.map((name) => `${name}=`), otherViewsQuery(), ...pinned]
+      .filter((part) => part !== "").join("&");
   }
 
   function viewFromUrl() {
