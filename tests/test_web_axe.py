@@ -50,6 +50,7 @@ STATES = {
     "decode": ("/?view=decode", None),
     "serving": ("/?view=serving", None),
     "exercises": ("/?view=learn", None),
+    "machine": ("/?view=machine&machine=mi300x", None),
     "refused-value": ("/", _refused),
     "notice": ("/?batch=-5&machine=nope", None),
     "pinned": ("/", _pinned),

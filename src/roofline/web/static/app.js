@@ -46,6 +46,7 @@
     decode: { endpoint: "/api/decode", draw: (data) => drawDecode(data) },
     serving: { endpoint: "/api/serving", draw: (data) => drawServing(data) },
     learn: { endpoint: null, draw: () => (window.rooflineLearn ? window.rooflineLearn.show() : null) },
+    machine: { endpoint: null, draw: () => drawMachine() },
   };
   const FONT = { family: "system-ui, sans-serif", size: 12 };
   const PATTERN = { memory: "/", compute: "" }; // memory-bound bars hatched: the bound is not told by colour alone
@@ -70,6 +71,7 @@
   let shownBase = null; // the baseline's body while the view it was pinned in is drawn
   const baseCache = new Map(); // the baseline's body, fetched once
   let machineDetail = new Map();
+  let machinesByKey = new Map(); // /api/machines' entries: precisions, figures and their sources
   let modelKinds = new Map(); // each model's layer kinds: [{kind, count, first_layer}]
   let machineLaunchUs = new Map(); // each machine's preset launch overhead, the CLI's default
   let viewAttention = {}; // each view's default attention, as its CLI command has it
@@ -149,9 +151,10 @@
     const v = url.get("view");
     if (v !== null && !VIEWS[v]) notices.push(`view=${v} is not a view of this page; showing ${viewLabel("layer")}`);
     for (const name of [...Object.keys(CONTROLS), ...PASS_THROUGH]) {
+      if (name === "dtype") fillPrecisions(out.machine); // the link's machine's precisions
       if (!url.has(name)) continue;
       const value = url.get(name);
-      const problem = CONTROLS[name] ? invalid(name, value) : null;
+      const problem = CONTROLS[name] ? invalid(name, value, out.machine) : null;
       if (problem === null) { out[name] = value; continue; }
       const fallback = out[name] === undefined || out[name] === "" ? "its default" : shownValue(name, out[name]);
       notices.push(`${problem}; using ${fallback}`);
@@ -188,7 +191,7 @@
   const countFormat = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 6 });
 
   // Why ``value`` cannot be this control's value, in words naming the control and its range, or null.
-  function invalid(name, value) {
+  function invalid(name, value, machineKey = state.machine) {
     const c = CONTROLS[name];
     const el = $(c.input);
     const label = labelOf(name);
@@ -196,6 +199,8 @@
     if (c.check) return ["", "true", "false"].includes(value) ? null : `${label}: "${shown}" is not true or false`;
     if (el.tagName === "SELECT") {
       if ([...el.options].some((o) => o.value === value)) return null;
+      const m = machinesByKey.get(machineKey);
+      if (name === "dtype" && m) return `${label}: the ${m.name} has no ${shown} peak; it computes ${m.precisions.join(", ")}`;
       return `${label}: "${shown}" is not one of the choices`;
     }
     if (value.trim() === "" && OPTIONAL.has(name)) return null;
@@ -238,8 +243,17 @@
     }
   }
 
+  // The precision menu: only what the machine computes (the planner's precisions it has a peak for).
+  function fillPrecisions(key) {
+    const m = machinesByKey.get(key);
+    if (!m) return;
+    fillSelect("dtype", [{ key: "", label: `the machine's default (${m.default_dtype})` },
+      ...m.precisions.map((d) => ({ key: d, label: d }))]);
+  }
+
   function showControls() {
     fillLayers();
+    fillPrecisions(state.machine);
     for (const [name, c] of Object.entries(CONTROLS)) {
       const value = state[name] ?? "";
       if (c.check) $(c.input).checked = value === "true";
@@ -259,7 +273,7 @@
       : "Tokens per sequence, T";
     $("phase").disabled = view === "decode"; // decode versus batch is decode whatever the phase
     if (view === "decode") $("phase").value = "decode"; // and says so (the state keeps the other views' phase)
-    $("workload-controls").hidden = view === "serving"; // serving has its own workload: lengths and users
+    $("workload-controls").hidden = view === "serving" || view === "machine"; // serving has its own workload; the machine none
     $("serving-controls").hidden = view !== "serving";
     const takes = new Set(viewParameters[view] || []); // a control the view's endpoint does not take is hidden
     for (const el of document.querySelectorAll("#controls [data-param]")) {
@@ -308,6 +322,13 @@
       return; // Enter and change both report a typed value
     }
     state[name] = text;
+    const m = machinesByKey.get(state.machine);
+    if (name === "machine" && m && state.dtype && !m.precisions.includes(state.dtype)) {
+      showNotice([], `The ${m.name} has no ${state.dtype} peak: the precision is its default, ${m.default_dtype}.`);
+      state.dtype = "";
+    } else if (name === "machine") {
+      showNotice([]);
+    }
     if (name === "model") touched.delete("layer"); // a new model starts at its first layer kind
     if (name !== "machine" && name !== "model") touched.add(name);
     followDefaults();
@@ -551,10 +572,10 @@
   }
 
   // What the page changed in a link it could not use (bad values fall back to defaults).
-  function showNotice(notices) {
+  function showNotice(notices, sentence = "") {
     const box = $("notice");
-    box.hidden = !notices.length;
-    box.textContent = notices.length ? `This link had values the page cannot use: ${notices.join("; ")}.` : "";
+    box.hidden = !notices.length && !sentence;
+    box.textContent = notices.length ? `This link had values the page cannot use: ${notices.join("; ")}.` : sentence;
   }
 
   // -- drawing ----------------------------------------------------------------------------------
@@ -929,6 +950,59 @@
     return Plotly.react("serving-latency-chart", traces, layout, PLOT_CONFIG);
   }
 
+  // -- the machine: every figure and its source ------------------------------------------------
+
+  // A citation as text, its URLs as links.
+  function citation(textValue) {
+    const span = document.createElement("span");
+    for (const part of textValue.split(/(https?:\/\/[^\s;,]+)/)) {
+      if (/^https?:\/\//.test(part)) {
+        const a = document.createElement("a");
+        a.href = part;
+        a.textContent = part;
+        a.rel = "noopener";
+        span.append(a);
+      } else if (part) {
+        span.append(part);
+      }
+    }
+    return span;
+  }
+
+  // The machine view: a row per figure naming its sources' keys, each key linked to its citation,
+  // listed once below the table.
+  function drawMachine() {
+    const m = machinesByKey.get(state.machine);
+    if (!m) return;
+    const where = m.origin === "preset" ? "the presets (data/machines.toml)" : m.origin;
+    setText("machine-sentence", `The ${m.name} as ${where} gives it: each figure the predictions use, with its ` +
+      `source and the file's note. The precision menu offers what it computes: ${m.precisions.join(", ")}.`);
+    const cited = new Map();
+    const rows = m.figures.map((f) => {
+      const tr = document.createElement("tr");
+      const name = cell("th", f.name);
+      name.scope = "row";
+      const src = document.createElement("td");
+      f.sources.forEach((s, i) => {
+        cited.set(s.key, s.citation);
+        const a = document.createElement("a");
+        a.href = `#source-${s.key}`;
+        a.textContent = s.key;
+        src.append(...(i ? [", ", a] : [a]));
+      });
+      tr.append(name, cell("td", f.text, "num"), src, cell("td", f.note));
+      return tr;
+    });
+    $("machine-table").tBodies[0].replaceChildren(...rows);
+    $("machine-sources").replaceChildren(...[...cited].flatMap(([key, text]) => {
+      const dt = cell("dt", key);
+      dt.id = `source-${key}`;
+      const dd = document.createElement("dd");
+      dd.append(citation(text));
+      return [dt, dd];
+    }));
+  }
+
   // -- why each op sits where it does ------------------------------------------------------------
 
   function cell(tag, textValue, cls) {
@@ -1120,8 +1194,6 @@
       defaults = { ...options.defaults, ...(options.serving_defaults || {}) };
       viewParameters = options.view_parameters || {};
       tokenStops = options.token_stops;
-      fillSelect("dtype", [{ key: "", label: "the machine's default" },
-        ...(options.plan_dtypes || []).map((d) => ({ key: d, label: d }))]);
       for (const id of ["weights", "kv-cache"]) {
         fillSelect(id, [{ key: "", label: "same as the precision" }, ...(options.plan_dtypes || []).map((d) => ({ key: d, label: d }))]);
       }
@@ -1129,6 +1201,7 @@
       fillSelect("machine", machines, (m) => (m.origin === "preset" ? "Presets" : `From ${m.origin}`));
       fillSelect("model", models);
       machineDetail = new Map(machines.map((m) => [m.key, m.detail]));
+      machinesByKey = new Map(machines.map((m) => [m.key, m]));
       modelKinds = new Map(models.map((m) => [m.key, m.layer_kinds]));
       machineLaunchUs = new Map(machines.map((m) => [m.key, m.launch_overhead_us]));
       viewAttention = options.view_attention || {};
