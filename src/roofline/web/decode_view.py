@@ -17,6 +17,7 @@ import numpy as np
 from roofline.palette import BOUND_COLORS
 from roofline.plan.decode import DecodePlan
 from roofline.units import MS, format_duration, format_rate, format_si
+from roofline.web.model_view import attention_note
 from roofline.web.payload import json_safe, time_axis
 from roofline.web.plan_shared import (PAD_LOG10, bound_word, cost_text, fit_message, log2_ticks, log_ticks_125,
                                       machine_phrase, tp_text)
@@ -204,6 +205,7 @@ def decode_payload(plan: DecodePlan, batch: int, kv_crossover_context: int, mode
         "launch_overhead_us": launch_overhead_us,
         "kv_overtakes_weights_context": kv_crossover_context,
         "fit": fit_message(plan.memory),
+        "attention_note": attention_note(s.attention, command="roofline decode"),
         "readouts": decode_readouts(plan, batch, kv_crossover_context, step_runs),
         "sentence": decode_sentence(plan, batch, model_name),
         "chart": decode_chart(plan, batch),

@@ -707,6 +707,8 @@
     showCards("model", t, ["latency_name", "latency", "latency_sub", "throughput_name", "throughput", "throughput_sub",
       "bound", "bound_sub", "bytes_name", "bytes", "bytes_sub", "memory", "memory_sub"]);
     setText("model-sentence", data.sentence);
+    setText("model-attention", data.attention_note.text);
+    $("model-attention").dataset.attention = data.attention_note.attention;
     $("model-fit").dataset.state = data.fit.state;
     setText("model-fit-mark", data.fit.mark);
     $("model-fit").title = data.fit.headline;
@@ -775,6 +777,8 @@
     showCards("decode", t, ["step_name", "step", "step_sub", "throughput_name", "throughput", "throughput_sub",
       "compute_bound", "compute_bound_sub", "max_batch", "max_batch_sub", "kv", "kv_sub"]);
     setText("decode-sentence", data.sentence);
+    setText("decode-attention", data.attention_note.text);
+    $("decode-attention").dataset.attention = data.attention_note.attention;
     setText("decode-note", data.caption);
     showNotes("decode-notes", data.notes || []);
     const c = data.chart;
