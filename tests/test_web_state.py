@@ -131,7 +131,7 @@ def test_every_control_has_a_name_and_the_token_slider_speaks_tokens(page, base_
     assert page.get_attribute("#tokens", "aria-valuetext") == "8,192 tokens"
     # each view's summary (the sentences; the exercises' verdict) is the only polite live region; the error is an alert
     live = page.evaluate("[...document.querySelectorAll('[aria-live]')].map((el) => el.id)")
-    assert set(live) <= {"sentence", "model-sentence", "decode-sentence", "serving-sentence", "learn-verdict"}
+    assert set(live) <= {"sentence", "model-sentence", "decode-sentence", "serving-sentence", "machine-sentence", "learn-verdict"}
 
 
 def _us(text_value: str) -> float:

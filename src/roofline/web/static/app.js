@@ -52,10 +52,15 @@
   const PATTERN = { memory: "/", compute: "" }; // memory-bound bars hatched: the bound is not told by colour alone
   const SYMBOL = { memory: "triangle-up", compute: "circle" }; // and the roofline's points by shape (▲ ● in the table)
   const SHIFT = { left: 4, right: -4 }; // a label's pixel gap from the mark it is anchored to
+  // The memory bar's band: the bar's one category at y = 0, 0.55 thick (bargap 0.45), in a y range
+  // that puts it at 0.46 to 0.54 of the plot's height; the capacity line from 0.44 up, the total's
+  // label hanging from 0.4, under both.
+  const MEMORY_BAND = { range: [-1.15, 0.75], line: 0.44, label: 0.4 };
   // No mode bar (nothing over the data, no cloud or export buttons) and no "double-click" tip;
   // zoom by dragging and reset by double-clicking stay.
   const PLOT_CONFIG = { displayModeBar: false, displaylogo: false, showTips: false, responsive: true };
 
+  const PHONE = "(max-width: 760px)"; // style.css's phone layout
   const $ = (id) => document.getElementById(id);
   let defaults = {};
   let tokenStops = [];
@@ -731,10 +736,11 @@
       // times in the unit of the largest part, named in the payload's title
       xaxis: { title: { text: chart.axis.title }, range: [0, chart.x_max], separatethousands: true, exponentformat: "none",
         automargin: true },
-      yaxis: { type: "category", categoryorder: "array", categoryarray: chart.labels, autorange: "reversed", automargin: true },
-      annotations: chart.labels.map((label, i) => ({
-        x: chart.total[i], y: label, text: chart.text[i], xanchor: "left", showarrow: false, xshift: 4,
-        font: { size: 11 } })),
+      // each part's time under its name, beside the axis: at the bar's end it ran off a phone's chart
+      // ("207 ms (10")
+      yaxis: { type: "category", categoryorder: "array", categoryarray: chart.labels, autorange: "reversed", automargin: true,
+        tickmode: "array", tickvals: chart.labels,
+        ticktext: chart.labels.map((label, i) => `${label}<br><span style="font-size:11px">${chart.text[i]}</span>`) },
       hoverlabel: { align: "left" },
       font: FONT,
     };
@@ -747,11 +753,14 @@
       hovertext: [seg.hover], hovertemplate: "%{hovertext}<extra></extra>",
     }));
     const notFit = chart.fits === false;
-    const annotations = [{ x: chart.total_gb, y: chart.label, text: chart.total_text, xanchor: "left", xshift: 4,
-      showarrow: false, font: { size: 12, color: notFit ? chart.colors.not_fit : "#1d232b" } }];
+    // The bar in the band between the capacity's label (top) and the total's (under the bar, from the
+    // left): the capacity line stops above the total's label, which at the bar's end ran off a phone's
+    // chart ("144 GB does not") or crossed the line ("67.1 GB fits").
+    const annotations = [{ x: 0, xref: "paper", y: MEMORY_BAND.label, yref: "paper", yanchor: "top", xanchor: "left",
+      text: chart.total_text, showarrow: false, font: { size: 12, color: notFit ? chart.colors.not_fit : "#1d232b" } }];
     const shapes = [];
     if (chart.capacity_gb !== null) {
-      shapes.push({ type: "line", xref: "x", yref: "paper", x0: chart.capacity_gb, x1: chart.capacity_gb, y0: 0, y1: 1,
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: chart.capacity_gb, x1: chart.capacity_gb, y0: MEMORY_BAND.line, y1: 1,
         line: { color: "#1d232b", width: 1.5, dash: "dash" } });
       annotations.push({ x: chart.capacity_gb, y: 1, xref: "x", yref: "paper", text: chart.capacity_text,
         xanchor: chart.capacity_anchor, yanchor: "top", xshift: SHIFT[chart.capacity_anchor], showarrow: false,
@@ -762,7 +771,7 @@
       margin: { l: 8, r: 16, t: 8, b: 44 },
       xaxis: { title: { text: "memory per GPU (GB)" }, range: [0, chart.x_max_gb], automargin: true, separatethousands: true,
         exponentformat: "none" },
-      yaxis: { automargin: true, showticklabels: false },
+      yaxis: { automargin: true, showticklabels: false, range: MEMORY_BAND.range, fixedrange: true },
       shapes, annotations,
       hoverlabel: { align: "left" },
       font: FONT,
@@ -807,23 +816,25 @@
         hovertext: [c.here.hover], hovertemplate: "%{hovertext}<extra></extra>", cliponaxis: false },
     ];
     const shapes = [];
-    const annotations = [];
+    // the marks' words in a list under the chart: inside it they crossed the curve and the other
+    // mark's line on a phone (issue 38)
+    const marks = [];
     if (c.no_fit_from !== null) {
       shapes.push({ type: "rect", xref: "x", yref: "paper", x0: c.no_fit_from, x1: c.x_end, y0: 0, y1: 1,
         fillcolor: "#d9d9d9", opacity: 0.55, line: { width: 0 }, layer: "below" });
-      annotations.push({ xref: "x", yref: "paper", x: c.no_fit_log10, y: axis.note_y, yanchor: axis.note_yanchor,
-        xanchor: c.no_fit_anchor,
-        xshift: SHIFT[c.no_fit_anchor],
-        text: c.no_fit_text, showarrow: false, align: "left", font: { size: 11, color: "#4d4d4d" } });
+      if (c.no_fit_text) marks.push(["nofit", c.no_fit_text]);
     }
     if (c.compute_bound_batch !== null) {
       shapes.push({ type: "line", xref: "x", yref: "paper", x0: c.compute_bound_batch, x1: c.compute_bound_batch, y0: 0, y1: 1,
         line: { color: c.colors.compute, width: 1.5, dash: "dash" } });
-      annotations.push({ xref: "x", yref: "paper", x: c.compute_bound_log10, y: 0.03, xanchor: c.compute_bound_anchor,
-        yanchor: "bottom", xshift: SHIFT[c.compute_bound_anchor], text: c.compute_bound_text, showarrow: false,
-        align: c.compute_bound_anchor,
-        font: { size: 11, color: c.colors.compute } });
+      marks.push(["compute", c.compute_bound_text]);
     }
+    $(`${id}-marks`).replaceChildren(...marks.map(([kind, words]) => {
+      const li = document.createElement("li");
+      li.className = kind;
+      li.textContent = words;
+      return li;
+    }));
     const layout = {
       showlegend: false,
       margin: { l: 8, r: 16, t: 12, b: 44 },
@@ -831,7 +842,7 @@
         title: { text: "batch (sequences decoding together)" }, automargin: true },
       yaxis: { type: axis.type, title: { text: title }, automargin: true, separatethousands: true, exponentformat: "none",
         range: axis.range, tickvals: axis.tickvals, ticktext: axis.ticktext },
-      shapes, annotations,
+      shapes,
       hoverlabel: { align: "left" },
       font: FONT,
     };
@@ -1191,7 +1202,14 @@
 
   // -- start ------------------------------------------------------------------------------------
 
+  // On a phone, what is marked data-phone="closed" starts closed (open on a desktop).
+  function closeOnPhone() {
+    if (!window.matchMedia(PHONE).matches) return;
+    for (const el of document.querySelectorAll('details[data-phone="closed"]')) el.open = false;
+  }
+
   async function start() {
+    closeOnPhone();
     try {
       const [machines, models, options] = await Promise.all(
         ["/api/machines", "/api/models", "/api/options"].map(getJSON));
