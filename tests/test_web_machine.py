@@ -116,6 +116,7 @@ def test_the_machine_view_lists_every_figure_with_its_source(page, base_url_web,
     assert page.locator("#machine-sources a[href='https://www.nvidia.com/en-us/data-center/a100/']").count() == 1
     assert "A100 80GB SXM" in text(page, "#machine-sentence")
     assert "view=machine" in page.url and "machine=a100-80gb" in page.url
+    assert page.get_attribute("#download-json", "href") == "/api/machines" and page.is_hidden("#pin")
     choose(page, "#machine", "mi300x", "machine=mi300x")
     assert "MI300X" in text(page, "#machine-sentence")
     assert "rocm.docs.amd.com" in text(page, "#machine-sources")

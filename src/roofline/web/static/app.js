@@ -296,6 +296,7 @@
       if (on) $("scope").textContent = tab.dataset.scope;
     }
     $("download-csv").hidden = view !== "layer";
+    $("pin").hidden = !VIEWS[view].endpoint; // a view without results has nothing to compare
     document.body.dataset.view = view;
   }
 
@@ -422,7 +423,8 @@
     const shown = view;
     const json = $("download-json");
     $("download-csv").href = `/api/layer.csv?${qs}`;
-    json.href = shown === "layer" ? `/api/layer.json?${qs}` : `${VIEWS[shown].endpoint}?${qs}`;
+    const endpoint = VIEWS[shown].endpoint || "/api/machines"; // the machine view: every machine and its sources
+    json.href = shown === "layer" ? `/api/layer.json?${qs}` : VIEWS[shown].endpoint ? `${endpoint}?${qs}` : endpoint;
     json.download = shown === "layer" ? "" : `roofline-${shown}.json`;
   }
 
