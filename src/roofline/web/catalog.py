@@ -5,13 +5,27 @@ stack.
 
 from __future__ import annotations
 
+import functools
+import tomllib
+from importlib import resources
+from pathlib import Path
 from types import MappingProxyType
 
 from roofline.architecture import Model
 from roofline.errors import RooflineError
 from roofline.machines import Machine, list_machines, load_machine_file
+from roofline.plan.limits import QUANT_DTYPES
+from roofline.sourced import range_of
 from roofline.transformer import model_summary
-from roofline.units import US, format_si
+from roofline.units import US, format_duration, format_si
+
+# How the machine view names a figure of a machine file, by its key (a peak or a link adds its name).
+FIGURE_NAMES = {
+    "memory_bytes": "memory (datasheet)", "usable_memory_bytes": "memory (as the driver reports)",
+    "memory_bytes_per_s": "memory bandwidth", "l2_bytes": "L2 cache", "sm_count": "SMs (compute units)",
+    "launch_overhead_s": "launch overhead per kernel", "scale_up_gpus": "GPUs one scale-up domain joins",
+    "nvlink_gpus": "GPUs one NVLink domain joins",
+}
 
 
 def machine_table(machine_files: list[str] | None) -> tuple[MappingProxyType, MappingProxyType]:
@@ -31,7 +45,52 @@ def machine_table(machine_files: list[str] | None) -> tuple[MappingProxyType, Ma
     return MappingProxyType(machines), MappingProxyType(origin)
 
 
+@functools.lru_cache(maxsize=32)
+def _machine_doc(origin: str) -> dict:
+    """The TOML a machine came from (the presets' data/machines.toml, or a machine file the app was
+    started with and has already loaded, so it parses): its [machines] and [sources] tables."""
+    if origin == "preset":
+        return tomllib.loads(resources.files("roofline").joinpath("data/machines.toml").read_text(encoding="utf-8"))
+    return tomllib.loads(Path(origin).read_text(encoding="utf-8"))
+
+
+def _figure_text(where: str, value: float) -> str:
+    unit = range_of(f"machine.{where}")[2]  # the unit of each key, as the file's checks have it
+    if where.endswith("launch_overhead_s"):
+        return format_duration(value)
+    if unit in ("FLOP/s", "bytes/s", "bytes"):
+        return format_si(value, {"FLOP/s": "FLOP/s", "bytes/s": "B/s", "bytes": "B"}[unit])
+    return f"{value:,.0f}"
+
+
+def _figure(name: str, where: str, entry: dict, citations: dict) -> dict:
+    keys = [k.strip() for k in str(entry["source"]).replace(";", ",").split(",") if k.strip()]
+    return {"name": name, "key": where, "value": float(entry["value"]), "text": _figure_text(where, float(entry["value"])),
+            "note": entry.get("note", ""),
+            "sources": [{"key": k, "citation": citations.get(k, k)} for k in keys]}
+
+
+def machine_figures(key: str, origin: str) -> list[dict]:
+    """Every number of a machine as its file gives it, each with its value in words, the file's note
+    and the citation of each source key (the file's [sources] table): the machine view's table."""
+    doc = _machine_doc(origin)
+    spec, citations = doc["machines"][key], doc.get("sources", {})
+    out = [_figure(f"peak {d}", f"peak_flops_per_s.{d}", e, citations) for d, e in spec["peak_flops_per_s"].items()]
+    out += [_figure(FIGURE_NAMES.get(k, k.replace("_", " ")), k, spec[k], citations)
+            for k in spec if isinstance(spec[k], dict) and "value" in spec[k]]
+    for table, words in (("links", "link"), ("peer_links", "link to one peer")):
+        out += [_figure(f"{n} {words} (per direction)", f"{table}.{n}", e, citations) for n, e in spec.get(table, {}).items()]
+    for level in spec.get("cache_levels", []):
+        for k, words in (("size_bytes", "size"), ("bytes_per_s", "bandwidth")):
+            if isinstance(level.get(k), dict):
+                out.append(_figure(f"{level.get('name', 'cache')} {words}", f"cache_levels.{level.get('name')}.{k}",
+                                   level[k], citations))
+    return out
+
+
 def machine_dict(m: Machine, origin: str) -> dict:
+    """A machine as /api/machines lists it: its figures, the precisions the page offers on it (those
+    of the planner's it has a peak for: no fp8 on an A100) and every figure's source."""
     return {
         "key": m.key,
         "name": m.name,
@@ -39,6 +98,7 @@ def machine_dict(m: Machine, origin: str) -> dict:
         "origin": origin,
         "default_dtype": m.default_dtype,
         "dtypes": list(m.dtypes),
+        "precisions": [d for d in QUANT_DTYPES if d in m.dtypes],
         "peak_flops_per_s": m.peak_flops,
         "bytes_per_s": m.bandwidth,
         "ridge_flop_per_byte": m.ridge_point,
@@ -47,6 +107,7 @@ def machine_dict(m: Machine, origin: str) -> dict:
         "label": m.name,
         "detail": f"{format_si(m.peak_flops, 'FLOP/s')} {m.default_dtype} · {format_si(m.bandwidth, 'B/s')} · "
                   f"ridge {m.ridge_point:,.0f} FLOP/byte",
+        "figures": machine_figures(m.key, origin),
     }
 
 

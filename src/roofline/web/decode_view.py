@@ -17,6 +17,7 @@ import numpy as np
 from roofline.palette import BOUND_COLORS
 from roofline.plan.decode import DecodePlan
 from roofline.units import MS, format_duration, format_rate, format_si
+from roofline.web.model_view import attention_note
 from roofline.web.payload import json_safe, time_axis
 from roofline.web.plan_shared import (PAD_LOG10, bound_word, cost_text, fit_message, log2_ticks, log_ticks_125,
                                       machine_phrase, tp_text)
@@ -86,23 +87,21 @@ def decode_chart(plan: DecodePlan, batch: int) -> dict:
         "x_range_log10": [-PAD_LOG10, math.log10(top) + PAD_LOG10],
         "x_end": 10 ** (math.log10(top) + PAD_LOG10),  # where the not-fitting region's shading ends
         "ticks": log2_ticks(top),
-        "axes": {  # the y axis of each chart, and the height (0 to 1) of the not-fitting note, clear of the curve
-            "tokens_per_s": {"type": "linear", "range": [0.0, float(tps.max()) * 1.15], "title": "tokens/s (all sequences)",
-                             "note_y": 0.5, "note_yanchor": "middle"},
-            "step_time": {"type": "log", **step_axis, "tickvals": step_ticks["values"], "ticktext": step_ticks["text"],
-                          "note_y": 0.98, "note_yanchor": "top"},
+        "axes": {  # the y axis of each chart
+            "tokens_per_s": {"type": "linear", "range": [0.0, float(tps.max()) * 1.15], "title": "tokens/s (all sequences)"},
+            "step_time": {"type": "log", **step_axis, "tickvals": step_ticks["values"], "ticktext": step_ticks["text"]},
         },
         "compute_bound_batch": cb if cb is not None and cb <= top else None,
         "compute_bound_log10": math.log10(cb) if cb is not None and cb <= top else None,
-        "compute_bound_text": None if cb is None else f"matmuls<br>compute-bound<br>from batch {cb:,}",
-        "compute_bound_anchor": None if cb is None else _anchor(cb, top),
+        # the two marks' words, said under the charts (inside them they crossed the curve and each
+        # other's line on a phone)
+        "compute_bound_text": None if cb is None else f"matmuls compute-bound from batch {cb:,}",
         "max_batch_in_memory": mb,
         "no_fit_from": None if mb is None or mb >= top else max(mb, 1),
         "no_fit_log10": None if mb is None or mb >= top else math.log10(max(mb, 1)),
-        "no_fit_anchor": None if mb is None or mb >= top else _anchor(mb, top),
         "no_fit_text": (None if mb is None or mb >= top or cap is None else
-                        (f"weights + KV cache<br>exceed {format_si(cap, 'B')}<br>beyond batch {mb:,}" if mb > 0
-                         else f"weights + KV cache<br>exceed {format_si(cap, 'B')}<br>at any batch")),
+                        (f"weights + KV cache exceed {format_si(cap, 'B')} beyond batch {mb:,}" if mb > 0
+                         else f"weights + KV cache exceed {format_si(cap, 'B')} at any batch")),
         "colors": BOUND_COLORS,
     }
 
@@ -204,6 +203,7 @@ def decode_payload(plan: DecodePlan, batch: int, kv_crossover_context: int, mode
         "launch_overhead_us": launch_overhead_us,
         "kv_overtakes_weights_context": kv_crossover_context,
         "fit": fit_message(plan.memory),
+        "attention_note": attention_note(s.attention, command="roofline decode"),
         "readouts": decode_readouts(plan, batch, kv_crossover_context, step_runs),
         "sentence": decode_sentence(plan, batch, model_name),
         "chart": decode_chart(plan, batch),

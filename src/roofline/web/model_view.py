@@ -186,6 +186,20 @@ def model_sentence(pred: ModelPrediction, model_name: str, n_layers: int, kv_cro
             f"and {format_si(pred.kv_bytes, 'B')} of KV cache; {over} at this batch.")
 
 
+def attention_note(attention: str, n_layers: int | None = None, command: str = "roofline model") -> dict:
+    """Which attention the view priced, said on the page: the whole-model and decode views take
+    flash (fused) by default, as `roofline model` does, while the One layer view takes unfused, so L
+    times the layer view's time is not the pass (issue 38: 32 x 8,756 us is not 208 ms)."""
+    if attention == "flash":
+        text = (f"Attention: flash (fused), as `{command}` prices it by default. The One layer view's "
+                f"default is unfused (QKᵀ, softmax and PV as three ops, the scores through memory), so "
+                f"{'L' if n_layers is None else f'{n_layers:,}'} times its layer time is not this pass: set Attention alike in both views to compare them.")
+    else:
+        text = ("Attention: unfused (QKᵀ, softmax and PV as three ops, the scores through memory), as the One layer "
+                f"view's default; this view's default, as `{command}`, is flash (fused).")
+    return {"attention": attention, "text": text}
+
+
 def model_payload(pred: ModelPrediction, memory: MemoryPlan, kv_crossover_context: int, model_name: str, n_layers: int,
                   launch_overhead_us: float) -> dict:
     """The /api/model body: the library's ``ModelPrediction.to_dict()``, the memory plan's
@@ -205,6 +219,7 @@ def model_payload(pred: ModelPrediction, memory: MemoryPlan, kv_crossover_contex
         "parts": parts,
         "memory": memory.to_dict(),
         "fit": fit_message(memory),
+        "attention_note": attention_note(pred.attention, n_layers),
         "memory_limits_text": _limits_text(memory, int(pred.batch), int(pred.context)),
         "readouts": model_readouts(pred, memory, kv_crossover_context),
         "sentence": model_sentence(pred, model_name, n_layers, kv_crossover_context),

@@ -231,10 +231,12 @@ def layer_csv(report: LayerReport) -> str:
 # -- the roofline ---------------------------------------------------------------------------------
 
 def _intensity_grid(intensities: list[float], ridge: float) -> np.ndarray:
-    """Log-spaced FLOP/byte from a decade below the smallest of ops and ridge to a decade above the
+    """Log-spaced FLOP/byte from half a decade below the decade of the smallest of ops and ridge to a decade above the
     largest, with the ridge itself included."""
     known = [i for i in intensities if i > 0 and math.isfinite(i)] + [ridge]
-    lo = 10.0 ** math.floor(math.log10(min(known)) - 1)
+    # half a decade below the smallest op's decade: the first x tick then stands clear of the y axis's
+    # labels (a whole decade put a "0.01" tick in the corner under the y axis's "0.01" on an A100)
+    lo = 10.0 ** (math.floor(math.log10(min(known))) - 0.5)
     hi = 10.0 ** math.ceil(math.log10(max(known)) + 1)
     grid = np.logspace(math.log10(lo), math.log10(hi), ROOF_POINTS)
     return np.unique(np.append(grid, ridge))
@@ -247,10 +249,12 @@ NEAR_LOG10 = 0.08  # points closer than this on both log axes share one label
 def point_labels(intensity: list[float], rate: list) -> tuple[list[str], list[str]]:
     """Each roofline point's label (its 1-based op number) and where it sits. Points at the same
     spot (the same op repeated: the two residual adds, QK^T and PV) share one label, "7, 12";
-    a label near another point's takes the next free spot around its point."""
+    a label takes the first spot around its point that no near label holds and no near point lies
+    toward (a "10" set top right of its point sat under op 1's marker)."""
     xy = [None if r is None or r <= 0 or i <= 0 else (math.log10(i), math.log10(r)) for i, r in zip(intensity, rate)]
     numbers, positions = [""] * len(xy), [LABEL_SPOTS[0]] * len(xy)
     placed: list[tuple[float, float, str]] = []
+    toward = {"top left": (-1, 1), "bottom right": (1, -1), "top right": (1, 1), "bottom left": (-1, -1)}
     for k, point in enumerate(xy):
         if point is None:
             continue
@@ -260,7 +264,12 @@ def point_labels(intensity: list[float], rate: list) -> tuple[list[str], list[st
             continue
         numbers[k] = str(k + 1)
         near = {spot for x, y, spot in placed if abs(x - point[0]) < NEAR_LOG10 * 3 and abs(y - point[1]) < NEAR_LOG10 * 3}
-        positions[k] = next((spot for spot in LABEL_SPOTS if spot not in near), LABEL_SPOTS[k % len(LABEL_SPOTS)])
+        others = [p for j, p in enumerate(xy) if p is not None and j != k and p != point
+                  and abs(p[0] - point[0]) < NEAR_LOG10 * 3 and abs(p[1] - point[1]) < NEAR_LOG10 * 3]
+        crowded = {spot for spot, (sx, sy) in toward.items()
+                   if any((p[0] - point[0]) * sx >= 0 and (p[1] - point[1]) * sy >= 0 for p in others)}
+        positions[k] = next((spot for spot in LABEL_SPOTS if spot not in near | crowded),
+                            next((spot for spot in LABEL_SPOTS if spot not in near), LABEL_SPOTS[k % len(LABEL_SPOTS)]))
         placed.append((point[0], point[1], positions[k]))
     return numbers, positions
 

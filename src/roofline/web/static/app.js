@@ -46,15 +46,21 @@
     decode: { endpoint: "/api/decode", draw: (data) => drawDecode(data) },
     serving: { endpoint: "/api/serving", draw: (data) => drawServing(data) },
     learn: { endpoint: null, draw: () => (window.rooflineLearn ? window.rooflineLearn.show() : null) },
+    machine: { endpoint: null, draw: () => drawMachine() },
   };
   const FONT = { family: "system-ui, sans-serif", size: 12 };
   const PATTERN = { memory: "/", compute: "" }; // memory-bound bars hatched: the bound is not told by colour alone
   const SYMBOL = { memory: "triangle-up", compute: "circle" }; // and the roofline's points by shape (▲ ● in the table)
   const SHIFT = { left: 4, right: -4 }; // a label's pixel gap from the mark it is anchored to
+  // The memory bar's band: the bar's one category at y = 0, 0.55 thick (bargap 0.45), in a y range
+  // that puts it at 0.46 to 0.54 of the plot's height; the capacity line from 0.44 up, the total's
+  // label hanging from 0.4, under both.
+  const MEMORY_BAND = { range: [-1.15, 0.75], line: 0.44, label: 0.4 };
   // No mode bar (nothing over the data, no cloud or export buttons) and no "double-click" tip;
   // zoom by dragging and reset by double-clicking stay.
   const PLOT_CONFIG = { displayModeBar: false, displaylogo: false, showTips: false, responsive: true };
 
+  const PHONE = "(max-width: 760px)"; // style.css's phone layout
   const $ = (id) => document.getElementById(id);
   let defaults = {};
   let tokenStops = [];
@@ -70,6 +76,7 @@
   let shownBase = null; // the baseline's body while the view it was pinned in is drawn
   const baseCache = new Map(); // the baseline's body, fetched once
   let machineDetail = new Map();
+  let machinesByKey = new Map(); // /api/machines' entries: precisions, figures and their sources
   let modelKinds = new Map(); // each model's layer kinds: [{kind, count, first_layer}]
   let machineLaunchUs = new Map(); // each machine's preset launch overhead, the CLI's default
   let viewAttention = {}; // each view's default attention, as its CLI command has it
@@ -102,11 +109,35 @@
     return qs.toString();
   }
 
-  // The page's URL: the view, the API's query and the targets left empty on purpose.
+  // Controls whose value follows the view or the machine until set by hand: the URL keeps them for
+  // another view only when set by hand (else a link would pin the shown view's attention on the next).
+  const FOLLOWING = new Set(["attention", "launch_overhead_us", "layer"]);
+
+  // The settings the shown view's endpoint does not take but another view does (T set in the layer
+  // view, the lengths of the serving view), where they differ from the defaults: the URL keeps them,
+  // so Back, Forward and a shared link carry every view's state across views.
+  function otherViewsQuery() {
+    const own = new Set(viewNames());
+    const qs = new URLSearchParams();
+    for (const name of [...Object.keys(CONTROLS), ...PASS_THROUGH]) {
+      const value = state[name];
+      if (own.has(name) || value === undefined || value === null) continue;
+      if (FOLLOWING.has(name) && !touched.has(name)) continue;
+      const base = defaults[name] === undefined ? "" : String(defaults[name]);
+      if (value === base || (value !== "" && base !== "" && Number(value) === Number(base))) continue;
+      if (value === "" && !EMPTY_IN_URL.has(name)) continue;
+      qs.set(name, value);
+    }
+    return qs.toString().replace(/=(&|$)/g, "=$1");
+  }
+
+  // The page's URL: the view, the API's query, the targets left empty on purpose and the other
+  // views' settings.
   function pageQuery(apiQuery) {
     const empty = viewNames().filter((name) => EMPTY_IN_URL.has(name) && state[name] === "");
     const pinned = pin ? [`pin=${encodeURIComponent(`view=${pin.view}&${pin.qs}`)}`] : [];
-    return [`view=${view}`, apiQuery, ...empty.map((name) => `${name}=`), ...pinned].filter((part) => part !== "").join("&");
+    return [`view=${view}`, apiQuery, ...empty.map((name) => `${name}=`), otherViewsQuery(), ...pinned]
+      .filter((part) => part !== "").join("&");
   }
 
   function viewFromUrl() {
@@ -125,9 +156,10 @@
     const v = url.get("view");
     if (v !== null && !VIEWS[v]) notices.push(`view=${v} is not a view of this page; showing ${viewLabel("layer")}`);
     for (const name of [...Object.keys(CONTROLS), ...PASS_THROUGH]) {
+      if (name === "dtype") fillPrecisions(out.machine); // the link's machine's precisions
       if (!url.has(name)) continue;
       const value = url.get(name);
-      const problem = CONTROLS[name] ? invalid(name, value) : null;
+      const problem = CONTROLS[name] ? invalid(name, value, out.machine) : null;
       if (problem === null) { out[name] = value; continue; }
       const fallback = out[name] === undefined || out[name] === "" ? "its default" : shownValue(name, out[name]);
       notices.push(`${problem}; using ${fallback}`);
@@ -164,7 +196,7 @@
   const countFormat = new Intl.NumberFormat("en-US", { maximumSignificantDigits: 6 });
 
   // Why ``value`` cannot be this control's value, in words naming the control and its range, or null.
-  function invalid(name, value) {
+  function invalid(name, value, machineKey = state.machine) {
     const c = CONTROLS[name];
     const el = $(c.input);
     const label = labelOf(name);
@@ -172,6 +204,8 @@
     if (c.check) return ["", "true", "false"].includes(value) ? null : `${label}: "${shown}" is not true or false`;
     if (el.tagName === "SELECT") {
       if ([...el.options].some((o) => o.value === value)) return null;
+      const m = machinesByKey.get(machineKey);
+      if (name === "dtype" && m) return `${label}: the ${m.name} has no ${shown} peak; it computes ${m.precisions.join(", ")}`;
       return `${label}: "${shown}" is not one of the choices`;
     }
     if (value.trim() === "" && OPTIONAL.has(name)) return null;
@@ -214,8 +248,17 @@
     }
   }
 
+  // The precision menu: only what the machine computes (the planner's precisions it has a peak for).
+  function fillPrecisions(key) {
+    const m = machinesByKey.get(key);
+    if (!m) return;
+    fillSelect("dtype", [{ key: "", label: `the machine's default (${m.default_dtype})` },
+      ...m.precisions.map((d) => ({ key: d, label: d }))]);
+  }
+
   function showControls() {
     fillLayers();
+    fillPrecisions(state.machine);
     for (const [name, c] of Object.entries(CONTROLS)) {
       const value = state[name] ?? "";
       if (c.check) $(c.input).checked = value === "true";
@@ -235,7 +278,7 @@
       : "Tokens per sequence, T";
     $("phase").disabled = view === "decode"; // decode versus batch is decode whatever the phase
     if (view === "decode") $("phase").value = "decode"; // and says so (the state keeps the other views' phase)
-    $("workload-controls").hidden = view === "serving"; // serving has its own workload: lengths and users
+    $("workload-controls").hidden = view === "serving" || view === "machine"; // serving has its own workload; the machine none
     $("serving-controls").hidden = view !== "serving";
     const takes = new Set(viewParameters[view] || []); // a control the view's endpoint does not take is hidden
     for (const el of document.querySelectorAll("#controls [data-param]")) {
@@ -253,6 +296,7 @@
       if (on) $("scope").textContent = tab.dataset.scope;
     }
     $("download-csv").hidden = view !== "layer";
+    $("pin").hidden = !VIEWS[view].endpoint; // a view without results has nothing to compare
     document.body.dataset.view = view;
   }
 
@@ -284,6 +328,13 @@
       return; // Enter and change both report a typed value
     }
     state[name] = text;
+    const m = machinesByKey.get(state.machine);
+    if (name === "machine" && m && state.dtype && !m.precisions.includes(state.dtype)) {
+      showNotice([], `The ${m.name} has no ${state.dtype} peak: the precision is its default, ${m.default_dtype}.`);
+      state.dtype = "";
+    } else if (name === "machine") {
+      showNotice([]);
+    }
     if (name === "model") touched.delete("layer"); // a new model starts at its first layer kind
     if (name !== "machine" && name !== "model") touched.add(name);
     followDefaults();
@@ -372,7 +423,8 @@
     const shown = view;
     const json = $("download-json");
     $("download-csv").href = `/api/layer.csv?${qs}`;
-    json.href = shown === "layer" ? `/api/layer.json?${qs}` : `${VIEWS[shown].endpoint}?${qs}`;
+    const endpoint = VIEWS[shown].endpoint || "/api/machines"; // the machine view: every machine and its sources
+    json.href = shown === "layer" ? `/api/layer.json?${qs}` : VIEWS[shown].endpoint ? `${endpoint}?${qs}` : endpoint;
     json.download = shown === "layer" ? "" : `roofline-${shown}.json`;
   }
 
@@ -527,10 +579,10 @@
   }
 
   // What the page changed in a link it could not use (bad values fall back to defaults).
-  function showNotice(notices) {
+  function showNotice(notices, sentence = "") {
     const box = $("notice");
-    box.hidden = !notices.length;
-    box.textContent = notices.length ? `This link had values the page cannot use: ${notices.join("; ")}.` : "";
+    box.hidden = !notices.length && !sentence;
+    box.textContent = notices.length ? `This link had values the page cannot use: ${notices.join("; ")}.` : sentence;
   }
 
   // -- drawing ----------------------------------------------------------------------------------
@@ -662,6 +714,8 @@
     showCards("model", t, ["latency_name", "latency", "latency_sub", "throughput_name", "throughput", "throughput_sub",
       "bound", "bound_sub", "bytes_name", "bytes", "bytes_sub", "memory", "memory_sub"]);
     setText("model-sentence", data.sentence);
+    setText("model-attention", data.attention_note.text);
+    $("model-attention").dataset.attention = data.attention_note.attention;
     $("model-fit").dataset.state = data.fit.state;
     setText("model-fit-mark", data.fit.mark);
     $("model-fit").title = data.fit.headline;
@@ -684,10 +738,11 @@
       // times in the unit of the largest part, named in the payload's title
       xaxis: { title: { text: chart.axis.title }, range: [0, chart.x_max], separatethousands: true, exponentformat: "none",
         automargin: true },
-      yaxis: { type: "category", categoryorder: "array", categoryarray: chart.labels, autorange: "reversed", automargin: true },
-      annotations: chart.labels.map((label, i) => ({
-        x: chart.total[i], y: label, text: chart.text[i], xanchor: "left", showarrow: false, xshift: 4,
-        font: { size: 11 } })),
+      // each part's time under its name, beside the axis: at the bar's end it ran off a phone's chart
+      // ("207 ms (10")
+      yaxis: { type: "category", categoryorder: "array", categoryarray: chart.labels, autorange: "reversed", automargin: true,
+        tickmode: "array", tickvals: chart.labels,
+        ticktext: chart.labels.map((label, i) => `${label}<br><span style="font-size:11px">${chart.text[i]}</span>`) },
       hoverlabel: { align: "left" },
       font: FONT,
     };
@@ -700,11 +755,14 @@
       hovertext: [seg.hover], hovertemplate: "%{hovertext}<extra></extra>",
     }));
     const notFit = chart.fits === false;
-    const annotations = [{ x: chart.total_gb, y: chart.label, text: chart.total_text, xanchor: "left", xshift: 4,
-      showarrow: false, font: { size: 12, color: notFit ? chart.colors.not_fit : "#1d232b" } }];
+    // The bar in the band between the capacity's label (top) and the total's (under the bar, from the
+    // left): the capacity line stops above the total's label, which at the bar's end ran off a phone's
+    // chart ("144 GB does not") or crossed the line ("67.1 GB fits").
+    const annotations = [{ x: 0, xref: "paper", y: MEMORY_BAND.label, yref: "paper", yanchor: "top", xanchor: "left",
+      text: chart.total_text, showarrow: false, font: { size: 12, color: notFit ? chart.colors.not_fit : "#1d232b" } }];
     const shapes = [];
     if (chart.capacity_gb !== null) {
-      shapes.push({ type: "line", xref: "x", yref: "paper", x0: chart.capacity_gb, x1: chart.capacity_gb, y0: 0, y1: 1,
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: chart.capacity_gb, x1: chart.capacity_gb, y0: MEMORY_BAND.line, y1: 1,
         line: { color: "#1d232b", width: 1.5, dash: "dash" } });
       annotations.push({ x: chart.capacity_gb, y: 1, xref: "x", yref: "paper", text: chart.capacity_text,
         xanchor: chart.capacity_anchor, yanchor: "top", xshift: SHIFT[chart.capacity_anchor], showarrow: false,
@@ -715,7 +773,7 @@
       margin: { l: 8, r: 16, t: 8, b: 44 },
       xaxis: { title: { text: "memory per GPU (GB)" }, range: [0, chart.x_max_gb], automargin: true, separatethousands: true,
         exponentformat: "none" },
-      yaxis: { automargin: true, showticklabels: false },
+      yaxis: { automargin: true, showticklabels: false, range: MEMORY_BAND.range, fixedrange: true },
       shapes, annotations,
       hoverlabel: { align: "left" },
       font: FONT,
@@ -730,6 +788,8 @@
     showCards("decode", t, ["step_name", "step", "step_sub", "throughput_name", "throughput", "throughput_sub",
       "compute_bound", "compute_bound_sub", "max_batch", "max_batch_sub", "kv", "kv_sub"]);
     setText("decode-sentence", data.sentence);
+    setText("decode-attention", data.attention_note.text);
+    $("decode-attention").dataset.attention = data.attention_note.attention;
     setText("decode-note", data.caption);
     showNotes("decode-notes", data.notes || []);
     const c = data.chart;
@@ -758,23 +818,25 @@
         hovertext: [c.here.hover], hovertemplate: "%{hovertext}<extra></extra>", cliponaxis: false },
     ];
     const shapes = [];
-    const annotations = [];
+    // the marks' words in a list under the chart: inside it they crossed the curve and the other
+    // mark's line on a phone (issue 38)
+    const marks = [];
     if (c.no_fit_from !== null) {
       shapes.push({ type: "rect", xref: "x", yref: "paper", x0: c.no_fit_from, x1: c.x_end, y0: 0, y1: 1,
         fillcolor: "#d9d9d9", opacity: 0.55, line: { width: 0 }, layer: "below" });
-      annotations.push({ xref: "x", yref: "paper", x: c.no_fit_log10, y: axis.note_y, yanchor: axis.note_yanchor,
-        xanchor: c.no_fit_anchor,
-        xshift: SHIFT[c.no_fit_anchor],
-        text: c.no_fit_text, showarrow: false, align: "left", font: { size: 11, color: "#4d4d4d" } });
+      if (c.no_fit_text) marks.push(["nofit", c.no_fit_text]);
     }
     if (c.compute_bound_batch !== null) {
       shapes.push({ type: "line", xref: "x", yref: "paper", x0: c.compute_bound_batch, x1: c.compute_bound_batch, y0: 0, y1: 1,
         line: { color: c.colors.compute, width: 1.5, dash: "dash" } });
-      annotations.push({ xref: "x", yref: "paper", x: c.compute_bound_log10, y: 0.03, xanchor: c.compute_bound_anchor,
-        yanchor: "bottom", xshift: SHIFT[c.compute_bound_anchor], text: c.compute_bound_text, showarrow: false,
-        align: c.compute_bound_anchor,
-        font: { size: 11, color: c.colors.compute } });
+      marks.push(["compute", c.compute_bound_text]);
     }
+    $(`${id}-marks`).replaceChildren(...marks.map(([kind, words]) => {
+      const li = document.createElement("li");
+      li.className = kind;
+      li.textContent = words;
+      return li;
+    }));
     const layout = {
       showlegend: false,
       margin: { l: 8, r: 16, t: 12, b: 44 },
@@ -782,7 +844,7 @@
         title: { text: "batch (sequences decoding together)" }, automargin: true },
       yaxis: { type: axis.type, title: { text: title }, automargin: true, separatethousands: true, exponentformat: "none",
         range: axis.range, tickvals: axis.tickvals, ticktext: axis.ticktext },
-      shapes, annotations,
+      shapes,
       hoverlabel: { align: "left" },
       font: FONT,
     };
@@ -903,6 +965,59 @@
       font: FONT,
     };
     return Plotly.react("serving-latency-chart", traces, layout, PLOT_CONFIG);
+  }
+
+  // -- the machine: every figure and its source ------------------------------------------------
+
+  // A citation as text, its URLs as links.
+  function citation(textValue) {
+    const span = document.createElement("span");
+    for (const part of textValue.split(/(https?:\/\/[^\s;,]+)/)) {
+      if (/^https?:\/\//.test(part)) {
+        const a = document.createElement("a");
+        a.href = part;
+        a.textContent = part;
+        a.rel = "noopener";
+        span.append(a);
+      } else if (part) {
+        span.append(part);
+      }
+    }
+    return span;
+  }
+
+  // The machine view: a row per figure naming its sources' keys, each key linked to its citation,
+  // listed once below the table.
+  function drawMachine() {
+    const m = machinesByKey.get(state.machine);
+    if (!m) return;
+    const where = m.origin === "preset" ? "the presets (data/machines.toml)" : m.origin;
+    setText("machine-sentence", `The ${m.name} as ${where} gives it: each figure the predictions use, with its ` +
+      `source and the file's note. The precision menu offers what it computes: ${m.precisions.join(", ")}.`);
+    const cited = new Map();
+    const rows = m.figures.map((f) => {
+      const tr = document.createElement("tr");
+      const name = cell("th", f.name);
+      name.scope = "row";
+      const src = document.createElement("td");
+      f.sources.forEach((s, i) => {
+        cited.set(s.key, s.citation);
+        const a = document.createElement("a");
+        a.href = `#source-${s.key}`;
+        a.textContent = s.key;
+        src.append(...(i ? [", ", a] : [a]));
+      });
+      tr.append(name, cell("td", f.text, "num"), src, cell("td", f.note));
+      return tr;
+    });
+    $("machine-table").tBodies[0].replaceChildren(...rows);
+    $("machine-sources").replaceChildren(...[...cited].flatMap(([key, text]) => {
+      const dt = cell("dt", key);
+      dt.id = `source-${key}`;
+      const dd = document.createElement("dd");
+      dd.append(citation(text));
+      return [dt, dd];
+    }));
   }
 
   // -- why each op sits where it does ------------------------------------------------------------
@@ -1089,15 +1204,20 @@
 
   // -- start ------------------------------------------------------------------------------------
 
+  // On a phone, what is marked data-phone="closed" starts closed (open on a desktop).
+  function closeOnPhone() {
+    if (!window.matchMedia(PHONE).matches) return;
+    for (const el of document.querySelectorAll('details[data-phone="closed"]')) el.open = false;
+  }
+
   async function start() {
+    closeOnPhone();
     try {
       const [machines, models, options] = await Promise.all(
         ["/api/machines", "/api/models", "/api/options"].map(getJSON));
       defaults = { ...options.defaults, ...(options.serving_defaults || {}) };
       viewParameters = options.view_parameters || {};
       tokenStops = options.token_stops;
-      fillSelect("dtype", [{ key: "", label: "the machine's default" },
-        ...(options.plan_dtypes || []).map((d) => ({ key: d, label: d }))]);
       for (const id of ["weights", "kv-cache"]) {
         fillSelect(id, [{ key: "", label: "same as the precision" }, ...(options.plan_dtypes || []).map((d) => ({ key: d, label: d }))]);
       }
@@ -1105,6 +1225,7 @@
       fillSelect("machine", machines, (m) => (m.origin === "preset" ? "Presets" : `From ${m.origin}`));
       fillSelect("model", models);
       machineDetail = new Map(machines.map((m) => [m.key, m.detail]));
+      machinesByKey = new Map(machines.map((m) => [m.key, m]));
       modelKinds = new Map(models.map((m) => [m.key, m.layer_kinds]));
       machineLaunchUs = new Map(machines.map((m) => [m.key, m.launch_overhead_us]));
       viewAttention = options.view_attention || {};
