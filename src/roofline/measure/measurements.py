@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roofline.errors import RooflineError
+from roofline.measure.drift import ReferenceRun
 from roofline.units import KIB, MIB
 
 
@@ -84,6 +85,7 @@ class Calibration:
     notes: str = ""
     framework_gap_s: float | None = None  # eager framework time per gap between top-level ops (measure.framework)
     framework_probe: str = ""  # how it was measured
+    reference: ReferenceRun | None = None  # the reference kernel's drift and the machine's load (drift.py); older: None
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
