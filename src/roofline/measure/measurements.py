@@ -127,6 +127,24 @@ def gemm_points(cal: Calibration, dtype: str, cold: bool = False):
     return None
 
 
+def grid_rate(pts, M: float, NK: float):
+    """(FLOP/s, outside, (Ms, NKs)) of a GEMM family's points (gemm_points) at (M, N x K), bilinear
+    in (log M, log N K) and clamped at the grid's edges (outside); None past its largest M or on a
+    grid with holes."""
+    if pts is None:
+        return None
+    ms, nks, rates = pts
+    mu, nku = np.unique(ms), np.unique(nks)
+    if M > mu.max() or len(mu) * len(nku) != len(ms):
+        return None
+    grid = np.full((len(nku), len(mu)), np.nan)
+    grid[np.searchsorted(nku, nks), np.searchsorted(mu, ms)] = np.log(rates)
+    lm, lnk = np.log(max(M, 1.0)), np.log(max(NK, 1.0))
+    along_m = np.array([np.interp(lm, np.log(mu), row) for row in grid])
+    outside = not (mu.min() <= M <= mu.max() and nku.min() <= NK <= nku.max())
+    return float(np.exp(np.interp(lnk, np.log(nku), along_m))), outside, (mu, nku)
+
+
 POOL_GAP_SHARE = 0.2  # a pool shape counts where streaming its weight costs at least this share of its time
 
 
