@@ -52,6 +52,7 @@ def test_a_disturbed_group_is_measured_again_and_kept_when_quiet():
     # before a 100; after a 150 (a busy spell): the reference timed until back within 10%: 100; a again, after 101
     g = guard([100, 150, 100, 101])
     g.run("a", counted(calls, "a"))
+    g.settle()  # nothing left to settle: a was measured again at once
     run = g.finish()
     assert calls == ["a", "a"] and run.repeats == 1 and not run.beyond
     assert run.kept_s == pytest.approx((100 * US, 101 * US)) and run.drift == pytest.approx(1.5)
@@ -61,6 +62,7 @@ def test_a_run_that_stays_disturbed_is_repeated_then_refused():
     calls = []
     g = guard([100, 150])  # 150 us after the first group, for ever
     g.run("a", counted(calls, "a"))
+    g.settle()  # no repeat left
     with pytest.raises(DriftError) as err:
         g.finish()
     assert calls == ["a"] * (1 + MAX_REPEATS)  # measured, then repeated MAX_REPEATS times
@@ -87,6 +89,7 @@ def test_a_group_kept_beside_a_slow_start_is_measured_again_once_the_machine_is_
     g = guard([150, 150, 100])
     g.run("a", counted(calls, "a"))
     g.run("b", counted(calls, "b"))
+    g.settle()
     run = g.finish()
     assert calls == ["a", "b", "b", "a"] and run.repeats == 2 and not run.beyond
     assert max(run.kept_s) == pytest.approx(100 * US)

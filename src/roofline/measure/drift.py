@@ -18,6 +18,7 @@ bound since calibrating (ReferenceCheck). No torch at import: only reference_tim
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -173,8 +174,8 @@ class DriftGuard:
 
     def finish(self) -> ReferenceRun:
         """The run's record; a DriftError (nothing written) when figures kept are beyond the bound
-        and the guard does not allow it."""
-        self.settle()
+        and the guard does not allow it. No group is measured again here (settle first): the figures
+        the caller took from ``results`` are the ones the record describes."""
         wall = self.wall_clock() - self.wall0
         kept = tuple(t for pair in self.kept.values() for t in pair) or tuple(self.times)
         run = ReferenceRun(self.kernel, self.n, tuple(self.times), kept, self.bound,
@@ -183,7 +184,7 @@ class DriftGuard:
         if run.beyond:
             if not self.allow:
                 raise refusal(run)
-            run = ReferenceRun(**{**run.__dict__, "allowed": True})
+            run = dataclasses.replace(run, allowed=True)
         return run
 
 
