@@ -52,7 +52,7 @@ def cmd_calibrate(args):
     out = check_output(args.output or default_profile_path(args.device), (".toml",))
     bar = None if args.quiet else ProgressBar("calibrate")
     try:
-        cal = calibrate(args.device, args.dtype, args.budget, bar, threads=args.threads)
+        cal = calibrate(args.device, args.dtype, args.budget, bar, threads=args.threads, allow_drift=args.allow_drift)
     finally:
         if bar:
             bar.close()
@@ -76,6 +76,11 @@ def cmd_calibrate(args):
         print(f"  framework        {cal.framework_gap_s / US:,.2f} us per gap between top-level ops (eager Python, "
               "on two tiny models' decode steps)")
     print(f"  {len(cal.probes)} probe ops for the calibrated model")
+    if cal.reference is not None:
+        print(f"  {cal.reference.text()}")
+        if cal.reference.allowed:
+            print(f"warning: --allow-drift kept figures measured beside a reference {cal.reference.kept_drift - 1:.0%} "
+                  f"slower than its quickest (bound {cal.reference.bound:.0%}): the machine was busy; the profile says so")
     from roofline.measure.measurements import disagreement_text
 
     noisy = disagreement_text(cal)
@@ -127,6 +132,9 @@ def register(sub):
     p.add_argument("--budget", type=_budget("--budget", 1.0), default=60.0,
                    help="seconds to spend, about (default 60, at least 1; under ~30 the probes' fixed passes stretch it)")
     p.add_argument("-o", "--output", default=None, help="profile path (default roofline-DEVICE.toml)")
+    p.add_argument("--allow-drift", action="store_true",
+                   help="keep the figures even when the reference kernel timed between probe groups drifted beyond "
+                        "its bound after the repeats (a busy machine); said in the output and the profile")
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("check", help="time one block's ops on this device against the predictions",

@@ -7,6 +7,8 @@ trace_model.py.
 
 from __future__ import annotations
 
+import dataclasses
+
 import sys
 
 from roofline.cli.args import (COUNT, PREFIXES, add_cost_flags, add_machine_flags, add_report_flags, cost_model_from_args,
@@ -205,11 +207,14 @@ def cmd_profile(args):
         check_output(args.output, (".png", ".svg"))
     from roofline.measure.calibrated import calibrated_model_for
 
-    report = profile_report(args.trace, machine, calibrated_model_for(args.machine) if args.machine else None,
-                            args.forwards)
-    if not report.device and machine.sm_count is not None:  # CPU-timed ops against a GPU's roof: in every mode
-        import dataclasses
+    calibrated = calibrated_model_for(args.machine) if args.machine else None
+    report = profile_report(args.trace, machine, calibrated, args.forwards)
+    from roofline.measure.drift import moved_note
 
+    moved = moved_note(calibrated.calibration if calibrated else None)  # the reference timed again here
+    if moved:
+        report = dataclasses.replace(report, notes=(moved, *report.notes))
+    if not report.device and machine.sm_count is not None:  # CPU-timed ops against a GPU's roof: in every mode
         report = dataclasses.replace(report, notes=(
             f"this trace timed its ops on the CPU (no device kernels), and {machine.the_name}'s roofline is a GPU's: "
             "the % of speed of light and the advice compare unlike machines; give --machine a profile from `roofline "

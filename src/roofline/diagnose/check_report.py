@@ -125,6 +125,9 @@ class CheckReport(Tabular):
     profile_machine: Machine | None = field(default=None, compare=False, repr=False)  # for the plot
     cold: bool = False  # caches flushed before every run: the bound is main memory's
     context: int | None = None  # tokens each new token attends to (the cache plus the new ones); None: tokens
+    reference_then_s: float | None = None  # the profile's reference kernel when calibrated and now (measure.drift);
+    reference_now_s: float | None = None  # None: a quick calibration, or a profile without one
+    machine_moved: bool | None = None  # the two beyond the profile's drift bound
 
     @property
     def workload_text(self) -> str:

@@ -4,14 +4,18 @@ measure it: timing, `roofline calibrate` and `roofline check`.
 
     measurements.py  Curve, Probe, Calibration: what a calibration measured; peaks, bandwidths
     machine_file.py  the measured machine file: render_profile, write_profile, load_profile
-    residuals.py     op classes and the residual fits of the calibrated model
+    probe_classes.py the op classes and the probes' tags the fits read
+    residuals.py     the residual fits of the calibrated model
+    layout_factors.py  factors for an input's layout (strided, narrow rows)
     calibrated.py    CalibratedModel: the cost model of a measured machine file
     calibrated_predictions.py  what it predicts: an op's and a workload's time with the interval
+    drift.py         the reference kernel between calibrate's probe groups: drift, load, check
     timing.py        bench, bench_round_robin (torch)
     device.py        the device, its threads, memory and cache flush (torch)
     blockops.py      one block's ops as real PyTorch ops (torch)
     families.py      the class probes of calibrate (torch)
     calibration.py   calibrate: micro-benchmarks into a machine file (torch)
+    gemm_probes.py   calibrate's skinny-M GEMM family, warm, streamed and from pools (torch)
     run_check.py     run_check: one block timed against three predictions (torch; import it from here)
     progress.py      a progress bar on stderr
 

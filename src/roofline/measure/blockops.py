@@ -78,28 +78,51 @@ def block_ops(cfg, phase: str = "prefill", tokens: int = 512, batch: int = 1, co
     if cfg.is_moe:
         raise RooflineError(f"{cfg.name} is a mixture of experts: check times dense blocks only", field="model")
     kernels = block_kernels(cfg, phase, tokens, batch, context, attention, dtype)
-    td = torch_dtype(dtype)
-    meta = device == "meta"
-    gen = None if meta else torch.Generator(device=device).manual_seed(seed)
-
-    def empty(*shape):
-        t = torch.empty(*shape, device=device, dtype=td)
-        if _allocated is not None:
-            _allocated.append(float(t.numel() * t.element_size()))
-        return t
-
-    def rnd(*shape):  # drawn on the device: a GPU block's tensors are too big to draw on the host
-        if meta:
-            return empty(*shape)
-        t = torch.randn(*shape, generator=gen, device=device, dtype=td).mul_(0.05)
-        if _allocated is not None:
-            _allocated.append(float(t.numel() * t.element_size()))
-        return t
-
     prefill = phase == "prefill"
-    B, D, H, K, d, Fd = batch, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff
     T = tokens if prefill else 1
     S = tokens if (prefill or context is None) else context
+    builders = _builders(cfg, _Tensors(device, torch_dtype(dtype), seed, _allocated), batch, T, S, prefill)
+    out = []
+    for k in kernels:
+        if only is not None and k.name not in only:
+            continue
+        if k.name not in builders:
+            raise RooflineError(f"no PyTorch op for block op {k.name!r}", field="model")
+        fn, shape, dims = builders[k.name]()
+        causal = prefill and k.name in ("QK^T", "softmax", "PV")
+        out.append(OpSpec(k, fn, shape, dims, causal))
+    return out
+
+
+class _Tensors:
+    """The buffers of block_ops on ``device`` in dtype ``td``: ``empty`` and ``rnd`` (small random
+    values from a generator seeded with ``seed``, drawn on the device: a GPU block's tensors are too
+    big to draw on the host); on "meta" nothing is allocated. Every buffer's bytes go to ``allocated``."""
+
+    def __init__(self, device: str, td, seed: int, allocated: list | None):
+        self.device, self.td, self.allocated = device, td, allocated
+        self.meta = device == "meta"
+        self.gen = None if self.meta else torch.Generator(device=device).manual_seed(seed)
+
+    def _count(self, t):
+        if self.allocated is not None:
+            self.allocated.append(float(t.numel() * t.element_size()))
+        return t
+
+    def empty(self, *shape):
+        return self._count(torch.empty(*shape, device=self.device, dtype=self.td))
+
+    def rnd(self, *shape):
+        if self.meta:
+            return self.empty(*shape)
+        return self._count(torch.randn(*shape, generator=self.gen, device=self.device, dtype=self.td).mul_(0.05))
+
+
+def _builders(cfg: TransformerConfig, t: _Tensors, B: int, T: int, S: int, prefill: bool) -> dict:
+    """Block op name -> a function building its (callable, shape in words, matmul dims) on ``t``'s
+    buffers: B sequences of T new tokens against S (cached and new)."""
+    rnd, empty = t.rnd, t.empty
+    D, H, K, d, Fd = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff
     G, M = H // K, B * T
 
     def norm():
@@ -150,7 +173,7 @@ def block_ops(cfg, phase: str = "prefill", tokens: int = 512, batch: int = 1, co
         h, y = rnd(M, Fd), empty(M, Fd)
         return lambda: torch.ops.aten.gelu.out(h, out=y), f"gelu ({M}, {Fd})", ()
 
-    builders = {
+    return {
         "attn norm": norm, "ffn norm": norm,
         "QKV proj": linear(cfg.attn_dim + 2 * cfg.kv_dim, D),
         "QK^T": scores, "softmax": softmax, "PV": pv, "flash attention": flash,
@@ -159,13 +182,3 @@ def block_ops(cfg, phase: str = "prefill", tokens: int = 512, batch: int = 1, co
         "gate+up proj": linear(2 * Fd, D), "silu*mul": silu_mul,
         "up proj": linear(Fd, D), "gelu": gelu, "down proj": linear(D, Fd),
     }
-    out = []
-    for k in kernels:
-        if only is not None and k.name not in only:
-            continue
-        if k.name not in builders:
-            raise RooflineError(f"no PyTorch op for block op {k.name!r}", field="model")
-        fn, shape, dims = builders[k.name]()
-        causal = prefill and k.name in ("QK^T", "softmax", "PV")
-        out.append(OpSpec(k, fn, shape, dims, causal))
-    return out

@@ -19,8 +19,8 @@ Same interface as roofline.cost.CostModel: ``predict(kernels, machine) -> Worklo
 (here a subclass whose ops carry ``low_s`` and ``high_s``). Scaling the machine (what-if) scales
 the measured curves by peak and bandwidth ratios. Numpy only.
 
-The op classes and the residual fits are in residuals.py; the measured curves in measurements.py;
-the prediction records in calibrated_predictions.py.
+The op classes are in probe_classes.py, the residual fits in residuals.py; the measured curves in
+measurements.py; the prediction records, and an op's prediction itself, in calibrated_predictions.py.
 """
 
 from __future__ import annotations
@@ -31,19 +31,18 @@ from typing import Sequence
 
 import numpy as np
 
-from roofline.cost import hierarchical_lower_bound, overlapped_s, roofline_bound
+from roofline.cost import hierarchical_lower_bound, overlapped_s
 from roofline.kernels import Kernel, matmul_dims
 from roofline.machines import Machine, get_machine
-from roofline.measure.calibrated_predictions import CalibratedOpPrediction, CalibratedWorkloadPrediction
+from roofline.measure.calibrated_predictions import CalibratedOpPrediction, CalibratedWorkloadPrediction, predict_op
 from roofline.measure.machine_file import load_profile
-from roofline.measure.measurements import (Calibration, best_rate, cached_share, gemm_points, main_memory, matmul_rates, peaks,
-                                           stream_curve, timing_spread)
-from roofline.measure.residuals import (INSTRUMENTS, Residual, aten_name, class_launch, fit_residuals, _scalar, fit_class, fit_op,
-                                        lookup_residual, op_class)
+from roofline.measure.measurements import (Calibration, best_rate, cached_share, gemm_points, grid_rate, main_memory,
+                                           matmul_rates, peaks, stream_curve, timing_spread)
+from roofline.measure.probe_classes import SIZED_CATEGORIES, _scalar, aten_name, fit_class, op_class, sized
+from roofline.measure.residuals import INSTRUMENTS, Residual, class_launch, fit_residuals, lookup_residual
 from roofline.units import US
 
 
-SIZED_CATEGORIES = ("matmul", "attention", "decode")
 DEFAULT_COMPUTE_FRACTION = 0.70  # the workshop's e_c, for a dtype the calibration did not measure
 
 
@@ -203,12 +202,12 @@ class CalibratedModel:
         if pts is None or not all(_scalar(x) for x in dims):
             return None
         _, M, N, K = (float(x) for x in dims)
-        got = _grid_rate(pts, M, N * K)
+        got = grid_rate(pts, M, N * K)
         if got is None:
             return None
         rate, outside, (mu, nku) = got
         share = self.weights_cached_share(kernel.dtype) if streamed else None
-        warm = _grid_rate(gemm_points(self.calibration, kernel.dtype), M, N * K) if share and share[0] > 0 else None
+        warm = grid_rate(gemm_points(self.calibration, kernel.dtype), M, N * K) if share and share[0] > 0 else None
         if warm is not None:  # the time of a cached share phi of the weight at the warm rate, the rest streamed
             rate = 1.0 / ((1.0 - share[0]) / rate + share[0] / warm[0])
         if machine is not None:
@@ -221,21 +220,21 @@ class CalibratedModel:
 
     def base_body_s(self, kernel: Kernel, machine: Machine | None = None, cold: bool | None = None):
         """max(compute, memory) before the residual: (compute_s, memory_s, body_s, FLOP/s, bytes/s).
-        Matmul-like ops (SIZED_CATEGORIES, but a decode-shaped attention: _sized) get the matmul rate at their size; the others' few
+        Matmul-like ops (SIZED_CATEGORIES, but a decode-shaped attention: probe_classes.sized) get the matmul rate at their size; the others' few
         vector FLOPs the best measured rate (their small-size matmul rate is launch, counted apart).
         ``cold``: read every byte from main memory (default: the model's ``cold``)."""
         gemm = self.gemm_rate(kernel, machine) if kernel.category == "matmul" else None
-        sized = _sized(kernel)
+        by_size = sized(kernel)
         if gemm is not None:
             fps = gemm[0]
         else:
-            size = kernel.flops if sized else np.inf
+            size = kernel.flops if by_size else np.inf
             fps = self.achieved_flops_per_s(size, kernel.dtype, machine)
         bps = self.bandwidth_bytes_per_s(kernel.bytes, machine, cold)
         compute_s = np.asarray(kernel.flops, dtype=float) / fps
         memory_s = np.asarray(kernel.bytes, dtype=float) / bps
-        if kernel.category in SIZED_CATEGORIES and not sized:
-            # a decode-shaped attention: its FLOPs taken to hide under its K and V reads (_sized), so the
+        if kernel.category in SIZED_CATEGORIES and not by_size:
+            # a decode-shaped attention: its FLOPs taken to hide under its K and V reads (probe_classes.sized), so the
             # body (and the compute column, capped at the memory one) follows its bytes
             compute_s = np.minimum(compute_s, memory_s)
         return compute_s, memory_s, overlapped_s(compute_s, memory_s), fps, bps
@@ -332,75 +331,8 @@ class CalibratedModel:
                 + instrument)
 
     def predict_op(self, kernel: Kernel, machine: Machine, launch_s: float | None = None) -> CalibratedOpPrediction:
-        """One op: its compute and memory columns carry the fitted correction r (so that launch +
-        max(compute, memory) is the time printed), with its class, the measured points it came
-        from and whether it lies outside them; its bound is the roofline's (cost.roofline_bound)."""
-        cold = self.reads_cold(kernel)
-        compute_s, memory_s, body, fps, bps = self.base_body_s(kernel, machine, cold=True if cold else None)
-        res = self.residual(kernel, cold)
-        launch = self.launch_of(kernel, launch_s)
-        launch_lo, launch_hi = (self.floor_band(kernel)[1:] if launch == self.floor_band(kernel)[0] else (launch, launch))
-        time_s = launch + res.ratio * body
-        gemm = self.gemm_rate(kernel, machine) if kernel.category == "matmul" else None
-        basis = [gemm[2] if gemm else ("matmul by size" if _sized(kernel) else "bandwidth by working set")]
-        aten = aten_name(kernel)
-        basis.append({"op": f"correction of block op {kernel.name!r}", "aten": f"correction of the {fit_op(kernel)} probes",
-                      "class": f"correction of the {fit_class(kernel)} probes",
-                      "aten-cold": f"correction of the {fit_op(kernel)} probes timed cold (operands from main memory)",
-                      "class-cold": f"correction of the {fit_class(kernel)} probes timed cold (operands from main memory)",
-                      "category": f"mean correction of the {kernel.category} block ops",
-                      "none": f"no probe of its class ({op_class(kernel)}): the rates alone, uncorrected"}[res.source])
-        if res.borrowed:
-            basis.append(f"borrowed from the {res.borrowed} probes: the profile has no {kernel.dtype} probe of this class "
-                         f"(its interval widened; `roofline calibrate --dtype {kernel.dtype}` measures them)")
-        if res.width:
-            basis.append(f"rows of {res.width}: corrected by the {aten} probes on narrow rows")
-        if res.strided:
-            basis.append(f"a non-contiguous input: x{res.strided_by:.2f} by the {res.strided} probes on chunk views"
-                         + (" (no slower than contiguous at this size)" if res.strided_by == 1.0 else ""))
-        low_s = launch_lo + res.ratio * res.low * body
-        if self.weights_cold and kernel.category == "matmul" and not self.cold:
-            # weights of a forward near the cache's size are partly cached: the warm rate is the interval's low end
-            warm = dataclasses.replace(self, weights_cold=False).predict_op(kernel, machine, launch_s)
-            low_s = np.minimum(low_s, warm.low_s)
-            basis.append("interval down to the warm GEMM rate (weights partly cached)")
-        high_s = launch_hi + res.ratio * res.high * body
-        if self.reuse_bytes and kernel.category == "matmul" and self.weights_cached_share(kernel.dtype):
-            # the cached share is a pool's, and a forward touches more than its weights: up to all streamed
-            streamed = dataclasses.replace(self, reuse_bytes=0.0).predict_op(kernel, machine, launch_s)
-            high_s = np.maximum(high_s, streamed.high_s)
-        if cold and not self.cold:
-            # operands evicted by the ops before it, or some still cached: the warm probes are the low end
-            warm = dataclasses.replace(self, operands_cold=False).predict_op(kernel, machine, launch_s)
-            low_s = np.minimum(low_s, warm.low_s)
-            basis.append("interval down to the warm probes (operands partly cached)")
-        cold_floor = self.floor_band(kernel, cold=True) if cold else None
-        if cold_floor is not None and launch == self.floor_band(kernel)[0]:
-            # the ops between its calls (GEMMs streaming weights) may evict the dispatcher's code too
-            high_s = np.maximum(high_s, cold_floor[0] + res.ratio * res.high * body)
-            basis.append("interval up to a cold call's own cost (dispatcher evicted)")
-        # never below the profile's own speed of light: its best measured FLOP/s and bandwidth
-        low_s = np.minimum(np.maximum(low_s, self.fastest_s(kernel, machine)), time_s)
-        bound = roofline_bound(kernel, machine)
-        if gemm is not None and bound == "memory":
-            # a memory-bound GEMM's measured rate (a skinny or streamed family's) is its wait on the weight: its
-            # time goes in the memory column, and the compute column is its FLOPs at the best matmul rate, so the
-            # columns agree with the bound (a reviewer read 'memory' beside a compute column twice the memory one)
-            waited = np.maximum(compute_s, memory_s)
-            compute_s = np.minimum(compute_s, np.asarray(kernel.flops, dtype=float)
-                                   / self.achieved_flops_per_s(np.inf, kernel.dtype, machine))
-            memory_s = waited
-        return CalibratedOpPrediction(
-            name=kernel.name, category=kernel.category, dtype=kernel.dtype, flops=kernel.flops, bytes=kernel.bytes,
-            intensity=kernel.intensity, compute_s=_f(res.ratio * compute_s), memory_s=_f(res.ratio * memory_s),
-            # the roofline's verdict (as `profile` gives it), not the larger measured column: an M = 1 GEMM
-            # reaches a small share of the peak because it waits on its weight
-            launch_s=launch, time_s=_f(time_s), bound=bound,
-            low_s=_f(low_s), high_s=_f(high_s),
-            residual=res.ratio, residual_source=res.source, flops_per_s=_f(fps), bytes_per_s=_f(bps),
-            op_class=op_class(kernel), basis="; ".join(basis),
-            extrapolated=res.extrapolated or bool(gemm and gemm[1]) or res.source == "none",
-        )
+        """One op: its time, interval, class and basis (calibrated_predictions.predict_op)."""
+        return predict_op(self, kernel, machine, launch_s)
 
     def fastest_s(self, kernel: Kernel, machine: Machine | None = None):
         """The op at the best rates the profile measured, whatever the size: its FLOPs at the best
@@ -420,38 +352,6 @@ class CalibratedModel:
         ops = tuple(self.predict_op(k, machine) for k in kernels)
         base = CalibratedWorkloadPrediction.from_ops(machine.name, self, ops)
         return dataclasses.replace(base, total_low_s=sum(o.low_s for o in ops), total_high_s=sum(o.high_s for o in ops))
-
-
-def _grid_rate(pts, M: float, NK: float):
-    """(FLOP/s, outside, (Ms, NKs)) of a GEMM family's points (gemm_points) at (M, N x K), bilinear
-    in (log M, log N K) and clamped at the grid's edges (outside); None past its largest M or on a
-    grid with holes."""
-    if pts is None:
-        return None
-    ms, nks, rates = pts
-    mu, nku = np.unique(ms), np.unique(nks)
-    if M > mu.max() or len(mu) * len(nku) != len(ms):
-        return None
-    grid = np.full((len(nku), len(mu)), np.nan)
-    grid[np.searchsorted(nku, nks), np.searchsorted(mu, ms)] = np.log(rates)
-    lm, lnk = np.log(max(M, 1.0)), np.log(max(NK, 1.0))
-    along_m = np.array([np.interp(lm, np.log(mu), row) for row in grid])
-    outside = not (mu.min() <= M <= mu.max() and nku.min() <= NK <= nku.max())
-    return float(np.exp(np.interp(lnk, np.log(nku), along_m))), outside, (mu, nku)
-
-
-def _sized(kernel: Kernel) -> bool:
-    """Whether the op's FLOPs are costed at the matmul rate at its size (SIZED_CATEGORIES): not a
-    decode-shaped attention (fit_class), whose time follows the K and V it reads, not its FLOPs,
-    which grow with the query heads per KV head (base_body_s caps its compute at its memory term). On the 2-core EPYC of
-    docs/accuracy-models.md a decode step of 8 query heads over 2 KV heads (4x the FLOPs per byte
-    of the MHA decode probes) ran 77 us against 405 predicted at the matmul rate of its FLOPs, the
-    time of an MHA decode reading the same 267 kB (fp32, one thread, 2026-12-02)."""
-    return kernel.category in SIZED_CATEGORIES and fit_class(kernel) != "attention decode"
-
-
-def _f(x):
-    return float(x) if np.ndim(x) == 0 else x
 
 
 def calibrated_model_for(machine_or_path, cold: bool = False) -> CalibratedModel | None:

@@ -12,7 +12,7 @@ Four sweeps share one time budget (shares in ``PHASES``):
    skinny-M GEMM family (measure.families): M = 1 to 256 rows at a few N = K, decode's shapes,
    with the weight cached (the same weight every call) and streamed (a different weight each call,
    from a pool of twice the last cache: a forward's weights read from main memory); on a CPU a
-   few of them again from pools of several sizes up to the last cache (_gemm_pool: how much of a
+   few of them again from pools of several sizes up to the last cache (gemm_probes: how much of a
    forward's weights the last cache keeps, measurements.cached_share);
 4. probes: the ops of one transformer block (a preset scaled down, see blockops.scale_config) at a
    few sizes, timed in interleaved passes: the fit set of the calibrated model's per-op residuals;
@@ -36,13 +36,14 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-import numpy as np
 import torch
 
 from roofline.errors import RooflineError, check_number
 from roofline.measure.blockops import block_ops, scale_config
 from roofline.measure.families import CPU_GEMM_M, CPU_GEMM_NK, CPU_POOL_M, CPU_POOL_NK, CPU_ROWS, CUDA_GEMM_M, CUDA_GEMM_NK, CUDA_ROWS
 from roofline.measure.device import available_memory_bytes, check_threads, default_dtype, device_info, require_device, synchronizer, torch_dtype
+from roofline.measure.drift import REFERENCE_N, DriftGuard, kernel_name, reference_timer as drift_timer
+from roofline.measure.gemm_probes import gemm_family, weight_stream  # noqa: F401 (weight_stream: its old home)
 from roofline.measure.timing import bench, bench_round_robin
 from roofline.measure.measurements import Calibration, Curve, Probe
 from roofline.units import DTYPE_BYTES, GIGA, KIB, MIB, US
@@ -65,7 +66,7 @@ class CalibrationPlan:
     probe_dtype: str = "fp32"
     gemm_m: tuple[int, ...] = ()  # the skinny-M GEMM family: these M at each N = K of gemm_nk
     gemm_nk: tuple[int, ...] = ()
-    gemm_pool_m: tuple[int, ...] = ()  # a CPU's GEMMs streamed from pools of several sizes (_gemm_pool): these M
+    gemm_pool_m: tuple[int, ...] = ()  # a CPU's GEMMs streamed from pools of several sizes (gemm_probes): these M
     gemm_pool_nk: tuple[int, ...] = ()  # at these N = K (points of the family)
     family_rows: tuple[int, ...] = ()  # class probes at these row counts (none: no class probes)
 
@@ -118,7 +119,8 @@ class _Clock:
         self.done = 0.0
 
     def phase(self, share: float):
-        self.phase_start, self.phase_share = self.now(), share
+        """Start a phase (again, when a drifted group is measured again: its progress starts over)."""
+        self.phase_start, self.phase_share, self.phase_done = self.now(), share, self.done
         self.phase_budget = self.budget_s * share
 
     def left(self) -> float:
@@ -129,7 +131,7 @@ class _Clock:
             self.progress(min(1.0, self.done + self.phase_share * min(1.0, fraction_of_phase)), label)
 
     def end_phase(self):
-        self.done += self.phase_share
+        self.done = self.phase_done + self.phase_share
 
 
 def _launch(device, sync, clock: _Clock):
@@ -195,133 +197,6 @@ def _matmul(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Curve, 
     return tuple(curves)
 
 
-def _gemm(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Curve, ...]:
-    """The skinny-M GEMM family (plan.gemm_m x plan.gemm_nk, from measure.families) per dtype, within what is left of the phase."""
-    from roofline.measure.families import gemm_bytes
-
-    ms, nks = plan.gemm_m, plan.gemm_nk
-    curves = []
-    for j, dtype in enumerate(plan.matmul_dtypes):
-        td = torch_dtype(dtype)
-        rows = []
-        share = clock.left() / max(len(plan.matmul_dtypes) - j, 1)
-        pooled = device == "cpu" and plan.gemm_pool_m and plan.gemm_pool_nk
-        warm_share = share * (5 / 12 if pooled else 1 / 2)  # warm, cold, and a sixth for the pools on a CPU
-        per_point = max(warm_share / max(len(ms) * len(nks), 1), 0.0)
-        for nk in nks:
-            b = torch.randn(nk, nk, device=device).to(td)
-            for m in ms:
-                a, c = torch.randn(m, nk, device=device).to(td), torch.empty(m, nk, device=device, dtype=td)
-                t = bench(lambda: torch.matmul(a, b, out=c), sync=sync, budget_s=per_point, max_repeats=15)
-                rows.append((m, nk, nk, 2.0 * m * nk * nk, gemm_bytes(m, nk, nk, dtype), t))
-                del a, c
-            del b
-            clock.report(1.0, f"gemm {dtype} N = K = {nk}: M {ms[0]} to {ms[-1]}")
-        if rows:
-            col = lambda i: tuple(float(r[i]) for r in rows)  # noqa: E731
-            curves.append(Curve("gemm", dtype, col(0), col(3), col(4), tuple(r[5].median_s for r in rows),
-                                tuple(r[5].low_s for r in rows), tuple(r[5].high_s for r in rows), n=col(1), k=col(2)))
-            cold = _gemm_cold(device, sync, td, rows, warm_share, clock)
-            curves.append(Curve("gemm_cold", dtype, col(0), col(3), col(4), tuple(t.median_s for t in cold),
-                                tuple(t.low_s for t in cold), tuple(t.high_s for t in cold), n=col(1), k=col(2)))
-            if pooled:
-                curves.append(_gemm_pool(device, td, dtype, [r for r in rows if r[0] in plan.gemm_pool_m
-                                                             and r[1] in plan.gemm_pool_nk], share / 6, clock))
-    return tuple(curves)
-
-
-POOL_POINTS = 6  # pool sizes from twice a core's own cache to the last cache, geometric
-
-
-def pool_sizes(caches) -> tuple[float, ...]:
-    """The weight pools of _gemm_pool: POOL_POINTS sizes, geometric from twice the level below the
-    last cache (a core's own) to the last cache itself; () with fewer than two levels known."""
-    if len(caches) < 2:
-        return ()
-    lo, hi = 2.0 * float(caches[-2][1]), float(caches[-1][1])
-    if hi <= lo:
-        return (hi,)
-    return tuple(float(x) for x in np.geomspace(lo, hi, POOL_POINTS))
-
-
-def _gemm_pool(device, td, dtype: str, rows, budget_s: float, clock: _Clock) -> Curve:
-    """A few decode GEMMs with their weight streamed from pools of pool_sizes(): the rate of a
-    weight read again after P bytes of other weights, which a forward of P bytes does (its weights
-    in turn, then the next forward). Each point is timed alone (interleaving would add the other
-    points' pools to its reuse distance), after one whole cycle of its pool. On the Xeon VM of
-    2026-12-02 (105 MiB L3) a (1, 1536) x (1536, 512) fp32 GEMM took 140 us warm, 141 us from an
-    8 MiB pool, 231 us from 26 MiB and 314-328 us from 52 MiB up: the last cache holds much less
-    than its size for one process (other tenants), which the pools measure rather than assume."""
-    from roofline.measure.device import device_info
-    from roofline.measure.families import gemm_bytes
-
-    sizes = pool_sizes(device_info(device).caches)
-    itemsize = torch.empty((), dtype=td).element_size()
-    per_point = max(budget_s / max(len(rows) * len(sizes), 1), 0.0)
-    out = []  # (m, n, k, pool bytes, timing)
-    for size in sizes:
-        pool = torch.randn(int(max(size // itemsize, max(n * k for _, n, k, *_ in rows))), device=device).to(td)
-        for m, n, k, *_ in rows:
-            nxt = weight_stream(pool, n, k)
-            a, c = torch.randn(m, k, device=device).to(td), torch.empty(m, n, device=device, dtype=td)
-            for _ in range(pool.numel() // (n * k)):  # one whole cycle: every slice read once
-                torch.mm(a, nxt().t(), out=c)
-            t = bench(lambda: torch.mm(a, nxt().t(), out=c), budget_s=per_point, max_repeats=15)
-            out.append((m, n, k, pool.numel() * itemsize, t))
-        del pool
-        clock.report(1.0, f"gemm {dtype} weights from a {size / MIB:,.0f} MiB pool: {len(rows)} points")
-    col = lambda i: tuple(float(r[i]) for r in out)  # noqa: E731
-    return Curve("gemm_pool", dtype, col(0), tuple(2.0 * r[0] * r[1] * r[2] for r in out),
-                 tuple(gemm_bytes(r[0], r[1], r[2], dtype) for r in out), tuple(r[4].median_s for r in out),
-                 tuple(r[4].low_s for r in out), tuple(r[4].high_s for r in out), n=col(1), k=col(2), pool=col(3))
-
-
-def weight_stream(pool: torch.Tensor, n: int, k: int) -> Callable[[], torch.Tensor]:
-    """A function returning the next (n, k) weight of ``pool`` (a flat tensor) at each call: the
-    pool's consecutive slices in turn, back to the first after the last (at least one slice)."""
-    n, k = int(n), int(k)
-    count = pool.numel() // (n * k)
-    if count < 1:
-        raise ValueError(f"a pool of {pool.numel()} elements holds no ({n}, {k}) weight")
-    views = [pool[i * n * k:(i + 1) * n * k].view(n, k) for i in range(count)]
-    at = [-1]
-
-    def nxt() -> torch.Tensor:
-        at[0] = (at[0] + 1) % count
-        return views[at[0]]
-
-    return nxt
-
-
-def _gemm_cold(device, sync, td, rows, budget_s: float, clock: _Clock):
-    """The same GEMMs with their weight streamed from main memory, as a forward reads its weights:
-    each call multiplies by a different (N, K) weight, the next slice of one pool of twice the last
-    cache (device.flush_bytes), so a weight comes back only after the whole pool has been read,
-    while the dispatcher's code and the small activations stay cached. The layout is nn.Linear's
-    (x @ W.T). A flush before every call instead (the cold class probes' method) also evicts the
-    code: on the 2-core EPYC of docs/accuracy-models.md it added ~100 us to every cold call (a
-    (1, 256) @ (256, 256) 118 us flushed against 39 us streamed), where decode GEMMs inside a forward
-    measured 31-40 us; streamed and in-forward times of ten decode and MoE expert shapes agreed
-    within ~15% (one thread, fp32, 2026-12-02; the shapes of benchmarks/accuracy_models.py's models)."""
-    from roofline.measure.device import device_info, flush_bytes
-
-    pool_bytes = flush_bytes(device_info(device).caches)
-    itemsize = torch.empty((), dtype=td).element_size()
-    largest = max(n * k for _, n, k, *_ in rows)
-    pool = torch.randn(int(max(pool_bytes // itemsize, 4 * largest)), device=device).to(td)
-    streams = {}  # the calls of one (N, K) share a stream: a slice returns only after the whole pool
-    for _, n, k, *_ in rows:
-        streams.setdefault((n, k), weight_stream(pool, n, k))
-    fns, keep = [], []
-    for m, n, k, *_ in rows:
-        a, c = torch.randn(m, k, device=device).to(td), torch.empty(m, n, device=device, dtype=td)
-        keep.append((a, c))
-        fns.append(lambda a=a, c=c, nxt=streams[(n, k)]: torch.mm(a, nxt().t(), out=c))
-    times = bench_round_robin(fns, sync=sync, budget_s=max(budget_s, 0.0), max_repeats=15)
-    clock.report(1.0, f"gemm streamed weights: {len(rows)} points")
-    return times
-
-
 def _families(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Probe, ...]:
     """The class probes (families.class_families and attention_families), timed round robin
     within what is left; on a CPU also recorded under torch.profiler (families.profiled_seconds)."""
@@ -370,10 +245,13 @@ def _probes(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Probe, 
 
 
 def calibrate(device: str = "cpu", dtype: str | None = None, budget_s: float = 60.0, progress: Progress | None = None,
-              plan: CalibrationPlan | None = None, threads: int | None = None) -> Calibration:
-    """Measure the device (see the module docstring) within about ``budget_s`` seconds.
-    ``progress(fraction, label)`` is called as points finish; an exception it raises (e.g. a
-    KeyboardInterrupt) stops the run with nothing written."""
+              plan: CalibrationPlan | None = None, threads: int | None = None, allow_drift: bool = False,
+              reference_timer=None) -> Calibration:
+    """Measure the device (see the module docstring) within about ``budget_s`` seconds (more when
+    the reference drifted and groups were measured again: drift.py). ``progress(fraction, label)``
+    is called as points finish; an exception it raises (e.g. a KeyboardInterrupt) stops the run with
+    nothing written. A drift beyond drift.DRIFT_BOUND after the repeats is a DriftError unless
+    ``allow_drift``; ``reference_timer`` replaces the reference's timing (tests)."""
     require_device(device)
     check_number("budget", budget_s)
     if threads is not None:
@@ -387,42 +265,57 @@ def calibrate(device: str = "cpu", dtype: str | None = None, budget_s: float = 6
     sync = synchronizer(device)
     clock = _Clock(budget_s, progress)
     when = _dt.datetime.now().astimezone()
-
-    shares = dict(PHASES)
-    clock.phase(shares["launch"])
-    launch = _launch(device, sync, clock)
-    clock.end_phase()
-    clock.phase(shares["bandwidth"])
-    bandwidth = _bandwidth(device, sync, plan.working_sets, launch.median_s, clock)
-    clock.end_phase()
-    clock.phase(shares["matmul"] * (0.6 if plan.gemm_m else 1.0))
-    matmul = _matmul(device, sync, plan, clock)
-    clock.end_phase()
-    clock.phase(shares["matmul"] * 0.4 if plan.gemm_m else 0.0)
-    gemm = _gemm(device, sync, plan, clock) if plan.gemm_m else ()
-    clock.end_phase()
-    clock.phase(shares["probes"] * (0.6 if plan.family_rows else 1.0))
-    probes = _probes(device, sync, plan, clock) if plan.probe_sizes else ()
-    clock.end_phase()
-    clock.phase(shares["probes"] * 0.4 if plan.family_rows else 0.0)
-    probes += _families(device, sync, plan, clock) if plan.family_rows else ()
-    clock.end_phase()
+    n = REFERENCE_N[device]
+    guard = DriftGuard(reference_timer or drift_timer(device, n, sync, min(0.05, max(0.01, 0.005 * budget_s))),
+                       kernel_name(n), n, allow=allow_drift, threads=info.threads)
+    got = _measure_groups(device, sync, plan, clock, guard)
     cal = Calibration(
         key=f"local-{device}", device=device, device_name=info.name, vendor=info.vendor,
         date=when.strftime("%Y-%m-%d %H:%M %Z").strip(), torch_version=info.torch_version, threads=info.threads,
-        budget_s=float(budget_s), default_dtype=dtype, launch_s=launch.median_s, launch_low_s=launch.low_s,
-        launch_high_s=launch.high_s, caches=info.caches, matmul=matmul, bandwidth=bandwidth, probes=probes, gemm=gemm,
-        memory_bytes=info.memory_bytes, sm_count=info.sm_count,
-        extra={"probe_model": plan.probe_model, "probe_sizes": [list(s) for s in plan.probe_sizes],
-               "elapsed_s": round(clock.now() - clock.start, 2)},
+        budget_s=float(budget_s), default_dtype=dtype, launch_s=got["launch"].median_s, launch_low_s=got["launch"].low_s,
+        launch_high_s=got["launch"].high_s, caches=info.caches, matmul=got["matmul"], bandwidth=got["bandwidth"],
+        probes=got["probes"] + got["families"], gemm=got["gemm"], memory_bytes=info.memory_bytes, sm_count=info.sm_count,
+        extra={"probe_model": plan.probe_model, "probe_sizes": [list(s) for s in plan.probe_sizes]},
     )
     if plan.family_rows and device == "cpu":
         # the eager framework's time between ops, on small models costed with what was just measured
         from roofline.measure.framework import framework_gap
 
-        gap, how = framework_gap(cal, budget_s=min(1.0, max(0.1, 0.02 * budget_s)))  # per model: 1 s of the default 60
-        cal = dataclasses.replace(cal, framework_gap_s=gap, framework_probe=how,
-                                  extra={**cal.extra, "elapsed_s": round(clock.now() - clock.start, 2)})
+        gap, how = guard.run("framework", lambda: framework_gap(cal, budget_s=min(1.0, max(0.1, 0.02 * budget_s))))
+        cal = dataclasses.replace(cal, framework_gap_s=gap, framework_probe=how)
         clock.report(1.0, "framework between ops: " + (f"{gap * 1e6:.1f} us per gap" if gap is not None else how))
+    cal = dataclasses.replace(cal, reference=guard.finish(),
+                              extra={**cal.extra, "elapsed_s": round(clock.now() - clock.start, 2)})
     clock.report(0.0, f"done in {clock.now() - clock.start:.0f} s")
     return cal
+
+
+def _measure_groups(device, sync, plan: CalibrationPlan, clock: _Clock, guard: DriftGuard) -> dict:
+    """The probe groups in order, each between two reference timings (guard.run), then measured
+    again where a later reference showed them disturbed (guard.settle): their figures by name."""
+    shares = dict(PHASES)
+    got = guard.results
+
+    def phase(name: str, share: float, fn):
+        def run():
+            clock.phase(share)
+            out = fn()
+            clock.end_phase()
+            return out
+        return guard.run(name, run)
+
+    phase("launch", shares["launch"], lambda: _launch(device, sync, clock))
+    phase("bandwidth", shares["bandwidth"],
+          lambda: _bandwidth(device, sync, plan.working_sets, got["launch"].median_s, clock))
+    phase("matmul", shares["matmul"] * (0.6 if plan.gemm_m else 1.0), lambda: _matmul(device, sync, plan, clock))
+    for name, share, wanted, fn in (
+            ("gemm", shares["matmul"] * 0.4, plan.gemm_m, lambda: gemm_family(device, sync, plan, clock)),
+            ("probes", shares["probes"] * (0.6 if plan.family_rows else 1.0), plan.probe_sizes,
+             lambda: _probes(device, sync, plan, clock)),
+            ("families", shares["probes"] * 0.4, plan.family_rows, lambda: _families(device, sync, plan, clock))):
+        if wanted:
+            phase(name, share, fn)
+        else:  # nothing to measure: no reference timing either
+            got[name] = ()
+    guard.settle()
+    return got

@@ -25,6 +25,7 @@ import numpy as np
 from roofline.errors import RooflineError
 from roofline.files import write_text_atomically
 from roofline.machines import Machine, parse_machine_file
+from roofline.measure.drift import ReferenceRun
 from roofline.measure.measurements import Calibration, Curve, Probe, best_rate, body_s, level_bandwidths, main_memory, peaks
 
 if sys.version_info >= (3, 11):
@@ -126,7 +127,7 @@ def render_profile(cal: Calibration) -> str:
         meta["framework_gap_s"] = float(cal.framework_gap_s)
         meta["framework_probe"] = cal.framework_probe
     meta.update(cal.extra)
-    lines += [f"{_key(k)} = {_val(v)}" for k, v in meta.items()]
+    lines += [f"{_key(k)} = {_val(v)}" for k, v in meta.items()] + _reference_lines(cal)
     for group, curves in (("matmul", cal.matmul), ("bandwidth", cal.bandwidth), ("gemm", cal.gemm)):
         for c in curves:
             name = (c.kind if group == "bandwidth" else
@@ -144,6 +145,18 @@ def render_profile(cal: Calibration) -> str:
                 continue
             lines.append(f"{f} = {_val(float(v) if isinstance(v, (int, float)) else v)}")
     return "\n".join(lines) + "\n"
+
+
+def _reference_lines(cal: Calibration) -> list[str]:
+    """[calibration.KEY.reference]: the reference kernel's timings, drift bound and the load (drift.ReferenceRun)."""
+    r = cal.reference
+    if r is None:
+        return []
+    spec = {"kernel": r.kernel, "n": r.n, "reference_s": list(r.reference_s), "kept_s": list(r.kept_s),
+            "bound": float(r.bound), "repeats": r.repeats, "allowed": r.allowed, "load_start": r.load_start,
+            "load_end": r.load_end, "cpu_share": r.cpu_share}
+    return ["", f"[calibration.{_key(cal.key)}.reference]",
+            *(f"{k} = {_val(float(v) if isinstance(v, float) else v)}" for k, v in spec.items() if v is not None)]
 
 
 def _best_size(cal: Calibration, dtype: str) -> float:
@@ -270,8 +283,26 @@ def _framework_gap(x) -> float | None:
     return v
 
 
+def _reference(spec) -> ReferenceRun | None:
+    """[calibration.KEY.reference] as drift.ReferenceRun; None when absent (profiles before 2026-12-06)."""
+    if spec is None:
+        return None
+    if not isinstance(spec, dict):
+        raise ValueError("reference is not a table")
+    times = {f: tuple(_number(f"reference {f}", x) for x in spec[f]) for f in ("reference_s", "kept_s")}
+    if not times["reference_s"] or not times["kept_s"]:
+        raise ValueError("reference has no timings")
+    n, repeats, allowed = spec["n"], spec.get("repeats", 0), spec.get("allowed", False)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1 or isinstance(repeats, bool) or not isinstance(repeats, int) \
+            or repeats < 0 or not isinstance(allowed, bool):
+        raise ValueError(f"reference n = {n!r}, repeats = {repeats!r} or allowed = {allowed!r} is not valid")
+    opt = {f: (_number(f"reference {f}", spec[f], False) if f in spec else None) for f in ("load_start", "load_end", "cpu_share")}
+    return ReferenceRun(str(spec["kernel"]), n, **times, bound=_number("reference bound", spec["bound"], maximum=10.0),
+                        repeats=repeats, allowed=allowed, **opt)
+
+
 def _calibration(key: str, cal: dict) -> Calibration:
-    known = {"device", "device_name", "vendor", "date", "torch_version", "threads", "budget_s", "default_dtype",
+    known = {"reference", "device", "device_name", "vendor", "date", "torch_version", "threads", "budget_s", "default_dtype",
              "launch_s", "launch_low_s", "launch_high_s", "cache_names", "cache_bytes", "memory_bytes", "sm_count",
              "matmul", "bandwidth", "probes", "gemm", "framework_gap_s", "framework_probe"}
     probes = tuple(
@@ -305,6 +336,7 @@ def _calibration(key: str, cal: dict) -> Calibration:
         sm_count=int(cal["sm_count"]) if "sm_count" in cal else None,
         framework_gap_s=_framework_gap(cal.get("framework_gap_s")),
         framework_probe=str(cal.get("framework_probe", "")),
+        reference=_reference(cal.get("reference")),
         extra={k: v for k, v in cal.items() if k not in known},
     )
 

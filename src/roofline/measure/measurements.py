@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roofline.errors import RooflineError
+from roofline.measure.drift import ReferenceRun
 from roofline.units import KIB, MIB
 
 
@@ -84,6 +85,7 @@ class Calibration:
     notes: str = ""
     framework_gap_s: float | None = None  # eager framework time per gap between top-level ops (measure.framework)
     framework_probe: str = ""  # how it was measured
+    reference: ReferenceRun | None = None  # the reference kernel's drift and the machine's load (drift.py); older: None
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -123,6 +125,24 @@ def gemm_points(cal: Calibration, dtype: str, cold: bool = False):
             m, nk = np.asarray(c.size, dtype=float), np.asarray(c.n, dtype=float) * np.asarray(c.k, dtype=float)
             return m, nk, np.asarray(c.flops, dtype=float) / body_s(c.seconds, cal.launch_s)
     return None
+
+
+def grid_rate(pts, M: float, NK: float):
+    """(FLOP/s, outside, (Ms, NKs)) of a GEMM family's points (gemm_points) at (M, N x K), bilinear
+    in (log M, log N K) and clamped at the grid's edges (outside); None past its largest M or on a
+    grid with holes."""
+    if pts is None:
+        return None
+    ms, nks, rates = pts
+    mu, nku = np.unique(ms), np.unique(nks)
+    if M > mu.max() or len(mu) * len(nku) != len(ms):
+        return None
+    grid = np.full((len(nku), len(mu)), np.nan)
+    grid[np.searchsorted(nku, nks), np.searchsorted(mu, ms)] = np.log(rates)
+    lm, lnk = np.log(max(M, 1.0)), np.log(max(NK, 1.0))
+    along_m = np.array([np.interp(lm, np.log(mu), row) for row in grid])
+    outside = not (mu.min() <= M <= mu.max() and nku.min() <= NK <= nku.max())
+    return float(np.exp(np.interp(lnk, np.log(nku), along_m))), outside, (mu, nku)
 
 
 POOL_GAP_SHARE = 0.2  # a pool shape counts where streaming its weight costs at least this share of its time

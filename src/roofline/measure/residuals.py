@@ -1,111 +1,23 @@
-"""The calibrated model's corrections (docs/measuring.md): the class an op is calibrated by
-(op_class, fit_class), the residual measured / modelled fitted over the calibration's probes of
+"""The calibrated model's corrections (docs/measuring.md): the residual measured / modelled fitted over the calibration's probes of
 the same op, class or category, and its leave-one-out band, and an op's residual looked up from
-those fits (lookup_residual); the launch overhead per class.
+those fits (lookup_residual); the launch overhead per class. The class an op is calibrated by
+(op_class, fit_class) and the probes' tags are in probe_classes.py; the factors for an input's
+layout (strided, narrow rows) in layout_factors.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from roofline.kernels import Kernel, matmul_dims
+from roofline.kernels import Kernel
+from roofline.measure.layout_factors import _width, fit_narrow, fit_strided, strided_factor, width_factor
 from roofline.measure.measurements import Calibration, matmul_rates
-
-
-class BodyModel(Protocol):
-    """What the fits read of the model they correct (calibrated.CalibratedModel): its calibration,
-    its instrument, an op's body before any correction and an op's fixed cost per call."""
-
-    @property
-    def calibration(self) -> Calibration: ...
-
-    @property
-    def instrument(self) -> str: ...
-
-    def base_body_s(self, kernel: Kernel, machine=None, cold: bool | None = None) -> tuple: ...
-
-    def floor_band(self, kernel: Kernel, cold: bool = False) -> tuple[float, float, float] | None: ...
-
-
-MIN_PROBE_LAUNCHES = 1.5  # a probe shorter than this many launch overheads is not fitted
-
-
-FAMILY = "family: "  # the shape text of a class probe (measure.families), as the profile stores it
-TINY = "tiny "  # ... and of a tiny one, after FAMILY or FAMILY + COLD
-COLD = "cold "  # ... and of one timed with the caches flushed before each call, after FAMILY
-NARROW = "narrow "  # ... and of a row-wise one on narrower rows than the others' 1,024, after FAMILY
-STRIDED = "strided "  # ... and of an elementwise one on non-contiguous inputs (chunk views), after FAMILY
-WIDE = 1024  # the row width of the other class probes (measure.families.WIDTH)
-
-
-def op_class(kernel: Kernel) -> str:
-    """The class an op is calibrated by: its category, with matmuls split into "gemm" (one matrix
-    product, or unknown shape) and "bmm" (a batch of them). Every op has one: a block op, a traced
-    aten op and a profiled one alike."""
-    if kernel.category == "matmul":
-        dims = matmul_dims(kernel.shape)
-        return "bmm" if dims and _scalar(dims[0]) and dims[0] > 1 else "gemm"
-    return kernel.category
-
-
-def aten_name(kernel: Kernel) -> str:
-    """The aten op a kernel was costed as: its name, less the module path a traced op's kernel is
-    named by ('model.layers.0.mlp: aten::mm' -> 'aten::mm', TraceResult.to_kernels), so that the
-    probes of that op are found whether the op comes from a trace, a profile or a probe."""
-    return kernel.name.rsplit(": ", 1)[-1]
-
-
-def _scalar(x) -> bool:
-    return np.ndim(x) == 0
-
-
-# at most: an attention op reads its K, V once per few query rows (decode's shape). FLOPs per
-# element of operands are ~2 r for r query rows per K/V head (4 r S d FLOPs over 2 S d + 2 r d
-# elements, S >> r): 16 is r = 8, the geometric midpoint between the decode probes' one row and
-# the smallest prefill probe's 64, so that a grouped-query decode step (4 query heads per KV head:
-# Mixtral, Llama 3 8B; 8: Llama 3 70B) is a decode, as an MHA one is (until 2026-12-02 the
-# threshold was 8, under which an 8:1 GQA decode, ~16 FLOPs per element, was read as a prefill)
-ATTENTION_DECODE_FLOPS_PER_ELEMENT = 16.0
-
-
-def fit_class(kernel: Kernel) -> str:
-    """The class whose probes correct an op: op_class, with attention split into its decode shape
-    (a few query rows per pass over K and V: memory-bound, FLOPs per element of operands at most
-    ATTENTION_DECODE_FLOPS_PER_ELEMENT) and its prefill shape (many query rows: compute-bound),
-    whose measured corrections differ several-fold at the same bytes."""
-    cls = op_class(kernel)
-    if cls != "attention" or not np.max(kernel.bytes):
-        return cls
-    from roofline.units import DTYPE_BYTES
-
-    per_element = float(np.max(kernel.flops)) * DTYPE_BYTES.get(kernel.dtype, 2) / float(np.max(kernel.bytes))
-    return "attention decode" if per_element <= ATTENTION_DECODE_FLOPS_PER_ELEMENT else "attention prefill"
-
-
-def fit_op(kernel: Kernel) -> str:
-    """The key of an op's own probe curve ("aten" residuals): its aten op, and for an attention its
-    shape too (fit_class), as the class curves split it: one SDPA kernel serves decode and prefill,
-    whose corrections differ several-fold at the same bytes (and SDPA's kernels are one op: SDPA), so one curve over both read a 4:1
-    grouped-query prefill of 327 kB (Qwen2-like, 8 heads of 32 over 2, T 128) between the decode
-    probes of 266 kB and 1 MB: 1,720 us predicted against 755 measured on the EPYC of
-    docs/accuracy-models.md (2026-12-02)."""
-    op = aten_name(kernel)
-    if op_class(kernel) != "attention":
-        return op
-    if op.startswith(SDPA_PREFIX):  # the probe is labelled by the meta trace's kernel, not the one that ran
-        op = SDPA
-    return f"{op} ({fit_class(kernel)})"
-
-
-# SDPA's kernels (_scaled_dot_product_flash_attention_for_cpu, _efficient_attention, _flash_attention,
-# _cudnn_attention): one curve. A probe is labelled by the kernel its meta trace records (efficient
-# attention), while the device ran its own (on a CPU flash_attention_for_cpu), as a profiled forward records it.
-SDPA_PREFIX = "aten::_scaled_dot_product_"
-SDPA = "aten::scaled_dot_product_attention"
+from roofline.measure.probe_classes import (  # noqa: F401 (op classes and probe tags: their old home, still imported from here)
+    ATTENTION_DECODE_FLOPS_PER_ELEMENT, COLD, FAMILY, MIN_PROBE_LAUNCHES, NARROW, SDPA, SDPA_PREFIX, STRIDED, TINY, WIDE,
+    BodyModel, _scalar, aten_name, fit_class, fit_op, op_class, probe_seconds)
 
 
 INSTRUMENTS = ("wall", "profiler")
@@ -136,19 +48,40 @@ def fit_residuals(model: BodyModel) -> tuple[dict, dict, dict]:
     give "class-cold" and "aten-cold" curves alike (_fit_cold), their bands under "CLASS cold".
     Class probes on narrow rows ("family: narrow ...") give ("narrow", dtype, op) -> (log width,
     log of r at that width over r at WIDE): width_factor. Strided ones ("family: strided ...")
-    give ("strided", dtype, op or class) factors: _fit_strided (the cold strided ones are not fitted).
+    give ("strided", dtype, op or class) factors: layout_factors.fit_strided (the cold strided ones are not fitted).
 
     The probes were timed warm, so r = (t - launch) / the warm body, whatever the model's ``cold``
     (a cold prediction applies r to the main-memory body). Probes shorter than MIN_PROBE_LAUNCHES
     launches are left out: their time is mostly dispatch, and t - launch is noise."""
+    got = _collect(model)
+    residuals: dict = {}
+    bands = _fit_block(got, residuals)
+    class_bands = _fit_classes(got.by_class, residuals)
+    fit_narrow(got.narrow, residuals)
+    fit_strided(model, got.strided, residuals)
+    return residuals, bands, class_bands
+
+
+@dataclass
+class _Points:
+    """The probes sorted for the fits: block probes' (log bytes, log r) by (dtype, name), their r by
+    (dtype, category) and each name's category; class probes' log r by (dtype, source, key) and log
+    bytes; narrow probes' (width, log bytes, log r) by (dtype, op); the strided probes themselves."""
+
+    groups: dict = field(default_factory=dict)
+    by_cat: dict = field(default_factory=dict)
+    cats: dict = field(default_factory=dict)
+    by_class: dict = field(default_factory=dict)
+    narrow: dict = field(default_factory=dict)
+    strided: list = field(default_factory=list)
+
+
+def _collect(model: BodyModel) -> _Points:
+    """Every probe of the calibration as a point of the fits it belongs to (fit_residuals)."""
     cal = model.calibration
-    groups: dict[tuple, list[tuple[float, float]]] = {}
-    by_cat: dict[tuple, list[float]] = {}
-    by_class: dict[tuple, dict[float, list[float]]] = {}
-    cats: dict[tuple, str] = {}
+    got = _Points()
+    groups, by_cat, by_class, cats, narrow, strided = got.groups, got.by_cat, got.by_class, got.cats, got.narrow, got.strided
     cold_floor = class_launch(cal, model.instrument, cold=True)
-    narrow: dict[tuple, list[tuple[float, float, float]]] = {}
-    strided = []
     for p in cal.probes:
         if p.shape.startswith((FAMILY + STRIDED, FAMILY + COLD + STRIDED)):  # (no cold ones since 2026-12-02)
             strided.append(p)  # a factor over its contiguous twin's curve (strided_factor), after the curves
@@ -184,7 +117,13 @@ def fit_residuals(model: BodyModel) -> tuple[dict, dict, dict]:
         groups.setdefault((p.dtype, p.name), []).append((x, float(np.log(r))))
         by_cat.setdefault((p.dtype, p.category), []).append(r)
         cats[(p.dtype, p.name)] = p.category
-    residuals: dict = {}
+    return got
+
+
+def _fit_block(got: _Points, residuals: dict) -> dict:
+    """The block probes' curves ("op") and geometric means ("category") into ``residuals``; their
+    leave-one-out bands per category ("*" pooled) returned."""
+    groups, by_cat, cats = got.groups, got.by_cat, got.cats
     loo: dict[str, list[float]] = {}
     for key, pts in groups.items():
         pts.sort()
@@ -202,6 +141,12 @@ def fit_residuals(model: BodyModel) -> tuple[dict, dict, dict]:
             bands[cat] = (min(1.0, min(qs)), max(1.0, max(qs)))
     if pooled:
         bands["*"] = (min(1.0, min(pooled)), max(1.0, max(pooled)))
+    return bands
+
+
+def _fit_classes(by_class: dict, residuals: dict) -> dict:
+    """The class probes' curves ("class", "aten", and their cold twins) into ``residuals``; the
+    classes' leave-one-out bands returned (a cold class's under "CLASS cold")."""
     class_bands: dict = {}
     for (dtype, source, key), at in by_class.items():
         x = np.array(sorted(at))
@@ -215,88 +160,7 @@ def fit_residuals(model: BodyModel) -> tuple[dict, dict, dict]:
         if qs:
             lo, hi = class_bands.get(band, (1.0, 1.0))
             class_bands[band] = (min(lo, 1.0, min(qs)), max(hi, 1.0, max(qs)))
-    for (dtype, op), pts in narrow.items():
-        wide = residuals.get(("aten", dtype, op))
-        if wide is None:
-            continue
-        # log(r at this width / r at WIDE), over the sizes measured at each width
-        by_width: dict[float, list[float]] = {}
-        for width, x, lr in pts:
-            by_width.setdefault(float(np.log(width)), []).append(lr - float(np.interp(x, *wide)))
-        lw = sorted(by_width) + [float(np.log(WIDE))]
-        residuals[("narrow", dtype, op)] = (np.array(lw), np.array([float(np.mean(by_width[w])) for w in lw[:-1]] + [0.0]))
-    _fit_strided(model, strided, residuals)
-    return residuals, bands, class_bands
-
-
-def _fit_strided(model: BodyModel, probes, residuals: dict) -> None:
-    """The strided class probes (elementwise ops on chunk views, timed warm) as factors over their
-    contiguous twins: ("strided", dtype, op) -> (log bytes, log of r strided over r contiguous at
-    that size, at least 1: a scattered read is not faster, and below that is timing noise); the
-    same keyed by class (the mean over its probed ops at each size) for the class's other ops.
-    The cold ones are not fitted: a cold probe's time less its cold tiny call is a difference of
-    two noisy figures, and at the small sizes it put the factor anywhere from 0.6 to 5.7 between
-    two calibrations of the 2-core EPYC of docs/accuracy-models.md (2026-12-02)."""
-    pts: dict[tuple, dict[float, list[float]]] = {}
-    for p in probes:
-        if p.shape.startswith(FAMILY + COLD):
-            continue
-        k = Kernel(p.op or p.name, p.flops, p.bytes, p.category, p.dtype)
-        twin = residuals.get(("aten", p.dtype, p.op))
-        if not p.op or twin is None or p.bytes <= 0 or matmul_rates(model.calibration, p.dtype) is None:
-            continue
-        t = probe_seconds(p, model.instrument)
-        fixed = model.floor_band(k)[0]
-        if t <= fixed * MIN_PROBE_LAUNCHES:
-            continue
-        _, _, base, _, _ = model.base_body_s(k, cold=False)
-        x = round(float(np.log(max(p.bytes, 1.0))), 6)
-        lr = max(float(np.log((t - fixed) / float(base))) - float(np.interp(x, *twin)), 0.0)
-        pts.setdefault(("strided", p.dtype, p.op), {}).setdefault(x, []).append(lr)
-        pts.setdefault(("strided", p.dtype, fit_class(k)), {}).setdefault(x, []).append(lr)
-    for key, at in pts.items():
-        xs = sorted(at)
-        residuals[key] = (np.array(xs), np.array([float(np.mean(at[v])) for v in xs]))
-
-
-def strided_factor(residuals: dict, kernel: Kernel) -> tuple[float, str]:
-    """(factor, whose probes) the correction of an op reading a non-contiguous input (kernel.shape
-    (STRIDED,), trace.rules.kernel_shape) is multiplied by: the strided probes of its aten op, else
-    of its class, interpolated in log bytes and constant beyond them; the same warm factor whether
-    the correction is the warm or the cold curve's (_fit_strided). (1.0, "") for any other op, or
-    where no strided probe was measured."""
-    from roofline.trace.rules.matmul import STRIDED as STRIDED_SHAPE
-
-    if kernel.shape != (STRIDED_SHAPE,) or kernel.category == "matmul":
-        return 1.0, ""
-    for key in (aten_name(kernel), fit_class(kernel)):
-        fit = residuals.get(("strided", kernel.dtype, key))
-        if fit is not None:
-            size = np.log(max(float(np.max(kernel.bytes)), 1.0))
-            return float(np.exp(np.interp(size, *fit))), key
-    return 1.0, ""
-
-
-def _width(shape: str) -> int | None:
-    """The row width of a class probe's shape text ("family: narrow (2048, 8) fp32" -> 8)."""
-    import re
-
-    got = re.search(r"\((\d+), (\d+)\)", shape)
-    return int(got.group(2)) if got else None
-
-
-def width_factor(residuals: dict, kernel: Kernel) -> tuple[float, int]:
-    """(factor, width) the op's correction is multiplied by for its row width: a row-wise op with
-    a known (rows, width) (kernel.shape) whose aten op was probed on narrow rows; log of the
-    factor interpolated in log width between the probed widths, 1 from WIDE up, the narrowest's
-    below it. (1.0, 0) otherwise."""
-    fit = residuals.get(("narrow", kernel.dtype, aten_name(kernel)))
-    if fit is None or kernel.category == "matmul" or len(kernel.shape) != 2 or not all(_scalar(x) for x in kernel.shape):
-        return 1.0, 0
-    width = int(kernel.shape[1])
-    if width <= 0:
-        return 1.0, 0
-    return float(np.exp(np.interp(np.log(width), *fit))), width
+    return class_bands
 
 
 OUTSIDE_WIDENING = 1.5  # an op outside its class probes' sizes: the interval is this much wider each way
@@ -387,12 +251,6 @@ def _fit_cold(model: BodyModel, p, cold_floor: dict, by_class: dict) -> None:
     by_class.setdefault((p.dtype, "class-cold", fit_class(k)), {}).setdefault(x, []).append(lr)
     if p.op:
         by_class.setdefault((p.dtype, "aten-cold", fit_op(k)), {}).setdefault(x, []).append(lr)
-
-
-def probe_seconds(p, instrument: str) -> float:
-    """A probe's time per call as ``instrument`` measures it: torch.profiler's where it was
-    profiled and that is asked for, else the timed loop's median."""
-    return p.profiled_s if instrument == "profiler" and p.profiled_s else p.measured_s
 
 
 def class_launch(cal: Calibration, instrument: str = "wall", cold: bool = False) -> dict:

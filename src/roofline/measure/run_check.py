@@ -9,6 +9,7 @@ import torch
 from roofline.measure.calibrated import CalibratedModel
 from roofline.diagnose.check_report import CheckReport, OpRun, build_report
 from roofline.errors import RooflineError, check_number
+from roofline.measure.drift import ReferenceCheck, check_now
 from roofline.measure.blockops import block_ops, planned_bytes, scale_config
 from roofline.measure.device import (available_memory_bytes, check_threads, default_dtype, device_info, flush_bytes, make_flush,
                                      require_device, synchronizer)
@@ -57,7 +58,7 @@ def run_check(device: str = "cpu", model: str = "llama3-8b", d_model: int | None
     if profile is None:
         from roofline.measure.calibration import calibrate
 
-        cal = calibrate(device, dtype, QUICK_CALIBRATION_S[device], progress, threads=threads)
+        cal = calibrate(device, dtype, QUICK_CALIBRATION_S[device], progress, threads=threads, allow_drift=True)
         machine, cal = parse_profile(render_profile(cal), "quick calibration")
         profile_label = f"none given: a {QUICK_CALIBRATION_S[device]:.0f} s calibration in memory (run `roofline calibrate` for a better one)"
     else:
@@ -75,8 +76,9 @@ def run_check(device: str = "cpu", model: str = "llama3-8b", d_model: int | None
         if threads != cal.threads:
             notes.append(f"{threads} thread(s), but the profile was measured with {cal.threads}: predictions may be off")
     info = device_info(device)
-    specs = block_ops(cfg, phase, tokens, batch, context, attention, dtype, device)
     sync = synchronizer(device)
+    moved = reference_check(cal, device, sync, quick=profile is None, notes=notes)
+    specs = block_ops(cfg, phase, tokens, batch, context, attention, dtype, device)
     flush = make_flush(device, info.caches) if cold else None
     if progress is not None:
         progress(0.0, f"timing {len(specs)} ops")
@@ -93,7 +95,27 @@ def run_check(device: str = "cpu", model: str = "llama3-8b", d_model: int | None
         device=device, device_name=info.name, profile=profile_label, model=get_key(model), config=_describe(cfg),
         phase=phase, tokens=tokens, context=context, batch=batch, attention=attention, dtype=dtype, threads=info.threads,
         date=_dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip(), notes=tuple(notes),
+        reference_then_s=moved.then_s if moved else None, reference_now_s=moved.now_s if moved else None,
+        machine_moved=moved.moved if moved else None,
     )
+
+
+def reference_check(cal, device: str, sync, quick: bool, notes: list) -> ReferenceCheck | None:
+    """The profile's reference kernel timed again now (drift.check_now), with a note when the machine
+    moved beyond the bound since calibrating, when the profile predates the reference, or when a
+    quick calibration (kept despite its drift: check has no --allow-drift) drifted."""
+    if quick:
+        if cal.reference is not None and cal.reference.beyond:
+            notes.append(f"the quick calibration drifted beyond its bound (kept all the same): {cal.reference.text()}")
+        return None
+    if cal.reference is None:
+        notes.append("the profile has no reference timing (written before calibrate timed one): whether this machine "
+                     "moved since is not known; calibrate again to have it said")
+        return None
+    moved = check_now(cal.reference, device, sync)
+    if moved.moved:
+        notes.append(moved.text())
+    return moved
 
 
 MEMORY_SHARE = 0.8  # of the available memory, at most, for the block's buffers (the rest: torch, the OS)
