@@ -20,7 +20,7 @@ from __future__ import annotations
 from roofline.tables import Tabular, rows_to_csv  # noqa: E402
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -30,8 +30,8 @@ from roofline.kernels import Kernel
 from roofline.machines import Machine
 from roofline.units import MIB, US
 
-if TYPE_CHECKING:  # the calibrated model is passed in: diagnose does not import the measure wing
-    from roofline.measure.calibrated import CalibratedModel
+# the calibrated model (roofline.measure.calibrated.CalibratedModel) is passed in: diagnose does not import the
+# measure wing, not even for a type (measure.timing imports this module)
 
 FAR_FROM_ROOF = 0.5  # below this fraction of its bound an op is "far from its bound"
 BELOW_ROOF = 0.95  # measured under this fraction of the bound: faster than the roof (noise aside)
@@ -278,7 +278,7 @@ class OpRun:
     causal_counted: bool = False
 
 
-def build_report(runs: Sequence[OpRun], machine: Machine, calibrated: CalibratedModel, **meta) -> CheckReport:
+def build_report(runs: Sequence[OpRun], machine: Machine, calibrated, **meta) -> CheckReport:
     """Predict every op three ways on ``machine`` and put the measurements beside them. The bound
     is the hierarchical roofline's, or main memory's when ``calibrated.cold`` (caches flushed)."""
     kernels = [r.kernel for r in runs]
