@@ -24,6 +24,7 @@ SHOTS = [
     ("workshop-explain", "/", [("open", "#ops-details", None)]),
     ("workshop-stale", "/", [("fill", "#batch", "-5")]),
     ("workshop-learn", "/?view=learn&kind=layer&seed=0", []),
+    ("workshop-machine", "/?view=machine&machine=h100-sxm", []),
 ]
 WIDTHS = {"": 1400, "-phone": 390}
 

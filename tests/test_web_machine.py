@@ -60,6 +60,24 @@ def test_every_preset_figure_has_a_cited_source(client):
         assert {f"peak {d}" for d in m["dtypes"]} <= names and "memory bandwidth" in names, m["key"]
 
 
+def test_a_machine_files_figures_cite_its_own_sources(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text('''[sources]
+MINE = "my lab's measurements, https://example.org/mine"
+[machines.my-gpu]
+name = "My GPU"
+memory_bytes_per_s = { value = 1e12, source = "MINE", note = "measured" }
+[machines.my-gpu.peak_flops_per_s]
+bf16 = { value = 100e12, source = "MINE" }
+''')
+    mine = TestClient(create_app([str(path)])).get("/api/machines").json()[-1]
+    assert mine["origin"] == str(path) and mine["precisions"] == ["bf16"]
+    assert [(f["name"], f["text"], f["note"], f["sources"]) for f in mine["figures"]] == [
+        ("peak bf16", "100 TFLOP/s", "", [{"key": "MINE", "citation": "my lab's measurements, https://example.org/mine"}]),
+        ("memory bandwidth", "1 TB/s", "measured", [{"key": "MINE", "citation": "my lab's measurements, https://example.org/mine"}]),
+    ]
+
+
 # -- the page -------------------------------------------------------------------------------------
 
 def _browser():

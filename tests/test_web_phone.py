@@ -75,8 +75,9 @@ def test_the_decode_marks_are_said_under_the_charts_not_across_them(page, base_u
 def test_roofline_labels_sit_clear_of_other_marks(page, base_url_web, machine):
     _open(page, base_url_web + f"/?machine={machine}")
     b = page.evaluate(BOXES, "roofline")
-    # no x tick label on a y tick label (the two "0.01" in one corner on an A100)
+    # no x tick label on a y tick label (the two "0.01" in one corner on an A100), no op's number on either
     assert not any(_overlap(x, y) for x in b["xticks"] for y in b["yticks"])
+    assert not any(_overlap(label, t) for label in b["labels"] for t in b["xticks"] + b["yticks"])
     # no op's number over another op's marker ("10" under op 1's): a label may touch only its own,
     # the marker whose centre is nearest to it
     centre = lambda r: ((r[0] + r[2]) / 2, (r[1] + r[3]) / 2)  # noqa: E731

@@ -42,6 +42,7 @@ def machine_table(machine_files: list[str] | None) -> tuple[MappingProxyType, Ma
                 )
             machines[key] = m
             origin[key] = str(path)
+        _machine_doc(str(path))  # its sources and notes read now, while the file is as it was loaded
     return MappingProxyType(machines), MappingProxyType(origin)
 
 

@@ -246,11 +246,16 @@ LABEL_SPOTS = ("top left", "bottom right", "top right", "bottom left")
 NEAR_LOG10 = 0.08  # points closer than this on both log axes share one label
 
 
-def point_labels(intensity: list[float], rate: list) -> tuple[list[str], list[str]]:
+EDGE_LOG10 = 1.0  # a point this near (in decades) the plot's left or right edge takes a label on its inner side
+
+
+def point_labels(intensity: list[float], rate: list, x_range_log10: tuple[float, float] | None = None
+                 ) -> tuple[list[str], list[str]]:
     """Each roofline point's label (its 1-based op number) and where it sits. Points at the same
     spot (the same op repeated: the two residual adds, QK^T and PV) share one label, "7, 12";
     a label takes the first spot around its point that no near label holds and no near point lies
-    toward (a "10" set top right of its point sat under op 1's marker)."""
+    toward (a "10" set top right of its point sat under op 1's marker), and none toward the near edge
+    of ``x_range_log10`` (a label left of a point at the left edge sat on the y axis's ticks)."""
     xy = [None if r is None or r <= 0 or i <= 0 else (math.log10(i), math.log10(r)) for i, r in zip(intensity, rate)]
     numbers, positions = [""] * len(xy), [LABEL_SPOTS[0]] * len(xy)
     placed: list[tuple[float, float, str]] = []
@@ -268,8 +273,14 @@ def point_labels(intensity: list[float], rate: list) -> tuple[list[str], list[st
                   and abs(p[0] - point[0]) < NEAR_LOG10 * 3 and abs(p[1] - point[1]) < NEAR_LOG10 * 3]
         crowded = {spot for spot, (sx, sy) in toward.items()
                    if any((p[0] - point[0]) * sx >= 0 and (p[1] - point[1]) * sy >= 0 for p in others)}
-        positions[k] = next((spot for spot in LABEL_SPOTS if spot not in near | crowded),
-                            next((spot for spot in LABEL_SPOTS if spot not in near), LABEL_SPOTS[k % len(LABEL_SPOTS)]))
+        side = set()
+        if x_range_log10 is not None and point[0] - x_range_log10[0] < EDGE_LOG10:
+            side = {"top left", "bottom left"}
+        elif x_range_log10 is not None and x_range_log10[1] - point[0] < EDGE_LOG10:
+            side = {"top right", "bottom right"}
+        spots = [spot for spot in LABEL_SPOTS if spot not in side]
+        positions[k] = next((spot for spot in spots if spot not in near | crowded),
+                            next((spot for spot in spots if spot not in near), spots[k % len(spots)]))
         placed.append((point[0], point[1], positions[k]))
     return numbers, positions
 
@@ -288,7 +299,8 @@ def roofline(report: LayerReport, machine: Machine, cost_model: CostModel) -> di
     )
     labels = _unique([op.name for op in p.ops])
     op_flops_per_s = [op.flops / op.time_s if op.time_s > 0 else None for op in p.ops]
-    numbers, positions = point_labels([op.intensity for op in p.ops], op_flops_per_s)
+    numbers, positions = point_labels([op.intensity for op in p.ops], op_flops_per_s,
+                                      (math.log10(grid[0]), math.log10(grid[-1])))
     hover = [
         f"<b>{label}</b><br>intensity: {format_number(op.intensity)} FLOP/byte<br>"
         f"predicted: {format_si(rate, 'FLOP/s') if rate else '—'}<br>"
