@@ -205,5 +205,31 @@ def test_a_refused_library_value_never_passes_the_schema():
         scale = p.api_scale
         assert hi / scale <= p.maximum, p.name
         assert lo / scale > p.minimum if p.strictly and not strictly else lo / scale >= p.minimum, p.name
+
+
+# what each Engine setting needs beside its extreme: a step's budget holds every sequence's tokens, a draft
+# token an acceptance rate
+ENGINE_COMPANIONS = {"max_seqs": {"max_tokens": 1 << 20}, "spec_tokens": {"acceptance": 0.5, "max_tokens": 1 << 20}}
+
+
+@pytest.mark.parametrize("p", [p for p in SERVING_PARAMS if p.name in {f.name for f in dataclasses.fields(Engine)}],
+                         ids=lambda p: p.name)
+def test_the_engine_takes_the_declared_range_and_refuses_past_it(p):
+    """serving.Engine checks its settings itself (a library caller's): its bounds are the declared ones."""
+    extra = ENGINE_COMPANIONS.get(p.name, {})
+    assert getattr(Engine(**{p.name: p.maximum}, **extra), p.name) == p.maximum
     with pytest.raises(RooflineError):
-        Engine(max_seqs=BY_NAME["max_seqs"].maximum + 1)
+        Engine(**{p.name: p.maximum + 1 if p.integer else p.maximum * 1.5}, **extra)
+    if not p.strictly:
+        assert getattr(Engine(**{p.name: p.minimum}), p.name) == p.minimum
+    with pytest.raises(RooflineError):
+        Engine(**{p.name: p.minimum if p.strictly else p.minimum - (1 if p.integer else 1e-4)}, **extra)
+
+
+@pytest.mark.parametrize("p", [p for p in QUERIED if not p.text], ids=lambda p: p.api)
+def test_one_step_past_the_schema_is_a_422_naming_the_parameter(client, schema, p):
+    low, high, exclusive, sch = _bounds(schema[p.api])
+    step = 1 if sch["type"] == "integer" else 1e-9 * max(1.0, abs(high))
+    for value in (high + step, low if exclusive else low - step):
+        r = client.get("/api/serving", params={p.api: value})
+        assert r.status_code == 422 and r.json()["field"] == p.api, (p.api, value)

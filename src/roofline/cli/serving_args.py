@@ -13,9 +13,9 @@ from roofline.errors import MAX_CONTEXT
 from roofline.serving.parameters import BY_NAME, Param
 
 
-def length_arg(flag):
-    """'1024' (every request) or '128-2048' (uniform, inclusive), whole numbers >= 1."""
-    one = number_arg(flag, integer=True, maximum=MAX_CONTEXT)
+def length_arg(flag, maximum=MAX_CONTEXT):
+    """'1024' (every request) or '128-2048' (uniform, inclusive), whole numbers from 1 to ``maximum``."""
+    one = number_arg(flag, integer=True, maximum=maximum)
 
     def convert(text):
         t = str(text).strip()
@@ -59,7 +59,7 @@ def param_type(p: Param):
     if p.text:
         return None
     if p.name in ("input_len", "output_len"):
-        return length_arg(p.flag)
+        return length_arg(p.flag, p.maximum)
     timed = dict(parser=slo_time_s, seconds=True) if p.unit == "s" else {}
     return number_arg(p.flag, minimum=p.minimum, strictly=p.strictly, maximum=p.maximum, integer=p.integer, **timed)
 
