@@ -233,3 +233,47 @@ def test_one_step_past_the_schema_is_a_422_naming_the_parameter(client, schema, 
     for value in (high + step, low if exclusive else low - step):
         r = client.get("/api/serving", params={p.api: value})
         assert r.status_code == 422 and r.json()["field"] == p.api, (p.api, value)
+
+
+# -- the page ------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def base_url_web():
+    from test_web_serving import _browser_or_skip
+
+    _browser_or_skip()
+    from web_harness import background_server
+
+    from roofline.web.app import create_app
+
+    with background_server(create_app()) as url:
+        yield url
+
+
+def test_the_serving_view_has_a_control_for_each_declared_parameter_and_sends_it(page, base_url_web):
+    from test_web_serving import _renders, _type, _wait
+
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(base_url_web + "/?view=serving&max_users=4")
+    _wait(page, 0, "view=serving")
+    declared = page.evaluate("fetch('/api/options').then(r => r.json()).then(o => o.serving_controls)")
+    for c in declared:  # each one a named control in the serving view (tp: the plan views' control, shared)
+        if c["name"] != "tp":
+            assert page.locator(f"#serving-controls [name={c['name']}]").count() == 1, c["name"]
+    query = page.evaluate("document.body.dataset.query")
+    assert "max_seqs" not in query and "engine" not in query  # left empty: the engine's own, not sent
+    assert page.get_attribute("[name=max_seqs]", "placeholder") == f"the engine's ({ENGINE_STEP_SEQS} without one)"
+    before = _renders(page)
+    page.select_option("[name=engine]", "vllm")
+    _wait(page, before, "engine=vllm")
+    _type(page, "[name=max_seqs]", 64, "max_seqs=64")
+    _type(page, "[name=percentile]", 95, "percentile=95")
+    query = page.evaluate("document.body.dataset.query")
+    api = page.request.get(base_url_web + "/api/serving?" + query.split("&", 1)[1]).json()
+    assert (api["engine"]["preset"], api["engine"]["max_seqs"], api["percentile"]) == ("vllm", 64, 95)
+    page.fill("[name=max_seqs]", "5000")  # past the view's 4,096: refused in the page, naming the control
+    page.press("[name=max_seqs]", "Enter")
+    page.wait_for_selector("#error:not([hidden])")
+    assert page.inner_text("#error").startswith('Max sequences: "5000" is not a whole number from 1 to 4,096')
+    assert errors == []
