@@ -16,12 +16,11 @@ import dataclasses
 import sys
 
 from roofline.cli.args import cost_model_from_args, machine_from_args
-from roofline.cli.plan_args import _flagged, _output, _precision
+from roofline.cli.plan_args import _flagged, _output, _precision, flag_text
 from roofline.cli.serving_args import register as _register
-from roofline.cli.serving_checks import has_slo, refuse_combinations
+from roofline.cli.serving_checks import ServingRequest
 from roofline.errors import RooflineError
-from roofline.serving.parameters import (CONCURRENCY, DISAGG_SEARCH_REQUESTS, INPUT_LEN, OUTPUT_LEN, REQUESTS,
-                                         engine_of)
+from roofline.serving.parameters import CONCURRENCY, DISAGG_SEARCH_REQUESTS, REQUESTS, engine_of
 
 
 PROGRESS_REQUESTS = 200_000  # a run of this many requests or more says how far it has got (stderr)
@@ -74,68 +73,56 @@ def cmd_serving(args):
         raise
 
 
-def _read_lengths(args) -> None:
-    """--lengths FILE's lengths (and its requests, once each), else the flags' or the declared defaults."""
-    if args.lengths is not None:
-        from roofline.serving.requests import read_lengths
-
-        args.input_len, args.output_len = read_lengths(args.lengths)
-        if args.requests is None:
-            args.requests = len(args.input_len)  # the file's requests, once each
-    args.input_len = INPUT_LEN if args.input_len is None else args.input_len
-    args.output_len = OUTPUT_LEN if args.output_len is None else args.output_len
-
-
 def _cmd_serving(args):
+    """The flags read once, at this edge: the request (its combinations checked), the machine, the cost
+    model, the engine and the precision; below, functions take them."""
     out = _output(args.output)
-    refuse_combinations(args)
-    _read_lengths(args)
+    req = ServingRequest.from_args(args)
     m = machine_from_args(args)
     _engine_kernels(args, m)
     cm = dataclasses.replace(cost_model_from_args(args, m), cuda_graph=not args.eager)
     engine = _engine(args, m)
     precision = _precision(args, m)
-    burstiness = 1.0 if args.burstiness is None else args.burstiness
-    if args.tp_search is not None:
-        return _tp_search(args, m, cm, engine, precision, burstiness)
-    step, draft = _steps(args, m, cm, engine, precision)
-    if args.disagg_search is not None:
-        return _disagg_search(args, step, engine, burstiness)
-    result = _simulate(args, step, draft, engine, burstiness)
-    _print_result(args, out, step, result, engine, draft)
+    if req.tp_search is not None:
+        return _tp_search(req, m, cm, engine, precision, lambda field, text: flag_text(args, field, text))
+    step, draft = _steps(req, m, cm, engine, precision)
+    if req.disagg_search is not None:
+        return _disagg_search(req, step, engine)
+    result = _simulate(req, step, draft, engine)
+    _print_result(req, out, step, result, engine, draft)
 
 
-def _steps(args, m, cm, engine, precision):
+def _steps(req, m, cm, engine, precision):
     """The target's StepCost and the draft's (None without speculative decoding)."""
     from roofline.plan.step import StepCost
 
-    step = StepCost(args.model, m, precision, args.tp, args.tp_link, cm, args.attention, engine.step_tokens,
-                    engine.max_seqs, args.gpus_per_node, engine.spec_tokens + 1, args.ep, args.pp)
-    if args.draft is None:
+    step = StepCost(req.model, m, precision, req.tp, req.tp_link, cm, req.attention, engine.step_tokens,
+                    engine.max_seqs, req.gpus_per_node, engine.spec_tokens + 1, req.ep, req.pp)
+    if req.draft is None:
         return step, None
     from roofline.plan.step_mtp import MTP_DRAFT, MtpStepCost
 
     try:  # the target's own MTP module runs with the target's expert parallelism; a draft model tensor-parallel
-        draft = (MtpStepCost(args.model, m, precision, args.tp, args.tp_link, cm, args.attention, engine.step_tokens,
-                             engine.max_seqs, args.gpus_per_node, 1, args.ep) if args.draft == MTP_DRAFT else
-                 StepCost(args.draft, m, precision, args.tp, args.tp_link, cm, args.attention, engine.step_tokens,
-                          engine.max_seqs, args.gpus_per_node))
+        draft = (MtpStepCost(req.model, m, precision, req.tp, req.tp_link, cm, req.attention, engine.step_tokens,
+                             engine.max_seqs, req.gpus_per_node, 1, req.ep) if req.draft == MTP_DRAFT else
+                 StepCost(req.draft, m, precision, req.tp, req.tp_link, cm, req.attention, engine.step_tokens,
+                          engine.max_seqs, req.gpus_per_node))
     except RooflineError as exc:  # the draft's model is --draft's, not --model's
         raise RooflineError(str(exc), field="draft" if exc.field == "model" else exc.field) from None
     return step, draft
 
 
-def _disagg_search(args, step, engine, burstiness):
+def _disagg_search(req, step, engine):
     """--disagg-search G: the best split of G replicas into prefill and decode pools."""
     from roofline.cli.serving_tables import split_table
     from roofline.serving.disagg import best_disaggregation
 
-    found = best_disaggregation(step, args.disagg_search, args.input_len, args.output_len, args.slo_ttft, args.slo_tpot,
-                                args.percentile, engine, args.requests or DISAGG_SEARCH_REQUESTS, args.seed, args.kv_link,
-                                args.price, burstiness, progress=lambda done, of, rate: print(
+    found = best_disaggregation(step, req.disagg_search, req.input_len, req.output_len, req.slo_ttft, req.slo_tpot,
+                                req.percentile, engine, req.requests or DISAGG_SEARCH_REQUESTS, req.seed, req.kv_link,
+                                req.price, req.burstiness, progress=lambda done, of, rate: print(
                                     f"  split {done}:{of + 1 - done} searched ({done} of {of})", file=sys.stderr,
                                     flush=True))
-    if args.json:
+    if req.json:
         from roofline.serving.results import step_settings
         from roofline.tables import dump_json
 
@@ -144,78 +131,78 @@ def _disagg_search(args, step, engine, burstiness):
         print(split_table(step, found))
 
 
-def _simulate(args, step, draft, engine, burstiness):
+def _simulate(req, step, draft, engine):
     """The run the flags ask for: --disagg's pools, --sweep's curve, the SLO rate search, or one run."""
     from roofline.serving.search import max_rate_within, sweep_concurrency
 
-    if args.disagg is not None:
+    if req.disagg is not None:
         from roofline.serving.disagg import simulate_disaggregated
         from roofline.serving.requests import poisson_requests
 
-        reqs = poisson_requests(args.rate, args.requests or REQUESTS, args.input_len, args.output_len, args.seed, burstiness)
-        return simulate_disaggregated(step, step, reqs, engine, engine, args.disagg[0], args.disagg[1], args.kv_link,
-                                      args.seed, args.price)
-    if args.sweep:
-        return sweep_concurrency(step, args.sweep, args.input_len, args.output_len, engine, args.requests, args.seed,
-                                 args.price, args.slo_ttft, args.slo_tpot, args.percentile, draft)
-    n = args.requests or REQUESTS
-    if has_slo(args):
-        return max_rate_within(step, args.input_len, args.output_len, args.slo_ttft, args.slo_tpot, args.percentile, engine,
-                               n, args.seed, args.price, args.target_rate, draft, burstiness,
+        reqs = poisson_requests(req.rate, req.requests or REQUESTS, req.input_len, req.output_len, req.seed, req.burstiness)
+        return simulate_disaggregated(step, step, reqs, engine, engine, req.disagg[0], req.disagg[1], req.kv_link,
+                                      req.seed, req.price)
+    if req.sweep:
+        return sweep_concurrency(step, req.sweep, req.input_len, req.output_len, engine, req.requests, req.seed,
+                                 req.price, req.slo_ttft, req.slo_tpot, req.percentile, draft)
+    n = req.requests or REQUESTS
+    if req.slo:
+        return max_rate_within(step, req.input_len, req.output_len, req.slo_ttft, req.slo_tpot, req.percentile, engine,
+                               n, req.seed, req.price, req.target_rate, draft, req.burstiness,
                                progress=(lambda runs, rate: print(f"  run {runs}: {rate:,.4g} requests/s", file=sys.stderr,
                                                                   flush=True)) if n >= PROGRESS_SEARCH_REQUESTS else None)
-    return _single_run(args, step, draft, engine, burstiness, n)
+    return _single_run(req, step, draft, engine, n)
 
 
-def _single_run(args, step, draft, engine, burstiness, n):
+def _single_run(req, step, draft, engine, n):
     """One run (--rate or --concurrency) of n requests, and its spread over --seeds."""
     from roofline.serving.requests import closed_requests, poisson_requests
     from roofline.serving.scheduler import simulate
 
     def make(seed):
-        return (poisson_requests(args.rate, n, args.input_len, args.output_len, seed, burstiness)
-                if args.rate is not None else
-                closed_requests(args.concurrency or CONCURRENCY, n, args.input_len, args.output_len, seed))
+        return (poisson_requests(req.rate, n, req.input_len, req.output_len, seed, req.burstiness)
+                if req.rate is not None else
+                closed_requests(req.concurrency or CONCURRENCY, n, req.input_len, req.output_len, seed))
 
-    result = simulate(step, make(args.seed), engine, args.price, draft=draft,
+    result = simulate(step, make(req.seed), engine, req.price, draft=draft,
                       progress=_requests_progress if n >= PROGRESS_REQUESTS else None)
-    seeds = 3 if args.seeds is None else args.seeds
+    seeds = 3 if req.seeds is None else req.seeds
     spread = None
     if seeds > 1 and not result.overloaded:  # an overloaded run's latencies grow with --requests, not by seed
         from roofline.serving.search import seed_spread, spread_note, spread_seeds
 
-        chosen = spread_seeds(args.seed, seeds)
+        chosen = spread_seeds(req.seed, seeds)
 
         def rerun(seed):
             if n >= PROGRESS_REQUESTS:
                 print(f"  seed {seed} ({chosen.index(seed) + 1} of {seeds}): the spread", file=sys.stderr, flush=True)
-            return simulate(step, make(seed), engine, args.price, draft=draft)
+            return simulate(step, make(seed), engine, req.price, draft=draft)
 
         spread = seed_spread(result, rerun, chosen)
         if spread is not None:  # what the seeds draw: arrivals at a rate, lengths from a range (a file's are fixed)
-            ranged = isinstance(args.input_len, tuple) or isinstance(args.output_len, tuple)
-            drawn = ("arrivals and lengths" if ranged else "arrivals") if args.rate is not None else "lengths"
+            ranged = isinstance(req.input_len, tuple) or isinstance(req.output_len, tuple)
+            drawn = ("arrivals and lengths" if ranged else "arrivals") if req.rate is not None else "lengths"
             result = dataclasses.replace(result, notes=tuple(result.notes) + (spread_note(spread, drawn),))
-        elif args.seeds is not None:
+        elif req.seeds is not None:
             result = dataclasses.replace(result, notes=tuple(result.notes) + (
                 f"--seeds {seeds}: this run draws nothing at random (a closed loop of fixed lengths), so every seed "
                 "gives the same run: no spread",))
     return dataclasses.replace(result, settings={**result.settings, "seed_spread": spread})
 
 
-def _print_result(args, out, step, result, engine, draft) -> None:
+def _print_result(req, out, step, result, engine, draft) -> None:
     """The run as a table (with --breakdown's steps), JSON or CSV, and -o's curve."""
     from roofline.cli.serving_tables import breakdown, breakdown_table
 
-    steps = breakdown(step, result, engine, args, draft) if args.breakdown else None
-    if args.json:
+    steps = breakdown(step, result, engine, req, draft) if req.breakdown else None
+    if req.json:
         from roofline.tables import dump_json
 
         d = result.to_dict()
         if steps is not None:
             d["breakdown"] = steps
         print(dump_json(d))
-    elif args.csv:
+    elif req.csv:
         from roofline.cli.args import print_csv_notes
 
         sys.stdout.write(result.to_csv())
@@ -228,27 +215,27 @@ def _print_result(args, out, step, result, engine, draft) -> None:
         from roofline.plots import plot_serving
 
         plot_serving(result, out)
-        print(f"wrote {out}", file=sys.stderr if (args.json or args.csv) else sys.stdout)
+        print(f"wrote {out}", file=sys.stderr if (req.json or req.csv) else sys.stdout)
 
 
-def _tp_search(args, m, cm, engine, precision, burstiness):
+def _tp_search(req, m, cm, engine, precision, name_flag):
     """--tp-search: the SLO rate of a replica of each size, and the replicas and GPUs for --target-rate."""
     from roofline.cli.serving_tables import tp_search_table
     from roofline.plan.step import StepCost
     from roofline.serving.search import best_parallelism
 
     def make(size):
-        return StepCost(args.model, m, precision, size, args.tp_link, cm, args.attention, engine.step_tokens,
-                        engine.max_seqs, args.gpus_per_node, 1, args.ep)
+        return StepCost(req.model, m, precision, size, req.tp_link, cm, req.attention, engine.step_tokens,
+                        engine.max_seqs, req.gpus_per_node, 1, req.ep)
 
-    found = best_parallelism(make, args.tp_search, args.input_len, args.output_len, args.slo_ttft, args.slo_tpot,
-                             args.percentile, engine, args.requests or REQUESTS, args.seed, args.price, args.target_rate,
-                             burstiness, progress=lambda done, of, rate: print(
-                                 f"  size {args.tp_search[done - 1]} searched ({done} of {of})", file=sys.stderr, flush=True))
-    if args.json:
+    found = best_parallelism(make, req.tp_search, req.input_len, req.output_len, req.slo_ttft, req.slo_tpot,
+                             req.percentile, engine, req.requests or REQUESTS, req.seed, req.price, req.target_rate,
+                             req.burstiness, progress=lambda done, of, rate: print(
+                                 f"  size {req.tp_search[done - 1]} searched ({done} of {of})", file=sys.stderr, flush=True))
+    if req.json:
         from roofline.tables import dump_json
 
-        print(dump_json({"model": args.model, "machine": m.key or m.name, "precision": precision.to_dict(),
-                         "expert_parallel": bool(args.ep), "engine": dataclasses.asdict(engine), **found}))
+        print(dump_json({"model": req.model, "machine": m.key or m.name, "precision": precision.to_dict(),
+                         "expert_parallel": bool(req.ep), "engine": dataclasses.asdict(engine), **found}))
     else:
-        print(tp_search_table(args, m, cm, precision, burstiness, found))
+        print(tp_search_table(req, m, cm, precision, found, name_flag))

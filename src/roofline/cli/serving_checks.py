@@ -1,13 +1,74 @@
-"""The combinations of `roofline serving`'s flags the command cannot honour, refused in one place
-(refuse_combinations), by name and before any work: each flag's own range is its declaration's
-(serving.parameters), checked as it is read; what is left is which flags go together.
+"""What `roofline serving` is asked (ServingRequest, frozen), read from its flags once: the combinations
+the command cannot honour refused in one place (refuse_combinations), by name and before any work.
+Each flag's own range is its declaration's (serving.parameters), checked as argparse reads it; what is
+left here is which flags go together.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 from roofline.cli.args import refuse_unused
 from roofline.errors import RooflineError
-from roofline.serving.parameters import PERCENTILE
+from roofline.serving.parameters import INPUT_LEN, OUTPUT_LEN, PERCENTILE
+
+
+@dataclass(frozen=True)
+class ServingRequest:
+    """The run's flags, checked together: the workload (lengths given, from --lengths FILE, or the
+    declared defaults), the kind of run, its deployment and its outputs. The machine, cost model,
+    precision and engine are read from the flags beside it (cli.args, serving.parameters.engine_of)."""
+
+    model: str
+    input_len: object  # tokens: N, a range (LO, HI) or each request's (a --lengths file)
+    output_len: object
+    requests: int | None
+    rate: float | None
+    concurrency: int | None
+    sweep: list | None
+    slo_ttft: float | None
+    slo_tpot: float | None
+    percentile: float
+    target_rate: float | None
+    burstiness: float  # 1: Poisson
+    price: float | None
+    seed: int
+    seeds: int | None
+    disagg: tuple | None
+    disagg_search: int | None
+    tp_search: list | None
+    kv_link: str | None
+    draft: str | None
+    ep: bool
+    tp: int
+    pp: int
+    tp_link: str | None
+    gpus_per_node: int
+    attention: str
+    breakdown: bool
+    json: bool
+    csv: bool
+
+    @property
+    def slo(self) -> bool:
+        return self.slo_ttft is not None or self.slo_tpot is not None
+
+    @classmethod
+    def from_args(cls, args) -> "ServingRequest":
+        """The request of ``args``, refusing what the command cannot honour (refuse_combinations)."""
+        refuse_combinations(args)
+        given = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(cls)}
+        if args.lengths is not None:
+            from roofline.serving.requests import read_lengths
+
+            given["input_len"], given["output_len"] = read_lengths(args.lengths)
+            if args.requests is None:
+                given["requests"] = len(given["input_len"])  # the file's requests, once each
+        given["input_len"] = INPUT_LEN if given["input_len"] is None else given["input_len"]
+        given["output_len"] = OUTPUT_LEN if given["output_len"] is None else given["output_len"]
+        given["burstiness"] = 1.0 if args.burstiness is None else args.burstiness
+        return cls(**given)
 
 
 def has_slo(args) -> bool:

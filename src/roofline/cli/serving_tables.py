@@ -7,8 +7,9 @@ from __future__ import annotations
 from roofline.units import MS, US
 
 
-def tp_search_table(args, m, cm, precision, burstiness, found: dict) -> str:
-    """--tp-search's table: a replica size a row, the best one, the refused ones and the notes."""
+def tp_search_table(req, m, cm, precision, found: dict, name_flag) -> str:
+    """--tp-search's table: a replica size a row, the best one, the refused ones (their messages as
+    ``name_flag(field, text)`` names the flag) and the notes."""
     from roofline.serving.render import targets_text
     from roofline.tables import grid
     from roofline.plan.render import note_line
@@ -17,10 +18,10 @@ def tp_search_table(args, m, cm, precision, burstiness, found: dict) -> str:
 
     targets = targets_text(found["slo"])
 
-    kind = "expert-parallel" if args.ep else "tensor-parallel"
+    kind = "expert-parallel" if req.ep else "tensor-parallel"
     target = found["target_rate"]
-    arrivals = "Poisson" if burstiness == 1.0 else f"gamma gaps of burstiness {burstiness:g}"
-    head = (f"{get_model(args.model).name} on {m.name}, {precision.label()}; {cm.describe('decode-only step')}\n"
+    arrivals = "Poisson" if req.burstiness == 1.0 else f"gamma gaps of burstiness {req.burstiness:g}"
+    head = (f"{get_model(req.model).name} on {m.name}, {precision.label()}; {cm.describe('decode-only step')}\n"
             f"the highest request rate per replica within {targets}, by {kind} size"
             + (f", and the replicas for {target:,.4g} requests/s" if target is not None else "")
             + f" ({found['requests']:,} requests a run, each answer checked with "
@@ -28,7 +29,7 @@ def tp_search_table(args, m, cm, precision, burstiness, found: dict) -> str:
     hdr = ["GPUs per replica", "req/s per replica", "req/s per GPU", "tok/s/GPU"]
     if target is not None:
         hdr += ["replicas", "GPUs"]
-    if args.price is not None:
+    if req.price is not None:
         hdr.append("$/M out at target" if target is not None else "$/M out")
     rows = []
     for r in found["sizes"]:
@@ -42,7 +43,7 @@ def tp_search_table(args, m, cm, precision, burstiness, found: dict) -> str:
                  f"{r['output_tokens_per_s_per_gpu']:,.0f}"]
         if target is not None:
             cells += [f"{r['replicas']:,}", f"{r['gpus']:,}"]
-        if args.price is not None:
+        if req.price is not None:
             c = r.get("cost_at_target_per_million_output_tokens") if target is not None else r["cost_per_million_output_tokens"]
             cells.append("-" if c is None else f"{c:,.3f}")
         rows.append(cells)
@@ -58,12 +59,10 @@ def tp_search_table(args, m, cm, precision, burstiness, found: dict) -> str:
                      + (f", {b['replicas']:,} of them: {b['gpus']:,} GPUs for {target:,.4g} requests/s" if target is not None
                         else f", {b['rate_per_gpu']:,.3g} requests/s per GPU")
                      + ("; $/M out at target: the GPUs of the row serving the target's output tokens"
-                        if target is not None and args.price is not None else ""))
-    from roofline.cli.plan_args import flag_text
-
+                        if target is not None and req.price is not None else ""))
     for r in found["sizes"]:
         if r["refused"]:  # named as the CLI names it (tensor_parallel -> --tp: the size the row tried)
-            lines.append(f"size {r['gpus_per_replica']} refused: {flag_text(args, r.get('refused_field'), r['refused'])}")
+            lines.append(f"size {r['gpus_per_replica']} refused: {name_flag(r.get('refused_field'), r['refused'])}")
     lines += [note_line(n) for n in found["notes"]]
     return "\n".join(lines)
 
@@ -119,7 +118,7 @@ def _representative(result):
     return result.results[result.values.index(best)] if best is not None else result.results[-1]
 
 
-def breakdown(step, result, engine, args, draft=None) -> dict:
+def breakdown(step, result, engine, req, draft=None) -> dict:
     """Two steps of the run op by op: a decode step at its mean decode batch and mean context, and a
     step that feeds a prompt chunk: the mean of the run's steps that fed one (ServingResult.chunk_steps:
     their decodes, prompt tokens and prefix), or where the run does not record them the first chunk of
@@ -141,7 +140,7 @@ def breakdown(step, result, engine, args, draft=None) -> dict:
         out["decode_step"]["draft_s"] = d
         out["decode_step"]["time_s"] += d
         out["decode_step"]["ops"] += _draft_ops(draft, batch, context, T - 1)
-    if args.disagg is not None and chunk > 0:  # the pools run apart: the prefill pool's step is a chunk alone
+    if req.disagg is not None and chunk > 0:  # the pools run apart: the prefill pool's step is a chunk alone
         chunk = int(min(mean_in, engine.max_tokens))
         out["prefill_step"] = {"decode_batch": 0, "context": 0, "chunk": chunk, "prefix": 0,
                                "ops": [o.to_dict() for o in step.ops([], [(chunk, 0)])],
