@@ -28,7 +28,7 @@ PARAMS = ("machine", "model", "phase", "tokens", "batch", "context", "attention"
           "memory_efficiency", "launch_overhead_us", "overlap", "layer", "kernels",
           # /api/serving's own (each endpoint refuses the others')
           "tp", "input_len", "output_len", "max_users", "max_seqs", "max_tokens", "memory_fraction", "prefix_hit",
-          "slo_ttft_ms", "slo_tpot_ms", "percentile", "price_per_gpu_hour")
+          "slo_ttft_ms", "slo_tpot_ms", "percentile", "price_per_gpu_hour", "step_overhead_ms", "engine")
 
 
 def all_checks():

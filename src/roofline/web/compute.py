@@ -234,7 +234,6 @@ class Workshop:
         """`roofline serving --sweep 1,2,4,...,U --json` for the query, point by point (each with
         requests_per_point(users) requests, as `--sweep C --requests N`), the points past
         SWEEP_BUDGET_S left out. Returns the sweep, the StepCost, the engine and the bound's account."""
-        from roofline.serving.engine import Engine
         from roofline.serving.search import ServingSweep, meets_slo, sweep_concurrency
         from roofline.plan.step import StepCost, kv_cache_budget, sequence_cache_bytes
 
@@ -242,8 +241,7 @@ class Workshop:
         with serving_call():
             precision = self.precision_of(q, machine)
             cost_model = dataclasses.replace(self.cost_model_of(q), cuda_graph=True)  # `roofline serving` without --eager
-            engine = Engine(max_seqs=q.max_seqs, max_tokens=q.max_tokens, memory_fraction=q.memory_fraction,
-                            prefix_hit=q.prefix_hit, step_overhead_s=q.step_overhead_ms * 1e-3)
+            engine = q.engine_of(machine)  # the engine's settings (serving.parameters.engine_of), as the CLI's
             step = StepCost(self.models[q.model], machine, precision, tensor_parallel=q.tp, cost_model=cost_model,
                             attention=q.attention, max_tokens=engine.max_tokens, max_seqs=engine.max_seqs)
             cap, _ = kv_cache_budget(step, engine.memory_fraction)

@@ -16,13 +16,12 @@ from typing import Annotated, Literal, Optional
 
 from roofline.blocks import ATTENTIONS, PHASES
 from roofline.cost import MIN_EFFICIENCY
-from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS, MIN_MEMORY_FRACTION
 from roofline.plan.precision import QUANT_DTYPES
-from roofline.serving.engine import MAX_STEP_OVERHEAD_S
+from roofline.serving.parameters import BY_API, WEB_MAX_OUTPUT_LEN, WEB_MAX_TOKENS, WEB_MAX_TP, WEB_MAX_USERS
 from roofline.measured.tables import ENGINES as KERNEL_ENGINES  # no pyarrow imported: the extra is read when used
 from roofline.units import DTYPE_BYTES
 
-MAX_TOKENS = 131072  # the slider's range, 2^17
+MAX_TOKENS = WEB_MAX_TOKENS  # the slider's range, 2^17
 MAX_BATCH = 65536
 MAX_LAUNCH_US = 1e6  # the library's limit: one second per launch
 
@@ -49,19 +48,28 @@ QUERY_DEFAULTS = MappingProxyType({k: v for k, v in SEED_DEFAULTS.items() if k n
 
 VIEWS = (("layer", "One layer"), ("model", "Whole model"), ("decode", "Decode vs batch"), ("serving", "Serving"))
 
-# The serving view (/api/serving): `roofline serving --sweep 1,2,4,...,U` with the page's limits.
-MAX_INPUT_LEN, MAX_OUTPUT_LEN, MAX_USERS = MAX_TOKENS, 32768, 4096
-MAX_TP = 64
-MAX_SEQS, MAX_STEP_TOKENS = 4096, MAX_TOKENS
-MIN_TARGET_MS, MIN_PRICE = 1e-3, 1e-6  # a microsecond; a millionth of a dollar (5e-324 passes "> 0" and underflows)
-# What the page starts with (the API's own defaults leave the targets out): the workshop's model and
-# machine, the CLI's workload (1,024 in, 256 out), targets of TTFT p90 <= 500 ms, TPOT p90 <= 30 ms.
-SERVING_DEFAULTS = MappingProxyType({"input_len": 1024, "output_len": 256, "max_users": 256, "slo_ttft_ms": 500.0,
-                                     "slo_tpot_ms": 30.0, "step_overhead_ms": 0.0})
-MAX_STEP_OVERHEAD_MS = MAX_STEP_OVERHEAD_S * 1e3  # the engine's bound (the CLI's --step-overhead), in ms
-SERVING_QUERY_DEFAULTS = MappingProxyType({"max_seqs": ENGINE_STEP_SEQS, "max_tokens": ENGINE_STEP_TOKENS,
-                                           "memory_fraction": ENGINE_MEMORY_FRACTION, "prefix_hit": 0.0,
-                                           "percentile": 90.0, "tp": 1})
+# The serving view (/api/serving): `roofline serving --sweep 1,2,4,...,U` with the page's limits. Its
+# parameters are declared once, with the CLI's, in serving.parameters: the query, its schema and the
+# page's controls are made from them (serving_parameters below).
+MAX_INPUT_LEN, MAX_OUTPUT_LEN, MAX_USERS = WEB_MAX_TOKENS, WEB_MAX_OUTPUT_LEN, WEB_MAX_USERS
+MAX_TP = WEB_MAX_TP
+# What the page starts with beyond the API's own defaults: targets of TTFT p90 <= 500 ms and TPOT p90 <= 30 ms
+# (the API's own leave them out).
+PAGE_TARGETS = MappingProxyType({"slo_ttft_ms": 500.0, "slo_tpot_ms": 30.0})
+# The serving view's parameters (the API's names, in the order the page shows them); the others of
+# /api/serving (machine, model, precision, cost model) are the other views' too, declared below
+SERVING_API = ("tp", "input_len", "output_len", "max_users", "slo_ttft_ms", "slo_tpot_ms", "percentile", "engine",
+               "max_seqs", "max_tokens", "memory_fraction", "step_overhead_ms", "prefix_hit", "price_per_gpu_hour")
+
+
+PAGE_GIVEN = ("input_len", "output_len", "max_users")  # the page sends these always, from their declared defaults
+
+
+def serving_defaults() -> dict:
+    """The serving view's controls' starting values: the workload's declared defaults, the page's targets,
+    and "" for the others: left out of the query, the API's own default (an engine setting's: the engine's)."""
+    out = {name: BY_API[name].query_default for name in PAGE_GIVEN}
+    return {**out, **PAGE_TARGETS, **{name: "" for name in SERVING_API[1:] if name not in out and name not in PAGE_TARGETS}}
 
 
 def token_stops(maximum: int = MAX_TOKENS) -> list[int]:
@@ -100,7 +108,9 @@ class LayerQuery:
 
 @dataclass(frozen=True)
 class ServingQuery:
-    """/api/serving's parameters, validated: the workload, the engine, the targets and the cost model."""
+    """/api/serving's parameters, validated: the workload, the engine, the targets and the cost model.
+    An engine setting left out (None) is the engine's own: ``engine``'s defaults on the machine, else
+    serving.Engine's (serving.parameters.engine_of)."""
 
     machine: str
     model: str
@@ -109,9 +119,9 @@ class ServingQuery:
     input_len: int
     output_len: int
     max_users: int
-    max_seqs: int
-    max_tokens: int
-    memory_fraction: float
+    max_seqs: Optional[int]
+    max_tokens: Optional[int]
+    memory_fraction: Optional[float]
     prefix_hit: float
     slo_ttft_ms: Optional[float]
     slo_tpot_ms: Optional[float]
@@ -124,7 +134,87 @@ class ServingQuery:
     overlap: float
     weights: Optional[str] = None  # each part's storage over dtype, as the plan views
     kv_cache: Optional[str] = None
-    step_overhead_ms: float = 0.0  # the engine's own time per step, as `roofline serving --step-overhead`
+    step_overhead_ms: Optional[float] = None  # the engine's own time per step, as `roofline serving --step-overhead`
+    engine: Optional[str] = None  # an engine's defaults (serving.engines), as `roofline serving --engine`
+
+    def engine_of(self, machine):
+        """The Engine of the query: ``engine``'s defaults on ``machine`` (or Engine's own), the settings given over them."""
+        from roofline.serving.parameters import engine_of
+
+        overhead = None if self.step_overhead_ms is None else self.step_overhead_ms / BY_API["step_overhead_ms"].api_scale
+        return engine_of(self.engine, machine, max_seqs=self.max_seqs, max_tokens=self.max_tokens,
+                         memory_fraction=self.memory_fraction, step_overhead_s=overhead, prefix_hit=self.prefix_hit)
+
+
+def query_bounds(p) -> dict:
+    """A declared parameter's range as Query's keywords (ge, gt, le), in the API's unit: an integer's
+    strict minimum as the next whole number (ge=1, not gt=0)."""
+    if p.text:
+        return {}
+    lo, hi, strictly = p.api_range()
+    bounds = {} if hi is None else {"le": hi}
+    if lo is not None and p.integer:
+        bounds["ge"] = int(lo) + 1 if strictly else lo
+    elif lo is not None:
+        bounds["gt" if strictly else "ge"] = lo
+    return bounds
+
+
+def serving_engines() -> tuple:
+    """The engines /api/serving's engine= takes (serving.engines: data/engines.toml)."""
+    from roofline.serving.engines import names
+
+    return names()
+
+
+def serving_controls() -> list[dict]:
+    """The serving view's controls as /api/options tells the page: each declared parameter's name, label,
+    unit, default (None: none, or the engine's own where ``engine_setting``, then ``engine_default`` with
+    no engine), range and help; the engine's choices."""
+    out = []
+    for name in SERVING_API:
+        p = BY_API[name]
+        bounds = query_bounds(p)
+        out.append({"name": name, "label": p.label or name, "unit": "ms" if p.unit == "s" else p.unit,
+                    "default": p.query_default, "engine_setting": p.engine,
+                    "engine_default": p.default * p.api_scale if p.engine else None,
+                    "min": bounds.get("ge", bounds.get("gt")), "max": bounds.get("le"), "integer": p.integer,
+                    "help": p.query_help(), "choices": list(serving_engines()) if p.text else None})
+    return out
+
+
+def declared_parameter(name: str, Query, engines):
+    """The query parameter of the declared serving parameter ``name`` (serving.parameters): its range,
+    in the API's unit, as Query's bounds (the schema's and the server's check, one and the same); an
+    engine setting's default None, the engine's own. ``engines``: the engine names the schema lists."""
+    import inspect
+
+    p = BY_API[name]
+    bounds = query_bounds(p)
+    if p.text:
+        annotation, default = Optional[Literal[engines]], None
+    else:
+        kind = int if p.integer else float
+        default = p.query_default
+        annotation = kind if default is not None else Optional[kind]
+        if not p.integer:
+            bounds["allow_inf_nan"] = False
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                             default=Query(default, description=p.query_help(), **bounds))
+
+
+LAUNCH_HELP = "microseconds per kernel launch (default: the machine's preset, as the CLI)"
+
+
+def _launch_overhead(Query, description: str):
+    return Annotated[Optional[float], Query(ge=0, le=MAX_LAUNCH_US, allow_inf_nan=False, description=description)]
+
+
+def _storage_parts(Query, PlanDtype) -> tuple:
+    """Each part's storage over dtype (weights, KV cache), in the model, decode and serving views alike."""
+    return (Annotated[Optional[PlanDtype], Query(description="weight storage dtype (default: dtype; a quantised "
+                                                 "checkpoint's weights as stored when neither is given), as `--weights`")],
+            Annotated[Optional[PlanDtype], Query(description="KV-cache storage dtype (default: dtype), as `--kv-cache`")])
 
 
 def query_dependencies(machines, models) -> tuple:
@@ -153,12 +243,8 @@ def query_dependencies(machines, models) -> tuple:
     Overlap = Annotated[float, Query(ge=0, le=1, allow_inf_nan=False,
                                      description="1: max(compute, memory) (perfect overlap, the roofline's); 0: their sum")]
 
-    def launch_overhead(description: str):
-        return Annotated[Optional[float], Query(ge=0, le=MAX_LAUNCH_US, allow_inf_nan=False, description=description)]
-
-    launch_help = "microseconds per kernel launch (default: the machine's preset, as the CLI)"
-    LaunchOverhead = launch_overhead(launch_help)
-    StepLaunchOverhead = launch_overhead(launch_help + "; a decode-only step replays a CUDA graph, one launch")
+    LaunchOverhead = _launch_overhead(Query, LAUNCH_HELP)
+    StepLaunchOverhead = _launch_overhead(Query, LAUNCH_HELP + "; a decode-only step replays a CUDA graph, one launch")
 
     def query_dependency(Dtype):
         """The query parameters, with ``Dtype`` the dtypes the endpoint takes (the plan views store
@@ -193,10 +279,7 @@ def query_dependencies(machines, models) -> tuple:
         return query
 
     layer_query = query_dependency(Dtype)
-    # each part's storage over dtype, in the model, decode and serving views alike
-    Weights = Annotated[Optional[PlanDtype], Query(description="weight storage dtype (default: dtype; a quantised "
-                                                   "checkpoint's weights as stored when neither is given), as `--weights`")]
-    KvCache = Annotated[Optional[PlanDtype], Query(description="KV-cache storage dtype (default: dtype), as `--kv-cache`")]
+    Weights, KvCache = _storage_parts(Query, PlanDtype)
 
     def plan_query(
         q: LayerQuery = Depends(query_dependency(PlanDtype)),
@@ -208,55 +291,42 @@ def query_dependencies(machines, models) -> tuple:
         """The whole-model views' query: the layer view's, with each part's precision and tensor parallelism."""
         return dataclasses.replace(q, weights=weights, kv_cache=kv_cache, tp=tp)
 
-    def serving_query(
-        machine: MachineParam = SEED_DEFAULTS["machine"],
-        model: ModelParam = SEED_DEFAULTS["model"],
-        dtype: Optional[PlanDtype] = Query(None, description="weights, activations and KV cache (default: the machine's; "
-                                           "a quantised checkpoint's weights as stored), as `roofline serving --dtype`"),
-        tp: int = Query(SERVING_QUERY_DEFAULTS["tp"], ge=1, le=MAX_TP, description="tensor-parallel GPUs per replica"),
-        input_len: int = Query(SERVING_DEFAULTS["input_len"], ge=1, le=MAX_INPUT_LEN, description="prompt tokens per request"),
-        output_len: int = Query(SERVING_DEFAULTS["output_len"], ge=1, le=MAX_OUTPUT_LEN, description="output tokens per request"),
-        max_users: int = Query(SERVING_DEFAULTS["max_users"], ge=1, le=MAX_USERS, description="the sweep runs 1, 2, 4, ... "
-                               "concurrent users (closed loop) up to this, and this"),
-        max_seqs: int = Query(SERVING_QUERY_DEFAULTS["max_seqs"], ge=1, le=MAX_SEQS, description="sequences running at once "
-                              "(vLLM max_num_seqs; at most max_tokens)"),
-        max_tokens: int = Query(SERVING_QUERY_DEFAULTS["max_tokens"], ge=1, le=MAX_STEP_TOKENS, description="tokens per "
-                                "step (vLLM max_num_batched_tokens)"),
-        memory_fraction: float = Query(SERVING_QUERY_DEFAULTS["memory_fraction"], ge=MIN_MEMORY_FRACTION, le=1, allow_inf_nan=False,
-                                       description="share of GPU memory the engine takes (vLLM gpu_memory_utilization)"),
-        prefix_hit: float = Query(SERVING_QUERY_DEFAULTS["prefix_hit"], ge=0, le=1, allow_inf_nan=False,
-                                  description="share of each prompt found in the prefix cache"),
-        slo_ttft_ms: Optional[float] = Query(None, ge=MIN_TARGET_MS, le=1e9, allow_inf_nan=False, description="time-to-first-token "
-                                             "target in ms (none: no TTFT target)"),
-        slo_tpot_ms: Optional[float] = Query(None, ge=MIN_TARGET_MS, le=1e9, allow_inf_nan=False, description="time-per-output-token "
-                                             "target in ms (none: no TPOT target)"),
-        percentile: float = Query(SERVING_QUERY_DEFAULTS["percentile"], ge=1, le=100, allow_inf_nan=False,
-                                  description="the percentile the targets hold for"),
-        price_per_gpu_hour: Optional[float] = Query(None, ge=MIN_PRICE, le=1e6, allow_inf_nan=False, description="$ per GPU-hour: "
-                                                    "cost per million output tokens"),
-        attention: Optional[Attention] = Query(None, description="flash (default, as `roofline serving`) or naive"),
-        compute_efficiency: ComputeEfficiency = SEED_DEFAULTS["compute_efficiency"],
-        memory_efficiency: MemoryEfficiency = SEED_DEFAULTS["memory_efficiency"],
-        launch_overhead_us: StepLaunchOverhead = None,
-        overlap: Overlap = SEED_DEFAULTS["overlap"],
-        weights: Weights = None,
-        kv_cache: KvCache = None,
-        step_overhead_ms: float = Query(SERVING_DEFAULTS["step_overhead_ms"], ge=0, le=MAX_STEP_OVERHEAD_MS, allow_inf_nan=False, description="the engine's own time per "
-                                        "step in ms, not overlapped with the GPU (scheduling, sampling, detokenising), as "
-                                        "`roofline serving --step-overhead`; default 0: the GPU's work alone"),
-    ) -> ServingQuery:
-        return ServingQuery(machine, model, dtype, tp, input_len, output_len, max_users, max_seqs, max_tokens, memory_fraction,
-                            prefix_hit, slo_ttft_ms, slo_tpot_ms, percentile, price_per_gpu_hour, attention,
-                            compute_efficiency, memory_efficiency, launch_overhead_us, overlap, weights, kv_cache,
-                            step_overhead_ms)
+    shared = dict(MachineParam=MachineParam, ModelParam=ModelParam, PlanDtype=PlanDtype, Attention=Attention,
+                  ComputeEfficiency=ComputeEfficiency, MemoryEfficiency=MemoryEfficiency, Overlap=Overlap,
+                  StepLaunchOverhead=StepLaunchOverhead, Weights=Weights, KvCache=KvCache)
+    return layer_query, plan_query, serving_dependency(Query, **shared)
 
-    return layer_query, plan_query, serving_query
+
+def serving_dependency(Query, *, MachineParam, ModelParam, PlanDtype, Attention, ComputeEfficiency, MemoryEfficiency,
+                       Overlap, StepLaunchOverhead, Weights, KvCache):
+    """/api/serving's dependency: the views' shared parameters (their Annotated types, from
+    query_dependencies), then each declared serving parameter (declared_parameter), as its signature."""
+    import inspect
+
+    def serving_query(**given) -> ServingQuery:
+        return ServingQuery(**given)
+
+    shared = [("machine", MachineParam, SEED_DEFAULTS["machine"]), ("model", ModelParam, SEED_DEFAULTS["model"]),
+              ("dtype", Optional[PlanDtype], Query(None, description="weights, activations and KV cache (default: the "
+                                                   "machine's; a quantised checkpoint's weights as stored), as "
+                                                   "`roofline serving --dtype`")),
+              ("attention", Optional[Attention], Query(None, description="flash (default, as `roofline serving`) or naive")),
+              ("compute_efficiency", ComputeEfficiency, SEED_DEFAULTS["compute_efficiency"]),
+              ("memory_efficiency", MemoryEfficiency, SEED_DEFAULTS["memory_efficiency"]),
+              ("launch_overhead_us", StepLaunchOverhead, None), ("overlap", Overlap, SEED_DEFAULTS["overlap"]),
+              ("weights", Weights, None), ("kv_cache", KvCache, None)]
+    serving_query.__signature__ = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=a, default=d) for n, a, d in shared]
+        + [declared_parameter(n, Query, serving_engines()) for n in SERVING_API], return_annotation=ServingQuery)
+
+    return serving_query
 
 
 def options_payload(endpoint_names: dict) -> dict:
     """/api/options: the seed defaults, the choices and limits of the controls, the token slider's
     stops, and the query parameters each view's endpoint takes (``endpoint_names``: each /api/
     path's, from the app's schema)."""
+    controls = serving_controls()
     return {
         "defaults": dict(SEED_DEFAULTS),
         "view_attention": dict(VIEW_ATTENTION),
@@ -268,10 +338,10 @@ def options_payload(endpoint_names: dict) -> dict:
         "views": [{"key": key, "label": label} for key, label in VIEWS],
         # the query parameters each view's endpoint takes: the page sends each view only its own
         "view_parameters": {key: sorted(endpoint_names[f"/api/{key}"]) for key, _ in VIEWS},
-        "serving_defaults": dict(SERVING_DEFAULTS),
+        "serving_defaults": serving_defaults(),
+        "serving_controls": controls,  # the serving view's controls, from serving.parameters' declarations
         "limits": {"tokens": [1, MAX_TOKENS], "batch": [1, MAX_BATCH], "launch_overhead_us": [0, MAX_LAUNCH_US],
-                   "input_len": [1, MAX_INPUT_LEN], "output_len": [1, MAX_OUTPUT_LEN], "max_users": [1, MAX_USERS],
                    "compute_efficiency": [MIN_EFFICIENCY, 1], "memory_efficiency": [MIN_EFFICIENCY, 1],
-                   "overlap": [0, 1], "slo_ttft_ms": [MIN_TARGET_MS, 1e9], "slo_tpot_ms": [MIN_TARGET_MS, 1e9],
-                   "tp": [1, MAX_TP], "step_overhead_ms": [0, MAX_STEP_OVERHEAD_MS]},
+                   "overlap": [0, 1], "tp": [1, MAX_TP],
+                   **{c["name"]: [c["min"], c["max"]] for c in controls if c["max"] is not None}},
     }

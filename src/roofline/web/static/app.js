@@ -32,9 +32,9 @@
     cuda_graph: { input: "cuda-graph", check: true }, // a checkbox: "true" when ticked, "" (left out) when not
     kernels: { input: "kernels" }, // an engine's measured kernels (the empty choice: the cost model alone)
   };
-  // API parameters with no control, kept when in the URL
-  const PASS_THROUGH = ["context", "max_seqs", "max_tokens", "memory_fraction", "prefix_hit", "percentile",
-    "price_per_gpu_hour"];
+  // API parameters with no control, kept when in the URL (the serving view's are made from /api/options:
+  // buildServingControls)
+  const PASS_THROUGH = ["context"];
   // Parameters whose empty value means "none": left out of the API's query. A target left empty stays
   // in the page's URL as `slo_ttft_ms=` (no target), since an absent one is the page's default.
   const OPTIONAL = new Set(["dtype", "slo_ttft_ms", "slo_tpot_ms", "weights", "kv_cache", "tp", "cuda_graph", "kernels"]);
@@ -853,6 +853,46 @@
 
   // -- serving ---------------------------------------------------------------------------------
 
+  // The serving view's controls from /api/options' declarations (serving.parameters, the CLI's too): a
+  // control the page lacks is made here (a number box, or the engine's choice), each takes its range and
+  // help, and an empty one is left out of the query: the API's default, an engine setting the engine's own.
+  function buildServingControls(declared) {
+    const box = $("serving-controls");
+    for (const d of declared || []) {
+      if (d.name === "tp") continue; // the plan views' control, shared
+      let el = CONTROLS[d.name] ? $(CONTROLS[d.name].input) : null;
+      if (!el) {
+        const id = `serving-${d.name.replace(/_/g, "-")}`;
+        const label = document.createElement("label");
+        label.htmlFor = id;
+        label.textContent = d.label;
+        el = document.createElement(d.choices ? "select" : "input");
+        el.id = id;
+        el.name = d.name;
+        if (d.choices) {
+          for (const key of ["", ...d.choices]) {
+            const opt = document.createElement("option");
+            opt.value = key;
+            opt.textContent = key || "none: the simulator's own settings";
+            el.append(opt);
+          }
+        } else {
+          el.type = "number";
+          el.step = d.integer ? "1" : "any";
+          el.inputMode = d.integer ? "numeric" : "decimal";
+        }
+        box.append(label, el);
+        CONTROLS[d.name] = { input: id };
+      }
+      el.title = d.help;
+      if (!d.choices) {
+        el.placeholder = d.engine_setting ? `the engine's (${countFormat.format(d.engine_default)} without one)`
+          : d.default === null ? "none" : String(d.default);
+      }
+      if (defaults[d.name] === "") OPTIONAL.add(d.name); // empty: left out, the API's own default
+    }
+  }
+
   // The entries of each field of ``series`` where ``keep(i)`` holds.
   function where(series, keep, fields) {
     const idx = series.users.map((_, i) => (keep(i) ? i : -1)).filter((i) => i >= 0);
@@ -1230,6 +1270,7 @@
       machineLaunchUs = new Map(machines.map((m) => [m.key, m.launch_overhead_us]));
       viewAttention = options.view_attention || {};
       limits = options.limits || {};
+      buildServingControls(options.serving_controls);
       applyLimits();
       loadUrl();
       bindControls();

@@ -1,0 +1,203 @@
+"""One declaration per parameter of `roofline serving` and /api/serving (issue 37): its name, flag,
+unit, default, range, help, and which of the two take it. The CLI's flags (cli/serving_args.py), the
+API's query and its OpenAPI schema (web/params.py) and the page's controls (/api/options) are made
+from this table, so they cannot disagree; tests/test_serving_parameters.py holds them equal.
+
+Defaults are read from their homes (serving.Engine's fields, plan.limits, errors), never written
+again here; where a parameter has no other home (the workload's lengths, the percentile), this is it.
+No argparse, FastAPI or numpy: the CLI reads it at start.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from roofline.errors import DISAGG_BUDGET_REQUESTS, MAX_CONTEXT, MAX_REQUESTS
+from roofline.plan.limits import MIN_MEMORY_FRACTION
+from roofline.serving.engine import MAX_STEP_OVERHEAD_S, Engine
+
+CLI, API = "cli", "api"
+BOTH = frozenset((CLI, API))
+
+# The workload when none is given, and the percentile SLO targets hold for (serving.search's functions take
+# the same 90 as their default: the test holds them equal)
+INPUT_LEN, OUTPUT_LEN, PERCENTILE = 1024, 256, 90.0
+# requests a run simulates when --requests is not given (the library's functions' default; a sweep: 8 per user,
+# search.sweep_concurrency's), and the CLI's per run of a split search (it runs a search per split)
+REQUESTS, DISAGG_SEARCH_REQUESTS = 1000, 500
+CONCURRENCY = 64  # a run with neither --rate nor --concurrency: a closed loop of 64 users
+MAX_USERS = 256  # the page's sweep, 1, 2, 4, ... 256 users
+# The web view's tighter bounds: it simulates a sweep within a budget per request (web.compute)
+WEB_MAX_TOKENS = 131072  # 2^17, the token slider's range
+WEB_MAX_OUTPUT_LEN, WEB_MAX_USERS, WEB_MAX_SEQS, WEB_MAX_TP = 32768, 4096, 4096, 64
+
+
+def _engine_default(name: str):
+    """serving.Engine's own default of a setting: what a run without --engine takes."""
+    return next(f.default for f in dataclasses.fields(Engine) if f.name == name)
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter: ``name`` the library's (RooflineError.field), ``flag`` the CLI's and ``api`` the
+    query's (None: not taken there). The range is check_number's: ``minimum`` (excluded when
+    ``strictly``) to ``maximum`` inclusive; ``api_minimum``/``api_maximum`` the API's where it differs
+    (the view bounds its simulation work; a positive float the schema must bound away from 0).
+    ``unit`` "s": the CLI takes a time with its unit (500ms), the API a number of ms (``api`` ends
+    _ms). ``default`` is the library's; ``engine``: an Engine setting, whose default is the engine's own
+    (--engine's, else Engine's), so neither the flag nor the query has one (None). ``cli_default`` False:
+    the flag's value stays None until the command has checked what it combines with (the help says
+    the default). ``text``: a name, not a number. ``help`` may name ``{default}``; ``api_help`` is the query's where it differs;
+    ``label`` the page's control for it (none: no generated control)."""
+
+    name: str
+    flag: str | None
+    api: str | None
+    help: str
+    default: object = None
+    minimum: float | None = 0.0
+    maximum: float | None = None
+    strictly: bool = True
+    integer: bool = False
+    unit: str = ""
+    engine: bool = False
+    cli_default: bool = True
+    api_minimum: float | None = None
+    api_maximum: float | None = None
+    api_help: str = ""
+    label: str = ""
+    text: bool = False  # a name (ENGINE[@VERSION]), not a number: no range
+    metavar: str | None = None
+
+    @property
+    def api_scale(self) -> float:
+        """The query's number per library unit: 1,000 for a time in ms, else 1."""
+        return 1e3 if self.unit == "s" else 1
+
+    @property
+    def flag_default(self):
+        """The argparse default: None for an engine setting or one filled in later."""
+        return None if self.engine or not self.cli_default else self.default
+
+    @property
+    def query_default(self):
+        """The API's default: None for an engine setting (the engine's own) or none at all."""
+        if self.engine or self.default is None:
+            return None
+        return self.default * self.api_scale if self.unit == "s" else self.default
+
+    def api_range(self) -> tuple[float | None, float | None, bool]:
+        """(minimum, maximum, strictly) as the query takes it, in its unit."""
+        lo = self.api_minimum if self.api_minimum is not None else self.minimum
+        hi = self.api_maximum if self.api_maximum is not None else self.maximum
+        scale = self.api_scale if self.unit == "s" else 1  # a count stays an int
+        strictly = self.strictly and self.api_minimum is None
+        return (None if lo is None else lo * scale, None if hi is None else hi * scale, strictly)
+
+    def shown_default(self) -> str:
+        """The default as help text writes it: 8,192, 0.9, 0 (a time in ms: 3.27 ms)."""
+        v = self.default
+        if isinstance(v, bool) or v is None:
+            return str(v)
+        if isinstance(v, int):
+            return f"{v:,}"
+        return f"{v * 1e3:g} ms" if self.unit == "s" and v else f"{v:g}"
+
+    def cli_help(self) -> str:
+        return self.help.format(default=self.shown_default())
+
+    def query_help(self) -> str:
+        text = (self.api_help or self.help).format(default=self.shown_default())
+        return text + (f"; default: the engine's own ({self.shown_default()} with no engine)" if self.engine else "")
+
+
+ENGINE_HELP = ("vllm, sglang or trtllm as it runs by default (data/engines.toml, each setting cited): its scheduler, "
+               "budgets, cache blocks, memory share and time per step, and its measured kernels (--kernels) where the "
+               "tables hold this GPU; any flag below given wins")
+
+SERVING_PARAMS: tuple[Param, ...] = (
+    Param("input_len", "--input-len", "input_len", "prompt tokens per request: N or LO-HI (uniform); default {default}",
+          INPUT_LEN, maximum=MAX_CONTEXT, integer=True, cli_default=False, api_maximum=WEB_MAX_TOKENS,
+          api_help="prompt tokens per request", label="Input tokens"),
+    Param("output_len", "--output-len", "output_len", "output tokens per request: N or LO-HI (uniform); default {default}",
+          OUTPUT_LEN, maximum=MAX_CONTEXT, integer=True, cli_default=False, api_maximum=WEB_MAX_OUTPUT_LEN,
+          api_help="output tokens per request", label="Output tokens"),
+    Param("requests", "--requests", None, f"requests simulated (default {REQUESTS:,}; a sweep: 8 per user, 200 to "
+          f"20,000; --disagg-search: {DISAGG_SEARCH_REQUESTS})", maximum=MAX_REQUESTS, integer=True),
+    Param("rate", "--rate", None, "Poisson arrivals, requests per second", maximum=1e9),
+    Param("burstiness", "--burstiness", None, "open-loop arrivals' gamma shape, as vLLM's benchmark_serving: 1 Poisson "
+          "(default), below 1 bursts, above 1 more even", minimum=0.01, strictly=False, maximum=1000),
+    Param("concurrency", "--concurrency", None, "closed loop: users each sending the next request when the last "
+          f"finishes (default {CONCURRENCY})", maximum=1 << 24, integer=True),
+    Param("max_users", None, "max_users", "the sweep runs 1, 2, 4, ... concurrent users (closed loop) up to this, and "
+          "this", MAX_USERS, minimum=1, strictly=False, maximum=WEB_MAX_USERS, integer=True, label="Concurrent users, up to"),
+    Param("slo_ttft", "--slo-ttft", "slo_ttft_ms", "time-to-first-token target, e.g. 500ms: without --sweep, search "
+          "the highest rate within the targets", maximum=1e6, unit="s", api_minimum=1e-6,
+          api_help="time-to-first-token target in ms (none: no TTFT target)", label="TTFT target (ms)"),
+    Param("slo_tpot", "--slo-tpot", "slo_tpot_ms", "time-per-output-token target, e.g. 30ms", maximum=1e6, unit="s",
+          api_minimum=1e-6, api_help="time-per-output-token target in ms (none: no TPOT target)",
+          label="TPOT target (ms)"),
+    Param("percentile", "--percentile", "percentile", "the percentile the targets hold for (default {default})",
+          PERCENTILE, maximum=100.0, api_minimum=1, api_help="the percentile the targets hold for",
+          label="Percentile of the targets"),
+    Param("target_rate", "--target-rate", None, "requests/s to serve: with an SLO, the replicas and GPUs needed",
+          maximum=1e9),
+    Param("engine", "--engine", "engine", ENGINE_HELP, minimum=None, text=True, metavar="ENGINE[@VERSION]",
+          api_help="the scheduler settings of vllm, sglang or trtllm as it runs by default on this GPU (data/engines.toml, "
+                   "each cited), any setting given over them; the ops are priced by the cost model (the CLI's "
+                   "--engine also takes its measured kernels); default: none, serving.Engine's own settings",
+          label="Engine"),
+    Param("max_seqs", "--max-seqs", "max_seqs", "sequences running at once (vLLM max_num_seqs; default {default}, or "
+          "--engine's)", _engine_default("max_seqs"), maximum=1 << 20, integer=True, engine=True,
+          api_maximum=WEB_MAX_SEQS, api_help="sequences running at once (vLLM max_num_seqs; at most max_tokens)",
+          label="Max sequences"),
+    Param("max_tokens", "--max-tokens", "max_tokens", "tokens per step (vLLM max_num_batched_tokens; default {default}, "
+          "or --engine's)", _engine_default("max_tokens"), maximum=1 << 20, integer=True, engine=True,
+          api_maximum=WEB_MAX_TOKENS, api_help="tokens per step (vLLM max_num_batched_tokens)", label="Max tokens per step"),
+    Param("block_size", "--block-size", None, "tokens per KV-cache block (default {default}, or --engine's)",
+          _engine_default("block_size"), maximum=1 << 16, integer=True, engine=True),
+    Param("memory_fraction", "--memory-fraction", "memory_fraction", "share of GPU memory the engine takes (vLLM "
+          "gpu_memory_utilization; default {default}, or --engine's)", _engine_default("memory_fraction"),
+          minimum=MIN_MEMORY_FRACTION, strictly=False, maximum=1.0, engine=True,
+          api_help="share of GPU memory the engine takes (vLLM gpu_memory_utilization)", label="Memory fraction"),
+    Param("step_overhead_s", "--step-overhead", "step_overhead_ms", "the engine's own time per step, not overlapped "
+          "with the GPU (scheduling, sampling, detokenising), e.g. 2ms (default {default}: the GPU's work alone; "
+          "--engine's fitted one)", _engine_default("step_overhead_s"), strictly=False, maximum=MAX_STEP_OVERHEAD_S,
+          unit="s", engine=True,
+          api_help="the engine's own time per step in ms, not overlapped with the GPU (scheduling, sampling, "
+                   "detokenising), as `roofline serving --step-overhead`", label="Engine time per step (ms)"),
+    Param("prefix_hit", "--prefix-hit", "prefix_hit", "share of each prompt found in the prefix cache (default {default})",
+          _engine_default("prefix_hit"), strictly=False, maximum=1.0,
+          api_help="share of each prompt found in the prefix cache", label="Prefix-cache hits (share of each prompt)"),
+    Param("spec_tokens", "--spec-tokens", None, "speculative decoding: draft tokens per sequence and step (with --draft "
+          "and --acceptance)", _engine_default("spec_tokens"), strictly=False, maximum=16, integer=True),
+    Param("pipeline_parallel", "--pp", None, "pipeline stages of --tp GPUs each, a micro-batch per stage in flight "
+          "(default {default})", 1, maximum=1024, integer=True),
+    Param("disagg_search", "--disagg-search", None, "with an SLO: the best split of G replicas into prefill and decode "
+          "pools, against co-located; a search past " + f"{DISAGG_BUDGET_REQUESTS:,}" + " simulated requests (about a "
+          "minute) is refused, naming the G that fits", minimum=2, strictly=False, maximum=64, integer=True, metavar="G"),
+    Param("price_per_gpu_hour", "--price", "price_per_gpu_hour", "$ per GPU-hour: cost per token", maximum=1e6,
+          api_minimum=1e-6, api_help="$ per GPU-hour: cost per million output tokens", label="Price ($ per GPU-hour)"),
+    Param("seed", "--seed", None, "random seed of arrivals and lengths", 0, strictly=False, maximum=2**32 - 1,
+          integer=True),
+    Param("seeds", "--seeds", None, "a single run (--rate or --concurrency): also rerun with this many seeds from "
+          "--seed and print the spread of throughput, TTFT and TPOT (default 3; 1 for none)", maximum=100, integer=True),
+    Param("tensor_parallel", "--tp", "tp", "tensor-parallel GPUs per model copy (2 all-reduces per block)", 1,
+          maximum=4096, integer=True, api_maximum=WEB_MAX_TP, api_help="tensor-parallel GPUs per replica"),
+)
+
+BY_NAME = {p.name: p for p in SERVING_PARAMS}
+BY_API = {p.api: p for p in SERVING_PARAMS if p.api}
+# --tp is the planning commands' shared flag (cli.plan_args._add_tp): declared here for its range and default
+SHARED_FLAGS = frozenset({"--tp"})
+
+
+def engine_of(name: str | None, machine, **given) -> Engine:
+    """The Engine of a run: engine ``name``'s defaults on ``machine`` (serving.engines) or Engine's own,
+    with each setting in ``given`` that is not None over them (the CLI's flags, the API's query)."""
+    if name:
+        from roofline.serving.engines import preset
+
+        return preset(name, machine).engine(**given)
+    return Engine(**{k: v for k, v in given.items() if v is not None})
