@@ -908,3 +908,18 @@ def test_a_curve_with_no_points_is_one_error_and_no_numpy_warning(tmp_path, caps
         assert main(["layer", "--machine", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "matmul curve at fp32 has no points" in err[0] and "empty.toml" in err[0]
+
+
+def test_a_dtype_without_probes_borrows_another_dtypes_category_mean_widened():
+    """A bf16 op whose fp32 twin is priced by its category's mean (its own block probes left out:
+    on a busy machine a short norm probe fell under 1.5 launches) borrows that mean, as fp32 does,
+    with the band widened 1.5 x 1.5 each way, and says whose it is; it went uncorrected before."""
+    from roofline.measure.residuals import OUTSIDE_WIDENING
+
+    cal = synthetic([Probe("ffn norm", "norm", "fp32", 1e3, 4e5, 3e-5, 2.8e-5, 3.5e-5, "x")])
+    model = CalibratedModel(cal)
+    fp = model.residual(Kernel("attn norm", 1e3, 4e5, "norm", "fp32"))
+    bf = model.residual(Kernel("attn norm", 1e3, 2e5, "norm", "bf16"))
+    assert fp.source == bf.source == "category" and bf.borrowed == "fp32" and not fp.borrowed
+    assert bf.ratio == fp.ratio and bf.extrapolated
+    assert bf.low == pytest.approx(fp.low / OUTSIDE_WIDENING**2) and bf.high == pytest.approx(fp.high * OUTSIDE_WIDENING**2)

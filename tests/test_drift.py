@@ -161,7 +161,7 @@ def test_calibrate_refuses_a_drifting_run_and_writes_nothing(tmp_path, scripted,
 def test_check_says_when_the_machine_moved_since_calibrating(tmp_path, scripted, monkeypatch, capsys):
     from test_measure import CHECK, TINY
 
-    import roofline.measure.drift as drift
+    import roofline.measure.reference as reference
     from roofline.cli import main
     from roofline.measure import calibrate
     from roofline.measure.machine_file import write_profile
@@ -169,7 +169,7 @@ def test_check_says_when_the_machine_moved_since_calibrating(tmp_path, scripted,
     scripted([100, 101, 100])  # a quiet calibration: the reference settled at ~100 us
     profile = write_profile(calibrate("cpu", "fp32", 1.0, None, plan=TINY, threads=1), tmp_path / "p.toml")
     for now_us, moved in ((104, False), (150, True)):
-        monkeypatch.setattr(drift, "reference_timer", lambda *a, now=now_us, **k: lambda: now * US)
+        monkeypatch.setattr(reference, "reference_timer", lambda *a, now=now_us, **k: lambda: now * US)
         assert main(["check", "--machine", str(profile), *CHECK, "--json"]) == 0
         report = json.loads(capsys.readouterr().out)
         assert report["machine_moved"] is moved and report["reference_now_s"] == pytest.approx(now_us * US)
@@ -184,6 +184,7 @@ def test_profile_says_when_the_machine_moved_since_calibrating(tmp_path, monkeyp
     from test_calibrated import synthetic
 
     import roofline.measure.drift as drift
+    import roofline.measure.reference as reference
     from roofline.cli import main
     from roofline.measure.device import device_info
     from roofline.measure.machine_file import write_profile
@@ -198,7 +199,7 @@ def test_profile_says_when_the_machine_moved_since_calibrating(tmp_path, monkeyp
         timed.append(1)
         return lambda: 150 * US  # 50% slower than when calibrated
 
-    monkeypatch.setattr(drift, "reference_timer", timer)
+    monkeypatch.setattr(reference, "reference_timer", timer)
     for name, moved in ((device_info("cpu").name, True), ("another CPU", False)):
         cal = dataclasses.replace(synthetic(), device_name=name, reference=run)
         profile = write_profile(cal, tmp_path / "p.toml")
@@ -207,3 +208,11 @@ def test_profile_says_when_the_machine_moved_since_calibrating(tmp_path, monkeyp
         assert any(n == compare(run, 150 * US, drift.load_average()).text() or
                    n.startswith("the machine moved since calibrating") for n in notes) is moved
     assert timed == [1]  # not timed for a profile of another machine (a trace read away from it)
+
+
+def test_a_process_that_shared_its_cores_is_said_busy():
+    # 3 CPU s in 4 wall s on 1 thread: 75%, under the 80% floor; on 2 threads 37.5%
+    assert guard([100], threads=1).finish().shared
+    g = guard([100])
+    g.cpu_clock = iter([13.6]).__next__  # 3.6 CPU s of 4: 90%
+    assert not g.finish().shared

@@ -78,6 +78,9 @@ def cmd_calibrate(args):
     print(f"  {len(cal.probes)} probe ops for the calibrated model")
     if cal.reference is not None:
         print(f"  {cal.reference.text()}")
+        if cal.reference.shared and cal.device == "cpu":
+            print(f"warning: the machine was busy ({cal.reference.load_text()}): other processes took turns on its "
+                  "cores; the medians and the reference resist that, but calibrate again on a quieter machine to be sure")
         if cal.reference.allowed:
             print(f"warning: --allow-drift kept figures measured beside a reference {cal.reference.kept_drift - 1:.0%} "
                   f"slower than its quickest (bound {cal.reference.bound:.0%}): the machine was busy; the profile says so")

@@ -209,7 +209,7 @@ def cmd_profile(args):
 
     calibrated = calibrated_model_for(args.machine) if args.machine else None
     report = profile_report(args.trace, machine, calibrated, args.forwards)
-    from roofline.measure.drift import moved_note
+    from roofline.measure.reference import moved_note
 
     moved = moved_note(calibrated.calibration if calibrated else None)  # the reference timed again here
     if moved:

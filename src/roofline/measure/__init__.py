@@ -10,6 +10,7 @@ measure it: timing, `roofline calibrate` and `roofline check`.
     calibrated.py    CalibratedModel: the cost model of a measured machine file
     calibrated_predictions.py  what it predicts: an op's and a workload's time with the interval
     drift.py         the reference kernel between calibrate's probe groups: drift, load, check
+    reference.py     the reference kernel timed (torch): for calibrate, check and profile
     timing.py        bench, bench_round_robin (torch)
     device.py        the device, its threads, memory and cache flush (torch)
     blockops.py      one block's ops as real PyTorch ops (torch)

@@ -42,7 +42,8 @@ from roofline.errors import RooflineError, check_number
 from roofline.measure.blockops import block_ops, scale_config
 from roofline.measure.families import CPU_GEMM_M, CPU_GEMM_NK, CPU_POOL_M, CPU_POOL_NK, CPU_ROWS, CUDA_GEMM_M, CUDA_GEMM_NK, CUDA_ROWS
 from roofline.measure.device import available_memory_bytes, check_threads, default_dtype, device_info, require_device, synchronizer, torch_dtype
-from roofline.measure.drift import REFERENCE_N, DriftGuard, kernel_name, reference_timer as drift_timer
+from roofline.measure.drift import REFERENCE_N, DriftGuard, kernel_name
+from roofline.measure.reference import reference_timer as drift_timer
 from roofline.measure.gemm_probes import gemm_family, weight_stream  # noqa: F401 (weight_stream: its old home)
 from roofline.measure.timing import bench, bench_round_robin
 from roofline.measure.measurements import Calibration, Curve, Probe

@@ -13,7 +13,8 @@ reference beyond the bound refuse the run (unless allowed: --allow-drift, said i
 The machine's load is recorded with it: the 1-minute load average at the start and the end, and
 the process's own CPU seconds per wall second per thread (under 1 when others took its cores).
 `roofline check` and `roofline profile` time the reference again and say when it moved beyond the
-bound since calibrating (ReferenceCheck). No torch at import: only reference_timer needs it.
+bound since calibrating (ReferenceCheck). Numpy-free and torch-free: the kernel itself is timed in
+reference.py.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ MAX_REPEATS = 2  # a probe group measured again at most this many times when its
 SETTLE_TRIES = 5  # before a repeat, the reference timed again at most this many times until back within the bound
 REFERENCE_N = {"cpu": 128, "cuda": 1024}  # the reference: an fp32 (n, n) @ (n, n) matmul
 REFERENCE_DTYPE = "fp32"
+CPU_SHARE_FLOOR = 0.8  # a CPU calibration whose process ran less of the time per thread than this shared its cores
 
 
 def load_average() -> float | None:
@@ -73,6 +75,12 @@ class ReferenceRun:
     @property
     def beyond(self) -> bool:
         return self.kept_drift > 1.0 + self.bound
+
+    @property
+    def shared(self) -> bool:
+        """The process ran under CPU_SHARE_FLOOR of the wall time per thread: others took turns on its
+        cores (a CPU calibration's; a GPU run's process waits on the device, which is no sign)."""
+        return self.cpu_share is not None and self.cpu_share < CPU_SHARE_FLOOR
 
     @property
     def settled_s(self) -> float:
@@ -176,6 +184,8 @@ class DriftGuard:
         """The run's record; a DriftError (nothing written) when figures kept are beyond the bound
         and the guard does not allow it. No group is measured again here (settle first): the figures
         the caller took from ``results`` are the ones the record describes."""
+        if not self.times:  # no group was run: the reference once, for the record
+            self._reference()
         wall = self.wall_clock() - self.wall0
         kept = tuple(t for pair in self.kept.values() for t in pair) or tuple(self.times)
         run = ReferenceRun(self.kernel, self.n, tuple(self.times), kept, self.bound,
@@ -220,50 +230,5 @@ def compare(run: ReferenceRun, now_s: float, load_now: float | None = None) -> R
     return ReferenceCheck(run.kernel, run.settled_s, float(now_s), run.bound, run.load_end, load_now)
 
 
-def reference_timer(device: str, n: int, sync=None, budget_s: float = 0.05) -> Callable[[], float]:
-    """A function timing the reference (an fp32 (n, n) @ (n, n) matmul on ``device``, its operands
-    made once) for about ``budget_s`` and returning its median seconds. Needs torch."""
-    import torch
-
-    from roofline.measure.timing import bench
-
-    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
-    c = torch.empty(n, n, device=device)
-    return lambda: bench(lambda: torch.matmul(a, b, out=c), sync=sync, budget_s=budget_s, max_repeats=200).median_s
-
-
 def kernel_name(n: int) -> str:
     return f"{REFERENCE_DTYPE} matmul {n}x{n}x{n}"
-
-
-def check_now(run: ReferenceRun | None, device: str, sync=None) -> ReferenceCheck | None:
-    """The reference timed again on ``device`` (with torch's threads as they are now) against the
-    calibration's; None for a profile written before the reference existed."""
-    if run is None:
-        return None
-    return compare(run, reference_timer(device, run.n, sync, budget_s=0.1)(), load_average())
-
-
-def moved_note(calibration) -> str | None:
-    """For `roofline profile` given a calibrated profile: the reference timed again here, and a note
-    when the machine moved beyond the bound since calibrating. None when there is nothing to compare
-    (a profile without a reference, no torch, or a profile of another device than this machine's,
-    as when a trace is read away from the machine that recorded it)."""
-    if calibration is None or calibration.reference is None:
-        return None
-    try:
-        import torch
-    except ImportError:
-        return None
-    from roofline.measure.device import device_info, synchronizer
-
-    device = calibration.device
-    if (device == "cuda" and not torch.cuda.is_available()) or device_info(device).name != calibration.device_name:
-        return None
-    threads = torch.get_num_threads()
-    torch.set_num_threads(calibration.threads)
-    try:
-        moved = check_now(calibration.reference, device, synchronizer(device))
-    finally:
-        torch.set_num_threads(threads)
-    return moved.text() if moved.moved else None

@@ -225,6 +225,11 @@ def _fitted(residuals: dict, category_bands: dict, class_bands: dict, spread, ke
             fit = residuals.get((source, other, key))
             if fit is not None:
                 return from_curve(fit, source, OUTSIDE_WIDENING**2, True, borrowed=other)
+        fit = residuals.get(("category", other, kernel.category))
+        if fit is not None:  # as its own dtype falls back to its category's mean: a busy run's short probes left out
+            r, r_lo, r_hi = fit
+            return Residual(r, min(lo, r_lo / r) / OUTSIDE_WIDENING**2, max(hi, r_hi / r) * OUTSIDE_WIDENING**2,
+                            "category", True, borrowed=other)
     # nothing of its class at all: uncorrected, its category's band (else the timing spread) widened as outside
     # the measured points
     return Residual(1.0, lo / OUTSIDE_WIDENING, hi * OUTSIDE_WIDENING, "none", True)

@@ -9,7 +9,8 @@ import torch
 from roofline.measure.calibrated import CalibratedModel
 from roofline.diagnose.check_report import CheckReport, OpRun, build_report
 from roofline.errors import RooflineError, check_number
-from roofline.measure.drift import ReferenceCheck, check_now
+from roofline.measure.drift import ReferenceCheck
+from roofline.measure.reference import check_now
 from roofline.measure.blockops import block_ops, planned_bytes, scale_config
 from roofline.measure.device import (available_memory_bytes, check_threads, default_dtype, device_info, flush_bytes, make_flush,
                                      require_device, synchronizer)
@@ -101,7 +102,7 @@ def run_check(device: str = "cpu", model: str = "llama3-8b", d_model: int | None
 
 
 def reference_check(cal, device: str, sync, quick: bool, notes: list) -> ReferenceCheck | None:
-    """The profile's reference kernel timed again now (drift.check_now), with a note when the machine
+    """The profile's reference kernel timed again now (reference.check_now), with a note when the machine
     moved beyond the bound since calibrating, when the profile predates the reference, or when a
     quick calibration (kept despite its drift: check has no --allow-drift) drifted."""
     if quick:
