@@ -64,6 +64,7 @@ from roofline.units import DTYPE_BYTES, dtype_bytes
 from roofline.workload import ATTENTIONS, PHASES, Workload, check_size, checked_workload
 
 SOFTMAX = FLOPS_PER_ELEMENT["softmax"]  # per score element, in the attention ops
+_kernel = Kernel.trusted  # the builders' sizes are validated once, at the edge (workload.checked_workload)
 
 
 def expected_experts_touched(n_experts, experts_per_token, n_tokens):
@@ -87,22 +88,28 @@ class _Ops:
 
     def mm(self, name, M, N, K, part="", weights=True):
         """(M, K) @ (K, N): 2MNK FLOPs, w (MK + KN + MN) bytes; the (K, N) operand is a weight."""
-        return Kernel.trusted(name, 2.0 * M * N * K, self.w * (M * K + K * N + M * N), "matmul", self.dtype,
-                      weight_elems=K * N if weights else 0.0, part=part if weights else "", shape=(1, M, N, K))
+        return _kernel(name, 2.0 * M * N * K, self.w * (M * K + K * N + M * N), "matmul", self.dtype, None,
+                       K * N if weights else 0.0, 0.0, part if weights else "", (1, M, N, K))
 
     def norm(self, name, rows, width, kind="rmsnorm"):
         """RMSNorm or LayerNorm (kernels.FLOPS_PER_ELEMENT); read x, write y."""
         n = rows * width
-        return Kernel.trusted(name, norm_flops_per_element(kind) * n, 2.0 * self.w * n, "norm", self.dtype)
+        return _kernel(name, norm_flops_per_element(kind) * n, 2.0 * self.w * n, "norm", self.dtype)
 
     def ew(self, name, n, n_in=1, n_out=1, flops_per_elem=FLOPS_PER_ELEMENT["elementwise"], category="elementwise", cache=0.0,
            shape=()):
-        return Kernel.trusted(name, flops_per_elem * n, self.w * n * (n_in + n_out), category, self.dtype, cache_elems=cache,
-                              shape=shape)
+        return _kernel(name, flops_per_elem * n, self.w * n * (n_in + n_out), category, self.dtype, None, 0.0, cache, "",
+                       shape)
+
+
+_ACT_NAMES = {"gelu_pytorch_tanh": "gelu", "gelu_new": "gelu", "swish": "silu"}  # the name an op says for a config's
+
+
+_OPS: dict[object, _Ops] = {}  # one builder per activation dtype (a name or a width), made once
 
 
 def _act_name(mlp, gated: bool) -> str:
-    act = {"gelu_pytorch_tanh": "gelu", "gelu_new": "gelu", "swish": "silu"}.get(mlp.activation, mlp.activation)
+    act = _ACT_NAMES.get(mlp.activation, mlp.activation)
     return f"{act}*mul" if gated else act
 
 
@@ -169,9 +176,9 @@ def _attention_ops(o: _Ops, a: Attention, B, T, S, decode: bool, attention: str,
     H, K, d, dv = a.heads, a.kv_heads, a.head_dim, a.v_head_dim
     M = B * T
     w = o.w
-    pairs = attended_pairs(T, S, a.index_topk or a.span, bool(a.chunk), causal=not decode)  # per head, per sequence
+    pairs = attended_pairs(T, S, a.index_topk or a.span, bool(a.chunk), not decode)  # per head, per sequence (causal)
     n_s = B * H * pairs
-    keys = _keys_read(S, T, a.span)
+    keys = _keys_read(S, T, a.span) if a.span else S
     cached = keys if decode else _at_least_0(keys - T)  # keys that come from the cache
     ops = [o.mm("QKV proj", M, a.qkv_width, D, "attention")]
     if a.qk_norm:
@@ -188,9 +195,9 @@ def _attention_ops(o: _Ops, a: Attention, B, T, S, decode: bool, attention: str,
                 Kernel.trusted("softmax", SOFTMAX * n_s, 2.0 * w * n_s, "softmax", o.dtype),
                 Kernel.trusted("PV", 2.0 * n_s * dv, w * (n_s + v + out), "attention", o.dtype, cache_elems=B * K * cached * dv)]
     else:
-        ops.append(Kernel.trusted("flash attention", 2.0 * n_s * (d + dv) + SOFTMAX * n_s, w * (q + k_ + v + out), "attention", o.dtype,
-                          cache_elems=B * K * cached * (d + dv),
-                          shape=(FUSED_ATTENTION, B, T, S, H, K, d, dv, a.span, bool(a.chunk), decode, o.dtype)))
+        ops.append(_kernel("flash attention", 2.0 * n_s * (d + dv) + SOFTMAX * n_s, w * (q + k_ + v + out), "attention",
+                           o.dtype, None, 0.0, B * K * cached * (d + dv), "",
+                           (FUSED_ATTENTION, B, T, S, H, K, d, dv, a.span, bool(a.chunk), decode, o.dtype)))
     if a.output_gate:  # out * sigmoid(gate), the gate from q_proj's second half
         ops.append(o.ew("output gate (sigmoid*mul)", M * H * dv, 2, 1, FLOPS_PER_ELEMENT["gated_activation"]))
     ops.append(o.mm("out proj", M, D, H * dv, "attention"))
@@ -360,7 +367,7 @@ def attention_used(layer: Layer, attention: str) -> str:
 
 def layer_kernels(layer: Layer, d_model: int, decode: bool, T, B, S, attention: str, dtype: str) -> list[Kernel]:
     """The ops of one layer of this kind, in execution order (trusted, validated sizes)."""
-    o = _Ops(dtype_bytes(dtype), dtype_name(dtype))
+    o = _OPS.get(dtype) or _OPS.setdefault(dtype, _Ops(dtype_bytes(dtype), dtype_name(dtype)))
     D, M = d_model, B * T
     mix = layer.mixer
     if isinstance(mix, ParallelMixer):  # both on the one normed input, their outputs summed (one add, 2 reads, 1 write)

@@ -17,6 +17,7 @@ size, G SSM groups, W window, C chunk.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Union
 
@@ -115,7 +116,7 @@ class Attention:
             return context
         return min(context, k) if type(context) in (int, float) else np.minimum(context, k)
 
-    @property
+    @functools.cached_property
     def qkv_width(self) -> int:
         """Output width of the q, k and v projections: H d (2 H d with an output gate: q_proj carries
         the gate too) + K d + K d_v (no K d_v when k_eq_v)."""
