@@ -7,7 +7,9 @@ its bounds (a decode batch past roofline.plan.limits.SEARCH_MAX_BATCH, 65,536; a
 MAX_CONTEXT; a prompt past roofline.errors.MAX_COUNT), so a case whose axis is bounded below 10^6
 sweeps every size 1..bound, repeated (the values tiled) until the call holds 10^6 of them: still
 10^6 predictions in one call, but of at most `bound` distinct sizes (the header line of each case
-says which). Prints the best of N runs per case; the target is at least 1,000,000 per second.
+says which). Prints the best of N runs per case; the target is at least 1,000,000 per second. Then,
+in one more run per case under tracemalloc, the memory a prediction takes: at the call's peak and
+what the result holds (its columns; the sweep fills them chunk by chunk, CHUNK sizes at a time).
 Then `roofline sweep --values` with 20,000 values, in process, stage by stage.
 
     python benchmarks/bench_sweep.py [N]
@@ -47,6 +49,20 @@ def one_core():
     return "not pinned (no sched_setaffinity)"
 
 
+def memory_per_point(values: np.ndarray, case: dict) -> tuple[float, float]:
+    """(bytes the result holds, bytes allocated at the peak of the call) per prediction, by tracemalloc
+    (numpy's arrays included), in a run of its own: tracemalloc slows allocation, so it is not timed."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = sweep(values=values, **case)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return held / result.predictions, peak / result.predictions
+
+
 def case_values(over: str, n: int) -> tuple[np.ndarray, str]:
     """``n`` sizes for a sweep over ``over``: 1..n, or, past the axis's bound, 1..bound tiled to n
     values; and the words that say which."""
@@ -76,7 +92,10 @@ def main():
         assert result.predictions == n * len(case["machines"])
         rate = result.predictions / best
         rates.append(rate)
-        print(f"  {label:<74} {result.predictions:>9,} in {best:6.3f} s = {rate:>12,.0f} /s")
+        del result
+        held, peak = memory_per_point(values, case)
+        print(f"  {label:<74} {n * len(case['machines']):>9,} in {best:6.3f} s = {rate:>12,.0f} /s; "
+              f"{peak:.0f} B a prediction at peak ({held:.0f} B the result holds)")
     print(f"slowest case: {min(rates):,.0f} predictions/s (target >= 1,000,000)")
     cli_values(runs)
 

@@ -111,9 +111,9 @@ class Layer:
         """Attention and an SSM side by side on one input (Falcon-H1): neither is_attention nor is_ssm."""
         return isinstance(self.mixer, ParallelMixer)
 
-    @property
+    @functools.cached_property
     def attends(self) -> bool:
-        """Some attention runs in this layer (alone or beside an SSM)."""
+        """Some attention runs in this layer (alone or beside an SSM); kept once asked (the planner asks per pass)."""
         return any(isinstance(m, ATTENTION_MIXERS) for m in self.mixers)
 
     @property
@@ -292,6 +292,14 @@ class Model:
     def _kind_counts(self) -> tuple[tuple[Layer, int], ...]:
         counts = Counter(self.order)
         return tuple((self.kinds[i], counts[i]) for i in sorted(counts, key=self.order.index))
+
+    @functools.cached_property
+    def size_bounds(self) -> tuple[int, int]:
+        """(most query heads of any layer kind, at least 1; the widest op's width: D or the widest d_ff of
+        an MLP, an expert or a shared expert): what workload.check_size bounds a workload by, kept once asked."""
+        heads = max([getattr(k.mixer, "heads", 0) for k in self.kinds] + [1])
+        widest = max([self.d_model] + [max(getattr(k.mlp, "d_ff", 0), getattr(k.mlp, "shared_d_ff", 0)) for k in self.kinds])
+        return heads, widest
 
     @property
     def is_uniform(self) -> bool:

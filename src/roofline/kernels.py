@@ -20,10 +20,14 @@ import numpy as np
 
 from roofline.attention_pairs import attended_pairs
 from roofline.errors import MAX_COUNT, MAX_BYTES, MAX_FLOPS, RooflineError, check_number, unknown_name
+from roofline.kernel_shapes import (ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, COLLECTIVES, FUSED_ATTENTION, FUSED_MLA,  # noqa: F401
+                                    MOE_EXPERTS, REDUCE_SCATTER, SEND, collective_group, matmul_dims)  # re-exported
+from roofline.op_counts import FLOPS_PER_ELEMENT, latent_attention_cost, latent_decode_cost, norm_flops_per_element  # noqa: F401
 from roofline.units import DTYPE_BYTES
 
 _PLAIN = (float, int, np.float64)  # scalars whose bounds two comparisons check (NaN fails them)
 _BYTES_TO_DTYPE = {4.0: "fp32", 2.0: "bf16", 1.0: "fp8", 0.5: "int4", 8.0: "fp64"}
+_new = object.__new__  # a frozen object made without its per-field __setattr__ (Kernel.trusted)
 
 
 @dataclass(frozen=True)
@@ -59,9 +63,18 @@ class Kernel:
         """A Kernel without the per-kernel validation, for builders whose sizes were validated once
         at the edge (workload.checked_workload): the hot path of a whole-model analysis. Same fields,
         same frozen object."""
-        k = object.__new__(cls)
-        k.__dict__.update(name=name, flops=flops, bytes=bytes, category=category, dtype=dtype, link=link,
-                          weight_elems=weight_elems, cache_elems=cache_elems, part=part, shape=shape)
+        k = _new(cls)
+        d = k.__dict__  # filled in place, in field order: the fastest way CPython has to set ten attributes
+        d["name"] = name
+        d["flops"] = flops
+        d["bytes"] = bytes
+        d["category"] = category
+        d["dtype"] = dtype
+        d["link"] = link
+        d["weight_elems"] = weight_elems
+        d["cache_elems"] = cache_elems
+        d["part"] = part
+        d["shape"] = shape
         return k
 
     @property
@@ -205,30 +218,8 @@ def decode_step_kernel(n_params, batch, bytes_per_param=2.0) -> Kernel:
 
 
 # ---------------------------------------------------------------------------------------------
-# elementwise, norms, softmax, gather
+# elementwise, norms, softmax, gather (FLOPs per element: op_counts.FLOPS_PER_ELEMENT)
 # ---------------------------------------------------------------------------------------------
-
-# FLOPs per element of the vector ops: the one table that the constructors below, the layer ops
-# (blocks, plan, step) and the aten rules (trace.rules) read. Each counts the arithmetic done on
-# one element, an exp, tanh or reciprocal root as one FLOP; none of it runs on the tensor cores.
-FLOPS_PER_ELEMENT = {
-    "elementwise": 1.0,  # add, mul, relu, ...: one per output element
-    "softmax": 5.0,  # max, subtract, exp, sum, divide
-    "layernorm": 8.0,  # mean, variance, normalise, scale and shift
-    "rmsnorm": 4.0,  # square, sum, scale by the reciprocal root, multiply by the weight
-    "batchnorm": 4.0,  # inference, stored statistics: subtract, scale, multiply, add
-    "gated_rmsnorm": 6.0,  # Mamba-2's norm of y gated by silu(z)
-    "silu": 4.0,  # x sigmoid(x): negate, exp, add, divide
-    "gelu": 8.0,  # the tanh form: x^3, the multiply-adds inside, tanh, 1 +, x / 2 (also any ungated activation in blocks)
-    "gated_activation": 5.0,  # act(gate) * up: silu's 4 and the multiply
-    "dropout": 2.0,  # random mask and scale
-}
-
-
-def norm_flops_per_element(kind: str) -> float:
-    """FLOPs per element of a model's norm: "layernorm", else RMSNorm (a config's final_norm)."""
-    return FLOPS_PER_ELEMENT["layernorm" if kind == "layernorm" else "rmsnorm"]
-
 
 @register("elementwise")
 def elementwise_kernel(n, n_inputs=1, n_outputs=1, flops_per_elem=FLOPS_PER_ELEMENT["elementwise"], bytes_per_elem=2.0, name=None) -> Kernel:
@@ -371,52 +362,6 @@ def all_reduce_kernel(n, gpus, link="nvlink", bytes_per_elem=2.0, name=None) -> 
     share, w, dtype, link = _collective(n, gpus, link, bytes_per_elem)
     return Kernel(name or f"all-reduce {n} x{gpus}", share * n, 2.0 * share * w * n, "collective", dtype, link,
                   shape=(ALL_REDUCE, gpus, w * n))
-
-
-# The tag of a fused attention kernel's shape: (FUSED_ATTENTION, B, T, S, heads, KV heads, head dim, V head dim,
-# window (0: none), chunked, decode, KV-cache dtype), what a measured attention table is read at (measured.attention)
-FUSED_ATTENTION = "fused attention"
-# The tag of a routed-expert op's shape (gate+up, activation, down of one MoE layer): (MOE_EXPERTS, tokens,
-# hidden, expert d_ff, top-k, experts, gated, the experts' weight format, the dtype their matmuls compute in),
-# what a measured MoE table is read at
-MOE_EXPERTS = "moe experts"
-
-
-def matmul_dims(shape: tuple) -> tuple | None:
-    """(batch, M, N, K) of a matmul whose shape (Kernel.shape) is those four numbers (a block's, a
-    traced or a profiled matmul); None for any other shape (a routed expert's, a fused attention's:
-    tagged tuples) or none."""
-    return shape if len(shape) == 4 and not any(isinstance(x, str) for x in shape) else None
-ALL_REDUCE = "all-reduce"  # the tags of a collective kernel's shape (TAG, GPUs, bytes each GPU holds)
-# The tag of MLA's absorbed decode attention (FUSED_MLA, B, S, heads, kv_lora_rank, rope dims, KV-cache dtype): what a
-# measured MLA generation table is read at (measured.mla)
-FUSED_MLA = "fused latent attention"
-
-
-def latent_attention_cost(queries, scores, cache, H, r, rope, bytes_per_elem, softmax_flops):
-    """(FLOPs, bytes) of MLA's absorbed attention (DeepSeek-V2, arXiv:2405.04434 section 2.1): each of
-    ``scores`` (query, key) pairs, over all heads, scores an (r + rope)-wide query against a cached
-    latent and rope key (2 (r + rope) FLOPs), weights the r-wide latent (2 r) and takes a softmax; it
-    reads the ``queries`` x H queries and the ``cache`` elements and writes H r outputs a query.
-    Plain numbers or arrays."""
-    flops = 2.0 * scores * (r + rope) + 2.0 * scores * r + softmax_flops * scores
-    return flops, bytes_per_elem * (queries * H * (r + rope) + cache + queries * H * r)
-
-
-def latent_decode_cost(B, S, H, r, rope, bytes_per_elem, softmax_flops):
-    """latent_attention_cost of one query token per sequence over its S cached latents (the kernel
-    the MLA generation tables measured): (FLOPs, bytes, cached elements)."""
-    cache = B * S * (r + rope)
-    flops, nbytes = latent_attention_cost(B, B * H * S, cache, H, r, rope, bytes_per_elem, softmax_flops)
-    return flops, nbytes, cache
-ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, SEND = "all-gather", "reduce-scatter", "all-to-all", "send"
-COLLECTIVES = (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, SEND)
-
-
-def collective_group(kernel: Kernel):
-    """The GPUs a collective kernel runs among (its shape's second entry), or None when unknown."""
-    shape = getattr(kernel, "shape", ())
-    return shape[1] if len(shape) == 3 and shape[0] in COLLECTIVES else None
 
 
 @register("all_gather")

@@ -144,8 +144,9 @@ class Machine:
         return float(out) if np.ndim(out) == 0 else out
 
     # -- per dtype -------------------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def dtypes(self) -> tuple[str, ...]:
+        """The dtypes with a peak of their own (kept once asked: the planner checks its precision per pass)."""
         return tuple(d for d, _ in self.peaks) or (self.default_dtype,)
 
     def peak(self, dtype: str | None = None) -> float:

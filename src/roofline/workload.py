@@ -21,6 +21,17 @@ PHASES = ("prefill", "decode")
 ATTENTIONS = ("naive", "flash")
 
 
+def _checked(cls, phase, tokens, batch, context) -> "Workload":
+    """A Workload of sizes already checked, its fields set in place (the frozen __init__ sets them one by one)."""
+    w = object.__new__(cls)
+    d = w.__dict__
+    d["phase"] = phase
+    d["tokens"] = tokens
+    d["batch"] = batch
+    d["context"] = context
+    return w
+
+
 @dataclass(frozen=True)
 class Workload:
     """What one forward pass computes: ``phase``, ``batch`` B, ``tokens`` T new per sequence (1 in
@@ -35,9 +46,9 @@ class Workload:
     @classmethod
     def of(cls, phase: str = "prefill", tokens=None, batch=1, context=None) -> "Workload":
         if phase == "decode" and (tokens is None or tokens == 1) and is_count(batch, context):
-            return cls(phase, 1, batch, context)  # the hot path: plain whole numbers in range
+            return _checked(cls, phase, 1, batch, context)  # the hot path: plain whole numbers in range
         if phase == "prefill" and is_count(batch, tokens) and (context is None or (is_count(context) and context >= tokens)):
-            return cls(phase, tokens, batch, tokens if context is None else context)
+            return _checked(cls, phase, tokens, batch, tokens if context is None else context)
         check_choice("phase", phase, PHASES)
         check_number("batch", batch, maximum=MAX_COUNT, integer=True)
         if phase == "prefill":
@@ -62,18 +73,13 @@ class Workload:
         return self.phase == "decode"
 
 
-def _widest(model: Model) -> int:
-    return max([model.d_model] + [max(getattr(k.mlp, "d_ff", 0), getattr(k.mlp, "shared_d_ff", 0)) for k in model.kinds])
-
-
 def check_size(model: Model, w: Workload):
     """Refuse workloads whose token rows or attention scores are typos, not workloads."""
-    heads = max([getattr(k.mixer, "heads", 0) for k in model.kinds] + [1])
+    heads, widest = model.size_bounds
     if is_count(w.batch, w.tokens, w.context) and w.batch * w.tokens * w.context * heads <= 1e18 \
-            and w.batch * w.tokens * _widest(model) <= MAX_COUNT:
+            and w.batch * w.tokens * widest <= MAX_COUNT:
         return  # plain numbers inside both limits
     rows = np.asarray(w.batch, dtype=float) * np.asarray(w.tokens, dtype=float)
-    widest = _widest(model)
     if np.any(rows * widest > MAX_COUNT):
         raise RooflineError(f"batch x tokens = {np.max(rows):,.0f} token rows is too large for {model.name}: its widest "
                             f"op ({widest:,} wide) would hold {np.max(rows) * widest:.3g} elements, past the "

@@ -13,12 +13,16 @@ import numpy as np
 from roofline.cost import CostModel, WorkloadPrediction, binds
 from roofline.errors import check_number
 from roofline.machines import Machine, get_machine
-from roofline.plan.model_ops import (CountedOp, Totals, context_of, default_cost_model, model_ops, predict_counted,
-                                     totals)
+from roofline.plan.model_ops import (CountedOp, Totals, context_of, default_cost_model, model_rows, predict_counted,
+                                     totals_of_rows)
 from roofline.plan.parallel import GPUS_PER_NODE, tp_link
 from roofline.plan.precision import Precision
 from roofline.tables import Tabular, jsonable
 from roofline.transformer import get_model
+
+
+_BF16 = Precision()  # the default precision, made once (frozen)
+_new, _set = object.__new__, object.__setattr__
 
 
 def _text(x):
@@ -43,11 +47,16 @@ class ModelPrediction(Tabular):
     attention: str
     precision: Precision
     tensor_parallel: int
-    ops: tuple[CountedOp, ...]
+    counted: tuple[tuple, ...]  # each op's CountedOp fields (kernel, count, weight_bytes, kv_bytes, group): ``ops``
     machine_spec: Machine
     cost_model: CostModel
     totals: Totals
     config: object = field(default=None, compare=False, repr=False)  # the Model (a config file's has no preset key)
+
+    @functools.cached_property
+    def ops(self) -> tuple[CountedOp, ...]:
+        """The pass's ops in order, each a kernel with its count (made on first use from ``counted``)."""
+        return tuple(CountedOp(*row) for row in self.counted)
 
     @functools.cached_property
     def prediction(self) -> WorkloadPrediction:
@@ -166,19 +175,21 @@ def predict_model(model="llama3-8b", machine="h100-sxm", phase="decode", tokens=
     machine's even at t = 1)."""
     cfg = get_model(model)
     m = get_machine(machine)
-    precision = (precision or Precision()).check_machine(m)
+    precision = (precision or _BF16).check_machine(m)
     cost_model = cost_model or default_cost_model(m)
     one_gpu = type(tensor_parallel) is int and tensor_parallel == 1
     if link is not None or not (one_gpu or int(check_number("tensor_parallel", tensor_parallel, maximum=4096,
                                                             integer=True)) == 1):
         link = tp_link(m, link, tensor_parallel, gpus_per_node)
-    ops = model_ops(cfg, phase, tokens, batch, context, attention, precision, tensor_parallel, link)
+    rows = model_rows(cfg, phase, tokens, batch, context, attention, precision, tensor_parallel, link)
     S = context_of(phase, tokens, context)
-    return ModelPrediction(
-        model=cfg.key or cfg.name, machine=m.key or m.name, phase=phase, tokens=tokens if phase == "prefill" else 1,
-        batch=batch, context=S, attention=attention, precision=precision, tensor_parallel=int(tensor_parallel),
-        ops=tuple(ops), machine_spec=m, cost_model=cost_model, totals=totals(ops, m, cost_model), config=cfg,
-    )
+    pred = _new(ModelPrediction)  # the frozen dataclass's fields set as one dict (its __init__ sets them one by one)
+    _set(pred, "__dict__", {
+        "model": cfg.key or cfg.name, "machine": m.key or m.name, "phase": phase,
+        "tokens": tokens if phase == "prefill" else 1, "batch": batch, "context": S, "attention": attention,
+        "precision": precision, "tensor_parallel": int(tensor_parallel), "counted": tuple(rows), "machine_spec": m,
+        "cost_model": cost_model, "totals": totals_of_rows(rows, m, cost_model), "config": cfg})
+    return pred
 
 
 def time_to_first_token(model, machine, tokens, batch=1, **kwargs) -> ModelPrediction:

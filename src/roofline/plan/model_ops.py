@@ -19,10 +19,11 @@ F d_ff, V vocab, L layers, E experts, t tensor-parallel degree.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from roofline.blocks import Workload, check_size, layer_kernels
-from roofline.cost import (CostModel, WorkloadPrediction, bytes_bind, bytes_per_s, link_latency_s, overlapped_s,
+from roofline.cost import (CostModel, WorkloadPrediction, bytes_bind, bytes_per_s, link_latency_s,
                            seed_cost_model)
 from roofline.errors import RooflineError
 from roofline.kernels import FUSED_ATTENTION, MOE_EXPERTS, Kernel, _PLAIN, all_reduce_kernel, norm_flops_per_element
@@ -71,6 +72,8 @@ def context_of(phase: str, tokens, context):
 
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_BF16 = Precision()  # the default, made once (frozen)
+_new = object.__new__  # a frozen object made without its per-field __setattr__ (_scalar_totals' Totals)
 
 
 def model_ops(model, phase="decode", tokens=1, batch=1, context=None, attention="flash", precision=None,
@@ -90,8 +93,15 @@ def model_ops(model, phase="decode", tokens=1, batch=1, context=None, attention=
 
 def _model_ops(model, phase, tokens, batch, context, attention, precision, tensor_parallel, link) -> list[CountedOp]:
     """model_ops; with ``link`` None the all-reduces are left out (for weight and KV sums only)."""
+    return [CountedOp(*row) for row in model_rows(model, phase, tokens, batch, context, attention, precision,
+                                                   tensor_parallel, link)]
+
+
+def model_rows(model, phase, tokens, batch, context, attention, precision, tensor_parallel, link) -> list[tuple]:
+    """_model_ops as rows: each CountedOp's fields (kernel, count, weight_bytes, kv_bytes, group) in a
+    tuple, a tenth of the cost of the frozen object (predict_model makes those on first use)."""
     cfg = get_model(model)
-    precision = precision or Precision()
+    precision = precision or _BF16
     sh = shard(cfg, tensor_parallel)
     t = int(tensor_parallel)
     wa = precision.activations
@@ -102,41 +112,34 @@ def _model_ops(model, phase, tokens, batch, context, attention, precision, tenso
     check_size(cfg, w)
     M = w.batch * w.tokens
     D = cfg.d_model
-
     w_a = DTYPE_BYTES[wa]
-    plain = (precision.stored is None and precision.weights == precision.kv_cache == wa
-             and not precision.kept("lm_head"))  # nothing to re-price
+    plain = precision.stored is None and precision.weights == precision.kv_cache == wa and not precision.kept("lm_head")
 
-    def counted(k, count, group=""):
-        if plain:  # CountedOp's fields, set without the frozen dataclass's per-field setattr
-            op = object.__new__(CountedOp)
-            op.__dict__.update(kernel=k, count=count, weight_bytes=w_a * k.weight_elems, kv_bytes=w_a * k.cache_elems,
-                               group=group)
-            return op
-        kernel, wbytes, kvbytes = _requantised(k, precision)
-        return CountedOp(kernel, count, wbytes, kvbytes, group)
+    def rows(kernels, n, group=""):
+        if plain:  # nothing to re-price: weights and cache at the activation width
+            return [(k, n, w_a * k.weight_elems, w_a * k.cache_elems, group) for k in kernels]
+        return [(q, n, wbytes, kvbytes, group) for q, wbytes, kvbytes in (_requantised(k, precision) for k in kernels)]
 
     # the embedding gather: T rows of the table read, (T, D) written (kernels.embedding_kernel's count)
-    ops = [counted(Kernel.trusted("embedding", 0.0, 2.0 * w_a * M * D, "gather", wa, weight_elems=M * D, part="embedding"), 1)]
+    out = rows([Kernel.trusted("embedding", 0.0, 2.0 * w_a * M * D, "gather", wa, None, M * D, 0.0, "embedding")], 1)
     kinds = sh.kind_counts()
     multi = len(kinds) > 1
     reduces = 0
     for kind, n in kinds:
-        group = LETTERS[sh.kinds.index(kind)] if multi else ""
-        for k in layer_kernels(kind, D, w.decode, w.tokens, w.batch, w.context, attention, wa):
-            if multi:
-                k = Kernel.trusted(**{**k.__dict__, "name": f"{group}: {k.name}"})
-            ops.append(counted(k, n, group))
+        kernels = layer_kernels(kind, D, w.decode, w.tokens, w.batch, w.context, attention, wa)
+        if multi:
+            group = LETTERS[sh.kinds.index(kind)]
+            out += rows([Kernel.trusted(**{**k.__dict__, "name": f"{group}: {k.name}"}) for k in kernels], n, group)
+        else:
+            out += rows(kernels, n)
         reduces += n * kind.tp_all_reduces  # a parallel hybrid's two mixers reduce apart
     if t > 1 and link is not None:
-        ops.append(counted(all_reduce_kernel(M * D, t, link, wa, name=f"TP all-reduce ({link})"), reduces))
-    ops.append(counted(Kernel.trusted("final norm", norm_flops_per_element(cfg.final_norm) * w.batch * D,
-                              2.0 * w_a * w.batch * D, "norm", wa), 1))
+        out += rows([all_reduce_kernel(M * D, t, link, wa, name=f"TP all-reduce ({link})")], reduces)
     B, V = w.batch, sh.vocab  # the LM head on the last token of each sequence: (B, D) @ (D, V)
-    ops.append(counted(Kernel.trusted("LM head", 2.0 * B * V * D, w_a * (B * D + D * V + B * V), "matmul", wa,
-                              weight_elems=D * V, part="embedding" if cfg.tied_embeddings else "lm_head",
-                              shape=(1, B, V, D)), 1))
-    return ops
+    out += rows([Kernel.trusted("final norm", norm_flops_per_element(cfg.final_norm) * B * D, 2.0 * w_a * B * D, "norm", wa),
+                 Kernel.trusted("LM head", 2.0 * B * V * D, w_a * (B * D + D * V + B * V), "matmul", wa, None, D * V, 0.0,
+                                "embedding" if cfg.tied_embeddings else "lm_head", (1, B, V, D))], 1)
+    return out
 
 
 def predict_counted(ops: list[CountedOp], machine, cost_model: CostModel) -> WorkloadPrediction:
@@ -153,8 +156,14 @@ def predict_counted(ops: list[CountedOp], machine, cost_model: CostModel) -> Wor
 
 
 def default_cost_model(machine: Machine) -> CostModel:
-    """The workshop's cost model (cost.seed_cost_model) with the machine's preset launch overhead."""
-    return seed_cost_model(launch_overhead_s=machine.launch_overhead_s)
+    """The workshop's cost model (cost.seed_cost_model) with the machine's preset launch overhead
+    (one frozen CostModel per launch overhead, made once)."""
+    return _seed_model(machine.launch_overhead_s)
+
+
+@functools.lru_cache(maxsize=64)
+def _seed_model(launch_overhead_s: float) -> CostModel:
+    return seed_cost_model(launch_overhead_s=launch_overhead_s)
 
 
 @dataclass(frozen=True)
@@ -181,15 +190,20 @@ def totals(ops: list[CountedOp], machine, cost_model: CostModel) -> Totals:
     """The same arithmetic as predict_counted (cost.op_times per op, times its count), summed
     without building per-op results: the fast path for sweeps. An op is memory- (or link-) bound
     when moving its bytes takes longer than its arithmetic, as in CostModel.predict_op."""
-    machine = get_machine(machine)
-    cm = cost_model
-    runs = sum(op.count for op in ops)
-    launch = cm.launch_overhead_s / runs if cm.cuda_graph else cm.launch_overhead_s
-    if type(cm) is CostModel and all(type(op.kernel.flops) in _PLAIN and type(op.kernel.bytes) in _PLAIN for op in ops):
-        return _scalar_totals(ops, machine, cm, launch, runs)
+    rows = [(op.kernel, op.count, op.weight_bytes, op.kv_bytes, op.group) for op in ops]
+    return totals_of_rows(rows, get_machine(machine), cost_model)
+
+
+def totals_of_rows(rows: list[tuple], machine: Machine, cm: CostModel) -> Totals:
+    """totals() of rows (kernel, count, weight_bytes, kv_bytes, group): model_rows' and CountedOp's fields."""
+    # with a CUDA graph the pass's one launch is shared by all its runs
+    launch = cm.launch_overhead_s / sum([row[1] for row in rows]) if cm.cuda_graph else cm.launch_overhead_s
+    if type(cm) is CostModel:
+        scalar = _scalar_totals(rows, machine, cm, launch)
+        if scalar is not None:
+            return scalar
     acc = dict.fromkeys(Totals.__dataclass_fields__, 0.0)
-    for op in ops:
-        k, n = op.kernel, op.count
+    for k, n, weight_bytes, kv_bytes, _group in rows:
         c, m, t = cm.op_seconds(k, machine, launch)  # a calibrated model's measured rates, or e_c and e_m
         moving = bytes_bind(c, m)
         t = t * n
@@ -199,48 +213,71 @@ def totals(ops: list[CountedOp], machine, cost_model: CostModel) -> Totals:
         acc["launch_s"] += launch * n
         acc["flops"] += k.flops * n
         acc["bytes"] += k.bytes * n
-        acc["weight_bytes"] += op.weight_bytes * n
-        acc["kv_bytes"] += op.kv_bytes * n
+        acc["weight_bytes"] += weight_bytes * n
+        acc["kv_bytes"] += kv_bytes * n
         if k.category == "matmul":
             acc["gemm_flops"] += k.flops * n
-            acc["gemm_weight_bytes"] += op.weight_bytes * n
+            acc["gemm_weight_bytes"] += weight_bytes * n
             acc["gemm_compute_s"] += c * n
             acc["gemm_memory_s"] += m * n
     return Totals(**acc)
 
 
-def _scalar_totals(ops: list[CountedOp], machine: Machine, cm: CostModel, launch: float, runs: int) -> Totals:
-    """totals() for plain numbers: cost.op_times' arithmetic (time = overlapped_s(c, m) + launch)
-    in Python floats, without numpy's per-call overhead."""
-    e_c, e_m = cm.compute_efficiency, cm.memory_efficiency
-    peaks: dict[str, float] = {}
+def _scalar_totals(rows: list[tuple], machine: Machine, cm: CostModel, launch: float) -> Totals | None:
+    """totals() for plain numbers (None at the first op whose FLOPs or bytes are not): cost.op_times'
+    arithmetic in Python floats, overlapped_s and bytes_bind written inline (the same expressions:
+    time = max(c, m) + (1 - overlap) min(c, m) + launch; memory binds when m > c), without numpy's
+    or a call's per-op overhead. The products e_c peak and e_m bandwidth are made once (the same floats)."""
+    e_c, e_m, slack = cm.compute_efficiency, cm.memory_efficiency, 1.0 - cm.overlap
+    hbm = e_m * machine.bandwidth
+    peaks: dict[str, float] = {}  # e_c x the dtype's peak
     time_s = memory_s = compute_s = link_s = flops = moved = wbytes = kvbytes = 0.0
     g_flops = g_wbytes = g_c = g_m = 0.0
-    for op in ops:
-        k, n = op.kernel, op.count
+    runs = 0
+    for k, n, weight_bytes, kv_bytes, _group in rows:
+        runs += n
+        f, b = k.flops, k.bytes
+        if (type(f) is not float and type(f) not in _PLAIN) or (type(b) is not float and type(b) not in _PLAIN):
+            return None  # an array: the general path
         peak = peaks.get(k.dtype)
         if peak is None:
-            peak = peaks[k.dtype] = machine.peak(k.dtype)
-        bw = machine.bandwidth if k.link is None else bytes_per_s(k, machine)
-        c = k.flops / (e_c * peak)
-        m = k.bytes / (e_m * bw) + (link_latency_s(k, bw, e_m, cm.launch_overhead_s) if k.link is not None else 0.0)
-        t = (overlapped_s(c, m, cm.overlap) + launch) * n
-        time_s += t
-        if bytes_bind(c, m):
-            if k.link:
-                link_s += t
-            else:
-                memory_s += t
+            peak = peaks[k.dtype] = e_c * machine.peak(k.dtype)
+        c = f / peak
+        if k.link is None:
+            m = b / hbm
         else:
+            bw = bytes_per_s(k, machine)
+            m = b / (e_m * bw) + link_latency_s(k, bw, e_m, cm.launch_overhead_s)
+        moving = m > c  # bytes_bind
+        body = m if moving else c
+        if slack:  # overlap < 1: the shorter adds its share (at overlap 1 it adds 0.0, which changes no sum)
+            body += slack * (c if moving else m)
+        t = (body + launch) * n
+        if not moving:
             compute_s += t
-        flops += k.flops * n
-        moved += k.bytes * n
-        wbytes += op.weight_bytes * n
-        kvbytes += op.kv_bytes * n
+        elif k.link:
+            link_s += t
+        else:
+            memory_s += t
+        time_s += t
+        f_n = f * n
+        flops += f_n
+        moved += b * n
+        if weight_bytes:  # 0.0 for most ops but matmuls: adding 0.0 x n changes no sum, so it is skipped
+            w_n = weight_bytes * n
+            wbytes += w_n
+        else:
+            w_n = 0.0
+        if kv_bytes:
+            kvbytes += kv_bytes * n
         if k.category == "matmul":
-            g_flops += k.flops * n
-            g_wbytes += op.weight_bytes * n
+            g_flops += f_n
+            g_wbytes += w_n
             g_c += c * n
             g_m += m * n
-    return Totals(time_s, memory_s, compute_s, link_s, launch * runs, flops, moved, wbytes, kvbytes,
-                  g_flops, g_wbytes, g_c, g_m)
+    out = _new(Totals)  # the frozen dataclass's fields set in place (its __init__ sets them one by one)
+    d = out.__dict__
+    d["time_s"], d["memory_time_s"], d["compute_time_s"], d["link_time_s"] = time_s, memory_s, compute_s, link_s
+    d["launch_s"], d["flops"], d["bytes"], d["weight_bytes"], d["kv_bytes"] = launch * runs, flops, moved, wbytes, kvbytes
+    d["gemm_flops"], d["gemm_weight_bytes"], d["gemm_compute_s"], d["gemm_memory_s"] = g_flops, g_wbytes, g_c, g_m
+    return out

@@ -213,6 +213,8 @@ class Precision:
         """Raise unless the machine computes in the activation dtype (every non-matmul op) and the
         matmul dtype; weights and KV cache are storage and may be narrower."""
         machine = get_machine(machine)
+        if not machine.peaks or (self.activations in machine.dtypes and self.compute in machine.dtypes):
+            return self  # computes_in both (the common case, without the loop)
         for part, dtype in (("activations", self.activations), ("weights", self.compute)):
             if not computes_in(machine, dtype):
                 fallback = weight_only_compute(machine)

@@ -108,9 +108,19 @@ def decode_table(plan) -> str:
         table.append(row)
     right = ([True, True, True, True, True, True, False, False, True] + ([True] if show_link else [])
              + ([True] if show_launch else []) + [False])
+    lines = head + ["", grid(headers, table, right), ""] + _decode_readouts(plan, rows)
+    lines += [note_line(n) for n in mem.notes if n != s.precision.replaces]  # the header said that one
+    return "\n".join(lines)
+
+
+def _decode_readouts(plan, rows) -> list[str]:
+    """decode_table's lines below the table: where the matmuls and the whole step turn compute-bound,
+    launches, the largest batch in memory, where KV-cache reads overtake weight reads."""
+    s, mem = plan.step, plan.memory
+    cap, S = mem.capacity_bytes, int(s.context)
     ridge = s.machine_spec.ridge(s.precision.compute)
     cm = s.cost_model
-    lines = head + ["", grid(headers, table, right), ""]
+    lines: list[str] = []
     cb = plan.compute_bound_batch
     lines.append(
         f"matmuls turn compute-bound at batch {cb:,}" if cb else f"matmuls stay memory-bound up to batch {SEARCH_MAX_BATCH:,}"
@@ -155,8 +165,7 @@ def decode_table(plan) -> str:
         at_b = (f"at batch B the tokens touch more experts, so later than {cross:,} / B" if plan.experts
                 else f"at batch B: {cross:,} / B for a dense model")
         lines.append(f"KV-cache reads overtake weight reads at context {cross:,} at batch 1 ({at_b})")
-    lines += [note_line(n) for n in mem.notes if n != s.precision.replaces]  # the header said that one
-    return "\n".join(lines)
+    return lines
 
 
 def _weights_read(plan, rows) -> str:

@@ -26,7 +26,8 @@ when ``cuda_graph`` (one launch for the step, as engines capture decode batches)
 prefill chunk runs eagerly. Times use the cost model's arithmetic (max(F / (e_c peak), B / (e_m BW))
 + launch per op, with its overlap); a calibrated profile's per-op model is not used here.
 
-The layout and the kernels it runs are step_layout.py's (StepLayout, which StepCost extends); the
+The layout and the kernels it runs are step_layout.py's (StepLayout, which StepCost extends, with the
+decode fits of step_decode.py and the chunk costs of step_chunks.py); the
 KV cache one GPU has and one sequence holds, kv_budget.py's (both names importable from here).
 """
 
@@ -37,16 +38,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.blocks import SPARSE_ATTENTION, SPARSE_GQA
-from roofline.mixers import Attention, LatentAttention
 from roofline.cost import binds, overlapped_s
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel
 from roofline.plan.kv_budget import kv_cache_budget, sequence_cache_bytes
+from roofline.plan.step_chunks import ChunkCosts
+from roofline.plan.step_decode import DecodeFits
 from roofline.plan.step_layout import MAX_STEP_TOKENS, StepLayout
-
-_PROBE_M = (4, 16)  # token counts at which token ops are told from sequence ops
-_PROBE_S = (64, 96, 160, 224)  # decode contexts of the linear fit (under any window of 256 or more)
 
 
 @dataclass(frozen=True)
@@ -66,39 +64,7 @@ class StepOp:
         return dataclasses.asdict(self)
 
 
-MEASURED_CONTEXTS = np.geomspace(1.0, 2.0**21, 64)  # the decode attention grid's contexts (log-spaced to 2M)
-EXACT_SEQUENCES = 64  # the grid's sequence counts: every one up to this, then log-spaced to max_seqs
-
-
-@dataclass(frozen=True)
-class MeasuredSeqOp:
-    """A decode sequence op (a fused attention) priced from measured kernels: its body seconds for
-    n sequences at a mean context s, tabulated once on a grid of (n, s) from the cost model's
-    measured tables (MeasuredKernels: each point that table's kernel time, at least the op's
-    roofline) and interpolated log-linearly in n and in s. A step's sequences have different
-    contexts; the measured kernel ran n of one length: the step is priced at their mean (decode
-    attention reads each sequence's keys once, so its bytes follow the sum)."""
-
-    counts: np.ndarray  # the sequence counts of the grid (sorted)
-    log_s: np.ndarray  # log of MEASURED_CONTEXTS
-    log_t: np.ndarray  # (len(counts), len(log_s)): log body seconds
-    lo: np.ndarray  # for n = 0 .. max: the grid row at or below n
-    w: np.ndarray  # and the weight of the row above it (log n)
-    basis: str  # "measured per size", as the op's prediction says
-    source: str
-
-    def seconds(self, n: int, mean_s):
-        """Body seconds of n sequences at mean context ``mean_s`` (a float or an array of them)."""
-        n = min(int(n), len(self.lo) - 1)
-        i, w = int(self.lo[n]), float(self.w[n])
-        x = np.log(np.maximum(mean_s, 1.0))
-        t = np.interp(x, self.log_s, self.log_t[i])
-        if w > 0:
-            t = (1.0 - w) * t + w * np.interp(x, self.log_s, self.log_t[i + 1])
-        return np.exp(t)
-
-
-class StepCost(StepLayout):
+class StepCost(DecodeFits, ChunkCosts, StepLayout):
     """Seconds of an engine step for one configuration (see the module docstring).
 
     ``StepCost(model, machine, ...)`` reduces the per-op costs once; ``seconds(decode_contexts,
@@ -153,29 +119,7 @@ class StepCost(StepLayout):
                 token_body += self._op_time(k)[2] * n
                 runs += n
             self._token_kinds.append((kind, n, label, token_names))
-            span = int(getattr(kind.mixer, "span", 0) or 0)
-            if span and self.verify_tokens > 1:
-                raise RooflineError(f"{self.model.name}: speculative decoding over sliding-window layers is not modelled (a "
-                                    "verify step's window sums are not linear in the contexts)", field="spec_tokens")
-            topk = int(getattr(kind.mixer, "index_topk", 0) or 0)
-            if topk:  # DSA, MSA: the indexer's ops read all S, the attention min(S, k): two groups of one kind
-                msa = isinstance(kind.mixer, Attention)
-                sparse, family = (SPARSE_GQA, "MiniMax") if msa else (SPARSE_ATTENTION, "DeepSeek")
-                if topk < 4:
-                    raise RooflineError(f"{self.model.name}: index_topk {topk}: the serving model fits the sparse attention "
-                                        "at contexts under k and needs k of at least 4", field="model")
-                if self.verify_tokens > 1:
-                    raise RooflineError(f"{self.model.name}: speculative decoding over {family} Sparse Attention is not "
-                                        "modelled (a verify step's top-k selections are not linear in the contexts)",
-                                        field="spec_tokens")
-                self._decode_fits.append((n, 0, label, self._decode_fit(kind, token_names + [sparse], 0)))
-                self._decode_fits.append((n, topk, label, self._decode_fit(kind, token_names, topk, only=sparse)))
-                note = (f"{sparse} (decode): the cost model at the min(S, {topk}) {'keys' if msa else 'latents'} it reads "
-                        f"(the measured {'attention' if msa else 'MLA'} tables time dense decode attention)")
-                if self.measured and note not in self._seq_notes:
-                    self._seq_notes.append(note)
-            else:
-                self._decode_fits.append((n, span, label, self._decode_fit(kind, token_names, span)))
+            self._fit_decode_ops(kind, n, label, token_names)
             self._chunk_names.append([k.name for k in self._kernels(kind, False, 8, 1, 8) if k.name not in token_names])
             self._chunk_fits.append((self._chunk_fit(kind, self._chunk_names[-1], True),
                                      self._chunk_fit(kind, self._chunk_names[-1], False)))
@@ -215,205 +159,9 @@ class StepCost(StepLayout):
                                                 float(rates[1]), table) for _, _, _, _, cf, cb, rates, table in fits])
                               for layers, span, _, fits in self._decode_fits]
 
-    def _token_names(self, kind) -> list[str]:
-        """Names of the kind's ops whose FLOPs and bytes depend on the step's token count only."""
-        same = None
-        for m in _PROBE_M:
-            pre = {k.name: (float(k.flops), float(k.bytes)) for k in self._kernels(kind, False, m, 1, m)}
-            dec = {k.name: (float(k.flops), float(k.bytes)) for k in self._kernels(kind, True, 1, m, _PROBE_S[0])}
-            here = {n for n in pre if n in dec and np.allclose(pre[n], dec[n], rtol=1e-12, atol=0.0)}
-            same = here if same is None else same & here
-        order = [k.name for k in self._kernels(kind, False, 4, 1, 4)]
-        return [n for n in order if n in same]
-
-    def _decode_fit(self, kind, token_names, span, only: str = ""):
-        """Each decode sequence op of ``kind`` (or the one named ``only``) as F, B = c0 + c1 n + c2 sum(S),
-        from exact points, checked at one more; refused by name when it is not linear there."""
-        probe = _PROBE_S
-        if only and span < _PROBE_S[2]:  # a top-k under the probes: contexts inside it (k >= 4)
-            probe = tuple(max(1, span * j // 4) for j in (1, 2, 3, 4))
-        pts = [(1, probe[0]), (2, probe[0]), (1, probe[1])]
-        check = (3, probe[2])
-        if span:
-            pts = [(b, min(s, span)) for b, s in pts]
-            check = (3, min(check[1], span))
-        design = np.array([[1.0, b, b * s] for b, s in pts])
-        T = self.verify_tokens
-        if T == 1:
-            evals = [{k.name: k for k in self._kernels(kind, True, 1, b, s) if k.name not in token_names} for b, s in pts + [check]]
-        else:  # a verify step: T queries at the positions S - T + 1 .. S, causal among themselves; MLA's through
-            # the absorbed decode kernel over the latent cache, as engines verify (FlashMLA takes T queries a
-            # sequence), each query reading all S latents (the T (T - 1) / 2 causal pairs it skips are not taken off)
-            absorbed = isinstance(kind.mixer, LatentAttention)
-            evals = [{k.name: k for k in self._kernels(kind, absorbed, T, b, s) if k.name not in token_names}
-                     for b, s in pts + [check]]
-        out = []
-        for name, k0 in evals[0].items():
-            if only and name != only:
-                continue
-            Fs = np.array([float(e[name].flops) for e in evals[:3]])
-            Bs = np.array([float(e[name].bytes) for e in evals[:3]])
-            cf, cb = np.linalg.solve(design, Fs), np.linalg.solve(design, Bs)
-            b, s = check
-            row = np.array([1.0, b, b * s])
-            k3 = evals[3][name]
-            if not (np.isclose(row @ cf, float(k3.flops), rtol=1e-9) and np.isclose(row @ cb, float(k3.bytes), rtol=1e-9)):
-                raise RooflineError(f"{self.model.name}: the decode op {name!r} is not linear in the sequences and their "
-                                    "contexts; the serving model cannot reduce it", field="model")
-            out.append((name, k0.category, k0.dtype, k0.link, cf, cb, self._rates(k0),
-                        self._measured_decode(kind, name, k0) if T == 1 else None))
-        return out
-
-    def _measured_decode(self, kind, name: str, k0: Kernel) -> MeasuredSeqOp | None:
-        """The decode op ``name`` of ``kind`` tabulated from the cost model's measured kernels over
-        (sequences, mean context) (MeasuredSeqOp), or None where the model has none or its tables
-        do not price the op (then the op keeps the linear fit and the cost model, and notes() says
-        why)."""
-        cm = self.cost_model
-        if not self.measured or not cm.family_of(k0):
-            return None
-        top = max(-(-self.max_seqs // self._dp), 1)
-        counts = np.unique(np.concatenate([np.arange(1.0, min(top, EXACT_SEQUENCES) + 1.0),
-                                           np.round(np.geomspace(1.0, top, 48))]))
-        B, S = np.meshgrid(counts, MEASURED_CONTEXTS, indexing="ij")
-        k = {x.name: x for x in self._kernels(kind, True, 1, B.ravel(), S.ravel())}[name]
-        measured = np.asarray(cm._measured_s(k, self.machine), dtype=float)
-        one = cm.predict_op({x.name: x for x in self._kernels(kind, True, 1, 1, 1024)}[name], self.machine)
-        if not np.isfinite(measured).all() or one.basis == "cost model":
-            self._seq_notes.append(f"{name} (decode): the cost model ({one.source or 'not in the tables'})")
-            return None
-        body = self._op_time(k)[2].reshape(B.shape)
-        ns = np.arange(0, top + 1, dtype=float)
-        lo = np.clip(np.searchsorted(counts, np.maximum(ns, 1.0), side="right") - 1, 0, len(counts) - 1)
-        hi = np.minimum(lo + 1, len(counts) - 1)
-        span = np.log(counts[hi]) - np.log(counts[lo])
-        w = np.divide(np.log(np.maximum(ns, 1.0)) - np.log(counts[lo]), span, out=np.zeros_like(ns), where=span > 0)
-        return MeasuredSeqOp(counts, np.log(MEASURED_CONTEXTS), np.log(body), lo, w, "measured per size", one.source)
-
     # -- costing a step --------------------------------------------------------------------------
     def _seq_time(self, F: float, B: float, rates) -> float:
         return overlapped_s(F * rates[0], B * rates[1], self.cost_model.overlap)
-
-    def _decode_seconds(self, n: int, sum_s: float, contexts) -> float:
-        """The decode sequence ops of one GPU: all n sequences, or with data-parallel attention the
-        busiest GPU's ceil(n / g), at the mean context."""
-        t = 0.0
-        dp = self._dp
-        scale = (-(-n // dp)) / n if dp > 1 and n else 1.0
-        n = -(-n // dp) if dp > 1 else n
-        keep = 1.0 - self.cost_model.overlap
-        for layers, span, terms in self._decode_terms:
-            s = (sum_s if not span else float(np.minimum(contexts, span).sum())) * scale
-            for f0, f1, f2, b0, b1, b2, rc, rm, table in terms:
-                if table is not None:
-                    t += layers * float(table.seconds(n, s / n)) if n else 0.0
-                    continue
-                c, m = (f0 + f1 * n + f2 * s) * rc, (b0 + b1 * n + b2 * s) * rm  # overlapped_s, inline
-                t += layers * (m + keep * c if m > c else c + keep * m)
-        return t
-
-    @staticmethod
-    def _chunk_basis(C, P) -> np.ndarray:
-        """The closed form's terms: (1, C, P, C P, C^2)."""
-        return np.array([1.0, C, P, C * P, C * C])
-
-    def _chunk_fit(self, kind, names, fresh: bool):
-        """Each chunk op of ``kind`` as F, B = c . _chunk_basis(C, P), C prompt tokens after P cached,
-        for P = 0 (``fresh``: a prompt with no prefix, T = S, whose causal count is its own) or P > 0,
-        from exact points, checked at three more, two of them far past any window or attention chunk
-        (a windowed op, not polynomial there, fails the check): {name: (F coefs, B coefs, rates,
-        category)}, or None when an op is not of that form (its chunks are then costed from their
-        kernels, per (C, P))."""
-        if fresh:  # P = 0: three terms (1, C, C^2); the P columns stay 0
-            pts, checks = [(8, 0), (16, 0), (32, 0)], [(24, 0), (8192, 0), (1 << 20, 0)]
-            cols = [0, 1, 4]
-        else:
-            pts, checks = [(8, 8), (16, 8), (8, 32), (16, 64), (32, 16)], [(24, 48), (8192, 1), (4096, 1 << 20)]
-            cols = [0, 1, 2, 3, 4]
-        basis = [self._chunk_basis(C, P)[cols] for C, P in pts]
-        evals = [{k.name: k for k in self._kernels(kind, False, C, 1, P + C)} for C, P in pts + checks]
-        out = {}
-        for nm in names:
-            cf, cb = np.zeros(5), np.zeros(5)
-            cf[cols] = np.linalg.solve(basis, [float(e[nm].flops) for e in evals[:len(pts)]])
-            cb[cols] = np.linalg.solve(basis, [float(e[nm].bytes) for e in evals[:len(pts)]])
-            for (C, P), e in zip(checks, evals[len(pts):]):
-                row = self._chunk_basis(C, P)
-                if not (np.isclose(row @ cf, float(e[nm].flops), rtol=1e-9) and np.isclose(row @ cb, float(e[nm].bytes), rtol=1e-9)):
-                    return None
-            out[nm] = (cf, cb, self._rates(evals[0][nm]), evals[0][nm].category)
-        return out
-
-    def _chunk_costs(self, C: int, P: int):
-        """Per kind, per sequence op: (F, B, rates, layers, name, category, measured seconds) of one
-        chunk (cached by (C, P)): from the closed form where the kind has one (_chunk_fit), else from
-        the chunk's kernels."""
-        key = (C, P)
-        got = self._chunk_cache.get(key)
-        if got is None:
-            got = []
-            row = self._chunk_basis(C, P)
-            for (kind, n, label, _), names, fits in zip(self._token_kinds, self._chunk_names, self._chunk_fits):
-                fit = fits[0] if P == 0 else fits[1]  # (no prefix, after a prefix)
-                # measured kernels time a prompt with no prefix (the context tables measured T = S only): its chunks
-                # read them per C; a chunk after a prefix has no measured time (NaN), its cost the closed form's
-                if fit is not None and not (P == 0 and self.measured):
-                    got.append([(float(row @ fit[nm][0]), float(row @ fit[nm][1]), fit[nm][2], n, label + nm, fit[nm][3],
-                                 float("nan")) for nm in names])
-                    continue
-                ks = {k.name: k for k in self._kernels(kind, False, C, 1, P + C)}
-                got.append([(float(ks[nm].flops), float(ks[nm].bytes), self._rates(ks[nm]), n, label + nm, ks[nm].category,
-                             self._measured_chunk(ks[nm])) for nm in names])
-            if len(self._chunk_cache) < 1_000_000:
-                self._chunk_cache[key] = got
-        return got
-
-    def _measured_chunk(self, k: Kernel) -> float:
-        """A chunk's sequence op's measured body seconds (its attention: a prompt with no cached
-        prefix, as the context tables measured it), NaN where the cost model has no measured kernels
-        or its tables do not price the op (then the chunk ops' summed FLOPs and bytes are costed)."""
-        cm = self.cost_model
-        if not self.measured or not cm.family_of(k):
-            return float("nan")
-        return float(cm._measured_s(k, self.machine))
-
-    def _chunk_sums(self, chunks) -> dict:
-        """name -> [FLOPs, bytes, rates, layers, measured seconds] of each chunk op summed over the
-        step's chunks (one varlen kernel runs them all; the measured seconds NaN unless every chunk's
-        was measured)."""
-        sums: dict = {}
-        for C, P in chunks:
-            for per_kind in self._chunk_costs(int(C), int(P)):
-                for F, B, rates, n, name, _, t in per_kind:
-                    acc = sums.setdefault(name, [0.0, 0.0, rates, n, 0.0])
-                    acc[0] += F
-                    acc[1] += B
-                    acc[4] += t
-        return sums
-
-    def _chunks_seconds(self, chunks) -> float:
-        if not chunks:
-            return 0.0
-        if len(chunks) == 1:  # the common step: one chunk, its seconds kept by (C, P)
-            got = self._one_chunk_s.get(chunks[0])
-            if got is not None:
-                return got
-        t = sum(n * (t if t == t else self._seq_time(F, B, rates)) for F, B, rates, n, t in
-                self._chunk_share(chunks).values())
-        if len(chunks) == 1 and len(self._one_chunk_s) < 1_000_000:
-            self._one_chunk_s[(int(chunks[0][0]), int(chunks[0][1]))] = t
-        return t
-
-    def _chunk_share(self, chunks) -> dict:
-        """The chunk ops one GPU runs: all of them, or with data-parallel attention 1/g of them but
-        at least the largest chunk's (it runs on one GPU)."""
-        sums = self._chunk_sums(chunks)
-        dp = self._dp
-        if dp == 1:
-            return sums
-        big = self._chunk_sums([max(chunks)])
-        return {k: [max(F / dp, big[k][0]), max(B / dp, big[k][1]), r, n, max(t / dp, big[k][4])]
-                for k, (F, B, r, n, t) in sums.items()}
 
     def seconds(self, decode_contexts=(), chunks=(), sampled: int | None = None) -> float:
         """One step: the decoding sequences' contexts (positions attended by their last token fed:

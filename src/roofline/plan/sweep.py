@@ -163,21 +163,25 @@ def _series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, c
         link = tp_link(m, link, tensor_parallel, gpus_per_node)
     axis = next((k for k, v in sizes.items() if np.ndim(v)), None)
     swept = np.asarray(sizes[axis]) if axis else np.asarray([sizes["tokens" if phase == "prefill" else "batch"]])
-    parts = []
+    cols: dict[str, np.ndarray] = {}  # each field's whole column, made once and filled chunk by chunk (no concatenation)
     for lo in range(0, swept.size, CHUNK):
         chunk = dict(sizes, **({axis: swept[lo:lo + CHUNK]} if axis else {}))
         p = predict_model(cfg, m, phase, chunk["tokens"], chunk["batch"], chunk["context"] if phase == "decode" else None,
                           attention, precision,
                           tensor_parallel, link, cm, gpus_per_node)
-        n = min(CHUNK, swept.size - lo)
-        parts.append({f: np.broadcast_to(np.asarray(getattr(p, f)), (n,)) for f in SERIES_FIELDS})
-    cols = {f: np.concatenate([part[f] for part in parts]) for f in SERIES_FIELDS}
-    # what one GPU holds at each value: weights + batch sequences of cache (the prompt's in prefill)
+        for f in SERIES_FIELDS:
+            part = np.asarray(getattr(p, f))
+            if f not in cols:
+                cols[f] = np.empty(swept.shape, dtype=part.dtype)
+            elif np.promote_types(cols[f].dtype, part.dtype) != cols[f].dtype:  # a longer word ("compute" after "memory")
+                cols[f] = cols[f].astype(np.promote_types(cols[f].dtype, part.dtype))
+            cols[f][lo:lo + CHUNK] = part  # broadcasts a figure that does not vary
+    # what one GPU holds at each value: weights + batch sequences of cache (the prompt's in prefill), in place
     S = sizes["context"] if phase == "decode" else sizes["tokens"]
     S = swept if axis == ("context" if phase == "decode" else "tokens") else S
     B = swept if axis == "batch" else sizes["batch"]
-    held = inference_weight_bytes(cfg, precision, tensor_parallel) + np.asarray(B, dtype=float) * np.asarray(
-        kv_bytes_per_sequence(cfg, S, precision, tensor_parallel), dtype=float)
+    held = np.asarray(B, dtype=float) * np.asarray(kv_bytes_per_sequence(cfg, S, precision, tensor_parallel), dtype=float)
+    held += inference_weight_bytes(cfg, precision, tensor_parallel)  # in place: no second full-length array
     held = np.broadcast_to(held, swept.shape)
     fits = None if not m.capacity_bytes else held <= m.capacity_bytes
     return SweepSeries(machine=m.key or m.name, machine_name=m.name, values=swept, **cols, precision=precision,

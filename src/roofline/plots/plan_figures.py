@@ -287,6 +287,41 @@ def plot_train(plan, memory_options, path: str | None = None, title: str | None 
 LABEL_GAP = 0.04  # points closer than this (a share of each axis) to a labelled one go unlabelled
 
 
+def _latency_panel(ax2, sweep, rows, loads, order, over, what: str):
+    """plot_serving's right panel: TTFT p50/p99 and TPOT p50 (and both at the SLO's percentile, with its
+    targets) against the load, the overloaded points crossed, a rate sweep's capacity marked."""
+    ttft50 = np.array([r["ttft_p50_s"] for r in rows], dtype=float)[order] / MS
+    ttft99 = np.array([r["ttft_p99_s"] for r in rows], dtype=float)[order] / MS
+    tpot50 = np.array([np.nan if r["tpot_p50_s"] is None else r["tpot_p50_s"] for r in rows], dtype=float)[order] / MS
+    ax2.plot(loads[order], ttft50, color=MEMORY_RED, lw=1.6, marker="o", ms=3, label="TTFT p50")
+    ax2.plot(loads[order], ttft99, color=MEMORY_RED, lw=1.0, ls="--", label="TTFT p99")
+    ax2.plot(loads[order], tpot50, color=COMPUTE_BLUE, lw=1.6, marker="o", ms=3, label="TPOT p50")
+    if sweep.slo:
+        p = sweep.slo["percentile"]
+        if p not in (50, 99):  # the percentile the targets test
+            ttftp = np.array([r[f"ttft_p{p:g}_s"] for r in rows], dtype=float)[order] / MS
+            tpotp = np.array([np.nan if r[f"tpot_p{p:g}_s"] is None else r[f"tpot_p{p:g}_s"] for r in rows],
+                             dtype=float)[order] / MS
+            ax2.plot(loads[order], ttftp, color=MEMORY_RED, lw=1.2, ls="-.", label=f"TTFT p{p:g}")
+            ax2.plot(loads[order], tpotp, color=COMPUTE_BLUE, lw=1.2, ls="-.", label=f"TPOT p{p:g}")
+        if sweep.slo.get("ttft_s"):
+            ax2.axhline(sweep.slo["ttft_s"] / MS, color=MEMORY_RED, lw=0.8, ls=":", label=f"TTFT p{p:g} target")
+        if sweep.slo.get("tpot_s"):
+            ax2.axhline(sweep.slo["tpot_s"] / MS, color=COMPUTE_BLUE, lw=0.8, ls=":", label=f"TPOT p{p:g} target")
+    if over.any():
+        ax2.scatter(loads[over], np.array([r["ttft_p50_s"] for r in rows], dtype=float)[over] / MS, s=60, marker="x", color=MEMORY_RED, lw=1.3, zorder=4,
+                    label="overloaded")
+    cap = (sweep.slo or {}).get("capacity_per_s")
+    if sweep.over == "rate" and cap and math.isfinite(cap):
+        ax2.axvline(cap, color="gray", lw=0.9, ls="--", label=f"capacity {cap:,.4g}/s (every request at once)")
+    ax2.set_xscale("log")
+    ax2.set_yscale("log")
+    ax2.set_xlabel(what)
+    ax2.set_ylabel("latency (ms)")
+    ax2.grid(True, which="both", alpha=0.25)
+    ax2.legend(loc="upper left", fontsize=8)
+
+
 def plot_serving(sweep, path: str | None = None, title: str | None = None) -> Figure:
     """The throughput-latency picture of a serving sweep: output tokens/s per GPU against tokens/s
     per user (left: each point a concurrency or a rate, labelled; the SLO's points filled), and
@@ -333,36 +368,7 @@ def plot_serving(sweep, path: str | None = None, title: str | None = None) -> Fi
         ax.legend(loc="upper right", fontsize=8, title=f"points: {what}", title_fontsize=8)
     else:
         ax.set_title(f"points labelled by {what}", fontsize=9)
-    ttft50 = np.array([r["ttft_p50_s"] for r in rows], dtype=float)[order] / MS
-    ttft99 = np.array([r["ttft_p99_s"] for r in rows], dtype=float)[order] / MS
-    tpot50 = np.array([np.nan if r["tpot_p50_s"] is None else r["tpot_p50_s"] for r in rows], dtype=float)[order] / MS
-    ax2.plot(loads[order], ttft50, color=MEMORY_RED, lw=1.6, marker="o", ms=3, label="TTFT p50")
-    ax2.plot(loads[order], ttft99, color=MEMORY_RED, lw=1.0, ls="--", label="TTFT p99")
-    ax2.plot(loads[order], tpot50, color=COMPUTE_BLUE, lw=1.6, marker="o", ms=3, label="TPOT p50")
-    if sweep.slo:
-        p = sweep.slo["percentile"]
-        if p not in (50, 99):  # the percentile the targets test
-            ttftp = np.array([r[f"ttft_p{p:g}_s"] for r in rows], dtype=float)[order] / MS
-            tpotp = np.array([np.nan if r[f"tpot_p{p:g}_s"] is None else r[f"tpot_p{p:g}_s"] for r in rows],
-                             dtype=float)[order] / MS
-            ax2.plot(loads[order], ttftp, color=MEMORY_RED, lw=1.2, ls="-.", label=f"TTFT p{p:g}")
-            ax2.plot(loads[order], tpotp, color=COMPUTE_BLUE, lw=1.2, ls="-.", label=f"TPOT p{p:g}")
-        if sweep.slo.get("ttft_s"):
-            ax2.axhline(sweep.slo["ttft_s"] / MS, color=MEMORY_RED, lw=0.8, ls=":", label=f"TTFT p{p:g} target")
-        if sweep.slo.get("tpot_s"):
-            ax2.axhline(sweep.slo["tpot_s"] / MS, color=COMPUTE_BLUE, lw=0.8, ls=":", label=f"TPOT p{p:g} target")
-    if over.any():
-        ax2.scatter(loads[over], np.array([r["ttft_p50_s"] for r in rows], dtype=float)[over] / MS, s=60, marker="x", color=MEMORY_RED, lw=1.3, zorder=4,
-                    label="overloaded")
-    cap = (sweep.slo or {}).get("capacity_per_s")
-    if sweep.over == "rate" and cap and math.isfinite(cap):
-        ax2.axvline(cap, color="gray", lw=0.9, ls="--", label=f"capacity {cap:,.4g}/s (every request at once)")
-    ax2.set_xscale("log")
-    ax2.set_yscale("log")
-    ax2.set_xlabel(what)
-    ax2.set_ylabel("latency (ms)")
-    ax2.grid(True, which="both", alpha=0.25)
-    ax2.legend(loc="upper left", fontsize=8)
+    _latency_panel(ax2, sweep, rows, loads, order, over, what)
     first = sweep.results[0]
     head = title or (f"{first.description.split(';')[0]}: serving {first.input_tokens / first.requests:,.0f} in / "
                      f"{first.output_tokens / first.requests:,.0f} out tokens")

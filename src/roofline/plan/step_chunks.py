@@ -1,0 +1,117 @@
+"""StepCost's prefill chunks (plan/step.py's module docstring): each chunk op in closed form in (C, P) or
+costed from its kernels, cached by (C, P), summed over a step's chunks (one varlen kernel), and split
+over data-parallel attention. A mixin: StepCost (step.py) sets what it reads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from roofline.kernels import Kernel
+
+
+class ChunkCosts:
+    """StepCost's prefill chunk ops (a mixin: it reads StepCost's and StepLayout's state)."""
+
+    @staticmethod
+    def _chunk_basis(C, P) -> np.ndarray:
+        """The closed form's terms: (1, C, P, C P, C^2)."""
+        return np.array([1.0, C, P, C * P, C * C])
+
+    def _chunk_fit(self, kind, names, fresh: bool):
+        """Each chunk op of ``kind`` as F, B = c . _chunk_basis(C, P), C prompt tokens after P cached,
+        for P = 0 (``fresh``: a prompt with no prefix, T = S, whose causal count is its own) or P > 0,
+        from exact points, checked at three more, two of them far past any window or attention chunk
+        (a windowed op, not polynomial there, fails the check): {name: (F coefs, B coefs, rates,
+        category)}, or None when an op is not of that form (its chunks are then costed from their
+        kernels, per (C, P))."""
+        if fresh:  # P = 0: three terms (1, C, C^2); the P columns stay 0
+            pts, checks = [(8, 0), (16, 0), (32, 0)], [(24, 0), (8192, 0), (1 << 20, 0)]
+            cols = [0, 1, 4]
+        else:
+            pts, checks = [(8, 8), (16, 8), (8, 32), (16, 64), (32, 16)], [(24, 48), (8192, 1), (4096, 1 << 20)]
+            cols = [0, 1, 2, 3, 4]
+        basis = [self._chunk_basis(C, P)[cols] for C, P in pts]
+        evals = [{k.name: k for k in self._kernels(kind, False, C, 1, P + C)} for C, P in pts + checks]
+        out = {}
+        for nm in names:
+            cf, cb = np.zeros(5), np.zeros(5)
+            cf[cols] = np.linalg.solve(basis, [float(e[nm].flops) for e in evals[:len(pts)]])
+            cb[cols] = np.linalg.solve(basis, [float(e[nm].bytes) for e in evals[:len(pts)]])
+            for (C, P), e in zip(checks, evals[len(pts):]):
+                row = self._chunk_basis(C, P)
+                if not (np.isclose(row @ cf, float(e[nm].flops), rtol=1e-9) and np.isclose(row @ cb, float(e[nm].bytes), rtol=1e-9)):
+                    return None
+            out[nm] = (cf, cb, self._rates(evals[0][nm]), evals[0][nm].category)
+        return out
+
+    def _chunk_costs(self, C: int, P: int):
+        """Per kind, per sequence op: (F, B, rates, layers, name, category, measured seconds) of one
+        chunk (cached by (C, P)): from the closed form where the kind has one (_chunk_fit), else from
+        the chunk's kernels."""
+        key = (C, P)
+        got = self._chunk_cache.get(key)
+        if got is None:
+            got = []
+            row = self._chunk_basis(C, P)
+            for (kind, n, label, _), names, fits in zip(self._token_kinds, self._chunk_names, self._chunk_fits):
+                fit = fits[0] if P == 0 else fits[1]  # (no prefix, after a prefix)
+                # measured kernels time a prompt with no prefix (the context tables measured T = S only): its chunks
+                # read them per C; a chunk after a prefix has no measured time (NaN), its cost the closed form's
+                if fit is not None and not (P == 0 and self.measured):
+                    got.append([(float(row @ fit[nm][0]), float(row @ fit[nm][1]), fit[nm][2], n, label + nm, fit[nm][3],
+                                 float("nan")) for nm in names])
+                    continue
+                ks = {k.name: k for k in self._kernels(kind, False, C, 1, P + C)}
+                got.append([(float(ks[nm].flops), float(ks[nm].bytes), self._rates(ks[nm]), n, label + nm, ks[nm].category,
+                             self._measured_chunk(ks[nm])) for nm in names])
+            if len(self._chunk_cache) < 1_000_000:
+                self._chunk_cache[key] = got
+        return got
+
+    def _measured_chunk(self, k: Kernel) -> float:
+        """A chunk's sequence op's measured body seconds (its attention: a prompt with no cached
+        prefix, as the context tables measured it), NaN where the cost model has no measured kernels
+        or its tables do not price the op (then the chunk ops' summed FLOPs and bytes are costed)."""
+        cm = self.cost_model
+        if not self.measured or not cm.family_of(k):
+            return float("nan")
+        return float(cm._measured_s(k, self.machine))
+
+    def _chunk_sums(self, chunks) -> dict:
+        """name -> [FLOPs, bytes, rates, layers, measured seconds] of each chunk op summed over the
+        step's chunks (one varlen kernel runs them all; the measured seconds NaN unless every chunk's
+        was measured)."""
+        sums: dict = {}
+        for C, P in chunks:
+            for per_kind in self._chunk_costs(int(C), int(P)):
+                for F, B, rates, n, name, _, t in per_kind:
+                    acc = sums.setdefault(name, [0.0, 0.0, rates, n, 0.0])
+                    acc[0] += F
+                    acc[1] += B
+                    acc[4] += t
+        return sums
+
+    def _chunks_seconds(self, chunks) -> float:
+        if not chunks:
+            return 0.0
+        if len(chunks) == 1:  # the common step: one chunk, its seconds kept by (C, P)
+            got = self._one_chunk_s.get(chunks[0])
+            if got is not None:
+                return got
+        t = sum(n * (t if t == t else self._seq_time(F, B, rates)) for F, B, rates, n, t in
+                self._chunk_share(chunks).values())
+        if len(chunks) == 1 and len(self._one_chunk_s) < 1_000_000:
+            self._one_chunk_s[(int(chunks[0][0]), int(chunks[0][1]))] = t
+        return t
+
+    def _chunk_share(self, chunks) -> dict:
+        """The chunk ops one GPU runs: all of them, or with data-parallel attention 1/g of them but
+        at least the largest chunk's (it runs on one GPU)."""
+        sums = self._chunk_sums(chunks)
+        dp = self._dp
+        if dp == 1:
+            return sums
+        big = self._chunk_sums([max(chunks)])
+        return {k: [max(F / dp, big[k][0]), max(B / dp, big[k][1]), r, n, max(t / dp, big[k][4])]
+                for k, (F, B, r, n, t) in sums.items()}
