@@ -7,7 +7,7 @@ the server's RSS under 300 MB throughout, and a light /api/layer request sent in
 Then the heavy phase (issue 38): 200 clients at once, each on its own kept-alive connection, ask
 for a heavy view (a serving simulation, or decode versus batch at batch 65,536) and, told 503,
 wait its Retry-After and ask again on the same connection, for --heavy-s seconds; meanwhile one
-client asks for light views (/api/layer, /api/options) one after another. Targets: the light
+client in its own process asks for light views (/api/layer, /api/options) one after another. Targets: the light
 requests' p95 under 0.5 s, no connection dropped without a response, and the busy answers (503)
 within the server's stated limit of 1 s (p95).
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import itertools
 import os
 import statistics
@@ -91,6 +92,16 @@ def quantiles_ms(samples_s: list[float]) -> tuple[float, float, float]:
     return 1e3 * statistics.median(samples_s), 1e3 * cuts[94], 1e3 * cuts[98]
 
 
+def probe(base: str) -> tuple[int, float]:
+    """One light /api/layer request 0.3 s into a burst (queued by then): its status and seconds."""
+    import httpx
+
+    time.sleep(0.3)
+    t0 = time.perf_counter()
+    r = httpx.get(base + "/api/layer", params={"model": "llama3-8b", "tokens": 4096}, timeout=60)
+    return r.status_code, time.perf_counter() - t0
+
+
 async def burst(base: str, endpoint: str, n: int, light_probe: bool):
     import httpx
 
@@ -107,16 +118,11 @@ async def burst(base: str, endpoint: str, n: int, light_probe: bool):
                 return (503, dt, "")
             return (r.status_code, dt, "" if r.status_code == 200 else r.text[:200])
 
-        async def probe():
-            await asyncio.sleep(0.3)  # the burst is queued by now
-            t0 = time.perf_counter()
-            r = await client.get("/api/layer", params={"model": "llama3-8b", "tokens": 4096})
-            return r.status_code, time.perf_counter() - t0
-
         tasks = [asyncio.create_task(one(i)) for i in range(n)]
-        light = asyncio.create_task(probe()) if light_probe else None
-        results = await asyncio.gather(*tasks)
-        return results, (await light if light else None)
+        with concurrent.futures.ProcessPoolExecutor(1) as other:  # its own process: the burst's client does not delay it
+            light = asyncio.get_running_loop().run_in_executor(other, probe, base) if light_probe else None
+            results = await asyncio.gather(*tasks)
+            return results, (await light if light else None)
 
 
 HEAVY_MODELS = ("llama3-8b", "qwen3-30b-a3b", "gpt-oss-20b", "mistral-7b")  # each fits each of MACHINES with room for a KV cache
@@ -130,17 +136,50 @@ def heavy_params(i: int) -> tuple[str, dict]:
     return "/api/serving", {"model": model, "machine": machine, "max_users": 2 ** (3 + i % 5)}
 
 
+def light_prober(base: str, deadline: float) -> tuple[list[float], list[float], list[str]]:
+    """A lone client in its own process (so the heavy clients' own load does not delay it): light
+    views (/api/layer, every fourth /api/options) one after another, 50 ms apart, and after every
+    second one a heavy request, until ``deadline`` (perf_counter). The light views' latencies in
+    seconds, the heavy ones answered busy (503), and any answer other than those."""
+    import httpx
+
+    times, busy, other = [], [], []
+    with httpx.Client(base_url=base, timeout=60) as lone:
+        time.sleep(0.2)  # the heavy clients are in by now
+        for i in itertools.count():
+            if time.perf_counter() > deadline:
+                return times, busy, other
+            path, params = ("/api/options", {}) if i % 4 == 3 else ("/api/layer", params_for(i, "/api/layer"))
+            heavy = i % 2 == 1
+            if heavy:
+                path, params = heavy_params(i)
+            t0 = time.perf_counter()
+            try:
+                r = lone.get(path, params=params)
+            except httpx.HTTPError as exc:
+                other.append(f"lone {path}: {exc!r}")
+                continue
+            dt = time.perf_counter() - t0
+            if heavy and r.status_code == 503 and r.headers.get("retry-after"):
+                busy.append(dt)
+            elif r.status_code == 200:
+                if not heavy:
+                    times.append(dt)
+            else:
+                other.append(f"lone {r.status_code}: {r.text[:200]}")
+            time.sleep(0.05)
+
+
 async def heavy_phase(base: str, n: int, duration_s: float) -> dict:
     """``n`` clients asking for heavy views (retrying on 503 after Retry-After, on their kept-alive
     connection) for ``duration_s``, and one asking for light views meanwhile. Returns lists of
     latencies in seconds: heavy 200s, busy 503s, light answers; dropped (no response) and other."""
     import httpx
 
-    out = {"ok": [], "busy": [], "light": [], "dropped": [], "other": []}
+    out = {"ok": [], "busy": [], "light": [], "lone_busy": [], "dropped": [], "other": [], "reasons": {}}
     deadline = time.perf_counter() + duration_s
     limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as heavy, \
-            httpx.AsyncClient(base_url=base, timeout=60) as light:
+    async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as heavy:
         async def client(i):
             for attempt in itertools.count():
                 if time.perf_counter() > deadline:
@@ -155,45 +194,44 @@ async def heavy_phase(base: str, n: int, duration_s: float) -> dict:
                 dt = time.perf_counter() - t0
                 if r.status_code == 503 and r.headers.get("retry-after"):
                     out["busy"].append(dt)
+                    reason = r.json().get("reason", "?") if r.headers.get("content-type", "").startswith("application/json") else "?"
+                    out["reasons"][reason] = out["reasons"].get(reason, 0) + 1
                     await asyncio.sleep(float(r.headers["retry-after"]))
                 elif r.status_code == 200:
                     out["ok"].append(dt)
                 else:
                     out["other"].append(f"{r.status_code}: {r.text[:200]}")
 
-        async def prober():
-            await asyncio.sleep(0.2)  # the heavy clients are in by now
-            for i in itertools.count():
-                if time.perf_counter() > deadline:
-                    return
-                path, params = ("/api/options", {}) if i % 4 == 3 else ("/api/layer", params_for(i, "/api/layer"))
-                t0 = time.perf_counter()
-                r = await light.get(path, params=params)
-                out["light" if r.status_code == 200 else "other"].append(time.perf_counter() - t0 if r.status_code == 200
-                                                                         else f"{r.status_code}: {r.text[:200]}")
-                await asyncio.sleep(0.05)
-
-        await asyncio.gather(prober(), *(client(i) for i in range(n)))
+        with concurrent.futures.ProcessPoolExecutor(1) as other:  # the light client: its own process and CPU time
+            light = asyncio.get_running_loop().run_in_executor(other, light_prober, base, deadline)
+            await asyncio.gather(*(client(i) for i in range(n)))
+            out["light"], out["lone_busy"], others = await light
+        out["other"] += others
     return out
+
+
+def _ms(samples: list[float]) -> str:
+    p50, p95, _ = quantiles_ms(samples)
+    return f"p50 {p50:.0f} ms, p95 {p95:.0f} ms, max {1e3 * max(samples, default=float('nan')):.0f} ms"
 
 
 def report_heavy(out: dict, n: int, duration_s: float) -> bool:
     """Print the heavy phase's figures; True when its targets are met."""
-    light, busy = sorted(out["light"]), sorted(out["busy"])
-    lp50, lp95, _ = quantiles_ms(light)
-    bp50, bp95, _ = quantiles_ms(busy)
+    light, lone_busy = out["light"], out["lone_busy"]
     print(f"heavy phase: {n} clients asking for serving simulations and decode at batch 65,536 for {duration_s:g} s, "
           f"retrying on 503 after Retry-After on their kept-alive connections")
-    print(f"  heavy answered 200: {len(out['ok'])} (p50 {quantiles_ms(out['ok'])[0]:.0f} ms); busy 503: {len(busy)}, "
-          f"latency p50 {bp50:.0f} ms, p95 {bp95:.0f} ms, max {1e3 * max(busy, default=float('nan')):.0f} ms "
-          f"(stated limit {1e3 * BUSY_LIMIT_S:.0f} ms)")
+    print(f"  heavy answered 200: {len(out['ok'])} ({_ms(out['ok'])}); busy 503: {len(out['busy'])} "
+          f"({', '.join(f'{k} {v}' for k, v in sorted(out['reasons'].items()))}), as these clients saw them "
+          f"(their own loop's delay included): {_ms(out['busy'])}")
+    print(f"  busy 503 to a lone client meanwhile: {len(lone_busy)}, {_ms(lone_busy)} (stated limit "
+          f"{1e3 * BUSY_LIMIT_S:.0f} ms)")
     print(f"  dropped without a response: {len(out['dropped'])}; other answers: {len(out['other'])}")
     for text in (out["dropped"] + out["other"])[:3]:
         print(f"    {text}")
-    print(f"  light requests during it: {len(light)}, p50 {lp50:.0f} ms, p95 {lp95:.0f} ms, "
-          f"max {1e3 * max(light, default=float('nan')):.0f} ms (target p95 < {1e3 * LIGHT_P95_S:.0f} ms)")
-    return (not out["dropped"] and not out["other"] and lp95 < 1e3 * LIGHT_P95_S
-            and (not busy or bp95 <= 1e3 * BUSY_LIMIT_S))
+    print(f"  light requests meanwhile (the lone client): {len(light)}, {_ms(light)} "
+          f"(target p95 < {1e3 * LIGHT_P95_S:.0f} ms)")
+    return (not out["dropped"] and not out["other"] and quantiles_ms(light)[1] < 1e3 * LIGHT_P95_S
+            and (not lone_busy or quantiles_ms(lone_busy)[1] <= 1e3 * BUSY_LIMIT_S))
 
 
 def wait_ready(base: str, proc: subprocess.Popen) -> None:

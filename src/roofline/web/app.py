@@ -136,32 +136,57 @@ def _add_error_handlers(app: FastAPI, endpoint_names: dict) -> None:
 
     @app.exception_handler(Busy)
     async def _busy(request: Request, exc: Busy):
-        return JSONResponse(status_code=503, content={"detail": str(exc), "reason": exc.reason, "limit_s": exc.limit_s},
-                            headers={"Retry-After": str(RETRY_AFTER_S.get(exc.reason, 1))})
+        return _busy_response(exc)
 
 
-def _add_parameter_check(app: FastAPI, endpoint_names: dict) -> None:
-    @app.middleware("http")
-    async def _unknown_parameters(request: Request, call_next):
-        """A query parameter the endpoint does not take is a 422 naming it, never silently ignored:
-        /api/serving refuses tokens=, /api/layer input_len=. The names are each endpoint's own, as
-        its OpenAPI schema lists them (a path that is no endpoint is left to its 404)."""
-        path = request.url.path
-        if path.startswith("/api/") and path in endpoint_names:
-            takes = endpoint_names[path]
-            names = [k for k, _ in request.query_params.multi_items()]
-            repeated = sorted({k for k in names if names.count(k) > 1} & takes)
-            if repeated:  # which one would count is a guess: say so instead
-                return _error_response([{"loc": ["query", name], "msg": f"query parameter {name!r} is given "
-                                         f"{names.count(name)} times; give it once", "type": "repeated_parameter"}
-                                        for name in repeated])
-            unknown = sorted(set(request.query_params) - takes)
-            if unknown:
-                what = f"takes {', '.join(sorted(takes))}" if takes else "takes no query parameters"
-                return _error_response([{"loc": ["query", name or "query"], "msg": f"unknown query parameter {name!r}; "
-                                         f"{path} {what}", "type": "unknown_parameter"}
-                                        for name in unknown])
-        return await call_next(request)
+class _ParameterCheck:
+    """ASGI middleware: a query parameter the endpoint does not take is a 422 naming it, never
+    silently ignored: /api/serving refuses tokens=, /api/layer input_len=. The names are each
+    endpoint's own, as its OpenAPI schema lists them (a path that is no endpoint is left to its 404)."""
+
+    def __init__(self, app, endpoint_names: dict):
+        self.app, self.endpoint_names = app, endpoint_names
+
+    async def __call__(self, scope, receive, send):
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path.startswith("/api/") and path in self.endpoint_names:
+            errors = self.errors(path, Request(scope).query_params)
+            if errors:
+                return await _error_response(errors)(scope, receive, send)
+        await self.app(scope, receive, send)
+
+    def errors(self, path: str, query) -> list[dict]:
+        takes = self.endpoint_names[path]
+        names = [k for k, _ in query.multi_items()]
+        repeated = sorted({k for k in names if names.count(k) > 1} & takes)
+        if repeated:  # which one would count is a guess: say so instead
+            return [{"loc": ["query", name], "msg": f"query parameter {name!r} is given {names.count(name)} times; "
+                     "give it once", "type": "repeated_parameter"} for name in repeated]
+        unknown = sorted(set(query) - takes)
+        what = f"takes {', '.join(sorted(takes))}" if takes else "takes no query parameters"
+        return [{"loc": ["query", name or "query"], "msg": f"unknown query parameter {name!r}; {path} {what}",
+                 "type": "unknown_parameter"} for name in unknown]
+
+
+class _BusyFirst:
+    """ASGI middleware: a plan request that the pool would refuse now (web.pool.WorkerPool.refusal)
+    is answered its 503 before its parameters are read, so a burst of them costs the answering
+    process little."""
+
+    def __init__(self, app, pool: WorkerPool, paths: frozenset):
+        self.app, self.pool, self.paths = app, pool, paths
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope.get("path") in self.paths:
+            busy = self.pool.refusal()
+            if busy is not None:
+                return await _busy_response(busy)(scope, receive, send)
+        await self.app(scope, receive, send)
+
+
+def _busy_response(exc: Busy) -> JSONResponse:
+    return JSONResponse(status_code=503, content={"detail": str(exc), "reason": exc.reason, "limit_s": exc.limit_s},
+                        headers={"Retry-After": str(RETRY_AFTER_S.get(exc.reason, 1))})
 
 
 def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS,
@@ -201,11 +226,12 @@ def create_app(machine_files: list[str] | None = None, allowed_hosts: tuple[str,
     from starlette.middleware.gzip import GZipMiddleware
     from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+    app.add_middleware(_BusyFirst, pool=pool, paths=routes.PLAN_PATHS)  # the last added is the outermost
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     # Bodies past 1 kB go gzip-compressed to a client that accepts it (zlib's default level: the
     # largest JSON, ~30 kB, in under a millisecond); Plotly is compressed once (below) and passes as is.
     app.add_middleware(GZipMiddleware, minimum_size=GZIP_MIN_BYTES, compresslevel=6)
-    _add_parameter_check(app, endpoint_names)
+    app.add_middleware(_ParameterCheck, endpoint_names=endpoint_names)
 
     layer_query, plan_query, serving_query = query_dependencies(machines, models)
     light_slot = _light_slot(LIGHT_INFLIGHT)

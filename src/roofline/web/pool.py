@@ -181,6 +181,11 @@ class WorkerPool:
             raise value
         return value
 
+    def refusal(self) -> Busy | None:
+        """Why a caller arriving now would be refused at once, if it would (None: it would run or wait)."""
+        with self._lock:
+            return None if self._idle and not self._closed else self._refusal()
+
     def _refusal(self) -> Busy | None:
         """Why a caller that finds no free worker is refused at once, if it is (under the lock)."""
         lim = self.limits

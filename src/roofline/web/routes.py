@@ -87,6 +87,9 @@ def add_layer_routes(app: FastAPI, workshop, layer_query, light_slot) -> None:
                             headers={"Content-Disposition": f'attachment; filename="{_filename(q, "json")}"'})
 
 
+PLAN_PATHS = frozenset({"/api/model", "/api/decode", "/api/serving"})
+
+
 def add_plan_routes(app: FastAPI, pool, plan_query, serving_query) -> None:
     """/api/model, /api/decode and /api/serving: each computed by a worker of ``pool`` (web.pool,
     web.jobs), its JSON passed on as the worker encoded it; a full queue or a job past its limit is
