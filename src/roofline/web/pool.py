@@ -14,7 +14,9 @@ is woken on its own loop, so uvicorn's loop and the test client's loops per requ
 Workers are forked from multiprocessing's fork server (a clean process that imported the job
 module once, so a fresh worker costs a fork, not an interpreter start) at a lower priority than
 the server's own process, ignore Ctrl-C (the server stops them), and exit when their pipe closes
-or after ``idle_s`` without a job (the next job starts a fresh one).
+or after ``idle_s`` without a job (the next job starts a fresh one). As with any multiprocessing
+start but fork, a worker imports the parent's ``__main__`` script: a script that builds the app
+keeps that under ``if __name__ == "__main__":`` (``roofline serve`` and ``python -m`` need nothing).
 """
 
 from __future__ import annotations
