@@ -1001,7 +1001,7 @@ def test_a_full_server_answers_503_not_an_unbounded_queue(monkeypatch):
     # no place for a light computation either: a light request waits its limit and is told to retry
     monkeypatch.setattr(web_app, "LIGHT_INFLIGHT", 0)
     r = TestClient(web_app.create_app()).get("/api/layer")
-    assert r.status_code == 503 and r.headers["retry-after"] == "1" and "busy" in r.json()["detail"]
+    assert r.status_code == 503 and r.headers["retry-after"] == "1" and r.json()["reason"] == "queue_wait"
 
 
 def test_a_half_sent_request_is_closed_after_the_read_timeout(monkeypatch):

@@ -38,7 +38,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Optional
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -107,8 +107,8 @@ def _light_slot(running: int):
         try:
             await asyncio.wait_for(sem.acquire(), QUEUE_WAIT_S)
         except TimeoutError:
-            raise HTTPException(status_code=503, detail=f"busy: {running} light computations are running and more "
-                                f"waited {QUEUE_WAIT_S:g} s; retry", headers={"Retry-After": "1"}) from None
+            raise Busy(f"busy: {running} light computations are running and more waited {QUEUE_WAIT_S:g} s; retry",
+                       "queue_wait", QUEUE_WAIT_S) from None
         try:
             yield
         finally:

@@ -134,7 +134,10 @@ class _Slot:
             except OSError:
                 proc.kill()
         conn.close()
-        threading.Thread(target=proc.join, args=(5,), daemon=True).start()  # reaped off the event loop
+        try:
+            threading.Thread(target=proc.join, args=(5,), daemon=True).start()  # reaped off the event loop
+        except RuntimeError:  # at interpreter shutdown: the fork server reaps it
+            pass
 
 
 def _context():
