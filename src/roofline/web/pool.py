@@ -119,7 +119,8 @@ class _Slot:
             self.stop()
             if isinstance(value, BaseException):
                 raise value
-            raise Busy(f"a worker process did not start within {START_S:g} s; retry", "worker_died")
+            raise Busy(f"a worker process did not start ({'it exited' if ready else f'no word within {START_S:g} s'}: "
+                       "see the server's log); retry", "worker_died")
 
     def stop(self, kill: bool = True) -> None:
         """The worker ended (killed, or asked to exit when ``kill`` is False) and its pipe closed."""
