@@ -62,7 +62,8 @@ class Background:
         self.thread.start()
 
     def _get(self, client, path, params):
-        self.response = client.get(path, params=params)
+        self.response = client.get(path, **({"timeout": params.pop("timeout")} if "timeout" in params else {}),
+                                   params=params)
 
     def result(self, timeout_s: float = 60.0):
         self.thread.join(timeout_s)
@@ -164,3 +165,56 @@ def test_a_library_error_in_a_worker_is_the_same_422():
     with TestClient(create_app()) as client:
         r = client.get("/api/decode", params={"tp": 3})  # Llama 3 8B's 8 KV heads: tp must divide them
         assert r.status_code == 422 and r.json()["field"] == "tp" and "model" in r.json()["fields"]
+
+
+def test_the_server_keeps_idle_connections_longer_than_http_clients_do():
+    """A client that sends on a kept-alive connection as the server closes it gets no answer (issue
+    38: 4 of 200 dropped): the server's idle timeout must outlast the clients' own. httpx keeps an
+    idle connection keepalive_expiry (5 s by default); uvicorn's own default was also 5 s."""
+    import httpx
+
+    from roofline.web.server import MAX_CONNECTIONS, uvicorn_config
+
+    config = uvicorn_config(create_app(), "127.0.0.1", 0)
+    assert config.timeout_keep_alive > 2 * httpx.Limits().keepalive_expiry
+    assert config.limit_concurrency == MAX_CONNECTIONS
+
+
+def test_every_connection_is_answered_while_the_pool_is_saturated(gate):
+    """40 clients on kept-alive connections to a real uvicorn server ask three times each while the
+    one worker is held: each gets an answer (a 503 with Retry-After), none a dropped connection."""
+    import asyncio as aio
+
+    import httpx
+    import uvicorn
+
+    from roofline.web.server import listen, uvicorn_config
+
+    app = create_app(pool_limits=PoolLimits(workers=1, queued=2, wait_s=0.3, job_s=120))
+    sock = listen("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", sock.getsockname()[1]))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    try:
+        wait_for(lambda: server.started, 30)
+        held = Background(httpx, base + "/api/decode", timeout=120)  # holds the worker until the gate opens
+        wait_for(lambda: started(gate) == 1)
+
+        async def clients():
+            async with httpx.AsyncClient(base_url=base, timeout=60, limits=httpx.Limits(max_connections=40)) as c:
+                async def one(i):
+                    return [(await c.get("/api/decode", params={"batch": i + 1})) for _ in range(3)]
+                return [r for rs in await aio.gather(*(one(i) for i in range(40))) for r in rs]
+
+        answers = aio.run(clients())  # an httpx error (a dropped connection) would raise here
+        assert len(answers) == 120 and all(r.status_code == 503 and r.headers["retry-after"] for r in answers)
+        assert httpx.get(base + "/api/options", timeout=60).status_code == 200  # a light view, meanwhile
+        (gate / "open").touch()
+        assert held.result().status_code == 200
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+        app.state.pool.close()
+
