@@ -178,7 +178,7 @@ def stop_before_measuring():
     """calibrate, check and serve stop right after their inputs are validated."""
     import roofline.web.app as web_app
 
-    patches = [(web_app, "_timed_protocol", None)]
+    patches = [(web_app, "uvicorn_config", None)]
     try:
         import roofline.measure.calibration as cal
         import roofline.measure.run_check as chk

@@ -986,16 +986,22 @@ def test_a_foreign_host_header_is_refused(client):
 
 def test_a_full_server_answers_503_not_an_unbounded_queue(monkeypatch):
     import roofline.web.app as web_app
+    from roofline.web.pool import PoolLimits
 
     monkeypatch.setattr(web_app, "QUEUE_WAIT_S", 0.01)
-    # no place for a plan computation: every one waits its limit and is told to retry
-    client = TestClient(web_app.create_app(max_inflight={"plan": 0}))
+    # no worker for a plan computation and no place to wait: every one is told to retry at once
+    client = TestClient(web_app.create_app(pool_limits=PoolLimits(workers=0, queued=0, wait_s=0.01, job_s=1)))
     r = client.get("/api/decode")
-    assert r.status_code == 503 and r.headers["retry-after"] == "1" and "busy" in r.json()["detail"]
-    assert client.get("/api/model").status_code == 503
+    assert r.status_code == 503 and r.headers["retry-after"] == "1" and r.json()["reason"] == "queue_full"
+    assert client.get("/api/model").status_code == 503 and client.get("/api/serving").status_code == 503
     # the light views have their own places: a slider move is not queued behind a burst of plans
     assert client.get("/api/layer").status_code == 200
-    assert TestClient(web_app.create_app()).get("/api/decode").status_code == 200
+    with TestClient(web_app.create_app()) as fresh:
+        assert fresh.get("/api/decode").status_code == 200
+    # no place for a light computation either: a light request waits its limit and is told to retry
+    monkeypatch.setattr(web_app, "LIGHT_INFLIGHT", 0)
+    r = TestClient(web_app.create_app()).get("/api/layer")
+    assert r.status_code == 503 and r.headers["retry-after"] == "1" and r.json()["reason"] == "queue_wait"
 
 
 def test_a_half_sent_request_is_closed_after_the_read_timeout(monkeypatch):
@@ -1007,11 +1013,12 @@ def test_a_half_sent_request_is_closed_after_the_read_timeout(monkeypatch):
     import uvicorn
 
     import roofline.web.app as web_app
+    import roofline.web.server as web_server
 
-    monkeypatch.setattr(web_app, "REQUEST_READ_TIMEOUT_S", 0.5)
-    sock = web_app.listen("127.0.0.1", 0)
+    monkeypatch.setattr(web_server, "REQUEST_READ_TIMEOUT_S", 0.5)
+    sock = web_server.listen("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(web_app.create_app(), log_level="warning", http=web_app._timed_protocol()))
+    server = uvicorn.Server(uvicorn.Config(web_app.create_app(), log_level="warning", http=web_server.timed_protocol()))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

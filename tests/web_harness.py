@@ -46,7 +46,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 @contextlib.contextmanager
 def background_server(app, host: str = "127.0.0.1", start_timeout_s: float = 20.0) -> Iterator[str]:
-    """Serve ``app`` with uvicorn in a daemon thread; yield its base URL; stop it on exit."""
+    """Serve ``app`` with uvicorn in a daemon thread; yield its base URL; stop it on exit, and its
+    plan views' worker processes with it (lifespan is off here)."""
     import uvicorn
 
     port = free_port(host)
@@ -64,3 +65,5 @@ def background_server(app, host: str = "127.0.0.1", start_timeout_s: float = 20.
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        if hasattr(app, "state") and hasattr(app.state, "pool"):
+            app.state.pool.close()
