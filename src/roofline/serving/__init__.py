@@ -6,6 +6,12 @@ per-op costs of roofline.plan.step (StepCost).
     results.py    ServingResult: latencies per request and per step, as a table, JSON and CSV
     cache.py      the KV cache a replica holds and how it grows
     scheduler.py  simulate: a continuous-batching scheduler (vLLM V1), pipeline stages
+    state.py      RunState: the requests' side of a run (arrivals, queue, tokens, finishes, sums)
+    kvpool.py     KVPool: sequence slots and their cache blocks (admit, grow, release, preempt)
+    schedule.py   schedule: the step's plan (decodes, prompt chunks) -> StepPlan
+    advance.py    advance: a step applied (time, tokens, completions); stretch: decode steps at once
+    stretch.py    the closed form of a decode-only stretch; the per-step records
+    assemble.py   the ServingResult and its notes from a finished run
     search.py     sweep_concurrency, max_rate_within: the curve and the SLO search -> ServingSweep;
                   seed_spread: a run's spread over seeds; best_parallelism: the replica size for a rate
     disagg.py     prefill/decode disaggregation

@@ -19,7 +19,7 @@ from roofline.units import GIGA
 def cache_growth(table, ctx0: np.ndarray, blocks0: np.ndarray, K: int, bs: int) -> np.ndarray:
     """Cache bytes the decoding sequences add over K steps (index k: after step k's growth):
     sum_i table[ceil((ctx0_i + 1 + k) / bs)] - table[blocks0_i], element by element (the simulator
-    counts a linear table's blocks in closed form: scheduler._decode_stretch)."""
+    counts a linear table's blocks in closed form: stretch.decode_stretch)."""
     x = np.arange(1, K + 1)
     return (table[-(-(ctx0[None, :] + x[:, None]) // bs)] - table[blocks0][None, :]).sum(axis=1)
 

@@ -1,0 +1,130 @@
+"""A step applied (scheduler.simulate): its time from the step model, the clock, the run's sums
+and records moved on; each decoding sequence given its token (or, speculating, its expected
+tokens), each prompt chunk's tokens cached, a prompt's last chunk sampling its first token, and the
+requests that end finished. ``stretch`` applies a run of decode-only steps at once.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from roofline.serving.stretch import decode_stretch
+
+
+def advance(st, plan):
+    """RunState ``st`` moved past the step of StepPlan ``plan``: its seconds, the sums, the tokens."""
+    dec, chunks, chunk_slots, fed, fed_prefix, completing = plan
+    pool, step, T, lazy = st.pool, st.step, st.T, st.lazy
+    nd = len(dec)
+    if lazy:
+        sum1 = pool.sum_base + nd * (pool.tick + 1)  # the contexts the step's decodes attend
+        ctx1 = pool.ctx[dec] + (pool.tick + 1) if nd and step.needs_contexts else None
+    else:
+        ctx1 = pool.ctx[dec] + T
+        sum1 = float(ctx1.sum())
+    M = nd * T + fed
+    dt = step.step_seconds(nd, float(sum1), ctx1, M, nd * T + completing, chunks) + st.step_overhead_s
+    if st.draft is not None:
+        dt = _with_draft(dt, st.draft, pool.ctx[dec], T, nd, M - nd * T, chunks)
+    st.in_system_integral += st.in_system * dt
+    now = st.now = st.now + dt
+    st.steps += 1
+    st.tokens_sum += M
+    st.record((dt, nd, fed, fed_prefix / fed if fed else 0.0, len(chunks)))
+    if not chunks:
+        st.dt_decode = dt
+    used = pool.used
+    st.kv_integral += used * dt
+    if used > st.kv_peak:
+        st.kv_peak = used
+    st.computed += M - nd * T
+    if nd and lazy:
+        tick = pool.tick = pool.tick + 1
+        if pool.fins and pool.fins[0][0] <= tick:
+            for r, slot in pool.due():
+                st.finish(r, slot)
+    elif nd:
+        _advance_slots(st, dec)
+    if chunks:
+        _feed(st, chunks, chunk_slots, now)
+
+
+def _with_draft(dt: float, draft, ctx, T: int, nd: int, prompt_tokens: int, chunks) -> float:
+    """A speculating step's seconds ``dt`` with the draft's work added: k = T - 1 draft decode
+    steps, and its own prefill of the chunks."""
+    if nd:
+        dt += float(draft.decode_steps_seconds(ctx, T - 1).sum())
+    if chunks:
+        dt += draft.step_seconds(0, 0.0, (), prompt_tokens, 0, chunks)
+    return dt
+
+
+def _feed(st, chunks: list, chunk_slots: list, now: float):
+    """The chunks' tokens cached; a prompt's last chunk samples its request's first token, and the
+    request finishes (one token wanted) or starts decoding."""
+    pool, need, done, gen, out, first_t = st.pool, st.need, st.done, st.gen, st.out, st.first_t
+    req, ctx = pool.req, pool.ctx
+    for (c, p), slot in zip(chunks, chunk_slots):
+        r = int(req[slot])
+        done[r] = p + c
+        ctx[slot] = p + c
+        if done[r] >= need[r]:
+            pool.prefilling.remove(slot)
+            if first_t[r] != first_t[r]:  # NaN: its first token
+                first_t[r] = now
+            gen[r] += 1
+            if gen[r] >= out[r]:
+                st.finish(r, slot)
+            else:
+                pool.start_decoding(slot, r)
+
+
+def _advance_slots(st, dec: np.ndarray):
+    """The decoding slots' per-slot arrays advanced as they are: one token each (the stepwise
+    reference), or speculating, each its expected tokens (carried as a fraction: the expected value,
+    not a random draw), at least the one verified, the rejected drafts' cache given back."""
+    pool, gen, out = st.pool, st.gen, st.out
+    reqs = pool.req[dec]
+    if st.T == 1:
+        pool.ctx[dec] += 1
+        gen[reqs] += 1
+    else:
+        pool.credit[dec] += st.E
+        emitted = np.minimum(np.floor(pool.credit[dec] + 1e-9).astype(np.int64), out[reqs] - gen[reqs])
+        pool.credit[dec] -= emitted
+        pool.ctx[dec] += emitted
+        gen[reqs] += emitted
+        keep = -(-pool.ctx[dec] // pool.bs)
+        pool.used -= float((pool.table[pool.blocks[dec]] - pool.table[keep]).sum())
+        pool.blocks[dec] = keep
+    for slot in dec[gen[reqs] >= out[reqs]]:
+        st.finish(int(pool.req[slot]), int(slot))
+
+
+def stretch(st, dec: np.ndarray, most: int) -> bool:
+    """Up to ``most`` decode-only steps of the slots ``dec`` run at once (stretch.decode_stretch:
+    to the next finish, the step during which the next request arrives, the cache's end); False,
+    nothing done, where that is a single step."""
+    pool, nd, tick = st.pool, len(dec), st.pool.tick
+    # step k feeds one token against ctx0 + 1 + k; the contexts themselves only where a sum will not do
+    ctx0 = pool.ctx[dec] + tick if st.step.needs_contexts or not pool.linear else None
+    K, dts, end, used_k = decode_stretch(
+        st.step, st.engine.step_overhead_s, most, st.now, st.arrives[st.next_i] if st.next_i < st.n else math.inf,
+        (nd, pool.sum_base + nd * tick), ctx0, (pool.used, pool.cap, pool.table, pool.linear), pool.res, tick, pool.bs)
+    if K <= 1:
+        return False
+    st.in_system_integral += st.in_system * (end - st.now)
+    st.kv_integral += float(np.dot(used_k, dts))
+    pool.used = float(used_k[-1])
+    st.kv_peak = max(st.kv_peak, pool.used)
+    st.now = end
+    st.steps += K
+    st.tokens_sum += nd * K
+    st.records.stretch(dts, nd)
+    st.dt_decode = float(dts[-1])
+    pool.tick += K
+    for r, slot in pool.due():
+        st.finish(r, slot)
+    return True

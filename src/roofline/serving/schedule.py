@@ -1,0 +1,86 @@
+"""The scheduler's choice of one step (scheduler.simulate), as vLLM V1's ``schedule()`` makes it:
+every running, decoding sequence first (its next block taken, the newest preempted while the cache
+lacks it), then the token budget left to prompts in chunks: the running prompts first, then waiting
+requests in arrival order while a sequence slot and cache for the chunk are free. Where steps are
+not mixed (SGLang's new prefill batch first) a step of prompts alone runs while one can start.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from roofline.errors import RooflineError
+
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+class StepPlan(NamedTuple):
+    """One step's work: the decoding slots (each fed T tokens), the prompt chunks as (tokens,
+    tokens already cached) with their slots, the chunks' tokens, their sum of tokens x prefix,
+    and how many end a prompt (each samples its request's first token)."""
+
+    dec: np.ndarray
+    chunks: list
+    chunk_slots: list
+    fed: int
+    fed_prefix: int
+    completing: int
+
+
+def schedule(st) -> StepPlan:
+    """The step that RunState ``st`` runs next; the cache for it taken from st.pool."""
+    engine, pool, waiting = st.engine, st.pool, st.waiting
+    prefilling, free = pool.prefilling, pool.free
+    prefill_only = not st.mixed_steps and bool(prefilling or (waiting and free))
+    dec = _NONE if prefill_only else pool.decoding()
+    budget = st.max_tokens - len(dec) * st.T
+    chunks, chunk_slots = [], []
+    fed = fed_prefix = completing = 0
+    need, done, tab, bs, cap = st.need, st.done, pool.tab, pool.bs, pool.cap
+    if prefilling:  # the running prompts, their next chunks
+        req, held, used = pool.req, pool.blocks, pool.used
+        for slot in list(prefilling):
+            if budget <= 0:
+                break
+            r = int(req[slot])
+            c = int(min(need[r] - done[r], budget))
+            blocks = -(-(int(done[r]) + c) // bs)
+            extra = tab[blocks] - tab[held[slot]]
+            if used + extra > cap:
+                break
+            used += extra
+            held[slot] = blocks
+            chunks.append((c, int(done[r])))
+            chunk_slots.append(slot)
+            budget -= c
+            fed, fed_prefix, completing = fed + c, fed_prefix + c * int(done[r]), completing + (done[r] + c >= need[r])
+        pool.used = used
+    while waiting and budget > 0 and free:  # waiting requests admitted, in order
+        r = waiting[0]
+        start = int(done[r])
+        if st.hit and not st.seen[r]:
+            start = int(min(math.floor(st.hit * st.inp[r]), st.inp[r] - 1))
+        c = int(min(need[r] - start, budget))
+        if c < need[r] - start and not engine.chunked_prefill:  # a whole prompt or none (it waits a step)
+            if need[r] - start > engine.max_tokens:
+                raise RooflineError(f"without chunked prefill a prompt is fed whole in one step: {int(need[r] - start):,} "
+                                    f"tokens (a prompt, or one preempted with what it had generated) exceed the step's "
+                                    f"budget of {engine.max_tokens:,} (raise max_tokens, or use an engine that chunks prompts: vllm, sglang)",
+                                    field="max_tokens", also=("input_len",))
+            break
+        blocks = -(-(start + c) // bs)
+        if pool.used + tab[blocks] > cap:
+            break
+        waiting.popleft()
+        st.seen[r] = True
+        done[r] = start
+        chunks.append((c, start))
+        chunk_slots.append(pool.admit(r, start, blocks))
+        budget -= c
+        fed, fed_prefix, completing = fed + c, fed_prefix + c * start, completing + (start + c >= need[r])
+    if prefill_only and not chunks:  # no prompt could start (cache or budget): the decodes run instead
+        dec = pool.decoding()
+    return StepPlan(dec, chunks, chunk_slots, fed, fed_prefix, completing)

@@ -1,0 +1,90 @@
+"""The requests' side of a simulated serving run (scheduler.simulate): each request's arrival,
+prompt tokens to hold, tokens cached and generated, first token and finish, the queue, and the
+run's running sums (time, steps, tokens, the cache and requests in the system integrated over
+time); the cache's side is kvpool.KVPool.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from roofline.plan.step import StepCost
+from roofline.serving.engine import Engine
+from roofline.serving.cache import replica_cache
+from roofline.serving.kvpool import KVPool
+from roofline.serving.requests import Requests
+from roofline.serving.stretch import StepRecords
+
+
+class RunState:
+    """A run in progress: per request its arrival (``arrives``: when it joins the queue, read a step
+    at a time), ``need`` (prompt tokens to hold before sampling: the prompt, and what it had
+    generated after a preemption), ``done`` (tokens cached), ``gen`` (generated), first token and
+    finish times and whether it was admitted before (the prefix hit applies to the first admission
+    only); ``waiting`` the queue; ``pool`` the cache. Per-request scalars read every step are plain
+    lists (cheaper than array elements)."""
+
+    def __init__(self, step: StepCost, requests: Requests, engine: Engine, draft: StepCost | None, stepwise: bool):
+        self.step, self.engine, self.draft = step, engine, draft
+        self.T, self.E, self.hit = engine.spec_tokens + 1, engine.tokens_per_verify, engine.prefix_hit
+        self.lazy = self.T == 1 and not stepwise
+        self.mixed_steps, self.max_tokens, self.step_overhead_s = engine.mixed_steps, engine.max_tokens, engine.step_overhead_s
+        n = self.n = requests.n
+        self.inp = np.asarray(requests.input_tokens, dtype=np.int64)
+        self.out = np.asarray(requests.output_tokens, dtype=np.int64)
+        cap, self.parts, table, linear = replica_cache(step, engine, self.inp, self.out, draft)
+        self.closed = requests.arrival_s is None
+        self.arrival = np.full(n, np.inf)
+        if self.closed:
+            self.arrival[: min(requests.concurrency, n)] = 0.0
+        else:
+            self.arrival[:] = requests.arrival_s
+        self.arrives = self.arrival.tolist()
+        self.need = self.inp.tolist()
+        self.done = [0] * n
+        self.gen = np.zeros(n, dtype=np.int64)
+        self.first_t = np.full(n, np.nan)
+        self.finish_t = np.full(n, np.nan)
+        self.seen = np.zeros(n, dtype=bool)
+        self.waiting: collections.deque = collections.deque()
+        self.next_i = 0  # next request to arrive (arrival times are nondecreasing in request order)
+        self.next_closed = min(requests.concurrency, n) if self.closed else n
+        self.pool = KVPool(engine.max_seqs, cap, table, linear, engine.block_size, self.T, self.lazy, self.gen,
+                           self.out, self.requeue)
+        self.records = StepRecords()  # per step: seconds, decodes, prompt tokens, their mean prefix, chunks
+        self.record = self.records.singles.append  # a single step's, as StepRecords.one takes it
+        self.now, self.t0, self.dt_decode = 0.0, None, 0.0  # dt_decode: the last decode-only step's seconds
+        self.steps = self.tokens_sum = self.computed = self.finished = self.in_system = self.preemptions = 0
+        self.kv_integral = self.kv_peak = self.in_system_integral = 0.0
+
+    def arrive(self):
+        """The requests that arrived by now join the queue (each during the last step)."""
+        arrives, now, waiting = self.arrives, self.now, self.waiting
+        while self.next_i < self.n and arrives[self.next_i] <= now:
+            waiting.append(self.next_i)
+            self.in_system += 1
+            self.in_system_integral += now - arrives[self.next_i]
+            self.next_i += 1
+        if self.t0 is None and waiting:
+            self.t0 = now
+
+    def finish(self, r: int, slot: int):
+        """Request ``r`` done now: its slot released; in a closed loop its user sends the next."""
+        now = self.now
+        self.finish_t[r] = now
+        self.finished += 1
+        self.in_system -= 1
+        self.pool.release(slot)
+        if self.closed and self.next_closed < self.n:
+            self.arrival[self.next_closed] = self.arrives[self.next_closed] = now
+            self.next_closed += 1
+
+    def requeue(self, r: int):
+        """Request ``r`` preempted (its cache freed): it waits again at the head of the queue to
+        recompute its prompt and what it had generated, as vLLM's recompute preemption does."""
+        self.need[r] = int(self.inp[r] + self.gen[r])
+        self.done[r] = 0
+        self.waiting.appendleft(r)
+        self.preemptions += 1
