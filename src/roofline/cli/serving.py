@@ -18,7 +18,7 @@ from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, _add_format, _add_model
                                     count_list)
 from roofline.errors import DISAGG_BUDGET_REQUESTS, MAX_CONTEXT, MAX_REQUESTS, RooflineError
 from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS
-from roofline.serving.engine import MAX_STEP_OVERHEAD_S
+from roofline.serving.engine import MAX_REQUEST_OVERHEAD_S, MAX_STEP_OVERHEAD_S
 from roofline.units import MS, US, parse_time_s
 
 
@@ -60,7 +60,8 @@ def _split_arg(text):
 def _given(args) -> dict:
     """The scheduler settings given on the command line (None: not given)."""
     return {"max_seqs": args.max_seqs, "max_tokens": args.max_tokens, "block_size": args.block_size,
-            "memory_fraction": args.memory_fraction, "step_overhead_s": args.step_overhead}
+            "memory_fraction": args.memory_fraction, "step_overhead_s": args.step_overhead,
+            "request_overhead_s": args.request_overhead}
 
 
 def _engine(args, machine=None):
@@ -611,6 +612,10 @@ def register(sub):
                                                                   seconds=True),
                    default=None, help="the engine's own time per step, not overlapped with the GPU (scheduling, sampling, "
                                       "detokenising), e.g. 2ms (default 0: the GPU's work alone; --engine's fitted one)")
+    p.add_argument("--request-overhead", type=number_arg("--request-overhead", strictly=False, maximum=MAX_REQUEST_OVERHEAD_S,
+                                                         parser=_slo_time_s, seconds=True),
+                   default=None, help="the server's own time per request before the scheduler sees it (HTTP, tokenising, "
+                                      "routing), added to each TTFT, e.g. 20ms (default 0)")
     p.add_argument("--prefix-hit", type=number_arg("--prefix-hit", strictly=False, maximum=1.0), default=0.0,
                    help="share of each prompt found in the prefix cache (default 0)")
     p.add_argument("--spec-tokens", type=number_arg("--spec-tokens", strictly=False, integer=True, maximum=16), default=0,
