@@ -1172,6 +1172,14 @@ def test_the_servers_time_per_request_delays_each_request_into_the_queue(step):
     assert b.ttft_s == pytest.approx(a.ttft_s + o, rel=1e-9)
     with pytest.raises(RooflineError, match="request_overhead_s"):
         Engine(request_overhead_s=-1e-3)
+    # disaggregated, one request: the time is spent once, before the prefill pool (not again at the decode pool's
+    # handoff), so TTFT and end-to-end latency each grow by o
+    from roofline.serving import simulate_disaggregated
+
+    lone = Requests(np.array([512]), np.array([8]), np.array([0.0]))
+    d0 = simulate_disaggregated(step, step, lone)
+    d1 = simulate_disaggregated(step, step, lone, Engine(request_overhead_s=o), Engine(request_overhead_s=o))
+    assert d1.ttft_s == pytest.approx(d0.ttft_s + o, rel=1e-9) and d1.e2e_s == pytest.approx(d0.e2e_s + o, rel=1e-9)
 
 
 def test_serving_request_overhead_flag_adds_to_each_ttft(capsys):
