@@ -218,7 +218,8 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         arrival[: min(requests.concurrency, n)] = 0.0
     else:
         arrival[:] = requests.arrival_s
-    arrives = arrival.tolist()  # the same, read a step at a time
+    lag = engine.request_overhead_s  # the server's time per request: it joins the queue this long after it was sent
+    arrives = (arrival + lag).tolist()  # when each joins the queue, read a step at a time
     need = inp.tolist()  # prompt tokens to hold before sampling (prompt + generated after a preemption)
     done = [0] * n  # (per-request scalars as lists, the cache bytes by blocks too: plain numbers cost less a step)
     gen = np.zeros(n, dtype=np.int64)
@@ -310,7 +311,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         in_system -= 1
         release(slot)
         if closed and next_closed < n:
-            arrival[next_closed] = arrives[next_closed] = now
+            arrival[next_closed], arrives[next_closed] = now, now + lag
             next_closed += 1
 
     def preempt_newest():
@@ -577,6 +578,9 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         notes += ("a step is the GPU's work alone: the engine's own time between steps (scheduling, sampling, "
                   "detokenising; a few ms at small batch in the published runs, docs/serving-validation.md) is not "
                   "counted (the CLI's --step-overhead adds it)",)
+    if lag:
+        notes += (f"each request adds {format_typed_ms(lag)} of the server's own time before the scheduler sees it "
+                  "(HTTP, tokenising, routing), counted in its TTFT",)
     if closed and n > 1 and np.ptp(inp) == 0 and np.ptp(out) == 0:
         notes += ("a closed loop of identical requests: several users start together and resubmit as they finish, so "
                   "they move in step, one prompt wave after another: the percentiles are a few waves repeated, not a spread "
