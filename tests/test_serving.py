@@ -1151,6 +1151,52 @@ def test_the_engines_own_time_per_step_adds_to_every_step(step, capsys):
     assert "--step-overhead: must be at most 1 s, got 2 s" in capsys.readouterr().err
 
 
+def test_the_servers_time_per_request_delays_each_request_into_the_queue(step):
+    """Engine.request_overhead_s o: a request joins the queue o after it was sent. One user, 3 requests
+    of 512 + 8 tokens: each runs alone, so each TTFT is its prefill plus o and each end-to-end latency
+    grows by o (the steps are the same); the next request is sent as the last finishes, so the run,
+    timed from when the first joins the queue, lasts 3 e2e + 2 o (hand arithmetic); the notes say it. Open loop, arrivals 1 s apart (each alone):
+    the same o on every TTFT."""
+    o = 0.05
+    base = simulate(step, closed_requests(1, 3, 512, 8))
+    more = simulate(step, closed_requests(1, 3, 512, 8), Engine(request_overhead_s=o))
+    assert more.ttft_s == pytest.approx(base.ttft_s + o, rel=1e-12)
+    assert more.e2e_s == pytest.approx(base.e2e_s + o, rel=1e-12)
+    assert more.tpot_s == pytest.approx(base.tpot_s, rel=1e-12)
+    assert more.duration_s == pytest.approx(base.duration_s + 2 * o, rel=1e-9)
+    assert more.arrival_s[1] == pytest.approx(more.e2e_s[0], rel=1e-12)  # sent as the first one finished
+    assert any("of the server's own time before the scheduler sees it" in n for n in more.notes)
+    assert not any("server's own time" in n for n in base.notes)
+    spaced = Requests(np.full(3, 512), np.full(3, 8), np.array([0.0, 1.0, 2.0]))
+    a, b = simulate(step, spaced), simulate(step, spaced, Engine(request_overhead_s=o))
+    assert b.ttft_s == pytest.approx(a.ttft_s + o, rel=1e-9)
+    with pytest.raises(RooflineError, match="request_overhead_s"):
+        Engine(request_overhead_s=-1e-3)
+    # disaggregated, one request: the time is spent once, before the prefill pool (not again at the decode pool's
+    # handoff), so TTFT and end-to-end latency each grow by o
+    from roofline.serving import simulate_disaggregated
+
+    lone = Requests(np.array([512]), np.array([8]), np.array([0.0]))
+    d0 = simulate_disaggregated(step, step, lone)
+    d1 = simulate_disaggregated(step, step, lone, Engine(request_overhead_s=o), Engine(request_overhead_s=o))
+    assert d1.ttft_s == pytest.approx(d0.ttft_s + o, rel=1e-9) and d1.e2e_s == pytest.approx(d0.e2e_s + o, rel=1e-9)
+
+
+def test_serving_request_overhead_flag_adds_to_each_ttft(capsys):
+    """--request-overhead 20ms, one user: each TTFT is 20 ms longer than without (hand arithmetic: a lone
+    request waits for nothing else); a negative time is refused by name, exit 2."""
+    argv = ["serving", "--concurrency", "1", "--requests", "2", "--input-len", "256", "--output-len", "4", "--json"]
+    assert main(argv) == 0
+    base = json.loads(capsys.readouterr().out)
+    assert main(argv + ["--request-overhead", "20ms"]) == 0
+    more = json.loads(capsys.readouterr().out)
+    assert more["engine"]["request_overhead_s"] == pytest.approx(0.02)
+    assert more["ttft_mean_s"] == pytest.approx(base["ttft_mean_s"] + 0.02, rel=1e-9)
+    assert main(argv + ["--request-overhead", "-5ms"]) == 2
+    err = capsys.readouterr().err
+    assert "--request-overhead" in err and "Traceback" not in err
+
+
 @pytest.mark.slow
 def test_the_parallelism_search_finds_the_size_needing_the_fewest_gpus(capsys):
     """--tp-search 1,2,4 --target-rate 30: each size's rate is the SLO search's at that --tp (the same

@@ -39,7 +39,8 @@ def _engine(args, machine=None):
     """The Engine of the flags: --engine's defaults on the machine (serving.engines), or serving.Engine's own,
     with every flag given over them."""
     given = {"max_seqs": args.max_seqs, "max_tokens": args.max_tokens, "block_size": args.block_size,
-             "memory_fraction": args.memory_fraction, "step_overhead_s": args.step_overhead}
+             "memory_fraction": args.memory_fraction, "step_overhead_s": args.step_overhead,
+             "request_overhead_s": args.request_overhead}
     return engine_of(getattr(args, "engine", None), machine, **given, prefix_hit=args.prefix_hit,
                      spec_tokens=args.spec_tokens, acceptance=args.acceptance or 0.0)
 

@@ -114,6 +114,9 @@ def _run_notes(st, requests, over: str | None) -> tuple:
         notes += ("a step is the GPU's work alone: the engine's own time between steps (scheduling, sampling, "
                   "detokenising; a few ms at small batch in the published runs, docs/serving-validation.md) is not "
                   "counted (the CLI's --step-overhead adds it)",)
+    if engine.request_overhead_s:
+        notes += (f"each request adds {format_typed_ms(engine.request_overhead_s)} of the server's own time before the "
+                  "scheduler sees it (HTTP, tokenising, routing), counted in its TTFT",)
     if st.closed and st.n > 1 and np.ptp(inp) == 0 and np.ptp(out) == 0:
         notes += ("a closed loop of identical requests: several users start together and resubmit as they finish, so "
                   "they move in step, one prompt wave after another: the percentiles are a few waves repeated, not a spread "

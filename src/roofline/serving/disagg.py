@@ -105,7 +105,8 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
     cont = np.flatnonzero(out > 1)
     d_arrival = first + transfer
     dpool = rng.integers(0, decode_replicas, size=n)
-    hit_engine = dataclasses.replace(decode_engine, prefix_hit=1.0)  # the prompt's cache arrives: only the first token is fed
+    # the prompt's cache arrives: only the first token is fed; the server's time per request was spent before prefill
+    hit_engine = dataclasses.replace(decode_engine, prefix_hit=1.0, request_overhead_s=0.0)
     for i in range(int(decode_replicas)):
         idx = cont[dpool[cont] == i]
         if len(idx) == 0:

@@ -11,6 +11,7 @@ from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGIN
 
 
 MAX_STEP_OVERHEAD_S = 1.0  # an engine time per step past a second is a typo (the CLI's and the API's bound)
+MAX_REQUEST_OVERHEAD_S = 10.0  # a server time per request past ten seconds is a typo
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,10 @@ class Engine:
     # the engine's own time per step that does not overlap the GPU's (scheduling, preparing inputs, sampling,
     # detokenising and streaming): 0 unless given, as the GPU's work alone is what the step costs
     step_overhead_s: float = 0.0
+    # the server's own time per request before the scheduler sees it (the HTTP request, the frontend's tokenising and
+    # routing): a request joins the queue this long after it was sent, so its TTFT grows by it, and a closed-loop
+    # user's next request joins it this long after the user's last one finished; 0 unless given
+    request_overhead_s: float = 0.0
     # how a step is made (engines.toml names each engine's): chunked_prefill, a prompt fed in chunks within the step's
     # token budget (vLLM V1, SGLang) or whole in one step (TensorRT-LLM's default: enable_chunked_prefill False);
     # mixed_steps, decodes and prompt chunks in one step (vLLM, TensorRT-LLM) or a step of prompts alone that the
@@ -89,6 +94,7 @@ class Engine:
         check_number("prefix_hit", self.prefix_hit, strictly=False, maximum=1.0)
         check_number("spec_tokens", self.spec_tokens, strictly=False, maximum=16, integer=True)
         check_number("step_overhead_s", self.step_overhead_s, strictly=False, maximum=MAX_STEP_OVERHEAD_S)
+        check_number("request_overhead_s", self.request_overhead_s, strictly=False, maximum=MAX_REQUEST_OVERHEAD_S)
         if isinstance(self.acceptance, list):  # a rate per position, as a library caller may give them
             object.__setattr__(self, "acceptance", tuple(self.acceptance))
         if self.spec_tokens:

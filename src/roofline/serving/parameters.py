@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from roofline.errors import DISAGG_BUDGET_REQUESTS, MAX_CONTEXT, MAX_REQUESTS
 from roofline.plan.limits import MIN_MEMORY_FRACTION
-from roofline.serving.engine import MAX_STEP_OVERHEAD_S, Engine
+from roofline.serving.engine import MAX_REQUEST_OVERHEAD_S, MAX_STEP_OVERHEAD_S, Engine
 
 CLI, API = "cli", "api"
 BOTH = frozenset((CLI, API))
@@ -167,6 +167,9 @@ SERVING_PARAMS: tuple[Param, ...] = (
           unit="s", engine=True,
           api_help="the engine's own time per step in ms, not overlapped with the GPU (scheduling, sampling, "
                    "detokenising), as `roofline serving --step-overhead`", label="Engine time per step (ms)"),
+    Param("request_overhead_s", "--request-overhead", None, "the server's own time per request before the scheduler "
+          "sees it (HTTP, tokenising, routing), added to each TTFT, e.g. 20ms (default {default})",
+          _engine_default("request_overhead_s"), strictly=False, maximum=MAX_REQUEST_OVERHEAD_S, unit="s", engine=True),
     Param("prefix_hit", "--prefix-hit", "prefix_hit", "share of each prompt found in the prefix cache (default {default})",
           _engine_default("prefix_hit"), strictly=False, maximum=1.0,
           api_help="share of each prompt found in the prefix cache", label="Prefix-cache hits (share of each prompt)"),

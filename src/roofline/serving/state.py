@@ -41,7 +41,8 @@ class RunState:
             self.arrival[: min(requests.concurrency, n)] = 0.0
         else:
             self.arrival[:] = requests.arrival_s
-        self.arrives = self.arrival.tolist()
+        self.lag = engine.request_overhead_s  # the server's time per request: it joins the queue this long after it was sent
+        self.arrives = (self.arrival + self.lag).tolist()
         self.need = self.inp.tolist()
         self.done = [0] * n
         self.gen = np.zeros(n, dtype=np.int64)
@@ -78,7 +79,7 @@ class RunState:
         self.in_system -= 1
         self.pool.release(slot)
         if self.closed and self.next_closed < self.n:
-            self.arrival[self.next_closed] = self.arrives[self.next_closed] = now
+            self.arrival[self.next_closed], self.arrives[self.next_closed] = now, now + self.lag
             self.next_closed += 1
 
     def requeue(self, r: int):
