@@ -119,7 +119,8 @@ def _cmd_serving(args):
     if slo and modes and modes[0] != "--sweep":
         raise RooflineError(f"--slo-ttft/--slo-tpot search the highest rate themselves; {modes[0]} would be ignored "
                             "(with --sweep they mark the concurrencies that meet them)", field=modes[0][2:])
-    open_loop = args.rate is not None or (slo and not args.sweep) or args.disagg is not None or args.disagg_search is not None
+    open_loop = args.rate is not None or (slo and not args.sweep) or (args.disagg is not None and args.concurrency is None) \
+        or args.disagg_search is not None
     if args.burstiness is not None and not open_loop:
         raise RooflineError("--burstiness shapes open-loop arrivals (--rate, the SLO rate search, --disagg); "
                             + ("--concurrency" if args.concurrency is not None else "--sweep" if args.sweep is not None
@@ -164,6 +165,9 @@ def _cmd_serving(args):
     if args.kv_link is not None and args.disagg is None and args.disagg_search is None:
         raise RooflineError("--kv-link is the link the KV cache moves over between disaggregated pools: give --disagg "
                             "P:D or --disagg-search G", field="kv_link")
+    if (args.router is not None or args.first_token is not None) and args.disagg is None:
+        raise RooflineError("--router and --first-token describe disaggregated pools: give --disagg P:D",
+                            field="router" if args.router is not None else "first_token")
     if args.percentile != 90.0 and not slo:
         raise RooflineError("--percentile is the one the SLO targets hold for: give --slo-ttft and/or --slo-tpot "
                             "(the tables print p50, p90 and p99)", field="percentile")
@@ -233,14 +237,16 @@ def _cmd_serving(args):
     if args.disagg is not None:
         from roofline.serving.disagg import simulate_disaggregated
 
-        if args.rate is None or args.sweep or slo:
-            raise RooflineError("--disagg P:D simulates open-loop arrivals: give --rate (the sweep and the SLO search run "
-                                "one pool)", field="disagg")
+        if (args.rate is None and args.concurrency is None) or args.sweep or slo:
+            raise RooflineError("--disagg P:D simulates open-loop arrivals (--rate) or a closed loop of users "
+                                "(--concurrency): give one (the sweep and the SLO search run one pool)", field="disagg")
         if draft is not None:
             raise RooflineError("--disagg with speculative decoding is not modelled", field="disagg")
-        reqs = poisson_requests(args.rate, args.requests or 1000, args.input_len, args.output_len, args.seed, burstiness)
+        reqs = (poisson_requests(args.rate, args.requests or 1000, args.input_len, args.output_len, args.seed, burstiness)
+                if args.rate is not None else
+                closed_requests(args.concurrency, args.requests or 1000, args.input_len, args.output_len, args.seed))
         result = simulate_disaggregated(step, step, reqs, engine, engine, args.disagg[0], args.disagg[1], args.kv_link,
-                                        args.seed, args.price)
+                                        args.seed, args.price, args.router or "random", args.first_token or "prefill")
     elif args.sweep:
         result = sweep_concurrency(step, args.sweep, args.input_len, args.output_len, engine, args.requests, args.seed,
                                    args.price, args.slo_ttft, args.slo_tpot, args.percentile, draft)
@@ -627,7 +633,14 @@ def register(sub):
                    help="MoE: expert parallelism over the --tp GPUs with data-parallel attention (all-to-all dispatch "
                         "and combine) instead of tensor parallelism")
     p.add_argument("--disagg", type=_split_arg, default=None, metavar="P:D",
-                   help="prefill/decode disaggregation: P prefill and D decode replicas of --tp GPUs each (with --rate)")
+                   help="prefill/decode disaggregation: P prefill and D decode replicas of --tp GPUs each (with --rate, "
+                        "or --concurrency: a closed loop over both pools)")
+    p.add_argument("--router", choices=("random", "round-robin"), default=None,
+                   help="with --disagg: how requests spread over each pool's replicas (default random; round-robin is "
+                        "Dynamo's default router)")
+    p.add_argument("--first-token", choices=("prefill", "decode"), default=None,
+                   help="with --disagg: the pool whose token the client sees first (default prefill; decode: tokens "
+                        "stream from the decode pool, as Dynamo serves them, so TTFT takes in the KV transfer)")
     p.add_argument("--tp-search", type=count_list("--tp-search", maximum=4096), default=None, metavar="S1,S2,...",
                    help="with an SLO: the rate search at each replica size (--tp, or the --ep group), and with "
                         "--target-rate the size needing the fewest GPUs")
