@@ -300,6 +300,8 @@ def main(argv=None) -> int:
                     "as JSON lines")
     ap.add_argument("--mode", choices=("agg", "disagg", "both"), default="both",
                     help="the aggregated rows, the disaggregated ones (silicon_disagg.py: a section of their own) or both")
+    ap.add_argument("--max-users", type=int, default=0, help="disaggregated rows of more users than this are listed as "
+                    "not run (a quick look: the closed loop's cost grows with the users; 0: run all)")
     args = ap.parse_args(argv)
     if args.mode == "disagg":
         return main_disagg(args)
@@ -358,9 +360,12 @@ def run_disagg(args, sample) -> dict:
     if limit:
         rows = sd.subset(rows, limit, cheapest=SMOKE)
     overheads = fitted_in_file()
+    skipped = [r for r in rows if args.max_users and (sd.concurrency(r) or 0) > args.max_users]
+    rows = [r for r in rows if r not in skipped]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         results = list(pool.map(functools.partial(sd.run_row, overheads=overheads), rows, chunksize=1))
+    results += [{"id": r["id"], "skipped": f"more than --max-users {args.max_users:,} users"} for r in skipped]
     for d in results:
         d["mode"] = "disagg"
     return {"results": results, "lines": sd.report(results, time.perf_counter() - t0, overheads)}

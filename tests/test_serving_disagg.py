@@ -104,3 +104,20 @@ def test_cli_disagg_closed_loop(capsys):
     assert d["router"] == "round-robin" and d["first_token"] == "decode" and d["closed_loop_passes"] >= 1
     assert main(["serving", "--concurrency", "4", "--router", "round-robin"]) == 2
     assert "--disagg" in capsys.readouterr().err
+
+
+def test_a_tolerance_stops_the_closed_loop_sooner_at_the_same_means(step):
+    """The closed loop stopped once no arrival moves by more than 1% of the mean end-to-end latency
+    takes no more passes than the exact fixed point, and its mean TTFT and TPOT agree with it to
+    2%; a tolerance past 0.5 is refused by name."""
+    reqs = closed_requests(32, 128, (500, 3000), 128, seed=5)
+    kw = dict(prefill_replicas=1, decode_replicas=2, router="round-robin", first_token="decode")
+    exact = simulate_disaggregated(step, step, reqs, **kw)
+    loose = simulate_disaggregated(step, step, reqs, tolerance=0.01, **kw)
+    assert loose.settings["closed_loop_passes"] <= exact.settings["closed_loop_passes"]
+    assert loose.settings["closed_loop_tolerance"] == 0.01 and exact.settings["closed_loop_tolerance"] == 0.0
+    assert np.mean(loose.ttft_s) == pytest.approx(np.mean(exact.ttft_s), rel=0.02)
+    assert np.mean(loose.tpot_s) == pytest.approx(np.mean(exact.tpot_s), rel=0.02)
+    with pytest.raises(RooflineError) as e:
+        simulate_disaggregated(step, step, reqs, tolerance=0.9)
+    assert e.value.field == "tolerance"

@@ -137,20 +137,28 @@ def _closed_arrivals(finish_s: np.ndarray, concurrency: int) -> np.ndarray:
     return np.concatenate([np.zeros(k), np.sort(finish_s)[: len(finish_s) - k]])
 
 
-def _closed_loop(prefill, decode, inp, out, concurrency, transfer, engines, replicas, router, rng):
+def _closed_loop(prefill, decode, inp, out, concurrency, transfer, engines, replicas, router, rng, tolerance):
     """(arrivals, _Pools, passes) of a closed loop over both pools: the pools run on guessed arrival
-    times (each user's requests one lone request's latency apart), the arrivals are set from the
-    finishes (_closed_arrivals), and again until they no longer change (a fixed point: each pool is
-    causal, so the arrivals settle from the earliest on). Past CLOSED_LOOP_PASSES passes refused."""
+    times, the arrivals are set from the finishes (_closed_arrivals), and again until no arrival
+    moves by more than ``tolerance`` x the mean end-to-end latency (0: by more than 1e-9 of the run;
+    each pool is causal, so the arrivals settle from the earliest on). The guess: the first
+    ``concurrency`` requests run alone, and each later round of users follows its finishes, a mean
+    latency of that round apart. Past CLOSED_LOOP_PASSES passes refused."""
     n, c = len(inp), int(concurrency)
-    lone = _run_pools(prefill, decode, inp[:1], out[:1], np.zeros(1), transfer[:1], *engines, *replicas, router,
+    k = min(c, n)
+    head = _run_pools(prefill, decode, inp[:k], out[:k], np.zeros(k), transfer[:k], *engines, *replicas, router,
                       np.random.default_rng(0))
-    arrival = np.floor(np.arange(n) / c) * float(lone.finish_s[0])
+    if k == n:
+        return np.zeros(n), head, 1
+    f = np.sort(head.finish_s)
+    j = np.arange(n - k)
+    arrival = np.concatenate([np.zeros(k), np.sort(f[j % k] + (j // k) * float(f.mean()))])
     for passes in range(1, CLOSED_LOOP_PASSES + 1):
         pools = _run_pools(prefill, decode, inp, out, arrival, transfer, *engines, *replicas, router, rng)
         new = _closed_arrivals(pools.finish_s, c)
-        if np.allclose(new, arrival, rtol=0.0, atol=1e-9 * max(1.0, float(new.max()))):
-            return new, pools, passes
+        moved = float(np.max(np.abs(new - arrival)))
+        if moved <= max(1e-9 * max(1.0, float(new.max())), tolerance * float(np.mean(pools.finish_s - arrival))):
+            return (new if tolerance == 0 else arrival), pools, passes + 1
         arrival = new
     raise RooflineError(f"the closed loop of {c:,} users over the two pools did not settle in {CLOSED_LOOP_PASSES} passes "
                         "(the arrivals set from one pass's finishes kept moving the next): give fewer requests, or an "
@@ -161,7 +169,7 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
                            decode_engine: Engine = Engine(), prefill_replicas: int = 1, decode_replicas: int = 1,
                            kv_link: str | None = None, seed: int = 0,
                            price_per_gpu_hour: float | None = None, router: str = "random",
-                           first_token: str = "prefill") -> ServingResult:
+                           first_token: str = "prefill", tolerance: float = 0.0) -> ServingResult:
     """Prefill and decode on separate pools (DistServe, Splitwise; vLLM and SGLang's disaggregated
     serving): each request is prefilled on one of ``prefill_replicas``, which samples its first
     token; its KV cache then moves to one of ``decode_replicas`` (kv_transfer_seconds), which feeds
@@ -179,7 +187,10 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
 
     Open loop (``requests.arrival_s``), or a closed loop of ``requests.concurrency`` users, each
     sending its next request when its last one ends: the pools are run to a fixed point of the
-    arrival times (_closed_loop; the passes it took are ``settings["closed_loop_passes"]``)."""
+    arrival times (_closed_loop; the passes it took, the first round's alone counted, are
+    ``settings["closed_loop_passes"]``), until no arrival moves by more than ``tolerance`` x the mean
+    end-to-end latency (0: none moves; a tolerance reports the last pass, run on the arrivals it was
+    given)."""
     for name, v in (("prefill_replicas", prefill_replicas), ("decode_replicas", decode_replicas)):
         check_number(name, v, maximum=100_000, integer=True)
     if router not in ROUTERS:
@@ -203,17 +214,18 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
     engines, replicas = (prefill_engine, decode_engine), (prefill_replicas, decode_replicas)
     closed = requests.arrival_s is None
     if closed:
+        check_number("tolerance", tolerance, strictly=False, maximum=0.5)
         arrival, pools, passes = _closed_loop(prefill, decode, inp, out, requests.concurrency, transfer, engines, replicas,
-                                              router, rng)
+                                              router, rng, float(tolerance))
     else:
         arrival, passes = np.asarray(requests.arrival_s, dtype=float), None
         pools = _run_pools(prefill, decode, inp, out, arrival, transfer, *engines, *replicas, router, rng)
     return _result(prefill, decode, requests, pools, arrival, transfer, link, decode_engine, replicas, router, first_token,
-                   passes, price_per_gpu_hour)
+                   passes, tolerance, price_per_gpu_hour)
 
 
 def _result(prefill, decode, requests, pools, arrival, transfer, link, decode_engine, replicas, router, first_token,
-            passes, price_per_gpu_hour) -> ServingResult:
+            passes, tolerance, price_per_gpu_hour) -> ServingResult:
     """The run's ServingResult from its pools' pass."""
     prefill_replicas, decode_replicas = replicas
     p_results, d_results, first, second, finish = pools.p_results, pools.d_results, pools.first_s, pools.second_s, pools.finish_s
@@ -242,7 +254,8 @@ def _result(prefill, decode, requests, pools, arrival, transfer, link, decode_en
              f"{np.mean(transfer) / MS:,.2f} ms on average (each GPU holding a shard sends it at e_m of the link, "
              f"plus one collective latency); {shown}; the decode pool runs no prompt (it feeds the first token against "
              f"the transferred cache); requests are spread over the replicas {spread}",) \
-        + ((f"closed loop over the two pools: the arrivals settled after {passes} pass(es) of both pools",) if passes else ()) \
+        + ((f"closed loop over the two pools: the arrivals settled after {passes} pass(es) of both pools"
+            + (f" (to {tolerance:g} of the mean end-to-end latency)" if tolerance else ""),) if passes else ()) \
         + _pool_notes(p_results, d_results, closed=passes is not None)
     over = overload_note(arrival, e2e, duration, ttft) if passes is None and duration > 0 else None
     if over:
@@ -264,7 +277,8 @@ def _result(prefill, decode, requests, pools, arrival, transfer, link, decode_en
                                    "prefill_tensor_parallel": prefill.tensor_parallel,
                                    "prefill_expert_parallel": bool(prefill.expert_parallel),
                                    "kv_link": link, "kv_transfer_mean_s": float(np.mean(transfer)),
-                                   "router": router, "first_token": first_token, "closed_loop_passes": passes},
+                                   "router": router, "first_token": first_token, "closed_loop_passes": passes,
+                                   "closed_loop_tolerance": float(tolerance) if passes else None},
         overload=over or "")
 
 
