@@ -21,6 +21,11 @@ import silicon_validation as sv
 REQUIRED = ("prefill_batch_size", "prefill_num_workers", "decode_batch_size", "decode_num_workers")
 POOL_KEYS = ("tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
 ROUTER = "round-robin"  # Dynamo's default --router-mode (docs.nvidia.com/dynamo/v1.2.0/user-guides/kv-cache-aware-routing)
+# engines whose sequence and token budgets hold per attention-DP rank (each rank its own scheduler and KV cache: Dynamo's
+# DP Rank Routing page, docs.nvidia.com/dynamo/v1.3.0/additional-resources/tensor-rt-llm-details/dp-rank-routing; vLLM's
+# data-parallel ranks are engine cores of their own); SGLang's --chunked-prefill-size and --max-running-requests are the
+# worker's, divided among its ranks (sglang server_args.py _handle_data_parallelism: chunked_prefill_size // dp_size)
+RANK_BUDGETS = ("trtllm", "vllm")
 # the closed loop stops when no arrival moves by more than this share of the mean end-to-end latency: each pass
 # reruns every pool, and on rows of thousands of users the last passes move the means by under 0.1%
 TOLERANCE = 0.01
@@ -31,8 +36,10 @@ def settings_text() -> str:
     return ("each row's P prefill and D decode workers (`prefill_num_workers`, `decode_num_workers`), each pool in its own "
             "layout as the aggregated rows map one (`prefill_*`/`decode_*` tp, attention-DP, MoE tp/ep), on the same GPU; "
             "each worker the row's engine as it runs by default with its measured kernels and its time per step from "
-            "data/engines.toml (`kernels+engine`; nothing fitted on these rows); each worker's max sequences the "
-            "engine's default, raised to the row's batch x attention-DP where that is more (`prefill_batch_size`, 1 in "
+            "data/engines.toml (`kernels+engine`; nothing fitted on these rows); each worker's max sequences and token "
+            "budget the engine's defaults, per attention-DP rank for TensorRT-LLM and vLLM (a scheduler a rank), for the "
+            "worker for SGLang (it divides them among its ranks), the sequences raised to the row's batch x attention-DP "
+            "where that is more (`prefill_batch_size`, 1 in "
             "every row: aiconfigurator's adapters assume 1 where a deployment declares no max batch, "
             "sdk/config_adapter/dynamo.py _worker_settings, so it is not read as the worker's limit; "
             "`decode_batch_size`, aiconfigurator's concurrency / (workers x attention-DP)), and an engine that feeds "
@@ -85,14 +92,14 @@ def engines(r: dict, layouts, overhead_s: float):
     defaults = preset(r["backend"], get_machine(machine)).engine(step_overhead_s=overhead_s)
     out = []
     for (_, _, _, gpus, ep, _), batch in zip(layouts, (r["prefill_batch_size"], r["decode_batch_size"])):
-        seqs = sv._int(batch) * (gpus if ep else 1)  # per attention-DP rank: an expert-parallel group's every GPU
-        seqs = max(defaults.max_seqs, seqs)
+        ranks = gpus if ep else 1  # attention-DP ranks: an expert-parallel group's every GPU
+        per_rank = ranks if r["backend"] in RANK_BUDGETS else 1
+        seqs = max(defaults.max_seqs * per_rank, sv._int(batch) * ranks)
         if not out:  # prefill: a whole prompt must fit an engine that does not chunk
-            e = dataclasses.replace(defaults, max_seqs=seqs, max_tokens=max(defaults.max_tokens, 0 if defaults.chunked_prefill
-                                                                               else isl))
+            tokens = max(defaults.max_tokens, 0 if defaults.chunked_prefill else isl) * per_rank
         else:
-            e = dataclasses.replace(defaults, max_seqs=seqs, max_tokens=max(defaults.max_tokens,
-                                                                             seqs if defaults.mixed_steps else 0))
+            tokens = max(defaults.max_tokens * per_rank, seqs if defaults.mixed_steps else 0)
+        e = dataclasses.replace(defaults, max_seqs=seqs, max_tokens=tokens)
         out.append(e)
     return tuple(out)
 

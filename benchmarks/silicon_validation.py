@@ -360,7 +360,7 @@ def run_disagg(args, sample) -> dict:
     if limit:
         rows = sd.subset(rows, limit, cheapest=SMOKE)
     overheads = fitted_in_file()
-    skipped = [r for r in rows if args.max_users and (sd.concurrency(r) or 0) > args.max_users]
+    skipped = [r for r in rows if args.max_users and not isinstance(sd.pools(r), str) and sd.concurrency(r) > args.max_users]
     rows = [r for r in rows if r not in skipped]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
