@@ -6,7 +6,9 @@ engine's measured kernels (``--kernels ENGINE``). Nothing is fitted or tuned per
 (median |error| by engine, GPU, model, concurrency band and GPU count, the refusals with their
 reasons) goes to docs/serving-validation-measured.md.
 
-    python benchmarks/silicon_validation.py [--out FILE] [--limit N] [--jobs J]
+    python benchmarks/silicon_validation.py [--out FILE] [--limit N] [--jobs J] [--mode agg|disagg|both]
+
+The disaggregated rows (benchmarks/silicon_disagg.py) are reported in a section of their own.
 
 With ROOFLINE_BENCH_SMOKE=1: a handful of rows, the report to a temporary directory.
 """
@@ -308,7 +310,13 @@ def main(argv=None) -> int:
                     "sample that spans every engine, GPU and model)")
     ap.add_argument("--rows", default=None, metavar="FILE", help="also write each row's measured and predicted figures "
                     "as JSON lines")
+    ap.add_argument("--mode", choices=("agg", "disagg", "both"), default="both",
+                    help="the aggregated rows, the disaggregated ones (silicon_disagg.py: a section of their own) or both")
+    ap.add_argument("--max-users", type=int, default=0, help="disaggregated rows of more users than this are listed as "
+                    "not run (a quick look: the closed loop's cost grows with the users; 0: run all)")
     args = ap.parse_args(argv)
+    if args.mode == "disagg":
+        return main_disagg(args)
     from roofline.measured.tables import data_root
 
     sample = data_root().parent / "silicon_sample.csv"
@@ -334,6 +342,10 @@ def main(argv=None) -> int:
         if "refused" in d:
             refused[d["refused"]] += 1
     lines = write_report(args, sample, results, done, refused, wall, overheads)
+    if args.mode == "both":
+        disagg = run_disagg(args, sample)
+        lines += [""] + disagg["lines"]
+        results = results + disagg["results"]
     if args.rows:
         import json
 
@@ -347,6 +359,50 @@ def main(argv=None) -> int:
     for e, sec in overheads.items():
         print(f"fitted {e} time per step {sec * 1e3:.2f} ms (data/engines.toml: "
               f"{_doc()['engines'][e]['step_overhead_s']['value'] * 1e3:.2f} ms)")
+    print(f"wrote {path}")
+    return 0
+
+
+def run_disagg(args, sample) -> dict:
+    """The disaggregated rows (silicon_disagg.py) on the engines' kernels with data/engines.toml's time
+    per step: {"results": one dict a row, "lines": the report's section}."""
+    import silicon_disagg as sd
+
+    rows = sd.read_rows(sample)
+    limit = smoke_or(args.limit, 2)
+    if limit:
+        rows = sd.subset(rows, limit, cheapest=SMOKE)
+    overheads = fitted_in_file()
+    skipped = [r for r in rows if args.max_users and not isinstance(sd.pools(r), str) and sd.concurrency(r) > args.max_users]
+    rows = [r for r in rows if r not in skipped]
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = list(pool.map(functools.partial(sd.run_row, overheads=overheads), rows, chunksize=1))
+    results += [{"id": r["id"], "skipped": f"more than --max-users {args.max_users:,} users"} for r in skipped]
+    for d in results:
+        d["mode"] = "disagg"
+    return {"results": results, "lines": sd.report(results, time.perf_counter() - t0, overheads)}
+
+
+def main_disagg(args) -> int:
+    """--mode disagg: only the disaggregated rows, their section alone to --out."""
+    import importlib.metadata as md
+
+    from roofline.measured.tables import data_root
+
+    sample = data_root().parent / "silicon_sample.csv"
+    got = run_disagg(args, sample)
+    lines = ["# Serving: predicted against measured disaggregated deployments (aiconfigurator-core's silicon sample)", "",
+             f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/silicon_validation.py --mode disagg` on "
+             f"{os.cpu_count()} CPU core(s), aiconfigurator-core {md.version('aiconfigurator-core')}.", ""] + got["lines"]
+    if args.rows:
+        import json
+
+        Path(args.rows).write_text("".join(json.dumps(d) + "\n" for d in got["results"]))
+    path = output(Path(args.out))
+    path.write_text("\n".join(lines) + "\n")
+    for line in lines[:12]:
+        print(line)
     print(f"wrote {path}")
     return 0
 

@@ -61,14 +61,20 @@ def _finite_everywhere(x) -> bool:
     return True
 
 
+def _header(response, name: str) -> str:
+    """One header's value, from an httpx response (a string) or a schemathesis one (a list of strings)."""
+    value = response.headers.get(name, "")
+    return ", ".join(value) if isinstance(value, (list, tuple)) else value
+
+
 def response_problem(response) -> str | None:
     """What is wrong with one answer of the API (None: nothing)."""
     code = response.status_code
-    if code >= 500 and not (code == 503 and response.headers.get("retry-after")):
+    if code >= 500 and not (code == 503 and _header(response, "retry-after")):
         return f"{code}: {response.text[:300]}"
     if code not in (200, 400, 404, 422, 503):
         return f"unexpected status {code}: {response.text[:300]}"
-    kind = response.headers.get("content-type", "")
+    kind = _header(response, "content-type")
     if "json" in kind:
         try:
             body = strict_json(response.text)

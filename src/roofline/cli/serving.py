@@ -138,11 +138,13 @@ def _simulate(req, step, draft, engine):
 
     if req.disagg is not None:
         from roofline.serving.disagg import simulate_disaggregated
-        from roofline.serving.requests import poisson_requests
+        from roofline.serving.requests import closed_requests, poisson_requests
 
-        reqs = poisson_requests(req.rate, req.requests or REQUESTS, req.input_len, req.output_len, req.seed, req.burstiness)
+        reqs = (poisson_requests(req.rate, req.requests or REQUESTS, req.input_len, req.output_len, req.seed, req.burstiness)
+                if req.rate is not None else
+                closed_requests(req.concurrency, req.requests or REQUESTS, req.input_len, req.output_len, req.seed))
         return simulate_disaggregated(step, step, reqs, engine, engine, req.disagg[0], req.disagg[1], req.kv_link,
-                                      req.seed, req.price)
+                                      req.seed, req.price, req.router or "random", req.first_token or "prefill")
     if req.sweep:
         return sweep_concurrency(step, req.sweep, req.input_len, req.output_len, engine, req.requests, req.seed,
                                  req.price, req.slo_ttft, req.slo_tpot, req.percentile, draft)

@@ -96,7 +96,14 @@ def _parallel(p):
                    help="MoE: expert parallelism over the --tp GPUs with data-parallel attention (all-to-all dispatch "
                         "and combine) instead of tensor parallelism")
     p.add_argument("--disagg", type=split_arg, default=None, metavar="P:D",
-                   help="prefill/decode disaggregation: P prefill and D decode replicas of --tp GPUs each (with --rate)")
+                   help="prefill/decode disaggregation: P prefill and D decode replicas of --tp GPUs each (with --rate, "
+                        "or --concurrency: a closed loop over both pools)")
+    p.add_argument("--router", choices=("random", "round-robin"), default=None,
+                   help="with --disagg: how requests spread over each pool's replicas (default random; round-robin is "
+                        "Dynamo's default router)")
+    p.add_argument("--first-token", choices=("prefill", "decode"), default=None,
+                   help="with --disagg: the pool whose token the client sees first (default prefill; decode: tokens "
+                        "stream from the decode pool, as Dynamo serves them, so TTFT takes in the KV transfer)")
     p.add_argument("--tp-search", type=count_list("--tp-search", maximum=4096), default=None, metavar="S1,S2,...",
                    help="with an SLO: the rate search at each replica size (--tp, or the --ep group), and with "
                         "--target-rate the size needing the fewest GPUs")

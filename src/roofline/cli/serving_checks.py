@@ -36,6 +36,8 @@ class ServingRequest:
     seed: int
     seeds: int | None
     disagg: tuple | None
+    router: str | None
+    first_token: str | None
     disagg_search: int | None
     tp_search: list | None
     kv_link: str | None
@@ -76,9 +78,10 @@ def has_slo(args) -> bool:
 
 
 def is_open_loop(args) -> bool:
-    """Arrivals at a rate: --rate, the SLO rate search (without --sweep), --disagg or --disagg-search."""
-    return (args.rate is not None or (has_slo(args) and not args.sweep) or args.disagg is not None
-            or args.disagg_search is not None)
+    """Arrivals at a rate: --rate, the SLO rate search (without --sweep), --disagg without --concurrency, or
+    --disagg-search."""
+    return (args.rate is not None or (has_slo(args) and not args.sweep)
+            or (args.disagg is not None and args.concurrency is None) or args.disagg_search is not None)
 
 
 def refuse_combinations(args) -> None:
@@ -184,9 +187,12 @@ def _disaggregation(args) -> None:
                                 "--sweep or --disagg", field="disagg_search")
         refuse_unused(args, {"target_rate": None, "price": None, "csv": False, "output": None, "breakdown": False,
                              "draft": None}, "to --disagg-search (it prints the splits' rates)")
+    if (args.router is not None or args.first_token is not None) and args.disagg is None:
+        raise RooflineError("--router and --first-token describe disaggregated pools: give --disagg P:D",
+                            field="router" if args.router is not None else "first_token")
     if args.disagg is not None:
-        if args.rate is None or args.sweep or slo:
-            raise RooflineError("--disagg P:D simulates open-loop arrivals: give --rate (the sweep and the SLO search run "
-                                "one pool)", field="disagg")
+        if (args.rate is None and args.concurrency is None) or args.sweep or slo:
+            raise RooflineError("--disagg P:D simulates open-loop arrivals (--rate) or a closed loop of users "
+                                "(--concurrency): give one (the sweep and the SLO search run one pool)", field="disagg")
         if args.draft is not None:
             raise RooflineError("--disagg with speculative decoding is not modelled", field="disagg")

@@ -20,7 +20,8 @@ from roofline.units import MS
 
 def kv_transfer_seconds(prefill: StepCost, decode: StepCost, input_tokens: np.ndarray, link: str | None = None) -> np.ndarray:
     """Seconds to move each request's KV cache (its prompt's) from the prefill replica to the
-    decode replica: each of the prefill group's t GPUs sends its 1/t shard at the same time over
+    decode replica: the cache in t shards, t the smaller group's GPUs holding one (1 for a group of
+    data-parallel attention, which holds a sequence on one GPU), each sent at the same time over
     ``link`` (default: the machine's scale-out infiniband or roce, else its scale-up link), at
     e_m of the link's bandwidth, plus one collective latency (links.collective_latency_s)."""
     from roofline.links import collective_latency_s
@@ -42,16 +43,24 @@ def kv_transfer_seconds(prefill: StepCost, decode: StepCost, input_tokens: np.nd
                             field="kv_link")
     per_seq = np.asarray(kv_bytes_per_sequence(prefill.model, np.asarray(input_tokens), prefill.precision, 1), dtype=float)
     bw = prefill.cost_model.memory_efficiency * m.link(link)
-    shards = 1 if prefill.expert_parallel else prefill.tensor_parallel  # data-parallel attention: one GPU holds a sequence
+    # data-parallel attention (expert parallel): one GPU holds a sequence; else each of the group's GPUs a shard, and
+    # the smaller group's GPUs each send or take theirs (one link each)
+    shards = min(1 if s.expert_parallel else s.tensor_parallel for s in (prefill, decode))
     return collective_latency_s(link) + per_seq / shards / bw, link
 
 
-def _pool_notes(p_results, d_results) -> tuple[str, ...]:
+ROUTERS = ("random", "round-robin")  # how requests are spread over a pool's replicas
+FIRST_TOKENS = ("prefill", "decode")  # which pool's token a client sees first
+CLOSED_LOOP_PASSES = 40  # the closed loop's fixed point: past this many passes without settling, refused
+
+
+def _pool_notes(p_results, d_results, closed: bool = False) -> tuple[str, ...]:
     """Both pools' notes, every replica's, each once: those the pools share as they are (the model's,
     the collectives'), the rest named by pool; the decode pool's scheduler line is left out (its
-    'prefix hits' are the transferred cache, which the disaggregation note describes)."""
+    'prefix hits' are the transferred cache, which the disaggregation note describes). In a closed
+    loop a pool's overload note is left out: its queue is bounded by the users, the run's own."""
     def unique(results):
-        return list(dict.fromkeys(n for r in results for n in r.notes))
+        return list(dict.fromkeys(n for r in results for n in r.notes if not (closed and n == r.overload)))
 
     p_notes, d_notes = unique(p_results), unique(d_results)
     shared = [n for n in p_notes if n in d_notes]
@@ -59,52 +68,54 @@ def _pool_notes(p_results, d_results) -> tuple[str, ...]:
                  + [f"decode pool: {n}" for n in d_notes if n not in p_notes and not n.startswith("scheduler:")])
 
 
-def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Requests, prefill_engine: Engine = Engine(),
-                           decode_engine: Engine = Engine(), prefill_replicas: int = 1, decode_replicas: int = 1,
-                           kv_link: str | None = None, seed: int = 0,
-                           price_per_gpu_hour: float | None = None) -> ServingResult:
-    """Prefill and decode on separate pools (DistServe, Splitwise; vLLM and SGLang's disaggregated
-    serving): each request is prefilled on one of ``prefill_replicas`` (picked at random: a Poisson
-    stream splits into Poisson streams), which samples its first token; its KV cache then moves to
-    one of ``decode_replicas`` (kv_transfer_seconds), which feeds that first token against the
-    transferred cache and generates the rest. Each pool is this module's scheduler; the decode pool
-    never runs a prompt chunk, so its inter-token latency is free of prefill interference. Open
-    loop only (a closed loop's next arrival depends on both pools)."""
-    if requests.arrival_s is None:
-        raise RooflineError("disaggregated serving is simulated for open-loop arrivals: give a request rate", field="rate")
-    for name, v in (("prefill_replicas", prefill_replicas), ("decode_replicas", decode_replicas)):
-        check_number(name, v, maximum=100_000, integer=True)
-    if prefill.model.name != decode.model.name:
-        raise RooflineError("the prefill and decode pools must serve the same model", field="model")
-    if kv_link is not None:
-        from roofline.plan.parallel import GPUS_PER_NODE, NODE_LINKS
+def _round_robin(times: np.ndarray, replicas: int) -> np.ndarray:
+    """Each request's replica, handed out in turn in order of ``times`` (ties in request order): the
+    router's round robin, Dynamo's default (--router-mode round-robin, docs.nvidia.com/dynamo/v1.2.0/
+    user-guides/kv-cache-aware-routing)."""
+    w = np.empty(len(times), dtype=np.int64)
+    w[np.argsort(times, kind="stable")] = np.arange(len(times)) % int(replicas)
+    return w
 
-        total = int(prefill_replicas) * prefill.tensor_parallel + int(decode_replicas) * decode.tensor_parallel
-        if str(kv_link).strip().lower() in NODE_LINKS and total > GPUS_PER_NODE:
-            raise RooflineError(f"kv_link {kv_link}: {total} GPUs span more than one node of {GPUS_PER_NODE}, and "
-                                f"{kv_link} does not leave a node: give infiniband or roce", field="kv_link")
-    rng = np.random.default_rng(seed)
-    n = requests.n
-    inp = np.asarray(requests.input_tokens, dtype=np.int64)
-    out = np.asarray(requests.output_tokens, dtype=np.int64)
-    arrival = np.asarray(requests.arrival_s, dtype=float)
+
+@dataclasses.dataclass(frozen=True)
+class _Pools:
+    """One pass of both pools over given arrival times: per request the prefill pool's token
+    (first_s), the decode pool's first (second_s) and last (finish_s), absolute seconds."""
+
+    first_s: np.ndarray
+    second_s: np.ndarray
+    finish_s: np.ndarray
+    p_results: list
+    d_results: list
+
+
+def _run_pools(prefill, decode, inp, out, arrival, transfer, prefill_engine, decode_engine, prefill_replicas,
+               decode_replicas, router, rng) -> _Pools:
+    """Each prefill replica's requests through simulate (one output token: the one it samples), then,
+    after each cache's transfer, each decode replica's (the prompt plus that token, its cache arrived:
+    only the token is fed; the rest of the output)."""
+    n = len(inp)
     first = np.full(n, np.nan)
     p_results, d_results = [], []
-    pool = rng.integers(0, prefill_replicas, size=n)
+    pool = rng.integers(0, prefill_replicas, size=n) if router == "random" else _round_robin(arrival, prefill_replicas)
     for i in range(int(prefill_replicas)):
         idx = np.flatnonzero(pool == i)
         if len(idx) == 0:
             continue
+        idx = idx[np.argsort(arrival[idx], kind="stable")]
         r = simulate(prefill, Requests(inp[idx], np.ones(len(idx), dtype=np.int64), arrival[idx] - arrival[idx][0], None,
                                        label="prefill"), prefill_engine)
         first[idx] = arrival[idx] + r.ttft_s
         p_results.append(r)
-    transfer, link = kv_transfer_seconds(prefill, decode, inp, kv_link)
     finish = first.copy()  # one-token answers end at their first token
     second = np.full(n, np.nan)
     cont = np.flatnonzero(out > 1)
     d_arrival = first + transfer
-    dpool = rng.integers(0, decode_replicas, size=n)
+    if router == "random":
+        dpool = rng.integers(0, decode_replicas, size=n)
+    else:
+        dpool = np.full(n, -1)
+        dpool[cont] = _round_robin(d_arrival[cont], decode_replicas)
     # the prompt's cache arrives: only the first token is fed; the server's time per request was spent before prefill
     hit_engine = dataclasses.replace(decode_engine, prefix_hit=1.0, request_overhead_s=0.0)
     for i in range(int(decode_replicas)):
@@ -117,26 +128,137 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
         finish[order] = d_arrival[order] + r.e2e_s
         second[order] = d_arrival[order] + r.ttft_s  # the decode pool's first token: the request's second
         d_results.append(r)
-    ttft = first - arrival
+    return _Pools(first, second, finish, p_results, d_results)
+
+
+def _closed_arrivals(finish_s: np.ndarray, concurrency: int) -> np.ndarray:
+    """A closed loop's arrival times given each request's finish: the first ``concurrency`` at 0,
+    then request C + k at the (k+1)-th finish (a user sends its next request when one ends)."""
+    k = min(int(concurrency), len(finish_s))
+    return np.concatenate([np.zeros(k), np.sort(finish_s)[: len(finish_s) - k]])
+
+
+def _closed_loop(prefill, decode, inp, out, concurrency, transfer, engines, replicas, router, rng, tolerance):
+    """(arrivals, _Pools, passes) of a closed loop over both pools: the pools run on guessed arrival
+    times, the arrivals are set from the finishes (_closed_arrivals), and again until no arrival
+    moves by more than ``tolerance`` x the mean end-to-end latency (0: by more than 1e-9 of the run;
+    each pool is causal, so the arrivals settle from the earliest on). The guess: the first
+    ``concurrency`` requests run alone, and each later round of users follows its finishes, a mean
+    latency of that round apart. Past CLOSED_LOOP_PASSES passes refused."""
+    n, c = len(inp), int(concurrency)
+    k = min(c, n)
+    head = _run_pools(prefill, decode, inp[:k], out[:k], np.zeros(k), transfer[:k], *engines, *replicas, router,
+                      np.random.default_rng(0))
+    if k == n:
+        return np.zeros(n), head, 1
+    f = np.sort(head.finish_s)
+    j = np.arange(n - k)
+    arrival = np.concatenate([np.zeros(k), np.sort(f[j % k] + (j // k) * float(f.mean()))])
+    for passes in range(1, CLOSED_LOOP_PASSES + 1):
+        pools = _run_pools(prefill, decode, inp, out, arrival, transfer, *engines, *replicas, router, rng)
+        new = _closed_arrivals(pools.finish_s, c)
+        moved = float(np.max(np.abs(new - arrival)))
+        if moved <= max(1e-9 * max(1.0, float(new.max())), tolerance * float(np.mean(pools.finish_s - arrival))):
+            return (new if tolerance == 0 else arrival), pools, passes + 1
+        arrival = new
+    raise RooflineError(f"the closed loop of {c:,} users over the two pools did not settle in {CLOSED_LOOP_PASSES} passes "
+                        "(the arrivals set from one pass's finishes kept moving the next): give fewer requests, or an "
+                        "open loop (a rate)", field="concurrency")
+
+
+def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Requests, prefill_engine: Engine = Engine(),
+                           decode_engine: Engine = Engine(), prefill_replicas: int = 1, decode_replicas: int = 1,
+                           kv_link: str | None = None, seed: int = 0,
+                           price_per_gpu_hour: float | None = None, router: str = "random",
+                           first_token: str = "prefill", tolerance: float = 0.0) -> ServingResult:
+    """Prefill and decode on separate pools (DistServe, Splitwise; vLLM and SGLang's disaggregated
+    serving): each request is prefilled on one of ``prefill_replicas``, which samples its first
+    token; its KV cache then moves to one of ``decode_replicas`` (kv_transfer_seconds), which feeds
+    that first token against the transferred cache and generates the rest. Each pool is this
+    module's scheduler; the decode pool never runs a prompt chunk, so its inter-token latency is free
+    of prefill interference. The pools may differ in size and layout (tensor or expert parallel).
+
+    ``router``: "random" (a Poisson stream splits into Poisson streams) or "round-robin" (each
+    pool's replicas in turn, in order of arrival at the pool: Dynamo's default router).
+    ``first_token``: "prefill", the prefill pool's token streams to the client at once; or
+    "decode", the client's stream comes from the decode pool (Dynamo's PrefillRouter flow: "Decode
+    -->> Frontend: Stream tokens", docs/design_docs/disagg_serving.md), so TTFT takes in the
+    transfer, the decode pool's queue and its first step, which emits the first two tokens together
+    (TPOT then (end - first token) / (output - 1), as benchmarks measure it).
+
+    Open loop (``requests.arrival_s``), or a closed loop of ``requests.concurrency`` users, each
+    sending its next request when its last one ends: the pools are run to a fixed point of the
+    arrival times (_closed_loop; the passes it took, the first round's alone counted, are
+    ``settings["closed_loop_passes"]``), until no arrival moves by more than ``tolerance`` x the mean
+    end-to-end latency (0: none moves; a tolerance reports the last pass, run on the arrivals it was
+    given)."""
+    for name, v in (("prefill_replicas", prefill_replicas), ("decode_replicas", decode_replicas)):
+        check_number(name, v, maximum=100_000, integer=True)
+    if router not in ROUTERS:
+        raise RooflineError(f"router {router!r}: one of {', '.join(ROUTERS)}", field="router")
+    if first_token not in FIRST_TOKENS:
+        raise RooflineError(f"first_token {first_token!r}: one of {', '.join(FIRST_TOKENS)} (the pool whose token the "
+                            "client sees first)", field="first_token")
+    if prefill.model.name != decode.model.name:
+        raise RooflineError("the prefill and decode pools must serve the same model", field="model")
+    if kv_link is not None:
+        from roofline.plan.parallel import GPUS_PER_NODE, NODE_LINKS
+
+        total = int(prefill_replicas) * prefill.tensor_parallel + int(decode_replicas) * decode.tensor_parallel
+        if str(kv_link).strip().lower() in NODE_LINKS and total > GPUS_PER_NODE:
+            raise RooflineError(f"kv_link {kv_link}: {total} GPUs span more than one node of {GPUS_PER_NODE}, and "
+                                f"{kv_link} does not leave a node: give infiniband or roce", field="kv_link")
+    rng = np.random.default_rng(seed)
+    inp = np.asarray(requests.input_tokens, dtype=np.int64)
+    out = np.asarray(requests.output_tokens, dtype=np.int64)
+    transfer, link = kv_transfer_seconds(prefill, decode, inp, kv_link)
+    engines, replicas = (prefill_engine, decode_engine), (prefill_replicas, decode_replicas)
+    closed = requests.arrival_s is None
+    if closed:
+        check_number("tolerance", tolerance, strictly=False, maximum=0.5)
+        arrival, pools, passes = _closed_loop(prefill, decode, inp, out, requests.concurrency, transfer, engines, replicas,
+                                              router, rng, float(tolerance))
+    else:
+        arrival, passes = np.asarray(requests.arrival_s, dtype=float), None
+        pools = _run_pools(prefill, decode, inp, out, arrival, transfer, *engines, *replicas, router, rng)
+    return _result(prefill, decode, requests, pools, arrival, transfer, link, decode_engine, replicas, router, first_token,
+                   passes, tolerance, price_per_gpu_hour)
+
+
+def _result(prefill, decode, requests, pools, arrival, transfer, link, decode_engine, replicas, router, first_token,
+            passes, tolerance, price_per_gpu_hour) -> ServingResult:
+    """The run's ServingResult from its pools' pass."""
+    prefill_replicas, decode_replicas = replicas
+    p_results, d_results, first, second, finish = pools.p_results, pools.d_results, pools.first_s, pools.second_s, pools.finish_s
+    inp = np.asarray(requests.input_tokens, dtype=np.int64)
+    out = np.asarray(requests.output_tokens, dtype=np.int64)
+    seen = np.where(np.isfinite(second), second, first) if first_token == "decode" else first  # the client's first token
+    ttft = seen - arrival
     e2e = finish - arrival
-    tpot = np.where(out > 1, (finish - first) / np.maximum(out - 1, 1), np.nan)
+    tpot = np.where(out > 1, (finish - seen) / np.maximum(out - 1, 1), np.nan)
     durations = np.concatenate([r.step_durations_s for r in d_results]) if d_results else np.zeros(0)
     decodes = np.concatenate([r.step_decodes for r in d_results]) if d_results else np.zeros(0)
-    # inter-token latency: the decode pool's steps after its first token, and each request's gap between
-    # its first token (the prefill pool's) and its second (the transfer and the decode pool's queue and step)
-    gaps = (second - first)[np.isfinite(second)]
+    # inter-token latency: the decode pool's steps after its first token, and each request's gap between its first
+    # token and its second: the prefill pool's token to the decode pool's (the transfer, the decode pool's queue and
+    # step), or none where both come from the decode pool's first step
+    gaps = (second - seen)[np.isfinite(second)]
     t_start, t_end = float(arrival.min()), float(np.nanmax(finish))
     duration = t_end - t_start
     gpus = int(prefill_replicas) * prefill.tensor_parallel + int(decode_replicas) * decode.tensor_parallel
     busy = float(durations.sum())
+    spread = "at random" if router == "random" else "round robin, in order of arrival at each pool"
+    shown = ("the first token comes from the prefill pool, the rest from the decode pool" if first_token == "prefill" else
+             "the client's tokens stream from the decode pool (its first step gives the first two together), so TTFT "
+             "takes in the prefill, the transfer and the decode pool's queue and first step")
     notes = (f"disaggregated: {prefill_replicas} prefill replica(s) of {prefill.tensor_parallel} GPU(s) and {decode_replicas} "
              f"decode replica(s) of {decode.tensor_parallel} GPU(s); each request's KV cache moves over {link} in "
-             f"{np.mean(transfer) / MS:,.2f} ms on average (each GPU of the prefill group sends its shard at e_m of the link, "
-             "plus one collective latency); the first token comes from the prefill pool, the rest from the decode pool, "
-             "which runs no prompt (it feeds the first token against the transferred cache); both pools at the same "
-             "tensor-parallel size; requests are spread over the replicas at random",) \
-        + _pool_notes(p_results, d_results)
-    over = overload_note(arrival, e2e, duration, ttft) if duration > 0 else None
+             f"{np.mean(transfer) / MS:,.2f} ms on average (each GPU holding a shard sends it at e_m of the link, "
+             f"plus one collective latency); {shown}; the decode pool runs no prompt (it feeds the first token against "
+             f"the transferred cache); requests are spread over the replicas {spread}",) \
+        + ((f"closed loop over the two pools: the arrivals settled after {passes} pass(es) of both pools"
+            + (f" (to {tolerance:g} of the mean end-to-end latency)" if tolerance else ""),) if passes else ()) \
+        + _pool_notes(p_results, d_results, closed=passes is not None)
+    over = overload_note(arrival, e2e, duration, ttft) if passes is None and duration > 0 else None
     if over:
         notes = (over,) + notes
     last = d_results[-1] if d_results else p_results[-1]
@@ -153,7 +275,11 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
         float(np.nansum(e2e) / duration), last.cache_bytes, notes, price_per_gpu_hour, durations, decodes,
         arrival.copy(), inp, out, {**step_settings(decode), **requests.settings,
                                    "disaggregated": [int(prefill_replicas), int(decode_replicas)],
-                                   "kv_link": link, "kv_transfer_mean_s": float(np.mean(transfer))},
+                                   "prefill_tensor_parallel": prefill.tensor_parallel,
+                                   "prefill_expert_parallel": bool(prefill.expert_parallel),
+                                   "kv_link": link, "kv_transfer_mean_s": float(np.mean(transfer)),
+                                   "router": router, "first_token": first_token, "closed_loop_passes": passes,
+                                   "closed_loop_tolerance": float(tolerance) if passes else None},
         overload=over or "")
 
 
