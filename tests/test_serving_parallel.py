@@ -1,0 +1,210 @@
+"""Parallel serving replicas: tensor-parallel all-reduces, expert parallelism (its share of the
+experts, all-to-alls within and across nodes, the busiest GPU), pipeline stages as virtual engines."""
+
+import json
+import math
+
+import pytest
+
+from roofline.cli import main
+from roofline.cost import seed_cost_model
+from roofline.errors import RooflineError
+from roofline.serving import closed_requests, simulate
+from roofline.plan.step import StepCost
+
+EAGER = seed_cost_model(launch_overhead_s=3e-6)  # no CUDA graph: every op pays 3 us
+
+
+def test_tensor_parallel_splits_the_weights_and_adds_all_reduces():
+    """TP 2 over NVLink: each GPU reads half the weights and KV per step and adds two all-reduces
+    per layer; the launches (~290 x 3 us = 0.9 ms of the 6.6 ms) are not split, and the 64
+    all-reduces each pay a launch and 6 us of latency (0.6 ms): between half and 0.7 of one GPU's."""
+    one = StepCost("llama3-8b", "h100-sxm", cost_model=EAGER)
+    two = StepCost("llama3-8b", "h100-sxm", tensor_parallel=2, cost_model=EAGER)
+    names = [o.name for o in two.ops([1024] * 8)]
+    assert any("all-reduce" in n for n in names)
+    assert 0.5 * one.seconds([1024] * 8) < two.seconds([1024] * 8) < 0.7 * one.seconds([1024] * 8)
+
+
+def test_mla_and_moe_models_reduce_to_closed_form():
+    """DeepSeek-V3 (MLA decode absorbed, MoE) on 8 H200s: the decode ops are linear in the
+    sequences and their contexts (checked at a point the fit did not use), so it builds; a mixed
+    step costs more than its decode part alone."""
+    s = StepCost("deepseek-v3", "h200", tensor_parallel=8, max_tokens=4096, max_seqs=64)
+    assert s.seconds([2048] * 16, [(1024, 0)]) > s.seconds([2048] * 16) > 0
+
+
+def test_expert_parallelism_holds_a_share_of_the_experts_and_pays_two_all_to_alls():
+    """Mixtral 8x7B (46,702,792,704 parameters, 45,097,156,608 of them routed experts) over 4 GPUs
+    with data-parallel attention: each GPU holds everything but 3/4 of the experts,
+    2 x (46,702,792,704 - 3/4 x 45,097,156,608) = 25,759,850,496 B in bf16. A step of 64 tokens
+    sends each GPU's 16 tokens' 2 hidden rows (4,096 x 2 B), 3/4 of them to other GPUs, at each
+    of 32 MoE layers, each way: 16 x 2 x 4,096 x 2 x 3/4 x 32 = 6,291,456 B."""
+    ep = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True)
+    assert ep.weight_bytes_per_gpu() == pytest.approx(25_759_850_496)
+    ops = {o.name: o for o in ep.ops([2048] * 64)}
+    assert ops["EP all-to-all dispatch (nvlink)"].bytes == pytest.approx(6_291_456)
+    assert ops["EP all-to-all combine (nvlink)"].bytes == pytest.approx(6_291_456)
+    assert "QKV proj" in ops and not any("all-reduce" in n for n in ops)  # attention is data parallel: no TP all-reduce
+    one = {o.name: o for o in StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=1, max_seqs=256).ops([2048] * 64)}
+    # each GPU attends for a quarter of the sequences, with all the heads
+    assert ops["flash attention (decode)"].flops == pytest.approx(one["flash attention (decode)"].flops / 4)
+    with pytest.raises(RooflineError, match="MoE"):
+        StepCost("llama3-8b", "h100-sxm", tensor_parallel=2, expert_parallel=True)
+    with pytest.raises(RooflineError, match="must divide"):
+        StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=3, expert_parallel=True)
+
+
+def test_expert_parallel_serving_pools_the_cache_over_the_gpus(capsys):
+    """With data-parallel attention each GPU caches its own sequences whole: the replica's cache is
+    4 x one GPU's free memory."""
+    from roofline.plan.step import kv_cache_budget
+
+    ep = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True)
+    cap, parts = kv_cache_budget(ep, 0.9)
+    assert cap == pytest.approx(4 * (parts["capacity_bytes"] - parts["weights_bytes"] - parts["activations_bytes"]))
+    assert main(["serving", "--model", "mixtral-8x7b", "--tp", "4", "--ep", "--concurrency", "16", "--requests", "32",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["gpus"] == 4 and "expert-parallel 4" in d["description"] and d["model"] == "mixtral-8x7b" and any("expert parallelism" in n for n in d["notes"])
+
+
+def test_pipeline_stages_hold_a_share_of_the_weights_and_send_between_stages():
+    """Llama 3 70B over 4 stages of 1 GPU: each holds 2 x 70,553,706,496 / 4 = 35,276,853,248 B. A
+    decode step of one sequence crosses the stages' 3 boundaries, each a send of one token's
+    8,192 x 2 B over NVLink: 6 us + 16,384 / (0.85 x 450 GB/s), and a launch of 3 us (eager)."""
+    pp = StepCost("llama3-70b", "h100-sxm", cost_model=EAGER, pipeline_stages=4)
+    one = StepCost("llama3-70b", "h100-sxm", cost_model=EAGER)
+    assert pp.weight_bytes_per_gpu() == pytest.approx(35_276_853_248)
+    send = 6e-6 + 16384 / (0.85 * 450e9) + 3e-6
+    assert pp.seconds([2048]) - one.seconds([2048]) == pytest.approx(3 * send, rel=1e-9)
+
+
+def test_a_pipeline_runs_a_micro_batch_per_stage_and_idles_below_that():
+    """4 stages, 64 users: 4 virtual engines of 16 identical users each deliver 4 x one engine's
+    tokens/s; with 1 user only one engine works (the bubble): the same as one engine alone."""
+    from roofline.serving import simulate_pipelined
+
+    pp = StepCost("llama3-70b", "h100-sxm", cost_model=EAGER, pipeline_stages=4)
+    full = simulate(pp, closed_requests(64, 128, 512, 64))
+    alone = simulate(pp, closed_requests(16, 32, 512, 64), _stage_engine=True)
+    assert full.gpus == 4 and full.output_tokens_per_s == pytest.approx(4 * alone.output_tokens_per_s, rel=1e-9)
+    single = simulate_pipelined(pp, closed_requests(1, 4, 512, 64))
+    lone = simulate(pp, closed_requests(1, 4, 512, 64), _stage_engine=True)
+    assert single.output_tokens_per_s == pytest.approx(lone.output_tokens_per_s, rel=1e-9)
+    assert any("pipeline: 4 stages" in n for n in full.notes)
+    # the mean decode batch is what one micro-batch's step runs (16 users an engine), not the 64 in flight
+    assert full.mean_decode_batch == pytest.approx(alone.mean_decode_batch, rel=1e-9) and full.mean_decode_batch <= 16
+
+
+def test_expert_parallel_step_runs_at_its_busiest_gpu():
+    """Data-parallel attention puts a sequence on one GPU: a lone 1,024-token prompt runs its
+    attention and dense ops there with whole weights (8 x a TP-8 GPU's share), so it is slower
+    than under TP 8; 64 decodes over 8 GPUs put 8 on each."""
+    ep = StepCost("qwen3-30b-a3b", "h100-sxm", tensor_parallel=8, expert_parallel=True)
+    tp = StepCost("qwen3-30b-a3b", "h100-sxm", tensor_parallel=8)
+    assert ep.seconds([], [(1024, 0)]) > tp.seconds([], [(1024, 0)])
+    assert ep.busiest_rows(64, []) == 8 and ep.busiest_rows(3, [(1024, 0)]) == 1024
+
+
+def test_gpus_per_node_past_the_scale_up_domain_is_refused_by_name(capsys):
+    """An HGX H100's NVLink joins 8 GPUs (scale_up_gpus, cited): --gpus-per-node 16 would put a
+    TP 16 ring on NVLink, so it is refused, naming the flag and the domain; a GB200 NVL72 joins 72
+    (TP 16 rides NVLink there); TP 8 with --gpus-per-node 16 needs no more than the domain."""
+    from roofline.cli import main
+    from roofline.machines import get_machine
+    from roofline.plan.step import StepCost
+
+    assert get_machine("h100-sxm").scale_up_gpus == 8 and get_machine("gb200").scale_up_gpus == 72
+    for argv in (["decode", "--model", "llama3-70b", "--machine", "h100-sxm", "--tp", "16", "--gpus-per-node", "16"],
+                 ["serving", "--model", "llama3-70b", "--machine", "h100-sxm", "--tp", "16", "--gpus-per-node", "16"],
+                 ["serving", "--model", "llama3-70b", "--machine", "h100-sxm", "--tp", "8", "--pp", "2",
+                  "--gpus-per-node", "16"],
+                 ["train", "--model", "llama3-8b", "--machine", "h100-sxm", "--tokens", "1e12", "--gpus", "32",
+                  "--gpus-per-node", "16"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "--gpus-per-node 16" in err and "at most 8 GPUs" in err and "Traceback" not in err, argv
+    assert StepCost("llama3-70b", "gb200", tensor_parallel=16, gpus_per_node=72).link == "nvlink"
+    assert StepCost("llama3-70b", "h100-sxm", tensor_parallel=16).link == "infiniband"  # default 8 per node
+    assert StepCost("llama3-70b", "h100-sxm", tensor_parallel=8, gpus_per_node=16).link == "nvlink"
+
+
+def test_the_busiest_expert_parallel_gpu_reads_whole_experts():
+    """Mixtral 8x7B over 4 GPUs, 2 experts each: one token picks 2 of the 8, so the step touches
+    T = 8 (1 - (1 - 2/8)^1) = 2 experts and the busiest GPU holds at least ceil(2 / 4) = 1 of them,
+    a whole expert's gate+up weights (2 x 4,096 x 14,336 elements), not the mean half of one.
+    At 64 tokens T = 8 (1 - 0.75^64) ~ 8: each GPU's 2 experts, the cap."""
+    from roofline.transformer import get_model
+
+    ep = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True)
+    kind = get_model("mixtral-8x7b").kinds[0]
+    one = ep._token_kernels(kind, 1.0)["expert gate+up proj"]
+    assert float(one.weight_elems) == pytest.approx(1 * 2 * 4096 * 14336)
+    many = ep._token_kernels(kind, 64.0)["expert gate+up proj"]
+    assert float(many.weight_elems) == pytest.approx(2 * 2 * 4096 * 14336, rel=1e-6)
+
+
+def test_pipeline_stages_report_one_gpus_cache_and_the_replicas_own_overload(capsys):
+    """A reviewer read 'KV cache 9.6 GB per GPU' for PP 2 (two stage GPUs' 4.8 GB) and an overload
+    note of one virtual engine's rate (0.93 offered, where the run was offered 2). Llama 3 70B in
+    bf16 over 2 stages: each GPU holds half the 141.1 GB of weights, 70.6 GB, and caches in what
+    is left of 0.9 x 85.5 GB; the engine line, the JSON and the memory note agree on it, and the
+    overload note is of the 2 requests/s offered."""
+    assert main(["serving", "--model", "llama3-70b", "--pp", "2", "--rate", "2", "--requests", "400", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    per_gpu = d["kv_cache_bytes"]
+    assert per_gpu / 1e9 == pytest.approx(0.9 * 85.52 - 141.1 / 2 - 1.6, abs=0.3)
+    kv_note = next(n for n in d["notes"] if n.startswith("KV cache"))
+    assert kv_note.startswith(f"KV cache {per_gpu / 1e9:,.1f} GB per GPU (2 GPUs in the replica")
+    over = [n for n in d["notes"] if n.startswith("overloaded:")]
+    assert over and "of the 2 offered" in over[0]
+    assert all(not n.startswith("memory-bound batch: ") for n in d["notes"])  # said as each virtual engine's
+
+
+def test_expert_parallelism_across_nodes_sends_a_token_once_per_remote_node(capsys):
+    """EP 16 on H100 nodes of 8 (DeepEP's internode kernels): a token crosses InfiniBand once per
+    remote node holding one of its experts, not once per remote expert. Qwen3 235B-A22B, 128
+    experts, top 8, two nodes of 64: 1 - C(64, 8) / C(128, 8) = 1 - prod (64 - i) / (128 - i) for
+    i < 8 = 0.99690 remote nodes per token; the dispatch sends fp8 with an fp32 scale per 128
+    values under W8A8 (1 + 4/128 B), the combine bf16. D = 4,096: 64 rows dispatch 64 x 4,096 x
+    1.03125 x 0.99637 B, combine 64 x 4,096 x 2 x 0.99637 B."""
+    from roofline.plan.precision import Precision
+
+    r = 1.0 - math.prod((64 - i) / (128 - i) for i in range(8))
+    assert StepCost.remote_nodes_per_token(128, 8, 2) == pytest.approx(r) and r == pytest.approx(0.99690, abs=1e-5)
+    # DeepSeek-V3 (256 experts, top 8) over 4 nodes: each of 3 remote nodes is missed with C(192, 8) / C(256, 8)
+    miss = math.prod((192 - i) / (256 - i) for i in range(8))
+    assert StepCost.remote_nodes_per_token(256, 8, 4) == pytest.approx(3 * (1 - miss))
+    from roofline.machines import get_machine
+
+    p = Precision.resolve("qwen3-235b-a22b", get_machine("h100-sxm"), "fp8")
+    ep16 = StepCost("qwen3-235b-a22b", "h100-sxm", p, 16, expert_parallel=True, max_tokens=256, max_seqs=64)
+    moe = next(k for k in ep16.sharded.kinds if k.mlp is not None)
+    dispatch, combine = ep16._all_to_alls(moe, 64.0)
+    assert ep16.link == "infiniband" and dispatch.dtype == "fp8" and combine.dtype == "bf16"
+    assert dispatch.bytes == pytest.approx(64 * 4096 * (1 + 4 / 128) * r)
+    assert combine.bytes == pytest.approx(64 * 4096 * 2 * r)
+    ep8 = StepCost("qwen3-235b-a22b", "h100-sxm", p, 8, expert_parallel=True, max_tokens=256, max_seqs=64)
+    d8, c8 = ep8._all_to_alls(moe, 64.0)  # within a node: every remote expert, 8 x 7/8 copies a row
+    assert d8.bytes == pytest.approx(64 * 4096 * (1 + 4 / 128) * 8 * 7 / 8) and c8.bytes == pytest.approx(64 * 4096 * 2 * 7)
+    argv = ["serving", "--model", "qwen3-235b-a22b", "--dtype", "fp8", "--ep", "--concurrency", "16", "--requests", "32"]
+    assert main([*argv, "--tp", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "spans 2 nodes of 8: a token crosses infiniband once per remote node" in out and "1.00 of 1" in out
+    assert main([*argv, "--tp", "8"]) == 0
+    assert "spans" not in capsys.readouterr().out
+
+
+def test_expert_parallel_runs_say_so_and_what_their_all_to_alls_send(capsys):
+    """JSON tells an EP run from a TP one; the all-to-alls send fp8 (with scales) only under fp8
+    W8A8; an int8 W8A8 run sends bf16 and says an int8 dispatch is not modelled; fp8 activations
+    throughout send fp8 both ways."""
+    argv = ["serving", "--model", "qwen3-235b-a22b", "--ep", "--tp", "8", "--concurrency", "8", "--requests", "16"]
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["expert_parallel"] is True
+    assert main([*argv, "--dtype", "int8"]) == 0
+    out = capsys.readouterr().out
+    assert "send bf16 both ways: an int8 dispatch is not modelled" in out and "DeepEP's fp8 dispatch under W8A8" not in out
+    assert main([*argv, "--activations", "fp8"]) == 0
+    assert "all-to-alls send the activations' fp8 both ways" in capsys.readouterr().out

@@ -1,0 +1,88 @@
+"""Speculative decoding in the serving simulator (serving/engine.py's acceptance, the verify step of
+plan/step.py): the expected tokens per verify, its cost, the tokens a run emits, the flags that
+come together and the drafts refused."""
+
+import json
+
+import numpy as np
+import pytest
+
+from roofline.cli import main
+from roofline.cost import seed_cost_model
+from roofline.errors import RooflineError
+from roofline.serving import Engine, closed_requests, poisson_requests, simulate
+from roofline.plan.step import StepCost
+
+EAGER = seed_cost_model(launch_overhead_s=3e-6)  # no CUDA graph: every op pays 3 us
+
+
+@pytest.fixture(scope="module")
+def step():
+    return StepCost("llama3-8b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=256)
+
+
+def test_expected_tokens_per_verify_step():
+    """k = 4 drafts each accepted with 0.8: 1 + 0.8 + 0.64 + 0.512 + 0.4096 = 3.3616
+    = (1 - 0.8^5) / (1 - 0.8) (Leviathan et al. 2023)."""
+    assert Engine(spec_tokens=4, acceptance=0.8, max_seqs=64).tokens_per_verify == pytest.approx(3.3616)
+    assert Engine().tokens_per_verify == 1.0
+    with pytest.raises(RooflineError, match="acceptance"):
+        Engine(acceptance=0.5)
+
+
+def test_a_verify_step_costs_what_chunks_of_k_plus_1_tokens_cost():
+    """Verifying 5 tokens per sequence against S attended positions is, op by op, a chunk of 5
+    prompt tokens against S - 5 cached for each sequence, with 5 rows of logits each."""
+    one = StepCost("llama3-8b", "h100-sxm", cost_model=EAGER)
+    five = StepCost("llama3-8b", "h100-sxm", cost_model=EAGER, verify_tokens=5)
+    assert five.seconds([1004] * 32) == pytest.approx(one.seconds([], [(5, 999)] * 32, sampled=160), rel=1e-12)
+
+
+def test_speculation_emits_the_expected_tokens_per_step():
+    """One request, 1,024 in, 337 out, 4 drafts at 0.8: the prefill emits the first token, then
+    each step 3.3616 on average carried as a fraction: floor(100 x 3.3616) = 336, so exactly 100
+    decode steps, each the target's verify step plus 4 draft decode steps."""
+    engine = Engine(max_seqs=16, spec_tokens=4, acceptance=0.8)
+    target = StepCost("llama3-70b", "h100-sxm", tensor_parallel=4, cost_model=EAGER, max_seqs=16, verify_tokens=5)
+    draft = StepCost("llama3.2-1b", "h100-sxm", tensor_parallel=4, cost_model=EAGER, max_seqs=16)
+    r = simulate(target, closed_requests(1, 1, 1024, 337), engine, draft=draft)
+    assert r.steps == 101
+    lo = target.seconds([1024 + 5]) + float(draft.decode_steps_seconds(np.array([1024]), 4).sum())
+    assert 100 * lo <= r.e2e_s[0] - r.ttft_s[0] <= 100 * lo * 1.1  # contexts grow by ~336 of 1,024 over the run
+    plain = simulate(StepCost("llama3-70b", "h100-sxm", tensor_parallel=4, cost_model=EAGER, max_seqs=16),
+                     closed_requests(1, 1, 1024, 337), Engine(max_seqs=16))
+    assert r.tpot_s[0] < plain.tpot_s[0] / 2  # at batch 1 verification is nearly free: 3.36 tokens per step
+    assert any("speculative decoding" in n for n in r.notes)
+
+
+def test_cli_speculation_flags_come_together(capsys):
+    assert main(["serving", "--spec-tokens", "4", "--requests", "4"]) == 2
+    assert "--draft" in capsys.readouterr().err
+    assert main(["serving", "--spec-tokens", "2", "--acceptance", "0.6", "--draft", "llama3.2-1b", "--concurrency", "2",
+                 "--requests", "4", "--output-len", "64", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["requests"] == 4
+    assert main(["serving", "--model", "gemma3-27b", "--spec-tokens", "2", "--acceptance", "0.5", "--draft", "gemma3-1b",
+                 "--requests", "4"]) == 2
+    assert "sliding-window" in capsys.readouterr().err
+
+
+def test_review_refusals_for_drafts_and_kv_links(step):
+    """A draft with another vocabulary, or one not smaller than the target, is refused; NVLink as
+    the KV link of pools spanning two nodes is refused; with expert parallelism a sequence's cache
+    moves whole (one GPU holds it): twice TP 2's per-GPU shard."""
+    from roofline.serving import kv_transfer_seconds, simulate_disaggregated
+
+    target = StepCost("llama3-8b", "h100-sxm", cost_model=EAGER, max_seqs=16, verify_tokens=3)
+    engine = Engine(max_seqs=16, spec_tokens=2, acceptance=0.5)
+    with pytest.raises(RooflineError, match="vocabulary"):
+        simulate(target, closed_requests(1, 1, 64, 4), engine, draft=StepCost("gpt2", "h100-sxm", max_seqs=16))
+    with pytest.raises(RooflineError, match="not smaller"):
+        simulate(target, closed_requests(1, 1, 64, 4), engine, draft=StepCost("llama3-8b", "h100-sxm", max_seqs=16))
+    with pytest.raises(RooflineError, match="more than one node"):
+        simulate_disaggregated(step, step, poisson_requests(5, 4, 64, 4), prefill_replicas=5, decode_replicas=5,
+                               kv_link="nvlink")
+    tp = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=2)
+    ep = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=2, expert_parallel=True)
+    t_tp, _ = kv_transfer_seconds(tp, tp, np.array([1024]))
+    t_ep, _ = kv_transfer_seconds(ep, ep, np.array([1024]))
+    assert (t_ep[0] - 46e-6) == pytest.approx(2 * (t_tp[0] - 46e-6))
