@@ -14,41 +14,51 @@ from roofline.serving.stretch import decode_stretch
 
 
 def advance(st, plan):
-    """RunState ``st`` moved past the step of StepPlan ``plan``: its seconds, the sums, the tokens."""
+    """RunState ``st`` moved past the step of StepPlan ``plan``: its seconds, the sums, the tokens
+    (the run's token counts are summed from its records at the end)."""
     dec, chunks, chunk_slots, fed, fed_prefix, completing = plan
-    pool, step, T, lazy = st.pool, st.step, st.T, st.lazy
+    pool, T = st.pool, st.T
     nd = len(dec)
-    if lazy:
-        sum1 = pool.sum_base + nd * (pool.tick + 1)  # the contexts the step's decodes attend
-        ctx1 = pool.ctx[dec] + (pool.tick + 1) if nd and step.needs_contexts else None
+    if st.lazy:
+        tick1 = pool.tick + 1
+        sum1 = pool.sum_base + nd * tick1  # the contexts the step's decodes attend
+        ctx1 = pool.ctx[dec] + tick1 if nd and st.needs_contexts else None
     else:
         ctx1 = pool.ctx[dec] + T
         sum1 = float(ctx1.sum())
     M = nd * T + fed
-    dt = step.step_seconds(nd, float(sum1), ctx1, M, nd * T + completing, chunks) + st.step_overhead_s
+    dt = st.step_seconds(nd, float(sum1), ctx1, M, nd * T + completing, chunks) + st.step_overhead_s
     if st.draft is not None:
-        dt = _with_draft(dt, st.draft, pool.ctx[dec], T, nd, M - nd * T, chunks)
+        dt = _with_draft(dt, st.draft, pool.ctx[dec], T, nd, fed, chunks)
     st.in_system_integral += st.in_system * dt
     now = st.now = st.now + dt
     st.steps += 1
-    st.tokens_sum += M
     st.record((dt, nd, fed, fed_prefix / fed if fed else 0.0, len(chunks)))
-    if not chunks:
-        st.dt_decode = dt
     used = pool.used
     st.kv_integral += used * dt
     if used > st.kv_peak:
         st.kv_peak = used
-    st.computed += M - nd * T
-    if nd and lazy:
+    if chunks:
+        if nd:
+            _advance_decodes(st, dec)
+        _feed(st, chunks, chunk_slots, now)
+        return
+    st.dt_decode = dt
+    if nd:
+        _advance_decodes(st, dec)
+
+
+def _advance_decodes(st, dec: np.ndarray):
+    """Each decoding sequence its step's tokens: with one token per step (lazy) the tick moves
+    and those whose last token it was finish; else their per-slot arrays advanced."""
+    if st.lazy:
+        pool = st.pool
         tick = pool.tick = pool.tick + 1
         if pool.fins and pool.fins[0][0] <= tick:
             for r, slot in pool.due():
                 st.finish(r, slot)
-    elif nd:
+    else:
         _advance_slots(st, dec)
-    if chunks:
-        _feed(st, chunks, chunk_slots, now)
 
 
 def _with_draft(dt: float, draft, ctx, T: int, nd: int, prompt_tokens: int, chunks) -> float:
@@ -121,7 +131,6 @@ def stretch(st, dec: np.ndarray, most: int) -> bool:
     st.kv_peak = max(st.kv_peak, pool.used)
     st.now = end
     st.steps += K
-    st.tokens_sum += nd * K
     st.records.stretch(dts, nd)
     st.dt_decode = float(dts[-1])
     pool.tick += K

@@ -32,17 +32,33 @@ class StepPlan(NamedTuple):
 
 def schedule(st) -> StepPlan:
     """The step that RunState ``st`` runs next; the cache for it taken from st.pool."""
-    engine, pool, waiting = st.engine, st.pool, st.waiting
-    prefilling, free = pool.prefilling, pool.free
-    prefill_only = not st.mixed_steps and bool(prefilling or (waiting and free))
+    pool, waiting = st.pool, st.waiting
+    prompts = bool(pool.prefilling or (waiting and pool.free))  # prompt work: running, or one could start
+    prefill_only = prompts and not st.mixed_steps
     dec = _NONE if prefill_only else pool.decoding()
-    budget = st.max_tokens - len(dec) * st.T
+    if not prompts:
+        return _plan(StepPlan, (dec, [], [], 0, 0, 0))
     chunks, chunk_slots = [], []
+    fed, fed_prefix, completing = _prompt_chunks(st, st.max_tokens - len(dec) * st.T, chunks, chunk_slots)
+    if prefill_only and not chunks:  # no prompt could start (cache or budget): the decodes run instead
+        dec = pool.decoding()
+    return _plan(StepPlan, (dec, chunks, chunk_slots, fed, fed_prefix, completing))
+
+
+_plan = tuple.__new__  # a StepPlan made without NamedTuple's __new__ (a Python call a step: the hot path)
+
+
+def _prompt_chunks(st, budget: int, chunks: list, chunk_slots: list) -> tuple[int, int, int]:
+    """The step's ``budget`` of tokens to prompts: the running prompts' next chunks first, then
+    waiting requests admitted in order; each chunk (tokens, tokens cached before) and its slot put
+    in ``chunks`` and ``chunk_slots``. Returns the chunks' tokens, their sum of tokens x prefix, and
+    how many end a prompt."""
+    engine, pool, waiting = st.engine, st.pool, st.waiting
+    need, done, tab, bs, cap, free = st.need, st.done, pool.tab, pool.bs, pool.cap, pool.free
     fed = fed_prefix = completing = 0
-    need, done, tab, bs, cap = st.need, st.done, pool.tab, pool.bs, pool.cap
-    if prefilling:  # the running prompts, their next chunks
+    if pool.prefilling:  # the running prompts, their next chunks
         req, held, used = pool.req, pool.blocks, pool.used
-        for slot in list(prefilling):
+        for slot in list(pool.prefilling):
             if budget <= 0:
                 break
             r = int(req[slot])
@@ -81,6 +97,4 @@ def schedule(st) -> StepPlan:
         chunk_slots.append(pool.admit(r, start, blocks))
         budget -= c
         fed, fed_prefix, completing = fed + c, fed_prefix + c * start, completing + (start + c >= need[r])
-    if prefill_only and not chunks:  # no prompt could start (cache or budget): the decodes run instead
-        dec = pool.decoding()
-    return StepPlan(dec, chunks, chunk_slots, fed, fed_prefix, completing)
+    return fed, fed_prefix, completing

@@ -31,6 +31,7 @@ class RunState:
         self.T, self.E, self.hit = engine.spec_tokens + 1, engine.tokens_per_verify, engine.prefix_hit
         self.lazy = self.T == 1 and not stepwise
         self.mixed_steps, self.max_tokens, self.step_overhead_s = engine.mixed_steps, engine.max_tokens, engine.step_overhead_s
+        self.step_seconds, self.needs_contexts = step.step_seconds, step.needs_contexts  # read every step
         n = self.n = requests.n
         self.inp = np.asarray(requests.input_tokens, dtype=np.int64)
         self.out = np.asarray(requests.output_tokens, dtype=np.int64)
@@ -57,7 +58,7 @@ class RunState:
         self.records = StepRecords()  # per step: seconds, decodes, prompt tokens, their mean prefix, chunks
         self.record = self.records.singles.append  # a single step's, as StepRecords.one takes it
         self.now, self.t0, self.dt_decode = 0.0, None, 0.0  # dt_decode: the last decode-only step's seconds
-        self.steps = self.tokens_sum = self.computed = self.finished = self.in_system = self.preemptions = 0
+        self.steps = self.finished = self.in_system = self.preemptions = 0
         self.kv_integral = self.kv_peak = self.in_system_integral = 0.0
 
     def arrive(self):
