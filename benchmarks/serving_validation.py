@@ -223,7 +223,7 @@ def on_kernels(doc, rows) -> dict:
         if r["source"] not in transfer_sources(rows):
             continue
         source = doc["sources"][r["source"]]
-        k = run_key(r, source)
+        k = (engine_key(source),) + run_key(r, source)  # the engine's defaults and tables: part of the run
         if k not in cache:
             cache[k] = _run(simulate_on_kernels, r, source)
         res = cache[k]
@@ -430,6 +430,9 @@ def transfer_explain(amd, kernels: dict, ratio) -> list[str]:
           for g in ("mi300x", "h200") for m in ("tpot_s", "ttft_s", "output_tokens_per_s")}
     tpot_amd, tpot_nv = pub("mi300x", "tpot_s", 4) * 1e3, pub("h200", "tpot_s", 4) * 1e3
     off = {g: med(lambda r: r["source"] == "dstack-r1-vllm-offline", g) for g in ("mi300x", "h200")}
+    sg = med(lambda r: r["source"] == "dstack-r1-sglang" and r["metric"] == "tpot_s", "mi300x")
+    pub_sg = next((r["value"] * 1e3 for r, _ in amd if r["source"] == "dstack-r1-sglang" and r["metric"] == "tpot_s"
+                   and r["concurrency"] == 4), math.nan)
     top = {g: max((r["value"] for r, _ in amd if r["source"] == "dstack-r1-vllm-offline" and r["gpu"] == g
                    and r["output_len"] == 800), default=math.nan) for g in ("mi300x", "h200")}
     from roofline.serving.engines import preset
@@ -461,7 +464,16 @@ def transfer_explain(amd, kernels: dict, ratio) -> list[str]:
         f"{1 / r1[('mi300x', 'tpot_s')][0]:.1f}x what the H200's efficiencies put it at, where on the H200 "
         f"(vLLM 0.7.4 on CUDA) they came within {abs(1 - r1[('h200', 'tpot_s')][0]):.0%}. "
         "A GPU's efficiencies carry over only where its engine's kernels are as mature as the measured GPU's; a "
-        "calibration on the GPU itself (`roofline calibrate`) replaces the transfer.",
+        "calibration on the GPU itself (`roofline calibrate`) replaces the transfer. A caution on the H200's match: "
+        "about 70% of its predicted step at concurrency 4 is the dense block-fp8 projections, priced from vLLM "
+        "0.24.0's table rows at 1-11% of their roofline (those under 2% flagged by the tool as a likely fallback "
+        "path; `roofline decode --machine h200 --kernels vllm --fp8-scaling block --dtype fp8 --model deepseek-v3 "
+        "--tp 8 --batch 4 --context 3600 --breakdown 4`), which happen to come near vLLM 0.7's real step; on "
+        "SGLang's tables, whose block-fp8 GEMMs reach far more of theirs, the "
+        f"MI300X's SGLang 0.4.2 rows run at {sg[0]:.2f} of their TPOT ({sg[1]} rows). That miss cannot be split "
+        "between the transfer and the engine build: the H200's SGLang run of the same CSV used data-parallel "
+        "attention, a layout not mapped here, and published a mean TPOT of 43.58 ms at concurrency 4, slower than "
+        f"the MI300X's {pub_sg:.2f} ms: the engine build, not the GPU, set these steps.",
         f"- **TTFT on DeepSeek-R1 is missed on both GPUs alike** ({r1[('h200', 'ttft_s')][0]:.2f} on the H200's own "
         f"tables, {r1[('mi300x', 'ttft_s')][0]:.2f} transferred): the published first tokens wait seconds in the server "
         "at every concurrency (1.0-1.3 s at 4 in flight for a 3,200-token prompt whose prefill the tables put at "
@@ -475,8 +487,8 @@ def transfer_explain(amd, kernels: dict, ratio) -> list[str]:
         f"more there than the H200 ({top['mi300x']:.2f} against {top['h200']:.2f} requests/s at 3,200 / 800), so the ROCm "
         "build's shortfall above is at small batches, where a step is most likely its kernels' floors and latencies "
         "more than its bandwidth.",
-        "- Not a model term but a condition: three of the four sources are the vendor's (AMD) or its cloud partner's "
-        "(Oracle); only dstack measured both vendors with one client. AMD's page also has a max-load throughput "
+        "- Not a model term but a condition: of the sources, AMD's page (two revisions) and Oracle's blog are the "
+        "vendor's and its cloud partner's; only dstack measured both vendors with one client. AMD's page also has a max-load throughput "
         "table, left out: its 'Throughput (tokens/s)' does not say whether input tokens count.",
     ]
 
