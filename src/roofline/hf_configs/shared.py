@@ -9,7 +9,7 @@ from typing import Callable
 
 from roofline.architecture import Layer, Model
 from roofline.errors import RooflineError
-from roofline.hf_configs.keys import MAX_LAYERS, _Keys
+from roofline.hf_configs.keys import MAX_LAYERS, Keys
 
 SUPPORTED: dict[str, Callable] = {}
 
@@ -25,11 +25,11 @@ def loader(*model_types: str):
     return deco
 
 
-def _act(c: _Keys, default="silu") -> str:
+def activation_name(c: Keys, default="silu") -> str:
     return str(c.get("hidden_activation") or c.get("hidden_act", default))
 
 
-def _gqa(c: _Keys, D: int, heads: int) -> tuple[int, int]:
+def gqa_heads(c: Keys, D: int, heads: int) -> tuple[int, int]:
     kv = c.int("num_key_value_heads", heads)
     head_dim = c.get("head_dim")
     if head_dim is None:
@@ -40,7 +40,7 @@ def _gqa(c: _Keys, D: int, heads: int) -> tuple[int, int]:
     return kv, int(head_dim)
 
 
-def _layer_types(c: _Keys, n: int, default: Callable[[int], str]) -> list[str]:
+def read_layer_types(c: Keys, n: int, default: Callable[[int], str]) -> list[str]:
     """``layer_types`` as published, or the class default per layer index."""
     types = c.get("layer_types")
     if types is None:
@@ -55,7 +55,7 @@ def _layer_types(c: _Keys, n: int, default: Callable[[int], str]) -> list[str]:
     return list(types)
 
 
-def _assemble(c: _Keys, layers: list[Layer], D: int, V: int, tied: bool, **extra) -> Model:
+def assemble(c: Keys, layers: list[Layer], D: int, V: int, tied: bool, **extra) -> Model:
     if len(layers) > MAX_LAYERS:
         raise RooflineError(f"{c.name}: {len(layers):,} layers; at most {MAX_LAYERS:,} are read", field="model")
     kinds: list[Layer] = []
@@ -75,7 +75,7 @@ def _assemble(c: _Keys, layers: list[Layer], D: int, V: int, tied: bool, **extra
                  notes=tuple(notes), model_type=str(c.raw.get("model_type", "")), **extra)
 
 
-def _windowed(types: list[str], i: int, window: int, chunk: int = 0) -> tuple[int, int]:
+def layer_window(types: list[str], i: int, window: int, chunk: int = 0) -> tuple[int, int]:
     t = types[i]
     if t == "sliding_attention":
         return window, 0
