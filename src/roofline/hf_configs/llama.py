@@ -272,7 +272,7 @@ def _gemma3_text(c: Keys) -> Model:
                        act_default=GEMMA_ACT, softcap=True)
 
 
-@loader("gemma4_text")
+@loader("gemma4_text", module_parts={"mlp": ("mlp", "shared_experts")})  # layers.N.mlp: the dense block, the experts beside it
 def _gemma4_text(c: Keys) -> Model:
     """Gemma4TextConfig (transformers' modeling_gemma4): tie True; 4 norms per layer; q_norm and
     k_norm (head_dim wide), a v_norm without weights; sliding layers: num_key_value_heads x head_dim,

@@ -12,14 +12,21 @@ from roofline.errors import RooflineError
 from roofline.hf_configs.keys import MAX_LAYERS, Keys
 
 SUPPORTED: dict[str, Callable] = {}
+MODULE_PARTS: dict[str, dict[str, tuple[str, ...]]] = {}  # model_type -> {checkpoint module: the parts it holds}
 
 
-def loader(*model_types: str):
+def loader(*model_types: str, module_parts: dict[str, tuple[str, ...]] | None = None):
+    """Register the decorated function as the loader of ``model_types``. ``module_parts``: the
+    checkpoint's layer modules that hold other parts than their usual names say (a skip list naming
+    one keeps those parts: quant_parts.skip_rules), e.g. {"mlp": ("mlp", "shared_experts")}."""
+
     def deco(fn):
         for t in model_types:
             if t in SUPPORTED:
                 raise RuntimeError(f"model_type {t!r} registered twice")
             SUPPORTED[t] = fn
+            if module_parts:
+                MODULE_PARTS[t] = dict(module_parts)
         return fn
 
     return deco
