@@ -9,7 +9,7 @@ over sizes is one call.
 
 from __future__ import annotations
 
-from roofline.tables import Tabular, dump_json, jsonable as _jsonable  # noqa: E402 (_jsonable: measure/ imports it from here)
+from roofline.tables import Tabular, dump_json, jsonable  # noqa: E402
 
 import dataclasses
 from dataclasses import dataclass
@@ -266,7 +266,7 @@ class OpPrediction:
     bound: str
 
     def to_dict(self) -> dict:
-        return {k: _jsonable(getattr(self, k)) for k in OP_FIELDS}
+        return {k: jsonable(getattr(self, k)) for k in OP_FIELDS}
 
     def times(self, n) -> "OpPrediction":
         """The op run ``n`` times (its layers): "name xn", every sum multiplied by n."""
@@ -325,7 +325,7 @@ class WorkloadPrediction(Tabular):
         )
 
     def summary(self) -> dict:
-        return {k: _jsonable(getattr(self, k)) for k in SUMMARY_FIELDS}
+        return {k: jsonable(getattr(self, k)) for k in SUMMARY_FIELDS}
 
     def to_dict(self) -> dict:
         return {

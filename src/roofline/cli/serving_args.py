@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from roofline.cli.args import add_cost_flags, add_kernels_flag, add_machine_flags, number_arg
-from roofline.cli.plan_args import _add_format, _add_model, _add_precision, _add_tp, count_list
+from roofline.cli.plan_args import add_format, add_model, add_precision, add_tp, count_list
 from roofline.errors import MAX_CONTEXT
 from roofline.serving.parameters import BY_NAME, Param
 
@@ -131,17 +131,17 @@ ORDER = ("input_len", "output_len", _lengths, "requests", "rate", "burstiness", 
 def register(sub, command):
     p = sub.add_parser("serving", help="a deployment under load: throughput, TTFT/TPOT percentiles, the SLO rate, "
                                        "cost per token (a simulated continuous-batching engine)")
-    _add_model(p)
+    add_model(p)
     add_machine_flags(p)
     for step in ORDER:
         if isinstance(step, str):
             add_param(p, step)
         else:
             step(p)
-    _add_precision(p)
-    _add_tp(p)  # --tp, shared with the planning commands (its range and default: BY_NAME["tensor_parallel"], tested)
+    add_precision(p)
+    add_tp(p)  # --tp, shared with the planning commands (its range and default: BY_NAME["tensor_parallel"], tested)
     add_cost_flags(p)
     add_kernels_flag(p)
-    _add_format(p)
+    add_format(p)
     p.set_defaults(func=command)
     return p
