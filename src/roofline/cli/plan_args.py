@@ -205,7 +205,9 @@ def _output(path):
 
 
 def _add_model(p):
-    p.add_argument("--model", default="llama3-8b", type=MODEL_NAME, help="preset (see `roofline models`) or a config.json path")
+    from roofline.cli.args import add_declared
+
+    add_declared(p, "model", type=MODEL_NAME)
 
 
 def _add_precision(p):
