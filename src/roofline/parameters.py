@@ -129,7 +129,9 @@ LAUNCH_HELP = "microseconds per kernel launch (default: the machine's preset, as
 # same. Where a command's default differs (decode's --context 4096), the command says it beside its flag.
 VIEW_PARAMS: tuple[Param, ...] = (
     Param("machine", "--machine", "machine", "preset (see `roofline machines`) or a machine TOML file", SEED_MACHINE,
-          minimum=None, text=True, api_help="machine preset or file machine key"),
+          minimum=None, text=True, api_help="machine preset or file machine key, or a machine given by its figures: "
+          "custom:bf16=989TFLOP/s,bw=3.35TB/s,mem=80GB,launch=3us,nvlink=450GB/s (a dtype's peak, the memory's "
+          "bandwidth and size, the time per launch, a link's bandwidth per direction; SI units, 989e12 alike)"),
     Param("model", "--model", "model", "preset (see `roofline models`) or a config.json path", SEED_MODEL,
           minimum=None, text=True, api_help="model preset"),
     Param("phase", "--phase", "phase", "", "prefill", minimum=None, text=True, choices=PHASES,

@@ -29,6 +29,7 @@ from roofline.units import DTYPE_BYTES
 # what a query leaving them out takes, as the CLI does (VIEW_ATTENTION: each view's command's attention; the
 # machine's preset launch).
 MAX_TOKENS = WEB_MAX_TOKENS  # the slider's range, 2^17
+CUSTOM_MAX_CHARS = 1000  # a custom machine's figures in the URL: a dozen KEY=VALUE pairs fit in a tenth of this
 MAX_BATCH = WEB_MAX_BATCH
 MAX_LAUNCH_US = VIEW_BY_API["launch_overhead_us"].api_range()[1]  # the library's limit: one second per launch
 
@@ -210,13 +211,39 @@ def _storage_parts(Query, PlanDtype) -> tuple:
             Annotated[Optional[PlanDtype], Query(description="KV-cache storage dtype (default: dtype), as `--kv-cache`")])
 
 
+CUSTOM_PATTERN = r"^custom:\S*$"  # web.catalog.CUSTOM_PREFIX, then KEY=VALUE pairs, no spaces
+
+
+def machine_type(machines):
+    """The machine query's type: a key of ``machines`` (the schema lists them, as a Literal would) or a
+    machine given by its figures, 'custom:KEY=VALUE,...' (web.catalog.custom_machine builds and checks it:
+    a bad figure is its 422). One error, a Literal's, for anything else."""
+    import re
+
+    from pydantic import PlainValidator, WithJsonSchema
+    from pydantic_core import PydanticCustomError
+
+    keys = tuple(machines)
+    expected = " or ".join(filter(None, (", ".join(map(repr, keys[:-1])), repr(keys[-1]))))
+    custom = re.compile(CUSTOM_PATTERN)
+
+    def check(value):
+        if isinstance(value, str) and (value in keys or (len(value) <= CUSTOM_MAX_CHARS and custom.match(value))):
+            return value
+        raise PydanticCustomError("literal_error", "Input should be {expected}, or custom:KEY=VALUE,... (a machine given "
+                                  "by its figures)", {"expected": expected})
+
+    schema = {"anyOf": [{"enum": list(keys), "type": "string"},
+                        {"type": "string", "pattern": CUSTOM_PATTERN, "maxLength": CUSTOM_MAX_CHARS}]}
+    return Annotated[str, PlainValidator(check), WithJsonSchema(schema)]
+
+
 def query_dependencies(machines, models) -> tuple:
     """The FastAPI dependencies (layer_query, plan_query, serving_query) that read and validate each
     endpoint's query parameters, with ``machines`` and ``models`` the keys they accept (the OpenAPI
     schema lists the choices)."""
     from fastapi import Depends, Query
 
-    MachineKey = Literal[tuple(machines)]  # the OpenAPI schema lists the choices
     ModelKey = Literal[tuple(models)]
     Phase = Literal[PHASES]
     Attention = Literal[ATTENTIONS]
@@ -227,7 +254,7 @@ def query_dependencies(machines, models) -> tuple:
     # The parameters the layer, whole-model and serving queries share, declared once as Annotated
     # types: the Query holds the validation and the description, each signature the default
     # (https://fastapi.tiangolo.com/tutorial/query-params-str-validations/).
-    MachineParam = Annotated[MachineKey, view_query(Query, "machine", True)]
+    MachineParam = Annotated[machine_type(machines), view_query(Query, "machine", True)]
     ModelParam = Annotated[ModelKey, view_query(Query, "model", True)]
     ComputeEfficiency = Annotated[float, view_query(Query, "compute_efficiency", True)]
     MemoryEfficiency = Annotated[float, view_query(Query, "memory_efficiency", True)]
