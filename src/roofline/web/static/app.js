@@ -993,19 +993,23 @@
     // latencies and targets come in the unit of the slowest (c.axis), named in its title
     const shapes = c.targets.map((target) => ({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: target.value,
       y1: target.value, line: { color: target.color, width: 1.5, dash: "dot" } }));
-    // each target's label at the left end, above its line: latencies grow with users, so the curves
-    // sit below a target there and cross it to the right (where a right-hand label sat on them)
-    const annotations = c.targets.map((target) => ({ xref: "paper", yref: "y", x: 0.01, y: target.value_log10, xanchor: "left",
-      yanchor: "bottom", text: target.text, showarrow: false, font: { size: 11, color: target.color } }));
+    // each target named in the legend below the chart, beside the curves' names: a label on the chart sat on
+    // whichever curve crossed its line there (the p99's, rising steeply past the knee, at either end)
+    for (const target of c.targets) {
+      traces.push({ x: [null], y: [null], mode: "lines", name: target.text.replace(" target ", " ≤ "), hoverinfo: "skip",
+        line: { color: target.color, width: 1.5, dash: "dot" } });
+    }
     const layout = {
       margin: { l: 8, r: 16, t: 12, b: 44 },
       // below the chart, in a row, as the roofline's: inside it the legend sat on the curves
-      legend: { orientation: "h", x: 0, xanchor: "left", y: 0, yref: "container", yanchor: "bottom", font: { size: 11 } },
+      // entries in columns as wide as the targets' names, two or three a row (a phone's width: one a row)
+      legend: { orientation: "h", x: 0, xref: "container", xanchor: "left", y: 0, yref: "container", yanchor: "bottom",
+        font: { size: 11 }, entrywidthmode: "pixels", entrywidth: 104 },
       xaxis: { type: "log", range: c.x_range_log10, tickvals: c.ticks.values, ticktext: c.ticks.text,
         title: { text: "concurrent users (closed loop)" }, automargin: true },
       yaxis: { type: "log", range: c.y_range_log10, tickvals: c.y_ticks.values, ticktext: c.y_ticks.text,
         title: { text: c.axis.title }, automargin: true },
-      shapes, annotations,
+      shapes,
       hoverlabel: { align: "left" },
       font: FONT,
     };
