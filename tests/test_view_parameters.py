@@ -220,3 +220,24 @@ def test_the_shared_module_loads_without_the_heavy_packages():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(spec.submodule_search_locations[0].rsplit("/", 1)[0])})
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("command", ["layer", "decode", "sweep", "memory", "train", "serving"])
+def test_every_command_takes_the_declared_tensor_parallel_range(command):
+    from roofline.parameters import TENSOR_PARALLEL as tp
+
+    action = _action(_command(command), "--tp")
+    assert action.default == tp.default == 1
+    assert action.type(str(int(tp.maximum))) == tp.maximum  # 4,096 GPUs
+    for past in (str(int(tp.maximum) + 1), "0"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            action.type(past)
+
+
+@pytest.mark.parametrize("view", ["/api/model", "/api/decode", "/api/serving"])
+def test_the_views_take_the_declared_tensor_parallel_range(client, view):
+    from roofline.parameters import TENSOR_PARALLEL as tp
+
+    entry = next(p for p in client.app.openapi()["paths"][view]["get"]["parameters"] if p["name"] == "tp")
+    assert (entry["schema"]["minimum"], entry["schema"]["maximum"], entry["schema"]["default"]) == (1, tp.api_maximum, 1)
+    assert tp.api_maximum <= tp.maximum  # 64 GPUs on the web, inside the CLI's 4,096

@@ -174,7 +174,7 @@ def test_a_custom_machine_drives_the_serving_view(client):
     ("custom:bf16=989e12,bw=3.35e12,hbm=1", "hbm"),  # not a key
     ("custom:bf16=989e12,bw=3.35e12,bw=2e12", "bw"),  # given twice
     ("custom:bf16=989e12,bw=3.35e12,launch=3", "launch"),  # a time without its unit
-    ("custom:bf16=nan,bw=3.35e12", "bf16"), ("custom:bf16=989e12,bw=", "bw"),
+    ("custom:bf16=nan,bw=3.35e12", "bf16"), ("custom:bf16=989e12,bw=fast", "bw"),
 ])
 def test_a_bad_figure_is_a_422_naming_it(client, figures, named):
     r = client.get("/api/layer", params={"machine": figures})
@@ -185,7 +185,7 @@ def test_a_bad_figure_is_a_422_naming_it(client, figures, named):
 def test_the_schema_takes_a_preset_or_a_custom_machine_and_refuses_others(client):
     schema = next(p for p in client.app.openapi()["paths"]["/api/layer"]["get"]["parameters"] if p["name"] == "machine")
     enum, custom = schema["schema"]["anyOf"]
-    assert "h100-sxm" in enum["enum"] and custom["pattern"] == "^custom:\\S*$"
+    assert "h100-sxm" in enum["enum"] and custom["pattern"].startswith("^custom:")
     r = client.get("/api/layer", params={"machine": "h100"})
     assert r.status_code == 422 and r.json()["field"] == "machine" and "custom:" in r.json()["detail"][0]["msg"]
 

@@ -26,8 +26,9 @@ SEED_COST_MODEL = MappingProxyType(dict(compute_efficiency=0.70, memory_efficien
 MIN_EFFICIENCY = 1e-3  # below 0.1% of peak is a typo (a percentage given as a fraction twice), not a kernel
 MAX_LAUNCH_S = 1.0  # one second per launch: past it, a unit slip (3 for 3 us)
 COUNT_MAX = 1e12  # the CLI's counts (tokens, batch, context); the library's own checks bound the work
-# The web's tighter bounds: a request's work within a budget (the token slider's range, 2^17; the batch; layers)
-WEB_MAX_TOKENS, WEB_MAX_BATCH, WEB_MAX_LAYER = 131072, 65536, 1000
+# The web's tighter bounds: a request's work within a budget (the token slider's range, 2^17; the batch; layers;
+# tensor-parallel GPUs)
+WEB_MAX_TOKENS, WEB_MAX_BATCH, WEB_MAX_LAYER, WEB_MAX_TP = 131072, 65536, 1000, 64
 # The seed's workload (the plate's: Llama 3 8B on an H100, one 8,192-token sequence)
 SEED_MACHINE, SEED_MODEL, SEED_TOKENS = "h100-sxm", "llama3-8b", 8192
 PHASES = ("prefill", "decode")  # blocks.PHASES (the test holds them equal)
@@ -168,7 +169,12 @@ VIEW_PARAMS: tuple[Param, ...] = (
           api_help="1: max(compute, memory) (perfect overlap, the roofline's); 0: their sum"),
 )
 
-VIEW_BY_NAME = {p.name: p for p in VIEW_PARAMS}
+# Tensor-parallel GPUs: `layer`, `decode`, `sweep` and `serving` take --tp (cli.plan_args._add_tp), the model, decode
+# and serving views tp; serving.parameters lists it among its own
+TENSOR_PARALLEL = Param("tensor_parallel", "--tp", "tp", "tensor-parallel GPUs per model copy (2 all-reduces per block)",
+                        1, maximum=4096, integer=True, api_maximum=WEB_MAX_TP, api_help="tensor-parallel GPUs per replica")
+
+VIEW_BY_NAME = {p.name: p for p in (*VIEW_PARAMS, TENSOR_PARALLEL)}
 VIEW_BY_API = {p.api: p for p in VIEW_PARAMS if p.api}
 # What a query of the layer, model and decode views takes when it leaves a parameter out (attention: VIEW_ATTENTION;
 # launch: the machine's preset), and the page's starting values: those, the layer view's naive attention and the

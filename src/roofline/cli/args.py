@@ -90,16 +90,17 @@ def declared_type(p):
 _DECLARED = object()
 
 
-def add_declared(parser, name: str, default=_DECLARED, suffix: str = "", **extra) -> None:
-    """The flag of the declared parameter ``name`` (roofline.parameters.VIEW_PARAMS): its range as its
-    type (a name: its choices), its declared default unless the command has its own ``default``, its
-    help (with ``suffix``); ``extra`` argparse's other keywords (a name's type)."""
+def add_declared(parser, name: str, default=_DECLARED, suffix: str = "", text: str | None = None, **extra) -> None:
+    """The flag of the declared parameter ``name`` (roofline.parameters.VIEW_PARAMS, TENSOR_PARALLEL): its
+    range as its type (a name: its choices), its declared default unless the command has its own
+    ``default``, its help (the command's own ``text`` where it means more there; with ``suffix``);
+    ``extra`` argparse's other keywords (a name's type)."""
     from roofline.parameters import VIEW_BY_NAME
 
     p = VIEW_BY_NAME[name]
     kind = {"choices": p.choices} if p.choices else {} if p.text else {"type": declared_type(p)}
     parser.add_argument(p.flag, default=p.flag_default if default is _DECLARED else default,
-                        help=(p.cli_help() + suffix) or None, **{**kind, **extra})
+                        help=((p.cli_help() if text is None else text) + suffix) or None, **{**kind, **extra})
 
 
 def add_cost_flags(p, launch_default_note="the machine's preset", seed=True):

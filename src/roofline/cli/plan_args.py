@@ -234,8 +234,9 @@ def _precision(args, machine):
 
 
 def _add_tp(p):
-    p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1,
-                   help="tensor-parallel GPUs per model copy (2 all-reduces per block)")
+    from roofline.cli.args import add_declared
+
+    add_declared(p, "tensor_parallel")  # roofline.parameters.TENSOR_PARALLEL: its range, default and help
     p.add_argument("--tp-link", default=None,
                    help="link of the tensor-parallel all-reduces (default: the machine's nvlink, else xgmi, ici, roce, pcie; "
                         "past --gpus-per-node, its infiniband or roce)")

@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 from roofline.errors import DISAGG_BUDGET_REQUESTS, MAX_CONTEXT, MAX_REQUESTS
-from roofline.parameters import API, BOTH, CLI, WEB_MAX_TOKENS, Param  # noqa: F401 (importable from here too)
+from roofline.parameters import (API, BOTH, CLI, TENSOR_PARALLEL, WEB_MAX_TOKENS, WEB_MAX_TP,  # noqa: F401 (importable
+                                 Param)  # from here too)
 from roofline.plan.limits import MIN_MEMORY_FRACTION
 from roofline.serving.engine import MAX_STEP_OVERHEAD_S, Engine
 
@@ -26,7 +27,7 @@ REQUESTS, DISAGG_SEARCH_REQUESTS = 1000, 500
 CONCURRENCY = 64  # a run with neither --rate nor --concurrency: a closed loop of 64 users
 MAX_USERS = 256  # the page's sweep, 1, 2, 4, ... 256 users
 # The web view's tighter bounds: it simulates a sweep within a budget per request (web.compute)
-WEB_MAX_OUTPUT_LEN, WEB_MAX_USERS, WEB_MAX_SEQS, WEB_MAX_TP = 32768, 4096, 4096, 64
+WEB_MAX_OUTPUT_LEN, WEB_MAX_USERS, WEB_MAX_SEQS = 32768, 4096, 4096
 
 
 def _engine_default(name: str):
@@ -105,8 +106,7 @@ SERVING_PARAMS: tuple[Param, ...] = (
           integer=True),
     Param("seeds", "--seeds", None, "a single run (--rate or --concurrency): also rerun with this many seeds from "
           "--seed and print the spread of throughput, TTFT and TPOT (default 3; 1 for none)", maximum=100, integer=True),
-    Param("tensor_parallel", "--tp", "tp", "tensor-parallel GPUs per model copy (2 all-reduces per block)", 1,
-          maximum=4096, integer=True, api_maximum=WEB_MAX_TP, api_help="tensor-parallel GPUs per replica"),
+    TENSOR_PARALLEL,  # the planning commands' and views' too: declared in roofline.parameters
 )
 
 BY_NAME = {p.name: p for p in SERVING_PARAMS}

@@ -15,10 +15,10 @@ from types import MappingProxyType
 from typing import Annotated, Literal, Optional
 
 from roofline.blocks import ATTENTIONS, PHASES
-from roofline.parameters import (MIN_EFFICIENCY, QUERY_DEFAULTS, SEED_DEFAULTS, VIEW_ATTENTION,  # noqa: F401 (read from here too)
-                                 VIEW_BY_API, WEB_MAX_BATCH, WEB_MAX_TOKENS)
+from roofline.parameters import (MIN_EFFICIENCY, QUERY_DEFAULTS, SEED_DEFAULTS, TENSOR_PARALLEL,  # noqa: F401 (read
+                                 VIEW_ATTENTION, VIEW_BY_API, WEB_MAX_BATCH, WEB_MAX_TOKENS, WEB_MAX_TP)  # from here too)
 from roofline.plan.precision import QUANT_DTYPES
-from roofline.serving.parameters import BY_API, WEB_MAX_OUTPUT_LEN, WEB_MAX_TP, WEB_MAX_USERS
+from roofline.serving.parameters import BY_API, WEB_MAX_OUTPUT_LEN, WEB_MAX_USERS
 from roofline.measured.tables import ENGINES as KERNEL_ENGINES  # no pyarrow imported: the extra is read when used
 from roofline.units import DTYPE_BYTES
 
@@ -194,7 +194,7 @@ def view_query(Query, name: str, annotated: bool = False, description: str = "")
     """The Query of the declared view parameter ``name`` (roofline.parameters.VIEW_PARAMS): its default
     (none where ``annotated``: an Annotated type's default is its signature's), its description and its
     range in the API's unit (the schema's and the server's check, one and the same)."""
-    p = VIEW_BY_API[name]
+    p = TENSOR_PARALLEL if name == "tp" else VIEW_BY_API[name]
     extra = {} if p.integer or p.text else {"allow_inf_nan": False}
     return Query(*(() if annotated else (p.query_default,)), description=description or p.query_help(),
                  **query_bounds(p), **extra)
@@ -211,7 +211,8 @@ def _storage_parts(Query, PlanDtype) -> tuple:
             Annotated[Optional[PlanDtype], Query(description="KV-cache storage dtype (default: dtype), as `--kv-cache`")])
 
 
-CUSTOM_PATTERN = r"^custom:\S*$"  # web.catalog.CUSTOM_PREFIX, then KEY=VALUE pairs, no spaces
+# web.catalog.CUSTOM_PREFIX, then KEY=VALUE pairs, each value a number with its SI prefix and unit (989TFLOP/s, 3µs)
+CUSTOM_PATTERN = r"^custom:[a-z0-9]+=[0-9A-Za-z.+/µ-]+(,[a-z0-9]+=[0-9A-Za-z.+/µ-]+)*$"
 
 
 def machine_type(machines):
@@ -228,7 +229,7 @@ def machine_type(machines):
     custom = re.compile(CUSTOM_PATTERN)
 
     def check(value):
-        if isinstance(value, str) and (value in keys or (len(value) <= CUSTOM_MAX_CHARS and custom.match(value))):
+        if isinstance(value, str) and (value in keys or (len(value) <= CUSTOM_MAX_CHARS and custom.fullmatch(value))):
             return value
         raise PydanticCustomError("literal_error", "Input should be {expected}, or custom:KEY=VALUE,... (a machine given "
                                   "by its figures)", {"expected": expected})
@@ -301,8 +302,8 @@ def query_dependencies(machines, models) -> tuple:
         q: LayerQuery = Depends(query_dependency(PlanDtype)),
         weights: Weights = None,
         kv_cache: KvCache = None,
-        tp: int = Query(1, ge=1, le=MAX_TP, description="tensor-parallel GPUs per model copy, over the machine's link "
-                        "(its nvlink, else xgmi, ...; past 8 GPUs its infiniband or roce), as `--tp`; the heads must split"),
+        tp: int = view_query(Query, "tp", description="tensor-parallel GPUs per model copy, over the machine's link "
+                             "(its nvlink, else xgmi, ...; past 8 GPUs its infiniband or roce), as `--tp`; the heads must split"),
     ) -> LayerQuery:
         """The whole-model views' query: the layer view's, with each part's precision and tensor parallelism."""
         return dataclasses.replace(q, weights=weights, kv_cache=kv_cache, tp=tp)
