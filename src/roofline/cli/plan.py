@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from roofline.cli.args import (COUNT, PREFIXES, add_cost_flags, add_kernels_flag, add_machine_flags, calibrated_or_cost_model, machine_from_args,
+from roofline.cli.args import (COUNT, PREFIXES, add_cost_flags, add_declared, add_kernels_flag, add_machine_flags, calibrated_or_cost_model, machine_from_args,
                                machine_names, number_arg, refuse_unused)
 from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, SWEEP_MACHINES, add_format, add_model, add_precision, add_tp,
                                     checked_output, count_list, emit, flagged, resolve_precision)
@@ -224,8 +224,7 @@ def _register_decode(sub):
     p = sub.add_parser("decode", help="decode latency and throughput versus batch; compute-bound batch; what fits")
     add_model(p)
     add_machine_flags(p)
-    p.add_argument("--context", type=number_arg("--context", **COUNT), default=4096,
-                   help="tokens in each sequence's KV cache, S" + PREFIXES)
+    add_declared(p, "context", 4096, PREFIXES, "tokens in each sequence's KV cache, S")  # roofline.parameters' range
     p.add_argument("--batch", type=count_list("--batch", maximum=SEARCH_MAX_BATCH), default=None,
                    help=f"batches to tabulate, each at most {SEARCH_MAX_BATCH:,} (default 1,2,4,...,1024)")
     p.add_argument("--attention", choices=("flash", "naive"), default="flash")
@@ -258,7 +257,7 @@ def _register_train(sub):
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
     p.add_argument("--seq-len", type=number_arg("--seq-len", integer=True, maximum=1e8), default=8192,
                    help="tokens per training sequence, T")
-    p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1, help="tensor parallel")
+    add_declared(p, "tensor_parallel", text="tensor parallel")
     p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=4096), default=1, help="pipeline parallel")
     p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage over the data-parallel ranks")
     p.add_argument("--micro-batch", type=number_arg("--micro-batch", **COUNT), default=1, help="sequences per micro-batch")
@@ -284,11 +283,10 @@ def _register_memory(sub):
     add_model(p)
     add_machine_flags(p)
     p.add_argument("--mode", choices=("inference", "train"), default="inference")
-    p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="inference: sequences")
-    p.add_argument("--context", type=number_arg("--context", **COUNT), default=8192,
-                   help="inference: tokens in each sequence's KV cache, S" + PREFIXES)
+    add_declared(p, "batch", text="inference: sequences")
+    add_declared(p, "context", 8192, PREFIXES, "inference: tokens in each sequence's KV cache, S")
     add_precision(p)
-    p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1, help="tensor parallel")
+    add_declared(p, "tensor_parallel", text="tensor parallel")
     p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=ENGINE_MEMORY_FRACTION,
                    help="inference: the share of the memory an engine uses (default: vLLM's 0.9, as `serving`)")
     p.add_argument("--mtp", action="store_true",
@@ -321,11 +319,9 @@ def _register_sweep(sub):
                         "whole numbers, repeats dropped (1:131072:log:18 = 1,2,4,...,131072); or @FILE, one a line or "
                         "comma-separated, # comments (default: powers of 2)")
     p.add_argument("--phase", choices=("prefill", "decode"), default=None, help="default: prefill for tokens, else decode")
-    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=4096,
-                   help="prefill: new tokens per sequence, T, when not swept" + PREFIXES)
-    p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="batch when not swept")
-    p.add_argument("--context", type=number_arg("--context", **COUNT), default=4096,
-                   help="decode: tokens in the KV cache, S, when not swept" + PREFIXES)
+    add_declared(p, "tokens", 4096, PREFIXES, "prefill: new tokens per sequence, T, when not swept")
+    add_declared(p, "batch", text="batch when not swept")
+    add_declared(p, "context", 4096, PREFIXES, "decode: tokens in the KV cache, S, when not swept")
     p.add_argument("--attention", choices=("flash", "naive"), default="flash")
     add_precision(p)
     add_tp(p)

@@ -205,7 +205,9 @@ def checked_output(path):
 
 
 def add_model(p):
-    p.add_argument("--model", default="llama3-8b", type=MODEL_NAME, help="preset (see `roofline models`) or a config.json path")
+    from roofline.cli.args import add_declared
+
+    add_declared(p, "model", type=MODEL_NAME)
 
 
 def add_precision(p):
@@ -232,8 +234,9 @@ def resolve_precision(args, machine):
 
 
 def add_tp(p):
-    p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1,
-                   help="tensor-parallel GPUs per model copy (2 all-reduces per block)")
+    from roofline.cli.args import add_declared
+
+    add_declared(p, "tensor_parallel")  # roofline.parameters.TENSOR_PARALLEL: its range, default and help
     p.add_argument("--tp-link", default=None,
                    help="link of the tensor-parallel all-reduces (default: the machine's nvlink, else xgmi, ici, roce, pcie; "
                         "past --gpus-per-node, its infiniband or roce)")
