@@ -119,6 +119,8 @@ def combination_refusal(exc: BaseException, response, query=None, resend=None) -
     if not detail or not all(d.get("type") == "roofline_error" for d in detail):
         return False
     field = body.get("field")
+    if field == "machine" and str((query or {}).get("machine", "")).startswith("custom:"):
+        return True  # a custom machine's figures: their physical ranges and the ones it needs are not OpenAPI's to state
     if len(body.get("fields", ())) > 1:  # the server names the parameters whose combination it refuses
         return True
     if field in SIZE_FIELDS or resend is None:  # sizes are refused against each other and the model

@@ -88,7 +88,7 @@ def test_diagnosis_renders():
     d = diagnose(matmul_kernel(8192, 4096, 4096), "h100-sxm", 400e-6)
     j = json.loads(d.to_json())
     assert j["bound"] == "compute" and len(j["findings"]) == 7 and j["measured_s"] == 400e-6
-    text = d.to_text()
+    text = d.to_table()
     # I = 2MNK / (2 (MK + KN + MN)) = 8192 x 4096 x 4096 / (8192 x 4096 + 4096 x 4096 + 8192 x 4096)
     #   = 4096 x 8192 / 20480 = 1,638.4 FLOP/byte
     assert "Procedure (seed section 4)" in text and "Symptom table" in text and "1,638.4" in text

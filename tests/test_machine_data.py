@@ -417,3 +417,29 @@ def test_capacity_falls_back_to_the_datasheet_without_a_driver_figure():
     assert b200.usable_memory_bytes is None and b200.capacity_bytes == b200.memory_bytes == 180e9
     assert b200.capacity_text == "180 GB (the datasheet's; no driver figure on file)"
     assert len(b200.capacity_notes) == 1 and "may be that much short" in b200.capacity_notes[0]
+
+
+def test_mi355x_preset_is_amds_dense_figures_and_transfers_from_the_gb200():
+    """AMD's MI355X (its spec page as MLE-ACC-MI355X quotes it, https://www.amd.com/en/products/accelerators/
+    instinct/mi350/mi355x.html; ROCm's spec table, https://rocm.docs.amd.com/en/7.13.0-preview/reference/
+    gpu-specs.html): bf16 2,400 MHz x 512 FMA x 2 x 1,024 Matrix Cores = 2,516.6 TFLOP/s dense (AMD prints
+    2.5 PF, 5 with structured sparsity); fp8 and int8 twice that (5 PF, 5 POPS), MXFP4 four times (10.1 PF);
+    fp32 157.3; 288 GB HBM3e at 8 TB/s; 256 CUs (32 per XCD); L2 32 MiB (4 per XCD). Ridge 2,516.6 / 8 =
+    314.6 FLOP/B, within 20% of the GB200's 2,500 / 8 = 312.5 (HBM3e too), not of the H200's 989 / 4.8 = 206."""
+    from roofline.measured.tables import NEAREST_MEASURED
+
+    m = get_machine("mi355x")
+    bf16 = 2400e6 * 512 * 2 * 1024
+    assert m.peak("bf16") == pytest.approx(bf16, rel=1e-5) and m.peak("fp16") == m.peak("bf16")
+    assert m.peak("bf16") == pytest.approx(2.5e15, rel=0.01)  # AMD's rounded figure
+    assert m.peak("fp8") == pytest.approx(2 * bf16, rel=1e-5) and m.peak("int8") == m.peak("fp8")
+    assert m.peak("fp4") == pytest.approx(4 * bf16, rel=1e-5) and m.peak("fp4") == pytest.approx(10.1e15, rel=0.01)
+    assert m.peak("fp32") == pytest.approx(157.3e12)
+    assert (m.memory_bytes, m.bandwidth, m.sm_count, m.l2_bytes) == (288e9, 8e12, 256, 32 * 2**20)
+    assert "tf32" not in m.dtypes and "fp64" not in m.dtypes  # not published / not read: left out, said in notes
+    assert m.ridge("bf16") == pytest.approx(314.6, abs=0.05)
+    assert NEAREST_MEASURED["mi355x"] == "gb200"
+    near = get_machine("gb200").ridge("bf16")
+    assert abs(m.ridge("bf16") / near - 1) < 0.2 < abs(m.ridge("bf16") / get_machine("h200").ridge("bf16") - 1)
+    with pytest.raises(RooflineError, match="MI355X"):
+        m.link("xgmi")  # no source read gives its Infinity Fabric bandwidth: tensor parallelism is refused by name

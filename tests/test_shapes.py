@@ -62,7 +62,7 @@ def test_vocab_50257_leaves_the_tensor_cores_and_padding_to_50304_brings_it_back
     assert pad.change == "pad N 50,257 -> 50,304"
     assert pad.after.tensor_cores and pad.after.tiles == e.tiles  # same 25,152 tiles: the win is alignment
     assert pad.speedup == pytest.approx(989 / 67)  # compute-bound both ways: the ratio of the peaks
-    assert "50,304" in adv.to_text() and "tensor-core" in adv.to_text()
+    assert "50,304" in adv.to_table() and "tensor-core" in adv.to_table()
 
 
 def test_a_partial_wave_gets_other_batch_sizes():

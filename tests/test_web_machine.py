@@ -139,3 +139,90 @@ def test_the_machine_view_lists_every_figure_with_its_source(page, base_url_web,
     assert "MI300X" in text(page, "#machine-sentence")
     assert "rocm.docs.amd.com" in text(page, "#machine-sources")
     assert errors == []
+
+
+# -- a machine given by its figures, in the URL (issue 37 item 5) -----------------------------------------
+
+# The H100 SXM's datasheet figures (data/machines.toml: 989 TFLOP/s dense bf16, 3.35 TB/s, 80 GB, NVLink 450 GB/s
+# per direction), given as a user would, with the seed's 3 us launch: the same predictions as the preset's
+H100_FIGURES = "custom:bf16=989TFLOP/s,bw=3.35TB/s,mem=80GB,launch=3us,nvlink=450GB/s"
+
+
+@pytest.mark.parametrize("view", ["/api/layer", "/api/model", "/api/decode"])
+def test_a_custom_machine_drives_each_view_and_is_said_to_be_the_users(client, view):
+    custom = client.get(view, params={"machine": H100_FIGURES, "launch_overhead_us": 3})
+    preset = client.get(view, params={"machine": "h100-sxm", "launch_overhead_us": 3})
+    assert custom.status_code == 200, custom.text[:300]
+    # the roofline of one layer, a model or a decode step at the same peak and bandwidth: the same times
+    key = {"/api/layer": "total_s", "/api/model": "total_s", "/api/decode": "compute_bound_batch"}[view]
+    assert custom.json()[key] == pytest.approx(preset.json()[key])
+    assert "Custom machine (your figures, no source)" in custom.text and "H100" not in custom.json().get("caption", "")
+
+
+def test_a_custom_machine_drives_the_serving_view(client):
+    r = client.get("/api/serving", params={"machine": H100_FIGURES, "model": "llama3.2-1b", "max_users": 2})
+    assert r.status_code == 200 and "Custom machine (your figures, no source)" in r.json()["description"]
+
+
+@pytest.mark.parametrize("figures, named", [
+    ("custom:bf16=1e30,bw=3.35e12", "bf16"),  # past the physical range of a peak (1e21 FLOP/s)
+    ("custom:bf16=989e12,bw=1e20", "bw"),  # past 1e18 bytes/s
+    ("custom:bf16=989e12,bw=3.35e12,launch=5", "launch"),  # 5 s a launch: a unit slip
+    ("custom:bf16=989e12,bw=3.35e12,nvlink=-1", "nvlink"),
+    ("custom:bf16=989e12", "bw"),  # no bandwidth: no roofline
+    ("custom:bw=3.35e12", "peak"),
+    ("custom:bf16=989e12,bw=3.35e12,hbm=1", "hbm"),  # not a key
+    ("custom:bf16=989e12,bw=3.35e12,bw=2e12", "bw"),  # given twice
+    ("custom:bf16=989e12,bw=3.35e12,launch=3", "launch"),  # a time without its unit
+    ("custom:bf16=nan,bw=3.35e12", "bf16"), ("custom:bf16=989e12,bw=fast", "bw"),
+])
+def test_a_bad_figure_is_a_422_naming_it(client, figures, named):
+    r = client.get("/api/layer", params={"machine": figures})
+    assert r.status_code == 422 and r.json()["field"] == "machine", r.text[:300]
+    assert named in r.json()["detail"][0]["msg"]
+
+
+def test_the_schema_takes_a_preset_or_a_custom_machine_and_refuses_others(client):
+    schema = next(p for p in client.app.openapi()["paths"]["/api/layer"]["get"]["parameters"] if p["name"] == "machine")
+    enum, custom = schema["schema"]["anyOf"]
+    assert "h100-sxm" in enum["enum"] and custom["pattern"].startswith("^custom:")
+    r = client.get("/api/layer", params={"machine": "h100"})
+    assert r.status_code == 422 and r.json()["field"] == "machine" and "custom:" in r.json()["detail"][0]["msg"]
+
+
+def test_the_custom_form_sends_its_figures_in_the_url_and_every_view_uses_them(page, base_url_web):
+    _browser()
+    from test_web_browser import open_page, render_count, switch_view, text, wait_render
+
+    errors = open_page(page, base_url_web + "/?view=machine&machine=a100-80gb")
+    form = "#custom-machine"
+    # the form starts from the machine shown, as its view lists it: the A100 80GB's 312 TFLOP/s bf16, 2.04 TB/s
+    # (2.039, data/machines.toml), 80 GB, 3 us a launch, NVLink 300 GB/s a direction
+    assert [page.input_value(f"{form} [name={n}]") for n in ("peak", "bw", "mem", "launch", "link")] == \
+        ["312TFLOP/s", "2.04TB/s", "80GB", "3µs", "300GB/s"]
+    page.fill(f"{form} [name=peak]", "500 TFLOP/s")
+    before = render_count(page)
+    page.click(f"{form} button[type=submit]")
+    wait_render(page, before, "machine=custom")
+    assert "machine=custom%3Abf16%3D500TFLOP%2Fs%2Cbw%3D2.04TB%2Fs" in page.url
+    assert "launch_overhead_us" not in page.url  # the machine's own launch, 3 us: the API reads it from the figures
+    assert "Custom machine (your figures, no source)" in text(page, "#machine-sentence")
+    rows = page.eval_on_selector_all("#machine-table tbody tr", "rs => rs.map(r => [r.cells[0].innerText, r.cells[1].innerText])")
+    assert ["peak bf16", "500TFLOP/s"] in rows and "no source" in text(page, "#machine-sources")  # as given
+    switch_view(page, "layer")  # the layer view prices the ops on the user's machine, and says whose it is
+    assert "Custom machine (your figures, no source)" in text(page, "#config-note")
+    # the link reopens the same machine: the menu lists it, the form holds its figures
+    page.goto(page.url.replace("view=layer", "view=machine"))
+    wait_render(page, 0)
+    assert page.input_value("#machine").startswith("custom:bf16=500TFLOP/s,bw=2.04TB/s")
+    assert page.input_value(f"{form} [name=peak]") == "500TFLOP/s"
+    page.fill(f"{form} [name=bw]", "")  # refused in the page, naming the box
+    page.click(f"{form} button[type=submit]")
+    page.wait_for_selector("#error:not([hidden])")
+    assert text(page, "#error").startswith('Memory bandwidth: "" is not a figure like')
+    before = render_count(page)
+    page.fill(f"{form} [name=bw]", "1e20B/s")  # past the physical range: the API's 422, naming the figure
+    page.click(f"{form} button[type=submit]")
+    page.wait_for_function("document.getElementById('error').textContent.includes(\"custom machine's bw\")")
+    assert render_count(page) == before and "bw%3D2.04TB" in page.url  # the machine shown stays the last that worked
+    assert errors == []

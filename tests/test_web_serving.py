@@ -426,7 +426,10 @@ def test_the_serving_tab_draws_the_sweep_and_reads_as_the_api(page, base_url_web
     lat = page.evaluate("(() => { const d = document.getElementById('serving-latency-chart'); "
                         "return [d.layout.xaxis.type, d.layout.yaxis.type, d.data.map(t => t.name), d.layout.shapes.length]; })()")
     # p50 and p99 as benchmarks print them, and p90: the percentile the cards and the targets use
-    assert lat == ["log", "log", ["TTFT p50", "TTFT p90", "TTFT p99", "TPOT p50", "TPOT p90"], 2]
+    # and each target, named in the legend (a label on the chart sat on the curve crossing its line)
+    assert lat == ["log", "log", ["TTFT p50", "TTFT p90", "TTFT p99", "TPOT p50", "TPOT p90", "TTFT p90 ≤ 500 ms",
+                                  "TPOT p90 ≤ 30 ms"], 2]
+    assert page.evaluate("(document.getElementById('serving-latency-chart').layout.annotations || []).length") == 0
     assert page.eval_on_selector_all("#serving-breakdown tbody tr", "rs => rs.length") >= 5
     assert "KV cache" in _text(page, "#serving-notes")
     shot = Path(os.environ.get("ROOFLINE_SCREENSHOT_DIR") or tmp_path) / "serving-web.png"

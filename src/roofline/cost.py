@@ -9,7 +9,7 @@ over sizes is one call.
 
 from __future__ import annotations
 
-from roofline.tables import Tabular, dump_json, jsonable as _jsonable  # noqa: E402 (_jsonable: measure/ imports it from here)
+from roofline.tables import Tabular, dump_json, jsonable  # noqa: E402
 
 import dataclasses
 from dataclasses import dataclass
@@ -20,6 +20,8 @@ import numpy as np
 from roofline.errors import check_number
 from roofline.kernels import ALL_REDUCE, Kernel, collective_group
 from roofline.machines import Machine, get_machine
+# MIN_EFFICIENCY (below 0.1% of peak is a typo, not a kernel) and the seed's figures: declared with their flags and queries
+from roofline.parameters import MIN_EFFICIENCY, SEED_COST_MODEL  # noqa: F401 (MIN_EFFICIENCY: importable from here too)
 from roofline.units import US
 
 
@@ -125,7 +127,6 @@ def binds(compute_s, memory_s, link=None):
     return np.where(bytes_bind(np.asarray(compute_s), np.asarray(memory_s)), moving, "compute")
 
 
-MIN_EFFICIENCY = 1e-3  # below 0.1% of peak is a typo (a percentage given as a fraction twice), not a kernel
 
 
 @dataclass(frozen=True)
@@ -215,8 +216,7 @@ class CostModel:
 def seed_cost_model(**changes) -> CostModel:
     """The workshop's cost model (the 'Predicting a Kernel's Time' plate): e_c = 0.70, e_m = 0.85,
     t_launch = 3 us, perfect overlap."""
-    params = dict(compute_efficiency=0.70, memory_efficiency=0.85, launch_overhead_s=3e-6, overlap=1.0)
-    params.update(changes)
+    params = {**SEED_COST_MODEL, **changes}  # roofline.parameters: the flags' and queries' defaults too
     return CostModel(**params)
 
 
@@ -266,7 +266,7 @@ class OpPrediction:
     bound: str
 
     def to_dict(self) -> dict:
-        return {k: _jsonable(getattr(self, k)) for k in OP_FIELDS}
+        return {k: jsonable(getattr(self, k)) for k in OP_FIELDS}
 
     def times(self, n) -> "OpPrediction":
         """The op run ``n`` times (its layers): "name xn", every sum multiplied by n."""
@@ -325,7 +325,7 @@ class WorkloadPrediction(Tabular):
         )
 
     def summary(self) -> dict:
-        return {k: _jsonable(getattr(self, k)) for k in SUMMARY_FIELDS}
+        return {k: jsonable(getattr(self, k)) for k in SUMMARY_FIELDS}
 
     def to_dict(self) -> dict:
         return {

@@ -172,7 +172,7 @@ class GemmAdvice(Tabular):
     def to_dict(self) -> dict:
         return {**self.estimate.to_dict(), "suggestions": [s.to_dict() for s in self.suggestions]}
 
-    def to_text(self) -> str:
+    def to_table(self) -> str:
         return gemm_text(self)
 
 

@@ -8,7 +8,7 @@ import math
 import numbers
 from typing import Sequence
 
-from roofline.units import format_intensity, format_magnitude as _mag, format_time, format_us_cell as _us
+from roofline.units import format_intensity, format_magnitude, format_time, format_us_cell
 
 
 def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] | None = None) -> str:
@@ -33,21 +33,22 @@ def workload_table(pred) -> str:
         headers += ["roofline us", "of roofline", "basis"]
     rows = []
     for op in pred.ops:
-        rows.append([
-            op.name, _mag(op.flops), _mag(op.bytes), format_intensity(op.intensity), _us(op.compute_s), _us(op.memory_s),
-            _us(op.launch_s), _us(op.time_s), f"{op.time_s / pred.total_s:.1%}", op.bound,
-        ] + ([_us(op.roofline_s), f"{op.speed_of_light:.0%}" if op.speed_of_light else "-", op.basis] if measured else []))
-    rows.append(["total", _mag(sum(o.flops for o in pred.ops)), _mag(sum(o.bytes for o in pred.ops)), "",
-                 _us(pred.flops_only_s), _us(pred.bytes_only_s), _us(pred.launch_s), _us(pred.total_s), "100%", ""]
-                + ([_us(sum(o.roofline_s for o in pred.ops)), "", ""] if measured else []))
+        rows.append([op.name, format_magnitude(op.flops), format_magnitude(op.bytes), format_intensity(op.intensity),
+                     *map(format_us_cell, (op.compute_s, op.memory_s, op.launch_s, op.time_s)),
+                     f"{op.time_s / pred.total_s:.1%}", op.bound]
+                    + ([format_us_cell(op.roofline_s), f"{op.speed_of_light:.0%}" if op.speed_of_light else "-", op.basis]
+                       if measured else []))
+    rows.append(["total", format_magnitude(sum(o.flops for o in pred.ops)), format_magnitude(sum(o.bytes for o in pred.ops)),
+                 "", *map(format_us_cell, (pred.flops_only_s, pred.bytes_only_s, pred.launch_s, pred.total_s)), "100%", ""]
+                + ([format_us_cell(sum(o.roofline_s for o in pred.ops)), "", ""] if measured else []))
     n = len(pred.ops)
     lines = [
         grid(headers, rows, [False] + [True] * 8 + [False] + ([True, True, False] if measured else [])),
         "",
-        f"total {_us(pred.total_s)} us ({format_time(pred.total_s)})",
-        f"FLOPs-only {_us(pred.flops_only_s)} us: total is {pred.total_s / pred.flops_only_s:.2f}x"
+        f"total {format_us_cell(pred.total_s)} us ({format_time(pred.total_s)})",
+        f"FLOPs-only {format_us_cell(pred.flops_only_s)} us: total is {pred.total_s / pred.flops_only_s:.2f}x"
         if pred.flops_only_s > 0 else "FLOPs-only 0 us",
-        f"bytes-only {_us(pred.bytes_only_s)} us: total is {pred.total_s / pred.bytes_only_s:.2f}x",
+        f"bytes-only {format_us_cell(pred.bytes_only_s)} us: total is {pred.total_s / pred.bytes_only_s:.2f}x",
         f"memory-bound: {pred.memory_bound_ops} of {n} ops, {pred.memory_bound_share:.0%} of the time",
         f"launch overhead: {pred.launch_share:.1%} of the time",
     ]

@@ -24,7 +24,7 @@ import sys
 from roofline.cli.args import (Parser, VersionAction, add_cost_flags, add_kernels_flag, add_layer_flags, add_machine_flags,
                                kernel_param, layer_dtype, package_version)
 from roofline.cli.core import cmd_kernel, cmd_layer, cmd_machines, cmd_models, cmd_plot
-from roofline.cli.plan_args import _add_tp, _flagged
+from roofline.cli.plan_args import add_tp, flagged
 from roofline.errors import RooflineError
 
 
@@ -45,11 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("layer", help="one transformer block op by op (by default the workshop's: Llama 3 8B, 8,192 tokens, e_c 0.7, e_m 0.85, launch 3 µs)")
     add_layer_flags(p)
     add_kernels_flag(p)
-    _add_tp(p)
+    add_tp(p)
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
-    p.set_defaults(func=_flagged(cmd_layer))  # a library error naming tensor_parallel names --tp
+    p.set_defaults(func=flagged(cmd_layer))  # a library error naming tensor_parallel names --tp
 
     p = sub.add_parser("machines", help="list machine presets")
     p.add_argument("--json", action="store_true")

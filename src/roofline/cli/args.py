@@ -15,6 +15,7 @@ from pathlib import Path
 from roofline.cli.parser import (DefaultsHelpFormatter, DeprecatedAlias, Parser, VersionAction,  # noqa: F401 (re-exported)
                                  add_deprecated_alias, package_version, shows_default)
 from roofline.errors import RooflineError
+from roofline.parameters import COUNT_MAX
 
 
 # -- argument types: each names the flag in its message ------------------------------------------
@@ -64,7 +65,7 @@ def time_arg(flag):
     return number_arg(flag, strictly=False, maximum=1.0, parser=time_with_unit, seconds=True)
 
 
-COUNT = dict(integer=True, maximum=1e12)
+COUNT = dict(integer=True, maximum=COUNT_MAX)  # roofline.parameters' tokens, batch and context
 PREFIXES = "; counts take SI or binary prefixes: 8k = 8,000, 8Ki = 8,192"  # --tokens 8k is not 8,192: said in --help
 
 
@@ -79,22 +80,42 @@ def grouped_count_arg(flag):
     return parse
 
 
+def declared_type(p):
+    """The argparse type of a declared parameter (roofline.parameters, serving.parameters): its range, in
+    its unit (a time with its unit)."""
+    timed = dict(parser=time_with_unit, seconds=True) if p.unit == "s" else {}
+    return number_arg(p.flag, minimum=p.minimum, strictly=p.strictly, maximum=p.maximum, integer=p.integer, **timed)
+
+
+_DECLARED = object()
+
+
+def add_declared(parser, name: str, default=_DECLARED, suffix: str = "", text: str | None = None, **extra) -> None:
+    """The flag of the declared parameter ``name`` (roofline.parameters.VIEW_PARAMS, TENSOR_PARALLEL): its
+    range as its type (a name: its choices), its declared default unless the command has its own
+    ``default``, its help (the command's own ``text`` where it means more there; with ``suffix``);
+    ``extra`` argparse's other keywords (a name's type)."""
+    from roofline.parameters import VIEW_BY_NAME
+
+    p = VIEW_BY_NAME[name]
+    kind = {"choices": p.choices} if p.choices else {} if p.text else {"type": declared_type(p)}
+    parser.add_argument(p.flag, default=p.flag_default if default is _DECLARED else default,
+                        help=((p.cli_help() if text is None else text) + suffix) or None, **{**kind, **extra})
+
+
 def add_cost_flags(p, launch_default_note="the machine's preset", seed=True):
-    """The cost model's flags; ``seed`` False for a command that defaults to the bare roofline
-    (e_c = e_m = 1: `roofline kernel`), so that its --help says so."""
-    e_c, e_m = (("0.70, the workshop's cost model: e_c 0.70, e_m 0.85, launch 3 us on a GPU preset",
-                 "0.85, the workshop's cost model") if seed else ("1: the bare roofline", "1: the bare roofline"))
-    p.add_argument("--compute-efficiency", type=number_arg("--compute-efficiency", minimum=1e-3, strictly=False, maximum=1.0),
-                   default=None,
-                   help=f"achievable fraction of peak FLOP/s, e_c (default {e_c})")
-    p.add_argument("--memory-efficiency", type=number_arg("--memory-efficiency", minimum=1e-3, strictly=False, maximum=1.0),
-                   default=None,
-                   help=f"achievable fraction of peak bandwidth, e_m (default {e_m})")
-    p.add_argument("--launch-overhead", type=time_arg("--launch-overhead"), default=None,
-                   help=f"time per kernel launch, with its unit: 3us, 0.003ms (a bare number is refused, as for "
-                        f"--slo-ttft; 0 is none) (default: {launch_default_note})")
-    p.add_argument("--overlap", type=number_arg("--overlap", strictly=False, maximum=1.0), default=1.0,
-                   help="overlap of compute and memory time: 1 = max() (the roofline's perfect overlap), 0 = sum")
+    """The cost model's flags (declared in roofline.parameters); ``seed`` False for a command that defaults
+    to the bare roofline (e_c = e_m = 1: `roofline kernel`), so that its --help says so."""
+    from roofline.parameters import SEED_COST_MODEL as S
+
+    e_c, e_m = ((f"{S['compute_efficiency']:.2f}, the workshop's cost model: e_c {S['compute_efficiency']:.2f}, e_m "
+                 f"{S['memory_efficiency']:.2f}, launch {S['launch_overhead_s'] * 1e6:g} us on a GPU preset",
+                 f"{S['memory_efficiency']:.2f}, the workshop's cost model") if seed
+                else ("1: the bare roofline", "1: the bare roofline"))
+    add_declared(p, "compute_efficiency", suffix=f" (default {e_c})")
+    add_declared(p, "memory_efficiency", suffix=f" (default {e_m})")
+    add_declared(p, "launch_overhead_s", suffix=f" (default: {launch_default_note})")
+    add_declared(p, "overlap")
     p.add_argument("--cuda-graph", action="store_true", help="one launch for the whole workload")
 
 
@@ -183,18 +204,17 @@ def add_kernels_flag(p):
 
 
 def add_layer_flags(p):
+    """`roofline layer`'s (and `plot`'s) workload flags, declared in roofline.parameters."""
+    from roofline.parameters import VIEW_ATTENTION
+
     add_machine_flags(p)
-    p.add_argument("--model", default="llama3-8b", type=MODEL_NAME, help="preset (see `roofline models`) or a config.json path")
-    p.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
-    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None,
-                   help="prefill: new tokens per sequence, T (default 8192); decode: the context S when --context is not given" + PREFIXES)
-    p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="sequences, B")
-    p.add_argument("--context", type=number_arg("--context", **COUNT), default=None,
-                   help="decode: tokens already in the KV cache, S (default: --tokens, else 4096); prefill: the positions "
-                        "attended, S >= T (default T; larger is a chunked-prefill step over a cache of S - T)" + PREFIXES)
-    p.add_argument("--layer", type=number_arg("--layer", minimum=0, strictly=False, integer=True), default=None,
-                   help="one layer by index (0-based); default: each distinct layer kind with its count")
-    p.add_argument("--attention", choices=("naive", "flash"), default="naive")
+    add_declared(p, "model", type=MODEL_NAME)
+    add_declared(p, "phase")
+    add_declared(p, "tokens", suffix=PREFIXES)
+    add_declared(p, "batch")
+    add_declared(p, "context", suffix=PREFIXES)
+    add_declared(p, "layer")
+    add_declared(p, "attention", default=VIEW_ATTENTION["layer"])
     p.add_argument("--dtype", default=None, type=layer_dtype,
                    help="every tensor and the peak, as the workshop plate prices one layer: bf16, fp16, fp8, int8, "
                         "fp32, ... (default: the machine's, bf16 on most); engines' W8A8 is `roofline decode --dtype fp8`")
@@ -237,9 +257,8 @@ def machine_names(text: str) -> list[str]:
     return [n.strip() for n in _listed(text)]
 
 
-def add_machine_flags(p, default="h100-sxm"):
-    p.add_argument("--machine", default=default, type=name_arg("machine", "`roofline machines`", many=True),
-                   help="preset (see `roofline machines`) or a machine TOML file")
+def add_machine_flags(p, default=_DECLARED):
+    add_declared(p, "machine", default, type=name_arg("machine", "`roofline machines`", many=True))
     p.add_argument("--compute-scale", type=number_arg("--compute-scale", maximum=1e3), default=1.0,
                    help="what-if: multiply every peak by this (the roofline chapter's exercise 5: 2)")
     p.add_argument("--bandwidth-scale", type=number_arg("--bandwidth-scale", maximum=1e3), default=1.0,

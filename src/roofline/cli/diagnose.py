@@ -23,7 +23,7 @@ def cmd_gemm(args):
     if dtype is not None:
         dtype_bytes(dtype)  # an unknown dtype is one line naming it
     advice = gemm_advice(args.M, args.N, args.K, machine, dtype, parse_tile(args.tile))
-    print(advice.to_json() if args.json else advice.to_text())
+    print(advice.to_json() if args.json else advice.to_table())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,7 +87,7 @@ def cmd_diagnose(args):
         kernel, shape = _diagnose_kernel(args)
         measured = args.measured
     d = diagnose(kernel, machine, measured, shape=shape)
-    print(d.to_json() if args.json else d.to_text())
+    print(d.to_json() if args.json else d.to_table())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Human tables by default, --json (and --csv where rows make sense) for tools, -o FILE.png|.svg for
 figures. Bad input is one line naming the flag and the value, exit code 2 (cli.main): the
-library's errors name its parameter (``field``), which ``_flagged`` turns into the flag.
+library's errors name its parameter (``field``), which ``flagged`` turns into the flag.
 
 Their shared flags are in plan_args.py.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 
-from roofline.cli.args import (COUNT, PREFIXES, add_cost_flags, add_kernels_flag, add_machine_flags, calibrated_or_cost_model, machine_from_args,
+from roofline.cli.args import (COUNT, PREFIXES, add_cost_flags, add_declared, add_kernels_flag, add_machine_flags, calibrated_or_cost_model, machine_from_args,
                                machine_names, number_arg, refuse_unused)
-from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, SWEEP_MACHINES, _add_format, _add_model, _add_precision, _add_tp, _emit, _flagged,
-                                    _output, _precision, count_list)
+from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, SWEEP_MACHINES, add_format, add_model, add_precision, add_tp,
+                                    checked_output, count_list, emit, flagged, resolve_precision)
 from roofline.errors import RooflineError
 from roofline.plan.limits import ENGINE_MEMORY_FRACTION, QUANT_DTYPES, SEARCH_MAX_BATCH
 from roofline.tables import dump_json
@@ -27,13 +27,13 @@ def cmd_decode(args):
 
     if args.tp == 1:
         refuse_unused(args, {"tp_link": None, "gpus_per_node": 8}, "with --tp 1 (one GPU: no tensor-parallel collectives); give --tp N")
-    _output(args.output)
+    checked_output(args.output)
     if args.breakdown and args.csv:
         raise RooflineError("--breakdown is a table of ops, not rows of the batch table: use it without --csv "
                             "(with --json it is the \"breakdown\" key)", field="breakdown")
     m = machine_from_args(args)
     cm = calibrated_or_cost_model(args, m)
-    precision = _precision(args, m)
+    precision = resolve_precision(args, m)
     plan = decode_plan(args.model, m, args.batch or DEFAULT_BATCHES, args.context, args.attention, precision, args.tp,
                        args.tp_link, cm, args.memory_fraction, curve="log" if args.output else "none",
                        gpus_per_node=args.gpus_per_node)
@@ -63,7 +63,7 @@ def cmd_decode(args):
                                                        tensor_parallel=args.tp, link=args.tp_link, cost_model=cm,
                                                        gpus_per_node=args.gpus_per_node)
         kernel_notes = measured_notes(at.prediction.ops)
-    _emit(args, _DecodeOutput(plan, step if args.json else None, cm, kernel_notes), draw)
+    emit(args, _DecodeOutput(plan, step if args.json else None, cm, kernel_notes), draw)
     if not args.json and not args.csv and step is None:  # under --breakdown they follow its table
         for line in kernel_notes:
             print(f"note: {line}")
@@ -96,7 +96,7 @@ def cmd_train(args):
     if args.tp == 1:  # no tensor-parallel group: nothing for these to shape
         refuse_unused(args, {"tp_link": None, "no_sequence_parallel": False},
                       "with --tp 1 (no tensor-parallel collectives); give --tp N")
-    _output(args.output)
+    checked_output(args.output)
     m = machine_from_args(args)
     plan = train_plan(args.model, args.tokens, args.gpus, m, args.mfu, args.hfu, args.seq_len, args.recompute, args.flops,
                       args.peak_dtype, args.price, args.tp, args.pp, args.zero, args.micro_batch, args.global_batch,
@@ -107,7 +107,7 @@ def cmd_train(args):
 
         plot_train(plan, _zero_options(args, m), path)
 
-    _emit(args, plan, draw)
+    emit(args, plan, draw)
 
 
 def _zero_options(args, m):
@@ -134,7 +134,7 @@ MEMORY_INFERENCE_ONLY = {"batch": 1, "context": 8192, "memory_fraction": ENGINE_
 
 
 def cmd_memory(args):
-    _output(args.output)
+    checked_output(args.output)
     m = machine_from_args(args)
     if args.mode == "train":
         from roofline.plan.train_memory import make_layout, train_memory
@@ -145,7 +145,7 @@ def cmd_memory(args):
     else:
         from roofline.plan.memory import inference_memory
 
-        plan = inference_memory(args.model, m, args.batch, args.context, _precision(args, m), args.tp, args.memory_fraction,
+        plan = inference_memory(args.model, m, args.batch, args.context, resolve_precision(args, m), args.tp, args.memory_fraction,
                                 args.mtp)
         options = lambda: _batch_options(args, m, plan)  # noqa: E731
 
@@ -162,7 +162,7 @@ def cmd_memory(args):
             what = f"inference at context {args.context:,}"
         plot_memory(options(), path, f"{model_name(plan.model)} {what}: memory per GPU on {m.name}")
 
-    _emit(args, plan, draw)
+    emit(args, plan, draw)
 
 
 def _train_like(args):
@@ -176,7 +176,7 @@ def _batch_options(args, m, plan):
 
     limit = dict(plan.limits).get("max_batch_at_context") or 1
     batches = sorted({args.batch, *(2**i for i in range(0, 11) if 2**i <= max(2 * limit, 8))})
-    return [(f"batch {b:,}", inference_memory(args.model, m, b, args.context, _precision(args, m), args.tp, args.memory_fraction))
+    return [(f"batch {b:,}", inference_memory(args.model, m, b, args.context, resolve_precision(args, m), args.tp, args.memory_fraction))
             for b in batches]
 
 
@@ -194,12 +194,12 @@ def cmd_sweep(args):
         refuse_unused(args, {"context": 4096}, "to a prefill sweep (it attends over its own tokens)")
     if phase == "decode" and args.over != "tokens":  # a decode step makes one token against --context
         refuse_unused(args, {"tokens": 4096}, "to a decode sweep (one new token per step; set --context)")
-    _output(args.output)
+    checked_output(args.output)
     names = machine_names(args.machine if args.machine is not None else
                           SWEEP_MACHINES if args.over == "machines" else "h100-sxm")
     machines = [machine_from_args(args, n) for n in names]
     result = sweep(args.model, machines, args.over, args.values, args.phase, args.tokens, args.batch, args.context,
-                   args.attention, lambda mach: _precision(args, mach), args.tp, args.tp_link,
+                   args.attention, lambda mach: resolve_precision(args, mach), args.tp, args.tp_link,
                    lambda mach: calibrated_or_cost_model(args, mach), args.gpus_per_node)
 
     def draw(path):
@@ -207,7 +207,7 @@ def cmd_sweep(args):
 
         plot_sweep(result, path)
 
-    _emit(args, result, draw)
+    emit(args, result, draw)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,15 +222,14 @@ def register(sub):
 
 def _register_decode(sub):
     p = sub.add_parser("decode", help="decode latency and throughput versus batch; compute-bound batch; what fits")
-    _add_model(p)
+    add_model(p)
     add_machine_flags(p)
-    p.add_argument("--context", type=number_arg("--context", **COUNT), default=4096,
-                   help="tokens in each sequence's KV cache, S" + PREFIXES)
+    add_declared(p, "context", 4096, PREFIXES, "tokens in each sequence's KV cache, S")  # roofline.parameters' range
     p.add_argument("--batch", type=count_list("--batch", maximum=SEARCH_MAX_BATCH), default=None,
                    help=f"batches to tabulate, each at most {SEARCH_MAX_BATCH:,} (default 1,2,4,...,1024)")
     p.add_argument("--attention", choices=("flash", "naive"), default="flash")
-    _add_precision(p)
-    _add_tp(p)
+    add_precision(p)
+    add_tp(p)
     p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=ENGINE_MEMORY_FRACTION,
                    help="the share of the memory an engine uses for weights, a step's activations and the KV cache "
                         "(default: vLLM's 0.9, as `serving`)")
@@ -238,13 +237,13 @@ def _register_decode(sub):
                    metavar="BATCH", help="also print the whole step op by op at this batch (--json: the \"breakdown\" key)")
     add_cost_flags(p)
     add_kernels_flag(p)
-    _add_format(p)
-    p.set_defaults(func=_flagged(cmd_decode))
+    add_format(p)
+    p.set_defaults(func=flagged(cmd_decode))
 
 
 def _register_train(sub):
     p = sub.add_parser("train", help="training FLOPs, days, GPU-hours, cost, MFU/HFU, memory per GPU, collectives")
-    _add_model(p)
+    add_model(p)
     add_machine_flags(p)
     p.add_argument("--tokens", type=number_arg("--tokens", maximum=1e18), required=True,
                    help="training tokens in all, D of 6ND, e.g. 15e12 (not a sequence's length: that is --seq-len)" + PREFIXES)
@@ -258,7 +257,7 @@ def _register_train(sub):
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
     p.add_argument("--seq-len", type=number_arg("--seq-len", integer=True, maximum=1e8), default=8192,
                    help="tokens per training sequence, T")
-    p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1, help="tensor parallel")
+    add_declared(p, "tensor_parallel", text="tensor parallel")
     p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=4096), default=1, help="pipeline parallel")
     p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage over the data-parallel ranks")
     p.add_argument("--micro-batch", type=number_arg("--micro-batch", **COUNT), default=1, help="sequences per micro-batch")
@@ -275,20 +274,19 @@ def _register_train(sub):
                    help="data-parallel link (default: the tensor-parallel default within a node; across nodes "
                         "infiniband, else roce, ici, pcie)")
     p.add_argument("--gpus-per-node", type=number_arg("--gpus-per-node", integer=True, maximum=1e4), default=8)
-    _add_format(p, csv=False)
-    p.set_defaults(func=_flagged(cmd_train))
+    add_format(p, csv=False)
+    p.set_defaults(func=flagged(cmd_train))
 
 
 def _register_memory(sub):
     p = sub.add_parser("memory", help="memory per GPU: weights + KV cache (inference) or training states + activations")
-    _add_model(p)
+    add_model(p)
     add_machine_flags(p)
     p.add_argument("--mode", choices=("inference", "train"), default="inference")
-    p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="inference: sequences")
-    p.add_argument("--context", type=number_arg("--context", **COUNT), default=8192,
-                   help="inference: tokens in each sequence's KV cache, S" + PREFIXES)
-    _add_precision(p)
-    p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1, help="tensor parallel")
+    add_declared(p, "batch", text="inference: sequences")
+    add_declared(p, "context", 8192, PREFIXES, "inference: tokens in each sequence's KV cache, S")
+    add_precision(p)
+    add_declared(p, "tensor_parallel", text="tensor parallel")
     p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=ENGINE_MEMORY_FRACTION,
                    help="inference: the share of the memory an engine uses (default: vLLM's 0.9, as `serving`)")
     p.add_argument("--mtp", action="store_true",
@@ -305,13 +303,13 @@ def _register_memory(sub):
                    help="train: tokens per training sequence, T")
     p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="train")
     p.add_argument("--attention", choices=("flash", "naive"), default="flash", help="train: naive stores the scores")
-    _add_format(p)
-    p.set_defaults(func=_flagged(_memory_entry))
+    add_format(p)
+    p.set_defaults(func=flagged(_memory_entry))
 
 
 def _register_sweep(sub):
     p = sub.add_parser("sweep", help="sweep tokens, batch, context or machines (vectorised); table, CSV, JSON, plot")
-    _add_model(p)
+    add_model(p)
     add_machine_flags(p, default=None)
     p.add_argument("--over", choices=("tokens", "batch", "context", "machines"), required=True,
                    help="what varies: tokens, batch or context (their sizes in --values), or machines (their list in "
@@ -321,18 +319,16 @@ def _register_sweep(sub):
                         "whole numbers, repeats dropped (1:131072:log:18 = 1,2,4,...,131072); or @FILE, one a line or "
                         "comma-separated, # comments (default: powers of 2)")
     p.add_argument("--phase", choices=("prefill", "decode"), default=None, help="default: prefill for tokens, else decode")
-    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=4096,
-                   help="prefill: new tokens per sequence, T, when not swept" + PREFIXES)
-    p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1, help="batch when not swept")
-    p.add_argument("--context", type=number_arg("--context", **COUNT), default=4096,
-                   help="decode: tokens in the KV cache, S, when not swept" + PREFIXES)
+    add_declared(p, "tokens", 4096, PREFIXES, "prefill: new tokens per sequence, T, when not swept")
+    add_declared(p, "batch", text="batch when not swept")
+    add_declared(p, "context", 4096, PREFIXES, "decode: tokens in the KV cache, S, when not swept")
     p.add_argument("--attention", choices=("flash", "naive"), default="flash")
-    _add_precision(p)
-    _add_tp(p)
+    add_precision(p)
+    add_tp(p)
     add_cost_flags(p)
     add_kernels_flag(p)
-    _add_format(p)
-    p.set_defaults(func=_flagged(cmd_sweep))
+    add_format(p)
+    p.set_defaults(func=flagged(cmd_sweep))
 
 
 def _memory_entry(args):

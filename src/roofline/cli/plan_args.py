@@ -1,5 +1,5 @@
 """Flags and argument types the planning commands share (decode, train, memory, sweep, serving):
-model, precision, tensor parallelism, output format, count lists and ranges, and ``_flagged``,
+model, precision, tensor parallelism, output format, count lists and ranges, and ``flagged``,
 which turns a library error's ``field`` into the flag that set it.
 """
 
@@ -48,7 +48,7 @@ def _flags_for(args) -> dict:
     return flags
 
 
-def _flagged(command):
+def flagged(command):
     """Run a command; a RooflineError naming a parameter is re-raised naming its flag: the leading
     parameter name becomes the flag ("tensor_parallel 3 must ..." -> "--tp 3 must ..."), or the
     flag is put in front."""
@@ -197,18 +197,20 @@ def _values_file(path: str, item) -> list[int]:
     return out
 
 
-def _output(path):
+def checked_output(path):
     """-o checked before any work: None when not given; '' or an unwritable path is an error."""
     from roofline.cli.args import check_output
 
     return None if path is None else check_output(path, (".png", ".svg"))
 
 
-def _add_model(p):
-    p.add_argument("--model", default="llama3-8b", type=MODEL_NAME, help="preset (see `roofline models`) or a config.json path")
+def add_model(p):
+    from roofline.cli.args import add_declared
+
+    add_declared(p, "model", type=MODEL_NAME)
 
 
-def _add_precision(p):
+def add_precision(p):
     p.add_argument("--dtype", choices=QUANT_DTYPES, default=None,
                    help="weights, activations and KV cache (default: the machine's, bf16 on most); fp8, int8 or fp4 where the "
                         "machine computes in it are W8A8 (W4A4) as engines run it: weights, matmuls and KV cache in it, "
@@ -222,7 +224,7 @@ def _add_precision(p):
     p.add_argument("--kv-cache", choices=QUANT_DTYPES, default=None, help="KV-cache storage dtype (default --dtype)")
 
 
-def _precision(args, machine):
+def resolve_precision(args, machine):
     """--dtype on this machine (Precision.uniform), with --weights, --activations, --kv-cache over it;
     a quantised checkpoint's stored widths when neither --dtype nor --weights is given."""
     from roofline.plan.precision import Precision
@@ -231,9 +233,10 @@ def _precision(args, machine):
                              args.kv_cache)
 
 
-def _add_tp(p):
-    p.add_argument("--tp", type=number_arg("--tp", integer=True, maximum=4096), default=1,
-                   help="tensor-parallel GPUs per model copy (2 all-reduces per block)")
+def add_tp(p):
+    from roofline.cli.args import add_declared
+
+    add_declared(p, "tensor_parallel")  # roofline.parameters.TENSOR_PARALLEL: its range, default and help
     p.add_argument("--tp-link", default=None,
                    help="link of the tensor-parallel all-reduces (default: the machine's nvlink, else xgmi, ici, roce, pcie; "
                         "past --gpus-per-node, its infiniband or roce)")
@@ -242,7 +245,7 @@ def _add_tp(p):
     add_deprecated_alias(p, "--link", "--tp-link")  # the old spelling: `train` spells it --tp-link
 
 
-def _add_format(p, csv=True):
+def add_format(p, csv=True):
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     if csv:
@@ -250,8 +253,8 @@ def _add_format(p, csv=True):
     p.add_argument("-o", "--output", default=None, help="also draw the figure to FILE.png or FILE.svg")
 
 
-def _emit(args, result, draw=None):
-    out = _output(args.output)
+def emit(args, result, draw=None):
+    out = checked_output(args.output)
     if args.json:
         print(result.to_json())
     elif getattr(args, "csv", False):

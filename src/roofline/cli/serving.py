@@ -16,7 +16,7 @@ import dataclasses
 import sys
 
 from roofline.cli.args import cost_model_from_args, machine_from_args
-from roofline.cli.plan_args import _flagged, _output, _precision, flag_text
+from roofline.cli.plan_args import checked_output, flag_text, flagged, resolve_precision
 from roofline.cli.serving_args import register as _register
 from roofline.cli.serving_checks import ServingRequest
 from roofline.errors import RooflineError
@@ -28,7 +28,7 @@ PROGRESS_SEARCH_REQUESTS = 4_000  # ... and a rate search of this many per run, 
 
 
 def register(sub):
-    return _register(sub, _flagged(cmd_serving))
+    return _register(sub, flagged(cmd_serving))
 
 
 def _requests_progress(done: int, of: int) -> None:
@@ -77,13 +77,13 @@ def cmd_serving(args):
 def _cmd_serving(args):
     """The flags read once, at this edge: the request (its combinations checked), the machine, the cost
     model, the engine and the precision; below, functions take them."""
-    out = _output(args.output)
+    out = checked_output(args.output)
     req = ServingRequest.from_args(args)
     m = machine_from_args(args)
     _engine_kernels(args, m)
     cm = dataclasses.replace(cost_model_from_args(args, m), cuda_graph=not args.eager)
     engine = _engine(args, m)
-    precision = _precision(args, m)
+    precision = resolve_precision(args, m)
     if req.tp_search is not None:
         return _tp_search(req, m, cm, engine, precision, lambda field, text: flag_text(args, field, text))
     step, draft = _steps(req, m, cm, engine, precision)

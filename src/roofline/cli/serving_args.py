@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from roofline.cli.args import add_cost_flags, add_kernels_flag, add_machine_flags, number_arg
-from roofline.cli.plan_args import _add_format, _add_model, _add_precision, _add_tp, count_list
+from roofline.cli.args import add_cost_flags, add_kernels_flag, add_machine_flags, declared_type, number_arg
+from roofline.cli.plan_args import add_format, add_model, add_precision, add_tp, count_list
 from roofline.errors import MAX_CONTEXT
 from roofline.serving.parameters import BY_NAME, Param
 
@@ -47,21 +47,13 @@ def acceptance_arg(text):
     return one(text) if len(parts) == 1 else tuple(one(x.strip()) for x in parts)
 
 
-def slo_time_s(text, field):
-    """A time with its unit (500ms, 0.5s): args.time_with_unit."""
-    from roofline.cli.args import time_with_unit
-
-    return time_with_unit(text, field)
-
-
 def param_type(p: Param):
     """The argparse type of a declared parameter: its range, in its unit (a time with its unit)."""
     if p.text:
         return None
     if p.name in ("input_len", "output_len"):
         return length_arg(p.flag, p.maximum)
-    timed = dict(parser=slo_time_s, seconds=True) if p.unit == "s" else {}
-    return number_arg(p.flag, minimum=p.minimum, strictly=p.strictly, maximum=p.maximum, integer=p.integer, **timed)
+    return declared_type(p)
 
 
 def add_param(parser, name: str) -> None:
@@ -131,17 +123,17 @@ ORDER = ("input_len", "output_len", _lengths, "requests", "rate", "burstiness", 
 def register(sub, command):
     p = sub.add_parser("serving", help="a deployment under load: throughput, TTFT/TPOT percentiles, the SLO rate, "
                                        "cost per token (a simulated continuous-batching engine)")
-    _add_model(p)
+    add_model(p)
     add_machine_flags(p)
     for step in ORDER:
         if isinstance(step, str):
             add_param(p, step)
         else:
             step(p)
-    _add_precision(p)
-    _add_tp(p)  # --tp, shared with the planning commands (its range and default: BY_NAME["tensor_parallel"], tested)
+    add_precision(p)
+    add_tp(p)  # --tp, shared with the planning commands (its range and default: BY_NAME["tensor_parallel"], tested)
     add_cost_flags(p)
     add_kernels_flag(p)
-    _add_format(p)
+    add_format(p)
     p.set_defaults(func=command)
     return p

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from roofline.units import MS, US
+from roofline.units import MS, US, format_latency
 
 
 def tp_search_table(req, m, cm, precision, found: dict, name_flag) -> str:
@@ -68,7 +68,7 @@ def tp_search_table(req, m, cm, precision, found: dict, name_flag) -> str:
 
 
 def split_table(step, found: dict) -> str:
-    from roofline.serving.render import _lat, targets_text
+    from roofline.serving.render import targets_text
     from roofline.tables import grid
 
     slo = found["slo"]
@@ -86,8 +86,8 @@ def split_table(step, found: dict) -> str:
         low = found["lightest"]
         q = slo["percentile"]
         lines.append(f"no split meets the targets: co-located at the lightest load tried ({low['rate_per_s']:,.3g} requests/s) "
-                     f"TTFT p{q:g} is {_lat(low['ttft_s'])} and TPOT p{q:g} {_lat(low['tpot_s'])}; a target below what a "
-                     "request alone takes is not met at any split")
+                     f"TTFT p{q:g} is {format_latency(low['ttft_s'])} and TPOT p{q:g} {format_latency(low['tpot_s'])}; "
+                     "a target below what a request alone takes is not met at any split")
     else:
         p, d, r = best
         better = co is None or r > co

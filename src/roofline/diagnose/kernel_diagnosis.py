@@ -154,7 +154,7 @@ class Diagnosis(Tabular):
         d["findings"] = [f.to_dict() for f in self.findings]
         return d
 
-    def to_text(self) -> str:
+    def to_table(self) -> str:
         return diagnosis_text(self)
 
 

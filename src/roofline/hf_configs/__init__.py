@@ -16,7 +16,7 @@ default where a key is absent, and says what it did not use:
 Defaults are those of transformers' configuration_<family>.py (v4.5x-5.x) and the modules of
 modeling_<family>.py; each loader's docstring says which.
 
-    keys.py     _Keys: a config dict that records the keys read and refuses malformed values;
+    keys.py     Keys: a config dict that records the keys read and refuses malformed values;
                 COST_NEUTRAL, the keys that change no count
     shared.py   the loader registry (SUPPORTED, @loader) and the pieces every loader builds with
     llama.py    Llama-like families: Llama, Mistral, Mixtral, Qwen2/3 (and MoE), Gemma 1-4

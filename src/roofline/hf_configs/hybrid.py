@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from roofline.architecture import MLP, Attention, GatedDeltaNet, LatentAttention, Layer, Model, MoE
 from roofline.errors import RooflineError
-from roofline.hf_configs.keys import _Keys
-from roofline.hf_configs.llama import _qwen_moe_layers
-from roofline.hf_configs.shared import _act, _assemble, loader
+from roofline.hf_configs.keys import Keys
+from roofline.hf_configs.llama import qwen_moe_layers
+from roofline.hf_configs.shared import activation_name, assemble, loader
 
 LINEAR, FULL = "linear_attention", "full_attention"
 
@@ -29,7 +29,7 @@ DEFAULTS = {
 }
 
 
-def _types(c: _Keys, L: int) -> tuple[list[str], list[str]]:
+def _types(c: Keys, L: int) -> tuple[list[str], list[str]]:
     """layer_types as published (linear_attention / full_attention), else full attention on every
     full_attention_interval-th layer (4: layers 3, 7, ...), as the config classes build it."""
     interval = c.pos("full_attention_interval", 4)
@@ -49,7 +49,7 @@ def _types(c: _Keys, L: int) -> tuple[list[str], list[str]]:
     return list(types), notes
 
 
-def _hybrid(c: _Keys, channel, split: bool = False) -> Model:
+def _hybrid(c: Keys, channel, split: bool = False) -> Model:
     """The layer list: Gated DeltaNet (its projections ``split`` as Qwen3.5 stores them) or gated
     attention by layer_types, ``channel(i)`` after each; two RMSNorms a layer, a final norm; the
     multi-token-prediction layers left out, said."""
@@ -82,11 +82,11 @@ def _hybrid(c: _Keys, channel, split: bool = False) -> Model:
     c.get("mtp_use_dedicated_embeddings")
     omitted = (f"multi-token-prediction module ({mtp} layer{'s' if mtp != 1 else ''}, mtp_num_hidden_layers): not "
                "instantiated by transformers, not counted",) if mtp else ()
-    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted, notes=notes)
+    return assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted, notes=notes)
 
 
 @loader("qwen3_next")
-def _qwen3_next(c: _Keys) -> Model:
+def _qwen3_next(c: Keys) -> Model:
     """Qwen3NextConfig (Qwen3-Next-80B-A3B): layer_types (or every full_attention_interval-th layer,
     4) full attention, the others Gated DeltaNet (linear_num_key_heads 16 x linear_key_head_dim 128,
     linear_num_value_heads 32 x linear_value_head_dim 128, linear_conv_kernel_dim 4; in_proj_qkvz and
@@ -98,25 +98,25 @@ def _qwen3_next(c: _Keys) -> Model:
     tie False. The MTP layers (mtp_num_hidden_layers) are left out."""
     c.defaults = DEFAULTS["qwen3_next"]
     L = c.pos("num_hidden_layers")
-    moe = _qwen_moe_layers(c, L, shared=True)
-    dense = MLP(c.pos("intermediate_size"), activation=_act(c))
+    moe = qwen_moe_layers(c, L, shared=True)
+    dense = MLP(c.pos("intermediate_size"), activation=activation_name(c))
     return _hybrid(c, lambda i: moe(i) or dense)
 
 
 @loader("qwen3_5_text")
-def _qwen3_5_text(c: _Keys) -> Model:
+def _qwen3_5_text(c: Keys) -> Model:
     """Qwen3_5TextConfig (Qwen3.5-27B, Qwen3.6-27B; the text_config of model_type qwen3_5): Qwen3-Next's
     layers with Gated DeltaNet's projections split (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a: the
     same widths) and a dense gated MLP of intermediate_size on every layer (the class has no MoE keys;
     mlp_only_layers must be empty). tie False. The MTP layers are left out."""
     c.defaults = DEFAULTS["qwen3_5_text"]
     _all_one_kind(c, "a dense MLP")
-    dense = MLP(c.pos("intermediate_size"), activation=_act(c))
+    dense = MLP(c.pos("intermediate_size"), activation=activation_name(c))
     return _hybrid(c, lambda i: dense, split=True)
 
 
 @loader("qwen3_5_moe_text")
-def _qwen3_5_moe_text(c: _Keys) -> Model:
+def _qwen3_5_moe_text(c: Keys) -> Model:
     """Qwen3_5MoeTextConfig (Qwen3.5-35B-A3B to 397B-A17B, Qwen3.6-35B-A3B; the text_config of model_type
     qwen3_5_moe): Qwen3.5's layers with a MoE on every layer: num_experts of moe_intermediate_size, top
     num_experts_per_tok, router (D, E) without bias, a shared expert of shared_expert_intermediate_size
@@ -125,11 +125,11 @@ def _qwen3_5_moe_text(c: _Keys) -> Model:
     c.defaults = DEFAULTS["qwen3_5_moe_text"]
     _all_one_kind(c, "a mixture of experts")
     moe = MoE(c.pos("num_experts"), c.pos("num_experts_per_tok"), c.pos("moe_intermediate_size"),
-              shared_d_ff=c.pos("shared_expert_intermediate_size"), shared_gate=True, activation=_act(c))
+              shared_d_ff=c.pos("shared_expert_intermediate_size"), shared_gate=True, activation=activation_name(c))
     return _hybrid(c, lambda i: moe, split=True)
 
 
-def _all_one_kind(c: _Keys, what: str) -> None:
+def _all_one_kind(c: Keys, what: str) -> None:
     """Qwen3.5's decoder layers all have ``what``: an mlp_only_layers or decoder_sparse_step asking
     otherwise (keys its class does not have) is refused, not obeyed or dropped."""
     only, step = c.get("mlp_only_layers") or [], c.get("decoder_sparse_step", 1)
@@ -145,7 +145,7 @@ _KIMI_K3_KEYS = {"attn_res_block_size": "attention residuals", "routed_expert_hi
 
 
 @loader("kimi_linear")
-def _kimi_linear(c: _Keys) -> Model:
+def _kimi_linear(c: Keys) -> Model:
     """KimiLinearConfig (Kimi-Linear-48B-A3B; vLLM's kimi_linear.py): linear_attn_config names the
     Kimi Delta Attention layers (kda_layers, 1-based; num_heads x head_dim, short_conv_kernel_size;
     GatedDeltaNet with gate_rank head_dim), the others MLA without a query latent (q_lora_rank null;
@@ -177,7 +177,7 @@ def _kimi_linear(c: _Keys) -> Model:
     if not isinstance(kda, list) or not isinstance(full, list) or sorted(kda + full) != list(range(1, L + 1)):
         raise RooflineError(f"{c.name}: linear_attn_config kda_layers and full_attn_layers must split the layers 1 to {L}",
                             field="model")
-    keys = _Keys(la, f"{c.name}: linear_attn_config")
+    keys = Keys(la, f"{c.name}: linear_attn_config")
     H, d = keys.pos("num_heads"), keys.pos("head_dim")
     kda_mixer = GatedDeltaNet(H, H, d, d, keys.pos("short_conv_kernel_size", 4), gate_rank=d)
     if c.get("q_lora_rank") is not None or not c.flag("mla_use_nope", True):
@@ -185,8 +185,8 @@ def _kimi_linear(c: _Keys) -> Model:
                             "false) is not modelled (vLLM asserts neither)", field="model")
     mla = LatentAttention(c.pos("num_attention_heads"), c.pos("kv_lora_rank"), c.pos("qk_nope_head_dim"),
                           c.pos("qk_rope_head_dim"), c.pos("v_head_dim"))
-    if _act(c) != "silu":
-        raise RooflineError(f"{c.name}: hidden_act {_act(c)!r} (read: silu) is not modelled", field="model")
+    if activation_name(c) != "silu":
+        raise RooflineError(f"{c.name}: hidden_act {activation_name(c)!r} (read: silu) is not modelled", field="model")
     dense = MLP(c.pos("intermediate_size"))
     E = c.int("num_experts", 0)
     moe = None
@@ -203,4 +203,4 @@ def _kimi_linear(c: _Keys) -> Model:
     omitted = (f"multi-token-prediction layers ({mtp}, num_nextn_predict_layers): not counted",) if mtp else ()
     notes = ["Kimi Delta Attention's dt_bias, A_log, short convolutions and gated norm are fp32 in vLLM; priced at the "
              "weights' width (under 0.2% of a KDA layer)"]
-    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted, notes=notes)
+    return assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted, notes=notes)

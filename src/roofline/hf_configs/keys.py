@@ -1,4 +1,4 @@
-"""A config.json dict as a loader reads it: _Keys records which keys were read, so the rest can be
+"""A config.json dict as a loader reads it: Keys records which keys were read, so the rest can be
 reported, and refuses a value of the wrong kind or size; COST_NEUTRAL lists the keys that change no
 count and pass without a word."""
 
@@ -44,7 +44,7 @@ MAX_LAYERS = 10_000  # published models have at most a few hundred
 LAYER_COUNT_KEYS = frozenset(("num_hidden_layers", "n_layer", "num_layers"))  # refused past MAX_LAYERS when read
 
 
-class _Keys:
+class Keys:
     """A config dict that records which keys a loader read, so the rest can be reported."""
 
     def __init__(self, raw: dict, name: str):

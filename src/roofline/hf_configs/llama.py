@@ -1,5 +1,5 @@
 """Loaders of the Llama-like families (Llama, OLMo 2, Mistral, Mixtral, Qwen2/3 and their MoE, GLM-4 MoE, Gemma 1-3),
-all built by _llama_like: grouped-query attention, an optional window per layer, a gated MLP or MoE."""
+all built by llama_like: grouped-query attention, an optional window per layer, a gated MLP or MoE."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import Callable
 
 from roofline.architecture import MLP, Attention, Layer, Model, MoE
 from roofline.errors import RooflineError
-from roofline.hf_configs.keys import _Keys
+from roofline.hf_configs.keys import Keys
 from roofline.kernels import FLOPS_PER_ELEMENT
-from roofline.hf_configs.shared import _act, _assemble, _gqa, _layer_types, _windowed, loader
+from roofline.hf_configs.shared import activation_name, assemble, gqa_heads, layer_window, loader, read_layer_types
 
 
-def _llama_like(c: _Keys, *, tie_default=False, qkv_bias=None, out_bias=None, qk_norm="", sliding_default=None,
+def llama_like(c: Keys, *, tie_default=False, qkv_bias=None, out_bias=None, qk_norm="", sliding_default=None,
                 n_norms=-1, types_default=None, moe: Callable[[int], MoE | None] | None = None,
                 dense_ff: int | None = None, head_dim_default=None, gated=True, windowed=True, vocab_default=None,
                 act_default="silu", softcap=False) -> Model:
@@ -24,20 +24,20 @@ def _llama_like(c: _Keys, *, tie_default=False, qkv_bias=None, out_bias=None, qk
     if head_dim_default is not None and not c.has("head_dim"):
         kv, d = c.int("num_key_value_heads", H), head_dim_default
     else:
-        kv, d = _gqa(c, D, H)
+        kv, d = gqa_heads(c, D, H)
     bias = bool(c.get("attention_bias", False))
     qkv_bias = bias if qkv_bias is None else qkv_bias
     out_bias = bias if out_bias is None else out_bias
     window = (c.int("sliding_window", sliding_default or 0) if c.get("sliding_window") is not None or sliding_default
               else 0) if windowed else 0
-    types = _layer_types(c, L, types_default or (lambda i: "sliding_attention" if window else "full_attention"))
+    types = read_layer_types(c, L, types_default or (lambda i: "sliding_attention" if window else "full_attention"))
     F = dense_ff if dense_ff is not None else c.pos("intermediate_size")
     mlp_bias = bool(c.get("mlp_bias", False))
-    act = _act(c, act_default)
+    act = activation_name(c, act_default)
     layers, built = [], {}
     dense = MLP(F, gated, mlp_bias, act)
     for i in range(L):
-        w, ch = _windowed(types, i, int(window))
+        w, ch = layer_window(types, i, int(window))
         if types[i] == "sliding_attention" and not w:
             raise RooflineError(f"{c.name}: layer {i} is sliding_attention but sliding_window is absent", field="model")
         ff = moe(i) if moe else None
@@ -47,42 +47,42 @@ def _llama_like(c: _Keys, *, tie_default=False, qkv_bias=None, out_bias=None, qk
             built[key] = Layer(attn, ff or dense, n_norms=n_norms)
         layers.append(built[key])
     notes = _softcap_notes(c, d, D) if softcap else ()
-    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", tie_default), notes=notes)
+    return assemble(c, layers, D, V, c.flag("tie_word_embeddings", tie_default), notes=notes)
 
 
 @loader("llama")
-def _llama(c: _Keys) -> Model:
+def _llama(c: Keys) -> Model:
     """LlamaConfig: tie_word_embeddings False; attention_bias (q, k, v, o) and mlp_bias False;
     head_dim = hidden_size / heads; no sliding window (LlamaAttention reads none: a sliding_window
     key is reported as not understood)."""
-    return _llama_like(c, windowed=False)
+    return llama_like(c, windowed=False)
 
 
 @loader("olmo2")
-def _olmo2(c: _Keys) -> Model:
+def _olmo2(c: Keys) -> Model:
     """Olmo2Config (OLMo 2, transformers' modeling_olmo2): Llama's projections and SwiGLU MLP;
     q_norm and k_norm over the whole projection (RMSNorm of H d and of K d, the "rmsnorm_full" kind);
     two RMSNorms a layer, after attention and after the MLP (post_attention_layernorm,
     post_feedforward_layernorm: x + norm(f(x)), the same count as pre-norm); tie False; no window."""
-    return _llama_like(c, qk_norm="rmsnorm_full", windowed=False)
+    return llama_like(c, qk_norm="rmsnorm_full", windowed=False)
 
 
 @loader("mistral")
-def _mistral(c: _Keys) -> Model:
+def _mistral(c: Keys) -> Model:
     """MistralConfig: as Llama, with sliding_window (default 4096; null = full attention) on every layer."""
-    return _llama_like(c, sliding_default=4096 if "sliding_window" not in c.raw else None)
+    return llama_like(c, sliding_default=4096 if "sliding_window" not in c.raw else None)
 
 
 @loader("mixtral")
-def _mixtral(c: _Keys) -> Model:
+def _mixtral(c: Keys) -> Model:
     """MixtralConfig: num_local_experts (8), num_experts_per_tok (2), expert d_ff intermediate_size,
     router (D, E) without bias; sliding_window default None."""
     E, k, F = c.int("num_local_experts", 8), c.int("num_experts_per_tok", 2), c.pos("intermediate_size")
     moe = MoE(E, k, F)
-    return _llama_like(c, moe=lambda i: moe)
+    return llama_like(c, moe=lambda i: moe)
 
 
-def _qwen_types(c: _Keys, L: int):
+def _qwen_types(c: Keys, L: int):
     """Qwen2/3: sliding layers only when use_sliding_window, from max_window_layers on."""
     use = bool(c.get("use_sliding_window", False))
     first = c.int("max_window_layers", L)
@@ -90,15 +90,15 @@ def _qwen_types(c: _Keys, L: int):
 
 
 @loader("qwen2")
-def _qwen2(c: _Keys) -> Model:
+def qwen2_model(c: Keys) -> Model:
     """Qwen2Config: biases on q, k, v (not o); tie_word_embeddings False; sliding only with use_sliding_window."""
     L = c.pos("num_hidden_layers")
     c.get("sliding_window")  # read either way: it applies only with use_sliding_window
-    return _llama_like(c, qkv_bias=True, out_bias=False, types_default=_qwen_types(c, L),
+    return llama_like(c, qkv_bias=True, out_bias=False, types_default=_qwen_types(c, L),
                        windowed=bool(c.get("use_sliding_window", False)))
 
 
-def _qwen_moe_layers(c: _Keys, L: int, shared: bool) -> Callable[[int], MoE | None]:
+def qwen_moe_layers(c: Keys, L: int, shared: bool) -> Callable[[int], MoE | None]:
     E = c.pos("num_experts")
     k = c.pos("num_experts_per_tok")
     F = c.pos("moe_intermediate_size")
@@ -120,35 +120,35 @@ def _qwen_moe_layers(c: _Keys, L: int, shared: bool) -> Callable[[int], MoE | No
 
 
 @loader("qwen2_moe")
-def _qwen2_moe(c: _Keys) -> Model:
+def _qwen2_moe(c: Keys) -> Model:
     """Qwen2MoeConfig: q, k, v biases; MoE on layers (i + 1) % decoder_sparse_step == 0 not in
     mlp_only_layers, each with a shared expert (shared_expert_intermediate_size) and its sigmoid
     gate (D, 1); dense layers use intermediate_size."""
     L = c.pos("num_hidden_layers")
-    return _llama_like(c, qkv_bias=True, out_bias=False, types_default=_qwen_types(c, L),
-                       moe=_qwen_moe_layers(c, L, shared=True))
+    return llama_like(c, qkv_bias=True, out_bias=False, types_default=_qwen_types(c, L),
+                       moe=qwen_moe_layers(c, L, shared=True))
 
 
 @loader("qwen3", "qwen3_vl_text")
-def _qwen3(c: _Keys) -> Model:
+def _qwen3(c: Keys) -> Model:
     """Qwen3Config: q_norm and k_norm (RMSNorm of head_dim); attention_bias False; head_dim given (default 128).
     Also Qwen3-VL's language model (Qwen3VLTextConfig, its text_config): Qwen3's layers; MRoPE changes
     no weights, and the deepstack visual features are added by the vision tower's mergers."""
     L = c.pos("num_hidden_layers")
-    return _llama_like(c, qk_norm="rmsnorm", types_default=_qwen_types(c, L), head_dim_default=128)
+    return llama_like(c, qk_norm="rmsnorm", types_default=_qwen_types(c, L), head_dim_default=128)
 
 
 @loader("qwen3_moe", "qwen3_vl_moe_text")
-def _qwen3_moe(c: _Keys) -> Model:
+def _qwen3_moe(c: Keys) -> Model:
     """Qwen3MoeConfig: Qwen3 attention; MoE as Qwen2-MoE without shared experts. Also Qwen3-VL-MoE's
     language model (Qwen3VLMoeTextConfig: Qwen3MoeDecoderLayer's layers)."""
     L = c.pos("num_hidden_layers")
-    return _llama_like(c, qk_norm="rmsnorm", types_default=_qwen_types(c, L), head_dim_default=128,
-                       moe=_qwen_moe_layers(c, L, shared=False))
+    return llama_like(c, qk_norm="rmsnorm", types_default=_qwen_types(c, L), head_dim_default=128,
+                       moe=qwen_moe_layers(c, L, shared=False))
 
 
 @loader("minimax_m2")
-def _minimax_m2(c: _Keys) -> Model:
+def _minimax_m2(c: Keys) -> Model:
     """MiniMaxM2Config (MiniMax-M2, M2.5): full attention of num_attention_heads x head_dim (wider than
     hidden_size) over num_key_value_heads; q and k RMS-normed across all heads (use_qk_norm with
     qk_norm_type per_layer: scales H d and K d wide; per_head would be Qwen3's d); partial rotary
@@ -171,7 +171,7 @@ def _minimax_m2(c: _Keys) -> Model:
         c.get(key)  # read: no weights of their own (partial RoPE, the routing bias buffer, the score function)
     E, k, F = c.pos("num_local_experts"), c.pos("num_experts_per_tok"), c.pos("intermediate_size")
     mtp = c.int("num_mtp_modules", 1) if c.flag("use_mtp", False) else 0  # read before the model is assembled
-    model = _llama_like(c, qk_norm=norm, head_dim_default=128, moe=lambda i: MoE(E, k, F), dense_ff=F)
+    model = llama_like(c, qk_norm=norm, head_dim_default=128, moe=lambda i: MoE(E, k, F), dense_ff=F)
     if mtp:
         import dataclasses
 
@@ -181,7 +181,7 @@ def _minimax_m2(c: _Keys) -> Model:
 
 
 @loader("glm4_moe")
-def _glm4_moe(c: _Keys) -> Model:
+def _glm4_moe(c: Keys) -> Model:
     """Glm4MoeConfig (GLM-4.5, GLM-4.5-Air, GLM-4.6, GLM-4.7): grouped-query attention of head_dim
     (128) with biases on q, k, v when attention_bias (o has none), a per-head RMSNorm on q and k when
     use_qk_norm, partial rotary (partial_rotary_factor: no weights); the first first_k_dense_replace
@@ -197,7 +197,7 @@ def _glm4_moe(c: _Keys) -> Model:
         raise RooflineError(f"{c.name}: mlp_bias true is not modelled for GLM-4 MoE", field="model")
     bias = c.flag("attention_bias", False)
     mtp = c.int("num_nextn_predict_layers", 0)  # read before the model is assembled
-    model = _llama_like(c, qkv_bias=bias, out_bias=False, qk_norm="rmsnorm" if c.flag("use_qk_norm", False) else "",
+    model = llama_like(c, qkv_bias=bias, out_bias=False, qk_norm="rmsnorm" if c.flag("use_qk_norm", False) else "",
                         windowed=False, head_dim_default=128, moe=lambda i: moe if i >= first else None)
     if not mtp:
         return model
@@ -216,7 +216,7 @@ GEMMA_ACT = "gelu_pytorch_tanh"  # Gemma's hidden_activation / hidden_act defaul
 SOFTCAP_FLOPS = 3.0  # cap * tanh(x / cap): a divide, a tanh (counted as one), a multiply
 
 
-def _softcap_notes(c: _Keys, head_dim: int, d_model: int) -> tuple[str, ...]:
+def _softcap_notes(c: Keys, head_dim: int, d_model: int) -> tuple[str, ...]:
     """What Gemma 2's soft-capping adds and why it is left out, with its share (a null key: none).
     attn_logit_softcapping: 3 FLOPs a score against attention's 4 d + 5 (QK^T, PV, softmax), in the
     fused kernel (FlashAttention's softcap) or, unfused, in the passes over the scores.
@@ -237,14 +237,14 @@ def _softcap_notes(c: _Keys, head_dim: int, d_model: int) -> tuple[str, ...]:
 
 
 @loader("gemma")
-def _gemma(c: _Keys) -> Model:
+def _gemma(c: Keys) -> Model:
     """GemmaConfig: head_dim 256, tie_word_embeddings True, gated GELU MLP (hidden_act default
     gelu_pytorch_tanh, transformers' GemmaConfig), no biases."""
-    return _llama_like(c, tie_default=True, head_dim_default=256, act_default=GEMMA_ACT)
+    return llama_like(c, tie_default=True, head_dim_default=256, act_default=GEMMA_ACT)
 
 
 @loader("gemma2")
-def _gemma2(c: _Keys) -> Model:
+def _gemma2(c: Keys) -> Model:
     """Gemma2Config: tie True; head_dim 256; sliding_window 4096 on even layers (layer_types
     default: sliding when (i + 1) % 2); 4 RMSNorms per layer (input, post-attention,
     pre-feedforward, post-feedforward)."""
@@ -252,13 +252,13 @@ def _gemma2(c: _Keys) -> Model:
     if c.has("sliding_window_size") and int(c.raw["sliding_window_size"]) != window:  # an older alias
         raise RooflineError(f"{c.name}: sliding_window {window} and sliding_window_size {c.raw['sliding_window_size']} "
                             "disagree", field="model")
-    return _llama_like(c, tie_default=True, n_norms=4, head_dim_default=256, sliding_default=window,
+    return llama_like(c, tie_default=True, n_norms=4, head_dim_default=256, sliding_default=window,
                        types_default=lambda i: "sliding_attention" if (i + 1) % 2 else "full_attention",
                        act_default=GEMMA_ACT, softcap=True)
 
 
 @loader("gemma3_text")
-def _gemma3_text(c: _Keys) -> Model:
+def _gemma3_text(c: Keys) -> Model:
     """Gemma3TextConfig: tie True; head_dim 256; q_norm and k_norm; 4 norms per layer;
     sliding_window 4096, on all layers but every sliding_window_pattern-th (default 6);
     the class's sizes where a text_config omits them (vocab_size 262208, absent from Gemma 3 27B's;
@@ -267,13 +267,13 @@ def _gemma3_text(c: _Keys) -> Model:
                   "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072}
     window = c.int("sliding_window", 4096)
     pattern = c.pos("sliding_window_pattern", 6)
-    return _llama_like(c, tie_default=True, n_norms=4, qk_norm="rmsnorm", head_dim_default=256, vocab_default=262208,
+    return llama_like(c, tie_default=True, n_norms=4, qk_norm="rmsnorm", head_dim_default=256, vocab_default=262208,
                        sliding_default=window, types_default=lambda i: "sliding_attention" if (i + 1) % pattern else "full_attention",
                        act_default=GEMMA_ACT, softcap=True)
 
 
-@loader("gemma4_text")
-def _gemma4_text(c: _Keys) -> Model:
+@loader("gemma4_text", module_parts={"mlp": ("mlp", "shared_experts")})  # layers.N.mlp: the dense block, the experts beside it
+def _gemma4_text(c: Keys) -> Model:
     """Gemma4TextConfig (transformers' modeling_gemma4): tie True; 4 norms per layer; q_norm and
     k_norm (head_dim wide), a v_norm without weights; sliding layers: num_key_value_heads x head_dim,
     window sliding_window (512); full layers: global_head_dim (512) wide heads and, with
@@ -303,14 +303,14 @@ def _gemma4_text(c: _Keys) -> Model:
     global_kv = c.has("num_global_key_value_heads")  # read either way: it applies only with attention_k_eq_v
     K_full = c.pos("num_global_key_value_heads") if k_eq_v and global_kv else K
     bias = c.flag("attention_bias", False)
-    types = _layer_types(c, L, lambda i: "sliding_attention" if (i + 1) % 6 else "full_attention")
+    types = read_layer_types(c, L, lambda i: "sliding_attention" if (i + 1) % 6 else "full_attention")
     notes = []
     if types[-1] != "full_attention":  # Gemma4TextConfig forces it
         types[-1] = "full_attention"
         notes.append("layer_types ends with a sliding layer: the last layer is full attention, as transformers makes it")
     if "chunked_attention" in types:
         raise RooflineError(f"{c.name}: Gemma 4 layer_types has no chunked_attention", field="model")
-    act = _act(c, GEMMA_ACT)
+    act = activation_name(c, GEMMA_ACT)
     dense = MLP(c.pos("intermediate_size"), True, False, act)
     ff = dense
     alias = c.get("expert_intermediate_size")  # an older name; null in published configs
@@ -329,4 +329,4 @@ def _gemma4_text(c: _Keys) -> Model:
                  n_norms=sliding.n_norms)
     layers = [sliding if t == "sliding_attention" else full for t in types]
     notes += list(_softcap_notes(c, d, D))
-    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", True), notes=tuple(notes))
+    return assemble(c, layers, D, V, c.flag("tie_word_embeddings", True), notes=tuple(notes))

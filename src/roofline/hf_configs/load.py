@@ -16,8 +16,8 @@ import roofline.hf_configs.mimo as mimo
 import roofline.hf_configs.minimax as minimax
 import roofline.hf_configs.nvidia as nvidia
 import roofline.hf_configs.step as step
-from roofline.hf_configs.keys import COST_NEUTRAL, _Keys
-from roofline.hf_configs.quant import _dtype, _dtype_note, _storage
+from roofline.hf_configs.keys import COST_NEUTRAL, Keys
+from roofline.hf_configs.quant import checkpoint_dtype, dtype_note, weight_storage
 from roofline.hf_configs.shared import SUPPORTED
 
 FAMILIES = (llama, moe, gpt, ssm, hybrid, mimo, minimax, nvidia, step)  # importing them registers their loaders in SUPPORTED
@@ -80,18 +80,18 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
         loadable = {t for t, fn in SUPPORTED.items() if not getattr(fn, "not_yet", False)}  # less those refused by name
         raise RooflineError(f"{name}: model_type {shown} is not supported; supported: {', '.join(sorted({*loadable, *NESTED}))}",
                             field="model")
-    keys = _Keys({k: v for k, v in raw.items() if k != "quantization_config"}, str(top.get("_name_or_path") or name))
+    keys = Keys({k: v for k, v in raw.items() if k != "quantization_config"}, str(top.get("_name_or_path") or name))
     try:
         model = SUPPORTED[model_type](keys)
     except RooflineError as exc:  # a layer's own check: say which config it came from
         if keys.name in str(exc):
             raise
         raise RooflineError(f"{keys.name} (model_type {model_type!r}): {exc}", field="model") from None
-    storage, qnotes = (WeightStorage(_dtype(raw), assumed=not preset and (raw.get("torch_dtype") or raw.get("dtype")) is None), [])
+    storage, qnotes = (WeightStorage(checkpoint_dtype(raw), assumed=not preset and (raw.get("torch_dtype") or raw.get("dtype")) is None), [])
     if raw.get("quantization_config") is not None:
         # DeepSeek's multi-token-prediction layers follow the model's (layer 61 of V3's 61): a skip list may name them
         mtp = raw.get("num_nextn_predict_layers")
-        storage, qnotes = _storage(raw["quantization_config"], name, _dtype(raw), model,
+        storage, qnotes = weight_storage(raw["quantization_config"], name, checkpoint_dtype(raw), model,
                                    mtp if isinstance(mtp, int) and not isinstance(mtp, bool) and 0 < mtp < 100 else 0)
         present = {p for layer in model.kinds for p, n in layer.parts(model.d_model).items() if n} | {"lm_head"}
         if storage.method == "mxfp4" and "experts" not in present:
@@ -104,6 +104,6 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
             top_context = keys.pos(k)
             break
     return dataclasses.replace(model, storage=storage, omitted=model.omitted + tuple(omitted),
-                               notes=tuple(outer_notes) + model.notes + tuple(qnotes) + tuple(_dtype_note(raw, preset)),
+                               notes=tuple(outer_notes) + model.notes + tuple(qnotes) + tuple(dtype_note(raw, preset)),
                                model_type=str(model_type),
                                max_context=int(top_context))

@@ -7,9 +7,9 @@ import dataclasses
 
 from roofline.architecture import MLP, Attention, Layer, Model, MoE
 from roofline.errors import RooflineError
-from roofline.hf_configs.keys import _Keys
-from roofline.hf_configs.llama import _qwen2
-from roofline.hf_configs.shared import _assemble, loader
+from roofline.hf_configs.keys import Keys
+from roofline.hf_configs.llama import qwen2_model
+from roofline.hf_configs.shared import assemble, loader
 
 
 def _mtp_omitted(n: int, what: str) -> tuple[str, ...]:
@@ -17,7 +17,7 @@ def _mtp_omitted(n: int, what: str) -> tuple[str, ...]:
 
 
 @loader("mimo")
-def _mimo(c: _Keys) -> Model:
+def _mimo(c: Keys) -> Model:
     """MiMoConfig (XiaomiMiMo's remote code: Qwen2Config plus num_nextn_predict_layers): the main
     model is Qwen2's (q, k, v biases, no o bias; sliding only with use_sliding_window). The
     MiMoMTPLayers (each four RMSNorms, input_proj 2D -> D, a Qwen2 attention and MLP, a final norm)
@@ -25,11 +25,11 @@ def _mimo(c: _Keys) -> Model:
     mtp = c.int("num_nextn_predict_layers", 0)
     c.get("use_mrope")  # false in MiMo-7B; Qwen2's multimodal rotary sections have no weights
     c.get("attention_bias")  # Qwen2Attention fixes the biases (q, k, v yes; o no) whatever it says
-    model = _qwen2(c)
+    model = qwen2_model(c)
     return dataclasses.replace(model, omitted=model.omitted + _mtp_omitted(mtp, "num_nextn_predict_layers"))
 
 
-def _per_layer(c: _Keys, key: str, L: int) -> list[int]:
+def _per_layer(c: Keys, key: str, L: int) -> list[int]:
     v = c.need(key)
     if not isinstance(v, list) or len(v) != L or any(x not in (0, 1) or isinstance(x, bool) for x in v):
         raise RooflineError(f"{c.name}: {key} must list 0 or 1 for each of the {L} layers", field="model")
@@ -37,7 +37,7 @@ def _per_layer(c: _Keys, key: str, L: int) -> list[int]:
 
 
 @loader("mimo_v2_flash")
-def _mimo_v2_flash(c: _Keys) -> Model:
+def _mimo_v2_flash(c: Keys) -> Model:
     """MiMoV2FlashConfig as XiaomiMiMo publishes it (transformers' MiMoV2FlashAttention and
     SparseMoeBlock): hybrid_layer_pattern[i] 1 a sliding-window layer (sliding_window; swa_num_attention_heads,
     swa_num_key_value_heads, swa_head_dim, swa_v_head_dim; a learned sink per head with
@@ -70,4 +70,4 @@ def _mimo_v2_flash(c: _Keys) -> Model:
     dense = MLP(c.pos("intermediate_size"), activation=act)
     kinds: dict = {}
     layers = [kinds.setdefault((s, e), Layer(sliding if s else full, moe if e else dense)) for s, e in zip(swa, moe_at)]
-    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False))
+    return assemble(c, layers, D, V, c.flag("tie_word_embeddings", False))

@@ -9,21 +9,21 @@ import dataclasses
 
 from roofline.architecture import MLP, Attention, Layer, Model, MoE
 from roofline.errors import RooflineError
-from roofline.hf_configs.keys import _Keys
-from roofline.hf_configs.shared import _act, _assemble, loader
+from roofline.hf_configs.keys import Keys
+from roofline.hf_configs.shared import activation_name, assemble, loader
 
 _SPARSE_KEYS = {"use_sparse_attention", "sparse_attention_freq", "sparse_block_size", "sparse_topk_blocks",
                 "sparse_num_index_heads", "sparse_index_dim", "sparse_init_block", "sparse_local_block",
                 "sparse_score_type", "sparse_disable_index_value"}
 
 
-def _per_layer(c: _Keys, values, key: str, L: int) -> list[int]:
+def _per_layer(c: Keys, values, key: str, L: int) -> list[int]:
     if not isinstance(values, list) or len(values) != L or any(v not in (0, 1) for v in values):
         raise RooflineError(f"{c.name}: {key} must list 0 or 1 for each of the {L} layers", field="model")
     return list(values)
 
 
-def _msa(c: _Keys, L: int) -> tuple[list[int], dict]:
+def _msa(c: Keys, L: int) -> tuple[list[int], dict]:
     """Which layers run MSA, and its Attention fields, from sparse_attention_config; a setting
     whose weights or reads are not those modelled here is refused by name."""
     sc = c.get("sparse_attention_config")
@@ -44,7 +44,7 @@ def _msa(c: _Keys, L: int) -> tuple[list[int], dict]:
     if sc.get("sparse_score_type", "max") != "max":
         raise RooflineError(f"{c.name}: sparse_score_type {sc['sparse_score_type']!r} is not modelled (read: max)",
                             field="model")
-    keys = _Keys(sc, f"{c.name}: sparse_attention_config")
+    keys = Keys(sc, f"{c.name}: sparse_attention_config")
     block, blocks = keys.pos("sparse_block_size"), keys.pos("sparse_topk_blocks")
     local = sc.get("sparse_local_block", 0)
     if not isinstance(local, int) or not 0 <= local <= blocks:
@@ -54,7 +54,7 @@ def _msa(c: _Keys, L: int) -> tuple[list[int], dict]:
 
 
 @loader("minimax_m3")
-def _minimax_m3(c: _Keys) -> Model:
+def _minimax_m3(c: Keys) -> Model:
     """MiniMax-M3: num_attention_heads x head_dim over num_key_value_heads (q, k, v, o without
     biases), a Gemma RMSNorm of head_dim on q and k (use_qk_norm, qk_norm_type per_head), partial
     rotary (no weights). Layers with sparse_attention_freq 1 run MSA: a block indexer
@@ -93,7 +93,7 @@ def _minimax_m3(c: _Keys) -> Model:
         raise RooflineError(f"{c.name}: tie_word_embeddings true is not modelled for MiniMax-M3", field="model")
     for key in ("use_routing_bias", "scoring_func", "swiglu_alpha", "swiglu_limit", "use_gemma_norm", "rotary_dim"):
         c.get(key)  # no weights of their own
-    act = _act(c, "swigluoai")
+    act = activation_name(c, "swigluoai")
     moe = MoE(c.pos("num_local_experts"), c.pos("num_experts_per_tok"), F, shared_d_ff=c.pos("shared_intermediate_size"),
               activation=act)
     dense = MLP(c.pos("dense_intermediate_size"), activation=act)
@@ -103,4 +103,4 @@ def _minimax_m3(c: _Keys) -> Model:
     mtp = c.int("num_nextn_predict_layers", 0) + c.int("num_mtp_modules", 0)
     omitted = (f"multi-token-prediction modules (num_mtp_modules {c.raw.get('num_mtp_modules')}, num_nextn_predict_layers "
                f"{c.raw.get('num_nextn_predict_layers')}): not counted",) if mtp else ()
-    return _assemble(c, layers, D, V, False, omitted=omitted)
+    return assemble(c, layers, D, V, False, omitted=omitted)

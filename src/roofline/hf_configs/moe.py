@@ -7,12 +7,12 @@ import dataclasses
 
 from roofline.architecture import MLP, Attention, LatentAttention, Layer, Model, MoE, MtpModule
 from roofline.errors import RooflineError
-from roofline.hf_configs.keys import _Keys
-from roofline.hf_configs.shared import _assemble, _gqa, _layer_types, _windowed, loader
+from roofline.hf_configs.keys import Keys
+from roofline.hf_configs.shared import assemble, gqa_heads, layer_window, loader, read_layer_types
 
 
 @loader("llama4_text")
-def _llama4_text(c: _Keys) -> Model:
+def _llama4_text(c: Keys) -> Model:
     """Llama4TextConfig: MoE every interleave_moe_layer_step-th layer (layer i is MoE when
     (i + 1) % step == 0, or as listed in moe_layers): num_local_experts routed experts of
     intermediate_size, top num_experts_per_tok (1), plus a shared expert of intermediate_size;
@@ -30,18 +30,18 @@ def _llama4_text(c: _Keys) -> Model:
     chunk = c.int("attention_chunk_size", 8192)
     qk = "l2" if c.get("use_qk_norm", True) else ""
     D, H, V = c.pos("hidden_size"), c.pos("num_attention_heads"), c.pos("vocab_size")
-    kv, d = _gqa(c, D, H)
+    kv, d = gqa_heads(c, D, H)
     bias = bool(c.get("attention_bias", False))
     layers = []
     for i in range(L):
         attn = Attention(H, kv, d, chunk=chunk if rope[i] else 0, qkv_bias=bias, out_bias=bias, qk_norm=qk if rope[i] else "")
         ff = MoE(E, k, F, shared_d_ff=F) if i in moe_set else MLP(F_dense)
         layers.append(Layer(attn, ff))
-    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False))
+    return assemble(c, layers, D, V, c.flag("tie_word_embeddings", False))
 
 
 @loader("deepseek_v3", "deepseek_v2", "kimi_k2")
-def _deepseek(c: _Keys, indexers: list | None = None, mlp_types: list | None = None) -> Model:
+def _deepseek(c: Keys, indexers: list | None = None, mlp_types: list | None = None) -> Model:
     """DeepseekV3Config (also Kimi K2, which reuses it): multi-head latent attention (q_lora_rank,
     kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim); the first first_k_dense_replace
     layers dense (intermediate_size), then MoE every moe_layer_freq-th: n_routed_experts of
@@ -74,11 +74,11 @@ def _deepseek(c: _Keys, indexers: list | None = None, mlp_types: list | None = N
         omitted = (f"multi-token-prediction module ({depth} layer{'s' if depth != 1 else ''}): not instantiated by "
                    "transformers and not in the total (the published count's convention); counted apart (`roofline "
                    f"models` shows it{runs})",)
-    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted, mtp=mtp)
+    return assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted, mtp=mtp)
 
 
 @loader("kimi_k3")
-def _kimi_k3(c: _Keys):
+def _kimi_k3(c: Keys):
     """Kimi K3 (a Kimi Linear language model in text_config): Kimi Linear's layers (KDA beside MLA,
     hybrid.py's kimi_linear loader) plus attention residuals (attn_res_block_size: each block's
     input a learned mix of the earlier blocks' outputs), output-gated MLA (mla_use_output_gate), a
@@ -93,7 +93,7 @@ def _kimi_k3(c: _Keys):
 
 
 @loader("deepseek_v4", "deepseek_ref")
-def _deepseek_v4(c: _Keys):
+def _deepseek_v4(c: Keys):
     """DeepSeek V4 (deepseek_v4; SGLang's reference configs say deepseek_ref): manifold-constrained
     hyper-connections (hc_mult residual streams mixed by Sinkhorn), compressed attention
     (compress_ratios: 4 or 128 keys pooled into one by compressors with their own weights) with a
@@ -111,7 +111,7 @@ def _deepseek_v4(c: _Keys):
 _kimi_k3.not_yet = _deepseek_v4.not_yet = True  # left out of the supported list that an unknown model_type's refusal prints
 
 
-def _dsa_indexers(c: _Keys, L: int, types: list[str] | None = None) -> list[dict]:
+def _dsa_indexers(c: Keys, L: int, types: list[str] | None = None) -> list[dict]:
     """Each layer's DeepSeek Sparse Attention fields: index_topk, and index_n_heads x index_head_dim
     for a layer that runs its own indexer ("full"); a "shared" layer (GLM-5.2's indexer_types) reuses
     the previous full layer's top-k and has no indexer weights or index keys of its own."""
@@ -123,13 +123,13 @@ def _dsa_indexers(c: _Keys, L: int, types: list[str] | None = None) -> list[dict
 
 
 @loader("deepseek_v32")
-def _deepseek_v32(c: _Keys) -> Model:
+def _deepseek_v32(c: Keys) -> Model:
     """DeepSeek-V3.2 (and V3.2-Exp): DeepSeek-V3 (_deepseek) with DeepSeek Sparse Attention: a
     lightning indexer in every layer (index_n_heads x index_head_dim, top index_topk keys a query)."""
     return _deepseek(c, _dsa_indexers(c, c.pos("num_hidden_layers")))
 
 
-def _listed(c: _Keys, key: str, L: int, known: tuple[str, ...]) -> list[str] | None:
+def _listed(c: Keys, key: str, L: int, known: tuple[str, ...]) -> list[str] | None:
     """A per-layer list of words from ``known``, or None when the config leaves it out."""
     v = c.get(key)
     if v is None:
@@ -140,7 +140,7 @@ def _listed(c: _Keys, key: str, L: int, known: tuple[str, ...]) -> list[str] | N
 
 
 @loader("glm_moe_dsa")
-def _glm_moe_dsa(c: _Keys) -> Model:
+def _glm_moe_dsa(c: Keys) -> Model:
     """GlmMoeDsaConfig (GLM-5, 5.1, 5.2, 5.3; transformers modeling_glm_moe_dsa): DeepSeek-V3.2's layer
     (MLA, DSA indexer, MoE with a shared expert, sigmoid routing) at GLM's sizes. mlp_layer_types
     ("dense"/"sparse", default first_k_dense_replace dense); indexer_types ("full"/"shared"), else as
@@ -191,7 +191,7 @@ def _glm_moe_dsa(c: _Keys) -> Model:
 
 
 @loader("gpt_oss")
-def _gpt_oss(c: _Keys) -> Model:
+def _gpt_oss(c: Keys) -> Model:
     """GptOssConfig: attention with biases on q, k, v, o and a learned sink per head; layer_types
     alternate sliding_window (128) and full attention (default: sliding on even layers); MoE on
     every layer: num_local_experts experts of intermediate_size with biases (gate_up 2F, down D),
@@ -199,7 +199,7 @@ def _gpt_oss(c: _Keys) -> Model:
     D, L, H, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("num_attention_heads"), c.pos("vocab_size")
     kv, d = c.int("num_key_value_heads"), c.int("head_dim", 64)
     window = c.int("sliding_window", 128)
-    types = _layer_types(c, L, lambda i: "sliding_attention" if i % 2 == 0 else "full_attention")
+    types = read_layer_types(c, L, lambda i: "sliding_attention" if i % 2 == 0 else "full_attention")
     if "sliding_window" in c.raw and c.raw["sliding_window"] is None and "sliding_attention" in types:
         raise RooflineError(f"{c.name}: sliding_window is null and layers are sliding_attention: give the window "
                             "(gpt-oss publishes 128)", field="model")
@@ -210,6 +210,6 @@ def _gpt_oss(c: _Keys) -> Model:
                             field="model")
     bias = bool(c.get("attention_bias", True))
     moe = MoE(E, k, c.pos("intermediate_size"), bias=True, router_bias=True)
-    layers = [Layer(Attention(H, kv, d, window=_windowed(types, i, window)[0], qkv_bias=bias, out_bias=bias, sinks=True), moe)
+    layers = [Layer(Attention(H, kv, d, window=layer_window(types, i, window)[0], qkv_bias=bias, out_bias=bias, sinks=True), moe)
               for i in range(L)]
-    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False))
+    return assemble(c, layers, D, V, c.flag("tie_word_embeddings", False))

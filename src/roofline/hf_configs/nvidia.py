@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from roofline.architecture import MLP, Attention, Layer, Model
 from roofline.errors import RooflineError
-from roofline.hf_configs.keys import _Keys
-from roofline.hf_configs.shared import _act, _assemble, loader
+from roofline.hf_configs.keys import Keys
+from roofline.hf_configs.shared import activation_name, assemble, loader
 
 NAS_ATTENTION_KEYS = {"n_heads_in_group", "no_op", "replace_with_linear", "sparsify", "num_sink_tokens", "unshifted_sink",
                       "use_prefill_window_in_sink_attention", "window_length"}
@@ -20,7 +20,7 @@ def _ffn_width(mult: float, d_model: int) -> int:
     return -(-n // 256) * 256
 
 
-def _nas_block(c: _Keys, i: int, block, H: int, D: int, act: str, mlp_bias: bool, attention_bias: bool) -> Layer:
+def _nas_block(c: Keys, i: int, block, H: int, D: int, act: str, mlp_bias: bool, attention_bias: bool) -> Layer:
     """One entry of block_configs as a Layer: attention unless no_op (kv heads H / n_heads_in_group),
     a gated MLP unless no_op (ffn_mult, or intermediate_size); a norm before each part kept."""
     where = f"{c.name}: block_configs[{i}]"
@@ -64,7 +64,7 @@ def _nas_block(c: _Keys, i: int, block, H: int, D: int, act: str, mlp_bias: bool
 
 
 @loader("nemotron-nas")
-def _nemotron_nas(c: _Keys) -> Model:
+def _nemotron_nas(c: Keys) -> Model:
     """DeciLMConfig (Llama-3.1/3.3-Nemotron Nano, Super, Ultra; NVIDIA's modeling_decilm.py): Llama
     with a block_configs entry per layer. attention: no_op drops the attention and its input norm;
     otherwise num_attention_heads query heads of hidden_size / heads, num_attention_heads /
@@ -81,10 +81,10 @@ def _nemotron_nas(c: _Keys) -> Model:
         if c.get(key) is not None:
             raise RooflineError(f"{c.name}: {key} {c.raw[key]!r} at the top of a nemotron-nas config: the sizes are "
                                 "per layer, in block_configs", field="model")
-    act, mlp_bias, attention_bias = _act(c), c.flag("mlp_bias", False), c.flag("attention_bias", False)
+    act, mlp_bias, attention_bias = activation_name(c), c.flag("mlp_bias", False), c.flag("attention_bias", False)
     built: dict = {}
     layers = []
     for i, block in enumerate(blocks):
         layer = _nas_block(c, i, block, H, D, act, mlp_bias, attention_bias)
         layers.append(built.setdefault(layer, layer))
-    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", False))
+    return assemble(c, layers, D, V, c.flag("tie_word_embeddings", False))

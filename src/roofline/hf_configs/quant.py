@@ -106,7 +106,7 @@ def _method(q: dict) -> str:
     return method
 
 
-def _storage(q: dict, name: str, default: str, model, mtp_layers: int = 0) -> tuple[WeightStorage, list[str]]:
+def weight_storage(q: dict, name: str, default: str, model, mtp_layers: int = 0) -> tuple[WeightStorage, list[str]]:
     """WeightStorage from a quantization_config for ``model`` (its parts and layers), and notes on
     what was read: the format, what it left at ``default``, what it assumed. ``mtp_layers``: the
     multi-token-prediction layers numbered after the model's, left out of the count (a skip list
@@ -146,12 +146,12 @@ def _storage(q: dict, name: str, default: str, model, mtp_layers: int = 0) -> tu
 TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
-def _dtype(raw: dict) -> str:
+def checkpoint_dtype(raw: dict) -> str:
     d = str(raw.get("torch_dtype") or raw.get("dtype") or "bfloat16")
     return TORCH_DTYPES.get(d, "bf16")
 
 
-def _dtype_note(raw: dict, preset: bool = False) -> list[str]:
+def dtype_note(raw: dict, preset: bool = False) -> list[str]:
     """A torch_dtype the loader does not know, or none at all (outside a preset), is said, with what
     it was taken as."""
     d = raw.get("torch_dtype") or raw.get("dtype")

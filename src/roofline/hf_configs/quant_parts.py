@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from roofline.architecture import WeightStorage
 from roofline.errors import RooflineError
+from roofline.hf_configs.shared import MODULE_PARTS
 from roofline.mixers import MLP, Attention, GatedDeltaNet, LatentAttention, Mamba, Mamba2, MoE, ParallelMixer
 from roofline.units import DTYPE_BYTES
 
@@ -145,9 +146,6 @@ _ATTENTION_MATRICES = ("q_proj", "k_proj", "v_proj", "o_proj")
 INDEXER_MATRICES = ("indexer.wq_b", "indexer.wk", "indexer.weights_proj")  # DSA's indexer, as layer_matrices names them
 _INDEXER_NAMES = {"wq_b": INDEXER_MATRICES[0], "wk": INDEXER_MATRICES[1], "weights_proj": INDEXER_MATRICES[2],
                   "indexers_proj": INDEXER_MATRICES[2]}  # a skip list's last name -> the matrix (GLM-5: indexers_proj)
-# model types whose MoE layers keep their experts beside the block named "mlp" (Gemma 4: layers.N.experts), so a
-# skip of "mlp" names that dense block (held as the MoE's shared part) and not the experts
-_EXPERTS_BESIDE_MLP = ("gemma4_text",)
 _LAYER_INDEX = re.compile(r"(?:^|\.)layers\.(\d+)(?=[.*]|$)")
 _MATRIX = re.compile(r"\.(\w+_proj(?:_with_mqa|_qkvz?|_z|_ba|_b|_a)?|shared_expert_gate)$")  # in_proj_qkv: Gated DeltaNet
 _PROJECTION = re.compile(r"\.(\w*_proj|fc\d|w\d|dense\w*|c_fc|c_proj)$")
@@ -225,9 +223,9 @@ def skip_rules(skip: list[str], name: str, n_layers: int, key: str = "modules_to
                          f"{hit.replace('_', ' ')} (its other matrices are priced unquantised too)")
         hits = [hit]
         if hit == "mlp" and "expert" not in low and low.endswith(_MLP_BLOCKS):
-            # a layer's whole MLP block: its experts too, or where they sit beside it, the dense block alone
-            hits = (["mlp", "shared_experts"] if model_type in _EXPERTS_BESIDE_MLP
-                    else ["mlp", "experts", "shared_experts"])
+            # a layer's whole MLP block: its experts too, unless the loader says what the block holds (shared.loader)
+            block = next(b for b in _MLP_BLOCKS if low.endswith(b))
+            hits = list(MODULE_PARTS.get(model_type, {}).get(block, ("mlp", "experts", "shared_experts")))
         rules += [Skip(h, layers) for h in hits]
     return rules, notes
 

@@ -9,27 +9,34 @@ from typing import Callable
 
 from roofline.architecture import Layer, Model
 from roofline.errors import RooflineError
-from roofline.hf_configs.keys import MAX_LAYERS, _Keys
+from roofline.hf_configs.keys import MAX_LAYERS, Keys
 
 SUPPORTED: dict[str, Callable] = {}
+MODULE_PARTS: dict[str, dict[str, tuple[str, ...]]] = {}  # model_type -> {checkpoint module: the parts it holds}
 
 
-def loader(*model_types: str):
+def loader(*model_types: str, module_parts: dict[str, tuple[str, ...]] | None = None):
+    """Register the decorated function as the loader of ``model_types``. ``module_parts``: the
+    checkpoint's layer modules that hold other parts than their usual names say (a skip list naming
+    one keeps those parts: quant_parts.skip_rules), e.g. {"mlp": ("mlp", "shared_experts")}."""
+
     def deco(fn):
         for t in model_types:
             if t in SUPPORTED:
                 raise RuntimeError(f"model_type {t!r} registered twice")
             SUPPORTED[t] = fn
+            if module_parts:
+                MODULE_PARTS[t] = dict(module_parts)
         return fn
 
     return deco
 
 
-def _act(c: _Keys, default="silu") -> str:
+def activation_name(c: Keys, default="silu") -> str:
     return str(c.get("hidden_activation") or c.get("hidden_act", default))
 
 
-def _gqa(c: _Keys, D: int, heads: int) -> tuple[int, int]:
+def gqa_heads(c: Keys, D: int, heads: int) -> tuple[int, int]:
     kv = c.int("num_key_value_heads", heads)
     head_dim = c.get("head_dim")
     if head_dim is None:
@@ -40,7 +47,7 @@ def _gqa(c: _Keys, D: int, heads: int) -> tuple[int, int]:
     return kv, int(head_dim)
 
 
-def _layer_types(c: _Keys, n: int, default: Callable[[int], str]) -> list[str]:
+def read_layer_types(c: Keys, n: int, default: Callable[[int], str]) -> list[str]:
     """``layer_types`` as published, or the class default per layer index."""
     types = c.get("layer_types")
     if types is None:
@@ -55,7 +62,7 @@ def _layer_types(c: _Keys, n: int, default: Callable[[int], str]) -> list[str]:
     return list(types)
 
 
-def _assemble(c: _Keys, layers: list[Layer], D: int, V: int, tied: bool, **extra) -> Model:
+def assemble(c: Keys, layers: list[Layer], D: int, V: int, tied: bool, **extra) -> Model:
     if len(layers) > MAX_LAYERS:
         raise RooflineError(f"{c.name}: {len(layers):,} layers; at most {MAX_LAYERS:,} are read", field="model")
     kinds: list[Layer] = []
@@ -75,7 +82,7 @@ def _assemble(c: _Keys, layers: list[Layer], D: int, V: int, tied: bool, **extra
                  notes=tuple(notes), model_type=str(c.raw.get("model_type", "")), **extra)
 
 
-def _windowed(types: list[str], i: int, window: int, chunk: int = 0) -> tuple[int, int]:
+def layer_window(types: list[str], i: int, window: int, chunk: int = 0) -> tuple[int, int]:
     t = types[i]
     if t == "sliding_attention":
         return window, 0

@@ -7,12 +7,12 @@ import math
 
 from roofline.architecture import MLP, Attention, Layer, Mamba, Mamba2, Model, MoE, ParallelMixer
 from roofline.errors import RooflineError
-from roofline.hf_configs.keys import _Keys
-from roofline.hf_configs.shared import _assemble, _gqa, loader
+from roofline.hf_configs.keys import Keys
+from roofline.hf_configs.shared import assemble, gqa_heads, loader
 
 
 @loader("mamba2")
-def _mamba2(c: _Keys) -> Model:
+def _mamba2(c: Keys) -> Model:
     """Mamba2Config: every layer one Mamba-2 mixer after one RMSNorm; d_inner = expand x
     hidden_size (= num_heads x head_dim); use_bias False, use_conv_bias True; a final norm_f;
     tie_word_embeddings False in the class (True in mamba_ssm checkpoints, which set it)."""
@@ -24,11 +24,11 @@ def _mamba2(c: _Keys) -> Model:
                             field="model")
     mixer = Mamba2(inner, c.int("state_size", 128), c.int("n_groups", 1), heads, c.int("conv_kernel", 4),
                    bool(c.get("use_conv_bias", True)), bool(c.get("use_bias", False)))
-    return _assemble(c, [Layer(mixer, None)] * L, D, V, c.flag("tie_word_embeddings", False))
+    return assemble(c, [Layer(mixer, None)] * L, D, V, c.flag("tie_word_embeddings", False))
 
 
 @loader("mamba_ssm")
-def _mamba_ssm(c: _Keys) -> Model:
+def _mamba_ssm(c: Keys) -> Model:
     """state-spaces' mamba_ssm config (no model_type; d_model, n_layer, ssm_cfg): Mamba-2 layers
     (ssm_cfg layer "Mamba2": d_state 128, headdim 64, ngroups 1, expand 2, d_conv 4, conv_bias True,
     bias False) with one RMSNorm each, vocab padded up to pad_vocab_size_multiple (16), tied
@@ -50,11 +50,11 @@ def _mamba_ssm(c: _Keys) -> Model:
     mixer = Mamba2(inner, int(ssm.get("d_state", 128)), int(ssm.get("ngroups", 1)), inner // hd, int(ssm.get("d_conv", 4)),
                    bool(ssm.get("conv_bias", True)), bool(ssm.get("bias", False)))
     notes = [f"ssm_cfg key {k!r} not understood: ignored" for k in sorted(set(ssm) - known)]
-    return _assemble(c, [Layer(mixer, None)] * L, D, V, bool(c.get("tie_embeddings", True)), notes=notes)
+    return assemble(c, [Layer(mixer, None)] * L, D, V, bool(c.get("tie_embeddings", True)), notes=notes)
 
 
 @loader("jamba")
-def _jamba(c: _Keys) -> Model:
+def _jamba(c: Keys) -> Model:
     """JambaConfig: attention on layers i % attn_layer_period == attn_layer_offset (8, 4), Mamba
     (v1) elsewhere (mamba_d_state 16, mamba_d_conv 4, mamba_expand 2, mamba_dt_rank "auto" =
     ceil(D / 16), mamba_conv_bias True, mamba_proj_bias False, dt/B/C RMSNorms); MoE on layers
@@ -62,7 +62,7 @@ def _jamba(c: _Keys) -> Model:
     intermediate_size, top num_experts_per_tok (2); dense MLPs elsewhere; 2 RMSNorms per layer;
     attention without biases or rotary positions; vocab_size 65536 and tie True in the class."""
     D, L, H, V = c.pos("hidden_size"), c.pos("num_hidden_layers"), c.pos("num_attention_heads"), c.int("vocab_size", 65536)
-    kv, d = _gqa(c, D, H)
+    kv, d = gqa_heads(c, D, H)
     c.get("sliding_window")  # JambaAttention has none; null in published configs
     ap, ao = c.int("attn_layer_period", 8), c.int("attn_layer_offset", 4)
     ep, eo = c.int("expert_layer_period", 2), c.int("expert_layer_offset", 1)
@@ -75,7 +75,7 @@ def _jamba(c: _Keys) -> Model:
     attn = Attention(H, kv, d)
     layers = [Layer(attn if i % ap == ao else mamba, MoE(E, k, F) if (E > 1 and i % ep == eo) else MLP(F))
               for i in range(L)]
-    return _assemble(c, layers, D, V, c.flag("tie_word_embeddings", True))
+    return assemble(c, layers, D, V, c.flag("tie_word_embeddings", True))
 
 
 NEMOTRON_H_CODES = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}  # hybrid_override_pattern's letters
@@ -83,7 +83,7 @@ NEMOTRON_H_TYPES = {"mamba": "mamba", "linear_attention": "mamba", "attention": 
                     "full_attention": "attention", "mlp": "mlp", "moe": "moe"}  # layers_block_type's words, old and new
 
 
-def _nemotron_h_types(c: _Keys) -> list[str]:
+def _nemotron_h_types(c: Keys) -> list[str]:
     """The layer list: layers_block_type (Nemotron-3 Ultra, 3.5; transformers 5 saves this) or the
     older hybrid_override_pattern string, one letter a layer."""
     if c.has("layers_block_type"):
@@ -110,7 +110,7 @@ def _nemotron_h_types(c: _Keys) -> list[str]:
     return types
 
 
-def _nemotron_h_moe(c: _Keys) -> MoE:
+def _nemotron_h_moe(c: Keys) -> MoE:
     """NemotronHMoE: n_routed_experts plain (up, down) experts of moe_intermediate_size with
     mlp_hidden_act (relu2), top num_experts_per_tok, a router (E, D) without bias (sigmoid scores;
     e_score_correction_bias a buffer), a shared expert NemotronHMLP(moe_shared_expert_intermediate_size),
@@ -129,7 +129,7 @@ def _nemotron_h_moe(c: _Keys) -> MoE:
 
 
 @loader("nemotron_h")
-def _nemotron_h(c: _Keys) -> Model:
+def _nemotron_h(c: Keys) -> Model:
     """NemotronHConfig: the layer list (layers_block_type, or hybrid_override_pattern with one
     letter a layer): mamba / M a Mamba-2 mixer (mamba_num_heads x mamba_head_dim inner,
     ssm_state_size, n_groups, conv_kernel, use_conv_bias, mamba_proj_bias), attention / * attention
@@ -168,7 +168,7 @@ def _nemotron_h(c: _Keys) -> Model:
     if state is not None and str(state) not in ("bfloat16", "float16"):
         notes.append(f"mamba_ssm_cache_dtype {state}: the checkpoint keeps the SSM state in {state}; it is priced at the "
                      "KV-cache dtype here (in float32 the SSM state takes twice its bf16 bytes)")
-    return _assemble(c, [kinds[t] for t in types], D, V, c.flag("tie_word_embeddings", False), omitted=omitted,
+    return assemble(c, [kinds[t] for t in types], D, V, c.flag("tie_word_embeddings", False), omitted=omitted,
                      notes=notes)
 
 
@@ -179,7 +179,7 @@ FALCON_H1_MULTIPLIERS = ("lm_head_multiplier", "embedding_multiplier", "mlp_mult
 
 
 @loader("falcon_h1")
-def _falcon_h1(c: _Keys) -> Model:
+def _falcon_h1(c: Keys) -> Model:
     """FalconH1Config (transformers modeling_falcon_h1.py): every layer one parallel hybrid block,
     input_layernorm, then self_attn (LlamaAttention: num_attention_heads, num_key_value_heads,
     head_dim (default hidden_size / heads), attention_bias on q, k, v and o) and mamba (Mamba-2:
@@ -228,4 +228,4 @@ def _falcon_h1(c: _Keys) -> Model:
     if c.get("attn_layer_indices") is not None:
         notes.append("attn_layer_indices is ignored, as transformers does: every layer runs attention beside its SSM")
     layer = Layer(ParallelMixer(Attention(H, kv, d, qkv_bias=bias, out_bias=bias), ssm), mlp)
-    return _assemble(c, [layer] * L, D, V, c.flag("tie_word_embeddings", False), notes=notes)
+    return assemble(c, [layer] * L, D, V, c.flag("tie_word_embeddings", False), notes=notes)

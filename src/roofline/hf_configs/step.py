@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from roofline.errors import RooflineError
-from roofline.hf_configs.keys import _Keys
+from roofline.hf_configs.keys import Keys
 from roofline.hf_configs.shared import loader
 
 
 @loader("step3p7")
-def _step3p7(c: _Keys):
+def _step3p7(c: Keys):
     """Step-3.7-Flash (transformers' Step3p7TextConfig / Step3p7Attention): its attention gates
     each head's output by sigmoid(g_proj x), a (D, H) projection this tool has no op for, and its
     sliding-window layers run their own query-head count (attention_other_setting /

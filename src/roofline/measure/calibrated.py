@@ -38,7 +38,7 @@ from roofline.measure.calibrated_predictions import CalibratedOpPrediction, Cali
 from roofline.measure.machine_file import load_profile
 from roofline.measure.measurements import (Calibration, best_rate, cached_share, gemm_points, grid_rate, main_memory,
                                            matmul_rates, peaks, stream_curve, timing_spread)
-from roofline.measure.probe_classes import SIZED_CATEGORIES, _scalar, aten_name, fit_class, op_class, sized
+from roofline.measure.probe_classes import SIZED_CATEGORIES, aten_name, fit_class, is_scalar, op_class, sized
 from roofline.measure.residuals import INSTRUMENTS, Residual, class_launch, fit_residuals, lookup_residual
 from roofline.units import US
 
@@ -199,7 +199,7 @@ class CalibratedModel:
             streamed = pts is not None
         if pts is None and dims:
             pts = gemm_points(self.calibration, kernel.dtype)
-        if pts is None or not all(_scalar(x) for x in dims):
+        if pts is None or not all(is_scalar(x) for x in dims):
             return None
         _, M, N, K = (float(x) for x in dims)
         got = grid_rate(pts, M, N * K)

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.cost import OpPrediction, WorkloadPrediction, _jsonable, roofline_bound
+from roofline.cost import OpPrediction, WorkloadPrediction, roofline_bound
 from roofline.kernels import Kernel
 from roofline.machines import Machine
 from roofline.measure.probe_classes import aten_name, fit_class, fit_op, op_class, sized
+from roofline.tables import jsonable
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class CalibratedOpPrediction(OpPrediction):
     def to_dict(self) -> dict:
         extra = ("low_s", "high_s", "residual", "residual_source", "flops_per_s", "bytes_per_s", "op_class", "basis",
                  "extrapolated")
-        return {**super().to_dict(), **{k: _jsonable(getattr(self, k)) for k in extra}}
+        return {**super().to_dict(), **{k: jsonable(getattr(self, k)) for k in extra}}
 
 
 def predict_op(model, kernel: Kernel, machine: Machine, launch_s: float | None = None) -> CalibratedOpPrediction:

@@ -9,8 +9,8 @@ import numpy as np
 
 from roofline.kernels import Kernel
 from roofline.measure.measurements import matmul_rates
-from roofline.measure.probe_classes import (COLD, FAMILY, MIN_PROBE_LAUNCHES, WIDE, BodyModel, _scalar, aten_name,
-                                            fit_class, probe_seconds)
+from roofline.measure.probe_classes import (COLD, FAMILY, MIN_PROBE_LAUNCHES, WIDE, BodyModel, aten_name, fit_class,
+                                            is_scalar, probe_seconds)
 
 
 def fit_narrow(narrow: dict, residuals: dict) -> None:
@@ -76,7 +76,7 @@ def strided_factor(residuals: dict, kernel: Kernel) -> tuple[float, str]:
     return 1.0, ""
 
 
-def _width(shape: str) -> int | None:
+def probe_width(shape: str) -> int | None:
     """The row width of a class probe's shape text ("family: narrow (2048, 8) fp32" -> 8)."""
     import re
 
@@ -90,7 +90,7 @@ def width_factor(residuals: dict, kernel: Kernel) -> tuple[float, int]:
     factor interpolated in log width between the probed widths, 1 from WIDE up, the narrowest's
     below it. (1.0, 0) otherwise."""
     fit = residuals.get(("narrow", kernel.dtype, aten_name(kernel)))
-    if fit is None or kernel.category == "matmul" or len(kernel.shape) != 2 or not all(_scalar(x) for x in kernel.shape):
+    if fit is None or kernel.category == "matmul" or len(kernel.shape) != 2 or not all(is_scalar(x) for x in kernel.shape):
         return 1.0, 0
     width = int(kernel.shape[1])
     if width <= 0:

@@ -45,7 +45,7 @@ def op_class(kernel: Kernel) -> str:
     aten op and a profiled one alike."""
     if kernel.category == "matmul":
         dims = matmul_dims(kernel.shape)
-        return "bmm" if dims and _scalar(dims[0]) and dims[0] > 1 else "gemm"
+        return "bmm" if dims and is_scalar(dims[0]) and dims[0] > 1 else "gemm"
     return kernel.category
 
 
@@ -56,7 +56,7 @@ def aten_name(kernel: Kernel) -> str:
     return kernel.name.rsplit(": ", 1)[-1]
 
 
-def _scalar(x) -> bool:
+def is_scalar(x) -> bool:
     return np.ndim(x) == 0
 
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roofline.kernels import Kernel
-from roofline.measure.layout_factors import _width, fit_narrow, fit_strided, strided_factor, width_factor
+from roofline.measure.layout_factors import fit_narrow, fit_strided, probe_width, strided_factor, width_factor
 from roofline.measure.measurements import Calibration, matmul_rates
 from roofline.measure.probe_classes import (  # noqa: F401 (op classes and probe tags: their old home, still imported from here)
     ATTENTION_DECODE_FLOPS_PER_ELEMENT, COLD, FAMILY, MIN_PROBE_LAUNCHES, NARROW, SDPA, SDPA_PREFIX, STRIDED, TINY, WIDE,
-    BodyModel, _scalar, aten_name, fit_class, fit_op, op_class, probe_seconds)
+    BodyModel, aten_name, fit_class, fit_op, op_class, probe_seconds)
 
 
 INSTRUMENTS = ("wall", "profiler")
@@ -103,7 +103,7 @@ def _collect(model: BodyModel) -> _Points:
                 continue
             lr = float(np.log((t - launch) / float(base)))
             if p.shape.startswith(FAMILY + NARROW):
-                width = _width(p.shape)
+                width = probe_width(p.shape)
                 if p.op and width:
                     narrow.setdefault((p.dtype, p.op), []).append((width, x, lr))
                 continue

@@ -39,11 +39,13 @@ ENGINES = ("trtllm", "vllm", "sglang")  # the serving engines; comm/ also holds 
 # Presets with no measured tables and the measured preset nearest in architecture, whose kernels' efficiencies
 # (roofline / measured time, per shape) are transferred onto their own roofline (MeasuredKernels.measured_on),
 # marked as transferred wherever they are shown: the same generation of memory and a ridge point within 20%
-# (FLOP/B at the default dtype: MI300X 247 and MI325X 218 against the H200's 206; the H100 PCIe and NVL are
-# the SXM's chip; the A100 40GB the 80GB's; the L4 and RTX 4090 the L40S's Ada generation). TPUs, Gaudi and
-# older GPUs have no counterpart and are refused.
-NEAREST_MEASURED = {"mi300x": "h200", "mi325x": "h200", "h100-pcie": "h100-sxm", "h100-nvl": "h100-sxm",
-                    "a100-40gb": "a100-80gb", "l4": "l40s", "rtx-4090": "l40s"}
+# (FLOP/B at the default dtype: MI300X 247 and MI325X 218 against the H200's 206; MI355X 315 against the GB200's
+# and GB300's 312.5, the B200's 292 and the B300's 290, all HBM3e, the H200's 206 too far: the GB200, whose fp8 and
+# fp4 peaks are 2x and 4x its bf16 as the MI355X's are, the GB300's fp4 6x; the H100 PCIe and NVL are the SXM's
+# chip; the A100 40GB the 80GB's; the L4 and RTX 4090 the L40S's Ada generation). TPUs, Gaudi and older GPUs have
+# no counterpart and are refused.
+NEAREST_MEASURED = {"mi300x": "h200", "mi325x": "h200", "mi355x": "gb200", "h100-pcie": "h100-sxm",
+                    "h100-nvl": "h100-sxm", "a100-40gb": "a100-80gb", "l4": "l40s", "rtx-4090": "l40s"}
 NVIDIA_ONLY = ("trtllm",)  # engines that run on NVIDIA GPUs alone: never transferred to another vendor's
 
 

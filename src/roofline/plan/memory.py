@@ -265,7 +265,7 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
                                                        if memory_fraction != 1.0 else ()) + ((("mtp", True),) if mtp else ())
     scales = precision.scales_left_out().removeprefix("; ")  # what a 4-bit flag leaves out of the bytes
     stored = precision.storage_note(m)
-    notes = m.capacity_notes + _cache_notes(cfg, context) + ((precision.replaces,) if precision.replaces else ()) + (
+    notes = m.capacity_notes + cache_notes(cfg, context) + ((precision.replaces,) if precision.replaces else ()) + (
         (scales,) if scales else ()) + ((stored,) if stored else ()) + (
         f"usable: {memory_fraction:g} of the memory less the activations of an engine step of {ENGINE_STEP_TOKENS:,} tokens "
         f"and {ENGINE_STEP_SEQS} sequences (an estimate), as `roofline serving` sizes its KV cache by default"
@@ -283,7 +283,7 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
                       notes=notes, machine_name=m.name)
 
 
-def _cache_notes(cfg, context) -> tuple[str, ...]:
+def cache_notes(cfg, context) -> tuple[str, ...]:
     """What every plan of this model says: what the loader left out or noted, a context past the
     model's trained length, and how the cache was counted where it is not L x 2 K d_head per token."""
     notes = list(cfg.header_lines())

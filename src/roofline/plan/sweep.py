@@ -145,12 +145,12 @@ def sweep(model="llama3-8b", machines=("h100-sxm",), over="batch", values=None, 
                    for m in machines)
     fixed = tuple((k, v) for k, v in sizes.items() if k != over and not (phase == "decode" and k == "tokens")
                   and not (phase == "prefill" and k == "context"))
-    from roofline.plan.memory import _cache_notes
+    from roofline.plan.memory import cache_notes
 
     top = sizes["context"] if phase == "decode" else sizes["tokens"]
     priced = tuple(f"{s.machine}: {s.priced_by}" if len(series) > 1 else s.priced_by for s in series if s.priced_by)
     return SweepResult(cfg.key or cfg.name, over, phase, fixed, attention, series[0].precision, int(tensor_parallel), series,
-                       priced + _cache_notes(cfg, top))
+                       priced + cache_notes(cfg, top))
 
 
 CHUNK = 32768  # sizes per vectorised call: arrays this long stay in cache (1e6 at once is ~3x slower)

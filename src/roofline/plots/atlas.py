@@ -12,7 +12,7 @@ import numpy as np
 
 from roofline.machines import get_machine
 from roofline.palette import COMPUTE_BLUE, MOE_PURPLE, TPOT_COLOR
-from roofline.plots.figure import _done, _figure
+from roofline.plots.figure import finish_figure, new_figure
 from roofline.units import TERA
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def plot_atlas(result, path: str | None = None, title: str | None = None) -> "Fi
     x_all = np.array([p.intensity for p in pts])
     lo, hi = min(0.3, x_all.min() / 3), max(m.ridge_point * 30, x_all.max() * 3)
     x = np.logspace(np.log10(lo), np.log10(hi), 400)
-    fig, ax = _figure(figsize=(9.5, 6))
+    fig, ax = new_figure(figsize=(9.5, 6))
     ax.loglog(x, np.minimum(peak, x * m.bandwidth) / TERA, color="black", lw=2.2,
               label=f"{m.name} roofline: {peak / TERA:,.0f} TFLOP/s {result.dtype}, {m.bandwidth / TERA:.2f} TB/s")
     for other in sorted({p.dtype for p in pts} - {result.dtype, ""}):  # ops computing in another dtype: its roof too
@@ -70,4 +70,4 @@ def plot_atlas(result, path: str | None = None, title: str | None = None) -> "Fi
                  f"roofline\nprefill {', '.join(f'{t:,}' for t in result.prefill_tokens)} tokens; decode batches "
                  f"{', '.join(f'{b:,}' for b in result.decode_batches)} at {result.context:,} tokens", fontsize=9)
     fig.tight_layout()
-    return _done(fig, path)
+    return finish_figure(fig, path)

@@ -28,7 +28,7 @@ def _figure_class():
     return RooflineFigure
 
 
-def _figure(figsize, nrows: int = 1, ncols: int = 1, **subplot_kw):
+def new_figure(figsize, nrows: int = 1, ncols: int = 1, **subplot_kw):
     """A figure on its own Agg canvas and its axes, as pyplot.subplots would give them."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -49,7 +49,7 @@ def _save(fig, path):
         write_atomically(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight", facecolor="white"))
 
 
-def _done(fig, path):
+def finish_figure(fig, path):
     if path is not None:
         _save(fig, path)
     return fig
@@ -93,7 +93,7 @@ def _obstacles(ax, renderer):
     return np.concatenate(pts) if pts else np.zeros((0, 2))
 
 
-def _place_labels(ax, labels, fontsize: float = 7.5, **text_kw):
+def place_labels(ax, labels, fontsize: float = 7.5, **text_kw):
     """Annotate each (x, y, text) at the first of _LABEL_SPOTS where its text (and leader) covers
     no line, marker, other label or the legend and stays inside the axes, else where it covers
     least. Call it last, once the limits and the layout are set: it measures in display space."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from roofline.palette import COMPUTE_BLUE, LAUNCH_GREY, MEMORY_RED
-from roofline.plots.figure import _done, _figure
+from roofline.plots.figure import finish_figure, new_figure
 from roofline.units import US
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def plot_layer(report, path: str | None = None, title: str | None = None) -> Fig
     body = np.array([(op.time_s - op.launch_s) / US for op in ops])
     launch = np.array([op.launch_s / US for op in ops])
     colors = [MEMORY_RED if op.bound == "memory" else COMPUTE_BLUE for op in ops]
-    fig, ax = _figure(figsize=(9, 0.42 * len(ops) + 1.9))
+    fig, ax = new_figure(figsize=(9, 0.42 * len(ops) + 1.9))
     y = np.arange(len(ops))[::-1]
     ax.barh(y, body, color=colors, height=0.7)
     ax.barh(y, launch, left=body, color=LAUNCH_GREY, height=0.7, hatch="///", edgecolor="white", lw=0)
@@ -50,4 +50,4 @@ def plot_layer(report, path: str | None = None, title: str | None = None) -> Fig
     ax.set_title(f"{head}\n{sub}", fontsize=9.5)
     ax.grid(True, axis="x", alpha=0.25)
     fig.tight_layout()
-    return _done(fig, path)
+    return finish_figure(fig, path)

@@ -10,7 +10,7 @@ import numpy as np
 
 from roofline.machines import get_machine
 from roofline.palette import COMPUTE_BLUE, MEMORY_RED
-from roofline.plots.figure import _done, _figure, _place_labels
+from roofline.plots.figure import finish_figure, new_figure, place_labels
 from roofline.units import GIGA, MIB, TERA
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def plot_check(report, path: str | None = None, title: str | None = None) -> Fig
     lo = min([0.05, *(i / 3 for i in intensities)])
     hi = max([peak / machine.bandwidth * 10, *(i * 3 for i in intensities)])
     x = np.logspace(np.log10(lo), np.log10(hi), 600)
-    fig, ax = _figure(figsize=(9.5, 6))
+    fig, ax = new_figure(figsize=(9.5, 6))
     ax.loglog(x, np.minimum(peak, x * machine.bandwidth) / scale, color="black", lw=2.2,
               label=f"{machine.name}: {peak / scale:,.3g} {unit} {report.dtype}, {machine.bandwidth / GIGA:,.1f} GB/s main memory")
     roofs: dict[float, list] = {}  # levels measured at the same bandwidth share one roof and one label
@@ -69,8 +69,8 @@ def plot_check(report, path: str | None = None, title: str | None = None) -> Fig
                 top=max(peak, lo * fastest) / scale * 4)
     ax.legend(loc="upper left", fontsize=7.5, framealpha=0.9)
     fig.tight_layout()
-    _place_labels(ax, labels)
-    return _done(fig, path)
+    place_labels(ax, labels)
+    return finish_figure(fig, path)
 
 
 def _short(text: str, n: int) -> str:
@@ -103,7 +103,7 @@ def plot_profile(report, machine, path: str | None = None, title: str | None = N
     xs = np.array([op.intensity for op in ops]) if ops else np.array([1.0])
     lo, hi = min(0.01, xs.min() / 3), max(1e4, *(machine.ridge(d) * 10 for d in dtypes), xs.max() * 3)
     x = np.logspace(np.log10(lo), np.log10(hi), 400)
-    fig, ax = _figure(figsize=(9, 5.6))
+    fig, ax = new_figure(figsize=(9, 5.6))
     styles = ("-", "--", "-.", ":")
     for i, dtype in enumerate(dtypes):
         ax.loglog(x, machine.attainable(x, dtype) / TERA, color="black", lw=2 if i == 0 else 1.4, ls=styles[i % 4],
@@ -142,6 +142,6 @@ def plot_profile(report, machine, path: str | None = None, title: str | None = N
     ax.legend(loc="upper left", fontsize=7.5, framealpha=0.9)
     fig.tight_layout()
     tag = len(dtypes) > 1
-    _place_labels(ax, [(op.intensity, y, f"{_short(op.name.removeprefix('aten::'), 28)} {_short(op.shapes, 24)}"
+    place_labels(ax, [(op.intensity, y, f"{_short(op.name.removeprefix('aten::'), 28)} {_short(op.shapes, 24)}"
                         f"{' ' + op.dtype if tag else ''} ({op.speed_of_light:.1%})") for op, y in labelled], fontsize=7)
-    return _done(fig, path)
+    return finish_figure(fig, path)

@@ -11,7 +11,7 @@ import numpy as np
 
 from roofline.palette import (BOUND_COLORS, COMPUTE_BLUE, LAUNCH_GREY, LINK_GREEN, MEMORY_RED, PART_COLORS,
                               VECTOR_OPS_ORANGE)
-from roofline.plots.figure import _done, _figure
+from roofline.plots.figure import finish_figure, new_figure
 from roofline.units import GIGA, MS, US, format_si
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 SERIES_COLORS = ("black", "C2", "C4", "C1", "C5", "C6", "C8", "C9")  # machines; red and blue mean the bound
 
 
-def _bound_colors(bounds):
+def bound_colors(bounds):
     return [BOUND_COLORS.get(b, COMPUTE_BLUE) for b in np.atleast_1d(bounds)]
 
 
@@ -56,9 +56,9 @@ def plot_decode(plan, path: str | None = None, title: str | None = None) -> Figu
     s = plan.step
     b = np.asarray(curve.batch)
     tps = np.asarray(curve.tokens_per_s)
-    fig, (ax, ax2) = _figure((13, 5.2), 1, 2)
+    fig, (ax, ax2) = new_figure((13, 5.2), 1, 2)
     ax.plot(b, tps, color="black", lw=1.6, zorder=2)
-    ax.scatter(plan.batches, np.asarray(s.tokens_per_s), c=_bound_colors(s.bound), s=36, zorder=3, edgecolor="white", lw=0.6)
+    ax.scatter(plan.batches, np.asarray(s.tokens_per_s), c=bound_colors(s.bound), s=36, zorder=3, edgecolor="white", lw=0.6)
     for bi, t in zip(plan.batches, np.asarray(s.tokens_per_s)):
         ax.annotate(f"{t:,.0f}", (bi, t), xytext=(0, 7), textcoords="offset points", ha="center", fontsize=7.5)
     groups = _category_times(curve.prediction)
@@ -102,7 +102,7 @@ def plot_decode(plan, path: str | None = None, title: str | None = None) -> Figu
            f"grey: does not fit")
     fig.suptitle(f"{head}\n{sub}", fontsize=10)
     fig.tight_layout()
-    return _done(fig, path)
+    return finish_figure(fig, path)
 
 
 def plot_sweep(result, path: str | None = None, title: str | None = None) -> Figure:
@@ -114,7 +114,7 @@ def plot_sweep(result, path: str | None = None, title: str | None = None) -> Fig
 
     if result.over == "machines":
         return _plot_machines(result, path, title)
-    fig, (ax, ax2) = _figure((13, 5), 1, 2)
+    fig, (ax, ax2) = new_figure((13, 5), 1, 2)
     time_label = "time to first token (ms)" if result.phase == "prefill" else "decode step (ms)"
     right = {"tokens": ("memory_bound_share", "share of time in memory-bound ops"),
              "batch": ("tokens_per_s", "throughput (tokens/s)"),
@@ -132,7 +132,7 @@ def plot_sweep(result, path: str | None = None, title: str | None = None) -> Fig
             y_right = srs.memory_bound_share * 100
         ax.plot(x, y_left, color=color, lw=1.5, label=srs.machine_name)
         fits = np.ones(len(x), dtype=bool) if srs.fits is None else np.broadcast_to(np.asarray(srs.fits, dtype=bool), np.shape(x))
-        colors = np.array(_bound_colors(np.broadcast_to(srs.bound, np.shape(x))), dtype=object)
+        colors = np.array(bound_colors(np.broadcast_to(srs.bound, np.shape(x))), dtype=object)
         ax.scatter(np.asarray(x)[fits], np.asarray(y_left)[fits], c=list(colors[fits]), s=22, zorder=3, edgecolor="white", lw=0.5)
         if not fits.all():  # more memory than one GPU has: hollow, as the table's 'no'
             ax.scatter(np.asarray(x)[~fits], np.asarray(y_left)[~fits], facecolors="white", edgecolors=list(colors[~fits]),
@@ -181,7 +181,7 @@ def plot_sweep(result, path: str | None = None, title: str | None = None) -> Fig
     fig.suptitle(head + "\nred: memory-bound, blue: compute-bound" + ("; hollow: needs more memory than one GPU has"
                                                                       if unfit else ""), fontsize=10)
     fig.tight_layout()
-    return _done(fig, path)
+    return finish_figure(fig, path)
 
 
 def _plot_machines(result, path, title):
@@ -190,9 +190,9 @@ def _plot_machines(result, path, title):
     names = [s.machine_name for s in result.series]
     t = np.array([float(s.time_s[0]) / MS for s in result.series])
     bounds = [str(s.bound[0]) for s in result.series]
-    fig, ax = _figure(figsize=(9, 0.5 * len(names) + 1.8))
+    fig, ax = new_figure(figsize=(9, 0.5 * len(names) + 1.8))
     y = np.arange(len(names))[::-1]
-    ax.barh(y, t, color=_bound_colors(bounds), height=0.65)
+    ax.barh(y, t, color=bound_colors(bounds), height=0.65)
     for yi, ti, s in zip(y, t, result.series):
         ax.annotate(f"{ti:,.2f} ms, {float(s.tokens_per_s[0]):,.0f} tokens/s", (ti, yi), xytext=(4, 0), textcoords="offset points",
                     va="center", fontsize=8)
@@ -205,7 +205,7 @@ def _plot_machines(result, path, title):
     ax.set_title(title or f"{model_name(result.model)} {result.phase} ({fixed}, {result.precision.label(scales=False)}) on each machine",
                  fontsize=10)
     fig.tight_layout()
-    return _done(fig, path)
+    return finish_figure(fig, path)
 
 
 def _memory_bars(ax, plans):
@@ -245,11 +245,11 @@ def _memory_bars(ax, plans):
 def plot_memory(plans, path: str | None = None, title: str | None = None) -> Figure:
     """Memory per GPU as stacked horizontal bars, one per (label, MemoryPlan), against the GPU's
     capacity (a dashed line); totals over capacity are marked in red."""
-    fig, ax = _figure(figsize=(10, 0.55 * len(plans) + 2.0))
+    fig, ax = new_figure(figsize=(10, 0.55 * len(plans) + 2.0))
     _memory_bars(ax, plans)
     ax.set_title(title or "Memory per GPU", fontsize=10)
     fig.tight_layout()
-    return _done(fig, path)
+    return finish_figure(fig, path)
 
 
 def plot_train(plan, memory_options, path: str | None = None, title: str | None = None) -> Figure:
@@ -257,7 +257,7 @@ def plot_train(plan, memory_options, path: str | None = None, title: str | None 
     against its collectives (right: blue compute at the plan's utilisation, green link-bound)."""
     from roofline.plan.render import model_name
 
-    fig, (ax, ax2) = _figure((14, 0.5 * len(memory_options) + 2.6), 1, 2, gridspec_kw={"width_ratios": [1.35, 1]})
+    fig, (ax, ax2) = new_figure((14, 0.5 * len(memory_options) + 2.6), 1, 2, gridspec_kw={"width_ratios": [1.35, 1]})
     _memory_bars(ax, memory_options)
     ax.set_title("memory per GPU (weights, gradients, Adam state, activations)", fontsize=9.5)
     names = ["compute (fwd + bwd)"] + ([op.name for op in plan.step.ops] if plan.step else [])
@@ -281,7 +281,7 @@ def plot_train(plan, memory_options, path: str | None = None, title: str | None 
                      + (f", ${plan.cost:,.0f}" if plan.cost is not None else ""))
     fig.suptitle(f"{head}\n{plan.layout.label()}", fontsize=10)
     fig.tight_layout()
-    return _done(fig, path)
+    return finish_figure(fig, path)
 
 
 LABEL_GAP = 0.04  # points closer than this (a share of each axis) to a labelled one go unlabelled
@@ -334,7 +334,7 @@ def plot_serving(sweep, path: str | None = None, title: str | None = None) -> Fi
     y = np.array([r["output_tokens_per_s_per_gpu"] for r in rows])
     loads = np.array([r[sweep.over] for r in rows], dtype=float)
     order = np.argsort(loads)
-    fig, (ax, ax2) = _figure((13, 5.2), 1, 2)
+    fig, (ax, ax2) = new_figure((13, 5.2), 1, 2)
     ax.plot(x[order], y[order], color="black", lw=1.4, zorder=2)
     ok = [meets_slo(r, sweep.slo) for r in sweep.results]
     best = (sweep.slo or {}).get("best")
@@ -374,4 +374,4 @@ def plot_serving(sweep, path: str | None = None, title: str | None = None) -> Fi
                      f"{first.output_tokens / first.requests:,.0f} out tokens")
     fig.suptitle(head + "\n" + f"simulated continuous batching: at most {first.engine.max_seqs:,} sequences, "
                  f"{first.engine.max_tokens:,} tokens per step; {first.description.split(';', 1)[-1].strip()}", fontsize=9.5)
-    return _done(fig, path)
+    return finish_figure(fig, path)

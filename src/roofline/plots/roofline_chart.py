@@ -13,8 +13,8 @@ from roofline.kernels import (Kernel, decode_step_kernel, flash_attention_kernel
                               naive_attention_kernel)
 from roofline.machines import Machine, get_machine
 from roofline.palette import COMPUTE_BLUE, MEMORY_RED
-from roofline.plots.figure import _done, _figure, _place_labels
-from roofline.plots.plan_figures import _bound_colors
+from roofline.plots.figure import finish_figure, new_figure, place_labels
+from roofline.plots.plan_figures import bound_colors
 from roofline.units import TERA
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def plot_roofline(machine, kernels: Sequence[Kernel], path: str | None = None, t
     hi = max([1e4, *(m.ridge_point * 10 for m in machines), *(i * 3 for i in intensities)])
     x = np.logspace(np.log10(lo), np.log10(hi), 600)
 
-    fig, ax = _figure(figsize=(9, 5.6))
+    fig, ax = new_figure(figsize=(9, 5.6))
     for i, m in enumerate(machines):
         color = "black" if i == 0 else f"C{(i + 2) % 10}"
         roof = m.attainable(x) / TERA
@@ -72,7 +72,7 @@ def plot_roofline(machine, kernels: Sequence[Kernel], path: str | None = None, t
     for k in sorted(kernels, key=lambda k: k.intensity):
         xi = max(k.intensity, lo)
         yi = primary.attainable(xi, k.dtype) / TERA
-        color = _bound_colors(roofline_bound(k, primary))[0]
+        color = bound_colors(roofline_bound(k, primary))[0]
         ax.plot(xi, yi, "o", color=color, ms=7, mec="white", mew=0.8, zorder=3)
         labels.append((xi, yi, f"{k.name} (I={k.intensity:,.1f})"))
     ax.plot([], [], "o", color=MEMORY_RED, label="memory-bound kernel")
@@ -85,5 +85,5 @@ def plot_roofline(machine, kernels: Sequence[Kernel], path: str | None = None, t
     ax.set_ylim(top=max(m.peak_flops for m in machines) / TERA * 4)  # room for labels above the flat roof
     ax.legend(loc="upper left", fontsize=7.5, framealpha=0.9)
     fig.tight_layout()
-    _place_labels(ax, labels)
-    return _done(fig, path)
+    place_labels(ax, labels)
+    return finish_figure(fig, path)

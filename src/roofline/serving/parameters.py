@@ -1,6 +1,6 @@
 """One declaration per parameter of `roofline serving` and /api/serving (issue 37): its name, flag,
-unit, default, range, help, and which of the two take it. The CLI's flags (cli/serving_args.py), the
-API's query and its OpenAPI schema (web/params.py) and the page's controls (/api/options) are made
+unit, default, range, help, and which of the two take it (a ``Param``, whose home is roofline.parameters,
+with the other views' parameters). The CLI's flags (cli/serving_args.py), the API's query and its OpenAPI schema (web/params.py) and the page's controls (/api/options) are made
 from this table, so they cannot disagree; tests/test_serving_parameters.py holds them equal.
 
 Defaults are read from their homes (serving.Engine's fields, plan.limits, errors), never written
@@ -11,14 +11,12 @@ No argparse, FastAPI or numpy: the CLI reads it at start.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 from roofline.errors import DISAGG_BUDGET_REQUESTS, MAX_CONTEXT, MAX_REQUESTS
+from roofline.parameters import (API, BOTH, CLI, TENSOR_PARALLEL, WEB_MAX_TOKENS, WEB_MAX_TP,  # noqa: F401 (importable
+                                 Param)  # from here too)
 from roofline.plan.limits import MIN_MEMORY_FRACTION
 from roofline.serving.engine import MAX_REQUEST_OVERHEAD_S, MAX_STEP_OVERHEAD_S, Engine
-
-CLI, API = "cli", "api"
-BOTH = frozenset((CLI, API))
 
 # The workload when none is given, and the percentile SLO targets hold for (serving.search's functions take
 # the same 90 as their default: the test holds them equal)
@@ -29,87 +27,12 @@ REQUESTS, DISAGG_SEARCH_REQUESTS = 1000, 500
 CONCURRENCY = 64  # a run with neither --rate nor --concurrency: a closed loop of 64 users
 MAX_USERS = 256  # the page's sweep, 1, 2, 4, ... 256 users
 # The web view's tighter bounds: it simulates a sweep within a budget per request (web.compute)
-WEB_MAX_TOKENS = 131072  # 2^17, the token slider's range
-WEB_MAX_OUTPUT_LEN, WEB_MAX_USERS, WEB_MAX_SEQS, WEB_MAX_TP = 32768, 4096, 4096, 64
+WEB_MAX_OUTPUT_LEN, WEB_MAX_USERS, WEB_MAX_SEQS = 32768, 4096, 4096
 
 
 def _engine_default(name: str):
     """serving.Engine's own default of a setting: what a run without --engine takes."""
     return next(f.default for f in dataclasses.fields(Engine) if f.name == name)
-
-
-@dataclass(frozen=True)
-class Param:
-    """A parameter: ``name`` the library's (RooflineError.field), ``flag`` the CLI's and ``api`` the
-    query's (None: not taken there). The range is check_number's: ``minimum`` (excluded when
-    ``strictly``) to ``maximum`` inclusive; ``api_minimum``/``api_maximum`` the API's where it differs
-    (the view bounds its simulation work; a positive float the schema must bound away from 0).
-    ``unit`` "s": the CLI takes a time with its unit (500ms), the API a number of ms (``api`` ends
-    _ms). ``default`` is the library's; ``engine``: an Engine setting, whose default is the engine's own
-    (--engine's, else Engine's), so neither the flag nor the query has one (None). ``cli_default`` False:
-    the flag's value stays None until the command has checked what it combines with (the help says
-    the default). ``text``: a name, not a number. ``help`` may name ``{default}``; ``api_help`` is the query's where it differs;
-    ``label`` the page's control for it (none: no generated control)."""
-
-    name: str
-    flag: str | None
-    api: str | None
-    help: str
-    default: object = None
-    minimum: float | None = 0.0
-    maximum: float | None = None
-    strictly: bool = True
-    integer: bool = False
-    unit: str = ""
-    engine: bool = False
-    cli_default: bool = True
-    api_minimum: float | None = None
-    api_maximum: float | None = None
-    api_help: str = ""
-    label: str = ""
-    text: bool = False  # a name (ENGINE[@VERSION]), not a number: no range
-    metavar: str | None = None
-
-    @property
-    def api_scale(self) -> float:
-        """The query's number per library unit: 1,000 for a time in ms, else 1."""
-        return 1e3 if self.unit == "s" else 1
-
-    @property
-    def flag_default(self):
-        """The argparse default: None for an engine setting or one filled in later."""
-        return None if self.engine or not self.cli_default else self.default
-
-    @property
-    def query_default(self):
-        """The API's default: None for an engine setting (the engine's own) or none at all."""
-        if self.engine or self.default is None:
-            return None
-        return self.default * self.api_scale if self.unit == "s" else self.default
-
-    def api_range(self) -> tuple[float | None, float | None, bool]:
-        """(minimum, maximum, strictly) as the query takes it, in its unit."""
-        lo = self.api_minimum if self.api_minimum is not None else self.minimum
-        hi = self.api_maximum if self.api_maximum is not None else self.maximum
-        scale = self.api_scale if self.unit == "s" else 1  # a count stays an int
-        strictly = self.strictly and self.api_minimum is None
-        return (None if lo is None else lo * scale, None if hi is None else hi * scale, strictly)
-
-    def shown_default(self) -> str:
-        """The default as help text writes it: 8,192, 0.9, 0 (a time in ms: 3.27 ms)."""
-        v = self.default
-        if isinstance(v, bool) or v is None:
-            return str(v)
-        if isinstance(v, int):
-            return f"{v:,}"
-        return f"{v * 1e3:g} ms" if self.unit == "s" and v else f"{v:g}"
-
-    def cli_help(self) -> str:
-        return self.help.format(default=self.shown_default())
-
-    def query_help(self) -> str:
-        text = (self.api_help or self.help).format(default=self.shown_default())
-        return text + (f"; default: the engine's own ({self.shown_default()} with no engine)" if self.engine else "")
 
 
 ENGINE_HELP = ("vllm, sglang or trtllm as it runs by default (data/engines.toml, each setting cited): its scheduler, "
@@ -186,8 +109,7 @@ SERVING_PARAMS: tuple[Param, ...] = (
           integer=True),
     Param("seeds", "--seeds", None, "a single run (--rate or --concurrency): also rerun with this many seeds from "
           "--seed and print the spread of throughput, TTFT and TPOT (default 3; 1 for none)", maximum=100, integer=True),
-    Param("tensor_parallel", "--tp", "tp", "tensor-parallel GPUs per model copy (2 all-reduces per block)", 1,
-          maximum=4096, integer=True, api_maximum=WEB_MAX_TP, api_help="tensor-parallel GPUs per replica"),
+    TENSOR_PARALLEL,  # the planning commands' and views' too: declared in roofline.parameters
 )
 
 BY_NAME = {p.name: p for p in SERVING_PARAMS}

@@ -75,7 +75,11 @@ def machine_figures(key: str, origin: str) -> list[dict]:
     """Every number of a machine as its file gives it, each with its value in words, the file's note
     and the citation of each source key (the file's [sources] table): the machine view's table."""
     doc = _machine_doc(origin)
-    spec, citations = doc["machines"][key], doc.get("sources", {})
+    return spec_figures(doc["machines"][key], doc.get("sources", {}))
+
+
+def spec_figures(spec: dict, citations: dict) -> list[dict]:
+    """Every number of one machine's table (machine_figures), with ``citations`` its file's [sources]."""
     out = [_figure(f"peak {d}", f"peak_flops_per_s.{d}", e, citations) for d, e in spec["peak_flops_per_s"].items()]
     out += [_figure(FIGURE_NAMES.get(k, k.replace("_", " ")), k, spec[k], citations)
             for k in spec if isinstance(spec[k], dict) and "value" in spec[k]]
@@ -89,7 +93,7 @@ def machine_figures(key: str, origin: str) -> list[dict]:
     return out
 
 
-def machine_dict(m: Machine, origin: str) -> dict:
+def machine_dict(m: Machine, origin: str, figures: list[dict] | None = None) -> dict:
     """A machine as /api/machines lists it: its figures, the precisions the page offers on it (those
     of the planner's it has a peak for: no fp8 on an A100) and every figure's source."""
     return {
@@ -108,7 +112,7 @@ def machine_dict(m: Machine, origin: str) -> dict:
         "label": m.name,
         "detail": f"{format_si(m.peak_flops, 'FLOP/s')} {m.default_dtype} · {format_si(m.bandwidth, 'B/s')} · "
                   f"ridge {m.ridge_point:,.0f} FLOP/byte",
-        "figures": machine_figures(m.key, origin),
+        "figures": machine_figures(m.key, origin) if figures is None else figures,
     }
 
 
@@ -128,3 +132,72 @@ def model_dict(c: Model) -> dict:
         "uniform": c.is_uniform,
         "label": c.name,
     }
+
+
+# -- a machine given by its figures, in the URL (issue 37 item 5) ------------------------------------------
+
+CUSTOM_PREFIX = "custom:"
+CUSTOM_NAME = "Custom machine (your figures, no source)"  # every output names the machine: it says whose figures
+CUSTOM_SOURCE = "user"
+CUSTOM_CITATION = "your figure, given in the URL: no source"
+# The URL's keys and the machine file's (machines.machine_from_dict, which checks each against its physical
+# range); besides these, a dtype's peak FLOP/s (bf16=989e12) and a link's bytes/s per direction (nvlink=450e9)
+CUSTOM_KEYS = MappingProxyType({"bw": "memory_bytes_per_s", "mem": "memory_bytes", "launch": "launch_overhead_s"})
+CUSTOM_LINKS = ("nvlink", "xgmi", "ici", "roce", "pcie", "infiniband")  # plan.parallel's scale-up links, a network's
+CUSTOM_EXAMPLE = "custom:bf16=989TFLOP/s,bw=3.35TB/s,mem=80GB,launch=3us,nvlink=450GB/s"
+
+
+def custom_machine(text: str) -> Machine:
+    """The machine of ``text``, 'custom:KEY=VALUE,...' (CUSTOM_EXAMPLE; each value in SI units, with or
+    without its prefix and unit: 989e12, 989T or 989TFLOP/s; a launch 3us or 3e-6): a dtype's peak FLOP/s
+    (at least one; the default dtype bf16 where given, else the first), bw the memory bytes/s (needed), mem
+    the memory bytes, launch the time per launch, a link's bytes/s per direction.
+    Built and checked by machines.machine_from_dict; a refusal names the URL's key."""
+    return _custom(text)[0]
+
+
+@functools.lru_cache(maxsize=64)
+def _custom(text: str) -> tuple[Machine, dict]:
+    """custom_machine's machine and its table, as a machine file would hold it."""
+    from roofline.machines import machine_from_dict
+    from roofline.units import DTYPE_BYTES, parse_number, parse_time_s
+
+    spec: dict = {"name": CUSTOM_NAME, "peak_flops_per_s": {}, "links": {}}
+    seen = set()
+    for item in filter(None, (t.strip() for t in text[len(CUSTOM_PREFIX):].split(","))):
+        key, sep, value = (t.strip() for t in item.partition("="))
+        known = key in DTYPE_BYTES or key in CUSTOM_KEYS or key in CUSTOM_LINKS
+        if not sep or not known:
+            raise RooflineError(f"custom machine: {item!r} is not KEY=VALUE with KEY a dtype's peak ({', '.join(DTYPE_BYTES)}), "
+                                f"bw, mem, launch or a link ({', '.join(CUSTOM_LINKS)}); e.g. {CUSTOM_EXAMPLE}", field="machine")
+        if key in seen:
+            raise RooflineError(f"custom machine: {key} is given twice", field="machine")
+        seen.add(key)
+        field = f"custom machine's {key}"
+        unit = "FLOP/s" if key in DTYPE_BYTES else "B" if key == "mem" else "B/s"
+        try:
+            number = parse_time_s(value, field) if key == "launch" else parse_number(value, field, unit)
+        except RooflineError as exc:  # the query's parameter is machine
+            raise RooflineError(str(exc), field="machine") from None
+        entry = {"value": number, "source": CUSTOM_SOURCE}
+        table = spec["peak_flops_per_s"] if key in DTYPE_BYTES else spec["links"] if key in CUSTOM_LINKS else spec
+        table[CUSTOM_KEYS.get(key, key)] = entry
+    for needed, what in (("peak_flops_per_s", "a peak, e.g. bf16=989e12"), ("memory_bytes_per_s", "bw, e.g. bw=3.35e12")):
+        if not spec.get(needed):
+            raise RooflineError(f"custom machine {text!r}: give {what} (bytes/s and FLOP/s, SI units)", field="machine")
+    peaks = spec["peak_flops_per_s"]
+    spec["default_dtype"] = "bf16" if "bf16" in peaks else next(iter(peaks))
+    try:
+        return machine_from_dict("custom", spec, {CUSTOM_SOURCE: CUSTOM_CITATION}), spec
+    except RooflineError as exc:  # "machines.custom.memory_bytes_per_s: ..." as the URL names it: "custom machine's bw: ..."
+        message = str(exc)
+        for short, long in (*((s, lg) for s, lg in CUSTOM_KEYS.items()),
+                            *((d, f"peak_flops_per_s.{d}") for d in peaks), *((n, f"links.{n}") for n in spec["links"])):
+            message = message.replace(f"machines.custom.{long}:", f"custom machine's {short}:")
+        raise RooflineError(message.replace("machines.custom", "custom machine"), field="machine") from None
+
+
+def custom_machine_dict(text: str) -> dict:
+    """A custom machine as /api/machines lists a preset: its figures, each sourced to the user (no source)."""
+    m, spec = _custom(text)
+    return {**machine_dict(m, "custom", spec_figures(spec, {CUSTOM_SOURCE: CUSTOM_CITATION})), "key": text}

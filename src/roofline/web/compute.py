@@ -20,6 +20,7 @@ from roofline.plan.memory import inference_memory, kv_overtakes_weights_context
 from roofline.plan.parallel import tp_link
 from roofline.plan.precision import Precision
 from roofline.units import MS, US
+from roofline.web.catalog import CUSTOM_PREFIX, custom_machine
 from roofline.web.params import VIEW_ATTENTION, LayerQuery, ServingQuery
 from roofline.web.decode_view import curve_batches
 
@@ -135,6 +136,9 @@ class Workshop:
         return dataclasses.replace(q, attention=q.attention or VIEW_ATTENTION[view], launch_overhead_us=launch)
 
     def machine_of(self, q) -> Machine:
+        """The query's machine: a key of the table, or one given by its figures (web.catalog.custom_machine)."""
+        if q.machine.startswith(CUSTOM_PREFIX):
+            return custom_machine(q.machine)
         machine = self.machines.get(q.machine)
         if machine is None:  # unreachable through the schema; kept for direct callers
             raise unknown_name("machine", q.machine, self.machines)

@@ -15,36 +15,23 @@ from types import MappingProxyType
 from typing import Annotated, Literal, Optional
 
 from roofline.blocks import ATTENTIONS, PHASES
-from roofline.cost import MIN_EFFICIENCY
+from roofline.parameters import (MIN_EFFICIENCY, QUERY_DEFAULTS, SEED_DEFAULTS, TENSOR_PARALLEL,  # noqa: F401 (read
+                                 VIEW_ATTENTION, VIEW_BY_API, WEB_MAX_BATCH, WEB_MAX_TOKENS, WEB_MAX_TP)  # from here too)
 from roofline.plan.precision import QUANT_DTYPES
-from roofline.serving.parameters import BY_API, WEB_MAX_OUTPUT_LEN, WEB_MAX_TOKENS, WEB_MAX_TP, WEB_MAX_USERS
+from roofline.serving.parameters import BY_API, WEB_MAX_OUTPUT_LEN, WEB_MAX_USERS
 from roofline.measured.tables import ENGINES as KERNEL_ENGINES  # no pyarrow imported: the extra is read when used
 from roofline.units import DTYPE_BYTES
 
+# The layer, model and decode views' parameters are declared once, with the CLI's flags, in roofline.parameters:
+# their queries' defaults, ranges and descriptions are made from them (view_query below). SEED_DEFAULTS: the
+# workshop of the 'Predicting a Kernel's Time' plate (Llama 3 8B on an H100, one 8,192-token sequence, attention
+# unfused, e_c = 0.70, e_m = 0.85, 3 µs per launch, perfect overlap), the page's starting values; QUERY_DEFAULTS:
+# what a query leaving them out takes, as the CLI does (VIEW_ATTENTION: each view's command's attention; the
+# machine's preset launch).
 MAX_TOKENS = WEB_MAX_TOKENS  # the slider's range, 2^17
-MAX_BATCH = 65536
-MAX_LAUNCH_US = 1e6  # the library's limit: one second per launch
-
-# The workshop of the 'Predicting a Kernel's Time' plate: Llama 3 8B on an H100, one 8,192-token sequence, attention unfused,
-# e_c = 0.70, e_m = 0.85, 3 µs per launch, perfect overlap.
-SEED_DEFAULTS = MappingProxyType(
-    {
-        "machine": "h100-sxm",
-        "model": "llama3-8b",
-        "phase": "prefill",
-        "tokens": 8192,
-        "batch": 1,
-        "attention": "naive",
-        "compute_efficiency": 0.70,
-        "memory_efficiency": 0.85,
-        "launch_overhead_us": 3.0,
-        "overlap": 1.0,
-    }
-)
-# What the API takes when a query leaves them out, as the CLI does: the attention of each view's
-# command (`layer`: the seed's naive; `decode`, the whole model: flash) and the machine's preset launch.
-VIEW_ATTENTION = MappingProxyType({"layer": "naive", "model": "flash", "decode": "flash", "serving": "flash"})
-QUERY_DEFAULTS = MappingProxyType({k: v for k, v in SEED_DEFAULTS.items() if k not in ("attention", "launch_overhead_us")})
+CUSTOM_MAX_CHARS = 1000  # a custom machine's figures in the URL: a dozen KEY=VALUE pairs fit in a tenth of this
+MAX_BATCH = WEB_MAX_BATCH
+MAX_LAUNCH_US = VIEW_BY_API["launch_overhead_us"].api_range()[1]  # the library's limit: one second per launch
 
 VIEWS = (("layer", "One layer"), ("model", "Whole model"), ("decode", "Decode vs batch"), ("serving", "Serving"))
 
@@ -154,7 +141,7 @@ def query_bounds(p) -> dict:
     lo, hi, strictly = p.api_range()
     bounds = {} if hi is None else {"le": hi}
     if lo is not None and p.integer:
-        bounds["ge"] = int(lo) + 1 if strictly else lo
+        bounds["ge"] = int(lo) + 1 if strictly else int(lo)
     elif lo is not None:
         bounds["gt" if strictly else "ge"] = lo
     return bounds
@@ -203,11 +190,18 @@ def declared_parameter(name: str, Query, engines):
                              default=Query(default, description=p.query_help(), **bounds))
 
 
-LAUNCH_HELP = "microseconds per kernel launch (default: the machine's preset, as the CLI)"
+def view_query(Query, name: str, annotated: bool = False, description: str = ""):
+    """The Query of the declared view parameter ``name`` (roofline.parameters.VIEW_PARAMS): its default
+    (none where ``annotated``: an Annotated type's default is its signature's), its description and its
+    range in the API's unit (the schema's and the server's check, one and the same)."""
+    p = TENSOR_PARALLEL if name == "tp" else VIEW_BY_API[name]
+    extra = {} if p.integer or p.text else {"allow_inf_nan": False}
+    return Query(*(() if annotated else (p.query_default,)), description=description or p.query_help(),
+                 **query_bounds(p), **extra)
 
 
 def _launch_overhead(Query, description: str):
-    return Annotated[Optional[float], Query(ge=0, le=MAX_LAUNCH_US, allow_inf_nan=False, description=description)]
+    return Annotated[Optional[float], view_query(Query, "launch_overhead_us", True, description)]
 
 
 def _storage_parts(Query, PlanDtype) -> tuple:
@@ -217,13 +211,40 @@ def _storage_parts(Query, PlanDtype) -> tuple:
             Annotated[Optional[PlanDtype], Query(description="KV-cache storage dtype (default: dtype), as `--kv-cache`")])
 
 
+# web.catalog.CUSTOM_PREFIX, then KEY=VALUE pairs, each value a number with its SI prefix and unit (989TFLOP/s, 3µs)
+CUSTOM_PATTERN = r"^custom:[a-z0-9]+=[0-9A-Za-z.+/µ-]+(,[a-z0-9]+=[0-9A-Za-z.+/µ-]+)*$"
+
+
+def machine_type(machines):
+    """The machine query's type: a key of ``machines`` (the schema lists them, as a Literal would) or a
+    machine given by its figures, 'custom:KEY=VALUE,...' (web.catalog.custom_machine builds and checks it:
+    a bad figure is its 422). One error, a Literal's, for anything else."""
+    import re
+
+    from pydantic import PlainValidator, WithJsonSchema
+    from pydantic_core import PydanticCustomError
+
+    keys = tuple(machines)
+    expected = " or ".join(filter(None, (", ".join(map(repr, keys[:-1])), repr(keys[-1]))))
+    custom = re.compile(CUSTOM_PATTERN)
+
+    def check(value):
+        if isinstance(value, str) and (value in keys or (len(value) <= CUSTOM_MAX_CHARS and custom.fullmatch(value))):
+            return value
+        raise PydanticCustomError("literal_error", "Input should be {expected}, or custom:KEY=VALUE,... (a machine given "
+                                  "by its figures)", {"expected": expected})
+
+    schema = {"anyOf": [{"enum": list(keys), "type": "string"},
+                        {"type": "string", "pattern": CUSTOM_PATTERN, "maxLength": CUSTOM_MAX_CHARS}]}
+    return Annotated[str, PlainValidator(check), WithJsonSchema(schema)]
+
+
 def query_dependencies(machines, models) -> tuple:
     """The FastAPI dependencies (layer_query, plan_query, serving_query) that read and validate each
     endpoint's query parameters, with ``machines`` and ``models`` the keys they accept (the OpenAPI
     schema lists the choices)."""
     from fastapi import Depends, Query
 
-    MachineKey = Literal[tuple(machines)]  # the OpenAPI schema lists the choices
     ModelKey = Literal[tuple(models)]
     Phase = Literal[PHASES]
     Attention = Literal[ATTENTIONS]
@@ -234,17 +255,15 @@ def query_dependencies(machines, models) -> tuple:
     # The parameters the layer, whole-model and serving queries share, declared once as Annotated
     # types: the Query holds the validation and the description, each signature the default
     # (https://fastapi.tiangolo.com/tutorial/query-params-str-validations/).
-    MachineParam = Annotated[MachineKey, Query(description="machine preset or file machine key")]
-    ModelParam = Annotated[ModelKey, Query(description="model preset")]
-    ComputeEfficiency = Annotated[float, Query(ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False,
-                                               description="e_c, achievable fraction of peak FLOP/s")]
-    MemoryEfficiency = Annotated[float, Query(ge=MIN_EFFICIENCY, le=1, allow_inf_nan=False,
-                                              description="e_m, achievable fraction of peak bandwidth")]
-    Overlap = Annotated[float, Query(ge=0, le=1, allow_inf_nan=False,
-                                     description="1: max(compute, memory) (perfect overlap, the roofline's); 0: their sum")]
+    MachineParam = Annotated[machine_type(machines), view_query(Query, "machine", True)]
+    ModelParam = Annotated[ModelKey, view_query(Query, "model", True)]
+    ComputeEfficiency = Annotated[float, view_query(Query, "compute_efficiency", True)]
+    MemoryEfficiency = Annotated[float, view_query(Query, "memory_efficiency", True)]
+    Overlap = Annotated[float, view_query(Query, "overlap", True)]
 
-    LaunchOverhead = _launch_overhead(Query, LAUNCH_HELP)
-    StepLaunchOverhead = _launch_overhead(Query, LAUNCH_HELP + "; a decode-only step replays a CUDA graph, one launch")
+    launch_help = VIEW_BY_API["launch_overhead_us"].query_help()
+    LaunchOverhead = _launch_overhead(Query, launch_help)
+    StepLaunchOverhead = _launch_overhead(Query, launch_help + "; a decode-only step replays a CUDA graph, one launch")
 
     def query_dependency(Dtype):
         """The query parameters, with ``Dtype`` the dtypes the endpoint takes (the plan views store
@@ -253,19 +272,17 @@ def query_dependencies(machines, models) -> tuple:
         def query(
             machine: MachineParam = SEED_DEFAULTS["machine"],
             model: ModelParam = SEED_DEFAULTS["model"],
-            phase: Phase = Query(SEED_DEFAULTS["phase"], description="prefill (T tokens) or decode (one token at context S)"),
-            tokens: int = Query(SEED_DEFAULTS["tokens"], ge=1, le=MAX_TOKENS, description="prefill: tokens per sequence T; decode: the context S unless context is given"),
-            batch: int = Query(SEED_DEFAULTS["batch"], ge=1, le=MAX_BATCH, description="sequences B"),
-            context: Optional[int] = Query(None, ge=1, le=MAX_TOKENS, description="decode: tokens already in the KV cache, S (default: tokens); prefill: positions attended, S >= tokens (a chunked-prefill step; default tokens)"),
-            attention: Optional[Attention] = Query(None, description="naive (QK^T, softmax, PV unfused) or flash (default: "
-                                                   "naive for the layer view, as `roofline layer`; flash for the model and "
-                                                   "decode views, as `roofline decode`)"),
+            phase: Phase = view_query(Query, "phase"),
+            tokens: int = view_query(Query, "tokens"),
+            batch: int = view_query(Query, "batch"),
+            context: Optional[int] = view_query(Query, "context"),
+            attention: Optional[Attention] = view_query(Query, "attention"),
             dtype: Optional[Dtype] = Query(None, description="default: the machine's default dtype"),
             compute_efficiency: ComputeEfficiency = SEED_DEFAULTS["compute_efficiency"],
             memory_efficiency: MemoryEfficiency = SEED_DEFAULTS["memory_efficiency"],
             launch_overhead_us: LaunchOverhead = None,
             overlap: Overlap = SEED_DEFAULTS["overlap"],
-            layer: Optional[int] = Query(None, ge=0, le=1000, description="the layer view: layer index (default 0; models with one layer kind ignore it)"),
+            layer: Optional[int] = view_query(Query, "layer"),
             cuda_graph: bool = Query(False, description="one launch for the whole pass, shared by its ops (a CUDA graph "
                                      "replayed), as the CLI's --cuda-graph; default: one launch per op"),
             kernels: Optional[Engine] = Query(None, description="price matmuls, fused attention, routed experts and "
@@ -285,8 +302,8 @@ def query_dependencies(machines, models) -> tuple:
         q: LayerQuery = Depends(query_dependency(PlanDtype)),
         weights: Weights = None,
         kv_cache: KvCache = None,
-        tp: int = Query(1, ge=1, le=MAX_TP, description="tensor-parallel GPUs per model copy, over the machine's link "
-                        "(its nvlink, else xgmi, ...; past 8 GPUs its infiniband or roce), as `--tp`; the heads must split"),
+        tp: int = view_query(Query, "tp", description="tensor-parallel GPUs per model copy, over the machine's link "
+                             "(its nvlink, else xgmi, ...; past 8 GPUs its infiniband or roce), as `--tp`; the heads must split"),
     ) -> LayerQuery:
         """The whole-model views' query: the layer view's, with each part's precision and tensor parallelism."""
         return dataclasses.replace(q, weights=weights, kv_cache=kv_cache, tp=tp)
@@ -322,6 +339,15 @@ def serving_dependency(Query, *, MachineParam, ModelParam, PlanDtype, Attention,
     return serving_query
 
 
+VIEW_LIMITS = ("tokens", "batch", "launch_overhead_us", "compute_efficiency", "memory_efficiency", "overlap")
+
+
+def _limits(p) -> list:
+    """A declared parameter's [lowest, highest] value as the query takes it (a count's strict 0: 1)."""
+    bounds = query_bounds(p)
+    return [bounds.get("ge", bounds.get("gt")), bounds["le"]]
+
+
 def options_payload(endpoint_names: dict) -> dict:
     """/api/options: the seed defaults, the choices and limits of the controls, the token slider's
     stops, and the query parameters each view's endpoint takes (``endpoint_names``: each /api/
@@ -340,8 +366,6 @@ def options_payload(endpoint_names: dict) -> dict:
         "view_parameters": {key: sorted(endpoint_names[f"/api/{key}"]) for key, _ in VIEWS},
         "serving_defaults": serving_defaults(),
         "serving_controls": controls,  # the serving view's controls, from serving.parameters' declarations
-        "limits": {"tokens": [1, MAX_TOKENS], "batch": [1, MAX_BATCH], "launch_overhead_us": [0, MAX_LAUNCH_US],
-                   "compute_efficiency": [MIN_EFFICIENCY, 1], "memory_efficiency": [MIN_EFFICIENCY, 1],
-                   "overlap": [0, 1], "tp": [1, MAX_TP],
+        "limits": {**{name: _limits(VIEW_BY_API[name]) for name in VIEW_LIMITS}, "tp": [1, MAX_TP],
                    **{c["name"]: [c["min"], c["max"]] for c in controls if c["max"] is not None}},
     }

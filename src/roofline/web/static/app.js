@@ -153,6 +153,7 @@
     const out = {};
     const notices = [];
     for (const [name, value] of Object.entries(defaults)) out[name] = String(value);
+    if ((url.get("machine") || "").startsWith(CUSTOM)) registerCustom(url.get("machine")); // a machine by its figures
     const v = url.get("view");
     if (v !== null && !VIEWS[v]) notices.push(`view=${v} is not a view of this page; showing ${viewLabel("layer")}`);
     for (const name of [...Object.keys(CONTROLS), ...PASS_THROUGH]) {
@@ -305,6 +306,10 @@
     if (!touched.has("launch_overhead_us") && machineLaunchUs.has(state.machine)) {
       state.launch_overhead_us = String(machineLaunchUs.get(state.machine));
     }
+    // a custom machine's launch is its own (left out of the query, the API takes it) unless set by hand
+    const custom = (state.machine || "").startsWith(CUSTOM);
+    OPTIONAL[custom ? "add" : "delete"]("launch_overhead_us");
+    if (custom && !touched.has("launch_overhead_us")) state.launch_overhead_us = "";
     if (!touched.has("attention") && viewAttention[view]) state.attention = viewAttention[view];
   }
 
@@ -988,19 +993,23 @@
     // latencies and targets come in the unit of the slowest (c.axis), named in its title
     const shapes = c.targets.map((target) => ({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: target.value,
       y1: target.value, line: { color: target.color, width: 1.5, dash: "dot" } }));
-    // each target's label at the left end, above its line: latencies grow with users, so the curves
-    // sit below a target there and cross it to the right (where a right-hand label sat on them)
-    const annotations = c.targets.map((target) => ({ xref: "paper", yref: "y", x: 0.01, y: target.value_log10, xanchor: "left",
-      yanchor: "bottom", text: target.text, showarrow: false, font: { size: 11, color: target.color } }));
+    // each target named in the legend below the chart, beside the curves' names: a label on the chart sat on
+    // whichever curve crossed its line there (the p99's, rising steeply past the knee, at either end)
+    for (const target of c.targets) {
+      traces.push({ x: [null], y: [null], mode: "lines", name: target.text.replace(" target ", " ≤ "), hoverinfo: "skip",
+        line: { color: target.color, width: 1.5, dash: "dot" } });
+    }
     const layout = {
       margin: { l: 8, r: 16, t: 12, b: 44 },
       // below the chart, in a row, as the roofline's: inside it the legend sat on the curves
-      legend: { orientation: "h", x: 0, xanchor: "left", y: 0, yref: "container", yanchor: "bottom", font: { size: 11 } },
+      // entries in columns as wide as the targets' names, two or three a row (a phone's width: one a row)
+      legend: { orientation: "h", x: 0, xref: "container", xanchor: "left", y: 0, yref: "container", yanchor: "bottom",
+        font: { size: 11 }, entrywidthmode: "pixels", entrywidth: 104 },
       xaxis: { type: "log", range: c.x_range_log10, tickvals: c.ticks.values, ticktext: c.ticks.text,
         title: { text: "concurrent users (closed loop)" }, automargin: true },
       yaxis: { type: "log", range: c.y_range_log10, tickvals: c.y_ticks.values, ticktext: c.y_ticks.text,
         title: { text: c.axis.title }, automargin: true },
-      shapes, annotations,
+      shapes,
       hoverlabel: { align: "left" },
       font: FONT,
     };
@@ -1031,9 +1040,10 @@
   function drawMachine() {
     const m = machinesByKey.get(state.machine);
     if (!m) return;
-    const where = m.origin === "preset" ? "the presets (data/machines.toml)" : m.origin;
+    const where = m.origin === "preset" ? "the presets (data/machines.toml)" : m.origin === "custom" ? "your URL" : m.origin;
     setText("machine-sentence", `The ${m.name} as ${where} gives it: each figure the predictions use, with its ` +
       `source and the file's note. The precision menu offers what it computes: ${m.precisions.join(", ")}.`);
+    fillCustomForm(m);
     const cited = new Map();
     const rows = m.figures.map((f) => {
       const tr = document.createElement("tr");
@@ -1058,6 +1068,130 @@
       dd.append(citation(text));
       return [dt, dd];
     }));
+  }
+
+  // -- a machine given by its figures, in the URL ---------------------------------------------------
+
+  // machine=custom:bf16=989TFLOP/s,bw=3.35TB/s,mem=80GB,launch=3µs,nvlink=450GB/s: the API reads and checks it
+  // (web.catalog.custom_machine; a bad figure is a 422 naming it). The page lists it in the machine menu and the
+  // machine view with each figure as given, its source the user's: none; the page computes nothing from it.
+  const CUSTOM = "custom:";
+  const CUSTOM_NAME = "Custom machine (your figures, no source)";
+  const CUSTOM_LINKS = ["nvlink", "xgmi", "ici", "roce", "pcie", "infiniband"];
+  const CUSTOM_FIELDS = [ // the form's boxes: [name, label, the URL's key (a peak's: its dtype; a link's: its name), figure]
+    ["peak", "Peak", null, "peak_flops_per_s."], ["bw", "Memory bandwidth", "bw", "memory_bytes_per_s"],
+    ["mem", "Memory", "mem", "memory_bytes"], ["launch", "Launch overhead", "launch", "launch_overhead_s"],
+    ["link", "Link per direction", null, "links."]];
+  const CUSTOM_NAMES = { bw: "memory bandwidth", mem: "memory (datasheet)", launch: "launch overhead per kernel" };
+  let planDtypes = [];
+
+  // A custom key's figures as given: [[key, text], ...].
+  const customPairs = (key) => key.slice(CUSTOM.length).split(",").filter(Boolean).map((t) => t.split("="));
+
+  // The machine of a custom key as the page lists machines, and its option in the machine menu.
+  function registerCustom(key) {
+    if (machinesByKey.has(key)) return;
+    const pairs = customPairs(key);
+    const source = [{ key: "user", citation: "your figure, given in the URL: no source" }];
+    const figures = pairs.map(([k, v]) => ({
+      name: CUSTOM_NAMES[k] || (CUSTOM_LINKS.includes(k) ? `${k} link (per direction)` : `peak ${k}`),
+      text: v, note: "as you gave it", sources: source }));
+    const dtypes = pairs.map(([k]) => k).filter((k) => !CUSTOM_NAMES[k] && !CUSTOM_LINKS.includes(k));
+    const dtype = dtypes.includes("bf16") ? "bf16" : dtypes[0] || "bf16";
+    const given = Object.fromEntries(pairs);
+    const m = { key, name: CUSTOM_NAME, label: CUSTOM_NAME, origin: "custom", default_dtype: dtype, figures,
+      precisions: planDtypes.filter((d) => dtypes.includes(d)), detail: `${given[dtype]} ${dtype} · ${given.bw} · your figures, no source` };
+    machinesByKey.set(key, m);
+    machineDetail.set(key, m.detail);
+    let group = $("machine").querySelector("optgroup[data-custom]");
+    if (!group) {
+      group = document.createElement("optgroup");
+      group.label = "Your figures";
+      group.dataset.custom = "";
+      $("machine").append(group);
+    }
+    const option = document.createElement("option");
+    option.value = key;
+    option.textContent = `Custom: ${given[dtype]} ${dtype}, ${given.bw}`;
+    group.append(option);
+  }
+
+  // The form starts from the machine shown: its figures as the view lists them (a preset's, to change one for a
+  // what-if; a custom machine's as given), without spaces.
+  function fillCustomForm(m) {
+    const form = $("custom-machine");
+    const custom = m.origin === "custom" ? Object.fromEntries(customPairs(m.key)) : null;
+    const figure = (prefix) => m.figures.find((f) => (f.key || "").startsWith(prefix));
+    const link = custom ? CUSTOM_LINKS.find((l) => custom[l] !== undefined) : (figure("links.") || { key: "links.nvlink" }).key.slice(6);
+    form.elements.dtype.value = m.default_dtype;
+    form.elements.link_name.value = link || "nvlink";
+    for (const [name, , key, prefix] of CUSTOM_FIELDS) {
+      const k = key || (name === "peak" ? m.default_dtype : link);
+      const f = figure(name === "peak" ? `${prefix}${m.default_dtype}` : name === "link" ? `${prefix}${link}` : prefix);
+      form.elements[name].value = custom ? custom[k] || "" : f ? f.text.replace(/\s+/g, "") : "";
+    }
+  }
+
+  // The form's figures as a machine key, or a message naming the first bad box.
+  function customKey(form) {
+    const parts = [];
+    for (const [name, label, key] of CUSTOM_FIELDS) {
+      const text = form.elements[name].value.replace(/\s+/g, "");
+      if (text === "" && name !== "peak" && name !== "bw") continue;
+      if (text === "" || /[,=]/.test(text)) return { error: `${label}: "${text}" is not a figure like 989TFLOP/s, 3.35TB/s, 80GB or 3µs` };
+      parts.push(`${key || (name === "peak" ? form.elements.dtype.value : form.elements.link_name.value)}=${text}`);
+    }
+    return { key: CUSTOM + parts.join(",") };
+  }
+
+  function buildCustomForm() {
+    const form = document.createElement("form");
+    form.id = "custom-machine";
+    form.className = "custom-machine";
+    const title = document.createElement("h2");
+    title.className = "sources-title";
+    title.textContent = "A machine of your own: its figures travel in the URL (no source)";
+    const row = document.createElement("div");
+    row.className = "custom-row";
+    const select = (name, label, items) => {
+      const el = document.createElement("select");
+      el.name = name;
+      el.setAttribute("aria-label", label);
+      for (const v of items) el.append(new Option(v, v));
+      return el;
+    };
+    row.append(select("dtype", "Precision of the peak", planDtypes));
+    for (const [name, label] of CUSTOM_FIELDS) {
+      if (name === "link") row.append(select("link_name", "Link", CUSTOM_LINKS));
+      const box = document.createElement("label");
+      const input = document.createElement("input");
+      input.name = name;
+      input.type = "text";
+      input.size = 10;
+      input.placeholder = { peak: "989TFLOP/s", bw: "3.35TB/s", mem: "80GB", launch: "3µs", link: "450GB/s" }[name];
+      box.append(`${label} `, input);
+      row.append(box);
+    }
+    const button = document.createElement("button");
+    button.type = "submit";
+    button.textContent = "Use these figures";
+    row.append(button);
+    form.append(title, row);
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const { key, error } = customKey(form);
+      if (error) { showStale(error, "machine"); return; }
+      // the API checks the figures (the machine view draws none of its own): one token of the seed's layer
+      const resp = await fetch(`/api/layer?${new URLSearchParams({ machine: key, tokens: "1" })}`);
+      if (resp.status === 422) {
+        const body = await resp.json();
+        showStale((body.detail && body.detail[0] && body.detail[0].msg) || "the machine's figures were refused", "machine");
+        return;
+      }
+      registerCustom(key);
+      set("machine", key);
+    });
+    $("panel-machine").insertBefore(form, $("machine-sources-title")); // below the figures, above their sources
   }
 
   // -- why each op sits where it does ------------------------------------------------------------
@@ -1270,6 +1404,8 @@
       machineLaunchUs = new Map(machines.map((m) => [m.key, m.launch_overhead_us]));
       viewAttention = options.view_attention || {};
       limits = options.limits || {};
+      planDtypes = options.plan_dtypes || [];
+      buildCustomForm();
       buildServingControls(options.serving_controls);
       applyLimits();
       loadUrl();

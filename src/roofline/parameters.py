@@ -1,0 +1,187 @@
+"""One declaration per parameter (issue 37): its name, flag, query name, unit, default, range and help,
+and which commands and views take it. The CLI's flags (cli.args, cli.serving_args), the API's queries
+and their OpenAPI schema (web.params) and the page's controls (/api/options) are made from these
+tables, so they cannot disagree; tests/test_view_parameters.py and tests/test_serving_parameters.py
+read them back from argparse, app.openapi() and the library.
+
+Here: ``Param``, and the parameters of the layer, model and decode views and of the commands that
+take the same (`roofline layer`, `decode`, `memory`, `sweep`, `serving`): machine, model, phase,
+tokens, batch, context, layer, attention, the cost model (e_c, e_m, launch, overlap). The seed cost
+model's figures and the efficiencies' floor live here, their one home (cost.py reads them). The
+serving parameters are serving.parameters'. No argparse, FastAPI or numpy: the CLI reads it at start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+
+CLI, API = "cli", "api"
+BOTH = frozenset((CLI, API))
+
+# The workshop's cost model (the 'Predicting a Kernel's Time' plate): e_c 0.70, e_m 0.85, 3 us a launch, perfect
+# overlap; cost.seed_cost_model builds it from these
+SEED_COST_MODEL = MappingProxyType(dict(compute_efficiency=0.70, memory_efficiency=0.85, launch_overhead_s=3e-6,
+                                        overlap=1.0))
+MIN_EFFICIENCY = 1e-3  # below 0.1% of peak is a typo (a percentage given as a fraction twice), not a kernel
+MAX_LAUNCH_S = 1.0  # one second per launch: past it, a unit slip (3 for 3 us)
+COUNT_MAX = 1e12  # the CLI's counts (tokens, batch, context); the library's own checks bound the work
+# The web's tighter bounds: a request's work within a budget (the token slider's range, 2^17; the batch; layers;
+# tensor-parallel GPUs)
+WEB_MAX_TOKENS, WEB_MAX_BATCH, WEB_MAX_LAYER, WEB_MAX_TP = 131072, 65536, 1000, 64
+# The seed's workload (the plate's: Llama 3 8B on an H100, one 8,192-token sequence)
+SEED_MACHINE, SEED_MODEL, SEED_TOKENS = "h100-sxm", "llama3-8b", 8192
+PHASES = ("prefill", "decode")  # blocks.PHASES (the test holds them equal)
+ATTENTIONS = ("naive", "flash")  # blocks.ATTENTIONS
+# The attention each view's command takes when none is given: `layer` the seed's naive; `decode`, the whole
+# model and serving: flash (the API takes the same when a query leaves it out)
+VIEW_ATTENTION = MappingProxyType({"layer": "naive", "model": "flash", "decode": "flash", "serving": "flash"})
+
+
+def _scaled(x, scale):
+    """A bound in the query's unit: a count stays as it is (an int stays an int)."""
+    if x is None or scale == 1:
+        return x
+    return int(x * scale) if isinstance(x, int) else x * scale
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter: ``name`` the library's (RooflineError.field), ``flag`` the CLI's and ``api`` the
+    query's (None: not taken there). The range is check_number's: ``minimum`` (excluded when
+    ``strictly``) to ``maximum`` inclusive; ``api_minimum``/``api_maximum`` the API's where it differs
+    (the view bounds its simulation work; a positive float the schema must bound away from 0).
+    ``unit`` "s": the CLI takes a time with its unit (500ms), the API a number of ``api_unit``, ms or us
+    (``api`` ends _ms or _us). ``default`` is the library's; ``engine``: an Engine setting, whose default is the engine's own
+    (--engine's, else Engine's), so neither the flag nor the query has one (None). ``cli_default`` False:
+    the flag's value stays None until the command has checked what it combines with (the help says
+    the default). ``text``: a name, not a number. ``help`` may name ``{default}``; ``api_help`` is the query's where it differs;
+    ``label`` the page's control for it (none: no generated control)."""
+
+    name: str
+    flag: str | None
+    api: str | None
+    help: str
+    default: object = None
+    minimum: float | None = 0.0
+    maximum: float | None = None
+    strictly: bool = True
+    integer: bool = False
+    unit: str = ""
+    engine: bool = False
+    cli_default: bool = True
+    api_minimum: float | None = None
+    api_maximum: float | None = None
+    api_help: str = ""
+    label: str = ""
+    text: bool = False  # a name (ENGINE[@VERSION]), not a number: no range
+    metavar: str | None = None
+    api_unit: str = "ms"  # a time's unit in the query: ms, or us (a kernel launch)
+    choices: tuple | None = None  # a name's choices, where they are fixed
+
+    @property
+    def api_scale(self) -> float:
+        """The query's number per library unit: 1,000 for a time in ms, 10^6 in us, else 1."""
+        return {"ms": 1e3, "us": 1e6}[self.api_unit] if self.unit == "s" else 1
+
+    @property
+    def flag_default(self):
+        """The argparse default: None for an engine setting or one filled in later."""
+        return None if self.engine or not self.cli_default else self.default
+
+    @property
+    def query_default(self):
+        """The API's default: None for an engine setting (the engine's own) or none at all."""
+        if self.engine or self.default is None:
+            return None
+        return self.default * self.api_scale if self.unit == "s" else self.default
+
+    def api_range(self) -> tuple[float | None, float | None, bool]:
+        """(minimum, maximum, strictly) as the query takes it, in its unit."""
+        lo = self.api_minimum if self.api_minimum is not None else self.minimum
+        hi = self.api_maximum if self.api_maximum is not None else self.maximum
+        scale = self.api_scale if self.unit == "s" else 1  # a count stays an int
+        strictly = self.strictly and self.api_minimum is None
+        return (_scaled(lo, scale), _scaled(hi, scale), strictly)
+
+    def shown_default(self) -> str:
+        """The default as help text writes it: 8,192, 0.9, 0 (a time in ms: 3.27 ms)."""
+        v = self.default
+        if isinstance(v, (bool, str)) or v is None:
+            return str(v)
+        if isinstance(v, int):
+            return f"{v:,}"
+        return f"{v * 1e3:g} ms" if self.unit == "s" and v else f"{v:g}"
+
+    def cli_help(self) -> str:
+        return self.help.format(default=self.shown_default())
+
+    def query_help(self) -> str:
+        text = (self.api_help or self.help).format(default=self.shown_default())
+        return text + (f"; default: the engine's own ({self.shown_default()} with no engine)" if self.engine else "")
+
+
+E_C_HELP = "achievable fraction of peak FLOP/s, e_c"
+E_M_HELP = "achievable fraction of peak bandwidth, e_m"
+LAUNCH_HELP = "microseconds per kernel launch (default: the machine's preset, as the CLI)"
+
+# The layer, model and decode views' parameters (/api/layer, /api/model, /api/decode; /api/serving shares the
+# machine, model and cost model) and the flags of `roofline layer` (add_layer_flags, add_cost_flags) that mean the
+# same. Where a command's default differs (decode's --context 4096), the command says it beside its flag.
+VIEW_PARAMS: tuple[Param, ...] = (
+    Param("machine", "--machine", "machine", "preset (see `roofline machines`) or a machine TOML file", SEED_MACHINE,
+          minimum=None, text=True, api_help="machine preset or file machine key, or a machine given by its figures: "
+          "custom:bf16=989TFLOP/s,bw=3.35TB/s,mem=80GB,launch=3us,nvlink=450GB/s (a dtype's peak, the memory's "
+          "bandwidth and size, the time per launch, a link's bandwidth per direction; SI units, 989e12 alike)"),
+    Param("model", "--model", "model", "preset (see `roofline models`) or a config.json path", SEED_MODEL,
+          minimum=None, text=True, api_help="model preset"),
+    Param("phase", "--phase", "phase", "", "prefill", minimum=None, text=True, choices=PHASES,
+          api_help="prefill (T tokens) or decode (one token at context S)"),
+    Param("tokens", "--tokens", "tokens", f"prefill: new tokens per sequence, T (default {SEED_TOKENS}); decode: the "
+          "context S when --context is not given", SEED_TOKENS, maximum=COUNT_MAX, integer=True, cli_default=False,
+          api_maximum=WEB_MAX_TOKENS,
+          api_help="prefill: tokens per sequence T; decode: the context S unless context is given"),
+    Param("batch", "--batch", "batch", "sequences, B", 1, maximum=COUNT_MAX, integer=True, api_maximum=WEB_MAX_BATCH,
+          api_help="sequences B"),
+    Param("context", "--context", "context", "decode: tokens already in the KV cache, S (default: --tokens, else "
+          "4096); prefill: the positions attended, S >= T (default T; larger is a chunked-prefill step over a cache "
+          "of S - T)", maximum=COUNT_MAX, integer=True, api_maximum=WEB_MAX_TOKENS,
+          api_help="decode: tokens already in the KV cache, S (default: tokens); prefill: positions attended, S >= "
+                   "tokens (a chunked-prefill step; default tokens)"),
+    Param("layer", "--layer", "layer", "one layer by index (0-based); default: each distinct layer kind with its count",
+          minimum=0, strictly=False, integer=True, api_maximum=WEB_MAX_LAYER,
+          api_help="the layer view: layer index (default 0; models with one layer kind ignore it)"),
+    Param("attention", "--attention", "attention", "", minimum=None, text=True, choices=ATTENTIONS,
+          api_help="naive (QK^T, softmax, PV unfused) or flash (default: naive for the layer view, as `roofline "
+                   "layer`; flash for the model and decode views, as `roofline decode`)"),
+    Param("compute_efficiency", "--compute-efficiency", "compute_efficiency", E_C_HELP,
+          SEED_COST_MODEL["compute_efficiency"], minimum=MIN_EFFICIENCY, strictly=False, maximum=1,
+          cli_default=False, api_help="e_c, achievable fraction of peak FLOP/s"),
+    Param("memory_efficiency", "--memory-efficiency", "memory_efficiency", E_M_HELP,
+          SEED_COST_MODEL["memory_efficiency"], minimum=MIN_EFFICIENCY, strictly=False, maximum=1,
+          cli_default=False, api_help="e_m, achievable fraction of peak bandwidth"),
+    # the library's default is the machine's preset launch (Machine.launch_overhead_s); the seed's 3 us where it has none
+    Param("launch_overhead_s", "--launch-overhead", "launch_overhead_us", "time per kernel launch, with its unit: 3us, "
+          "0.003ms (a bare number is refused, as for --slo-ttft; 0 is none)", minimum=0, strictly=False,
+          maximum=MAX_LAUNCH_S, unit="s", api_unit="us", api_help=LAUNCH_HELP),
+    Param("overlap", "--overlap", "overlap", "overlap of compute and memory time: 1 = max() (the roofline's perfect "
+          "overlap), 0 = sum", SEED_COST_MODEL["overlap"], minimum=0, strictly=False, maximum=1,
+          api_help="1: max(compute, memory) (perfect overlap, the roofline's); 0: their sum"),
+)
+
+# Tensor-parallel GPUs: `layer`, `decode`, `sweep` and `serving` take --tp (cli.plan_args._add_tp), the model, decode
+# and serving views tp; serving.parameters lists it among its own
+TENSOR_PARALLEL = Param("tensor_parallel", "--tp", "tp", "tensor-parallel GPUs per model copy (2 all-reduces per block)",
+                        1, maximum=4096, integer=True, api_maximum=WEB_MAX_TP, api_help="tensor-parallel GPUs per replica")
+
+VIEW_BY_NAME = {p.name: p for p in (*VIEW_PARAMS, TENSOR_PARALLEL)}
+VIEW_BY_API = {p.api: p for p in VIEW_PARAMS if p.api}
+# What a query of the layer, model and decode views takes when it leaves a parameter out (attention: VIEW_ATTENTION;
+# launch: the machine's preset), and the page's starting values: those, the layer view's naive attention and the
+# seed's 3 us launch
+QUERY_DEFAULTS = MappingProxyType({p.api: p.query_default for p in VIEW_PARAMS if p.query_default is not None})
+SEED_DEFAULTS = MappingProxyType({**{k: QUERY_DEFAULTS[k] for k in ("machine", "model", "phase", "tokens", "batch")},
+                                  "attention": VIEW_ATTENTION["layer"],
+                                  **{k: QUERY_DEFAULTS[k] for k in ("compute_efficiency", "memory_efficiency")},
+                                  "launch_overhead_us": SEED_COST_MODEL["launch_overhead_s"] * 1e6,
+                                  "overlap": QUERY_DEFAULTS["overlap"]})
