@@ -38,27 +38,17 @@ def advance(st, plan):
     st.kv_integral += used * dt
     if used > st.kv_peak:
         st.kv_peak = used
-    if chunks:
-        if nd:
-            _advance_decodes(st, dec)
-        _feed(st, chunks, chunk_slots, now)
-        return
-    st.dt_decode = dt
-    if nd:
-        _advance_decodes(st, dec)
-
-
-def _advance_decodes(st, dec: np.ndarray):
-    """Each decoding sequence its step's tokens: with one token per step (lazy) the tick moves
-    and those whose last token it was finish; else their per-slot arrays advanced."""
-    if st.lazy:
-        pool = st.pool
+    if not chunks:
+        st.dt_decode = dt
+    if nd and st.lazy:  # one token each: the tick moves; those whose last token it was finish
         tick = pool.tick = pool.tick + 1
         if pool.fins and pool.fins[0][0] <= tick:
             for r, slot in pool.due():
                 st.finish(r, slot)
-    else:
+    elif nd:
         _advance_slots(st, dec)
+    if chunks:
+        _feed(st, chunks, chunk_slots, now)
 
 
 def _with_draft(dt: float, draft, ctx, T: int, nd: int, prompt_tokens: int, chunks) -> float:

@@ -19,8 +19,8 @@ from roofline.serving.stretch import StepRecords
 
 
 class RunState:
-    """A run in progress: per request its arrival (``arrives``: when it joins the queue, read a step
-    at a time), ``need`` (prompt tokens to hold before sampling: the prompt, and what it had
+    """A run in progress: per request its arrival (``arrives``: when it joins the queue, ``lag`` the
+    server's time per request later; read a step at a time), ``need`` (prompt tokens to hold before sampling: the prompt, and what it had
     generated after a preemption), ``done`` (tokens cached), ``gen`` (generated), first token and
     finish times and whether it was admitted before (the prefix hit applies to the first admission
     only); ``waiting`` the queue; ``pool`` the cache. Per-request scalars read every step are plain
