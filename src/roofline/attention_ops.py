@@ -30,12 +30,12 @@ def _at_least_0(x):
 
 
 def attention_ops(o: OpBuilder, a: Attention, B, T, S, decode: bool, attention: str, D) -> list[Kernel]:
-    H, K, d, dv = a.heads, a.kv_heads, a.head_dim, a.v_head_dim
+    H, K, d, dv, span = a.heads, a.kv_heads, a.head_dim, a.v_head_dim, a.span
     M = B * T
     w = o.w
-    pairs = attended_pairs(T, S, a.index_topk or a.span, bool(a.chunk), not decode)  # per head, per sequence (causal)
+    pairs = attended_pairs(T, S, a.index_topk or span, bool(a.chunk), not decode)  # per head, per sequence (causal)
     n_s = B * H * pairs
-    keys = _keys_read(S, T, a.span) if a.span else S
+    keys = _keys_read(S, T, span) if span else S
     cached = keys if decode else _at_least_0(keys - T)  # keys that come from the cache
     ops = [o.mm("QKV proj", M, a.qkv_width, D, "attention")]
     if a.qk_norm:
@@ -54,7 +54,7 @@ def attention_ops(o: OpBuilder, a: Attention, B, T, S, decode: bool, attention: 
     else:
         ops.append(Kernel.trusted("flash attention", *fused_attention_counts(n_s, q, k_, v, out, d, dv, w, SOFTMAX),
                                   "attention", o.dtype, None, 0.0, B * K * cached * (d + dv), "",
-                                  (FUSED_ATTENTION, B, T, S, H, K, d, dv, a.span, bool(a.chunk), decode, o.dtype)))
+                                  (FUSED_ATTENTION, B, T, S, H, K, d, dv, span, bool(a.chunk), decode, o.dtype)))
     if a.output_gate:  # out * sigmoid(gate), the gate from q_proj's second half
         ops.append(o.ew("output gate (sigmoid*mul)", M * H * dv, 2, 1, FLOPS_PER_ELEMENT["gated_activation"]))
     ops.append(o.mm("out proj", M, D, H * dv, "attention"))

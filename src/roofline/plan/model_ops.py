@@ -145,10 +145,11 @@ def model_rows(model, phase, tokens, batch, context, attention, precision, tenso
     tuple, a tenth of the cost of the frozen object (predict_model makes those on first use)."""
     cfg = get_model(model)
     precision = precision or _BF16
-    sh = shard(cfg, tensor_parallel)
+    sh = cfg if type(tensor_parallel) is int and tensor_parallel == 1 else shard(cfg, tensor_parallel)
     t = int(tensor_parallel)
     wa = precision.activations
-    if phase == "decode":
+    decode = phase == "decode"
+    if decode:
         w = Workload.of("decode", None, batch, context_of(phase, tokens, context))
     else:
         w = Workload.of("prefill", tokens, batch, context)
@@ -156,7 +157,8 @@ def model_rows(model, phase, tokens, batch, context, attention, precision, tenso
     M = w.batch * w.tokens
     D = cfg.d_model
     w_a = DTYPE_BYTES[wa]
-    plain = precision.stored is None and precision.weights == precision.kv_cache == wa and not precision.kept("lm_head")
+    plain = precision is _BF16 or (precision.stored is None and precision.weights == precision.kv_cache == wa
+                                   and not precision.kept("lm_head"))
 
     def rows(kernels, n, group=""):
         if plain:  # nothing to re-price: weights and cache at the activation width
@@ -167,7 +169,7 @@ def model_rows(model, phase, tokens, batch, context, attention, precision, tenso
     kinds = sh.kind_counts()
     multi = len(kinds) > 1
     for kind, n in kinds:
-        kernels = layer_kernels(kind, D, w.decode, w.tokens, w.batch, w.context, attention, wa)
+        kernels = layer_kernels(kind, D, decode, w.tokens, w.batch, w.context, attention, wa)
         if multi:
             group = LETTERS[sh.kinds.index(kind)]
             out += rows([Kernel.trusted(**{**k.__dict__, "name": f"{group}: {k.name}"}) for k in kernels], n, group)
