@@ -31,6 +31,25 @@ from roofline.web.pool import Busy, PoolLimits, WorkerPool
 GATED_BODY = b'{"gated":true}'
 
 
+def run_apart(make):
+    """asyncio.run(make()) on a thread of its own: the test session may already run an event loop on this
+    one (the browser tests' Playwright leaves one), where asyncio.run refuses to start."""
+    out = {}
+
+    def go():
+        try:
+            out["value"] = asyncio.run(make())
+        except BaseException as exc:  # noqa: BLE001 - raised again on the test's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=go)
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
 def gated(folder: str, q) -> bytes:
     """In a worker: mark this job started (a file named by its pid), then wait for ``folder``/open
     (at most 60 s) and answer GATED_BODY."""
@@ -156,7 +175,7 @@ def test_a_job_in_flight_when_the_pool_closes_is_refused_and_its_worker_killed(t
             await asyncio.wait_for(job, 30)
         return pid, refused.value.reason
 
-    pid, reason = asyncio.run(main())
+    pid, reason = run_apart(main)
     assert reason == "closed"
     wait_for(lambda: gone(pid), 10)
 
@@ -207,7 +226,7 @@ def test_every_connection_is_answered_while_the_pool_is_saturated(gate):
                     return [(await c.get("/api/decode", params={"batch": i + 1})) for _ in range(3)]
                 return [r for rs in await aio.gather(*(one(i) for i in range(40))) for r in rs]
 
-        answers = aio.run(clients())  # an httpx error (a dropped connection) would raise here
+        answers = run_apart(clients)  # an httpx error (a dropped connection) would raise here
         assert len(answers) == 120 and all(r.status_code == 503 and r.headers["retry-after"] for r in answers)
         assert httpx.get(base + "/api/options", timeout=60).status_code == 200  # a light view, meanwhile
         (gate / "open").touch()

@@ -12,6 +12,8 @@ import numpy as np
 
 from roofline.attention_pairs import attended_pairs
 from roofline.kernels import FLOPS_PER_ELEMENT, FUSED_ATTENTION, FUSED_MLA, Kernel, latent_attention_cost
+from roofline.op_counts import (batched_matmul_counts, fused_attention_counts, matmul_counts, pv_counts, row_op_counts,
+                                scores_counts)
 from roofline.mixers import Attention, LatentAttention
 from roofline.op_builder import SOFTMAX, OpBuilder
 
@@ -28,12 +30,12 @@ def _at_least_0(x):
 
 
 def attention_ops(o: OpBuilder, a: Attention, B, T, S, decode: bool, attention: str, D) -> list[Kernel]:
-    H, K, d, dv = a.heads, a.kv_heads, a.head_dim, a.v_head_dim
+    H, K, d, dv, span = a.heads, a.kv_heads, a.head_dim, a.v_head_dim, a.span
     M = B * T
     w = o.w
-    pairs = attended_pairs(T, S, a.index_topk or a.span, bool(a.chunk), not decode)  # per head, per sequence (causal)
+    pairs = attended_pairs(T, S, a.index_topk or span, bool(a.chunk), not decode)  # per head, per sequence (causal)
     n_s = B * H * pairs
-    keys = _keys_read(S, T, a.span) if a.span else S
+    keys = _keys_read(S, T, span) if span else S
     cached = keys if decode else _at_least_0(keys - T)  # keys that come from the cache
     ops = [o.mm("QKV proj", M, a.qkv_width, D, "attention")]
     if a.qk_norm:
@@ -43,16 +45,16 @@ def attention_ops(o: OpBuilder, a: Attention, B, T, S, decode: bool, attention: 
         keys = a.attended(S) if decode else S  # decode reads its top k; a prefill chunk's queries together all S
     q, k_, v, out = B * H * T * d, B * K * keys * d, B * K * keys * dv, B * H * T * dv
     if a.index_topk:  # one sparse kernel whatever ``attention`` says (MiniMax's MSA kernels)
-        ops.append(Kernel.trusted(SPARSE_GQA, 2.0 * n_s * (d + dv) + SOFTMAX * n_s, w * (q + k_ + v + out), "attention",
+        ops.append(Kernel.trusted(SPARSE_GQA, *fused_attention_counts(n_s, q, k_, v, out, d, dv, w, SOFTMAX), "attention",
                                   o.dtype, cache_elems=B * K * (keys if decode else _at_least_0(S - T)) * (d + dv)))
     elif attention == "naive":
-        ops += [Kernel.trusted("QK^T", 2.0 * n_s * d, w * (q + k_ + n_s), "attention", o.dtype, cache_elems=B * K * cached * d),
-                Kernel.trusted("softmax", SOFTMAX * n_s, 2.0 * w * n_s, "softmax", o.dtype),
-                Kernel.trusted("PV", 2.0 * n_s * dv, w * (n_s + v + out), "attention", o.dtype, cache_elems=B * K * cached * dv)]
+        ops += [Kernel.trusted("QK^T", *scores_counts(n_s, q, k_, d, w), "attention", o.dtype, cache_elems=B * K * cached * d),
+                Kernel.trusted("softmax", *row_op_counts(n_s, SOFTMAX, w), "softmax", o.dtype),
+                Kernel.trusted("PV", *pv_counts(n_s, v, out, dv, w), "attention", o.dtype, cache_elems=B * K * cached * dv)]
     else:
-        ops.append(Kernel.trusted("flash attention", 2.0 * n_s * (d + dv) + SOFTMAX * n_s, w * (q + k_ + v + out),
+        ops.append(Kernel.trusted("flash attention", *fused_attention_counts(n_s, q, k_, v, out, d, dv, w, SOFTMAX),
                                   "attention", o.dtype, None, 0.0, B * K * cached * (d + dv), "",
-                                  (FUSED_ATTENTION, B, T, S, H, K, d, dv, a.span, bool(a.chunk), decode, o.dtype)))
+                                  (FUSED_ATTENTION, B, T, S, H, K, d, dv, span, bool(a.chunk), decode, o.dtype)))
     if a.output_gate:  # out * sigmoid(gate), the gate from q_proj's second half
         ops.append(o.ew("output gate (sigmoid*mul)", M * H * dv, 2, 1, FLOPS_PER_ELEMENT["gated_activation"]))
     ops.append(o.mm("out proj", M, D, H * dv, "attention"))
@@ -83,20 +85,19 @@ def latent_ops(o: OpBuilder, a: LatentAttention, B, T, S, decode: bool, D) -> li
         core = Kernel.trusted(SPARSE_ATTENTION if a.index_topk else "latent attention", flops, nbytes, "attention", o.dtype,
                               cache_elems=cache,
                               shape=(FUSED_MLA, B, S, H, r, rope, o.dtype) if one_query and not a.index_topk else ())
-        ops += [Kernel.trusted("q absorb (W_UK)", 2.0 * M * H * nope * r, w * (M * H * nope + H * nope * r + M * H * r), "matmul",
+        ops += [Kernel.trusted("q absorb (W_UK)", *batched_matmul_counts(H, M, r, nope, w), "matmul",  # per head (M, nope) @ (nope, r)
                        o.dtype, weight_elems=H * nope * r, part="attention"),
                 core,
-                Kernel.trusted("out absorb (W_UV)", 2.0 * M * H * r * dv, w * (M * H * r + H * r * dv + M * H * dv), "matmul",
+                Kernel.trusted("out absorb (W_UV)", *batched_matmul_counts(H, M, dv, r, w), "matmul",  # per head (M, r) @ (r, dv)
                        o.dtype, weight_elems=H * r * dv, part="attention")]
     else:
         keys = B * S
         cached = B * _at_least_0(S - T) * (r + rope)
-        ops += [Kernel.trusted("kv_b proj (expand)", 2.0 * keys * H * (nope + dv) * r,
-                       w * (keys * r + r * H * (nope + dv) + keys * H * (nope + dv)), "matmul", o.dtype,
+        ops += [Kernel.trusted("kv_b proj (expand)", *matmul_counts(keys, H * (nope + dv), r, w), "matmul", o.dtype,
                        weight_elems=r * H * (nope + dv), part="attention", cache_elems=cached),
-                Kernel.trusted("flash attention", 2.0 * n_s * (a.qk_head_dim + dv) + SOFTMAX * n_s,
-                       w * (M * H * a.qk_head_dim + keys * H * a.qk_head_dim + keys * H * dv + M * H * dv), "attention",
-                       o.dtype)]
+                Kernel.trusted("flash attention", *fused_attention_counts(n_s, M * H * a.qk_head_dim, keys * H * a.qk_head_dim,
+                                                                          keys * H * dv, M * H * dv, a.qk_head_dim, dv, w, SOFTMAX),
+                               "attention", o.dtype)]
     ops.append(o.mm("out proj", M, D, H * dv, "attention"))
     return ops
 

@@ -59,6 +59,7 @@ from roofline.machines import Machine, get_machine
 from roofline.mixers import MLP, Attention, GatedDeltaNet, LatentAttention, Mamba, Mamba2, MoE, ParallelMixer
 from roofline.model_sources import get_model
 from roofline.op_builder import OpBuilder, builder_for
+from roofline.op_counts import expert_matmul_counts
 from roofline.tables import Tabular
 from roofline.units import DTYPE_BYTES
 from roofline.workload import ATTENTIONS, PHASES, Workload, check_size, checked_workload
@@ -127,13 +128,13 @@ def _routed_ops(o: _Ops, moe, M, D, touched=None) -> list[Kernel]:
     rows = M * k
     up = 2 if moe.gated else 1
     shape = (MOE_EXPERTS, M, D, F, k, E, moe.gated, o.dtype, o.dtype)  # weights and compute: model_ops sets them
-    return [Kernel.trusted("expert gate+up proj" if moe.gated else "expert up proj", 2.0 * rows * D * F * up,
-                           w * (rows * D + touched * up * D * F + rows * up * F), "matmul", o.dtype,
+    return [Kernel.trusted("expert gate+up proj" if moe.gated else "expert up proj",
+                           *expert_matmul_counts(rows, D, F, up, touched, w), "matmul", o.dtype,
                            weight_elems=touched * up * D * F, part="experts", shape=shape),
             o.ew(_act_name(moe, moe.gated), rows * F, 2 if moe.gated else 1, 1,
                  FLOPS_PER_ELEMENT["gated_activation" if moe.gated else "gelu"], shape=shape),
-            Kernel.trusted("expert down proj", 2.0 * rows * F * D, w * (rows * F + touched * F * D + rows * D), "matmul",
-                           o.dtype, weight_elems=touched * F * D, part="experts", shape=shape)]
+            Kernel.trusted("expert down proj", *expert_matmul_counts(rows, F, D, 1, touched, w), "matmul", o.dtype,
+                           weight_elems=touched * F * D, part="experts", shape=shape)]
 
 
 def _ssm_ops(o: _Ops, s, B, T, decode: bool, D) -> list[Kernel]:

@@ -22,7 +22,9 @@ from roofline.attention_pairs import attended_pairs
 from roofline.errors import MAX_COUNT, MAX_BYTES, MAX_FLOPS, RooflineError, check_number, unknown_name
 from roofline.kernel_shapes import (ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, COLLECTIVES, FUSED_ATTENTION, FUSED_MLA,  # noqa: F401
                                     MOE_EXPERTS, REDUCE_SCATTER, SEND, collective_group, matmul_dims)  # re-exported
-from roofline.op_counts import FLOPS_PER_ELEMENT, latent_attention_cost, latent_decode_cost, norm_flops_per_element  # noqa: F401
+from roofline.op_counts import (FLOPS_PER_ELEMENT, batched_matmul_counts, elementwise_counts, fused_attention_counts,  # noqa: F401
+                                gather_bytes, latent_attention_cost, latent_decode_cost, matmul_counts, norm_flops_per_element,
+                                pv_counts, row_op_counts, scores_counts)
 from roofline.units import DTYPE_BYTES
 
 _PLAIN = (float, int, np.float64)  # scalars whose bounds two comparisons check (NaN fails them)
@@ -192,8 +194,7 @@ def matmul_kernel(M, N, K, bytes_per_elem=2.0, name=None) -> Kernel:
     Ignores bias and epilogue. The roofline chapter, section 2.2."""
     _dims(M=M, N=N, K=K)
     w, dtype = _elem(bytes_per_elem)
-    flops = 2.0 * M * N * K
-    moved = w * (M * K + K * N + M * N)
+    flops, moved = matmul_counts(M, N, K, w)
     return Kernel(name or f"matmul {M}x{K}x{N}", flops, moved, "matmul", dtype, shape=(1, M, N, K))
 
 
@@ -202,10 +203,8 @@ def batched_matmul_kernel(batch, M, N, K, bytes_per_elem=2.0, name=None) -> Kern
     """``batch`` independent (M, K) @ (K, N). flops = 2 b MNK; bytes = w b (MK + KN + MN)."""
     _dims(batch=batch, M=M, N=N, K=K)
     w, dtype = _elem(bytes_per_elem)
-    return Kernel(
-        name or f"bmm {batch}x{M}x{K}x{N}", 2.0 * batch * M * N * K, w * batch * (M * K + K * N + M * N), "matmul", dtype,
-        shape=(batch, M, N, K),
-    )
+    return Kernel(name or f"bmm {batch}x{M}x{K}x{N}", *batched_matmul_counts(batch, M, N, K, w), "matmul", dtype,
+                  shape=(batch, M, N, K))
 
 
 @register("decode_step")
@@ -228,7 +227,8 @@ def elementwise_kernel(n, n_inputs=1, n_outputs=1, flops_per_elem=FLOPS_PER_ELEM
     _dims(n=n, n_inputs=n_inputs, n_outputs=n_outputs)
     check_number("flops_per_elem", flops_per_elem, minimum=0, strictly=False, maximum=1e6)
     w, dtype = _elem(bytes_per_elem)
-    return Kernel(name or f"elementwise n={n}", flops_per_elem * n, w * n * (n_inputs + n_outputs), "elementwise", dtype)
+    return Kernel(name or f"elementwise n={n}", *elementwise_counts(n, n_inputs, n_outputs, flops_per_elem, w), "elementwise",
+                  dtype)
 
 
 @register("layernorm")
@@ -238,7 +238,7 @@ def layernorm_kernel(n_tokens, d, bytes_per_elem=2.0, name=None) -> Kernel:
     _dims(n_tokens=n_tokens, d=d)
     w, dtype = _elem(bytes_per_elem)
     n = n_tokens * d
-    return Kernel(name or f"layernorm {n_tokens}x{d}", FLOPS_PER_ELEMENT["layernorm"] * n, 2.0 * w * n, "norm", dtype)
+    return Kernel(name or f"layernorm {n_tokens}x{d}", *row_op_counts(n, FLOPS_PER_ELEMENT["layernorm"], w), "norm", dtype)
 
 
 @register("rmsnorm")
@@ -248,7 +248,7 @@ def rmsnorm_kernel(n_tokens, d, bytes_per_elem=2.0, name=None) -> Kernel:
     _dims(n_tokens=n_tokens, d=d)
     w, dtype = _elem(bytes_per_elem)
     n = n_tokens * d
-    return Kernel(name or f"rmsnorm {n_tokens}x{d}", FLOPS_PER_ELEMENT["rmsnorm"] * n, 2.0 * w * n, "norm", dtype)
+    return Kernel(name or f"rmsnorm {n_tokens}x{d}", *row_op_counts(n, FLOPS_PER_ELEMENT["rmsnorm"], w), "norm", dtype)
 
 
 @register("softmax")
@@ -259,7 +259,7 @@ def softmax_kernel(rows, cols, bytes_per_elem=2.0, causal=False, name=None) -> K
     _dims(rows=rows, cols=cols)
     w, dtype = _elem(bytes_per_elem)
     n = rows * cols * _causal(causal)
-    return Kernel(name or f"softmax {rows}x{cols}", FLOPS_PER_ELEMENT["softmax"] * n, 2.0 * w * n, "softmax", dtype)
+    return Kernel(name or f"softmax {rows}x{cols}", *row_op_counts(n, FLOPS_PER_ELEMENT["softmax"], w), "softmax", dtype)
 
 
 @register("embedding")
@@ -268,7 +268,7 @@ def embedding_kernel(n_tokens, d, bytes_per_elem=2.0, name=None) -> Kernel:
     read, the (T, d) output written. Ignores the token ids."""
     _dims(n_tokens=n_tokens, d=d)
     w, dtype = _elem(bytes_per_elem)
-    return Kernel(name or f"embedding {n_tokens}x{d}", 0.0, 2.0 * w * n_tokens * d, "gather", dtype)
+    return Kernel(name or f"embedding {n_tokens}x{d}", 0.0, gather_bytes(n_tokens, d, w), "gather", dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,8 +297,7 @@ def attention_scores_kernel(T, d, heads=1, kv_heads=None, batch=1, causal=False,
     when causal). flops = 2 n_s d; bytes = w (B H T d + B K S d + n_s): read Q and K, write the
     scores. The 'Predicting a Kernel's Time' plate: QK^T moves w (H T d + K T d + S)."""
     S, kv, w, dtype, n_s = _attention_sizes(T, d, heads, kv_heads, batch, causal, context, bytes_per_elem)
-    moved = w * (batch * heads * T * d + batch * kv * S * d + n_s)
-    return Kernel(name or f"QK^T T={T}", 2.0 * n_s * d, moved, "attention", dtype)
+    return Kernel(name or f"QK^T T={T}", *scores_counts(n_s, batch * heads * T * d, batch * kv * S * d, d, w), "attention", dtype)
 
 
 @register("attention_pv")
@@ -306,8 +305,7 @@ def attention_pv_kernel(T, d, heads=1, kv_heads=None, batch=1, causal=False, con
     """P V with P materialised: flops = 2 n_s d; bytes = w (n_s + B K S d + B H T d): read P and
     V, write the output, as the 'Predicting a Kernel's Time' plate counts it."""
     S, kv, w, dtype, n_s = _attention_sizes(T, d, heads, kv_heads, batch, causal, context, bytes_per_elem)
-    moved = w * (n_s + batch * kv * S * d + batch * heads * T * d)
-    return Kernel(name or f"PV T={T}", 2.0 * n_s * d, moved, "attention", dtype)
+    return Kernel(name or f"PV T={T}", *pv_counts(n_s, batch * kv * S * d, batch * heads * T * d, d, w), "attention", dtype)
 
 
 @register("naive_attention")
@@ -316,9 +314,9 @@ def naive_attention_kernel(T, d, bytes_per_elem=2.0, heads=1, kv_heads=None, bat
     flops = 4 n_s d + 5 n_s; bytes = w (2 B H T d + 2 B K S d + 4 n_s): Q, K, V in; scores out
     and in; probabilities out and in; O out. Single head, S = T: w (4 T d + 4 T^2), the roofline chapter, section 2.2."""
     S, kv, w, dtype, n_s = _attention_sizes(T, d, heads, kv_heads, batch, causal, context, bytes_per_elem)
-    flops = 4.0 * n_s * d + FLOPS_PER_ELEMENT["softmax"] * n_s
-    moved = w * (2 * batch * heads * T * d + 2 * batch * kv * S * d + 4 * n_s)
-    return Kernel(f"naive attention T={T}", flops, moved, "attention", dtype)
+    q, k = batch * heads * T * d, batch * kv * S * d  # Q and O; K and V
+    flops, moved = fused_attention_counts(n_s, q, k, k, q, d, d, w, FLOPS_PER_ELEMENT["softmax"])
+    return Kernel(f"naive attention T={T}", flops, moved + 4.0 * w * n_s, "attention", dtype)  # + scores and P out and in
 
 
 @register("flash_attention")
@@ -328,9 +326,9 @@ def flash_attention_kernel(T, d, bytes_per_elem=2.0, heads=1, kv_heads=None, bat
     and O touch memory: bytes = w (2 B H T d + 2 B K S d). Single head: w 4 T d, the roofline chapter, section 2.2.
     Ignores the log-sum-exp statistics (B H T floats)."""
     S, kv, w, dtype, n_s = _attention_sizes(T, d, heads, kv_heads, batch, causal, context, bytes_per_elem)
-    flops = 4.0 * n_s * d + FLOPS_PER_ELEMENT["softmax"] * n_s
-    moved = w * (2 * batch * heads * T * d + 2 * batch * kv * S * d)
-    return Kernel(name or f"flash attention T={T}", flops, moved, "attention", dtype)
+    q, k = batch * heads * T * d, batch * kv * S * d  # Q and O; K and V
+    return Kernel(name or f"flash attention T={T}", *fused_attention_counts(n_s, q, k, k, q, d, d, w, FLOPS_PER_ELEMENT["softmax"]),
+                  "attention", dtype)
 
 
 # ---------------------------------------------------------------------------------------------

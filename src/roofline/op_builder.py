@@ -5,7 +5,8 @@ validated once, at the edge: workload.checked_workload).
 
 from __future__ import annotations
 
-from roofline.kernels import FLOPS_PER_ELEMENT, Kernel, dtype_name, norm_flops_per_element
+from roofline.kernels import Kernel, dtype_name
+from roofline.op_counts import FLOPS_PER_ELEMENT, elementwise_counts, matmul_counts, norm_flops_per_element, row_op_counts
 from roofline.units import dtype_bytes
 
 SOFTMAX = FLOPS_PER_ELEMENT["softmax"]  # per score element, in the attention ops
@@ -19,19 +20,21 @@ class OpBuilder:
         self.w, self.dtype = w, dtype
 
     def mm(self, name, M, N, K, part="", weights=True):
-        """(M, K) @ (K, N): 2MNK FLOPs, w (MK + KN + MN) bytes; the (K, N) operand is a weight."""
-        return _kernel(name, 2.0 * M * N * K, self.w * (M * K + K * N + M * N), "matmul", self.dtype, None,
-                       K * N if weights else 0.0, 0.0, part if weights else "", (1, M, N, K))
+        """(M, K) @ (K, N) (op_counts.matmul_counts); the (K, N) operand is a weight."""
+        flops, moved = matmul_counts(M, N, K, self.w)
+        return _kernel(name, flops, moved, "matmul", self.dtype, None, K * N if weights else 0.0, 0.0, part if weights else "",
+                       (1, M, N, K))
 
     def norm(self, name, rows, width, kind="rmsnorm"):
-        """RMSNorm or LayerNorm (kernels.FLOPS_PER_ELEMENT); read x, write y."""
-        n = rows * width
-        return _kernel(name, norm_flops_per_element(kind) * n, 2.0 * self.w * n, "norm", self.dtype)
+        """RMSNorm or LayerNorm over (rows, width) (op_counts.row_op_counts); read x, write y."""
+        flops, moved = row_op_counts(rows * width, norm_flops_per_element(kind), self.w)
+        return _kernel(name, flops, moved, "norm", self.dtype)
 
     def ew(self, name, n, n_in=1, n_out=1, flops_per_elem=FLOPS_PER_ELEMENT["elementwise"], category="elementwise", cache=0.0,
            shape=()):
-        return _kernel(name, flops_per_elem * n, self.w * n * (n_in + n_out), category, self.dtype, None, 0.0, cache, "",
-                       shape)
+        """An elementwise op on n elements, n_in read and n_out written (op_counts.elementwise_counts)."""
+        flops, moved = elementwise_counts(n, n_in, n_out, flops_per_elem, self.w)
+        return _kernel(name, flops, moved, category, self.dtype, None, 0.0, cache, "", shape)
 
 
 _OPS: dict[object, OpBuilder] = {}  # one builder per activation dtype (a name or a width), made once

@@ -1,6 +1,9 @@
 """Pure count rules that kernel constructors (kernels.py, which re-exports them), the layer ops (blocks,
-attention_ops, plan) and the aten rules (trace.rules) share: FLOPs per element of the vector ops, and
-the closed forms of MLA's absorbed attention. Inputs in, counts out; plain numbers or arrays.
+attention_ops, op_builder, plan) and the aten rules (trace.rules) share: FLOPs per element of the vector
+ops; (FLOPs, bytes) of a matmul, a routed experts' matmul, a row-wise op (norm, softmax), an elementwise
+op, a gather and the ring collectives; the closed forms of MLA's absorbed attention. Inputs in, counts
+out; plain numbers or arrays. ``w`` is bytes per element throughout. Each rule is the only place its
+formula is written: the checked constructors (kernels.py) and the trusted builders call it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,61 @@ FLOPS_PER_ELEMENT = {
 def norm_flops_per_element(kind: str) -> float:
     """FLOPs per element of a model's norm: "layernorm", else RMSNorm (a config's final_norm)."""
     return FLOPS_PER_ELEMENT["layernorm" if kind == "layernorm" else "rmsnorm"]
+
+
+def matmul_counts(M, N, K, w):
+    """(M, K) @ (K, N): 2 M N K FLOPs; w (M K + K N + M N) bytes, A and B read once, C written once
+    (bias and epilogue ignored). The roofline chapter, section 2.2."""
+    return 2.0 * M * N * K, w * (M * K + K * N + M * N)
+
+
+def batched_matmul_counts(batch, M, N, K, w):
+    """``batch`` independent (M, K) @ (K, N): 2 b M N K FLOPs; w b (M K + K N + M N) bytes."""
+    return 2.0 * batch * M * N * K, w * batch * (M * K + K * N + M * N)
+
+
+def expert_matmul_counts(rows, D, F, n, touched, w):
+    """A routed experts' matmul over ``rows`` token-expert rows, each (rows, D) @ (D, n F) with the
+    weights of the ``touched`` experts read once (n = 2 for a gated gate+up, 1 for an up; a down
+    proj is (rows, F) @ (F, D): pass D and F swapped, n = 1): 2 rows D F n FLOPs; w (rows D +
+    touched n D F + rows n F) bytes."""
+    return 2.0 * rows * D * F * n, w * (rows * D + touched * n * D * F + rows * n * F)
+
+
+def row_op_counts(n, flops_per_elem, w):
+    """A row-wise op (a norm, a materialised softmax) over n elements: f n FLOPs (FLOPS_PER_ELEMENT);
+    2 w n bytes, x read and y written (the norm's d-sized weights ignored)."""
+    return flops_per_elem * n, 2.0 * w * n
+
+
+def elementwise_counts(n, n_in, n_out, flops_per_elem, w):
+    """An elementwise op on n elements, n_in read and n_out written: f n FLOPs; w n (n_in + n_out) bytes."""
+    return flops_per_elem * n, w * n * (n_in + n_out)
+
+
+def gather_bytes(rows, width, w):
+    """An embedding gather of ``rows`` rows of ``width``: no FLOPs (a lookup); 2 w rows width bytes,
+    the rows read and the (rows, width) output written (the token ids ignored)."""
+    return 2.0 * w * rows * width
+
+
+def scores_counts(n_s, q, k, d, w):
+    """Q K^T materialised: n_s score elements, each a d-wide dot product: 2 n_s d FLOPs; w (q + k +
+    n_s) bytes, the q query and k key elements read and the scores written."""
+    return 2.0 * n_s * d, w * (q + k + n_s)
+
+
+def pv_counts(n_s, v, out, dv, w):
+    """P V with P materialised: 2 n_s dv FLOPs; w (n_s + v + out) bytes, P and the v value elements
+    read and the out output elements written."""
+    return 2.0 * n_s * dv, w * (n_s + v + out)
+
+
+def fused_attention_counts(n_s, q, k, v, out, d, dv, w, softmax_flops):
+    """Attention in one kernel (FlashAttention): the scores and PV of n_s score elements and their
+    softmax, 2 n_s (d + dv) + s n_s FLOPs; only Q, K, V and O touch memory, w (q + k + v + out)
+    bytes (the log-sum-exp statistics ignored)."""
+    return 2.0 * n_s * (d + dv) + softmax_flops * n_s, w * (q + k + v + out)
 
 
 def latent_attention_cost(queries, scores, cache, H, r, rope, bytes_per_elem, softmax_flops):

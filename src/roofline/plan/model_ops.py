@@ -26,7 +26,8 @@ from roofline.blocks import Workload, check_size, layer_kernels
 from roofline.cost import (CostModel, WorkloadPrediction, bytes_bind, bytes_per_s, link_latency_s,
                            seed_cost_model)
 from roofline.errors import RooflineError
-from roofline.kernels import FUSED_ATTENTION, MOE_EXPERTS, Kernel, _PLAIN, all_reduce_kernel, norm_flops_per_element
+from roofline.kernels import FUSED_ATTENTION, MOE_EXPERTS, Kernel, _PLAIN, all_reduce_kernel
+from roofline.op_counts import gather_bytes, matmul_counts, norm_flops_per_element, row_op_counts
 from roofline.machines import Machine, get_machine
 from roofline.plan.parallel import shard
 from roofline.plan.precision import Precision
@@ -46,7 +47,7 @@ class CountedOp:
     group: str = ""
 
 
-def _requantised(k: Kernel, precision: Precision) -> tuple[Kernel, object, object]:
+def requantised(k: Kernel, precision: Precision) -> tuple[Kernel, object, object]:
     """The kernel with its weight and cache parts at their own widths (the kernel carries their
     element counts), and those parts in bytes: bytes' = bytes + (w_w - w_a) weight_elems +
     (w_kv - w_a) cache_elems."""
@@ -63,6 +64,48 @@ def _requantised(k: Kernel, precision: Precision) -> tuple[Kernel, object, objec
     moved = k.bytes + (ww - wa) * k.weight_elems + (wkv - wa) * k.cache_elems
     return (Kernel.trusted(k.name, k.flops, moved, k.category, dtype, k.link, k.weight_elems, k.cache_elems, k.part,
                            shape), ww * k.weight_elems, wkv * k.cache_elems)
+
+
+_requantised = requantised  # its former name
+
+
+# ---------------------------------------------------------------------------------------------
+# The ops of a whole model outside its layers: the one builder of each, which model_rows (the
+# planner) and StepLayout (the serving step) both call. Sizes trusted (validated at the edge).
+# ---------------------------------------------------------------------------------------------
+
+def embedding_op(M, D, wa: str) -> Kernel:
+    """The embedding gather of M rows of the (V, D) table at activation dtype ``wa``
+    (op_counts.gather_bytes); the M D elements read are weights of part "embedding"."""
+    return Kernel.trusted("embedding", 0.0 * M, gather_bytes(M, D, DTYPE_BYTES[wa]), "gather", wa, None, M * D, 0.0,
+                          "embedding")
+
+
+def tp_all_reduce_op(M, D, t: int, link: str, wa: str) -> Kernel:
+    """One tensor-parallel all-reduce of the (M, D) activations among t GPUs over ``link``
+    (kernels.all_reduce_kernel). A model runs Layer.tp_all_reduces of them a layer (tp_all_reduces)."""
+    return all_reduce_kernel(M * D, t, link, wa, name=f"TP all-reduce ({link})")
+
+
+def tp_all_reduces(model) -> int:
+    """All-reduces a forward pass runs under tensor parallelism: each layer's Layer.tp_all_reduces
+    (Megatron-LM: one after the mixer's output projection, one after the MLP's down projection; a
+    parallel hybrid's two mixers reduce apart)."""
+    return sum(n * kind.tp_all_reduces for kind, n in model.kind_counts())
+
+
+def logits_ops(R, model, wa: str, gemm_shape: bool = True) -> list[Kernel]:
+    """The final norm and the LM head on R rows (one a sequence that samples a token), on one GPU of
+    ``model`` (its tensor-parallel slice: V its share of the vocabulary): the norm over (R, D)
+    (op_counts.row_op_counts) and (R, D) @ (D, V) (op_counts.matmul_counts), its (D, V) weights of
+    part "embedding" when tied, else "lm_head". ``gemm_shape``: the LM head carries its GEMM's
+    (1, R, V, D), what a measured GEMM table is read at (the serving step's tables are by R: none)."""
+    D, V, w = model.d_model, model.vocab, DTYPE_BYTES[wa]
+    norm_flops, norm_bytes = row_op_counts(R * D, norm_flops_per_element(model.final_norm), w)
+    head_flops, head_bytes = matmul_counts(R, V, D, w)
+    return [Kernel.trusted("final norm", norm_flops, norm_bytes, "norm", wa),
+            Kernel.trusted("LM head", head_flops, head_bytes, "matmul", wa, None, D * V, 0.0,
+                           "embedding" if model.tied_embeddings else "lm_head", (1, R, V, D) if gemm_shape else ())]
 
 
 def context_of(phase: str, tokens, context):
@@ -102,10 +145,11 @@ def model_rows(model, phase, tokens, batch, context, attention, precision, tenso
     tuple, a tenth of the cost of the frozen object (predict_model makes those on first use)."""
     cfg = get_model(model)
     precision = precision or _BF16
-    sh = shard(cfg, tensor_parallel)
+    sh = cfg if type(tensor_parallel) is int and tensor_parallel == 1 else shard(cfg, tensor_parallel)
     t = int(tensor_parallel)
     wa = precision.activations
-    if phase == "decode":
+    decode = phase == "decode"
+    if decode:
         w = Workload.of("decode", None, batch, context_of(phase, tokens, context))
     else:
         w = Workload.of("prefill", tokens, batch, context)
@@ -113,33 +157,27 @@ def model_rows(model, phase, tokens, batch, context, attention, precision, tenso
     M = w.batch * w.tokens
     D = cfg.d_model
     w_a = DTYPE_BYTES[wa]
-    plain = precision.stored is None and precision.weights == precision.kv_cache == wa and not precision.kept("lm_head")
+    plain = precision is _BF16 or (precision.stored is None and precision.weights == precision.kv_cache == wa
+                                   and not precision.kept("lm_head"))
 
     def rows(kernels, n, group=""):
         if plain:  # nothing to re-price: weights and cache at the activation width
             return [(k, n, w_a * k.weight_elems, w_a * k.cache_elems, group) for k in kernels]
         return [(q, n, wbytes, kvbytes, group) for q, wbytes, kvbytes in (_requantised(k, precision) for k in kernels)]
 
-    # the embedding gather: T rows of the table read, (T, D) written (kernels.embedding_kernel's count)
-    out = rows([Kernel.trusted("embedding", 0.0, 2.0 * w_a * M * D, "gather", wa, None, M * D, 0.0, "embedding")], 1)
+    out = rows([embedding_op(M, D, wa)], 1)
     kinds = sh.kind_counts()
     multi = len(kinds) > 1
-    reduces = 0
     for kind, n in kinds:
-        kernels = layer_kernels(kind, D, w.decode, w.tokens, w.batch, w.context, attention, wa)
+        kernels = layer_kernels(kind, D, decode, w.tokens, w.batch, w.context, attention, wa)
         if multi:
             group = LETTERS[sh.kinds.index(kind)]
             out += rows([Kernel.trusted(**{**k.__dict__, "name": f"{group}: {k.name}"}) for k in kernels], n, group)
         else:
             out += rows(kernels, n)
-        reduces += n * kind.tp_all_reduces  # a parallel hybrid's two mixers reduce apart
     if t > 1 and link is not None:
-        out += rows([all_reduce_kernel(M * D, t, link, wa, name=f"TP all-reduce ({link})")], reduces)
-    B, V = w.batch, sh.vocab  # the LM head on the last token of each sequence: (B, D) @ (D, V)
-    out += rows([Kernel.trusted("final norm", norm_flops_per_element(cfg.final_norm) * B * D, 2.0 * w_a * B * D, "norm", wa),
-                 Kernel.trusted("LM head", 2.0 * B * V * D, w_a * (B * D + D * V + B * V), "matmul", wa, None, D * V, 0.0,
-                                "embedding" if cfg.tied_embeddings else "lm_head", (1, B, V, D))], 1)
-    return out
+        out += rows([tp_all_reduce_op(M, D, t, link, wa)], tp_all_reduces(sh))
+    return out + rows(logits_ops(w.batch, sh, wa), 1)  # on the last token of each sequence
 
 
 def predict_counted(ops: list[CountedOp], machine, cost_model: CostModel) -> WorkloadPrediction:

@@ -42,6 +42,7 @@ from roofline.cost import binds, overlapped_s
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel
 from roofline.plan.kv_budget import kv_cache_budget, sequence_cache_bytes
+from roofline.plan.model_ops import tp_all_reduces
 from roofline.plan.step_chunks import ChunkCosts
 from roofline.plan.step_decode import DecodeFits
 from roofline.plan.step_layout import MAX_STEP_TOKENS, StepLayout
@@ -101,7 +102,6 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
         self._chunk_fits = []  # per kind: the chunk ops' FLOPs and bytes in closed form in (C, P), or None
         self._seq_notes: list[str] = []  # the sequence ops measured kernels could not price, and why
         runs = 0
-        reduces = 0
         multi = len(sh.kinds) > 1
         for kind, n in sh.kind_counts():
             label = f"{'ABCDEFGHIJKLMNOPQRSTUVWXYZ'[sh.kinds.index(kind)]}: " if multi else ""
@@ -123,13 +123,12 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
             self._chunk_names.append([k.name for k in self._kernels(kind, False, 8, 1, 8) if k.name not in token_names])
             self._chunk_fits.append((self._chunk_fit(kind, self._chunk_names[-1], True),
                                      self._chunk_fit(kind, self._chunk_names[-1], False)))
-            reduces += n * kind.tp_all_reduces
         token_body += self._op_time(self._embedding(Mpos))[2]
         runs += 1
         for k in self._head_kernels(Mpos):
             token_body += self._op_time(k)[2]
             runs += 1
-        self._reduces = reduces
+        self._reduces = reduces = tp_all_reduces(sh)
         if self.tensor_parallel > 1 and not self.expert_parallel:
             token_body += self._op_time(self._tp_all_reduce(Mpos))[2] * reduces
             runs += reduces
@@ -145,7 +144,8 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
         self._expert_body = expert_body
         R = np.arange(0, self.max_seqs * self.verify_tokens + self.max_seqs + 1, dtype=float)
         Rp = np.maximum(R, 1.0)
-        logits_body = self._op_time(self._final_norm(Rp))[2] + self._op_time(self._lm_head(Rp))[2]  # by one GPU's rows
+        norm, head = self._logits(Rp)  # by one GPU's rows
+        logits_body = self._op_time(norm)[2] + self._op_time(head)[2]
         logits_body[0] = 0.0
         self._logits_body = logits_body
         self._runs_token = runs + 2  # final norm and LM head
@@ -292,10 +292,8 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
                 add(f"{name} (chunks)", "chunk", layers, F, B, rates, t)
         if R:
             Rg = float(-(-R // dp))
-            fn = self._final_norm(Rg)
-            add("final norm", "logits", 1, float(fn.flops), float(fn.bytes), fn)
-            lm = self._lm_head(Rg)
-            add("LM head", "logits", 1, float(lm.flops), float(lm.bytes), lm)
+            for k in self._logits(Rg):
+                add(k.name, "logits", 1, float(k.flops), float(k.bytes), k)
         if graph and out:
             out.append(StepOp("CUDA graph launch", "launch", 1, 0.0, 0.0, self.cost_model.launch_overhead_s, "launch"))
         return out

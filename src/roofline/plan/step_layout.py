@@ -13,10 +13,10 @@ import numpy as np
 from roofline.blocks import layer_kernels
 from roofline.cost import CostModel, seed_cost_model
 from roofline.errors import RooflineError, check_number
-from roofline.kernels import ALL_TO_ALL, SEND, Kernel, all_reduce_kernel, norm_flops_per_element
+from roofline.kernels import ALL_TO_ALL, SEND, Kernel
 from roofline.machines import get_machine
 from roofline.plan.precision import Precision
-from roofline.plan.model_ops import _requantised
+from roofline.plan.model_ops import embedding_op, logits_ops, requantised as _requantised, tp_all_reduce_op
 from roofline.plan.parallel import shard, tp_link
 from roofline.transformer import get_model
 from roofline.units import DTYPE_BYTES
@@ -102,10 +102,8 @@ class StepLayout:
                 for k in layer_kernels(kind, self.sharded.d_model, decode, T, B, S, self.attention, self.precision.activations)]
 
     def _embedding(self, M) -> Kernel:
-        """The embedding gather of M rows, at the stored width of the embedding's weights."""
-        w_a, D = DTYPE_BYTES[self.precision.activations], self.sharded.d_model
-        return _requantised(Kernel.trusted("embedding", 0.0 * M, 2.0 * w_a * M * D, "gather", self.precision.activations,
-                                           weight_elems=M * D, part="embedding"), self.precision)[0]
+        """The embedding gather of M rows (model_ops.embedding_op), at the stored width of the embedding's weights."""
+        return _requantised(embedding_op(M, self.sharded.d_model, self.precision.activations), self.precision)[0]
 
     def _head_kernels(self, M) -> list[Kernel]:
         """Token ops of M rows that run once a step before the layers, beside the embedding: none for a
@@ -113,9 +111,8 @@ class StepLayout:
         return []
 
     def _tp_all_reduce(self, M) -> Kernel:
-        """One tensor-parallel all-reduce of the (M, D) activations over the link."""
-        return all_reduce_kernel(M * self.sharded.d_model, self.tensor_parallel, self.link,
-                                 DTYPE_BYTES[self.precision.activations], name=f"TP all-reduce ({self.link})")
+        """One tensor-parallel all-reduce of the (M, D) activations over the link (model_ops.tp_all_reduce_op)."""
+        return tp_all_reduce_op(M, self.sharded.d_model, self.tensor_parallel, self.link, self.precision.activations)
 
     ROUTED = ("expert gate+up proj", "expert up proj", "expert down proj")
 
@@ -230,19 +227,10 @@ class StepLayout:
                                       self.link, shape=(ALL_TO_ALL, g, sent)))
         return out
 
-    def _final_norm(self, R) -> Kernel:
-        sh, wa = self.sharded, self.precision.activations
-        w = DTYPE_BYTES[wa]
-        return Kernel.trusted("final norm", norm_flops_per_element(sh.final_norm) * R * sh.d_model,
-                              2.0 * w * R * sh.d_model, "norm", wa)
-
-    def _lm_head(self, R) -> Kernel:
-        sh = self.sharded
-        D, V = sh.d_model, sh.vocab
-        w = DTYPE_BYTES[self.precision.activations]
-        k = Kernel.trusted("LM head", 2.0 * R * V * D, w * (R * D + D * V + R * V), "matmul", self.precision.activations,
-                           weight_elems=D * V, part="embedding" if self.model.tied_embeddings else "lm_head")
-        return _requantised(k, self.precision)[0]
+    def _logits(self, R) -> list[Kernel]:
+        """The final norm and the LM head on R rows (model_ops.logits_ops), the head's weights at their
+        stored width; without the GEMM shape: R is a whole table of sizes here, priced by the roofline."""
+        return [_requantised(k, self.precision)[0] for k in logits_ops(R, self.sharded, self.precision.activations, False)]
 
     # -- what the layout bounds --------------------------------------------------------------------
     def _check_tokens(self, M: int, R: int):

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from roofline.architecture import Model
 from roofline.errors import RooflineError
-from roofline.kernels import Kernel, norm_flops_per_element
+from roofline.kernels import Kernel
+from roofline.op_counts import matmul_counts, norm_flops_per_element, row_op_counts
 from roofline.plan.step import StepCost
-from roofline.plan.step_layout import _requantised
+from roofline.plan.model_ops import requantised as _requantised
 from roofline.transformer import count_params, get_model
 from roofline.units import DTYPE_BYTES
 
@@ -58,10 +59,8 @@ class MtpStepCost(StepCost):
         into M's read (not costed)."""
         wa = self.precision.activations
         w, D = DTYPE_BYTES[wa], self.model.d_model
-        norms = Kernel.trusted("MTP enorm+hnorm", norm_flops_per_element("rmsnorm") * 2 * M * D, 2.0 * w * 2 * M * D,
-                               "norm", wa)
-        proj = Kernel.trusted("MTP eh_proj", 2.0 * M * 2 * D * D, w * (M * 2 * D + 2 * D * D + M * D), "matmul", wa,
-                              weight_elems=2 * D * D, part="mtp")
+        norms = Kernel.trusted("MTP enorm+hnorm", *row_op_counts(2 * M * D, norm_flops_per_element("rmsnorm"), w), "norm", wa)
+        proj = Kernel.trusted("MTP eh_proj", *matmul_counts(M, D, 2 * D, w), "matmul", wa, weight_elems=2 * D * D, part="mtp")
         return [norms, _requantised(proj, self.precision)[0]]
 
     def held_weight_bytes(self) -> float:
