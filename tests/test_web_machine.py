@@ -226,3 +226,15 @@ def test_the_custom_form_sends_its_figures_in_the_url_and_every_view_uses_them(p
     page.wait_for_function("document.getElementById('error').textContent.includes(\"custom machine's bw\")")
     assert render_count(page) == before and "bw%3D2.04TB" in page.url  # the machine shown stays the last that worked
     assert errors == []
+
+
+def test_a_custom_machines_download_is_named_custom():
+    # its figures (':', ',' and '/' in "989TFLOP/s") would make a file name some file systems refuse
+    from fastapi.testclient import TestClient
+
+    from roofline.web.app import create_app
+
+    with TestClient(create_app()) as c:
+        r = c.get("/api/layer.csv", params={"machine": H100_FIGURES, "tokens": 8192})
+    assert r.status_code == 200
+    assert r.headers["content-disposition"] == 'attachment; filename="layer-llama3-8b-custom-prefill-8192-b1-naive.csv"'

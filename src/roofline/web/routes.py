@@ -36,8 +36,11 @@ def add_catalog_routes(app: FastAPI, machines, origins, models, endpoint_names: 
 
 
 def _filename(q: LayerQuery, ext: str) -> str:
+    """The download's name: a preset's key as it is; a custom machine (custom:bf16=989TFLOP/s,...) as "custom",
+    its figures being in the file, not in a name a file system may refuse (':', '/', ',')."""
     size = f"{q.tokens}" if q.phase == "prefill" else f"ctx{q.context or q.tokens}"
-    return f"layer-{q.model}-{q.machine}-{q.phase}-{size}-b{q.batch}-{q.attention}.{ext}"
+    machine = "custom" if q.machine.startswith("custom:") else q.machine
+    return f"layer-{q.model}-{machine}-{q.phase}-{size}-b{q.batch}-{q.attention}.{ext}"
 
 
 def _layer_notes(body: dict, model, report, cost_model) -> None:
