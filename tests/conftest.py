@@ -74,3 +74,24 @@ def base_url_web():
 
     with background_server(create_app()) as url:
         yield url
+
+
+# -- fixtures several test files share: one home -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def client():
+    """The web app's test client (a module's own ``client`` fixture, where it needs other settings, wins)."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from roofline.web.app import create_app
+
+    return TestClient(create_app())
+
+
+@pytest.fixture(scope="module")
+def step():
+    """The serving tests' step: Llama 3 8B on an H100, eager (serving_common.llama_step)."""
+    from serving_common import llama_step
+
+    return llama_step()

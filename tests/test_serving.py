@@ -11,19 +11,13 @@ import numpy as np
 import pytest
 
 from roofline.cli import main
-from roofline.cost import seed_cost_model
 from roofline.errors import RooflineError
 from roofline.serving import Engine, Requests, closed_requests, poisson_requests, simulate
 from roofline.plan.step import StepCost
 
 PARAMS = 8.03e9
 PEAK, BW = 989e12, 3.35e12
-EAGER = seed_cost_model(launch_overhead_s=3e-6)  # no CUDA graph: every op pays 3 us
-
-
-@pytest.fixture(scope="module")
-def step():
-    return StepCost("llama3-8b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=256)
+from serving_common import EAGER  # noqa: E402 (tests/ is on sys.path)
 
 
 def test_a_decode_step_reads_the_weights_once(step):

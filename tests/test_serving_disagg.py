@@ -7,18 +7,11 @@ import numpy as np
 import pytest
 
 from roofline.cli import main
-from roofline.cost import seed_cost_model
 from roofline.errors import RooflineError
 from roofline.plan.step import StepCost
 from roofline.serving import (Requests, closed_requests, kv_transfer_seconds, meets_slo, poisson_requests, simulate,
                               simulate_disaggregated)
 
-EAGER = seed_cost_model(launch_overhead_s=3e-6)  # no CUDA graph: every op pays 3 us
-
-
-@pytest.fixture(scope="module")
-def step():
-    return StepCost("llama3-8b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=256)
 
 
 # Llama 3 8B's KV cache per token: 32 layers x 2 (K, V) x 8 heads x 128 x 2 B = 131,072 B; H100's scale-out

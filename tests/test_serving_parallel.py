@@ -7,12 +7,11 @@ import math
 import pytest
 
 from roofline.cli import main
-from roofline.cost import seed_cost_model
 from roofline.errors import RooflineError
 from roofline.serving import closed_requests, simulate
 from roofline.plan.step import StepCost
 
-EAGER = seed_cost_model(launch_overhead_s=3e-6)  # no CUDA graph: every op pays 3 us
+from serving_common import EAGER  # noqa: E402 (tests/ is on sys.path)
 
 
 def test_tensor_parallel_splits_the_weights_and_adds_all_reduces():

@@ -36,16 +36,6 @@ def serving_parser():
 
 
 @pytest.fixture(scope="module")
-def client():
-    pytest.importorskip("fastapi")
-    from fastapi.testclient import TestClient
-
-    from roofline.web.app import create_app
-
-    return TestClient(create_app())
-
-
-@pytest.fixture(scope="module")
 def schema(client):
     return {p["name"]: p for p in client.app.openapi()["paths"]["/api/serving"]["get"]["parameters"]}
 

@@ -4,7 +4,6 @@ accounting and preemption, and the step plans a long prompt is fed in, against h
 import numpy as np
 import pytest
 
-from roofline.cost import seed_cost_model
 from roofline.plan.step import StepCost
 from roofline.serving import Engine, closed_requests
 from roofline.serving.advance import advance
@@ -12,7 +11,7 @@ from roofline.serving.kvpool import KVPool
 from roofline.serving.schedule import schedule
 from roofline.serving.state import RunState
 
-EAGER = seed_cost_model(launch_overhead_s=3e-6)  # no CUDA graph: every op pays 3 us
+from serving_common import EAGER  # noqa: E402 (tests/ is on sys.path)
 
 
 def test_the_pool_counts_blocks_and_preempts_the_newest_when_a_decode_lacks_one():

@@ -15,12 +15,6 @@ from roofline.serving import (Engine, closed_requests, max_rate_within, meets_sl
                               sweep_concurrency)
 from roofline.plan.step import StepCost
 
-EAGER = seed_cost_model(launch_overhead_s=3e-6)  # no CUDA graph: every op pays 3 us
-
-
-@pytest.fixture(scope="module")
-def step():
-    return StepCost("llama3-8b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=256)
 
 
 def test_the_slo_search_returns_a_rate_that_meets_the_targets(step):

@@ -8,17 +8,11 @@ import numpy as np
 import pytest
 
 from roofline.cli import main
-from roofline.cost import seed_cost_model
 from roofline.errors import RooflineError
 from roofline.serving import Engine, closed_requests, poisson_requests, simulate
 from roofline.plan.step import StepCost
 
-EAGER = seed_cost_model(launch_overhead_s=3e-6)  # no CUDA graph: every op pays 3 us
-
-
-@pytest.fixture(scope="module")
-def step():
-    return StepCost("llama3-8b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=256)
+from serving_common import EAGER  # noqa: E402 (tests/ is on sys.path)
 
 
 def test_expected_tokens_per_verify_step():

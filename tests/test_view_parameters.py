@@ -40,16 +40,6 @@ def layer_parser():
 
 
 @pytest.fixture(scope="module")
-def client():
-    pytest.importorskip("fastapi")
-    from fastapi.testclient import TestClient
-
-    from roofline.web.app import create_app
-
-    return TestClient(create_app())
-
-
-@pytest.fixture(scope="module")
 def schemas(client):
     spec = client.app.openapi()["paths"]
     return {view: {p["name"]: p for p in spec[view]["get"]["parameters"]} for view in VIEWS}

@@ -55,11 +55,6 @@ bf16 = { value = 100e12, source = "MINE" }
 """
 
 
-@pytest.fixture(scope="module")
-def client():
-    return TestClient(create_app())
-
-
 # -- /api/machines, /api/models, /api/options ----------------------------------------------------
 
 def test_machines_lists_every_preset_with_its_roofline_numbers(client):

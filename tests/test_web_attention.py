@@ -10,14 +10,7 @@ import pytest
 pytest.importorskip("fastapi", reason="the web extra is not installed: pip install 'roofline[web]'")
 pytest.importorskip("httpx", reason="the web-test extra is not installed: pip install 'roofline[web-test]'")
 
-from fastapi.testclient import TestClient  # noqa: E402
 
-from roofline.web.app import create_app  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def client():
-    return TestClient(create_app())
 
 
 def test_the_plan_views_say_which_attention_they_priced(client):

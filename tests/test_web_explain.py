@@ -16,12 +16,6 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from roofline.web.app import create_app
-
-
-@pytest.fixture(scope="module")
-def client():
-    return TestClient(create_app())
 
 
 def test_fix_first_at_the_seed_names_flash_attention_with_the_spec_times(client):

@@ -17,7 +17,7 @@ with warnings.catch_warnings():  # newer Starlette suggests httpx2; httpx works
     from fastapi.testclient import TestClient
 
 from roofline.plan import QUANT_DTYPES
-from roofline.web.app import MAX_TP, create_app
+from roofline.web.app import MAX_TP
 
 # Llama 3 8B (Meta's model card, 8.03B parameters; its config.json): D 4096, L 32, H 32 heads and
 # K 8 kv heads of d_head 128, F 14,336, V 128,256, untied LM head.
@@ -32,11 +32,6 @@ assert PARAMS == 8_030_261_248
 KEPT = 2 * EMBEDDING + NORMS
 INT4_WEIGHT_BYTES = (PARAMS - KEPT) * 0.5 + KEPT * 2  # = 5,591,539,712
 H100_LAUNCH_S = 3e-6  # the h100-sxm preset's launch overhead (seed 003's 3 µs)
-
-
-@pytest.fixture(scope="module")
-def client():
-    return TestClient(create_app())
 
 
 def get(client, path, **params):

@@ -38,11 +38,6 @@ DATASHEET = tomllib.loads(resources.files("roofline").joinpath("data/machines.to
 SEEDS = range(1, 41)
 
 
-@pytest.fixture(scope="module")
-def client():
-    return TestClient(create_app())
-
-
 def exercise(client, kind, seed):
     r = client.get("/api/exercise", params={"kind": kind, "seed": seed})
     assert r.status_code == 200, r.text

@@ -15,11 +15,6 @@ from fastapi.testclient import TestClient  # noqa: E402
 from roofline.web.app import create_app  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    return TestClient(create_app())
-
-
 def _machine(client, key: str) -> dict:
     return next(m for m in client.get("/api/machines").json() if m["key"] == key)
 

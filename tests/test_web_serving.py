@@ -14,7 +14,6 @@ import io
 import json
 import math
 import os
-import time
 import warnings
 from pathlib import Path
 
@@ -44,11 +43,6 @@ from test_web_api import MACHINE_FILE, _close  # noqa: E402  (tests/ is on sys.p
 BASE = {"input_len": 512, "output_len": 64, "max_users": 16, "slo_ttft_ms": 100, "slo_tpot_ms": 8,
         "price_per_gpu_hour": 2.5}
 CLI_BASE = ["--input-len", "512", "--output-len", "64", "--slo-ttft", "100ms", "--slo-tpot", "8ms", "--price", "2.5"]
-
-
-@pytest.fixture(scope="module")
-def client():
-    return TestClient(create_app())
 
 
 def _cli_json(*argv):

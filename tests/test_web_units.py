@@ -10,19 +10,12 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 
-from fastapi.testclient import TestClient  # noqa: E402
 
 from roofline.units import (format_duration, format_number, format_plain, format_rate, format_ratio,  # noqa: E402
                             format_si, time_unit)
-from roofline.web.app import create_app  # noqa: E402
 
 H100_PEAK_BF16, H100_BYTES_PER_S = 989e12, 3.35e12  # NVIDIA H100 SXM datasheet (dense bf16)
 H100_MEMORY_BYTES = 81_559 * 2**20  # what nvidia-smi reports for the "80 GB" H100 SXM (NVIDIA/nccl issue #1264)
-
-
-@pytest.fixture(scope="module")
-def client():
-    return TestClient(create_app())
 
 
 # -- the formatter --------------------------------------------------------------------------------
