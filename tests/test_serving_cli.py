@@ -75,9 +75,9 @@ def test_what_a_reviewer_found_taken_silently_is_said_or_refused(tmp_path, capsy
 
 
 def test_a_microsecond_target_is_printed_as_itself():
-    from roofline.serving.render import _lat
+    from roofline.units import format_latency
 
-    assert _lat(1e-6) == "0.001 ms" and _lat(0.0123) == "12.3 ms" and _lat(12.0) == "12.0 s"
+    assert format_latency(1e-6) == "0.001 ms" and format_latency(0.0123) == "12.3 ms" and format_latency(12.0) == "12.0 s"
 
 
 def test_the_cache_note_and_the_engine_line_give_one_figure(capsys):

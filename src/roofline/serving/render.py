@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from roofline.plan.render import note_line
 from roofline.tables import grid
-from roofline.units import GIGA, format_latency as _lat  # cli/serving.py imports _lat from here
+from roofline.units import GIGA, format_latency
 
 
 def targets_text(slo: dict) -> str:
     """An SLO's targets in words: 'TTFT p90 <= 500.0 ms and TPOT p90 <= 30.0 ms' (one where one is set)."""
     q = f"p{slo['percentile']:g}"
-    return " and ".join(t for t in (f"TTFT {q} <= {_lat(slo['ttft_s'])}" if slo.get("ttft_s") else "",
-                                    f"TPOT {q} <= {_lat(slo['tpot_s'])}" if slo.get("tpot_s") else "") if t)
+    return " and ".join(t for t in (f"TTFT {q} <= {format_latency(slo['ttft_s'])}" if slo.get("ttft_s") else "",
+                                    f"TPOT {q} <= {format_latency(slo['tpot_s'])}" if slo.get("tpot_s") else "") if t)
 
 
 def serving_table(r) -> str:
@@ -36,7 +36,7 @@ def serving_table(r) -> str:
         if m["per_user_tokens_per_s"] is not None else "per user    - (every answer is one token)",
         "",
     ]
-    rows = [[what, *(_lat(m[f"{key}_p{p}_s"]) for p in (50, 90, 99)), _lat(m[f"{key}_mean_s"])]
+    rows = [[what, *(format_latency(m[f"{key}_p{p}_s"]) for p in (50, 90, 99)), format_latency(m[f"{key}_mean_s"])]
             for what, key in (("time to first token", "ttft"), ("time per output token", "tpot"),
                               ("inter-token latency", "itl"), ("end to end", "e2e"))]
     lines.append(grid(["latency", "p50", "p90", "p99", "mean"], rows, [False, True, True, True, True]))
@@ -80,7 +80,7 @@ def serving_sweep_table(sw) -> str:
         cells = [f"{v:,}" if sw.over == "concurrency" else f"{v:,.4g}", f"{row['requests_per_s']:,.2f}",
                  f"{row['output_tokens_per_s_per_gpu']:,.0f}",
                  "-" if row["per_user_tokens_per_s"] is None else f"{row['per_user_tokens_per_s']:,.1f}",
-                 _lat(row["ttft_p50_s"]), _lat(row["ttft_p99_s"]), _lat(row["tpot_p50_s"]), _lat(row["tpot_p99_s"]),
+                 format_latency(row["ttft_p50_s"]), format_latency(row["ttft_p99_s"]), format_latency(row["tpot_p50_s"]), format_latency(row["tpot_p99_s"]),
                  f"{row['mean_decode_batch']:,.1f}", f"{row['preemptions']:,}"]
         if priced:
             cost = row.get("cost_per_million_output_tokens")
@@ -90,7 +90,7 @@ def serving_sweep_table(sw) -> str:
                        else "no (over capacity)" if row["over_capacity"] else "no")
             if checked_n and run.requests == checked_n and slo.get("best") is not None:
                 verdict += ", longer run"  # the check's own run, which replaced the search's at this rate
-            cells += [_lat(row[f"ttft_{q}_s"]), _lat(row[f"tpot_{q}_s"]), verdict]
+            cells += [format_latency(row[f"ttft_{q}_s"]), format_latency(row[f"tpot_{q}_s"]), verdict]
         rows.append(cells)
     out = "\n".join(head) + grid(hdr, rows, [True] * len(hdr))
     if slo:
@@ -110,7 +110,7 @@ def _slo_answer(sw, slo: dict) -> str:
         q = slo["percentile"]
         out += (f"\n\nno {('concurrency' if sw.over == 'concurrency' else 'rate')} tried meets {targets}: at the lightest "
                 f"load tried ({sw.values[0]:,.3g}{'' if sw.over == 'concurrency' else ' requests/s'}) TTFT p{q:g} is "
-                f"{_lat(low.percentile('ttft', q))} and TPOT p{q:g} {_lat(low.percentile('tpot', q))}: a target below "
+                f"{format_latency(low.percentile('ttft', q))} and TPOT p{q:g} {format_latency(low.percentile('tpot', q))}: a target below "
                 "what a request alone takes is not met at any load or replica count")
     elif sw.over == "rate":
         r = sw.results[sw.values.index(best)]
