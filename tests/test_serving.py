@@ -116,13 +116,15 @@ def _small_cache(step, gb):
 
 
 @pytest.mark.parametrize("case", ["poisson", "closed, preempting", "poisson, preempting, small steps",
-                                  "whole prompts, preempting", "prefix hits, token slots", "sliding window"])
+                                  "whole prompts, preempting", "prefix hits, token slots", "sliding window",
+                                  "reserving in full"])
 def test_the_simulator_gives_the_step_by_step_runs_figures(step, case):
     """Issue 35: the default run (decode stretches, each decoding sequence's state kept relative to a
     step counter, the batch's sums kept between steps) against simulate(..., stepwise=True), which
     advances and sums the per-slot arrays every step: the same steps, preemptions and tokens, and the
     same percentiles and means to 1e-12. A cache of 0.5 GB holds ~3,800 tokens (131,072 B each), so
-    8 users of up to 1,500 + 1,500 tokens preempt; Mistral 7B's 4,096-token window is crossed."""
+    8 users of up to 1,500 + 1,500 tokens preempt (or, reserving in full, wait); Mistral 7B's 4,096-token window
+    is crossed."""
     engine = Engine()
     if case == "poisson":
         reqs = poisson_requests(15, 300, (64, 1500), (8, 400), seed=1)
@@ -136,12 +138,17 @@ def test_the_simulator_gives_the_step_by_step_runs_figures(step, case):
         engine = Engine(chunked_prefill=False, mixed_steps=False, memory_fraction=_small_cache(step, 0.5))
     elif case == "prefix hits, token slots":
         reqs, engine = poisson_requests(20, 300, (64, 1500), (8, 400), seed=1), Engine(prefix_hit=0.3, block_size=1)
+    elif case == "reserving in full":
+        reqs = closed_requests(8, 40, (500, 1500), (200, 1500), seed=2)
+        engine = Engine(memory_fraction=_small_cache(step, 0.5), chunked_prefill=False, admission="reserve_full")
     else:
         step = StepCost("mistral-7b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=64)
         reqs, engine = closed_requests(6, 12, (3000, 5000), (200, 2500), seed=2), Engine(max_seqs=64)
     fast, plain = simulate(step, reqs, engine), simulate(step, reqs, engine, stepwise=True)
     if "preempting" in case:
         assert plain.preemptions > 0
+    if case == "reserving in full":
+        assert plain.preemptions == 0 and plain.kv_peak < 1.0
     a, b = fast.metrics(), plain.metrics()
     for key in ("steps", "preemptions", "computed_prompt_tokens", "requests"):
         assert a[key] == b[key], key
@@ -412,7 +419,9 @@ def test_an_engine_runs_with_its_documented_defaults_on_each_gpu(engine, machine
     # TensorRT-LLM's free_gpu_memory_fraction is of what the loaded model leaves; the others' of the whole GPU
     assert e.memory_of_free == (engine == "trtllm")
     assert set(p.sources) == {"max_seqs", "max_tokens", "block_size", "memory_fraction", "memory_of_free",
-                              "step_overhead_s", "chunked_prefill", "mixed_steps"} and all(p.sources.values())
+                              "step_overhead_s", "chunked_prefill", "mixed_steps", "admission"} and all(p.sources.values())
+    # TensorRT-LLM's capacity_scheduler_policy GUARANTEED_NO_EVICT reserves a request's whole cache at admission
+    assert e.admission == ("reserve_full" if engine == "trtllm" else "on_demand")
     assert e.label.startswith("engine: ") and e.preset == engine
 
 

@@ -87,7 +87,9 @@ def _setup_notes(step, engine: Engine, cap: float, parts: dict) -> tuple:
             "CUDA graph pools" + (" (vLLM logs 0.1 GiB of non-torch memory at tensor-parallel 1, up to ~2 GiB at 8)"
                                   if engine.preset in ("", "vllm") else ""),
             *((engine.label + _kernel_version_words(step, engine),) if engine.label else ()),
-            "scheduler: " + scheduler_words(engine) + "; preemption recomputes the newest sequence; "
+            "scheduler: " + scheduler_words(engine) + ("; admission reserves each request's cache to its last token, none preempted"
+                                                 " (TensorRT-LLM's GUARANTEED_NO_EVICT); " if engine.admission == "reserve_full"
+                                                 else "; preemption recomputes the newest sequence; ")
             + ((f"cache in blocks of {engine.block_size} tokens" if engine.block_size > 1 else "cache a token a slot (no blocks)") if what != "SSM state" else
                "one state per sequence, its size fixed (no blocks)") + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""),
             "each replica simulated alone; a decode-only step replays a CUDA graph (one launch); a step with a "

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roofline.errors import RooflineError, check_number
+from roofline.errors import RooflineError, check_number, unknown_name
 from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS, check_memory_fraction
 
 
 MAX_STEP_OVERHEAD_S = 1.0  # an engine time per step past a second is a typo (the CLI's and the API's bound)
 MAX_REQUEST_OVERHEAD_S = 10.0  # a server time per request past ten seconds is a typo
+# how a request is admitted to the KV cache (engines.toml names each engine's; docs/serving.md): "on_demand", while
+# blocks for its prompt are free, each decode taking a block as it fills one and the newest sequence preempted
+# (recomputed) when the cache runs out (vLLM V1); "reserve_full", only while the blocks of its prompt and every output
+# token can be reserved, so no sequence is ever preempted (TensorRT-LLM's GUARANTEED_NO_EVICT)
+ADMISSIONS = ("on_demand", "reserve_full")
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class Engine:
     # decodes wait out (SGLang without --enable-mixed-chunk: a new prefill batch runs before the decode batch)
     chunked_prefill: bool = True
     mixed_steps: bool = True
+    admission: str = "on_demand"  # one of ADMISSIONS
     preset: str = ""  # the engine whose defaults these are (serving.engines: "vllm", "sglang", "trtllm"; "" for none)
     label: str = ""  # what set these (serving.engines: an engine's defaults, cited), said under a run
 
@@ -87,6 +93,8 @@ class Engine:
         return StepOp("engine time per step", "engine", 1, 0.0, 0.0, float(self.step_overhead_s), "engine")
 
     def __post_init__(self):
+        if self.admission not in ADMISSIONS:
+            raise unknown_name("admission", self.admission, ADMISSIONS)
         check_number("max_seqs", self.max_seqs, maximum=1 << 20, integer=True)
         check_number("max_tokens", self.max_tokens, maximum=1 << 20, integer=True)
         check_number("block_size", self.block_size, maximum=1 << 16, integer=True)

@@ -18,7 +18,7 @@ from roofline.machines import Machine
 from roofline.serving.engine import Engine
 
 SETTINGS = ("max_seqs", "max_tokens", "block_size", "memory_fraction", "memory_of_free", "step_overhead_s",
-            "chunked_prefill", "mixed_steps")
+            "chunked_prefill", "mixed_steps", "admission")
 GIB = 2.0**30
 
 
@@ -65,7 +65,7 @@ class EnginePreset:
                 continue
             v = self.settings[k]
             text = (f"{v * 1e3:g} ms" if k == "step_overhead_s" else ("on" if v else "off") if isinstance(v, bool)
-                    else f"{v:,}" if isinstance(v, int) else f"{v:g}")
+                    else f"{v:,}" if isinstance(v, int) else v if isinstance(v, str) else f"{v:g}")
             shown.append(f"{k.replace('_s', '') if k == 'step_overhead_s' else k} {text}")
         return (f"engine: {self.name} {self.versions} as it runs by default (data/engines.toml, each cited): "
                 + ", ".join(shown) + (" (step_overhead fitted on measured deployments, not documented)"

@@ -7,6 +7,12 @@ kept relative to ``tick`` (the decode steps run): ``ctx`` = context - tick, the 
 count - tick, ``fin`` the tick it finishes at (``fins`` a heap of (tick, slot), stale ones skipped),
 its blocks ceil(context / bs) (written to ``blocks`` when it stops); ``res`` counts the decoding
 slots by ctx mod bs (those at a multiple of bs take a block next step), ``sum_base`` sums their ctx.
+
+Admission (Engine.admission): on demand, a request is admitted while its prompt's blocks are free and
+the newest sequence is preempted when a decode lacks a block (vLLM V1); reserving in full
+(``reserve``: each request's cache bytes at its last token), while the cache bytes ``committed`` to
+the admitted requests' last tokens leave room for its own, so that no decode ever lacks a block and
+none is preempted (TensorRT-LLM's GUARANTEED_NO_EVICT).
 """
 
 from __future__ import annotations
@@ -22,10 +28,12 @@ class KVPool:
     cached (``ctx``), the blocks held, whether it decodes, its admission order and (speculation) the
     fraction of an expected token carried to the next step. ``table`` the cache bytes of one
     sequence by blocks held (``linear``: a block's bytes times the blocks); ``gen`` and ``out`` the
-    requests' generated and wanted tokens; ``requeue(r)`` is called for each preempted request."""
+    requests' generated and wanted tokens; ``requeue(r)`` is called for each preempted request;
+    ``reserve`` each request's cache bytes at its last token, reserved at admission (None: admitted
+    on demand)."""
 
     def __init__(self, slots: int, cap: float, table: np.ndarray, linear: bool, bs: int, T: int, lazy: bool,
-                 gen: np.ndarray, out: np.ndarray, requeue):
+                 gen: np.ndarray, out: np.ndarray, requeue, reserve: list | None = None):
         self.cap, self.table, self.tab, self.linear, self.bs, self.T, self.lazy = (
             cap, table, table.tolist(), linear, bs, T, lazy)
         self.gen, self.out, self.requeue = gen, out, requeue
@@ -38,6 +46,9 @@ class KVPool:
         self.free = list(range(slots - 1, -1, -1))
         self.prefilling: list[int] = []  # slots, in admission order
         self.used = 0.0  # cache bytes held
+        self.reserve = reserve
+        self.committed = 0.0  # reserving in full: the admitted requests' cache bytes at their last tokens
+        self.reserved = [0.0] * slots  # ... each slot's
         self.admitted = 0
         self.tick = self.sum_base = 0
         self.res = [0] * bs
@@ -54,8 +65,18 @@ class KVPool:
         self.order[slot] = self.admitted
         self.admitted += 1
         self.used += self.tab[blocks]
+        if self.reserve is not None:
+            self.reserved[slot] = self.reserve[r]
+            self.committed += self.reserve[r]
         self.prefilling.append(slot)
         return slot
+
+    def fits(self, r: int, blocks: int) -> bool:
+        """Whether request ``r`` can be admitted holding ``blocks`` blocks: on demand, while those are
+        free; reserving in full, while its cache at its last token is, beside the admitted ones'."""
+        if self.reserve is None:
+            return self.used + self.tab[blocks] <= self.cap
+        return self.committed + self.reserve[r] <= self.cap
 
     def start_decoding(self, slot: int, r: int):
         self.dec[slot] = True
@@ -88,6 +109,8 @@ class KVPool:
         if self.dec[slot]:
             self.stop_decoding(slot)
         self.used -= self.tab[self.blocks[slot]]
+        self.committed -= self.reserved[slot]
+        self.reserved[slot] = 0.0
         self.req[slot] = -1
         self.dec[slot] = False
         self.blocks[slot] = 0

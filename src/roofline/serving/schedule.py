@@ -1,7 +1,8 @@
 """The scheduler's choice of one step (scheduler.simulate), as vLLM V1's ``schedule()`` makes it:
 every running, decoding sequence first (its next block taken, the newest preempted while the cache
 lacks it), then the token budget left to prompts in chunks: the running prompts first, then waiting
-requests in arrival order while a sequence slot and cache for the chunk are free. Where steps are
+requests in arrival order while a sequence slot and cache for the chunk are free (KVPool.fits: or,
+reserving in full as TensorRT-LLM does, cache for the request's every token). Where steps are
 not mixed (SGLang's new prefill batch first) a step of prompts alone runs while one can start.
 """
 
@@ -82,13 +83,14 @@ def _prompt_chunks(st, budget: int, chunks: list, chunk_slots: list) -> tuple[in
         c = int(min(need[r] - start, budget))
         if c < need[r] - start and not engine.chunked_prefill:  # a whole prompt or none (it waits a step)
             if need[r] - start > engine.max_tokens:
+                what = ("a prompt preempted with what it had generated" if need[r] > st.inp[r] else "a prompt")
                 raise RooflineError(f"without chunked prefill a prompt is fed whole in one step: {int(need[r] - start):,} "
-                                    f"tokens (a prompt, or one preempted with what it had generated) exceed the step's "
-                                    f"budget of {engine.max_tokens:,} (raise max_tokens, or use an engine that chunks prompts: vllm, sglang)",
+                                    f"tokens ({what}) exceed the step's budget of {engine.max_tokens:,} (raise "
+                                    "max_tokens, or use an engine that chunks prompts: vllm, sglang)",
                                     field="max_tokens", also=("input_len",))
             break
         blocks = -(-(start + c) // bs)
-        if pool.used + tab[blocks] > cap:
+        if not pool.fits(r, blocks):
             break
         waiting.popleft()
         st.seen[r] = True

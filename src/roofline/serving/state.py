@@ -53,8 +53,10 @@ class RunState:
         self.waiting: collections.deque = collections.deque()
         self.next_i = 0  # next request to arrive (arrival times are nondecreasing in request order)
         self.next_closed = min(requests.concurrency, n) if self.closed else n
+        reserve = (table[-(-(self.inp + self.out + self.T - 1) // engine.block_size)].tolist()  # each one's last token
+                   if engine.admission == "reserve_full" else None)
         self.pool = KVPool(engine.max_seqs, cap, table, linear, engine.block_size, self.T, self.lazy, self.gen,
-                           self.out, self.requeue)
+                           self.out, self.requeue, reserve)
         self.records = StepRecords()  # per step: seconds, decodes, prompt tokens, their mean prefix, chunks
         self.record = self.records.singles.append  # a single step's, as StepRecords.one takes it
         self.now, self.t0, self.dt_decode = 0.0, None, 0.0  # dt_decode: the last decode-only step's seconds
