@@ -71,7 +71,7 @@ def test_reserving_in_full_admits_while_every_admitted_requests_last_token_fits(
     pool, slots = admitted([400.0] * 4)
     assert len(slots) == 2 and pool.used == 600.0 and pool.committed == 800.0
     pool.release(slots[0])
-    assert pool.committed == 400.0 and pool.fits(2, 3)
+    assert pool.committed == 400.0 and pool.committed_peak == 800.0 and pool.fits(2, 3)
 
 
 def test_an_engine_that_reserves_in_full_never_preempts(step_8b):

@@ -130,7 +130,7 @@ def _run_notes(st, requests, over: str | None) -> tuple:
     mean_seq = float(np.mean(inp + out))
     holds = cap / max(float(st.pool.table[-(-int(mean_seq) // st.pool.bs)]), 1.0)
     demand = min(engine.max_seqs, requests.concurrency if st.closed else st.n)
-    if holds < demand / 2 and (st.preemptions > 0 or st.kv_peak >= 0.9 * cap):  # ... and the cache did fill
+    if holds < demand / 2 and (st.preemptions > 0 or max(st.kv_peak, st.pool.committed_peak) >= 0.9 * cap):  # ... the cache filled (or its reservations)
         notes = (f"memory-bound batch: the {cap / GIGA:,.2f} GB {what} holds {int(holds):,} sequence(s) of the mean "
                  f"length ({mean_seq:,.0f} tokens), under half of the {demand:,} that could run at once: more GPUs or a narrower "
                  "cache would batch more",) + notes

@@ -48,6 +48,7 @@ class KVPool:
         self.used = 0.0  # cache bytes held
         self.reserve = reserve
         self.committed = 0.0  # reserving in full: the admitted requests' cache bytes at their last tokens
+        self.committed_peak = 0.0  # ... the most it reached
         self.reserved = [0.0] * slots  # ... each slot's
         self.admitted = 0
         self.tick = self.sum_base = 0
@@ -68,6 +69,7 @@ class KVPool:
         if self.reserve is not None:
             self.reserved[slot] = self.reserve[r]
             self.committed += self.reserve[r]
+            self.committed_peak = max(self.committed_peak, self.committed)
         self.prefilling.append(slot)
         return slot
 
