@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from roofline.serving.engine import Engine
-from roofline.serving.results import PERCENTILES, ServingResult, _weighted_percentiles, overload_note, step_settings
+from roofline.serving.results import PERCENTILES, ServingResult, overload_note, step_settings, weighted_percentiles
 from roofline.transformer import cache_name
 from roofline.units import GIGA, format_typed_ms
 
@@ -162,7 +162,7 @@ def assemble(st, requests, price_per_gpu_hour: float | None):
     over = overload_note(st.arrival, e2e, duration, ttft) if not st.closed and duration > 0 else None
     return ServingResult(
         step.describe(), requests.label, st.engine, step.tensor_parallel, ttft, tpot, e2e,
-        _weighted_percentiles(dts, nds, PERCENTILES), duration, int(out.sum()), int(inp.sum()), computed,
+        weighted_percentiles(dts, nds, PERCENTILES), duration, int(out.sum()), int(inp.sum()), computed,
         st.steps, float((dts * nds).sum() / busy) if busy else 0.0, tokens / max(st.steps, 1),
         st.kv_integral / busy / cap if busy else 0.0, st.kv_peak / cap, st.preemptions,
         st.in_system_integral / max(end - t_start, 1e-300), cap, _run_notes(st, requests, over), price_per_gpu_hour,

@@ -316,7 +316,7 @@ def _finite(x) -> float | None:
     return float(x) if math.isfinite(float(x)) else None
 
 
-def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, ps) -> dict:
+def weighted_percentiles(values: np.ndarray, weights: np.ndarray, ps) -> dict:
     """Percentiles (and "mean") of ``values`` each counted ``weights`` times: the inter-token
     latency every decoded token saw (a step's duration, once per sequence it decoded). The p-th is
     the least value whose weight at or below it reaches p% of the total (_weighted_select)."""

@@ -43,7 +43,7 @@ from roofline.serving.advance import advance, stretch
 from roofline.serving.assemble import assemble
 from roofline.serving.engine import Engine
 from roofline.serving.requests import Requests
-from roofline.serving.results import PERCENTILES, ServingResult, _weighted_percentiles, overload_note, step_settings
+from roofline.serving.results import PERCENTILES, ServingResult, overload_note, step_settings, weighted_percentiles
 from roofline.serving.schedule import schedule
 from roofline.serving.state import RunState
 
@@ -184,7 +184,7 @@ def simulate_pipelined(step: StepCost, requests: Requests, engine: Engine = Engi
         notes = (over,) + notes
     return ServingResult(
         step.describe(), requests.label, engine, step.tensor_parallel * p, ttft, tpot, e2e,
-        _weighted_percentiles(durations, decodes, PERCENTILES), duration, int(out.sum()), int(inp.sum()),
+        weighted_percentiles(durations, decodes, PERCENTILES), duration, int(out.sum()), int(inp.sum()),
         int(sum(r.computed_tokens for r in parts)), int(sum(r.steps for r in parts)),
         # the batch one step runs (one micro-batch's), the virtual engines' mean: the breakdown costs a step at it
         float(np.mean([r.mean_decode_batch for r in parts])),
