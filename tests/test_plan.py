@@ -186,6 +186,15 @@ def test_gradient_all_reduce_over_infiniband_in_a_training_step():
     assert ar.time_s == pytest.approx(ar.bytes / 50e9 + 46e-6) and ar.bound == "link"  # + one IB all-reduce's latency
     one_node = train_plan("llama3-8b", 1e9, 8, mfu=0.4)
     assert "nvlink" in one_node.step.ops[0].name  # 8 GPUs: one node, NVLink
+    assert plan.tensor_parallel_ops == 0 and plan.step_tensor_parallel_s == 0.0  # data parallel alone
+
+
+def test_a_training_step_keeps_apart_the_tensor_parallel_collectives_on_its_critical_path():
+    # tp 8 x dp 8: the TP all-reduce first (step_collectives builds it first), then the gradients'
+    plan = train_plan("llama3-8b", 1e12, 64, tensor_parallel=8, mfu=0.4)
+    tp, dp = plan.step.ops
+    assert plan.tensor_parallel_ops == 1 and tp.category == dp.category == "collective"
+    assert plan.step_tensor_parallel_s == tp.time_s and plan.step_communication_s == pytest.approx(tp.time_s + dp.time_s)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -63,9 +63,10 @@ def _pool_notes(p_results, d_results, closed: bool = False) -> tuple[str, ...]:
         return list(dict.fromkeys(n for r in results for n in r.notes if not (closed and n == r.overload)))
 
     p_notes, d_notes = unique(p_results), unique(d_results)
+    d_schedulers = {r.scheduler for r in d_results}
     shared = [n for n in p_notes if n in d_notes]
     return tuple(shared + [f"prefill pool: {n}" for n in p_notes if n not in d_notes]
-                 + [f"decode pool: {n}" for n in d_notes if n not in p_notes and not n.startswith("scheduler:")])
+                 + [f"decode pool: {n}" for n in d_notes if n not in p_notes and n not in d_schedulers])
 
 
 def _round_robin(times: np.ndarray, replicas: int) -> np.ndarray:

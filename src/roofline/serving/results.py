@@ -60,6 +60,7 @@ class ServingResult(Tabular):
     step_chunk_prefix: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # ... and their mean prefix
     step_chunk_count: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # ... in how many chunks
     overload: str = ""  # overload_note's words where an open-loop run was offered more than it holds ("": it held)
+    scheduler: str = ""  # the run's scheduler note, as notes hold it ("": its notes have none of their own: disaggregated)
 
     @property
     def requests(self) -> int:
