@@ -34,7 +34,7 @@ def mtp_model(model) -> Model:
     refused by name when ``model`` has none."""
     m = get_model(model)
     if m.mtp is None:
-        left_out = any("multi-token" in line for line in m.omitted)
+        left_out = m.leaves_out("mtp")
         raise RooflineError(f"{m.name}" + ("'s multi-token-prediction module is left out of the count and not "
                                            "modelled yet (DeepSeek-V3/R1's is)" if left_out else
                                            " has no multi-token-prediction module")
