@@ -750,7 +750,9 @@ def test_pipeline_stages_hold_their_layers_and_the_ends_the_embedding_and_head()
     # the 405B recipe, TP 8 x PP 16 x DP 128 with ZeRO 1, plans (its gradient all-reduce a whole stage's)
     plan = train_plan("llama3-405b", 15.6e12, 16384, tensor_parallel=8, pipeline_parallel=16, zero=1,
                       global_batch_tokens=16777216)
-    assert "gradient all-reduce" in str(plan.to_dict()["communication"]) and plan.step_communication_s > 0
+    tp, grads = plan.to_dict()["communication"]  # the TP group's all-reduces first, then the data ranks' gradients
+    assert plan.tensor_parallel_ops == 1 and grads["name"].startswith("gradient all-reduce") and grads["time_s"] > 0
+    assert plan.step_communication_s == pytest.approx(tp["time_s"] + grads["time_s"])
 
 
 def test_a_4_bit_flag_says_its_block_scales_are_not_counted():
