@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from roofline.architecture import Attention, Layer, MLP, Model, attended_pairs
+from roofline.architecture import Attention, Layer, LeftOut, MLP, Model, attended_pairs
 from roofline.blocks import block_kernels, layer_reports
 from roofline.plan.memory import inference_memory
 from roofline.errors import RooflineError
@@ -25,6 +25,7 @@ from roofline.transformer import (
     count_params,
     get_model,
     kv_cache_bytes_per_token,
+    model_summary,
     weight_bytes,
 )
 
@@ -233,7 +234,8 @@ def test_unknown_model_type_is_refused_by_name():
 
 def test_a_key_the_loader_does_not_know_is_said():
     m = from_hf_config(dict(TINY_LLAMA, fancy_new_attention=True))
-    assert m.notes == ("config key 'fancy_new_attention' not understood: ignored",)
+    assert m.ignored_keys == ("fancy_new_attention",)
+    assert m.notes == ("config key 'fancy_new_attention' not understood: ignored",)  # the words a report prints
     # Llama reads no sliding window (LlamaAttention has none): said, not applied
     m = from_hf_config(dict(TINY_LLAMA, sliding_window=16))
     assert "sliding_window" in m.notes[0] and not m.kinds[0].mixer.span
@@ -257,7 +259,7 @@ def test_gemma2_soft_capping_is_said_not_passed_silently():
     notes = " | ".join(from_hf_config(cfg).notes)
     assert "attn_logit_softcapping 50" in notes and "0.29% of attention" in notes
     assert "final_logit_softcapping 30" in notes and "0.042% of the LM head" in notes
-    assert "not understood" not in notes
+    assert from_hf_config(cfg).ignored_keys == ()
     assert not any("softcapping" in n for n in from_hf_config(dict(cfg, attn_logit_softcapping=None,
                                                                    final_logit_softcapping=None)).notes)
     for bad in (-1, 0, "50", True, float("nan")):
@@ -265,13 +267,17 @@ def test_gemma2_soft_capping_is_said_not_passed_silently():
             from_hf_config(dict(cfg, attn_logit_softcapping=bad))
     # a family whose attention has no soft-capping (HF's Qwen2 ignores the key): reported, not read
     qwen = dict(TINY_LLAMA, model_type="qwen2", attn_logit_softcapping=50.0)
-    assert "config key 'attn_logit_softcapping' not understood: ignored" in from_hf_config(qwen).notes
+    assert from_hf_config(qwen).ignored_keys == ("attn_logit_softcapping",)
 
 
 def test_nested_text_config_is_read_and_the_vision_tower_said():
     m = from_hf_config({"model_type": "gemma3", "text_config": dict(TINY_LLAMA, model_type="gemma3_text"),
                         "vision_config": {"hidden_size": 8}})
-    assert m.model_type == "gemma3_text" and "vision" in m.omitted[0]
+    assert m.model_type == "gemma3_text" and m.omitted[0].part == "vision"
+    # a key neither the wrapper nor its text model reads: the wrapper's first, then the text model's
+    both = from_hf_config({"model_type": "gemma3", "text_config": dict(TINY_LLAMA, model_type="gemma3_text", inner_thing=1),
+                           "vision_config": {"hidden_size": 8}, "outer_thing": 2})
+    assert both.ignored_keys == ("outer_thing", "inner_thing")
     with pytest.raises(RooflineError, match="text_config"):
         from_hf_config({"model_type": "llama4", "vision_config": {}})
 
@@ -479,7 +485,7 @@ def test_minimax_m2_counts_by_hand_and_to_its_published_active_parameters():
 
     assert active_params(m) == active
     assert abs((active - emb) / 9.8e9 - 1) < 0.005  # 9.80B without the embedding and LM head
-    assert any("multi-token-prediction" in o for o in m.omitted)
+    assert m.leaves_out("mtp")
     # the skip list's bare "gate" is the router (kept bf16), its correction bias a buffer
     assert m.storage.width("router", 2.0) == 2.0 and m.storage.width("experts", 2.0) < 1.1
 
@@ -490,7 +496,14 @@ def test_kimi_k25_is_kimi_k2s_language_model_in_a_text_config():
              "q_lora_rank": 0, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
              "intermediate_size": 128, "first_k_dense_replace": 1, "n_shared_experts": 1}
     wrapped = from_hf_config({"model_type": "kimi_k25", "text_config": inner, "vision_config": {"hidden_size": 8}})
-    assert count_params(wrapped) == count_params(from_hf_config(inner)) and "vision" in wrapped.omitted[0]
+    assert count_params(wrapped) == count_params(from_hf_config(inner)) and wrapped.omitted[0].part == "vision"
+    # what is left out is typed (part, key); the report's line is rendered from its words
+    (vision,) = wrapped.omitted
+    assert (vision.part, vision.key) == ("vision", "vision_config") and not wrapped.leaves_out("mtp")
+    assert wrapped.header_lines()[0] == "left out: " + vision.words
+    assert model_summary(wrapped)["omitted"] == [vision.words]
+    with pytest.raises(ValueError):
+        LeftOut("a tower", "tower_config", "a part no code knows")
 
 
 # GLM-4.5-Air's config.json (zai-org/GLM-4.5-Air on Hugging Face), its architecture keys
@@ -522,7 +535,7 @@ def test_glm45_air_counts_to_its_published_106b():
     from roofline.transformer import active_params
 
     assert active_params(m, embeddings=False) - 151_552 * 4096 == 7_030_702_080 + 5_151_526_912 + 380_928 == 12_182_609_920
-    assert any("multi-token-prediction" in x for x in m.omitted) and not m.notes
+    assert m.leaves_out("mtp") and not m.notes
     # GLM-4.5's per-head q/k norm (use_qk_norm): 2 x 128 more a layer
     normed = from_hf_config(dict(GLM45_AIR, use_qk_norm=True), "x")
     assert count_params(normed)["total"] - total == 46 * 256

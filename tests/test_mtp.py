@@ -81,10 +81,12 @@ def test_expected_tokens_per_step_with_a_rate_per_position():
     assert Engine(spec_tokens=3, acceptance=(0.85, 0.7, 0.6)).tokens_per_verify == pytest.approx(3.15, rel=1e-12)
     assert Engine(spec_tokens=2, acceptance=(0.8, 0.64)).tokens_per_verify == pytest.approx(2.44, rel=1e-12)
     assert Engine(spec_tokens=2, acceptance=0.8).tokens_per_verify == pytest.approx(2.44, rel=1e-12)
-    with pytest.raises(RooflineError, match="cannot rise"):
+    with pytest.raises(RooflineError) as refused:  # rates by position cannot rise: drafts 1..i accepted
         Engine(spec_tokens=2, acceptance=(0.6, 0.7))
-    with pytest.raises(RooflineError, match="3 rates for 2"):
+    assert refused.value.field == "acceptance" and "0.6, 0.7" in str(refused.value)
+    with pytest.raises(RooflineError, match="3 rates for 2") as refused:
         Engine(spec_tokens=2, acceptance=(0.8, 0.7, 0.6))
+    assert refused.value.field == "acceptance"
     with pytest.raises(RooflineError) as refused:
         Engine(spec_tokens=2, acceptance=(0.8, 1.5))
     assert refused.value.field == "acceptance"

@@ -186,6 +186,15 @@ def test_gradient_all_reduce_over_infiniband_in_a_training_step():
     assert ar.time_s == pytest.approx(ar.bytes / 50e9 + 46e-6) and ar.bound == "link"  # + one IB all-reduce's latency
     one_node = train_plan("llama3-8b", 1e9, 8, mfu=0.4)
     assert "nvlink" in one_node.step.ops[0].name  # 8 GPUs: one node, NVLink
+    assert plan.tensor_parallel_ops == 0 and plan.step_tensor_parallel_s == 0.0  # data parallel alone
+
+
+def test_a_training_step_keeps_apart_the_tensor_parallel_collectives_on_its_critical_path():
+    # tp 8 x dp 8: the TP all-reduce first (step_collectives builds it first), then the gradients'
+    plan = train_plan("llama3-8b", 1e12, 64, tensor_parallel=8, mfu=0.4)
+    tp, dp = plan.step.ops
+    assert plan.tensor_parallel_ops == 1 and tp.category == dp.category == "collective"
+    assert plan.step_tensor_parallel_s == tp.time_s and plan.step_communication_s == pytest.approx(tp.time_s + dp.time_s)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -741,7 +750,9 @@ def test_pipeline_stages_hold_their_layers_and_the_ends_the_embedding_and_head()
     # the 405B recipe, TP 8 x PP 16 x DP 128 with ZeRO 1, plans (its gradient all-reduce a whole stage's)
     plan = train_plan("llama3-405b", 15.6e12, 16384, tensor_parallel=8, pipeline_parallel=16, zero=1,
                       global_batch_tokens=16777216)
-    assert "gradient all-reduce" in str(plan.to_dict()["communication"]) and plan.step_communication_s > 0
+    tp, grads = plan.to_dict()["communication"]  # the TP group's all-reduces first, then the data ranks' gradients
+    assert plan.tensor_parallel_ops == 1 and grads["name"].startswith("gradient all-reduce") and grads["time_s"] > 0
+    assert plan.step_communication_s == pytest.approx(tp["time_s"] + grads["time_s"])
 
 
 def test_a_4_bit_flag_says_its_block_scales_are_not_counted():

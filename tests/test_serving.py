@@ -167,7 +167,7 @@ def test_weighted_percentiles_are_those_of_the_values_repeated_by_their_weights(
     ceil(p% of the total weight) - 1 (the least value whose weight at or below it reaches p%), ties
     and zero weights included, whatever the spread of the values (over 4,096 of them, binned by value
     without a full sort; a few far outliers put most in one bin, binned again)."""
-    from roofline.serving.results import _weighted_percentiles
+    from roofline.serving.results import weighted_percentiles
 
     rng = np.random.default_rng(0)
     for trial in range(100):
@@ -182,7 +182,7 @@ def test_weighted_percentiles_are_those_of_the_values_repeated_by_their_weights(
             continue
         every = np.sort(np.repeat(v, w.astype(int)))
         for ps in ((0, 50, 100), (50, 90, 99)):  # with p = 0 the values of weight 0 are left out first
-            got = _weighted_percentiles(v, w, ps)
+            got = weighted_percentiles(v, w, ps)
             for p in ps:
                 assert got[p] == every[min(max(math.ceil(p / 100 * w.sum()) - 1, 0), len(every) - 1)], (trial, p)
         assert got["mean"] == pytest.approx(every.mean(), rel=1e-12)

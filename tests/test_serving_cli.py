@@ -208,11 +208,13 @@ def test_serving_engine_flag_takes_the_defaults_and_a_given_flag_wins(capsys):
     argv = ["serving", "--concurrency", "4", "--requests", "8", "--input-len", "512", "--output-len", "32", "--seeds", "1",
             "--engine", "trtllm", "--json"]
     assert main(argv) == 0
-    out = json.loads(capsys.readouterr().out)
-    text = json.dumps(out)
-    assert "TensorRT-LLM" in text and "whole prompts" in text
-    assert main(argv[:-1] + ["--max-seqs", "8"]) == 0
-    assert "at most 8 sequences" in capsys.readouterr().out
+    engine = json.loads(capsys.readouterr().out)["engine"]
+    # TensorRT-LLM's defaults: whole prompts (no chunked prefill), beside the decodes in a step
+    assert engine["preset"] == "trtllm" and engine["chunked_prefill"] is False and engine["mixed_steps"] is True
+    assert main(argv + ["--max-seqs", "8"]) == 0
+    given = json.loads(capsys.readouterr().out)["engine"]
+    same = {k for k in engine if k not in ("max_seqs", "label")}  # the label says the figures it runs at
+    assert given["max_seqs"] == 8 != engine["max_seqs"] and all(given[k] == engine[k] for k in same)
     assert main(argv[:-1] + ["--input-len", "9000"]) == 2
     err = capsys.readouterr().err
     assert "without chunked prefill" in err and "9,000" in err and "Traceback" not in err
@@ -230,5 +232,7 @@ def test_the_breakdown_of_a_run_with_long_prompts_keeps_to_the_step_budget(capsy
     """9,000-token prompts are chunked under an 8,192 budget: the breakdown's mean prompt step stays
     within it (its mean chunk and decodes could round past it together)."""
     assert main(["serving", "--concurrency", "16", "--input-len", "9000", "--output-len", "128", "--seeds", "1",
-                 "--requests", "100", "--breakdown"]) == 0
-    assert "a step with a prompt chunk" in capsys.readouterr().out
+                 "--requests", "100", "--breakdown", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    mixed = d["breakdown"]["mixed_step"]  # one token a decode, and its chunks' prompt tokens
+    assert mixed["chunks"] >= 1 and mixed["decode_batch"] + mixed["chunks"] * mixed["chunk"] <= d["engine"]["max_tokens"]

@@ -154,7 +154,7 @@ def test_cli_disagg(capsys):
     assert d["kv_transfer_mean_s"] == pytest.approx(1024 * 2 * 32 * 8 * 128 * 2 / (0.85 * 50e9) + 46e-6, rel=1e-6)
     # the pools' own notes are kept (a reviewer found the prefill pool's first one dropped): the KV
     # cache line both pools share, and the 20-request sample's ramp note
-    assert any(n.startswith("KV cache") for n in d["notes"]) and any("ramp and drain" in n for n in d["notes"])
+    assert any(n.startswith("KV cache") for n in d["notes"]) and d["mostly_ramp_and_drain"] is True
     assert main(["serving", "--disagg", "1:1", "--requests", "4"]) == 2  # neither --rate nor --concurrency
     assert "--rate" in capsys.readouterr().err
 
@@ -221,6 +221,22 @@ def test_a_disaggregated_prefill_pool_is_not_called_memory_bound(capsys):
     d = json.loads(capsys.readouterr().out)
     assert not any(n.startswith("prefill pool: memory-bound") for n in d["notes"])
     assert "prefill pool 3 replica(s) of H100 SXM x 1" in d["description"]
+
+
+def test_a_disaggregated_run_names_the_prefill_pools_scheduler_and_leaves_out_the_decode_pools(step):
+    """The decode pool's scheduler line would say its prompts are all prefix hits (the transferred
+    cache, which the disaggregation note describes): left out, found by its run's scheduler field."""
+    import dataclasses
+
+    from roofline.serving import Engine
+    from roofline.serving.assemble import scheduler_note
+
+    r = simulate_disaggregated(step, step, poisson_requests(5, 40, 1024, 16), prefill_replicas=1, decode_replicas=1)
+    decode_line = scheduler_note(step, dataclasses.replace(Engine(), prefix_hit=1.0))
+    assert "prefill pool: " + scheduler_note(step, Engine()) in r.notes
+    assert "decode pool: " + decode_line not in r.notes and decode_line not in r.notes and r.scheduler == ""
+    alone = simulate(step, poisson_requests(5, 40, 1024, 16))
+    assert alone.scheduler == scheduler_note(step, Engine()) and alone.scheduler in alone.notes
 
 
 def test_the_split_search_reports_as_other_searches_do(capsys):

@@ -161,6 +161,24 @@ def test_pipeline_stages_report_one_gpus_cache_and_the_replicas_own_overload(cap
     assert all(not n.startswith("memory-bound batch: ") for n in d["notes"])  # said as each virtual engine's
 
 
+def test_a_pipelines_memory_bound_note_is_each_virtual_engines():
+    """Llama 3 8B over 2 L4 stages: each GPU caches in what half the weights leave of its 24 GB
+    (12.8 GB); a sequence of 8,192 + 64 tokens at 128 KiB a token is 1.08 GB, so about 11 fit
+    against the 32 users of each virtual engine: memory-bound, said of each virtual engine (the
+    head rendered from step.pipeline_stages, not a note rewritten by its prefix); the replica's
+    scheduler line is its stage engines'."""
+    from roofline.serving import Engine
+    from roofline.serving.assemble import memory_bound_head, scheduler_note
+
+    pp = StepCost("llama3-8b", "l4", cost_model=EAGER, pipeline_stages=2)
+    r = simulate(pp, closed_requests(64, 128, 8192, 64))
+    head = memory_bound_head(pp)
+    assert head == "memory-bound batch, each of the 2 virtual engines"
+    assert sum(n.startswith(head + ": ") for n in r.notes) == 1
+    assert not any(n.startswith("memory-bound batch: ") for n in r.notes)
+    assert r.scheduler == scheduler_note(pp, Engine()) and r.scheduler in r.notes
+
+
 def test_expert_parallelism_across_nodes_sends_a_token_once_per_remote_node(capsys):
     """EP 16 on H100 nodes of 8 (DeepEP's internode kernels): a token crosses InfiniBand once per
     remote node holding one of its experts, not once per remote expert. Qwen3 235B-A22B, 128

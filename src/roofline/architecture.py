@@ -234,12 +234,30 @@ class MtpModule:
                                    order=main.order + (k,) * self.depth, mtp=None)
 
 
+LEFT_OUT_PARTS = ("mtp", "vision", "audio")  # what a loader leaves out of a checkpoint's count (LeftOut.part)
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A part of the checkpoint its loader leaves out of the count: ``part`` which (LEFT_OUT_PARTS:
+    a multi-token-prediction module, a vision or an audio tower), ``key`` the config key that
+    declares it, ``words`` what a report says of it (after "left out: ")."""
+
+    part: str
+    key: str
+    words: str
+
+    def __post_init__(self):
+        if self.part not in LEFT_OUT_PARTS:
+            raise ValueError(f"LeftOut part {self.part!r}: one of {', '.join(LEFT_OUT_PARTS)}")
+
+
 @dataclass(frozen=True)
 class Model:
     """A decoder: embedding (V, D), learned positions (``positions`` x D, 0 for rotary), the
     layers (``kinds[order[i]]`` is layer i), a final norm and an LM head (V, D; tied shares the
-    embedding; ``lm_head_bias``). ``omitted`` names what the loader left out of the count (a
-    vision tower, a multi-token-prediction module); ``notes`` what it assumed. ``mtp``: the
+    embedding; ``lm_head_bias``). ``omitted`` names what the loader left out of the count (LeftOut:
+    a vision tower, a multi-token-prediction module); ``notes`` what it assumed. ``mtp``: the
     multi-token-prediction module the checkpoint ships beside the model (None: none), counted apart
     from the model's total (the published totals leave it out: DeepSeek-V3's 671B)."""
 
@@ -253,8 +271,9 @@ class Model:
     positions: int = 0
     lm_head_bias: bool = False
     storage: WeightStorage = field(default_factory=WeightStorage)
-    omitted: tuple[str, ...] = ()
+    omitted: tuple[LeftOut, ...] = ()
     notes: tuple[str, ...] = ()
+    ignored_keys: tuple[str, ...] = ()  # config keys the loader did not understand and ignored (each said in notes)
     key: str = ""
     model_type: str = ""
     max_context: int = 0  # the config's max_position_embeddings (0: not given)
@@ -343,7 +362,11 @@ class Model:
     # -- uniform-model views (what the seed's one-block workshop and the torch checks need) ------
     def header_lines(self) -> tuple[str, ...]:
         """What the loader left out and what it noted, one line each: every command prints these."""
-        return tuple(f"left out: {x}" for x in self.omitted) + tuple(f"note: {x}" for x in self.notes)
+        return tuple(f"left out: {x.words}" for x in self.omitted) + tuple(f"note: {x}" for x in self.notes)
+
+    def leaves_out(self, part: str) -> bool:
+        """Whether the loader left a part of the checkpoint (LEFT_OUT_PARTS) out of the count."""
+        return any(x.part == part for x in self.omitted)
 
     def context_note(self, context) -> str | None:
         """A line when ``context`` passes the config's max_position_embeddings, else None."""
@@ -371,7 +394,7 @@ class Model:
 
 
 __all__ = [
-    "NORMS", "Layer", "WeightStorage", "Model", "MtpModule",
+    "NORMS", "Layer", "WeightStorage", "Model", "MtpModule", "LeftOut", "LEFT_OUT_PARTS",
     "Attention", "LatentAttention", "Mamba2", "Mamba", "GatedDeltaNet", "ParallelMixer", "Mixer", "SSM_MIXERS", "ATTENTION_MIXERS", "MLP", "MoE", "ChannelMixer",
     "attended_pairs",
 ]

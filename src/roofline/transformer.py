@@ -268,7 +268,7 @@ def model_summary(model) -> dict:
         "vocab": m.vocab, "params": p["total"], "active_params": active_params(m) if m.is_moe else p["total"],
         "layer_kinds": [{"kind": k.label, "count": n, "first_layer": m.layers.index(k)} for k, n in m.kind_counts()],
         "pattern": m.pattern(),
-        "weights_stored": m.storage.label(), "omitted": list(m.omitted), "notes": list(m.notes),
+        "weights_stored": m.storage.label(), "omitted": [x.words for x in m.omitted], "notes": list(m.notes),
         "kv_bytes_per_token_past_windows_bf16": kv_cache_bytes_per_token(m),
         "cache_bytes_per_sequence_bf16": {str(S): float(cache_bytes_per_sequence(m, S)) for S in (4096, 32768, 131072)},
         "max_context": m.max_context or None,

@@ -110,7 +110,7 @@ def _print_layer_json(args, cfg, reports) -> None:
         out = {"model": reports[0].model, "machine": reports[0].machine_key, "n_layers": cfg.n_layers,
                "pattern": cfg.pattern(), "layer_kinds": [r.to_dict() for r in reports]}
     stored = storage_note(cfg, reports[0].dtype, getattr(args, 'dtype', None) is not None)
-    out["omitted"], out["notes"] = list(cfg.omitted), (list(cfg.notes) + ([stored] if stored else [])
+    out["omitted"], out["notes"] = [x.words for x in cfg.omitted], (list(cfg.notes) + ([stored] if stored else [])
                                                        + layer_dtype_notes(reports[0].dtype, machine_from_args(args))
                                                        + list(dict.fromkeys(args.cost_notes)))
     print(dump_json(out))

@@ -15,9 +15,9 @@ from __future__ import annotations
 import dataclasses
 import sys
 
+from roofline.cli import serving_args
 from roofline.cli.args import cost_model_from_args, machine_from_args
 from roofline.cli.plan_args import checked_output, flag_text, flagged, resolve_precision
-from roofline.cli.serving_args import register as _register
 from roofline.cli.serving_checks import ServingRequest
 from roofline.errors import RooflineError
 from roofline.serving.parameters import CONCURRENCY, DISAGG_SEARCH_REQUESTS, REQUESTS, engine_of
@@ -28,7 +28,7 @@ PROGRESS_SEARCH_REQUESTS = 4_000  # ... and a rate search of this many per run, 
 
 
 def register(sub):
-    return _register(sub, flagged(cmd_serving))
+    return serving_args.register(sub, flagged(cmd_serving))
 
 
 def _requests_progress(done: int, of: int) -> None:

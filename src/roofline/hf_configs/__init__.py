@@ -3,13 +3,14 @@
 Each loader maps the keys its family's transformers config class defines, with that class's
 default where a key is absent, and says what it did not use:
 
-- a key the loader does not know is named in ``Model.notes`` ("not understood: ignored"), never
+- a key the loader does not know is kept in ``Model.ignored_keys`` and said in ``Model.notes``
+  ("not understood: ignored", shared.ignored_key_note), never
   silently dropped; keys that change no parameter, cache or FLOP count (epsilons, rotary bases,
   token ids, dropouts, initialisers) are listed as cost-neutral and pass without a word;
 - an unknown ``model_type`` is refused with the list of supported ones, never read as a Llama; a
   family known but not yet modelled has a loader that refuses it saying what it lacks (``not_yet``);
 - a nested ``text_config`` (Gemma 3 and 4, Llama 4, Qwen3-VL, Qwen3.5) is read, and the vision tower
-  it sits beside is named in ``Model.omitted``;
+  it sits beside is named in ``Model.omitted`` (a LeftOut: its part, its key, the words said);
 - ``quantization_config`` sets the stored width of the modules the format quantises
   (WeightStorage); a quantisation method it does not know is refused by name.
 

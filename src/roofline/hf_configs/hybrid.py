@@ -4,7 +4,7 @@ MLA."""
 
 from __future__ import annotations
 
-from roofline.architecture import MLP, Attention, GatedDeltaNet, LatentAttention, Layer, Model, MoE
+from roofline.architecture import MLP, Attention, GatedDeltaNet, LatentAttention, Layer, LeftOut, Model, MoE
 from roofline.errors import RooflineError
 from roofline.hf_configs.keys import Keys
 from roofline.hf_configs.llama import qwen_moe_layers
@@ -80,8 +80,8 @@ def _hybrid(c: Keys, channel, split: bool = False) -> Model:
                      "activation and a multiply an element whichever it is")
     mtp = c.int("mtp_num_hidden_layers", 0)
     c.get("mtp_use_dedicated_embeddings")
-    omitted = (f"multi-token-prediction module ({mtp} layer{'s' if mtp != 1 else ''}, mtp_num_hidden_layers): not "
-               "instantiated by transformers, not counted",) if mtp else ()
+    omitted = (LeftOut("mtp", "mtp_num_hidden_layers", f"multi-token-prediction module ({mtp} layer{'s' if mtp != 1 else ''}, "
+                       "mtp_num_hidden_layers): not instantiated by transformers, not counted"),) if mtp else ()
     return assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted, notes=notes)
 
 
@@ -200,7 +200,8 @@ def _kimi_linear(c: Keys) -> Model:
     layers = [Layer(kda_mixer if i + 1 in kda else mla, moe if moe and i >= first and i % freq == 0 else dense)
               for i in range(L)]
     mtp = c.int("num_nextn_predict_layers", 0)
-    omitted = (f"multi-token-prediction layers ({mtp}, num_nextn_predict_layers): not counted",) if mtp else ()
+    omitted = (LeftOut("mtp", "num_nextn_predict_layers",
+                       f"multi-token-prediction layers ({mtp}, num_nextn_predict_layers): not counted"),) if mtp else ()
     notes = ["Kimi Delta Attention's dt_bias, A_log, short convolutions and gated norm are fp32 in vLLM; priced at the "
              "weights' width (under 0.2% of a KDA layer)"]
     return assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted, notes=notes)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from roofline.architecture import MLP, Attention, Layer, Model, MoE
+from roofline.architecture import MLP, Attention, Layer, LeftOut, Model, MoE
 from roofline.errors import RooflineError
 from roofline.hf_configs.keys import Keys
 from roofline.kernels import FLOPS_PER_ELEMENT
@@ -176,7 +176,7 @@ def _minimax_m2(c: Keys) -> Model:
         import dataclasses
 
         model = dataclasses.replace(model, omitted=model.omitted + (
-            f"multi-token-prediction modules ({mtp}, use_mtp): not counted",))
+            LeftOut("mtp", "use_mtp", f"multi-token-prediction modules ({mtp}, use_mtp): not counted"),))
     return model
 
 
@@ -203,8 +203,9 @@ def _glm4_moe(c: Keys) -> Model:
         return model
     import dataclasses
 
-    return dataclasses.replace(model, omitted=model.omitted + (
-        f"multi-token-prediction module ({mtp} layer{'s' if mtp != 1 else ''}, num_nextn_predict_layers): not counted",))
+    return dataclasses.replace(model, omitted=model.omitted + (LeftOut(
+        "mtp", "num_nextn_predict_layers",
+        f"multi-token-prediction module ({mtp} layer{'s' if mtp != 1 else ''}, num_nextn_predict_layers): not counted"),))
 
 
 # ---------------------------------------------------------------------------------------------

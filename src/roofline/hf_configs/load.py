@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from roofline.architecture import Model, WeightStorage
+from roofline.architecture import LeftOut, Model, WeightStorage
 from roofline.errors import RooflineError
 import roofline.hf_configs.llama as llama  # the order SUPPORTED was filled in before
 import roofline.hf_configs.moe as moe
@@ -18,7 +18,7 @@ import roofline.hf_configs.nvidia as nvidia
 import roofline.hf_configs.step as step
 from roofline.hf_configs.keys import COST_NEUTRAL, Keys
 from roofline.hf_configs.quant import checkpoint_dtype, dtype_note, weight_storage
-from roofline.hf_configs.shared import SUPPORTED
+from roofline.hf_configs.shared import SUPPORTED, ignored_key_note
 
 FAMILIES = (llama, moe, gpt, ssm, hybrid, mimo, minimax, nvidia, step)  # importing them registers their loaders in SUPPORTED
 
@@ -47,8 +47,8 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
                             "read from there)", field="model")
     if model_type is None and "ssm_cfg" in raw:
         model_type = "mamba_ssm"
-    omitted: list[str] = []
-    outer_notes: list[str] = []
+    omitted: list[LeftOut] = []
+    outer_keys: list[str] = []
     top = raw
     if model_type is not None and not isinstance(model_type, str):
         raise RooflineError(f"{name}: model_type must be a string such as \"llama\", got {model_type!r}", field="model")
@@ -58,10 +58,11 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
             raise RooflineError(f"{name}: model_type {model_type!r} keeps its language model in text_config, which is "
                                 "missing", field="model")
         if raw.get("vision_config") is not None:
-            omitted.append("vision tower and multimodal projector (vision_config): not counted; costs are the "
-                           "language model's")
+            omitted.append(LeftOut("vision", "vision_config", "vision tower and multimodal projector (vision_config): not "
+                                   "counted; costs are the language model's"))
         if raw.get("audio_config") is not None:
-            omitted.append("audio tower (audio_config): not counted; costs are the language model's")
+            omitted.append(LeftOut("audio", "audio_config", "audio tower (audio_config): not counted; costs are the "
+                                   "language model's"))
         inner = dict(text)
         inner.setdefault("model_type", NESTED[model_type])
         if inner["model_type"] != NESTED[model_type] and inner["model_type"] not in NESTED_ALSO.get(model_type, ()):
@@ -72,8 +73,7 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
                 inner[k] = raw[k]
         known_top = {"text_config", "vision_config", "audio_config", "tie_word_embeddings", "torch_dtype", "quantization_config",
                      *NESTED_VISION_KEYS.get(model_type, ())}
-        outer_notes = [f"config key {k!r} not understood: ignored" for k in sorted(raw)
-                       if k not in known_top and k not in COST_NEUTRAL and not k.startswith("_")]
+        outer_keys = [k for k in sorted(raw) if k not in known_top and k not in COST_NEUTRAL and not k.startswith("_")]
         raw, model_type = inner, inner["model_type"]
     if model_type not in SUPPORTED:
         shown = "(none)" if model_type is None else repr(model_type)
@@ -104,6 +104,7 @@ def from_hf_config(raw: dict, name: str = "model", preset: bool = False) -> Mode
             top_context = keys.pos(k)
             break
     return dataclasses.replace(model, storage=storage, omitted=model.omitted + tuple(omitted),
-                               notes=tuple(outer_notes) + model.notes + tuple(qnotes) + tuple(dtype_note(raw, preset)),
+                               notes=tuple(map(ignored_key_note, outer_keys)) + model.notes + tuple(qnotes) + tuple(dtype_note(raw, preset)),
+                               ignored_keys=tuple(outer_keys) + model.ignored_keys,
                                model_type=str(model_type),
                                max_context=int(top_context))

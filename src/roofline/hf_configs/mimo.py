@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from roofline.architecture import MLP, Attention, Layer, Model, MoE
+from roofline.architecture import MLP, Attention, Layer, LeftOut, Model, MoE
 from roofline.errors import RooflineError
 from roofline.hf_configs.keys import Keys
 from roofline.hf_configs.llama import qwen2_model
 from roofline.hf_configs.shared import assemble, loader
 
 
-def _mtp_omitted(n: int, what: str) -> tuple[str, ...]:
-    return (f"multi-token-prediction layers ({n}, {what}): not counted",) if n else ()
+def _mtp_omitted(n: int, what: str) -> tuple[LeftOut, ...]:
+    return (LeftOut("mtp", what, f"multi-token-prediction layers ({n}, {what}): not counted"),) if n else ()
 
 
 @loader("mimo")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from roofline.architecture import MLP, Attention, Layer, Model, MoE
+from roofline.architecture import MLP, Attention, Layer, LeftOut, Model, MoE
 from roofline.errors import RooflineError
 from roofline.hf_configs.keys import Keys
 from roofline.hf_configs.shared import activation_name, assemble, loader
@@ -101,6 +101,6 @@ def _minimax_m3(c: Keys) -> Model:
     msa_attention = dataclasses.replace(full, **msa)
     layers = [Layer(msa_attention if sparse[i] else full, moe if moe_at[i] else dense) for i in range(L)]
     mtp = c.int("num_nextn_predict_layers", 0) + c.int("num_mtp_modules", 0)
-    omitted = (f"multi-token-prediction modules (num_mtp_modules {c.raw.get('num_mtp_modules')}, num_nextn_predict_layers "
-               f"{c.raw.get('num_nextn_predict_layers')}): not counted",) if mtp else ()
+    omitted = (LeftOut("mtp", "num_mtp_modules", f"multi-token-prediction modules (num_mtp_modules {c.raw.get('num_mtp_modules')}, "
+                       f"num_nextn_predict_layers {c.raw.get('num_nextn_predict_layers')}): not counted"),) if mtp else ()
     return assemble(c, layers, D, V, False, omitted=omitted)

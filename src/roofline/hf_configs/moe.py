@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from roofline.architecture import MLP, Attention, LatentAttention, Layer, Model, MoE, MtpModule
+from roofline.architecture import MLP, Attention, LatentAttention, Layer, LeftOut, Model, MoE, MtpModule
 from roofline.errors import RooflineError
 from roofline.hf_configs.keys import Keys
 from roofline.hf_configs.shared import assemble, gqa_heads, layer_window, loader, read_layer_types
@@ -71,9 +71,10 @@ def _deepseek(c: Keys, indexers: list | None = None, mlp_types: list | None = No
         mtp = MtpModule(Layer(LatentAttention(**mla, **indexers[0]), MoE(E, k, F, shared_d_ff=shared)), depth)
         runs = ("; speculation over its sparse attention is not modelled yet" if indexers[0] else
                 "; `roofline serving --draft mtp` runs it")
-        omitted = (f"multi-token-prediction module ({depth} layer{'s' if depth != 1 else ''}): not instantiated by "
-                   "transformers and not in the total (the published count's convention); counted apart (`roofline "
-                   f"models` shows it{runs})",)
+        omitted = (LeftOut("mtp", "num_nextn_predict_layers",
+                           f"multi-token-prediction module ({depth} layer{'s' if depth != 1 else ''}): not instantiated by "
+                           "transformers and not in the total (the published count's convention); counted apart (`roofline "
+                           f"models` shows it{runs})"),)
     return assemble(c, layers, D, V, c.flag("tie_word_embeddings", False), omitted=omitted, mtp=mtp)
 
 

@@ -62,6 +62,11 @@ def read_layer_types(c: Keys, n: int, default: Callable[[int], str]) -> list[str
     return list(types)
 
 
+def ignored_key_note(key: str) -> str:
+    """The note of a config key the loader does not understand (Model.ignored_keys)."""
+    return f"config key {key!r} not understood: ignored"
+
+
 def assemble(c: Keys, layers: list[Layer], D: int, V: int, tied: bool, **extra) -> Model:
     if len(layers) > MAX_LAYERS:
         raise RooflineError(f"{c.name}: {len(layers):,} layers; at most {MAX_LAYERS:,} are read", field="model")
@@ -72,14 +77,14 @@ def assemble(c: Keys, layers: list[Layer], D: int, V: int, tied: bool, **extra) 
             kinds.append(layer)
         order.append(kinds.index(layer))
     notes = list(extra.pop("notes", ()))
-    for k in c.not_understood():
-        notes.append(f"config key {k!r} not understood: ignored")
+    ignored = tuple(c.not_understood())
+    notes += [ignored_key_note(k) for k in ignored]
     for k in c.not_finite():
         what = "not a number" if math.isnan(c.raw[k]) else "an infinity"  # worded, not printed: output is checked finite
         notes.append(f"config key {k!r} is {what}, not a finite value: the file is likely broken (the key does "
                      "not change the cost, so nothing here is affected)")
     return Model(name=c.name, d_model=D, vocab=V, kinds=tuple(kinds), order=tuple(order), tied_embeddings=tied,
-                 notes=tuple(notes), model_type=str(c.raw.get("model_type", "")), **extra)
+                 notes=tuple(notes), ignored_keys=ignored, model_type=str(c.raw.get("model_type", "")), **extra)
 
 
 def layer_window(types: list[str], i: int, window: int, chunk: int = 0) -> tuple[int, int]:

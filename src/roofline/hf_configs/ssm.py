@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from roofline.architecture import MLP, Attention, Layer, Mamba, Mamba2, Model, MoE, ParallelMixer
+from roofline.architecture import MLP, Attention, Layer, LeftOut, Mamba, Mamba2, Model, MoE, ParallelMixer
 from roofline.errors import RooflineError
 from roofline.hf_configs.keys import Keys
 from roofline.hf_configs.shared import assemble, gqa_heads, loader
@@ -162,7 +162,8 @@ def _nemotron_h(c: Keys) -> Model:
     mtp = c.int("num_nextn_predict_layers", 0)
     each = c.raw.get("mtp_layers_block_type") or c.raw.get("mtp_hybrid_override_pattern") or ["attention", "moe"]
     each = " + ".join(each) if isinstance(each, list) else str(each)
-    omitted = (f"multi-token-prediction layers ({mtp} x {each}, num_nextn_predict_layers): not counted",) if mtp else ()
+    omitted = (LeftOut("mtp", "num_nextn_predict_layers",
+                       f"multi-token-prediction layers ({mtp} x {each}, num_nextn_predict_layers): not counted"),) if mtp else ()
     notes = []
     state = c.get("mamba_ssm_cache_dtype")
     if state is not None and str(state) not in ("bfloat16", "float16"):

@@ -235,7 +235,7 @@ def inference_memory(model="llama3-8b", machine="h100-sxm", batch=1, context=819
     cfg = get_model(model)
     m = get_machine(machine)
     if mtp and cfg.mtp is None:
-        left_out = any("multi-token" in line for line in cfg.omitted)
+        left_out = cfg.leaves_out("mtp")
         raise RooflineError(f"{cfg.name}" + ("'s multi-token-prediction module is left out of the count and not "
                                              "modelled yet" if left_out else " has no multi-token-prediction module")
                             + " to hold (mtp)", field="mtp")

@@ -266,7 +266,7 @@ def train_table(plan) -> str:
         lines.append(grid(["collective per GPU per step", "bytes sent", "seconds", "of compute", "bound"], rows,
                           [False, True, True, True, False]))
         share = plan.step_communication_s / plan.step_compute_s
-        tp_s = sum(op.time_s for op in plan.step.ops if op.name.startswith("TP "))
+        tp_s = plan.step_tensor_parallel_s
         verdict = ("the links would take longer than the compute: link-bound even with perfect overlap"
                    if share > 1 else "it must overlap with the backward pass to stay hidden" if share > 0.3
                    else "small enough to hide behind the backward pass")

@@ -21,7 +21,7 @@ from roofline.errors import RooflineError
 from roofline.kernels import Kernel
 from roofline.op_counts import matmul_counts, norm_flops_per_element, row_op_counts
 from roofline.plan.step import StepCost
-from roofline.plan.model_ops import requantised as _requantised
+from roofline.plan.model_ops import requantised
 from roofline.transformer import count_params, get_model
 from roofline.units import DTYPE_BYTES
 
@@ -34,7 +34,7 @@ def mtp_model(model) -> Model:
     refused by name when ``model`` has none."""
     m = get_model(model)
     if m.mtp is None:
-        left_out = any("multi-token" in line for line in m.omitted)
+        left_out = m.leaves_out("mtp")
         raise RooflineError(f"{m.name}" + ("'s multi-token-prediction module is left out of the count and not "
                                            "modelled yet (DeepSeek-V3/R1's is)" if left_out else
                                            " has no multi-token-prediction module")
@@ -61,7 +61,7 @@ class MtpStepCost(StepCost):
         w, D = DTYPE_BYTES[wa], self.model.d_model
         norms = Kernel.trusted("MTP enorm+hnorm", *row_op_counts(2 * M * D, norm_flops_per_element("rmsnorm"), w), "norm", wa)
         proj = Kernel.trusted("MTP eh_proj", *matmul_counts(M, D, 2 * D, w), "matmul", wa, weight_elems=2 * D * D, part="mtp")
-        return [norms, _requantised(proj, self.precision)[0]]
+        return [norms, requantised(proj, self.precision)[0]]
 
     def held_weight_bytes(self) -> float:
         """The module's own weights one GPU holds (plan.memory.mtp_weight_bytes); with expert

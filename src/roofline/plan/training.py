@@ -46,9 +46,10 @@ SCALE_OUT_LINKS = ("infiniband", "roce", "ici", "pcie") + SCALE_UP_LINKS  # data
 
 
 def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: str = "none", tp_link=None,
-                     dp_link=None, gpus_per_node: int = 8) -> tuple[list[CountedOp], list[str]]:
+                     dp_link=None, gpus_per_node: int = 8) -> tuple[list[CountedOp], list[str], int]:
     """The collectives one GPU runs per optimizer step, with notes on what is left out and on
-    default links that fall back (see the module docstring; a link named must be the machine's).
+    default links that fall back (see the module docstring; a link named must be the machine's),
+    and how many of the ops, first, are the tensor-parallel group's (on the critical path).
 
     Tensor parallel (Megatron-LM): 2 all-reduces of the (b s, D) activations per layer forward and
     2 backward (2 more forward with full recompute), for each of the step's m micro-batches and the
@@ -98,6 +99,7 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
         k = all_reduce_kernel(layout.micro_batch * seq_len * cfg.d_model, layout.tensor_parallel, tp_link, "bf16",
                               name=f"TP all-reduce ({tp_link})")
         ops.append(CountedOp(k, count))
+    tp_ops = len(ops)
     if layout.data_parallel > 1 and dp_link:
         grads = stage_params(cfg, layout)  # the largest stage's: a whole number of parameters
         d = layout.data_parallel
@@ -110,7 +112,7 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
     # the stages' layer counts (stage_note) are the memory plan's note, printed with its table
     if layout.pipeline_parallel > 1:
         notes.append("pipeline sends between stages (b s D activations per micro-batch) are not costed")
-    return ops, notes
+    return ops, notes, tp_ops
 
 
 def _link(m, link, field, order, notes) -> str | None:
@@ -150,6 +152,7 @@ class TrainPlan(Tabular):
     step: WorkloadPrediction | None
     notes: tuple[str, ...] = ()
     context_terms: str = "12Lhs"  # how the convention other than 6ND names its per-token context terms
+    tensor_parallel_ops: int = 0  # the first ops of step: the tensor-parallel collectives (Megatron-LM's sit between a layer's matmuls)
 
     @property
     def gpus(self) -> int:
@@ -186,6 +189,11 @@ class TrainPlan(Tabular):
     @property
     def step_communication_s(self) -> float:
         return 0.0 if self.step is None else float(self.step.total_s)
+
+    @property
+    def step_tensor_parallel_s(self) -> float:
+        """Of step_communication_s, the tensor-parallel collectives': nothing hides them."""
+        return 0.0 if self.step is None else float(sum(op.time_s for op in self.step.ops[:self.tensor_parallel_ops]))
 
     def to_dict(self) -> dict:
         lay = self.layout
@@ -258,7 +266,7 @@ def train_plan(model="llama3-8b", tokens=15e12, gpus=1024, machine="h100-sxm", m
             raise RooflineError(f"mfu {mfu:g} with {recompute} recompute means an HFU of {hw_tok / model_tok * mfu:.2f}, "
                                 "above 1: impossible", field="mfu")
     check_number("gpus_per_node", gpus_per_node, maximum=1e4, integer=True)
-    ops, notes = step_collectives(cfg, m, layout, seq_len, recompute, tp_link, dp_link, gpus_per_node)
+    ops, notes, tp_ops = step_collectives(cfg, m, layout, seq_len, recompute, tp_link, dp_link, gpus_per_node)
     step = predict_counted(ops, m, CostModel()) if ops else None
     n = active_params(cfg) if convention == "6nd" else matmul_params(cfg)
     return TrainPlan(
@@ -266,7 +274,7 @@ def train_plan(model="llama3-8b", tokens=15e12, gpus=1024, machine="h100-sxm", m
         recompute=recompute, dtype=dtype, layout=layout, peak_flops_per_s=peak, params=float(n),
         training_flops=model_tok * tokens, hardware_flops=hw_tok * tokens, other_convention_flops=other_tok * tokens,
         seconds=seconds, price_per_gpu_hour=price_per_gpu_hour, memory=train_memory(cfg, m, layout, seq_len, recompute, attention),
-        step=step, notes=tuple(notes), context_terms=_context_terms(cfg),
+        step=step, notes=tuple(notes), context_terms=_context_terms(cfg), tensor_parallel_ops=tp_ops,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from roofline.serving.engine import Engine
-from roofline.serving.results import PERCENTILES, ServingResult, _weighted_percentiles, overload_note, step_settings
+from roofline.serving.results import PERCENTILES, ServingResult, overload_note, step_settings, weighted_percentiles
 from roofline.transformer import cache_name
 from roofline.units import GIGA, format_typed_ms
 
@@ -69,13 +69,30 @@ def scheduler_words(engine: Engine) -> str:
 
 
 
+def scheduler_note(step, engine: Engine) -> str:
+    """The run's scheduler line: how a step is made, what preemption does, how the cache is kept."""
+    hit = engine.prefix_hit
+    admission = ("; admission reserves each request's cache to its last token, none preempted (TensorRT-LLM's "
+                 "GUARANTEED_NO_EVICT); " if engine.admission == "reserve_full" else "; preemption recomputes the newest sequence; ")
+    return ("scheduler: " + scheduler_words(engine) + admission
+            + ((f"cache in blocks of {engine.block_size} tokens" if engine.block_size > 1 else "cache a token a slot (no blocks)")
+               if cache_name(step.model) != "SSM state" else "one state per sequence, its size fixed (no blocks)")
+            + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""))
+
+
+def memory_bound_head(step) -> str:
+    """How the memory-bound note begins: a pipelined replica's stage engines (step.pipeline_stages
+    of them, each this scheduler over its share) say that each of them is bound."""
+    p = step.pipeline_stages
+    return "memory-bound batch" + (f", each of the {p} virtual engines" if p > 1 else "")
+
+
 def _setup_notes(step, engine: Engine, cap: float, parts: dict) -> tuple:
     """The run's setting in words: the cache's memory line, the engine's defaults, how a step is
     made, and how its kernels launch."""
     per_gpu = cap / step._dp  # what each GPU keeps for its cache (the draft's weights out): the engine line's
     gpus = step.tensor_parallel * step.pipeline_stages  # the replica's GPUs
     what = cache_name(step.model)
-    hit = engine.prefix_hit
     return (f"{what} {per_gpu / GIGA:,.1f} GB per GPU"
             + (f" ({gpus} GPUs in the replica: {per_gpu * gpus / GIGA:,.1f} GB)" if gpus > 1 else "")
             + (f": {engine.memory_fraction:g} of what {step.machine.capacity_text} leaves after " if engine.memory_of_free
@@ -87,11 +104,7 @@ def _setup_notes(step, engine: Engine, cap: float, parts: dict) -> tuple:
             "CUDA graph pools" + (" (vLLM logs 0.1 GiB of non-torch memory at tensor-parallel 1, up to ~2 GiB at 8)"
                                   if engine.preset in ("", "vllm") else ""),
             *((engine.label + _kernel_version_words(step, engine),) if engine.label else ()),
-            "scheduler: " + scheduler_words(engine) + ("; admission reserves each request's cache to its last token, none preempted"
-                                                 " (TensorRT-LLM's GUARANTEED_NO_EVICT); " if engine.admission == "reserve_full"
-                                                 else "; preemption recomputes the newest sequence; ")
-            + ((f"cache in blocks of {engine.block_size} tokens" if engine.block_size > 1 else "cache a token a slot (no blocks)") if what != "SSM state" else
-               "one state per sequence, its size fixed (no blocks)") + (f"; prefix hits skip {hit:.0%} of each prompt (its cache still held)" if hit else ""),
+            scheduler_note(step, engine),
             "each replica simulated alone; a decode-only step replays a CUDA graph (one launch); a step with a "
             f"prompt chunk launches each kernel ({step.cost_model.launch_overhead_s / 1e-6:g} us each), as engines "
             "capture decode batches only"
@@ -131,7 +144,7 @@ def _run_notes(st, requests, over: str | None) -> tuple:
     holds = cap / max(float(st.pool.table[-(-int(mean_seq) // st.pool.bs)]), 1.0)
     demand = min(engine.max_seqs, requests.concurrency if st.closed else st.n)
     if holds < demand / 2 and (st.preemptions > 0 or max(st.kv_peak, st.pool.committed_peak) >= 0.9 * cap):  # ... the cache filled (or its reservations)
-        notes = (f"memory-bound batch: the {cap / GIGA:,.2f} GB {what} holds {int(holds):,} sequence(s) of the mean "
+        notes = (f"{memory_bound_head(step)}: the {cap / GIGA:,.2f} GB {what} holds {int(holds):,} sequence(s) of the mean "
                  f"length ({mean_seq:,.0f} tokens), under half of the {demand:,} that could run at once: more GPUs or a narrower "
                  "cache would batch more",) + notes
     if over:
@@ -164,9 +177,9 @@ def assemble(st, requests, price_per_gpu_hour: float | None):
     over = overload_note(st.arrival, e2e, duration, ttft) if not st.closed and duration > 0 else None
     return ServingResult(
         step.describe(), requests.label, st.engine, step.tensor_parallel, ttft, tpot, e2e,
-        _weighted_percentiles(dts, nds, PERCENTILES), duration, int(out.sum()), int(inp.sum()), computed,
+        weighted_percentiles(dts, nds, PERCENTILES), duration, int(out.sum()), int(inp.sum()), computed,
         st.steps, float((dts * nds).sum() / busy) if busy else 0.0, tokens / max(st.steps, 1),
         st.kv_integral / busy / cap if busy else 0.0, st.kv_peak / cap, st.preemptions,
         st.in_system_integral / max(end - t_start, 1e-300), cap, _run_notes(st, requests, over), price_per_gpu_hour,
         dts, nds, st.arrival.copy(), inp, out, {**step_settings(step), **requests.settings},
-        step_ck, step_pf, step_nc, overload=over or "")
+        step_ck, step_pf, step_nc, overload=over or "", scheduler=scheduler_note(step, st.engine))

@@ -12,9 +12,9 @@ from roofline.errors import DISAGG_BUDGET_REQUESTS, MAX_REQUESTS, RooflineError,
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
 from roofline.serving.requests import Requests, poisson_requests
-from roofline.serving.results import PERCENTILES, ServingResult, _weighted_percentiles, overload_note, step_settings
+from roofline.serving.results import PERCENTILES, ServingResult, overload_note, step_settings, weighted_percentiles
 from roofline.serving.scheduler import simulate
-from roofline.serving.search import CHECK_FACTOR, FLOOD_BATCHES, SEARCH_STEPS, _rate_search, _slo, max_rate_within
+from roofline.serving.search import CHECK_FACTOR, FLOOD_BATCHES, SEARCH_STEPS, max_rate_within, rate_search, slo_targets
 from roofline.units import MS
 
 
@@ -63,9 +63,10 @@ def _pool_notes(p_results, d_results, closed: bool = False) -> tuple[str, ...]:
         return list(dict.fromkeys(n for r in results for n in r.notes if not (closed and n == r.overload)))
 
     p_notes, d_notes = unique(p_results), unique(d_results)
+    d_schedulers = {r.scheduler for r in d_results}
     shared = [n for n in p_notes if n in d_notes]
     return tuple(shared + [f"prefill pool: {n}" for n in p_notes if n not in d_notes]
-                 + [f"decode pool: {n}" for n in d_notes if n not in p_notes and not n.startswith("scheduler:")])
+                 + [f"decode pool: {n}" for n in d_notes if n not in p_notes and n not in d_schedulers])
 
 
 def _round_robin(times: np.ndarray, replicas: int) -> np.ndarray:
@@ -265,7 +266,7 @@ def _result(prefill, decode, requests, pools, arrival, transfer, link, decode_en
     return ServingResult(
         f"{decode.describe()} (decode pool, {decode_replicas} replica(s)); prefill pool {prefill_replicas} replica(s) of "
         f"{prefill.machine.name} x {prefill.tensor_parallel}",
-        requests.label, decode_engine, gpus, ttft, tpot, e2e, _weighted_percentiles(np.concatenate([durations, gaps]), np.concatenate([decodes, np.ones(len(gaps))]), PERCENTILES),
+        requests.label, decode_engine, gpus, ttft, tpot, e2e, weighted_percentiles(np.concatenate([durations, gaps]), np.concatenate([decodes, np.ones(len(gaps))]), PERCENTILES),
         duration, int(out.sum()), int(inp.sum()), int(sum(r.computed_tokens for r in p_results)),
         int(sum(r.steps for r in p_results + d_results)),
         float((durations * decodes).sum() / busy) if busy else 0.0,
@@ -322,7 +323,7 @@ def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_toke
     on simulate_disaggregated, its answer checked the same way (a run CHECK_FACTOR times longer, the
     rate lowered until one meets the targets), so split and co-located answers compare alike; ``progress(done, of, rate)`` is called after each split.
     A search past DISAGG_BUDGET_REQUESTS simulated requests (split_search_requests) is refused before it runs."""
-    slo = _slo(ttft_s, tpot_s, percentile)
+    slo = slo_targets(ttft_s, tpot_s, percentile)
     if slo is None:
         raise RooflineError("the split search needs a target: a TTFT or a TPOT", field="slo_ttft")
     g = int(check_number("replicas", replicas, minimum=2, strictly=False, maximum=64, integer=True))
@@ -336,7 +337,7 @@ def best_disaggregation(step: StepCost, replicas: int, input_tokens, output_toke
     for p in range(1, g):
         d = g - p
         # as many requests per replica as the co-located search runs on one: g x requests in all
-        sw = _rate_search(lambda rate, n=requests * g, p=p, d=d: simulate_disaggregated(
+        sw = rate_search(lambda rate, n=requests * g, p=p, d=d: simulate_disaggregated(
             step, step, poisson_requests(rate, n, input_tokens, output_tokens, seed, burstiness), engine, engine, p, d,
             kv_link, seed, price_per_gpu_hour), hi, dict(slo), flood_requests=max(requests * g, FLOOD_BATCHES * engine.max_seqs * d),
             check_requests=checked)  # checked as the co-located answer is

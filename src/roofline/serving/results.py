@@ -60,6 +60,7 @@ class ServingResult(Tabular):
     step_chunk_prefix: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # ... and their mean prefix
     step_chunk_count: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # ... in how many chunks
     overload: str = ""  # overload_note's words where an open-loop run was offered more than it holds ("": it held)
+    scheduler: str = ""  # the run's scheduler note, as notes hold it ("": its notes have none of their own: disaggregated)
 
     @property
     def requests(self) -> int:
@@ -316,7 +317,7 @@ def _finite(x) -> float | None:
     return float(x) if math.isfinite(float(x)) else None
 
 
-def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, ps) -> dict:
+def weighted_percentiles(values: np.ndarray, weights: np.ndarray, ps) -> dict:
     """Percentiles (and "mean") of ``values`` each counted ``weights`` times: the inter-token
     latency every decoded token saw (a step's duration, once per sequence it decoded). The p-th is
     the least value whose weight at or below it reaches p% of the total (_weighted_select)."""

@@ -43,7 +43,7 @@ from roofline.serving.advance import advance, stretch
 from roofline.serving.assemble import assemble
 from roofline.serving.engine import Engine
 from roofline.serving.requests import Requests
-from roofline.serving.results import PERCENTILES, ServingResult, _weighted_percentiles, overload_note, step_settings
+from roofline.serving.results import PERCENTILES, ServingResult, overload_note, step_settings, weighted_percentiles
 from roofline.serving.schedule import schedule
 from roofline.serving.state import RunState
 
@@ -173,22 +173,20 @@ def simulate_pipelined(step: StepCost, requests: Requests, engine: Engine = Engi
              f"fewer requests than stages leave stages idle; the mean decode batch is one micro-batch's (sequences "
              f"decoding at once: {(durations * decodes).sum() / duration if duration else 0.0:,.1f} over the "
              f"{p})",)
-    for note in parts[0].notes:  # the first engine's: the memory line is every stage GPU's; its own load is not the replica's
-        if note == parts[0].overload:
-            continue  # judged below on the replica's requests
-        if note.startswith("memory-bound batch: "):
-            note = f"memory-bound batch, each of the {p} virtual engines: " + note[len("memory-bound batch: "):]
-        notes += (note,)
+    # the first engine's: the memory line is every stage GPU's (a memory-bound one says each virtual engine is:
+    # assemble.memory_bound_head); its own load is not the replica's
+    notes += tuple(n for n in parts[0].notes if n != parts[0].overload)  # the overload judged below on the replica's requests
     over = overload_note(arrival, e2e, duration, ttft) if not closed and duration > 0 else None
     if over:
         notes = (over,) + notes
     return ServingResult(
         step.describe(), requests.label, engine, step.tensor_parallel * p, ttft, tpot, e2e,
-        _weighted_percentiles(durations, decodes, PERCENTILES), duration, int(out.sum()), int(inp.sum()),
+        weighted_percentiles(durations, decodes, PERCENTILES), duration, int(out.sum()), int(inp.sum()),
         int(sum(r.computed_tokens for r in parts)), int(sum(r.steps for r in parts)),
         # the batch one step runs (one micro-batch's), the virtual engines' mean: the breakdown costs a step at it
         float(np.mean([r.mean_decode_batch for r in parts])),
         float(np.mean([r.mean_step_tokens for r in parts])), float(np.mean([r.kv_mean for r in parts])),
         float(max(r.kv_peak for r in parts)), int(sum(r.preemptions for r in parts)), float(np.nansum(e2e) / duration),
         parts[0].cache_bytes, notes, price_per_gpu_hour, durations, decodes, arrival, inp, out,
-        {**step_settings(step), **requests.settings, "pipeline_stages": p}, overload=over or "")
+        {**step_settings(step), **requests.settings, "pipeline_stages": p}, overload=over or "",
+        scheduler=parts[0].scheduler)

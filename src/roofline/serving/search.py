@@ -125,7 +125,9 @@ def meets_slo(result: ServingResult, slo: dict | None) -> bool:
     return bool(ok)
 
 
-def _slo(ttft_s, tpot_s, percentile) -> dict | None:
+def slo_targets(ttft_s, tpot_s, percentile) -> dict | None:
+    """The targets a search meets, checked: {"ttft_s", "tpot_s", "percentile"} (the searches add
+    their answer to it), None without a TTFT or a TPOT target."""
     if ttft_s is None and tpot_s is None:
         return None
     for name, v in (("slo_ttft", ttft_s), ("slo_tpot", tpot_s)):
@@ -140,7 +142,7 @@ def sweep_concurrency(step: StepCost, concurrencies, input_tokens, output_tokens
                       ttft_s=None, tpot_s=None, percentile=90.0, draft: StepCost | None = None) -> ServingSweep:
     """Closed-loop runs at each concurrency, ``requests`` each (default: 8 per user, 200 to 20,000);
     the concurrencies in increasing order, each once (a curve is read left to right)."""
-    slo = _slo(ttft_s, tpot_s, percentile)
+    slo = slo_targets(ttft_s, tpot_s, percentile)
     values = tuple(sorted({int(check_number("concurrency", c, maximum=1 << 24, integer=True)) for c in concurrencies}))
     results = tuple(simulate(step, closed_requests(c, requests or min(max(200, 8 * c), 20_000), input_tokens, output_tokens, seed),
                              engine, price_per_gpu_hour, draft=draft) for c in values)
@@ -168,8 +170,8 @@ def max_rate_within(step: StepCost, input_tokens, output_tokens, ttft_s=None, tp
     ``slo["best"]`` (None when even the lowest rate misses: the targets are below one request
     alone). With ``target_rate``, the replicas (and GPUs) that serve it: ServingSweep.replicas_needed
     (requests spread evenly over identical replicas). The best rate found is run again with
-    CHECK_FACTOR times the requests (_rate_search's check); ``progress(runs, rate)`` after each run."""
-    slo = _slo(ttft_s, tpot_s, percentile)
+    CHECK_FACTOR times the requests (rate_search's check); ``progress(runs, rate)`` after each run."""
+    slo = slo_targets(ttft_s, tpot_s, percentile)
     if slo is None:
         raise RooflineError("the rate search needs a target: a TTFT or a TPOT", field="slo_ttft")
     check_burstiness(burstiness)
@@ -177,14 +179,14 @@ def max_rate_within(step: StepCost, input_tokens, output_tokens, ttft_s=None, tp
         check_number("target_rate", target_rate, maximum=1e9)
     sat = simulate(step, closed_requests(engine.max_seqs, max(requests, 2 * engine.max_seqs), input_tokens, output_tokens,
                                          seed), engine, draft=draft)
-    return _rate_search(lambda rate, n=requests: simulate(step, poisson_requests(rate, n, input_tokens, output_tokens, seed,
+    return rate_search(lambda rate, n=requests: simulate(step, poisson_requests(rate, n, input_tokens, output_tokens, seed,
                                                                                 burstiness), engine, price_per_gpu_hour,
                                                          draft=draft),
                         1.5 * sat.requests_per_s, slo, target_rate, flood_requests=max(requests, FLOOD_BATCHES * engine.max_seqs),
                         check_requests=min(CHECK_FACTOR * requests, MAX_REQUESTS), progress=progress)
 
 
-def _rate_search(run_at, hi: float, slo: dict, target_rate=None, flood_requests: int | None = None,
+def rate_search(run_at, hi: float, slo: dict, target_rate=None, flood_requests: int | None = None,
                  check_requests: int | None = None, progress=None) -> ServingSweep:
     """Bisection in log rate between hi / 1000 and ``hi`` for the highest rate whose run (run_at(rate)
     -> ServingResult) meets ``slo``; every run is a point of the sweep, the best in slo["best"].
@@ -325,7 +327,7 @@ def best_parallelism(make_step, sizes, input_tokens, output_tokens, ttft_s=None,
     "output_tokens_per_s_per_gpu", "refused", and with a target and a price "cost_at_target_per_million_output_tokens":
     the row's GPUs serving the target's output tokens}], "best": the best size (GPUs per replica) or None, "best_index",
     "slo", "target_rate", "requests", "checked_requests", "arrivals", "burstiness", "notes": the best size's run's}."""
-    slo = _slo(ttft_s, tpot_s, percentile)
+    slo = slo_targets(ttft_s, tpot_s, percentile)
     if slo is None:
         raise RooflineError("the parallelism search needs a target: a TTFT or a TPOT", field="slo_ttft")
     rows, notes = [], []
