@@ -153,13 +153,7 @@ def concurrency(r: dict) -> int:
     attention-DP rank (aiconfigurator's generator maps it to max_batch_size / max-num-seqs / max-running-requests:
     generator/config/backend_config_mapping.yaml), so an 8-rank row of batch 8 ran 64 users."""
     m = re.search(r"silicon_concurrency=(\d+)", r["silicon_data_source"]) or re.search(r"_c(\d+)_", r["id"])
-    return int(m.group(1)) if m else deployed_seqs(r)
-
-
-def deployed_seqs(r: dict) -> int:
-    """The sequences the deployment ran at once: the row's batch size (the engine's max batch, per attention-DP
-    rank) times its attention-DP ranks. Where the row's concurrency is more, the rest of its users queued."""
-    return _int(r["batch_size"]) * _int(r["attention_dp_size"])
+    return int(m.group(1)) if m else _int(r["batch_size"]) * _int(r["attention_dp_size"])
 
 
 def kernels_for(r: dict, machine: str) -> str:
