@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -62,12 +63,20 @@ KV_CACHE = "bf16"  # the engines' default kv-cache dtype "auto" follows the chec
 # data-parallel attention): costed as tensor parallelism, whose per-GPU FLOPs and expected bytes are the same under
 # balanced routing (each GPU computes M k / g expert rows either way, and reads 1/g of the touched experts' weights);
 # the engines' EP kernels and any routing imbalance are not modelled. Its rows are shown apart ("TP, MoE EP").
-# Each row's engine as it runs by default (`--engine`: data/engines.toml, serving/engines.py), its max_seqs raised to
-# the row's concurrency where that is more (a deployment benchmarked at concurrency c admits c).
+# Each row's engine as it runs by default (`--engine`: data/engines.toml, serving/engines.py), driven by the row's
+# measured concurrency (concurrency(): `batch_size` is the engine's batch per attention-DP rank, so an 8-rank row of
+# batch 8 ran 64 users), its max_seqs raised to that concurrency where that is more (a deployment benchmarked at
+# concurrency c admits c: on the rows whose concurrency is over batch x ranks, measured TPOTs of 3-10x the lone
+# batch's say the engine ran them all rather than queueing them).
 # The one constant fitted from these rows: each engine's own time per step (scheduling, sampling, detokenising,
 # streaming: what a step costs beyond the GPU's work), the median over the FIT_MODELS rows of measured minus predicted
 # TPOT on the engine's kernels (a step adds its time to every output token), at least 0; reported on the other models.
 FIT_MODELS = ("llama3.1-8b", "qwen3-32b", "deepseek-v3")
+# Engines whose aggregated deployments ran prompt chunks beside the decodes in one step though the engine's own default
+# does not: aiconfigurator's generator sets SGLang's --enable-mixed-chunk for every aggregated worker
+# (ai-dynamo/aiconfigurator src/aiconfigurator/generator/rule_plugin/sglang.rule and benchmark/sglang.rule,
+# `agg enable_mixed_chunk = true`, since PR #258 of 2026-01-19; the sample's SGLang rows were measured in 2026-03/04).
+MIXED_AS_DEPLOYED = ("sglang",)
 # The client as aiconfigurator's generated benchmark runs it (ai-dynamo/aiconfigurator, src/aiconfigurator/generator/
 # config/backend_templates/benchmark/bench_run.sh.j2): `aiperf profile --concurrency C --num-requests C x 20
 # --warmup-request-count C x 2 --streaming`, ignore_eos; aiperf's warmup phase drains before its profiling phase starts
@@ -82,11 +91,11 @@ MIN_REQUESTS = 32
 
 def settings_text(per_user: int = REQUESTS_PER_USER) -> str:
     return ("flash attention; each row's engine as it runs by default (`--engine ENGINE`: its scheduler, chunked "
-            "prefill or not, token budget, cache blocks and memory share, each cited in data/engines.toml), its "
+            "prefill or not (SGLang with --enable-mixed-chunk, as aiconfigurator's generator deploys it), token budget, cache blocks and memory share, each cited in data/engines.toml), its "
             "max_seqs raised to the row's concurrency where that is more, and an engine that feeds whole prompts "
             "(TensorRT-LLM) its token budget raised to a prompt plus a token per user where that is more (else a long "
             "prompt never starts beside the decodes); a CUDA graph for decode-only steps; a closed loop of the row's "
-            f"concurrency, {per_user} requests a user (at least {MIN_REQUESTS}), every request the row's input "
+            f"measured concurrency (`silicon_concurrency`, or the id's c; users beyond the batch queue), {per_user} requests a user (at least {MIN_REQUESTS}), every request the row's input "
             "and output length; the row's precision as `--dtype` (fp8: W8A8), with a bf16 KV cache (the engines' "
             "default 'auto' follows the checkpoint; the sample states none); no precision given: bf16; fp8 as "
             "block-scaled (`--fp8-scaling block`) for the checkpoints that are (DeepSeek-V3/R1, Qwen3-235B-A22B-FP8, MiniMax-M2.5: "
@@ -136,6 +145,15 @@ def layout(r: dict):
     if dp == 1 and mtp * mep == tp:
         return model, machine, DTYPES[prec], tp, False, "TP, MoE EP"
     return f"attention TP {tp} x DP {dp} with MoE TP {mtp} x EP {mep}: a mixed layout the simulator does not model"
+
+
+def concurrency(r: dict) -> int:
+    """The row's users: its measured concurrency (`silicon_concurrency=` in silicon_data_source, or the id's
+    `_c<N>_`), else its batch size times its attention-DP ranks. `batch_size` is the engine's max batch per
+    attention-DP rank (aiconfigurator's generator maps it to max_batch_size / max-num-seqs / max-running-requests:
+    generator/config/backend_config_mapping.yaml), so an 8-rank row of batch 8 ran 64 users."""
+    m = re.search(r"silicon_concurrency=(\d+)", r["silicon_data_source"]) or re.search(r"_c(\d+)_", r["id"])
+    return int(m.group(1)) if m else _int(r["batch_size"]) * _int(r["attention_dp_size"])
 
 
 def kernels_for(r: dict, machine: str) -> str:
@@ -199,15 +217,16 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
     if isinstance(got, str):
         return {**out, "refused": got}
     model, machine, dtype, gpus, ep, label = got
-    c, isl, osl = _int(r["batch_size"]), _int(r["isl"]), _int(r["osl"])
+    c, isl, osl = concurrency(r), _int(r["isl"]), _int(r["osl"])
     out.update(model=model, machine=machine, dtype=dtype, gpus=gpus, ep=ep, layout=label, engine=r["backend"],
                concurrency=c)
     defaults = preset(r["backend"], get_machine(machine)).engine(step_overhead_s=0.0)
     # an engine that feeds whole prompts must fit one beside the running decodes, or a long prompt never starts:
     # a deployment of these lengths is configured so (the budget raised to the prompt plus a token per user)
     need = 0 if defaults.chunked_prefill else isl + c
-    engine = dataclasses.replace(defaults, max_seqs=max(defaults.max_seqs, c), max_tokens=max(
-        defaults.max_tokens, c if defaults.mixed_steps else 0, need))
+    mixed = defaults.mixed_steps or r["backend"] in MIXED_AS_DEPLOYED
+    engine = dataclasses.replace(defaults, max_seqs=max(defaults.max_seqs, c), mixed_steps=mixed, max_tokens=max(
+        defaults.max_tokens, c if mixed else 0, need))
     reqs = closed_requests(c, max(MIN_REQUESTS, per_user * c), isl, osl)
     t0 = time.perf_counter()
     runs = (("plate", ""), ("kernels", kernels_for(r, machine))) if overheads is None else \

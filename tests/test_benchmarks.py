@@ -109,3 +109,19 @@ def test_every_benchmark_is_smoke_tested():
     assert found == set(EXPECTED), f"not smoke-tested: {sorted(found - set(EXPECTED))}; gone: {sorted(set(EXPECTED) - found)}"
     for name in sorted(found):
         assert "smoke" in (BENCHMARKS / name).read_text(encoding="utf-8"), f"{name} has no smoke mode (benchmarks/smoke.py)"
+
+
+def test_silicon_rows_run_at_their_measured_concurrency():
+    """A silicon row's `batch_size` is the engine's max batch per attention-DP rank (aiconfigurator's generator maps it
+    to max_batch_size), so the users come from the row's measured concurrency; where the row states none, its
+    batch times its ranks."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import silicon_validation as sv
+
+    row = {"silicon_data_source": "source_file=x.csv; silicon_concurrency=64", "id": "run_c64_tp1", "batch_size": "8",
+           "attention_dp_size": "8"}
+    assert sv.concurrency(row) == 64  # stated
+    assert sv.concurrency({**row, "silicon_data_source": "source_file=x.csv"}) == 64  # the id's _c64_
+    assert sv.concurrency({**row, "silicon_data_source": "", "id": "run"}) == 8 * 8  # 8 a rank x 8 ranks
+    assert sv.concurrency({**row, "silicon_data_source": "", "id": "run", "attention_dp_size": "0"}) == 8  # no DP: 1 rank
+    assert "sglang" in sv.MIXED_AS_DEPLOYED  # aiconfigurator's sglang.rule: agg enable_mixed_chunk = true
