@@ -92,7 +92,7 @@ def engines(r: dict, layouts, overhead_s: float):
     defaults = preset(r["backend"], get_machine(machine)).engine(step_overhead_s=overhead_s)
     out = []
     for (_, _, _, gpus, ep, _), batch in zip(layouts, (r["prefill_batch_size"], r["decode_batch_size"])):
-        ranks = gpus if ep else 1  # attention-DP ranks: an expert-parallel group's every GPU
+        ranks = gpus // ep[0] if ep else 1  # attention-DP ranks: the expert-parallel group's attention groups
         per_rank = ranks if r["backend"] in RANK_BUDGETS else 1
         seqs = max(defaults.max_seqs * per_rank, sv._int(batch) * ranks)
         if not out:  # prefill: a whole prompt must fit an engine that does not chunk
