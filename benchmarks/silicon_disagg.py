@@ -104,6 +104,11 @@ def engines(r: dict, layouts, overhead_s: float):
     return tuple(out)
 
 
+def _pool_label(label: str, gpus: int) -> str:
+    """A pool's layout with its GPU count: TP8, EP16, "TP, MoE EP8"; a mixed layout names its own sizes."""
+    return f"{label}{gpus}" if label in ("TP", "EP", "TP, MoE EP") else f"({label})"
+
+
 def run_row(r: dict, overheads: dict) -> dict:
     """One disagg row on the engine's kernels with its time per step: predicted mean TTFT and TPOT
     (s), or the refusal's reason."""
@@ -118,7 +123,7 @@ def run_row(r: dict, overheads: dict) -> dict:
     (model, machine, dtype, pg, pep, plabel), (_, _, _, dg, dep, dlabel) = layouts
     P, D, isl, osl = sv._int(r["prefill_num_workers"]), sv._int(r["decode_num_workers"]), sv._int(r["isl"]), sv._int(r["osl"])
     out.update(model=model, machine=machine, dtype=dtype, engine=r["backend"], concurrency=c, gpus=P * pg + D * dg, isl=isl, osl=osl,
-               layout=f"{P}x{plabel}{pg} + {D}x{dlabel}{dg}")
+               layout=f"{P}x{_pool_label(plabel, pg)} + {D}x{_pool_label(dlabel, dg)}")
     t0 = time.perf_counter()
     try:
         pe, de = engines(r, layouts, overheads[r["backend"]])
