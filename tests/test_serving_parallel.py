@@ -314,3 +314,15 @@ def test_attention_dp_flag_splits_the_ep_group_and_is_refused_where_it_does_not_
         assert main([*argv, *extra]) == 2
         err = capsys.readouterr().err
         assert flag in err and "Traceback" not in err
+
+
+def test_a_disaggregated_kv_transfer_splits_over_an_attention_groups_gpus():
+    """An attention group of 2 GPUs holds each sequence's kv heads half on each: both send theirs, so
+    the transfer's bytes per link are half of a one-GPU group's (the same latency on top)."""
+    from roofline.serving.disagg import kv_transfer_seconds
+
+    one = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True)
+    two = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True, attention_tp=2)
+    lat = kv_transfer_seconds(one, one, [0])[0]  # no tokens: the latency alone
+    t1, t2 = kv_transfer_seconds(one, one, [4096])[0], kv_transfer_seconds(two, two, [4096])[0]
+    assert t2 - lat == pytest.approx((t1 - lat) / 2)
