@@ -373,7 +373,8 @@ class StepLayout:
         """What the step's costs assume beyond the cost model's line."""
         from roofline.links import all_reduce_note, latency_note
 
-        table = all_reduce_note(self.link) if self.link and self.tensor_parallel > 1 else None
+        reduces = self.attention_link if self.expert_parallel else self.link  # the all-reduces' link (none under plain EP)
+        table = all_reduce_note(reduces) if reduces and self.dense_tp() > 1 else None
         if table:  # the generic latency is then the other collectives' (all-to-all, pipeline sends)
             out = (table, latency_note(self.link).replace("collectives over", "other collectives over", 1))
         else:
