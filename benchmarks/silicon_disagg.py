@@ -92,7 +92,7 @@ def engines(r: dict, layouts, overhead_s: float):
     defaults = preset(r["backend"], get_machine(machine)).engine(step_overhead_s=overhead_s)
     out = []
     for (_, _, _, gpus, ep, _), batch in zip(layouts, (r["prefill_batch_size"], r["decode_batch_size"])):
-        ranks = gpus if ep else 1  # attention-DP ranks: an expert-parallel group's every GPU
+        ranks = gpus // ep[0] if ep else 1  # attention-DP ranks: the expert-parallel group's attention groups
         per_rank = ranks if r["backend"] in RANK_BUDGETS else 1
         seqs = max(defaults.max_seqs * per_rank, sv._int(batch) * ranks)
         if not out:  # prefill: a whole prompt must fit an engine that does not chunk
@@ -102,6 +102,11 @@ def engines(r: dict, layouts, overhead_s: float):
         e = dataclasses.replace(defaults, max_seqs=seqs, max_tokens=tokens)
         out.append(e)
     return tuple(out)
+
+
+def _pool_label(label: str, gpus: int) -> str:
+    """A pool's layout with its GPU count: TP8, EP16, "TP, MoE EP8"; a mixed layout names its own sizes."""
+    return f"{label}{gpus}" if label in ("TP", "EP", "TP, MoE EP") else f"({label})"
 
 
 def run_row(r: dict, overheads: dict) -> dict:
@@ -118,7 +123,7 @@ def run_row(r: dict, overheads: dict) -> dict:
     (model, machine, dtype, pg, pep, plabel), (_, _, _, dg, dep, dlabel) = layouts
     P, D, isl, osl = sv._int(r["prefill_num_workers"]), sv._int(r["decode_num_workers"]), sv._int(r["isl"]), sv._int(r["osl"])
     out.update(model=model, machine=machine, dtype=dtype, engine=r["backend"], concurrency=c, gpus=P * pg + D * dg, isl=isl, osl=osl,
-               layout=f"{P}x{plabel}{pg} + {D}x{dlabel}{dg}")
+               layout=f"{P}x{_pool_label(plabel, pg)} + {D}x{_pool_label(dlabel, dg)}")
     t0 = time.perf_counter()
     try:
         pe, de = engines(r, layouts, overheads[r["backend"]])

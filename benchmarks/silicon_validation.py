@@ -92,17 +92,21 @@ MIN_REQUESTS = 32
 def settings_text(per_user: int = REQUESTS_PER_USER) -> str:
     return ("flash attention; each row's engine as it runs by default (`--engine ENGINE`: its scheduler, chunked "
             "prefill or not (SGLang with --enable-mixed-chunk, as aiconfigurator's generator deploys it), token budget, cache blocks and memory share, each cited in data/engines.toml), its "
-            "max_seqs raised to the row's concurrency where that is more, and an engine that feeds whole prompts "
+            "max_seqs raised to the row's concurrency where that is more (under attention data parallelism the "
+            "sequence and token budgets a rank's for TensorRT-LLM and vLLM, times the ranks), and an engine that feeds whole prompts "
             "(TensorRT-LLM) its token budget raised to a prompt plus a token per user where that is more (else a long "
             "prompt never starts beside the decodes); a CUDA graph for decode-only steps; a closed loop of the row's "
-            f"measured concurrency (`silicon_concurrency`, or the id's c; users beyond the batch queue), {per_user} requests a user (at least {MIN_REQUESTS}), every request the row's input "
+            f"measured concurrency (`silicon_concurrency`, or the id's c; the sample's batch_size is an attention-DP rank's), {per_user} requests a user (at least {MIN_REQUESTS}), every request the row's input "
             "and output length; the row's precision as `--dtype` (fp8: W8A8), with a bf16 KV cache (the engines' "
             "default 'auto' follows the checkpoint; the sample states none); no precision given: bf16; fp8 as "
             "block-scaled (`--fp8-scaling block`) for the checkpoints that are (DeepSeek-V3/R1, Qwen3-235B-A22B-FP8, MiniMax-M2.5: "
             "weight_block_size [128, 128] in their config.json; Qwen3.5-397B and GLM-5: the sample's moe_quant_mode "
             "fp8_block), else per-tensor; a GB200's 72 GPUs joined by its NVLink (--gpus-per-node 72); the row's tensor parallelism (its experts "
             "split over the same GPUs costed as tensor-parallel: 'TP, MoE EP'), or with attention data "
-            "parallelism equal to MoE expert parallelism `--ep` over those GPUs; mean TTFT and TPOT compared. "
+            "parallelism `--ep` over the tp x dp GPUs with the row's attention TP (`--attention-dp`) and MoE TP "
+            "(each expert split over moe_tp GPUs: all-gather and reduce-scatter, TensorRT-LLM's; a vLLM row with "
+            "data parallelism and no MoE layout stated: MoE TP over all its GPUs, vLLM's default without expert "
+            "parallelism); mean TTFT and TPOT compared. "
             "`plate`: the workshop plate's cost model (e_c 0.70, e_m 0.85, launch 3 us); `kernels`: the row's engine's "
             "measured kernels on its GPU at the row's engine version where the tables hold it, else the version the "
             "package queries by default")
@@ -124,7 +128,11 @@ def _int(x: str, default: int = 1) -> int:
 def layout(r: dict):
     """(model, machine, dtype, gpus, expert_parallel, label) for a row, or a refusal's reason (a str).
     Tensor-parallel attention with the experts split over the same GPUs (MoE EP, or MoE TP x EP) is
-    costed as tensor parallelism (TP_MOE_EP)."""
+    costed as tensor parallelism (TP_MOE_EP). With attention data parallelism (aiconfigurator's
+    tp_size x attention_dp_size GPUs = moe_tp_size x moe_ep_size), ``expert_parallel`` is the pair
+    (attention_tp, expert_tp) of StepLayout: attention tensor-parallel over tp_size in each of
+    attention_dp_size groups, each expert over moe_tp_size GPUs, the experts over moe_ep_size; False
+    without expert parallelism."""
     model = MODELS.get(r["model_path"])
     if model is None:
         return f"no preset for {r['model_path']} (issue 36)"
@@ -141,10 +149,19 @@ def layout(r: dict):
     if dp == 1 and mep == 1:
         return model, machine, DTYPES[prec], tp, False, "TP"
     if tp == 1 and dp == mep and mtp == 1:
-        return model, machine, DTYPES[prec], dp, True, "EP"
+        return model, machine, DTYPES[prec], dp, (1, 1), "EP"
     if dp == 1 and mtp * mep == tp:
         return model, machine, DTYPES[prec], tp, False, "TP, MoE EP"
-    return f"attention TP {tp} x DP {dp} with MoE TP {mtp} x EP {mep}: a mixed layout the simulator does not model"
+    g = tp * dp
+    if dp > 1 and r["backend"] == "vllm" and _int(r["moe_tp_size"], 0) == _int(r["moe_ep_size"], 0) == 0:
+        # no MoE layout stated: vLLM's data parallelism without --enable-expert-parallel splits the experts
+        # tensor-parallel over all DP x TP GPUs (docs.vllm.ai/en/latest/serving/data_parallel_deployment.html)
+        mtp, mep = g, 1
+    if dp > 1 and mtp * mep == g:
+        label = (f"attn TP{tp} x DP{dp}, MoE " + (f"TP{mtp} x " if mtp > 1 else "") + f"EP{mep}") if mep > 1 else \
+            f"attn TP{tp} x DP{dp}, MoE TP{mtp}"
+        return model, machine, DTYPES[prec], g, (tp, mtp), label
+    return f"attention TP {tp} x DP {dp} with MoE TP {mtp} x EP {mep}: the GPUs do not agree (tp x dp != moe tp x ep)"
 
 
 def concurrency(r: dict) -> int:
@@ -199,7 +216,8 @@ def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block)
             source = str(data_root().parent.parent / "model_configs" / CONFIGS[model])
         # a GB200 NVL72's NVLink joins its 72 GPUs (the row's system), an HGX node's 8
         _STEPS[key] = StepCost(source, m, precision, gpus, None, cm, "flash", max_tokens, max_seqs,
-                               gpus_per_node=m.scale_up_gpus or 8, expert_parallel=ep)
+                               gpus_per_node=m.scale_up_gpus or 8, expert_parallel=bool(ep),
+                               attention_tp=ep[0] if ep else 1, expert_tp=ep[1] if ep else 1)
     return _STEPS[key]
 
 
@@ -225,8 +243,12 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
     # a deployment of these lengths is configured so (the budget raised to the prompt plus a token per user)
     need = 0 if defaults.chunked_prefill else isl + c
     mixed = defaults.mixed_steps or r["backend"] in MIXED_AS_DEPLOYED
-    engine = dataclasses.replace(defaults, max_seqs=max(defaults.max_seqs, c), mixed_steps=mixed, max_tokens=max(
-        defaults.max_tokens, c if mixed else 0, need))
+    # attention data parallelism: TensorRT-LLM's and vLLM's budgets hold per rank (silicon_disagg.RANK_BUDGETS)
+    from silicon_disagg import RANK_BUDGETS
+
+    per_rank = gpus // ep[0] if ep and r["backend"] in RANK_BUDGETS else 1
+    engine = dataclasses.replace(defaults, max_seqs=max(defaults.max_seqs * per_rank, c), mixed_steps=mixed, max_tokens=max(
+        defaults.max_tokens * per_rank, c if mixed else 0, need))
     reqs = closed_requests(c, max(MIN_REQUESTS, per_user * c), isl, osl)
     t0 = time.perf_counter()
     runs = (("plate", ""), ("kernels", kernels_for(r, machine))) if overheads is None else \

@@ -225,3 +225,122 @@ def test_expert_parallel_runs_say_so_and_what_their_all_to_alls_send(capsys):
     assert "send bf16 both ways: an int8 dispatch is not modelled" in out and "DeepEP's fp8 dispatch under W8A8" not in out
     assert main([*argv, "--activations", "fp8"]) == 0
     assert "all-to-alls send the activations' fp8 both ways" in capsys.readouterr().out
+
+
+def test_attention_tensor_parallel_groups_inside_an_expert_parallel_group():
+    """Mixtral 8x7B over 4 GPUs as 2 data-parallel groups of attention TP 2 (SGLang's --tp 4 --dp 2
+    --enable-dp-attention), the experts split over all 4. Each GPU holds half the attention
+    (32 x (2 x 4,096^2 + 2 x 4,096 x 1,024) / 2 = 671,088,640), half the vocabulary's embedding
+    and LM head (2 x 16,000 x 4,096 = 131,072,000), the router and norms whole (32 x 4,096 x 8 +
+    (2 x 32 + 1) x 4,096 = 1,314,816) and a quarter of the 45,097,156,608 routed-expert
+    parameters (11,274,289,152): 12,077,764,608 x 2 B = 24,155,529,216 B. A step of 64 decodes
+    puts 32 on each group: two all-reduces a layer over the group's 2 GPUs, 2 x 1/2 x 32 x 4,096
+    x 2 B = 262,144 B each, x 64 = 16,777,216 B; each GPU dispatches its 16 of the group's rows:
+    16 x 2 x 4,096 x 2 B x 3/4 x 32 layers = 6,291,456 B each way, as at attention TP 1."""
+    ep = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True, attention_tp=2)
+    assert ep.weight_bytes_per_gpu() == pytest.approx(24_155_529_216)
+    ops = {o.name: o for o in ep.ops([2048] * 64)}
+    assert ops["TP all-reduce (nvlink)"].bytes == pytest.approx(16_777_216) and ops["TP all-reduce (nvlink)"].count == 64
+    assert ops["EP all-to-all dispatch (nvlink)"].bytes == pytest.approx(6_291_456)
+    assert ep.busiest_rows(64, []) == 32
+    # a group's 32 sequences with half the heads: a quarter of one GPU's attention over all 64
+    one = {o.name: o for o in StepCost("mixtral-8x7b", "h100-sxm", max_seqs=256).ops([2048] * 64)}
+    assert ops["flash attention (decode)"].flops == pytest.approx(one["flash attention (decode)"].flops / 4)
+    # the dense projections: the group's 32 rows against half the QKV weights, 2 x 32 x 4,096 x 6,144 / 2
+    assert ops["QKV proj"].flops == pytest.approx(32 * 2 * 32 * 4096 * 6144 / 2)
+    # attention TP 1 (the default) is today's layout, to the byte
+    base = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True)
+    same = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True, attention_tp=1)
+    assert same.seconds([2048] * 64, [(512, 0)]) == base.seconds([2048] * 64, [(512, 0)])
+
+
+def test_attention_tensor_parallel_caches_a_share_of_the_heads_and_reserves_a_ranks_activations():
+    """Each GPU of an attention group caches 4 of Mixtral's 8 kv heads: a token costs 2 x 32 layers
+    x 4 x 128 x 2 B = 65,536 B there (131,072 B at attention TP 1). The replica's cache is its 2
+    groups' worth of one GPU's free memory. The activations reserved are one rank's share of the
+    step (8,192 tokens, 256 sequences over 2 groups: 4,096 and 128): 4,096 x (2 x 14,336 + 4 x
+    4,096) x 2 B + 128 x 16,000 x 4 B (fp32 logits of the GPU's half of the vocabulary) =
+    369,098,752 + 8,192,000 = 377,290,752 B."""
+    from roofline.plan.step import kv_cache_budget, sequence_cache_bytes
+
+    ep = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True, attention_tp=2,
+                  max_tokens=8192, max_seqs=256)
+    assert sequence_cache_bytes(ep, 16, 1)[1] == pytest.approx(16 * 65_536)
+    cap, parts = kv_cache_budget(ep, 0.9)
+    assert parts["activations_bytes"] == pytest.approx(377_290_752)
+    assert cap == pytest.approx(2 * (parts["capacity_bytes"] - parts["weights_bytes"] - parts["activations_bytes"]))
+
+
+def test_expert_parallel_activations_are_a_ranks_share_of_the_step():
+    """Under data-parallel attention each rank runs its share of the step, not all of it: Mixtral
+    over 4 GPUs at 8,192 tokens and 256 sequences reserves 2,048 x (2 x 14,336 + 4 x 4,096) x 2 B
+    + 64 x 32,000 x 4 B = 184,549,376 + 8,192,000 = 192,741,376 B a GPU (the whole step on every
+    GPU was 4 x that and more)."""
+    from roofline.plan.step import kv_cache_budget
+
+    ep = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True, max_tokens=8192, max_seqs=256)
+    assert kv_cache_budget(ep, 0.9)[1]["activations_bytes"] == pytest.approx(192_741_376)
+    assert ep.rank_budget() == (2048, 64)
+
+
+def test_experts_split_tensor_parallel_inside_expert_parallelism_gather_and_scatter():
+    """MoE TP 2 x EP 2 over 4 GPUs with attention data-parallel over the 4 (TensorRT-LLM's
+    moe_tp_size 2, moe_ep_size 2): each GPU holds 4 of the 8 experts at half their d_ff, a quarter
+    of the expert weights as under EP 4 (2 x (46,702,792,704 - 3/4 x 45,097,156,608) =
+    25,759,850,496 B). No all-to-all: TensorRT-LLM all-gathers the step's 64 rows over the 4 GPUs
+    and reduce-scatters the outputs, 3/4 x 64 x 4,096 x 2 B = 393,216 B each per layer, x 32 =
+    12,582,912 B. One token touches 2 experts, at least ceil(2 / 2) = 1 on the busiest group: one
+    expert's half, 2 x 4,096 x 7,168 gate+up weights."""
+    from roofline.transformer import get_model
+
+    mt = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True, expert_tp=2)
+    assert mt.weight_bytes_per_gpu() == pytest.approx(25_759_850_496)
+    ops = {o.name: o for o in mt.ops([2048] * 64)}
+    assert not any("all-to-all" in n for n in ops)
+    assert ops["MoE all-gather dispatch (nvlink)"].bytes == pytest.approx(12_582_912)
+    assert ops["MoE reduce-scatter combine (nvlink)"].bytes == pytest.approx(12_582_912)
+    ep = {o.name: o for o in StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True).ops([2048] * 64)}
+    assert ops["expert down proj"].flops == pytest.approx(ep["expert down proj"].flops)  # M k 2 D F / G either way
+    kind = get_model("mixtral-8x7b").kinds[0]
+    assert float(mt._token_kernels(kind, 1.0)["expert gate+up proj"].weight_elems) == pytest.approx(2 * 4096 * 7168)
+
+
+def test_mixed_layouts_that_do_not_divide_are_refused_by_name():
+    with pytest.raises(RooflineError, match="attention_tp 3 must divide") as e:
+        StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True, attention_tp=3)
+    assert e.value.field == "attention_tp"
+    with pytest.raises(RooflineError, match="attention heads 32") as e:  # Qwen3-30B-A3B: 32 heads, 128 experts
+        StepCost("qwen3-30b-a3b", "h100-sxm", tensor_parallel=64, expert_parallel=True, attention_tp=64)
+    assert e.value.field == "attention_tp"
+    with pytest.raises(RooflineError, match="expert_tp 3 must divide"):
+        StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True, expert_tp=3)
+    with pytest.raises(RooflineError, match="8 experts") as e:  # 32 GPUs, MoE TP 2: 16 expert groups for 8 experts
+        StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=32, expert_parallel=True, expert_tp=2)
+    assert e.value.field == "expert_tp"
+    with pytest.raises(RooflineError, match="expert_parallel") as e:
+        StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, attention_tp=2)
+    assert e.value.field == "attention_tp"
+
+
+def test_attention_dp_flag_splits_the_ep_group_and_is_refused_where_it_does_not_apply(capsys):
+    """--tp 4 --ep --attention-dp 2: two groups of attention TP 2; the flag needs --ep and must divide --tp."""
+    argv = ["serving", "--model", "mixtral-8x7b", "--tp", "4", "--concurrency", "8", "--requests", "16"]
+    assert main([*argv, "--ep", "--attention-dp", "2", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert "2 groups of attention tensor-parallel 2" in d["description"] and d["gpus"] == 4
+    for extra, flag in ((["--attention-dp", "2"], "--ep"), (["--ep", "--attention-dp", "3"], "--attention-dp 3")):
+        assert main([*argv, *extra]) == 2
+        err = capsys.readouterr().err
+        assert flag in err and "Traceback" not in err
+
+
+def test_a_disaggregated_kv_transfer_splits_over_an_attention_groups_gpus():
+    """An attention group of 2 GPUs holds each sequence's kv heads half on each: both send theirs, so
+    the transfer's bytes per link are half of a one-GPU group's (the same latency on top)."""
+    from roofline.serving.disagg import kv_transfer_seconds
+
+    one = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True)
+    two = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True, attention_tp=2)
+    lat = kv_transfer_seconds(one, one, [0])[0]  # no tokens: the latency alone
+    t1, t2 = kv_transfer_seconds(one, one, [4096])[0], kv_transfer_seconds(two, two, [4096])[0]
+    assert t2 - lat == pytest.approx((t1 - lat) / 2)

@@ -33,6 +33,7 @@ FLAGS = {
     "acceptance": "--acceptance", "draft": "--draft", "disagg": "--disagg", "kv_link": "--kv-link",
     "prefill_replicas": "--disagg", "decode_replicas": "--disagg", "disagg_search": "--disagg-search",
     "replicas": "--disagg-search", "eager": "--eager", "expert_parallel": "--ep", "pipeline_stages": "--pp",
+    "attention_tp": "--attention-dp",
     "mtp": "--mtp", "router": "--router", "first_token": "--first-token",
 }
 

@@ -98,14 +98,16 @@ def _steps(req, m, cm, engine, precision):
     from roofline.plan.step import StepCost
 
     step = StepCost(req.model, m, precision, req.tp, req.tp_link, cm, req.attention, engine.step_tokens,
-                    engine.max_seqs, req.gpus_per_node, engine.spec_tokens + 1, req.ep, req.pp)
+                    engine.max_seqs, req.gpus_per_node, engine.spec_tokens + 1, req.ep, req.pp,
+                    attention_tp=req.attention_tp())
     if req.draft is None:
         return step, None
     from roofline.plan.step_mtp import MTP_DRAFT, MtpStepCost
 
     try:  # the target's own MTP module runs with the target's expert parallelism; a draft model tensor-parallel
         draft = (MtpStepCost(req.model, m, precision, req.tp, req.tp_link, cm, req.attention, engine.step_tokens,
-                             engine.max_seqs, req.gpus_per_node, 1, req.ep) if req.draft == MTP_DRAFT else
+                             engine.max_seqs, req.gpus_per_node, 1, req.ep, attention_tp=req.attention_tp())
+                 if req.draft == MTP_DRAFT else
                  StepCost(req.draft, m, precision, req.tp, req.tp_link, cm, req.attention, engine.step_tokens,
                           engine.max_seqs, req.gpus_per_node))
     except RooflineError as exc:  # the draft's model is --draft's, not --model's

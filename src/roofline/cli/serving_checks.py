@@ -43,6 +43,7 @@ class ServingRequest:
     kv_link: str | None
     draft: str | None
     ep: bool
+    attention_dp: int | None  # with --ep: data-parallel attention groups (None: --tp of them)
     tp: int
     pp: int
     tp_link: str | None
@@ -55,6 +56,11 @@ class ServingRequest:
     @property
     def slo(self) -> bool:
         return self.slo_ttft is not None or self.slo_tpot is not None
+
+    def attention_tp(self, gpus: int | None = None) -> int:
+        """GPUs each data-parallel attention group splits attention over (StepLayout.attention_tp): --tp
+        (or ``gpus``) / --attention-dp under --ep, else 1."""
+        return (gpus or self.tp) // self.attention_dp if self.ep and self.attention_dp else 1
 
     @classmethod
     def from_args(cls, args) -> "ServingRequest":
@@ -91,6 +97,7 @@ def refuse_combinations(args) -> None:
     _outputs(args)
     _cost(args)
     _speculation(args)
+    _attention_dp(args)
     if args.tp_search is not None:
         _tp_search(args)
     _disaggregation(args)
@@ -158,6 +165,21 @@ def _speculation(args) -> None:
         raise RooflineError("speculative decoding takes --spec-tokens K, --acceptance A (or A1,...,AK by position) and "
                             "--draft MODEL (or --draft mtp, the model's own multi-token-prediction module) together",
                             field="spec_tokens")
+
+
+def _attention_dp(args) -> None:
+    d = args.attention_dp
+    if d is None:
+        return
+    if not args.ep:
+        raise RooflineError("--attention-dp D splits an expert-parallel group's attention into D data-parallel groups: "
+                            "give --ep (without it --tp is tensor parallel throughout)", field="attention_dp")
+    if args.tp_search is not None:
+        raise RooflineError("--attention-dp with --tp-search is not modelled: the search sets each replica's size; give "
+                            "--tp G --ep --attention-dp D", field="attention_dp")
+    if args.tp % d:
+        raise RooflineError(f"--attention-dp {d} must divide --tp {args.tp} (each group attention tensor-parallel over "
+                            "--tp / D GPUs)", field="attention_dp")
 
 
 def _tp_search(args) -> None:

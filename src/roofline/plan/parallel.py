@@ -20,7 +20,7 @@ from roofline.transformer import get_model
 SCALE_UP_LINKS = ("nvlink", "xgmi", "ici", "roce", "pcie")  # the tensor-parallel default, first listed wins
 
 
-def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
+def _shard_layer(layer: Layer, t: int, name: str, experts: bool = True) -> Layer:
     def need(what, n):
         if n % t:
             raise RooflineError(f"tensor_parallel {t} must divide {name}'s {what} {n}", field="tensor_parallel",
@@ -30,7 +30,7 @@ def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
     mix, ff = layer.mixer, layer.mlp
     if isinstance(mix, ParallelMixer):  # both split: attention by heads, the SSM by heads and inner width
         parts = [_shard_layer(Layer(m, None), t, name).mixer for m in mix.parts]
-        rest = _shard_layer(dataclasses.replace(layer, mixer=None), t, name) if ff is not None else layer
+        rest = _shard_layer(dataclasses.replace(layer, mixer=None), t, name, experts) if ff is not None else layer
         return dataclasses.replace(rest, mixer=ParallelMixer(*parts))
     if isinstance(mix, Attention):
         H, K = mix.heads, mix.kv_heads
@@ -58,17 +58,18 @@ def _shard_layer(layer: Layer, t: int, name: str) -> Layer:
         mix = dataclasses.replace(mix, k_heads=need("linear-attention key heads", mix.k_heads),
                                   v_heads=need("linear-attention value heads", mix.v_heads))
     if isinstance(ff, MoE):
-        ff = dataclasses.replace(ff, d_ff=need("expert d_ff", ff.d_ff),
+        ff = dataclasses.replace(ff, d_ff=need("expert d_ff", ff.d_ff) if experts else ff.d_ff,
                                  shared_d_ff=need("shared expert d_ff", ff.shared_d_ff) if ff.shared_d_ff else 0)
     elif ff is not None:
         ff = dataclasses.replace(ff, d_ff=need("d_ff", ff.d_ff))
     return dataclasses.replace(layer, mixer=mix, mlp=ff)
 
 
-def shard(model, tensor_parallel: int = 1) -> Model:
+def shard(model, tensor_parallel: int = 1, experts: bool = True) -> Model:
     """One GPU's slice under Megatron-LM tensor parallelism t: query heads, d_ff (of each expert,
     and of the shared expert), SSM heads and inner width, Gated DeltaNet's key and value heads, and
-    the vocabulary split t ways; kv heads (and MSA's index heads) split too, or replicated once t exceeds
+    the vocabulary split t ways (``experts`` False: the routed experts whole, as attention tensor
+    parallelism inside an expert-parallel group holds them); kv heads (and MSA's index heads) split too, or replicated once t exceeds
     them; MLA's latent projections, norms, the router, a latent MoE's D <-> R projections and a single SSM
     group's B and C (Falcon-H1's n_groups 1, as vLLM keeps it) replicated. count_params of
     the slice is the weights one GPU holds."""
@@ -79,7 +80,7 @@ def shard(model, tensor_parallel: int = 1) -> Model:
     t = int(tensor_parallel)
     if t == 1:
         return cfg
-    kinds = tuple(_shard_layer(k, t, cfg.name) for k in cfg.kinds)
+    kinds = tuple(_shard_layer(k, t, cfg.name, experts) for k in cfg.kinds)
     return dataclasses.replace(cfg, name=f"{cfg.name} (1/{t} tensor-parallel)", key="", kinds=kinds,
                                vocab=-(-cfg.vocab // t))
 

@@ -118,6 +118,9 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
             for k in self._all_to_alls(kind, Mpos):
                 token_body += self._op_time(k)[2] * n
                 runs += n
+            for k in self._moe_gathers(kind, Mpos):  # by the step's tokens: every GPU's rows gathered
+                expert_body += self._op_time(k)[2] * n
+                runs += n
             self._token_kinds.append((kind, n, label, token_names))
             self._fit_decode_ops(kind, n, label, token_names)
             self._chunk_names.append([k.name for k in self._kernels(kind, False, 8, 1, 8) if k.name not in token_names])
@@ -129,7 +132,7 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
             token_body += self._op_time(k)[2]
             runs += 1
         self._reduces = reduces = tp_all_reduces(sh)
-        if self.tensor_parallel > 1 and not self.expert_parallel:
+        if self.dense_tp() > 1:  # with expert parallelism the attention group's, at its rows
             token_body += self._op_time(self._tp_all_reduce(Mpos))[2] * reduces
             runs += reduces
         if self.pipeline_stages > 1:
@@ -178,7 +181,7 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
         """seconds() with the sums already taken (the simulator's hot path; no checks)."""
         if M <= 0:
             return 0.0
-        if self._dp > 1:  # expert parallelism: the busiest GPU's dense rows, everyone's routed experts
+        if self.expert_parallel:  # the busiest GPU's dense rows, everyone's routed experts
             x = self.busiest_rows(n, chunks)
             body = self._token_body[x] + self._expert_body[M] + self._logits_body[min(-(-R // self._dp) + 0, R)]
             body += self._decode_seconds(n, sum_s, contexts) if n else 0.0
@@ -201,7 +204,7 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
             raise ValueError("decode_steps_seconds is for one token per sequence and step")
         dp = self._dp
         ng = -(-n // dp)  # the busiest GPU's sequences (all of them without data-parallel attention)
-        if dp > 1:
+        if self.expert_parallel:
             t = self._token_body[ng] + self._expert_body[n] + self._logits_body[ng] + self.launch_seconds(n, False)
         else:
             t = self._token_body[n] + self._logits_body[n] + self.launch_seconds(n, False)
@@ -262,7 +265,7 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
                               binds(c, m)))
 
         dp = self._dp
-        x = self.busiest_rows(n, chunks) if dp > 1 else M  # one GPU's rows
+        x = self.busiest_rows(n, chunks) if self.expert_parallel else M  # one GPU's rows
         if M:
             emb = self._embedding(x)
             add("embedding", "token", 1, float(emb.flops), float(emb.bytes), emb)
@@ -272,13 +275,13 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
                 ks = self._token_kernels(kind, float(M), float(x))
                 for nm in names:
                     add(label + nm, "token", layers, float(ks[nm].flops), float(ks[nm].bytes), ks[nm])
-                for k in self._all_to_alls(kind, float(x)):
+                for k in self._all_to_alls(kind, float(x)) + self._moe_gathers(kind, float(M)):
                     add(label + k.name, "token", layers, float(k.flops), float(k.bytes), k)
             if self.pipeline_stages > 1:
                 k = self._stage_send(float(M))
                 add(k.name, "token", self.pipeline_stages - 1, float(k.flops), float(k.bytes), k)
-            if self.tensor_parallel > 1 and not self.expert_parallel:
-                ar = self._tp_all_reduce(M)
+            if self.dense_tp() > 1:
+                ar = self._tp_all_reduce(x)
                 add(ar.name, "token", self._reduces, float(ar.flops), float(ar.bytes), ar)
         if n:
             for layers, span, label, fits in self._decode_fits:

@@ -13,7 +13,7 @@ import numpy as np
 from roofline.blocks import layer_kernels
 from roofline.cost import CostModel, seed_cost_model
 from roofline.errors import RooflineError, check_number
-from roofline.kernels import ALL_TO_ALL, SEND, Kernel
+from roofline.kernels import ALL_GATHER, ALL_TO_ALL, REDUCE_SCATTER, SEND, Kernel
 from roofline.machines import get_machine
 from roofline.plan.precision import Precision
 from roofline.plan.model_ops import embedding_op, logits_ops, requantised as _requantised, tp_all_reduce_op
@@ -31,7 +31,7 @@ class StepLayout:
     def __init__(self, model="llama3-8b", machine="h100-sxm", precision: Precision | None = None, tensor_parallel: int = 1,
                  link: str | None = None, cost_model: CostModel | None = None, attention: str = "flash",
                  max_tokens: int = 8192, max_seqs: int = 256, gpus_per_node: int = 8, verify_tokens: int = 1,
-                 expert_parallel: bool = False, pipeline_stages: int = 1):
+                 expert_parallel: bool = False, pipeline_stages: int = 1, attention_tp: int = 1, expert_tp: int = 1):
         self.model = get_model(model)
         self.machine = get_machine(machine)
         self.precision = precision or Precision(*(3 * (self.machine.default_dtype,)))
@@ -59,19 +59,17 @@ class StepLayout:
         # the g GPUs runs attention and the dense ops for its own 1/g of the sequences with the whole weights, holds
         # E/g whole experts, and the routed tokens go to their experts' GPUs and back (two all-to-alls per MoE layer)
         self.expert_parallel = bool(expert_parallel)
+        # inside the group (SGLang's --tp G --dp G/t --enable-dp-attention, TensorRT-LLM's moe_tp_size): attention and the
+        # dense ops tensor-parallel over t GPUs in each of G / t data-parallel groups; each expert's matrices split over
+        # expert_tp GPUs, the experts over G / expert_tp
+        self.attention_tp = int(check_number("attention_tp", attention_tp, maximum=4096, integer=True))
+        self.expert_tp = int(check_number("expert_tp", expert_tp, maximum=4096, integer=True))
+        if not self.expert_parallel and (self.attention_tp > 1 or self.expert_tp > 1):
+            raise RooflineError("attention_tp and expert_tp split an expert-parallel group (expert_parallel); without one "
+                                "tensor_parallel splits everything", field="attention_tp" if self.attention_tp > 1 else "expert_tp")
         if self.expert_parallel:
-            from roofline.architecture import MoE
-
-            g = self.tensor_parallel
-            moes = [k.mlp for k in self.model.kinds if isinstance(k.mlp, MoE)]
-            if g < 2 or not moes:
-                raise RooflineError(f"expert parallelism needs an MoE model and 2 or more GPUs ({self.model.name}, "
-                                    f"{g} GPU(s))", field="expert_parallel")
-            bad = [m.n_experts for m in moes if m.n_experts % g]
-            if bad:
-                raise RooflineError(f"expert parallelism over {g} GPUs must divide {self.model.name}'s {bad[0]} experts",
-                                    field="tensor_parallel")
-        self._dp = self.tensor_parallel if self.expert_parallel else 1  # sequences per GPU: 1/dp of the step's
+            self._check_expert_layout()
+        self._dp = self.tensor_parallel // self.attention_tp if self.expert_parallel else 1  # sequences per GPU: 1/dp of the step's
         # pipeline parallelism: p stages of L / p layers (each on the tensor-parallel group); a micro-batch's step passes
         # every stage in turn, so its time is the whole model's plus p - 1 activation sends between stages
         self.pipeline_stages = int(check_number("pipeline_stages", pipeline_stages, maximum=1024, integer=True))
@@ -90,8 +88,47 @@ class StepLayout:
             self.pp_link = resolve_link(self.machine, None if within else
                                         next((n for n in CROSS_NODE_LINKS if n in dict(self.machine.links)), None),
                                         field="pipeline_stages") if self.machine.links else None
-        self.sharded = self.model if self.expert_parallel else shard(self.model, self.tensor_parallel)
+        self.sharded = self._expert_parallel_slice() if self.expert_parallel else shard(self.model, self.tensor_parallel)
+        # the attention group's all-reduces stay on the scale-up link where the group fits a node
+        self.attention_link = (None if not self.expert_parallel or self.attention_tp == 1 else self.link
+                               if self.tensor_parallel <= self.gpus_per_node else
+                               tp_link(self.machine, None, self.attention_tp, self.gpus_per_node))
         self._build()
+
+    def _check_expert_layout(self):
+        """Refuse by name an expert-parallel layout that does not divide: an MoE model on 2 or more GPUs,
+        attention_tp and expert_tp dividing them, the experts dividing over G / expert_tp groups, each
+        expert's d_ff over expert_tp."""
+        from roofline.architecture import MoE
+
+        g, t, mt = self.tensor_parallel, self.attention_tp, self.expert_tp
+        moes = [k.mlp for k in self.model.kinds if isinstance(k.mlp, MoE)]
+        if g < 2 or not moes:
+            raise RooflineError(f"expert parallelism needs an MoE model and 2 or more GPUs ({self.model.name}, "
+                                f"{g} GPU(s))", field="expert_parallel")
+        for name, x in (("attention_tp", t), ("expert_tp", mt)):
+            if g % x:
+                raise RooflineError(f"{name} {x} must divide the expert-parallel group's {g} GPUs", field=name)
+        bad = [m.n_experts for m in moes if m.n_experts % (g // mt)]
+        if bad:
+            raise RooflineError(f"expert parallelism over {g // mt} GPUs must divide {self.model.name}'s {bad[0]} experts"
+                                + (f" (expert_tp {mt} of the {g})" if mt > 1 else ""),
+                                field="tensor_parallel" if mt == 1 else "expert_tp")
+        bad = [m.d_ff for m in moes if m.d_ff % mt]
+        if bad:
+            raise RooflineError(f"expert_tp {mt} must divide {self.model.name}'s expert d_ff {bad[0]}", field="expert_tp")
+
+    def _expert_parallel_slice(self):
+        """One GPU's model under expert parallelism: whole, or with attention_tp t its attention, dense
+        MLPs, shared experts and vocabulary split t ways (plan.parallel.shard), the routed experts
+        whole (_token_kernels splits them)."""
+        t = self.attention_tp
+        if t == 1:
+            return self.model
+        try:
+            return shard(self.model, t, experts=False)
+        except RooflineError as exc:
+            raise RooflineError(f"attention_tp {t}: {exc}", field="attention_tp") from None
 
     def _build(self):
         """Tabulate the step's costs once the layout is set: StepCost (plan.step) does; nothing here."""
@@ -110,8 +147,21 @@ class StepLayout:
         model (a multi-token-prediction draft's norms and projection: plan.step_mtp)."""
         return []
 
+    def dense_tp(self) -> int:
+        """GPUs the attention and the dense ops are split over: the tensor-parallel group, or with expert
+        parallelism the attention group (attention_tp)."""
+        return self.attention_tp if self.expert_parallel else self.tensor_parallel
+
     def _tp_all_reduce(self, M) -> Kernel:
-        """One tensor-parallel all-reduce of the (M, D) activations over the link (model_ops.tp_all_reduce_op)."""
+        """One tensor-parallel all-reduce of the (M, D) activations over the link (model_ops.tp_all_reduce_op);
+        with expert parallelism among the attention group's t GPUs over attention_link. Around an MoE layer
+        the engines reduce-scatter the attention's output over the group, dispatch each GPU's 1/t of the
+        rows and all-gather the combined rows (vLLM's sequence-parallel MoE, ParallelConfig.
+        use_sequence_parallel_moe in vllm/config/parallel.py, on with data parallelism, tensor parallelism
+        and expert parallelism together): the bytes of one ring all-reduce, counted as one."""
+        if self.expert_parallel:
+            return tp_all_reduce_op(M, self.sharded.d_model, self.attention_tp, self.attention_link,
+                                    self.precision.activations)
         return tp_all_reduce_op(M, self.sharded.d_model, self.tensor_parallel, self.link, self.precision.activations)
 
     ROUTED = ("expert gate+up proj", "expert up proj", "expert down proj")
@@ -129,15 +179,17 @@ class StepLayout:
 
     def _token_kernels(self, kind, M, rows=None) -> dict:
         """name -> kernel of the kind's ops over a step of M tokens, as one GPU runs them: all at M
-        rows; with expert parallelism the dense ops at ``rows`` (the busiest GPU's rows; default
-        M / g) and the routed experts as a local MoE of E / g experts taking k / g of every token
-        (the same expected rows and touched experts as a GPU's share of the routing) at M rows."""
+        rows; with expert parallelism the dense ops at ``rows`` (the busiest data-parallel group's
+        rows; default M / d, d = G / attention_tp groups) and the routed experts as a local MoE of
+        E / e experts (e = G / expert_tp) taking k / e of every token (the same expected rows and
+        touched experts as a GPU's share of the routing) at M rows, each expert's d_ff / expert_tp
+        wide (MoE tensor parallelism splits each expert's N of gate+up and K of down)."""
         if not self.expert_parallel:
             return {k.name: k for k in self._kernels(kind, False, M, 1, M)}
         from roofline.architecture import MoE
 
-        g = self._dp
-        x = M / g if rows is None else rows
+        x = M / self._dp if rows is None else rows
+        g = self.tensor_parallel // self.expert_tp  # the groups the experts split over
         dense = {k.name: k for k in self._kernels(kind, False, x, 1, x)}
         if not isinstance(kind.mlp, MoE):
             return dense
@@ -149,7 +201,7 @@ class StepLayout:
 
         # the routed experts only (the shared expert, the router and any latent projections are dense ops above): E / g experts, k / g of each token
         E, top = kind.mlp.n_experts, kind.mlp.top_k
-        moe = types.SimpleNamespace(n_experts=E / g, top_k=top / g, d_ff=kind.mlp.d_ff,
+        moe = types.SimpleNamespace(n_experts=E / g, top_k=top / g, d_ff=kind.mlp.d_ff / self.expert_tp,
                                     gated=kind.mlp.gated, activation=kind.mlp.activation, shared_d_ff=0)
         # the busiest GPU holds at least ceil(T / g) of the T experts the step touches (pigeonhole),
         # more than the mean T / g when few are touched: one token's 2 of 8 experts over 4 GPUs put a
@@ -204,7 +256,10 @@ class StepLayout:
 
     def _all_to_alls(self, kind, M) -> list[Kernel]:
         """Expert parallelism: the dispatch and the combine of one MoE layer for the busiest GPU's M
-        rows. Within a node: each row's k hidden vectors go to the experts' GPUs ((g - 1) / g of
+        rows (with attention_tp t, M the busiest group's rows, each of its t GPUs dispatching M / t of
+        them: the sequence-parallel MoE of _tp_all_reduce). None with expert_tp > 1 (_moe_gathers'
+        all-gather and reduce-scatter instead: TensorRT-LLM's all-to-alls cannot split an expert).
+        Within a node: each row's k hidden vectors go to the experts' GPUs ((g - 1) / g of
         them elsewhere) and as many come back, M k D w (g - 1) / g bytes each way over the link.
         Across N nodes (DeepEP's internode kernels): a row crosses the scale-out link once per
         remote node holding one of its experts (remote_nodes_per_token), its forwarding inside that
@@ -214,9 +269,10 @@ class StepLayout:
         experts' width: a latent MoE (Nemotron-3 Super) projects to its latent R before the dispatch."""
         from roofline.architecture import MoE
 
-        if not self.expert_parallel or not isinstance(kind.mlp, MoE):
+        if not self.expert_parallel or not isinstance(kind.mlp, MoE) or self.expert_tp > 1:
             return []
-        g, D, k = self._dp, kind.mlp.expert_width(self.sharded.d_model), kind.mlp.top_k  # a latent MoE sends R wide
+        M = M / self.attention_tp
+        g, D, k = self.tensor_parallel, kind.mlp.expert_width(self.sharded.d_model), kind.mlp.top_k  # a latent MoE sends R wide
         nodes = self.ep_nodes()
         share = k * (g - 1) / g if nodes == 1 else self.remote_nodes_per_token(kind.mlp.n_experts, k, nodes)
         out = []
@@ -225,6 +281,29 @@ class StepLayout:
             sent = M * D * w * share  # M: the busiest GPU's rows
             out.append(Kernel.trusted(f"EP all-to-all {what} ({self.link})", 0.0 * sent, sent, "collective", dtype,
                                       self.link, shape=(ALL_TO_ALL, g, sent)))
+        return out
+
+    def _moe_gathers(self, kind, M) -> list[Kernel]:
+        """Expert parallelism with expert_tp > 1 (each expert split over several GPUs): TensorRT-LLM
+        all-gathers every GPU's rows of an MoE layer over the G GPUs, each runs its experts' slices on
+        all of them, and a reduce-scatter sums the partial outputs and returns each GPU its rows
+        (tensorrt_llm/_torch/modules/fused_moe/communication/communication_factory.py: "AlltoAll cannot
+        support MoE TP", AllGatherReduceScatter). A step of M tokens: ring all-gather and
+        reduce-scatter of (M, D), (G - 1) / G M D w bytes sent per GPU each; the gather sends
+        dispatch_dtype's width (post-quant, fp8 with its scales under W8A8), the reduce-scatter the
+        activations'. D the experts' width. Ranks' padding to the largest (use_dp_padding) not modelled."""
+        from roofline.architecture import MoE
+
+        if not self.expert_parallel or not isinstance(kind.mlp, MoE) or self.expert_tp == 1:
+            return []
+        g, D = self.tensor_parallel, kind.mlp.expert_width(self.sharded.d_model)
+        a = self.precision.activations
+        out = []
+        share = (g - 1) / g
+        for what, shape, (dtype, w), adds in (("all-gather dispatch", ALL_GATHER, self.dispatch_dtype(), 0.0),
+                                              ("reduce-scatter combine", REDUCE_SCATTER, (a, DTYPE_BYTES[a]), 1.0)):
+            out.append(Kernel.trusted(f"MoE {what} ({self.link})", adds * share * M * D, share * M * D * w, "collective",
+                                      dtype, self.link, shape=(shape, g, M * D * w)))
         return out
 
     def _logits(self, R) -> list[Kernel]:
@@ -247,12 +326,25 @@ class StepLayout:
         g = self._dp
         return max(-(-M // g), -(-n // g) * self.verify_tokens, max((c for c, _ in chunks), default=0))
 
+    def rank_budget(self) -> tuple[int, int]:
+        """(tokens, sequences) of a full step on one GPU: the step's budgets, or with data-parallel
+        attention its group's share, ceil(max_tokens / d) and ceil(max_seqs / d) (each rank schedules its
+        own: vLLM's data-parallel ranks are engine cores of their own, TensorRT-LLM's attention-DP ranks
+        schedule apart), what the engine's profiling run sizes its activations at."""
+        d = self._dp
+        return -(-self.max_tokens // d), -(-self.max_seqs // d)
+
     def describe(self) -> str:
         cm = self.cost_model
         layout = (f"expert-parallel {self.tensor_parallel} with data-parallel attention" if self.expert_parallel
                   else f"tensor-parallel {self.tensor_parallel}")
+        if self.expert_parallel and self.attention_tp > 1:
+            d = self._dp
+            layout += f" ({d} group{'s' if d > 1 else ''} of attention tensor-parallel {self.attention_tp})"
         if self.link:
             layout += f" over {self.link}"
+        if self.expert_parallel and self.expert_tp > 1:
+            layout += f", each expert tensor-parallel over {self.expert_tp}"
         if self.pipeline_stages > 1:
             layout += f" x {self.pipeline_stages} pipeline stages" + (f" (sends over {self.pp_link})"
                                                                         if self.pp_link and self.pp_link != self.link else "")
@@ -263,23 +355,26 @@ class StepLayout:
         return f"{self.model.name} on {self.machine.name}, {self.precision.label()}, {layout}; {costs}"
 
     def weight_bytes_per_gpu(self) -> float:
-        """Weights one GPU holds: its tensor-parallel slice, or with expert parallelism the whole
-        model but 1/g of the routed experts."""
+        """Weights one GPU holds: its tensor-parallel slice, or with expert parallelism its slice of
+        the model (whole, or 1/t of attention, dense MLPs, shared experts and vocabulary under
+        attention_tp t) but 1/G of the routed experts (E / e experts, each 1/expert_tp of one)."""
         from roofline.plan.memory import inference_weight_bytes
 
         if not self.expert_parallel:
             return inference_weight_bytes(self.model, self.precision, self.tensor_parallel) / self.pipeline_stages
         from roofline.transformer import count_params
 
-        whole = inference_weight_bytes(self.model, self.precision, 1)
-        experts = count_params(self.model)["experts"] * self.precision.weight_width("experts")
+        p = count_params(self.sharded)  # the routed experts whole in it
+        whole = float(sum(v * self.precision.weight_width(k) for k, v in p.items() if k != "total"))
+        experts = p["experts"] * self.precision.weight_width("experts")
         return whole - experts * (1.0 - 1.0 / self.tensor_parallel)
 
     def notes(self) -> tuple[str, ...]:
         """What the step's costs assume beyond the cost model's line."""
         from roofline.links import all_reduce_note, latency_note
 
-        table = all_reduce_note(self.link) if self.link and self.tensor_parallel > 1 else None
+        reduces = self.attention_link if self.expert_parallel else self.link  # the all-reduces' link (none under plain EP)
+        table = all_reduce_note(reduces) if reduces and self.dense_tp() > 1 else None
         if table:  # the generic latency is then the other collectives' (all-to-all, pipeline sends)
             out = (table, latency_note(self.link).replace("collectives over", "other collectives over", 1))
         else:
@@ -289,7 +384,20 @@ class StepLayout:
                     f"{self.tensor_parallel} of the sequences with whole weights and holds 1/{self.tensor_parallel} of "
                     "the experts; two all-to-alls per MoE layer; a step runs at its busiest GPU's pace (its ceil(n/g) "
                     "decodes, the largest prompt chunk, at least ceil(T/g) of the T experts the step touches); routing "
-                    "otherwise assumed balanced",)
+                    "otherwise assumed balanced",) if self.attention_tp == self.expert_tp == 1 else ()
+            g, t, mt = self.tensor_parallel, self.attention_tp, self.expert_tp
+            if t > 1 or mt > 1:
+                out += (f"expert parallelism over {g} GPUs: {self._dp} data-parallel attention group(s) of {t} GPU(s), each "
+                        f"group running attention and the dense ops for its 1/{self._dp} of the sequences"
+                        + (f", tensor-parallel over its {t} GPUs (two all-reduces a layer over {self.attention_link}; around "
+                           f"an MoE layer each GPU dispatches 1/{t} of its group's rows, vLLM's sequence-parallel MoE)"
+                           if t > 1 else " with whole weights")
+                        + (f"; the experts split over {g // mt} groups of {mt} GPUs" if mt > 1 else
+                           f"; the experts split over the {g} GPUs")
+                        + (f", each expert's matrices over a group's {mt} GPUs, its tokens all-gathered over the {g} GPUs and the "
+                           "outputs reduce-scattered back (TensorRT-LLM's AllGatherReduceScatter: its all-to-alls cannot "
+                           "split an expert)" if mt > 1 else ", two all-to-alls per MoE layer")
+                        + "; a step runs at its busiest group's pace; routing otherwise assumed balanced",)
             from roofline.architecture import MoE
             from roofline.plan.parallel import CROSS_NODE_LINKS
 

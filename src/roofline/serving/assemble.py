@@ -100,7 +100,8 @@ def _setup_notes(step, engine: Engine, cap: float, parts: dict) -> tuple:
             + f"weights {parts['weights_bytes'] / GIGA:,.1f} GB"
             + (f", the draft's {parts['draft_weights_bytes'] / GIGA:,.1f} GB" if "draft_weights_bytes" in parts else "")
             + f" and a full step's activations {parts['activations_bytes'] / GIGA:,.2f} GB (an estimate: "
-            f"{step.max_tokens:,} rows of the widest op and fp32 logits for {step.max_seqs:,} sequences) per GPU; not counted: the CUDA context, NCCL buffers and "
+            + "{:,} rows of the widest op and fp32 logits for {:,} sequences) per GPU".format(*step.rank_budget())
+            + "; not counted: the CUDA context, NCCL buffers and "
             "CUDA graph pools" + (" (vLLM logs 0.1 GiB of non-torch memory at tensor-parallel 1, up to ~2 GiB at 8)"
                                   if engine.preset in ("", "vllm") else ""),
             *((engine.label + _kernel_version_words(step, engine),) if engine.label else ()),

@@ -20,8 +20,8 @@ from roofline.units import MS
 
 def kv_transfer_seconds(prefill: StepCost, decode: StepCost, input_tokens: np.ndarray, link: str | None = None) -> np.ndarray:
     """Seconds to move each request's KV cache (its prompt's) from the prefill replica to the
-    decode replica: the cache in t shards, t the smaller group's GPUs holding one (1 for a group of
-    data-parallel attention, which holds a sequence on one GPU), each sent at the same time over
+    decode replica: the cache in t shards, t the smaller group's GPUs holding one (for data-parallel
+    attention the GPUs of a sequence's attention group, attention_tp: one by default), each sent at the same time over
     ``link`` (default: the machine's scale-out infiniband or roce, else its scale-up link), at
     e_m of the link's bandwidth, plus one collective latency (links.collective_latency_s)."""
     from roofline.links import collective_latency_s
@@ -43,9 +43,9 @@ def kv_transfer_seconds(prefill: StepCost, decode: StepCost, input_tokens: np.nd
                             field="kv_link")
     per_seq = np.asarray(kv_bytes_per_sequence(prefill.model, np.asarray(input_tokens), prefill.precision, 1), dtype=float)
     bw = prefill.cost_model.memory_efficiency * m.link(link)
-    # data-parallel attention (expert parallel): one GPU holds a sequence; else each of the group's GPUs a shard, and
-    # the smaller group's GPUs each send or take theirs (one link each)
-    shards = min(1 if s.expert_parallel else s.tensor_parallel for s in (prefill, decode))
+    # data-parallel attention (expert parallel): one attention group holds a sequence (one GPU, or its attention_tp);
+    # else each of the group's GPUs a shard, and the smaller group's GPUs each send or take theirs (one link each)
+    shards = min(s.dense_tp() for s in (prefill, decode))
     return collective_latency_s(link) + per_seq / shards / bw, link
 
 

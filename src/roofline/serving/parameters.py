@@ -100,6 +100,10 @@ SERVING_PARAMS: tuple[Param, ...] = (
           "and --acceptance)", _engine_default("spec_tokens"), strictly=False, maximum=16, integer=True),
     Param("pipeline_parallel", "--pp", None, "pipeline stages of --tp GPUs each, a micro-batch per stage in flight "
           "(default {default})", 1, maximum=1024, integer=True),
+    Param("attention_dp", "--attention-dp", None, "with --ep: D data-parallel attention groups over the --tp GPUs, each "
+          "running attention and the dense ops tensor-parallel over --tp / D GPUs (SGLang's --dp D "
+          "--enable-dp-attention; vLLM's data-parallel size); the experts stay split over all --tp (default: --tp, "
+          "attention tensor-parallel over 1)", maximum=4096, integer=True, metavar="D"),
     Param("disagg_search", "--disagg-search", None, "with an SLO: the best split of G replicas into prefill and decode "
           "pools, against co-located; a search past " + f"{DISAGG_BUDGET_REQUESTS:,}" + " simulated requests (about a "
           "minute) is refused, naming the G that fits", minimum=2, strictly=False, maximum=64, integer=True, metavar="G"),

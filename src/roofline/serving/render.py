@@ -27,7 +27,7 @@ def serving_table(r) -> str:
         f"{r.output_tokens / r.requests:,.0f} output tokens on average",
         f"engine: at most {e.max_seqs:,} sequences and {e.max_tokens:,} tokens per step, {what} "
         f"{r.cache_bytes / shards / GIGA:,.1f} GB per GPU"
-        + (f" ({r.cache_bytes / GIGA:,.1f} GB over the {shards} GPUs of data-parallel attention)" if shards > 1 else "")
+        + (f" ({r.cache_bytes / GIGA:,.1f} GB over the {shards} data-parallel attention groups)" if shards > 1 else "")
         + ((f" in blocks of {e.block_size} tokens" if e.block_size > 1 else ", a token a slot (no blocks)") if what != "SSM state" else ", one fixed-size state per sequence"),
         "",
         f"throughput  {m['output_tokens_per_s']:,.0f} output tokens/s ({m['output_tokens_per_s_per_gpu']:,.0f} per GPU), "
