@@ -145,6 +145,20 @@ def test_no_roofline_label_touches_a_roof(page, base_url_web, size, link):
     assert not any(_overlap(a, b) for k, a in enumerate(apart) for b in apart[k + 1:]), got["labels"]
 
 
+def test_a_resized_window_lays_the_roofline_labels_out_again(page, base_url_web):
+    # a desktop page turned phone-wide: its markers move, and the labels are placed again for them
+    page.set_viewport_size(SIZES["desktop"])
+    page.goto(base_url_web + "/")
+    wait_render(page, 0)
+    page.set_viewport_size(PHONE)
+    width = page.evaluate("document.getElementById('roofline').clientWidth")
+    page.wait_for_function(f"document.getElementById('roofline').dataset.labelsWidth === '{width}'")
+    page.wait_for_timeout(200)  # the restyle after the layout
+    got = page.evaluate(LABELS_AND_ROOFS)
+    for text, (left, top, right, bottom) in got["labels"]:
+        assert not [1 for roof in got["roofs"] for x, y in roof if left <= x <= right and top <= y <= bottom], text
+
+
 @pytest.mark.parametrize("size", sorted(SIZES))
 def test_a_flag_in_the_text_never_breaks_across_lines(page, base_url_web, size):
     # Llama 3 70B's bf16 weights (70.6e9 x 2 bytes = 141 GB) exceed an H100's 77 GB, so the fit

@@ -685,6 +685,7 @@
   }
 
   function drawRoofline(roof) {
+    shownRoof = roof;
     const ops = roof.ops;
     const traces = [
       { x: roof.intensity, y: roof.roof_tflops_per_s, mode: "lines", name: `${roof.machine_name} roof`,
@@ -726,6 +727,14 @@
   // touches neither roof (the machine's line and the dashed achievable one), no other marker, no tick
   // label and no label placed before it. Only the browser knows the pixels: the payload's spot is the
   // first guess (issue 38: a "10" on the slope sat on the roof line, a "2" above a matmul on its flat).
+  // A new width (a phone turned, a window resized) moves the markers: the labels are laid out again
+  // once it settles, and the chart says for which width they were (data-labels-width).
+  let shownRoof = null, resizing = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(resizing);
+    // not while another view shows (its chart is not laid out)
+    resizing = setTimeout(() => { if (shownRoof && $("roofline").offsetParent !== null) drawRoofline(shownRoof); }, 300);
+  });
   const SPOTS = ["top left", "bottom right", "top right", "bottom left", "bottom center", "top center", "middle left", "middle right"];
   function clearLabels(gd, traceIndices) {
     const boxOf = (el) => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
@@ -792,6 +801,7 @@
       if (best[1] !== first) { positions[k][i] = best[1]; moved = true; }
       placed.push({ k, i, box, spot: best[1] });
     }));
+    gd.dataset.labelsWidth = String(gd.clientWidth);
     return moved ? Plotly.restyle(gd, { textposition: positions, text: texts }, traceIndices) : gd;
   } // end clearLabels
 
