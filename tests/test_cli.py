@@ -772,3 +772,27 @@ def test_gemm_on_b200_counts_its_waves(capsys):
     # 4096^3 in 128x128 tiles: 32 x 32 = 1,024 tiles on 148 SMs: 7 waves, the last 1,024 - 6 x 148 = 136
     code, out, _ = run(capsys, "gemm", "4096", "4096", "4096", "--machine", "b200")
     assert code == 0 and "7 on 148 SMs; the last runs 136 of 148 tiles" in out
+
+
+def test_kernel_says_it_is_the_bare_roofline_and_at_the_plates_model_agrees_with_layer(capsys):
+    """Issue 38: `kernel` defaults to the bare roofline while `layer` uses the plate's model, so one
+    matmul got two times with no word. kernel's table names the model it priced at, and at the
+    plate's settings it gives layer's out proj (8,192 tokens x 4,096 x 4,096) exactly."""
+    # 2 x 8192 x 4096 x 4096 = 274.88 GFLOP / 989 TFLOP/s = 277.94 us at e_c 1, e_m 1, no launch
+    code, out, _ = run(capsys, "kernel", "matmul", "M=8192", "N=4096", "K=4096")
+    assert code == 0 and "277.94 us at e_c 1, e_m 1, launch 0 us" in out
+    code, out, _ = run(capsys, "kernel", "matmul", "M=8192", "N=4096", "K=4096", "--compute-efficiency", "0.7",
+                       "--memory-efficiency", "0.85", "--launch-overhead", "3us", "--json")
+    kernel = json.loads(out)
+    assert code == 0 and kernel["time_s"] == pytest.approx(2 * 8192 * 4096**2 / 989e12 / 0.7 + 3e-6, rel=1e-12)
+    code, out, _ = run(capsys, "layer", "--json")  # the plate: 8,192 tokens, e_c 0.7, e_m 0.85, 3 us
+    (out_proj,) = [op for op in json.loads(out)["ops"] if op["name"] == "out proj"]
+    assert out_proj["time_s"] == pytest.approx(kernel["time_s"], rel=1e-12)
+
+
+def test_sweep_help_says_where_a_list_of_machines_goes(capsys):
+    # issue 38: `--over machines --values h100-sxm,mi300x` read the names as numbers, and the help did
+    # not say the list goes in --machine A,B,C
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    assert "machines (their list in --machine A,B,C" in " ".join(capsys.readouterr().out.split())

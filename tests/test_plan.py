@@ -318,6 +318,26 @@ def test_vectorised_sweep_equals_one_call_per_size():
     assert len(res.rows()) == 6 and res.to_csv().splitlines()[0].startswith("machine,batch,time_s")
 
 
+def test_a_longer_sweep_allocates_no_more_temporaries():
+    """Issue 38: a 1e6-point sweep built full-length float64 arrays op by op (~400 bytes a point).
+    The sweep fills its columns chunk by chunk, so what it allocates beyond the result it returns
+    (tracemalloc's peak less what the result holds) is the same for 100,000 and 400,000 sizes."""
+    import tracemalloc
+
+    extra = []
+    for n in (100_000, 400_000):
+        values = np.resize(np.arange(1, 4097), n)  # batches 1..4,096 repeated to n sizes
+        tracemalloc.start()
+        try:
+            result = sweep("llama3-8b", "h100-sxm", "batch", values)
+            held, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert result.predictions == n
+        extra.append(peak - held)
+    assert extra[1] < 1.25 * extra[0], extra  # full-length temporaries would be 4x
+
+
 def test_totals_match_the_op_by_op_prediction():
     step = decode_step("mixtral-8x7b", H100_SXM, 64, 2048, tensor_parallel=2)
     pred = predict_counted(list(step.ops), H100_SXM, step.cost_model)

@@ -2,8 +2,9 @@
 ("144 GB does not"), the memory bar's label across the capacity line, the decode notes across the
 compute-bound line and the curve, a roofline label under another op's marker, the axes' "0.01" ticks
 in one corner on an A100, "Change the settings" in the Exercises leading nowhere and the serving
-controls ~3,000 px down. Each is checked on the drawn page by the boxes the browser lays out.
-Playwright driving Debian's Chromium, as test_web_browser.py."""
+controls ~3,000 px down; and, on a phone and a desktop both, a flag ("--tp 2") broken at its hyphen
+and a roofline label ("10") on the roof line. Each is checked on the drawn page by the boxes the
+browser lays out. Playwright driving Debian's Chromium, as test_web_browser.py."""
 
 from __future__ import annotations
 
@@ -106,3 +107,76 @@ def test_the_serving_settings_come_before_the_long_notes(page, base_url_web):
     assert top < 2_100, top
     page.click("#serving-more > summary")
     assert page.is_visible("#serving-breakdown")
+
+
+SIZES = {"phone": PHONE, "desktop": {"width": 1400, "height": 900}}
+
+# Each op label's box on the roofline chart, and the two roofs (the machine's solid line, the
+# dashed achievable one) sampled every half pixel along their drawn paths, in page pixels.
+LABELS_AND_ROOFS = """() => {
+  const d = document.getElementById('roofline');
+  const traces = {};
+  for (const g of d.querySelectorAll('.scatterlayer .trace')) traces[g.__data__[0].trace.index] = g;
+  const sample = (path) => { const m = path.getScreenCTM(), out = [];
+    for (let s = 0; s <= path.getTotalLength(); s += 0.5) { const p = path.getPointAtLength(s);
+      out.push([m.a * p.x + m.c * p.y + m.e, m.b * p.x + m.d * p.y + m.f]); } return out; };
+  const box = (el) => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  return { roofs: [0, 1].map((i) => sample(traces[i].querySelector('path.js-line'))),
+           labels: [...d.querySelectorAll('.textpoint text')].filter((t) => t.textContent).map((t) => [t.textContent, box(t)]) };
+}"""
+
+
+@pytest.mark.parametrize("size", sorted(SIZES))
+@pytest.mark.parametrize("link", ["/", "/?machine=a100-80gb&tokens=128", "/?phase=decode", "/?memory_efficiency=0.5&compute_efficiency=0.4"])
+def test_no_roofline_label_touches_a_roof(page, base_url_web, size, link):
+    # issue 38: "10" on the slope touched the roof line; "2" and "9" over the matmuls sat on its flat
+    page.set_viewport_size(SIZES[size])
+    page.goto(base_url_web + link)
+    wait_render(page, 0)
+    got = page.evaluate(LABELS_AND_ROOFS)
+    assert len(got["labels"]) >= 4 and all(len(r) > 100 for r in got["roofs"]), got["labels"]
+    numbers = sorted(int(n) for text, _ in got["labels"] for n in text.split(", "))
+    assert numbers == list(range(1, 13)), numbers  # every one of the layer's 12 ops is still named once
+    for text, (left, top, right, bottom) in got["labels"]:
+        on = [(x, y) for roof in got["roofs"] for x, y in roof if left <= x <= right and top <= y <= bottom]
+        assert on == [], (link, size, text, on[:3])
+    # nor on each other, nor so near side by side that two read as one ("2" and "9, 11" as "29, 11")
+    apart = [[b[0] - 2, b[1], b[2] + 2, b[3]] for _, b in got["labels"]]
+    assert not any(_overlap(a, b) for k, a in enumerate(apart) for b in apart[k + 1:]), got["labels"]
+
+
+def test_a_resized_window_lays_the_roofline_labels_out_again(page, base_url_web):
+    # a desktop page turned phone-wide: its markers move, and the labels are placed again for them
+    page.set_viewport_size(SIZES["desktop"])
+    page.goto(base_url_web + "/")
+    wait_render(page, 0)
+    page.set_viewport_size(PHONE)
+    width = page.evaluate("document.getElementById('roofline').clientWidth")
+    page.wait_for_function(f"document.getElementById('roofline').dataset.labelsWidth === '{width}'")
+    page.wait_for_timeout(200)  # the restyle after the layout
+    got = page.evaluate(LABELS_AND_ROOFS)
+    for text, (left, top, right, bottom) in got["labels"]:
+        assert not [1 for roof in got["roofs"] for x, y in roof if left <= x <= right and top <= y <= bottom], text
+
+
+@pytest.mark.parametrize("size", sorted(SIZES))
+def test_a_flag_in_the_text_never_breaks_across_lines(page, base_url_web, size):
+    # Llama 3 70B's bf16 weights (70.6e9 x 2 bytes = 141 GB) exceed an H100's 77 GB, so the fit
+    # verdict advises two GPUs, "(--tp 2: ...)": on a phone it broke as "(-" / "-tp 2"
+    page.set_viewport_size(SIZES[size])
+    page.goto(base_url_web + "/?view=model&model=llama3-70b")
+    wait_render(page, 0)
+    flags = page.eval_on_selector_all("#model-fit-text .flag", "els => els.map(e => [e.textContent, e.getClientRects().length])")
+    assert ["--tp 2", 1] in flags and all(lines == 1 for _, lines in flags), flags
+    # no flag anywhere on the page's shown text outside such a span (the serving notes' `--sweep` too)
+    for link in ("/?view=model&model=llama3-70b", "/?view=serving"):
+        page.goto(base_url_web + link)
+        wait_render(page, 0)
+        page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        loose = page.evaluate("""() => { const out = [], w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+          for (let n; (n = w.nextNode());) { const p = n.parentElement;
+            if (/(^|[^\\w-])--[a-z]/.test(n.data) && !p.closest('.flag, script, style') && p.getClientRects().length) out.push(n.data); }
+          return out; }""")
+        assert loose == [], (link, loose)
+        spans = page.eval_on_selector_all(".flag", "els => els.filter(e => e.getClientRects().length).map(e => [e.textContent, e.getClientRects().length])")
+        assert spans and all(lines == 1 for _, lines in spans), (link, spans)

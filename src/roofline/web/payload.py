@@ -243,7 +243,8 @@ def _intensity_grid(intensities: list[float], ridge: float) -> np.ndarray:
 
 
 LABEL_SPOTS = ("top left", "bottom right", "top right", "bottom left")
-NEAR_LOG10 = 0.08  # points closer than this on both log axes share one label
+NEAR_LOG10 = 0.08  # labels of points within 3x this on both log axes keep off each other's spots
+SHARED_LOG10 = 0.06  # points nearer than this on both log axes (~4 px: their markers overlap) share one label
 
 
 EDGE_LOG10 = 1.0  # a point this near (in decades) the plot's left or right edge takes a label on its inner side
@@ -252,7 +253,8 @@ EDGE_LOG10 = 1.0  # a point this near (in decades) the plot's left or right edge
 def point_labels(intensity: list[float], rate: list, x_range_log10: tuple[float, float] | None = None
                  ) -> tuple[list[str], list[str]]:
     """Each roofline point's label (its 1-based op number) and where it sits. Points at the same
-    spot (the same op repeated: the two residual adds, QK^T and PV) share one label, "7, 12";
+    spot (the same op repeated: the two residual adds, QK^T and PV) share one label, "7, 12", and so
+    do points nearer than SHARED_LOG10 on both axes (their markers overlap: two labels found no room);
     a label takes the first spot around its point that no near label holds and no near point lies
     toward (a "10" set top right of its point sat under op 1's marker), and none toward the near edge
     of ``x_range_log10`` (a label left of a point at the left edge sat on the y axis's ticks)."""
@@ -263,8 +265,8 @@ def point_labels(intensity: list[float], rate: list, x_range_log10: tuple[float,
     for k, point in enumerate(xy):
         if point is None:
             continue
-        same = [j for j in range(k) if xy[j] is not None and abs(xy[j][0] - point[0]) < 1e-9 and abs(xy[j][1] - point[1]) < 1e-9]
-        if same:  # a repeat of an earlier op: its number joins that label
+        same = [j for j in range(k) if numbers[j] and abs(xy[j][0] - point[0]) < SHARED_LOG10 and abs(xy[j][1] - point[1]) < SHARED_LOG10]
+        if same:  # a repeat of an earlier op, or a point its marker covers: its number joins that label
             numbers[same[0]] += f", {k + 1}"
             continue
         numbers[k] = str(k + 1)

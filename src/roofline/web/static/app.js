@@ -569,7 +569,7 @@
   function showError(message, field) {
     const box = $("error");
     box.hidden = !message;
-    box.textContent = message || "";
+    putText(box, message || "");
     for (const c of Object.values(CONTROLS)) $(c.input).removeAttribute("aria-invalid");
     if (field && CONTROLS[field]) $(CONTROLS[field].input).setAttribute("aria-invalid", "true");
     document.body.dataset.error = message ? "1" : "";
@@ -587,12 +587,29 @@
   function showNotice(notices, sentence = "") {
     const box = $("notice");
     box.hidden = !notices.length && !sentence;
-    box.textContent = notices.length ? `This link had values the page cannot use: ${notices.join("; ")}.` : sentence;
+    putText(box, notices.length ? `This link had values the page cannot use: ${notices.join("; ")}.` : sentence);
   }
 
   // -- drawing ----------------------------------------------------------------------------------
 
-  function setText(id, text) { $(id).textContent = text; }
+  function setText(id, text) { putText($(id), text); }
+
+  // Text with each command-line flag and its number ("--tp 2", "--tp-link") in a span kept on one
+  // line: on a phone "(--tp 2: 73 GB each)" broke between its hyphens (issue 38). The span copies as
+  // the same ASCII text, so a flag pasted into a shell still works.
+  const FLAG = /(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?: [0-9][^\s,;:)]*)?/gi;
+  function putText(el, text) {
+    const s = text == null ? "" : String(text), parts = [];
+    let at = 0;
+    for (const m of s.matchAll(FLAG)) {
+      const span = document.createElement("span");
+      span.className = "flag";
+      span.textContent = m[0];
+      parts.push(s.slice(at, m.index), span);
+      at = m.index + m[0].length;
+    }
+    el.replaceChildren(...parts, s.slice(at));
+  }
 
   function showReadouts(data) {
     const t = data.readouts.text;
@@ -622,7 +639,7 @@
     const list = $(id);
     if (!list) return;
     const items = warnings || [];
-    list.replaceChildren(...items.map((w) => { const li = document.createElement("li"); li.textContent = w.text; return li; }));
+    list.replaceChildren(...items.map((w) => { const li = document.createElement("li"); putText(li, w.text); return li; }));
     list.hidden = items.length === 0;
   }
 
@@ -668,6 +685,7 @@
   }
 
   function drawRoofline(roof) {
+    shownRoof = roof;
     const ops = roof.ops;
     const traces = [
       { x: roof.intensity, y: roof.roof_tflops_per_s, mode: "lines", name: `${roof.machine_name} roof`,
@@ -702,8 +720,90 @@
       hoverlabel: { align: "left" },
       font: FONT,
     };
-    return Plotly.react("roofline", traces, layout, PLOT_CONFIG);
+    return Plotly.react("roofline", traces, layout, PLOT_CONFIG).then((gd) => clearLabels(gd, [3, 4]));
   }
+
+  // Each op's number moved, where it must, to the first spot around its marker where the drawn label
+  // touches neither roof (the machine's line and the dashed achievable one), no other marker, no tick
+  // label and no label placed before it. Only the browser knows the pixels: the payload's spot is the
+  // first guess (issue 38: a "10" on the slope sat on the roof line, a "2" above a matmul on its flat).
+  // A new width (a phone turned, a window resized) moves the markers: the labels are laid out again
+  // once it settles, and the chart says for which width they were (data-labels-width).
+  let shownRoof = null, resizing = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(resizing);
+    // not while another view shows (its chart is not laid out)
+    resizing = setTimeout(() => { if (shownRoof && $("roofline").offsetParent !== null) drawRoofline(shownRoof); }, 300);
+  });
+  const SPOTS = ["top left", "bottom right", "top right", "bottom left", "bottom center", "top center", "middle left", "middle right"];
+  function clearLabels(gd, traceIndices) {
+    const boxOf = (el) => { const r = el.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    const overlap = (a, b) => a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3];
+    const apart = (b) => [b[0] - 4, b[1] - 1, b[2] + 4, b[3] + 1]; // two labels side by side read as one ("29, 11")
+    const traces = {}; // by the trace's index in the data (Plotly draws no group for an empty trace)
+    for (const g of gd.querySelectorAll(".scatterlayer .trace")) traces[g.__data__[0].trace.index] = g;
+    const lines = [traces[0], traces[1]].filter(Boolean).flatMap((t) => { // the roofs, sampled every half pixel
+      const path = t.querySelector("path.js-line");
+      if (!path) return [];
+      const m = path.getScreenCTM(), out = [], n = path.getTotalLength();
+      for (let s = 0; s <= n; s += 0.5) {
+        const q = path.getPointAtLength(s);
+        out.push([m.a * q.x + m.c * q.y + m.e, m.b * q.x + m.d * q.y + m.f]);
+      }
+      return out;
+    });
+    traceIndices = traceIndices.filter((ti) => traces[ti]);
+    const markers = traceIndices.flatMap((ti) => [...traces[ti].querySelectorAll(".points path.point")]
+      .map((el) => ({ ti, i: el.__data__.i, box: boxOf(el) })));
+    const fixed = [...gd.querySelectorAll(".xtick text, .ytick text, .annotation-text-g")].map(boxOf);
+    const area = boxOf(gd);
+    const placed = []; // { k, i, box, spot }
+    const positions = traceIndices.map((ti) => [...gd.data[ti].textposition]);
+    const texts = traceIndices.map((ti) => [...gd.data[ti].text]);
+    let moved = false;
+    traceIndices.forEach((ti, k) => traces[ti].querySelectorAll(".textpoint").forEach((g) => {
+      const i = g.__data__.i, text = g.querySelector("text");
+      const own = markers.find((m) => m.ti === ti && m.i === i);
+      if (!text || !text.textContent || !own) return;
+      const [l, t, r, b] = boxOf(text), w = r - l, h = b - t;
+      const cx = (own.box[0] + own.box[2]) / 2, cy = (own.box[1] + own.box[3]) / 2;
+      const [v0, h0] = positions[k][i].split(" ");
+      const gx = h0 === "left" ? cx - r : l - cx, gy = v0 === "top" ? cy - b : t - cy; // the drawn gap
+      const boxAt = (spot) => {
+        const [v, hp] = spot.split(" ");
+        const x0 = hp === "left" ? cx - gx - w : hp === "right" ? cx + gx : cx - w / 2;
+        const y0 = v === "top" ? cy - gy - h : v === "bottom" ? cy + gy : cy - h / 2;
+        return [x0, y0, x0 + w, y0 + h];
+      };
+      const cost = (box) => {
+        const wide = [box[0] - 1, box[1] - 1, box[2] + 1, box[3] + 1];
+        const onLine = lines.some(([x, y]) => x >= wide[0] && x <= wide[2] && y >= wide[1] && y <= wide[3]);
+        const outside = box[0] < area[0] || box[2] > area[2] || box[1] < area[1] || box[3] > area[3];
+        const hits = markers.filter((m) => m !== own && overlap(box, m.box)).length
+          + fixed.filter((f) => overlap(box, f)).length + placed.filter((p) => overlap(apart(box), p.box)).length;
+        return (onLine || outside ? 1000 : 0) + hits;
+      };
+      const first = positions[k][i];
+      const best = [first, ...SPOTS.filter((s) => s !== first)].map((spot) => [cost(boxAt(spot)), spot])
+        .reduce((a, c) => (c[0] < a[0] ? c : a));
+      const box = boxAt(best[1]);
+      const host = best[0] < 1000 && placed.find((p) => p.k === k && overlap(apart(box), p.box));
+      if (host) { // no free spot: the number joins the label it would cover, "2, 6" as coinciding points do
+        texts[k][host.i] = [...texts[k][host.i].split(", "), ...texts[k][i].split(", ")].sort((a, c) => a - c).join(", ");
+        texts[k][i] = "";
+        const grow = w + 5; // the joined text's width and its ", "
+        const side = host.spot.split(" ")[1];
+        if (side !== "right") host.box[0] -= side === "left" ? grow : grow / 2;
+        if (side !== "left") host.box[2] += side === "right" ? grow : grow / 2;
+        moved = true;
+        return;
+      }
+      if (best[1] !== first) { positions[k][i] = best[1]; moved = true; }
+      placed.push({ k, i, box, spot: best[1] });
+    }));
+    gd.dataset.labelsWidth = String(gd.clientWidth);
+    return moved ? Plotly.restyle(gd, { textposition: positions, text: texts }, traceIndices) : gd;
+  } // end clearLabels
 
   // -- the whole model --------------------------------------------------------------------------
 
@@ -839,7 +939,7 @@
     $(`${id}-marks`).replaceChildren(...marks.map(([kind, words]) => {
       const li = document.createElement("li");
       li.className = kind;
-      li.textContent = words;
+      putText(li, words);
       return li;
     }));
     const layout = {
@@ -924,7 +1024,7 @@
 
   // A view's notes (the library's: a context past the model's trained length, what memory leaves out), one item each.
   function showNotes(id, notes) {
-    $(id).replaceChildren(...notes.map((n) => { const li = document.createElement("li"); li.textContent = n; return li; }));
+    $(id).replaceChildren(...notes.map((n) => { const li = document.createElement("li"); putText(li, n); return li; }));
   }
 
   function drawBreakdown(b) {
