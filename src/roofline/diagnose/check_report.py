@@ -49,9 +49,10 @@ class Measured:
 
 
 @dataclass(frozen=True)
-class CheckOp:
-    """One op (or the block's sum): FLOPs, bytes, measured and predicted seconds, the flag and
-    the diagnosis. ``shape`` is the op's tensor shapes in words; ``dims`` its matmul M, N, K."""
+class TimedOp:
+    """One op timed on a device: its FLOPs and bytes as the kernel constructors count them and its
+    median ``measured_s``. The fields a check's row (CheckOp) and a calibration's probe
+    (measure.measurements.Probe) begin with, declared once."""
 
     name: str
     category: str
@@ -59,6 +60,13 @@ class CheckOp:
     flops: float
     bytes: float
     measured_s: float
+
+
+@dataclass(frozen=True)
+class CheckOp(TimedOp):
+    """One op (or the block's sum): FLOPs, bytes, measured and predicted seconds, the flag and
+    the diagnosis. ``shape`` is the op's tensor shapes in words; ``dims`` its matmul M, N, K."""
+
     measured_low_s: float
     measured_high_s: float
     roofline_s: float

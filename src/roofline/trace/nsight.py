@@ -66,7 +66,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roofline.cost import binds, overlapped_s
-from roofline.diagnose.kernel_diagnosis import AgainstBound
+from roofline.diagnose.kernel_diagnosis import AgainstBound, AgainstBoundTotals
 from roofline.errors import RooflineError
 from roofline.tables import Tabular
 from roofline.trace.nsight_files import NcuKernel, NsysKernel, PRECISIONS, quoted_path, read_nsight
@@ -166,8 +166,9 @@ def measured_kernel(k: NcuKernel, machine, dtype: str | None = None, path="") ->
 
 
 @dataclass(frozen=True)
-class NcuReport(Tabular):
-    """Every kernel launch of an ncu export against its bound on ``machine``, ranked by time lost."""
+class NcuReport(AgainstBoundTotals, Tabular):
+    """Every kernel launch of an ncu export against its bound on ``machine``, ranked by time lost
+    (measured_s, roofline_s and problems over the kernels: AgainstBoundTotals)."""
 
     ROWS_KEY = "kernels"
 
@@ -178,20 +179,8 @@ class NcuReport(Tabular):
     kernels: tuple[MeasuredKernel, ...]
 
     @property
-    def measured_s(self) -> float:
-        return sum(k.measured_s for k in self.kernels)
-
-    @property
-    def roofline_s(self) -> float:
-        return sum(k.roofline_s for k in self.kernels)
-
-    @property
     def bytes_only(self) -> tuple[MeasuredKernel, ...]:
         return tuple(k for k in self.kernels if k.flops is None)
-
-    @property
-    def problems(self) -> tuple[MeasuredKernel, ...]:
-        return tuple(k for k in self.kernels if k.problem)
 
     def to_dict(self) -> dict:
         return {"file": self.path, "source": f"ncu --page {self.layout}", "machine": self.machine, "dtype": self.dtype,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roofline.diagnose.kernel_diagnosis import AgainstBound, advice
+from roofline.diagnose.kernel_diagnosis import AgainstBound, AgainstBoundTotals, advice
 from roofline.tables import Tabular
 from roofline.trace.chrome_trace import GRAPH_REPLAY
 
@@ -99,8 +99,9 @@ class Unattributed:
 
 
 @dataclass(frozen=True)
-class ProfileReport(Tabular):
-    """Every costed op of a trace against its bound on ``machine``, ranked by time lost.
+class ProfileReport(AgainstBoundTotals, Tabular):
+    """Every costed op of a trace against its bound on ``machine``, ranked by time lost (measured_s,
+    roofline_s and problems over the ops: AgainstBoundTotals).
 
     ``device`` says the trace has device events. Their total ``device_s`` (a plain sum: streams that
     overlap count each) = ``costed_device_s`` (the costed ops' kernels) + ``unsupported_device_s``
@@ -144,23 +145,11 @@ class ProfileReport(Tabular):
         return sum((u.seconds for u in self.unattributed), 0.0)
 
     @property
-    def measured_s(self) -> float:
-        return sum(op.measured_s for op in self.ops)
-
-    @property
-    def roofline_s(self) -> float:
-        return sum(op.roofline_s for op in self.ops)
-
-    @property
     def calibrated_s(self) -> float | None:
         """The calibrated prediction of the costed ops plus the framework line (None without a profile)."""
         if not self.calibrated:
             return None
         return sum(op.calibrated_s or 0.0 for op in self.ops) + (self.framework_s or 0.0)
-
-    @property
-    def problems(self) -> tuple[ProfiledOp, ...]:
-        return tuple(op for op in self.ops if op.problem)
 
     def to_dict(self) -> dict:
         return {"trace": self.path, "machine": self.machine, "measured_from": "device" if self.device else "cpu",
