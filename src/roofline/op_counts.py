@@ -1,8 +1,8 @@
 """Pure count rules that kernel constructors (kernels.py, which re-exports them), the layer ops (blocks,
 attention_ops, op_builder, plan), the aten rules (trace.rules), the measured tables' rooflines (measured)
 and the calibration's probes (measure) share: FLOPs per element of the vector ops; (FLOPs, bytes) of a
-matmul, a routed experts' matmul, a row-wise op (norm, softmax), an elementwise op, a gather, fused
-attention and the ring collectives; the closed forms of MLA's absorbed attention. Inputs in, counts
+matmul, a routed experts' matmul, a row-wise op (norm, softmax), an elementwise op, a gather and fused
+attention; the closed forms of MLA's absorbed attention (the ring collectives' are kernels.py's). Inputs in, counts
 out; plain numbers or arrays. ``w`` is bytes per element throughout. Each rule is the only place its
 formula is written: the checked constructors (kernels.py) and the trusted builders call it.
 """
