@@ -323,6 +323,11 @@ def test_calibrate_measures_the_gemm_family_warm_and_streamed():
     assert warm is not None and cold is not None
     assert sorted(zip(warm[0], warm[1])) == sorted(zip(cold[0], cold[1])) == [(1, 4096), (1, 16384), (4, 4096), (4, 16384)]
     assert np.isfinite(cold[2]).all() and (cold[2] > 0).all()
+    # each point counted by the matmul rule: (1, 64) @ (64, 64) in fp32 is 2 x 1 x 64 x 64 = 8,192 FLOPs and
+    # 4 B x (64 + 4,096 + 64) = 16,896 bytes
+    curve = next(c for c in cal.gemm if c.kind == "gemm" and c.dtype == "fp32")
+    at = dict(zip(zip(curve.size, curve.n), zip(curve.flops, curve.bytes)))
+    assert at[(1.0, 64.0)] == (8192.0, 16896.0)
 
 
 def test_the_framework_probe_measures_a_gap_and_the_profile_keeps_it(profile, tmp_path):

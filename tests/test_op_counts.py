@@ -62,3 +62,33 @@ def test_planner_and_serving_step_share_the_whole_model_ops():
     assert [k.name for k in logits_ops(1, cfg, "bf16")] == ["final norm", "LM head"]
     # Llama 3 8B: 32 layers x 2 all-reduces (after attention's out proj, after the MLP's down proj)
     assert tp_all_reduces(cfg) == 64
+
+
+def test_mixed_widths_and_flop_rules_by_hand():
+    # (2, 4) @ (4, 3): 2 x 2 x 3 x 4 = 48 FLOPs; five of them 240
+    assert oc.matmul_flops(2, 3, 4) == 48.0 and oc.matmul_flops(2, 3, 4, 5) == 240.0
+    # fp8 inputs (1 B) writing bf16 (2 B): 1 x (2x4 + 4x3) + 2 x (2x3) = 20 + 12 = 32 bytes
+    assert oc.matmul_counts(2, 3, 4, 1.0, 2.0) == (48.0, 32.0)
+    # 6 rows, 3 touched experts (D 4 -> 2 x F 5), bf16 activations, 0.5 B weights:
+    # 2 x (6x4 + 6x2x5 = 84) + 0.5 x (3x2x4x5 = 120) = 168 + 60 = 228 bytes
+    assert oc.expert_matmul_counts(6, 4, 5, 2, 3, 2.0, 0.5) == (480.0, 228.0)
+    # 12 score elements, d 4, dv 4: 2 x 12 x 8 = 192 FLOPs; with a 5-FLOP softmax + 60
+    assert oc.fused_attention_flops(12, 4, 4) == 192.0 and oc.fused_attention_flops(12, 4, 4, 5.0) == 252.0
+
+
+def test_measured_rooflines_take_the_rules():
+    from roofline.machines import get_machine
+    from roofline.measured.attention import attention_roofline_s
+    from roofline.measured.gemm import roofline_s
+    from roofline.measured.moe import module_roofline_s
+
+    m = get_machine("h100-sxm")
+    # fp8 GEMM 1024^3: 2 x 2^30 FLOPs; 1 B x (2^20 + 2^20) + 2 B x 2^20 = 4 x 2^20 bytes
+    assert roofline_s(m, "fp8", 1024, 1024, 1024) == max(2.0 * 2**30 / m.peak("fp8"), 4.0 * 2**20 / m.bandwidth)
+    # bf16 module, 4 tokens top-2 of 3 experts, D 8, F 4, gated: rows 8, touched 3;
+    # 2 x 8 x 8 x 4 x 3 = 1,536 FLOPs; 2 B x 3 x 3 x 8 x 4 = 576 weights + 2 B x 8 x (16 + 12) = 448 activations
+    assert module_roofline_s(m, "bfloat16", 4.0, 8, 4, 2, 3) == max(1536.0 / m.peak("bf16"), 1024.0 / m.bandwidth)
+    # decode, B 2, S 10, H 4, K 2, d 8: 4 x 2 x 4 x 10 x 8 = 2,560 FLOPs;
+    # 2 B x (2 x 2x4x1x8 + 2 x 2x2x10x8 = 128 + 640) = 1,536 bytes
+    got = attention_roofline_s(m, "bf16", 2.0, 1.0, 10.0, 4.0, 2.0, 8.0, 0, True)
+    assert got == max(2560.0 / m.peak("bf16"), 1536.0 / m.bandwidth)

@@ -831,3 +831,14 @@ def test_a_layer_norm_whose_callee_the_profiler_lost_is_costed_by_that_rule_and_
     assert sum(op.flops * op.calls for op in rep.ops) == sum(op.flops * op.calls for op in whole.ops) == traced.total_flops
     assert any(n.startswith(f"{len(lost)} call(s) of aten::layer_norm were recorded without") for n in rep.notes)
     assert not any("recorded without" in n for n in whole.notes)
+
+
+def test_a_profile_without_costed_ops_keeps_every_column():
+    from roofline.trace.profile_result import OP_FIELDS, ProfileReport, Unsupported
+
+    # one unsupported op of 2 calls and 1 ms: its reason is its row's advice, whatever ops were costed
+    rep = ProfileReport("t.json", "cpu", False, (), (Unsupported("aten::foo", 2, 1e-3, "no rule"),), 0, 0.0)
+    lines = rep.to_csv().splitlines()
+    assert lines[0].split(",") == ["kind", *OP_FIELDS]
+    row = dict(zip(lines[0].split(","), lines[3].split(",")))  # views, wrappers, then the unsupported op
+    assert row["kind"] == "unsupported" and row["advice"] == "no rule" and float(row["measured_s"]) == 1e-3

@@ -87,6 +87,19 @@ def test_every_result_type_has_the_protocol():
     from roofline.measure.calibrated import CalibratedWorkloadPrediction
 
     assert issubclass(LayerReport, Tabular) and issubclass(CalibratedWorkloadPrediction, Tabular)
+    assert callable(LayerReport.to_table)
+
+
+def test_csvs_are_rows_and_declared_columns_not_overrides(seed):
+    from roofline.measured.predictions import MeasuredWorkloadPrediction
+
+    # results as data: these write rows() and name their columns (CSV_FIELDS); the protocol writes the CSV
+    for cls in (WorkloadPrediction, MeasuredWorkloadPrediction, CheckReport, ProfileReport, NcuReport, NsysReport):
+        assert not any("to_csv" in vars(c) for c in cls.__mro__ if c is not Tabular), cls
+        assert cls.CSV_FIELDS and callable(cls.rows), cls
+    # the layer's CSV header is its prediction's columns; its table is its prediction's table
+    assert seed.prediction.to_csv().splitlines()[0].split(",") == list(WorkloadPrediction.CSV_FIELDS)
+    assert seed.to_table() == seed.prediction.to_table() and "total" in seed.to_table()
 
 
 @pytest.mark.parametrize("make, rows", [

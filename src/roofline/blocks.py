@@ -307,6 +307,11 @@ class LayerReport(Tabular):
         }
         return {**head, "cost_model": cost_model, **pred}
 
+    def to_table(self) -> str:
+        """The layer's op table and readouts (WorkloadPrediction.to_table); `roofline layer` heads it
+        with what ran and the cost model."""
+        return self.prediction.to_table()
+
 
 def layer_reports(model="llama3-8b", machine="h100-sxm", phase: str = "prefill", tokens: int | None = None,
                   batch: int = 1, context: int | None = None, attention: str = "naive", dtype: str = "bf16",

@@ -348,9 +348,10 @@ class WorkloadPrediction(Tabular):
 
         return workload_table(self)
 
-    def to_csv(self) -> str:
-        from roofline.tables import rows_to_csv
+    CSV_FIELDS = OP_FIELDS  # to_csv (Tabular): rows() in these columns
 
-        return rows_to_csv([op.to_dict() for op in self.ops], OP_FIELDS)
+    def rows(self) -> list[dict]:
+        """A dict per op (OpPrediction.to_dict)."""
+        return [op.to_dict() for op in self.ops]
 
 

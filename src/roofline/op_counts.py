@@ -1,7 +1,8 @@
 """Pure count rules that kernel constructors (kernels.py, which re-exports them), the layer ops (blocks,
-attention_ops, op_builder, plan) and the aten rules (trace.rules) share: FLOPs per element of the vector
-ops; (FLOPs, bytes) of a matmul, a routed experts' matmul, a row-wise op (norm, softmax), an elementwise
-op, a gather and the ring collectives; the closed forms of MLA's absorbed attention. Inputs in, counts
+attention_ops, op_builder, plan), the aten rules (trace.rules), the measured tables' rooflines (measured)
+and the calibration's probes (measure) share: FLOPs per element of the vector ops; (FLOPs, bytes) of a
+matmul, a routed experts' matmul, a row-wise op (norm, softmax), an elementwise op, a gather and fused
+attention; the closed forms of MLA's absorbed attention (the ring collectives' are kernels.py's). Inputs in, counts
 out; plain numbers or arrays. ``w`` is bytes per element throughout. Each rule is the only place its
 formula is written: the checked constructors (kernels.py) and the trusted builders call it.
 """
@@ -31,23 +32,36 @@ def norm_flops_per_element(kind: str) -> float:
     return FLOPS_PER_ELEMENT["layernorm" if kind == "layernorm" else "rmsnorm"]
 
 
-def matmul_counts(M, N, K, w):
+def matmul_flops(M, N, K, batch=1):
+    """``batch`` (M, K) @ (K, N) products: 2 b M N K FLOPs (1 FMA = 2 FLOPs; bias and epilogue ignored).
+    The one FLOP rule of the dense matmuls: the counts below, the measured tables' rooflines
+    (roofline.measured) and the aten rules (trace.rules, whose bytes are the traced tensors')."""
+    return 2.0 * batch * M * N * K
+
+
+def matmul_counts(M, N, K, w, w_out=None):
     """(M, K) @ (K, N): 2 M N K FLOPs; w (M K + K N + M N) bytes, A and B read once, C written once
-    (bias and epilogue ignored). The roofline chapter, section 2.2."""
-    return 2.0 * M * N * K, w * (M * K + K * N + M * N)
+    (bias and epilogue ignored), or w (M K + K N) + w_out M N where C is written at another width
+    ``w_out`` (an fp8 GEMM writing bf16). The roofline chapter, section 2.2."""
+    if w_out is None:
+        return matmul_flops(M, N, K), w * (M * K + K * N + M * N)
+    return matmul_flops(M, N, K), w * (M * K + K * N) + w_out * M * N
 
 
 def batched_matmul_counts(batch, M, N, K, w):
     """``batch`` independent (M, K) @ (K, N): 2 b M N K FLOPs; w b (M K + K N + M N) bytes."""
-    return 2.0 * batch * M * N * K, w * batch * (M * K + K * N + M * N)
+    return matmul_flops(M, N, K, batch), w * batch * (M * K + K * N + M * N)
 
 
-def expert_matmul_counts(rows, D, F, n, touched, w):
+def expert_matmul_counts(rows, D, F, n, touched, w, w_weight=None):
     """A routed experts' matmul over ``rows`` token-expert rows, each (rows, D) @ (D, n F) with the
     weights of the ``touched`` experts read once (n = 2 for a gated gate+up, 1 for an up; a down
     proj is (rows, F) @ (F, D): pass D and F swapped, n = 1): 2 rows D F n FLOPs; w (rows D +
-    touched n D F + rows n F) bytes."""
-    return 2.0 * rows * D * F * n, w * (rows * D + touched * n * D * F + rows * n * F)
+    touched n D F + rows n F) bytes, or w (rows D + rows n F) + w_weight touched n D F where the
+    experts' weights are stored at another width ``w_weight`` (MXFP4 weights, bf16 activations)."""
+    if w_weight is None:
+        return 2.0 * rows * D * F * n, w * (rows * D + touched * n * D * F + rows * n * F)
+    return 2.0 * rows * D * F * n, w * (rows * D + rows * n * F) + w_weight * touched * n * D * F
 
 
 def row_op_counts(n, flops_per_elem, w):
@@ -83,7 +97,13 @@ def fused_attention_counts(n_s, q, k, v, out, d, dv, w, softmax_flops):
     """Attention in one kernel (FlashAttention): the scores and PV of n_s score elements and their
     softmax, 2 n_s (d + dv) + s n_s FLOPs; only Q, K, V and O touch memory, w (q + k + v + out)
     bytes (the log-sum-exp statistics ignored)."""
-    return 2.0 * n_s * (d + dv) + softmax_flops * n_s, w * (q + k + v + out)
+    return fused_attention_flops(n_s, d, dv, softmax_flops), w * (q + k + v + out)
+
+
+def fused_attention_flops(n_s, d, dv, softmax_flops=0.0):
+    """n_s (query, key) score elements of QK^T (d wide) and PV (dv wide) and their softmax (s FLOPs
+    an element; 0 where it is not counted, as torch's FlopCounterMode): 2 n_s (d + dv) + s n_s."""
+    return 2.0 * n_s * (d + dv) + softmax_flops * n_s
 
 
 def latent_attention_cost(queries, scores, cache, H, r, rope, bytes_per_elem, softmax_flops):

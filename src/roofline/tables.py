@@ -101,23 +101,25 @@ class Tabular:
     figures and rows, SI units) and ``to_table()`` (its text), and gets from them ``to_json()``
     (dump_json of to_dict), ``to_csv()`` (rows_to_csv of its ``rows()``), ``_repr_html_`` (Jupyter
     shows the result as tables) and ``to_pandas()`` (a DataFrame of its rows); a type overrides
-    to_json or to_csv only where it writes more. For the notebook half the rows are
+    to_json or to_csv only where it writes more (a CSV of other columns is CSV_FIELDS, data, not
+    an override). For the notebook half the rows are
     ``to_dict()[ROWS_KEY]``, else the type's ``rows()``; a type with neither is one row of its
     figures. Nested dicts become dotted columns ("precision.weights"); other lists of row dicts are
     extra tables in the HTML."""
 
     ROWS_KEY = "ops"
+    CSV_FIELDS = None  # the CSV's columns in order (a tuple of names); None: its first row's keys
 
     def to_json(self) -> str:
         return dump_json(self.to_dict())
 
     def to_csv(self) -> str:
-        """The result's ``rows()`` as CSV, its first row's keys the header; a type without rows()
-        writes the rows to_pandas() frames (ROWS_KEY's, else one row of its figures)."""
+        """The result's ``rows()`` as CSV, CSV_FIELDS (default its first row's keys) the header; a
+        type without rows() writes the rows to_pandas() frames (ROWS_KEY's, else one row of its figures)."""
         if callable(getattr(self, "rows", None)):
-            return rows_to_csv(self.rows())
+            return rows_to_csv(self.rows(), self.CSV_FIELDS)
         figures, rows, _ = self._tables()
-        return rows_to_csv(rows if rows is not None else [figures])
+        return rows_to_csv(rows if rows is not None else [figures], self.CSV_FIELDS)
 
     def _tables(self) -> tuple[dict, list[dict] | None, list[tuple[str, list[dict]]]]:
         """(figures, rows or None, [(name, rows)] of the other lists of row dicts)."""

@@ -168,7 +168,7 @@ def _print_layer_report(args, cfg, report, i: int, kinds: int) -> None:
               + "\n")
     else:  # a calibrated profile: its own description (one home: CalibratedModel.describe)
         print(f"{m.describe()}; each op's compute and memory columns include its fitted correction\n")
-    print(pred.to_table())
+    print(report.to_table())
     for line in calibration_notes(pred.ops) + measured_notes(pred.ops):
         print(f"note: {line}")
 

@@ -11,8 +11,8 @@ Numpy only, on the core; the timings come from roofline.measure, the traces from
 from roofline.diagnose.kernel_diagnosis import (ELEMENTWISE, SYMPTOMS, Diagnosis, Finding, Symptom, advice, check_measured,
                                       diagnose, diagnosis_text, fixes, measurement_problem)
 from roofline.diagnose.check_report import (BELOW_ROOF, FAR_FROM_ROOF, PREDICTORS, CheckOp, CheckReport, Measured,
-                                            OpRun, block_sum, build_report, diagnose_op)
+                                            OpRun, TimedOp, block_sum, build_report, diagnose_op)
 
 __all__ = ["BELOW_ROOF", "CheckOp", "CheckReport", "Diagnosis", "ELEMENTWISE", "FAR_FROM_ROOF", "Finding", "Measured",
-           "OpRun", "PREDICTORS", "SYMPTOMS", "Symptom", "advice", "block_sum", "build_report", "check_measured",
+           "OpRun", "PREDICTORS", "SYMPTOMS", "Symptom", "TimedOp", "advice", "block_sum", "build_report", "check_measured",
            "diagnose", "diagnose_op", "diagnosis_text", "fixes", "measurement_problem"]

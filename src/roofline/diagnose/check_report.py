@@ -17,7 +17,7 @@ gets the diagnosis of the roofline chapter, section 4. Pure numpy: the timings c
 
 from __future__ import annotations
 
-from roofline.tables import Tabular, rows_to_csv  # noqa: E402
+from roofline.tables import Tabular  # noqa: E402
 
 from dataclasses import dataclass, field, fields
 from typing import Sequence
@@ -49,9 +49,10 @@ class Measured:
 
 
 @dataclass(frozen=True)
-class CheckOp:
-    """One op (or the block's sum): FLOPs, bytes, measured and predicted seconds, the flag and
-    the diagnosis. ``shape`` is the op's tensor shapes in words; ``dims`` its matmul M, N, K."""
+class TimedOp:
+    """One op timed on a device: its FLOPs and bytes as the kernel constructors count them and its
+    median ``measured_s``. The fields a check's row (CheckOp) and a calibration's probe
+    (measure.measurements.Probe) begin with, declared once."""
 
     name: str
     category: str
@@ -59,6 +60,13 @@ class CheckOp:
     flops: float
     bytes: float
     measured_s: float
+
+
+@dataclass(frozen=True)
+class CheckOp(TimedOp):
+    """One op (or the block's sum): FLOPs, bytes, measured and predicted seconds, the flag and
+    the diagnosis. ``shape`` is the op's tensor shapes in words; ``dims`` its matmul M, N, K."""
+
     measured_low_s: float
     measured_high_s: float
     roofline_s: float
@@ -105,6 +113,9 @@ class CheckOp:
 @dataclass(frozen=True)
 class CheckReport(Tabular):
     """A block checked on a device: ``ops`` in execution order and ``block``, their sum."""
+
+    CSV_FIELDS = ("name", "flops", "bytes", "measured_s", "roofline_s", "seed_s", "calibrated_s", "calibrated_low_s",
+                  "calibrated_high_s", "bound_s", "roof_fraction", "flag")  # to_csv (Tabular): rows() in these columns
 
     device: str
     device_name: str
@@ -156,10 +167,9 @@ class CheckReport(Tabular):
             "block": self.block.to_dict(),
         }
 
-    def to_csv(self) -> str:
-        cols = ("name", "flops", "bytes", "measured_s", "roofline_s", "seed_s", "calibrated_s", "calibrated_low_s",
-                "calibrated_high_s", "bound_s", "roof_fraction", "flag")
-        return rows_to_csv([op.to_dict() for op in (*self.ops, self.block)], cols)
+    def rows(self) -> list[dict]:
+        """A dict per op (CheckOp.to_dict), then the block's sum."""
+        return [op.to_dict() for op in (*self.ops, self.block)]
 
     def to_table(self) -> str:
         from roofline.tables import grid

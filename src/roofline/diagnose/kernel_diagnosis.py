@@ -119,6 +119,26 @@ class AgainstBound:
         return max(0.0, self.roofline_s - self.measured_s)
 
 
+class AgainstBoundTotals:
+    """A report of AgainstBound rows (nsight's NcuReport, its kernels; the profiler's ProfileReport,
+    its ops): their summed measured and roofline seconds and the rows whose measurement has a
+    ``problem``. The rows are the field that ROWS_KEY names (Tabular's key of them in to_dict)."""
+
+    ROWS_KEY = "ops"
+
+    @property
+    def measured_s(self) -> float:
+        return sum(r.measured_s for r in getattr(self, self.ROWS_KEY))
+
+    @property
+    def roofline_s(self) -> float:
+        return sum(r.roofline_s for r in getattr(self, self.ROWS_KEY))
+
+    @property
+    def problems(self) -> tuple:
+        return tuple(r for r in getattr(self, self.ROWS_KEY) if r.problem)
+
+
 @dataclass(frozen=True)
 class Diagnosis(Tabular):
     """A kernel, a machine and a measured time, read with the roofline chapter, section 4. Quantities in SI:

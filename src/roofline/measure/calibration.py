@@ -47,6 +47,7 @@ from roofline.measure.reference import reference_timer as drift_timer
 from roofline.measure.gemm_probes import gemm_family, weight_stream  # noqa: F401 (weight_stream: its old home)
 from roofline.measure.timing import bench, bench_round_robin
 from roofline.measure.measurements import Calibration, Curve, Probe
+from roofline.op_counts import matmul_counts
 from roofline.units import DTYPE_BYTES, GIGA, KIB, MIB, US
 
 PHASES = (("launch", 0.05), ("bandwidth", 0.30), ("matmul", 0.35), ("probes", 0.30))
@@ -186,10 +187,10 @@ def _matmul(device, sync, plan: CalibrationPlan, clock: _Clock) -> tuple[Curve, 
             b = torch.randn(n, n, device=device).to(td)
             c = torch.empty(n, n, device=device, dtype=td)
             t = bench(lambda: torch.matmul(a, b, out=c), sync=sync, budget_s=max(left / 6, 0.0), max_repeats=20)
-            rows.append((n, 2.0 * n**3, w * 3 * n * n, t))
+            rows.append((n, *matmul_counts(n, n, n, w), t))  # 2 n^3 FLOPs, w 3 n^2 bytes
             last = (n, t.median_s)
             clock.report((j + plan.matmul_sizes.index(n) / len(plan.matmul_sizes)) / len(plan.matmul_dtypes),
-                         f"matmul {dtype} n={n}: {2.0 * n**3 / t.median_s / GIGA:,.1f} GFLOP/s")
+                         f"matmul {dtype} n={n}: {rows[-1][1] / t.median_s / GIGA:,.1f} GFLOP/s")
             del a, b, c
         if rows:
             curves.append(Curve("matmul", dtype, *(tuple(float(r[i]) for r in rows) for i in range(3)),

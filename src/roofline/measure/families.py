@@ -44,7 +44,7 @@ import torch.nn.functional as F
 
 from roofline.measure.device import torch_dtype
 from roofline.measure.residuals import NARROW, STRIDED, TINY, WIDE  # the shape texts' tags have one home, residuals.py
-from roofline.units import DTYPE_BYTES, US
+from roofline.units import US
 
 WIDTH = WIDE  # columns of the (rows, WIDTH) activations of the class probes
 TINY_WIDTH = 32  # each op also on a (1, 32) tensor: its eager dispatch cost, the class's floor
@@ -329,9 +329,4 @@ def profiled_seconds(ops: Sequence[FamilyOp], calls: int = PROFILED_CALLS, flush
                 per_call.append(sum(n.dur for n in costed) * US)
         out.append(statistics.median(per_call) if per_call else None)
     return out
-
-
-def gemm_bytes(M: int, N: int, K: int, dtype: str) -> float:
-    """w (MK + KN + MN): A and B read once, C written (the matmul rule's count)."""
-    return DTYPE_BYTES[dtype] * (M * K + K * N + M * N)
 

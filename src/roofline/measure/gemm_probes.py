@@ -13,13 +13,12 @@ import torch
 from roofline.measure.device import torch_dtype
 from roofline.measure.measurements import Curve
 from roofline.measure.timing import bench, bench_round_robin
-from roofline.units import MIB
+from roofline.op_counts import matmul_counts
+from roofline.units import DTYPE_BYTES, MIB
 
 
 def gemm_family(device, sync, plan, clock) -> tuple[Curve, ...]:
     """The skinny-M GEMM family (plan.gemm_m x plan.gemm_nk, from measure.families) per dtype, within what is left of the phase."""
-    from roofline.measure.families import gemm_bytes
-
     ms, nks = plan.gemm_m, plan.gemm_nk
     curves = []
     for j, dtype in enumerate(plan.matmul_dtypes):
@@ -34,7 +33,7 @@ def gemm_family(device, sync, plan, clock) -> tuple[Curve, ...]:
             for m in ms:
                 a, c = torch.randn(m, nk, device=device).to(td), torch.empty(m, nk, device=device, dtype=td)
                 t = bench(lambda: torch.matmul(a, b, out=c), sync=sync, budget_s=per_point, max_repeats=15)
-                rows.append((m, nk, nk, 2.0 * m * nk * nk, gemm_bytes(m, nk, nk, dtype), t))
+                rows.append((m, nk, nk, *matmul_counts(m, nk, nk, DTYPE_BYTES[dtype]), t))
                 del a, c
             del b
             clock.report(1.0, f"gemm {dtype} N = K = {nk}: M {ms[0]} to {ms[-1]}")
@@ -74,7 +73,6 @@ def _gemm_pool(device, td, dtype: str, rows, budget_s: float, clock) -> Curve:
     8 MiB pool, 231 us from 26 MiB and 314-328 us from 52 MiB up: the last cache holds much less
     than its size for one process (other tenants), which the pools measure rather than assume."""
     from roofline.measure.device import device_info
-    from roofline.measure.families import gemm_bytes
 
     sizes = pool_sizes(device_info(device).caches)
     itemsize = torch.empty((), dtype=td).element_size()
@@ -92,8 +90,9 @@ def _gemm_pool(device, td, dtype: str, rows, budget_s: float, clock) -> Curve:
         del pool
         clock.report(1.0, f"gemm {dtype} weights from a {size / MIB:,.0f} MiB pool: {len(rows)} points")
     col = lambda i: tuple(float(r[i]) for r in out)  # noqa: E731
-    return Curve("gemm_pool", dtype, col(0), tuple(2.0 * r[0] * r[1] * r[2] for r in out),
-                 tuple(gemm_bytes(r[0], r[1], r[2], dtype) for r in out), tuple(r[4].median_s for r in out),
+    counts = [matmul_counts(m, n, k, DTYPE_BYTES[dtype]) for m, n, k, *_ in out]
+    return Curve("gemm_pool", dtype, col(0), tuple(f for f, _ in counts),
+                 tuple(b for _, b in counts), tuple(r[4].median_s for r in out),
                  tuple(r[4].low_s for r in out), tuple(r[4].high_s for r in out), n=col(1), k=col(2), pool=col(3))
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from roofline.diagnose.check_report import TimedOp
 from roofline.errors import RooflineError
 from roofline.measure.drift import ReferenceRun
 from roofline.units import KIB, MIB
@@ -40,16 +41,10 @@ class Curve:
 
 
 @dataclass(frozen=True)
-class Probe:
+class Probe(TimedOp):
     """One op of a scaled-down block, timed during calibration: FLOPs and bytes as the kernel
     constructors count them, median and 10th/90th-percentile seconds."""
 
-    name: str
-    category: str
-    dtype: str
-    flops: float
-    bytes: float
-    measured_s: float
     low_s: float
     high_s: float
     shape: str = ""

@@ -85,7 +85,7 @@ def run_check(device: str = "cpu", model: str = "llama3-8b", d_model: int | None
         progress(0.0, f"timing {len(specs)} ops")
     times = bench_round_robin([s.fn for s in specs], sync=sync, flush=flush, budget_s=budget_s, max_repeats=100,
                               progress=(lambda f, label: progress(f, f"timing ops, {label}")) if progress else None)
-    runs = [OpRun(s.kernel, t.measured(), s.shape, s.dims, s.causal_counted) for s, t in zip(specs, times)]
+    runs = [OpRun(s.kernel, t, s.shape, s.dims, s.causal_counted) for s, t in zip(specs, times)]
     if cold:
         notes.append("cold caches: flushed before every run; the calibrated model reads main memory "
                      "(its per-op residuals, fitted on warm probes, applied to the main-memory time)")

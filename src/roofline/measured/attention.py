@@ -26,6 +26,7 @@ from roofline.measured.gemm import GemmEstimate
 from roofline.measured.grid import LogGrid
 from roofline.measured.profile import is_profile
 from roofline.measured.tables import MS, group_rows, read_table, resolve
+from roofline.op_counts import fused_attention_counts
 from roofline.units import DTYPE_BYTES
 
 TABLE_DTYPE = {"bf16": "bfloat16", "fp8": "fp8"}
@@ -35,11 +36,13 @@ COLUMNS = ("batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim", 
 
 def attention_roofline_s(machine: Machine, dtype: str, B, T, S, H, K, d, window: int, decode: bool):
     """The fused attention's bound for B sequences of T queries over S keys (decode: T = 1): plain
-    floats in, a float out (a lookup's microseconds), or arrays in, an array out (a table's points)."""
+    floats in, a float out (a lookup's microseconds), or arrays in, an array out (a table's points).
+    The counts are op_counts.fused_attention_counts' (the softmax not counted): B H P score elements,
+    Q and O of B H T d elements, K and V of B K S' d."""
     pairs = attended_pairs(T, S, int(window), causal=not decode)
     keys = (np.minimum(S, window) if np.ndim(S) else min(S, window)) if window else S
-    flops = 4.0 * B * H * pairs * d
-    moved = DTYPE_BYTES[dtype] * (2.0 * B * H * T * d + 2.0 * B * K * keys * d)
+    q, kv = B * H * T * d, B * K * keys * d
+    flops, moved = fused_attention_counts(B * H * pairs, q, kv, kv, q, d, d, DTYPE_BYTES[dtype], 0.0)
     peak, bw = machine.peak(dtype), machine.bandwidth
     return np.maximum(flops / peak, moved / bw) if np.ndim(flops) else max(flops / peak, moved / bw)
 

@@ -23,6 +23,7 @@ from roofline.measured import profile
 from roofline.measured.grid import LogGrid
 from roofline.measured.profile import is_profile
 from roofline.measured.tables import MS, read_table, resolve
+from roofline.op_counts import matmul_counts
 from roofline.units import DTYPE_BYTES
 
 # Our dtypes and the GEMM table's gemm_dtype: per-tensor fp8 (fp8_block, DeepSeek's 128-blocks, is
@@ -51,10 +52,10 @@ class GemmEstimate:
 
 
 def roofline_s(machine: Machine, dtype: str, m, n, k):
-    """The GEMM's bound: max(2 m n k / peak, (b (m k + k n) + 2 m n) / bandwidth); plain floats in,
+    """The GEMM's bound: max(2 m n k / peak, (b (m k + k n) + 2 m n) / bandwidth) (op_counts.matmul_counts,
+    the inputs at b bytes, the bf16 output at 2); plain floats in,
     a float out (a lookup), or arrays in, an array out (a table's points)."""
-    flops = 2.0 * m * n * k
-    moved = INPUT_BYTES[dtype] * (m * k + k * n) + OUTPUT_BYTES * m * n
+    flops, moved = matmul_counts(m, n, k, INPUT_BYTES[dtype], OUTPUT_BYTES)
     peak, bw = machine.peak(PEAK_DTYPE[dtype]), machine.bandwidth
     return np.maximum(flops / peak, moved / bw) if np.ndim(flops) else max(flops / peak, moved / bw)
 

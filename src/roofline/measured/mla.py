@@ -5,7 +5,7 @@ The generation MLA table times B sequences of one new token each reading S cache
 tokens = isl + step), by KV-cache dtype, then heads per GPU, S and B, for DeepSeek-V3's latent shape
 (kv_lora_rank 512, rope dims 64: the models the table was collected for; another shape is refused).
 Latencies are in milliseconds. Each point is read as its efficiency against its roofline, the
-kernel's own FLOPs and bytes (kernels.latent_decode_cost) at the preset's peak and bandwidth, and a
+kernel's own FLOPs and bytes (op_counts.latent_decode_cost) at the preset's peak and bandwidth, and a
 query's efficiency is interpolated over (heads, length, batch) (grid.LogGrid). vLLM measured no MLA
 kernel: its ops keep the cost model. A prefill's MLA (expanded, a different kernel) is not read here.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline.errors import RooflineError
-from roofline.kernels import FLOPS_PER_ELEMENT, latent_decode_cost
+from roofline.op_counts import FLOPS_PER_ELEMENT, latent_decode_cost
 from roofline.machines import Machine, get_machine
 from roofline.measured.gemm import GemmEstimate
 from roofline.measured.grid import LogGrid
@@ -32,7 +32,7 @@ COLUMNS = ("mla_dtype", "kv_cache_dtype", "num_heads", "batch_size", "isl", "ste
 
 def mla_roofline_s(machine: Machine, kv_dtype: str, B, S, H, r: int = LATENT, rope: int = ROPE):
     """The absorbed MLA decode kernel's bound: its FLOPs at the bf16 peak (the tables' mla_dtype) or
-    its bytes (the cache in ``kv_dtype``) over the bandwidth, as kernels.latent_decode_cost counts them."""
+    its bytes (the cache in ``kv_dtype``) over the bandwidth, as op_counts.latent_decode_cost counts them."""
     flops, nbytes, _ = latent_decode_cost(B, S, H, r, rope, DTYPE_BYTES[kv_dtype], FLOPS_PER_ELEMENT["softmax"])
     t = np.maximum(flops / machine.peak("bf16"), nbytes / machine.bandwidth)
     return float(t) if np.ndim(t) == 0 else t

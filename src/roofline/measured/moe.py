@@ -27,6 +27,7 @@ from roofline.errors import RooflineError
 from roofline.machines import get_machine
 from roofline.measured.grid import LogGrid
 from roofline.measured.tables import MS, group_rows, read_table, resolve
+from roofline.op_counts import expert_matmul_counts
 
 DISTRIBUTION = "balanced"
 COLUMNS = ("moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size",
@@ -40,15 +41,17 @@ DTYPE_WIDTHS = {"bfloat16": (2.0, 2.0, "bf16"), "fp8": (1.0, 1.0, "fp8"), "fp8_b
 
 
 def module_roofline_s(machine, dtype: str, tokens, hidden, d_ff, top_k, experts, gated: bool = True):
-    """The fused module's bound for ``tokens`` tokens routed "balanced": 2 M k D F (up + 1) FLOPs at
-    the compute dtype's peak, or the weights of the min(E, M k) experts touched and the activations
-    (in, gate+up out, down in, out) over the bandwidth; arrays of tokens allowed."""
+    """The fused module's bound for ``tokens`` tokens routed "balanced": its gate+up and down
+    matmuls over M k rows (op_counts.expert_matmul_counts, the layer ops' rule), 2 M k D F (up + 1)
+    FLOPs at the compute dtype's peak, or the weights of the min(E, M k) experts touched and the
+    activations (in, gate+up out, down in, out) over the bandwidth; arrays of tokens allowed."""
     ww, wa, peak_dtype = DTYPE_WIDTHS[dtype]
     up = 2 if gated else 1
     rows = np.asarray(tokens, dtype=float) * top_k
     touched = np.minimum(float(experts), rows)
-    flops = 2.0 * rows * hidden * d_ff * (up + 1)
-    moved = ww * touched * (up + 1) * hidden * d_ff + wa * rows * (2 * hidden + (up + 1) * d_ff)
+    up_flops, up_bytes = expert_matmul_counts(rows, hidden, d_ff, up, touched, wa, ww)
+    down_flops, down_bytes = expert_matmul_counts(rows, d_ff, hidden, 1, touched, wa, ww)
+    flops, moved = up_flops + down_flops, up_bytes + down_bytes
     return np.maximum(flops / machine.peak(peak_dtype), moved / machine.bandwidth)
 # (compute dtype, experts' weight format) -> the table's moe_dtype
 TABLE_DTYPE = {("bf16", "bf16"): "bfloat16", ("fp8", "fp8"): "fp8", ("fp8", "fp8_block"): "fp8_block", ("fp4", "fp4"): "nvfp4",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.cost import OpPrediction, WorkloadPrediction
+from roofline.cost import OP_FIELDS, OpPrediction, WorkloadPrediction
 from roofline.tables import jsonable
 
 
@@ -60,11 +60,7 @@ class MeasuredWorkloadPrediction(WorkloadPrediction):
                 "fp8_scaling": self.model.fp8_scaling, "kernels_transferred_from": self.model.measured_on or None,
                 "kernels_source": sorted({o.source for o in ops}), "kernel_notes": list(measured_notes(self.ops))}
 
-    def to_csv(self) -> str:
-        from roofline.cost import OP_FIELDS
-        from roofline.tables import rows_to_csv
-
-        return rows_to_csv([op.to_dict() for op in self.ops], (*OP_FIELDS, *MEASURED_FIELDS))
+    CSV_FIELDS = (*OP_FIELDS, *MEASURED_FIELDS)
 
 
 def measured_notes(ops) -> tuple[str, ...]:

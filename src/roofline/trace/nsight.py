@@ -66,7 +66,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roofline.cost import binds, overlapped_s
-from roofline.diagnose.kernel_diagnosis import AgainstBound
+from roofline.diagnose.kernel_diagnosis import AgainstBound, AgainstBoundTotals
 from roofline.errors import RooflineError
 from roofline.tables import Tabular
 from roofline.trace.nsight_files import NcuKernel, NsysKernel, PRECISIONS, quoted_path, read_nsight
@@ -135,11 +135,6 @@ class MeasuredKernel(AgainstBound):
                 "advice": self.advice, "problem": self.problem, **{f"flops_{d}": by.get(d) for d in PRECISIONS}}
 
 
-CSV_FIELDS = ("id", "name", "dtype", "flops", "bytes", "intensity", "bound", "roofline_s", "measured_s", "speed_of_light",
-              "lost_s", "beat_bound_s", "achieved_flops_per_s", "achieved_bytes_per_s", "advice", "problem",
-              *(f"flops_{d}" for d in PRECISIONS))
-
-
 def measured_kernel(k: NcuKernel, machine, dtype: str | None = None, path="") -> MeasuredKernel:
     """``k`` against its bound on ``machine`` (the module docstring's formula)."""
     from roofline.diagnose.kernel_diagnosis import measurement_problem
@@ -166,10 +161,14 @@ def measured_kernel(k: NcuKernel, machine, dtype: str | None = None, path="") ->
 
 
 @dataclass(frozen=True)
-class NcuReport(Tabular):
-    """Every kernel launch of an ncu export against its bound on ``machine``, ranked by time lost."""
+class NcuReport(AgainstBoundTotals, Tabular):
+    """Every kernel launch of an ncu export against its bound on ``machine``, ranked by time lost
+    (measured_s, roofline_s and problems over the kernels: AgainstBoundTotals)."""
 
     ROWS_KEY = "kernels"
+    CSV_FIELDS = ("id", "name", "dtype", "flops", "bytes", "intensity", "bound", "roofline_s", "measured_s", "speed_of_light",
+                  "lost_s", "beat_bound_s", "achieved_flops_per_s", "achieved_bytes_per_s", "advice", "problem",
+                  *(f"flops_{d}" for d in PRECISIONS))  # to_csv (Tabular): rows() in these columns
 
     path: str
     layout: str  # "raw" or "details"
@@ -178,30 +177,17 @@ class NcuReport(Tabular):
     kernels: tuple[MeasuredKernel, ...]
 
     @property
-    def measured_s(self) -> float:
-        return sum(k.measured_s for k in self.kernels)
-
-    @property
-    def roofline_s(self) -> float:
-        return sum(k.roofline_s for k in self.kernels)
-
-    @property
     def bytes_only(self) -> tuple[MeasuredKernel, ...]:
         return tuple(k for k in self.kernels if k.flops is None)
-
-    @property
-    def problems(self) -> tuple[MeasuredKernel, ...]:
-        return tuple(k for k in self.kernels if k.problem)
 
     def to_dict(self) -> dict:
         return {"file": self.path, "source": f"ncu --page {self.layout}", "machine": self.machine, "dtype": self.dtype,
                 "measured_s": self.measured_s, "roofline_s": self.roofline_s, "bytes_only": len(self.bytes_only),
-                "kernels": [k.to_dict() for k in self.kernels]}
+                "kernels": self.rows()}
 
-    def to_csv(self) -> str:
-        from roofline.tables import rows_to_csv
-
-        return rows_to_csv([k.to_dict() for k in self.kernels], CSV_FIELDS)
+    def rows(self) -> list[dict]:
+        """A dict per kernel launch (MeasuredKernel.to_dict)."""
+        return [k.to_dict() for k in self.kernels]
 
     def to_table(self, limit: int | None = 20) -> str:
         from roofline.tables import grid
@@ -245,6 +231,7 @@ class NsysReport(Tabular):
     """An nsys kernel summary: times and shares only (nsys counts no FLOPs or bytes)."""
 
     ROWS_KEY = "kernels"
+    CSV_FIELDS = ("name", "instances", "total_s", "avg_s", "med_s", "min_s", "max_s", "stddev_s", "time_pct", "share")
 
     path: str
     kernels: tuple[NsysKernel, ...]
@@ -280,13 +267,11 @@ class NsysReport(Tabular):
         return {"file": self.path, "source": "nsys stats cuda_gpu_kern_sum", "total_s": self.total_s,
                 "note": "times only: nsys has no FLOPs or bytes, so no roofline bound (profile with ncu for that)",
                 "notes": list(self.notes),
-                "kernels": [{**k.to_dict(), "share": self.share(k)} for k in self.kernels]}
+                "kernels": self.rows()}
 
-    def to_csv(self) -> str:
-        from roofline.tables import rows_to_csv
-
-        return rows_to_csv([{**k.to_dict(), "share": self.share(k)} for k in self.kernels],
-                           ("name", "instances", "total_s", "avg_s", "med_s", "min_s", "max_s", "stddev_s", "time_pct", "share"))
+    def rows(self) -> list[dict]:
+        """A dict per kernel (NsysKernel.to_dict) with its share of the listed total."""
+        return [{**k.to_dict(), "share": self.share(k)} for k in self.kernels]
 
     def to_table(self, limit: int | None = 20) -> str:
         from roofline.tables import grid

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roofline.diagnose.kernel_diagnosis import AgainstBound, advice
+from roofline.diagnose.kernel_diagnosis import AgainstBound, AgainstBoundTotals, advice
 from roofline.tables import Tabular
 from roofline.trace.chrome_trace import GRAPH_REPLAY
 
 COMPARISON_OPS = ("aten::sort", "aten::argsort", "aten::msort", "aten::topk", "aten::kthvalue", "aten::median")
+# what ProfiledOp.to_dict writes, in order: FLOPs and bytes per call, the totals and times over all calls
+OP_FIELDS = ("name", "shapes", "dtype", "category", "calls", "flops", "bytes", "flops_total", "bytes_total", "intensity",
+             "bound", "roofline_s", "measured_s", "speed_of_light", "lost_s", "beat_bound_s", "source", "advice", "problem",
+             "op_class", "calibrated_s", "calibrated_low_s", "calibrated_high_s", "calibrated_basis", "extrapolated")
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,14 @@ class ProfiledOp(AgainstBound):
         return self.roofline_s / self.measured_s if self.measured_s > 0 else float("inf")
 
     @property
+    def flops_total(self) -> float:
+        return self.flops * self.calls
+
+    @property
+    def bytes_total(self) -> float:
+        return self.bytes * self.calls
+
+    @property
     def advice(self) -> str:
         if self.flops == 0 and self.name in COMPARISON_OPS:
             return "bytes-only bound: its comparisons are no FLOPs (a sort is n log n of them): a floor, not a target"
@@ -57,16 +69,11 @@ class ProfiledOp(AgainstBound):
         return advice(self.bound, self.category, self.speed_of_light, self.gpu)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "shapes": self.shapes, "dtype": self.dtype, "category": self.category,
-                "calls": self.calls, "flops": self.flops, "bytes": self.bytes,  # per call; the times are over all calls
-                "flops_total": self.flops * self.calls, "bytes_total": self.bytes * self.calls, "intensity": self.intensity,
-                "bound": self.bound, "roofline_s": self.roofline_s, "measured_s": self.measured_s,
-                "speed_of_light": self.speed_of_light if self.measured_s > 0 else None,  # no time: no ratio
-                "lost_s": self.lost_s, "beat_bound_s": self.beat_bound_s, "source": self.source,
-                "advice": self.advice, "problem": self.problem, "op_class": self.op_class,
-                "calibrated_s": self.calibrated_s, "calibrated_low_s": self.calibrated_low_s,
-                "calibrated_high_s": self.calibrated_high_s, "calibrated_basis": self.calibrated_basis,
-                "extrapolated": self.extrapolated}
+        """OP_FIELDS; no speed of light without a measured time."""
+        d = {k: getattr(self, k) for k in OP_FIELDS}
+        if not self.measured_s > 0:
+            d["speed_of_light"] = None
+        return d
 
 
 @dataclass(frozen=True)
@@ -99,12 +106,15 @@ class Unattributed:
 
 
 @dataclass(frozen=True)
-class ProfileReport(Tabular):
-    """Every costed op of a trace against its bound on ``machine``, ranked by time lost.
+class ProfileReport(AgainstBoundTotals, Tabular):
+    """Every costed op of a trace against its bound on ``machine``, ranked by time lost (measured_s,
+    roofline_s and problems over the ops: AgainstBoundTotals).
 
     ``device`` says the trace has device events. Their total ``device_s`` (a plain sum: streams that
     overlap count each) = ``costed_device_s`` (the costed ops' kernels) + ``unsupported_device_s``
     + ``unattributed_s`` (the sum of ``unattributed``, by class, largest first); all 0 without."""
+
+    CSV_FIELDS = ("kind", *OP_FIELDS)  # to_csv (Tabular): rows() in these columns
 
     path: str
     machine: str
@@ -144,23 +154,11 @@ class ProfileReport(Tabular):
         return sum((u.seconds for u in self.unattributed), 0.0)
 
     @property
-    def measured_s(self) -> float:
-        return sum(op.measured_s for op in self.ops)
-
-    @property
-    def roofline_s(self) -> float:
-        return sum(op.roofline_s for op in self.ops)
-
-    @property
     def calibrated_s(self) -> float | None:
         """The calibrated prediction of the costed ops plus the framework line (None without a profile)."""
         if not self.calibrated:
             return None
         return sum(op.calibrated_s or 0.0 for op in self.ops) + (self.framework_s or 0.0)
-
-    @property
-    def problems(self) -> tuple[ProfiledOp, ...]:
-        return tuple(op for op in self.ops if op.problem)
 
     def to_dict(self) -> dict:
         return {"trace": self.path, "machine": self.machine, "measured_from": "device" if self.device else "cpu",
@@ -180,13 +178,11 @@ class ProfileReport(Tabular):
                                      if self.calibrated_s is not None and self.measured_total_s > 0 else None),
                 "unprofiled_s": self.unprofiled_s, "notes": list(self.notes), "forwards": self.forwards}
 
-    def to_csv(self) -> str:
-        """A row per costed op (kind "op"), then the time outside them, so that the measured_s column
-        sums to what was measured: the views, the wrappers' own time, each unsupported op, the time
-        between top-level ops (CPU), the unattributed device time (GPU); with a calibrated profile the
-        framework line's prediction (calibrated_s)."""
-        from roofline.tables import rows_to_csv
-
+    def rows(self) -> list[dict]:
+        """A row per costed op (kind "op"), then the time outside them, so that the CSV's measured_s
+        column sums to what was measured: the views, the wrappers' own time, each unsupported op, the
+        time between top-level ops (CPU), the unattributed device time (GPU); with a calibrated profile
+        the framework line's prediction (calibrated_s)."""
         rows = [{"kind": "op", **op.to_dict()} for op in self.ops]
         other = [{"kind": "views", "name": "free ops (views, metadata)", "calls": self.free_calls, "measured_s": self.free_s},
                  {"kind": "wrappers", "name": "wrappers' own time", "calls": self.wrapper_calls, "measured_s": self.wrapper_s}]
@@ -199,7 +195,7 @@ class ProfileReport(Tabular):
                           "measured_s": self.between_ops_s})
         if self.framework_s is not None:
             other.append({"kind": "framework", "name": "framework (predicted)", "calibrated_s": self.framework_s})
-        return rows_to_csv(rows + other, list(rows[0]) if rows else ["kind", "name", "calls", "measured_s", "calibrated_s"])
+        return rows + other
 
     def to_table(self, limit: int | None = 20) -> str:
         return profile_table(self, limit)

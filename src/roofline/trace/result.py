@@ -3,10 +3,8 @@ the conversion to roofline Kernels for the cost model. No torch here."""
 
 from __future__ import annotations
 
-from roofline.tables import Tabular, dump_json  # noqa: E402
+from roofline.tables import Tabular, dump_json, rows_to_csv  # noqa: E402
 
-import csv
-import io
 import re
 from dataclasses import dataclass
 
@@ -131,27 +129,31 @@ class TraceResult(Tabular):
     def to_json(self, **extra) -> str:
         return dump_json({**extra, **self.to_dict()})
 
-    def to_csv(self, machine=None, model=None) -> str:
-        """A row per op; on ``machine`` also its predicted seconds and bound by ``model`` (default
-        the plain roofline), and with a calibrated model its interval, class and basis."""
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
+    def rows(self, machine=None, model=None) -> list[dict]:
+        """A dict per op: name, module, category, dtype, FLOPs, bytes and its input shapes ("4x8;8x16");
+        on ``machine`` also its predicted seconds and bound by ``model`` (default the plain roofline),
+        and with a calibrated model its interval, class and basis."""
         preds = {id(op): p for op, p in op_predictions(self, machine, model)} if machine is not None else {}
         calibrated = any(getattr(p, "low_s", None) is not None for p in preds.values())
-        head = ["name", "module", "category", "dtype", "flops", "bytes", "shapes"]
-        if machine is not None:
-            head += ["predicted_s", "bound"] + (["low_s", "high_s", "op_class", "extrapolated", "basis"] if calibrated else [])
-        w.writerow(head)
+        out = []
         for op in self.ops:
-            row = [op.name, op.module, op.category, op.dtype, op.flops, op.bytes,
-                   ";".join("x".join(map(str, s)) for s in op.shapes)]
+            row = {"name": op.name, "module": op.module, "category": op.category, "dtype": op.dtype, "flops": op.flops,
+                   "bytes": op.bytes, "shapes": ";".join("x".join(map(str, s)) for s in op.shapes)}
             if machine is not None:
                 p = preds.get(id(op))
-                row += [p.time_s if p else 0.0, p.bound if p else ""]
+                row.update(predicted_s=p.time_s if p else 0.0, bound=p.bound if p else "")
                 if calibrated:
-                    row += ([p.low_s, p.high_s, p.op_class, bool(p.extrapolated), p.basis] if p else ["", "", "", "", ""])
-            w.writerow(row)
-        return buf.getvalue()
+                    row.update(zip(("low_s", "high_s", "op_class", "extrapolated", "basis"),
+                                   (p.low_s, p.high_s, p.op_class, bool(p.extrapolated), p.basis) if p else ("",) * 5))
+            out.append(row)
+        return out
+
+    def to_csv(self, machine=None, model=None) -> str:
+        """rows(machine, model) as CSV (Tabular's, on the machine to predict on); no ops: the header alone."""
+        rows = self.rows(machine, model)
+        empty = ("name", "module", "category", "dtype", "flops", "bytes", "shapes") + (("predicted_s", "bound") if machine
+                                                                                      is not None else ())
+        return rows_to_csv(rows, None if rows else empty)
 
     def group_rows(self, machine, by: str = "op", model=None) -> list[dict]:
         """The table's rows as dicts (to_table on ``machine``): per group its calls, FLOPs, bytes,

@@ -19,8 +19,8 @@ from roofline.plan.decode import DecodePlan
 from roofline.units import MS, format_duration, format_rate, format_si
 from roofline.web.model_view import attention_note
 from roofline.web.payload import json_safe, time_axis
-from roofline.web.plan_shared import (PAD_LOG10, bound_word, cost_text, fit_message, log2_ticks, log_ticks_125,
-                                      machine_phrase, tp_text)
+from roofline.web.plan_shared import (PAD_LOG10, bound_word, fit_message, log2_ticks, log_ticks_125, machine_phrase,
+                                      setup_phrase, view_body)
 
 CURVE_POINTS = 240  # log-spaced batches on the decode curves; the marked batches are added exactly
 
@@ -194,23 +194,13 @@ def decode_payload(plan: DecodePlan, batch: int, kv_crossover_context: int, mode
     """The /api/decode body: the library's ``DecodePlan.to_dict()`` (rows at 1, 2, 4, ..., 1,024 and
     the page's batch) plus what the page draws. ``step_runs``: plan.decode.step_bound_runs(model, plan)."""
     s = plan.step
-    m = s.machine_spec
-    body = {
-        **plan.to_dict(),
-        "model_name": model_name,
-        "machine_name": m.name,
-        "batch": batch,
-        "launch_overhead_us": launch_overhead_us,
-        "kv_overtakes_weights_context": kv_crossover_context,
-        "fit": fit_message(plan.memory),
-        "attention_note": attention_note(s.attention, command="roofline decode"),
-        "readouts": decode_readouts(plan, batch, kv_crossover_context, step_runs),
-        "sentence": decode_sentence(plan, batch, model_name),
-        "chart": decode_chart(plan, batch),
-        "caption": (f"{model_name} decode steps in {s.precision.label()} on {m.the_name} "
-                    f"(peak {format_si(m.peak(s.precision.compute), 'FLOP/s')}, {format_si(m.bandwidth, 'B/s')}, "
-                    f"memory {format_si(plan.memory.capacity_bytes, 'B') if plan.memory.capacity_bytes else 'unknown'}){tp_text(s)}, "
-                    f"{s.attention} attention, {cost_text(s)}. Markers: the step's bound at each tabulated batch "
-                    "(red memory-bound, blue compute-bound); grey: weights + KV cache do not fit."),
-    }
-    return json_safe(body)
+    cap = plan.memory.capacity_bytes
+    return json_safe(view_body(
+        plan, model_name, s.machine_spec, batch=batch, launch_overhead_us=launch_overhead_us,
+        kv_overtakes_weights_context=kv_crossover_context, fit=fit_message(plan.memory),
+        attention_note=attention_note(s.attention, command="roofline decode"),
+        readouts=decode_readouts(plan, batch, kv_crossover_context, step_runs),
+        sentence=decode_sentence(plan, batch, model_name), chart=decode_chart(plan, batch),
+        caption=(f"{model_name} decode steps {setup_phrase(s, format_si(cap, 'B') if cap else 'unknown')}. Markers: the "
+                 "step's bound at each tabulated batch (red memory-bound, blue compute-bound); grey: weights + KV cache "
+                 "do not fit.")))

@@ -15,7 +15,7 @@ from roofline.plan.inference import ModelPrediction
 from roofline.plan.memory import MemoryPlan
 from roofline.units import GIGA, MS, format_duration, format_number, format_rate, format_share, format_si
 from roofline.web.payload import json_safe, memory_warnings, time_axis
-from roofline.web.plan_shared import bound_word, cost_text, fit_message, machine_phrase, tp_text
+from roofline.web.plan_shared import bound_word, fit_message, machine_phrase, setup_phrase, view_body
 
 NON_BLOCK_PARTS = ("embedding", "final norm", "LM head")  # model_ops' names for the ops outside the blocks
 
@@ -207,29 +207,16 @@ def model_payload(pred: ModelPrediction, memory: MemoryPlan, kv_crossover_contex
     parts = model_parts(pred, n_layers)
     total_s = float(pred.time_s)
     m = pred.machine_spec
-    body = {
-        **pred.to_dict(),
-        "model_name": model_name,
-        "machine_name": m.name,
-        "n_layers": n_layers,
-        "launch_overhead_us": launch_overhead_us,
-        "time_to_first_token_s": total_s if pred.phase == "prefill" else None,
-        "step_s": total_s if pred.phase == "decode" else None,
-        "kv_overtakes_weights_context": kv_crossover_context,
-        "parts": parts,
-        "memory": memory.to_dict(),
-        "fit": fit_message(memory),
-        "attention_note": attention_note(pred.attention, n_layers),
-        "memory_limits_text": _limits_text(memory, int(pred.batch), int(pred.context)),
-        "readouts": model_readouts(pred, memory, kv_crossover_context),
-        "sentence": model_sentence(pred, model_name, n_layers, kv_crossover_context),
-        "parts_chart": parts_chart(parts, total_s),
-        "memory_chart": memory_chart(memory),
-        "warnings": memory_warnings([(c.kernel.name, c.kernel.category, float(c.kernel.bytes)) for c in pred.ops],
-                                    m.capacity_bytes, m.name, pred.attention == "naive"),
-        "caption": (f"The whole {model_name} forward pass ({pred.phase}) in {pred.precision.label()} on {m.the_name} "
-                    f"(peak {format_si(m.peak(pred.precision.compute), 'FLOP/s')}, {format_si(m.bandwidth, 'B/s')}){tp_text(pred)}, "
-                    f"{pred.attention} attention, {cost_text(pred)}. Memory: weights + KV cache only (no activations "
-                    "or runtime workspace)."),
-    }
-    return json_safe(body)
+    return json_safe(view_body(
+        pred, model_name, m, n_layers=n_layers, launch_overhead_us=launch_overhead_us,
+        time_to_first_token_s=total_s if pred.phase == "prefill" else None,
+        step_s=total_s if pred.phase == "decode" else None, kv_overtakes_weights_context=kv_crossover_context,
+        parts=parts, memory=memory.to_dict(), fit=fit_message(memory), attention_note=attention_note(pred.attention, n_layers),
+        memory_limits_text=_limits_text(memory, int(pred.batch), int(pred.context)),
+        readouts=model_readouts(pred, memory, kv_crossover_context),
+        sentence=model_sentence(pred, model_name, n_layers, kv_crossover_context),
+        parts_chart=parts_chart(parts, total_s), memory_chart=memory_chart(memory),
+        warnings=memory_warnings([(c.kernel.name, c.kernel.category, float(c.kernel.bytes)) for c in pred.ops],
+                                 m.capacity_bytes, m.name, pred.attention == "naive"),
+        caption=(f"The whole {model_name} forward pass ({pred.phase}) {setup_phrase(pred)}. Memory: weights + KV cache "
+                 "only (no activations or runtime workspace).")))

@@ -1,6 +1,6 @@
 """What the whole-model, decode-versus-batch and serving views (web.model_view, web.decode_view,
 web.serving_view) share: the phrases that name a bound, a machine, its tensor parallelism and the
-cost model; the memory verdict's message; and the log axes' ticks. Pure functions, no web stack.
+cost model; the head of a view's body; the memory verdict's message; and the log axes' ticks. Pure functions, no web stack.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 
 from roofline.plan.inference import ModelPrediction
 from roofline.plan.memory import MemoryPlan
-from roofline.units import format_duration, format_number
+from roofline.units import format_duration, format_number, format_si
 
 PAD_LOG10 = 0.06  # room either side of a log batch or users axis (in decades) so the end ticks show
 
@@ -44,6 +44,21 @@ def cost_text(pred: ModelPrediction) -> str:
     launch = "per pass (one CUDA graph launch)" if cm.cuda_graph else "per launch"
     return (f"e_c = {cm.compute_efficiency:g}, e_m = {cm.memory_efficiency:g}, {format_duration(cm.launch_overhead_s)} {launch}, "
             f"overlap {cm.overlap:g}")
+
+
+def setup_phrase(pred: ModelPrediction, memory: str | None = None) -> str:
+    """What a view's caption says it ran: 'in bf16 on the H100 SXM (peak 989 TFLOP/s, 3.35 TB/s[,
+    memory MEMORY]), tensor-parallel ..., flash attention, e_c = 0.7, ...' (tp_text, cost_text)."""
+    m = pred.machine_spec
+    held = f", memory {memory}" if memory is not None else ""
+    return (f"in {pred.precision.label()} on {m.the_name} (peak {format_si(m.peak(pred.precision.compute), 'FLOP/s')}, "
+            f"{format_si(m.bandwidth, 'B/s')}{held}){tp_text(pred)}, {pred.attention} attention, {cost_text(pred)}")
+
+
+def view_body(result, model_name: str, machine, **fields) -> dict:
+    """The head of a whole-model view's body (web.model_view, web.decode_view): the library's
+    ``result.to_dict()``, the model's and the ``machine``'s names, then the view's own ``fields`` in order."""
+    return {**result.to_dict(), "model_name": model_name, "machine_name": machine.name, **fields}
 
 
 def fit_message(memory: MemoryPlan) -> dict:

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import math
 
+from roofline.op_counts import fused_attention_flops
 from roofline.trace.rules.registry import Call, Cost, TensorSpec, io_bytes, rule
 
 
 def _attention_flops(q: tuple, k: tuple, v: tuple) -> float:
     """q (B, H, T, d), k (B, K, S, d), v (B, K, S, d_v): QK^T is 2 B H T S d and PV 2 B H T S d_v
-    (grouped-query heads broadcast, as FlopCounterMode's sdpa_flop_count)."""
+    (grouped-query heads broadcast, as FlopCounterMode's sdpa_flop_count): op_counts.fused_attention_flops
+    of B H T S score elements, the softmax not counted."""
     B, H, T, d = q
     S, d_v = k[2], v[3]
-    return 2.0 * B * H * T * S * d + 2.0 * B * H * T * S * d_v
+    return fused_attention_flops(B * H * T * S, d, d_v)
 
 
 def _attention_bytes(call: Call, out_shape: tuple) -> float:

@@ -1,11 +1,12 @@
 """Rules of the matmul family: mm, addmm, bmm, baddbmm, grouped mm, mv, dot, convolution; 1 FMA =
-2 FLOPs, matmul = 2MNK, bias and epilogue not counted.
+2 FLOPs, matmul = 2MNK (op_counts.matmul_flops, the kernels' rule), bias and epilogue not counted.
 """
 
 from __future__ import annotations
 
 import math
 
+from roofline.op_counts import matmul_flops
 from roofline.trace.rules.registry import Call, Cost, get_rule, io_bytes, rule
 
 
@@ -93,28 +94,28 @@ def kernel_shape(op: str, shapes, strides=None) -> tuple:
 def mm(call: Call) -> Cost:
     """(M, K) @ (K, N): flops = 2MNK."""
     (M, K), (_, N) = call.tensor(0).shape, call.tensor(1).shape
-    return Cost(2.0 * M * N * K, io_bytes(call))
+    return Cost(matmul_flops(M, N, K), io_bytes(call))
 
 
 @rule("aten::addmm", category="matmul")
 def addmm(call: Call) -> Cost:
     """bias + (M, K) @ (K, N): flops = 2MNK (the bias add is not counted)."""
     (M, K), (_, N) = call.tensor(1).shape, call.tensor(2).shape
-    return Cost(2.0 * M * N * K, io_bytes(call))
+    return Cost(matmul_flops(M, N, K), io_bytes(call))
 
 
 @rule("aten::bmm", category="matmul")
 def bmm(call: Call) -> Cost:
     """(b, M, K) @ (b, K, N): flops = 2 b MNK."""
     (b, M, K), (_, _, N) = call.tensor(0).shape, call.tensor(1).shape
-    return Cost(2.0 * b * M * N * K, io_bytes(call))
+    return Cost(matmul_flops(M, N, K, b), io_bytes(call))
 
 
 @rule("aten::baddbmm", category="matmul")
 def baddbmm(call: Call) -> Cost:
     """self + (b, M, K) @ (b, K, N): flops = 2 b MNK."""
     (b, M, K), (_, _, N) = call.tensor(1).shape, call.tensor(2).shape
-    return Cost(2.0 * b * M * N * K, io_bytes(call))
+    return Cost(matmul_flops(M, N, K, b), io_bytes(call))
 
 
 @rule("aten::_grouped_mm", "aten::_scaled_grouped_mm", category="matmul")
@@ -140,27 +141,27 @@ def grouped_mm(call: Call) -> Cost:
         groups, (M, K), N = 1, a[-2:], b[-1]
     else:
         raise ValueError(f"{call.op}: A and B must be 2D or 3D")
-    return Cost(2.0 * groups * M * K * N, io_bytes(call))
+    return Cost(matmul_flops(M, N, K, groups), io_bytes(call))
 
 
 @rule("aten::mv", category="matmul")
 def mv(call: Call) -> Cost:
-    """(M, N) @ (N,): flops = 2MN."""
+    """(M, N) @ (N,): flops = 2MN, an (M, N) @ (N, 1) matmul."""
     M, N = call.tensor(0).shape
-    return Cost(2.0 * M * N, io_bytes(call))
+    return Cost(matmul_flops(M, 1, N), io_bytes(call))
 
 
 @rule("aten::addmv", category="matmul")
 def addmv(call: Call) -> Cost:
-    """self + (M, N) @ (N,): flops = 2MN."""
+    """self + (M, N) @ (N,): flops = 2MN, an (M, N) @ (N, 1) matmul."""
     M, N = call.tensor(1).shape
-    return Cost(2.0 * M * N, io_bytes(call))
+    return Cost(matmul_flops(M, 1, N), io_bytes(call))
 
 
 @rule("aten::dot", "aten::vdot", category="matmul")
 def dot(call: Call) -> Cost:
-    """(n,) . (n,): flops = 2n."""
-    return Cost(2.0 * call.tensor(0).numel, io_bytes(call))
+    """(n,) . (n,): flops = 2n, a (1, n) @ (n, 1) matmul."""
+    return Cost(matmul_flops(1, 1, call.tensor(0).numel), io_bytes(call))
 
 
 @rule("aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::_slow_conv2d_forward",
@@ -168,10 +169,11 @@ def dot(call: Call) -> Cost:
 def convolution(call: Call) -> Cost:
     """x (N, C_in, *spatial) * w (C_out, C_in/groups, *kernel): flops = 2 N C_out (C_in/groups)
     prod(kernel) prod(out spatial); a transposed convolution iterates over the input's spatial
-    points instead (FlopCounterMode's conv_flop_count). Bias not counted."""
+    points instead (FlopCounterMode's conv_flop_count): the implicit GEMM (N prod(spatial), C_in/groups
+    prod(kernel)) @ (C_in/groups prod(kernel), C_out). Bias not counted."""
     x, w = call.tensor(0), call.tensor(1)
     has_flag = call.op in ("aten::convolution", "aten::_convolution", "aten::convolution_overrideable")
     transposed = has_flag and len(call.args) > 6 and call.args[6] is True
     spatial = (x.shape if transposed else call.outputs[0].shape)[2:]
     c_out, c_in, *kernel = w.shape
-    return Cost(2.0 * x.shape[0] * c_out * c_in * math.prod(kernel) * math.prod(spatial), io_bytes(call))
+    return Cost(matmul_flops(x.shape[0] * math.prod(spatial), c_out, c_in * math.prod(kernel)), io_bytes(call))

@@ -1,10 +1,10 @@
 """Rules of the vector ops: norms and softmax, elementwise ops and activations (FLOPs per element
-from kernels.FLOPS_PER_ELEMENT), reductions (1 FLOP per input element).
+from op_counts.FLOPS_PER_ELEMENT), reductions (1 FLOP per input element).
 """
 
 from __future__ import annotations
 
-from roofline.kernels import FLOPS_PER_ELEMENT
+from roofline.op_counts import FLOPS_PER_ELEMENT
 from roofline.trace.rules.registry import Call, Cost, out_numel, io_bytes, rule
 
 
