@@ -16,6 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from roofline.plan.limits import QUANT_DTYPES
+from roofline.units import DTYPE_BYTES
+
 CLI, API = "cli", "api"
 BOTH = frozenset((CLI, API))
 
@@ -185,3 +188,41 @@ SEED_DEFAULTS = MappingProxyType({**{k: QUERY_DEFAULTS[k] for k in ("machine", "
                                   **{k: QUERY_DEFAULTS[k] for k in ("compute_efficiency", "memory_efficiency")},
                                   "launch_overhead_us": SEED_COST_MODEL["launch_overhead_s"] * 1e6,
                                   "overlap": QUERY_DEFAULTS["overlap"]})
+
+
+# -- precision: the dtypes a command prices and stores in, and the measured kernels that price its ops ----------
+# `layer` and `kernel` price every tensor at one dtype the units know (units.DTYPE_BYTES: fp64 and tf32 too); the
+# planning commands and their views store weights, activations and caches in plan.limits.QUANT_DTYPES (a
+# Precision's widths). Two declarations of --dtype, since the two mean different things (one tensor width and
+# its peak; W8A8 as engines run it, or weights only where the machine has no peak).
+LAYER_DTYPE = Param("dtype", "--dtype", "dtype", "every tensor and the peak, as the workshop plate prices one layer: "
+                    "bf16, fp16, fp8, int8, fp32, ... (default: the machine's, bf16 on most); engines' W8A8 is "
+                    "`roofline decode --dtype fp8`", minimum=None, text=True, choices=tuple(DTYPE_BYTES),
+                    api_help="default: the machine's default dtype")
+PLAN_DTYPE = Param("dtype", "--dtype", "dtype", "weights, activations and KV cache (default: the machine's, bf16 on "
+                   "most); fp8, int8 or fp4 where the machine computes in it are W8A8 (W4A4) as engines run it: weights, "
+                   "matmuls and KV cache in it, bf16 between ops; a dtype the machine has no peak for (int4, fp4 before "
+                   "Blackwell) means weights only, with bf16 activations, KV cache and matmuls", minimum=None, text=True,
+                   choices=QUANT_DTYPES, api_help="default: the machine's default dtype")
+WEIGHTS = Param("weights", "--weights", "weights", "weight storage dtype (default --dtype, or as the checkpoint stores "
+                "them when its config.json has a quantization_config: MXFP4 experts, block fp8, int4 groups)",
+                minimum=None, text=True, choices=QUANT_DTYPES, api_help="weight storage dtype (default: dtype; a "
+                "quantised checkpoint's weights as stored when neither is given), as `--weights`")
+ACTIVATIONS = Param("activations", "--activations", None, "activation dtype between ops, one the machine computes in "
+                    "(default --dtype, bf16 under W8A8)", minimum=None, text=True, choices=QUANT_DTYPES)
+KV_CACHE = Param("kv_cache", "--kv-cache", "kv_cache", "KV-cache storage dtype (default --dtype)", minimum=None,
+                 text=True, choices=QUANT_DTYPES, api_help="KV-cache storage dtype (default: dtype), as `--kv-cache`")
+# measured.model.FP8_SCALINGS and measured.tables.ENGINES (numpy's modules: the test holds them equal)
+FP8_SCALINGS, KERNEL_ENGINES = ("tensor", "block"), ("trtllm", "vllm", "sglang")
+FP8_SCALING = Param("fp8_scaling", "--fp8-scaling", None, "with --kernels: fp8 weights scaled per tensor (default; "
+                    "ModelOpt and the engines' on-the-fly fp8) or per 128 x 128 block (DeepSeek-V3/R1's and Qwen3's FP8 "
+                    "checkpoints): each has its own kernels and table rows", minimum=None, text=True, choices=FP8_SCALINGS)
+# the CLI's --kernels also takes a calibration profile's path (cli.args.kernels_arg checks it); the API an engine
+KERNELS = Param("kernels", "--kernels", "kernels", "price matmuls from an engine's measured kernels (trtllm, vllm, "
+                "sglang; e.g. vllm@0.24.0; `roofline machines --measured` lists them), or from the GEMMs and attention "
+                "of your own `roofline calibrate` profile (PROFILE.toml, with --machine PROFILE.toml); the other ops "
+                "keep the cost model", minimum=None, text=True, choices=KERNEL_ENGINES,
+                metavar="ENGINE[@VERSION]|PROFILE", api_help="price matmuls, fused attention, routed experts and "
+                "all-reduces from this engine's measured kernels (the roofline[measured] extra), as the CLI's "
+                "--kernels; default: the cost model alone")
+PRECISION_PARAMS = (LAYER_DTYPE, PLAN_DTYPE, WEIGHTS, ACTIVATIONS, KV_CACHE, FP8_SCALING, KERNELS)

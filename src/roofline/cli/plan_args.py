@@ -11,7 +11,7 @@ import sys
 
 from roofline.cli.args import COUNT, MODEL_NAME, add_deprecated_alias, number_arg
 from roofline.errors import RooflineError
-from roofline.plan.limits import MIN_MEMORY_FRACTION, QUANT_DTYPES
+from roofline.plan.limits import MIN_MEMORY_FRACTION
 
 
 SWEEP_MACHINES = "h100-sxm,h200,b200,a100-80gb,mi300x,l40s"
@@ -211,17 +211,12 @@ def add_model(p):
 
 
 def add_precision(p):
-    p.add_argument("--dtype", choices=QUANT_DTYPES, default=None,
-                   help="weights, activations and KV cache (default: the machine's, bf16 on most); fp8, int8 or fp4 where the "
-                        "machine computes in it are W8A8 (W4A4) as engines run it: weights, matmuls and KV cache in it, "
-                        "bf16 between ops; a dtype the machine has no peak for (int4, fp4 before Blackwell) means weights "
-                        "only, with bf16 activations, KV cache and matmuls")
-    p.add_argument("--weights", choices=QUANT_DTYPES, default=None,
-                   help="weight storage dtype (default --dtype, or as the checkpoint stores them when its config.json "
-                        "has a quantization_config: MXFP4 experts, block fp8, int4 groups)")
-    p.add_argument("--activations", choices=QUANT_DTYPES, default=None,
-                   help="activation dtype between ops, one the machine computes in (default --dtype, bf16 under W8A8)")
-    p.add_argument("--kv-cache", choices=QUANT_DTYPES, default=None, help="KV-cache storage dtype (default --dtype)")
+    """--dtype, --weights, --activations and --kv-cache, declared in roofline.parameters."""
+    from roofline.cli.args import add_declared
+    from roofline.parameters import ACTIVATIONS, KV_CACHE, PLAN_DTYPE, WEIGHTS
+
+    for param in (PLAN_DTYPE, WEIGHTS, ACTIVATIONS, KV_CACHE):
+        add_declared(p, param)
 
 
 def resolve_precision(args, machine):
