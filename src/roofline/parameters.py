@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from roofline.plan.limits import QUANT_DTYPES
+from roofline.plan.limits import ENGINE_MEMORY_FRACTION, MIN_MEMORY_FRACTION, QUANT_DTYPES, SEARCH_MAX_BATCH
 from roofline.units import DTYPE_BYTES
 
 CLI, API = "cli", "api"
@@ -38,7 +38,9 @@ PHASES = ("prefill", "decode")  # blocks.PHASES (the test holds them equal)
 ATTENTIONS = ("naive", "flash")  # blocks.ATTENTIONS
 # The attention each view's command takes when none is given: `layer` the seed's naive; `decode`, the whole
 # model and serving: flash (the API takes the same when a query leaves it out)
-VIEW_ATTENTION = MappingProxyType({"layer": "naive", "model": "flash", "decode": "flash", "serving": "flash"})
+PLAN_ATTENTION = "flash"  # the planning commands' (decode, train, memory, sweep, serving): engines run flash
+VIEW_ATTENTION = MappingProxyType({"layer": "naive", "model": PLAN_ATTENTION, "decode": PLAN_ATTENTION,
+                                   "serving": PLAN_ATTENTION})
 
 
 def _scaled(x, scale):
@@ -81,6 +83,8 @@ class Param:
     metavar: str | None = None
     api_unit: str = "ms"  # a time's unit in the query: ms, or us (a kernel launch)
     choices: tuple | None = None  # a name's choices, where they are fixed
+    many: bool = False  # the CLI takes a comma-separated list of counts (cli.plan_args.count_list), each in range
+    switch: bool = False  # a flag without a value (store_true): False unless given
 
     @property
     def api_scale(self) -> float:
@@ -226,3 +230,37 @@ KERNELS = Param("kernels", "--kernels", "kernels", "price matmuls from an engine
                 "all-reduces from this engine's measured kernels (the roofline[measured] extra), as the CLI's "
                 "--kernels; default: the cost model alone")
 PRECISION_PARAMS = (LAYER_DTYPE, PLAN_DTYPE, WEIGHTS, ACTIVATIONS, KV_CACHE, FP8_SCALING, KERNELS)
+
+
+# -- the flags the planning commands repeat (cli.plan, cli.plan_args, cli.serving_args; cli.args.add_declared makes
+# each flag). What-if scales of the machine: every command that takes --machine
+COMPUTE_SCALE = Param("compute_scale", "--compute-scale", None, "what-if: multiply every peak by this (the roofline "
+                      "chapter's exercise 5: 2)", 1.0, maximum=1e3)
+BANDWIDTH_SCALE = Param("bandwidth_scale", "--bandwidth-scale", None, "what-if: multiply memory bandwidth by this", 1.0,
+                        maximum=1e3)
+# `decode` tabulates a list of batches (the views' --batch is one)
+DECODE_BATCHES = Param("batch", "--batch", None, f"batches to tabulate, each at most {SEARCH_MAX_BATCH:,} (default "
+                       "1,2,4,...,1024)", maximum=SEARCH_MAX_BATCH, integer=True, many=True)
+# the links and the scale-up domain of tensor (and data) parallelism: `layer`, `decode`, `sweep`, `serving` (add_tp)
+# and `train`, which says them in its own words
+TP_LINK = Param("tp_link", "--tp-link", None, "link of the tensor-parallel all-reduces (default: the machine's nvlink, "
+                "else xgmi, ici, roce, pcie; past --gpus-per-node, its infiniband or roce)", minimum=None, text=True)
+DP_LINK = Param("dp_link", "--dp-link", None, "data-parallel link (default: the tensor-parallel default within a node; "
+                "across nodes infiniband, else roce, ici, pcie)", minimum=None, text=True)
+GPUS_PER_NODE = Param("gpus_per_node", "--gpus-per-node", None, "GPUs one NVLink/xGMI domain joins (default 8, an HGX "
+                      "node; 72 for a GB200 NVL72)", 8, maximum=1_000_000, integer=True)  # plan.parallel.check_scale_up's
+# `train`'s: plan.training.train_plan bounds its node at 10,000 GPUs (a training cluster's node, not a scale-up
+# domain searched for inference)
+TRAIN_GPUS_PER_NODE = Param("gpus_per_node", "--gpus-per-node", None, "", 8, maximum=10_000, integer=True)
+# `train` and `memory --mode train`: pipeline parallelism of a training run (serving's --pp, pipeline stages of an
+# inference engine up to 1,024, is serving.parameters')
+TRAIN_PIPELINE_PARALLEL = Param("pipeline_parallel", "--pp", None, "pipeline parallel", 1, maximum=4096, integer=True)
+# the share of a GPU's memory an engine takes: `decode` and `memory` plan with vLLM's 0.9 (as `serving`); serving's
+# own (serving.parameters) is this range, its default the engine's
+MEMORY_FRACTION = Param("memory_fraction", "--memory-fraction", "memory_fraction", "the share of the memory an engine "
+                        "uses for weights, a step's activations and the KV cache (default: vLLM's 0.9, as `serving`)",
+                        ENGINE_MEMORY_FRACTION, minimum=MIN_MEMORY_FRACTION, strictly=False, maximum=1.0)
+# $ per GPU-hour: `train` (the run's cost) and `serving` (serving.parameters: cost per token, over this range)
+PRICE = Param("price_per_gpu_hour", "--price", None, "$ per GPU-hour", maximum=1e6)
+MTP = Param("mtp", "--mtp", None, "inference: hold the model's multi-token-prediction module too (its weights and "
+            "cache), as `serving --draft mtp` does", False, minimum=None, switch=True)

@@ -100,8 +100,14 @@ def add_declared(parser, name, default=_DECLARED, suffix: str = "", text: str | 
 
     p = name if not isinstance(name, str) else VIEW_BY_NAME[name]
     default = p.flag_default if default is _DECLARED else default
-    if p.choices and "type" not in extra:
+    if p.switch:
+        kind = {"action": "store_true"}
+    elif p.choices and "type" not in extra:
         kind = {"choices": sorted(p.choices, key=lambda c: c != default)}  # as --help lists them: the default first
+    elif p.many:  # a comma-separated list, each in the declared range
+        from roofline.cli.plan_args import count_list
+
+        kind = {"type": count_list(p.flag, maximum=p.maximum)}
     else:
         kind = {} if p.text else {"type": declared_type(p)}
     if p.metavar:
@@ -259,11 +265,11 @@ def machine_names(text: str) -> list[str]:
 
 
 def add_machine_flags(p, default=_DECLARED):
+    from roofline.parameters import BANDWIDTH_SCALE, COMPUTE_SCALE
+
     add_declared(p, "machine", default, type=name_arg("machine", "`roofline machines`", many=True))
-    p.add_argument("--compute-scale", type=number_arg("--compute-scale", maximum=1e3), default=1.0,
-                   help="what-if: multiply every peak by this (the roofline chapter's exercise 5: 2)")
-    p.add_argument("--bandwidth-scale", type=number_arg("--bandwidth-scale", maximum=1e3), default=1.0,
-                   help="what-if: multiply memory bandwidth by this")
+    add_declared(p, COMPUTE_SCALE)
+    add_declared(p, BANDWIDTH_SCALE)
 
 
 def layer_dtype(text: str) -> str:

@@ -11,12 +11,9 @@ import sys
 
 from roofline.cli.args import COUNT, MODEL_NAME, add_deprecated_alias, number_arg
 from roofline.errors import RooflineError
-from roofline.plan.limits import MIN_MEMORY_FRACTION
 
 
 SWEEP_MACHINES = "h100-sxm,h200,b200,a100-80gb,mi300x,l40s"
-# --memory-fraction's type: the library's bound (plan.limits.check_memory_fraction), as the API's
-MEMORY_FRACTION_ARG = number_arg("--memory-fraction", minimum=MIN_MEMORY_FRACTION, strictly=False, maximum=1.0)
 
 # The library's parameter names (RooflineError.field) and the flags that set them.
 FLAGS = {
@@ -231,12 +228,11 @@ def resolve_precision(args, machine):
 def add_tp(p):
     from roofline.cli.args import add_declared
 
+    from roofline.parameters import GPUS_PER_NODE, TP_LINK
+
     add_declared(p, "tensor_parallel")  # roofline.parameters.TENSOR_PARALLEL: its range, default and help
-    p.add_argument("--tp-link", default=None,
-                   help="link of the tensor-parallel all-reduces (default: the machine's nvlink, else xgmi, ici, roce, pcie; "
-                        "past --gpus-per-node, its infiniband or roce)")
-    p.add_argument("--gpus-per-node", type=number_arg("--gpus-per-node", integer=True, maximum=1_000_000), default=8,
-                   help="GPUs one NVLink/xGMI domain joins (default 8, an HGX node; 72 for a GB200 NVL72)")
+    add_declared(p, TP_LINK)
+    add_declared(p, GPUS_PER_NODE)
     add_deprecated_alias(p, "--link", "--tp-link")  # the old spelling: `train` spells it --tp-link
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import argparse
 
-from roofline.cli.args import add_cost_flags, add_kernels_flag, add_machine_flags, declared_type, number_arg
+from roofline.cli.args import add_cost_flags, add_declared, add_kernels_flag, add_machine_flags, declared_type, number_arg
 from roofline.cli.plan_args import add_format, add_model, add_precision, add_tp, count_list
 from roofline.errors import MAX_CONTEXT
+from roofline.parameters import VIEW_ATTENTION
 from roofline.serving.parameters import BY_NAME, Param
 
 
@@ -104,7 +105,7 @@ def _parallel(p):
 def _run_flags(p):
     p.add_argument("--kv-link", default=None,
                    help="link the KV cache crosses from prefill to decode (default: infiniband or roce, else the scale-up link)")
-    p.add_argument("--attention", choices=("flash", "naive"), default="flash")
+    add_declared(p, "attention", VIEW_ATTENTION["serving"])
     p.add_argument("--eager", action="store_true", help="no CUDA graph: every op of every step pays a launch")
 
 
