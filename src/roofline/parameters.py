@@ -120,6 +120,15 @@ class Param:
             return f"{v:,}"
         return f"{v * 1e3:g} ms" if self.unit == "s" and v else f"{v:g}"
 
+    def check(self, value, name: str | None = None):
+        """``value`` if it is within the declared range (errors.check_number), else a RooflineError naming the
+        parameter (``name``, where the library calls it otherwise): the library's own check of what it takes,
+        the same bound the flag and the query state."""
+        from roofline.errors import check_number
+
+        return check_number(name or self.name, value, minimum=self.minimum, strictly=self.strictly,
+                            maximum=self.maximum, integer=self.integer)
+
     def cli_help(self) -> str:
         return self.help.format(default=self.shown_default())
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roofline.errors import RooflineError, check_number
-from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS, check_memory_fraction
+from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS
 
 
 MAX_STEP_OVERHEAD_S = 1.0  # an engine time per step past a second is a typo (the CLI's and the API's bound)
 MAX_REQUEST_OVERHEAD_S = 10.0  # a server time per request past ten seconds is a typo
+# the settings whose range serving.parameters declares (the flags', the queries' and this check's, one and the same)
+CHECKED = ("max_seqs", "max_tokens", "block_size", "memory_fraction", "prefix_hit", "spec_tokens", "step_overhead_s",
+           "request_overhead_s")
 
 
 @dataclass(frozen=True)
@@ -87,14 +90,10 @@ class Engine:
         return StepOp("engine time per step", "engine", 1, 0.0, 0.0, float(self.step_overhead_s), "engine")
 
     def __post_init__(self):
-        check_number("max_seqs", self.max_seqs, maximum=1 << 20, integer=True)
-        check_number("max_tokens", self.max_tokens, maximum=1 << 20, integer=True)
-        check_number("block_size", self.block_size, maximum=1 << 16, integer=True)
-        check_memory_fraction(self.memory_fraction)
-        check_number("prefix_hit", self.prefix_hit, strictly=False, maximum=1.0)
-        check_number("spec_tokens", self.spec_tokens, strictly=False, maximum=16, integer=True)
-        check_number("step_overhead_s", self.step_overhead_s, strictly=False, maximum=MAX_STEP_OVERHEAD_S)
-        check_number("request_overhead_s", self.request_overhead_s, strictly=False, maximum=MAX_REQUEST_OVERHEAD_S)
+        from roofline.serving.parameters import BY_NAME  # the settings' declared ranges (it reads Engine's defaults)
+
+        for name in CHECKED:
+            BY_NAME[name].check(getattr(self, name))
         if isinstance(self.acceptance, list):  # a rate per position, as a library caller may give them
             object.__setattr__(self, "acceptance", tuple(self.acceptance))
         if self.spec_tokens:
