@@ -9,9 +9,10 @@ import argparse
 import pytest
 
 from roofline.cli import build_parser
-from roofline.parameters import (BANDWIDTH_SCALE, COMPUTE_SCALE, DECODE_BATCHES, DP_LINK, GPUS_PER_NODE,
-                                 MEMORY_FRACTION, MTP, PLAN_ATTENTION, PRICE, TP_LINK, TRAIN_GPUS_PER_NODE,
-                                 TRAIN_PIPELINE_PARALLEL, VIEW_BY_NAME)
+from roofline.parameters import (BANDWIDTH_SCALE, COMPUTE_SCALE, DECODE_BATCHES, DP_LINK, GLOBAL_BATCH, GPUS,
+                                 GPUS_PER_NODE, MEMORY_FRACTION, MICRO_BATCH, MTP, PLAN_ATTENTION, PRICE, RECOMPUTE,
+                                 SEQ_LEN, TENSOR_PARALLEL, TP_LINK, TRAIN_GPUS_PER_NODE, TRAIN_PIPELINE_PARALLEL,
+                                 VIEW_BY_NAME, ZERO)
 
 ATTENTION = VIEW_BY_NAME["attention"]
 # (the declaration, the commands whose flag it is, the commands that word its help their own way)
@@ -27,6 +28,12 @@ DECLARED = [
     (MEMORY_FRACTION, ("decode", "memory"), ("memory",)),
     (PRICE, ("train",), ()),
     (MTP, ("memory",), ()),
+    (GPUS, ("train", "memory"), ("memory",)),
+    (SEQ_LEN, ("train", "memory"), ("memory",)),
+    (ZERO, ("train", "memory"), ("memory",)),
+    (MICRO_BATCH, ("train", "memory"), ("memory",)),
+    (GLOBAL_BATCH, ("train", "memory"), ("memory",)),
+    (RECOMPUTE, ("train", "memory"), ("memory",)),
 ]
 
 
@@ -46,6 +53,8 @@ def test_each_repeated_flag_has_its_declared_default_range_and_help(p, commands,
         assert action.default == p.flag_default, (command, p.flag)
         if command not in worded:
             assert action.help == (p.cli_help() or None), (command, p.flag)
+        if p.choices:
+            assert tuple(action.choices) == p.choices, (command, p.flag)  # the default listed first
         if p.text or p.switch:
             continue
         top = int(p.maximum) if p.integer else p.maximum
@@ -86,3 +95,33 @@ def test_the_memory_fraction_is_the_librarys_bound_and_serving_takes_the_same_ra
     assert (serving.minimum, serving.maximum, serving.strictly) == (MEMORY_FRACTION.minimum, MEMORY_FRACTION.maximum,
                                                                    MEMORY_FRACTION.strictly)
     assert (BY_NAME["price_per_gpu_hour"].minimum, BY_NAME["price_per_gpu_hour"].maximum) == (PRICE.minimum, PRICE.maximum)
+
+
+def test_a_memory_train_flag_is_refused_in_inference_only_off_its_declared_default():
+    """memory's training-only flags are refused with --mode inference when given: their defaults, the declared."""
+    from roofline.cli.plan import MEMORY_TRAIN_ONLY
+
+    for dest, p in (("gpus", GPUS), ("pp", TRAIN_PIPELINE_PARALLEL), ("zero", ZERO), ("micro_batch", MICRO_BATCH),
+                    ("global_batch", GLOBAL_BATCH), ("seq_len", SEQ_LEN), ("recompute", RECOMPUTE)):
+        assert MEMORY_TRAIN_ONLY[dest] == p.default == _action("memory", p.flag).default, dest
+
+
+# lists whose items are a declared parameter's: serving's --sweep (concurrencies), --tp-search (tensor-parallel sizes)
+# and decode's --breakdown (a batch of the table's)
+@pytest.mark.parametrize("command, flag, p", [("serving", "--tp-search", TENSOR_PARALLEL),
+                                              ("decode", "--breakdown", DECODE_BATCHES)])
+def test_a_list_of_a_declared_parameter_takes_its_range(command, flag, p):
+    action = _action(command, flag)
+    taken = action.type(str(p.maximum))
+    assert (taken[-1] if isinstance(taken, list) else taken) == p.maximum
+    with pytest.raises(argparse.ArgumentTypeError):
+        action.type(str(p.maximum + 1))
+
+
+def test_the_serving_sweep_takes_the_declared_concurrency_range():
+    from roofline.serving.parameters import BY_NAME
+
+    p, action = BY_NAME["concurrency"], _action("serving", "--sweep")
+    assert action.type(f"1,{p.maximum}") == [1, p.maximum]
+    with pytest.raises(argparse.ArgumentTypeError):
+        action.type(str(p.maximum + 1))

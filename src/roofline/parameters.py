@@ -273,3 +273,14 @@ MEMORY_FRACTION = Param("memory_fraction", "--memory-fraction", "memory_fraction
 PRICE = Param("price_per_gpu_hour", "--price", None, "$ per GPU-hour", maximum=1e6)
 MTP = Param("mtp", "--mtp", None, "inference: hold the model's multi-token-prediction module too (its weights and "
             "cache), as `serving --draft mtp` does", False, minimum=None, switch=True)
+# a training run's layout: `train` and `memory --mode train` (plan.train_memory.make_layout's bounds: 10^7 GPUs,
+# 10^8 tokens a sequence); memory says "train:" before each
+GPUS = Param("gpus", "--gpus", None, "", maximum=10_000_000, integer=True)
+SEQ_LEN = Param("seq_len", "--seq-len", None, "tokens per training sequence, T", 8192, maximum=100_000_000, integer=True)
+ZERO = Param("zero", "--zero", None, "ZeRO stage over the data-parallel ranks", 0, minimum=None, text=True,
+             choices=(0, 1, 2, 3))
+MICRO_BATCH = Param("micro_batch", "--micro-batch", None, "sequences per micro-batch", 1, maximum=COUNT_MAX, integer=True)
+GLOBAL_BATCH = Param("global_batch", "--global-batch", None, "tokens per optimizer step (default: one micro-batch per "
+                     "data-parallel rank)", maximum=1e15)
+RECOMPUTE = Param("recompute", "--recompute", None, "", "none", minimum=None, text=True,
+                  choices=("none", "selective", "full"))

@@ -10,7 +10,7 @@ import argparse
 from roofline.cli.args import add_cost_flags, add_declared, add_kernels_flag, add_machine_flags, declared_type, number_arg
 from roofline.cli.plan_args import add_format, add_model, add_precision, add_tp, count_list
 from roofline.errors import MAX_CONTEXT
-from roofline.parameters import VIEW_ATTENTION
+from roofline.parameters import TENSOR_PARALLEL, VIEW_ATTENTION
 from roofline.serving.parameters import BY_NAME, Param
 
 
@@ -71,7 +71,7 @@ def _lengths(p):
 
 
 def _sweep(p):
-    p.add_argument("--sweep", type=count_list("--sweep", maximum=1 << 24), default=None,
+    p.add_argument("--sweep", type=count_list("--sweep", maximum=BY_NAME["concurrency"].maximum), default=None,
                    help="concurrencies to run, e.g. 1,4,16,64,256: the throughput-latency curve")
 
 
@@ -97,7 +97,7 @@ def _parallel(p):
     p.add_argument("--first-token", choices=("prefill", "decode"), default=None,
                    help="with --disagg: the pool whose token the client sees first (default prefill; decode: tokens "
                         "stream from the decode pool, as Dynamo serves them, so TTFT takes in the KV transfer)")
-    p.add_argument("--tp-search", type=count_list("--tp-search", maximum=4096), default=None, metavar="S1,S2,...",
+    p.add_argument("--tp-search", type=count_list("--tp-search", maximum=TENSOR_PARALLEL.maximum), default=None, metavar="S1,S2,...",
                    help="with an SLO: the rate search at each replica size (--tp, or the --ep group), and with "
                         "--target-rate the size needing the fewest GPUs")
 
