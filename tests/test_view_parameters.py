@@ -302,3 +302,22 @@ def test_a_dtype_past_the_declared_choices_is_refused_by_name(client):
     r = client.get("/api/model", params={"dtype": "fp64"})  # the layer view's width, not a plan view's storage
     assert r.status_code == 422 and r.json()["field"] == "dtype"
     assert client.get("/api/layer", params={"dtype": "fp64", "model": "llama3.2-1b"}).status_code == 200
+
+
+@pytest.mark.parametrize("command", ["layer", "decode", "sweep", "serving", "kernel"])
+def test_every_command_takes_the_declared_cuda_graph_switch(command, schemas):
+    from roofline.parameters import CUDA_GRAPH
+
+    action = _action(_command(command), CUDA_GRAPH.flag)
+    assert (action.nargs, action.default, action.help) == (0, False, CUDA_GRAPH.cli_help())
+    for view in VIEWS:
+        entry = schemas[view][CUDA_GRAPH.api]
+        assert (entry["schema"]["type"], entry["schema"]["default"]) == ("boolean", False)
+        assert entry["description"] == CUDA_GRAPH.query_help()
+
+
+def test_the_cuda_graph_query_takes_a_boolean_and_refuses_anything_else(client):
+    params = {"model": "llama3.2-1b", "phase": "decode", "tokens": 1, "batch": 1}
+    eager, graph = (client.get("/api/layer", params={**params, "cuda_graph": g}) for g in ("false", "true"))
+    assert eager.status_code == graph.status_code == 200
+    assert client.get("/api/layer", params={**params, "cuda_graph": "maybe"}).status_code == 422

@@ -185,6 +185,11 @@ VIEW_PARAMS: tuple[Param, ...] = (
           api_help="1: max(compute, memory) (perfect overlap, the roofline's); 0: their sum"),
 )
 
+# one launch for the whole pass (a CUDA graph replayed): every command that prices ops (add_cost_flags) and the views
+CUDA_GRAPH = Param("cuda_graph", "--cuda-graph", "cuda_graph", "one launch for the whole workload", False, minimum=None,
+                   switch=True, api_help="one launch for the whole pass, shared by its ops (a CUDA graph replayed), as "
+                   "the CLI's --cuda-graph; default: one launch per op")
+
 # Tensor-parallel GPUs: `layer`, `decode`, `sweep` and `serving` take --tp (cli.plan_args._add_tp), the model, decode
 # and serving views tp; serving.parameters lists it among its own
 TENSOR_PARALLEL = Param("tensor_parallel", "--tp", "tp", "tensor-parallel GPUs per model copy (2 all-reduces per block)",

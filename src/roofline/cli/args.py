@@ -119,7 +119,7 @@ def add_declared(parser, name, default=_DECLARED, suffix: str = "", text: str | 
 def add_cost_flags(p, launch_default_note="the machine's preset", seed=True):
     """The cost model's flags (declared in roofline.parameters); ``seed`` False for a command that defaults
     to the bare roofline (e_c = e_m = 1: `roofline kernel`), so that its --help says so."""
-    from roofline.parameters import SEED_COST_MODEL as S
+    from roofline.parameters import CUDA_GRAPH, SEED_COST_MODEL as S
 
     e_c, e_m = ((f"{S['compute_efficiency']:.2f}, the workshop's cost model: e_c {S['compute_efficiency']:.2f}, e_m "
                  f"{S['memory_efficiency']:.2f}, launch {S['launch_overhead_s'] * 1e6:g} us on a GPU preset",
@@ -129,7 +129,7 @@ def add_cost_flags(p, launch_default_note="the machine's preset", seed=True):
     add_declared(p, "memory_efficiency", suffix=f" (default {e_m})")
     add_declared(p, "launch_overhead_s", suffix=f" (default: {launch_default_note})")
     add_declared(p, "overlap")
-    p.add_argument("--cuda-graph", action="store_true", help="one launch for the whole workload")
+    add_declared(p, CUDA_GRAPH)
 
 
 def cost_model_from_args(args, machine):

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Annotated, Literal, Optional
 
 from roofline.blocks import ATTENTIONS, PHASES
-from roofline.parameters import (KERNELS, KV_CACHE, LAYER_DTYPE, MIN_EFFICIENCY, PLAN_DTYPE,  # noqa: F401 (read
+from roofline.parameters import (CUDA_GRAPH, KERNELS, KV_CACHE, LAYER_DTYPE, MIN_EFFICIENCY, PLAN_DTYPE,  # noqa: F401 (read
                                  QUERY_DEFAULTS, SEED_DEFAULTS, TENSOR_PARALLEL, VIEW_ATTENTION, VIEW_BY_API,  # from
                                  WEB_MAX_BATCH, WEB_MAX_TOKENS, WEB_MAX_TP, WEIGHTS)  # here too)
 from roofline.serving.parameters import BY_API, WEB_MAX_OUTPUT_LEN, WEB_MAX_USERS
@@ -194,7 +194,7 @@ def view_query(Query, name, annotated: bool = False, description: str = ""):
     its signature's), its description and its range in the API's unit (the schema's and the server's check,
     one and the same); a name's choices are its Literal type's (query_dependencies)."""
     p = name if not isinstance(name, str) else TENSOR_PARALLEL if name == "tp" else VIEW_BY_API[name]
-    extra = {} if p.integer or p.text else {"allow_inf_nan": False}
+    extra = {} if p.integer or p.text or p.switch else {"allow_inf_nan": False}
     return Query(*(() if annotated else (p.query_default,)), description=description or p.query_help(),
                  **query_bounds(p), **extra)
 
@@ -281,8 +281,7 @@ def query_dependencies(machines, models) -> tuple:
             launch_overhead_us: LaunchOverhead = None,
             overlap: Overlap = SEED_DEFAULTS["overlap"],
             layer: Optional[int] = view_query(Query, "layer"),
-            cuda_graph: bool = Query(False, description="one launch for the whole pass, shared by its ops (a CUDA graph "
-                                     "replayed), as the CLI's --cuda-graph; default: one launch per op"),
+            cuda_graph: bool = view_query(Query, CUDA_GRAPH),
             kernels: Optional[Engine] = view_query(Query, KERNELS),
         ) -> LayerQuery:
             return LayerQuery(machine, model, phase, tokens, batch, context, attention, dtype,
@@ -326,7 +325,8 @@ def serving_dependency(Query, *, MachineParam, ModelParam, PlanDtype, Attention,
 
     shared = [("machine", MachineParam, SEED_DEFAULTS["machine"]), ("model", ModelParam, SEED_DEFAULTS["model"]),
               ("dtype", Optional[PlanDtype], view_query(Query, PLAN_DTYPE, description=SERVING_DTYPE_HELP)),
-              ("attention", Optional[Attention], Query(None, description="flash (default, as `roofline serving`) or naive")),
+              ("attention", Optional[Attention], view_query(Query, "attention", description="flash (default, as "
+                                                                     "`roofline serving`) or naive")),
               ("compute_efficiency", ComputeEfficiency, SEED_DEFAULTS["compute_efficiency"]),
               ("memory_efficiency", MemoryEfficiency, SEED_DEFAULTS["memory_efficiency"]),
               ("launch_overhead_us", StepLaunchOverhead, None), ("overlap", Overlap, SEED_DEFAULTS["overlap"]),
