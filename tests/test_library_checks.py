@@ -12,7 +12,9 @@ import pytest
 
 from roofline.errors import RooflineError
 from roofline.serving.engine import CHECKED, Engine
-from roofline.serving.parameters import BY_NAME, SERVING_PARAMS
+from roofline.serving.parameters import ACCEPTANCE, BY_NAME, SERVING_PARAMS
+
+DECLARED = {**BY_NAME, "acceptance": ACCEPTANCE}
 
 
 def _past(p, end):
@@ -78,13 +80,15 @@ CALLS = [
     ("target_rate", lambda v: _search(target_rate=v)),
     ("burstiness", lambda v: _search(burstiness=v)),
     *[(name, lambda v, name=name: Engine(**{name: v})) for name in CHECKED],
+    ("acceptance", lambda v: Engine(spec_tokens=2, acceptance=v)),
+    ("acceptance", lambda v: Engine(spec_tokens=2, acceptance=(0.5, v) if v < 0.5 else (v, 0.5))),
 ]
 
 
 @pytest.mark.parametrize("name, call", CALLS, ids=[name for name, _ in CALLS])
 @pytest.mark.parametrize("end", ["min", "max"])
 def test_one_value_past_each_declared_bound_is_refused_naming_the_parameter(name, call, end):
-    value = _past(BY_NAME[name], end)
+    value = _past(DECLARED[name], end)
     if value is None:
         pytest.skip("no bound at this end")
     with pytest.raises(RooflineError) as exc:
@@ -103,3 +107,16 @@ def test_the_declared_bound_itself_is_taken(name, end, make):
     value = p.maximum if end == "max" else p.minimum
     keyword = {"rate": "rate_per_s", "burstiness": "burstiness", "concurrency": "concurrency"}[name]
     assert make(**{keyword: value}) is not None
+
+
+def test_the_acceptance_flag_takes_the_range_the_engine_checks():
+    import argparse
+
+    from roofline.cli.serving_args import acceptance_arg
+
+    assert Engine(spec_tokens=1, acceptance=ACCEPTANCE.maximum).acceptance == ACCEPTANCE.maximum
+    assert acceptance_arg(str(ACCEPTANCE.maximum)) == ACCEPTANCE.maximum
+    assert acceptance_arg(f"{ACCEPTANCE.maximum},0.5") == (ACCEPTANCE.maximum, 0.5)
+    for past in (str(ACCEPTANCE.maximum + 1e-4), "0", f"0.5,{ACCEPTANCE.maximum + 1e-4}"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            acceptance_arg(past)

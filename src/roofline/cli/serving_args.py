@@ -11,7 +11,7 @@ from roofline.cli.args import add_cost_flags, add_declared, add_kernels_flag, ad
 from roofline.cli.plan_args import add_format, add_model, add_precision, add_tp, count_list
 from roofline.errors import MAX_CONTEXT
 from roofline.parameters import TENSOR_PARALLEL, VIEW_ATTENTION
-from roofline.serving.parameters import BY_NAME, Param
+from roofline.serving.parameters import ACCEPTANCE, BY_NAME, Param
 
 
 def length_arg(flag, maximum=MAX_CONTEXT):
@@ -43,7 +43,7 @@ def split_arg(text):
 
 def acceptance_arg(text):
     """--acceptance: one rate (a float) or a comma-separated rate per draft position (a tuple)."""
-    one = number_arg("--acceptance", maximum=0.999)
+    one = declared_type(ACCEPTANCE)  # each rate in the declared range, as serving.Engine checks it
     parts = text.split(",")
     return one(text) if len(parts) == 1 else tuple(one(x.strip()) for x in parts)
 
@@ -76,10 +76,7 @@ def _sweep(p):
 
 
 def _speculation(p):
-    p.add_argument("--acceptance", type=acceptance_arg, default=None, metavar="A or A1,...,AK",
-                   help="the chance each draft token is accepted, e.g. 0.7; or the rate per draft position as engines "
-                        "report it (vLLM's accepted tokens per position over drafts: non-increasing), e.g. 0.85,0.7,0.6 "
-                        "(no default: measure it for your data)")
+    add_declared(p, ACCEPTANCE, type=acceptance_arg)
     p.add_argument("--draft", default=None, help="the draft model (a preset or config.json), on the same GPUs; or "
                                                  "'mtp': the model's own multi-token-prediction module (DeepSeek-V3)")
 

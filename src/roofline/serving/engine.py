@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roofline.errors import RooflineError, check_number
+from roofline.errors import RooflineError
 from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS
 
 
@@ -90,7 +90,7 @@ class Engine:
         return StepOp("engine time per step", "engine", 1, 0.0, 0.0, float(self.step_overhead_s), "engine")
 
     def __post_init__(self):
-        from roofline.serving.parameters import BY_NAME  # the settings' declared ranges (it reads Engine's defaults)
+        from roofline.serving.parameters import ACCEPTANCE, BY_NAME  # the declared ranges (it reads Engine's defaults)
 
         for name in CHECKED:
             BY_NAME[name].check(getattr(self, name))
@@ -101,7 +101,7 @@ class Engine:
                 raise RooflineError(f"acceptance lists {len(self.acceptance)} rates for {self.spec_tokens} draft "
                                     "positions: give one rate, or one per position", field="acceptance")
             for a in self.acceptance_rates:
-                check_number("acceptance", a, maximum=0.999)
+                ACCEPTANCE.check(a)
             rates = self.acceptance_rates
             if any(later > earlier for earlier, later in zip(rates, rates[1:])):
                 raise RooflineError(f"acceptance {self.acceptance_words()}: per-position rates, as engines report them "

@@ -113,6 +113,13 @@ SERVING_PARAMS: tuple[Param, ...] = (
     TENSOR_PARALLEL,  # the planning commands' and views' too: declared in roofline.parameters
 )
 
+# speculative decoding's acceptance: one rate, or a rate per draft position (cli.serving_args.acceptance_arg), each
+# in this range, which serving.Engine checks too (below 1: a draft always accepted is not a draft)
+ACCEPTANCE = Param("acceptance", "--acceptance", None, "the chance each draft token is accepted, e.g. 0.7; or the rate "
+                   "per draft position as engines report it (vLLM's accepted tokens per position over drafts: "
+                   "non-increasing), e.g. 0.85,0.7,0.6 (no default: measure it for your data)", maximum=0.999,
+                   metavar="A or A1,...,AK")
+
 BY_NAME = {p.name: p for p in SERVING_PARAMS}
 BY_API = {p.api: p for p in SERVING_PARAMS if p.api}
 # --tp is the planning commands' shared flag (cli.plan_args._add_tp): declared here for its range and default
