@@ -231,3 +231,93 @@ def test_the_views_take_the_declared_tensor_parallel_range(client, view):
     entry = next(p for p in client.app.openapi()["paths"][view]["get"]["parameters"] if p["name"] == "tp")
     assert (entry["schema"]["minimum"], entry["schema"]["maximum"], entry["schema"]["default"]) == (1, tp.api_maximum, 1)
     assert tp.api_maximum <= tp.maximum  # 64 GPUs on the web, inside the CLI's 4,096
+
+
+# -- precision: --dtype, --weights, --activations, --kv-cache, --fp8-scaling, --kernels ---------------------
+
+def test_the_declared_precision_choices_are_the_librarys():
+    from roofline.measured.model import FP8_SCALINGS
+    from roofline.measured.tables import ENGINES
+    from roofline.parameters import ACTIVATIONS, FP8_SCALING, KERNELS, KV_CACHE, LAYER_DTYPE, PLAN_DTYPE, WEIGHTS
+    from roofline.plan.limits import QUANT_DTYPES
+    from roofline.units import DTYPE_BYTES
+
+    assert LAYER_DTYPE.choices == tuple(DTYPE_BYTES)
+    assert PLAN_DTYPE.choices == WEIGHTS.choices == ACTIVATIONS.choices == KV_CACHE.choices == QUANT_DTYPES
+    assert FP8_SCALING.choices == FP8_SCALINGS and KERNELS.choices == ENGINES
+
+
+def _precision(command):
+    """The declared precision parameters a command takes (layer and kernel: one width for every tensor)."""
+    from roofline.parameters import ACTIVATIONS, FP8_SCALING, KERNELS, KV_CACHE, LAYER_DTYPE, PLAN_DTYPE, WEIGHTS
+
+    if command in ("layer", "kernel", "plot"):
+        return (LAYER_DTYPE, *((KERNELS, FP8_SCALING) if command == "layer" else ()))
+    return (PLAN_DTYPE, WEIGHTS, ACTIVATIONS, KV_CACHE, *((KERNELS, FP8_SCALING) if command != "memory" else ()))
+
+
+PRECISION_COMMANDS = ["layer", "kernel", "plot", "decode", "memory", "sweep", "serving"]
+
+
+@pytest.mark.parametrize("command", PRECISION_COMMANDS)
+def test_every_command_takes_the_declared_precision(command):
+    from roofline.parameters import KERNELS
+
+    parser = _command(command)
+    for p in _precision(command):
+        action = _action(parser, p.flag)
+        assert action.default is None and p.default is None, (command, p.flag)
+        if command not in ("kernel",):  # `kernel` says what its --dtype sets in its own words
+            assert action.help == p.cli_help(), (command, p.flag)
+        if action.choices is not None:
+            assert set(action.choices) == set(p.choices), (command, p.flag)
+            continue
+        # a type checks the name: --dtype of layer and kernel (its own message), --kernels (a profile's path too)
+        for choice in p.choices:
+            assert action.type(choice) == choice, (command, p.flag, choice)
+        if p is not KERNELS:
+            with pytest.raises(argparse.ArgumentTypeError):
+                action.type("fp7")
+
+
+@pytest.mark.parametrize("view", [*VIEWS, "/api/serving"])
+def test_the_views_take_the_declared_precision(client, view):
+    from roofline.parameters import KERNELS, KV_CACHE, LAYER_DTYPE, PLAN_DTYPE, WEIGHTS
+
+    entries = {p["name"]: p for p in client.app.openapi()["paths"][view]["get"]["parameters"]}
+    declared = [LAYER_DTYPE if view == "/api/layer" else PLAN_DTYPE]
+    declared += [WEIGHTS, KV_CACHE] if view != "/api/layer" else []
+    declared += [KERNELS] if view != "/api/serving" else []
+    for p in declared:
+        entry = entries[p.api]
+        assert entry["schema"]["anyOf"][0]["enum"] == list(p.choices), (view, p.api)
+        assert entry["schema"].get("default") is None
+        if not (view == "/api/serving" and p is PLAN_DTYPE):  # the serving view's says `roofline serving --dtype`
+            assert entry["description"] == p.query_help(), (view, p.api)
+    options = client.get("/api/options").json()
+    assert (options["dtypes"], options["plan_dtypes"]) == (list(LAYER_DTYPE.choices), list(PLAN_DTYPE.choices))
+
+
+def test_a_dtype_past_the_declared_choices_is_refused_by_name(client):
+    r = client.get("/api/model", params={"dtype": "fp64"})  # the layer view's width, not a plan view's storage
+    assert r.status_code == 422 and r.json()["field"] == "dtype"
+    assert client.get("/api/layer", params={"dtype": "fp64", "model": "llama3.2-1b"}).status_code == 200
+
+
+@pytest.mark.parametrize("command", ["layer", "decode", "sweep", "serving", "kernel"])
+def test_every_command_takes_the_declared_cuda_graph_switch(command, schemas):
+    from roofline.parameters import CUDA_GRAPH
+
+    action = _action(_command(command), CUDA_GRAPH.flag)
+    assert (action.nargs, action.default, action.help) == (0, False, CUDA_GRAPH.cli_help())
+    for view in VIEWS:
+        entry = schemas[view][CUDA_GRAPH.api]
+        assert (entry["schema"]["type"], entry["schema"]["default"]) == ("boolean", False)
+        assert entry["description"] == CUDA_GRAPH.query_help()
+
+
+def test_the_cuda_graph_query_takes_a_boolean_and_refuses_anything_else(client):
+    params = {"model": "llama3.2-1b", "phase": "decode", "tokens": 1, "batch": 1}
+    eager, graph = (client.get("/api/layer", params={**params, "cuda_graph": g}) for g in ("false", "true"))
+    assert eager.status_code == graph.status_code == 200
+    assert client.get("/api/layer", params={**params, "cuda_graph": "maybe"}).status_code == 422

@@ -16,6 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from roofline.plan.limits import ENGINE_MEMORY_FRACTION, MIN_MEMORY_FRACTION, QUANT_DTYPES, SEARCH_MAX_BATCH
+from roofline.units import DTYPE_BYTES
+
 CLI, API = "cli", "api"
 BOTH = frozenset((CLI, API))
 
@@ -35,7 +38,9 @@ PHASES = ("prefill", "decode")  # blocks.PHASES (the test holds them equal)
 ATTENTIONS = ("naive", "flash")  # blocks.ATTENTIONS
 # The attention each view's command takes when none is given: `layer` the seed's naive; `decode`, the whole
 # model and serving: flash (the API takes the same when a query leaves it out)
-VIEW_ATTENTION = MappingProxyType({"layer": "naive", "model": "flash", "decode": "flash", "serving": "flash"})
+PLAN_ATTENTION = "flash"  # the planning commands' (decode, train, memory, sweep, serving): engines run flash
+VIEW_ATTENTION = MappingProxyType({"layer": "naive", "model": PLAN_ATTENTION, "decode": PLAN_ATTENTION,
+                                   "serving": PLAN_ATTENTION})
 
 
 def _scaled(x, scale):
@@ -78,6 +83,8 @@ class Param:
     metavar: str | None = None
     api_unit: str = "ms"  # a time's unit in the query: ms, or us (a kernel launch)
     choices: tuple | None = None  # a name's choices, where they are fixed
+    many: bool = False  # the CLI takes a comma-separated list of counts (cli.plan_args.count_list), each in range
+    switch: bool = False  # a flag without a value (store_true): False unless given
 
     @property
     def api_scale(self) -> float:
@@ -112,6 +119,15 @@ class Param:
         if isinstance(v, int):
             return f"{v:,}"
         return f"{v * 1e3:g} ms" if self.unit == "s" and v else f"{v:g}"
+
+    def check(self, value, name: str | None = None):
+        """``value`` if it is within the declared range (errors.check_number), else a RooflineError naming the
+        parameter (``name``, where the library calls it otherwise): the library's own check of what it takes,
+        the same bound the flag and the query state."""
+        from roofline.errors import check_number
+
+        return check_number(name or self.name, value, minimum=self.minimum, strictly=self.strictly,
+                            maximum=self.maximum, integer=self.integer)
 
     def cli_help(self) -> str:
         return self.help.format(default=self.shown_default())
@@ -169,6 +185,11 @@ VIEW_PARAMS: tuple[Param, ...] = (
           api_help="1: max(compute, memory) (perfect overlap, the roofline's); 0: their sum"),
 )
 
+# one launch for the whole pass (a CUDA graph replayed): every command that prices ops (add_cost_flags) and the views
+CUDA_GRAPH = Param("cuda_graph", "--cuda-graph", "cuda_graph", "one launch for the whole workload", False, minimum=None,
+                   switch=True, api_help="one launch for the whole pass, shared by its ops (a CUDA graph replayed), as "
+                   "the CLI's --cuda-graph; default: one launch per op")
+
 # Tensor-parallel GPUs: `layer`, `decode`, `sweep` and `serving` take --tp (cli.plan_args._add_tp), the model, decode
 # and serving views tp; serving.parameters lists it among its own
 TENSOR_PARALLEL = Param("tensor_parallel", "--tp", "tp", "tensor-parallel GPUs per model copy (2 all-reduces per block)",
@@ -185,3 +206,86 @@ SEED_DEFAULTS = MappingProxyType({**{k: QUERY_DEFAULTS[k] for k in ("machine", "
                                   **{k: QUERY_DEFAULTS[k] for k in ("compute_efficiency", "memory_efficiency")},
                                   "launch_overhead_us": SEED_COST_MODEL["launch_overhead_s"] * 1e6,
                                   "overlap": QUERY_DEFAULTS["overlap"]})
+
+
+# -- precision: the dtypes a command prices and stores in, and the measured kernels that price its ops ----------
+# `layer` and `kernel` price every tensor at one dtype the units know (units.DTYPE_BYTES: fp64 and tf32 too); the
+# planning commands and their views store weights, activations and caches in plan.limits.QUANT_DTYPES (a
+# Precision's widths). Two declarations of --dtype, since the two mean different things (one tensor width and
+# its peak; W8A8 as engines run it, or weights only where the machine has no peak).
+LAYER_DTYPE = Param("dtype", "--dtype", "dtype", "every tensor and the peak, as the workshop plate prices one layer: "
+                    "bf16, fp16, fp8, int8, fp32, ... (default: the machine's, bf16 on most); engines' W8A8 is "
+                    "`roofline decode --dtype fp8`", minimum=None, text=True, choices=tuple(DTYPE_BYTES),
+                    api_help="default: the machine's default dtype")
+PLAN_DTYPE = Param("dtype", "--dtype", "dtype", "weights, activations and KV cache (default: the machine's, bf16 on "
+                   "most); fp8, int8 or fp4 where the machine computes in it are W8A8 (W4A4) as engines run it: weights, "
+                   "matmuls and KV cache in it, bf16 between ops; a dtype the machine has no peak for (int4, fp4 before "
+                   "Blackwell) means weights only, with bf16 activations, KV cache and matmuls", minimum=None, text=True,
+                   choices=QUANT_DTYPES, api_help="default: the machine's default dtype")
+WEIGHTS = Param("weights", "--weights", "weights", "weight storage dtype (default --dtype, or as the checkpoint stores "
+                "them when its config.json has a quantization_config: MXFP4 experts, block fp8, int4 groups)",
+                minimum=None, text=True, choices=QUANT_DTYPES, api_help="weight storage dtype (default: dtype; a "
+                "quantised checkpoint's weights as stored when neither is given), as `--weights`")
+ACTIVATIONS = Param("activations", "--activations", None, "activation dtype between ops, one the machine computes in "
+                    "(default --dtype, bf16 under W8A8)", minimum=None, text=True, choices=QUANT_DTYPES)
+KV_CACHE = Param("kv_cache", "--kv-cache", "kv_cache", "KV-cache storage dtype (default --dtype)", minimum=None,
+                 text=True, choices=QUANT_DTYPES, api_help="KV-cache storage dtype (default: dtype), as `--kv-cache`")
+# measured.model.FP8_SCALINGS and measured.tables.ENGINES (numpy's modules: the test holds them equal)
+FP8_SCALINGS, KERNEL_ENGINES = ("tensor", "block"), ("trtllm", "vllm", "sglang")
+FP8_SCALING = Param("fp8_scaling", "--fp8-scaling", None, "with --kernels: fp8 weights scaled per tensor (default; "
+                    "ModelOpt and the engines' on-the-fly fp8) or per 128 x 128 block (DeepSeek-V3/R1's and Qwen3's FP8 "
+                    "checkpoints): each has its own kernels and table rows", minimum=None, text=True, choices=FP8_SCALINGS)
+# the CLI's --kernels also takes a calibration profile's path (cli.args.kernels_arg checks it); the API an engine
+KERNELS = Param("kernels", "--kernels", "kernels", "price matmuls from an engine's measured kernels (trtllm, vllm, "
+                "sglang; e.g. vllm@0.24.0; `roofline machines --measured` lists them), or from the GEMMs and attention "
+                "of your own `roofline calibrate` profile (PROFILE.toml, with --machine PROFILE.toml); the other ops "
+                "keep the cost model", minimum=None, text=True, choices=KERNEL_ENGINES,
+                metavar="ENGINE[@VERSION]|PROFILE", api_help="price matmuls, fused attention, routed experts and "
+                "all-reduces from this engine's measured kernels (the roofline[measured] extra), as the CLI's "
+                "--kernels; default: the cost model alone")
+PRECISION_PARAMS = (LAYER_DTYPE, PLAN_DTYPE, WEIGHTS, ACTIVATIONS, KV_CACHE, FP8_SCALING, KERNELS)
+
+
+# -- the flags the planning commands repeat (cli.plan, cli.plan_args, cli.serving_args; cli.args.add_declared makes
+# each flag). What-if scales of the machine: every command that takes --machine
+COMPUTE_SCALE = Param("compute_scale", "--compute-scale", None, "what-if: multiply every peak by this (the roofline "
+                      "chapter's exercise 5: 2)", 1.0, maximum=1e3)
+BANDWIDTH_SCALE = Param("bandwidth_scale", "--bandwidth-scale", None, "what-if: multiply memory bandwidth by this", 1.0,
+                        maximum=1e3)
+# `decode` tabulates a list of batches (the views' --batch is one)
+DECODE_BATCHES = Param("batch", "--batch", None, f"batches to tabulate, each at most {SEARCH_MAX_BATCH:,} (default "
+                       "1,2,4,...,1024)", maximum=SEARCH_MAX_BATCH, integer=True, many=True)
+# the links and the scale-up domain of tensor (and data) parallelism: `layer`, `decode`, `sweep`, `serving` (add_tp)
+# and `train`, which says them in its own words
+TP_LINK = Param("tp_link", "--tp-link", None, "link of the tensor-parallel all-reduces (default: the machine's nvlink, "
+                "else xgmi, ici, roce, pcie; past --gpus-per-node, its infiniband or roce)", minimum=None, text=True)
+DP_LINK = Param("dp_link", "--dp-link", None, "data-parallel link (default: the tensor-parallel default within a node; "
+                "across nodes infiniband, else roce, ici, pcie)", minimum=None, text=True)
+GPUS_PER_NODE = Param("gpus_per_node", "--gpus-per-node", None, "GPUs one NVLink/xGMI domain joins (default 8, an HGX "
+                      "node; 72 for a GB200 NVL72)", 8, maximum=1_000_000, integer=True)  # plan.parallel.check_scale_up's
+# `train`'s: plan.training.train_plan bounds its node at 10,000 GPUs (a training cluster's node, not a scale-up
+# domain searched for inference)
+TRAIN_GPUS_PER_NODE = Param("gpus_per_node", "--gpus-per-node", None, "", 8, maximum=10_000, integer=True)
+# `train` and `memory --mode train`: pipeline parallelism of a training run (serving's --pp, pipeline stages of an
+# inference engine up to 1,024, is serving.parameters')
+TRAIN_PIPELINE_PARALLEL = Param("pipeline_parallel", "--pp", None, "pipeline parallel", 1, maximum=4096, integer=True)
+# the share of a GPU's memory an engine takes: `decode` and `memory` plan with vLLM's 0.9 (as `serving`); serving's
+# own (serving.parameters) is this range, its default the engine's
+MEMORY_FRACTION = Param("memory_fraction", "--memory-fraction", "memory_fraction", "the share of the memory an engine "
+                        "uses for weights, a step's activations and the KV cache (default: vLLM's 0.9, as `serving`)",
+                        ENGINE_MEMORY_FRACTION, minimum=MIN_MEMORY_FRACTION, strictly=False, maximum=1.0)
+# $ per GPU-hour: `train` (the run's cost) and `serving` (serving.parameters: cost per token, over this range)
+PRICE = Param("price_per_gpu_hour", "--price", None, "$ per GPU-hour", maximum=1e6)
+MTP = Param("mtp", "--mtp", None, "inference: hold the model's multi-token-prediction module too (its weights and "
+            "cache), as `serving --draft mtp` does", False, minimum=None, switch=True)
+# a training run's layout: `train` and `memory --mode train` (plan.train_memory.make_layout's bounds: 10^7 GPUs,
+# 10^8 tokens a sequence); memory says "train:" before each
+GPUS = Param("gpus", "--gpus", None, "", maximum=10_000_000, integer=True)
+SEQ_LEN = Param("seq_len", "--seq-len", None, "tokens per training sequence, T", 8192, maximum=100_000_000, integer=True)
+ZERO = Param("zero", "--zero", None, "ZeRO stage over the data-parallel ranks", 0, minimum=None, text=True,
+             choices=(0, 1, 2, 3))
+MICRO_BATCH = Param("micro_batch", "--micro-batch", None, "sequences per micro-batch", 1, maximum=COUNT_MAX, integer=True)
+GLOBAL_BATCH = Param("global_batch", "--global-batch", None, "tokens per optimizer step (default: one micro-batch per "
+                     "data-parallel rank)", maximum=1e15)
+RECOMPUTE = Param("recompute", "--recompute", None, "", "none", minimum=None, text=True,
+                  choices=("none", "selective", "full"))

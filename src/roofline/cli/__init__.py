@@ -21,8 +21,8 @@ import argparse
 import contextlib
 import sys
 
-from roofline.cli.args import (Parser, VersionAction, add_cost_flags, add_kernels_flag, add_layer_flags, add_machine_flags,
-                               kernel_param, layer_dtype, package_version)
+from roofline.cli.args import (Parser, VersionAction, add_cost_flags, add_declared, add_kernels_flag, add_layer_flags,
+                               add_machine_flags, kernel_param, layer_dtype, package_version)
 from roofline.cli.core import cmd_kernel, cmd_layer, cmd_machines, cmd_models, cmd_plot
 from roofline.cli.plan_args import add_tp, flagged
 from roofline.errors import RooflineError
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_models)
 
     from roofline.kernels import KERNELS
+    from roofline.parameters import LAYER_DTYPE
 
     from_kernels = ", ".join(KERNELS)
     p = sub.add_parser("kernel", help="one kernel on a machine: intensity, bound, time",
@@ -71,9 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="kernel constructor name")
     p.add_argument("param", nargs="*", type=kernel_param, help="NAME=VALUE, e.g. M=8192 N=4096 K=4096 bytes_per_elem=fp8")
     add_machine_flags(p)
-    p.add_argument("--dtype", default=None, type=layer_dtype,
-                   help="the element width and the peak: bf16, fp8, ... (the kernel's bytes_per_elem or "
-                        "bytes_per_param; dtype=NAME among the parameters says the same; default bf16)")
+    add_declared(p, LAYER_DTYPE, type=layer_dtype, text="the element width and the peak: bf16, fp8, ... (the "
+                 "kernel's bytes_per_elem or bytes_per_param; dtype=NAME among the parameters says the same; default bf16)")
     add_cost_flags(p, launch_default_note="0", seed=False)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_kernel, compute_efficiency=1.0, memory_efficiency=1.0, launch_overhead=0.0)

@@ -90,23 +90,36 @@ def declared_type(p):
 _DECLARED = object()
 
 
-def add_declared(parser, name: str, default=_DECLARED, suffix: str = "", text: str | None = None, **extra) -> None:
-    """The flag of the declared parameter ``name`` (roofline.parameters.VIEW_PARAMS, TENSOR_PARALLEL): its
-    range as its type (a name: its choices), its declared default unless the command has its own
+def add_declared(parser, name, default=_DECLARED, suffix: str = "", text: str | None = None, **extra) -> None:
+    """The flag of the declared parameter ``name`` (a Param, or the name of one of roofline.parameters'
+    VIEW_PARAMS and TENSOR_PARALLEL): its range as its type (a name: its choices, the default first; a
+    ``type`` in ``extra`` checks the name instead), its declared default unless the command has its own
     ``default``, its help (the command's own ``text`` where it means more there; with ``suffix``);
     ``extra`` argparse's other keywords (a name's type)."""
     from roofline.parameters import VIEW_BY_NAME
 
-    p = VIEW_BY_NAME[name]
-    kind = {"choices": p.choices} if p.choices else {} if p.text else {"type": declared_type(p)}
-    parser.add_argument(p.flag, default=p.flag_default if default is _DECLARED else default,
-                        help=((p.cli_help() if text is None else text) + suffix) or None, **{**kind, **extra})
+    p = name if not isinstance(name, str) else VIEW_BY_NAME[name]
+    default = p.flag_default if default is _DECLARED else default
+    if p.switch:
+        kind = {"action": "store_true"}
+    elif p.choices and "type" not in extra:
+        kind = {"choices": sorted(p.choices, key=lambda c: c != default)}  # as --help lists them: the default first
+    elif p.many:  # a comma-separated list, each in the declared range
+        from roofline.cli.plan_args import count_list
+
+        kind = {"type": count_list(p.flag, maximum=p.maximum)}
+    else:
+        kind = {} if p.text else {"type": declared_type(p)}
+    if p.metavar:
+        kind["metavar"] = p.metavar
+    parser.add_argument(p.flag, default=default, help=((p.cli_help() if text is None else text) + suffix) or None,
+                        **{**kind, **extra})
 
 
 def add_cost_flags(p, launch_default_note="the machine's preset", seed=True):
     """The cost model's flags (declared in roofline.parameters); ``seed`` False for a command that defaults
     to the bare roofline (e_c = e_m = 1: `roofline kernel`), so that its --help says so."""
-    from roofline.parameters import SEED_COST_MODEL as S
+    from roofline.parameters import CUDA_GRAPH, SEED_COST_MODEL as S
 
     e_c, e_m = ((f"{S['compute_efficiency']:.2f}, the workshop's cost model: e_c {S['compute_efficiency']:.2f}, e_m "
                  f"{S['memory_efficiency']:.2f}, launch {S['launch_overhead_s'] * 1e6:g} us on a GPU preset",
@@ -116,7 +129,7 @@ def add_cost_flags(p, launch_default_note="the machine's preset", seed=True):
     add_declared(p, "memory_efficiency", suffix=f" (default {e_m})")
     add_declared(p, "launch_overhead_s", suffix=f" (default: {launch_default_note})")
     add_declared(p, "overlap")
-    p.add_argument("--cuda-graph", action="store_true", help="one launch for the whole workload")
+    add_declared(p, CUDA_GRAPH)
 
 
 def cost_model_from_args(args, machine):
@@ -191,21 +204,17 @@ def kernels_arg(text: str) -> str:
 
 
 def add_kernels_flag(p):
-    """--kernels ENGINE[@VERSION]: the roofline[measured] extra's measured kernels (measured.model)."""
-    p.add_argument("--kernels", type=kernels_arg, default=None, metavar="ENGINE[@VERSION]|PROFILE",
-                   help="price matmuls from an engine's measured kernels (trtllm, vllm, sglang; e.g. vllm@0.24.0; "
-                        "`roofline machines --measured` lists them), or from the GEMMs and attention of your own "
-                        "`roofline calibrate` profile (PROFILE.toml, with --machine PROFILE.toml); the other ops keep "
-                        "the cost model")
-    p.add_argument("--fp8-scaling", choices=("tensor", "block"), default=None,
-                   help="with --kernels: fp8 weights scaled per tensor (default; ModelOpt and the engines' on-the-fly "
-                        "fp8) or per 128 x 128 block (DeepSeek-V3/R1's and Qwen3's FP8 checkpoints): each has its own "
-                        "kernels and table rows")
+    """--kernels ENGINE[@VERSION]: the roofline[measured] extra's measured kernels (measured.model); --fp8-scaling
+    (declared in roofline.parameters)."""
+    from roofline.parameters import FP8_SCALING, KERNELS
+
+    add_declared(p, KERNELS, type=kernels_arg)
+    add_declared(p, FP8_SCALING)
 
 
 def add_layer_flags(p):
     """`roofline layer`'s (and `plot`'s) workload flags, declared in roofline.parameters."""
-    from roofline.parameters import VIEW_ATTENTION
+    from roofline.parameters import LAYER_DTYPE, VIEW_ATTENTION
 
     add_machine_flags(p)
     add_declared(p, "model", type=MODEL_NAME)
@@ -215,9 +224,7 @@ def add_layer_flags(p):
     add_declared(p, "context", suffix=PREFIXES)
     add_declared(p, "layer")
     add_declared(p, "attention", default=VIEW_ATTENTION["layer"])
-    p.add_argument("--dtype", default=None, type=layer_dtype,
-                   help="every tensor and the peak, as the workshop plate prices one layer: bf16, fp16, fp8, int8, "
-                        "fp32, ... (default: the machine's, bf16 on most); engines' W8A8 is `roofline decode --dtype fp8`")
+    add_declared(p, LAYER_DTYPE, type=layer_dtype)
     add_cost_flags(p)
 
 
@@ -258,19 +265,20 @@ def machine_names(text: str) -> list[str]:
 
 
 def add_machine_flags(p, default=_DECLARED):
+    from roofline.parameters import BANDWIDTH_SCALE, COMPUTE_SCALE
+
     add_declared(p, "machine", default, type=name_arg("machine", "`roofline machines`", many=True))
-    p.add_argument("--compute-scale", type=number_arg("--compute-scale", maximum=1e3), default=1.0,
-                   help="what-if: multiply every peak by this (the roofline chapter's exercise 5: 2)")
-    p.add_argument("--bandwidth-scale", type=number_arg("--bandwidth-scale", maximum=1e3), default=1.0,
-                   help="what-if: multiply memory bandwidth by this")
+    add_declared(p, COMPUTE_SCALE)
+    add_declared(p, BANDWIDTH_SCALE)
 
 
 def layer_dtype(text: str) -> str:
-    """--dtype of `layer`: a dtype the units know (argparse names the flag on a refusal)."""
-    from roofline.units import DTYPE_BYTES
+    """--dtype of `layer` and `kernel`: one of roofline.parameters.LAYER_DTYPE's choices, the dtypes the units
+    know (argparse names the flag on a refusal)."""
+    from roofline.parameters import LAYER_DTYPE
 
-    if text not in DTYPE_BYTES:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a dtype; known: {', '.join(sorted(DTYPE_BYTES))}")
+    if text not in LAYER_DTYPE.choices:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a dtype; known: {', '.join(sorted(LAYER_DTYPE.choices))}")
     return text
 
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import argparse
 
-from roofline.cli.args import (COUNT, PREFIXES, add_cost_flags, add_declared, add_kernels_flag, add_machine_flags, calibrated_or_cost_model, machine_from_args,
+from roofline.cli.args import (PREFIXES, add_cost_flags, add_declared, add_kernels_flag, add_machine_flags, calibrated_or_cost_model, machine_from_args,
                                machine_names, number_arg, refuse_unused)
-from roofline.cli.plan_args import (MEMORY_FRACTION_ARG, SWEEP_MACHINES, add_format, add_model, add_precision, add_tp,
+from roofline.cli.plan_args import (SWEEP_MACHINES, add_format, add_model, add_precision, add_tp,
                                     checked_output, count_list, emit, flagged, resolve_precision)
 from roofline.errors import RooflineError
-from roofline.plan.limits import ENGINE_MEMORY_FRACTION, QUANT_DTYPES, SEARCH_MAX_BATCH
+from roofline.parameters import (DECODE_BATCHES, DP_LINK, GLOBAL_BATCH, GPUS, MEMORY_FRACTION, MICRO_BATCH, MTP,
+                                 PLAN_ATTENTION, PRICE, RECOMPUTE, SEQ_LEN, TP_LINK, TRAIN_GPUS_PER_NODE,
+                                 TRAIN_PIPELINE_PARALLEL, ZERO)
+from roofline.plan.limits import QUANT_DTYPES
 from roofline.tables import dump_json
 
 
@@ -127,10 +130,11 @@ def _zero_options(args, m):
 
 # Flags of `memory` that only one mode reads, with their defaults: given with the other mode they
 # would be silently ignored, so they are refused by name instead.
-MEMORY_TRAIN_ONLY = {"gpus": None, "pp": 1, "zero": 0, "micro_batch": 1, "global_batch": None, "seq_len": 8192,
-                     "recompute": "none", "attention": "flash"}
-MEMORY_INFERENCE_ONLY = {"batch": 1, "context": 8192, "memory_fraction": ENGINE_MEMORY_FRACTION, "dtype": None, "weights": None,
-                         "activations": None, "kv_cache": None, "mtp": False}
+MEMORY_TRAIN_ONLY = {"gpus": GPUS.default, "pp": TRAIN_PIPELINE_PARALLEL.default, "zero": ZERO.default,
+                     "micro_batch": MICRO_BATCH.default, "global_batch": GLOBAL_BATCH.default, "seq_len": SEQ_LEN.default,
+                     "recompute": RECOMPUTE.default, "attention": PLAN_ATTENTION}
+MEMORY_INFERENCE_ONLY = {"batch": 1, "context": 8192, "memory_fraction": MEMORY_FRACTION.default, "dtype": None,
+                         "weights": None, "activations": None, "kv_cache": None, "mtp": MTP.default}
 
 
 def cmd_memory(args):
@@ -225,15 +229,12 @@ def _register_decode(sub):
     add_model(p)
     add_machine_flags(p)
     add_declared(p, "context", 4096, PREFIXES, "tokens in each sequence's KV cache, S")  # roofline.parameters' range
-    p.add_argument("--batch", type=count_list("--batch", maximum=SEARCH_MAX_BATCH), default=None,
-                   help=f"batches to tabulate, each at most {SEARCH_MAX_BATCH:,} (default 1,2,4,...,1024)")
-    p.add_argument("--attention", choices=("flash", "naive"), default="flash")
+    add_declared(p, DECODE_BATCHES)
+    add_declared(p, "attention", PLAN_ATTENTION)
     add_precision(p)
     add_tp(p)
-    p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=ENGINE_MEMORY_FRACTION,
-                   help="the share of the memory an engine uses for weights, a step's activations and the KV cache "
-                        "(default: vLLM's 0.9, as `serving`)")
-    p.add_argument("--breakdown", type=number_arg("--breakdown", integer=True, maximum=SEARCH_MAX_BATCH), default=None,
+    add_declared(p, MEMORY_FRACTION)
+    p.add_argument("--breakdown", type=number_arg("--breakdown", integer=True, maximum=DECODE_BATCHES.maximum), default=None,
                    metavar="BATCH", help="also print the whole step op by op at this batch (--json: the \"breakdown\" key)")
     add_cost_flags(p)
     add_kernels_flag(p)
@@ -247,33 +248,28 @@ def _register_train(sub):
     add_machine_flags(p)
     p.add_argument("--tokens", type=number_arg("--tokens", maximum=1e18), required=True,
                    help="training tokens in all, D of 6ND, e.g. 15e12 (not a sequence's length: that is --seq-len)" + PREFIXES)
-    p.add_argument("--gpus", type=number_arg("--gpus", integer=True, maximum=1e7), required=True)
+    add_declared(p, GPUS, required=True)
     util = p.add_mutually_exclusive_group()
     util.add_argument("--mfu", type=number_arg("--mfu", maximum=1.0), default=None, help="model FLOPs utilisation (default 0.40)")
     util.add_argument("--hfu", type=number_arg("--hfu", maximum=1.0), default=None,
                       help="hardware FLOPs utilisation, recomputation included (instead of --mfu)")
     p.add_argument("--flops", choices=("6nd", "full"), default="6nd",
                    help="6nd: 6N per token (the roofline chapter's 6ND); full: 6N_matmul + 12Lhs (attention, PaLM/Megatron)")
-    p.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
-    p.add_argument("--seq-len", type=number_arg("--seq-len", integer=True, maximum=1e8), default=8192,
-                   help="tokens per training sequence, T")
+    add_declared(p, RECOMPUTE)
+    add_declared(p, SEQ_LEN)
     add_declared(p, "tensor_parallel", text="tensor parallel")
-    p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=4096), default=1, help="pipeline parallel")
-    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="ZeRO stage over the data-parallel ranks")
-    p.add_argument("--micro-batch", type=number_arg("--micro-batch", **COUNT), default=1, help="sequences per micro-batch")
-    p.add_argument("--global-batch", type=number_arg("--global-batch", maximum=1e15), default=None,
-                   help="tokens per optimizer step (default: one micro-batch per data-parallel rank)")
-    p.add_argument("--price", type=number_arg("--price", maximum=1e6), default=None, help="$ per GPU-hour")
+    add_declared(p, TRAIN_PIPELINE_PARALLEL)
+    add_declared(p, ZERO, type=int, choices=ZERO.choices)  # a stage is a number: int, then its choices
+    add_declared(p, MICRO_BATCH)
+    add_declared(p, GLOBAL_BATCH)
+    add_declared(p, PRICE)
     p.add_argument("--peak-dtype", choices=QUANT_DTYPES, default=None,
                    help="dtype whose dense peak the utilisation is of (one the machine has a peak for)")
-    p.add_argument("--attention", choices=("flash", "naive"), default="flash", help="naive stores the s x s scores")
+    add_declared(p, "attention", PLAN_ATTENTION, text="naive stores the s x s scores")
     p.add_argument("--no-sequence-parallel", action="store_true", help="tensor parallel without sequence parallelism")
-    p.add_argument("--tp-link", default=None,
-                   help="tensor-parallel link (default: the machine's nvlink, else xgmi, ici, roce, pcie)")
-    p.add_argument("--dp-link", default=None,
-                   help="data-parallel link (default: the tensor-parallel default within a node; across nodes "
-                        "infiniband, else roce, ici, pcie)")
-    p.add_argument("--gpus-per-node", type=number_arg("--gpus-per-node", integer=True, maximum=1e4), default=8)
+    add_declared(p, TP_LINK, text="tensor-parallel link (default: the machine's nvlink, else xgmi, ici, roce, pcie)")
+    add_declared(p, DP_LINK)
+    add_declared(p, TRAIN_GPUS_PER_NODE)
     add_format(p, csv=False)
     p.set_defaults(func=flagged(cmd_train))
 
@@ -287,22 +283,17 @@ def _register_memory(sub):
     add_declared(p, "context", 8192, PREFIXES, "inference: tokens in each sequence's KV cache, S")
     add_precision(p)
     add_declared(p, "tensor_parallel", text="tensor parallel")
-    p.add_argument("--memory-fraction", type=MEMORY_FRACTION_ARG, default=ENGINE_MEMORY_FRACTION,
-                   help="inference: the share of the memory an engine uses (default: vLLM's 0.9, as `serving`)")
-    p.add_argument("--mtp", action="store_true",
-                   help="inference: hold the model's multi-token-prediction module too (its weights and cache), as "
-                        "`serving --draft mtp` does")
-    p.add_argument("--gpus", type=number_arg("--gpus", integer=True, maximum=1e7), default=None, help="train: GPUs (default tp x pp)")
-    p.add_argument("--pp", type=number_arg("--pp", integer=True, maximum=4096), default=1, help="train: pipeline parallel")
-    p.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0, help="train: ZeRO stage")
-    p.add_argument("--micro-batch", type=number_arg("--micro-batch", **COUNT), default=1, help="train: sequences")
-    p.add_argument("--global-batch", type=number_arg("--global-batch", maximum=1e15), default=None,
-                   help="train: tokens per optimizer step (default: one micro-batch per data-parallel rank); with --pp it "
-                        "sets the micro-batches in flight")
-    p.add_argument("--seq-len", type=number_arg("--seq-len", integer=True, maximum=1e8), default=8192,
-                   help="train: tokens per training sequence, T")
-    p.add_argument("--recompute", choices=("none", "selective", "full"), default="none", help="train")
-    p.add_argument("--attention", choices=("flash", "naive"), default="flash", help="train: naive stores the scores")
+    add_declared(p, MEMORY_FRACTION, text="inference: the share of the memory an engine uses (default: vLLM's 0.9, as "
+                 "`serving`)")
+    add_declared(p, MTP)
+    add_declared(p, GPUS, text="train: GPUs (default tp x pp)")
+    add_declared(p, TRAIN_PIPELINE_PARALLEL, text="train: pipeline parallel")
+    add_declared(p, ZERO, type=int, choices=ZERO.choices, text="train: ZeRO stage")
+    add_declared(p, MICRO_BATCH, text="train: sequences")
+    add_declared(p, GLOBAL_BATCH, suffix="; with --pp it sets the micro-batches in flight", text="train: " + GLOBAL_BATCH.help)
+    add_declared(p, SEQ_LEN, text="train: " + SEQ_LEN.help)
+    add_declared(p, RECOMPUTE, text="train")
+    add_declared(p, "attention", PLAN_ATTENTION, text="train: naive stores the scores")
     add_format(p)
     p.set_defaults(func=flagged(_memory_entry))
 
@@ -322,7 +313,7 @@ def _register_sweep(sub):
     add_declared(p, "tokens", 4096, PREFIXES, "prefill: new tokens per sequence, T, when not swept")
     add_declared(p, "batch", text="batch when not swept")
     add_declared(p, "context", 4096, PREFIXES, "decode: tokens in the KV cache, S, when not swept")
-    p.add_argument("--attention", choices=("flash", "naive"), default="flash")
+    add_declared(p, "attention", PLAN_ATTENTION)
     add_precision(p)
     add_tp(p)
     add_cost_flags(p)

@@ -11,12 +11,9 @@ import sys
 
 from roofline.cli.args import COUNT, MODEL_NAME, add_deprecated_alias, number_arg
 from roofline.errors import RooflineError
-from roofline.plan.limits import MIN_MEMORY_FRACTION, QUANT_DTYPES
 
 
 SWEEP_MACHINES = "h100-sxm,h200,b200,a100-80gb,mi300x,l40s"
-# --memory-fraction's type: the library's bound (plan.limits.check_memory_fraction), as the API's
-MEMORY_FRACTION_ARG = number_arg("--memory-fraction", minimum=MIN_MEMORY_FRACTION, strictly=False, maximum=1.0)
 
 # The library's parameter names (RooflineError.field) and the flags that set them.
 FLAGS = {
@@ -212,17 +209,12 @@ def add_model(p):
 
 
 def add_precision(p):
-    p.add_argument("--dtype", choices=QUANT_DTYPES, default=None,
-                   help="weights, activations and KV cache (default: the machine's, bf16 on most); fp8, int8 or fp4 where the "
-                        "machine computes in it are W8A8 (W4A4) as engines run it: weights, matmuls and KV cache in it, "
-                        "bf16 between ops; a dtype the machine has no peak for (int4, fp4 before Blackwell) means weights "
-                        "only, with bf16 activations, KV cache and matmuls")
-    p.add_argument("--weights", choices=QUANT_DTYPES, default=None,
-                   help="weight storage dtype (default --dtype, or as the checkpoint stores them when its config.json "
-                        "has a quantization_config: MXFP4 experts, block fp8, int4 groups)")
-    p.add_argument("--activations", choices=QUANT_DTYPES, default=None,
-                   help="activation dtype between ops, one the machine computes in (default --dtype, bf16 under W8A8)")
-    p.add_argument("--kv-cache", choices=QUANT_DTYPES, default=None, help="KV-cache storage dtype (default --dtype)")
+    """--dtype, --weights, --activations and --kv-cache, declared in roofline.parameters."""
+    from roofline.cli.args import add_declared
+    from roofline.parameters import ACTIVATIONS, KV_CACHE, PLAN_DTYPE, WEIGHTS
+
+    for param in (PLAN_DTYPE, WEIGHTS, ACTIVATIONS, KV_CACHE):
+        add_declared(p, param)
 
 
 def resolve_precision(args, machine):
@@ -237,12 +229,11 @@ def resolve_precision(args, machine):
 def add_tp(p):
     from roofline.cli.args import add_declared
 
+    from roofline.parameters import GPUS_PER_NODE, TP_LINK
+
     add_declared(p, "tensor_parallel")  # roofline.parameters.TENSOR_PARALLEL: its range, default and help
-    p.add_argument("--tp-link", default=None,
-                   help="link of the tensor-parallel all-reduces (default: the machine's nvlink, else xgmi, ici, roce, pcie; "
-                        "past --gpus-per-node, its infiniband or roce)")
-    p.add_argument("--gpus-per-node", type=number_arg("--gpus-per-node", integer=True, maximum=1_000_000), default=8,
-                   help="GPUs one NVLink/xGMI domain joins (default 8, an HGX node; 72 for a GB200 NVL72)")
+    add_declared(p, TP_LINK)
+    add_declared(p, GPUS_PER_NODE)
     add_deprecated_alias(p, "--link", "--tp-link")  # the old spelling: `train` spells it --tp-link
 
 

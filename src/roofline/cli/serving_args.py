@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 
-from roofline.cli.args import add_cost_flags, add_kernels_flag, add_machine_flags, declared_type, number_arg
+from roofline.cli.args import add_cost_flags, add_declared, add_kernels_flag, add_machine_flags, declared_type, number_arg
 from roofline.cli.plan_args import add_format, add_model, add_precision, add_tp, count_list
 from roofline.errors import MAX_CONTEXT
-from roofline.serving.parameters import BY_NAME, Param
+from roofline.parameters import TENSOR_PARALLEL, VIEW_ATTENTION
+from roofline.serving.parameters import ACCEPTANCE, BY_NAME, Param
 
 
 def length_arg(flag, maximum=MAX_CONTEXT):
@@ -42,7 +43,7 @@ def split_arg(text):
 
 def acceptance_arg(text):
     """--acceptance: one rate (a float) or a comma-separated rate per draft position (a tuple)."""
-    one = number_arg("--acceptance", maximum=0.999)
+    one = declared_type(ACCEPTANCE)  # each rate in the declared range, as serving.Engine checks it
     parts = text.split(",")
     return one(text) if len(parts) == 1 else tuple(one(x.strip()) for x in parts)
 
@@ -70,15 +71,12 @@ def _lengths(p):
 
 
 def _sweep(p):
-    p.add_argument("--sweep", type=count_list("--sweep", maximum=1 << 24), default=None,
+    p.add_argument("--sweep", type=count_list("--sweep", maximum=BY_NAME["concurrency"].maximum), default=None,
                    help="concurrencies to run, e.g. 1,4,16,64,256: the throughput-latency curve")
 
 
 def _speculation(p):
-    p.add_argument("--acceptance", type=acceptance_arg, default=None, metavar="A or A1,...,AK",
-                   help="the chance each draft token is accepted, e.g. 0.7; or the rate per draft position as engines "
-                        "report it (vLLM's accepted tokens per position over drafts: non-increasing), e.g. 0.85,0.7,0.6 "
-                        "(no default: measure it for your data)")
+    add_declared(p, ACCEPTANCE, type=acceptance_arg)
     p.add_argument("--draft", default=None, help="the draft model (a preset or config.json), on the same GPUs; or "
                                                  "'mtp': the model's own multi-token-prediction module (DeepSeek-V3)")
 
@@ -96,7 +94,7 @@ def _parallel(p):
     p.add_argument("--first-token", choices=("prefill", "decode"), default=None,
                    help="with --disagg: the pool whose token the client sees first (default prefill; decode: tokens "
                         "stream from the decode pool, as Dynamo serves them, so TTFT takes in the KV transfer)")
-    p.add_argument("--tp-search", type=count_list("--tp-search", maximum=4096), default=None, metavar="S1,S2,...",
+    p.add_argument("--tp-search", type=count_list("--tp-search", maximum=TENSOR_PARALLEL.maximum), default=None, metavar="S1,S2,...",
                    help="with an SLO: the rate search at each replica size (--tp, or the --ep group), and with "
                         "--target-rate the size needing the fewest GPUs")
 
@@ -104,7 +102,7 @@ def _parallel(p):
 def _run_flags(p):
     p.add_argument("--kv-link", default=None,
                    help="link the KV cache crosses from prefill to decode (default: infiniband or roce, else the scale-up link)")
-    p.add_argument("--attention", choices=("flash", "naive"), default="flash")
+    add_declared(p, "attention", VIEW_ATTENTION["serving"])
     p.add_argument("--eager", action="store_true", help="no CUDA graph: every op of every step pays a launch")
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roofline.errors import RooflineError, check_number, unknown_name
-from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS, check_memory_fraction
+from roofline.errors import RooflineError, unknown_name
+from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS
 
 
 MAX_STEP_OVERHEAD_S = 1.0  # an engine time per step past a second is a typo (the CLI's and the API's bound)
@@ -17,6 +17,9 @@ MAX_REQUEST_OVERHEAD_S = 10.0  # a server time per request past ten seconds is a
 # (recomputed) when the cache runs out (vLLM V1); "reserve_full", only while the blocks of its prompt and every output
 # token can be reserved, so no sequence is ever preempted (TensorRT-LLM's GUARANTEED_NO_EVICT)
 ADMISSIONS = ("on_demand", "reserve_full")
+# the settings whose range serving.parameters declares (the flags', the queries' and this check's, one and the same)
+CHECKED = ("max_seqs", "max_tokens", "block_size", "memory_fraction", "prefix_hit", "spec_tokens", "step_overhead_s",
+           "request_overhead_s")
 
 
 @dataclass(frozen=True)
@@ -95,14 +98,10 @@ class Engine:
     def __post_init__(self):
         if self.admission not in ADMISSIONS:
             raise unknown_name("admission", self.admission, ADMISSIONS)
-        check_number("max_seqs", self.max_seqs, maximum=1 << 20, integer=True)
-        check_number("max_tokens", self.max_tokens, maximum=1 << 20, integer=True)
-        check_number("block_size", self.block_size, maximum=1 << 16, integer=True)
-        check_memory_fraction(self.memory_fraction)
-        check_number("prefix_hit", self.prefix_hit, strictly=False, maximum=1.0)
-        check_number("spec_tokens", self.spec_tokens, strictly=False, maximum=16, integer=True)
-        check_number("step_overhead_s", self.step_overhead_s, strictly=False, maximum=MAX_STEP_OVERHEAD_S)
-        check_number("request_overhead_s", self.request_overhead_s, strictly=False, maximum=MAX_REQUEST_OVERHEAD_S)
+        from roofline.serving.parameters import ACCEPTANCE, BY_NAME  # the declared ranges (it reads Engine's defaults)
+
+        for name in CHECKED:
+            BY_NAME[name].check(getattr(self, name))
         if isinstance(self.acceptance, list):  # a rate per position, as a library caller may give them
             object.__setattr__(self, "acceptance", tuple(self.acceptance))
         if self.spec_tokens:
@@ -110,7 +109,7 @@ class Engine:
                 raise RooflineError(f"acceptance lists {len(self.acceptance)} rates for {self.spec_tokens} draft "
                                     "positions: give one rate, or one per position", field="acceptance")
             for a in self.acceptance_rates:
-                check_number("acceptance", a, maximum=0.999)
+                ACCEPTANCE.check(a)
             rates = self.acceptance_rates
             if any(later > earlier for earlier, later in zip(rates, rates[1:])):
                 raise RooflineError(f"acceptance {self.acceptance_words()}: per-position rates, as engines report them "

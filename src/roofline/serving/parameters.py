@@ -13,9 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 from roofline.errors import DISAGG_BUDGET_REQUESTS, MAX_CONTEXT, MAX_REQUESTS
-from roofline.parameters import (API, BOTH, CLI, TENSOR_PARALLEL, WEB_MAX_TOKENS, WEB_MAX_TP,  # noqa: F401 (importable
-                                 Param)  # from here too)
-from roofline.plan.limits import MIN_MEMORY_FRACTION
+from roofline.parameters import (API, BOTH, CLI, MEMORY_FRACTION, PRICE, TENSOR_PARALLEL, WEB_MAX_TOKENS,  # noqa: F401
+                                 WEB_MAX_TP, Param)  # (importable from here too)
 from roofline.serving.engine import MAX_REQUEST_OVERHEAD_S, MAX_STEP_OVERHEAD_S, Engine
 
 # The workload when none is given, and the percentile SLO targets hold for (serving.search's functions take
@@ -80,10 +79,11 @@ SERVING_PARAMS: tuple[Param, ...] = (
           api_maximum=WEB_MAX_TOKENS, api_help="tokens per step (vLLM max_num_batched_tokens)", label="Max tokens per step"),
     Param("block_size", "--block-size", None, "tokens per KV-cache block (default {default}, or --engine's)",
           _engine_default("block_size"), maximum=1 << 16, integer=True, engine=True),
-    Param("memory_fraction", "--memory-fraction", "memory_fraction", "share of GPU memory the engine takes (vLLM "
-          "gpu_memory_utilization; default {default}, or --engine's)", _engine_default("memory_fraction"),
-          minimum=MIN_MEMORY_FRACTION, strictly=False, maximum=1.0, engine=True,
-          api_help="share of GPU memory the engine takes (vLLM gpu_memory_utilization)", label="Memory fraction"),
+    # the planning commands' range (roofline.parameters.MEMORY_FRACTION), the engine's default
+    dataclasses.replace(MEMORY_FRACTION, help="share of GPU memory the engine takes (vLLM gpu_memory_utilization; "
+                        "default {default}, or --engine's)", default=_engine_default("memory_fraction"), engine=True,
+                        api_help="share of GPU memory the engine takes (vLLM gpu_memory_utilization)",
+                        label="Memory fraction"),
     Param("step_overhead_s", "--step-overhead", "step_overhead_ms", "the engine's own time per step, not overlapped "
           "with the GPU (scheduling, sampling, detokenising), e.g. 2ms (default {default}: the GPU's work alone; "
           "--engine's fitted one)", _engine_default("step_overhead_s"), strictly=False, maximum=MAX_STEP_OVERHEAD_S,
@@ -98,6 +98,7 @@ SERVING_PARAMS: tuple[Param, ...] = (
           api_help="share of each prompt found in the prefix cache", label="Prefix-cache hits (share of each prompt)"),
     Param("spec_tokens", "--spec-tokens", None, "speculative decoding: draft tokens per sequence and step (with --draft "
           "and --acceptance)", _engine_default("spec_tokens"), strictly=False, maximum=16, integer=True),
+    # pipeline stages of an inference engine (plan.step_layout's bound, 1,024), not `train`'s pipeline parallelism
     Param("pipeline_parallel", "--pp", None, "pipeline stages of --tp GPUs each, a micro-batch per stage in flight "
           "(default {default})", 1, maximum=1024, integer=True),
     Param("attention_dp", "--attention-dp", None, "with --ep: D data-parallel attention groups over the --tp GPUs, each "
@@ -107,14 +108,21 @@ SERVING_PARAMS: tuple[Param, ...] = (
     Param("disagg_search", "--disagg-search", None, "with an SLO: the best split of G replicas into prefill and decode "
           "pools, against co-located; a search past " + f"{DISAGG_BUDGET_REQUESTS:,}" + " simulated requests (about a "
           "minute) is refused, naming the G that fits", minimum=2, strictly=False, maximum=64, integer=True, metavar="G"),
-    Param("price_per_gpu_hour", "--price", "price_per_gpu_hour", "$ per GPU-hour: cost per token", maximum=1e6,
-          api_minimum=1e-6, api_help="$ per GPU-hour: cost per million output tokens", label="Price ($ per GPU-hour)"),
+    dataclasses.replace(PRICE, api="price_per_gpu_hour", help="$ per GPU-hour: cost per token", api_minimum=1e-6,
+                        api_help="$ per GPU-hour: cost per million output tokens", label="Price ($ per GPU-hour)"),
     Param("seed", "--seed", None, "random seed of arrivals and lengths", 0, strictly=False, maximum=2**32 - 1,
           integer=True),
     Param("seeds", "--seeds", None, "a single run (--rate or --concurrency): also rerun with this many seeds from "
           "--seed and print the spread of throughput, TTFT and TPOT (default 3; 1 for none)", maximum=100, integer=True),
     TENSOR_PARALLEL,  # the planning commands' and views' too: declared in roofline.parameters
 )
+
+# speculative decoding's acceptance: one rate, or a rate per draft position (cli.serving_args.acceptance_arg), each
+# in this range, which serving.Engine checks too (below 1: a draft always accepted is not a draft)
+ACCEPTANCE = Param("acceptance", "--acceptance", None, "the chance each draft token is accepted, e.g. 0.7; or the rate "
+                   "per draft position as engines report it (vLLM's accepted tokens per position over drafts: "
+                   "non-increasing), e.g. 0.85,0.7,0.6 (no default: measure it for your data)", maximum=0.999,
+                   metavar="A or A1,...,AK")
 
 BY_NAME = {p.name: p for p in SERVING_PARAMS}
 BY_API = {p.api: p for p in SERVING_PARAMS if p.api}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline.errors import MAX_CONTEXT, MAX_REQUESTS, RooflineError, check_number
+from roofline.serving.parameters import BY_NAME  # the declared ranges: the CLI's, the API's and these checks'
 
 
 
@@ -65,11 +66,10 @@ class Requests:
 def lengths(spec, n: int, rng: np.random.Generator, what: str) -> np.ndarray:
     """n lengths from ``spec``: a whole number (all the same), (lo, hi) (uniform, inclusive), or an array."""
     if isinstance(spec, (int, np.integer)) or (isinstance(spec, float) and spec.is_integer()):
-        v = int(check_number(what, spec, maximum=MAX_CONTEXT, integer=True))
+        v = int(BY_NAME[what].check(spec))
         return np.full(n, v, dtype=np.int64)
     if isinstance(spec, tuple) and len(spec) == 2:
-        lo = int(check_number(what, spec[0], maximum=MAX_CONTEXT, integer=True))
-        hi = int(check_number(what, spec[1], maximum=MAX_CONTEXT, integer=True))
+        lo, hi = int(BY_NAME[what].check(spec[0])), int(BY_NAME[what].check(spec[1]))
         if hi < lo:
             raise RooflineError(f"{what} range {lo}-{hi}: the upper end is below the lower", field=what)
         return rng.integers(lo, hi + 1, size=n, dtype=np.int64)
@@ -161,12 +161,13 @@ def _length_role(name: str) -> str | None:
     return None
 
 
-BURSTINESS_RANGE = (0.01, 1000.0)  # gamma shapes accepted: from near-simultaneous bursts to near-constant gaps
+# gamma shapes accepted, from near-simultaneous bursts to near-constant gaps: the declared range (serving.parameters)
+BURSTINESS_RANGE = (BY_NAME["burstiness"].minimum, BY_NAME["burstiness"].maximum)
 
 
 def check_burstiness(burstiness) -> float:
     """``burstiness`` as a float within BURSTINESS_RANGE, else a RooflineError naming it."""
-    b = float(check_number("burstiness", burstiness, maximum=BURSTINESS_RANGE[1]))
+    b = float(check_number("burstiness", burstiness, maximum=BURSTINESS_RANGE[1]))  # below the least, said as a shape
     if b < BURSTINESS_RANGE[0]:
         raise RooflineError(f"burstiness must be at least {BURSTINESS_RANGE[0]:g} (1 is Poisson, below it burstier), "
                             f"got {b:g}", field="burstiness")
@@ -185,9 +186,9 @@ def poisson_requests(rate_per_s: float, n: int, input_tokens, output_tokens, see
     n / rate "to stabilize the throughput data from different random seeds": 500 Poisson
     arrivals at 10/s offered 9.1 to 10.6/s by seed, and an SLO search read that spread as the
     answer."""
-    check_number("rate", rate_per_s, maximum=1e9)
+    BY_NAME["rate"].check(rate_per_s)
     b = check_burstiness(burstiness)
-    n = int(check_number("requests", n, maximum=MAX_REQUESTS, integer=True))
+    n = int(BY_NAME["requests"].check(n))
     rng = np.random.default_rng(seed)
     gaps = rng.exponential(1.0 / rate_per_s, size=n) if b == 1.0 else rng.gamma(b, 1.0 / (rate_per_s * b), size=n)
     arrivals = np.cumsum(gaps)
@@ -201,8 +202,8 @@ def poisson_requests(rate_per_s: float, n: int, input_tokens, output_tokens, see
 
 def closed_requests(concurrency: int, n: int, input_tokens, output_tokens, seed: int = 0) -> Requests:
     """n requests from ``concurrency`` users, each sending its next when its last one finishes."""
-    c = int(check_number("concurrency", concurrency, maximum=1 << 24, integer=True))
-    n = int(check_number("requests", n, maximum=MAX_REQUESTS, integer=True))
+    c = int(BY_NAME["concurrency"].check(concurrency))
+    n = int(BY_NAME["requests"].check(n))
     rng = np.random.default_rng(seed)
     label = f"concurrency {c:,}" if c <= n else (f"concurrency {c:,}, but {n:,} in flight at most (only {n:,} "
                                                  f"request{'s' if n != 1 else ''}: give --requests {c:,} or more)")

@@ -8,9 +8,10 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from roofline.errors import MAX_REQUESTS, RooflineError, check_number
+from roofline.errors import MAX_REQUESTS, RooflineError
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
+from roofline.serving.parameters import BY_NAME  # the declared ranges: the CLI's, the API's and these checks'
 from roofline.serving.requests import check_burstiness, closed_requests, poisson_requests
 from roofline.serving.results import ServingResult, completion_rate_per_s
 from roofline.serving.scheduler import simulate
@@ -132,8 +133,8 @@ def slo_targets(ttft_s, tpot_s, percentile) -> dict | None:
         return None
     for name, v in (("slo_ttft", ttft_s), ("slo_tpot", tpot_s)):
         if v is not None:
-            check_number(name, v, maximum=1e6)
-    check_number("percentile", percentile, maximum=100.0)
+            BY_NAME[name].check(v)
+    BY_NAME["percentile"].check(percentile)
     return {"ttft_s": ttft_s, "tpot_s": tpot_s, "percentile": float(percentile)}
 
 
@@ -143,7 +144,7 @@ def sweep_concurrency(step: StepCost, concurrencies, input_tokens, output_tokens
     """Closed-loop runs at each concurrency, ``requests`` each (default: 8 per user, 200 to 20,000);
     the concurrencies in increasing order, each once (a curve is read left to right)."""
     slo = slo_targets(ttft_s, tpot_s, percentile)
-    values = tuple(sorted({int(check_number("concurrency", c, maximum=1 << 24, integer=True)) for c in concurrencies}))
+    values = tuple(sorted({int(BY_NAME["concurrency"].check(c)) for c in concurrencies}))
     results = tuple(simulate(step, closed_requests(c, requests or min(max(200, 8 * c), 20_000), input_tokens, output_tokens, seed),
                              engine, price_per_gpu_hour, draft=draft) for c in values)
     if slo:
@@ -176,7 +177,7 @@ def max_rate_within(step: StepCost, input_tokens, output_tokens, ttft_s=None, tp
         raise RooflineError("the rate search needs a target: a TTFT or a TPOT", field="slo_ttft")
     check_burstiness(burstiness)
     if target_rate is not None:
-        check_number("target_rate", target_rate, maximum=1e9)
+        BY_NAME["target_rate"].check(target_rate)
     sat = simulate(step, closed_requests(engine.max_seqs, max(requests, 2 * engine.max_seqs), input_tokens, output_tokens,
                                          seed), engine, draft=draft)
     return rate_search(lambda rate, n=requests: simulate(step, poisson_requests(rate, n, input_tokens, output_tokens, seed,

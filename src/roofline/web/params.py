@@ -15,12 +15,10 @@ from types import MappingProxyType
 from typing import Annotated, Literal, Optional
 
 from roofline.blocks import ATTENTIONS, PHASES
-from roofline.parameters import (MIN_EFFICIENCY, QUERY_DEFAULTS, SEED_DEFAULTS, TENSOR_PARALLEL,  # noqa: F401 (read
-                                 VIEW_ATTENTION, VIEW_BY_API, WEB_MAX_BATCH, WEB_MAX_TOKENS, WEB_MAX_TP)  # from here too)
-from roofline.plan.precision import QUANT_DTYPES
+from roofline.parameters import (CUDA_GRAPH, KERNELS, KV_CACHE, LAYER_DTYPE, MIN_EFFICIENCY, PLAN_DTYPE,  # noqa: F401 (read
+                                 QUERY_DEFAULTS, SEED_DEFAULTS, TENSOR_PARALLEL, VIEW_ATTENTION, VIEW_BY_API,  # from
+                                 WEB_MAX_BATCH, WEB_MAX_TOKENS, WEB_MAX_TP, WEIGHTS)  # here too)
 from roofline.serving.parameters import BY_API, WEB_MAX_OUTPUT_LEN, WEB_MAX_USERS
-from roofline.measured.tables import ENGINES as KERNEL_ENGINES  # no pyarrow imported: the extra is read when used
-from roofline.units import DTYPE_BYTES
 
 # The layer, model and decode views' parameters are declared once, with the CLI's flags, in roofline.parameters:
 # their queries' defaults, ranges and descriptions are made from them (view_query below). SEED_DEFAULTS: the
@@ -190,12 +188,13 @@ def declared_parameter(name: str, Query, engines):
                              default=Query(default, description=p.query_help(), **bounds))
 
 
-def view_query(Query, name: str, annotated: bool = False, description: str = ""):
-    """The Query of the declared view parameter ``name`` (roofline.parameters.VIEW_PARAMS): its default
-    (none where ``annotated``: an Annotated type's default is its signature's), its description and its
-    range in the API's unit (the schema's and the server's check, one and the same)."""
-    p = TENSOR_PARALLEL if name == "tp" else VIEW_BY_API[name]
-    extra = {} if p.integer or p.text else {"allow_inf_nan": False}
+def view_query(Query, name, annotated: bool = False, description: str = ""):
+    """The Query of the declared view parameter ``name`` (a Param, or the query name of one of
+    roofline.parameters.VIEW_PARAMS): its default (none where ``annotated``: an Annotated type's default is
+    its signature's), its description and its range in the API's unit (the schema's and the server's check,
+    one and the same); a name's choices are its Literal type's (query_dependencies)."""
+    p = name if not isinstance(name, str) else TENSOR_PARALLEL if name == "tp" else VIEW_BY_API[name]
+    extra = {} if p.integer or p.text or p.switch else {"allow_inf_nan": False}
     return Query(*(() if annotated else (p.query_default,)), description=description or p.query_help(),
                  **query_bounds(p), **extra)
 
@@ -206,9 +205,8 @@ def _launch_overhead(Query, description: str):
 
 def _storage_parts(Query, PlanDtype) -> tuple:
     """Each part's storage over dtype (weights, KV cache), in the model, decode and serving views alike."""
-    return (Annotated[Optional[PlanDtype], Query(description="weight storage dtype (default: dtype; a quantised "
-                                                 "checkpoint's weights as stored when neither is given), as `--weights`")],
-            Annotated[Optional[PlanDtype], Query(description="KV-cache storage dtype (default: dtype), as `--kv-cache`")])
+    return (Annotated[Optional[PlanDtype], view_query(Query, WEIGHTS, True)],
+            Annotated[Optional[PlanDtype], view_query(Query, KV_CACHE, True)])
 
 
 # web.catalog.CUSTOM_PREFIX, then KEY=VALUE pairs, each value a number with its SI prefix and unit (989TFLOP/s, 3µs)
@@ -248,9 +246,9 @@ def query_dependencies(machines, models) -> tuple:
     ModelKey = Literal[tuple(models)]
     Phase = Literal[PHASES]
     Attention = Literal[ATTENTIONS]
-    Dtype = Literal[tuple(DTYPE_BYTES)]
-    PlanDtype = Literal[QUANT_DTYPES]
-    Engine = Literal[KERNEL_ENGINES]
+    Dtype = Literal[LAYER_DTYPE.choices]
+    PlanDtype = Literal[PLAN_DTYPE.choices]
+    Engine = Literal[KERNELS.choices]
 
     # The parameters the layer, whole-model and serving queries share, declared once as Annotated
     # types: the Query holds the validation and the description, each signature the default
@@ -277,17 +275,14 @@ def query_dependencies(machines, models) -> tuple:
             batch: int = view_query(Query, "batch"),
             context: Optional[int] = view_query(Query, "context"),
             attention: Optional[Attention] = view_query(Query, "attention"),
-            dtype: Optional[Dtype] = Query(None, description="default: the machine's default dtype"),
+            dtype: Optional[Dtype] = view_query(Query, LAYER_DTYPE),  # the plan views' PLAN_DTYPE says the same
             compute_efficiency: ComputeEfficiency = SEED_DEFAULTS["compute_efficiency"],
             memory_efficiency: MemoryEfficiency = SEED_DEFAULTS["memory_efficiency"],
             launch_overhead_us: LaunchOverhead = None,
             overlap: Overlap = SEED_DEFAULTS["overlap"],
             layer: Optional[int] = view_query(Query, "layer"),
-            cuda_graph: bool = Query(False, description="one launch for the whole pass, shared by its ops (a CUDA graph "
-                                     "replayed), as the CLI's --cuda-graph; default: one launch per op"),
-            kernels: Optional[Engine] = Query(None, description="price matmuls, fused attention, routed experts and "
-                                              "all-reduces from this engine's measured kernels (the roofline[measured] "
-                                              "extra), as the CLI's --kernels; default: the cost model alone"),
+            cuda_graph: bool = view_query(Query, CUDA_GRAPH),
+            kernels: Optional[Engine] = view_query(Query, KERNELS),
         ) -> LayerQuery:
             return LayerQuery(machine, model, phase, tokens, batch, context, attention, dtype,
                               compute_efficiency, memory_efficiency, launch_overhead_us, overlap, layer, cuda_graph,
@@ -314,6 +309,11 @@ def query_dependencies(machines, models) -> tuple:
     return layer_query, plan_query, serving_dependency(Query, **shared)
 
 
+# the serving view's dtype is PLAN_DTYPE, described as `roofline serving --dtype` (a quantised checkpoint as stored)
+SERVING_DTYPE_HELP = ("weights, activations and KV cache (default: the machine's; a quantised checkpoint's weights as "
+                      "stored), as `roofline serving --dtype`")
+
+
 def serving_dependency(Query, *, MachineParam, ModelParam, PlanDtype, Attention, ComputeEfficiency, MemoryEfficiency,
                        Overlap, StepLaunchOverhead, Weights, KvCache):
     """/api/serving's dependency: the views' shared parameters (their Annotated types, from
@@ -324,10 +324,9 @@ def serving_dependency(Query, *, MachineParam, ModelParam, PlanDtype, Attention,
         return ServingQuery(**given)
 
     shared = [("machine", MachineParam, SEED_DEFAULTS["machine"]), ("model", ModelParam, SEED_DEFAULTS["model"]),
-              ("dtype", Optional[PlanDtype], Query(None, description="weights, activations and KV cache (default: the "
-                                                   "machine's; a quantised checkpoint's weights as stored), as "
-                                                   "`roofline serving --dtype`")),
-              ("attention", Optional[Attention], Query(None, description="flash (default, as `roofline serving`) or naive")),
+              ("dtype", Optional[PlanDtype], view_query(Query, PLAN_DTYPE, description=SERVING_DTYPE_HELP)),
+              ("attention", Optional[Attention], view_query(Query, "attention", description="flash (default, as "
+                                                                     "`roofline serving`) or naive")),
               ("compute_efficiency", ComputeEfficiency, SEED_DEFAULTS["compute_efficiency"]),
               ("memory_efficiency", MemoryEfficiency, SEED_DEFAULTS["memory_efficiency"]),
               ("launch_overhead_us", StepLaunchOverhead, None), ("overlap", Overlap, SEED_DEFAULTS["overlap"]),
@@ -358,8 +357,8 @@ def options_payload(endpoint_names: dict) -> dict:
         "view_attention": dict(VIEW_ATTENTION),
         "phases": list(PHASES),
         "attentions": list(ATTENTIONS),
-        "dtypes": list(DTYPE_BYTES),
-        "plan_dtypes": list(QUANT_DTYPES),  # what the model, decode and serving views store weights and caches in
+        "dtypes": list(LAYER_DTYPE.choices),
+        "plan_dtypes": list(PLAN_DTYPE.choices),  # what the model, decode and serving views store weights and caches in
         "token_stops": token_stops(),
         "views": [{"key": key, "label": label} for key, label in VIEWS],
         # the query parameters each view's endpoint takes: the page sends each view only its own
