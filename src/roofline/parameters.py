@@ -83,7 +83,7 @@ class Param:
     metavar: str | None = None
     api_unit: str = "ms"  # a time's unit in the query: ms, or us (a kernel launch)
     choices: tuple | None = None  # a name's choices, where they are fixed
-    many: bool = False  # the CLI takes a comma-separated list of counts (cli.plan_args.count_list), each in range
+    many: bool = False  # the CLI takes a comma-separated list of counts (cli.count_lists.count_list), each in range
     switch: bool = False  # a flag without a value (store_true): False unless given
 
     @property

@@ -14,41 +14,12 @@ from pathlib import Path
 
 from roofline.cli.parser import (DefaultsHelpFormatter, DeprecatedAlias, Parser, VersionAction,  # noqa: F401 (re-exported)
                                  add_deprecated_alias, package_version, shows_default)
+from roofline.cli.numbers import number_arg  # noqa: F401 (re-exported)
 from roofline.errors import RooflineError
 from roofline.parameters import COUNT_MAX
 
 
 # -- argument types: each names the flag in its message ------------------------------------------
-
-def number_arg(flag, *, minimum=0.0, strictly=True, maximum=None, integer=False, parser=None, seconds=False):
-    """An argparse type: the text parsed (parse_number, or ``parser``) and bounded. ``seconds``: a
-    time, whose bound and value an error gives with their units ('at most 1 s, got 2 s')."""
-    def convert(text):
-        from roofline.errors import check_number
-        from roofline.units import format_typed_ms, parse_number
-
-        try:
-            value = (parser or parse_number)(text, flag)
-            if integer and isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-                value = int(value)  # so that a message echoes -5, not -5.0
-            if seconds and isinstance(value, float) and value == value:  # a time's bounds with their units
-
-                def typed(x):  # as a user types a time: 0, -1 ms, 500 ms, 2 s
-                    return "0" if x == 0 else ("-" + format_typed_ms(-x)) if x < 0 else format_typed_ms(x)
-
-                if maximum is not None and value > maximum:
-                    raise RooflineError(f"must be at most {typed(maximum)}, got {typed(value)}")
-                if minimum is not None and (value < minimum or (strictly and value <= minimum)):
-                    raise RooflineError(f"must be {'greater than' if strictly else 'at least'} {typed(minimum)}, "
-                                        f"got {typed(value)}")
-            check_number("value", value, minimum=minimum, strictly=strictly, maximum=maximum, integer=integer)
-        except RooflineError as exc:  # argparse prefixes "argument --flag: "
-            raise argparse.ArgumentTypeError(str(exc).removeprefix("value ").removeprefix(f"{flag}: ").removeprefix(f"{flag} ")) from None
-        return int(value) if integer else value
-
-    convert.__name__ = flag
-    return convert
-
 
 def time_with_unit(text, field):
     """A latency or overhead with its unit (3us, 500ms, 0.5s): a bare 500 is as likely ms as s and a
@@ -105,7 +76,7 @@ def add_declared(parser, name, default=_DECLARED, suffix: str = "", text: str | 
     elif p.choices and "type" not in extra:
         kind = {"choices": sorted(p.choices, key=lambda c: c != default)}  # as --help lists them: the default first
     elif p.many:  # a comma-separated list, each in the declared range
-        from roofline.cli.plan_args import count_list
+        from roofline.cli.count_lists import count_list
 
         kind = {"type": count_list(p.flag, maximum=p.maximum)}
     else:

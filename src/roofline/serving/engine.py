@@ -7,19 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roofline.errors import RooflineError, unknown_name
-from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS
+from roofline.serving.engine_params import (ACCEPTANCE, BLOCK_SIZE, ENGINE_MEMORY, ENGINE_PARAMS, MAX_REQUEST_OVERHEAD_S,  # noqa: F401
+                                           MAX_SEQS, MAX_STEP_OVERHEAD_S, MAX_TOKENS, PREFIX_HIT, REQUEST_OVERHEAD,
+                                           SPEC_TOKENS, STEP_OVERHEAD)
 
 
-MAX_STEP_OVERHEAD_S = 1.0  # an engine time per step past a second is a typo (the CLI's and the API's bound)
-MAX_REQUEST_OVERHEAD_S = 10.0  # a server time per request past ten seconds is a typo
 # how a request is admitted to the KV cache (engines.toml names each engine's; docs/serving.md): "on_demand", while
 # blocks for its prompt are free, each decode taking a block as it fills one and the newest sequence preempted
 # (recomputed) when the cache runs out (vLLM V1); "reserve_full", only while the blocks of its prompt and every output
 # token can be reserved, so no sequence is ever preempted (TensorRT-LLM's GUARANTEED_NO_EVICT)
 ADMISSIONS = ("on_demand", "reserve_full")
-# the settings whose range serving.parameters declares (the flags', the queries' and this check's, one and the same)
-CHECKED = ("max_seqs", "max_tokens", "block_size", "memory_fraction", "prefix_hit", "spec_tokens", "step_overhead_s",
-           "request_overhead_s")
+
+
+CHECKED = tuple(p.name for p in ENGINE_PARAMS)  # the settings checked against their declared ranges
 
 
 @dataclass(frozen=True)
@@ -27,25 +27,25 @@ class Engine:
     """The scheduler's settings (vLLM's names: max_num_seqs, max_num_batched_tokens, block_size,
     gpu_memory_utilization, prefix caching)."""
 
-    max_seqs: int = ENGINE_STEP_SEQS
-    max_tokens: int = ENGINE_STEP_TOKENS
-    block_size: int = 16
-    memory_fraction: float = ENGINE_MEMORY_FRACTION  # vLLM's gpu_memory_utilization default, 0.9
+    max_seqs: int = MAX_SEQS.default  # each setting's default and range: engine_params
+    max_tokens: int = MAX_TOKENS.default
+    block_size: int = BLOCK_SIZE.default
+    memory_fraction: float = ENGINE_MEMORY.default  # vLLM's gpu_memory_utilization default, 0.9
     # the share is of what the weights and a step's activations leave (TensorRT-LLM's free_gpu_memory_fraction), not
     # of the whole memory (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static)
     memory_of_free: bool = False
-    prefix_hit: float = 0.0
-    spec_tokens: int = 0  # speculative decoding: draft tokens proposed per sequence and step (0: none)
+    prefix_hit: float = PREFIX_HIT.default
+    spec_tokens: int = SPEC_TOKENS.default  # speculative decoding: draft tokens proposed per sequence and step (0: none)
     # the chance each draft token is accepted: one rate for every position (independent, as Leviathan et al. 2023), or
     # a rate per position (a_i: the chance draft i is accepted given drafts 1..i-1 were; an MTP draft's fall with i)
     acceptance: float | tuple[float, ...] = 0.0
     # the engine's own time per step that does not overlap the GPU's (scheduling, preparing inputs, sampling,
     # detokenising and streaming): 0 unless given, as the GPU's work alone is what the step costs
-    step_overhead_s: float = 0.0
+    step_overhead_s: float = STEP_OVERHEAD.default
     # the server's own time per request before the scheduler sees it (the HTTP request, the frontend's tokenising and
     # routing): a request joins the queue this long after it was sent, so its TTFT grows by it, and a closed-loop
     # user's next request joins it this long after the user's last one finished; 0 unless given
-    request_overhead_s: float = 0.0
+    request_overhead_s: float = REQUEST_OVERHEAD.default
     # how a step is made (engines.toml names each engine's): chunked_prefill, a prompt fed in chunks within the step's
     # token budget (vLLM V1, SGLang) or whole in one step (TensorRT-LLM's default: enable_chunked_prefill False);
     # mixed_steps, decodes and prompt chunks in one step (vLLM, TensorRT-LLM) or a step of prompts alone that the
@@ -98,10 +98,8 @@ class Engine:
     def __post_init__(self):
         if self.admission not in ADMISSIONS:
             raise unknown_name("admission", self.admission, ADMISSIONS)
-        from roofline.serving.parameters import ACCEPTANCE, BY_NAME  # the declared ranges (it reads Engine's defaults)
-
-        for name in CHECKED:
-            BY_NAME[name].check(getattr(self, name))
+        for param in ENGINE_PARAMS:  # the declared ranges (serving.engine_params)
+            param.check(getattr(self, param.name))
         if isinstance(self.acceptance, list):  # a rate per position, as a library caller may give them
             object.__setattr__(self, "acceptance", tuple(self.acceptance))
         if self.spec_tokens:

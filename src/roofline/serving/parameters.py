@@ -15,7 +15,10 @@ import dataclasses
 from roofline.errors import DISAGG_BUDGET_REQUESTS, MAX_CONTEXT, MAX_REQUESTS
 from roofline.parameters import (API, BOTH, CLI, MEMORY_FRACTION, PRICE, TENSOR_PARALLEL, WEB_MAX_TOKENS,  # noqa: F401
                                  WEB_MAX_TP, Param)  # (importable from here too)
-from roofline.serving.engine import MAX_REQUEST_OVERHEAD_S, MAX_STEP_OVERHEAD_S, Engine
+from roofline.serving.engine import Engine
+from roofline.serving.engine_params import (ACCEPTANCE, BLOCK_SIZE, ENGINE_MEMORY, MAX_REQUEST_OVERHEAD_S,  # noqa: F401
+                                           MAX_SEQS, MAX_STEP_OVERHEAD_S, MAX_TOKENS, PREFIX_HIT, REQUEST_OVERHEAD,
+                                           SPEC_TOKENS, STEP_OVERHEAD, WEB_MAX_SEQS)
 
 # The workload when none is given, and the percentile SLO targets hold for (serving.search's functions take
 # the same 90 as their default: the test holds them equal)
@@ -26,12 +29,7 @@ REQUESTS, DISAGG_SEARCH_REQUESTS = 1000, 500
 CONCURRENCY = 64  # a run with neither --rate nor --concurrency: a closed loop of 64 users
 MAX_USERS = 256  # the page's sweep, 1, 2, 4, ... 256 users
 # The web view's tighter bounds: it simulates a sweep within a budget per request (web.compute)
-WEB_MAX_OUTPUT_LEN, WEB_MAX_USERS, WEB_MAX_SEQS = 32768, 4096, 4096
-
-
-def _engine_default(name: str):
-    """serving.Engine's own default of a setting: what a run without --engine takes."""
-    return next(f.default for f in dataclasses.fields(Engine) if f.name == name)
+WEB_MAX_OUTPUT_LEN, WEB_MAX_USERS = 32768, 4096
 
 
 ENGINE_HELP = ("vllm, sglang or trtllm as it runs by default (data/engines.toml, each setting cited): its scheduler, "
@@ -70,34 +68,14 @@ SERVING_PARAMS: tuple[Param, ...] = (
                    "each cited), any setting given over them; the ops are priced by the cost model (the CLI's "
                    "--engine also takes its measured kernels); default: none, serving.Engine's own settings",
           label="Engine"),
-    Param("max_seqs", "--max-seqs", "max_seqs", "sequences running at once (vLLM max_num_seqs; default {default}, or "
-          "--engine's)", _engine_default("max_seqs"), maximum=1 << 20, integer=True, engine=True,
-          api_maximum=WEB_MAX_SEQS, api_help="sequences running at once (vLLM max_num_seqs; at most max_tokens)",
-          label="Max sequences"),
-    Param("max_tokens", "--max-tokens", "max_tokens", "tokens per step (vLLM max_num_batched_tokens; default {default}, "
-          "or --engine's)", _engine_default("max_tokens"), maximum=1 << 20, integer=True, engine=True,
-          api_maximum=WEB_MAX_TOKENS, api_help="tokens per step (vLLM max_num_batched_tokens)", label="Max tokens per step"),
-    Param("block_size", "--block-size", None, "tokens per KV-cache block (default {default}, or --engine's)",
-          _engine_default("block_size"), maximum=1 << 16, integer=True, engine=True),
-    # the planning commands' range (roofline.parameters.MEMORY_FRACTION), the engine's default
-    dataclasses.replace(MEMORY_FRACTION, help="share of GPU memory the engine takes (vLLM gpu_memory_utilization; "
-                        "default {default}, or --engine's)", default=_engine_default("memory_fraction"), engine=True,
-                        api_help="share of GPU memory the engine takes (vLLM gpu_memory_utilization)",
-                        label="Memory fraction"),
-    Param("step_overhead_s", "--step-overhead", "step_overhead_ms", "the engine's own time per step, not overlapped "
-          "with the GPU (scheduling, sampling, detokenising), e.g. 2ms (default {default}: the GPU's work alone; "
-          "--engine's fitted one)", _engine_default("step_overhead_s"), strictly=False, maximum=MAX_STEP_OVERHEAD_S,
-          unit="s", engine=True,
-          api_help="the engine's own time per step in ms, not overlapped with the GPU (scheduling, sampling, "
-                   "detokenising), as `roofline serving --step-overhead`", label="Engine time per step (ms)"),
-    Param("request_overhead_s", "--request-overhead", None, "the server's own time per request before the scheduler "
-          "sees it (HTTP, tokenising, routing), added to each TTFT, e.g. 20ms (default {default})",
-          _engine_default("request_overhead_s"), strictly=False, maximum=MAX_REQUEST_OVERHEAD_S, unit="s", engine=True),
-    Param("prefix_hit", "--prefix-hit", "prefix_hit", "share of each prompt found in the prefix cache (default {default})",
-          _engine_default("prefix_hit"), strictly=False, maximum=1.0,
-          api_help="share of each prompt found in the prefix cache", label="Prefix-cache hits (share of each prompt)"),
-    Param("spec_tokens", "--spec-tokens", None, "speculative decoding: draft tokens per sequence and step (with --draft "
-          "and --acceptance)", _engine_default("spec_tokens"), strictly=False, maximum=16, integer=True),
+    MAX_SEQS,
+    MAX_TOKENS,
+    BLOCK_SIZE,
+    ENGINE_MEMORY,
+    STEP_OVERHEAD,
+    REQUEST_OVERHEAD,
+    PREFIX_HIT,
+    SPEC_TOKENS,
     # pipeline stages of an inference engine (plan.step_layout's bound, 1,024), not `train`'s pipeline parallelism
     Param("pipeline_parallel", "--pp", None, "pipeline stages of --tp GPUs each, a micro-batch per stage in flight "
           "(default {default})", 1, maximum=1024, integer=True),
@@ -116,13 +94,6 @@ SERVING_PARAMS: tuple[Param, ...] = (
           "--seed and print the spread of throughput, TTFT and TPOT (default 3; 1 for none)", maximum=100, integer=True),
     TENSOR_PARALLEL,  # the planning commands' and views' too: declared in roofline.parameters
 )
-
-# speculative decoding's acceptance: one rate, or a rate per draft position (cli.serving_args.acceptance_arg), each
-# in this range, which serving.Engine checks too (below 1: a draft always accepted is not a draft)
-ACCEPTANCE = Param("acceptance", "--acceptance", None, "the chance each draft token is accepted, e.g. 0.7; or the rate "
-                   "per draft position as engines report it (vLLM's accepted tokens per position over drafts: "
-                   "non-increasing), e.g. 0.85,0.7,0.6 (no default: measure it for your data)", maximum=0.999,
-                   metavar="A or A1,...,AK")
 
 BY_NAME = {p.name: p for p in SERVING_PARAMS}
 BY_API = {p.api: p for p in SERVING_PARAMS if p.api}

@@ -1,0 +1,55 @@
+"""The declarations of serving.Engine's settings (issue 37: one declaration per parameter): each one's flag,
+query, default, range and help. Engine's fields take their defaults from here and its check reads these ranges;
+serving.parameters puts them among the other serving parameters, from which the CLI's flags, the API's queries and
+the page's controls are made. Imports nothing of serving (Engine reads it at import).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from roofline.parameters import MEMORY_FRACTION, WEB_MAX_TOKENS, Param
+from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS
+
+MAX_STEP_OVERHEAD_S = 1.0  # an engine time per step past a second is a typo (the CLI's and the API's bound)
+MAX_REQUEST_OVERHEAD_S = 10.0  # a server time per request past ten seconds is a typo
+WEB_MAX_SEQS = 4096  # the web view's tighter bound: it simulates a sweep within a budget per request (web.compute)
+
+MAX_SEQS = Param("max_seqs", "--max-seqs", "max_seqs", "sequences running at once (vLLM max_num_seqs; default {default}, or "
+      "--engine's)", ENGINE_STEP_SEQS, maximum=1 << 20, integer=True, engine=True,
+      api_maximum=WEB_MAX_SEQS, api_help="sequences running at once (vLLM max_num_seqs; at most max_tokens)",
+      label="Max sequences")
+MAX_TOKENS = Param("max_tokens", "--max-tokens", "max_tokens", "tokens per step (vLLM max_num_batched_tokens; default {default}, "
+      "or --engine's)", ENGINE_STEP_TOKENS, maximum=1 << 20, integer=True, engine=True,
+      api_maximum=WEB_MAX_TOKENS, api_help="tokens per step (vLLM max_num_batched_tokens)", label="Max tokens per step")
+BLOCK_SIZE = Param("block_size", "--block-size", None, "tokens per KV-cache block (default {default}, or --engine's)",
+      16, maximum=1 << 16, integer=True, engine=True)
+# the planning commands' range (roofline.parameters.MEMORY_FRACTION), the engine's default
+ENGINE_MEMORY = dataclasses.replace(MEMORY_FRACTION, help="share of GPU memory the engine takes (vLLM gpu_memory_utilization; "
+                    "default {default}, or --engine's)", default=ENGINE_MEMORY_FRACTION, engine=True,
+                    api_help="share of GPU memory the engine takes (vLLM gpu_memory_utilization)",
+                    label="Memory fraction")
+STEP_OVERHEAD = Param("step_overhead_s", "--step-overhead", "step_overhead_ms", "the engine's own time per step, not overlapped "
+      "with the GPU (scheduling, sampling, detokenising), e.g. 2ms (default {default}: the GPU's work alone; "
+      "--engine's fitted one)", 0.0, strictly=False, maximum=MAX_STEP_OVERHEAD_S,
+      unit="s", engine=True,
+      api_help="the engine's own time per step in ms, not overlapped with the GPU (scheduling, sampling, "
+               "detokenising), as `roofline serving --step-overhead`", label="Engine time per step (ms)")
+REQUEST_OVERHEAD = Param("request_overhead_s", "--request-overhead", None, "the server's own time per request before the scheduler "
+      "sees it (HTTP, tokenising, routing), added to each TTFT, e.g. 20ms (default {default})",
+      0.0, strictly=False, maximum=MAX_REQUEST_OVERHEAD_S, unit="s", engine=True)
+PREFIX_HIT = Param("prefix_hit", "--prefix-hit", "prefix_hit", "share of each prompt found in the prefix cache (default {default})",
+      0.0, strictly=False, maximum=1.0,
+      api_help="share of each prompt found in the prefix cache", label="Prefix-cache hits (share of each prompt)")
+SPEC_TOKENS = Param("spec_tokens", "--spec-tokens", None, "speculative decoding: draft tokens per sequence and step (with --draft "
+      "and --acceptance)", 0, strictly=False, maximum=16, integer=True)
+
+# speculative decoding's acceptance: one rate, or a rate per draft position (cli.serving_args.acceptance_arg), each
+# in this range, which serving.Engine checks too (below 1: a draft always accepted is not a draft)
+ACCEPTANCE = Param("acceptance", "--acceptance", None, "the chance each draft token is accepted, e.g. 0.7; or the rate "
+                   "per draft position as engines report it (vLLM's accepted tokens per position over drafts: "
+                   "non-increasing), e.g. 0.85,0.7,0.6 (no default: measure it for your data)", maximum=0.999,
+                   metavar="A or A1,...,AK")
+
+# the settings Engine checks against these ranges (the flags', the queries' and its own, one and the same)
+ENGINE_PARAMS = (MAX_SEQS, MAX_TOKENS, BLOCK_SIZE, ENGINE_MEMORY, STEP_OVERHEAD, REQUEST_OVERHEAD, PREFIX_HIT, SPEC_TOKENS)
