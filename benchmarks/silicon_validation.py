@@ -101,7 +101,32 @@ def settings_text(per_user: int = REQUESTS_PER_USER) -> str:
 
 def read_rows(path: Path) -> list[dict]:
     with path.open(newline="") as f:
-        return [r for r in csv.DictReader(f) if r["mode"] == "agg"]
+        return [normalised(r) for r in csv.DictReader(f) if r["mode"] == "agg"]
+
+
+def normalised(r: dict) -> dict:
+    """The row with its layout as deployed: where a run is recorded with its tensor (or attention data)
+    parallelism as the product of its MoE split, X x X for X GPUs (tp_size X^2, moe_tp_size X, moe_ep_size
+    X: the sample holds the same run again as tp X with moe_ep X, the same TTFT and TPOT to every digit,
+    80 runs recorded both ways), the X GPUs' layout: attention TP X (or DP X, its per-rank batch_size
+    times X), experts EP X. Every other row as it is."""
+    tp, dp, mtp, mep = (_int(r[k]) for k in ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size"))
+    if not mtp == mep > 1:
+        return r
+    if dp == 1 and tp == mtp * mep:
+        return {**r, "tp_size": str(mtp), "moe_tp_size": "1"}
+    if tp == 1 and dp == mtp * mep:
+        return {**r, "attention_dp_size": str(mtp), "moe_tp_size": "1", "batch_size": str(_int(r["batch_size"]) * mtp)}
+    return r
+
+
+def concurrency(r: dict) -> int:
+    """The users one engine serves: batch_size times its attention-DP ranks. batch_size is per rank: the 168
+    rows with data-parallel attention whose source states a silicon_concurrency state batch_size x
+    attention_dp_size (one states batch_size), the 3,409 without it state batch_size; 41 rows state more
+    users than their batch_size (GB200 and H100 runs, c288 for batch_size 144: engines behind one router,
+    it seems), simulated as one engine of batch_size users as before."""
+    return _int(r["batch_size"]) * _int(r["attention_dp_size"])
 
 
 def _int(x: str, default: int = 1) -> int:
@@ -199,7 +224,7 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
     if isinstance(got, str):
         return {**out, "refused": got}
     model, machine, dtype, gpus, ep, label = got
-    c, isl, osl = _int(r["batch_size"]), _int(r["isl"]), _int(r["osl"])
+    c, isl, osl = concurrency(r), _int(r["isl"]), _int(r["osl"])
     out.update(model=model, machine=machine, dtype=dtype, gpus=gpus, ep=ep, layout=label, engine=r["backend"],
                concurrency=c)
     defaults = preset(r["backend"], get_machine(machine)).engine(step_overhead_s=0.0)
