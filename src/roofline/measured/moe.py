@@ -39,14 +39,14 @@ DTYPE_WIDTHS = {"bfloat16": (2.0, 2.0, "bf16"), "fp8": (1.0, 1.0, "fp8"), "fp8_b
                 "w4a8_mxfp4_mxfp8": (0.53125, 1.0, "fp8")}
 
 
-def module_roofline_s(machine, dtype: str, tokens, hidden, d_ff, top_k, experts, gated: bool = True):
+def module_roofline_s(machine, dtype: str, tokens, hidden, d_ff, top_k, experts, gated: bool = True, touched=None):
     """The fused module's bound for ``tokens`` tokens routed "balanced": 2 M k D F (up + 1) FLOPs at
-    the compute dtype's peak, or the weights of the min(E, M k) experts touched and the activations
-    (in, gate+up out, down in, out) over the bandwidth; arrays of tokens allowed."""
+    the compute dtype's peak, or the weights of the min(E, M k) experts touched (or ``touched``) and the
+    activations (in, gate+up out, down in, out) over the bandwidth; arrays of tokens allowed."""
     ww, wa, peak_dtype = DTYPE_WIDTHS[dtype]
     up = 2 if gated else 1
     rows = np.asarray(tokens, dtype=float) * top_k
-    touched = np.minimum(float(experts), rows)
+    touched = np.minimum(float(experts), rows) if touched is None else touched
     flops = 2.0 * rows * hidden * d_ff * (up + 1)
     moved = ww * touched * (up + 1) * hidden * d_ff + wa * rows * (2 * hidden + (up + 1) * d_ff)
     return np.maximum(flops / machine.peak(peak_dtype), moved / machine.bandwidth)
