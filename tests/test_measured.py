@@ -545,3 +545,29 @@ def test_mla_decode_attention_comes_back_at_the_engines_measured_latency():
     cm = dataclasses.replace(MeasuredKernels.for_machine(m, "trtllm"), cuda_graph=True)
     ops = {o.name: o for o in StepCost("deepseek-v3", m, tensor_parallel=8, cost_model=cm).ops([4096.0] * 16)}
     assert ops["B: latent attention (decode)"].time_s == pytest.approx(58 * rows[0]["latency"] * 1e-3, rel=1e-6)
+
+
+def test_a_step_of_whole_prompts_prices_their_attention_as_one_batch():
+    """Eight prompts of 1,024 tokens with no prefix in one vLLM step on an H200 (Llama 3.1 8B: 32
+    query heads, 8 KV heads of 128, 32 layers): their attention is one kernel over a batch of 8, the
+    context table's time at B = 8 (read from the table here), 32 layers of it plus a 3 us launch each;
+    not 8 times one prompt's (the table's B = 1 time is more than an eighth of B = 8's)."""
+    from roofline.cost import seed_cost_model
+    from roofline.machines import get_machine
+    from roofline.measured.attention import attention_table
+    from roofline.measured.model import MeasuredKernels
+    from roofline.plan import Precision
+    from roofline.plan.step import StepCost
+
+    m = get_machine("h200")
+    cm = MeasuredKernels.for_machine(m, "vllm", **{k: getattr(seed_cost_model(), k) for k in (
+        "compute_efficiency", "memory_efficiency", "launch_overhead_s", "overlap", "cuda_graph")})
+    step = StepCost("llama3-8b", m, Precision.uniform("bf16", m), 1, None, cm, "flash", 8192, 8)
+    table = attention_table("h200", "vllm", False)
+    batch_s = table.estimate("bf16", "bf16", 8, 1024, 1024, 32, 8, 128, 0).time_s
+    one_s = table.estimate("bf16", "bf16", 1, 1024, 1024, 32, 8, 128, 0).time_s
+    assert 8 * one_s > 1.2 * batch_s  # one short prompt leaves part of the GPU idle (282 us against 223 us)
+    ops = {o.name: o for o in step.ops((), [(1024, 0)] * 8)}
+    assert ops["flash attention (chunks)"].time_s == pytest.approx(32 * (batch_s + cm.launch_overhead_s), rel=1e-9)
+    ops = {o.name: o for o in step.ops((), [(1024, 0)])}
+    assert ops["flash attention (chunks)"].time_s == pytest.approx(32 * (one_s + cm.launch_overhead_s), rel=1e-9)
