@@ -9,9 +9,9 @@ per-GPU expert d_ff (d_ff / moe_tp) must be ours, with expert parallelism 1. The
 them from M k = E on), where the rest of the tool expects random routing to touch E (1 - (1 - k/E)^M)
 (blocks.expected_experts_touched): fewer at small batch. So each row is read as its efficiency
 against the module's roofline at the balanced count (module_roofline_s), interpolated log-linearly
-over tokens (grid.LogGrid), and each of our ops takes its own roofline (our touched experts, our
-bytes) over that efficiency: the module's measured efficiency, not its balanced time. Latencies are
-in milliseconds. The activation is fused into the module's GEMMs ("fused": no time of its own).
+over tokens (grid.LogGrid); the module's time is that roofline with our touched experts over that
+efficiency, each of our ops its share of the FLOPs (MeasuredKernels._expert_op_s): the module's
+measured efficiency, not its balanced time. Latencies are in milliseconds. The activation is fused into the module's GEMMs ("fused": no time of its own).
 
 The table's dtype names the weights and the compute: bfloat16, fp8, fp8_block, nvfp4 (weights and
 compute alike), w4a16_mxfp4 (MXFP4 weights, bf16 compute: gpt-oss on Hopper), w4a8_mxfp4_mxfp8
