@@ -238,8 +238,8 @@ class MeasuredKernels(CostModel):
             return None, str(exc)
         if kernel.category != "matmul":
             return GemmEstimate(0.0, 0.0, "fused", points, f"{source}: inside the module's time, fused into its GEMMs"), None
-        return GemmEstimate(float(self._expert_op_s(kernel, machine, shape, eff)), time_lower_bound(kernel, machine), basis,
-                            points, f"{source}: the module's {eff:.0%} of its roofline at {float(M):,.0f} tokens"), None
+        return GemmEstimate(float(self._expert_op_s(kernel, machine, shape, eff)), time_lower_bound(kernel, machine),
+                            basis, points, f"{source}: the module's {eff:.0%} of its roofline at {float(M):,.0f} tokens"), None
 
     def _expert_op_s(self, kernel: Kernel, machine: Machine, shape, eff):
         """A routed-expert op's seconds: its share of the module's FLOPs (gate+up 2/3 of a gated

@@ -11,7 +11,8 @@ them from M k = E on), where the rest of the tool expects random routing to touc
 against the module's roofline at the balanced count (module_roofline_s), interpolated log-linearly
 over tokens (grid.LogGrid); the module's time is that roofline with our touched experts over that
 efficiency, each of our ops its share of the FLOPs (MeasuredKernels._expert_op_s): the module's
-measured efficiency, not its balanced time. Latencies are in milliseconds. The activation is fused into the module's GEMMs ("fused": no time of its own).
+measured efficiency, not its balanced time. Latencies are in milliseconds. The activation is fused
+into the module's GEMMs ("fused": no time of its own).
 
 The table's dtype names the weights and the compute: bfloat16, fp8, fp8_block, nvfp4 (weights and
 compute alike), w4a16_mxfp4 (MXFP4 weights, bf16 compute: gpt-oss on Hopper), w4a8_mxfp4_mxfp8
