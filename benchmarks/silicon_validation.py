@@ -114,7 +114,23 @@ def settings_text(per_user: int = REQUESTS_PER_USER) -> str:
 
 def read_rows(path: Path) -> list[dict]:
     with path.open(newline="") as f:
-        return [r for r in csv.DictReader(f) if r["mode"] == "agg"]
+        return [normalised(r) for r in csv.DictReader(f) if r["mode"] == "agg"]
+
+
+def normalised(r: dict) -> dict:
+    """The row with its layout as deployed: where a run is recorded with its tensor (or attention data)
+    parallelism as the product of its MoE split, X x X for X GPUs (tp_size X^2, moe_tp_size X, moe_ep_size
+    X: the sample holds the same run again as tp X with moe_ep X, the same TTFT and TPOT to every digit,
+    80 runs recorded both ways), the X GPUs' layout: attention TP X (or DP X, its per-rank batch_size
+    times X), experts EP X. Every other row as it is."""
+    tp, dp, mtp, mep = (_int(r[k]) for k in ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size"))
+    if not mtp == mep > 1:
+        return r
+    if dp == 1 and tp == mtp * mep:
+        return {**r, "tp_size": str(mtp), "moe_tp_size": "1"}
+    if tp == 1 and dp == mtp * mep:
+        return {**r, "attention_dp_size": str(mtp), "moe_tp_size": "1", "batch_size": str(_int(r["batch_size"]) * mtp)}
+    return r
 
 
 def _int(x: str, default: int = 1) -> int:
@@ -168,7 +184,11 @@ def concurrency(r: dict) -> int:
     """The row's users: its measured concurrency (`silicon_concurrency=` in silicon_data_source, or the id's
     `_c<N>_`), else its batch size times its attention-DP ranks. `batch_size` is the engine's max batch per
     attention-DP rank (aiconfigurator's generator maps it to max_batch_size / max-num-seqs / max-running-requests:
-    generator/config/backend_config_mapping.yaml), so an 8-rank row of batch 8 ran 64 users."""
+    generator/config/backend_config_mapping.yaml), so an 8-rank row of batch 8 ran 64 users (168 of the 169 rows
+    with data-parallel attention that state a silicon_concurrency state batch_size x attention_dp_size). 41 rows
+    without data-parallel attention state more users than their batch_size (GB200 and H100 runs, c288 for batch_size
+    144): run here as one engine of that many users (their measured TPOTs, 3-10x a lone batch_size's, say the engine
+    ran more than batch_size at once; engines behind one router is the other reading, not taken)."""
     m = re.search(r"silicon_concurrency=(\d+)", r["silicon_data_source"]) or re.search(r"_c(\d+)_", r["id"])
     return int(m.group(1)) if m else _int(r["batch_size"]) * _int(r["attention_dp_size"])
 

@@ -256,26 +256,59 @@ def test_decode_prices_gpt_oss_mxfp4_experts_from_the_moe_table(capsys):
     module of hidden 2,880, d_ff 2,880, top-4 of 128, at 64 tokens (balanced routing: 256 expert rows
     touch all 128 experts). Its roofline on the H200 (4.8 TB/s, 989 TFLOP/s bf16): weights 128 x 3 x
     2,880^2 x 0.53125 B (MXFP4: 4.25 bits) = 1.6913e9 B, activations 2 B x 256 x (2 x 2,880 + 3 x 2,880)
-    = 7.373e6 B, over 4.8e12 B/s = 353.9 us, above 2 x 256 x 2,880^2 x 3 / 989e12 = 12.9 us. Each
-    expert GEMM takes its own roofline over that efficiency, 18 layers of each kind plus a 3 us launch;
-    the activation is fused into the module (no time, no launch of its own)."""
+    = 7.373e6 B, over 4.8e12 B/s = 353.9 us, above 2 x 256 x 2,880^2 x 3 / 989e12 = 12.9 us: the
+    measured time over it is the module's efficiency. Our random routing touches 128 (1 - (1 - 4/128)^64)
+    = 111.22 experts: the module's time is the same roofline with 111.22 experts' weights over that
+    efficiency, gate+up 2/3 of it (its FLOPs: 2 x 2 of the module's 2 x 3), down 1/3, 18 layers of
+    each kind plus a 3 us launch; the activation is fused into the module (no time, no launch of its own)."""
     path = _data() / "h200_sxm" / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
     row = [r for r in pa.read_table(path).to_pylist()
            if (r["moe_dtype"], r["num_tokens"], r["hidden_size"], r["inter_size"], r["topk"], r["num_experts"],
                r["moe_tp_size"], r["moe_ep_size"], r["distribution"]) ==
            ("w4a16_mxfp4", 64, 2880, 2880, 4, 128, 1, 1, "balanced")]
     assert len(row) == 1
-    module_bound = (128 * 3 * 2880**2 * 0.53125 + 2 * 256 * 5 * 2880) / 4.8e12
-    efficiency = module_bound / (row[0]["latency"] * 1e-3)
+    activations = 2 * 256 * 5 * 2880
+    efficiency = (128 * 3 * 2880**2 * 0.53125 + activations) / 4.8e12 / (row[0]["latency"] * 1e-3)
+    touched = 128 * (1 - (1 - 4 / 128) ** 64)
+    module_s = (touched * 3 * 2880**2 * 0.53125 + activations) / 4.8e12 / efficiency
     assert main(["decode", "--model", "gpt-oss-120b", "--machine", "h200", "--kernels", "trtllm", "--breakdown", "64",
                  "--json"]) == 0
     ops = {op["name"]: op for op in json.loads(capsys.readouterr().out)["breakdown"]["ops"]}
     up, down, act = ops["A: expert gate+up proj x18"], ops["A: expert down proj x18"], ops["A: silu*mul x18"]
     assert up["family"] == "moe" and up["basis"] == "measured" and "moe_perf" in up["source"]
-    for op in (up, down):
-        assert op["time_s"] == pytest.approx(op["roofline_s"] / efficiency + 18 * 3e-6, rel=1e-9)
-        assert op["speed_of_light"] == pytest.approx(efficiency, rel=1e-9)
+    for op, share in ((up, 2 / 3), (down, 1 / 3)):
+        assert op["time_s"] == pytest.approx(18 * share * module_s + 18 * 3e-6, rel=1e-9)
     assert act["basis"] == "fused" and act["time_s"] == 0.0  # inside the module's kernel: no launch of its own
+
+
+def test_an_fp4_prefill_s_experts_take_the_module_s_measured_time():
+    """DeepSeek-V3's experts in NVFP4 on a B200 under TensorRT-LLM at TP 8 (d_ff 2,048 / 8 = 256 per
+    GPU, hidden 7,168, top-8 of 256) at 8,192 tokens: every expert is touched either way (8,192 x 8 rows
+    >> 256), so gate+up and down together take the table's measured module time at 8,192 tokens (read
+    from its row: the first of its two, moe_torch_flow_cutlass, as the grid keeps the first of a repeated
+    point), not each op's own roofline (activations at 16 bits) over the module's efficiency, which was
+    twice it."""
+    from roofline.cost import seed_cost_model
+    from roofline.machines import get_machine
+    from roofline.measured.model import MeasuredKernels
+    from roofline.plan import Precision
+    from roofline.plan.step import StepCost
+
+    path = _data() / "b200_sxm" / "moe" / "trtllm" / "1.3.0rc20" / "moe_perf.parquet"
+    row = [r for r in pa.read_table(path).to_pylist()
+           if (r["moe_dtype"], r["num_tokens"], r["hidden_size"], r["inter_size"], r["topk"], r["num_experts"],
+               r["moe_tp_size"], r["moe_ep_size"], r["distribution"]) ==
+           ("nvfp4", 8192, 7168, 2048, 8, 256, 8, 1, "balanced")]
+    assert row[0]["kernel_source"] == "moe_torch_flow_cutlass"
+    m = get_machine("b200")
+    cm = MeasuredKernels.for_machine(m, "trtllm", **{k: getattr(seed_cost_model(), k) for k in (
+        "compute_efficiency", "memory_efficiency", "launch_overhead_s", "overlap", "cuda_graph")})
+    step = StepCost("deepseek-v3", m, Precision.uniform("fp4", m), 8, None, cm, "flash", 8192, 8)
+    kind = next(k for k in step.sharded.kinds if k.is_moe)
+    ks = step._token_kernels(kind, 8192.0, 8192.0)
+    body_s = sum(cm.predict_op(k, m).time_s - cm.launch_overhead_s for name, k in ks.items()
+                 if name in ("expert gate+up proj", "expert down proj"))
+    assert body_s == pytest.approx(row[0]["latency"] * 1e-3, rel=1e-6)
 
 
 def test_a_moe_the_table_lacks_keeps_the_cost_model_and_says_why(capsys):
@@ -512,3 +545,29 @@ def test_mla_decode_attention_comes_back_at_the_engines_measured_latency():
     cm = dataclasses.replace(MeasuredKernels.for_machine(m, "trtllm"), cuda_graph=True)
     ops = {o.name: o for o in StepCost("deepseek-v3", m, tensor_parallel=8, cost_model=cm).ops([4096.0] * 16)}
     assert ops["B: latent attention (decode)"].time_s == pytest.approx(58 * rows[0]["latency"] * 1e-3, rel=1e-6)
+
+
+def test_a_step_of_whole_prompts_prices_their_attention_as_one_batch():
+    """Eight prompts of 1,024 tokens with no prefix in one vLLM step on an H200 (Llama 3.1 8B: 32
+    query heads, 8 KV heads of 128, 32 layers): their attention is one kernel over a batch of 8, the
+    context table's time at B = 8 (read from the table here), 32 layers of it plus a 3 us launch each;
+    not 8 times one prompt's (the table's B = 1 time is more than an eighth of B = 8's)."""
+    from roofline.cost import seed_cost_model
+    from roofline.machines import get_machine
+    from roofline.measured.attention import attention_table
+    from roofline.measured.model import MeasuredKernels
+    from roofline.plan import Precision
+    from roofline.plan.step import StepCost
+
+    m = get_machine("h200")
+    cm = MeasuredKernels.for_machine(m, "vllm", **{k: getattr(seed_cost_model(), k) for k in (
+        "compute_efficiency", "memory_efficiency", "launch_overhead_s", "overlap", "cuda_graph")})
+    step = StepCost("llama3-8b", m, Precision.uniform("bf16", m), 1, None, cm, "flash", 8192, 8)
+    table = attention_table("h200", "vllm", False)
+    batch_s = table.estimate("bf16", "bf16", 8, 1024, 1024, 32, 8, 128, 0).time_s
+    one_s = table.estimate("bf16", "bf16", 1, 1024, 1024, 32, 8, 128, 0).time_s
+    assert 8 * one_s > 1.2 * batch_s  # one short prompt leaves part of the GPU idle (282 us against 223 us)
+    ops = {o.name: o for o in step.ops((), [(1024, 0)] * 8)}
+    assert ops["flash attention (chunks)"].time_s == pytest.approx(32 * (batch_s + cm.launch_overhead_s), rel=1e-9)
+    ops = {o.name: o for o in step.ops((), [(1024, 0)])}
+    assert ops["flash attention (chunks)"].time_s == pytest.approx(32 * (one_s + cm.launch_overhead_s), rel=1e-9)

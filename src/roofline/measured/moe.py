@@ -9,9 +9,10 @@ per-GPU expert d_ff (d_ff / moe_tp) must be ours, with expert parallelism 1. The
 them from M k = E on), where the rest of the tool expects random routing to touch E (1 - (1 - k/E)^M)
 (blocks.expected_experts_touched): fewer at small batch. So each row is read as its efficiency
 against the module's roofline at the balanced count (module_roofline_s), interpolated log-linearly
-over tokens (grid.LogGrid), and each of our ops takes its own roofline (our touched experts, our
-bytes) over that efficiency: the module's measured efficiency, not its balanced time. Latencies are
-in milliseconds. The activation is fused into the module's GEMMs ("fused": no time of its own).
+over tokens (grid.LogGrid); the module's time is that roofline with our touched experts over that
+efficiency, each of our ops its share of the FLOPs (MeasuredKernels._expert_op_s): the module's
+measured efficiency, not its balanced time. Latencies are in milliseconds. The activation is fused
+into the module's GEMMs ("fused": no time of its own).
 
 The table's dtype names the weights and the compute: bfloat16, fp8, fp8_block, nvfp4 (weights and
 compute alike), w4a16_mxfp4 (MXFP4 weights, bf16 compute: gpt-oss on Hopper), w4a8_mxfp4_mxfp8
@@ -40,15 +41,15 @@ DTYPE_WIDTHS = {"bfloat16": (2.0, 2.0, "bf16"), "fp8": (1.0, 1.0, "fp8"), "fp8_b
                 "w4a8_mxfp4_mxfp8": (0.53125, 1.0, "fp8")}
 
 
-def module_roofline_s(machine, dtype: str, tokens, hidden, d_ff, top_k, experts, gated: bool = True):
+def module_roofline_s(machine, dtype: str, tokens, hidden, d_ff, top_k, experts, gated: bool = True, touched=None):
     """The fused module's bound for ``tokens`` tokens routed "balanced": its gate+up and down
     matmuls over M k rows (op_counts.expert_matmul_counts, the layer ops' rule), 2 M k D F (up + 1)
-    FLOPs at the compute dtype's peak, or the weights of the min(E, M k) experts touched and the
+    FLOPs at the compute dtype's peak, or the weights of the min(E, M k) experts touched (or ``touched``) and the
     activations (in, gate+up out, down in, out) over the bandwidth; arrays of tokens allowed."""
     ww, wa, peak_dtype = DTYPE_WIDTHS[dtype]
     up = 2 if gated else 1
     rows = np.asarray(tokens, dtype=float) * top_k
-    touched = np.minimum(float(experts), rows)
+    touched = np.minimum(float(experts), rows) if touched is None else touched
     up_flops, up_bytes = expert_matmul_counts(rows, hidden, d_ff, up, touched, wa, ww)
     down_flops, down_bytes = expert_matmul_counts(rows, d_ff, hidden, 1, touched, wa, ww)
     flops, moved = up_flops + down_flops, up_bytes + down_bytes

@@ -1,0 +1,50 @@
+"""How benchmarks/silicon_validation.py reads aiconfigurator-core's silicon sample: each row's layout
+and users as deployed. The rows are written inline (the few columns read), copied from
+systems/silicon_sample.csv of aiconfigurator-core 0.12.0, so the tests stand without the package."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import silicon_validation as sv  # noqa: E402
+
+COLUMNS = ("id", "silicon_data_source", "backend", "model_path", "system", "precision", "tp_size", "pp_size",
+           "attention_dp_size", "moe_tp_size", "moe_ep_size", "batch_size")
+
+
+def row(rid, tp, dp, mtp, mep, batch, source=""):
+    return dict(zip(COLUMNS, (rid, source, "trtllm", "deepseek-ai/DeepSeek-R1", "h200_sxm", "fp8", tp, "1", dp, mtp, mep,
+                              batch)))
+
+
+def test_a_run_recorded_as_the_square_of_its_moe_split_is_its_gpus():
+    # The sample holds one run twice, TTFT 493.9807895803824 ms and TPOT 8.583777779094092 ms both times:
+    # ..._1024x1024_c4_tp8_0_ep8_0_1252 as tp 8, moe_tp 1, moe_ep 8, and ..._1024x1024_c4_tp8_ep8_954 as tp 64,
+    # moe_tp 8, moe_ep 8 (8 x 8 = 64). Both are 8 GPUs: attention TP 8, experts EP 8.
+    as_8 = row("2026_03_25_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c4_tp8_0_ep8_0_1252", "8", "1", "1", "8", "4")
+    as_64 = row("2026_04_06_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c4_tp8_ep8_954", "64", "1", "8", "8", "4")
+    assert sv.layout(sv.normalised(as_64)) == sv.layout(sv.normalised(as_8)) == sv.layout(as_8)
+    assert sv.layout(as_8)[3] == 8  # GPUs
+    assert sv.concurrency(sv.normalised(as_64)) == sv.concurrency(as_8) == 4
+
+
+def test_data_parallel_attention_recorded_as_a_square_is_its_gpus_and_its_users():
+    # One run twice, TTFT 906.6183994952098 ms, TPOT 21.374843718536397 ms: dsr1_b200_trtllm_fp4_agg_1024x8192_c256_cfg191
+    # as attention DP 64, moe 8 x 8, batch_size 4, and ..._c256_tp8_0_ep8_0_1080 as DP 8, moe 1 x 8, batch_size 32;
+    # both say 256 users (64 x 4 = 8 x 32 = 256), on 8 GPUs.
+    as_8 = row("2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x8192_c256_tp8_0_ep8_0_1080", "1", "8", "1", "8", "32")
+    as_64 = row("dsr1_b200_trtllm_fp4_agg_1024x8192_c256_cfg191", "1", "64", "8", "8", "4")
+    assert sv.layout(sv.normalised(as_64)) == sv.layout(as_8)
+    assert sv.layout(as_8)[3:5] == (8, True)  # 8 GPUs, expert parallel
+    assert sv.concurrency(sv.normalised(as_64)) == sv.concurrency(as_8) == 256
+
+
+def test_a_plain_layout_is_left_as_it_is():
+    # tp 8 with the experts tensor-parallel (moe_tp 8, moe_ep 1): not a square of a split; 2 x 4 of 8 neither
+    plain = row("x_c16_tp8", "8", "1", "8", "1", "16")
+    uneven = row("x_c16_tp8_ep4", "8", "1", "2", "4", "16")
+    assert sv.normalised(plain) == plain and sv.normalised(uneven) == uneven
+    assert sv.concurrency(plain) == 16
