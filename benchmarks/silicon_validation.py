@@ -19,7 +19,6 @@ import argparse
 import csv
 import dataclasses
 import functools
-import math
 import os
 import re
 import statistics

@@ -38,7 +38,7 @@ def test_data_parallel_attention_recorded_as_a_square_is_its_gpus_and_its_users(
     as_8 = row("2026_03_25_deepseek_r1_b200_sxm_trtllm_fp4_agg_1024x8192_c256_tp8_0_ep8_0_1080", "1", "8", "1", "8", "32")
     as_64 = row("dsr1_b200_trtllm_fp4_agg_1024x8192_c256_cfg191", "1", "64", "8", "8", "4")
     assert sv.layout(sv.normalised(as_64)) == sv.layout(as_8)
-    assert sv.layout(as_8)[3:5] == (8, True)  # 8 GPUs, expert parallel
+    assert sv.layout(as_8)[3:5] == (8, (1, 1))  # 8 GPUs, expert parallel: attention TP 1 in each of 8 DP groups, each expert whole
     assert sv.concurrency(sv.normalised(as_64)) == sv.concurrency(as_8) == 256
 
 
