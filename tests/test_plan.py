@@ -798,3 +798,20 @@ def test_a_chunks_closed_form_costs_what_its_kernels_cost(model):
                 assert x[0] == pytest.approx(y[0], rel=1e-9) and x[1] == pytest.approx(y[1], rel=1e-9)
     if model == "gemma3-27b":
         assert fast._chunk_fits[0] == (None, None)  # its sliding-window kind
+
+
+@pytest.mark.parametrize("key", ["llama3-8b", "gpt-oss-120b", "deepseek-v3", "jamba"])
+def test_predict_model_ops_are_model_ops(key):
+    # predict_model carries rows and makes its ops on demand: the same ops model_ops builds, re-priced alike
+    from roofline.plan import predict_model
+    from roofline.plan.model_ops import requantised, requantised_row
+
+    cfg = get_model(key)
+    link = resolve_link(get_machine("h100-sxm"), None)
+    for precision in (None, Precision(weights="fp8", kv_cache="fp8")):
+        for args in (("prefill", 512, 2, 1024), ("decode", 1, 4, 2048)):
+            pred = predict_model(cfg, "h100-sxm", *args, precision=precision, tensor_parallel=2, link=link)
+            assert list(pred.ops) == model_ops(cfg, *args, precision=precision, tensor_parallel=2, link=link)
+    k = model_ops(cfg, "decode", 1, 4, 2048)[1].kernel
+    q, weight_bytes, kv_bytes = requantised(k, Precision(weights="fp8"))
+    assert (q.as_row(), weight_bytes, kv_bytes) == requantised_row(k.as_row(), Precision(weights="fp8"))

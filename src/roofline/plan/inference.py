@@ -13,8 +13,8 @@ import numpy as np
 from roofline.cost import CostModel, WorkloadPrediction, binds
 from roofline.errors import check_number
 from roofline.machines import Machine, get_machine
-from roofline.plan.model_ops import (CountedOp, Totals, context_of, default_cost_model, model_rows, predict_counted,
-                                     totals_of_rows)
+from roofline.plan.model_ops import (CountedOp, Totals, context_of, counted_op, default_cost_model, model_rows,
+                                     predict_counted, totals_of_rows)
 from roofline.plan.parallel import GPUS_PER_NODE, tp_link
 from roofline.plan.precision import Precision
 from roofline.tables import Tabular, jsonable
@@ -47,7 +47,7 @@ class ModelPrediction(Tabular):
     attention: str
     precision: Precision
     tensor_parallel: int
-    counted: tuple[tuple, ...]  # each op's CountedOp fields (kernel, count, weight_bytes, kv_bytes, group): ``ops``
+    counted: tuple[tuple, ...]  # each op's CountedOp fields, its kernel a row of Kernel's (model_rows): ``ops``
     machine_spec: Machine
     cost_model: CostModel
     totals: Totals
@@ -56,7 +56,7 @@ class ModelPrediction(Tabular):
     @functools.cached_property
     def ops(self) -> tuple[CountedOp, ...]:
         """The pass's ops in order, each a kernel with its count (made on first use from ``counted``)."""
-        return tuple(CountedOp(*row) for row in self.counted)
+        return tuple(counted_op(row) for row in self.counted)
 
     @functools.cached_property
     def prediction(self) -> WorkloadPrediction:
