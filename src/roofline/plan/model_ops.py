@@ -282,39 +282,39 @@ def _scalar_totals(rows: list[tuple], machine: Machine, cm: CostModel, launch: f
     """totals() for plain numbers (None at the first op whose FLOPs or bytes are not): cost.op_times'
     arithmetic in Python floats, overlapped_s and bytes_bind written inline (the same expressions:
     time = max(c, m) + (1 - overlap) min(c, m) + launch; memory binds when m > c), without numpy's
-    or a call's per-op overhead. The products e_c peak and e_m bandwidth are made once (the same floats)."""
+    or a call's per-op overhead. The products e_c peak and e_m bandwidth are made once (the same floats);
+    each sum adds its terms in the ops' order, as the general path does."""
     e_c, e_m, slack = cm.compute_efficiency, cm.memory_efficiency, 1.0 - cm.overlap
     hbm = e_m * machine.bandwidth
     peaks: dict[str, float] = {}  # e_c x the dtype's peak
     time_s = memory_s = compute_s = link_s = flops = moved = wbytes = kvbytes = 0.0
     g_flops = g_wbytes = g_c = g_m = 0.0
     runs = 0
-    for row, n, weight_bytes, kv_bytes, _group in rows:
-        runs += n
-        _name, f, b, category, dtype, link, _weight_elems, _cache_elems, _part, _shape = row
+    for (name, f, b, category, dtype, link, weight_elems, cache_elems, part, shape), n, weight_bytes, kv_bytes, _group in rows:
         if (type(f) is not float and type(f) not in PLAIN_SCALARS) or (type(b) is not float and type(b) not in PLAIN_SCALARS):
             return None  # an array: the general path
-        peak = peaks.get(dtype)
-        if peak is None:
-            peak = peaks[dtype] = e_c * machine.peak(dtype)
-        c = f / peak
+        runs += n
+        n = float(n)  # the same products (an int count converts exactly), at the float-by-float speed
+        try:
+            c = f / peaks[dtype]
+        except KeyError:
+            c = f / peaks.setdefault(dtype, e_c * machine.peak(dtype))
         if link is None:
             m = b / hbm
-        else:
-            k = Kernel.of_row(row)  # a collective: its link's bandwidth and fixed cost read its shape
+        else:  # a collective: its link's bandwidth and fixed cost read its shape
+            k = Kernel.trusted(name, f, b, category, dtype, link, weight_elems, cache_elems, part, shape)
             bw = bytes_per_s(k, machine)
             m = b / (e_m * bw) + link_latency_s(k, bw, e_m, cm.launch_overhead_s)
-        moving = m > c  # bytes_bind
-        body = m if moving else c
-        if slack:  # overlap < 1: the shorter adds its share (at overlap 1 it adds 0.0, which changes no sum)
-            body += slack * (c if moving else m)
-        t = (body + launch) * n
-        if not moving:
-            compute_s += t
-        elif link:
-            link_s += t
+        # overlapped_s + launch, times the runs; at overlap 1 (slack 0) the shorter adds nothing
+        if m > c:  # bytes_bind
+            t = ((m + slack * c if slack else m) + launch) * n
+            if link is None:
+                memory_s += t
+            else:
+                link_s += t
         else:
-            memory_s += t
+            t = ((c + slack * m if slack else c) + launch) * n
+            compute_s += t
         time_s += t
         f_n = f * n
         flops += f_n
