@@ -815,3 +815,19 @@ def test_predict_model_ops_are_model_ops(key):
     k = model_ops(cfg, "decode", 1, 4, 2048)[1].kernel
     q, weight_bytes, kv_bytes = requantised(k, Precision(weights="fp8"))
     assert (q.as_row(), weight_bytes, kv_bytes) == requantised_row(k.as_row(), Precision(weights="fp8"))
+
+
+def test_plain_sizes_skip_the_per_op_check_and_agree_with_the_checked_and_general_paths():
+    # predict_model vouches for int sizes (plain=True); the same rows looked at op by op, and a numpy
+    # size (the general path, op by op through cost.op_times), give the same totals
+    from roofline.plan import predict_model
+    from roofline.plan.model_ops import model_rows, totals_of_rows
+
+    m = get_machine("h100-sxm")
+    cm = default_cost_model(m)
+    rows = model_rows(get_model("gpt-oss-120b"), "decode", 1, 8, 4096, "flash", None, 1, None)
+    assert totals_of_rows(rows, m, cm, plain=True) == totals_of_rows(rows, m, cm)
+    one = predict_model("gpt-oss-120b", "h100-sxm", "decode", 1, 8, 4096)
+    both = predict_model("gpt-oss-120b", "h100-sxm", "decode", 1, np.array([8, 16]), 4096)
+    assert both.time_s[0] == pytest.approx(one.time_s, rel=1e-12)
+    assert both.flops[0] == pytest.approx(one.flops, rel=1e-12)

@@ -183,12 +183,13 @@ def predict_model(model="llama3-8b", machine="h100-sxm", phase="decode", tokens=
         link = tp_link(m, link, tensor_parallel, gpus_per_node)
     rows = model_rows(cfg, phase, tokens, batch, context, attention, precision, tensor_parallel, link)
     S = context_of(phase, tokens, context)
+    plain = type(batch) is int and type(S) is int and (phase == "decode" or type(tokens) is int)  # plain sizes: plain FLOPs and bytes
     pred = _new(ModelPrediction)  # the frozen dataclass's fields set as one dict (its __init__ sets them one by one)
     _set(pred, "__dict__", {
         "model": cfg.key or cfg.name, "machine": m.key or m.name, "phase": phase,
         "tokens": tokens if phase == "prefill" else 1, "batch": batch, "context": S, "attention": attention,
         "precision": precision, "tensor_parallel": int(tensor_parallel), "counted": tuple(rows), "machine_spec": m,
-        "cost_model": cost_model, "totals": totals_of_rows(rows, m, cost_model), "config": cfg})
+        "cost_model": cost_model, "totals": totals_of_rows(rows, m, cost_model, plain), "config": cfg})
     return pred
 
 

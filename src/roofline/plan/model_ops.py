@@ -248,14 +248,15 @@ def totals(ops: list[CountedOp], machine, cost_model: CostModel) -> Totals:
     return totals_of_rows(rows, get_machine(machine), cost_model)
 
 
-def totals_of_rows(rows: list[tuple], machine: Machine, cm: CostModel) -> Totals:
-    """totals() of rows (kernel row, count, weight_bytes, kv_bytes, group): model_rows' and CountedOp's fields."""
+def totals_of_rows(rows: list[tuple], machine: Machine, cm: CostModel, plain: bool = False) -> Totals:
+    """totals() of rows (kernel row, count, weight_bytes, kv_bytes, group): model_rows' and CountedOp's
+    fields. ``plain``: the caller's word that every op's FLOPs and bytes are plain numbers (its sizes
+    were: predict_model's ints); else each op is looked at, and one array takes the general path."""
     # with a CUDA graph the pass's one launch is shared by all its runs
     launch = cm.launch_overhead_s / sum([row[1] for row in rows]) if cm.cuda_graph else cm.launch_overhead_s
-    if type(cm) is CostModel:
-        scalar = _scalar_totals(rows, machine, cm, launch)
-        if scalar is not None:
-            return scalar
+    if type(cm) is CostModel and (plain or all(type(r[0][1]) in PLAIN_SCALARS and type(r[0][2]) in PLAIN_SCALARS
+                                               for r in rows)):
+        return _scalar_totals(rows, machine, cm, launch)
     acc = dict.fromkeys(Totals.__dataclass_fields__, 0.0)
     for row, n, weight_bytes, kv_bytes, _group in rows:
         k = Kernel.of_row(row)
@@ -278,8 +279,8 @@ def totals_of_rows(rows: list[tuple], machine: Machine, cm: CostModel) -> Totals
     return Totals(**acc)
 
 
-def _scalar_totals(rows: list[tuple], machine: Machine, cm: CostModel, launch: float) -> Totals | None:
-    """totals() for plain numbers (None at the first op whose FLOPs or bytes are not): cost.op_times'
+def _scalar_totals(rows: list[tuple], machine: Machine, cm: CostModel, launch: float) -> Totals:
+    """totals() for ops whose FLOPs and bytes are plain numbers (PLAIN_SCALARS): cost.op_times'
     arithmetic in Python floats, overlapped_s and bytes_bind written inline (the same expressions:
     time = max(c, m) + (1 - overlap) min(c, m) + launch; memory binds when m > c), without numpy's
     or a call's per-op overhead. The products e_c peak and e_m bandwidth are made once (the same floats);
@@ -291,8 +292,6 @@ def _scalar_totals(rows: list[tuple], machine: Machine, cm: CostModel, launch: f
     g_flops = g_wbytes = g_c = g_m = 0.0
     runs = 0
     for (name, f, b, category, dtype, link, weight_elems, cache_elems, part, shape), n, weight_bytes, kv_bytes, _group in rows:
-        if (type(f) is not float and type(f) not in PLAIN_SCALARS) or (type(b) is not float and type(b) not in PLAIN_SCALARS):
-            return None  # an array: the general path
         runs += n
         n = float(n)  # the same products (an int count converts exactly), at the float-by-float speed
         try:
