@@ -90,8 +90,7 @@ def embedding_op(M, D, wa: str, kernel=Kernel.trusted) -> Kernel:
     """The embedding gather of M rows of the (V, D) table at activation dtype ``wa``
     (op_counts.gather_bytes); the M D elements read are weights of part "embedding". ``kernel``
     makes it (kernels.kernel_row: a row)."""
-    return kernel("embedding", 0.0 * M, gather_bytes(M, D, DTYPE_BYTES[wa]), "gather", wa, None, M * D, 0.0,
-                          "embedding")
+    return kernel("embedding", 0.0 * M, gather_bytes(M, D, DTYPE_BYTES[wa]), "gather", wa, None, M * D, 0.0, "embedding")
 
 
 def tp_all_reduce_op(M, D, t: int, link: str, wa: str) -> Kernel:
@@ -150,7 +149,8 @@ def model_ops(model, phase="decode", tokens=1, batch=1, context=None, attention=
 
 def model_ops_without_links(model, phase, tokens, batch, context, attention, precision, tensor_parallel,
                             link) -> list[CountedOp]:
-    """model_ops; with ``link`` None the all-reduces are left out (for weight and KV sums only)."""
+    """model_ops without its refusal: with ``link`` None and t > 1 the all-reduces are left out (for
+    plan.memory's weight and KV sums, which no link changes)."""
     return [counted_op(row) for row in model_rows(model, phase, tokens, batch, context, attention, precision,
                                                   tensor_parallel, link)]
 
