@@ -12,11 +12,23 @@ given) is stubbed when transformers is not installed. Without the path, its side
 
     python benchmarks/bench_model.py [N] [--llm-viewer PATH]
 
+Wall times move with the machine's load (printed: the 1-minute load average before and after);
+an instruction count does not. ``--calls SIDE N`` runs one side's analysis N times after 50 of
+warm-up and a full garbage collection (gc.freeze: the collector's later full passes would scan
+every imported module's objects, millions of instructions at random moments) and prints nothing:
+under callgrind, the count of N = 300 less the count of N = 0, over 300, is one analysis's
+instructions (with PYTHONHASHSEED=0 and OPENBLAS_NUM_THREADS=1 two runs count the same to the
+instruction; numpy's BLAS threads otherwise add a few million at random):
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null python benchmarks/bench_model.py \
+        --llm-viewer PATH --calls roofline 300
+
 With ROOFLINE_BENCH_SMOKE=1 (benchmarks/smoke.py): one batch of 5 analyses per case after 2 of
 warm-up; the figures mean nothing.
 """
 
 import argparse
+import gc
 import importlib
 import os
 import statistics
@@ -109,19 +121,48 @@ def side_by_side(path: str | None, batches: int):
     print(f"  roofline {ours * 1e3:.3f} ms, LLM-Viewer {peer * 1e3:.3f} ms: ratio {ours / peer:.2f} (target <= {TARGET})")
 
 
+def calls(side: str, n: int, path: str | None):
+    """``n`` of one side's Llama 3 8B analyses after warm-up and gc.freeze, for an instruction count."""
+    if side == "roofline":
+        model = get_model("llama3-8b")
+        fn = lambda: analysis(model, None)  # noqa: E731
+    else:
+        fn = llm_viewer(path or "")
+        if isinstance(fn, str):
+            raise SystemExit(f"LLM-Viewer: {fn}")
+    for _ in range(50):
+        fn()
+    gc.collect()
+    gc.freeze()
+    for _ in range(n):
+        fn()
+
+
+def load() -> str:
+    return f"{os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else "unknown"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("batches", nargs="?", type=int, default=smoke_or(7, 1))
     parser.add_argument("--llm-viewer", metavar="PATH", help="a checkout of github.com/hahnyuan/LLM-Viewer")
+    parser.add_argument("--calls", nargs=2, metavar=("SIDE", "N"), help="roofline or llm-viewer, N analyses, no output")
     args = parser.parse_args()
+    if args.calls:
+        side, n = args.calls
+        if side not in ("roofline", "llm-viewer") or not n.isdigit():
+            parser.error(f"--calls takes roofline or llm-viewer and a count, got {side!r} {n!r}")
+        calls(side, int(n), args.llm_viewer)
+        return
     announce()
-    print(f"one whole-model analysis ({one_core()}, median of {args.batches} batches of {PER_BATCH})")
+    print(f"one whole-model analysis ({one_core()}, median of {args.batches} batches of {PER_BATCH}; load average {load()})")
     for label, key, prec in CASES:
         model = get_model(key)
         precision = Precision.as_stored(model) if prec == "stored" else None
         times = timed(lambda: analysis(model, precision), args.batches)
         print(f"{label:60s} {statistics.median(times) * 1e3:.3f} ms")
     side_by_side(args.llm_viewer, args.batches)
+    print(f"load average after: {load()}")
 
 
 if __name__ == "__main__":

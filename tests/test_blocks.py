@@ -172,3 +172,19 @@ def test_bad_input(kwargs, field):
 def test_unknown_machine_lists_close_matches():
     with pytest.raises(RooflineError, match="h100-sxm"):
         layer_report(machine="h100sxm")
+
+
+@pytest.mark.parametrize("key", ["llama3-8b", "gpt-oss-120b", "deepseek-v3", "deepseek-v3.2", "jamba", "qwen3-next-80b-a3b",
+                                 "gemma3-27b", "gpt2"])
+@pytest.mark.parametrize("decode", [False, True])
+def test_layer_rows_are_layer_kernels_fields(key, decode):
+    # the whole-model planner's lean rows make exactly the kernels the layer view builds, kind by kind
+    from roofline.blocks import layer_kernels, layer_rows
+    from roofline.kernels import Kernel
+
+    model = get_model(key)
+    T = 1 if decode else 512
+    for kind in model.kinds:
+        for attention in ("naive", "flash"):
+            args = (kind, model.d_model, decode, T, 2, 1024, attention, "bf16")
+            assert [Kernel.of_row(r) for r in layer_rows(*args)] == layer_kernels(*args)

@@ -164,3 +164,15 @@ def test_registry_refuses_duplicates_and_lists_close_names():
         register("matmul")(lambda: None)
     with pytest.raises(RooflineError, match="matmul"):
         get_kernel_constructor("matmull")
+
+
+def test_a_kernel_row_is_its_fields_in_order():
+    # kernel_row's tuple holds Kernel's fields in declaration order, so a row and its Kernel round-trip
+    from dataclasses import fields
+
+    from roofline.kernels import ROW_FIELDS, kernel_row
+
+    assert ROW_FIELDS == tuple(f.name for f in fields(Kernel))
+    k = matmul_kernel(2, 3, 4)
+    assert Kernel.of_row(k.as_row()) == k
+    assert kernel_row("x", 1.0, 2.0, cache_elems=3.0) == Kernel.trusted("x", 1.0, 2.0, cache_elems=3.0).as_row()

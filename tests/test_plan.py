@@ -829,3 +829,36 @@ def test_a_chunks_closed_form_costs_what_its_kernels_cost(model):
                 assert x[0] == pytest.approx(y[0], rel=1e-9) and x[1] == pytest.approx(y[1], rel=1e-9)
     if model == "gemma3-27b":
         assert fast._chunk_fits[0] == (None, None)  # its sliding-window kind
+
+
+@pytest.mark.parametrize("key", ["llama3-8b", "gpt-oss-120b", "deepseek-v3", "jamba"])
+def test_predict_model_ops_are_model_ops(key):
+    # predict_model carries rows and makes its ops on demand: the same ops model_ops builds, re-priced alike
+    from roofline.plan import predict_model
+    from roofline.plan.model_ops import requantised, requantised_row
+
+    cfg = get_model(key)
+    link = resolve_link(get_machine("h100-sxm"), None)
+    for precision in (None, Precision(weights="fp8", kv_cache="fp8")):
+        for args in (("prefill", 512, 2, 1024), ("decode", 1, 4, 2048)):
+            pred = predict_model(cfg, "h100-sxm", *args, precision=precision, tensor_parallel=2, link=link)
+            assert list(pred.ops) == model_ops(cfg, *args, precision=precision, tensor_parallel=2, link=link)
+    k = model_ops(cfg, "decode", 1, 4, 2048)[1].kernel
+    q, weight_bytes, kv_bytes = requantised(k, Precision(weights="fp8"))
+    assert (q.as_row(), weight_bytes, kv_bytes) == requantised_row(k.as_row(), Precision(weights="fp8"))
+
+
+def test_plain_sizes_skip_the_per_op_check_and_agree_with_the_checked_and_general_paths():
+    # predict_model vouches for int sizes (plain=True); the same rows looked at op by op, and a numpy
+    # size (the general path, op by op through cost.op_times), give the same totals
+    from roofline.plan import predict_model
+    from roofline.plan.model_ops import model_rows, totals_of_rows
+
+    m = get_machine("h100-sxm")
+    cm = default_cost_model(m)
+    rows = model_rows(get_model("gpt-oss-120b"), "decode", 1, 8, 4096, "flash", None, 1, None)
+    assert totals_of_rows(rows, m, cm, plain=True) == totals_of_rows(rows, m, cm)
+    one = predict_model("gpt-oss-120b", "h100-sxm", "decode", 1, 8, 4096)
+    both = predict_model("gpt-oss-120b", "h100-sxm", "decode", 1, np.array([8, 16]), 4096)
+    assert both.time_s[0] == pytest.approx(one.time_s, rel=1e-12)
+    assert both.flops[0] == pytest.approx(one.flops, rel=1e-12)

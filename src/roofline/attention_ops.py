@@ -45,16 +45,16 @@ def attention_ops(o: OpBuilder, a: Attention, B, T, S, decode: bool, attention: 
         keys = a.attended(S) if decode else S  # decode reads its top k; a prefill chunk's queries together all S
     q, k_, v, out = B * H * T * d, B * K * keys * d, B * K * keys * dv, B * H * T * dv
     if a.index_topk:  # one sparse kernel whatever ``attention`` says (MiniMax's MSA kernels)
-        ops.append(Kernel.trusted(SPARSE_GQA, *fused_attention_counts(n_s, q, k_, v, out, d, dv, w, SOFTMAX), "attention",
-                                  o.dtype, cache_elems=B * K * (keys if decode else _at_least_0(S - T)) * (d + dv)))
+        ops.append(o.kernel(SPARSE_GQA, *fused_attention_counts(n_s, q, k_, v, out, d, dv, w, SOFTMAX), "attention",
+                            o.dtype, cache_elems=B * K * (keys if decode else _at_least_0(S - T)) * (d + dv)))
     elif attention == "naive":
-        ops += [Kernel.trusted("QK^T", *scores_counts(n_s, q, k_, d, w), "attention", o.dtype, cache_elems=B * K * cached * d),
-                Kernel.trusted("softmax", *row_op_counts(n_s, SOFTMAX, w), "softmax", o.dtype),
-                Kernel.trusted("PV", *pv_counts(n_s, v, out, dv, w), "attention", o.dtype, cache_elems=B * K * cached * dv)]
+        ops += [o.kernel("QK^T", *scores_counts(n_s, q, k_, d, w), "attention", o.dtype, cache_elems=B * K * cached * d),
+                o.kernel("softmax", *row_op_counts(n_s, SOFTMAX, w), "softmax", o.dtype),
+                o.kernel("PV", *pv_counts(n_s, v, out, dv, w), "attention", o.dtype, cache_elems=B * K * cached * dv)]
     else:
-        ops.append(Kernel.trusted("flash attention", *fused_attention_counts(n_s, q, k_, v, out, d, dv, w, SOFTMAX),
-                                  "attention", o.dtype, None, 0.0, B * K * cached * (d + dv), "",
-                                  (FUSED_ATTENTION, B, T, S, H, K, d, dv, span, bool(a.chunk), decode, o.dtype)))
+        ops.append(o.kernel("flash attention", *fused_attention_counts(n_s, q, k_, v, out, d, dv, w, SOFTMAX),
+                            "attention", o.dtype, None, 0.0, B * K * cached * (d + dv), "",
+                            (FUSED_ATTENTION, B, T, S, H, K, d, dv, span, bool(a.chunk), decode, o.dtype)))
     if a.output_gate:  # out * sigmoid(gate), the gate from q_proj's second half
         ops.append(o.ew("output gate (sigmoid*mul)", M * H * dv, 2, 1, FLOPS_PER_ELEMENT["gated_activation"]))
     ops.append(o.mm("out proj", M, D, H * dv, "attention"))
@@ -82,22 +82,22 @@ def latent_ops(o: OpBuilder, a: LatentAttention, B, T, S, decode: bool, D) -> li
         cache = B * a.attended(S) * (r + rope)
         flops, nbytes = latent_attention_cost(M, n_s, cache, H, r, rope, w, SOFTMAX)
         one_query = type(T) in (int, float) and T == 1  # the absorbed decode kernel the MLA tables measured
-        core = Kernel.trusted(SPARSE_ATTENTION if a.index_topk else "latent attention", flops, nbytes, "attention", o.dtype,
-                              cache_elems=cache,
-                              shape=(FUSED_MLA, B, S, H, r, rope, o.dtype) if one_query and not a.index_topk else ())
-        ops += [Kernel.trusted("q absorb (W_UK)", *batched_matmul_counts(H, M, r, nope, w), "matmul",  # per head (M, nope) @ (nope, r)
-                       o.dtype, weight_elems=H * nope * r, part="attention"),
+        core = o.kernel(SPARSE_ATTENTION if a.index_topk else "latent attention", flops, nbytes, "attention", o.dtype,
+                        cache_elems=cache,
+                        shape=(FUSED_MLA, B, S, H, r, rope, o.dtype) if one_query and not a.index_topk else ())
+        ops += [o.kernel("q absorb (W_UK)", *batched_matmul_counts(H, M, r, nope, w), "matmul",  # per head (M, nope) @ (nope, r)
+                         o.dtype, weight_elems=H * nope * r, part="attention"),
                 core,
-                Kernel.trusted("out absorb (W_UV)", *batched_matmul_counts(H, M, dv, r, w), "matmul",  # per head (M, r) @ (r, dv)
-                       o.dtype, weight_elems=H * r * dv, part="attention")]
+                o.kernel("out absorb (W_UV)", *batched_matmul_counts(H, M, dv, r, w), "matmul",  # per head (M, r) @ (r, dv)
+                         o.dtype, weight_elems=H * r * dv, part="attention")]
     else:
         keys = B * S
         cached = B * _at_least_0(S - T) * (r + rope)
-        ops += [Kernel.trusted("kv_b proj (expand)", *matmul_counts(keys, H * (nope + dv), r, w), "matmul", o.dtype,
-                       weight_elems=r * H * (nope + dv), part="attention", cache_elems=cached),
-                Kernel.trusted("flash attention", *fused_attention_counts(n_s, M * H * a.qk_head_dim, keys * H * a.qk_head_dim,
-                                                                          keys * H * dv, M * H * dv, a.qk_head_dim, dv, w, SOFTMAX),
-                               "attention", o.dtype)]
+        ops += [o.kernel("kv_b proj (expand)", *matmul_counts(keys, H * (nope + dv), r, w), "matmul", o.dtype,
+                         weight_elems=r * H * (nope + dv), part="attention", cache_elems=cached),
+                o.kernel("flash attention", *fused_attention_counts(n_s, M * H * a.qk_head_dim, keys * H * a.qk_head_dim,
+                                                                    keys * H * dv, M * H * dv, a.qk_head_dim, dv, w, SOFTMAX),
+                         "attention", o.dtype)]
     ops.append(o.mm("out proj", M, D, H * dv, "attention"))
     return ops
 
@@ -117,9 +117,9 @@ def _indexer_ops(o: OpBuilder, a: LatentAttention, B, T, S, decode: bool, D) -> 
     M = B * T
     pairs = B * attended_pairs(T, S, causal=not decode)  # scores, summed over heads: one per (query, key)
     cached = B * (S if decode else _at_least_0(S - T)) * dI
-    score = Kernel.trusted("indexer scores", (2.0 * dI + 3.0) * HI * pairs,
-                           o.w * (M * HI * dI + M * HI + B * S * dI) + INDEX_SCORE_BYTES * pairs, "attention", o.dtype,
-                           cache_elems=cached)
+    score = o.kernel("indexer scores", (2.0 * dI + 3.0) * HI * pairs,
+                     o.w * (M * HI * dI + M * HI + B * S * dI) + INDEX_SCORE_BYTES * pairs, "attention", o.dtype,
+                     cache_elems=cached)
     return [o.mm("index q proj (wq_b)", M, HI * dI, a.q_lora_rank, "attention"),
             o.mm("index k proj (wk)", M, dI, D, "attention"), o.norm("index k norm", M, dI, "layernorm"),
             o.mm("index weights proj", M, HI, D, "attention"), score, _topk_op(o, a, B, T, S, decode)]
@@ -131,7 +131,7 @@ def _topk_op(o: OpBuilder, a: LatentAttention, B, T, S, decode: bool) -> Kernel:
     where fewer than k keys exist, as vLLM's and DeepSeek's kernels keep it)."""
     pairs = B * attended_pairs(T, S, causal=not decode)
     chosen = B * T * a.index_topk
-    return Kernel.trusted("top-k select", pairs, INDEX_SCORE_BYTES * pairs + INDEX_BYTES * chosen, "elementwise", o.dtype)
+    return o.kernel("top-k select", pairs, INDEX_SCORE_BYTES * pairs + INDEX_BYTES * chosen, "elementwise", o.dtype)
 
 
 SPARSE_GQA = "sparse attention"  # MSA's attention: each query reads its top min(S, k) keys
@@ -150,10 +150,10 @@ def _block_indexer_ops(o: OpBuilder, a: Attention, B, T, S, decode: bool, D) -> 
     pairs = B * attended_pairs(T, S, causal=not decode)
     blocks = pairs / bs  # p / block scores a query at position p (its last, partial block counted in part)
     cached = B * (S if decode else _at_least_0(S - T)) * dI
-    score = Kernel.trusted("indexer block scores", (2.0 * dI + 1.0) * HI * pairs,
-                           o.w * (M * HI * dI + B * S * dI) + INDEX_SCORE_BYTES * blocks, "attention", o.dtype,
-                           cache_elems=cached)
-    top = Kernel.trusted("top-k blocks", blocks, INDEX_SCORE_BYTES * blocks + INDEX_BYTES * M * (a.index_topk // bs),
-                         "elementwise", o.dtype)
+    score = o.kernel("indexer block scores", (2.0 * dI + 1.0) * HI * pairs,
+                     o.w * (M * HI * dI + B * S * dI) + INDEX_SCORE_BYTES * blocks, "attention", o.dtype,
+                     cache_elems=cached)
+    top = o.kernel("top-k blocks", blocks, INDEX_SCORE_BYTES * blocks + INDEX_BYTES * M * (a.index_topk // bs),
+                   "elementwise", o.dtype)
     return [o.mm("index q/k proj", M, HI * dI + dI, D, "attention"), o.norm("index q/k norm", M * (HI + 1), dI),
             score, top]

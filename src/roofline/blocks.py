@@ -45,7 +45,6 @@ stored widths.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,7 +57,7 @@ from roofline.kernels import FLOPS_PER_ELEMENT, MOE_EXPERTS, Kernel
 from roofline.machines import Machine, get_machine
 from roofline.mixers import MLP, Attention, GatedDeltaNet, LatentAttention, Mamba, Mamba2, MoE, ParallelMixer
 from roofline.model_sources import get_model
-from roofline.op_builder import OpBuilder, builder_for
+from roofline.op_builder import OpBuilder, builder_for, row_builder_for
 from roofline.op_counts import expert_matmul_counts
 from roofline.tables import Tabular
 from roofline.units import DTYPE_BYTES
@@ -79,8 +78,6 @@ def expected_experts_touched(n_experts, experts_per_token, n_tokens):
 # family's in attention_ops.py, the per-op builder (OpBuilder) in op_builder.py
 # ---------------------------------------------------------------------------------------------
 
-_Ops = OpBuilder  # its old name here (plan.step_layout builds routed experts with it)
-
 _ACT_NAMES = {"gelu_pytorch_tanh": "gelu", "gelu_new": "gelu", "swish": "silu"}  # the name an op says for a config's
 
 
@@ -89,7 +86,7 @@ def _act_name(mlp, gated: bool) -> str:
     return f"{act}*mul" if gated else act
 
 
-def _mlp_ops(o: _Ops, mlp: MLP, M, D, prefix="", part="mlp") -> list[Kernel]:
+def _mlp_ops(o: OpBuilder, mlp: MLP, M, D, prefix="", part="mlp") -> list[Kernel]:
     """A dense MLP on M rows: gate+up (one (D, 2F) matmul), act*mul, down; or up, act, down."""
     F = mlp.d_ff
     if mlp.gated:
@@ -101,14 +98,14 @@ def _mlp_ops(o: _Ops, mlp: MLP, M, D, prefix="", part="mlp") -> list[Kernel]:
             o.mm(f"{prefix}down proj", M, D, F, part)]
 
 
-def _moe_ops(o: _Ops, moe: MoE, M, D, touched=None) -> list[Kernel]:
-    """Router (M, E); the routed experts (_routed_ops), between the latent down (D -> R) and up
+def _moe_ops(o: OpBuilder, moe: MoE, M, D, touched=None) -> list[Kernel]:
+    """Router (M, E); the routed experts (routed_ops), between the latent down (D -> R) and up
     (R -> D) projections on all M rows where the MoE has a latent R; a shared expert on all M rows."""
     R = moe.latent
     ops = [o.mm("router", M, moe.n_experts, D, "router")]
     if R:
         ops.append(o.mm("latent down proj", M, R, D, "experts"))
-    ops += _routed_ops(o, moe, M, R or D, touched)
+    ops += routed_ops(o, moe, M, R or D, touched)
     if R:
         ops.append(o.mm("latent up proj", M, D, R, "experts"))
     if moe.shared_d_ff:
@@ -118,7 +115,7 @@ def _moe_ops(o: _Ops, moe: MoE, M, D, touched=None) -> list[Kernel]:
     return ops
 
 
-def _routed_ops(o: _Ops, moe, M, D, touched=None) -> list[Kernel]:
+def routed_ops(o: OpBuilder, moe, M, D, touched=None) -> list[Kernel]:
     """Routed experts of width D (the model's, or the MoE's latent) on M k token-expert rows,
     reading the weights of the experts the M tokens are expected to touch
     (expected_experts_touched, unless ``touched`` is given)."""
@@ -128,44 +125,46 @@ def _routed_ops(o: _Ops, moe, M, D, touched=None) -> list[Kernel]:
     rows = M * k
     up = 2 if moe.gated else 1
     shape = (MOE_EXPERTS, M, D, F, k, E, moe.gated, o.dtype, o.dtype)  # weights and compute: model_ops sets them
-    return [Kernel.trusted("expert gate+up proj" if moe.gated else "expert up proj",
-                           *expert_matmul_counts(rows, D, F, up, touched, w), "matmul", o.dtype,
-                           weight_elems=touched * up * D * F, part="experts", shape=shape),
+    return [o.kernel("expert gate+up proj" if moe.gated else "expert up proj",
+                     *expert_matmul_counts(rows, D, F, up, touched, w), "matmul", o.dtype,
+                     weight_elems=touched * up * D * F, part="experts", shape=shape),
             o.ew(_act_name(moe, moe.gated), rows * F, 2 if moe.gated else 1, 1,
                  FLOPS_PER_ELEMENT["gated_activation" if moe.gated else "gelu"], shape=shape),
-            Kernel.trusted("expert down proj", *expert_matmul_counts(rows, F, D, 1, touched, w), "matmul", o.dtype,
-                           weight_elems=touched * F * D, part="experts", shape=shape)]
+            o.kernel("expert down proj", *expert_matmul_counts(rows, F, D, 1, touched, w), "matmul", o.dtype,
+                     weight_elems=touched * F * D, part="experts", shape=shape)]
 
 
-def _ssm_ops(o: _Ops, s, B, T, decode: bool, D) -> list[Kernel]:
+def _ssm_ops(o: OpBuilder, s, B, T, decode: bool, D, prefix="") -> list[Kernel]:
+    """Mamba-2 or Mamba in its recurrent form (module docstring); ``prefix`` before each op's name
+    but the scan's ("ssm " beside a parallel block's attention, whose "out proj" is the other)."""
     M = B * T
     state = B * s.d_inner * s.d_state
     state_io = 2.0 * state if decode else state  # decode reads and writes it; prefill writes it once
     if isinstance(s, Mamba2):
         C = s.conv_channels
         conv_state = B * (s.conv_kernel - 1) * C
-        ops = [o.mm("in proj", M, s.in_proj_width, D, "ssm"),
-               o.ew("conv1d", M * C, 1, 1, 2.0 * s.conv_kernel, cache=(2.0 if decode else 1.0) * conv_state),
-               Kernel.trusted("ssm scan", 6.0 * M * s.d_inner * s.d_state,
-                      o.w * (M * (s.d_inner + 2 * s.n_groups * s.d_state + s.heads) + M * s.d_inner + state_io),
-                      "scan", o.dtype, cache_elems=state_io),
-               (o.ew("gated norm", M * s.d_inner, 2, 1, FLOPS_PER_ELEMENT["gated_rmsnorm"]) if s.gated_norm
-                else o.ew("gate (y*silu(z))", M * s.d_inner, 2, 1, FLOPS_PER_ELEMENT["gated_activation"])),
-               o.mm("out proj", M, D, s.d_inner, "ssm")]
+        ops = [o.mm(f"{prefix}in proj", M, s.in_proj_width, D, "ssm"),
+               o.ew(f"{prefix}conv1d", M * C, 1, 1, 2.0 * s.conv_kernel, cache=(2.0 if decode else 1.0) * conv_state),
+               o.kernel("ssm scan", 6.0 * M * s.d_inner * s.d_state,
+                        o.w * (M * (s.d_inner + 2 * s.n_groups * s.d_state + s.heads) + M * s.d_inner + state_io),
+                        "scan", o.dtype, cache_elems=state_io),
+               (o.ew(f"{prefix}gated norm", M * s.d_inner, 2, 1, FLOPS_PER_ELEMENT["gated_rmsnorm"]) if s.gated_norm
+                else o.ew(f"{prefix}gate (y*silu(z))", M * s.d_inner, 2, 1, FLOPS_PER_ELEMENT["gated_activation"])),
+               o.mm(f"{prefix}out proj", M, D, s.d_inner, "ssm")]
         return ops
     inner = s.d_inner
     conv_state = B * (s.conv_kernel - 1) * inner
-    return [o.mm("in proj", M, 2 * inner, D, "ssm"),
-            o.ew("conv1d", M * inner, 1, 1, 2.0 * s.conv_kernel, cache=(2.0 if decode else 1.0) * conv_state),
-            o.mm("x proj", M, s.dt_rank + 2 * s.d_state, inner, "ssm"),
-            o.mm("dt proj", M, inner, s.dt_rank, "ssm"),
-            Kernel.trusted("ssm scan", 6.0 * M * inner * s.d_state,
-                   o.w * (M * (2 * inner + 2 * s.d_state) + M * inner + state_io), "scan", o.dtype, cache_elems=state_io),
-            o.ew("gate (y*silu(z))", M * inner, 2, 1, FLOPS_PER_ELEMENT["gated_activation"]),
-            o.mm("out proj", M, D, inner, "ssm")]
+    return [o.mm(f"{prefix}in proj", M, 2 * inner, D, "ssm"),
+            o.ew(f"{prefix}conv1d", M * inner, 1, 1, 2.0 * s.conv_kernel, cache=(2.0 if decode else 1.0) * conv_state),
+            o.mm(f"{prefix}x proj", M, s.dt_rank + 2 * s.d_state, inner, "ssm"),
+            o.mm(f"{prefix}dt proj", M, inner, s.dt_rank, "ssm"),
+            o.kernel("ssm scan", 6.0 * M * inner * s.d_state,
+                     o.w * (M * (2 * inner + 2 * s.d_state) + M * inner + state_io), "scan", o.dtype, cache_elems=state_io),
+            o.ew(f"{prefix}gate (y*silu(z))", M * inner, 2, 1, FLOPS_PER_ELEMENT["gated_activation"]),
+            o.mm(f"{prefix}out proj", M, D, inner, "ssm")]
 
 
-def _gdn_ops(o: _Ops, g: GatedDeltaNet, B, T, decode: bool, D) -> list[Kernel]:
+def _gdn_ops(o: OpBuilder, g: GatedDeltaNet, B, T, decode: bool, D) -> list[Kernel]:
     """Gated DeltaNet in its recurrent form: in proj (q, k, v, z, b, a); the conv over q, k, v (2 k
     FLOPs a channel; its window of conv_kernel - 1 tokens in the bytes); the delta rule
     (GatedDeltaNet.scan_flops_per_token's 7 FLOPs per state element; reads q, k, v, g and beta,
@@ -178,11 +177,11 @@ def _gdn_ops(o: _Ops, g: GatedDeltaNet, B, T, decode: bool, D) -> list[Kernel]:
     conv_io = (2.0 if decode else 1.0) * B * (g.conv_kernel - 1) * C  # its window read and written (prefill: written)
     gates = [o.mm("gate up proj (f_b, g_b)", M, g.gate_up_width, g.gate_rank, "ssm")] if g.gate_rank else []
     return [o.mm("in proj", M, g.in_proj_width, D, "ssm"), *gates,
-            Kernel.trusted("conv1d", 2.0 * g.conv_kernel * M * C, o.w * (2 * M * C + conv_io), "elementwise", o.dtype,
-                           cache_elems=conv_io),
-            Kernel.trusted("gated delta rule", 7.0 * M * Hv * g.k_head_dim * g.v_head_dim,
-                           o.w * (M * (C + g.gate_elems_per_token) + M * g.value_dim + state_io), "scan", o.dtype,
-                           cache_elems=state_io),
+            o.kernel("conv1d", 2.0 * g.conv_kernel * M * C, o.w * (2 * M * C + conv_io), "elementwise", o.dtype,
+                     cache_elems=conv_io),
+            o.kernel("gated delta rule", 7.0 * M * Hv * g.k_head_dim * g.v_head_dim,
+                     o.w * (M * (C + g.gate_elems_per_token) + M * g.value_dim + state_io), "scan", o.dtype,
+                     cache_elems=state_io),
             o.ew("gated norm", M * g.value_dim, 2, 1, FLOPS_PER_ELEMENT["gated_rmsnorm"]),
             o.mm("out proj", M, D, g.value_dim, "ssm")]
 
@@ -201,13 +200,22 @@ def attention_used(layer: Layer, attention: str) -> str:
 
 def layer_kernels(layer: Layer, d_model: int, decode: bool, T, B, S, attention: str, dtype: str) -> list[Kernel]:
     """The ops of one layer of this kind, in execution order (trusted, validated sizes)."""
-    o = builder_for(dtype)
-    D, M = d_model, B * T
+    return layer_ops(builder_for(dtype), layer, d_model, decode, T, B, S, attention)
+
+
+def layer_rows(layer: Layer, d_model: int, decode: bool, T, B, S, attention: str, dtype: str) -> list[tuple]:
+    """layer_kernels as rows, each a Kernel's fields in a plain tuple (kernels.kernel_row; Kernel.of_row
+    makes the object): the whole-model planner's lean form."""
+    return layer_ops(row_builder_for(dtype), layer, d_model, decode, T, B, S, attention)
+
+
+def layer_ops(o: OpBuilder, layer: Layer, D: int, decode: bool, T, B, S, attention: str) -> list:
+    """The ops of one layer of this kind, in execution order, each made by ``o`` (a Kernel or a row)."""
+    M = B * T
     mix = layer.mixer
     if isinstance(mix, ParallelMixer):  # both on the one normed input, their outputs summed (one add, 2 reads, 1 write)
-        ssm = [dataclasses.replace(k, name=k.name if k.name.startswith("ssm") else f"ssm {k.name}")
-               for k in _ssm_ops(o, mix.ssm, B, T, decode, D)]  # "ssm out proj" beside the attention's "out proj"
-        mixer = [*attention_ops(o, mix.attention, B, T, S, decode, attention, D), *ssm,
+        mixer = [*attention_ops(o, mix.attention, B, T, S, decode, attention, D),
+                 *_ssm_ops(o, mix.ssm, B, T, decode, D, "ssm "),  # "ssm out proj" beside the attention's "out proj"
                  o.ew("attention + ssm sum", M * D, 2, 1)]
     elif isinstance(mix, Attention):
         mixer = attention_ops(o, mix, B, T, S, decode, attention, D)
@@ -359,7 +367,7 @@ def layer_report(model="llama3-8b", machine="h100-sxm", phase: str = "prefill", 
 __all__ = [
     "PHASES", "ATTENTIONS", "Workload", "check_size", "checked_workload",  # re-exported from workload.py
     "SPARSE_ATTENTION", "SPARSE_GQA",  # re-exported from attention_ops.py
-    "expected_experts_touched", "layer_kernels", "block_kernels", "LayerReport", "layer_reports", "layer_report",
+    "expected_experts_touched", "layer_kernels", "layer_rows", "layer_ops", "routed_ops", "block_kernels", "LayerReport", "layer_reports", "layer_report",
 ]
 
 

@@ -27,7 +27,7 @@ from roofline.op_counts import (FLOPS_PER_ELEMENT, batched_matmul_counts, elemen
                                 pv_counts, row_op_counts, scores_counts)
 from roofline.units import DTYPE_BYTES
 
-_PLAIN = (float, int, np.float64)  # scalars whose bounds two comparisons check (NaN fails them)
+PLAIN_SCALARS = (float, int, np.float64)  # scalars whose bounds two comparisons check (NaN fails them)
 _BYTES_TO_DTYPE = {4.0: "fp32", 2.0: "bf16", 1.0: "fp8", 0.5: "int4", 8.0: "fp64"}
 _new = object.__new__  # a frozen object made without its per-field __setattr__ (Kernel.trusted)
 
@@ -54,7 +54,7 @@ class Kernel:
 
     def __post_init__(self):
         f, b = self.flops, self.bytes
-        if type(f) in _PLAIN and type(b) in _PLAIN and 0.0 <= f <= MAX_FLOPS and 0.0 < b <= MAX_BYTES:
+        if type(f) in PLAIN_SCALARS and type(b) in PLAIN_SCALARS and 0.0 <= f <= MAX_FLOPS and 0.0 < b <= MAX_BYTES:
             return  # the common scalar case, checked without the general validator
         check_number(f"{self.name}: flops", f, minimum=0, strictly=False, maximum=MAX_FLOPS)
         check_number(f"{self.name}: bytes", b, minimum=0, maximum=MAX_BYTES)
@@ -79,6 +79,16 @@ class Kernel:
         d["shape"] = shape
         return k
 
+    @classmethod
+    def of_row(cls, row: tuple) -> "Kernel":
+        """The Kernel of a row (kernel_row's tuple of its fields), trusted as the row's builder was."""
+        return cls.trusted(*row)
+
+    def as_row(self) -> tuple:
+        """The kernel's fields as a plain tuple, in field order (kernel_row's form)."""
+        return (self.name, self.flops, self.bytes, self.category, self.dtype, self.link, self.weight_elems, self.cache_elems,
+                self.part, self.shape)
+
     @property
     def intensity(self):
         """Arithmetic intensity in FLOP per byte."""
@@ -96,6 +106,17 @@ class Kernel:
         shape = (self.shape[0] * n, *self.shape[1:]) if self.shape else ()  # n more matrices of the same GEMM
         return Kernel(self.name, self.flops * n, self.bytes * n, self.category, self.dtype, self.link, self.weight_elems * n,
                       self.cache_elems * n, self.part, shape)
+
+
+def kernel_row(name, flops, bytes, category="other", dtype="bf16", link=None, weight_elems=0.0, cache_elems=0.0, part="",
+               shape=()) -> tuple:
+    """Kernel.trusted's fields as a plain tuple, in field order: the lean form a whole-model analysis
+    carries (a fifth of a Kernel's cost to make), each made a Kernel (Kernel.of_row) only when a
+    caller asks for the ops. ROW_FIELDS names its entries."""
+    return (name, flops, bytes, category, dtype, link, weight_elems, cache_elems, part, shape)
+
+
+ROW_FIELDS = ("name", "flops", "bytes", "category", "dtype", "link", "weight_elems", "cache_elems", "part", "shape")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ import numpy as np
 from roofline.cost import CostModel, WorkloadPrediction, binds
 from roofline.errors import check_number
 from roofline.machines import Machine, get_machine
-from roofline.plan.model_ops import (CountedOp, Totals, context_of, default_cost_model, model_rows, predict_counted,
-                                     totals_of_rows)
+from roofline.plan.model_ops import (CountedOp, Totals, context_of, counted_op, default_cost_model, model_rows,
+                                     predict_counted, totals_of_rows)
 from roofline.plan.parallel import GPUS_PER_NODE, tp_link
 from roofline.plan.precision import Precision
 from roofline.tables import Tabular, jsonable
@@ -47,7 +47,7 @@ class ModelPrediction(Tabular):
     attention: str
     precision: Precision
     tensor_parallel: int
-    counted: tuple[tuple, ...]  # each op's CountedOp fields (kernel, count, weight_bytes, kv_bytes, group): ``ops``
+    counted: tuple[tuple, ...]  # each op's CountedOp fields, its kernel a row of Kernel's (model_rows): ``ops``
     machine_spec: Machine
     cost_model: CostModel
     totals: Totals
@@ -56,7 +56,7 @@ class ModelPrediction(Tabular):
     @functools.cached_property
     def ops(self) -> tuple[CountedOp, ...]:
         """The pass's ops in order, each a kernel with its count (made on first use from ``counted``)."""
-        return tuple(CountedOp(*row) for row in self.counted)
+        return tuple(counted_op(row) for row in self.counted)
 
     @functools.cached_property
     def prediction(self) -> WorkloadPrediction:
@@ -183,12 +183,13 @@ def predict_model(model="llama3-8b", machine="h100-sxm", phase="decode", tokens=
         link = tp_link(m, link, tensor_parallel, gpus_per_node)
     rows = model_rows(cfg, phase, tokens, batch, context, attention, precision, tensor_parallel, link)
     S = context_of(phase, tokens, context)
+    plain = type(batch) is int and type(S) is int and (phase == "decode" or type(tokens) is int)  # plain sizes: plain FLOPs and bytes
     pred = _new(ModelPrediction)  # the frozen dataclass's fields set as one dict (its __init__ sets them one by one)
     _set(pred, "__dict__", {
         "model": cfg.key or cfg.name, "machine": m.key or m.name, "phase": phase,
         "tokens": tokens if phase == "prefill" else 1, "batch": batch, "context": S, "attention": attention,
         "precision": precision, "tensor_parallel": int(tensor_parallel), "counted": tuple(rows), "machine_spec": m,
-        "cost_model": cost_model, "totals": totals_of_rows(rows, m, cost_model), "config": cfg})
+        "cost_model": cost_model, "totals": totals_of_rows(rows, m, cost_model, plain), "config": cfg})
     return pred
 
 

@@ -15,7 +15,7 @@ from roofline.errors import RooflineError, check_number
 from roofline.machines import get_machine, the_name
 from roofline.plan.limits import (ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS, MAX_CONTEXT,  # noqa: F401
                                   SEARCH_MAX_BATCH, check_memory_fraction)
-from roofline.plan.model_ops import _model_ops
+from roofline.plan.model_ops import model_ops_without_links as _model_ops
 from roofline.plan.parallel import shard
 from roofline.plan.precision import Precision
 from roofline.tables import Tabular, jsonable

@@ -8,7 +8,7 @@ arXiv:1909.08053, section 3). Each kind of op is predicted once and multiplied b
 
 Traffic split. An op's bytes are weights (a matmul's K x N operand; the embedding rows gathered),
 KV cache (keys and values that decode attention reads) and activations (everything else).
-blocks.py prices all three at one width; ``_requantised`` re-prices the weight and KV parts at
+blocks.py prices all three at one width; ``requantised_row`` re-prices the weight and KV parts at
 their own: bytes' = bytes + (w_w - w_a) weight_elems + (w_kv - w_a) kv_elems. Matmuls run at the
 peak of the wider of the weight and activation dtypes (the narrower operand is up-converted, as
 in weight-only int4 kernels); every other op at the activation dtype.
@@ -22,11 +22,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from roofline.blocks import Workload, check_size, layer_kernels
+from roofline.blocks import Workload, check_size, layer_rows
 from roofline.cost import (CostModel, WorkloadPrediction, bytes_bind, bytes_per_s, link_latency_s,
                            seed_cost_model)
 from roofline.errors import RooflineError
-from roofline.kernels import FUSED_ATTENTION, MOE_EXPERTS, Kernel, _PLAIN, all_reduce_kernel
+from roofline.kernels import FUSED_ATTENTION, MOE_EXPERTS, PLAIN_SCALARS, Kernel, all_reduce_kernel, kernel_row
 from roofline.op_counts import gather_bytes, matmul_counts, norm_flops_per_element, row_op_counts
 from roofline.machines import Machine, get_machine
 from roofline.plan.parallel import shard
@@ -47,26 +47,38 @@ class CountedOp:
     group: str = ""
 
 
+def counted_op(row: tuple) -> CountedOp:
+    """The CountedOp of a model_rows row, its kernel made from the row's kernel fields."""
+    k, n, weight_bytes, kv_bytes, group = row
+    return CountedOp(Kernel.of_row(k), n, weight_bytes, kv_bytes, group)
+
+
 def requantised(k: Kernel, precision: Precision) -> tuple[Kernel, object, object]:
-    """The kernel with its weight and cache parts at their own widths (the kernel carries their
-    element counts), and those parts in bytes: bytes' = bytes + (w_w - w_a) weight_elems +
-    (w_kv - w_a) cache_elems."""
+    """The kernel with its weight and cache parts at their own widths (requantised_row), and those
+    parts in bytes; ``k`` itself when it is already priced at them."""
+    row = k.as_row()
+    q, weight_bytes, kv_bytes = requantised_row(row, precision)
+    return (k if q is row else Kernel.of_row(q)), weight_bytes, kv_bytes
+
+
+def requantised_row(row: tuple, precision: Precision) -> tuple[tuple, object, object]:
+    """A kernel row (kernels.kernel_row) with its weight and cache parts at their own widths (the
+    row carries their element counts), and those parts in bytes: bytes' = bytes + (w_w - w_a)
+    weight_elems + (w_kv - w_a) cache_elems. The same row when it is already priced at them."""
+    name, flops, moved, category, dtype, link, weight_elems, cache_elems, part, shape = row
     wa, wkv = DTYPE_BYTES[precision.activations], DTYPE_BYTES[precision.kv_cache]
-    ww = precision.weight_width(k.part)
-    dtype = precision.compute_for(k.part) if k.category == "matmul" else precision.activations
-    shape = k.shape
+    ww = precision.weight_width(part)
+    to_dtype = precision.compute_for(part) if category == "matmul" else precision.activations
+    to_shape = shape
     if shape and shape[0] == MOE_EXPERTS:  # the experts' weights as stored or quantised (a measured MoE table's key)
-        shape = (*shape[:-2], precision.weight_format("experts"), precision.compute_for("experts"))
+        to_shape = (*shape[:-2], precision.weight_format("experts"), precision.compute_for("experts"))
     elif shape and shape[0] == FUSED_ATTENTION:  # the KV cache's dtype (a measured attention table's key)
-        shape = (*shape[:-1], precision.kv_cache)
-    if ww == wa and wkv == wa and dtype == k.dtype and shape == k.shape:  # already priced at these widths
-        return k, ww * k.weight_elems, wkv * k.cache_elems
-    moved = k.bytes + (ww - wa) * k.weight_elems + (wkv - wa) * k.cache_elems
-    return (Kernel.trusted(k.name, k.flops, moved, k.category, dtype, k.link, k.weight_elems, k.cache_elems, k.part,
-                           shape), ww * k.weight_elems, wkv * k.cache_elems)
-
-
-_requantised = requantised  # its former name
+        to_shape = (*shape[:-1], precision.kv_cache)
+    if ww == wa and wkv == wa and to_dtype == dtype and to_shape == shape:  # already priced at these widths
+        return row, ww * weight_elems, wkv * cache_elems
+    moved = moved + (ww - wa) * weight_elems + (wkv - wa) * cache_elems
+    return ((name, flops, moved, category, to_dtype, link, weight_elems, cache_elems, part, to_shape),
+            ww * weight_elems, wkv * cache_elems)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,11 +86,11 @@ _requantised = requantised  # its former name
 # planner) and StepLayout (the serving step) both call. Sizes trusted (validated at the edge).
 # ---------------------------------------------------------------------------------------------
 
-def embedding_op(M, D, wa: str) -> Kernel:
+def embedding_op(M, D, wa: str, kernel=Kernel.trusted) -> Kernel:
     """The embedding gather of M rows of the (V, D) table at activation dtype ``wa``
-    (op_counts.gather_bytes); the M D elements read are weights of part "embedding"."""
-    return Kernel.trusted("embedding", 0.0 * M, gather_bytes(M, D, DTYPE_BYTES[wa]), "gather", wa, None, M * D, 0.0,
-                          "embedding")
+    (op_counts.gather_bytes); the M D elements read are weights of part "embedding". ``kernel``
+    makes it (kernels.kernel_row: a row)."""
+    return kernel("embedding", 0.0 * M, gather_bytes(M, D, DTYPE_BYTES[wa]), "gather", wa, None, M * D, 0.0, "embedding")
 
 
 def tp_all_reduce_op(M, D, t: int, link: str, wa: str) -> Kernel:
@@ -94,18 +106,19 @@ def tp_all_reduces(model) -> int:
     return sum(n * kind.tp_all_reduces for kind, n in model.kind_counts())
 
 
-def logits_ops(R, model, wa: str, gemm_shape: bool = True) -> list[Kernel]:
+def logits_ops(R, model, wa: str, gemm_shape: bool = True, kernel=Kernel.trusted) -> list[Kernel]:
     """The final norm and the LM head on R rows (one a sequence that samples a token), on one GPU of
     ``model`` (its tensor-parallel slice: V its share of the vocabulary): the norm over (R, D)
     (op_counts.row_op_counts) and (R, D) @ (D, V) (op_counts.matmul_counts), its (D, V) weights of
     part "embedding" when tied, else "lm_head". ``gemm_shape``: the LM head carries its GEMM's
-    (1, R, V, D), what a measured GEMM table is read at (the serving step's tables are by R: none)."""
+    (1, R, V, D), what a measured GEMM table is read at (the serving step's tables are by R: none).
+    ``kernel`` makes each (kernels.kernel_row: rows)."""
     D, V, w = model.d_model, model.vocab, DTYPE_BYTES[wa]
     norm_flops, norm_bytes = row_op_counts(R * D, norm_flops_per_element(model.final_norm), w)
     head_flops, head_bytes = matmul_counts(R, V, D, w)
-    return [Kernel.trusted("final norm", norm_flops, norm_bytes, "norm", wa),
-            Kernel.trusted("LM head", head_flops, head_bytes, "matmul", wa, None, D * V, 0.0,
-                           "embedding" if model.tied_embeddings else "lm_head", (1, R, V, D) if gemm_shape else ())]
+    return [kernel("final norm", norm_flops, norm_bytes, "norm", wa),
+            kernel("LM head", head_flops, head_bytes, "matmul", wa, None, D * V, 0.0,
+                   "embedding" if model.tied_embeddings else "lm_head", (1, R, V, D) if gemm_shape else ())]
 
 
 def context_of(phase: str, tokens, context):
@@ -131,18 +144,21 @@ def model_ops(model, phase="decode", tokens=1, batch=1, context=None, attention=
     if int(tensor_parallel) > 1 and link is None:
         raise RooflineError("tensor parallelism needs the link its all-reduces cross (predict_model defaults to the "
                             "machine's scale-up link)", field="link")
-    return _model_ops(model, phase, tokens, batch, context, attention, precision, tensor_parallel, link)
+    return model_ops_without_links(model, phase, tokens, batch, context, attention, precision, tensor_parallel, link)
 
 
-def _model_ops(model, phase, tokens, batch, context, attention, precision, tensor_parallel, link) -> list[CountedOp]:
-    """model_ops; with ``link`` None the all-reduces are left out (for weight and KV sums only)."""
-    return [CountedOp(*row) for row in model_rows(model, phase, tokens, batch, context, attention, precision,
-                                                   tensor_parallel, link)]
+def model_ops_without_links(model, phase, tokens, batch, context, attention, precision, tensor_parallel,
+                            link) -> list[CountedOp]:
+    """model_ops without its refusal: with ``link`` None and t > 1 the all-reduces are left out (for
+    plan.memory's weight and KV sums, which no link changes)."""
+    return [counted_op(row) for row in model_rows(model, phase, tokens, batch, context, attention, precision,
+                                                  tensor_parallel, link)]
 
 
 def model_rows(model, phase, tokens, batch, context, attention, precision, tensor_parallel, link) -> list[tuple]:
-    """_model_ops as rows: each CountedOp's fields (kernel, count, weight_bytes, kv_bytes, group) in a
-    tuple, a tenth of the cost of the frozen object (predict_model makes those on first use)."""
+    """model_ops_without_links as rows: each CountedOp's fields (kernel, count, weight_bytes, kv_bytes,
+    group) in a tuple, the kernel itself a row of its fields (kernels.kernel_row): a whole-model
+    analysis makes no object per op (predict_model makes them on first use: counted_op)."""
     cfg = get_model(model)
     precision = precision or _BF16
     sh = cfg if type(tensor_parallel) is int and tensor_parallel == 1 else shard(cfg, tensor_parallel)
@@ -160,24 +176,24 @@ def model_rows(model, phase, tokens, batch, context, attention, precision, tenso
     plain = precision is _BF16 or (precision.stored is None and precision.weights == precision.kv_cache == wa
                                    and not precision.kept("lm_head"))
 
-    def rows(kernels, n, group=""):
-        if plain:  # nothing to re-price: weights and cache at the activation width
-            return [(k, n, w_a * k.weight_elems, w_a * k.cache_elems, group) for k in kernels]
-        return [(q, n, wbytes, kvbytes, group) for q, wbytes, kvbytes in (_requantised(k, precision) for k in kernels)]
+    def rows(ops, n, group=""):
+        if plain:  # nothing to re-price: weights (r[6], elements) and cache (r[7]) at the activation width
+            return [(r, n, w_a * r[6], w_a * r[7], group) for r in ops]
+        return [(q, n, wbytes, kvbytes, group) for q, wbytes, kvbytes in (requantised_row(r, precision) for r in ops)]
 
-    out = rows([embedding_op(M, D, wa)], 1)
+    out = rows([embedding_op(M, D, wa, kernel_row)], 1)
     kinds = sh.kind_counts()
     multi = len(kinds) > 1
     for kind, n in kinds:
-        kernels = layer_kernels(kind, D, decode, w.tokens, w.batch, w.context, attention, wa)
+        ops = layer_rows(kind, D, decode, w.tokens, w.batch, w.context, attention, wa)
         if multi:
             group = LETTERS[sh.kinds.index(kind)]
-            out += rows([Kernel.trusted(**{**k.__dict__, "name": f"{group}: {k.name}"}) for k in kernels], n, group)
+            out += rows([(f"{group}: {r[0]}", *r[1:]) for r in ops], n, group)
         else:
-            out += rows(kernels, n)
+            out += rows(ops, n)
     if t > 1 and link is not None:
-        out += rows([tp_all_reduce_op(M, D, t, link, wa)], tp_all_reduces(sh))
-    return out + rows(logits_ops(w.batch, sh, wa), 1)  # on the last token of each sequence
+        out += rows([tp_all_reduce_op(M, D, t, link, wa).as_row()], tp_all_reduces(sh))
+    return out + rows(logits_ops(w.batch, sh, wa, True, kernel_row), 1)  # on the last token of each sequence
 
 
 def predict_counted(ops: list[CountedOp], machine, cost_model: CostModel) -> WorkloadPrediction:
@@ -228,20 +244,22 @@ def totals(ops: list[CountedOp], machine, cost_model: CostModel) -> Totals:
     """The same arithmetic as predict_counted (cost.op_times per op, times its count), summed
     without building per-op results: the fast path for sweeps. An op is memory- (or link-) bound
     when moving its bytes takes longer than its arithmetic, as in CostModel.predict_op."""
-    rows = [(op.kernel, op.count, op.weight_bytes, op.kv_bytes, op.group) for op in ops]
+    rows = [(op.kernel.as_row(), op.count, op.weight_bytes, op.kv_bytes, op.group) for op in ops]
     return totals_of_rows(rows, get_machine(machine), cost_model)
 
 
-def totals_of_rows(rows: list[tuple], machine: Machine, cm: CostModel) -> Totals:
-    """totals() of rows (kernel, count, weight_bytes, kv_bytes, group): model_rows' and CountedOp's fields."""
+def totals_of_rows(rows: list[tuple], machine: Machine, cm: CostModel, plain: bool = False) -> Totals:
+    """totals() of rows (kernel row, count, weight_bytes, kv_bytes, group): model_rows' and CountedOp's
+    fields. ``plain``: the caller's word that every op's FLOPs and bytes are plain numbers (its sizes
+    were: predict_model's ints); else each op is looked at, and one array takes the general path."""
     # with a CUDA graph the pass's one launch is shared by all its runs
     launch = cm.launch_overhead_s / sum([row[1] for row in rows]) if cm.cuda_graph else cm.launch_overhead_s
-    if type(cm) is CostModel:
-        scalar = _scalar_totals(rows, machine, cm, launch)
-        if scalar is not None:
-            return scalar
+    if type(cm) is CostModel and (plain or all(type(r[0][1]) in PLAIN_SCALARS and type(r[0][2]) in PLAIN_SCALARS
+                                               for r in rows)):
+        return _scalar_totals(rows, machine, cm, launch)
     acc = dict.fromkeys(Totals.__dataclass_fields__, 0.0)
-    for k, n, weight_bytes, kv_bytes, _group in rows:
+    for row, n, weight_bytes, kv_bytes, _group in rows:
+        k = Kernel.of_row(row)
         c, m, t = cm.op_seconds(k, machine, launch)  # a calibrated model's measured rates, or e_c and e_m
         moving = bytes_bind(c, m)
         t = t * n
@@ -261,42 +279,41 @@ def totals_of_rows(rows: list[tuple], machine: Machine, cm: CostModel) -> Totals
     return Totals(**acc)
 
 
-def _scalar_totals(rows: list[tuple], machine: Machine, cm: CostModel, launch: float) -> Totals | None:
-    """totals() for plain numbers (None at the first op whose FLOPs or bytes are not): cost.op_times'
+def _scalar_totals(rows: list[tuple], machine: Machine, cm: CostModel, launch: float) -> Totals:
+    """totals() for ops whose FLOPs and bytes are plain numbers (PLAIN_SCALARS): cost.op_times'
     arithmetic in Python floats, overlapped_s and bytes_bind written inline (the same expressions:
     time = max(c, m) + (1 - overlap) min(c, m) + launch; memory binds when m > c), without numpy's
-    or a call's per-op overhead. The products e_c peak and e_m bandwidth are made once (the same floats)."""
+    or a call's per-op overhead. The products e_c peak and e_m bandwidth are made once (the same floats);
+    each sum adds its terms in the ops' order, as the general path does."""
     e_c, e_m, slack = cm.compute_efficiency, cm.memory_efficiency, 1.0 - cm.overlap
     hbm = e_m * machine.bandwidth
     peaks: dict[str, float] = {}  # e_c x the dtype's peak
     time_s = memory_s = compute_s = link_s = flops = moved = wbytes = kvbytes = 0.0
     g_flops = g_wbytes = g_c = g_m = 0.0
     runs = 0
-    for k, n, weight_bytes, kv_bytes, _group in rows:
+    for (name, f, b, category, dtype, link, weight_elems, cache_elems, part, shape), n, weight_bytes, kv_bytes, _group in rows:
         runs += n
-        f, b = k.flops, k.bytes
-        if (type(f) is not float and type(f) not in _PLAIN) or (type(b) is not float and type(b) not in _PLAIN):
-            return None  # an array: the general path
-        peak = peaks.get(k.dtype)
-        if peak is None:
-            peak = peaks[k.dtype] = e_c * machine.peak(k.dtype)
-        c = f / peak
-        if k.link is None:
+        n = float(n)  # the same products (an int count converts exactly), at the float-by-float speed
+        try:
+            c = f / peaks[dtype]
+        except KeyError:
+            c = f / peaks.setdefault(dtype, e_c * machine.peak(dtype))
+        if link is None:
             m = b / hbm
-        else:
+        else:  # a collective: its link's bandwidth and fixed cost read its shape
+            k = Kernel.trusted(name, f, b, category, dtype, link, weight_elems, cache_elems, part, shape)
             bw = bytes_per_s(k, machine)
             m = b / (e_m * bw) + link_latency_s(k, bw, e_m, cm.launch_overhead_s)
-        moving = m > c  # bytes_bind
-        body = m if moving else c
-        if slack:  # overlap < 1: the shorter adds its share (at overlap 1 it adds 0.0, which changes no sum)
-            body += slack * (c if moving else m)
-        t = (body + launch) * n
-        if not moving:
-            compute_s += t
-        elif k.link:
-            link_s += t
+        # overlapped_s + launch, times the runs; at overlap 1 (slack 0) the shorter adds nothing
+        if m > c:  # bytes_bind
+            t = ((m + slack * c if slack else m) + launch) * n
+            if link is None:
+                memory_s += t
+            else:
+                link_s += t
         else:
-            memory_s += t
+            t = ((c + slack * m if slack else c) + launch) * n
+            compute_s += t
         time_s += t
         f_n = f * n
         flops += f_n
@@ -308,7 +325,7 @@ def _scalar_totals(rows: list[tuple], machine: Machine, cm: CostModel, launch: f
             w_n = 0.0
         if kv_bytes:
             kvbytes += kv_bytes * n
-        if k.category == "matmul":
+        if category == "matmul":
             g_flops += f_n
             g_wbytes += w_n
             g_c += c * n

@@ -195,7 +195,8 @@ class StepLayout:
             return dense
         import types
 
-        from roofline.blocks import _Ops, _routed_ops
+        from roofline.blocks import routed_ops as _routed_ops
+        from roofline.op_builder import OpBuilder as _Ops
         from roofline.kernels import dtype_name
         from roofline.units import dtype_bytes
 
