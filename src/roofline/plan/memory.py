@@ -15,7 +15,7 @@ from roofline.errors import RooflineError, check_number
 from roofline.machines import get_machine, the_name
 from roofline.plan.limits import (ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS, MAX_CONTEXT,  # noqa: F401
                                   SEARCH_MAX_BATCH, check_memory_fraction)
-from roofline.plan.model_ops import model_ops_without_links as _model_ops
+from roofline.plan.model_ops import model_ops_without_links
 from roofline.plan.parallel import shard
 from roofline.plan.precision import Precision
 from roofline.tables import Tabular, jsonable
@@ -117,7 +117,7 @@ def kv_overtakes_weights_context(model, batch=1, precision: Precision | None = N
     are the matmul weights (the experts a batch of B touches, for MoE), not the embedding table. None when the cache stops growing before
     it gets there (windowed and state-space layers only), up to 2^24 tokens."""
     precision = precision or Precision()
-    step = _model_ops(model, "decode", 1, batch, 1, "flash", precision, tensor_parallel, None)
+    step = model_ops_without_links(model, "decode", 1, batch, 1, "flash", precision, tensor_parallel, None)
     read = sum(op.weight_bytes * op.count for op in step if op.kernel.category == "matmul")  # the LM head included
 
     def crossover(read_b, b):

@@ -13,18 +13,19 @@ import numpy as np
 from roofline.blocks import layer_kernels
 from roofline.cost import CostModel, seed_cost_model
 from roofline.errors import RooflineError, check_number
-from roofline.kernels import ALL_GATHER, ALL_TO_ALL, REDUCE_SCATTER, SEND, Kernel
+from roofline.kernels import SEND, Kernel
 from roofline.machines import get_machine
 from roofline.plan.precision import Precision
 from roofline.plan.model_ops import embedding_op, logits_ops, requantised as _requantised, tp_all_reduce_op
 from roofline.plan.parallel import shard, tp_link
+from roofline.plan.step_comms import ExpertComms
 from roofline.transformer import get_model
 from roofline.units import DTYPE_BYTES
 
 MAX_STEP_TOKENS = 1 << 20  # a token budget past a million per step is a typo
 
 
-class StepLayout:
+class StepLayout(ExpertComms):
     """A deployment as one engine step sees it (see the module docstring). ``StepLayout(model,
     machine, ...)`` checks the layout and ends with ``_build()``: StepCost's reduction (plan.step)."""
 
@@ -195,8 +196,8 @@ class StepLayout:
             return dense
         import types
 
-        from roofline.blocks import routed_ops as _routed_ops
-        from roofline.op_builder import OpBuilder as _Ops
+        from roofline.blocks import routed_ops
+        from roofline.op_builder import OpBuilder
         from roofline.kernels import dtype_name
         from roofline.units import dtype_bytes
 
@@ -213,7 +214,7 @@ class StepLayout:
         busiest = np.minimum(E / g, np.maximum(expected_experts_touched(E / g, top / g, M), np.ceil(whole / g - 1e-9)))
         wa = self.precision.activations
         width = kind.mlp.expert_width(self.sharded.d_model)  # a latent MoE's projections are dense ops above
-        for k in _routed_ops(_Ops(dtype_bytes(wa), dtype_name(wa)), moe, M, width, touched=busiest):
+        for k in routed_ops(OpBuilder(dtype_bytes(wa), dtype_name(wa)), moe, M, width, touched=busiest):
             dense[k.name] = _requantised(k, self.precision)[0]
         return dense
 
@@ -224,88 +225,6 @@ class StepLayout:
         sent = M * self.sharded.d_model * w / self.tensor_parallel
         return Kernel.trusted(f"PP send ({self.pp_link})", 0.0 * sent, sent, "collective", self.precision.activations,
                               self.pp_link, shape=(SEND, 2, sent))
-
-    def dispatch_dtype(self) -> tuple[str, float]:
-        """(dtype, bytes per value) the expert-parallel dispatch sends: under fp8 W8A8, fp8 with an
-        fp32 scale per 128 values (DeepEP's fp8 dispatch, the expert GEMM's input quantised before
-        it is sent: 1 + 4/128 B); else the activations (an int8 or fp4 dispatch is not modelled: no
-        kernel we cite sends one). The combine sends the activations."""
-        p = self.precision
-        if p.matmul == "fp8" and DTYPE_BYTES[p.matmul] < DTYPE_BYTES[p.activations]:
-            return p.matmul, DTYPE_BYTES[p.matmul] + 4.0 / 128
-        return p.activations, DTYPE_BYTES[p.activations]
-
-    def ep_nodes(self) -> int:
-        """Nodes the expert-parallel group spans (1 within a node)."""
-        from roofline.plan.parallel import CROSS_NODE_LINKS
-
-        if not self.expert_parallel or self.link not in CROSS_NODE_LINKS:
-            return 1
-        return -(-self.tensor_parallel // self.gpus_per_node)
-
-    @staticmethod
-    def remote_nodes_per_token(n_experts: int, top_k: int, nodes: int) -> float:
-        """Expected remote nodes holding at least one of a token's k distinct experts, E experts
-        spread evenly over N nodes: (N - 1) (1 - C(E - E/N, k) / C(E, k)). DeepSeek-V3 (E 256,
-        k 8) over 2 nodes: 1 - C(128, 8) / C(256, 8) = 0.9965."""
-        from math import comb
-
-        if nodes <= 1:
-            return 0.0
-        per = n_experts // nodes
-        return (nodes - 1) * (1.0 - comb(n_experts - per, top_k) / comb(n_experts, top_k))
-
-    def _all_to_alls(self, kind, M) -> list[Kernel]:
-        """Expert parallelism: the dispatch and the combine of one MoE layer for the busiest GPU's M
-        rows (with attention_tp t, M the busiest group's rows, each of its t GPUs dispatching M / t of
-        them: the sequence-parallel MoE of _tp_all_reduce). None with expert_tp > 1 (_moe_gathers'
-        all-gather and reduce-scatter instead: TensorRT-LLM's all-to-alls cannot split an expert).
-        Within a node: each row's k hidden vectors go to the experts' GPUs ((g - 1) / g of
-        them elsewhere) and as many come back, M k D w (g - 1) / g bytes each way over the link.
-        Across N nodes (DeepEP's internode kernels): a row crosses the scale-out link once per
-        remote node holding one of its experts (remote_nodes_per_token), its forwarding inside that
-        node over NVLink overlapped with the transfer and not costed; the combine reduces on the
-        node and returns once per node the same way: M D w R bytes each way. The dispatch sends
-        dispatch_dtype's width (fp8 with its scales under W8A8), the combine the activations'. D is the
-        experts' width: a latent MoE (Nemotron-3 Super) projects to its latent R before the dispatch."""
-        from roofline.architecture import MoE
-
-        if not self.expert_parallel or not isinstance(kind.mlp, MoE) or self.expert_tp > 1:
-            return []
-        M = M / self.attention_tp
-        g, D, k = self.tensor_parallel, kind.mlp.expert_width(self.sharded.d_model), kind.mlp.top_k  # a latent MoE sends R wide
-        nodes = self.ep_nodes()
-        share = k * (g - 1) / g if nodes == 1 else self.remote_nodes_per_token(kind.mlp.n_experts, k, nodes)
-        out = []
-        for what, (dtype, w) in (("dispatch", self.dispatch_dtype()),
-                                 ("combine", (self.precision.activations, DTYPE_BYTES[self.precision.activations]))):
-            sent = M * D * w * share  # M: the busiest GPU's rows
-            out.append(Kernel.trusted(f"EP all-to-all {what} ({self.link})", 0.0 * sent, sent, "collective", dtype,
-                                      self.link, shape=(ALL_TO_ALL, g, sent)))
-        return out
-
-    def _moe_gathers(self, kind, M) -> list[Kernel]:
-        """Expert parallelism with expert_tp > 1 (each expert split over several GPUs): TensorRT-LLM
-        all-gathers every GPU's rows of an MoE layer over the G GPUs, each runs its experts' slices on
-        all of them, and a reduce-scatter sums the partial outputs and returns each GPU its rows
-        (tensorrt_llm/_torch/modules/fused_moe/communication/communication_factory.py: "AlltoAll cannot
-        support MoE TP", AllGatherReduceScatter). A step of M tokens: ring all-gather and
-        reduce-scatter of (M, D), (G - 1) / G M D w bytes sent per GPU each; the gather sends
-        dispatch_dtype's width (post-quant, fp8 with its scales under W8A8), the reduce-scatter the
-        activations'. D the experts' width. Ranks' padding to the largest (use_dp_padding) not modelled."""
-        from roofline.architecture import MoE
-
-        if not self.expert_parallel or not isinstance(kind.mlp, MoE) or self.expert_tp == 1:
-            return []
-        g, D = self.tensor_parallel, kind.mlp.expert_width(self.sharded.d_model)
-        a = self.precision.activations
-        out = []
-        share = (g - 1) / g
-        for what, shape, (dtype, w), adds in (("all-gather dispatch", ALL_GATHER, self.dispatch_dtype(), 0.0),
-                                              ("reduce-scatter combine", REDUCE_SCATTER, (a, DTYPE_BYTES[a]), 1.0)):
-            out.append(Kernel.trusted(f"MoE {what} ({self.link})", adds * share * M * D, share * M * D * w, "collective",
-                                      dtype, self.link, shape=(shape, g, M * D * w)))
-        return out
 
     def _logits(self, R) -> list[Kernel]:
         """The final norm and the LM head on R rows (model_ops.logits_ops), the head's weights at their
