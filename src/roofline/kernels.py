@@ -118,10 +118,7 @@ def kernel_row(name, flops, bytes, category="other", dtype="bf16", link=None, we
 
 ROW_FIELDS = ("name", "flops", "bytes", "category", "dtype", "link", "weight_elems", "cache_elems", "part", "shape")
 
-
-# ---------------------------------------------------------------------------------------------
-# Registry (one decorator, refuses duplicates; the CLI builds `roofline kernel NAME` from it)
-# ---------------------------------------------------------------------------------------------
+# -- Registry (one decorator, refuses duplicates; the CLI builds `roofline kernel NAME` from it) ------------------
 
 KERNELS: dict[str, Callable[..., Kernel]] = {}
 
