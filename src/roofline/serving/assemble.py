@@ -15,10 +15,10 @@ from roofline.units import GIGA, format_typed_ms
 
 
 # what every serving figure carries: its validation's direction (docs/serving-validation.md)
-MEASURED_VALIDATION_NOTE = ("against 3,345 measured deployments (docs/serving-validation-measured.md), an engine's "
+MEASURED_VALIDATION_NOTE = ("against 3,541 measured deployments (docs/serving-validation-measured.md), an engine's "
                             "defaults (--engine) on its measured kernels predicted time per output token within a median "
-                            "23% on models held out of its one fitted figure (79% of rows within 1.5x), time to first "
-                            "token within a median 43%")
+                            "23% on models held out of its one fitted figure (78% of rows within 1.5x), time to first "
+                            "token within a median 39%")
 VALIDATION_NOTE = ("against published engine benchmarks (docs/serving-validation.md) this model is optimistic in most "
                    "rows, most where a server queues and for multi-GPU latency: read its throughput as an upper bound "
                    "and its latencies as a lower bound on what an engine delivers")
@@ -126,6 +126,9 @@ def _run_notes(st, requests, over: str | None) -> tuple:
     if engine.step_overhead_s:
         notes += (f"each step adds {format_typed_ms(engine.step_overhead_s)} of the engine's own time (scheduling, inputs, "
                   "sampling, detokenising), not overlapped with the GPU's work",)
+    elif engine.preset:  # the engine's fitted time per step is 0 (TensorRT-LLM's: data/engines.toml says why)
+        notes += ("a step is the GPU's work alone: this engine's time per step, fitted on measured deployments, is 0 "
+                  "(its host work overlaps the GPU's; the CLI's --step-overhead sets one)",)
     else:
         notes += ("a step is the GPU's work alone: the engine's own time between steps (scheduling, sampling, "
                   "detokenising; a few ms at small batch in the published runs, docs/serving-validation.md) is not "
