@@ -130,7 +130,7 @@ def test_the_acceptance_flag_takes_the_range_the_engine_checks():
 def _train(**given):
     from roofline.plan.training import train_plan
 
-    return train_plan("llama3-8b", tokens=1e12, gpus=8, **given)
+    return train_plan("llama3-8b", **(dict(tokens=1e12, gpus=8) | given))
 
 
 def _fake_step():
@@ -155,6 +155,7 @@ def _plan_calls():
 
     tp = P.TENSOR_PARALLEL
     return [
+        ("train tokens", P.TRAIN_TOKENS, lambda v: _train(tokens=v)),
         ("train gpus_per_node", P.TRAIN_GPUS_PER_NODE, lambda v: _train(gpus_per_node=v)),
         ("train seq_len", P.SEQ_LEN, lambda v: _train(seq_len=v)),
         ("train price", P.PRICE, lambda v: _train(price_per_gpu_hour=v)),
@@ -171,7 +172,7 @@ def _plan_calls():
     ]
 
 
-PLAN_CALLS = ["train gpus_per_node", "train seq_len", "train price", "train_memory seq_len", "make_layout gpus",
+PLAN_CALLS = ["train tokens", "train gpus_per_node", "train seq_len", "train price", "train_memory seq_len", "make_layout gpus",
               "tp_link gpus_per_node", "serving price", "shard tp", "predict_model tp", "decode_plan tp", "sweep tp",
               "StepLayout tp"]
 

@@ -25,10 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roofline.cost import CostModel, WorkloadPrediction
-from roofline.errors import RooflineError, check_choice, check_fraction, check_number
+from roofline.errors import RooflineError, check_choice, check_fraction
 from roofline.kernels import all_gather_kernel, all_reduce_kernel, reduce_scatter_kernel
 from roofline.machines import get_machine
-from roofline.parameters import PRICE, SEQ_LEN, TRAIN_GPUS_PER_NODE
+from roofline.parameters import MFU, PRICE, SEQ_LEN, TRAIN_GPUS_PER_NODE, TRAIN_TOKENS
 from roofline.plan.memory import MemoryPlan
 from roofline.plan.model_ops import CountedOp, predict_counted
 from roofline.plan.parallel import SCALE_UP_LINKS, default_link, resolve_link
@@ -238,7 +238,7 @@ def train_plan(model="llama3-8b", tokens=15e12, gpus=1024, machine="h100-sxm", m
     (tensor parallel, and data parallel within one node of ``gpus_per_node``), else InfiniBand."""
     cfg = get_model(model)
     m = get_machine(machine)
-    check_number("tokens", tokens, maximum=1e18)
+    TRAIN_TOKENS.check(tokens)
     SEQ_LEN.check(seq_len)
     if mfu is not None and hfu is not None:
         raise RooflineError("give mfu or hfu, not both", field="mfu")
@@ -260,7 +260,7 @@ def train_plan(model="llama3-8b", tokens=15e12, gpus=1024, machine="h100-sxm", m
         check_fraction("hfu", hfu)
         seconds = hw_tok * tokens / (capacity * hfu)
     else:
-        mfu = 0.40 if mfu is None else mfu
+        mfu = MFU.default if mfu is None else mfu
         check_fraction("mfu", mfu)
         seconds = model_tok * tokens / (capacity * mfu)
         if hw_tok / model_tok * mfu > 1.0 + 1e-12:
