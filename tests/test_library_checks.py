@@ -202,3 +202,16 @@ def test_train_and_the_scale_up_domain_declare_their_own_node_bounds():
     # H100 board's 8 GPUs, so a larger domain is not held against the machine)
     assert P.TRAIN_GPUS_PER_NODE.maximum < P.GPUS_PER_NODE.maximum
     assert tp_link(get_machine("h100-sxm"), None, 2, P.TRAIN_GPUS_PER_NODE.maximum + 1) is not None
+
+
+@pytest.mark.parametrize("end", ["min", "max"])
+def test_diagnose_refuses_a_measured_time_past_the_declared_range(end):
+    from roofline.diagnose.kernel_diagnosis import diagnose
+    from roofline.kernels import matmul_kernel
+    from roofline.tool_parameters import MEASURED
+
+    kernel = matmul_kernel(M=8, N=8, K=8)
+    with pytest.raises(RooflineError) as exc:
+        diagnose(kernel, "h100-sxm", _past(MEASURED, end))
+    assert exc.value.field == "measured time"
+    assert diagnose(kernel, "h100-sxm", MEASURED.maximum) is not None  # the bound itself is taken

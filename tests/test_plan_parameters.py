@@ -9,6 +9,7 @@ import argparse
 import pytest
 
 from roofline.cli import build_parser
+from roofline import tool_parameters as T
 from roofline.cli.args import PREFIXES
 from roofline.parameters import (BANDWIDTH_SCALE, COMPUTE_SCALE, DECODE_BATCHES, DECODE_BREAKDOWN, DP_LINK,
                                  FLOPS_CONVENTION, GLOBAL_BATCH, GPUS, GPUS_PER_NODE, HFU, MEMORY_FRACTION, MEMORY_MODE,
@@ -48,6 +49,22 @@ DECLARED = [
     (SWEEP_OVER, ("sweep",), ()),
     (SWEEP_VALUES, ("sweep",), ()),
     (SWEEP_PHASE, ("sweep",), ()),
+    # the commands that measure or read a measurement (roofline.tool_parameters), and the views' sizes they take
+    (T.THREADS, ("calibrate", "check"), ()),
+    (T.CALIBRATE_BUDGET, ("calibrate",), ()),
+    (T.CHECK_BUDGET, ("check",), ()),
+    (T.D_MODEL, ("check",), ()),
+    (T.TRACE_BATCH, ("trace",), ()),
+    (T.FORWARDS, ("profile",), ()),
+    (T.MEASURED, ("diagnose",), ()),
+    (T.RANK, ("diagnose",), ()),
+    (T.FLOPS, ("diagnose",), ()),
+    (T.BYTES, ("diagnose",), ()),
+    (T.LIMIT, ("profile", "nsight"), ()),
+    (VIEW_BY_NAME["tokens"], ("check", "trace"), ("check", "trace")),
+    (VIEW_BY_NAME["context"], ("check", "trace"), ("check", "trace")),
+    (VIEW_BY_NAME["batch"], ("check",), ("check",)),
+    (VIEW_BY_NAME["phase"], ("check",), ()),
 ]
 
 
@@ -71,16 +88,18 @@ def test_each_repeated_flag_has_its_declared_default_range_and_help(p, commands,
             assert tuple(action.choices) == p.choices, (command, p.flag)  # the default listed first
         if p.text or p.switch:
             continue
-        top = int(p.maximum) if p.integer else p.maximum
-        taken = action.type(str(top))
-        assert (taken[-1] if p.many else taken) == top, (command, p.flag)
-        with pytest.raises(argparse.ArgumentTypeError):
-            action.type(str(top + 1 if p.integer else top * 1.01))
+        typed = (lambda v: f"{v}s") if p.unit == "s" else str  # a time with its unit
+        if p.maximum is not None:
+            top = int(p.maximum) if p.integer else p.maximum
+            taken = action.type(typed(top))
+            assert (taken[-1] if p.many else taken) == top, (command, p.flag)
+            with pytest.raises(argparse.ArgumentTypeError):
+                action.type(typed(top + 1 if p.integer else top * 1.01))
         if p.strictly:
             with pytest.raises(argparse.ArgumentTypeError):
-                action.type(str(p.minimum))
+                action.type(typed(p.minimum))
         else:
-            assert action.type(str(p.minimum)) == p.minimum
+            assert action.type(typed(p.minimum)) == p.minimum
 
 
 def test_a_switch_is_false_unless_given():
@@ -159,3 +178,15 @@ def test_sweep_values_take_ranges_within_the_declared_range():
     assert action.type("1:8:log:4") == [1, 2, 4, 8]
     with pytest.raises(argparse.ArgumentTypeError):
         action.type(f"1:{int(SWEEP_VALUES.maximum) + 1}:lin:2")
+
+
+def test_every_declared_parameter_of_the_measuring_commands_is_held_to_its_flags():
+    assert set(T.TOOL_PARAMS) <= {p for p, _, _ in DECLARED}
+
+
+@pytest.mark.parametrize("command, flag, words", [("check", "--tokens", "(CPU default 512, CUDA 4096)"),
+                                                  ("check", "--context", "(default --tokens)"),
+                                                  ("trace", "--tokens", "(default 128)"),
+                                                  ("trace", "--context", "(default 4096)")])
+def test_a_measuring_commands_sizes_say_its_own_default_and_take_prefixes(command, flag, words):
+    assert _action(command, flag).help.endswith(words + PREFIXES)
