@@ -120,3 +120,98 @@ def test_the_acceptance_flag_takes_the_range_the_engine_checks():
     for past in (str(ACCEPTANCE.maximum + 1e-4), "0", f"0.5,{ACCEPTANCE.maximum + 1e-4}"):
         with pytest.raises(argparse.ArgumentTypeError):
             acceptance_arg(past)
+
+
+# -- the planning library reads its commands' declarations (roofline.parameters) --------------------------------
+# Each call takes the one value given and refuses it before any costly work; where two commands declare one name
+# differently (train's --gpus-per-node, a node of 10,000, against the scale-up domain's 10^6), each library check
+# reads its own command's declaration.
+
+def _train(**given):
+    from roofline.plan.training import train_plan
+
+    return train_plan("llama3-8b", **(dict(tokens=1e12, gpus=8) | given))
+
+
+def _fake_step():
+    from types import SimpleNamespace
+
+    # what simulate reads before the price: no pipeline, no speculation, budgets no engine exceeds
+    return SimpleNamespace(pipeline_stages=1, verify_tokens=1, max_tokens=1 << 30, max_seqs=1 << 30)
+
+
+def _plan_calls():
+    from roofline import parameters as P
+    from roofline.machines import get_machine
+    from roofline.plan.decode import decode_plan
+    from roofline.plan.inference import predict_model
+    from roofline.plan.parallel import shard, tp_link
+    from roofline.plan.step_layout import StepLayout
+    from roofline.plan.sweep import sweep
+    from roofline.plan.train_memory import make_layout, train_memory
+    from roofline.serving.parameters import BY_NAME as SERVING
+    from roofline.serving.requests import closed_requests
+    from roofline.serving.scheduler import simulate
+
+    tp = P.TENSOR_PARALLEL
+    return [
+        ("train tokens", P.TRAIN_TOKENS, lambda v: _train(tokens=v)),
+        ("train gpus_per_node", P.TRAIN_GPUS_PER_NODE, lambda v: _train(gpus_per_node=v)),
+        ("train seq_len", P.SEQ_LEN, lambda v: _train(seq_len=v)),
+        ("train price", P.PRICE, lambda v: _train(price_per_gpu_hour=v)),
+        ("train_memory seq_len", P.SEQ_LEN, lambda v: train_memory("llama3-8b", seq_len=v, layout=make_layout(1))),
+        ("make_layout gpus", P.GPUS, lambda v: make_layout(v)),
+        ("tp_link gpus_per_node", P.GPUS_PER_NODE, lambda v: tp_link(get_machine("h100-sxm"), None, 2, v)),
+        ("serving price", SERVING["price_per_gpu_hour"],
+         lambda v: simulate(_fake_step(), closed_requests(1, 1, 16, 1), price_per_gpu_hour=v)),
+        ("shard tp", tp, lambda v: shard("llama3-8b", v)),
+        ("predict_model tp", tp, lambda v: predict_model("llama3-8b", tensor_parallel=v)),
+        ("decode_plan tp", tp, lambda v: decode_plan("llama3-8b", batches=[1], tensor_parallel=v)),
+        ("sweep tp", tp, lambda v: sweep("llama3-8b", values=[1], tensor_parallel=v)),
+        ("StepLayout tp", tp, lambda v: StepLayout("llama3-8b", tensor_parallel=v)),
+    ]
+
+
+PLAN_CALLS = ["train tokens", "train gpus_per_node", "train seq_len", "train price", "train_memory seq_len", "make_layout gpus",
+              "tp_link gpus_per_node", "serving price", "shard tp", "predict_model tp", "decode_plan tp", "sweep tp",
+              "StepLayout tp"]
+
+
+def test_the_plan_calls_are_those_listed():
+    assert [name for name, _, _ in _plan_calls()] == PLAN_CALLS
+
+
+@pytest.mark.parametrize("label", PLAN_CALLS)
+@pytest.mark.parametrize("end", ["min", "max"])
+def test_the_planning_library_refuses_one_value_past_its_commands_declared_bound(label, end):
+    _, p, call = next(c for c in _plan_calls() if c[0] == label)
+    value = _past(p, end)
+    if value is None:
+        pytest.skip("no bound at this end")
+    with pytest.raises(RooflineError) as exc:
+        call(value)
+    assert exc.value.field == p.name, (label, value, str(exc.value))
+
+
+def test_train_and_the_scale_up_domain_declare_their_own_node_bounds():
+    from roofline import parameters as P
+    from roofline.machines import get_machine
+    from roofline.plan.parallel import tp_link
+
+    # train refuses a 10,001-GPU node; the scale-up domain takes it (tensor parallel 2 needs no more than the
+    # H100 board's 8 GPUs, so a larger domain is not held against the machine)
+    assert P.TRAIN_GPUS_PER_NODE.maximum < P.GPUS_PER_NODE.maximum
+    assert tp_link(get_machine("h100-sxm"), None, 2, P.TRAIN_GPUS_PER_NODE.maximum + 1) is not None
+
+
+@pytest.mark.parametrize("end", ["min", "max"])
+def test_diagnose_refuses_a_measured_time_past_the_declared_range(end):
+    from roofline.diagnose.kernel_diagnosis import diagnose
+    from roofline.kernels import matmul_kernel
+    from roofline.tool_parameters import MEASURED
+
+    kernel = matmul_kernel(M=8, N=8, K=8)
+    with pytest.raises(RooflineError) as exc:
+        diagnose(kernel, "h100-sxm", _past(MEASURED, end))
+    assert exc.value.field == "measured time"
+    assert diagnose(kernel, "h100-sxm", MEASURED.maximum) is not None  # the bound itself is taken

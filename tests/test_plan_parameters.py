@@ -9,10 +9,13 @@ import argparse
 import pytest
 
 from roofline.cli import build_parser
-from roofline.parameters import (BANDWIDTH_SCALE, COMPUTE_SCALE, DECODE_BATCHES, DP_LINK, GLOBAL_BATCH, GPUS,
-                                 GPUS_PER_NODE, MEMORY_FRACTION, MICRO_BATCH, MTP, PLAN_ATTENTION, PRICE, RECOMPUTE,
-                                 SEQ_LEN, TENSOR_PARALLEL, TP_LINK, TRAIN_GPUS_PER_NODE, TRAIN_PIPELINE_PARALLEL,
-                                 VIEW_BY_NAME, ZERO)
+from roofline import tool_parameters as T
+from roofline.cli.args import PREFIXES
+from roofline.parameters import (BANDWIDTH_SCALE, COMPUTE_SCALE, DECODE_BATCHES, DECODE_BREAKDOWN, DP_LINK,
+                                 FLOPS_CONVENTION, GLOBAL_BATCH, GPUS, GPUS_PER_NODE, HFU, MEMORY_FRACTION, MEMORY_MODE,
+                                 MFU, MICRO_BATCH, MTP, NO_SEQUENCE_PARALLEL, PEAK_DTYPE, PLAN_ATTENTION, PRICE,
+                                 RECOMPUTE, SEQ_LEN, SWEEP_OVER, SWEEP_PHASE, SWEEP_VALUES, TENSOR_PARALLEL, TP_LINK,
+                                 TRAIN_GPUS_PER_NODE, TRAIN_PIPELINE_PARALLEL, TRAIN_TOKENS, VIEW_BY_NAME, ZERO)
 
 ATTENTION = VIEW_BY_NAME["attention"]
 # (the declaration, the commands whose flag it is, the commands that word its help their own way)
@@ -34,6 +37,34 @@ DECLARED = [
     (MICRO_BATCH, ("train", "memory"), ("memory",)),
     (GLOBAL_BATCH, ("train", "memory"), ("memory",)),
     (RECOMPUTE, ("train", "memory"), ("memory",)),
+    # each command's own (train's --tokens adds the SI-prefix note to its help)
+    (TRAIN_TOKENS, ("train",), ("train",)),
+    (MFU, ("train",), ()),
+    (HFU, ("train",), ()),
+    (FLOPS_CONVENTION, ("train",), ()),
+    (PEAK_DTYPE, ("train",), ()),
+    (NO_SEQUENCE_PARALLEL, ("train",), ()),
+    (MEMORY_MODE, ("memory",), ()),
+    (DECODE_BREAKDOWN, ("decode",), ()),
+    (SWEEP_OVER, ("sweep",), ()),
+    (SWEEP_VALUES, ("sweep",), ()),
+    (SWEEP_PHASE, ("sweep",), ()),
+    # the commands that measure or read a measurement (roofline.tool_parameters), and the views' sizes they take
+    (T.THREADS, ("calibrate", "check"), ()),
+    (T.CALIBRATE_BUDGET, ("calibrate",), ()),
+    (T.CHECK_BUDGET, ("check",), ()),
+    (T.D_MODEL, ("check",), ()),
+    (T.TRACE_BATCH, ("trace",), ()),
+    (T.FORWARDS, ("profile",), ()),
+    (T.MEASURED, ("diagnose",), ()),
+    (T.RANK, ("diagnose",), ()),
+    (T.FLOPS, ("diagnose",), ()),
+    (T.BYTES, ("diagnose",), ()),
+    (T.LIMIT, ("profile", "nsight"), ()),
+    (VIEW_BY_NAME["tokens"], ("check", "trace"), ("check", "trace")),
+    (VIEW_BY_NAME["context"], ("check", "trace"), ("check", "trace")),
+    (VIEW_BY_NAME["batch"], ("check",), ("check",)),
+    (VIEW_BY_NAME["phase"], ("check",), ()),
 ]
 
 
@@ -57,16 +88,18 @@ def test_each_repeated_flag_has_its_declared_default_range_and_help(p, commands,
             assert tuple(action.choices) == p.choices, (command, p.flag)  # the default listed first
         if p.text or p.switch:
             continue
-        top = int(p.maximum) if p.integer else p.maximum
-        taken = action.type(str(top))
-        assert (taken[-1] if p.many else taken) == top, (command, p.flag)
-        with pytest.raises(argparse.ArgumentTypeError):
-            action.type(str(top + 1 if p.integer else top * 1.01))
+        typed = (lambda v: f"{v}s") if p.unit == "s" else str  # a time with its unit
+        if p.maximum is not None:
+            top = int(p.maximum) if p.integer else p.maximum
+            taken = action.type(typed(top))
+            assert (taken[-1] if p.many else taken) == top, (command, p.flag)
+            with pytest.raises(argparse.ArgumentTypeError):
+                action.type(typed(top + 1 if p.integer else top * 1.01))
         if p.strictly:
             with pytest.raises(argparse.ArgumentTypeError):
-                action.type(str(p.minimum))
+                action.type(typed(p.minimum))
         else:
-            assert action.type(str(p.minimum)) == p.minimum
+            assert action.type(typed(p.minimum)) == p.minimum
 
 
 def test_a_switch_is_false_unless_given():
@@ -125,3 +158,35 @@ def test_the_serving_sweep_takes_the_declared_concurrency_range():
     assert action.type(f"1,{p.maximum}") == [1, p.maximum]
     with pytest.raises(argparse.ArgumentTypeError):
         action.type(str(p.maximum + 1))
+
+
+def test_a_commands_own_choices_and_defaults_are_the_librarys():
+    from roofline.plan.sweep import AXES
+    from roofline.plan.train_memory import CONVENTIONS
+    from roofline.plan.training import train_plan
+
+    assert SWEEP_OVER.choices == AXES and FLOPS_CONVENTION.choices == CONVENTIONS
+    assert _action("train", "--tokens").help == TRAIN_TOKENS.cli_help() + PREFIXES
+    assert _action("train", "--tokens").required and _action("sweep", "--over").required
+    # no --mfu or --hfu: the declared MFU, 0.40 (the library's plan reports the one it ran at)
+    assert MFU.default == 0.40
+    assert train_plan("llama3-8b", tokens=1e12, gpus=8).mfu == pytest.approx(MFU.default)
+
+
+def test_sweep_values_take_ranges_within_the_declared_range():
+    action = _action("sweep", "--values")
+    assert action.type("1:8:log:4") == [1, 2, 4, 8]
+    with pytest.raises(argparse.ArgumentTypeError):
+        action.type(f"1:{int(SWEEP_VALUES.maximum) + 1}:lin:2")
+
+
+def test_every_declared_parameter_of_the_measuring_commands_is_held_to_its_flags():
+    assert set(T.TOOL_PARAMS) <= {p for p, _, _ in DECLARED}
+
+
+@pytest.mark.parametrize("command, flag, words", [("check", "--tokens", "(CPU default 512, CUDA 4096)"),
+                                                  ("check", "--context", "(default --tokens)"),
+                                                  ("trace", "--tokens", "(default 128)"),
+                                                  ("trace", "--context", "(default 4096)")])
+def test_a_measuring_commands_sizes_say_its_own_default_and_take_prefixes(command, flag, words):
+    assert _action(command, flag).help.endswith(words + PREFIXES)

@@ -15,7 +15,8 @@ from roofline.cli.args import shows_default
 from roofline.errors import RooflineError
 from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGINE_STEP_TOKENS
 from roofline.serving.engine import Engine
-from roofline.serving.parameters import (BY_API, BY_NAME, PERCENTILE, REQUESTS, SERVING_PARAMS, engine_of)
+from roofline.serving.parameters import (BY_API, BY_NAME, PERCENTILE, REQUESTS, SERVING_PARAMS, SERVING_SHAPED,
+                                         engine_of)
 
 FLAGGED = [p for p in SERVING_PARAMS if p.flag]
 QUERIED = [p for p in SERVING_PARAMS if p.api]
@@ -101,6 +102,32 @@ def test_the_library_functions_take_the_declared_defaults():
     for p in SERVING_PARAMS:
         if p.name in fields:
             assert p.default == fields[p.name], p.name
+
+
+@pytest.mark.parametrize("p", SERVING_SHAPED, ids=lambda p: p.flag)
+def test_a_flag_of_its_own_shape_has_its_declared_default_help_and_choices(serving_parser, p):
+    action = _action(serving_parser, p.flag)
+    assert (action.default, action.help, action.metavar) == (p.flag_default, p.cli_help(), p.metavar)
+    assert (action.nargs == 0) == p.switch
+    assert action.choices == (list(p.choices) if p.choices else None)
+    if p.many:  # a list of counts, each in the declared range
+        assert action.type(f"1,{p.maximum}") == [1, p.maximum]
+        with pytest.raises(argparse.ArgumentTypeError):
+            action.type(str(p.maximum + 1))
+
+
+def test_the_disaggregated_pools_take_the_declared_replicas_router_and_first_token(serving_parser):
+    from roofline.serving.disagg import FIRST_TOKENS, ROUTERS, simulate_disaggregated
+    from roofline.serving.parameters import DISAGG, FIRST_TOKEN, ROUTER
+
+    assert (ROUTER.choices, FIRST_TOKEN.choices) == (ROUTERS, FIRST_TOKENS)
+    signature = inspect.signature(simulate_disaggregated).parameters
+    assert (signature["router"].default, signature["first_token"].default) == (ROUTER.default, FIRST_TOKEN.default)
+    split = _action(serving_parser, "--disagg").type
+    assert split(f"1:{DISAGG.maximum}") == (1, DISAGG.maximum)
+    for past in (f"1:{DISAGG.maximum + 1}", "0:1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            split(past)
 
 
 # -- the API ---------------------------------------------------------------------------------------------

@@ -289,3 +289,34 @@ GLOBAL_BATCH = Param("global_batch", "--global-batch", None, "tokens per optimiz
                      "data-parallel rank)", maximum=1e15)
 RECOMPUTE = Param("recompute", "--recompute", None, "", "none", minimum=None, text=True,
                   choices=("none", "selective", "full"))
+
+# `train`'s own: the run's tokens (plan.training.train_plan's bound, 10^18), the utilisation (MFU or HFU: one of the
+# two; the library's default MFU 0.40), the FLOPs convention (plan.train_memory.CONVENTIONS) and the peak's dtype
+TRAIN_MFU = 0.40
+TRAIN_TOKENS = Param("tokens", "--tokens", None, "training tokens in all, D of 6ND, e.g. 15e12 (not a sequence's length: "
+                     "that is --seq-len)", maximum=1e18)
+MFU = Param("mfu", "--mfu", None, f"model FLOPs utilisation (default {TRAIN_MFU:.2f})", TRAIN_MFU, maximum=1.0,
+            cli_default=False)
+HFU = Param("hfu", "--hfu", None, "hardware FLOPs utilisation, recomputation included (instead of --mfu)", maximum=1.0)
+FLOPS_CONVENTION = Param("convention", "--flops", None, "6nd: 6N per token (the roofline chapter's 6ND); full: "
+                         "6N_matmul + 12Lhs (attention, PaLM/Megatron)", "6nd", minimum=None, text=True,
+                         choices=("6nd", "full"))
+PEAK_DTYPE = Param("peak_dtype", "--peak-dtype", None, "dtype whose dense peak the utilisation is of (one the machine "
+                   "has a peak for)", minimum=None, text=True, choices=QUANT_DTYPES)
+NO_SEQUENCE_PARALLEL = Param("no_sequence_parallel", "--no-sequence-parallel", None, "tensor parallel without sequence "
+                             "parallelism", False, minimum=None, switch=True)
+# `memory`'s mode; `decode`'s step op by op at one of its batches
+MEMORY_MODE = Param("mode", "--mode", None, "", "inference", minimum=None, text=True, choices=("inference", "train"))
+DECODE_BREAKDOWN = Param("breakdown", "--breakdown", None, "also print the whole step op by op at this batch (--json: "
+                         "the \"breakdown\" key)", maximum=SEARCH_MAX_BATCH, integer=True, metavar="BATCH")
+# `sweep`'s axis (plan.sweep.AXES: the test holds them equal) and its sizes (a list, ranges or @FILE: cli.count_lists)
+SWEEP_MACHINES = "h100-sxm,h200,b200,a100-80gb,mi300x,l40s"  # --over machines without --machine
+SWEEP_OVER = Param("over", "--over", None, "what varies: tokens, batch or context (their sizes in --values), or machines "
+                   f"(their list in --machine A,B,C; default {SWEEP_MACHINES})", minimum=None, text=True,
+                   choices=("tokens", "batch", "context", "machines"))
+SWEEP_VALUES = Param("values", "--values", None, "sizes: a list 128,1024,8192; a range START:STOP:lin|log:COUNT, ends "
+                     "included, rounded to whole numbers, repeats dropped (1:131072:log:18 = 1,2,4,...,131072); or @FILE, "
+                     "one a line or comma-separated, # comments (default: powers of 2)", maximum=COUNT_MAX, integer=True,
+                     many=True)
+SWEEP_PHASE = Param("phase", "--phase", None, "default: prefill for tokens, else decode", minimum=None, text=True,
+                    choices=PHASES)

@@ -363,8 +363,9 @@ def print_report(args, report) -> None:
 
 def add_report_flags(p, what: str) -> None:
     """--limit, -o and --json | --csv of the commands that print a ranked report (profile, nsight)."""
-    p.add_argument("--limit", type=number_arg("--limit", strictly=False, **COUNT), default=20,
-                   help="rows in the table (0: all)")
+    from roofline.tool_parameters import LIMIT
+
+    add_declared(p, LIMIT)
     p.add_argument("-o", "--output", default=None, help=f"also draw the measured {what} on the roofline: FILE.png or .svg")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")

@@ -3,9 +3,10 @@ time against its bound (docs/tracing.md)."""
 
 from __future__ import annotations
 
-from roofline.cli.args import (COUNT, add_deprecated_alias, add_machine_flags, grouped_count_arg, kernel_params,
+from roofline.cli.args import (add_declared, add_deprecated_alias, add_machine_flags, grouped_count_arg, kernel_params,
                                machine_from_args, number_arg, refuse_unused)
 from roofline.errors import RooflineError
+from roofline.tool_parameters import BYTES, FLOPS, MEASURED, RANK
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,7 +76,7 @@ def cmd_diagnose(args):
     from roofline.diagnose.kernel_diagnosis import diagnose
 
     if not args.trace:
-        refuse_unused(args, {"rank": 1}, "without --trace (it picks an op of a torch.profiler trace)")
+        refuse_unused(args, {"rank": RANK.default}, "without --trace (it picks an op of a torch.profiler trace)")
     if args.label is not None and (not args.label.isprintable() or not args.label.strip()):
         raise RooflineError(f"--label must be one line of printable text, got {args.label!r}", field="label")
     machine = machine_from_args(args)
@@ -104,7 +105,6 @@ def measured_time_s(text, field="--measured"):
 
 def register(sub):
     from roofline.cli.args import kernel_param
-    from roofline.units import parse_number
 
     p = sub.add_parser("gemm", help="a GEMM's tiles, waves and tensor-core alignment, and what padding buys",
                        description="Example: roofline gemm 8192 50257 768 (GPT-2's LM head: pad the vocabulary to 50,304)")
@@ -123,15 +123,14 @@ def register(sub):
                                    "roofline diagnose --trace trace.json --rank 1")
     p.add_argument("name", nargs="?", default=None, help="kernel constructor (as in `roofline kernel`)")
     p.add_argument("param", nargs="*", type=kernel_param, help="NAME=VALUE, e.g. M=8192 N=4096 K=4096")
-    p.add_argument("--measured", type=number_arg("--measured", maximum=1e6, parser=measured_time_s), default=None,
-                   help="measured time with its unit: 12us, 1.5ms, 2e-3s")
+    # its unit required, as --slo-ttft's, but an error says the seconds as given
+    add_declared(p, MEASURED, type=number_arg(MEASURED.flag, maximum=MEASURED.maximum, parser=measured_time_s))
     p.add_argument("--trace", default=None, metavar="TRACE.json",
                    help="instead of a kernel: an op of this torch.profiler trace (as `roofline profile` reads) ...")
     add_deprecated_alias(p, "--profile", "--trace")  # the old spelling: --profile named a machine file in `check`
-    p.add_argument("--rank", type=number_arg("--rank", **COUNT), default=1,
-                   help="... the op ranked N by time lost in `roofline profile` (default 1), per call")
-    p.add_argument("--flops", type=number_arg("--flops", strictly=False, parser=parse_number), default=None)
-    p.add_argument("--bytes", type=number_arg("--bytes", parser=parse_number), default=None)
+    add_declared(p, RANK)
+    add_declared(p, FLOPS)
+    add_declared(p, BYTES)
     p.add_argument("--dtype", default=None, help="with --flops/--bytes: the peak to use (default bf16)")
     p.add_argument("--category", default="other", help="with --flops/--bytes: matmul, attention, elementwise, ...")
     p.add_argument("--label", default=None, help="with --flops/--bytes: a name for the kernel")

@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 from roofline.cli.args import check_output
-from roofline.cli.args import COUNT, MODEL_NAME, PREFIXES, add_deprecated_alias, number_arg
+from roofline.cli.args import MODEL_NAME, PREFIXES, add_declared, add_deprecated_alias, number_arg
 from roofline.errors import RooflineError
 from roofline.extras import require_torch
+from roofline.parameters import VIEW_ATTENTION
+from roofline.tool_parameters import CALIBRATE_BUDGET, CHECK_BUDGET, D_MODEL, THREADS
 from roofline.units import GIGA, US, format_bytes
 
 def default_profile_path(device: str) -> str:
@@ -24,21 +26,18 @@ def write_failed(path: str, exc: OSError) -> RooflineError:
     return RooflineError(f"-o/--output {path!r}: cannot write: {exc.strerror or exc}", field="output")
 
 
-def _budget(flag, minimum_s: float = 0.0):
-    """A time budget in seconds (units accepted: 90s, 2min); at least ``minimum_s`` where given (a
-    calibration of microseconds measures nothing and writes a profile of zeros)."""
+def _budget(p):
+    """The type of a declared time budget in seconds (roofline.tool_parameters): bare seconds or a unit (90s, 2min),
+    in its declared range."""
     from roofline.units import parse_time_s
 
-    if minimum_s:
-        return number_arg(flag, minimum=minimum_s, strictly=False, maximum=24 * 3600, parser=parse_time_s)
-    return number_arg(flag, maximum=24 * 3600, parser=parse_time_s)
+    return number_arg(p.flag, minimum=p.minimum, strictly=p.strictly, maximum=p.maximum, parser=parse_time_s)
 
 
 def _common(p):
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to measure (default cpu)")
     p.add_argument("--dtype", default=None, help="fp32 (CPU default), bf16 (CUDA default), fp16")
-    p.add_argument("--threads", type=number_arg("--threads", **COUNT), default=None,
-                   help="CPU threads for torch (default: torch's; check: the profile's)")
+    add_declared(p, THREADS)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -132,8 +131,7 @@ def register(sub):
                                    "the ops of a scaled-down block) written atomically as a machine TOML file: "
                                    "use it as --machine FILE anywhere, `roofline check` included.")
     _common(p)
-    p.add_argument("--budget", type=_budget("--budget", 1.0), default=60.0,
-                   help="seconds to spend, about (default 60, at least 1; under ~30 the probes' fixed passes stretch it)")
+    add_declared(p, CALIBRATE_BUDGET, type=_budget(CALIBRATE_BUDGET))
     p.add_argument("-o", "--output", default=None, help="profile path (default roofline-DEVICE.toml)")
     p.add_argument("--allow-drift", action="store_true",
                    help="keep the figures even when the reference kernel timed between probe groups drifted beyond "
@@ -150,16 +148,14 @@ def register(sub):
                         "quick calibration)")
     add_deprecated_alias(p, "--profile", "--machine")  # the old spelling: one flag names a machine file everywhere
     p.add_argument("--model", default="llama3-8b", type=MODEL_NAME, help="preset or config.json (dense models)")
-    p.add_argument("--d-model", type=number_arg("--d-model", **COUNT), default=None,
-                   help="scale the model to this d_model (CPU default 1024; CUDA default: the model's own)")
-    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None,
-                   help="prefill: new tokens per sequence, T (CPU default 512, CUDA 4096)" + PREFIXES)
-    p.add_argument("--batch", type=number_arg("--batch", **COUNT), default=1)
-    p.add_argument("--phase", choices=("prefill", "decode"), default="prefill")
-    p.add_argument("--context", type=number_arg("--context", **COUNT), default=None,
-                   help="decode: tokens in the KV cache, S (default --tokens)" + PREFIXES)
-    p.add_argument("--attention", choices=("naive", "flash"), default="naive")
-    p.add_argument("--budget", type=_budget("--budget"), default=None, help="seconds of timing (CPU default 20)")
+    add_declared(p, D_MODEL)
+    # the sizes and attention of the layer view (roofline.parameters), in check's words
+    add_declared(p, "tokens", text="prefill: new tokens per sequence, T (CPU default 512, CUDA 4096)", suffix=PREFIXES)
+    add_declared(p, "batch", text="")
+    add_declared(p, "phase")
+    add_declared(p, "context", text="decode: tokens in the KV cache, S (default --tokens)", suffix=PREFIXES)
+    add_declared(p, "attention", VIEW_ATTENTION["layer"])
+    add_declared(p, CHECK_BUDGET, type=_budget(CHECK_BUDGET))
     p.add_argument("--cold", action="store_true", help="flush caches before every run (main-memory bandwidth)")
     p.add_argument("-o", "--output", default=None, help="also draw predicted and measured on a roofline: FILE.png|.svg")
     fmt = p.add_mutually_exclusive_group()

@@ -12,14 +12,14 @@ from __future__ import annotations
 import argparse
 
 from roofline.cli.args import (PREFIXES, add_cost_flags, add_declared, add_kernels_flag, add_machine_flags, calibrated_or_cost_model, machine_from_args,
-                               machine_names, number_arg, refuse_unused)
-from roofline.cli.plan_args import (SWEEP_MACHINES, add_format, add_model, add_precision, add_tp,
+                               machine_names, refuse_unused)
+from roofline.cli.plan_args import (add_format, add_model, add_precision, add_tp,
                                     checked_output, count_list, emit, flagged, resolve_precision)
 from roofline.errors import RooflineError
-from roofline.parameters import (DECODE_BATCHES, DP_LINK, GLOBAL_BATCH, GPUS, MEMORY_FRACTION, MICRO_BATCH, MTP,
-                                 PLAN_ATTENTION, PRICE, RECOMPUTE, SEQ_LEN, TP_LINK, TRAIN_GPUS_PER_NODE,
-                                 TRAIN_PIPELINE_PARALLEL, ZERO)
-from roofline.plan.limits import QUANT_DTYPES
+from roofline.parameters import (DECODE_BATCHES, DECODE_BREAKDOWN, DP_LINK, FLOPS_CONVENTION, GLOBAL_BATCH, GPUS, HFU,
+                                 MEMORY_FRACTION, MEMORY_MODE, MFU, MICRO_BATCH, MTP, NO_SEQUENCE_PARALLEL, PEAK_DTYPE,
+                                 PLAN_ATTENTION, PRICE, RECOMPUTE, SEQ_LEN, SWEEP_MACHINES, SWEEP_OVER, SWEEP_PHASE,
+                                 SWEEP_VALUES, TP_LINK, TRAIN_GPUS_PER_NODE, TRAIN_PIPELINE_PARALLEL, TRAIN_TOKENS, ZERO)
 from roofline.tables import dump_json
 
 
@@ -234,8 +234,7 @@ def _register_decode(sub):
     add_precision(p)
     add_tp(p)
     add_declared(p, MEMORY_FRACTION)
-    p.add_argument("--breakdown", type=number_arg("--breakdown", integer=True, maximum=DECODE_BATCHES.maximum), default=None,
-                   metavar="BATCH", help="also print the whole step op by op at this batch (--json: the \"breakdown\" key)")
+    add_declared(p, DECODE_BREAKDOWN)
     add_cost_flags(p)
     add_kernels_flag(p)
     add_format(p)
@@ -246,15 +245,12 @@ def _register_train(sub):
     p = sub.add_parser("train", help="training FLOPs, days, GPU-hours, cost, MFU/HFU, memory per GPU, collectives")
     add_model(p)
     add_machine_flags(p)
-    p.add_argument("--tokens", type=number_arg("--tokens", maximum=1e18), required=True,
-                   help="training tokens in all, D of 6ND, e.g. 15e12 (not a sequence's length: that is --seq-len)" + PREFIXES)
+    add_declared(p, TRAIN_TOKENS, suffix=PREFIXES, required=True)
     add_declared(p, GPUS, required=True)
     util = p.add_mutually_exclusive_group()
-    util.add_argument("--mfu", type=number_arg("--mfu", maximum=1.0), default=None, help="model FLOPs utilisation (default 0.40)")
-    util.add_argument("--hfu", type=number_arg("--hfu", maximum=1.0), default=None,
-                      help="hardware FLOPs utilisation, recomputation included (instead of --mfu)")
-    p.add_argument("--flops", choices=("6nd", "full"), default="6nd",
-                   help="6nd: 6N per token (the roofline chapter's 6ND); full: 6N_matmul + 12Lhs (attention, PaLM/Megatron)")
+    add_declared(util, MFU)
+    add_declared(util, HFU)
+    add_declared(p, FLOPS_CONVENTION)
     add_declared(p, RECOMPUTE)
     add_declared(p, SEQ_LEN)
     add_declared(p, "tensor_parallel", text="tensor parallel")
@@ -263,10 +259,9 @@ def _register_train(sub):
     add_declared(p, MICRO_BATCH)
     add_declared(p, GLOBAL_BATCH)
     add_declared(p, PRICE)
-    p.add_argument("--peak-dtype", choices=QUANT_DTYPES, default=None,
-                   help="dtype whose dense peak the utilisation is of (one the machine has a peak for)")
+    add_declared(p, PEAK_DTYPE)
     add_declared(p, "attention", PLAN_ATTENTION, text="naive stores the s x s scores")
-    p.add_argument("--no-sequence-parallel", action="store_true", help="tensor parallel without sequence parallelism")
+    add_declared(p, NO_SEQUENCE_PARALLEL)
     add_declared(p, TP_LINK, text="tensor-parallel link (default: the machine's nvlink, else xgmi, ici, roce, pcie)")
     add_declared(p, DP_LINK)
     add_declared(p, TRAIN_GPUS_PER_NODE)
@@ -278,7 +273,7 @@ def _register_memory(sub):
     p = sub.add_parser("memory", help="memory per GPU: weights + KV cache (inference) or training states + activations")
     add_model(p)
     add_machine_flags(p)
-    p.add_argument("--mode", choices=("inference", "train"), default="inference")
+    add_declared(p, MEMORY_MODE)
     add_declared(p, "batch", text="inference: sequences")
     add_declared(p, "context", 8192, PREFIXES, "inference: tokens in each sequence's KV cache, S")
     add_precision(p)
@@ -302,14 +297,9 @@ def _register_sweep(sub):
     p = sub.add_parser("sweep", help="sweep tokens, batch, context or machines (vectorised); table, CSV, JSON, plot")
     add_model(p)
     add_machine_flags(p, default=None)
-    p.add_argument("--over", choices=("tokens", "batch", "context", "machines"), required=True,
-                   help="what varies: tokens, batch or context (their sizes in --values), or machines (their list in "
-                        f"--machine A,B,C; default {SWEEP_MACHINES})")
-    p.add_argument("--values", type=count_list("--values", ranges=True), default=None,
-                   help="sizes: a list 128,1024,8192; a range START:STOP:lin|log:COUNT, ends included, rounded to "
-                        "whole numbers, repeats dropped (1:131072:log:18 = 1,2,4,...,131072); or @FILE, one a line or "
-                        "comma-separated, # comments (default: powers of 2)")
-    p.add_argument("--phase", choices=("prefill", "decode"), default=None, help="default: prefill for tokens, else decode")
+    add_declared(p, SWEEP_OVER, required=True)
+    add_declared(p, SWEEP_VALUES, type=count_list(SWEEP_VALUES.flag, SWEEP_VALUES.maximum, ranges=True))  # and ranges
+    add_declared(p, SWEEP_PHASE)
     add_declared(p, "tokens", 4096, PREFIXES, "prefill: new tokens per sequence, T, when not swept")
     add_declared(p, "batch", text="batch when not swept")
     add_declared(p, "context", 4096, PREFIXES, "decode: tokens in the KV cache, S, when not swept")

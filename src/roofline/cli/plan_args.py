@@ -12,9 +12,6 @@ from roofline.cli.args import MODEL_NAME, add_deprecated_alias
 from roofline.cli.count_lists import count_list  # noqa: F401 (re-exported: the commands import it from here)
 from roofline.errors import RooflineError
 
-
-SWEEP_MACHINES = "h100-sxm,h200,b200,a100-80gb,mi300x,l40s"
-
 # The library's parameter names (RooflineError.field) and the flags that set them.
 FLAGS = {
     "tensor_parallel": "--tp", "pipeline_parallel": "--pp", "global_batch": "--global-batch", "micro_batch": "--micro-batch",

@@ -20,7 +20,7 @@ from roofline.cli.args import cost_model_from_args, machine_from_args
 from roofline.cli.plan_args import checked_output, flag_text, flagged, resolve_precision
 from roofline.cli.serving_checks import ServingRequest
 from roofline.errors import RooflineError
-from roofline.serving.parameters import CONCURRENCY, DISAGG_SEARCH_REQUESTS, REQUESTS, engine_of
+from roofline.serving.parameters import CONCURRENCY, DISAGG_SEARCH_REQUESTS, FIRST_TOKEN, REQUESTS, ROUTER, engine_of
 
 
 PROGRESS_REQUESTS = 200_000  # a run of this many requests or more says how far it has got (stderr)
@@ -146,7 +146,7 @@ def _simulate(req, step, draft, engine):
                 if req.rate is not None else
                 closed_requests(req.concurrency, req.requests or REQUESTS, req.input_len, req.output_len, req.seed))
         return simulate_disaggregated(step, step, reqs, engine, engine, req.disagg[0], req.disagg[1], req.kv_link,
-                                      req.seed, req.price, req.router or "random", req.first_token or "prefill")
+                                      req.seed, req.price, req.router or ROUTER.default, req.first_token or FIRST_TOKEN.default)
     if req.sweep:
         return sweep_concurrency(step, req.sweep, req.input_len, req.output_len, engine, req.requests, req.seed,
                                  req.price, req.slo_ttft, req.slo_tpot, req.percentile, draft)

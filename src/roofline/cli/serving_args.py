@@ -8,10 +8,11 @@ from __future__ import annotations
 import argparse
 
 from roofline.cli.args import add_cost_flags, add_declared, add_kernels_flag, add_machine_flags, declared_type, number_arg
-from roofline.cli.plan_args import add_format, add_model, add_precision, add_tp, count_list
+from roofline.cli.plan_args import add_format, add_model, add_precision, add_tp
 from roofline.errors import MAX_CONTEXT
-from roofline.parameters import TENSOR_PARALLEL, VIEW_ATTENTION
-from roofline.serving.parameters import ACCEPTANCE, BY_NAME, Param
+from roofline.parameters import VIEW_ATTENTION
+from roofline.serving.parameters import (ACCEPTANCE, BREAKDOWN, BY_NAME, DISAGG, DRAFT, EAGER, EP, FIRST_TOKEN, KV_LINK,
+                                         LENGTHS, ROUTER, SWEEP, TP_SEARCH, Param)
 
 
 def length_arg(flag, maximum=MAX_CONTEXT):
@@ -34,7 +35,7 @@ def length_arg(flag, maximum=MAX_CONTEXT):
 
 def split_arg(text):
     """'2:6' -> (2, 6): prefill and decode replicas, whole numbers >= 1."""
-    one = number_arg("--disagg", integer=True, maximum=100_000)
+    one = number_arg(DISAGG.flag, integer=True, maximum=DISAGG.maximum)  # each pool's replicas, in the declared range
     parts = str(text).split(":")
     if len(parts) != 2:
         raise argparse.ArgumentTypeError(f"expected P:D (prefill and decode replicas, e.g. 1:3), got {text!r}")
@@ -60,55 +61,38 @@ def param_type(p: Param):
 def add_param(parser, name: str) -> None:
     """The flag of the declared parameter ``name``."""
     p = BY_NAME[name]
-    extra = {"metavar": p.metavar} if p.metavar else {}
-    parser.add_argument(p.flag, type=param_type(p), default=p.flag_default, help=p.cli_help(), **extra)
+    add_declared(parser, p, type=param_type(p))  # a length's type takes LO-HI too
 
 
 def _lengths(p):
-    p.add_argument("--lengths", default=None, metavar="FILE",
-                   help="each request's input and output tokens from a file, a request a line ('input,output'; "
-                        "a header line allowed): a dataset's measured lengths; --requests defaults to its lines")
+    add_declared(p, LENGTHS)
 
 
 def _sweep(p):
-    p.add_argument("--sweep", type=count_list("--sweep", maximum=BY_NAME["concurrency"].maximum), default=None,
-                   help="concurrencies to run, e.g. 1,4,16,64,256: the throughput-latency curve")
+    add_declared(p, SWEEP)
 
 
 def _speculation(p):
     add_declared(p, ACCEPTANCE, type=acceptance_arg)
-    p.add_argument("--draft", default=None, help="the draft model (a preset or config.json), on the same GPUs; or "
-                                                 "'mtp': the model's own multi-token-prediction module (DeepSeek-V3)")
+    add_declared(p, DRAFT)
 
 
 def _parallel(p):
-    p.add_argument("--ep", action="store_true",
-                   help="MoE: expert parallelism over the --tp GPUs with data-parallel attention (all-to-all dispatch "
-                        "and combine) instead of tensor parallelism")
-    p.add_argument("--disagg", type=split_arg, default=None, metavar="P:D",
-                   help="prefill/decode disaggregation: P prefill and D decode replicas of --tp GPUs each (with --rate, "
-                        "or --concurrency: a closed loop over both pools)")
-    p.add_argument("--router", choices=("random", "round-robin"), default=None,
-                   help="with --disagg: how requests spread over each pool's replicas (default random; round-robin is "
-                        "Dynamo's default router)")
-    p.add_argument("--first-token", choices=("prefill", "decode"), default=None,
-                   help="with --disagg: the pool whose token the client sees first (default prefill; decode: tokens "
-                        "stream from the decode pool, as Dynamo serves them, so TTFT takes in the KV transfer)")
-    p.add_argument("--tp-search", type=count_list("--tp-search", maximum=TENSOR_PARALLEL.maximum), default=None, metavar="S1,S2,...",
-                   help="with an SLO: the rate search at each replica size (--tp, or the --ep group), and with "
-                        "--target-rate the size needing the fewest GPUs")
+    add_declared(p, EP)
+    add_declared(p, DISAGG, type=split_arg)
+    add_declared(p, ROUTER)
+    add_declared(p, FIRST_TOKEN)
+    add_declared(p, TP_SEARCH)
 
 
 def _run_flags(p):
-    p.add_argument("--kv-link", default=None,
-                   help="link the KV cache crosses from prefill to decode (default: infiniband or roce, else the scale-up link)")
+    add_declared(p, KV_LINK)
     add_declared(p, "attention", VIEW_ATTENTION["serving"])
-    p.add_argument("--eager", action="store_true", help="no CUDA graph: every op of every step pays a launch")
+    add_declared(p, EAGER)
 
 
 def _breakdown(p):
-    p.add_argument("--breakdown", action="store_true",
-                   help="also print a decode step and a step with a prompt chunk of the run, op by op")
+    add_declared(p, BREAKDOWN)
 
 
 # --help's order: a declared parameter by its name, the others by the function that adds them

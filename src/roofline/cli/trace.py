@@ -11,11 +11,12 @@ import dataclasses
 
 import sys
 
-from roofline.cli.args import (COUNT, PREFIXES, add_cost_flags, add_machine_flags, add_report_flags, cost_model_from_args,
-                               grouped_count_arg, machine_from_args, number_arg, print_csv_notes, print_report,
+from roofline.cli.args import (PREFIXES, add_cost_flags, add_declared, add_machine_flags, add_report_flags,
+                               cost_model_from_args, grouped_count_arg, machine_from_args, print_csv_notes, print_report,
                                refuse_unused)
 from roofline.cli.trace_model import build_model, data_dependent, first_line, is_factory, step_inputs
 from roofline.errors import RooflineError
+from roofline.tool_parameters import FORWARDS, TRACE_BATCH
 from roofline.units import US
 
 
@@ -247,13 +248,12 @@ def register(sub):
                                    "roofline trace path/to/config.json --tokens 2048")
     p.add_argument("model", help="PACKAGE.MODULE:FACTORY (a zero-argument function returning an nn.Module), or a "
                                  "preset or config.json of an attention model (built on meta; docs/tracing.md lists the families)")
-    p.add_argument("--phase", choices=("prefill", "decode"), default=None,
-                   help="preset/config: a prefill of --tokens, or one decode step against a KV cache of --context")
-    p.add_argument("--tokens", type=number_arg("--tokens", **COUNT), default=None,
-                   help="prefill: new tokens per sequence, T (default 128)" + PREFIXES)
-    p.add_argument("--batch", type=number_arg("--batch", integer=True, maximum=65536), default=None, help="sequences (default 1)")
-    p.add_argument("--context", type=number_arg("--context", **COUNT), default=None,
-                   help="decode: tokens in the KV cache, S (default 4096)" + PREFIXES)
+    # the views' sizes (roofline.parameters), in trace's words; its batch up to the largest planned
+    add_declared(p, "phase", None, text="preset/config: a prefill of --tokens, or one decode step against a KV cache "
+                 "of --context")
+    add_declared(p, "tokens", text="prefill: new tokens per sequence, T (default 128)", suffix=PREFIXES)
+    add_declared(p, TRACE_BATCH)
+    add_declared(p, "context", text="decode: tokens in the KV cache, S (default 4096)", suffix=PREFIXES)
     p.add_argument("--input-shape", type=_shape, action="append", metavar="1,128",
                    help="shape of one input tensor (repeat for several inputs; default 1,128)")
     p.add_argument("--input-dtype", default="int64",
@@ -273,8 +273,7 @@ def register(sub):
     p = sub.add_parser("profile", help="a torch.profiler trace against the roofline: bound, measured, time lost per op",
                        description="Reads a Chrome trace from torch.profiler with record_shapes=True.")
     p.add_argument("trace", help="TRACE.json written by prof.export_chrome_trace()")
-    p.add_argument("--forwards", type=grouped_count_arg("--forwards"), default=None,
-                   help="forwards the trace recorded (totals also per forward); default: its ProfilerStep spans, else 1")
+    add_declared(p, FORWARDS, type=grouped_count_arg(FORWARDS.flag))
     add_machine_flags(p)
     add_report_flags(p, "ops")
     p.set_defaults(func=cmd_profile)

@@ -14,9 +14,9 @@ from roofline.tables import Tabular  # noqa: E402
 from dataclasses import dataclass
 
 from roofline.cost import roofline_bound, time_lower_bound
-from roofline.errors import check_number
 from roofline.kernels import Kernel
 from roofline.machines import Machine, get_machine
+from roofline.tool_parameters import MEASURED
 from roofline.units import MEGA, MS, US, indefinite_article
 
 
@@ -280,7 +280,7 @@ def diagnose(kernel: Kernel, machine, measured_s: float, shape: tuple[int, int, 
     """Seed section 4 applied to ``kernel`` measured at ``measured_s`` seconds on ``machine``.
     ``shape`` (M, N, K) of a GEMM adds the tile, wave and tensor-core checks (shapes.py)."""
     machine = get_machine(machine)
-    check_number("measured time", measured_s, maximum=1e6)
+    MEASURED.check(measured_s, "measured time")  # `diagnose --measured`'s range
     bound_s = time_lower_bound(kernel, machine)
     ridge = machine.ridge(kernel.dtype)
     d = dict(kernel=kernel.name, machine=machine.name, dtype=kernel.dtype, category=kernel.category,

@@ -10,6 +10,7 @@ import numpy as np
 
 from roofline.cost import CostModel
 from roofline.errors import MAX_COUNT, check_choice, check_number
+from roofline.parameters import TENSOR_PARALLEL
 from roofline.machines import get_machine
 from roofline.plan.inference import ModelPrediction, decode_step, time_by_limit, time_to_first_token
 from roofline.plan.limits import ENGINE_MEMORY_FRACTION, MAX_CONTEXT, SEARCH_MAX_BATCH
@@ -195,7 +196,7 @@ def decode_plan(model="llama3-8b", machine="h100-sxm", batches=DEFAULT_BATCHES, 
     check_number("batch", batches, maximum=SEARCH_MAX_BATCH, integer=True)
     check_number("context", context, maximum=max_plan_context(cfg), integer=True)
     batches = np.unique(np.asarray(batches, dtype=float).astype(np.int64))
-    if link is not None or int(check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True)) > 1:
+    if link is not None or int(TENSOR_PARALLEL.check(tensor_parallel)) > 1:
         link = tp_link(m, link, tensor_parallel, gpus_per_node)
     common = dict(attention=attention, precision=precision, tensor_parallel=tensor_parallel, link=link, cost_model=cost_model,
                   gpus_per_node=gpus_per_node)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from roofline.cost import CostModel, WorkloadPrediction, binds
-from roofline.errors import check_number
+from roofline.parameters import TENSOR_PARALLEL
 from roofline.machines import Machine, get_machine
 from roofline.plan.model_ops import (CountedOp, Totals, context_of, counted_op, default_cost_model, model_rows,
                                      predict_counted, totals_of_rows)
@@ -178,8 +178,7 @@ def predict_model(model="llama3-8b", machine="h100-sxm", phase="decode", tokens=
     precision = (precision or _BF16).check_machine(m)
     cost_model = cost_model or default_cost_model(m)
     one_gpu = type(tensor_parallel) is int and tensor_parallel == 1
-    if link is not None or not (one_gpu or int(check_number("tensor_parallel", tensor_parallel, maximum=4096,
-                                                            integer=True)) == 1):
+    if link is not None or not (one_gpu or int(TENSOR_PARALLEL.check(tensor_parallel)) == 1):
         link = tp_link(m, link, tensor_parallel, gpus_per_node)
     rows = model_rows(cfg, phase, tokens, batch, context, attention, precision, tensor_parallel, link)
     S = context_of(phase, tokens, context)

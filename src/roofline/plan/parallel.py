@@ -12,8 +12,9 @@ import dataclasses
 
 from roofline.architecture import (Attention, GatedDeltaNet, LatentAttention, Layer, Mamba, Mamba2, MoE, Model,
                                    ParallelMixer)
-from roofline.errors import RooflineError, check_number
+from roofline.errors import RooflineError
 from roofline.machines import Machine
+from roofline.parameters import GPUS_PER_NODE as SCALE_UP_DOMAIN, TENSOR_PARALLEL
 from roofline.transformer import get_model
 
 
@@ -76,7 +77,7 @@ def shard(model, tensor_parallel: int = 1, experts: bool = True) -> Model:
     cfg = get_model(model)
     if type(tensor_parallel) is int and tensor_parallel == 1:
         return cfg
-    check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True)
+    TENSOR_PARALLEL.check(tensor_parallel)
     t = int(tensor_parallel)
     if t == 1:
         return cfg
@@ -132,7 +133,7 @@ def tp_link(machine: Machine, link: str | None, tensor_parallel: int, gpus_per_n
     ``gpus_per_node`` past the machine's scale_up_gpus (an HGX board's 8) is refused when the ring
     would need it: NVLink does not join 16 H100s because a flag says so."""
     t = int(tensor_parallel)
-    g = int(check_number("gpus_per_node", gpus_per_node, maximum=1_000_000, integer=True))
+    g = int(SCALE_UP_DOMAIN.check(gpus_per_node))
     check_scale_up(machine, g, t, f"tensor parallel {t}")
     pair = machine.nvlink_gpus
     if pair and pair < t <= g:  # bridged cards: NVLink joins only a pair, the ring crosses PCIe

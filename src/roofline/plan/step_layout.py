@@ -13,6 +13,7 @@ import numpy as np
 from roofline.blocks import layer_kernels
 from roofline.cost import CostModel, seed_cost_model
 from roofline.errors import RooflineError, check_number
+from roofline.parameters import TENSOR_PARALLEL
 from roofline.kernels import SEND, Kernel
 from roofline.machines import get_machine
 from roofline.plan.precision import Precision
@@ -53,7 +54,7 @@ class StepLayout(ExpertComms):
         self.max_seqs = int(check_number("max_seqs", max_seqs, maximum=MAX_STEP_TOKENS, integer=True))
         # speculative decoding: each decoding sequence feeds T = k + 1 tokens (its last token and k drafts) per step
         self.verify_tokens = int(check_number("verify_tokens", verify_tokens, maximum=64, integer=True))
-        self.tensor_parallel = int(check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True))
+        self.tensor_parallel = int(TENSOR_PARALLEL.check(tensor_parallel))
         self.link = tp_link(self.machine, link, self.tensor_parallel, gpus_per_node) if self.tensor_parallel > 1 else None
         self.gpus_per_node = int(gpus_per_node)
         # expert parallelism with data-parallel attention (DeepSeek-V3's, SGLang's and vLLM's layout for MoE): each of

@@ -14,6 +14,7 @@ import numpy as np
 
 from roofline.cost import CostModel
 from roofline.errors import MAX_COUNT, RooflineError, check_choice, check_number
+from roofline.parameters import TENSOR_PARALLEL
 from roofline.machines import Machine, get_machine
 from roofline.plan.limits import MAX_CONTEXT, SEARCH_MAX_BATCH
 from roofline.plan.precision import Precision
@@ -159,7 +160,7 @@ CHUNK = 32768  # sizes per vectorised call: arrays this long stay in cache (1e6 
 def _series(cfg, m, phase, sizes, attention, precision, tensor_parallel, link, cost_model, gpus_per_node=8) -> SweepSeries:
     cm = cost_model(m) if callable(cost_model) else (cost_model or default_cost_model(m))
     precision = precision(m) if callable(precision) else (precision or Precision())
-    if link is not None or int(check_number("tensor_parallel", tensor_parallel, maximum=4096, integer=True)) > 1:
+    if link is not None or int(TENSOR_PARALLEL.check(tensor_parallel)) > 1:
         link = tp_link(m, link, tensor_parallel, gpus_per_node)
     axis = next((k for k, v in sizes.items() if np.ndim(v)), None)
     swept = np.asarray(sizes[axis]) if axis else np.asarray([sizes["tokens" if phase == "prefill" else "batch"]])

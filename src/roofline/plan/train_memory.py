@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from roofline.errors import RooflineError, check_choice, check_number
 from roofline.machines import get_machine
+from roofline.parameters import GPUS, SEQ_LEN
 from roofline.plan.memory import MemoryPart, MemoryPlan
 from roofline.plan.parallel import shard
 from roofline.units import format_si
@@ -96,9 +97,10 @@ def make_layout(gpus, tensor_parallel=1, pipeline_parallel=1, zero=0, micro_batc
     """The layout with data_parallel = gpus / (tensor x pipeline); the global batch defaults to one
     micro-batch per data-parallel rank and must be a whole number of such rounds (each rank runs
     whole micro-batches of ``micro_batch`` sequences of ``seq_len`` tokens)."""
-    for name, v in (("gpus", gpus), ("tensor_parallel", tensor_parallel), ("pipeline_parallel", pipeline_parallel),
+    GPUS.check(gpus)
+    for name, v in (("tensor_parallel", tensor_parallel), ("pipeline_parallel", pipeline_parallel),
                     ("micro_batch", micro_batch)):
-        check_number(name, v, maximum=1e7, integer=True)
+        check_number(name, v, maximum=GPUS.maximum, integer=True)  # no more of a kind than GPUs
     gpus, tp, pp = int(gpus), int(tensor_parallel), int(pipeline_parallel)
     if gpus % (tp * pp):
         raise RooflineError(f"gpus {gpus} must be a multiple of tensor_parallel x pipeline_parallel = {tp * pp}", field="gpus")
@@ -195,7 +197,7 @@ def train_memory(model="llama3-8b", machine="h100-sxm", layout: Layout | None = 
     cfg = get_model(model)
     m = get_machine(machine)
     layout = layout or make_layout(1, seq_len=seq_len)
-    check_number("seq_len", seq_len, maximum=1e8, integer=True)
+    SEQ_LEN.check(seq_len)
     per_stage = check_pipeline(cfg, layout)
     in_flight = min(layout.pipeline_parallel, layout.micro_batches(seq_len))
     params = stage_params(cfg, layout)  # the largest stage's, its end's embedding or LM head included

@@ -25,9 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roofline.cost import CostModel, WorkloadPrediction
-from roofline.errors import RooflineError, check_choice, check_fraction, check_number
+from roofline.errors import RooflineError, check_choice, check_fraction
 from roofline.kernels import all_gather_kernel, all_reduce_kernel, reduce_scatter_kernel
 from roofline.machines import get_machine
+from roofline.parameters import MFU, PRICE, SEQ_LEN, TRAIN_GPUS_PER_NODE, TRAIN_TOKENS
 from roofline.plan.memory import MemoryPlan
 from roofline.plan.model_ops import CountedOp, predict_counted
 from roofline.plan.parallel import SCALE_UP_LINKS, default_link, resolve_link
@@ -237,8 +238,8 @@ def train_plan(model="llama3-8b", tokens=15e12, gpus=1024, machine="h100-sxm", m
     (tensor parallel, and data parallel within one node of ``gpus_per_node``), else InfiniBand."""
     cfg = get_model(model)
     m = get_machine(machine)
-    check_number("tokens", tokens, maximum=1e18)
-    check_number("seq_len", seq_len, maximum=1e8, integer=True)
+    TRAIN_TOKENS.check(tokens)
+    SEQ_LEN.check(seq_len)
     if mfu is not None and hfu is not None:
         raise RooflineError("give mfu or hfu, not both", field="mfu")
     layout = make_layout(gpus, tensor_parallel, pipeline_parallel, zero, micro_batch, seq_len, global_batch_tokens, sequence_parallel)
@@ -246,7 +247,7 @@ def train_plan(model="llama3-8b", tokens=15e12, gpus=1024, machine="h100-sxm", m
     other = "full" if convention == "6nd" else "6nd"
     other_tok, _ = train_flops_per_token(cfg, seq_len, other, "none")
     if price_per_gpu_hour is not None:
-        check_number("price_per_gpu_hour", price_per_gpu_hour, maximum=1e6)
+        PRICE.check(price_per_gpu_hour)
     if dtype is None:  # the machine's own dtype, as layer and gemm take it (bf16 on most)
         dtype = m.default_dtype
     check_choice("peak_dtype", dtype, DTYPE_BYTES)
@@ -259,13 +260,13 @@ def train_plan(model="llama3-8b", tokens=15e12, gpus=1024, machine="h100-sxm", m
         check_fraction("hfu", hfu)
         seconds = hw_tok * tokens / (capacity * hfu)
     else:
-        mfu = 0.40 if mfu is None else mfu
+        mfu = MFU.default if mfu is None else mfu
         check_fraction("mfu", mfu)
         seconds = model_tok * tokens / (capacity * mfu)
         if hw_tok / model_tok * mfu > 1.0 + 1e-12:
             raise RooflineError(f"mfu {mfu:g} with {recompute} recompute means an HFU of {hw_tok / model_tok * mfu:.2f}, "
                                 "above 1: impossible", field="mfu")
-    check_number("gpus_per_node", gpus_per_node, maximum=1e4, integer=True)
+    TRAIN_GPUS_PER_NODE.check(gpus_per_node)
     ops, notes, tp_ops = step_collectives(cfg, m, layout, seq_len, recompute, tp_link, dp_link, gpus_per_node)
     step = predict_counted(ops, m, CostModel()) if ops else None
     n = active_params(cfg) if convention == "6nd" else matmul_params(cfg)

@@ -100,6 +100,40 @@ BY_API = {p.api: p for p in SERVING_PARAMS if p.api}
 # --tp is the planning commands' shared flag (cli.plan_args._add_tp): declared here for its range and default
 SHARED_FLAGS = frozenset({"--tp"})
 
+# The flags of `roofline serving` with a shape of their own (a file, a list, a pair, a name, a switch): the CLI's
+# alone (cli.serving_args makes each with add_declared); --router's and --first-token's choices and defaults are
+# serving.disagg's ROUTERS and FIRST_TOKENS and simulate_disaggregated's (the test holds them equal)
+LENGTHS = Param("lengths", "--lengths", None, "each request's input and output tokens from a file, a request a line "
+                "('input,output'; a header line allowed): a dataset's measured lengths; --requests defaults to its lines",
+                minimum=None, text=True, metavar="FILE")
+SWEEP = Param("sweep", "--sweep", None, "concurrencies to run, e.g. 1,4,16,64,256: the throughput-latency curve",
+              maximum=BY_NAME["concurrency"].maximum, integer=True, many=True)
+DRAFT = Param("draft", "--draft", None, "the draft model (a preset or config.json), on the same GPUs; or 'mtp': the "
+              "model's own multi-token-prediction module (DeepSeek-V3)", minimum=None, text=True)
+EP = Param("ep", "--ep", None, "MoE: expert parallelism over the --tp GPUs with data-parallel attention (all-to-all "
+           "dispatch and combine) instead of tensor parallelism", False, minimum=None, switch=True)
+# P and D replicas, each a whole number in this range (cli.serving_args.split_arg)
+DISAGG = Param("disagg", "--disagg", None, "prefill/decode disaggregation: P prefill and D decode replicas of --tp GPUs "
+               "each (with --rate, or --concurrency: a closed loop over both pools)", maximum=100_000, integer=True,
+               metavar="P:D")
+ROUTER = Param("router", "--router", None, "with --disagg: how requests spread over each pool's replicas (default "
+               "random; round-robin is Dynamo's default router)", "random", minimum=None, text=True,
+               choices=("random", "round-robin"), cli_default=False)
+FIRST_TOKEN = Param("first_token", "--first-token", None, "with --disagg: the pool whose token the client sees first "
+                    "(default prefill; decode: tokens stream from the decode pool, as Dynamo serves them, so TTFT takes "
+                    "in the KV transfer)", "prefill", minimum=None, text=True, choices=("prefill", "decode"),
+                    cli_default=False)
+TP_SEARCH = Param("tp_search", "--tp-search", None, "with an SLO: the rate search at each replica size (--tp, or the "
+                  "--ep group), and with --target-rate the size needing the fewest GPUs", maximum=TENSOR_PARALLEL.maximum,
+                  integer=True, many=True, metavar="S1,S2,...")
+KV_LINK = Param("kv_link", "--kv-link", None, "link the KV cache crosses from prefill to decode (default: infiniband or "
+                "roce, else the scale-up link)", minimum=None, text=True)
+EAGER = Param("eager", "--eager", None, "no CUDA graph: every op of every step pays a launch", False, minimum=None,
+              switch=True)
+BREAKDOWN = Param("breakdown", "--breakdown", None, "also print a decode step and a step with a prompt chunk of the run, "
+                  "op by op", False, minimum=None, switch=True)
+SERVING_SHAPED = (LENGTHS, SWEEP, DRAFT, EP, DISAGG, ROUTER, FIRST_TOKEN, TP_SEARCH, KV_LINK, EAGER, BREAKDOWN)
+
 
 def engine_of(name: str | None, machine, **given) -> Engine:
     """The Engine of a run: engine ``name``'s defaults on ``machine`` (serving.engines) or Engine's own,

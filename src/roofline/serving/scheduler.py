@@ -37,7 +37,8 @@ import math
 
 import numpy as np
 
-from roofline.errors import RooflineError, check_number
+from roofline.errors import RooflineError
+from roofline.parameters import PRICE
 from roofline.plan.step import StepCost
 from roofline.serving.advance import advance, stretch
 from roofline.serving.assemble import assemble
@@ -86,7 +87,7 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
         raise RooflineError(f"the step model was built for {step.max_tokens:,} tokens and {step.max_seqs:,} sequences per "
                             f"step; the engine asks {engine.max_tokens:,} and {engine.max_seqs:,}", field="max_tokens")
     if price_per_gpu_hour is not None:
-        check_number("price_per_gpu_hour", price_per_gpu_hour, maximum=1e6)
+        PRICE.check(price_per_gpu_hour)
     st = RunState(step, requests, engine, draft, stepwise)
     _run(st, max_steps, progress)
     return assemble(st, requests, price_per_gpu_hour)
