@@ -236,3 +236,14 @@ def test_the_breakdown_of_a_run_with_long_prompts_keeps_to_the_step_budget(capsy
     d = json.loads(capsys.readouterr().out)
     mixed = d["breakdown"]["mixed_step"]  # one token a decode, and its chunks' prompt tokens
     assert mixed["chunks"] >= 1 and mixed["decode_batch"] + mixed["chunks"] * mixed["chunk"] <= d["engine"]["max_tokens"]
+
+
+def test_a_run_past_the_step_budget_is_refused_before_it_runs(capsys):
+    """Fuzzing found `serving --eager --output-len 80898 --max-seqs 1` simulating 50,000,000 steps before it gave up
+    (a minute and more). 1,000 requests x 80,898 output tokens at one sequence a step need at least 80,898,000 steps,
+    past the 50,000,000 the simulation allows: refused at once, naming the lengths and the sequences."""
+    from roofline.cli import main
+
+    assert main(["serving", "--eager", "--output-len", "80898", "--max-seqs", "1"]) == 2
+    err = capsys.readouterr().err  # the up-front refusal's count (the run's own limit says only that it ran out)
+    assert "80,898,000 steps" in err and "output_len" in err and "max_seqs 1" in err

@@ -88,9 +88,23 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                             f"step; the engine asks {engine.max_tokens:,} and {engine.max_seqs:,}", field="max_tokens")
     if price_per_gpu_hour is not None:
         PRICE.check(price_per_gpu_hour)
-    st = RunState(step, requests, engine, draft, stepwise)
+    st = RunState(step, requests, engine, draft, stepwise)  # (refuses a cache the requests outgrow)
+    _check_work(requests, engine, max_steps)
     _run(st, max_steps, progress)
     return assemble(st, requests, price_per_gpu_hour)
+
+
+def _check_work(requests: Requests, engine: Engine, max_steps: int):
+    """A run whose fewest possible steps exceed ``max_steps`` refused before it starts (issue 38: a search's
+    or a run's work bounded and its budget said): every output token takes a step of its sequence, at most
+    max_seqs sequences a step, each step at most spec_tokens + 1 tokens of a sequence."""
+    out = float(np.sum(np.asarray(requests.output_tokens, dtype=float)))
+    fewest = out / (engine.max_seqs * (engine.spec_tokens + 1))
+    if fewest > max_steps:
+        raise RooflineError(f"{len(requests.output_tokens):,} requests of {out / len(requests.output_tokens):,.0f} output "
+                            f"tokens on average (output_len), at most max_seqs {engine.max_seqs:,} sequences a step, need "
+                            f"at least {fewest:,.0f} steps, past the simulation's {max_steps:,}: fewer requests, shorter "
+                            "outputs or more sequences a step", field="requests", also=("output_len", "max_seqs"))
 
 
 def _run(st: RunState, max_steps: int, progress):
