@@ -54,6 +54,7 @@ from roofline.cost import CostModel, WorkloadPrediction, seed_cost_model
 from roofline.errors import MAX_COUNT, check_number
 from roofline.attention_ops import SPARSE_ATTENTION, SPARSE_GQA, attention_ops, latent_ops
 from roofline.kernels import FLOPS_PER_ELEMENT, MOE_EXPERTS, Kernel
+from roofline.kernel_shapes import GATED_DELTA_NET
 from roofline.machines import Machine, get_machine
 from roofline.mixers import MLP, Attention, GatedDeltaNet, LatentAttention, Mamba, Mamba2, MoE, ParallelMixer
 from roofline.model_sources import get_model
@@ -164,24 +165,38 @@ def _ssm_ops(o: OpBuilder, s, B, T, decode: bool, D, prefix="") -> list[Kernel]:
             o.mm(f"{prefix}out proj", M, D, inner, "ssm")]
 
 
-def _gdn_ops(o: OpBuilder, g: GatedDeltaNet, B, T, decode: bool, D) -> list[Kernel]:
-    """Gated DeltaNet in its recurrent form: in proj (q, k, v, z, b, a); the conv over q, k, v (2 k
-    FLOPs a channel; its window of conv_kernel - 1 tokens in the bytes); the delta rule
-    (GatedDeltaNet.scan_flops_per_token's 7 FLOPs per state element; reads q, k, v, g and beta,
-    writes the output; the state read and written once per decode step, written once by a
-    prefill); the gated norm; out proj. Kimi Delta Attention adds the rank-r gates' up projections
-    and reads a decay per key channel; its gate's activations (O(key_dim) a token) are left out."""
+def gdn_counts(g: GatedDeltaNet, B, T, decode: bool, w: float) -> tuple[tuple, tuple]:
+    """The FLOPs, bytes and cache (state) elements of Gated DeltaNet's two kernels for B sequences of
+    T tokens: ((conv1d), (gated delta rule)). The conv: 2 conv_kernel FLOPs a channel of q, k, v
+    (conv_channels), reads and writes them, its window of conv_kernel - 1 tokens read and written by
+    a decode step (written by a prefill). The rule: GatedDeltaNet.scan_flops_per_token's 7 FLOPs per
+    state element (B v_heads k_head_dim v_head_dim); reads q, k, v, g and beta, writes the output; the
+    state read and written once per decode step, written once by a prefill. Elements of ``w`` bytes.
+    One formula for the layer's ops (_gdn_ops) and the measured GDN table's rooflines (measured.gdn)."""
     M, C, Hv = B * T, g.conv_channels, g.v_heads
     state = B * Hv * g.k_head_dim * g.v_head_dim
     state_io = 2.0 * state if decode else state
-    conv_io = (2.0 if decode else 1.0) * B * (g.conv_kernel - 1) * C  # its window read and written (prefill: written)
+    conv_io = (2.0 if decode else 1.0) * B * (g.conv_kernel - 1) * C
+    conv = (2.0 * g.conv_kernel * M * C, w * (2 * M * C + conv_io), conv_io)
+    rule = (7.0 * M * Hv * g.k_head_dim * g.v_head_dim,
+            w * (M * (C + g.gate_elems_per_token) + M * g.value_dim + state_io), state_io)
+    return conv, rule
+
+
+def _gdn_ops(o: OpBuilder, g: GatedDeltaNet, B, T, decode: bool, D) -> list[Kernel]:
+    """Gated DeltaNet in its recurrent form: in proj (q, k, v, z, b, a); the conv over q, k, v and
+    the delta rule (gdn_counts); the gated norm; out proj. Kimi Delta Attention adds the rank-r gates'
+    up projections and reads a decay per key channel; its gate's activations (O(key_dim) a token) are
+    left out. The conv and the rule carry their shape (GATED_DELTA_NET: what the measured GDN table
+    is read at); KDA's do not (the tables' kda_perf is not read)."""
+    M = B * T
+    (cf, cb, conv_io), (rf, rb, state_io) = gdn_counts(g, B, T, decode, o.w)
     gates = [o.mm("gate up proj (f_b, g_b)", M, g.gate_up_width, g.gate_rank, "ssm")] if g.gate_rank else []
+    shape = (lambda part: ()) if g.gate_rank else (lambda part: (
+        GATED_DELTA_NET, part, B, T, g.k_heads, g.k_head_dim, g.v_heads, g.v_head_dim, g.conv_kernel, decode, D))
     return [o.mm("in proj", M, g.in_proj_width, D, "ssm"), *gates,
-            o.kernel("conv1d", 2.0 * g.conv_kernel * M * C, o.w * (2 * M * C + conv_io), "elementwise", o.dtype,
-                     cache_elems=conv_io),
-            o.kernel("gated delta rule", 7.0 * M * Hv * g.k_head_dim * g.v_head_dim,
-                     o.w * (M * (C + g.gate_elems_per_token) + M * g.value_dim + state_io), "scan", o.dtype,
-                     cache_elems=state_io),
+            o.kernel("conv1d", cf, cb, "elementwise", o.dtype, cache_elems=conv_io, shape=shape("conv")),
+            o.kernel("gated delta rule", rf, rb, "scan", o.dtype, cache_elems=state_io, shape=shape("rule")),
             o.ew("gated norm", M * g.value_dim, 2, 1, FLOPS_PER_ELEMENT["gated_rmsnorm"]),
             o.mm("out proj", M, D, g.value_dim, "ssm")]
 

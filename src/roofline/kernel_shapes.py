@@ -13,6 +13,9 @@ FUSED_ATTENTION = "fused attention"
 # hidden, expert d_ff, top-k, experts, gated, the experts' weight format, the dtype their matmuls compute in),
 # what a measured MoE table is read at
 MOE_EXPERTS = "moe experts"
+# The tag of Gated DeltaNet's two kernels' shape: (GATED_DELTA_NET, part ("conv" or "rule"), B, T, key heads, key
+# head dim, value heads, value head dim, conv width, decode, the model's width), what the measured GDN table is read at (measured.gdn)
+GATED_DELTA_NET = "gated delta net"
 
 
 def matmul_dims(shape: tuple) -> tuple | None:

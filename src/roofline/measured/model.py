@@ -9,7 +9,8 @@ CPU's launch), never under the op's roofline (at_least_roofline):
 - a fused attention (its shape tagged FUSED_ATTENTION): measured.attention;
 - a MoE layer's routed experts (MOE_EXPERTS): their share of the measured module, measured.moe;
 - a tensor-parallel all-reduce within a node (ALL_REDUCE): measured.comm;
-- MLA's absorbed decode attention (FUSED_MLA): measured.mla.
+- MLA's absorbed decode attention (FUSED_MLA): measured.mla;
+- Gated DeltaNet's conv and delta rule (GATED_DELTA_NET): measured.gdn.
 
 Every other op (norms, activations, residual adds, unfused attention, MLA, batched matmuls, sites
 the tables lack) keeps the cost model, e_c and e_m. Each op says which and why: its ``basis``,
@@ -26,10 +27,12 @@ import numpy as np
 from roofline.blocks import expected_experts_touched
 from roofline.cost import CostModel, overlapped_s, roofline_bound, time_lower_bound
 from roofline.errors import RooflineError
+from roofline.kernel_shapes import GATED_DELTA_NET
 from roofline.kernels import ALL_REDUCE, FUSED_ATTENTION, FUSED_MLA, MOE_EXPERTS, Kernel, matmul_dims
 from roofline.machines import Machine
 from roofline.measured.attention import attention_table
 from roofline.measured.comm import all_reduce_table
+from roofline.measured.gdn import gdn_table
 from roofline.measured.gemm import TABLE_DTYPE, GemmEstimate, gemm_table
 from roofline.measured.mla import mla_table
 from roofline.measured.predictions import (IMPLAUSIBLY_SLOW, MEASURED_FIELDS, MeasuredOpPrediction,  # noqa: F401
@@ -107,6 +110,9 @@ class MeasuredKernels(CostModel):
     def _mla_table(self, machine: Machine):
         return self._onto(mla_table(self._source(machine), self.kernels), machine)
 
+    def _gdn_table(self, machine: Machine):
+        return self._onto(gdn_table(self._source(machine), self.kernels), machine)
+
     @staticmethod
     def _fused(kernel: Kernel) -> bool:
         """An op inside a measured module's one kernel (a MoE's activation): no time or launch of its own."""
@@ -128,11 +134,12 @@ class MeasuredKernels(CostModel):
 
     @staticmethod
     def _families(model, tensor_parallel: int) -> str:
-        from roofline.architecture import LatentAttention
+        from roofline.architecture import GatedDeltaNet, LatentAttention
 
         has = (lambda test: True) if model is None else (lambda test: any(test(k) for k in model.kinds))
         names = ["matmuls", "fused attention"]
         names += ["MLA decode"] if has(lambda k: isinstance(k.mixer, LatentAttention)) else []
+        names += ["Gated DeltaNet"] if has(lambda k: isinstance(k.mixer, GatedDeltaNet) and not k.mixer.gate_rank) else []
         names += ["routed experts"] if has(lambda k: k.is_moe) else []
         names += ["all-reduces"] if model is None or tensor_parallel > 1 else []
         return ", ".join(names[:-1]) + " and " + names[-1]
@@ -142,8 +149,8 @@ class MeasuredKernels(CostModel):
             return (f"matmuls and fused attention from the kernels measured by {self.tables or self.kernels} plus the "
                     "launch; the other ops by the cost model")
         if self.measured_on:
-            return (f"matmuls, fused attention and routed experts at the efficiencies of the measured kernels of "
-                    f"{self.tables or self.kernels} (aiconfigurator-core; transferred: each shape's share of its roofline "
+            return (f"matmuls, fused attention, routed experts and Gated DeltaNet at the efficiencies of the measured "
+                    f"kernels of {self.tables or self.kernels} (aiconfigurator-core; transferred: each shape's share of its roofline "
                     f"on the {self.measured_on} applied to this machine's, not measured on it) plus the launch; the other "
                     "ops, all-reduces included, by the cost model")
         return (f"{self._families(model, tensor_parallel)} from the measured kernels of "
@@ -169,6 +176,8 @@ class MeasuredKernels(CostModel):
             return "all-reduce"
         if kernel.shape and kernel.shape[0] == FUSED_MLA:
             return "mla"
+        if kernel.shape and kernel.shape[0] == GATED_DELTA_NET:
+            return "gdn"
         return "gemm" if kernel.category == "matmul" else ""
 
     def _gemm(self, kernel: Kernel, machine: Machine, shape=None):
@@ -184,6 +193,11 @@ class MeasuredKernels(CostModel):
             _, B, S, H, r, rope, kv_dtype = shape
             try:
                 return self._mla_table(machine).estimate(kv_dtype, B, S, H, int(r), int(rope)), None
+            except RooflineError as exc:
+                return None, str(exc)
+        if shape and shape[0] == GATED_DELTA_NET:
+            try:
+                return self._gdn_table(machine).estimate(*shape[1:]), None
             except RooflineError as exc:
                 return None, str(exc)
         if shape and shape[0] == ALL_REDUCE:
@@ -294,6 +308,8 @@ class MeasuredKernels(CostModel):
         if family == "mla":
             _, B, S, H, r, rope, kv_dtype = shape
             return self._mla_table(machine).times(kv_dtype, B, S, H, int(r), int(rope))
+        if family == "gdn":
+            return self._gdn_table(machine).times(*shape[1:])
         if family == "all-reduce":
             if self.measured_on:
                 return np.nan
