@@ -110,6 +110,15 @@ def test_heads_the_table_lacks_keep_the_cost_model_and_say_why():
     assert "3 key" in p.source
 
 
+def test_a_verify_step_keeps_the_cost_model():
+    """A decode step of 4 tokens a sequence (speculative decoding's verify): the generation rows time one
+    token a sequence, so the rule keeps the cost model."""
+    m = get_machine("h200")
+    cm = MeasuredKernels.for_machine(m, "sglang")
+    p = cm.predict_op(_ops(QWEN35_GDN_TP8, 16, 4, True)["gated delta rule"], m)
+    assert (p.family, p.basis) == ("gdn", "cost model")
+
+
 def test_kimi_delta_attention_is_not_read_from_the_gdn_table():
     """KDA (gate_rank > 0) has its own kernels (kda_perf, not read): its ops carry no GDN shape."""
     kda = GatedDeltaNet(k_heads=2, v_heads=8, k_head_dim=128, v_head_dim=128, gate_rank=128)

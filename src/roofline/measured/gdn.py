@@ -75,19 +75,25 @@ class GdnTable:
         return self.sites[(*key, near)], self.source + said
 
     def estimate(self, part, B, T, Hk, dk, Hv, dv, conv, decode, D) -> GemmEstimate:
-        """One kernel's measured time at B sequences of T tokens (decode: T = 1) in a model of width D."""
+        """One kernel's measured time at B sequences of T tokens (decode: T = 1) in a model of width D;
+        a decode step of T > 1 tokens a sequence (a speculative verify) is refused: the generation rows
+        time one."""
+        if decode and T != 1:
+            raise RooflineError(f"a decode step of {T} tokens a sequence (a verify): the GDN generation rows measured one",
+                                field="model")
         grid, source = self._site(part, decode, Hk, dk, Hv, dv, conv, D)
         eff, basis, points = grid.estimate((1.0 if decode else T, B))
         bound = float(gdn_roofline_s(self.machine, part, float(B), float(T), Hk, dk, Hv, dv, conv, decode))
         return GemmEstimate(bound / eff, bound, basis, points, source)
 
     def times(self, part, B, T, Hk, dk, Hv, dv, conv, decode, D) -> np.ndarray:
-        """estimate's time for arrays of B and T (broadcast) in one numpy pass."""
+        """estimate's time for arrays of B and T (broadcast) in one numpy pass; NaN for a decode of T > 1."""
         grid, _ = self._site(part, decode, Hk, dk, Hv, dv, conv, D)
         B, T = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (B, T)))
         Tq = np.ones_like(T) if decode else T
         eff = grid.estimate_many(np.stack([Tq.ravel(), B.ravel()], axis=1))[0].reshape(B.shape)
-        return gdn_roofline_s(self.machine, part, B, T, Hk, dk, Hv, dv, conv, decode) / eff
+        out = gdn_roofline_s(self.machine, part, B, T, Hk, dk, Hv, dv, conv, decode) / eff
+        return np.where(T == 1, out, np.nan) if decode else out
 
 
 @functools.cache
