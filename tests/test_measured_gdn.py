@@ -137,3 +137,22 @@ def test_serving_arrays_match_one_by_one():
     many = cm._measured_s(_ops(g, B, 1, True)["gated delta rule"], m)
     one = [cm._measured_s(_ops(g, float(b), 1, True)["gated delta rule"], m) for b in B]
     assert np.allclose(many, one, rtol=1e-9)
+
+
+def test_a_chunk_after_a_prefix_keeps_the_measured_gdn_time():
+    """Chunked prefill: 4,096 tokens after 4,096 cached run the same GDN kernels over 4,096 tokens (the prefix
+    is in the state), so the chunk's conv and rule take the measured time of a 4,096-token prompt (the rows of
+    seq_len 4096, batch 1, d_model 4096); its flash attention, which re-reads the prefix, has none (NaN: the
+    context table measured prompts with no prefix)."""
+    import math
+
+    from roofline.plan.step import StepCost
+
+    rows = _rows("h200_sxm", "sglang", "0.5.14", phase="context", batch_size=1, seq_len=4096, num_k_heads=2,
+                 num_v_heads=8, d_model=4096)
+    m = get_machine("h200")
+    sc = StepCost("qwen3.5-397b-a17b", m, tensor_parallel=8, cost_model=MeasuredKernels.for_machine(m, "sglang"))
+    after = {name: t for kind in sc._chunk_costs(4096, 4096) for *_, name, _, t in kind}
+    assert after["A: conv1d"] == pytest.approx(_one(rows, "causal_conv1d_fn"), rel=1e-9)
+    assert after["A: gated delta rule"] == pytest.approx(_one(rows, "chunk_gated_delta_rule"), rel=1e-9)
+    assert math.isnan(after["B: flash attention"])

@@ -57,10 +57,12 @@ class ChunkCosts:
             for (kind, n, label, _), names, fits in zip(self._token_kinds, self._chunk_names, self._chunk_fits):
                 fit = fits[0] if P == 0 else fits[1]  # (no prefix, after a prefix)
                 # measured kernels time a prompt with no prefix (the context tables measured T = S only): its chunks
-                # read them per C; a chunk after a prefix has no measured time (NaN), its cost the closed form's
+                # read them per C; a chunk after a prefix has no measured time (NaN), its cost the closed form's, but
+                # for the ops whose prefix is in their state (_prefix_free_s)
                 if fit is not None and not (P == 0 and self.measured):
+                    kept = self._prefix_free_s(C, len(got)) if P and self.measured else {}
                     got.append([(float(row @ fit[nm][0]), float(row @ fit[nm][1]), fit[nm][2], n, label + nm, fit[nm][3],
-                                 float("nan")) for nm in names])
+                                 kept.get(label + nm, float("nan"))) for nm in names])
                     continue
                 ks = {k.name: k for k in self._kernels(kind, False, C, 1, P + C)}
                 got.append([(float(ks[nm].flops), float(ks[nm].bytes), self._rates(ks[nm]), n, label + nm, ks[nm].category,
@@ -68,6 +70,12 @@ class ChunkCosts:
             if len(self._chunk_cache) < 1_000_000:
                 self._chunk_cache[key] = got
         return got
+
+    def _prefix_free_s(self, C: int, i: int) -> dict:
+        """name -> measured seconds of the i-th kind's chunk ops that a cached prefix leaves at a prompt of C
+        tokens' time: the measured sequence ops other than attention (Gated DeltaNet's conv and rule, whose
+        prefix is their state, not re-read; the tables time them from a zero state)."""
+        return {name: t for *_, name, category, t in self._chunk_costs(C, 0)[i] if category != "attention" and t == t}
 
     def _measured_chunk(self, k: Kernel) -> float:
         """A chunk's sequence op's measured body seconds (its attention: a prompt with no cached
