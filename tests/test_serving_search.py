@@ -312,3 +312,25 @@ def test_the_spread_note_says_what_the_seeds_draw(tmp_path, capsys):
                         (["--concurrency", "4", "--requests", "40", "--input-len", "100-900"], "lengths,")):
         assert main(["serving", *argv]) == 0
         assert f"seed spread: over seeds 0-2 of these {drawn}" in capsys.readouterr().out
+
+
+def test_a_rate_met_only_in_a_short_run_says_so_in_its_row(capsys):
+    """Rates above the answer that met the targets in the search's short runs, never run longer, are not the
+    answer: their SLO cell says "yes (short run only)", not a bare "yes" a reader takes for the answer (a new
+    user read 20.31-21.15 req/s as met above an answer of 20.3)."""
+    import json
+
+    from roofline.cli import main
+
+    argv = ["serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--slo-ttft", "500ms", "--slo-tpot", "30ms"]
+    assert main([*argv, "--json"]) == 0
+    slo = json.loads(capsys.readouterr().out)["slo"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    above = slo["short_passes_above"]
+    assert above  # this search steps down past rates its short runs met (the case the row must say)
+    for v in above:
+        row = next(line for line in lines if line.split() and line.split()[0] == f"{v:,.4g}")
+        assert row.rstrip().endswith("yes (short run only)")
+    best = next(line for line in lines if line.split() and line.split()[0] == f"{slo['best']:,.4g}")
+    assert "short run only" not in best

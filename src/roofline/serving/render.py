@@ -90,6 +90,8 @@ def serving_sweep_table(sw) -> str:
                        else "no (over capacity)" if row["over_capacity"] else "no")
             if checked_n and run.requests == checked_n and slo.get("best") is not None:
                 verdict += ", longer run"  # the check's own run, which replaced the search's at this rate
+            elif row["meets_slo"] and v in (slo.get("short_passes_above") or ()):
+                verdict += " (short run only)"  # above the answer: met in the search's short run, not run longer
             cells += [format_latency(row[f"ttft_{q}_s"]), format_latency(row[f"tpot_{q}_s"]), verdict]
         rows.append(cells)
     out = "\n".join(head) + grid(hdr, rows, [True] * len(hdr))
