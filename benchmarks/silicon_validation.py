@@ -289,9 +289,9 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
 
 def fitted_in_file() -> dict:
     """{engine: seconds per step} as data/engines.toml holds them (the last fit's figures)."""
-    from roofline.serving.engines import _doc
+    from roofline.serving.engines import fitted_step_overhead_s, names
 
-    return {e: float(spec["step_overhead_s"]["value"]) for e, spec in _doc()["engines"].items()}
+    return {e: fitted_step_overhead_s(e) for e in names()}
 
 
 def fit_overheads(results: list[dict]) -> dict:

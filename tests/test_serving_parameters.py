@@ -9,6 +9,7 @@ import dataclasses
 import inspect
 
 import pytest
+from schema_checks import assert_declared_range, schema_bounds
 
 from roofline.cli import build_parser
 from roofline.cli.args import shows_default
@@ -132,30 +133,17 @@ def test_the_disaggregated_pools_take_the_declared_replicas_router_and_first_tok
 
 # -- the API ---------------------------------------------------------------------------------------------
 
-def _bounds(entry: dict):
-    sch = entry["schema"].get("anyOf", [entry["schema"]])[0]
-    low = sch.get("minimum", sch.get("exclusiveMinimum"))
-    return low, sch.get("maximum"), "exclusiveMinimum" in sch, sch
-
-
 @pytest.mark.parametrize("p", QUERIED, ids=lambda p: p.api)
 def test_the_schema_states_the_declared_default_range_and_help(schema, p):
     entry = schema[p.api]
     assert entry["schema"].get("default") == p.query_default
     assert entry["description"] == p.query_help()
-    low, high, exclusive, sch = _bounds(entry)
     if p.text:  # the engine: its choices, the engines of data/engines.toml
         from roofline.serving.engines import names
 
-        assert sorted(sch["enum"]) == sorted(names())
+        assert sorted(schema_bounds(entry)[3]["enum"]) == sorted(names())
         return
-    lo, hi, strictly = p.api_range()
-    assert high == hi
-    if p.integer and strictly:  # a whole number above lo: the next one, inclusive
-        assert (low, exclusive) == (int(lo) + 1, False)
-    else:
-        assert (low, exclusive) == (lo, strictly)
-    assert sch["type"] == ("integer" if p.integer else "number")
+    assert_declared_range(entry, p)
 
 
 def test_options_tell_the_page_each_declared_control(client, schema):
@@ -164,7 +152,7 @@ def test_options_tell_the_page_each_declared_control(client, schema):
     assert set(controls) <= set(BY_API) and set(controls) >= {"percentile", "prefix_hit", "memory_fraction", "max_seqs",
                                                               "max_tokens", "price_per_gpu_hour", "engine"}
     for name, c in controls.items():
-        low, high, _, _ = _bounds(schema[name])
+        low, high, _, _ = schema_bounds(schema[name])
         assert (c["min"], c["max"]) == (low, high), name
         assert c["default"] == schema[name]["schema"].get("default"), name
         if c["max"] is not None:
@@ -188,7 +176,7 @@ COMPANIONS = {("max_tokens", "min"): {"max_seqs": 1, "input_len": 8, "output_len
 @pytest.mark.parametrize("p", [p for p in QUERIED if not p.text and p.name != "memory_fraction"], ids=lambda p: p.api)
 @pytest.mark.parametrize("end", ["min", "max"])
 def test_a_schema_valid_extreme_is_accepted(client, schema, p, end):
-    low, high, exclusive, _ = _bounds(schema[p.api])
+    low, high, exclusive, _ = schema_bounds(schema[p.api])
     value = low if end == "min" else high
     if value is None or exclusive:
         pytest.skip("no inclusive bound at this end")
@@ -245,7 +233,7 @@ def test_the_engine_takes_the_declared_range_and_refuses_past_it(p):
 
 @pytest.mark.parametrize("p", [p for p in QUERIED if not p.text], ids=lambda p: p.api)
 def test_one_step_past_the_schema_is_a_422_naming_the_parameter(client, schema, p):
-    low, high, exclusive, sch = _bounds(schema[p.api])
+    low, high, exclusive, sch = schema_bounds(schema[p.api])
     step = 1 if sch["type"] == "integer" else 1e-9 * max(1.0, abs(high))
     for value in (high + step, low if exclusive else low - step):
         r = client.get("/api/serving", params={p.api: value})

@@ -9,6 +9,7 @@ import argparse
 import importlib.util
 
 import pytest
+from schema_checks import assert_declared_range, schema_bounds
 
 from roofline.cli import build_parser
 from roofline.cli.args import shows_default
@@ -122,11 +123,6 @@ def test_the_layer_flag_takes_its_declared_range_and_refuses_past_it(layer_parse
 
 # -- the API ------------------------------------------------------------------------------------------------
 
-def _bounds(entry: dict):
-    sch = entry["schema"].get("anyOf", [entry["schema"]])[0]
-    return sch.get("minimum", sch.get("exclusiveMinimum")), sch.get("maximum"), "exclusiveMinimum" in sch, sch
-
-
 @pytest.mark.parametrize("view", VIEWS)
 @pytest.mark.parametrize("p", VIEW_PARAMS, ids=lambda p: p.api)
 def test_the_schema_states_the_declared_default_range_and_help(schemas, view, p):
@@ -136,18 +132,11 @@ def test_the_schema_states_the_declared_default_range_and_help(schemas, view, p)
         return
     assert entry["schema"].get("default") == p.query_default
     assert entry["description"].startswith(p.query_help())  # the decode view adds its CUDA graph's launch
-    low, high, exclusive, sch = _bounds(entry)
     if p.choices:
-        assert tuple(sch["enum"]) == p.choices
+        assert tuple(schema_bounds(entry)[3]["enum"]) == p.choices
     if p.text:
         return
-    lo, hi, strictly = p.api_range()
-    assert high == hi
-    if p.integer and strictly:  # a whole number above lo: the next one, inclusive
-        assert (low, exclusive) == (int(lo) + 1, False)
-    else:
-        assert (low, exclusive) == (lo, strictly)
-    assert sch["type"] == ("integer" if p.integer else "number")
+    assert_declared_range(entry, p)
 
 
 def test_the_api_ranges_sit_inside_the_clis():
@@ -165,7 +154,7 @@ def test_options_tell_the_page_the_declared_defaults_and_limits(client, schemas)
     assert {k: v for k, v in options["defaults"].items() if k in QUERY_DEFAULTS} == dict(QUERY_DEFAULTS)
     assert options["defaults"]["launch_overhead_us"] == SEED_COST_MODEL["launch_overhead_s"] * 1e6
     for name in ("tokens", "batch", "launch_overhead_us", "compute_efficiency", "memory_efficiency", "overlap"):
-        low, high, exclusive, _ = _bounds(schemas["/api/layer"][name])
+        low, high, exclusive, _ = schema_bounds(schemas["/api/layer"][name])
         assert options["limits"][name] == [low, high] and not exclusive, name
 
 
@@ -181,7 +170,7 @@ COMPANIONS = {("tokens", "max"): {"batch": 1}, ("batch", "max"): {"phase": "deco
 @pytest.mark.parametrize("p", [p for p in NUMBERS if p.api != "layer"], ids=lambda p: p.api)
 @pytest.mark.parametrize("end", ["min", "max"])
 def test_a_schema_valid_extreme_is_accepted(client, schemas, view, p, end):
-    low, high, exclusive, _ = _bounds(schemas[view][p.api])
+    low, high, exclusive, _ = schema_bounds(schemas[view][p.api])
     value = low if end == "min" else high
     if value is None or exclusive:
         pytest.skip("no inclusive bound at this end")
@@ -192,7 +181,7 @@ def test_a_schema_valid_extreme_is_accepted(client, schemas, view, p, end):
 
 @pytest.mark.parametrize("p", NUMBERS, ids=lambda p: p.api)
 def test_one_step_past_the_schema_is_a_422_naming_the_parameter(client, schemas, p):
-    low, high, exclusive, sch = _bounds(schemas["/api/layer"][p.api])
+    low, high, exclusive, sch = schema_bounds(schemas["/api/layer"][p.api])
     step = 1 if sch["type"] == "integer" else 1e-9 * max(1.0, abs(high))
     for value in (high + step, low if exclusive else low - step):
         r = client.get("/api/layer", params={p.api: value})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from roofline.serving.engine import Engine
+from roofline.serving.engines import fitted_step_overhead_s
 from roofline.serving.results import PERCENTILES, ServingResult, overload_note, step_settings, weighted_percentiles
 from roofline.transformer import cache_name
 from roofline.units import GIGA, format_typed_ms
@@ -126,7 +127,7 @@ def _run_notes(st, requests, over: str | None) -> tuple:
     if engine.step_overhead_s:
         notes += (f"each step adds {format_typed_ms(engine.step_overhead_s)} of the engine's own time (scheduling, inputs, "
                   "sampling, detokenising), not overlapped with the GPU's work",)
-    elif engine.preset:  # the engine's fitted time per step is 0 (TensorRT-LLM's: data/engines.toml says why)
+    elif engine.preset and fitted_step_overhead_s(engine.preset) == 0:  # TensorRT-LLM's: data/engines.toml says why
         notes += ("a step is the GPU's work alone: this engine's time per step, fitted on measured deployments, is 0 "
                   "(its host work overlaps the GPU's; the CLI's --step-overhead sets one)",)
     else:

@@ -33,6 +33,11 @@ def names() -> tuple[str, ...]:
     return tuple(_doc()["engines"])
 
 
+def fitted_step_overhead_s(key: str) -> float:
+    """Engine ``key``'s time per step as data/engines.toml holds it (fitted on measured deployments)."""
+    return float(_doc()["engines"][key]["step_overhead_s"]["value"])
+
+
 @dataclass(frozen=True)
 class EnginePreset:
     """An engine's defaults on one GPU: ``settings`` (the Engine's fields), ``sources`` ({setting:
