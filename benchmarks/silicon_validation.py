@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from smoke import SMOKE, announce, output, smoke_or  # noqa: E402
+import silicon_twins  # noqa: E402
 
 # Our presets for the sample's models (DeepSeek-R1 is DeepSeek-V3's architecture), or a config aiconfigurator-core
 # ships (CONFIGS): Qwen3.5-397B (Gated DeltaNet hybrid), Kimi-K2.5 (its compressed-tensors INT4 experts as stored
@@ -501,6 +502,7 @@ def write_report(args, sample, results, done, refused, wall, overheads) -> list[
         lines += table("concurrency", summarise(done, lambda d: _band(d["concurrency"])))
         lines += table("GPUs", summarise(done, lambda d: (d["gpus"], d["layout"])))
         lines += table("engine, GPU and model", summarise(done, lambda d: (d["engine"], d["machine"], d["model"])))
+        lines += silicon_twins.section(read_rows(sample), done)
     lines += ["## Refused", "", "| reason | rows |", "| --- | --- |"]
     lines += [f"| {why} | {k} |" for why, k in sorted(refused.items(), key=lambda x: -x[1])]
     secs = [d["seconds"] for d in done]

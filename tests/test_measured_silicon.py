@@ -48,3 +48,29 @@ def test_a_plain_layout_is_left_as_it_is():
     uneven = row("x_c16_tp8_ep4", "8", "1", "2", "4", "16")
     assert sv.normalised(plain) == plain and sv.normalised(uneven) == uneven
     assert sv.concurrency(plain) == 16
+
+
+def _build_row(rid, version, tp, tpot_ms, measured):
+    """A row of the sample's columns that silicon_twins reads; the values of the first two are the sample's own
+    (DeepSeek-R1 fp8 on 8 B200s, 1k/1k at 4 users: ids 2026_03_25_..._1190 on 1.2.0rc6.post2, TPOT 10.302 ms, and
+    ..._1021 on 1.2.0rc6.post3, 5.380 ms)."""
+    return {"id": rid, "silicon_data_source": f"silicon_concurrency=4; measured={measured}T00:00:00Z",
+            "backend": "trtllm", "backend_version": version, "system": "b200_sxm", "model_path": "deepseek-ai/DeepSeek-R1",
+            "precision": "fp8", "gemm_quant_mode": "fp8", "moe_quant_mode": "fp8", "isl": "1024", "osl": "1024",
+            "tp_size": tp, "pp_size": "1", "attention_dp_size": "1", "moe_tp_size": tp, "moe_ep_size": "1",
+            "batch_size": "4", "silicon_ttft_ms": "190", "silicon_tpot_ms": str(tpot_ms)}
+
+
+def test_one_deployment_under_two_builds_is_a_group_and_its_spread_the_ratio_of_its_tpots():
+    import silicon_twins as tw
+
+    rows = [_build_row("a", "1.2.0rc6.post2", "8", 10.302094042642429, "2026-01-29"),
+            _build_row("a-again", "1.2.0rc6.post2", "8", 10.302094042642429, "2026-01-29"),  # recorded twice: one run
+            _build_row("b", "1.2.0rc6.post3", "8", 5.380109785005379, "2026-02-05"),
+            _build_row("c", "1.2.0rc6.post3", "4", 6.0, "2026-02-05")]  # another layout: no twin
+    groups = tw.groups(rows)
+    assert [sorted(r["id"] for r in g) for g in groups] == [["a", "b"]]
+    # 10.302 / 5.380 = 1.915
+    assert abs(tw.spread(groups[0], "silicon_tpot_ms") - 10.302094042642429 / 5.380109785005379) < 1e-12
+    assert tw.spread(groups[0], "silicon_ttft_ms") == 1.0
+    assert tw.groups(rows[:2] + rows[3:]) == []  # one build only: not a group
