@@ -33,7 +33,8 @@ FIRST_TOKEN = "decode"  # Dynamo streams the decode worker's tokens (docs/design
 
 
 def settings_text() -> str:
-    return ("each row's P prefill and D decode workers (`prefill_num_workers`, `decode_num_workers`), each pool in its own "
+    return ("each row's KV cache as the aggregated rows' (silicon_validation.kv_cache_dtype: the engine's 'auto' on the "
+            "checkpoint the row names); each row's P prefill and D decode workers (`prefill_num_workers`, `decode_num_workers`), each pool in its own "
             "layout as the aggregated rows map one (`prefill_*`/`decode_*` tp, attention-DP, MoE tp/ep), on the same GPU; "
             "each worker the row's engine as it runs by default with its measured kernels and its time per step from "
             "data/engines.toml (`kernels+engine`; nothing fitted on these rows); each worker's max sequences and token "
@@ -122,14 +123,15 @@ def run_row(r: dict, overheads: dict) -> dict:
     layouts, c = got
     (model, machine, dtype, pg, pep, plabel), (_, _, _, dg, dep, dlabel) = layouts
     P, D, isl, osl = sv._int(r["prefill_num_workers"]), sv._int(r["decode_num_workers"]), sv._int(r["isl"]), sv._int(r["osl"])
+    kv, _ = sv.kv_cache_dtype(r)
     out.update(model=model, machine=machine, dtype=dtype, engine=r["backend"], concurrency=c, gpus=P * pg + D * dg, isl=isl, osl=osl,
-               layout=f"{P}x{_pool_label(plabel, pg)} + {D}x{_pool_label(dlabel, dg)}")
+               layout=f"{P}x{_pool_label(plabel, pg)} + {D}x{_pool_label(dlabel, dg)}", kv_cache=kv)
     t0 = time.perf_counter()
     try:
         pe, de = engines(r, layouts, overheads[r["backend"]])
         kernels = sv.kernels_for(r, machine)
         block = dtype == "fp8" and r["model_path"] in sv.BLOCK_FP8
-        steps = [sv._step(model, machine, dtype, g, ep, kernels, e.max_seqs, e.step_tokens, block)
+        steps = [sv._step(model, machine, dtype, g, ep, kernels, e.max_seqs, e.step_tokens, block, kv)
                  for (_, _, _, g, ep, _), e in zip(layouts, (pe, de))]
         res = simulate_disaggregated(steps[0], steps[1], closed_requests(c, max(sv.MIN_REQUESTS, sv.REQUESTS_PER_USER * c),
                                                                          isl, osl),

@@ -55,8 +55,48 @@ DTYPES = {"fp8": "fp8", "fp4": "fp4", "bf16": "bf16", "": "bf16", "int4": "int4"
 # models quantised by the engine on load).
 BLOCK_FP8 = {"deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", "Qwen/Qwen3-235B-A22B-FP8", "MiniMaxAI/MiniMax-M2.5",
              "Qwen/Qwen3.5-397B-A17B", "zhipuai/GLM-5"}  # Qwen3.5 and GLM-5: the sample's own moe_quant_mode fp8_block
-KV_CACHE = "bf16"  # the engines' default kv-cache dtype "auto" follows the checkpoint (vLLM: the model's dtype;
-# TensorRT-LLM's KvCacheConfig.dtype: the checkpoint's kv_cache_quant_algo); the sample does not state one: bf16
+# The KV cache's dtype as each deployment ran it (kv_cache_dtype): the sample states none, so each row's engine's default
+# 'auto' applied to the checkpoint the row names (`model_path`). The ModelOpt exports the sample names, with the
+# kv_cache_quant_algo of their hf_quant_config.json: aiconfigurator-core ships the file for one of them (model_configs/,
+# checked by tests/test_measured_silicon.py); the other three are NVIDIA's ModelOpt exports whose file it does not ship,
+# taken as FP8, as every single-format NVIDIA export whose file it ships states (21 of 21, among them
+# nvidia--Llama-3.1-70B-Instruct-FP8, the 70B sibling of the 8B export, and nvidia--Qwen3-235B-A22B-NVFP4) and as
+# nvidia/Qwen3-30B-A3B-NVFP4's does (vllm-project/vllm issue #34752): assumed, said in the report. Every other checkpoint
+# the sample names states no KV quantisation (its config.json quantization_config has none: DeepSeek-V3/R1, the -FP8
+# releases; MXFP4 gpt-oss; compressed-tensors Kimi-K2.5 without a kv_cache_scheme; the rest bf16).
+MODELOPT_KV = {"nvidia/DeepSeek-V3.1-NVFP4": ("fp8", "nvidia--DeepSeek-V3.1-NVFP4_hf_quant_config.json"),
+               "nvidia/DeepSeek-R1-NVFP4": ("fp8", None), "nvidia/Qwen3-32B-NVFP4": ("fp8", None),
+               "nvidia/Llama-3.1-8B-Instruct-FP8": ("fp8", None)}
+VLLM_FOLLOWS_CHECKPOINT_KV = (0, 13)  # vLLM resolves 'auto' from a ModelOpt kv_cache_quant_algo from this release on
+
+
+def kv_cache_dtype(r: dict) -> tuple[str, str]:
+    """(the KV cache's dtype, why) for a row as its engine ran it: the engine's default kv-cache dtype 'auto' (also what
+    aiconfigurator's generator writes for a bf16 cache: generator/config/backend_config_mapping.yaml, kv_cache_dtype)
+    applied to the checkpoint the row names: its kv_cache_quant_algo (MODELOPT_KV) where the engine reads it, else the
+    model's dtype, bf16. Where each engine's 'auto' reads the checkpoint:
+    - TensorRT-LLM (the PyTorch backend, every version in the sample): KvCacheConfig.dtype "'auto' to follow checkpoint
+      metadata" (tensorrt_llm/llmapi/llm_args.py, KvCacheConfig.dtype; the PyTorch flow reads hf_quant_config.json's
+      kv_cache_quant_algo into its QuantConfig);
+    - vLLM from 0.13.0: CacheConfig resolves 'auto' to a ModelOpt checkpoint's kv_cache_quant_algo (vllm-project/vllm
+      PR #30785, merged 2025-12-16, after 0.12.0: vllm/engine/arg_utils.py with resolve_kv_cache_dtype_string in
+      vllm/utils/torch_utils.py); 0.12.0 and older: 'auto' is the model's dtype (gpu_model_runner.py: kv_cache_dtype =
+      model_config.dtype); a version the row does not state (or a nightly): the newer rule;
+    - SGLang: ModelRunner.configure_kv_cache_dtype, 'auto' with the quant config's kv_cache_quant_algo FP8 gives
+      fp8_e4m3 (python/sglang/srt/model_executor/model_runner.py); no SGLang row names a ModelOpt export.
+    Not assumed: that a deployment set --kv-cache-dtype itself (aiconfigurator's generator writes its estimate's
+    kvcache_quant_mode, generator/module_bridge.py, which it infers as fp8 for any fp8 or fp4 checkpoint since its PR
+    #338 of 2026-02-11; the sample does not say which rows the generator deployed)."""
+    kv, source = MODELOPT_KV.get(r["model_path"], (None, None))
+    if kv is None:
+        return "bf16", "the checkpoint the row names states no KV quantisation: 'auto' is the model's dtype"
+    engine, version = r["backend"], (r.get("backend_version") or "").strip()
+    stated = f"{r['model_path']} states kv_cache_quant_algo FP8" + (f" ({source})" if source else " (assumed: "
+                                                                                                   "NVIDIA's exports do)")
+    if engine == "vllm" and re.match(r"\d", version) and tuple(map(int, re.findall(r"\d+", version)[:2])) < \
+            VLLM_FOLLOWS_CHECKPOINT_KV:
+        return "bf16", f"{stated}, but vLLM {version}'s 'auto' is the model's dtype (read from the checkpoint from 0.13.0)"
+    return kv, f"{stated} and {engine}'s 'auto' follows it"
 
 # The one set of settings for every row (stated in the report).
 # Tensor-parallel attention with the experts split whole over the same GPUs (the engines' expert parallelism without
@@ -97,8 +137,12 @@ def settings_text(per_user: int = REQUESTS_PER_USER) -> str:
             "(TensorRT-LLM) its token budget raised to a prompt plus a token per user where that is more (else a long "
             "prompt never starts beside the decodes); a CUDA graph for decode-only steps; a closed loop of the row's "
             f"measured concurrency (`silicon_concurrency`, or the id's c; the sample's batch_size is an attention-DP rank's), {per_user} requests a user (at least {MIN_REQUESTS}), every request the row's input "
-            "and output length; the row's precision as `--dtype` (fp8: W8A8), with a bf16 KV cache (the engines' "
-            "default 'auto' follows the checkpoint; the sample states none); no precision given: bf16; fp8 as "
+            "and output length; the row's precision as `--dtype` (fp8: W8A8); the KV cache as the row's engine's default 'auto' "
+            "ran it on the checkpoint the row names (the sample states none; kv_cache_dtype()): fp8 where that checkpoint "
+            "is a ModelOpt export stating kv_cache_quant_algo FP8 and the engine reads it (TensorRT-LLM, SGLang, vLLM "
+            "from 0.13.0; nvidia/DeepSeek-V3.1-NVFP4 read from the file aiconfigurator-core ships, the other nvidia/ "
+            "exports' FP8 assumed, as every NVIDIA export whose file it ships states), else bf16 (no row's own "
+            "--kv-cache-dtype is assumed); no precision given: bf16; fp8 as "
             "block-scaled (`--fp8-scaling block`) for the checkpoints that are (DeepSeek-V3/R1, Qwen3-235B-A22B-FP8, MiniMax-M2.5: "
             "weight_block_size [128, 128] in their config.json; Qwen3.5-397B and GLM-5: the sample's moe_quant_mode "
             "fp8_block), else per-tensor; a GB200's 72 GPUs joined by its NVLink (--gpus-per-node 72); the row's tensor parallelism (its experts "
@@ -211,7 +255,7 @@ def kernels_for(r: dict, machine: str) -> str:
 _STEPS: dict = {}
 
 
-def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block):
+def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block, kv_cache):
     from roofline.cost import seed_cost_model
     from roofline.machines import get_machine
     from roofline.measured.model import MeasuredKernels
@@ -220,7 +264,7 @@ def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block)
 
     import dataclasses
 
-    key = (model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block)
+    key = (model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block, kv_cache)
     if key not in _STEPS:
         m = get_machine(machine)
         cm = seed_cost_model(launch_overhead_s=m.launch_overhead_s, cuda_graph=True)
@@ -228,7 +272,7 @@ def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block)
             cm = MeasuredKernels.for_machine(m, kernels, **{k: getattr(cm, k) for k in (
                 "compute_efficiency", "memory_efficiency", "launch_overhead_s", "overlap", "cuda_graph")},
                 fp8_scaling="block" if block else "tensor")
-        precision = dataclasses.replace(Precision.uniform(dtype, m), kv_cache=KV_CACHE)
+        precision = dataclasses.replace(Precision.uniform(dtype, m), kv_cache=kv_cache)
         source = model
         if model in CONFIGS:
             from roofline.measured.tables import data_root
@@ -256,8 +300,9 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
         return {**out, "refused": got}
     model, machine, dtype, gpus, ep, label = got
     c, isl, osl = concurrency(r), _int(r["isl"]), _int(r["osl"])
+    kv, basis = kv_cache_dtype(r)
     out.update(model=model, machine=machine, dtype=dtype, gpus=gpus, ep=ep, layout=label, engine=r["backend"],
-               concurrency=c)
+               concurrency=c, kv_cache=kv, kv_basis=basis)
     defaults = preset(r["backend"], get_machine(machine)).engine(step_overhead_s=0.0)
     # an engine that feeds whole prompts must fit one beside the running decodes, or a long prompt never starts:
     # a deployment of these lengths is configured so (the budget raised to the prompt plus a token per user)
@@ -278,7 +323,7 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
             block = dtype == "fp8" and r["model_path"] in BLOCK_FP8
             if overheads is not None:
                 engine = dataclasses.replace(engine, step_overhead_s=overheads[r["backend"]])
-            step = _step(model, machine, dtype, gpus, ep, kernels, engine.max_seqs, engine.step_tokens, block)
+            step = _step(model, machine, dtype, gpus, ep, kernels, engine.max_seqs, engine.step_tokens, block, kv)
             res = simulate(step, reqs, engine)
             m = res.metrics()
             out[name] = {"ttft_s": m["ttft_mean_s"], "tpot_s": m["tpot_mean_s"], "kernels": kernels}
@@ -468,6 +513,15 @@ def main_disagg(args) -> int:
     return 0
 
 
+def kv_counts(done: list[dict]) -> str:
+    """The report's line on the KV dtypes the simulated rows ran (kv_cache_dtype), with the reason of each."""
+    why = defaultdict(list)
+    for d in done:
+        why[(d["kv_cache"], d.get("kv_basis", ""))].append(d)
+    return "KV cache: " + "; ".join(f"{kv} for {len(g):,} rows ({basis})" for (kv, basis), g in
+                                     sorted(why.items(), key=lambda x: -len(x[1]))) + "."
+
+
 def write_report(args, sample, results, done, refused, wall, overheads) -> list[str]:
     import importlib.metadata as md
 
@@ -481,7 +535,7 @@ def write_report(args, sample, results, done, refused, wall, overheads) -> list[
              f"{os.cpu_count()} CPU core(s): {len(results):,} aggregated rows of `systems/silicon_sample.csv` "
              f"(aiconfigurator-core {version}), {n:,} simulated, {len(results) - n:,} refused; {wall:.0f} s in all "
              "(three simulations a row).", "",
-             f"One set of settings for every row: {settings_text(args.requests_per_user)}.", "",
+             f"One set of settings for every row: {settings_text(args.requests_per_user)}. {kv_counts(done)}", "",
              "Three models, the same settings otherwise: `plate`, the workshop plate's cost model; `kernels`, the row's "
              "engine's measured kernels (`--kernels ENGINE`); `kernels+engine`, the same plus each engine's own time per "
              f"step (`--step-overhead`), fitted on the rows of {', '.join(FIT_MODELS)} (the median of measured minus "

@@ -1,11 +1,13 @@
-"""How benchmarks/silicon_validation.py reads aiconfigurator-core's silicon sample: each row's layout
-and users as deployed. The rows are written inline (the few columns read), copied from
+"""How benchmarks/silicon_validation.py reads aiconfigurator-core's silicon sample: each row's layout,
+users and KV-cache dtype as deployed. The rows are written inline (the few columns read), copied from
 systems/silicon_sample.csv of aiconfigurator-core 0.12.0, so the tests stand without the package."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -74,3 +76,46 @@ def test_one_deployment_under_two_builds_is_a_group_and_its_spread_the_ratio_of_
     assert abs(tw.spread(groups[0], "silicon_tpot_ms") - 10.302094042642429 / 5.380109785005379) < 1e-12
     assert tw.spread(groups[0], "silicon_ttft_ms") == 1.0
     assert tw.groups(rows[:2] + rows[3:]) == []  # one build only: not a group
+
+def kv_row(rid, backend, version, model_path, precision):
+    return {"id": rid, "backend": backend, "backend_version": version, "model_path": model_path, "precision": precision}
+
+
+def test_tensorrt_llm_runs_a_modelopt_checkpoints_fp8_kv_cache():
+    # TensorRT-LLM's KvCacheConfig.dtype default 'auto' follows the checkpoint's metadata (tensorrt_llm/llmapi/llm_args.py,
+    # KvCacheConfig.dtype: "Use 'auto' to follow checkpoint metadata"); nvidia/DeepSeek-V3.1-NVFP4's hf_quant_config.json
+    # says "kv_cache_quant_algo": "FP8" (aiconfigurator-core model_configs/nvidia--DeepSeek-V3.1-NVFP4_hf_quant_config.json)
+    r = kv_row("nvidia_deepseek_v3_1_nvfp4_nvidia_deepseek_v3_1_nvfp4_b200_sxm_trtllm_agg_4000x1000_c448_tp8_epnone_1",
+               "trtllm", "1.3.0rc5", "nvidia/DeepSeek-V3.1-NVFP4", "fp4")
+    assert sv.kv_cache_dtype(r)[0] == "fp8"
+
+
+def test_vllm_reads_the_checkpoints_kv_dtype_only_from_0_13():
+    # vLLM 0.12.0's 'auto' is the model's dtype (gpu_model_runner.py: kv_cache_dtype = model_config.dtype when
+    # cache_dtype == "auto"); resolving 'auto' from a ModelOpt kv_cache_quant_algo came with vllm-project/vllm PR #30785,
+    # merged 2025-12-16, after 0.12.0. The row below ran vLLM 0.12.0, so its cache was bf16 though its checkpoint is FP8.
+    r = kv_row("nvidia_llama_3_1_8b_instruct_fp8_nvidia_llama_3_1_8b_instruct_fp8_h200_sxm_vllm_agg_1000x100_c112_tp1_epnone_1",
+               "vllm", "0.12.0", "nvidia/Llama-3.1-8B-Instruct-FP8", "fp8")
+    assert sv.kv_cache_dtype(r)[0] == "bf16"
+    assert sv.kv_cache_dtype({**r, "backend_version": "0.13.0"})[0] == "fp8"  # the same checkpoint on 0.13.0
+
+
+def test_sglang_keeps_a_bf16_cache_for_a_checkpoint_stating_no_kv_quantisation():
+    # DeepSeek-R1's own FP8 checkpoint: its config.json quantization_config (quant_method fp8, weight_block_size
+    # [128, 128]) states no kv_cache_quant_algo, and SGLang's ModelRunner.configure_kv_cache_dtype takes 'auto' to FP8
+    # only where the quant config's kv_cache_quant_algo is "FP8" (python/sglang/srt/model_executor/model_runner.py): bf16
+    r = kv_row("2026_03_25_deepseek_r1_b200_sxm_sglang_fp8_agg_1024x1024_c8_tp8_0_ep1_0_249", "sglang", "0.5.9",
+               "deepseek-ai/DeepSeek-R1", "fp8")
+    assert sv.kv_cache_dtype(r)[0] == "bf16"
+
+
+def test_the_modelopt_kv_dtypes_read_from_the_package_agree_with_its_files():
+    import json
+
+    pytest.importorskip("aiconfigurator_core")
+    from roofline.measured.tables import data_root
+
+    for path, (kv, source) in sv.MODELOPT_KV.items():
+        if source is not None:
+            quant = json.loads((data_root().parent.parent / "model_configs" / source).read_text())["quantization"]
+            assert str(quant["kv_cache_quant_algo"]).lower() == kv, path

@@ -237,6 +237,28 @@ def test_the_hf_quant_config_beside_a_config_is_read_and_said(tmp_path):
     assert own.storage.method == "fp8" and any("not read" in n for n in own.notes)
 
 
+def test_a_modelopt_checkpoints_fp8_kv_cache_is_priced_as_the_engines_auto_runs_it(tmp_path):
+    # kv_cache_quant_algo "FP8": TensorRT-LLM's KvCacheConfig.dtype 'auto' follows checkpoint metadata, SGLang's
+    # configure_kv_cache_dtype and vLLM's (from 0.13.0, PR #30785) likewise; the cache is fp8 unless --kv-cache says
+    (tmp_path / "config.json").write_text(json.dumps(SMALL))
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(
+        {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}))
+    m = get_model(str(tmp_path / "config.json"))
+    assert m.storage.kv_cache == "fp8"
+    p = Precision.as_stored(m)
+    assert p.kv_cache == "fp8" and p.kv_source  # said in the label, with why
+    given = Precision.as_stored(m, kv_cache="bf16")
+    assert given.kv_cache == "bf16" and not given.kv_source
+    # 2 layers x 2 kv heads x 64 head dims x (K and V) = 512 values a token: 512 B at fp8, 1,024 B at bf16
+    assert inference_memory(m, "h100-sxm", 1, 1000, p).parts[1].bytes == 512 * 1000
+    assert inference_memory(m, "h100-sxm", 1, 1000, given).parts[1].bytes == 1024 * 1000
+    # an export stating no KV quantisation keeps the activations' dtype
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps(
+        {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": None}}))
+    plain = get_model(str(tmp_path / "config.json"))
+    assert plain.storage.kv_cache == "" and Precision.as_stored(plain).kv_cache == "bf16"
+
+
 def test_the_shipped_companions_are_read():
     core = pytest.importorskip("aiconfigurator_core")
     import os

@@ -176,6 +176,7 @@ class WeightStorage:
     parts: tuple[tuple[str, str, float], ...] = ()
     method: str = ""
     assumed: bool = False  # the config names no torch_dtype: ``default`` is the loader's assumption, not the file's
+    kv_cache: str = ""  # the KV-cache dtype the checkpoint calibrates (ModelOpt's kv_cache_quant_algo), "" where none
 
     def width(self, part: str, default_bytes: float) -> float:
         for name, _, b in self.parts:

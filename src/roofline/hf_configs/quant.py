@@ -5,6 +5,7 @@ bitsandbytes in quant_formats. A method, variant or skip list not understood is 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from roofline.architecture import WeightStorage
@@ -137,6 +138,8 @@ def weight_storage(q: dict, name: str, default: str, model, mtp_layers: int = 0)
         rules += quant_formats.mixed_rules(q, name, model, mtp_layers)  # after the exclusions: they win, as in vLLM
         kept_by = "not being in quantized_layers (or by exclude_modules)"
     storage, said = priced(model, schemes, rules, default, method, kept_by)
+    if method == "modelopt" and quant_formats.modelopt_kv(q):
+        storage = dataclasses.replace(storage, kv_cache=quant_formats.modelopt_kv(q))
     labels = [*(schemes[p].label for p, _, _ in storage.parts if p in schemes), *(r.scheme.label for r in rules if r.scheme)]
     stored = "; ".join(dict.fromkeys(labels))
     head = f"{method}: weights stored as {stored or default}; {kept}"

@@ -190,6 +190,17 @@ def _modelopt_scheme(algo: str, group, name: str) -> Scheme:
                         "MIXED_PRECISION)")
 
 
+def modelopt_kv(q: dict) -> str:
+    """The KV-cache dtype a ModelOpt export calibrates: "fp8" for kv_cache_quant_algo "FP8" (or a
+    kv_cache_scheme of 8-bit floats), else "" (none, or a kind not read). TensorRT-LLM's, SGLang's and
+    vLLM's (from 0.13.0) default kv-cache dtype 'auto' follows it: tensorrt_llm/llmapi/llm_args.py
+    KvCacheConfig.dtype; sglang ModelRunner.configure_kv_cache_dtype; vllm-project/vllm PR #30785."""
+    kv = q.get("kv_cache_quant_algo") or q.get("kv_cache_scheme")
+    if isinstance(kv, dict):
+        return "fp8" if kv.get("type") == "float" and kv.get("num_bits") == 8 else ""
+    return "fp8" if isinstance(kv, str) and kv.upper() == "FP8" else ""
+
+
 def modelopt_mixed(q: dict) -> bool:
     return str(q.get("quant_algo") or "").upper() == "MIXED_PRECISION"
 
@@ -200,11 +211,15 @@ def _modelopt(q: dict, name: str, default: str):
     algorithm in quantized_layers (read by mixed_rules), every other module at the checkpoint's dtype."""
     notes = []
     kv = q.get("kv_cache_quant_algo") or q.get("kv_cache_scheme")
-    if kv:
+    if kv and modelopt_kv(q):
+        notes.append(f"the checkpoint calibrates an {modelopt_kv(q)} KV cache (kv_cache_quant_algo), priced so unless "
+                     "--kv-cache says otherwise: the engines' default kv-cache dtype 'auto' follows it (TensorRT-LLM; "
+                     "SGLang; vLLM from 0.13.0, before it the model's dtype); its fp32 k_scale and v_scale per "
+                     "attention layer (8 bytes) are not counted")
+    elif kv:
         notes.append(f"the checkpoint calibrates a {str(kv) if isinstance(kv, str) else 'quantised'} KV cache "
-                     "(kv_cache_quant_algo): the cache is priced at the KV dtype given (bf16 unless --kv-cache says "
-                     "otherwise; TensorRT-LLM's 'auto' follows the checkpoint, vLLM takes --kv-cache-dtype fp8); its "
-                     "fp32 k_scale and v_scale per attention layer (8 bytes) are not counted")
+                     "(kv_cache_quant_algo) of a kind not read here: the cache is priced at the KV dtype given (bf16 "
+                     "unless --kv-cache says otherwise)")
     if modelopt_mixed(q):
         return {}, (f"each module in quantized_layers stored by its own quant_algo; every module not listed there "
                     f"(embedding, norms, what exclude_modules names) at {default}"), notes + _groups_disagree(q)

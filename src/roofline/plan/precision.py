@@ -55,6 +55,7 @@ class Precision:
     stored: WeightStorage | None = None  # weights as the checkpoint stores them, part by part
     matmul: str | None = None  # the dtype matmuls compute in, where not the wider of weights and activations (W8A8)
     replaces: str = field(default="", compare=False)  # how the checkpoint's own storage differs, said in the label
+    kv_source: str = field(default="", compare=False)  # why the KV cache is at its dtype, where the checkpoint chose it
 
     def __post_init__(self):
         for part in ("weights", "activations", "kv_cache"):
@@ -65,10 +66,16 @@ class Precision:
     @classmethod
     def as_stored(cls, model, activations: str = "bf16", kv_cache: str | None = None) -> "Precision":
         """Weights as the model's checkpoint stores them (its quantization_config: MXFP4 experts,
-        block-scaled fp8, int4 groups), activations and KV cache at ``activations``."""
+        block-scaled fp8, int4 groups), activations at ``activations``; the KV cache at ``kv_cache``,
+        else the dtype the checkpoint calibrates it in (a ModelOpt export's kv_cache_quant_algo, which
+        the engines' default 'auto' follows: hf_configs.quant_formats.modelopt_kv), else ``activations``."""
         storage = get_model(model).storage
         base = storage.default if storage.default in QUANT_DTYPES else "bf16"
-        return cls(base, activations, kv_cache or activations, storage if storage.parts else None)
+        source = "" if kv_cache or not storage.kv_cache else (
+            "the checkpoint's kv_cache_quant_algo, which the engines' default kv-cache dtype 'auto' follows "
+            "(TensorRT-LLM, SGLang, vLLM from 0.13.0); --kv-cache sets another")
+        return cls(base, activations, kv_cache or storage.kv_cache or activations, storage if storage.parts else None,
+                   kv_source=source)
 
     def kept(self, part: str) -> bool:
         """Whether ``part``'s weights stay at KEPT_DTYPE when the weights are quantised narrower by a
@@ -127,7 +134,7 @@ class Precision:
         storage = get_model(model).storage
         if storage.parts and dtype is None and weights is None:
             acts = activations or machine.default_dtype
-            return cls.as_stored(model, acts, kv_cache or acts)
+            return cls.as_stored(model, acts, kv_cache)
         base = cls.uniform(dtype or machine.default_dtype, machine)
         w, a = weights or base.weights, activations or base.activations
         # W8A8's matmul dtype holds while the weights are no wider than it (int4 weights under fp8: W4A8)
@@ -183,7 +190,8 @@ class Precision:
 
     def _label(self) -> str:
         if self.stored is not None:
-            return (f"weights as stored ({self.stored.label()}), activations {self.activations}, KV {self.kv_cache}; "
+            kv = f"KV {self.kv_cache}" + (f" ({self.kv_source})" if self.kv_source else "")
+            return (f"weights as stored ({self.stored.label()}), activations {self.activations}, {kv}; "
                     "quantised weights are dequantised into the matmuls")
         kept = f"LM head, embeddings, norms and any MoE router {KEPT_DTYPE}" if self.kept("lm_head") else ""
         if self.matmul is not None and self.weights == self.kv_cache == self.matmul != self.activations:
