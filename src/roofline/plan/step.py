@@ -15,8 +15,10 @@ is one forward pass over all those tokens:
   reduced to c0 + c1 n + c2 sum(S) per op, checked exact at points the fit did not use; a chunk's
   (T = C queries at positions P+1..P+C) is costed from the same layer ops per (C, P) and cached;
   all decodes of a step are one batched kernel, and so are all chunks (varlen attention);
-- **logit ops** (final norm and LM head) run on one row per sequence that samples a token this step
-  (every decode and every chunk that completes its prompt): tabulated for R = 1 .. max sequences.
+- **logit ops** (final norm and LM head) run on one row per token a decode feeds and the last row of
+  every prompt chunk (the engines compute logits there for a partial chunk too and drop its sample):
+  tabulated for R = 1 .. max sequences; the LM head priced on a measured GEMM table at R rows where
+  the cost model has one.
 
 Which ops are token ops is found, not assumed: an op of a layer kind whose FLOPs and bytes are the
 same for one sequence of m tokens (prefill) and m sequences of one token (decode) at two m.

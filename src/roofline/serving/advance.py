@@ -16,7 +16,7 @@ from roofline.serving.stretch import decode_stretch
 def advance(st, plan):
     """RunState ``st`` moved past the step of StepPlan ``plan``: its seconds, the sums, the tokens
     (the run's token counts are summed from its records at the end)."""
-    dec, chunks, chunk_slots, fed, fed_prefix, completing = plan
+    dec, chunks, chunk_slots, fed, fed_prefix, _ = plan
     pool, T = st.pool, st.T
     nd = len(dec)
     if st.lazy:
@@ -27,7 +27,10 @@ def advance(st, plan):
         ctx1 = pool.ctx[dec] + T
         sum1 = float(ctx1.sum())
     M = nd * T + fed
-    dt = st.step_seconds(nd, float(sum1), ctx1, M, nd * T + completing, chunks) + st.step_overhead_s
+    # logits: each decode's T rows and the last row of every chunk, a prompt's partial chunk too (vLLM's
+    # gpu_model_runner: logits_indices = query_start_loc[1:] - 1, "we do so for simplicity"; SGLang's
+    # LogitsProcessor: last_index = cumsum(extend_seq_lens) - 1)
+    dt = st.step_seconds(nd, float(sum1), ctx1, M, nd * T + len(chunks), chunks) + st.step_overhead_s
     if st.draft is not None:
         dt = _with_draft(dt, st.draft, pool.ctx[dec], T, nd, fed, chunks)
     st.in_system_integral += st.in_system * dt
