@@ -146,3 +146,20 @@ def test_speculating_stretches_give_the_step_by_step_runs_figures(case, monkeypa
     np.testing.assert_allclose(fast.e2e_s, plain.e2e_s, rtol=1e-12)
     np.testing.assert_allclose(fast.step_durations_s, plain.step_durations_s, rtol=1e-12)
     np.testing.assert_array_equal(fast.step_decodes, plain.step_decodes)
+
+
+@pytest.mark.parametrize("layout", [{}, {"expert_parallel": True}, {"expert_parallel": True, "attention_tp": 2}])
+def test_verify_steps_priced_from_their_sums_are_the_steps_own_seconds(layout):
+    """StepCost.decode_steps_seconds given the steps' context sums (the speculating stretch's): each verify step
+    of T = 3 tokens a sequence costs what seconds() gives for those contexts, with expert parallelism (the
+    busiest GPU's ceil(n / d) sequences, T rows each) and attention tensor parallelism too."""
+    from roofline.plan import Precision
+
+    step = StepCost("deepseek-v3", "h200", Precision.uniform("fp8"), 8, max_tokens=8192, max_seqs=64, verify_tokens=3,
+                    **layout)
+    ctx = np.array([1000, 2000, 3000, 4000, 500, 600, 700, 800, 900, 1000, 1100, 1200, 50])
+    n = len(ctx)
+    got = step.decode_steps_seconds(None, 2, (n, 0.0), sums=np.array([ctx.sum() + 3 * n, ctx.sum() + 13 * n]))
+    assert got == pytest.approx([step.seconds(ctx + 3), step.seconds(ctx + 13)], rel=1e-12)
+    with pytest.raises(ValueError):  # a verify step's contexts are not ctx0 + k
+        step.decode_steps_seconds(ctx, 2)
