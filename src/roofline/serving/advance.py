@@ -150,7 +150,7 @@ def verify_run(st, dec: np.ndarray, most: int) -> bool:
                          (pool.used, pool.used - held, pool.cap, table, pool.bs), st.dt_decode)
     if run is None:
         return False
-    K, dts, end, used_k, emitted = run
+    K, dts, end, used_k, before_last, emitted = run
     st.in_system_integral += st.in_system * (end - st.now)
     st.kv_integral += float(np.dot(used_k, dts))
     st.kv_peak = max(st.kv_peak, float(used_k.max()))
@@ -158,8 +158,7 @@ def verify_run(st, dec: np.ndarray, most: int) -> bool:
     st.steps += K
     st.records.stretch(dts, len(dec))
     st.dt_decode = float(dts[-1])
-    grown = -(-(ctx0 + accepted_tokens(pool.verified[dec] + K - 1, st.E) - accepted_tokens(pool.verified[dec], st.E)
-                + st.T) // pool.bs)  # the last step's blocks
+    grown = -(-(ctx0 + before_last + st.T) // pool.bs)  # the blocks the last step took
     pool.verified[dec] += K
     pool.ctx[dec] = ctx = ctx0 + emitted
     st.gen[reqs] += emitted

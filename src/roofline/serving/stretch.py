@@ -109,7 +109,7 @@ def verify_stretch(step: StepCost, draft: StepCost | None, overhead_s: float, K:
     tokens against its context plus the tokens accepted in the k - 1 steps before
     (accepted_tokens), after the draft's T - 1 decode steps. None where that is a single step;
     else (the steps, their seconds, the last one's end, the cache held during each, each sequence's
-    tokens emitted over them, at most ``left``). ``step_s``, a recent step's seconds, and the cache's
+    tokens before the last step, and over them all, at most ``left``). ``step_s``, a recent step's seconds, and the cache's
     bytes a block bound the steps tried (each sequence takes E / bs blocks a step on average): the
     work is (sequences x steps), and a stretch cut short by an arrival or the cache's end is still
     exact, only shorter."""
@@ -145,4 +145,4 @@ def verify_stretch(step: StepCost, draft: StepCost | None, overhead_s: float, K:
         K = int(over[0])
     if K <= 1:
         return None
-    return K, times[:K], float(ends[K - 1]), used_k[:K], np.minimum(got[:, K], left)
+    return K, times[:K], float(ends[K - 1]), used_k[:K], got[:, K - 1], np.minimum(got[:, K], left)
