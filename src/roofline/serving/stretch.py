@@ -109,9 +109,9 @@ def verify_stretch(step: StepCost, draft: StepCost | None, overhead_s: float, K:
     tokens against its context plus the tokens accepted in the k - 1 steps before
     (accepted_tokens), after the draft's T - 1 decode steps. None where that is a single step;
     else (the steps, their seconds, the last one's end, the cache held during each, each sequence's
-    tokens before the last step, and over them all, at most ``left``). ``step_s``, a recent step's seconds, and the cache's
-    bytes a block bound the steps tried (each sequence takes E / bs blocks a step on average): the
-    work is (sequences x steps), and a stretch cut short by an arrival or the cache's end is still
+    tokens before the last step, and over them all, at most ``left``). ``step_s``, a recent step's
+    seconds, and the cache's bytes a block bound the steps tried (each sequence takes E / bs blocks
+    a step on average): the work is (sequences x steps), and a stretch cut short by a bound is still
     exact, only shorter."""
     used, rest, cap, table, bs = cache
     n, T = len(ctx0), step.verify_tokens
