@@ -41,6 +41,7 @@ TARGETS = [
     (f"llama3-8b, Poisson 20 req/s (near capacity), {MANY:,} requests, 1,024 in / 256 out", 3.0,
      lambda: poisson_requests(20, MANY, 1024, 256)),
 ]
+SPECULATIVE = smoke_or(2000, 40)
 SWEEP = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512, 768, 1024]
 SWEEP = smoke_or(SWEEP, SWEEP[:3])
 
@@ -52,6 +53,24 @@ def best_of(runs, fn):
         out = fn()
         best = min(best, time.perf_counter() - t)
     return best, out
+
+
+def speculative(runs):
+    """Speculative decoding (Llama 3.2 1B drafting 3 tokens for Llama 3 8B, each accepted with 0.7), run
+    in stretches (the default) and step by step (stepwise=True: how speculation ran before 2026-12-06, once):
+    per case its label, (seconds, result) of each."""
+    from roofline.serving import Engine
+
+    engine = Engine(max_seqs=256, spec_tokens=3, acceptance=0.7)
+    target = StepCost("llama3-8b", "h100-sxm", max_tokens=8192, max_seqs=256, verify_tokens=4)
+    draft = StepCost("llama3.2-1b", "h100-sxm", max_tokens=8192, max_seqs=256)
+    cases = [(f"64 users, {SPECULATIVE:,} requests, 1,024 in / 1,024 out", closed_requests(64, SPECULATIVE, 1024, 1024)),
+             (f"{SPECULATIVE // 2:,} requests all queued (max load: recompute preemption), 1,024 in / 8,192 out",
+              closed_requests(SPECULATIVE // 2, SPECULATIVE // 2, 1024, 8192))]
+    for label, reqs in cases:
+        yield (f"llama3-8b speculating (llama3.2-1b drafts 3 at 0.7), {label}",
+               best_of(runs, lambda: simulate(target, reqs, engine, draft=draft)),
+               best_of(1, lambda: simulate(target, reqs, engine, draft=draft, stepwise=True)))
 
 
 def main():
@@ -71,6 +90,8 @@ def main():
         reqs = make()
         secs, r = best_of(1 if reqs.n > 10_000 else runs, lambda: simulate(narrow, reqs))
         print(f"  {label}: {secs:.3f} s ({r.steps:,} steps; target {target:g} s: {'met' if secs <= target else 'missed'})")
+    for label, (secs, r), (plain_s, _) in speculative(runs):
+        print(f"  {label}: {secs:.3f} s ({r.steps:,} steps, {r.steps / secs:,.0f} steps/s; step by step {plain_s:.3f} s)")
     secs, sw = best_of(runs, lambda: sweep_concurrency(step, SWEEP, 1024, 256))
     print(f"  sweep of {len(SWEEP)} concurrencies ({SWEEP[0]:,} to {SWEEP[-1]:,} users, 8 per user, 200 to 20,000 requests each): {secs:.2f} s "
           f"({sum(r.requests for r in sw.results):,} requests)")

@@ -120,6 +120,35 @@ def test_mtp_draft_weights_are_its_own():
     assert MtpStepCost(m, "h100-sxm", max_seqs=16).held_weight_bytes() == 2 * 32_112
 
 
+def test_mtp_weights_under_attention_tensor_parallelism_follow_the_main_layers():
+    """Expert parallelism over 4 GPUs, attention tensor-parallel over 2 (2 data-parallel groups): the
+    MTP block is the main model's decoder-layer class in both engines (vLLM deepseek_mtp.py:
+    mtp_block = DeepseekV2DecoderLayer(...); SGLang deepseek_nextn.py: decoder =
+    DeepseekV2DecoderLayer(...), https://github.com/vllm-project/vllm and
+    https://github.com/sgl-project/sglang), so its attention, shared expert and its 1/G of the routed
+    experts follow the main layers; eh_proj is a plain nn.Linear (whole on every GPU).
+    Per GPU: MLA q_a 2,048 + q_a_norm 32 + kv_a 1,280 + kv_a_norm 16 (latent parts whole) + q_b 1,536 / 2
+    + kv_b 1,024 / 2 + o 2,048 / 2 = 5,680; routed 12,288 / 4 = 3,072; shared 3,072 / 2 = 1,536; router
+    256; block norms 128; eh_proj 8,192 and 3 norms 192 whole: 19,056 parameters x 2 B = 38,112 B.
+    Attention whole (attention_tp 1): 32,112 - 12,288 x 3 / 4 = 22,896 x 2 B = 45,792 B."""
+    from roofline.plan.memory import mtp_weight_bytes
+
+    m = from_hf_config(SMALL, "small")
+    kw = dict(max_seqs=16, expert_parallel=True)
+    assert MtpStepCost(m, "h100-sxm", None, 4, attention_tp=2, **kw).held_weight_bytes() == 38_112
+    assert mtp_weight_bytes(m, None, 4, True, 2) == 38_112
+    assert MtpStepCost(m, "h100-sxm", None, 4, **kw).held_weight_bytes() == 45_792
+    # the serving replica takes that from each GPU's cache: 2 data-parallel groups' caches, 2 x 38,112 B
+    from roofline.serving.cache import replica_cache
+
+    engine = Engine(max_seqs=16, spec_tokens=1, acceptance=0.8)
+    target = StepCost(m, "h100-sxm", None, 4, verify_tokens=2, attention_tp=2, **kw)
+    lens = np.array([64]), np.array([32])
+    with_mtp, parts, _, _ = replica_cache(target, engine, *lens, draft=MtpStepCost(m, "h100-sxm", None, 4, attention_tp=2, **kw))
+    alone, _, _, _ = replica_cache(target, engine, *lens)
+    assert parts["draft_weights_bytes"] == 38_112 and alone - with_mtp == pytest.approx(2 * 38_112, abs=1e-3)
+
+
 def test_serving_breakdown_adds_exactly_the_mtp_runs(tmp_path, capsys):
     """`serving --draft mtp --spec-tokens 3 --breakdown`: the decode step's ops are the target's verify
     step (4 tokens a sequence) and, part "draft", the MTP module's ops summed over its 3 runs (run i at

@@ -84,3 +84,82 @@ def test_review_refusals_for_drafts_and_kv_links(step):
     t_tp, _ = kv_transfer_seconds(tp, tp, np.array([1024]))
     t_ep, _ = kv_transfer_seconds(ep, ep, np.array([1024]))
     assert (t_ep[0] - 46e-6) == pytest.approx(2 * (t_tp[0] - 46e-6))
+
+
+def _spec_cache(target, draft, engine, gb):
+    """The memory fraction that leaves ``gb`` GB for the target's and the draft's KV cache after the
+    weights (the draft's too) and the activations."""
+    from roofline.plan.step import kv_cache_budget
+    from roofline.plan.step_mtp import MtpStepCost
+    from roofline.plan.memory import inference_weight_bytes
+
+    _, parts = kv_cache_budget(target, 1.0)
+    held = draft.held_weight_bytes() if isinstance(draft, MtpStepCost) else inference_weight_bytes(draft.model, draft.precision)
+    return (parts["weights_bytes"] + parts["activations_bytes"] + held + gb * 1e9) / parts["capacity_bytes"]
+
+
+@pytest.mark.parametrize("case", ["closed, rates by position", "poisson, step overhead", "closed, preempting",
+                                  "mtp draft", "reserving in full"])
+def test_speculating_stretches_give_the_step_by_step_runs_figures(case, monkeypatch):
+    """Issue 35: speculative decoding's decode-only steps run at once between events (stretch.verify_stretch:
+    each sequence's tokens after k verify steps floor((v + k) E), the steps' context sums and cache in closed
+    form) give the same steps, tokens, preemptions, every step's seconds and the same percentiles as
+    simulate(..., stepwise=True), which advances every slot every step; and stretches did run."""
+    from roofline.serving import advance
+
+    ran = []
+    real = advance.verify_stretch
+    monkeypatch.setattr(advance, "verify_stretch", lambda *a: ran.append(real(*a)) or ran[-1])
+    target = StepCost("llama3-8b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=64, verify_tokens=4)
+    draft = StepCost("llama3.2-1b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=64)
+    engine = Engine(max_seqs=64, spec_tokens=3, acceptance=(0.8, 0.6, 0.5))
+    reqs = closed_requests(16, 60, (100, 1500), (10, 800), seed=2)
+    if case == "poisson, step overhead":
+        reqs = poisson_requests(10, 200, (64, 1500), (8, 400), seed=1)
+        engine = Engine(max_seqs=64, spec_tokens=3, acceptance=0.7, step_overhead_s=2e-3)
+    elif case == "closed, preempting":  # 0.6 GB: ~3,660 tokens of 131,072 + 32,768 B (the 1B draft's: 16 layers x 2 x
+        reqs = closed_requests(8, 40, (500, 1500), (200, 1000), seed=3)  # 8 x 64 x 2 B) for 8 users of up to 2,500
+        engine = Engine(max_seqs=64, spec_tokens=3, acceptance=0.7, memory_fraction=_spec_cache(target, draft, engine, 0.6))
+    elif case == "mtp draft":  # a DeepSeek-V3-shaped model at toy sizes with its own MTP module (tests/test_mtp.py)
+        from roofline.hf_configs import from_hf_config
+        from roofline.plan.step_mtp import MtpStepCost
+        from test_mtp import SMALL
+
+        m = from_hf_config(SMALL, "small")
+        target = StepCost(m, "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=64, verify_tokens=3)
+        draft = MtpStepCost(m, "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=64)
+        engine = Engine(max_seqs=64, spec_tokens=2, acceptance=(0.9, 0.7))
+    elif case == "reserving in full":
+        reqs = closed_requests(8, 40, (500, 1500), (200, 1000), seed=3)
+        engine = Engine(max_seqs=64, spec_tokens=3, acceptance=0.7, admission="reserve_full", chunked_prefill=False,
+                        memory_fraction=_spec_cache(target, draft, engine, 0.6))
+    fast, plain = simulate(target, reqs, engine, draft=draft), simulate(target, reqs, engine, draft=draft, stepwise=True)
+    assert any(r is not None for r in ran)
+    if case == "closed, preempting":
+        assert plain.preemptions > 0
+    a, b = fast.metrics(), plain.metrics()
+    for key in ("steps", "preemptions", "computed_prompt_tokens", "requests"):
+        assert a[key] == b[key], key
+    assert fast.output_tokens == plain.output_tokens and fast.input_tokens == plain.input_tokens
+    for key, value in b.items():
+        assert a[key] == pytest.approx(value, rel=1e-12, nan_ok=True), key
+    np.testing.assert_allclose(fast.e2e_s, plain.e2e_s, rtol=1e-12)
+    np.testing.assert_allclose(fast.step_durations_s, plain.step_durations_s, rtol=1e-12)
+    np.testing.assert_array_equal(fast.step_decodes, plain.step_decodes)
+
+
+@pytest.mark.parametrize("layout", [{}, {"expert_parallel": True}, {"expert_parallel": True, "attention_tp": 2}])
+def test_verify_steps_priced_from_their_sums_are_the_steps_own_seconds(layout):
+    """StepCost.decode_steps_seconds given the steps' context sums (the speculating stretch's): each verify step
+    of T = 3 tokens a sequence costs what seconds() gives for those contexts, with expert parallelism (the
+    busiest GPU's ceil(n / d) sequences, T rows each) and attention tensor parallelism too."""
+    from roofline.plan import Precision
+
+    step = StepCost("deepseek-v3", "h200", Precision.uniform("fp8"), 8, max_tokens=8192, max_seqs=64, verify_tokens=3,
+                    **layout)
+    ctx = np.array([1000, 2000, 3000, 4000, 500, 600, 700, 800, 900, 1000, 1100, 1200, 50])
+    n = len(ctx)
+    got = step.decode_steps_seconds(None, 2, (n, 0.0), sums=np.array([ctx.sum() + 3 * n, ctx.sum() + 13 * n]))
+    assert got == pytest.approx([step.seconds(ctx + 3), step.seconds(ctx + 13)], rel=1e-12)
+    with pytest.raises(ValueError):  # a verify step's contexts are not ctx0 + k
+        step.decode_steps_seconds(ctx, 2)

@@ -45,18 +45,28 @@ def inference_weight_bytes(model, precision: Precision | None = None, tensor_par
     return float(sum(v * precision.weight_width(k) for k, v in p.items() if k != "total"))
 
 
-def mtp_weight_bytes(model, precision: Precision | None = None, tensor_parallel: int = 1) -> float:
+def mtp_weight_bytes(model, precision: Precision | None = None, tensor_parallel: int = 1, expert_parallel: bool = False,
+                     attention_tp: int = 1) -> float:
     """The multi-token-prediction module's own weights one GPU holds (Model.mtp, every depth; 0 without
     one): its block's tensor-parallel slice, and eh_proj (2D x D) and its RMSNorms whole (replicated, as
-    vLLM's deepseek_mtp runs them), each part at its width (eh_proj as part "mtp": the checkpoint's
-    dtype, DeepSeek-V3's bf16). The embedding and LM head are the model's, in inference_weight_bytes."""
+    vLLM's deepseek_mtp runs them: an nn.Linear), each part at its width (eh_proj as part "mtp": the
+    checkpoint's dtype, DeepSeek-V3's bf16). The embedding and LM head are the model's, in
+    inference_weight_bytes. With ``expert_parallel`` over G = tensor_parallel GPUs the block is laid out
+    as the main model's MoE layers are, since both engines build it from the main model's layer class
+    under the same groups (vLLM's deepseek_mtp: mtp_block = DeepseekV2DecoderLayer; SGLang's
+    deepseek_nextn: decoder = DeepseekV2DecoderLayer): its attention, dense parts and shared experts
+    split over the attention group's ``attention_tp`` t GPUs (plan.parallel.shard, experts whole), its
+    routed experts over the G (1/G of them on each)."""
     cfg = get_model(model)
     if cfg.mtp is None:
         return 0.0
     precision = precision or Precision()
     D = cfg.d_model
-    p = count_params(shard(cfg.mtp.as_model(cfg), tensor_parallel))
+    block = cfg.mtp.as_model(cfg)
+    p = count_params(shard(block, attention_tp, experts=False) if expert_parallel else shard(block, tensor_parallel))
     own = sum(v * precision.weight_width(k) for k, v in p.items() if k not in ("total", "embedding", "lm_head"))
+    if expert_parallel:  # the routed experts (whole in the slice above): 1/G of them on each GPU
+        own -= p["experts"] * precision.weight_width("experts") * (1.0 - 1.0 / tensor_parallel)
     own += 2 * D * D * precision.weight_width("mtp") + 2 * D * precision.weight_width("norms")
     return float(cfg.mtp.depth * own)
 

@@ -15,8 +15,10 @@ is one forward pass over all those tokens:
   reduced to c0 + c1 n + c2 sum(S) per op, checked exact at points the fit did not use; a chunk's
   (T = C queries at positions P+1..P+C) is costed from the same layer ops per (C, P) and cached;
   all decodes of a step are one batched kernel, and so are all chunks (varlen attention);
-- **logit ops** (final norm and LM head) run on one row per sequence that samples a token this step
-  (every decode and every chunk that completes its prompt): tabulated for R = 1 .. max sequences.
+- **logit ops** (final norm and LM head) run on one row per token a decode feeds and the last row of
+  every prompt chunk (the engines compute logits there for a partial chunk too and drop its sample):
+  tabulated for R = 1 .. max sequences; the LM head priced on a measured GEMM table at R rows where
+  the cost model has one.
 
 Which ops are token ops is found, not assumed: an op of a layer kind whose FLOPs and bytes are the
 same for one sequence of m tokens (prefill) and m sequences of one token (decode) at two m.
@@ -192,23 +194,30 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
         body += self._chunks_seconds(chunks)
         return body + self.launch_seconds(n, bool(chunks), R > 0)
 
-    def decode_steps_seconds(self, ctx0: np.ndarray | None, K: int, totals: tuple[int, int] | None = None) -> np.ndarray:
+    def decode_steps_seconds(self, ctx0: np.ndarray | None, K: int, totals: tuple[int, int] | None = None,
+                             sums: np.ndarray | None = None) -> np.ndarray:
         """Seconds of K decode-only steps of the same n sequences, step k feeding each one token
         against ctx0 + 1 + k (the simulator's stretch between events). Same arithmetic as
         step_seconds, vectorised over the steps; the context sums in closed form (affine in k: sum
         ctx0 + n k; a window W: sum_i min(ctx0_i + 1 + k, W) from the sorted contexts' prefix sums).
         ``totals`` (n, sum of ctx0) stand for ctx0 (None) where the model needs no single context
-        (not needs_contexts)."""
+        (not needs_contexts). ``sums``: the K steps' context sums given instead, each step feeding
+        verify_tokens T tokens a sequence (speculation's verify steps, whose contexts grow by the
+        tokens accepted: serving.stretch.verify_stretch); not with a window."""
         n = len(ctx0) if ctx0 is not None else totals[0]
         k1 = np.arange(1, K + 1, dtype=float)
-        if self.verify_tokens != 1:
-            raise ValueError("decode_steps_seconds is for one token per sequence and step")
+        T = self.verify_tokens
+        if sums is None and T != 1:
+            raise ValueError("decode_steps_seconds is for one token per sequence and step, or given the steps' sums")
+        if sums is not None and self.needs_contexts:
+            raise ValueError("a window or a top-k needs each context, not the steps' sums")
         dp = self._dp
         ng = -(-n // dp)  # the busiest GPU's sequences (all of them without data-parallel attention)
-        if self.expert_parallel:
-            t = self._token_body[ng] + self._expert_body[n] + self._logits_body[ng] + self.launch_seconds(n, False)
+        if self.expert_parallel:  # its rows ng T; everyone's n T routed to the experts
+            t = (self._token_body[ng * T] + self._expert_body[n * T] + self._logits_body[-(-n * T // dp)]
+                 + self.launch_seconds(n, False))
         else:
-            t = self._token_body[n] + self._logits_body[n] + self.launch_seconds(n, False)
+            t = self._token_body[n * T] + self._logits_body[n * T] + self.launch_seconds(n, False)
         sum0 = float(ctx0.sum()) if ctx0 is not None else float(totals[1])
         order = None
         for layers, span, _, fits in self._decode_fits:
@@ -219,6 +228,8 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
                 below = np.searchsorted(order, span - k1, side="left")  # these stay under the window at step k
                 s = prefix[below] + below * k1 + (n - below) * float(span)
                 s = s * ng / n
+            elif sums is not None:
+                s = np.asarray(sums, dtype=float) * ng / n  # the busiest GPU's
             else:
                 s = None  # the busiest GPU's context sum at step k: (sum0 + n k) ng / n
             for _, _, _, _, cf, cb, (rc, rm), table in fits:

@@ -229,8 +229,10 @@ class StepLayout(ExpertComms):
 
     def _logits(self, R) -> list[Kernel]:
         """The final norm and the LM head on R rows (model_ops.logits_ops), the head's weights at their
-        stored width; without the GEMM shape: R is a whole table of sizes here, priced by the roofline."""
-        return [_requantised(k, self.precision)[0] for k in logits_ops(R, self.sharded, self.precision.activations, False)]
+        stored width. The head carries its GEMM's shape (1, R, V / t, D): one GPU's share of the
+        vocabulary (vLLM's and SGLang's ParallelLMHead is vocab-parallel), so measured kernels price it
+        on the GEMM table at its R rows (R a scalar, or the whole table of sizes the step tabulates)."""
+        return [_requantised(k, self.precision)[0] for k in logits_ops(R, self.sharded, self.precision.activations)]
 
     # -- what the layout bounds --------------------------------------------------------------------
     def _check_tokens(self, M: int, R: int):

@@ -22,7 +22,7 @@ from roofline.kernels import Kernel
 from roofline.op_counts import matmul_counts, norm_flops_per_element, row_op_counts
 from roofline.plan.step import StepCost
 from roofline.plan.model_ops import requantised
-from roofline.transformer import count_params, get_model
+from roofline.transformer import get_model
 from roofline.units import DTYPE_BYTES
 
 MTP_DRAFT = "mtp"  # the --draft value that names the target's own multi-token-prediction module
@@ -64,15 +64,12 @@ class MtpStepCost(StepCost):
         return [norms, requantised(proj, self.precision)[0]]
 
     def held_weight_bytes(self) -> float:
-        """The module's own weights one GPU holds (plan.memory.mtp_weight_bytes); with expert
-        parallelism the whole block but 1/g of its routed experts."""
+        """The module's own weights one GPU holds (plan.memory.mtp_weight_bytes): with expert
+        parallelism laid out as the target's MoE layers (attention and dense parts over attention_tp,
+        1/G of the routed experts)."""
         from roofline.plan.memory import mtp_weight_bytes
 
-        if not self.expert_parallel:
-            return mtp_weight_bytes(self.target, self.precision, self.tensor_parallel)
-        experts = count_params(self.model)["experts"] * self.precision.weight_width("experts")
-        g = self.tensor_parallel
-        return mtp_weight_bytes(self.target, self.precision, 1) - self.target.mtp.depth * experts * (1.0 - 1.0 / g)
+        return mtp_weight_bytes(self.target, self.precision, self.tensor_parallel, self.expert_parallel, self.attention_tp)
 
 
 __all__ = ["MTP_DRAFT", "MtpStepCost", "mtp_model"]

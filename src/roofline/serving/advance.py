@@ -1,7 +1,8 @@
 """A step applied (scheduler.simulate): its time from the step model, the clock, the run's sums
 and records moved on; each decoding sequence given its token (or, speculating, its expected
 tokens), each prompt chunk's tokens cached, a prompt's last chunk sampling its first token, and the
-requests that end finished. ``stretch`` applies a run of decode-only steps at once.
+requests that end finished. ``stretch`` applies a run of decode-only steps at once, and
+``verify_run`` a run of speculating ones.
 """
 
 from __future__ import annotations
@@ -10,13 +11,13 @@ import math
 
 import numpy as np
 
-from roofline.serving.stretch import decode_stretch
+from roofline.serving.stretch import accepted_tokens, decode_stretch, verify_stretch
 
 
 def advance(st, plan):
     """RunState ``st`` moved past the step of StepPlan ``plan``: its seconds, the sums, the tokens
     (the run's token counts are summed from its records at the end)."""
-    dec, chunks, chunk_slots, fed, fed_prefix, completing = plan
+    dec, chunks, chunk_slots, fed, fed_prefix, _ = plan
     pool, T = st.pool, st.T
     nd = len(dec)
     if st.lazy:
@@ -27,7 +28,10 @@ def advance(st, plan):
         ctx1 = pool.ctx[dec] + T
         sum1 = float(ctx1.sum())
     M = nd * T + fed
-    dt = st.step_seconds(nd, float(sum1), ctx1, M, nd * T + completing, chunks) + st.step_overhead_s
+    # logits: each decode's T rows and the last row of every chunk, a prompt's partial chunk too (vLLM's
+    # gpu_model_runner: logits_indices = query_start_loc[1:] - 1, "we do so for simplicity"; SGLang's
+    # LogitsProcessor: last_index = cumsum(extend_seq_lens) - 1)
+    dt = st.step_seconds(nd, float(sum1), ctx1, M, nd * T + len(chunks), chunks) + st.step_overhead_s
     if st.draft is not None:
         dt = _with_draft(dt, st.draft, pool.ctx[dec], T, nd, fed, chunks)
     st.in_system_integral += st.in_system * dt
@@ -83,17 +87,18 @@ def _feed(st, chunks: list, chunk_slots: list, now: float):
 
 def _advance_slots(st, dec: np.ndarray):
     """The decoding slots' per-slot arrays advanced as they are: one token each (the stepwise
-    reference), or speculating, each its expected tokens (carried as a fraction: the expected value,
-    not a random draw), at least the one verified, the rejected drafts' cache given back."""
+    reference), or speculating, each its expected tokens (stretch.accepted_tokens of its verify
+    steps: carried as a fraction, the expected value, not a random draw), at least the one
+    verified, the rejected drafts' cache given back."""
     pool, gen, out = st.pool, st.gen, st.out
     reqs = pool.req[dec]
     if st.T == 1:
         pool.ctx[dec] += 1
         gen[reqs] += 1
     else:
-        pool.credit[dec] += st.E
-        emitted = np.minimum(np.floor(pool.credit[dec] + 1e-9).astype(np.int64), out[reqs] - gen[reqs])
-        pool.credit[dec] -= emitted
+        v = pool.verified[dec]
+        emitted = np.minimum(accepted_tokens(v + 1, st.E) - accepted_tokens(v, st.E), out[reqs] - gen[reqs])
+        pool.verified[dec] = v + 1
         pool.ctx[dec] += emitted
         gen[reqs] += emitted
         keep = -(-pool.ctx[dec] // pool.bs)
@@ -126,4 +131,40 @@ def stretch(st, dec: np.ndarray, most: int) -> bool:
     pool.tick += K
     for r, slot in pool.due():
         st.finish(r, slot)
+    return True
+
+
+def verify_run(st, dec: np.ndarray, most: int) -> bool:
+    """Speculating: up to ``most`` decode-only steps of the slots ``dec`` run at once
+    (stretch.verify_stretch: to the first finish, the step during which the next request arrives, the
+    cache's end), the slots left as _advance_slots leaves them step by step; False, nothing done,
+    where that is a single step or a sequence's own context is needed (a window: not in closed form)."""
+    pool, draft = st.pool, st.draft
+    if st.step.needs_contexts or (draft is not None and draft.needs_contexts):
+        return False
+    reqs = pool.req[dec]
+    ctx0, left, table = pool.ctx[dec], st.out[reqs] - st.gen[reqs], pool.table
+    held = float(table[pool.blocks[dec]].sum())  # the decodes' blocks, taken for the first step's tokens
+    run = verify_stretch(st.step, draft, st.engine.step_overhead_s, most, st.now,
+                         st.arrives[st.next_i] if st.next_i < st.n else math.inf, ctx0, pool.verified[dec], left, st.E,
+                         (pool.used, pool.used - held, pool.cap, table, pool.bs), st.dt_decode)
+    if run is None:
+        return False
+    K, dts, end, used_k, before_last, emitted = run
+    st.in_system_integral += st.in_system * (end - st.now)
+    st.kv_integral += float(np.dot(used_k, dts))
+    st.kv_peak = max(st.kv_peak, float(used_k.max()))
+    st.now = end
+    st.steps += K
+    st.records.stretch(dts, len(dec))
+    st.dt_decode = float(dts[-1])
+    grown = -(-(ctx0 + before_last + st.T) // pool.bs)  # the blocks the last step took
+    pool.verified[dec] += K
+    pool.ctx[dec] = ctx = ctx0 + emitted
+    st.gen[reqs] += emitted
+    keep = -(-ctx // pool.bs)
+    pool.used = float(used_k[-1]) - float((table[grown] - table[keep]).sum())  # the rejected drafts' blocks back
+    pool.blocks[dec] = keep
+    for slot in dec[st.gen[reqs] >= st.out[reqs]]:
+        st.finish(int(pool.req[slot]), int(slot))
     return True

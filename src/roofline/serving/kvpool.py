@@ -26,7 +26,8 @@ import numpy as np
 class KVPool:
     """Sequence slots and their cache blocks: per slot its request (-1: free), the tokens whose KV is
     cached (``ctx``), the blocks held, whether it decodes, its admission order and (speculation) the
-    fraction of an expected token carried to the next step. ``table`` the cache bytes of one
+    verify steps it has run since it started decoding (``verified``: its tokens are
+    stretch.accepted_tokens of them). ``table`` the cache bytes of one
     sequence by blocks held (``linear``: a block's bytes times the blocks); ``gen`` and ``out`` the
     requests' generated and wanted tokens; ``requeue(r)`` is called for each preempted request;
     ``reserve`` each request's cache bytes at its last token, reserved at admission (None: admitted
@@ -42,7 +43,7 @@ class KVPool:
         self.blocks = np.zeros(slots, dtype=np.int64)
         self.dec = np.zeros(slots, dtype=bool)
         self.order = np.zeros(slots, dtype=np.int64)
-        self.credit = np.zeros(slots)
+        self.verified = np.zeros(slots, dtype=np.int64)
         self.free = list(range(slots - 1, -1, -1))
         self.prefilling: list[int] = []  # slots, in admission order
         self.used = 0.0  # cache bytes held
@@ -82,7 +83,7 @@ class KVPool:
 
     def start_decoding(self, slot: int, r: int):
         self.dec[slot] = True
-        self.credit[slot] = 0.0
+        self.verified[slot] = 0
         self.running_stale = True
         if self.lazy:
             tick = self.tick

@@ -40,7 +40,7 @@ import numpy as np
 from roofline.errors import RooflineError
 from roofline.parameters import PRICE
 from roofline.plan.step import StepCost
-from roofline.serving.advance import advance, stretch
+from roofline.serving.advance import advance, stretch, verify_run
 from roofline.serving.assemble import assemble
 from roofline.serving.engine import Engine
 from roofline.serving.requests import Requests
@@ -131,9 +131,10 @@ def _run(st: RunState, max_steps: int, progress):
                     continue
                 raise RooflineError("the scheduler is stuck: nothing can run and nothing will arrive (the cache holds no "
                                     "waiting request)", field="requests")
-            if (st.lazy and STRETCH > 1 and not (st.next_i < n and arrives[st.next_i] - st.now < 4.0 * st.dt_decode)
-                    and pool.next_finish() - pool.tick > 1
-                    and stretch(st, dec, int(min(pool.next_finish() - pool.tick, STRETCH)))):
+            if STRETCH > 1 and not (st.next_i < n and arrives[st.next_i] - st.now < 4.0 * st.dt_decode) and (
+                    (st.lazy and pool.next_finish() - pool.tick > 1
+                     and stretch(st, dec, int(min(pool.next_finish() - pool.tick, STRETCH))))
+                    or (st.speculating and verify_run(st, dec, STRETCH))):
                 continue
         advance(st, plan)
 

@@ -30,6 +30,7 @@ class RunState:
         self.step, self.engine, self.draft = step, engine, draft
         self.T, self.E, self.hit = engine.spec_tokens + 1, engine.tokens_per_verify, engine.prefix_hit
         self.lazy = self.T == 1 and not stepwise
+        self.speculating = self.T > 1 and not stepwise  # its decode-only steps run at once (advance.verify_run)
         self.mixed_steps, self.max_tokens, self.step_overhead_s = engine.mixed_steps, engine.max_tokens, engine.step_overhead_s
         self.step_seconds, self.needs_contexts = step.step_seconds, step.needs_contexts  # read every step
         n = self.n = requests.n

@@ -1,6 +1,7 @@
 """A run's steps as the scheduler records them, and the closed form of a stretch of decode-only
 steps (scheduler.simulate): between arrivals, finishes and the cache running out the batch does not
-change, so its steps' seconds, ends and cache are computed at once.
+change, so its steps' seconds, ends and cache are computed at once; speculating, each step's tokens
+per sequence from the expected tokens per verify step (accepted_tokens), in closed form too.
 """
 
 from __future__ import annotations
@@ -81,3 +82,67 @@ def decode_stretch(step: StepCost, overhead_s: float, K: int, now: float, arrive
     if used_k[K - 1] > cap:  # the steps before the cache runs out (at least the first: it fit)
         K = int(np.flatnonzero(used_k > cap)[0])
     return K, times[:K], float(ends[K - 1]), used_k[:K]
+
+
+ROUNDING = 1e-9  # accepted_tokens: a product within this of a whole number counts as that number
+
+
+def accepted_tokens(verify_steps, tokens_per_verify: float):
+    """The tokens a speculating sequence has emitted after ``verify_steps`` verify steps (an int or an
+    array of them), the expected tokens per verify E carried as a fraction from step to step (the
+    expected value, not a random draw): floor(steps x E). One formula for the step-by-step path and
+    the stretch, so that both emit the same tokens at the same steps."""
+    return np.floor(np.asarray(verify_steps) * tokens_per_verify + ROUNDING).astype(np.int64)
+
+
+MAX_CELLS = 1 << 20  # verify_stretch: (sequences x steps) cells at most, its arrays' size
+
+
+def verify_stretch(step: StepCost, draft: StepCost | None, overhead_s: float, K: int, now: float, arrives: float,
+                   ctx0: np.ndarray, verified: np.ndarray, left: np.ndarray, E: float, cache, step_s: float = 0.0):
+    """The speculating decode-only steps to run at once from ``now`` (the sequences' contexts ``ctx0``,
+    verify steps run ``verified`` and tokens still wanted ``left``; E tokens per verify): at most K,
+    to the one at which a sequence has all its tokens, to the one during which the next request
+    ``arrives``, and before a step whose T = verify_tokens new tokens a sequence outgrow the cache
+    (``cache``: bytes held now, for the first step's tokens already; bytes held by the rest of the
+    pool; the capacity; the bytes by blocks held; the block size). Step k feeds each sequence T
+    tokens against its context plus the tokens accepted in the k - 1 steps before
+    (accepted_tokens), after the draft's T - 1 decode steps. None where that is a single step;
+    else (the steps, their seconds, the last one's end, the cache held during each, each sequence's
+    tokens before the last step, and over them all, at most ``left``). ``step_s``, a recent step's
+    seconds, and the cache's bytes a block bound the steps tried (each sequence takes E / bs blocks
+    a step on average): the work is (sequences x steps), and a stretch cut short by a bound is still
+    exact, only shorter."""
+    used, rest, cap, table, bs = cache
+    n, T = len(ctx0), step.verify_tokens
+    # after k steps a sequence has at least k E - 1 tokens: the first is done by step (min left + 1) / E
+    K = min(K, max(2, MAX_CELLS // n), int((int(left.min()) + 1) / E) + 1)
+    if step_s > 0 and arrives < math.inf:
+        K = min(K, max(2, int((arrives - now) / step_s) + 2))
+    if len(table) > 1 and table[1] > 0:
+        K = min(K, max(2, int((cap - used) / (table[1] * max(n * E / bs, 1.0))) + 2))
+    got = accepted_tokens(verified[:, None] + np.arange(K + 1), E)
+    got -= got[:, :1]  # (n, K + 1): tokens after k = 0 .. K steps
+    done = np.flatnonzero((got >= left[:, None]).any(axis=0))
+    if len(done):
+        K = min(K, int(done[0]))
+    if K <= 1:
+        return None
+    sums = float(ctx0.sum()) + got[:, :K].sum(axis=0).astype(float)  # before each step
+    times = step.decode_steps_seconds(None, K, (n, 0.0), sums=sums + n * T)
+    if overhead_s:
+        times += overhead_s
+    if draft is not None:  # the draft's T - 1 steps before each: its contexts ctx + 1 .. ctx + T - 1
+        runs = (sums[:, None] + n * np.arange(1, T)).ravel()
+        times += draft.decode_steps_seconds(None, K * (T - 1), (n, 0.0), sums=runs).reshape(K, T - 1).sum(axis=1)
+    ends = np.cumsum(np.concatenate(([now], times)))[1:]
+    if arrives < math.inf:  # stop at the step during which one arrives
+        K = min(K, int(np.searchsorted(ends, arrives, side="left")) + 1)
+    used_k = rest + table[-(-(ctx0[:, None] + got[:, :K] + T) // bs)].sum(axis=0)
+    used_k[0] = used
+    over = np.flatnonzero(used_k > cap)
+    if len(over):  # the steps before the cache runs out (at least the first: it fit)
+        K = int(over[0])
+    if K <= 1:
+        return None
+    return K, times[:K], float(ends[K - 1]), used_k[:K], got[:, K - 1], np.minimum(got[:, K], left)
