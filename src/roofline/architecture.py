@@ -168,9 +168,8 @@ class Layer:
 
 @dataclass(frozen=True)
 class WeightStorage:
-    """How the checkpoint stores weights, by part (attention, ssm, mlp, experts, shared_experts,
-    router, embedding, lm_head): (part, format label, bytes per parameter). Parts not listed are
-    stored at ``default`` (the checkpoint's dtype). From a config's quantization_config."""
+    """How the checkpoint stores weights (from its quantization_config), by part (attention, ssm, mlp, experts, ...):
+    (part, format label, bytes per parameter); parts not listed at ``default`` (the checkpoint's dtype)."""
 
     default: str = "bf16"
     parts: tuple[tuple[str, str, float], ...] = ()
