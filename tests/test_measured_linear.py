@@ -177,3 +177,19 @@ def test_serving_arrays_match_one_by_one(engine, mixer, D):
     many = cm._measured_s(_ops(mixer, B, 1, True, D)[name], m)
     one = [cm._measured_s(_ops(mixer, float(b), 1, True, D)[name], m) for b in B]
     assert np.allclose(many, one, rtol=1e-9)
+
+
+def test_vllm_preview_prefill_conv_rows_are_not_read():
+    """vLLM 0.1.dev19262's causal_conv1d_fn_qkv3 rows time a host-side metadata transfer in each call: on the H100
+    its one-token row (24 heads) takes over 0.4 ms for a conv over 3 x 3,072 channels; the prefill conv keeps the
+    cost model (its source says why) while the same table's rule (flashkda_fwd) and decode conv are read."""
+    one_token = _latency_s("h100_sxm/kda/vllm/0.1.dev19262/kda_perf.parquet", kernel_source="causal_conv1d_fn_qkv3",
+                           batch_size=1, seq_len=1, num_k_heads=24)
+    assert one_token > 0.4e-3
+    m = get_machine("h100-sxm")
+    cm = MeasuredKernels.for_machine(m, "vllm")
+    prefill = _ops(kda(24), 1, 4096, False, 7168)
+    assert cm.predict_op(prefill["conv1d"], m).basis == "cost model"
+    assert "0.1.dev19262" in cm.predict_op(prefill["conv1d"], m).source
+    assert cm.predict_op(prefill["gated delta rule"], m).basis == "measured"
+    assert cm.predict_op(_ops(kda(24), 16, 1, True, 7168)["conv1d"], m).basis == "measured"

@@ -13,9 +13,8 @@ sequence, are not read); ``latency`` milliseconds; activations bf16, the recurre
 - kda_perf: ``num_k_heads`` = ``num_v_heads`` heads on one GPU of ``head_k_dim`` = ``head_v_dim``
   (Kimi K3's 96 heads of 128 over 1, 2, 4 and 8 GPUs: 96, 48, 24, 12), ``d_conv`` the conv width,
   ``d_model`` 7,168 (Kimi K3's; the kernels do not see it). ``kernel_source``: the conv,
-  causal_conv1d_fn_qkv3 (three calls, q, k and v: vLLM's rows include a host-side metadata transfer
-  per call, about 0.43 ms a layer, which the collector keeps as serving pays it) and
-  causal_conv1d_update; the rule, flashkda_fwd (vLLM), chunk_kda (SGLang) or chunk_kda_with_fused_gate
+  causal_conv1d_fn_qkv3 (three calls, q, k and v; vLLM 0.1.dev19262's rows are not read, UNREAD)
+  and causal_conv1d_update; the rule, flashkda_fwd (vLLM), chunk_kda (SGLang) or chunk_kda_with_fused_gate
   (vLLM's Triton fallback) and fused_recurrent_kda_packed_decode. The one-kernel decodes that also run
   the gated norm (vLLM's fused_kda_decode, SGLang's kda_fused_decode) are not read: our layer's conv,
   rule and norm are three ops. Kimi K3's kernels compute the decay from the raw gate inside the rule
@@ -64,6 +63,13 @@ KDA_KERNELS = {"causal_conv1d_fn_qkv3": ("conv", False), "causal_conv1d_update":
                "flashkda_fwd": ("rule", False), "chunk_kda": ("rule", False),
                "chunk_kda_with_fused_gate": ("rule", False), "fused_recurrent_kda_packed_decode": ("rule", True)}
 MAMBA2_KERNELS = {"causal_conv1d_fn": ("conv", False), "causal_conv1d_update": ("conv", True)}
+# Rows not read, by (engine, version, kernel_source), and why (said in the op's source). vLLM's Kimi K3 preview timed
+# its prefill conv with a host-side metadata transfer in each of the three calls (collector/vllm/collect_kda.py passes
+# no metadata): 0.42 to 1.0 ms at one token on every GPU it measured, where vLLM 0.27.0's rows (GB300) take 7 us at
+# 1,024 tokens; vLLM's Kimi Linear layer passes its step's metadata (vllm/model_executor/layers/kda.py), no transfer.
+UNREAD = {("vllm", "0.1.dev19262", "causal_conv1d_fn_qkv3"):
+          "vLLM 0.1.dev19262's KDA prefill conv rows time a host-side metadata transfer in each call (0.4-1.0 ms at one "
+          "token), which vLLM's Kimi Linear layer does not make: not read"}
 
 
 def kda_roofline_s(machine: Machine, part: str, B, T, H, dk, dv, conv, decode: bool):
@@ -92,6 +98,7 @@ class LinearTable:
     width: str
     sites: dict
     models: dict
+    unread: dict  # {(part, decode): why its rows were not read}
 
     @staticmethod
     def label_of(key) -> str:
@@ -102,6 +109,8 @@ class LinearTable:
         """The grid of ``key`` if it measured widths around W, and the source saying what it read (the
         rows' d_model where the query's differs); refused by name otherwise."""
         grid = self.sites.get(key)
+        if grid is None and key[:2] in self.unread:
+            raise RooflineError(self.unread[key[:2]], field="model")
         if grid is None:
             have = sorted({self.label_of(k) for k in self.sites if k[:2] == key[:2]})
             raise RooflineError(f"no measured {self.what} {label} ({'decode' if key[1] else 'prefill'}); measured: "
@@ -189,12 +198,15 @@ def _sites(keys, T, B, W, eff, D) -> tuple[dict, dict]:
     return sites, models
 
 
-def _rows(cols, kernels: dict):
-    """The rows of the kernels read: (index, part, decode) where the row's phase is the kernel's."""
+def _rows(cols, kernels: dict, ts) -> tuple[list, dict]:
+    """The rows of the kernels read, (index, part, decode) where the row's phase is the kernel's, and
+    {(part, decode): why} of those left out (UNREAD)."""
     src, phase = (np.asarray(cols[c]).astype(str) for c in ("kernel_source", "phase"))
+    unread = {kernels[s]: UNREAD[(ts.engine, ts.version, s)] for s in set(src) & set(kernels)
+              if (ts.engine, ts.version, s) in UNREAD}
     keep = [(i, *kernels[s]) for i, (s, p) in enumerate(zip(src, phase))
-            if s in kernels and p == ("generation" if kernels[s][1] else "context")]
-    return keep
+            if s in kernels and p == ("generation" if kernels[s][1] else "context") and kernels[s] not in unread]
+    return keep, unread
 
 
 @functools.cache
@@ -203,7 +215,7 @@ def kda_table(machine_key: str, kernels: str) -> KdaTable:
     machine = get_machine(machine_key)
     ts = resolve(machine_key, kernels, "kda")
     cols = read_table(ts.gpu, ts.family, ts.engine, ts.version, "kda_perf", KDA_COLUMNS)
-    keep = _rows(cols, KDA_KERNELS)
+    keep, unread = _rows(cols, KDA_KERNELS, ts)
     idx = np.array([k[0] for k in keep], dtype=int)
     B, T, H = (cols[c][idx].astype(float) for c in ("batch_size", "seq_len", "num_k_heads"))
     dk, dv, conv = (cols[c][idx].astype(int) for c in ("head_k_dim", "head_v_dim", "d_conv"))
@@ -213,7 +225,8 @@ def kda_table(machine_key: str, kernels: str) -> KdaTable:
         bound[j] = kda_roofline_s(machine, part, B[j], T[j], H[j], dk[j], dv[j], conv[j], dec)
     keys = [(k[1], k[2], int(a), int(b), int(c)) for k, a, b, c in zip(keep, dk, dv, conv)]
     sites, models = _sites(keys, T, B, H, bound / lat, cols["d_model"][idx])
-    return KdaTable(machine, f"{ts.engine} {ts.version} kda_perf ({ts.gpu})", "Kimi Delta Attention", "heads", sites, models)
+    return KdaTable(machine, f"{ts.engine} {ts.version} kda_perf ({ts.gpu})", "Kimi Delta Attention", "heads", sites, models,
+                    unread)
 
 
 @functools.cache
@@ -225,7 +238,7 @@ def mamba2_table(machine_key: str, kernels: str) -> Mamba2Table:
         raise RooflineError(f"no measured Mamba-2 conv (mamba2_perf) of {ts.engine} {ts.version} on {ts.gpu}",
                             field="kernels")
     cols = read_table(ts.gpu, ts.family, ts.engine, ts.version, "mamba2_perf", MAMBA2_COLUMNS)
-    keep = _rows(cols, MAMBA2_KERNELS)
+    keep, unread = _rows(cols, MAMBA2_KERNELS, ts)
     idx = np.array([k[0] for k in keep], dtype=int)
     B, T = cols["batch_size"][idx].astype(float), cols["seq_len"][idx].astype(float)
     C = (cols["nheads"][idx] * cols["head_dim"][idx] + 2 * cols["n_groups"][idx] * cols["d_state"][idx]).astype(float)
@@ -235,4 +248,4 @@ def mamba2_table(machine_key: str, kernels: str) -> Mamba2Table:
     keys = [("conv", bool(d), int(k)) for d, k in zip(dec, conv)]
     sites, models = _sites(keys, T, B, C, bound / (cols["latency"][idx].astype(float) * MS), cols["d_model"][idx])
     return Mamba2Table(machine, f"{ts.engine} {ts.version} mamba2_perf ({ts.gpu})", "Mamba-2 conv", "channels", sites,
-                       models)
+                       models, unread)
