@@ -65,10 +65,10 @@ KDA_KERNELS = {"causal_conv1d_fn_qkv3": ("conv", False), "causal_conv1d_update":
 MAMBA2_KERNELS = {"causal_conv1d_fn": ("conv", False), "causal_conv1d_update": ("conv", True)}
 # Rows not read, by (engine, version, kernel_source), and why (said in the op's source). vLLM's Kimi K3 preview timed
 # its prefill conv with a host-side metadata transfer in each of the three calls (collector/vllm/collect_kda.py passes
-# no metadata): 0.42 to 1.0 ms at one token on every GPU it measured, where vLLM 0.27.0's rows (GB300) take 7 us at
+# no metadata): 0.41 to 1.02 ms at one token on every GPU it measured, where vLLM 0.27.0's rows (GB300) take 7 us at
 # 1,024 tokens; vLLM's Kimi Linear layer passes its step's metadata (vllm/model_executor/layers/kda.py), no transfer.
 UNREAD = {("vllm", "0.1.dev19262", "causal_conv1d_fn_qkv3"):
-          "vLLM 0.1.dev19262's KDA prefill conv rows time a host-side metadata transfer in each call (0.4-1.0 ms at one "
+          "vLLM 0.1.dev19262's KDA prefill conv rows time a host-side metadata transfer in each call (0.41-1.02 ms at one "
           "token), which vLLM's Kimi Linear layer does not make: not read"}
 
 
