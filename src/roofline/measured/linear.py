@@ -75,7 +75,7 @@ UNREAD = {("vllm", "0.1.dev19262", "causal_conv1d_fn_qkv3"):
 def kda_roofline_s(machine: Machine, part: str, B, T, H, dk, dv, conv, decode: bool):
     """The bound of one KDA kernel (``part`` conv or rule) for B sequences of T tokens over H heads at
     bf16 (blocks.gdn_counts of a KDA layer: its decay a key channel); B and T floats or arrays."""
-    g = GatedDeltaNet(int(H), int(H), int(dk), int(dv), int(conv), gate_rank=int(dk))
+    g = GatedDeltaNet(int(H), int(H), int(dk), int(dv), int(conv), gate_rank=int(dk))  # any rank: the kernels see none
     flops, moved, _ = gdn_counts(g, B, T, decode, 2.0)[PARTS.index(part)]
     return np.maximum(flops / machine.peak(DTYPE), moved / machine.bandwidth)
 
@@ -150,7 +150,7 @@ class KdaTable(LinearTable):
             raise RooflineError(f"KDA with {Hk} key and {Hv} value heads: the table measured equal ones", field="model")
         key = (part, bool(decode), int(dk), int(dv), int(conv))
         bound = functools.partial(kda_roofline_s, self.machine, part, H=Hk, dk=dk, dv=dv, conv=conv, decode=decode)
-        return key, B, T, float(Hk), D, decode, (lambda b, t: bound(b, t)), self.label_of(key)
+        return key, B, T, float(Hk), D, decode, bound, self.label_of(key)
 
     @staticmethod
     def label_of(key) -> str:
@@ -172,7 +172,7 @@ class Mamba2Table(LinearTable):
     def _args(self, B, T, C, conv, decode, D):
         bound = functools.partial(conv_roofline_s, self.machine, C=C, conv=conv, decode=decode)
         key = ("conv", bool(decode), int(conv))
-        return key, B, T, float(C), D, decode, (lambda b, t: bound(b, t)), self.label_of(key)
+        return key, B, T, float(C), D, decode, bound, self.label_of(key)
 
     @staticmethod
     def label_of(key) -> str:
@@ -183,6 +183,7 @@ class Mamba2Table(LinearTable):
         return self._estimate(*self._args(*shape))
 
     def times(self, *shape) -> np.ndarray:
+        """estimate's time for arrays of B and T (broadcast) in one numpy pass; NaN for a decode of T > 1."""
         return self._times(*self._args(*shape))
 
 
