@@ -188,3 +188,21 @@ def test_layer_rows_are_layer_kernels_fields(key, decode):
         for attention in ("naive", "flash"):
             args = (kind, model.d_model, decode, T, 2, 1024, attention, "bf16")
             assert [Kernel.of_row(r) for r in layer_rows(*args)] == layer_kernels(*args)
+
+
+def test_a_mamba2_decode_conv_reads_and_writes_its_window():
+    """Nemotron-H 8B's Mamba-2 (128 heads of 64: d_inner 8,192; 8 groups of state 128; conv 4) decoding 16
+    sequences: the conv over 8,192 + 2 x 8 x 128 = 10,240 channels does 2 x 4 x 16 x 10,240 = 1,310,720 FLOPs and
+    moves 2 B x (2 x 16 x 10,240 in and out + 2 x 16 x 3 x 10,240 window read and written) = 2 x (327,680 +
+    983,040) = 2,621,440 bytes, 983,040 of them elements of cache; with an fp8 cache the window's bytes halve:
+    2,621,440 - 983,040 = 1,638,400 (the conv once counted no window and went negative under an fp8 cache)."""
+    from roofline.architecture import Layer
+    from roofline.blocks import layer_kernels
+    from roofline.mixers import Mamba2
+    from roofline.plan.model_ops import requantised_row
+    from roofline.plan.precision import Precision
+
+    conv = next(k for k in layer_kernels(Layer(Mamba2(8192, 128, 8, 128), None), 4096, True, 1, 16, 4096, "flash", "bf16")
+                if k.name == "conv1d")
+    assert (conv.flops, conv.bytes, conv.cache_elems) == (1_310_720, 2_621_440, 983_040)
+    assert requantised_row(conv.as_row(), Precision("bf16", "bf16", "fp8"))[0][2] == 1_638_400

@@ -120,10 +120,11 @@ def test_a_verify_step_keeps_the_cost_model():
 
 
 def test_kimi_delta_attention_is_not_read_from_the_gdn_table():
-    """KDA (gate_rank > 0) has its own kernels (kda_perf, not read): its ops carry no GDN shape."""
+    """KDA (gate_rank > 0) has its own kernels (kda_perf: tests/test_measured_linear.py): its ops are of the
+    kda family, never the GDN table's."""
     kda = GatedDeltaNet(k_heads=2, v_heads=8, k_head_dim=128, v_head_dim=128, gate_rank=128)
     ops = _ops(kda, 1, 8192, False)
-    assert ops["gated delta rule"].shape == () and MeasuredKernels.family_of(ops["gated delta rule"]) == ""
+    assert MeasuredKernels.family_of(ops["gated delta rule"]) == "kda"
 
 
 def test_serving_arrays_match_one_by_one():

@@ -54,7 +54,7 @@ from roofline.cost import CostModel, WorkloadPrediction, seed_cost_model
 from roofline.errors import MAX_COUNT, check_number
 from roofline.attention_ops import SPARSE_ATTENTION, SPARSE_GQA, attention_ops, latent_ops
 from roofline.kernels import FLOPS_PER_ELEMENT, MOE_EXPERTS, Kernel
-from roofline.kernel_shapes import GATED_DELTA_NET
+from roofline.kernel_shapes import GATED_DELTA_NET, KIMI_DELTA_ATTENTION, MAMBA2_CONV
 from roofline.machines import Machine, get_machine
 from roofline.mixers import MLP, Attention, GatedDeltaNet, LatentAttention, Mamba, Mamba2, MoE, ParallelMixer
 from roofline.model_sources import get_model
@@ -142,10 +142,10 @@ def _ssm_ops(o: OpBuilder, s, B, T, decode: bool, D, prefix="") -> list[Kernel]:
     state = B * s.d_inner * s.d_state
     state_io = 2.0 * state if decode else state  # decode reads and writes it; prefill writes it once
     if isinstance(s, Mamba2):
-        C = s.conv_channels
-        conv_state = B * (s.conv_kernel - 1) * C
+        cf, cb, conv_io = conv1d_counts(s.conv_channels, s.conv_kernel, B, T, decode, o.w)
         ops = [o.mm(f"{prefix}in proj", M, s.in_proj_width, D, "ssm"),
-               o.ew(f"{prefix}conv1d", M * C, 1, 1, 2.0 * s.conv_kernel, cache=(2.0 if decode else 1.0) * conv_state),
+               o.kernel(f"{prefix}conv1d", cf, cb, "elementwise", o.dtype, cache_elems=conv_io,
+                        shape=(MAMBA2_CONV, B, T, s.conv_channels, s.conv_kernel, decode, D)),
                o.kernel("ssm scan", 6.0 * M * s.d_inner * s.d_state,
                         o.w * (M * (s.d_inner + 2 * s.n_groups * s.d_state + s.heads) + M * s.d_inner + state_io),
                         "scan", o.dtype, cache_elems=state_io),
@@ -154,15 +154,27 @@ def _ssm_ops(o: OpBuilder, s, B, T, decode: bool, D, prefix="") -> list[Kernel]:
                o.mm(f"{prefix}out proj", M, D, s.d_inner, "ssm")]
         return ops
     inner = s.d_inner
-    conv_state = B * (s.conv_kernel - 1) * inner
+    cf, cb, conv_io = conv1d_counts(inner, s.conv_kernel, B, T, decode, o.w)
     return [o.mm(f"{prefix}in proj", M, 2 * inner, D, "ssm"),
-            o.ew(f"{prefix}conv1d", M * inner, 1, 1, 2.0 * s.conv_kernel, cache=(2.0 if decode else 1.0) * conv_state),
+            o.kernel(f"{prefix}conv1d", cf, cb, "elementwise", o.dtype, cache_elems=conv_io),
             o.mm(f"{prefix}x proj", M, s.dt_rank + 2 * s.d_state, inner, "ssm"),
             o.mm(f"{prefix}dt proj", M, inner, s.dt_rank, "ssm"),
             o.kernel("ssm scan", 6.0 * M * inner * s.d_state,
                      o.w * (M * (2 * inner + 2 * s.d_state) + M * inner + state_io), "scan", o.dtype, cache_elems=state_io),
             o.ew(f"{prefix}gate (y*silu(z))", M * inner, 2, 1, FLOPS_PER_ELEMENT["gated_activation"]),
             o.mm(f"{prefix}out proj", M, D, inner, "ssm")]
+
+
+def conv1d_counts(C, conv_kernel, B, T, decode: bool, w: float) -> tuple:
+    """A depthwise causal conv of width ``conv_kernel`` over C channels for B sequences of T tokens
+    (Mamba's, Mamba-2's over x, B and C, Gated DeltaNet's over q, k and v): (FLOPs, bytes, cache
+    elements). 2 conv_kernel FLOPs a channel a token; its (BT, C) input read and output written; its
+    window of conv_kernel - 1 tokens (B (k - 1) C elements) read and written by a decode step, written
+    by a prefill. Elements of ``w`` bytes; the conv's weights and bias ignored. One formula for the
+    layers' ops and the measured tables' rooflines (measured.gdn, measured.linear)."""
+    M = B * T
+    conv_io = (2.0 if decode else 1.0) * B * (conv_kernel - 1) * C
+    return 2.0 * conv_kernel * M * C, w * (2 * M * C + conv_io), conv_io
 
 
 def gdn_counts(g: GatedDeltaNet, B, T, decode: bool, w: float) -> tuple[tuple, tuple]:
@@ -176,8 +188,7 @@ def gdn_counts(g: GatedDeltaNet, B, T, decode: bool, w: float) -> tuple[tuple, t
     M, C, Hv = B * T, g.conv_channels, g.v_heads
     state = B * Hv * g.k_head_dim * g.v_head_dim
     state_io = 2.0 * state if decode else state
-    conv_io = (2.0 if decode else 1.0) * B * (g.conv_kernel - 1) * C
-    conv = (2.0 * g.conv_kernel * M * C, w * (2 * M * C + conv_io), conv_io)
+    conv = conv1d_counts(C, g.conv_kernel, B, T, decode, w)
     rule = (7.0 * M * Hv * g.k_head_dim * g.v_head_dim,
             w * (M * (C + g.gate_elems_per_token) + M * g.value_dim + state_io), state_io)
     return conv, rule
@@ -187,13 +198,13 @@ def _gdn_ops(o: OpBuilder, g: GatedDeltaNet, B, T, decode: bool, D) -> list[Kern
     """Gated DeltaNet in its recurrent form: in proj (q, k, v, z, b, a); the conv over q, k, v and
     the delta rule (gdn_counts); the gated norm; out proj. Kimi Delta Attention adds the rank-r gates'
     up projections and reads a decay per key channel; its gate's activations (O(key_dim) a token) are
-    left out. The conv and the rule carry their shape (GATED_DELTA_NET: what the measured GDN table
-    is read at); KDA's do not (the tables' kda_perf is not read)."""
+    left out. The conv and the rule carry their shape (GATED_DELTA_NET, KDA's KIMI_DELTA_ATTENTION: what
+    the measured GDN and KDA tables are read at)."""
     M = B * T
     (cf, cb, conv_io), (rf, rb, state_io) = gdn_counts(g, B, T, decode, o.w)
     gates = [o.mm("gate up proj (f_b, g_b)", M, g.gate_up_width, g.gate_rank, "ssm")] if g.gate_rank else []
-    shape = (lambda part: ()) if g.gate_rank else (lambda part: (
-        GATED_DELTA_NET, part, B, T, g.k_heads, g.k_head_dim, g.v_heads, g.v_head_dim, g.conv_kernel, decode, D))
+    tag = KIMI_DELTA_ATTENTION if g.gate_rank else GATED_DELTA_NET
+    shape = (lambda part: (tag, part, B, T, g.k_heads, g.k_head_dim, g.v_heads, g.v_head_dim, g.conv_kernel, decode, D))
     return [o.mm("in proj", M, g.in_proj_width, D, "ssm"), *gates,
             o.kernel("conv1d", cf, cb, "elementwise", o.dtype, cache_elems=conv_io, shape=shape("conv")),
             o.kernel("gated delta rule", rf, rb, "scan", o.dtype, cache_elems=state_io, shape=shape("rule")),

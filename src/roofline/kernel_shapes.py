@@ -16,6 +16,12 @@ MOE_EXPERTS = "moe experts"
 # The tag of Gated DeltaNet's two kernels' shape: (GATED_DELTA_NET, part ("conv" or "rule"), B, T, key heads, key
 # head dim, value heads, value head dim, conv width, decode, the model's width), what the measured GDN table is read at (measured.gdn)
 GATED_DELTA_NET = "gated delta net"
+# Kimi Delta Attention's conv and delta rule (Kimi Linear): GATED_DELTA_NET's fields under their own tag, what the
+# measured KDA table is read at (measured.linear)
+KIMI_DELTA_ATTENTION = "kimi delta attention"
+# The tag of Mamba-2's depthwise conv over x, B and C: (MAMBA2_CONV, B, T, channels, conv width, decode, the model's
+# width), what the measured Mamba-2 table is read at (measured.linear)
+MAMBA2_CONV = "mamba2 conv"
 
 
 def matmul_dims(shape: tuple) -> tuple | None:

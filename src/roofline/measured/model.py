@@ -10,7 +10,9 @@ CPU's launch), never under the op's roofline (at_least_roofline):
 - a MoE layer's routed experts (MOE_EXPERTS): their share of the measured module, measured.moe;
 - a tensor-parallel all-reduce within a node (ALL_REDUCE): measured.comm;
 - MLA's absorbed decode attention (FUSED_MLA): measured.mla;
-- Gated DeltaNet's conv and delta rule (GATED_DELTA_NET): measured.gdn.
+- Gated DeltaNet's conv and delta rule (GATED_DELTA_NET): measured.gdn;
+- Kimi Delta Attention's conv and delta rule (KIMI_DELTA_ATTENTION) and Mamba-2's conv (MAMBA2_CONV):
+  measured.linear.
 
 Every other op (norms, activations, residual adds, unfused attention, MLA, batched matmuls, sites
 the tables lack) keeps the cost model, e_c and e_m. Each op says which and why: its ``basis``,
@@ -27,13 +29,14 @@ import numpy as np
 from roofline.blocks import expected_experts_touched
 from roofline.cost import CostModel, overlapped_s, roofline_bound, time_lower_bound
 from roofline.errors import RooflineError
-from roofline.kernel_shapes import GATED_DELTA_NET
+from roofline.kernel_shapes import GATED_DELTA_NET, KIMI_DELTA_ATTENTION, MAMBA2_CONV
 from roofline.kernels import ALL_REDUCE, FUSED_ATTENTION, FUSED_MLA, MOE_EXPERTS, Kernel, matmul_dims
 from roofline.machines import Machine
 from roofline.measured.attention import attention_table
 from roofline.measured.comm import all_reduce_table
 from roofline.measured.gdn import gdn_table
 from roofline.measured.gemm import TABLE_DTYPE, GemmEstimate, gemm_table
+from roofline.measured.linear import kda_table, mamba2_table
 from roofline.measured.mla import mla_table
 from roofline.measured.predictions import (IMPLAUSIBLY_SLOW, MEASURED_FIELDS, MeasuredOpPrediction,  # noqa: F401
                                            MeasuredWorkloadPrediction, measured_notes)  # (re-exported)
@@ -54,6 +57,7 @@ def at_least_roofline(kernel_s, kernel: Kernel, machine: Machine):
 
 
 FP8_SCALINGS = ("tensor", "block")  # MeasuredKernels.fp8_scaling
+LINEAR_FAMILIES = {KIMI_DELTA_ATTENTION: "kda", MAMBA2_CONV: "mamba2"}  # the shape tags measured.linear reads
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,11 @@ class MeasuredKernels(CostModel):
     def _gdn_table(self, machine: Machine):
         return self._onto(gdn_table(self._source(machine), self.kernels), machine)
 
+    def _linear_table(self, machine: Machine, family: str):
+        """The KDA table (family "kda") or the Mamba-2 conv's ("mamba2")."""
+        load = kda_table if family == "kda" else mamba2_table
+        return self._onto(load(self._source(machine), self.kernels), machine)
+
     @staticmethod
     def _fused(kernel: Kernel) -> bool:
         """An op inside a measured module's one kernel (a MoE's activation): no time or launch of its own."""
@@ -134,12 +143,14 @@ class MeasuredKernels(CostModel):
 
     @staticmethod
     def _families(model, tensor_parallel: int) -> str:
-        from roofline.architecture import GatedDeltaNet, LatentAttention
+        from roofline.architecture import GatedDeltaNet, LatentAttention, Mamba2
 
         has = (lambda test: True) if model is None else (lambda test: any(test(k) for k in model.kinds))
         names = ["matmuls", "fused attention"]
         names += ["MLA decode"] if has(lambda k: isinstance(k.mixer, LatentAttention)) else []
         names += ["Gated DeltaNet"] if has(lambda k: isinstance(k.mixer, GatedDeltaNet) and not k.mixer.gate_rank) else []
+        names += ["Kimi Delta Attention"] if has(lambda k: isinstance(k.mixer, GatedDeltaNet) and k.mixer.gate_rank) else []
+        names += ["Mamba-2's conv"] if has(lambda k: any(isinstance(m, Mamba2) for m in k.mixers)) else []
         names += ["routed experts"] if has(lambda k: k.is_moe) else []
         names += ["all-reduces"] if model is None or tensor_parallel > 1 else []
         return ", ".join(names[:-1]) + " and " + names[-1]
@@ -149,7 +160,8 @@ class MeasuredKernels(CostModel):
             return (f"matmuls and fused attention from the kernels measured by {self.tables or self.kernels} plus the "
                     "launch; the other ops by the cost model")
         if self.measured_on:
-            return (f"matmuls, fused attention, routed experts and Gated DeltaNet at the efficiencies of the measured "
+            return (f"matmuls, fused attention, routed experts, Gated DeltaNet, Kimi Delta Attention and Mamba-2's conv at the "
+                    f"efficiencies of the measured "
                     f"kernels of {self.tables or self.kernels} (aiconfigurator-core; transferred: each shape's share of its roofline "
                     f"on the {self.measured_on} applied to this machine's, not measured on it) plus the launch; the other "
                     "ops, all-reduces included, by the cost model")
@@ -178,6 +190,8 @@ class MeasuredKernels(CostModel):
             return "mla"
         if kernel.shape and kernel.shape[0] == GATED_DELTA_NET:
             return "gdn"
+        if kernel.shape and kernel.shape[0] in LINEAR_FAMILIES:
+            return LINEAR_FAMILIES[kernel.shape[0]]
         return "gemm" if kernel.category == "matmul" else ""
 
     def _gemm(self, kernel: Kernel, machine: Machine, shape=None):
@@ -198,6 +212,11 @@ class MeasuredKernels(CostModel):
         if shape and shape[0] == GATED_DELTA_NET:
             try:
                 return self._gdn_table(machine).estimate(*shape[1:]), None
+            except RooflineError as exc:
+                return None, str(exc)
+        if shape and shape[0] in LINEAR_FAMILIES:
+            try:
+                return self._linear_table(machine, LINEAR_FAMILIES[shape[0]]).estimate(*shape[1:]), None
             except RooflineError as exc:
                 return None, str(exc)
         if shape and shape[0] == ALL_REDUCE:
@@ -310,6 +329,8 @@ class MeasuredKernels(CostModel):
             return self._mla_table(machine).times(kv_dtype, B, S, H, int(r), int(rope))
         if family == "gdn":
             return self._gdn_table(machine).times(*shape[1:])
+        if family in ("kda", "mamba2"):
+            return self._linear_table(machine, family).times(*shape[1:])
         if family == "all-reduce":
             if self.measured_on:
                 return np.nan
