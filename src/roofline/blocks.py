@@ -55,6 +55,7 @@ from roofline.errors import MAX_COUNT, check_number
 from roofline.attention_ops import SPARSE_ATTENTION, SPARSE_GQA, attention_ops, latent_ops
 from roofline.kernels import FLOPS_PER_ELEMENT, MOE_EXPERTS, Kernel
 from roofline.kernel_shapes import GATED_DELTA_NET, KIMI_DELTA_ATTENTION, MAMBA2_CONV
+from roofline.op_counts import conv1d_counts, gdn_counts
 from roofline.machines import Machine, get_machine
 from roofline.mixers import MLP, Attention, GatedDeltaNet, LatentAttention, Mamba, Mamba2, MoE, ParallelMixer
 from roofline.model_sources import get_model
@@ -163,35 +164,6 @@ def _ssm_ops(o: OpBuilder, s, B, T, decode: bool, D, prefix="") -> list[Kernel]:
                      o.w * (M * (2 * inner + 2 * s.d_state) + M * inner + state_io), "scan", o.dtype, cache_elems=state_io),
             o.ew(f"{prefix}gate (y*silu(z))", M * inner, 2, 1, FLOPS_PER_ELEMENT["gated_activation"]),
             o.mm(f"{prefix}out proj", M, D, inner, "ssm")]
-
-
-def conv1d_counts(C, conv_kernel, B, T, decode: bool, w: float) -> tuple:
-    """A depthwise causal conv of width ``conv_kernel`` over C channels for B sequences of T tokens
-    (Mamba's, Mamba-2's over x, B and C, Gated DeltaNet's over q, k and v): (FLOPs, bytes, cache
-    elements). 2 conv_kernel FLOPs a channel a token; its (BT, C) input read and output written; its
-    window of conv_kernel - 1 tokens (B (k - 1) C elements) read and written by a decode step, written
-    by a prefill. Elements of ``w`` bytes; the conv's weights and bias ignored. One formula for the
-    layers' ops and the measured tables' rooflines (measured.gdn, measured.linear)."""
-    M = B * T
-    conv_io = (2.0 if decode else 1.0) * B * (conv_kernel - 1) * C
-    return 2.0 * conv_kernel * M * C, w * (2 * M * C + conv_io), conv_io
-
-
-def gdn_counts(g: GatedDeltaNet, B, T, decode: bool, w: float) -> tuple[tuple, tuple]:
-    """The FLOPs, bytes and cache (state) elements of Gated DeltaNet's two kernels for B sequences of
-    T tokens: ((conv1d), (gated delta rule)). The conv: 2 conv_kernel FLOPs a channel of q, k, v
-    (conv_channels), reads and writes them, its window of conv_kernel - 1 tokens read and written by
-    a decode step (written by a prefill). The rule: GatedDeltaNet.scan_flops_per_token's 7 FLOPs per
-    state element (B v_heads k_head_dim v_head_dim); reads q, k, v, g and beta, writes the output; the
-    state read and written once per decode step, written once by a prefill. Elements of ``w`` bytes.
-    One formula for the layer's ops (_gdn_ops) and the measured GDN table's rooflines (measured.gdn)."""
-    M, C, Hv = B * T, g.conv_channels, g.v_heads
-    state = B * Hv * g.k_head_dim * g.v_head_dim
-    state_io = 2.0 * state if decode else state
-    conv = conv1d_counts(C, g.conv_kernel, B, T, decode, w)
-    rule = (7.0 * M * Hv * g.k_head_dim * g.v_head_dim,
-            w * (M * (C + g.gate_elems_per_token) + M * g.value_dim + state_io), state_io)
-    return conv, rule
 
 
 def _gdn_ops(o: OpBuilder, g: GatedDeltaNet, B, T, decode: bool, D) -> list[Kernel]:

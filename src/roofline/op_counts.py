@@ -122,3 +122,32 @@ def latent_decode_cost(B, S, H, r, rope, bytes_per_elem, softmax_flops):
     cache = B * S * (r + rope)
     flops, nbytes = latent_attention_cost(B, B * H * S, cache, H, r, rope, bytes_per_elem, softmax_flops)
     return flops, nbytes, cache
+
+
+def conv1d_counts(C, conv_kernel, B, T, decode: bool, w: float) -> tuple:
+    """A depthwise causal conv of width ``conv_kernel`` over C channels for B sequences of T tokens
+    (Mamba's, Mamba-2's over x, B and C, Gated DeltaNet's over q, k and v): (FLOPs, bytes, cache
+    elements). 2 conv_kernel FLOPs a channel a token; its (BT, C) input read and output written; its
+    window of conv_kernel - 1 tokens (B (k - 1) C elements) read and written by a decode step, written
+    by a prefill. Elements of ``w`` bytes; the conv's weights and bias ignored. One formula for the
+    layers' ops and the measured tables' rooflines (measured.gdn, measured.linear)."""
+    M = B * T
+    conv_io = (2.0 if decode else 1.0) * B * (conv_kernel - 1) * C
+    return 2.0 * conv_kernel * M * C, w * (2 * M * C + conv_io), conv_io
+
+
+def gdn_counts(g, B, T, decode: bool, w: float) -> tuple[tuple, tuple]:
+    """The FLOPs, bytes and cache (state) elements of Gated DeltaNet's two kernels for B sequences of
+    T tokens: ((conv1d), (gated delta rule)). The conv: 2 conv_kernel FLOPs a channel of q, k, v
+    (conv_channels), reads and writes them, its window of conv_kernel - 1 tokens read and written by
+    a decode step (written by a prefill). The rule: GatedDeltaNet.scan_flops_per_token's 7 FLOPs per
+    state element (B v_heads k_head_dim v_head_dim); reads q, k, v, g and beta, writes the output; the
+    state read and written once per decode step, written once by a prefill. Elements of ``w`` bytes.
+    One formula for the layer's ops (_gdn_ops) and the measured GDN table's rooflines (measured.gdn)."""
+    M, C, Hv = B * T, g.conv_channels, g.v_heads
+    state = B * Hv * g.k_head_dim * g.v_head_dim
+    state_io = 2.0 * state if decode else state
+    conv = conv1d_counts(C, g.conv_kernel, B, T, decode, w)
+    rule = (7.0 * M * Hv * g.k_head_dim * g.v_head_dim,
+            w * (M * (C + g.gate_elems_per_token) + M * g.value_dim + state_io), state_io)
+    return conv, rule

@@ -15,7 +15,7 @@ kernel timed: causal_conv1d_fn / causal_conv1d_update (the conv, prefill / decod
 chunk_gated_delta_rule[_flashinfer] / fused_recurrent_gated_delta_rule[_packed_decode] (the rule);
 activations bf16, the state fp32 (the collectors' dtypes: read whatever the layer's dtype, as the
 engines run these kernels in bf16 under fp8 or fp4 weights); ``latency`` milliseconds. Each point is read
-as its efficiency against its own roofline (blocks.gdn_counts at bf16: the op's FLOPs and bytes) and
+as its efficiency against its own roofline (op_counts.gdn_counts at bf16: the op's FLOPs and bytes) and
 interpolated over (seq_len, batch) within its site (grid.LogGrid); a site the table lacks (other heads
 or widths) is refused, never borrowed. The prefill rows start from a zero state: a chunk of a longer
 prompt (a cached prefix's state) is read as one of its own length.
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.blocks import gdn_counts
+from roofline.op_counts import gdn_counts
 from roofline.errors import RooflineError
 from roofline.machines import Machine, get_machine
 from roofline.measured.gemm import GemmEstimate
@@ -44,7 +44,7 @@ PARTS = ("conv", "rule")
 
 def gdn_roofline_s(machine: Machine, part: str, B, T, Hk, dk, Hv, dv, conv, decode: bool):
     """The bound of one GDN kernel (``part`` conv or rule) for B sequences of T tokens at bf16: its
-    FLOPs at the bf16 peak or its bytes at the bandwidth (blocks.gdn_counts); B and T floats or arrays."""
+    FLOPs at the bf16 peak or its bytes at the bandwidth (op_counts.gdn_counts); B and T floats or arrays."""
     counts = gdn_counts(GatedDeltaNet(int(Hk), int(Hv), int(dk), int(dv), int(conv)), B, T, decode, 2.0)
     flops, moved, _ = counts[PARTS.index(part)]
     return np.maximum(flops / machine.peak(DTYPE), moved / machine.bandwidth)

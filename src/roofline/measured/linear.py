@@ -27,8 +27,8 @@ sequence, are not read); ``latency`` milliseconds; activations bf16, the recurre
   shipped tables hold no row of the scan (mamba_chunk_scan_combined, selective_state_update), which
   keeps the cost model.
 
-Each point is read as its efficiency against its own roofline (blocks.gdn_counts and
-blocks.conv1d_counts at bf16) and interpolated log-linearly over (seq_len, batch, width) within its
+Each point is read as its efficiency against its own roofline (op_counts.gdn_counts and
+op_counts.conv1d_counts at bf16) and interpolated log-linearly over (seq_len, batch, width) within its
 site (grid.LogGrid), the width being the heads (KDA) or the channels (Mamba-2's conv): like the batch,
 they count independent states or channels of one kernel (the KDA generation rows take the same time
 at the same heads x batch: 12 heads at batch 64 and 96 at batch 8 within 15% on the H100). A width
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.blocks import conv1d_counts, gdn_counts
+from roofline.op_counts import conv1d_counts, gdn_counts
 from roofline.errors import RooflineError
 from roofline.machines import Machine, get_machine
 from roofline.measured.gemm import GemmEstimate
@@ -74,14 +74,14 @@ UNREAD = {("vllm", "0.1.dev19262", "causal_conv1d_fn_qkv3"):
 
 def kda_roofline_s(machine: Machine, part: str, B, T, H, dk, dv, conv, decode: bool):
     """The bound of one KDA kernel (``part`` conv or rule) for B sequences of T tokens over H heads at
-    bf16 (blocks.gdn_counts of a KDA layer: its decay a key channel); B and T floats or arrays."""
+    bf16 (op_counts.gdn_counts of a KDA layer: its decay a key channel); B and T floats or arrays."""
     g = GatedDeltaNet(int(H), int(H), int(dk), int(dv), int(conv), gate_rank=int(dk))  # any rank: the kernels see none
     flops, moved, _ = gdn_counts(g, B, T, decode, 2.0)[PARTS.index(part)]
     return np.maximum(flops / machine.peak(DTYPE), moved / machine.bandwidth)
 
 
 def conv_roofline_s(machine: Machine, B, T, C, conv, decode: bool):
-    """The bound of a depthwise causal conv over C channels at bf16 (blocks.conv1d_counts); arrays broadcast."""
+    """The bound of a depthwise causal conv over C channels at bf16 (op_counts.conv1d_counts); arrays broadcast."""
     flops, moved, _ = conv1d_counts(C, conv, B, T, decode, 2.0)
     return np.maximum(flops / machine.peak(DTYPE), moved / machine.bandwidth)
 
