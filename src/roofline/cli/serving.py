@@ -35,13 +35,15 @@ def _requests_progress(done: int, of: int) -> None:
     print(f"  simulated {done:,} of {of:,} requests", file=sys.stderr, flush=True)
 
 
-def _engine(args, machine=None):
-    """The Engine of the flags: --engine's defaults on the machine (serving.engines), or serving.Engine's own,
-    with every flag given over them."""
+def _engine(args, machine=None, req=None):
+    """The Engine of the flags: --engine's defaults on the machine for the request's layout (serving.engines;
+    SGLang sizes its memory share from it), or serving.Engine's own, with every flag given over them."""
     given = {"max_seqs": args.max_seqs, "max_tokens": args.max_tokens, "block_size": args.block_size,
              "memory_fraction": args.memory_fraction, "step_overhead_s": args.step_overhead,
              "request_overhead_s": args.request_overhead}
-    return engine_of(getattr(args, "engine", None), machine, **given, prefix_hit=args.prefix_hit,
+    layout = None if req is None else {"tensor_parallel": req.tp, "pipeline_stages": req.pp,
+                                       "attention_dp": req.tp // req.attention_tp() if req.ep else 1}
+    return engine_of(getattr(args, "engine", None), machine, layout, **given, prefix_hit=args.prefix_hit,
                      spec_tokens=args.spec_tokens, acceptance=args.acceptance or 0.0)
 
 
@@ -82,7 +84,7 @@ def _cmd_serving(args):
     m = machine_from_args(args)
     _engine_kernels(args, m)
     cm = dataclasses.replace(cost_model_from_args(args, m), cuda_graph=not args.eager)
-    engine = _engine(args, m)
+    engine = _engine(args, m, req)
     precision = resolve_precision(args, m)
     if req.tp_search is not None:
         return _tp_search(req, m, cm, engine, precision, lambda field, text: flag_text(args, field, text))
