@@ -111,3 +111,13 @@ def test_a_bad_memory_fraction_is_refused(bad, capsys):
     assert main(["serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--concurrency", "2", "--requests", "4",
                  "--engine", "sglang", "--memory-fraction", bad]) == 2
     assert "memory-fraction" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("asked, outside", [("0.5.9", False), ("0.5.6.post2", False), ("0.5.10.post1", True),
+                                            ("0.5.1.post1", True)])
+def test_a_version_the_rule_does_not_cover_is_said(asked, outside):
+    # v0.5.6.post2 and v0.5.9 size the share by the same lines; v0.5.1.post1 reserves (9.5 + tp x pp / 2) GiB on an
+    # H100 and v0.5.10 adds the piecewise CUDA graph's reserve: the share is v0.5.9's, and the words say so
+    m = preset(f"sglang@{asked}", get_machine("h100-sxm")).memory
+    assert m.version_asked == (asked if outside else "") and m.rule_versions == "0.5.6-0.5.9"
+    assert (f"version {asked} asked" in m.words()) == outside

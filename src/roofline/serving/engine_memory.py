@@ -32,6 +32,8 @@ class MemoryShare:
     pipeline_stages: int = 1
     attention_dp: int = 1
     speculative: bool = False
+    rule_versions: str = ""  # the engine versions whose rule sized it ("0.5.6-0.5.9")
+    version_asked: str = ""  # an engine version asked that the rule does not cover ("" where it does)
 
     def words(self) -> str:
         """One line: the share and where it came from."""
@@ -43,9 +45,11 @@ class MemoryShare:
             return f"memory share {self.fraction:g}: the engine's default where the GPU's memory is unknown"
         layout = f"tp {self.tensor_parallel}" + (f" x pp {self.pipeline_stages}" if self.pipeline_stages > 1 else "") + (
             f", DP attention {self.attention_dp}" if self.attention_dp > 1 else "") + (", a draft" if self.speculative else "")
-        return (f"memory share {self.fraction:g}: sized as the engine sizes it, (GPU {self.gpu_mib:,.0f} MiB - reserved "
-                f"{self.reserved_mib:,.0f} MiB) / GPU, for chunked prefill {self.chunked_prefill_size:,}, CUDA graphs up "
-                f"to batch {self.cuda_graph_max_bs:,} and {layout}")
+        asked = (f" (version {self.version_asked} asked sizes it by another rule, not modelled: this is "
+                 f"{self.rule_versions}'s)" if self.version_asked else "")
+        return (f"memory share {self.fraction:g}: sized as the engine {self.rule_versions} sizes it, (GPU "
+                f"{self.gpu_mib:,.0f} MiB - reserved {self.reserved_mib:,.0f} MiB) / GPU, for chunked prefill "
+                f"{self.chunked_prefill_size:,}, CUDA graphs up to batch {self.cuda_graph_max_bs:,} and {layout}" + asked)
 
 
 def _band(rule: dict, gpu_mib: float) -> dict:
@@ -57,7 +61,7 @@ def _band(rule: dict, gpu_mib: float) -> dict:
 
 
 def sized_share(rule: dict, capacity_bytes: float | None, tensor_parallel: int = 1, pipeline_stages: int = 1,
-                attention_dp: int = 1, speculative: bool = False, source: str = "") -> MemoryShare:
+                attention_dp: int = 1, speculative: bool = False, source: str = "", version_asked: str = "") -> MemoryShare:
     """SGLang's mem_fraction_static, chunked_prefill_size and cuda_graph_max_bs where none is given
     (server_args.py, ServerArgs._handle_gpu_memory_settings; ``rule`` holds its numbers), for a GPU of
     ``capacity_bytes`` as the driver reports it. In MiB, as SGLang reckons (G the GPU's memory, C the
@@ -69,11 +73,13 @@ def sized_share(rule: dict, capacity_bytes: float | None, tensor_parallel: int =
         fraction = round((G - reserved) / G, 3)
 
     Its other terms (a piecewise CUDA graph, off by default to v0.5.9; a vision model's adjustment)
-    are not counted. Without a capacity: the rule's fallback share and chunk, as SGLang's."""
+    are not counted. Without a capacity: the rule's fallback share and chunk, as SGLang's.
+    ``version_asked``: an engine version outside the rule's versions, said in the share's words."""
     if not capacity_bytes:
         return MemoryShare(rule["fallback_fraction"], "sized", source, chunked_prefill_size=rule["fallback_chunk"],
                            cuda_graph_max_bs=rule["fallback_graph_bs"], tensor_parallel=tensor_parallel,
-                           pipeline_stages=pipeline_stages, attention_dp=attention_dp, speculative=speculative)
+                           pipeline_stages=pipeline_stages, attention_dp=attention_dp, speculative=speculative,
+                           rule_versions=rule["versions"], version_asked=version_asked)
     gpu_mib = capacity_bytes / MIB
     band = _band(rule, gpu_mib)
     chunk = int(band["chunked_prefill"])
@@ -90,4 +96,4 @@ def sized_share(rule: dict, capacity_bytes: float | None, tensor_parallel: int =
         reserved += rule["draft_mib"]
     fraction = round((gpu_mib - reserved) / gpu_mib, rule["digits"])
     return MemoryShare(fraction, "sized", source, gpu_mib, reserved, chunk, graph_bs, tensor_parallel, pipeline_stages,
-                       attention_dp, speculative)
+                       attention_dp, speculative, rule["versions"], version_asked)

@@ -67,7 +67,7 @@ class EnginePreset:
         elif self.rule is not None and given.get("spec_tokens"):  # a draft model: the rule reserves for it
             m = self.memory
             memory = sized_share(self.rule, self.capacity_bytes, m.tensor_parallel, m.pipeline_stages, m.attention_dp,
-                                 True, m.source)
+                                 True, m.source, m.version_asked)
             given = {**given, "memory_fraction": memory.fraction}
         shown = tuple(k for k in given if k in SETTINGS and not (k == "memory_fraction" and memory.basis != "given"))
         return Engine(**{**self.settings, **given}, preset=self.key, memory_share=memory, label=self.note(shown, memory))
@@ -138,7 +138,8 @@ def preset(text: str, machine: Machine, tensor_parallel: int = 1, pipeline_stage
         memory = MemoryShare(settings["memory_fraction"], "fixed", sources["memory_fraction"])
     else:
         memory = sized_share(rule, machine.capacity_bytes, tensor_parallel, pipeline_stages, attention_dp,
-                             source=rule["cite"])
+                             source=rule["cite"], version_asked="" if not version or covers(rule["versions"], version)
+                             else version)
         settings["memory_fraction"], settings["max_tokens"] = memory.fraction, memory.chunked_prefill_size
     return EnginePreset(key, spec["name"], version, spec["versions"], settings, sources, memory, rule,
                         machine.capacity_bytes)
@@ -154,7 +155,11 @@ def _release(text: str) -> tuple[int, ...]:
 def versions_cover(key: str, version: str) -> bool:
     """Whether ``version`` lies in the versions engines.toml read ``key``'s defaults for ("0.9-0.19",
     "0.5": compared on as many numbers as the range gives)."""
-    span = str(_doc()["engines"][key]["versions"]).split(" ")[0]
+    return covers(str(_doc()["engines"][key]["versions"]).split(" ")[0], version)
+
+
+def covers(span: str, version: str) -> bool:
+    """Whether ``version`` lies in ``span`` ("0.5.6-0.5.9", "0.5"), compared on as many numbers as the span gives."""
     lo, _, hi = span.partition("-")
     lo, hi = _release(lo), _release(hi or lo)
     v = _release(version)
