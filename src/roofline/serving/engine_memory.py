@@ -34,6 +34,7 @@ class MemoryShare:
     speculative: bool = False
     rule_versions: str = ""  # the engine versions whose rule sized it ("0.5.6-0.5.9")
     version_asked: str = ""  # an engine version asked that the rule does not cover ("" where it does)
+    left_out: str = ""  # a term of the engine's rule this GPU may take that is not applied, in words
 
     def words(self) -> str:
         """One line: the share and where it came from."""
@@ -49,7 +50,8 @@ class MemoryShare:
                  f"{self.rule_versions}'s)" if self.version_asked else "")
         return (f"memory share {self.fraction:g}: sized as the engine {self.rule_versions} sizes it, (GPU "
                 f"{self.gpu_mib:,.0f} MiB - reserved {self.reserved_mib:,.0f} MiB) / GPU, for chunked prefill "
-                f"{self.chunked_prefill_size:,}, CUDA graphs up to batch {self.cuda_graph_max_bs:,} and {layout}" + asked)
+                f"{self.chunked_prefill_size:,}, CUDA graphs up to batch {self.cuda_graph_max_bs:,} and {layout}" + asked
+                + (f"; not applied: {self.left_out}" if self.left_out else ""))
 
 
 def _band(rule: dict, gpu_mib: float) -> dict:

@@ -11,6 +11,7 @@ and the layout, serving.engine_memory), so that a run can say what it assumed an
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from importlib import resources
@@ -140,6 +141,8 @@ def preset(text: str, machine: Machine, tensor_parallel: int = 1, pipeline_stage
         memory = sized_share(rule, machine.capacity_bytes, tensor_parallel, pipeline_stages, attention_dp,
                              source=rule["cite"], version_asked="" if not version or covers(rule["versions"], version)
                              else version)
+        if machine.vendor and machine.vendor.upper() == "AMD" and rule.get("amd_left_out"):
+            memory = dataclasses.replace(memory, left_out=rule["amd_left_out"])
         settings["memory_fraction"], settings["max_tokens"] = memory.fraction, memory.chunked_prefill_size
     return EnginePreset(key, spec["name"], version, spec["versions"], settings, sources, memory, rule,
                         machine.capacity_bytes)
