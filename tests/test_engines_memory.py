@@ -128,3 +128,11 @@ def test_on_an_amd_gpu_the_aiter_term_is_said_not_applied():
     # the preset cannot apply without the model: the words say so
     m = preset("sglang", get_machine("mi300x")).memory
     assert m.left_out and "not applied" in m.words() and not preset("sglang", get_machine("h100-sxm")).memory.left_out
+
+
+def test_the_tp_search_sizes_sglangs_share_for_each_replica(capsys):
+    # H100 tp 1: 0.835 (above); tp 2: 512 + 12,288 + 512 + 2/8 x 1024 (256) = 13,568; 67,991 / 81,559 = 0.8336 -> 0.834
+    assert main(["serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--input-len", "128", "--output-len", "8",
+                 "--engine", "sglang", "--tp-search", "1,2", "--slo-tpot", "50ms", "--requests", "20", "--json"]) == 0
+    sizes = json.loads(capsys.readouterr().out)["sizes"]
+    assert [(s["gpus_per_replica"], s["memory_fraction"]) for s in sizes] == [(1, 0.835), (2, 0.834)]

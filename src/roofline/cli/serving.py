@@ -87,7 +87,8 @@ def _cmd_serving(args):
     engine = _engine(args, m, req)
     precision = resolve_precision(args, m)
     if req.tp_search is not None:
-        return _tp_search(req, m, cm, engine, precision, lambda field, text: flag_text(args, field, text))
+        return _tp_search(req, m, cm, engine, precision, lambda field, text: flag_text(args, field, text),
+                          lambda size: _engine(args, m, dataclasses.replace(req, tp=size)))
     step, draft = _steps(req, m, cm, engine, precision)
     if req.disagg_search is not None:
         return _disagg_search(req, step, engine)
@@ -225,8 +226,14 @@ def _print_result(req, out, step, result, engine, draft) -> None:
         print(f"wrote {out}", file=sys.stderr if (req.json or req.csv) else sys.stdout)
 
 
-def _tp_search(req, m, cm, engine, precision, name_flag):
-    """--tp-search: the SLO rate of a replica of each size, and the replicas and GPUs for --target-rate."""
+def sized_by_layout(engine) -> bool:
+    """Whether the engine's memory share was sized from the layout (SGLang's), so differs by replica size."""
+    return engine.memory_share is not None and engine.memory_share.basis == "sized"
+
+
+def _tp_search(req, m, cm, engine, precision, name_flag, engine_for=None):
+    """--tp-search: the SLO rate of a replica of each size, and the replicas and GPUs for --target-rate;
+    ``engine_for(size)`` the engine of each size where its defaults follow the GPUs (SGLang's memory share)."""
     from roofline.cli.serving_tables import tp_search_table
     from roofline.plan.step import StepCost
     from roofline.serving.search import best_parallelism
@@ -236,7 +243,8 @@ def _tp_search(req, m, cm, engine, precision, name_flag):
                         engine.max_seqs, req.gpus_per_node, 1, req.ep)
 
     found = best_parallelism(make, req.tp_search, req.input_len, req.output_len, req.slo_ttft, req.slo_tpot,
-                             req.percentile, engine, req.requests or REQUESTS, req.seed, req.price, req.target_rate,
+                             req.percentile, engine_for if sized_by_layout(engine) and engine_for else engine,
+                             req.requests or REQUESTS, req.seed, req.price, req.target_rate,
                              req.burstiness, progress=lambda done, of, rate: print(
                                  f"  size {req.tp_search[done - 1]} searched ({done} of {of})", file=sys.stderr, flush=True))
     if req.json:
