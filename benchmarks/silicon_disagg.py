@@ -90,10 +90,10 @@ def engines(r: dict, layouts, overhead_s: float):
     from roofline.serving.engines import preset
 
     machine, isl = layouts[0][1], sv._int(r["isl"])
-    defaults = preset(r["backend"], get_machine(machine)).engine(step_overhead_s=overhead_s)
     out = []
     for (_, _, _, gpus, ep, _), batch in zip(layouts, (r["prefill_batch_size"], r["decode_batch_size"])):
         ranks = gpus // ep[0] if ep else 1  # attention-DP ranks: the expert-parallel group's attention groups
+        defaults = preset(r["backend"], get_machine(machine), gpus, attention_dp=ranks).engine(step_overhead_s=overhead_s)
         per_rank = ranks if r["backend"] in RANK_BUDGETS else 1
         seqs = max(defaults.max_seqs * per_rank, sv._int(batch) * ranks)
         if not out:  # prefill: a whole prompt must fit an engine that does not chunk

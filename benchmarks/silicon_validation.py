@@ -303,7 +303,8 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
     kv, basis = kv_cache_dtype(r)
     out.update(model=model, machine=machine, dtype=dtype, gpus=gpus, ep=ep, layout=label, engine=r["backend"],
                concurrency=c, kv_cache=kv, kv_basis=basis)
-    defaults = preset(r["backend"], get_machine(machine)).engine(step_overhead_s=0.0)
+    defaults = preset(r["backend"], get_machine(machine), gpus, attention_dp=gpus // ep[0] if ep else 1).engine(
+        step_overhead_s=0.0)
     # an engine that feeds whole prompts must fit one beside the running decodes, or a long prompt never starts:
     # a deployment of these lengths is configured so (the budget raised to the prompt plus a token per user)
     need = 0 if defaults.chunked_prefill else isl + c

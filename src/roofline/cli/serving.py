@@ -35,13 +35,15 @@ def _requests_progress(done: int, of: int) -> None:
     print(f"  simulated {done:,} of {of:,} requests", file=sys.stderr, flush=True)
 
 
-def _engine(args, machine=None):
-    """The Engine of the flags: --engine's defaults on the machine (serving.engines), or serving.Engine's own,
-    with every flag given over them."""
+def _engine(args, machine=None, req=None):
+    """The Engine of the flags: --engine's defaults on the machine for the request's layout (serving.engines;
+    SGLang sizes its memory share from it), or serving.Engine's own, with every flag given over them."""
     given = {"max_seqs": args.max_seqs, "max_tokens": args.max_tokens, "block_size": args.block_size,
              "memory_fraction": args.memory_fraction, "step_overhead_s": args.step_overhead,
              "request_overhead_s": args.request_overhead}
-    return engine_of(getattr(args, "engine", None), machine, **given, prefix_hit=args.prefix_hit,
+    layout = None if req is None else {"tensor_parallel": req.tp, "pipeline_stages": req.pp,
+                                       "attention_dp": req.tp // req.attention_tp() if req.ep else 1}
+    return engine_of(getattr(args, "engine", None), machine, layout, **given, prefix_hit=args.prefix_hit,
                      spec_tokens=args.spec_tokens, acceptance=args.acceptance or 0.0)
 
 
@@ -82,10 +84,11 @@ def _cmd_serving(args):
     m = machine_from_args(args)
     _engine_kernels(args, m)
     cm = dataclasses.replace(cost_model_from_args(args, m), cuda_graph=not args.eager)
-    engine = _engine(args, m)
+    engine = _engine(args, m, req)
     precision = resolve_precision(args, m)
     if req.tp_search is not None:
-        return _tp_search(req, m, cm, engine, precision, lambda field, text: flag_text(args, field, text))
+        return _tp_search(req, m, cm, engine, precision, lambda field, text: flag_text(args, field, text),
+                          lambda size: _engine(args, m, dataclasses.replace(req, tp=size)))
     step, draft = _steps(req, m, cm, engine, precision)
     if req.disagg_search is not None:
         return _disagg_search(req, step, engine)
@@ -223,8 +226,14 @@ def _print_result(req, out, step, result, engine, draft) -> None:
         print(f"wrote {out}", file=sys.stderr if (req.json or req.csv) else sys.stdout)
 
 
-def _tp_search(req, m, cm, engine, precision, name_flag):
-    """--tp-search: the SLO rate of a replica of each size, and the replicas and GPUs for --target-rate."""
+def sized_by_layout(engine) -> bool:
+    """Whether the engine's memory share was sized from the layout (SGLang's), so differs by replica size."""
+    return engine.memory_share is not None and engine.memory_share.basis == "sized"
+
+
+def _tp_search(req, m, cm, engine, precision, name_flag, engine_for=None):
+    """--tp-search: the SLO rate of a replica of each size, and the replicas and GPUs for --target-rate;
+    ``engine_for(size)`` the engine of each size where its defaults follow the GPUs (SGLang's memory share)."""
     from roofline.cli.serving_tables import tp_search_table
     from roofline.plan.step import StepCost
     from roofline.serving.search import best_parallelism
@@ -234,7 +243,8 @@ def _tp_search(req, m, cm, engine, precision, name_flag):
                         engine.max_seqs, req.gpus_per_node, 1, req.ep)
 
     found = best_parallelism(make, req.tp_search, req.input_len, req.output_len, req.slo_ttft, req.slo_tpot,
-                             req.percentile, engine, req.requests or REQUESTS, req.seed, req.price, req.target_rate,
+                             req.percentile, engine_for if sized_by_layout(engine) and engine_for else engine,
+                             req.requests or REQUESTS, req.seed, req.price, req.target_rate,
                              req.burstiness, progress=lambda done, of, rate: print(
                                  f"  size {req.tp_search[done - 1]} searched ({done} of {of})", file=sys.stderr, flush=True))
     if req.json:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roofline.errors import RooflineError, unknown_name
+from roofline.serving.engine_memory import MemoryShare
 from roofline.serving.engine_params import (ACCEPTANCE, BLOCK_SIZE, ENGINE_MEMORY, ENGINE_PARAMS, MAX_REQUEST_OVERHEAD_S,  # noqa: F401
                                            MAX_SEQS, MAX_STEP_OVERHEAD_S, MAX_TOKENS, PREFIX_HIT, REQUEST_OVERHEAD,
                                            SPEC_TOKENS, STEP_OVERHEAD)
@@ -53,6 +54,9 @@ class Engine:
     chunked_prefill: bool = True
     mixed_steps: bool = True
     admission: str = "on_demand"  # one of ADMISSIONS
+    # where memory_fraction came from (given, an engine's fixed default, or sized from the GPU's memory and the layout as
+    # SGLang sizes it: serving.engine_memory); None for Engine's own default
+    memory_share: MemoryShare | None = None
     preset: str = ""  # the engine whose defaults these are (serving.engines: "vllm", "sglang", "trtllm"; "" for none)
     label: str = ""  # what set these (serving.engines: an engine's defaults, cited), said under a run
 

@@ -2,13 +2,16 @@
 of data/engines.toml, each an engine's own default cited to the source that sets it, resolved for a
 GPU (some defaults follow its memory) into the Engine the simulator takes.
 
-``preset(name, machine)`` is an EnginePreset: the engine's key, its Engine settings, the version
-asked (for its measured kernels: ``--kernels`` defaults to the engine's tables), and each setting's
-value with its source (``sources``), so that a run can say what it assumed and why.
+``preset(name, machine, tensor_parallel, pipeline_stages, attention_dp)`` is an EnginePreset: the
+engine's key, its Engine settings, the version asked (for its measured kernels: ``--kernels`` defaults
+to the engine's tables), each setting's value with its source (``sources``), and the memory share with
+what it was sized from (``memory``: SGLang sizes its share and its prefill chunk from the GPU's memory
+and the layout, serving.engine_memory), so that a run can say what it assumed and why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from importlib import resources
@@ -16,6 +19,7 @@ from importlib import resources
 from roofline.errors import RooflineError, unknown_name
 from roofline.machines import Machine
 from roofline.serving.engine import Engine
+from roofline.serving.engine_memory import MemoryShare, sized_share
 
 SETTINGS = ("max_seqs", "max_tokens", "block_size", "memory_fraction", "memory_of_free", "step_overhead_s",
             "chunked_prefill", "mixed_steps", "admission")
@@ -50,31 +54,46 @@ class EnginePreset:
     versions: str  # the versions whose defaults the file gives
     settings: dict = field(default_factory=dict)
     sources: dict = field(default_factory=dict)
+    memory: MemoryShare | None = None  # the share and what it was sized from (None: no share on file)
+    rule: dict | None = None  # the engine's rule for its share (engines.toml memory_rule), where it sizes one
+    capacity_bytes: float | None = None  # the GPU's memory the rule reads
 
     def engine(self, **given) -> Engine:
-        """The Engine of these defaults, with ``given`` (the settings a user gave) over them."""
+        """The Engine of these defaults, with ``given`` (the settings a user gave) over them; its
+        ``memory_share`` says where its memory fraction came from (given, fixed or sized)."""
         given = {k: v for k, v in given.items() if v is not None}
-        return Engine(**{**self.settings, **given}, preset=self.key,
-                      label=self.note(tuple(k for k in given if k in SETTINGS)))
+        memory = self.memory
+        if "memory_fraction" in given:
+            memory = MemoryShare(float(given["memory_fraction"]), "given")
+        elif self.rule is not None and given.get("spec_tokens"):  # a draft model: the rule reserves for it
+            m = self.memory
+            memory = sized_share(self.rule, self.capacity_bytes, m.tensor_parallel, m.pipeline_stages, m.attention_dp,
+                                 True, m.source, m.version_asked)
+            given = {**given, "memory_fraction": memory.fraction}
+        shown = tuple(k for k in given if k in SETTINGS and not (k == "memory_fraction" and memory.basis != "given"))
+        return Engine(**{**self.settings, **given}, preset=self.key, memory_share=memory, label=self.note(shown, memory))
 
     @property
     def kernels(self) -> str:
         """The engine's measured kernels, ENGINE[@VERSION]."""
         return f"{self.key}@{self.version}" if self.version else self.key
 
-    def note(self, given=()) -> str:
-        """One line: the engine's defaults this run took (the settings in ``given`` left out: the user's)."""
+    def note(self, given=(), memory: MemoryShare | None = None) -> str:
+        """One line: the engine's defaults this run took (the settings in ``given`` left out: the user's),
+        and where its memory share came from."""
         shown = []
+        memory = memory or self.memory
         for k in SETTINGS:
             if k in given:
                 continue
-            v = self.settings[k]
+            v = memory.fraction if k == "memory_fraction" and memory else self.settings[k]
             text = (f"{v * 1e3:g} ms" if k == "step_overhead_s" else ("on" if v else "off") if isinstance(v, bool)
                     else f"{v:,}" if isinstance(v, int) else v if isinstance(v, str) else f"{v:g}")
             shown.append(f"{k.replace('_s', '') if k == 'step_overhead_s' else k} {text}")
         return (f"engine: {self.name} {self.versions} as it runs by default (data/engines.toml, each cited): "
                 + ", ".join(shown) + (" (step_overhead fitted on measured deployments, not documented)"
-                                      if "step_overhead_s" not in given else ""))
+                                      if "step_overhead_s" not in given else "")
+                + (f"; {memory.words()}" if memory and memory.basis == "sized" else ""))
 
 
 def parse(text: str) -> tuple[str, str]:
@@ -88,8 +107,11 @@ def parse(text: str) -> tuple[str, str]:
     return engine, version
 
 
-def preset(text: str, machine: Machine) -> EnginePreset:
-    """The defaults of ``ENGINE[@VERSION]`` on ``machine``."""
+def preset(text: str, machine: Machine, tensor_parallel: int = 1, pipeline_stages: int = 1,
+           attention_dp: int = 1) -> EnginePreset:
+    """The defaults of ``ENGINE[@VERSION]`` on ``machine``, for a replica of ``tensor_parallel`` x
+    ``pipeline_stages`` GPUs with ``attention_dp`` data-parallel attention ranks (an engine that sizes its
+    memory share from the GPU's memory and the layout reads them: SGLang)."""
     key, version = parse(text)
     from roofline.measured.tables import NVIDIA_ONLY
 
@@ -112,7 +134,18 @@ def preset(text: str, machine: Machine) -> EnginePreset:
             value = above["value"]
         settings[name] = value
         sources[name] = doc["sources"][entry["source"]] + (f" ({entry['note']})" if "note" in entry else "")
-    return EnginePreset(key, spec["name"], version, spec["versions"], settings, sources)
+    rule = spec.get("memory_rule")
+    if rule is None:
+        memory = MemoryShare(settings["memory_fraction"], "fixed", sources["memory_fraction"])
+    else:
+        memory = sized_share(rule, machine.capacity_bytes, tensor_parallel, pipeline_stages, attention_dp,
+                             source=rule["cite"], version_asked="" if not version or covers(rule["versions"], version)
+                             else version)
+        if machine.vendor and machine.vendor.upper() == "AMD" and rule.get("amd_left_out"):
+            memory = dataclasses.replace(memory, left_out=rule["amd_left_out"])
+        settings["memory_fraction"], settings["max_tokens"] = memory.fraction, memory.chunked_prefill_size
+    return EnginePreset(key, spec["name"], version, spec["versions"], settings, sources, memory, rule,
+                        machine.capacity_bytes)
 
 
 def _release(text: str) -> tuple[int, ...]:
@@ -125,7 +158,11 @@ def _release(text: str) -> tuple[int, ...]:
 def versions_cover(key: str, version: str) -> bool:
     """Whether ``version`` lies in the versions engines.toml read ``key``'s defaults for ("0.9-0.19",
     "0.5": compared on as many numbers as the range gives)."""
-    span = str(_doc()["engines"][key]["versions"]).split(" ")[0]
+    return covers(str(_doc()["engines"][key]["versions"]).split(" ")[0], version)
+
+
+def covers(span: str, version: str) -> bool:
+    """Whether ``version`` lies in ``span`` ("0.5.6-0.5.9", "0.5"), compared on as many numbers as the span gives."""
     lo, _, hi = span.partition("-")
     lo, hi = _release(lo), _release(hi or lo)
     v = _release(version)

@@ -135,11 +135,12 @@ BREAKDOWN = Param("breakdown", "--breakdown", None, "also print a decode step an
 SERVING_SHAPED = (LENGTHS, SWEEP, DRAFT, EP, DISAGG, ROUTER, FIRST_TOKEN, TP_SEARCH, KV_LINK, EAGER, BREAKDOWN)
 
 
-def engine_of(name: str | None, machine, **given) -> Engine:
-    """The Engine of a run: engine ``name``'s defaults on ``machine`` (serving.engines) or Engine's own,
+def engine_of(name: str | None, machine, layout: dict | None = None, **given) -> Engine:
+    """The Engine of a run: engine ``name``'s defaults on ``machine`` for ``layout`` (serving.engines.preset's
+    tensor_parallel, pipeline_stages, attention_dp: SGLang sizes its memory share from them) or Engine's own,
     with each setting in ``given`` that is not None over them (the CLI's flags, the API's query)."""
     if name:
         from roofline.serving.engines import preset
 
-        return preset(name, machine).engine(**given)
+        return preset(name, machine, **(layout or {})).engine(**given)
     return Engine(**{k: v for k, v in given.items() if v is not None})

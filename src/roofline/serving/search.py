@@ -322,9 +322,10 @@ def best_parallelism(make_step, sizes, input_tokens, output_tokens, ttft_s=None,
     """The replica size that serves a target rate within the SLO on the fewest GPUs: for each of
     ``sizes`` (GPUs per replica), ``make_step(size)`` -> StepCost (or a RooflineError: that size is
     refused, its reason kept), max_rate_within its best rate per replica, and with ``target_rate``
-    the replicas ceil(target / best) and GPUs replicas x size. The best: the fewest GPUs for the
+    the replicas ceil(target / best) and GPUs replicas x size (``engine``: an Engine, or size -> Engine where
+    its defaults follow the replica's GPUs, as SGLang's memory share does). The best: the fewest GPUs for the
     target (ties: the higher rate per GPU), or without a target the highest rate per GPU. Returns
-    {"sizes": [{"gpus_per_replica", "rate_per_s", "rate_per_gpu", "replicas", "gpus", "cost_per_million_output_tokens",
+    {"sizes": [{"gpus_per_replica", "memory_fraction" (the engine's share at that size), "rate_per_s", "rate_per_gpu", "replicas", "gpus", "cost_per_million_output_tokens",
     "output_tokens_per_s_per_gpu", "refused", and with a target and a price "cost_at_target_per_million_output_tokens":
     the row's GPUs serving the target's output tokens}], "best": the best size (GPUs per replica) or None, "best_index",
     "slo", "target_rate", "requests", "checked_requests", "arrivals", "burstiness", "notes": the best size's run's}."""
@@ -339,7 +340,9 @@ def best_parallelism(make_step, sizes, input_tokens, output_tokens, ttft_s=None,
                "cost_per_million_output_tokens": None, "output_tokens_per_s_per_gpu": None, "refused": None}
         try:
             step = make_step(int(size))
-            sw = max_rate_within(step, input_tokens, output_tokens, ttft_s, tpot_s, percentile, engine, requests, seed,
+            sized = engine(int(size)) if callable(engine) else engine  # an engine whose memory share follows the size
+            row["memory_fraction"] = sized.memory_fraction
+            sw = max_rate_within(step, input_tokens, output_tokens, ttft_s, tpot_s, percentile, sized, requests, seed,
                                  price_per_gpu_hour, target_rate, burstiness=burstiness)
         except RooflineError as exc:
             row["refused"], row["refused_field"] = str(exc), exc.field

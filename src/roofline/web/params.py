@@ -127,7 +127,7 @@ class ServingQuery:
         from roofline.serving.parameters import engine_of
 
         overhead = None if self.step_overhead_ms is None else self.step_overhead_ms / BY_API["step_overhead_ms"].api_scale
-        return engine_of(self.engine, machine, max_seqs=self.max_seqs, max_tokens=self.max_tokens,
+        return engine_of(self.engine, machine, {"tensor_parallel": self.tp}, max_seqs=self.max_seqs, max_tokens=self.max_tokens,
                          memory_fraction=self.memory_fraction, step_overhead_s=overhead, prefix_hit=self.prefix_hit)
 
 
