@@ -135,11 +135,12 @@ def gemm_table(machine_key: str, kernels: str, dtype: str) -> GemmTable:
 
 def host_bound_replaced(cols, stand_in: str, machine: Machine, dtype: str, mnk, seconds):
     """(seconds, words) of an eagerly timed row set (EAGER_ROWS): the host's floor a call is the
-    median time of its rows of under TINY_S of roofline; a row under HOST_BOUND x that floor takes the
+    median time of its rows of under TINY_S of roofline (its fastest without one); a row under HOST_BOUND x that floor takes the
     ``stand_in`` rows' time at its (m, n, k) where that is less (left out, NaN, where none was measured
     there); the others keep their own (the kernels outlast the host there)."""
     m, n, k = (np.asarray(v).astype(np.int64) for v in mnk)
-    floor_s = float(np.median(seconds[roofline_s(machine, dtype, m * 1.0, n * 1.0, k * 1.0) < TINY_S]))
+    tiny = roofline_s(machine, dtype, m * 1.0, n * 1.0, k * 1.0) < TINY_S
+    floor_s = float(np.median(seconds[tiny])) if tiny.any() else float(seconds.min())
     host = seconds < HOST_BOUND * floor_s
     other = cols["gemm_dtype"] == stand_in
     graph = dict(zip(zip(*(cols[c][other].astype(np.int64).tolist() for c in ("m", "n", "k"))),
