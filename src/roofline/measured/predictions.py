@@ -84,8 +84,8 @@ def measured_notes(ops) -> tuple[str, ...]:
     if slow:
         out.append(f"{', '.join(o.name for o in slow)}: the table's kernel reaches under {IMPLAUSIBLY_SLOW:.0%} of its "
                    f"roofline ({', '.join(f'{float(o.speed_of_light):.1%}' for o in slow)}), a fallback path in the engine's "
-                   "benchmark more likely than its served kernel (vLLM 0.24.0's block-fp8 GEMMs: a median 1.6% on a B200, "
-                   "SGLang's and TensorRT-LLM's 24-27%): taken as measured; compare another engine's tables")
+                   "benchmark, or a row timed without a CUDA graph, more likely than its served kernel: taken as measured; "
+                   "compare another engine's tables")
     for o in ops:
         if o.beat_roofline:
             out.append(f"{o.name}: the table's time beats its roofline {o.beat_roofline:.2f}x, faster than the datasheet "
