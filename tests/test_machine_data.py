@@ -389,14 +389,16 @@ def test_peer_links_must_name_one_of_the_machines_links():
 
 @pytest.mark.parametrize("key, mib", [("h100-sxm", 81_559), ("a100-80gb", 81_920), ("a100-40gb", 40_960),
                                       ("l40s", 46_068), ("l4", 23_034), ("h200", 143_771),
-                                      ("b300", 275_040), ("gb300", 284_208)])
+                                      ("b300", 275_040), ("gb300", 284_208),
+                                      ("b200", 183_359)])
 def test_capacity_is_what_the_driver_reports_where_a_source_gives_it(key, mib):
     # nvidia-smi's totals in MiB (NVIDIA/nccl issue #1264 for the H100; modal-labs/modal-client pull
-    # request #2797 for all five): what an engine sizes its KV cache from, above the datasheet's label
+    # request #2797 for all five; NVIDIA/TensorRT-LLM issue #10278 for the B200): what an engine sizes its KV cache
+    # from, above the datasheet's label
     m = get_machine(key)
     assert m.usable_memory_bytes == m.capacity_bytes == mib * 2**20 > m.memory_bytes
     assert "as the driver reports" in m.capacity_text and m.capacity_notes
-    assert dict(m.sources)["usable_memory_bytes"].startswith(("SMI-MODAL", "SMI-H100", "SMI-H200", "NV-BWU-DS"))
+    assert dict(m.sources)["usable_memory_bytes"].startswith(("SMI-MODAL", "SMI-H100", "SMI-H200", "SMI-B200", "NV-BWU-DS"))
 
 
 def test_blackwell_ultra_presets_are_the_datasheets_dense_figures():
@@ -413,10 +415,10 @@ def test_blackwell_ultra_presets_are_the_datasheets_dense_figures():
 
 
 def test_capacity_falls_back_to_the_datasheet_without_a_driver_figure():
-    b200 = get_machine("b200")  # no citable nvidia-smi total on file (the H200's came from ollama/ollama#9031)
-    assert b200.usable_memory_bytes is None and b200.capacity_bytes == b200.memory_bytes == 180e9
-    assert b200.capacity_text == "180 GB (the datasheet's; no driver figure on file)"
-    assert len(b200.capacity_notes) == 1 and "may be that much short" in b200.capacity_notes[0]
+    gb200 = get_machine("gb200")  # no citable nvidia-smi total on file (the H200's came from ollama/ollama#9031)
+    assert gb200.usable_memory_bytes is None and gb200.capacity_bytes == gb200.memory_bytes == 186e9
+    assert gb200.capacity_text == "186 GB (the datasheet's; no driver figure on file)"
+    assert len(gb200.capacity_notes) == 1 and "may be that much short" in gb200.capacity_notes[0]
 
 
 def test_mi355x_preset_is_amds_dense_figures_and_transfers_from_the_gb200():
