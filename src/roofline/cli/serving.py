@@ -176,7 +176,15 @@ def _single_run(req, step, draft, engine, n):
                       progress=_requests_progress if n >= PROGRESS_REQUESTS else None)
     seeds = 3 if req.seeds is None else req.seeds
     spread = None
-    if seeds > 1 and not result.overloaded:  # an overloaded run's latencies grow with --requests, not by seed
+    # a seed draws only arrivals at a rate and lengths from a range (requests.lengths): a closed loop of fixed lengths
+    # or a lengths file draws nothing, so its reruns would repeat the same run
+    draws = req.rate is not None or isinstance(req.input_len, tuple) or isinstance(req.output_len, tuple)
+    if seeds > 1 and not draws:
+        if req.seeds is not None:
+            result = dataclasses.replace(result, notes=tuple(result.notes) + (
+                f"--seeds {seeds}: this run draws nothing at random (a closed loop of fixed lengths), so every seed "
+                "gives the same run: no spread",))
+    elif seeds > 1 and not result.overloaded:  # an overloaded run's latencies grow with --requests, not by seed
         from roofline.serving.search import seed_spread, spread_note, spread_seeds
 
         chosen = spread_seeds(req.seed, seeds)
@@ -191,10 +199,6 @@ def _single_run(req, step, draft, engine, n):
             ranged = isinstance(req.input_len, tuple) or isinstance(req.output_len, tuple)
             drawn = ("arrivals and lengths" if ranged else "arrivals") if req.rate is not None else "lengths"
             result = dataclasses.replace(result, notes=tuple(result.notes) + (spread_note(spread, drawn),))
-        elif req.seeds is not None:
-            result = dataclasses.replace(result, notes=tuple(result.notes) + (
-                f"--seeds {seeds}: this run draws nothing at random (a closed loop of fixed lengths), so every seed "
-                "gives the same run: no spread",))
     return dataclasses.replace(result, settings={**result.settings, "seed_spread": spread})
 
 
