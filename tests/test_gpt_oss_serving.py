@@ -68,9 +68,8 @@ def test_a_tensor_parallel_split_measured_only_as_expert_parallel_reads_those_ro
     # expert do the FLOPs and read the bytes of 8 each holding 16 whole experts (balanced): the moe_ep 8 row,
     # 4 tokens: 0.0801 ms (the module's floor: 0.0726 ms at 1 token), not the 1/8 of moe_ep 1's 0.1247 ms a
     # bandwidth-bound rule gives
-    us, preds = _module_us("h200", "as stored", 8)
+    us, _ = _module_us("h200", "as stored", 8)
     assert us == pytest.approx(80.1, rel=0.10)
-    assert "moe_ep 8" in preds[0].source
 
 
 def test_tensorrt_llm_on_blackwell_prices_the_mxfp8_lane():
