@@ -15,7 +15,9 @@ CPU's launch), never under the op's roofline (at_least_roofline):
   measured.linear.
 
 Every other op (norms, activations, residual adds, unfused attention, MLA, batched matmuls, sites
-the tables lack) keeps the cost model, e_c and e_m. Each op says which and why: its ``basis``,
+the tables lack) keeps the cost model, e_c and e_m; a norm or element-wise kernel of its own (not a
+residual add, which the engines fuse into the next norm) takes at least the least time a kernel takes
+in the engine's CUDA graph, read from its GEMM table (measured.floor; "floor"). Each op says which and why: its ``basis``,
 ``family`` and ``source``; measured_notes words them under a table.
 """
 
@@ -34,6 +36,7 @@ from roofline.kernels import ALL_REDUCE, FUSED_ATTENTION, FUSED_MLA, MOE_EXPERTS
 from roofline.machines import Machine
 from roofline.measured.attention import attention_table
 from roofline.measured.comm import all_reduce_table
+from roofline.measured.floor import kernel_floor
 from roofline.measured.gdn import gdn_table
 from roofline.measured.gemm import TABLE_DTYPE, GemmEstimate, gemm_table
 from roofline.measured.linear import kda_table, mamba2_table
@@ -166,7 +169,8 @@ class MeasuredKernels(CostModel):
                     f"on the {self.measured_on} applied to this machine's, not measured on it) plus the launch; the other "
                     "ops, all-reduces included, by the cost model")
         return (f"{self._families(model, tensor_parallel)} from the measured kernels of "
-                f"{self.tables or self.kernels} (aiconfigurator-core) plus the launch; the other ops by the cost model")
+                f"{self.tables or self.kernels} (aiconfigurator-core) plus the launch; the other ops by the cost model, "
+                "norms and element-wise kernels at no less than the tables' least kernel time (measured.floor)")
 
     def describe(self, graph_steps: str = "", model=None, tensor_parallel: int = 1) -> str:
         """The cost model's line, and which ops the measured kernels price (those ``model`` has)."""
@@ -231,6 +235,8 @@ class MeasuredKernels(CostModel):
             return None, ("unfused attention (QK^T, PV), MLA's prefill, a verify step's latent attention and DeepSeek "
                           "Sparse Attention's indexer and top-k attention have no measured family here; the tables hold "
                           "fused attention (--attention flash) and MLA's dense decode")
+        if self.floored(kernel):
+            return self._floor(kernel, machine)
         if kernel.category != "matmul":
             return None, f"no measured {kernel.category} family yet"
         dims = matmul_dims(shape)
@@ -245,6 +251,30 @@ class MeasuredKernels(CostModel):
             return self._gemm_table(machine, kernel.dtype).estimate(M, N, K), None
         except RooflineError as exc:  # a dtype this engine did not measure on this GPU: said in the op's source
             return None, str(exc)
+
+    @classmethod
+    def floored(cls, kernel: Kernel) -> bool:
+        """A norm or element-wise kernel no table measures, which runs as a kernel of its own: not one
+        fused into a measured module (a MoE's activation), nor a residual add, which the engines fuse
+        into the norm after it (vLLM's and SGLang's fused_add_rms_norm, TensorRT-LLM's RMSNorm given the
+        residual): one kernel, one floor."""
+        return (kernel.category in ("norm", "elementwise") and cls.family_of(kernel) == "" and not cls._fused(kernel)
+                and not kernel.name.startswith("residual add"))
+
+    def _floor(self, kernel: Kernel, machine: Machine):
+        """A floored op's time: the cost model's body (e_c, e_m, no launch), at least the engine's
+        kernel floor inside a CUDA graph (measured.floor); the op's FLOPs and bytes may be arrays."""
+        if self.measured_on:
+            return None, f"a kernel's floor is its GPU's: not transferred from {self.measured_on}"
+        try:
+            floor = kernel_floor(machine.key, self.kernels)
+        except RooflineError as exc:
+            return None, str(exc)
+        body_s = CostModel.op_seconds(self, kernel, machine, 0.0)[2]
+        if np.all(np.asarray(body_s) >= floor.seconds):  # over the floor at every size: the cost model's as it was
+            return None, f"no measured {kernel.category} family yet (over the kernel floor)"
+        return GemmEstimate(np.maximum(body_s, floor.seconds), time_lower_bound(kernel, machine), "floor", floor.rows,
+                            f"at least the kernel floor {floor.seconds * 1e6:.2f} us: {floor.source}"), None
 
     def _attention(self, kernel: Kernel, machine: Machine, shape):
         _, B, T, S, H, K, d, dv, window, chunked, decode, kv_dtype = shape
@@ -357,10 +387,12 @@ class MeasuredKernels(CostModel):
         p = super().predict_op(kernel, machine, launch_s, *floor)
         sol = time_lower_bound(kernel, machine)
         family = self.family_of(kernel)
-        if kernel.shape and not all(np.ndim(x) == 0 for x in kernel.shape):  # many sizes: each looked up
+        floored = self.floored(kernel) and np.ndim(kernel.bytes) > 0  # a norm of many sizes: each at least the floor
+        if floored or kernel.shape and not all(np.ndim(x) == 0 for x in kernel.shape):  # many sizes: each looked up
             c, m, t = self.op_seconds(kernel, machine, p.launch_s, *floor)
             priced = ~np.isnan(np.asarray(self._measured_s(kernel, machine), dtype=float))
             basis = "measured per size" if priced.all() else ("measured where tabled" if priced.any() else "cost model")
+            basis = "floor" if floored and priced.any() else basis
             return MeasuredOpPrediction(**{**vars(p), "compute_s": c, "memory_s": m, "time_s": t}, basis=basis,
                                         source="each size looked up in its table" if priced.any() else
                                         "no size of it in the tables", roofline_s=sol, family=family)
