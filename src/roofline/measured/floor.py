@@ -18,7 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline.cost import time_lower_bound
+from roofline.errors import RooflineError
 from roofline.machines import get_machine
+from roofline.measured.gemm import GemmEstimate
 from roofline.measured.tables import MS, read_table, resolve
 
 LATENCY_BOUND = 0.01  # a row whose roofline is under this share of its measured time is all floor
@@ -51,3 +54,17 @@ def kernel_floor(machine_key: str, kernels: str) -> KernelFloor:
     return KernelFloor(float(np.median(seconds[idle])), int(idle.sum()),
                        f"{ts.engine} {ts.version} gemm_perf ({ts.gpu}): median of its {int(idle.sum())} bf16 GEMMs "
                        "of under 1% roofline, the least a kernel takes in its CUDA graph")
+
+
+def floor_estimate(kernel, machine, kernels: str, body_s):
+    """(estimate, why not) of a floored op (MeasuredKernels.floored) of ``body_s`` on the cost model: at
+    least ``kernels``' floor on ``machine``, basis "floor"; None with the reason where the engine has no
+    table or the body is over the floor at every size (the cost model's time as it was)."""
+    try:
+        floor = kernel_floor(machine.key, kernels)
+    except RooflineError as exc:
+        return None, str(exc)
+    if np.all(np.asarray(body_s) >= floor.seconds):
+        return None, f"no measured {kernel.category} family yet (over the kernel floor)"
+    return GemmEstimate(np.maximum(body_s, floor.seconds), time_lower_bound(kernel, machine), "floor", floor.rows,
+                        f"at least the kernel floor {floor.seconds * 1e6:.2f} us: {floor.source}"), None

@@ -30,13 +30,13 @@ import numpy as np
 
 from roofline.blocks import expected_experts_touched
 from roofline.cost import CostModel, overlapped_s, roofline_bound, time_lower_bound
-from roofline.errors import RooflineError
+from roofline.errors import RooflineError, unknown_name
 from roofline.kernel_shapes import GATED_DELTA_NET, KIMI_DELTA_ATTENTION, MAMBA2_CONV
 from roofline.kernels import ALL_REDUCE, FUSED_ATTENTION, FUSED_MLA, MOE_EXPERTS, Kernel, matmul_dims
 from roofline.machines import Machine
 from roofline.measured.attention import attention_table
 from roofline.measured.comm import all_reduce_table
-from roofline.measured.floor import kernel_floor
+from roofline.measured.floor import floor_estimate
 from roofline.measured.gdn import gdn_table
 from roofline.measured.gemm import TABLE_DTYPE, GemmEstimate, gemm_table
 from roofline.measured.linear import kda_table, mamba2_table
@@ -82,8 +82,6 @@ class MeasuredKernels(CostModel):
     def __post_init__(self):
         super().__post_init__()
         if self.fp8_scaling not in FP8_SCALINGS:
-            from roofline.errors import unknown_name
-
             raise unknown_name("fp8 scaling", self.fp8_scaling, FP8_SCALINGS, field="fp8_scaling")
 
     def table_dtype(self, dtype: str) -> str:
@@ -254,27 +252,18 @@ class MeasuredKernels(CostModel):
 
     @classmethod
     def floored(cls, kernel: Kernel) -> bool:
-        """A norm or element-wise kernel no table measures, which runs as a kernel of its own: not one
-        fused into a measured module (a MoE's activation), nor a residual add, which the engines fuse
-        into the norm after it (vLLM's and SGLang's fused_add_rms_norm, TensorRT-LLM's RMSNorm given the
-        residual): one kernel, one floor."""
+        """A norm or element-wise kernel no table measures, run as a kernel of its own: not fused into a measured
+        module (a MoE's activation), nor a residual add, which the engines fuse into the norm after it (vLLM's and
+        SGLang's fused_add_rms_norm, TensorRT-LLM's RMSNorm given the residual)."""
         return (kernel.category in ("norm", "elementwise") and cls.family_of(kernel) == "" and not cls._fused(kernel)
                 and not kernel.name.startswith("residual add"))
 
     def _floor(self, kernel: Kernel, machine: Machine):
         """A floored op's time: the cost model's body (e_c, e_m, no launch), at least the engine's
-        kernel floor inside a CUDA graph (measured.floor); the op's FLOPs and bytes may be arrays."""
+        kernel floor inside a CUDA graph (measured.floor.floor_estimate); FLOPs and bytes may be arrays."""
         if self.measured_on:
             return None, f"a kernel's floor is its GPU's: not transferred from {self.measured_on}"
-        try:
-            floor = kernel_floor(machine.key, self.kernels)
-        except RooflineError as exc:
-            return None, str(exc)
-        body_s = CostModel.op_seconds(self, kernel, machine, 0.0)[2]
-        if np.all(np.asarray(body_s) >= floor.seconds):  # over the floor at every size: the cost model's as it was
-            return None, f"no measured {kernel.category} family yet (over the kernel floor)"
-        return GemmEstimate(np.maximum(body_s, floor.seconds), time_lower_bound(kernel, machine), "floor", floor.rows,
-                            f"at least the kernel floor {floor.seconds * 1e6:.2f} us: {floor.source}"), None
+        return floor_estimate(kernel, machine, self.kernels, CostModel.op_seconds(self, kernel, machine, 0.0)[2])
 
     def _attention(self, kernel: Kernel, machine: Machine, shape):
         _, B, T, S, H, K, d, dv, window, chunked, decode, kv_dtype = shape
