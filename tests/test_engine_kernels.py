@@ -103,3 +103,14 @@ def test_machines_measured_lists_the_versions_the_engine_flag_takes(capsys):
     for r in rows:
         for v in r["selectable_versions"] if r["machine"] else ():
             assert resolve(r["machine"], f"{r['engine']}@{v}", "gemm").version == v
+
+
+def test_a_refusal_names_the_flag_the_user_gave_not_the_engines_default(capsys):
+    """TensorRT-LLM feeds a prompt whole: 16,000 tokens past its 8,192-token step is --input-len's when the user
+    left --max-tokens to the engine, --max-tokens's when they gave it."""
+    argv = ["serving", "--model", "llama3.1-8b", "--machine", "h100-sxm", "--engine", "trtllm", "--input-len", "16000",
+            "--concurrency", "2", "--requests", "2", "--seeds", "1"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("roofline: error: --input-len:")
+    assert main([*argv, "--max-tokens", "8192"]) == 2
+    assert capsys.readouterr().err.startswith("roofline: error: --max-tokens:")

@@ -79,6 +79,10 @@ def cmd_serving(args):
     except RooflineError as exc:  # the lengths came from --lengths FILE: name it, not the flags it replaced
         if args.lengths is not None and exc.field in ("input_len", "output_len"):
             raise RooflineError(f"{exc} (a request of the lengths file {args.lengths!r})", field="lengths") from None
+        if exc.field and getattr(args, exc.field, 0) is None:  # a setting left to the engine: name a flag the user gave
+            given = next((f for f in exc.also if getattr(args, f, None) is not None), None)
+            if given:
+                raise RooflineError(str(exc), field=given, also=(exc.field,)) from None
         raise
 
 
