@@ -114,3 +114,12 @@ def test_a_refusal_names_the_flag_the_user_gave_not_the_engines_default(capsys):
     assert capsys.readouterr().err.startswith("roofline: error: --input-len:")
     assert main([*argv, "--max-tokens", "8192"]) == 2
     assert capsys.readouterr().err.startswith("roofline: error: --max-tokens:")
+
+
+def test_a_scaled_preset_takes_its_own_chips_kernels_on_the_scaled_roofline(capsys):
+    """--compute-scale 1.5 on an H100 (ridge 1.5 x 295 = 443 FLOP/B, nearest the L40S's 419) still reads the H100's
+    tables: the same chip, its roofline scaled; an MI300X's scaled, its counterpart's (the H200)."""
+    out = _json(capsys, *SERVING, "--machine", "h100-sxm", "--compute-scale", "1.5")
+    assert out["kernels_transferred_from"] == "h100-sxm"
+    out = _json(capsys, *SERVING, "--machine", "mi300x", "--bandwidth-scale", "2")
+    assert out["kernels_transferred_from"] == "h200"

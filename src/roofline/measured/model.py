@@ -389,31 +389,37 @@ def nearest_measured(machine: Machine, kernels: str) -> tuple[str | None, str]:
     efficiencies transfer onto it, and the words saying why: of the presets with tables, those whose
     ridge point (FLOP/B at the machine's default dtype) is within RIDGE_WITHIN of this machine's, the
     nearest in log(peak) + log(bandwidth); (None, "") where none is that near, or for a preset (its
-    own tables, or tables.NEAREST_MEASURED's counterpart, are transfer_source's to say)."""
+    own tables, or tables.NEAREST_MEASURED's counterpart, are transfer_source's to say). A preset scaled by
+    --compute-scale / --bandwidth-scale takes its own chip's tables (or its counterpart's)."""
     from roofline.machines import list_machines
-    from roofline.measured.tables import NVIDIA_ONLY, has_tables, parse_kernels
+    from roofline.measured.tables import NEAREST_MEASURED, NVIDIA_ONLY, has_tables, parse_kernels
 
     presets = {m.key: m for m in list_machines()}
     if is_profile(kernels) or machine.key in presets or has_tables(machine.key) or (
             machine.vendor and machine.vendor.upper() not in GPU_VENDORS):  # a TPU's or Gaudi's: no counterpart
         return None, ""
+    base = machine.key.split(" x")[0]  # a preset scaled by --compute-scale/--bandwidth-scale (cli.args keys it "KEY xC ...")
     dtype = machine.default_dtype
     ridge = machine.ridge(dtype)
+    if base != machine.key and base in presets:
+        near = base if has_tables(base) else NEAREST_MEASURED.get(base)
+        why = f" (a scaled {base}: the efficiencies of {near}'s kernels on the scaled roofline)"
+    else:
+        def distance(m: Machine) -> float:
+            return abs(np.log(m.peak(dtype) / machine.peak(dtype))) + abs(np.log(m.bandwidth / machine.bandwidth))
 
-    def distance(m: Machine) -> float:
-        return abs(np.log(m.peak(dtype) / machine.peak(dtype))) + abs(np.log(m.bandwidth / machine.bandwidth))
-
-    near = [m for m in presets.values() if has_tables(m.key) and dtype in m.dtypes
-            and abs(m.ridge(dtype) / ridge - 1.0) <= RIDGE_WITHIN]
-    if not near:
+        close = [m for m in presets.values() if has_tables(m.key) and dtype in m.dtypes
+                 and abs(m.ridge(dtype) / ridge - 1.0) <= RIDGE_WITHIN]
+        near = min(close, key=distance).key if close else None
+        why = "" if near is None else (f" (a machine file: {near} is the measured preset nearest its {dtype} peak and "
+                                       f"bandwidth, ridge point {presets[near].ridge(dtype):,.0f} FLOP/B against its {ridge:,.0f})")
+    if near is None:
         return None, ""
-    best = min(near, key=distance)
     engine, _ = parse_kernels(kernels)
     if engine in NVIDIA_ONLY and machine.vendor and machine.vendor.upper() != "NVIDIA":
         raise RooflineError(f"{engine} runs on NVIDIA GPUs only: no {engine} kernels for the {machine.vendor} "
                             f"{machine.name} (vllm and sglang run on it)", field="machine", also=("kernels",))
-    return best.key, (f" (a machine file: {best.key} is the measured preset nearest its {dtype} peak and bandwidth, "
-                      f"ridge point {best.ridge(dtype):,.0f} FLOP/B against its {ridge:,.0f})")
+    return near, why
 
 
 def engine_kernels(kernels: str, machine: Machine) -> tuple[str | None, str]:
