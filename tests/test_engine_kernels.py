@@ -58,7 +58,8 @@ def test_a_users_machine_file_takes_the_nearest_measured_gpus_kernels_marked_tra
 def test_a_machine_file_near_no_measured_gpu_prices_on_the_cost_model_and_says_so(tmp_path, capsys):
     # 900e12 / 0.5e12 = 1,800 FLOP/B: no measured GPU within 20% (the L40S's 419 is the highest)
     path = _machine_file(tmp_path, bandwidth=0.5e12)
-    assert nearest_measured(get_machine(path), "vllm") == (None, "")
+    near, why = nearest_measured(get_machine(path), "vllm")
+    assert near is None and "1,800" in why
     kernels, note = engine_kernels("vllm", get_machine(path))
     assert kernels is None and note
     out = _json(capsys, *SERVING, "--machine", path)

@@ -97,6 +97,8 @@ class MeasuredKernels(CostModel):
         near, why = transfer_source(machine, kernels), ""
         if near is None:  # a user's machine file: the measured preset nearest its figures (nearest_measured)
             near, why = nearest_measured(machine, kernels)
+            if near is None and why:
+                raise RooflineError(f"no measured kernels for {machine.name}: {why}", field="machine", also=("kernels",))
         ts = resolve(near or machine.key, kernels, "gemm")  # refused by name here: a GPU, engine or version without tables
         if near:
             return cls(kernels=kernels, tables=f"{ts.engine} {ts.version} on {ts.gpu}, transferred to {machine.name}{why}",
@@ -411,8 +413,12 @@ def nearest_measured(machine: Machine, kernels: str) -> tuple[str | None, str]:
         close = [m for m in presets.values() if has_tables(m.key) and dtype in m.dtypes
                  and abs(m.ridge(dtype) / ridge - 1.0) <= RIDGE_WITHIN]
         near = min(close, key=distance).key if close else None
-        why = "" if near is None else (f" (a machine file: {near} is the measured preset nearest its {dtype} peak and "
-                                       f"bandwidth, ridge point {presets[near].ridge(dtype):,.0f} FLOP/B against its {ridge:,.0f})")
+        if near is None:
+            ridges = ", ".join(f"{m.key} {m.ridge(dtype):,.0f}" for m in presets.values() if has_tables(m.key) and dtype in m.dtypes)
+            return None, (f"no measured GPU's ridge point lies within {RIDGE_WITHIN:.0%} of {machine.name}'s {ridge:,.0f} "
+                          f"FLOP/B at {dtype} ({ridges}), so none is near enough to transfer from")
+        why = (f" (not a preset: {near} is the measured preset nearest its {dtype} peak and bandwidth, ridge point "
+               f"{presets[near].ridge(dtype):,.0f} FLOP/B against its {ridge:,.0f})")
     if near is None:
         return None, ""
     engine, _ = parse_kernels(kernels)
@@ -434,6 +440,6 @@ def engine_kernels(kernels: str, machine: Machine) -> tuple[str | None, str]:
             raise RooflineError(f"{exc}; --engine {kernels} --kernels {kernels.partition('@')[0]} runs this version's "
                                 "defaults on the engine's default tables", field="engine",
                                 also=("kernels",)) from None
-        return None, (f"--engine {kernels}: no measured kernels ({exc}); the plate's cost model prices the ops, and the "
+        return None, (f"engine {kernels}: no measured kernels ({exc}); the plate's cost model prices the ops, and the "
                       "engine's own time per step, fitted on runs priced with measured kernels, is added as is")
     return kernels, ""
