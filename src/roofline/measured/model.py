@@ -95,10 +95,14 @@ class MeasuredKernels(CostModel):
         if is_profile(kernels):
             profile.machine_of(machine.key, kernels)  # refused by name unless the profile measured this machine
             return cls(kernels=kernels, tables=profile.source(kernels), **cost)
-        near = transfer_source(machine, kernels)
+        near, why = transfer_source(machine, kernels), ""
+        if near is None:  # a user's machine file: the measured preset nearest its figures (nearest_measured)
+            near, why = nearest_measured(machine, kernels)
+            if near is None and why:
+                raise RooflineError(f"no measured kernels for {machine.name}: {why}", field="machine", also=("kernels",))
         ts = resolve(near or machine.key, kernels, "gemm")  # refused by name here: a GPU, engine or version without tables
         if near:
-            return cls(kernels=kernels, tables=f"{ts.engine} {ts.version} on {ts.gpu}, transferred to {machine.name}",
+            return cls(kernels=kernels, tables=f"{ts.engine} {ts.version} on {ts.gpu}, transferred to {machine.name}{why}",
                        measured_on=near, **cost)
         return cls(kernels=kernels, tables=f"{ts.engine} {ts.version} on {ts.gpu}", **cost)
 
@@ -143,7 +147,7 @@ class MeasuredKernels(CostModel):
             if self.fp8_scaling == "block" else "")
 
     @staticmethod
-    def _families(model, tensor_parallel: int) -> str:
+    def _families(model, tensor_parallel: int, reduces: bool = True) -> str:
         from roofline.architecture import GatedDeltaNet, LatentAttention, Mamba2
 
         has = (lambda test: True) if model is None else (lambda test: any(test(k) for k in model.kinds))
@@ -153,16 +157,15 @@ class MeasuredKernels(CostModel):
         names += ["Kimi Delta Attention"] if has(lambda k: isinstance(k.mixer, GatedDeltaNet) and k.mixer.gate_rank) else []
         names += ["Mamba-2's conv"] if has(lambda k: any(isinstance(m, Mamba2) for m in k.mixers)) else []
         names += ["routed experts"] if has(lambda k: k.is_moe) else []
-        names += ["all-reduces"] if model is None or tensor_parallel > 1 else []
+        names += ["all-reduces"] if reduces and (model is None or tensor_parallel > 1) else []
         return ", ".join(names[:-1]) + " and " + names[-1]
 
     def _priced_by(self, model=None, tensor_parallel: int = 1) -> str:
         if is_profile(self.kernels):
             return (f"matmuls and fused attention from the kernels measured by {self.tables or self.kernels} plus the "
                     "launch; the other ops by the cost model")
-        if self.measured_on:
-            return (f"matmuls, fused attention, routed experts, Gated DeltaNet, Kimi Delta Attention and Mamba-2's conv at the "
-                    f"efficiencies of the measured "
+        if self.measured_on:  # all-reduces are the machine's interconnect: never transferred
+            return (f"{self._families(model, tensor_parallel, reduces=False)} at the efficiencies of the measured "
                     f"kernels of {self.tables or self.kernels} (aiconfigurator-core; transferred: each shape's share of its roofline "
                     f"on the {self.measured_on} applied to this machine's, not measured on it) plus the launch; the other "
                     "ops, all-reduces included, by the cost model")
@@ -398,3 +401,66 @@ class MeasuredKernels(CostModel):
         return MeasuredOpPrediction(**fields, basis=est.basis, source=est.source, points=est.points, roofline_s=sol,
                                     family=family, beat_roofline=float(sol / est.time_s) if kernel_s > est.time_s else 0.0,
                                     transferred_from=self.measured_on)
+
+
+GPU_VENDORS = ("NVIDIA", "AMD")  # a machine file of these (or of no vendor) transfers; TPUs and Gaudi do not
+RIDGE_WITHIN = 0.2  # a user's machine transfers from a measured preset whose ridge point is this close (NEAREST_MEASURED's rule)
+
+
+def nearest_measured(machine: Machine, kernels: str) -> tuple[str | None, str]:
+    """For a machine that is no preset (a user's machine file): the measured preset whose kernels'
+    efficiencies transfer onto it, and the words saying why: of the presets with tables, those whose
+    ridge point (FLOP/B at the machine's default dtype) is within RIDGE_WITHIN of this machine's, the
+    nearest in log(peak) + log(bandwidth); (None, "") where none is that near, or for a preset (its
+    own tables, or tables.NEAREST_MEASURED's counterpart, are transfer_source's to say). A preset scaled by
+    --compute-scale / --bandwidth-scale takes its own chip's tables (or its counterpart's)."""
+    from roofline.machines import list_machines
+    from roofline.measured.tables import NEAREST_MEASURED, NVIDIA_ONLY, has_tables, parse_kernels
+
+    presets = {m.key: m for m in list_machines()}
+    if is_profile(kernels) or machine.key in presets or has_tables(machine.key) or (
+            machine.vendor and machine.vendor.upper() not in GPU_VENDORS):  # a TPU's or Gaudi's: no counterpart
+        return None, ""
+    base = machine.key.split(" x")[0]  # a preset scaled by --compute-scale/--bandwidth-scale (cli.args keys it "KEY xC ...")
+    dtype = machine.default_dtype
+    ridge = machine.ridge(dtype)
+    if base != machine.key and base in presets:
+        near = base if has_tables(base) else NEAREST_MEASURED.get(base)
+        why = f" (a scaled {base}: the efficiencies of {near}'s kernels on the scaled roofline)"
+    else:
+        def distance(m: Machine) -> float:
+            return abs(np.log(m.peak(dtype) / machine.peak(dtype))) + abs(np.log(m.bandwidth / machine.bandwidth))
+
+        close = [m for m in presets.values() if has_tables(m.key) and dtype in m.dtypes
+                 and abs(m.ridge(dtype) / ridge - 1.0) <= RIDGE_WITHIN]
+        near = min(close, key=distance).key if close else None
+        if near is None:
+            ridges = ", ".join(f"{m.key} {m.ridge(dtype):,.0f}" for m in presets.values() if has_tables(m.key) and dtype in m.dtypes)
+            return None, (f"no measured GPU's ridge point lies within {RIDGE_WITHIN:.0%} of {machine.name}'s {ridge:,.0f} "
+                          f"FLOP/B at {dtype} ({ridges}), so none is near enough to transfer from")
+        why = (f" (not a preset: {near} is the measured preset nearest its {dtype} peak and bandwidth, ridge point "
+               f"{presets[near].ridge(dtype):,.0f} FLOP/B against its {ridge:,.0f})")
+    if near is None:
+        return None, ""
+    engine, _ = parse_kernels(kernels)
+    if engine in NVIDIA_ONLY and machine.vendor and machine.vendor.upper() != "NVIDIA":
+        raise RooflineError(f"{engine} runs on NVIDIA GPUs only: no {engine} kernels for the {machine.vendor} "
+                            f"{machine.name} (vllm and sglang run on it)", field="machine", also=("kernels",))
+    return near, why
+
+
+def engine_kernels(kernels: str, machine: Machine) -> tuple[str | None, str]:
+    """`--engine` without `--kernels` (the CLI's and /api/serving's one rule): the engine's measured
+    ``kernels`` (ENGINE[@VERSION]) where the tables hold ``machine`` or transfer onto it (for_machine),
+    with "" for a note; else None and the note saying the plate's cost model prices the ops. A version
+    the tables lack is refused by name, with the hint that --kernels picks other tables."""
+    try:
+        MeasuredKernels.for_machine(machine, kernels)
+    except RooflineError as exc:
+        if "version" in str(exc):  # an engine version without tables: refused, as --kernels would be
+            raise RooflineError(f"{exc}; --engine {kernels} --kernels {kernels.partition('@')[0]} runs this version's "
+                                "defaults on the engine's default tables", field="engine",
+                                also=("kernels",)) from None
+        return None, (f"engine {kernels}: no measured kernels ({exc}); the plate's cost model prices the ops, and the "
+                      "engine's own time per step, fitted on runs priced with measured kernels, is added as is")
+    return kernels, ""

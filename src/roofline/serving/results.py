@@ -310,7 +310,17 @@ def step_settings(step: StepCost) -> dict:
             # data-parallel across them (no tensor-parallel slicing)
             "expert_parallel": bool(step.expert_parallel),
             "kv_cache_gpus": step._dp,  # GPUs the cache_bytes is spread over (attention data parallel), else 1: per GPU
-            "cache": cache_name(step.model)}  # what the cache holds: "KV cache", "SSM state" or both
+            "cache": cache_name(step.model),  # what the cache holds: "KV cache", "SSM state" or both
+            **kernel_settings(step.cost_model)}
+
+
+def kernel_settings(cost_model) -> dict:
+    """What priced the ops, as keys: "kernels" (ENGINE[@VERSION] or a profile; None: the plate's cost model),
+    "kernels_source" (the tables read) and "kernels_transferred_from" (the measured preset whose kernels'
+    efficiencies were applied to this machine's roofline; None where measured on it)."""
+    kernels = getattr(cost_model, "kernels", None)
+    return {"kernels": kernels or None, "kernels_source": getattr(cost_model, "tables", "") or None if kernels else None,
+            "kernels_transferred_from": getattr(cost_model, "measured_on", "") or None}
 
 
 def _finite(x) -> float | None:
