@@ -13,7 +13,9 @@ pytest.importorskip("aiconfigurator_core")
 from roofline.cli import main  # noqa: E402
 from roofline.errors import RooflineError  # noqa: E402
 from roofline.machines import get_machine  # noqa: E402
-from roofline.measured.model import MeasuredKernels, engine_kernels, nearest_measured  # noqa: E402
+from roofline.measured.engine import engine_kernels  # noqa: E402
+from roofline.measured.model import MeasuredKernels  # noqa: E402
+from roofline.measured.transfer import nearest_measured  # noqa: E402
 
 # A user's GPU: 900 TFLOP/s bf16 over 3.0 TB/s, a ridge point of 900e12 / 3.0e12 = 300 FLOP/B; the H100 SXM's is
 # 989e12 / 3.35e12 = 295 (within 20%), the B200's 2,250e12 / 7.7e12 = 292 but 2.5x the peak: the H100 is nearest.

@@ -49,10 +49,10 @@ def _engine(args, machine=None, req=None):
 
 def _engine_kernels(args, machine) -> None:
     """--engine without --kernels: the engine's measured kernels where the tables hold this GPU or transfer onto
-    it (measured.model.engine_kernels, as /api/serving's); else the cost model, said in a note of the run."""
+    it (measured.engine.engine_kernels, as /api/serving's); else the cost model, said in a note of the run."""
     if not getattr(args, "engine", None) or args.kernels:
         return
-    from roofline.measured.model import engine_kernels
+    from roofline.measured.engine import engine_kernels
     from roofline.serving.engines import preset
 
     kernels, note = engine_kernels(preset(args.engine, machine).kernels, machine)

@@ -6,19 +6,16 @@ the plate adds t_launch to a kernel's time (the engines' tables time kernels on 
 CPU's launch), never under the op's roofline (at_least_roofline):
 
 - a matmul of one (M, N, K) shape (a linear layer) in a dtype the GEMM table measured: measured.gemm;
-- a fused attention (its shape tagged FUSED_ATTENTION): measured.attention;
+- a fused attention (FUSED_ATTENTION): measured.attention; MLA's absorbed decode attention (FUSED_MLA): measured.mla;
 - a MoE layer's routed experts (MOE_EXPERTS): their share of the measured module, measured.moe;
 - a tensor-parallel all-reduce within a node (ALL_REDUCE): measured.comm;
-- MLA's absorbed decode attention (FUSED_MLA): measured.mla;
-- Gated DeltaNet's conv and delta rule (GATED_DELTA_NET): measured.gdn;
-- Kimi Delta Attention's conv and delta rule (KIMI_DELTA_ATTENTION) and Mamba-2's conv (MAMBA2_CONV):
-  measured.linear.
+- Gated DeltaNet's conv and rule (GATED_DELTA_NET): measured.gdn; Kimi Delta Attention's (KIMI_DELTA_ATTENTION)
+  and Mamba-2's conv (MAMBA2_CONV): measured.linear.
 
 Every other op (norms, activations, residual adds, unfused attention, MLA, batched matmuls, sites
 the tables lack) keeps the cost model, e_c and e_m; a norm or element-wise kernel of its own (not a
-residual add, which the engines fuse into the next norm) takes at least the least time a kernel takes
-in the engine's CUDA graph, read from its GEMM table (measured.floor; "floor"). Each op says which and why: its ``basis``,
-``family`` and ``source``; measured_notes words them under a table.
+residual add, which the engines fuse into the next norm) takes at least the least time a kernel takes in the
+engine's CUDA graph (measured.floor; "floor"). Each op says which and why: its ``basis``, ``family`` and ``source``.
 """
 
 from __future__ import annotations
@@ -45,8 +42,8 @@ from roofline.measured.predictions import (IMPLAUSIBLY_SLOW, MEASURED_FIELDS, Me
                                            MeasuredWorkloadPrediction, measured_notes)  # (re-exported)
 from roofline.measured.moe import TABLE_DTYPE as MOE_TABLE_DTYPE, module_roofline_s, moe_table
 from roofline.measured import profile
-from roofline.measured.profile import is_profile
 from roofline.measured.tables import resolve, transfer_source
+from roofline.measured.transfer import nearest_measured
 
 
 def at_least_roofline(kernel_s, kernel: Kernel, machine: Machine):
@@ -92,7 +89,7 @@ class MeasuredKernels(CostModel):
     def for_machine(cls, machine: Machine, kernels: str, **cost) -> "MeasuredKernels":
         """The model of ``kernels`` (ENGINE[@VERSION], or the path of a `roofline calibrate` profile
         measured on this machine: measured.profile) on a machine, refused by name where no tables are."""
-        if is_profile(kernels):
+        if profile.is_profile(kernels):
             profile.machine_of(machine.key, kernels)  # refused by name unless the profile measured this machine
             return cls(kernels=kernels, tables=profile.source(kernels), **cost)
         near, why = transfer_source(machine, kernels), ""
@@ -161,7 +158,7 @@ class MeasuredKernels(CostModel):
         return ", ".join(names[:-1]) + " and " + names[-1]
 
     def _priced_by(self, model=None, tensor_parallel: int = 1) -> str:
-        if is_profile(self.kernels):
+        if profile.is_profile(self.kernels):
             return (f"matmuls and fused attention from the kernels measured by {self.tables or self.kernels} plus the "
                     "launch; the other ops by the cost model")
         if self.measured_on:  # all-reduces are the machine's interconnect: never transferred
@@ -401,66 +398,3 @@ class MeasuredKernels(CostModel):
         return MeasuredOpPrediction(**fields, basis=est.basis, source=est.source, points=est.points, roofline_s=sol,
                                     family=family, beat_roofline=float(sol / est.time_s) if kernel_s > est.time_s else 0.0,
                                     transferred_from=self.measured_on)
-
-
-GPU_VENDORS = ("NVIDIA", "AMD")  # a machine file of these (or of no vendor) transfers; TPUs and Gaudi do not
-RIDGE_WITHIN = 0.2  # a user's machine transfers from a measured preset whose ridge point is this close (NEAREST_MEASURED's rule)
-
-
-def nearest_measured(machine: Machine, kernels: str) -> tuple[str | None, str]:
-    """For a machine that is no preset (a user's machine file): the measured preset whose kernels'
-    efficiencies transfer onto it, and the words saying why: of the presets with tables, those whose
-    ridge point (FLOP/B at the machine's default dtype) is within RIDGE_WITHIN of this machine's, the
-    nearest in log(peak) + log(bandwidth); (None, "") where none is that near, or for a preset (its
-    own tables, or tables.NEAREST_MEASURED's counterpart, are transfer_source's to say). A preset scaled by
-    --compute-scale / --bandwidth-scale takes its own chip's tables (or its counterpart's)."""
-    from roofline.machines import list_machines
-    from roofline.measured.tables import NEAREST_MEASURED, NVIDIA_ONLY, has_tables, parse_kernels
-
-    presets = {m.key: m for m in list_machines()}
-    if is_profile(kernels) or machine.key in presets or has_tables(machine.key) or (
-            machine.vendor and machine.vendor.upper() not in GPU_VENDORS):  # a TPU's or Gaudi's: no counterpart
-        return None, ""
-    base = machine.key.split(" x")[0]  # a preset scaled by --compute-scale/--bandwidth-scale (cli.args keys it "KEY xC ...")
-    dtype = machine.default_dtype
-    ridge = machine.ridge(dtype)
-    if base != machine.key and base in presets:
-        near = base if has_tables(base) else NEAREST_MEASURED.get(base)
-        why = f" (a scaled {base}: the efficiencies of {near}'s kernels on the scaled roofline)"
-    else:
-        def distance(m: Machine) -> float:
-            return abs(np.log(m.peak(dtype) / machine.peak(dtype))) + abs(np.log(m.bandwidth / machine.bandwidth))
-
-        close = [m for m in presets.values() if has_tables(m.key) and dtype in m.dtypes
-                 and abs(m.ridge(dtype) / ridge - 1.0) <= RIDGE_WITHIN]
-        near = min(close, key=distance).key if close else None
-        if near is None:
-            ridges = ", ".join(f"{m.key} {m.ridge(dtype):,.0f}" for m in presets.values() if has_tables(m.key) and dtype in m.dtypes)
-            return None, (f"no measured GPU's ridge point lies within {RIDGE_WITHIN:.0%} of {machine.name}'s {ridge:,.0f} "
-                          f"FLOP/B at {dtype} ({ridges}), so none is near enough to transfer from")
-        why = (f" (not a preset: {near} is the measured preset nearest its {dtype} peak and bandwidth, ridge point "
-               f"{presets[near].ridge(dtype):,.0f} FLOP/B against its {ridge:,.0f})")
-    if near is None:
-        return None, ""
-    engine, _ = parse_kernels(kernels)
-    if engine in NVIDIA_ONLY and machine.vendor and machine.vendor.upper() != "NVIDIA":
-        raise RooflineError(f"{engine} runs on NVIDIA GPUs only: no {engine} kernels for the {machine.vendor} "
-                            f"{machine.name} (vllm and sglang run on it)", field="machine", also=("kernels",))
-    return near, why
-
-
-def engine_kernels(kernels: str, machine: Machine) -> tuple[str | None, str]:
-    """`--engine` without `--kernels` (the CLI's and /api/serving's one rule): the engine's measured
-    ``kernels`` (ENGINE[@VERSION]) where the tables hold ``machine`` or transfer onto it (for_machine),
-    with "" for a note; else None and the note saying the plate's cost model prices the ops. A version
-    the tables lack is refused by name, with the hint that --kernels picks other tables."""
-    try:
-        MeasuredKernels.for_machine(machine, kernels)
-    except RooflineError as exc:
-        if "version" in str(exc):  # an engine version without tables: refused, as --kernels would be
-            raise RooflineError(f"{exc}; --engine {kernels} --kernels {kernels.partition('@')[0]} runs this version's "
-                                "defaults on the engine's default tables", field="engine",
-                                also=("kernels",)) from None
-        return None, (f"engine {kernels}: no measured kernels ({exc}); the plate's cost model prices the ops, and the "
-                      "engine's own time per step, fitted on runs priced with measured kernels, is added as is")
-    return kernels, ""

@@ -248,7 +248,8 @@ class Workshop:
             engine = q.engine_of(machine)  # the engine's settings (serving.parameters.engine_of), as the CLI's
             kernels, kernels_note = None, ""
             if q.engine:  # the engine's measured kernels (its own or transferred) or the cost model said, as the CLI's
-                from roofline.measured.model import MeasuredKernels, engine_kernels
+                from roofline.measured.engine import engine_kernels
+                from roofline.measured.model import MeasuredKernels
                 from roofline.serving.engines import preset
 
                 kernels, kernels_note = engine_kernels(preset(q.engine, machine).kernels, machine)
