@@ -176,15 +176,17 @@ def assemble(st, requests, price_per_gpu_hour: float | None):
     e2e = st.finish_t - st.arrival
     tpot = np.where(out > 1, (st.finish_t - st.first_t) / np.maximum(out - 1, 1), np.nan)
     dts, nds, step_ck, step_pf, step_nc = st.records.arrays()
+    gaps, counts = st.records.inter_token(dts, nds)
     busy = float(dts.sum())
     computed = int(step_ck.sum())  # prompt tokens computed (preempted ones again), integers summed exactly
     tokens = st.T * int(nds.sum()) + computed  # tokens fed, every step's
     over = overload_note(st.arrival, e2e, duration, ttft) if not st.closed and duration > 0 else None
     return ServingResult(
         step.describe(), requests.label, st.engine, step.tensor_parallel, ttft, tpot, e2e,
-        weighted_percentiles(dts, nds, PERCENTILES), duration, int(out.sum()), int(inp.sum()), computed,
+        weighted_percentiles(gaps, counts, PERCENTILES), duration, int(out.sum()), int(inp.sum()), computed,
         st.steps, float((dts * nds).sum() / busy) if busy else 0.0, tokens / max(st.steps, 1),
         st.kv_integral / busy / cap if busy else 0.0, st.kv_peak / cap, st.preemptions,
         st.in_system_integral / max(end - t_start, 1e-300), cap, _run_notes(st, requests, over), price_per_gpu_hour,
         dts, nds, st.arrival.copy(), inp, out, {**step_settings(step), **requests.settings},
-        step_ck, step_pf, step_nc, overload=over or "", scheduler=scheduler_note(step, st.engine))
+        step_ck, step_pf, step_nc, overload=over or "", scheduler=scheduler_note(step, st.engine),
+        itl_gaps_s=gaps, itl_counts=counts)

@@ -61,6 +61,9 @@ class ServingResult(Tabular):
     step_chunk_count: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # ... in how many chunks
     overload: str = ""  # overload_note's words where an open-loop run was offered more than it holds ("": it held)
     scheduler: str = ""  # the run's scheduler note, as notes hold it ("": its notes have none of their own: disaggregated)
+    # the inter-token gaps itl_s is taken from, each counted once per delivery that had it (StepRecords.inter_token)
+    itl_gaps_s: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    itl_counts: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
 
     @property
     def requests(self) -> int:
