@@ -149,7 +149,10 @@ def _run_notes(st, requests, over: str | None) -> tuple:
     holds = cap / max(float(st.pool.table[-(-int(mean_seq) // st.pool.bs)]), 1.0)
     demand = min(engine.max_seqs, requests.concurrency if st.closed else st.n)
     if holds < demand / 2 and (st.preemptions > 0 or max(st.kv_peak, st.pool.committed_peak) >= 0.9 * cap):  # ... the cache filled (or its reservations)
-        notes = (f"{memory_bound_head(step)}: the {cap / GIGA:,.2f} GB {what} holds {int(holds):,} sequence(s) of the mean "
+        # the pool's bytes are one GPU's of each data-parallel attention group: the tensor-parallel GPUs' cache (a
+        # pipelined virtual engine's: one stage GPU's worth, its sequences' layers spread over the stages)
+        held = cap / step._dp * step.tensor_parallel
+        notes = (f"{memory_bound_head(step)}: the {held / GIGA:,.2f} GB {what} holds {int(holds):,} sequence(s) of the mean "
                  f"length ({mean_seq:,.0f} tokens), under half of the {demand:,} that could run at once: more GPUs or a narrower "
                  "cache would batch more",) + notes
     if over:

@@ -19,15 +19,17 @@ def serving_table(r) -> str:
     """One simulated serving run: throughput, latency percentiles, the scheduler's figures."""
     m = r.to_dict()
     e = r.engine
-    shards = int(r.settings.get("kv_cache_gpus", 1))
+    gpus, groups = int(r.settings.get("kv_cache_gpus", 1)), int(r.settings.get("attention_data_parallel", 1))
     what = r.settings.get("cache", "KV cache")  # "SSM state" for state-space models: no keys and values, no blocks
     lines = [
         r.description,
         f"workload: {r.workload}, {r.requests:,} request{'s' if r.requests != 1 else ''}, {r.input_tokens / r.requests:,.0f} input and "
         f"{r.output_tokens / r.requests:,.0f} output tokens on average",
         f"engine: at most {e.max_seqs:,} sequences and {e.max_tokens:,} tokens per step, {what} "
-        f"{r.cache_bytes / shards / GIGA:,.1f} GB per GPU"
-        + (f" ({r.cache_bytes / GIGA:,.1f} GB over the {shards} data-parallel attention groups)" if shards > 1 else "")
+        f"{r.cache_bytes_per_gpu / GIGA:,.1f} GB per GPU"
+        + (f" ({r.replica_cache_bytes / GIGA:,.1f} GB over the replica's {gpus} GPUs"
+           + (f", {groups} data-parallel attention groups each caching its own sequences" if groups > 1 else "") + ")"
+           if gpus > 1 else "")
         + ((f" in blocks of {e.block_size} tokens" if e.block_size > 1 else ", a token a slot (no blocks)") if what != "SSM state" else ", one fixed-size state per sequence"),
         "",
         f"throughput  {m['output_tokens_per_s']:,.0f} output tokens/s ({m['output_tokens_per_s_per_gpu']:,.0f} per GPU), "

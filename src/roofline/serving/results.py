@@ -66,6 +66,17 @@ class ServingResult(Tabular):
     itl_counts: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
 
     @property
+    def cache_bytes_per_gpu(self) -> float:
+        """What each GPU keeps for its cache: ``cache_bytes`` is the scheduler's pool, one GPU's with
+        tensor or pipeline parallelism, one GPU of each data-parallel attention group's with those."""
+        return self.cache_bytes / self.settings.get("attention_data_parallel", 1)
+
+    @property
+    def replica_cache_bytes(self) -> float:
+        """The replica's cache over all its GPUs (``kv_cache_gpus``; disaggregated: one decode replica's)."""
+        return self.cache_bytes_per_gpu * self.settings.get("kv_cache_gpus", 1)
+
+    @property
     def requests(self) -> int:
         return len(self.e2e_s)
 
@@ -143,7 +154,8 @@ class ServingResult(Tabular):
         d["itl_mean_s"] = self.itl_s.get("mean", float("nan"))
         d.update(steps=self.steps, mean_decode_batch=self.mean_decode_batch, mean_step_tokens=self.mean_step_tokens,
                  kv_cache_mean=self.kv_mean, kv_cache_peak=self.kv_peak, preemptions=self.preemptions,
-                 mean_requests_in_system=self.mean_in_system, kv_cache_bytes=self.cache_bytes,
+                 mean_requests_in_system=self.mean_in_system, kv_cache_bytes=self.replica_cache_bytes,
+                 kv_cache_bytes_per_gpu=self.cache_bytes_per_gpu,
                  computed_prompt_tokens=self.computed_tokens)
         cost = self.cost_per_million_output_tokens
         if cost is not None:
@@ -312,7 +324,9 @@ def step_settings(step: StepCost) -> dict:
             # with expert parallelism tensor_parallel is the group's GPUs: the experts split over them, attention
             # data-parallel across them (no tensor-parallel slicing)
             "expert_parallel": bool(step.expert_parallel),
-            "kv_cache_gpus": step._dp,  # GPUs the cache_bytes is spread over (attention data parallel), else 1: per GPU
+            "kv_cache_gpus": step.tensor_parallel * step.pipeline_stages,  # the GPUs holding the replica's cache
+            # data-parallel attention groups (expert parallelism), each caching its own sequences; else 1
+            "attention_data_parallel": step._dp,
             "cache": cache_name(step.model)}  # what the cache holds: "KV cache", "SSM state" or both
 
 
