@@ -36,3 +36,27 @@ def test_attention_data_parallel_cache_is_the_replicas_over_all_its_gpus(capsys)
     engine = out.split("engine: ", 1)[1].split("\n", 1)[0]
     assert f"KV cache {per_gpu / 1e9:,.1f} GB per GPU ({4 * per_gpu / 1e9:,.1f} GB over the replica's 4 GPUs" in engine
     assert f"the {4 * per_gpu / 1e9:,.2f} GB KV cache holds {holds:,} sequence(s)" in out
+
+
+def test_a_long_runs_text_holds_no_exponent(capsys):
+    """300 requests of 1,024 + 32,768 tokens offered at 0.5/s to one H100 (Llama 3.1 8B): they arrive
+    over 598 s and queue for thousands of seconds (overloaded, mostly ramp and drain), the figures a
+    reviewer read as '4e+03 s' and '3.58e+04 s': times as the latency table writes them, rates whole
+    from 1,000 (the JSON's flags say both notes are there)."""
+    args = ["serving", "--model", "llama3.1-8b", "--engine", "vllm", "--rate", "0.5", "--requests", "300",
+            "--input-len", "1024", "--output-len", "32768", "--seeds", "1"]
+    assert main(args + ["--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["overloaded"] and d["mostly_ramp_and_drain"] and d["e2e_p50_s"] > 1000
+    assert not any("e+" in n for n in d["notes"])
+    assert main(args) == 0
+    assert "e+" not in capsys.readouterr().out
+
+
+def test_rates_keep_their_figures_without_an_exponent():
+    """format_number: 3 figures (4 for a search's rates, whose bisections differ in the 4th), whole
+    numbers with separators from 100 (1,000 at 4 figures), where :.3g writes '1.64e+03'."""
+    from roofline.units import format_number
+
+    assert [format_number(v) for v in (0.0264, 12.345, 1638.4, 35_820.1)] == ["0.0264", "12.3", "1,638", "35,820"]
+    assert [format_number(v, 4) for v in (0.5, 12.345, 999.6, 12_345.6)] == ["0.5", "12.35", "999.6", "12,346"]

@@ -15,7 +15,7 @@ from roofline.transformer import cache_name
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
 from roofline.tables import Tabular
-from roofline.units import MEGA
+from roofline.units import MEGA, format_latency, format_number
 
 
 PERCENTILES = (50, 90, 99)
@@ -285,10 +285,10 @@ def overload_note(arrival_s: np.ndarray, e2e_s: np.ndarray, duration_s: float, t
         return None
     pace = completion_rate_per_s(arrival_s, e2e_s)  # what it completes at its saturated pace: shown, the window
     # estimate (held) only classifies (an overloaded run's median latency, its window, is itself the queue's)
-    shown = (f"it completes about {pace:,.3g} requests/s (the middle half of its completions)" if math.isfinite(pace)
-             else f"{held:,.3g} requests/s {how}")
-    return (f"{OVERLOADED} {shown} of the {offered:,.3g} offered; "
-            f"{len(e2e_s) / duration_s:,.3g} served from first arrival to last completion; the queue grows for as long as "
+    shown = (f"it completes about {format_number(pace)} requests/s (the middle half of its completions)" if math.isfinite(pace)
+             else f"{format_number(held)} requests/s {how}")
+    return (f"{OVERLOADED} {shown} of the {format_number(offered)} offered; "
+            f"{format_number(len(e2e_s) / duration_s)} served from first arrival to last completion; the queue grows for as long as "
             "requests arrive, so the latencies depend on --requests, and no SLO is met at this rate")
 
 
@@ -305,8 +305,8 @@ def sample_note(result) -> str | None:
     e2e = result.percentile("e2e", 50)
     if not math.isfinite(e2e) or span >= STEADY_SPANS * e2e:
         return None
-    head = (f"{result.requests:,} requests arrive over {span:,.3g} s, under {STEADY_SPANS} times a request's "
-            f"{e2e:,.3g} s end to end: the run is mostly its ramp and drain, not a steady state")
+    head = (f"{result.requests:,} requests arrive over {format_latency(span)}, under {STEADY_SPANS} times a request's "
+            f"{format_latency(e2e)} end to end: the run is mostly its ramp and drain, not a steady state")
     if result.overloaded:  # its queue grows: no number of requests settles it
         return head + " (and overloaded: no number of requests settles it at this rate)"
     need = int(math.ceil(STEADY_SPANS * e2e * result.settings["rate_per_s"]))
