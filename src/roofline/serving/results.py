@@ -352,7 +352,8 @@ def weighted_percentiles(values: np.ndarray, weights: np.ndarray, ps) -> dict:
 def _weighted_select(v: np.ndarray, w: np.ndarray, targets, base: float = 0.0, depth: int = 0, bins: int = 1024) -> list:
     """For each target, the least of ``v`` whose weight at or below it (``base`` the weight of the
     values below all of ``v``) reaches the target (the largest where none does), without sorting
-    them all (a run has millions of steps): the values binned by value (the bins keep their order)
+    them all (a run has millions of steps): the values binned by value, or by its logarithm where all
+    are positive (the bins keep their order)
     and the bin where the weight reaches the target searched the same way, until few are left to
     sort. Weights are whole numbers (their sums exact)."""
     lo, hi = float(v.min()), float(v.max())
@@ -360,7 +361,10 @@ def _weighted_select(v: np.ndarray, w: np.ndarray, targets, base: float = 0.0, d
         order = np.argsort(v)
         vs, cw = v[order], base + np.cumsum(w[order])
         return [float(vs[min(int(np.searchsorted(cw, t, side="left")), len(vs) - 1)]) for t in targets]
-    idx = np.minimum(((v - lo) * (bins / (hi - lo))).astype(np.int64), bins - 1)
+    key = v
+    if lo > 0:  # a few gaps 1,000 times the rest (a wait through steps of prompts) leave the rest many bins
+        key, lo, hi = np.log(v), math.log(lo), math.log(hi)
+    idx = np.minimum(((key - lo) * (bins / (hi - lo))).astype(np.int64), bins - 1) if hi > lo else np.zeros(len(v), np.int64)
     below = base + np.cumsum(np.bincount(idx, weights=w, minlength=bins))  # the weight up to bin b
     out = []
     for t in targets:

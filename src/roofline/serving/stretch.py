@@ -47,8 +47,7 @@ class StepRecords:
             return dts, nds
         gaps = np.concatenate([g for _, g in self.late])
         at = np.repeat([k for k, _ in self.late], [len(g) for _, g in self.late])
-        counts = nds.copy()
-        np.subtract.at(counts, at[at >= 0], 1.0)
+        counts = nds - np.bincount(at[at >= 0], minlength=len(nds))
         return np.concatenate([dts, gaps]), np.concatenate([counts, np.ones(len(gaps))])
 
     def arrays(self) -> list[np.ndarray]:
