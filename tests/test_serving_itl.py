@@ -75,3 +75,19 @@ def test_prefill_first_decodes_wait_out_the_prompts_in_their_gaps_as_vllms_are_s
     prompt_only = first.step_durations_s[first.step_decodes == 0]
     decode = first.step_durations_s[first.step_decodes > 0]
     assert first.itl_s[99] >= float(np.median(prompt_only)) + float(decode.min())
+
+
+def test_speculating_the_gaps_are_between_deliveries_and_still_sum_to_first_to_last_token():
+    """Llama 3 70B on 4 H100s drafting 4 tokens with Llama 3.2 1B, prefill first: a delivery is a
+    verify step's accepted tokens, and the gaps, waits through steps of prompts included, still sum
+    to sum(e2e - TTFT); the verify stretches give the step-by-step run's percentiles."""
+    target = StepCost("llama3-70b", "h100-sxm", tensor_parallel=4, cost_model=EAGER, max_seqs=64, max_tokens=2048,
+                      verify_tokens=5)
+    draft = StepCost("llama3.2-1b", "h100-sxm", tensor_parallel=4, cost_model=EAGER, max_seqs=64, max_tokens=2048)
+    engine = Engine(spec_tokens=4, acceptance=0.8, **PREFILL_FIRST)
+    reqs = closed_requests(16, 48, (200, 1800), (20, 300), seed=1)
+    fast = simulate(target, reqs, engine, draft=draft)
+    plain = simulate(target, reqs, engine, draft=draft, stepwise=True)
+    assert float(np.dot(fast.itl_gaps_s, fast.itl_counts)) == pytest.approx(float(np.sum(fast.e2e_s - fast.ttft_s)), rel=1e-12)
+    assert fast.itl_s == pytest.approx(plain.itl_s, rel=1e-12)
+    assert fast.itl_counts.sum() < float(np.sum(fast.request_output - 1))  # several tokens a delivery
