@@ -49,6 +49,26 @@ CONFIGS = {"minimax-m2.5": "MiniMaxAI--MiniMax-M2.5_config.json", "qwen3.5-397b-
            "kimi-k2.5": "moonshotai--Kimi-K2.5_config.json", "glm-5": "zai-org--GLM-5_config.json"}
 GPUS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200", "b200_sxm": "b200", "gb200": "gb200", "b300_sxm": "b300", "gb300": "gb300"}
 DTYPES = {"fp8": "fp8", "fp4": "fp4", "bf16": "bf16", "": "bf16", "int4": "int4"}  # the row's precision; none: bf16
+# Checkpoints whose own storage the row's precision names: (model_path, precision) -> served as stored (STORED), not as
+# --dtype. openai/gpt-oss-120b ships MXFP4 experts and bf16 the rest (its config.json quantization_config mxfp4, with
+# attention, router, embeddings and LM head in modules_to_not_convert); the sample labels its rows fp4 / nvfp4, and the
+# engines serve the checkpoint as it is (aiconfigurator-core maps mxfp4 to bf16 GEMMs and w4a16_mxfp4 experts:
+# sdk/models/helpers.py). As --dtype fp4 its experts were NVFP4, which no MoE table on Hopper holds: priced on the
+# plate's cost model at 2.7x under the measured w4a16_mxfp4 module (h200 trtllm, 4 tokens: 125 us a layer, issue 35).
+# TensorRT-LLM on Blackwell feeds the MXFP4 experts MXFP8 activations (its CUTLASS and TRTLLM MoE backends; bf16 on
+# Hopper: NVIDIA/TensorRT-LLM examples/models/core/gpt_oss/README.md, "MoE Support Matrix"), its tables'
+# w4a8_mxfp4_mxfp8 rows (Precision.experts_matmul fp8); vLLM's Blackwell tables hold only the bf16 lane.
+STORED = {"as stored": None, "as stored, experts in fp8": "fp8"}  # dtype -> the experts' matmul dtype
+AS_STORED = {("openai/gpt-oss-120b", "fp4")}
+
+
+def stored_dtype(r: dict, machine: str) -> str:
+    """The dtype of a row served as its checkpoint stores it (AS_STORED), its experts computing as its engine runs them."""
+    from roofline.machines import get_machine
+    from roofline.plan.precision import computes_in
+
+    return "as stored, experts in fp8" if r["backend"] == "trtllm" and computes_in(get_machine(machine), "fp4") else \
+        "as stored"
 # Checkpoints whose config.json quantization_config scales fp8 weights per 128 x 128 block ("weight_block_size":
 # [128, 128]: DeepSeek-V3 and R1, Qwen3's own -FP8 releases): their GEMMs and experts read the tables' fp8_block rows
 # (MeasuredKernels.fp8_scaling "block"); every other fp8 row is per-tensor (ModelOpt checkpoints, and the base
@@ -206,12 +226,13 @@ def layout(r: dict):
     mtp, mep = _int(r["moe_tp_size"]), _int(r["moe_ep_size"])
     if pp > 1:
         return "pipeline parallelism in the sample (not mapped)"
+    dtype = stored_dtype(r, machine) if (r["model_path"], prec) in AS_STORED else DTYPES[prec]
     if dp == 1 and mep == 1:
-        return model, machine, DTYPES[prec], tp, False, "TP"
+        return model, machine, dtype, tp, False, "TP"
     if tp == 1 and dp == mep and mtp == 1:
-        return model, machine, DTYPES[prec], dp, (1, 1), "EP"
+        return model, machine, dtype, dp, (1, 1), "EP"
     if dp == 1 and mtp * mep == tp:
-        return model, machine, DTYPES[prec], tp, False, "TP, MoE EP"
+        return model, machine, dtype, tp, False, "TP, MoE EP"
     g = tp * dp
     if dp > 1 and r["backend"] == "vllm" and _int(r["moe_tp_size"], 0) == _int(r["moe_ep_size"], 0) == 0:
         # no MoE layout stated: vLLM's data parallelism without --enable-expert-parallel splits the experts
@@ -220,7 +241,7 @@ def layout(r: dict):
     if dp > 1 and mtp * mep == g:
         label = (f"attn TP{tp} x DP{dp}, MoE " + (f"TP{mtp} x " if mtp > 1 else "") + f"EP{mep}") if mep > 1 else \
             f"attn TP{tp} x DP{dp}, MoE TP{mtp}"
-        return model, machine, DTYPES[prec], g, (tp, mtp), label
+        return model, machine, dtype, g, (tp, mtp), label
     return f"attention TP {tp} x DP {dp} with MoE TP {mtp} x EP {mep}: the GPUs do not agree (tp x dp != moe tp x ep)"
 
 
@@ -272,12 +293,14 @@ def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block,
             cm = MeasuredKernels.for_machine(m, kernels, **{k: getattr(cm, k) for k in (
                 "compute_efficiency", "memory_efficiency", "launch_overhead_s", "overlap", "cuda_graph")},
                 fp8_scaling="block" if block else "tensor")
-        precision = dataclasses.replace(Precision.uniform(dtype, m), kv_cache=kv_cache)
         source = model
         if model in CONFIGS:
             from roofline.measured.tables import data_root
 
             source = str(data_root().parent.parent / "model_configs" / CONFIGS[model])
+        precision = (dataclasses.replace(Precision.as_stored(source, "bf16", kv_cache), experts_matmul=STORED[dtype])
+                     if dtype in STORED else
+                     dataclasses.replace(Precision.uniform(dtype, m), kv_cache=kv_cache))
         # a GB200 NVL72's NVLink joins its 72 GPUs (the row's system), an HGX node's 8
         _STEPS[key] = StepCost(source, m, precision, gpus, None, cm, "flash", max_tokens, max_seqs,
                                gpus_per_node=m.scale_up_gpus or 8, expert_parallel=bool(ep),

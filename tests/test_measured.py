@@ -36,11 +36,13 @@ def test_a_gemm_on_the_measured_grid_comes_back_at_its_measured_latency():
     rows = _gemm_rows()
     picks = [r for r in rows if r["gemm_dtype"] == "bfloat16" and (r["m"], r["n"], r["k"]) in
              {(8192, 8192, 8192), (1, 4096, 4096), (16, 12288, 4096)}]
-    picks += [r for r in rows if r["gemm_dtype"] == "fp8" and (r["m"], r["n"], r["k"]) == (4096, 4096, 4096)]
+    # (TensorRT-LLM's fp8 rows come back less their input's quantisation: tests/test_measured_gemm.py)
+    picks += [r for r in _gemm_rows(engine="vllm", version="0.24.0") if r["gemm_dtype"] == "fp8"
+              and (r["m"], r["n"], r["k"]) == (4096, 4096, 4096)]
     assert len(picks) == 4
     for r in picks:
         dtype = {"bfloat16": "bf16", "fp8": "fp8"}[r["gemm_dtype"]]
-        e = gemm_time("h100-sxm", "trtllm", dtype, r["m"], r["n"], r["k"])
+        e = gemm_time("h100-sxm", "vllm" if dtype == "fp8" else "trtllm", dtype, r["m"], r["n"], r["k"])
         assert e.basis == "measured" and e.points == 1
         assert e.time_s == pytest.approx(r["latency"] * 1e-3, rel=1e-9), r
         # the bound: 2 m n k at the datasheet's 989.4 TFLOP/s bf16 (1,979 fp8), or the bytes at 3.35 TB/s
@@ -105,16 +107,18 @@ def test_machines_measured_lists_each_gpu_engine_and_family_with_its_points(caps
 def test_layer_with_kernels_gives_every_op_a_basis_and_a_measured_gemm_its_latency(capsys):
     """Llama 3 70B's QKV projection at a prefill of 8,192 tokens is an fp8 GEMM of m 8192, n (64 + 2 x 8)
     x 128 = 10,240, k 8192: a point of the H100 table, so its time is that row's latency plus the
-    3 us launch. The attention and the norms keep the cost model, and say so."""
-    rows = {(r["m"], r["n"], r["k"]): r["latency"] * 1e-3 for r in _gemm_rows() if r["gemm_dtype"] == "fp8"}
-    code = main(["layer", "--model", "llama3-70b", "--machine", "h100-sxm", "--dtype", "fp8", "--kernels", "trtllm",
+    3 us launch (vLLM's: TensorRT-LLM's fp8 rows come back less their input's quantisation,
+    tests/test_measured_gemm.py). The attention and the norms keep the cost model, and say so."""
+    rows = {(r["m"], r["n"], r["k"]): r["latency"] * 1e-3 for r in _gemm_rows(engine="vllm", version="0.24.0")
+            if r["gemm_dtype"] == "fp8"}
+    code = main(["layer", "--model", "llama3-70b", "--machine", "h100-sxm", "--dtype", "fp8", "--kernels", "vllm",
                  "--json"])
     out = json.loads(capsys.readouterr().out)
-    assert code == 0 and out["cost_model"] == "measured kernels" and out["kernels"] == "trtllm"
+    assert code == 0 and out["cost_model"] == "measured kernels" and out["kernels"] == "vllm"
     ops = {op["name"]: op for op in out["ops"]}
     assert all(op["basis"] in ("measured", "interpolated", "extrapolated", "cost model") for op in ops.values())
     qkv = ops["QKV proj"]
-    assert qkv["basis"] == "measured" and qkv["source"] == "trtllm 1.3.0rc20 gemm_perf fp8 (h100_sxm)"
+    assert qkv["basis"] == "measured" and qkv["source"] == "vllm 0.24.0 gemm_perf fp8 (h100_sxm)"
     assert qkv["time_s"] - qkv["launch_s"] == pytest.approx(rows[(8192, 10240, 8192)], rel=1e-9)
     assert 0 < qkv["speed_of_light"] <= 1 and qkv["roofline_s"] < qkv["time_s"]
     assert ops["attn norm"]["basis"] == "cost model" and "norm" in ops["attn norm"]["source"]
@@ -467,7 +471,10 @@ def test_block_scaled_fp8_reads_the_tables_fp8_block_rows(capsys):
                shape=(1, 16, 4096, 4096))
     for scaling, table in (("tensor", "fp8"), ("block", "fp8_block")):
         p = MeasuredKernels.for_machine(m, "trtllm", fp8_scaling=scaling).predict_op(k, m)
-        assert p.time_s - p.launch_s == pytest.approx(max(rows[table] * 1e-3, p.roofline_s), rel=1e-9)
+        if scaling == "block":
+            assert p.time_s - p.launch_s == pytest.approx(max(rows[table] * 1e-3, p.roofline_s), rel=1e-9)
+        else:  # the per-tensor row less its input's on-the-fly quantisation (tests/test_measured_gemm.py)
+            assert p.roofline_s <= p.time_s - p.launch_s < rows[table] * 1e-3
         assert f"gemm_perf {table} " in p.source
     assert main(["layer", "--dtype", "fp8", "--fp8-scaling", "block"]) == 2
     assert "give --kernels" in capsys.readouterr().err

@@ -675,3 +675,9 @@ def test_every_preset_config_file_is_package_data():
     globs = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["setuptools"]["package-data"]["roofline"]
     files = [t["config_file"] for t in _preset_tables().values() if "config_file" in t]
     assert files and all(any(fnmatch.fnmatch(f"data/{f}", g) for g in globs) for f in files)
+
+
+def test_deepseek_r1_is_an_alias_of_deepseek_v3():
+    # https://huggingface.co/deepseek-ai/DeepSeek-R1: "671B" total parameters, "37B" activated, built on DeepSeek-V3-Base
+    assert get_model("deepseek-r1") is get_model("deepseek-v3")
+    assert abs(count_params(get_model("deepseek-r1"))["total"] - 671e9) < 0.5e9

@@ -237,6 +237,21 @@ def test_a_single_run_gives_its_spread_over_seeds(step, capsys):
     assert d["seed_spread"] is None and any(n.startswith("--seeds 4: this run draws nothing at random") for n in d["notes"])
 
 
+def test_a_run_that_draws_nothing_is_simulated_once(capsys, monkeypatch):
+    """A closed loop of fixed lengths draws nothing at random (requests.lengths draws only from a range), so the
+    default three seeds would rerun the same run twice: it runs once; a range of lengths still runs every seed."""
+    import roofline.serving.scheduler as scheduler
+
+    calls = []
+    real = scheduler.simulate
+    monkeypatch.setattr(scheduler, "simulate", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert main(["serving", "--concurrency", "8", "--requests", "16", "--json"]) == 0
+    capsys.readouterr()
+    assert len(calls) == 1
+    assert main(["serving", "--concurrency", "8", "--requests", "16", "--input-len", "100-200", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["seed_spread"]["seeds"] == [0, 1, 2] and len(calls) == 1 + 3
+
+
 @pytest.mark.slow
 def test_the_rate_search_table_marks_its_longer_runs(capsys):
     """The SLO search's check replaces the short run at the rate it checks: that row is the longer

@@ -531,3 +531,18 @@ def test_the_serving_schema_states_the_ranges_the_server_enforces(client):
             assert r.status_code == 422 and r.json()["fields"] == [name], (name, value, r.text[:300])
     # tp 64 does not divide 32 heads; a 1-token step under 256 sequences; a thousandth of the memory
     assert combined == {"tp", "max_tokens", "memory_fraction"}
+
+
+def test_the_engines_points_are_the_clis_on_its_measured_kernels(client):
+    """engine=vllm prices as `roofline serving --engine vllm` does: vLLM's measured kernels on an H100 (with its
+    fitted time per step), the same points and the same kernel notes; a GPU without tables transfers them."""
+    pytest.importorskip("aiconfigurator_core")
+    for machine in ("h100-sxm", "mi300x"):
+        body = client.get("/api/serving", params={**BASE, "max_users": 4, "engine": "vllm", "machine": machine}).json()
+        for users, n, point in zip(body["concurrencies"], body["requests_per_point"], body["points"]):
+            cli = _cli_json("serving", "--machine", machine, "--engine", "vllm", "--sweep", str(users), "--requests",
+                            str(n), *CLI_BASE, "--json")
+            _close(point, cli["points"][0], f"{machine} users {users}")
+            assert cli["description"] == body["description"] and cli["notes"] == body["notes"][:len(cli["notes"])]
+        assert body["kernels"] == "vllm" and (body["kernels_transferred_from"] == "h200") == (machine == "mi300x")
+        assert "--engine vllm" in body["caption"] and "--machine " + machine in body["caption"]

@@ -213,20 +213,27 @@ def _measured_tables(args):
         newest = {f: resolve(items[0].machine, engine, f) if items[0].machine and engine in ENGINES else
                   max((t for t in items if t.family == f), key=lambda t: version_key(t.version))
                   for f in {t.family for t in items}}
-        out.append({"gpu": gpu, "machine": items[0].machine, "engine": engine,
-                    "versions": sorted({t.version for t in items}, key=version_key),
+        versions = sorted({t.version for t in items}, key=version_key)
+        out.append({"gpu": gpu, "machine": items[0].machine, "engine": engine, "versions": versions,
+                    # what --kernels / --engine ENGINE@VERSION take: a version with GEMM tables (for_machine resolves them)
+                    "selectable_versions": [v for v in versions if any(t.version == v and t.family == "gemm" for t in items)]
+                    if engine in ENGINES else [],
                     "families": {f: {"version": t.version, "points": t.rows} for f, t in sorted(newest.items())}})
     if args.json:
         print(dump_json(out))
         return
     from roofline.tables import grid
 
-    rows = [[o["machine"] or f"({o['gpu']})", o["engine"], ", ".join(o["versions"]),
+    rows = [[o["machine"] or f"({o['gpu']})", o["engine"], ", ".join(o["selectable_versions"]) or "-",
+             ", ".join(v for v in o["versions"] if v not in o["selectable_versions"]) or "-",
              ", ".join(f"{f} {v['points']:,}" for f, v in o["families"].items())] for o in out]
-    print(grid(["machine", "engine", "versions (of any family)", "op families: points of the version used by default"], rows, [False] * 4))
+    print(grid(["machine", "engine", "@VERSION takes", "other versions (no GEMM tables)",
+                "op families: points of the version used by default"], rows, [False] * 5))
     print("\nMeasured kernel latencies of aiconfigurator-core (Apache-2.0), read directly. A GPU in parentheses has no "
           "preset here and cannot be chosen; `--kernels ENGINE[@VERSION]` picks an engine: by default the version the package queries (trtllm 1.3.0rc20, "
-          "vllm 0.24.0, sglang 0.5.14 on most GPUs) where it holds the family, else the newest that does.")
+          "vllm 0.24.0, sglang 0.5.14 on most GPUs) where it holds the family, else the newest that does. `--kernels` and "
+          "`--engine ENGINE@VERSION` take a version with GEMM tables (\"@VERSION takes\"); the other versions hold "
+          "other families only (an engine's defaults of another version run with --kernels ENGINE: its default tables).")
 
 
 def _machine_dict(m):

@@ -49,23 +49,29 @@ def _engine(args, machine=None, req=None):
 
 
 def _engine_kernels(args, machine) -> None:
-    """--engine without --kernels: the engine's measured kernels where the tables hold this GPU (and
-    the extra is installed), said in a note; else the cost model, said too."""
+    """--engine without --kernels: the engine's measured kernels where the tables hold this GPU or transfer onto
+    it (measured.model.engine_kernels, as /api/serving's); else the cost model, said in a note of the run."""
     if not getattr(args, "engine", None) or args.kernels:
         return
-    from roofline.measured.model import MeasuredKernels
+    from roofline.measured.model import engine_kernels
     from roofline.serving.engines import preset
 
-    kernels = preset(args.engine, machine).kernels
-    try:
-        MeasuredKernels.for_machine(machine, kernels)  # its own tables, or the nearest measured GPU's transferred
-    except RooflineError as exc:
-        if "version" in str(exc) or "measured versions" in str(exc):
-            raise  # an engine version the tables lack: refused by name, as --kernels would be
-        args.cost_notes = [*getattr(args, "cost_notes", []), f"--engine {args.engine}: no measured kernels ({exc}); the "
-                           "plate's cost model prices the ops"]
-        return
+    kernels, note = engine_kernels(preset(args.engine, machine).kernels, machine)
+    if note:
+        args.cost_notes = [*getattr(args, "cost_notes", []), note]
     args.kernels = kernels
+
+
+def with_notes(result, notes):
+    """The run (or a sweep's first run, whose notes its JSON and table give) with ``notes`` added."""
+    if not notes:
+        return result
+    if hasattr(result, "results"):
+        first = with_notes(result.results[0], notes)
+        return dataclasses.replace(result, results=(first, *result.results[1:]))
+    if hasattr(result, "notes"):
+        return dataclasses.replace(result, notes=tuple(result.notes) + tuple(dict.fromkeys(notes)))
+    return result
 
 
 def cmd_serving(args):
@@ -74,6 +80,10 @@ def cmd_serving(args):
     except RooflineError as exc:  # the lengths came from --lengths FILE: name it, not the flags it replaced
         if args.lengths is not None and exc.field in ("input_len", "output_len"):
             raise RooflineError(f"{exc} (a request of the lengths file {args.lengths!r})", field="lengths") from None
+        if exc.field and getattr(args, exc.field, 0) is None:  # a setting left to the engine: name a flag the user gave
+            given = next((f for f in exc.also if getattr(args, f, None) is not None), None)
+            if given:
+                raise RooflineError(str(exc), field=given, also=(exc.field,)) from None
         raise
 
 
@@ -93,7 +103,7 @@ def _cmd_serving(args):
     step, draft = _steps(req, m, cm, engine, precision)
     if req.disagg_search is not None:
         return _disagg_search(req, step, engine)
-    result = _simulate(req, step, draft, engine)
+    result = with_notes(_simulate(req, step, draft, engine), getattr(args, "cost_notes", []))
     _print_result(req, out, step, result, engine, draft)
 
 
@@ -177,7 +187,15 @@ def _single_run(req, step, draft, engine, n):
                       progress=_requests_progress if n >= PROGRESS_REQUESTS else None)
     seeds = 3 if req.seeds is None else req.seeds
     spread = None
-    if seeds > 1 and not result.overloaded:  # an overloaded run's latencies grow with --requests, not by seed
+    # a seed draws only arrivals at a rate and lengths from a range (requests.lengths): a closed loop of fixed lengths
+    # or a lengths file draws nothing, so its reruns would repeat the same run
+    draws = req.rate is not None or isinstance(req.input_len, tuple) or isinstance(req.output_len, tuple)
+    if seeds > 1 and not draws:
+        if req.seeds is not None:
+            result = dataclasses.replace(result, notes=tuple(result.notes) + (
+                f"--seeds {seeds}: this run draws nothing at random (a closed loop of fixed lengths), so every seed "
+                "gives the same run: no spread",))
+    elif seeds > 1 and not result.overloaded:  # an overloaded run's latencies grow with --requests, not by seed
         from roofline.serving.search import seed_spread, spread_note, spread_seeds
 
         chosen = spread_seeds(req.seed, seeds)
@@ -192,10 +210,6 @@ def _single_run(req, step, draft, engine, n):
             ranged = isinstance(req.input_len, tuple) or isinstance(req.output_len, tuple)
             drawn = ("arrivals and lengths" if ranged else "arrivals") if req.rate is not None else "lengths"
             result = dataclasses.replace(result, notes=tuple(result.notes) + (spread_note(spread, drawn),))
-        elif req.seeds is not None:
-            result = dataclasses.replace(result, notes=tuple(result.notes) + (
-                f"--seeds {seeds}: this run draws nothing at random (a closed loop of fixed lengths), so every seed "
-                "gives the same run: no spread",))
     return dataclasses.replace(result, settings={**result.settings, "seed_spread": spread})
 
 

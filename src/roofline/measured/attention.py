@@ -64,8 +64,15 @@ class AttentionTable:
             raise RooflineError("a prefill over a cached prefix: the context table measured T = S only", field="context")
         grid = self._site(dtype, kv_dtype, K, d, window)
         eff, basis, points = grid.estimate((H, S, B))
-        bound = attention_roofline_s(self.machine, dtype, *(float(x) for x in (B, T, S, H, K, d)), window, self.decode)
+        bound = attention_roofline_s(self.machine, self._bound_dtype(dtype, kv_dtype),
+                                     *(float(x) for x in (B, T, S, H, K, d)), window, self.decode)
         return GemmEstimate(bound / eff, bound, basis, points, self.source)
+
+    def _bound_dtype(self, dtype: str, kv_dtype: str) -> str:
+        """The dtype of the roofline a query's efficiency is applied to: the one its site's points were read against
+        (attention_table: decode's the cache's, prefill's the attention's), or an fp8 cache's efficiency, read
+        against a roofline of 1-byte keys, would be applied to one of 2-byte keys and the time come out doubled."""
+        return kv_dtype if self.decode else dtype
 
     def times(self, dtype: str, kv_dtype: str, B, T, S, H, K, d, window: int) -> np.ndarray:
         """estimate's time for arrays of B, T and S (broadcast) in one numpy pass; NaN for a prefill
@@ -74,7 +81,8 @@ class AttentionTable:
         B, T, S = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (B, T, S)))
         Hs = np.full(B.shape, float(H))
         eff = grid.estimate_many(np.stack([Hs.ravel(), S.ravel(), B.ravel()], axis=1))[0].reshape(B.shape)
-        bound = attention_roofline_s(self.machine, dtype, B, T, S, Hs, float(K), float(d), window, self.decode)
+        bound = attention_roofline_s(self.machine, self._bound_dtype(dtype, kv_dtype), B, T, S, Hs, float(K), float(d),
+                                     window, self.decode)
         out = bound / eff
         return out if self.decode else np.where(T == S, out, np.nan)
 

@@ -15,7 +15,9 @@ CPU's launch), never under the op's roofline (at_least_roofline):
   measured.linear.
 
 Every other op (norms, activations, residual adds, unfused attention, MLA, batched matmuls, sites
-the tables lack) keeps the cost model, e_c and e_m. Each op says which and why: its ``basis``,
+the tables lack) keeps the cost model, e_c and e_m; a norm or element-wise kernel of its own (not a
+residual add, which the engines fuse into the next norm) takes at least the least time a kernel takes
+in the engine's CUDA graph, read from its GEMM table (measured.floor; "floor"). Each op says which and why: its ``basis``,
 ``family`` and ``source``; measured_notes words them under a table.
 """
 
@@ -28,12 +30,13 @@ import numpy as np
 
 from roofline.blocks import expected_experts_touched
 from roofline.cost import CostModel, overlapped_s, roofline_bound, time_lower_bound
-from roofline.errors import RooflineError
+from roofline.errors import RooflineError, unknown_name
 from roofline.kernel_shapes import GATED_DELTA_NET, KIMI_DELTA_ATTENTION, MAMBA2_CONV
 from roofline.kernels import ALL_REDUCE, FUSED_ATTENTION, FUSED_MLA, MOE_EXPERTS, Kernel, matmul_dims
 from roofline.machines import Machine
 from roofline.measured.attention import attention_table
 from roofline.measured.comm import all_reduce_table
+from roofline.measured.floor import floor_estimate
 from roofline.measured.gdn import gdn_table
 from roofline.measured.gemm import TABLE_DTYPE, GemmEstimate, gemm_table
 from roofline.measured.linear import kda_table, mamba2_table
@@ -79,8 +82,6 @@ class MeasuredKernels(CostModel):
     def __post_init__(self):
         super().__post_init__()
         if self.fp8_scaling not in FP8_SCALINGS:
-            from roofline.errors import unknown_name
-
             raise unknown_name("fp8 scaling", self.fp8_scaling, FP8_SCALINGS, field="fp8_scaling")
 
     def table_dtype(self, dtype: str) -> str:
@@ -94,10 +95,14 @@ class MeasuredKernels(CostModel):
         if is_profile(kernels):
             profile.machine_of(machine.key, kernels)  # refused by name unless the profile measured this machine
             return cls(kernels=kernels, tables=profile.source(kernels), **cost)
-        near = transfer_source(machine, kernels)
+        near, why = transfer_source(machine, kernels), ""
+        if near is None:  # a user's machine file: the measured preset nearest its figures (nearest_measured)
+            near, why = nearest_measured(machine, kernels)
+            if near is None and why:
+                raise RooflineError(f"no measured kernels for {machine.name}: {why}", field="machine", also=("kernels",))
         ts = resolve(near or machine.key, kernels, "gemm")  # refused by name here: a GPU, engine or version without tables
         if near:
-            return cls(kernels=kernels, tables=f"{ts.engine} {ts.version} on {ts.gpu}, transferred to {machine.name}",
+            return cls(kernels=kernels, tables=f"{ts.engine} {ts.version} on {ts.gpu}, transferred to {machine.name}{why}",
                        measured_on=near, **cost)
         return cls(kernels=kernels, tables=f"{ts.engine} {ts.version} on {ts.gpu}", **cost)
 
@@ -142,7 +147,7 @@ class MeasuredKernels(CostModel):
             if self.fp8_scaling == "block" else "")
 
     @staticmethod
-    def _families(model, tensor_parallel: int) -> str:
+    def _families(model, tensor_parallel: int, reduces: bool = True) -> str:
         from roofline.architecture import GatedDeltaNet, LatentAttention, Mamba2
 
         has = (lambda test: True) if model is None else (lambda test: any(test(k) for k in model.kinds))
@@ -152,21 +157,21 @@ class MeasuredKernels(CostModel):
         names += ["Kimi Delta Attention"] if has(lambda k: isinstance(k.mixer, GatedDeltaNet) and k.mixer.gate_rank) else []
         names += ["Mamba-2's conv"] if has(lambda k: any(isinstance(m, Mamba2) for m in k.mixers)) else []
         names += ["routed experts"] if has(lambda k: k.is_moe) else []
-        names += ["all-reduces"] if model is None or tensor_parallel > 1 else []
+        names += ["all-reduces"] if reduces and (model is None or tensor_parallel > 1) else []
         return ", ".join(names[:-1]) + " and " + names[-1]
 
     def _priced_by(self, model=None, tensor_parallel: int = 1) -> str:
         if is_profile(self.kernels):
             return (f"matmuls and fused attention from the kernels measured by {self.tables or self.kernels} plus the "
                     "launch; the other ops by the cost model")
-        if self.measured_on:
-            return (f"matmuls, fused attention, routed experts, Gated DeltaNet, Kimi Delta Attention and Mamba-2's conv at the "
-                    f"efficiencies of the measured "
+        if self.measured_on:  # all-reduces are the machine's interconnect: never transferred
+            return (f"{self._families(model, tensor_parallel, reduces=False)} at the efficiencies of the measured "
                     f"kernels of {self.tables or self.kernels} (aiconfigurator-core; transferred: each shape's share of its roofline "
                     f"on the {self.measured_on} applied to this machine's, not measured on it) plus the launch; the other "
                     "ops, all-reduces included, by the cost model")
         return (f"{self._families(model, tensor_parallel)} from the measured kernels of "
-                f"{self.tables or self.kernels} (aiconfigurator-core) plus the launch; the other ops by the cost model")
+                f"{self.tables or self.kernels} (aiconfigurator-core) plus the launch; the other ops by the cost model, "
+                "norms and element-wise kernels at no less than the tables' least kernel time (measured.floor)")
 
     def describe(self, graph_steps: str = "", model=None, tensor_parallel: int = 1) -> str:
         """The cost model's line, and which ops the measured kernels price (those ``model`` has)."""
@@ -231,6 +236,8 @@ class MeasuredKernels(CostModel):
             return None, ("unfused attention (QK^T, PV), MLA's prefill, a verify step's latent attention and DeepSeek "
                           "Sparse Attention's indexer and top-k attention have no measured family here; the tables hold "
                           "fused attention (--attention flash) and MLA's dense decode")
+        if self.floored(kernel):
+            return self._floor(kernel, machine)
         if kernel.category != "matmul":
             return None, f"no measured {kernel.category} family yet"
         dims = matmul_dims(shape)
@@ -245,6 +252,21 @@ class MeasuredKernels(CostModel):
             return self._gemm_table(machine, kernel.dtype).estimate(M, N, K), None
         except RooflineError as exc:  # a dtype this engine did not measure on this GPU: said in the op's source
             return None, str(exc)
+
+    @classmethod
+    def floored(cls, kernel: Kernel) -> bool:
+        """A norm or element-wise kernel no table measures, run as a kernel of its own: not fused into a measured
+        module (a MoE's activation), nor a residual add, which the engines fuse into the norm after it (vLLM's and
+        SGLang's fused_add_rms_norm, TensorRT-LLM's RMSNorm given the residual)."""
+        return (kernel.category in ("norm", "elementwise") and cls.family_of(kernel) == "" and not cls._fused(kernel)
+                and not kernel.name.startswith("residual add"))
+
+    def _floor(self, kernel: Kernel, machine: Machine):
+        """A floored op's time: the cost model's body (e_c, e_m, no launch), at least the engine's
+        kernel floor inside a CUDA graph (measured.floor.floor_estimate); FLOPs and bytes may be arrays."""
+        if self.measured_on:
+            return None, f"a kernel's floor is its GPU's: not transferred from {self.measured_on}"
+        return floor_estimate(kernel, machine, self.kernels, CostModel.op_seconds(self, kernel, machine, 0.0)[2])
 
     def _attention(self, kernel: Kernel, machine: Machine, shape):
         _, B, T, S, H, K, d, dv, window, chunked, decode, kv_dtype = shape
@@ -357,10 +379,12 @@ class MeasuredKernels(CostModel):
         p = super().predict_op(kernel, machine, launch_s, *floor)
         sol = time_lower_bound(kernel, machine)
         family = self.family_of(kernel)
-        if kernel.shape and not all(np.ndim(x) == 0 for x in kernel.shape):  # many sizes: each looked up
+        floored = self.floored(kernel) and np.ndim(kernel.bytes) > 0  # a norm of many sizes: each at least the floor
+        if floored or kernel.shape and not all(np.ndim(x) == 0 for x in kernel.shape):  # many sizes: each looked up
             c, m, t = self.op_seconds(kernel, machine, p.launch_s, *floor)
             priced = ~np.isnan(np.asarray(self._measured_s(kernel, machine), dtype=float))
             basis = "measured per size" if priced.all() else ("measured where tabled" if priced.any() else "cost model")
+            basis = "floor" if floored and priced.any() else basis
             return MeasuredOpPrediction(**{**vars(p), "compute_s": c, "memory_s": m, "time_s": t}, basis=basis,
                                         source="each size looked up in its table" if priced.any() else
                                         "no size of it in the tables", roofline_s=sol, family=family)
@@ -377,3 +401,66 @@ class MeasuredKernels(CostModel):
         return MeasuredOpPrediction(**fields, basis=est.basis, source=est.source, points=est.points, roofline_s=sol,
                                     family=family, beat_roofline=float(sol / est.time_s) if kernel_s > est.time_s else 0.0,
                                     transferred_from=self.measured_on)
+
+
+GPU_VENDORS = ("NVIDIA", "AMD")  # a machine file of these (or of no vendor) transfers; TPUs and Gaudi do not
+RIDGE_WITHIN = 0.2  # a user's machine transfers from a measured preset whose ridge point is this close (NEAREST_MEASURED's rule)
+
+
+def nearest_measured(machine: Machine, kernels: str) -> tuple[str | None, str]:
+    """For a machine that is no preset (a user's machine file): the measured preset whose kernels'
+    efficiencies transfer onto it, and the words saying why: of the presets with tables, those whose
+    ridge point (FLOP/B at the machine's default dtype) is within RIDGE_WITHIN of this machine's, the
+    nearest in log(peak) + log(bandwidth); (None, "") where none is that near, or for a preset (its
+    own tables, or tables.NEAREST_MEASURED's counterpart, are transfer_source's to say). A preset scaled by
+    --compute-scale / --bandwidth-scale takes its own chip's tables (or its counterpart's)."""
+    from roofline.machines import list_machines
+    from roofline.measured.tables import NEAREST_MEASURED, NVIDIA_ONLY, has_tables, parse_kernels
+
+    presets = {m.key: m for m in list_machines()}
+    if is_profile(kernels) or machine.key in presets or has_tables(machine.key) or (
+            machine.vendor and machine.vendor.upper() not in GPU_VENDORS):  # a TPU's or Gaudi's: no counterpart
+        return None, ""
+    base = machine.key.split(" x")[0]  # a preset scaled by --compute-scale/--bandwidth-scale (cli.args keys it "KEY xC ...")
+    dtype = machine.default_dtype
+    ridge = machine.ridge(dtype)
+    if base != machine.key and base in presets:
+        near = base if has_tables(base) else NEAREST_MEASURED.get(base)
+        why = f" (a scaled {base}: the efficiencies of {near}'s kernels on the scaled roofline)"
+    else:
+        def distance(m: Machine) -> float:
+            return abs(np.log(m.peak(dtype) / machine.peak(dtype))) + abs(np.log(m.bandwidth / machine.bandwidth))
+
+        close = [m for m in presets.values() if has_tables(m.key) and dtype in m.dtypes
+                 and abs(m.ridge(dtype) / ridge - 1.0) <= RIDGE_WITHIN]
+        near = min(close, key=distance).key if close else None
+        if near is None:
+            ridges = ", ".join(f"{m.key} {m.ridge(dtype):,.0f}" for m in presets.values() if has_tables(m.key) and dtype in m.dtypes)
+            return None, (f"no measured GPU's ridge point lies within {RIDGE_WITHIN:.0%} of {machine.name}'s {ridge:,.0f} "
+                          f"FLOP/B at {dtype} ({ridges}), so none is near enough to transfer from")
+        why = (f" (not a preset: {near} is the measured preset nearest its {dtype} peak and bandwidth, ridge point "
+               f"{presets[near].ridge(dtype):,.0f} FLOP/B against its {ridge:,.0f})")
+    if near is None:
+        return None, ""
+    engine, _ = parse_kernels(kernels)
+    if engine in NVIDIA_ONLY and machine.vendor and machine.vendor.upper() != "NVIDIA":
+        raise RooflineError(f"{engine} runs on NVIDIA GPUs only: no {engine} kernels for the {machine.vendor} "
+                            f"{machine.name} (vllm and sglang run on it)", field="machine", also=("kernels",))
+    return near, why
+
+
+def engine_kernels(kernels: str, machine: Machine) -> tuple[str | None, str]:
+    """`--engine` without `--kernels` (the CLI's and /api/serving's one rule): the engine's measured
+    ``kernels`` (ENGINE[@VERSION]) where the tables hold ``machine`` or transfer onto it (for_machine),
+    with "" for a note; else None and the note saying the plate's cost model prices the ops. A version
+    the tables lack is refused by name, with the hint that --kernels picks other tables."""
+    try:
+        MeasuredKernels.for_machine(machine, kernels)
+    except RooflineError as exc:
+        if "version" in str(exc):  # an engine version without tables: refused, as --kernels would be
+            raise RooflineError(f"{exc}; --engine {kernels} --kernels {kernels.partition('@')[0]} runs this version's "
+                                "defaults on the engine's default tables", field="engine",
+                                also=("kernels",)) from None
+        return None, (f"engine {kernels}: no measured kernels ({exc}); the plate's cost model prices the ops, and the "
+                      "engine's own time per step, fitted on runs priced with measured kernels, is added as is")
+    return kernels, ""

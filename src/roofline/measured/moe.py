@@ -4,7 +4,8 @@ GEMM, the activation and the down GEMM in one), as measured on one GPU.
 The MoE table times the module for one model's expert shape (its dtype, hidden size, expert d_ff,
 top-k and expert count: a site), at a tensor- and expert-parallel split and a routing distribution,
 over token counts 1 to 16,384. A site is matched exactly, never borrowed from another model's: the
-per-GPU expert d_ff (d_ff / moe_tp) must be ours, with expert parallelism 1. The rows read are the
+per-GPU expert d_ff (d_ff / (moe_tp x moe_ep), the rows of expert parallelism 1 where the table has
+them, else of the least moe_ep: moe_table) must be ours. The rows read are the
 "balanced" ones: M tokens' M k expert rows spread evenly, so min(E, M k) experts are touched (all of
 them from M k = E on), where the rest of the tool expects random routing to touch E (1 - (1 - k/E)^M)
 (blocks.expected_experts_touched): fewer at small batch. So each row is read as its efficiency
@@ -102,9 +103,16 @@ def moe_table(machine_key: str, kernels: str) -> MoETable:
     ts = resolve(machine_key, kernels, "moe")
     cols = read_table(ts.gpu, ts.family, ts.engine, ts.version, "moe_perf", COLUMNS)
     dist = np.asarray(cols["distribution"]).astype(str)
-    rows = (dist == DISTRIBUTION) & (cols["moe_ep_size"] == 1) & (cols["inter_size"] % cols["moe_tp_size"] == 0)
+    # a GPU's share of the experts: d_ff / (moe_tp x moe_ep) of every expert (moe_ep split whole experts, E / moe_ep a
+    # GPU, whose M k / moe_ep balanced rows and min(E, M k) / moe_ep touched experts are the same FLOPs and bytes as
+    # every expert's d_ff / moe_ep: module_roofline_s at that d_ff). A split the table measured with moe_ep 1 is read
+    # from those rows; else from its rows of the least moe_ep (TensorRT-LLM's gpt-oss MXFP4 module on an H200 was
+    # measured at moe_tp 1 only, moe_ep 1 to 128: its tensor-parallel splits read the expert-parallel rows)
+    split = cols["moe_tp_size"] * cols["moe_ep_size"]
+    rows = (dist == DISTRIBUTION) & (cols["inter_size"] % split == 0)
+    ep = cols["moe_ep_size"][rows]
     dtype = np.asarray(cols["moe_dtype"]).astype(str)[rows]
-    per_gpu = (cols["inter_size"] // cols["moe_tp_size"])[rows]
+    per_gpu = (cols["inter_size"] // split)[rows]
     hidden, topk, experts = (cols[c][rows] for c in ("hidden_size", "topk", "num_experts"))
     tokens = cols["num_tokens"][rows].astype(float)
     seconds = cols["latency"][rows].astype(float) * MS
@@ -114,9 +122,11 @@ def moe_table(machine_key: str, kernels: str) -> MoETable:
     for key, i in group_rows(dtype, hidden, per_gpu, topk, experts).items():
         if key[0] not in DTYPE_WIDTHS:
             continue
+        i = i[ep[i] == ep[i].min()]
         names = sorted(set(source_names[i].tolist()))
         gated = not any("nongated" in n for n in names)  # TensorRT-LLM names its non-gated MoE kernels so
         bound = module_roofline_s(machine, key[0], tokens[i], *key[1:], gated=gated)
         sites[key] = LogGrid.from_points((tokens[i],), bound / seconds[i])
-        kernels[key] = "kernel " + ", ".join(names)
+        kernels[key] = "kernel " + ", ".join(names) + (f" (its moe_ep {ep[i[0]]} rows: experts whole, 1/{ep[i[0]]} of "
+                                                       "them a GPU)" if ep[i[0]] > 1 else "")
     return MoETable(f"{ts.engine} {ts.version} moe_perf ({ts.gpu}, balanced routing)", sites, kernels)

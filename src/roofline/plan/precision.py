@@ -54,14 +54,18 @@ class Precision:
     kv_cache: str = "bf16"
     stored: WeightStorage | None = None  # weights as the checkpoint stores them, part by part
     matmul: str | None = None  # the dtype matmuls compute in, where not the wider of weights and activations (W8A8)
+    # the dtype the routed experts' matmuls compute in, where the engine quantises their input apart from the rest's
+    # (TensorRT-LLM on Blackwell: MXFP8 activations into MXFP4 experts, the other GEMMs bf16)
+    experts_matmul: str | None = None
     replaces: str = field(default="", compare=False)  # how the checkpoint's own storage differs, said in the label
     kv_source: str = field(default="", compare=False)  # why the KV cache is at its dtype, where the checkpoint chose it
 
     def __post_init__(self):
         for part in ("weights", "activations", "kv_cache"):
             check_choice(f"{part} dtype", getattr(self, part), QUANT_DTYPES)
-        if self.matmul is not None:
-            check_choice("matmul dtype", self.matmul, QUANT_DTYPES)
+        for part in ("matmul", "experts_matmul"):
+            if getattr(self, part) is not None:
+                check_choice(f"{part} dtype", getattr(self, part), QUANT_DTYPES)
 
     @classmethod
     def as_stored(cls, model, activations: str = "bf16", kv_cache: str | None = None) -> "Precision":
@@ -104,7 +108,10 @@ class Precision:
         return self.weights
 
     def compute_for(self, part: str) -> str:
-        """The dtype a part's matmul computes in: ``compute``, or KEPT_DTYPE for a part kept unquantised."""
+        """The dtype a part's matmul computes in: ``compute``, or KEPT_DTYPE for a part kept unquantised,
+        or experts_matmul for the routed experts where set."""
+        if part == "experts" and self.experts_matmul is not None:
+            return self.experts_matmul
         return KEPT_DTYPE if self.kept(part) else self.compute
 
     @classmethod
@@ -191,8 +198,10 @@ class Precision:
     def _label(self) -> str:
         if self.stored is not None:
             kv = f"KV {self.kv_cache}" + (f" ({self.kv_source})" if self.kv_source else "")
+            experts = (f", the routed experts' matmuls in {self.experts_matmul} (their input quantised to it)"
+                       if self.experts_matmul is not None else "")
             return (f"weights as stored ({self.stored.label()}), activations {self.activations}, {kv}; "
-                    "quantised weights are dequantised into the matmuls")
+                    f"quantised weights are dequantised into the matmuls{experts}")
         kept = f"LM head, embeddings, norms and any MoE router {KEPT_DTYPE}" if self.kept("lm_head") else ""
         if self.matmul is not None and self.weights == self.kv_cache == self.matmul != self.activations:
             bits = round(8 * DTYPE_BYTES[self.matmul])

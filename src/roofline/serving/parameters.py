@@ -65,8 +65,9 @@ SERVING_PARAMS: tuple[Param, ...] = (
           maximum=1e9),
     Param("engine", "--engine", "engine", ENGINE_HELP, minimum=None, text=True, metavar="ENGINE[@VERSION]",
           api_help="the scheduler settings of vllm, sglang or trtllm as it runs by default on this GPU (data/engines.toml, "
-                   "each cited), any setting given over them; the ops are priced by the cost model (the CLI's "
-                   "--engine also takes its measured kernels); default: none, serving.Engine's own settings",
+                   "each cited), any setting given over them, and its measured kernels where the tables hold this GPU or "
+                   "transfer onto it (else the cost model, said), as the CLI's --engine; default: none, serving.Engine's "
+                   "own settings",
           label="Engine"),
     MAX_SEQS,
     MAX_TOKENS,

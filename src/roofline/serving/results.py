@@ -327,7 +327,17 @@ def step_settings(step: StepCost) -> dict:
             "kv_cache_gpus": step.tensor_parallel * step.pipeline_stages,  # the GPUs holding the replica's cache
             # data-parallel attention groups (expert parallelism), each caching its own sequences; else 1
             "attention_data_parallel": step._dp,
-            "cache": cache_name(step.model)}  # what the cache holds: "KV cache", "SSM state" or both
+            "cache": cache_name(step.model),  # what the cache holds: "KV cache", "SSM state" or both
+            **kernel_settings(step.cost_model)}
+
+
+def kernel_settings(cost_model) -> dict:
+    """What priced the ops, as keys: "kernels" (ENGINE[@VERSION] or a profile; None: the plate's cost model),
+    "kernels_source" (the tables read) and "kernels_transferred_from" (the measured preset whose kernels'
+    efficiencies were applied to this machine's roofline; None where measured on it)."""
+    kernels = getattr(cost_model, "kernels", None)
+    return {"kernels": kernels or None, "kernels_source": getattr(cost_model, "tables", "") or None if kernels else None,
+            "kernels_transferred_from": getattr(cost_model, "measured_on", "") or None}
 
 
 def _finite(x) -> float | None:

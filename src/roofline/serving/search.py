@@ -80,7 +80,9 @@ class ServingSweep(Tabular):
     def to_dict(self) -> dict:
         first = self.results[0]
         arrivals = {k: first.settings[k] for k in ("arrivals", "burstiness") if k in first.settings}
-        out = {**{k: first.settings[k] for k in ("model", "machine")}, "description": first.description, "gpus": first.gpus,
+        out = {**{k: first.settings[k] for k in ("model", "machine")},
+               **{k: first.settings[k] for k in ("kernels", "kernels_source", "kernels_transferred_from") if k in first.settings},
+               "description": first.description, "gpus": first.gpus,
                "engine": dataclasses.asdict(first.engine), **arrivals,
                "over": self.over, "points": self.rows(), "slo": self.slo,
                "notes": list(self.sweep_notes()) + list(first.notes)}

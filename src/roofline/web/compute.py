@@ -246,6 +246,14 @@ class Workshop:
             precision = self.precision_of(q, machine)
             cost_model = dataclasses.replace(self.cost_model_of(q), cuda_graph=True)  # `roofline serving` without --eager
             engine = q.engine_of(machine)  # the engine's settings (serving.parameters.engine_of), as the CLI's
+            kernels, kernels_note = None, ""
+            if q.engine:  # the engine's measured kernels (its own or transferred) or the cost model said, as the CLI's
+                from roofline.measured.model import MeasuredKernels, engine_kernels
+                from roofline.serving.engines import preset
+
+                kernels, kernels_note = engine_kernels(preset(q.engine, machine).kernels, machine)
+            if kernels:
+                cost_model = MeasuredKernels.for_machine(machine, kernels, **dataclasses.asdict(cost_model))
             step = StepCost(self.models[q.model], machine, precision, tensor_parallel=q.tp, cost_model=cost_model,
                             attention=q.attention, max_tokens=engine.max_tokens, max_seqs=engine.max_seqs)
             cap, _ = kv_cache_budget(step, engine.memory_fraction)
@@ -282,7 +290,10 @@ class Workshop:
             slo = {k: v for k, v in points[0].slo.items() if k != "best"}
             ok = [users for users, p in zip(swept, points) if meets_slo(p.results[0], slo)]
             slo["best"] = max(ok) if ok else None
-        sweep = ServingSweep("concurrency", tuple(swept), tuple(p.results[0] for p in points), slo)
+        results = tuple(p.results[0] for p in points)
+        if kernels_note:  # the first run's notes are the sweep's (ServingSweep.to_dict)
+            results = (dataclasses.replace(results[0], notes=tuple(results[0].notes) + (kernels_note,)), *results[1:])
+        sweep = ServingSweep("concurrency", tuple(swept), results, slo)
         bound = {"requests": counts, "left_out": wanted[len(swept):], "estimated_cpu_s": spent, "budget_s": SWEEP_BUDGET_S,
                  "requests_in_kv_cache": fit}
         return sweep, step, engine, bound

@@ -15,6 +15,7 @@ import math
 
 from roofline.palette import COMPUTE_BLUE, INK, MISS_GREY, TPOT_COLOR, TTFT_COLOR
 from roofline.units import format_duration, format_number, format_rate, format_share, format_typed_ms
+from roofline.web.catalog import CUSTOM_PREFIX
 from roofline.web.payload import json_safe, time_axis
 from roofline.web.plan_shared import PAD_LOG10, log2_ticks, log_ticks_125
 
@@ -270,11 +271,23 @@ def serving_sentence(sweep, index: int, model_name: str, machine_name: str, gpus
             f"{format_duration(r.percentile('ttft', percentile))}.")
 
 
-def bound_text(bound: dict) -> str:
-    """What the view's bound did: the requests per point, and the points it left out."""
+def cli_flags(q) -> str:
+    """The `roofline serving` flags of the query's model, machine, engine and workload (a point adds
+    --sweep C --requests N); the settings given besides (targets, engine settings, efficiencies) take
+    their own flags."""
+    machine = "FILE.toml" if q.machine.startswith(CUSTOM_PREFIX) else q.machine  # a machine of given figures: its file
+    flags = [f"--model {q.model}", f"--machine {machine}"] + ([f"--engine {q.engine}"] if q.engine else [])
+    flags += [f"--tp {q.tp}"] if q.tp != 1 else []
+    flags += [f"--dtype {q.dtype}"] if q.dtype else []
+    return " ".join(["roofline serving", *flags, f"--input-len {q.input_len}", f"--output-len {q.output_len}"])
+
+
+def bound_text(bound: dict, cli: str = "roofline serving") -> str:
+    """What the view's bound did: the requests per point, and the points it left out; ``cli`` the
+    command (cli_flags) that reproduces a point with --sweep C --requests N."""
     text = ("Each point simulates 8 requests per user, at most 2,000 (one per user past 2,000 users), seed 0, "
-            f"the whole sweep within about {bound['budget_s']:g} s of simulation; the CLI's "
-            "`roofline serving --sweep C --requests N` reproduces a point")
+            f"the whole sweep within about {bound['budget_s']:g} s of simulation; "
+            f"`{cli} --sweep C --requests N` reproduces a point")
     if bound["left_out"]:
         left = bound["left_out"]
         text += (f"; {', '.join(f'{u:,}' for u in left)} users left out (they would simulate past that bound: "
@@ -302,7 +315,7 @@ def serving_payload(sweep, step, engine, q, bound: dict, model_name: str) -> dic
         "launch_overhead_us": q.launch_overhead_us,
         "concurrencies": list(sweep.values),
         "requests_per_point": list(bound["requests"]),
-        "bound": {**bound, "text": bound_text(bound)},
+        "bound": {**bound, "text": bound_text(bound, cli_flags(q))},
         "best_users": best,
         "shown_users": sweep.values[index],
         "verdict": slo_verdict(sweep, q.percentile, bound["left_out"]),
@@ -315,6 +328,7 @@ def serving_payload(sweep, step, engine, q, bound: dict, model_name: str) -> dic
         # the description names the precision as simulated (fp8 on an A100 is weight-only, on an H100 W8A8)
         "caption": (f"{sweep.results[0].description}. Closed loop: each user sends its next request when the last one "
                     f"finishes; engine max_seqs {engine.max_seqs:,}, max_tokens {engine.max_tokens:,}, memory fraction "
-                    f"{engine.memory_fraction:g}, prefix hits {engine.prefix_hit:g}. {bound_text(bound)}"),
+                    f"{engine.memory_fraction:g}, prefix hits {engine.prefix_hit:g}. "
+                    f"{bound_text(bound, cli_flags(q))}"),
     }
     return json_safe(body)
