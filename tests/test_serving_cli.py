@@ -92,7 +92,9 @@ def test_the_cache_note_and_the_engine_line_give_one_figure(capsys):
     note = float(out.split("note: KV cache ", 1)[1].split(" GB per GPU")[0])
     assert engine == note and abs(engine - (0.9 * 85.5 - 35.3 - 0.62 - 1.1)) < 0.3
     assert main(args + ["--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["kv_cache_bytes"] / 1e9 == pytest.approx(engine, abs=0.05)
+    d = json.loads(capsys.readouterr().out)
+    assert d["kv_cache_bytes_per_gpu"] / 1e9 == pytest.approx(engine, abs=0.05)
+    assert d["kv_cache_bytes"] == pytest.approx(4 * d["kv_cache_bytes_per_gpu"], rel=1e-12) and d["kv_cache_gpus"] == 4
 
 
 def test_the_breakdown_shows_the_steps_the_run_took(capsys):

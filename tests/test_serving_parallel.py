@@ -152,7 +152,8 @@ def test_pipeline_stages_report_one_gpus_cache_and_the_replicas_own_overload(cap
     overload note is of the 2 requests/s offered."""
     assert main(["serving", "--model", "llama3-70b", "--pp", "2", "--rate", "2", "--requests", "400", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    per_gpu = d["kv_cache_bytes"]
+    per_gpu = d["kv_cache_bytes_per_gpu"]
+    assert d["kv_cache_bytes"] == pytest.approx(2 * per_gpu, rel=1e-12)  # the replica's 2 stage GPUs
     assert per_gpu / 1e9 == pytest.approx(0.9 * 85.52 - 141.1 / 2 - 1.6, abs=0.3)
     kv_note = next(n for n in d["notes"] if n.startswith("KV cache"))
     assert kv_note.startswith(f"KV cache {per_gpu / 1e9:,.1f} GB per GPU (2 GPUs in the replica")

@@ -169,22 +169,23 @@ TIME_UNITS = (("ns", NS, US), ("µs", US, 10 * MS), ("ms", MS, 1.0), ("s", 1.0, 
 EXPONENT_FROM = 1e15  # format_number writes a number this large with an exponent
 
 
-def format_number(value: float) -> str:
-    """About three significant figures, no exponent below a million billion: three below 100
-    (trailing zeros dropped, as format_si), whole numbers with thousands separators from 100:
+def format_number(value: float, digits: int = 3) -> str:
+    """About three (``digits``) significant figures, no exponent below a million billion: three below
+    100 (trailing zeros dropped, as format_si), whole numbers with thousands separators from 100:
     0.194 -> '0.194', 1.4667 -> '1.47', 24.43 -> '24.4', 244.33 -> '244', 1638.4 -> '1,638'. From
-    EXPONENT_FROM an exponent, as an out-of-bound count is echoed: 1e300 -> '1e+300' (not 301 digits)."""
+    EXPONENT_FROM an exponent, as an out-of-bound count is echoed: 1e300 -> '1e+300' (not 301 digits).
+    With digits 4: 12.345 -> '12.35', 12,345.6 -> '12,346' (where :.4g writes '1.235e+04')."""
     v = float(value)
     if not math.isfinite(v):
         return DASH
     if abs(v) >= EXPONENT_FROM:
-        return f"{v:.3g}"
-    r = float(f"{v:.3g}")
+        return f"{v:.{digits}g}"
+    r = float(f"{v:.{digits}g}")
     if r == 0:
         return "0"
-    if abs(r) >= 100:
+    if abs(r) >= 10 ** (digits - 1):
         return f"{v:,.0f}"
-    decimals = 2 - math.floor(math.log10(abs(r)))
+    decimals = digits - 1 - math.floor(math.log10(abs(r)))
     return f"{r:.{decimals}f}".rstrip("0").rstrip(".")
 
 

@@ -21,6 +21,7 @@ from roofline.cli.plan_args import checked_output, flag_text, flagged, resolve_p
 from roofline.cli.serving_checks import ServingRequest
 from roofline.errors import RooflineError
 from roofline.serving.parameters import CONCURRENCY, DISAGG_SEARCH_REQUESTS, FIRST_TOKEN, REQUESTS, ROUTER, engine_of
+from roofline.units import format_number
 
 
 PROGRESS_REQUESTS = 200_000  # a run of this many requests or more says how far it has got (stderr)
@@ -167,7 +168,7 @@ def _simulate(req, step, draft, engine):
     if req.slo:
         return max_rate_within(step, req.input_len, req.output_len, req.slo_ttft, req.slo_tpot, req.percentile, engine,
                                n, req.seed, req.price, req.target_rate, draft, req.burstiness,
-                               progress=(lambda runs, rate: print(f"  run {runs}: {rate:,.4g} requests/s", file=sys.stderr,
+                               progress=(lambda runs, rate: print(f"  run {runs}: {format_number(rate, 4)} requests/s", file=sys.stderr,
                                                                   flush=True)) if n >= PROGRESS_SEARCH_REQUESTS else None)
     return _single_run(req, step, draft, engine, n)
 

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from roofline.units import MS, US, format_latency
+from roofline.units import MS, US, format_latency, format_number
 
 
 def tp_search_table(req, m, cm, precision, found: dict, name_flag) -> str:
@@ -23,7 +23,7 @@ def tp_search_table(req, m, cm, precision, found: dict, name_flag) -> str:
     arrivals = "Poisson" if req.burstiness == 1.0 else f"gamma gaps of burstiness {req.burstiness:g}"
     head = (f"{get_model(req.model).name} on {m.name}, {precision.label()}; {cm.describe('decode-only step')}\n"
             f"the highest request rate per replica within {targets}, by {kind} size"
-            + (f", and the replicas for {target:,.4g} requests/s" if target is not None else "")
+            + (f", and the replicas for {format_number(target, 4)} requests/s" if target is not None else "")
             + f" ({found['requests']:,} requests a run, each answer checked with "
                f"{found['checked_requests'] or CHECK_FACTOR * found['requests']:,}; arrivals {arrivals})")
     hdr = ["GPUs per replica", "req/s per replica", "req/s per GPU", "tok/s/GPU"]
@@ -39,7 +39,7 @@ def tp_search_table(req, m, cm, precision, found: dict, name_flag) -> str:
         if r["rate_per_s"] is None:
             rows.append([f"{r['gpus_per_replica']:,}", "-", "-", "-"] + ["-"] * (len(hdr) - 4))
             continue
-        cells = [f"{r['gpus_per_replica']:,}", f"{r['rate_per_s']:,.3g}", f"{r['rate_per_gpu']:,.3g}",
+        cells = [f"{r['gpus_per_replica']:,}", format_number(r['rate_per_s']), format_number(r['rate_per_gpu']),
                  f"{r['output_tokens_per_s_per_gpu']:,.0f}"]
         if target is not None:
             cells += [f"{r['replicas']:,}", f"{r['gpus']:,}"]
@@ -56,8 +56,8 @@ def tp_search_table(req, m, cm, precision, found: dict, name_flag) -> str:
     else:
         b = found["sizes"][best]
         lines.append(f"best: replicas of {b['gpus_per_replica']} GPU(s)"
-                     + (f", {b['replicas']:,} of them: {b['gpus']:,} GPUs for {target:,.4g} requests/s" if target is not None
-                        else f", {b['rate_per_gpu']:,.3g} requests/s per GPU")
+                     + (f", {b['replicas']:,} of them: {b['gpus']:,} GPUs for {format_number(target, 4)} requests/s" if target is not None
+                        else f", {format_number(b['rate_per_gpu'])} requests/s per GPU")
                      + ("; $/M out at target: the GPUs of the row serving the target's output tokens"
                         if target is not None and req.price is not None else ""))
     for r in found["sizes"]:
@@ -73,9 +73,9 @@ def split_table(step, found: dict) -> str:
 
     slo = found["slo"]
     targets = targets_text(slo)
-    rows = [[f"{p}:{d}", "-" if r is None else f"{r:,.3g}"] for p, d, r in found["splits"]]
+    rows = [[f"{p}:{d}", "-" if r is None else format_number(r)] for p, d, r in found["splits"]]
     co = found["colocated"]
-    rows.append(["co-located", "-" if co is None else f"{co:,.3g}"])
+    rows.append(["co-located", "-" if co is None else format_number(co)])
     g = found["gpus"]
     arrivals = ("arrivals Poisson" if found.get("arrivals", "poisson") == "poisson" else
                 f"arrivals with gamma gaps of burstiness {found['burstiness']:g}")
@@ -85,17 +85,17 @@ def split_table(step, found: dict) -> str:
     if best is None:
         low = found["lightest"]
         q = slo["percentile"]
-        lines.append(f"no split meets the targets: co-located at the lightest load tried ({low['rate_per_s']:,.3g} requests/s) "
+        lines.append(f"no split meets the targets: co-located at the lightest load tried ({format_number(low['rate_per_s'])} requests/s) "
                      f"TTFT p{q:g} is {format_latency(low['ttft_s'])} and TPOT p{q:g} {format_latency(low['tpot_s'])}; "
                      "a target below what a request alone takes is not met at any split")
     else:
         p, d, r = best
         better = co is None or r > co
-        lines.append(f"best: {p} prefill + {d} decode replicas, {r:,.3g} requests/s"
+        lines.append(f"best: {p} prefill + {d} decode replicas, {format_number(r)} requests/s"
                      + (f" ({r / co:.2f}x the co-located replicas)" if co else "")
                      + ("" if better else "; co-located replicas serve more"))
         if found.get("checked_requests"):
-            refused = "; ".join(f"{k} {', '.join(f'{v:,.4g}' for v in vs)}" for k, vs in found.get("failed_checks", {}).items())
+            refused = "; ".join(f"{k} {', '.join(format_number(v, 4) for v in vs)}" for k, vs in found.get("failed_checks", {}).items())
             lines.append(f"each split's answer checked again with {found['checked_requests']:,} requests"
                          + (f" (the co-located one with {found['colocated_checked_requests']:,} on one replica)"
                             if found.get("colocated_checked_requests") else "")

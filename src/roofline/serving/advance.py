@@ -34,6 +34,8 @@ def advance(st, plan):
     dt = st.step_seconds(nd, float(sum1), ctx1, M, nd * T + len(chunks), chunks) + st.step_overhead_s
     if st.draft is not None:
         dt = _with_draft(dt, st.draft, pool.ctx[dec], T, nd, fed, chunks)
+    if nd and st.decode_end < st.now:  # the step before had no decodes: some may have waited through it
+        _waited(st, dec, dt)
     st.in_system_integral += st.in_system * dt
     now = st.now = st.now + dt
     st.steps += 1
@@ -44,6 +46,8 @@ def advance(st, plan):
         st.kv_peak = used
     if not chunks:
         st.dt_decode = dt
+    if nd:
+        st.decode_end = now
     if nd and st.lazy:  # one token each: the tick moves; those whose last token it was finish
         tick = pool.tick = pool.tick + 1
         if pool.fins and pool.fins[0][0] <= tick:
@@ -53,6 +57,17 @@ def advance(st, plan):
         _advance_slots(st, dec)
     if chunks:
         _feed(st, chunks, chunk_slots, now)
+
+
+def _waited(st, dec: np.ndarray, dt: float):
+    """The decodes of the step about to run (``dec``, ``dt`` its seconds) that waited since their
+    last token (at RunState.token_t or decode_end, the later) through steps without decodes (a
+    step of prompts alone, SGLang's prefill first): their gaps recorded as that wait and this step,
+    at this step (StepRecords.waited)."""
+    wait = st.now - np.maximum(st.token_t[st.pool.req[dec]], st.decode_end)
+    late = wait[wait > 0]
+    if len(late):
+        st.records.waited(st.steps, late + dt)
 
 
 def _with_draft(dt: float, draft, ctx, T: int, nd: int, prompt_tokens: int, chunks) -> float:
@@ -78,6 +93,9 @@ def _feed(st, chunks: list, chunk_slots: list, now: float):
             pool.prefilling.remove(slot)
             if first_t[r] != first_t[r]:  # NaN: its first token
                 first_t[r] = now
+            else:  # recomputed after a preemption: its next token, the gap from its last before
+                st.records.waited(-1, np.array([now - st.token_t[r]]))
+            st.token_t[r] = now
             gen[r] += 1
             if gen[r] >= out[r]:
                 st.finish(r, slot)
@@ -120,6 +138,9 @@ def stretch(st, dec: np.ndarray, most: int) -> bool:
         (nd, pool.sum_base + nd * tick), ctx0, (pool.used, pool.cap, pool.table, pool.linear), pool.res, tick, pool.bs)
     if K <= 1:
         return False
+    if st.decode_end < st.now:
+        _waited(st, dec, float(dts[0]))
+    st.decode_end = end
     st.in_system_integral += st.in_system * (end - st.now)
     st.kv_integral += float(np.dot(used_k, dts))
     pool.used = float(used_k[-1])
@@ -151,6 +172,9 @@ def verify_run(st, dec: np.ndarray, most: int) -> bool:
     if run is None:
         return False
     K, dts, end, used_k, before_last, emitted = run
+    if st.decode_end < st.now:
+        _waited(st, dec, float(dts[0]))
+    st.decode_end = end
     st.in_system_integral += st.in_system * (end - st.now)
     st.kv_integral += float(np.dot(used_k, dts))
     st.kv_peak = max(st.kv_peak, float(used_k.max()))

@@ -149,7 +149,10 @@ def _run_notes(st, requests, over: str | None) -> tuple:
     holds = cap / max(float(st.pool.table[-(-int(mean_seq) // st.pool.bs)]), 1.0)
     demand = min(engine.max_seqs, requests.concurrency if st.closed else st.n)
     if holds < demand / 2 and (st.preemptions > 0 or max(st.kv_peak, st.pool.committed_peak) >= 0.9 * cap):  # ... the cache filled (or its reservations)
-        notes = (f"{memory_bound_head(step)}: the {cap / GIGA:,.2f} GB {what} holds {int(holds):,} sequence(s) of the mean "
+        # the pool's bytes are one GPU's of each data-parallel attention group: the tensor-parallel GPUs' cache (a
+        # pipelined virtual engine's: one stage GPU's worth, its sequences' layers spread over the stages)
+        held = cap / step._dp * step.tensor_parallel
+        notes = (f"{memory_bound_head(step)}: the {held / GIGA:,.2f} GB {what} holds {int(holds):,} sequence(s) of the mean "
                  f"length ({mean_seq:,.0f} tokens), under half of the {demand:,} that could run at once: more GPUs or a narrower "
                  "cache would batch more",) + notes
     if over:
@@ -176,15 +179,17 @@ def assemble(st, requests, price_per_gpu_hour: float | None):
     e2e = st.finish_t - st.arrival
     tpot = np.where(out > 1, (st.finish_t - st.first_t) / np.maximum(out - 1, 1), np.nan)
     dts, nds, step_ck, step_pf, step_nc = st.records.arrays()
+    gaps, counts = st.records.inter_token(dts, nds)
     busy = float(dts.sum())
     computed = int(step_ck.sum())  # prompt tokens computed (preempted ones again), integers summed exactly
     tokens = st.T * int(nds.sum()) + computed  # tokens fed, every step's
     over = overload_note(st.arrival, e2e, duration, ttft) if not st.closed and duration > 0 else None
     return ServingResult(
         step.describe(), requests.label, st.engine, step.tensor_parallel, ttft, tpot, e2e,
-        weighted_percentiles(dts, nds, PERCENTILES), duration, int(out.sum()), int(inp.sum()), computed,
+        weighted_percentiles(gaps, counts, PERCENTILES), duration, int(out.sum()), int(inp.sum()), computed,
         st.steps, float((dts * nds).sum() / busy) if busy else 0.0, tokens / max(st.steps, 1),
         st.kv_integral / busy / cap if busy else 0.0, st.kv_peak / cap, st.preemptions,
         st.in_system_integral / max(end - t_start, 1e-300), cap, _run_notes(st, requests, over), price_per_gpu_hour,
         dts, nds, st.arrival.copy(), inp, out, {**step_settings(step), **requests.settings},
-        step_ck, step_pf, step_nc, overload=over or "", scheduler=scheduler_note(step, st.engine))
+        step_ck, step_pf, step_nc, overload=over or "", scheduler=scheduler_note(step, st.engine),
+        itl_gaps_s=gaps, itl_counts=counts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from roofline.plan.render import note_line
 from roofline.tables import grid
-from roofline.units import GIGA, format_latency
+from roofline.units import GIGA, format_latency, format_number
 
 
 def targets_text(slo: dict) -> str:
@@ -19,15 +19,17 @@ def serving_table(r) -> str:
     """One simulated serving run: throughput, latency percentiles, the scheduler's figures."""
     m = r.to_dict()
     e = r.engine
-    shards = int(r.settings.get("kv_cache_gpus", 1))
+    gpus, groups = int(r.settings.get("kv_cache_gpus", 1)), int(r.settings.get("attention_data_parallel", 1))
     what = r.settings.get("cache", "KV cache")  # "SSM state" for state-space models: no keys and values, no blocks
     lines = [
         r.description,
         f"workload: {r.workload}, {r.requests:,} request{'s' if r.requests != 1 else ''}, {r.input_tokens / r.requests:,.0f} input and "
         f"{r.output_tokens / r.requests:,.0f} output tokens on average",
         f"engine: at most {e.max_seqs:,} sequences and {e.max_tokens:,} tokens per step, {what} "
-        f"{r.cache_bytes / shards / GIGA:,.1f} GB per GPU"
-        + (f" ({r.cache_bytes / GIGA:,.1f} GB over the {shards} data-parallel attention groups)" if shards > 1 else "")
+        f"{r.cache_bytes_per_gpu / GIGA:,.1f} GB per GPU"
+        + (f" ({r.replica_cache_bytes / GIGA:,.1f} GB over the replica's {gpus} GPUs"
+           + (f", {groups} data-parallel attention groups each caching its own sequences" if groups > 1 else "") + ")"
+           if gpus > 1 else "")
         + ((f" in blocks of {e.block_size} tokens" if e.block_size > 1 else ", a token a slot (no blocks)") if what != "SSM state" else ", one fixed-size state per sequence"),
         "",
         f"throughput  {m['output_tokens_per_s']:,.0f} output tokens/s ({m['output_tokens_per_s_per_gpu']:,.0f} per GPU), "
@@ -77,7 +79,7 @@ def serving_sweep_table(sw) -> str:
     for row, run in zip(sw.rows(), sw.results):
         v = row[sw.over]
         # a rate to 4 figures: a search's bisections differ in the 4th
-        cells = [f"{v:,}" if sw.over == "concurrency" else f"{v:,.4g}", f"{row['requests_per_s']:,.2f}",
+        cells = [f"{v:,}" if sw.over == "concurrency" else format_number(v, 4), f"{row['requests_per_s']:,.2f}",
                  f"{row['output_tokens_per_s_per_gpu']:,.0f}",
                  "-" if row["per_user_tokens_per_s"] is None else f"{row['per_user_tokens_per_s']:,.1f}",
                  format_latency(row["ttft_p50_s"]), format_latency(row["ttft_p99_s"]), format_latency(row["tpot_p50_s"]), format_latency(row["tpot_p99_s"]),
@@ -111,14 +113,14 @@ def _slo_answer(sw, slo: dict) -> str:
         low = sw.results[0]
         q = slo["percentile"]
         out += (f"\n\nno {('concurrency' if sw.over == 'concurrency' else 'rate')} tried meets {targets}: at the lightest "
-                f"load tried ({sw.values[0]:,.3g}{'' if sw.over == 'concurrency' else ' requests/s'}) TTFT p{q:g} is "
+                f"load tried ({format_number(sw.values[0])}{'' if sw.over == 'concurrency' else ' requests/s'}) TTFT p{q:g} is "
                 f"{format_latency(low.percentile('ttft', q))} and TPOT p{q:g} {format_latency(low.percentile('tpot', q))}: a target below "
                 "what a request alone takes is not met at any load or replica count")
     elif sw.over == "rate":
         r = sw.results[sw.values.index(best)]
         cost = r.cost_per_million_output_tokens
-        out += (f"\n\nhighest rate meeting {targets}: {best:,.3g} requests/s offered (the run served "
-                f"{r.requests_per_s:,.3g} requests/s and {r.output_tokens_per_s / r.gpus:,.0f} output tokens/s per GPU "
+        out += (f"\n\nhighest rate meeting {targets}: {format_number(best)} requests/s offered (the run served "
+                f"{format_number(r.requests_per_s)} requests/s and {r.output_tokens_per_s / r.gpus:,.0f} output tokens/s per GPU "
                 "from first arrival to last completion, the drain included"
                 + (f": ${cost:,.3f} per million output tokens at that rate)" if cost is not None else ")"))
         if slo.get("checked_requests"):
@@ -126,20 +128,20 @@ def _slo_answer(sw, slo: dict) -> str:
             passed_above = slo.get("short_passes_above") or []
             out += (f"\nchecked again with {slo['checked_requests']:,} requests ('longer run' rows): near capacity a "
                     "queue settles slowly, so a short sample's latencies can meet a target that a longer run misses"
-                    + (f": {', '.join(f'{v:,.4g}' for v in failed)} requests/s missed them in longer runs, so the answer "
+                    + (f": {', '.join(format_number(v, 4) for v in failed)} requests/s missed them in longer runs, so the answer "
                        f"steps down from the search's ({slo['check_backoff'] - 1:.0%}, then a bisection with longer runs) "
                        "to a rate a longer run meets" if failed else "")
-                    + (f"; {', '.join(f'{v:,.4g}' for v in passed_above)} met them in short runs only (not run longer)"
+                    + (f"; {', '.join(format_number(v, 4) for v in passed_above)} met them in short runs only (not run longer)"
                        if failed and passed_above else ""))
         if slo.get("capacity_per_s"):
-            out += (f"\ncapacity {slo['capacity_per_s']:,.3g} requests/s (all requests at once: the middle half of their "
+            out += (f"\ncapacity {format_number(slo['capacity_per_s'])} requests/s (all requests at once: the middle half of their "
                     "completions); a rate above it queues without end and meets no target")
         short = r.sample_note()
         if short:
             out += "\n" + note_line(short)
         n = sw.replicas_needed
         if n is not None:
-            out += (f"\n{sw.target_rate:,.3g} requests/s need {n:,} replica(s) of {r.gpus} GPU(s): {n * r.gpus:,} GPUs "
+            out += (f"\n{format_number(sw.target_rate)} requests/s need {n:,} replica(s) of {r.gpus} GPU(s): {n * r.gpus:,} GPUs "
                     "(requests spread evenly over identical replicas)")
     else:
         out += f"\n\nhighest concurrency meeting {targets}: {best:,} users"

@@ -15,7 +15,7 @@ from roofline.transformer import cache_name
 from roofline.plan.step import StepCost
 from roofline.serving.engine import Engine
 from roofline.tables import Tabular
-from roofline.units import MEGA
+from roofline.units import MEGA, format_latency, format_number
 
 
 PERCENTILES = (50, 90, 99)
@@ -61,6 +61,20 @@ class ServingResult(Tabular):
     step_chunk_count: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)  # ... in how many chunks
     overload: str = ""  # overload_note's words where an open-loop run was offered more than it holds ("": it held)
     scheduler: str = ""  # the run's scheduler note, as notes hold it ("": its notes have none of their own: disaggregated)
+    # the inter-token gaps itl_s is taken from, each counted once per delivery that had it (StepRecords.inter_token)
+    itl_gaps_s: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    itl_counts: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+
+    @property
+    def cache_bytes_per_gpu(self) -> float:
+        """What each GPU keeps for its cache: ``cache_bytes`` is the scheduler's pool, one GPU's with
+        tensor or pipeline parallelism, one GPU of each data-parallel attention group's with those."""
+        return self.cache_bytes / self.settings.get("attention_data_parallel", 1)
+
+    @property
+    def replica_cache_bytes(self) -> float:
+        """The replica's cache over all its GPUs (``kv_cache_gpus``; disaggregated: one decode replica's)."""
+        return self.cache_bytes_per_gpu * self.settings.get("kv_cache_gpus", 1)
 
     @property
     def requests(self) -> int:
@@ -140,7 +154,8 @@ class ServingResult(Tabular):
         d["itl_mean_s"] = self.itl_s.get("mean", float("nan"))
         d.update(steps=self.steps, mean_decode_batch=self.mean_decode_batch, mean_step_tokens=self.mean_step_tokens,
                  kv_cache_mean=self.kv_mean, kv_cache_peak=self.kv_peak, preemptions=self.preemptions,
-                 mean_requests_in_system=self.mean_in_system, kv_cache_bytes=self.cache_bytes,
+                 mean_requests_in_system=self.mean_in_system, kv_cache_bytes=self.replica_cache_bytes,
+                 kv_cache_bytes_per_gpu=self.cache_bytes_per_gpu,
                  computed_prompt_tokens=self.computed_tokens)
         cost = self.cost_per_million_output_tokens
         if cost is not None:
@@ -270,10 +285,10 @@ def overload_note(arrival_s: np.ndarray, e2e_s: np.ndarray, duration_s: float, t
         return None
     pace = completion_rate_per_s(arrival_s, e2e_s)  # what it completes at its saturated pace: shown, the window
     # estimate (held) only classifies (an overloaded run's median latency, its window, is itself the queue's)
-    shown = (f"it completes about {pace:,.3g} requests/s (the middle half of its completions)" if math.isfinite(pace)
-             else f"{held:,.3g} requests/s {how}")
-    return (f"{OVERLOADED} {shown} of the {offered:,.3g} offered; "
-            f"{len(e2e_s) / duration_s:,.3g} served from first arrival to last completion; the queue grows for as long as "
+    shown = (f"it completes about {format_number(pace)} requests/s (the middle half of its completions)" if math.isfinite(pace)
+             else f"{format_number(held)} requests/s {how}")
+    return (f"{OVERLOADED} {shown} of the {format_number(offered)} offered; "
+            f"{format_number(len(e2e_s) / duration_s)} served from first arrival to last completion; the queue grows for as long as "
             "requests arrive, so the latencies depend on --requests, and no SLO is met at this rate")
 
 
@@ -290,8 +305,8 @@ def sample_note(result) -> str | None:
     e2e = result.percentile("e2e", 50)
     if not math.isfinite(e2e) or span >= STEADY_SPANS * e2e:
         return None
-    head = (f"{result.requests:,} requests arrive over {span:,.3g} s, under {STEADY_SPANS} times a request's "
-            f"{e2e:,.3g} s end to end: the run is mostly its ramp and drain, not a steady state")
+    head = (f"{result.requests:,} requests arrive over {format_latency(span)}, under {STEADY_SPANS} times a request's "
+            f"{format_latency(e2e)} end to end: the run is mostly its ramp and drain, not a steady state")
     if result.overloaded:  # its queue grows: no number of requests settles it
         return head + " (and overloaded: no number of requests settles it at this rate)"
     need = int(math.ceil(STEADY_SPANS * e2e * result.settings["rate_per_s"]))
@@ -309,7 +324,9 @@ def step_settings(step: StepCost) -> dict:
             # with expert parallelism tensor_parallel is the group's GPUs: the experts split over them, attention
             # data-parallel across them (no tensor-parallel slicing)
             "expert_parallel": bool(step.expert_parallel),
-            "kv_cache_gpus": step._dp,  # GPUs the cache_bytes is spread over (attention data parallel), else 1: per GPU
+            "kv_cache_gpus": step.tensor_parallel * step.pipeline_stages,  # the GPUs holding the replica's cache
+            # data-parallel attention groups (expert parallelism), each caching its own sequences; else 1
+            "attention_data_parallel": step._dp,
             "cache": cache_name(step.model),  # what the cache holds: "KV cache", "SSM state" or both
             **kernel_settings(step.cost_model)}
 
@@ -345,7 +362,8 @@ def weighted_percentiles(values: np.ndarray, weights: np.ndarray, ps) -> dict:
 def _weighted_select(v: np.ndarray, w: np.ndarray, targets, base: float = 0.0, depth: int = 0, bins: int = 1024) -> list:
     """For each target, the least of ``v`` whose weight at or below it (``base`` the weight of the
     values below all of ``v``) reaches the target (the largest where none does), without sorting
-    them all (a run has millions of steps): the values binned by value (the bins keep their order)
+    them all (a run has millions of steps): the values binned by value, or by its logarithm where all
+    are positive (the bins keep their order)
     and the bin where the weight reaches the target searched the same way, until few are left to
     sort. Weights are whole numbers (their sums exact)."""
     lo, hi = float(v.min()), float(v.max())
@@ -353,7 +371,10 @@ def _weighted_select(v: np.ndarray, w: np.ndarray, targets, base: float = 0.0, d
         order = np.argsort(v)
         vs, cw = v[order], base + np.cumsum(w[order])
         return [float(vs[min(int(np.searchsorted(cw, t, side="left")), len(vs) - 1)]) for t in targets]
-    idx = np.minimum(((v - lo) * (bins / (hi - lo))).astype(np.int64), bins - 1)
+    key = v
+    if lo > 0:  # a few gaps 1,000 times the rest (a wait through steps of prompts) leave the rest many bins
+        key, lo, hi = np.log(v), math.log(lo), math.log(hi)
+    idx = np.minimum(((key - lo) * (bins / (hi - lo))).astype(np.int64), bins - 1) if hi > lo else np.zeros(len(v), np.int64)
     below = base + np.cumsum(np.bincount(idx, weights=w, minlength=bins))  # the weight up to bin b
     out = []
     for t in targets:

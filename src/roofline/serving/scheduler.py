@@ -184,6 +184,7 @@ def simulate_pipelined(step: StepCost, requests: Requests, engine: Engine = Engi
     duration = float(np.nanmax(finish)) - t0
     durations = np.concatenate([r.step_durations_s for r in parts])
     decodes = np.concatenate([r.step_decodes for r in parts])
+    gaps, counts = np.concatenate([r.itl_gaps_s for r in parts]), np.concatenate([r.itl_counts for r in parts])
     notes = (f"pipeline: {p} stages of about {step.model.n_layers / p:.3g} layers, each on {step.tensor_parallel} GPU(s), "
              f"{p} micro-batches in flight (one virtual engine per stage); balanced stages and micro-batches assumed; "
              f"fewer requests than stages leave stages idle; the mean decode batch is one micro-batch's (sequences "
@@ -197,7 +198,7 @@ def simulate_pipelined(step: StepCost, requests: Requests, engine: Engine = Engi
         notes = (over,) + notes
     return ServingResult(
         step.describe(), requests.label, engine, step.tensor_parallel * p, ttft, tpot, e2e,
-        weighted_percentiles(durations, decodes, PERCENTILES), duration, int(out.sum()), int(inp.sum()),
+        weighted_percentiles(gaps, counts, PERCENTILES), duration, int(out.sum()), int(inp.sum()),
         int(sum(r.computed_tokens for r in parts)), int(sum(r.steps for r in parts)),
         # the batch one step runs (one micro-batch's), the virtual engines' mean: the breakdown costs a step at it
         float(np.mean([r.mean_decode_batch for r in parts])),
@@ -205,4 +206,4 @@ def simulate_pipelined(step: StepCost, requests: Requests, engine: Engine = Engi
         float(max(r.kv_peak for r in parts)), int(sum(r.preemptions for r in parts)), float(np.nansum(e2e) / duration),
         parts[0].cache_bytes, notes, price_per_gpu_hour, durations, decodes, arrival, inp, out,
         {**step_settings(step), **requests.settings, "pipeline_stages": p}, overload=over or "",
-        scheduler=parts[0].scheduler)
+        scheduler=parts[0].scheduler, itl_gaps_s=gaps, itl_counts=counts)

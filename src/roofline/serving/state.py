@@ -49,6 +49,11 @@ class RunState:
         self.done = [0] * n
         self.gen = np.zeros(n, dtype=np.int64)
         self.first_t = np.full(n, np.nan)
+        # each request's last token not given by a decode step (its prompt's last chunk), or at a preemption its last
+        # token: a decoding sequence's last token is at this or at decode_end, the end of the last step with decodes
+        # (every such step decodes every decoding sequence), whichever is later; its next token's gap runs from there
+        self.token_t = np.full(n, -np.inf)
+        self.decode_end = -np.inf
         self.finish_t = np.full(n, np.nan)
         self.seen = np.zeros(n, dtype=bool)
         self.waiting: collections.deque = collections.deque()
@@ -88,7 +93,10 @@ class RunState:
 
     def requeue(self, r: int):
         """Request ``r`` preempted (its cache freed): it waits again at the head of the queue to
-        recompute its prompt and what it had generated, as vLLM's recompute preemption does."""
+        recompute its prompt and what it had generated, as vLLM's recompute preemption does; a
+        decoding one's last token kept (token_t), the gap to its next runs from it."""
+        if self.done[r] >= self.need[r]:  # its prompt was cached: it was decoding
+            self.token_t[r] = max(self.token_t[r], self.decode_end)
         self.need[r] = int(self.inp[r] + self.gen[r])
         self.done[r] = 0
         self.waiting.appendleft(r)

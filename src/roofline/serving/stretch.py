@@ -22,6 +22,7 @@ class StepRecords:
     def __init__(self):
         self.singles: list[tuple] = []  # each single step's (seconds, decodes, prompt tokens, mean prefix, chunks)
         self.runs: list[tuple] = []  # each stretch's (single steps before it, seconds, decodes)
+        self.late: list[tuple] = []  # (step, gaps): deliveries whose gap outlasts their step's seconds (waited)
 
     def one(self, dt, nd, fed, prefix, chunks):
         self.singles.append((dt, nd, fed, prefix, chunks))
@@ -29,6 +30,25 @@ class StepRecords:
     def stretch(self, dts: np.ndarray, nd: int):
         """K decode-only steps of ``nd`` decodes each, their seconds ``dts``."""
         self.runs.append((len(self.singles), dts, nd))
+
+    def waited(self, at: int, gaps_s: np.ndarray):
+        """Decodes of step ``at`` (its index in the run) whose gap since their sequence's last token
+        is ``gaps_s``, longer than the step: they sat through steps of prompts alone before it; at
+        -1, tokens of no decode step (a preempted sequence's, from its recomputed prompt)."""
+        self.late.append((at, gaps_s))
+
+    def inter_token(self, dts: np.ndarray, nds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The run's inter-token gaps, one a delivery (a sequence's tokens from one step), as values
+        and whole-number counts: each decode step's seconds once per sequence it decoded (``dts``,
+        ``nds`` from arrays()), less the deliveries of it whose sequences waited (``late``: the gap
+        from their last token, the waits' seconds with the step's), which count at their own gaps.
+        Their sum is every sequence's time from its first token to its last."""
+        if not self.late:
+            return dts, nds
+        gaps = np.concatenate([g for _, g in self.late])
+        at = np.repeat([k for k, _ in self.late], [len(g) for _, g in self.late])
+        counts = nds - np.bincount(at[at >= 0], minlength=len(nds))
+        return np.concatenate([dts, gaps]), np.concatenate([counts, np.ones(len(gaps))])
 
     def arrays(self) -> list[np.ndarray]:
         """The five columns in step order: segments (a single step, or a stretch) placed in order,
