@@ -50,7 +50,7 @@ def test_the_closed_loop_keeps_its_users_in_flight(step):
     (k + 1)-th finish), so until the last request is sent exactly 8 are in the system."""
     reqs = closed_requests(8, 40, (200, 2000), 64, seed=3)
     r = simulate_disaggregated(step, step, reqs, prefill_replicas=2, decode_replicas=1, router="round-robin",
-                               first_token="decode")
+                               first_token="decode", tolerance=0.0)
     finish = r.arrival_s + r.e2e_s
     assert r.arrival_s[:8] == pytest.approx(np.zeros(8))
     assert r.arrival_s[8:] == pytest.approx(np.sort(finish)[:32], rel=1e-9)
@@ -105,7 +105,7 @@ def test_a_tolerance_stops_the_closed_loop_sooner_at_the_same_means(step):
     2%; a tolerance past 0.5 is refused by name."""
     reqs = closed_requests(32, 128, (500, 3000), 128, seed=5)
     kw = dict(prefill_replicas=1, decode_replicas=2, router="round-robin", first_token="decode")
-    exact = simulate_disaggregated(step, step, reqs, **kw)
+    exact = simulate_disaggregated(step, step, reqs, tolerance=0.0, **kw)
     loose = simulate_disaggregated(step, step, reqs, tolerance=0.01, **kw)
     assert loose.settings["closed_loop_passes"] <= exact.settings["closed_loop_passes"]
     assert loose.settings["closed_loop_tolerance"] == 0.01 and exact.settings["closed_loop_tolerance"] == 0.0
