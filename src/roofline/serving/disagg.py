@@ -52,7 +52,11 @@ def kv_transfer_seconds(prefill: StepCost, decode: StepCost, input_tokens: np.nd
 
 ROUTERS = ("random", "round-robin")  # how requests are spread over a pool's replicas
 FIRST_TOKENS = ("prefill", "decode")  # which pool's token a client sees first
-CLOSED_LOOP_PASSES = 40  # the closed loop's fixed point: past this many passes without settling, refused
+# the closed loop's fixed point: past this many passes without settling, refused (where a pool queues, a request's
+# replica and batch turn on the order of arrivals, so the guess past the settled ones is rough and the arrivals
+# settle from the earliest on, about half a round of users a pass: 1,000 requests of 64 users over 2:2 pools of
+# 4,096-token prompts took 23 to 39)
+CLOSED_LOOP_PASSES = 80
 # the closed loop stops when no arrival moves by more than this share of the mean end-to-end latency: a request's
 # latency jumps by a step as its arrival crosses a step's start, so the exact fixed point settles one round of users a
 # pass (1,000 requests of 16 users: 63 passes); to 1% it settles in a few, the means within about 0.5% of it
@@ -192,14 +196,18 @@ def _closed_loop(prefill, decode, inp, out, concurrency, transfer, engines, repl
     for passes in range(1, CLOSED_LOOP_PASSES + 1):
         pools = _run_pools(prefill, decode, inp, out, arrival, transfer, *engines, *replicas, routes)
         new = _closed_arrivals(pools.finish_s, c)
-        moved = float(np.max(np.abs(new - arrival)))
-        mean_e2e = float(np.mean(pools.finish_s - arrival))
-        if moved <= max(1e-9 * max(1.0, float(new.max())), tolerance * mean_e2e):
+        moves, mean_e2e = np.abs(new - arrival), float(np.mean(pools.finish_s - arrival))
+        within = max(1e-9 * max(1.0, float(new.max())), tolerance * mean_e2e)
+        moved = float(moves.max())
+        if moved <= within:
             return (new if tolerance == 0 else arrival), pools, passes + 1
         arrival = _arrivals_at_latencies(pools.finish_s - arrival, c)
-    raise RooflineError(f"the closed loop of {c:,} users over the two pools did not settle in {CLOSED_LOOP_PASSES} passes "
-                        f"(an arrival still moved {moved:.3g} s, {moved / mean_e2e:.2%} of the mean end-to-end latency, "
-                        "from one pass to the next): give fewer requests, or an open loop (a rate)", field="concurrency")
+    settled = int(np.argmax(moves > within))  # the requests sent before the first arrival still moving had settled
+    raise RooflineError(f"the closed loop of {c:,} users over the two pools did not settle in {CLOSED_LOOP_PASSES} passes: "
+                        f"an arrival still moved {moved:.3g} s ({moved / mean_e2e:.2%} of the mean end-to-end latency) "
+                        f"from one pass to the next, the first {settled:,} of {n:,} requests' had settled; give --requests "
+                        f"{max(settled, c):,} or fewer (fewer rounds of users), or an open loop (a rate)",
+                        field="concurrency", also=("requests",))
 
 
 def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Requests, prefill_engine: Engine = Engine(),
