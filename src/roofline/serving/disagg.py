@@ -205,8 +205,9 @@ def _closed_loop(prefill, decode, inp, out, concurrency, transfer, engines, repl
     settled = int(np.argmax(moves > within))  # the requests sent before the first arrival still moving had settled
     raise RooflineError(f"the closed loop of {c:,} users over the two pools did not settle in {CLOSED_LOOP_PASSES} passes: "
                         f"an arrival still moved {moved:.3g} s ({moved / mean_e2e:.2%} of the mean end-to-end latency) "
-                        f"from one pass to the next, the first {settled:,} of {n:,} requests' had settled; give --requests "
-                        f"{max(settled, c):,} or fewer (fewer rounds of users), or an open loop (a rate)",
+                        f"from one pass to the next (the arrivals of the first {settled:,} of {n:,} requests had "
+                        f"settled): give --requests {max(settled, c):,} or fewer (fewer rounds of users), or an open loop "
+                        "(a rate)",
                         field="concurrency", also=("requests",))
 
 
