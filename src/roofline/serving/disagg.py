@@ -52,14 +52,11 @@ def kv_transfer_seconds(prefill: StepCost, decode: StepCost, input_tokens: np.nd
 
 ROUTERS = ("random", "round-robin")  # how requests are spread over a pool's replicas
 FIRST_TOKENS = ("prefill", "decode")  # which pool's token a client sees first
-# the closed loop's fixed point: past this many passes without settling, refused (where a pool queues, a request's
-# replica and batch turn on the order of arrivals, so the guess past the settled ones is rough and the arrivals
-# settle from the earliest on, about half a round of users a pass: 1,000 requests of 64 users over 2:2 pools of
-# 4,096-token prompts took 23 to 39)
+# the closed loop's fixed point: past this many passes refused (where a pool queues, half a round of users settles a
+# pass: 1,000 requests of 64 users on 2:2 pools of 4,096-token prompts took 23 to 39)
 CLOSED_LOOP_PASSES = 80
-# the closed loop stops when no arrival moves by more than this share of the mean end-to-end latency: a request's
-# latency jumps by a step as its arrival crosses a step's start, so the exact fixed point settles one round of users a
-# pass (1,000 requests of 16 users: 63 passes); to 1% it settles in a few, the means within about 0.5% of it
+# stop when no arrival moves by more than this share of the mean end-to-end latency (the exact fixed point settles one
+# round of users a pass: a latency jumps by a step as its arrival crosses a step's start; docs/serving.md)
 CLOSED_LOOP_TOLERANCE = 0.01
 
 
@@ -100,9 +97,8 @@ class _Pools:
 
 
 def _random_routes(rng, n: int, prefill_replicas: int, decode_replicas: int, router: str):
-    """Each request's prefill and decode replica drawn at random (the "random" router; (None, None)
-    for round robin, which follows the arrivals): drawn once per request, so that a closed loop's
-    passes route a request alike (redrawn each pass, a run of several replicas a pool never settled)."""
+    """Each request's prefill and decode replica at random (the "random" router; (None, None) for
+    round robin): drawn once, so a closed loop's passes route a request alike (redrawn, never settled)."""
     if router != "random":
         return None, None
     return rng.integers(0, prefill_replicas, size=n), rng.integers(0, decode_replicas, size=n)
@@ -159,14 +155,12 @@ def _closed_arrivals(finish_s: np.ndarray, concurrency: int) -> np.ndarray:
 
 
 def _arrivals_at_latencies(latency_s: np.ndarray, concurrency: int) -> np.ndarray:
-    """A closed loop's arrival times were each request to take ``latency_s`` (arrival to finish)
-    whatever the others do: the first ``concurrency`` at 0, then request C + k at the (k+1)-th
-    finish, the users' next finishes kept in a heap (a finish pushed is never before the one just
-    popped, so they pop in order: _closed_arrivals of the finishes it makes)."""
-    n, c = len(latency_s), min(int(concurrency), len(latency_s))
+    """A closed loop's arrivals were each request to take ``latency_s`` whatever the others do: the
+    first ``concurrency`` at 0, request C + k at the (k+1)-th finish, the users' next finishes in a
+    heap (one pushed is never before the one popped, so they pop in order, as _closed_arrivals sorts)."""
+    n, c, lat = len(latency_s), min(int(concurrency), len(latency_s)), latency_s.tolist()
     arrival = np.zeros(n)
-    due = sorted(float(x) for x in latency_s[:c])  # a sorted list is a heap
-    lat = latency_s.tolist()
+    due = sorted(lat[:c])  # a sorted list is a heap
     for r in range(c, n):
         arrival[r] = t = heapq.heappop(due)
         heapq.heappush(due, t + lat[r])
@@ -175,15 +169,12 @@ def _arrivals_at_latencies(latency_s: np.ndarray, concurrency: int) -> np.ndarra
 
 def _closed_loop(prefill, decode, inp, out, concurrency, transfer, engines, replicas, router, routes, tolerance):
     """(arrivals, _Pools, passes) of a closed loop over both pools: the pools run on guessed arrival
-    times; each request's latency in that pass gives the next guess, the loop's arrivals were every
-    request to take its latency again (_arrivals_at_latencies); and again until the arrivals the
-    finishes set (_closed_arrivals) are those the pass ran on, none moved by more than ``tolerance``
-    x the mean end-to-end latency (0: by more than 1e-9 of the run). Each pool is causal, so the
-    arrivals settle from the earliest on; setting them from the last pass's finishes instead (as
-    before 2026-12-06) settled one round of users a pass, past CLOSED_LOOP_PASSES at 1,000 requests
-    of 16 users, where the latencies settle in a few. The first guess: the first ``concurrency``
-    requests run alone, and each later round of users follows its finishes, a mean latency of that
-    round apart. Past CLOSED_LOOP_PASSES passes refused, naming the arrivals' last move."""
+    times, the next guess the loop's arrivals were each request to take its latency in that pass
+    again (_arrivals_at_latencies; set from the finishes instead, as before 2026-12-06, one round
+    of users settled a pass), until the arrivals the finishes set (_closed_arrivals) move by no more
+    than ``tolerance`` x the mean end-to-end latency (0: 1e-9 of the run). The first guess: the
+    first ``concurrency`` requests alone, each later round a mean latency of theirs apart. Past
+    CLOSED_LOOP_PASSES passes refused, naming the last move and the requests that had settled."""
     n, c = len(inp), int(concurrency)
     k = min(c, n)
     head = _run_pools(prefill, decode, inp[:k], out[:k], np.zeros(k), transfer[:k], *engines, *replicas,
