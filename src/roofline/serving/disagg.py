@@ -5,6 +5,7 @@ KV cache sent between them over a link, and the best split of a number of replic
 from __future__ import annotations
 
 import dataclasses
+import heapq
 
 import numpy as np
 
@@ -51,7 +52,12 @@ def kv_transfer_seconds(prefill: StepCost, decode: StepCost, input_tokens: np.nd
 
 ROUTERS = ("random", "round-robin")  # how requests are spread over a pool's replicas
 FIRST_TOKENS = ("prefill", "decode")  # which pool's token a client sees first
-CLOSED_LOOP_PASSES = 40  # the closed loop's fixed point: past this many passes without settling, refused
+# the closed loop's fixed point: past this many passes refused (where a pool queues, half a round of users settles a
+# pass: 1,000 requests of 64 users on 2:2 pools of 4,096-token prompts took 23 to 39)
+CLOSED_LOOP_PASSES = 80
+# stop when no arrival moves by more than this share of the mean end-to-end latency (the exact fixed point settles one
+# round of users a pass: a latency jumps by a step as its arrival crosses a step's start; docs/serving.md)
+CLOSED_LOOP_TOLERANCE = 0.01
 
 
 def _pool_notes(p_results, d_results, closed: bool = False) -> tuple[str, ...]:
@@ -90,15 +96,24 @@ class _Pools:
     d_results: list
 
 
+def _random_routes(rng, n: int, prefill_replicas: int, decode_replicas: int, router: str):
+    """Each request's prefill and decode replica at random (the "random" router; (None, None) for
+    round robin): drawn once, so a closed loop's passes route a request alike (redrawn, never settled)."""
+    if router != "random":
+        return None, None
+    return rng.integers(0, prefill_replicas, size=n), rng.integers(0, decode_replicas, size=n)
+
+
 def _run_pools(prefill, decode, inp, out, arrival, transfer, prefill_engine, decode_engine, prefill_replicas,
-               decode_replicas, router, rng) -> _Pools:
+               decode_replicas, routes) -> _Pools:
     """Each prefill replica's requests through simulate (one output token: the one it samples), then,
     after each cache's transfer, each decode replica's (the prompt plus that token, its cache arrived:
-    only the token is fed; the rest of the output)."""
+    only the token is fed; the rest of the output). ``routes``: _random_routes's replicas, or
+    (None, None) for round robin."""
     n = len(inp)
     first = np.full(n, np.nan)
     p_results, d_results = [], []
-    pool = rng.integers(0, prefill_replicas, size=n) if router == "random" else _round_robin(arrival, prefill_replicas)
+    pool = routes[0] if routes[0] is not None else _round_robin(arrival, prefill_replicas)
     for i in range(int(prefill_replicas)):
         idx = np.flatnonzero(pool == i)
         if len(idx) == 0:
@@ -112,8 +127,8 @@ def _run_pools(prefill, decode, inp, out, arrival, transfer, prefill_engine, dec
     second = np.full(n, np.nan)
     cont = np.flatnonzero(out > 1)
     d_arrival = first + transfer
-    if router == "random":
-        dpool = rng.integers(0, decode_replicas, size=n)
+    if routes[1] is not None:
+        dpool = routes[1]
     else:
         dpool = np.full(n, -1)
         dpool[cont] = _round_robin(d_arrival[cont], decode_replicas)
@@ -139,39 +154,59 @@ def _closed_arrivals(finish_s: np.ndarray, concurrency: int) -> np.ndarray:
     return np.concatenate([np.zeros(k), np.sort(finish_s)[: len(finish_s) - k]])
 
 
-def _closed_loop(prefill, decode, inp, out, concurrency, transfer, engines, replicas, router, rng, tolerance):
+def _arrivals_at_latencies(latency_s: np.ndarray, concurrency: int) -> np.ndarray:
+    """A closed loop's arrivals were each request to take ``latency_s`` whatever the others do: the
+    first ``concurrency`` at 0, request C + k at the (k+1)-th finish, the users' next finishes in a
+    heap (one pushed is never before the one popped, so they pop in order, as _closed_arrivals sorts)."""
+    n, c, lat = len(latency_s), min(int(concurrency), len(latency_s)), latency_s.tolist()
+    arrival = np.zeros(n)
+    due = sorted(lat[:c])  # a sorted list is a heap
+    for r in range(c, n):
+        arrival[r] = t = heapq.heappop(due)
+        heapq.heappush(due, t + lat[r])
+    return arrival
+
+
+def _closed_loop(prefill, decode, inp, out, concurrency, transfer, engines, replicas, router, routes, tolerance):
     """(arrivals, _Pools, passes) of a closed loop over both pools: the pools run on guessed arrival
-    times, the arrivals are set from the finishes (_closed_arrivals), and again until no arrival
-    moves by more than ``tolerance`` x the mean end-to-end latency (0: by more than 1e-9 of the run;
-    each pool is causal, so the arrivals settle from the earliest on). The guess: the first
-    ``concurrency`` requests run alone, and each later round of users follows its finishes, a mean
-    latency of that round apart. Past CLOSED_LOOP_PASSES passes refused."""
+    times, the next guess the loop's arrivals were each request to take its latency in that pass
+    again (_arrivals_at_latencies; set from the finishes instead, as before 2026-12-06, one round
+    of users settled a pass), until the arrivals the finishes set (_closed_arrivals) move by no more
+    than ``tolerance`` x the mean end-to-end latency (0: 1e-9 of the run). The first guess: the
+    first ``concurrency`` requests alone, each later round a mean latency of theirs apart. Past
+    CLOSED_LOOP_PASSES passes refused, naming the last move and the requests that had settled."""
     n, c = len(inp), int(concurrency)
     k = min(c, n)
-    head = _run_pools(prefill, decode, inp[:k], out[:k], np.zeros(k), transfer[:k], *engines, *replicas, router,
-                      np.random.default_rng(0))
+    head = _run_pools(prefill, decode, inp[:k], out[:k], np.zeros(k), transfer[:k], *engines, *replicas,
+                      _random_routes(np.random.default_rng(0), k, *replicas, router))
     if k == n:
         return np.zeros(n), head, 1
     f = np.sort(head.finish_s)
     j = np.arange(n - k)
     arrival = np.concatenate([np.zeros(k), np.sort(f[j % k] + (j // k) * float(f.mean()))])
     for passes in range(1, CLOSED_LOOP_PASSES + 1):
-        pools = _run_pools(prefill, decode, inp, out, arrival, transfer, *engines, *replicas, router, rng)
+        pools = _run_pools(prefill, decode, inp, out, arrival, transfer, *engines, *replicas, routes)
         new = _closed_arrivals(pools.finish_s, c)
-        moved = float(np.max(np.abs(new - arrival)))
-        if moved <= max(1e-9 * max(1.0, float(new.max())), tolerance * float(np.mean(pools.finish_s - arrival))):
+        moves, mean_e2e = np.abs(new - arrival), float(np.mean(pools.finish_s - arrival))
+        within = max(1e-9 * max(1.0, float(new.max())), tolerance * mean_e2e)
+        moved = float(moves.max())
+        if moved <= within:
             return (new if tolerance == 0 else arrival), pools, passes + 1
-        arrival = new
-    raise RooflineError(f"the closed loop of {c:,} users over the two pools did not settle in {CLOSED_LOOP_PASSES} passes "
-                        "(the arrivals set from one pass's finishes kept moving the next): give fewer requests, or an "
-                        "open loop (a rate)", field="concurrency")
+        arrival = _arrivals_at_latencies(pools.finish_s - arrival, c)
+    settled = int(np.argmax(moves > within))  # the requests sent before the first arrival still moving had settled
+    raise RooflineError(f"the closed loop of {c:,} users over the two pools did not settle in {CLOSED_LOOP_PASSES} passes: "
+                        f"an arrival still moved {moved:.3g} s ({moved / mean_e2e:.2%} of the mean end-to-end latency) "
+                        f"from one pass to the next (the arrivals of the first {settled:,} of {n:,} requests had "
+                        f"settled): give --requests {max(settled, c):,} or fewer (fewer rounds of users), or an open loop "
+                        "(a rate)",
+                        field="concurrency", also=("requests",))
 
 
 def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Requests, prefill_engine: Engine = Engine(),
                            decode_engine: Engine = Engine(), prefill_replicas: int = 1, decode_replicas: int = 1,
                            kv_link: str | None = None, seed: int = 0,
                            price_per_gpu_hour: float | None = None, router: str = "random",
-                           first_token: str = "prefill", tolerance: float = 0.0) -> ServingResult:
+                           first_token: str = "prefill", tolerance: float = CLOSED_LOOP_TOLERANCE) -> ServingResult:
     """Prefill and decode on separate pools (DistServe, Splitwise; vLLM and SGLang's disaggregated
     serving): each request is prefilled on one of ``prefill_replicas``, which samples its first
     token; its KV cache then moves to one of ``decode_replicas`` (kv_transfer_seconds), which feeds
@@ -218,10 +253,11 @@ def simulate_disaggregated(prefill: StepCost, decode: StepCost, requests: Reques
     if closed:
         check_number("tolerance", tolerance, strictly=False, maximum=0.5)
         arrival, pools, passes = _closed_loop(prefill, decode, inp, out, requests.concurrency, transfer, engines, replicas,
-                                              router, rng, float(tolerance))
+                                              router, _random_routes(rng, len(inp), *replicas, router), float(tolerance))
     else:
         arrival, passes = np.asarray(requests.arrival_s, dtype=float), None
-        pools = _run_pools(prefill, decode, inp, out, arrival, transfer, *engines, *replicas, router, rng)
+        pools = _run_pools(prefill, decode, inp, out, arrival, transfer, *engines, *replicas,
+                           _random_routes(rng, len(inp), *replicas, router))
     return _result(prefill, decode, requests, pools, arrival, transfer, link, decode_engine, replicas, router, first_token,
                    passes, tolerance, price_per_gpu_hour)
 
