@@ -275,7 +275,8 @@ def _result(prefill, decode, requests, pools, arrival, transfer, link, decode_en
     tpot = np.where(out > 1, (finish - seen) / np.maximum(out - 1, 1), np.nan)
     durations = np.concatenate([r.step_durations_s for r in d_results]) if d_results else np.zeros(0)
     decodes = np.concatenate([r.step_decodes for r in d_results]) if d_results else np.zeros(0)
-    # inter-token latency: the decode pool's steps after its first token, and each request's gap between its first
+    # inter-token latency: the decode pool's gaps after its first token (its steps, and a preempted sequence's wait:
+    # ServingResult.itl_gaps_s), and each request's gap between its first
     # token and its second: the prefill pool's token to the decode pool's (the transfer, the decode pool's queue and
     # step), or none where both come from the decode pool's first step
     gaps = (second - seen)[np.isfinite(second)]
@@ -302,7 +303,7 @@ def _result(prefill, decode, requests, pools, arrival, transfer, link, decode_en
     return ServingResult(
         f"{decode.describe()} (decode pool, {decode_replicas} replica(s)); prefill pool {prefill_replicas} replica(s) of "
         f"{prefill.machine.name} x {prefill.tensor_parallel}",
-        requests.label, decode_engine, gpus, ttft, tpot, e2e, weighted_percentiles(np.concatenate([durations, gaps]), np.concatenate([decodes, np.ones(len(gaps))]), PERCENTILES),
+        requests.label, decode_engine, gpus, ttft, tpot, e2e, weighted_percentiles(np.concatenate([r.itl_gaps_s for r in d_results] + [gaps]), np.concatenate([r.itl_counts for r in d_results] + [np.ones(len(gaps))]), PERCENTILES),
         duration, int(out.sum()), int(inp.sum()), int(sum(r.computed_tokens for r in p_results)),
         int(sum(r.steps for r in p_results + d_results)),
         float((durations * decodes).sum() / busy) if busy else 0.0,
