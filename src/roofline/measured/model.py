@@ -75,6 +75,7 @@ class MeasuredKernels(CostModel):
     # a preset with no tables of its own: the measured preset whose kernels' efficiencies are read and applied to
     # this machine's roofline ("" for measured on the machine itself; tables.NEAREST_MEASURED)
     measured_on: str = ""
+    fp8_scaling_from: str = ""  # where fp8_scaling came from, where not the flag or its default (scaled_for)
 
     def __post_init__(self):
         super().__post_init__()
@@ -82,6 +83,15 @@ class MeasuredKernels(CostModel):
             from roofline.errors import unknown_name
 
             raise unknown_name("fp8 scaling", self.fp8_scaling, FP8_SCALINGS, field="fp8_scaling")
+
+    def scaled_for(self, precision, chosen: str | None = None) -> "MeasuredKernels":
+        """The tables' fp8 rows as the checkpoint scales its fp8 weights (Precision.fp8_scaling: a
+        weight_block_size picks the block rows, ModelOpt's FP8 the per-tensor ones), unless
+        ``chosen`` (--fp8-scaling) said which."""
+        scaling = getattr(precision, "fp8_scaling", "")
+        if chosen or not scaling:
+            return self
+        return dataclasses.replace(self, fp8_scaling=scaling, fp8_scaling_from="the checkpoint's")
 
     def table_dtype(self, dtype: str) -> str:
         """The GEMM table's dtype for our ``dtype``: fp8 as fp8_block with block scaling."""
@@ -137,6 +147,10 @@ class MeasuredKernels(CostModel):
     def priced_by(self, model=None, tensor_parallel: int = 1) -> str:
         """Which ops the measured kernels price: every family the tables hold, or those ``model``
         has (MLA decode, routed experts) and its layout needs (all-reduces past one GPU)."""
+        if self.fp8_scaling_from:
+            return self._priced_by(model, tensor_parallel) + (
+                f"; fp8 weights read from the tables' {'128-block' if self.fp8_scaling == 'block' else 'per-tensor'}-scaled "
+                f"rows, as {self.fp8_scaling_from} weights are scaled (--fp8-scaling sets another)")
         return self._priced_by(model, tensor_parallel) + (
             "; fp8 weights read from the tables' 128-block-scaled rows (--fp8-scaling block)"
             if self.fp8_scaling == "block" else "")
