@@ -95,6 +95,7 @@ def test_the_measured_tables_fp8_rows_follow_the_checkpoints_scaling():
 def test_dtype_fp4_keeps_an_fp8_kv_cache_as_the_engines_do():
     p = Precision.uniform("fp4", B200)
     assert (p.weights, p.compute, p.activations, p.kv_cache) == ("fp4", "fp4", "bf16", "fp8")
+    assert "kv_cache_source" in p.to_dict() and "kv_cache_source" not in Precision.uniform("fp8", B200).to_dict()
     # Llama 3 8B at 1,024 tokens: 32 layers x K and V x 8 heads x 128 x 1 B (fp8) = 65,536 B a token
     step = decode_step("llama3-8b", B200, 1, 1024, precision=p, cost_model=PURE)
     assert step.kv_bytes == 1024 * 32 * 2 * 8 * 128 * 1

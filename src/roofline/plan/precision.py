@@ -324,4 +324,6 @@ class Precision:
                 d["fp8_scaling"] = self.fp8_scaling
         if self.replaces:
             d["checkpoint"] = self.replaces
+        if self.kv_source:
+            d["kv_cache_source"] = self.kv_source
         return d
