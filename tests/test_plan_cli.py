@@ -310,8 +310,8 @@ def test_int4_everywhere_is_int4_weights_with_bf16_compute(capsys):
     assert code == 0 and d["weights_bytes"] == (8_030_261_248 - kept) * 0.5 + kept * 2
     assert d["kv_cache_bytes"] == 8192 * 131072  # KV stays bf16
     code, out, _ = run(capsys, "sweep", "--over", "machines", "--machine", "b200,h100-sxm", "--dtype", "fp4")
-    assert code == 0 and ("b200: fp4 weights, matmuls and KV cache, activations bf16 between ops (W4A4); LM head, embeddings, "
-                          "norms and any MoE router bf16; h100-sxm: weights fp4, activations bf16") in out
+    assert code == 0 and ("b200: fp4 weights and matmuls, activations bf16 between ops (W4A4), KV fp8 (under --dtype fp4"
+                          in out) and "norms and any MoE router bf16; h100-sxm: weights fp4, activations bf16" in out
 
 
 def test_breakdown_goes_into_the_json(capsys):

@@ -96,7 +96,9 @@ def _cmd_serving(args):
     _engine_kernels(args, m)
     cm = dataclasses.replace(cost_model_from_args(args, m), cuda_graph=not args.eager)
     engine = _engine(args, m, req)
-    precision = resolve_precision(args, m)
+    precision = resolve_precision(args, m).check_engine(engine.preset)
+    if hasattr(cm, "scaled_for"):  # measured kernels: the fp8 rows as the checkpoint scales its weights
+        cm = cm.scaled_for(precision, getattr(args, "fp8_scaling", None))
     if req.tp_search is not None:
         return _tp_search(req, m, cm, engine, precision, lambda field, text: flag_text(args, field, text),
                           lambda size: _engine(args, m, dataclasses.replace(req, tp=size)))

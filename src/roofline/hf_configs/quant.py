@@ -39,7 +39,18 @@ def _mxfp4(q, name, default):
                                  "converts experts only)"), []
 
 
+FP8_ACTIVATION_SCHEMES = ("dynamic", "static")
+
+
 def _fp8(q, name, default):
+    """transformers' FineGrainedFP8 / vLLM's Fp8Config checkpoint: fp8 weights, per tensor or per
+    weight_block_size block. vLLM runs it W8A8 (Fp8LinearMethod: inputs quantised to fp8 per token
+    group of 128 for block weights, per tensor for dynamic or static activation_scheme; Marlin W8A16
+    on a GPU without fp8 arithmetic), as SGLang and TensorRT-LLM do (Scheme.acts "fp8")."""
+    scheme_of_acts = q.get("activation_scheme", "dynamic")
+    if scheme_of_acts not in FP8_ACTIVATION_SCHEMES:
+        raise RooflineError(f"{name}: quantization_config activation_scheme {scheme_of_acts!r} is not read (read: "
+                            f"{', '.join(FP8_ACTIVATION_SCHEMES)}, as vLLM's Fp8Config)", field="model")
     block = q.get("weight_block_size")
     if block:
         if not isinstance(block, list) or len(block) != 2:
@@ -47,9 +58,9 @@ def _fp8(q, name, default):
                                 field="model")
         bh, bw = (_positive_number({"weight_block_size": b}, "weight_block_size", None, name) for b in block)
         # transformers' FP8Linear: fp8 values and weight_scale_inv, one fp32 per (bh x bw) block
-        scheme = Scheme(f"fp8 ({bh}x{bw} blocks, fp32 scales)", 8, scale_bytes=4, block=(bh, bw))
+        scheme = Scheme(f"fp8 ({bh}x{bw} blocks, fp32 scales)", 8, scale_bytes=4, block=(bh, bw), acts="fp8")
     else:
-        scheme = Scheme("fp8 (per-tensor scale)", 8, tensor_bytes=4)
+        scheme = Scheme("fp8 (per-tensor scale)", 8, tensor_bytes=4, acts="fp8")
     return dict.fromkeys(QUANTISED_PARTS, scheme), f"embedding, LM head, router and norms at {default}", []
 
 

@@ -120,7 +120,17 @@ def _ct_scheme(w: dict, inputs, fmt: str, default: str, name: str) -> Scheme:
         else:
             raise _refuse(name, f"compressed-tensors static input activations by {inputs.get('strategy')!r} are not read")
         words.append("a static input scale")
-    return Scheme(f"{label} ({', '.join(words)})", value_bits, scale, zero, group, block, rows, tensor, g_idx)
+    return Scheme(f"{label} ({', '.join(words)})", value_bits, scale, zero, group, block, rows, tensor, g_idx,
+                  "" if fmt.startswith("mxfp4") else _ct_acts(kind, bits, inputs))
+
+
+def _ct_acts(kind: str, bits: int, inputs) -> str:
+    """The dtype vLLM's compressed-tensors schemes quantise a group's matmul inputs to where its
+    input_activations match its weights (CompressedTensorsW8A8Fp8, W8A8Int8, W4A4Fp4: W8A8 and
+    W4A4), else "" (W8A16 / W4A16: weight-only, dequantised)."""
+    if not isinstance(inputs, dict) or inputs.get("type", "int") != kind or inputs.get("num_bits") != bits:
+        return ""
+    return {("float", 8): "fp8", ("int", 8): "int8", ("float", 4): "fp4"}.get((kind, bits), "")
 
 
 def _compressed_tensors(q: dict, name: str, default: str):
@@ -174,14 +184,17 @@ def _modelopt_scheme(algo: str, group, name: str) -> Scheme:
     tensors): FP8 fp8 values, an fp32 weight_scale and input_scale; NVFP4 two fp4 values a byte,
     an fp8 weight_scale per 16 values of a row, an fp32 weight_scale_2 and input_scale; W4A16_NVFP4
     the same weights and no input_scale (its activations stay 16-bit); MXFP8 fp8 values and a uint8
-    (E8M0) weight_scale per 32, no per-tensor scale."""
+    (E8M0) weight_scale per 32, no per-tensor scale. The engines run FP8 W8A8 and NVFP4 W4A4
+    (vLLM's ModelOptFp8LinearMethod and ModelOptNvFp4LinearMethod, the latter weight-only through
+    Marlin on a GPU without fp4 arithmetic: Scheme.acts); W4A16_NVFP4 and MXFP8 (no measured
+    MXFP8 GEMMs here) are priced dequantised into 16-bit matmuls."""
     if algo == "FP8":
-        return Scheme("fp8 (modelopt: fp32 weight and input scales per tensor)", 8, tensor_bytes=8.0)
+        return Scheme("fp8 (modelopt: fp32 weight and input scales per tensor)", 8, tensor_bytes=8.0, acts="fp8")
     if algo in ("NVFP4", "W4A16_NVFP4"):
         group = _int(16 if group is None else group, "modelopt group_size", name, (16,))
         if algo == "NVFP4":
             return Scheme(f"fp4 (modelopt NVFP4: fp8 scale per {group}, fp32 global and input scales)", 4,
-                          scale_bytes=1.0, group=group, tensor_bytes=8.0)
+                          scale_bytes=1.0, group=group, tensor_bytes=8.0, acts="fp4")
         return Scheme(f"fp4 (modelopt W4A16_NVFP4: fp8 scale per {group}, fp32 global scale)", 4, scale_bytes=1.0,
                       group=group, tensor_bytes=4.0)
     if algo == "MXFP8":
@@ -290,8 +303,9 @@ def mixed_rules(q: dict, name: str, model, mtp_layers: int = 0) -> list[Skip]:
 
 def _fbgemm_fp8(q: dict, name: str, default: str):
     """transformers' FbgemmFp8Linear (and its Llama 4 experts): fp8 weights and an fp32
-    weight_scale per output channel; its input_scale_ub is not saved."""
-    scheme = Scheme("fp8 (fbgemm: fp32 scale per output channel)", 8, scale_bytes=4.0, rows=True)
+    weight_scale per output channel; its input_scale_ub is not saved. vLLM runs it W8A8
+    (FBGEMMFp8LinearMethod: inputs quantised to fp8 per token)."""
+    scheme = Scheme("fp8 (fbgemm: fp32 scale per output channel)", 8, scale_bytes=4.0, rows=True, acts="fp8")
     return (dict.fromkeys(LINEAR_PARTS, scheme), f"embedding, norms and what modules_to_not_convert names at {default}",
             [ROUTER_NOTE.format(d=default)])
 

@@ -27,7 +27,10 @@ class Scheme:
     formats) per ``group`` inputs of each row (N ceil(K / g) of them), per ``block`` (ceil(N / bh)
     ceil(K / bw)) or per row (``rows``: N); ``tensor_bytes`` whatever its size (per-tensor and
     global scales, a static input scale, a stored shape); ``input_bytes`` per input column (GPTQ's
-    g_idx, int32). ``label`` begins with the stored value type (fp8, int4, fp4, mxfp4, nf4)."""
+    g_idx, int32). ``label`` begins with the stored value type (fp8, int4, fp4, mxfp4, nf4).
+    ``acts``: the dtype the serving engines quantise the matmul's inputs to and compute it in,
+    where they run the format so (fp8 W8A8, NVFP4 W4A4 on a GPU with that arithmetic); "" for a
+    weight-only format, whose weights are dequantised into 16-bit matmuls."""
 
     label: str
     bits: float
@@ -38,6 +41,7 @@ class Scheme:
     rows: bool = False
     tensor_bytes: float = 0.0
     input_bytes: float = 0.0
+    acts: str = ""
 
     def matrix_bytes(self, n: int, k: int) -> float:
         """N K bits/8 + scales x (scale + zero bytes) + tensor_bytes + K input_bytes."""
@@ -62,6 +66,17 @@ class Scheme:
     @property
     def shape_terms(self) -> bool:
         return bool(self.rows or self.tensor_bytes or self.input_bytes)
+
+
+@dataclass(frozen=True)
+class RunStorage(WeightStorage):
+    """A WeightStorage read from a quantization_config, with the parts whose matmuls the serving
+    engines run narrower than the checkpoint's dtype, inputs quantised too (fp8 W8A8, NVFP4 W4A4:
+    Scheme.acts), as (part, dtype), and how those fp8 weights are scaled ("block", "tensor", ""
+    without fp8 matmuls): matmuls_run. Precision.as_stored reads them."""
+
+    matmuls: tuple[tuple[str, str], ...] = ()
+    fp8_scaling: str = ""
 
 
 def _mlp_matrices(mlp: MLP, d: int, count: int = 1) -> list[tuple[str, int, int, int]]:
@@ -255,7 +270,7 @@ def priced(model, schemes: dict[str, Scheme], rules: list[Skip], default: str, m
     Scheme.per_value for all its parameters (said). Exact for the bytes (what memory and a
     memory-bound step read); a step prices every layer at the part's mean width. A rule with a
     scheme that names no matrix of the model is refused: its bytes would go unpriced."""
-    parts, kept_whole, kept_some, notes, used = [], [], [], [], set()
+    parts, kept_whole, kept_some, notes, used, run = [], [], [], [], set(), {}
     for p in dict.fromkeys([*schemes, *(r.part for r in rules if r.scheme is not None)]):
         scheme = schemes.get(p)
         t = _part_bytes(model, p, scheme, rules, DTYPE_BYTES[default], used)
@@ -277,6 +292,7 @@ def priced(model, schemes: dict[str, Scheme], rules: list[Skip], default: str, m
             fmt += f" ({', '.join(sorted(t.kept_mats)) or 'all'} at {default} in {len(t.kept_layers)} of {t.held} layers)"
             kept_some.append(f"{what} in {where}")
         parts.append((p, fmt, width))
+        run[p] = (t, label)
         if t.unknown and scheme.shape_terms:
             notes.append(f"{label}: its matrices' shapes are not known to the quantisation reader; their per-row or "
                          "per-tensor scales are not counted")
@@ -291,7 +307,30 @@ def priced(model, schemes: dict[str, Scheme], rules: list[Skip], default: str, m
     if kept_whole or kept_some:
         said.append(f"left at {default} by {kept_by}: {', '.join(kept_whole + kept_some)}"
                     + (" (each part priced at its mean width over its layers: exact for the bytes)" if kept_some else ""))
-    return WeightStorage(default, tuple(parts), method), said + notes
+    matmuls, scaling, words = matmuls_run(run, default)
+    return RunStorage(default, tuple(parts), method, matmuls=matmuls, fp8_scaling=scaling), said + notes + words
+
+
+def matmuls_run(run: dict, default: str) -> tuple[tuple[tuple[str, str], ...], str, list[str]]:
+    """The parts whose matmuls the engines run narrower than ``default`` (Scheme.acts: every quantised
+    matrix of the part by a scheme of one acts, none kept at ``default``), as (part, dtype); how their
+    fp8 weights are scaled ("block" where every fp8 scheme is block-scaled, "tensor" otherwise, ""
+    without fp8 matmuls: MeasuredKernels.fp8_scaling); and a note for a part left in 16-bit matmuls
+    although some of its matrices would run narrower."""
+    matmuls, fp8, notes = [], [], []
+    for p, (t, label) in run.items():
+        acts = {s.acts for s in t.schemes.values()}
+        if len(acts) == 1 and "" not in acts and not t.kept_layers:
+            matmuls.append((p, acts.pop()))
+            fp8 += [s.block is not None for s in t.schemes.values() if s.acts == "fp8"]
+        elif acts - {""}:
+            notes.append(f"the {label}'s matmuls are priced in {default} (its weights dequantised): some of its matrices "
+                         f"are stored at {default} or weight-only, others in a format engines run narrower")
+    scaling = "" if not fp8 else ("block" if all(fp8) else "tensor")
+    if fp8 and scaling == "tensor" and any(fp8):
+        notes.append("fp8 weights scaled per block in some parts and per tensor in others: the measured tables' "
+                     "per-tensor fp8 rows price them all")
+    return tuple(matmuls), scaling, notes
 
 
 @dataclass
@@ -308,6 +347,7 @@ class _PartBytes:
     held: int = 0
     stray: set = field(default_factory=set)
     labels: dict = field(default_factory=dict)
+    schemes: dict = field(default_factory=dict)  # label -> Scheme, of the matrices stored quantised
 
 
 def _part_bytes(model, p: str, scheme: Scheme | None, rules: list[Skip], base: float, used: set) -> _PartBytes:
@@ -332,6 +372,7 @@ def _part_bytes(model, p: str, scheme: Scheme | None, rules: list[Skip], base: f
                 t.unknown = True
                 t.stored += n * scheme.per_value()
                 t.labels[scheme.label] = None
+                t.schemes[scheme.label] = scheme
             continue
         names = {m[0] for m in mats}
         used.update(r for r in applies if r.scheme is not None and r.matrix in (None, *names))
@@ -349,6 +390,7 @@ def _part_bytes(model, p: str, scheme: Scheme | None, rules: list[Skip], base: f
                 layer_bytes += c * a * b * base
             else:
                 t.labels[chosen.label] = None
+                t.schemes[chosen.label] = chosen
                 layer_bytes += c * chosen.matrix_bytes(a, b)
         t.stored += layer_bytes
     return t

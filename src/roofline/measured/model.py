@@ -39,21 +39,11 @@ from roofline.measured.gemm import TABLE_DTYPE, GemmEstimate, gemm_table
 from roofline.measured.linear import kda_table, mamba2_table
 from roofline.measured.mla import mla_table
 from roofline.measured.predictions import (IMPLAUSIBLY_SLOW, MEASURED_FIELDS, MeasuredOpPrediction,  # noqa: F401
-                                           MeasuredWorkloadPrediction, measured_notes)  # (re-exported)
+                                           MeasuredWorkloadPrediction, at_least_roofline, measured_notes)  # (re-exported)
 from roofline.measured.moe import TABLE_DTYPE as MOE_TABLE_DTYPE, module_roofline_s, moe_table
 from roofline.measured import profile
 from roofline.measured.tables import resolve, transfer_source
 from roofline.measured.transfer import nearest_measured
-
-
-def at_least_roofline(kernel_s, kernel: Kernel, machine: Machine):
-    """A table's kernel time, never under the op's roofline (time_lower_bound, our FLOPs and bytes at
-    the datasheet's peak and bandwidth): a row that beats it measured a kernel whose operands sat in
-    cache between runs (an L40S's 96 MB L2 holds an 8B model's QKV weights), or is mislabelled; in a
-    model's forward its operands come from memory. A fused op's 0 stays 0 (its time is its module's)."""
-    sol = time_lower_bound(kernel, machine)
-    return np.where(np.asarray(kernel_s) > 0, np.maximum(kernel_s, sol), kernel_s) if np.ndim(kernel_s) or np.ndim(sol) \
-        else (max(kernel_s, sol) if kernel_s > 0 else kernel_s)
 
 
 FP8_SCALINGS = ("tensor", "block")  # MeasuredKernels.fp8_scaling
@@ -68,18 +58,26 @@ class MeasuredKernels(CostModel):
 
     kernels: str = "trtllm"
     tables: str = ""  # for a header: "trtllm 1.3.0rc20 on h100_sxm" (for_machine)
-    # how fp8 weights are scaled, which picks the tables' fp8 rows: "tensor" (one scale a tensor: ModelOpt and the
-    # engines' on-the-fly fp8) or "block" (one per 128 x 128 block: DeepSeek-V3/R1's and Qwen3's own FP8 checkpoints,
-    # whose config.json names weight_block_size [128, 128]), each its own kernel in the engines (FP8_SCALINGS)
+    # how fp8 weights are scaled, which picks the tables' fp8 rows (FP8_SCALINGS): "tensor" (ModelOpt, the engines'
+    # on-the-fly fp8) or "block" (128 x 128 blocks: config.json's weight_block_size [128, 128]), each its own kernel
     fp8_scaling: str = "tensor"
     # a preset with no tables of its own: the measured preset whose kernels' efficiencies are read and applied to
     # this machine's roofline ("" for measured on the machine itself; tables.NEAREST_MEASURED)
     measured_on: str = ""
+    fp8_scaling_from: str = ""  # where fp8_scaling came from, where not the flag or its default (scaled_for)
 
     def __post_init__(self):
         super().__post_init__()
         if self.fp8_scaling not in FP8_SCALINGS:
             raise unknown_name("fp8 scaling", self.fp8_scaling, FP8_SCALINGS, field="fp8_scaling")
+
+    def scaled_for(self, precision, chosen: str | None = None) -> "MeasuredKernels":
+        """The tables' fp8 rows as the checkpoint scales its fp8 weights (Precision.fp8_scaling: a weight_block_size
+        picks the block rows, ModelOpt's FP8 the per-tensor ones), unless ``chosen`` (--fp8-scaling) said which."""
+        scaling = getattr(precision, "fp8_scaling", "")
+        if chosen or not scaling:
+            return self
+        return dataclasses.replace(self, fp8_scaling=scaling, fp8_scaling_from="the checkpoint's")
 
     def table_dtype(self, dtype: str) -> str:
         """The GEMM table's dtype for our ``dtype``: fp8 as fp8_block with block scaling."""
@@ -139,9 +137,11 @@ class MeasuredKernels(CostModel):
     def priced_by(self, model=None, tensor_parallel: int = 1) -> str:
         """Which ops the measured kernels price: every family the tables hold, or those ``model``
         has (MLA decode, routed experts) and its layout needs (all-reduces past one GPU)."""
-        return self._priced_by(model, tensor_parallel) + (
-            "; fp8 weights read from the tables' 128-block-scaled rows (--fp8-scaling block)"
-            if self.fp8_scaling == "block" else "")
+        rows = "128-block" if self.fp8_scaling == "block" else "per-tensor"
+        why = f"as {self.fp8_scaling_from} weights are scaled (--fp8-scaling sets another)" if self.fp8_scaling_from else \
+            "(--fp8-scaling block)"
+        return self._priced_by(model, tensor_parallel) + (f"; fp8 weights read from the tables' {rows}-scaled rows {why}"
+                                                          if self.fp8_scaling_from or self.fp8_scaling == "block" else "")
 
     @staticmethod
     def _families(model, tensor_parallel: int, reduces: bool = True) -> str:

@@ -12,6 +12,16 @@ quantisation, https://docs.vllm.ai/en/v0.6.3.post1/quantization/fp8.html; torcha
 float8_dynamic_activation_float8_weight; TensorRT-LLM's FP8 with an FP8 KV cache). Where the
 machine has no peak for d: d weights with bf16 activations and KV cache, matmuls in bf16
 (weight-only). ``--activations d`` keeps every activation at d.
+
+A quantised checkpoint's weights (``as_stored``) run as the serving engines run its format: fp8
+(quant_method fp8, ModelOpt FP8, fbgemm_fp8, compressed-tensors fp8 weights and inputs) as W8A8
+fp8 matmuls, and NVFP4 (ModelOpt NVFP4, compressed-tensors nvfp4 weights and inputs) as W4A4, on
+a machine with that arithmetic (vLLM's Fp8LinearMethod, ModelOptFp8LinearMethod and
+ModelOptNvFp4LinearMethod, vllm/model_executor/layers/quantization/fp8.py and modelopt.py); where
+it has none (fp4 on a Hopper, fp8 on an A100) weight-only, dequantised into bf16 matmuls (vLLM's
+Marlin fallback, marlin_utils_fp4.py: "Your GPU does not have native support for FP4 computation
+... Weight-only FP4 compression will be used leveraging the Marlin kernel"). Weight-only formats
+(int4 GPTQ/AWQ, MXFP4 experts, W4A16_NVFP4) stay dequantised into the matmuls.
 """
 
 from __future__ import annotations
@@ -30,6 +40,18 @@ from roofline.units import DTYPE_BYTES
 # disable "*lm_head*" and the MoE routers ("*router*", "*mlp.gate.*"); embeddings, norms and biases are no Linear
 UNQUANTISED_PARTS = ("lm_head", "embedding", "position", "router", "norms", "expert_biases")
 KEPT_DTYPE = "bf16"  # ... which is bf16 for the checkpoints of today's models
+
+# The KV cache under --dtype fp4 (uniform): no engine's default KV-cache dtype is fp4. vLLM's kv_cache_dtype has no fp4
+# (vllm/config/cache.py CacheDType: auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla, in the versions whose
+# defaults and tables are modelled here); SGLang's --kv-cache-dtype and TensorRT-LLM's KvCacheConfig.dtype default to
+# 'auto', the model's dtype or the checkpoint's kv_cache_quant_algo (FP8 in NVIDIA's NVFP4 exports, e.g.
+# nvidia/DeepSeek-V3.1-NVFP4's hf_quant_config.json). fp4 is opt-in: SGLang's fp4_e2m1 (experimental,
+# docs/advanced_features/quantized_kv_cache.md) and TensorRT-LLM's NVFP4 KV cache on Blackwell.
+FP4_KV = "fp8"
+FP4_KV_SOURCE = ("under --dtype fp4, as the engines run an fp4 model by default: vLLM's kv_cache_dtype has no fp4, SGLang's "
+                 "and TensorRT-LLM's 'auto' keep the model's dtype or the checkpoint's (fp8 in NVIDIA's NVFP4 exports); "
+                 "--kv-cache fp4 prices SGLang's fp4_e2m1 or TensorRT-LLM's NVFP4 cache")
+FP4_KV_ENGINES = ("sglang", "trtllm")  # the engines that run an fp4 KV cache when asked (above)
 
 
 def computes_in(machine: Machine, dtype: str) -> bool:
@@ -59,6 +81,10 @@ class Precision:
     experts_matmul: str | None = None
     replaces: str = field(default="", compare=False)  # how the checkpoint's own storage differs, said in the label
     kv_source: str = field(default="", compare=False)  # why the KV cache is at its dtype, where the checkpoint chose it
+    # (part, dtype) of a checkpoint's parts whose matmuls run narrower on this machine (RunStorage.matmuls that
+    # it computes in), and the checkpoint's fp8 scaling ("block", "tensor") where some are fp8 (as_stored)
+    stored_matmul: tuple[tuple[str, str], ...] = ()
+    fp8_scaling: str = ""
 
     def __post_init__(self):
         for part in ("weights", "activations", "kv_cache"):
@@ -68,18 +94,24 @@ class Precision:
                 check_choice(f"{part} dtype", getattr(self, part), QUANT_DTYPES)
 
     @classmethod
-    def as_stored(cls, model, activations: str = "bf16", kv_cache: str | None = None) -> "Precision":
+    def as_stored(cls, model, activations: str = "bf16", kv_cache: str | None = None,
+                  machine: Machine | None = None) -> "Precision":
         """Weights as the model's checkpoint stores them (its quantization_config: MXFP4 experts,
         block-scaled fp8, int4 groups), activations at ``activations``; the KV cache at ``kv_cache``,
         else the dtype the checkpoint calibrates it in (a ModelOpt export's kv_cache_quant_algo, which
-        the engines' default 'auto' follows: hf_configs.quant_formats.modelopt_kv), else ``activations``."""
+        the engines' default 'auto' follows: hf_configs.quant_formats.modelopt_kv), else ``activations``.
+        The parts whose format the engines run as W8A8 or W4A4 (quant_parts.RunStorage) compute in
+        that dtype where ``machine`` does (any, without a machine), the rest in ``activations``."""
         storage = get_model(model).storage
         base = storage.default if storage.default in QUANT_DTYPES else "bf16"
         source = "" if kv_cache or not storage.kv_cache else (
             "the checkpoint's kv_cache_quant_algo, which the engines' default kv-cache dtype 'auto' follows "
             "(TensorRT-LLM, SGLang, vLLM from 0.13.0); --kv-cache sets another")
+        run = tuple((p, d) for p, d in getattr(storage, "matmuls", ())  # a RunStorage (hf_configs.quant_parts)
+                    if machine is None or computes_in(get_machine(machine), d))
+        scaling = storage.fp8_scaling if any(d == "fp8" for _, d in run) else ""
         return cls(base, activations, kv_cache or storage.kv_cache or activations, storage if storage.parts else None,
-                   kv_source=source)
+                   kv_source=source, stored_matmul=run, fp8_scaling=scaling)
 
     def kept(self, part: str) -> bool:
         """Whether ``part``'s weights stay at KEPT_DTYPE when the weights are quantised narrower by a
@@ -108,11 +140,14 @@ class Precision:
         return self.weights
 
     def compute_for(self, part: str) -> str:
-        """The dtype a part's matmul computes in: ``compute``, or KEPT_DTYPE for a part kept unquantised,
-        or experts_matmul for the routed experts where set."""
+        """The dtype a part's matmul computes in: experts_matmul for the routed experts where set, a
+        checkpoint's part run narrower (stored_matmul), KEPT_DTYPE for a part kept unquantised, else ``compute``."""
         if part == "experts" and self.experts_matmul is not None:
             return self.experts_matmul
-        return KEPT_DTYPE if self.kept(part) else self.compute
+        for name, dtype in self.stored_matmul:
+            if name == part:
+                return dtype
+        return KEPT_DTYPE if self.kept(part) else (self._wider() if self.stored_matmul else self.compute)
 
     @classmethod
     def uniform(cls, dtype: str, machine: Machine | None = None) -> "Precision":
@@ -120,7 +155,8 @@ class Precision:
         wider; narrower, where the machine computes in it, ``dtype`` weights, KV cache and matmuls
         with activations at KEPT_DTYPE between ops (W8A8); where it does not (int4; fp4 before
         Blackwell; fp8 on an A100), weight-only storage: ``dtype`` weights, bf16 activations and KV
-        cache, matmuls in bf16."""
+        cache, matmuls in bf16. Under fp4 the KV cache is fp8 (bf16 on a machine without fp8), as
+        the engines keep it by default (FP4_KV_SOURCE); --kv-cache fp4 sets it."""
         check_choice("dtype", dtype, QUANT_DTYPES)
         narrow = DTYPE_BYTES[dtype] < DTYPE_BYTES[KEPT_DTYPE]
         if machine is not None and not computes_in(machine, dtype):
@@ -128,6 +164,9 @@ class Precision:
             if DTYPE_BYTES[dtype] < DTYPE_BYTES[fallback]:
                 return cls(dtype, fallback, fallback)
         elif narrow and (machine is None or computes_in(machine, KEPT_DTYPE)):
+            if dtype == "fp4":  # the KV cache the engines keep by default (FP4_KV_SOURCE): fp8, bf16 without fp8
+                kv = FP4_KV if machine is None or computes_in(machine, FP4_KV) else KEPT_DTYPE
+                return cls(dtype, KEPT_DTYPE, kv, matmul=dtype, kv_source=FP4_KV_SOURCE)
             return cls(dtype, KEPT_DTYPE, dtype, matmul=dtype)
         return cls(dtype, dtype, dtype)
 
@@ -141,7 +180,7 @@ class Precision:
         storage = get_model(model).storage
         if storage.parts and dtype is None and weights is None:
             acts = activations or machine.default_dtype
-            return cls.as_stored(model, acts, kv_cache)
+            return cls.as_stored(model, acts, kv_cache, machine)
         base = cls.uniform(dtype or machine.default_dtype, machine)
         w, a = weights or base.weights, activations or base.activations
         # W8A8's matmul dtype holds while the weights are no wider than it (int4 weights under fp8: W4A8)
@@ -159,14 +198,20 @@ class Precision:
             replaces = (f"the checkpoint stores {storage.default} weights (torch_dtype), priced at {w} as engines "
                         f"serve it (vLLM's dtype auto runs an fp32 checkpoint in fp16); --weights {storage.default} "
                         "prices it as stored")
-        return cls(w, a, kv_cache or base.kv_cache, matmul=matmul, replaces=replaces)
+        return cls(w, a, kv_cache or base.kv_cache, matmul=matmul, replaces=replaces,
+                   kv_source="" if kv_cache else base.kv_source)
 
     @property
     def compute(self) -> str:
-        """The matmul dtype: ``matmul`` where set (W8A8), else the wider of weights and activations
-        (activations on a tie)."""
+        """The matmul dtype: ``matmul`` where set (W8A8), else the one dtype a checkpoint's quantised
+        parts run in (stored_matmul: its fp8 checkpoint's W8A8), else the wider of weights and
+        activations (activations on a tie). The LM head and other parts kept wide: compute_for."""
         if self.matmul is not None:
             return self.matmul
+        run = {d for _, d in self.stored_matmul}
+        return run.pop() if len(run) == 1 else self._wider()
+
+    def _wider(self) -> str:
         w, a = DTYPE_BYTES[self.weights], DTYPE_BYTES[self.activations]
         return self.weights if w > a else self.activations
 
@@ -200,20 +245,55 @@ class Precision:
             kv = f"KV {self.kv_cache}" + (f" ({self.kv_source})" if self.kv_source else "")
             experts = (f", the routed experts' matmuls in {self.experts_matmul} (their input quantised to it)"
                        if self.experts_matmul is not None else "")
-            return (f"weights as stored ({self.stored.label()}), activations {self.activations}, {kv}; "
-                    f"quantised weights are dequantised into the matmuls{experts}")
+            return f"weights as stored ({self.stored.label()}), activations {self.activations}, {kv}; {self.stored_matmuls()}{experts}"
         kept = f"LM head, embeddings, norms and any MoE router {KEPT_DTYPE}" if self.kept("lm_head") else ""
         if self.matmul is not None and self.weights == self.kv_cache == self.matmul != self.activations:
             bits = round(8 * DTYPE_BYTES[self.matmul])
             return (f"{self.weights} weights, matmuls and KV cache, activations {self.activations} between ops "
                     f"(W{bits}A{bits})"
                     + (f"; {kept}" if kept else ""))
+        if self.matmul is not None and self.weights == self.matmul != self.activations and self.kv_source:
+            bits = round(8 * DTYPE_BYTES[self.matmul])  # W4A4 with the KV cache the engines keep (uniform)
+            return (f"{self.weights} weights and matmuls, activations {self.activations} between ops (W{bits}A{bits}), "
+                    f"KV {self.kv_cache} ({self.kv_source})" + (f"; {kept}" if kept else ""))
         if self.weights == self.activations == self.kv_cache:
             return self.weights + (f" ({kept})" if kept else "")
         text = f"weights {self.weights}, activations {self.activations}, KV {self.kv_cache}"
+        text += f" ({self.kv_source})" if self.kv_source else ""
         text += f" (weight-only {self.weights}: matmuls compute in {self.compute})" if self.weight_only else ""
         text += f" (matmuls in {self.compute})" if self.matmul is not None and not self.weight_only else ""
         return text + (f"; {kept}" if kept else "")
+
+    def stored_matmuls(self) -> str:
+        """How a checkpoint's quantised parts run, in words: those in stored_matmul as W8A8 / W4A4 in
+        their dtype (fp8 block- or tensor-scaled), the rest dequantised into the matmuls (with why,
+        where the format runs narrower on a machine with the arithmetic: RunStorage.matmuls)."""
+        run = {p: d for p, d in self.stored_matmul}
+        words = []
+        for dtype in dict.fromkeys(run.values()):
+            names = ", ".join(p.replace("_", " ") for p, d in run.items() if d == dtype)
+            bits = round(8 * DTYPE_BYTES[dtype])
+            scaled = {"block": ", block-scaled weights", "tensor": ", per-tensor-scaled weights"}.get(
+                self.fp8_scaling, "") if dtype == "fp8" else ""
+            words.append(f"{names} matmuls in {dtype} (W{bits}A{bits}{scaled}, inputs quantised on the way in, as vLLM, "
+                         f"SGLang and TensorRT-LLM run the format)")
+        rest = [p.replace("_", " ") for p, _, _ in self.stored.parts if p not in run]
+        if rest:
+            left = {p: d for p, d in getattr(self.stored, "matmuls", ()) if p not in run}
+            why = (f" ({', '.join(sorted(set(left.values())))} matmuls need {'/'.join(sorted(set(left.values())))} "
+                   "arithmetic this machine lacks: weight-only, as vLLM's Marlin fallback runs them)") if left else ""
+            words.append(f"{', '.join(rest)} weights dequantised into {self.activations} matmuls{why}")
+        return "; ".join(words)
+
+    def check_engine(self, engine: str) -> "Precision":
+        """Raise where ``engine`` (serving.engines' preset name) runs no KV cache of this dtype: fp4
+        on vLLM (FP4_KV_SOURCE); SGLang and TensorRT-LLM run one when asked."""
+        if self.kv_cache == "fp4" and engine and engine not in FP4_KV_ENGINES:
+            raise RooflineError(f"KV cache fp4 under --engine {engine}: its kv_cache_dtype has no fp4 (vLLM's CacheDType: "
+                                "auto, bfloat16, fp8, fp8_e4m3, fp8_e5m2, fp8_inc, fp8_ds_mla); give --kv-cache fp8, or "
+                                f"--engine {' or '.join(FP4_KV_ENGINES)}, which run an fp4 cache when asked",
+                                field="kv_cache")
+        return self
 
     def storage_note(self, machine: Machine) -> str | None:
         """A KV cache stored in a dtype the machine has no arithmetic for (fp4 on an H100): what the
@@ -245,7 +325,13 @@ class Precision:
         d = {"weights": self.weights, "activations": self.activations, "kv_cache": self.kv_cache, "compute": self.compute}
         if self.stored is not None:
             d["weights"] = f"as stored ({self.stored.method}); the rest {self.weights}"
-            d["weights_stored"] = [{"part": p, "format": f, "bytes_per_param": b} for p, f, b in self.stored.parts]
+            run = dict(self.stored_matmul)
+            d["weights_stored"] = [{"part": p, "format": f, "bytes_per_param": b, "matmul": run.get(p, self.compute)}
+                                   for p, f, b in self.stored.parts]
+            if self.fp8_scaling:
+                d["fp8_scaling"] = self.fp8_scaling
         if self.replaces:
             d["checkpoint"] = self.replaces
+        if self.kv_source:
+            d["kv_cache_source"] = self.kv_source
         return d
