@@ -253,8 +253,9 @@ class Workshop:
                 from roofline.serving.engines import preset
 
                 kernels, kernels_note = engine_kernels(preset(q.engine, machine).kernels, machine)
-            if kernels:
-                cost_model = MeasuredKernels.for_machine(machine, kernels, **dataclasses.asdict(cost_model))
+            if kernels:  # the fp8 rows as the checkpoint scales its weights, as the CLI's (cli/serving.py)
+                cost_model = MeasuredKernels.for_machine(machine, kernels, **dataclasses.asdict(cost_model)).scaled_for(
+                    precision)
             step = StepCost(self.models[q.model], machine, precision, tensor_parallel=q.tp, cost_model=cost_model,
                             attention=q.attention, max_tokens=engine.max_tokens, max_seqs=engine.max_seqs)
             cap, _ = kv_cache_budget(step, engine.memory_fraction)
