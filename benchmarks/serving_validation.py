@@ -449,7 +449,7 @@ def transfer_explain(amd, kernels: dict, ratio) -> list[str]:
     return [
         f"- **Dense Llama on AMD's own vLLM builds holds**: Llama 3.1 70B FP8 on 8 MI300X (AMD's page, vLLM 0.8.5 and "
         f"0.10.2, batch 1-4, 128 in / 2,048 out) runs at a median {llama70[0]:.2f} of the published latency over "
-        f"{llama70[1]} rows, a little slow; the engine's own time per step ({overhead_s * 1e3:.2f} ms, fitted on NVIDIA "
+        f"{llama70[1]} rows, a little {'slow' if llama70[0] >= 1 else 'fast'}; the engine's own time per step ({overhead_s * 1e3:.2f} ms, fitted on NVIDIA "
         f"deployments, carried over unchanged) is {share} of the predicted step there. Llama 3.1 405B FP8 (Oracle's "
         f"blog, a vLLM of October 2024, batch 1-256, 128 / 128): {l405[0]:.2f} over {l405[1]} rows, fast by more as the "
         f"batch grows ({growth}); its two maximum-load throughputs are promised {l405_max[0]:.2f}x what the run gave, "
