@@ -90,6 +90,28 @@ MODELOPT_KV = {"nvidia/DeepSeek-V3.1-NVFP4": ("fp8", "nvidia--DeepSeek-V3.1-NVFP
 VLLM_FOLLOWS_CHECKPOINT_KV = (0, 13)  # vLLM resolves 'auto' from a ModelOpt kv_cache_quant_algo from this release on
 
 
+@functools.lru_cache(maxsize=1)
+def _inferencex_deployments() -> tuple[dict, ...]:
+    import tomllib
+
+    with open(Path(__file__).with_name("inferencex_deployments.toml"), "rb") as f:
+        return tuple(tomllib.load(f)["deployment"])
+
+
+def inferencex_deployment(r: dict) -> dict | None:
+    """The InferenceX launch script's settings for a row it measured (inferencex_deployments.toml: the script at the
+    last commit on or before the row's measured date), or None (not an InferenceX row, or its script not found)."""
+    source = r.get("silicon_data_source", "")
+    m = re.search(r"measured=(\d{4}-\d\d-\d\d)", source)
+    if not (m and INFERENCEX_SOURCE.match(source)) or r.get("mode") != "agg":  # the table holds single-node scripts
+        return None
+    for d in _inferencex_deployments():
+        if (d["model_path"], d["engine"], d["system"], d["precision"]) == (
+                r["model_path"], r["backend"], r["system"], r["precision"]) and m.group(1) in d["measured"]:
+            return d
+    return None
+
+
 def kv_cache_dtype(r: dict) -> tuple[str, str]:
     """(the KV cache's dtype, why) for a row as its engine ran it: the engine's default kv-cache dtype 'auto' (also what
     aiconfigurator's generator writes for a bf16 cache: generator/config/backend_config_mapping.yaml, kv_cache_dtype)
@@ -107,6 +129,9 @@ def kv_cache_dtype(r: dict) -> tuple[str, str]:
     Not assumed: that a deployment set --kv-cache-dtype itself (aiconfigurator's generator writes its estimate's
     kvcache_quant_mode, generator/module_bridge.py, which it infers as fp8 for any fp8 or fp4 checkpoint since its PR
     #338 of 2026-02-11; the sample does not say which rows the generator deployed)."""
+    deployed = inferencex_deployment(r)
+    if deployed is not None and deployed["kv_cache"] != "auto":
+        return deployed["kv_cache"], "InferenceX's launch script sets it (benchmarks/inferencex_deployments.toml)"
     kv, source = MODELOPT_KV.get(r["model_path"], (None, None))
     if kv is None:
         return "bf16", "the checkpoint the row names states no KV quantisation: 'auto' is the model's dtype"
@@ -135,29 +160,63 @@ FIT_MODELS = ("llama3.1-8b", "qwen3-32b", "deepseek-v3")
 # Engines whose aggregated deployments ran prompt chunks beside the decodes in one step though the engine's own default
 # does not: aiconfigurator's generator sets SGLang's --enable-mixed-chunk for every aggregated worker
 # (ai-dynamo/aiconfigurator src/aiconfigurator/generator/rule_plugin/sglang.rule and benchmark/sglang.rule,
-# `agg enable_mixed_chunk = true`, since PR #258 of 2026-01-19; the sample's SGLang rows were measured in 2026-03/04).
+# `agg enable_mixed_chunk = true`, since PR #258 of 2026-01-19). Applied to the rows the sample does not attribute
+# (the generator's pipeline may have deployed them); not to InferenceX's rows, whose SGLang scripts pass no
+# --enable-mixed-chunk (none under its benchmarks/ at the rows' commits): SGLang's own default for those.
 MIXED_AS_DEPLOYED = ("sglang",)
 # The client as aiconfigurator's generated benchmark runs it (ai-dynamo/aiconfigurator, src/aiconfigurator/generator/
 # config/backend_templates/benchmark/bench_run.sh.j2): `aiperf profile --concurrency C --num-requests C x 20
 # --warmup-request-count C x 2 --streaming`, ignore_eos; aiperf's warmup phase drains before its profiling phase starts
 # (ai-dynamo/aiperf, aiperf/timing/credit_issuing_strategy.py, _execute_phases), which sends C requests at once and
-# each user its next as its last ends: 20 requests a user, all measured, from an idle engine. The sample does not say
+# each user its next as its last ends: 20 requests a user, all measured, from an idle engine. For the rows InferenceX
+# measured (below) the client is known and run as it ran (client()); for the rest the sample does not say
 # which client measured its older rows. Simulated with 20 (--requests-per-user 20) the TTFT runs below the measured at
 # concurrency 8-256 (docs/serving-validation.md: a deterministic loop's later waves stagger perfectly, a real one's
 # do not), so the report keeps 4, whose first wave's weight stands in for that queueing: a stand-in, said there.
 REQUESTS_PER_USER = 4  # closed loop: each of the row's users sends this many requests (at least MIN_REQUESTS in all)
 MIN_REQUESTS = 32
+# The rows InferenceX measured (SemiAnalysisAI/InferenceX, formerly InferenceMAX): the sample's dated exports
+# (`source_file=2026-03-25.csv`, `2026-04-06.csv`) and its database dump (`db-dump/...; workflow_run_id=...; IMAGE`)
+# are that project's nightly sweeps: its models (Llama 3.1 70B until it was dropped on 2025-10-29, the last date these
+# rows were measured; DeepSeek-R1, gpt-oss-120b, Qwen3.5-397B, GLM-5, Kimi-K2.5, MiniMax-M2.5), its three lengths
+# (1k/1k, 1k/8k, 8k/1k) and its concurrencies (4-64 and up). Its client, every script through benchmarks/
+# benchmark_lib.sh: utils/bench_serving/benchmark_serving.py --dataset-name random --random-range-ratio 0.8
+# (.github/workflows/benchmark-tmpl.yml RANDOM_RANGE_RATIO) --num-prompts CONC x 10 --max-concurrency CONC
+# --request-rate inf --ignore-eos, with 2 x CONC warm-up requests drained first: each prompt and output length drawn
+# uniform from [0.8 L, L] (sample_random_requests: np.random.randint(int(L x 0.8), L + 1)), ten requests a user.
+INFERENCEX_SOURCE = re.compile(r"^(source_file=\d{4}-\d\d-\d\d\.csv;|db-dump/)")
+INFERENCEX_PER_USER, INFERENCEX_RANGE_RATIO = 10, 0.8
 
 
-def settings_text(per_user: int = REQUESTS_PER_USER) -> str:
+CLIENTS = ("as-measured", "fixed")  # --client: each row's own where its source names it, or the fixed stand-in for all
+
+
+def client(r: dict, per_user: int = REQUESTS_PER_USER, kind: str = "as-measured") -> tuple[str, int, object, object]:
+    """(which client, requests a user, prompt lengths, output lengths) as closed_requests takes them: InferenceX's
+    benchmark_serving for its rows (``kind`` "as-measured"), else fixed lengths with ``per_user`` requests a user (the
+    stand-in above)."""
+    isl, osl = _int(r["isl"]), _int(r["osl"])
+    if kind == "as-measured" and INFERENCEX_SOURCE.match(r.get("silicon_data_source", "")):
+        ratio = INFERENCEX_RANGE_RATIO
+        return "inferencex", INFERENCEX_PER_USER, (int(isl * ratio), isl), (int(osl * ratio), osl)
+    return "fixed", per_user, isl, osl
+
+
+def settings_text(per_user: int = REQUESTS_PER_USER, kind: str = "as-measured") -> str:
     return ("flash attention; each row's engine as it runs by default (`--engine ENGINE`: its scheduler, chunked "
-            "prefill or not (SGLang with --enable-mixed-chunk, as aiconfigurator's generator deploys it), token budget, cache blocks and memory share, each cited in data/engines.toml), its "
+            "prefill or not (SGLang with --enable-mixed-chunk on the rows not InferenceX's, as aiconfigurator's generator deploys it), token budget, cache blocks and memory share, each cited in data/engines.toml), its "
             "max_seqs raised to the row's concurrency where that is more (under attention data parallelism the "
             "sequence and token budgets a rank's for TensorRT-LLM and vLLM, times the ranks), and an engine that feeds whole prompts "
             "(TensorRT-LLM) its token budget raised to a prompt plus a token per user where that is more (else a long "
             "prompt never starts beside the decodes); a CUDA graph for decode-only steps; a closed loop of the row's "
-            f"measured concurrency (`silicon_concurrency`, or the id's c; the sample's batch_size is an attention-DP rank's), {per_user} requests a user (at least {MIN_REQUESTS}), every request the row's input "
-            "and output length; the row's precision as `--dtype` (fp8: W8A8); the KV cache as the row's engine's default 'auto' "
+            f"measured concurrency (`silicon_concurrency`, or the id's c; the sample's batch_size is an attention-DP rank's) "
+            + ("driven as its client drove it where the sample's source names the client (InferenceX's rows: "
+               f"benchmark_serving, {INFERENCEX_PER_USER} requests a user, each prompt and output length drawn uniform "
+               f"from {INFERENCEX_RANGE_RATIO:g}-1x the row's), else " if kind == "as-measured" else "") +
+            f"{per_user} requests a user (at least {MIN_REQUESTS}) of the row's input and output length (a stand-in: "
+            + ("the client is not named" if kind == "as-measured" else "--client fixed, for every row") + "); InferenceX's rows also as its launch "
+            "scripts set them (benchmarks/inferencex_deployments.toml: their KV-cache dtype and a memory share given as "
+            "one number, SGLang without mixed chunks); the row's precision as `--dtype` (fp8: W8A8); any other row's KV cache as its engine's default 'auto' "
             "ran it on the checkpoint the row names (the sample states none; kv_cache_dtype()): fp8 where that checkpoint "
             "is a ModelOpt export stating kv_cache_quant_algo FP8 and the engine reads it (TensorRT-LLM, SGLang, vLLM "
             "from 0.13.0; nvidia/DeepSeek-V3.1-NVFP4 read from the file aiconfigurator-core ships, the other nvidia/ "
@@ -308,7 +367,7 @@ def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block,
     return _STEPS[key]
 
 
-def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER_USER) -> dict:
+def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER_USER, client_kind: str = "as-measured") -> dict:
     """One row simulated on the plate and on the engine's kernels: its predicted mean TTFT and TPOT
     (s), or the refusal's reason; with ``overheads`` ({engine: seconds per step}) only on the
     engine's kernels with its time per step ("kernels+engine")."""
@@ -326,19 +385,26 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
     kv, basis = kv_cache_dtype(r)
     out.update(model=model, machine=machine, dtype=dtype, gpus=gpus, ep=ep, layout=label, engine=r["backend"],
                concurrency=c, kv_cache=kv, kv_basis=basis)
+    deployed = inferencex_deployment(r) or {}
+    if deployed:  # the InferenceX launch script(s) read for this row, and the client that measured it
+        out["deployment"] = f"{', '.join(deployed['scripts'])} at {deployed['commit'][:9]}"
+    out["client"] = client(r, per_user, client_kind)[0]
     defaults = preset(r["backend"], get_machine(machine), gpus, attention_dp=gpus // ep[0] if ep else 1).engine(
-        step_overhead_s=0.0)
+        step_overhead_s=0.0, memory_fraction=deployed.get("memory_fraction"))
     # an engine that feeds whole prompts must fit one beside the running decodes, or a long prompt never starts:
     # a deployment of these lengths is configured so (the budget raised to the prompt plus a token per user)
     need = 0 if defaults.chunked_prefill else isl + c
-    mixed = defaults.mixed_steps or r["backend"] in MIXED_AS_DEPLOYED
+    # InferenceX's SGLang scripts pass no --enable-mixed-chunk (none of its benchmarks/ at the rows' commits): its default
+    mixed = defaults.mixed_steps or (r["backend"] in MIXED_AS_DEPLOYED and not INFERENCEX_SOURCE.match(
+        r.get("silicon_data_source", "")))
     # attention data parallelism: TensorRT-LLM's and vLLM's budgets hold per rank (silicon_disagg.RANK_BUDGETS)
     from silicon_disagg import RANK_BUDGETS
 
     per_rank = gpus // ep[0] if ep and r["backend"] in RANK_BUDGETS else 1
     engine = dataclasses.replace(defaults, max_seqs=max(defaults.max_seqs * per_rank, c), mixed_steps=mixed, max_tokens=max(
         defaults.max_tokens * per_rank, c if mixed else 0, need))
-    reqs = closed_requests(c, max(MIN_REQUESTS, per_user * c), isl, osl)
+    _, n_user, lens_in, lens_out = client(r, per_user, client_kind)
+    reqs = closed_requests(c, max(MIN_REQUESTS, n_user * c), lens_in, lens_out)
     t0 = time.perf_counter()
     runs = (("plate", ""), ("kernels", kernels_for(r, machine))) if overheads is None else \
         (("kernels+engine", kernels_for(r, machine)),)
@@ -436,6 +502,9 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--requests-per-user", type=int, default=REQUESTS_PER_USER, help="closed loop: requests each user "
                     f"sends (default {REQUESTS_PER_USER}; aiperf as aiconfigurator's benchmark runs it: 20)")
+    ap.add_argument("--client", choices=CLIENTS, default="as-measured", help="as-measured: InferenceX's benchmark client "
+                    "for the rows it measured (lengths drawn from 0.8-1x, ten requests a user), the fixed stand-in for the "
+                    "rest; fixed: every row the row's lengths, --requests-per-user a user")
     ap.add_argument("--every", type=int, default=1, metavar="K", help="only every K-th row the tool can express (a quick "
                     "sample that spans every engine, GPU and model)")
     ap.add_argument("--rows", default=None, metavar="FILE", help="also write each row's measured and predicted figures "
@@ -456,10 +525,11 @@ def main(argv=None) -> int:
         rows = [r for r in rows if not isinstance(layout(r), str)][::max(1, args.every)][:limit or None]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(functools.partial(run_row, per_user=args.requests_per_user), rows, chunksize=4))
+        results = list(pool.map(functools.partial(run_row, per_user=args.requests_per_user, client_kind=args.client),
+                                rows, chunksize=4))
         overheads = fit_overheads(results)
-        second = list(pool.map(functools.partial(run_row, overheads=overheads, per_user=args.requests_per_user), rows,
-                               chunksize=4))
+        second = list(pool.map(functools.partial(run_row, overheads=overheads, per_user=args.requests_per_user,
+                                                 client_kind=args.client), rows, chunksize=4))
     for d, e in zip(results, second):
         if "refused" not in d and "refused" not in e:
             d["kernels+engine"] = e["kernels+engine"]
@@ -559,7 +629,7 @@ def write_report(args, sample, results, done, refused, wall, overheads) -> list[
              f"{os.cpu_count()} CPU core(s): {len(results):,} aggregated rows of `systems/silicon_sample.csv` "
              f"(aiconfigurator-core {version}), {n:,} simulated, {len(results) - n:,} refused; {wall:.0f} s in all "
              "(three simulations a row).", "",
-             f"One set of settings for every row: {settings_text(args.requests_per_user)}. {kv_counts(done)}", "",
+             f"One set of settings for every row: {settings_text(args.requests_per_user, args.client)}. {kv_counts(done)}", "",
              "Three models, the same settings otherwise: `plate`, the workshop plate's cost model; `kernels`, the row's "
              "engine's measured kernels (`--kernels ENGINE`); `kernels+engine`, the same plus each engine's own time per "
              f"step (`--step-overhead`), fitted on the rows of {', '.join(FIT_MODELS)} (the median of measured minus "

@@ -4,6 +4,7 @@ systems/silicon_sample.csv of aiconfigurator-core 0.12.0, so the tests stand wit
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -119,3 +120,43 @@ def test_the_modelopt_kv_dtypes_read_from_the_package_agree_with_its_files():
         if source is not None:
             quant = json.loads((data_root().parent.parent / "model_configs" / source).read_text())["quantization"]
             assert str(quant["kv_cache_quant_algo"]).lower() == kv, path
+
+
+# A row InferenceX measured, as the sample holds it (2026_04_06_llama_3_1_70b_b200_sxm_trtllm_fp8_agg_1024x8192_c64_tp1_ep1_600)
+IX_SOURCE = "source_file=2026-04-06.csv; model=Llama-3.1-70B; silicon_concurrency=64; measured=2025-10-29T00:00:00.000Z; wip=False"
+
+
+def ix_row(**over):
+    r = {"id": "2026_04_06_llama_3_1_70b_b200_sxm_trtllm_fp8_agg_1024x8192_c64_tp1_ep1_600", "silicon_data_source": IX_SOURCE,
+         "backend": "trtllm", "backend_version": "", "model_path": "meta-llama/Llama-3.1-70B", "system": "b200_sxm",
+         "precision": "fp8", "mode": "agg", "isl": "1024", "osl": "8192"}
+    return {**r, **over}
+
+
+def test_an_inferencex_row_runs_the_kv_cache_its_launch_script_sets():
+    # InferenceX's benchmarks/70b_fp8_b200_trt_slurm.sh (and _docker.sh) at 9596d23d7 (2025-10-29) write
+    # `kv_cache_config:\n  dtype: fp8` into the extra LLM API options; the row's model_path names a bf16 checkpoint
+    # whose 'auto' would be bf16. The measured TTFT of 0.35 s with 64 users of 1,024 + 8,192 tokens on one B200 says the
+    # same: a bf16 cache of 64 x 9,216 tokens x 327,680 B (80 layers x 8 KV heads x 128 x 2 x 2 B) is 193 GB, which
+    # beside 70 GB of fp8 weights is over the GPU's 192 GB (183,359 MiB), so a bf16 run would have queued users for a
+    # whole 8k generation; an fp8 cache (97 GB) fits.
+    kv, basis = sv.kv_cache_dtype(ix_row())
+    assert kv == "fp8" and "InferenceX" in basis
+    assert "benchmarks/70b_fp8_b200_trt_slurm.sh" in sv.inferencex_deployment(ix_row())["scripts"]
+    assert sv.kv_cache_dtype(ix_row(silicon_data_source=""))[0] == "bf16"  # the same row from no known source: 'auto'
+    assert sv.inferencex_deployment(ix_row(mode="disagg")) is None  # the table holds the single-node scripts only
+
+
+def test_an_inferencex_row_is_driven_by_its_client_and_other_rows_by_fixed_lengths():
+    # benchmark_serving.py --random-range-ratio 0.8 --num-prompts CONC x 10: lengths from int(0.8 L) to L, ten a user
+    assert sv.client(ix_row()) == ("inferencex", 10, (819, 1024), (6553, 8192))
+    assert sv.client(ix_row(silicon_data_source="source_file=/x/aic-auto-gap-analysis/data/a.csv; silicon_concurrency=64"),
+                     per_user=4) == ("fixed", 4, 1024, 8192)
+
+
+def test_the_inferencex_table_holds_only_settings_the_tool_can_run():
+    for d in sv._inferencex_deployments():
+        assert d["kv_cache"] in ("fp8", "auto"), d
+        assert 0 < d.get("memory_fraction", 0.9) <= 1, d
+        assert d["engine"] in ("vllm", "sglang", "trtllm") and len(d["commit"]) == 40 and d["scripts"], d
+        assert all(re.fullmatch(r"\d{4}-\d\d-\d\d", x) for x in d["measured"]), d
