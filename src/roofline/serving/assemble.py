@@ -18,8 +18,8 @@ from roofline.units import GIGA, format_typed_ms
 # what every serving figure carries: its validation's direction (docs/serving-validation.md)
 MEASURED_VALIDATION_NOTE = ("against 3,541 measured deployments (docs/serving-validation-measured.md), an engine's "
                             "defaults (--engine) on its measured kernels predicted time per output token within a median "
-                            "14% on models held out of its one fitted figure (91% of rows within 1.5x), time to first "
-                            "token within a median 38%")
+                            "12% on models held out of its one fitted figure (91% of rows within 1.5x), time to first "
+                            "token within a median 53%")
 VALIDATION_NOTE = ("against published engine benchmarks (docs/serving-validation.md) this model is optimistic in most "
                    "rows, most where a server queues and for multi-GPU latency: read its throughput as an upper bound "
                    "and its latencies as a lower bound on what an engine delivers")
