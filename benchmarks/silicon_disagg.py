@@ -131,7 +131,7 @@ def run_row(r: dict, overheads: dict) -> dict:
         pe, de = engines(r, layouts, overheads[r["backend"]])
         kernels = sv.kernels_for(r, machine)
         block = dtype == "fp8" and r["model_path"] in sv.BLOCK_FP8
-        steps = [sv._step(model, machine, dtype, g, ep, kernels, e.max_seqs, e.step_tokens, block, kv)
+        steps = [sv._step(model, machine, dtype, g, ep, kernels, e.max_seqs, e.step_tokens, block, kv, r["backend"])
                  for (_, _, _, g, ep, _), e in zip(layouts, (pe, de))]
         res = simulate_disaggregated(steps[0], steps[1], closed_requests(c, max(sv.MIN_REQUESTS, sv.REQUESTS_PER_USER * c),
                                                                          isl, osl),

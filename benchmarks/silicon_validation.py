@@ -55,20 +55,11 @@ DTYPES = {"fp8": "fp8", "fp4": "fp4", "bf16": "bf16", "": "bf16", "int4": "int4"
 # engines serve the checkpoint as it is (aiconfigurator-core maps mxfp4 to bf16 GEMMs and w4a16_mxfp4 experts:
 # sdk/models/helpers.py). As --dtype fp4 its experts were NVFP4, which no MoE table on Hopper holds: priced on the
 # plate's cost model at 2.7x under the measured w4a16_mxfp4 module (h200 trtllm, 4 tokens: 125 us a layer, issue 35).
-# TensorRT-LLM on Blackwell feeds the MXFP4 experts MXFP8 activations (its CUTLASS and TRTLLM MoE backends; bf16 on
-# Hopper: NVIDIA/TensorRT-LLM examples/models/core/gpt_oss/README.md, "MoE Support Matrix"), its tables'
-# w4a8_mxfp4_mxfp8 rows (Precision.experts_matmul fp8); vLLM's Blackwell tables hold only the bf16 lane.
-STORED = {"as stored": None, "as stored, experts in fp8": "fp8"}  # dtype -> the experts' matmul dtype
+# The routed experts then compute as the row's engine runs them: serving.engines.engine_precision, the rule of
+# data/engines.toml that `roofline serving --engine` and /api/serving apply too (TensorRT-LLM on Blackwell: MXFP8
+# activations into the MXFP4 experts, its tables' w4a8_mxfp4_mxfp8 rows; bf16 elsewhere).
+STORED = "as stored"  # the dtype of an AS_STORED row
 AS_STORED = {("openai/gpt-oss-120b", "fp4")}
-
-
-def stored_dtype(r: dict, machine: str) -> str:
-    """The dtype of a row served as its checkpoint stores it (AS_STORED), its experts computing as its engine runs them."""
-    from roofline.machines import get_machine
-    from roofline.plan.precision import computes_in
-
-    return "as stored, experts in fp8" if r["backend"] == "trtllm" and computes_in(get_machine(machine), "fp4") else \
-        "as stored"
 # Checkpoints whose config.json quantization_config scales fp8 weights per 128 x 128 block ("weight_block_size":
 # [128, 128]: DeepSeek-V3 and R1, Qwen3's own -FP8 releases): their GEMMs and experts read the tables' fp8_block rows
 # (MeasuredKernels.fp8_scaling "block"); every other fp8 row is per-tensor (ModelOpt checkpoints, and the base
@@ -285,7 +276,7 @@ def layout(r: dict):
     mtp, mep = _int(r["moe_tp_size"]), _int(r["moe_ep_size"])
     if pp > 1:
         return "pipeline parallelism in the sample (not mapped)"
-    dtype = stored_dtype(r, machine) if (r["model_path"], prec) in AS_STORED else DTYPES[prec]
+    dtype = STORED if (r["model_path"], prec) in AS_STORED else DTYPES[prec]
     if dp == 1 and mep == 1:
         return model, machine, dtype, tp, False, "TP"
     if tp == 1 and dp == mep and mtp == 1:
@@ -335,7 +326,7 @@ def kernels_for(r: dict, machine: str) -> str:
 _STEPS: dict = {}
 
 
-def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block, kv_cache):
+def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block, kv_cache, engine=""):
     from roofline.cost import seed_cost_model
     from roofline.machines import get_machine
     from roofline.measured.model import MeasuredKernels
@@ -344,7 +335,10 @@ def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block,
 
     import dataclasses
 
-    key = (model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block, kv_cache)
+    from roofline.serving.engines import engine_precision
+
+    engine = engine if dtype == STORED else ""  # the engine's rule reads a checkpoint as stored (engine_precision)
+    key = (model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block, kv_cache, engine)
     if key not in _STEPS:
         m = get_machine(machine)
         cm = seed_cost_model(launch_overhead_s=m.launch_overhead_s, cuda_graph=True)
@@ -357,8 +351,7 @@ def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block,
             from roofline.measured.tables import data_root
 
             source = str(data_root().parent.parent / "model_configs" / CONFIGS[model])
-        precision = (dataclasses.replace(Precision.as_stored(source, "bf16", kv_cache), experts_matmul=STORED[dtype])
-                     if dtype in STORED else
+        precision = (engine_precision(Precision.as_stored(source, "bf16", kv_cache), engine, m) if dtype == STORED else
                      dataclasses.replace(Precision.uniform(dtype, m), kv_cache=kv_cache))
         # a GB200 NVL72's NVLink joins its 72 GPUs (the row's system), an HGX node's 8
         _STEPS[key] = StepCost(source, m, precision, gpus, None, cm, "flash", max_tokens, max_seqs,
@@ -413,7 +406,8 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
             block = dtype == "fp8" and r["model_path"] in BLOCK_FP8
             if overheads is not None:
                 engine = dataclasses.replace(engine, step_overhead_s=overheads[r["backend"]])
-            step = _step(model, machine, dtype, gpus, ep, kernels, engine.max_seqs, engine.step_tokens, block, kv)
+            step = _step(model, machine, dtype, gpus, ep, kernels, engine.max_seqs, engine.step_tokens, block, kv,
+                         r["backend"])
             res = simulate(step, reqs, engine)
             m = res.metrics()
             out[name] = {"ttft_s": m["ttft_mean_s"], "tpot_s": m["tpot_mean_s"], "kernels": kernels}

@@ -29,10 +29,14 @@ def gpt_oss_row(backend, system):
 
 def test_gpt_oss_rows_are_served_as_the_checkpoint_stores_them():
     # the row's "fp4" is the checkpoint's own MXFP4 experts (bf16 the rest), not --dtype fp4 (NVFP4 everywhere);
-    # TensorRT-LLM on Blackwell feeds the experts MXFP8 (its gpt_oss README's MoE support matrix), bf16 on Hopper
-    assert sv.layout(gpt_oss_row("trtllm", "h200_sxm"))[2] == "as stored"
-    assert sv.layout(gpt_oss_row("vllm", "b200_sxm"))[2] == "as stored"
-    assert sv.layout(gpt_oss_row("trtllm", "b200_sxm"))[2] == "as stored, experts in fp8"
+    # TensorRT-LLM on Blackwell feeds the experts MXFP8 (its gpt_oss README's MoE support matrix), bf16 on Hopper:
+    # the engine's rule (serving.engines.engine_precision), which _step applies as the CLI does
+    for backend, system in (("trtllm", "h200_sxm"), ("vllm", "b200_sxm"), ("trtllm", "b200_sxm")):
+        assert sv.layout(gpt_oss_row(backend, system))[2] == "as stored"
+    experts = {(engine, machine): sv._step("gpt-oss-120b", machine, "as stored", 1, None, "", 256, 8192, False, "bf16",
+                                           engine).precision.compute_for("experts")
+               for engine, machine in (("trtllm", "h200"), ("vllm", "b200"), ("trtllm", "b200"))}
+    assert experts == {("trtllm", "h200"): "bf16", ("vllm", "b200"): "bf16", ("trtllm", "b200"): "fp8"}
     other = {**gpt_oss_row("trtllm", "h200_sxm"), "model_path": "Qwen/Qwen3-32B"}
     assert sv.layout(other)[2] == "fp4"
 
@@ -47,7 +51,7 @@ def test_experts_matmul_sets_the_experts_compute_only():
 def _module_us(machine, dtype, gpus, tokens=4):
     """The routed experts' seconds (gate+up and down, the activation fused) of one layer at ``tokens``, in us."""
     pytest.importorskip("aiconfigurator_core")
-    step = sv._step("gpt-oss-120b", machine, dtype, gpus, None, "trtllm", 256, 8192, False, "bf16")
+    step = sv._step("gpt-oss-120b", machine, dtype, gpus, None, "trtllm", 256, 8192, False, "bf16", "trtllm")
     kind = step._token_kinds[0][0]
     ks = step._token_kernels(kind, float(tokens), float(tokens))
     ops = [ks[n] for n in ("expert gate+up proj", "expert down proj")]
@@ -74,5 +78,5 @@ def test_a_tensor_parallel_split_measured_only_as_expert_parallel_reads_those_ro
 
 def test_tensorrt_llm_on_blackwell_prices_the_mxfp8_lane():
     # b200_sxm moe_tp 1, moe_ep 1, 4 tokens: w4a8_mxfp4_mxfp8 0.0519 ms (w4a16_mxfp4 0.1808 ms)
-    us, _ = _module_us("b200", "as stored, experts in fp8", 1)
+    us, _ = _module_us("b200", "as stored", 1)
     assert us == pytest.approx(51.9, rel=0.10)

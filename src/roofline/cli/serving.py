@@ -96,7 +96,9 @@ def _cmd_serving(args):
     _engine_kernels(args, m)
     cm = dataclasses.replace(cost_model_from_args(args, m), cuda_graph=not args.eager)
     engine = _engine(args, m, req)
-    precision = resolve_precision(args, m).check_engine(engine.preset)
+    from roofline.serving.engines import engine_precision
+
+    precision = engine_precision(resolve_precision(args, m), engine.preset, m).check_engine(engine.preset)
     if hasattr(cm, "scaled_for"):  # measured kernels: the fp8 rows as the checkpoint scales its weights
         cm = cm.scaled_for(precision, getattr(args, "fp8_scaling", None))
     if req.tp_search is not None:

@@ -79,6 +79,7 @@ class Precision:
     # the dtype the routed experts' matmuls compute in, where the engine quantises their input apart from the rest's
     # (TensorRT-LLM on Blackwell: MXFP8 activations into MXFP4 experts, the other GEMMs bf16)
     experts_matmul: str | None = None
+    experts_source: str = field(default="", compare=False)  # why the experts compute in experts_matmul, said in the label
     replaces: str = field(default="", compare=False)  # how the checkpoint's own storage differs, said in the label
     kv_source: str = field(default="", compare=False)  # why the KV cache is at its dtype, where the checkpoint chose it
     # (part, dtype) of a checkpoint's parts whose matmuls run narrower on this machine (RunStorage.matmuls that
@@ -243,9 +244,11 @@ class Precision:
     def _label(self) -> str:
         if self.stored is not None:
             kv = f"KV {self.kv_cache}" + (f" ({self.kv_source})" if self.kv_source else "")
-            experts = (f", the routed experts' matmuls in {self.experts_matmul} (their input quantised to it)"
+            why = f": {self.experts_source}" if self.experts_source else ""
+            experts = (f"the routed experts' matmuls in {self.experts_matmul} (their input quantised to it{why})"
                        if self.experts_matmul is not None else "")
-            return f"weights as stored ({self.stored.label()}), activations {self.activations}, {kv}; {self.stored_matmuls()}{experts}"
+            matmuls = "; ".join(w for w in (self.stored_matmuls(), experts) if w)
+            return f"weights as stored ({self.stored.label()}), activations {self.activations}, {kv}; {matmuls}"
         kept = f"LM head, embeddings, norms and any MoE router {KEPT_DTYPE}" if self.kept("lm_head") else ""
         if self.matmul is not None and self.weights == self.kv_cache == self.matmul != self.activations:
             bits = round(8 * DTYPE_BYTES[self.matmul])
@@ -277,7 +280,8 @@ class Precision:
                 self.fp8_scaling, "") if dtype == "fp8" else ""
             words.append(f"{names} matmuls in {dtype} (W{bits}A{bits}{scaled}, inputs quantised on the way in, as vLLM, "
                          f"SGLang and TensorRT-LLM run the format)")
-        rest = [p.replace("_", " ") for p, _, _ in self.stored.parts if p not in run]
+        rest = [p.replace("_", " ") for p, _, _ in self.stored.parts  # the experts of experts_matmul: _label says
+                if p not in run and not (p == "experts" and self.experts_matmul is not None)]
         if rest:
             left = {p: d for p, d in getattr(self.stored, "matmuls", ()) if p not in run}
             why = (f" ({', '.join(sorted(set(left.values())))} matmuls need {'/'.join(sorted(set(left.values())))} "
@@ -325,11 +329,15 @@ class Precision:
         d = {"weights": self.weights, "activations": self.activations, "kv_cache": self.kv_cache, "compute": self.compute}
         if self.stored is not None:
             d["weights"] = f"as stored ({self.stored.method}); the rest {self.weights}"
-            run = dict(self.stored_matmul)
+            run = dict(self.stored_matmul) | ({"experts": self.experts_matmul} if self.experts_matmul else {})
             d["weights_stored"] = [{"part": p, "format": f, "bytes_per_param": b, "matmul": run.get(p, self.compute)}
                                    for p, f, b in self.stored.parts]
             if self.fp8_scaling:
                 d["fp8_scaling"] = self.fp8_scaling
+        if self.experts_matmul is not None:
+            d["experts_matmul"] = self.experts_matmul
+            if self.experts_source:
+                d["experts_matmul_source"] = self.experts_source
         if self.replaces:
             d["checkpoint"] = self.replaces
         if self.kv_source:

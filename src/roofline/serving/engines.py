@@ -168,3 +168,20 @@ def covers(span: str, version: str) -> bool:
     v = _release(version)
     return bool(v) and lo <= v[:len(lo)] and v[:len(hi)] <= hi
 
+
+
+def engine_precision(precision, engine: str | None, machine: Machine):
+    """``precision`` as ``engine`` (ENGINE[@VERSION] or its key; None or "": no engine) runs it on ``machine``:
+    the engine's ``experts_matmul`` rule (data/engines.toml, cited there) applied where the precision serves a
+    checkpoint as stored (Precision.as_stored: no --dtype or --weights, which win) whose routed experts are stored
+    in the rule's format, on a machine with the rule's arithmetic (TensorRT-LLM: MXFP4 experts with MXFP8
+    activations on Blackwell); else ``precision`` unchanged. The one home of the rule: the CLI, /api/serving and
+    benchmarks/silicon_validation.py call it. Sets Precision.experts_matmul, with why (experts_source) for its label."""
+    if not engine or precision.stored is None or precision.experts_matmul is not None:
+        return precision
+    spec = _doc()["engines"][parse(engine)[0]]
+    rule = spec.get("experts_matmul")
+    if (rule is None or precision.weight_format("experts") != rule["stored"]
+            or not {rule["on"], rule["value"]} <= set(machine.dtypes)):
+        return precision
+    return dataclasses.replace(precision, experts_matmul=rule["value"], experts_source=f"{rule['said']} (data/engines.toml)")

@@ -243,7 +243,9 @@ class Workshop:
 
         machine = self.machine_of(q)
         with serving_call():
-            precision = self.precision_of(q, machine)
+            from roofline.serving.engines import engine_precision
+
+            precision = engine_precision(self.precision_of(q, machine), q.engine, machine)  # as the CLI's
             cost_model = dataclasses.replace(self.cost_model_of(q), cuda_graph=True)  # `roofline serving` without --eager
             engine = q.engine_of(machine)  # the engine's settings (serving.parameters.engine_of), as the CLI's
             kernels, kernels_note = None, ""
