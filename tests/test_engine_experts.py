@@ -80,3 +80,21 @@ def test_the_web_serving_view_runs_the_clis_rule(client):
     assert "routed experts' matmuls in fp8" in body["description"], body.get("detail", body)
     body = client.get("/api/serving", params={**params, "machine": "h200"}).json()
     assert "routed experts' matmuls" not in body["description"]
+
+
+def test_decode_on_an_engines_kernels_runs_its_moe_activations():
+    # `roofline decode --kernels trtllm` on a B200 prices gpt-oss's MXFP4 experts as TensorRT-LLM runs them on
+    # Blackwell (MXFP8 activations: NVIDIA/TensorRT-LLM examples/models/core/gpt_oss/README.md, "MoE Support Matrix"),
+    # the same rule as `roofline serving --engine trtllm`; on an H200 they stay bf16
+    pytest.importorskip("aiconfigurator_core")
+    import json
+    import subprocess
+    import sys
+
+    def experts(machine):
+        out = subprocess.run([sys.executable, "-m", "roofline", "decode", "--model", "gpt-oss-120b", "--machine", machine,
+                              "--kernels", "trtllm", "--batch", "8", "--json"], capture_output=True, text=True, check=True)
+        return json.loads(out.stdout)["precision"].get("experts_matmul")
+
+    assert experts("b200") == "fp8"
+    assert experts("h200") is None

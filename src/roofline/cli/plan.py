@@ -38,6 +38,9 @@ def cmd_decode(args):
     cm = calibrated_or_cost_model(args, m)
     precision = resolve_precision(args, m)
     if hasattr(cm, "scaled_for"):  # measured kernels: the fp8 rows as the checkpoint scales its weights
+        from roofline.serving.engines import engine_precision
+
+        precision = engine_precision(precision, getattr(args, "kernels", None), m)  # the engine's MoE activations
         cm = cm.scaled_for(precision, getattr(args, "fp8_scaling", None))
     plan = decode_plan(args.model, m, args.batch or DEFAULT_BATCHES, args.context, args.attention, precision, args.tp,
                        args.tp_link, cm, args.memory_fraction, curve="log" if args.output else "none",

@@ -78,7 +78,10 @@ def atlas(model, machine, kernels: str, dtype: str | None = None, prefill_tokens
 
     m = get_machine(machine)
     cfg = get_model(model)
-    precision = Precision.resolve(cfg, m, dtype).check_machine(m)  # as `roofline decode --dtype` (as stored by default)
+    from roofline.serving.engines import engine_precision
+
+    # as `roofline decode --dtype` (as stored by default), with the engine's own MoE activations (engines.toml)
+    precision = engine_precision(Precision.resolve(cfg, m, dtype).check_machine(m), kernels, m)
     for t in prefill_tokens:
         check_number("prefill tokens", t, integer=True, maximum=1e6)
     for b in decode_batches:
