@@ -103,6 +103,35 @@ def inferencex_deployment(r: dict) -> dict | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def _inferencex_conditions() -> tuple[dict, ...]:
+    import tomllib
+
+    with open(Path(__file__).with_name("inferencex_conditions.toml"), "rb") as f:
+        return tuple(tomllib.load(f)["condition"])
+
+
+def inferencex_conditions(r: dict, tp: int, users: int, attention_dp: bool) -> dict:
+    """The settings InferenceX's launch script gave this row's run under its conditions (inferencex_conditions.toml:
+    read by hand from the script), merged in file order; {} for a row InferenceX did not measure or none applies."""
+    source = r.get("silicon_data_source", "")
+    m = re.search(r"measured=(\d{4}-\d\d-\d\d)", source)
+    if not (m and INFERENCEX_SOURCE.match(source)) or r.get("mode") != "agg":
+        return {}
+    out: dict = {}
+    for c in _inferencex_conditions():
+        w = c["when"]
+        if (c["model_path"], c["engine"]) != (r["model_path"], r["backend"]) or r["system"] not in c["systems"] \
+                or r["precision"] not in c["precisions"] or m.group(1) not in c["measured"]:
+            continue
+        if ("isl" in w and _int(r["isl"]) != w["isl"]) or ("osl" in w and _int(r["osl"]) != w["osl"]) or \
+                ("tp_below" in w and tp >= w["tp_below"]) or ("conc_from" in w and users < w["conc_from"]) or \
+                ("attention_dp" in w and attention_dp != w["attention_dp"]):
+            continue
+        out.update({k: v for k, v in c.items() if k in ("batch_wait_steps", "batch_wait_ratio", "max_tokens")})
+    return out
+
+
 def kv_cache_dtype(r: dict) -> tuple[str, str]:
     """(the KV cache's dtype, why) for a row as its engine ran it: the engine's default kv-cache dtype 'auto' (also what
     aiconfigurator's generator writes for a bf16 cache: generator/config/backend_config_mapping.yaml, kv_cache_dtype)
@@ -394,8 +423,10 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
     from silicon_disagg import RANK_BUDGETS
 
     per_rank = gpus // ep[0] if ep and r["backend"] in RANK_BUDGETS else 1
+    # the settings InferenceX's script gave this run under its conditions (its --max_num_tokens, say)
+    conds = inferencex_conditions(r, ep[0] if ep else gpus, c, bool(ep) and gpus // ep[0] > 1)
     engine = dataclasses.replace(defaults, max_seqs=max(defaults.max_seqs * per_rank, c), mixed_steps=mixed, max_tokens=max(
-        defaults.max_tokens * per_rank, c if mixed else 0, need))
+        conds.get("max_tokens", defaults.max_tokens) * per_rank, c if mixed else 0, need))
     _, n_user, lens_in, lens_out = client(r, per_user, client_kind)
     reqs = closed_requests(c, max(MIN_REQUESTS, n_user * c), lens_in, lens_out)
     t0 = time.perf_counter()

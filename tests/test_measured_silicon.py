@@ -160,3 +160,15 @@ def test_the_inferencex_table_holds_only_settings_the_tool_can_run():
         assert 0 < d.get("memory_fraction", 0.9) <= 1, d
         assert d["engine"] in ("vllm", "sglang", "trtllm") and len(d["commit"]) == 40 and d["scripts"], d
         assert all(re.fullmatch(r"\d{4}-\d\d-\d\d", x) for x in d["measured"]), d
+
+
+def test_an_inferencex_rows_conditional_settings_follow_its_script():
+    # InferenceX's benchmarks/70b_fp8_b200_trt_slurm.sh at 9596d23d7: `if [[ "$ISL" == "1024" && "$OSL" == "1024" &&
+    # ${TP} -lt 8 ]]` writes batch_wait_max_tokens_ratio: 0.9 and batch_wait_timeout_iters: 20; every run passes
+    # --max_num_tokens 16384
+    one_k = ix_row(id="2026_04_06_llama_3_1_70b_b200_sxm_trtllm_fp8_agg_1024x1024_c4_tp1_ep1_1", osl="1024")
+    assert sv.inferencex_conditions(one_k, 1, 4, False) == {"batch_wait_steps": 20, "batch_wait_ratio": 0.9,
+                                                            "max_tokens": 16384}
+    assert sv.inferencex_conditions(one_k, 8, 4, False) == {"max_tokens": 16384}  # TP 8: no batch waiting
+    assert sv.inferencex_conditions(ix_row(), 1, 4, False) == {"max_tokens": 16384}  # 1k/8k: none either
+    assert sv.inferencex_conditions(ix_row(silicon_data_source=""), 1, 4, False) == {}  # not InferenceX's row
