@@ -117,6 +117,25 @@ def test_what_is_counted_is_what_the_step_would_feed(step, monkeypatch):
     assert r.preemptions > 0 and len(seen) > 100 and all(seen)
 
 
+def test_speculating_the_held_steps_match_the_step_by_step_run():
+    """Speculating (3 drafts of a 1B model, each accepted at 0.7), TensorRT-LLM's way (whole prompts, cache reserved),
+    N = 10, r = 0.5: the default run (held steps one by one, the others in verify stretches) holds the prompts in the
+    same steps as simulate(..., stepwise=True) and gives the same figures."""
+    from roofline.plan.step import StepCost
+    from roofline.serving import poisson_requests
+    from serving_common import EAGER
+
+    target = StepCost("llama3-8b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=64, verify_tokens=4)
+    draft = StepCost("llama3.2-1b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=64)
+    reqs = poisson_requests(10, 200, (64, 1500), (8, 400), seed=1)
+    engine = Engine(max_seqs=64, spec_tokens=3, acceptance=0.7, chunked_prefill=False, admission="reserve_full",
+                    batch_wait_steps=10, batch_wait_ratio=0.5)
+    fast, plain = simulate(target, reqs, engine, draft=draft), simulate(target, reqs, engine, draft=draft, stepwise=True)
+    assert plain.held_steps > 0 and (fast.held_steps, fast.steps) == (plain.held_steps, plain.steps)
+    np.testing.assert_allclose(fast.e2e_s, plain.e2e_s, rtol=1e-12)
+    np.testing.assert_allclose(fast.ttft_s, plain.ttft_s, rtol=1e-12)
+
+
 @pytest.mark.parametrize("given, field", [
     (dict(batch_wait_steps=-1), "batch_wait_steps"), (dict(batch_wait_steps=2.5), "batch_wait_steps"),
     (dict(batch_wait_ratio=-0.1), "batch_wait_ratio"), (dict(batch_wait_ratio=1.5), "batch_wait_ratio"),
@@ -151,3 +170,12 @@ def test_the_flags_reach_the_engine_and_its_line(capsys):
     assert "batch waiting" in capsys.readouterr().out
     assert main(ARGS) == 0
     assert "batch waiting" not in capsys.readouterr().out
+
+
+def test_attention_data_parallelism_is_refused(capsys):
+    """TensorRT-LLM checks batch waiting only without attention DP (schedule_step: not enable_attention_dp): the
+    simulator refuses the pair there rather than hold prompts the engine would not; exit 2."""
+    argv = ["serving", "--model", "gpt-oss-20b", "--machine", "h100-sxm", "--tp", "2", "--ep", "--attention-dp", "2",
+            "--requests", "8", "--concurrency", "2", "--input-len", "256", "--output-len", "16", "--seeds", "1"]
+    assert main(argv + ["--batch-wait-steps", "5", "--batch-wait-ratio", "0.5"]) == 2
+    assert "batch_wait_steps" in capsys.readouterr().err

@@ -4,6 +4,8 @@ lacks it), then the token budget left to prompts in chunks: the running prompts 
 requests in arrival order while a sequence slot and cache for the chunk are free (KVPool.fits: or,
 reserving in full as TensorRT-LLM does, cache for the request's every token). Where steps are
 not mixed (SGLang's new prefill batch first) a step of prompts alone runs while one can start.
+With TensorRT-LLM's batch waiting (Engine.batch_wait_steps) the prompts of a step with decodes may
+be held, the decodes running alone (_hold).
 """
 
 from __future__ import annotations
