@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from roofline.errors import RooflineError, unknown_name
 from roofline.serving.engine_memory import MemoryShare
-from roofline.serving.engine_params import (ACCEPTANCE, BATCH_WAIT_RATIO, BATCH_WAIT_STEPS, BLOCK_SIZE, ENGINE_MEMORY, ENGINE_PARAMS, MAX_REQUEST_OVERHEAD_S,  # noqa: F401
+from roofline.serving.engine_params import (ACCEPTANCE, BATCH_WAIT_RATIO, BATCH_WAIT_STEPS, BLOCK_SIZE,  # noqa: F401
+                                           ENGINE_MEMORY, ENGINE_PARAMS, MAX_REQUEST_OVERHEAD_S,
                                            MAX_SEQS, MAX_STEP_OVERHEAD_S, MAX_TOKENS, PREFIX_HIT, REQUEST_OVERHEAD,
                                            SPEC_TOKENS, STEP_OVERHEAD)
 
