@@ -118,7 +118,8 @@ def _small_cache(step, gb):
 
 @pytest.mark.parametrize("case", ["poisson", "closed, preempting", "poisson, preempting, small steps",
                                   "whole prompts, preempting", "prefix hits, token slots", "sliding window",
-                                  "reserving in full"])
+                                  "reserving in full", "batch waiting, reserving in full",
+                                  "batch waiting, preempting, chunks"])
 def test_the_simulator_gives_the_step_by_step_runs_figures(step, case):
     """Issue 35: the default run (decode stretches, each decoding sequence's state kept relative to a
     step counter, the batch's sums kept between steps) against simulate(..., stepwise=True), which
@@ -142,6 +143,13 @@ def test_the_simulator_gives_the_step_by_step_runs_figures(step, case):
     elif case == "reserving in full":
         reqs = closed_requests(8, 40, (500, 1500), (200, 1500), seed=2)
         engine = Engine(memory_fraction=_small_cache(step, 0.5), chunked_prefill=False, admission="reserve_full")
+    elif case == "batch waiting, reserving in full":  # TensorRT-LLM's way: whole prompts, cache reserved, prompts held
+        reqs = poisson_requests(15, 300, (64, 1500), (8, 400), seed=1)
+        engine = Engine(chunked_prefill=False, admission="reserve_full", batch_wait_steps=20, batch_wait_ratio=0.5)
+    elif case == "batch waiting, preempting, chunks":  # held prompts' fit read from a cache that grows
+        reqs = poisson_requests(30, 200, (100, 3000), (10, 800), seed=4)
+        engine = Engine(memory_fraction=_small_cache(step, 0.5), max_tokens=2048, batch_wait_steps=7,
+                        batch_wait_ratio=0.9)
     else:
         step = StepCost("mistral-7b", "h100-sxm", cost_model=EAGER, max_tokens=8192, max_seqs=64)
         reqs, engine = closed_requests(6, 12, (3000, 5000), (200, 2500), seed=2), Engine(max_seqs=64)
@@ -150,6 +158,8 @@ def test_the_simulator_gives_the_step_by_step_runs_figures(step, case):
         assert plain.preemptions > 0
     if case == "reserving in full":
         assert plain.preemptions == 0 and plain.kv_peak < 1.0
+    if "batch waiting" in case:
+        assert plain.held_steps > 0 and fast.held_steps == plain.held_steps
     a, b = fast.metrics(), plain.metrics()
     for key in ("steps", "preemptions", "computed_prompt_tokens", "requests"):
         assert a[key] == b[key], key

@@ -128,7 +128,8 @@ def _advance_slots(st, dec: np.ndarray):
 
 def stretch(st, dec: np.ndarray, most: int) -> bool:
     """Up to ``most`` decode-only steps of the slots ``dec`` run at once (stretch.decode_stretch:
-    to the next finish, the step during which the next request arrives, the cache's end); False,
+    to the next finish, the step during which the next request arrives, the cache's end; prompts
+    held by batch waiting, also before the cache held changes where their fit reads it); False,
     nothing done, where that is a single step."""
     pool, nd, tick = st.pool, len(dec), st.pool.tick
     # step k feeds one token against ctx0 + 1 + k; the contexts themselves only where a sum will not do
@@ -136,8 +137,17 @@ def stretch(st, dec: np.ndarray, most: int) -> bool:
     K, dts, end, used_k = decode_stretch(
         st.step, st.engine.step_overhead_s, most, st.now, st.arrives[st.next_i] if st.next_i < st.n else math.inf,
         (nd, pool.sum_base + nd * tick), ctx0, (pool.used, pool.cap, pool.table, pool.linear), pool.res, tick, pool.bs)
+    if st.held and (pool.reserve is None or pool.prefilling):  # the held prompts' fit reads the cache held: stop
+        moved = np.flatnonzero(used_k[1:K] != used_k[0])    # before it changes (the step after would decide anew)
+        if len(moved):
+            K = int(moved[0]) + 1
+            dts, used_k = dts[:K], used_k[:K]
+            end = float(np.cumsum(np.concatenate(([st.now], dts)))[-1])  # summed as decode_stretch sums its ends
     if K <= 1:
         return False
+    if st.held:  # each step after the first held the prompts too (the first was counted as it was scheduled)
+        st.wait_count += K - 1
+        st.held_steps += K - 1
     if st.decode_end < st.now:
         _waited(st, dec, float(dts[0]))
     st.decode_end = end

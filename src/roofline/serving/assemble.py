@@ -193,4 +193,4 @@ def assemble(st, requests, price_per_gpu_hour: float | None):
         st.in_system_integral / max(end - t_start, 1e-300), cap, _run_notes(st, requests, over), price_per_gpu_hour,
         dts, nds, st.arrival.copy(), inp, out, {**step_settings(step), **requests.settings},
         step_ck, step_pf, step_nc, overload=over or "", scheduler=scheduler_note(step, st.engine),
-        itl_gaps_s=gaps, itl_counts=counts)
+        itl_gaps_s=gaps, itl_counts=counts, held_steps=st.held_steps)

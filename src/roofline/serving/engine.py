@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from roofline.errors import RooflineError, unknown_name
 from roofline.serving.engine_memory import MemoryShare
-from roofline.serving.engine_params import (ACCEPTANCE, BLOCK_SIZE, ENGINE_MEMORY, ENGINE_PARAMS, MAX_REQUEST_OVERHEAD_S,  # noqa: F401
+from roofline.serving.engine_params import (ACCEPTANCE, BATCH_WAIT_RATIO, BATCH_WAIT_STEPS, BLOCK_SIZE,  # noqa: F401
+                                           ENGINE_MEMORY, ENGINE_PARAMS, MAX_REQUEST_OVERHEAD_S,
                                            MAX_SEQS, MAX_STEP_OVERHEAD_S, MAX_TOKENS, PREFIX_HIT, REQUEST_OVERHEAD,
                                            SPEC_TOKENS, STEP_OVERHEAD)
 
@@ -47,6 +48,11 @@ class Engine:
     # routing): a request joins the queue this long after it was sent, so its TTFT grows by it, and a closed-loop
     # user's next request joins it this long after the user's last one finished; 0 unless given
     request_overhead_s: float = REQUEST_OVERHEAD.default
+    # TensorRT-LLM's delayed prompt batching (batch_wait_timeout_iters N, batch_wait_max_tokens_ratio r; 0: off, its
+    # default): a step that has prompts and decodes runs the decodes alone while fewer than N steps in a row have held
+    # prompts and the step's tokens are under r x max_tokens (serving.schedule)
+    batch_wait_steps: int = BATCH_WAIT_STEPS.default
+    batch_wait_ratio: float = BATCH_WAIT_RATIO.default
     # how a step is made (engines.toml names each engine's): chunked_prefill, a prompt fed in chunks within the step's
     # token budget (vLLM V1, SGLang) or whole in one step (TensorRT-LLM's default: enable_chunked_prefill False);
     # mixed_steps, decodes and prompt chunks in one step (vLLM, TensorRT-LLM) or a step of prompts alone that the
@@ -65,6 +71,11 @@ class Engine:
         """The most tokens a step feeds: max_tokens, or a decode step of every sequence where prompt
         steps run apart (not mixed_steps: the budget bounds the prompts alone)."""
         return max(self.max_tokens, self.max_seqs * (self.spec_tokens + 1))
+
+    @property
+    def batch_waiting(self) -> bool:
+        """Whether prompts may be held (TensorRT-LLM holds none unless both N and r are above 0)."""
+        return self.batch_wait_steps > 0 and self.batch_wait_ratio > 0
 
     @property
     def acceptance_rates(self) -> tuple[float, ...]:
@@ -119,6 +130,10 @@ class Engine:
                                     "one position to the next", field="acceptance")
         elif self.acceptance:
             raise RooflineError("acceptance applies to speculative decoding: give spec_tokens too", field="acceptance")
+        if self.batch_waiting and not self.mixed_steps:
+            raise RooflineError("batch waiting (batch_wait_steps, batch_wait_ratio) is TensorRT-LLM's, whose steps mix "
+                                "prompts and decodes: it is not modelled for an engine that runs prompts apart",
+                                field="batch_wait_steps", also=("batch_wait_ratio",))
         if self.mixed_steps and self.max_seqs * (self.spec_tokens + 1) > self.max_tokens:
             raise RooflineError(f"max_tokens {self.max_tokens:,} is under max_seqs {self.max_seqs:,} x "
                                 f"{self.spec_tokens + 1} token{'s' if self.spec_tokens else ''} each: every decoding "

@@ -44,6 +44,17 @@ PREFIX_HIT = Param("prefix_hit", "--prefix-hit", "prefix_hit", "share of each pr
 SPEC_TOKENS = Param("spec_tokens", "--spec-tokens", None, "speculative decoding: draft tokens per sequence and step (with --draft "
       "and --acceptance)", 0, strictly=False, maximum=16, integer=True)
 
+# TensorRT-LLM's delayed prompt batching (its LLM API's batch_wait_timeout_iters and batch_wait_max_tokens_ratio, both
+# 0 by default: off; tensorrt_llm/_torch/pyexecutor/scheduler RequestScheduler._apply_batch_waiting): a step with
+# prompts and decodes whose tokens are under the ratio of max_tokens runs its decodes alone, at most this many steps
+BATCH_WAIT_STEPS = Param("batch_wait_steps", "--batch-wait-steps", None, "TensorRT-LLM's batch_wait_timeout_iters: "
+      "steps in a row new prompts may be held back while decodes run, to batch more of them (with --batch-wait-ratio; "
+      "default {default}: off)", 0, strictly=False, maximum=100_000, integer=True, engine=True, metavar="N")
+BATCH_WAIT_RATIO = Param("batch_wait_ratio", "--batch-wait-ratio", None, "TensorRT-LLM's batch_wait_max_tokens_ratio: "
+      "prompts are held while the step's tokens (the prompts' whole lengths and a token per decode) are under this "
+      "share of --max-tokens (with --batch-wait-steps; default {default}: off)", 0.0, strictly=False, maximum=1.0,
+      engine=True, metavar="R")
+
 # speculative decoding's acceptance: one rate, or a rate per draft position (cli.serving_args.acceptance_arg), each
 # in this range, which serving.Engine checks too (below 1: a draft always accepted is not a draft)
 ACCEPTANCE = Param("acceptance", "--acceptance", None, "the chance each draft token is accepted, e.g. 0.7; or the rate "
@@ -52,4 +63,5 @@ ACCEPTANCE = Param("acceptance", "--acceptance", None, "the chance each draft to
                    metavar="A or A1,...,AK")
 
 # the settings Engine checks against these ranges (the flags', the queries' and its own, one and the same)
-ENGINE_PARAMS = (MAX_SEQS, MAX_TOKENS, BLOCK_SIZE, ENGINE_MEMORY, STEP_OVERHEAD, REQUEST_OVERHEAD, PREFIX_HIT, SPEC_TOKENS)
+ENGINE_PARAMS = (MAX_SEQS, MAX_TOKENS, BLOCK_SIZE, ENGINE_MEMORY, STEP_OVERHEAD, REQUEST_OVERHEAD, PREFIX_HIT, SPEC_TOKENS,
+                 BATCH_WAIT_STEPS, BATCH_WAIT_RATIO)

@@ -16,7 +16,8 @@ from roofline.errors import DISAGG_BUDGET_REQUESTS, MAX_CONTEXT, MAX_REQUESTS
 from roofline.parameters import (API, BOTH, CLI, MEMORY_FRACTION, PRICE, TENSOR_PARALLEL, WEB_MAX_TOKENS,  # noqa: F401
                                  WEB_MAX_TP, Param)  # (importable from here too)
 from roofline.serving.engine import Engine
-from roofline.serving.engine_params import (ACCEPTANCE, BLOCK_SIZE, ENGINE_MEMORY, MAX_REQUEST_OVERHEAD_S,  # noqa: F401
+from roofline.serving.engine_params import (ACCEPTANCE, BATCH_WAIT_RATIO, BATCH_WAIT_STEPS, BLOCK_SIZE,  # noqa: F401
+                                           ENGINE_MEMORY, MAX_REQUEST_OVERHEAD_S,
                                            MAX_SEQS, MAX_STEP_OVERHEAD_S, MAX_TOKENS, PREFIX_HIT, REQUEST_OVERHEAD,
                                            SPEC_TOKENS, STEP_OVERHEAD, WEB_MAX_SEQS)
 
@@ -75,6 +76,8 @@ SERVING_PARAMS: tuple[Param, ...] = (
     ENGINE_MEMORY,
     STEP_OVERHEAD,
     REQUEST_OVERHEAD,
+    BATCH_WAIT_STEPS,
+    BATCH_WAIT_RATIO,
     PREFIX_HIT,
     SPEC_TOKENS,
     # pipeline stages of an inference engine (plan.step_layout's bound, 1,024), not `train`'s pipeline parallelism

@@ -64,6 +64,7 @@ class ServingResult(Tabular):
     # the inter-token gaps itl_s is taken from, each counted once per delivery that had it (StepRecords.inter_token)
     itl_gaps_s: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     itl_counts: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    held_steps: int = 0  # steps that ran their decodes alone, prompts held to batch (Engine.batch_wait_steps)
 
     @property
     def cache_bytes_per_gpu(self) -> float:
@@ -156,7 +157,7 @@ class ServingResult(Tabular):
                  kv_cache_mean=self.kv_mean, kv_cache_peak=self.kv_peak, preemptions=self.preemptions,
                  mean_requests_in_system=self.mean_in_system, kv_cache_bytes=self.replica_cache_bytes,
                  kv_cache_bytes_per_gpu=self.cache_bytes_per_gpu,
-                 computed_prompt_tokens=self.computed_tokens)
+                 computed_prompt_tokens=self.computed_tokens, batch_wait_held_steps=self.held_steps)
         cost = self.cost_per_million_output_tokens
         if cost is not None:
             d["cost_per_million_output_tokens"] = cost

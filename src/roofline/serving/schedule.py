@@ -4,6 +4,8 @@ lacks it), then the token budget left to prompts in chunks: the running prompts 
 requests in arrival order while a sequence slot and cache for the chunk are free (KVPool.fits: or,
 reserving in full as TensorRT-LLM does, cache for the request's every token). Where steps are
 not mixed (SGLang's new prefill batch first) a step of prompts alone runs while one can start.
+With TensorRT-LLM's batch waiting (Engine.batch_wait_steps) the prompts of a step with decodes may
+be held, the decodes running alone (_hold).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class StepPlan(NamedTuple):
 
 def schedule(st) -> StepPlan:
     """The step that RunState ``st`` runs next; the cache for it taken from st.pool."""
+    st.held = False
     pool, waiting = st.pool, st.waiting
     prompts = bool(pool.prefilling or (waiting and pool.free))  # prompt work: running, or one could start
     prefill_only = prompts and not st.mixed_steps
@@ -40,10 +43,77 @@ def schedule(st) -> StepPlan:
     if not prompts:
         return _plan(StepPlan, (dec, [], [], 0, 0, 0))
     chunks, chunk_slots = [], []
-    fed, fed_prefix, completing = _prompt_chunks(st, st.max_tokens - len(dec) * st.T, chunks, chunk_slots)
+    budget = st.max_tokens - len(dec) * st.T
+    if st.wait_steps and len(dec) and _hold(st, budget, len(dec)):  # the decodes alone: the prompts wait to batch
+        return _plan(StepPlan, (dec, [], [], 0, 0, 0))
+    fed, fed_prefix, completing = _prompt_chunks(st, budget, chunks, chunk_slots)
     if prefill_only and not chunks:  # no prompt could start (cache or budget): the decodes run instead
         dec = pool.decoding()
     return _plan(StepPlan, (dec, chunks, chunk_slots, fed, fed_prefix, completing))
+
+
+def _hold(st, budget: int, decodes: int) -> bool:
+    """TensorRT-LLM's batch waiting (Engine.batch_wait_steps N, batch_wait_ratio r; its
+    RequestScheduler.schedule_step and _apply_batch_waiting, tensorrt_llm/_torch/pyexecutor/scheduler):
+    where a step would run prompts beside ``decodes`` decodes, it holds them (True: the decodes run
+    alone, and RunState.wait_count grows by one) while fewer than N steps in a row have held them and
+    the step's tokens, the prompts' whole lengths (its len(req.get_tokens(0)), not the chunks) and
+    T per decode (a token and the drafts), are under r x max_tokens; else the prompts run and the
+    count starts again at 0. Decided before any prompt is admitted (_prompt_requests)."""
+    requests = _prompt_requests(st, budget)
+    if not requests:  # no prompt could run this step: nothing to hold, the count kept
+        return False
+    need = st.need
+    tokens = sum(need[r] for r in requests) + decodes * st.T
+    if st.wait_count < st.wait_steps and tokens < st.wait_tokens:
+        st.wait_count += 1
+        st.held = True
+        st.held_steps += 1
+        return True
+    st.wait_count = 0
+    return False
+
+
+def _prompt_requests(st, budget: int) -> list:
+    """The requests whose prompt chunks _prompt_chunks would feed in a step of ``budget`` tokens, in
+    its order, found as it finds them but changing nothing (no block taken, none admitted)."""
+    engine, pool, waiting = st.engine, st.pool, st.waiting
+    need, done, tab, bs, cap = st.need, st.done, pool.tab, pool.bs, pool.cap
+    out, used = [], pool.used
+    for slot in pool.prefilling:  # the running prompts, their next chunks
+        if budget <= 0:
+            break
+        r = int(pool.req[slot])
+        c = int(min(need[r] - done[r], budget))
+        extra = tab[-(-(int(done[r]) + c) // bs)] - tab[pool.blocks[slot]]
+        if used + extra > cap:
+            break
+        used += extra
+        out.append(r)
+        budget -= c
+    free, committed, reserve = len(pool.free), pool.committed, pool.reserve
+    for r in waiting:  # waiting requests admitted, in order
+        if budget <= 0 or not free:
+            break
+        start = int(done[r])
+        if st.hit and not st.seen[r]:
+            start = int(min(math.floor(st.hit * st.inp[r]), st.inp[r] - 1))
+        c = int(min(need[r] - start, budget))
+        if c < need[r] - start and not engine.chunked_prefill:
+            break
+        blocks = -(-(start + c) // bs)
+        if reserve is None:  # KVPool.fits, beside the ones admitted before it in this step
+            if used + tab[blocks] > cap:
+                break
+        elif committed + reserve[r] > cap:
+            break
+        else:
+            committed += reserve[r]
+        used += tab[blocks]
+        free -= 1
+        out.append(r)
+        budget -= c
+    return out
 
 
 _plan = tuple.__new__  # a StepPlan made without NamedTuple's __new__ (a Python call a step: the hot path)

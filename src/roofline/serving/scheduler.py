@@ -86,6 +86,11 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
     if engine.max_tokens > step.max_tokens or engine.max_seqs > step.max_seqs:
         raise RooflineError(f"the step model was built for {step.max_tokens:,} tokens and {step.max_seqs:,} sequences per "
                             f"step; the engine asks {engine.max_tokens:,} and {engine.max_seqs:,}", field="max_tokens")
+    if engine.batch_waiting and step._dp > 1:
+        raise RooflineError("batch waiting (batch_wait_steps, batch_wait_ratio) is TensorRT-LLM's for tensor parallelism "
+                            "alone: with attention data parallelism it holds no prompts that way (its own "
+                            "attention_dp_batching_wait_iters is not modelled); leave the two out",
+                            field="batch_wait_steps", also=("batch_wait_ratio", "attention_dp"))
     if price_per_gpu_hour is not None:
         PRICE.check(price_per_gpu_hour)
     st = RunState(step, requests, engine, draft, stepwise)  # (refuses a cache the requests outgrow)
@@ -110,7 +115,8 @@ def _check_work(requests: Requests, engine: Engine, max_steps: int):
 def _run(st: RunState, max_steps: int, progress):
     """The steps of ``st`` until every request has finished: arrivals queued, the step scheduled
     and applied; decode-only stretches (no arrival within four steps: a stretch's arrays cost about
-    as much as four steps) run at once."""
+    as much as four steps) run at once, while prompts are held (batch waiting) only to the step whose
+    count reaches Engine.batch_wait_steps (advance.stretch counts the steps; speculating, step by step)."""
     n, pool, arrives = st.n, st.pool, st.arrives
     report_every = max(n // 10, 1)
     next_report = report_every
@@ -131,10 +137,12 @@ def _run(st: RunState, max_steps: int, progress):
                     continue
                 raise RooflineError("the scheduler is stuck: nothing can run and nothing will arrive (the cache holds no "
                                     "waiting request)", field="requests")
+            # prompts held (batch waiting): this step and at most the steps still to hold them, as one by one
+            most = STRETCH if not st.held else 1 + st.wait_steps - st.wait_count
             if STRETCH > 1 and not (st.next_i < n and arrives[st.next_i] - st.now < 4.0 * st.dt_decode) and (
                     (st.lazy and pool.next_finish() - pool.tick > 1
-                     and stretch(st, dec, int(min(pool.next_finish() - pool.tick, STRETCH))))
-                    or (st.speculating and verify_run(st, dec, STRETCH))):
+                     and stretch(st, dec, int(min(pool.next_finish() - pool.tick, most))))
+                    or (st.speculating and not st.held and verify_run(st, dec, STRETCH))):
                 continue
         advance(st, plan)
 

@@ -33,6 +33,12 @@ class RunState:
         self.speculating = self.T > 1 and not stepwise  # its decode-only steps run at once (advance.verify_run)
         self.mixed_steps, self.max_tokens, self.step_overhead_s = engine.mixed_steps, engine.max_tokens, engine.step_overhead_s
         self.step_seconds, self.needs_contexts = step.step_seconds, step.needs_contexts  # read every step
+        # batch waiting (Engine.batch_wait_steps, schedule.schedule): the steps it may hold prompts in a row (0: never),
+        # the step's tokens it holds them under, the steps in a row held so far (TensorRT-LLM's global counter,
+        # batch_wait_iters_count), whether the step last scheduled held them, and the steps that did
+        self.wait_steps = engine.batch_wait_steps if engine.batch_waiting else 0
+        self.wait_tokens = engine.batch_wait_ratio * engine.max_tokens
+        self.wait_count, self.held, self.held_steps = 0, False, 0
         n = self.n = requests.n
         self.inp = np.asarray(requests.input_tokens, dtype=np.int64)
         self.out = np.asarray(requests.output_tokens, dtype=np.int64)
