@@ -426,7 +426,8 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
     # the settings InferenceX's script gave this run under its conditions (its --max_num_tokens, say)
     conds = inferencex_conditions(r, ep[0] if ep else gpus, c, bool(ep) and gpus // ep[0] > 1)
     engine = dataclasses.replace(defaults, max_seqs=max(defaults.max_seqs * per_rank, c), mixed_steps=mixed, max_tokens=max(
-        conds.get("max_tokens", defaults.max_tokens) * per_rank, c if mixed else 0, need))
+        conds.get("max_tokens", defaults.max_tokens) * per_rank, c if mixed else 0, need),
+        batch_wait_steps=conds.get("batch_wait_steps", 0), batch_wait_ratio=conds.get("batch_wait_ratio", 0.0))
     _, n_user, lens_in, lens_out = client(r, per_user, client_kind)
     reqs = closed_requests(c, max(MIN_REQUESTS, n_user * c), lens_in, lens_out)
     t0 = time.perf_counter()
