@@ -71,16 +71,28 @@ class LogGrid:
             exact = used == 1 and abs(total - 1.0) < 1e-12
             basis = "extrapolated" if outside else ("measured" if exact else "interpolated")
             return math.exp(acc / total), basis, used
-        grid = np.stack(np.meshgrid(*(np.log(a) for a in self.axes), indexing="ij"), axis=-1)
-        d = np.linalg.norm(grid - np.log(np.asarray(point, dtype=float)), axis=-1)
-        d[~np.isfinite(self.efficiency)] = np.inf
-        return float(self.efficiency.flat[int(np.argmin(d))]), "extrapolated", 1
+        coords, flat = self._measured_points()
+        if not len(flat):
+            return float(self.efficiency.flat[0]), "extrapolated", 1
+        d = np.linalg.norm(coords - np.log(np.asarray(point, dtype=float)), axis=-1)
+        return float(self.efficiency.flat[int(flat[np.argmin(d)])]), "extrapolated", 1
+
+    def _measured_points(self) -> tuple[np.ndarray, np.ndarray]:
+        """(log-shape coordinates, flat index) of the measured points in flat order, built once per grid
+        (the nearest-point search of estimate ran a meshgrid of the whole grid per query)."""
+        got = self.__dict__.get("_near")
+        if got is None:
+            grid = np.stack(np.meshgrid(*(np.log(a) for a in self.axes), indexing="ij"), axis=-1)
+            flat = np.flatnonzero(np.isfinite(self.efficiency))
+            got = (grid.reshape(-1, len(self.axes))[flat], flat)
+            object.__setattr__(self, "_near", got)
+        return got
 
     def estimate_many(self, points) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """estimate for many points at once (an array of shape (n, axes)): (efficiency, basis code,
         points used), basis 0 measured, 1 interpolated, 2 extrapolated (BASES), in numpy: a decode
         curve's or a sweep's sizes in one pass. Points with no measured corner take estimate's
-        nearest-point path one by one."""
+        nearest measured point (the same arithmetic, in blocks of points)."""
         pts = np.atleast_2d(np.asarray(points, dtype=float))
         n = len(pts)
         lows, ws, outside = [], [], np.zeros(n, dtype=bool)
@@ -116,9 +128,17 @@ class LogGrid:
         have = (used > 0) & (total > 1e-9)
         eff[have] = np.exp(acc[have] / total[have])
         basis = np.where(outside, 2, np.where((used == 1) & exact, 0, 1))
-        for i in np.flatnonzero(~have):  # no measured point around it: the nearest one's
-            eff[i], b, used[i] = self.estimate(pts[i])
-            basis[i] = BASES.index(b)
+        far = np.flatnonzero(~have)  # no measured point around it: the nearest one's (estimate's, all at once)
+        coords, flat = self._measured_points() if len(far) else (None, None)
+        values = self.efficiency.ravel()
+        for lo in range(0, len(far), 256):  # (256 x the measured points x axes) at a time
+            i = far[lo:lo + 256]
+            if len(flat):
+                eff[i] = values[flat[np.argmin(np.linalg.norm(coords[None] - np.log(pts[i])[:, None], axis=-1), axis=1)]]
+            else:
+                eff[i] = values[0]
+        used[far] = 1
+        basis[far] = BASES.index("extrapolated")
         return eff, basis, used
 
 
