@@ -88,6 +88,25 @@ class LogGrid:
             object.__setattr__(self, "_near", got)
         return got
 
+    def _nearest(self, log_points: np.ndarray) -> np.ndarray:
+        """The flat index of the measured point nearest each of ``log_points`` (n, axes) in log shape, the
+        first in flat order among equals: estimate's np.linalg.norm over the measured points, its sum of
+        squares taken axis by axis in the same order (left to right) from each axis' own differences,
+        gathered per point (no (n, points, axes) array)."""
+        _, flat = self._measured_points()
+        index = np.unravel_index(flat, self.efficiency.shape)
+        logs = [np.log(a) for a in self.axes]
+        out = np.empty(len(log_points), dtype=np.int64)
+        for lo in range(0, len(log_points), 256):
+            q = log_points[lo:lo + 256]
+            d2 = None
+            for a, (la, ia) in enumerate(zip(logs, index)):
+                x = la[None, :] - q[:, a:a + 1]
+                sq = (x * x)[:, ia]
+                d2 = sq if d2 is None else d2 + sq
+            out[lo:lo + 256] = flat[np.argmin(np.sqrt(d2), axis=1)]
+        return out
+
     def estimate_many(self, points) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """estimate for many points at once (an array of shape (n, axes)): (efficiency, basis code,
         points used), basis 0 measured, 1 interpolated, 2 extrapolated (BASES), in numpy: a decode
@@ -129,14 +148,9 @@ class LogGrid:
         eff[have] = np.exp(acc[have] / total[have])
         basis = np.where(outside, 2, np.where((used == 1) & exact, 0, 1))
         far = np.flatnonzero(~have)  # no measured point around it: the nearest one's (estimate's, all at once)
-        coords, flat = self._measured_points() if len(far) else (None, None)
-        values = self.efficiency.ravel()
-        for lo in range(0, len(far), 256):  # (256 x the measured points x axes) at a time
-            i = far[lo:lo + 256]
-            if len(flat):
-                eff[i] = values[flat[np.argmin(np.linalg.norm(coords[None] - np.log(pts[i])[:, None], axis=-1), axis=1)]]
-            else:
-                eff[i] = values[0]
+        if len(far):
+            values = self.efficiency.ravel()
+            eff[far] = values[self._nearest(np.log(pts[far]))] if len(self._measured_points()[1]) else values[0]
         used[far] = 1
         basis[far] = BASES.index("extrapolated")
         return eff, basis, used
