@@ -60,7 +60,8 @@ class ChunkCosts:
                 # read them per C; a chunk after a prefix has no measured time (NaN), its cost the closed form's, but
                 # for the ops whose prefix is in their state (_prefix_free_s)
                 if fit is not None and not (P == 0 and self.measured):
-                    kept = self._prefix_free_s(C, len(got)) if P and self.measured else {}
+                    kept = self._prefix_free_s(C, len(got)) if P and self.measured and any(
+                        fit[nm][3] != "attention" for nm in names) else {}  # (attention's never kept: not costed)
                     got.append([(float(row @ fit[nm][0]), float(row @ fit[nm][1]), fit[nm][2], n, label + nm, fit[nm][3],
                                  kept.get(label + nm, float("nan"))) for nm in names])
                     continue
