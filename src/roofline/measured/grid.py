@@ -71,32 +71,24 @@ class LogGrid:
             exact = used == 1 and abs(total - 1.0) < 1e-12
             basis = "extrapolated" if outside else ("measured" if exact else "interpolated")
             return math.exp(acc / total), basis, used
-        coords, flat = self._measured_points()
-        if not len(flat):
-            return float(self.efficiency.flat[0]), "extrapolated", 1
-        d = np.linalg.norm(coords - np.log(np.asarray(point, dtype=float)), axis=-1)
-        return float(self.efficiency.flat[int(flat[np.argmin(d)])]), "extrapolated", 1
-
-    def _measured_points(self) -> tuple[np.ndarray, np.ndarray]:
-        """(log-shape coordinates, flat index) of the measured points in flat order, built once per grid
-        (the nearest-point search of estimate ran a meshgrid of the whole grid per query)."""
-        got = self.__dict__.get("_near")
-        if got is None:
-            grid = np.stack(np.meshgrid(*(np.log(a) for a in self.axes), indexing="ij"), axis=-1)
-            flat = np.flatnonzero(np.isfinite(self.efficiency))
-            got = (grid.reshape(-1, len(self.axes))[flat], flat)
-            object.__setattr__(self, "_near", got)
-        return got
+        return float(self._nearest(np.log(np.asarray([point], dtype=float)))[0]), "extrapolated", 1
 
     def _nearest(self, log_points: np.ndarray) -> np.ndarray:
-        """The flat index of the measured point nearest each of ``log_points`` (n, axes) in log shape, the
-        first in flat order among equals: estimate's np.linalg.norm over the measured points, its sum of
-        squares taken axis by axis in the same order (left to right) from each axis' own differences,
-        gathered per point (no (n, points, axes) array)."""
-        _, flat = self._measured_points()
-        index = np.unravel_index(flat, self.efficiency.shape)
-        logs = [np.log(a) for a in self.axes]
-        out = np.empty(len(log_points), dtype=np.int64)
+        """The efficiency of the measured point nearest each of ``log_points`` (n, axes) in log shape, the
+        first in flat order among equals (NaN-free unless nothing was measured): the Euclidean distance
+        as np.linalg.norm takes it (squares summed left to right over the axes, then the root), each
+        axis' squared differences taken once per axis value and gathered per measured point, in blocks
+        of points (no meshgrid of the whole grid per query, no (n, points, axes) array)."""
+        values = self.efficiency.ravel()
+        near = self.__dict__.get("_near")
+        if near is None:  # the measured points' flat and per-axis indices and the axes' logs, once per grid
+            flat = np.flatnonzero(np.isfinite(self.efficiency))
+            near = (flat, np.unravel_index(flat, self.efficiency.shape), [np.log(a) for a in self.axes])
+            object.__setattr__(self, "_near", near)
+        flat, index, logs = near
+        if not len(flat):
+            return np.full(len(log_points), values[0])
+        out = np.empty(len(log_points))
         for lo in range(0, len(log_points), 256):
             q = log_points[lo:lo + 256]
             d2 = None
@@ -104,7 +96,7 @@ class LogGrid:
                 x = la[None, :] - q[:, a:a + 1]
                 sq = (x * x)[:, ia]
                 d2 = sq if d2 is None else d2 + sq
-            out[lo:lo + 256] = flat[np.argmin(np.sqrt(d2), axis=1)]
+            out[lo:lo + 256] = values[flat[np.argmin(np.sqrt(d2), axis=1)]]
         return out
 
     def estimate_many(self, points) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -149,8 +141,7 @@ class LogGrid:
         basis = np.where(outside, 2, np.where((used == 1) & exact, 0, 1))
         far = np.flatnonzero(~have)  # no measured point around it: the nearest one's (estimate's, all at once)
         if len(far):
-            values = self.efficiency.ravel()
-            eff[far] = values[self._nearest(np.log(pts[far]))] if len(self._measured_points()[1]) else values[0]
+            eff[far] = self._nearest(np.log(pts[far]))
         used[far] = 1
         basis[far] = BASES.index("extrapolated")
         return eff, basis, used
