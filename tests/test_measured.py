@@ -373,6 +373,22 @@ def test_many_lookups_at_once_equal_one_at_a_time():
         assert eff[i] == pytest.approx(e, rel=1e-12) and BASES[basis[i]] == b and used[i] == u
 
 
+def test_a_point_with_no_measured_corner_takes_the_nearest_measured_one_at_once_and_alone():
+    """A 3 x 3 grid on 1, 4, 16 with only two points measured, (1, 1) at 0.5 and (16, 16) at 0.8:
+    (1.5, 6) and (2, 12) have no measured corner (theirs are (1 or 4, 4 or 16)). In log shape (1.5, 6)
+    lies nearer (1, 1) (sqrt(ln 1.5^2 + ln 6^2) = 1.84 against sqrt(ln 10.7^2 + ln 2.67^2) = 2.56), (2, 12)
+    nearer (16, 16) (2.58 against sqrt(ln 8^2 + ln 1.33^2) = 2.10); both extrapolated from one point,
+    vectorised or alone."""
+    import numpy as np
+
+    from roofline.measured.grid import BASES, LogGrid
+
+    grid = LogGrid.from_points((np.array([1, 16, 4]), np.array([1, 16, 4])), np.array([0.5, 0.8, np.nan]))
+    eff, basis, used = grid.estimate_many([[1.5, 6], [2, 12]])
+    assert eff.tolist() == [0.5, 0.8] and [BASES[b] for b in basis] == ["extrapolated"] * 2 and used.tolist() == [1, 1]
+    assert grid.estimate((1.5, 6)) == (0.5, "extrapolated", 1) and grid.estimate((2, 12)) == (0.8, "extrapolated", 1)
+
+
 
 def test_a_table_time_under_the_roofline_is_taken_at_the_roofline_and_said(capsys):
     """TensorRT-LLM's L40S row for Llama 3 8B's QKV projection at 64 tokens (m 64, n 6,144, k 4,096)

@@ -71,16 +71,39 @@ class LogGrid:
             exact = used == 1 and abs(total - 1.0) < 1e-12
             basis = "extrapolated" if outside else ("measured" if exact else "interpolated")
             return math.exp(acc / total), basis, used
-        grid = np.stack(np.meshgrid(*(np.log(a) for a in self.axes), indexing="ij"), axis=-1)
-        d = np.linalg.norm(grid - np.log(np.asarray(point, dtype=float)), axis=-1)
-        d[~np.isfinite(self.efficiency)] = np.inf
-        return float(self.efficiency.flat[int(np.argmin(d))]), "extrapolated", 1
+        return float(self._nearest(np.log(np.asarray([point], dtype=float)))[0]), "extrapolated", 1
+
+    def _nearest(self, log_points: np.ndarray) -> np.ndarray:
+        """The efficiency of the measured point nearest each of ``log_points`` (n, axes) in log shape, the
+        first in flat order among equals (NaN-free unless nothing was measured): the Euclidean distance
+        as np.linalg.norm takes it (squares summed left to right over the axes, then the root), each
+        axis' squared differences taken once per axis value and gathered per measured point, in blocks
+        of points (no meshgrid of the whole grid per query, no (n, points, axes) array)."""
+        values = self.efficiency.ravel()
+        near = self.__dict__.get("_near")
+        if near is None:  # the measured points' flat and per-axis indices and the axes' logs, once per grid
+            flat = np.flatnonzero(np.isfinite(self.efficiency))
+            near = (flat, np.unravel_index(flat, self.efficiency.shape), [np.log(a) for a in self.axes])
+            object.__setattr__(self, "_near", near)
+        flat, index, logs = near
+        if not len(flat):
+            return np.full(len(log_points), values[0])
+        out = np.empty(len(log_points))
+        for lo in range(0, len(log_points), 256):
+            q = log_points[lo:lo + 256]
+            d2 = None
+            for a, (la, ia) in enumerate(zip(logs, index)):
+                x = la[None, :] - q[:, a:a + 1]
+                sq = (x * x)[:, ia]
+                d2 = sq if d2 is None else d2 + sq
+            out[lo:lo + 256] = values[flat[np.argmin(np.sqrt(d2), axis=1)]]
+        return out
 
     def estimate_many(self, points) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """estimate for many points at once (an array of shape (n, axes)): (efficiency, basis code,
         points used), basis 0 measured, 1 interpolated, 2 extrapolated (BASES), in numpy: a decode
         curve's or a sweep's sizes in one pass. Points with no measured corner take estimate's
-        nearest-point path one by one."""
+        nearest measured point (the same arithmetic, in blocks of points)."""
         pts = np.atleast_2d(np.asarray(points, dtype=float))
         n = len(pts)
         lows, ws, outside = [], [], np.zeros(n, dtype=bool)
@@ -116,9 +139,11 @@ class LogGrid:
         have = (used > 0) & (total > 1e-9)
         eff[have] = np.exp(acc[have] / total[have])
         basis = np.where(outside, 2, np.where((used == 1) & exact, 0, 1))
-        for i in np.flatnonzero(~have):  # no measured point around it: the nearest one's
-            eff[i], b, used[i] = self.estimate(pts[i])
-            basis[i] = BASES.index(b)
+        far = np.flatnonzero(~have)  # no measured point around it: the nearest one's (estimate's, all at once)
+        if len(far):
+            eff[far] = self._nearest(np.log(pts[far]))
+        used[far] = 1
+        basis[far] = BASES.index("extrapolated")
         return eff, basis, used
 
 

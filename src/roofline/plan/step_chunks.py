@@ -60,11 +60,12 @@ class ChunkCosts:
                 # read them per C; a chunk after a prefix has no measured time (NaN), its cost the closed form's, but
                 # for the ops whose prefix is in their state (_prefix_free_s)
                 if fit is not None and not (P == 0 and self.measured):
-                    kept = self._prefix_free_s(C, len(got)) if P and self.measured else {}
+                    kept = self._prefix_free_s(C, len(got)) if P and self.measured and any(
+                        fit[nm][3] != "attention" for nm in names) else {}  # (attention's never kept: not costed)
                     got.append([(float(row @ fit[nm][0]), float(row @ fit[nm][1]), fit[nm][2], n, label + nm, fit[nm][3],
                                  kept.get(label + nm, float("nan"))) for nm in names])
                     continue
-                ks = {k.name: k for k in self._kernels(kind, False, C, 1, P + C)}
+                ks = {k.name: k for k in self._kernels(kind, False, C, 1, P + C, set(names))}
                 got.append([(float(ks[nm].flops), float(ks[nm].bytes), self._rates(ks[nm]), n, label + nm, ks[nm].category,
                              self._measured_chunk(ks[nm])) for nm in names])
             if len(self._chunk_cache) < 1_000_000:
@@ -121,7 +122,7 @@ class ChunkCosts:
         if got is None:
             got = {}
             for (kind, _, label, _), names in zip(self._token_kinds, self._chunk_names):
-                ks = {k.name: k for k in self._kernels(kind, False, C, b, C)}
+                ks = {k.name: k for k in self._kernels(kind, False, C, b, C, set(names))}
                 got.update({label + nm: self._measured_chunk(ks[nm]) for nm in names})
             if len(self._batch_cache) < 100_000:
                 self._batch_cache[(C, b)] = got

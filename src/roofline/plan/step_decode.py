@@ -147,7 +147,7 @@ class DecodeFits:
         if not np.isfinite(measured).all() or one.basis == "cost model":
             self._seq_notes.append(f"{name} (decode): the cost model ({one.source or 'not in the tables'})")
             return None
-        body = self._op_time(k)[2].reshape(B.shape)
+        body = measured.reshape(B.shape)  # _op_time's body (no launch): every size measured, its time the table's
         ns = np.arange(0, top + 1, dtype=float)
         lo = np.clip(np.searchsorted(counts, np.maximum(ns, 1.0), side="right") - 1, 0, len(counts) - 1)
         hi = np.minimum(lo + 1, len(counts) - 1)

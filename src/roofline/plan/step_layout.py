@@ -136,9 +136,12 @@ class StepLayout(ExpertComms):
         """Tabulate the step's costs once the layout is set: StepCost (plan.step) does; nothing here."""
 
     # -- the kernels one GPU runs ------------------------------------------------------------------
-    def _kernels(self, kind, decode: bool, T, B, S) -> list[Kernel]:
+    def _kernels(self, kind, decode: bool, T, B, S, only=None) -> list[Kernel]:
+        """The layer's kernels one GPU runs, at their stored widths; with ``only`` (a set of names) just
+        those, the rest not requantised (a prefill chunk's sequence ops, costed per chunk size)."""
         return [_requantised(k, self.precision)[0]
-                for k in layer_kernels(kind, self.sharded.d_model, decode, T, B, S, self.attention, self.precision.activations)]
+                for k in layer_kernels(kind, self.sharded.d_model, decode, T, B, S, self.attention, self.precision.activations)
+                if only is None or k.name in only]
 
     def _embedding(self, M) -> Kernel:
         """The embedding gather of M rows (model_ops.embedding_op), at the stored width of the embedding's weights."""
