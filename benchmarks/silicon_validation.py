@@ -126,9 +126,11 @@ def inferencex_conditions(r: dict, tp: int, users: int, attention_dp: bool) -> d
             continue
         if ("isl" in w and _int(r["isl"]) != w["isl"]) or ("osl" in w and _int(r["osl"]) != w["osl"]) or \
                 ("tp_below" in w and tp >= w["tp_below"]) or ("conc_from" in w and users < w["conc_from"]) or \
+                ("conc_below" in w and users >= w["conc_below"]) or \
                 ("attention_dp" in w and attention_dp != w["attention_dp"]):
             continue
-        out.update({k: v for k, v in c.items() if k in ("batch_wait_steps", "batch_wait_ratio", "max_tokens")})
+        out.update({k: v for k, v in c.items() if k in ("batch_wait_steps", "batch_wait_ratio", "max_tokens",
+                                                          "recv_interval")})
     return out
 
 
@@ -427,7 +429,8 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
     conds = inferencex_conditions(r, ep[0] if ep else gpus, c, bool(ep) and gpus // ep[0] > 1)
     engine = dataclasses.replace(defaults, max_seqs=max(defaults.max_seqs * per_rank, c), mixed_steps=mixed, max_tokens=max(
         conds.get("max_tokens", defaults.max_tokens) * per_rank, c if mixed else 0, need),
-        batch_wait_steps=conds.get("batch_wait_steps", 0), batch_wait_ratio=conds.get("batch_wait_ratio", 0.0))
+        batch_wait_steps=conds.get("batch_wait_steps", 0), batch_wait_ratio=conds.get("batch_wait_ratio", 0.0),
+        recv_interval=conds.get("recv_interval", 1))
     _, n_user, lens_in, lens_out = client(r, per_user, client_kind)
     reqs = closed_requests(c, max(MIN_REQUESTS, n_user * c), lens_in, lens_out)
     t0 = time.perf_counter()

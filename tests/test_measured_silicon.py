@@ -172,3 +172,15 @@ def test_an_inferencex_rows_conditional_settings_follow_its_script():
     assert sv.inferencex_conditions(one_k, 8, 4, False) == {"max_tokens": 16384}  # TP 8: no batch waiting
     assert sv.inferencex_conditions(ix_row(), 1, 4, False) == {"max_tokens": 16384}  # 1k/8k: none either
     assert sv.inferencex_conditions(ix_row(silicon_data_source=""), 1, 4, False) == {}  # not InferenceX's row
+
+
+def test_an_inferencex_sglang_run_polls_as_its_script_sets():
+    # InferenceX's benchmarks/single_node/dsr1_fp4_b200.sh at 12ba0ae07: SCHEDULER_RECV_INTERVAL=30 if [[ $CONC -ge 16 ]]
+    # else 10, passed as --scheduler-recv-interval
+    r = {"id": "2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_1024x1024_c4_tp4_ep1_38", "backend": "sglang",
+         "backend_version": "0.5.9", "model_path": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm", "precision": "fp4",
+         "mode": "agg", "isl": "1024", "osl": "1024",
+         "silicon_data_source": "source_file=2026-04-06.csv; model=DeepSeek-R1; silicon_concurrency=4; "
+                                "measured=2026-03-25T00:00:00.000Z; wip=False"}
+    assert sv.inferencex_conditions(r, 4, 4, False) == {"recv_interval": 10}
+    assert sv.inferencex_conditions(r, 4, 16, False) == {"recv_interval": 30}

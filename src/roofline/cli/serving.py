@@ -42,7 +42,7 @@ def _engine(args, machine=None, req=None):
     given = {"max_seqs": args.max_seqs, "max_tokens": args.max_tokens, "block_size": args.block_size,
              "memory_fraction": args.memory_fraction, "step_overhead_s": args.step_overhead,
              "request_overhead_s": args.request_overhead, "batch_wait_steps": args.batch_wait_steps,
-             "batch_wait_ratio": args.batch_wait_ratio}
+             "batch_wait_ratio": args.batch_wait_ratio, "recv_interval": args.recv_interval}
     layout = None if req is None else {"tensor_parallel": req.tp, "pipeline_stages": req.pp,
                                        "attention_dp": req.tp // req.attention_tp() if req.ep else 1}
     return engine_of(getattr(args, "engine", None), machine, layout, **given, prefix_hit=args.prefix_hit,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from roofline.errors import RooflineError, unknown_name
 from roofline.serving.engine_memory import MemoryShare
 from roofline.serving.engine_params import (ACCEPTANCE, BATCH_WAIT_RATIO, BATCH_WAIT_STEPS, BLOCK_SIZE,  # noqa: F401
+                                           RECV_INTERVAL,
                                            ENGINE_MEMORY, ENGINE_PARAMS, MAX_REQUEST_OVERHEAD_S,
                                            MAX_SEQS, MAX_STEP_OVERHEAD_S, MAX_TOKENS, PREFIX_HIT, REQUEST_OVERHEAD,
                                            SPEC_TOKENS, STEP_OVERHEAD)
@@ -53,6 +54,9 @@ class Engine:
     # prompts and the step's tokens are under r x max_tokens (serving.schedule)
     batch_wait_steps: int = BATCH_WAIT_STEPS.default
     batch_wait_ratio: float = BATCH_WAIT_RATIO.default
+    # SGLang's scheduler_recv_interval (1, its default: every step): the scheduler polls for new requests once its
+    # count reaches this, a decode step counting 1 and a step with prompts past it (SchedulerRecvSkipper)
+    recv_interval: int = RECV_INTERVAL.default
     # how a step is made (engines.toml names each engine's): chunked_prefill, a prompt fed in chunks within the step's
     # token budget (vLLM V1, SGLang) or whole in one step (TensorRT-LLM's default: enable_chunked_prefill False);
     # mixed_steps, decodes and prompt chunks in one step (vLLM, TensorRT-LLM) or a step of prompts alone that the

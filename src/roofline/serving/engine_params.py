@@ -54,6 +54,9 @@ BATCH_WAIT_RATIO = Param("batch_wait_ratio", "--batch-wait-ratio", None, "Tensor
       "prompts are held while the step's tokens (the prompts' whole lengths and a token per decode) are under this "
       "share of --max-tokens (with --batch-wait-steps; default {default}: off)", 0.0, strictly=False, maximum=1.0,
       engine=True, metavar="R")
+RECV_INTERVAL = Param("recv_interval", "--recv-interval", None, "SGLang's scheduler_recv_interval: decode steps "
+      "between the scheduler's polls for new requests (after a step with prompts it polls at once; default {default}: "
+      "every step)", 1, maximum=10_000, integer=True, engine=True, metavar="N")
 
 # speculative decoding's acceptance: one rate, or a rate per draft position (cli.serving_args.acceptance_arg), each
 # in this range, which serving.Engine checks too (below 1: a draft always accepted is not a draft)
@@ -64,4 +67,4 @@ ACCEPTANCE = Param("acceptance", "--acceptance", None, "the chance each draft to
 
 # the settings Engine checks against these ranges (the flags', the queries' and its own, one and the same)
 ENGINE_PARAMS = (MAX_SEQS, MAX_TOKENS, BLOCK_SIZE, ENGINE_MEMORY, STEP_OVERHEAD, REQUEST_OVERHEAD, PREFIX_HIT, SPEC_TOKENS,
-                 BATCH_WAIT_STEPS, BATCH_WAIT_RATIO)
+                 BATCH_WAIT_STEPS, BATCH_WAIT_RATIO, RECV_INTERVAL)

@@ -33,7 +33,9 @@ def serving_table(r) -> str:
         + ((f" in blocks of {e.block_size} tokens" if e.block_size > 1 else ", a token a slot (no blocks)") if what != "SSM state" else ", one fixed-size state per sequence")
         + (f"; new prompts held up to {e.batch_wait_steps:,} steps in a row while a step's tokens are under "
            f"{e.batch_wait_ratio:g} x {e.max_tokens:,} (batch waiting: {r.held_steps:,} steps held them)"
-           if e.batch_waiting else ""),
+           if e.batch_waiting else "")
+        + (f"; new requests seen every {e.recv_interval:,} decode steps (the scheduler's receive interval)"
+           if e.recv_interval > 1 else ""),
         "",
         f"throughput  {m['output_tokens_per_s']:,.0f} output tokens/s ({m['output_tokens_per_s_per_gpu']:,.0f} per GPU), "
         f"{m['total_tokens_per_s']:,.0f} tokens/s with the prompts, {m['requests_per_s']:,.2f} requests/s",

@@ -126,7 +126,10 @@ def _run(st: RunState, max_steps: int, progress):
             next_report = (st.finished // report_every + 1) * report_every
         if st.steps >= max_steps:
             raise RooflineError(f"the simulation ran {max_steps:,} steps without finishing", field="requests")
-        if st.next_i < n and arrives[st.next_i] <= st.now:
+        if st.recv_every > 1:
+            if _polls(st) and st.next_i < n and arrives[st.next_i] <= st.now:
+                st.arrive()
+        elif st.next_i < n and arrives[st.next_i] <= st.now:
             st.arrive()
         plan = schedule(st)
         dec, chunks = plan.dec, plan.chunks
@@ -134,6 +137,7 @@ def _run(st: RunState, max_steps: int, progress):
             if not len(dec):  # nothing can run: wait for the next arrival
                 if st.next_i < n and arrives[st.next_i] < math.inf:
                     st.now = max(st.now, arrives[st.next_i])
+                    st.recv_count = st.recv_every  # an idle scheduler's loop polls at once
                     continue
                 raise RooflineError("the scheduler is stuck: nothing can run and nothing will arrive (the cache holds no "
                                     "waiting request)", field="requests")
@@ -145,6 +149,22 @@ def _run(st: RunState, max_steps: int, progress):
                     or (st.speculating and not st.held and verify_run(st, dec, STRETCH))):
                 continue
         advance(st, plan)
+        st.recv_prompted = bool(chunks)
+
+
+def _polls(st) -> bool:
+    """Whether SGLang's scheduler polls for new requests before this step (SchedulerRecvSkipper.handle, every
+    Engine.recv_interval counted steps): its count since the last look, a decode step counting 1 (after K of them from
+    count c, with a poll and a reset at every reach of the interval between: (c + K - 1) mod interval + 1) and a step
+    that fed prompts the whole interval; it polls, and starts again from 0, once the count reaches the interval."""
+    d = st.steps - st.recv_seen
+    if d:
+        st.recv_count = st.recv_every if st.recv_prompted else (st.recv_count + d - 1) % st.recv_every + 1
+        st.recv_seen, st.recv_prompted = st.steps, False
+    if st.recv_count >= st.recv_every:
+        st.recv_count = 0
+        return True
+    return False
 
 
 # ---------------------------------------------------------------------------------------------

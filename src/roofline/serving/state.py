@@ -39,6 +39,10 @@ class RunState:
         self.wait_steps = engine.batch_wait_steps if engine.batch_waiting else 0
         self.wait_tokens = engine.batch_wait_ratio * engine.max_tokens
         self.wait_count, self.held, self.held_steps = 0, False, 0
+        # SGLang's receive interval (Engine.recv_interval): the scheduler's count of decode steps since it last polled
+        # for new requests; it polls (the queue takes what arrived) once the count reaches the interval
+        self.recv_every, self.recv_count = engine.recv_interval, engine.recv_interval
+        self.recv_seen, self.recv_prompted = 0, False  # the steps counted so far; whether the last one fed prompts
         n = self.n = requests.n
         self.inp = np.asarray(requests.input_tokens, dtype=np.int64)
         self.out = np.asarray(requests.output_tokens, dtype=np.int64)
