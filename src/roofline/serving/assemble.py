@@ -19,7 +19,7 @@ from roofline.units import GIGA, format_typed_ms
 MEASURED_VALIDATION_NOTE = ("against 3,541 measured deployments (docs/serving-validation-measured.md), an engine's "
                             "defaults (--engine) on its measured kernels predicted time per output token within a median "
                             "12% on models held out of its one fitted figure (91% of rows within 1.5x), time to first "
-                            "token within a median 51%, most often too low: on large MoE models a median 0.2-0.4 of the "
+                            "token within a median 49%, most often too low: a median 0.35-0.56 of the "
                             "measured, a first-token time the model lacks (docs/serving-validation.md)")
 VALIDATION_NOTE = ("against published engine benchmarks (docs/serving-validation.md) this model is optimistic in most "
                    "rows, most where a server queues and for multi-GPU latency: read its throughput as an upper bound "
