@@ -480,6 +480,12 @@ def _band(c: int) -> str:
 
 
 MODELS_SHOWN = ("plate", "kernels", "kernels+engine")
+BANDS = ("1-4", "8-32", "64-256", "512+")
+
+
+def _order(k) -> tuple:
+    """A group's place in a table: concurrency bands in their order, the rest by their text."""
+    return (BANDS.index(k), "") if k in BANDS else (len(BANDS), str(k))
 
 
 def summarise(done: list[dict], key) -> list[tuple]:
@@ -489,7 +495,7 @@ def summarise(done: list[dict], key) -> list[tuple]:
     for d in done:
         groups[key(d)].append(d)
     rows = []
-    for k in sorted(groups, key=str):
+    for k in sorted(groups, key=_order):
         g = groups[k]
         cells = [k, len(g)]
         for name in MODELS_SHOWN:
