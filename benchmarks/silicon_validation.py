@@ -81,48 +81,54 @@ MODELOPT_KV = {"nvidia/DeepSeek-V3.1-NVFP4": ("fp8", "nvidia--DeepSeek-V3.1-NVFP
 VLLM_FOLLOWS_CHECKPOINT_KV = (0, 13)  # vLLM resolves 'auto' from a ModelOpt kv_cache_quant_algo from this release on
 
 
-@functools.lru_cache(maxsize=1)
-def _inferencex_deployments() -> tuple[dict, ...]:
+@functools.lru_cache(maxsize=None)
+def _inferencex_table(name: str, key: str) -> tuple[dict, ...]:
+    """The entries (``key``) of benchmarks/``name``: InferenceX's scripts as read for its rows."""
     import tomllib
 
-    with open(Path(__file__).with_name("inferencex_deployments.toml"), "rb") as f:
-        return tuple(tomllib.load(f)["deployment"])
+    with open(Path(__file__).with_name(name), "rb") as f:
+        return tuple(tomllib.load(f)[key])
+
+
+def _inferencex_deployments() -> tuple[dict, ...]:
+    return _inferencex_table("inferencex_deployments.toml", "deployment")
+
+
+def is_inferencex(r: dict) -> bool:
+    """Whether InferenceX measured the row (its source: INFERENCEX_SOURCE)."""
+    return bool(INFERENCEX_SOURCE.match(r.get("silicon_data_source", "")))
+
+
+def _inferencex_date(r: dict) -> str | None:
+    """The measured date of an aggregated row InferenceX measured (its single-node scripts'), else None."""
+    m = re.search(r"measured=(\d{4}-\d\d-\d\d)", r.get("silicon_data_source", ""))
+    return m.group(1) if m and is_inferencex(r) and r.get("mode") == "agg" else None
 
 
 def inferencex_deployment(r: dict) -> dict | None:
     """The InferenceX launch script's settings for a row it measured (inferencex_deployments.toml: the script at the
     last commit on or before the row's measured date), or None (not an InferenceX row, or its script not found)."""
-    source = r.get("silicon_data_source", "")
-    m = re.search(r"measured=(\d{4}-\d\d-\d\d)", source)
-    if not (m and INFERENCEX_SOURCE.match(source)) or r.get("mode") != "agg":  # the table holds single-node scripts
+    date = _inferencex_date(r)
+    if date is None:
         return None
     for d in _inferencex_deployments():
         if (d["model_path"], d["engine"], d["system"], d["precision"]) == (
-                r["model_path"], r["backend"], r["system"], r["precision"]) and m.group(1) in d["measured"]:
+                r["model_path"], r["backend"], r["system"], r["precision"]) and date in d["measured"]:
             return d
     return None
-
-
-@functools.lru_cache(maxsize=1)
-def _inferencex_conditions() -> tuple[dict, ...]:
-    import tomllib
-
-    with open(Path(__file__).with_name("inferencex_conditions.toml"), "rb") as f:
-        return tuple(tomllib.load(f)["condition"])
 
 
 def inferencex_conditions(r: dict, tp: int, users: int, attention_dp: bool) -> dict:
     """The settings InferenceX's launch script gave this row's run under its conditions (inferencex_conditions.toml:
     read by hand from the script), merged in file order; {} for a row InferenceX did not measure or none applies."""
-    source = r.get("silicon_data_source", "")
-    m = re.search(r"measured=(\d{4}-\d\d-\d\d)", source)
-    if not (m and INFERENCEX_SOURCE.match(source)) or r.get("mode") != "agg":
+    date = _inferencex_date(r)
+    if date is None:
         return {}
     out: dict = {}
-    for c in _inferencex_conditions():
+    for c in _inferencex_table("inferencex_conditions.toml", "condition"):
         w = c["when"]
         if (c["model_path"], c["engine"]) != (r["model_path"], r["backend"]) or r["system"] not in c["systems"] \
-                or r["precision"] not in c["precisions"] or m.group(1) not in c["measured"]:
+                or r["precision"] not in c["precisions"] or date not in c["measured"]:
             continue
         if ("isl" in w and _int(r["isl"]) != w["isl"]) or ("osl" in w and _int(r["osl"]) != w["osl"]) or \
                 ("tp_below" in w and tp >= w["tp_below"]) or ("conc_from" in w and users < w["conc_from"]) or \
@@ -218,7 +224,7 @@ def client(r: dict, per_user: int = REQUESTS_PER_USER, kind: str = "as-measured"
     benchmark_serving for its rows (``kind`` "as-measured"), else fixed lengths with ``per_user`` requests a user (the
     stand-in above)."""
     isl, osl = _int(r["isl"]), _int(r["osl"])
-    if kind == "as-measured" and INFERENCEX_SOURCE.match(r.get("silicon_data_source", "")):
+    if kind == "as-measured" and is_inferencex(r):
         ratio = INFERENCEX_RANGE_RATIO
         return "inferencex", INFERENCEX_PER_USER, (int(isl * ratio), isl), (int(osl * ratio), osl)
     return "fixed", per_user, isl, osl
@@ -421,8 +427,7 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
     # a deployment of these lengths is configured so (the budget raised to the prompt plus a token per user)
     need = 0 if defaults.chunked_prefill else isl + c
     # InferenceX's SGLang scripts pass no --enable-mixed-chunk (none of its benchmarks/ at the rows' commits): its default
-    mixed = defaults.mixed_steps or (r["backend"] in MIXED_AS_DEPLOYED and not INFERENCEX_SOURCE.match(
-        r.get("silicon_data_source", "")))
+    mixed = defaults.mixed_steps or (r["backend"] in MIXED_AS_DEPLOYED and not is_inferencex(r))
     # attention data parallelism: TensorRT-LLM's and vLLM's budgets hold per rank (silicon_disagg.RANK_BUDGETS)
     from silicon_disagg import RANK_BUDGETS
 
