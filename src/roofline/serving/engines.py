@@ -169,7 +169,6 @@ def covers(span: str, version: str) -> bool:
     return bool(v) and lo <= v[:len(lo)] and v[:len(hi)] <= hi
 
 
-
 def engine_precision(precision, engine: str | None, machine: Machine):
     """``precision`` as ``engine`` (ENGINE[@VERSION] or its key; None or "": no engine) runs it on ``machine``:
     the engine's ``experts_matmul`` rule (data/engines.toml, cited there) applied where the precision serves a
