@@ -184,7 +184,12 @@ def kv_cache_dtype(r: dict) -> tuple[str, str]:
 # The one constant fitted from these rows: each engine's own time per step (scheduling, sampling, detokenising,
 # streaming: what a step costs beyond the GPU's work), the median over the FIT_MODELS rows of measured minus predicted
 # TPOT on the engine's kernels (a step adds its time to every output token), at least 0; reported on the other models.
+# The second (--fit-eager): the host's time per op of a step outside a CUDA graph (Engine.eager_op_s: a prompt step's
+# ops, dispatched one by one), one figure for the three engines (each runs these rows' prompt steps eagerly in
+# PyTorch): of EAGER_GRID, the one whose run on the FIT_MODELS rows, each engine's time per step refitted with it as
+# above, gives the least sum of the median |error| of TPOT and of TTFT; reported on the other models.
 FIT_MODELS = ("llama3.1-8b", "qwen3-32b", "deepseek-v3")
+EAGER_GRID = tuple(i * 20e-6 for i in range(9))  # 0, 20, ..., 160 us an op
 # Engines whose aggregated deployments ran prompt chunks beside the decodes in one step though the engine's own default
 # does not: aiconfigurator's generator sets SGLang's --enable-mixed-chunk for every aggregated worker
 # (ai-dynamo/aiconfigurator src/aiconfigurator/generator/rule_plugin/sglang.rule and benchmark/sglang.rule,
@@ -399,10 +404,12 @@ def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block,
     return _STEPS[key]
 
 
-def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER_USER, client_kind: str = "as-measured") -> dict:
+def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER_USER, client_kind: str = "as-measured",
+            eager: dict | None = None) -> dict:
     """One row simulated on the plate and on the engine's kernels: its predicted mean TTFT and TPOT
     (s), or the refusal's reason; with ``overheads`` ({engine: seconds per step}) only on the
-    engine's kernels with its time per step ("kernels+engine")."""
+    engine's kernels with its time per step and ``eager``'s host time per op outside a CUDA graph
+    ({engine: seconds}, 0 where not given) ("kernels+engine")."""
     from roofline.errors import RooflineError
     from roofline.machines import get_machine
     from roofline.serving import closed_requests, simulate
@@ -422,7 +429,7 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
         out["deployment"] = f"{', '.join(deployed['scripts'])} at {deployed['commit'][:9]}"
     out["client"] = client(r, per_user, client_kind)[0]
     defaults = preset(r["backend"], get_machine(machine), gpus, attention_dp=gpus // ep[0] if ep else 1).engine(
-        step_overhead_s=0.0, memory_fraction=deployed.get("memory_fraction"))
+        step_overhead_s=0.0, eager_op_s=0.0, memory_fraction=deployed.get("memory_fraction"))
     # an engine that feeds whole prompts must fit one beside the running decodes, or a long prompt never starts:
     # a deployment of these lengths is configured so (the budget raised to the prompt plus a token per user)
     need = 0 if defaults.chunked_prefill else isl + c
@@ -447,7 +454,8 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
         try:
             block = dtype == "fp8" and r["model_path"] in BLOCK_FP8
             if overheads is not None:
-                engine = dataclasses.replace(engine, step_overhead_s=overheads[r["backend"]])
+                engine = dataclasses.replace(engine, step_overhead_s=overheads[r["backend"]],
+                                             eager_op_s=(eager or {}).get(r["backend"], 0.0))
             step = _step(model, machine, dtype, gpus, ep, kernels, engine.max_seqs, engine.step_tokens, block, kv,
                          r["backend"])
             res = simulate(step, reqs, engine)
@@ -466,14 +474,56 @@ def fitted_in_file() -> dict:
     return {e: fitted_step_overhead_s(e) for e in names()}
 
 
-def fit_overheads(results: list[dict]) -> dict:
+def eager_in_file() -> dict:
+    """{engine: host seconds per op outside a CUDA graph} as data/engines.toml holds them (the last fit's)."""
+    from roofline.serving.engines import _doc, names
+
+    return {e: float(_doc()["engines"][e]["eager_op_s"]["value"]) for e in names()}
+
+
+def fit_overheads(results: list[dict], key: str = "kernels") -> dict:
     """{engine: seconds per step}: the median of measured minus predicted TPOT (on the engine's
-    kernels) over the FIT_MODELS rows of each engine, at least 0; 0 for an engine with no such rows."""
+    kernels: ``key``'s run) over the FIT_MODELS rows of each engine, at least 0; 0 for an engine with
+    no such rows."""
     res: dict = defaultdict(list)
     for d in results:
         if "refused" not in d and d["model"] in FIT_MODELS:
-            res[d["engine"]].append(d["tpot_s"] - d["kernels"]["tpot_s"])
+            res[d["engine"]].append(d["tpot_s"] - d[key]["tpot_s"])
     return {e: max(0.0, statistics.median(res[e])) if res[e] else 0.0 for e in ("trtllm", "vllm", "sglang")}
+
+
+ZERO = {"trtllm": 0.0, "vllm": 0.0, "sglang": 0.0}
+
+
+def fit_with_eager(pool, rows: list[dict], eager: dict, run) -> dict:
+    """Each engine's time per step fitted (fit_overheads) with ``eager``'s host time per op in place:
+    the FIT_MODELS rows run on the engine's kernels with no time per step."""
+    fit_rows = [r for r in rows if isinstance(layout(r), tuple) and layout(r)[0] in FIT_MODELS]
+    got = list(pool.map(functools.partial(run, overheads=ZERO, eager=eager), fit_rows, chunksize=4))
+    return fit_overheads(got, "kernels+engine")
+
+
+def fit_eager(pool, rows: list[dict], run) -> tuple[float, dict, list[str]]:
+    """The host time per op (one figure for every engine) of EAGER_GRID whose run on the FIT_MODELS
+    rows, each engine's time per step refitted with it, gives the least sum of the median |error|
+    of TPOT and of TTFT: (seconds per op, {engine: seconds per step}, the grid's table as lines)."""
+    fit_rows = [r for r in rows if isinstance(layout(r), tuple) and layout(r)[0] in FIT_MODELS]
+    best, lines = None, ["| host time per op | time per step (trtllm, vllm, sglang) | TPOT err | TTFT err | sum |",
+                         "| --- | --- | --- | --- | --- |"]
+    for op_s in EAGER_GRID:
+        eager = dict.fromkeys(ZERO, op_s)
+        steps = fit_with_eager(pool, rows, eager, run)
+        got = [d for d in pool.map(functools.partial(run, overheads=steps, eager=eager), fit_rows, chunksize=4)
+               if "refused" not in d]
+        tp = statistics.median(_err(d["kernels+engine"]["tpot_s"], d["tpot_s"]) for d in got)
+        tf = statistics.median(_err(d["kernels+engine"]["ttft_s"], d["ttft_s"]) for d in got)
+        lines.append(f"| {op_s * 1e6:g} us | {', '.join(f'{steps[e] * 1e3:.2f}' for e in ZERO)} ms | {tp:.1%} | "
+                     f"{tf:.1%} | {tp + tf:.1%} |")
+        print(f"  host time per op {op_s * 1e6:g} us: TPOT {tp:.1%}, TTFT {tf:.1%} on the fitting rows", file=sys.stderr,
+              flush=True)
+        if best is None or tp + tf < best[0]:
+            best = (tp + tf, op_s, steps)
+    return best[1], best[2], lines
 
 
 def _err(pred: float, meas: float) -> float:
@@ -553,6 +603,9 @@ def main(argv=None) -> int:
                     "as JSON lines")
     ap.add_argument("--mode", choices=("agg", "disagg", "both"), default="both",
                     help="the aggregated rows, the disaggregated ones (silicon_disagg.py: a section of their own) or both")
+    ap.add_argument("--fit-eager", action="store_true", help="fit the engines' host time per op outside a CUDA graph "
+                    "(of 0-160 us, on the fitting rows: FIT_MODELS) rather than take data/engines.toml's: about nine "
+                    "more runs of the fitting rows")
     ap.add_argument("--max-users", type=int, default=0, help="disaggregated rows of more users than this are listed as "
                     "not run (a quick look: the closed loop's cost grows with the users; 0: run all)")
     args = ap.parse_args(argv)
@@ -566,12 +619,17 @@ def main(argv=None) -> int:
     if limit or args.every > 1:
         rows = [r for r in rows if not isinstance(layout(r), str)][::max(1, args.every)][:limit or None]
     t0 = time.perf_counter()
+    run = functools.partial(run_row, per_user=args.requests_per_user, client_kind=args.client)
+    grid = []
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(functools.partial(run_row, per_user=args.requests_per_user, client_kind=args.client),
-                                rows, chunksize=4))
-        overheads = fit_overheads(results)
-        second = list(pool.map(functools.partial(run_row, overheads=overheads, per_user=args.requests_per_user,
-                                                 client_kind=args.client), rows, chunksize=4))
+        results = list(pool.map(run, rows, chunksize=4))
+        if args.fit_eager:
+            op_s, overheads, grid = fit_eager(pool, rows, run)
+            eager = dict.fromkeys(ZERO, op_s)
+        else:
+            eager = eager_in_file()
+            overheads = fit_with_eager(pool, rows, eager, run) if any(eager.values()) else fit_overheads(results)
+        second = list(pool.map(functools.partial(run, overheads=overheads, eager=eager), rows, chunksize=4))
     for d, e in zip(results, second):
         if "refused" not in d and "refused" not in e:
             d["kernels+engine"] = e["kernels+engine"]
@@ -583,7 +641,7 @@ def main(argv=None) -> int:
     for d in results:
         if "refused" in d:
             refused[d["refused"]] += 1
-    lines = write_report(args, sample, results, done, refused, wall, overheads)
+    lines = write_report(args, sample, results, done, refused, wall, overheads, eager, grid)
     if args.mode == "both":
         disagg = run_disagg(args, sample)
         lines += [""] + disagg["lines"]
@@ -600,7 +658,9 @@ def main(argv=None) -> int:
 
     for e, sec in overheads.items():
         print(f"fitted {e} time per step {sec * 1e3:.2f} ms (data/engines.toml: "
-              f"{_doc()['engines'][e]['step_overhead_s']['value'] * 1e3:.2f} ms)")
+              f"{_doc()['engines'][e]['step_overhead_s']['value'] * 1e3:.2f} ms), host time per op "
+              f"{eager[e] * 1e6:g} us ({'fitted' if args.fit_eager else 'data/engines.toml'}: "
+              f"{_doc()['engines'][e]['eager_op_s']['value'] * 1e6:g} us in the file)")
     print(f"wrote {path}")
     return 0
 
@@ -658,7 +718,16 @@ def kv_counts(done: list[dict]) -> str:
                                      sorted(why.items(), key=lambda x: -len(x[1]))) + "."
 
 
-def write_report(args, sample, results, done, refused, wall, overheads) -> list[str]:
+def eager_text(eager: dict, fitted: bool) -> str:
+    """The host time per op as the report says it: its figure(s) and where they came from."""
+    values = sorted(set(eager.values()))
+    said = (f"{values[0] * 1e6:g} us for every engine" if len(values) == 1
+            else ", ".join(f"{e} {v * 1e6:g} us" for e, v in eager.items()))
+    return said + (" (fitted in this run: the table below)" if fitted else " (data/engines.toml's, fitted by "
+                   "`--fit-eager`: the least sum of TPOT and TTFT median |error| on the fitting rows)")
+
+
+def write_report(args, sample, results, done, refused, wall, overheads, eager, grid=()) -> list[str]:
     import importlib.metadata as md
 
     version = md.version("aiconfigurator-core")
@@ -675,8 +744,12 @@ def write_report(args, sample, results, done, refused, wall, overheads) -> list[
              "Three models, the same settings otherwise: `plate`, the workshop plate's cost model; `kernels`, the row's "
              "engine's measured kernels (`--kernels ENGINE`); `kernels+engine`, the same plus each engine's own time per "
              f"step (`--step-overhead`), fitted on the rows of {', '.join(FIT_MODELS)} (the median of measured minus "
-             f"predicted TPOT on the engine's kernels, at least 0): {fitted}. The held-out rows (the other models) are "
-             "the test of that fit; the fitting rows are shown apart.", ""]
+             f"predicted TPOT on the engine's kernels, at least 0): {fitted}; and the host's time per op of a step outside "
+             f"a CUDA graph (`--eager-op`: a prompt step's ops), {eager_text(eager, bool(grid))}. The held-out rows (the "
+             "other models) are the test of those fits; the fitting rows are shown apart.", ""]
+    if grid:
+        lines += ["The host time per op, fitted: each value's run of the fitting rows (each engine's time per step "
+                  "refitted with it), the least sum taken:", "", *grid, ""]
     if n:
         for label, rows in ((f"held out ({len(held):,} rows, models not used in the fit)", held),
                             (f"fitting rows ({len(fit):,})", fit), (f"all {n:,} rows", done)):

@@ -175,9 +175,8 @@ def breakdown(step, result, engine, req, draft=None) -> dict:
             out["mixed_step"]["draft_s"] = d
             out["mixed_step"]["time_s"] += d
             out["mixed_step"]["ops"] += _draft_ops(draft, batch_c, context, T - 1, fed)
-    row = engine.overhead_op()
-    if row is not None:  # the engine's own time, a row of each step as the simulator adds it
-        for s in out.values():
+    for key, s in out.items():  # the engine's own time, rows of each step as the simulator adds them
+        for row in engine.overhead_ops(step, s["decode_batch"], key != "decode_step"):
             s["ops"].append(row.to_dict())
             s["time_s"] += row.time_s
     return out

@@ -32,6 +32,8 @@ def advance(st, plan):
     # gpu_model_runner: logits_indices = query_start_loc[1:] - 1, "we do so for simplicity"; SGLang's
     # LogitsProcessor: last_index = cumsum(extend_seq_lens) - 1)
     dt = st.step_seconds(nd, float(sum1), ctx1, M, nd * T + len(chunks), chunks) + st.step_overhead_s
+    if st.eager_op_s:  # the host dispatching each op of a step no CUDA graph replays
+        dt += st.eager_op_s * st.step.eager_ops(nd, bool(chunks), nd * T + len(chunks) > 0)
     if st.draft is not None:
         dt = _with_draft(dt, st.draft, pool.ctx[dec], T, nd, fed, chunks)
     if nd and st.decode_end < st.now:  # the step before had no decodes: some may have waited through it
@@ -135,7 +137,7 @@ def stretch(st, dec: np.ndarray, most: int) -> bool:
     # step k feeds one token against ctx0 + 1 + k; the contexts themselves only where a sum will not do
     ctx0 = pool.ctx[dec] + tick if st.step.needs_contexts or not pool.linear else None
     K, dts, end, used_k = decode_stretch(
-        st.step, st.engine.step_overhead_s, most, st.now, st.arrives[st.next_i] if st.next_i < st.n else math.inf,
+        st.step, st.decode_overhead_s, most, st.now, st.arrives[st.next_i] if st.next_i < st.n else math.inf,
         (nd, pool.sum_base + nd * tick), ctx0, (pool.used, pool.cap, pool.table, pool.linear), pool.res, tick, pool.bs)
     if st.held and (pool.reserve is None or pool.prefilling):  # the held prompts' fit reads the cache held: stop
         moved = np.flatnonzero(used_k[1:K] != used_k[0])    # before it changes (the step after would decide anew)
@@ -176,7 +178,7 @@ def verify_run(st, dec: np.ndarray, most: int) -> bool:
     reqs = pool.req[dec]
     ctx0, left, table = pool.ctx[dec], st.out[reqs] - st.gen[reqs], pool.table
     held = float(table[pool.blocks[dec]].sum())  # the decodes' blocks, taken for the first step's tokens
-    run = verify_stretch(st.step, draft, st.engine.step_overhead_s, most, st.now,
+    run = verify_stretch(st.step, draft, st.decode_overhead_s, most, st.now,
                          st.arrives[st.next_i] if st.next_i < st.n else math.inf, ctx0, pool.verified[dec], left, st.E,
                          (pool.used, pool.used - held, pool.cap, table, pool.bs), st.dt_decode)
     if run is None:

@@ -135,6 +135,12 @@ def _run_notes(st, requests, over: str | None) -> tuple:
         notes += ("a step is the GPU's work alone: the engine's own time between steps (scheduling, sampling, "
                   "detokenising; a few ms at small batch in the published runs, docs/serving-validation.md) is not "
                   "counted (the CLI's --step-overhead adds it)",)
+    if engine.eager_op_s:
+        ops = step.eager_ops(1, True)
+        notes += (f"each op the host dispatches outside a CUDA graph adds {engine.eager_op_s / 1e-6:g} us of the engine's "
+                  f"host time (Python and the framework), not overlapped with the GPU: a step with prompt chunks runs "
+                  f"{ops:,} ops, {format_typed_ms(engine.eager_op_s * ops)}"
+                  + ("" if step.cost_model.cuda_graph else "; without CUDA graphs a decode step too"),)
     if engine.request_overhead_s:
         notes += (f"each request adds {format_typed_ms(engine.request_overhead_s)} of the server's own time before the "
                   "scheduler sees it (HTTP, tokenising, routing), counted in its TTFT",)

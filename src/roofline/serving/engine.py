@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from roofline.errors import RooflineError, unknown_name
 from roofline.serving.engine_memory import MemoryShare
-from roofline.serving.engine_params import (ACCEPTANCE, BATCH_WAIT_RATIO, BATCH_WAIT_STEPS, BLOCK_SIZE,  # noqa: F401
+from roofline.serving.engine_params import (ACCEPTANCE, BATCH_WAIT_RATIO, BATCH_WAIT_STEPS, BLOCK_SIZE, EAGER_OP,  # noqa: F401
                                            RECV_INTERVAL,
                                            ENGINE_MEMORY, ENGINE_PARAMS, MAX_REQUEST_OVERHEAD_S,
                                            MAX_SEQS, MAX_STEP_OVERHEAD_S, MAX_TOKENS, PREFIX_HIT, REQUEST_OVERHEAD,
@@ -45,6 +45,10 @@ class Engine:
     # the engine's own time per step that does not overlap the GPU's (scheduling, preparing inputs, sampling,
     # detokenising and streaming): 0 unless given, as the GPU's work alone is what the step costs
     step_overhead_s: float = STEP_OVERHEAD.default
+    # the engine's host time per op it dispatches outside a CUDA graph (StepCost.eager_ops: every op run of a step with
+    # prompt chunks, or of every step without CUDA graphs), not overlapped with the GPU: Python and the framework
+    # launching each op one by one, where the GPU's kernels are too short to hide it; 0 unless given
+    eager_op_s: float = EAGER_OP.default
     # the server's own time per request before the scheduler sees it (the HTTP request, the frontend's tokenising and
     # routing): a request joins the queue this long after it was sent, so its TTFT grows by it, and a closed-loop
     # user's next request joins it this long after the user's last one finished; 0 unless given
@@ -105,14 +109,21 @@ class Engine:
         a = self.acceptance
         return ", ".join(f"{x:g}" for x in a) + " by position" if isinstance(a, tuple) else f"{a:g}"
 
-    def overhead_op(self):
-        """The engine's own time as a row of a step op by op (--breakdown, the web's step table), or
-        None when it is 0."""
-        if not self.step_overhead_s:
-            return None
+    def overhead_ops(self, step, n_decode: int = 1, has_chunks: bool = False) -> list:
+        """The engine's own time as rows of a step op by op (--breakdown, the web's step table): its
+        time per step, and its host time for the ops it dispatches outside a CUDA graph (StepCost
+        ``step``'s eager_ops of a step of ``n_decode`` decodes, with prompt chunks or not); each row
+        only where it is not 0."""
         from roofline.plan.step import StepOp
 
-        return StepOp("engine time per step", "engine", 1, 0.0, 0.0, float(self.step_overhead_s), "engine")
+        rows = []
+        if self.step_overhead_s:
+            rows.append(StepOp("engine time per step", "engine", 1, 0.0, 0.0, float(self.step_overhead_s), "engine"))
+        ops = step.eager_ops(n_decode, has_chunks) if self.eager_op_s else 0
+        if ops:
+            rows.append(StepOp("engine host time, ops outside a CUDA graph", "engine", ops, 0.0, 0.0,
+                               float(self.eager_op_s) * ops, "engine"))
+        return rows
 
     def __post_init__(self):
         if self.admission not in ADMISSIONS:

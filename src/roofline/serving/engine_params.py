@@ -13,6 +13,7 @@ from roofline.plan.limits import ENGINE_MEMORY_FRACTION, ENGINE_STEP_SEQS, ENGIN
 
 MAX_STEP_OVERHEAD_S = 1.0  # an engine time per step past a second is a typo (the CLI's and the API's bound)
 MAX_REQUEST_OVERHEAD_S = 10.0  # a server time per request past ten seconds is a typo
+MAX_EAGER_OP_S = 1e-3  # a host time per op past a millisecond is a typo
 WEB_MAX_SEQS = 4096  # the web view's tighter bound: it simulates a sweep within a budget per request (web.compute)
 
 MAX_SEQS = Param("max_seqs", "--max-seqs", "max_seqs", "sequences running at once (vLLM max_num_seqs; default {default}, or "
@@ -38,6 +39,10 @@ STEP_OVERHEAD = Param("step_overhead_s", "--step-overhead", "step_overhead_ms", 
 REQUEST_OVERHEAD = Param("request_overhead_s", "--request-overhead", None, "the server's own time per request before the scheduler "
       "sees it (HTTP, tokenising, routing), added to each TTFT, e.g. 20ms (default {default})",
       0.0, strictly=False, maximum=MAX_REQUEST_OVERHEAD_S, unit="s", engine=True)
+EAGER_OP = Param("eager_op_s", "--eager-op", None, "the engine's host time per op it runs outside a CUDA graph "
+      "(every op of a step with prompt chunks, as engines capture decode batches only): Python and the framework "
+      "dispatching it, not overlapped with the GPU, e.g. 60us (default {default}: the GPU's work alone; --engine's "
+      "fitted one)", 0.0, strictly=False, maximum=MAX_EAGER_OP_S, unit="s", engine=True)
 PREFIX_HIT = Param("prefix_hit", "--prefix-hit", "prefix_hit", "share of each prompt found in the prefix cache (default {default})",
       0.0, strictly=False, maximum=1.0,
       api_help="share of each prompt found in the prefix cache", label="Prefix-cache hits (share of each prompt)")
@@ -66,5 +71,5 @@ ACCEPTANCE = Param("acceptance", "--acceptance", None, "the chance each draft to
                    metavar="A or A1,...,AK")
 
 # the settings Engine checks against these ranges (the flags', the queries' and its own, one and the same)
-ENGINE_PARAMS = (MAX_SEQS, MAX_TOKENS, BLOCK_SIZE, ENGINE_MEMORY, STEP_OVERHEAD, REQUEST_OVERHEAD, PREFIX_HIT, SPEC_TOKENS,
+ENGINE_PARAMS = (MAX_SEQS, MAX_TOKENS, BLOCK_SIZE, ENGINE_MEMORY, STEP_OVERHEAD, EAGER_OP, REQUEST_OVERHEAD, PREFIX_HIT, SPEC_TOKENS,
                  BATCH_WAIT_STEPS, BATCH_WAIT_RATIO, RECV_INTERVAL)

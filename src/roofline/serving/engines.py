@@ -22,7 +22,8 @@ from roofline.serving.engine import Engine
 from roofline.serving.engine_memory import MemoryShare, sized_share
 
 SETTINGS = ("max_seqs", "max_tokens", "block_size", "memory_fraction", "memory_of_free", "step_overhead_s",
-            "chunked_prefill", "mixed_steps", "admission")
+            "eager_op_s", "chunked_prefill", "mixed_steps", "admission")
+FITTED = ("step_overhead_s", "eager_op_s")  # the settings fitted on measured deployments (engines.toml: FIT)
 GIB = 2.0**30
 
 
@@ -87,12 +88,14 @@ class EnginePreset:
             if k in given:
                 continue
             v = memory.fraction if k == "memory_fraction" and memory else self.settings[k]
-            text = (f"{v * 1e3:g} ms" if k == "step_overhead_s" else ("on" if v else "off") if isinstance(v, bool)
+            text = (f"{v * 1e3:g} ms" if k == "step_overhead_s" else f"{v * 1e6:g} us" if k == "eager_op_s"
+                    else ("on" if v else "off") if isinstance(v, bool)
                     else f"{v:,}" if isinstance(v, int) else v if isinstance(v, str) else f"{v:g}")
-            shown.append(f"{k.replace('_s', '') if k == 'step_overhead_s' else k} {text}")
+            shown.append(f"{k.removesuffix('_s') if k in FITTED else k} {text}")
+        fitted = [k.removesuffix("_s") for k in FITTED if k not in given]
         return (f"engine: {self.name} {self.versions} as it runs by default (data/engines.toml, each cited): "
-                + ", ".join(shown) + (" (step_overhead fitted on measured deployments, not documented)"
-                                      if "step_overhead_s" not in given else "")
+                + ", ".join(shown) + (f" ({' and '.join(fitted)} fitted on measured deployments, not documented)"
+                                      if fitted else "")
                 + (f"; {memory.words()}" if memory and memory.basis == "sized" else ""))
 
 

@@ -53,9 +53,8 @@ def serving_breakdown(step, result, users: int) -> dict:
     context = max(1, round(result.input_tokens / result.requests + result.output_tokens / result.requests / 2))
     ops = step.ops([context] * batch)
     time_s = step.seconds([context] * batch)
-    engine_row = result.engine.overhead_op()
-    if engine_row is not None:
-        ops, time_s = ops + [engine_row], time_s + engine_row.time_s
+    engine_rows = result.engine.overhead_ops(step)
+    ops, time_s = ops + engine_rows, time_s + sum(r.time_s for r in engine_rows)
     total = sum(o.time_s for o in ops) or 1.0
     ranked = sorted(ops, key=lambda o: o.time_s, reverse=True)
     shown, rest = ranked[:10], ranked[10:]

@@ -1,0 +1,85 @@
+"""The engine's host time per op outside a CUDA graph in the serving simulator (issue 35): Engine.eager_op_s, the
+CLI's --eager-op. Engines capture decode batches in CUDA graphs only; a step with prompt chunks runs its ops one by
+one, each dispatched by Python and the framework on the host, and where the GPU's kernels are short the GPU waits
+for it. The simulator adds eager_op_s for each op run of such a step (StepCost.eager_ops), and for every step where
+no CUDA graph is used at all.
+
+Expected counts are by hand from Llama 3 8B's architecture (32 decoder layers): per layer the attention norm, the QKV
+projection, attention, the output projection, the residual add, the FFN norm, the gate+up projection, SiLU x mul,
+the down projection and the second residual add (10 ops), plus the embedding, the final norm and the LM head:
+32 x 10 + 3 = 323 op runs in a step of prompt chunks alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from roofline.cli import main
+from roofline.cost import seed_cost_model
+from roofline.plan.step import StepCost
+from roofline.serving import Engine, Requests, closed_requests, simulate
+
+LLAMA3_8B_PROMPT_OPS = 32 * 10 + 3
+HOST_S = 50e-6
+
+
+@pytest.fixture(scope="module")
+def graphed():
+    """Llama 3 8B on an H100 with decode steps replayed as CUDA graphs."""
+    return StepCost("llama3-8b", "h100-sxm", cost_model=seed_cost_model(cuda_graph=True), max_tokens=8192, max_seqs=256)
+
+
+def _one(input_tokens: int, output_tokens: int) -> Requests:
+    return Requests([input_tokens], [output_tokens], np.array([0.0]), None, label="one request")
+
+
+def test_a_prompt_step_runs_each_op_of_each_layer_once(graphed):
+    assert graphed.eager_ops(0, True) == LLAMA3_8B_PROMPT_OPS
+    assert graphed.eager_ops(4, False) == 0  # a decode-only step is one CUDA graph replay
+
+
+def test_the_prompt_step_pays_the_host_time_per_op_and_the_graphed_decodes_do_not(graphed):
+    """One request of 1,024 tokens in, 16 out, alone: its prompt step (which samples its first token) grows by
+    323 x 50 us = 16.15 ms; its 15 decode steps, CUDA graphs, by nothing."""
+    reqs = _one(1024, 16)
+    base = simulate(graphed, reqs, Engine(max_tokens=8192))
+    host = simulate(graphed, reqs, Engine(max_tokens=8192, eager_op_s=HOST_S))
+    assert host.ttft_s[0] - base.ttft_s[0] == pytest.approx(LLAMA3_8B_PROMPT_OPS * HOST_S, rel=1e-9)
+    assert host.e2e_s[0] - base.e2e_s[0] == pytest.approx(LLAMA3_8B_PROMPT_OPS * HOST_S, rel=1e-9)
+
+
+def test_without_cuda_graphs_every_step_pays_it(step):
+    """The eager step (no CUDA graph): the prompt step as above, and each of the 15 decode steps its own ops, the
+    same 323 (32 x 9 token ops and the decode's attention per layer, with the embedding, final norm and LM head)."""
+    reqs = _one(1024, 16)
+    base = simulate(step, reqs, Engine(max_tokens=8192))
+    host = simulate(step, reqs, Engine(max_tokens=8192, eager_op_s=HOST_S))
+    assert step.eager_ops(1, False) == LLAMA3_8B_PROMPT_OPS
+    assert host.e2e_s[0] - base.e2e_s[0] == pytest.approx(16 * LLAMA3_8B_PROMPT_OPS * HOST_S, rel=1e-9)
+
+
+@pytest.mark.parametrize("graph", [True, False])
+def test_the_stretched_run_is_the_step_by_step_one(step, graphed, graph):
+    s = graphed if graph else step
+    reqs = closed_requests(6, 36, (819, 1024), (100, 300), seed=3)
+    engine = Engine(max_tokens=2048, eager_op_s=HOST_S, step_overhead_s=1e-3)
+    fast, plain = simulate(s, reqs, engine), simulate(s, reqs, engine, stepwise=True)
+    np.testing.assert_allclose(fast.ttft_s, plain.ttft_s, rtol=1e-9)
+    np.testing.assert_allclose(fast.e2e_s, plain.e2e_s, rtol=1e-9)
+    assert fast.steps == plain.steps
+
+
+def test_the_run_says_it_and_the_breakdown_shows_it(capsys):
+    code = main(["serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--concurrency", "2", "--requests", "8",
+                 "--eager-op", "50us", "--breakdown"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "50 us of the engine's host time" in out
+    assert "engine host time, ops outside a CUDA graph" in out
+
+
+@pytest.mark.parametrize("bad", ["-1us", "nan", "2ms", "abc"])
+def test_a_bad_host_time_is_refused_by_name(bad, capsys):
+    code = main(["serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--concurrency", "2", "--eager-op", bad])
+    assert code == 2
+    assert "eager-op" in capsys.readouterr().err
