@@ -179,3 +179,22 @@ def test_attention_data_parallelism_is_refused(capsys):
             "--requests", "8", "--concurrency", "2", "--input-len", "256", "--output-len", "16", "--seeds", "1"]
     assert main(argv + ["--batch-wait-steps", "5", "--batch-wait-ratio", "0.5"]) == 2
     assert "batch_wait_steps" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--batch-wait-steps", "20"], "one is given, so none is held"),
+    (["--batch-wait-ratio", "0.5"], "one is given, so none is held"),
+    (["--batch-wait-steps", "20", "--batch-wait-ratio", "0.5", "--engine", "vllm"], "applied as given to the vllm engine"),
+    (["--batch-wait-steps", "20", "--batch-wait-ratio", "0.5"], "applied as given to this engine"),
+])
+def test_batch_waiting_half_given_or_given_to_another_engine_is_said(flags, said, capsys):
+    code = main(["serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--concurrency", "2", "--requests", "8",
+                 *flags])
+    assert code == 0
+    assert said in capsys.readouterr().out
+
+
+def test_batch_waiting_given_to_tensorrt_llm_says_nothing_more(capsys):
+    main(["serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--concurrency", "2", "--requests", "8",
+          "--engine", "trtllm", "--batch-wait-steps", "20", "--batch-wait-ratio", "0.5"])
+    assert "applied as given" not in capsys.readouterr().out

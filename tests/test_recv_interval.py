@@ -59,3 +59,11 @@ def test_a_bad_interval_is_refused_by_name(bad, capsys):
     code = main(["serving", "--model", "llama3.1-8b", "--machine", "h100-sxm", "--concurrency", "2", "--recv-interval", bad])
     assert code == 2
     assert "recv-interval" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("engine, said", [("trtllm", True), ("vllm", True), ("sglang", False)])
+def test_an_interval_given_to_another_engine_is_said(engine, said, capsys):
+    code = main(["serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--concurrency", "2", "--requests", "8",
+                 "--engine", engine, "--recv-interval", "10"])
+    assert code == 0
+    assert ("the receive interval is SGLang's" in capsys.readouterr().out) == said

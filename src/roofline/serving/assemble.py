@@ -114,6 +114,22 @@ def _setup_notes(step, engine: Engine, cap: float, parts: dict) -> tuple:
             if step.cost_model.cuda_graph else "each replica simulated alone; every op of a step pays a launch (no CUDA graph)")
 
 
+def _borrowed_notes(engine) -> tuple:
+    """What the run says of a setting one engine has, given to another or half given: TensorRT-LLM's batch
+    waiting (it holds prompts only where both its steps and its ratio are above 0) and SGLang's receive interval."""
+    notes, who = (), (f"the {engine.preset} engine's defaults" if engine.preset else "this engine")
+    if (engine.batch_wait_steps > 0) != (engine.batch_wait_ratio > 0):
+        notes += ("batch waiting holds prompts only where both --batch-wait-steps and --batch-wait-ratio are above 0 "
+                  "(TensorRT-LLM's batch_wait_timeout_iters and batch_wait_max_tokens_ratio): one is given, so none is "
+                  "held",)
+    elif engine.batch_waiting and engine.preset != "trtllm":
+        notes += (f"batch waiting is TensorRT-LLM's (batch_wait_timeout_iters, batch_wait_max_tokens_ratio): applied "
+                  f"as given to {who}",)
+    if engine.recv_interval > 1 and engine.preset != "sglang":
+        notes += (f"the receive interval is SGLang's (--scheduler-recv-interval): applied as given to {who}",)
+    return notes
+
+
 def _run_notes(st, requests, over: str | None) -> tuple:
     """The notes of RunState ``st`` at its end: its setting, then what its load and lengths say."""
     step, engine, inp, out, draft = st.step, st.engine, st.inp, st.out, st.draft
@@ -135,6 +151,7 @@ def _run_notes(st, requests, over: str | None) -> tuple:
         notes += ("a step is the GPU's work alone: the engine's own time between steps (scheduling, sampling, "
                   "detokenising; a few ms at small batch in the published runs, docs/serving-validation.md) is not "
                   "counted (the CLI's --step-overhead adds it)",)
+    notes += _borrowed_notes(engine)
     if engine.eager_op_s:
         ops = step.eager_ops(1, True)
         notes += (f"each op the host dispatches outside a CUDA graph adds {engine.eager_op_s / 1e-6:g} us of the engine's "
