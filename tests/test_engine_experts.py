@@ -98,3 +98,12 @@ def test_decode_on_an_engines_kernels_runs_its_moe_activations():
 
     assert experts("b200") == "fp8"
     assert experts("h200") is None
+
+
+def test_an_engine_without_a_rule_says_why_its_experts_run_weight_only(capsys):
+    """vLLM on a B200 (its default MXFP4 x BF16 backend, above): the header says the experts' inputs stay bf16 and
+    that no engine rule of the file quantises them, not the bare dtype."""
+    run = [a for a in RUN if a != "--json"]
+    assert main([*run, "--machine", "b200", "--engine", "vllm"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "experts weights dequantised into bf16 matmuls (weight-only: their inputs stay bf16" in head

@@ -285,7 +285,10 @@ class Precision:
         if rest:
             left = {p: d for p, d in getattr(self.stored, "matmuls", ()) if p not in run}
             why = (f" ({', '.join(sorted(set(left.values())))} matmuls need {'/'.join(sorted(set(left.values())))} "
-                   "arithmetic this machine lacks: weight-only, as vLLM's Marlin fallback runs them)") if left else ""
+                   "arithmetic this machine lacks: weight-only, as vLLM's Marlin fallback runs them)") if left else (
+                   f" (weight-only: their inputs stay {self.activations}; no engine rule of data/engines.toml quantises "
+                   "them here: TensorRT-LLM's MXFP8 inputs to MXFP4 experts on Blackwell is its one)"
+                   if "experts" in rest else "")
             words.append(f"{', '.join(rest)} weights dequantised into {self.activations} matmuls{why}")
         return "; ".join(words)
 
