@@ -118,6 +118,35 @@ def inferencex_deployment(r: dict) -> dict | None:
     return None
 
 
+# vLLM's async scheduling: on by default from v0.14.0 ("Async scheduling is now enabled by default", vLLM v0.14.0's
+# release notes, PR #27614: "overlaps engine core scheduling with GPU execution"), opt-in (--async-scheduling) before
+VLLM_ASYNC_FROM = (0, 14)
+VLLM_ASYNC_RELEASED = "2026-01-20"  # v0.14.0's release: a nightly measured after it has the default
+
+
+def vllm_async(r: dict, deployed: dict) -> tuple[bool, str]:
+    """Whether a vLLM row ran with async scheduling, and why: its launch script's setting where InferenceX's
+    script sets one (inferencex_deployments.toml async_scheduling), else vLLM's default at the row's version
+    (backend_version, or the image its source names; a nightly by its measured date), else off (the
+    version unknown: the default before v0.14.0)."""
+    said = deployed.get("async_scheduling")
+    if said in ("on", "off"):
+        return said == "on", f"its launch script turns async scheduling {said}"
+    src = r.get("silicon_data_source", "")
+    version = (r.get("backend_version") or "").strip()
+    image = re.search(r"vllm-openai:v([\d.]+)", src)
+    if image and not re.match(r"\d", version):
+        version = image.group(1)
+    if re.match(r"\d", version):
+        on = tuple(int(x) for x in re.findall(r"\d+", version)[:2]) >= VLLM_ASYNC_FROM
+        return on, f"vLLM {version}'s default ({'on from' if on else 'off before'} v0.14.0)"
+    date = re.search(r"measured=(\d{4}-\d\d-\d\d)", src)
+    if version.startswith("nightly") and date:
+        on = date.group(1) > VLLM_ASYNC_RELEASED
+        return on, f"a nightly of {date.group(1)}: vLLM's default then ({'on' if on else 'off'})"
+    return False, "the version unknown: vLLM's default before v0.14.0 (off)"
+
+
 def inferencex_conditions(r: dict, tp: int, users: int, attention_dp: bool) -> dict:
     """The settings InferenceX's launch script gave this row's run under its conditions (inferencex_conditions.toml:
     read by hand from the script), merged in file order; {} for a row InferenceX did not measure or none applies."""
@@ -428,6 +457,11 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
     if deployed:  # the InferenceX launch script(s) read for this row, and the client that measured it
         out["deployment"] = f"{', '.join(deployed['scripts'])} at {deployed['commit'][:9]}"
     out["client"] = client(r, per_user, client_kind)[0]
+    # vLLM's async scheduling overlaps the host's work of a step with the GPU's (as TensorRT-LLM's overlap scheduler,
+    # whose fitted time per step is 0): its time per step is then hidden, the fitted one (synchronous rows) not added
+    hidden = vllm_async(r, deployed) if r["backend"] == "vllm" else (False, "")
+    if r["backend"] == "vllm":
+        out["async_scheduling"], out["async_basis"] = hidden
     defaults = preset(r["backend"], get_machine(machine), gpus, attention_dp=gpus // ep[0] if ep else 1).engine(
         step_overhead_s=0.0, eager_op_s=0.0, memory_fraction=deployed.get("memory_fraction"))
     # an engine that feeds whole prompts must fit one beside the running decodes, or a long prompt never starts:
@@ -454,7 +488,7 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
         try:
             block = dtype == "fp8" and r["model_path"] in BLOCK_FP8
             if overheads is not None:
-                engine = dataclasses.replace(engine, step_overhead_s=overheads[r["backend"]],
+                engine = dataclasses.replace(engine, step_overhead_s=0.0 if hidden[0] else overheads[r["backend"]],
                                              eager_op_s=(eager or {}).get(r["backend"], 0.0))
             step = _step(model, machine, dtype, gpus, ep, kernels, engine.max_seqs, engine.step_tokens, block, kv,
                          r["backend"])
@@ -486,8 +520,8 @@ def fit_overheads(results: list[dict], key: str = "kernels") -> dict:
     kernels: ``key``'s run) over the FIT_MODELS rows of each engine, at least 0; 0 for an engine with
     no such rows."""
     res: dict = defaultdict(list)
-    for d in results:
-        if "refused" not in d and d["model"] in FIT_MODELS:
+    for d in results:  # the rows whose host time per step is not hidden (vLLM's async scheduling: run_row)
+        if "refused" not in d and d["model"] in FIT_MODELS and not d.get("async_scheduling"):
             res[d["engine"]].append(d["tpot_s"] - d[key]["tpot_s"])
     return {e: max(0.0, statistics.median(res[e])) if res[e] else 0.0 for e in ("trtllm", "vllm", "sglang")}
 

@@ -83,3 +83,19 @@ def test_a_bad_host_time_is_refused_by_name(bad, capsys):
     code = main(["serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--concurrency", "2", "--eager-op", bad])
     assert code == 2
     assert "eager-op" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("version, hidden", [("", True), ("0.19", True), ("0.14.0", True), ("0.13", False),
+                                             ("0.12.0", False)])
+def test_vllms_time_per_step_is_hidden_from_the_version_that_schedules_async(version, hidden):
+    """vLLM v0.14.0's release notes: async scheduling on by default, overlapping the engine core's scheduling with the
+    GPU's execution; before it the synchronous scheduler's time per step (the fitted figure of data/engines.toml). No
+    version asked: the newest the file reads (async). The run says why where it is hidden."""
+    from roofline.machines import get_machine
+    from roofline.serving.engines import fitted_step_overhead_s, preset
+
+    e = preset("vllm" + (f"@{version}" if version else ""), get_machine("h100-sxm")).engine()
+    assert e.step_overhead_s == (0.0 if hidden else fitted_step_overhead_s("vllm"))
+    assert ("async scheduling" in e.since_note) == hidden
+    given = preset("vllm@0.19", get_machine("h100-sxm")).engine(step_overhead_s=1e-3)
+    assert given.step_overhead_s == 1e-3 and given.since_note == ""

@@ -144,6 +144,8 @@ def _run_notes(st, requests, over: str | None) -> tuple:
     if engine.step_overhead_s:
         notes += (f"each step adds {format_typed_ms(engine.step_overhead_s)} of the engine's own time (scheduling, inputs, "
                   "sampling, detokenising), not overlapped with the GPU's work",)
+    elif engine.since_note:  # a default the engine changed at a version (vLLM's async scheduling: engines.toml)
+        notes += (f"{engine.since_note} (the CLI's --step-overhead sets one)",)
     elif engine.preset and fitted_step_overhead_s(engine.preset) == 0:  # TensorRT-LLM's: data/engines.toml says why
         notes += ("a step is the GPU's work alone: this engine's time per step, fitted on measured deployments, is 0 "
                   "(its host work overlaps the GPU's; the CLI's --step-overhead sets one)",)

@@ -73,6 +73,9 @@ class Engine:
     memory_share: MemoryShare | None = None
     preset: str = ""  # the engine whose defaults these are (serving.engines: "vllm", "sglang", "trtllm"; "" for none)
     label: str = ""  # what set these (serving.engines: an engine's defaults, cited), said under a run
+    # the engine's own note on a default it holds past a version (engines.toml `since`: vLLM's time per step hidden by
+    # its async scheduling from v0.14.0), said under a run; "" for none
+    since_note: str = ""
 
     @property
     def step_tokens(self) -> int:

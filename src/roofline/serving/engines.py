@@ -58,6 +58,7 @@ class EnginePreset:
     memory: MemoryShare | None = None  # the share and what it was sized from (None: no share on file)
     rule: dict | None = None  # the engine's rule for its share (engines.toml memory_rule), where it sizes one
     capacity_bytes: float | None = None  # the GPU's memory the rule reads
+    since: dict = field(default_factory=dict)  # {setting: the note of a default the engine changed at a version}
 
     def engine(self, **given) -> Engine:
         """The Engine of these defaults, with ``given`` (the settings a user gave) over them; its
@@ -72,7 +73,9 @@ class EnginePreset:
                                  True, m.source, m.version_asked)
             given = {**given, "memory_fraction": memory.fraction}
         shown = tuple(k for k in given if k in SETTINGS and not (k == "memory_fraction" and memory.basis != "given"))
-        return Engine(**{**self.settings, **given}, preset=self.key, memory_share=memory, label=self.note(shown, memory))
+        since = "; ".join(f"{k.removesuffix('_s')}: {v}" for k, v in self.since.items() if k not in given)
+        return Engine(**{**self.settings, **given}, preset=self.key, memory_share=memory, label=self.note(shown, memory),
+                      since_note=since)
 
     @property
     def kernels(self) -> str:
@@ -92,7 +95,7 @@ class EnginePreset:
                     else ("on" if v else "off") if isinstance(v, bool)
                     else f"{v:,}" if isinstance(v, int) else v if isinstance(v, str) else f"{v:g}")
             shown.append(f"{k.removesuffix('_s') if k in FITTED else k} {text}")
-        fitted = [k.removesuffix("_s") for k in FITTED if k not in given]
+        fitted = [k.removesuffix("_s") for k in FITTED if k not in given and k not in self.since]
         return (f"engine: {self.name} {self.versions} as it runs by default (data/engines.toml, each cited): "
                 + ", ".join(shown) + (f" ({' and '.join(fitted)} fitted on measured deployments, not documented)"
                                       if fitted else "")
@@ -124,7 +127,7 @@ def preset(text: str, machine: Machine, tensor_parallel: int = 1, pipeline_stage
     doc = _doc()
     spec = doc["engines"][key]
     gib = machine.capacity_bytes / GIB if machine.capacity_bytes else None
-    settings, sources = {}, {}
+    settings, sources, changed = {}, {}, {}
     for name in SETTINGS:
         entry = spec[name]
         value = entry["value"]
@@ -135,6 +138,10 @@ def preset(text: str, machine: Machine, tensor_parallel: int = 1, pipeline_stage
             value = below["value"]
         elif gib is not None and above and gib >= above["gib"]:
             value = above["value"]
+        since = entry.get("since")  # a default the engine changed at a version: the asked one's, or the newest's
+        if since and not (version and _release(version)[:2] < _release(since["version"])[:2]):
+            value, entry = since["value"], {**entry, **since}
+            changed[name] = since["note"]
         settings[name] = value
         sources[name] = doc["sources"][entry["source"]] + (f" ({entry['note']})" if "note" in entry else "")
     rule = spec.get("memory_rule")
@@ -148,7 +155,7 @@ def preset(text: str, machine: Machine, tensor_parallel: int = 1, pipeline_stage
             memory = dataclasses.replace(memory, left_out=rule["amd_left_out"])
         settings["memory_fraction"], settings["max_tokens"] = memory.fraction, memory.chunked_prefill_size
     return EnginePreset(key, spec["name"], version, spec["versions"], settings, sources, memory, rule,
-                        machine.capacity_bytes)
+                        machine.capacity_bytes, changed)
 
 
 def _release(text: str) -> tuple[int, ...]:
