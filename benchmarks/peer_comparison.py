@@ -123,7 +123,7 @@ def main(argv=None) -> int:
     ours = []
     for r in rows:
         t0 = time.perf_counter()
-        d = sv.run_row(r, overheads=sv.fitted_in_file())
+        d = sv.run_row(r, overheads=sv.fitted_in_file(), eager=sv.eager_in_file())
         d["ours_seconds"] = time.perf_counter() - t0
         ours.append(d)
     peer = [{} for _ in rows]

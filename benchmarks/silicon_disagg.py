@@ -188,13 +188,17 @@ def report(results: list[dict], wall_s: float, overheads: dict) -> list[str]:
         if "refused" in d:
             refused[d["refused"]] += 1
     fitted = ", ".join(f"{e} {s * 1e3:.2f} ms" for e, s in overheads.items())
+    from roofline.serving.engines import _doc
+
+    eager = ", ".join(f"{e} {_doc()['engines'][e]['eager_op_s']['value'] * 1e6:g} us" for e in overheads)
     lines = ["## Disaggregated rows", "",
              f"{len(results) + len(skipped):,} disaggregated rows (`mode == disagg`), {len(done):,} simulated, "
              f"{len(results) - len(done):,} refused"
              + (f", {len(skipped):,} not run ({skipped[0]['skipped']}: the closed loop reruns every pool each pass, and "
                 "its cost grows with the users and the output length)" if skipped else "")
              + f"; {wall_s:.0f} s in all (one closed-loop simulation a row, on `kernels+engine`: each engine's time "
-             f"per step as data/engines.toml holds it, {fitted}, fitted on aggregated rows only).", "",
+             f"per step as data/engines.toml holds it, {fitted}, and its host time per op outside a CUDA graph, "
+             f"{eager}, fitted on aggregated rows only).", "",
              f"Settings: {settings_text()}.", ""]
     if done:
         lines += [f"**All {len(done):,} simulated rows:** {headline(done)}.", ""]
