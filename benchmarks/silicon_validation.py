@@ -752,6 +752,25 @@ def kv_counts(done: list[dict]) -> str:
                                      sorted(why.items(), key=lambda x: -len(x[1]))) + "."
 
 
+def ratio_table(held: list[dict]) -> list[str]:
+    """The held-out rows by engine and concurrency band on kernels+engine: median |error| and median ratio
+    (predicted / measured) of TPOT and of TTFT: which way each misses."""
+    out = ["## Held out, by engine and concurrency (kernels+engine)", "",
+           "| engine | users | rows | TPOT err | TPOT ratio | TTFT err | TTFT ratio |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    groups = defaultdict(list)
+    for d in held:
+        groups[(d["engine"], "all")].append(d)
+        groups[(d["engine"], _band(d["concurrency"]))].append(d)
+    for (engine, band), g in sorted(groups.items(), key=lambda kv: (kv[0][0], _order(kv[0][1]) if kv[0][1] != "all" else (-1, ""))):
+        k = "kernels+engine"
+        cells = [statistics.median(_err(d[k][m], d[m]) for d in g) for m in ("tpot_s",)] + \
+                [statistics.median(d[k]["tpot_s"] / d["tpot_s"] for d in g)] + \
+                [statistics.median(_err(d[k]["ttft_s"], d["ttft_s"]) for d in g),
+                 statistics.median(d[k]["ttft_s"] / d["ttft_s"] for d in g)]
+        out.append(f"| {engine} | {band} | {len(g):,} | {cells[0]:.0%} | {cells[1]:.2f} | {cells[2]:.0%} | {cells[3]:.2f} |")
+    return out + [""]
+
+
 def eager_text(eager: dict, fitted: bool) -> str:
     """The host time per op as the report says it: its figure(s) and where they came from."""
     values = sorted(set(eager.values()))
@@ -781,6 +800,11 @@ def write_report(args, sample, results, done, refused, wall, overheads, eager, g
              f"predicted TPOT on the engine's kernels, at least 0): {fitted}; and the host's time per op of a step outside "
              f"a CUDA graph (`--eager-op`: a prompt step's ops), {eager_text(eager, bool(grid))}. The held-out rows (the "
              "other models) are the test of those fits; the fitting rows are shown apart.", ""]
+    hidden = [d for d in done if d.get("async_scheduling")]
+    lines += [f"vLLM's time per step is not added to its {len(hidden):,} rows that ran async scheduling (of "
+              f"{sum(1 for d in done if d['engine'] == 'vllm'):,} vLLM rows; `vllm_async()`: the launch script's setting, "
+              "else vLLM's default at the row's version, on from v0.14.0), which hides it under the GPU's work; the "
+              "fitted figure is the synchronous rows'.", ""]
     if grid:
         lines += ["The host time per op, fitted: each value's run of the fitting rows (each engine's time per step "
                   "refitted with it), the least sum taken:", "", *grid, ""]
@@ -793,6 +817,7 @@ def write_report(args, sample, results, done, refused, wall, overheads, eager, g
             lines.append("")
             lines += [f"- {name}: {headline(rows, name)}" for name in MODELS_SHOWN]
             lines.append("")
+        lines += ratio_table(held)
         lines += table("engine", summarise(done, lambda d: d["engine"]))
         lines += table("GPU", summarise(done, lambda d: d["machine"]))
         lines += table("model", summarise(done, lambda d: d["model"]))

@@ -185,7 +185,7 @@ def test_attention_data_parallelism_is_refused(capsys):
     (["--batch-wait-steps", "20"], "one is given, so none is held"),
     (["--batch-wait-ratio", "0.5"], "one is given, so none is held"),
     (["--batch-wait-steps", "20", "--batch-wait-ratio", "0.5", "--engine", "vllm"], "applied as given to the vllm engine"),
-    (["--batch-wait-steps", "20", "--batch-wait-ratio", "0.5"], "applied as given to this engine"),
+    (["--batch-wait-steps", "20", "--batch-wait-ratio", "0.5"], "applied as given to the simulated engine (no --engine)"),
 ])
 def test_batch_waiting_half_given_or_given_to_another_engine_is_said(flags, said, capsys):
     code = main(["serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--concurrency", "2", "--requests", "8",

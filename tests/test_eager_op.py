@@ -35,6 +35,8 @@ def _one(input_tokens: int, output_tokens: int) -> Requests:
 
 def test_a_prompt_step_runs_each_op_of_each_layer_once(graphed):
     assert graphed.eager_ops(0, True) == LLAMA3_8B_PROMPT_OPS
+    # decodes beside the prompt chunks share the attention call of each layer (one call for the mixed batch)
+    assert graphed.eager_ops(8, True) == LLAMA3_8B_PROMPT_OPS
     assert graphed.eager_ops(4, False) == 0  # a decode-only step is one CUDA graph replay
 
 
@@ -74,7 +76,7 @@ def test_the_run_says_it_and_the_breakdown_shows_it(capsys):
                  "--eager-op", "50us", "--breakdown"])
     out = capsys.readouterr().out
     assert code == 0
-    assert "50 us of the engine's host time" in out
+    assert "50 µs of the engine's host time" in out and f"runs {LLAMA3_8B_PROMPT_OPS:,} ops" in out
     assert "engine host time, ops outside a CUDA graph" in out
 
 
@@ -96,6 +98,25 @@ def test_vllms_time_per_step_is_hidden_from_the_version_that_schedules_async(ver
 
     e = preset("vllm" + (f"@{version}" if version else ""), get_machine("h100-sxm")).engine()
     assert e.step_overhead_s == (0.0 if hidden else fitted_step_overhead_s("vllm"))
-    assert ("async scheduling" in e.since_note) == hidden
+    assert ("async scheduling hides" in e.since_note) == hidden
+    assert ("the synchronous scheduler's, fitted" in e.since_note) == (not hidden)
     given = preset("vllm@0.19", get_machine("h100-sxm")).engine(step_overhead_s=1e-3)
     assert given.step_overhead_s == 1e-3 and given.since_note == ""
+
+
+@pytest.mark.parametrize("bad", ["vllm@abc", "sglang@x.y"])
+def test_an_engine_version_that_is_not_numbers_is_refused(bad, capsys):
+    code = main(["serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--concurrency", "2", "--engine", bad,
+                 "--kernels", "vllm"])
+    assert code == 2
+    assert "a version is numbers" in capsys.readouterr().err
+
+
+def test_a_version_asked_is_named_and_one_outside_the_files_said():
+    from roofline.machines import get_machine
+    from roofline.serving.engines import preset
+
+    m = get_machine("h100-sxm")
+    assert "(as vllm@0.12)" in preset("vllm@0.12", m).engine().label
+    assert "synchronous scheduler" in preset("vllm@0.12", m).engine().since_note
+    assert "outside the versions these defaults were read for" in preset("vllm@0.8", m).engine().label

@@ -248,17 +248,22 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
     def launch_seconds(self, n_decode: int, has_chunks: bool, samples: bool = True) -> float:
         """The step's launches: one CUDA graph replay for a decode-only step (with cuda_graph), else
         one launch per op run (no final norm and LM head when nothing samples a token)."""
-        eager = self.eager_ops(n_decode, has_chunks, samples)
-        return self.cost_model.launch_overhead_s * (eager or 1)
+        launch = self.cost_model.launch_overhead_s
+        if self.cost_model.cuda_graph and not has_chunks:
+            return launch
+        runs = self._runs_token - (0 if samples else 2) + (self._runs_decode if n_decode else 0)
+        return launch * (runs + (self._runs_chunk if has_chunks else 0))
 
     def eager_ops(self, n_decode: int, has_chunks: bool, samples: bool = True) -> int:
-        """The op runs the host dispatches one by one in this step: 0 for a decode-only step replayed
-        as a CUDA graph (with cuda_graph; engines capture decode batches only), else every op run of
-        the step, each layer's counted (no final norm and LM head when nothing samples a token)."""
+        """The ops the host dispatches one by one in this step, each layer's counted: 0 for a
+        decode-only step replayed as a CUDA graph (with cuda_graph; engines capture decode batches
+        only), else the token ops, the attention once per layer (one call for the step's prompt chunks
+        and decodes alike, as vLLM's and TensorRT-LLM's attention backends take a mixed batch) and the
+        final norm and LM head where a token is sampled."""
         if self.cost_model.cuda_graph and not has_chunks:
             return 0
-        runs = self._runs_token - (0 if samples else 2) + (self._runs_decode if n_decode else 0)
-        return runs + (self._runs_chunk if has_chunks else 0)
+        runs = self._runs_token - (0 if samples else 2)
+        return runs + (self._runs_chunk if has_chunks else self._runs_decode if n_decode else 0)
 
     def ops(self, decode_contexts=(), chunks=(), sampled: int | None = None) -> list[StepOp]:
         """The step op by op (each op summed over its layers), launches in each op's time."""

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from roofline.serving.engine import Engine
-from roofline.serving.engines import fitted_step_overhead_s
+from roofline.serving.engines import fitted_eager_op_s, fitted_step_overhead_s, names
 from roofline.serving.results import PERCENTILES, ServingResult, overload_note, step_settings, weighted_percentiles
 from roofline.transformer import cache_name
-from roofline.units import GIGA, format_typed_ms
+from roofline.units import GIGA, format_duration, format_typed_ms
 
 
 # what every serving figure carries: its validation's direction (docs/serving-validation.md)
@@ -117,7 +117,7 @@ def _setup_notes(step, engine: Engine, cap: float, parts: dict) -> tuple:
 def _borrowed_notes(engine) -> tuple:
     """What the run says of a setting one engine has, given to another or half given: TensorRT-LLM's batch
     waiting (it holds prompts only where both its steps and its ratio are above 0) and SGLang's receive interval."""
-    notes, who = (), (f"the {engine.preset} engine's defaults" if engine.preset else "this engine")
+    notes, who = (), (f"the {engine.preset} engine's defaults" if engine.preset else "the simulated engine (no --engine)")
     if (engine.batch_wait_steps > 0) != (engine.batch_wait_ratio > 0):
         notes += ("batch waiting holds prompts only where both --batch-wait-steps and --batch-wait-ratio are above 0 "
                   "(TensorRT-LLM's batch_wait_timeout_iters and batch_wait_max_tokens_ratio): one is given, so none is "
@@ -143,7 +143,8 @@ def _run_notes(st, requests, over: str | None) -> tuple:
     notes += (validation_note(step, engine),)
     if engine.step_overhead_s:
         notes += (f"each step adds {format_typed_ms(engine.step_overhead_s)} of the engine's own time (scheduling, inputs, "
-                  "sampling, detokenising), not overlapped with the GPU's work",)
+                  "sampling, detokenising), not overlapped with the GPU's work"
+                  + (f" ({engine.since_note})" if engine.since_note else ""),)
     elif engine.since_note:  # a default the engine changed at a version (vLLM's async scheduling: engines.toml)
         notes += (f"{engine.since_note} (the CLI's --step-overhead sets one)",)
     elif engine.preset and fitted_step_overhead_s(engine.preset) == 0:  # TensorRT-LLM's: data/engines.toml says why
@@ -151,15 +152,21 @@ def _run_notes(st, requests, over: str | None) -> tuple:
                   "(its host work overlaps the GPU's; the CLI's --step-overhead sets one)",)
     else:
         notes += ("a step is the GPU's work alone: the engine's own time between steps (scheduling, sampling, "
-                  "detokenising; a few ms at small batch in the published runs, docs/serving-validation.md) is not "
-                  "counted (the CLI's --step-overhead adds it)",)
+                  "detokenising) is not counted (the CLI's --step-overhead adds it; --engine adds the engine's figure "
+                  "fitted on measured deployments, "
+                  f"{format_typed_ms(max(fitted_step_overhead_s(e) for e in names()))} at most: docs/serving.md)",)
     notes += _borrowed_notes(engine)
+    if engine.preset and not engine.eager_op_s:
+        notes += (f"no host time per op outside a CUDA graph (given 0; the engine's fitted figure is "
+                  f"{format_duration(fitted_eager_op_s(engine.preset))}: --eager-op)",)
     if engine.eager_op_s:
-        ops = step.eager_ops(1, True)
-        notes += (f"each op the host dispatches outside a CUDA graph adds {engine.eager_op_s / 1e-6:g} us of the engine's "
-                  f"host time (Python and the framework), not overlapped with the GPU: a step with prompt chunks runs "
-                  f"{ops:,} ops, {format_typed_ms(engine.eager_op_s * ops)}"
-                  + ("" if step.cost_model.cuda_graph else "; without CUDA graphs a decode step too"),)
+        ops = step.eager_ops(0, True)
+        notes += (f"each op the host dispatches outside a CUDA graph adds {format_duration(engine.eager_op_s)} of the "
+                  f"engine's host time (Python and the framework), not overlapped with the GPU: a step with prompt "
+                  f"chunks runs {ops:,} ops, {format_typed_ms(engine.eager_op_s * ops)}"
+                  + ("" if step.cost_model.cuda_graph else
+                     f"; without CUDA graphs a decode step too ({step.eager_ops(1, False):,} ops: the figure an engine "
+                     "fitted was fitted on prompt steps, its decodes in CUDA graphs)"),)
     if engine.request_overhead_s:
         notes += (f"each request adds {format_typed_ms(engine.request_overhead_s)} of the server's own time before the "
                   "scheduler sees it (HTTP, tokenising, routing), counted in its TTFT",)

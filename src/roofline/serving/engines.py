@@ -43,6 +43,11 @@ def fitted_step_overhead_s(key: str) -> float:
     return float(_doc()["engines"][key]["step_overhead_s"]["value"])
 
 
+def fitted_eager_op_s(key: str) -> float:
+    """Engine ``key``'s host time per op outside a CUDA graph as data/engines.toml holds it (fitted)."""
+    return float(_doc()["engines"][key]["eager_op_s"]["value"])
+
+
 @dataclass(frozen=True)
 class EnginePreset:
     """An engine's defaults on one GPU: ``settings`` (the Engine's fields), ``sources`` ({setting:
@@ -96,7 +101,12 @@ class EnginePreset:
                     else f"{v:,}" if isinstance(v, int) else v if isinstance(v, str) else f"{v:g}")
             shown.append(f"{k.removesuffix('_s') if k in FITTED else k} {text}")
         fitted = [k.removesuffix("_s") for k in FITTED if k not in given and k not in self.since]
-        return (f"engine: {self.name} {self.versions} as it runs by default (data/engines.toml, each cited): "
+        asked = ""
+        if self.version:
+            outside = not covers(self.versions.split(" ")[0], self.version)
+            asked = (f" (as {self.key}@{self.version}" + (", outside the versions these defaults were read for: "
+                                                           "assumed unchanged" if outside else "") + ")")
+        return (f"engine: {self.name} {self.versions}{asked} as it runs by default (data/engines.toml, each cited): "
                 + ", ".join(shown) + (f" ({' and '.join(fitted)} fitted on measured deployments, not documented)"
                                       if fitted else "")
                 + (f"; {memory.words()}" if memory and memory.basis == "sized" else ""))
@@ -110,6 +120,9 @@ def parse(text: str) -> tuple[str, str]:
         raise unknown_name("engine", engine, names(), field="engine")
     if at and not version:
         raise RooflineError(f"--engine {text!r}: a version after @, or no @ for the default one", field="engine")
+    if version and not _release(version):
+        raise RooflineError(f"--engine {text!r}: a version is numbers, as the engine numbers its releases (e.g. "
+                            f"{engine}@0.12.0)", field="engine")
     return engine, version
 
 
@@ -142,6 +155,8 @@ def preset(text: str, machine: Machine, tensor_parallel: int = 1, pipeline_stage
         if since and not (version and _release(version)[:2] < _release(since["version"])[:2]):
             value, entry = since["value"], {**entry, **since}
             changed[name] = since["note"]
+        elif since:  # a version before the change: the older default, and what changed after it
+            changed[name] = since["before"]
         settings[name] = value
         sources[name] = doc["sources"][entry["source"]] + (f" ({entry['note']})" if "note" in entry else "")
     rule = spec.get("memory_rule")
