@@ -188,11 +188,12 @@ def report(rows, ours, peer, args) -> list[str]:
              "benchmarks/silicon_validation.py reads them (normalised, and accepted by its layout()): a change in that "
              "reading changes which rows are drawn, so runs of different days compare different rows. Ours: `roofline serving --engine ENGINE` as "
              "benchmarks/silicon_validation.py runs it (the engine's defaults, its measured kernels, its time per step "
-             "from data/engines.toml). The peer: `aiconfigurator cli estimate --estimate-mode agg` with the row's engine "
+             "and host time per op outside a CUDA graph from data/engines.toml, vLLM's time per step hidden on the rows "
+             "that ran async scheduling). The peer: `aiconfigurator cli estimate --estimate-mode agg` with the row's engine "
              "and version (its default where its database lacks the version), layout and quantisation modes.", ""]
     if both:
         held = [x for x in both if x[1]["model"] not in sv.FIT_MODELS]
-        lines += [f"Our time per step per engine was fitted on the rows of {', '.join(sv.FIT_MODELS)} "
+        lines += [f"Our time per step per engine and host time per op were fitted on the rows of {', '.join(sv.FIT_MODELS)} "
                   "(benchmarks/silicon_validation.py); the second block is the rows of the other models, which that fit "
                   "did not see.", "",
                   "| rows | tool | n | TPOT median abs. error | TPOT within 1.5x | TTFT median abs. error | seconds a row (median) |",
