@@ -686,7 +686,7 @@ def main(argv=None) -> int:
         Path(args.rows).write_text("".join(json.dumps(d) + "\n" for d in results))
     path = output(Path(args.out))
     path.write_text("\n".join(lines) + "\n")
-    for line in lines[:12]:
+    for line in lines[:24]:
         print(line)
     from roofline.serving.engines import _doc
 
@@ -737,7 +737,7 @@ def main_disagg(args) -> int:
         Path(args.rows).write_text("".join(json.dumps(d) + "\n" for d in got["results"]))
     path = output(Path(args.out))
     path.write_text("\n".join(lines) + "\n")
-    for line in lines[:12]:
+    for line in lines[:24]:
         print(line)
     print(f"wrote {path}")
     return 0
