@@ -21,7 +21,9 @@ def number_arg(flag, *, minimum=0.0, strictly=True, maximum=None, integer=False,
                 value = int(value)  # so that a message echoes -5, not -5.0
             if seconds and isinstance(value, float) and value == value:  # a time's bounds with their units
 
-                def typed(x):  # as a user types a time: 0, -1 ms, 500 ms, 2 s
+                def typed(x):  # as a user types a time: 0, -1 us, -1 ms, 500 ms, 2 s
+                    if x != 0 and abs(x) < 1e-3:
+                        return f"{x * 1e6:g} us"
                     return "0" if x == 0 else ("-" + format_typed_ms(-x)) if x < 0 else format_typed_ms(x)
 
                 if maximum is not None and value > maximum:
