@@ -120,3 +120,17 @@ def test_a_version_asked_is_named_and_one_outside_the_files_said():
     assert "(as vllm@0.12)" in preset("vllm@0.12", m).engine().label
     assert "synchronous scheduler" in preset("vllm@0.12", m).engine().since_note
     assert "outside the versions these defaults were read for" in preset("vllm@0.8", m).engine().label
+
+
+def test_a_decode_pool_admits_a_transferred_prompt_without_dispatching_it_op_by_op(graphed):
+    """Disaggregated: the prompt's cache arrives at the decode pool, which feeds only the first token (a decode
+    step, replayed as a CUDA graph): the host time per op changes the prefill pool's steps (the TTFT) and not the
+    decode pool's (the time per output token)."""
+    from roofline.serving import simulate_disaggregated
+
+    reqs = closed_requests(4, 16, 1024, 64, seed=1)
+    base = simulate_disaggregated(graphed, graphed, reqs, Engine(max_tokens=8192), Engine(max_tokens=8192))
+    host = simulate_disaggregated(graphed, graphed, reqs, Engine(max_tokens=8192, eager_op_s=HOST_S),
+                                  Engine(max_tokens=8192, eager_op_s=HOST_S))
+    assert float(np.nanmean(host.ttft_s)) > float(np.nanmean(base.ttft_s))
+    np.testing.assert_allclose(np.sort(host.tpot_s), np.sort(base.tpot_s), rtol=1e-9)

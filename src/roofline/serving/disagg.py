@@ -132,8 +132,8 @@ def _run_pools(prefill, decode, inp, out, arrival, transfer, prefill_engine, dec
     else:
         dpool = np.full(n, -1)
         dpool[cont] = _round_robin(d_arrival[cont], decode_replicas)
-    # the prompt's cache arrives: only the first token fed, the server's time spent before prefill, no prompts to hold
-    hit_engine = dataclasses.replace(decode_engine, prefix_hit=1.0, request_overhead_s=0.0, batch_wait_steps=0)
+    # the cache arrives: the first token fed (a decode step, no op-by-op dispatch), no server time, no prompts held
+    hit_engine = dataclasses.replace(decode_engine, prefix_hit=1.0, request_overhead_s=0, batch_wait_steps=0, eager_op_s=0)
     for i in range(int(decode_replicas)):
         idx = cont[dpool[cont] == i]
         if len(idx) == 0:
