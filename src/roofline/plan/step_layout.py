@@ -277,7 +277,8 @@ class StepLayout(ExpertComms):
         from roofline.cost import CostModel
 
         costs = (cm.describe("decode-only step") if type(cm) is CostModel else
-                 cm.describe(model=self.model, tensor_parallel=self.tensor_parallel) if self.measured else cm.describe())
+                 cm.describe("decode-only step", model=self.model, tensor_parallel=self.tensor_parallel) if self.measured
+                 else cm.describe())
         return f"{self.model.name} on {self.machine.name}, {self.precision.label()}, {layout}; {costs}"
 
     def weight_bytes_per_gpu(self) -> float:
