@@ -510,9 +510,9 @@ def fitted_in_file() -> dict:
 
 def eager_in_file() -> dict:
     """{engine: host seconds per op outside a CUDA graph} as data/engines.toml holds them (the last fit's)."""
-    from roofline.serving.engines import _doc, names
+    from roofline.serving.engines import fitted_eager_op_s, names
 
-    return {e: float(_doc()["engines"][e]["eager_op_s"]["value"]) for e in names()}
+    return {e: fitted_eager_op_s(e) for e in names()}
 
 
 def fit_overheads(results: list[dict], key: str = "kernels") -> dict:
