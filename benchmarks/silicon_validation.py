@@ -58,8 +58,17 @@ DTYPES = {"fp8": "fp8", "fp4": "fp4", "bf16": "bf16", "": "bf16", "int4": "int4"
 # The routed experts then compute as the row's engine runs them: serving.engines.engine_precision, the rule of
 # data/engines.toml that `roofline serving --engine` and /api/serving apply too (TensorRT-LLM on Blackwell: MXFP8
 # activations into the MXFP4 experts, its tables' w4a8_mxfp4_mxfp8 rows; bf16 elsewhere).
+# DeepSeek-R1/V3's fp4 rows (all InferenceX's) ran NVIDIA's ModelOpt NVFP4 exports (InferenceX's configs name
+# nvidia/DeepSeek-R1-0528-FP4-v2, and -FP4 at older commits), which keep MLA's low-rank projections (q_a, q_b,
+# kv_a_proj_with_mqa, kv_b) in bf16 (exclude_modules) and store the rest of the layers' matmuls in NVFP4 (the v2 its
+# attention output projection too, the v1 not: huggingface.co/nvidia/DeepSeek-R1-0528-NVFP4-v2 model card). Served as
+# stored from the export of the same architecture aiconfigurator-core ships with its hf_quant_config.json
+# (STORED_CONFIGS: nvidia/DeepSeek-V3.1-NVFP4, the v2 layout), where --dtype fp4 had run every matmul in fp4 (the
+# projections' small-batch NVFP4 GEMMs 19 us each on a B200 against 8 us in bf16).
 STORED = "as stored"  # the dtype of an AS_STORED row
-AS_STORED = {("openai/gpt-oss-120b", "fp4")}
+AS_STORED = {("openai/gpt-oss-120b", "fp4"), ("deepseek-ai/DeepSeek-R1", "fp4"), ("deepseek-ai/DeepSeek-V3", "fp4"),
+             ("nvidia/DeepSeek-R1-NVFP4", "fp4"), ("nvidia/DeepSeek-V3.1-NVFP4", "fp4")}
+STORED_CONFIGS = {"deepseek-v3": "nvidia--DeepSeek-V3.1-NVFP4_config.json"}  # model -> the checkpoint served as stored
 # Checkpoints whose config.json quantization_config scales fp8 weights per 128 x 128 block ("weight_block_size":
 # [128, 128]: DeepSeek-V3 and R1, Qwen3's own -FP8 releases): their GEMMs and experts read the tables' fp8_block rows
 # (MeasuredKernels.fp8_scaling "block"); every other fp8 row is per-tensor (ModelOpt checkpoints, and the base
@@ -165,7 +174,7 @@ def inferencex_conditions(r: dict, tp: int, users: int, attention_dp: bool) -> d
                 ("attention_dp" in w and attention_dp != w["attention_dp"]):
             continue
         out.update({k: v for k, v in c.items() if k in ("batch_wait_steps", "batch_wait_ratio", "max_tokens",
-                                                          "recv_interval")})
+                                                          "recv_interval", "moe_backend")})
     return out
 
 
@@ -399,7 +408,7 @@ def kernels_for(r: dict, machine: str) -> str:
 _STEPS: dict = {}
 
 
-def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block, kv_cache, engine=""):
+def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block, kv_cache, engine="", moe_backend=""):
     from roofline.cost import seed_cost_model
     from roofline.machines import get_machine
     from roofline.measured.model import MeasuredKernels
@@ -411,19 +420,20 @@ def _step(model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block,
     from roofline.serving.engines import engine_precision
 
     engine = engine if dtype == STORED else ""  # the engine's rule reads a checkpoint as stored (engine_precision)
-    key = (model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block, kv_cache, engine)
+    key = (model, machine, dtype, gpus, ep, kernels, max_seqs, max_tokens, block, kv_cache, engine, moe_backend)
     if key not in _STEPS:
         m = get_machine(machine)
         cm = seed_cost_model(launch_overhead_s=m.launch_overhead_s, cuda_graph=True)
         if kernels:
             cm = MeasuredKernels.for_machine(m, kernels, **{k: getattr(cm, k) for k in (
                 "compute_efficiency", "memory_efficiency", "launch_overhead_s", "overlap", "cuda_graph")},
-                fp8_scaling="block" if block else "tensor")
+                fp8_scaling="block" if block else "tensor", moe_backend=moe_backend)
         source = model
-        if model in CONFIGS:
+        config = STORED_CONFIGS.get(model) if dtype == STORED else CONFIGS.get(model)
+        if config:
             from roofline.measured.tables import data_root
 
-            source = str(data_root().parent.parent / "model_configs" / CONFIGS[model])
+            source = str(data_root().parent.parent / "model_configs" / config)
         precision = (engine_precision(Precision.as_stored(source, "bf16", kv_cache), engine, m) if dtype == STORED else
                      dataclasses.replace(Precision.uniform(dtype, m), kv_cache=kv_cache))
         # a GB200 NVL72's NVLink joins its 72 GPUs (the row's system), an HGX node's 8
@@ -475,6 +485,8 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
     per_rank = gpus // ep[0] if ep and r["backend"] in RANK_BUDGETS else 1
     # the settings InferenceX's script gave this run under its conditions (its --max_num_tokens, say)
     conds = inferencex_conditions(r, ep[0] if ep else gpus, c, bool(ep) and gpus // ep[0] > 1)
+    if conds.get("moe_backend"):  # TensorRT-LLM's moe_config.backend as the script set it (measured.moe.LANES)
+        out["moe_backend"] = conds["moe_backend"]
     engine = dataclasses.replace(defaults, max_seqs=max(defaults.max_seqs * per_rank, c), mixed_steps=mixed, max_tokens=max(
         conds.get("max_tokens", defaults.max_tokens) * per_rank, c if mixed else 0, need),
         batch_wait_steps=conds.get("batch_wait_steps", 0), batch_wait_ratio=conds.get("batch_wait_ratio", 0.0),
@@ -491,7 +503,7 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
                 engine = dataclasses.replace(engine, step_overhead_s=0.0 if hidden[0] else overheads[r["backend"]],
                                              eager_op_s=(eager or {}).get(r["backend"], 0.0))
             step = _step(model, machine, dtype, gpus, ep, kernels, engine.max_seqs, engine.step_tokens, block, kv,
-                         r["backend"])
+                         r["backend"], conds.get("moe_backend", "").lower())
             res = simulate(step, reqs, engine)
             m = res.metrics()
             out[name] = {"ttft_s": m["ttft_mean_s"], "tpot_s": m["tpot_mean_s"], "kernels": kernels}

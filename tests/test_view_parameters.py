@@ -225,7 +225,10 @@ def test_the_views_take_the_declared_tensor_parallel_range(client, view):
 # -- precision: --dtype, --weights, --activations, --kv-cache, --fp8-scaling, --kernels ---------------------
 
 def test_the_declared_precision_choices_are_the_librarys():
-    from roofline.measured.model import FP8_SCALINGS
+    from roofline.measured.model import FP8_SCALINGS, MOE_BACKENDS as MEASURED_MOE_BACKENDS
+    from roofline.parameters import MOE_BACKENDS
+
+    assert ("", *MOE_BACKENDS) == MEASURED_MOE_BACKENDS
     from roofline.measured.tables import ENGINES
     from roofline.parameters import ACTIVATIONS, FP8_SCALING, KERNELS, KV_CACHE, LAYER_DTYPE, PLAN_DTYPE, WEIGHTS
     from roofline.plan.limits import QUANT_DTYPES

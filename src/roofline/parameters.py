@@ -235,6 +235,13 @@ FP8_SCALINGS, KERNEL_ENGINES = ("tensor", "block"), ("trtllm", "vllm", "sglang")
 FP8_SCALING = Param("fp8_scaling", "--fp8-scaling", None, "with --kernels: fp8 weights scaled per tensor (default; "
                     "ModelOpt and the engines' on-the-fly fp8) or per 128 x 128 block (DeepSeek-V3/R1's and Qwen3's FP8 "
                     "checkpoints): each has its own kernels and table rows", minimum=None, text=True, choices=FP8_SCALINGS)
+# measured.model.MOE_BACKENDS less its "" (the engine's default; the test holds them equal)
+MOE_BACKENDS = ("cutlass", "trtllm")
+MOE_BACKEND = Param("moe_backend", "--moe-backend", None, "with --kernels: the MoE backend whose measured kernels time "
+                    "the routed experts, as TensorRT-LLM's moe_config.backend names them: cutlass (its default, and "
+                    "the one kernel the other engines' tables hold) or trtllm (its trtllm-gen kernels, where the tables "
+                    "time the model's experts with them: NVFP4 on Blackwell; elsewhere the default's, said)",
+                    minimum=None, text=True, choices=MOE_BACKENDS)
 # the CLI's --kernels also takes a calibration profile's path (cli.args.kernels_arg checks it); the API an engine
 KERNELS = Param("kernels", "--kernels", "kernels", "price matmuls from an engine's measured kernels (trtllm, vllm, "
                 "sglang; e.g. vllm@0.24.0; `roofline machines --measured` lists them), or from the GEMMs and attention "

@@ -113,15 +113,18 @@ def cost_model_from_args(args, machine):
         if getattr(args, flag) is not None:
             changes[field] = getattr(args, flag)
     model = dataclasses.replace(seed, **changes)
-    scaling = getattr(args, "fp8_scaling", None)
+    scaling, moe = getattr(args, "fp8_scaling", None), getattr(args, "moe_backend", None)
     if getattr(args, "kernels", None):  # an engine's measured kernels price the ops of their families
         from roofline.measured.model import MeasuredKernels
 
         return MeasuredKernels.for_machine(machine, args.kernels, **dataclasses.asdict(model),
-                                           **({"fp8_scaling": scaling} if scaling else {}))
-    if scaling:
-        raise RooflineError("--fp8-scaling picks the measured tables' fp8 rows (per-tensor or 128-blocks): give --kernels "
-                            "ENGINE too", field="fp8_scaling", also=("kernels",))
+                                           **({"fp8_scaling": scaling} if scaling else {}),
+                                           **({"moe_backend": moe} if moe else {}))
+    if scaling or moe:
+        what = "--fp8-scaling picks the measured tables' fp8 rows (per-tensor or 128-blocks)" if scaling else \
+            "--moe-backend picks the measured tables' MoE kernels"
+        raise RooflineError(f"{what}: give --kernels ENGINE too", field="fp8_scaling" if scaling else "moe_backend",
+                            also=("kernels",))
     return model
 
 
@@ -175,12 +178,13 @@ def kernels_arg(text: str) -> str:
 
 
 def add_kernels_flag(p):
-    """--kernels ENGINE[@VERSION]: the roofline[measured] extra's measured kernels (measured.model); --fp8-scaling
-    (declared in roofline.parameters)."""
-    from roofline.parameters import FP8_SCALING, KERNELS
+    """--kernels ENGINE[@VERSION]: the roofline[measured] extra's measured kernels (measured.model); --fp8-scaling and
+    --moe-backend (declared in roofline.parameters)."""
+    from roofline.parameters import FP8_SCALING, KERNELS, MOE_BACKEND
 
     add_declared(p, KERNELS, type=kernels_arg)
     add_declared(p, FP8_SCALING)
+    add_declared(p, MOE_BACKEND)
 
 
 def add_layer_flags(p):

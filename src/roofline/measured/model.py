@@ -47,29 +47,31 @@ from roofline.measured.transfer import nearest_measured
 
 
 FP8_SCALINGS = ("tensor", "block")  # MeasuredKernels.fp8_scaling
+MOE_BACKENDS = ("", "cutlass", "trtllm")  # MeasuredKernels.moe_backend: measured.moe.LANES ("" the engine's default)
 LINEAR_FAMILIES = {KIMI_DELTA_ATTENTION: "kda", MAMBA2_CONV: "mamba2"}  # the shape tags measured.linear reads
 
 
 @dataclass(frozen=True)
 class MeasuredKernels(CostModel):
-    """The cost model (e_c, e_m, launch, overlap, CUDA graph, as CostModel) with ``kernels``, an
-    engine's measured tables (``ENGINE[@VERSION]``: trtllm, vllm, sglang) or a calibration profile's
-    (its path: measured.profile), pricing the ops of a measured family. Build it with for_machine, which refuses a GPU or engine without tables."""
+    """The cost model (e_c, e_m, launch, overlap, CUDA graph, as CostModel) with ``kernels``, an engine's measured tables
+    (``ENGINE[@VERSION]``: trtllm, vllm, sglang) or a calibration profile's (its path: measured.profile), pricing the
+    ops of a measured family. Build it with for_machine, which refuses a GPU or engine without tables."""
 
     kernels: str = "trtllm"
     tables: str = ""  # for a header: "trtllm 1.3.0rc20 on h100_sxm" (for_machine)
-    # how fp8 weights are scaled, which picks the tables' fp8 rows (FP8_SCALINGS): "tensor" (ModelOpt, the engines'
-    # on-the-fly fp8) or "block" (128 x 128 blocks: config.json's weight_block_size [128, 128]), each its own kernel
+    # how fp8 weights are scaled, which picks the tables' fp8 rows (FP8_SCALINGS): "tensor" (ModelOpt, the engines' on-the-fly
+    # fp8) or "block" (128 x 128 blocks: config.json's weight_block_size [128, 128]), each its own kernel
     fp8_scaling: str = "tensor"
-    # a preset with no tables of its own: the measured preset whose kernels' efficiencies are read and applied to
-    # this machine's roofline ("" for measured on the machine itself; tables.NEAREST_MEASURED)
-    measured_on: str = ""
+    measured_on: str = ""  # a preset without tables: the measured one its efficiencies transfer from (NEAREST_MEASURED)
     fp8_scaling_from: str = ""  # where fp8_scaling came from, where not the flag or its default (scaled_for)
+    moe_backend: str = ""  # the MoE backend whose kernels time the routed experts (MOE_BACKENDS); "" the engine's default
 
     def __post_init__(self):
         super().__post_init__()
         if self.fp8_scaling not in FP8_SCALINGS:
             raise unknown_name("fp8 scaling", self.fp8_scaling, FP8_SCALINGS, field="fp8_scaling")
+        if self.moe_backend not in MOE_BACKENDS:
+            raise unknown_name("MoE backend", self.moe_backend, MOE_BACKENDS[1:], field="moe_backend")
 
     def scaled_for(self, precision, chosen: str | None = None) -> "MeasuredKernels":
         """The tables' fp8 rows as the checkpoint scales its fp8 weights (Precision.fp8_scaling: a weight_block_size
@@ -276,14 +278,13 @@ class MeasuredKernels(CostModel):
             return None, str(exc)
 
     def _moe(self, kernel: Kernel, machine: Machine, shape):
-        """A routed-expert op from the measured MoE module, whose one kernel runs the gate+up GEMM,
-        the activation (fused into it: its time and bytes are the GEMMs') and the down GEMM: the op's
-        own roofline (its tokens' expected experts, its bytes) over the module's measured efficiency
-        at its token count (measured.moe); nothing apart for the activation ("fused")."""
+        """A routed-expert op from the measured MoE module (its moe_backend's rows), whose one kernel runs the gate+up
+        GEMM, the activation (fused: its time and bytes are the GEMMs') and the down GEMM: the op's own roofline (its
+        tokens' expected experts, its bytes) over the module's efficiency at its tokens (measured.moe)."""
         _, M, D, F, k, E, gated, weights, compute = shape
         try:
             eff, basis, points, source = moe_table(self._source(machine), self.kernels).efficiency(
-                compute, self.table_dtype(weights), M, D, F, k, E)
+                compute, self.table_dtype(weights), M, D, F, k, E, self.moe_backend)
             if self.measured_on:
                 source = f"{source}, transferred to {machine.name}"
         except RooflineError as exc:
@@ -294,15 +295,13 @@ class MeasuredKernels(CostModel):
                             basis, points, f"{source}: the module's {eff:.0%} of its roofline at {float(M):,.0f} tokens"), None
 
     def _expert_op_s(self, kernel: Kernel, machine: Machine, shape, eff):
-        """A routed-expert op's seconds: its share of the module's FLOPs (gate+up 2/3 of a gated
-        module's, down 1/3) of the module's time at its M tokens, that time the module's roofline as
-        the table's efficiencies were read against it (measured.moe.module_roofline_s: the table's
-        widths for weights and activations, e.g. NVFP4's 4.5 bits for both) but with the experts our
-        routing touches (blocks.expected_experts_touched, where the table's balanced rows touch
-        min(E, M k)), over the module's measured efficiency ``eff``. Our op's own roofline counts its
-        activations at 16 bits: over the same efficiency it priced an NVFP4 prefill's experts at twice
-        the module's measured time (DeepSeek-V3 on a B200 at 8,192 tokens, 256 x 7,168 per GPU: 2.9 ms
-        for the table's 1.45 ms)."""
+        """A routed-expert op's seconds: its share of the module's FLOPs (gate+up 2/3 of a gated module's, down 1/3) of
+        the module's time at its M tokens, that time the module's roofline as the table's efficiencies were read
+        against it (measured.moe.module_roofline_s: the table's widths for weights and activations, e.g. NVFP4's 4.5
+        bits for both) but with the experts our routing touches (blocks.expected_experts_touched, where the table's
+        balanced rows touch min(E, M k)), over the module's measured efficiency ``eff``. Our op's own roofline counts
+        its activations at 16 bits: over the same efficiency it priced an NVFP4 prefill's experts at twice the
+        module's measured time (DeepSeek-V3, B200, 8,192 tokens, 256 x 7,168 per GPU: 2.9 ms for 1.45 ms)."""
         _, M, D, F, k, E, gated, weights, compute = shape
         M = np.asarray(M, dtype=float)
         dtype = MOE_TABLE_DTYPE[(compute, self.table_dtype(weights))]
@@ -339,7 +338,8 @@ class MeasuredKernels(CostModel):
                 kernel.dtype, kv_dtype, B, T, S, H, K, d, int(window or 0))
         if family == "moe":
             _, M, D, F, k, E, gated, weights, compute = shape
-            eff = moe_table(self._source(machine), self.kernels).efficiencies(compute, self.table_dtype(weights), M, D, F, k, E)
+            eff = moe_table(self._source(machine), self.kernels).efficiencies(compute, self.table_dtype(weights), M, D, F, k, E,
+                                                                               self.moe_backend)
             if self._fused(kernel):
                 return np.zeros_like(eff)  # fused into the module's GEMMs
             return self._expert_op_s(kernel, machine, shape, eff)

@@ -18,6 +18,16 @@ into the module's GEMMs ("fused": no time of its own).
 The table's dtype names the weights and the compute: bfloat16, fp8, fp8_block, nvfp4 (weights and
 compute alike), w4a16_mxfp4 (MXFP4 weights, bf16 compute: gpt-oss on Hopper), w4a8_mxfp4_mxfp8
 (MXFP4 weights, fp8 compute, Blackwell).
+
+A table may time one site with two engine MoE backends (``kernel_source``): TensorRT-LLM's tables hold
+its NVFP4 modules both as the CUTLASS backend's kernels (moe_torch_flow, moe_torch_flow_cutlass) and
+as the TRTLLM backend's (trtllm-gen, labelled moe_torch_flow_min_latency by aiconfigurator's
+collector, collector/trtllm/collect_moe.py), 3x apart at DeepSeek-V3's site (B200, 8-way tensor
+parallel, 4 tokens: 87.5 us and 25.2 us). Each backend is a lane of its own (LANES), never merged
+(a merged grid kept whichever row came first): the default lane is every other kernel's rows, the
+engine's own default backend (TensorRT-LLM's moe_config.backend: CUTLASS, or AUTO resolving to it
+for all but gpt-oss and DeepSeek-V4); MeasuredKernels.moe_backend asks for another where the tables
+hold it, and a site without that lane reads the default one, said in the op's source.
 """
 
 import functools
@@ -32,6 +42,8 @@ from roofline.measured.tables import MS, group_rows, read_table, resolve
 from roofline.op_counts import expert_matmul_counts
 
 DISTRIBUTION = "balanced"
+# an engine's MoE backend (MeasuredKernels.moe_backend, lower case) -> the kernel_source of its rows, a lane apart
+LANES = {"trtllm": "moe_torch_flow_min_latency"}
 COLUMNS = ("moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size",
            "distribution", "kernel_source", "latency")
 # the table's dtype -> (bytes per weight, bytes per activation, the peak the matmuls compute at): MXFP4 is 4-bit
@@ -70,27 +82,42 @@ class MoETable:
     sites: dict
     kernels: dict
 
-    def efficiency(self, compute: str, weights: str, tokens, hidden, d_ff, top_k, experts) -> tuple[float, str, int, str]:
-        """(efficiency, basis, points, source) of the module at ``tokens`` tokens."""
-        key = self._key(compute, weights, hidden, d_ff, top_k, experts)
+    def efficiency(self, compute: str, weights: str, tokens, hidden, d_ff, top_k, experts,
+                   backend: str = "") -> tuple[float, str, int, str]:
+        """(efficiency, basis, points, source) of the module at ``tokens`` tokens, from ``backend``'s lane (LANES)
+        where the site has it, else the default lane's (said)."""
+        key, said = self._lane(self._key(compute, weights, hidden, d_ff, top_k, experts), backend)
         eff, basis, points = self.sites[key].estimate((tokens,))
-        return eff, basis, points, f"{self.source}; {self.kernels[key]}"
+        return eff, basis, points, f"{self.source}; {self.kernels[key]}{said}"
 
-    def efficiencies(self, compute: str, weights: str, tokens, hidden, d_ff, top_k, experts) -> np.ndarray:
+    def efficiencies(self, compute: str, weights: str, tokens, hidden, d_ff, top_k, experts,
+                     backend: str = "") -> np.ndarray:
         """efficiency for an array of token counts, in one numpy pass."""
         tokens = np.asarray(tokens, dtype=float)
-        grid = self.sites[self._key(compute, weights, hidden, d_ff, top_k, experts)]
+        grid = self.sites[self._lane(self._key(compute, weights, hidden, d_ff, top_k, experts), backend)[0]]
         return grid.estimate_many(tokens.reshape(-1, 1))[0].reshape(tokens.shape)
+
+    def _lane(self, key: tuple, backend: str) -> tuple[tuple, str]:
+        """(the site's key in ``backend``'s lane, "") where the table times the site with that backend's kernels;
+        else the default lane's key and why (a site only the other lane measured is read from it alike)."""
+        lane = LANES.get(backend.lower(), "") if backend else ""
+        if (lane, *key) in self.sites:
+            return (lane, *key), ""
+        for alt in ("", *LANES.values()):
+            if (alt, *key) in self.sites:
+                what = f"the {backend} MoE backend" if backend else "the engine's default MoE backend"
+                return (alt, *key), f" ({what}'s kernels not measured at this site: these)"
+        raise KeyError(key)  # _key checked the site is measured in some lane
 
     def _key(self, compute: str, weights: str, hidden, d_ff, top_k, experts) -> tuple:
         dtype = TABLE_DTYPE.get((compute, weights))
         if dtype is None:
-            have = sorted({k[0] for k in self.sites})
+            have = sorted({k[1] for k in self.sites})
             raise RooflineError(f"no measured MoE with {weights} experts computing in {compute}; measured: "
                                 f"{', '.join(have)}", field="dtype")
         key = (dtype, int(hidden), int(d_ff), int(top_k), int(experts))
-        if key not in self.sites:
-            shapes = sorted(k[1:] for k in self.sites if k[0] == dtype)
+        if not any((lane, *key) in self.sites for lane in ("", *LANES.values())):
+            shapes = sorted({k[2:] for k in self.sites if k[1] == dtype})
             have = "; ".join(f"{h:,} x {f:,} top-{k} of {e}" for h, f, k, e in shapes[:8])
             raise RooflineError(f"no measured MoE of hidden {int(hidden):,}, expert d_ff {int(d_ff):,} per GPU, top-{int(top_k)} "
                                 f"of {int(experts)} experts in {dtype}; measured in {dtype} (hidden x d_ff per GPU): "
@@ -119,13 +146,14 @@ def moe_table(machine_key: str, kernels: str) -> MoETable:
     source_names = np.asarray(cols["kernel_source"]).astype(str)[rows]
     machine = get_machine(machine_key)
     sites, kernels = {}, {}
-    for key, i in group_rows(dtype, hidden, per_gpu, topk, experts).items():
-        if key[0] not in DTYPE_WIDTHS:
+    lane = np.where(np.isin(source_names, list(LANES.values())), source_names, "")
+    for key, i in group_rows(lane, dtype, hidden, per_gpu, topk, experts).items():
+        if key[1] not in DTYPE_WIDTHS:
             continue
         i = i[ep[i] == ep[i].min()]
         names = sorted(set(source_names[i].tolist()))
         gated = not any("nongated" in n for n in names)  # TensorRT-LLM names its non-gated MoE kernels so
-        bound = module_roofline_s(machine, key[0], tokens[i], *key[1:], gated=gated)
+        bound = module_roofline_s(machine, key[1], tokens[i], *key[2:], gated=gated)
         sites[key] = LogGrid.from_points((tokens[i],), bound / seconds[i])
         kernels[key] = "kernel " + ", ".join(names) + (f" (its moe_ep {ep[i[0]]} rows: experts whole, 1/{ep[i[0]]} of "
                                                        "them a GPU)" if ep[i[0]] > 1 else "")
