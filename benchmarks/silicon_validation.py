@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from smoke import SMOKE, announce, output, smoke_or  # noqa: E402
 import silicon_twins  # noqa: E402
+from roofline.parameters import MOE_BACKENDS  # noqa: E402  (the MoE backends the measured tables tell apart)
 
 # Our presets for the sample's models (DeepSeek-R1 is DeepSeek-V3's architecture), or a config aiconfigurator-core
 # ships (CONFIGS): Qwen3.5-397B (Gated DeltaNet hybrid), Kimi-K2.5 (its compressed-tensors INT4 experts as stored
@@ -223,9 +224,12 @@ def kv_cache_dtype(r: dict) -> tuple[str, str]:
 # streaming: what a step costs beyond the GPU's work), the median over the FIT_MODELS rows of measured minus predicted
 # TPOT on the engine's kernels (a step adds its time to every output token), at least 0; reported on the other models.
 # The second (--fit-eager): the host's time per op of a step outside a CUDA graph (Engine.eager_op_s: a prompt step's
-# ops, dispatched one by one), one figure for the three engines (each runs these rows' prompt steps eagerly in
-# PyTorch): of EAGER_GRID, the one whose run on the FIT_MODELS rows, each engine's time per step refitted with it as
-# above, gives the least sum of the median |error| of TPOT and of TTFT; reported on the other models.
+# ops, dispatched one by one), a figure per engine (they dispatch them unalike: vLLM's prompt steps run its
+# torch.compile'd graph, piecewise CUDA graphs up to its capture sizes; SGLang's run eager PyTorch unless
+# --enable-piecewise-cuda-graph; TensorRT-LLM's its fused custom ops): of EAGER_GRID, the one whose run on the
+# engine's FIT_MODELS rows, its time per step refitted with it as above, gives the least sum of the median |error|
+# of TPOT and of TTFT; reported on the other models. (Until 2026-12-07 one figure for the three, the least sum
+# over all their fitting rows.)
 FIT_MODELS = ("llama3.1-8b", "qwen3-32b", "deepseek-v3")
 EAGER_GRID = tuple(i * 20e-6 for i in range(9))  # 0, 20, ..., 160 us an op
 # Engines whose aggregated deployments ran prompt chunks beside the decodes in one step though the engine's own default
@@ -502,8 +506,10 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
             if overheads is not None:
                 engine = dataclasses.replace(engine, step_overhead_s=0.0 if hidden[0] else overheads[r["backend"]],
                                              eager_op_s=(eager or {}).get(r["backend"], 0.0))
+            # DEEPGEMM: the default rows, which on Blackwell time TensorRT-LLM's block-fp8 modules with DeepGEMM
+            moe = conds.get("moe_backend", "").lower()
             step = _step(model, machine, dtype, gpus, ep, kernels, engine.max_seqs, engine.step_tokens, block, kv,
-                         r["backend"], conds.get("moe_backend", "").lower())
+                         r["backend"], moe if moe in MOE_BACKENDS else "")
             res = simulate(step, reqs, engine)
             m = res.metrics()
             out[name] = {"ttft_s": m["ttft_mean_s"], "tpot_s": m["tpot_mean_s"], "kernels": kernels}
@@ -549,27 +555,35 @@ def fit_with_eager(pool, rows: list[dict], eager: dict, run) -> dict:
     return fit_overheads(got, "kernels+engine")
 
 
-def fit_eager(pool, rows: list[dict], run) -> tuple[float, dict, list[str]]:
-    """The host time per op (one figure for every engine) of EAGER_GRID whose run on the FIT_MODELS
-    rows, each engine's time per step refitted with it, gives the least sum of the median |error|
-    of TPOT and of TTFT: (seconds per op, {engine: seconds per step}, the grid's table as lines)."""
+def fit_eager(pool, rows: list[dict], run) -> tuple[dict, dict, list[str]]:
+    """Each engine's host time per op of EAGER_GRID whose run on the engine's FIT_MODELS rows, its time per step
+    refitted with it, gives the least sum of the median |error| of TPOT and of TTFT (an engine's rows cost on its own
+    figures alone, so one run a value serves all three): ({engine: seconds per op}, {engine: seconds per step},
+    the grid's table as lines)."""
     fit_rows = [r for r in rows if isinstance(layout(r), tuple) and layout(r)[0] in FIT_MODELS]
-    best, lines = None, ["| host time per op | time per step (trtllm, vllm, sglang) | TPOT err | TTFT err | sum |",
-                         "| --- | --- | --- | --- | --- |"]
+    lines = ["| host time per op | " + " | ".join(f"{e}: time per step, TPOT err, TTFT err" for e in ZERO) + " |",
+             "| --- |" + " --- |" * len(ZERO)]
+    best: dict = {}
     for op_s in EAGER_GRID:
         eager = dict.fromkeys(ZERO, op_s)
         steps = fit_with_eager(pool, rows, eager, run)
         got = [d for d in pool.map(functools.partial(run, overheads=steps, eager=eager), fit_rows, chunksize=4)
                if "refused" not in d]
-        tp = statistics.median(_err(d["kernels+engine"]["tpot_s"], d["tpot_s"]) for d in got)
-        tf = statistics.median(_err(d["kernels+engine"]["ttft_s"], d["ttft_s"]) for d in got)
-        lines.append(f"| {op_s * 1e6:g} us | {', '.join(f'{steps[e] * 1e3:.2f}' for e in ZERO)} ms | {tp:.1%} | "
-                     f"{tf:.1%} | {tp + tf:.1%} |")
-        print(f"  host time per op {op_s * 1e6:g} us: TPOT {tp:.1%}, TTFT {tf:.1%} on the fitting rows", file=sys.stderr,
-              flush=True)
-        if best is None or tp + tf < best[0]:
-            best = (tp + tf, op_s, steps)
-    return best[1], best[2], lines
+        cells = []
+        for e in ZERO:
+            mine = [d for d in got if d["engine"] == e]
+            if not mine:
+                cells.append("no rows")
+                continue
+            tp = statistics.median(_err(d["kernels+engine"]["tpot_s"], d["tpot_s"]) for d in mine)
+            tf = statistics.median(_err(d["kernels+engine"]["ttft_s"], d["ttft_s"]) for d in mine)
+            cells.append(f"{steps[e] * 1e3:.2f} ms, {tp:.1%}, {tf:.1%}")
+            if e not in best or tp + tf < best[e][0]:
+                best[e] = (tp + tf, op_s, steps[e])
+        lines.append(f"| {op_s * 1e6:g} us | " + " | ".join(cells) + " |")
+        print(f"  host time per op {op_s * 1e6:g} us: " + "; ".join(f"{e} {c}" for e, c in zip(ZERO, cells)),
+              file=sys.stderr, flush=True)
+    return ({e: best.get(e, (0, 0.0, 0.0))[1] for e in ZERO}, {e: best.get(e, (0, 0.0, 0.0))[2] for e in ZERO}, lines)
 
 
 def _err(pred: float, meas: float) -> float:
@@ -649,8 +663,8 @@ def main(argv=None) -> int:
                     "as JSON lines")
     ap.add_argument("--mode", choices=("agg", "disagg", "both"), default="both",
                     help="the aggregated rows, the disaggregated ones (silicon_disagg.py: a section of their own) or both")
-    ap.add_argument("--fit-eager", action="store_true", help="fit the engines' host time per op outside a CUDA graph "
-                    "(of 0-160 us, on the fitting rows: FIT_MODELS) rather than take data/engines.toml's: about nine "
+    ap.add_argument("--fit-eager", action="store_true", help="fit each engine's host time per op outside a CUDA graph "
+                    "(of 0-160 us, on its fitting rows: FIT_MODELS) rather than take data/engines.toml's: about nine "
                     "more runs of the fitting rows")
     ap.add_argument("--max-users", type=int, default=0, help="disaggregated rows of more users than this are listed as "
                     "not run (a quick look: the closed loop's cost grows with the users; 0: run all)")
@@ -670,8 +684,7 @@ def main(argv=None) -> int:
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         results = list(pool.map(run, rows, chunksize=4))
         if args.fit_eager:
-            op_s, overheads, grid = fit_eager(pool, rows, run)
-            eager = dict.fromkeys(ZERO, op_s)
+            eager, overheads, grid = fit_eager(pool, rows, run)
         else:
             eager = eager_in_file()
             overheads = fit_with_eager(pool, rows, eager, run) if any(eager.values()) else fit_overheads(results)
@@ -789,7 +802,7 @@ def eager_text(eager: dict, fitted: bool) -> str:
     said = (f"{values[0] * 1e6:g} us for every engine" if len(values) == 1
             else ", ".join(f"{e} {v * 1e6:g} us" for e, v in eager.items()))
     return said + (" (fitted in this run: the table below)" if fitted else " (data/engines.toml's, fitted by "
-                   "`--fit-eager`: the least sum of TPOT and TTFT median |error| on the fitting rows)")
+                   "`--fit-eager`: each engine's least sum of TPOT and TTFT median |error| on its fitting rows)")
 
 
 def write_report(args, sample, results, done, refused, wall, overheads, eager, grid=()) -> list[str]:
@@ -819,7 +832,7 @@ def write_report(args, sample, results, done, refused, wall, overheads, eager, g
               "fitted figure is the synchronous rows'.", ""]
     if grid:
         lines += ["The host time per op, fitted: each value's run of the fitting rows (each engine's time per step "
-                  "refitted with it), the least sum taken:", "", *grid, ""]
+                  "refitted with it), each engine's least sum of TPOT and TTFT error taken:", "", *grid, ""]
     if n:
         for label, rows in ((f"held out ({len(held):,} rows, models not used in the fit)", held),
                             (f"fitting rows ({len(fit):,})", fit), (f"all {n:,} rows", done)):
