@@ -224,12 +224,14 @@ def kv_cache_dtype(r: dict) -> tuple[str, str]:
 # streaming: what a step costs beyond the GPU's work), the median over the FIT_MODELS rows of measured minus predicted
 # TPOT on the engine's kernels (a step adds its time to every output token), at least 0; reported on the other models.
 # The second (--fit-eager): the host's time per op of a step outside a CUDA graph (Engine.eager_op_s: a prompt step's
-# ops, dispatched one by one), a figure per engine (they dispatch them unalike: vLLM's prompt steps run its
-# torch.compile'd graph, piecewise CUDA graphs up to its capture sizes; SGLang's run eager PyTorch unless
-# --enable-piecewise-cuda-graph; TensorRT-LLM's its fused custom ops): of EAGER_GRID, the one whose run on the
-# engine's FIT_MODELS rows, its time per step refitted with it as above, gives the least sum of the median |error|
-# of TPOT and of TTFT; reported on the other models. (Until 2026-12-07 one figure for the three, the least sum
-# over all their fitting rows.)
+# ops, dispatched one by one), one figure for the three engines: of EAGER_GRID, the one whose run on the FIT_MODELS
+# rows, each engine's time per step refitted with it as above, gives the least sum of the median |error| of TPOT and
+# of TTFT over all of them; reported on the other models. The grid's table shows each engine's errors apart too: the
+# engines dispatch their prompt steps unalike (vLLM runs its torch.compile'd graph, SGLang eager PyTorch, TensorRT-LLM
+# its fused custom ops), but a figure per engine, each fitted on its own fitting rows (tried 2026-12-07: TensorRT-LLM
+# 60 us, SGLang 120 us, vLLM 0 us), took the held-out TTFT from 25% to 38%: vLLM's fitting rows (aiconfigurator's own
+# v0.12 runs, their client a stand-in) over-predict its first token at every figure (77% at none), pulling its figure
+# to 0, where InferenceX's held-out vLLM runs want about 80 us (docs/serving-validation.md).
 FIT_MODELS = ("llama3.1-8b", "qwen3-32b", "deepseek-v3")
 EAGER_GRID = tuple(i * 20e-6 for i in range(9))  # 0, 20, ..., 160 us an op
 # Engines whose aggregated deployments ran prompt chunks beside the decodes in one step though the engine's own default
@@ -556,14 +558,14 @@ def fit_with_eager(pool, rows: list[dict], eager: dict, run) -> dict:
 
 
 def fit_eager(pool, rows: list[dict], run) -> tuple[dict, dict, list[str]]:
-    """Each engine's host time per op of EAGER_GRID whose run on the engine's FIT_MODELS rows, its time per step
-    refitted with it, gives the least sum of the median |error| of TPOT and of TTFT (an engine's rows cost on its own
-    figures alone, so one run a value serves all three): ({engine: seconds per op}, {engine: seconds per step},
-    the grid's table as lines)."""
+    """The host time per op (one figure for every engine) of EAGER_GRID whose run on the FIT_MODELS rows, each engine's
+    time per step refitted with it, gives the least sum of the median |error| of TPOT and of TTFT over all of them:
+    ({engine: seconds per op}, {engine: seconds per step}, the grid's table as lines: each engine's errors apart and
+    the sum over all rows, the basis of the choice)."""
     fit_rows = [r for r in rows if isinstance(layout(r), tuple) and layout(r)[0] in FIT_MODELS]
-    lines = ["| host time per op | " + " | ".join(f"{e}: time per step, TPOT err, TTFT err" for e in ZERO) + " |",
-             "| --- |" + " --- |" * len(ZERO)]
-    best: dict = {}
+    lines = ["| host time per op | " + " | ".join(f"{e}: time per step, TPOT err, TTFT err" for e in ZERO) +
+             " | all: TPOT err, TTFT err, sum |", "| --- |" + " --- |" * (len(ZERO) + 1)]
+    best = None
     for op_s in EAGER_GRID:
         eager = dict.fromkeys(ZERO, op_s)
         steps = fit_with_eager(pool, rows, eager, run)
@@ -572,18 +574,18 @@ def fit_eager(pool, rows: list[dict], run) -> tuple[dict, dict, list[str]]:
         cells = []
         for e in ZERO:
             mine = [d for d in got if d["engine"] == e]
-            if not mine:
-                cells.append("no rows")
-                continue
-            tp = statistics.median(_err(d["kernels+engine"]["tpot_s"], d["tpot_s"]) for d in mine)
-            tf = statistics.median(_err(d["kernels+engine"]["ttft_s"], d["ttft_s"]) for d in mine)
-            cells.append(f"{steps[e] * 1e3:.2f} ms, {tp:.1%}, {tf:.1%}")
-            if e not in best or tp + tf < best[e][0]:
-                best[e] = (tp + tf, op_s, steps[e])
+            tp = statistics.median(_err(d["kernels+engine"]["tpot_s"], d["tpot_s"]) for d in mine) if mine else 0.0
+            tf = statistics.median(_err(d["kernels+engine"]["ttft_s"], d["ttft_s"]) for d in mine) if mine else 0.0
+            cells.append(f"{steps[e] * 1e3:.2f} ms, {tp:.1%}, {tf:.1%}" if mine else "no rows")
+        tp = statistics.median(_err(d["kernels+engine"]["tpot_s"], d["tpot_s"]) for d in got) if got else 0.0
+        tf = statistics.median(_err(d["kernels+engine"]["ttft_s"], d["ttft_s"]) for d in got) if got else 0.0
+        cells.append(f"{tp:.1%}, {tf:.1%}, {tp + tf:.1%}" if got else "no rows")
         lines.append(f"| {op_s * 1e6:g} us | " + " | ".join(cells) + " |")
-        print(f"  host time per op {op_s * 1e6:g} us: " + "; ".join(f"{e} {c}" for e, c in zip(ZERO, cells)),
+        print(f"  host time per op {op_s * 1e6:g} us: " + "; ".join(f"{e} {c}" for e, c in zip((*ZERO, "all"), cells)),
               file=sys.stderr, flush=True)
-    return ({e: best.get(e, (0, 0.0, 0.0))[1] for e in ZERO}, {e: best.get(e, (0, 0.0, 0.0))[2] for e in ZERO}, lines)
+        if best is None or tp + tf < best[0]:
+            best = (tp + tf, op_s, steps)
+    return dict.fromkeys(ZERO, best[1]), best[2], lines
 
 
 def _err(pred: float, meas: float) -> float:
@@ -663,8 +665,8 @@ def main(argv=None) -> int:
                     "as JSON lines")
     ap.add_argument("--mode", choices=("agg", "disagg", "both"), default="both",
                     help="the aggregated rows, the disaggregated ones (silicon_disagg.py: a section of their own) or both")
-    ap.add_argument("--fit-eager", action="store_true", help="fit each engine's host time per op outside a CUDA graph "
-                    "(of 0-160 us, on its fitting rows: FIT_MODELS) rather than take data/engines.toml's: about nine "
+    ap.add_argument("--fit-eager", action="store_true", help="fit the engines' host time per op outside a CUDA graph "
+                    "(of 0-160 us, on the fitting rows: FIT_MODELS) rather than take data/engines.toml's: about nine "
                     "more runs of the fitting rows")
     ap.add_argument("--max-users", type=int, default=0, help="disaggregated rows of more users than this are listed as "
                     "not run (a quick look: the closed loop's cost grows with the users; 0: run all)")
@@ -802,7 +804,7 @@ def eager_text(eager: dict, fitted: bool) -> str:
     said = (f"{values[0] * 1e6:g} us for every engine" if len(values) == 1
             else ", ".join(f"{e} {v * 1e6:g} us" for e, v in eager.items()))
     return said + (" (fitted in this run: the table below)" if fitted else " (data/engines.toml's, fitted by "
-                   "`--fit-eager`: each engine's least sum of TPOT and TTFT median |error| on its fitting rows)")
+                   "`--fit-eager`: the least sum of TPOT and TTFT median |error| on the fitting rows)")
 
 
 def write_report(args, sample, results, done, refused, wall, overheads, eager, grid=()) -> list[str]:
@@ -832,7 +834,8 @@ def write_report(args, sample, results, done, refused, wall, overheads, eager, g
               "fitted figure is the synchronous rows'.", ""]
     if grid:
         lines += ["The host time per op, fitted: each value's run of the fitting rows (each engine's time per step "
-                  "refitted with it), each engine's least sum of TPOT and TTFT error taken:", "", *grid, ""]
+                  "refitted with it), each engine's errors apart and all together, the least sum over all taken:", "",
+                  *grid, ""]
     if n:
         for label, rows in ((f"held out ({len(held):,} rows, models not used in the fit)", held),
                             (f"fitting rows ({len(fit):,})", fit), (f"all {n:,} rows", done)):
