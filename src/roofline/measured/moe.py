@@ -44,6 +44,7 @@ from roofline.op_counts import expert_matmul_counts
 DISTRIBUTION = "balanced"
 # an engine's MoE backend (MeasuredKernels.moe_backend, lower case) -> the kernel_source of its rows, a lane apart
 LANES = {"trtllm": "moe_torch_flow_min_latency"}
+ALL_LANES = ("", *LANES.values())  # the default lane ("": every other kernel's rows) first
 COLUMNS = ("moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size", "moe_ep_size",
            "distribution", "kernel_source", "latency")
 # the table's dtype -> (bytes per weight, bytes per activation, the peak the matmuls compute at): MXFP4 is 4-bit
@@ -103,7 +104,7 @@ class MoETable:
         lane = LANES.get(backend.lower(), "") if backend else ""
         if (lane, *key) in self.sites:
             return (lane, *key), ""
-        for alt in ("", *LANES.values()):
+        for alt in ALL_LANES:
             if (alt, *key) in self.sites:
                 what = f"the {backend} MoE backend" if backend else "the engine's default MoE backend"
                 return (alt, *key), f" ({what}'s kernels not measured at this site: these)"
@@ -116,7 +117,7 @@ class MoETable:
             raise RooflineError(f"no measured MoE with {weights} experts computing in {compute}; measured: "
                                 f"{', '.join(have)}", field="dtype")
         key = (dtype, int(hidden), int(d_ff), int(top_k), int(experts))
-        if not any((lane, *key) in self.sites for lane in ("", *LANES.values())):
+        if not any((lane, *key) in self.sites for lane in ALL_LANES):
             shapes = sorted({k[2:] for k in self.sites if k[1] == dtype})
             have = "; ".join(f"{h:,} x {f:,} top-{k} of {e}" for h, f, k, e in shapes[:8])
             raise RooflineError(f"no measured MoE of hidden {int(hidden):,}, expert d_ff {int(d_ff):,} per GPU, top-{int(top_k)} "
