@@ -9,7 +9,7 @@
 #   - the package with its web, test, dev and measured extras, at the exact versions of constraints.txt
 #     (tools/update-constraints.sh re-pins them), so a release overnight changes nothing here.
 # ./test.sh --fast: the edit loop, the same install then everything but the slow, browser, fuzz and
-# docs tiers (pyproject.toml's markers), on every core; further arguments go to pytest.
+# docs tiers (pyproject.toml's markers); both on every core; further arguments go to pytest.
 # Every test must run: a skip (other than the GPU tier on a machine without CUDA, and the browser
 # tests where test.sh found no Chromium) fails the run.
 set -euo pipefail
@@ -67,4 +67,5 @@ if [ "${1:-}" = --fast ]; then
     shift
     exec python3 -m pytest -m 'not (slow or browser or fuzz or docs)' -n auto "$@"
 fi
-ROOFLINE_NO_SKIP=1 python3 -m pytest "$@"
+# every core (pytest-xdist): one worker took 16-17 min on the 2-core machine, past CI's 15; two, 9.5 min
+ROOFLINE_NO_SKIP=1 python3 -m pytest -n auto "$@"
