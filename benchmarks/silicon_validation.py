@@ -343,6 +343,14 @@ def _int(x: str, default: int = 1) -> int:
     return int(v) if v == v and v > 0 else default
 
 
+# InferenceX's GB200 rows are its multi-node runs: Dynamo's disaggregated deployments (.github/workflows/gb200-tests.yml,
+# frameworks dynamo-trtllm and dynamo-sglang, through runners/launch_gb200-nv.sh's submit_disagg.sh, at the rows'
+# measured date 2025-11-17), whose results .github/workflows/benchmark-multinode-tmpl.yml records with `TP=$gpus
+# EP_SIZE=1 DP_ATTENTION=false`: the prefill and decode workers' GPUs summed as one tensor-parallel size (12-72), as an
+# aggregated row. Their split in prefill and decode workers, each worker's layout and MTP are not in the sample: refused.
+INFERENCEX_MULTI_NODE = ("gb200",)
+
+
 def layout(r: dict):
     """(model, machine, dtype, gpus, expert_parallel, label) for a row, or a refusal's reason (a str).
     Tensor-parallel attention with the experts split over the same GPUs (MoE EP, or MoE TP x EP) is
@@ -357,6 +365,9 @@ def layout(r: dict):
     machine = GPUS.get(r["system"])
     if machine is None:
         return f"no machine preset for {r['system']}"
+    if r["system"] in INFERENCEX_MULTI_NODE and is_inferencex(r) and r.get("mode") == "agg":
+        return (f"InferenceX's {r['system']} runs are multi-node disaggregated (Dynamo) deployments, their GPUs summed "
+                "as one TP: the prefill/decode split is not in the sample")
     prec = (r["precision"] or "").strip()
     if prec not in DTYPES:
         return f"precision {prec!r}"

@@ -53,6 +53,20 @@ def test_a_plain_layout_is_left_as_it_is():
     assert sv.concurrency(plain) == 16
 
 
+def test_inferencex_multi_node_runs_recorded_as_one_tp_are_refused_by_name():
+    # The sample's row 2026_04_06_deepseek_r1_gb200_trtllm_fp4_agg_1024x1024_c32_tp36_ep1_11: "agg", tp 36, ep 1, from
+    # InferenceX's export; 36 GPUs is its Dynamo run's prefill and decode workers summed (benchmark-multinode-tmpl.yml's
+    # TP=$gpus), which no single tensor-parallel engine of DeepSeek-R1 runs. The same layout from another source,
+    # and InferenceX's single-node rows, are read as before.
+    src = "source_file=2026-04-06.csv; model=DeepSeek-R1; silicon_concurrency=32; measured=2025-11-17T00:00:00.000Z"
+    multi = {**row("2026_04_06_deepseek_r1_gb200_trtllm_fp4_agg_1024x1024_c32_tp36_ep1_11", "36", "1", "36", "1", "32",
+                   src), "system": "gb200", "precision": "fp4", "mode": "agg"}
+    why = sv.layout(multi)
+    assert isinstance(why, str) and "multi-node disaggregated" in why and "gb200" in why
+    assert isinstance(sv.layout({**multi, "silicon_data_source": ""}), tuple)  # not InferenceX's: read as a TP 36
+    assert isinstance(sv.layout({**multi, "system": "b200_sxm", "tp_size": "8", "moe_tp_size": "8"}), tuple)
+
+
 def _build_row(rid, version, tp, tpot_ms, measured):
     """A row of the sample's columns that silicon_twins reads; the values of the first two are the sample's own
     (DeepSeek-R1 fp8 on 8 B200s, 1k/1k at 4 users: ids 2026_03_25_..._1190 on 1.2.0rc6.post2, TPOT 10.302 ms, and
