@@ -175,7 +175,8 @@ def inferencex_conditions(r: dict, tp: int, users: int, attention_dp: bool) -> d
                 ("attention_dp" in w and attention_dp != w["attention_dp"]):
             continue
         out.update({k: v for k, v in c.items() if k in ("batch_wait_steps", "batch_wait_ratio", "max_tokens",
-                                                          "recv_interval", "moe_backend")})
+                                                          "recv_interval", "moe_backend", "adp_timeout_steps",
+                                                          "adp_batching_steps")})
     return out
 
 
@@ -294,7 +295,8 @@ def settings_text(per_user: int = REQUESTS_PER_USER, kind: str = "as-measured") 
             + ("the client is not named" if kind == "as-measured" else "--client fixed, for every row") + "); InferenceX's rows also as its launch "
             "scripts set them (benchmarks/inferencex_deployments.toml: their KV-cache dtype and a memory share given as "
             "one number, SGLang without mixed chunks; benchmarks/inferencex_conditions.toml, where a script sets them "
-            "under conditions of the run: TensorRT-LLM's batch waiting (--batch-wait-steps, --batch-wait-ratio) and "
+            "under conditions of the run: TensorRT-LLM's batch waiting (--batch-wait-steps, --batch-wait-ratio), its "
+            "attention-DP balance (--adp-timeout-steps, --adp-batching-steps) and "
             "--max_num_tokens, SGLang's --scheduler-recv-interval (--recv-interval)); the row's precision as `--dtype` (fp8: W8A8); any other row's KV cache as its engine's default 'auto' "
             "ran it on the checkpoint the row names (the sample states none; kv_cache_dtype()): fp8 where that checkpoint "
             "is a ModelOpt export stating kv_cache_quant_algo FP8 and the engine reads it (TensorRT-LLM, SGLang, vLLM "
@@ -507,7 +509,8 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
     engine = dataclasses.replace(defaults, max_seqs=max(defaults.max_seqs * per_rank, c), mixed_steps=mixed, max_tokens=max(
         conds.get("max_tokens", defaults.max_tokens) * per_rank, c if mixed else 0, need),
         batch_wait_steps=conds.get("batch_wait_steps", 0), batch_wait_ratio=conds.get("batch_wait_ratio", 0.0),
-        recv_interval=conds.get("recv_interval", 1))
+        recv_interval=conds.get("recv_interval", 1), adp_timeout_steps=conds.get("adp_timeout_steps", 0),
+        adp_batching_steps=conds.get("adp_batching_steps", 0))
     _, n_user, lens_in, lens_out = client(r, per_user, client_kind)
     reqs = closed_requests(c, max(MIN_REQUESTS, n_user * c), lens_in, lens_out)
     t0 = time.perf_counter()

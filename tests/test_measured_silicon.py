@@ -188,6 +188,22 @@ def test_an_inferencex_rows_conditional_settings_follow_its_script():
     assert sv.inferencex_conditions(ix_row(silicon_data_source=""), 1, 4, False) == {}  # not InferenceX's row
 
 
+def test_an_inferencex_tensorrt_llm_run_balances_its_attention_dp_ranks_as_its_script_sets():
+    # InferenceX's benchmarks/dsr1_fp8_b200_trt.sh at d7dbd045b: `if [[ "$DP_ATTENTION" == "true" ]]` appends
+    # attention_dp_config: batching_wait_iters: 0, enable_balance: true, timeout_iters: 60; gptoss_fp4_b200_trt.sh at
+    # the same commit appends enable_balance: true alone (TensorRT-LLM's AttentionDpConfig defaults: 50 and 10)
+    src = "source_file=2026-04-06.csv; silicon_concurrency=64; measured=2026-02-05T00:00:00.000Z; wip=False"
+    dsr1 = {"id": "x", "backend": "trtllm", "model_path": "deepseek-ai/DeepSeek-R1", "system": "b200_sxm",
+            "precision": "fp8", "mode": "agg", "isl": "8192", "osl": "1024", "silicon_data_source": src}
+    adp = ("adp_timeout_steps", "adp_batching_steps")
+    got = sv.inferencex_conditions(dsr1, 1, 64, True)
+    assert {k: got[k] for k in adp} == {"adp_timeout_steps": 60, "adp_batching_steps": 0}
+    assert "adp_timeout_steps" not in sv.inferencex_conditions(dsr1, 8, 64, False)  # no attention DP: not written
+    oss = {**dsr1, "model_path": "openai/gpt-oss-120b", "precision": "fp4"}
+    got = sv.inferencex_conditions(oss, 1, 64, True)
+    assert {k: got[k] for k in adp} == {"adp_timeout_steps": 50, "adp_batching_steps": 10}
+
+
 def test_an_inferencex_sglang_run_polls_as_its_script_sets():
     # InferenceX's benchmarks/single_node/dsr1_fp4_b200.sh at 12ba0ae07: SCHEDULER_RECV_INTERVAL=30 if [[ $CONC -ge 16 ]]
     # else 10, passed as --scheduler-recv-interval

@@ -125,6 +125,9 @@ def _borrowed_notes(engine) -> tuple:
     elif engine.batch_waiting and engine.preset != "trtllm":
         notes += (f"batch waiting is TensorRT-LLM's (batch_wait_timeout_iters, batch_wait_max_tokens_ratio): applied "
                   f"as given to {who}",)
+    if engine.adp_balance and engine.preset != "trtllm":
+        notes += (f"attention-DP balance is TensorRT-LLM's (attention_dp_config enable_balance): applied as given to "
+                  f"{who}",)
     if engine.recv_interval > 1 and engine.preset != "sglang":
         notes += (f"the receive interval is SGLang's (--scheduler-recv-interval): applied as given to {who}",)
     return notes
@@ -156,6 +159,10 @@ def _run_notes(st, requests, over: str | None) -> tuple:
                   "fitted on measured deployments, "
                   f"{format_typed_ms(max(fitted_step_overhead_s(e) for e in names()))} at most: docs/serving.md)",)
     notes += _borrowed_notes(engine)
+    if st.adp:
+        notes += (f"attention-DP balance: a step is taken to give every one of the {st.adp_ranks} ranks a prompt where "
+                  f"at least {st.adp_ranks} start, and every rank a decode where {st.adp_ranks} or more run (the ranks' "
+                  "shares of the requests even: an assumption; the engine routes each request to one rank)",)
     if engine.preset and not engine.eager_op_s:
         notes += (f"no host time per op outside a CUDA graph (given 0; the engine's fitted figure is "
                   f"{format_duration(fitted_eager_op_s(engine.preset))}: --eager-op)",)

@@ -127,13 +127,12 @@ def _run_pools(prefill, decode, inp, out, arrival, transfer, prefill_engine, dec
     second = np.full(n, np.nan)
     cont = np.flatnonzero(out > 1)
     d_arrival = first + transfer
-    if routes[1] is not None:
-        dpool = routes[1]
-    else:
-        dpool = np.full(n, -1)
+    dpool = routes[1] if routes[1] is not None else np.full(n, -1)
+    if routes[1] is None:
         dpool[cont] = _round_robin(d_arrival[cont], decode_replicas)
     # the cache arrives: the first token fed (a decode step, no op-by-op dispatch), no server time, no prompts held
-    hit_engine = dataclasses.replace(decode_engine, prefix_hit=1.0, request_overhead_s=0, batch_wait_steps=0, eager_op_s=0)
+    hit_engine = dataclasses.replace(decode_engine, prefix_hit=1.0, request_overhead_s=0, batch_wait_steps=0, eager_op_s=0,
+                                     **dict.fromkeys(("adp_timeout_steps", "adp_batching_steps"), 0))
     for i in range(int(decode_replicas)):
         idx = cont[dpool[cont] == i]
         if len(idx) == 0:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from roofline.errors import RooflineError, unknown_name
 from roofline.serving.engine_memory import MemoryShare
-from roofline.serving.engine_params import (ACCEPTANCE, BATCH_WAIT_RATIO, BATCH_WAIT_STEPS, BLOCK_SIZE, EAGER_OP,  # noqa: F401
+from roofline.serving.engine_params import (ACCEPTANCE, ADP_BATCHING_STEPS, ADP_TIMEOUT_STEPS, BATCH_WAIT_RATIO, BATCH_WAIT_STEPS, BLOCK_SIZE, EAGER_OP,  # noqa: F401
                                            RECV_INTERVAL,
                                            ENGINE_MEMORY, ENGINE_PARAMS, MAX_REQUEST_OVERHEAD_S,
                                            MAX_SEQS, MAX_STEP_OVERHEAD_S, MAX_TOKENS, PREFIX_HIT, REQUEST_OVERHEAD,
@@ -58,6 +58,12 @@ class Engine:
     # prompts and the step's tokens are under r x max_tokens (serving.schedule)
     batch_wait_steps: int = BATCH_WAIT_STEPS.default
     batch_wait_ratio: float = BATCH_WAIT_RATIO.default
+    # TensorRT-LLM's attention-DP balance (attention_dp_config enable_balance, timeout_iters N, batching_wait_iters W;
+    # off, its default, where both are 0): with data-parallel attention, a step's new prompts wait until every rank has
+    # one, at most until its counter, run every step, reaches N; then W steps more while every rank decodes too
+    # (serving.schedule._adp_hold)
+    adp_timeout_steps: int = ADP_TIMEOUT_STEPS.default
+    adp_batching_steps: int = ADP_BATCHING_STEPS.default
     # SGLang's scheduler_recv_interval (1, its default: every step): the scheduler polls for new requests once its
     # count reaches this, a decode step counting 1 and a step with prompts past it (SchedulerRecvSkipper)
     recv_interval: int = RECV_INTERVAL.default
@@ -87,6 +93,11 @@ class Engine:
     def batch_waiting(self) -> bool:
         """Whether prompts may be held (TensorRT-LLM holds none unless both N and r are above 0)."""
         return self.batch_wait_steps > 0 and self.batch_wait_ratio > 0
+
+    @property
+    def adp_balance(self) -> bool:
+        """Whether attention-DP balance may hold prompts (either of its counts above 0)."""
+        return self.adp_timeout_steps > 0 or self.adp_batching_steps > 0
 
     @property
     def acceptance_rates(self) -> tuple[float, ...]:
@@ -152,6 +163,10 @@ class Engine:
             raise RooflineError("batch waiting (batch_wait_steps, batch_wait_ratio) is TensorRT-LLM's, whose steps mix "
                                 "prompts and decodes: it is not modelled for an engine that runs prompts apart",
                                 field="batch_wait_steps", also=("batch_wait_ratio",))
+        if self.adp_balance and not self.mixed_steps:
+            raise RooflineError("attention-DP balance (adp_timeout_steps, adp_batching_steps) is TensorRT-LLM's, whose "
+                                "steps mix prompts and decodes: it is not modelled for an engine that runs prompts apart",
+                                field="adp_timeout_steps", also=("adp_batching_steps",))
         if self.mixed_steps and self.max_seqs * (self.spec_tokens + 1) > self.max_tokens:
             raise RooflineError(f"max_tokens {self.max_tokens:,} is under max_seqs {self.max_seqs:,} x "
                                 f"{self.spec_tokens + 1} token{'s' if self.spec_tokens else ''} each: every decoding "

@@ -59,6 +59,17 @@ BATCH_WAIT_RATIO = Param("batch_wait_ratio", "--batch-wait-ratio", None, "Tensor
       "prompts are held while the step's tokens (the prompts' whole lengths and a token per decode) are under this "
       "share of --max-tokens (with --batch-wait-steps; default {default}: off)", 0.0, strictly=False, maximum=1.0,
       engine=True, metavar="R")
+# TensorRT-LLM's attention-DP balance (its LLM API's attention_dp_config: enable_balance, off by default; timeout_iters,
+# 50 by default, and batching_wait_iters, 10; tensorrt_llm/_torch/pyexecutor's _balance_adp_requests): with data-parallel
+# attention, new prompts start only in a step where every rank has one (or after the timeout), so that no step runs a
+# prompt on one rank while the others wait on it; both 0 here: off
+ADP_TIMEOUT_STEPS = Param("adp_timeout_steps", "--adp-timeout-steps", None, "TensorRT-LLM's attention_dp_config "
+      "timeout_iters with enable_balance (its default 50): with --attention-dp, new prompts wait until every rank has "
+      "one, at most this many steps (its counter runs every step, so a prompt waits for its next turn); default "
+      "{default}: off", 0, strictly=False, maximum=100_000, integer=True, engine=True, metavar="N")
+ADP_BATCHING_STEPS = Param("adp_batching_steps", "--adp-batching-steps", None, "TensorRT-LLM's attention_dp_config "
+      "batching_wait_iters with enable_balance (its default 10): once every rank has a prompt, steps more they wait to "
+      "batch more of them; default {default}", 0, strictly=False, maximum=100_000, integer=True, engine=True, metavar="N")
 RECV_INTERVAL = Param("recv_interval", "--recv-interval", None, "SGLang's scheduler_recv_interval: decode steps "
       "between the scheduler's polls for new requests (after a step with prompts it polls at once; default {default}: "
       "every step)", 1, maximum=10_000, integer=True, engine=True, metavar="N")
@@ -72,4 +83,4 @@ ACCEPTANCE = Param("acceptance", "--acceptance", None, "the chance each draft to
 
 # the settings Engine checks against these ranges (the flags', the queries' and its own, one and the same)
 ENGINE_PARAMS = (MAX_SEQS, MAX_TOKENS, BLOCK_SIZE, ENGINE_MEMORY, STEP_OVERHEAD, EAGER_OP, REQUEST_OVERHEAD, PREFIX_HIT, SPEC_TOKENS,
-                 BATCH_WAIT_STEPS, BATCH_WAIT_RATIO, RECV_INTERVAL)
+                 BATCH_WAIT_STEPS, BATCH_WAIT_RATIO, RECV_INTERVAL, ADP_TIMEOUT_STEPS, ADP_BATCHING_STEPS)

@@ -16,7 +16,7 @@ from roofline.errors import DISAGG_BUDGET_REQUESTS, MAX_CONTEXT, MAX_REQUESTS
 from roofline.parameters import (API, BOTH, CLI, MEMORY_FRACTION, PRICE, TENSOR_PARALLEL, WEB_MAX_TOKENS,  # noqa: F401
                                  WEB_MAX_TP, Param)  # (importable from here too)
 from roofline.serving.engine import Engine
-from roofline.serving.engine_params import (ACCEPTANCE, BATCH_WAIT_RATIO, BATCH_WAIT_STEPS, BLOCK_SIZE,  # noqa: F401
+from roofline.serving.engine_params import (ACCEPTANCE, ADP_BATCHING_STEPS, ADP_TIMEOUT_STEPS, BATCH_WAIT_RATIO, BATCH_WAIT_STEPS, BLOCK_SIZE,  # noqa: F401
                                            EAGER_OP, RECV_INTERVAL,
                                            ENGINE_MEMORY, MAX_REQUEST_OVERHEAD_S,
                                            MAX_SEQS, MAX_STEP_OVERHEAD_S, MAX_TOKENS, PREFIX_HIT, REQUEST_OVERHEAD,
@@ -80,6 +80,8 @@ SERVING_PARAMS: tuple[Param, ...] = (
     REQUEST_OVERHEAD,
     BATCH_WAIT_STEPS,
     BATCH_WAIT_RATIO,
+    ADP_TIMEOUT_STEPS,
+    ADP_BATCHING_STEPS,
     RECV_INTERVAL,
     PREFIX_HIT,
     SPEC_TOKENS,

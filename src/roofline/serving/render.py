@@ -34,6 +34,10 @@ def serving_table(r) -> str:
         + (f"; new prompts held up to {e.batch_wait_steps:,} steps in a row while a step's tokens are under "
            f"{e.batch_wait_ratio:g} x {e.max_tokens:,} (batch waiting: {r.held_steps:,} steps held them)"
            if e.batch_waiting else "")
+        + (f"; new prompts held until each of the {groups} data-parallel ranks has one, at most to the "
+           f"{e.adp_timeout_steps:,}-step count's next turn"
+           + (f", then {e.adp_batching_steps:,} steps more" if e.adp_batching_steps else "")
+           + f" (attention-DP balance: {r.held_steps:,} steps held them)" if e.adp_balance and groups > 1 else "")
         + (f"; new requests seen every {e.recv_interval:,} decode steps (the scheduler's receive interval)"
            if e.recv_interval > 1 else ""),
         "",

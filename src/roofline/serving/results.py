@@ -64,7 +64,7 @@ class ServingResult(Tabular):
     # the inter-token gaps itl_s is taken from, each counted once per delivery that had it (StepRecords.inter_token)
     itl_gaps_s: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
     itl_counts: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
-    held_steps: int = 0  # steps that ran their decodes alone, prompts held to batch (Engine.batch_wait_steps)
+    held_steps: int = 0  # steps that ran their decodes alone, prompts held (Engine.batch_wait_steps, adp_timeout_steps)
 
     @property
     def cache_bytes_per_gpu(self) -> float:

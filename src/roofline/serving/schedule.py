@@ -5,7 +5,8 @@ requests in arrival order while a sequence slot and cache for the chunk are free
 reserving in full as TensorRT-LLM does, cache for the request's every token). Where steps are
 not mixed (SGLang's new prefill batch first) a step of prompts alone runs while one can start.
 With TensorRT-LLM's batch waiting (Engine.batch_wait_steps) the prompts of a step with decodes may
-be held, the decodes running alone (_hold).
+be held, the decodes running alone (_hold); with its attention-DP balance (Engine.adp_timeout_steps)
+too, until every data-parallel rank has one (_adp_hold).
 """
 
 from __future__ import annotations
@@ -35,16 +36,22 @@ class StepPlan(NamedTuple):
 
 def schedule(st) -> StepPlan:
     """The step that RunState ``st`` runs next; the cache for it taken from st.pool."""
-    st.held = False
+    st.held = st.adp_held = False
     pool, waiting = st.pool, st.waiting
     prompts = bool(pool.prefilling or (waiting and pool.free))  # prompt work: running, or one could start
     prefill_only = prompts and not st.mixed_steps
     dec = _NONE if prefill_only else pool.decoding()
     if not prompts:
+        if st.adp:  # its counter runs in every step
+            _adp_hold(st, 0, len(dec))
         return _plan(StepPlan, (dec, [], [], 0, 0, 0))
     chunks, chunk_slots = [], []
     budget = st.max_tokens - len(dec) * st.T
     if st.wait_steps and len(dec) and _hold(st, budget, len(dec)):  # the decodes alone: the prompts wait to batch
+        return _plan(StepPlan, (dec, [], [], 0, 0, 0))
+    if st.adp and _adp_hold(st, len(_prompt_requests(st, budget)), len(dec)):  # until every rank has a prompt
+        st.adp_held = True
+        st.held_steps += 1
         return _plan(StepPlan, (dec, [], [], 0, 0, 0))
     fed, fed_prefix, completing = _prompt_chunks(st, budget, chunks, chunk_slots)
     if prefill_only and not chunks:  # no prompt could start (cache or budget): the decodes run instead
@@ -72,6 +79,39 @@ def _hold(st, budget: int, decodes: int) -> bool:
         return True
     st.wait_count = 0
     return False
+
+
+def _adp_hold(st, prompts: int, decodes: int) -> bool:
+    """TensorRT-LLM's attention-DP balance (Engine.adp_timeout_steps N, adp_batching_steps W; its
+    _balance_adp_requests, tensorrt_llm/_torch/pyexecutor, run every step over the ranks' gathered counts):
+    whether this step holds its ``prompts`` (the requests whose prompts it would start), ``decodes`` running.
+    Every rank has a prompt, a decode and a free slot, read here as: at least as many prompts and decodes as
+    ranks, and a slot a rank left (the ranks' shares of them even: an assumption, said in the run's notes).
+    Where every rank has a prompt and a free slot, the timeout count goes to 0 and, every rank decoding too,
+    the prompts wait W steps in a row (a second count) before they start; else the count grows by one and the
+    prompts wait, unless it reaches N or a rank decodes nothing (then it goes to 0 and they start). The
+    count runs in steps without prompts too, so a prompt that comes alone waits for its turn: the steps left
+    to the count's next reach of N. The decode-only steps run at once since the last step counted
+    (advance.stretch, verify_run) are counted here: with every rank decoding, (c + K) mod N."""
+    skipped = st.steps - st.adp_seen - 1
+    if skipped > 0:
+        st.adp_count = (st.adp_count + skipped) % st.adp_timeout if st.adp_gen and st.adp_timeout else 0
+    st.adp_seen = st.steps
+    ranks = st.adp_ranks
+    every_decodes = st.adp_gen = decodes >= ranks
+    if prompts >= ranks and decodes + ranks <= st.engine.max_seqs:
+        st.adp_count = 0
+        if every_decodes:
+            if st.adp_batch < st.adp_batching:
+                st.adp_batch += 1
+                return True
+            st.adp_batch = 0
+        return False
+    st.adp_count += 1
+    if st.adp_count >= st.adp_timeout or not every_decodes:
+        st.adp_count = 0
+        return False
+    return prompts > 0
 
 
 def _prompt_requests(st, budget: int) -> list:

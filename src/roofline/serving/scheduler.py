@@ -91,6 +91,10 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                             "alone: with attention data parallelism it holds no prompts that way (its own "
                             "attention_dp_batching_wait_iters is not modelled); leave the two out",
                             field="batch_wait_steps", also=("batch_wait_ratio", "attention_dp"))
+    if engine.adp_balance and step._dp == 1:
+        raise RooflineError("attention-DP balance (adp_timeout_steps, adp_batching_steps) balances prompts over "
+                            "data-parallel attention ranks: this step has none (give --ep with --attention-dp), or "
+                            "leave the two out", field="adp_timeout_steps", also=("adp_batching_steps", "attention_dp"))
     if price_per_gpu_hour is not None:
         PRICE.check(price_per_gpu_hour)
     st = RunState(step, requests, engine, draft, stepwise)  # (refuses a cache the requests outgrow)
@@ -142,11 +146,12 @@ def _run(st: RunState, max_steps: int, progress):
                 raise RooflineError("the scheduler is stuck: nothing can run and nothing will arrive (the cache holds no "
                                     "waiting request)", field="requests")
             # prompts held (batch waiting): this step and at most the steps still to hold them, as one by one
-            most = STRETCH if not st.held else 1 + st.wait_steps - st.wait_count
+            # (attention-DP balance: step by step while it holds them, its counts read each step)
+            most = 1 if st.adp_held else STRETCH if not st.held else 1 + st.wait_steps - st.wait_count
             if STRETCH > 1 and not (st.next_i < n and arrives[st.next_i] - st.now < 4.0 * st.dt_decode) and (
                     (st.lazy and pool.next_finish() - pool.tick > 1
                      and stretch(st, dec, int(min(pool.next_finish() - pool.tick, most))))
-                    or (st.speculating and not st.held and verify_run(st, dec, STRETCH))):
+                    or (st.speculating and not st.held and not st.adp_held and verify_run(st, dec, STRETCH))):
                 continue
         advance(st, plan)
         st.recv_prompted = bool(chunks)

@@ -43,6 +43,13 @@ class RunState:
         self.wait_steps = engine.batch_wait_steps if engine.batch_waiting else 0
         self.wait_tokens = engine.batch_wait_ratio * engine.max_tokens
         self.wait_count, self.held, self.held_steps = 0, False, 0
+        # attention-DP balance (Engine.adp_timeout_steps, schedule._adp_hold), with data-parallel attention only: the
+        # ranks, the timeout and batching waits, TensorRT-LLM's two counters (adp_ctx_waiting_iters_count,
+        # adp_ctx_batching_wait_iters_count), the step last counted and whether every rank decoded in it, whether the
+        # step last scheduled held prompts (its held steps are counted in held_steps)
+        self.adp = engine.adp_balance and step._dp > 1
+        self.adp_ranks, self.adp_timeout, self.adp_batching = step._dp, engine.adp_timeout_steps, engine.adp_batching_steps
+        self.adp_count, self.adp_batch, self.adp_seen, self.adp_gen, self.adp_held = 0, 0, -1, False, False
         # SGLang's receive interval (Engine.recv_interval): the scheduler's count of decode steps since it last polled
         # for new requests; it polls (the queue takes what arrived) once the count reaches the interval
         self.recv_every, self.recv_count = engine.recv_interval, engine.recv_interval
