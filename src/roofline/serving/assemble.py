@@ -16,7 +16,7 @@ from roofline.units import GIGA, format_duration, format_typed_ms
 
 
 # what every serving figure carries: its validation's direction (docs/serving-validation.md)
-MEASURED_VALIDATION_NOTE = ("against 3,541 measured deployments (docs/serving-validation-measured.md), an engine's "
+MEASURED_VALIDATION_NOTE = ("against 3,539 measured deployments (docs/serving-validation-measured.md), an engine's "
                             "defaults (--engine) on its measured kernels predicted time per output token within a median "
                             "12% on models held out of its fitted figures (93% of rows within 1.5x), time to first "
                             "token within a median 25% (a median 0.68 of the measured on SGLang, 1.00 on vLLM, 1.16 on "
