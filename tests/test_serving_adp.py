@@ -79,6 +79,26 @@ def test_a_prompt_for_every_rank_starts_at_once_or_after_the_batching_wait(dp_st
     assert _chunk_steps(waited) == [0, _step_of(waited, 0.05) + 3] and waited.held_steps == 3
 
 
+def test_as_many_prompts_as_ranks_on_fewer_ranks_wait_for_the_counts_turn(dp_step):
+    # Three requests a rank at 0: each arrival goes to the rank with the fewest (the first of the least on a tie), so
+    # request k runs on rank k mod RANKS. Rank 0's first two (requests 0 and RANKS) end early, its third decodes on,
+    # so every rank still decodes. RANKS late requests then go: three to rank 0 (1 -> 4 requests; the third on a tie
+    # at 3), one each to ranks 1 to RANKS - 3, none to the last two: as many prompts as ranks, not one a rank, so they
+    # wait for the count, 0 at step 0 (every rank had a prompt) and RANKS decoding since: its reach of 60 at step 60.
+    n = 3 * RANKS
+    out = np.array([20] + [300] * (RANKS - 1) + [20] + [300] * (n - RANKS - 1) + [10] * RANKS)
+    reqs = Requests(np.full(n + RANKS, 512), out, np.array([0.0] * n + [0.6] * RANKS))
+    got = simulate(dp_step, reqs, dataclasses.replace(TRT, adp_timeout_steps=60))
+    arrived = _step_of(got, 0.6)
+    assert 20 < arrived < 60
+    assert _chunk_steps(got) == [0, 60] and got.held_steps == 60 - arrived
+    # the same late requests where every rank lost one early (requests 0 to RANKS - 1): one a rank, at once
+    out = np.array([20] * RANKS + [300] * (n - RANKS) + [10] * RANKS)
+    now = simulate(dp_step, Requests(np.full(n + RANKS, 512), out, np.array([0.0] * n + [0.6] * RANKS)),
+                   dataclasses.replace(TRT, adp_timeout_steps=60))
+    assert _chunk_steps(now) == [0, _step_of(now, 0.6)] and now.held_steps == 0
+
+
 def test_the_balance_gives_the_step_by_step_runs_figures(dp_step):
     """The decode-only stretches run at once count the steps the balance's counter would have counted one by one:
     the same steps, held steps and percentiles as simulate(..., stepwise=True), on staggered closed-loop finishes

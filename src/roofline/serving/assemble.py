@@ -160,9 +160,10 @@ def _run_notes(st, requests, over: str | None) -> tuple:
                   f"{format_typed_ms(max(fitted_step_overhead_s(e) for e in names()))} at most: docs/serving.md)",)
     notes += _borrowed_notes(engine)
     if st.adp:
-        notes += (f"attention-DP balance: a step is taken to give every one of the {st.adp_ranks} ranks a prompt where "
-                  f"at least {st.adp_ranks} start, and every rank a decode where {st.adp_ranks} or more run (the ranks' "
-                  "shares of the requests even: an assumption; the engine routes each request to one rank)",)
+        notes += (f"attention-DP balance: each request runs on one of the {st.adp_ranks} ranks, the one with the fewest "
+                  "requests as it arrives (TensorRT-LLM gives a new request to a rank under the mean count, the fewest "
+                  "tokens first: the tokens not weighed here); a rank's prompts wait for the others' as the engine "
+                  "holds them",)
     if engine.preset and not engine.eager_op_s:
         notes += (f"no host time per op outside a CUDA graph (given 0; the engine's fitted figure is "
                   f"{format_duration(fitted_eager_op_s(engine.preset))}: --eager-op)",)

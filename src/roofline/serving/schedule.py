@@ -43,13 +43,13 @@ def schedule(st) -> StepPlan:
     dec = _NONE if prefill_only else pool.decoding()
     if not prompts:
         if st.adp:  # its counter runs in every step
-            _adp_hold(st, 0, len(dec))
+            _adp_hold(st, (), dec)
         return _plan(StepPlan, (dec, [], [], 0, 0, 0))
     chunks, chunk_slots = [], []
     budget = st.max_tokens - len(dec) * st.T
     if st.wait_steps and len(dec) and _hold(st, budget, len(dec)):  # the decodes alone: the prompts wait to batch
         return _plan(StepPlan, (dec, [], [], 0, 0, 0))
-    if st.adp and _adp_hold(st, len(_prompt_requests(st, budget)), len(dec)):  # until every rank has a prompt
+    if st.adp and _adp_hold(st, _prompt_requests(st, budget), dec):  # until every rank has a prompt
         st.adp_held = True
         st.held_steps += 1
         return _plan(StepPlan, (dec, [], [], 0, 0, 0))
@@ -81,12 +81,12 @@ def _hold(st, budget: int, decodes: int) -> bool:
     return False
 
 
-def _adp_hold(st, prompts: int, decodes: int) -> bool:
+def _adp_hold(st, prompts, dec) -> bool:
     """TensorRT-LLM's attention-DP balance (Engine.adp_timeout_steps N, adp_batching_steps W; its
     _balance_adp_requests, tensorrt_llm/_torch/pyexecutor, run every step over the ranks' gathered counts):
-    whether this step holds its ``prompts`` (the requests whose prompts it would start), ``decodes`` running.
-    Every rank has a prompt, a decode and a free slot, read here as: at least as many prompts and decodes as
-    ranks, and a slot a rank left (the ranks' shares of them even: an assumption, said in the run's notes).
+    whether this step holds its ``prompts`` (the requests whose prompts it would start), the slots ``dec``
+    decoding. Each request is on the rank RunState.arrive gave it: every rank has a prompt where the prompts'
+    ranks are all the ranks, a decode and a free slot (under max_seqs / ranks decodes) likewise.
     Where every rank has a prompt and a free slot, the timeout count goes to 0 and, every rank decoding too,
     the prompts wait W steps in a row (a second count) before they start; else the count grows by one and the
     prompts wait, unless it reaches N or a rank decodes nothing (then it goes to 0 and they start). The
@@ -97,9 +97,10 @@ def _adp_hold(st, prompts: int, decodes: int) -> bool:
     if skipped > 0:
         st.adp_count = (st.adp_count + skipped) % st.adp_timeout if st.adp_gen and st.adp_timeout else 0
     st.adp_seen = st.steps
-    ranks = st.adp_ranks
-    every_decodes = st.adp_gen = decodes >= ranks
-    if prompts >= ranks and decodes + ranks <= st.engine.max_seqs:
+    ranks, rank_of = st.adp_ranks, st.rank_of
+    per_rank = np.bincount(rank_of[st.pool.req[dec]], minlength=ranks) if len(dec) else np.zeros(ranks, dtype=np.int64)
+    every_decodes = st.adp_gen = bool(per_rank.min() > 0)
+    if len({int(rank_of[r]) for r in prompts}) == ranks and per_rank.max() < st.engine.max_seqs // ranks:
         st.adp_count = 0
         if every_decodes:
             if st.adp_batch < st.adp_batching:
@@ -111,7 +112,7 @@ def _adp_hold(st, prompts: int, decodes: int) -> bool:
     if st.adp_count >= st.adp_timeout or not every_decodes:
         st.adp_count = 0
         return False
-    return prompts > 0
+    return len(prompts) > 0
 
 
 def _prompt_requests(st, budget: int) -> list:

@@ -50,6 +50,10 @@ class RunState:
         self.adp = engine.adp_balance and step._dp > 1
         self.adp_ranks, self.adp_timeout, self.adp_batching = step._dp, engine.adp_timeout_steps, engine.adp_batching_steps
         self.adp_count, self.adp_batch, self.adp_seen, self.adp_gen, self.adp_held = 0, 0, -1, False, False
+        # each request's rank, given as it arrives to the rank with the fewest requests (TensorRT-LLM's
+        # _balance_requests_across_ranks gives a new request to a rank under the expected count), and each rank's count
+        self.rank_of = np.full(requests.n, -1, dtype=np.int64) if self.adp else None
+        self.rank_active = [0] * step._dp
         # SGLang's receive interval (Engine.recv_interval): the scheduler's count of decode steps since it last polled
         # for new requests; it polls (the queue takes what arrived) once the count reaches the interval
         self.recv_every, self.recv_count = engine.recv_interval, engine.recv_interval
@@ -94,6 +98,11 @@ class RunState:
         """The requests that arrived by now join the queue (each during the last step)."""
         arrives, now, waiting = self.arrives, self.now, self.waiting
         while self.next_i < self.n and arrives[self.next_i] <= now:
+            if self.adp:
+                active = self.rank_active
+                k = active.index(min(active))
+                self.rank_of[self.next_i] = k
+                active[k] += 1
             waiting.append(self.next_i)
             self.in_system += 1
             self.in_system_integral += now - arrives[self.next_i]
@@ -108,6 +117,8 @@ class RunState:
         self.finished += 1
         self.in_system -= 1
         self.pool.release(slot)
+        if self.adp:
+            self.rank_active[self.rank_of[r]] -= 1
         if self.closed and self.next_closed < self.n:
             self.arrival[self.next_closed], self.arrives[self.next_closed] = now, now + self.lag
             self.next_closed += 1
