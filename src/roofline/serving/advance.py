@@ -139,7 +139,8 @@ def stretch(st, dec: np.ndarray, most: int) -> bool:
     K, dts, end, used_k = decode_stretch(
         st.step, st.decode_overhead_s, most, st.now, st.arrives[st.next_i] if st.next_i < st.n else math.inf,
         (nd, pool.sum_base + nd * tick), ctx0, (pool.used, pool.cap, pool.table, pool.linear), pool.res, tick, pool.bs)
-    if st.held and (pool.reserve is None or pool.prefilling):  # the held prompts' fit reads the cache held: stop
+    # the held prompts' fit reads the cache held: stop
+    if (st.held or st.adp_held) and (pool.reserve is None or pool.prefilling):
         moved = np.flatnonzero(used_k[1:K] != used_k[0])    # before it changes (the step after would decide anew)
         if len(moved):
             K = int(moved[0]) + 1
@@ -149,6 +150,8 @@ def stretch(st, dec: np.ndarray, most: int) -> bool:
         return False
     if st.held:  # each step after the first held the prompts too (the first was counted as it was scheduled)
         st.wait_count += K - 1
+        st.held_steps += K - 1
+    elif st.adp_held:  # likewise; the balance's count catches up as the next step is scheduled (schedule._adp_hold)
         st.held_steps += K - 1
     if st.decode_end < st.now:
         _waited(st, dec, float(dts[0]))

@@ -105,6 +105,7 @@ def _adp_hold(st, prompts, dec) -> bool:
         if every_decodes:
             if st.adp_batch < st.adp_batching:
                 st.adp_batch += 1
+                st.adp_left = 1  # the batching wait's steps one by one
                 return True
             st.adp_batch = 0
         return False
@@ -112,6 +113,7 @@ def _adp_hold(st, prompts, dec) -> bool:
     if st.adp_count >= st.adp_timeout or not every_decodes:
         st.adp_count = 0
         return False
+    st.adp_left = st.adp_timeout - st.adp_count  # this step and those to the count's reach of N hold them (a stretch)
     return len(prompts) > 0
 
 

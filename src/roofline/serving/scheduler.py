@@ -146,8 +146,8 @@ def _run(st: RunState, max_steps: int, progress):
                 raise RooflineError("the scheduler is stuck: nothing can run and nothing will arrive (the cache holds no "
                                     "waiting request)", field="requests")
             # prompts held (batch waiting): this step and at most the steps still to hold them, as one by one
-            # (attention-DP balance: step by step while it holds them, its counts read each step)
-            most = 1 if st.adp_held else STRETCH if not st.held else 1 + st.wait_steps - st.wait_count
+            # (attention-DP balance: to its count's reach of N; its batching wait step by step)
+            most = st.adp_left if st.adp_held else STRETCH if not st.held else 1 + st.wait_steps - st.wait_count
             if STRETCH > 1 and not (st.next_i < n and arrives[st.next_i] - st.now < 4.0 * st.dt_decode) and (
                     (st.lazy and pool.next_finish() - pool.tick > 1
                      and stretch(st, dec, int(min(pool.next_finish() - pool.tick, most))))

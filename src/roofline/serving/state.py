@@ -50,6 +50,7 @@ class RunState:
         self.adp = engine.adp_balance and step._dp > 1
         self.adp_ranks, self.adp_timeout, self.adp_batching = step._dp, engine.adp_timeout_steps, engine.adp_batching_steps
         self.adp_count, self.adp_batch, self.adp_seen, self.adp_gen, self.adp_held = 0, 0, -1, False, False
+        self.adp_left = 1  # the steps a hold lasts from the step last scheduled, nothing arriving or finishing
         # each request's rank, given as it arrives to the rank with the fewest requests (TensorRT-LLM's
         # _balance_requests_across_ranks gives a new request to a rank under the expected count), and each rank's count
         self.rank_of = np.full(requests.n, -1, dtype=np.int64) if self.adp else None
