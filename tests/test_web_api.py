@@ -534,19 +534,23 @@ def test_a_machine_without_a_memory_capacity_gives_no_fit(tmp_path):
     assert decode["max_batch_in_memory"] is None and decode["chart"]["no_fit_from"] is None
 
 
+def _answer(client, endpoint: str, params: dict) -> dict:
+    """A 200's JSON: eight requests at once may wait past the app's QUEUE_WAIT_S on a loaded machine (the suite on
+    every core), answered a 503 with Retry-After, retried here as a client would; any other answer fails."""
+    for _ in range(30):
+        r = client.get(endpoint, params=params)
+        if r.status_code != 503:
+            break
+        time.sleep(float(r.headers.get("retry-after", 1)))
+    assert r.status_code == 200, (endpoint, params, r.status_code, r.text[:200])
+    return r.json()
+
+
 def test_plan_views_share_no_state(client):
     params = [{"tokens": t, "machine": m, "batch": b} for t in (512, 8192) for m in ("h100-sxm", "a100-80gb") for b in (1, 8)]
 
     def readouts(endpoint, p):
-        # eight at once may wait past the pool's QUEUE_WAIT_S on a loaded machine (the suite on every core): a 503
-        # with Retry-After, retried as a client would; any other answer is read as it is
-        for _ in range(30):
-            r = client.get(endpoint, params=p)
-            if r.status_code != 503:
-                break
-            time.sleep(float(r.headers.get("retry-after", 1)))
-        assert r.status_code == 200, (endpoint, p, r.status_code, r.text[:200])
-        return r.json()["readouts"]
+        return _answer(client, endpoint, p)["readouts"]
 
     for endpoint in PLAN_ENDPOINTS:
         alone = [readouts(endpoint, p) for p in params]
@@ -849,9 +853,9 @@ def test_requests_share_no_state(client):
     """Concurrent requests with different parameters get what they would get alone."""
     params = [{"tokens": t, "machine": m, "attention": a}
               for t in (128, 8192) for m in ("h100-sxm", "a100-80gb") for a in ("naive", "flash")]
-    alone = [client.get("/api/layer", params=p).json()["total_s"] for p in params]
+    alone = [_answer(client, "/api/layer", p)["total_s"] for p in params]
     with ThreadPoolExecutor(max_workers=8) as pool:
-        together = list(pool.map(lambda p: client.get("/api/layer", params=p).json()["total_s"], params * 4))
+        together = list(pool.map(lambda p: _answer(client, "/api/layer", p)["total_s"], params * 4))
     assert together == alone * 4
 
 
