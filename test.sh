@@ -68,4 +68,4 @@ if [ "${1:-}" = --fast ]; then
     exec python3 -m pytest -m 'not (slow or browser or fuzz or docs)' -n auto "$@"
 fi
 # every core (pytest-xdist): one worker took 16-17 min on the 2-core machine, past CI's 15; two, 9.5 min
-ROOFLINE_NO_SKIP=1 python3 -m pytest -n auto "$@"
+ROOFLINE_NO_SKIP=1 python3 -m pytest -n auto --dist worksteal "$@"

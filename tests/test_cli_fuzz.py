@@ -6,7 +6,7 @@ lines (every command and flag, from the parser itself) runs here; benchmarks/fuz
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 
 import fuzz_harness as fh
 
@@ -24,10 +24,15 @@ def _stopped(monkeypatch, tmp_path):
         yield
 
 
-def test_every_command_line_keeps_the_contract(hostile):
+SHARDS = 4  # 1,200 command lines in four seeded shards of 300: pytest-xdist spreads them over its workers
+
+
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_every_command_line_keeps_the_contract(hostile, shard):
     files, outs = hostile
 
-    @settings(max_examples=1200, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+    @seed(shard)
+    @settings(max_examples=1200 // SHARDS, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(fh.command_lines(files, outs))
     def prop(argv):
         why = fh.run_case(argv)
