@@ -66,9 +66,13 @@ DTYPES = {"fp8": "fp8", "fp4": "fp4", "bf16": "bf16", "": "bf16", "int4": "int4"
 # stored from the export of the same architecture aiconfigurator-core ships with its hf_quant_config.json
 # (STORED_CONFIGS: nvidia/DeepSeek-V3.1-NVFP4, the v2 layout), where --dtype fp4 had run every matmul in fp4 (the
 # projections' small-batch NVFP4 GEMMs 19 us each on a B200 against 8 us in bf16).
+# moonshotai/Kimi-K2.5 is INT4 as Moonshot ships it: compressed-tensors W4A16 (group 32) on the routed experts only, its
+# ignore list keeping attention, the shared experts, the dense layer's MLP and the LM head bf16 (the config.json
+# aiconfigurator-core ships); the sample labels its rows int4 (gemm_quant_mode int4_wo), which as --dtype int4 had
+# run every matmul as INT4 weights. vLLM runs the experts on its Marlin W4A16 MoE (the tables' int4_wo rows).
 STORED = "as stored"  # the dtype of an AS_STORED row
 AS_STORED = {("openai/gpt-oss-120b", "fp4"), ("deepseek-ai/DeepSeek-R1", "fp4"), ("deepseek-ai/DeepSeek-V3", "fp4"),
-             ("nvidia/DeepSeek-R1-NVFP4", "fp4"), ("nvidia/DeepSeek-V3.1-NVFP4", "fp4")}
+             ("nvidia/DeepSeek-R1-NVFP4", "fp4"), ("nvidia/DeepSeek-V3.1-NVFP4", "fp4"), ("moonshotai/Kimi-K2.5", "int4")}
 STORED_CONFIGS = {"deepseek-v3": "nvidia--DeepSeek-V3.1-NVFP4_config.json"}  # model -> the checkpoint served as stored
 # Checkpoints whose config.json quantization_config scales fp8 weights per 128 x 128 block ("weight_block_size":
 # [128, 128]: DeepSeek-V3 and R1, Qwen3's own -FP8 releases): their GEMMs and experts read the tables' fp8_block rows

@@ -17,7 +17,8 @@ into the module's GEMMs ("fused": no time of its own).
 
 The table's dtype names the weights and the compute: bfloat16, fp8, fp8_block, nvfp4 (weights and
 compute alike), w4a16_mxfp4 (MXFP4 weights, bf16 compute: gpt-oss on Hopper), w4a8_mxfp4_mxfp8
-(MXFP4 weights, fp8 compute, Blackwell).
+(MXFP4 weights, fp8 compute, Blackwell), int4_wo (INT4 weights, bf16 compute: vLLM's Marlin MoE for a
+compressed-tensors W4A16 checkpoint, Kimi-K2.5's experts).
 
 A table may time one site with two engine MoE backends (``kernel_source``): TensorRT-LLM's tables hold
 its NVFP4 modules both as the CUTLASS backend's kernels (moe_torch_flow, moe_torch_flow_cutlass) and
@@ -49,10 +50,11 @@ COLUMNS = ("moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_
            "distribution", "kernel_source", "latency")
 # the table's dtype -> (bytes per weight, bytes per activation, the peak the matmuls compute at): MXFP4 is 4-bit
 # values with an 8-bit scale per 32 (4.25 bits), NVFP4 an 8-bit scale per 16 (4.5 bits); block fp8's scales are
-# one fp32 per 128 x 128 (left out)
+# one fp32 per 128 x 128 (left out); INT4 weight-only, 4-bit values with a 16-bit scale per group of 32 (4.5 bits: the
+# group size of the one checkpoint the tables' site serves, Kimi-K2.5's compressed-tensors config; vLLM's Marlin kernel)
 DTYPE_WIDTHS = {"bfloat16": (2.0, 2.0, "bf16"), "fp8": (1.0, 1.0, "fp8"), "fp8_block": (1.0, 1.0, "fp8"),
                 "nvfp4": (0.5625, 0.5625, "fp4"), "w4a16_mxfp4": (0.53125, 2.0, "bf16"),
-                "w4a8_mxfp4_mxfp8": (0.53125, 1.0, "fp8")}
+                "w4a8_mxfp4_mxfp8": (0.53125, 1.0, "fp8"), "int4_wo": (0.5625, 2.0, "bf16")}
 
 
 def module_roofline_s(machine, dtype: str, tokens, hidden, d_ff, top_k, experts, gated: bool = True, touched=None):
@@ -70,7 +72,7 @@ def module_roofline_s(machine, dtype: str, tokens, hidden, d_ff, top_k, experts,
     return np.maximum(flops / machine.peak(peak_dtype), moved / machine.bandwidth)
 # (compute dtype, experts' weight format) -> the table's moe_dtype
 TABLE_DTYPE = {("bf16", "bf16"): "bfloat16", ("fp8", "fp8"): "fp8", ("fp8", "fp8_block"): "fp8_block", ("fp4", "fp4"): "nvfp4",
-               ("bf16", "mxfp4"): "w4a16_mxfp4", ("fp8", "mxfp4"): "w4a8_mxfp4_mxfp8"}
+               ("bf16", "mxfp4"): "w4a16_mxfp4", ("fp8", "mxfp4"): "w4a8_mxfp4_mxfp8", ("bf16", "int4"): "int4_wo"}
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ class MoETable:
 
     def _key(self, compute: str, weights: str, hidden, d_ff, top_k, experts) -> tuple:
         dtype = TABLE_DTYPE.get((compute, weights))
-        if dtype is None:
+        if dtype is None or not any(k[1] == dtype for k in self.sites):
             have = sorted({k[1] for k in self.sites})
             raise RooflineError(f"no measured MoE with {weights} experts computing in {compute}; measured: "
                                 f"{', '.join(have)}", field="dtype")
