@@ -510,8 +510,10 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
     conds = inferencex_conditions(r, ep[0] if ep else gpus, c, bool(ep) and gpus // ep[0] > 1)
     if conds.get("moe_backend"):  # TensorRT-LLM's moe_config.backend as the script set it (measured.moe.LANES)
         out["moe_backend"] = conds["moe_backend"]
+    # the step's tokens as the launch script states them (inferencex_deployments.toml max_tokens: SGLang's chunk, say),
+    # under the run's conditions first; else the engine's default
     engine = dataclasses.replace(defaults, max_seqs=max(defaults.max_seqs * per_rank, c), mixed_steps=mixed, max_tokens=max(
-        conds.get("max_tokens", defaults.max_tokens) * per_rank, c if mixed else 0, need),
+        conds.get("max_tokens", deployed.get("max_tokens", defaults.max_tokens)) * per_rank, c if mixed else 0, need),
         batch_wait_steps=conds.get("batch_wait_steps", 0), batch_wait_ratio=conds.get("batch_wait_ratio", 0.0),
         recv_interval=conds.get("recv_interval", 1), adp_timeout_steps=conds.get("adp_timeout_steps", 0),
         adp_batching_steps=conds.get("adp_batching_steps", 0))

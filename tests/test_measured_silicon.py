@@ -174,6 +174,21 @@ def test_the_inferencex_table_holds_only_settings_the_tool_can_run():
         assert 0 < d.get("memory_fraction", 0.9) <= 1, d
         assert d["engine"] in ("vllm", "sglang", "trtllm") and len(d["commit"]) == 40 and d["scripts"], d
         assert all(re.fullmatch(r"\d{4}-\d\d-\d\d", x) for x in d["measured"]), d
+        assert all(isinstance(d.get(k, 1), int) and d.get(k, 1) > 0 for k in ("max_tokens",)), d
+
+
+def test_an_inferencex_rows_step_tokens_follow_its_script():
+    # InferenceX's benchmarks/dsr1_fp8_b200_docker.sh at 189ae51cc (2025-11-18) launches SGLang with
+    # `--chunked-prefill-size 32768 --max-prefill-tokens 32768` (SGLang's default on a B200: 16,384 and 16,384)
+    src = "source_file=2026-04-06.csv; silicon_concurrency=64; measured=2025-11-18T00:00:00.000Z; wip=False"
+    row = ix_row(backend="sglang", model_path="deepseek-ai/DeepSeek-R1", silicon_data_source=src)
+    assert sv.inferencex_deployment(row)["max_tokens"] == 32768
+    # 70b_fp8_b200_trt_slurm.sh at 9596d23d7 passes --max_num_tokens 16384 (inferencex_conditions.toml says so too)
+    assert sv.inferencex_deployment(ix_row())["max_tokens"] == 16384
+    # vLLM's gptoss_fp4_h100.sh at 79a42e20 computes nothing and writes max-num-batched-tokens: 8192 in its config
+    gpt = ix_row(backend="vllm", model_path="openai/gpt-oss-120b", system="h100_sxm", precision="fp4",
+                 silicon_data_source=src.replace("2025-11-18", "2026-03-27"))
+    assert sv.inferencex_deployment(gpt)["max_tokens"] == 8192
 
 
 def test_an_inferencex_rows_conditional_settings_follow_its_script():
