@@ -495,8 +495,8 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
     hidden = vllm_async(r, deployed) if r["backend"] == "vllm" else (False, "")
     if r["backend"] == "vllm":
         out["async_scheduling"], out["async_basis"] = hidden
-    defaults = preset(r["backend"], get_machine(machine), gpus, attention_dp=gpus // ep[0] if ep else 1).engine(
-        step_overhead_s=0.0, eager_op_s=0.0, memory_fraction=deployed.get("memory_fraction"))
+    the_preset = preset(r["backend"], get_machine(machine), gpus, attention_dp=gpus // ep[0] if ep else 1)
+    defaults = the_preset.engine(step_overhead_s=0.0, eager_op_s=0.0, memory_fraction=deployed.get("memory_fraction"))
     # an engine that feeds whole prompts must fit one beside the running decodes, or a long prompt never starts:
     # a deployment of these lengths is configured so (the budget raised to the prompt plus a token per user)
     need = 0 if defaults.chunked_prefill else isl + c
@@ -517,6 +517,13 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
         batch_wait_steps=conds.get("batch_wait_steps", 0), batch_wait_ratio=conds.get("batch_wait_ratio", 0.0),
         recv_interval=conds.get("recv_interval", 1), adp_timeout_steps=conds.get("adp_timeout_steps", 0),
         adp_batching_steps=conds.get("adp_batching_steps", 0))
+    # the largest mixed step the engine replays as a piecewise CUDA graph (vLLM: the script's
+    # --max-cudagraph-capture-size, else min(2 x max_num_seqs, 512) with the script's --max-num-seqs $CONC or the
+    # default), a rank's figure times its ranks (the simulated step holds every rank's tokens)
+    graph = deployed.get("graph_tokens") or the_preset.graph_tokens_for(
+        c if deployed.get("max_seqs_users") else defaults.max_seqs, engine.max_tokens // per_rank)
+    engine = dataclasses.replace(engine, graph_tokens=graph * per_rank)
+    out["graph_tokens"] = engine.graph_tokens
     _, n_user, lens_in, lens_out = client(r, per_user, client_kind)
     reqs = closed_requests(c, max(MIN_REQUESTS, n_user * c), lens_in, lens_out)
     t0 = time.perf_counter()

@@ -134,3 +134,28 @@ def test_a_decode_pool_admits_a_transferred_prompt_without_dispatching_it_op_by_
                                   Engine(max_tokens=8192, eager_op_s=HOST_S))
     assert float(np.nanmean(host.ttft_s)) > float(np.nanmean(base.ttft_s))
     np.testing.assert_allclose(np.sort(host.tpot_s), np.sort(base.tpot_s), rtol=1e-9)
+
+
+def test_a_small_mixed_step_replays_a_piecewise_cuda_graph(graphed):
+    """vLLM V1 replays a step with prompt chunks of at most max_cudagraph_capture_size tokens as piecewise CUDA graphs
+    (Engine.graph_tokens, --graph-tokens): the host launches each layer's attention and each graph piece between
+    them, 32 x 2 + 1 = 65 ops for Llama 3 8B (the last piece holds the final norm and LM head); a larger step runs
+    all 323 eagerly."""
+    assert graphed.eager_ops(0, True, True, 512, 512) == 2 * 32 + 1
+    assert graphed.eager_ops(0, True, True, 513, 512) == LLAMA3_8B_PROMPT_OPS
+    assert graphed.eager_ops(0, True, True, 256, 0) == LLAMA3_8B_PROMPT_OPS  # no piecewise graphs: every op
+    # one request of 256 tokens: its prompt step of 256 tokens pays 65 x 50 us, one of 1,024 (over 512) 323 x 50 us
+    for prompt, ops in ((256, 2 * 32 + 1), (1024, LLAMA3_8B_PROMPT_OPS)):
+        reqs = _one(prompt, 16)
+        base = simulate(graphed, reqs, Engine(max_tokens=8192, graph_tokens=512))
+        host = simulate(graphed, reqs, Engine(max_tokens=8192, eager_op_s=HOST_S, graph_tokens=512))
+        assert host.ttft_s[0] - base.ttft_s[0] == pytest.approx(ops * HOST_S, rel=1e-9)
+
+
+def test_graph_tokens_is_a_flag_and_a_declared_range(capsys):
+    from roofline.errors import RooflineError
+
+    with pytest.raises(RooflineError, match="graph_tokens"):
+        Engine(graph_tokens=-1)
+    assert main(["serving", "--graph-tokens", "-5"]) == 2
+    assert "--graph-tokens" in capsys.readouterr().err

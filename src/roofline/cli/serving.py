@@ -41,7 +41,7 @@ def _engine(args, machine=None, req=None):
     SGLang sizes its memory share from it), or serving.Engine's own, with every flag given over them."""
     given = {"max_seqs": args.max_seqs, "max_tokens": args.max_tokens, "block_size": args.block_size,
              "memory_fraction": args.memory_fraction, "step_overhead_s": args.step_overhead,
-             "eager_op_s": args.eager_op,
+             "eager_op_s": args.eager_op, "graph_tokens": args.graph_tokens,
              "request_overhead_s": args.request_overhead, "batch_wait_steps": args.batch_wait_steps,
              "batch_wait_ratio": args.batch_wait_ratio, "recv_interval": args.recv_interval,
              "adp_timeout_steps": args.adp_timeout_steps, "adp_batching_steps": args.adp_batching_steps}

@@ -176,7 +176,8 @@ def breakdown(step, result, engine, req, draft=None) -> dict:
             out["mixed_step"]["time_s"] += d
             out["mixed_step"]["ops"] += _draft_ops(draft, batch_c, context, T - 1, fed)
     for key, s in out.items():  # the engine's own time, rows of each step as the simulator adds them
-        for row in engine.overhead_ops(step, s["decode_batch"], key != "decode_step"):
+        tokens = s["decode_batch"] * s.get("tokens_fed_per_sequence", 1) + s.get("chunk", 0) * s.get("chunks", 1)
+        for row in engine.overhead_ops(step, s["decode_batch"], key != "decode_step", int(tokens)):
             s["ops"].append(row.to_dict())
             s["time_s"] += row.time_s
     return out

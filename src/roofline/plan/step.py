@@ -157,6 +157,7 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
         self._runs_token = runs + 2  # final norm and LM head
         self._runs_chunk = sum(n * len(names) for (_, n, _, _), names in zip(self._token_kinds, self._chunk_names))
         self._runs_decode = sum(layers * len(fits) for layers, _, _, fits in self._decode_fits)
+        self._layers = sum(n for _, n, _, _ in self._token_kinds)  # a piecewise CUDA graph's pieces (eager_ops)
         # whether a step's decode time needs each context (a window or a top-k), not just their sum
         self.needs_contexts = any(span for _, span, _, _ in self._decode_fits)
         # the same as plain floats for a step's scalar arithmetic (numpy scalars cost more a step than the sum)
@@ -254,14 +255,20 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
         runs = self._runs_token - (0 if samples else 2) + (self._runs_decode if n_decode else 0)
         return launch * (runs + (self._runs_chunk if has_chunks else 0))
 
-    def eager_ops(self, n_decode: int, has_chunks: bool, samples: bool = True) -> int:
+    def eager_ops(self, n_decode: int, has_chunks: bool, samples: bool = True, tokens: int = 0,
+                  graph_tokens: int = 0) -> int:
         """The ops the host dispatches one by one in this step, each layer's counted: 0 for a
         decode-only step replayed as a CUDA graph (with cuda_graph; engines capture decode batches
         only), else the token ops, the attention once per layer (one call for the step's prompt chunks
         and decodes alike, as vLLM's and TensorRT-LLM's attention backends take a mixed batch) and the
-        final norm and LM head where a token is sampled."""
+        final norm and LM head where a token is sampled. A step with prompt chunks of at most
+        ``graph_tokens`` ``tokens`` (an engine's piecewise CUDA graph: vLLM's) replays the layers
+        between attention calls as graphs: each layer's attention and graph piece, two ops a layer,
+        and the last piece (the final norm and LM head in it)."""
         if self.cost_model.cuda_graph and not has_chunks:
             return 0
+        if self.cost_model.cuda_graph and 0 < tokens <= graph_tokens:
+            return 2 * self._layers + 1
         runs = self._runs_token - (0 if samples else 2)
         return runs + (self._runs_chunk if has_chunks else self._runs_decode if n_decode else 0)
 

@@ -33,7 +33,7 @@ def advance(st, plan):
     # LogitsProcessor: last_index = cumsum(extend_seq_lens) - 1)
     dt = st.step_seconds(nd, float(sum1), ctx1, M, nd * T + len(chunks), chunks) + st.step_overhead_s
     if st.eager_op_s:  # the host dispatching each op of a step no CUDA graph replays
-        dt += st.eager_op_s * st.step.eager_ops(nd, bool(chunks), nd * T + len(chunks) > 0)
+        dt += st.eager_op_s * st.step.eager_ops(nd, bool(chunks), nd * T + len(chunks) > 0, M, st.graph_tokens)
     if st.draft is not None:
         dt = _with_draft(dt, st.draft, pool.ctx[dec], T, nd, fed, chunks)
     if nd and st.decode_end < st.now:  # the step before had no decodes: some may have waited through it

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from roofline.errors import RooflineError, unknown_name
 from roofline.serving.engine_memory import MemoryShare
 from roofline.serving.engine_params import (ACCEPTANCE, ADP_BATCHING_STEPS, ADP_TIMEOUT_STEPS, BATCH_WAIT_RATIO, BATCH_WAIT_STEPS, BLOCK_SIZE, EAGER_OP,  # noqa: F401
-                                           RECV_INTERVAL,
+                                           GRAPH_TOKENS, RECV_INTERVAL,
                                            ENGINE_MEMORY, ENGINE_PARAMS, MAX_REQUEST_OVERHEAD_S,
                                            MAX_SEQS, MAX_STEP_OVERHEAD_S, MAX_TOKENS, PREFIX_HIT, REQUEST_OVERHEAD,
                                            SPEC_TOKENS, STEP_OVERHEAD)
@@ -49,6 +49,10 @@ class Engine:
     # prompt chunks, or of every step without CUDA graphs), not overlapped with the GPU: Python and the framework
     # launching each op one by one, where the GPU's kernels are too short to hide it; 0 unless given
     eager_op_s: float = EAGER_OP.default
+    # the largest step with prompt chunks the engine replays as a piecewise CUDA graph (vLLM V1's max_cudagraph_capture_size:
+    # a mixed batch of up to this many tokens runs each layer's attention from the host and the rest as graphs, so its
+    # host time is StepCost.eager_ops's two ops a layer, not every op's); 0: none, every such step eager
+    graph_tokens: int = GRAPH_TOKENS.default
     # the server's own time per request before the scheduler sees it (the HTTP request, the frontend's tokenising and
     # routing): a request joins the queue this long after it was sent, so its TTFT grows by it, and a closed-loop
     # user's next request joins it this long after the user's last one finished; 0 unless given
@@ -123,17 +127,17 @@ class Engine:
         a = self.acceptance
         return ", ".join(f"{x:g}" for x in a) + " by position" if isinstance(a, tuple) else f"{a:g}"
 
-    def overhead_ops(self, step, n_decode: int = 1, has_chunks: bool = False) -> list:
+    def overhead_ops(self, step, n_decode: int = 1, has_chunks: bool = False, tokens: int = 0) -> list:
         """The engine's own time as rows of a step op by op (--breakdown, the web's step table): its
         time per step, and its host time for the ops it dispatches outside a CUDA graph (StepCost
-        ``step``'s eager_ops of a step of ``n_decode`` decodes, with prompt chunks or not); each row
-        only where it is not 0."""
+        ``step``'s eager_ops of a step of ``n_decode`` decodes, with prompt chunks or not, of ``tokens``
+        tokens: a piecewise CUDA graph's up to graph_tokens); each row only where it is not 0."""
         from roofline.plan.step import StepOp
 
         rows = []
         if self.step_overhead_s:
             rows.append(StepOp("engine time per step", "engine", 1, 0.0, 0.0, float(self.step_overhead_s), "engine"))
-        ops = step.eager_ops(n_decode, has_chunks) if self.eager_op_s else 0
+        ops = step.eager_ops(n_decode, has_chunks, True, tokens, self.graph_tokens) if self.eager_op_s else 0
         if ops:
             rows.append(StepOp("engine host time, ops outside a CUDA graph", "engine", ops, 0.0, 0.0,
                                float(self.eager_op_s) * ops, "engine"))

@@ -43,6 +43,10 @@ EAGER_OP = Param("eager_op_s", "--eager-op", None, "the engine's host time per o
       "(every op of a step with prompt chunks, as engines capture decode batches only): Python and the framework "
       "dispatching it, not overlapped with the GPU, e.g. 60us (default {default}: the GPU's work alone; --engine's "
       "fitted one)", 0.0, strictly=False, maximum=MAX_EAGER_OP_S, unit="s", engine=True)
+GRAPH_TOKENS = Param("graph_tokens", "--graph-tokens", None, "the largest step with prompt chunks the engine replays as "
+      "a piecewise CUDA graph (vLLM's max_cudagraph_capture_size: each layer's attention launched by the host, the "
+      "rest graphed), counted against --eager-op as two ops a layer; a larger step runs every op eagerly (default "
+      "{default}: none, or --engine's)", 0, strictly=False, maximum=1 << 20, integer=True, engine=True, metavar="N")
 PREFIX_HIT = Param("prefix_hit", "--prefix-hit", "prefix_hit", "share of each prompt found in the prefix cache (default {default})",
       0.0, strictly=False, maximum=1.0,
       api_help="share of each prompt found in the prefix cache", label="Prefix-cache hits (share of each prompt)")
@@ -82,5 +86,5 @@ ACCEPTANCE = Param("acceptance", "--acceptance", None, "the chance each draft to
                    metavar="A or A1,...,AK")
 
 # the settings Engine checks against these ranges (the flags', the queries' and its own, one and the same)
-ENGINE_PARAMS = (MAX_SEQS, MAX_TOKENS, BLOCK_SIZE, ENGINE_MEMORY, STEP_OVERHEAD, EAGER_OP, REQUEST_OVERHEAD, PREFIX_HIT, SPEC_TOKENS,
+ENGINE_PARAMS = (MAX_SEQS, MAX_TOKENS, BLOCK_SIZE, ENGINE_MEMORY, STEP_OVERHEAD, EAGER_OP, GRAPH_TOKENS, REQUEST_OVERHEAD, PREFIX_HIT, SPEC_TOKENS,
                  BATCH_WAIT_STEPS, BATCH_WAIT_RATIO, RECV_INTERVAL, ADP_TIMEOUT_STEPS, ADP_BATCHING_STEPS)

@@ -22,7 +22,7 @@ from roofline.serving.engine import Engine
 from roofline.serving.engine_memory import MemoryShare, sized_share
 
 SETTINGS = ("max_seqs", "max_tokens", "block_size", "memory_fraction", "memory_of_free", "step_overhead_s",
-            "eager_op_s", "chunked_prefill", "mixed_steps", "admission")
+            "eager_op_s", "graph_tokens", "chunked_prefill", "mixed_steps", "admission")
 FITTED = ("step_overhead_s", "eager_op_s")  # the settings fitted on measured deployments (engines.toml: FIT)
 GIB = 2.0**30
 
@@ -65,6 +65,14 @@ class EnginePreset:
     capacity_bytes: float | None = None  # the GPU's memory the rule reads
     since: dict = field(default_factory=dict)  # {setting: the note of a default the engine changed at a version}
 
+    def graph_tokens_for(self, max_seqs: int, max_tokens: int) -> int:
+        """The engine's largest step it replays as a piecewise CUDA graph at these batch limits: engines.toml's
+        graph_tokens, at most per_seq x ``max_seqs`` and ``max_tokens`` where the engine sizes it so (vLLM's
+        max_cudagraph_capture_size: min(2 x max_num_seqs, 512), at most max_num_batched_tokens)."""
+        entry = _doc()["engines"][self.key]["graph_tokens"]
+        value = int(self.settings["graph_tokens"])
+        return min(value, int(entry["per_seq"]) * int(max_seqs), int(max_tokens)) if "per_seq" in entry else value
+
     def engine(self, **given) -> Engine:
         """The Engine of these defaults, with ``given`` (the settings a user gave) over them; its
         ``memory_share`` says where its memory fraction came from (given, fixed or sized)."""
@@ -79,8 +87,10 @@ class EnginePreset:
             given = {**given, "memory_fraction": memory.fraction}
         shown = tuple(k for k in given if k in SETTINGS and not (k == "memory_fraction" and memory.basis != "given"))
         since = "; ".join(f"{k.removesuffix('_s')}: {v}" for k, v in self.since.items() if k not in given)
-        return Engine(**{**self.settings, **given}, preset=self.key, memory_share=memory, label=self.note(shown, memory),
-                      since_note=since)
+        settings = {**self.settings, **given}
+        if "graph_tokens" not in given:  # sized from the batch limits where the engine sizes it so (vLLM)
+            settings["graph_tokens"] = self.graph_tokens_for(settings["max_seqs"], settings["max_tokens"])
+        return Engine(**settings, preset=self.key, memory_share=memory, label=self.note(shown, memory), since_note=since)
 
     @property
     def kernels(self) -> str:

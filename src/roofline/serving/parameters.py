@@ -17,7 +17,7 @@ from roofline.parameters import (API, BOTH, CLI, MEMORY_FRACTION, PRICE, TENSOR_
                                  WEB_MAX_TP, Param)  # (importable from here too)
 from roofline.serving.engine import Engine
 from roofline.serving.engine_params import (ACCEPTANCE, ADP_BATCHING_STEPS, ADP_TIMEOUT_STEPS, BATCH_WAIT_RATIO, BATCH_WAIT_STEPS, BLOCK_SIZE,  # noqa: F401
-                                           EAGER_OP, RECV_INTERVAL,
+                                           EAGER_OP, GRAPH_TOKENS, RECV_INTERVAL,
                                            ENGINE_MEMORY, MAX_REQUEST_OVERHEAD_S,
                                            MAX_SEQS, MAX_STEP_OVERHEAD_S, MAX_TOKENS, PREFIX_HIT, REQUEST_OVERHEAD,
                                            SPEC_TOKENS, STEP_OVERHEAD, WEB_MAX_SEQS)
@@ -77,6 +77,7 @@ SERVING_PARAMS: tuple[Param, ...] = (
     ENGINE_MEMORY,
     STEP_OVERHEAD,
     EAGER_OP,
+    GRAPH_TOKENS,
     REQUEST_OVERHEAD,
     BATCH_WAIT_STEPS,
     BATCH_WAIT_RATIO,

@@ -35,7 +35,7 @@ class RunState:
         self.step_seconds, self.needs_contexts = step.step_seconds, step.needs_contexts  # read every step
         # the engine's host time per op outside a CUDA graph (Engine.eager_op_s): a step with prompt chunks pays it per
         # op run; a decode-only step too where no CUDA graph replays it (decode_overhead_s: the engine's time per step)
-        self.eager_op_s = engine.eager_op_s
+        self.eager_op_s, self.graph_tokens = engine.eager_op_s, engine.graph_tokens
         self.decode_overhead_s = engine.step_overhead_s + engine.eager_op_s * step.eager_ops(1, False)
         # batch waiting (Engine.batch_wait_steps, schedule.schedule): the steps it may hold prompts in a row (0: never),
         # the step's tokens it holds them under, the steps in a row held so far (TensorRT-LLM's global counter,
