@@ -189,6 +189,21 @@ def test_an_inferencex_rows_step_tokens_follow_its_script():
     gpt = ix_row(backend="vllm", model_path="openai/gpt-oss-120b", system="h100_sxm", precision="fp4",
                  silicon_data_source=src.replace("2025-11-18", "2026-03-27"))
     assert sv.inferencex_deployment(gpt)["max_tokens"] == 8192
+    # ... and passes --max-cudagraph-capture-size 2048 and --max-num-seqs $CONC: vLLM replays a step with prompts of up
+    # to 2,048 tokens as piecewise CUDA graphs (Engine.graph_tokens)
+    assert sv.inferencex_deployment(gpt)["graph_tokens"] == 2048 and sv.inferencex_deployment(gpt)["max_seqs_users"]
+
+
+def test_a_vllm_rows_piecewise_graphs_follow_vllms_rule():
+    # kimik2.5_int4_h200.sh at 749096c4 passes --max-num-seqs $CONC and no capture size: vLLM's default
+    # max_cudagraph_capture_size is min(2 x max_num_seqs, 512) = 8 at 4 users; gpt-oss-120b's script at 79a42e20 sets 2048
+    pytest.importorskip("aiconfigurator_core")
+    src = "source_file=2026-04-06.csv; silicon_concurrency=4; measured=2026-03-02T00:00:00.000Z; wip=False"
+    kimi = ix_row(id="kimi_c4", backend="vllm", model_path="moonshotai/Kimi-K2.5", system="h200_sxm", precision="int4",
+                  silicon_data_source=src, osl="1024", tp_size="8", pp_size="1", attention_dp_size="1", moe_tp_size="1",
+                  moe_ep_size="1", batch_size="4", silicon_ttft_ms="300", silicon_tpot_ms="15")
+    assert sv.inferencex_deployment(kimi)["max_seqs_users"]
+    assert sv.run_row(kimi, overheads=sv.fitted_in_file(), eager=sv.eager_in_file())["graph_tokens"] == 8
 
 
 def test_an_inferencex_rows_conditional_settings_follow_its_script():
