@@ -159,3 +159,16 @@ def test_graph_tokens_is_a_flag_and_a_declared_range(capsys):
         Engine(graph_tokens=-1)
     assert main(["serving", "--graph-tokens", "-5"]) == 2
     assert "--graph-tokens" in capsys.readouterr().err
+
+
+def test_vllms_capture_size_follows_its_max_num_seqs():
+    # vLLM's default max_cudagraph_capture_size is min(2 x max_num_seqs, 512) (at most max_num_batched_tokens): 512 at
+    # its default 1,024 sequences on an H100, 16 at --max-seqs 8; the engine's note says the figure the run took
+    from roofline.machines import get_machine
+    from roofline.serving.engines import preset
+
+    p = preset("vllm", get_machine("h100-sxm"))
+    assert p.engine().graph_tokens == 512
+    small = p.engine(max_seqs=8)
+    assert small.graph_tokens == 16 and "graph_tokens 16" in small.label
+    assert p.engine(max_seqs=8, graph_tokens=2048).graph_tokens == 2048  # --graph-tokens wins

@@ -90,22 +90,25 @@ class EnginePreset:
         settings = {**self.settings, **given}
         if "graph_tokens" not in given:  # sized from the batch limits where the engine sizes it so (vLLM)
             settings["graph_tokens"] = self.graph_tokens_for(settings["max_seqs"], settings["max_tokens"])
-        return Engine(**settings, preset=self.key, memory_share=memory, label=self.note(shown, memory), since_note=since)
+        return Engine(**settings, preset=self.key, memory_share=memory, label=self.note(shown, memory, settings),
+                      since_note=since)
 
     @property
     def kernels(self) -> str:
         """The engine's measured kernels, ENGINE[@VERSION]."""
         return f"{self.key}@{self.version}" if self.version else self.key
 
-    def note(self, given=(), memory: MemoryShare | None = None) -> str:
-        """One line: the engine's defaults this run took (the settings in ``given`` left out: the user's),
-        and where its memory share came from."""
+    def note(self, given=(), memory: MemoryShare | None = None, settings: dict | None = None) -> str:
+        """One line: the engine's defaults this run took (the settings in ``given`` left out: the user's; ``settings``
+        the run's, where a default was sized from the user's: the graph tokens from --max-seqs), and where its memory
+        share came from."""
         shown = []
         memory = memory or self.memory
+        settings = settings or self.settings
         for k in SETTINGS:
             if k in given:
                 continue
-            v = memory.fraction if k == "memory_fraction" and memory else self.settings[k]
+            v = memory.fraction if k == "memory_fraction" and memory else settings[k]
             text = (f"{v * 1e3:g} ms" if k == "step_overhead_s" else f"{v * 1e6:g} us" if k == "eager_op_s"
                     else ("on" if v else "off") if isinstance(v, bool)
                     else f"{v:,}" if isinstance(v, int) else v if isinstance(v, str) else f"{v:g}")
