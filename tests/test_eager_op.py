@@ -172,3 +172,5 @@ def test_vllms_capture_size_follows_its_max_num_seqs():
     small = p.engine(max_seqs=8)
     assert small.graph_tokens == 16 and "graph_tokens 16" in small.label
     assert p.engine(max_seqs=8, graph_tokens=2048).graph_tokens == 2048  # --graph-tokens wins
+    # with speculation each decode verifies 1 + k tokens: min(2 x 8 x 4, 512) = 64 at --spec-tokens 3
+    assert p.engine(max_seqs=8, spec_tokens=3, acceptance=0.7).graph_tokens == 64

@@ -65,13 +65,16 @@ class EnginePreset:
     capacity_bytes: float | None = None  # the GPU's memory the rule reads
     since: dict = field(default_factory=dict)  # {setting: the note of a default the engine changed at a version}
 
-    def graph_tokens_for(self, max_seqs: int, max_tokens: int) -> int:
+    def graph_tokens_for(self, max_seqs: int, max_tokens: int, spec_tokens: int = 0) -> int:
         """The engine's largest step it replays as a piecewise CUDA graph at these batch limits: engines.toml's
-        graph_tokens, at most per_seq x ``max_seqs`` and ``max_tokens`` where the engine sizes it so (vLLM's
-        max_cudagraph_capture_size: min(2 x max_num_seqs, 512), at most max_num_batched_tokens)."""
+        graph_tokens, at most per_seq x ``max_seqs`` x the tokens a decode verifies (1 + ``spec_tokens``) and
+        ``max_tokens`` where the engine sizes it so (vLLM's max_cudagraph_capture_size: min(2 x max_num_seqs x
+        decode_query_len, 512), at most max_num_batched_tokens)."""
         entry = _doc()["engines"][self.key]["graph_tokens"]
         value = int(self.settings["graph_tokens"])
-        return min(value, int(entry["per_seq"]) * int(max_seqs), int(max_tokens)) if "per_seq" in entry else value
+        if "per_seq" not in entry:
+            return value
+        return min(value, int(entry["per_seq"]) * int(max_seqs) * (1 + int(spec_tokens)), int(max_tokens))
 
     def engine(self, **given) -> Engine:
         """The Engine of these defaults, with ``given`` (the settings a user gave) over them; its
@@ -89,7 +92,8 @@ class EnginePreset:
         since = "; ".join(f"{k.removesuffix('_s')}: {v}" for k, v in self.since.items() if k not in given)
         settings = {**self.settings, **given}
         if "graph_tokens" not in given:  # sized from the batch limits where the engine sizes it so (vLLM)
-            settings["graph_tokens"] = self.graph_tokens_for(settings["max_seqs"], settings["max_tokens"])
+            settings["graph_tokens"] = self.graph_tokens_for(settings["max_seqs"], settings["max_tokens"],
+                                                             settings.get("spec_tokens", 0))
         return Engine(**settings, preset=self.key, memory_share=memory, label=self.note(shown, memory, settings),
                       since_note=since)
 
