@@ -255,6 +255,12 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
         runs = self._runs_token - (0 if samples else 2) + (self._runs_decode if n_decode else 0)
         return launch * (runs + (self._runs_chunk if has_chunks else 0))
 
+    @property
+    def piecewise_ops(self) -> int:
+        """The host's launches in a step replayed as a piecewise CUDA graph: each layer's attention and the graph
+        piece after it, and the first piece (the embedding; the last holds the final norm and LM head)."""
+        return 2 * self._layers + 1
+
     def eager_ops(self, n_decode: int, has_chunks: bool, samples: bool = True, tokens: int = 0,
                   graph_tokens: int = 0) -> int:
         """The ops the host dispatches one by one in this step, each layer's counted: 0 for a
@@ -268,7 +274,7 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
         if self.cost_model.cuda_graph and not has_chunks:
             return 0
         if self.cost_model.cuda_graph and 0 < tokens <= graph_tokens:
-            return 2 * self._layers + 1
+            return self.piecewise_ops
         runs = self._runs_token - (0 if samples else 2)
         return runs + (self._runs_chunk if has_chunks else self._runs_decode if n_decode else 0)
 

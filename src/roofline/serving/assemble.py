@@ -173,7 +173,7 @@ def _run_notes(st, requests, over: str | None) -> tuple:
                   f"engine's host time (Python and the framework), not overlapped with the GPU: a step with prompt "
                   f"chunks runs {ops:,} ops, {format_typed_ms(engine.eager_op_s * ops)}"
                   + (f"; one of at most {engine.graph_tokens:,} tokens replays a piecewise CUDA graph: "
-                     f"{step.eager_ops(0, True, True, 1, 1):,} ops (each layer's attention and graph piece; "
+                     f"{step.piecewise_ops:,} ops (each layer's attention and graph piece; "
                      "--graph-tokens)" if engine.graph_tokens and step.cost_model.cuda_graph else "")
                   + ("" if step.cost_model.cuda_graph else
                      f"; without CUDA graphs a decode step too ({step.eager_ops(1, False):,} ops: the figure an engine "
