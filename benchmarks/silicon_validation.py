@@ -516,7 +516,11 @@ def run_row(r: dict, overheads: dict | None = None, per_user: int = REQUESTS_PER
         conds.get("max_tokens", deployed.get("max_tokens", defaults.max_tokens)) * per_rank, c if mixed else 0, need),
         batch_wait_steps=conds.get("batch_wait_steps", 0), batch_wait_ratio=conds.get("batch_wait_ratio", 0.0),
         recv_interval=conds.get("recv_interval", 1), adp_timeout_steps=conds.get("adp_timeout_steps", 0),
-        adp_batching_steps=conds.get("adp_batching_steps", 0))
+        adp_batching_steps=conds.get("adp_batching_steps", 0),
+        # vLLM plans each step while the last runs where it ran async scheduling (vllm_async), else once it has ended;
+        # SGLang's and TensorRT-LLM's overlap schedulers: their defaults (on; no InferenceX script at the rows' commits
+        # turns them off)
+        schedule_ahead=int(hidden[0]) if r["backend"] == "vllm" else defaults.schedule_ahead)
     # the largest mixed step the engine replays as a piecewise CUDA graph (vLLM: the script's
     # --max-cudagraph-capture-size, else min(2 x max_num_seqs, 512) with the script's --max-num-seqs $CONC or the
     # default), a rank's figure times its ranks (the simulated step holds every rank's tokens)

@@ -430,8 +430,11 @@ def test_an_engine_runs_with_its_documented_defaults_on_each_gpu(engine, machine
     # TensorRT-LLM's free_gpu_memory_fraction is of what the loaded model leaves; the others' of the whole GPU
     assert e.memory_of_free == (engine == "trtllm")
     assert set(p.sources) == {"max_seqs", "max_tokens", "block_size", "memory_fraction", "memory_of_free",
-                              "step_overhead_s", "eager_op_s", "graph_tokens", "chunked_prefill", "mixed_steps",
-                              "admission"} and all(p.sources.values())
+                              "step_overhead_s", "eager_op_s", "graph_tokens", "schedule_ahead", "chunked_prefill",
+                              "mixed_steps", "admission"} and all(p.sources.values())
+    # each plans a step while the one before runs at its default version (vLLM's async scheduling from v0.14.0,
+    # SGLang's and TensorRT-LLM's overlap schedulers: on by default)
+    assert e.schedule_ahead == 1
     # vLLM V1 replays a mixed step of up to max_cudagraph_capture_size = min(2 x max_num_seqs, 512) tokens as piecewise
     # CUDA graphs (its FULL_AND_PIECEWISE default); SGLang to v0.5.9 and TensorRT-LLM graph decode batches only
     assert e.graph_tokens == (512 if engine == "vllm" else 0)

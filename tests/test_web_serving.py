@@ -434,7 +434,7 @@ def test_the_serving_tab_draws_the_sweep_and_reads_as_the_api(page, base_url_web
     assert shot.stat().st_size > 20_000
 
     # a tighter TPOT target lowers the best concurrency; an empty one is no target, kept in the URL
-    _type(page, "#slo-tpot", 12, "slo_tpot_ms=12")
+    _type(page, "#slo-tpot", 9, "slo_tpot_ms=9")
     tighter = page.request.get(base_url_web + "/api/serving?" + page.evaluate("document.body.dataset.query").split("&", 1)[1]).json()
     assert tighter["best_users"] < best and _text(page, "#serving-best") == f"{tighter['best_users']} users"
     _type(page, "#slo-tpot", "", "")

@@ -44,7 +44,8 @@ def _engine(args, machine=None, req=None):
              "eager_op_s": args.eager_op, "graph_tokens": args.graph_tokens,
              "request_overhead_s": args.request_overhead, "batch_wait_steps": args.batch_wait_steps,
              "batch_wait_ratio": args.batch_wait_ratio, "recv_interval": args.recv_interval,
-             "adp_timeout_steps": args.adp_timeout_steps, "adp_batching_steps": args.adp_batching_steps}
+             "adp_timeout_steps": args.adp_timeout_steps, "adp_batching_steps": args.adp_batching_steps,
+             "schedule_ahead": args.schedule_ahead}
     layout = None if req is None else {"tensor_parallel": req.tp, "pipeline_stages": req.pp,
                                        "attention_dp": req.tp // req.attention_tp() if req.ep else 1}
     return engine_of(getattr(args, "engine", None), machine, layout, **given, prefix_hit=args.prefix_hit,

@@ -98,7 +98,7 @@ def _breakdown(p):
 # --help's order: a declared parameter by its name, the others by the function that adds them
 ORDER = ("input_len", "output_len", _lengths, "requests", "rate", "burstiness", "concurrency", _sweep, "slo_ttft",
          "slo_tpot", "percentile", "target_rate", "engine", "max_seqs", "max_tokens", "block_size", "memory_fraction",
-         "step_overhead_s", "eager_op_s", "graph_tokens", "request_overhead_s", "batch_wait_steps", "batch_wait_ratio", "adp_timeout_steps", "adp_batching_steps", "recv_interval", "prefix_hit", "spec_tokens", _speculation, "pipeline_parallel", _parallel, "attention_dp",
+         "step_overhead_s", "eager_op_s", "graph_tokens", "request_overhead_s", "batch_wait_steps", "batch_wait_ratio", "adp_timeout_steps", "adp_batching_steps", "recv_interval", "schedule_ahead", "prefix_hit", "spec_tokens", _speculation, "pipeline_parallel", _parallel, "attention_dp",
          "disagg_search",
          _run_flags, "price_per_gpu_hour", "seed", "seeds", _breakdown)
 

@@ -39,6 +39,7 @@ def advance(st, plan):
     if nd and st.decode_end < st.now:  # the step before had no decodes: some may have waited through it
         _waited(st, dec, dt)
     st.in_system_integral += st.in_system * dt
+    st.last_start, st.idle = st.now, False
     now = st.now = st.now + dt
     st.steps += 1
     st.record((dt, nd, fed, fed_prefix / fed if fed else 0.0, len(chunks)))
@@ -157,6 +158,7 @@ def stretch(st, dec: np.ndarray, most: int) -> bool:
         _waited(st, dec, float(dts[0]))
     st.decode_end = end
     st.in_system_integral += st.in_system * (end - st.now)
+    st.last_start, st.idle = end - float(dts[-1]), False
     st.kv_integral += float(np.dot(used_k, dts))
     pool.used = float(used_k[-1])
     st.kv_peak = max(st.kv_peak, pool.used)
@@ -191,6 +193,7 @@ def verify_run(st, dec: np.ndarray, most: int) -> bool:
         _waited(st, dec, float(dts[0]))
     st.decode_end = end
     st.in_system_integral += st.in_system * (end - st.now)
+    st.last_start, st.idle = end - float(dts[-1]), False
     st.kv_integral += float(np.dot(used_k, dts))
     st.kv_peak = max(st.kv_peak, float(used_k.max()))
     st.now = end

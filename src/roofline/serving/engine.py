@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from roofline.errors import RooflineError, unknown_name
 from roofline.serving.engine_memory import MemoryShare
 from roofline.serving.engine_params import (ACCEPTANCE, ADP_BATCHING_STEPS, ADP_TIMEOUT_STEPS, BATCH_WAIT_RATIO, BATCH_WAIT_STEPS, BLOCK_SIZE, EAGER_OP,  # noqa: F401
-                                           GRAPH_TOKENS, RECV_INTERVAL,
+                                           GRAPH_TOKENS, RECV_INTERVAL, SCHEDULE_AHEAD,
                                            ENGINE_MEMORY, ENGINE_PARAMS, MAX_REQUEST_OVERHEAD_S,
                                            MAX_SEQS, MAX_STEP_OVERHEAD_S, MAX_TOKENS, PREFIX_HIT, REQUEST_OVERHEAD,
                                            SPEC_TOKENS, STEP_OVERHEAD)
@@ -71,6 +71,10 @@ class Engine:
     # SGLang's scheduler_recv_interval (1, its default: every step): the scheduler polls for new requests once its
     # count reaches this, a decode step counting 1 and a step with prompts past it (SchedulerRecvSkipper)
     recv_interval: int = RECV_INTERVAL.default
+    # the steps the scheduler plans ahead of the GPU (0: each step planned once the last has ended; 1: while the one
+    # before it runs, vLLM's async scheduling, SGLang's overlap schedule, TensorRT-LLM's overlap scheduler): a request
+    # that arrives during step k starts in step k + 1 + schedule_ahead (state.RunState.visible)
+    schedule_ahead: int = SCHEDULE_AHEAD.default
     # how a step is made (engines.toml names each engine's): chunked_prefill, a prompt fed in chunks within the step's
     # token budget (vLLM V1, SGLang) or whole in one step (TensorRT-LLM's default: enable_chunked_prefill False);
     # mixed_steps, decodes and prompt chunks in one step (vLLM, TensorRT-LLM) or a step of prompts alone that the

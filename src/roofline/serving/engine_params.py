@@ -78,6 +78,15 @@ RECV_INTERVAL = Param("recv_interval", "--recv-interval", None, "SGLang's schedu
       "between the scheduler's polls for new requests (after a step with prompts it polls at once; default {default}: "
       "every step)", 1, maximum=10_000, integer=True, engine=True, metavar="N")
 
+# The scheduler planning a step while the one before it runs (vLLM's async scheduling, SGLang's overlap schedule,
+# TensorRT-LLM's overlap scheduler): the plan for step k+1 is made as step k starts, so a request that arrives while
+# step k runs starts in step k+2, not k+1 (RunState.visible)
+SCHEDULE_AHEAD = Param("schedule_ahead", "--schedule-ahead", None, "steps the scheduler plans ahead of the GPU: 1, "
+      "each step planned while the one before it runs (vLLM's async scheduling, SGLang's overlap schedule, "
+      "TensorRT-LLM's overlap scheduler), so a request that arrives during a step starts in the step after next; 0, "
+      "each planned once the last has ended (default {default}, or --engine's)", 0, strictly=False, maximum=1,
+      integer=True, engine=True, metavar="N")
+
 # speculative decoding's acceptance: one rate, or a rate per draft position (cli.serving_args.acceptance_arg), each
 # in this range, which serving.Engine checks too (below 1: a draft always accepted is not a draft)
 ACCEPTANCE = Param("acceptance", "--acceptance", None, "the chance each draft token is accepted, e.g. 0.7; or the rate "
@@ -87,4 +96,4 @@ ACCEPTANCE = Param("acceptance", "--acceptance", None, "the chance each draft to
 
 # the settings Engine checks against these ranges (the flags', the queries' and its own, one and the same)
 ENGINE_PARAMS = (MAX_SEQS, MAX_TOKENS, BLOCK_SIZE, ENGINE_MEMORY, STEP_OVERHEAD, EAGER_OP, GRAPH_TOKENS, REQUEST_OVERHEAD, PREFIX_HIT, SPEC_TOKENS,
-                 BATCH_WAIT_STEPS, BATCH_WAIT_RATIO, RECV_INTERVAL, ADP_TIMEOUT_STEPS, ADP_BATCHING_STEPS)
+                 BATCH_WAIT_STEPS, BATCH_WAIT_RATIO, RECV_INTERVAL, ADP_TIMEOUT_STEPS, ADP_BATCHING_STEPS, SCHEDULE_AHEAD)

@@ -22,7 +22,7 @@ from roofline.serving.engine import Engine
 from roofline.serving.engine_memory import MemoryShare, sized_share
 
 SETTINGS = ("max_seqs", "max_tokens", "block_size", "memory_fraction", "memory_of_free", "step_overhead_s",
-            "eager_op_s", "graph_tokens", "chunked_prefill", "mixed_steps", "admission")
+            "eager_op_s", "graph_tokens", "schedule_ahead", "chunked_prefill", "mixed_steps", "admission")
 FITTED = ("step_overhead_s", "eager_op_s")  # the settings fitted on measured deployments (engines.toml: FIT)
 GIB = 2.0**30
 

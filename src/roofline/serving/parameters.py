@@ -17,7 +17,7 @@ from roofline.parameters import (API, BOTH, CLI, MEMORY_FRACTION, PRICE, TENSOR_
                                  WEB_MAX_TP, Param)  # (importable from here too)
 from roofline.serving.engine import Engine
 from roofline.serving.engine_params import (ACCEPTANCE, ADP_BATCHING_STEPS, ADP_TIMEOUT_STEPS, BATCH_WAIT_RATIO, BATCH_WAIT_STEPS, BLOCK_SIZE,  # noqa: F401
-                                           EAGER_OP, GRAPH_TOKENS, RECV_INTERVAL,
+                                           EAGER_OP, GRAPH_TOKENS, RECV_INTERVAL, SCHEDULE_AHEAD,
                                            ENGINE_MEMORY, MAX_REQUEST_OVERHEAD_S,
                                            MAX_SEQS, MAX_STEP_OVERHEAD_S, MAX_TOKENS, PREFIX_HIT, REQUEST_OVERHEAD,
                                            SPEC_TOKENS, STEP_OVERHEAD, WEB_MAX_SEQS)
@@ -84,6 +84,7 @@ SERVING_PARAMS: tuple[Param, ...] = (
     ADP_TIMEOUT_STEPS,
     ADP_BATCHING_STEPS,
     RECV_INTERVAL,
+    SCHEDULE_AHEAD,
     PREFIX_HIT,
     SPEC_TOKENS,
     # pipeline stages of an inference engine (plan.step_layout's bound, 1,024), not `train`'s pipeline parallelism

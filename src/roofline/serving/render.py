@@ -39,7 +39,9 @@ def serving_table(r) -> str:
            + (f", then {e.adp_batching_steps:,} steps more" if e.adp_batching_steps else "")
            + f" (attention-DP balance: {r.held_steps:,} steps held them)" if e.adp_balance and groups > 1 else "")
         + (f"; new requests seen every {e.recv_interval:,} decode steps (the scheduler's receive interval)"
-           if e.recv_interval > 1 else ""),
+           if e.recv_interval > 1 else "")
+        + ("; each step planned while the one before it runs (a request arriving during a step starts in the step "
+           "after next)" if e.schedule_ahead else ""),
         "",
         f"throughput  {m['output_tokens_per_s']:,.0f} output tokens/s ({m['output_tokens_per_s_per_gpu']:,.0f} per GPU), "
         f"{m['total_tokens_per_s']:,.0f} tokens/s with the prompts, {m['requests_per_s']:,.2f} requests/s",

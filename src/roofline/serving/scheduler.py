@@ -131,9 +131,9 @@ def _run(st: RunState, max_steps: int, progress):
         if st.steps >= max_steps:
             raise RooflineError(f"the simulation ran {max_steps:,} steps without finishing", field="requests")
         if st.recv_every > 1:
-            if _polls(st) and st.next_i < n and arrives[st.next_i] <= st.now:
+            if _polls(st) and st.next_i < n and arrives[st.next_i] <= st.visible():
                 st.arrive()
-        elif st.next_i < n and arrives[st.next_i] <= st.now:
+        elif st.next_i < n and arrives[st.next_i] <= st.visible():
             st.arrive()
         plan = schedule(st)
         dec, chunks = plan.dec, plan.chunks
@@ -141,6 +141,7 @@ def _run(st: RunState, max_steps: int, progress):
             if not len(dec):  # nothing can run: wait for the next arrival
                 if st.next_i < n and arrives[st.next_i] < math.inf:
                     st.now = max(st.now, arrives[st.next_i])
+                    st.idle = True  # nothing runs: the scheduler takes the request as it arrives
                     st.recv_count = st.recv_every  # an idle scheduler's loop polls at once
                     continue
                 raise RooflineError("the scheduler is stuck: nothing can run and nothing will arrive (the cache holds no "
