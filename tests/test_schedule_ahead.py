@@ -100,3 +100,27 @@ def test_the_flag_refuses_what_is_not_modelled():
                        text=True)
     assert p.returncode == 2
     assert "--schedule-ahead" in p.stderr and "2" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_planning_ahead_given_against_vllms_version_says_the_time_per_step_stays_the_versions():
+    """vLLM's version switches both (v0.14.0: async scheduling, planning ahead, its time per step hidden): given
+    --schedule-ahead alone, the time per step stays the version's and the note says so; given both, nothing is said."""
+    h100 = get_machine("h100-sxm")
+    e = preset("vllm", h100).engine(schedule_ahead=0)
+    assert e.schedule_ahead == 0 and e.step_overhead_s == 0.0
+    assert "--schedule-ahead 0 given: the time per step stays this version's (0 ms)" in e.since_note
+    old = preset("vllm@0.12", h100).engine(schedule_ahead=1)
+    assert old.step_overhead_s > 0 and "--schedule-ahead 1 given" in old.since_note
+    assert "--schedule-ahead" not in preset("vllm", h100).engine(schedule_ahead=0, step_overhead_s=2e-3).since_note
+    assert "--schedule-ahead" not in preset("vllm", h100).engine().since_note
+
+
+def test_a_sweep_says_its_engine_plans_ahead(capsys):
+    from roofline.cli import main
+
+    assert main(["serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--engine", "sglang", "--sweep", "1,4",
+                 "--requests", "16"]) == 0
+    head = capsys.readouterr().out.splitlines()[1]
+    assert "each step planned while the one before it runs" in head
+    assert main(["serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--sweep", "1,4", "--requests", "16"]) == 0
+    assert "planned while" not in capsys.readouterr().out.splitlines()[1]

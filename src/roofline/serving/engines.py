@@ -89,7 +89,16 @@ class EnginePreset:
                                  True, m.source, m.version_asked)
             given = {**given, "memory_fraction": memory.fraction}
         shown = tuple(k for k in given if k in SETTINGS and not (k == "memory_fraction" and memory.basis != "given"))
-        since = "; ".join(f"{k.removesuffix('_s')}: {v}" for k, v in self.since.items() if k not in given)
+        # the notes of defaults changed at a version, but planning ahead's: the engine line says it (render.planning_words)
+        since = "; ".join(f"{k.removesuffix('_s')}: {v}" for k, v in self.since.items()
+                          if k not in given and k != "schedule_ahead")
+        if "schedule_ahead" in given and "schedule_ahead" in self.since and "step_overhead_s" in self.since \
+                and "step_overhead_s" not in given and int(given["schedule_ahead"]) != int(self.settings["schedule_ahead"]):
+            # the engine's version switches both (vLLM's async scheduling): one given, the other stays the version's
+            since += ("; " if since else "") + (
+                f"--schedule-ahead {int(given['schedule_ahead'])} given: the time per step stays this version's "
+                f"({self.settings['step_overhead_s'] * 1e3:g} ms), not the other scheduler's")
+
         settings = {**self.settings, **given}
         if "graph_tokens" not in given:  # sized from the batch limits where the engine sizes it so (vLLM)
             settings["graph_tokens"] = self.graph_tokens_for(settings["max_seqs"], settings["max_tokens"],

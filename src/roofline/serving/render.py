@@ -8,6 +8,12 @@ from roofline.tables import grid
 from roofline.units import GIGA, format_latency, format_number
 
 
+
+def planning_words(e) -> str:
+    """The engine line's clause for a scheduler that plans ahead (Engine.schedule_ahead), "" for one that does not."""
+    return ("; each step planned while the one before it runs (a request arriving during a step starts in the step "
+            "after next: --schedule-ahead)" if e.schedule_ahead else "")
+
 def targets_text(slo: dict) -> str:
     """An SLO's targets in words: 'TTFT p90 <= 500.0 ms and TPOT p90 <= 30.0 ms' (one where one is set)."""
     q = f"p{slo['percentile']:g}"
@@ -40,8 +46,7 @@ def serving_table(r) -> str:
            + f" (attention-DP balance: {r.held_steps:,} steps held them)" if e.adp_balance and groups > 1 else "")
         + (f"; new requests seen every {e.recv_interval:,} decode steps (the scheduler's receive interval)"
            if e.recv_interval > 1 else "")
-        + ("; each step planned while the one before it runs (a request arriving during a step starts in the step "
-           "after next)" if e.schedule_ahead else ""),
+        + planning_words(e),
         "",
         f"throughput  {m['output_tokens_per_s']:,.0f} output tokens/s ({m['output_tokens_per_s_per_gpu']:,.0f} per GPU), "
         f"{m['total_tokens_per_s']:,.0f} tokens/s with the prompts, {m['requests_per_s']:,.2f} requests/s",
@@ -76,7 +81,7 @@ def serving_sweep_table(sw) -> str:
     head = [first.description,
             f"workload: {first.input_tokens / first.requests:,.0f} input and {first.output_tokens / first.requests:,.0f} "
             f"output tokens on average{arrivals}; engine: at most {first.engine.max_seqs:,} sequences, "
-            f"{first.engine.max_tokens:,} tokens per step", ""]
+            f"{first.engine.max_tokens:,} tokens per step" + planning_words(first.engine), ""]
     label = "users" if sw.over == "concurrency" else "req/s offered"
     hdr = [label, "req/s", "tok/s/GPU", "tok/s/user", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "batch", "preempt"]
     priced = first.price_per_gpu_hour is not None
