@@ -84,8 +84,9 @@ def pools(r: dict):
     return tuple(got), c
 
 
-def engines(r: dict, layouts, overhead_s: float):
-    """(prefill Engine, decode Engine) for the row's engine on its GPU, as settings_text says."""
+def engines(r: dict, layouts, overhead_s: float, ahead: int | None = None):
+    """(prefill Engine, decode Engine) for the row's engine on its GPU, as settings_text says; ``ahead`` the steps its
+    scheduler plans ahead where the row says (vLLM's async scheduling), else the engine's default."""
     from roofline.machines import get_machine
     from roofline.serving.engines import preset
 
@@ -100,7 +101,8 @@ def engines(r: dict, layouts, overhead_s: float):
             tokens = max(defaults.max_tokens, 0 if defaults.chunked_prefill else isl) * per_rank
         else:
             tokens = max(defaults.max_tokens * per_rank, seqs if defaults.mixed_steps else 0)
-        e = dataclasses.replace(defaults, max_seqs=seqs, max_tokens=tokens)
+        e = dataclasses.replace(defaults, max_seqs=seqs, max_tokens=tokens,
+                                schedule_ahead=defaults.schedule_ahead if ahead is None else ahead)
         out.append(e)
     return tuple(out)
 
@@ -131,7 +133,8 @@ def run_row(r: dict, overheads: dict) -> dict:
         # vLLM's async scheduling hides its time per step (silicon_validation.vllm_async: the row's version's default)
         hidden = r["backend"] == "vllm" and sv.vllm_async(r, {})[0]
         out["async_scheduling"] = hidden
-        pe, de = engines(r, layouts, 0.0 if hidden else overheads[r["backend"]])
+        pe, de = engines(r, layouts, 0.0 if hidden else overheads[r["backend"]],
+                         int(hidden) if r["backend"] == "vllm" else None)
         kernels = sv.kernels_for(r, machine)
         block = dtype == "fp8" and r["model_path"] in sv.BLOCK_FP8
         steps = [sv._step(model, machine, dtype, g, ep, kernels, e.max_seqs, e.step_tokens, block, kv, r["backend"])
