@@ -73,7 +73,7 @@ class Engine:
     recv_interval: int = RECV_INTERVAL.default
     # the steps the scheduler plans ahead of the GPU (0: each step planned once the last has ended; 1: while the one
     # before it runs, vLLM's async scheduling, SGLang's overlap schedule, TensorRT-LLM's overlap scheduler): a request
-    # that arrives during step k starts in step k + 1 + schedule_ahead (state.RunState.visible)
+    # that arrives during step k starts in step k + 1 + schedule_ahead (state.RunState.takes)
     schedule_ahead: int = SCHEDULE_AHEAD.default
     # how a step is made (engines.toml names each engine's): chunked_prefill, a prompt fed in chunks within the step's
     # token budget (vLLM V1, SGLang) or whole in one step (TensorRT-LLM's default: enable_chunked_prefill False);

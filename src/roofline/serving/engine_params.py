@@ -80,7 +80,7 @@ RECV_INTERVAL = Param("recv_interval", "--recv-interval", None, "SGLang's schedu
 
 # The scheduler planning a step while the one before it runs (vLLM's async scheduling, SGLang's overlap schedule,
 # TensorRT-LLM's overlap scheduler): the plan for step k+1 is made as step k starts, so a request that arrives while
-# step k runs starts in step k+2, not k+1 (RunState.visible)
+# step k runs starts in step k+2, not k+1 (RunState.takes)
 SCHEDULE_AHEAD = Param("schedule_ahead", "--schedule-ahead", None, "steps the scheduler plans ahead of the GPU: 1, "
       "each step planned while the one before it runs (vLLM's async scheduling, SGLang's overlap schedule, "
       "TensorRT-LLM's overlap scheduler), so a request that arrives during a step starts in the step after next; 0, "

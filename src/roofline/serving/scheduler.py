@@ -131,9 +131,9 @@ def _run(st: RunState, max_steps: int, progress):
         if st.steps >= max_steps:
             raise RooflineError(f"the simulation ran {max_steps:,} steps without finishing", field="requests")
         if st.recv_every > 1:
-            if _polls(st) and st.next_i < n and arrives[st.next_i] <= st.visible():
+            if _polls(st) and st.next_i < n and st.takes(arrives[st.next_i]):
                 st.arrive()
-        elif st.next_i < n and arrives[st.next_i] <= st.visible():
+        elif st.next_i < n and st.takes(arrives[st.next_i]):
             st.arrive()
         plan = schedule(st)
         dec, chunks = plan.dec, plan.chunks

@@ -93,26 +93,25 @@ class RunState:
         self.record = self.records.singles.append  # a single step's, as StepRecords.one takes it
         self.now, self.t0, self.dt_decode = 0.0, None, 0.0  # dt_decode: the last decode-only step's seconds
         # when the last step started, and whether the engine is idle (no step ran since it last waited for a request):
-        # visible() reads them
+        # takes() reads them
         self.ahead, self.last_start, self.idle = engine.schedule_ahead, 0.0, True
         self.steps = self.finished = self.in_system = self.preemptions = 0
         self.kv_integral = self.kv_peak = self.in_system_integral = 0.0
 
-    def visible(self) -> float:
-        """The latest arrival the plan of the step about to run can take: the scheduler plans it once the last step
-        has ended (now) or, planning ahead (Engine.schedule_ahead), as the last step started; a request that arrives
-        just then (a closed-loop user's next, sent as its last finished) has not reached it, as sending one (the
-        client, HTTP, tokenising) takes longer than planning a step, so the time itself is excluded. An idle engine
-        takes a request as it arrives."""
+    def takes(self, t: float) -> bool:
+        """Whether the plan of the step about to run can take a request that arrived at ``t``: the scheduler plans it
+        once the last step has ended (now) or, planning ahead (Engine.schedule_ahead), as the last step started; a
+        request that arrives just then (a closed-loop user's next, sent as its last finished) has not reached it, as
+        sending one (the client, HTTP, tokenising) takes longer than planning a step, so that time itself is
+        excluded. An idle engine takes a request as it arrives."""
         if self.idle:
-            return self.now
-        return float(np.nextafter(self.last_start if self.ahead else self.now, -np.inf))
+            return t <= self.now
+        return t < (self.last_start if self.ahead else self.now)
 
     def arrive(self):
-        """The requests that the step about to run can take (visible()) join the queue."""
-        arrives, now, waiting = self.arrives, self.now, self.waiting
-        lim = self.visible()
-        while self.next_i < self.n and arrives[self.next_i] <= lim:
+        """The requests that the step about to run can take (takes()) join the queue."""
+        arrives, now, waiting, takes = self.arrives, self.now, self.waiting, self.takes
+        while self.next_i < self.n and takes(arrives[self.next_i]):
             if self.adp:
                 active = self.rank_active
                 k = active.index(min(active))
