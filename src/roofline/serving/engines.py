@@ -98,7 +98,6 @@ class EnginePreset:
             since += ("; " if since else "") + (
                 f"--schedule-ahead {int(given['schedule_ahead'])} given: the time per step stays this version's "
                 f"({self.settings['step_overhead_s'] * 1e3:g} ms), not the other scheduler's")
-
         settings = {**self.settings, **given}
         if "graph_tokens" not in given:  # sized from the batch limits where the engine sizes it so (vLLM)
             settings["graph_tokens"] = self.graph_tokens_for(settings["max_seqs"], settings["max_tokens"],
