@@ -124,3 +124,17 @@ def test_a_sweep_says_its_engine_plans_ahead(capsys):
     assert "each step planned while the one before it runs" in head
     assert main(["serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--sweep", "1,4", "--requests", "16"]) == 0
     assert "planned while" not in capsys.readouterr().out.splitlines()[1]
+
+
+def test_vllm_with_pipeline_stages_schedules_synchronously():
+    """vLLM v0.14.0's release notes: async scheduling is the default except with pipeline parallelism. With --pp 2 its
+    scheduler plans no step ahead and takes the synchronous scheduler's fitted time per step, whatever the version;
+    SGLang's and TensorRT-LLM's defaults do not change with it."""
+    from roofline.serving.engines import fitted_step_overhead_s
+
+    h100 = get_machine("h100-sxm")
+    e = preset("vllm", h100, pipeline_stages=2).engine()
+    assert e.schedule_ahead == 0 and e.step_overhead_s == fitted_step_overhead_s("vllm") > 0
+    assert "pipeline parallelism" in e.since_note
+    assert preset("vllm", h100, pipeline_stages=1).engine().schedule_ahead == 1
+    assert preset("sglang", h100, pipeline_stages=2).engine().schedule_ahead == 1

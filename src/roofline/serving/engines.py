@@ -177,7 +177,9 @@ def preset(text: str, machine: Machine, tensor_parallel: int = 1, pipeline_stage
         elif gib is not None and above and gib >= above["gib"]:
             value = above["value"]
         since = entry.get("since")  # a default the engine changed at a version: the asked one's, or the newest's
-        if since and not (version and _release(version)[:2] < _release(since["version"])[:2]):
+        if since and "with_pipeline" in since and pipeline_stages > 1:  # a change that does not hold with pipeline stages
+            changed[name] = since["with_pipeline"]
+        elif since and not (version and _release(version)[:2] < _release(since["version"])[:2]):
             value, entry = since["value"], {**entry, **since}
             changed[name] = since["note"]
         elif since:  # a version before the change: the older default, and what changed after it
