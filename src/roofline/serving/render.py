@@ -8,11 +8,11 @@ from roofline.tables import grid
 from roofline.units import GIGA, format_latency, format_number
 
 
-
 def planning_words(e) -> str:
     """The engine line's clause for a scheduler that plans ahead (Engine.schedule_ahead), "" for one that does not."""
     return ("; each step planned while the one before it runs (a request arriving during a step starts in the step "
             "after next: --schedule-ahead)" if e.schedule_ahead else "")
+
 
 def targets_text(slo: dict) -> str:
     """An SLO's targets in words: 'TTFT p90 <= 500.0 ms and TPOT p90 <= 30.0 ms' (one where one is set)."""
