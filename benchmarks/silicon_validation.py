@@ -216,10 +216,12 @@ def kv_cache_dtype(r: dict) -> tuple[str, str]:
     return kv, f"{stated} and {engine}'s 'auto' follows it"
 
 # The one set of settings for every row (stated in the report).
-# Tensor-parallel attention with the experts split whole over the same GPUs (the engines' expert parallelism without
-# data-parallel attention): costed as tensor parallelism, whose per-GPU FLOPs and expected bytes are the same under
-# balanced routing (each GPU computes M k / g expert rows either way, and reads 1/g of the touched experts' weights);
-# the engines' EP kernels and any routing imbalance are not modelled. Its rows are shown apart ("TP, MoE EP").
+# Tensor-parallel attention with the experts split over the same GPUs (the engines' expert parallelism without
+# data-parallel attention): `--ep --attention-dp 1`, one attention group (StepLayout.one_group: the all-reduce after
+# the MoE sums the experts' outputs, no all-to-all), each GPU's experts timed by the tables' rows of that split
+# (moe_ep, moe_tp: measured.moe's expert-parallel sites), where costing them as tensor parallelism read the moe_tp
+# rows, d_ff / g wide: 2.3x slower at 4,096 tokens for Qwen3 235B on an H100 (TensorRT-LLM's fp8_block module).
+# Routing imbalance is not modelled. Its rows are shown apart ("TP, MoE EP").
 # Each row's engine as it runs by default (`--engine`: data/engines.toml, serving/engines.py), driven by the row's
 # measured concurrency (concurrency(): `batch_size` is the engine's batch per attention-DP rank, so an 8-rank row of
 # batch 8 ran 64 users), its max_seqs raised to that concurrency where that is more (a deployment benchmarked at
@@ -252,13 +254,12 @@ MIXED_AS_DEPLOYED = ("sglang",)
 # (ai-dynamo/aiperf, aiperf/timing/credit_issuing_strategy.py, _execute_phases), which sends C requests at once and
 # each user its next as its last ends: 20 requests a user, all measured, from an idle engine. For the rows InferenceX
 # measured (below) the client is known and run as it ran (client()); for the rest the sample does not say
-# which client measured its older rows. Simulated with 20 (--requests-per-user 20) the TTFT runs below the measured at
-# concurrency 8-256 (docs/serving-validation.md: a deterministic loop's later waves stagger perfectly, a real one's
-# do not), so the report keeps 4, whose first wave's weight stands in for that queueing: a stand-in, said there. Since
-# the ninth pass (engines planning ahead, a closed loop's send missing the step planned as it is sent) that reason is
-# gone: with 20 the held-out figures are unchanged and the fitting rows' TTFT goes from 44% to 34% off (2026-12-07);
-# the switch waits for the host time per op's refit under it (docs/serving-validation.md, the ninth pass).
-REQUESTS_PER_USER = 4  # closed loop: each of the row's users sends this many requests (at least MIN_REQUESTS in all)
+# which client measured its older rows: they are run as aiconfigurator's benchmark runs aiperf, 20 requests a user.
+# Until 2026-12-07 the report kept 4 a user as a stand-in (a deterministic loop's later waves staggered perfectly and
+# put the TTFT under the measured); since the ninth pass (engines planning ahead, a closed loop's send missing the
+# step planned as it is sent) 20 leaves the held-out figures unchanged and takes the fitting rows' TTFT from 44% to
+# 34% off (docs/serving-validation.md, the ninth and tenth passes).
+REQUESTS_PER_USER = 20  # closed loop: each of the row's users sends this many requests (at least MIN_REQUESTS in all)
 MIN_REQUESTS = 32
 # The rows InferenceX measured (SemiAnalysisAI/InferenceX, formerly InferenceMAX): the sample's dated exports
 # (`source_file=2026-03-25.csv`, `2026-04-06.csv`) and its database dump (`db-dump/...; workflow_run_id=...; IMAGE`)
@@ -298,8 +299,9 @@ def settings_text(per_user: int = REQUESTS_PER_USER, kind: str = "as-measured") 
             + ("driven as its client drove it where the sample's source names the client (InferenceX's rows: "
                f"benchmark_serving, {INFERENCEX_PER_USER} requests a user, each prompt and output length drawn uniform "
                f"from {INFERENCEX_RANGE_RATIO:g}-1x the row's), else " if kind == "as-measured" else "") +
-            f"{per_user} requests a user (at least {MIN_REQUESTS}) of the row's input and output length (a stand-in: "
-            + ("the client is not named" if kind == "as-measured" else "--client fixed, for every row") + "); InferenceX's rows also as its launch "
+            f"{per_user} requests a user (at least {MIN_REQUESTS}) of the row's input and output length ("
+            + ("as aiconfigurator's generated benchmark runs aiperf; the sample does not name the client of these rows"
+               if kind == "as-measured" else "--client fixed, for every row") + "); InferenceX's rows also as its launch "
             "scripts set them (benchmarks/inferencex_deployments.toml: their KV-cache dtype and a memory share given as "
             "one number, SGLang without mixed chunks; benchmarks/inferencex_conditions.toml, where a script sets them "
             "under conditions of the run: TensorRT-LLM's batch waiting (--batch-wait-steps, --batch-wait-ratio), its "
@@ -313,7 +315,7 @@ def settings_text(per_user: int = REQUESTS_PER_USER, kind: str = "as-measured") 
             "block-scaled (`--fp8-scaling block`) for the checkpoints that are (DeepSeek-V3/R1, Qwen3-235B-A22B-FP8, MiniMax-M2.5: "
             "weight_block_size [128, 128] in their config.json; Qwen3.5-397B and GLM-5: the sample's moe_quant_mode "
             "fp8_block), else per-tensor; a GB200's 72 GPUs joined by its NVLink (--gpus-per-node 72); the row's tensor parallelism (its experts "
-            "split over the same GPUs costed as tensor-parallel: 'TP, MoE EP'), or with attention data "
+            "split over the same GPUs: `--ep --attention-dp 1`, the experts timed at the row's MoE split, 'TP, MoE EP'), or with attention data "
             "parallelism `--ep` over the tp x dp GPUs with the row's attention TP (`--attention-dp`) and MoE TP "
             "(each expert split over moe_tp GPUs: all-gather and reduce-scatter, TensorRT-LLM's; a vLLM row with "
             "data parallelism and no MoE layout stated: MoE TP over all its GPUs, vLLM's default without expert "
@@ -363,7 +365,7 @@ INFERENCEX_MULTI_NODE = ("gb200",)
 def layout(r: dict):
     """(model, machine, dtype, gpus, expert_parallel, label) for a row, or a refusal's reason (a str).
     Tensor-parallel attention with the experts split over the same GPUs (MoE EP, or MoE TP x EP) is
-    costed as tensor parallelism (TP_MOE_EP). With attention data parallelism (aiconfigurator's
+    one attention group of tp GPUs, (tp, moe_tp) (the comment above run_row's settings). With attention data parallelism (aiconfigurator's
     tp_size x attention_dp_size GPUs = moe_tp_size x moe_ep_size), ``expert_parallel`` is the pair
     (attention_tp, expert_tp) of StepLayout: attention tensor-parallel over tp_size in each of
     attention_dp_size groups, each expert over moe_tp_size GPUs, the experts over moe_ep_size; False
@@ -390,7 +392,7 @@ def layout(r: dict):
     if tp == 1 and dp == mep and mtp == 1:
         return model, machine, dtype, dp, (1, 1), "EP"
     if dp == 1 and mtp * mep == tp:
-        return model, machine, dtype, tp, False, "TP, MoE EP"
+        return model, machine, dtype, tp, (tp, mtp), "TP, MoE EP"
     g = tp * dp
     if dp > 1 and r["backend"] == "vllm" and _int(r["moe_tp_size"], 0) == _int(r["moe_ep_size"], 0) == 0:
         # no MoE layout stated: vLLM's data parallelism without --enable-expert-parallel splits the experts

@@ -118,14 +118,21 @@ class MoETable:
             have = sorted({k[1] for k in self.sites})
             raise RooflineError(f"no measured MoE with {weights} experts computing in {compute}; measured: "
                                 f"{', '.join(have)}", field="dtype")
-        key = (dtype, int(hidden), int(d_ff), int(top_k), int(experts))
+        key = (dtype, int(hidden), int(d_ff), _count(top_k), _count(experts))
         if not any((lane, *key) in self.sites for lane in ALL_LANES):
             shapes = sorted({k[2:] for k in self.sites if k[1] == dtype})
-            have = "; ".join(f"{h:,} x {f:,} top-{k} of {e}" for h, f, k, e in shapes[:8])
-            raise RooflineError(f"no measured MoE of hidden {int(hidden):,}, expert d_ff {int(d_ff):,} per GPU, top-{int(top_k)} "
-                                f"of {int(experts)} experts in {dtype}; measured in {dtype} (hidden x d_ff per GPU): "
-                                f"{have or 'none'}{', ...' if len(shapes) > 8 else ''}", field="model")
+            have = "; ".join(f"{h:,} x {f:,} top-{k:g} of {e:g}" for h, f, k, e in shapes[:8])
+            raise RooflineError(f"no measured MoE of hidden {int(hidden):,}, expert d_ff {int(d_ff):,} per GPU, top-"
+                                f"{float(top_k):g} of {float(experts):g} experts in {dtype}; measured in {dtype} (hidden x "
+                                f"d_ff per GPU): {have or 'none'}{', ...' if len(shapes) > 8 else ''}", field="model")
         return key
+
+
+def _count(x) -> int | float:
+    """A site's top-k or expert count as a key: an int where whole, else the float (an expert-parallel GPU's share
+    of the routing, top-k / moe_ep, may be a fraction: top-8 over 16 GPUs is half an expert a token)."""
+    x = float(x)
+    return int(x) if x.is_integer() else round(x, 9)
 
 
 @functools.cache
@@ -160,4 +167,26 @@ def moe_table(machine_key: str, kernels: str) -> MoETable:
         sites[key] = LogGrid.from_points((tokens[i],), bound / seconds[i])
         kernels[key] = "kernel " + ", ".join(names) + (f" (its moe_ep {ep[i[0]]} rows: experts whole, 1/{ep[i[0]]} of "
                                                        "them a GPU)" if ep[i[0]] > 1 else "")
+    # an expert-parallel GPU's own module (plan.step_layout: E / g experts of d_ff / moe_tp, k / g of each of the M
+    # tokens every GPU holds): the rows of that split (moe_tp, moe_ep g) at num_tokens M are one GPU's time for its
+    # experts' share of M tokens' routing (the collector's EP rank: 4.3x faster than moe_ep 1 at 16,384 tokens for
+    # Qwen3 235B's fp8_block site on an H100, 4x the work); sites keyed by that local shape (top-k and experts over
+    # moe_ep), the least moe_ep's rows where two splits give one local shape, a site above kept
+    mtp, mep = cols["moe_tp_size"][rows], cols["moe_ep_size"][rows]
+    local = (dist == DISTRIBUTION) & (cols["moe_ep_size"] > 1) & (cols["inter_size"] % cols["moe_tp_size"] == 0)
+    local = local[rows]
+    for key, i in sorted(group_rows(lane[local], dtype[local], hidden[local], (cols["inter_size"][rows] // mtp)[local],
+                                    topk[local], experts[local], mep[local], mtp[local]).items(),
+                         key=lambda kv: kv[0][6]):
+        lane_, dt, h, f, k, e, g, t = key
+        site = (lane_, dt, h, f, _count(k / g), _count(e / g))
+        if dt not in DTYPE_WIDTHS or site in sites:
+            continue
+        i = np.flatnonzero(local)[i]
+        names = sorted(set(source_names[i].tolist()))
+        gated = not any("nongated" in n for n in names)
+        bound = module_roofline_s(machine, dt, tokens[i], h, f, k / g, e / g, gated=gated)
+        sites[site] = LogGrid.from_points((tokens[i],), bound / seconds[i])
+        kernels[site] = ("kernel " + ", ".join(names) + f" (its moe_ep {g}" + (f" x moe_tp {t}" if t > 1 else "")
+                         + f" rows: {e // g} of the {e} experts a GPU, top-{k} routing's {k / g:g} of them a token)")
     return MoETable(f"{ts.engine} {ts.version} moe_perf ({ts.gpu}, balanced routing)", sites, kernels)

@@ -23,6 +23,14 @@ class ExpertComms:
             return p.matmul, DTYPE_BYTES[p.matmul] + 4.0 / 128
         return p.activations, DTYPE_BYTES[p.activations]
 
+    def one_group(self) -> bool:
+        """Expert parallelism under one attention group (attention_tp = G, no data-parallel attention): every GPU
+        holds the step's tokens after the attention's all-reduce, runs its experts on the rows routed to them, and
+        the all-reduce after the MoE layer (the tensor-parallel one, counted in the layer's two) sums the outputs: no
+        all-to-all and no all-gather (TensorRT-LLM's alltoall needs attention DP; vLLM's FusedMoEParallelConfig
+        uses all2all kernels only with dp_size > 1; SGLang's default moe_a2a_backend none)."""
+        return self.expert_parallel and self.attention_tp == self.tensor_parallel
+
     def ep_nodes(self) -> int:
         """Nodes the expert-parallel group spans (1 within a node)."""
         from roofline.plan.parallel import CROSS_NODE_LINKS
@@ -46,7 +54,7 @@ class ExpertComms:
     def _all_to_alls(self, kind, M) -> list[Kernel]:
         """Expert parallelism: the dispatch and the combine of one MoE layer for the busiest GPU's M
         rows (with attention_tp t, M the busiest group's rows, each of its t GPUs dispatching M / t of
-        them: the sequence-parallel MoE of _tp_all_reduce). None with expert_tp > 1 (_moe_gathers'
+        them: the sequence-parallel MoE of _tp_all_reduce). None under one attention group (one_group), and with expert_tp > 1 (_moe_gathers'
         all-gather and reduce-scatter instead: TensorRT-LLM's all-to-alls cannot split an expert).
         Within a node: each row's k hidden vectors go to the experts' GPUs ((g - 1) / g of
         them elsewhere) and as many come back, M k D w (g - 1) / g bytes each way over the link.
@@ -58,7 +66,7 @@ class ExpertComms:
         experts' width: a latent MoE (Nemotron-3 Super) projects to its latent R before the dispatch."""
         from roofline.architecture import MoE
 
-        if not self.expert_parallel or not isinstance(kind.mlp, MoE) or self.expert_tp > 1:
+        if not self.expert_parallel or not isinstance(kind.mlp, MoE) or self.expert_tp > 1 or self.one_group():
             return []
         M = M / self.attention_tp
         g, D, k = self.tensor_parallel, kind.mlp.expert_width(self.sharded.d_model), kind.mlp.top_k  # a latent MoE sends R wide
@@ -77,13 +85,13 @@ class ExpertComms:
         all-gathers every GPU's rows of an MoE layer over the G GPUs, each runs its experts' slices on
         all of them, and a reduce-scatter sums the partial outputs and returns each GPU its rows
         (tensorrt_llm/_torch/modules/fused_moe/communication/communication_factory.py: "AlltoAll cannot
-        support MoE TP", AllGatherReduceScatter). A step of M tokens: ring all-gather and
+        support MoE TP", AllGatherReduceScatter); none under one attention group (one_group). A step of M tokens: ring all-gather and
         reduce-scatter of (M, D), (G - 1) / G M D w bytes sent per GPU each; the gather sends
         dispatch_dtype's width (post-quant, fp8 with its scales under W8A8), the reduce-scatter the
         activations'. D the experts' width. Ranks' padding to the largest (use_dp_padding) not modelled."""
         from roofline.architecture import MoE
 
-        if not self.expert_parallel or not isinstance(kind.mlp, MoE) or self.expert_tp == 1:
+        if not self.expert_parallel or not isinstance(kind.mlp, MoE) or self.expert_tp == 1 or self.one_group():
             return []
         g, D = self.tensor_parallel, kind.mlp.expert_width(self.sharded.d_model)
         a = self.precision.activations

@@ -264,7 +264,9 @@ class StepLayout(ExpertComms):
         cm = self.cost_model
         layout = (f"expert-parallel {self.tensor_parallel} with data-parallel attention" if self.expert_parallel
                   else f"tensor-parallel {self.tensor_parallel}")
-        if self.expert_parallel and self.attention_tp > 1:
+        if self.one_group() and self.tensor_parallel > 1:
+            layout = f"expert-parallel {self.tensor_parallel} under tensor-parallel attention (one attention group)"
+        elif self.expert_parallel and self.attention_tp > 1:
             d = self._dp
             layout += f" ({d} group{'s' if d > 1 else ''} of attention tensor-parallel {self.attention_tp})"
         if self.link:
@@ -313,7 +315,15 @@ class StepLayout(ExpertComms):
                     "decodes, the largest prompt chunk, at least ceil(T/g) of the T experts the step touches); routing "
                     "otherwise assumed balanced",) if self.attention_tp == self.expert_tp == 1 else ()
             g, t, mt = self.tensor_parallel, self.attention_tp, self.expert_tp
-            if t > 1 or mt > 1:
+            if self.one_group():
+                out += (f"expert parallelism over {g} GPUs under tensor-parallel attention (one attention group): every "
+                        f"GPU runs attention and the dense ops tensor-parallel over the {g} and its "
+                        + (f"1/{g // mt} of the experts, each expert's matrices over {mt} GPUs," if mt > 1 else
+                           f"1/{g} of the experts whole")
+                        + " on the step's rows routed to them; the tensor-parallel all-reduce after the MoE layer sums "
+                        "the experts' outputs (no all-to-all); a step runs at its busiest GPU's pace; routing otherwise "
+                        "assumed balanced",)
+            elif t > 1 or mt > 1:
                 out += (f"expert parallelism over {g} GPUs: {self._dp} data-parallel attention group(s) of {t} GPU(s), each "
                         f"group running attention and the dense ops for its 1/{self._dp} of the sequences"
                         + (f", tensor-parallel over its {t} GPUs (two all-reduces a layer over {self.attention_link}; around "
@@ -330,7 +340,9 @@ class StepLayout(ExpertComms):
 
             dtype, w = self.dispatch_dtype()
             a = self.precision.activations
-            if dtype != a:
+            if self.one_group():
+                pass  # no dispatch: the tokens are on every GPU
+            elif dtype != a:
                 out += (f"the expert-parallel dispatch sends {dtype} with an fp32 scale per 128 values ({w:g} B a value; "
                         f"DeepEP's fp8 dispatch under W8A8), the combine {a}",)
             elif self.precision.matmul is not None and self.precision.matmul != a:
