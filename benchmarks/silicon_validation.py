@@ -108,6 +108,29 @@ def _inferencex_deployments() -> tuple[dict, ...]:
     return _inferencex_table("inferencex_deployments.toml", "deployment")
 
 
+@functools.cache
+def _speculated() -> dict:
+    """{row id: entry} of InferenceX's rows that ran MTP, or may have (benchmarks/inferencex_speculation.toml)."""
+    import tomllib
+
+    with open(Path(__file__).with_name("inferencex_speculation.toml"), "rb") as f:
+        return tomllib.load(f)["rows"]
+
+
+def speculation_refusal(r: dict) -> str | None:
+    """Why a row InferenceX ran with MTP speculative decoding (or with an image that served configs with and without
+    it) is not simulated: its acceptance, which sets its time per output token, is not in the sample; else None."""
+    got = _speculated().get(r["id"])
+    if got is None:
+        return None
+    configs = ", ".join(got["configs"])
+    if got["speculation"] == "mtp":
+        return (f"InferenceX ran it with MTP speculative decoding ({configs} at {got['commit']}): the acceptance it "
+                "saw is not in the sample (benchmarks/inferencex_speculation.py)")
+    return (f"InferenceX's configs at {got['commit']} serve its image with and without MTP at its lengths and users "
+            f"({configs}): which measured it is not in the sample (benchmarks/inferencex_speculation.py)")
+
+
 def is_inferencex(r: dict) -> bool:
     """Whether InferenceX measured the row (its source: INFERENCEX_SOURCE)."""
     return bool(INFERENCEX_SOURCE.match(r.get("silicon_data_source", "")))
@@ -376,6 +399,9 @@ def layout(r: dict):
     machine = GPUS.get(r["system"])
     if machine is None:
         return f"no machine preset for {r['system']}"
+    speculated = speculation_refusal(r)
+    if speculated:
+        return speculated
     if r["system"] in INFERENCEX_MULTI_NODE and is_inferencex(r) and r.get("mode") == "agg":
         return (f"InferenceX's {r['system']} runs are multi-node disaggregated (Dynamo) deployments, their GPUs summed "
                 "as one TP: the prefill/decode split is not in the sample")

@@ -23,7 +23,9 @@ def row(rid, tp, dp, mtp, mep, batch, source=""):
                               batch)))
 
 
-def test_a_run_recorded_as_the_square_of_its_moe_split_is_its_gpus():
+def test_a_run_recorded_as_the_square_of_its_moe_split_is_its_gpus(monkeypatch):
+    # the layout alone: the 1252 run's image served configs with and without MTP (refused: inferencex_speculation.toml)
+    monkeypatch.setattr(sv, "_speculated", lambda: {})
     # The sample holds one run twice, TTFT 493.9807895803824 ms and TPOT 8.583777779094092 ms both times:
     # ..._1024x1024_c4_tp8_0_ep8_0_1252 as tp 8, moe_tp 1, moe_ep 8, and ..._1024x1024_c4_tp8_ep8_954 as tp 64,
     # moe_tp 8, moe_ep 8 (8 x 8 = 64). Both are 8 GPUs: attention TP 8, experts EP 8.
