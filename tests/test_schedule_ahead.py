@@ -138,3 +138,26 @@ def test_vllm_with_pipeline_stages_schedules_synchronously():
     assert "pipeline parallelism" in e.since_note
     assert preset("vllm", h100, pipeline_stages=1).engine().schedule_ahead == 1
     assert preset("sglang", h100, pipeline_stages=2).engine().schedule_ahead == 1
+
+
+def test_vllm_with_a_draft_model_schedules_synchronously(capsys):
+    """The same release notes: async scheduling with speculative decoding by MTP or EAGLE only. A draft model of its
+    own (--draft MODEL) plans no step ahead and takes the synchronous time per step; --draft mtp stays async."""
+    from roofline.cli import main
+    from roofline.serving.engines import fitted_step_overhead_s
+
+    h100 = get_machine("h100-sxm")
+    e = preset("vllm", h100, draft_model=True).engine()
+    assert e.schedule_ahead == 0 and e.step_overhead_s == fitted_step_overhead_s("vllm") > 0
+    assert "draft model" in e.since_note
+    assert preset("vllm@0.12", h100, draft_model=True).engine().schedule_ahead == 0  # synchronous before 0.14 anyway
+    assert preset("sglang", h100, draft_model=True).engine().schedule_ahead == 1
+    args = ["serving", "--model", "llama3-8b", "--machine", "h100-sxm", "--engine", "vllm", "--concurrency", "2",
+            "--requests", "4", "--input-len", "256", "--output-len", "16"]
+    assert main(args + ["--draft", "llama3.2-1b", "--spec-tokens", "3", "--acceptance", "0.7"]) == 0
+    out = capsys.readouterr().out
+    assert "MTP or EAGLE only" in out or "draft model" in out
+    assert main(["serving", "--model", "deepseek-v3", "--machine", "h200", "--tp", "8", "--engine", "vllm", "--dtype",
+                 "fp8", "--concurrency", "2", "--requests", "4", "--input-len", "256", "--output-len", "16", "--draft",
+                 "mtp", "--spec-tokens", "1", "--acceptance", "0.8"]) == 0
+    assert "draft model" not in capsys.readouterr().out

@@ -46,8 +46,11 @@ def _engine(args, machine=None, req=None):
              "batch_wait_ratio": args.batch_wait_ratio, "recv_interval": args.recv_interval,
              "adp_timeout_steps": args.adp_timeout_steps, "adp_batching_steps": args.adp_batching_steps,
              "schedule_ahead": args.schedule_ahead}
+    from roofline.plan.step_mtp import MTP_DRAFT
+
     layout = None if req is None else {"tensor_parallel": req.tp, "pipeline_stages": req.pp,
-                                       "attention_dp": req.tp // req.attention_tp() if req.ep else 1}
+                                       "attention_dp": req.tp // req.attention_tp() if req.ep else 1,
+                                       "draft_model": req.draft not in (None, MTP_DRAFT)}
     return engine_of(getattr(args, "engine", None), machine, layout, **given, prefix_hit=args.prefix_hit,
                      spec_tokens=args.spec_tokens, acceptance=args.acceptance or 0.0)
 

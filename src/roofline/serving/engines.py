@@ -152,10 +152,11 @@ def parse(text: str) -> tuple[str, str]:
 
 
 def preset(text: str, machine: Machine, tensor_parallel: int = 1, pipeline_stages: int = 1,
-           attention_dp: int = 1) -> EnginePreset:
+           attention_dp: int = 1, draft_model: bool = False) -> EnginePreset:
     """The defaults of ``ENGINE[@VERSION]`` on ``machine``, for a replica of ``tensor_parallel`` x
     ``pipeline_stages`` GPUs with ``attention_dp`` data-parallel attention ranks (an engine that sizes its
-    memory share from the GPU's memory and the layout reads them: SGLang)."""
+    memory share from the GPU's memory and the layout reads them: SGLang), drafting with a model of its own
+    (``draft_model``: speculative decoding by a draft model, not the target's MTP module) or not."""
     key, version = parse(text)
     from roofline.measured.tables import NVIDIA_ONLY
 
@@ -179,6 +180,8 @@ def preset(text: str, machine: Machine, tensor_parallel: int = 1, pipeline_stage
         since = entry.get("since")  # a default the engine changed at a version: the asked one's, or the newest's
         if since and "with_pipeline" in since and pipeline_stages > 1:  # a change that does not hold with pipeline stages
             changed[name] = since["with_pipeline"]
+        elif since and "with_draft" in since and draft_model:  # ... nor with a draft model
+            changed[name] = since["with_draft"]
         elif since and not (version and _release(version)[:2] < _release(since["version"])[:2]):
             value, entry = since["value"], {**entry, **since}
             changed[name] = since["note"]
