@@ -358,9 +358,12 @@ def normalised(r: dict) -> dict:
     parallelism as the product of its MoE split, X x X for X GPUs (tp_size X^2, moe_tp_size X, moe_ep_size
     X: the sample holds the same run again as tp X with moe_ep X, the same TTFT and TPOT to every digit,
     80 runs recorded both ways), the X GPUs' layout: attention TP X (or DP X, its per-rank batch_size
-    times X), experts EP X. Every other row as it is."""
+    times X), experts EP X. Every other row as it is, and a row whose id names its tensor parallelism as its
+    tp_size (`_tp4_` for tp_size 4, moe 2 x 2: Qwen3-235B-A22B-FP8 on H100s, whose 235 GB of weights two GPUs cannot
+    hold) as it is recorded: 4 GPUs, MoE TP 2 x EP 2."""
     tp, dp, mtp, mep = (_int(r[k]) for k in ("tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size"))
-    if not mtp == mep > 1:
+    named = re.search(r"_tp(\d+)_", r.get("id", ""))
+    if not mtp == mep > 1 or (named and int(named.group(1)) == tp):
         return r
     if dp == 1 and tp == mtp * mep:
         return {**r, "tp_size": str(mtp), "moe_tp_size": "1"}

@@ -246,3 +246,13 @@ def test_an_inferencex_sglang_run_polls_as_its_script_sets():
                                 "measured=2026-03-25T00:00:00.000Z; wip=False"}
     assert sv.inferencex_conditions(r, 4, 4, False) == {"recv_interval": 10}
     assert sv.inferencex_conditions(r, 4, 16, False) == {"recv_interval": 30}
+
+
+def test_a_run_whose_id_names_its_tensor_parallelism_keeps_its_gpus():
+    # qwen_..._h100_sxm_trtllm_agg_128x128_c16_tp4_epnone_16: tp_size 4, moe_tp 2, moe_ep 2, its id "tp4". Read as the
+    # square of a 2-GPU split it asked 118 GB of weights of each of 2 H100s (Qwen3-235B-A22B-FP8: 235 GB); 4 GPUs
+    rid = "qwen_qwen3_235b_a22b_fp8_qwen_qwen3_235b_a22b_fp8_h100_sxm_trtllm_agg_128x128_c16_tp4_epnone_16"
+    r = {**row(rid, "4", "", "2", "2", "16"), "model_path": "Qwen/Qwen3-235B-A22B-FP8", "system": "h100_sxm"}
+    assert sv.normalised(r) == r
+    got = sv.layout(r)
+    assert got[3] == 4 and got[4] == (4, 2)  # 4 GPUs: attention TP 4, each expert over 2 of them
