@@ -321,8 +321,9 @@ class StepLayout(ExpertComms):
                         + (f"1/{g // mt} of the experts, each expert's matrices over {mt} GPUs," if mt > 1 else
                            f"1/{g} of the experts whole")
                         + " on the step's rows routed to them; the tensor-parallel all-reduce after the MoE layer sums "
-                        "the experts' outputs (no all-to-all); a step runs at its busiest GPU's pace; routing otherwise "
-                        "assumed balanced",)
+                        "the experts' outputs (no all-to-all); every GPU holds the step's tokens, and a step runs at the "
+                        "pace of the GPU holding the most of the experts it touches (at least ceil(T/g) of the T touched); "
+                        "routing otherwise assumed balanced",)
             elif t > 1 or mt > 1:
                 out += (f"expert parallelism over {g} GPUs: {self._dp} data-parallel attention group(s) of {t} GPU(s), each "
                         f"group running attention and the dense ops for its 1/{self._dp} of the sequences"
@@ -350,7 +351,7 @@ class StepLayout(ExpertComms):
                         "modelled (DeepEP's narrow dispatch is fp8)",)
             elif DTYPE_BYTES[a] < 2:
                 out += (f"the expert-parallel all-to-alls send the activations' {a} both ways",)
-            if self.link in CROSS_NODE_LINKS:
+            if self.link in CROSS_NODE_LINKS and not self.one_group():  # one group: its all-reduce crosses the nodes
                 nodes = self.ep_nodes()
                 moe = next(kd.mlp for kd in self.model.kinds if isinstance(kd.mlp, MoE))
                 r = self.remote_nodes_per_token(moe.n_experts, moe.top_k, nodes)

@@ -92,8 +92,10 @@ SERVING_PARAMS: tuple[Param, ...] = (
           "(default {default})", 1, maximum=1024, integer=True),
     Param("attention_dp", "--attention-dp", None, "with --ep: D data-parallel attention groups over the --tp GPUs, each "
           "running attention and the dense ops tensor-parallel over --tp / D GPUs (SGLang's --dp D "
-          "--enable-dp-attention; vLLM's data-parallel size); the experts stay split over all --tp (default: --tp, "
-          "attention tensor-parallel over 1)", maximum=4096, integer=True, metavar="D"),
+          "--enable-dp-attention; vLLM's data-parallel size); the experts stay split over all --tp. D 1: one group, "
+          "attention tensor-parallel over all --tp and no all-to-all (TensorRT-LLM's --tp G --ep G, vLLM's "
+          "--enable-expert-parallel without data parallelism). Default --tp: every GPU its own group", maximum=4096,
+          integer=True, metavar="D"),
     Param("disagg_search", "--disagg-search", None, "with an SLO: the best split of G replicas into prefill and decode "
           "pools, against co-located; a search past " + f"{DISAGG_BUDGET_REQUESTS:,}" + " simulated requests (about a "
           "minute) is refused, naming the G that fits", minimum=2, strictly=False, maximum=64, integer=True, metavar="G"),
@@ -121,8 +123,9 @@ SWEEP = Param("sweep", "--sweep", None, "concurrencies to run, e.g. 1,4,16,64,25
               maximum=BY_NAME["concurrency"].maximum, integer=True, many=True)
 DRAFT = Param("draft", "--draft", None, "the draft model (a preset or config.json), on the same GPUs; or 'mtp': the "
               "model's own multi-token-prediction module (DeepSeek-V3)", minimum=None, text=True)
-EP = Param("ep", "--ep", None, "MoE: expert parallelism over the --tp GPUs with data-parallel attention (all-to-all "
-           "dispatch and combine) instead of tensor parallelism", False, minimum=None, switch=True)
+EP = Param("ep", "--ep", None, "MoE: expert parallelism over the --tp GPUs instead of tensor parallelism: the experts "
+           "split whole, attention data-parallel (all-to-all dispatch and combine) unless --attention-dp says otherwise",
+           False, minimum=None, switch=True)
 # P and D replicas, each a whole number in this range (cli.serving_args.split_arg)
 DISAGG = Param("disagg", "--disagg", None, "prefill/decode disaggregation: P prefill and D decode replicas of --tp GPUs "
                "each (with --rate, or --concurrency: a closed loop over both pools)", maximum=100_000, integer=True,

@@ -93,8 +93,9 @@ def simulate(step: StepCost, requests: Requests, engine: Engine = Engine(), pric
                             field="batch_wait_steps", also=("batch_wait_ratio", "attention_dp"))
     if engine.adp_balance and step._dp == 1:
         raise RooflineError("attention-DP balance (adp_timeout_steps, adp_batching_steps) balances prompts over "
-                            "data-parallel attention ranks: this step has none (give --ep with --attention-dp), or "
-                            "leave the two out", field="adp_timeout_steps", also=("adp_batching_steps", "attention_dp"))
+                            "data-parallel attention ranks: this step has none (" + (
+                                "--attention-dp 1 is one attention group: nothing to balance" if step.expert_parallel
+                                else "give --ep, with --attention-dp D over 1") + "), or leave the two out", field="adp_timeout_steps", also=("adp_batching_steps", "attention_dp"))
     if price_per_gpu_hour is not None:
         PRICE.check(price_per_gpu_hour)
     st = RunState(step, requests, engine, draft, stepwise)  # (refuses a cache the requests outgrow)
