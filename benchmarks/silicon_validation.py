@@ -120,7 +120,7 @@ def _speculated() -> dict:
 def speculation_refusal(r: dict) -> str | None:
     """Why a row InferenceX ran with MTP speculative decoding (or with an image that served configs with and without
     it) is not simulated: its acceptance, which sets its time per output token, is not in the sample; else None."""
-    got = _speculated().get(r["id"])
+    got = _speculated().get(r.get("id", ""))
     if got is None:
         return None
     configs = ", ".join(got["configs"])
