@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from roofline.errors import RooflineError
 from roofline.kernels import Kernel
+from roofline.cost import time_lower_bound
 
 
 class ChunkCosts:
@@ -66,8 +68,9 @@ class ChunkCosts:
                                  kept.get(label + nm, float("nan"))) for nm in names])
                     continue
                 ks = {k.name: k for k in self._kernels(kind, False, C, 1, P + C, set(names))}
+                module = self._dsa_module_s(len(got), C, 1) if P == 0 else {}  # a DSA layer's measured module
                 got.append([(float(ks[nm].flops), float(ks[nm].bytes), self._rates(ks[nm]), n, label + nm, ks[nm].category,
-                             self._measured_chunk(ks[nm])) for nm in names])
+                             module.get(nm, self._measured_chunk(ks[nm]))) for nm in names])
             if len(self._chunk_cache) < 1_000_000:
                 self._chunk_cache[key] = got
         return got
@@ -86,6 +89,53 @@ class ChunkCosts:
         if not self.measured or not cm.family_of(k):
             return float("nan")
         return float(cm._measured_s(k, self.machine))
+
+    def _dsa_module_s(self, i: int, C: int, b: int) -> dict:
+        """name -> measured seconds of the i-th kind's chunk ops for b whole prompts of C tokens, where the kind is
+        DeepSeek Sparse Attention and the engine's tables measured its prompt module (measured.dsa): the module's
+        time (its projections, indexer, top-k, the attention kernel the engine runs at C and the output
+        projection) less its projections' and norms' (the kind's token ops the module holds, priced as the step
+        prices them at b C rows), split over the chunk ops by their cost-model times, their sum at least their
+        rooflines'; {} elsewhere, and where the module is the host's floor (measured.dsa.HOST_BOUND: its kernels'
+        time not told apart) or the tables lack the layer (said once in the run's notes)."""
+        from roofline.attention_mixers import LatentAttention
+
+        kind, _, label, token_names = self._token_kinds[i]
+        a = kind.mixer
+        if not (self.measured and isinstance(a, LatentAttention) and a.index_topk and a.index_heads):
+            return {}
+        from roofline.attention_ops import latent_ops
+        from roofline.measured.dsa import dsa_module_table
+        from roofline.op_builder import builder_for
+
+        mine = {k.name for k in latent_ops(builder_for(self.precision.activations), a, 1, 8, 8, False,
+                                           self.sharded.d_model)} & set(token_names)
+        ks = self._kernels(kind, False, C, b, C)
+        dtype = next(k.dtype for k in ks if k.name in mine and k.category == "matmul")
+        gemm = ("bfloat16" if dtype == "bf16" == self.precision.weights else self.cost_model.table_dtype(dtype)
+                if dtype == "fp8" else f"{self.precision.weights} weights computing in {dtype}")  # the table's gemm_type
+        try:
+            table = dsa_module_table(self.cost_model._source(self.machine), self.cost_model.kernels)
+            key = table.site(self.sharded.d_model, a, gemm, self.precision.kv_cache)
+        except RooflineError as exc:
+            note = f"{label}DSA prompt attention: the cost model ({exc})"
+            if note not in self._seq_notes:
+                self._seq_notes.append(note)
+            return {}
+        module_s, host = table.seconds(key, b, C)
+        if host:
+            return {}
+        note = (f"{label}DSA prompt attention: {table.source}, the module's measured time less its projections' "
+                "(as this step prices them), split over the indexer, top-k and attention ops; where the module is "
+                "near its floor (the host dispatching it) the cost model's")
+        if note not in self._seq_notes:
+            self._seq_notes.append(note)
+        seq = {k.name: k for k in ks if k.name in self._chunk_names[i]}
+        model = {nm: float(self._seq_time(float(k.flops), float(k.bytes), self._rates(k))) for nm, k in seq.items()}
+        bound = sum(float(time_lower_bound(k, self.machine)) for k in seq.values())
+        left = max(module_s - sum(float(self._op_time(k)[2]) for k in ks if k.name in mine), bound)
+        total = sum(model.values())
+        return {nm: left * t / total for nm, t in model.items()} if total > 0 else {}
 
     def _chunk_sums(self, chunks) -> dict:
         """name -> [FLOPs, bytes, rates, layers, measured seconds] of each chunk op summed over the
@@ -121,9 +171,10 @@ class ChunkCosts:
         got = self._batch_cache.get((C, b))
         if got is None:
             got = {}
-            for (kind, _, label, _), names in zip(self._token_kinds, self._chunk_names):
+            for i, ((kind, _, label, _), names) in enumerate(zip(self._token_kinds, self._chunk_names)):
                 ks = {k.name: k for k in self._kernels(kind, False, C, b, C, set(names))}
-                got.update({label + nm: self._measured_chunk(ks[nm]) for nm in names})
+                module = self._dsa_module_s(i, C, b)
+                got.update({label + nm: module.get(nm, self._measured_chunk(ks[nm])) for nm in names})
             if len(self._batch_cache) < 100_000:
                 self._batch_cache[(C, b)] = got
         return got

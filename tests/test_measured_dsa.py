@@ -1,0 +1,124 @@
+"""DeepSeek Sparse Attention's prompt step on measured modules (measured.dsa, StepCost._dsa_module_s): GLM-5's
+attention block as SGLang 0.5.14 runs it on a B200. Expected latencies are read from the installed parquet file here
+with pyarrow, independently of roofline.measured."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pa = pytest.importorskip("pyarrow.parquet", reason="the measured extra: pip install 'roofline[measured]'")
+
+
+def _module_ms(isl: int, batch: int, heads: int = 8, kv: str = "fp8") -> float:
+    """The row of zai-org/GLM-5-FP8 (block-fp8 GEMMs) for whole prompts (step 0), ``heads`` a GPU, not a skip-indexer
+    layer's: exactly one."""
+    root = Path(list(importlib.util.find_spec("aiconfigurator_core").submodule_search_locations)[0])
+    rows = pa.read_table(root / "systems" / "data" / "b200_sxm" / "sparse_attention" / "sglang" / "0.5.14" /
+                         "dsa_context_module_perf.parquet",
+                         filters=[("isl", "=", isl), ("batch_size", "=", batch), ("num_heads", "=", heads),
+                                  ("step", "=", 0), ("kv_cache_dtype", "=", kv), ("gemm_type", "=", "fp8_block")]).to_pylist()
+    hits = [r["latency"] for r in rows if r["architecture"] == "GlmMoeDsaForCausalLM" and "skip" not in r["kernel_source"]
+            and r["model"] == "zai-org/GLM-5-FP8"]
+    assert len(hits) == 1, hits
+    return hits[0]
+
+
+def _glm5_attention():
+    from roofline.plan.parallel import shard
+    from roofline.transformer import get_model
+
+    model = shard(get_model("glm-5"), 8)
+    return model.d_model, model.kinds[-1].mixer  # a layer of 64 / 8 heads a GPU
+
+
+def test_the_module_is_read_at_its_rows():
+    """At a measured point the module's time is that row's latency; an 8k prompt's (the sparse path) is past the host's
+    floor, a 1k prompt's (dense MHA, 0.7-0.8 ms whatever its size) is the floor."""
+    from roofline.measured.dsa import dsa_module_table
+
+    table = dsa_module_table("b200", "sglang")
+    D, a = _glm5_attention()
+    key = table.site(D, a, "fp8_block", "fp8")
+    for isl, b in ((8192, 1), (4096, 2), (1024, 1)):
+        t, _ = table.seconds(key, b, isl)
+        assert t * 1e3 == pytest.approx(_module_ms(isl, b), rel=1e-9)
+    assert not table.seconds(key, 1, 8192)[1]
+    assert table.seconds(key, 1, 1024)[1]
+    # 8,192 tokens take 3x a 1,024-token prompt's module here (2.35 ms against 0.78 ms): the sparse kernel's time
+    assert _module_ms(8192, 1) > 2.5 * _module_ms(1024, 1)
+
+
+def test_a_layer_the_tables_did_not_collect_is_refused_by_name():
+    from roofline.errors import RooflineError
+    from roofline.measured.dsa import dsa_module_table
+
+    table = dsa_module_table("b200", "sglang")
+    D, a = _glm5_attention()
+    with pytest.raises(RooflineError, match="a fp4 cache|fp4"):
+        table.site(D, a, "fp8_block", "fp4")
+    with pytest.raises(RooflineError, match="shape the module tables did not collect"):
+        table.site(D + 128, a, "fp8_block", "fp8")
+
+
+def _step(kv: str = "fp8", machine: str = "b200", kernels: str = "sglang"):
+    from roofline.measured.model import MeasuredKernels
+    from roofline.machines import get_machine
+    from roofline.plan.precision import Precision
+    from roofline.plan.step import StepCost
+
+    m = get_machine(machine)
+    cm = MeasuredKernels.for_machine(m, kernels, launch_overhead_s=m.launch_overhead_s, fp8_scaling="block")
+    return StepCost("glm-5", machine, Precision("fp8", "fp8", kv), tensor_parallel=8, cost_model=cm,
+                    max_tokens=16384, max_seqs=64)
+
+
+def test_an_8k_prompt_step_prices_the_dsa_layers_at_the_module():
+    """A step of one whole 8,192-token prompt: each of GLM-5's 75 MoE layers' attention ops (its projections and norms,
+    the indexer, top-k, expansion and attention) sum to the measured module's 2.35 ms, less a launch an op."""
+    step = _step()
+    ops = step.ops(chunks=[(8192, 0)])
+    names = ("q_a proj", "q_a norm", "q_b proj", "kv_a proj", "kv_a norm", "index q proj (wq_b)", "index k proj (wk)",
+             "index k norm", "index weights proj", "out proj", "indexer scores (chunks)", "top-k select (chunks)",
+             "kv_b proj (expand) (chunks)", "flash attention (chunks)")
+    mine = [o for o in ops if o.name.startswith("B: ") and o.name[3:] in names]
+    assert len(mine) == len(names) and all(o.count == 75 for o in mine)
+    launch = step.cost_model.launch_overhead_s
+    per_layer = sum(o.time_s for o in mine) / 75 - len(names) * launch
+    assert per_layer * 1e3 == pytest.approx(_module_ms(8192, 1), rel=1e-6)
+    assert any("DSA prompt attention: sglang 0.5.14 dsa_context_module_perf" in n for n in step.notes())
+
+
+def test_a_short_prompt_keeps_the_cost_model():
+    """A 1,024-token prompt's module is the host's floor (its kernels' time not told apart): the chunk ops are the
+    cost model's, whose sum is far under the module's 0.78 ms."""
+    step = _step()
+    ops = {o.name: o for o in step.ops(chunks=[(1024, 0)])}
+    chunk = sum(ops[f"B: {n} (chunks)"].time_s for n in ("indexer scores", "top-k select", "kv_b proj (expand)",
+                                                         "flash attention")) / 75
+    assert chunk < 0.5 * _module_ms(1024, 1) / 1e3
+
+
+def test_a_cache_the_tables_lack_keeps_the_cost_model_and_says_so():
+    """TensorRT-LLM's H100 module rows hold a bf16 cache only: an fp8 cache's chunk ops are the cost model's, said in
+    the notes."""
+    step = _step("fp8", "h100-sxm", "trtllm")
+    step.ops(chunks=[(8192, 0)])
+    assert any(n.startswith("B: DSA prompt attention: the cost model (") for n in step.notes())
+
+
+def test_weights_computing_wider_than_stored_are_not_read_as_the_tables_gemms():
+    """fp8 weights under bf16 activations (W8A16) are neither the table's bf16 nor its block-fp8 GEMMs: refused by
+    name, the cost model kept."""
+    from roofline.measured.model import MeasuredKernels
+    from roofline.machines import get_machine
+    from roofline.plan.precision import Precision
+    from roofline.plan.step import StepCost
+
+    m = get_machine("b200")
+    cm = MeasuredKernels.for_machine(m, "sglang", launch_overhead_s=m.launch_overhead_s, fp8_scaling="block")
+    step = StepCost("glm-5", "b200", Precision("fp8", "bf16", "fp8"), tensor_parallel=8, cost_model=cm, max_tokens=16384)
+    step.ops(chunks=[(8192, 0)])
+    assert any("fp8 weights computing in bf16 GEMMs" in n for n in step.notes())
