@@ -117,6 +117,23 @@ def _speculated() -> dict:
         return tomllib.load(f)["rows"]
 
 
+# InferenceX's vLLM rows: the sample's tp_size, attention_dp_size and moe_ep_size are not the server's (the same config,
+# MiniMax-M2.5 FP8 on 4 B200s with `ep: 4`, recorded once as tp 4 with moe_ep 4 and once as tp 4 x attention_dp 4 with
+# moe_ep 16: 16 GPUs on an 8-GPU node), so their layout is read from the launch script that ran them
+# (benchmarks/inferencex_layouts.py: tensor-parallel over the config's tp GPUs, the experts whole over them where the
+# script passes --enable-expert-parallel, data-parallel attention only where it passes --data-parallel-size).
+VLLM_LAYOUTS = Path(__file__).with_name("inferencex_layouts.toml")
+
+
+@functools.cache
+def _vllm_layouts() -> dict:
+    """{row id: entry} of InferenceX's vLLM rows as their launch scripts laid them out (VLLM_LAYOUTS)."""
+    import tomllib
+
+    with open(VLLM_LAYOUTS, "rb") as f:
+        return tomllib.load(f)["rows"]
+
+
 def speculation_refusal(r: dict) -> str | None:
     """Why a row InferenceX ran with MTP speculative decoding (or with an image that served configs with and without
     it) is not simulated: its acceptance, which sets its time per output token, is not in the sample; else None."""
@@ -416,6 +433,18 @@ def layout(r: dict):
     if pp > 1:
         return "pipeline parallelism in the sample (not mapped)"
     dtype = STORED if (r["model_path"], prec) in AS_STORED else DTYPES[prec]
+    launched = _vllm_layouts().get(r.get("id", "")) if is_inferencex(r) and r["backend"] == "vllm" else None
+    if launched is not None:  # InferenceX's vLLM runs as their launch scripts laid them out (VLLM_LAYOUTS)
+        g = int(launched["gpus"])
+        if launched["layout"] == "unknown":
+            return (f"InferenceX's launch script ({launched['script']} at {launched['commit']}) takes data-parallel attention "
+                    f"from the config, and the configs matched ({', '.join(launched['configs']) or 'none'}) run it both ways "
+                    "or none matched: which one measured it is not in the sample (benchmarks/inferencex_layouts.py)")
+        if launched["layout"] == "dp_ep":
+            return model, machine, dtype, g, (1, 1), "EP"
+        if launched["layout"] == "tp_ep" and g > 1:
+            return model, machine, dtype, g, (g, 1), "TP, MoE EP"
+        return model, machine, dtype, g, False, "TP"
     if dp == 1 and mep == 1:
         return model, machine, dtype, tp, False, "TP"
     if tp == 1 and dp == mep and mtp == 1:

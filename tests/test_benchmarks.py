@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
-NOT_BENCHMARKS = {"smoke.py", "silicon_disagg.py", "silicon_twins.py", "inferencex_speculation.py"}  # the shared smoke-mode helper, and silicon_validation.py's disaggregated part and its section on the sample's own spread (smoke-tested through it), imported by the benchmarks; and the hand-run tool writing inferencex_speculation.toml from a clone of InferenceX (tests/test_inferencex_speculation.py)
+NOT_BENCHMARKS = {"smoke.py", "silicon_disagg.py", "silicon_twins.py", "inferencex_speculation.py", "inferencex_layouts.py"}  # the shared smoke-mode helper, and silicon_validation.py's disaggregated part and its section on the sample's own spread (smoke-tested through it), imported by the benchmarks; and the hand-run tools writing inferencex_speculation.toml and inferencex_layouts.toml from a clone of InferenceX (tests/test_inferencex_speculation.py, tests/test_inferencex_layouts.py)
 HEADER = "smoke mode: sizes cut, figures not meaningful"  # benchmarks/smoke.py's HEADER
 TIMEOUT_S = 120
 
