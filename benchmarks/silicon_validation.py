@@ -359,7 +359,10 @@ def settings_text(per_user: int = REQUESTS_PER_USER, kind: str = "as-measured") 
             "parallelism `--ep` over the tp x dp GPUs with the row's attention TP (`--attention-dp`) and MoE TP "
             "(each expert split over moe_tp GPUs: all-gather and reduce-scatter, TensorRT-LLM's; a vLLM row with "
             "data parallelism and no MoE layout stated: MoE TP over all its GPUs, vLLM's default without expert "
-            "parallelism); mean TTFT and TPOT compared. "
+            "parallelism); InferenceX's vLLM rows on the GPUs and layout their launch scripts ran (benchmarks/"
+            "inferencex_layouts.toml: the config's tp GPUs, tensor-parallel, the experts whole over them where the script "
+            "passes --enable-expert-parallel, data-parallel attention where it passes --data-parallel-size; the sample "
+            "records a config's ep as data parallelism); mean TTFT and TPOT compared. "
             "`plate`: the workshop plate's cost model (e_c 0.70, e_m 0.85, launch 3 us); `kernels`: the row's engine's "
             "measured kernels on its GPU at the row's engine version where the tables hold it, else the version the "
             "package queries by default")

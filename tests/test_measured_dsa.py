@@ -122,3 +122,18 @@ def test_weights_computing_wider_than_stored_are_not_read_as_the_tables_gemms():
     step = StepCost("glm-5", "b200", Precision("fp8", "bf16", "fp8"), tensor_parallel=8, cost_model=cm, max_tokens=16384)
     step.ops(chunks=[(8192, 0)])
     assert any("fp8 weights computing in bf16 GEMMs" in n for n in step.notes())
+
+
+def test_a_site_timed_by_two_kernel_sources_is_refused_by_name():
+    """Where a table times two backends at the same shapes, which one the engine runs is not read from it."""
+    import dataclasses
+
+    from roofline.errors import RooflineError
+    from roofline.measured.dsa import dsa_module_table
+
+    table = dsa_module_table("b200", "sglang")
+    D, a = _glm5_attention()
+    key = table.site(D, a, "fp8_block", "fp8")
+    doubled = dataclasses.replace(table, ambiguous={key: ["FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE"]})
+    with pytest.raises(RooflineError, match="FLASHINFER_MLA_SPARSE and FLASHMLA_SPARSE"):
+        doubled.site(D, a, "fp8_block", "fp8")

@@ -61,6 +61,7 @@ class DsaModuleTable:
     source: str
     sites: dict
     floors: dict
+    ambiguous: dict  # site -> the kernel sources that timed its same shapes (vLLM's two sparse backends on Blackwell)
 
     def site(self, d_model: int, attention, gemm: str, kv_dtype: str) -> tuple:
         """The site of a DSA layer (``attention`` one GPU's LatentAttention) in ``gemm`` and ``kv_dtype``, refused
@@ -70,6 +71,10 @@ class DsaModuleTable:
             raise RooflineError("a DSA layer of a shape the module tables did not collect (DeepSeek-V3.2's and "
                                 "GLM-5's)", field="model")
         key = (arch, gemm, KV_DTYPE.get(kv_dtype, kv_dtype), int(attention.heads))
+        if key in self.ambiguous:
+            raise RooflineError(f"the DSA module table times {' and '.join(self.ambiguous[key])} at the same shapes "
+                                f"({arch}, {gemm} GEMMs, a {kv_dtype} cache, {attention.heads} heads): which the engine "
+                                "runs is not read here", field="kernels")
         if key not in self.sites:
             have = sorted(f"{k[1]} GEMMs, {k[2]} cache, {k[3]} heads" for k in self.sites if k[0] == arch)
             raise RooflineError(f"no measured {arch} DSA module with {gemm} GEMMs, a {kv_dtype} cache and "
@@ -97,9 +102,16 @@ def dsa_module_table(machine_key: str, kernels: str) -> DsaModuleTable:
     isl, b = cols["isl"][keep].astype(float), cols["batch_size"][keep].astype(float)
     seconds = cols["latency"][keep].astype(float) * MS
     dims = [np.asarray(cols[c])[keep] for c in ("architecture", "gemm_type", "kv_cache_dtype", "num_heads")]
-    sites, floors = {}, {}
+    src = src[keep]
+    sites, floors, ambiguous = {}, {}, {}
     for (arch, gemm, kv, heads), i in group_rows(*dims).items():
         key = (str(arch), str(gemm), str(kv), int(heads))
         sites[key] = LogGrid.from_points((isl[i], b[i]), b[i] * isl[i] / seconds[i])
         floors[key] = float(seconds[i].min())
-    return DsaModuleTable(f"{ts.engine} {ts.version} dsa_context_module_perf ({ts.gpu})", sites, floors)
+        # a shape timed by two kernel sources: the engine's choice between them is not in the table
+        shape = np.unique(np.stack([isl[i], b[i]], axis=1), axis=0, return_inverse=True)[1].ravel()
+        pairs = np.unique(np.stack([shape, np.unique(src[i], return_inverse=True)[1].ravel()], axis=1), axis=0)
+        twice = np.flatnonzero(np.bincount(pairs[:, 0]) > 1)
+        if len(twice):
+            ambiguous[key] = sorted(set(src[i][np.isin(shape, twice)]))
+    return DsaModuleTable(f"{ts.engine} {ts.version} dsa_context_module_perf ({ts.gpu})", sites, floors, ambiguous)
