@@ -342,8 +342,11 @@ def layer_reports(model="llama3-8b", machine="h100-sxm", phase: str = "prefill",
     for kind, n, index in picks:
         kernels = layer_kernels(kind, cfg.d_model, w.decode, w.tokens, w.batch, w.context, attention, dtype)
         if all_reduce is not None:
+            from roofline.plan.model_ops import layer_qk_norm_all_reduces, qk_norm_all_reduce_op
+
             rows = w.batch * (1 if w.decode else w.tokens)  # the (rows, D) activations each all-reduce sums
             kernels += [all_reduce(rows, i + 1) for i in range(kind.tp_all_reduces)]
+            kernels += [qk_norm_all_reduce_op(rows, int(tensor_parallel), tp_link)] * layer_qk_norm_all_reduces(kind)
         out.append(LayerReport(machine_key=m.key or m.name, model=cfg.key or cfg.name, phase=w.phase, tokens=w.tokens,
                                batch=batch, context=w.context, attention=attention_used(kind, attention), dtype=dtype,
                                prediction=cost_model.predict(kernels, m), layer_kind=kind.label, layer_count=n,

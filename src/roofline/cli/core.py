@@ -153,9 +153,13 @@ def _print_layer_report(args, cfg, report, i: int, kinds: int) -> None:
     m = pred.model
     tp = ""
     if report.tensor_parallel > 1:
-        n = cfg.layer(report.layer_index).tp_all_reduces
+        from roofline.plan.model_ops import layer_qk_norm_all_reduces
+
+        layer = cfg.layer(report.layer_index)
+        n = layer.tp_all_reduces
+        qk = layer_qk_norm_all_reduces(layer)  # a layer-wide q/k norm's variances (model_ops.qk_norm_all_reduce_op)
         tp = (f", one GPU's 1/{report.tensor_parallel} (tensor parallel; {n} all-reduce{'s' if n > 1 else ''} "
-              f"over {report.tp_link})")
+              + (f"and {qk} of the q/k norm's variances " if qk else "") + f"over {report.tp_link})")
     # naive is the plate's own view (its unfused layer); the plan commands and serving run flash, as engines do
     attention = ("naive attention (the plate's unfused layer; engines run flash)" if report.attention == "naive"
                  else f"{report.attention} attention")

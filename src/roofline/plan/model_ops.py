@@ -99,6 +99,30 @@ def tp_all_reduce_op(M, D, t: int, link: str, wa: str) -> Kernel:
     return all_reduce_kernel(M * D, t, link, wa, name=f"TP all-reduce ({link})")
 
 
+QK_NORM_VALUES = 2  # a token's q and k variances, all-reduced together in fp32 (vLLM's minimax_qk_norm_fusion)
+
+
+def qk_norm_all_reduce_op(M, t: int, link: str) -> Kernel:
+    """The all-reduce a layer-wide q/k RMSNorm needs under tensor parallelism (Attention.qk_norm "rmsnorm_full":
+    MiniMax-M2's per_layer norm over all heads, which t GPUs hold 1/t of): each token's q and k sums of squares,
+    QK_NORM_VALUES fp32 values a token, summed over the t GPUs before the norm scales its slice (vLLM's
+    MiniMaxText01RMSNormTP, vllm/model_executor/layers/mamba/linear_attn.py and minimax_m2.py: one all-reduce of the
+    (M, 2) variances a layer; SGLang's runs q's and k's apart, two)."""
+    # counted as 2-byte words, the fp32 values' bytes (a GPU may list no fp32 peak: the B300; the sum's additions are
+    # no term beside the link's latency)
+    return all_reduce_kernel(M * QK_NORM_VALUES * 2, t, link, 2.0, name=f"TP q/k-norm all-reduce ({link})")
+
+
+def layer_qk_norm_all_reduces(layer) -> int:
+    """qk_norm_all_reduce_op's a layer runs under tensor parallelism: one a layer-wide q/k norm's attention."""
+    return sum(1 for m in layer.mixers if getattr(m, "qk_norm", "") == "rmsnorm_full")
+
+
+def qk_norm_all_reduces(model) -> int:
+    """qk_norm_all_reduce_op's a forward pass runs under tensor parallelism (layer_qk_norm_all_reduces, summed)."""
+    return sum(n * layer_qk_norm_all_reduces(kind) for kind, n in model.kind_counts())
+
+
 def tp_all_reduces(model) -> int:
     """All-reduces a forward pass runs under tensor parallelism: each layer's Layer.tp_all_reduces
     (Megatron-LM: one after the mixer's output projection, one after the MLP's down projection; a
@@ -193,6 +217,8 @@ def model_rows(model, phase, tokens, batch, context, attention, precision, tenso
             out += rows(ops, n)
     if t > 1 and link is not None:
         out += rows([tp_all_reduce_op(M, D, t, link, wa).as_row()], tp_all_reduces(sh))
+        if qk_norm_all_reduces(sh):
+            out += rows([qk_norm_all_reduce_op(M, t, link).as_row()], qk_norm_all_reduces(sh))
     return out + rows(logits_ops(w.batch, sh, wa, True, kernel_row), 1)  # on the last token of each sequence
 
 

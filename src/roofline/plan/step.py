@@ -44,7 +44,7 @@ from roofline.cost import binds, overlapped_s
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel
 from roofline.plan.kv_budget import kv_cache_budget, sequence_cache_bytes
-from roofline.plan.model_ops import tp_all_reduces
+from roofline.plan.model_ops import qk_norm_all_reduces, tp_all_reduces
 from roofline.plan.step_chunks import ChunkCosts
 from roofline.plan.step_decode import DecodeFits
 from roofline.plan.step_layout import MAX_STEP_TOKENS, StepLayout
@@ -135,9 +135,11 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
             token_body += self._op_time(k)[2]
             runs += 1
         self._reduces = reduces = tp_all_reduces(sh)
+        self._qk_reduces = qk_norm_all_reduces(sh) if self.dense_tp() > 1 else 0
         if self.dense_tp() > 1:  # with expert parallelism the attention group's, at its rows
-            token_body += self._op_time(self._tp_all_reduce(Mpos))[2] * reduces
-            runs += reduces
+            token_body += self._op_time(self._tp_all_reduce(Mpos))[2] * reduces + \
+                self._op_time(self._qk_norm_all_reduce(Mpos))[2] * self._qk_reduces
+            runs += reduces + self._qk_reduces
         if self.pipeline_stages > 1:
             if self.pp_link is None:
                 raise RooflineError(f"pipeline stages need a link between them; {self.machine.the_name} lists none",
@@ -319,6 +321,9 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
             if self.dense_tp() > 1:
                 ar = self._tp_all_reduce(x)
                 add(ar.name, "token", self._reduces, float(ar.flops), float(ar.bytes), ar)
+                if self._qk_reduces:
+                    ar = self._qk_norm_all_reduce(x)
+                    add(ar.name, "token", self._qk_reduces, float(ar.flops), float(ar.bytes), ar)
         if n:
             for layers, span, label, fits in self._decode_fits:
                 ng = -(-n // dp)

@@ -17,7 +17,8 @@ from roofline.parameters import TENSOR_PARALLEL
 from roofline.kernels import SEND, Kernel
 from roofline.machines import get_machine
 from roofline.plan.precision import Precision
-from roofline.plan.model_ops import embedding_op, logits_ops, requantised as _requantised, tp_all_reduce_op
+from roofline.plan.model_ops import (embedding_op, logits_ops, qk_norm_all_reduce_op, requantised as _requantised,
+                                      tp_all_reduce_op)
 from roofline.plan.parallel import shard, tp_link
 from roofline.plan.step_comms import ExpertComms
 from roofline.transformer import get_model
@@ -168,6 +169,12 @@ class StepLayout(ExpertComms):
             return tp_all_reduce_op(M, self.sharded.d_model, self.attention_tp, self.attention_link,
                                     self.precision.activations)
         return tp_all_reduce_op(M, self.sharded.d_model, self.tensor_parallel, self.link, self.precision.activations)
+
+    def _qk_norm_all_reduce(self, M) -> Kernel:
+        """A layer-wide q/k norm's all-reduce of M rows' variances (model_ops.qk_norm_all_reduce_op) among the attention's
+        tensor-parallel GPUs (dense_tp) over their link."""
+        link = self.attention_link if self.expert_parallel else self.link
+        return qk_norm_all_reduce_op(M, self.dense_tp(), link)
 
     ROUTED = ("expert gate+up proj", "expert up proj", "expert down proj")
 
