@@ -53,7 +53,7 @@ from roofline.architecture import Layer
 from roofline.cost import CostModel, WorkloadPrediction, seed_cost_model
 from roofline.errors import MAX_COUNT, check_number
 from roofline.attention_ops import SPARSE_ATTENTION, SPARSE_GQA, attention_ops, latent_ops
-from roofline.kernels import FLOPS_PER_ELEMENT, MOE_EXPERTS, Kernel
+from roofline.kernels import FLOPS_PER_ELEMENT, MOE_EXPERTS, Kernel, all_reduce_kernel
 from roofline.kernel_shapes import GATED_DELTA_NET, KIMI_DELTA_ATTENTION, MAMBA2_CONV
 from roofline.op_counts import conv1d_counts, gdn_counts
 from roofline.machines import Machine, get_machine
@@ -194,6 +194,22 @@ def attention_used(layer: Layer, attention: str) -> str:
     if not layer.attends:
         return "no"
     return attention
+
+
+QK_NORM_VALUES = 2  # a token's q and k variances, all-reduced together in fp32 (vLLM's minimax_qk_norm_fusion)
+
+
+def qk_norm_all_reduce_op(M, t: int, link: str) -> Kernel:
+    """The all-reduce a layer-wide q/k RMSNorm needs under tensor parallelism (qk_norm "rmsnorm_full": MiniMax-M2's
+    per_layer norm over all heads, t GPUs holding 1/t of them): each token's q and k mean squares, QK_NORM_VALUES
+    fp32 values, summed before the norm (vLLM's MiniMaxText01RMSNormTP, minimax_qk_norm_fusion: one all-reduce of
+    the (M, 2) variances a layer; SGLang's two). As 2-byte words of the same bytes (the B300 lists no fp32 peak)."""
+    return all_reduce_kernel(M * QK_NORM_VALUES * 2, t, link, 2.0, name=f"TP q/k-norm all-reduce ({link})")
+
+
+def layer_qk_norm_all_reduces(layer) -> int:
+    """qk_norm_all_reduce_op's a layer runs under tensor parallelism: one a layer-wide q/k norm's attention."""
+    return sum(1 for m in layer.mixers if getattr(m, "qk_norm", "") == "rmsnorm_full")
 
 
 def layer_kernels(layer: Layer, d_model: int, decode: bool, T, B, S, attention: str, dtype: str) -> list[Kernel]:
@@ -342,8 +358,6 @@ def layer_reports(model="llama3-8b", machine="h100-sxm", phase: str = "prefill",
     for kind, n, index in picks:
         kernels = layer_kernels(kind, cfg.d_model, w.decode, w.tokens, w.batch, w.context, attention, dtype)
         if all_reduce is not None:
-            from roofline.plan.model_ops import layer_qk_norm_all_reduces, qk_norm_all_reduce_op
-
             rows = w.batch * (1 if w.decode else w.tokens)  # the (rows, D) activations each all-reduce sums
             kernels += [all_reduce(rows, i + 1) for i in range(kind.tp_all_reduces)]
             kernels += [qk_norm_all_reduce_op(rows, int(tensor_parallel), tp_link)] * layer_qk_norm_all_reduces(kind)

@@ -153,7 +153,7 @@ def _print_layer_report(args, cfg, report, i: int, kinds: int) -> None:
     m = pred.model
     tp = ""
     if report.tensor_parallel > 1:
-        from roofline.plan.model_ops import layer_qk_norm_all_reduces
+        from roofline.blocks import layer_qk_norm_all_reduces
 
         layer = cfg.layer(report.layer_index)
         n = layer.tp_all_reduces

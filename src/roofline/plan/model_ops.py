@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from roofline.blocks import Workload, check_size, layer_rows
+from roofline.blocks import Workload, check_size, layer_qk_norm_all_reduces, layer_rows, qk_norm_all_reduce_op
 from roofline.cost import (CostModel, WorkloadPrediction, bytes_bind, bytes_per_s, link_latency_s,
                            seed_cost_model)
 from roofline.errors import RooflineError
@@ -97,25 +97,6 @@ def tp_all_reduce_op(M, D, t: int, link: str, wa: str) -> Kernel:
     """One tensor-parallel all-reduce of the (M, D) activations among t GPUs over ``link``
     (kernels.all_reduce_kernel). A model runs Layer.tp_all_reduces of them a layer (tp_all_reduces)."""
     return all_reduce_kernel(M * D, t, link, wa, name=f"TP all-reduce ({link})")
-
-
-QK_NORM_VALUES = 2  # a token's q and k variances, all-reduced together in fp32 (vLLM's minimax_qk_norm_fusion)
-
-
-def qk_norm_all_reduce_op(M, t: int, link: str) -> Kernel:
-    """The all-reduce a layer-wide q/k RMSNorm needs under tensor parallelism (Attention.qk_norm "rmsnorm_full":
-    MiniMax-M2's per_layer norm over all heads, which t GPUs hold 1/t of): each token's q and k sums of squares,
-    QK_NORM_VALUES fp32 values a token, summed over the t GPUs before the norm scales its slice (vLLM's
-    MiniMaxText01RMSNormTP, vllm/model_executor/layers/mamba/linear_attn.py and minimax_m2.py: one all-reduce of the
-    (M, 2) variances a layer; SGLang's runs q's and k's apart, two)."""
-    # counted as 2-byte words, the fp32 values' bytes (a GPU may list no fp32 peak: the B300; the sum's additions are
-    # no term beside the link's latency)
-    return all_reduce_kernel(M * QK_NORM_VALUES * 2, t, link, 2.0, name=f"TP q/k-norm all-reduce ({link})")
-
-
-def layer_qk_norm_all_reduces(layer) -> int:
-    """qk_norm_all_reduce_op's a layer runs under tensor parallelism: one a layer-wide q/k norm's attention."""
-    return sum(1 for m in layer.mixers if getattr(m, "qk_norm", "") == "rmsnorm_full")
 
 
 def qk_norm_all_reduces(model) -> int:

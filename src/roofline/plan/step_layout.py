@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from roofline.blocks import layer_kernels
 from roofline.cost import CostModel, seed_cost_model
 from roofline.errors import RooflineError, check_number
 from roofline.parameters import TENSOR_PARALLEL
 from roofline.kernels import SEND, Kernel
 from roofline.machines import get_machine
 from roofline.plan.precision import Precision
-from roofline.plan.model_ops import (embedding_op, logits_ops, qk_norm_all_reduce_op, requantised as _requantised,
-                                      tp_all_reduce_op)
+from roofline.blocks import layer_kernels, qk_norm_all_reduce_op
+from roofline.plan.model_ops import embedding_op, logits_ops, requantised as _requantised, tp_all_reduce_op
 from roofline.plan.parallel import shard, tp_link
 from roofline.plan.step_comms import ExpertComms
 from roofline.transformer import get_model
