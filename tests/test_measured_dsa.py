@@ -26,6 +26,17 @@ def _module_ms(isl: int, batch: int, heads: int = 8, kv: str = "fp8") -> float:
     return hits[0]
 
 
+def _floor_ms(heads: int = 8, kv: str = "fp8") -> float:
+    """The site's floor: the least latency of any GlmMoeDsaForCausalLM whole-prompt row of block-fp8 GEMMs, this cache
+    and heads (every checkpoint of that architecture), skip-indexer layers left out."""
+    root = Path(list(importlib.util.find_spec("aiconfigurator_core").submodule_search_locations)[0])
+    rows = pa.read_table(root / "systems" / "data" / "b200_sxm" / "sparse_attention" / "sglang" / "0.5.14" /
+                         "dsa_context_module_perf.parquet",
+                         filters=[("num_heads", "=", heads), ("step", "=", 0), ("kv_cache_dtype", "=", kv),
+                                  ("gemm_type", "=", "fp8_block")]).to_pylist()
+    return min(r["latency"] for r in rows if r["architecture"] == "GlmMoeDsaForCausalLM" and "skip" not in r["kernel_source"])
+
+
 def _glm5_attention():
     from roofline.plan.parallel import shard
     from roofline.transformer import get_model
@@ -43,10 +54,11 @@ def test_the_module_is_read_at_its_rows():
     D, a = _glm5_attention()
     key = table.site(D, a, "fp8_block", "fp8")
     for isl, b in ((8192, 1), (4096, 2), (1024, 1)):
-        t, _ = table.seconds(key, b, isl)
-        assert t * 1e3 == pytest.approx(_module_ms(isl, b), rel=1e-9)
-    assert not table.seconds(key, 1, 8192)[1]
-    assert table.seconds(key, 1, 1024)[1]
+        assert table.seconds(key, b, isl) * 1e3 == pytest.approx(_module_ms(isl, b), rel=1e-9)
+    # the kernels' time: the host's floor H taken out as from a soft maximum, sqrt(T^2 - H^2)
+    T, H = _module_ms(8192, 1), _floor_ms()
+    assert table.kernels_s(key, 1, 8192) * 1e3 == pytest.approx((T * T - H * H) ** 0.5, rel=1e-9)
+    assert table.kernels_s(key, 1, 1024) * 1e3 < 0.3 * _module_ms(1024, 1)  # a 1k prompt's module: mostly the host's
     # 8,192 tokens take 3x a 1,024-token prompt's module here (2.35 ms against 0.78 ms): the sparse kernel's time
     assert _module_ms(8192, 1) > 2.5 * _module_ms(1024, 1)
 
@@ -77,7 +89,8 @@ def _step(kv: str = "fp8", machine: str = "b200", kernels: str = "sglang"):
 
 def test_an_8k_prompt_step_prices_the_dsa_layers_at_the_module():
     """A step of one whole 8,192-token prompt: each of GLM-5's 75 MoE layers' attention ops (its projections and norms,
-    the indexer, top-k, expansion and attention) sum to the measured module's 2.35 ms, less a launch an op."""
+    the indexer, top-k, expansion and attention) sum to the measured module's kernels' time, its 2.35 ms with the
+    host's floor taken out (sqrt(T^2 - H^2)), less a launch an op."""
     step = _step()
     ops = step.ops(chunks=[(8192, 0)])
     names = ("q_a proj", "q_a norm", "q_b proj", "kv_a proj", "kv_a norm", "index q proj (wq_b)", "index k proj (wk)",
@@ -87,8 +100,22 @@ def test_an_8k_prompt_step_prices_the_dsa_layers_at_the_module():
     assert len(mine) == len(names) and all(o.count == 75 for o in mine)
     launch = step.cost_model.launch_overhead_s
     per_layer = sum(o.time_s for o in mine) / 75 - len(names) * launch
-    assert per_layer * 1e3 == pytest.approx(_module_ms(8192, 1), rel=1e-6)
+    T, H = _module_ms(8192, 1), _floor_ms()
+    assert per_layer * 1e3 == pytest.approx((T * T - H * H) ** 0.5, rel=1e-6)
     assert any("DSA prompt attention: sglang 0.5.14 dsa_context_module_perf" in n for n in step.notes())
+
+
+def test_one_more_chunk_never_makes_a_step_cheaper():
+    """A step with a whole prompt and a chunk after a cached prefix prices the prompt on the module and the chunk on
+    the module's growth from its prefix: never less than the prompt alone, and a later chunk of a long prompt (more
+    keys to score and attend) no cheaper than its first."""
+    step = _step()
+    alone = step.seconds(chunks=[(8192, 0)])
+    assert step.seconds(chunks=[(8192, 0), (1, 8191)]) >= alone
+    assert step.seconds(chunks=[(8192, 0), (4096, 4096)]) > alone
+    assert step.seconds(chunks=[(8192, 8192)]) > alone
+    # continuous where the module leaves its host floor: no jump between neighbouring prompt lengths
+    assert step.seconds(chunks=[(3150, 0)]) / step.seconds(chunks=[(3100, 0)]) < 1.03
 
 
 def test_a_short_prompt_keeps_the_cost_model():
@@ -106,7 +133,7 @@ def test_a_cache_the_tables_lack_keeps_the_cost_model_and_says_so():
     the notes."""
     step = _step("fp8", "h100-sxm", "trtllm")
     step.ops(chunks=[(8192, 0)])
-    assert any(n.startswith("B: DSA prompt attention: the cost model (") for n in step.notes())
+    assert any(n.startswith("DSA prompt attention: the cost model (") for n in step.notes())
 
 
 def test_weights_computing_wider_than_stored_are_not_read_as_the_tables_gemms():

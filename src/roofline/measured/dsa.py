@@ -18,9 +18,9 @@ that reuse an earlier layer's top-k (GLM-5.2; not read: GLM-5's every layer inde
 A module's time is read as measured: its tokens' throughput (prompts x isl / latency) is interpolated
 log-linearly over (isl, prompts) within a site (grid.LogGrid; both paths' rows in one site, each at the
 lengths the engine runs it). The rows were timed op by op from the host: the smallest ones (0.7-0.8 ms
-whatever the shape, the host dispatching the module's kernels) are the site's floor, and a module
-within HOST_BOUND of it is read as the host's, its kernels' time not told apart (StepCost keeps its
-ops' cost model there, their host time counted by the engine's time per op).
+whatever the shape, the host dispatching the module's kernels) are the site's floor H, and a module's
+kernels' time is read as sqrt(T^2 - H^2) (kernels_s: the host's dispatch and the kernels overlap, the
+longer one showing; StepCost counts the host's time per op apart, through the engine's time per op).
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ SHAPES = {
     "GlmMoeDsaForCausalLM": (6144, 2048, 512, 192, 64, 256, 2048, 32, 128),  # zai-org/GLM-5
 }
 KV_DTYPE = {"bf16": "bfloat16", "fp8": "fp8"}  # our KV-cache dtype -> the table's
-HOST_BOUND = 1.5  # a module under 1.5x its site's floor: the host's dispatch, not its kernels' time
 
 
 def shape_key(d_model: int, a) -> tuple:
@@ -81,12 +80,17 @@ class DsaModuleTable:
                                 f"{attention.heads} heads a GPU; measured: {'; '.join(have) or 'none'}", field="model")
         return key
 
-    def seconds(self, key: tuple, b, isl) -> tuple[float, bool]:
-        """(seconds of the module for ``b`` prompts of ``isl`` tokens, whether that is the host's floor or
-        near it: HOST_BOUND)."""
+    def seconds(self, key: tuple, b, isl) -> float:
+        """Seconds of the module for ``b`` prompts of ``isl`` tokens, as measured (its host's dispatch in it)."""
         rate, _, _ = self.sites[key].estimate((float(isl), float(b)))
-        t = float(b) * float(isl) / rate
-        return t, t < HOST_BOUND * self.floors[key]
+        return float(b) * float(isl) / rate
+
+    def kernels_s(self, key: tuple, b, isl) -> float:
+        """The module's kernels' seconds for ``b`` prompts of ``isl`` tokens: its measured time T with the host's
+        dispatch H (the site's floor) taken out as from a soft maximum, sqrt(T^2 - H^2) (T = max(H, G) where
+        either dominates; continuous between: a module at its floor gives 0, one far past it its own time)."""
+        t, h = self.seconds(key, b, isl), self.floors[key]
+        return float(np.sqrt(max(t * t - h * h, 0.0)))
 
 
 @functools.cache

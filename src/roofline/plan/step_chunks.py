@@ -9,7 +9,6 @@ import numpy as np
 
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel
-from roofline.cost import time_lower_bound
 
 
 class ChunkCosts:
@@ -68,7 +67,7 @@ class ChunkCosts:
                                  kept.get(label + nm, float("nan"))) for nm in names])
                     continue
                 ks = {k.name: k for k in self._kernels(kind, False, C, 1, P + C, set(names))}
-                module = self._dsa_module_s(len(got), C, 1) if P == 0 else {}  # a DSA layer's measured module
+                module = self._dsa_module_s(len(got), C, 1, P)  # a DSA layer's measured module
                 got.append([(float(ks[nm].flops), float(ks[nm].bytes), self._rates(ks[nm]), n, label + nm, ks[nm].category,
                              module.get(nm, self._measured_chunk(ks[nm]))) for nm in names])
             if len(self._chunk_cache) < 1_000_000:
@@ -90,14 +89,15 @@ class ChunkCosts:
             return float("nan")
         return float(cm._measured_s(k, self.machine))
 
-    def _dsa_module_s(self, i: int, C: int, b: int) -> dict:
-        """name -> measured seconds of the i-th kind's chunk ops for b whole prompts of C tokens, where the kind is
-        DeepSeek Sparse Attention and the engine's tables measured its prompt module (measured.dsa): the module's
-        time (its projections, indexer, top-k, the attention kernel the engine runs at C and the output
-        projection) less its projections' and norms' (the kind's token ops the module holds, priced as the step
-        prices them at b C rows), split over the chunk ops by their cost-model times, their sum at least their
-        rooflines'; {} elsewhere, and where the module is the host's floor (measured.dsa.HOST_BOUND: its kernels'
-        time not told apart) or the tables lack the layer (said once in the run's notes)."""
+    def _dsa_module_s(self, i: int, C: int, b: int, P: int = 0) -> dict:
+        """name -> measured seconds of the i-th kind's chunk ops for b whole prompts of C tokens (or one chunk of C
+        after P cached), where the kind is DeepSeek Sparse Attention and the engine's tables measured its prompt
+        module (measured.dsa): the module's kernels' time (measured.dsa.DsaModuleTable.kernels_s: its host floor
+        taken out) less its projections' and norms' (the kind's token ops the module holds, priced as the step
+        prices them), for a chunk after a prefix the growth of both from P to P + C tokens (the module is timed on
+        whole prompts only), split over the chunk ops by their cost-model times; where that is less than the cost
+        model's (a short prompt, the module at its floor) the cost model's. {} elsewhere (and where the tables lack
+        the layer: said once in the run's notes)."""
         from roofline.attention_mixers import LatentAttention
 
         kind, _, label, token_names = self._token_kinds[i]
@@ -110,7 +110,7 @@ class ChunkCosts:
 
         mine = {k.name for k in latent_ops(builder_for(self.precision.activations), a, 1, 8, 8, False,
                                            self.sharded.d_model)} & set(token_names)
-        ks = self._kernels(kind, False, C, b, C)
+        ks = self._kernels(kind, False, C, b, P + C)
         dtype = next(k.dtype for k in ks if k.name in mine and k.category == "matmul")
         gemm = ("bfloat16" if dtype == "bf16" == self.precision.weights else self.cost_model.table_dtype(dtype)
                 if dtype == "fp8" else f"{self.precision.weights} weights computing in {dtype}")  # the table's gemm_type
@@ -118,52 +118,76 @@ class ChunkCosts:
             table = dsa_module_table(self.cost_model._source(self.machine), self.cost_model.kernels)
             key = table.site(self.sharded.d_model, a, gemm, self.precision.kv_cache)
         except RooflineError as exc:
-            note = f"{label}DSA prompt attention: the cost model ({exc})"
+            note = f"DSA prompt attention: the cost model ({exc})"
             if note not in self._seq_notes:
                 self._seq_notes.append(note)
             return {}
-        module_s, host = table.seconds(key, b, C)
-        if host:
-            return {}
-        note = (f"{label}DSA prompt attention: {table.source}, the module's measured time less its projections' "
-                "(as this step prices them), split over the indexer, top-k and attention ops; where the module is "
-                "near its floor (the host dispatching it) the cost model's")
+        note = (f"DSA prompt attention: {table.source}, the module's kernels' time less its projections' (as this step "
+                "prices them), split over the indexer, top-k, expansion and attention ops (a chunk after a cached "
+                "prefix: the module's growth from the prefix to the prefix and chunk); where that is less than the "
+                "cost model's (short prompts, whose module is the host's dispatch) the cost model's")
         if note not in self._seq_notes:
             self._seq_notes.append(note)
+
+        def projections(tokens: int) -> float:
+            return sum(float(self._op_time(k)[2]) for k in self._kernels(kind, False, tokens, 1 if P else b, tokens)
+                       if k.name in mine)
+
+        kernels_s = table.kernels_s(key, b, P + C) - (table.kernels_s(key, 1, P) if P else 0.0)
+        left = kernels_s - projections(P + C) + (projections(P) if P else 0.0)
         seq = {k.name: k for k in ks if k.name in self._chunk_names[i]}
         model = {nm: float(self._seq_time(float(k.flops), float(k.bytes), self._rates(k))) for nm, k in seq.items()}
-        bound = sum(float(time_lower_bound(k, self.machine)) for k in seq.values())
-        left = max(module_s - sum(float(self._op_time(k)[2]) for k in ks if k.name in mine), bound)
         total = sum(model.values())
-        return {nm: left * t / total for nm, t in model.items()} if total > 0 else {}
+        if total <= 0 or left <= total:
+            return {}
+        return {nm: left * t / total for nm, t in model.items()}
 
     def _chunk_sums(self, chunks) -> dict:
-        """name -> [FLOPs, bytes, rates, layers, measured seconds] of each chunk op summed over the
-        step's chunks (one varlen kernel runs them all; the measured seconds NaN unless every chunk's
-        was measured). On measured kernels, b > 1 whole prompts of C tokens (no prefix) take the
-        table's time for a batch of b (_batched_measured), not b times one prompt's: the context
-        tables measured batches, and one short prompt leaves part of the GPU idle (vLLM's H200 table,
-        8 query heads and 1 KV head of 128 over 1,024 tokens: 8 prompts take 2.8x less than 8 times
-        one; Llama 3.1 8B's 32 and 8, 1.26x less)."""
-        sums: dict = {}
+        """name -> [FLOPs, bytes, rates, layers, seconds] of each chunk op summed over the step's chunks (one
+        varlen kernel runs them all). The seconds: the measured times of the chunks the tables price, and the
+        cost model's for the rest together (a chunk after a cached prefix, which the context tables do not time);
+        NaN where no chunk was measured (the op then costed on its summed FLOPs and bytes). So a step with one
+        more chunk never costs less than without it. On measured kernels, b > 1 whole prompts of C tokens (no
+        prefix) take the table's time for a batch of b (_batched_measured), not b times one prompt's: the
+        context tables measured batches, and one short prompt leaves part of the GPU idle (vLLM's H200 table,
+        8 query heads and 1 KV head of 128 over 1,024 tokens: 8 prompts take 2.8x less than 8 times one; Llama
+        3.1 8B's 32 and 8, 1.26x less)."""
+        sums: dict = {}  # name -> [F, B, rates, layers, measured seconds, unmeasured F, unmeasured B, any measured]
         batches: dict = {}
         if self.measured:
             for C, P in chunks:
                 if P == 0:
                     batches[int(C)] = batches.get(int(C), 0) + 1
+        grouped: dict = {}  # (name, C) -> [F, B] of a batch of b > 1 whole prompts of C tokens
         for C, P in chunks:
             batched = P == 0 and batches.get(int(C), 0) > 1
             for per_kind in self._chunk_costs(int(C), int(P)):
                 for F, B, rates, n, name, _, t in per_kind:
-                    acc = sums.setdefault(name, [0.0, 0.0, rates, n, 0.0])
+                    acc = sums.setdefault(name, [0.0, 0.0, rates, n, 0.0, 0.0, 0.0, False])
                     acc[0] += F
                     acc[1] += B
-                    acc[4] += 0.0 if batched else t
+                    if batched:
+                        g = grouped.setdefault((name, int(C)), [0.0, 0.0])
+                        g[0] += F
+                        g[1] += B
+                    elif t == t:
+                        acc[4] += t
+                        acc[7] = True
+                    else:
+                        acc[5] += F
+                        acc[6] += B
         for C, b in batches.items():
             if b > 1:
                 for name, t in self._batched_measured(C, b).items():
-                    sums[name][4] += t
-        return sums
+                    acc = sums[name]
+                    if t == t:
+                        acc[4] += t
+                        acc[7] = True
+                    else:
+                        acc[5] += grouped[(name, C)][0]
+                        acc[6] += grouped[(name, C)][1]
+        return {name: [F, B, rates, n, (t + (self._seq_time(Fu, Bu, rates) if Fu or Bu else 0.0)) if any_t else float("nan")]
+                for name, (F, B, rates, n, t, Fu, Bu, any_t) in sums.items()}
 
     def _batched_measured(self, C: int, b: int) -> dict:
         """name -> measured body seconds of b prompts of C tokens with no prefix in one kernel (NaN where
