@@ -48,3 +48,22 @@ def test_the_layer_command_lists_it():
                           "--tp", "4", "--tokens", "16"], capture_output=True, text=True, check=True).stdout
     assert "2 all-reduces and 1 of the q/k norm's variances over nvlink" in out
     assert "TP q/k-norm all-reduce (nvlink)" in out
+
+
+def test_olmo2_gathers_q_and_k_instead_and_says_so(tmp_path):
+    """OLMo-2's q/k norm spans all heads too, but vLLM and SGLang all-gather q and k for it (Olmo2Attention.
+    _apply_qk_norm), not the variances: no variance all-reduce is costed, and the run's notes say what is left out.
+    The config: OLMo-2 7B's published config.json keys (allenai/OLMo-2-1124-7B)."""
+    import json
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_size": 4096,
+                               "intermediate_size": 11008, "num_attention_heads": 32, "num_key_value_heads": 32,
+                               "num_hidden_layers": 32, "vocab_size": 100352, "rms_norm_eps": 1e-06,
+                               "rope_theta": 500000, "max_position_embeddings": 4096, "tie_word_embeddings": False,
+                               "hidden_act": "silu", "attention_bias": False, "torch_dtype": "bfloat16"}))
+    step = StepCost(str(cfg), "h100-sxm", tensor_parallel=4, max_tokens=8192, max_seqs=64)
+    ops = {o.name for o in step.ops(decode_contexts=[1024] * 4)}
+    assert not any("q/k-norm" in name for name in ops)
+    assert any("all-gather q and k" in n for n in step.notes())
+    assert not any("all-gather q and k" in n for n in StepCost(str(cfg), "h100-sxm", max_tokens=8192).notes())

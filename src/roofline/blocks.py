@@ -197,19 +197,18 @@ def attention_used(layer: Layer, attention: str) -> str:
 
 
 QK_NORM_VALUES = 2  # a token's q and k variances, all-reduced together in fp32 (vLLM's minimax_qk_norm_fusion)
+QK_NORM_REDUCED = ("minimax_m2",)  # model types whose engines all-reduce the variances (OLMo-2's all-gather q and k)
 
 
 def qk_norm_all_reduce_op(M, t: int, link: str) -> Kernel:
-    """The all-reduce a layer-wide q/k RMSNorm needs under tensor parallelism (qk_norm "rmsnorm_full": MiniMax-M2's
-    per_layer norm over all heads, t GPUs holding 1/t of them): each token's q and k mean squares, QK_NORM_VALUES
-    fp32 values, summed before the norm (vLLM's MiniMaxText01RMSNormTP, minimax_qk_norm_fusion: one all-reduce of
-    the (M, 2) variances a layer; SGLang's two). As 2-byte words of the same bytes (the B300 lists no fp32 peak)."""
+    """A layer-wide q/k RMSNorm's all-reduce under TP (MiniMax-M2's per_layer norm: each token's q and k mean squares,
+    fp32, summed; vLLM's MiniMaxText01RMSNormTP: one (M, 2) a layer, SGLang's two); as 2-byte words (B300: no fp32)."""
     return all_reduce_kernel(M * QK_NORM_VALUES * 2, t, link, 2.0, name=f"TP q/k-norm all-reduce ({link})")
 
 
-def layer_qk_norm_all_reduces(layer) -> int:
-    """qk_norm_all_reduce_op's a layer runs under tensor parallelism: one a layer-wide q/k norm's attention."""
-    return sum(1 for m in layer.mixers if getattr(m, "qk_norm", "") == "rmsnorm_full")
+def layer_qk_norm_all_reduces(layer, model_type: str) -> int:
+    """qk_norm_all_reduce_op's a layer runs under TP: one a layer-wide q/k norm's attention, of QK_NORM_REDUCED."""
+    return sum(getattr(m, "qk_norm", "") == "rmsnorm_full" for m in layer.mixers) * (model_type in QK_NORM_REDUCED)
 
 
 def layer_kernels(layer: Layer, d_model: int, decode: bool, T, B, S, attention: str, dtype: str) -> list[Kernel]:
@@ -360,7 +359,8 @@ def layer_reports(model="llama3-8b", machine="h100-sxm", phase: str = "prefill",
         if all_reduce is not None:
             rows = w.batch * (1 if w.decode else w.tokens)  # the (rows, D) activations each all-reduce sums
             kernels += [all_reduce(rows, i + 1) for i in range(kind.tp_all_reduces)]
-            kernels += [qk_norm_all_reduce_op(rows, int(tensor_parallel), tp_link)] * layer_qk_norm_all_reduces(kind)
+            qk = layer_qk_norm_all_reduces(kind, cfg.model_type)
+            kernels += [qk_norm_all_reduce_op(rows, int(tensor_parallel), tp_link)] * qk
         out.append(LayerReport(machine_key=m.key or m.name, model=cfg.key or cfg.name, phase=w.phase, tokens=w.tokens,
                                batch=batch, context=w.context, attention=attention_used(kind, attention), dtype=dtype,
                                prediction=cost_model.predict(kernels, m), layer_kind=kind.label, layer_count=n,

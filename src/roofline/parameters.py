@@ -192,7 +192,7 @@ CUDA_GRAPH = Param("cuda_graph", "--cuda-graph", "cuda_graph", "one launch for t
 
 # Tensor-parallel GPUs: `layer`, `decode`, `sweep` and `serving` take --tp (cli.plan_args._add_tp), the model, decode
 # and serving views tp; serving.parameters lists it among its own
-TENSOR_PARALLEL = Param("tensor_parallel", "--tp", "tp", "tensor-parallel GPUs per model copy (2 all-reduces per block)",
+TENSOR_PARALLEL = Param("tensor_parallel", "--tp", "tp", "tensor-parallel GPUs per model copy (2 all-reduces per block; 3 where a q/k norm spans all heads: MiniMax-M2)",
                         1, maximum=4096, integer=True, api_maximum=WEB_MAX_TP, api_help="tensor-parallel GPUs per replica")
 
 VIEW_BY_NAME = {p.name: p for p in (*VIEW_PARAMS, TENSOR_PARALLEL)}

@@ -157,7 +157,7 @@ def _print_layer_report(args, cfg, report, i: int, kinds: int) -> None:
 
         layer = cfg.layer(report.layer_index)
         n = layer.tp_all_reduces
-        qk = layer_qk_norm_all_reduces(layer)  # a layer-wide q/k norm's variances (model_ops.qk_norm_all_reduce_op)
+        qk = layer_qk_norm_all_reduces(layer, cfg.model_type)  # a layer-wide q/k norm's variances (model_ops.qk_norm_all_reduce_op)
         tp = (f", one GPU's 1/{report.tensor_parallel} (tensor parallel; {n} all-reduce{'s' if n > 1 else ''} "
               + (f"and {qk} of the q/k norm's variances " if qk else "") + f"over {report.tp_link})")
     # naive is the plate's own view (its unfused layer); the plan commands and serving run flash, as engines do

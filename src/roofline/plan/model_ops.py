@@ -101,7 +101,7 @@ def tp_all_reduce_op(M, D, t: int, link: str, wa: str) -> Kernel:
 
 def qk_norm_all_reduces(model) -> int:
     """qk_norm_all_reduce_op's a forward pass runs under tensor parallelism (layer_qk_norm_all_reduces, summed)."""
-    return sum(n * layer_qk_norm_all_reduces(kind) for kind, n in model.kind_counts())
+    return sum(n * layer_qk_norm_all_reduces(kind, model.model_type) for kind, n in model.kind_counts())
 
 
 def tp_all_reduces(model) -> int:

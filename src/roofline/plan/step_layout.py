@@ -16,7 +16,7 @@ from roofline.parameters import TENSOR_PARALLEL
 from roofline.kernels import SEND, Kernel
 from roofline.machines import get_machine
 from roofline.plan.precision import Precision
-from roofline.blocks import layer_kernels, qk_norm_all_reduce_op
+from roofline.blocks import QK_NORM_REDUCED, layer_kernels, qk_norm_all_reduce_op
 from roofline.plan.model_ops import embedding_op, logits_ops, requantised as _requantised, tp_all_reduce_op
 from roofline.plan.parallel import shard, tp_link
 from roofline.plan.step_comms import ExpertComms
@@ -366,6 +366,10 @@ class StepLayout(ExpertComms):
                         "on average, uniform routing), as DeepEP's internode kernels send it, and the combine returns the "
                         "same way; the forwarding inside a node over NVLink is taken as overlapped with the transfer "
                         "(DeepEP pipelines the two) and not costed",)
+        if self.dense_tp() > 1 and self.model.model_type not in QK_NORM_REDUCED and any(
+                getattr(m, "qk_norm", "") == "rmsnorm_full" for kind in self.model.kinds for m in kind.mixers):
+            out += (f"{self.model.name}'s q/k norm spans all heads: under tensor parallelism vLLM and SGLang all-gather q "
+                    "and k for it, two all-gathers a layer (their Olmo2Attention._apply_qk_norm), not costed here",)
         stored = self.precision.storage_note(self.machine)
         out += tuple(getattr(self, "_seq_notes", ()))
         return out + ((stored,) if stored else ()) + ((self.note_model,) if self.note_model else ())
