@@ -72,12 +72,15 @@ class DsaModuleTable:
         key = (arch, gemm, KV_DTYPE.get(kv_dtype, kv_dtype), int(attention.heads))
         if key in self.ambiguous:
             raise RooflineError(f"the DSA module table times {' and '.join(self.ambiguous[key])} at the same shapes "
-                                f"({arch}, {gemm} GEMMs, a {kv_dtype} cache, {attention.heads} heads): which the engine "
+                                f"({arch}, {gemm} GEMMs, KV cache {kv_dtype}, {attention.heads} heads): which the engine "
                                 "runs is not read here", field="kernels")
         if key not in self.sites:
-            have = sorted(f"{k[1]} GEMMs, {k[2]} cache, {k[3]} heads" for k in self.sites if k[0] == arch)
-            raise RooflineError(f"no measured {arch} DSA module with {gemm} GEMMs, a {kv_dtype} cache and "
-                                f"{attention.heads} heads a GPU; measured: {'; '.join(have) or 'none'}", field="model")
+            combos = sorted({(k[1], k[2]) for k in self.sites if k[0] == arch})
+            heads = {gc: ", ".join(str(h) for h in sorted(k[3] for k in self.sites if k[:3] == (arch, *gc))) for gc in combos}
+            have = "; ".join(f"{g} GEMMs with KV cache {c} ({heads[(g, c)]} heads)" for g, c in combos)
+            hint = " (block-scaled fp8 checkpoints: --fp8-scaling block)" if gemm == "fp8" else ""
+            raise RooflineError(f"no measured {arch} DSA module with {gemm} GEMMs, KV cache {kv_dtype} and "
+                                f"{attention.heads} heads a GPU{hint}; measured: {have or 'none'}", field="model")
         return key
 
     def seconds(self, key: tuple, b, isl) -> float:
