@@ -333,7 +333,8 @@ class StepLayout(ExpertComms):
             elif t > 1 or mt > 1:
                 out += (f"expert parallelism over {g} GPUs: {self._dp} data-parallel attention group(s) of {t} GPU(s), each "
                         f"group running attention and the dense ops for its 1/{self._dp} of the sequences"
-                        + (f", tensor-parallel over its {t} GPUs (two all-reduces a layer over {self.attention_link}; around "
+                        + (f", tensor-parallel over its {t} GPUs ({2 + bool(getattr(self, '_qk_reduces', 0))} all-reduces a layer over "
+                           f"{self.attention_link}; around "
                            f"an MoE layer each GPU dispatches 1/{t} of its group's rows, vLLM's sequence-parallel MoE)"
                            if t > 1 else " with whole weights")
                         + (f"; the experts split over {g // mt} groups of {mt} GPUs" if mt > 1 else
