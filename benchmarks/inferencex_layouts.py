@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -68,21 +67,10 @@ def classify(repo: Path, rows: list[dict]) -> dict:
     """{row id: (layout, gpus, sorted config names, script, commit)}."""
     import functools
 
-    import yaml
-
     import inferencex_speculation as ix
     import silicon_validation as sv
 
-    def git(*args) -> str:
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False).stdout
-
-    @functools.cache
-    def configs(date: str) -> dict:
-        commit = git("rev-list", "-1", f"--before={date}T23:59:59Z", "HEAD").strip()
-        found = {}
-        for name in ("nvidia-master.yaml", "amd-master.yaml"):
-            found.update(yaml.safe_load(git("show", f"{commit}:.github/configs/{name}") or "{}") or {})
-        return found
+    git, configs = ix.config_reader(repo)
 
     @functools.cache
     def script(commit: str, paths: tuple) -> str:
@@ -90,34 +78,17 @@ def classify(repo: Path, rows: list[dict]) -> dict:
 
     out = {}
     for r in rows:
-        dep = sv.inferencex_deployment(r)
-        source = r["silicon_data_source"]
-        date = re.search(r"measured=(\d{4}-\d\d-\d\d)", source)
-        image = re.search(r"(?:image=|; )([^;\s=]+/[^;\s=]+:[^;\s]+)\s*$", source)
-        if dep is None or not (date and image):
+        dep, got = sv.inferencex_deployment(r), ix.date_and_image(r)
+        if dep is None or got is None:
             continue
         text = script(dep["commit"], tuple(dep["scripts"]))
         if not text:
             continue
-        tp = int(r["tp_size"] or 1)
-        ep_over_1 = int(r["moe_ep_size"] or 1) > 1
-        users, gpu = sv.concurrency(r), r["system"].split("_")[0]
-        names, dp_attn = set(), set()
-        for name, cfg in configs(date.group(1)).items():
-            if not isinstance(cfg, dict) or cfg.get("multinode") or ix._image(str(cfg.get("image", ""))) != ix._image(image.group(1)):
-                continue
-            if (ix.FRAMEWORKS.get(cfg.get("framework")), cfg.get("precision"), cfg.get("model-prefix")) != (
-                    r["backend"], r["precision"], ix.PREFIXES.get(r["model_path"])) or not str(cfg.get("runner", "")).startswith(gpu):
-                continue
-            for lengths in cfg.get("seq-len-configs", []):
-                if (lengths.get("isl"), lengths.get("osl")) != (int(r["isl"]), int(r["osl"])):
-                    continue
-                for s in lengths.get("search-space", []):
-                    if s.get("conc-start", 0) <= users <= s.get("conc-end", 1 << 30) and s.get("tp") == tp and \
-                            (int(s.get("ep", 1)) > 1) == ep_over_1:
-                        names.add(name)
-                        dp_attn.add(bool(s.get("dp-attn", False)))
-        out[r["id"]] = (decide(text, ep_over_1, dp_attn), tp, sorted(names), ", ".join(dep["scripts"]), dep["commit"][:9])
+        tp, ep_over_1 = int(r["tp_size"] or 1), int(r["moe_ep_size"] or 1) > 1
+        hits = [(name, s) for name, s in ix.matching(r, got[1], configs(got[0])[1])
+                if s.get("tp") == tp and (int(s.get("ep", 1)) > 1) == ep_over_1]
+        out[r["id"]] = (decide(text, ep_over_1, {bool(s.get("dp-attn", False)) for _, s in hits}), tp,
+                        sorted({n for n, _ in hits}), ", ".join(dep["scripts"]), dep["commit"][:9])
     return out
 
 

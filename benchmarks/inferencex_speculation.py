@@ -42,11 +42,10 @@ def _image(text: str) -> str:
     return text.replace("#", "/").strip()  # the sample and the configs write the registry's separator either way
 
 
-def classify(repo: Path, rows: list[dict]) -> dict:
-    """{row id: (speculation, sorted config names, commit)} for the rows listed (see the module's docstring)."""
+def config_reader(repo: Path):
+    """(git, configs): a git runner in the clone ``repo``, and configs(date) -> (commit, {name: config}) of the last
+    commit on or before ``date`` (its nvidia- and amd-master.yaml), cached."""
     import yaml
-
-    import silicon_validation as sv
 
     def git(*args) -> str:
         return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False).stdout
@@ -61,28 +60,49 @@ def classify(repo: Path, rows: list[dict]) -> dict:
             found.update(yaml.safe_load(git("show", f"{commit}:.github/configs/{name}") or "{}") or {})
         return commit, found
 
+    return git, configs
+
+
+def date_and_image(r: dict):
+    """A row's measured date and its image (`image=...` in the nightly exports, the last field of a database dump's
+    source), or None."""
+    source = r["silicon_data_source"]
+    date, image = re.search(r"measured=(\d{4}-\d\d-\d\d)", source), re.search(r"(?:image=|; )([^;\s=]+/[^;\s=]+:[^;\s]+)\s*$", source)
+    return (date.group(1), image.group(1)) if date and image else None
+
+
+def matching(r: dict, image: str, every: dict) -> list[tuple[str, dict]]:
+    """(config name, search-space entry) of the configs ``every`` that could have measured row ``r``: not multi-node,
+    its image, framework, precision, model prefix and GPU runner, then its input and output length and its
+    concurrency within the entry's range."""
+    import silicon_validation as sv
+
+    gpu, users = r["system"].split("_")[0], sv.concurrency(r)
+    isl, osl = int(r["isl"]), int(r["osl"])
+    hits = []
+    for name, cfg in every.items():
+        if not isinstance(cfg, dict) or cfg.get("multinode") or _image(str(cfg.get("image", ""))) != _image(image):
+            continue
+        if (FRAMEWORKS.get(cfg.get("framework")), cfg.get("precision"), cfg.get("model-prefix")) != (
+                r["backend"], r["precision"], PREFIXES.get(r["model_path"])) or not str(cfg.get("runner", "")).startswith(gpu):
+            continue
+        for lengths in cfg.get("seq-len-configs", []):
+            if (lengths.get("isl"), lengths.get("osl")) == (isl, osl):
+                hits += [(name, s) for s in lengths.get("search-space", [])
+                         if s.get("conc-start", 0) <= users <= s.get("conc-end", 1 << 30)]
+    return hits
+
+
+def classify(repo: Path, rows: list[dict]) -> dict:
+    """{row id: (speculation, sorted config names, commit)} for the rows listed (see the module's docstring)."""
+    _, configs = config_reader(repo)
     out = {}
     for r in rows:
-        source = r["silicon_data_source"]
-        # its image: `image=...` in the nightly exports, the last field of a database dump's source
-        date, image = re.search(r"measured=(\d{4}-\d\d-\d\d)", source), re.search(r"(?:image=|; )([^;\s=]+/[^;\s=]+:[^;\s]+)\s*$", source)
-        if not (date and image):
+        got = date_and_image(r)
+        if got is None:
             continue
-        commit, every = configs(date.group(1))
-        gpu, users = r["system"].split("_")[0], sv.concurrency(r)
-        isl, osl = int(r["isl"]), int(r["osl"])
-        hits = []
-        for name, cfg in every.items():
-            if not isinstance(cfg, dict) or cfg.get("multinode") or _image(str(cfg.get("image", ""))) != _image(image.group(1)):
-                continue
-            if (FRAMEWORKS.get(cfg.get("framework")), cfg.get("precision"), cfg.get("model-prefix")) != (
-                    r["backend"], r["precision"], PREFIXES.get(r["model_path"])) or not str(cfg.get("runner", "")).startswith(gpu):
-                continue
-            for lengths in cfg.get("seq-len-configs", []):
-                if (lengths.get("isl"), lengths.get("osl")) != (isl, osl):
-                    continue
-                hits += [(name, s.get("spec-decoding", "none")) for s in lengths.get("search-space", [])
-                         if s.get("conc-start", 0) <= users <= s.get("conc-end", 1 << 30)]
+        commit, every = configs(got[0])
+        hits = [(name, s.get("spec-decoding", "none")) for name, s in matching(r, got[1], every)]
         kinds = {k for _, k in hits}
         if "mtp" in kinds:
             out[r["id"]] = ("mtp" if kinds == {"mtp"} else "unknown", sorted({n for n, _ in hits}), commit[:9])
