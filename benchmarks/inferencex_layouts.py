@@ -27,7 +27,6 @@ Run by hand with a clone of github.com/SemiAnalysisAI/InferenceX (no network her
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
@@ -93,28 +92,23 @@ def classify(repo: Path, rows: list[dict]) -> dict:
 
 
 def write(found: dict, path: Path) -> None:
-    lines = ["# How InferenceX's vLLM aggregated rows of aiconfigurator-core's silicon sample laid out their GPUs: \"tp\",",
-             "# \"tp_ep\" (the experts split whole over the tensor-parallel GPUs), \"dp_ep\" (data-parallel attention, one GPU",
-             "# a rank) or \"unknown\", on `gpus` GPUs, from the launch script at `commit` and the InferenceX configs the row",
-             "# matched; written by benchmarks/inferencex_layouts.py (its docstring says how), read by",
-             "# silicon_validation.layout().", "", "[rows]"]
-    for rid, (kind, gpus, names, scripts, commit) in sorted(found.items()):
-        lines.append(f'"{rid}" = {{ layout = "{kind}", gpus = {gpus}, configs = [{", ".join(chr(34) + n + chr(34) for n in names)}]'
-                     f', script = "{scripts}", commit = "{commit}" }}')
-    path.write_text("\n".join(lines) + "\n")
+    import inferencex_speculation as ix
+
+    ix.write_rows(path, ["How InferenceX's vLLM aggregated rows of aiconfigurator-core's silicon sample laid out their GPUs: \"tp\",",
+                         "\"tp_ep\" (the experts split whole over the tensor-parallel GPUs), \"dp_ep\" (data-parallel attention, one GPU",
+                         "a rank) or \"unknown\", on `gpus` GPUs, from the launch script at `commit` and the InferenceX configs the row",
+                         "matched; written by benchmarks/inferencex_layouts.py (its docstring says how), read by",
+                         "silicon_validation.layout()."],
+                  {rid: {"layout": kind, "gpus": gpus, "configs": list(names), "script": scripts, "commit": commit}
+                   for rid, (kind, gpus, names, scripts, commit) in found.items()})
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--inferencex", type=Path, required=True, help="a git clone of SemiAnalysisAI/InferenceX")
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).parent))
-    import silicon_validation as sv
-    from roofline.measured.tables import data_root
+    import inferencex_speculation as ix
 
-    rows = [r for r in sv.read_rows(data_root().parent / "silicon_sample.csv")
-            if sv.is_inferencex(r) and r.get("mode") == "agg" and r["backend"] == "vllm"]
+    args = ix.arguments(__doc__, OUT, argv)
+    rows = ix.sample_rows(lambda r: r["backend"] == "vllm")
     found = classify(args.inferencex, rows)
     write(found, args.out)
     kinds = [k for k, *_ in found.values()]

@@ -109,28 +109,49 @@ def classify(repo: Path, rows: list[dict]) -> dict:
     return out
 
 
-def write(found: dict, path: Path) -> None:
-    lines = ["# InferenceX's aggregated rows of aiconfigurator-core's silicon sample that ran MTP speculative decoding",
-             "# (\"mtp\"), or whose image served configs with and without it at the row's lengths and concurrency",
-             "# (\"unknown\"), with the configs matched and the InferenceX commit read; written by",
-             "# benchmarks/inferencex_speculation.py (its docstring says how), read by silicon_validation.layout().",
-             "", "[rows]"]
-    for rid, (kind, names, commit) in sorted(found.items()):
-        lines.append(f'"{rid}" = {{ speculation = "{kind}", configs = [{", ".join(chr(34) + n + chr(34) for n in names)}]'
-                     f', commit = "{commit}" }}')
+def _toml(v) -> str:
+    return str(v) if isinstance(v, int) else "[" + ", ".join(_toml(x) for x in v) + "]" if isinstance(v, list) else f'"{v}"'
+
+
+def write_rows(path: Path, header: list[str], rows: dict) -> None:
+    """A table of rows (benchmarks/inferencex_*.toml): the comment lines ``header``, then `[rows]` and each row id's
+    fields as an inline table, in id order."""
+    lines = [f"# {h}" for h in header] + ["", "[rows]"]
+    lines += [f'"{rid}" = {{ ' + ", ".join(f"{k} = {_toml(v)}" for k, v in fields.items()) + " }"
+              for rid, fields in sorted(rows.items())]
     path.write_text("\n".join(lines) + "\n")
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--inferencex", type=Path, required=True, help="a git clone of SemiAnalysisAI/InferenceX")
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args(argv)
+def sample_rows(keep=lambda r: True) -> list[dict]:
+    """The silicon sample's aggregated rows InferenceX measured (and ``keep`` keeps)."""
     sys.path.insert(0, str(Path(__file__).parent))
     import silicon_validation as sv
     from roofline.measured.tables import data_root
 
-    rows = [r for r in sv.read_rows(data_root().parent / "silicon_sample.csv") if sv.is_inferencex(r) and r.get("mode") == "agg"]
+    return [r for r in sv.read_rows(data_root().parent / "silicon_sample.csv")
+            if sv.is_inferencex(r) and r.get("mode") == "agg" and keep(r)]
+
+
+def arguments(doc: str, out: Path, argv=None):
+    """The hand-run tools' flags: --inferencex (a clone of InferenceX) and --out."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--inferencex", type=Path, required=True, help="a git clone of SemiAnalysisAI/InferenceX")
+    ap.add_argument("--out", type=Path, default=out)
+    return ap.parse_args(argv)
+
+
+def write(found: dict, path: Path) -> None:
+    write_rows(path, ["InferenceX's aggregated rows of aiconfigurator-core's silicon sample that ran MTP speculative decoding",
+                      "(\"mtp\"), or whose image served configs with and without it at the row's lengths and concurrency",
+                      "(\"unknown\"), with the configs matched and the InferenceX commit read; written by",
+                      "benchmarks/inferencex_speculation.py (its docstring says how), read by silicon_validation.layout()."],
+               {rid: {"speculation": kind, "configs": list(names), "commit": commit}
+                for rid, (kind, names, commit) in found.items()})
+
+
+def main(argv=None) -> int:
+    args = arguments(__doc__, OUT, argv)
+    rows = sample_rows()
     found = classify(args.inferencex, rows)
     write(found, args.out)
     kinds = [k for k, _, _ in found.values()]

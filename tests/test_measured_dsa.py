@@ -164,3 +164,13 @@ def test_a_site_timed_by_two_kernel_sources_is_refused_by_name():
     doubled = dataclasses.replace(table, ambiguous={key: ["FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE"]})
     with pytest.raises(RooflineError, match="FLASHINFER_MLA_SPARSE and FLASHMLA_SPARSE"):
         doubled.site(D, a, "fp8_block", "fp8")
+
+
+def test_a_prompt_past_the_tables_longest_says_it_is_extrapolated():
+    """SGLang's B200 module rows stop at 16,384 tokens (the parquet's isl column): a prompt longer than that (here a
+    chunk of 8,192 after 12,000 cached) is read at the edge, and the notes say so; a shorter one says nothing of it."""
+    step = _step()
+    step.seconds(chunks=[(8192, 0)])
+    assert not any("past the module table's longest" in n for n in step.notes())
+    step.seconds(chunks=[(8192, 12000)])
+    assert any("20,192 tokens is past the module table's longest prompt (16,384)" in n for n in step.notes())

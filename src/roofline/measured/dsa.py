@@ -88,6 +88,10 @@ class DsaModuleTable:
         rate, _, _ = self.sites[key].estimate((float(isl), float(b)))
         return float(b) * float(isl) / rate
 
+    def longest(self, key: tuple) -> int:
+        """The longest prompt the site measured: past it a module's time is its edge's throughput (extrapolated)."""
+        return int(self.sites[key].axes[0][-1])
+
     def kernels_s(self, key: tuple, b, isl) -> float:
         """The module's kernels' seconds for ``b`` prompts of ``isl`` tokens: its measured time T with the host's
         dispatch H (the site's floor) taken out as from a soft maximum, sqrt(T^2 - H^2) (T = max(H, G) where

@@ -128,6 +128,11 @@ class ChunkCosts:
                 "cost model's (short prompts, whose module is the host's dispatch) the cost model's")
         if note not in self._seq_notes:
             self._seq_notes.append(note)
+        if P + C > table.longest(key):
+            note = (f"DSA prompt attention: {P + C:,} tokens is past the module table's longest prompt "
+                    f"({table.longest(key):,}): extrapolated at its edge's throughput")
+            if note not in self._seq_notes:
+                self._seq_notes.append(note)
 
         def projections(tokens: int) -> float:
             return sum(float(self._op_time(k)[2]) for k in self._kernels(kind, False, tokens, 1 if P else b, tokens)
