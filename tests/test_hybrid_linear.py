@@ -164,7 +164,10 @@ def test_decode_kernels_read_and_write_the_state_once():
     ops = {k.name: k for k in layer_kernels(m.kinds[0], 4096, True, 1, 4, 1000, "flash", "bf16")}
     assert ops["gated delta rule"].flops == 29_360_128 and ops["gated delta rule"].cache_elems == 2 * 4 * 1_048_576
     assert ops["conv1d"].cache_elems == 2 * 4 * 36_864
-    assert ops["in proj"].weight_elems == 4096 * (12_288 + 8192 + 128)
+    # the engines' two input GEMMs (SGLang's and vLLM's in_proj_qkvz and in_proj_ba): q, k, v (12,288) and z
+    # (8,192); b and a, one each of 64 value heads
+    assert ops["in proj (q, k, v, z)"].weight_elems == 4096 * (12_288 + 8192)
+    assert ops["in proj (b, a)"].weight_elems == 4096 * 128
     assert scan_flops_per_token_forward(m) == 45 * 7_438_336
     attn = {k.name: k for k in layer_kernels(m.kinds[1], 4096, True, 1, 4, 1000, "flash", "bf16")}
     assert attn["QKV proj"].weight_elems == 4096 * (2 * 32 * 256 + 2 * 2 * 256) and "output gate (sigmoid*mul)" in attn

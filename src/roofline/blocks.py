@@ -167,7 +167,9 @@ def _ssm_ops(o: OpBuilder, s, B, T, decode: bool, D, prefix="") -> list[Kernel]:
 
 
 def _gdn_ops(o: OpBuilder, g: GatedDeltaNet, B, T, decode: bool, D) -> list[Kernel]:
-    """Gated DeltaNet in its recurrent form: in proj (q, k, v, z, b, a); the conv over q, k, v and
+    """Gated DeltaNet in its recurrent form: in proj as the engines run it, two GEMMs, (q, k, v, z) and
+    (b, a) (vLLM's and SGLang's in_proj_qkvz and in_proj_ba, Qwen3.5's four checkpoint matrices merged
+    into those two: sgl-project/sglang PR #21019); the conv over q, k, v and
     the delta rule (gdn_counts); the gated norm; out proj. Kimi Delta Attention adds the rank-r gates'
     up projections and reads a decay per key channel; its gate's activations (O(key_dim) a token) are
     left out. The conv and the rule carry their shape (GATED_DELTA_NET, KDA's KIMI_DELTA_ATTENTION: what
@@ -177,7 +179,10 @@ def _gdn_ops(o: OpBuilder, g: GatedDeltaNet, B, T, decode: bool, D) -> list[Kern
     gates = [o.mm("gate up proj (f_b, g_b)", M, g.gate_up_width, g.gate_rank, "ssm")] if g.gate_rank else []
     tag = KIMI_DELTA_ATTENTION if g.gate_rank else GATED_DELTA_NET
     shape = (lambda part: (tag, part, B, T, g.k_heads, g.k_head_dim, g.v_heads, g.v_head_dim, g.conv_kernel, decode, D))
-    return [o.mm("in proj", M, g.in_proj_width, D, "ssm"), *gates,
+    proj = ([o.mm("in proj", M, g.in_proj_width, D, "ssm")] if g.gate_rank else
+            [o.mm("in proj (q, k, v, z)", M, g.in_proj_width - 2 * g.v_heads, D, "ssm"),
+             o.mm("in proj (b, a)", M, 2 * g.v_heads, D, "ssm")])
+    return [*proj, *gates,
             o.kernel("conv1d", cf, cb, "elementwise", o.dtype, cache_elems=conv_io, shape=shape("conv")),
             o.kernel("gated delta rule", rf, rb, "scan", o.dtype, cache_elems=state_io, shape=shape("rule")),
             o.ew("gated norm", M * g.value_dim, 2, 1, FLOPS_PER_ELEMENT["gated_rmsnorm"]),
