@@ -66,12 +66,26 @@ def sample_by_slice(rows: list[dict], k: int, largest: int = 0) -> list[dict]:
     return sorted((r for s in kept for r in s[::max(1, len(s) // k)][:k]), key=lambda r: r["id"])
 
 
+def peer_layout(r: dict) -> tuple[int, int, int, int, int]:
+    """(tp, attention dp, MoE tp, MoE ep, batch per attention-DP rank) the peer is given for a row: the layout
+    our side runs. The sample's, except InferenceX's vLLM rows, which both tools take as their launch scripts
+    laid them out (silicon_validation.layout reads benchmarks/inferencex_layouts.toml): tensor-parallel on the
+    script's GPUs ("tp"), experts split over them ("tp_ep"), data-parallel attention with them ("dp_ep"), the
+    row's users spread over the ranks."""
+    launched = sv._vllm_layouts().get(r.get("id", "")) if sv.is_inferencex(r) and r["backend"] == "vllm" else None
+    if launched is None or launched["layout"] == "unknown":
+        return (sv._int(r["tp_size"]), sv._int(r["attention_dp_size"]), sv._int(r["moe_tp_size"]),
+                sv._int(r["moe_ep_size"]), sv._int(r["batch_size"]))
+    g, users = int(launched["gpus"]), sv.concurrency(r)
+    return {"tp": (g, 1, g, 1, users), "tp_ep": (g, 1, 1, g, users)}.get(launched["layout"], (1, g, 1, g, max(1, users // g)))
+
+
 def peer_args(r: dict) -> list[str]:
-    """The row as `aiconfigurator cli estimate` flags: its engine and version, layout, quantisation."""
+    """The row as `aiconfigurator cli estimate` flags: its engine and version, layout (peer_layout), quantisation."""
+    tp, dp, mtp, mep, batch = peer_layout(r)
     args = ["estimate", "--model-path", PEER_MODEL.get(r["model_path"], r["model_path"]), "--system", r["system"], "--backend", r["backend"],
-            "--isl", r["isl"], "--osl", r["osl"], "--batch-size", str(sv._int(r["batch_size"])), "--estimate-mode", "agg",
-            "--tp-size", str(sv._int(r["tp_size"])), "--attention-dp-size", str(sv._int(r["attention_dp_size"])),
-            "--moe-tp-size", str(sv._int(r["moe_tp_size"])), "--moe-ep-size", str(sv._int(r["moe_ep_size"])),
+            "--isl", r["isl"], "--osl", r["osl"], "--batch-size", str(batch), "--estimate-mode", "agg",
+            "--tp-size", str(tp), "--attention-dp-size", str(dp), "--moe-tp-size", str(mtp), "--moe-ep-size", str(mep),
             "--log-level", "ERROR"]
     if (r["backend_version"] or "").strip():
         args += ["--perf-db-version", r["backend_version"].strip()]
@@ -114,7 +128,8 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", default=str(ROOT / "docs" / "serving-peer-comparison.md"))
     ap.add_argument("--peer-rows", default=None, metavar="FILE",
-                    help="the peer's results as JSON lines: read from FILE when it exists (no peer run), else written there")
+                    help="the peer's results as JSON lines, each with the flags it was run with: a row whose flags match is "
+                         "read from FILE, the others run and added to it")
     args = ap.parse_args(argv)
     from roofline.measured.tables import data_root
 
@@ -130,14 +145,18 @@ def main(argv=None) -> int:
     import json
 
     cached = Path(args.peer_rows) if args.peer_rows else None
-    if cached is not None and cached.is_file():
-        got = {d["id"]: d for d in map(json.loads, cached.read_text().splitlines())}
-        peer = [got.get(r["id"], {}) for r in rows]
-    elif args.aiconfigurator:
+    got = {d["id"]: d for d in map(json.loads, cached.read_text().splitlines())} if cached and cached.is_file() else {}
+    # a cached result stands for its row only if the peer was asked the same (its flags: a layout read anew reruns it)
+    peer = [got[r["id"]] if got.get(r["id"], {}).get("args") == peer_args(r) else {} for r in rows]
+    todo = [i for i, p in enumerate(peer) if not p]
+    if todo and args.aiconfigurator:
+        print(f"the peer: {len(todo)} of {len(rows)} rows to run ({len(rows) - len(todo)} cached)", flush=True)
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            peer = list(pool.map(lambda r: run_peer(args.aiconfigurator, r), rows))
-        if cached is not None:
-            cached.write_text("".join(json.dumps({"id": r["id"], **p}) + "\n" for r, p in zip(rows, peer)))
+            for i, p in zip(todo, pool.map(lambda i: run_peer(args.aiconfigurator, rows[i]), todo)):
+                peer[i] = {**p, "args": peer_args(rows[i])}
+                if cached is not None:  # kept as it comes: a run cut short resumes where it stopped
+                    got[rows[i]["id"]] = {"id": rows[i]["id"], **peer[i]}
+                    cached.write_text("".join(json.dumps(d) + "\n" for d in got.values()))
     args.total = len(every)
     args.accepted = sum(1 for r in every if not isinstance(sv.layout(r), str))
     lines = report(rows, ours, peer, args)
@@ -190,7 +209,8 @@ def report(rows, ours, peer, args) -> list[str]:
              "benchmarks/silicon_validation.py runs it (the engine's defaults, its measured kernels, its time per step "
              "and host time per op outside a CUDA graph from data/engines.toml, vLLM's time per step hidden on the rows "
              "that ran async scheduling). The peer: `aiconfigurator cli estimate --estimate-mode agg` with the row's engine "
-             "and version (its default where its database lacks the version), layout and quantisation modes.", ""]
+             "and version (its default where its database lacks the version), the layout ours runs (the sample's; InferenceX's "
+             "vLLM rows as their launch scripts laid them out, benchmarks/inferencex_layouts.toml) and quantisation modes.", ""]
     if both:
         held = [x for x in both if x[1]["model"] not in sv.FIT_MODELS]
         lines += [f"Our time per step per engine and host time per op were fitted on the rows of {', '.join(sv.FIT_MODELS)} "

@@ -174,3 +174,17 @@ def test_a_prompt_past_the_tables_longest_says_it_is_extrapolated():
     assert not any("past the module table's longest" in n for n in step.notes())
     step.seconds(chunks=[(8192, 12000)])
     assert any("20,192 tokens is past the module table's longest prompt (16,384)" in n for n in step.notes())
+
+
+def test_the_header_names_the_module_for_a_sparse_model_only():
+    """The run's line of what the measured kernels price names DSA's prompt module for GLM-5 (its index_topk layers),
+    not for DeepSeek-V3, whose latent attention is dense."""
+    from roofline.machines import get_machine
+    from roofline.measured.model import MeasuredKernels
+    from roofline.transformer import get_model
+
+    m = get_machine("b200")
+    cm = MeasuredKernels.for_machine(m, "sglang", launch_overhead_s=m.launch_overhead_s)
+    assert "DeepSeek Sparse Attention's prompt module" in cm.priced_by(get_model("glm-5"), 8)
+    assert "DeepSeek Sparse Attention" not in cm.priced_by(get_model("deepseek-v3"), 8)
+    assert "MLA decode" in cm.priced_by(get_model("deepseek-v3"), 8)

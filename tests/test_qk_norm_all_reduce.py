@@ -67,3 +67,17 @@ def test_olmo2_gathers_q_and_k_instead_and_says_so(tmp_path):
     assert not any("q/k-norm" in name for name in ops)
     assert any("all-gather q and k" in n for n in step.notes())
     assert not any("all-gather q and k" in n for n in StepCost(str(cfg), "h100-sxm", max_tokens=8192).notes())
+
+
+@pytest.mark.parametrize("recompute, per_layer", [("none", 2), ("full", 3)])
+def test_training_reduces_the_variances_forward_and_backward(recompute, per_layer):
+    """A training step under TP 8: once forward, once backward (the norm's gradient sums over the whole width), once
+    more when full recompute reruns the forward; MiniMax-M2.5's 62 layers, one micro-batch of 8,192 tokens."""
+    from roofline.plan.train_memory import make_layout
+    from roofline.plan.training import step_collectives
+
+    ops, _, _ = step_collectives("minimax-m2.5", "h100-sxm", make_layout(64, tensor_parallel=8), 8192, recompute)
+    qk = {o.kernel.name: o.count for o in ops}
+    assert qk["TP q/k-norm all-reduce (nvlink)"] == per_layer * 62
+    ops, _, _ = step_collectives("qwen3-32b", "h100-sxm", make_layout(64, tensor_parallel=8), 8192, recompute)
+    assert not any("q/k-norm" in o.kernel.name for o in ops)  # a per-head norm needs no reduction

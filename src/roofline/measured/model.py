@@ -152,6 +152,8 @@ class MeasuredKernels(CostModel):
         has = (lambda test: True) if model is None else (lambda test: any(test(k) for k in model.kinds))
         names = ["matmuls", "fused attention"]
         names += ["MLA decode"] if has(lambda k: isinstance(k.mixer, LatentAttention)) else []
+        names += ["DeepSeek Sparse Attention's prompt module (where measured at the layer's shape: the notes say)"] \
+            if has(lambda k: isinstance(k.mixer, LatentAttention) and k.mixer.index_topk and k.mixer.index_heads) else []
         names += ["Gated DeltaNet"] if has(lambda k: isinstance(k.mixer, GatedDeltaNet) and not k.mixer.gate_rank) else []
         names += ["Kimi Delta Attention"] if has(lambda k: isinstance(k.mixer, GatedDeltaNet) and k.mixer.gate_rank) else []
         names += ["Mamba-2's conv"] if has(lambda k: any(isinstance(m, Mamba2) for m in k.mixers)) else []

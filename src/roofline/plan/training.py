@@ -30,7 +30,8 @@ from roofline.kernels import all_gather_kernel, all_reduce_kernel, reduce_scatte
 from roofline.machines import get_machine
 from roofline.parameters import MFU, PRICE, SEQ_LEN, TRAIN_GPUS_PER_NODE, TRAIN_TOKENS
 from roofline.plan.memory import MemoryPlan
-from roofline.plan.model_ops import CountedOp, predict_counted
+from roofline.blocks import qk_norm_all_reduce_op
+from roofline.plan.model_ops import CountedOp, predict_counted, qk_norm_all_reduces
 from roofline.plan.parallel import SCALE_UP_LINKS, default_link, resolve_link
 from roofline.plan.precision import computes_in
 from roofline.plan.train_memory import (Layout, check_pipeline, make_layout, stage_params, train_flops_per_token,
@@ -53,7 +54,8 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
     and how many of the ops, first, are the tensor-parallel group's (on the critical path).
 
     Tensor parallel (Megatron-LM): 2 all-reduces of the (b s, D) activations per layer forward and
-    2 backward (2 more forward with full recompute), for each of the step's m micro-batches and the
+    2 backward (2 more forward with full recompute), and a layer-wide q/k norm's (b s, 2) variances
+    once forward and once backward (once more with full recompute; blocks.qk_norm_all_reduce_op), for each of the step's m micro-batches and the
     GPU's L / p layers; with sequence parallelism each is a reduce-scatter + all-gather, the same
     bytes. Data parallel: the bf16 gradients of the GPU's slice all-reduced across the data ranks
     once per step (ZeRO 1 and 2: a reduce-scatter and an all-gather, the same bytes); ZeRO 3
@@ -100,6 +102,10 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
         k = all_reduce_kernel(layout.micro_batch * seq_len * cfg.d_model, layout.tensor_parallel, tp_link, "bf16",
                               name=f"TP all-reduce ({tp_link})")
         ops.append(CountedOp(k, count))
+        qk = qk_norm_all_reduces(cfg)  # a layer-wide q/k norm's variances: once forward, once backward (its gradient's sum)
+        if qk:
+            per = (2 + (recompute == "full")) * round(qk * per_stage / cfg.n_layers) * layout.micro_batches(seq_len)
+            ops.append(CountedOp(qk_norm_all_reduce_op(layout.micro_batch * seq_len, layout.tensor_parallel, tp_link), per))
     tp_ops = len(ops)
     if layout.data_parallel > 1 and dp_link:
         grads = stage_params(cfg, layout)  # the largest stage's: a whole number of parameters
