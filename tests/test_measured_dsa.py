@@ -188,3 +188,25 @@ def test_the_header_names_the_module_for_a_sparse_model_only():
     assert "DeepSeek Sparse Attention's prompt module" in cm.priced_by(get_model("glm-5"), 8)
     assert "DeepSeek Sparse Attention" not in cm.priced_by(get_model("deepseek-v3"), 8)
     assert "MLA decode" in cm.priced_by(get_model("deepseek-v3"), 8)
+
+
+def test_decode_ops_no_table_measures_take_at_least_the_kernel_floor():
+    """GLM-5's decode on 8 B200s, 4 sequences at 1,500 tokens: the indexer's scores, the top-k, the absorbed batched
+    matmuls and the sparse attention over min(S, 2,048) latents (4 x 1,500 x 656 B of fp8 cache = 3.9 MB: 0.5 us at
+    8 TB/s) are each a kernel in the engine's CUDA graph: each takes the engine's kernel floor (measured.floor, tested
+    against its table's rows in test_measured_floor.py) a layer; 64 sequences at 100k tokens read their 2,048 latents each
+    (64 x 2,048 x 576 B of fp8 latents = 75 MB a layer: ~9 us at 8 TB/s), over it: the cost model's time as before."""
+    from roofline.measured.floor import kernel_floor
+
+    floor = kernel_floor("b200", "sglang").seconds
+    step = _step()
+    ops = {o.name: o for o in step.ops([1500] * 4)}
+    names = ("indexer scores (decode)", "top-k select (decode)", "q absorb (W_UK) (decode)", "out absorb (W_UV) (decode)",
+             "sparse latent attention (decode)")
+    launch = step.cost_model.launch_overhead_s  # this step launches each kernel (no CUDA graph): counted apart
+    for n in names:
+        assert ops["B: " + n].time_s / ops["B: " + n].count - launch == pytest.approx(floor, rel=1e-6), n
+    assert any("no less than the kernel floor" in n for n in step.notes())
+    big = {o.name: o for o in step.ops([100_000] * 64)}["B: sparse latent attention (decode)"]
+    assert big.time_s / big.count - launch > 3 * floor
+    assert big.bytes / big.count > 64 * 2048 * 576

@@ -135,25 +135,58 @@ class DecodeFits:
         do not price the op (then the op keeps the linear fit and the cost model, and notes() says
         why)."""
         cm = self.cost_model
-        if not self.measured or not cm.family_of(k0):
+        if not self.measured:
             return None
         top = max(-(-self.max_seqs // self._dp), 1)
         counts = np.unique(np.concatenate([np.arange(1.0, min(top, EXACT_SEQUENCES) + 1.0),
                                            np.round(np.geomspace(1.0, top, 48))]))
         B, S = np.meshgrid(counts, MEASURED_CONTEXTS, indexing="ij")
         k = {x.name: x for x in self._kernels(kind, True, 1, B.ravel(), S.ravel())}[name]
+        if not cm.family_of(k0):
+            return self._floored_decode(name, k, counts, B.shape, top)
         measured = np.asarray(cm._measured_s(k, self.machine), dtype=float)
         one = cm.predict_op({x.name: x for x in self._kernels(kind, True, 1, 1, 1024)}[name], self.machine)
         if not np.isfinite(measured).all() or one.basis == "cost model":
             self._seq_notes.append(f"{name} (decode): the cost model ({one.source or 'not in the tables'})")
-            return None
+            return self._floored_decode(name, k, counts, B.shape, top)
         body = measured.reshape(B.shape)  # _op_time's body (no launch): every size measured, its time the table's
+        return self._seq_table(counts, body, top, "measured per size", one.source)
+
+    def _floored_decode(self, name: str, k: Kernel, counts, shape, top: int) -> MeasuredSeqOp | None:
+        """A decode op no measured table prices (DeepSeek Sparse Attention's indexer, top-k and sparse attention,
+        MLA's absorbed batched matmuls): the cost model's body on the grid, each size at least the engine's
+        kernel floor inside a CUDA graph (measured.floor: a kernel of a few hundred bytes still takes it, where
+        the bandwidth alone prices it at a fraction of a microsecond); None where the floor is not read (moved
+        to another GPU, or no GEMM table: the cost model's linear fit, said)."""
+        from roofline.cost import CostModel
+        from roofline.measured.floor import kernel_floor
+
+        cm = self.cost_model
+        try:
+            if cm.measured_on:
+                raise RooflineError(f"a kernel's floor is its GPU's: not transferred from {cm.measured_on}")
+            floor = kernel_floor(self.machine.key, cm.kernels)
+        except RooflineError as exc:
+            note = f"decode ops no table measures: the cost model, with no kernel floor ({exc})"
+            if note not in self._seq_notes:
+                self._seq_notes.append(note)
+            return None
+        body = np.asarray(CostModel.op_seconds(cm, k, self.machine, 0.0)[2], dtype=float).reshape(shape)
+        note = (f"decode ops no table measures: the cost model at no less than the kernel floor, "
+                f"{floor.seconds * 1e6:.2f} us ({floor.source})")
+        if note not in self._seq_notes:
+            self._seq_notes.append(note)
+        return self._seq_table(counts, np.maximum(body, floor.seconds), top, "floor", floor.source)
+
+    @staticmethod
+    def _seq_table(counts, body, top: int, basis: str, source: str) -> MeasuredSeqOp:
+        """A MeasuredSeqOp of ``body`` seconds on the grid (counts x MEASURED_CONTEXTS)."""
         ns = np.arange(0, top + 1, dtype=float)
         lo = np.clip(np.searchsorted(counts, np.maximum(ns, 1.0), side="right") - 1, 0, len(counts) - 1)
         hi = np.minimum(lo + 1, len(counts) - 1)
         span = np.log(counts[hi]) - np.log(counts[lo])
         w = np.divide(np.log(np.maximum(ns, 1.0)) - np.log(counts[lo]), span, out=np.zeros_like(ns), where=span > 0)
-        return MeasuredSeqOp(counts, np.log(MEASURED_CONTEXTS), np.log(body), lo, w, "measured per size", one.source)
+        return MeasuredSeqOp(counts, np.log(MEASURED_CONTEXTS), np.log(body), lo, w, basis, source)
 
     def _decode_seconds(self, n: int, sum_s: float, contexts) -> float:
         """The decode sequence ops of one GPU: all n sequences, or with data-parallel attention the
