@@ -155,28 +155,19 @@ class DecodeFits:
     def _floored_decode(self, name: str, k: Kernel, counts, shape, top: int) -> MeasuredSeqOp | None:
         """A decode op no measured table prices (DeepSeek Sparse Attention's indexer, top-k and sparse attention,
         MLA's absorbed batched matmuls): the cost model's body on the grid, each size at least the engine's
-        kernel floor inside a CUDA graph (measured.floor: a kernel of a few hundred bytes still takes it, where
-        the bandwidth alone prices it at a fraction of a microsecond); None where the floor is not read (moved
-        to another GPU, or no GEMM table: the cost model's linear fit, said)."""
-        from roofline.cost import CostModel
-        from roofline.measured.floor import kernel_floor
-
-        cm = self.cost_model
-        try:
-            if cm.measured_on:
-                raise RooflineError(f"a kernel's floor is its GPU's: not transferred from {cm.measured_on}")
-            floor = kernel_floor(self.machine.key, cm.kernels)
-        except RooflineError as exc:
-            note = f"decode ops no table measures: the cost model, with no kernel floor ({exc})"
+        kernel floor inside a CUDA graph (MeasuredKernels._floor, as a norm's: a kernel of a few hundred bytes
+        still takes it, where the bandwidth alone prices it at a fraction of a microsecond); None where the floor
+        is not read (moved to another GPU, no GEMM table) or under the body at every size: the linear fit, said."""
+        est, why = self.cost_model._floor(k, self.machine)
+        if est is None:
+            note = f"decode ops no table measures: the cost model ({why})"
             if note not in self._seq_notes:
                 self._seq_notes.append(note)
             return None
-        body = np.asarray(CostModel.op_seconds(cm, k, self.machine, 0.0)[2], dtype=float).reshape(shape)
-        note = (f"decode ops no table measures: the cost model at no less than the kernel floor, "
-                f"{floor.seconds * 1e6:.2f} us ({floor.source})")
+        note = f"decode ops no table measures: the cost model, {est.source}"
         if note not in self._seq_notes:
             self._seq_notes.append(note)
-        return self._seq_table(counts, np.maximum(body, floor.seconds), top, "floor", floor.source)
+        return self._seq_table(counts, np.asarray(est.time_s, dtype=float).reshape(shape), top, "floor", est.source)
 
     @staticmethod
     def _seq_table(counts, body, top: int, basis: str, source: str) -> MeasuredSeqOp:
