@@ -18,7 +18,7 @@ from roofline.units import GIGA, format_duration, format_typed_ms
 # what every serving figure carries: its validation's direction (docs/serving-validation.md)
 MEASURED_VALIDATION_NOTE = ("against 3,199 measured deployments (docs/serving-validation-measured.md), an engine's "
                             "defaults (--engine) on its measured kernels predicted time per output token within a median "
-                            "10% on models held out of its fitted figures (96% of rows within 1.5x), time to first "
+                            "10% on models held out of its fitted figures (97% of rows within 1.5x), time to first "
                             "token within a median 20% (a median 0.67 of the measured on SGLang, 0.97 on vLLM, 1.13 on "
                             "TensorRT-LLM: docs/serving-validation.md)")
 VALIDATION_NOTE = ("against published engine benchmarks (docs/serving-validation.md) this model is optimistic in most "
