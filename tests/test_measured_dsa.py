@@ -185,8 +185,8 @@ def test_the_header_names_the_module_for_a_sparse_model_only():
 
     m = get_machine("b200")
     cm = MeasuredKernels.for_machine(m, "sglang", launch_overhead_s=m.launch_overhead_s)
-    assert "DeepSeek Sparse Attention's prompt module" in cm.priced_by(get_model("glm-5"), 8)
-    assert "DeepSeek Sparse Attention" not in cm.priced_by(get_model("deepseek-v3"), 8)
+    assert "DSA's prompt module" in cm.priced_by(get_model("glm-5"), 8)
+    assert "DSA" not in cm.priced_by(get_model("deepseek-v3"), 8)
     assert "MLA decode" in cm.priced_by(get_model("deepseek-v3"), 8)
 
 

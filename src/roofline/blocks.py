@@ -1,47 +1,39 @@
-"""One layer as a list of kernels (the workshop of the 'Predicting a Kernel's Time' plate), for every kind
-of layer.
+"""One layer as a list of kernels (the workshop of the 'Predicting a Kernel's Time' plate), for every kind of layer.
 
-Workload (workload.py): T new tokens per sequence, batch B, against S positions (context).
-Prefill: the T tokens are the last T of S (S = T for a prompt with no cache; S > T is a
-chunked-prefill step over a cache of S - T tokens), causal. Decode: one new token per sequence
-with S tokens cached.
+Workload (workload.py): T new tokens per sequence, batch B, against S positions (context). Prefill: the T tokens are
+the last T of S (S = T for a prompt with no cache; S > T is a chunked-prefill step over a cache of S - T tokens),
+causal. Decode: one new token per sequence with S tokens cached.
 
-Attention is "naive" (QK^T, softmax and PV as three kernels with the scores in memory, as the
-workshop has it) or "flash" (one kernel; only Q, K, V and O touch memory). Sliding-window and
-chunked layers attend to at most W (C) keys per query (attention_pairs.attended_pairs) and read at
-most min(S, T + W - 1) keys.
+Attention is "naive" (QK^T, softmax and PV as three kernels with the scores in memory, as the workshop has it) or
+"flash" (one kernel; only Q, K, V and O touch memory). Sliding-window and chunked layers attend to at most W (C)
+keys per query (attention_pairs.attended_pairs) and read at most min(S, T + W - 1) keys.
 
-Multi-head latent attention is costed in the form engines run it (vLLM, SGLang, FlashMLA):
-prefill expanded (the latent of all S positions decompressed by kv_b_proj to per-head keys and
-values, then attention with d_qk = nope + rope and d_v), decode absorbed (queries multiplied into
-the latent space, one shared latent "head" of kv_lora_rank + rope read from the cache, outputs
-multiplied back by W_UV). Its attention is one fused kernel in both forms, whatever ``attention``
-says. DeepSeek Sparse Attention (DSA: DeepSeek-V3.2, GLM-5) adds the lightning indexer's ops (its
-projections, a score for every (query, key) pair a query may see, the top-k selection) and
-attends each query to its top k: decode reads min(S, k) latents a sequence; prefill keeps the
-expanded form over all S positions with min(p, k) keys a query (the V3.2 report's masked-MHA
-prefill; an engine that runs prefill absorbed through sparse MQA kernels spends more FLOPs a pair).
-MiniMax Sparse Attention (MSA: MiniMax-M3) on grouped-query attention adds a block indexer's ops
-(its projections, a score for every (query, key) pair pooled to one a block, the top-k blocks) and
-one sparse attention kernel over each query's top min(p, k) keys: decode reads min(S, k) keys a
-sequence, a prefill chunk all S (its queries' selections together).
+Multi-head latent attention is costed in the form engines run it (vLLM, SGLang, FlashMLA): prefill expanded (the
+latent of all S positions decompressed by kv_b_proj to per-head keys and values, then attention with d_qk = nope +
+rope and d_v), decode absorbed (queries multiplied into the latent space, one shared latent "head" of kv_lora_rank +
+rope read from the cache, outputs multiplied back by W_UV). Its attention is one fused kernel in both forms,
+whatever ``attention`` says. DeepSeek Sparse Attention (DSA: DeepSeek-V3.2, GLM-5) adds the lightning indexer's ops
+(its projections, a score for every (query, key) pair a query may see, the top-k selection) and attends each query
+to its top k: decode reads min(S, k) latents a sequence; prefill keeps the expanded form over all S positions with
+min(p, k) keys a query (the V3.2 report's masked-MHA prefill; an engine that runs prefill absorbed through sparse
+MQA kernels spends more FLOPs a pair). MiniMax Sparse Attention (MSA: MiniMax-M3) on grouped-query attention adds a
+block indexer's ops (its projections, a score for every (query, key) pair pooled to one a block, the top-k blocks)
+and one sparse attention kernel over each query's top min(p, k) keys: decode reads min(S, k) keys a sequence, a
+prefill chunk all S (its queries' selections together).
 
-A parallel mixer (Falcon-H1) runs the attention's ops and the Mamba-2 mixer's on the one normed
-input, then one add of their two outputs; its multipliers are constants folded into neighbouring ops.
+A parallel mixer (Falcon-H1) runs the attention's ops and the Mamba-2 mixer's on the one normed input, then one add
+of their two outputs; its multipliers are constants folded into neighbouring ops.
 
-State-space layers are costed in their recurrent form: 6 FLOPs per state element per token (7 for
-Gated DeltaNet's delta rule), the state read and written once per decode step (kept on chip through
-a prefill, written once).
+State-space layers are costed in their recurrent form: 6 FLOPs per state element per token (7 for Gated DeltaNet's
+delta rule), the state read and written once per decode step (kept on chip through a prefill, written once).
 
-Byte counts (w bytes per element): matmul w (MK + KN + MN); a norm reads and writes the (BT, D)
-activations; a residual add reads two (three for a parallel block) and writes one; an activation
-reads its inputs and writes one output. Weights of norms, biases and attention sinks are ignored.
-The new token's K and V are counted as part of the QKV projection's output.
+Byte counts (w bytes per element): matmul w (MK + KN + MN); a norm reads and writes the (BT, D) activations; a
+residual add reads two (three for a parallel block) and writes one; an activation reads its inputs and writes one
+output. Weights of norms, biases and attention sinks are ignored. The new token's K and V are counted as part of the
+QKV projection's output.
 
-Each kernel carries its role: ``weight_elems`` (the weights it reads, of parameter part ``part``)
-and ``cache_elems`` (KV cache or SSM state it reads or writes); planning re-prices those at their
-stored widths.
-"""
+Each kernel carries its role: ``weight_elems`` (the weights it reads, of parameter part ``part``) and
+``cache_elems`` (KV cache or SSM state it reads or writes); planning re-prices those at their stored widths."""
 
 from __future__ import annotations
 
@@ -167,21 +159,19 @@ def _ssm_ops(o: OpBuilder, s, B, T, decode: bool, D, prefix="") -> list[Kernel]:
 
 
 def _gdn_ops(o: OpBuilder, g: GatedDeltaNet, B, T, decode: bool, D) -> list[Kernel]:
-    """Gated DeltaNet in its recurrent form: in proj as the engines run it, two GEMMs, (q, k, v, z) and
-    (b, a) (vLLM's and SGLang's in_proj_qkvz and in_proj_ba, Qwen3.5's four checkpoint matrices merged
-    into those two: sgl-project/sglang PR #21019); the conv over q, k, v and
-    the delta rule (gdn_counts); the gated norm; out proj. Kimi Delta Attention adds the rank-r gates'
-    up projections and reads a decay per key channel; its gate's activations (O(key_dim) a token) are
-    left out. The conv and the rule carry their shape (GATED_DELTA_NET, KDA's KIMI_DELTA_ATTENTION: what
-    the measured GDN and KDA tables are read at)."""
+    """Gated DeltaNet in its recurrent form: in proj as the engines run it, two GEMMs, (q, k, v, z) and (b, a) (vLLM's
+    and SGLang's in_proj_qkvz and in_proj_ba: sgl-project/sglang PR #21019 merged Qwen3.5's four into those two); the
+    conv over q, k, v and the delta rule (gdn_counts); the gated norm; out proj. Kimi Delta Attention adds the rank-r
+    gates' up projections and reads a decay per key channel; its gate's activations (O(key_dim) a token) are left out.
+    The conv and the rule carry their shape (GATED_DELTA_NET, KDA's KIMI_DELTA_ATTENTION: the tables' keys)."""
     M = B * T
     (cf, cb, conv_io), (rf, rb, state_io) = gdn_counts(g, B, T, decode, o.w)
     gates = [o.mm("gate up proj (f_b, g_b)", M, g.gate_up_width, g.gate_rank, "ssm")] if g.gate_rank else []
     tag = KIMI_DELTA_ATTENTION if g.gate_rank else GATED_DELTA_NET
     shape = (lambda part: (tag, part, B, T, g.k_heads, g.k_head_dim, g.v_heads, g.v_head_dim, g.conv_kernel, decode, D))
-    proj = ([o.mm("in proj", M, g.in_proj_width, D, "ssm")] if g.gate_rank else
-            [o.mm("in proj (q, k, v, z)", M, g.in_proj_width - 2 * g.v_heads, D, "ssm"),
-             o.mm("in proj (b, a)", M, 2 * g.v_heads, D, "ssm")])
+    ba = 0 if g.gate_rank else 2 * g.v_heads  # KDA's in proj is one matrix (q, k, v, b and its gates' inputs)
+    proj = [o.mm("in proj" if not ba else "in proj (q, k, v, z)", M, g.in_proj_width - ba, D, "ssm")] + \
+        ([o.mm("in proj (b, a)", M, ba, D, "ssm")] if ba else [])
     return [*proj, *gates,
             o.kernel("conv1d", cf, cb, "elementwise", o.dtype, cache_elems=conv_io, shape=shape("conv")),
             o.kernel("gated delta rule", rf, rb, "scan", o.dtype, cache_elems=state_io, shape=shape("rule")),

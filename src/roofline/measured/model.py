@@ -1,9 +1,9 @@
-"""MeasuredKernels: the plate's cost model with the ops of the measured families priced from an
-engine's measured kernels (what each op rests on: predictions.py).
+"""MeasuredKernels: the plate's cost model with the ops of the measured families priced from an engine's measured
+kernels (what each op rests on: predictions.py).
 
-An op of a measured family takes its table's kernel time at its shape plus the model's launch, as
-the plate adds t_launch to a kernel's time (the engines' tables time kernels on the GPU, without the
-CPU's launch), never under the op's roofline (at_least_roofline):
+An op of a measured family takes its table's kernel time at its shape plus the model's launch, as the plate adds
+t_launch to a kernel's time (the engines' tables time kernels on the GPU, without the CPU's launch), never under the
+op's roofline (at_least_roofline):
 
 - a matmul of one (M, N, K) shape (a linear layer) in a dtype the GEMM table measured: measured.gemm;
 - a fused attention (FUSED_ATTENTION): measured.attention; MLA's absorbed decode attention (FUSED_MLA): measured.mla;
@@ -12,11 +12,10 @@ CPU's launch), never under the op's roofline (at_least_roofline):
 - Gated DeltaNet's conv and rule (GATED_DELTA_NET): measured.gdn; Kimi Delta Attention's (KIMI_DELTA_ATTENTION)
   and Mamba-2's conv (MAMBA2_CONV): measured.linear.
 
-Every other op (norms, activations, residual adds, unfused attention, MLA, batched matmuls, sites
-the tables lack) keeps the cost model, e_c and e_m; a norm or element-wise kernel of its own (not a
-residual add, which the engines fuse into the next norm) takes at least the least time a kernel takes in the
-engine's CUDA graph (measured.floor; "floor"). Each op says which and why: its ``basis``, ``family`` and ``source``.
-"""
+Every other op (norms, activations, residual adds, unfused attention, MLA's prefill, batched matmuls, sites the
+tables lack) keeps the cost model, e_c and e_m; a norm or element-wise kernel of its own (not a residual add, fused
+into the next norm) and a serving step's decode op no table measures (plan.step_decode) take at least the least
+time a kernel takes in the engine's CUDA graph (measured.floor; "floor"). Each op says which and why."""
 
 from __future__ import annotations
 
@@ -152,8 +151,7 @@ class MeasuredKernels(CostModel):
         has = (lambda test: True) if model is None else (lambda test: any(test(k) for k in model.kinds))
         names = ["matmuls", "fused attention"]
         names += ["MLA decode"] if has(lambda k: isinstance(k.mixer, LatentAttention)) else []
-        names += ["DeepSeek Sparse Attention's prompt module (where measured at the layer's shape: the notes say)"] \
-            if has(lambda k: isinstance(k.mixer, LatentAttention) and k.mixer.index_topk and k.mixer.index_heads) else []
+        names += ["DSA's prompt module"] * has(lambda k: isinstance(k.mixer, LatentAttention) and k.mixer.index_heads > 0)
         names += ["Gated DeltaNet"] if has(lambda k: isinstance(k.mixer, GatedDeltaNet) and not k.mixer.gate_rank) else []
         names += ["Kimi Delta Attention"] if has(lambda k: isinstance(k.mixer, GatedDeltaNet) and k.mixer.gate_rank) else []
         names += ["Mamba-2's conv"] if has(lambda k: any(isinstance(m, Mamba2) for m in k.mixers)) else []
