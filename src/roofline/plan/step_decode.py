@@ -147,7 +147,8 @@ class DecodeFits:
         measured = np.asarray(cm._measured_s(k, self.machine), dtype=float)
         one = cm.predict_op({x.name: x for x in self._kernels(kind, True, 1, 1, 1024)}[name], self.machine)
         if not np.isfinite(measured).all() or one.basis == "cost model":
-            self._seq_notes.append(f"{name} (decode): the cost model ({one.source or 'not in the tables'})")
+            note = f"{name} (decode): the cost model ({one.source or 'not in the tables'})"
+            self._seq_notes += [note] * (note not in self._seq_notes)  # once, where two kinds share the op
             return self._floored_decode(name, k, counts, B.shape, top)
         body = measured.reshape(B.shape)  # _op_time's body (no launch): every size measured, its time the table's
         return self._seq_table(counts, body, top, "measured per size", one.source)
