@@ -119,20 +119,17 @@ class ChunkCosts:
             key = table.site(self.sharded.d_model, a, gemm, self.precision.kv_cache)
         except RooflineError as exc:
             note = f"DSA prompt attention: the cost model ({exc})"
-            if note not in self._seq_notes:
-                self._seq_notes.append(note)
+            self._say(note)
             return {}
         note = (f"DSA prompt attention: {table.source}, the module's kernels' time less its projections' (as this step "
                 "prices them), split over the indexer, top-k, expansion and attention ops (a chunk after a cached "
                 "prefix: the module's growth from the prefix to the prefix and chunk); where that is less than the "
                 "cost model's (short prompts, whose module is the host's dispatch) the cost model's")
-        if note not in self._seq_notes:
-            self._seq_notes.append(note)
+        self._say(note)
         if P + C > table.longest(key):
             note = (f"DSA prompt attention: {P + C:,} tokens is past the module table's longest prompt "
                     f"({table.longest(key):,}): extrapolated at its edge's throughput")
-            if note not in self._seq_notes:
-                self._seq_notes.append(note)
+            self._say(note)
 
         def projections(tokens: int) -> float:
             return sum(float(self._op_time(k)[2]) for k in self._kernels(kind, False, tokens, 1 if P else b, tokens)

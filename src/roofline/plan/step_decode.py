@@ -75,8 +75,8 @@ class DecodeFits:
             self._decode_fits.append((n, topk, label, self._decode_fit(kind, token_names, topk, only=sparse)))
             note = (f"{sparse} (decode): the cost model at the min(S, {topk}) {'keys' if msa else 'latents'} it reads "
                     f"(the measured {'attention' if msa else 'MLA'} tables time dense decode attention)")
-            if self.measured and note not in self._seq_notes:
-                self._seq_notes.append(note)
+            if self.measured:
+                self._say(note)
         else:
             self._decode_fits.append((n, span, label, self._decode_fit(kind, token_names, span)))
 
@@ -148,7 +148,7 @@ class DecodeFits:
         one = cm.predict_op({x.name: x for x in self._kernels(kind, True, 1, 1, 1024)}[name], self.machine)
         if not np.isfinite(measured).all() or one.basis == "cost model":
             note = f"{name} (decode): the cost model ({one.source or 'not in the tables'})"
-            self._seq_notes += [note] * (note not in self._seq_notes)  # once, where two kinds share the op
+            self._say(note)
             return self._floored_decode(name, k, counts, B.shape, top)
         body = measured.reshape(B.shape)  # _op_time's body (no launch): every size measured, its time the table's
         return self._seq_table(counts, body, top, "measured per size", one.source)
@@ -162,12 +162,10 @@ class DecodeFits:
         est, why = self.cost_model._floor(k, self.machine)
         if est is None:
             note = f"decode ops no table measures: the cost model ({why})"
-            if note not in self._seq_notes:
-                self._seq_notes.append(note)
+            self._say(note)
             return None
         note = f"decode ops no table measures: the cost model, {est.source}"
-        if note not in self._seq_notes:
-            self._seq_notes.append(note)
+        self._say(note)
         return self._seq_table(counts, np.asarray(est.time_s, dtype=float).reshape(shape), top, "floor", est.source)
 
     @staticmethod

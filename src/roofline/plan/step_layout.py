@@ -374,3 +374,8 @@ class StepLayout(ExpertComms):
         stored = self.precision.storage_note(self.machine)
         out += tuple(getattr(self, "_seq_notes", ()))
         return out + ((stored,) if stored else ()) + ((self.note_model,) if self.note_model else ())
+
+    def _say(self, note: str) -> None:
+        """Add a sequence op's note to notes(), once (two layer kinds, or two chunk sizes, say the same)."""
+        if note not in self._seq_notes:
+            self._seq_notes.append(note)

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from roofline.cost import CostModel, WorkloadPrediction
 from roofline.errors import RooflineError, check_choice, check_fraction
 from roofline.kernels import all_gather_kernel, all_reduce_kernel, reduce_scatter_kernel
+from roofline.blocks import qk_norm_all_reduce_op
 from roofline.machines import get_machine
 from roofline.parameters import MFU, PRICE, SEQ_LEN, TRAIN_GPUS_PER_NODE, TRAIN_TOKENS
 from roofline.plan.memory import MemoryPlan
-from roofline.blocks import qk_norm_all_reduce_op
 from roofline.plan.model_ops import CountedOp, predict_counted, qk_norm_all_reduces
 from roofline.plan.parallel import SCALE_UP_LINKS, default_link, resolve_link
 from roofline.plan.precision import computes_in
@@ -55,9 +55,9 @@ def step_collectives(model, machine, layout: Layout, seq_len: int, recompute: st
 
     Tensor parallel (Megatron-LM): 2 all-reduces of the (b s, D) activations per layer forward and
     2 backward (2 more forward with full recompute), and a layer-wide q/k norm's (b s, 2) variances
-    once forward and once backward (once more with full recompute; blocks.qk_norm_all_reduce_op), for each of the step's m micro-batches and the
-    GPU's L / p layers; with sequence parallelism each is a reduce-scatter + all-gather, the same
-    bytes. Data parallel: the bf16 gradients of the GPU's slice all-reduced across the data ranks
+    once forward and once backward (once more with full recompute; blocks.qk_norm_all_reduce_op),
+    for each of the step's m micro-batches and the GPU's L / p layers; with sequence parallelism
+    each is a reduce-scatter + all-gather, the same bytes. Data parallel: the bf16 gradients of the GPU's slice all-reduced across the data ranks
     once per step (ZeRO 1 and 2: a reduce-scatter and an all-gather, the same bytes); ZeRO 3
     all-gathers the weights for every micro-batch's forward and backward (2 m) and reduce-scatters
     the gradients after every micro-batch's backward (m), as FSDP does with gradient accumulation.
