@@ -373,6 +373,33 @@ def test_many_lookups_at_once_equal_one_at_a_time():
         assert eff[i] == pytest.approx(e, rel=1e-12) and BASES[basis[i]] == b and used[i] == u
 
 
+def test_many_lookups_sharing_a_size_equal_one_at_a_time():
+    """A step's token counts against one weight (n and k the same for every point, on the H100 grid's lines or
+    between them): the vectorised read places the shared axes once and skips corners of no weight, and still
+    gives each point what the scalar read gives; so on a 3 x 3 grid with holes (NaN) around the points."""
+    import numpy as np
+
+    from roofline.measured.gemm import gemm_table
+    from roofline.measured.grid import BASES, LogGrid
+
+    grid = gemm_table("h100-sxm", "trtllm", "bf16").grid
+    ms = np.arange(1.0, 20_000.0, 37.0)
+    for n, k in [(4096, 4096), (3000, 4096), (5000, 7000), (200_000, 8)]:
+        pts = np.stack([ms, np.full_like(ms, n), np.full_like(ms, k)], axis=1)
+        eff, basis, used = grid.estimate_many(pts)
+        for i in range(0, len(ms), 17):
+            e, b, u = grid.estimate(pts[i])
+            assert eff[i] == pytest.approx(e, rel=1e-12) and BASES[basis[i]] == b and used[i] == u
+    holes = LogGrid.from_points((np.array([1, 4, 16, 1, 16, 4, 16]), np.array([1, 1, 1, 4, 4, 16, 16])),
+                                np.array([0.5, 0.6, 0.7, 0.4, 0.8, 0.3, 0.9]))  # (4, 4), (1, 16) not measured
+    for y in (1.0, 4.0, 6.0, 16.0):
+        pts = np.stack([np.geomspace(0.5, 32, 41), np.full(41, y)], axis=1)
+        eff, basis, used = holes.estimate_many(pts)
+        for p, e0, b0, u0 in zip(pts, eff, basis, used):
+            e, b, u = holes.estimate(p)
+            assert e0 == pytest.approx(e, rel=1e-12) and BASES[b0] == b and u0 == u
+
+
 def test_a_point_with_no_measured_corner_takes_the_nearest_measured_one_at_once_and_alone():
     """A 3 x 3 grid on 1, 4, 16 with only two points measured, (1, 1) at 0.5 and (16, 16) at 0.8:
     (1.5, 6) and (2, 12) have no measured corner (theirs are (1 or 4, 4 or 16)). In log shape (1.5, 6)

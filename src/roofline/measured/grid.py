@@ -103,19 +103,22 @@ class LogGrid:
         """estimate for many points at once (an array of shape (n, axes)): (efficiency, basis code,
         points used), basis 0 measured, 1 interpolated, 2 extrapolated (BASES), in numpy: a decode
         curve's or a sweep's sizes in one pass. Points with no measured corner take estimate's
-        nearest measured point (the same arithmetic, in blocks of points)."""
+        nearest measured point (the same arithmetic, in blocks of points). An axis on which every point
+        has one value (a GEMM's n and k over a step's token counts) is placed once, and a corner whose
+        weight is 0 at every point (that value on a grid line) is skipped: it adds nothing."""
         pts = np.atleast_2d(np.asarray(points, dtype=float))
         n = len(pts)
         lows, ws, outside = [], [], np.zeros(n, dtype=bool)
         for a, (logs, axis) in enumerate(zip(self._logs, self.axes)):
             la = np.asarray(logs)
-            lx = np.log(pts[:, a])
+            col = pts[:, a]
+            lx = np.log(col[:1]) if n and (col == col[0]).all() else np.log(col)  # one value: placed once, broadcast
             outside |= (lx < la[0]) | (lx > la[-1])
             clipped = np.clip(lx, la[0], la[-1])
             j = np.clip(np.searchsorted(la, clipped, side="right") - 1, 0, max(len(la) - 2, 0))
             if len(la) == 1:
-                lows.append(np.zeros(n, dtype=int))
-                ws.append(np.zeros(n))
+                lows.append(np.zeros(len(lx), dtype=int))
+                ws.append(np.zeros(len(lx)))
                 continue
             w = (clipped - la[j]) / (la[j + 1] - la[j])
             lows.append(j)
@@ -129,6 +132,8 @@ class LogGrid:
             for c, j, wa, size in zip(corner, lows, ws, self.efficiency.shape):
                 idx.append(np.minimum(j + c, size - 1))
                 w = w * (wa if c else 1.0 - wa)
+            if not (w > 0).any():  # no weight anywhere (a one-valued axis on a grid line): nothing to add
+                continue
             e = self.efficiency[tuple(idx)]
             ok = (w > 0) & np.isfinite(e)
             total += np.where(ok, w, 0.0)

@@ -100,6 +100,7 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
         self._decode_fits = []  # per kind: (layers, span, [(name, category, dtype, link, F coefs, B coefs, rates)])
         self._chunk_names = []  # per kind: the names of its sequence ops in prefill
         self._chunk_cache: dict = {}
+        self._block_cache: dict = {}  # (kind, C // _BLOCK) -> a block of prompt sizes' chunk ops (step_chunks)
         self._batch_cache: dict = {}  # (C, b) -> measured seconds of b prompts of C tokens in one kernel
         self._one_chunk_s: dict = {}  # (C, P) -> seconds of a step's chunk ops when that chunk is its only one
         self._chunk_fits = []  # per kind: the chunk ops' FLOPs and bytes in closed form in (C, P), or None

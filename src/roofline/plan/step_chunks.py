@@ -10,6 +10,8 @@ import numpy as np
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel
 
+_BLOCK = 256  # prompt sizes whose chunk ops are built and looked up together (_fresh_block)
+
 
 class ChunkCosts:
     """StepCost's prefill chunk ops (a mixin: it reads StepCost's and StepLayout's state)."""
@@ -57,6 +59,12 @@ class ChunkCosts:
             row = self._chunk_basis(C, P)
             for (kind, n, label, _), names, fits in zip(self._token_kinds, self._chunk_names, self._chunk_fits):
                 fit = fits[0] if P == 0 else fits[1]  # (no prefix, after a prefix)
+                block = self._fresh_block(len(got), C) if P == 0 and self.measured else None
+                if block is not None:  # measured, no prefix: the chunk's row of its block of sizes
+                    j = C % _BLOCK
+                    got.append([(float(F[j]), float(B[j]), rates, n, label + nm, category, float(t[j]))
+                                for nm, (F, B, rates, category, t) in zip(names, block)])
+                    continue
                 # measured kernels time a prompt with no prefix (the context tables measured T = S only): its chunks
                 # read them per C; a chunk after a prefix has no measured time (NaN), its cost the closed form's, but
                 # for the ops whose prefix is in their state (_prefix_free_s)
@@ -73,6 +81,43 @@ class ChunkCosts:
             if len(self._chunk_cache) < 1_000_000:
                 self._chunk_cache[key] = got
         return got
+
+    def _fresh_block(self, i: int, C: int):
+        """The i-th kind's chunk ops for every prompt of _BLOCK sizes with no prefix, C's among them, each
+        op's [F, B, rates, category, measured seconds] as arrays over the block (its kernels built and its
+        tables read once, in one numpy pass, as a decode op's grid: the same figures as one size at a time,
+        tests/test_step_chunks_block.py); None where the sizes go one at a time: DeepSeek Sparse Attention's
+        measured module (_dsa_module_s), or an op whose tables refuse the block (each size then says why).
+        Cached by (i, block)."""
+        key = (i, C // _BLOCK)
+        if key in self._block_cache:
+            return self._block_cache[key]
+        kind, names = self._token_kinds[i][0], self._chunk_names[i]
+        got = None
+        if not self._dsa_kind(i):
+            Cs = np.maximum(np.arange(key[1] * _BLOCK, (key[1] + 1) * _BLOCK, dtype=float), 1.0)
+            ks = {k.name: k for k in self._kernels(kind, False, Cs, 1, Cs, set(names))}
+            cm = self.cost_model
+            got = []
+            for nm in names:
+                k = ks[nm]
+                t = np.broadcast_to(np.asarray(cm._measured_s(k, self.machine) if cm.family_of(k) else np.nan,
+                                               dtype=float), Cs.shape)
+                if cm.family_of(k) and np.isnan(t).all():  # refused as a block: each size says why
+                    got = None
+                    break
+                got.append((np.broadcast_to(np.asarray(k.flops, dtype=float), Cs.shape),
+                            np.broadcast_to(np.asarray(k.bytes, dtype=float), Cs.shape), self._rates(k), k.category, t))
+        self._block_cache[key] = got
+        return got
+
+    def _dsa_kind(self, i: int) -> bool:
+        """Whether the i-th kind's attention is DeepSeek Sparse Attention whose prompt module the measured
+        kernels read (_dsa_module_s)."""
+        from roofline.attention_mixers import LatentAttention
+
+        a = self._token_kinds[i][0].mixer
+        return bool(self.measured and isinstance(a, LatentAttention) and a.index_topk and a.index_heads)
 
     def _prefix_free_s(self, C: int, i: int) -> dict:
         """name -> measured seconds of the i-th kind's chunk ops that a cached prefix leaves at a prompt of C
@@ -98,11 +143,9 @@ class ChunkCosts:
         whole prompts only), split over the chunk ops by their cost-model times; where that is less than the cost
         model's (a short prompt, the module at its floor) the cost model's. {} elsewhere (and where the tables lack
         the layer: said once in the run's notes)."""
-        from roofline.attention_mixers import LatentAttention
-
         kind, _, label, token_names = self._token_kinds[i]
         a = kind.mixer
-        if not (self.measured and isinstance(a, LatentAttention) and a.index_topk and a.index_heads):
+        if not self._dsa_kind(i):
             return {}
         from roofline.attention_ops import latent_ops
         from roofline.measured.dsa import dsa_module_table

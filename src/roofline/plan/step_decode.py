@@ -5,7 +5,9 @@ sequence op reduced to F, B = c0 + c1 n + c2 sum(S) and checked, or tabulated fr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from bisect import bisect_right
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,9 +40,32 @@ class MeasuredSeqOp:
     w: np.ndarray  # and the weight of the row above it (log n)
     basis: str  # "measured per size", as the op's prediction says
     source: str
+    _lists: tuple = field(init=False, repr=False, compare=False)  # the grid as Python lists, for one context
+
+    def __post_init__(self):
+        object.__setattr__(self, "_lists", (self.log_s.tolist(), self.log_t.tolist(), self.lo.tolist(), self.w.tolist()))
 
     def seconds(self, n: int, mean_s):
-        """Body seconds of n sequences at mean context ``mean_s`` (a float or an array of them)."""
+        """Body seconds of n sequences at mean context ``mean_s`` (a float or an array of them). One
+        context (a step's) is interpolated in plain Python, as np.interp does (clamped at the grid's ends),
+        without numpy's per-call cost."""
+        if np.ndim(mean_s) == 0:
+            xs, ys, lo, ws = self._lists
+            n = min(int(n), len(lo) - 1)
+            i, w = lo[n], ws[n]
+            x = math.log(max(float(mean_s), 1.0))
+            j = bisect_right(xs, x)
+            if j == 0 or j == len(xs):
+                k = 0 if j == 0 else -1
+                t = ys[i][k] if w <= 0 else (1.0 - w) * ys[i][k] + w * ys[i + 1][k]
+                return math.exp(t)
+            f = (x - xs[j - 1]) / (xs[j] - xs[j - 1])
+            a, b = ys[i][j - 1], ys[i][j]
+            t = a + (b - a) * f
+            if w > 0:
+                a, b = ys[i + 1][j - 1], ys[i + 1][j]
+                t = (1.0 - w) * t + w * (a + (b - a) * f)
+            return math.exp(t)
         n = min(int(n), len(self.lo) - 1)
         i, w = int(self.lo[n]), float(self.w[n])
         x = np.log(np.maximum(mean_s, 1.0))

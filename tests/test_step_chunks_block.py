@@ -1,0 +1,56 @@
+"""A prompt's chunk ops on measured kernels are built and looked up a block of sizes at a time
+(plan.step_chunks.ChunkCosts._fresh_block): each size must cost what it costs built and looked up alone
+(the op's kernel at that size, read through the table's one-point lookup, grid.LogGrid.estimate)."""
+
+import math
+
+import pytest
+
+from roofline.machines import get_machine
+from roofline.measured.model import MeasuredKernels
+from roofline.plan.step import StepCost
+
+
+@pytest.mark.parametrize("model, machine, engine, tp, priced", [
+    ("llama3-8b", "h200", "vllm", 1, True),  # fused attention
+    ("gpt-oss-120b", "b200", "trtllm", 4, True),  # sliding-window layers beside full ones
+    ("qwen3.5-397b-a17b", "h200", "sglang", 8, True),  # Gated DeltaNet's conv and rule
+    # MLA's prompt: no table holds its attention, nor its expansion (a matmul whose shape the kernel does not
+    # carry): the block is refused and each size goes alone, unpriced
+    ("deepseek-v3", "h200", "sglang", 8, False),
+])
+def test_a_block_of_prompt_sizes_costs_each_as_alone(model, machine, engine, tp, priced):
+    m = get_machine(machine)
+    sc = StepCost(model, m, tensor_parallel=tp, cost_model=MeasuredKernels.for_machine(m, engine))
+    for C in (1, 2, 255, 256, 257, 1000, 4097, 16_383):
+        got = sc._chunk_costs(C, 0)
+        for i, ((kind, n, label, _), names) in enumerate(zip(sc._token_kinds, sc._chunk_names)):
+            alone = {k.name: k for k in sc._kernels(kind, False, C, 1, C, set(names))}
+            for F, B, rates, layers, name, category, t in got[i]:
+                k = alone[name[len(label):]]
+                assert (F, B, layers, category) == (pytest.approx(float(k.flops), rel=1e-12),
+                                                    pytest.approx(float(k.bytes), rel=1e-12), n, k.category)
+                assert rates == sc._rates(k)
+                one = sc._measured_chunk(k)
+                assert (math.isnan(t) and math.isnan(one)) or t == pytest.approx(one, rel=1e-9), (name, C)
+    assert any(t == t for kind in sc._chunk_costs(1000, 0) for *_, t in kind) == priced
+    assert all((block is not None) == priced for block in sc._block_cache.values()) and sc._block_cache
+
+
+def test_a_decode_tables_one_context_reads_as_numpy_reads_many():
+    """A measured decode op's grid (MeasuredSeqOp) read at one context in plain Python gives what
+    numpy's np.interp gives for the same context in an array: on the grid, between its points, past
+    both ends (clamped), at counts on the exact rows and between the log-spaced ones."""
+    import numpy as np
+
+    m = get_machine("h200")
+    sc = StepCost("llama3-70b", m, tensor_parallel=4, cost_model=MeasuredKernels.for_machine(m, "vllm"),
+                  max_seqs=512)
+    tables = [t for _, _, _, fits in sc._decode_fits for *_, t in fits if t is not None]
+    assert tables
+    contexts = np.array([0.5, 1.0, 3.0, 1000.0, 4096.0, 70_000.5, 2.0**21, 5e6])
+    for table in tables:
+        for n in (1, 2, 63, 64, 65, 100, 511, 512, 10_000):
+            many = table.seconds(n, contexts)
+            for s, t in zip(contexts, many):
+                assert table.seconds(n, float(s)) == pytest.approx(float(t), rel=1e-12)
