@@ -49,7 +49,7 @@ class MeasuredSeqOp:
         """Body seconds of n sequences at mean context ``mean_s`` (a float or an array of them). One
         context (a step's) is interpolated in plain Python, as np.interp does (clamped at the grid's ends),
         without numpy's per-call cost."""
-        if np.ndim(mean_s) == 0:
+        if not isinstance(mean_s, np.ndarray):
             xs, ys, lo, ws = self._lists
             n = min(int(n), len(lo) - 1)
             i, w = lo[n], ws[n]
