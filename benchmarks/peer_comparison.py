@@ -68,12 +68,13 @@ def sample_by_slice(rows: list[dict], k: int, largest: int = 0) -> list[dict]:
 
 def peer_layout(r: dict) -> tuple[int, int, int, int, int]:
     """(tp, attention dp, MoE tp, MoE ep, batch per attention-DP rank) the peer is given for a row: the layout
-    our side runs. The sample's, except InferenceX's vLLM rows, which both tools take as their launch scripts
-    laid them out (silicon_validation.layout reads benchmarks/inferencex_layouts.toml): tensor-parallel on the
-    script's GPUs ("tp"), experts split over them ("tp_ep"), data-parallel attention with them ("dp_ep"), the
-    row's users spread over the ranks."""
-    launched = sv._vllm_layouts().get(r.get("id", "")) if sv.is_inferencex(r) and r["backend"] == "vllm" else None
-    if launched is None or launched["layout"] == "unknown":
+    our side runs. The sample's, except InferenceX's rows whose launch scripts laid them out otherwise, which both
+    tools take as the scripts did (silicon_validation.script_layout: InferenceX's vLLM rows, and its TensorRT-LLM rows
+    of the scripts that chose EP_SIZE and DP_ATTENTION themselves): tensor-parallel on the script's GPUs ("tp"),
+    experts split over them ("tp_ep"), data-parallel attention with them ("dp_ep"), the row's users spread over the
+    ranks."""
+    launched = sv.script_layout(r)
+    if launched is None or launched["layout"] == "unknown" or int(launched["gpus"]) == 1:
         return (sv._int(r["tp_size"]), sv._int(r["attention_dp_size"]), sv._int(r["moe_tp_size"]),
                 sv._int(r["moe_ep_size"]), sv._int(r["batch_size"]))
     g, users = int(launched["gpus"]), sv.concurrency(r)

@@ -214,14 +214,35 @@ def inferencex_conditions(r: dict, tp: int, users: int, attention_dp: bool) -> d
                 or r["precision"] not in c["precisions"] or date not in c["measured"]:
             continue
         if ("isl" in w and _int(r["isl"]) != w["isl"]) or ("osl" in w and _int(r["osl"]) != w["osl"]) or \
-                ("tp_below" in w and tp >= w["tp_below"]) or ("conc_from" in w and users < w["conc_from"]) or \
+                ("tp" in w and tp != w["tp"]) or ("tp_below" in w and tp >= w["tp_below"]) or ("conc_from" in w and users < w["conc_from"]) or \
                 ("conc_below" in w and users >= w["conc_below"]) or \
                 ("attention_dp" in w and attention_dp != w["attention_dp"]):
             continue
         out.update({k: v for k, v in c.items() if k in ("batch_wait_steps", "batch_wait_ratio", "max_tokens",
                                                           "recv_interval", "moe_backend", "adp_timeout_steps",
-                                                          "adp_batching_steps")})
+                                                          "adp_batching_steps", "layout")})
     return out
+
+
+def script_layout(r: dict) -> dict | None:
+    """How an InferenceX run laid out its GPUs where its launch script, not the sample, says so: {"layout": "tp",
+    "tp_ep", "dp_ep" or "unknown", "gpus": N, "basis": where it was read}, else None (the sample's layout stands).
+    vLLM's rows from inferencex_layouts.toml (benchmarks/inferencex_layouts.py); TensorRT-LLM's rows of the scripts that
+    chose EP_SIZE and DP_ATTENTION themselves (inferencex_conditions.toml's `layout`), where the sample records the
+    run as plain tensor parallelism (tp = moe_tp, moe_ep 1, no attention DP)."""
+    if not is_inferencex(r):
+        return None
+    if r["backend"] == "vllm":
+        got = _vllm_layouts().get(r.get("id", ""))
+        return None if got is None else {**got, "basis": f"{got['script']} at {got['commit']} (inferencex_layouts.toml)"}
+    tp = _int(r["tp_size"])
+    if r["backend"] != "trtllm" or _int(r["attention_dp_size"]) != 1 or _int(r["moe_ep_size"]) != 1 or \
+            _int(r["moe_tp_size"]) != tp:
+        return None
+    got = inferencex_conditions(r, tp, concurrency(r), False).get("layout")
+    if got is None:
+        return None
+    return {"layout": got, "gpus": tp, "basis": "its script's EP_SIZE and DP_ATTENTION (inferencex_conditions.toml)"}
 
 
 def kv_cache_dtype(r: dict) -> tuple[str, str]:
@@ -436,14 +457,14 @@ def layout(r: dict):
     if pp > 1:
         return "pipeline parallelism in the sample (not mapped)"
     dtype = STORED if (r["model_path"], prec) in AS_STORED else DTYPES[prec]
-    launched = _vllm_layouts().get(r.get("id", "")) if is_inferencex(r) and r["backend"] == "vllm" else None
-    if launched is not None:  # InferenceX's vLLM runs as their launch scripts laid them out (VLLM_LAYOUTS)
+    launched = script_layout(r)
+    if launched is not None:  # InferenceX's runs as their launch scripts laid them out (script_layout)
         g = int(launched["gpus"])
         if launched["layout"] == "unknown":
-            return (f"InferenceX's launch script ({launched['script']} at {launched['commit']}) takes data-parallel attention "
+            return (f"InferenceX's launch script ({launched['basis']}) takes data-parallel attention "
                     f"from the config, and the configs matched ({', '.join(launched['configs']) or 'none'}) run it both ways "
                     "or none matched: which one measured it is not in the sample (benchmarks/inferencex_layouts.py)")
-        if launched["layout"] == "dp_ep":
+        if launched["layout"] == "dp_ep" and g > 1:
             return model, machine, dtype, g, (1, 1), "EP"
         if launched["layout"] == "tp_ep" and g > 1:
             return model, machine, dtype, g, (g, 1), "TP, MoE EP"

@@ -1,10 +1,13 @@
-"""InferenceX's vLLM runs laid out as their launch scripts ran them (benchmarks/inferencex_layouts.py), not as the
-silicon sample records their tensor, data and expert parallelism (silicon_validation.layout)."""
+"""InferenceX's runs laid out as their launch scripts ran them (vLLM's: benchmarks/inferencex_layouts.py; TensorRT-LLM's
+of the scripts that chose their own: inferencex_conditions.toml's `layout`), not as the silicon sample records their
+tensor, data and expert parallelism (silicon_validation.layout, script_layout)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -84,3 +87,36 @@ def test_every_listed_row_is_an_inferencex_vllm_row_of_its_recorded_tensor_paral
         r = rows[rid]
         assert sv.is_inferencex(r) and r["backend"] == "vllm" and got["layout"] in ixl.LAYOUTS
         assert got["gpus"] == int(r["tp_size"])
+
+
+def test_tensorrt_llm_runs_of_scripts_that_chose_their_experts_layout_run_it():
+    """InferenceX's TensorRT-LLM scripts at e06929c (the runs measured 2025-11-02) set the layout themselves: dsr1_fp8_h200_
+    trt_slurm.sh `EP_SIZE="$TP"` and DP_ATTENTION=true at 8192/1024 over CONC 32; dsr1_fp4_b200_trt_slurm.sh EP_SIZE="1",
+    at TP 8 1024/1024 `EP_SIZE="$TP"` over CONC 8; gptoss_fp4_h200_trt_slurm.sh `--ep_size=$TP`. The sample records all
+    of them tp TP, moe_tp TP, moe_ep 1. The same DeepSeek-R1 FP8 run on 8 H200s at 1k/1k and 16 users appears as one such
+    row (20.39 ms a token) and as a run recorded tp 8 x moe_ep 8 (config 181: 20.19 ms)."""
+    rows = {r["id"]: r for r in _rows()}
+    h200 = rows["2026_04_06_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c16_tp8_ep1_62"]
+    assert (h200["tp_size"], h200["moe_tp_size"], h200["moe_ep_size"]) == ("8", "8", "1")
+    assert sv.layout(h200)[3:] == (8, (8, 1), "TP, MoE EP")
+    twin = rows["dsr1_h200_trtllm_fp8_agg_1024x1024_c16_cfg181"]
+    assert sv.layout(twin)[3:] == (8, (8, 1), "TP, MoE EP")  # recorded with its experts whole over 8 GPUs
+    assert float(h200["silicon_tpot_ms"]) == pytest.approx(float(twin["silicon_tpot_ms"]), rel=0.02)
+
+    def one(pred):
+        return next(r for r in rows.values() if r["backend"] == "trtllm" and sv.is_inferencex(r) and pred(r)
+                    and "2025-11-02" in r["silicon_data_source"])
+
+    dp = one(lambda r: r["system"] == "h200_sxm" and r["isl"] == "8192" and sv.concurrency(r) == 64)
+    assert sv.layout(dp)[3:] == (8, (1, 1), "EP")  # DP_ATTENTION=true: 8 ranks of one GPU
+    assert sv.layout(one(lambda r: r["system"] == "h200_sxm" and r["isl"] == "8192" and sv.concurrency(r) == 32))[3:] \
+        == (8, (8, 1), "TP, MoE EP")
+    fp4 = lambda c: one(lambda r: r["system"] == "b200_sxm" and r["precision"] == "fp4" and r["tp_size"] == "8"  # noqa: E731
+                        and "DeepSeek" in r["model_path"] and r["isl"] == r["osl"] == "1024" and sv.concurrency(r) == c)
+    assert sv.layout(fp4(16))[3:] == (8, (8, 1), "TP, MoE EP")  # over CONC 8
+    assert sv.layout(fp4(256))[3:] == (8, (1, 1), "EP")  # from CONC 256: DP_ATTENTION=true too
+    oss = one(lambda r: r["system"] == "h200_sxm" and r["model_path"] == "openai/gpt-oss-120b" and r["tp_size"] == "4")
+    assert sv.layout(oss)[3:] == (4, (4, 1), "TP, MoE EP")
+    later = rows["2026_04_06_deepseek_r1_h200_sxm_trtllm_fp8_agg_1024x1024_c16_tp8_ep1_62"] | {
+        "silicon_data_source": "source_file=2026-04-06.csv; silicon_concurrency=16; measured=2026-01-28T00:00:00.000Z"}
+    assert sv.layout(later)[3:] == (8, False, "TP")  # a later script takes EP_SIZE from the config: the sample's
