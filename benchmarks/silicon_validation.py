@@ -383,7 +383,9 @@ def settings_text(per_user: int = REQUESTS_PER_USER, kind: str = "as-measured") 
             "parallelism); InferenceX's vLLM rows on the GPUs and layout their launch scripts ran (benchmarks/"
             "inferencex_layouts.toml: the config's tp GPUs, tensor-parallel, the experts whole over them where the script "
             "passes --enable-expert-parallel, data-parallel attention where it passes --data-parallel-size; the sample "
-            "records a config's ep as data parallelism); mean TTFT and TPOT compared. "
+            "records a config's ep as data parallelism), and its TensorRT-LLM rows of 2025-11-02 as their scripts chose "
+            "EP_SIZE and DP_ATTENTION (inferencex_conditions.toml `layout`; the sample records them tensor-parallel, "
+            "moe_ep 1); mean TTFT and TPOT compared. "
             "`plate`: the workshop plate's cost model (e_c 0.70, e_m 0.85, launch 3 us); `kernels`: the row's engine's "
             "measured kernels on its GPU at the row's engine version where the tables hold it, else the version the "
             "package queries by default")
