@@ -96,3 +96,32 @@ def test_the_cli_runs_tensor_parallel_attention_beside_expert_parallel_moe():
     assert out.returncode == 0, out.stderr
     assert "expert-parallel 4 under tensor-parallel attention (one attention group)" in out.stdout
     assert "no all-to-all" in out.stdout and "Traceback" not in out.stderr
+
+
+def test_the_busiest_gpu_takes_the_tables_time_at_the_tokens_that_touch_its_experts():
+    """Under expert parallelism the busiest GPU touches more experts than the mean. Qwen3 235B-A22B over 8 GPUs (16
+    experts a GPU, top-1 of them a token): at 4 tokens the balanced rows touch 4 experts; a GPU touching 6 takes the
+    module's measured time at 6 tokens (the table's 6-token row where it has one, else between its 4 and 8: at least
+    the 4-token row, at most the 8-token one), not 1.5x the 4-token row's; a GPU touching the balanced 4 takes the
+    4-token row's time (read against the same roofline); one touching 3 less (fewer experts' weights)."""
+    import numpy as np
+
+    from roofline.machines import get_machine
+    from roofline.measured.moe import module_s, moe_table
+
+    m = get_machine("h100-sxm")
+    table = moe_table("h100-sxm", "trtllm")
+
+    def eff(x):
+        return table.efficiencies("fp8", "fp8_block", x, 4096, 1536, 1, 16)
+
+    def at(tokens, touched):
+        return float(module_s(m, "fp8_block", np.array([float(tokens)]), 4096, 1536, 1, 16, True, eff(np.array([float(tokens)])),
+                              np.array([float(touched)]), eff)[0])
+
+    t4, t8 = _latency_ms(4, 1, 8) * 1e-3, _latency_ms(8, 1, 8) * 1e-3
+    assert at(4, 4) == pytest.approx(t4, rel=1e-9)
+    assert t4 < at(4, 6) < t8 < 1.5 * t4  # 50.7, 63.9 and 75.3 us: 6 experts cost 1.26x, not 1.5x
+    assert at(4, 6) == pytest.approx(at(6, 6), rel=1e-12)  # the time of 6 tokens, whose balanced rows touch 6
+    assert at(4, 3) == pytest.approx(t4 * 0.75, rel=0.05)  # 3 of the 4 experts' weights (plus the same activations)
+    assert at(4, 8) == pytest.approx(t8, rel=1e-9)

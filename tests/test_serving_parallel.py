@@ -131,15 +131,19 @@ def test_gpus_per_node_past_the_scale_up_domain_is_refused_by_name(capsys):
 
 def test_the_busiest_expert_parallel_gpu_reads_whole_experts():
     """Mixtral 8x7B over 4 GPUs, 2 experts each: one token picks 2 of the 8, so the step touches
-    T = 8 (1 - (1 - 2/8)^1) = 2 experts and the busiest GPU holds at least ceil(2 / 4) = 1 of them,
-    a whole expert's gate+up weights (2 x 4,096 x 14,336 elements), not the mean half of one.
-    At 64 tokens T = 8 (1 - 0.75^64) ~ 8: each GPU's 2 experts, the cap."""
+    T = 8 (1 - (1 - 2/8)^1) = 2 experts, the mean GPU half of one. The step waits for the busiest GPU:
+    each expert touched with p = 0.25, a GPU's two touched Binomial(2, 0.25) (P(0) = 0.5625, P(<= 1) =
+    0.9375), the busiest of 4 expected to touch (1 - 0.5625^4) + (1 - 0.9375^4) = 1.1274 experts (routing
+    exactly, the two picks on one GPU with probability 4 / C(8, 2) = 1/7: 1 + 1/7 = 1.143), more than the
+    whole expert the pigeonhole gives: 1.1274 x 2 x 4,096 x 14,336 gate+up weights. At 64 tokens T = 8
+    (1 - 0.75^64) ~ 8: each GPU's 2 experts, the cap."""
     from roofline.transformer import get_model
 
     ep = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True)
     kind = get_model("mixtral-8x7b").kinds[0]
     one = ep._token_kernels(kind, 1.0)["expert gate+up proj"]
-    assert float(one.weight_elems) == pytest.approx(1 * 2 * 4096 * 14336)
+    busiest = (1 - 0.5625**4) + (1 - 0.9375**4)
+    assert float(one.weight_elems) == pytest.approx(busiest * 2 * 4096 * 14336)
     many = ep._token_kernels(kind, 64.0)["expert gate+up proj"]
     assert float(many.weight_elems) == pytest.approx(2 * 2 * 4096 * 14336, rel=1e-6)
 
@@ -290,8 +294,10 @@ def test_experts_split_tensor_parallel_inside_expert_parallelism_gather_and_scat
     of the expert weights as under EP 4 (2 x (46,702,792,704 - 3/4 x 45,097,156,608) =
     25,759,850,496 B). No all-to-all: TensorRT-LLM all-gathers the step's 64 rows over the 4 GPUs
     and reduce-scatters the outputs, 3/4 x 64 x 4,096 x 2 B = 393,216 B each per layer, x 32 =
-    12,582,912 B. One token touches 2 experts, at least ceil(2 / 2) = 1 on the busiest group: one
-    expert's half, 2 x 4,096 x 7,168 gate+up weights."""
+    12,582,912 B. One token touches 2 experts; each group's 4 touched Binomial(4, 0.25) (distribution
+    function 0.3164, 0.7383, 0.9492, 0.9961 at 0-3), the busiest of 2 groups expected to touch
+    sum_j (1 - F(j)^2) = 1.4616 experts (exactly 1 + 2 C(4, 2) / C(8, 2) = 1.4286), each half an expert:
+    1.4616 x 2 x 4,096 x 7,168 gate+up weights."""
     from roofline.transformer import get_model
 
     mt = StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True, expert_tp=2)
@@ -303,7 +309,10 @@ def test_experts_split_tensor_parallel_inside_expert_parallelism_gather_and_scat
     ep = {o.name: o for o in StepCost("mixtral-8x7b", "h100-sxm", tensor_parallel=4, expert_parallel=True).ops([2048] * 64)}
     assert ops["expert down proj"].flops == pytest.approx(ep["expert down proj"].flops)  # M k 2 D F / G either way
     kind = get_model("mixtral-8x7b").kinds[0]
-    assert float(mt._token_kernels(kind, 1.0)["expert gate+up proj"].weight_elems) == pytest.approx(2 * 4096 * 7168)
+    F = [0.75**4, 0.75**4 + 4 * 0.25 * 0.75**3, 1 - 4 * 0.25**3 * 0.75 - 0.25**4, 1 - 0.25**4]  # Binomial(4, 0.25)
+    busiest = sum(1 - f**2 for f in F)
+    assert busiest == pytest.approx(1.4616, abs=1e-4)
+    assert float(mt._token_kernels(kind, 1.0)["expert gate+up proj"].weight_elems) == pytest.approx(busiest * 2 * 4096 * 7168)
 
 
 def test_mixed_layouts_that_do_not_divide_are_refused_by_name():

@@ -53,18 +53,11 @@ from roofline.mixers import MLP, Attention, GatedDeltaNet, LatentAttention, Mamb
 from roofline.model_sources import get_model
 from roofline.op_builder import OpBuilder, builder_for, row_builder_for
 from roofline.op_counts import expert_matmul_counts
+from roofline.routing import expected_experts_touched  # noqa: F401 (its home: routing.py; read here and from here)
 from roofline.tables import Tabular
 from roofline.units import DTYPE_BYTES
 from roofline.workload import ATTENTIONS, PHASES, Workload, check_size, checked_workload
 
-
-
-def expected_experts_touched(n_experts, experts_per_token, n_tokens):
-    """Experts that n tokens, each routed to k of E uniformly, are expected to touch:
-    E (1 - (1 - k/E)^n)."""
-    if type(n_tokens) in (int, float):
-        return n_experts * (1.0 - (1.0 - experts_per_token / n_experts) ** n_tokens)
-    return n_experts * (1.0 - (1.0 - experts_per_token / n_experts) ** np.asarray(n_tokens, dtype=float))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,10 +5,9 @@ An op of a measured family takes its table's kernel time at its shape plus the m
 t_launch to a kernel's time (the engines' tables time kernels on the GPU, without the CPU's launch), never under the
 op's roofline (at_least_roofline):
 
-- a matmul of one (M, N, K) shape (a linear layer) in a dtype the GEMM table measured: measured.gemm;
+- a matmul of one (M, N, K) shape (a linear layer) in a dtype the GEMM table measured: measured.gemm; a tensor-parallel
+  all-reduce within a node (ALL_REDUCE): measured.comm; a MoE's routed experts: their share of the module, measured.moe;
 - a fused attention (FUSED_ATTENTION): measured.attention; MLA's absorbed decode attention (FUSED_MLA): measured.mla;
-- a MoE layer's routed experts (MOE_EXPERTS): their share of the measured module, measured.moe;
-- a tensor-parallel all-reduce within a node (ALL_REDUCE): measured.comm;
 - Gated DeltaNet's conv and rule (GATED_DELTA_NET): measured.gdn; Kimi Delta Attention's (KIMI_DELTA_ATTENTION)
   and Mamba-2's conv (MAMBA2_CONV): measured.linear.
 
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roofline.blocks import expected_experts_touched
+from roofline.routing import expected_experts_touched
 from roofline.cost import CostModel, overlapped_s, roofline_bound, time_lower_bound
 from roofline.errors import RooflineError, unknown_name
 from roofline.kernel_shapes import GATED_DELTA_NET, KIMI_DELTA_ATTENTION, MAMBA2_CONV
@@ -39,7 +38,7 @@ from roofline.measured.linear import kda_table, mamba2_table
 from roofline.measured.mla import mla_table
 from roofline.measured.predictions import (IMPLAUSIBLY_SLOW, MEASURED_FIELDS, MeasuredOpPrediction,  # noqa: F401
                                            MeasuredWorkloadPrediction, at_least_roofline, measured_notes)  # (re-exported)
-from roofline.measured.moe import TABLE_DTYPE as MOE_TABLE_DTYPE, module_roofline_s, moe_table
+from roofline.measured.moe import TABLE_DTYPE as MOE_TABLE_DTYPE, module_s as moe_module_s, moe_table
 from roofline.measured import profile
 from roofline.measured.tables import resolve, transfer_source
 from roofline.measured.transfer import nearest_measured
@@ -296,17 +295,18 @@ class MeasuredKernels(CostModel):
 
     def _expert_op_s(self, kernel: Kernel, machine: Machine, shape, eff):
         """A routed-expert op's seconds: its share of the module's FLOPs (gate+up 2/3 of a gated module's, down 1/3) of
-        the module's time at its M tokens, that time the module's roofline as the table's efficiencies were read
-        against it (measured.moe.module_roofline_s: the table's widths for weights and activations, e.g. NVFP4's 4.5
-        bits for both) but with the experts our routing touches (blocks.expected_experts_touched, where the table's
-        balanced rows touch min(E, M k)), over the module's measured efficiency ``eff``. Our op's own roofline counts
-        its activations at 16 bits: over the same efficiency it priced an NVFP4 prefill's experts at twice the
-        module's measured time (DeepSeek-V3, B200, 8,192 tokens, 256 x 7,168 per GPU: 2.9 ms for 1.45 ms)."""
+        the module's time at its M tokens reading the experts the op reads (its weights: uniform routing's, under expert
+        parallelism the busiest GPU's; measured.moe.module_s), at the table's widths for weights and activations (NVFP4's
+        4.5 bits for both; our op's own roofline, 16-bit activations, priced an NVFP4 prefill's experts at twice the
+        module's time: DeepSeek-V3, B200, 8,192 tokens, 256 x 7,168: 2.9 ms for 1.45)."""
         _, M, D, F, k, E, gated, weights, compute = shape
         M = np.asarray(M, dtype=float)
         dtype = MOE_TABLE_DTYPE[(compute, self.table_dtype(weights))]
-        module_s = module_roofline_s(machine, dtype, M, D, F, k, E, bool(gated),
-                                     touched=expected_experts_touched(E, k, M)) / eff
+        width = np.divide(np.asarray(kernel.flops, float), 2.0 * M * k * D * F, out=np.ones_like(M), where=M > 0)  # 2 or 1
+        touched = np.asarray(kernel.weight_elems, float) / (D * F * width) if np.any(kernel.weight_elems) else expected_experts_touched(E, k, M)
+        table = moe_table(self._source(machine), self.kernels)
+        module_s = moe_module_s(machine, dtype, M, D, F, k, E, bool(gated), eff, touched, lambda x: table.efficiencies(
+            compute, self.table_dtype(weights), x, D, F, k, E, self.moe_backend))
         return module_s * np.asarray(kernel.flops, dtype=float) / (2.0 * M * k * D * F * ((2 if gated else 1) + 1))
 
     def _measured_s(self, kernel: Kernel, machine: Machine):

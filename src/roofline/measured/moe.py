@@ -70,6 +70,26 @@ def module_roofline_s(machine, dtype: str, tokens, hidden, d_ff, top_k, experts,
     down_flops, down_bytes = expert_matmul_counts(rows, d_ff, hidden, 1, touched, wa, ww)
     flops, moved = up_flops + down_flops, up_bytes + down_bytes
     return np.maximum(flops / machine.peak(peak_dtype), moved / machine.bandwidth)
+def module_s(machine, dtype: str, tokens, hidden, d_ff, top_k, experts, gated: bool, eff, touched, eff_at):
+    """The module's seconds at M ``tokens`` (arrays allowed) reading ``touched`` experts: its roofline with those
+    experts over the table's efficiency ``eff`` at M (the table's balanced rows touch min(E, M k), and their
+    efficiency is read against that roofline), while ``touched`` is at most min(E, M k) (uniform routing's mean
+    always is); more (the busiest GPU under expert parallelism, at a small batch), the time the table measured at
+    the t / k tokens whose balanced rows touch as many, t = ``touched`` (the module's roofline over ``eff_at``, the
+    efficiency at a token count). A small batch's module is mostly its fixed cost: the busiest GPU's extra experts
+    cost what the table says they cost (TensorRT-LLM's gpt-oss-120b module on an H200, 16 of 128 experts a GPU: 80.1
+    us at 4 tokens, 99.3 us at 8; the busiest of 8 GPUs touches 3.9 experts at 4 tokens, the balanced rows 2), not
+    their weights' share (2x)."""
+    M = np.asarray(tokens, dtype=float)
+    t = np.asarray(touched, dtype=float)
+    out = module_roofline_s(machine, dtype, M, hidden, d_ff, top_k, experts, gated, touched=t) / eff
+    over = t > np.minimum(float(experts), M * top_k) * (1.0 + 1e-9)
+    if not np.any(over):
+        return out
+    more = np.where(over, t / top_k, M)
+    return np.where(over, module_roofline_s(machine, dtype, more, hidden, d_ff, top_k, experts, gated) / eff_at(more), out)
+
+
 # (compute dtype, experts' weight format) -> the table's moe_dtype
 TABLE_DTYPE = {("bf16", "bf16"): "bfloat16", ("fp8", "fp8"): "fp8", ("fp8", "fp8_block"): "fp8_block", ("fp4", "fp4"): "nvfp4",
                ("bf16", "mxfp4"): "w4a16_mxfp4", ("fp8", "mxfp4"): "w4a8_mxfp4_mxfp8", ("bf16", "int4"): "int4_wo"}

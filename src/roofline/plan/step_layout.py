@@ -215,13 +215,12 @@ class StepLayout(ExpertComms):
         E, top = kind.mlp.n_experts, kind.mlp.top_k
         moe = types.SimpleNamespace(n_experts=E / g, top_k=top / g, d_ff=kind.mlp.d_ff / self.expert_tp,
                                     gated=kind.mlp.gated, activation=kind.mlp.activation, shared_d_ff=0)
-        # the busiest GPU holds at least ceil(T / g) of the T experts the step touches (pigeonhole),
-        # more than the mean T / g when few are touched: one token's 2 of 8 experts over 4 GPUs put a
-        # whole expert on one GPU, not half an expert on each
-        from roofline.blocks import expected_experts_touched
+        # the step waits for the GPU that touches the most of its experts (routing.expected_busiest_touched:
+        # the expected maximum over the g GPUs), at least ceil(T / g) of the T experts touched (pigeonhole)
+        from roofline.routing import expected_busiest_touched, expected_experts_touched
 
         whole = expected_experts_touched(E, top, M)
-        busiest = np.minimum(E / g, np.maximum(expected_experts_touched(E / g, top / g, M), np.ceil(whole / g - 1e-9)))
+        busiest = np.minimum(E / g, np.maximum(expected_busiest_touched(E, top, M, g), np.ceil(whole / g - 1e-9)))
         wa = self.precision.activations
         width = kind.mlp.expert_width(self.sharded.d_model)  # a latent MoE's projections are dense ops above
         for k in routed_ops(OpBuilder(dtype_bytes(wa), dtype_name(wa)), moe, M, width, touched=busiest):
@@ -318,8 +317,8 @@ class StepLayout(ExpertComms):
             out += (f"expert parallelism over {self.tensor_parallel} GPUs: each runs attention and the dense ops for 1/"
                     f"{self.tensor_parallel} of the sequences with whole weights and holds 1/{self.tensor_parallel} of "
                     "the experts; two all-to-alls per MoE layer; a step runs at its busiest GPU's pace (its ceil(n/g) "
-                    "decodes, the largest prompt chunk, at least ceil(T/g) of the T experts the step touches); routing "
-                    "otherwise assumed balanced",) if self.attention_tp == self.expert_tp == 1 else ()
+                    "decodes, the largest prompt chunk, the experts the busiest GPU touches under uniform routing: the "
+                    "expected maximum over the GPUs, at least ceil(T/g) of the T touched); the routed rows spread evenly",) if self.attention_tp == self.expert_tp == 1 else ()
             g, t, mt = self.tensor_parallel, self.attention_tp, self.expert_tp
             if self.one_group():
                 out += (f"expert parallelism over {g} GPUs under tensor-parallel attention (one attention group): every "
@@ -328,8 +327,8 @@ class StepLayout(ExpertComms):
                            f"1/{g} of the experts whole")
                         + " on the step's rows routed to them; the tensor-parallel all-reduce after the MoE layer sums "
                         "the experts' outputs (no all-to-all); every GPU holds the step's tokens, and a step runs at the "
-                        "pace of the GPU holding the most of the experts it touches (at least ceil(T/g) of the T touched); "
-                        "routing otherwise assumed balanced",)
+                        "pace of the GPU touching the most of its experts (uniform routing's expected maximum over the GPUs, at "
+                        "least ceil(T/g) of the T touched); the routed rows spread evenly",)
             elif t > 1 or mt > 1:
                 out += (f"expert parallelism over {g} GPUs: {self._dp} data-parallel attention group(s) of {t} GPU(s), each "
                         f"group running attention and the dense ops for its 1/{self._dp} of the sequences"
@@ -342,7 +341,8 @@ class StepLayout(ExpertComms):
                         + (f", each expert's matrices over a group's {mt} GPUs, its tokens all-gathered over the {g} GPUs and the "
                            "outputs reduce-scattered back (TensorRT-LLM's AllGatherReduceScatter: its all-to-alls cannot "
                            "split an expert)" if mt > 1 else ", two all-to-alls per MoE layer")
-                        + "; a step runs at its busiest group's pace; routing otherwise assumed balanced",)
+                        + "; a step runs at its busiest group's pace (uniform routing's expected maximum of the experts a GPU "
+                        "touches); the routed rows spread evenly",)
             from roofline.architecture import MoE
             from roofline.plan.parallel import CROSS_NODE_LINKS
 
