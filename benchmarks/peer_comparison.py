@@ -128,6 +128,9 @@ def main(argv=None) -> int:
                     help="with --per-slice: only the N slices with the most rows")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", default=str(ROOT / "docs" / "serving-peer-comparison.md"))
+    ap.add_argument("--time-peer", type=int, default=0, metavar="N",
+                    help="time the peer again, one row at a time, on N of the rows both predict, beside our time for "
+                         "the same rows in this run (the cached peer seconds may come from runs beside other work)")
     ap.add_argument("--peer-rows", default=None, metavar="FILE",
                     help="the peer's results as JSON lines, each with the flags it was run with: a row whose flags match is "
                          "read from FILE, the others run and added to it")
@@ -158,6 +161,8 @@ def main(argv=None) -> int:
                 if cached is not None:  # kept as it comes: a run cut short resumes where it stopped
                     got[rows[i]["id"]] = {"id": rows[i]["id"], **peer[i]}
                     cached.write_text("".join(json.dumps(d) + "\n" for d in got.values()))
+    args.timed = time_peer(args.aiconfigurator, rows, ours, peer, args.time_peer) if args.time_peer and args.aiconfigurator \
+        else None
     args.total = len(every)
     args.accepted = sum(1 for r in every if not isinstance(sv.layout(r), str))
     lines = report(rows, ours, peer, args)
@@ -167,6 +172,16 @@ def main(argv=None) -> int:
         print(line)
     print(f"wrote {path}")
     return 0
+
+
+def time_peer(exe: str, rows, ours, peer, n: int) -> tuple[int, float, float]:
+    """(rows, our median seconds, the peer's median seconds) on n rows both predict, evenly drawn, the peer run again
+    one row at a time now (its cached seconds may come from runs that shared the cores), ours as timed in this run."""
+    both = [i for i, (o, p) in enumerate(zip(ours, peer)) if "refused" not in o and "ttft_s" in p]
+    pick = both[::max(1, len(both) // n)][:n]
+    print(f"timing the peer again on {len(pick)} rows, one at a time", flush=True)
+    theirs = [run_peer(exe, rows[i])["seconds"] for i in pick]
+    return len(pick), statistics.median(ours[i]["ours_seconds"] for i in pick), statistics.median(theirs)
 
 
 def _err(pred, meas):
@@ -211,7 +226,13 @@ def report(rows, ours, peer, args) -> list[str]:
              "and host time per op outside a CUDA graph from data/engines.toml, vLLM's time per step hidden on the rows "
              "that ran async scheduling). The peer: `aiconfigurator cli estimate --estimate-mode agg` with the row's engine "
              "and version (its default where its database lacks the version), the layout ours runs (the sample's; InferenceX's "
-             "vLLM rows as their launch scripts laid them out, benchmarks/inferencex_layouts.toml) and quantisation modes.", ""]
+             "rows as their launch scripts laid them out where the sample records otherwise: its vLLM rows, benchmarks/"
+             "inferencex_layouts.toml, and its TensorRT-LLM rows of 2025-11-02, inferencex_conditions.toml) and quantisation "
+             "modes. Each tool's seconds a row are its own when the row ran (the peer's read from its cache of earlier runs, "
+             "some of them beside other work on the same cores)" + (
+                 f"; timed again in this run, one row at a time, on {args.timed[0]} of the rows both predict: ours a median "
+                 f"{args.timed[1]:.2f} s a row, the peer's {args.timed[2]:.1f} s ({args.timed[2] / args.timed[1]:.0f}x)"
+                 if getattr(args, "timed", None) else "") + ".", ""]
     if both:
         held = [x for x in both if x[1]["model"] not in sv.FIT_MODELS]
         lines += [f"Our time per step per engine and host time per op were fitted on the rows of {', '.join(sv.FIT_MODELS)} "

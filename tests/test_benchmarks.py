@@ -125,3 +125,21 @@ def test_silicon_rows_run_at_their_measured_concurrency():
     assert sv.concurrency({**row, "silicon_data_source": "", "id": "run"}) == 8 * 8  # 8 a rank x 8 ranks
     assert sv.concurrency({**row, "silicon_data_source": "", "id": "run", "attention_dp_size": "0"}) == 8  # no DP: 1 rank
     assert "sglang" in sv.MIXED_AS_DEPLOYED  # aiconfigurator's sglang.rule: agg enable_mixed_chunk = true
+
+
+def test_the_peer_is_timed_again_one_row_at_a_time_on_rows_both_predict(monkeypatch):
+    """peer_comparison --time-peer N: the peer run again on N evenly drawn rows both tools predicted (not a refused
+    row, nor one the peer failed), our seconds for the same rows beside its own; medians of each."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import peer_comparison as pc
+
+    rows = [{"id": str(i)} for i in range(6)]
+    ours = [{"ours_seconds": 0.1 * (i + 1)} for i in range(6)]
+    ours[1]["refused"] = "no"
+    peer = [{"ttft_s": 1.0, "seconds": 99.0} for _ in range(6)]
+    peer[4] = {"error": "failed"}
+    ran = []
+    monkeypatch.setattr(pc, "run_peer", lambda exe, r: ran.append(r["id"]) or {"seconds": 10.0 + int(r["id"])})
+    n, mine, theirs = pc.time_peer("aic", rows, ours, peer, 2)  # both predict rows 0, 2, 3, 5: every second one
+    assert (n, ran) == (2, ["0", "3"])
+    assert mine == pytest.approx((0.1 + 0.4) / 2) and theirs == pytest.approx((10.0 + 13.0) / 2)
