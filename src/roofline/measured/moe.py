@@ -70,6 +70,8 @@ def module_roofline_s(machine, dtype: str, tokens, hidden, d_ff, top_k, experts,
     down_flops, down_bytes = expert_matmul_counts(rows, d_ff, hidden, 1, touched, wa, ww)
     flops, moved = up_flops + down_flops, up_bytes + down_bytes
     return np.maximum(flops / machine.peak(peak_dtype), moved / machine.bandwidth)
+
+
 def module_s(machine, dtype: str, tokens, hidden, d_ff, top_k, experts, gated: bool, eff, touched, eff_at):
     """The module's seconds at M ``tokens`` (arrays allowed) reading ``touched`` experts: its roofline with those
     experts over the table's efficiency ``eff`` at M (the table's balanced rows touch min(E, M k), and their
