@@ -50,7 +50,7 @@ from roofline.plan.step_chunks import ChunkCosts
 from roofline.plan.step_decode import DecodeFits
 from roofline.plan.step_layout import MAX_STEP_TOKENS, StepLayout
 
-_TOKEN_BLOCK = 512  # step sizes whose token ops are tabulated together, as steps first reach them (StepCost._fill_tokens)
+_TOKEN_BLOCK = 4096  # step sizes whose token ops are tabulated together, as steps first reach them (StepCost._fill_tokens)
 
 
 @dataclass(frozen=True)
