@@ -155,3 +155,37 @@ def test_a_result_without_rows_writes_the_csv_of_its_frame(seed):
     assert header == list(d.to_pandas().columns)
     lines = seed.to_csv().splitlines()  # the seed layer: a header and its 12 ops
     assert len(lines) == 1 + 12 and lines[0].split(",") == list(seed.to_pandas().columns)
+
+
+def test_rows_group_by_their_values_in_the_order_sites_first_come():
+    """measured.tables.group_rows (numpy) against a plain pass over the rows: the same sites in the order of their
+    first rows, each value a plain str or int (a number truncated), each site's rows in order."""
+    import numpy as np
+
+    from roofline.measured.tables import group_rows
+
+    rng = np.random.default_rng(7)
+    n = 5_000
+    columns = [rng.choice(np.array(["fp8", "nvfp4", "bfloat16"]), n), rng.integers(0, 40, n),
+               rng.integers(0, 5, n) * 1.5, np.array([("x", 3, "y")[i % 3] for i in range(n)], dtype=object),
+               rng.integers(0, 2, n).astype(bool)]
+    truth: dict = {}
+    for i in range(n):
+        key = tuple(str(c[i]) if isinstance(c[i], str) else int(c[i]) for c in columns)
+        truth.setdefault(key, []).append(i)
+    got = group_rows(*columns)
+    assert list(got) == list(truth)
+    assert all(got[k].tolist() == v for k, v in truth.items())
+    assert all(type(v) in (str, int) for k in got for v in k)
+    assert group_rows(np.array([], dtype=int)) == {}
+
+
+def test_a_tables_sites_are_built_when_first_read():
+    """measured.grid.BuiltOnRead: a site's value is built once, on its first read; keys and ``in`` build nothing."""
+    from roofline.measured.grid import BuiltOnRead
+
+    built = []
+    sites = BuiltOnRead(a=lambda: built.append("a") or 1.0, b=lambda: built.append("b") or 2.0)
+    assert "a" in sites and sorted(sites) == ["a", "b"] and built == []
+    assert sites["a"] == 1.0 and sites["a"] == 1.0 and sites.get("b") == 2.0 and sites.get("c") is None
+    assert built == ["a", "b"]

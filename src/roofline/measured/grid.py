@@ -153,3 +153,18 @@ class LogGrid:
 
 
 BASES = ("measured", "interpolated", "extrapolated")  # estimate_many's basis codes
+
+
+class BuiltOnRead(dict):
+    """A table's sites whose values are built when first read: each held as a function of no arguments until then
+    (a table holds thousands of sites; a run reads a few). Keys, ``in`` and iteration see every site at once."""
+
+    def __getitem__(self, key):
+        value = dict.__getitem__(self, key)
+        if callable(value):
+            value = value()
+            dict.__setitem__(self, key, value)
+        return value
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default

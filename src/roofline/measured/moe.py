@@ -38,7 +38,7 @@ import numpy as np
 
 from roofline.errors import RooflineError
 from roofline.machines import get_machine
-from roofline.measured.grid import LogGrid
+from roofline.measured.grid import BuiltOnRead, LogGrid
 from roofline.measured.tables import MS, group_rows, read_table, resolve
 from roofline.op_counts import expert_matmul_counts
 
@@ -177,18 +177,20 @@ def moe_table(machine_key: str, kernels: str) -> MoETable:
     seconds = cols["latency"][rows].astype(float) * MS
     source_names = np.asarray(cols["kernel_source"]).astype(str)[rows]
     machine = get_machine(machine_key)
-    sites, kernels = {}, {}
+    sites, kernels = BuiltOnRead(), BuiltOnRead()  # each site's grid and kernels' text built when a run reads it
+
+    def grid(i, dt, *shape):
+        gated = not any("nongated" in n for n in set(source_names[i].tolist()))  # TensorRT-LLM names its non-gated MoE kernels so
+        return LogGrid.from_points((tokens[i],), module_roofline_s(machine, dt, tokens[i], *shape, gated=gated) / seconds[i])
+
     lane = np.where(np.isin(source_names, list(LANES.values())), source_names, "")
     for key, i in group_rows(lane, dtype, hidden, per_gpu, topk, experts).items():
         if key[1] not in DTYPE_WIDTHS:
             continue
         i = i[ep[i] == ep[i].min()]
-        names = sorted(set(source_names[i].tolist()))
-        gated = not any("nongated" in n for n in names)  # TensorRT-LLM names its non-gated MoE kernels so
-        bound = module_roofline_s(machine, key[1], tokens[i], *key[2:], gated=gated)
-        sites[key] = LogGrid.from_points((tokens[i],), bound / seconds[i])
-        kernels[key] = "kernel " + ", ".join(names) + (f" (its moe_ep {ep[i[0]]} rows: experts whole, 1/{ep[i[0]]} of "
-                                                       "them a GPU)" if ep[i[0]] > 1 else "")
+        sites[key] = functools.partial(grid, i, *key[1:])
+        kernels[key] = functools.partial(lambda i: "kernel " + ", ".join(sorted(set(source_names[i].tolist()))) + (
+            f" (its moe_ep {ep[i[0]]} rows: experts whole, 1/{ep[i[0]]} of them a GPU)" if ep[i[0]] > 1 else ""), i)
     # an expert-parallel GPU's own module (plan.step_layout: E / g experts of d_ff / moe_tp, k / g of each of the M
     # tokens every GPU holds): the rows of that split (moe_tp, moe_ep g) at num_tokens M are one GPU's time for its
     # experts' share of M tokens' routing (the collector's EP rank: 4.3x faster than moe_ep 1 at 16,384 tokens for
@@ -197,6 +199,7 @@ def moe_table(machine_key: str, kernels: str) -> MoETable:
     mtp, mep = cols["moe_tp_size"][rows], cols["moe_ep_size"][rows]
     local = (dist == DISTRIBUTION) & (cols["moe_ep_size"] > 1) & (cols["inter_size"] % cols["moe_tp_size"] == 0)
     local = local[rows]
+    at = np.flatnonzero(local)  # the local rows' places among the rows read
     for key, i in sorted(group_rows(lane[local], dtype[local], hidden[local], (cols["inter_size"][rows] // mtp)[local],
                                     topk[local], experts[local], mep[local], mtp[local]).items(),
                          key=lambda kv: kv[0][6]):
@@ -204,11 +207,10 @@ def moe_table(machine_key: str, kernels: str) -> MoETable:
         site = (lane_, dt, h, f, _count(k / g), _count(e / g))
         if dt not in DTYPE_WIDTHS or site in sites:
             continue
-        i = np.flatnonzero(local)[i]
-        names = sorted(set(source_names[i].tolist()))
-        gated = not any("nongated" in n for n in names)
-        bound = module_roofline_s(machine, dt, tokens[i], h, f, k / g, e / g, gated=gated)
-        sites[site] = LogGrid.from_points((tokens[i],), bound / seconds[i])
-        kernels[site] = ("kernel " + ", ".join(names) + f" (its moe_ep {g}" + (f" x moe_tp {t}" if t > 1 else "")
-                         + f" rows: {e // g} of the {e} experts a GPU, top-{k} routing's {k / g:g} of them a token)")
+        i = at[i]
+        sites[site] = functools.partial(grid, i, dt, h, f, k / g, e / g)
+        kernels[site] = functools.partial(lambda i, k, e, g, t: (
+            "kernel " + ", ".join(sorted(set(source_names[i].tolist()))) + f" (its moe_ep {g}" + (
+                f" x moe_tp {t}" if t > 1 else "") + f" rows: {e // g} of the {e} experts a GPU, top-{k} routing's "
+            f"{k / g:g} of them a token)"), i, k, e, g, t)
     return MoETable(f"{ts.engine} {ts.version} moe_perf ({ts.gpu}, balanced routing)", sites, kernels)
