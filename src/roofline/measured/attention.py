@@ -23,7 +23,7 @@ from roofline.attention_pairs import attended_pairs
 from roofline.errors import RooflineError
 from roofline.machines import Machine, get_machine
 from roofline.measured.gemm import GemmEstimate
-from roofline.measured.grid import LogGrid
+from roofline.measured.grid import BuiltOnRead, LogGrid
 from roofline.measured.profile import is_profile
 from roofline.measured.tables import MS, group_rows, read_table, resolve
 from roofline.op_counts import fused_attention_counts
@@ -141,11 +141,14 @@ def attention_table(machine_key: str, kernels: str, decode: bool) -> AttentionTa
     attn, kv = np.asarray(cols["attn_dtype"]).astype(str), np.asarray(cols["kv_cache_dtype"]).astype(str)
     ours = {v: k for k, v in TABLE_DTYPE.items()}
     site_columns = ((kv,) if decode else (attn, kv)) + (K, d, win)
-    sites = {}
+    def grid(i, dtype, window):
+        bound = attention_roofline_s(machine, dtype, B[i], T[i], S[i], H[i], K[i], d[i], window, decode)
+        return LogGrid.from_points((H[i], S[i], B[i]), bound / lat[i])
+
+    sites = BuiltOnRead()  # each site's grid built when a run first reads it
     for key, i in group_rows(*site_columns).items():
         dtype = ours.get(key[0])
         if dtype is None:
             continue
-        bound = attention_roofline_s(machine, dtype, B[i], T[i], S[i], H[i], K[i], d[i], key[-1], decode)
-        sites[key] = LogGrid.from_points((H[i], S[i], B[i]), bound / lat[i])
+        sites[key] = functools.partial(grid, i, dtype, key[-1])
     return AttentionTable(machine, decode, f"{ts.engine} {ts.version} {name} ({ts.gpu})", sites)

@@ -218,7 +218,18 @@ def read_table(gpu: str, family: str, engine: str, version: str, table: str, col
                             "this reader does not know", field="kernels")
     data = pq.read_table(path, columns=[c for c in columns if c in have])
     rows = data.num_rows
-    return {c: data.column(c).to_numpy() if c in have else np.full(rows, fill[c]) for c in columns}
+    return {c: _column(data.column(c)) if c in have else np.full(rows, fill[c]) for c in columns}
+
+
+def _column(column) -> np.ndarray:
+    """A parquet column as numpy: a text column without nulls as fixed-width str (from its distinct values: a table's
+    few dtypes and kernel names over 60,000 rows, not 60,000 Python strings), any other as pyarrow gives it."""
+    import pyarrow as pa
+
+    if (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)) and not column.null_count:
+        codes = column.combine_chunks().dictionary_encode()
+        return np.asarray(codes.dictionary.to_pylist(), dtype=str)[codes.indices.to_numpy(zero_copy_only=False)]
+    return column.to_numpy()
 
 
 def parse_kernels(kernels: str) -> tuple[str, str]:
