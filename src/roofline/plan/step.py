@@ -8,8 +8,7 @@ is one forward pass over all those tokens:
 - **token ops** (projections, MLP or experts, norms, residual adds, the embedding gather, the
   tensor-parallel all-reduces) run once over all M tokens of the step: each weight is read once
   per step, whatever mix of decodes and chunks makes up M. Their FLOPs and bytes depend on M only,
-  so they are tabulated per configuration over M = 1 .. the token budget, a block of sizes at a time as
-  a run's steps first reach it;
+  so they are tabulated once per configuration for M = 1 .. the token budget;
 - **sequence ops** (the attention core, SSM state updates) depend on each sequence's context:
   decode's, one query against S cached keys, has FLOPs and bytes linear in the number of decoding
   sequences n and in the sum of their contexts (of min(S, window) for a sliding window): they are
@@ -49,8 +48,6 @@ from roofline.plan.model_ops import qk_norm_all_reduces, tp_all_reduces
 from roofline.plan.step_chunks import ChunkCosts
 from roofline.plan.step_decode import DecodeFits
 from roofline.plan.step_layout import MAX_STEP_TOKENS, StepLayout
-
-_TOKEN_BLOCK = 4096  # step sizes whose token ops are tabulated together, as steps first reach them (StepCost._fill_tokens)
 
 
 @dataclass(frozen=True)
@@ -95,6 +92,10 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
 
     def _build(self):
         sh = self.sharded
+        Ms = np.arange(0, self.max_tokens + 1, dtype=float)
+        Mpos = np.maximum(Ms, 1.0)
+        token_body = np.zeros_like(Ms)  # by the step's tokens; with expert parallelism by the busiest GPU's rows
+        expert_body = np.zeros_like(Ms)  # expert parallelism: the routed experts by the step's tokens (else unused)
         self._token_kinds = []
         self._decode_fits = []  # per kind: (layers, span, [(name, category, dtype, link, F coefs, B coefs, rates)])
         self._chunk_names = []  # per kind: the names of its sequence ops in prefill
@@ -104,54 +105,11 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
         self._one_chunk_s: dict = {}  # (C, P) -> seconds of a step's chunk ops when that chunk is its only one
         self._chunk_fits = []  # per kind: the chunk ops' FLOPs and bytes in closed form in (C, P), or None
         self._seq_notes: list[str] = []  # the sequence ops measured kernels could not price, and why
+        runs = 0
         multi = len(sh.kinds) > 1
         for kind, n in sh.kind_counts():
             label = f"{'ABCDEFGHIJKLMNOPQRSTUVWXYZ'[sh.kinds.index(kind)]}: " if multi else ""
             token_names = self._token_names(kind)
-            self._token_kinds.append((kind, n, label, token_names))
-            self._fit_decode_ops(kind, n, label, token_names)
-            self._chunk_names.append([k.name for k in self._kernels(kind, False, 8, 1, 8) if k.name not in token_names])
-            self._chunk_fits.append((self._chunk_fit(kind, self._chunk_names[-1], True),
-                                     self._chunk_fit(kind, self._chunk_names[-1], False)))
-        self._reduces = tp_all_reduces(sh)
-        self._qk_reduces = qk_norm_all_reduces(sh) if self.dense_tp() > 1 else 0
-        if self.pipeline_stages > 1 and self.pp_link is None:
-            raise RooflineError(f"pipeline stages need a link between them; {self.machine.the_name} lists none",
-                                field="pipeline_stages")
-        # the token ops by the step's tokens M = 0 .. max_tokens (with expert parallelism the dense ops by the busiest
-        # GPU's rows, the routed experts by the step's tokens apart), as plain floats for a step's scalar arithmetic
-        # (numpy scalars cost more a step than the sum); tabulated a block of sizes at a time as steps first reach it
-        # (_fill_tokens: a run's steps read a few of the budget's sizes), None until then
-        self._token_s: list = [None] * (self.max_tokens + 1)
-        self._expert_s: list = [None] * (self.max_tokens + 1)
-        runs = self._fill_tokens(0)
-        R = np.arange(0, self.max_seqs * self.verify_tokens + self.max_seqs + 1, dtype=float)
-        Rp = np.maximum(R, 1.0)
-        norm, head = self._logits(Rp)  # by one GPU's rows
-        logits_body = self._op_time(norm)[2] + self._op_time(head)[2]
-        logits_body[0] = 0.0
-        self._runs_token = runs + 2  # final norm and LM head
-        self._runs_chunk = sum(n * len(names) for (_, n, _, _), names in zip(self._token_kinds, self._chunk_names))
-        self._runs_decode = sum(layers * len(fits) for layers, _, _, fits in self._decode_fits)
-        self._layers = sum(n for _, n, _, _ in self._token_kinds)  # a piecewise CUDA graph's pieces (eager_ops)
-        # whether a step's decode time needs each context (a window or a top-k), not just their sum
-        self.needs_contexts = any(span for _, span, _, _ in self._decode_fits)
-        self._logits_s = logits_body.tolist()
-        self._decode_terms = [(layers, span, [(*(float(x) for x in cf), *(float(x) for x in cb), float(rates[0]),
-                                                float(rates[1]), table) for _, _, _, _, cf, cb, rates, table in fits])
-                              for layers, span, _, fits in self._decode_fits]
-
-    def _fill_tokens(self, block: int) -> int:
-        """Tabulate the token ops' seconds (launches apart) for the step sizes M of ``block`` (_TOKEN_BLOCK of them:
-        each op's kernels built and its tables read over the block in one numpy pass, the same figures as the whole
-        budget at once, tests/test_step_tokens_block.py) into _token_s (and _expert_s: the routed experts'); returns
-        the op runs a step makes (launches outside a CUDA graph)."""
-        lo, hi = block * _TOKEN_BLOCK, min((block + 1) * _TOKEN_BLOCK, self.max_tokens + 1)
-        Mpos = np.maximum(np.arange(lo, hi, dtype=float), 1.0)
-        token_body = np.zeros_like(Mpos)  # by the step's tokens; with expert parallelism by the busiest GPU's rows
-        expert_body = np.zeros_like(Mpos)  # expert parallelism: the routed experts by the step's tokens (else unused)
-        runs = 0
-        for kind, n, _, token_names in self._token_kinds:
             pre = self._token_kernels(kind, Mpos, Mpos)  # with expert parallelism: dense ops at Mpos rows of one GPU
             routed = self._routed_names(kind)
             for name in token_names:
@@ -167,39 +125,49 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
             for k in self._moe_gathers(kind, Mpos):  # by the step's tokens: every GPU's rows gathered
                 expert_body += self._op_time(k)[2] * n
                 runs += n
+            self._token_kinds.append((kind, n, label, token_names))
+            self._fit_decode_ops(kind, n, label, token_names)
+            self._chunk_names.append([k.name for k in self._kernels(kind, False, 8, 1, 8) if k.name not in token_names])
+            self._chunk_fits.append((self._chunk_fit(kind, self._chunk_names[-1], True),
+                                     self._chunk_fit(kind, self._chunk_names[-1], False)))
         token_body += self._op_time(self._embedding(Mpos))[2]
         runs += 1
         for k in self._head_kernels(Mpos):
             token_body += self._op_time(k)[2]
             runs += 1
+        self._reduces = reduces = tp_all_reduces(sh)
+        self._qk_reduces = qk_norm_all_reduces(sh) if self.dense_tp() > 1 else 0
         if self.dense_tp() > 1:  # with expert parallelism the attention group's, at its rows
-            token_body += self._op_time(self._tp_all_reduce(Mpos))[2] * self._reduces + \
+            token_body += self._op_time(self._tp_all_reduce(Mpos))[2] * reduces + \
                 self._op_time(self._qk_norm_all_reduce(Mpos))[2] * self._qk_reduces
-            runs += self._reduces + self._qk_reduces
+            runs += reduces + self._qk_reduces
         if self.pipeline_stages > 1:
+            if self.pp_link is None:
+                raise RooflineError(f"pipeline stages need a link between them; {self.machine.the_name} lists none",
+                                    field="pipeline_stages")
             token_body += self._op_time(self._stage_send(Mpos))[2] * (self.pipeline_stages - 1)
             runs += self.pipeline_stages - 1
-        if lo == 0:
-            token_body[0] = expert_body[0] = 0.0
-        self._token_s[lo:hi] = token_body.tolist()
-        self._expert_s[lo:hi] = expert_body.tolist()
-        return runs
-
-    def _tokens_at(self, M: int) -> float:
-        """The token ops' seconds of a step of M tokens (its block tabulated where no step reached it yet)."""
-        t = self._token_s[M]
-        if t is None:
-            self._fill_tokens(M // _TOKEN_BLOCK)
-            t = self._token_s[M]
-        return t
-
-    def _experts_at(self, M: int) -> float:
-        """The routed experts' seconds of a step of M tokens under expert parallelism (as _tokens_at)."""
-        t = self._expert_s[M]
-        if t is None:
-            self._fill_tokens(M // _TOKEN_BLOCK)
-            t = self._expert_s[M]
-        return t
+        token_body[0] = 0.0
+        expert_body[0] = 0.0
+        self._token_body = token_body
+        self._expert_body = expert_body
+        R = np.arange(0, self.max_seqs * self.verify_tokens + self.max_seqs + 1, dtype=float)
+        Rp = np.maximum(R, 1.0)
+        norm, head = self._logits(Rp)  # by one GPU's rows
+        logits_body = self._op_time(norm)[2] + self._op_time(head)[2]
+        logits_body[0] = 0.0
+        self._logits_body = logits_body
+        self._runs_token = runs + 2  # final norm and LM head
+        self._runs_chunk = sum(n * len(names) for (_, n, _, _), names in zip(self._token_kinds, self._chunk_names))
+        self._runs_decode = sum(layers * len(fits) for layers, _, _, fits in self._decode_fits)
+        self._layers = sum(n for _, n, _, _ in self._token_kinds)  # a piecewise CUDA graph's pieces (eager_ops)
+        # whether a step's decode time needs each context (a window or a top-k), not just their sum
+        self.needs_contexts = any(span for _, span, _, _ in self._decode_fits)
+        # the same as plain floats for a step's scalar arithmetic (numpy scalars cost more a step than the sum)
+        self._token_s, self._logits_s = token_body.tolist(), logits_body.tolist()
+        self._decode_terms = [(layers, span, [(*(float(x) for x in cf), *(float(x) for x in cb), float(rates[0]),
+                                                float(rates[1]), table) for _, _, _, _, cf, cb, rates, table in fits])
+                              for layers, span, _, fits in self._decode_fits]
 
     # -- costing a step --------------------------------------------------------------------------
     def _seq_time(self, F: float, B: float, rates) -> float:
@@ -222,13 +190,11 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
             return 0.0
         if self.expert_parallel:  # the busiest GPU's dense rows, everyone's routed experts
             x = self.busiest_rows(n, chunks)
-            body = self._tokens_at(x) + self._experts_at(M) + self._logits_s[min(-(-R // self._dp) + 0, R)]
+            body = self._token_body[x] + self._expert_body[M] + self._logits_body[min(-(-R // self._dp) + 0, R)]
             body += self._decode_seconds(n, sum_s, contexts) if n else 0.0
         else:
-            tok = self._token_s[M]
-            if tok is None:
-                tok = self._tokens_at(M)
-            body = tok + self._logits_s[R] + self._decode_seconds(n, sum_s, contexts) if n else tok + self._logits_s[R]
+            body = self._token_s[M] + self._logits_s[R] + self._decode_seconds(n, sum_s, contexts) if n else \
+                self._token_s[M] + self._logits_s[R]
         body += self._chunks_seconds(chunks)
         return body + self.launch_seconds(n, bool(chunks), R > 0)
 
@@ -252,10 +218,10 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
         dp = self._dp
         ng = -(-n // dp)  # the busiest GPU's sequences (all of them without data-parallel attention)
         if self.expert_parallel:  # its rows ng T; everyone's n T routed to the experts
-            t = (self._tokens_at(ng * T) + self._experts_at(n * T) + self._logits_s[-(-n * T // dp)]
+            t = (self._token_body[ng * T] + self._expert_body[n * T] + self._logits_body[-(-n * T // dp)]
                  + self.launch_seconds(n, False))
         else:
-            t = self._tokens_at(n * T) + self._logits_s[n * T] + self.launch_seconds(n, False)
+            t = self._token_body[n * T] + self._logits_body[n * T] + self.launch_seconds(n, False)
         sum0 = float(ctx0.sum()) if ctx0 is not None else float(totals[1])
         order = None
         for layers, span, _, fits in self._decode_fits:
