@@ -31,11 +31,18 @@ def expected_busiest_touched(n_experts, experts_per_token, n_tokens, groups: int
         return expected_experts_touched(E, k, n_tokens) / max(g, 1)
     n = int(n)
     M = np.asarray(n_tokens, dtype=float)
-    p = np.clip(1.0 - (1.0 - k / E) ** M, 0.0, 1.0)[..., None]
+    p_all = np.clip(1.0 - (1.0 - k / E) ** M, 0.0, 1.0)
+    # where p rounds to 1 (past about 570 tokens at top-8 of 128) every expert is touched: the maximum is n exactly,
+    # as the sum below gives it; the sum is taken at the other sizes only
+    out = np.full(np.shape(p_all), float(n))
+    live = np.atleast_1d(p_all < 1.0)
+    p = np.atleast_1d(p_all)[live][:, None]
     j = np.arange(n + 1, dtype=float)
     log_c = np.array([math.lgamma(n + 1) - math.lgamma(x + 1) - math.lgamma(n - x + 1) for x in range(n + 1)])
     with np.errstate(divide="ignore", invalid="ignore"):
         log_pmf = log_c + np.where(j > 0, j * np.log(p), 0.0) + np.where(j < n, (n - j) * np.log1p(-p), 0.0)
     cdf = np.minimum(np.cumsum(np.exp(log_pmf), axis=-1), 1.0)
-    out = (1.0 - cdf[..., :n] ** g).sum(axis=-1)
+    flat = np.atleast_1d(out)  # a view of out (or out itself, 1-d or more)
+    flat[live] = (1.0 - cdf[:, :n] ** g).sum(axis=-1)
+    out = flat.reshape(np.shape(p_all))
     return float(out) if np.ndim(out) == 0 and type(n_tokens) in (int, float) else out
