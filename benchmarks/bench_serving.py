@@ -78,7 +78,7 @@ def speculative(runs):
 VALIDATION_EVERY = smoke_or(100, 5000)  # the silicon validation's rows it times: every K-th of those the tool can express
 
 
-PEER_S = 5.7  # AIConfigurator's cli_estimate, seconds a row: peer_comparison.py --time-peer 20, one row at a time, 2 idle cores, 2026-12-07
+PEER_S = 5.6  # AIConfigurator's cli_estimate, seconds a row: peer_comparison.py --time-peer 20, one row at a time, 2 idle cores, 2026-12-07
 
 
 def validation_row_seconds():
