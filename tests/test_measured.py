@@ -417,6 +417,29 @@ def test_a_point_with_no_measured_corner_takes_the_nearest_measured_one_at_once_
 
 
 
+@pytest.mark.parametrize("n_axes", [1, 2, 3, 4])
+def test_the_nearest_measured_point_is_the_one_numpy_norm_finds_first(n_axes):
+    """grid.LogGrid._nearest (per-axis squares summed once per pair of the first two axes' values) against
+    np.linalg.norm over every measured point, the first in flat order among equal distances: random grids with 60%
+    holes, queries anywhere and queries on grid values (many exact ties)."""
+    import numpy as np
+
+    from roofline.measured.grid import LogGrid
+
+    rng = np.random.default_rng(n_axes)
+    for trial in range(6):
+        axes = tuple(np.unique(rng.integers(1, 300, rng.integers(2, 12))).astype(float) for _ in range(n_axes))
+        eff = rng.uniform(0.1, 1.0, [len(a) for a in axes])
+        eff[rng.uniform(size=eff.shape) < 0.6] = np.nan
+        eff.ravel()[0] = 0.5  # at least one measured point
+        q = np.log(rng.uniform(0.5, 400, (600, n_axes)) if trial % 2 else
+                   np.stack([rng.choice(a, 600) for a in axes], axis=1))
+        flat = np.flatnonzero(np.isfinite(eff))
+        pts = np.stack([np.log(a)[i] for a, i in zip(axes, np.unravel_index(flat, eff.shape))], axis=1)
+        want = eff.ravel()[flat[np.argmin(np.linalg.norm(pts[None, :, :] - q[:, None, :], axis=2), axis=1)]]
+        assert LogGrid(axes, eff)._nearest(q).tolist() == want.tolist()
+
+
 def test_a_table_time_under_the_roofline_is_taken_at_the_roofline_and_said(capsys):
     """TensorRT-LLM's L40S row for Llama 3 8B's QKV projection at 64 tokens (m 64, n 6,144, k 4,096)
     beats its roofline: 51.6 MB of weights and activations at the L40S's 864 GB/s take 59.8 us, the row

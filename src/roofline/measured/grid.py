@@ -83,19 +83,27 @@ class LogGrid:
         near = self.__dict__.get("_near")
         if near is None:  # the measured points' flat and per-axis indices and the axes' logs, once per grid
             flat = np.flatnonzero(np.isfinite(self.efficiency))
-            near = (flat, np.unravel_index(flat, self.efficiency.shape), [np.log(a) for a in self.axes])
+            index = np.unravel_index(flat, self.efficiency.shape)
+            # the measured points' distinct (first, second) axis values: their squares' sum is taken once a pair, the
+            # same sum (left to right) as point by point
+            pairs, pair_of = np.unique(np.stack(index[:2]), axis=1, return_inverse=True) if len(index) > 2 else (None, None)
+            near = (flat, index, [np.log(a) for a in self.axes], pairs, None if pair_of is None else pair_of.ravel())
             object.__setattr__(self, "_near", near)
-        flat, index, logs = near
+        flat, index, logs, pairs, pair_of = near
         if not len(flat):
             return np.full(len(log_points), values[0])
         out = np.empty(len(log_points))
         for lo in range(0, len(log_points), 256):
             q = log_points[lo:lo + 256]
-            d2 = None
-            for a, (la, ia) in enumerate(zip(logs, index)):
-                x = la[None, :] - q[:, a:a + 1]
-                sq = (x * x)[:, ia]
-                d2 = sq if d2 is None else d2 + sq
+            sq = [(lambda x: x * x)(la[None, :] - q[:, a:a + 1]) for a, la in enumerate(logs)]  # by axis value
+            if pairs is None:
+                d2 = sq[0][:, index[0]]
+                for a in range(1, len(sq)):
+                    d2 = d2 + sq[a][:, index[a]]
+            else:
+                d2 = (sq[0][:, pairs[0]] + sq[1][:, pairs[1]])[:, pair_of]
+                for a in range(2, len(sq)):
+                    d2 = d2 + sq[a][:, index[a]]
             out[lo:lo + 256] = values[flat[np.argmin(np.sqrt(d2), axis=1)]]
         return out
 
