@@ -95,15 +95,16 @@ class LogGrid:
         out = np.empty(len(log_points))
         for lo in range(0, len(log_points), 256):
             q = log_points[lo:lo + 256]
-            sq = [(lambda x: x * x)(la[None, :] - q[:, a:a + 1]) for a, la in enumerate(logs)]  # by axis value
+            sq = []
+            for a, la in enumerate(logs):  # each axis' squared differences, by axis value
+                x = la[None, :] - q[:, a:a + 1]
+                sq.append(x * x)
             if pairs is None:
-                d2 = sq[0][:, index[0]]
-                for a in range(1, len(sq)):
-                    d2 = d2 + sq[a][:, index[a]]
+                d2, done = sq[0][:, index[0]], 1
             else:
-                d2 = (sq[0][:, pairs[0]] + sq[1][:, pairs[1]])[:, pair_of]
-                for a in range(2, len(sq)):
-                    d2 = d2 + sq[a][:, index[a]]
+                d2, done = (sq[0][:, pairs[0]] + sq[1][:, pairs[1]])[:, pair_of], 2
+            for a in range(done, len(sq)):
+                d2 = d2 + sq[a][:, index[a]]
             out[lo:lo + 256] = values[flat[np.argmin(np.sqrt(d2), axis=1)]]
         return out
 

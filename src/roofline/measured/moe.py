@@ -179,9 +179,20 @@ def moe_table(machine_key: str, kernels: str) -> MoETable:
     machine = get_machine(machine_key)
     sites, kernels = BuiltOnRead(), BuiltOnRead()  # each site's grid and kernels' text built when a run reads it
 
-    def grid(i, dt, *shape):
-        gated = not any("nongated" in n for n in set(source_names[i].tolist()))  # TensorRT-LLM names its non-gated MoE kernels so
+    def names(i) -> list[str]:
+        return sorted(set(source_names[i].tolist()))
+
+    def grid(i, dt, *shape) -> LogGrid:
+        gated = not any("nongated" in n for n in names(i))  # TensorRT-LLM names its non-gated MoE kernels so
         return LogGrid.from_points((tokens[i],), module_roofline_s(machine, dt, tokens[i], *shape, gated=gated) / seconds[i])
+
+    def whole(i) -> str:  # a site of every expert's rows (or of the least moe_ep's: whole experts a GPU)
+        return "kernel " + ", ".join(names(i)) + (f" (its moe_ep {ep[i[0]]} rows: experts whole, 1/{ep[i[0]]} of them "
+                                                  "a GPU)" if ep[i[0]] > 1 else "")
+
+    def split(i, k, e, g, t) -> str:  # an expert-parallel GPU's own site
+        return ("kernel " + ", ".join(names(i)) + f" (its moe_ep {g}" + (f" x moe_tp {t}" if t > 1 else "")
+                + f" rows: {e // g} of the {e} experts a GPU, top-{k} routing's {k / g:g} of them a token)")
 
     lane = np.where(np.isin(source_names, list(LANES.values())), source_names, "")
     for key, i in group_rows(lane, dtype, hidden, per_gpu, topk, experts).items():
@@ -189,8 +200,7 @@ def moe_table(machine_key: str, kernels: str) -> MoETable:
             continue
         i = i[ep[i] == ep[i].min()]
         sites[key] = functools.partial(grid, i, *key[1:])
-        kernels[key] = functools.partial(lambda i: "kernel " + ", ".join(sorted(set(source_names[i].tolist()))) + (
-            f" (its moe_ep {ep[i[0]]} rows: experts whole, 1/{ep[i[0]]} of them a GPU)" if ep[i[0]] > 1 else ""), i)
+        kernels[key] = functools.partial(whole, i)
     # an expert-parallel GPU's own module (plan.step_layout: E / g experts of d_ff / moe_tp, k / g of each of the M
     # tokens every GPU holds): the rows of that split (moe_tp, moe_ep g) at num_tokens M are one GPU's time for its
     # experts' share of M tokens' routing (the collector's EP rank: 4.3x faster than moe_ep 1 at 16,384 tokens for
@@ -209,8 +219,5 @@ def moe_table(machine_key: str, kernels: str) -> MoETable:
             continue
         i = at[i]
         sites[site] = functools.partial(grid, i, dt, h, f, k / g, e / g)
-        kernels[site] = functools.partial(lambda i, k, e, g, t: (
-            "kernel " + ", ".join(sorted(set(source_names[i].tolist()))) + f" (its moe_ep {g}" + (
-                f" x moe_tp {t}" if t > 1 else "") + f" rows: {e // g} of the {e} experts a GPU, top-{k} routing's "
-            f"{k / g:g} of them a token)"), i, k, e, g, t)
+        kernels[site] = functools.partial(split, i, k, e, g, t)
     return MoETable(f"{ts.engine} {ts.version} moe_perf ({ts.gpu}, balanced routing)", sites, kernels)
