@@ -45,9 +45,12 @@ def test_a_new_request_waits_for_the_schedulers_next_poll(step, interval, runs_i
     assert res.ttft_s[0] == simulate(step, reqs, Engine(max_tokens=8192)).ttft_s[0]  # an idle scheduler polls at once
 
 
-def test_the_stretched_run_is_the_step_by_step_one(step):
-    reqs = closed_requests(6, 36, (819, 1024), (100, 300), seed=3)
-    engine = Engine(max_tokens=8192, recv_interval=10)
+@pytest.mark.parametrize("users, interval", [(6, 10), (32, 30)])
+def test_the_stretched_run_is_the_step_by_step_one(step, users, interval):
+    """Decode steps run at once up to the scheduler's next poll while a request waits for it (advance.stretch): 32
+    users' closed loop has a request waiting most steps."""
+    reqs = closed_requests(users, 6 * users, (819, 1024), (100, 300), seed=3)
+    engine = Engine(max_tokens=8192, recv_interval=interval)
     fast, plain = simulate(step, reqs, engine), simulate(step, reqs, engine, stepwise=True)
     np.testing.assert_allclose(fast.ttft_s, plain.ttft_s, rtol=1e-9)
     np.testing.assert_allclose(fast.e2e_s, plain.e2e_s, rtol=1e-9)

@@ -139,7 +139,9 @@ def stretch(st, dec: np.ndarray, most: int) -> bool:
     ctx0 = pool.ctx[dec] + tick if st.step.needs_contexts or not pool.linear else None
     K, dts, end, used_k = decode_stretch(
         st.step, st.decode_overhead_s, most, st.now, st.arrives[st.next_i] if st.next_i < st.n else math.inf,
-        (nd, pool.sum_base + nd * tick), ctx0, (pool.used, pool.cap, pool.table, pool.linear), pool.res, tick, pool.bs)
+        (nd, pool.sum_base + nd * tick), ctx0, (pool.used, pool.cap, pool.table, pool.linear), pool.res, tick, pool.bs,
+        # SGLang's receive interval: a request joins at the scheduler's next poll (scheduler._polls), every-th steps on
+        (st.recv_every - st.recv_count, st.recv_every) if st.recv_every > 1 else None)
     # the held prompts' fit reads the cache held: stop
     if (st.held or st.adp_held) and (pool.reserve is None or pool.prefilling):
         moved = np.flatnonzero(used_k[1:K] != used_k[0])    # before it changes (the step after would decide anew)

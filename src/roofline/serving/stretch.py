@@ -76,9 +76,11 @@ class StepRecords:
 
 
 def decode_stretch(step: StepCost, overhead_s: float, K: int, now: float, arrives: float, totals, ctx0, cache,
-                    res: list, tick: int, bs: int):
+                    res: list, tick: int, bs: int, poll: tuple[int, int] | None = None):
     """The decode-only steps to run at once from ``now``: at most K (up to the next finish), to the
-    one during which the next request ``arrives``, and before the cache runs out (``cache``: bytes
+    one during which the next request ``arrives`` (with ``poll`` (first, every): a scheduler that takes
+    requests only as it polls, after the first-th step and every every-th after it, to its first poll at or
+    after that step: the batch does not change before), and before the cache runs out (``cache``: bytes
     used, the capacity, the bytes by blocks held, whether those are linear). ``totals`` (sequences,
     their contexts' sum) and ``ctx0`` (the contexts, or None where the sum will do) as
     StepCost.decode_steps_seconds takes them; with a linear table the blocks come from ``res``, the
@@ -92,8 +94,12 @@ def decode_stretch(step: StepCost, overhead_s: float, K: int, now: float, arrive
     if overhead_s:
         times += overhead_s
     ends = np.cumsum(np.concatenate(([now], times)))[1:]  # each step's end, summed as step by step
-    if arrives < math.inf:  # stop at the step during which one arrives
-        K = min(K, int(np.searchsorted(ends, arrives, side="left")) + 1)
+    if arrives < math.inf:  # stop at the step during which one arrives (or at the poll that first sees it)
+        k = int(np.searchsorted(ends, arrives, side="left")) + 1
+        if poll is not None:
+            first, every = poll
+            k = first if k <= first else first + -(-(k - first) // every) * every
+        K = min(K, k)
     if linear:
         inc = np.asarray(res)[(-1 - tick - np.arange(K - 1)) % bs]
         used_k = used + table[1] * np.concatenate(([0], np.cumsum(inc)))
