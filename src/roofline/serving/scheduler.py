@@ -150,9 +150,10 @@ def _run(st: RunState, max_steps: int, progress):
             # prompts held (batch waiting): this step and at most the steps still to hold them, as one by one
             # (attention-DP balance: to its count's reach of N; its batching wait step by step)
             most = st.adp_left if st.adp_held else STRETCH if not st.held else 1 + st.wait_steps - st.wait_count
-            # (a request that arrives while the scheduler polls only every few steps joins at its next poll: the
-            # steps to it run at once, advance.stretch)
-            if STRETCH > 1 and (st.recv_every > 1 or not (st.next_i < n and arrives[st.next_i] - st.now < 4.0 * st.dt_decode)) and (
+            # a request due within four steps: step by step, unless the scheduler takes requests only as it polls
+            # every few steps (the steps to its next poll run at once: advance.stretch)
+            soon = st.next_i < n and arrives[st.next_i] - st.now < 4.0 * st.dt_decode
+            if STRETCH > 1 and (st.recv_every > 1 or not soon) and (
                     (st.lazy and pool.next_finish() - pool.tick > 1
                      and stretch(st, dec, int(min(pool.next_finish() - pool.tick, most))))
                     or (st.speculating and not st.held and not st.adp_held and verify_run(st, dec, STRETCH))):
