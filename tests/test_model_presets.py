@@ -659,6 +659,29 @@ def test_missing_hidden_size_is_named(tmp_path):
         load_hf_config(path)
 
 
+def test_a_config_read_again_unchanged_is_the_model_read_then(tmp_path):
+    # a sweep over deployments reads one config many times: parsed once, while its text is the same
+    path = _write(tmp_path, "mixtral", json.dumps(MIXTRAL_CONFIG))
+    first = load_hf_config(path)
+    assert load_hf_config(path) is first
+    assert load_hf_config(str(path)) == first  # the same file by another spelling: an equal model
+    # the same size, one digit changed (a rewrite within the file system's time granularity keeps mtime and
+    # size): the new text is read, 32 layers -> 16
+    assert '"num_hidden_layers": 32' in path.read_text()
+    path.write_text(path.read_text().replace('"num_hidden_layers": 32', '"num_hidden_layers": 16'))
+    assert load_hf_config(path).n_layers == 16 and first.n_layers == 32
+    # a ModelOpt companion put beside it changes what is read (its quantisation)
+    (path.parent / "hf_quant_config.json").write_text(json.dumps(
+        {"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}))
+    again = load_hf_config(path)
+    assert again is not first and any("hf_quant_config.json" in n for n in again.notes)
+    with pytest.raises(RooflineError):  # and an error is never kept: a broken file refused every time
+        (path.parent / "config.json").write_text("{")
+        load_hf_config(path)
+    with pytest.raises(RooflineError):
+        load_hf_config(path)
+
+
 def test_missing_config_file_is_a_roofline_error(tmp_path):
     with pytest.raises(RooflineError):
         load_hf_config(tmp_path / "absent" / "config.json")

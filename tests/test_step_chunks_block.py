@@ -54,3 +54,23 @@ def test_a_decode_tables_one_context_reads_as_numpy_reads_many():
             many = table.seconds(n, contexts)
             for s, t in zip(contexts, many):
                 assert table.seconds(n, float(s)) == pytest.approx(float(t), rel=1e-12)
+
+
+@pytest.mark.parametrize("model, machine, engine, tp", [
+    ("llama3-8b", "h200", "vllm", 1),
+    ("gpt-oss-120b", "b200", "trtllm", 4),  # two kinds (sliding-window layers beside full ones)
+    ("qwen3.5-397b-a17b", "h200", "sglang", 8),  # an op the cost model prices beside measured ones
+    ("deepseek-v3", "h200", "sglang", 8),  # no block: each size alone
+])
+def test_a_steps_one_prompt_costs_per_block_what_it_costs_summed_alone(model, machine, engine, tp):
+    """A step whose only chunk is a whole prompt (ChunkCosts._one_chunk_block: a block of sizes' seconds in one
+    numpy pass) costs, to the last bit, what the step's chunk ops summed one by one (_chunk_share) make it."""
+    m = get_machine(machine)
+    sc = StepCost(model, m, tensor_parallel=tp, cost_model=MeasuredKernels.for_machine(m, engine))
+    for C in (1, 2, 255, 256, 257, 1000, 4097, 16_383):
+        got = sc._chunks_seconds([(C, 0)])
+        alone = sum(n * (t if t == t else sc._seq_time(F, B, rates)) for F, B, rates, n, t in
+                    sc._chunk_share([(C, 0)]).values())
+        assert got == alone, (C, got, alone)
+    kept = len(sc._one_chunk_s)
+    assert (kept >= 256) == (model != "deepseek-v3"), kept  # whole blocks kept, or one size at a time

@@ -245,14 +245,38 @@ def _config_name(raw, path: Path) -> str:
     return path.resolve().parent.name or str(raw.get("model_type") or "") or "model"
 
 
+_LOADED: dict = {}  # (path as given, resolved, its text, its companion's) -> Model (load_hf_config)
+
+
 def load_hf_config(path: str | Path) -> Model:
-    """Read a local Hugging Face ``config.json``; nothing is fetched from the network."""
-    from roofline.files import check_file_numbers, json_failure, read_text
+    """Read a local Hugging Face ``config.json``; nothing is fetched from the network. A file read before
+    with the same text (and the same ModelOpt companion beside it), by the same path, returns the Model
+    read then (a frozen value): a sweep over deployments of one model parses its config once."""
+    from roofline.files import read_text
 
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
     text = read_text(p, "model config", "model", 16 * 2**20)
+    c = _companion_path(p)
+    try:
+        beside = read_text(c, "ModelOpt quantization config", "model", 16 * 2**20) if c is not None else None
+    except RooflineError:  # _with_companion says why, where it reads it
+        beside = False
+    key = (str(path), str(p.resolve()), text, beside)
+    got = _LOADED.get(key)
+    if got is None:
+        got = _read_hf_config(p, text)
+        if len(_LOADED) >= 64:
+            _LOADED.clear()
+        _LOADED[key] = got
+    return got
+
+
+def _read_hf_config(p: Path, text: str) -> Model:
+    """load_hf_config's Model from ``text``, the config.json at ``p``."""
+    from roofline.files import check_file_numbers, json_failure
+
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:

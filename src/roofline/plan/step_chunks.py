@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from roofline.cost import overlapped_s
 from roofline.errors import RooflineError
 from roofline.kernels import Kernel
 
@@ -255,11 +256,36 @@ class ChunkCosts:
             got = self._one_chunk_s.get(chunks[0])
             if got is not None:
                 return got
+            if chunks[0][1] == 0 and self.measured and self._one_chunk_block(int(chunks[0][0])):
+                return self._one_chunk_s[(int(chunks[0][0]), 0)]
         t = sum(n * (t if t == t else self._seq_time(F, B, rates)) for F, B, rates, n, t in
                 self._chunk_share(chunks).values())
         if len(chunks) == 1 and len(self._one_chunk_s) < 1_000_000:
             self._one_chunk_s[(int(chunks[0][0]), int(chunks[0][1]))] = t
         return t
+
+    def _one_chunk_block(self, C: int) -> bool:
+        """Keep (in _one_chunk_s) the seconds of a step whose only chunk is a whole prompt of c tokens, for every c
+        of C's block of _BLOCK sizes, from the kinds' blocks (_fresh_block) in one numpy pass: each op's measured
+        time, or where its tables do not time it the cost model's on its FLOPs and bytes, times its layers, summed
+        over the ops in their order (the same arithmetic, element by element, as _chunk_sums and _chunks_seconds
+        take for one chunk: tests/test_step_chunks_block.py). False where a kind has no block (DeepSeek Sparse
+        Attention's module, an op its tables refuse as a block): the sizes then go one at a time."""
+        blocks = [self._fresh_block(i, C) for i in range(len(self._token_kinds))]
+        if any(b is None for b in blocks):
+            return False
+        total = None
+        overlap = self.cost_model.overlap
+        for (_, n, _, _), block in zip(self._token_kinds, blocks):
+            for F, B, rates, _, t in block:
+                x = np.where(t == t, t, overlapped_s(F * rates[0], B * rates[1], overlap))
+                total = n * x if total is None else total + n * x
+        if total is None:
+            return False
+        lo = C // _BLOCK * _BLOCK
+        if len(self._one_chunk_s) < 1_000_000:
+            self._one_chunk_s.update(zip(zip(range(lo, lo + _BLOCK), [0] * _BLOCK), total.tolist()))
+        return True
 
     def _chunk_share(self, chunks) -> dict:
         """The chunk ops one GPU runs: all of them, or with data-parallel attention 1/g of them but
