@@ -440,6 +440,67 @@ def test_the_nearest_measured_point_is_the_one_numpy_norm_finds_first(n_axes):
         assert LogGrid(axes, eff)._nearest(q).tolist() == want.tolist()
 
 
+@pytest.mark.parametrize("n_axes", [2, 3, 4])
+def test_the_nearest_on_a_grid_measured_in_runs_is_the_one_numpy_norm_finds_first(n_axes):
+    """A table measured up to a length (each line along the last axis one run of measured points, some lines
+    unmeasured): grid.LogGrid._nearest takes each line's nearest point at its run's value nearest the query's
+    (_nearest_by_lines), every point only where two lie within rounding of the least distance. Against
+    np.linalg.norm over every measured point, the first in flat order among equal distances: queries anywhere,
+    on grid values (on axes of powers of 2, exact ties between lines and inside one) and on grid values nudged by
+    one rounding step."""
+    import numpy as np
+
+    from roofline.measured.grid import LogGrid
+
+    rng = np.random.default_rng(10 + n_axes)
+    plain = fallback = 0
+    for trial in range(8):
+        axes = tuple(2.0 ** np.arange(rng.integers(2, 10)) if trial % 2 else  # powers of 2: distances tie exactly
+                     np.unique(rng.integers(1, 300, rng.integers(2, 12))).astype(float) for _ in range(n_axes))
+        eff = rng.uniform(0.1, 1.0, [len(a) for a in axes])
+        lines = eff.reshape(-1, eff.shape[-1])
+        for i, line in enumerate(lines):  # a run [lo, hi] of each line measured, or none (the first line's from 0)
+            lo, hi = sorted(rng.integers(0, line.size, 2))
+            line[:0 if i == 0 else lo] = np.nan
+            line[hi + 1:] = np.nan
+            if i and rng.uniform() < 0.2:
+                line[:] = np.nan
+        q = np.log(np.stack([rng.choice(a, 600) for a in axes], axis=1))
+        if trial % 3 == 1:
+            q = np.log(rng.uniform(0.5, 400, (600, n_axes)))
+        elif trial % 3 == 2:
+            q = np.nextafter(q, q + rng.choice([-1.0, 1.0], q.shape))
+        grid = LogGrid(axes, eff)
+        assert grid._near_points()[5] is not None  # the lines' path is the one taken
+        flat = np.flatnonzero(np.isfinite(eff))
+        pts = np.stack([np.log(a)[i] for a, i in zip(axes, np.unravel_index(flat, eff.shape))], axis=1)
+        want = eff.ravel()[flat[np.argmin(np.linalg.norm(pts[None, :, :] - q[:, None, :], axis=2), axis=1)]]
+        assert grid._nearest(q).tolist() == want.tolist()
+        sq = [(la[None, :] - q[:256, a:a + 1]) ** 2 for a, la in enumerate(grid._near_points()[2])]
+        got, ok = grid._nearest_by_lines(sq)
+        plain, fallback = plain + int(ok.sum()), fallback + int((~ok).sum())
+        assert got[ok].tolist() == want[:256][ok].tolist()
+    assert plain and fallback  # both paths met: ties are left to every point
+
+
+def test_a_far_point_whose_distances_to_a_line_round_to_one_takes_the_lines_first():
+    """A query 10^6 away in log on the first axis: its squared distances to a line's points (10^12 plus a few
+    10^-11) round to one value, so all tie, and np.linalg.norm's first in flat order is the run's first point,
+    not the one nearest on the last axis (the lines' path leaves such a query to every point)."""
+    import numpy as np
+
+    from roofline.measured.grid import LogGrid
+
+    axes = (np.array([1.0, 2.0]), np.array([1e6, 1e6 + 1, 1e6 + 2, 1e6 + 3]))
+    eff = np.array([[np.nan, 0.1, 0.2, 0.3], [0.4, 0.5, 0.6, 0.7]])
+    q = np.array([[-1e6, np.log(1e6 + 5)]])
+    pts = np.array([[np.log(axes[0][i]), np.log(axes[1][j])] for i in range(2) for j in range(4) if eff[i, j] == eff[i, j]])
+    d = np.linalg.norm(pts - q, axis=1)
+    assert d[0] == d[2] and np.argmin(d) == 0  # the tie, and norm's first: (1, 10^6 + 1) at 0.1
+    grid = LogGrid(axes, eff)
+    assert grid._near_points()[5] is not None and grid._nearest(q).tolist() == [0.1]
+
+
 def test_a_table_time_under_the_roofline_is_taken_at_the_roofline_and_said(capsys):
     """TensorRT-LLM's L40S row for Llama 3 8B's QKV projection at 64 tokens (m 64, n 6,144, k 4,096)
     beats its roofline: 51.6 MB of weights and activations at the L40S's 864 GB/s take 59.8 us, the row

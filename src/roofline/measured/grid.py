@@ -77,36 +77,101 @@ class LogGrid:
         """The efficiency of the measured point nearest each of ``log_points`` (n, axes) in log shape, the
         first in flat order among equals (NaN-free unless nothing was measured): the Euclidean distance
         as np.linalg.norm takes it (squares summed left to right over the axes, then the root), each
-        axis' squared differences taken once per axis value and gathered per measured point, in blocks
-        of points (no meshgrid of the whole grid per query, no (n, points, axes) array)."""
+        axis' squared differences taken once per axis value. Where the measured points of each line along
+        the last axis are one run of it (a table measured up to a length), each line's nearest point is
+        its run's value nearest the query's (_nearest_by_lines); else, and for a query whose nearest is
+        not plain there (two points within rounding of the least distance), every measured point
+        (_nearest_of_all)."""
         values = self.efficiency.ravel()
-        near = self.__dict__.get("_near")
-        if near is None:  # the measured points' flat and per-axis indices and the axes' logs, once per grid
-            flat = np.flatnonzero(np.isfinite(self.efficiency))
-            index = np.unravel_index(flat, self.efficiency.shape)
-            # the measured points' distinct (first, second) axis values: their squares' sum is taken once a pair, the
-            # same sum (left to right) as point by point
-            pairs, pair_of = np.unique(np.stack(index[:2]), axis=1, return_inverse=True) if len(index) > 2 else (None, None)
-            near = (flat, index, [np.log(a) for a in self.axes], pairs, None if pair_of is None else pair_of.ravel())
-            object.__setattr__(self, "_near", near)
-        flat, index, logs, pairs, pair_of = near
-        if not len(flat):
+        near = self._near_points()
+        if not len(near[0]):
             return np.full(len(log_points), values[0])
         out = np.empty(len(log_points))
         for lo in range(0, len(log_points), 256):
             q = log_points[lo:lo + 256]
             sq = []
-            for a, la in enumerate(logs):  # each axis' squared differences, by axis value
-                x = la[None, :] - q[:, a:a + 1]
+            for la in near[2]:  # each axis' squared differences, by axis value
+                x = la[None, :] - q[:, len(sq):len(sq) + 1]
                 sq.append(x * x)
-            if pairs is None:
-                d2, done = sq[0][:, index[0]], 1
-            else:
-                d2, done = (sq[0][:, pairs[0]] + sq[1][:, pairs[1]])[:, pair_of], 2
-            for a in range(done, len(sq)):
-                d2 = d2 + sq[a][:, index[a]]
-            out[lo:lo + 256] = values[flat[np.argmin(np.sqrt(d2), axis=1)]]
+            got, plain = self._nearest_by_lines(sq) if near[5] is not None else (None, np.zeros(len(q), dtype=bool))
+            if got is not None:
+                out[lo:lo + 256] = got
+            if not plain.all():
+                rest = np.flatnonzero(~plain)
+                out[lo + rest] = self._nearest_of_all([s[rest] for s in sq])
         return out
+
+    def _near_points(self) -> tuple:
+        """The measured points' flat and per-axis indices, the axes' logs, their distinct (first, second) axis
+        values (pairs, pair_of: the squares' sum taken once a pair, the same sum left to right as point by
+        point), and the lines along the last axis (_lines), once per grid."""
+        near = self.__dict__.get("_near")
+        if near is None:
+            flat = np.flatnonzero(np.isfinite(self.efficiency))
+            index = np.unravel_index(flat, self.efficiency.shape)
+            pairs, pair_of = np.unique(np.stack(index[:2]), axis=1, return_inverse=True) if len(index) > 2 else (None, None)
+            near = (flat, index, [np.log(a) for a in self.axes], pairs, None if pair_of is None else pair_of.ravel(),
+                    self._lines(index))
+            object.__setattr__(self, "_near", near)
+        return near
+
+    def _lines(self, index) -> tuple | None:
+        """The measured lines along the last axis, in flat order: (each line's indices on the other axes (one
+        array per axis), the first and last measured index of its run, its flat index at the axis' 0), where
+        every line's measured points are one unbroken run; else None (and for a one-axis grid)."""
+        if len(index) < 2 or not len(index[0]):
+            return None
+        heads = np.stack(index[:-1])
+        lines, line_of = np.unique(heads, axis=1, return_inverse=True)
+        line_of = line_of.ravel()
+        last = index[-1]
+        lo = np.full(lines.shape[1], np.iinfo(np.int64).max)
+        hi = np.full(lines.shape[1], -1)
+        np.minimum.at(lo, line_of, last)
+        np.maximum.at(hi, line_of, last)
+        if not (np.bincount(line_of, minlength=lines.shape[1]) == hi - lo + 1).all():
+            return None  # a hole inside a line's run: every point, as before
+        start = np.ravel_multi_index(tuple(lines) + (np.zeros(lines.shape[1], dtype=np.int64),), self.efficiency.shape)
+        return tuple(lines), lo, hi, start
+
+    def _nearest_by_lines(self, sq) -> tuple[np.ndarray, np.ndarray]:
+        """_nearest on a grid whose lines along the last axis are measured in runs (_lines), from the squared
+        differences ``sq`` of a block of queries: (each query's efficiency, whether it is plain). A line's
+        distances, the squares of its other axes summed as _nearest_of_all sums them plus the last axis',
+        fall to the axis value nearest the query's and rise after it (each step rounded monotonically), so the
+        line's least is at that value clipped to its run; the least over lines is the least distance. The
+        point is plain where the first line reaching it (within 1e-12 of it: every point whose root rounds to
+        the same lies within that) has it at its clipped value and the value before that is not within it
+        too; the rest are left to _nearest_of_all."""
+        lines, lo, hi, start = self._near_points()[5]
+        base = sq[0][:, lines[0]]
+        for a in range(1, len(lines)):
+            base = base + sq[a][:, lines[a]]
+        last = sq[-1]
+        at = np.clip(np.argmin(last, axis=1)[:, None], lo[None, :], hi[None, :])  # (queries, lines)
+        d2 = base + np.take_along_axis(last, at, axis=1)
+        least = d2.min(axis=1)
+        within = least * (1.0 + 1e-12)
+        first = np.argmax(d2 <= within[:, None], axis=1)
+        rows = np.arange(len(d2))
+        j = at[rows, first]
+        plain = np.sqrt(d2[rows, first]) == np.sqrt(least)
+        before = j - 1
+        plain &= ~((before >= lo[first]) & (base[rows, first] + last[rows, np.maximum(before, 0)] <= within))
+        return self.efficiency.ravel()[start[first] + j], plain
+
+    def _nearest_of_all(self, sq) -> np.ndarray:
+        """_nearest over every measured point from the squared differences ``sq`` of a block of queries:
+        each axis' gathered per measured point and summed left to right (the first two once per pair of
+        values), rooted, the first least taken."""
+        flat, index, _, pairs, pair_of, _ = self._near_points()
+        if pairs is None:
+            d2, done = sq[0][:, index[0]], 1
+        else:
+            d2, done = (sq[0][:, pairs[0]] + sq[1][:, pairs[1]])[:, pair_of], 2
+        for a in range(done, len(sq)):
+            d2 = d2 + sq[a][:, index[a]]
+        return self.efficiency.ravel()[flat[np.argmin(np.sqrt(d2), axis=1)]]
 
     def estimate_many(self, points) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """estimate for many points at once (an array of shape (n, axes)): (efficiency, basis code,
