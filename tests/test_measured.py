@@ -390,6 +390,15 @@ def test_many_lookups_sharing_a_size_equal_one_at_a_time():
         for i in range(0, len(ms), 17):
             e, b, u = grid.estimate(pts[i])
             assert eff[i] == pytest.approx(e, rel=1e-12) and BASES[basis[i]] == b and used[i] == u
+    # each axis keeps its last column's placement: the same token counts read again, then counts of the same length
+    # but other values (and the same values on another axis) are placed anew
+    for cols in [(ms, 4096.0, 4096.0), (ms, 3000.0, 4096.0), (ms + 0.5, 4096.0, 4096.0), (ms[::-1], 4096.0, 4096.0),
+                 (np.full_like(ms, 64.0), ms, 4096.0)]:
+        pts = np.stack(np.broadcast_arrays(*cols), axis=1)
+        eff, basis, used = grid.estimate_many(pts)
+        for i in range(0, len(ms), 23):
+            e, b, u = grid.estimate(pts[i])
+            assert eff[i] == pytest.approx(e, rel=1e-12) and BASES[basis[i]] == b and used[i] == u
     holes = LogGrid.from_points((np.array([1, 4, 16, 1, 16, 4, 16]), np.array([1, 1, 1, 4, 4, 16, 16])),
                                 np.array([0.5, 0.6, 0.7, 0.4, 0.8, 0.3, 0.9]))  # (4, 4), (1, 16) not measured
     for y in (1.0, 4.0, 6.0, 16.0):

@@ -183,25 +183,20 @@ class LogGrid:
         pts = np.atleast_2d(np.asarray(points, dtype=float))
         n = len(pts)
         lows, ws, outside = [], [], np.zeros(n, dtype=bool)
-        for a, (logs, axis) in enumerate(zip(self._logs, self.axes)):
-            la = np.asarray(logs)
-            col = pts[:, a]
-            lx = np.log(col[:1]) if n and (col == col[0]).all() else np.log(col)  # one value: placed once, broadcast
-            outside |= (lx < la[0]) | (lx > la[-1])
-            clipped = np.clip(lx, la[0], la[-1])
-            j = np.clip(np.searchsorted(la, clipped, side="right") - 1, 0, max(len(la) - 2, 0))
-            if len(la) == 1:
-                lows.append(np.zeros(len(lx), dtype=int))
-                ws.append(np.zeros(len(lx)))
-                continue
-            w = (clipped - la[j]) / (la[j + 1] - la[j])
+        for a in range(len(self.axes)):
+            j, w, out = self._placed(a, pts[:, a])
+            outside |= out
             lows.append(j)
             ws.append(w)
         total = np.zeros(n)
         acc = np.zeros(n)
         used = np.zeros(n, dtype=int)
         exact = np.ones(n, dtype=bool)
+        # a one-valued axis whose weight is 0 on a side (its value on a grid line): every corner on that side is 0
+        nothing = [[len(wa) == 1 and float(wa[0] if c else 1.0 - wa[0]) == 0.0 for c in (0, 1)] for wa in ws]
         for corner in itertools.product((0, 1), repeat=len(self.axes)):
+            if any(nothing[a][c] for a, c in enumerate(corner)):
+                continue
             idx, w = [], np.ones(n)
             for c, j, wa, size in zip(corner, lows, ws, self.efficiency.shape):
                 idx.append(np.minimum(j + c, size - 1))
@@ -224,6 +219,30 @@ class LogGrid:
         used[far] = 1
         basis[far] = BASES.index("extrapolated")
         return eff, basis, used
+
+
+    def _placed(self, a: int, col: np.ndarray) -> tuple:
+        """Each of ``col``'s values placed on axis ``a``: (the grid index at or below it, its log-linear weight
+        toward the next, whether it lies past the axis' ends), one value placed once (length-1 arrays, broadcast);
+        each axis' last column placed kept (the next GEMM of a step reads the same token counts on the same axis)."""
+        key = (len(col), col.tobytes()) if len(col) > 64 else None
+        kept = self.__dict__.get("_last_placed")
+        if kept is None:
+            kept = {}
+            object.__setattr__(self, "_last_placed", kept)
+        last = kept.get(a)
+        if key is not None and last is not None and last[0] == key:
+            return last[1]
+        la = np.asarray(self._logs[a])
+        lx = np.log(col[:1]) if len(col) and (col == col[0]).all() else np.log(col)  # one value: placed once, broadcast
+        outside = (lx < la[0]) | (lx > la[-1])
+        clipped = np.clip(lx, la[0], la[-1])
+        j = np.clip(np.searchsorted(la, clipped, side="right") - 1, 0, max(len(la) - 2, 0))
+        got = ((np.zeros(len(lx), dtype=int), np.zeros(len(lx)), outside) if len(la) == 1 else
+               (j, (clipped - la[j]) / (la[j + 1] - la[j]), outside))
+        if key is not None:
+            kept[a] = (key, got)
+        return got
 
 
 BASES = ("measured", "interpolated", "extrapolated")  # estimate_many's basis codes
