@@ -210,3 +210,33 @@ def test_decode_ops_no_table_measures_take_at_least_the_kernel_floor():
     big = {o.name: o for o in step.ops([100_000] * 64)}["B: sparse latent attention (decode)"]
     assert big.time_s / big.count - launch > 3 * floor
     assert big.bytes / big.count > 64 * 2048 * 576
+
+
+def test_the_modules_projections_are_read_from_the_steps_token_ops_as_one_size_prices_them():
+    """_dsa_module_s takes the module's projections and norms (token ops: their time is their rows') from one pass over
+    every row count of a step (_dsa_projections), read as one size at a time reads them (the scalar table read, within
+    the vectorised read's 1e-12); a prompt past the step's token budget is priced one size at a time, the same."""
+    import math
+
+    from roofline.measured.model import MeasuredKernels
+    from roofline.machines import get_machine
+    from roofline.plan.precision import Precision
+    from roofline.plan.step import StepCost
+
+    step = _step()
+    i = next(j for j in range(len(step._token_kinds)) if step._dsa_kind(j))
+    kind = step._token_kinds[i][0]
+    mine, _, _ = step._dsa_setup(i, step._kernels(kind, False, 8, 1, 8))
+    assert {"q_a proj", "kv_a proj", "index k proj (wk)", "out proj"} <= mine
+    table = step._dsa_projections(i, mine)
+    for tokens, b in ((1, 1), (3100, 1), (1024, 4), (8192, 2), (16384, 1)):
+        one = sum(float(step._op_time(k)[2]) for k in step._kernels(kind, False, tokens, b, tokens) if k.name in mine)
+        assert math.isclose(table[tokens * b], one, rel_tol=1e-12), (tokens, b)
+    m = get_machine("b200")
+    cm = MeasuredKernels.for_machine(m, "sglang", launch_overhead_s=m.launch_overhead_s, fp8_scaling="block")
+    small = StepCost("glm-5", "b200", Precision("fp8", "fp8", "fp8"), tensor_parallel=8, cost_model=cm, max_tokens=2048,
+                     max_seqs=64)
+    for C, b, P in ((1024, 1, 8192), (2048, 1, 4096), (4096, 1, 0), (4096, 2, 0)):
+        got, alone = step._dsa_module_s(i, C, b, P), small._dsa_module_s(i, C, b, P)
+        assert got.keys() == alone.keys() and got
+        assert all(math.isclose(got[k], alone[k], rel_tol=1e-12) for k in got), (C, b, P)

@@ -103,6 +103,7 @@ class StepCost(DecodeFits, ChunkCosts, StepLayout):
         self._block_cache: dict = {}  # (kind, C // _BLOCK) -> a block of prompt sizes' chunk ops (step_chunks)
         self._batch_cache: dict = {}  # (C, b) -> measured seconds of b prompts of C tokens in one kernel
         self._one_chunk_s: dict = {}  # (C, P) -> seconds of a step's chunk ops when that chunk is its only one
+        self._dsa_cache: dict = {}  # a DSA kind's module setup and projections (step_chunks._dsa_setup)
         self._chunk_fits = []  # per kind: the chunk ops' FLOPs and bytes in closed form in (C, P), or None
         self._seq_notes: list[str] = []  # the sequence ops measured kernels could not price, and why
         runs = 0

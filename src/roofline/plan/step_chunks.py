@@ -144,38 +144,23 @@ class ChunkCosts:
         whole prompts only), split over the chunk ops by their cost-model times; where that is less than the cost
         model's (a short prompt, the module at its floor) the cost model's. {} elsewhere (and where the tables lack
         the layer: said once in the run's notes)."""
-        kind, _, label, token_names = self._token_kinds[i]
-        a = kind.mixer
+        kind = self._token_kinds[i][0]
         if not self._dsa_kind(i):
             return {}
-        from roofline.attention_ops import latent_ops
-        from roofline.measured.dsa import dsa_module_table
-        from roofline.op_builder import builder_for
-
-        mine = {k.name for k in latent_ops(builder_for(self.precision.activations), a, 1, 8, 8, False,
-                                           self.sharded.d_model)} & set(token_names)
         ks = self._kernels(kind, False, C, b, P + C)
-        dtype = next(k.dtype for k in ks if k.name in mine and k.category == "matmul")
-        gemm = ("bfloat16" if dtype == "bf16" == self.precision.weights else self.cost_model.table_dtype(dtype)
-                if dtype == "fp8" else f"{self.precision.weights} weights computing in {dtype}")  # the table's gemm_type
-        try:
-            table = dsa_module_table(self.cost_model._source(self.machine), self.cost_model.kernels)
-            key = table.site(self.sharded.d_model, a, gemm, self.precision.kv_cache)
-        except RooflineError as exc:
-            note = f"DSA prompt attention: the cost model ({exc})"
-            self._say(note)
+        setup = self._dsa_setup(i, ks)
+        if setup is None:
             return {}
-        note = (f"DSA prompt attention: {table.source}, the module's kernels' time less its projections' (as this step "
-                "prices them), split over the indexer, top-k, expansion and attention ops (a chunk after a cached "
-                "prefix: the module's growth from the prefix to the prefix and chunk); where that is less than the "
-                "cost model's (short prompts, whose module is the host's dispatch) the cost model's")
-        self._say(note)
+        mine, table, key = setup
         if P + C > table.longest(key):
             note = (f"DSA prompt attention: {P + C:,} tokens is past the module table's longest prompt "
                     f"({table.longest(key):,}): extrapolated at its edge's throughput")
             self._say(note)
 
         def projections(tokens: int) -> float:
+            rows = tokens * (1 if P else b)  # the projections are token ops: their time is their rows'
+            if rows <= self.max_tokens:
+                return self._dsa_projections(i, mine)[rows]
             return sum(float(self._op_time(k)[2]) for k in self._kernels(kind, False, tokens, 1 if P else b, tokens)
                        if k.name in mine)
 
@@ -187,6 +172,54 @@ class ChunkCosts:
         if total <= 0 or left <= total:
             return {}
         return {nm: left * t / total for nm, t in model.items()}
+
+    def _dsa_setup(self, i: int, ks) -> tuple | None:
+        """The i-th kind's DeepSeek Sparse Attention module as _dsa_module_s reads it, once per kind: (the names of
+        its projections and norms among the kind's token ops, the module table, its site), or None where the tables
+        lack the layer (said once in the run's notes). ``ks``: the kind's prompt kernels (their matmuls' dtype)."""
+        if ("setup", i) in self._dsa_cache:
+            return self._dsa_cache[("setup", i)]
+        from roofline.attention_ops import latent_ops
+        from roofline.measured.dsa import dsa_module_table
+        from roofline.op_builder import builder_for
+
+        kind, _, _, token_names = self._token_kinds[i]
+        a = kind.mixer
+        mine = {k.name for k in latent_ops(builder_for(self.precision.activations), a, 1, 8, 8, False,
+                                           self.sharded.d_model)} & set(token_names)
+        dtype = next(k.dtype for k in ks if k.name in mine and k.category == "matmul")
+        gemm = ("bfloat16" if dtype == "bf16" == self.precision.weights else self.cost_model.table_dtype(dtype)
+                if dtype == "fp8" else f"{self.precision.weights} weights computing in {dtype}")  # the table's gemm_type
+        try:
+            table = dsa_module_table(self.cost_model._source(self.machine), self.cost_model.kernels)
+            key = table.site(self.sharded.d_model, a, gemm, self.precision.kv_cache)
+        except RooflineError as exc:
+            note = f"DSA prompt attention: the cost model ({exc})"
+            self._say(note)
+            got = None
+        else:
+            note = (f"DSA prompt attention: {table.source}, the module's kernels' time less its projections' (as this "
+                    "step prices them), split over the indexer, top-k, expansion and attention ops (a chunk after a "
+                    "cached prefix: the module's growth from the prefix to the prefix and chunk); where that is less "
+                    "than the cost model's (short prompts, whose module is the host's dispatch) the cost model's")
+            self._say(note)
+            got = (mine, table, key)
+        self._dsa_cache[("setup", i)] = got
+        return got
+
+    def _dsa_projections(self, i: int, mine: set) -> list:
+        """The i-th kind's DSA module's projections and norms (``mine``), their body seconds summed in the layer's
+        order at every row count of a step (0 .. max_tokens; the token ops' tables read once), as plain floats."""
+        got = self._dsa_cache.get(("projections", i))
+        if got is None:
+            kind = self._token_kinds[i][0]
+            Ms = np.maximum(np.arange(0, self.max_tokens + 1, dtype=float), 1.0)
+            total = np.zeros_like(Ms)
+            for k in self._kernels(kind, False, Ms, 1, Ms):
+                if k.name in mine:
+                    total = total + self._op_time(k)[2]
+            got = self._dsa_cache[("projections", i)] = total.tolist()
+        return got
 
     def _chunk_sums(self, chunks) -> dict:
         """name -> [FLOPs, bytes, rates, layers, seconds] of each chunk op summed over the step's chunks (one
