@@ -15,8 +15,8 @@ from roofline.plan.step import StepCost
     ("llama3-8b", "h200", "vllm", 1, True),  # fused attention
     ("gpt-oss-120b", "b200", "trtllm", 4, True),  # sliding-window layers beside full ones
     ("qwen3.5-397b-a17b", "h200", "sglang", 8, True),  # Gated DeltaNet's conv and rule
-    # MLA's prompt: no table holds its attention, nor its expansion (a matmul whose shape the kernel does not
-    # carry): the block is refused and each size goes alone, unpriced
+    # MLA's prompt: no table holds its attention (no shape a table reads), nor its expansion (a matmul whose shape
+    # the kernel does not carry), at any size: the block holds them unpriced, as each size alone
     ("deepseek-v3", "h200", "sglang", 8, False),
 ])
 def test_a_block_of_prompt_sizes_costs_each_as_alone(model, machine, engine, tp, priced):
@@ -34,7 +34,7 @@ def test_a_block_of_prompt_sizes_costs_each_as_alone(model, machine, engine, tp,
                 one = sc._measured_chunk(k)
                 assert (math.isnan(t) and math.isnan(one)) or t == pytest.approx(one, rel=1e-9), (name, C)
     assert any(t == t for kind in sc._chunk_costs(1000, 0) for *_, t in kind) == priced
-    assert all((block is not None) == priced for block in sc._block_cache.values()) and sc._block_cache
+    assert all(block is not None for block in sc._block_cache.values()) and sc._block_cache
 
 
 def test_a_decode_tables_one_context_reads_as_numpy_reads_many():
@@ -60,7 +60,7 @@ def test_a_decode_tables_one_context_reads_as_numpy_reads_many():
     ("llama3-8b", "h200", "vllm", 1),
     ("gpt-oss-120b", "b200", "trtllm", 4),  # two kinds (sliding-window layers beside full ones)
     ("qwen3.5-397b-a17b", "h200", "sglang", 8),  # an op the cost model prices beside measured ones
-    ("deepseek-v3", "h200", "sglang", 8),  # no block: each size alone
+    ("deepseek-v3", "h200", "sglang", 8),  # MLA's prompt ops unpriced at every size
 ])
 def test_a_steps_one_prompt_costs_per_block_what_it_costs_summed_alone(model, machine, engine, tp):
     """A step whose only chunk is a whole prompt (ChunkCosts._one_chunk_block: a block of sizes' seconds in one
@@ -72,5 +72,24 @@ def test_a_steps_one_prompt_costs_per_block_what_it_costs_summed_alone(model, ma
         alone = sum(n * (t if t == t else sc._seq_time(F, B, rates)) for F, B, rates, n, t in
                     sc._chunk_share([(C, 0)]).values())
         assert got == alone, (C, got, alone)
-    kept = len(sc._one_chunk_s)
-    assert (kept >= 256) == (model != "deepseek-v3"), kept  # whole blocks kept, or one size at a time
+    assert len(sc._one_chunk_s) >= 256  # whole blocks kept
+
+
+@pytest.mark.parametrize("model, flagged", [("deepseek-v3", {"kv_b proj (expand)"}),
+                                            ("llama3-8b", set())])
+def test_an_op_unpriced_for_what_it_is_is_unpriced_at_every_size(model, flagged):
+    """MeasuredKernels.unpriced_at_every_size names the ops of a measured family the tables price at no size (MLA's
+    latent expansion, a matmul of no (batch, M, N, K) shape; its prompt attention carries no shape a table reads, of
+    no family): each size alone is unpriced too (NaN), so a block may hold them unpriced rather than go a size at a
+    time."""
+    m = get_machine("h200")
+    cm = MeasuredKernels.for_machine(m, "sglang")
+    sc = StepCost(model, m, tensor_parallel=8, cost_model=cm)
+    seen = set()
+    for (kind, _, _, _), names in zip(sc._token_kinds, sc._chunk_names):
+        for C in (1, 100, 5000):
+            for k in sc._kernels(kind, False, C, 1, C, set(names)):
+                if cm.unpriced_at_every_size(k):
+                    seen.add(k.name)
+                    assert math.isnan(sc._measured_chunk(k)), (k.name, C)
+    assert seen == flagged

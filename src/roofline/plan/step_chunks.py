@@ -88,8 +88,9 @@ class ChunkCosts:
         op's [F, B, rates, category, measured seconds] as arrays over the block (its kernels built and its
         tables read once, in one numpy pass, as a decode op's grid: the same figures as one size at a time,
         tests/test_step_chunks_block.py); None where the sizes go one at a time: DeepSeek Sparse Attention's
-        measured module (_dsa_module_s), or an op whose tables refuse the block (each size then says why).
-        Cached by (i, block)."""
+        measured module (_dsa_module_s), or an op whose tables refuse the block (each size then says why) for
+        its sizes, not for what it is (MLA's latent expansion, a matmul of no (batch, M, N, K) shape: no size
+        priced, its time NaN in the block as alone). Cached by (i, block)."""
         key = (i, C // _BLOCK)
         if key in self._block_cache:
             return self._block_cache[key]
@@ -104,7 +105,8 @@ class ChunkCosts:
                 k = ks[nm]
                 t = np.broadcast_to(np.asarray(cm._measured_s(k, self.machine) if cm.family_of(k) else np.nan,
                                                dtype=float), Cs.shape)
-                if cm.family_of(k) and np.isnan(t).all():  # refused as a block: each size says why
+                # refused as a block (each size then says why), unless the tables price the op at no size at all
+                if cm.family_of(k) and np.isnan(t).all() and not cm.unpriced_at_every_size(k):
                     got = None
                     break
                 got.append((np.broadcast_to(np.asarray(k.flops, dtype=float), Cs.shape),
