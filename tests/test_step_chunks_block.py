@@ -78,10 +78,12 @@ def test_a_steps_one_prompt_costs_per_block_what_it_costs_summed_alone(model, ma
 @pytest.mark.parametrize("model, flagged", [("deepseek-v3", {"kv_b proj (expand)"}),
                                             ("llama3-8b", set())])
 def test_an_op_unpriced_for_what_it_is_is_unpriced_at_every_size(model, flagged):
-    """MeasuredKernels.unpriced_at_every_size names the ops of a measured family the tables price at no size (MLA's
+    """measured.gemm.unpriced_at_every_size names the ops of a measured family the tables price at no size (MLA's
     latent expansion, a matmul of no (batch, M, N, K) shape; its prompt attention carries no shape a table reads, of
     no family): each size alone is unpriced too (NaN), so a block may hold them unpriced rather than go a size at a
     time."""
+    from roofline.measured.gemm import unpriced_at_every_size
+
     m = get_machine("h200")
     cm = MeasuredKernels.for_machine(m, "sglang")
     sc = StepCost(model, m, tensor_parallel=8, cost_model=cm)
@@ -89,7 +91,7 @@ def test_an_op_unpriced_for_what_it_is_is_unpriced_at_every_size(model, flagged)
     for (kind, _, _, _), names in zip(sc._token_kinds, sc._chunk_names):
         for C in (1, 100, 5000):
             for k in sc._kernels(kind, False, C, 1, C, set(names)):
-                if cm.unpriced_at_every_size(k):
+                if unpriced_at_every_size(k, cm.family_of(k)):
                     seen.add(k.name)
                     assert math.isnan(sc._measured_chunk(k)), (k.name, C)
     assert seen == flagged

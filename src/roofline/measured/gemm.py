@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roofline.errors import RooflineError, check_number
+from roofline.kernels import matmul_dims
 from roofline.machines import Machine, get_machine
 from roofline.measured import profile
 from roofline.measured.grid import LogGrid
@@ -188,3 +189,17 @@ def host_bound_replaced(cols, stand_in: str, machine: Machine, dtype: str, mnk, 
 def gemm_time(machine_key: str, kernels: str, dtype: str, m: float, n: float, k: float) -> GemmEstimate:
     """One GEMM (m x k by k x n) priced from the measured tables: gemm_table(...).estimate(m, n, k)."""
     return gemm_table(machine_key, kernels, dtype).estimate(m, n, k)
+
+
+def unpriced_at_every_size(kernel, family: str) -> bool:
+    """Whether the tables price an op of measured ``family`` (MeasuredKernels.family_of) at none of its sizes, for
+    what it is, not its size: a fused attention whose V head dim is not its K one, or chunked (the tables measured
+    neither); a matmul of no (batch, M, N, K) shape, of a batch of matrices at every size, or of a dtype no GEMM
+    table holds. MeasuredKernels._times and _gemm refuse these alike, an op of many sizes or of one."""
+    if family == "attention":
+        _, _, _, _, _, _, d, dv, _, chunked, _, _ = kernel.shape
+        return bool(dv != d or chunked)
+    if family == "gemm":
+        dims = matmul_dims(kernel.shape)
+        return dims is None or bool(np.all(np.asarray(dims[0]) != 1)) or kernel.dtype not in TABLE_DTYPE
+    return False

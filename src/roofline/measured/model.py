@@ -197,20 +197,6 @@ class MeasuredKernels(CostModel):
             return LINEAR_FAMILIES[kernel.shape[0]]
         return "gemm" if kernel.category == "matmul" else ""
 
-    def unpriced_at_every_size(self, kernel: Kernel) -> bool:
-        """Whether the tables price ``kernel``'s op at none of its sizes, for what it is, not its size: a fused
-        attention whose V head dim is not its K one, or chunked (the tables measured neither); a matmul of no
-        (batch, M, N, K) shape, of a batch of matrices at every size, or of a dtype no GEMM table holds. _times and
-        _gemm refuse these alike, an op of many sizes or of one."""
-        family, shape = self.family_of(kernel), kernel.shape
-        if family == "attention":
-            _, _, _, _, _, _, d, dv, _, chunked, _, _ = shape
-            return bool(dv != d or chunked)
-        if family == "gemm":
-            dims = matmul_dims(shape)
-            return dims is None or bool(np.all(np.asarray(dims[0]) != 1)) or kernel.dtype not in TABLE_DTYPE
-        return False
-
     def _gemm(self, kernel: Kernel, machine: Machine, shape=None):
         """(GemmEstimate, None) for an op of one size a measured table prices (a matmul, a fused
         attention, a routed expert from its module, an all-reduce), else (None, why not). ``shape``:

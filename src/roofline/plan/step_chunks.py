@@ -97,6 +97,8 @@ class ChunkCosts:
         kind, names = self._token_kinds[i][0], self._chunk_names[i]
         got = None
         if not self._dsa_kind(i):
+            from roofline.measured.gemm import unpriced_at_every_size
+
             Cs = np.maximum(np.arange(key[1] * _BLOCK, (key[1] + 1) * _BLOCK, dtype=float), 1.0)
             ks = {k.name: k for k in self._kernels(kind, False, Cs, 1, Cs, set(names))}
             cm = self.cost_model
@@ -106,7 +108,7 @@ class ChunkCosts:
                 t = np.broadcast_to(np.asarray(cm._measured_s(k, self.machine) if cm.family_of(k) else np.nan,
                                                dtype=float), Cs.shape)
                 # refused as a block (each size then says why), unless the tables price the op at no size at all
-                if cm.family_of(k) and np.isnan(t).all() and not cm.unpriced_at_every_size(k):
+                if cm.family_of(k) and np.isnan(t).all() and not unpriced_at_every_size(k, cm.family_of(k)):
                     got = None
                     break
                 got.append((np.broadcast_to(np.asarray(k.flops, dtype=float), Cs.shape),
