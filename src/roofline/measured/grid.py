@@ -192,15 +192,18 @@ class LogGrid:
         acc = np.zeros(n)
         used = np.zeros(n, dtype=int)
         exact = np.ones(n, dtype=bool)
+        # each axis' two sides: (grid index, weight) below and above each point, taken once for every corner
+        sides = [((j, 1.0 - wa), (np.minimum(j + 1, size - 1), wa))
+                 for j, wa, size in zip(lows, ws, self.efficiency.shape)]
         # a one-valued axis whose weight is 0 on a side (its value on a grid line): every corner on that side is 0
-        nothing = [[len(wa) == 1 and float(wa[0] if c else 1.0 - wa[0]) == 0.0 for c in (0, 1)] for wa in ws]
+        nothing = [[len(wa) == 1 and float(side[1][0]) == 0.0 for side in two] for wa, two in zip(ws, sides)]
         for corner in itertools.product((0, 1), repeat=len(self.axes)):
             if any(nothing[a][c] for a, c in enumerate(corner)):
                 continue
             idx, w = [], np.ones(n)
-            for c, j, wa, size in zip(corner, lows, ws, self.efficiency.shape):
-                idx.append(np.minimum(j + c, size - 1))
-                w = w * (wa if c else 1.0 - wa)
+            for c, two in zip(corner, sides):
+                idx.append(two[c][0])
+                w = w * two[c][1]
             if not (w > 0).any():  # no weight anywhere (a one-valued axis on a grid line): nothing to add
                 continue
             e = self.efficiency[tuple(idx)]
@@ -219,7 +222,6 @@ class LogGrid:
         used[far] = 1
         basis[far] = BASES.index("extrapolated")
         return eff, basis, used
-
 
     def _placed(self, a: int, col: np.ndarray) -> tuple:
         """Each of ``col``'s values placed on axis ``a``: (the grid index at or below it, its log-linear weight
