@@ -899,6 +899,18 @@ def kv_counts(done: list[dict]) -> str:
                                      sorted(why.items(), key=lambda x: -len(x[1]))) + "."
 
 
+def moe_counts(done: list[dict]) -> str:
+    """The report's line on the rows whose launch script set a MoE backend the tables time no module of (their
+    experts read the default rows in its stead), or "" where none did."""
+    unmeasured = defaultdict(list)
+    for d in done:
+        if d.get("moe_backend") and d["moe_backend"].lower() not in MOE_BACKENDS:
+            unmeasured[(d["moe_backend"], d["engine"], d["model"], d["machine"])].append(d)
+    return "".join(f" MoE backend {b} for {len(g):,} rows ({engine}'s moe_config.backend as the launch script sets it, "
+                   f"{model} on {machine}): no table times its module; their experts read the default rows in its stead."
+                   for (b, engine, model, machine), g in sorted(unmeasured.items()))
+
+
 def ratio_table(held: list[dict]) -> list[str]:
     """The held-out rows by engine and concurrency band on kernels+engine: median |error| and median ratio
     (predicted / measured) of TPOT and of TTFT: which way each misses."""
@@ -940,7 +952,8 @@ def write_report(args, sample, results, done, refused, wall, overheads, eager, g
              f"{os.cpu_count()} CPU core(s): {len(results):,} aggregated rows of `systems/silicon_sample.csv` "
              f"(aiconfigurator-core {version}), {n:,} simulated, {len(results) - n:,} refused; {wall:.0f} s in all "
              "(three simulations a row).", "",
-             f"One set of settings for every row: {settings_text(args.requests_per_user, args.client)}. {kv_counts(done)}", "",
+             f"One set of settings for every row: {settings_text(args.requests_per_user, args.client)}. {kv_counts(done)}"
+             f"{moe_counts(done)}", "",
              "Three models, the same settings otherwise: `plate`, the workshop plate's cost model; `kernels`, the row's "
              "engine's measured kernels (`--kernels ENGINE`); `kernels+engine`, the same plus each engine's own time per "
              f"step (`--step-overhead`), fitted on the rows of {', '.join(FIT_MODELS)} (the median of measured minus "

@@ -106,3 +106,30 @@ def test_deepseek_nvfp4_rows_serve_the_exports_bf16_projections():
     step = sv._step("deepseek-v3", "b200", sv.STORED, 8, False, "", 64, 8192, False, "fp8", "trtllm")
     label = step.precision.label()
     assert "q_a_proj" in label and "bf16 in 61 of 61 layers" in label and "experts" in label
+
+
+def test_gpt_oss_on_h200_ran_tritons_moe_which_the_report_says_no_table_times():
+    """gptoss_fp4_h200_trt*.sh at e06929c, f6a9d0b and d8cc89778 write moe_config: backend: TRITON for every run; the
+    H200 tables hold gpt-oss's MXFP4 module as CUTLASS's rows only (moe_torch_flow, w4a16_mxfp4: read here from the
+    parquet file), so its rows read the default rows, and the report says so."""
+    import silicon_validation as sv
+    from roofline.measured.tables import data_root
+
+    import importlib.util
+
+    root = Path(list(importlib.util.find_spec("aiconfigurator_core").submodule_search_locations)[0])
+    for version in ("1.3.0rc10", "1.3.0rc20"):
+        rows = pa.read_table(root / "systems" / "data" / "h200_sxm" / "moe" / "trtllm" / version / "moe_perf.parquet",
+                             filters=[("hidden_size", "=", 2880), ("moe_dtype", "=", "w4a16_mxfp4")]).to_pylist()
+        assert rows and {r["kernel_source"] for r in rows} == {"moe_torch_flow"}
+    sample = [r for r in sv.read_rows(data_root().parent / "silicon_sample.csv") if r["model_path"] == "openai/gpt-oss-120b"
+              and r["backend"] == "trtllm" and r["system"] == "h200_sxm" and sv.inferencex_deployment(r)]
+    dates = {sv._inferencex_date(r) for r in sample}
+    assert {"2025-11-02", "2025-12-15", "2026-01-28"} <= dates
+    for r in sample:
+        assert sv.inferencex_conditions(r, 1, 4, False).get("moe_backend") == "TRITON", r["id"]
+    done = [{"moe_backend": "TRITON", "engine": "trtllm", "model": "gpt-oss-120b", "machine": "h200"}] * 3
+    assert sv.moe_counts(done) == (" MoE backend TRITON for 3 rows (trtllm's moe_config.backend as the launch script sets "
+                                   "it, gpt-oss-120b on h200): no table times its module; their experts read the default "
+                                   "rows in its stead.")
+    assert sv.moe_counts([{"moe_backend": "TRTLLM", "engine": "trtllm", "model": "deepseek-v3", "machine": "b200"}]) == ""
