@@ -83,17 +83,17 @@ class LogGrid:
         not plain there (two points within rounding of the least distance), every measured point
         (_nearest_of_all)."""
         values = self.efficiency.ravel()
-        near = self._near_points()
-        if not len(near[0]):
+        flat, _, logs, _, _, lines = self._near_points()
+        if not len(flat):
             return np.full(len(log_points), values[0])
         out = np.empty(len(log_points))
         for lo in range(0, len(log_points), 256):
             q = log_points[lo:lo + 256]
             sq = []
-            for la in near[2]:  # each axis' squared differences, by axis value
-                x = la[None, :] - q[:, len(sq):len(sq) + 1]
+            for a, la in enumerate(logs):  # each axis' squared differences, by axis value
+                x = la[None, :] - q[:, a:a + 1]
                 sq.append(x * x)
-            got, plain = self._nearest_by_lines(sq) if near[5] is not None else (None, np.zeros(len(q), dtype=bool))
+            got, plain = self._nearest_by_lines(sq) if lines is not None else (None, np.zeros(len(q), dtype=bool))
             if got is not None:
                 out[lo:lo + 256] = got
             if not plain.all():

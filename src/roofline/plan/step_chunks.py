@@ -317,11 +317,10 @@ class ChunkCosts:
             for F, B, rates, _, t in block:
                 x = np.where(t == t, t, overlapped_s(F * rates[0], B * rates[1], overlap))
                 total = n * x if total is None else total + n * x
-        if total is None:
+        if total is None or len(self._one_chunk_s) >= 1_000_000:  # (a full cache: the size alone, not kept)
             return False
         lo = C // _BLOCK * _BLOCK
-        if len(self._one_chunk_s) < 1_000_000:
-            self._one_chunk_s.update(zip(zip(range(lo, lo + _BLOCK), [0] * _BLOCK), total.tolist()))
+        self._one_chunk_s.update(zip(zip(range(lo, lo + _BLOCK), [0] * _BLOCK), total.tolist()))
         return True
 
     def _chunk_share(self, chunks) -> dict:
